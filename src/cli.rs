@@ -1,0 +1,197 @@
+//! The command line: raw arguments become typed options once, here; the
+//! work lives in the library.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand, ValueEnum};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{self, EXIT_INTERRUPTED, EXIT_OK, UsageError};
+use crate::profile::{self, BUNDLED, format_duration, parse_duration};
+use crate::progress::ProgressMode;
+use crate::run::{RunOptions, run};
+use crate::server::EmbeddedServer;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "jsbench",
+    version,
+    about = "Throughput, latency and delivery-guarantee benchmarks for NATS JetStream",
+    long_about = "jsbench measures JetStream's reliable-delivery machinery (publish acks and \
+dedup, durable consumers and acks, redelivery, backpressure, dead letters, replay) \
+against a real nats-server, and checks that no message is lost while it measures.\n\n\
+Without --server it starts its own nats-server on 127.0.0.1 (a free port, a \
+temporary store) and stops it afterwards; run scripts/setup.sh once to install it.",
+    after_help = "Examples:\n  jsbench run quick                 smoke run on the embedded server\n  \
+jsbench run default -o /tmp/r      rate sweep, results under /tmp/r\n  \
+jsbench run my.toml -s nats://staging:4222\n  jsbench profiles                  list bundled profiles"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run profiles and write a results folder per profile
+    #[command(
+        long_about = "Runs each profile's scenarios and writes results/<utc>-<commit>-<profile>/ with \
+summary.json, metrics.csv and histograms/*.hgrm. Exit status: 0 all invariants held, \
+1 a scenario failed or an invariant broke, 2 bad input, 130 interrupted (results so far are kept)."
+    )]
+    Run(RunArgs),
+    /// Start an embedded nats-server (JetStream, loopback) and print its URL until Ctrl-C
+    Server,
+    /// List the bundled profiles, or print one
+    Profiles {
+        /// Print this profile's TOML (a starting point for your own)
+        name: Option<String>,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// Bundled profile names (see `jsbench profiles`) or paths to TOML files
+    #[arg(value_name = "PROFILE", default_value = "default")]
+    profiles: Vec<String>,
+
+    /// NATS server URL(s), comma-separated, instead of the embedded server
+    #[arg(short = 's', long, env = "NATS_URL", value_name = "URL")]
+    server: Option<String>,
+
+    /// Connect timeout
+    #[arg(long, env = "NATS_TIMEOUT", value_name = "DURATION", default_value = "5s", value_parser = duration_arg)]
+    timeout: Duration,
+
+    /// Parent folder of the results folders
+    #[arg(short = 'o', long, value_name = "DIR", default_value = "results")]
+    out: PathBuf,
+
+    /// Keep the streams jsbench created (they are deleted by default)
+    #[arg(long)]
+    keep: bool,
+
+    /// Progress bar on stderr: auto shows it on a terminal only
+    #[arg(long, value_enum, default_value = "auto")]
+    progress: ProgressArg,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy)]
+enum ProgressArg {
+    Auto,
+    Never,
+}
+
+fn duration_arg(text: &str) -> Result<Duration, String> {
+    parse_duration(text)
+}
+
+/// Entry point of the binary; returns the exit status.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                error::EXIT_USAGE
+            } else {
+                EXIT_OK
+            };
+        }
+    };
+    match dispatch(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            error::exit_code(&e)
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> Result<i32> {
+    match cli.command {
+        Command::Profiles { name } => profiles(name.as_deref()),
+        Command::Server => serve(),
+        Command::Run(args) => {
+            let options = RunOptions {
+                profiles: args.profiles,
+                server: args.server.filter(|s| !s.trim().is_empty()),
+                timeout: args.timeout,
+                out: args.out,
+                keep: args.keep,
+                progress: match args.progress {
+                    ProgressArg::Auto => ProgressMode::Auto,
+                    ProgressArg::Never => ProgressMode::Never,
+                },
+            };
+            let runtime = runtime()?;
+            let stop = CancellationToken::new();
+            runtime.spawn(interrupt_on_ctrl_c(stop.clone()));
+            let outcome = runtime.block_on(run(options, stop))?;
+            Ok(outcome.exit_code())
+        }
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("jsb-worker")
+        .build()?)
+}
+
+/// First Ctrl-C: stop measuring, write results, clean up. Second: give up now.
+async fn interrupt_on_ctrl_c(stop: CancellationToken) {
+    if tokio::signal::ctrl_c().await.is_ok() {
+        eprintln!("\ninterrupted: finishing up and writing results (Ctrl-C again to abort)");
+        stop.cancel();
+        if tokio::signal::ctrl_c().await.is_ok() {
+            std::process::exit(EXIT_INTERRUPTED);
+        }
+    }
+}
+
+fn profiles(name: Option<&str>) -> Result<i32> {
+    if let Some(name) = name {
+        let text = profile::bundled(name).ok_or_else(|| {
+            let names: Vec<&str> = BUNDLED.iter().map(|(n, _)| *n).collect();
+            UsageError(format!(
+                "no bundled profile named {name:?}; bundled: {}",
+                names.join(", ")
+            ))
+        })?;
+        print!("{text}");
+        return Ok(EXIT_OK);
+    }
+    let width = BUNDLED.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+    for (name, text) in BUNDLED {
+        let p = profile::parse(name, text)?;
+        let kinds: Vec<&str> = p.scenarios.iter().map(|s| s.kind()).collect();
+        println!(
+            "{name:<width$}  ~{:>5}  {:<20}  {}",
+            format_duration(Duration::from_secs(p.estimated_duration().as_secs())),
+            kinds.join(","),
+            p.description
+        );
+    }
+    Ok(EXIT_OK)
+}
+
+fn serve() -> Result<i32> {
+    let server = EmbeddedServer::start()?;
+    println!("{}", server.url());
+    eprintln!(
+        "nats-server {} with JetStream on {} (monitoring {}); Ctrl-C stops it and removes its store",
+        server.version(),
+        server.url(),
+        server.monitor_url().unwrap_or("off")
+    );
+    let runtime = runtime()?;
+    runtime.block_on(async {
+        let _ = tokio::signal::ctrl_c().await;
+    });
+    drop(server);
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,65 @@
+//! One time base for the whole process: nanoseconds since the Unix epoch,
+//! advanced by the monotonic clock.
+//!
+//! Publishers stamp intended and actual send times into payloads and
+//! consumers subtract them from their receive time, so all tasks must read
+//! the same clock. Anchoring a monotonic clock to the wall clock once gives
+//! timestamps that never jump backwards within a run and stay comparable with
+//! other hosts' wall clocks (workers, server timestamps).
+
+use std::sync::LazyLock;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+struct Anchor {
+    instant: Instant,
+    wall_ns: u64,
+}
+
+static ANCHOR: LazyLock<Anchor> = LazyLock::new(|| Anchor {
+    instant: Instant::now(),
+    wall_ns: SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0),
+});
+
+/// Nanoseconds since the Unix epoch on the process's monotonic time base.
+#[inline]
+pub fn now_ns() -> u64 {
+    let anchor = &*ANCHOR;
+    anchor.wall_ns + anchor.instant.elapsed().as_nanos() as u64
+}
+
+/// The `Instant` that corresponds to a timestamp of this clock, for sleeping
+/// until an intended send time.
+pub fn instant_at(ns: u64) -> Instant {
+    let anchor = &*ANCHOR;
+    let offset = ns.saturating_sub(anchor.wall_ns);
+    anchor.instant + std::time::Duration::from_nanos(offset)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn is_monotonic_and_near_the_wall_clock() {
+        let a = now_ns();
+        let b = now_ns();
+        assert!(b >= a);
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        // Within a second of the wall clock: same epoch, same unit.
+        assert!(wall.abs_diff(b) < 1_000_000_000, "wall {wall} clock {b}");
+    }
+
+    #[test]
+    fn instant_at_round_trips() {
+        let t = now_ns() + 5_000_000;
+        let back = instant_at(t);
+        let delta = back.duration_since(ANCHOR.instant).as_nanos() as u64 + ANCHOR.wall_ns;
+        assert_eq!(delta, t);
+    }
+}

@@ -1,0 +1,6 @@
+//! Consumption: durable consumers that time every delivery, mark the ledger
+//! and acknowledge.
+
+mod pull;
+
+pub use pull::{ConsumerConfig, ConsumerProgress, ConsumerReport, run};

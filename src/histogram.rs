@@ -1,0 +1,267 @@
+//! Latency histograms: recorded per task on the hot path, merged once after
+//! the run, and written as HdrHistogram percentile distributions.
+//!
+//! Values are nanoseconds with three significant digits from 1 ns to one
+//! hour; anything longer saturates at the top (and is counted), so a
+//! pathological outlier never aborts a recording.
+
+use std::fmt::Write as _;
+
+use anyhow::{Context, Result};
+use base64::Engine as _;
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use serde::{Deserialize, Serialize};
+
+/// Highest value recorded without saturating: one hour in ns.
+const HIGHEST_NS: u64 = 3_600 * 1_000_000_000;
+const SIGFIG: u8 = 3;
+
+/// A task-local latency recorder.
+#[derive(Clone)]
+pub struct Recorder {
+    histogram: Histogram<u64>,
+    saturated: u64,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder")
+            .field("count", &self.histogram.len())
+            .field("saturated", &self.saturated)
+            .finish()
+    }
+}
+
+impl Recorder {
+    pub fn new() -> Self {
+        Recorder {
+            histogram: Histogram::new_with_bounds(1, HIGHEST_NS, SIGFIG)
+                .expect("constant histogram bounds are valid"),
+            saturated: 0,
+        }
+    }
+
+    /// Records one value in ns. No allocation: the counts array is sized
+    /// for the whole range up front.
+    #[inline]
+    pub fn record(&mut self, ns: u64) {
+        if ns > HIGHEST_NS {
+            self.saturated += 1;
+        }
+        self.histogram.saturating_record(ns);
+    }
+
+    /// Records the elapsed time between two clock readings; a later reading
+    /// that is somehow smaller (never on one monotonic clock) records zero.
+    #[inline]
+    pub fn record_between(&mut self, from_ns: u64, to_ns: u64) {
+        self.record(to_ns.saturating_sub(from_ns));
+    }
+
+    pub fn merge(&mut self, other: &Recorder) {
+        self.histogram
+            .add(&other.histogram)
+            .expect("histograms with equal bounds always add");
+        self.saturated += other.saturated;
+    }
+
+    pub fn count(&self) -> u64 {
+        self.histogram.len()
+    }
+
+    pub fn saturated(&self) -> u64 {
+        self.saturated
+    }
+
+    pub fn histogram(&self) -> &Histogram<u64> {
+        &self.histogram
+    }
+
+    /// Value at a quantile (0.0..=1.0) in ns; 0 when empty.
+    pub fn quantile(&self, q: f64) -> u64 {
+        self.histogram.value_at_quantile(q)
+    }
+
+    pub fn summary(&self) -> LatencySummary {
+        let h = &self.histogram;
+        let us = |ns: u64| ns as f64 / 1_000.0;
+        LatencySummary {
+            count: h.len(),
+            min_us: us(h.min()),
+            mean_us: h.mean() / 1_000.0,
+            p50_us: us(h.value_at_quantile(0.50)),
+            p90_us: us(h.value_at_quantile(0.90)),
+            p99_us: us(h.value_at_quantile(0.99)),
+            p999_us: us(h.value_at_quantile(0.999)),
+            p9999_us: us(h.value_at_quantile(0.9999)),
+            max_us: us(h.max()),
+        }
+    }
+
+    /// The HdrHistogram percentile-distribution text (".hgrm"), values in
+    /// microseconds, in the layout HdrHistogram's own tools print and its
+    /// plotters read.
+    pub fn to_hgrm(&self) -> String {
+        let h = &self.histogram;
+        let scale = 1_000.0;
+        let mut out = String::new();
+        out.push_str("       Value     Percentile TotalCount 1/(1-Percentile)\n\n");
+        if h.is_empty() {
+            out.push_str("#[Mean    =        0.000, StdDeviation   =        0.000]\n");
+            out.push_str("#[Max     =        0.000, Total count    =            0]\n");
+        } else {
+            let mut total = 0u64;
+            for v in h.iter_quantiles(5) {
+                total += v.count_since_last_iteration();
+                let q = v.quantile_iterated_to();
+                let value = h.highest_equivalent(v.value_iterated_to()) as f64 / scale;
+                if q < 1.0 {
+                    let _ = writeln!(
+                        out,
+                        "{value:12.3} {q:2.12} {total:10} {:14.2}",
+                        1.0 / (1.0 - q)
+                    );
+                } else {
+                    let _ = writeln!(out, "{value:12.3} {q:2.12} {total:10}");
+                }
+            }
+            let _ = writeln!(
+                out,
+                "#[Mean    = {:12.3}, StdDeviation   = {:12.3}]",
+                h.mean() / scale,
+                h.stdev() / scale
+            );
+            let _ = writeln!(
+                out,
+                "#[Max     = {:12.3}, Total count    = {:12}]",
+                h.max() as f64 / scale,
+                h.len()
+            );
+        }
+        let _ = writeln!(
+            out,
+            "#[Buckets = {:12}, SubBuckets     = {:12}]",
+            h.buckets(),
+            h.distinct_values()
+        );
+        out
+    }
+
+    /// The standard compressed serialisation (V2 + deflate), base64: exact,
+    /// mergeable, and readable by every HdrHistogram implementation.
+    pub fn to_base64(&self) -> String {
+        let mut bytes = Vec::new();
+        V2DeflateSerializer::new()
+            .serialize(&self.histogram, &mut bytes)
+            .expect("serialising into memory cannot fail");
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    }
+
+    pub fn from_base64(text: &str) -> Result<Recorder> {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(text.trim())
+            .context("histogram is not valid base64")?;
+        let histogram: Histogram<u64> = Deserializer::new()
+            .deserialize(&mut bytes.as_slice())
+            .map_err(|e| anyhow::anyhow!("histogram does not deserialise: {e:?}"))?;
+        let mut recorder = Recorder::new();
+        recorder
+            .histogram
+            .add(&histogram)
+            .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))?;
+        Ok(recorder)
+    }
+}
+
+/// The percentiles every latency report shows, in microseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencySummary {
+    pub count: u64,
+    pub min_us: f64,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub p9999_us: f64,
+    pub max_us: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_adds_counts_and_keeps_extremes() {
+        let mut a = Recorder::new();
+        let mut b = Recorder::new();
+        for v in 1..=1_000u64 {
+            a.record(v * 1_000);
+        }
+        for v in 1..=1_000u64 {
+            b.record(1_000_000 + v * 1_000);
+        }
+        a.merge(&b);
+        assert_eq!(a.count(), 2_000);
+        let s = a.summary();
+        assert!((s.min_us - 1.0).abs() < 0.01, "min {}", s.min_us);
+        assert!(
+            (s.max_us - 2_000.0).abs() / 2_000.0 < 0.001,
+            "max {}",
+            s.max_us
+        );
+        // The median of 1..=2000 µs is 1000 µs, within 3 significant digits.
+        assert!(
+            (s.p50_us - 1_000.0).abs() / 1_000.0 < 0.002,
+            "p50 {}",
+            s.p50_us
+        );
+    }
+
+    #[test]
+    fn values_beyond_the_range_saturate_and_are_counted() {
+        let mut r = Recorder::new();
+        r.record(HIGHEST_NS * 10);
+        assert_eq!(r.count(), 1);
+        assert_eq!(r.saturated(), 1);
+    }
+
+    #[test]
+    fn hgrm_text_ends_at_the_total_count() {
+        let mut r = Recorder::new();
+        for v in 0..10_000u64 {
+            r.record(50_000 + v * 10);
+        }
+        let text = r.to_hgrm();
+        assert!(text.starts_with("       Value     Percentile TotalCount 1/(1-Percentile)"));
+        let rows: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.contains("Value"))
+            .collect();
+        let last: Vec<&str> = rows.last().unwrap().split_whitespace().collect();
+        assert_eq!(last[1], "1.000000000000");
+        assert_eq!(last[2], "10000");
+        assert!(text.contains("Total count    =        10000"));
+        // Values are in microseconds: the first row is about 50 µs.
+        let first: f64 = rows[0].split_whitespace().next().unwrap().parse().unwrap();
+        assert!((first - 50.0).abs() < 0.1, "first {first}");
+    }
+
+    #[test]
+    fn base64_round_trips_exactly() {
+        let mut r = Recorder::new();
+        for v in [1u64, 999, 123_456, 9_999_999_999] {
+            r.record(v);
+        }
+        let back = Recorder::from_base64(&r.to_base64()).unwrap();
+        assert_eq!(back.histogram(), r.histogram());
+        assert!(Recorder::from_base64("not base64!").is_err());
+    }
+}

@@ -1,0 +1,220 @@
+//! The delivery ledger: what happened to every stream sequence.
+//!
+//! Each publisher and consumer task keeps its own [`LedgerShard`] (no locks,
+//! no shared cache lines on the hot path); the scenario merges them after the
+//! run and checks its invariants against the merged counts. A benchmark that
+//! silently loses messages is worse than none.
+
+use serde::{Deserialize, Serialize};
+
+/// Something that happened to a stream sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// A PubAck confirmed this sequence was stored.
+    Persisted,
+    /// A PubAck flagged a publish as a duplicate of this sequence.
+    Duplicate,
+    /// A consumer received this sequence (every delivery counts).
+    Delivered,
+    /// A consumer acknowledged this sequence.
+    Acked,
+}
+
+const EVENTS: usize = 4;
+
+/// Per-task counts of events by stream sequence.
+///
+/// Counts live in dense vectors indexed by sequence (jsbench creates its own
+/// streams, so sequences start at 1 and stay dense); a vector grows by
+/// doubling, so marking is allocation-free except for amortised growth, and
+/// `with_capacity` removes even that when the message count is known.
+#[derive(Debug, Clone, Default)]
+pub struct LedgerShard {
+    counts: [Vec<u16>; EVENTS],
+}
+
+impl LedgerShard {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A shard that can mark sequences up to `max_seq` for `events` without growing.
+    pub fn with_capacity(max_seq: u64, events: &[Event]) -> Self {
+        let mut shard = Self::default();
+        for &e in events {
+            shard.counts[e as usize] = vec![0; max_seq as usize + 1];
+        }
+        shard
+    }
+
+    #[inline]
+    pub fn mark(&mut self, seq: u64, event: Event) {
+        let v = &mut self.counts[event as usize];
+        let i = seq as usize;
+        if i >= v.len() {
+            let len = (i + 1).max(v.len() * 2).max(1024);
+            v.resize(len, 0);
+        }
+        v[i] = v[i].saturating_add(1);
+    }
+
+    pub fn count(&self, seq: u64, event: Event) -> u16 {
+        self.counts[event as usize]
+            .get(seq as usize)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    pub fn merge(&mut self, other: &LedgerShard) {
+        for (mine, theirs) in self.counts.iter_mut().zip(&other.counts) {
+            if mine.len() < theirs.len() {
+                mine.resize(theirs.len(), 0);
+            }
+            for (m, t) in mine.iter_mut().zip(theirs) {
+                *m = m.saturating_add(*t);
+            }
+        }
+    }
+
+    /// Highest sequence any event was marked for.
+    pub fn max_seq(&self) -> u64 {
+        self.counts
+            .iter()
+            .filter_map(|v| v.iter().rposition(|&c| c > 0))
+            .max()
+            .unwrap_or(0) as u64
+    }
+
+    /// Sequences that were persisted but never delivered, up to `limit` of them.
+    pub fn lost_sequences(&self, limit: usize) -> Vec<u64> {
+        (1..=self.max_seq())
+            .filter(|&s| {
+                self.count(s, Event::Persisted) > 0 && self.count(s, Event::Delivered) == 0
+            })
+            .take(limit)
+            .collect()
+    }
+
+    /// The counts every scenario reports, from the merged shard.
+    pub fn counts(&self) -> LedgerCounts {
+        let mut c = LedgerCounts::default();
+        for seq in 1..=self.max_seq() {
+            let persisted = self.count(seq, Event::Persisted);
+            let deliveries = u64::from(self.count(seq, Event::Delivered));
+            let acks = self.count(seq, Event::Acked);
+            c.duplicates += u64::from(self.count(seq, Event::Duplicate));
+            c.deliveries += deliveries;
+            if persisted > 0 {
+                c.persisted += 1;
+                if persisted > 1 {
+                    c.persisted_twice += 1;
+                }
+                if deliveries == 0 {
+                    c.lost += 1;
+                }
+            } else if deliveries > 0 {
+                c.delivered_unconfirmed += 1;
+            }
+            if deliveries > 0 {
+                c.delivered += 1;
+            }
+            if deliveries > 1 {
+                c.redelivered += 1;
+                c.redeliveries += deliveries - 1;
+            }
+            if acks > 0 {
+                c.acked += 1;
+            }
+        }
+        c
+    }
+}
+
+/// Ledger totals for one scenario variant.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerCounts {
+    /// Publishes sent (whatever became of them).
+    pub published: u64,
+    /// Publishes that got no PubAck in time, or an error instead of one.
+    pub publish_errors: u64,
+    /// Distinct sequences a PubAck confirmed.
+    pub persisted: u64,
+    /// Sequences confirmed by more than one non-duplicate PubAck (a server bug).
+    pub persisted_twice: u64,
+    /// PubAcks flagged duplicate by the server.
+    pub duplicates: u64,
+    /// Distinct sequences delivered at least once.
+    pub delivered: u64,
+    /// Deliveries in total, first deliveries and redeliveries.
+    pub deliveries: u64,
+    /// Distinct sequences delivered more than once.
+    pub redelivered: u64,
+    /// Deliveries beyond the first, summed over sequences.
+    pub redeliveries: u64,
+    /// Distinct sequences acknowledged.
+    pub acked: u64,
+    /// Persisted sequences never delivered.
+    pub lost: u64,
+    /// Delivered sequences whose PubAck never arrived (stored, but the
+    /// publisher could not know it).
+    pub delivered_unconfirmed: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_lost_redelivered_and_unconfirmed() {
+        let mut publisher = LedgerShard::new();
+        for seq in 1..=5 {
+            publisher.mark(seq, Event::Persisted);
+        }
+        let mut consumer_a = LedgerShard::new();
+        let mut consumer_b = LedgerShard::new();
+        for seq in [1, 2, 3] {
+            consumer_a.mark(seq, Event::Delivered);
+            consumer_a.mark(seq, Event::Acked);
+        }
+        consumer_b.mark(3, Event::Delivered); // a redelivery of 3 to another consumer
+        consumer_b.mark(6, Event::Delivered); // stored, but its PubAck was lost
+
+        let mut ledger = LedgerShard::new();
+        for shard in [&publisher, &consumer_a, &consumer_b] {
+            ledger.merge(shard);
+        }
+        let c = ledger.counts();
+        assert_eq!(c.persisted, 5);
+        assert_eq!(c.delivered, 4);
+        assert_eq!(c.deliveries, 5);
+        assert_eq!(c.redelivered, 1);
+        assert_eq!(c.redeliveries, 1);
+        assert_eq!(c.acked, 3);
+        assert_eq!(c.lost, 2);
+        assert_eq!(c.delivered_unconfirmed, 1);
+        assert_eq!(ledger.lost_sequences(10), vec![4, 5]);
+        assert_eq!(ledger.lost_sequences(1), vec![4]);
+    }
+
+    #[test]
+    fn duplicates_and_double_persists_are_counted() {
+        let mut s = LedgerShard::with_capacity(2, &[Event::Persisted, Event::Duplicate]);
+        s.mark(1, Event::Persisted);
+        s.mark(1, Event::Duplicate);
+        s.mark(2, Event::Persisted);
+        s.mark(2, Event::Persisted);
+        s.mark(2, Event::Delivered);
+        let c = s.counts();
+        assert_eq!(c.duplicates, 1);
+        assert_eq!(c.persisted_twice, 1);
+        assert_eq!(c.lost, 1);
+    }
+
+    #[test]
+    fn grows_past_its_capacity() {
+        let mut s = LedgerShard::with_capacity(4, &[Event::Delivered]);
+        s.mark(100_000, Event::Delivered);
+        assert_eq!(s.count(100_000, Event::Delivered), 1);
+        assert_eq!(s.max_seq(), 100_000);
+    }
+}

@@ -1,0 +1,42 @@
+//! jsbench: throughput, latency and delivery-guarantee benchmarks for NATS
+//! JetStream's reliable-delivery machinery.
+//!
+//! # Layout
+//!
+//! From the command line down to the wire:
+//!
+//! - [`cli`]: arguments into typed options; [`run`] orchestrates a run:
+//!   profiles, server, scenarios, results, clean-up.
+//! - [`profile`]: TOML profiles validated into a typed plan.
+//! - [`server`]: the embedded nats-server; [`connect`]: connections to any server.
+//! - [`scenario`]: one module per scenario, each reading as provision,
+//!   drive, measure, verify. [`provision`] creates run-scoped streams and
+//!   consumers; [`drive`] runs the publish-and-consume mechanics they share.
+//! - [`load`]: open-loop publishers ([`schedule`] keeps their timing);
+//!   [`consume`]: durable consumers. Both record into task-local
+//!   [`histogram`]s, [`ledger`]s and [`timeline`]s, merged after the run,
+//!   timed by one [`clock`] and the payload [`stamp`].
+//! - [`metrics`], [`results`], [`report`]: what a run leaves behind.
+//! - [`progress`], [`error`]: the user-facing edges.
+
+pub mod cli;
+pub mod clock;
+pub mod connect;
+pub mod consume;
+pub mod drive;
+pub mod error;
+pub mod histogram;
+pub mod ledger;
+pub mod load;
+pub mod metrics;
+pub mod profile;
+pub mod progress;
+pub mod provision;
+pub mod report;
+pub mod results;
+pub mod run;
+pub mod scenario;
+pub mod schedule;
+pub mod server;
+pub mod stamp;
+pub mod timeline;

@@ -1,0 +1,6 @@
+//! Load generation: open-loop publishers that are never the bottleneck they
+//! measure.
+
+mod publisher;
+
+pub use publisher::{AckReport, Publisher, PublisherConfig, PublisherProgress, SendReport};

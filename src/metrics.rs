@@ -1,0 +1,73 @@
+//! Named, unit-carrying, direction-aware numbers: the unit of comparison
+//! between runs. Everything a scenario reports ends up as a [`Metric`].
+
+use serde::{Deserialize, Serialize};
+
+use crate::histogram::LatencySummary;
+
+/// Which way is better, so `compare` can call a change a regression.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    Higher,
+    Lower,
+    /// Context, not a figure of merit (a configured rate, a count of variants).
+    None,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Metric {
+    pub name: String,
+    pub unit: String,
+    pub value: f64,
+    pub direction: Direction,
+}
+
+impl Metric {
+    pub fn new(name: impl Into<String>, unit: &str, value: f64, direction: Direction) -> Self {
+        Metric {
+            name: name.into(),
+            unit: unit.to_string(),
+            value,
+            direction,
+        }
+    }
+}
+
+/// The percentile metrics of one latency histogram: `<name>.p50` ... `<name>.max`, in µs.
+pub fn latency_metrics(name: &str, s: &LatencySummary) -> Vec<Metric> {
+    let m = |suffix: &str, value: f64| {
+        Metric::new(format!("{name}.{suffix}"), "us", value, Direction::Lower)
+    };
+    vec![
+        m("p50", s.p50_us),
+        m("p90", s.p90_us),
+        m("p99", s.p99_us),
+        m("p99.9", s.p999_us),
+        m("p99.99", s.p9999_us),
+        m("max", s.max_us),
+        m("mean", s.mean_us),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_metrics_are_lower_is_better_microseconds() {
+        let s = LatencySummary {
+            p50_us: 1.0,
+            max_us: 9.0,
+            ..Default::default()
+        };
+        let ms = latency_metrics("e2e", &s);
+        assert_eq!(ms[0].name, "e2e.p50");
+        assert_eq!(ms[0].value, 1.0);
+        assert!(
+            ms.iter()
+                .all(|m| m.unit == "us" && m.direction == Direction::Lower)
+        );
+        assert!(ms.iter().any(|m| m.name == "e2e.max" && m.value == 9.0));
+    }
+}

@@ -1,0 +1,12 @@
+//! Profiles compiled into the binary, so `jsbench run quick` works from any
+//! directory. Every file in profiles/ must be listed here (a test checks).
+
+/// (name, TOML text) of every bundled profile.
+pub const BUNDLED: &[(&str, &str)] = &[
+    ("quick", include_str!("../../profiles/quick.toml")),
+    ("default", include_str!("../../profiles/default.toml")),
+];
+
+pub fn bundled(name: &str) -> Option<&'static str> {
+    BUNDLED.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+}

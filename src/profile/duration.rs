@@ -1,0 +1,143 @@
+//! Durations in profiles are written the way people say them: "500ms",
+//! "10s", "2m", "1m30s".
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A duration read from a profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Dur(pub Duration);
+
+pub const DURATION_HELP: &str =
+    "a number followed by ns, us, ms, s, m or h, e.g. \"500ms\", \"10s\", \"1m30s\"";
+
+/// Parses "10s", "250ms", "1m30s", "1.5s".
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let s = text.trim();
+    if s.is_empty() {
+        return Err(format!("empty duration; expected {DURATION_HELP}"));
+    }
+    let mut total = 0f64;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let number_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (number, tail) = rest.split_at(number_len);
+        let unit_len = tail
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_len);
+        let value: f64 = number
+            .parse()
+            .map_err(|_| format!("invalid duration {text:?}; expected {DURATION_HELP}"))?;
+        let scale = match unit {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            "" => {
+                return Err(format!(
+                    "duration {text:?} has no unit; expected {DURATION_HELP}"
+                ));
+            }
+            other => {
+                return Err(format!(
+                    "unknown unit {other:?} in duration {text:?}; expected {DURATION_HELP}"
+                ));
+            }
+        };
+        total += value * scale;
+        rest = tail;
+    }
+    if !total.is_finite() || total > 1e9 {
+        return Err(format!("duration {text:?} is out of range"));
+    }
+    Ok(Duration::from_secs_f64(total))
+}
+
+/// Formats a duration compactly, the inverse of [`parse_duration`] for the
+/// values people write.
+pub fn format_duration(d: Duration) -> String {
+    let ns = d.as_nanos();
+    if ns == 0 {
+        "0s".into()
+    } else if ns % 1_000_000_000 == 0 {
+        let s = ns / 1_000_000_000;
+        if s % 3600 == 0 {
+            format!("{}h", s / 3600)
+        } else if s % 60 == 0 {
+            format!("{}m", s / 60)
+        } else {
+            format!("{s}s")
+        }
+    } else if ns % 1_000_000 == 0 {
+        format!("{}ms", ns / 1_000_000)
+    } else if ns % 1_000 == 0 {
+        format!("{}us", ns / 1_000)
+    } else {
+        format!("{ns}ns")
+    }
+}
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Dur;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                write!(f, "a duration string: {DURATION_HELP}")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Dur, E> {
+                parse_duration(v).map(Dur).map_err(E::custom)
+            }
+        }
+        deserializer.deserialize_str(Visitor)
+    }
+}
+
+impl Serialize for Dur {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&format_duration(self.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_what_people_write() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse_duration("40us"), Ok(Duration::from_micros(40)));
+    }
+
+    #[test]
+    fn rejects_with_the_expected_form() {
+        for bad in ["10", "ten s", "5 parsecs", "", "1.2.3s"] {
+            let err = parse_duration(bad).unwrap_err();
+            assert!(err.contains("e.g."), "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn formats_round_trip() {
+        for d in [
+            Duration::from_secs(10),
+            Duration::from_millis(250),
+            Duration::from_secs(120),
+            Duration::from_micros(40),
+            Duration::ZERO,
+        ] {
+            assert_eq!(parse_duration(&format_duration(d)), Ok(d));
+        }
+    }
+}

@@ -1,0 +1,315 @@
+//! Profiles: TOML files that say what to run, validated into a typed plan.
+//!
+//! A profile is read in two steps. Serde turns the text into sections,
+//! rejecting unknown keys and malformed values with the key path; validation
+//! then checks ranges and combinations and builds the [`Profile`] plan the
+//! scenarios run from. Every problem names the file, the field path and what
+//! is allowed, and all problems are reported at once.
+
+mod bundled;
+mod common;
+mod duration;
+mod latency;
+mod plan;
+
+use std::fmt;
+use std::path::Path;
+
+use serde::Deserialize;
+
+pub use bundled::{BUNDLED, bundled};
+pub use duration::{Dur, format_duration, parse_duration};
+pub use plan::*;
+
+/// A profile that cannot be run, with every problem found in it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProfileError {
+    /// The file (or bundled profile) the problems are in.
+    pub source: String,
+    pub problems: Vec<Problem>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Problem {
+    /// Key path, e.g. `scenario[0].consumer.ack_wait`; empty for the whole file.
+    pub path: String,
+    /// Line in the file, when known.
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+impl fmt::Display for ProfileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "profile {} is invalid:", self.source)?;
+        for p in &self.problems {
+            write!(f, "\n  - ")?;
+            match (p.path.is_empty(), p.line) {
+                (false, Some(line)) => write!(f, "{} (line {line}): ", p.path)?,
+                (false, None) => write!(f, "{}: ", p.path)?,
+                (true, Some(line)) => write!(f, "line {line}: ")?,
+                (true, None) => {}
+            }
+            write!(f, "{}", p.message)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ProfileError {}
+
+/// Collects problems while validating, so a user fixes them all in one go.
+#[derive(Debug, Default)]
+pub(crate) struct Problems {
+    list: Vec<Problem>,
+    line: Option<usize>,
+}
+
+impl Problems {
+    pub(crate) fn at_line(line: Option<usize>) -> Self {
+        Problems {
+            list: Vec::new(),
+            line,
+        }
+    }
+
+    pub(crate) fn push(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.list.push(Problem {
+            path: path.into(),
+            line: self.line,
+            message: message.into(),
+        });
+    }
+
+    /// Checks `min <= value <= max`, naming the allowed range otherwise.
+    pub(crate) fn range<T: PartialOrd + fmt::Display + Copy>(
+        &mut self,
+        path: &str,
+        value: T,
+        min: T,
+        max: T,
+        unit: &str,
+    ) {
+        if value < min || value > max {
+            self.push(
+                path,
+                format!("{value} is out of range; allowed {min}..={max}{unit}"),
+            );
+        }
+    }
+
+    pub(crate) fn extend(&mut self, other: Problems) {
+        self.list.extend(other.list);
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+}
+
+/// Loads a profile by bundled name ("quick") or by path ("my.toml").
+pub fn load(spec: &str) -> Result<Profile, anyhow::Error> {
+    let path = Path::new(spec);
+    let looks_like_path = spec.ends_with(".toml") || spec.contains('/') || path.exists();
+    if !looks_like_path {
+        if let Some(text) = bundled(spec) {
+            return Ok(parse(&format!("{spec} (bundled)"), text)?);
+        }
+        let names: Vec<&str> = BUNDLED.iter().map(|(n, _)| *n).collect();
+        return Err(crate::error::UsageError(format!(
+            "no bundled profile named {spec:?}; bundled profiles are: {} (or give a path to a .toml file)",
+            names.join(", ")
+        ))
+        .into());
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        crate::error::UsageError(format!("cannot read profile {}: {e}", path.display()))
+    })?;
+    Ok(parse(&path.display().to_string(), &text)?)
+}
+
+/// The top level of a profile file; scenario tables are read per kind.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSection {
+    name: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    server: common::ServerSection,
+    #[serde(default, rename = "scenario")]
+    scenarios: Vec<toml::Spanned<toml::Table>>,
+}
+
+/// Parses and validates profile text; `source` names it in errors.
+pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
+    let fail = |problems: Vec<Problem>| ProfileError {
+        source: source.to_string(),
+        problems,
+    };
+    let deserializer = toml::Deserializer::parse(text).map_err(|e| {
+        fail(vec![Problem {
+            path: String::new(),
+            line: e.span().map(|s| line_of(text, s.start)),
+            message: e.message().trim().to_string(),
+        }])
+    })?;
+    let file: FileSection = serde_path_to_error::deserialize(deserializer).map_err(|e| {
+        let line = e.inner().span().map(|s| line_of(text, s.start));
+        fail(vec![Problem {
+            path: path_text(e.path()),
+            line,
+            message: e.inner().message().trim().to_string(),
+        }])
+    })?;
+
+    let mut problems = Problems::default();
+    if !is_safe_name(&file.name) {
+        problems.push("name", format!("{:?} {NAME_RULE}", file.name));
+    }
+    let server = file.server.validate(&mut problems);
+    if file.scenarios.is_empty() {
+        problems.push(
+            "scenario",
+            format!(
+                "a profile needs at least one [[scenario]] table; kinds: {}",
+                KINDS.join(", ")
+            ),
+        );
+    }
+
+    let mut scenarios = Vec::new();
+    for (i, spanned) in file.scenarios.into_iter().enumerate() {
+        let line = Some(line_of(text, spanned.span().start));
+        let mut table = spanned.into_inner();
+        let prefix = format!("scenario[{i}]");
+        let mut local = Problems::at_line(line);
+        let kind = match table.remove("kind") {
+            Some(toml::Value::String(kind)) => kind,
+            Some(other) => {
+                local.push(
+                    format!("{prefix}.kind"),
+                    format!("must be a string, found {}", other.type_str()),
+                );
+                problems.extend(local);
+                continue;
+            }
+            None => {
+                local.push(
+                    format!("{prefix}.kind"),
+                    format!("missing; one of: {}", KINDS.join(", ")),
+                );
+                problems.extend(local);
+                continue;
+            }
+        };
+        let plan = match kind.as_str() {
+            "latency" => latency::read(table, &prefix, &mut local).map(ScenarioPlan::Latency),
+            other => {
+                local.push(
+                    format!("{prefix}.kind"),
+                    format!(
+                        "unknown scenario kind {other:?}; one of: {}",
+                        KINDS.join(", ")
+                    ),
+                );
+                None
+            }
+        };
+        problems.extend(local);
+        if let Some(plan) = plan {
+            scenarios.push(plan);
+        }
+    }
+    name_scenarios(&mut scenarios, &mut problems);
+
+    if !problems.is_empty() {
+        return Err(fail(problems.list));
+    }
+    Ok(Profile {
+        name: file.name,
+        description: file.description,
+        source: source.to_string(),
+        text: text.to_string(),
+        server,
+        scenarios,
+    })
+}
+
+/// Scenario kinds a profile may name.
+pub const KINDS: &[&str] = &["latency"];
+
+pub(crate) const NAME_RULE: &str =
+    "must be 1-32 characters of letters, digits, '-' and '_' (it names streams and files)";
+
+pub(crate) fn is_safe_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 32
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// Gives unnamed scenarios their kind as name ("latency", "latency-2") and
+/// rejects explicit duplicates: names key the results.
+fn name_scenarios(scenarios: &mut [ScenarioPlan], problems: &mut Problems) {
+    let mut seen: Vec<String> = Vec::new();
+    for (i, s) in scenarios.iter_mut().enumerate() {
+        let common = s.common_mut();
+        match &common.name {
+            Some(name) => {
+                if seen.contains(name) {
+                    problems.push(
+                        format!("scenario[{i}].name"),
+                        format!(
+                            "{name:?} is already used by another scenario; names must be unique"
+                        ),
+                    );
+                }
+                seen.push(name.clone());
+            }
+            None => {
+                let kind = common.kind;
+                let mut name = kind.to_string();
+                let mut n = 2;
+                while seen.contains(&name) {
+                    name = format!("{kind}-{n}");
+                    n += 1;
+                }
+                seen.push(name.clone());
+                common.name = Some(name);
+            }
+        }
+    }
+}
+
+pub(crate) fn read_section<T: serde::de::DeserializeOwned>(
+    table: toml::Table,
+    prefix: &str,
+    problems: &mut Problems,
+) -> Option<T> {
+    match serde_path_to_error::deserialize(toml::Value::Table(table)) {
+        Ok(section) => Some(section),
+        Err(e) => {
+            let path = path_text(e.path());
+            let full = if path.is_empty() || path == "." {
+                prefix.to_string()
+            } else {
+                format!("{prefix}.{path}")
+            };
+            problems.push(full, e.inner().message().trim().to_string());
+            None
+        }
+    }
+}
+
+fn path_text(path: &serde_path_to_error::Path) -> String {
+    let text = path.to_string();
+    if text == "." { String::new() } else { text }
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,180 @@
+use std::time::Duration;
+
+use super::*;
+
+const GOOD: &str = r#"
+name = "t"
+[[scenario]]
+kind = "latency"
+duration = "2s"
+rates = [100, 200]
+"#;
+
+fn problems(text: &str) -> Vec<Problem> {
+    parse("test.toml", text)
+        .expect_err("profile should be rejected")
+        .problems
+}
+
+fn only_problem(text: &str) -> Problem {
+    let p = problems(text);
+    assert_eq!(p.len(), 1, "{p:?}");
+    p.into_iter().next().unwrap()
+}
+
+#[test]
+fn minimal_profile_gets_defaults() {
+    let p = parse("test.toml", GOOD).unwrap();
+    assert_eq!(
+        p.server,
+        ServerPlan {
+            storage: Storage::File,
+            replicas: 1
+        }
+    );
+    let ScenarioPlan::Latency(l) = &p.scenarios[0];
+    assert_eq!(l.common.name.as_deref(), Some("latency"));
+    assert_eq!(l.common.duration, Duration::from_secs(2));
+    assert_eq!(l.common.warmup, Duration::ZERO);
+    assert_eq!(l.rates, vec![100, 200]);
+    assert_eq!(l.publish.message_size, 128);
+    assert_eq!(l.publish.msg_id, MsgId::None);
+    assert_eq!(l.consumer.ack_wait, Duration::from_secs(30));
+    assert_eq!(p.estimated_duration(), Duration::from_secs(4));
+}
+
+#[test]
+fn unknown_top_level_key_names_the_key_and_the_allowed_ones() {
+    let p = only_problem(&GOOD.replace("name = \"t\"", "name = \"t\"\nrepeats = 3"));
+    assert!(p.message.contains("repeats"), "{p:?}");
+    assert!(
+        p.message.contains("description"),
+        "should list allowed keys: {p:?}"
+    );
+}
+
+#[test]
+fn unknown_scenario_key_has_its_path_and_line() {
+    let p = only_problem(&format!("{GOOD}rats = [1]\n"));
+    assert_eq!(p.path, "scenario[0].rats");
+    assert!(p.message.contains("unknown field `rats`"), "{p:?}");
+    assert!(
+        p.message.contains("rates"),
+        "should list allowed keys: {p:?}"
+    );
+    assert_eq!(p.line, Some(3));
+}
+
+#[test]
+fn bad_nested_value_names_the_full_path() {
+    let p = only_problem(&format!(
+        "{GOOD}[scenario.consumer]\nack_wait = \"30 seconds\"\n"
+    ));
+    assert_eq!(p.path, "scenario[0].consumer.ack_wait");
+    assert!(p.message.contains("e.g."), "{p:?}");
+}
+
+#[test]
+fn bad_enum_value_lists_the_allowed_values() {
+    let p =
+        only_problem(&GOOD.replace("name = \"t\"", "name = \"t\"\n[server]\nstorage = \"disk\""));
+    assert_eq!(p.path, "server.storage");
+    assert!(
+        p.message.contains("file") && p.message.contains("memory"),
+        "{p:?}"
+    );
+}
+
+#[test]
+fn every_range_problem_is_reported_at_once() {
+    let text = GOOD.replace(
+        "rates = [100, 200]",
+        "rates = [0, 200]\nmessage_size = 8\npublishers = 0",
+    );
+    let ps = problems(&text);
+    let paths: Vec<&str> = ps.iter().map(|p| p.path.as_str()).collect();
+    assert!(paths.contains(&"scenario[0].rates[0]"), "{paths:?}");
+    assert!(paths.contains(&"scenario[0].message_size"), "{paths:?}");
+    assert!(paths.contains(&"scenario[0].publishers"), "{paths:?}");
+    let size = ps
+        .iter()
+        .find(|p| p.path.ends_with("message_size"))
+        .unwrap();
+    assert!(size.message.contains("24..="), "{size:?}");
+}
+
+#[test]
+fn unknown_kind_lists_the_kinds() {
+    let p = only_problem(&GOOD.replace("kind = \"latency\"", "kind = \"latensy\""));
+    assert_eq!(p.path, "scenario[0].kind");
+    assert!(p.message.contains("latency"), "{p:?}");
+}
+
+#[test]
+fn missing_rates_and_duration_are_named() {
+    let ps = problems("name = \"t\"\n[[scenario]]\nkind = \"latency\"\n");
+    let paths: Vec<&str> = ps.iter().map(|p| p.path.as_str()).collect();
+    assert!(paths.contains(&"scenario[0].duration"), "{paths:?}");
+    assert!(paths.contains(&"scenario[0].rates"), "{paths:?}");
+}
+
+#[test]
+fn syntax_errors_carry_a_line() {
+    let p = only_problem("name = \"t\"\n[[scenario]\n");
+    assert_eq!(p.line, Some(2), "{p:?}");
+}
+
+#[test]
+fn scenario_names_are_unique_and_defaulted() {
+    let two = format!("{GOOD}\n[[scenario]]\nkind = \"latency\"\nduration = \"1s\"\nrates = [5]\n");
+    let p = parse("t.toml", &two).unwrap();
+    let names: Vec<&str> = p.scenarios.iter().map(|s| s.name()).collect();
+    assert_eq!(names, vec!["latency", "latency-2"]);
+
+    let clash = format!(
+        "{GOOD}name = \"a\"\n[[scenario]]\nkind = \"latency\"\nname = \"a\"\nduration = \"1s\"\nrates = [5]\n"
+    );
+    let p = only_problem(&clash);
+    assert_eq!(p.path, "scenario[1].name");
+}
+
+#[test]
+fn error_display_names_file_path_and_line() {
+    let err = parse("my.toml", &format!("{GOOD}rats = 1\n")).unwrap_err();
+    let text = err.to_string();
+    assert!(text.starts_with("profile my.toml is invalid:"), "{text}");
+    assert!(
+        text.contains("scenario[0].rats (line 3): unknown field `rats`"),
+        "{text}"
+    );
+}
+
+#[test]
+fn every_profile_file_is_bundled_and_valid() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    let mut names: Vec<String> = BUNDLED.iter().map(|(n, _)| n.to_string()).collect();
+    names.sort();
+    assert_eq!(files, names, "profiles/ and BUNDLED differ");
+    for (name, text) in BUNDLED {
+        let p = parse(name, text).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(&p.name, name, "a bundled profile's name matches its file");
+        assert!(!p.description.is_empty(), "{name} needs a description");
+    }
+}
+
+#[test]
+fn quick_profile_stays_well_under_a_minute() {
+    let p = parse("quick", bundled("quick").unwrap()).unwrap();
+    assert!(
+        p.estimated_duration() <= Duration::from_secs(30),
+        "{:?}",
+        p.estimated_duration()
+    );
+}

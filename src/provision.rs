@@ -1,0 +1,198 @@
+//! Streams and consumers jsbench creates, under run-scoped names, and the
+//! promise to remove them again.
+//!
+//! jsbench is run against shared staging clusters, so it only ever creates
+//! streams whose names carry its run id, never updates or deletes anything it
+//! did not create, and deletes what it created when the run ends (unless
+//! asked to keep it), Ctrl-C and failed scenarios included.
+
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Mutex;
+
+use anyhow::{Context, Result, anyhow};
+use async_nats::jetstream::{self, consumer, stream};
+
+/// Run-scoped names: every stream, subject and durable of one run shares the
+/// run token, so runs never collide and their leftovers are recognisable.
+#[derive(Debug, Clone)]
+pub struct Names {
+    token: String,
+}
+
+impl Names {
+    /// A fresh token: UTC time of day plus 24 random bits, e.g. `101839A1B2C3`.
+    pub fn generate() -> Self {
+        let now = time::OffsetDateTime::now_utc();
+        let random = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        Names {
+            token: format!(
+                "{:02}{:02}{:02}{:06X}",
+                now.hour(),
+                now.minute(),
+                now.second(),
+                random & 0xFF_FFFF
+            ),
+        }
+    }
+
+    pub fn from_token(token: &str) -> Self {
+        Names {
+            token: token.to_string(),
+        }
+    }
+
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// `JSB_<token>_<scenario>_<variant>`.
+    pub fn stream(&self, scenario: &str, variant: &str) -> String {
+        sanitize(&format!("JSB_{}_{scenario}_{variant}", self.token)).to_uppercase()
+    }
+
+    /// `jsb.<token>.<scenario>.<variant>`: one subject per variant.
+    pub fn subject(&self, scenario: &str, variant: &str) -> String {
+        format!(
+            "jsb.{}.{}.{}",
+            self.token.to_lowercase(),
+            sanitize(scenario),
+            sanitize(variant)
+        )
+    }
+
+    /// `jsb_<scenario>_<variant>`: unique within its stream.
+    pub fn durable(&self, scenario: &str, variant: &str) -> String {
+        sanitize(&format!("jsb_{scenario}_{variant}"))
+    }
+}
+
+/// Keeps letters, digits, '-' and '_', the characters valid in stream,
+/// consumer and subject-token names alike.
+fn sanitize(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Creates streams and consumers, and remembers the streams so they are
+/// deleted on every way out of a run.
+pub struct Provisioner {
+    js: jetstream::Context,
+    created: Mutex<Vec<String>>,
+    keep: bool,
+}
+
+impl Provisioner {
+    pub fn new(js: jetstream::Context, keep: bool) -> Self {
+        Provisioner {
+            js,
+            created: Mutex::new(Vec::new()),
+            keep,
+        }
+    }
+
+    pub fn jetstream(&self) -> &jetstream::Context {
+        &self.js
+    }
+
+    /// Creates a stream that must not exist yet: an existing stream of the
+    /// same name belongs to someone else and is left alone.
+    pub async fn create_stream(&self, mut config: stream::Config) -> Result<stream::Stream> {
+        let name = config.name.clone();
+        if config.description.is_none() {
+            config.description = Some("created by jsbench; deleted when its run ends".into());
+        }
+        if self.js.get_stream(&name).await.is_ok() {
+            return Err(anyhow!(
+                "stream {name} already exists; jsbench never touches streams it did not create"
+            ));
+        }
+        let stream = self
+            .js
+            .create_stream(config)
+            .await
+            .with_context(|| format!("creating stream {name}"))?;
+        self.created.lock().expect("not poisoned").push(name);
+        Ok(stream)
+    }
+
+    pub async fn create_consumer(
+        &self,
+        stream: &stream::Stream,
+        config: consumer::pull::Config,
+    ) -> Result<consumer::PullConsumer> {
+        let name = config.durable_name.clone().unwrap_or_default();
+        stream
+            .create_consumer(config)
+            .await
+            .with_context(|| format!("creating durable consumer {name}"))
+    }
+
+    /// Deletes one stream this run created (a variant is done with it).
+    pub async fn delete_stream(&self, name: &str) -> Result<()> {
+        if self.keep {
+            return Ok(());
+        }
+        self.js
+            .delete_stream(name)
+            .await
+            .with_context(|| format!("deleting stream {name}"))?;
+        self.created
+            .lock()
+            .expect("not poisoned")
+            .retain(|n| n != name);
+        Ok(())
+    }
+
+    /// Deletes every stream this run created and has not deleted yet;
+    /// returns what could not be deleted.
+    pub async fn teardown(&self) -> Vec<String> {
+        if self.keep {
+            return Vec::new();
+        }
+        let names: Vec<String> = self.created.lock().expect("not poisoned").clone();
+        let mut failures = Vec::new();
+        for name in names {
+            if let Err(e) = self.delete_stream(&name).await {
+                failures.push(format!("{e:#}"));
+            }
+        }
+        failures
+    }
+
+    /// Streams created and still present (kept, or not yet torn down).
+    pub fn created(&self) -> Vec<String> {
+        self.created.lock().expect("not poisoned").clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_run_scoped_and_valid() {
+        let n = Names::from_token("101839ABCDEF");
+        assert_eq!(
+            n.stream("latency", "rate-1000"),
+            "JSB_101839ABCDEF_LATENCY_RATE-1000"
+        );
+        assert_eq!(
+            n.subject("latency", "rate-1000"),
+            "jsb.101839abcdef.latency.rate-1000"
+        );
+        assert_eq!(n.durable("latency", "rate.1"), "jsb_latency_rate_1");
+        let a = Names::generate();
+        let b = Names::generate();
+        assert_ne!(a.token(), b.token(), "two runs in the same second differ");
+        assert_eq!(a.token().len(), 12);
+    }
+}

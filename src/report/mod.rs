@@ -1,0 +1,3 @@
+//! Turning results into things people read.
+
+pub mod terminal;

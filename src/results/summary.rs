@@ -1,0 +1,135 @@
+//! The schema of `summary.json`: self-describing, diffable, and readable by
+//! later versions of jsbench (`report`, `compare`).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::ledger::LedgerCounts;
+use crate::metrics::Metric;
+use crate::scenario::Invariant;
+use crate::timeline::Timeline;
+
+/// Bumped whenever a reader of an older summary would misread a newer one.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub schema_version: u32,
+    pub run: RunMetadata,
+    pub scenarios: Vec<ScenarioReport>,
+    /// passed, failed (an invariant or a variant failed), interrupted, or
+    /// running (the run has not finished writing).
+    pub verdict: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunMetadata {
+    pub id: String,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    pub tool: ToolInfo,
+    pub server: ServerInfo,
+    pub host: HostInfo,
+    pub profile: ProfileInfo,
+    /// Streams the run left behind (`--keep`, or a failed clean-up).
+    #[serde(default)]
+    pub kept_streams: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolInfo {
+    pub name: String,
+    pub version: String,
+    pub git_commit: Option<String>,
+    pub git_dirty: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerInfo {
+    /// "embedded" (started by jsbench on loopback) or "external".
+    pub mode: String,
+    /// Server version from the connection handshake.
+    pub version: String,
+    /// Client URLs, credentials removed.
+    pub urls: String,
+    pub server_name: String,
+    pub cluster: Option<String>,
+    pub jetstream_domain: Option<String>,
+    pub storage: String,
+    pub replicas: usize,
+    /// Warning and error lines from the embedded server's log.
+    #[serde(default)]
+    pub log_problems: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostInfo {
+    pub os: String,
+    pub arch: String,
+    pub cores: usize,
+    pub memory_bytes: Option<u64>,
+    pub cpu_model: Option<String>,
+    pub hostname: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProfileInfo {
+    pub name: String,
+    pub source: String,
+    pub description: String,
+    /// The profile as read, so the run can be reproduced.
+    pub text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioReport {
+    pub name: String,
+    pub kind: String,
+    pub variants: Vec<VariantReport>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VariantReport {
+    pub name: String,
+    pub passed: bool,
+    pub params: BTreeMap<String, serde_json::Value>,
+    pub metrics: Vec<Metric>,
+    pub histograms: Vec<HistogramReport>,
+    pub ledger: LedgerCounts,
+    pub invariants: Vec<Invariant>,
+    pub warnings: Vec<String>,
+    pub timelines: BTreeMap<String, Timeline>,
+    pub error: Option<String>,
+    pub elapsed_s: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistogramReport {
+    pub name: String,
+    pub count: u64,
+    /// Percentile-distribution text, values in microseconds; relative to
+    /// the results folder.
+    pub hgrm_file: String,
+    /// The histogram itself, V2-deflate base64 (exact, mergeable); relative
+    /// to the results folder.
+    pub hdr_file: String,
+}
+
+impl Summary {
+    pub fn variants(&self) -> impl Iterator<Item = (&ScenarioReport, &VariantReport)> {
+        self.scenarios
+            .iter()
+            .flat_map(|s| s.variants.iter().map(move |v| (s, v)))
+    }
+
+    pub fn passed(&self) -> bool {
+        self.variants().all(|(_, v)| v.passed)
+    }
+}
+
+impl VariantReport {
+    pub fn metric(&self, name: &str) -> Option<&Metric> {
+        self.metrics.iter().find(|m| m.name == name)
+    }
+}

@@ -1,0 +1,207 @@
+//! `jsbench run`: validate every profile, bring up the server, run the
+//! scenarios, write the results, clean up: in that order, on every way out.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow};
+use tokio_util::sync::CancellationToken;
+
+use crate::connect::ConnectSettings;
+use crate::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
+use crate::profile::{self, Profile};
+use crate::progress::{Progress, ProgressMode};
+use crate::provision::{Names, Provisioner};
+use crate::report::terminal;
+use crate::results::summary::{ProfileInfo, RunMetadata, ServerInfo};
+use crate::results::{ResultsWriter, metadata};
+use crate::scenario::{self, RunContext};
+use crate::server::EmbeddedServer;
+
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Bundled profile names or paths to TOML files.
+    pub profiles: Vec<String>,
+    /// Server URLs; `None` starts the embedded server.
+    pub server: Option<String>,
+    pub timeout: Duration,
+    /// Parent folder of the results folders.
+    pub out: PathBuf,
+    /// Leave the streams in place after the run.
+    pub keep: bool,
+    pub progress: ProgressMode,
+}
+
+/// What a run produced, for the caller's exit status and for tests.
+#[derive(Debug)]
+pub struct RunOutcome {
+    pub results: Vec<PathBuf>,
+    pub passed: bool,
+    pub interrupted: bool,
+}
+
+impl RunOutcome {
+    pub fn exit_code(&self) -> i32 {
+        if self.interrupted {
+            EXIT_INTERRUPTED
+        } else if self.passed {
+            EXIT_OK
+        } else {
+            EXIT_FAILED
+        }
+    }
+}
+
+/// The server under test: ours on loopback, or the user's.
+enum Target {
+    Embedded(EmbeddedServer),
+    External(String),
+}
+
+impl Target {
+    fn urls(&self) -> &str {
+        match self {
+            Target::Embedded(s) => s.url(),
+            Target::External(u) => u,
+        }
+    }
+}
+
+pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutcome> {
+    // Bad input fails before anything starts.
+    let profiles: Vec<Profile> = options
+        .profiles
+        .iter()
+        .map(|p| profile::load(p))
+        .collect::<Result<_>>()?;
+    let connect_settings = match &options.server {
+        Some(urls) => Some(ConnectSettings::new(urls, options.timeout)?),
+        None => None,
+    };
+
+    let target = match &options.server {
+        Some(urls) => Target::External(urls.clone()),
+        None => Target::Embedded(EmbeddedServer::start()?),
+    };
+    let connect = match connect_settings {
+        Some(settings) => settings,
+        None => ConnectSettings::new(target.urls(), options.timeout)?,
+    };
+    let control = connect.connect("control").await?;
+    let js = async_nats::jetstream::new(control.clone());
+    js.query_account().await.map_err(|e| {
+        anyhow!(
+            "JetStream is not available on {}: {e}; start nats-server with -js, or check the account's JetStream limits",
+            connect.display_urls()
+        )
+    })?;
+    let info = control.server_info();
+
+    let progress = Progress::new(options.progress);
+    let mut outcome = RunOutcome {
+        results: Vec::new(),
+        passed: true,
+        interrupted: false,
+    };
+    for profile in &profiles {
+        if stop.is_cancelled() {
+            break;
+        }
+        let started = time::OffsetDateTime::now_utc();
+        let tool = metadata::tool();
+        let run_meta = RunMetadata {
+            id: metadata::run_id(started, &tool, &profile.name),
+            started_at: rfc3339(started),
+            finished_at: None,
+            tool,
+            server: ServerInfo {
+                mode: match target {
+                    Target::Embedded(_) => "embedded".into(),
+                    Target::External(_) => "external".into(),
+                },
+                version: info.version.clone(),
+                urls: connect.display_urls(),
+                server_name: info.server_name.clone(),
+                cluster: info.cluster.clone(),
+                jetstream_domain: info.domain.clone(),
+                storage: format!("{:?}", profile.server.storage).to_lowercase(),
+                replicas: profile.server.replicas,
+                log_problems: Vec::new(),
+            },
+            host: metadata::host(),
+            profile: ProfileInfo {
+                name: profile.name.clone(),
+                source: profile.source.clone(),
+                description: profile.description.clone(),
+                text: profile.text.clone(),
+            },
+            kept_streams: Vec::new(),
+        };
+        let mut writer = ResultsWriter::create(&options.out, run_meta)?;
+        progress.println(&format!(
+            "jsbench: profile {} against nats-server {} at {} -> {}",
+            profile.name,
+            info.version,
+            connect.display_urls(),
+            writer.dir().display()
+        ));
+
+        let ctx = RunContext {
+            connect: connect.clone(),
+            provisioner: Provisioner::new(js.clone(), options.keep),
+            names: Names::generate(),
+            server: profile.server,
+            progress: progress.clone(),
+            stop: stop.clone(),
+        };
+        let mut failure = None;
+        for plan in &profile.scenarios {
+            if stop.is_cancelled() {
+                break;
+            }
+            if let Err(e) = scenario::run(&ctx, plan, &mut writer).await {
+                failure = Some(e.context(format!("scenario {}", plan.name())));
+                break;
+            }
+        }
+
+        let cleanup_failures = ctx.provisioner.teardown().await;
+        let summary = writer.summary_mut();
+        summary.run.finished_at = Some(rfc3339(time::OffsetDateTime::now_utc()));
+        summary.run.kept_streams = ctx.provisioner.created();
+        if let Target::Embedded(server) = &target {
+            summary.run.server.log_problems = server.log_problems();
+        }
+        let passed = failure.is_none() && summary.passed() && cleanup_failures.is_empty();
+        summary.verdict = if stop.is_cancelled() {
+            "interrupted"
+        } else if passed {
+            "passed"
+        } else {
+            "failed"
+        }
+        .into();
+        writer.write()?;
+
+        println!("{}", terminal::render(writer.summary()));
+        for f in &cleanup_failures {
+            eprintln!("warning: clean-up failed: {f}");
+        }
+        println!("results: {}", writer.dir().display());
+        outcome.results.push(writer.dir().to_path_buf());
+        outcome.passed &= passed;
+        if let Some(e) = failure {
+            return Err(e)
+                .with_context(|| format!("results so far are in {}", writer.dir().display()));
+        }
+    }
+    outcome.interrupted = stop.is_cancelled();
+    drop(control);
+    drop(target);
+    Ok(outcome)
+}
+
+fn rfc3339(t: time::OffsetDateTime) -> String {
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| t.unix_timestamp().to_string())
+}

@@ -1,0 +1,266 @@
+//! `latency`: fixed-rate open-loop publishers and a durable pull consumer
+//! with explicit acks; one variant per rate, which makes a
+//! latency-versus-throughput curve.
+//!
+//! Measures end-to-end latency (intended send to receive, and actual send to
+//! receive), PubAck latency the same two ways, the generator's own send lag,
+//! and achieved against target rate. Verifies that nothing was lost, nothing
+//! redelivered, and that the server agrees.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use async_nats::jetstream::{consumer, stream};
+
+use super::{Invariant, RunContext, VariantResult, VariantSink};
+use crate::drive::{DriveOutcome, DriveSpec, drive};
+use crate::metrics::{Direction, Metric, latency_metrics};
+use crate::profile::{LatencyPlan, ScenarioPlan, Storage, format_duration};
+
+pub async fn run(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &LatencyPlan,
+    sink: &mut dyn VariantSink,
+) -> Result<()> {
+    for &rate in &plan.rates {
+        if ctx.stop.is_cancelled() {
+            break;
+        }
+        let started = Instant::now();
+        let mut result = VariantResult::new(format!("rate-{rate}"));
+        describe(plan, rate, &mut result);
+        if let Err(e) = run_variant(ctx, scenario.name(), plan, rate, &mut result).await {
+            result.error = Some(format!("{e:#}"));
+        }
+        result.elapsed = started.elapsed();
+        sink.record(scenario, result)?;
+    }
+    Ok(())
+}
+
+fn describe(plan: &LatencyPlan, rate: u64, r: &mut VariantResult) {
+    r.param("rate", rate);
+    r.param("duration", format_duration(plan.common.duration));
+    r.param("warmup", format_duration(plan.common.warmup));
+    r.param("publishers", plan.publish.publishers);
+    r.param("message_size", plan.publish.message_size);
+    r.param("msg_id", plan.publish.msg_id);
+    r.param("pub_ack_window", plan.publish.pub_ack_window);
+    r.param("consumers", plan.consumer.consumers);
+    r.param("consumer_kind", plan.consumer.kind);
+    r.param("ack", plan.consumer.ack);
+    r.param("batch", plan.consumer.batch);
+    r.param("max_ack_pending", plan.consumer.max_ack_pending);
+    r.param("ack_wait", format_duration(plan.consumer.ack_wait));
+}
+
+async fn run_variant(
+    ctx: &RunContext,
+    scenario: &str,
+    plan: &LatencyPlan,
+    rate: u64,
+    result: &mut VariantResult,
+) -> Result<()> {
+    // Provision.
+    let variant = result.name.clone();
+    let stream_name = ctx.names.stream(scenario, &variant);
+    let subject = ctx.names.subject(scenario, &variant);
+    let durable = ctx.names.durable(scenario, &variant);
+    let stream = ctx
+        .provisioner
+        .create_stream(stream::Config {
+            name: stream_name.clone(),
+            subjects: vec![subject.clone()],
+            storage: match ctx.server.storage {
+                Storage::File => stream::StorageType::File,
+                Storage::Memory => stream::StorageType::Memory,
+            },
+            num_replicas: ctx.server.replicas,
+            ..Default::default()
+        })
+        .await?;
+    ctx.provisioner
+        .create_consumer(
+            &stream,
+            consumer::pull::Config {
+                durable_name: Some(durable.clone()),
+                ack_policy: consumer::AckPolicy::Explicit,
+                ack_wait: plan.consumer.ack_wait,
+                max_ack_pending: plan.consumer.max_ack_pending,
+                deliver_policy: consumer::DeliverPolicy::All,
+                ..Default::default()
+            },
+        )
+        .await?;
+
+    // Drive.
+    let span = plan.common.warmup + plan.common.duration;
+    let spec = DriveSpec {
+        label: format!("{scenario} {variant}"),
+        subject,
+        stream: stream_name.clone(),
+        durable,
+        publish: plan.publish.clone(),
+        consumer: plan.consumer.clone(),
+        rate: Some(rate),
+        messages: (rate as f64 * span.as_secs_f64()).round().max(1.0) as u64,
+        warmup: plan.common.warmup,
+        drain_timeout: plan.common.drain_timeout,
+        msg_id_prefix: format!("{}-{scenario}-{variant}", ctx.names.token()),
+    };
+    let outcome = drive(ctx, &spec).await;
+    let stored = stored_messages(ctx, &stream_name).await;
+    let deleted = ctx.provisioner.delete_stream(&stream_name).await;
+    let outcome = outcome?;
+
+    // Measure and verify.
+    measure(&outcome, rate, plan.publish.message_size, result);
+    verify(&outcome, stored, result);
+    deleted.context("cleaning up after the variant")?;
+    Ok(())
+}
+
+async fn stored_messages(ctx: &RunContext, stream: &str) -> Option<u64> {
+    let mut stream = ctx.provisioner.jetstream().get_stream(stream).await.ok()?;
+    Some(stream.info().await.ok()?.state.messages)
+}
+
+fn measure(o: &DriveOutcome, rate: u64, message_size: usize, r: &mut VariantResult) {
+    let publish_rate = o.publish_rate();
+    r.metrics.push(Metric::new(
+        "target_rate",
+        "msg/s",
+        rate as f64,
+        Direction::None,
+    ));
+    r.metrics.push(Metric::new(
+        "publish_rate",
+        "msg/s",
+        publish_rate,
+        Direction::Higher,
+    ));
+    r.metrics.push(Metric::new(
+        "publish_throughput",
+        "MB/s",
+        publish_rate * message_size as f64 / 1e6,
+        Direction::Higher,
+    ));
+    r.metrics.push(Metric::new(
+        "consume_rate",
+        "msg/s",
+        o.consume_rate(),
+        Direction::Higher,
+    ));
+    for (name, recorder) in [
+        ("e2e_latency", &o.e2e_intended),
+        ("e2e_latency_actual", &o.e2e_sent),
+        ("pub_ack_latency", &o.pub_ack_intended),
+        ("pub_ack_latency_actual", &o.pub_ack_sent),
+        ("send_lag", &o.send_lag),
+    ] {
+        r.metrics.extend(latency_metrics(name, &recorder.summary()));
+        r.histograms.push((name.to_string(), recorder.clone()));
+    }
+    r.metrics.push(Metric::new(
+        "drain_time",
+        "ms",
+        o.drain_time.as_secs_f64() * 1e3,
+        Direction::Lower,
+    ));
+    r.ledger = o.counts;
+    r.timelines
+        .insert("published".into(), o.published_timeline.clone());
+    r.timelines
+        .insert("delivered".into(), o.delivered_timeline.clone());
+
+    let behind = publish_rate < 0.97 * rate as f64 || o.final_lag() > Duration::from_millis(10);
+    if behind && !o.interrupted {
+        r.warnings.push(format!(
+            "the load generator fell behind: achieved {publish_rate:.0} of {rate} msg/s, last message \
+             sent {:.1} ms late, send lag p99 {:.0} us; latency from the intended send includes that delay",
+            o.final_lag().as_secs_f64() * 1e3,
+            o.send_lag.summary().p99_us
+        ));
+    }
+    if o.interrupted {
+        r.warnings
+            .push("interrupted: the variant stopped early; its counts cover what was sent".into());
+    }
+    let saturated: u64 = [&o.e2e_intended, &o.pub_ack_intended]
+        .iter()
+        .map(|h| h.saturated())
+        .sum();
+    if saturated > 0 {
+        r.warnings.push(format!(
+            "{saturated} latencies exceeded one hour and were clamped"
+        ));
+    }
+    r.warnings.extend(o.errors.iter().cloned());
+}
+
+fn verify(o: &DriveOutcome, stored: Option<u64>, r: &mut VariantResult) {
+    let c = &o.counts;
+    let lost_detail = if c.lost == 0 {
+        format!("0 of {} persisted messages undelivered", c.persisted)
+    } else {
+        format!(
+            "{} of {} persisted messages never delivered (first sequences: {:?})",
+            c.lost,
+            c.persisted,
+            o.ledger.lost_sequences(10)
+        )
+    };
+    r.invariants
+        .push(Invariant::check("lost = 0", c.lost == 0, lost_detail));
+    r.invariants.push(Invariant::check(
+        "every publish persisted",
+        c.publish_errors == 0 && c.persisted == c.published,
+        format!(
+            "{} published, {} persisted, {} PubAck errors or timeouts",
+            c.published, c.persisted, c.publish_errors
+        ),
+    ));
+    r.invariants.push(Invariant::equal(
+        "no unexpected redelivery",
+        c.redelivered,
+        0,
+    ));
+    r.invariants
+        .push(Invariant::equal("no duplicates flagged", c.duplicates, 0));
+    r.invariants.push(Invariant::equal(
+        "every delivery acked",
+        c.acked,
+        c.delivered,
+    ));
+    let malformed: u64 = o.consumers.iter().map(|c| c.malformed).sum();
+    r.invariants.push(Invariant::equal(
+        "every payload carries its stamp",
+        malformed,
+        0,
+    ));
+    match stored {
+        Some(n) => r.invariants.push(Invariant::equal(
+            "stream holds every persisted message",
+            n,
+            c.persisted,
+        )),
+        None => r.invariants.push(Invariant::check(
+            "stream holds every persisted message",
+            false,
+            "stream info unavailable",
+        )),
+    }
+    let state = o.server_state.unwrap_or_default();
+    r.invariants.push(Invariant::check(
+        "server reports nothing pending",
+        o.server_state.is_some() && state.num_pending == 0 && state.num_ack_pending == 0,
+        match o.server_state {
+            Some(s) => format!(
+                "num_pending {}, num_ack_pending {}, num_redelivered {}",
+                s.num_pending, s.num_ack_pending, s.num_redelivered
+            ),
+            None => "consumer info unavailable".into(),
+        },
+    ));
+}

@@ -1,0 +1,356 @@
+//! The embedded nats-server: a real server that jsbench starts on loopback,
+//! on a free port, with a throw-away store, and always stops.
+//!
+//! Every measurement talks to a real server (no mock), so this module is used
+//! by `jsbench run` when no `--server` is given, by `jsbench server`, and by
+//! every integration test.
+
+use std::fs;
+use std::io::{Read, Seek, SeekFrom};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde::Deserialize;
+
+/// The server version the project pins (scripts/setup.sh installs it).
+pub const PINNED_VERSION: &str = "2.15.1";
+
+/// The command that installs the pinned server; named in every "not found" error.
+pub const SETUP_COMMAND: &str = "scripts/setup.sh";
+
+/// Where scripts/setup.sh puts the binary, relative to the checkout.
+fn project_install() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(".tools")
+        .join(format!("nats-server-{PINNED_VERSION}"))
+        .join("bin")
+        .join("nats-server")
+}
+
+/// Finds the nats-server binary: `NATS_SERVER_BIN`, then the project-local
+/// install made by scripts/setup.sh, then `PATH`.
+pub fn find_binary() -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os("NATS_SERVER_BIN").filter(|p| !p.is_empty()) {
+        let path = PathBuf::from(path);
+        if is_executable(&path) {
+            return Ok(path);
+        }
+        bail!(
+            "NATS_SERVER_BIN={} is not an executable file; unset it or run {SETUP_COMMAND} \
+             to install nats-server v{PINNED_VERSION} into .tools/",
+            path.display()
+        );
+    }
+    let local = project_install();
+    if is_executable(&local) {
+        return Ok(local);
+    }
+    if let Some(paths) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&paths) {
+            let candidate = dir.join("nats-server");
+            if is_executable(&candidate) {
+                return Ok(candidate);
+            }
+        }
+    }
+    bail!(
+        "nats-server not found (looked at $NATS_SERVER_BIN, {}, and PATH); run {SETUP_COMMAND} \
+         to install the pinned v{PINNED_VERSION}, or point NATS_SERVER_BIN at a binary",
+        local.display()
+    )
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    fs::metadata(path)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+/// Runs `nats-server --version` and returns the bare version ("2.15.1").
+pub fn binary_version(binary: &Path) -> Result<String> {
+    let out = Command::new(binary)
+        .arg("--version")
+        .output()
+        .with_context(|| format!("running {} --version", binary.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    parse_version_output(&text)
+        .ok_or_else(|| anyhow!("{} --version printed {text:?}", binary.display()))
+}
+
+fn parse_version_output(text: &str) -> Option<String> {
+    let v = text.trim().rsplit(' ').next()?.trim_start_matches('v');
+    (!v.is_empty() && v.chars().next()?.is_ascii_digit()).then(|| v.to_string())
+}
+
+/// How to start an embedded server.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// How long to wait for the server to accept connections.
+    pub ready_timeout: Duration,
+    /// Extra command-line arguments, for tests that need them.
+    pub extra_args: Vec<String>,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            ready_timeout: Duration::from_secs(20),
+            extra_args: Vec::new(),
+        }
+    }
+}
+
+/// A running nats-server child process. Dropping it stops the server and
+/// removes its store.
+pub struct EmbeddedServer {
+    child: Child,
+    /// Holds the store, the log and the ports file; removed on drop.
+    dir: tempfile::TempDir,
+    url: String,
+    monitor_url: Option<String>,
+    version: String,
+    binary: PathBuf,
+}
+
+#[derive(Deserialize)]
+struct PortsFile {
+    #[serde(default)]
+    nats: Vec<String>,
+    #[serde(default)]
+    monitoring: Vec<String>,
+}
+
+impl EmbeddedServer {
+    /// Starts nats-server with JetStream on 127.0.0.1, a random client and
+    /// monitoring port and a temporary store, and waits until it accepts
+    /// connections.
+    pub fn start() -> Result<Self> {
+        Self::start_with(&ServerOptions::default())
+    }
+
+    pub fn start_with(options: &ServerOptions) -> Result<Self> {
+        let binary = find_binary()?;
+        let version = binary_version(&binary)?;
+        let dir = tempfile::Builder::new()
+            .prefix("jsbench-server-")
+            .tempdir()
+            .context("creating a temporary directory for the embedded server")?;
+        let store = dir.path().join("store");
+        let log_path = dir.path().join("server.log");
+        let log = fs::File::create(&log_path)
+            .with_context(|| format!("creating {}", log_path.display()))?;
+
+        let mut command = Command::new(&binary);
+        command
+            .args(["-a", "127.0.0.1", "-p", "-1", "-m", "-1", "-js"])
+            .arg("-sd")
+            .arg(&store)
+            .arg("--ports_file_dir")
+            .arg(dir.path())
+            .args(&options.extra_args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log));
+        detach_from_terminal_signals(&mut command);
+        let child = command
+            .spawn()
+            .with_context(|| format!("starting {}", binary.display()))?;
+
+        let mut server = EmbeddedServer {
+            child,
+            dir,
+            url: String::new(),
+            monitor_url: None,
+            version,
+            binary,
+        };
+        server
+            .wait_ready(options.ready_timeout)
+            .with_context(|| server.log_context("the embedded nats-server did not become ready"))?;
+        Ok(server)
+    }
+
+    fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        let ports_path = self
+            .dir
+            .path()
+            .join(format!("nats-server_{}.ports", self.child.id()));
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                bail!("nats-server exited during start-up with {status}");
+            }
+            if let Ok(text) = fs::read_to_string(&ports_path)
+                && let Ok(ports) = serde_json::from_str::<PortsFile>(&text)
+                && let Some(url) = ports.nats.first()
+            {
+                let address = url.trim_start_matches("nats://");
+                if TcpStream::connect(address).is_ok() {
+                    self.url = url.clone();
+                    self.monitor_url = ports.monitoring.first().cloned();
+                    return Ok(());
+                }
+            }
+            if Instant::now() > deadline {
+                bail!("no client port after {timeout:?}");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// The client URL, `nats://127.0.0.1:<port>`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The monitoring endpoint (`/varz`, `/jsz`), `http://127.0.0.1:<port>`.
+    pub fn monitor_url(&self) -> Option<&str> {
+        self.monitor_url.as_deref()
+    }
+
+    /// The version `nats-server --version` reported.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    pub fn binary(&self) -> &Path {
+        &self.binary
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// CPU time (user + system) the server process has used so far, from
+    /// /proc; the embedded server's own accounting of what a run cost it.
+    pub fn cpu_time(&self) -> Option<Duration> {
+        process_cpu_time(self.child.id())
+    }
+
+    /// The server's log so far (the last `max` bytes).
+    pub fn log_tail(&self, max: u64) -> String {
+        let path = self.dir.path().join("server.log");
+        let Ok(mut file) = fs::File::open(path) else {
+            return String::new();
+        };
+        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let _ = file.seek(SeekFrom::Start(len.saturating_sub(max)));
+        let mut text = String::new();
+        let _ = file.read_to_string(&mut text);
+        text
+    }
+
+    /// Warning and error lines of the server log: drops the server reports
+    /// only there (for example "IPQ len limit reached") belong in the results.
+    pub fn log_problems(&self) -> Vec<String> {
+        self.log_tail(4 << 20)
+            .lines()
+            .filter(|line| line.contains("[WRN]") || line.contains("[ERR]"))
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn log_context(&self, what: &str) -> String {
+        let tail = self.log_tail(2048);
+        if tail.trim().is_empty() {
+            what.to_string()
+        } else {
+            format!("{what}; its log ends with:\n{}", tail.trim_end())
+        }
+    }
+
+    /// Stops the server: SIGTERM, then SIGKILL if it has not exited within
+    /// two seconds. Called by `Drop`; calling it twice is harmless.
+    pub fn stop(&mut self) {
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
+        // SAFETY: kill(2) on our own child's pid; no memory is touched.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for EmbeddedServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Puts the server in its own process group, so a Ctrl-C in the terminal
+/// reaches jsbench alone (which then writes its results and stops the server
+/// in order), and asks the kernel to kill the server if jsbench dies without
+/// running its destructors (SIGKILL, a panic that aborts).
+///
+/// The parent-death signal fires when the *thread* that spawned the child
+/// exits; servers are started from the main thread or a test's thread, which
+/// outlive them.
+fn detach_from_terminal_signals(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    command.process_group(0);
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        command.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+}
+
+/// User plus system CPU time of a process, from /proc/<pid>/stat.
+pub fn process_cpu_time(pid: u32) -> Option<Duration> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may contain spaces; fields after it are plain.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    // utime and stime are fields 14 and 15 overall, 12 and 13 after the name.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let ticks = if ticks > 0 { ticks as u64 } else { 100 };
+    Some(Duration::from_nanos(
+        (utime + stime) * 1_000_000_000 / ticks,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_version_output() {
+        assert_eq!(
+            parse_version_output("nats-server: v2.15.1\n").as_deref(),
+            Some("2.15.1")
+        );
+        assert_eq!(parse_version_output("garbage"), None);
+    }
+
+    #[test]
+    fn reads_own_cpu_time() {
+        let busy = Instant::now();
+        let mut x = 0u64;
+        while busy.elapsed() < Duration::from_millis(30) {
+            x = x.wrapping_add(std::hint::black_box(1));
+        }
+        assert!(x > 0);
+        let cpu = process_cpu_time(std::process::id()).expect("/proc stat readable");
+        assert!(cpu > Duration::ZERO);
+    }
+}
