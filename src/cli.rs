@@ -4,8 +4,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{self, EXIT_INTERRUPTED, EXIT_OK, UsageError};
@@ -24,9 +25,11 @@ dedup, durable consumers and acks, redelivery, backpressure, dead letters, repla
 against a real nats-server, and checks that no message is lost while it measures.\n\n\
 Without --server it starts its own nats-server on 127.0.0.1 (a free port, a \
 temporary store) and stops it afterwards; run scripts/setup.sh once to install it.",
-    after_help = "Examples:\n  jsbench run quick                 smoke run on the embedded server\n  \
-jsbench run default -o /tmp/r      rate sweep, results under /tmp/r\n  \
-jsbench run my.toml -s nats://staging:4222\n  jsbench profiles                  list bundled profiles"
+    after_help = "Examples:\n  \
+jsbench run quick                           smoke run on the embedded server\n  \
+jsbench run default -o /tmp/r               rate sweep, results under /tmp/r\n  \
+jsbench run my.toml -s nats://staging:4222  an existing server\n  \
+jsbench profiles quick > my.toml            start a profile of your own"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -128,7 +131,8 @@ fn dispatch(cli: Cli) -> Result<i32> {
             };
             let runtime = runtime()?;
             let stop = CancellationToken::new();
-            runtime.spawn(interrupt_on_ctrl_c(stop.clone()));
+            let interrupts = Interrupts::register(&runtime)?;
+            runtime.spawn(interrupts.watch(stop.clone()));
             let outcome = runtime.block_on(run(options, stop))?;
             Ok(outcome.exit_code())
         }
@@ -142,14 +146,37 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
-/// First Ctrl-C: stop measuring, write results, clean up. Second: give up now.
-async fn interrupt_on_ctrl_c(stop: CancellationToken) {
-    if tokio::signal::ctrl_c().await.is_ok() {
+/// Ctrl-C (SIGINT) and SIGTERM, registered before any work starts so that
+/// no early signal kills jsbench with its server half-stopped.
+struct Interrupts {
+    int: Signal,
+    term: Signal,
+}
+
+impl Interrupts {
+    fn register(runtime: &tokio::runtime::Runtime) -> Result<Self> {
+        runtime.block_on(async {
+            Ok(Interrupts {
+                int: signal(SignalKind::interrupt()).context("installing the Ctrl-C handler")?,
+                term: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+            })
+        })
+    }
+
+    async fn next(&mut self) {
+        tokio::select! {
+            _ = self.int.recv() => {}
+            _ = self.term.recv() => {}
+        }
+    }
+
+    /// First signal: stop measuring, write results, clean up. Second: give up now.
+    async fn watch(mut self, stop: CancellationToken) {
+        self.next().await;
         eprintln!("\ninterrupted: finishing up and writing results (Ctrl-C again to abort)");
         stop.cancel();
-        if tokio::signal::ctrl_c().await.is_ok() {
-            std::process::exit(EXIT_INTERRUPTED);
-        }
+        self.next().await;
+        std::process::exit(EXIT_INTERRUPTED);
     }
 }
 
@@ -180,6 +207,8 @@ fn profiles(name: Option<&str>) -> Result<i32> {
 }
 
 fn serve() -> Result<i32> {
+    let runtime = runtime()?;
+    let mut interrupts = Interrupts::register(&runtime)?;
     let server = EmbeddedServer::start()?;
     println!("{}", server.url());
     eprintln!(
@@ -188,10 +217,7 @@ fn serve() -> Result<i32> {
         server.url(),
         server.monitor_url().unwrap_or("off")
     );
-    let runtime = runtime()?;
-    runtime.block_on(async {
-        let _ = tokio::signal::ctrl_c().await;
-    });
+    runtime.block_on(interrupts.next());
     drop(server);
     Ok(EXIT_OK)
 }

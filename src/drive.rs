@@ -128,6 +128,9 @@ fn rate(count: u64, span_ns: u64) -> f64 {
 /// publisher thread is up before its first message is due.
 const LEAD_IN: Duration = Duration::from_millis(200);
 
+/// The drain allowed after a Ctrl-C: enough for in-flight messages.
+const INTERRUPTED_DRAIN: Duration = Duration::from_secs(2);
+
 pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
     let publishers = spec.publish.publishers;
     let consumers = spec.consumer.consumers;
@@ -241,9 +244,17 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
     // Drain: wait until every persisted message was delivered once.
     let persisted: u64 = acks.iter().map(|a| a.acked).sum();
     bar.phase("draining");
-    let deadline = publish_end + spec.drain_timeout;
+    // Interrupted runs still drain briefly, so their ledger is not a list
+    // of "lost" messages that were merely in flight.
+    let mut deadline = publish_end + spec.drain_timeout;
     let mut drained = false;
-    while Instant::now() < deadline && !ctx.stop.is_cancelled() {
+    loop {
+        if ctx.stop.is_cancelled() {
+            deadline = deadline.min(publish_end + INTERRUPTED_DRAIN);
+        }
+        if Instant::now() >= deadline {
+            break;
+        }
         if first_deliveries() >= persisted {
             drained = true;
             break;

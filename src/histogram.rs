@@ -145,11 +145,17 @@ impl Recorder {
                 h.len()
             );
         }
+        // HdrHistogram's sub-bucket count: the power of two that resolves
+        // the configured significant digits.
+        let sub_buckets = (2.0 * 10f64.powi(i32::from(h.sigfig())))
+            .log2()
+            .ceil()
+            .exp2();
         let _ = writeln!(
             out,
             "#[Buckets = {:12}, SubBuckets     = {:12}]",
             h.buckets(),
-            h.distinct_values()
+            sub_buckets
         );
         out
     }
@@ -249,6 +255,7 @@ mod tests {
         assert_eq!(last[1], "1.000000000000");
         assert_eq!(last[2], "10000");
         assert!(text.contains("Total count    =        10000"));
+        assert!(text.contains("SubBuckets     =         2048"), "{text}");
         // Values are in microseconds: the first row is about 50 µs.
         let first: f64 = rows[0].split_whitespace().next().unwrap().parse().unwrap();
         assert!((first - 50.0).abs() < 0.1, "first {first}");

@@ -91,6 +91,9 @@ fn parse_version_output(text: &str) -> Option<String> {
 pub struct ServerOptions {
     /// How long to wait for the server to accept connections.
     pub ready_timeout: Duration,
+    /// Enable JetStream (`-js`); off only to test how jsbench reports a
+    /// server without it.
+    pub jetstream: bool,
     /// Extra command-line arguments, for tests that need them.
     pub extra_args: Vec<String>,
 }
@@ -99,6 +102,7 @@ impl Default for ServerOptions {
     fn default() -> Self {
         ServerOptions {
             ready_timeout: Duration::from_secs(20),
+            jetstream: true,
             extra_args: Vec::new(),
         }
     }
@@ -146,11 +150,12 @@ impl EmbeddedServer {
 
         let mut command = Command::new(&binary);
         command
-            .args(["-a", "127.0.0.1", "-p", "-1", "-m", "-1", "-js"])
+            .args(["-a", "127.0.0.1", "-p", "-1", "-m", "-1"])
             .arg("-sd")
             .arg(&store)
             .arg("--ports_file_dir")
             .arg(dir.path())
+            .args(options.jetstream.then_some("-js"))
             .args(&options.extra_args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -3,4 +3,6 @@
 
 mod publisher;
 
-pub use publisher::{AckReport, Publisher, PublisherConfig, PublisherProgress, SendReport};
+pub use publisher::{
+    AckReport, MessageBuilder, Publisher, PublisherConfig, PublisherProgress, SendReport,
+};

@@ -66,18 +66,18 @@ pub fn format_duration(d: Duration) -> String {
     let ns = d.as_nanos();
     if ns == 0 {
         "0s".into()
-    } else if ns % 1_000_000_000 == 0 {
+    } else if ns.is_multiple_of(1_000_000_000) {
         let s = ns / 1_000_000_000;
-        if s % 3600 == 0 {
+        if s.is_multiple_of(3600) {
             format!("{}h", s / 3600)
-        } else if s % 60 == 0 {
+        } else if s.is_multiple_of(60) {
             format!("{}m", s / 60)
         } else {
             format!("{s}s")
         }
-    } else if ns % 1_000_000 == 0 {
+    } else if ns.is_multiple_of(1_000_000) {
         format!("{}ms", ns / 1_000_000)
-    } else if ns % 1_000 == 0 {
+    } else if ns.is_multiple_of(1_000) {
         format!("{}us", ns / 1_000)
     } else {
         format!("{ns}ns")

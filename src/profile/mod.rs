@@ -61,21 +61,13 @@ impl std::error::Error for ProfileError {}
 #[derive(Debug, Default)]
 pub(crate) struct Problems {
     list: Vec<Problem>,
-    line: Option<usize>,
 }
 
 impl Problems {
-    pub(crate) fn at_line(line: Option<usize>) -> Self {
-        Problems {
-            list: Vec::new(),
-            line,
-        }
-    }
-
     pub(crate) fn push(&mut self, path: impl Into<String>, message: impl Into<String>) {
         self.list.push(Problem {
             path: path.into(),
-            line: self.line,
+            line: None,
             message: message.into(),
         });
     }
@@ -137,7 +129,7 @@ struct FileSection {
     #[serde(default)]
     server: common::ServerSection,
     #[serde(default, rename = "scenario")]
-    scenarios: Vec<toml::Spanned<toml::Table>>,
+    scenarios: Vec<toml::Table>,
 }
 
 /// Parses and validates profile text; `source` names it in errors.
@@ -178,11 +170,9 @@ pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
     }
 
     let mut scenarios = Vec::new();
-    for (i, spanned) in file.scenarios.into_iter().enumerate() {
-        let line = Some(line_of(text, spanned.span().start));
-        let mut table = spanned.into_inner();
+    for (i, mut table) in file.scenarios.into_iter().enumerate() {
         let prefix = format!("scenario[{i}]");
-        let mut local = Problems::at_line(line);
+        let mut local = Problems::default();
         let kind = match table.remove("kind") {
             Some(toml::Value::String(kind)) => kind,
             Some(other) => {
@@ -223,7 +213,11 @@ pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
     name_scenarios(&mut scenarios, &mut problems);
 
     if !problems.is_empty() {
-        return Err(fail(problems.list));
+        let mut list = problems.list;
+        for p in &mut list {
+            p.line = locate(text, &p.path);
+        }
+        return Err(fail(list));
     }
     Ok(Profile {
         name: file.name,
@@ -309,6 +303,80 @@ fn path_text(path: &serde_path_to_error::Path) -> String {
 
 fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// The line a key path like `scenario[1].consumer.ack_wait` is written on:
+/// the key's own line when it can be found, else its table's header line.
+/// Serde reports values without positions once a table has been read, so
+/// the line is recovered from the text.
+fn locate(text: &str, path: &str) -> Option<usize> {
+    let lines: Vec<&str> = text.lines().collect();
+    let is_header = |n: usize| lines[n].trim_start().starts_with('[');
+    let next_header = |from: usize, to: usize| (from..to).find(|&n| is_header(n)).unwrap_or(to);
+    let key_line = |from: usize, to: usize, key: &str| {
+        (from..to).find(|&n| {
+            !is_header(n)
+                && lines[n]
+                    .split_once('=')
+                    .is_some_and(|(k, _)| k.trim().trim_matches('"') == key)
+        })
+    };
+    let segments: Vec<(&str, Option<usize>)> = path
+        .split('.')
+        .filter(|s| !s.is_empty())
+        .map(|s| match s.split_once('[') {
+            Some((name, rest)) => (name, rest.trim_end_matches(']').parse().ok()),
+            None => (s, None),
+        })
+        .collect();
+
+    // The table being searched: its header line (none at the top level),
+    // the lines of its own keys, and the lines its sub-tables may be in.
+    let (mut header, mut body, region_end, mut table, keys) = match segments.first() {
+        Some(("scenario", Some(i))) => {
+            let starts: Vec<usize> = (0..lines.len())
+                .filter(|&n| lines[n].trim() == "[[scenario]]")
+                .collect();
+            let h = *starts.get(*i)?;
+            let region_end = starts.get(i + 1).copied().unwrap_or(lines.len());
+            let body = (h + 1, next_header(h + 1, region_end));
+            (
+                Some(h),
+                body,
+                region_end,
+                "scenario".to_string(),
+                &segments[1..],
+            )
+        }
+        _ => (
+            None,
+            (0, next_header(0, lines.len())),
+            lines.len(),
+            String::new(),
+            &segments[..],
+        ),
+    };
+    for (depth, (name, _)) in keys.iter().enumerate() {
+        if let Some(n) = key_line(body.0, body.1, name) {
+            return Some(n + 1);
+        }
+        if depth + 1 == keys.len() {
+            break;
+        }
+        let wanted = if table.is_empty() {
+            format!("[{name}]")
+        } else {
+            format!("[{table}.{name}]")
+        };
+        let from = header.map_or(0, |h| h + 1);
+        let Some(h) = (from..region_end).find(|&n| lines[n].trim() == wanted) else {
+            break;
+        };
+        header = Some(h);
+        body = (h + 1, next_header(h + 1, region_end));
+        table = wanted.trim_matches(|c| c == '[' || c == ']').to_string();
+    }
+    header.map(|h| h + 1)
 }
 
 #[cfg(test)]

@@ -62,7 +62,7 @@ fn unknown_scenario_key_has_its_path_and_line() {
         p.message.contains("rates"),
         "should list allowed keys: {p:?}"
     );
-    assert_eq!(p.line, Some(3));
+    assert_eq!(p.line, Some(7), "the line of the key itself");
 }
 
 #[test]
@@ -144,7 +144,7 @@ fn error_display_names_file_path_and_line() {
     let text = err.to_string();
     assert!(text.starts_with("profile my.toml is invalid:"), "{text}");
     assert!(
-        text.contains("scenario[0].rats (line 3): unknown field `rats`"),
+        text.contains("scenario[0].rats (line 7): unknown field `rats`"),
         "{text}"
     );
 }
@@ -177,4 +177,32 @@ fn quick_profile_stays_well_under_a_minute() {
         "{:?}",
         p.estimated_duration()
     );
+}
+
+#[test]
+fn problems_point_at_the_line_of_their_key() {
+    let text = "name = \"t\"\n\
+                [[scenario]]\n\
+                kind = \"latency\"\n\
+                duration = \"1s\"\n\
+                rates = [100]\n\
+                [scenario.consumer]\n\
+                kind = \"pull\"\n\
+                batch = 0\n\
+                [[scenario]]\n\
+                kind = \"latency\"\n\
+                duration = \"1s\"\n\
+                rates = [100, 0]\n\
+                [server]\n\
+                replicas = 2\n";
+    let ps = problems(text);
+    let line = |path: &str| {
+        ps.iter()
+            .find(|p| p.path == path)
+            .unwrap_or_else(|| panic!("{path}: {ps:?}"))
+            .line
+    };
+    assert_eq!(line("scenario[0].consumer.batch"), Some(8));
+    assert_eq!(line("scenario[1].rates[1]"), Some(12));
+    assert_eq!(line("server.replicas"), Some(14));
 }

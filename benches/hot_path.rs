@@ -1,0 +1,85 @@
+//! The per-message cost jsbench adds on its own hot paths, which must stay
+//! far below the server's cost per message (a few microseconds): what a
+//! consumer does per delivery besides the ack, and what a publisher does per
+//! message besides handing it to the client.
+
+use std::hint::black_box;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use jsbench::clock;
+use jsbench::histogram::Recorder;
+use jsbench::ledger::{Event, LedgerShard};
+use jsbench::load::MessageBuilder;
+use jsbench::stamp::Stamp;
+use jsbench::timeline::Timeline;
+
+const MESSAGES: u64 = 100_000;
+
+fn consumer_bookkeeping(c: &mut Criterion) {
+    let mut group = c.benchmark_group("consumer");
+    group.throughput(Throughput::Elements(1));
+    let mut payload = vec![b'.'; 128];
+    let now = clock::now_ns();
+    Stamp {
+        intended_ns: now - 250_000,
+        sent_ns: now - 200_000,
+        publisher: 3,
+        publisher_seq: 42,
+    }
+    .write(&mut payload);
+
+    let mut e2e_intended = Recorder::new();
+    let mut e2e_sent = Recorder::new();
+    let mut ledger = LedgerShard::with_capacity(MESSAGES, &[Event::Delivered, Event::Acked]);
+    let mut timeline = Timeline::per_second(now);
+    let mut seq = 0u64;
+    group.bench_function("per_delivery", |b| {
+        b.iter(|| {
+            seq = seq % MESSAGES + 1;
+            let t = clock::now_ns();
+            let stamp = Stamp::read(black_box(&payload)).unwrap();
+            ledger.mark(seq, Event::Delivered);
+            timeline.mark(t);
+            e2e_intended.record_between(stamp.intended_ns, t);
+            e2e_sent.record_between(stamp.sent_ns, t);
+            ledger.mark(seq, Event::Acked);
+        })
+    });
+    group.bench_function("clock_read", |b| b.iter(|| black_box(clock::now_ns())));
+    let mut r = Recorder::new();
+    let mut v = 1_000u64;
+    group.bench_function("histogram_record", |b| {
+        b.iter(|| {
+            v = (v * 7 + 13) % 10_000_000;
+            r.record(black_box(v));
+        })
+    });
+    group.finish();
+}
+
+fn publisher_bookkeeping(c: &mut Criterion) {
+    let mut group = c.benchmark_group("publisher");
+    group.throughput(Throughput::Elements(1));
+    let mut builder = MessageBuilder::new("_INBOX.abcdefghijklmnopqrstuv", 128);
+    let mut lag = Recorder::new();
+    let mut k = 0u64;
+    group.bench_function("per_message", |b| {
+        b.iter(|| {
+            k += 1;
+            let intended = clock::now_ns();
+            let sent = clock::now_ns();
+            let message = builder.build(Stamp {
+                intended_ns: intended,
+                sent_ns: sent,
+                publisher: 0,
+                publisher_seq: k,
+            });
+            lag.record_between(intended, sent);
+            black_box(message);
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, consumer_bookkeeping, publisher_bookkeeping);
+criterion_main!(benches);

@@ -1,0 +1,164 @@
+//! The latency scenario end to end against a real server: every message
+//! accounted for, histograms holding exactly the measured window.
+
+mod common;
+
+use std::time::Duration;
+
+use jsbench::progress::ProgressMode;
+use jsbench::run::{RunOptions, run};
+use tokio_util::sync::CancellationToken;
+
+fn options(server: &str, profile: std::path::PathBuf, out: &std::path::Path) -> RunOptions {
+    RunOptions {
+        profiles: vec![profile.display().to_string()],
+        server: Some(server.to_string()),
+        timeout: Duration::from_secs(5),
+        out: out.to_path_buf(),
+        keep: false,
+        progress: ProgressMode::Never,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_message_is_accounted_for_and_only_the_window_is_recorded() {
+    let server = common::server();
+    let dir = tempfile::tempdir().unwrap();
+    // 200 msg/s for 0.5 s of warm-up and 1 s measured: 300 messages, of
+    // which the 200 intended after the warm-up are recorded.
+    let body = common::latency_body("[200, 400]", "1s", "500ms", "");
+    let profile = common::profile(dir.path(), "acct", &body);
+    let outcome = run(
+        options(server.url(), profile, dir.path()),
+        CancellationToken::new(),
+    )
+    .await
+    .expect("run succeeds");
+    assert!(outcome.passed, "invariants failed");
+    assert_eq!(outcome.exit_code(), 0);
+
+    let summary = common::summary(&outcome.results[0]);
+    assert_eq!(summary.verdict, "passed");
+    let variants: Vec<_> = summary.variants().map(|(_, v)| v).collect();
+    assert_eq!(variants.len(), 2);
+    for (v, rate) in variants.iter().zip([200u64, 400]) {
+        let total = rate * 3 / 2;
+        let measured = rate;
+        let l = &v.ledger;
+        assert_eq!(l.published, total, "{}", v.name);
+        assert_eq!(l.persisted, total, "{}", v.name);
+        assert_eq!(l.delivered, total, "{}", v.name);
+        assert_eq!(l.deliveries, total, "{}", v.name);
+        assert_eq!(l.acked, total, "{}", v.name);
+        assert_eq!(
+            (l.lost, l.redelivered, l.duplicates, l.publish_errors),
+            (0, 0, 0, 0)
+        );
+        for h in &v.histograms {
+            assert_eq!(h.count, measured, "{} {}", v.name, h.name);
+        }
+        assert!(v.invariants.iter().all(|i| i.passed), "{:?}", v.invariants);
+        assert!(v.invariants.iter().any(|i| i.name == "lost = 0"));
+        let e2e = v.metric("e2e_latency.p50").unwrap().value;
+        let max = v.metric("e2e_latency.max").unwrap().value;
+        assert!(e2e > 0.0 && e2e <= max, "p50 {e2e} max {max}");
+        let target = v.metric("target_rate").unwrap().value;
+        assert_eq!(target, rate as f64);
+        let published: u64 = v.timelines["published"].counts.iter().sum();
+        assert_eq!(published, total);
+    }
+    // The streams are gone: nothing left behind on the server.
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    let account = js.query_account().await.unwrap();
+    assert_eq!(account.streams, 0, "streams left behind");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_publishers_and_consumers_share_the_load_without_loss() {
+    let server = common::server();
+    let dir = tempfile::tempdir().unwrap();
+    let body = common::latency_body(
+        "[600]",
+        "1s",
+        "0s",
+        "publishers = 3\nmsg_id = \"unique\"\nmessage_size = 64\n[scenario.consumer]\nconsumers = 2\nbatch = 50\n",
+    );
+    let profile = common::profile(dir.path(), "share", &body);
+    let outcome = run(
+        options(server.url(), profile, dir.path()),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let summary = common::summary(&outcome.results[0]);
+    let (_, v) = summary.variants().next().unwrap();
+    assert!(outcome.passed, "{:#?}", v.invariants);
+    assert_eq!(v.ledger.persisted, 600);
+    assert_eq!(v.ledger.delivered, 600);
+    assert_eq!(v.ledger.duplicates, 0, "unique ids are never duplicates");
+    assert_eq!(v.params["publishers"], 3);
+    assert_eq!(v.params["msg_id"], "unique");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_leaves_the_streams_and_records_them() {
+    let server = common::server();
+    let dir = tempfile::tempdir().unwrap();
+    let profile = common::profile(
+        dir.path(),
+        "keep",
+        &common::latency_body("[100]", "200ms", "0s", ""),
+    );
+    let mut opts = options(server.url(), profile, dir.path());
+    opts.keep = true;
+    let outcome = run(opts, CancellationToken::new()).await.unwrap();
+    let summary = common::summary(&outcome.results[0]);
+    assert_eq!(summary.run.kept_streams.len(), 1);
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    let mut stream = js.get_stream(&summary.run.kept_streams[0]).await.unwrap();
+    assert_eq!(stream.info().await.unwrap().state.messages, 20);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_run_keeps_what_it_measured() {
+    let server = common::server();
+    let dir = tempfile::tempdir().unwrap();
+    let profile = common::profile(
+        dir.path(),
+        "cancel",
+        &common::latency_body("[500]", "30s", "0s", ""),
+    );
+    let stop = CancellationToken::new();
+    let canceller = stop.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        canceller.cancel();
+    });
+    let started = std::time::Instant::now();
+    let outcome = run(options(server.url(), profile, dir.path()), stop)
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "stopped promptly"
+    );
+    assert!(outcome.interrupted);
+    assert_eq!(outcome.exit_code(), 130);
+    let summary = common::summary(&outcome.results[0]);
+    assert_eq!(summary.verdict, "interrupted");
+    let (_, v) = summary.variants().next().unwrap();
+    assert!(v.ledger.published > 100, "{:?}", v.ledger);
+    assert!(v.ledger.published < 15_000, "{:?}", v.ledger);
+    assert_eq!(
+        v.ledger.lost, 0,
+        "in-flight messages drained: {:?}",
+        v.ledger
+    );
+    assert!(
+        v.warnings.iter().any(|w| w.contains("interrupted")),
+        "{:?}",
+        v.warnings
+    );
+}
