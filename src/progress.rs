@@ -40,7 +40,7 @@ impl Progress {
             );
             bar.set_style(
                 ProgressStyle::with_template(
-                    "{prefix:>24.bold} [{bar:28.cyan/blue}] {elapsed:>4} {msg}",
+                    "{prefix:.bold} [{bar:24.cyan/blue}] {elapsed:>3} {msg}",
                 )
                 .expect("valid template")
                 .progress_chars("=> "),
