@@ -5,11 +5,13 @@
 
 use std::hint::black_box;
 
+use async_nats::HeaderMap;
+use async_nats::header::NATS_MESSAGE_ID;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use jsbench::clock;
 use jsbench::histogram::Recorder;
 use jsbench::ledger::{Event, LedgerShard};
-use jsbench::load::MessageBuilder;
+use jsbench::load::{IdBuilder, MessageBuilder};
 use jsbench::stamp::Stamp;
 use jsbench::timeline::Timeline;
 
@@ -60,7 +62,7 @@ fn consumer_bookkeeping(c: &mut Criterion) {
 fn publisher_bookkeeping(c: &mut Criterion) {
     let mut group = c.benchmark_group("publisher");
     group.throughput(Throughput::Elements(1));
-    let mut builder = MessageBuilder::new("_INBOX.abcdefghijklmnopqrstuv", 128);
+    let mut builder = MessageBuilder::new("_INBOX.abcdefghijklmnopqrstuv");
     let mut lag = Recorder::new();
     let mut k = 0u64;
     group.bench_function("per_message", |b| {
@@ -68,14 +70,40 @@ fn publisher_bookkeeping(c: &mut Criterion) {
             k += 1;
             let intended = clock::now_ns();
             let sent = clock::now_ns();
-            let message = builder.build(Stamp {
-                intended_ns: intended,
-                sent_ns: sent,
-                publisher: 0,
-                publisher_seq: k,
-            });
+            let message = builder.build(
+                Stamp {
+                    intended_ns: intended,
+                    sent_ns: sent,
+                    publisher: 0,
+                    publisher_seq: k,
+                },
+                k,
+                128,
+            );
             lag.record_between(intended, sent);
             black_box(message);
+        })
+    });
+    let mut ids = IdBuilder::new("101839ABCDEF-publish-rate-max.id-unique-0-");
+    group.bench_function("per_message_with_id", |b| {
+        b.iter(|| {
+            k += 1;
+            let intended = clock::now_ns();
+            let sent = clock::now_ns();
+            let message = builder.build(
+                Stamp {
+                    intended_ns: intended,
+                    sent_ns: sent,
+                    publisher: 0,
+                    publisher_seq: k,
+                },
+                k,
+                128,
+            );
+            let mut headers = HeaderMap::new();
+            headers.insert(NATS_MESSAGE_ID, ids.value(k));
+            lag.record_between(intended, sent);
+            black_box((message, headers));
         })
     });
     group.finish();

@@ -76,6 +76,11 @@ struct RunArgs {
     #[arg(long)]
     keep: bool,
 
+    /// Monitoring URL of an external server (http://host:8222): its /varz cpu%
+    /// gives server CPU per message. The embedded server is measured exactly.
+    #[arg(long, value_name = "URL", env = "JSBENCH_MONITOR_URL")]
+    monitor: Option<String>,
+
     /// Progress bar on stderr: auto shows it on a terminal only
     #[arg(long, value_enum, default_value = "auto")]
     progress: ProgressArg,
@@ -124,6 +129,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 timeout: args.timeout,
                 out: args.out,
                 keep: args.keep,
+                monitor: args.monitor,
                 progress: match args.progress {
                     ProgressArg::Auto => ProgressMode::Auto,
                     ProgressArg::Never => ProgressMode::Never,
@@ -195,9 +201,10 @@ fn profiles(name: Option<&str>) -> Result<i32> {
     let width = BUNDLED.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
     for (name, text) in BUNDLED {
         let p = profile::parse(name, text)?;
-        let kinds: Vec<&str> = p.scenarios.iter().map(|s| s.kind()).collect();
+        let mut kinds: Vec<&str> = p.scenarios.iter().map(|s| s.kind()).collect();
+        kinds.dedup();
         println!(
-            "{name:<width$}  ~{:>5}  {:<20}  {}",
+            "{name:<width$}  ~{:>5}  {:<12}  {}",
             format_duration(Duration::from_secs(p.estimated_duration().as_secs())),
             kinds.join(","),
             p.description

@@ -153,7 +153,8 @@ pub struct LedgerCounts {
     pub redeliveries: u64,
     /// Distinct sequences acknowledged.
     pub acked: u64,
-    /// Persisted sequences never delivered.
+    /// Persisted messages not found: never delivered, or (in scenarios
+    /// without consumers) missing when the stream was read back.
     pub lost: u64,
     /// Delivered sequences whose PubAck never arrived (stored, but the
     /// publisher could not know it).

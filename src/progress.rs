@@ -64,10 +64,15 @@ pub struct VariantBar {
 }
 
 impl VariantBar {
-    pub fn update(&self, elapsed: Duration, sent: u64, received: u64) {
+    /// `rate` is the recent publish rate, msg/s.
+    pub fn update(&self, elapsed: Duration, sent: u64, received: u64, rate: f64) {
         self.bar.set_position(elapsed.as_millis() as u64);
-        self.bar
-            .set_message(format!("sent {sent}  received {received}"));
+        if received > 0 {
+            self.bar
+                .set_message(format!("sent {sent} ({rate:.0}/s)  received {received}"));
+        } else {
+            self.bar.set_message(format!("sent {sent} ({rate:.0}/s)"));
+        }
     }
 
     pub fn phase(&self, text: &str) {

@@ -8,6 +8,7 @@ use anyhow::{Context, Result, anyhow};
 use tokio_util::sync::CancellationToken;
 
 use crate::connect::ConnectSettings;
+use crate::cpu::ServerCpu;
 use crate::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
 use crate::profile::{self, Profile};
 use crate::progress::{Progress, ProgressMode};
@@ -29,6 +30,9 @@ pub struct RunOptions {
     pub out: PathBuf,
     /// Leave the streams in place after the run.
     pub keep: bool,
+    /// Monitoring endpoint of an external server (`http://host:8222`), for
+    /// server CPU per message.
+    pub monitor: Option<String>,
     pub progress: ProgressMode,
 }
 
@@ -153,6 +157,13 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
             server: profile.server,
             progress: progress.clone(),
             stop: stop.clone(),
+            server_cpu: match &target {
+                Target::Embedded(server) => ServerCpu::Process(server.pid()),
+                Target::External(_) => match &options.monitor {
+                    Some(url) => ServerCpu::Varz(url.clone()),
+                    None => ServerCpu::Unavailable,
+                },
+            },
         };
         let mut failure = None;
         for plan in &profile.scenarios {

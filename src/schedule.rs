@@ -27,18 +27,28 @@ pub struct Schedule {
     pub stride: u64,
     /// This publisher's position among them.
     pub offset: u64,
-    /// Total messages across all publishers.
+    /// Total messages across all publishers (paced schedules).
     pub total_messages: u64,
+    /// When an unpaced schedule stops, ns on [`crate::clock`].
+    pub end_ns: u64,
 }
 
 impl Schedule {
-    /// Messages this publisher sends.
+    /// Messages this publisher sends; unbounded (until `end_ns`) when unpaced.
     pub fn count(&self) -> u64 {
-        if self.offset >= self.total_messages {
+        if self.total_rate.is_none() {
+            u64::MAX
+        } else if self.offset >= self.total_messages {
             0
         } else {
             (self.total_messages - self.offset).div_ceil(self.stride)
         }
+    }
+
+    /// Whether an unpaced schedule is over at `now_ns`.
+    #[inline]
+    pub fn ended(&self, now_ns: u64) -> bool {
+        self.total_rate.is_none() && now_ns >= self.end_ns
     }
 
     /// Intended send time of this publisher's `k`-th message, or `None` when
@@ -122,6 +132,7 @@ mod tests {
             stride,
             offset,
             total_messages: total,
+            end_ns: u64::MAX,
         }
     }
 
@@ -158,12 +169,19 @@ mod tests {
     }
 
     #[test]
-    fn unpaced_schedule_has_no_intended_time() {
+    fn unpaced_schedule_runs_until_its_end() {
         let mut s = schedule(1, 2, 1, 5);
         s.total_rate = None;
-        assert_eq!(s.count(), 2);
+        s.end_ns = 10_000;
+        assert_eq!(s.count(), u64::MAX);
         assert_eq!(s.intended_ns(0), None);
+        assert!(!s.ended(9_999));
+        assert!(s.ended(10_000));
         assert_eq!(schedule(1, 4, 5, 5).count(), 0);
+        assert!(
+            !schedule(1, 1, 0, 5).ended(u64::MAX),
+            "a paced schedule ends by count"
+        );
     }
 
     #[test]

@@ -233,7 +233,7 @@ impl EmbeddedServer {
     /// CPU time (user + system) the server process has used so far, from
     /// /proc; the embedded server's own accounting of what a run cost it.
     pub fn cpu_time(&self) -> Option<Duration> {
-        process_cpu_time(self.child.id())
+        crate::cpu::process_cpu_time(self.child.id())
     }
 
     /// The server's log so far (the last `max` bytes).
@@ -317,23 +317,6 @@ fn detach_from_terminal_signals(command: &mut Command) {
     }
 }
 
-/// User plus system CPU time of a process, from /proc/<pid>/stat.
-pub fn process_cpu_time(pid: u32) -> Option<Duration> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may contain spaces; fields after it are plain.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split(' ').collect();
-    // utime and stime are fields 14 and 15 overall, 12 and 13 after the name.
-    let utime: u64 = fields.get(11)?.parse().ok()?;
-    let stime: u64 = fields.get(12)?.parse().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    let ticks = if ticks > 0 { ticks as u64 } else { 100 };
-    Some(Duration::from_nanos(
-        (utime + stime) * 1_000_000_000 / ticks,
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -345,17 +328,5 @@ mod tests {
             Some("2.15.1")
         );
         assert_eq!(parse_version_output("garbage"), None);
-    }
-
-    #[test]
-    fn reads_own_cpu_time() {
-        let busy = Instant::now();
-        let mut x = 0u64;
-        while busy.elapsed() < Duration::from_millis(30) {
-            x = x.wrapping_add(std::hint::black_box(1));
-        }
-        assert!(x > 0);
-        let cpu = process_cpu_time(std::process::id()).expect("/proc stat readable");
-        assert!(cpu > Duration::ZERO);
     }
 }

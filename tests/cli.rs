@@ -328,3 +328,37 @@ fn profiles_lists_the_bundled_ones_and_prints_one() {
     let out = run(jsbench().args(["profiles", "nope"]));
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn embedded_publish_run_measures_server_cpu_and_prints_the_price_of_dedup() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = common::profile(
+        dir.path(),
+        "price",
+        "[[scenario]]\nkind = \"publish\"\nduration = \"700ms\"\nrates = [\"max\"]\n\
+         msg_id = [\"none\", \"unique\"]\npub_ack_window = 256\n",
+    );
+    let out = run(jsbench()
+        .args(["run", path.to_str().unwrap(), "--progress", "never", "-o"])
+        .arg(dir.path().join("results"))
+        .env_remove("NATS_URL"));
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("price of dedup (vs no id): throughput x"),
+        "{stdout}"
+    );
+    let summary = common::summary(&common::results_dir(&dir.path().join("results")));
+    for (_, v) in summary.variants() {
+        let server = v
+            .metric("server_cpu_per_msg")
+            .expect("embedded server CPU measured")
+            .value;
+        let client = v.metric("client_cpu_per_msg").unwrap().value;
+        assert!(
+            server > 0.0 && client > 0.0,
+            "{}: server {server} client {client}",
+            v.name
+        );
+    }
+}

@@ -5,19 +5,11 @@ mod common;
 
 use std::time::Duration;
 
-use jsbench::progress::ProgressMode;
 use jsbench::run::{RunOptions, run};
 use tokio_util::sync::CancellationToken;
 
 fn options(server: &str, profile: std::path::PathBuf, out: &std::path::Path) -> RunOptions {
-    RunOptions {
-        profiles: vec![profile.display().to_string()],
-        server: Some(server.to_string()),
-        timeout: Duration::from_secs(5),
-        out: out.to_path_buf(),
-        keep: false,
-        progress: ProgressMode::Never,
-    }
+    common::options(server, &profile, out)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,8 +1,12 @@
 //! Load generation: open-loop publishers that are never the bottleneck they
-//! measure.
+//! measure, and reference publishers that prove it.
 
 mod publisher;
+pub mod reference;
+mod sizes;
 
 pub use publisher::{
-    AckReport, MessageBuilder, Publisher, PublisherConfig, PublisherProgress, SendReport,
+    AckReport, IdBuilder, MessageBuilder, Publisher, PublisherConfig, PublisherProgress, RetryPlan,
+    SendReport,
 };
+pub use sizes::message_size;

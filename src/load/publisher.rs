@@ -11,10 +11,18 @@
 //! Sending runs on a dedicated OS thread so that the pacer can sleep with
 //! microsecond precision (see [`crate::schedule::Pacer`]); the PubAck reader
 //! runs on the main runtime. The two share only atomics: the number of
-//! responses (which opens the window) and a ring of send times.
+//! responses (which opens the window) and a ring of send records.
+//!
+//! Each send is a new message or, when the plan injects duplicates, a retry
+//! of an earlier message with the same Nats-Msg-Id, as a publisher that lost
+//! a PubAck would send it: inside the stream's duplicate window (the server
+//! must flag it) or after the window has passed (the server must store it
+//! again). Which sends are retries is decided by a seeded hash of the send
+//! number, so every run of a profile retries the same sends.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
@@ -25,10 +33,12 @@ use serde::Deserialize;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::sizes::message_size;
 use crate::clock;
 use crate::histogram::Recorder;
 use crate::ledger::{Event, LedgerShard};
-use crate::profile::MsgId;
+use crate::profile::{MsgId, SizePlan};
+use crate::random;
 use crate::schedule::{Pacer, Schedule};
 use crate::stamp::{STAMP_LEN, Stamp};
 use crate::timeline::Timeline;
@@ -36,19 +46,37 @@ use crate::timeline::Timeline;
 #[derive(Debug, Clone)]
 pub struct PublisherConfig {
     pub index: u16,
-    pub subject: String,
-    pub message_size: usize,
+    /// Messages go round-robin (by message number) to these subjects.
+    pub subjects: Vec<String>,
+    pub message_size: SizePlan,
     pub schedule: Schedule,
     /// Outstanding PubAcks allowed before the publisher waits.
     pub window: usize,
     pub msg_id: MsgId,
     /// Prefix of Nats-Msg-Id values; unique per publisher and run.
     pub msg_id_prefix: String,
+    pub headers: Vec<(String, String)>,
+    pub retries: RetryPlan,
+    /// Seeds sizes and retry choices.
+    pub seed: u64,
     /// Messages intended before this time (the warm-up) are sent and
     /// accounted for, but not recorded in histograms.
     pub record_from_ns: u64,
     pub pub_ack_timeout: Duration,
     pub timeline_origin_ns: u64,
+}
+
+/// Which sends retry an earlier message.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RetryPlan {
+    /// Fraction of sends retrying a recent message inside the duplicate window.
+    pub in_window: f64,
+    /// Fraction of sends retrying a message whose duplicate window has passed.
+    pub late: f64,
+    /// The stream's duplicate window.
+    pub window: Duration,
+    /// How long past the window a late retry waits.
+    pub late_margin: Duration,
 }
 
 /// Counters the progress display reads while the publisher runs. Each is
@@ -64,6 +92,14 @@ pub struct PublisherProgress {
 #[derive(Debug, Clone)]
 pub struct SendReport {
     pub sent: u64,
+    /// Payload bytes sent.
+    pub bytes: u64,
+    /// Sends that retried an earlier message inside its duplicate window.
+    pub retries: u64,
+    /// Sends that retried an earlier message after its window had passed.
+    pub late_retries: u64,
+    /// Message numbers retried late (each must be stored once more).
+    pub late_retried: Vec<u64>,
     pub first_error: Option<String>,
     /// Set when PubAcks stopped arriving and the window never reopened.
     pub stalled: Option<String>,
@@ -80,8 +116,18 @@ pub struct SendReport {
 #[derive(Debug, Clone)]
 pub struct AckReport {
     pub responses: u64,
+    /// New messages stored.
     pub acked: u64,
+    /// In-window retries the server flagged duplicate (as it must).
     pub duplicates: u64,
+    /// Late retries the server stored again (as it must).
+    pub late_stored: u64,
+    /// In-window retries the server stored: dedup failed.
+    pub retries_stored: u64,
+    /// Late retries the server still flagged duplicate: the window outlived its setting.
+    pub late_flagged: u64,
+    /// New messages the server flagged duplicate: an id collision.
+    pub unexpected_duplicates: u64,
     pub errors: u64,
     pub first_error: Option<String>,
     /// Sent but never answered within the PubAck timeout.
@@ -91,10 +137,25 @@ pub struct AckReport {
     /// PubAck latency from the actual send time.
     pub from_sent: Recorder,
     pub ledger: LedgerShard,
+    /// Per message number, how many times a PubAck confirmed it stored
+    /// (once, or twice after a late retry): what a read-back must find.
+    pub stored_by_message: Vec<u8>,
+}
+
+/// What a send was, recorded for the PubAck reader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum SendKind {
+    New = 0,
+    Retry = 1,
+    LateRetry = 2,
 }
 
 struct Slot {
-    seq: AtomicU64,
+    send: AtomicU64,
+    kind: AtomicU8,
+    /// The message number the send carried (differs from `send` for retries).
+    message: AtomicU64,
     intended: AtomicU64,
     sent: AtomicU64,
 }
@@ -111,20 +172,29 @@ struct Shared {
 }
 
 impl Shared {
-    fn slot(&self, seq: u64) -> &Slot {
-        &self.slots[(seq & self.mask) as usize]
+    fn slot(&self, send: u64) -> &Slot {
+        &self.slots[(send & self.mask) as usize]
     }
 }
 
 /// A running publisher: its sending thread and its PubAck reader.
 pub struct Publisher {
-    thread: std::thread::JoinHandle<SendReport>,
-    reader: tokio::task::JoinHandle<AckReport>,
+    thread: std::thread::JoinHandle<(SendReport, Option<AckReport>)>,
+    /// The reader, when it runs on the main runtime.
+    reader: Option<tokio::task::JoinHandle<AckReport>>,
     pub progress: Arc<PublisherProgress>,
 }
 
 impl Publisher {
     /// Subscribes for PubAcks and starts sending on the schedule.
+    ///
+    /// Where the PubAck reader runs depends on whether the sender ever
+    /// sleeps with PubAcks outstanding. A paced publisher with a window does,
+    /// so its reader runs on the main runtime and time-stamps PubAcks while
+    /// the sender sleeps. A sync publisher (window 1) or an unpaced one only
+    /// ever waits for PubAcks, so its reader shares the sender's thread: a
+    /// PubAck then wakes the sender without a cross-thread wake-up, which
+    /// measured 27% of sync throughput.
     pub async fn start(
         client: Client,
         config: PublisherConfig,
@@ -147,7 +217,9 @@ impl Publisher {
         let shared = Arc::new(Shared {
             slots: (0..slots)
                 .map(|_| Slot {
-                    seq: AtomicU64::new(u64::MAX),
+                    send: AtomicU64::new(u64::MAX),
+                    kind: AtomicU8::new(SendKind::New as u8),
+                    message: AtomicU64::new(0),
                     intended: AtomicU64::new(0),
                     sent: AtomicU64::new(0),
                 })
@@ -159,8 +231,13 @@ impl Publisher {
             finished_notify: Notify::new(),
         });
 
-        let reader = tokio::spawn(read_acks(subscription, shared.clone(), config.clone()));
-        let sender_stop = stop.clone();
+        let colocated = config.window == 1 || config.schedule.total_rate.is_none();
+        let (reader, local_subscription) = if colocated {
+            (None, Some(subscription))
+        } else {
+            let reader = tokio::spawn(read_acks(subscription, shared.clone(), config.clone()));
+            (Some(reader), None)
+        };
         let thread = std::thread::Builder::new()
             .name(format!("jsb-pub-{}", config.index))
             .spawn(move || {
@@ -169,7 +246,16 @@ impl Publisher {
                     .enable_all()
                     .build()
                     .expect("a current-thread runtime builds");
-                runtime.block_on(send_all(client, config, inbox, shared, sender_stop))
+                runtime.block_on(async move {
+                    let reader = local_subscription
+                        .map(|s| tokio::spawn(read_acks(s, shared.clone(), config.clone())));
+                    let sends = send_all(client, config, inbox, shared, stop).await;
+                    let acks = match reader {
+                        Some(reader) => reader.await.ok(),
+                        None => None,
+                    };
+                    (sends, acks)
+                })
             })
             .context("starting a publisher thread")?;
         Ok(Publisher {
@@ -182,12 +268,88 @@ impl Publisher {
     /// Waits for the schedule to end and the last PubAck (or its timeout).
     pub async fn finish(self) -> Result<(SendReport, AckReport)> {
         let thread = self.thread;
-        let sends = tokio::task::spawn_blocking(move || thread.join())
+        let (sends, local_acks) = tokio::task::spawn_blocking(move || thread.join())
             .await
             .context("joining a publisher thread")?
             .map_err(|_| anyhow!("a publisher thread panicked"))?;
-        let acks = self.reader.await.context("joining a PubAck reader")?;
+        let acks = match (self.reader, local_acks) {
+            (Some(reader), _) => reader.await.context("joining a PubAck reader")?,
+            (None, Some(acks)) => acks,
+            (None, None) => return Err(anyhow!("a PubAck reader panicked")),
+        };
         Ok((sends, acks))
+    }
+}
+
+/// Chooses, per send, a new message or a retry of an earlier one.
+struct RetryChooser {
+    plan: RetryPlan,
+    seed: u64,
+    publisher: u64,
+    /// The last 64 new messages `(sent_ns, message)`, candidates for
+    /// in-window retries; `recent_count` counts every one ever recorded.
+    recent: [(u64, u64); 64],
+    recent_count: u64,
+    /// New messages not yet old enough for a late retry, oldest first.
+    maturing: VecDeque<(u64, u64)>,
+    /// The newest message whose window has passed, not retried yet.
+    late_candidate: Option<u64>,
+}
+
+impl RetryChooser {
+    fn new(plan: RetryPlan, seed: u64, publisher: u16) -> Self {
+        RetryChooser {
+            plan,
+            seed,
+            publisher: u64::from(publisher),
+            recent: [(0, 0); 64],
+            recent_count: 0,
+            maturing: VecDeque::new(),
+            late_candidate: None,
+        }
+    }
+
+    /// What send `k` at `now_ns` carries: `(kind, message number)`.
+    #[inline]
+    fn choose(&mut self, k: u64, now_ns: u64) -> (SendKind, u64) {
+        if self.plan.in_window == 0.0 && self.plan.late == 0.0 {
+            return (SendKind::New, k);
+        }
+        let u = random::unit(self.seed, self.publisher, k);
+        if u < self.plan.late {
+            let late_after = (self.plan.window + self.plan.late_margin).as_nanos() as u64;
+            while let Some(&(sent, m)) = self.maturing.front() {
+                if now_ns.saturating_sub(sent) < late_after {
+                    break;
+                }
+                self.late_candidate = Some(m);
+                self.maturing.pop_front();
+            }
+            if let Some(m) = self.late_candidate.take() {
+                return (SendKind::LateRetry, m);
+            }
+        } else if u < self.plan.late + self.plan.in_window && self.recent_count > 0 {
+            // A recent message, sent well inside the window.
+            let fresh_after = now_ns.saturating_sub(self.plan.window.as_nanos() as u64 / 2);
+            let pick = random::below(self.seed ^ 1, self.publisher, k, self.recent_count.min(64));
+            let (sent, m) = self.recent[pick as usize];
+            if sent >= fresh_after {
+                return (SendKind::Retry, m);
+            }
+        }
+        (SendKind::New, k)
+    }
+
+    /// Records a new message as a candidate for later retries.
+    #[inline]
+    fn sent_new(&mut self, k: u64, sent_ns: u64) {
+        if self.plan.in_window > 0.0 {
+            self.recent[(self.recent_count % 64) as usize] = (sent_ns, k);
+            self.recent_count += 1;
+        }
+        if self.plan.late > 0.0 {
+            self.maturing.push_back((sent_ns, k));
+        }
     }
 }
 
@@ -200,12 +362,30 @@ async fn send_all(
 ) -> SendReport {
     let schedule = config.schedule;
     let pacer = Pacer::new(schedule.interval());
-    let subject = Subject::from(config.subject.as_str());
-    let mut builder = MessageBuilder::new(&inbox, config.message_size);
-    let mut msg_id = String::with_capacity(config.msg_id_prefix.len() + 20);
-    let mut id_digits = [0u8; 20];
+    let subjects: Vec<Subject> = config
+        .subjects
+        .iter()
+        .map(|s| Subject::from(s.as_str()))
+        .collect();
+    let mut builder = MessageBuilder::new(&inbox);
+    let mut ids = IdBuilder::new(&config.msg_id_prefix);
+    let extra_headers: Vec<(async_nats::header::HeaderName, HeaderValue)> = config
+        .headers
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.parse().expect("header names are validated"),
+                HeaderValue::from(v.as_str()),
+            )
+        })
+        .collect();
+    let mut chooser = RetryChooser::new(config.retries, config.seed, config.index);
     let mut report = SendReport {
         sent: 0,
+        bytes: 0,
+        retries: 0,
+        late_retries: 0,
+        late_retried: Vec::new(),
         first_error: None,
         stalled: None,
         interrupted: false,
@@ -234,45 +414,60 @@ async fn send_all(
             None => clock::now_ns(),
         };
         let sent = clock::now_ns();
+        if schedule.ended(sent) {
+            break;
+        }
+        let (kind, m) = chooser.choose(k, sent);
         let slot = shared.slot(k);
+        slot.kind.store(kind as u8, Ordering::Relaxed);
+        slot.message.store(m, Ordering::Relaxed);
         slot.intended.store(intended, Ordering::Relaxed);
         slot.sent.store(sent, Ordering::Relaxed);
-        slot.seq.store(k, Ordering::Release);
+        slot.send.store(k, Ordering::Release);
 
-        let (payload, reply) = builder.build(Stamp {
-            intended_ns: intended,
-            sent_ns: sent,
-            publisher: config.index,
-            publisher_seq: k,
-        });
-        let result = match config.msg_id {
-            MsgId::None => {
-                client
-                    .publish_with_reply(subject.clone(), reply, payload)
-                    .await
+        let size = message_size(&config.message_size, config.seed, config.index, m);
+        let (payload, reply) = builder.build(
+            Stamp {
+                intended_ns: intended,
+                sent_ns: sent,
+                publisher: config.index,
+                publisher_seq: m,
+            },
+            k,
+            size,
+        );
+        let subject = subjects[(m % subjects.len() as u64) as usize].clone();
+        let result = if config.msg_id == MsgId::None && extra_headers.is_empty() {
+            client.publish_with_reply(subject, reply, payload).await
+        } else {
+            let mut headers = HeaderMap::new();
+            if config.msg_id == MsgId::Unique {
+                headers.insert(async_nats::header::NATS_MESSAGE_ID, ids.value(m));
             }
-            MsgId::Unique => {
-                msg_id.clear();
-                msg_id.push_str(&config.msg_id_prefix);
-                msg_id.push_str(std::str::from_utf8(decimal(k, &mut id_digits)).expect("digits"));
-                let mut headers = HeaderMap::new();
-                headers.insert(
-                    async_nats::header::NATS_MESSAGE_ID,
-                    HeaderValue::from(msg_id.as_str()),
-                );
-                client
-                    .publish_with_reply_and_headers(subject.clone(), reply, headers, payload)
-                    .await
+            for (name, value) in &extra_headers {
+                headers.insert(name.clone(), value.clone());
             }
+            client
+                .publish_with_reply_and_headers(subject, reply, headers, payload)
+                .await
         };
         if let Err(e) = result {
             report.first_error = Some(format!("publish failed: {e}"));
             break;
         }
+        match kind {
+            SendKind::New => chooser.sent_new(m, sent),
+            SendKind::Retry => report.retries += 1,
+            SendKind::LateRetry => {
+                report.late_retries += 1;
+                report.late_retried.push(m);
+            }
+        }
         if report.sent == 0 {
             report.first_sent_ns = sent;
         }
         report.sent += 1;
+        report.bytes += size as u64;
         report.last_sent_ns = sent;
         report.last_intended_ns = intended;
         shared.progress.sent.store(report.sent, Ordering::Relaxed);
@@ -294,35 +489,59 @@ async fn send_all(
 pub struct MessageBuilder {
     arena: BytesMut,
     reply_prefix: Vec<u8>,
-    message_size: usize,
 }
 
 impl MessageBuilder {
     /// `inbox` is the publisher's PubAck inbox; replies go to `<inbox>.<n>`.
-    pub fn new(inbox: &str, message_size: usize) -> Self {
+    pub fn new(inbox: &str) -> Self {
         MessageBuilder {
             arena: BytesMut::with_capacity(64 * 1024),
             reply_prefix: format!("{inbox}.").into_bytes(),
-            message_size,
         }
     }
 
-    /// The payload (stamp, then filler) and the reply subject for one message.
+    /// The payload of `size` bytes (stamp, then filler) and the reply
+    /// subject for send number `send`.
     #[inline]
-    pub fn build(&mut self, stamp: Stamp) -> (Bytes, Subject) {
+    pub fn build(&mut self, stamp: Stamp, send: u64, size: usize) -> (Bytes, Subject) {
         let mut digits = [0u8; 20];
         self.arena
-            .reserve(self.message_size + self.reply_prefix.len() + digits.len());
+            .reserve(size + self.reply_prefix.len() + digits.len());
         let mut head = [0u8; STAMP_LEN];
         stamp.write(&mut head);
         self.arena.extend_from_slice(&head);
-        self.arena.put_bytes(b'.', self.message_size - STAMP_LEN);
+        self.arena.put_bytes(b'.', size.saturating_sub(STAMP_LEN));
         let payload = self.arena.split().freeze();
         self.arena.extend_from_slice(&self.reply_prefix);
-        self.arena
-            .extend_from_slice(decimal(stamp.publisher_seq, &mut digits));
+        self.arena.extend_from_slice(decimal(send, &mut digits));
         let reply = Subject::try_from(self.arena.split().freeze()).expect("ASCII reply subject");
         (payload, reply)
+    }
+}
+
+/// Builds Nats-Msg-Id values `<prefix><message number>` without `format!`.
+pub struct IdBuilder {
+    text: String,
+    prefix_len: usize,
+}
+
+impl IdBuilder {
+    pub fn new(prefix: &str) -> Self {
+        let mut text = String::with_capacity(prefix.len() + 20);
+        text.push_str(prefix);
+        IdBuilder {
+            text,
+            prefix_len: prefix.len(),
+        }
+    }
+
+    #[inline]
+    pub fn value(&mut self, message: u64) -> HeaderValue {
+        let mut digits = [0u8; 20];
+        self.text.truncate(self.prefix_len);
+        self.text
+            .push_str(std::str::from_utf8(decimal(message, &mut digits)).expect("digits"));
+        HeaderValue::from(self.text.as_str())
     }
 }
 
@@ -433,14 +652,25 @@ async fn read_acks(
         responses: 0,
         acked: 0,
         duplicates: 0,
+        late_stored: 0,
+        retries_stored: 0,
+        late_flagged: 0,
+        unexpected_duplicates: 0,
         errors: 0,
         first_error: None,
         missing: 0,
         from_intended: Recorder::new(),
         from_sent: Recorder::new(),
+        // Indexed by stream sequence, which all publishers share.
         ledger: LedgerShard::with_capacity(
             config.schedule.total_messages,
             &[Event::Persisted, Event::Duplicate],
+        ),
+        stored_by_message: Vec::with_capacity(
+            config
+                .schedule
+                .total_messages
+                .div_ceil(config.schedule.stride) as usize,
         ),
     };
     loop {
@@ -473,25 +703,43 @@ async fn read_acks(
         };
         let now = clock::now_ns();
         let token = message.subject.rsplit('.').next().unwrap_or("");
-        let k: Option<u64> = token.parse().ok();
+        let slot = token.parse::<u64>().ok().and_then(|k| {
+            let slot = shared.slot(k);
+            (slot.send.load(Ordering::Acquire) == k).then_some(slot)
+        });
         match classify(&message) {
             Response::Stored { seq, duplicate } => {
-                if duplicate {
-                    report.duplicates += 1;
-                    report.ledger.mark(seq, Event::Duplicate);
-                } else {
-                    report.acked += 1;
-                    report.ledger.mark(seq, Event::Persisted);
+                let kind = slot.map(|s| s.kind.load(Ordering::Relaxed));
+                match (kind, duplicate) {
+                    (Some(k), true) if k == SendKind::Retry as u8 => report.duplicates += 1,
+                    (Some(k), true) if k == SendKind::LateRetry as u8 => report.late_flagged += 1,
+                    (_, true) => report.unexpected_duplicates += 1,
+                    (Some(k), false) if k == SendKind::Retry as u8 => report.retries_stored += 1,
+                    (Some(k), false) if k == SendKind::LateRetry as u8 => report.late_stored += 1,
+                    (_, false) => report.acked += 1,
                 }
-                if let Some(k) = k {
-                    let slot = shared.slot(k);
-                    if slot.seq.load(Ordering::Acquire) == k {
-                        let intended = slot.intended.load(Ordering::Relaxed);
-                        let sent = slot.sent.load(Ordering::Relaxed);
-                        if intended >= config.record_from_ns {
-                            report.from_intended.record_between(intended, now);
-                            report.from_sent.record_between(sent, now);
+                report.ledger.mark(
+                    seq,
+                    if duplicate {
+                        Event::Duplicate
+                    } else {
+                        Event::Persisted
+                    },
+                );
+                if let Some(slot) = slot {
+                    if !duplicate {
+                        let m = slot.message.load(Ordering::Relaxed) as usize;
+                        let counts = &mut report.stored_by_message;
+                        if m >= counts.len() {
+                            counts.resize((m + 1).max(counts.len() * 2), 0);
                         }
+                        counts[m] = counts[m].saturating_add(1);
+                    }
+                    let intended = slot.intended.load(Ordering::Relaxed);
+                    let sent = slot.sent.load(Ordering::Relaxed);
+                    if intended >= config.record_from_ns {
+                        report.from_intended.record_between(intended, now);
+                        report.from_sent.record_between(sent, now);
                     }
                 }
             }
@@ -517,19 +765,26 @@ mod tests {
 
     #[test]
     fn builds_stamped_payloads_and_numbered_replies() {
-        let mut builder = MessageBuilder::new("_INBOX.abc", 40);
+        let mut builder = MessageBuilder::new("_INBOX.abc");
         let stamp = Stamp {
             intended_ns: 1,
             sent_ns: 2,
             publisher: 3,
             publisher_seq: 1234,
         };
-        let (payload, reply) = builder.build(stamp);
+        let (payload, reply) = builder.build(stamp, 99, 40);
         assert_eq!(payload.len(), 40);
         assert_eq!(Stamp::read(&payload), Some(stamp));
-        assert_eq!(reply.as_str(), "_INBOX.abc.1234");
-        let (second, _) = builder.build(stamp);
+        assert_eq!(reply.as_str(), "_INBOX.abc.99");
+        let (second, _) = builder.build(stamp, 100, 40);
         assert_eq!(payload, second, "earlier messages are not overwritten");
+    }
+
+    #[test]
+    fn ids_are_prefix_and_message_number() {
+        let mut ids = IdBuilder::new("run-lat-0-");
+        assert_eq!(ids.value(7).as_str(), "run-lat-0-7");
+        assert_eq!(ids.value(12345).as_str(), "run-lat-0-12345");
     }
 
     #[test]
@@ -538,6 +793,87 @@ mod tests {
         assert_eq!(decimal(0, &mut buf), b"0");
         assert_eq!(decimal(1_234_567, &mut buf), b"1234567");
         assert_eq!(decimal(u64::MAX, &mut buf), b"18446744073709551615");
+    }
+
+    #[test]
+    fn retries_are_the_planned_fraction_of_recent_messages() {
+        let plan = RetryPlan {
+            in_window: 0.1,
+            late: 0.0,
+            window: Duration::from_secs(60),
+            late_margin: Duration::from_secs(1),
+        };
+        let mut chooser = RetryChooser::new(plan, 42, 0);
+        let mut retries = 0;
+        let mut news = Vec::new();
+        for k in 0..10_000u64 {
+            let now = 1_000_000 + k * 1_000;
+            match chooser.choose(k, now) {
+                (SendKind::New, m) => {
+                    assert_eq!(m, k);
+                    chooser.sent_new(m, now);
+                    news.push(m);
+                }
+                (SendKind::Retry, m) => {
+                    retries += 1;
+                    let newer = news.iter().rev().take_while(|&&n| n != m).count();
+                    assert!(
+                        m < k && newer < 64,
+                        "one of the last 64 new messages: {m} at {k}"
+                    );
+                    assert!(news.contains(&m), "retries a new message");
+                }
+                (SendKind::LateRetry, _) => panic!("no late retries planned"),
+            }
+        }
+        assert!((900..1100).contains(&retries), "{retries}");
+        // Deterministic: the same seed chooses the same sends.
+        let mut again = RetryChooser::new(plan, 42, 0);
+        let first: Vec<_> = (0..50).map(|k| again.choose(k, k).0).collect();
+        let mut other = RetryChooser::new(plan, 42, 0);
+        assert_eq!(
+            first,
+            (0..50).map(|k| other.choose(k, k).0).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn late_retries_wait_out_the_window_and_retry_each_message_once() {
+        let plan = RetryPlan {
+            in_window: 0.0,
+            late: 0.2,
+            window: Duration::from_millis(100),
+            late_margin: Duration::from_millis(50),
+        };
+        let mut chooser = RetryChooser::new(plan, 7, 1);
+        let mut retried = Vec::new();
+        let mut sent_at = std::collections::HashMap::new();
+        for k in 0..2_000u64 {
+            let now = k * 1_000_000; // 1 ms apart
+            match chooser.choose(k, now) {
+                (SendKind::New, m) => {
+                    chooser.sent_new(m, now);
+                    sent_at.insert(m, now);
+                }
+                (SendKind::LateRetry, m) => {
+                    assert!(
+                        now - sent_at[&m] >= 150_000_000,
+                        "waited out window + margin"
+                    );
+                    retried.push(m);
+                }
+                (SendKind::Retry, _) => panic!("no in-window retries planned"),
+            }
+        }
+        assert!(retried.len() > 100, "{}", retried.len());
+        let mut unique = retried.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(
+            unique.len(),
+            retried.len(),
+            "each message retried late once"
+        );
     }
 
     fn message(payload: &'static str) -> async_nats::Message {

@@ -5,6 +5,8 @@
 pub const BUNDLED: &[(&str, &str)] = &[
     ("quick", include_str!("../../profiles/quick.toml")),
     ("default", include_str!("../../profiles/default.toml")),
+    ("publish", include_str!("../../profiles/publish.toml")),
+    ("dedup", include_str!("../../profiles/dedup.toml")),
 ];
 
 pub fn bundled(name: &str) -> Option<&'static str> {

@@ -4,9 +4,11 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use std::collections::BTreeMap;
+
 use super::{
-    AckPolicy, CommonPlan, ConsumerKind, ConsumerPlan, Dur, MsgId, Problems, PublishPlan,
-    ServerPlan, Storage, is_safe_name,
+    AckPolicy, CommonPlan, ConsumerKind, ConsumerPlan, Dur, MsgId, Problems, PublishMode,
+    PublishPlan, Rate, ServerPlan, SizePlan, Storage, is_safe_name,
 };
 use crate::stamp::STAMP_LEN;
 
@@ -131,27 +133,45 @@ pub fn common_plan(
     }
 }
 
-/// Publish keys, as written in a scenario table.
+/// Publish keys, as written in a scenario table; `None` where the scenario
+/// kind does not offer the key or the profile omits it.
+#[derive(Default)]
 pub struct PublishKeys {
-    pub publishers: usize,
-    pub message_size: usize,
-    pub msg_id: MsgId,
-    pub pub_ack_window: usize,
+    pub publishers: Option<usize>,
+    pub mode: Option<PublishMode>,
+    pub pub_ack_window: Option<usize>,
     pub pub_ack_timeout: Option<Dur>,
+    pub message_size: Option<SizeSpec>,
+    pub subjects: Option<usize>,
+    pub headers: Option<BTreeMap<String, String>>,
+    pub msg_id: MsgId,
+    pub duplicates: Option<f64>,
+    pub late_duplicates: Option<f64>,
+    pub duplicate_window: Option<Dur>,
 }
 
 pub fn publish_plan(k: PublishKeys, prefix: &str, problems: &mut Problems) -> PublishPlan {
-    problems.range(&format!("{prefix}.publishers"), k.publishers, 1, 1024, "");
+    let path = |key: &str| format!("{prefix}.{key}");
+    let publishers = k.publishers.unwrap_or(1);
+    problems.range(&path("publishers"), publishers, 1, 1024, "");
+
+    let mode = k.mode.unwrap_or(PublishMode::Async);
+    let pub_ack_window = match (mode, k.pub_ack_window) {
+        (PublishMode::Sync, Some(w)) if w != 1 => {
+            problems.push(
+                path("pub_ack_window"),
+                format!(
+                    "{w} conflicts with mode = \"sync\", which awaits every PubAck (a window of 1)"
+                ),
+            );
+            1
+        }
+        (PublishMode::Sync, _) => 1,
+        (PublishMode::Async, w) => w.unwrap_or(1024),
+    };
     problems.range(
-        &format!("{prefix}.message_size"),
-        k.message_size,
-        STAMP_LEN,
-        MAX_MESSAGE_SIZE,
-        " bytes (the first 24 carry jsbench's timestamps)",
-    );
-    problems.range(
-        &format!("{prefix}.pub_ack_window"),
-        k.pub_ack_window,
+        &path("pub_ack_window"),
+        pub_ack_window,
         1,
         MAX_PUB_ACK_WINDOW,
         " outstanding PubAcks per publisher",
@@ -161,18 +181,255 @@ pub fn publish_plan(k: PublishKeys, prefix: &str, problems: &mut Problems) -> Pu
         .map(|d| d.0)
         .unwrap_or(Duration::from_secs(10));
     problems.range(
-        &format!("{prefix}.pub_ack_timeout"),
+        &path("pub_ack_timeout"),
         pub_ack_timeout.as_secs_f64(),
         0.01,
         600.0,
         " seconds",
     );
+
+    let message_size = k
+        .message_size
+        .unwrap_or(SizeSpec::Fixed(128))
+        .validate(&path("message_size"), problems);
+    let subjects = k.subjects.unwrap_or(1);
+    problems.range(&path("subjects"), subjects, 1, 10_000, " subjects");
+
+    let headers: Vec<(String, String)> = k.headers.unwrap_or_default().into_iter().collect();
+    for (name, value) in &headers {
+        let key = path(&format!("headers.{name}"));
+        if name.is_empty()
+            || name
+                .chars()
+                .any(|c| c == ':' || c.is_whitespace() || c.is_control())
+        {
+            problems.push(
+                &key,
+                "a header name cannot be empty or contain ':' or whitespace",
+            );
+        } else if name.to_ascii_lowercase().starts_with("nats-") {
+            problems.push(
+                &key,
+                "Nats-* headers control JetStream and are reserved; use msg_id for Nats-Msg-Id",
+            );
+        }
+        if value.contains(['\r', '\n']) {
+            problems.push(&key, "a header value cannot contain a line break");
+        }
+    }
+
+    let duplicates = k.duplicates.unwrap_or(0.0);
+    let late_duplicates = k.late_duplicates.unwrap_or(0.0);
+    problems.range(
+        &path("duplicates"),
+        duplicates,
+        0.0,
+        0.5,
+        " (a fraction of sends)",
+    );
+    problems.range(
+        &path("late_duplicates"),
+        late_duplicates,
+        0.0,
+        0.5,
+        " (a fraction of sends)",
+    );
+    if duplicates + late_duplicates > 0.5 {
+        problems.push(
+            path("late_duplicates"),
+            "duplicates + late_duplicates may be at most 0.5: most sends must be new messages",
+        );
+    }
+    let duplicate_window = k
+        .duplicate_window
+        .map(|d| d.0)
+        .unwrap_or(Duration::from_secs(120));
+    problems.range(
+        &path("duplicate_window"),
+        duplicate_window.as_secs_f64(),
+        0.1,
+        86_400.0,
+        " seconds",
+    );
     PublishPlan {
-        publishers: k.publishers,
-        message_size: k.message_size,
-        msg_id: k.msg_id,
-        pub_ack_window: k.pub_ack_window,
+        publishers,
+        mode,
+        pub_ack_window,
         pub_ack_timeout,
+        message_size,
+        subjects,
+        headers,
+        msg_id: k.msg_id,
+        duplicates,
+        late_duplicates,
+        duplicate_window,
+    }
+}
+
+/// `message_size = 128` or `message_size = { distribution = "uniform", min = 64, max = 4096 }`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SizeSpec {
+    Fixed(usize),
+    Distribution(SizeTable),
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SizeTable {
+    distribution: SizeKind,
+    min: Option<usize>,
+    max: Option<usize>,
+    mean: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum SizeKind {
+    Fixed,
+    Uniform,
+    Exponential,
+}
+
+impl<'de> Deserialize<'de> for SizeSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = SizeSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(
+                    "a size in bytes, or a table such as { distribution = \"uniform\", min = 64, max = 4096 }",
+                )
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<SizeSpec, E> {
+                usize::try_from(v)
+                    .map(SizeSpec::Fixed)
+                    .map_err(|_| E::custom(format!("{v} is not a size in bytes")))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<SizeSpec, E> {
+                Ok(SizeSpec::Fixed(v as usize))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<SizeSpec, A::Error> {
+                SizeTable::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(SizeSpec::Distribution)
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
+const SIZE_HELP: &str = " bytes (the first 24 carry jsbench's timestamps)";
+
+impl SizeSpec {
+    fn validate(self, path: &str, problems: &mut Problems) -> SizePlan {
+        let bounded = |problems: &mut Problems, key: &str, v: usize| {
+            problems.range(key, v, STAMP_LEN, MAX_MESSAGE_SIZE, SIZE_HELP);
+        };
+        match self {
+            SizeSpec::Fixed(n) => {
+                bounded(problems, path, n);
+                SizePlan::Fixed(n)
+            }
+            SizeSpec::Distribution(t) => {
+                let min = t.min.unwrap_or(STAMP_LEN);
+                let max = t.max.unwrap_or(MAX_MESSAGE_SIZE);
+                bounded(problems, &format!("{path}.min"), min);
+                bounded(problems, &format!("{path}.max"), max);
+                if min > max {
+                    problems.push(
+                        format!("{path}.min"),
+                        format!("{min} is larger than max = {max}"),
+                    );
+                }
+                match t.distribution {
+                    SizeKind::Fixed => {
+                        problems.push(
+                            format!("{path}.distribution"),
+                            "for a fixed size write message_size = <bytes>",
+                        );
+                        SizePlan::Fixed(min)
+                    }
+                    SizeKind::Uniform => {
+                        if t.mean.is_some() {
+                            problems.push(
+                                format!("{path}.mean"),
+                                "a uniform size takes min and max only",
+                            );
+                        }
+                        if t.min.is_none() || t.max.is_none() {
+                            problems.push(path, "a uniform size needs min and max");
+                        }
+                        SizePlan::Uniform { min, max }
+                    }
+                    SizeKind::Exponential => {
+                        let mean = t.mean.unwrap_or(0);
+                        if t.mean.is_none() {
+                            problems
+                                .push(format!("{path}.mean"), "an exponential size needs a mean");
+                        } else if mean < min || mean > max {
+                            problems.push(
+                                format!("{path}.mean"),
+                                format!("{mean} is outside min..=max ({min}..={max})"),
+                            );
+                        }
+                        SizePlan::Exponential { mean, min, max }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One entry of `rates`: msg/s, or "max".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateSpec(pub Rate);
+
+impl<'de> Deserialize<'de> for RateSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = RateSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a rate in msg/s, or \"max\"")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<RateSpec, E> {
+                u64::try_from(v)
+                    .map(|r| RateSpec(Rate::PerSecond(r)))
+                    .map_err(|_| E::custom(format!("{v} is not a rate; expected msg/s or \"max\"")))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<RateSpec, E> {
+                Ok(RateSpec(Rate::PerSecond(v)))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RateSpec, E> {
+                match v {
+                    "max" => Ok(RateSpec(Rate::Max)),
+                    other => Err(E::custom(format!(
+                        "unknown rate {other:?}; expected msg/s or \"max\""
+                    ))),
+                }
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
+/// A key that takes one value or a list of them (`msg_id = "none"` or
+/// `msg_id = ["none", "unique"]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OneOrMany<T>(pub Vec<T>);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for OneOrMany<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Read through a Value rather than an untagged enum, whose errors
+        // say only that nothing matched; this keeps the element's message.
+        let value = toml::Value::deserialize(d)?;
+        let result = match value {
+            toml::Value::Array(items) => items
+                .into_iter()
+                .map(T::deserialize)
+                .collect::<Result<Vec<T>, _>>(),
+            one => T::deserialize(one).map(|t| vec![t]),
+        };
+        result.map(OneOrMany).map_err(serde::de::Error::custom)
     }
 }
 

@@ -2,7 +2,7 @@
 
 use serde::Deserialize;
 
-use super::common::{ConsumerSection, PublishKeys, Timing, common_plan, one, publish_plan};
+use super::common::{ConsumerSection, PublishKeys, SizeSpec, Timing, common_plan, publish_plan};
 use super::{Dur, LatencyPlan, MsgId, Problems, read_section};
 
 #[derive(Deserialize)]
@@ -13,29 +13,18 @@ struct LatencySection {
     warmup: Option<Dur>,
     drain_timeout: Option<Dur>,
     rates: Option<Vec<u64>>,
-    #[serde(default = "one")]
-    publishers: usize,
-    #[serde(default = "default_size")]
-    message_size: usize,
+    publishers: Option<usize>,
+    message_size: Option<SizeSpec>,
     #[serde(default = "default_msg_id")]
     msg_id: MsgId,
-    #[serde(default = "default_window")]
-    pub_ack_window: usize,
+    pub_ack_window: Option<usize>,
     pub_ack_timeout: Option<Dur>,
     #[serde(default)]
     consumer: ConsumerSection,
 }
 
-fn default_size() -> usize {
-    128
-}
-
 fn default_msg_id() -> MsgId {
     MsgId::None
-}
-
-fn default_window() -> usize {
-    1024
 }
 
 /// Highest rate a latency variant may ask for.
@@ -84,6 +73,7 @@ pub(super) fn read(
             msg_id: s.msg_id,
             pub_ack_window: s.pub_ack_window,
             pub_ack_timeout: s.pub_ack_timeout,
+            ..Default::default()
         },
         prefix,
         problems,

@@ -11,6 +11,7 @@ mod common;
 mod duration;
 mod latency;
 mod plan;
+mod publish;
 
 use std::fmt;
 use std::path::Path;
@@ -20,6 +21,7 @@ use serde::Deserialize;
 pub use bundled::{BUNDLED, bundled};
 pub use duration::{Dur, format_duration, parse_duration};
 pub use plan::*;
+pub use publish::late_retry_margin;
 
 /// A profile that cannot be run, with every problem found in it.
 #[derive(Debug, Clone, PartialEq)]
@@ -194,6 +196,7 @@ pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
         };
         let plan = match kind.as_str() {
             "latency" => latency::read(table, &prefix, &mut local).map(ScenarioPlan::Latency),
+            "publish" => publish::read(table, &prefix, &mut local).map(ScenarioPlan::Publish),
             other => {
                 local.push(
                     format!("{prefix}.kind"),
@@ -230,7 +233,7 @@ pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
 }
 
 /// Scenario kinds a profile may name.
-pub const KINDS: &[&str] = &["latency"];
+pub const KINDS: &[&str] = &["latency", "publish"];
 
 pub(crate) const NAME_RULE: &str =
     "must be 1-32 characters of letters, digits, '-' and '_' (it names streams and files)";

@@ -32,12 +32,14 @@ fn minimal_profile_gets_defaults() {
             replicas: 1
         }
     );
-    let ScenarioPlan::Latency(l) = &p.scenarios[0];
+    let ScenarioPlan::Latency(l) = &p.scenarios[0] else {
+        panic!("latency")
+    };
     assert_eq!(l.common.name.as_deref(), Some("latency"));
     assert_eq!(l.common.duration, Duration::from_secs(2));
     assert_eq!(l.common.warmup, Duration::ZERO);
     assert_eq!(l.rates, vec![100, 200]);
-    assert_eq!(l.publish.message_size, 128);
+    assert_eq!(l.publish.message_size, SizePlan::Fixed(128));
     assert_eq!(l.publish.msg_id, MsgId::None);
     assert_eq!(l.consumer.ack_wait, Duration::from_secs(30));
     assert_eq!(p.estimated_duration(), Duration::from_secs(4));
@@ -205,4 +207,128 @@ fn problems_point_at_the_line_of_their_key() {
     assert_eq!(line("scenario[0].consumer.batch"), Some(8));
     assert_eq!(line("scenario[1].rates[1]"), Some(12));
     assert_eq!(line("server.replicas"), Some(14));
+}
+
+const PUBLISH: &str = r#"
+name = "p"
+[[scenario]]
+kind = "publish"
+duration = "5s"
+rates = [1000, "max"]
+"#;
+
+#[test]
+fn publish_profile_gets_defaults_and_reads_max() {
+    let p = parse("p.toml", PUBLISH).unwrap();
+    let ScenarioPlan::Publish(s) = &p.scenarios[0] else {
+        panic!("publish")
+    };
+    assert_eq!(s.rates, vec![Rate::PerSecond(1000), Rate::Max]);
+    assert_eq!(s.msg_ids, vec![MsgId::None]);
+    assert_eq!(s.publish.mode, PublishMode::Async);
+    assert_eq!(s.publish.pub_ack_window, 1024);
+    assert_eq!(s.publish.message_size, SizePlan::Fixed(128));
+    assert!(s.verify_stored);
+    assert_eq!(s.variant_count(), 2);
+}
+
+#[test]
+fn publish_keys_are_read_in_all_their_forms() {
+    let text = format!(
+        "{PUBLISH}msg_id = [\"none\", \"unique\"]\nmode = \"sync\"\nsubjects = 4\n\
+         message_size = {{ distribution = \"uniform\", min = 64, max = 256 }}\n\
+         headers = {{ \"X-A\" = \"1\" }}\n"
+    );
+    let p = parse("p.toml", &text).unwrap();
+    let ScenarioPlan::Publish(s) = &p.scenarios[0] else {
+        panic!("publish")
+    };
+    assert_eq!(s.msg_ids, vec![MsgId::None, MsgId::Unique]);
+    assert_eq!(s.publish.pub_ack_window, 1, "sync means a window of one");
+    assert_eq!(s.publish.subjects, 4);
+    assert_eq!(
+        s.publish.message_size,
+        SizePlan::Uniform { min: 64, max: 256 }
+    );
+    assert_eq!(
+        s.publish.headers,
+        vec![("X-A".to_string(), "1".to_string())]
+    );
+    assert_eq!(s.variant_count(), 4, "2 rates x 2 ids");
+
+    let with_reference =
+        format!("{PUBLISH}msg_id = [\"none\", \"unique\"]\nreference = \"minimal\"\n");
+    let p = parse("p.toml", &with_reference).unwrap();
+    let ScenarioPlan::Publish(s) = &p.scenarios[0] else {
+        panic!("publish")
+    };
+    assert_eq!(s.reference, vec![Reference::Minimal]);
+    assert_eq!(
+        s.variant_count(),
+        6,
+        "2 rates x 2 ids + 2 minimal references at max"
+    );
+}
+
+#[test]
+fn publish_rejects_what_cannot_be_measured_honestly() {
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "duplicates = 0.1\n",
+            "scenario[0].msg_id",
+            "msg_id = \"unique\"",
+        ),
+        ("rates = [\"fast\"]\n", "scenario[0].rates[0]", "\"max\""),
+        (
+            "mode = \"sync\"\npub_ack_window = 8\n",
+            "scenario[0].pub_ack_window",
+            "sync",
+        ),
+        (
+            "headers = { \"Nats-Msg-Id\" = \"x\" }\n",
+            "scenario[0].headers.Nats-Msg-Id",
+            "reserved",
+        ),
+        (
+            "message_size = { distribution = \"uniform\", min = 500, max = 100 }\n",
+            "scenario[0].message_size.min",
+            "larger than max",
+        ),
+        (
+            "message_size = { distribution = \"exponential\", min = 64, max = 100 }\n",
+            "scenario[0].message_size.mean",
+            "needs a mean",
+        ),
+        (
+            "msg_id = \"unique\"\nlate_duplicates = 0.1\nduplicate_window = \"10s\"\n",
+            "scenario[0].late_duplicates",
+            "window",
+        ),
+        (
+            "duplicates = 0.9\nmsg_id = \"unique\"\n",
+            "scenario[0].duplicates",
+            "0..=0.5",
+        ),
+    ];
+    for (extra, path, needle) in cases {
+        let base = if extra.starts_with("rates") {
+            PUBLISH.replace("rates = [1000, \"max\"]\n", "")
+        } else {
+            PUBLISH.to_string()
+        };
+        let ps = problems(&format!("{base}{extra}"));
+        let p = ps
+            .iter()
+            .find(|p| p.path == *path)
+            .unwrap_or_else(|| panic!("{extra}: {ps:?}"));
+        assert!(p.message.contains(needle), "{extra}: {p:?}");
+    }
+    let reference_without_max =
+        PUBLISH.replace("[1000, \"max\"]", "[1000]") + "reference = [\"core\"]\n";
+    let ps = problems(&reference_without_max);
+    assert!(
+        ps.iter()
+            .any(|p| p.path == "scenario[0].reference" && p.message.contains("max")),
+        "{ps:?}"
+    );
 }

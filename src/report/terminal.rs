@@ -29,25 +29,18 @@ pub fn render(summary: &Summary) -> String {
     let mut out = String::new();
     for scenario in &summary.scenarios {
         let _ = writeln!(out, "\n{} ({})", scenario.name, scenario.kind);
-        let header = [
-            "variant",
-            "target/s",
-            "achieved/s",
-            "e2e p50",
-            "p90",
-            "p99",
-            "p99.9",
-            "max",
-            "pubAck p50",
-            "p99",
-            "lost",
-            "verdict",
-        ];
-        let mut rows: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
+        let columns = columns(&scenario.kind);
+        let mut rows: Vec<Vec<String>> =
+            vec![columns.iter().map(|c| c.header.to_string()).collect()];
         for v in &scenario.variants {
-            rows.push(row(v));
+            rows.push(columns.iter().map(|c| (c.cell)(v)).collect());
         }
         out.push_str(&table(&rows));
+        for v in &scenario.variants {
+            for line in comparisons(v) {
+                let _ = writeln!(out, "  {}: {line}", v.name);
+            }
+        }
         for v in &scenario.variants {
             if let Some(e) = &v.error {
                 let _ = writeln!(out, "  ERROR {}: {e}", v.name);
@@ -66,31 +59,165 @@ pub fn render(summary: &Summary) -> String {
     out
 }
 
-fn row(v: &VariantReport) -> Vec<String> {
-    let value = |name: &str| v.metric(name).map(|m| m.value);
-    let us = |name: &str| value(name).map(format_us).unwrap_or_else(|| "-".into());
-    let rate = |name: &str| value(name).map(format_rate).unwrap_or_else(|| "-".into());
-    let verdict = if v.error.is_some() {
+struct Column {
+    header: &'static str,
+    cell: fn(&VariantReport) -> String,
+}
+
+fn value(v: &VariantReport, name: &str) -> Option<f64> {
+    v.metric(name).map(|m| m.value)
+}
+
+fn us(v: &VariantReport, name: &str) -> String {
+    value(v, name).map(format_us).unwrap_or_else(|| "-".into())
+}
+
+fn rate(v: &VariantReport, name: &str) -> String {
+    value(v, name)
+        .map(format_rate)
+        .unwrap_or_else(|| "-".into())
+}
+
+fn verdict(v: &VariantReport) -> String {
+    if v.error.is_some() {
         "ERROR"
     } else if v.passed {
         "ok"
     } else {
         "FAILED"
+    }
+    .into()
+}
+
+/// The columns that matter for a scenario kind.
+fn columns(kind: &str) -> Vec<Column> {
+    let variant = Column {
+        header: "variant",
+        cell: |v| v.name.clone(),
     };
-    vec![
-        v.name.clone(),
-        rate("target_rate"),
-        rate("publish_rate"),
-        us("e2e_latency.p50"),
-        us("e2e_latency.p90"),
-        us("e2e_latency.p99"),
-        us("e2e_latency.p99.9"),
-        us("e2e_latency.max"),
-        us("pub_ack_latency.p50"),
-        us("pub_ack_latency.p99"),
-        v.ledger.lost.to_string(),
-        verdict.into(),
-    ]
+    let target = Column {
+        header: "target/s",
+        cell: |v| rate(v, "target_rate"),
+    };
+    let achieved = Column {
+        header: "achieved/s",
+        cell: |v| rate(v, "publish_rate"),
+    };
+    let end = Column {
+        header: "verdict",
+        cell: verdict,
+    };
+    match kind {
+        "publish" => vec![
+            variant,
+            target,
+            achieved,
+            Column {
+                header: "MB/s",
+                cell: |v| value(v, "publish_throughput").map_or("-".into(), |x| format!("{x:.1}")),
+            },
+            Column {
+                header: "pubAck p50",
+                cell: |v| us(v, "pub_ack_latency.p50"),
+            },
+            Column {
+                header: "p99",
+                cell: |v| us(v, "pub_ack_latency.p99"),
+            },
+            Column {
+                header: "max",
+                cell: |v| us(v, "pub_ack_latency.max"),
+            },
+            Column {
+                header: "client/msg",
+                cell: |v| {
+                    value(v, "client_cpu_per_msg").map_or("-".into(), |x| format!("{x:.2}us"))
+                },
+            },
+            Column {
+                header: "server/msg",
+                cell: |v| {
+                    value(v, "server_cpu_per_msg").map_or("-".into(), |x| format!("{x:.2}us"))
+                },
+            },
+            Column {
+                header: "dups flagged/injected",
+                cell: |v| match (
+                    value(v, "duplicates_flagged"),
+                    value(v, "duplicates_injected"),
+                ) {
+                    (Some(f), Some(i)) => format!("{f:.0}/{i:.0}"),
+                    _ => "-".into(),
+                },
+            },
+            end,
+        ],
+        _ => vec![
+            variant,
+            target,
+            achieved,
+            Column {
+                header: "e2e p50",
+                cell: |v| us(v, "e2e_latency.p50"),
+            },
+            Column {
+                header: "p90",
+                cell: |v| us(v, "e2e_latency.p90"),
+            },
+            Column {
+                header: "p99",
+                cell: |v| us(v, "e2e_latency.p99"),
+            },
+            Column {
+                header: "p99.9",
+                cell: |v| us(v, "e2e_latency.p99.9"),
+            },
+            Column {
+                header: "max",
+                cell: |v| us(v, "e2e_latency.max"),
+            },
+            Column {
+                header: "pubAck p50",
+                cell: |v| us(v, "pub_ack_latency.p50"),
+            },
+            Column {
+                header: "p99",
+                cell: |v| us(v, "pub_ack_latency.p99"),
+            },
+            Column {
+                header: "lost",
+                cell: |v| v.ledger.lost.to_string(),
+            },
+            end,
+        ],
+    }
+}
+
+/// Ratios a variant carries, in words.
+fn comparisons(v: &VariantReport) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(t) = value(v, "dedup_price.throughput_ratio") {
+        let mut parts = vec![format!("throughput x{t:.2}")];
+        if let Some(p) = value(v, "dedup_price.p99_ratio") {
+            parts.push(format!("PubAck p99 x{p:.2}"));
+        }
+        if let Some(c) = value(v, "dedup_price.client_cpu_per_msg") {
+            parts.push(format!("client CPU {c:+.2}us/msg"));
+        }
+        if let Some(s) = value(v, "dedup_price.server_cpu_per_msg") {
+            parts.push(format!("server CPU {s:+.2}us/msg"));
+        }
+        lines.push(format!("price of dedup (vs no id): {}", parts.join(", ")));
+    }
+    if let Some(m) = value(v, "vs_minimal.throughput_ratio") {
+        lines.push(format!(
+            "jsbench / minimal async-nats loop: {m:.2}x throughput"
+        ));
+    }
+    if let Some(c) = value(v, "vs_core.throughput_ratio") {
+        lines.push(format!("jsbench / core publish: {c:.2}x throughput"));
+    }
+    lines
 }
 
 /// Left-aligned first column, right-aligned numbers.

@@ -44,7 +44,7 @@ fn describe(plan: &LatencyPlan, rate: u64, r: &mut VariantResult) {
     r.param("duration", format_duration(plan.common.duration));
     r.param("warmup", format_duration(plan.common.warmup));
     r.param("publishers", plan.publish.publishers);
-    r.param("message_size", plan.publish.message_size);
+    r.param("message_size", plan.publish.message_size.to_string());
     r.param("msg_id", plan.publish.msg_id);
     r.param("pub_ack_window", plan.publish.pub_ack_window);
     r.param("consumers", plan.consumer.consumers);
@@ -95,19 +95,18 @@ async fn run_variant(
         .await?;
 
     // Drive.
-    let span = plan.common.warmup + plan.common.duration;
     let spec = DriveSpec {
         label: format!("{scenario} {variant}"),
-        subject,
+        subjects: vec![subject],
         stream: stream_name.clone(),
-        durable,
         publish: plan.publish.clone(),
-        consumer: plan.consumer.clone(),
+        consumer: Some((durable, plan.consumer.clone())),
         rate: Some(rate),
-        messages: (rate as f64 * span.as_secs_f64()).round().max(1.0) as u64,
         warmup: plan.common.warmup,
+        duration: plan.common.duration,
         drain_timeout: plan.common.drain_timeout,
         msg_id_prefix: format!("{}-{scenario}-{variant}", ctx.names.token()),
+        seed: rate,
     };
     let outcome = drive(ctx, &spec).await;
     let stored = stored_messages(ctx, &stream_name).await;
@@ -115,7 +114,7 @@ async fn run_variant(
     let outcome = outcome?;
 
     // Measure and verify.
-    measure(&outcome, rate, plan.publish.message_size, result);
+    measure(&outcome, rate, result);
     verify(&outcome, stored, result);
     deleted.context("cleaning up after the variant")?;
     Ok(())
@@ -126,7 +125,7 @@ async fn stored_messages(ctx: &RunContext, stream: &str) -> Option<u64> {
     Some(stream.info().await.ok()?.state.messages)
 }
 
-fn measure(o: &DriveOutcome, rate: u64, message_size: usize, r: &mut VariantResult) {
+fn measure(o: &DriveOutcome, rate: u64, r: &mut VariantResult) {
     let publish_rate = o.publish_rate();
     r.metrics.push(Metric::new(
         "target_rate",
@@ -143,7 +142,7 @@ fn measure(o: &DriveOutcome, rate: u64, message_size: usize, r: &mut VariantResu
     r.metrics.push(Metric::new(
         "publish_throughput",
         "MB/s",
-        publish_rate * message_size as f64 / 1e6,
+        o.sent_bytes() as f64 / o.publish_span().as_secs_f64().max(1e-9) / 1e6,
         Direction::Higher,
     ));
     r.metrics.push(Metric::new(

@@ -2,6 +2,7 @@
 //! reading as provision, drive, measure, verify.
 
 pub mod latency;
+pub mod publish;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -11,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::connect::ConnectSettings;
+use crate::cpu::ServerCpu;
 use crate::histogram::Recorder;
 use crate::ledger::LedgerCounts;
 use crate::metrics::Metric;
@@ -29,6 +31,8 @@ pub struct RunContext {
     /// Cancelled on Ctrl-C: scenarios stop publishing, keep what they
     /// measured and return.
     pub stop: CancellationToken,
+    /// Where the server's CPU time is read from.
+    pub server_cpu: ServerCpu,
 }
 
 /// A delivery guarantee checked after a variant, with the evidence.
@@ -115,5 +119,6 @@ pub trait VariantSink {
 pub async fn run(ctx: &RunContext, plan: &ScenarioPlan, sink: &mut dyn VariantSink) -> Result<()> {
     match plan {
         ScenarioPlan::Latency(p) => latency::run(ctx, plan, p, sink).await,
+        ScenarioPlan::Publish(p) => publish::run(ctx, plan, p, sink).await,
     }
 }

@@ -62,3 +62,55 @@ pub fn latency_body(rates: &str, duration: &str, warmup: &str, extra: &str) -> S
         "[[scenario]]\nkind = \"latency\"\nduration = \"{duration}\"\nwarmup = \"{warmup}\"\nrates = {rates}\n{extra}"
     )
 }
+
+/// Run options against an existing server, results under `out`.
+pub fn options(server: &str, profile: &Path, out: &Path) -> jsbench::run::RunOptions {
+    jsbench::run::RunOptions {
+        profiles: vec![profile.display().to_string()],
+        server: Some(server.to_string()),
+        timeout: std::time::Duration::from_secs(5),
+        out: out.to_path_buf(),
+        keep: false,
+        monitor: None,
+        progress: jsbench::progress::ProgressMode::Never,
+    }
+}
+
+/// Runs one profile body against `server` and returns the summary.
+pub async fn run_profile(server: &EmbeddedServer, name: &str, body: &str) -> Summary {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = profile(dir.path(), name, body);
+    let outcome = jsbench::run::run(
+        options(server.url(), &profile, dir.path()),
+        tokio_util::sync::CancellationToken::new(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("run failed: {e:#}"));
+    summary(&outcome.results[0])
+}
+
+/// The metric's value, or a panic naming what is missing.
+pub fn metric(v: &jsbench::results::summary::VariantReport, name: &str) -> f64 {
+    v.metric(name)
+        .unwrap_or_else(|| panic!("{} has no metric {name}", v.name))
+        .value
+}
+
+/// Panics with every failed invariant of every variant.
+pub fn assert_all_passed(summary: &Summary) {
+    let failed: Vec<String> = summary
+        .variants()
+        .flat_map(|(_, v)| {
+            v.invariants
+                .iter()
+                .filter(|i| !i.passed)
+                .map(move |i| format!("{}: {}: {}", v.name, i.name, i.detail))
+                .chain(
+                    v.error
+                        .iter()
+                        .map(move |e| format!("{}: error: {e}", v.name)),
+                )
+        })
+        .collect();
+    assert!(failed.is_empty(), "failed: {failed:#?}");
+}

@@ -1,0 +1,199 @@
+//! CPU accounting: what a run cost the client and the server, per message.
+//!
+//! The price of a feature such as dedup is paid on both sides of the
+//! connection; reporting client and server CPU per message separately shows
+//! who pays it. The embedded server is measured exactly from /proc; any
+//! other server only through the `cpu` percentage of its `/varz` monitoring
+//! endpoint, sampled and integrated over the measured span.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// User plus system CPU time of a process, from /proc/<pid>/stat.
+pub fn process_cpu_time(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may contain spaces; fields after it are plain.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    // utime and stime are fields 14 and 15 overall, 12 and 13 after the name.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let ticks = if ticks > 0 { ticks as u64 } else { 100 };
+    Some(Duration::from_nanos(
+        (utime + stime) * 1_000_000_000 / ticks,
+    ))
+}
+
+/// CPU time this process (jsbench, every thread) has used, at microsecond
+/// resolution.
+pub fn own_cpu_time() -> Duration {
+    // SAFETY: getrusage writes into the struct we own.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1_000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// Where the server's CPU time can be read from.
+#[derive(Debug, Clone)]
+pub enum ServerCpu {
+    /// A local process (the embedded server).
+    Process(u32),
+    /// A monitoring endpoint, `http://host:port`.
+    Varz(String),
+    Unavailable,
+}
+
+impl ServerCpu {
+    /// Starts measuring; [`CpuMeter::stop`] returns the CPU time used since.
+    pub fn start(&self) -> CpuMeter {
+        match self {
+            ServerCpu::Process(pid) => CpuMeter::Process {
+                pid: *pid,
+                start: process_cpu_time(*pid),
+            },
+            ServerCpu::Varz(url) => CpuMeter::Varz(VarzSampler::start(url)),
+            ServerCpu::Unavailable => CpuMeter::Unavailable,
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            ServerCpu::Process(pid) => format!("process accounting of pid {pid}"),
+            ServerCpu::Varz(url) => format!("/varz cpu% of {url}, sampled every 250 ms"),
+            ServerCpu::Unavailable => "unavailable".into(),
+        }
+    }
+}
+
+pub enum CpuMeter {
+    Process { pid: u32, start: Option<Duration> },
+    Varz(VarzSampler),
+    Unavailable,
+}
+
+impl CpuMeter {
+    pub fn stop(self) -> Option<Duration> {
+        match self {
+            CpuMeter::Process { pid, start } => Some(process_cpu_time(pid)?.saturating_sub(start?)),
+            CpuMeter::Varz(sampler) => sampler.stop(),
+            CpuMeter::Unavailable => None,
+        }
+    }
+}
+
+/// Integrates `/varz` cpu% over time on a background thread.
+pub struct VarzSampler {
+    stop: Arc<AtomicBool>,
+    /// Integrated CPU nanoseconds; `u64::MAX` once a sample failed.
+    total_ns: Arc<AtomicU64>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl VarzSampler {
+    fn start(url: &str) -> VarzSampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let total_ns = Arc::new(AtomicU64::new(0));
+        let (s, t, url) = (stop.clone(), total_ns.clone(), url.to_string());
+        let thread = std::thread::spawn(move || {
+            let mut last = Instant::now();
+            let mut last_cpu = varz_cpu_percent(&url);
+            while !s.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(250));
+                let now = Instant::now();
+                let cpu = varz_cpu_percent(&url);
+                match (last_cpu, cpu) {
+                    (Some(a), Some(b)) if t.load(Ordering::Relaxed) != u64::MAX => {
+                        let dt = now.duration_since(last).as_secs_f64();
+                        let ns = (a + b) / 2.0 / 100.0 * dt * 1e9;
+                        t.fetch_add(ns as u64, Ordering::Relaxed);
+                    }
+                    _ => t.store(u64::MAX, Ordering::Relaxed),
+                }
+                last = now;
+                last_cpu = cpu;
+            }
+        });
+        VarzSampler {
+            stop,
+            total_ns,
+            thread,
+        }
+    }
+
+    /// Stops sampling; the last interval is closed by one more sample.
+    fn stop(self) -> Option<Duration> {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.thread.join();
+        let ns = self.total_ns.load(Ordering::Relaxed);
+        (ns != u64::MAX).then(|| Duration::from_nanos(ns))
+    }
+}
+
+/// The `cpu` field of `<url>/varz`, by a plain HTTP/1.0 GET (the server then
+/// answers with the whole body and closes). `None` when unreachable.
+pub fn varz_cpu_percent(url: &str) -> Option<f64> {
+    let body = http_get(url, "/varz")?;
+    let varz: serde_json::Value = serde_json::from_str(&body).ok()?;
+    varz.get("cpu")?.as_f64()
+}
+
+fn http_get(base: &str, path: &str) -> Option<String> {
+    let address = base.strip_prefix("http://")?.trim_end_matches('/');
+    let mut stream = TcpStream::connect(address).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.").then_some(())?;
+    head.split(' ').nth(1).filter(|code| *code == "200")?;
+    Some(body.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn burn(d: Duration) {
+        let start = Instant::now();
+        let mut x = 0u64;
+        while start.elapsed() < d {
+            x = x.wrapping_add(std::hint::black_box(1));
+        }
+        assert!(x > 0);
+    }
+
+    #[test]
+    fn own_and_process_cpu_time_grow_with_work() {
+        let before = own_cpu_time();
+        burn(Duration::from_millis(50));
+        let spent = own_cpu_time() - before;
+        assert!(spent >= Duration::from_millis(30), "{spent:?}");
+        let by_proc = process_cpu_time(std::process::id()).expect("/proc stat readable");
+        assert!(by_proc >= Duration::from_millis(30), "{by_proc:?}");
+    }
+
+    #[test]
+    fn process_meter_measures_a_span() {
+        let meter = ServerCpu::Process(std::process::id()).start();
+        burn(Duration::from_millis(60));
+        let spent = meter.stop().unwrap();
+        assert!(spent >= Duration::from_millis(20), "{spent:?}");
+        assert!(ServerCpu::Unavailable.start().stop().is_none());
+    }
+
+    #[test]
+    fn unreachable_varz_is_none() {
+        assert_eq!(varz_cpu_percent("http://127.0.0.1:1"), None);
+        assert_eq!(varz_cpu_percent("https://127.0.0.1:1"), None);
+    }
+}

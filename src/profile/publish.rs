@@ -1,0 +1,186 @@
+//! `kind = "publish"`: keys and checks.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::common::{
+    OneOrMany, PublishKeys, RateSpec, SizeSpec, Timing, common_plan, publish_plan,
+};
+use super::{
+    Dur, MsgId, Problems, PublishMode, PublishScenarioPlan, Rate, RatePer, Reference, read_section,
+};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PublishSection {
+    name: Option<String>,
+    duration: Option<Dur>,
+    warmup: Option<Dur>,
+    drain_timeout: Option<Dur>,
+    rates: Option<Vec<RateSpec>>,
+    rate_per: Option<RatePer>,
+    publishers: Option<usize>,
+    mode: Option<PublishMode>,
+    pub_ack_window: Option<usize>,
+    pub_ack_timeout: Option<Dur>,
+    message_size: Option<SizeSpec>,
+    subjects: Option<usize>,
+    headers: Option<BTreeMap<String, String>>,
+    msg_id: Option<OneOrMany<MsgId>>,
+    duplicates: Option<f64>,
+    late_duplicates: Option<f64>,
+    duplicate_window: Option<Dur>,
+    reference: Option<OneOrMany<Reference>>,
+    verify_stored: Option<bool>,
+}
+
+/// How much later than the duplicate window a late retry is sent: the
+/// window runs from when the server stored the original, a little after it
+/// was sent. Measured: a 500 ms window expired after about 512 ms.
+pub fn late_retry_margin(window: Duration) -> Duration {
+    (window / 5).max(Duration::from_millis(250))
+}
+
+pub(super) fn read(
+    table: toml::Table,
+    prefix: &str,
+    problems: &mut Problems,
+) -> Option<PublishScenarioPlan> {
+    let s: PublishSection = read_section(table, prefix, problems)?;
+    let common = common_plan(
+        "publish",
+        Timing {
+            name: s.name,
+            duration: s.duration,
+            warmup: s.warmup,
+            drain_timeout: s.drain_timeout,
+        },
+        prefix,
+        problems,
+    );
+    let rates: Vec<Rate> = s
+        .rates
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| r.0)
+        .collect();
+    if rates.is_empty() {
+        problems.push(
+            format!("{prefix}.rates"),
+            "missing or empty; list msg/s or \"max\" per variant, e.g. rates = [10000, \"max\"]",
+        );
+    }
+    for (i, rate) in rates.iter().enumerate() {
+        if let Rate::PerSecond(r) = *rate {
+            problems.range(&format!("{prefix}.rates[{i}]"), r, 1, 10_000_000, " msg/s");
+        }
+    }
+    let msg_ids = s.msg_id.map(|m| m.0).unwrap_or_else(|| vec![MsgId::None]);
+    if msg_ids.is_empty() {
+        problems.push(
+            format!("{prefix}.msg_id"),
+            "lists no mode; use \"none\", \"unique\" or both",
+        );
+    }
+    for list_has_twice in [has_repeats(&rates), has_repeats(&msg_ids)] {
+        if list_has_twice {
+            problems.push(
+                format!("{prefix}.rates"),
+                "a rate or msg_id mode is listed twice",
+            );
+        }
+    }
+    let publish = publish_plan(
+        PublishKeys {
+            publishers: s.publishers,
+            mode: s.mode,
+            pub_ack_window: s.pub_ack_window,
+            pub_ack_timeout: s.pub_ack_timeout,
+            message_size: s.message_size,
+            subjects: s.subjects,
+            headers: s.headers,
+            msg_id: msg_ids.first().copied().unwrap_or(MsgId::None),
+            duplicates: s.duplicates,
+            late_duplicates: s.late_duplicates,
+            duplicate_window: s.duplicate_window,
+        },
+        prefix,
+        problems,
+    );
+    let retries = publish.duplicates > 0.0 || publish.late_duplicates > 0.0;
+    if retries && msg_ids != [MsgId::Unique] {
+        problems.push(
+            format!("{prefix}.msg_id"),
+            "duplicates and late_duplicates retry messages by their Nats-Msg-Id: set msg_id = \"unique\"",
+        );
+    }
+    if publish.late_duplicates > 0.0 {
+        let wait = publish.duplicate_window + late_retry_margin(publish.duplicate_window);
+        if common.duration + common.warmup <= wait * 2 {
+            problems.push(
+                format!("{prefix}.late_duplicates"),
+                format!(
+                    "late retries wait out the duplicate window ({} plus a margin); make warmup + duration \
+                     longer than twice that or the window shorter",
+                    super::format_duration(publish.duplicate_window)
+                ),
+            );
+        }
+    }
+    let reference = s.reference.map(|r| r.0).unwrap_or_default();
+    if !reference.is_empty() && retries {
+        problems.push(
+            format!("{prefix}.reference"),
+            "reference publishers do not inject duplicates; compare without duplicates",
+        );
+    }
+    if has_repeats(&reference) {
+        problems.push(format!("{prefix}.reference"), "lists a reference twice");
+    }
+    if !reference.is_empty() && !rates.contains(&Rate::Max) {
+        problems.push(
+            format!("{prefix}.reference"),
+            "reference publishers run at rate \"max\" only: add \"max\" to rates",
+        );
+    }
+    if !reference.is_empty() && !matches!(publish.message_size, super::SizePlan::Fixed(_)) {
+        problems.push(
+            format!("{prefix}.reference"),
+            "reference publishers send one fixed size: use a fixed message_size",
+        );
+    }
+    let rate_per = s.rate_per.unwrap_or(RatePer::Total);
+    let messages = rates
+        .iter()
+        .map(|r| match (*r, rate_per) {
+            (Rate::PerSecond(r), RatePer::Total) => r as f64,
+            (Rate::PerSecond(r), RatePer::Publisher) => r as f64 * publish.publishers as f64,
+            (Rate::Max, _) => 0.0,
+        })
+        .fold(0.0, f64::max)
+        * (common.duration + common.warmup).as_secs_f64();
+    if messages > 500e6 {
+        problems.push(
+            format!("{prefix}.duration"),
+            format!("a variant would publish {messages:.0} messages; the ledger holds at most 500 million"),
+        );
+    }
+    Some(PublishScenarioPlan {
+        common,
+        rates,
+        rate_per,
+        msg_ids,
+        publish,
+        reference,
+        verify_stored: s.verify_stored.unwrap_or(true),
+    })
+}
+
+fn has_repeats<T: PartialEq>(items: &[T]) -> bool {
+    items
+        .iter()
+        .enumerate()
+        .any(|(i, a)| items[..i].contains(a))
+}

@@ -1,0 +1,139 @@
+//! Reading a stream back after a run: the server's own answer to "is every
+//! message that was confirmed actually stored, exactly as often as
+//! confirmed?". PubAcks say what the server promised; the read-back checks
+//! the promise.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use async_nats::jetstream::{self, consumer::pull::OrderedConfig};
+use futures::StreamExt;
+
+use crate::stamp::Stamp;
+
+/// What the stream holds, by origin.
+#[derive(Debug, Clone, Default)]
+pub struct ReadBack {
+    /// Messages read.
+    pub messages: u64,
+    /// `[publisher][message number]`: copies found.
+    pub by_origin: Vec<Vec<u8>>,
+    /// Messages without a jsbench stamp.
+    pub malformed: u64,
+    /// Whether the whole stream was read before the idle timeout.
+    pub complete: bool,
+}
+
+/// The comparison of what PubAcks confirmed with what the stream holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reconciliation {
+    /// Confirmed copies not found in the stream.
+    pub missing: u64,
+    /// Copies found that no PubAck confirmed.
+    pub unconfirmed: u64,
+}
+
+impl ReadBack {
+    /// Compares with `confirmed[publisher][message]` copies the PubAcks promised.
+    pub fn reconcile(&self, confirmed: &[&[u8]]) -> Reconciliation {
+        let mut r = Reconciliation::default();
+        let publishers = confirmed.len().max(self.by_origin.len());
+        for p in 0..publishers {
+            let want = confirmed.get(p).copied().unwrap_or(&[]);
+            let have: &[u8] = self.by_origin.get(p).map_or(&[], |v| v.as_slice());
+            for m in 0..want.len().max(have.len()) {
+                let w = u64::from(want.get(m).copied().unwrap_or(0));
+                let h = u64::from(have.get(m).copied().unwrap_or(0));
+                r.missing += w.saturating_sub(h);
+                r.unconfirmed += h.saturating_sub(w);
+            }
+        }
+        r
+    }
+}
+
+/// Reads every message of `stream` with an ordered consumer (the fastest
+/// way to read a stream in full), stopping at the end of the stream or after
+/// `idle` without a message.
+pub async fn read_stream(
+    js: &jetstream::Context,
+    stream: &str,
+    idle: Duration,
+) -> Result<ReadBack> {
+    let mut read = ReadBack::default();
+    let mut handle = js
+        .get_stream(stream)
+        .await
+        .with_context(|| format!("opening stream {stream} to read it back"))?;
+    let info = handle.info().await.context("reading stream info")?;
+    if info.state.messages == 0 {
+        read.complete = true;
+        return Ok(read);
+    }
+    let consumer = handle
+        .create_consumer(OrderedConfig::default())
+        .await
+        .with_context(|| format!("creating an ordered consumer on {stream}"))?;
+    let mut messages = consumer
+        .messages()
+        .await
+        .with_context(|| format!("reading {stream} back"))?;
+    loop {
+        let next = match tokio::time::timeout(idle, messages.next()).await {
+            Ok(Some(next)) => next.with_context(|| format!("reading {stream} back"))?,
+            Ok(None) | Err(_) => break,
+        };
+        read.messages += 1;
+        match Stamp::read(&next.payload) {
+            Some(stamp) => {
+                let p = stamp.publisher as usize;
+                if read.by_origin.len() <= p {
+                    read.by_origin.resize(p + 1, Vec::new());
+                }
+                let counts = &mut read.by_origin[p];
+                let m = stamp.publisher_seq as usize;
+                if counts.len() <= m {
+                    counts.resize((m + 1).max(counts.len() * 2), 0);
+                }
+                counts[m] = counts[m].saturating_add(1);
+            }
+            None => read.malformed += 1,
+        }
+        if next.info().map(|i| i.pending == 0).unwrap_or(false) {
+            read.complete = true;
+            break;
+        }
+    }
+    Ok(read)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reconciles_missing_and_unconfirmed_copies() {
+        let read = ReadBack {
+            messages: 5,
+            by_origin: vec![vec![1, 1, 2, 0], vec![1]],
+            malformed: 0,
+            complete: true,
+        };
+        let confirmed_a = [1u8, 1, 1, 1];
+        let confirmed_b = [1u8, 1];
+        let r = read.reconcile(&[&confirmed_a, &confirmed_b]);
+        // publisher 0: message 2 stored twice but confirmed once, message 3 missing;
+        // publisher 1: message 1 missing.
+        assert_eq!(
+            r,
+            Reconciliation {
+                missing: 2,
+                unconfirmed: 1
+            }
+        );
+        assert_eq!(
+            read.reconcile(&[&[1, 1, 2, 0], &[1]]),
+            Reconciliation::default()
+        );
+    }
+}

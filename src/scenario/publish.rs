@@ -1,0 +1,661 @@
+//! `publish`: publishers only. Measures what a publish costs (achieved rate,
+//! PubAck latency, client and server CPU per message) with and without
+//! Nats-Msg-Id, and proves the dedup promise: retries inside the duplicate
+//! window are flagged and not stored, retries after it are stored again,
+//! and the stream, read back, holds exactly what the PubAcks confirmed.
+//!
+//! Variants: every rate times every msg_id mode, back to back, so the price
+//! of dedup is a ratio from one run. With `reference`, at `max` rate the
+//! shortest async-nats loop and a core publish loop run beside jsbench's own
+//! publisher, to show that the server, not jsbench, sets the limit.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use async_nats::jetstream::stream;
+use futures::future::join_all;
+
+use super::{Invariant, RunContext, VariantResult, VariantSink};
+use crate::cpu;
+use crate::drive::{DriveOutcome, DriveSpec, drive};
+use crate::load::reference::{self, ReferenceConfig, ReferenceReport};
+use crate::metrics::{Direction, Metric, latency_metrics};
+use crate::profile::{
+    MsgId, PublishScenarioPlan, Rate, RatePer, Reference, ScenarioPlan, SizePlan, Storage,
+    format_duration,
+};
+use crate::readback::{self, Reconciliation};
+
+/// The figures a variant is compared on.
+#[derive(Debug, Clone, Copy)]
+struct Figures {
+    rate: f64,
+    p99_us: f64,
+    client_us_per_msg: f64,
+    server_us_per_msg: Option<f64>,
+}
+
+pub async fn run(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &PublishScenarioPlan,
+    sink: &mut dyn VariantSink,
+) -> Result<()> {
+    let mut without_id: HashMap<String, Figures> = HashMap::new();
+    for &rate in &plan.rates {
+        let rate_label = rate.label();
+        let references = rate == Rate::Max;
+        let mut core = None;
+        if references && plan.reference.contains(&Reference::Core) {
+            let variant = format!("rate-{rate_label}.core");
+            let (result, figures) =
+                run_reference(ctx, scenario, plan, Reference::Core, MsgId::None, &variant).await;
+            core = figures;
+            sink.record(scenario, result)?;
+        }
+        for &msg_id in &plan.msg_ids {
+            if ctx.stop.is_cancelled() {
+                return Ok(());
+            }
+            let id_label = match msg_id {
+                MsgId::None => "none",
+                MsgId::Unique => "unique",
+            };
+            let mut minimal = None;
+            if references && plan.reference.contains(&Reference::Minimal) {
+                let variant = format!("rate-{rate_label}.id-{id_label}.minimal");
+                let (result, figures) =
+                    run_reference(ctx, scenario, plan, Reference::Minimal, msg_id, &variant).await;
+                minimal = figures;
+                sink.record(scenario, result)?;
+            }
+
+            let started = Instant::now();
+            let mut result = VariantResult::new(format!("rate-{rate_label}.id-{id_label}"));
+            describe(plan, rate, msg_id, &mut result);
+            match run_variant(ctx, scenario.name(), plan, rate, msg_id, &mut result).await {
+                Ok(figures) => {
+                    compare(
+                        &mut result,
+                        figures,
+                        msg_id,
+                        without_id.get(&rate_label),
+                        minimal,
+                        core,
+                    );
+                    if msg_id == MsgId::None {
+                        without_id.insert(rate_label.clone(), figures);
+                    }
+                }
+                Err(e) => result.error = Some(format!("{e:#}")),
+            }
+            result.elapsed = started.elapsed();
+            sink.record(scenario, result)?;
+        }
+    }
+    Ok(())
+}
+
+fn describe(plan: &PublishScenarioPlan, rate: Rate, msg_id: MsgId, r: &mut VariantResult) {
+    let p = &plan.publish;
+    r.param("rate", rate.label());
+    r.param("rate_per", plan.rate_per);
+    r.param("duration", format_duration(plan.common.duration));
+    r.param("warmup", format_duration(plan.common.warmup));
+    r.param("publishers", p.publishers);
+    r.param("mode", p.mode);
+    r.param("pub_ack_window", p.pub_ack_window);
+    r.param("message_size", p.message_size.to_string());
+    r.param("subjects", p.subjects);
+    r.param("headers", p.headers.len());
+    r.param("msg_id", msg_id);
+    r.param("duplicates", p.duplicates);
+    r.param("late_duplicates", p.late_duplicates);
+    r.param("duplicate_window", format_duration(p.duplicate_window));
+}
+
+/// The stream every publish variant gets: its own subjects, the profile's
+/// storage, replicas and duplicate window.
+fn stream_config(ctx: &RunContext, name: &str, base: &str, window: Duration) -> stream::Config {
+    stream::Config {
+        name: name.to_string(),
+        subjects: vec![format!("{base}.*")],
+        storage: match ctx.server.storage {
+            Storage::File => stream::StorageType::File,
+            Storage::Memory => stream::StorageType::Memory,
+        },
+        num_replicas: ctx.server.replicas,
+        duplicate_window: window,
+        ..Default::default()
+    }
+}
+
+fn total_rate(plan: &PublishScenarioPlan, rate: Rate) -> Option<u64> {
+    match (rate, plan.rate_per) {
+        (Rate::PerSecond(r), RatePer::Total) => Some(r),
+        (Rate::PerSecond(r), RatePer::Publisher) => Some(r * plan.publish.publishers as u64),
+        (Rate::Max, _) => None,
+    }
+}
+
+async fn run_variant(
+    ctx: &RunContext,
+    scenario: &str,
+    plan: &PublishScenarioPlan,
+    rate: Rate,
+    msg_id: MsgId,
+    result: &mut VariantResult,
+) -> Result<Figures> {
+    // Provision.
+    let variant = result.name.clone();
+    let stream_name = ctx.names.stream(scenario, &variant);
+    let base = ctx.names.subject(scenario, &variant);
+    let mut publish = plan.publish.clone();
+    publish.msg_id = msg_id;
+    ctx.provisioner
+        .create_stream(stream_config(
+            ctx,
+            &stream_name,
+            &base,
+            publish.duplicate_window,
+        ))
+        .await?;
+
+    // Drive.
+    let spec = DriveSpec {
+        label: format!("{scenario} {variant}"),
+        subjects: (0..publish.subjects)
+            .map(|i| format!("{base}.{i}"))
+            .collect(),
+        stream: stream_name.clone(),
+        publish,
+        consumer: None,
+        rate: total_rate(plan, rate),
+        warmup: plan.common.warmup,
+        duration: plan.common.duration,
+        drain_timeout: plan.common.drain_timeout,
+        msg_id_prefix: format!("{}-{scenario}-{variant}", ctx.names.token()),
+        seed: 0x9e37_79b9,
+    };
+    let outcome = drive(ctx, &spec).await;
+    let stored = stored_messages(ctx, &stream_name).await;
+    let read_back = match (&outcome, plan.verify_stored) {
+        (Ok(_), true) => Some(
+            readback::read_stream(
+                ctx.provisioner.jetstream(),
+                &stream_name,
+                Duration::from_secs(5),
+            )
+            .await,
+        ),
+        _ => None,
+    };
+    let deleted = ctx.provisioner.delete_stream(&stream_name).await;
+    let outcome = outcome?;
+
+    // Measure and verify.
+    let figures = measure(&outcome, total_rate(plan, rate), result);
+    let reconciliation = match read_back {
+        Some(Ok(read)) => {
+            let confirmed: Vec<&[u8]> = outcome
+                .acks
+                .iter()
+                .map(|a| a.stored_by_message.as_slice())
+                .collect();
+            result.param("read_back_messages", read.messages);
+            Some(Ok((
+                read.reconcile(&confirmed),
+                read.complete,
+                read.malformed,
+            )))
+        }
+        Some(Err(e)) => Some(Err(format!("{e:#}"))),
+        None => None,
+    };
+    // Without consumers the ledger cannot see deliveries; "lost" is what the
+    // read-back did not find.
+    result.ledger.lost = match &reconciliation {
+        Some(Ok((rec, _, _))) => rec.missing,
+        _ => 0,
+    };
+    verify(&outcome, plan, stored, reconciliation, result);
+    deleted.context("cleaning up after the variant")?;
+    Ok(figures)
+}
+
+async fn stored_messages(ctx: &RunContext, stream: &str) -> Option<u64> {
+    let mut stream = ctx.provisioner.jetstream().get_stream(stream).await.ok()?;
+    Some(stream.info().await.ok()?.state.messages)
+}
+
+fn per_message_us(cpu: Duration, messages: u64) -> f64 {
+    if messages == 0 {
+        0.0
+    } else {
+        cpu.as_secs_f64() * 1e6 / messages as f64
+    }
+}
+
+fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) -> Figures {
+    let publish_rate = o.publish_rate();
+    let sent = o.sent();
+    if let Some(target) = target {
+        r.metrics.push(Metric::new(
+            "target_rate",
+            "msg/s",
+            target as f64,
+            Direction::None,
+        ));
+    }
+    r.metrics.push(Metric::new(
+        "publish_rate",
+        "msg/s",
+        publish_rate,
+        Direction::Higher,
+    ));
+    r.metrics.push(Metric::new(
+        "publish_throughput",
+        "MB/s",
+        o.sent_bytes() as f64 / o.publish_span().as_secs_f64().max(1e-9) / 1e6,
+        Direction::Higher,
+    ));
+    let mut recorders = vec![
+        ("pub_ack_latency", &o.pub_ack_intended),
+        ("pub_ack_latency_actual", &o.pub_ack_sent),
+    ];
+    if target.is_some() {
+        recorders.push(("send_lag", &o.send_lag));
+    }
+    for (name, recorder) in recorders {
+        r.metrics.extend(latency_metrics(name, &recorder.summary()));
+        r.histograms.push((name.to_string(), recorder.clone()));
+    }
+    let client_us = per_message_us(o.client_cpu, sent);
+    let server_us = o.server_cpu.map(|c| per_message_us(c, sent));
+    r.metrics.push(Metric::new(
+        "client_cpu_per_msg",
+        "us",
+        client_us,
+        Direction::Lower,
+    ));
+    if let Some(s) = server_us {
+        r.metrics
+            .push(Metric::new("server_cpu_per_msg", "us", s, Direction::Lower));
+    }
+    let retries = o.sends_sum(|s| s.retries);
+    let late = o.sends_sum(|s| s.late_retries);
+    r.metrics.push(Metric::new(
+        "duplicates_injected",
+        "count",
+        retries as f64,
+        Direction::None,
+    ));
+    r.metrics.push(Metric::new(
+        "duplicates_flagged",
+        "count",
+        o.acks_sum(|a| a.duplicates) as f64,
+        Direction::None,
+    ));
+    if late > 0 {
+        r.metrics.push(Metric::new(
+            "late_retries",
+            "count",
+            late as f64,
+            Direction::None,
+        ));
+        r.metrics.push(Metric::new(
+            "late_retries_stored",
+            "count",
+            o.acks_sum(|a| a.late_stored) as f64,
+            Direction::None,
+        ));
+    }
+    r.ledger = o.counts;
+    r.timelines
+        .insert("published".into(), o.published_timeline.clone());
+
+    if let Some(target) = target {
+        let behind =
+            publish_rate < 0.97 * target as f64 || o.final_lag() > Duration::from_millis(10);
+        if behind && !o.interrupted {
+            r.warnings.push(format!(
+                "the load generator fell behind: achieved {publish_rate:.0} of {target} msg/s, last \
+                 message sent {:.1} ms late",
+                o.final_lag().as_secs_f64() * 1e3
+            ));
+        }
+    }
+    if o.interrupted {
+        r.warnings
+            .push("interrupted: the variant stopped early; its counts cover what was sent".into());
+    }
+    r.warnings.extend(o.errors.iter().cloned());
+    Figures {
+        rate: publish_rate,
+        p99_us: o.pub_ack_intended.summary().p99_us,
+        client_us_per_msg: client_us,
+        server_us_per_msg: server_us,
+    }
+}
+
+fn verify(
+    o: &DriveOutcome,
+    plan: &PublishScenarioPlan,
+    stored: Option<u64>,
+    reconciliation: Option<Result<(Reconciliation, bool, u64), String>>,
+    r: &mut VariantResult,
+) {
+    let c = &o.counts;
+    let new_stored = o.acks_sum(|a| a.acked);
+    let late_stored = o.acks_sum(|a| a.late_stored);
+    let retries = o.sends_sum(|s| s.retries);
+    let late = o.sends_sum(|s| s.late_retries);
+    r.invariants.push(Invariant::check(
+        "every publish answered",
+        c.publish_errors == 0,
+        format!(
+            "{} published, {} PubAck errors or timeouts",
+            c.published, c.publish_errors
+        ),
+    ));
+    r.invariants.push(Invariant::equal(
+        "duplicates flagged = injected",
+        o.acks_sum(|a| a.duplicates),
+        retries,
+    ));
+    r.invariants.push(Invariant::equal(
+        "no retry inside the window stored",
+        o.acks_sum(|a| a.retries_stored),
+        0,
+    ));
+    if plan.publish.late_duplicates > 0.0 {
+        r.invariants.push(Invariant::check(
+            "retries after the window stored",
+            late_stored == late && o.acks_sum(|a| a.late_flagged) == 0,
+            format!(
+                "{late} late retries: {late_stored} stored, {} flagged duplicate",
+                o.acks_sum(|a| a.late_flagged)
+            ),
+        ));
+    }
+    r.invariants.push(Invariant::equal(
+        "no fresh id flagged duplicate",
+        o.acks_sum(|a| a.unexpected_duplicates),
+        0,
+    ));
+    let unique = new_stored + late_stored + o.acks_sum(|a| a.retries_stored);
+    match stored {
+        Some(n) => r.invariants.push(Invariant::equal(
+            "stream count = unique persisted",
+            n,
+            unique,
+        )),
+        None => r.invariants.push(Invariant::check(
+            "stream count = unique persisted",
+            false,
+            "stream info unavailable",
+        )),
+    }
+    match reconciliation {
+        Some(Ok((rec, complete, malformed))) => {
+            r.invariants.push(Invariant::check(
+                "nothing lost (read back)",
+                rec.missing == 0 && complete,
+                format!(
+                    "{} confirmed copies missing from the stream{}",
+                    rec.missing,
+                    if complete {
+                        ""
+                    } else {
+                        "; the read-back stalled before the end"
+                    }
+                ),
+            ));
+            r.invariants.push(Invariant::check(
+                "nothing stored unconfirmed (read back)",
+                rec.unconfirmed == 0 && malformed == 0,
+                format!(
+                    "{} unconfirmed copies, {malformed} without a stamp",
+                    rec.unconfirmed
+                ),
+            ));
+        }
+        Some(Err(e)) => r
+            .invariants
+            .push(Invariant::check("nothing lost (read back)", false, e)),
+        None => {}
+    }
+}
+
+/// Adds the ratios against the id-less variant (the price of dedup) and the
+/// reference loops (the tool's own ceiling).
+fn compare(
+    r: &mut VariantResult,
+    mine: Figures,
+    msg_id: MsgId,
+    without_id: Option<&Figures>,
+    minimal: Option<Figures>,
+    core: Option<Figures>,
+) {
+    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+    if let (MsgId::Unique, Some(base)) = (msg_id, without_id) {
+        r.metrics.push(Metric::new(
+            "dedup_price.throughput_ratio",
+            "ratio",
+            ratio(mine.rate, base.rate),
+            Direction::Higher,
+        ));
+        r.metrics.push(Metric::new(
+            "dedup_price.p99_ratio",
+            "ratio",
+            ratio(mine.p99_us, base.p99_us),
+            Direction::Lower,
+        ));
+        r.metrics.push(Metric::new(
+            "dedup_price.client_cpu_per_msg",
+            "us",
+            mine.client_us_per_msg - base.client_us_per_msg,
+            Direction::Lower,
+        ));
+        if let (Some(m), Some(b)) = (mine.server_us_per_msg, base.server_us_per_msg) {
+            r.metrics.push(Metric::new(
+                "dedup_price.server_cpu_per_msg",
+                "us",
+                m - b,
+                Direction::Lower,
+            ));
+        }
+    }
+    if let Some(m) = minimal {
+        r.metrics.push(Metric::new(
+            "vs_minimal.throughput_ratio",
+            "ratio",
+            ratio(mine.rate, m.rate),
+            Direction::Higher,
+        ));
+        r.metrics.push(Metric::new(
+            "vs_minimal.client_cpu_ratio",
+            "ratio",
+            ratio(mine.client_us_per_msg, m.client_us_per_msg),
+            Direction::Lower,
+        ));
+        if mine.rate < 0.95 * m.rate {
+            r.warnings.push(format!(
+                "jsbench's publisher reached {:.0}% of the minimal async-nats loop's rate (target: 95%)",
+                100.0 * ratio(mine.rate, m.rate)
+            ));
+        }
+    }
+    if let Some(c) = core {
+        r.metrics.push(Metric::new(
+            "vs_core.throughput_ratio",
+            "ratio",
+            ratio(mine.rate, c.rate),
+            Direction::None,
+        ));
+    }
+}
+
+/// Runs a reference loop on as many connections as the profile's
+/// publishers, for the same span, and records it as a variant of its own.
+async fn run_reference(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &PublishScenarioPlan,
+    kind: Reference,
+    msg_id: MsgId,
+    variant: &str,
+) -> (VariantResult, Option<Figures>) {
+    let started = Instant::now();
+    let mut result = VariantResult::new(variant);
+    describe(plan, Rate::Max, msg_id, &mut result);
+    result.param(
+        "publisher",
+        match kind {
+            Reference::Minimal => "minimal async-nats loop (reference)",
+            Reference::Core => "core NATS publish, no stream (reference)",
+        },
+    );
+    let figures =
+        match reference_variant(ctx, scenario.name(), plan, kind, msg_id, &mut result).await {
+            Ok(f) => Some(f),
+            Err(e) => {
+                result.error = Some(format!("{e:#}"));
+                None
+            }
+        };
+    result.elapsed = started.elapsed();
+    (result, figures)
+}
+
+async fn reference_variant(
+    ctx: &RunContext,
+    scenario: &str,
+    plan: &PublishScenarioPlan,
+    kind: Reference,
+    msg_id: MsgId,
+    result: &mut VariantResult,
+) -> Result<Figures> {
+    let variant = result.name.clone();
+    let stream_name = ctx.names.stream(scenario, &variant);
+    let base = ctx.names.subject(scenario, &variant);
+    if kind == Reference::Minimal {
+        ctx.provisioner
+            .create_stream(stream_config(
+                ctx,
+                &stream_name,
+                &base,
+                plan.publish.duplicate_window,
+            ))
+            .await?;
+    }
+    let size = match plan.publish.message_size {
+        SizePlan::Fixed(n) => n,
+        other => other.mean() as usize,
+    };
+    let clients = join_all(
+        (0..plan.publish.publishers)
+            .map(|i| async move { ctx.connect.connect(&format!("reference-{i}")).await }),
+    )
+    .await
+    .into_iter()
+    .collect::<Result<Vec<_>>>()?;
+    let duration = plan.common.warmup + plan.common.duration;
+    let client_cpu = cpu::own_cpu_time();
+    let server_cpu = ctx.server_cpu.start();
+    let tasks: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(i, client)| {
+            let config = ReferenceConfig {
+                subject: format!("{base}.0"),
+                size,
+                window: plan.publish.pub_ack_window,
+                msg_id,
+                id_prefix: format!("{}-{variant}-{i}-", ctx.names.token()),
+                duration,
+            };
+            let stop = ctx.stop.child_token();
+            tokio::spawn(async move {
+                match kind {
+                    Reference::Minimal => reference::minimal_jetstream(client, config, stop).await,
+                    Reference::Core => reference::core(client, config, stop).await,
+                }
+            })
+        })
+        .collect();
+    let mut reports: Vec<ReferenceReport> = Vec::new();
+    for task in tasks {
+        reports.push(task.await.context("joining a reference publisher")??);
+    }
+    let client_cpu = cpu::own_cpu_time().saturating_sub(client_cpu);
+    let server_cpu = server_cpu.stop();
+    let stored = if kind == Reference::Minimal {
+        let n = stored_messages(ctx, &stream_name).await;
+        ctx.provisioner.delete_stream(&stream_name).await?;
+        n
+    } else {
+        None
+    };
+
+    let sent: u64 = reports.iter().map(|r| r.sent).sum();
+    let acked: u64 = reports.iter().map(|r| r.acked).sum();
+    let errors: u64 = reports.iter().map(|r| r.errors).sum();
+    let span = reports.iter().map(|r| r.elapsed).max().unwrap_or_default();
+    let rate = if span.is_zero() {
+        0.0
+    } else {
+        sent as f64 / span.as_secs_f64()
+    };
+    result.metrics.push(Metric::new(
+        "publish_rate",
+        "msg/s",
+        rate,
+        Direction::Higher,
+    ));
+    result.metrics.push(Metric::new(
+        "publish_throughput",
+        "MB/s",
+        rate * size as f64 / 1e6,
+        Direction::Higher,
+    ));
+    let client_us = per_message_us(client_cpu, sent);
+    let server_us = server_cpu.map(|c| per_message_us(c, sent));
+    result.metrics.push(Metric::new(
+        "client_cpu_per_msg",
+        "us",
+        client_us,
+        Direction::Lower,
+    ));
+    if let Some(s) = server_us {
+        result
+            .metrics
+            .push(Metric::new("server_cpu_per_msg", "us", s, Direction::Lower));
+    }
+    result.ledger.published = sent;
+    result.ledger.publish_errors = errors;
+    for e in reports.iter().filter_map(|r| r.first_error.as_ref()) {
+        result.warnings.push(e.clone());
+    }
+    result
+        .invariants
+        .push(Invariant::equal("no publish errors", errors, 0));
+    if kind == Reference::Minimal {
+        result.ledger.persisted = acked;
+        result
+            .invariants
+            .push(Invariant::equal("every publish acknowledged", acked, sent));
+        result.invariants.push(Invariant::equal(
+            "stream count = acknowledged",
+            stored.unwrap_or(u64::MAX),
+            acked,
+        ));
+    }
+    Ok(Figures {
+        rate,
+        p99_us: 0.0,
+        client_us_per_msg: client_us,
+        server_us_per_msg: server_us,
+    })
+}

@@ -1,0 +1,110 @@
+//! The hot paths allocate nothing they can avoid. Allocation counts are
+//! deterministic, unlike timings, so they are asserted here; the timings are
+//! in `cargo bench --bench hot_path`.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use jsbench::clock;
+use jsbench::histogram::Recorder;
+use jsbench::ledger::{Event, LedgerShard};
+use jsbench::load::{IdBuilder, MessageBuilder};
+use jsbench::stamp::Stamp;
+use jsbench::timeline::Timeline;
+
+struct Counting;
+
+thread_local! {
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+// SAFETY: forwards to the system allocator; only counts on the side.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.with(|a| a.set(a.get() + 1));
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.with(|a| a.set(a.get() + 1));
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Allocations made on this thread while `f` runs.
+fn allocations(f: impl FnOnce()) -> u64 {
+    let before = ALLOCATIONS.with(Cell::get);
+    f();
+    ALLOCATIONS.with(Cell::get) - before
+}
+
+const N: u64 = 100_000;
+
+#[test]
+fn consumer_bookkeeping_allocates_nothing_per_delivery() {
+    let now = clock::now_ns();
+    let mut payload = vec![b'.'; 128];
+    Stamp {
+        intended_ns: now,
+        sent_ns: now,
+        publisher: 0,
+        publisher_seq: 1,
+    }
+    .write(&mut payload);
+    let mut e2e = Recorder::new();
+    let mut ledger = LedgerShard::with_capacity(N, &[Event::Delivered, Event::Acked]);
+    let mut timeline = Timeline::per_second(now);
+    timeline.mark(now + 10_000_000_000); // size the timeline for the span up front
+    let count = allocations(|| {
+        for seq in 1..=N {
+            let t = clock::now_ns();
+            let stamp = Stamp::read(&payload).unwrap();
+            ledger.mark(seq, Event::Delivered);
+            timeline.mark(t);
+            e2e.record_between(stamp.intended_ns, t);
+            ledger.mark(seq, Event::Acked);
+        }
+    });
+    assert_eq!(count, 0, "allocations in {N} deliveries");
+}
+
+#[test]
+fn building_a_message_allocates_once_per_hundreds_of_messages() {
+    let mut builder = MessageBuilder::new("_INBOX.abcdefghijklmnopqrstuv");
+    let mut kept = Vec::with_capacity(1024);
+    let count = allocations(|| {
+        for k in 0..N {
+            let stamp = Stamp {
+                intended_ns: k,
+                sent_ns: k,
+                publisher: 0,
+                publisher_seq: k,
+            };
+            let message = builder.build(stamp, k, 128);
+            // Hold a window of messages, as the client's queue does.
+            if kept.len() == 1024 {
+                kept.clear();
+            }
+            kept.push(message);
+        }
+    });
+    let per_message = count as f64 / N as f64;
+    assert!(per_message < 0.02, "{count} allocations for {N} messages");
+}
+
+#[test]
+fn a_msg_id_costs_only_the_header_value() {
+    let mut ids = IdBuilder::new("0123456789AB-publish-rate-max.id-unique-0-");
+    let count = allocations(|| {
+        for m in 0..N {
+            std::hint::black_box(ids.value(m));
+        }
+    });
+    // async-nats' HeaderValue owns a String: one allocation, no formatting.
+    assert_eq!(count, N, "{count} allocations for {N} ids");
+}
