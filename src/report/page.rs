@@ -41,9 +41,11 @@ th { background: #f2f2f2; }
 .verdict-interrupted, .verdict-incomplete { background: #fff3cd; border: 2px solid #b8860b; color: #5c4400; }
 .problems { background: #fdecea; border: 3px solid #d32f2f; padding: 8px 18px; border-radius: 4px; }
 .problems h2 { color: #b71c1c; border: none; margin-top: 0.4em; }
-tr.fail td { background: #fdecea; color: #8b0000; font-weight: bold; }
-td.fail, span.fail { color: #b71c1c; font-weight: bold; }
-td.pass { color: #1b5e20; }
+tr.fail th { background: #fdecea; color: #8b0000; }
+td.fail { background: #d32f2f; color: #fff; font-weight: bold; }
+span.fail { color: #b71c1c; font-weight: bold; }
+td.pass .mark { color: #1b5e20; }
+.evidence { font-size: 0.85em; font-weight: normal; color: inherit; opacity: 0.85; }
 .badge { display: inline-block; padding: 1px 8px; border-radius: 3px; font-size: 0.7em; vertical-align: middle; margin-left: 8px; }
 .badge.fail { background: #d32f2f; color: #fff; }
 .badge.pass { background: #2e7d32; color: #fff; }
@@ -383,36 +385,60 @@ fn scenario_section(
     });
 }
 
+/// Invariants as rows, variants as columns: a sweep of many variants stays
+/// one screen tall, and a red cell stands out in its row and column.
 fn verdicts(h: &mut Html, variants: &[VariantReport]) {
+    let mut names: Vec<&str> = Vec::new();
+    for i in variants.iter().flat_map(|v| &v.invariants) {
+        if !names.contains(&i.name.as_str()) {
+            names.push(&i.name);
+        }
+    }
     h.text_el("h3", &[], "Invariants");
     h.el("table", &[("class", "invariants")], |h| {
-        h.el("tr", &[], |h| {
-            for c in ["variant", "invariant", "verdict", "evidence"] {
-                h.text_el("th", &[], c);
-            }
-        });
-        for v in variants {
-            if let Some(e) = &v.error {
-                h.el("tr", &[("class", "fail")], |h| {
-                    h.text_el("td", &[], &v.name);
-                    h.text_el("td", &[], "variant completed");
-                    h.text_el("td", &[], "✗ ERROR");
-                    h.text_el("td", &[], e);
-                });
-            }
-            for i in &v.invariants {
-                let (row, cell, mark) = if i.passed {
-                    ("pass", "pass", "✓ held")
-                } else {
-                    ("fail", "fail", "✗ FAILED")
-                };
-                h.el("tr", &[("class", row)], |h| {
-                    h.text_el("td", &[], &v.name);
-                    h.text_el("td", &[], &i.name);
-                    h.text_el("td", &[("class", cell)], mark);
-                    h.text_el("td", &[], &i.detail);
-                });
-            }
+        header_row(h, "invariant", variants);
+        if variants.iter().any(|v| v.error.is_some()) {
+            h.el("tr", &[("class", "fail")], |h| {
+                h.text_el("th", &[], "variant completed");
+                for v in variants {
+                    match &v.error {
+                        Some(e) => verdict_cell(h, false, "✗ ERROR", e),
+                        None => verdict_cell(h, true, "✓ yes", ""),
+                    }
+                }
+            });
+        }
+        for name in names {
+            let failed = variants
+                .iter()
+                .flat_map(|v| &v.invariants)
+                .any(|i| i.name == name && !i.passed);
+            h.el(
+                "tr",
+                &[("class", if failed { "fail" } else { "pass" })],
+                |h| {
+                    h.text_el("th", &[], name);
+                    for v in variants {
+                        match v.invariants.iter().find(|i| i.name == name) {
+                            Some(i) if i.passed => verdict_cell(h, true, "✓ held", &i.detail),
+                            Some(i) => verdict_cell(h, false, "✗ FAILED", &i.detail),
+                            None => {
+                                h.text_el("td", &[], "–");
+                            }
+                        }
+                    }
+                },
+            );
+        }
+    });
+}
+
+fn verdict_cell(h: &mut Html, passed: bool, mark: &str, evidence: &str) {
+    let class = if passed { "pass" } else { "fail" };
+    h.el("td", &[("class", class)], |h| {
+        h.text_el("span", &[("class", "mark")], mark);
+        if !evidence.is_empty() {
+            h.text_el("div", &[("class", "evidence")], evidence);
         }
     });
 }

@@ -430,11 +430,22 @@ fn a_failed_invariant_is_impossible_to_miss() {
     assert!(
         list.contains("invariant lost = 0 FAILED: 3 of 30000 persisted messages never delivered")
     );
-    // In the scenario: a badge on the heading and a red row.
+    // In the scenario: a badge on the heading, a red row, and a red cell
+    // with the evidence in the failing variant's column.
     assert!(html[scenario..].contains("<span class=\"badge fail\">FAILED</span>"));
-    assert!(html.contains(
-        "<tr class=\"fail\"><td>rate-5000</td><td>lost = 0</td><td class=\"fail\">✗ FAILED</td>"
-    ));
+    let row = html
+        .find("<tr class=\"fail\"><th>lost = 0</th>")
+        .expect("the failed invariant's row is red");
+    let row = &html[row..row + html[row..].find("</tr>").unwrap()];
+    let cells: Vec<&str> = row.split("<td").skip(1).collect();
+    assert_eq!(cells.len(), 3, "{row}");
+    assert!(cells[0].starts_with(" class=\"pass\">"), "{row}");
+    assert!(
+        cells[1].starts_with(
+            " class=\"fail\"><span class=\"mark\">✗ FAILED</span><div class=\"evidence\">3 of 30000"
+        ),
+        "{row}"
+    );
     assert!(!html.contains("class=\"banner verdict-passed\""));
 }
 
