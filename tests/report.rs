@@ -79,10 +79,26 @@ fn run_writes_charts_and_an_offline_report_and_report_redraws_them() {
     // same page, byte for byte.
     fs::remove_dir_all(results.join("charts")).unwrap();
     fs::remove_file(results.join("report.html")).unwrap();
-    let out = run(jsbench().arg("report").arg(&results));
+    // With fontconfig pointed at an empty configuration: no system font
+    // can be found, and the PNGs must still carry their text.
+    let fontconfig = dir.path().join("fontconfig");
+    fs::create_dir(&fontconfig).unwrap();
+    fs::write(
+        fontconfig.join("fonts.conf"),
+        "<?xml version=\"1.0\"?>\n<fontconfig></fontconfig>\n",
+    )
+    .unwrap();
+    let out = run(jsbench()
+        .arg("report")
+        .arg(&results)
+        .env("FONTCONFIG_FILE", fontconfig.join("fonts.conf"))
+        .env("FONTCONFIG_PATH", &fontconfig)
+        .env("XDG_DATA_HOME", &fontconfig)
+        .env("HOME", &fontconfig));
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
     assert!(stdout.contains("e2e p50"), "prints the table: {stdout}");
+    assert_png_has_text(&results.join("charts/latency.e2e_latency.png"));
     assert!(stdout.contains("report.html"), "{stdout}");
     assert_charts(&results);
     let again = fs::read_to_string(results.join("report.html")).unwrap();
@@ -116,4 +132,24 @@ fn run_writes_charts_and_an_offline_report_and_report_redraws_them() {
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("nowhere"), "{stderr}");
+}
+
+/// Dark pixels where the title and the x axis title of a 960x540 chart go.
+fn assert_png_has_text(path: &Path) {
+    let decoder = png::Decoder::new(fs::File::open(path).unwrap());
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    assert_eq!((info.width, info.height), (960, 540), "{path:?}");
+    let channels = info.line_size / info.width as usize;
+    let dark = |xs: std::ops::Range<usize>, ys: std::ops::Range<usize>| {
+        ys.flat_map(|y| {
+            xs.clone()
+                .map(move |x| (y * info.width as usize + x) * channels)
+        })
+        .filter(|&i| buf[i] < 100 && buf[i + 1] < 100 && buf[i + 2] < 100)
+        .count()
+    };
+    assert!(dark(200..760, 0..45) > 200, "no title text in {path:?}");
+    assert!(dark(300..700, 505..540) > 100, "no axis title in {path:?}");
 }
