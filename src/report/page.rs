@@ -482,12 +482,9 @@ fn metrics_table(h: &mut Html, variants: &[VariantReport]) {
 }
 
 fn ledger_table(h: &mut Html, variants: &[VariantReport]) {
-    let ledgers: Vec<serde_json::Map<String, serde_json::Value>> = variants
+    let ledgers: Vec<Vec<(String, serde_json::Value)>> = variants
         .iter()
-        .map(|v| match serde_json::to_value(v.ledger) {
-            Ok(serde_json::Value::Object(m)) => m,
-            _ => serde_json::Map::new(),
-        })
+        .map(|v| fields_in_order(&v.ledger))
         .collect();
     let Some(first) = ledgers.first() else {
         return;
@@ -495,15 +492,51 @@ fn ledger_table(h: &mut Html, variants: &[VariantReport]) {
     h.text_el("h3", &[], "Ledger: every message accounted for");
     h.el("table", &[("class", "ledger")], |h| {
         header_row(h, "count", variants);
-        for key in first.keys() {
+        for (key, _) in first {
             h.el("tr", &[], |h| {
                 h.text_el("th", &[], key);
                 for l in &ledgers {
-                    h.text_el("td", &[("class", "num")], &json_text(l.get(key)));
+                    let value = l.iter().find(|(k, _)| k == key).map(|(_, v)| v);
+                    h.text_el("td", &[("class", "num")], &json_text(value));
                 }
             });
         }
     });
+}
+
+/// A struct's fields in declaration order (published, persisted, delivered,
+/// acked, lost reads as the life of a message; serde_json's map would sort
+/// them), without listing them here, so a new ledger count shows up by
+/// itself.
+fn fields_in_order(value: &impl serde::Serialize) -> Vec<(String, serde_json::Value)> {
+    struct Ordered(Vec<(String, serde_json::Value)>);
+    impl<'de> serde::Deserialize<'de> for Ordered {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct Visit;
+            impl<'de> serde::de::Visitor<'de> for Visit {
+                type Value = Ordered;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("a map")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(
+                    self,
+                    mut map: A,
+                ) -> Result<Ordered, A::Error> {
+                    let mut out = Vec::new();
+                    while let Some(entry) = map.next_entry()? {
+                        out.push(entry);
+                    }
+                    Ok(Ordered(out))
+                }
+            }
+            d.deserialize_map(Visit)
+        }
+    }
+    serde_json::to_string(value)
+        .ok()
+        .and_then(|text| serde_json::from_str::<Ordered>(&text).ok())
+        .map(|o| o.0)
+        .unwrap_or_default()
 }
 
 fn params_table(h: &mut Html, variants: &[VariantReport]) {

@@ -459,6 +459,16 @@ fn an_errored_variant_is_listed_as_a_problem() {
 }
 
 #[test]
+fn ledger_rows_follow_the_life_of_a_message() {
+    let (summary, _) = fixture();
+    let html = page::render(&summary, &Vec::new(), "jsbench test");
+    let at = |row: &str| html.find(&format!("<tr><th>{row}</th>")).unwrap();
+    assert!(at("published") < at("persisted"));
+    assert!(at("persisted") < at("delivered"));
+    assert!(at("acked") < at("lost"));
+}
+
+#[test]
 fn table_values_carry_units() {
     assert_eq!(page::format_value(212.4, "us"), "212 µs");
     assert_eq!(page::format_value(4_999.6, "msg/s"), "5,000 msg/s");
