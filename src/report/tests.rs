@@ -2,7 +2,6 @@
 //! sweep of three variants, made up in memory and, where a test needs
 //! files, written out as a results folder.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::charts::{self, Scale, Stroke, draw, latency};
@@ -11,7 +10,7 @@ use super::page;
 use crate::histogram::Recorder;
 use crate::ledger::LedgerCounts;
 use crate::metrics::{Direction, Metric, latency_metrics};
-use crate::results::summary::*;
+use crate::results::summary::{HistogramReport, SCHEMA_VERSION, Summary};
 use crate::scenario::Invariant;
 use crate::timeline::Timeline;
 
@@ -26,7 +25,10 @@ fn recorder(base_us: u64, n: u64) -> Recorder {
     r
 }
 
-fn variant(rate: u64, histograms: &mut Vec<(String, String, Recorder)>) -> VariantReport {
+/// One variant of the sweep, as summary.json would hold it. Built as JSON
+/// so fields added to the schema later (with their serde defaults) do not
+/// break the fixture.
+fn variant(rate: u64, histograms: &mut Vec<(String, String, Recorder)>) -> serde_json::Value {
     let name = format!("rate-{rate}");
     let mut metrics = vec![
         Metric::new("target_rate", "msg/s", rate as f64, Direction::None),
@@ -55,97 +57,84 @@ fn variant(rate: u64, histograms: &mut Vec<(String, String, Recorder)>) -> Varia
         });
         histograms.push((name.clone(), h.into(), r));
     }
-    let mut timelines = BTreeMap::new();
-    for (t, share) in [("published", 1.0), ("delivered", 0.98)] {
-        timelines.insert(
-            t.to_string(),
-            Timeline {
-                origin_ns: 0,
-                bucket_ns: 1_000_000_000,
-                counts: vec![(rate as f64 * share) as u64; 6],
-            },
-        );
-    }
-    let mut params = BTreeMap::new();
-    params.insert("rate".into(), serde_json::json!(rate));
-    params.insert("warmup".into(), serde_json::json!("1s"));
-    VariantReport {
-        name,
-        passed: true,
-        params,
-        metrics,
-        histograms: reports,
-        ledger: LedgerCounts {
-            published: rate * 6,
-            persisted: rate * 6,
-            delivered: rate * 6,
-            deliveries: rate * 6,
-            acked: rate * 6,
+    let timeline = |share: f64| Timeline {
+        origin_ns: 0,
+        bucket_ns: 1_000_000_000,
+        counts: vec![(rate as f64 * share) as u64; 6],
+    };
+    let n = rate * 6;
+    serde_json::json!({
+        "name": name,
+        "passed": true,
+        "params": { "rate": rate, "warmup": "1s" },
+        "metrics": metrics,
+        "histograms": reports,
+        "ledger": LedgerCounts {
+            published: n,
+            persisted: n,
+            delivered: n,
+            deliveries: n,
+            acked: n,
             ..Default::default()
         },
-        invariants: vec![
-            Invariant::check("lost = 0", true, "0 of 6000 persisted messages undelivered"),
+        "invariants": [
+            Invariant::check("lost = 0", true, format!("0 of {n} persisted messages undelivered")),
             Invariant::equal("no duplicates flagged", 0, 0),
         ],
-        warnings: Vec::new(),
-        timelines,
-        error: None,
-        elapsed_s: 7.0,
-    }
+        "warnings": [],
+        "timelines": { "published": timeline(1.0), "delivered": timeline(0.98) },
+        "error": null,
+        "elapsed_s": 7.0,
+    })
 }
 
 pub(crate) fn fixture() -> (Summary, Vec<(String, String, Recorder)>) {
     let mut histograms = Vec::new();
-    let variants = [1_000, 5_000, 20_000]
+    let variants: Vec<serde_json::Value> = [1_000, 5_000, 20_000]
         .iter()
         .map(|&r| variant(r, &mut histograms))
         .collect();
-    let summary = Summary {
-        schema_version: SCHEMA_VERSION,
-        run: RunMetadata {
-            id: "20261130T101839Z-3f2a1bc-fixture".into(),
-            started_at: "2026-11-30T10:18:39Z".into(),
-            finished_at: Some("2026-11-30T10:19:10Z".into()),
-            tool: ToolInfo {
-                name: "jsbench".into(),
-                version: "0.1.0".into(),
-                git_commit: Some("3f2a1bc9d".into()),
-                git_dirty: false,
+    let summary = serde_json::json!({
+        "schema_version": SCHEMA_VERSION,
+        "run": {
+            "id": "20261130T101839Z-3f2a1bc-fixture",
+            "started_at": "2026-11-30T10:18:39Z",
+            "finished_at": "2026-11-30T10:19:10Z",
+            "tool": {
+                "name": "jsbench",
+                "version": "0.1.0",
+                "git_commit": "3f2a1bc9d",
+                "git_dirty": false,
             },
-            server: ServerInfo {
-                mode: "embedded".into(),
-                version: "2.15.1".into(),
-                urls: "nats://127.0.0.1:4222".into(),
-                server_name: "NXYZ".into(),
-                cluster: None,
-                jetstream_domain: None,
-                storage: "file".into(),
-                replicas: 1,
-                log_problems: Vec::new(),
+            "server": {
+                "mode": "embedded",
+                "version": "2.15.1",
+                "urls": "nats://127.0.0.1:4222",
+                "server_name": "NXYZ",
+                "cluster": null,
+                "jetstream_domain": null,
+                "storage": "file",
+                "replicas": 1,
             },
-            host: HostInfo {
-                os: "linux".into(),
-                arch: "x86_64".into(),
-                cores: 2,
-                memory_bytes: Some(24 << 30),
-                cpu_model: None,
-                hostname: None,
+            "host": {
+                "os": "linux",
+                "arch": "x86_64",
+                "cores": 2,
+                "memory_bytes": 24u64 << 30,
+                "cpu_model": null,
+                "hostname": null,
             },
-            profile: ProfileInfo {
-                name: "fixture".into(),
-                source: "fixture.toml".into(),
-                description: "A made-up sweep".into(),
-                text: "name = \"fixture\"\n".into(),
+            "profile": {
+                "name": "fixture",
+                "source": "fixture.toml",
+                "description": "A made-up sweep",
+                "text": "name = \"fixture\"\n",
             },
-            kept_streams: Vec::new(),
         },
-        scenarios: vec![ScenarioReport {
-            name: "latency".into(),
-            kind: "latency".into(),
-            variants,
-        }],
-        verdict: "passed".into(),
-    };
+        "scenarios": [{ "name": "latency", "kind": "latency", "variants": variants }],
+        "verdict": "passed",
+    });
+    let summary: Summary = serde_json::from_value(summary).expect("the fixture is a summary");
     (summary, histograms)
 }
 
