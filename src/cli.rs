@@ -28,8 +28,8 @@ temporary store) and stops it afterwards; run scripts/setup.sh once to install i
     after_help = "Examples:\n  \
 jsbench run quick                           smoke run on the embedded server\n  \
 jsbench run default -o /tmp/r               rate sweep, results under /tmp/r\n  \
-jsbench run my.toml -s nats://staging:4222  an existing server\n  \
 jsbench report results/<run>                draw charts and report.html again\n  \
+jsbench run my.toml -s nats://staging:4222  an existing server\n  \
 jsbench profiles quick > my.toml            start a profile of your own"
 )]
 struct Cli {
@@ -48,6 +48,11 @@ summary.json, metrics.csv, histograms/, charts/ and report.html. Exit status: 0 
     Run(RunArgs),
     /// Start an embedded nats-server (JetStream, loopback) and print its URL until Ctrl-C
     Server,
+    /// List the bundled profiles, or print one
+    Profiles {
+        /// Print this profile's TOML (a starting point for your own)
+        name: Option<String>,
+    },
     /// Draw the charts and report.html of a results folder again
     #[command(
         long_about = "Re-renders charts/*.svg, charts/*.png and report.html of a results folder from \
@@ -59,11 +64,6 @@ included), and prints the summary table. Exit status: 0 all drawn, 1 a chart fai
         /// A results folder (results/<utc>-<commit>-<profile>/) or its summary.json
         #[arg(value_name = "RESULTS_DIR")]
         dir: PathBuf,
-    },
-    /// List the bundled profiles, or print one
-    Profiles {
-        /// Print this profile's TOML (a starting point for your own)
-        name: Option<String>,
     },
 }
 
@@ -130,7 +130,6 @@ fn dispatch(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Profiles { name } => profiles(name.as_deref()),
         Command::Server => serve(),
-        Command::Report { dir } => crate::report::command(&dir),
         Command::Run(args) => {
             let options = RunOptions {
                 profiles: args.profiles,
@@ -150,6 +149,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
             let outcome = runtime.block_on(run(options, stop))?;
             Ok(outcome.exit_code())
         }
+        Command::Report { dir } => crate::report::command(&dir),
     }
 }
 
