@@ -171,39 +171,66 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &Chart) -> Res
     Ok(())
 }
 
-/// The corner of the plot where the legend hides the fewest data points.
-/// Points are in drawing space; the legend covers roughly this share of
-/// the plot's width and height from its corner.
+/// Where the legend hides the least of the lines: a corner, or the middle
+/// of either side when every corner is busy (a sweep's curves often run
+/// along both the top and the bottom). Lines are sampled along their
+/// segments in plot-relative coordinates, so a line crossing a box counts
+/// even when none of its points lies inside.
 fn legend_corner(
     series: &[Vec<(f64, f64)>],
     (x0, x1): (f64, f64),
     (y0, y1): (f64, f64),
 ) -> SeriesLabelPosition {
+    // The share of the plot a legend covers, roughly, from its edge.
     const W: f64 = 0.35;
     const H: f64 = 0.45;
-    let corners = [
-        (SeriesLabelPosition::UpperLeft, false, true),
-        (SeriesLabelPosition::UpperRight, true, true),
-        (SeriesLabelPosition::LowerRight, true, false),
-        (SeriesLabelPosition::LowerLeft, false, false),
+    // (position, x from, x to, y from, y to), in preference order when tied.
+    let boxes = [
+        (SeriesLabelPosition::UpperLeft, 0.0, W, 1.0 - H, 1.0),
+        (SeriesLabelPosition::UpperRight, 1.0 - W, 1.0, 1.0 - H, 1.0),
+        (SeriesLabelPosition::LowerRight, 1.0 - W, 1.0, 0.0, H),
+        (SeriesLabelPosition::LowerLeft, 0.0, W, 0.0, H),
+        (
+            SeriesLabelPosition::MiddleLeft,
+            0.0,
+            W,
+            0.5 - H / 2.0,
+            0.5 + H / 2.0,
+        ),
+        (
+            SeriesLabelPosition::MiddleRight,
+            1.0 - W,
+            1.0,
+            0.5 - H / 2.0,
+            0.5 + H / 2.0,
+        ),
     ];
-    let hidden = |right: bool, upper: bool| {
-        series
-            .iter()
-            .flatten()
-            .filter(|(x, y)| {
-                let fx = (x - x0) / (x1 - x0);
-                let fy = (y - y0) / (y1 - y0);
-                let in_x = if right { fx >= 1.0 - W } else { fx <= W };
-                let in_y = if upper { fy >= 1.0 - H } else { fy <= H };
-                in_x && in_y
-            })
-            .count()
-    };
-    corners
+    let relative = |(x, y): (f64, f64)| ((x - x0) / (x1 - x0), (y - y0) / (y1 - y0));
+    let samples: Vec<(f64, f64)> = series
+        .iter()
+        .flat_map(|points| {
+            let single = (points.len() == 1).then(|| relative(points[0]));
+            points
+                .windows(2)
+                .flat_map(move |w| {
+                    let (a, b) = (relative(w[0]), relative(w[1]));
+                    (0..=16).map(move |i| {
+                        let t = f64::from(i) / 16.0;
+                        (a.0 + (b.0 - a.0) * t, a.1 + (b.1 - a.1) * t)
+                    })
+                })
+                .chain(single)
+        })
+        .collect();
+    boxes
         .into_iter()
-        .min_by_key(|&(_, right, upper)| hidden(right, upper))
-        .map_or(SeriesLabelPosition::UpperLeft, |(p, _, _)| p)
+        .min_by_key(|&(_, xa, xb, ya, yb)| {
+            samples
+                .iter()
+                .filter(|(x, y)| (xa..=xb).contains(x) && (ya..=yb).contains(y))
+                .count()
+        })
+        .map_or(SeriesLabelPosition::UpperLeft, |(p, ..)| p)
 }
 
 /// A linear coordinate with the tick positions axis.rs chose. (plotters'
