@@ -28,6 +28,7 @@ temporary store) and stops it afterwards; run scripts/setup.sh once to install i
     after_help = "Examples:\n  \
 jsbench run quick                           smoke run on the embedded server\n  \
 jsbench run default -o /tmp/r               rate sweep, results under /tmp/r\n  \
+jsbench report results/<run>                draw charts and report.html again\n  \
 jsbench run my.toml -s nats://staging:4222  an existing server\n  \
 jsbench profiles quick > my.toml            start a profile of your own"
 )]
@@ -41,7 +42,7 @@ enum Command {
     /// Run profiles and write a results folder per profile
     #[command(
         long_about = "Runs each profile's scenarios and writes results/<utc>-<commit>-<profile>/ with \
-summary.json, metrics.csv and histograms/*.hgrm. Exit status: 0 all invariants held, \
+summary.json, metrics.csv, histograms/, charts/ and report.html. Exit status: 0 all invariants held, \
 1 a scenario failed or an invariant broke, 2 bad input, 130 interrupted (results so far are kept)."
     )]
     Run(RunArgs),
@@ -51,6 +52,18 @@ summary.json, metrics.csv and histograms/*.hgrm. Exit status: 0 all invariants h
     Profiles {
         /// Print this profile's TOML (a starting point for your own)
         name: Option<String>,
+    },
+    /// Draw the charts and report.html of a results folder again
+    #[command(
+        long_about = "Re-renders charts/*.svg, charts/*.png and report.html of a results folder from \
+its summary.json and histograms/ alone, with this version's code (results of older commits \
+included), and prints the summary table. Exit status: 0 all drawn, 1 a chart failed, \
+2 the folder is missing or a file in it is unreadable."
+    )]
+    Report {
+        /// A results folder (results/<utc>-<commit>-<profile>/) or its summary.json
+        #[arg(value_name = "RESULTS_DIR")]
+        dir: PathBuf,
     },
 }
 
@@ -142,6 +155,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
             let outcome = runtime.block_on(run(options, stop))?;
             Ok(outcome.exit_code())
         }
+        Command::Report { dir } => crate::report::command(&dir),
     }
 }
 

@@ -193,6 +193,16 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
         }
         .into();
         writer.write()?;
+        // Pictures come after the data is safe; failing to draw one never
+        // fails the run or touches the data files.
+        match crate::report::render_folder(writer.dir()) {
+            Ok(rendered) => {
+                for w in &rendered.warnings {
+                    eprintln!("warning: {w}");
+                }
+            }
+            Err(e) => eprintln!("warning: charts and report.html not written: {e:#}"),
+        }
 
         println!("{}", terminal::render(writer.summary()));
         for f in &cleanup_failures {

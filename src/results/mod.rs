@@ -160,7 +160,7 @@ pub fn metrics_csv(summary: &Summary) -> Result<Vec<u8>> {
 
 /// Writes `path` through a temporary file and a rename, so readers never
 /// see a half-written file.
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension("tmp");
     let mut file = fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
     file.write_all(bytes)

@@ -1,0 +1,331 @@
+//! Charts of latency, throughput and rate sweeps. Each chart function keys
+//! on histogram, timeline and metric names, not on the scenario kind, so any
+//! future scenario that records `e2e_latency` or a `published` timeline gets
+//! these charts for free.
+
+use crate::histogram::Recorder;
+use crate::profile::parse_duration;
+use crate::report::data::ScenarioData;
+use crate::results::summary::VariantReport;
+use crate::timeline::Timeline;
+
+use super::axis::NINES_RANGE;
+use super::{Axis, Chart, Scale, Series, Stroke, Unit, safe_stem};
+
+/// Points per percentile curve: smooth at 960 px, cheap to draw.
+const CURVE_POINTS: usize = 160;
+
+/// One histogram to draw per variant, and how it is told apart from its
+/// siblings on the same chart.
+pub struct Family<'a> {
+    pub histogram: &'a str,
+    /// Appended to the variant name in the legend ("intended send").
+    pub label: &'a str,
+    pub stroke: Stroke,
+}
+
+pub fn e2e_latency(s: &ScenarioData) -> Option<Chart> {
+    percentile_chart(
+        s,
+        "e2e_latency",
+        "End-to-end latency by percentile",
+        "Publish to receipt, per variant (one colour each). Solid: from the intended send \
+         time (corrected for coordinated omission: includes any delay of the load generator); \
+         dashed: from the actual send time.",
+        &intended_and_actual("e2e_latency", "e2e_latency_actual"),
+    )
+}
+
+pub fn pub_ack_latency(s: &ScenarioData) -> Option<Chart> {
+    percentile_chart(
+        s,
+        "pub_ack_latency",
+        "PubAck latency by percentile",
+        "Publish to the server's acknowledgement (the message is persisted), per variant. \
+         Solid: from the intended send time; dashed: from the actual send time.",
+        &intended_and_actual("pub_ack_latency", "pub_ack_latency_actual"),
+    )
+}
+
+pub fn send_lag(s: &ScenarioData) -> Option<Chart> {
+    percentile_chart(
+        s,
+        "send_lag",
+        "Load generator send lag by percentile",
+        "Actual minus intended send time of each message: how far the open-loop generator \
+         ran behind its schedule. Large values mean the intended-send latencies above include \
+         the generator's own delay.",
+        &[Family {
+            histogram: "send_lag",
+            label: "",
+            stroke: Stroke::Solid,
+        }],
+    )
+}
+
+/// A latency measured from the intended send (solid) and from the actual
+/// send (dashed): the two must stay distinguishable on every chart.
+fn intended_and_actual<'a>(intended: &'a str, actual: &'a str) -> [Family<'a>; 2] {
+    [
+        Family {
+            histogram: intended,
+            label: "intended send",
+            stroke: Stroke::Solid,
+        },
+        Family {
+            histogram: actual,
+            label: "actual send",
+            stroke: Stroke::Dashed,
+        },
+    ]
+}
+
+/// A latency distribution on a nines axis, one colour per variant and one
+/// line per family. `None` when no variant recorded any of the histograms.
+pub fn percentile_chart(
+    s: &ScenarioData,
+    key: &str,
+    title: &str,
+    caption: &str,
+    families: &[Family],
+) -> Option<Chart> {
+    let mut series = Vec::new();
+    for (i, v) in s.variants().iter().enumerate() {
+        for f in families {
+            if let Some(h) = s.histogram(v, f.histogram) {
+                series.push(Series {
+                    label: join_label(&v.name, f.label),
+                    points: percentile_curve(h),
+                    colour: i,
+                    stroke: f.stroke,
+                    markers: false,
+                });
+            }
+        }
+    }
+    if series.is_empty() {
+        return None;
+    }
+    Some(Chart {
+        stem: safe_stem(&format!("{}.{key}", s.name())),
+        title: format!("{}: {title}", s.name()),
+        caption: caption.into(),
+        x: Axis {
+            label: "percentile".into(),
+            scale: Scale::Nines,
+            unit: Unit::Quantile,
+        },
+        y: Axis {
+            label: "latency (log scale)".into(),
+            scale: Scale::Log,
+            unit: Unit::Micros,
+        },
+        y_from_zero: false,
+        series,
+    })
+}
+
+fn join_label(variant: &str, suffix: &str) -> String {
+    if suffix.is_empty() {
+        variant.to_string()
+    } else {
+        format!("{variant} {suffix}")
+    }
+}
+
+/// (quantile, µs) from the 50th to the 99.99th percentile, evenly spaced on
+/// the nines axis.
+pub fn percentile_curve(h: &Recorder) -> Vec<(f64, f64)> {
+    let nines = Scale::Nines;
+    let (a, b) = (nines.forward(NINES_RANGE.0), nines.forward(NINES_RANGE.1));
+    (0..CURVE_POINTS)
+        .map(|i| {
+            let t = a + (b - a) * i as f64 / (CURVE_POINTS - 1) as f64;
+            let q = nines.inverse(t);
+            (q, h.quantile(q) as f64 / 1_000.0)
+        })
+        .collect()
+}
+
+/// Published and delivered messages per second over each variant's run,
+/// warm-up included (marked).
+pub fn throughput_over_time(s: &ScenarioData) -> Option<Chart> {
+    let mut series = Vec::new();
+    for (i, v) in s.variants().iter().enumerate() {
+        for (name, stroke) in [("published", Stroke::Solid), ("delivered", Stroke::Dashed)] {
+            if let Some(t) = v.timelines.get(name).filter(|t| t.total() > 0) {
+                series.push(Series {
+                    label: join_label(&v.name, name),
+                    points: rate_points(t),
+                    colour: i,
+                    stroke,
+                    markers: false,
+                });
+            }
+        }
+    }
+    if series.is_empty() {
+        return None;
+    }
+    let top = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .fold(0.0, f64::max);
+    if let Some(w) = common_warmup(s.variants()) {
+        series.push(Series {
+            label: "end of warm-up".into(),
+            points: vec![(w, 0.0), (w, top)],
+            colour: 0,
+            stroke: Stroke::Reference,
+            markers: false,
+        });
+    }
+    Some(Chart {
+        stem: safe_stem(&format!("{}.throughput", s.name())),
+        title: format!("{}: Throughput over time", s.name()),
+        caption: "Messages published (solid) and delivered to consumers (dashed) in each second \
+                  of each variant, from its first scheduled send; the last second of a run may be \
+                  partial, and deliveries after the last publish are the drain."
+            .into(),
+        x: Axis {
+            label: "time since the variant's first send (s)".into(),
+            scale: Scale::Linear,
+            unit: Unit::Number,
+        },
+        y: Axis {
+            label: "messages per second".into(),
+            scale: Scale::Linear,
+            unit: Unit::Number,
+        },
+        y_from_zero: true,
+        series,
+    })
+}
+
+/// Events per second as steps: each bucket a flat segment over its own
+/// time span, since a count covers the whole bucket (a line through
+/// midpoints would invent a slope inside it).
+pub fn rate_points(t: &Timeline) -> Vec<(f64, f64)> {
+    let bucket_s = t.bucket_ns as f64 / 1e9;
+    if bucket_s <= 0.0 {
+        return Vec::new();
+    }
+    t.counts
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &c)| {
+            let rate = c as f64 / bucket_s;
+            [
+                (i as f64 * bucket_s, rate),
+                ((i + 1) as f64 * bucket_s, rate),
+            ]
+        })
+        .collect()
+}
+
+/// The warm-up all variants share, in seconds, if they have one.
+fn common_warmup(variants: &[VariantReport]) -> Option<f64> {
+    let mut warmups = variants.iter().map(|v| {
+        v.params
+            .get("warmup")
+            .and_then(|w| w.as_str())
+            .and_then(|w| parse_duration(w).ok())
+            .map(|d| d.as_secs_f64())
+    });
+    let first = warmups.next()??;
+    (first > 0.0 && warmups.all(|w| w == Some(first))).then_some(first)
+}
+
+/// Latency percentiles against achieved rate, one point per variant: where
+/// the latency knee of a rate sweep is.
+pub fn latency_vs_throughput(s: &ScenarioData) -> Option<Chart> {
+    sweep_chart(
+        s,
+        "latency_vs_throughput",
+        "Latency vs throughput",
+        "End-to-end latency from the intended send time at each variant's achieved publish \
+         rate; one point per variant.",
+        ("publish_rate", "achieved publish rate", "msg/s"),
+        &[
+            ("e2e_latency.p50", "p50", Stroke::Solid),
+            ("e2e_latency.p99", "p99", Stroke::Solid),
+            ("e2e_latency.p99.9", "p99.9", Stroke::Solid),
+            ("e2e_latency.max", "max", Stroke::Dashed),
+        ],
+    )
+}
+
+/// Metrics (µs) against another metric (name, axis label, unit) across
+/// variants; `None` unless at
+/// least two variants carry both, since one point is not a curve.
+pub fn sweep_chart(
+    s: &ScenarioData,
+    key: &str,
+    title: &str,
+    caption: &str,
+    x: (&str, &str, &str),
+    lines: &[(&str, &str, Stroke)],
+) -> Option<Chart> {
+    let series: Vec<Series> = lines
+        .iter()
+        .enumerate()
+        .filter_map(|(i, &(metric, label, stroke))| {
+            let points = sweep_points(s.variants(), x.0, metric);
+            (points.len() >= 2).then(|| Series {
+                label: label.into(),
+                points,
+                colour: i,
+                stroke,
+                markers: true,
+            })
+        })
+        .collect();
+    if series.is_empty() {
+        return None;
+    }
+    let (lo, hi) = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .fold((f64::INFINITY, 0.0f64), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        });
+    // Sweeps that span decades read best on a log axis.
+    let x_scale = if lo > 0.0 && hi / lo >= 10.0 {
+        Scale::Log
+    } else {
+        Scale::Linear
+    };
+    Some(Chart {
+        stem: safe_stem(&format!("{}.{key}", s.name())),
+        title: format!("{}: {title}", s.name()),
+        caption: caption.into(),
+        x: Axis {
+            label: if x_scale == Scale::Log {
+                format!("{} ({}, log scale)", x.1, x.2)
+            } else {
+                format!("{} ({})", x.1, x.2)
+            },
+            scale: x_scale,
+            unit: Unit::Number,
+        },
+        y: Axis {
+            label: "latency (log scale)".into(),
+            scale: Scale::Log,
+            unit: Unit::Micros,
+        },
+        y_from_zero: false,
+        series,
+    })
+}
+
+/// (x metric, y metric) of every variant that has both, sorted by x.
+pub fn sweep_points(variants: &[VariantReport], x: &str, y: &str) -> Vec<(f64, f64)> {
+    let mut points: Vec<(f64, f64)> = variants
+        .iter()
+        .filter(|v| v.error.is_none())
+        .filter_map(|v| Some((v.metric(x)?.value, v.metric(y)?.value)))
+        .filter(|(x, y)| x.is_finite() && y.is_finite())
+        .collect();
+    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    points
+}

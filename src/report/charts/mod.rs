@@ -1,0 +1,168 @@
+//! Charts: what each scenario's data looks like as a picture.
+//!
+//! A chart is first described as data ([`Chart`]: axes, series of points
+//! in the data's own units) by a small *chart function*, and only then
+//! drawn, by one renderer ([`draw`]) for every chart, as SVG (inlined in
+//! report.html) and PNG (for slides, issues and chat). Keeping the two
+//! apart means the data preparation is tested without pixels, and a new
+//! chart never touches plotters.
+//!
+//! # Adding a chart
+//!
+//! Write a function `fn(&ScenarioData) -> Option<Chart>` that returns
+//! `None` unless the scenario carries the data it needs (look the data up
+//! by scenario kind, histogram name, metric name or timeline name), and
+//! add it to [`CATALOGUE`]. A scenario that has not recorded that data has
+//! no such chart; nothing else changes. The builders in [`latency`] are the
+//! examples: [`latency::percentile_chart`] turns any set of histograms into
+//! a nines-axis distribution, [`latency::sweep_chart`] any metrics into a
+//! curve over the variants' achieved rates.
+//!
+//! The charts the design names for scenarios that do not exist yet, and the
+//! data each would be keyed on once its scenario records it:
+//!
+//! - redelivery delay against expected, per cause: histograms of the
+//!   measured delay per cause (e.g. `redelivery_delay.ack_wait`,
+//!   `redelivery_delay.nak_delay`, `redelivery_delay.backoff`) drawn with
+//!   `percentile_chart`, plus the expected delay per cause as a reference
+//!   series ([`Stroke::Reference`]); or the error histograms
+//!   (`redelivery_error.<cause>`) alone.
+//! - MaxAckPending sweep: one variant per MaxAckPending, metrics
+//!   `consume_rate` and `e2e_latency.p99` against the variant parameter
+//!   `max_ack_pending`, and the Little's-law bound
+//!   `min(rate, max_ack_pending / processing time)` as a reference series.
+//! - replay pacing: a timeline or histogram of per-message gap error
+//!   (`replay_gap_error`) and cumulative drift against the recorded
+//!   arrival times.
+//! - DLQ latency: the histogram of final delivery to DLQ persistence
+//!   (`dlq_latency`) through `percentile_chart`.
+
+pub mod axis;
+pub mod draw;
+pub mod latency;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+pub use axis::{Axis, Scale, Unit};
+
+use super::data::ScenarioData;
+
+/// A chart as data: everything the renderer needs, nothing drawn yet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Chart {
+    /// File name without extension, unique within a results folder:
+    /// `<scenario>.<chart>`.
+    pub stem: String,
+    pub title: String,
+    /// One sentence under the chart in report.html: how to read it.
+    pub caption: String,
+    pub x: Axis,
+    pub y: Axis,
+    /// Whether a linear y axis starts at zero (rates do; nothing else needs to).
+    pub y_from_zero: bool,
+    pub series: Vec<Series>,
+}
+
+/// One line of a chart, in data units (the axes' scales map them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    pub label: String,
+    pub points: Vec<(f64, f64)>,
+    /// Index into the palette: series that belong together (one variant's
+    /// intended-send and actual-send latency) share a colour.
+    pub colour: usize,
+    pub stroke: Stroke,
+    /// Marks each point: for curves through few points (one per variant).
+    pub markers: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stroke {
+    Solid,
+    /// The same quantity measured another way (actual-send latency, the
+    /// consumer's side of a throughput pair).
+    Dashed,
+    /// A bound or an expectation to compare against, not a measurement.
+    Reference,
+}
+
+impl Chart {
+    pub fn is_empty(&self) -> bool {
+        self.series.iter().all(|s| s.points.is_empty())
+    }
+}
+
+/// A chart function: the chart for a scenario, if it has the data.
+pub type ChartFn = fn(&ScenarioData) -> Option<Chart>;
+
+/// Every chart jsbench knows, in the order report.html shows them.
+pub const CATALOGUE: &[ChartFn] = &[
+    latency::e2e_latency,
+    latency::pub_ack_latency,
+    latency::send_lag,
+    latency::throughput_over_time,
+    latency::latency_vs_throughput,
+];
+
+/// The charts of one scenario: every catalogue entry that has data.
+pub fn charts_for(scenario: &ScenarioData) -> Vec<Chart> {
+    CATALOGUE
+        .iter()
+        .filter_map(|f| f(scenario))
+        .filter(|c| !c.is_empty())
+        .collect()
+}
+
+/// A chart drawn and written: the SVG text (for inlining) and where the
+/// files went.
+pub struct Rendered {
+    pub chart: Chart,
+    pub svg: String,
+    pub files: Vec<PathBuf>,
+}
+
+/// Draws `chart` and writes `<stem>.svg` and `<stem>.png` into `dir`.
+pub fn render(chart: Chart, dir: &Path) -> Result<Rendered> {
+    let svg = draw::to_svg(&chart).with_context(|| format!("drawing {}.svg", chart.stem))?;
+    let svg_path = dir.join(format!("{}.svg", chart.stem));
+    fs::write(&svg_path, &svg).with_context(|| format!("writing {}", svg_path.display()))?;
+    let png_path = dir.join(format!("{}.png", chart.stem));
+    draw::to_png(&chart, &png_path).with_context(|| format!("drawing {}", png_path.display()))?;
+    Ok(Rendered {
+        chart,
+        svg,
+        files: vec![svg_path, png_path],
+    })
+}
+
+/// A name safe as a file name and an HTML id, whatever a hand-edited
+/// summary holds: letters, digits, `-`, `_` and `.` stay, the rest become `_`.
+pub fn safe_stem(text: &str) -> String {
+    let stem: String = text
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    // No hidden files, no "..".
+    stem.trim_start_matches('.').replace("..", "_")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stems_are_safe_file_names() {
+        assert_eq!(safe_stem("latency.e2e_latency"), "latency.e2e_latency");
+        assert_eq!(safe_stem("../a b/c"), "_a_b_c");
+        assert_eq!(safe_stem("x..y"), "x_y");
+    }
+}

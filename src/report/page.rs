@@ -1,0 +1,615 @@
+//! report.html: the whole run on one self-contained page. Charts are inline
+//! SVG and the stylesheet is inline, so the file opens offline, from a CI
+//! artifact or an e-mail, and names no URL.
+//!
+//! Failures come first: the verdict banner and a list of every failed
+//! invariant and error sit above everything else, each failed row is red,
+//! and each scenario heading carries its own verdict.
+
+use crate::results::summary::{Summary, VariantReport};
+
+use super::charts::axis::format_micros;
+use super::charts::safe_stem;
+use super::html::{Html, Trusted};
+
+/// A chart as the page shows it.
+pub enum PageChart {
+    Drawn {
+        title: String,
+        caption: String,
+        svg: String,
+    },
+    /// Drawing failed: the page says so where the chart would be.
+    Failed { title: String, error: String },
+}
+
+/// Charts per scenario name, in display order.
+pub type ChartsByScenario = Vec<(String, Vec<PageChart>)>;
+
+const CSS: &str = r#"
+body { font-family: "DejaVu Sans", Verdana, Arial, sans-serif; margin: 0 auto; max-width: 1100px; padding: 0 16px 48px; color: #1a1a1a; }
+h1 { font-size: 1.6em; margin: 0.4em 0 0.2em; }
+h2 { border-bottom: 2px solid #ccc; padding-bottom: 4px; margin-top: 1.8em; }
+h3 { margin-top: 1.4em; }
+table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
+th, td { border: 1px solid #d0d0d0; padding: 3px 8px; text-align: left; vertical-align: top; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+th { background: #f2f2f2; }
+.banner { padding: 14px 18px; margin: 16px 0; border-radius: 4px; font-size: 1.3em; font-weight: bold; }
+.verdict-passed { background: #e3f4e8; border: 2px solid #2e7d32; color: #1b5e20; }
+.verdict-failed { background: #d32f2f; border: 4px solid #7f0000; color: #fff; font-size: 1.6em; }
+.verdict-interrupted, .verdict-incomplete { background: #fff3cd; border: 2px solid #b8860b; color: #5c4400; }
+.problems { background: #fdecea; border: 3px solid #d32f2f; padding: 8px 18px; border-radius: 4px; }
+.problems h2 { color: #b71c1c; border: none; margin-top: 0.4em; }
+tr.fail th { background: #fdecea; color: #8b0000; }
+td.fail { background: #d32f2f; color: #fff; font-weight: bold; }
+span.fail { color: #b71c1c; font-weight: bold; }
+td.pass .mark { color: #1b5e20; }
+.evidence { font-size: 0.85em; font-weight: normal; color: inherit; opacity: 0.85; }
+.badge { display: inline-block; padding: 1px 8px; border-radius: 3px; font-size: 0.7em; vertical-align: middle; margin-left: 8px; }
+.badge.fail { background: #d32f2f; color: #fff; }
+.badge.pass { background: #2e7d32; color: #fff; }
+.warnings { background: #fff8e1; border-left: 4px solid #b8860b; padding: 4px 12px; }
+figure { margin: 1.2em 0; }
+figure svg { max-width: 100%; height: auto; border: 1px solid #e0e0e0; }
+figcaption { font-size: 0.9em; color: #444; max-width: 960px; }
+.chart-failed { border: 2px dashed #b8860b; padding: 12px; background: #fff8e1; }
+pre { background: #f6f6f6; padding: 8px; overflow-x: auto; font-size: 0.85em; }
+footer { margin-top: 3em; font-size: 0.8em; color: #666; }
+"#;
+
+/// What went wrong in a variant, one line each, for the list at the top.
+struct Problem<'a> {
+    scenario: &'a str,
+    variant: &'a str,
+    what: String,
+}
+
+fn problems(summary: &Summary) -> Vec<Problem<'_>> {
+    let mut out = Vec::new();
+    for (s, v) in summary.variants() {
+        if let Some(e) = &v.error {
+            out.push(Problem {
+                scenario: &s.name,
+                variant: &v.name,
+                what: format!("error: {e}"),
+            });
+        }
+        for i in v.invariants.iter().filter(|i| !i.passed) {
+            out.push(Problem {
+                scenario: &s.name,
+                variant: &v.name,
+                what: format!("invariant {} FAILED: {}", i.name, i.detail),
+            });
+        }
+    }
+    out
+}
+
+/// The verdict class and headline for the banner.
+fn verdict(summary: &Summary, problems: usize) -> (&'static str, String) {
+    let failed = problems > 0 || summary.verdict == "failed" || !summary.passed();
+    if failed {
+        let mut text = match problems {
+            0 => "FAILED".to_string(),
+            1 => "FAILED: 1 problem".to_string(),
+            n => format!("FAILED: {n} problems"),
+        };
+        if summary.verdict == "interrupted" {
+            text.push_str(" (and interrupted)");
+        }
+        ("verdict-failed", text)
+    } else {
+        match summary.verdict.as_str() {
+            "passed" => ("verdict-passed", "PASSED: every invariant held".into()),
+            "interrupted" => (
+                "verdict-interrupted",
+                "INTERRUPTED: the results cover what ran before the interruption".into(),
+            ),
+            "running" => (
+                "verdict-incomplete",
+                "INCOMPLETE: the run did not finish writing its results".into(),
+            ),
+            other => ("verdict-incomplete", format!("verdict: {other}")),
+        }
+    }
+}
+
+fn scenario_id(name: &str) -> String {
+    format!("scenario-{}", safe_stem(name))
+}
+
+/// The whole page.
+pub fn render(summary: &Summary, charts: &ChartsByScenario, generated_by: &str) -> String {
+    let problems = problems(summary);
+    let (class, headline) = verdict(summary, problems.len());
+    let profile = &summary.run.profile.name;
+
+    let mut h = Html::document();
+    h.el("html", &[("lang", "en")], |h| {
+        h.el("head", &[], |h| {
+            h.void("meta", &[("charset", "utf-8")]);
+            h.void(
+                "meta",
+                &[
+                    ("name", "viewport"),
+                    ("content", "width=device-width, initial-scale=1"),
+                ],
+            );
+            h.text_el("title", &[], &format!("jsbench {profile}: {headline}"));
+            h.el("style", &[], |h| {
+                h.trusted(&Trusted::css(CSS));
+            });
+        });
+        h.el("body", &[], |h| {
+            h.el("header", &[], |h| {
+                h.text_el("h1", &[], &format!("jsbench results: {profile}"));
+                h.text_el("p", &[], &summary.run.profile.description);
+                h.text_el(
+                    "div",
+                    &[("class", &format!("banner {class}")), ("id", "verdict")],
+                    &headline,
+                );
+            });
+            if !problems.is_empty() {
+                problem_list(h, &problems);
+            }
+            contents(h, summary);
+            run_section(h, summary);
+            for scenario in &summary.scenarios {
+                let none = Vec::new();
+                let scenario_charts = charts
+                    .iter()
+                    .find(|(name, _)| *name == scenario.name)
+                    .map_or(&none, |(_, c)| c);
+                scenario_section(h, scenario, scenario_charts);
+            }
+            h.el("footer", &[], |h| {
+                h.text(&format!(
+                    "Rendered by {generated_by} from summary.json and histograms/ of {}.",
+                    summary.run.id
+                ));
+            });
+        });
+    });
+    h.finish()
+}
+
+fn problem_list(h: &mut Html, problems: &[Problem]) {
+    h.el(
+        "section",
+        &[("class", "problems"), ("id", "problems")],
+        |h| {
+            h.text_el("h2", &[], "What failed");
+            h.el("ul", &[], |h| {
+                for p in problems {
+                    h.el("li", &[], |h| {
+                        let href = format!("#{}", scenario_id(p.scenario));
+                        h.text_el(
+                            "a",
+                            &[("href", &href)],
+                            &format!("{} / {}", p.scenario, p.variant),
+                        );
+                        h.text(": ");
+                        h.text_el("span", &[("class", "fail")], &p.what);
+                    });
+                }
+            });
+        },
+    );
+}
+
+fn contents(h: &mut Html, summary: &Summary) {
+    h.el("nav", &[], |h| {
+        h.el("ul", &[], |h| {
+            h.el("li", &[], |h| {
+                h.text_el("a", &[("href", "#run")], "Run");
+            });
+            for s in &summary.scenarios {
+                h.el("li", &[], |h| {
+                    let href = format!("#{}", scenario_id(&s.name));
+                    h.text_el("a", &[("href", &href)], &format!("{} ({})", s.name, s.kind));
+                    let failed = s.variants.iter().any(|v| !v.passed);
+                    if failed {
+                        h.text_el("span", &[("class", "badge fail")], "FAILED");
+                    }
+                });
+            }
+        });
+    });
+}
+
+fn run_section(h: &mut Html, summary: &Summary) {
+    let run = &summary.run;
+    let tool = &run.tool;
+    let server = &run.server;
+    let host = &run.host;
+    let commit = match &tool.git_commit {
+        Some(c) if tool.git_dirty => format!("{c} (uncommitted changes)"),
+        Some(c) => c.clone(),
+        None => "unknown (built outside git)".into(),
+    };
+    let mut rows: Vec<(&str, String)> = vec![
+        ("run", run.id.clone()),
+        ("started", run.started_at.clone()),
+        (
+            "finished",
+            run.finished_at
+                .clone()
+                .unwrap_or_else(|| "not finished".into()),
+        ),
+        ("verdict", summary.verdict.clone()),
+        ("jsbench", format!("{} {}", tool.name, tool.version)),
+        ("commit", commit),
+        (
+            "server",
+            format!(
+                "nats-server {} ({}), {}",
+                server.version, server.mode, server.urls
+            ),
+        ),
+        ("server name", server.server_name.clone()),
+    ];
+    if let Some(c) = &server.cluster {
+        rows.push(("cluster", c.clone()));
+    }
+    if let Some(d) = &server.jetstream_domain {
+        rows.push(("JetStream domain", d.clone()));
+    }
+    rows.push((
+        "streams",
+        format!("{} storage, {} replica(s)", server.storage, server.replicas),
+    ));
+    rows.push((
+        "host",
+        format!(
+            "{} {}, {} cores{}{}",
+            host.os,
+            host.arch,
+            host.cores,
+            host.memory_bytes
+                .map(|b| format!(", {:.1} GiB memory", b as f64 / (1u64 << 30) as f64))
+                .unwrap_or_default(),
+            host.cpu_model
+                .as_ref()
+                .map(|m| format!(", {m}"))
+                .unwrap_or_default()
+        ),
+    ));
+    if let Some(name) = &host.hostname {
+        rows.push(("host name", name.clone()));
+    }
+    rows.push((
+        "profile",
+        format!("{} ({})", run.profile.name, run.profile.source),
+    ));
+    if !run.kept_streams.is_empty() {
+        rows.push(("streams left behind", run.kept_streams.join(", ")));
+    }
+
+    h.el("section", &[("id", "run")], |h| {
+        h.text_el("h2", &[], "Run");
+        h.el("table", &[], |h| {
+            for (k, v) in &rows {
+                h.el("tr", &[], |h| {
+                    h.text_el("th", &[], k);
+                    h.text_el("td", &[], v);
+                });
+            }
+        });
+        if !server.log_problems.is_empty() {
+            h.el("div", &[("class", "warnings")], |h| {
+                h.text_el("h3", &[], "Server log warnings and errors");
+                h.el("ul", &[], |h| {
+                    for line in &server.log_problems {
+                        h.text_el("li", &[], line);
+                    }
+                });
+            });
+        }
+        h.el("details", &[], |h| {
+            h.text_el("summary", &[], "Profile as run");
+            h.text_el("pre", &[], &run.profile.text);
+        });
+    });
+}
+
+fn scenario_section(
+    h: &mut Html,
+    scenario: &crate::results::summary::ScenarioReport,
+    charts: &[PageChart],
+) {
+    let id = scenario_id(&scenario.name);
+    let variants = &scenario.variants;
+    let failed = variants.iter().any(|v| !v.passed);
+    h.el("section", &[("id", &id)], |h| {
+        h.el("h2", &[], |h| {
+            h.text(&format!("Scenario {} ({})", scenario.name, scenario.kind));
+            if failed {
+                h.text_el("span", &[("class", "badge fail")], "FAILED");
+            } else {
+                h.text_el("span", &[("class", "badge pass")], "passed");
+            }
+        });
+        verdicts(h, variants);
+        let notes: Vec<(&str, &str)> = variants
+            .iter()
+            .flat_map(|v| {
+                v.warnings
+                    .iter()
+                    .map(move |w| (v.name.as_str(), w.as_str()))
+            })
+            .collect();
+        if !notes.is_empty() {
+            h.el("div", &[("class", "warnings")], |h| {
+                h.text_el("h3", &[], "Warnings");
+                h.el("ul", &[], |h| {
+                    for (v, w) in &notes {
+                        h.text_el("li", &[], &format!("{v}: {w}"));
+                    }
+                });
+            });
+        }
+        h.text_el("h3", &[], "Charts");
+        if charts.is_empty() {
+            h.text_el(
+                "p",
+                &[],
+                "No chart applies to the data this scenario recorded.",
+            );
+        }
+        for chart in charts {
+            match chart {
+                PageChart::Drawn {
+                    title,
+                    caption,
+                    svg,
+                } => {
+                    h.el("figure", &[("aria-label", title)], |h| {
+                        h.trusted(&Trusted::inline_svg(svg));
+                        h.text_el("figcaption", &[], caption);
+                    });
+                }
+                PageChart::Failed { title, error } => {
+                    h.text_el(
+                        "div",
+                        &[("class", "chart-failed")],
+                        &format!("Chart \"{title}\" could not be drawn: {error}"),
+                    );
+                }
+            }
+        }
+        metrics_table(h, variants);
+        ledger_table(h, variants);
+        params_table(h, variants);
+    });
+}
+
+/// Invariants as rows, variants as columns: a sweep of many variants stays
+/// one screen tall, and a red cell stands out in its row and column.
+fn verdicts(h: &mut Html, variants: &[VariantReport]) {
+    let mut names: Vec<&str> = Vec::new();
+    for i in variants.iter().flat_map(|v| &v.invariants) {
+        if !names.contains(&i.name.as_str()) {
+            names.push(&i.name);
+        }
+    }
+    h.text_el("h3", &[], "Invariants");
+    h.el("table", &[("class", "invariants")], |h| {
+        header_row(h, "invariant", variants);
+        if variants.iter().any(|v| v.error.is_some()) {
+            h.el("tr", &[("class", "fail")], |h| {
+                h.text_el("th", &[], "variant completed");
+                for v in variants {
+                    match &v.error {
+                        Some(e) => verdict_cell(h, false, "✗ ERROR", e),
+                        None => verdict_cell(h, true, "✓ yes", ""),
+                    }
+                }
+            });
+        }
+        for name in names {
+            let failed = variants
+                .iter()
+                .flat_map(|v| &v.invariants)
+                .any(|i| i.name == name && !i.passed);
+            h.el(
+                "tr",
+                &[("class", if failed { "fail" } else { "pass" })],
+                |h| {
+                    h.text_el("th", &[], name);
+                    for v in variants {
+                        match v.invariants.iter().find(|i| i.name == name) {
+                            Some(i) if i.passed => verdict_cell(h, true, "✓ held", &i.detail),
+                            Some(i) => verdict_cell(h, false, "✗ FAILED", &i.detail),
+                            None => {
+                                h.text_el("td", &[], "–");
+                            }
+                        }
+                    }
+                },
+            );
+        }
+    });
+}
+
+fn verdict_cell(h: &mut Html, passed: bool, mark: &str, evidence: &str) {
+    let class = if passed { "pass" } else { "fail" };
+    h.el("td", &[("class", class)], |h| {
+        h.text_el("span", &[("class", "mark")], mark);
+        if !evidence.is_empty() {
+            h.text_el("div", &[("class", "evidence")], evidence);
+        }
+    });
+}
+
+fn header_row(h: &mut Html, first: &str, variants: &[VariantReport]) {
+    h.el("tr", &[], |h| {
+        h.text_el("th", &[], first);
+        for v in variants {
+            h.text_el("th", &[], &v.name);
+        }
+    });
+}
+
+fn metrics_table(h: &mut Html, variants: &[VariantReport]) {
+    // Metric names in first-seen order across variants.
+    let mut names: Vec<(&str, &str)> = Vec::new();
+    for m in variants.iter().flat_map(|v| &v.metrics) {
+        if !names.iter().any(|(n, _)| *n == m.name) {
+            names.push((&m.name, &m.unit));
+        }
+    }
+    if names.is_empty() {
+        return;
+    }
+    h.text_el("h3", &[], "Metrics");
+    h.el("table", &[("class", "metrics")], |h| {
+        header_row(h, "metric", variants);
+        for (name, unit) in &names {
+            h.el("tr", &[], |h| {
+                h.text_el("th", &[], &format!("{name} ({unit})"));
+                for v in variants {
+                    let cell = v
+                        .metric(name)
+                        .map(|m| format_value(m.value, &m.unit))
+                        .unwrap_or_else(|| "–".into());
+                    h.text_el("td", &[("class", "num")], &cell);
+                }
+            });
+        }
+    });
+}
+
+fn ledger_table(h: &mut Html, variants: &[VariantReport]) {
+    let ledgers: Vec<Vec<(String, serde_json::Value)>> = variants
+        .iter()
+        .map(|v| fields_in_order(&v.ledger))
+        .collect();
+    let Some(first) = ledgers.first() else {
+        return;
+    };
+    h.text_el("h3", &[], "Ledger: every message accounted for");
+    h.el("table", &[("class", "ledger")], |h| {
+        header_row(h, "count", variants);
+        for (key, _) in first {
+            h.el("tr", &[], |h| {
+                h.text_el("th", &[], key);
+                for l in &ledgers {
+                    let value = l.iter().find(|(k, _)| k == key).map(|(_, v)| v);
+                    h.text_el("td", &[("class", "num")], &json_text(value));
+                }
+            });
+        }
+    });
+}
+
+/// A struct's fields in declaration order (published, persisted, delivered,
+/// acked, lost reads as the life of a message; serde_json's map would sort
+/// them), without listing them here, so a new ledger count shows up by
+/// itself.
+fn fields_in_order(value: &impl serde::Serialize) -> Vec<(String, serde_json::Value)> {
+    struct Ordered(Vec<(String, serde_json::Value)>);
+    impl<'de> serde::Deserialize<'de> for Ordered {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct Visit;
+            impl<'de> serde::de::Visitor<'de> for Visit {
+                type Value = Ordered;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("a map")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(
+                    self,
+                    mut map: A,
+                ) -> Result<Ordered, A::Error> {
+                    let mut out = Vec::new();
+                    while let Some(entry) = map.next_entry()? {
+                        out.push(entry);
+                    }
+                    Ok(Ordered(out))
+                }
+            }
+            d.deserialize_map(Visit)
+        }
+    }
+    serde_json::to_string(value)
+        .ok()
+        .and_then(|text| serde_json::from_str::<Ordered>(&text).ok())
+        .map(|o| o.0)
+        .unwrap_or_default()
+}
+
+fn params_table(h: &mut Html, variants: &[VariantReport]) {
+    let mut keys: Vec<&str> = Vec::new();
+    for k in variants.iter().flat_map(|v| v.params.keys()) {
+        if !keys.contains(&k.as_str()) {
+            keys.push(k);
+        }
+    }
+    if keys.is_empty() {
+        return;
+    }
+    h.text_el("h3", &[], "Parameters");
+    h.el("table", &[("class", "params")], |h| {
+        header_row(h, "parameter", variants);
+        for key in keys {
+            h.el("tr", &[], |h| {
+                h.text_el("th", &[], key);
+                for v in variants {
+                    h.text_el("td", &[], &json_text(v.params.get(key)));
+                }
+            });
+        }
+        h.el("tr", &[], |h| {
+            h.text_el("th", &[], "elapsed");
+            for v in variants {
+                h.text_el("td", &[("class", "num")], &format!("{:.1} s", v.elapsed_s));
+            }
+        });
+    });
+}
+
+fn json_text(v: Option<&serde_json::Value>) -> String {
+    match v {
+        None | Some(serde_json::Value::Null) => "–".into(),
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// A metric value for a table cell: latencies with a fitting unit, large
+/// numbers with separators, small ones to three significant digits.
+pub fn format_value(value: f64, unit: &str) -> String {
+    if !value.is_finite() {
+        return value.to_string();
+    }
+    if unit == "us" {
+        return format_micros(value);
+    }
+    let number = if value.abs() >= 100.0 {
+        group_thousands(value.round() as i64)
+    } else if value == 0.0 {
+        "0".into()
+    } else {
+        let digits = value.abs().log10().floor() as i32;
+        let decimals = (2 - digits).clamp(0, 6) as usize;
+        format!("{value:.decimals$}")
+    };
+    if unit.is_empty() {
+        number
+    } else {
+        format!("{number} {unit}")
+    }
+}
+
+fn group_thousands(n: i64) -> String {
+    let digits = n.unsigned_abs().to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if n < 0 { format!("-{out}") } else { out }
+}
