@@ -12,6 +12,8 @@ use std::sync::Mutex;
 use anyhow::{Context, Result, anyhow};
 use async_nats::jetstream::{self, consumer, stream};
 
+use crate::results::summary::{PeerInfo, StreamPlacement};
+
 /// Run-scoped names: every stream, subject and durable of one run shares the
 /// run token, so runs never collide and their leftovers are recognisable.
 #[derive(Debug, Clone)]
@@ -115,11 +117,18 @@ impl Provisioner {
                 "stream {name} already exists; jsbench never touches streams it did not create"
             ));
         }
-        let stream = self
-            .js
-            .create_stream(config)
-            .await
-            .with_context(|| format!("creating stream {name}"))?;
+        let replicas = config.num_replicas;
+        let stream = self.js.create_stream(config).await.map_err(|e| {
+            let hint = if replicas > 1 && e.to_string().contains("insufficient resources") {
+                format!(
+                    "; {replicas} replicas need {replicas} JetStream servers in the cluster \
+                     (a local one: --cluster {replicas}; or --replicas 1)"
+                )
+            } else {
+                String::new()
+            };
+            anyhow!("creating stream {name} with {replicas} replica(s): {e}{hint}")
+        })?;
         self.created.lock().expect("not poisoned").push(name);
         Ok(stream)
     }
@@ -168,9 +177,40 @@ impl Provisioner {
         failures
     }
 
+    /// A stream's info now (message count, placement); `None` when the
+    /// server does not answer.
+    pub async fn stream_info(&self, name: &str) -> Option<stream::Info> {
+        let mut stream = self.js.get_stream(name).await.ok()?;
+        stream.info().await.ok().cloned()
+    }
+
     /// Streams created and still present (kept, or not yet torn down).
     pub fn created(&self) -> Vec<String> {
         self.created.lock().expect("not poisoned").clone()
+    }
+}
+
+/// Leader and replicas of a stream, as its info reports them.
+pub fn placement(info: &stream::Info) -> StreamPlacement {
+    let cluster = info.cluster.as_ref();
+    StreamPlacement {
+        stream: info.config.name.clone(),
+        replicas: info.config.num_replicas,
+        cluster: cluster.and_then(|c| c.name.clone()),
+        leader: cluster.and_then(|c| c.leader.clone()),
+        peers: cluster
+            .map(|c| {
+                c.replicas
+                    .iter()
+                    .map(|p| PeerInfo {
+                        name: p.name.clone(),
+                        current: p.current && !p.offline,
+                        lag: p.lag.unwrap_or(0),
+                        active_ms: p.active.as_secs_f64() * 1e3,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
     }
 }
 

@@ -2,29 +2,32 @@
 //! scenarios, write the results, clean up: in that order, on every way out.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
 use tokio_util::sync::CancellationToken;
 
-use crate::connect::ConnectSettings;
-use crate::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
+use crate::connect::{ConnectionRequest, resolve_all};
+use crate::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, UsageError};
 use crate::profile::{self, Profile};
 use crate::progress::{Progress, ProgressMode};
 use crate::provision::{Names, Provisioner};
 use crate::report::terminal;
-use crate::results::summary::{ProfileInfo, RunMetadata, ServerInfo};
+use crate::results::summary::{NodeInfo, ProfileInfo, RunMetadata, ServerInfo};
 use crate::results::{ResultsWriter, metadata};
 use crate::scenario::{self, RunContext};
-use crate::server::EmbeddedServer;
+use crate::server::{EmbeddedCluster, EmbeddedServer};
 
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     /// Bundled profile names or paths to TOML files.
     pub profiles: Vec<String>,
-    /// Server URLs; `None` starts the embedded server.
-    pub server: Option<String>,
-    pub timeout: Duration,
+    /// Connection flags and environment; with no server named in them
+    /// or in a profile, jsbench starts its own.
+    pub connection: ConnectionRequest,
+    /// Start a local cluster of this many nodes instead of one server.
+    pub cluster: Option<usize>,
+    /// Stream replicas, overriding the profiles (and `cluster`'s default).
+    pub replicas: Option<usize>,
     /// Parent folder of the results folders.
     pub out: PathBuf,
     /// Leave the streams in place after the run.
@@ -52,17 +55,59 @@ impl RunOutcome {
     }
 }
 
-/// The server under test: ours on loopback, or the user's.
+/// The server under test: ours on loopback (one node or a cluster), or
+/// the user's.
 enum Target {
     Embedded(EmbeddedServer),
-    External(String),
+    Cluster(EmbeddedCluster),
+    External,
 }
 
 impl Target {
-    fn urls(&self) -> &str {
+    fn urls(&self) -> String {
         match self {
-            Target::Embedded(s) => s.url(),
-            Target::External(u) => u,
+            Target::Embedded(s) => s.url().to_string(),
+            Target::Cluster(c) => c.urls(),
+            Target::External => String::new(),
+        }
+    }
+
+    fn mode(&self) -> &'static str {
+        match self {
+            Target::Embedded(_) => "embedded",
+            Target::Cluster(_) => "embedded-cluster",
+            Target::External => "external",
+        }
+    }
+
+    /// The nodes jsbench started; an external cluster's are learnt from
+    /// the connections instead.
+    fn nodes(&self, info: &async_nats::ServerInfo) -> Vec<NodeInfo> {
+        match self {
+            Target::Embedded(s) => vec![NodeInfo {
+                name: info.server_name.clone(),
+                version: s.version().to_string(),
+                cluster: None,
+                url: Some(s.url().to_string()),
+            }],
+            Target::Cluster(c) => c
+                .members()
+                .map(|(name, s)| NodeInfo {
+                    name,
+                    version: s.version().to_string(),
+                    cluster: Some(c.name().to_string()),
+                    url: Some(s.url().to_string()),
+                })
+                .collect(),
+            Target::External => Vec::new(),
+        }
+    }
+
+    fn log_problems(&self) -> Vec<String> {
+        match self {
+            Target::Embedded(s) => s.log_problems(),
+            Target::Cluster(c) => c.log_problems(),
+            Target::External => Vec::new(),
         }
     }
 }
@@ -74,21 +119,25 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
         .iter()
         .map(|p| profile::load(p))
         .collect::<Result<_>>()?;
-    let connect_settings = match &options.server {
-        Some(urls) => Some(ConnectSettings::new(urls, options.timeout)?),
-        None => None,
-    };
+    let named: Vec<(&str, Option<&profile::ConnectionPlan>)> = profiles
+        .iter()
+        .map(|p| (p.name.as_str(), p.connection.as_ref()))
+        .collect();
+    let resolution = resolve_all(&options.connection, &named, options.cluster.is_some())?;
+    for note in &resolution.notes {
+        eprintln!("note: {note}");
+    }
+    let replicas_override = options.replicas.or(options.cluster);
+    check_replicas(&profiles, replicas_override, &resolution, options.cluster)?;
 
-    let target = match &options.server {
-        Some(urls) => Target::External(urls.clone()),
-        None => Target::Embedded(EmbeddedServer::start()?),
+    let target = match (&resolution.remote, options.cluster) {
+        (Some(_), _) => Target::External,
+        (None, Some(n)) => Target::Cluster(EmbeddedCluster::start(n)?),
+        (None, None) => Target::Embedded(EmbeddedServer::start()?),
     };
-    let connect = match connect_settings {
-        Some(settings) => settings,
-        None => ConnectSettings::new(target.urls(), options.timeout)?,
-    };
+    let connect = resolution.settings(&target.urls())?;
     let control = connect.connect("control").await?;
-    let js = async_nats::jetstream::new(control.clone());
+    let js = connect.jetstream(control.clone());
     js.query_account().await.map_err(|e| {
         anyhow!(
             "JetStream is not available on {}: {e}; start nats-server with -js, or check the account's JetStream limits",
@@ -96,6 +145,11 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
         )
     })?;
     let info = control.server_info();
+    let cluster_size = match &target {
+        Target::Cluster(c) => Some(c.nodes().len()),
+        _ if info.cluster.is_some() => Some(info.connect_urls.len().max(1)),
+        _ => None,
+    };
 
     let progress = Progress::new(options.progress);
     let mut outcome = RunOutcome {
@@ -109,24 +163,28 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
         }
         let started = time::OffsetDateTime::now_utc();
         let tool = metadata::tool();
+        let mut server_plan = profile.server;
+        if let Some(r) = replicas_override {
+            server_plan.replicas = r;
+        }
         let run_meta = RunMetadata {
             id: metadata::run_id(started, &tool, &profile.name),
             started_at: rfc3339(started),
             finished_at: None,
             tool,
             server: ServerInfo {
-                mode: match target {
-                    Target::Embedded(_) => "embedded".into(),
-                    Target::External(_) => "external".into(),
-                },
+                mode: target.mode().into(),
                 version: info.version.clone(),
                 urls: connect.display_urls(),
                 server_name: info.server_name.clone(),
                 cluster: info.cluster.clone(),
                 jetstream_domain: info.domain.clone(),
-                storage: format!("{:?}", profile.server.storage).to_lowercase(),
-                replicas: profile.server.replicas,
+                storage: format!("{:?}", server_plan.storage).to_lowercase(),
+                replicas: server_plan.replicas,
                 log_problems: Vec::new(),
+                cluster_size,
+                nodes: target.nodes(&info),
+                connection: Some(connect.info()),
             },
             host: metadata::host(),
             profile: ProfileInfo {
@@ -138,11 +196,17 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
             kept_streams: Vec::new(),
         };
         let mut writer = ResultsWriter::create(&options.out, run_meta)?;
+        let topology = match (&info.cluster, cluster_size) {
+            (Some(name), Some(n)) => {
+                format!(" (cluster {name}, {n} nodes, R{})", server_plan.replicas)
+            }
+            _ => format!(" (R{})", server_plan.replicas),
+        };
         progress.println(&format!(
-            "jsbench: profile {} against nats-server {} at {} -> {}",
+            "jsbench: profile {} against nats-server {}{topology} at {} -> {}",
             profile.name,
             info.version,
-            connect.display_urls(),
+            connect.describe(),
             writer.dir().display()
         ));
 
@@ -150,7 +214,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
             connect: connect.clone(),
             provisioner: Provisioner::new(js.clone(), options.keep),
             names: Names::generate(),
-            server: profile.server,
+            server: server_plan,
             progress: progress.clone(),
             stop: stop.clone(),
         };
@@ -169,8 +233,9 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
         let summary = writer.summary_mut();
         summary.run.finished_at = Some(rfc3339(time::OffsetDateTime::now_utc()));
         summary.run.kept_streams = ctx.provisioner.created();
-        if let Target::Embedded(server) = &target {
-            summary.run.server.log_problems = server.log_problems();
+        summary.run.server.log_problems = target.log_problems();
+        if let Target::External = target {
+            summary.run.server.nodes = connect.seen_servers();
         }
         let passed = failure.is_none() && summary.passed() && cleanup_failures.is_empty();
         summary.verdict = if stop.is_cancelled() {
@@ -199,6 +264,32 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
     drop(control);
     drop(target);
     Ok(outcome)
+}
+
+/// Replicated streams need as many servers: refuse before starting
+/// anything rather than fail at the first stream.
+fn check_replicas(
+    profiles: &[Profile],
+    replicas_override: Option<usize>,
+    resolution: &crate::connect::Resolution,
+    cluster: Option<usize>,
+) -> Result<(), UsageError> {
+    if resolution.remote.is_some() {
+        return Ok(());
+    }
+    let nodes = cluster.unwrap_or(1);
+    for p in profiles {
+        let replicas = replicas_override.unwrap_or(p.server.replicas);
+        if replicas > nodes {
+            return Err(UsageError(format!(
+                "profile {} asks for {replicas} replicas, but the embedded server has {nodes} \
+                 node(s): add --cluster {replicas} (a local cluster), use --replicas {nodes}, or \
+                 point -s/--server at a cluster",
+                p.name
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn rfc3339(t: time::OffsetDateTime) -> String {

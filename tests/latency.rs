@@ -5,6 +5,7 @@ mod common;
 
 use std::time::Duration;
 
+use jsbench::connect::ConnectionRequest;
 use jsbench::progress::ProgressMode;
 use jsbench::run::{RunOptions, run};
 use tokio_util::sync::CancellationToken;
@@ -12,8 +13,9 @@ use tokio_util::sync::CancellationToken;
 fn options(server: &str, profile: std::path::PathBuf, out: &std::path::Path) -> RunOptions {
     RunOptions {
         profiles: vec![profile.display().to_string()],
-        server: Some(server.to_string()),
-        timeout: Duration::from_secs(5),
+        connection: ConnectionRequest::server(server),
+        cluster: None,
+        replicas: None,
         out: out.to_path_buf(),
         keep: false,
         progress: ProgressMode::Never,

@@ -17,6 +17,7 @@ use crate::metrics::Metric;
 use crate::profile::{ScenarioPlan, ServerPlan};
 use crate::progress::Progress;
 use crate::provision::{Names, Provisioner};
+use crate::results::summary::StreamPlacement;
 use crate::timeline::Timeline;
 
 /// What every scenario needs from the run.
@@ -75,6 +76,8 @@ pub struct VariantResult {
     /// Set when the variant could not complete; what was measured stays.
     pub error: Option<String>,
     pub elapsed: Duration,
+    /// Where the variant's streams were placed (leader, replicas).
+    pub streams: Vec<StreamPlacement>,
 }
 
 impl VariantResult {
@@ -90,6 +93,7 @@ impl VariantResult {
             timelines: BTreeMap::new(),
             error: None,
             elapsed: Duration::ZERO,
+            streams: Vec::new(),
         }
     }
 
