@@ -360,7 +360,9 @@ impl ConnectSettings {
                 "cannot connect to {urls}: could not sign the server's challenge with the {} key: {detail}",
                 self.auth.kind()
             ),
-            ConnectErrorKind::Tls => {
+            // rustls' verdicts arrive as Tls or Io errors, depending on the
+            // stage of the handshake.
+            ConnectErrorKind::Tls | ConnectErrorKind::Io if is_tls_failure(&detail) => {
                 let hint = if detail.contains("UnknownIssuer")
                     || detail.contains("invalid peer certificate")
                 {
@@ -386,6 +388,12 @@ impl ConnectSettings {
             _ => anyhow!("cannot connect to {urls}: {detail}"),
         }
     }
+}
+
+fn is_tls_failure(detail: &str) -> bool {
+    ["TLS", "tls", "certificate", "handshake", "Certificate"]
+        .iter()
+        .any(|w| detail.contains(w))
 }
 
 /// The error and its sources in one line: async-nats keeps the useful part

@@ -201,7 +201,8 @@ impl EmbeddedServer {
                 && let Ok(ports) = serde_json::from_str::<PortsFile>(&text)
                 && let Some(url) = ports.nats.first()
             {
-                let address = url.trim_start_matches("nats://");
+                // `nats://` or, with TLS configured, `tls://`.
+                let address = url.split_once("://").map_or(url.as_str(), |(_, a)| a);
                 if TcpStream::connect(address).is_ok() {
                     self.url = url.clone();
                     self.monitor_url = ports.monitoring.first().cloned();

@@ -62,3 +62,17 @@ pub fn latency_body(rates: &str, duration: &str, warmup: &str, extra: &str) -> S
         "[[scenario]]\nkind = \"latency\"\nduration = \"{duration}\"\nwarmup = \"{warmup}\"\nrates = {rates}\n{extra}"
     )
 }
+
+pub mod nats_auth;
+pub mod pki;
+
+/// Starts a server with a configuration file written into `dir` (TLS,
+/// authorization), still on loopback, a free port and a temporary store.
+pub fn server_with_config(dir: &Path, config: &str) -> EmbeddedServer {
+    let path = dir.join("server.conf");
+    std::fs::write(&path, config).unwrap();
+    server_with(&ServerOptions {
+        extra_args: vec!["-c".into(), path.display().to_string()],
+        ..Default::default()
+    })
+}
