@@ -126,3 +126,74 @@ fn server_cluster_3_prints_its_urls_and_stops_every_node_on_ctrl_c() {
         assert!(TcpStream::connect(address).is_err(), "{url} still up");
     }
 }
+
+/// A base port with `n` free consecutive ports above it.
+fn free_run(n: u16, avoid: &[u16]) -> u16 {
+    loop {
+        let base = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if base > 65_000 || avoid.iter().any(|a| a.abs_diff(base) < 8) {
+            continue;
+        }
+        let held: Vec<_> = (base..base + n)
+            .map(|p| std::net::TcpListener::bind(("127.0.0.1", p)))
+            .collect();
+        if held.iter().all(|h| h.is_ok()) {
+            return base;
+        }
+    }
+}
+
+#[test]
+fn local_cluster_script_serves_r3_streams_and_cleans_up() {
+    let client = free_run(3, &[]);
+    let routes = free_run(3, &[client]);
+    let http = free_run(3, &[client, routes]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/local-cluster.sh"),
+    )
+    .env("BASE_PORT", client.to_string())
+    .env("CLUSTER_BASE_PORT", routes.to_string())
+    .env("HTTP_BASE_PORT", http.to_string())
+    .env("TMPDIR", dir.path())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut urls = String::new();
+    stdout.read_line(&mut urls).unwrap();
+    let urls = urls.trim().to_string();
+    assert_eq!(urls.split(',').count(), 3, "{urls}");
+    assert!(
+        urls.starts_with(&format!("nats://127.0.0.1:{client}")),
+        "{urls}"
+    );
+
+    let work = tempfile::tempdir().unwrap();
+    let profile = common::profile(
+        work.path(),
+        "script",
+        &common::latency_body("[200]", "300ms", "0s", ""),
+    );
+    let out = run(jsbench()
+        .args(["run", profile.to_str().unwrap(), "--replicas", "3"])
+        .args(["--progress", "never", "-s", &urls, "-o"])
+        .arg(work.path().join("results")));
+    let (stdout_text, stderr) = text(&out);
+
+    // SAFETY: sends SIGTERM to our own child (the script).
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    child.wait().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{stdout_text}\n{stderr}");
+    for url in urls.split(',') {
+        let address = url.trim_start_matches("nats://");
+        assert!(TcpStream::connect(address).is_err(), "{url} still up");
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "stores left behind: {left:?}");
+}
