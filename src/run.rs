@@ -10,7 +10,7 @@ use crate::connect::{ConnectionRequest, resolve_all};
 use crate::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, UsageError};
 use crate::profile::{self, Profile};
 use crate::progress::{Progress, ProgressMode};
-use crate::provision::{Names, Provisioner};
+use crate::provision::{self, Names, Provisioner};
 use crate::report::terminal;
 use crate::results::summary::{NodeInfo, ProfileInfo, RunMetadata, ServerInfo};
 use crate::results::{ResultsWriter, metadata};
@@ -138,7 +138,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
     let connect = resolution.settings(&target.urls())?;
     let control = connect.connect("control").await?;
     let js = connect.jetstream(control.clone());
-    js.query_account().await.map_err(|e| {
+    let account = js.query_account().await.map_err(|e| {
         anyhow!(
             "JetStream is not available on {}: {e}; start nats-server with -js, or check the account's JetStream limits",
             connect.display_urls()
@@ -166,6 +166,16 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
         let mut server_plan = profile.server;
         if let Some(r) = replicas_override {
             server_plan.replicas = r;
+        }
+        let too_small =
+            provision::check_account(&account, &provision::footprint(profile), &server_plan);
+        if !too_small.is_empty() {
+            return Err(anyhow!(
+                "the account's JetStream limits on {} are too small for profile {}:\n  - {}",
+                connect.display_urls(),
+                profile.name,
+                too_small.join("\n  - ")
+            ));
         }
         let run_meta = RunMetadata {
             id: metadata::run_id(started, &tool, &profile.name),

@@ -485,3 +485,47 @@ fn bad_connection_input_exits_2_naming_the_value() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--cluster 3"), "{stderr}");
 }
+
+#[test]
+fn an_account_too_small_for_the_profile_is_refused_before_any_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::server_with_config(
+        dir.path(),
+        "accounts {\n  BENCH: {\n    jetstream: { max_file: 65536, max_mem: 65536, max_streams: 10, max_consumers: 10 }\n    users: [ { user: bench, password: bench } ]\n  }\n}\n",
+    );
+    // 1000 msg/s for 1 s of 128-byte messages: far more than 64 KiB.
+    let profile = common::profile(
+        dir.path(),
+        "big",
+        &common::latency_body("[1000]", "1s", "0s", ""),
+    );
+    let out = run(jsbench()
+        .args([
+            "run",
+            profile.to_str().unwrap(),
+            "--progress",
+            "never",
+            "-o",
+        ])
+        .arg(dir.path().join("results"))
+        .args(["-s", server.url(), "--user", "bench", "--password", "bench"]));
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("JetStream limits") && stderr.contains("file storage"),
+        "{stderr}"
+    );
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let client =
+            async_nats::ConnectOptions::with_user_and_password("bench".into(), "bench".into())
+                .connect(server.url())
+                .await
+                .unwrap();
+        let account = async_nats::jetstream::new(client)
+            .query_account()
+            .await
+            .unwrap();
+        assert_eq!(account.streams, 0, "nothing was created");
+    });
+}
