@@ -5,6 +5,7 @@
 pub const BUNDLED: &[(&str, &str)] = &[
     ("quick", include_str!("../../profiles/quick.toml")),
     ("default", include_str!("../../profiles/default.toml")),
+    ("staging", include_str!("../../profiles/staging.toml")),
 ];
 
 pub fn bundled(name: &str) -> Option<&'static str> {
