@@ -38,7 +38,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 /// natscli's connection flags. Each names its environment variable in the
 /// help text; the variables are read by [`Environment`], not by clap, so a
 /// setting's origin is known and can be reported.
-#[derive(clap::Args, Debug, Clone, Default)]
+#[derive(clap::Args, Clone, Default)]
 pub struct ConnectionFlags {
     /// NATS server URL(s), comma-separated, instead of the embedded server [env: NATS_URL]
     #[arg(short = 's', long, value_name = "URL", help_heading = "Connection")]
@@ -104,12 +104,43 @@ pub struct ConnectionFlags {
     pub js_domain: Option<String>,
 }
 
+impl std::fmt::Debug for ConnectionFlags {
+    /// Like the derived one, with the password and token masked: the flags
+    /// travel inside the parsed command line, which may be debug-printed.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mask = |v: &Option<String>| v.as_ref().map(|_| "***");
+        f.debug_struct("ConnectionFlags")
+            .field("server", &self.server.as_deref().map(url::redact))
+            .field("context", &self.context)
+            .field("user", &self.user)
+            .field("password", &mask(&self.password))
+            .field("token", &mask(&self.token))
+            .field("creds", &self.creds)
+            .field("nkey", &self.nkey)
+            .field("tlscert", &self.tlscert)
+            .field("tlskey", &self.tlskey)
+            .field("tlsca", &self.tlsca)
+            .field("tlsfirst", &self.tlsfirst)
+            .field("timeout", &self.timeout)
+            .field("connection_name", &self.connection_name)
+            .field("js_domain", &self.js_domain)
+            .finish()
+    }
+}
+
 /// A snapshot of the environment: the `NATS_*` variables, where natscli
 /// keeps its contexts, and whatever a context's `$VAR` or `env://` refers
 /// to. Taken once, so tests can hand in their own.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Environment {
     vars: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for Environment {
+    /// Names only: the values include NATS_PASSWORD and friends.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.vars.keys()).finish()
+    }
 }
 
 impl Environment {

@@ -376,3 +376,18 @@ fn paths_expand_home_and_variables() {
     assert_eq!(s.tls.ca.as_deref(), Some(Path::new(&ca)));
     assert_eq!(s.sources["ca"], "NATS_CA");
 }
+
+#[test]
+fn debug_output_of_the_inputs_masks_secrets() {
+    let flags = ConnectionFlags {
+        server: Some("nats://u:urlpw@127.0.0.1:4222".into()),
+        password: Some("flagpw".into()),
+        token: Some("flagtok".into()),
+        ..Default::default()
+    };
+    let env = Environment::empty().with("NATS_PASSWORD", "envpw");
+    let text = format!("{:?}", request(flags, env));
+    for secret in ["urlpw", "flagpw", "flagtok", "envpw"] {
+        assert!(!text.contains(secret), "{secret} in {text}");
+    }
+}
