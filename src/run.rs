@@ -7,15 +7,15 @@ use anyhow::{Context, Result, anyhow};
 use tokio_util::sync::CancellationToken;
 
 use crate::connect::{ConnectionRequest, resolve_all};
-use crate::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, UsageError};
+use crate::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
 use crate::profile::{self, Profile};
 use crate::progress::{Progress, ProgressMode};
 use crate::provision::{self, Names, Provisioner};
 use crate::report::terminal;
-use crate::results::summary::{NodeInfo, ProfileInfo, RunMetadata, ServerInfo};
+use crate::results::summary::{ProfileInfo, RunMetadata, ServerInfo};
 use crate::results::{ResultsWriter, metadata};
 use crate::scenario::{self, RunContext};
-use crate::server::{EmbeddedCluster, EmbeddedServer};
+use crate::target::{Target, check_replicas};
 
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -55,63 +55,6 @@ impl RunOutcome {
     }
 }
 
-/// The server under test: ours on loopback (one node or a cluster), or
-/// the user's.
-enum Target {
-    Embedded(EmbeddedServer),
-    Cluster(EmbeddedCluster),
-    External,
-}
-
-impl Target {
-    fn urls(&self) -> String {
-        match self {
-            Target::Embedded(s) => s.url().to_string(),
-            Target::Cluster(c) => c.urls(),
-            Target::External => String::new(),
-        }
-    }
-
-    fn mode(&self) -> &'static str {
-        match self {
-            Target::Embedded(_) => "embedded",
-            Target::Cluster(_) => "embedded-cluster",
-            Target::External => "external",
-        }
-    }
-
-    /// The nodes jsbench started; an external cluster's are learnt from
-    /// the connections instead.
-    fn nodes(&self, info: &async_nats::ServerInfo) -> Vec<NodeInfo> {
-        match self {
-            Target::Embedded(s) => vec![NodeInfo {
-                name: info.server_name.clone(),
-                version: s.version().to_string(),
-                cluster: None,
-                url: Some(s.url().to_string()),
-            }],
-            Target::Cluster(c) => c
-                .members()
-                .map(|(name, s)| NodeInfo {
-                    name,
-                    version: s.version().to_string(),
-                    cluster: Some(c.name().to_string()),
-                    url: Some(s.url().to_string()),
-                })
-                .collect(),
-            Target::External => Vec::new(),
-        }
-    }
-
-    fn log_problems(&self) -> Vec<String> {
-        match self {
-            Target::Embedded(s) => s.log_problems(),
-            Target::Cluster(c) => c.log_problems(),
-            Target::External => Vec::new(),
-        }
-    }
-}
-
 pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutcome> {
     // Bad input fails before anything starts.
     let profiles: Vec<Profile> = options
@@ -129,12 +72,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
     }
     let replicas_override = options.replicas.or(options.cluster);
     check_replicas(&profiles, replicas_override, &resolution, options.cluster)?;
-
-    let target = match (&resolution.remote, options.cluster) {
-        (Some(_), _) => Target::External,
-        (None, Some(n)) => Target::Cluster(EmbeddedCluster::start(n)?),
-        (None, None) => Target::Embedded(EmbeddedServer::start()?),
-    };
+    let target = Target::start(&resolution, options.cluster)?;
     let connect = resolution.settings(&target.urls())?;
     let control = connect.connect("control").await?;
     let js = connect.jetstream(control.clone());
@@ -145,11 +83,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
         )
     })?;
     let info = control.server_info();
-    let cluster_size = match &target {
-        Target::Cluster(c) => Some(c.nodes().len()),
-        _ if info.cluster.is_some() => Some(info.connect_urls.len().max(1)),
-        _ => None,
-    };
+    let cluster_size = target.cluster_size(&info);
 
     let progress = Progress::new(options.progress);
     let mut outcome = RunOutcome {
@@ -244,7 +178,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
         summary.run.finished_at = Some(rfc3339(time::OffsetDateTime::now_utc()));
         summary.run.kept_streams = ctx.provisioner.created();
         summary.run.server.log_problems = target.log_problems();
-        if let Target::External = target {
+        if target.is_external() {
             summary.run.server.nodes = connect.seen_servers();
         }
         let passed = failure.is_none() && summary.passed() && cleanup_failures.is_empty();
@@ -274,32 +208,6 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
     drop(control);
     drop(target);
     Ok(outcome)
-}
-
-/// Replicated streams need as many servers: refuse before starting
-/// anything rather than fail at the first stream.
-fn check_replicas(
-    profiles: &[Profile],
-    replicas_override: Option<usize>,
-    resolution: &crate::connect::Resolution,
-    cluster: Option<usize>,
-) -> Result<(), UsageError> {
-    if resolution.remote.is_some() {
-        return Ok(());
-    }
-    let nodes = cluster.unwrap_or(1);
-    for p in profiles {
-        let replicas = replicas_override.unwrap_or(p.server.replicas);
-        if replicas > nodes {
-            return Err(UsageError(format!(
-                "profile {} asks for {replicas} replicas, but the embedded server has {nodes} \
-                 node(s): add --cluster {replicas} (a local cluster), use --replicas {nodes}, or \
-                 point -s/--server at a cluster",
-                p.name
-            )));
-        }
-    }
-    Ok(())
 }
 
 fn rfc3339(t: time::OffsetDateTime) -> String {
