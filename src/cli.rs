@@ -9,11 +9,12 @@ use clap::{Parser, Subcommand, ValueEnum};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
+use crate::connect::{ConnectionFlags, ConnectionRequest, Environment};
 use crate::error::{self, EXIT_INTERRUPTED, EXIT_OK, UsageError};
-use crate::profile::{self, BUNDLED, format_duration, parse_duration};
+use crate::profile::{self, BUNDLED, format_duration};
 use crate::progress::ProgressMode;
 use crate::run::{RunOptions, run};
-use crate::server::EmbeddedServer;
+use crate::server::{CLUSTER_SIZES, EmbeddedCluster, EmbeddedServer};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -30,6 +31,8 @@ jsbench run quick                           smoke run on the embedded server\n  
 jsbench run default -o /tmp/r               rate sweep, results under /tmp/r\n  \
 jsbench report results/<run>                draw charts and report.html again\n  \
 jsbench run my.toml -s nats://staging:4222  an existing server\n  \
+jsbench run quick --context staging         a natscli context\n  \
+jsbench run quick --cluster 3               a local 3-node cluster, R3 streams\n  \
 jsbench profiles quick > my.toml            start a profile of your own"
 )]
 struct Cli {
@@ -45,9 +48,9 @@ enum Command {
 summary.json, metrics.csv, histograms/, charts/ and report.html. Exit status: 0 all invariants held, \
 1 a scenario failed or an invariant broke, 2 bad input, 130 interrupted (results so far are kept)."
     )]
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Start an embedded nats-server (JetStream, loopback) and print its URL until Ctrl-C
-    Server,
+    Server(ServerArgs),
     /// List the bundled profiles, or print one
     Profiles {
         /// Print this profile's TOML (a starting point for your own)
@@ -73,13 +76,16 @@ struct RunArgs {
     #[arg(value_name = "PROFILE", default_value = "default")]
     profiles: Vec<String>,
 
-    /// NATS server URL(s), comma-separated, instead of the embedded server
-    #[arg(short = 's', long, env = "NATS_URL", value_name = "URL")]
-    server: Option<String>,
+    #[command(flatten)]
+    connection: ConnectionFlags,
 
-    /// Connect timeout
-    #[arg(long, env = "NATS_TIMEOUT", value_name = "DURATION", default_value = "5s", value_parser = duration_arg)]
-    timeout: Duration,
+    /// Start a local cluster of N JetStream nodes (3 or 5) instead of one server; streams get N replicas
+    #[arg(long, value_name = "N", value_parser = cluster_size)]
+    cluster: Option<usize>,
+
+    /// Stream replicas (1, 3 or 5), overriding the profile's and --cluster's
+    #[arg(long, value_name = "N", value_parser = replicas)]
+    replicas: Option<usize>,
 
     /// Parent folder of the results folders
     #[arg(short = 'o', long, value_name = "DIR", default_value = "results")]
@@ -99,14 +105,31 @@ struct RunArgs {
     progress: ProgressArg,
 }
 
+#[derive(clap::Args, Debug)]
+struct ServerArgs {
+    /// Start a local cluster of N JetStream nodes (3 or 5) with routes between them
+    #[arg(long, value_name = "N", value_parser = cluster_size)]
+    cluster: Option<usize>,
+}
+
 #[derive(ValueEnum, Debug, Clone, Copy)]
 enum ProgressArg {
     Auto,
     Never,
 }
 
-fn duration_arg(text: &str) -> Result<Duration, String> {
-    parse_duration(text)
+fn cluster_size(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if CLUSTER_SIZES.contains(&n) => Ok(n),
+        _ => Err(format!("{text:?}: a local cluster has 3 or 5 nodes")),
+    }
+}
+
+fn replicas(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if [1, 3, 5].contains(&n) => Ok(n),
+        _ => Err(format!("{text:?}: JetStream replicas are 1, 3 or 5")),
+    }
 }
 
 /// Entry point of the binary; returns the exit status.
@@ -134,12 +157,16 @@ pub fn main() -> i32 {
 fn dispatch(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Profiles { name } => profiles(name.as_deref()),
-        Command::Server => serve(),
+        Command::Server(args) => serve(args.cluster),
         Command::Run(args) => {
             let options = RunOptions {
                 profiles: args.profiles,
-                server: args.server.filter(|s| !s.trim().is_empty()),
-                timeout: args.timeout,
+                connection: ConnectionRequest {
+                    flags: args.connection,
+                    env: Environment::from_process(),
+                },
+                cluster: args.cluster,
+                replicas: args.replicas,
                 out: args.out,
                 keep: args.keep,
                 monitor: args.monitor,
@@ -227,9 +254,29 @@ fn profiles(name: Option<&str>) -> Result<i32> {
     Ok(EXIT_OK)
 }
 
-fn serve() -> Result<i32> {
+fn serve(cluster: Option<usize>) -> Result<i32> {
     let runtime = runtime()?;
     let mut interrupts = Interrupts::register(&runtime)?;
+    if let Some(size) = cluster {
+        let cluster = EmbeddedCluster::start(size)?;
+        // One line, comma-separated: what -s and NATS_URL take.
+        println!("{}", cluster.urls());
+        for (name, node) in cluster.members() {
+            eprintln!(
+                "{name}: nats-server {} on {} (monitoring {})",
+                node.version(),
+                node.url(),
+                node.monitor_url().unwrap_or("off")
+            );
+        }
+        eprintln!(
+            "cluster {} with {size} JetStream nodes and a meta leader; Ctrl-C stops them and removes their stores",
+            cluster.name()
+        );
+        runtime.block_on(interrupts.next());
+        drop(cluster);
+        return Ok(EXIT_OK);
+    }
     let server = EmbeddedServer::start()?;
     println!("{}", server.url());
     eprintln!(

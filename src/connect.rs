@@ -2,88 +2,309 @@
 //!
 //! Every publisher and consumer gets a connection of its own, as separate
 //! processes would have, so that one socket's writer is never the
-//! bottleneck being measured.
+//! bottleneck being measured. Settings arrive the way NATS users give them
+//! to every other NATS tool (see [`options`]); secrets stay inside
+//! [`Secret`] and never reach a message, a log or a results file.
 
+pub mod context;
+pub mod options;
+pub mod url;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow};
-use async_nats::{Client, ConnectOptions, ServerAddr};
+use anyhow::{Result, anyhow};
+use async_nats::{Client, ConnectErrorKind, ConnectOptions, ServerAddr, jetstream};
 
-use crate::error::UsageError;
+use crate::results::summary::{ConnectionInfo, NodeInfo};
 
-/// Where and how to connect; built once from flags, env and profile.
+pub use options::{ConnectionFlags, ConnectionRequest, Environment, Resolution, resolve_all};
+pub use url::redact;
+
+/// A password, token or key: compared and cloned like a string, but shown
+/// as `***` by `Debug`, so no log line or error can carry it by accident.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+
+    /// The value itself, for the one place that sends it to the server.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+/// How the client proves who it is; one method per connection, as natscli
+/// picks one.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Auth {
+    #[default]
+    None,
+    UserPassword {
+        user: String,
+        password: Secret,
+    },
+    Token(Secret),
+    /// A creds file: user JWT and seed; read once, when settings resolve.
+    Creds {
+        path: PathBuf,
+        contents: Secret,
+    },
+    /// A user nkey seed read from a file.
+    Nkey {
+        path: PathBuf,
+        seed: Secret,
+    },
+}
+
+impl Auth {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Auth::None => "none",
+            Auth::UserPassword { .. } => "user/password",
+            Auth::Token(_) => "token",
+            Auth::Creds { .. } => "creds",
+            Auth::Nkey { .. } => "nkey",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TlsSettings {
+    /// Refuse a plaintext connection (any TLS option or a `tls://` URL).
+    pub required: bool,
+    /// TLS before the server's INFO (`handshake_first` servers).
+    pub first: bool,
+    /// CA to trust instead of the system roots.
+    pub ca: Option<PathBuf>,
+    /// Client certificate and key for servers that verify clients.
+    pub client: Option<(PathBuf, PathBuf)>,
+}
+
+/// Which JetStream API the streams are reached through.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum JsApi {
+    #[default]
+    Default,
+    Domain(String),
+    Prefix(String),
+}
+
+impl JsApi {
+    /// The API subject prefix, `$JS.API` unless a domain or prefix is set.
+    pub fn prefix(&self) -> String {
+        match self {
+            JsApi::Default => "$JS.API".into(),
+            JsApi::Domain(d) => format!("$JS.{d}.API"),
+            JsApi::Prefix(p) => p.clone(),
+        }
+    }
+}
+
+/// Where and how to connect; resolved once from flags, environment,
+/// profile and context.
 #[derive(Debug, Clone)]
 pub struct ConnectSettings {
-    /// Server URLs (several for a cluster). Credentials embedded in a URL are
-    /// taken out and passed as options: async-nats ignores them in the URL.
     servers: Vec<ServerAddr>,
-    user: Option<(String, String)>,
-    token: Option<String>,
+    /// The URLs without credentials, for messages and results.
+    display: Vec<String>,
+    pub auth: Auth,
+    pub tls: TlsSettings,
     pub timeout: Duration,
     /// Connection-name prefix the server shows in `/connz`.
     pub name: String,
+    pub js_api: JsApi,
+    pub inbox_prefix: Option<String>,
+    /// The natscli context used, if any.
+    pub context: Option<String>,
+    /// Setting -> where it came from ("url" -> "--server").
+    pub sources: BTreeMap<String, String>,
+    /// Servers the connections landed on, shared by every clone.
+    seen: Arc<Mutex<BTreeMap<String, NodeInfo>>>,
+}
+
+impl PartialEq for ConnectSettings {
+    /// Same target and same identity; where each came from does not matter.
+    fn eq(&self, other: &Self) -> bool {
+        self.display == other.display
+            && self.auth == other.auth
+            && self.tls == other.tls
+            && self.timeout == other.timeout
+            && self.name == other.name
+            && self.js_api == other.js_api
+            && self.inbox_prefix == other.inbox_prefix
+    }
 }
 
 impl ConnectSettings {
-    /// Parses a comma-separated list of URLs (`NATS_URL` style).
+    /// Plain URLs, no credentials beyond those inside them (the embedded
+    /// server, tests). Parses a comma-separated list.
     pub fn new(urls: &str, timeout: Duration) -> Result<Self> {
-        let mut servers = Vec::new();
-        let mut user = None;
-        let mut token = None;
-        for raw in urls.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let (clean, credentials) = split_credentials(raw);
-            let addr: ServerAddr = clean
-                .parse()
-                .map_err(|e| UsageError(format!("invalid server URL {:?}: {e}", redact(raw))))?;
-            match credentials {
-                Some(Credentials::User(u, p)) => user = Some((u, p)),
-                Some(Credentials::Token(t)) => token = Some(t),
-                None => {}
-            }
-            servers.push(addr);
+        let parsed = url::parse_list(urls, "the server URL")?;
+        let mut settings = Self::from_parsed(parsed, timeout);
+        if let Some(credentials) = settings_credentials(urls) {
+            settings.auth = credentials;
         }
-        if servers.is_empty() {
-            return Err(UsageError("no server URL given".into()).into());
-        }
-        Ok(ConnectSettings {
-            servers,
-            user,
-            token,
+        Ok(settings)
+    }
+
+    fn from_parsed(parsed: Vec<url::ParsedUrl>, timeout: Duration) -> Self {
+        let required = parsed.iter().any(url::wants_tls);
+        ConnectSettings {
+            display: parsed.iter().map(|u| u.display.clone()).collect(),
+            servers: parsed.into_iter().map(|u| u.addr).collect(),
+            auth: Auth::None,
+            tls: TlsSettings {
+                required,
+                ..Default::default()
+            },
             timeout,
             name: "jsbench".into(),
-        })
+            js_api: JsApi::Default,
+            inbox_prefix: None,
+            context: None,
+            sources: BTreeMap::new(),
+            seen: Arc::default(),
+        }
     }
 
     /// The URLs with any credentials removed, for logs and results.
     pub fn display_urls(&self) -> String {
-        self.servers
-            .iter()
-            .map(|s| s.clone().into_inner().to_string())
-            .collect::<Vec<_>>()
-            .join(",")
+        self.display.join(",")
     }
 
-    /// Opens one connection named `jsbench <role>`; fails within the connect
-    /// timeout when no server answers.
-    pub async fn connect(&self, role: &str) -> Result<Client> {
+    /// One line for the terminal: where, as whom (never with what secret),
+    /// and from which sources.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(c) = &self.context {
+            parts.push(format!("context {c}"));
+        }
+        match &self.auth {
+            Auth::None => {}
+            Auth::UserPassword { user, .. } => parts.push(format!("user {user}")),
+            other => parts.push(other.kind().to_string()),
+        }
+        if self.tls.required {
+            parts.push(if self.tls.first { "TLS first" } else { "TLS" }.into());
+        }
+        if let JsApi::Domain(d) = &self.js_api {
+            parts.push(format!("JetStream domain {d}"));
+        }
+        if parts.is_empty() {
+            self.display_urls()
+        } else {
+            format!("{} ({})", self.display_urls(), parts.join(", "))
+        }
+    }
+
+    /// What the results record about the connection: kinds and origins,
+    /// never secrets or file contents.
+    pub fn info(&self) -> ConnectionInfo {
+        ConnectionInfo {
+            urls: self.display_urls(),
+            auth: self.auth.kind().into(),
+            tls: self.tls.required,
+            tls_first: self.tls.first,
+            context: self.context.clone(),
+            jetstream_domain: match &self.js_api {
+                JsApi::Domain(d) => Some(d.clone()),
+                _ => None,
+            },
+            connection_name: self.name.clone(),
+            sources: self.sources.clone(),
+        }
+    }
+
+    /// Every server a connection of these settings has landed on so far.
+    pub fn seen_servers(&self) -> Vec<NodeInfo> {
+        self.seen
+            .lock()
+            .expect("not poisoned")
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// A JetStream context on `client` for the configured domain or prefix.
+    pub fn jetstream(&self, client: Client) -> jetstream::Context {
+        match &self.js_api {
+            JsApi::Default => jetstream::new(client),
+            JsApi::Domain(d) => jetstream::with_domain(client, d),
+            JsApi::Prefix(p) => jetstream::with_prefix(client, p),
+        }
+    }
+
+    fn options(&self, role: &str) -> Result<ConnectOptions> {
         let mut options = ConnectOptions::new()
             .name(format!("{} {role}", self.name))
             .connection_timeout(self.timeout)
             .request_timeout(Some(self.timeout.max(Duration::from_secs(5))));
-        if let Some((user, pass)) = &self.user {
-            options = options.user_and_password(user.clone(), pass.clone());
+        options = match &self.auth {
+            Auth::None => options,
+            Auth::UserPassword { user, password } => {
+                options.user_and_password(user.clone(), password.expose().to_string())
+            }
+            Auth::Token(token) => options.token(token.expose().to_string()),
+            Auth::Creds { path, contents } => options
+                .credentials(contents.expose())
+                .map_err(|e| anyhow!("{} is not a NATS credentials file: {e}", path.display()))?,
+            Auth::Nkey { seed, .. } => options.nkey(seed.expose().to_string()),
+        };
+        if self.tls.required {
+            options = options.require_tls(true);
         }
-        if let Some(token) = &self.token {
-            options = options.token(token.clone());
+        if self.tls.first {
+            options = options.tls_first();
         }
+        if let Some(ca) = &self.tls.ca {
+            options = options.add_root_certificates(ca.clone());
+        }
+        if let Some((cert, key)) = &self.tls.client {
+            options = options.add_client_certificate(cert.clone(), key.clone());
+        }
+        if let Some(prefix) = &self.inbox_prefix {
+            options = options.custom_inbox_prefix(prefix);
+        }
+        Ok(options)
+    }
+
+    /// Opens one connection named `<name> <role>`; fails within the connect
+    /// timeout when no server answers, and says plainly when the server
+    /// refused the credentials or the certificate.
+    pub async fn connect(&self, role: &str) -> Result<Client> {
+        let options = self.options(role)?;
         let servers = self.servers.clone();
         // connection_timeout bounds each TCP attempt; the outer timeout bounds
         // the handshake too, so an address that accepts and stalls still fails.
         let attempt = tokio::time::timeout(self.timeout * 2, options.connect(servers)).await;
         match attempt {
-            Ok(Ok(client)) => Ok(client),
-            Ok(Err(e)) => Err(anyhow!(e))
-                .with_context(|| format!("cannot connect to {}", self.display_urls())),
+            Ok(Ok(client)) => {
+                let info = client.server_info();
+                self.seen.lock().expect("not poisoned").insert(
+                    info.server_name.clone(),
+                    NodeInfo {
+                        name: info.server_name.clone(),
+                        version: info.version.clone(),
+                        cluster: info.cluster.clone(),
+                        url: None,
+                    },
+                );
+                Ok(client)
+            }
+            Ok(Err(e)) => Err(self.explain(&e)),
             Err(_) => Err(anyhow!(
                 "cannot connect to {}: no answer within {:?}",
                 self.display_urls(),
@@ -91,43 +312,114 @@ impl ConnectSettings {
             )),
         }
     }
-}
 
-enum Credentials {
-    User(String, String),
-    Token(String),
-}
-
-/// Takes `user:pass@` or `token@` out of a URL.
-fn split_credentials(url: &str) -> (String, Option<Credentials>) {
-    let (scheme, rest) = match url.find("://") {
-        Some(i) => (&url[..i + 3], &url[i + 3..]),
-        None => ("", url),
-    };
-    let host_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..host_end].rfind('@') {
-        Some(at) => {
-            let info = &rest[..at];
-            let clean = format!("{scheme}{}", &rest[at + 1..]);
-            let credentials = match info.split_once(':') {
-                Some((u, p)) => Credentials::User(u.to_string(), p.to_string()),
-                None => Credentials::Token(info.to_string()),
-            };
-            (clean, Some(credentials))
+    /// Turns a connect error into advice that names the setting to check.
+    fn explain(&self, e: &async_nats::ConnectError) -> anyhow::Error {
+        let urls = self.display_urls();
+        let origin = |keys: &[&str]| {
+            let found: Vec<String> = keys
+                .iter()
+                .filter_map(|k| self.sources.get(*k).cloned())
+                .collect();
+            if found.is_empty() {
+                String::new()
+            } else {
+                format!(" (from {})", found.join(", "))
+            }
+        };
+        let detail = error_chain(e);
+        match e.kind() {
+            ConnectErrorKind::AuthorizationViolation => {
+                let what = match &self.auth {
+                    Auth::None => {
+                        "the server requires authentication and none was given; use --user/--password, \
+                         --token, --creds, --nkey or a --context"
+                            .to_string()
+                    }
+                    Auth::UserPassword { user, .. } => format!(
+                        "the server rejected user {user:?} and its password{}",
+                        origin(&["user", "password"])
+                    ),
+                    Auth::Token(_) => {
+                        format!("the server rejected the token{}", origin(&["token"]))
+                    }
+                    Auth::Creds { path, .. } => format!(
+                        "the server rejected the credentials in {}{}",
+                        path.display(),
+                        origin(&["creds"])
+                    ),
+                    Auth::Nkey { path, .. } => format!(
+                        "the server rejected the nkey in {}{}",
+                        path.display(),
+                        origin(&["nkey"])
+                    ),
+                };
+                anyhow!("cannot connect to {urls}: authorization violation: {what}")
+            }
+            ConnectErrorKind::Authentication => anyhow!(
+                "cannot connect to {urls}: could not sign the server's challenge with the {} key: {detail}",
+                self.auth.kind()
+            ),
+            // rustls' verdicts arrive as Tls or Io errors, depending on the
+            // stage of the handshake.
+            ConnectErrorKind::Tls | ConnectErrorKind::Io if is_tls_failure(&detail) => {
+                let hint = if detail.contains("UnknownIssuer")
+                    || detail.contains("invalid peer certificate")
+                {
+                    match &self.tls.ca {
+                        Some(ca) => format!(
+                            "; the server's certificate is not signed by the CA in {}{}",
+                            ca.display(),
+                            origin(&["ca"])
+                        ),
+                        None => "; the server's certificate is not trusted by the system roots: \
+                                 give the CA that signed it with --tlsca (or NATS_CA, or the context's \"ca\")"
+                            .to_string(),
+                    }
+                } else if detail.contains("CertificateRequired")
+                    || detail.contains("certificate required")
+                {
+                    "; the server wants a client certificate: --tlscert and --tlskey".to_string()
+                } else {
+                    String::new()
+                };
+                anyhow!("cannot connect to {urls}: TLS failed: {detail}{hint}")
+            }
+            _ => anyhow!("cannot connect to {urls}: {detail}"),
         }
-        None => (url.to_string(), None),
     }
 }
 
-/// A URL with its credentials replaced by `***`, safe to print and store.
-pub fn redact(url: &str) -> String {
-    match split_credentials(url) {
-        (clean, Some(_)) => match clean.find("://") {
-            Some(i) => format!("{}***@{}", &clean[..i + 3], &clean[i + 3..]),
-            None => format!("***@{clean}"),
-        },
-        (clean, None) => clean,
+fn is_tls_failure(detail: &str) -> bool {
+    ["TLS", "tls", "certificate", "handshake", "Certificate"]
+        .iter()
+        .any(|w| detail.contains(w))
+}
+
+/// The error and its sources in one line: async-nats keeps the useful part
+/// (rustls' reason) in the source chain.
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let next = s.to_string();
+        if !text.contains(&next) {
+            text.push_str(": ");
+            text.push_str(&next);
+        }
+        source = s.source();
     }
+    text
+}
+
+/// Credentials embedded in the first URL of a list that has any.
+fn settings_credentials(urls: &str) -> Option<Auth> {
+    urls.split(',')
+        .find_map(|u| url::split_credentials(u.trim()).1)
+        .map(|c| match c {
+            url::UrlCredentials::User(user, password) => Auth::UserPassword { user, password },
+            url::UrlCredentials::Token(token) => Auth::Token(token),
+        })
 }
 
 #[cfg(test)]
@@ -135,36 +427,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn takes_credentials_out_of_urls() {
+    fn credentials_in_urls_become_options_and_never_display() {
         let s = ConnectSettings::new("nats://alice:s3cret@127.0.0.1:4222", Duration::from_secs(1))
             .unwrap();
-        assert_eq!(s.user, Some(("alice".into(), "s3cret".into())));
+        assert_eq!(
+            s.auth,
+            Auth::UserPassword {
+                user: "alice".into(),
+                password: Secret::new("s3cret")
+            }
+        );
         assert!(!s.display_urls().contains("s3cret"), "{}", s.display_urls());
+        assert!(!format!("{s:?}").contains("s3cret"), "Debug leaks: {s:?}");
+        assert!(!s.describe().contains("s3cret"));
 
         let s = ConnectSettings::new("nats://tok@127.0.0.1:4222", Duration::from_secs(1)).unwrap();
-        assert_eq!(s.token.as_deref(), Some("tok"));
-    }
-
-    #[test]
-    fn comma_separated_urls_become_a_list() {
-        let s = ConnectSettings::new(
-            "nats://127.0.0.1:4222, nats://127.0.0.1:4223",
-            Duration::from_secs(1),
-        )
-        .unwrap();
-        assert_eq!(s.servers.len(), 2);
-    }
-
-    #[test]
-    fn redacts_for_display() {
-        assert_eq!(redact("nats://u:p@h:1"), "nats://***@h:1");
-        assert_eq!(redact("nats://h:1"), "nats://h:1");
+        assert_eq!(s.auth, Auth::Token(Secret::new("tok")));
     }
 
     #[test]
     fn bad_url_is_a_usage_error() {
         let err = ConnectSettings::new("nats://bad host:x", Duration::from_secs(1)).unwrap_err();
-        assert!(err.downcast_ref::<UsageError>().is_some(), "{err:#}");
-        assert!(ConnectSettings::new(" , ", Duration::from_secs(1)).is_err());
+        assert!(
+            err.downcast_ref::<crate::error::UsageError>().is_some(),
+            "{err:#}"
+        );
+    }
+
+    #[test]
+    fn tls_urls_require_tls_and_domains_pick_the_api_prefix() {
+        let s = ConnectSettings::new("tls://127.0.0.1:4222", Duration::from_secs(1)).unwrap();
+        assert!(s.tls.required);
+        assert_eq!(JsApi::Default.prefix(), "$JS.API");
+        assert_eq!(JsApi::Domain("hub".into()).prefix(), "$JS.hub.API");
     }
 }

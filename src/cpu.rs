@@ -6,8 +6,6 @@
 //! other server only through the `cpu` percentage of its `/varz` monitoring
 //! endpoint, sampled and integrated over the measured span.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -29,6 +27,10 @@ pub fn process_cpu_time(pid: u32) -> Option<Duration> {
     ))
 }
 
+fn total_cpu_time(pids: &[u32]) -> Option<Duration> {
+    pids.iter().map(|&p| process_cpu_time(p)).sum()
+}
+
 /// CPU time this process (jsbench, every thread) has used, at microsecond
 /// resolution.
 pub fn own_cpu_time() -> Duration {
@@ -45,8 +47,9 @@ pub fn own_cpu_time() -> Duration {
 /// Where the server's CPU time can be read from.
 #[derive(Debug, Clone)]
 pub enum ServerCpu {
-    /// A local process (the embedded server).
-    Process(u32),
+    /// Local processes (the embedded server, or each node of a local
+    /// cluster), summed.
+    Processes(Vec<u32>),
     /// A monitoring endpoint, `http://host:port`.
     Varz(String),
     Unavailable,
@@ -56,9 +59,9 @@ impl ServerCpu {
     /// Starts measuring; [`CpuMeter::stop`] returns the CPU time used since.
     pub fn start(&self) -> CpuMeter {
         match self {
-            ServerCpu::Process(pid) => CpuMeter::Process {
-                pid: *pid,
-                start: process_cpu_time(*pid),
+            ServerCpu::Processes(pids) => CpuMeter::Processes {
+                pids: pids.clone(),
+                start: total_cpu_time(pids),
             },
             ServerCpu::Varz(url) => CpuMeter::Varz(VarzSampler::start(url)),
             ServerCpu::Unavailable => CpuMeter::Unavailable,
@@ -67,7 +70,7 @@ impl ServerCpu {
 
     pub fn describe(&self) -> String {
         match self {
-            ServerCpu::Process(pid) => format!("process accounting of pid {pid}"),
+            ServerCpu::Processes(pids) => format!("process accounting of pids {pids:?}"),
             ServerCpu::Varz(url) => format!("/varz cpu% of {url}, sampled every 250 ms"),
             ServerCpu::Unavailable => "unavailable".into(),
         }
@@ -75,7 +78,10 @@ impl ServerCpu {
 }
 
 pub enum CpuMeter {
-    Process { pid: u32, start: Option<Duration> },
+    Processes {
+        pids: Vec<u32>,
+        start: Option<Duration>,
+    },
     Varz(VarzSampler),
     Unavailable,
 }
@@ -83,7 +89,9 @@ pub enum CpuMeter {
 impl CpuMeter {
     pub fn stop(self) -> Option<Duration> {
         match self {
-            CpuMeter::Process { pid, start } => Some(process_cpu_time(pid)?.saturating_sub(start?)),
+            CpuMeter::Processes { pids, start } => {
+                Some(total_cpu_time(&pids)?.saturating_sub(start?))
+            }
             CpuMeter::Varz(sampler) => sampler.stop(),
             CpuMeter::Unavailable => None,
         }
@@ -141,22 +149,9 @@ impl VarzSampler {
 /// The `cpu` field of `<url>/varz`, by a plain HTTP/1.0 GET (the server then
 /// answers with the whole body and closes). `None` when unreachable.
 pub fn varz_cpu_percent(url: &str) -> Option<f64> {
-    let body = http_get(url, "/varz")?;
+    let body = crate::server::http_get(&format!("{}/varz", url.trim_end_matches('/'))).ok()?;
     let varz: serde_json::Value = serde_json::from_str(&body).ok()?;
     varz.get("cpu")?.as_f64()
-}
-
-fn http_get(base: &str, path: &str) -> Option<String> {
-    let address = base.strip_prefix("http://")?.trim_end_matches('/');
-    let mut stream = TcpStream::connect(address).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let (head, body) = response.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.").then_some(())?;
-    head.split(' ').nth(1).filter(|code| *code == "200")?;
-    Some(body.to_string())
 }
 
 #[cfg(test)]
@@ -184,7 +179,7 @@ mod tests {
 
     #[test]
     fn process_meter_measures_a_span() {
-        let meter = ServerCpu::Process(std::process::id()).start();
+        let meter = ServerCpu::Processes(vec![std::process::id()]).start();
         burn(Duration::from_millis(60));
         let spent = meter.stop().unwrap();
         assert!(spent >= Duration::from_millis(20), "{spent:?}");

@@ -207,6 +207,7 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
                 record_from_ns,
                 timeline_origin_ns: t0_ns,
                 expected_messages: messages,
+                js_api_prefix: ctx.connect.js_api.prefix(),
             };
             consumer_tasks.push(tokio::spawn(consume::run(
                 client.clone(),

@@ -8,7 +8,9 @@
 //! - [`cli`]: arguments into typed options; [`run`] orchestrates a run:
 //!   profiles, server, scenarios, results, clean-up.
 //! - [`profile`]: TOML profiles validated into a typed plan.
-//! - [`server`]: the embedded nats-server; [`connect`]: connections to any server.
+//! - [`server`]: the embedded nats-server and local cluster; [`target`]: which
+//!   server a run measures; [`connect`]: connections to any server, as
+//!   natscli's flags, variables and contexts describe them.
 //! - [`scenario`]: one module per scenario, each reading as provision,
 //!   drive, measure, verify. [`provision`] creates run-scoped streams and
 //!   consumers; [`drive`] runs the publish-and-consume mechanics they share.
@@ -42,4 +44,5 @@ pub mod scenario;
 pub mod schedule;
 pub mod server;
 pub mod stamp;
+pub mod target;
 pub mod timeline;

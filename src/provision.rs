@@ -12,6 +12,9 @@ use std::sync::Mutex;
 use anyhow::{Context, Result, anyhow};
 use async_nats::jetstream::{self, consumer, stream};
 
+use crate::profile::{Profile, Rate, RatePer, ScenarioPlan, ServerPlan, Storage};
+use crate::results::summary::{PeerInfo, StreamPlacement};
+
 /// Run-scoped names: every stream, subject and durable of one run shares the
 /// run token, so runs never collide and their leftovers are recognisable.
 #[derive(Debug, Clone)]
@@ -115,11 +118,18 @@ impl Provisioner {
                 "stream {name} already exists; jsbench never touches streams it did not create"
             ));
         }
-        let stream = self
-            .js
-            .create_stream(config)
-            .await
-            .with_context(|| format!("creating stream {name}"))?;
+        let replicas = config.num_replicas;
+        let stream = self.js.create_stream(config).await.map_err(|e| {
+            let hint = if replicas > 1 && e.to_string().contains("insufficient resources") {
+                format!(
+                    "; {replicas} replicas need {replicas} JetStream servers in the cluster \
+                     (a local one: --cluster {replicas}; or --replicas 1)"
+                )
+            } else {
+                String::new()
+            };
+            anyhow!("creating stream {name} with {replicas} replica(s): {e}{hint}")
+        })?;
         self.created.lock().expect("not poisoned").push(name);
         Ok(stream)
     }
@@ -168,9 +178,183 @@ impl Provisioner {
         failures
     }
 
+    /// A stream's info now (message count, placement); `None` when the
+    /// server does not answer.
+    pub async fn stream_info(&self, name: &str) -> Option<stream::Info> {
+        let mut stream = self.js.get_stream(name).await.ok()?;
+        stream.info().await.ok().cloned()
+    }
+
     /// Streams created and still present (kept, or not yet torn down).
     pub fn created(&self) -> Vec<String> {
         self.created.lock().expect("not poisoned").clone()
+    }
+}
+
+/// What a profile puts into the account at most at once: jsbench creates
+/// one stream and one durable per variant and deletes them before the next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Footprint {
+    pub streams: usize,
+    pub consumers: usize,
+    /// Stored bytes of the largest variant, one replica.
+    pub bytes: u64,
+    pub max_ack_pending: i64,
+}
+
+/// Bytes a stored message costs beyond its payload: subject, headers and
+/// the store's own record (an estimate; dedup ids add about 40 more).
+const PER_MESSAGE_OVERHEAD: u64 = 100;
+
+/// What a "max" rate may reach, for sizing only: more than this machine's
+/// kind has been measured to publish.
+const MAX_RATE_ESTIMATE: f64 = 500_000.0;
+
+pub fn footprint(profile: &Profile) -> Footprint {
+    let mut need = Footprint {
+        streams: 1,
+        consumers: 1,
+        bytes: 0,
+        max_ack_pending: 0,
+    };
+    for scenario in &profile.scenarios {
+        match scenario {
+            ScenarioPlan::Latency(p) => {
+                let span = (p.common.warmup + p.common.duration).as_secs_f64();
+                let fattest = p.rates.iter().copied().max().unwrap_or(0) as f64 * span;
+                let per_message = p.publish.message_size.mean() as u64 + PER_MESSAGE_OVERHEAD;
+                need.bytes = need.bytes.max((fattest as u64) * per_message);
+                need.max_ack_pending = need.max_ack_pending.max(p.consumer.max_ack_pending);
+            }
+            ScenarioPlan::Publish(p) => {
+                let span = (p.common.warmup + p.common.duration).as_secs_f64();
+                let per_publisher = if p.rate_per == RatePer::Publisher {
+                    p.publish.publishers as f64
+                } else {
+                    1.0
+                };
+                let fattest = p
+                    .rates
+                    .iter()
+                    .map(|r| match r {
+                        Rate::PerSecond(r) => *r as f64 * per_publisher,
+                        Rate::Max => MAX_RATE_ESTIMATE,
+                    })
+                    .fold(0.0, f64::max)
+                    * span;
+                let per_message = p.publish.message_size.mean() as u64 + PER_MESSAGE_OVERHEAD;
+                need.bytes = need.bytes.max((fattest as u64) * per_message);
+            }
+        }
+    }
+    need
+}
+
+/// Checks the account's JetStream limits against what a profile needs,
+/// before anything is created: on a shared cluster a run that fills the
+/// account's storage halfway through hurts everyone else in the account.
+/// Returns every limit that is too small.
+pub fn check_account(
+    account: &jetstream::account::Account,
+    need: &Footprint,
+    server: &ServerPlan,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    let l = &account.limits;
+    if let Some(max) = l.max_streams
+        && account.streams as i64 + need.streams as i64 > max
+    {
+        problems.push(format!(
+            "the account allows {max} streams and already has {}; jsbench needs {} more",
+            account.streams, need.streams
+        ));
+    }
+    if let Some(max) = l.max_consumers
+        && account.consumers as i64 + need.consumers as i64 > max
+    {
+        problems.push(format!(
+            "the account allows {max} consumers and already has {}; jsbench needs {} more",
+            account.consumers, need.consumers
+        ));
+    }
+    let (limit, used, per_stream, kind) = match server.storage {
+        Storage::File => (
+            l.max_storage,
+            account.storage,
+            l.storage_max_stream_bytes,
+            "file storage",
+        ),
+        Storage::Memory => (
+            l.max_memory,
+            account.memory,
+            l.memory_max_stream_bytes,
+            "memory storage",
+        ),
+    };
+    let replicated = need.bytes * server.replicas as u64;
+    if let Some(max) = limit
+        && used + replicated > max as u64
+    {
+        problems.push(format!(
+            "the account has {} of {kind} left ({} used of {}); the largest variant stores about {} \
+             ({} replica(s)): lower its rate, duration or message_size",
+            mib(max as u64 - used.min(max as u64)),
+            mib(used),
+            mib(max as u64),
+            mib(replicated),
+            server.replicas
+        ));
+    }
+    if let Some(max) = per_stream.filter(|m| *m > 0)
+        && need.bytes > max as u64
+    {
+        problems.push(format!(
+            "the account caps a stream at {} of {kind}; the largest variant stores about {}",
+            mib(max as u64),
+            mib(need.bytes)
+        ));
+    }
+    if l.max_bytes_required {
+        problems.push(
+            "the account requires max_bytes on every stream, which jsbench's streams do not set"
+                .into(),
+        );
+    }
+    if l.max_ack_pending > 0 && need.max_ack_pending > l.max_ack_pending {
+        problems.push(format!(
+            "the account allows max_ack_pending up to {}; the profile asks for {} \
+             (consumer.max_ack_pending)",
+            l.max_ack_pending, need.max_ack_pending
+        ));
+    }
+    problems
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1 << 20) as f64)
+}
+
+/// Leader and replicas of a stream, as its info reports them.
+pub fn placement(info: &stream::Info) -> StreamPlacement {
+    let cluster = info.cluster.as_ref();
+    StreamPlacement {
+        stream: info.config.name.clone(),
+        replicas: info.config.num_replicas,
+        cluster: cluster.and_then(|c| c.name.clone()),
+        leader: cluster.and_then(|c| c.leader.clone()),
+        peers: cluster
+            .map(|c| {
+                c.replicas
+                    .iter()
+                    .map(|p| PeerInfo {
+                        name: p.name.clone(),
+                        current: p.current && !p.offline,
+                        lag: p.lag.unwrap_or(0),
+                        active_ms: p.active.as_secs_f64() * 1e3,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
     }
 }
 

@@ -2,30 +2,32 @@
 //! scenarios, write the results, clean up: in that order, on every way out.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
 use tokio_util::sync::CancellationToken;
 
-use crate::connect::ConnectSettings;
-use crate::cpu::ServerCpu;
+use crate::connect::{ConnectionRequest, resolve_all};
 use crate::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
 use crate::profile::{self, Profile};
 use crate::progress::{Progress, ProgressMode};
-use crate::provision::{Names, Provisioner};
+use crate::provision::{self, Names, Provisioner};
 use crate::report::terminal;
 use crate::results::summary::{ProfileInfo, RunMetadata, ServerInfo};
 use crate::results::{ResultsWriter, metadata};
 use crate::scenario::{self, RunContext};
-use crate::server::EmbeddedServer;
+use crate::target::{Target, check_replicas};
 
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     /// Bundled profile names or paths to TOML files.
     pub profiles: Vec<String>,
-    /// Server URLs; `None` starts the embedded server.
-    pub server: Option<String>,
-    pub timeout: Duration,
+    /// Connection flags and environment; with no server named in them
+    /// or in a profile, jsbench starts its own.
+    pub connection: ConnectionRequest,
+    /// Start a local cluster of this many nodes instead of one server.
+    pub cluster: Option<usize>,
+    /// Stream replicas, overriding the profiles (and `cluster`'s default).
+    pub replicas: Option<usize>,
     /// Parent folder of the results folders.
     pub out: PathBuf,
     /// Leave the streams in place after the run.
@@ -56,21 +58,6 @@ impl RunOutcome {
     }
 }
 
-/// The server under test: ours on loopback, or the user's.
-enum Target {
-    Embedded(EmbeddedServer),
-    External(String),
-}
-
-impl Target {
-    fn urls(&self) -> &str {
-        match self {
-            Target::Embedded(s) => s.url(),
-            Target::External(u) => u,
-        }
-    }
-}
-
 pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutcome> {
     // Bad input fails before anything starts.
     let profiles: Vec<Profile> = options
@@ -78,28 +65,28 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
         .iter()
         .map(|p| profile::load(p))
         .collect::<Result<_>>()?;
-    let connect_settings = match &options.server {
-        Some(urls) => Some(ConnectSettings::new(urls, options.timeout)?),
-        None => None,
-    };
-
-    let target = match &options.server {
-        Some(urls) => Target::External(urls.clone()),
-        None => Target::Embedded(EmbeddedServer::start()?),
-    };
-    let connect = match connect_settings {
-        Some(settings) => settings,
-        None => ConnectSettings::new(target.urls(), options.timeout)?,
-    };
+    let named: Vec<(&str, Option<&profile::ConnectionPlan>)> = profiles
+        .iter()
+        .map(|p| (p.name.as_str(), p.connection.as_ref()))
+        .collect();
+    let resolution = resolve_all(&options.connection, &named, options.cluster.is_some())?;
+    for note in &resolution.notes {
+        eprintln!("note: {note}");
+    }
+    let replicas_override = options.replicas.or(options.cluster);
+    check_replicas(&profiles, replicas_override, &resolution, options.cluster)?;
+    let target = Target::start(&resolution, options.cluster)?;
+    let connect = resolution.settings(&target.urls())?;
     let control = connect.connect("control").await?;
-    let js = async_nats::jetstream::new(control.clone());
-    js.query_account().await.map_err(|e| {
+    let js = connect.jetstream(control.clone());
+    let account = js.query_account().await.map_err(|e| {
         anyhow!(
             "JetStream is not available on {}: {e}; start nats-server with -js, or check the account's JetStream limits",
             connect.display_urls()
         )
     })?;
     let info = control.server_info();
+    let cluster_size = target.cluster_size(&info);
 
     let progress = Progress::new(options.progress);
     let mut outcome = RunOutcome {
@@ -113,24 +100,38 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
         }
         let started = time::OffsetDateTime::now_utc();
         let tool = metadata::tool();
+        let mut server_plan = profile.server;
+        if let Some(r) = replicas_override {
+            server_plan.replicas = r;
+        }
+        let too_small =
+            provision::check_account(&account, &provision::footprint(profile), &server_plan);
+        if !too_small.is_empty() {
+            return Err(anyhow!(
+                "the account's JetStream limits on {} are too small for profile {}:\n  - {}",
+                connect.display_urls(),
+                profile.name,
+                too_small.join("\n  - ")
+            ));
+        }
         let run_meta = RunMetadata {
             id: metadata::run_id(started, &tool, &profile.name),
             started_at: rfc3339(started),
             finished_at: None,
             tool,
             server: ServerInfo {
-                mode: match target {
-                    Target::Embedded(_) => "embedded".into(),
-                    Target::External(_) => "external".into(),
-                },
+                mode: target.mode().into(),
                 version: info.version.clone(),
                 urls: connect.display_urls(),
                 server_name: info.server_name.clone(),
                 cluster: info.cluster.clone(),
                 jetstream_domain: info.domain.clone(),
-                storage: format!("{:?}", profile.server.storage).to_lowercase(),
-                replicas: profile.server.replicas,
+                storage: format!("{:?}", server_plan.storage).to_lowercase(),
+                replicas: server_plan.replicas,
                 log_problems: Vec::new(),
+                cluster_size,
+                nodes: target.nodes(&info),
+                connection: Some(connect.info()),
             },
             host: metadata::host(),
             profile: ProfileInfo {
@@ -142,11 +143,17 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
             kept_streams: Vec::new(),
         };
         let mut writer = ResultsWriter::create(&options.out, run_meta)?;
+        let topology = match (&info.cluster, cluster_size) {
+            (Some(name), Some(n)) => {
+                format!(" (cluster {name}, {n} nodes, R{})", server_plan.replicas)
+            }
+            _ => format!(" (R{})", server_plan.replicas),
+        };
         progress.println(&format!(
-            "jsbench: profile {} against nats-server {} at {} -> {}",
+            "jsbench: profile {} against nats-server {}{topology} at {} -> {}",
             profile.name,
             info.version,
-            connect.display_urls(),
+            connect.describe(),
             writer.dir().display()
         ));
 
@@ -154,16 +161,10 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
             connect: connect.clone(),
             provisioner: Provisioner::new(js.clone(), options.keep),
             names: Names::generate(),
-            server: profile.server,
+            server: server_plan,
             progress: progress.clone(),
             stop: stop.clone(),
-            server_cpu: match &target {
-                Target::Embedded(server) => ServerCpu::Process(server.pid()),
-                Target::External(_) => match &options.monitor {
-                    Some(url) => ServerCpu::Varz(url.clone()),
-                    None => ServerCpu::Unavailable,
-                },
-            },
+            server_cpu: target.server_cpu(options.monitor.as_deref()),
         };
         let mut failure = None;
         for plan in &profile.scenarios {
@@ -180,8 +181,9 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
         let summary = writer.summary_mut();
         summary.run.finished_at = Some(rfc3339(time::OffsetDateTime::now_utc()));
         summary.run.kept_streams = ctx.provisioner.created();
-        if let Target::Embedded(server) = &target {
-            summary.run.server.log_problems = server.log_problems();
+        summary.run.server.log_problems = target.log_problems();
+        if target.is_external() {
+            summary.run.server.nodes = connect.seen_servers();
         }
         let passed = failure.is_none() && summary.passed() && cleanup_failures.is_empty();
         summary.verdict = if stop.is_cancelled() {

@@ -3,10 +3,15 @@
 //!
 //! Every measurement talks to a real server (no mock), so this module is used
 //! by `jsbench run` when no `--server` is given, by `jsbench server`, and by
-//! every integration test.
+//! every integration test. [`EmbeddedCluster`] runs several of them as a
+//! local JetStream cluster.
+
+mod cluster;
+
+pub use cluster::{CLUSTER_SIZES, EmbeddedCluster};
 
 use std::fs;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -118,6 +123,8 @@ pub struct EmbeddedServer {
     monitor_url: Option<String>,
     version: String,
     binary: PathBuf,
+    /// Log offset where the lines worth reporting start.
+    log_start: u64,
 }
 
 #[derive(Deserialize)]
@@ -172,6 +179,7 @@ impl EmbeddedServer {
             monitor_url: None,
             version,
             binary,
+            log_start: 0,
         };
         server
             .wait_ready(options.ready_timeout)
@@ -193,7 +201,8 @@ impl EmbeddedServer {
                 && let Ok(ports) = serde_json::from_str::<PortsFile>(&text)
                 && let Some(url) = ports.nats.first()
             {
-                let address = url.trim_start_matches("nats://");
+                // `nats://` or, with TLS configured, `tls://`.
+                let address = url.split_once("://").map_or(url.as_str(), |(_, a)| a);
                 if TcpStream::connect(address).is_ok() {
                     self.url = url.clone();
                     self.monitor_url = ports.monitoring.first().cloned();
@@ -238,12 +247,16 @@ impl EmbeddedServer {
 
     /// The server's log so far (the last `max` bytes).
     pub fn log_tail(&self, max: u64) -> String {
+        self.log_since(0, max)
+    }
+
+    fn log_since(&self, start: u64, max: u64) -> String {
         let path = self.dir.path().join("server.log");
         let Ok(mut file) = fs::File::open(path) else {
             return String::new();
         };
         let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-        let _ = file.seek(SeekFrom::Start(len.saturating_sub(max)));
+        let _ = file.seek(SeekFrom::Start(len.saturating_sub(max).max(start)));
         let mut text = String::new();
         let _ = file.read_to_string(&mut text);
         text
@@ -252,11 +265,19 @@ impl EmbeddedServer {
     /// Warning and error lines of the server log: drops the server reports
     /// only there (for example "IPQ len limit reached") belong in the results.
     pub fn log_problems(&self) -> Vec<String> {
-        self.log_tail(4 << 20)
+        self.log_since(self.log_start, 4 << 20)
             .lines()
             .filter(|line| line.contains("[WRN]") || line.contains("[ERR]"))
             .map(str::to_string)
             .collect()
+    }
+
+    /// Leaves what the log holds so far out of [`Self::log_problems`]:
+    /// a cluster node's start-up retries while its peers come up are not
+    /// problems of the run.
+    pub fn forget_startup_log(&mut self) {
+        let path = self.dir.path().join("server.log");
+        self.log_start = fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     }
 
     fn log_context(&self, what: &str) -> String {
@@ -315,6 +336,34 @@ fn detach_from_terminal_signals(command: &mut Command) {
             Ok(())
         });
     }
+}
+
+/// GETs a loopback monitoring URL (`http://127.0.0.1:<port>/jsz`) and
+/// returns the body. The endpoints are plain HTTP/1.0 on loopback, which
+/// does not justify an HTTP client dependency.
+pub fn http_get(url: &str) -> Result<String> {
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| anyhow!("not an http:// URL: {url}"))?;
+    let (host, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let mut stream = TcpStream::connect(host).with_context(|| format!("connecting to {host}"))?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n")?;
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .with_context(|| format!("reading {url}"))?;
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| anyhow!("malformed HTTP response from {url}"))?;
+    let status = head.lines().next().unwrap_or("");
+    if !status.contains(" 200 ") {
+        bail!("{url} answered {status:?}");
+    }
+    Ok(body.to_string())
 }
 
 #[cfg(test)]

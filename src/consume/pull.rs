@@ -33,6 +33,8 @@ pub struct ConsumerConfig {
     pub timeline_origin_ns: u64,
     /// Sizes the ledger up front so the hot path never grows it.
     pub expected_messages: u64,
+    /// JetStream API prefix (`$JS.API`, or a domain's `$JS.<domain>.API`).
+    pub js_api_prefix: String,
 }
 
 /// Counters the run loop reads while consumers run; each is written by its
@@ -71,7 +73,7 @@ pub async fn run(
     progress: Arc<ConsumerProgress>,
     stop: CancellationToken,
 ) -> Result<ConsumerReport> {
-    let js = jetstream::new(client.clone());
+    let js = jetstream::with_prefix(client.clone(), &config.js_api_prefix);
     let consumer: PullConsumer = js
         .get_consumer_from_stream(&config.durable, &config.stream)
         .await

@@ -7,6 +7,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("default", include_str!("../../profiles/default.toml")),
     ("publish", include_str!("../../profiles/publish.toml")),
     ("dedup", include_str!("../../profiles/dedup.toml")),
+    ("staging", include_str!("../../profiles/staging.toml")),
 ];
 
 pub fn bundled(name: &str) -> Option<&'static str> {

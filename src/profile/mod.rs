@@ -8,6 +8,7 @@
 
 mod bundled;
 mod common;
+mod connection;
 mod duration;
 mod latency;
 mod plan;
@@ -130,6 +131,7 @@ struct FileSection {
     description: String,
     #[serde(default)]
     server: common::ServerSection,
+    connection: Option<connection::ConnectionSection>,
     #[serde(default, rename = "scenario")]
     scenarios: Vec<toml::Table>,
 }
@@ -161,6 +163,7 @@ pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
         problems.push("name", format!("{:?} {NAME_RULE}", file.name));
     }
     let server = file.server.validate(&mut problems);
+    let connection = file.connection.as_ref().map(|c| c.validate(&mut problems));
     if file.scenarios.is_empty() {
         problems.push(
             "scenario",
@@ -228,6 +231,7 @@ pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
         source: source.to_string(),
         text: text.to_string(),
         server,
+        connection,
         scenarios,
     })
 }

@@ -14,6 +14,8 @@ pub struct Profile {
     /// The text as read, kept in the results so a run can be reproduced.
     pub text: String,
     pub server: ServerPlan,
+    /// `[connection]`: the server the profile is meant for, if it names one.
+    pub connection: Option<ConnectionPlan>,
     pub scenarios: Vec<ScenarioPlan>,
 }
 
@@ -33,6 +35,26 @@ impl Profile {
 pub struct ServerPlan {
     pub storage: Storage,
     pub replicas: usize,
+}
+
+/// A profile's `[connection]`, with natscli's context field names; paths
+/// are expanded (`~`, `$VAR`) when the connection is resolved. Never holds
+/// a secret.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConnectionPlan {
+    pub context: Option<String>,
+    /// Comma-separated.
+    pub url: Option<String>,
+    pub user: Option<String>,
+    pub creds: Option<String>,
+    pub nkey: Option<String>,
+    pub cert: Option<String>,
+    pub key: Option<String>,
+    pub ca: Option<String>,
+    pub tls_first: Option<bool>,
+    pub timeout: Option<Duration>,
+    pub connection_name: Option<String>,
+    pub jetstream_domain: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]

@@ -332,3 +332,47 @@ fn publish_rejects_what_cannot_be_measured_honestly() {
         "{ps:?}"
     );
 }
+
+#[test]
+fn connection_section_is_optional_and_read_with_context_field_names() {
+    assert_eq!(parse("test.toml", GOOD).unwrap().connection, None);
+    let p = parse(
+        "test.toml",
+        &format!(
+            "{GOOD}[connection]\ncontext = \"staging\"\nurl = [\"nats://a:4222\", \"nats://b:4222\"]\n\
+             user = \"bench\"\ncreds = \"~/bench.creds\"\ntls_first = true\ntimeout = \"3s\"\n\
+             jetstream_domain = \"hub\"\n"
+        ),
+    )
+    .unwrap();
+    let c = p.connection.unwrap();
+    assert_eq!(c.context.as_deref(), Some("staging"));
+    assert_eq!(c.url.as_deref(), Some("nats://a:4222,nats://b:4222"));
+    assert_eq!(c.creds.as_deref(), Some("~/bench.creds"));
+    assert_eq!(c.tls_first, Some(true));
+    assert_eq!(c.timeout, Some(Duration::from_secs(3)));
+}
+
+#[test]
+fn connection_section_refuses_secrets_and_names_bad_keys() {
+    let text = format!(
+        "{GOOD}[connection]\nurl = \"nats://u:hunter2@h:4222\"\npassword = \"hunter2\"\ncert = \"c.pem\"\n"
+    );
+    let found = problems(&text);
+    let paths: Vec<&str> = found.iter().map(|p| p.path.as_str()).collect();
+    assert!(paths.contains(&"connection.password"), "{found:?}");
+    assert!(paths.contains(&"connection.url"), "{found:?}");
+    assert!(paths.contains(&"connection.cert"), "{found:?}");
+    assert!(
+        found.iter().all(|p| !p.message.contains("hunter2")),
+        "{found:?}"
+    );
+    let p = only_problem(&format!("{GOOD}[connection]\nserver = \"nats://h\"\n"));
+    assert_eq!(p.path, "connection.server");
+    assert!(p.message.contains("`url`"), "{p:?}");
+    let p = only_problem(&format!(
+        "{GOOD}[connection]\nurl = \"nats://bad host:x\"\n"
+    ));
+    assert_eq!(p.path, "connection.url");
+    assert!(p.line.is_some(), "{p:?}");
+}

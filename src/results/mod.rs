@@ -102,6 +102,7 @@ impl ResultsWriter {
             timelines: variant.timelines,
             error: variant.error,
             elapsed_s: variant.elapsed.as_secs_f64(),
+            streams: variant.streams,
         };
         let name = scenario.name();
         match self.summary.scenarios.iter_mut().find(|s| s.name == name) {

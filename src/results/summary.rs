@@ -61,6 +61,68 @@ pub struct ServerInfo {
     /// Warning and error lines from the embedded server's log.
     #[serde(default)]
     pub log_problems: Vec<String>,
+    /// Servers in the cluster, counted from the client URLs the servers
+    /// advertise (or the nodes jsbench started); `None` when not clustered.
+    #[serde(default)]
+    pub cluster_size: Option<usize>,
+    /// Every server jsbench's connections landed on (all nodes of an
+    /// embedded cluster), with its version.
+    #[serde(default)]
+    pub nodes: Vec<NodeInfo>,
+    /// How jsbench connected: never a secret, only its kind and origin.
+    #[serde(default)]
+    pub connection: Option<ConnectionInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct NodeInfo {
+    pub name: String,
+    pub version: String,
+    pub cluster: Option<String>,
+    /// Client URL, for nodes jsbench started.
+    #[serde(default)]
+    pub url: Option<String>,
+}
+
+/// The connection's settings as far as they explain a number: which
+/// servers, what kind of authentication, whether TLS was on; and where each
+/// setting came from (flag, environment variable, profile, context).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConnectionInfo {
+    /// Credentials removed.
+    pub urls: String,
+    /// none, user/password, token, creds or nkey.
+    pub auth: String,
+    pub tls: bool,
+    pub tls_first: bool,
+    pub context: Option<String>,
+    pub jetstream_domain: Option<String>,
+    pub connection_name: String,
+    /// Setting -> where it came from, e.g. "url" -> "context staging".
+    pub sources: BTreeMap<String, String>,
+}
+
+/// Where a stream's replicas live, from stream info at the end of a variant:
+/// replication is part of what a latency number measures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamPlacement {
+    pub stream: String,
+    /// Configured replicas.
+    pub replicas: usize,
+    pub cluster: Option<String>,
+    pub leader: Option<String>,
+    /// The other replicas, as the leader sees them.
+    pub peers: Vec<PeerInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PeerInfo {
+    pub name: String,
+    pub current: bool,
+    /// Operations behind the leader.
+    pub lag: u64,
+    /// Time since the leader last heard from it, in milliseconds.
+    pub active_ms: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -102,6 +164,9 @@ pub struct VariantReport {
     pub timelines: BTreeMap<String, Timeline>,
     pub error: Option<String>,
     pub elapsed_s: f64,
+    /// Placement of the streams the variant used (leader and replicas).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<StreamPlacement>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

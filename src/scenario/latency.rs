@@ -16,6 +16,7 @@ use super::{Invariant, RunContext, VariantResult, VariantSink};
 use crate::drive::{DriveOutcome, DriveSpec, drive};
 use crate::metrics::{Direction, Metric, latency_metrics};
 use crate::profile::{LatencyPlan, ScenarioPlan, Storage, format_duration};
+use crate::provision::placement;
 
 pub async fn run(
     ctx: &RunContext,
@@ -109,7 +110,9 @@ async fn run_variant(
         seed: rate,
     };
     let outcome = drive(ctx, &spec).await;
-    let stored = stored_messages(ctx, &stream_name).await;
+    let info = ctx.provisioner.stream_info(&stream_name).await;
+    let stored = info.as_ref().map(|i| i.state.messages);
+    result.streams.extend(info.as_ref().map(placement));
     let deleted = ctx.provisioner.delete_stream(&stream_name).await;
     let outcome = outcome?;
 
@@ -118,11 +121,6 @@ async fn run_variant(
     verify(&outcome, stored, result);
     deleted.context("cleaning up after the variant")?;
     Ok(())
-}
-
-async fn stored_messages(ctx: &RunContext, stream: &str) -> Option<u64> {
-    let mut stream = ctx.provisioner.jetstream().get_stream(stream).await.ok()?;
-    Some(stream.info().await.ok()?.state.messages)
 }
 
 fn measure(o: &DriveOutcome, rate: u64, r: &mut VariantResult) {

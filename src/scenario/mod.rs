@@ -19,6 +19,7 @@ use crate::metrics::Metric;
 use crate::profile::{ScenarioPlan, ServerPlan};
 use crate::progress::Progress;
 use crate::provision::{Names, Provisioner};
+use crate::results::summary::StreamPlacement;
 use crate::timeline::Timeline;
 
 /// What every scenario needs from the run.
@@ -79,6 +80,8 @@ pub struct VariantResult {
     /// Set when the variant could not complete; what was measured stays.
     pub error: Option<String>,
     pub elapsed: Duration,
+    /// Where the variant's streams were placed (leader, replicas).
+    pub streams: Vec<StreamPlacement>,
 }
 
 impl VariantResult {
@@ -94,6 +97,7 @@ impl VariantResult {
             timelines: BTreeMap::new(),
             error: None,
             elapsed: Duration::ZERO,
+            streams: Vec::new(),
         }
     }
 

@@ -25,6 +25,7 @@ use crate::profile::{
     MsgId, PublishScenarioPlan, Rate, RatePer, Reference, ScenarioPlan, SizePlan, Storage,
     format_duration,
 };
+use crate::provision::placement;
 use crate::readback::{self, Reconciliation};
 
 /// The figures a variant is compared on.
@@ -179,7 +180,9 @@ async fn run_variant(
         seed: 0x9e37_79b9,
     };
     let outcome = drive(ctx, &spec).await;
-    let stored = stored_messages(ctx, &stream_name).await;
+    let info = ctx.provisioner.stream_info(&stream_name).await;
+    let stored = info.as_ref().map(|i| i.state.messages);
+    result.streams.extend(info.as_ref().map(placement));
     let read_back = match (&outcome, plan.verify_stored) {
         (Ok(_), true) => Some(
             readback::read_stream(
@@ -222,11 +225,6 @@ async fn run_variant(
     verify(&outcome, plan, stored, reconciliation, result);
     deleted.context("cleaning up after the variant")?;
     Ok(figures)
-}
-
-async fn stored_messages(ctx: &RunContext, stream: &str) -> Option<u64> {
-    let mut stream = ctx.provisioner.jetstream().get_stream(stream).await.ok()?;
-    Some(stream.info().await.ok()?.state.messages)
 }
 
 fn per_message_us(cpu: Duration, messages: u64) -> f64 {
@@ -592,7 +590,11 @@ async fn reference_variant(
     let client_cpu = cpu::own_cpu_time().saturating_sub(client_cpu);
     let server_cpu = server_cpu.stop();
     let stored = if kind == Reference::Minimal {
-        let n = stored_messages(ctx, &stream_name).await;
+        let n = ctx
+            .provisioner
+            .stream_info(&stream_name)
+            .await
+            .map(|i| i.state.messages);
         ctx.provisioner.delete_stream(&stream_name).await?;
         n
     } else {

@@ -67,8 +67,9 @@ pub fn latency_body(rates: &str, duration: &str, warmup: &str, extra: &str) -> S
 pub fn options(server: &str, profile: &Path, out: &Path) -> jsbench::run::RunOptions {
     jsbench::run::RunOptions {
         profiles: vec![profile.display().to_string()],
-        server: Some(server.to_string()),
-        timeout: std::time::Duration::from_secs(5),
+        connection: jsbench::connect::ConnectionRequest::server(server),
+        cluster: None,
+        replicas: None,
         out: out.to_path_buf(),
         keep: false,
         monitor: None,
@@ -113,4 +114,18 @@ pub fn assert_all_passed(summary: &Summary) {
         })
         .collect();
     assert!(failed.is_empty(), "failed: {failed:#?}");
+}
+
+pub mod nats_auth;
+pub mod pki;
+
+/// Starts a server with a configuration file written into `dir` (TLS,
+/// authorization), still on loopback, a free port and a temporary store.
+pub fn server_with_config(dir: &Path, config: &str) -> EmbeddedServer {
+    let path = dir.join("server.conf");
+    std::fs::write(&path, config).unwrap();
+    server_with(&ServerOptions {
+        extra_args: vec!["-c".into(), path.display().to_string()],
+        ..Default::default()
+    })
 }

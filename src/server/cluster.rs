@@ -1,0 +1,219 @@
+//! A local JetStream cluster: N nodes on 127.0.0.1 with routes between
+//! them, each an [`EmbeddedServer`] with its own store, all stopped (and
+//! their stores removed) when the cluster is dropped.
+//!
+//! Replication is part of what a JetStream latency means, so R3 streams
+//! must be measurable without a staging cluster. "Ready" means more than
+//! open ports: a stream create that arrives before the JetStream meta group
+//! has a leader, or before the leader hears from every peer, fails with
+//! "insufficient resources" and would look like a jsbench bug.
+
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+
+use super::{EmbeddedServer, ServerOptions, http_get};
+
+/// Sizes `--cluster` accepts: odd, so the cluster keeps a quorum when one
+/// node is slow.
+pub const CLUSTER_SIZES: &[usize] = &[3, 5];
+
+pub struct EmbeddedCluster {
+    name: String,
+    nodes: Vec<EmbeddedServer>,
+}
+
+#[derive(Deserialize)]
+struct Jsz {
+    meta_cluster: Option<MetaCluster>,
+}
+
+#[derive(Deserialize)]
+struct MetaCluster {
+    #[serde(default)]
+    leader: String,
+    #[serde(default)]
+    cluster_size: usize,
+    #[serde(default)]
+    replicas: Vec<MetaPeer>,
+}
+
+#[derive(Deserialize)]
+struct MetaPeer {
+    #[serde(default)]
+    current: bool,
+}
+
+impl EmbeddedCluster {
+    /// Starts `size` nodes and waits until JetStream can place a stream
+    /// with `size` replicas.
+    pub fn start(size: usize) -> Result<Self> {
+        Self::start_with(size, &ServerOptions::default())
+    }
+
+    pub fn start_with(size: usize, options: &ServerOptions) -> Result<Self> {
+        if !CLUSTER_SIZES.contains(&size) {
+            bail!("a local cluster has 3 or 5 nodes, not {size}");
+        }
+        // The route ports are picked before the servers start (each node
+        // must know all of them), so another process may take one in
+        // between; that shows as a node failing to start, and a new set
+        // of ports is tried.
+        let mut last = None;
+        for _ in 0..3 {
+            match Self::try_start(size, options) {
+                Ok(cluster) => return Ok(cluster),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.expect("at least one attempt"))
+    }
+
+    fn try_start(size: usize, options: &ServerOptions) -> Result<Self> {
+        let token = format!("{:06x}", (std::process::id() as u64 ^ nanos()) & 0xFF_FFFF);
+        let name = format!("jsbench-{token}");
+        let ports = free_ports(size)?;
+        let routes = ports
+            .iter()
+            .map(|p| format!("nats://127.0.0.1:{p}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut nodes = Vec::new();
+        for (i, port) in ports.iter().enumerate() {
+            let node_name = format!("{name}-n{}", i + 1);
+            let mut node_options = options.clone();
+            node_options.jetstream = true;
+            node_options.extra_args.extend([
+                "--name".to_string(),
+                node_name.clone(),
+                "--cluster_name".into(),
+                name.clone(),
+                "--cluster".into(),
+                format!("nats://127.0.0.1:{port}"),
+                "--routes".into(),
+                routes.clone(),
+            ]);
+            let node = EmbeddedServer::start_with(&node_options)
+                .with_context(|| format!("starting cluster node {node_name}"))?;
+            nodes.push(node);
+        }
+        let mut cluster = EmbeddedCluster { name, nodes };
+        cluster.wait_for_meta_leader(options.ready_timeout)?;
+        for node in &mut cluster.nodes {
+            // Route retries while the others were starting are expected;
+            // only what happens from now on belongs in the results.
+            node.forget_startup_log();
+        }
+        Ok(cluster)
+    }
+
+    /// Waits until every node agrees on a meta leader and the leader sees
+    /// every other node as current.
+    fn wait_for_meta_leader(&self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        let size = self.nodes.len();
+        let mut last = String::from("no answer from the monitoring endpoints yet");
+        while Instant::now() < deadline {
+            match self.meta_state() {
+                Ok(states) => {
+                    let leaders: Vec<&str> = states.iter().map(|m| m.leader.as_str()).collect();
+                    let agreed = !leaders[0].is_empty() && leaders.iter().all(|l| *l == leaders[0]);
+                    let leader_view = states.iter().find(|m| {
+                        m.cluster_size == size
+                            && m.replicas.len() == size - 1
+                            && m.replicas.iter().all(|p| p.current)
+                    });
+                    if agreed && leader_view.is_some() {
+                        return Ok(());
+                    }
+                    last = format!("meta leaders reported: {leaders:?}");
+                }
+                Err(e) => last = format!("{e:#}"),
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let logs: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| n.log_tail(600).trim_end().to_string())
+            .collect();
+        bail!(
+            "the local cluster {} did not elect a JetStream meta leader within {timeout:?} ({last}); \
+             node logs end with:\n{}",
+            self.name,
+            logs.join("\n--\n")
+        )
+    }
+
+    fn meta_state(&self) -> Result<Vec<MetaCluster>> {
+        self.nodes
+            .iter()
+            .map(|n| {
+                let monitor = n.monitor_url().context("node without a monitoring port")?;
+                let body = http_get(&format!("{monitor}/jsz"))?;
+                let jsz: Jsz = serde_json::from_str(&body).context("parsing /jsz")?;
+                jsz.meta_cluster.context("no meta_cluster in /jsz yet")
+            })
+            .collect()
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn nodes(&self) -> &[EmbeddedServer] {
+        &self.nodes
+    }
+
+    /// Each node with its server name (`<cluster>-n1`, ...).
+    pub fn members(&self) -> impl Iterator<Item = (String, &EmbeddedServer)> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (format!("{}-n{}", self.name, i + 1), n))
+    }
+
+    /// Every node's client URL, comma-separated (what `-s` and NATS_URL take).
+    pub fn urls(&self) -> String {
+        self.nodes
+            .iter()
+            .map(|n| n.url().to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Warning and error lines since the cluster became ready, each
+    /// prefixed with its node.
+    pub fn log_problems(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .flat_map(|(i, n)| {
+                n.log_problems()
+                    .into_iter()
+                    .map(move |l| format!("n{}: {l}", i + 1))
+            })
+            .collect()
+    }
+}
+
+/// `n` distinct free loopback ports, held open together so they differ.
+fn free_ports(n: usize) -> Result<Vec<u16>> {
+    let listeners = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .collect::<std::io::Result<Vec<_>>>()
+        .context("finding free loopback ports for the cluster routes")?;
+    listeners
+        .iter()
+        .map(|l| Ok(l.local_addr()?.port()))
+        .collect()
+}
+
+fn nanos() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos() as u64)
+        .unwrap_or(0)
+}

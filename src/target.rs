@@ -1,0 +1,133 @@
+//! The server under test: one jsbench starts on loopback, a local cluster
+//! it starts, or the user's. Decided once per run from the resolved
+//! connection and `--cluster`; what the results say about the topology
+//! comes from here.
+
+use anyhow::Result;
+
+use crate::connect::Resolution;
+use crate::cpu::ServerCpu;
+use crate::error::UsageError;
+use crate::profile::Profile;
+use crate::results::summary::NodeInfo;
+use crate::server::{EmbeddedCluster, EmbeddedServer};
+
+/// The server under test: ours on loopback (one node or a cluster), or
+/// the user's.
+pub enum Target {
+    Embedded(EmbeddedServer),
+    Cluster(EmbeddedCluster),
+    External,
+}
+
+impl Target {
+    /// Starts what has to be started: nothing for a named server.
+    pub fn start(resolution: &Resolution, cluster: Option<usize>) -> Result<Self> {
+        Ok(match (&resolution.remote, cluster) {
+            (Some(_), _) => Target::External,
+            (None, Some(n)) => Target::Cluster(EmbeddedCluster::start(n)?),
+            (None, None) => Target::Embedded(EmbeddedServer::start()?),
+        })
+    }
+
+    pub fn is_external(&self) -> bool {
+        matches!(self, Target::External)
+    }
+
+    /// Nodes in the cluster: the ones started, or for an external cluster
+    /// the client URLs its servers advertise (all of them, unless
+    /// advertising is off).
+    pub fn cluster_size(&self, info: &async_nats::ServerInfo) -> Option<usize> {
+        match self {
+            Target::Cluster(c) => Some(c.nodes().len()),
+            _ if info.cluster.is_some() => Some(info.connect_urls.len().max(1)),
+            _ => None,
+        }
+    }
+
+    pub fn urls(&self) -> String {
+        match self {
+            Target::Embedded(s) => s.url().to_string(),
+            Target::Cluster(c) => c.urls(),
+            Target::External => String::new(),
+        }
+    }
+
+    pub fn mode(&self) -> &'static str {
+        match self {
+            Target::Embedded(_) => "embedded",
+            Target::Cluster(_) => "embedded-cluster",
+            Target::External => "external",
+        }
+    }
+
+    /// The nodes jsbench started; an external cluster's are learnt from
+    /// the connections instead.
+    pub fn nodes(&self, info: &async_nats::ServerInfo) -> Vec<NodeInfo> {
+        match self {
+            Target::Embedded(s) => vec![NodeInfo {
+                name: info.server_name.clone(),
+                version: s.version().to_string(),
+                cluster: None,
+                url: Some(s.url().to_string()),
+            }],
+            Target::Cluster(c) => c
+                .members()
+                .map(|(name, s)| NodeInfo {
+                    name,
+                    version: s.version().to_string(),
+                    cluster: Some(c.name().to_string()),
+                    url: Some(s.url().to_string()),
+                })
+                .collect(),
+            Target::External => Vec::new(),
+        }
+    }
+
+    /// Where the server's CPU time is read: the processes jsbench started,
+    /// or an external server's monitoring endpoint when one is given.
+    pub fn server_cpu(&self, monitor: Option<&str>) -> ServerCpu {
+        match (self, monitor) {
+            (Target::Embedded(s), _) => ServerCpu::Processes(vec![s.pid()]),
+            (Target::Cluster(c), _) => {
+                ServerCpu::Processes(c.members().map(|(_, s)| s.pid()).collect())
+            }
+            (Target::External, Some(url)) => ServerCpu::Varz(url.to_string()),
+            (Target::External, None) => ServerCpu::Unavailable,
+        }
+    }
+
+    pub fn log_problems(&self) -> Vec<String> {
+        match self {
+            Target::Embedded(s) => s.log_problems(),
+            Target::Cluster(c) => c.log_problems(),
+            Target::External => Vec::new(),
+        }
+    }
+}
+
+/// Replicated streams need as many servers: refuse before starting
+/// anything rather than fail at the first stream.
+pub fn check_replicas(
+    profiles: &[Profile],
+    replicas_override: Option<usize>,
+    resolution: &Resolution,
+    cluster: Option<usize>,
+) -> Result<(), UsageError> {
+    if resolution.remote.is_some() {
+        return Ok(());
+    }
+    let nodes = cluster.unwrap_or(1);
+    for p in profiles {
+        let replicas = replicas_override.unwrap_or(p.server.replicas);
+        if replicas > nodes {
+            return Err(UsageError(format!(
+                "profile {} asks for {replicas} replicas, but the embedded server has {nodes} \
+                 node(s): add --cluster {replicas} (a local cluster), use --replicas {nodes}, or \
+                 point -s/--server at a cluster",
+                p.name
+            )));
+        }
+    }
+    Ok(())
+}
