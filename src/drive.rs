@@ -14,12 +14,12 @@ use futures::future::join_all;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock;
-use crate::consume::{self, ConsumerConfig, ConsumerProgress, ConsumerReport};
+use crate::consume::{self, ConsumerConfig, ConsumerProgress, ConsumerReport, DeliveryEvent};
 use crate::cpu;
 use crate::histogram::Recorder;
 use crate::ledger::{LedgerCounts, LedgerShard};
 use crate::load::{AckReport, Publisher, PublisherConfig, RetryPlan, SendReport};
-use crate::profile::{ConsumerPlan, PublishPlan, late_retry_margin};
+use crate::profile::{BehaviourPlan, ConsumerPlan, PublishPlan, late_retry_margin};
 use crate::scenario::RunContext;
 use crate::schedule::Schedule;
 use crate::timeline::Timeline;
@@ -34,9 +34,14 @@ pub struct DriveSpec {
     pub stream: String,
     pub publish: PublishPlan,
     /// The durable to read, and how; `None` publishes only.
-    pub consumer: Option<(String, ConsumerPlan)>,
+    pub consumer: Option<ConsumerSpec>,
     /// Total msg/s; `None` publishes as fast as the server accepts.
     pub rate: Option<u64>,
+    /// With `rate = None`: publish exactly this many messages and stop (a
+    /// fill) instead of running for warm-up plus duration.
+    pub count: Option<u64>,
+    /// Messages already in the stream that the consumers must also finish.
+    pub preloaded: u64,
     pub warmup: Duration,
     pub duration: Duration,
     pub drain_timeout: Duration,
@@ -45,14 +50,83 @@ pub struct DriveSpec {
     pub seed: u64,
 }
 
+/// The durable a variant reads and what its clients do with deliveries.
+#[derive(Debug, Clone)]
+pub struct ConsumerSpec {
+    pub durable: String,
+    pub plan: ConsumerPlan,
+    pub behaviour: Arc<BehaviourPlan>,
+    /// Keep a record of every delivery (for redelivery delays).
+    pub log_events: bool,
+    /// Poll consumer info this often while the variant runs.
+    pub sample_every: Option<Duration>,
+}
+
+impl ConsumerSpec {
+    /// An explicit-ack durable whose clients ack everything at once.
+    pub fn acking(durable: String, plan: ConsumerPlan) -> Self {
+        ConsumerSpec {
+            durable,
+            plan,
+            behaviour: Arc::new(BehaviourPlan::all_ack()),
+            log_events: false,
+            sample_every: None,
+        }
+    }
+}
+
+/// Consumer info at one moment of the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConsumerSample {
+    pub at_ns: u64,
+    pub num_pending: u64,
+    pub num_ack_pending: u64,
+    pub num_redelivered: u64,
+}
+
 impl DriveSpec {
-    /// Messages a paced variant publishes, warm-up included; 0 when unpaced.
+    /// Messages a paced variant or a fill publishes, warm-up included; 0
+    /// when it runs for a time instead.
     pub fn messages(&self) -> u64 {
-        match self.rate {
-            Some(rate) => ((rate as f64) * (self.warmup + self.duration).as_secs_f64())
+        match (self.rate, self.count) {
+            (Some(rate), _) => ((rate as f64) * (self.warmup + self.duration).as_secs_f64())
                 .round()
                 .max(1.0) as u64,
-            None => 0,
+            (None, Some(n)) => n,
+            (None, None) => 0,
+        }
+    }
+
+    /// A spec that publishes nothing and only consumes what is stored.
+    pub fn consume_only(
+        label: String,
+        stream: String,
+        consumer: ConsumerSpec,
+        preloaded: u64,
+        drain_timeout: Duration,
+    ) -> Self {
+        let mut publish = PublishPlan::simple(
+            0,
+            128,
+            crate::profile::MsgId::None,
+            1,
+            Duration::from_secs(10),
+        );
+        publish.publishers = 0;
+        DriveSpec {
+            label,
+            subjects: Vec::new(),
+            stream,
+            publish,
+            consumer: Some(consumer),
+            rate: None,
+            count: Some(0),
+            preloaded,
+            warmup: Duration::ZERO,
+            duration: Duration::ZERO,
+            drain_timeout,
+            msg_id_prefix: String::new(),
+            seed: 0,
         }
     }
 }
@@ -88,6 +162,12 @@ pub struct DriveOutcome {
     /// Time from the last publish to the end of the drain.
     pub drain_time: Duration,
     pub server_state: Option<ConsumerState>,
+    /// Consumer info sampled over the run (when asked for).
+    pub samples: Vec<ConsumerSample>,
+    /// Every delivery, ordered by sequence and delivery (when asked for).
+    pub events: Vec<DeliveryEvent>,
+    /// Double-ack round trips.
+    pub ack_rtt: Recorder,
     /// CPU jsbench used from the start of publishing to the last PubAck.
     pub client_cpu: Duration,
     /// CPU the server used over the same span, when it can be measured.
@@ -145,6 +225,32 @@ impl DriveOutcome {
         }
     }
 
+    /// Consumer info samples as series: `num_pending`, `num_ack_pending`
+    /// and `num_redelivered`, one value per sampling interval.
+    pub fn sample_timelines(&self, every: Duration) -> Vec<(String, Timeline)> {
+        let bucket_ns = every.as_nanos().max(1) as u64;
+        let series = |name: &str, value: fn(&ConsumerSample) -> u64| {
+            let mut t = Timeline {
+                origin_ns: self.t0_ns,
+                bucket_ns,
+                counts: Vec::new(),
+            };
+            for s in &self.samples {
+                let i = (s.at_ns.saturating_sub(self.t0_ns) / bucket_ns) as usize;
+                if t.counts.len() <= i {
+                    t.counts.resize(i + 1, 0);
+                }
+                t.counts[i] = value(s);
+            }
+            (name.to_string(), t)
+        };
+        vec![
+            series("num_pending", |s| s.num_pending),
+            series("num_ack_pending", |s| s.num_ack_pending),
+            series("num_redelivered", |s| s.num_redelivered),
+        ]
+    }
+
     /// How far the last message was sent behind its intended time.
     pub fn final_lag(&self) -> Duration {
         let lag = self
@@ -172,10 +278,15 @@ const LEAD_IN: Duration = Duration::from_millis(200);
 /// The drain allowed after a Ctrl-C: enough for in-flight messages.
 const INTERRUPTED_DRAIN: Duration = Duration::from_secs(2);
 
+/// How long the server may take, after the clients are done, to show
+/// nothing pending.
+const SETTLE: Duration = Duration::from_secs(3);
+
 pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
     let publishers = spec.publish.publishers;
-    let consumers = spec.consumer.as_ref().map_or(0, |(_, c)| c.consumers);
+    let consumers = spec.consumer.as_ref().map_or(0, |c| c.plan.consumers);
     let messages = spec.messages();
+    let expected = messages + spec.preloaded;
 
     let connections = join_all(
         (0..consumers)
@@ -195,18 +306,20 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
     let consumer_stop = CancellationToken::new();
     let mut consumer_progress = Vec::new();
     let mut consumer_tasks = Vec::new();
-    if let Some((durable, plan)) = &spec.consumer {
+    if let Some(c) = &spec.consumer {
         for (i, client) in consumer_clients.iter().enumerate() {
             let progress = Arc::new(ConsumerProgress::default());
             consumer_progress.push(progress.clone());
             let config = ConsumerConfig {
                 index: i,
                 stream: spec.stream.clone(),
-                durable: durable.clone(),
-                batch: plan.batch,
+                durable: c.durable.clone(),
+                plan: c.plan.clone(),
+                behaviour: c.behaviour.clone(),
                 record_from_ns,
                 timeline_origin_ns: t0_ns,
-                expected_messages: messages,
+                expected_messages: expected,
+                log_events: c.log_events,
                 js_api_prefix: ctx.connect.js_api.prefix(),
             };
             consumer_tasks.push(tokio::spawn(consume::run(
@@ -239,7 +352,11 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
                 stride: publishers as u64,
                 offset: i as u64,
                 total_messages: messages,
-                end_ns,
+                end_ns: if spec.count.is_some() {
+                    u64::MAX
+                } else {
+                    end_ns
+                },
             },
             window: spec.publish.pub_ack_window,
             msg_id: spec.publish.msg_id,
@@ -265,12 +382,22 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
             .map(|p| p.received.load(Ordering::Relaxed))
             .sum()
     };
-    let first_deliveries = || -> u64 {
+    let finished = || -> u64 {
         consumer_progress
             .iter()
-            .map(|p| p.first_deliveries.load(Ordering::Relaxed))
+            .map(|p| p.finished.load(Ordering::Relaxed))
             .sum()
     };
+    let sampler = spec.consumer.as_ref().and_then(|c| {
+        c.sample_every.map(|every| {
+            Sampler::start(
+                ctx.provisioner.jetstream().clone(),
+                &spec.stream,
+                &c.durable,
+                every,
+            )
+        })
+    });
     let started = Instant::now();
     let finishing = join_all(running.into_iter().map(Publisher::finish));
     tokio::pin!(finishing);
@@ -312,7 +439,8 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
         .sum();
     let mut drained = spec.consumer.is_none();
     let mut server_state = None;
-    if let Some((durable, _)) = &spec.consumer {
+    let mut drain_time = Duration::ZERO;
+    if let Some(c) = &spec.consumer {
         bar.phase("draining");
         let mut deadline = publish_end + spec.drain_timeout;
         loop {
@@ -322,7 +450,7 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
             if Instant::now() >= deadline {
                 break;
             }
-            if first_deliveries() >= stored {
+            if finished() >= stored {
                 drained = true;
                 break;
             }
@@ -331,15 +459,22 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
+        drain_time = publish_end.elapsed();
+        // The server settles later than the clients: fire-and-forget acks
+        // are processed after they are sent, and a message that failed its
+        // last delivery is let go only when that delivery's deadline expires.
         let js = ctx.provisioner.jetstream();
-        server_state = if drained {
-            settled_state(js, &spec.stream, durable).await
+        let settle_until = if drained {
+            deadline.max(Instant::now() + SETTLE)
         } else {
-            current_state(js, &spec.stream, durable).await
+            Instant::now()
         };
+        server_state = settled_state(js, &spec.stream, &c.durable, settle_until).await;
     }
-    let drain_time = publish_end.elapsed();
-
+    let samples = match sampler {
+        Some(s) => s.finish().await,
+        None => Vec::new(),
+    };
     consumer_stop.cancel();
     let mut consumer_reports = Vec::new();
     let mut errors = Vec::new();
@@ -374,6 +509,7 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
     outcome.drained = drained;
     outcome.drain_time = drain_time;
     outcome.server_state = server_state;
+    outcome.samples = samples;
     outcome.client_cpu = client_cpu;
     outcome.server_cpu = server_cpu;
     outcome.interrupted = ctx.stop.is_cancelled();
@@ -404,12 +540,16 @@ fn merge(
     }
     let mut e2e_intended = Recorder::new();
     let mut e2e_sent = Recorder::new();
+    let mut ack_rtt = Recorder::new();
     let mut delivered_timeline = Timeline::per_second(t0_ns);
+    let mut logs = Vec::new();
     for c in &consumers {
         e2e_intended.merge(&c.e2e_intended);
         e2e_sent.merge(&c.e2e_sent);
+        ack_rtt.merge(&c.ack_rtt);
         ledger.merge(&c.ledger);
         delivered_timeline.merge(&c.timeline);
+        logs.push(c.events.clone());
     }
     let mut counts = ledger.counts();
     counts.published = sends.iter().map(|s| s.sent).sum();
@@ -432,6 +572,9 @@ fn merge(
         drained: false,
         drain_time: Duration::ZERO,
         server_state: None,
+        samples: Vec::new(),
+        events: crate::consume::events::merge(logs),
+        ack_rtt,
         client_cpu: Duration::ZERO,
         server_cpu: None,
         interrupted: false,
@@ -454,20 +597,58 @@ async fn current_state(
     })
 }
 
-/// Consumer info lags fire-and-forget acks: poll briefly until the server
-/// has processed them all.
+/// Polls consumer info until nothing is pending or `until` passes.
 async fn settled_state(
     js: &jetstream::Context,
     stream: &str,
     durable: &str,
+    until: Instant,
 ) -> Option<ConsumerState> {
-    let deadline = Instant::now() + Duration::from_secs(3);
     loop {
         let state = current_state(js, stream, durable).await;
         let settled = state.is_some_and(|s| s.num_pending == 0 && s.num_ack_pending == 0);
-        if settled || Instant::now() > deadline {
+        if settled || Instant::now() >= until {
             return state;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Samples consumer info on a fixed interval, from the control connection.
+struct Sampler {
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<Vec<ConsumerSample>>,
+}
+
+impl Sampler {
+    fn start(js: jetstream::Context, stream: &str, durable: &str, every: Duration) -> Sampler {
+        let stop = CancellationToken::new();
+        let (stream, durable, halt) = (stream.to_string(), durable.to_string(), stop.clone());
+        let task = tokio::spawn(async move {
+            let mut samples = Vec::new();
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            loop {
+                tokio::select! {
+                    _ = halt.cancelled() => break,
+                    _ = tick.tick() => {}
+                }
+                if let Some(s) = current_state(&js, &stream, &durable).await {
+                    samples.push(ConsumerSample {
+                        at_ns: clock::now_ns(),
+                        num_pending: s.num_pending,
+                        num_ack_pending: s.num_ack_pending as u64,
+                        num_redelivered: s.num_redelivered as u64,
+                    });
+                }
+            }
+            samples
+        });
+        Sampler { stop, task }
+    }
+
+    async fn finish(self) -> Vec<ConsumerSample> {
+        self.stop.cancel();
+        self.task.await.unwrap_or_default()
     }
 }

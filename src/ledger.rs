@@ -18,9 +18,13 @@ pub enum Event {
     Delivered,
     /// A consumer acknowledged this sequence.
     Acked,
+    /// A consumer nak'ed a delivery of this sequence.
+    Naked,
+    /// A consumer terminated this sequence.
+    Termed,
 }
 
-const EVENTS: usize = 4;
+const EVENTS: usize = 6;
 
 /// Per-task counts of events by stream sequence.
 ///
@@ -125,6 +129,10 @@ impl LedgerShard {
             if acks > 0 {
                 c.acked += 1;
             }
+            if self.count(seq, Event::Termed) > 0 {
+                c.termed += 1;
+            }
+            c.naks += u64::from(self.count(seq, Event::Naked));
         }
         c
     }
@@ -153,6 +161,12 @@ pub struct LedgerCounts {
     pub redeliveries: u64,
     /// Distinct sequences acknowledged.
     pub acked: u64,
+    /// Distinct sequences terminated.
+    #[serde(default)]
+    pub termed: u64,
+    /// Naks sent, over all deliveries.
+    #[serde(default)]
+    pub naks: u64,
     /// Persisted messages not found: never delivered, or (in scenarios
     /// without consumers) missing when the stream was read back.
     pub lost: u64,

@@ -21,6 +21,8 @@
 //! - [`metrics`], [`results`], [`report`]: what a run leaves behind.
 //! - [`progress`], [`error`]: the user-facing edges.
 
+pub mod advisory;
+pub mod behaviour;
 pub mod cli;
 pub mod clock;
 pub mod connect;
@@ -28,6 +30,7 @@ pub mod consume;
 pub mod cpu;
 pub mod drive;
 pub mod error;
+pub mod fates;
 pub mod histogram;
 pub mod ledger;
 pub mod load;

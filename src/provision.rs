@@ -12,8 +12,34 @@ use std::sync::Mutex;
 use anyhow::{Context, Result, anyhow};
 use async_nats::jetstream::{self, consumer, stream};
 
-use crate::profile::{Profile, Rate, RatePer, ScenarioPlan, ServerPlan, Storage};
+use crate::profile::{
+    AckPolicy, ConsumerPlan, Profile, Rate, RatePer, ScenarioPlan, ServerPlan, Storage,
+};
 use crate::results::summary::{PeerInfo, StreamPlacement};
+
+/// The durable's server-side configuration from a consumer plan; `base` is
+/// the scenario's subject prefix its filter suffix extends.
+pub fn pull_config(durable: &str, plan: &ConsumerPlan, base: &str) -> consumer::pull::Config {
+    consumer::pull::Config {
+        durable_name: Some(durable.to_string()),
+        ack_policy: match plan.ack {
+            AckPolicy::None => consumer::AckPolicy::None,
+            AckPolicy::All => consumer::AckPolicy::All,
+            AckPolicy::Explicit => consumer::AckPolicy::Explicit,
+        },
+        ack_wait: plan.ack_wait,
+        backoff: plan.backoff.clone(),
+        max_deliver: plan.max_deliver,
+        max_ack_pending: plan.max_ack_pending,
+        filter_subject: plan
+            .filter
+            .as_ref()
+            .map(|f| format!("{base}.{f}"))
+            .unwrap_or_default(),
+        deliver_policy: consumer::DeliverPolicy::All,
+        ..Default::default()
+    }
+}
 
 /// Run-scoped names: every stream, subject and durable of one run shares the
 /// run token, so runs never collide and their leftovers are recognisable.
@@ -244,6 +270,19 @@ pub fn footprint(profile: &Profile) -> Footprint {
                     * span;
                 let per_message = p.publish.message_size.mean() as u64 + PER_MESSAGE_OVERHEAD;
                 need.bytes = need.bytes.max((fattest as u64) * per_message);
+            }
+            ScenarioPlan::Ack(p) => {
+                let per_message = p.message_size as u64 + PER_MESSAGE_OVERHEAD;
+                need.bytes = need.bytes.max(p.messages * per_message);
+                // Every variant's durable lives until the scenario's stream goes.
+                need.consumers = need.consumers.max(p.variant_count());
+                need.max_ack_pending = need.max_ack_pending.max(p.consumer.max_ack_pending);
+            }
+            ScenarioPlan::Redelivery(p) => {
+                let span = (p.common.warmup + p.common.duration).as_secs_f64();
+                let per_message = p.publish.message_size.mean() as u64 + PER_MESSAGE_OVERHEAD;
+                need.bytes = need.bytes.max((p.rate as f64 * span) as u64 * per_message);
+                need.max_ack_pending = need.max_ack_pending.max(p.consumer.max_ack_pending);
             }
         }
     }

@@ -34,9 +34,10 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// Messages this publisher sends; unbounded (until `end_ns`) when unpaced.
+    /// Messages this publisher sends. An unpaced schedule without a total
+    /// runs until `end_ns`; with one it sends its share as fast as it can.
     pub fn count(&self) -> u64 {
-        if self.total_rate.is_none() {
+        if self.total_rate.is_none() && self.total_messages == 0 {
             u64::MAX
         } else if self.offset >= self.total_messages {
             0
@@ -170,7 +171,10 @@ mod tests {
 
     #[test]
     fn unpaced_schedule_runs_until_its_end() {
-        let mut s = schedule(1, 2, 1, 5);
+        let mut counted = schedule(1, 2, 1, 5);
+        counted.total_rate = None;
+        assert_eq!(counted.count(), 2, "a fill sends its share of the total");
+        let mut s = schedule(1, 2, 1, 0);
         s.total_rate = None;
         s.end_ns = 10_000;
         assert_eq!(s.count(), u64::MAX);

@@ -1,6 +1,418 @@
-//! Consumption: durable consumers that time every delivery, mark the ledger
-//! and acknowledge.
+//! Consumption: durable pull consumers that time every delivery, act on it
+//! as the behaviour plan says (ack, nak, nak with delay, term, ignore,
+//! in-progress), mark the ledger, and optionally log every delivery for
+//! redelivery analysis.
+//!
+//! The loop receives, decides and records; the answer to a delivery
+//! (processing time, then the ack or nak) is a future of its own, awaited in
+//! place with one handler, or run beside others with several. Bookkeeping
+//! stays in the loop, on task-local recorders: nothing is locked, and with
+//! no processing time an answer is a queued publish, not a round trip.
 
-mod pull;
+pub mod events;
+mod source;
 
-pub use pull::{ConsumerConfig, ConsumerProgress, ConsumerReport, run};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use async_nats::Client;
+use async_nats::jetstream::{self, AckKind, Message, consumer::PullConsumer};
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock;
+use crate::histogram::Recorder;
+use crate::ledger::{Event, LedgerShard};
+use crate::profile::{AckPolicy, Action, BehaviourPlan, ConsumerPlan};
+use crate::stamp::Stamp;
+use crate::timeline::Timeline;
+pub use events::DeliveryEvent;
+use source::Source;
+
+#[derive(Debug, Clone)]
+pub struct ConsumerConfig {
+    pub index: usize,
+    pub stream: String,
+    pub durable: String,
+    pub plan: ConsumerPlan,
+    pub behaviour: Arc<BehaviourPlan>,
+    /// Deliveries of messages intended before this time are not recorded.
+    pub record_from_ns: u64,
+    pub timeline_origin_ns: u64,
+    /// Sizes the ledger up front so the hot path never grows it.
+    pub expected_messages: u64,
+    /// Keep a [`DeliveryEvent`] per delivery.
+    pub log_events: bool,
+    /// JetStream API prefix (`$JS.API`, or a domain's `$JS.<domain>.API`).
+    pub js_api_prefix: String,
+}
+
+/// Counters the run loop reads while consumers run; each is written by its
+/// own consumer only.
+#[derive(Debug, Default)]
+pub struct ConsumerProgress {
+    pub received: AtomicU64,
+    /// Messages whose story this consumer ended: acked, termed, or failed
+    /// on their last allowed delivery.
+    pub finished: AtomicU64,
+}
+
+#[derive(Debug, Clone)]
+pub struct ConsumerReport {
+    pub received: u64,
+    pub redeliveries: u64,
+    /// Payloads without a jsbench stamp, or deliveries without metadata.
+    pub malformed: u64,
+    /// Errors the message source reported (missed heartbeats, failed pulls).
+    pub stream_errors: u64,
+    pub ack_errors: u64,
+    pub first_error: Option<String>,
+    /// Receive time minus intended send time (first deliveries).
+    pub e2e_intended: Recorder,
+    /// Receive time minus actual send time (first deliveries).
+    pub e2e_sent: Recorder,
+    /// Round trip of a double ack (ack confirmed by the server).
+    pub ack_rtt: Recorder,
+    pub ledger: LedgerShard,
+    pub timeline: Timeline,
+    pub first_ns: u64,
+    pub last_ns: u64,
+    pub events: Vec<DeliveryEvent>,
+}
+
+/// One delivery's answer, produced by the handler and recorded by the loop.
+struct Answer {
+    seq: u64,
+    delivery: u32,
+    received_ns: u64,
+    answered_ns: u64,
+    action: Action,
+    /// Whether the answer reached the server (or needed sending at all).
+    result: Result<(), String>,
+    ack_rtt_ns: Option<u64>,
+}
+
+/// Reads the durable until `stop` is cancelled.
+pub async fn run(
+    client: Client,
+    config: ConsumerConfig,
+    progress: Arc<ConsumerProgress>,
+    stop: CancellationToken,
+) -> Result<ConsumerReport> {
+    let js = jetstream::with_prefix(client.clone(), &config.js_api_prefix);
+    let consumer: PullConsumer = js
+        .get_consumer_from_stream(&config.durable, &config.stream)
+        .await
+        .with_context(|| format!("binding to durable consumer {}", config.durable))?;
+    let mut source = Source::open(consumer, config.plan.kind, config.plan.batch)
+        .await
+        .with_context(|| format!("reading durable consumer {}", config.durable))?;
+
+    let mut report = ConsumerReport {
+        received: 0,
+        redeliveries: 0,
+        malformed: 0,
+        stream_errors: 0,
+        ack_errors: 0,
+        first_error: None,
+        e2e_intended: Recorder::new(),
+        e2e_sent: Recorder::new(),
+        ack_rtt: Recorder::new(),
+        ledger: LedgerShard::with_capacity(
+            config.expected_messages,
+            &[Event::Delivered, Event::Acked],
+        ),
+        timeline: Timeline::per_second(config.timeline_origin_ns),
+        first_ns: 0,
+        last_ns: 0,
+        events: Vec::new(),
+    };
+    let mut finished = 0u64;
+    let handlers = config.behaviour.handlers.max(1);
+    let mut running = FuturesUnordered::new();
+    // With `ack = "all"`: the latest delivery not yet covered by an ack.
+    let mut unacked_tail: Option<Message> = None;
+
+    loop {
+        let next = tokio::select! {
+            biased;
+            _ = stop.cancelled() => break,
+            Some(answer) = running.next(), if !running.is_empty() => {
+                record_answer(&config, &mut report, &mut finished, &progress, answer);
+                continue;
+            }
+            next = source.next(), if running.len() < handlers => next,
+        };
+        let message = match next {
+            Some(Ok(message)) => message,
+            Some(Err(e)) => {
+                report.stream_errors += 1;
+                report.first_error.get_or_insert(e);
+                continue;
+            }
+            None => break,
+        };
+        let now = clock::now_ns();
+        let Some((seq, delivery)) = receive(&config, &mut report, &message, now) else {
+            continue;
+        };
+        progress.received.store(report.received, Ordering::Relaxed);
+
+        match config.plan.ack {
+            AckPolicy::Explicit => {
+                let job = Job {
+                    seq,
+                    delivery,
+                    received_ns: now,
+                    action: config.behaviour.action(seq, delivery),
+                    processing: config.behaviour.processing_time(seq, delivery),
+                    double_ack: config.plan.double_ack,
+                };
+                if handlers == 1 {
+                    let answer = respond(message, job).await;
+                    record_answer(&config, &mut report, &mut finished, &progress, answer);
+                } else {
+                    running.push(respond(message, job));
+                }
+            }
+            AckPolicy::All => {
+                // An ack covers every earlier delivery: ack every k-th.
+                if report.received.is_multiple_of(config.plan.ack_every as u64) {
+                    let result = ack_covering(&config, &mut report, &message).await;
+                    if result.is_ok() {
+                        unacked_tail = None;
+                    }
+                } else {
+                    unacked_tail = Some(message);
+                }
+                finished += 1;
+                progress.finished.store(finished, Ordering::Relaxed);
+            }
+            AckPolicy::None => {
+                finished += 1;
+                progress.finished.store(finished, Ordering::Relaxed);
+            }
+        }
+    }
+
+    // Answer what is in hand, so an interrupted run leaves no work half done.
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(answer) = running.next().await {
+            record_answer(&config, &mut report, &mut finished, &progress, answer);
+        }
+    })
+    .await;
+    if let Some(tail) = unacked_tail.take() {
+        let _ = ack_covering(&config, &mut report, &tail).await;
+    }
+    // Queued acks reach the server before the report is handed over.
+    let _ = client.flush().await;
+    Ok(report)
+}
+
+/// Bookkeeping on receipt: ledger, timeline, latency. Returns the stream
+/// sequence and delivery count, or `None` for a delivery without metadata.
+#[inline]
+fn receive(
+    config: &ConsumerConfig,
+    report: &mut ConsumerReport,
+    message: &Message,
+    now: u64,
+) -> Option<(u64, u32)> {
+    let info = match message.info() {
+        Ok(info) => info,
+        Err(e) => {
+            report.malformed += 1;
+            report
+                .first_error
+                .get_or_insert_with(|| format!("unreadable reply subject: {e}"));
+            return None;
+        }
+    };
+    let seq = info.stream_sequence;
+    let delivery = info.delivered.max(1) as u32;
+    report.ledger.mark(seq, Event::Delivered);
+    report.received += 1;
+    if report.first_ns == 0 {
+        report.first_ns = now;
+    }
+    report.last_ns = now;
+    report.timeline.mark(now);
+    if delivery > 1 {
+        report.redeliveries += 1;
+    }
+    match Stamp::read(&message.payload) {
+        Some(stamp) if delivery == 1 && stamp.intended_ns >= config.record_from_ns => {
+            report.e2e_intended.record_between(stamp.intended_ns, now);
+            report.e2e_sent.record_between(stamp.sent_ns, now);
+        }
+        Some(_) => {}
+        None => report.malformed += 1,
+    }
+    Some((seq, delivery))
+}
+
+/// With `ack = "all"`: one ack for this delivery and every earlier one.
+async fn ack_covering(
+    config: &ConsumerConfig,
+    report: &mut ConsumerReport,
+    message: &Message,
+) -> Result<(), ()> {
+    let started = clock::now_ns();
+    let result = if config.plan.double_ack {
+        message.double_ack().await
+    } else {
+        message.ack().await
+    };
+    match result {
+        Ok(()) => {
+            if config.plan.double_ack {
+                report.ack_rtt.record_between(started, clock::now_ns());
+            }
+            if let Ok(info) = message.info() {
+                report.ledger.mark(info.stream_sequence, Event::Acked);
+            }
+            Ok(())
+        }
+        Err(e) => {
+            report.ack_errors += 1;
+            report
+                .first_error
+                .get_or_insert_with(|| format!("ack: {e}"));
+            Err(())
+        }
+    }
+}
+
+fn record_answer(
+    config: &ConsumerConfig,
+    report: &mut ConsumerReport,
+    finished: &mut u64,
+    progress: &ConsumerProgress,
+    answer: Answer,
+) {
+    if let Err(e) = &answer.result {
+        report.ack_errors += 1;
+        report.first_error.get_or_insert_with(|| e.clone());
+    }
+    let sent = answer.result.is_ok();
+    let ended = match answer.action {
+        Action::Ack | Action::InProgressThenAck { .. } => {
+            if sent {
+                report.ledger.mark(answer.seq, Event::Acked);
+            }
+            true
+        }
+        Action::Term => {
+            if sent {
+                report.ledger.mark(answer.seq, Event::Termed);
+            }
+            true
+        }
+        Action::Nak | Action::NakDelay(_) | Action::Ignore => {
+            if sent && answer.action != Action::Ignore {
+                report.ledger.mark(answer.seq, Event::Naked);
+            }
+            // The last allowed delivery failed: the server gives up on it.
+            config.plan.max_deliver > 0 && i64::from(answer.delivery) >= config.plan.max_deliver
+        }
+    };
+    if ended {
+        *finished += 1;
+        progress.finished.store(*finished, Ordering::Relaxed);
+    }
+    if let Some(rtt) = answer.ack_rtt_ns {
+        report.ack_rtt.record(rtt);
+    }
+    if config.log_events {
+        report.events.push(DeliveryEvent {
+            seq: answer.seq,
+            delivery: answer.delivery,
+            consumer: config.index as u16,
+            received_ns: answer.received_ns,
+            answered_ns: answer.answered_ns,
+        });
+    }
+}
+
+/// What a handler does with one delivery.
+struct Job {
+    seq: u64,
+    delivery: u32,
+    received_ns: u64,
+    action: Action,
+    processing: Duration,
+    double_ack: bool,
+}
+
+/// Works on a delivery for its processing time, then answers as planned.
+async fn respond(message: Message, job: Job) -> Answer {
+    if !job.processing.is_zero() {
+        tokio::time::sleep(job.processing).await;
+    }
+    let kind = match job.action {
+        Action::Ack => Some(AckKind::Ack),
+        Action::Nak => Some(AckKind::Nak(None)),
+        Action::NakDelay(d) => Some(AckKind::Nak(Some(d))),
+        Action::Term => Some(AckKind::Term),
+        Action::Ignore => None,
+        Action::InProgressThenAck { hold, every } => {
+            let until = tokio::time::Instant::now() + hold;
+            loop {
+                let next = tokio::time::Instant::now() + every;
+                if next >= until {
+                    tokio::time::sleep_until(until).await;
+                    break;
+                }
+                tokio::time::sleep_until(next).await;
+                if let Err(e) = message.ack_with(AckKind::Progress).await {
+                    return answer(
+                        &job,
+                        job.received_ns,
+                        Err(format!("in progress: {e}")),
+                        None,
+                    );
+                }
+            }
+            Some(AckKind::Ack)
+        }
+    };
+    let Some(kind) = kind else {
+        return answer(&job, job.received_ns, Ok(()), None);
+    };
+    let started = clock::now_ns();
+    if job.double_ack {
+        let result = message.double_ack_with(kind).await;
+        let done = clock::now_ns();
+        let rtt = result.is_ok().then_some(done - started);
+        answer(
+            &job,
+            started,
+            result.map_err(|e| format!("double ack: {e}")),
+            rtt,
+        )
+    } else {
+        let result = message.ack_with(kind).await;
+        answer(&job, started, result.map_err(|e| format!("ack: {e}")), None)
+    }
+}
+
+fn answer(
+    job: &Job,
+    answered_ns: u64,
+    result: Result<(), String>,
+    ack_rtt_ns: Option<u64>,
+) -> Answer {
+    Answer {
+        seq: job.seq,
+        delivery: job.delivery,
+        received_ns: job.received_ns,
+        answered_ns,
+        action: job.action,
+        result,
+        ack_rtt_ns,
+    }
+}

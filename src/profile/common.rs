@@ -439,54 +439,118 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for OneOrMany<T> {
 pub struct ConsumerSection {
     kind: Option<ConsumerKind>,
     ack: Option<AckPolicy>,
+    ack_every: Option<usize>,
+    double_ack: Option<bool>,
     consumers: Option<usize>,
     batch: Option<usize>,
     max_ack_pending: Option<i64>,
     ack_wait: Option<Dur>,
+    backoff: Option<Vec<Dur>>,
+    max_deliver: Option<i64>,
+    filter_subject: Option<String>,
 }
 
 impl ConsumerSection {
-    pub fn validate(&self, prefix: &str, problems: &mut Problems) -> ConsumerPlan {
+    /// `ack_per_variant`: the scenario sets `ack` per variant itself (the
+    /// ack scenario), so `ack_every` is allowed whatever `ack` says here.
+    pub fn validate(
+        &self,
+        prefix: &str,
+        ack_per_variant: bool,
+        problems: &mut Problems,
+    ) -> ConsumerPlan {
         let p = format!("{prefix}.consumer");
+        let key = |k: &str| format!("{p}.{k}");
+        let defaults = ConsumerPlan::simple();
         let plan = ConsumerPlan {
-            kind: self.kind.unwrap_or(ConsumerKind::Pull),
-            ack: self.ack.unwrap_or(AckPolicy::Explicit),
-            consumers: self.consumers.unwrap_or(1),
-            batch: self.batch.unwrap_or(500),
-            max_ack_pending: self.max_ack_pending.unwrap_or(10_000),
-            ack_wait: self
-                .ack_wait
-                .map(|d| d.0)
-                .unwrap_or(Duration::from_secs(30)),
+            kind: self.kind.unwrap_or(defaults.kind),
+            ack: self.ack.unwrap_or(defaults.ack),
+            ack_every: self.ack_every.unwrap_or(1),
+            double_ack: self.double_ack.unwrap_or(false),
+            consumers: self.consumers.unwrap_or(defaults.consumers),
+            batch: self.batch.unwrap_or(defaults.batch),
+            max_ack_pending: self.max_ack_pending.unwrap_or(defaults.max_ack_pending),
+            ack_wait: self.ack_wait.map(|d| d.0).unwrap_or(defaults.ack_wait),
+            backoff: self
+                .backoff
+                .as_ref()
+                .map(|b| b.iter().map(|d| d.0).collect())
+                .unwrap_or_default(),
+            max_deliver: self.max_deliver.unwrap_or(-1),
+            filter: self.filter_subject.clone(),
         };
+        problems.range(&key("consumers"), plan.consumers, 1, 256, " clients");
+        problems.range(&key("batch"), plan.batch, 1, 10_000, " messages per pull");
         problems.range(
-            &format!("{p}.consumers"),
-            plan.consumers,
-            1,
-            256,
-            " clients",
-        );
-        problems.range(
-            &format!("{p}.batch"),
-            plan.batch,
-            1,
-            10_000,
-            " messages per pull",
-        );
-        problems.range(
-            &format!("{p}.max_ack_pending"),
+            &key("max_ack_pending"),
             plan.max_ack_pending,
             1,
             10_000_000,
             "",
         );
         problems.range(
-            &format!("{p}.ack_wait"),
+            &key("ack_wait"),
             plan.ack_wait.as_secs_f64(),
             0.001,
             86_400.0,
             " seconds",
         );
+        if let Some(every) = self.ack_every {
+            if plan.ack != AckPolicy::All && !ack_per_variant {
+                problems.push(key("ack_every"), "applies to ack = \"all\" only");
+            }
+            problems.range(&key("ack_every"), every, 1, 100_000, " messages");
+        }
+        if plan.double_ack && plan.ack == AckPolicy::None {
+            problems.push(
+                key("double_ack"),
+                "needs acks: set ack = \"explicit\" or \"all\"",
+            );
+        }
+        if plan.max_deliver == 0 || plan.max_deliver < -1 {
+            problems.push(
+                key("max_deliver"),
+                format!(
+                    "{} is not allowed; use -1 (unlimited) or at least 1",
+                    plan.max_deliver
+                ),
+            );
+        }
+        for (i, d) in plan.backoff.iter().enumerate() {
+            if d.is_zero() || *d > Duration::from_secs(86_400) {
+                problems.push(format!("{p}.backoff[{i}]"), "must be between 1ns and 24h");
+            }
+        }
+        if !plan.backoff.is_empty() {
+            if plan.ack == AckPolicy::None {
+                problems.push(
+                    key("backoff"),
+                    "redelivery needs acks: set ack = \"explicit\"",
+                );
+            }
+            // Measured on 2.15.1: MaxDeliver equal to the number of BackOff
+            // entries is accepted, fewer is refused.
+            if plan.max_deliver < plan.backoff.len() as i64 {
+                problems.push(
+                    key("max_deliver"),
+                    format!(
+                        "a BackOff of {} entries needs max_deliver >= {} (the server requires it)",
+                        plan.backoff.len(),
+                        plan.backoff.len()
+                    ),
+                );
+            }
+        }
+        if let Some(filter) = &plan.filter
+            && (filter.is_empty()
+                || filter.split('.').any(str::is_empty)
+                || filter.contains(char::is_whitespace))
+        {
+            problems.push(
+                key("filter_subject"),
+                format!("{filter:?} is not a subject suffix like \"0\" or \"*\""),
+            );
+        }
         plan
     }
 }

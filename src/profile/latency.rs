@@ -78,7 +78,7 @@ pub(super) fn read(
         prefix,
         problems,
     );
-    let consumer = s.consumer.validate(prefix, problems);
+    let consumer = s.consumer.validate(prefix, false, problems);
     let messages = rates
         .iter()
         .map(|&r| r as f64 * (common.duration + common.warmup).as_secs_f64())

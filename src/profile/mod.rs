@@ -6,6 +6,8 @@
 //! scenarios run from. Every problem names the file, the field path and what
 //! is allowed, and all problems are reported at once.
 
+mod ack;
+mod behaviour;
 mod bundled;
 mod common;
 mod connection;
@@ -13,6 +15,7 @@ mod duration;
 mod latency;
 mod plan;
 mod publish;
+mod redelivery;
 
 use std::fmt;
 use std::path::Path;
@@ -200,6 +203,10 @@ pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
         let plan = match kind.as_str() {
             "latency" => latency::read(table, &prefix, &mut local).map(ScenarioPlan::Latency),
             "publish" => publish::read(table, &prefix, &mut local).map(ScenarioPlan::Publish),
+            "ack" => ack::read(table, &prefix, &mut local).map(ScenarioPlan::Ack),
+            "redelivery" => {
+                redelivery::read(table, &prefix, &mut local).map(ScenarioPlan::Redelivery)
+            }
             other => {
                 local.push(
                     format!("{prefix}.kind"),
@@ -237,7 +244,7 @@ pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
 }
 
 /// Scenario kinds a profile may name.
-pub const KINDS: &[&str] = &["latency", "publish"];
+pub const KINDS: &[&str] = &["latency", "publish", "ack", "redelivery"];
 
 pub(crate) const NAME_RULE: &str =
     "must be 1-32 characters of letters, digits, '-' and '_' (it names streams and files)";

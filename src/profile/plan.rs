@@ -68,6 +68,8 @@ pub enum Storage {
 pub enum ScenarioPlan {
     Latency(LatencyPlan),
     Publish(PublishScenarioPlan),
+    Ack(AckScenarioPlan),
+    Redelivery(RedeliveryPlan),
 }
 
 impl ScenarioPlan {
@@ -75,6 +77,8 @@ impl ScenarioPlan {
         match self {
             ScenarioPlan::Latency(p) => &p.common,
             ScenarioPlan::Publish(p) => &p.common,
+            ScenarioPlan::Ack(p) => &p.common,
+            ScenarioPlan::Redelivery(p) => &p.common,
         }
     }
 
@@ -82,6 +86,8 @@ impl ScenarioPlan {
         match self {
             ScenarioPlan::Latency(p) => &mut p.common,
             ScenarioPlan::Publish(p) => &mut p.common,
+            ScenarioPlan::Ack(p) => &mut p.common,
+            ScenarioPlan::Redelivery(p) => &mut p.common,
         }
     }
 
@@ -100,6 +106,12 @@ impl ScenarioPlan {
         let variants = match self {
             ScenarioPlan::Latency(p) => p.rates.len(),
             ScenarioPlan::Publish(p) => p.variant_count(),
+            ScenarioPlan::Redelivery(p) => 1 + usize::from(p.baseline),
+            // Count-based: about 100k messages a second, plus the fill.
+            ScenarioPlan::Ack(p) => {
+                let each = Duration::from_secs_f64(p.messages as f64 / 100_000.0);
+                return each * (p.variant_count() as u32 + 1);
+            }
         };
         (c.duration + c.warmup) * variants as u32
     }
@@ -307,16 +319,23 @@ impl PublishScenarioPlan {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ConsumerKind {
     /// A durable pull consumer read continuously (`consume`).
     Pull,
+    /// A durable pull consumer read by repeated fetches of `batch` messages.
+    Fetch,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AckPolicy {
+    /// No acks: the server forgets a message once delivered.
+    None,
+    /// An ack covers every earlier message; jsbench acks every `ack_every`-th.
+    All,
+    /// Every message is acked (or nak'ed, termed, ...) on its own.
     Explicit,
 }
 
@@ -325,12 +344,165 @@ pub enum AckPolicy {
 pub struct ConsumerPlan {
     pub kind: ConsumerKind,
     pub ack: AckPolicy,
+    /// With `ack = "all"`: ack every this-many messages.
+    pub ack_every: usize,
+    /// Wait for the server to confirm each ack (a request, not a publish).
+    pub double_ack: bool,
     /// Clients bound to the one durable.
     pub consumers: usize,
-    /// Messages per pull request.
+    /// Messages per pull request (or per fetch).
     pub batch: usize,
     pub max_ack_pending: i64,
     pub ack_wait: Duration,
+    /// Redelivery delays per attempt; empty for none. The server replaces
+    /// AckWait with BackOff[0].
+    pub backoff: Vec<Duration>,
+    /// Deliveries before the server gives up on a message; -1 for unlimited.
+    pub max_deliver: i64,
+    /// A suffix of the scenario's subject the durable filters on
+    /// (`"0"`, `"*"`); `None` for every subject.
+    pub filter: Option<String>,
+}
+
+impl ConsumerPlan {
+    /// The plain explicit-ack durable the latency-style scenarios read.
+    pub fn simple() -> Self {
+        ConsumerPlan {
+            kind: ConsumerKind::Pull,
+            ack: AckPolicy::Explicit,
+            ack_every: 1,
+            double_ack: false,
+            consumers: 1,
+            batch: 500,
+            max_ack_pending: 10_000,
+            ack_wait: Duration::from_secs(30),
+            backoff: Vec::new(),
+            max_deliver: -1,
+            filter: None,
+        }
+    }
+
+    /// The ack deadline of delivery `n` (1-based): BackOff[n-1], its last
+    /// entry repeating, or AckWait without BackOff.
+    pub fn ack_deadline(&self, delivery: u32) -> Duration {
+        match self.backoff.len() {
+            0 => self.ack_wait,
+            len => self.backoff[(delivery.max(1) as usize - 1).min(len - 1)],
+        }
+    }
+}
+
+/// What a consumer does with a delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    Ack,
+    /// Redeliver now.
+    Nak,
+    /// Redeliver after the delay.
+    NakDelay(#[serde(with = "duration_ms")] Duration),
+    /// Never redeliver.
+    Term,
+    /// Do nothing; the ack deadline expires and the server redelivers.
+    Ignore,
+    /// Hold the message for `hold`, telling the server "in progress" every
+    /// `every`, then ack.
+    InProgressThenAck {
+        #[serde(with = "duration_ms")]
+        hold: Duration,
+        #[serde(with = "duration_ms")]
+        every: Duration,
+    },
+}
+
+mod duration_ms {
+    pub fn serialize<S: serde::Serializer>(
+        d: &std::time::Duration,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64() * 1e3)
+    }
+}
+
+/// A class of messages: the fraction of the stream it covers and what the
+/// consumer does on each delivery.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MessageClass {
+    pub name: String,
+    pub fraction: f64,
+    /// Actions for deliveries 1, 2, ...; after the list, `then` repeats.
+    pub script: Vec<Action>,
+    pub then: Action,
+}
+
+impl MessageClass {
+    pub fn action(&self, delivery: u32) -> Action {
+        self.script
+            .get(delivery.max(1) as usize - 1)
+            .copied()
+            .unwrap_or(self.then)
+    }
+}
+
+/// How long a consumer works on a message before its action.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ProcessingPlan {
+    Fixed(Duration),
+    Uniform { min: Duration, max: Duration },
+    Exponential { mean: Duration, max: Duration },
+}
+
+impl std::fmt::Display for ProcessingPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use super::format_duration as d;
+        match *self {
+            ProcessingPlan::Fixed(t) => write!(f, "{}", d(t)),
+            ProcessingPlan::Uniform { min, max } => write!(f, "uniform {}..{}", d(min), d(max)),
+            ProcessingPlan::Exponential { mean, max } => {
+                write!(f, "exponential mean {}, max {}", d(mean), d(max))
+            }
+        }
+    }
+}
+
+impl ProcessingPlan {
+    pub fn is_zero(&self) -> bool {
+        *self == ProcessingPlan::Fixed(Duration::ZERO)
+    }
+
+    pub fn mean(&self) -> Duration {
+        match *self {
+            ProcessingPlan::Fixed(t) => t,
+            ProcessingPlan::Uniform { min, max } => (min + max) / 2,
+            ProcessingPlan::Exponential { mean, .. } => mean,
+        }
+    }
+}
+
+/// What consumers do with each delivery, decided by a seeded hash of the
+/// stream sequence and the delivery count, so every message's fate is known
+/// before the run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BehaviourPlan {
+    pub seed: u64,
+    /// Checked in order; a message falls in the first class its hash hits.
+    /// Messages in no class are acked on their first delivery.
+    pub classes: Vec<MessageClass>,
+    pub processing: ProcessingPlan,
+    /// Messages a consumer client works on at once.
+    pub handlers: usize,
+}
+
+impl BehaviourPlan {
+    /// Every message acked at once: the clean baseline.
+    pub fn all_ack() -> Self {
+        BehaviourPlan {
+            seed: 0,
+            classes: Vec::new(),
+            processing: ProcessingPlan::Fixed(Duration::ZERO),
+            handlers: 1,
+        }
+    }
 }
 
 /// The `latency` scenario: fixed-rate publishers and a durable pull consumer,
@@ -342,4 +514,59 @@ pub struct LatencyPlan {
     pub rates: Vec<u64>,
     pub publish: PublishPlan,
     pub consumer: ConsumerPlan,
+}
+
+/// How a variant of the `ack` scenario acknowledges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AckMode {
+    None,
+    /// Ack every `ack_every`-th message with AckAll.
+    All,
+    Explicit,
+    /// Explicit, each ack confirmed by the server.
+    Double,
+}
+
+impl AckMode {
+    pub fn label(&self) -> &'static str {
+        match self {
+            AckMode::None => "none",
+            AckMode::All => "all",
+            AckMode::Explicit => "explicit",
+            AckMode::Double => "double",
+        }
+    }
+}
+
+/// The `ack` scenario: one pre-filled stream, read by a fresh durable per
+/// ack mode and read mode, side by side.
+#[derive(Debug, Clone)]
+pub struct AckScenarioPlan {
+    pub common: CommonPlan,
+    pub messages: u64,
+    pub message_size: usize,
+    pub modes: Vec<AckMode>,
+    pub reads: Vec<ConsumerKind>,
+    /// `kind`, `ack` and `double_ack` are set per variant.
+    pub consumer: ConsumerPlan,
+}
+
+impl AckScenarioPlan {
+    pub fn variant_count(&self) -> usize {
+        self.modes.len() * self.reads.len()
+    }
+}
+
+/// The `redelivery` scenario: load at a fixed rate, consumers following a
+/// behaviour plan, and (optionally first) the same load all acked.
+#[derive(Debug, Clone)]
+pub struct RedeliveryPlan {
+    pub common: CommonPlan,
+    pub rate: u64,
+    pub publish: PublishPlan,
+    pub consumer: ConsumerPlan,
+    pub behaviour: BehaviourPlan,
+    /// Run a clean all-ack variant first, for the overhead.
+    pub baseline: bool,
 }

@@ -152,6 +152,81 @@ fn columns(kind: &str) -> Vec<Column> {
             },
             end,
         ],
+        "ack" => vec![
+            variant,
+            Column {
+                header: "consumed/s",
+                cell: |v| rate(v, "consume_rate"),
+            },
+            Column {
+                header: "MB/s",
+                cell: |v| value(v, "consume_throughput").map_or("-".into(), |x| format!("{x:.1}")),
+            },
+            Column {
+                header: "vs explicit",
+                cell: |v| {
+                    value(v, "vs_explicit.throughput_ratio")
+                        .map_or("-".into(), |x| format!("x{x:.2}"))
+                },
+            },
+            Column {
+                header: "double-ack p50",
+                cell: |v| us(v, "double_ack_rtt.p50"),
+            },
+            Column {
+                header: "p99",
+                cell: |v| us(v, "double_ack_rtt.p99"),
+            },
+            Column {
+                header: "lost",
+                cell: |v| v.ledger.lost.to_string(),
+            },
+            end,
+        ],
+        "redelivery" => vec![
+            variant,
+            achieved,
+            Column {
+                header: "deliveries/msg",
+                cell: |v| {
+                    value(v, "deliveries_per_message").map_or("-".into(), |x| format!("{x:.2}"))
+                },
+            },
+            Column {
+                header: "e2e p50",
+                cell: |v| us(v, "e2e_latency.p50"),
+            },
+            Column {
+                header: "p99",
+                cell: |v| us(v, "e2e_latency.p99"),
+            },
+            Column {
+                header: "acked/termed/exhausted",
+                cell: |v| match (
+                    value(v, "observed.acked"),
+                    value(v, "observed.termed"),
+                    value(v, "observed.exhausted"),
+                ) {
+                    (Some(a), Some(t), Some(e)) => format!("{a:.0}/{t:.0}/{e:.0}"),
+                    _ => "-".into(),
+                },
+            },
+            Column {
+                header: "advisories",
+                cell: |v| match (
+                    value(v, "advisories.max_deliveries"),
+                    value(v, "advisories.terminated"),
+                ) {
+                    (Some(m), Some(t)) => format!("{m:.0}+{t:.0}"),
+                    _ => "-".into(),
+                },
+            },
+            Column {
+                header: "lost",
+                cell: |v| v.ledger.lost.to_string(),
+            },
+            end,
+        ],
         _ => vec![
             variant,
             target,
@@ -216,6 +291,27 @@ fn comparisons(v: &VariantReport) -> Vec<String> {
     }
     if let Some(c) = value(v, "vs_core.throughput_ratio") {
         lines.push(format!("jsbench / core publish: {c:.2}x throughput"));
+    }
+    for cause in ["nak", "nak_delay", "ack_wait", "backoff"] {
+        if let Some(n) = value(v, &format!("redeliveries.{cause}")) {
+            lines.push(format!(
+                "{cause} redeliveries {n:.0}: later than configured by p50 {} p99 {} max {}, early {}",
+                us(v, &format!("redelivery_late.{cause}.p50")),
+                us(v, &format!("redelivery_late.{cause}.p99")),
+                us(v, &format!("redelivery_late.{cause}.max")),
+                value(v, &format!("redelivery_early.{cause}")).unwrap_or(0.0)
+            ));
+        }
+    }
+    if let (Some(p50), Some(p99), Some(d)) = (
+        value(v, "overhead.e2e_p50_ratio"),
+        value(v, "overhead.e2e_p99_ratio"),
+        value(v, "overhead.deliveries_ratio"),
+    ) {
+        lines.push(format!(
+            "overhead vs baseline: deliveries x{d:.2}, e2e p50 x{p50:.2}, p99 x{p99:.2}, completion +{}",
+            value(v, "overhead.completion_time").map_or("-".into(), |ms| format_us(ms * 1e3))
+        ));
     }
     lines
 }

@@ -10,13 +10,13 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use async_nats::jetstream::{consumer, stream};
+use async_nats::jetstream::stream;
 
 use super::{Invariant, RunContext, VariantResult, VariantSink};
-use crate::drive::{DriveOutcome, DriveSpec, drive};
+use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
 use crate::metrics::{Direction, Metric, latency_metrics};
 use crate::profile::{LatencyPlan, ScenarioPlan, Storage, format_duration};
-use crate::provision::placement;
+use crate::provision::{placement, pull_config};
 
 pub async fn run(
     ctx: &RunContext,
@@ -66,13 +66,13 @@ async fn run_variant(
     // Provision.
     let variant = result.name.clone();
     let stream_name = ctx.names.stream(scenario, &variant);
-    let subject = ctx.names.subject(scenario, &variant);
+    let base = ctx.names.subject(scenario, &variant);
     let durable = ctx.names.durable(scenario, &variant);
     let stream = ctx
         .provisioner
         .create_stream(stream::Config {
             name: stream_name.clone(),
-            subjects: vec![subject.clone()],
+            subjects: vec![format!("{base}.*")],
             storage: match ctx.server.storage {
                 Storage::File => stream::StorageType::File,
                 Storage::Memory => stream::StorageType::Memory,
@@ -82,27 +82,19 @@ async fn run_variant(
         })
         .await?;
     ctx.provisioner
-        .create_consumer(
-            &stream,
-            consumer::pull::Config {
-                durable_name: Some(durable.clone()),
-                ack_policy: consumer::AckPolicy::Explicit,
-                ack_wait: plan.consumer.ack_wait,
-                max_ack_pending: plan.consumer.max_ack_pending,
-                deliver_policy: consumer::DeliverPolicy::All,
-                ..Default::default()
-            },
-        )
+        .create_consumer(&stream, pull_config(&durable, &plan.consumer, &base))
         .await?;
 
     // Drive.
     let spec = DriveSpec {
         label: format!("{scenario} {variant}"),
-        subjects: vec![subject],
+        subjects: vec![format!("{base}.0")],
         stream: stream_name.clone(),
         publish: plan.publish.clone(),
-        consumer: Some((durable, plan.consumer.clone())),
+        consumer: Some(ConsumerSpec::acking(durable, plan.consumer.clone())),
         rate: Some(rate),
+        count: None,
+        preloaded: 0,
         warmup: plan.common.warmup,
         duration: plan.common.duration,
         drain_timeout: plan.common.drain_timeout,

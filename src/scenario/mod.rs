@@ -1,8 +1,10 @@
 //! Scenarios: one module per row of the design's scenario table, each
 //! reading as provision, drive, measure, verify.
 
+pub mod ack;
 pub mod latency;
 pub mod publish;
+pub mod redelivery;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -124,5 +126,7 @@ pub async fn run(ctx: &RunContext, plan: &ScenarioPlan, sink: &mut dyn VariantSi
     match plan {
         ScenarioPlan::Latency(p) => latency::run(ctx, plan, p, sink).await,
         ScenarioPlan::Publish(p) => publish::run(ctx, plan, p, sink).await,
+        ScenarioPlan::Ack(p) => ack::run(ctx, plan, p, sink).await,
+        ScenarioPlan::Redelivery(p) => redelivery::run(ctx, plan, p, sink).await,
     }
 }

@@ -173,6 +173,8 @@ async fn run_variant(
         publish,
         consumer: None,
         rate: total_rate(plan, rate),
+        count: None,
+        preloaded: 0,
         warmup: plan.common.warmup,
         duration: plan.common.duration,
         drain_timeout: plan.common.drain_timeout,

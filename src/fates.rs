@@ -1,0 +1,294 @@
+//! What became of every message under a behaviour plan: its deliveries
+//! paired up into measured redelivery delays (against the delay the
+//! configuration promises, per cause), and its observed end against its
+//! planned fate. Used by every scenario whose consumers nak, term or ignore.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::behaviour::{Cause, Fate, Outcome, expected_redelivery};
+use crate::consume::DeliveryEvent;
+use crate::histogram::Recorder;
+use crate::ledger::{Event, LedgerShard};
+use crate::profile::{BehaviourPlan, ConsumerPlan};
+
+/// A redelivery that came this much earlier than configured is early
+/// rather than jitter (the two receive times it is measured between each
+/// carry their own delivery delay).
+pub const EARLY_TOLERANCE: Duration = Duration::from_millis(1);
+
+/// Measured redelivery delays of one cause.
+#[derive(Debug, Clone, Default)]
+pub struct DelayStats {
+    /// Delay from the nak (or the delivery, for an expired deadline) to the
+    /// redelivery.
+    pub measured: Recorder,
+    /// How much later than configured, for redeliveries on time or late.
+    pub late: Recorder,
+    /// How much earlier than configured, beyond [`EARLY_TOLERANCE`].
+    pub early: Recorder,
+}
+
+/// Messages per outcome.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FateCounts {
+    pub acked: u64,
+    pub termed: u64,
+    pub exhausted: u64,
+    /// Delivered but with no end (still pending when the run stopped).
+    pub unfinished: u64,
+    /// Never delivered.
+    pub undelivered: u64,
+}
+
+impl FateCounts {
+    fn add(&mut self, outcome: Option<Outcome>) {
+        match outcome {
+            Some(Outcome::Acked) => self.acked += 1,
+            Some(Outcome::Termed) => self.termed += 1,
+            Some(Outcome::Exhausted) => self.exhausted += 1,
+            None => self.unfinished += 1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Analysis {
+    pub messages: u64,
+    /// `delivered_times[n]`: messages delivered exactly n times.
+    pub delivered_times: BTreeMap<u32, u64>,
+    pub delays: BTreeMap<Cause, DelayStats>,
+    pub planned: FateCounts,
+    pub observed: FateCounts,
+    /// Messages whose observed end differs from the planned one.
+    pub mismatches: u64,
+    /// A few of them, described.
+    pub examples: Vec<String>,
+    /// Redeliveries the plan does not explain (a lost ack, processing
+    /// longer than the ack deadline).
+    pub unplanned_redeliveries: u64,
+    /// Sequences observed exhausted, ascending.
+    pub exhausted: Vec<u64>,
+    /// Sequences observed termed, ascending.
+    pub termed: Vec<u64>,
+    /// Receive time of each exhausted message's final delivery, by sequence.
+    pub final_delivery_ns: BTreeMap<u64, u64>,
+}
+
+/// Pairs the deliveries (ordered by sequence, then delivery) of every
+/// persisted sequence in `ledger` and checks each message's end.
+pub fn analyse(
+    events: &[DeliveryEvent],
+    ledger: &LedgerShard,
+    behaviour: &BehaviourPlan,
+    consumer: &ConsumerPlan,
+) -> Analysis {
+    let mut a = Analysis::default();
+    let mut i = 0;
+    for seq in 1..=ledger.max_seq() {
+        if ledger.count(seq, Event::Persisted) == 0 {
+            continue;
+        }
+        a.messages += 1;
+        let fate = behaviour.fate(seq, consumer.max_deliver);
+        a.planned.add(Some(fate.outcome));
+        while i < events.len() && events[i].seq < seq {
+            i += 1;
+        }
+        let start = i;
+        while i < events.len() && events[i].seq == seq {
+            i += 1;
+        }
+        let mine = &events[start..i];
+        if mine.is_empty() {
+            a.observed.undelivered += 1;
+            a.mismatch(seq, fate, "never delivered".into());
+            continue;
+        }
+        *a.delivered_times.entry(mine.len() as u32).or_default() += 1;
+        for pair in mine.windows(2) {
+            a.pair(seq, pair[0], pair[1], behaviour, consumer);
+        }
+        let observed = observe(seq, mine, ledger, behaviour, consumer);
+        a.observed.add(observed);
+        match observed {
+            Some(Outcome::Exhausted) => {
+                a.exhausted.push(seq);
+                a.final_delivery_ns
+                    .insert(seq, mine.last().expect("not empty").received_ns);
+            }
+            Some(Outcome::Termed) => a.termed.push(seq),
+            _ => {}
+        }
+        let deliveries = mine.len() as u32;
+        let numbered = mine
+            .iter()
+            .enumerate()
+            .all(|(k, e)| e.delivery == k as u32 + 1);
+        if observed != Some(fate.outcome) || deliveries != fate.deliveries || !numbered {
+            let seen: Vec<u32> = mine.iter().map(|e| e.delivery).collect();
+            a.mismatch(
+                seq,
+                fate,
+                format!("ended {observed:?} after deliveries {seen:?}"),
+            );
+        }
+    }
+    a
+}
+
+impl Analysis {
+    fn mismatch(&mut self, seq: u64, fate: Fate, what: String) {
+        self.mismatches += 1;
+        if self.examples.len() < 5 {
+            self.examples.push(format!(
+                "seq {seq}: planned {:?} after {} deliveries, {what}",
+                fate.outcome, fate.deliveries
+            ));
+        }
+    }
+
+    fn pair(
+        &mut self,
+        seq: u64,
+        this: DeliveryEvent,
+        next: DeliveryEvent,
+        behaviour: &BehaviourPlan,
+        consumer: &ConsumerPlan,
+    ) {
+        let action = behaviour.action(seq, this.delivery);
+        let Some((cause, expected)) = expected_redelivery(action, this.delivery, consumer) else {
+            self.unplanned_redeliveries += 1;
+            return;
+        };
+        // A nak starts the server's timer when it arrives; an ack deadline
+        // runs from the delivery.
+        let from = match cause {
+            Cause::Nak | Cause::NakDelay => this.answered_ns,
+            Cause::AckWait | Cause::Backoff => this.received_ns,
+        };
+        let measured = next.received_ns.saturating_sub(from);
+        let expected = expected.as_nanos() as u64;
+        let stats = self.delays.entry(cause).or_default();
+        stats.measured.record(measured);
+        if measured + EARLY_TOLERANCE.as_nanos() as u64 >= expected {
+            stats.late.record(measured.saturating_sub(expected));
+        } else {
+            stats.early.record(expected - measured);
+        }
+    }
+
+    /// All deliveries the plan explains that came early.
+    pub fn early(&self) -> u64 {
+        self.delays.values().map(|d| d.early.count()).sum()
+    }
+}
+
+/// How a message observably ended.
+fn observe(
+    seq: u64,
+    deliveries: &[DeliveryEvent],
+    ledger: &LedgerShard,
+    behaviour: &BehaviourPlan,
+    consumer: &ConsumerPlan,
+) -> Option<Outcome> {
+    if ledger.count(seq, Event::Acked) > 0 {
+        return Some(Outcome::Acked);
+    }
+    if ledger.count(seq, Event::Termed) > 0 {
+        return Some(Outcome::Termed);
+    }
+    let last = deliveries.last()?;
+    let failed_last = expected_redelivery(
+        behaviour.action(seq, last.delivery),
+        last.delivery,
+        consumer,
+    )
+    .is_some();
+    (consumer.max_deliver > 0 && i64::from(last.delivery) >= consumer.max_deliver && failed_last)
+        .then_some(Outcome::Exhausted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{Action, MessageClass, ProcessingPlan};
+
+    fn plan() -> BehaviourPlan {
+        BehaviourPlan {
+            seed: 9,
+            classes: vec![MessageClass {
+                name: "poison".into(),
+                fraction: 1.0,
+                script: vec![Action::NakDelay(Duration::from_millis(50))],
+                then: Action::Ignore,
+            }],
+            processing: ProcessingPlan::Fixed(Duration::ZERO),
+            handlers: 1,
+        }
+    }
+
+    fn consumer() -> ConsumerPlan {
+        let mut c = ConsumerPlan::simple();
+        c.ack_wait = Duration::from_millis(100);
+        c.max_deliver = 3;
+        c
+    }
+
+    fn event(seq: u64, delivery: u32, received_ms: u64, answered_ms: u64) -> DeliveryEvent {
+        DeliveryEvent {
+            seq,
+            delivery,
+            consumer: 0,
+            received_ns: received_ms * 1_000_000,
+            answered_ns: answered_ms * 1_000_000,
+        }
+    }
+
+    #[test]
+    fn pairs_deliveries_by_cause_and_confirms_exhaustion() {
+        let mut ledger = LedgerShard::new();
+        ledger.mark(1, Event::Persisted);
+        // Nak with 50 ms delay answered at 2 ms, redelivered at 55 ms (3 ms
+        // late); ignored, redelivered 101 ms later (1 ms late); ignored last.
+        let events = [
+            event(1, 1, 0, 2),
+            event(1, 2, 55, 55),
+            event(1, 3, 156, 156),
+        ];
+        let a = analyse(&events, &ledger, &plan(), &consumer());
+        assert_eq!(a.mismatches, 0, "{:?}", a.examples);
+        assert_eq!(a.observed.exhausted, 1);
+        assert_eq!(a.exhausted, vec![1]);
+        assert_eq!(a.final_delivery_ns[&1], 156_000_000);
+        let nak = &a.delays[&Cause::NakDelay];
+        assert_eq!(nak.measured.count(), 1);
+        assert!((nak.late.quantile(0.5) as i64 - 3_000_000).abs() < 10_000);
+        let wait = &a.delays[&Cause::AckWait];
+        assert!((wait.late.quantile(0.5) as i64 - 1_000_000).abs() < 10_000);
+        assert_eq!(a.early(), 0);
+        assert_eq!(a.delivered_times[&3], 1);
+    }
+
+    #[test]
+    fn early_missing_and_extra_deliveries_are_reported() {
+        let mut ledger = LedgerShard::new();
+        ledger.mark(1, Event::Persisted);
+        ledger.mark(2, Event::Persisted);
+        // Redelivered 40 ms after a 100 ms deadline expired: early; and
+        // only two of the three planned deliveries arrived.
+        let events = [event(1, 1, 0, 2), event(1, 2, 55, 55)];
+        let mut c = consumer();
+        c.ack_wait = Duration::from_millis(100);
+        let a = analyse(&events, &ledger, &plan(), &c);
+        assert_eq!(a.observed.undelivered, 1, "seq 2 never delivered");
+        assert_eq!(
+            a.observed.unfinished, 1,
+            "seq 1 stopped after two deliveries"
+        );
+        assert_eq!(a.mismatches, 2);
+        let early = [event(1, 1, 0, 2), event(1, 2, 55, 55), event(1, 3, 95, 95)];
+        let a = analyse(&early, &ledger, &plan(), &c);
+        assert_eq!(a.early(), 1);
+    }
+}

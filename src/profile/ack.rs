@@ -1,0 +1,115 @@
+//! `kind = "ack"`: keys and checks.
+
+use serde::Deserialize;
+
+use super::common::{ConsumerSection, OneOrMany, SizeSpec};
+use super::{
+    AckMode, AckPolicy, AckScenarioPlan, CommonPlan, ConsumerKind, Dur, Problems, read_section,
+};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AckSection {
+    name: Option<String>,
+    messages: Option<u64>,
+    message_size: Option<SizeSpec>,
+    acks: Option<OneOrMany<AckMode>>,
+    reads: Option<OneOrMany<ConsumerKind>>,
+    drain_timeout: Option<Dur>,
+    #[serde(default)]
+    consumer: ConsumerSection,
+}
+
+pub(super) fn read(
+    table: toml::Table,
+    prefix: &str,
+    problems: &mut Problems,
+) -> Option<AckScenarioPlan> {
+    let s: AckSection = read_section(table, prefix, problems)?;
+    if let Some(name) = &s.name
+        && !super::is_safe_name(name)
+    {
+        problems.push(
+            format!("{prefix}.name"),
+            format!("{name:?} {}", super::NAME_RULE),
+        );
+    }
+    let messages = s.messages.unwrap_or(0);
+    if s.messages.is_none() {
+        problems.push(
+            format!("{prefix}.messages"),
+            "missing; how many messages each variant consumes, e.g. messages = 100000",
+        );
+    } else {
+        problems.range(
+            &format!("{prefix}.messages"),
+            messages,
+            1,
+            100_000_000,
+            " messages",
+        );
+    }
+    let size = match s.message_size.unwrap_or(SizeSpec::Fixed(128)) {
+        SizeSpec::Fixed(n) => n,
+        SizeSpec::Distribution(_) => {
+            problems.push(
+                format!("{prefix}.message_size"),
+                "the ack scenario uses one fixed size",
+            );
+            128
+        }
+    };
+    problems.range(
+        &format!("{prefix}.message_size"),
+        size,
+        crate::stamp::STAMP_LEN,
+        super::common::MAX_MESSAGE_SIZE,
+        " bytes",
+    );
+    let modes = s.acks.map(|m| m.0).unwrap_or_else(|| {
+        vec![
+            AckMode::None,
+            AckMode::All,
+            AckMode::Explicit,
+            AckMode::Double,
+        ]
+    });
+    let reads = s
+        .reads
+        .map(|r| r.0)
+        .unwrap_or_else(|| vec![ConsumerKind::Pull]);
+    if modes.is_empty() || reads.is_empty() {
+        problems.push(prefix, "acks and reads need at least one entry each");
+    }
+    let consumer = s.consumer.validate(prefix, true, problems);
+    if consumer.ack != AckPolicy::Explicit || consumer.double_ack {
+        problems.push(
+            format!("{prefix}.consumer"),
+            "the ack scenario sets ack and double_ack per variant from `acks`",
+        );
+    }
+    if !consumer.backoff.is_empty() || consumer.max_deliver != -1 {
+        problems.push(
+            format!("{prefix}.consumer"),
+            "the ack scenario does not redeliver: drop backoff and max_deliver",
+        );
+    }
+    let drain_timeout = s
+        .drain_timeout
+        .map(|d| d.0)
+        .unwrap_or(std::time::Duration::from_secs(120));
+    Some(AckScenarioPlan {
+        common: CommonPlan {
+            kind: "ack",
+            name: s.name,
+            duration: std::time::Duration::ZERO,
+            warmup: std::time::Duration::ZERO,
+            drain_timeout,
+        },
+        messages,
+        message_size: size,
+        modes,
+        reads,
+        consumer,
+    })
+}

@@ -1,0 +1,262 @@
+//! `ack`: what acknowledging costs a consumer. One stream is filled once;
+//! a fresh durable per ack mode (none, all, explicit, double) and read mode
+//! (consume, fetch) reads all of it as fast as it can, side by side in one
+//! run. Double ack waits for the server to confirm each ack, so its round
+//! trip is measured too.
+
+use std::time::Instant;
+
+use anyhow::{Context, Result, anyhow};
+use async_nats::jetstream::stream;
+
+use super::{Invariant, RunContext, VariantResult, VariantSink};
+use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
+use crate::ledger::LedgerShard;
+use crate::metrics::{Direction, Metric, latency_metrics};
+use crate::profile::{
+    AckMode, AckPolicy, AckScenarioPlan, ConsumerKind, MsgId, PublishPlan, ScenarioPlan, Storage,
+};
+use crate::provision::pull_config;
+
+pub async fn run(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &AckScenarioPlan,
+    sink: &mut dyn VariantSink,
+) -> Result<()> {
+    let name = scenario.name();
+    let stream_name = ctx.names.stream(name, "data");
+    let base = ctx.names.subject(name, "data");
+    let stream = ctx
+        .provisioner
+        .create_stream(stream::Config {
+            name: stream_name.clone(),
+            subjects: vec![format!("{base}.*")],
+            storage: match ctx.server.storage {
+                Storage::File => stream::StorageType::File,
+                Storage::Memory => stream::StorageType::Memory,
+            },
+            num_replicas: ctx.server.replicas,
+            ..Default::default()
+        })
+        .await?;
+    let fill = fill(ctx, name, &stream_name, &format!("{base}.0"), plan).await;
+    let fill = match fill {
+        Ok(fill) => fill,
+        Err(e) => {
+            let mut result = VariantResult::new("fill");
+            result.error = Some(format!("{e:#}"));
+            sink.record(scenario, result)?;
+            ctx.provisioner.delete_stream(&stream_name).await?;
+            return Ok(());
+        }
+    };
+
+    let mut explicit_rate = std::collections::HashMap::new();
+    // Explicit acks run first: the other modes report their rate against it.
+    let mut modes = plan.modes.clone();
+    modes.sort_by_key(|m| *m != AckMode::Explicit);
+    for &read in &plan.reads {
+        for &mode in &modes {
+            if ctx.stop.is_cancelled() {
+                break;
+            }
+            let started = Instant::now();
+            let read_label = match read {
+                ConsumerKind::Pull => "consume",
+                ConsumerKind::Fetch => "fetch",
+            };
+            let mut result = VariantResult::new(format!("{read_label}.{}", mode.label()));
+            result.param("messages", plan.messages);
+            result.param("message_size", plan.message_size);
+            result.param("read", read_label);
+            result.param("ack", mode.label());
+            result.param("batch", plan.consumer.batch);
+            result.param("ack_every", plan.consumer.ack_every);
+            result.param("consumers", plan.consumer.consumers);
+            let target = Target {
+                stream: &stream,
+                name: &stream_name,
+                base: &base,
+            };
+            match variant(ctx, name, plan, &target, (read, mode), &fill, &mut result).await {
+                Ok(rate) => {
+                    if mode == AckMode::Explicit {
+                        explicit_rate.insert(read, rate);
+                    }
+                    if mode != AckMode::Explicit
+                        && let Some(base) = explicit_rate.get(&read)
+                        && *base > 0.0
+                    {
+                        result.metrics.push(Metric::new(
+                            "vs_explicit.throughput_ratio",
+                            "ratio",
+                            rate / base,
+                            Direction::None,
+                        ));
+                    }
+                }
+                Err(e) => result.error = Some(format!("{e:#}")),
+            }
+            result.elapsed = started.elapsed();
+            sink.record(scenario, result)?;
+        }
+    }
+    ctx.provisioner
+        .delete_stream(&stream_name)
+        .await
+        .context("cleaning up after the scenario")
+}
+
+/// Publishes the messages every variant reads, as fast as the server takes them.
+async fn fill(
+    ctx: &RunContext,
+    scenario: &str,
+    stream: &str,
+    subject: &str,
+    plan: &AckScenarioPlan,
+) -> Result<DriveOutcome> {
+    let spec = DriveSpec {
+        label: format!("{scenario} fill"),
+        subjects: vec![subject.to_string()],
+        stream: stream.to_string(),
+        publish: PublishPlan::simple(
+            1,
+            plan.message_size,
+            MsgId::None,
+            4096,
+            std::time::Duration::from_secs(10),
+        ),
+        consumer: None,
+        rate: None,
+        count: Some(plan.messages),
+        preloaded: 0,
+        warmup: std::time::Duration::ZERO,
+        duration: std::time::Duration::ZERO,
+        drain_timeout: plan.common.drain_timeout,
+        msg_id_prefix: String::new(),
+        seed: 1,
+    };
+    let outcome = drive(ctx, &spec).await?;
+    let stored = outcome.counts.persisted;
+    if stored != plan.messages || !outcome.errors.is_empty() {
+        return Err(anyhow!(
+            "filling the stream stored {stored} of {} messages: {}",
+            plan.messages,
+            outcome.errors.join("; ")
+        ));
+    }
+    Ok(outcome)
+}
+
+/// The filled stream every variant reads.
+struct Target<'a> {
+    stream: &'a stream::Stream,
+    name: &'a str,
+    base: &'a str,
+}
+
+async fn variant(
+    ctx: &RunContext,
+    scenario: &str,
+    plan: &AckScenarioPlan,
+    target: &Target<'_>,
+    (read, mode): (ConsumerKind, AckMode),
+    fill: &DriveOutcome,
+    r: &mut VariantResult,
+) -> Result<f64> {
+    // Provision a fresh durable from the start of the stream.
+    let durable = ctx.names.durable(scenario, &r.name);
+    let mut consumer_plan = plan.consumer.clone();
+    consumer_plan.kind = read;
+    consumer_plan.ack = match mode {
+        AckMode::None => AckPolicy::None,
+        AckMode::All => AckPolicy::All,
+        AckMode::Explicit | AckMode::Double => AckPolicy::Explicit,
+    };
+    consumer_plan.double_ack = mode == AckMode::Double;
+    ctx.provisioner
+        .create_consumer(
+            target.stream,
+            pull_config(&durable, &consumer_plan, target.base),
+        )
+        .await?;
+
+    // Drive: read everything.
+    let spec = DriveSpec::consume_only(
+        format!("{scenario} {}", r.name),
+        target.name.to_string(),
+        ConsumerSpec::acking(durable, consumer_plan),
+        plan.messages,
+        plan.common.drain_timeout,
+    );
+    let outcome = drive(ctx, &spec).await?;
+
+    // Measure.
+    let rate = outcome.consume_rate();
+    r.metrics.push(Metric::new(
+        "consume_rate",
+        "msg/s",
+        rate,
+        Direction::Higher,
+    ));
+    r.metrics.push(Metric::new(
+        "consume_throughput",
+        "MB/s",
+        rate * plan.message_size as f64 / 1e6,
+        Direction::Higher,
+    ));
+    if mode == AckMode::Double {
+        r.metrics.extend(latency_metrics(
+            "double_ack_rtt",
+            &outcome.ack_rtt.summary(),
+        ));
+        r.histograms
+            .push(("double_ack_rtt".into(), outcome.ack_rtt.clone()));
+    }
+    let mut ledger = LedgerShard::new();
+    ledger.merge(&fill.ledger);
+    ledger.merge(&outcome.ledger);
+    let mut counts = ledger.counts();
+    counts.published = fill.counts.published;
+    r.ledger = counts;
+    r.timelines
+        .insert("delivered".into(), outcome.delivered_timeline.clone());
+    r.warnings.extend(outcome.errors.iter().cloned());
+
+    // Verify.
+    let lost = if counts.lost == 0 {
+        format!("all {} messages delivered", counts.persisted)
+    } else {
+        format!(
+            "{} of {} never delivered (first: {:?})",
+            counts.lost,
+            counts.persisted,
+            ledger.lost_sequences(10)
+        )
+    };
+    r.invariants
+        .push(Invariant::check("lost = 0", counts.lost == 0, lost));
+    r.invariants
+        .push(Invariant::equal("no redelivery", counts.redelivered, 0));
+    if matches!(mode, AckMode::Explicit | AckMode::Double) {
+        r.invariants.push(Invariant::equal(
+            "every delivery acked",
+            counts.acked,
+            counts.delivered,
+        ));
+    }
+    let state = outcome.server_state;
+    r.invariants.push(Invariant::check(
+        "server reports nothing pending",
+        state.is_some_and(|s| s.num_pending == 0 && s.num_ack_pending == 0),
+        match state {
+            Some(s) => format!(
+                "num_pending {}, num_ack_pending {}",
+                s.num_pending, s.num_ack_pending
+            ),
+            None => "consumer info unavailable".into(),
+        },
+    ));
+    Ok(rate)
+}

@@ -1,0 +1,452 @@
+//! `redelivery`: what happens when a message fails. Load at a fixed rate;
+//! consumers follow a seeded behaviour plan (nak, nak with delay, term,
+//! ignore, in-progress, transient and poison failures), so every message's
+//! fate and every redelivery delay is known before the run.
+//!
+//! Measures each redelivery delay against the one configured (AckWait,
+//! BackOff[n-1] with its last entry repeating, the nak delay, or none) per
+//! cause, the deliveries per message, consumer info over time, and the
+//! overhead against the same load all acked (the baseline variant). Checks
+//! that every message ends as planned (acked, termed, or exhausted after
+//! exactly MaxDeliver deliveries), that the MAX_DELIVERIES and
+//! MSG_TERMINATED advisories match, and that nothing is lost.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use async_nats::jetstream::stream;
+
+use super::{Invariant, RunContext, VariantResult, VariantSink};
+use crate::advisory::{Advisories, AdvisoryWatch};
+use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
+use crate::fates::{self, Analysis};
+use crate::metrics::{Direction, Metric, latency_metrics};
+use crate::profile::{BehaviourPlan, RedeliveryPlan, ScenarioPlan, Storage, format_duration};
+use crate::provision::{placement, pull_config};
+
+/// How often consumer info is sampled while a variant runs.
+const SAMPLE_EVERY: Duration = Duration::from_millis(250);
+
+/// What the plan variant is compared with.
+#[derive(Debug, Clone, Copy)]
+struct Figures {
+    e2e_p50_us: f64,
+    e2e_p99_us: f64,
+    deliveries_per_message: f64,
+    completion: Duration,
+}
+
+pub async fn run(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &RedeliveryPlan,
+    sink: &mut dyn VariantSink,
+) -> Result<()> {
+    let mut baseline = None;
+    if plan.baseline {
+        // The same load, processing time and handlers, every message acked at once.
+        let clean = BehaviourPlan {
+            classes: Vec::new(),
+            ..plan.behaviour.clone()
+        };
+        let (result, figures) = variant(ctx, scenario, plan, "baseline", clean, None).await;
+        baseline = figures;
+        sink.record(scenario, result)?;
+    }
+    if !ctx.stop.is_cancelled() {
+        let (result, _) = variant(
+            ctx,
+            scenario,
+            plan,
+            "plan",
+            plan.behaviour.clone(),
+            baseline,
+        )
+        .await;
+        sink.record(scenario, result)?;
+    }
+    Ok(())
+}
+
+async fn variant(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &RedeliveryPlan,
+    name: &str,
+    behaviour: BehaviourPlan,
+    baseline: Option<Figures>,
+) -> (VariantResult, Option<Figures>) {
+    let started = Instant::now();
+    let mut result = VariantResult::new(name);
+    describe(plan, &behaviour, &mut result);
+    let figures =
+        match run_variant(ctx, scenario.name(), plan, behaviour, baseline, &mut result).await {
+            Ok(f) => Some(f),
+            Err(e) => {
+                result.error = Some(format!("{e:#}"));
+                None
+            }
+        };
+    result.elapsed = started.elapsed();
+    (result, figures)
+}
+
+fn describe(plan: &RedeliveryPlan, behaviour: &BehaviourPlan, r: &mut VariantResult) {
+    let c = &plan.consumer;
+    r.param("rate", plan.rate);
+    r.param("duration", format_duration(plan.common.duration));
+    r.param("publishers", plan.publish.publishers);
+    r.param("consumers", c.consumers);
+    r.param("read", c.kind);
+    r.param("ack_wait", format_duration(c.ack_wait));
+    r.param(
+        "backoff",
+        c.backoff
+            .iter()
+            .map(|d| format_duration(*d))
+            .collect::<Vec<_>>(),
+    );
+    r.param("max_deliver", c.max_deliver);
+    r.param("max_ack_pending", c.max_ack_pending);
+    r.param("processing", behaviour.processing.to_string());
+    r.param("handlers", behaviour.handlers);
+    r.param("seed", behaviour.seed);
+    r.param("classes", &behaviour.classes);
+}
+
+async fn run_variant(
+    ctx: &RunContext,
+    scenario: &str,
+    plan: &RedeliveryPlan,
+    behaviour: BehaviourPlan,
+    baseline: Option<Figures>,
+    result: &mut VariantResult,
+) -> Result<Figures> {
+    // Provision.
+    let variant = result.name.clone();
+    let stream_name = ctx.names.stream(scenario, &variant);
+    let base = ctx.names.subject(scenario, &variant);
+    let durable = ctx.names.durable(scenario, &variant);
+    let stream = ctx
+        .provisioner
+        .create_stream(stream::Config {
+            name: stream_name.clone(),
+            subjects: vec![format!("{base}.*")],
+            storage: match ctx.server.storage {
+                Storage::File => stream::StorageType::File,
+                Storage::Memory => stream::StorageType::Memory,
+            },
+            num_replicas: ctx.server.replicas,
+            ..Default::default()
+        })
+        .await?;
+    let c = &plan.consumer;
+    ctx.provisioner
+        .create_consumer(&stream, pull_config(&durable, c, &base))
+        .await?;
+    let watch = AdvisoryWatch::start(
+        &ctx.provisioner.jetstream().client(),
+        &stream_name,
+        &durable,
+    )
+    .await?;
+
+    // Drive.
+    let behaviour = Arc::new(behaviour);
+    let spec = DriveSpec {
+        label: format!("{scenario} {variant}"),
+        subjects: vec![format!("{base}.0")],
+        stream: stream_name.clone(),
+        publish: plan.publish.clone(),
+        consumer: Some(ConsumerSpec {
+            durable,
+            plan: c.clone(),
+            behaviour: behaviour.clone(),
+            log_events: true,
+            sample_every: Some(SAMPLE_EVERY),
+        }),
+        rate: Some(plan.rate),
+        count: None,
+        preloaded: 0,
+        warmup: plan.common.warmup,
+        duration: plan.common.duration,
+        drain_timeout: plan.common.drain_timeout,
+        msg_id_prefix: String::new(),
+        seed: plan.rate,
+    };
+    let outcome = drive(ctx, &spec).await;
+    // Advisories for the last exhausted messages follow their final deadline.
+    let advisories = watch.finish(Duration::from_millis(500)).await;
+    let info = ctx.provisioner.stream_info(&stream_name).await;
+    let stored = info.as_ref().map(|i| i.state.messages);
+    result.streams.extend(info.as_ref().map(placement));
+    let deleted = ctx.provisioner.delete_stream(&stream_name).await;
+    let outcome = outcome?;
+
+    // Measure and verify.
+    let analysis = fates::analyse(&outcome.events, &outcome.ledger, &behaviour, c);
+    let figures = measure(&outcome, &analysis, &advisories, baseline, result);
+    verify(&outcome, &analysis, &advisories, stored, result);
+    deleted.context("cleaning up after the variant")?;
+    Ok(figures)
+}
+
+fn measure(
+    o: &DriveOutcome,
+    a: &Analysis,
+    advisories: &Advisories,
+    baseline: Option<Figures>,
+    r: &mut VariantResult,
+) -> Figures {
+    let count = |name: &str, v: u64| Metric::new(name, "count", v as f64, Direction::None);
+    r.metrics.push(Metric::new(
+        "publish_rate",
+        "msg/s",
+        o.publish_rate(),
+        Direction::Higher,
+    ));
+    r.metrics.push(Metric::new(
+        "delivery_rate",
+        "msg/s",
+        o.consume_rate(),
+        Direction::None,
+    ));
+    let e2e = o.e2e_intended.summary();
+    r.metrics.extend(latency_metrics("e2e_latency", &e2e));
+    r.histograms
+        .push(("e2e_latency".into(), o.e2e_intended.clone()));
+    let deliveries: u64 = a
+        .delivered_times
+        .iter()
+        .map(|(n, m)| u64::from(*n) * m)
+        .sum();
+    let per_message = if a.messages > 0 {
+        deliveries as f64 / a.messages as f64
+    } else {
+        0.0
+    };
+    r.metrics.push(Metric::new(
+        "deliveries_per_message",
+        "count",
+        per_message,
+        Direction::Lower,
+    ));
+    for (n, messages) in &a.delivered_times {
+        r.metrics
+            .push(count(&format!("messages_delivered_{n}x"), *messages));
+    }
+    for (cause, stats) in &a.delays {
+        let name = cause.name();
+        r.metrics.push(count(
+            &format!("redeliveries.{name}"),
+            stats.measured.count(),
+        ));
+        r.metrics.extend(latency_metrics(
+            &format!("redelivery_delay.{name}"),
+            &stats.measured.summary(),
+        ));
+        r.metrics.extend(latency_metrics(
+            &format!("redelivery_late.{name}"),
+            &stats.late.summary(),
+        ));
+        r.metrics.push(count(
+            &format!("redelivery_early.{name}"),
+            stats.early.count(),
+        ));
+        r.histograms
+            .push((format!("redelivery_delay.{name}"), stats.measured.clone()));
+        r.histograms
+            .push((format!("redelivery_late.{name}"), stats.late.clone()));
+    }
+    r.metrics
+        .push(count("unplanned_redeliveries", a.unplanned_redeliveries));
+    for (name, planned, observed) in [
+        ("acked", a.planned.acked, a.observed.acked),
+        ("termed", a.planned.termed, a.observed.termed),
+        ("exhausted", a.planned.exhausted, a.observed.exhausted),
+    ] {
+        r.metrics.push(count(&format!("planned.{name}"), planned));
+        r.metrics.push(count(&format!("observed.{name}"), observed));
+    }
+    r.metrics.push(count(
+        "advisories.max_deliveries",
+        advisories.max_deliveries.len() as u64,
+    ));
+    r.metrics.push(count(
+        "advisories.terminated",
+        advisories.terminated.len() as u64,
+    ));
+    r.metrics.push(Metric::new(
+        "completion_time",
+        "ms",
+        o.drain_time.as_secs_f64() * 1e3,
+        Direction::Lower,
+    ));
+    let mine = Figures {
+        e2e_p50_us: e2e.p50_us,
+        e2e_p99_us: e2e.p99_us,
+        deliveries_per_message: per_message,
+        completion: o.drain_time,
+    };
+    if let Some(b) = baseline {
+        let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+        r.metrics.push(Metric::new(
+            "overhead.e2e_p50_ratio",
+            "ratio",
+            ratio(mine.e2e_p50_us, b.e2e_p50_us),
+            Direction::Lower,
+        ));
+        r.metrics.push(Metric::new(
+            "overhead.e2e_p99_ratio",
+            "ratio",
+            ratio(mine.e2e_p99_us, b.e2e_p99_us),
+            Direction::Lower,
+        ));
+        r.metrics.push(Metric::new(
+            "overhead.deliveries_ratio",
+            "ratio",
+            ratio(mine.deliveries_per_message, b.deliveries_per_message),
+            Direction::Lower,
+        ));
+        r.metrics.push(Metric::new(
+            "overhead.completion_time",
+            "ms",
+            (mine.completion.as_secs_f64() - b.completion.as_secs_f64()) * 1e3,
+            Direction::Lower,
+        ));
+    }
+    r.ledger = o.counts;
+    r.timelines
+        .insert("published".into(), o.published_timeline.clone());
+    r.timelines
+        .insert("delivered".into(), o.delivered_timeline.clone());
+    r.timelines.extend(o.sample_timelines(SAMPLE_EVERY));
+    if o.interrupted {
+        r.warnings
+            .push("interrupted: the variant stopped early; its counts cover what was sent".into());
+    }
+    r.warnings.extend(o.errors.iter().cloned());
+    mine
+}
+
+fn verify(
+    o: &DriveOutcome,
+    a: &Analysis,
+    advisories: &Advisories,
+    stored: Option<u64>,
+    r: &mut VariantResult,
+) {
+    let c = &o.counts;
+    r.invariants.push(Invariant::check(
+        "every message ends as planned",
+        a.mismatches == 0,
+        if a.mismatches == 0 {
+            format!(
+                "{} messages: {} acked, {} termed, {} exhausted after max_deliver deliveries",
+                a.messages, a.observed.acked, a.observed.termed, a.observed.exhausted
+            )
+        } else {
+            format!(
+                "{} of {} differ: {}",
+                a.mismatches,
+                a.messages,
+                a.examples.join("; ")
+            )
+        },
+    ));
+    r.invariants
+        .push(Invariant::equal("lost = 0", a.observed.undelivered, 0));
+    r.invariants.push(Invariant::check(
+        "every publish persisted",
+        c.publish_errors == 0 && c.persisted == c.published,
+        format!(
+            "{} published, {} persisted, {} PubAck errors",
+            c.published, c.persisted, c.publish_errors
+        ),
+    ));
+    let early: Vec<String> = a
+        .delays
+        .iter()
+        .filter(|(_, s)| s.early.count() > 0)
+        .map(|(cause, s)| {
+            format!(
+                "{} {} (up to {:.1} ms early)",
+                s.early.count(),
+                cause.name(),
+                s.early.summary().max_us / 1e3
+            )
+        })
+        .collect();
+    r.invariants.push(Invariant::check(
+        "no redelivery earlier than configured",
+        early.is_empty(),
+        if early.is_empty() {
+            format!(
+                "within {:?} of the configured delay or later",
+                fates::EARLY_TOLERANCE
+            )
+        } else {
+            early.join(", ")
+        },
+    ));
+    r.invariants.push(Invariant::equal(
+        "no unplanned redelivery",
+        a.unplanned_redeliveries,
+        0,
+    ));
+    let seqs = |list: &[crate::advisory::Advisory]| {
+        list.iter().map(|x| x.stream_seq).collect::<BTreeSet<u64>>()
+    };
+    let exhausted: BTreeSet<u64> = a.exhausted.iter().copied().collect();
+    let termed: BTreeSet<u64> = a.termed.iter().copied().collect();
+    for (name, advised, observed) in [
+        (
+            "MAX_DELIVERIES advisories = exhausted",
+            seqs(&advisories.max_deliveries),
+            exhausted,
+        ),
+        (
+            "MSG_TERMINATED advisories = termed",
+            seqs(&advisories.terminated),
+            termed,
+        ),
+    ] {
+        let missing = observed.difference(&advised).count();
+        let extra = advised.difference(&observed).count();
+        r.invariants.push(Invariant::check(
+            name,
+            missing == 0 && extra == 0,
+            format!(
+                "{} advisories for {} messages: {missing} missing, {extra} for other messages",
+                advised.len(),
+                observed.len()
+            ),
+        ));
+    }
+    match stored {
+        Some(n) => r.invariants.push(Invariant::equal(
+            "stream holds every persisted message",
+            n,
+            c.persisted,
+        )),
+        None => r.invariants.push(Invariant::check(
+            "stream holds every persisted message",
+            false,
+            "stream info unavailable",
+        )),
+    }
+    r.invariants.push(Invariant::check(
+        "server reports nothing pending",
+        o.server_state
+            .is_some_and(|s| s.num_pending == 0 && s.num_ack_pending == 0),
+        match o.server_state {
+            Some(s) => format!(
+                "num_pending {}, num_ack_pending {}, num_redelivered {}",
+                s.num_pending, s.num_ack_pending, s.num_redelivered
+            ),
+            None => "consumer info unavailable".into(),
+        },
+    ));
+}
