@@ -18,7 +18,7 @@ use crate::consume::{self, ConsumerConfig, ConsumerProgress, ConsumerReport, Del
 use crate::cpu;
 use crate::histogram::Recorder;
 use crate::ledger::{LedgerCounts, LedgerShard};
-use crate::load::{AckReport, Publisher, PublisherConfig, RetryPlan, SendReport};
+use crate::load::{AckReport, Publisher, PublisherConfig, RetryPlan, SendReport, Timing};
 use crate::profile::{BehaviourPlan, ConsumerPlan, PublishPlan, late_retry_margin};
 use crate::scenario::RunContext;
 use crate::schedule::Schedule;
@@ -288,21 +288,61 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
     let messages = spec.messages();
     let expected = messages + spec.preloaded;
 
-    let connections = join_all(
-        (0..consumers)
-            .map(|i| format!("consumer-{i}"))
-            .chain((0..publishers).map(|i| format!("publisher-{i}")))
-            .map(|role| async move { ctx.connect.connect(&role).await }),
+    let consumer_clients = join_all(
+        (0..consumers).map(|i| async move { ctx.connect.connect(&format!("consumer-{i}")).await }),
     )
     .await
     .into_iter()
     .collect::<Result<Vec<_>>>()?;
-    let (consumer_clients, publisher_clients) = connections.split_at(consumers);
 
+    let retries = RetryPlan {
+        in_window: spec.publish.duplicates,
+        late: spec.publish.late_duplicates,
+        window: spec.publish.duplicate_window,
+        late_margin: late_retry_margin(spec.publish.duplicate_window),
+    };
+    let client_cpu_start = cpu::own_cpu_time();
+    let server_cpu = ctx.server_cpu.start();
+    let publish_stop = ctx.stop.child_token();
+    let mut starting = Vec::new();
+    for i in 0..publishers {
+        let config = PublisherConfig {
+            index: i as u16,
+            subjects: spec.subjects.clone(),
+            message_size: spec.publish.message_size,
+            schedule: Schedule {
+                // Set by `go` once every publisher is connected.
+                t0_ns: 0,
+                total_rate: spec.rate,
+                stride: publishers as u64,
+                offset: i as u64,
+                total_messages: messages,
+                end_ns: u64::MAX,
+            },
+            window: spec.publish.pub_ack_window,
+            msg_id: spec.publish.msg_id,
+            msg_id_prefix: format!("{}-{i}-", spec.msg_id_prefix),
+            headers: spec.publish.headers.clone(),
+            retries,
+            seed: spec.seed,
+            record_from_ns: 0,
+            pub_ack_timeout: spec.publish.pub_ack_timeout,
+            timeline_origin_ns: 0,
+        };
+        let stop = publish_stop.clone();
+        starting.push(async move {
+            Publisher::start(&ctx.connect, &format!("publisher-{i}"), config, stop).await
+        });
+    }
+    let mut running = join_all(starting)
+        .await
+        .into_iter()
+        .collect::<Result<Vec<_>>>()?;
+
+    // Every publisher is connected: now the clock starts.
     let t0_ns = clock::now_ns() + LEAD_IN.as_nanos() as u64;
     let record_from_ns = t0_ns + spec.warmup.as_nanos() as u64;
     let end_ns = record_from_ns + spec.duration.as_nanos() as u64;
-
     let consumer_stop = CancellationToken::new();
     let mut consumer_progress = Vec::new();
     let mut consumer_tasks = Vec::new();
@@ -331,44 +371,12 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
         }
     }
 
-    let retries = RetryPlan {
-        in_window: spec.publish.duplicates,
-        late: spec.publish.late_duplicates,
-        window: spec.publish.duplicate_window,
-        late_margin: late_retry_margin(spec.publish.duplicate_window),
-    };
-    let client_cpu_start = cpu::own_cpu_time();
-    let server_cpu = ctx.server_cpu.start();
-    let publish_stop = ctx.stop.child_token();
-    let mut running = Vec::new();
-    for (i, client) in publisher_clients.iter().enumerate() {
-        let config = PublisherConfig {
-            index: i as u16,
-            subjects: spec.subjects.clone(),
-            message_size: spec.publish.message_size,
-            schedule: Schedule {
-                t0_ns,
-                total_rate: spec.rate,
-                stride: publishers as u64,
-                offset: i as u64,
-                total_messages: messages,
-                end_ns: if spec.count.is_some() {
-                    u64::MAX
-                } else {
-                    end_ns
-                },
-            },
-            window: spec.publish.pub_ack_window,
-            msg_id: spec.publish.msg_id,
-            msg_id_prefix: format!("{}-{i}-", spec.msg_id_prefix),
-            headers: spec.publish.headers.clone(),
-            retries,
-            seed: spec.seed,
+    for p in &mut running {
+        p.go(Timing {
+            t0_ns,
             record_from_ns,
-            pub_ack_timeout: spec.publish.pub_ack_timeout,
-            timeline_origin_ns: t0_ns,
-        };
-        running.push(Publisher::start(client.clone(), config, publish_stop.clone()).await?);
+            end_ns,
+        });
     }
 
     // Publish phase: show progress until every publisher has finished.

@@ -7,6 +7,6 @@ mod sizes;
 
 pub use publisher::{
     AckReport, IdBuilder, MessageBuilder, Publisher, PublisherConfig, PublisherProgress, RetryPlan,
-    SendReport,
+    SendReport, Timing,
 };
 pub use sizes::message_size;

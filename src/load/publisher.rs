@@ -35,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::sizes::message_size;
 use crate::clock;
+use crate::connect::ConnectSettings;
 use crate::histogram::Recorder;
 use crate::ledger::{Event, LedgerShard};
 use crate::profile::{MsgId, SizePlan};
@@ -166,6 +167,8 @@ struct Shared {
     progress: Arc<PublisherProgress>,
     /// Reader to sender: a response arrived, the window may be open.
     window_open: Notify,
+    /// Messages intended before this are not recorded; set by `go`.
+    record_from_ns: AtomicU64,
     /// Messages sent, once the sender is done; `u64::MAX` until then.
     finished: AtomicU64,
     finished_notify: Notify,
@@ -179,39 +182,82 @@ impl Shared {
 
 /// A running publisher: its sending thread and its PubAck reader.
 pub struct Publisher {
-    thread: std::thread::JoinHandle<(SendReport, Option<AckReport>)>,
+    /// `None` from the thread when it never started sending.
+    thread: std::thread::JoinHandle<Option<(SendReport, Option<AckReport>)>>,
     /// The reader, when it runs on the main runtime.
     reader: Option<tokio::task::JoinHandle<AckReport>>,
+    /// Starts the schedule; taken by `go`.
+    go: Option<tokio::sync::oneshot::Sender<Timing>>,
+    shared: Arc<Shared>,
     pub progress: Arc<PublisherProgress>,
 }
 
+/// When a started publisher's schedule runs, decided once every publisher
+/// is connected so that slow connects never eat into the schedule.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    pub t0_ns: u64,
+    pub record_from_ns: u64,
+    /// End of an unpaced run (ignored for paced runs and fills).
+    pub end_ns: u64,
+}
+
+/// Where a publisher's connection and PubAck reader run relative to its
+/// sending thread. Each cross-thread wake-up costs tens of microseconds on
+/// the machines measured, so a publisher that only ever waits for PubAcks
+/// keeps them on its own thread; one that sleeps with PubAcks outstanding
+/// cannot, or they would be time-stamped late.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Placement {
+    /// Paced with a window: connection and reader on the main runtime, so
+    /// PubAcks are read while the sender sleeps.
+    Apart,
+    /// Unpaced: the reader on the sender's thread, the connection's socket
+    /// I/O on the main runtime, in parallel with sending.
+    ReaderOnThread,
+    /// Sync: connection, reader and sender on one thread, as the shortest
+    /// loop would have them; apart, sync throughput measured 20-27% lower.
+    AllOnThread,
+}
+
+impl Placement {
+    fn of(config: &PublisherConfig) -> Placement {
+        if config.window == 1 {
+            Placement::AllOnThread
+        } else if config.schedule.total_rate.is_none() {
+            Placement::ReaderOnThread
+        } else {
+            Placement::Apart
+        }
+    }
+}
+
+/// Subscribes for this publisher's PubAcks: `<inbox>.*`.
+async fn subscribe_acks(client: &Client) -> Result<(String, Subscriber)> {
+    let inbox = client.new_inbox();
+    let subscription = client
+        .subscribe(format!("{inbox}.*"))
+        .await
+        .context("subscribing for PubAcks")?;
+    // Make sure the server knows the subscription before the first publish
+    // asks it to reply there.
+    client
+        .flush()
+        .await
+        .context("flushing the PubAck subscription")?;
+    Ok((inbox, subscription))
+}
+
 impl Publisher {
-    /// Subscribes for PubAcks and starts sending on the schedule.
-    ///
-    /// Where the PubAck reader runs depends on whether the sender ever
-    /// sleeps with PubAcks outstanding. A paced publisher with a window does,
-    /// so its reader runs on the main runtime and time-stamps PubAcks while
-    /// the sender sleeps. A sync publisher (window 1) or an unpaced one only
-    /// ever waits for PubAcks, so its reader shares the sender's thread: a
-    /// PubAck then wakes the sender without a cross-thread wake-up, which
-    /// measured 27% of sync throughput.
+    /// Connects (as `role`), subscribes for PubAcks and starts sending on
+    /// the schedule.
     pub async fn start(
-        client: Client,
+        connect: &ConnectSettings,
+        role: &str,
         config: PublisherConfig,
         stop: CancellationToken,
     ) -> Result<Publisher> {
-        let inbox = client.new_inbox();
-        let subscription = client
-            .subscribe(format!("{inbox}.*"))
-            .await
-            .context("subscribing for PubAcks")?;
-        // Make sure the server knows the subscription before the first
-        // publish asks it to reply there.
-        client
-            .flush()
-            .await
-            .context("flushing the PubAck subscription")?;
-
+        let placement = Placement::of(&config);
         let slots = (config.window * 2).next_power_of_two();
         let progress = Arc::new(PublisherProgress::default());
         let shared = Arc::new(Shared {
@@ -227,17 +273,34 @@ impl Publisher {
             mask: slots as u64 - 1,
             progress: progress.clone(),
             window_open: Notify::new(),
+            record_from_ns: AtomicU64::new(u64::MAX),
             finished: AtomicU64::new(u64::MAX),
             finished_notify: Notify::new(),
         });
 
-        let colocated = config.window == 1 || config.schedule.total_rate.is_none();
-        let (reader, local_subscription) = if colocated {
-            (None, Some(subscription))
-        } else {
-            let reader = tokio::spawn(read_acks(subscription, shared.clone(), config.clone()));
-            (Some(reader), None)
-        };
+        // Connect here unless the connection belongs on the thread.
+        let mut ready = None;
+        let mut reader = None;
+        if placement != Placement::AllOnThread {
+            let client = connect.connect(role).await?;
+            let (inbox, subscription) = subscribe_acks(&client).await?;
+            let local = if placement == Placement::Apart {
+                reader = Some(tokio::spawn(read_acks(
+                    subscription,
+                    shared.clone(),
+                    config.clone(),
+                )));
+                None
+            } else {
+                Some(subscription)
+            };
+            ready = Some((client, inbox, local));
+        }
+
+        let (started_tx, started_rx) = tokio::sync::oneshot::channel::<Result<()>>();
+        let (go_tx, go_rx) = tokio::sync::oneshot::channel::<Timing>();
+        let thread_shared = shared.clone();
+        let (connect, role) = (connect.clone(), role.to_string());
         let thread = std::thread::Builder::new()
             .name(format!("jsb-pub-{}", config.index))
             .spawn(move || {
@@ -246,23 +309,72 @@ impl Publisher {
                     .enable_all()
                     .build()
                     .expect("a current-thread runtime builds");
+                let shared = thread_shared;
                 runtime.block_on(async move {
-                    let reader = local_subscription
-                        .map(|s| tokio::spawn(read_acks(s, shared.clone(), config.clone())));
+                    let (client, inbox, local) = match ready {
+                        Some(ready) => ready,
+                        None => {
+                            let setup = async {
+                                let client = connect.connect(&role).await?;
+                                let (inbox, subscription) = subscribe_acks(&client).await?;
+                                Ok::<_, anyhow::Error>((client, inbox, Some(subscription)))
+                            };
+                            match setup.await {
+                                Ok(ready) => ready,
+                                Err(e) => {
+                                    let _ = started_tx.send(Err(e));
+                                    return None;
+                                }
+                            }
+                        }
+                    };
+                    let _ = started_tx.send(Ok(()));
+                    let Ok(timing) = go_rx.await else {
+                        return None;
+                    };
+                    let mut config = config;
+                    config.schedule.t0_ns = timing.t0_ns;
+                    if config.schedule.total_rate.is_none() && config.schedule.total_messages == 0 {
+                        config.schedule.end_ns = timing.end_ns;
+                    }
+                    config.record_from_ns = timing.record_from_ns;
+                    config.timeline_origin_ns = timing.t0_ns;
+                    let reader =
+                        local.map(|s| tokio::spawn(read_acks(s, shared.clone(), config.clone())));
                     let sends = send_all(client, config, inbox, shared, stop).await;
                     let acks = match reader {
                         Some(reader) => reader.await.ok(),
                         None => None,
                     };
-                    (sends, acks)
+                    Some((sends, acks))
                 })
             })
             .context("starting a publisher thread")?;
+        match started_rx.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                return Err(e);
+            }
+            Err(_) => return Err(anyhow!("a publisher thread ended before it started")),
+        }
         Ok(Publisher {
             thread,
             reader,
+            go: Some(go_tx),
+            shared,
             progress,
         })
+    }
+
+    /// Starts the schedule at `timing`.
+    pub fn go(&mut self, timing: Timing) {
+        self.shared
+            .record_from_ns
+            .store(timing.record_from_ns, Ordering::Release);
+        if let Some(go) = self.go.take() {
+            let _ = go.send(timing);
+        }
     }
 
     /// Waits for the schedule to end and the last PubAck (or its timeout).
@@ -271,7 +383,8 @@ impl Publisher {
         let (sends, local_acks) = tokio::task::spawn_blocking(move || thread.join())
             .await
             .context("joining a publisher thread")?
-            .map_err(|_| anyhow!("a publisher thread panicked"))?;
+            .map_err(|_| anyhow!("a publisher thread panicked"))?
+            .ok_or_else(|| anyhow!("a publisher thread never started"))?;
         let acks = match (self.reader, local_acks) {
             (Some(reader), _) => reader.await.context("joining a PubAck reader")?,
             (None, Some(acks)) => acks,
@@ -737,7 +850,7 @@ async fn read_acks(
                     }
                     let intended = slot.intended.load(Ordering::Relaxed);
                     let sent = slot.sent.load(Ordering::Relaxed);
-                    if intended >= config.record_from_ns {
+                    if intended >= shared.record_from_ns.load(Ordering::Relaxed) {
                         report.from_intended.record_between(intended, now);
                         report.from_sent.record_between(sent, now);
                     }

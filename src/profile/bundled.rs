@@ -7,6 +7,8 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("default", include_str!("../../profiles/default.toml")),
     ("publish", include_str!("../../profiles/publish.toml")),
     ("dedup", include_str!("../../profiles/dedup.toml")),
+    ("ack", include_str!("../../profiles/ack.toml")),
+    ("redelivery", include_str!("../../profiles/redelivery.toml")),
     ("staging", include_str!("../../profiles/staging.toml")),
 ];
 
