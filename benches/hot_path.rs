@@ -109,5 +109,16 @@ fn publisher_bookkeeping(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, consumer_bookkeeping, publisher_bookkeeping);
+/// Criterion draws its HTML report with plotters, which jsbench builds
+/// without system fonts; the bundled font must be registered first.
+fn config() -> Criterion {
+    jsbench::report::fonts::ensure_registered().expect("the bundled font registers");
+    Criterion::default()
+}
+
+criterion_group! {
+    name = benches;
+    config = config();
+    targets = consumer_bookkeeping, publisher_bookkeeping
+}
 criterion_main!(benches);
