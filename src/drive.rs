@@ -441,10 +441,13 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
     // Drain: wait until every stored message was delivered once. Interrupted
     // runs still drain briefly, so their ledger is not a list of "lost"
     // messages that were merely in flight.
-    let stored: u64 = acks
-        .iter()
-        .map(|a| a.acked + a.late_stored + a.retries_stored)
-        .sum();
+    // Everything the consumers must finish: what was in the stream before
+    // and what this run stored.
+    let stored: u64 = spec.preloaded
+        + acks
+            .iter()
+            .map(|a| a.acked + a.late_stored + a.retries_stored)
+            .sum::<u64>();
     let mut drained = spec.consumer.is_none();
     let mut server_state = None;
     let mut drain_time = Duration::ZERO;
