@@ -85,3 +85,235 @@ async fn a_repeated_msg_id_after_the_window_is_stored_again() {
     assert!(stored_after >= window, "expired early, at {stored_after:?}");
     eprintln!("a 500 ms duplicate window expired after {stored_after:?}");
 }
+
+/// A stream with one message and a pull consumer configured by `configure`.
+async fn one_message(
+    js: &jetstream::Context,
+    name: &str,
+    configure: impl FnOnce(&mut jetstream::consumer::pull::Config),
+) -> jetstream::consumer::PullConsumer {
+    let stream = js
+        .create_stream(stream::Config {
+            name: name.into(),
+            subjects: vec![name.to_lowercase()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    js.publish(name.to_lowercase(), "x".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let mut config = jetstream::consumer::pull::Config {
+        durable_name: Some("c".into()),
+        ack_policy: jetstream::consumer::AckPolicy::Explicit,
+        ..Default::default()
+    };
+    configure(&mut config);
+    stream.create_consumer(config).await.unwrap()
+}
+
+/// Receives `n` deliveries of the one message, answering each with
+/// `answer`, and returns the time of each delivery after the first.
+async fn deliveries(
+    consumer: &jetstream::consumer::PullConsumer,
+    n: usize,
+    answer: Option<jetstream::AckKind>,
+) -> Vec<Duration> {
+    let mut messages = consumer.messages().await.unwrap();
+    let mut times = Vec::new();
+    let start = Instant::now();
+    while times.len() < n {
+        let message = tokio::time::timeout(
+            Duration::from_secs(10),
+            futures::StreamExt::next(&mut messages),
+        )
+        .await
+        .expect("a redelivery within 10 s")
+        .unwrap()
+        .unwrap();
+        times.push(start.elapsed());
+        if let Some(kind) = answer.clone() {
+            message.ack_with(kind).await.unwrap();
+        }
+    }
+    times
+}
+
+fn gaps(times: &[Duration]) -> Vec<Duration> {
+    times.windows(2).map(|w| w[1] - w[0]).collect()
+}
+
+#[tokio::test]
+async fn backoff_replaces_ack_wait_with_its_first_entry() {
+    let server = common::server();
+    let js = context(&server).await;
+    let mut consumer = one_message(&js, "BACKOFF0", |c| {
+        c.ack_wait = Duration::from_secs(30);
+        c.backoff = vec![Duration::from_millis(200), Duration::from_millis(400)];
+        c.max_deliver = 3;
+    })
+    .await;
+    let info = consumer.info().await.unwrap();
+    assert_eq!(info.config.ack_wait, Duration::from_millis(200));
+}
+
+#[tokio::test]
+async fn max_deliver_must_cover_the_backoff_entries() {
+    let server = common::server();
+    let js = context(&server).await;
+    let stream = js
+        .create_stream(stream::Config {
+            name: "MD".into(),
+            subjects: vec!["md".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let backoff = vec![Duration::from_millis(100), Duration::from_millis(200)];
+    let config = |max_deliver| jetstream::consumer::pull::Config {
+        durable_name: Some(format!("c{max_deliver}")),
+        ack_policy: jetstream::consumer::AckPolicy::Explicit,
+        backoff: backoff.clone(),
+        max_deliver,
+        ..Default::default()
+    };
+    // Equal to the number of entries is accepted (the error text says ">").
+    stream
+        .create_consumer(config(2))
+        .await
+        .expect("max_deliver = len(backoff)");
+    let err = stream
+        .create_consumer(config(1))
+        .await
+        .expect_err("fewer deliveries than entries");
+    assert!(
+        err.to_string().to_lowercase().contains("max deliver"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn the_last_backoff_entry_repeats() {
+    let server = common::server();
+    let js = context(&server).await;
+    let consumer = one_message(&js, "BACKOFFREP", |c| {
+        c.backoff = vec![Duration::from_millis(100), Duration::from_millis(300)];
+        c.max_deliver = 4;
+    })
+    .await;
+    let gaps = gaps(&deliveries(&consumer, 4, None).await);
+    let expected = [100, 300, 300];
+    for (gap, want) in gaps.iter().zip(expected) {
+        let want = Duration::from_millis(want);
+        assert!(
+            *gap >= want && *gap < want + Duration::from_millis(100),
+            "gaps {gaps:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_plain_nak_ignores_backoff_and_redelivers_at_once() {
+    let server = common::server();
+    let js = context(&server).await;
+    let consumer = one_message(&js, "NAKNOW", |c| {
+        c.backoff = vec![Duration::from_secs(2)];
+        c.max_deliver = 3;
+    })
+    .await;
+    let gaps = gaps(&deliveries(&consumer, 3, Some(jetstream::AckKind::Nak(None))).await);
+    assert!(
+        gaps.iter().all(|g| *g < Duration::from_millis(300)),
+        "gaps {gaps:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_nak_with_delay_uses_its_delay() {
+    let server = common::server();
+    let js = context(&server).await;
+    let consumer = one_message(&js, "NAKDELAY", |c| {
+        c.ack_wait = Duration::from_secs(30);
+    })
+    .await;
+    let delay = Duration::from_millis(250);
+    let gaps = gaps(&deliveries(&consumer, 3, Some(jetstream::AckKind::Nak(Some(delay)))).await);
+    for gap in &gaps {
+        assert!(
+            *gap >= delay && *gap < delay + Duration::from_millis(150),
+            "gaps {gaps:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_nak_with_delay_on_a_backoff_consumer_waits_longer_on_later_deliveries() {
+    // The seed warns that later naks "can wait longer than that delay";
+    // 2.15.1 waits d - BackOff[0] + BackOff[n-1] after delivery n. jsbench
+    // still expects d (what was asked for) and reports the excess as late.
+    let server = common::server();
+    let js = context(&server).await;
+    let consumer = one_message(&js, "NAKBACKOFF", |c| {
+        c.backoff = vec![
+            Duration::from_millis(100),
+            Duration::from_millis(400),
+            Duration::from_millis(800),
+        ];
+        c.max_deliver = 4;
+    })
+    .await;
+    let delay = Duration::from_millis(200);
+    let gaps = gaps(&deliveries(&consumer, 4, Some(jetstream::AckKind::Nak(Some(delay)))).await);
+    eprintln!("nak(200ms) on BackOff [100ms, 400ms, 800ms]: gaps {gaps:?}");
+    for (gap, backoff_n) in gaps.iter().zip([100u64, 400, 800]) {
+        let want = Duration::from_millis(200 - 100 + backoff_n);
+        assert!(
+            *gap >= want && *gap < want + Duration::from_millis(150),
+            "gaps {gaps:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn max_deliveries_advisory_arrives_after_the_last_deadline_with_its_fields() {
+    let server = common::server();
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    let mut advisories = client
+        .subscribe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.MAXD.c")
+        .await
+        .unwrap();
+    client.flush().await.unwrap();
+    let consumer = one_message(&js, "MAXD", |c| {
+        c.ack_wait = Duration::from_millis(200);
+        c.max_deliver = 2;
+    })
+    .await;
+    deliveries(&consumer, 2, None).await;
+    let advisory = tokio::time::timeout(
+        Duration::from_secs(5),
+        futures::StreamExt::next(&mut advisories),
+    )
+    .await
+    .expect("an advisory")
+    .unwrap();
+    let body: serde_json::Value = serde_json::from_slice(&advisory.payload).unwrap();
+    assert_eq!(body["stream"], "MAXD");
+    assert_eq!(body["consumer"], "c");
+    assert_eq!(body["stream_seq"], 1);
+    assert_eq!(body["deliveries"], 2);
+    assert!(
+        body.get("consumer_seq").is_none(),
+        "2.15.1 sends no consumer_seq: {body}"
+    );
+    // No third delivery follows.
+    let mut messages = consumer.messages().await.unwrap();
+    let third = tokio::time::timeout(
+        Duration::from_millis(600),
+        futures::StreamExt::next(&mut messages),
+    )
+    .await;
+    assert!(third.is_err(), "delivered after max_deliver");
+}

@@ -376,3 +376,110 @@ fn connection_section_refuses_secrets_and_names_bad_keys() {
     assert_eq!(p.path, "connection.url");
     assert!(p.line.is_some(), "{p:?}");
 }
+
+const REDELIVERY: &str = r#"
+name = "r"
+[[scenario]]
+kind = "redelivery"
+duration = "5s"
+rate = 100
+"#;
+
+#[test]
+fn redelivery_reads_behaviours_into_classes_with_scripts() {
+    let text = format!(
+        "{REDELIVERY}[scenario.consumer]\nbackoff = [\"100ms\", \"1s\"]\nmax_deliver = 4\n\
+         [scenario.behaviour]\nseed = 3\nprocessing = {{ distribution = \"uniform\", min = \"1ms\", max = \"3ms\" }}\n\
+         handlers = 4\nnak = 0.1\nnak_delay = {{ fraction = 0.1, delay = \"200ms\" }}\n\
+         transient = {{ fraction = 0.1, failures = 2, fail = \"ignore\" }}\npoison = {{ fraction = 0.05 }}\n"
+    );
+    let p = parse("r.toml", &text).unwrap();
+    let ScenarioPlan::Redelivery(r) = &p.scenarios[0] else {
+        panic!("redelivery")
+    };
+    assert!(r.baseline);
+    assert_eq!(r.consumer.ack_deadline(1), Duration::from_millis(100));
+    assert_eq!(
+        r.consumer.ack_deadline(9),
+        Duration::from_secs(1),
+        "the last entry repeats"
+    );
+    let b = &r.behaviour;
+    assert_eq!((b.seed, b.handlers), (3, 4));
+    let names: Vec<&str> = b.classes.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["nak", "nak_delay", "transient", "poison"]);
+    let transient = &b.classes[2];
+    assert_eq!(transient.script, vec![Action::Ignore, Action::Ignore]);
+    assert_eq!(transient.then, Action::Ack);
+    assert_eq!(
+        b.classes[3].then,
+        Action::Ignore,
+        "poison fails by ignoring by default"
+    );
+    assert!(
+        r.common.drain_timeout > Duration::from_secs(3),
+        "long enough for every BackOff step"
+    );
+}
+
+#[test]
+fn behaviours_that_cannot_end_or_be_measured_are_refused() {
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "[scenario.behaviour]\npoison = { fraction = 0.1 }\n",
+            "scenario[0].behaviour.poison",
+            "max_deliver",
+        ),
+        (
+            "[scenario.consumer]\nbackoff = [\"1s\", \"2s\"]\nmax_deliver = 1\n",
+            "scenario[0].consumer.max_deliver",
+            ">= 2",
+        ),
+        (
+            "[scenario.behaviour]\nnak = 0.7\nterm = 0.5\n",
+            "scenario[0].behaviour",
+            "add up to",
+        ),
+        (
+            "[scenario.consumer]\nack_wait = \"1s\"\n[scenario.behaviour]\nin_progress = { fraction = 0.1, hold = \"3s\", every = \"2s\" }\n",
+            "scenario[0].behaviour.in_progress.every",
+            "ack deadline",
+        ),
+        (
+            "[scenario.behaviour]\ntransient = { fraction = 0.1, fail = \"nak_delay\" }\n",
+            "scenario[0].behaviour.transient.delay",
+            "needs a delay",
+        ),
+        (
+            "[scenario.consumer]\nack = \"none\"\n",
+            "scenario[0].consumer.ack",
+            "explicit",
+        ),
+    ];
+    for (extra, path, needle) in cases {
+        let ps = problems(&format!("{REDELIVERY}{extra}"));
+        let p = ps
+            .iter()
+            .find(|p| p.path == *path)
+            .unwrap_or_else(|| panic!("{extra}: {ps:?}"));
+        assert!(p.message.contains(needle), "{extra}: {p:?}");
+    }
+}
+
+#[test]
+fn ack_scenario_reads_modes_and_allows_ack_every() {
+    let p = parse(
+        "a.toml",
+        "name = \"a\"\n[[scenario]]\nkind = \"ack\"\nmessages = 1000\nacks = [\"double\", \"all\"]\n\
+         reads = \"fetch\"\n[scenario.consumer]\nack_every = 10\n",
+    )
+    .unwrap();
+    let ScenarioPlan::Ack(a) = &p.scenarios[0] else {
+        panic!("ack")
+    };
+    assert_eq!(a.modes, vec![AckMode::Double, AckMode::All]);
+    assert_eq!(a.reads, vec![ConsumerKind::Fetch]);
+    assert_eq!(a.consumer.ack_every, 10);
+    let p = only_problem("name = \"a\"\n[[scenario]]\nkind = \"ack\"\n");
+    assert_eq!(p.path, "scenario[0].messages");
+}

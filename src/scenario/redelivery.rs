@@ -186,7 +186,14 @@ async fn run_variant(
     let outcome = outcome?;
 
     // Measure and verify.
-    let analysis = fates::analyse(&outcome.events, &outcome.ledger, &behaviour, c);
+    let delivery_p999 = Duration::from_nanos(outcome.e2e_intended.quantile(0.999));
+    let analysis = fates::analyse(
+        &outcome.events,
+        &outcome.ledger,
+        &behaviour,
+        c,
+        fates::early_tolerance(delivery_p999),
+    );
     let figures = measure(&outcome, &analysis, &advisories, baseline, result);
     verify(&outcome, &analysis, &advisories, stored, result);
     deleted.context("cleaning up after the variant")?;
@@ -255,6 +262,18 @@ fn measure(
             &format!("redelivery_early.{name}"),
             stats.early.count(),
         ));
+        r.metrics.push(count(
+            &format!("redelivery_early_beyond_tolerance.{name}"),
+            stats.early_beyond_tolerance,
+        ));
+        if stats.early.count() > 0 {
+            r.metrics.extend(latency_metrics(
+                &format!("redelivery_early_by.{name}"),
+                &stats.early.summary(),
+            ));
+            r.histograms
+                .push((format!("redelivery_early_by.{name}"), stats.early.clone()));
+        }
         r.histograms
             .push((format!("redelivery_delay.{name}"), stats.measured.clone()));
         r.histograms
@@ -369,11 +388,11 @@ fn verify(
     let early: Vec<String> = a
         .delays
         .iter()
-        .filter(|(_, s)| s.early.count() > 0)
+        .filter(|(_, s)| s.early_beyond_tolerance > 0)
         .map(|(cause, s)| {
             format!(
                 "{} {} (up to {:.1} ms early)",
-                s.early.count(),
+                s.early_beyond_tolerance,
                 cause.name(),
                 s.early.summary().max_us / 1e3
             )
