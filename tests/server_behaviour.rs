@@ -134,7 +134,7 @@ async fn deliveries(
         .unwrap()
         .unwrap();
         times.push(start.elapsed());
-        if let Some(kind) = answer.clone() {
+        if let Some(kind) = answer {
             message.ack_with(kind).await.unwrap();
         }
     }
