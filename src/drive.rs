@@ -82,6 +82,9 @@ pub struct ConsumerSample {
     pub num_pending: u64,
     pub num_ack_pending: u64,
     pub num_redelivered: u64,
+    /// Deliveries the clients hold unanswered (the client's own view of
+    /// ack pending, without what async-nats has buffered).
+    pub client_in_flight: u64,
 }
 
 impl DriveSpec {
@@ -225,8 +228,8 @@ impl DriveOutcome {
         }
     }
 
-    /// Consumer info samples as series: `num_pending`, `num_ack_pending`
-    /// and `num_redelivered`, one value per sampling interval.
+    /// Consumer info samples as series: `num_pending`, `num_ack_pending`,
+    /// `num_redelivered` and `client_in_flight`, one value per interval.
     pub fn sample_timelines(&self, every: Duration) -> Vec<(String, Timeline)> {
         let bucket_ns = every.as_nanos().max(1) as u64;
         let series = |name: &str, value: fn(&ConsumerSample) -> u64| {
@@ -248,6 +251,7 @@ impl DriveOutcome {
             series("num_pending", |s| s.num_pending),
             series("num_ack_pending", |s| s.num_ack_pending),
             series("num_redelivered", |s| s.num_redelivered),
+            series("client_in_flight", |s| s.client_in_flight),
         ]
     }
 
@@ -402,6 +406,7 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
                 ctx.provisioner.jetstream().clone(),
                 &spec.stream,
                 &c.durable,
+                consumer_progress.clone(),
                 every,
             )
         })
@@ -632,7 +637,13 @@ struct Sampler {
 }
 
 impl Sampler {
-    fn start(js: jetstream::Context, stream: &str, durable: &str, every: Duration) -> Sampler {
+    fn start(
+        js: jetstream::Context,
+        stream: &str,
+        durable: &str,
+        clients: Vec<Arc<ConsumerProgress>>,
+        every: Duration,
+    ) -> Sampler {
         let stop = CancellationToken::new();
         let (stream, durable, halt) = (stream.to_string(), durable.to_string(), stop.clone());
         let task = tokio::spawn(async move {
@@ -644,12 +655,20 @@ impl Sampler {
                     _ = halt.cancelled() => break,
                     _ = tick.tick() => {}
                 }
+                let client_in_flight = clients
+                    .iter()
+                    .map(|p| {
+                        let received = p.received.load(Ordering::Relaxed);
+                        received.saturating_sub(p.answered.load(Ordering::Relaxed))
+                    })
+                    .sum();
                 if let Some(s) = current_state(&js, &stream, &durable).await {
                     samples.push(ConsumerSample {
                         at_ns: clock::now_ns(),
                         num_pending: s.num_pending,
                         num_ack_pending: s.num_ack_pending as u64,
                         num_redelivered: s.num_redelivered as u64,
+                        client_in_flight,
                     });
                 }
             }

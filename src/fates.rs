@@ -10,6 +10,7 @@ use crate::behaviour::{Cause, Fate, Outcome, expected_redelivery};
 use crate::consume::DeliveryEvent;
 use crate::histogram::Recorder;
 use crate::ledger::{Event, LedgerShard};
+use crate::metrics::{Direction, Metric, latency_metrics};
 use crate::profile::{BehaviourPlan, ConsumerPlan};
 
 /// The least earliness that counts as an early redelivery rather than
@@ -78,8 +79,19 @@ pub struct Analysis {
     /// A few of them, described.
     pub examples: Vec<String>,
     /// Redeliveries the plan does not explain (a lost ack, processing
-    /// longer than the ack deadline).
+    /// longer than the ack deadline, a wait in the client past it).
     pub unplanned_redeliveries: u64,
+    /// Unplanned redeliveries consistent with an expired ack deadline: the
+    /// answer to the previous delivery came after the deadline could have
+    /// passed. The only unplanned cause a durable pull consumer has, so the
+    /// rest are unexplained.
+    pub expiries: u64,
+    /// From the store time of a message to the answer of the delivery that
+    /// expired (how long it was in the system, mostly waiting in the client).
+    pub time_to_expired_answer: Recorder,
+    /// Messages whose final outcome differs from the planned one (their
+    /// delivery count aside).
+    pub outcome_mismatches: u64,
     /// Sequences observed exhausted, ascending.
     pub exhausted: Vec<u64>,
     /// Sequences observed termed, ascending.
@@ -139,6 +151,9 @@ pub fn analyse(
             Some(Outcome::Termed) => a.termed.push(seq),
             _ => {}
         }
+        if observed != Some(fate.outcome) {
+            a.outcome_mismatches += 1;
+        }
         let deliveries = mine.len() as u32;
         let numbered = mine
             .iter()
@@ -178,6 +193,15 @@ impl Analysis {
         let action = behaviour.action(seq, this.delivery);
         let Some((cause, expected)) = expected_redelivery(action, this.delivery, consumer) else {
             self.unplanned_redeliveries += 1;
+            // Delivery n cannot have been sent before every earlier deadline
+            // had passed; its own deadline then runs. An answer before that
+            // sum cannot have been too late.
+            let deadlines: Duration = (1..=this.delivery).map(|n| consumer.ack_deadline(n)).sum();
+            let waited = this.answered_ns.saturating_sub(this.published_ns);
+            if waited + self.tolerance.as_nanos() as u64 >= deadlines.as_nanos() as u64 {
+                self.expiries += 1;
+                self.time_to_expired_answer.record(waited);
+            }
             return;
         };
         // A nak starts the server's timer when it arrives; an ack deadline
@@ -198,6 +222,49 @@ impl Analysis {
                 stats.early_beyond_tolerance += 1;
             }
         }
+    }
+
+    /// Per cause: the count, the measured delay and how much later (or
+    /// earlier) than configured, as metrics (`redeliveries.<cause>`,
+    /// `redelivery_delay.<cause>.*`, `redelivery_late.<cause>.*`,
+    /// `redelivery_early.<cause>`, ...) and histograms.
+    pub fn delay_metrics(&self) -> (Vec<Metric>, Vec<(String, Recorder)>) {
+        let count = |name: String, v: u64| Metric::new(name, "count", v as f64, Direction::None);
+        let mut metrics = Vec::new();
+        let mut histograms = Vec::new();
+        for (cause, stats) in &self.delays {
+            let name = cause.name();
+            metrics.push(count(
+                format!("redeliveries.{name}"),
+                stats.measured.count(),
+            ));
+            metrics.extend(latency_metrics(
+                &format!("redelivery_delay.{name}"),
+                &stats.measured.summary(),
+            ));
+            metrics.extend(latency_metrics(
+                &format!("redelivery_late.{name}"),
+                &stats.late.summary(),
+            ));
+            metrics.push(count(
+                format!("redelivery_early.{name}"),
+                stats.early.count(),
+            ));
+            metrics.push(count(
+                format!("redelivery_early_beyond_tolerance.{name}"),
+                stats.early_beyond_tolerance,
+            ));
+            histograms.push((format!("redelivery_delay.{name}"), stats.measured.clone()));
+            histograms.push((format!("redelivery_late.{name}"), stats.late.clone()));
+            if stats.early.count() > 0 {
+                metrics.extend(latency_metrics(
+                    &format!("redelivery_early_by.{name}"),
+                    &stats.early.summary(),
+                ));
+                histograms.push((format!("redelivery_early_by.{name}"), stats.early.clone()));
+            }
+        }
+        (metrics, histograms)
     }
 
     /// Redeliveries the plan explains that came earlier than configured by
@@ -263,6 +330,7 @@ mod tests {
             seq,
             delivery,
             consumer: 0,
+            published_ns: 0,
             received_ns: received_ms * 1_000_000,
             answered_ns: answered_ms * 1_000_000,
         }

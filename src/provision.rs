@@ -17,6 +17,21 @@ use crate::profile::{
 };
 use crate::results::summary::{PeerInfo, StreamPlacement};
 
+/// A run-scoped stream on `<base>.*` with the profile's storage and
+/// replicas: every scenario's stream starts from this.
+pub fn stream_config(name: &str, base: &str, server: &ServerPlan) -> stream::Config {
+    stream::Config {
+        name: name.to_string(),
+        subjects: vec![format!("{base}.*")],
+        storage: match server.storage {
+            Storage::File => stream::StorageType::File,
+            Storage::Memory => stream::StorageType::Memory,
+        },
+        num_replicas: server.replicas,
+        ..Default::default()
+    }
+}
+
 /// The durable's server-side configuration from a consumer plan; `base` is
 /// the scenario's subject prefix its filter suffix extends.
 pub fn pull_config(durable: &str, plan: &ConsumerPlan, base: &str) -> consumer::pull::Config {
@@ -277,6 +292,20 @@ pub fn footprint(profile: &Profile) -> Footprint {
                 // Every variant's durable lives until the scenario's stream goes.
                 need.consumers = need.consumers.max(p.variant_count());
                 need.max_ack_pending = need.max_ack_pending.max(p.consumer.max_ack_pending);
+            }
+            ScenarioPlan::Backpressure(p) => {
+                let span = (p.common.warmup + p.common.duration).as_secs_f64();
+                let per_message = p.publish.message_size.mean() as u64 + PER_MESSAGE_OVERHEAD;
+                need.bytes = need.bytes.max((p.rate as f64 * span) as u64 * per_message);
+                let largest = p.max_ack_pending.iter().copied().max().unwrap_or(0);
+                need.max_ack_pending =
+                    need.max_ack_pending
+                        .max(largest)
+                        .max(if p.expiry_ack_waits.is_empty() {
+                            0
+                        } else {
+                            p.expiry_max_ack_pending
+                        });
             }
             ScenarioPlan::Redelivery(p) => {
                 let span = (p.common.warmup + p.common.duration).as_secs_f64();

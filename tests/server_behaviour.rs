@@ -317,3 +317,56 @@ async fn max_deliveries_advisory_arrives_after_the_last_deadline_with_its_fields
     .await;
     assert!(third.is_err(), "delivered after max_deliver");
 }
+
+#[tokio::test]
+async fn a_message_naked_with_a_delay_holds_its_max_ack_pending_slot() {
+    let server = common::server();
+    let js = context(&server).await;
+    let stream = js
+        .create_stream(stream::Config {
+            name: "HOLD".into(),
+            subjects: vec!["hold".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        js.publish("hold", "x".into()).await.unwrap().await.unwrap();
+    }
+    let consumer = stream
+        .create_consumer(jetstream::consumer::pull::Config {
+            durable_name: Some("c".into()),
+            ack_policy: jetstream::consumer::AckPolicy::Explicit,
+            max_ack_pending: 1,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut messages = consumer.messages().await.unwrap();
+    let first = futures::StreamExt::next(&mut messages)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.info().unwrap().stream_sequence, 1);
+    let start = Instant::now();
+    first
+        .ack_with(jetstream::AckKind::Nak(Some(Duration::from_millis(400))))
+        .await
+        .unwrap();
+    // The only slot is held by the nak'ed message: sequence 2 waits, and
+    // sequence 1 comes back first, after the delay.
+    let next = futures::StreamExt::next(&mut messages)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        next.info().unwrap().stream_sequence,
+        1,
+        "the delayed message comes back first"
+    );
+    assert!(
+        start.elapsed() >= Duration::from_millis(400),
+        "{:?}",
+        start.elapsed()
+    );
+}

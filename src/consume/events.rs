@@ -10,6 +10,9 @@ pub struct DeliveryEvent {
     /// The server's delivery count (1 for the first delivery).
     pub delivery: u32,
     pub consumer: u16,
+    /// When the server stored the message (its metadata timestamp), the
+    /// earliest it can have been delivered.
+    pub published_ns: u64,
     pub received_ns: u64,
     /// When the consumer sent its answer (ack, nak, term); the receive time
     /// for a delivery it ignored.

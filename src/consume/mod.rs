@@ -58,6 +58,9 @@ pub struct ConsumerProgress {
     /// Messages whose story this consumer ended: acked, termed, or failed
     /// on their last allowed delivery.
     pub finished: AtomicU64,
+    /// Deliveries answered (or let go); `received - answered` is the work
+    /// in the client's hands.
+    pub answered: AtomicU64,
 }
 
 #[derive(Debug, Clone)]
@@ -87,6 +90,7 @@ pub struct ConsumerReport {
 struct Answer {
     seq: u64,
     delivery: u32,
+    published_ns: u64,
     received_ns: u64,
     answered_ns: u64,
     action: Action,
@@ -131,6 +135,7 @@ pub async fn run(
         events: Vec::new(),
     };
     let mut finished = 0u64;
+    let mut answered = 0u64;
     let handlers = config.behaviour.handlers.max(1);
     let mut running = FuturesUnordered::new();
     // With `ack = "all"`: the latest delivery not yet covered by an ack.
@@ -141,6 +146,8 @@ pub async fn run(
             biased;
             _ = stop.cancelled() => break,
             Some(answer) = running.next(), if !running.is_empty() => {
+                answered += 1;
+                progress.answered.store(answered, Ordering::Relaxed);
                 record_answer(&config, &mut report, &mut finished, &progress, answer);
                 continue;
             }
@@ -156,7 +163,8 @@ pub async fn run(
             None => break,
         };
         let now = clock::now_ns();
-        let Some((seq, delivery)) = receive(&config, &mut report, &message, now) else {
+        let Some((seq, delivery, published_ns)) = receive(&config, &mut report, &message, now)
+        else {
             continue;
         };
         progress.received.store(report.received, Ordering::Relaxed);
@@ -166,6 +174,7 @@ pub async fn run(
                 let job = Job {
                     seq,
                     delivery,
+                    published_ns,
                     received_ns: now,
                     action: config.behaviour.action(seq, delivery),
                     processing: config.behaviour.processing_time(seq, delivery),
@@ -173,6 +182,8 @@ pub async fn run(
                 };
                 if handlers == 1 {
                     let answer = respond(message, job).await;
+                    answered += 1;
+                    progress.answered.store(answered, Ordering::Relaxed);
                     record_answer(&config, &mut report, &mut finished, &progress, answer);
                 } else {
                     running.push(respond(message, job));
@@ -189,11 +200,15 @@ pub async fn run(
                     unacked_tail = Some(message);
                 }
                 finished += 1;
+                answered += 1;
                 progress.finished.store(finished, Ordering::Relaxed);
+                progress.answered.store(answered, Ordering::Relaxed);
             }
             AckPolicy::None => {
                 finished += 1;
+                answered += 1;
                 progress.finished.store(finished, Ordering::Relaxed);
+                progress.answered.store(answered, Ordering::Relaxed);
             }
         }
     }
@@ -201,6 +216,8 @@ pub async fn run(
     // Answer what is in hand, so an interrupted run leaves no work half done.
     let _ = tokio::time::timeout(Duration::from_secs(5), async {
         while let Some(answer) = running.next().await {
+            answered += 1;
+            progress.answered.store(answered, Ordering::Relaxed);
             record_answer(&config, &mut report, &mut finished, &progress, answer);
         }
     })
@@ -214,14 +231,15 @@ pub async fn run(
 }
 
 /// Bookkeeping on receipt: ledger, timeline, latency. Returns the stream
-/// sequence and delivery count, or `None` for a delivery without metadata.
+/// sequence, the delivery count and (when deliveries are logged) the time
+/// the server stored the message; `None` for a delivery without metadata.
 #[inline]
 fn receive(
     config: &ConsumerConfig,
     report: &mut ConsumerReport,
     message: &Message,
     now: u64,
-) -> Option<(u64, u32)> {
+) -> Option<(u64, u32, u64)> {
     let info = match message.info() {
         Ok(info) => info,
         Err(e) => {
@@ -234,6 +252,11 @@ fn receive(
     };
     let seq = info.stream_sequence;
     let delivery = info.delivered.max(1) as u32;
+    let published_ns = if config.log_events {
+        info.published.unix_timestamp_nanos().max(0) as u64
+    } else {
+        0
+    };
     report.ledger.mark(seq, Event::Delivered);
     report.received += 1;
     if report.first_ns == 0 {
@@ -252,7 +275,7 @@ fn receive(
         Some(_) => {}
         None => report.malformed += 1,
     }
-    Some((seq, delivery))
+    Some((seq, delivery, published_ns))
 }
 
 /// With `ack = "all"`: one ack for this delivery and every earlier one.
@@ -332,6 +355,7 @@ fn record_answer(
             seq: answer.seq,
             delivery: answer.delivery,
             consumer: config.index as u16,
+            published_ns: answer.published_ns,
             received_ns: answer.received_ns,
             answered_ns: answer.answered_ns,
         });
@@ -342,6 +366,7 @@ fn record_answer(
 struct Job {
     seq: u64,
     delivery: u32,
+    published_ns: u64,
     received_ns: u64,
     action: Action,
     processing: Duration,
@@ -409,6 +434,7 @@ fn answer(
     Answer {
         seq: job.seq,
         delivery: job.delivery,
+        published_ns: job.published_ns,
         received_ns: job.received_ns,
         answered_ns,
         action: job.action,

@@ -9,6 +9,10 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("dedup", include_str!("../../profiles/dedup.toml")),
     ("ack", include_str!("../../profiles/ack.toml")),
     ("redelivery", include_str!("../../profiles/redelivery.toml")),
+    (
+        "backpressure",
+        include_str!("../../profiles/backpressure.toml"),
+    ),
     ("staging", include_str!("../../profiles/staging.toml")),
 ];
 

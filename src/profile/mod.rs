@@ -7,6 +7,7 @@
 //! is allowed, and all problems are reported at once.
 
 mod ack;
+mod backpressure;
 mod behaviour;
 mod bundled;
 mod common;
@@ -207,6 +208,9 @@ pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
             "redelivery" => {
                 redelivery::read(table, &prefix, &mut local).map(ScenarioPlan::Redelivery)
             }
+            "backpressure" => {
+                backpressure::read(table, &prefix, &mut local).map(ScenarioPlan::Backpressure)
+            }
             other => {
                 local.push(
                     format!("{prefix}.kind"),
@@ -244,7 +248,7 @@ pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
 }
 
 /// Scenario kinds a profile may name.
-pub const KINDS: &[&str] = &["latency", "publish", "ack", "redelivery"];
+pub const KINDS: &[&str] = &["latency", "publish", "ack", "redelivery", "backpressure"];
 
 pub(crate) const NAME_RULE: &str =
     "must be 1-32 characters of letters, digits, '-' and '_' (it names streams and files)";

@@ -70,6 +70,7 @@ pub enum ScenarioPlan {
     Publish(PublishScenarioPlan),
     Ack(AckScenarioPlan),
     Redelivery(RedeliveryPlan),
+    Backpressure(BackpressurePlan),
 }
 
 impl ScenarioPlan {
@@ -79,6 +80,7 @@ impl ScenarioPlan {
             ScenarioPlan::Publish(p) => &p.common,
             ScenarioPlan::Ack(p) => &p.common,
             ScenarioPlan::Redelivery(p) => &p.common,
+            ScenarioPlan::Backpressure(p) => &p.common,
         }
     }
 
@@ -88,6 +90,7 @@ impl ScenarioPlan {
             ScenarioPlan::Publish(p) => &mut p.common,
             ScenarioPlan::Ack(p) => &mut p.common,
             ScenarioPlan::Redelivery(p) => &mut p.common,
+            ScenarioPlan::Backpressure(p) => &mut p.common,
         }
     }
 
@@ -107,6 +110,7 @@ impl ScenarioPlan {
             ScenarioPlan::Latency(p) => p.rates.len(),
             ScenarioPlan::Publish(p) => p.variant_count(),
             ScenarioPlan::Redelivery(p) => 1 + usize::from(p.baseline),
+            ScenarioPlan::Backpressure(p) => p.max_ack_pending.len() + p.expiry_ack_waits.len(),
             // Count-based: about 100k messages a second, plus the fill.
             ScenarioPlan::Ack(p) => {
                 let each = Duration::from_secs_f64(p.messages as f64 / 100_000.0);
@@ -569,4 +573,23 @@ pub struct RedeliveryPlan {
     pub behaviour: BehaviourPlan,
     /// Run a clean all-ack variant first, for the overhead.
     pub baseline: bool,
+}
+
+/// The `backpressure` scenario: the same load against a sweep of
+/// MaxAckPending values, and optionally against a sweep of AckWait values
+/// at a large MaxAckPending, where messages can expire in the client.
+#[derive(Debug, Clone)]
+pub struct BackpressurePlan {
+    pub common: CommonPlan,
+    /// Offered load, total msg/s.
+    pub rate: u64,
+    pub publish: PublishPlan,
+    /// `max_ack_pending` and `ack_wait` are set per variant.
+    pub consumer: ConsumerPlan,
+    pub behaviour: BehaviourPlan,
+    /// One variant each, at the consumer's AckWait.
+    pub max_ack_pending: Vec<i64>,
+    /// One variant each, at `expiry_max_ack_pending`.
+    pub expiry_ack_waits: Vec<Duration>,
+    pub expiry_max_ack_pending: i64,
 }

@@ -483,3 +483,29 @@ fn ack_scenario_reads_modes_and_allows_ack_every() {
     let p = only_problem("name = \"a\"\n[[scenario]]\nkind = \"ack\"\n");
     assert_eq!(p.path, "scenario[0].messages");
 }
+
+#[test]
+fn backpressure_needs_a_sweep_and_completed_work() {
+    let base =
+        "name = \"b\"\n[[scenario]]\nkind = \"backpressure\"\nduration = \"2s\"\nrate = 100\n";
+    let p = only_problem(base);
+    assert_eq!(p.path, "scenario[0].max_ack_pending");
+    let ps = problems(&format!(
+        "{base}max_ack_pending = [0]\n[scenario.consumer]\nmax_deliver = 3\n[scenario.behaviour]\npoison = {{ fraction = 0.1 }}\n"
+    ));
+    let paths: Vec<&str> = ps.iter().map(|p| p.path.as_str()).collect();
+    assert!(paths.contains(&"scenario[0].max_ack_pending[0]"), "{ps:?}");
+    assert!(paths.contains(&"scenario[0].behaviour"), "{ps:?}");
+    let p = parse(
+        "b.toml",
+        &format!("{base}max_ack_pending = [1, 10]\nexpiry_ack_waits = [\"100ms\"]\n"),
+    )
+    .unwrap();
+    let ScenarioPlan::Backpressure(b) = &p.scenarios[0] else {
+        panic!("backpressure")
+    };
+    assert_eq!(b.max_ack_pending, vec![1, 10]);
+    assert_eq!(b.expiry_ack_waits, vec![Duration::from_millis(100)]);
+    assert_eq!(b.expiry_max_ack_pending, 10_000);
+    assert_eq!(p.scenarios[0].estimated_duration(), Duration::from_secs(6));
+}

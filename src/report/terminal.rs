@@ -183,6 +183,70 @@ fn columns(kind: &str) -> Vec<Column> {
             },
             end,
         ],
+        "backpressure" => vec![
+            variant,
+            Column {
+                header: "max_ack_pending",
+                cell: |v| {
+                    v.params
+                        .get("max_ack_pending")
+                        .map_or("-".into(), |x| x.to_string())
+                },
+            },
+            Column {
+                header: "ack_wait",
+                cell: |v| {
+                    v.params
+                        .get("ack_wait")
+                        .and_then(|x| x.as_str())
+                        .unwrap_or("-")
+                        .to_string()
+                },
+            },
+            Column {
+                header: "done/s",
+                cell: |v| rate(v, "throughput"),
+            },
+            Column {
+                header: "bound/s",
+                cell: |v| rate(v, "bound"),
+            },
+            Column {
+                header: "efficiency",
+                cell: |v| {
+                    value(v, "efficiency").map_or("-".into(), |x| format!("{:.0}%", x * 100.0))
+                },
+            },
+            Column {
+                header: "vs measured",
+                cell: |v| {
+                    value(v, "efficiency_measured")
+                        .map_or("-".into(), |x| format!("{:.0}%", x * 100.0))
+                },
+            },
+            Column {
+                header: "e2e p50",
+                cell: |v| us(v, "e2e_latency.p50"),
+            },
+            Column {
+                header: "p99",
+                cell: |v| us(v, "e2e_latency.p99"),
+            },
+            Column {
+                header: "at cap",
+                cell: |v| {
+                    value(v, "time_at_cap").map_or("-".into(), |x| format!("{:.0}%", x * 100.0))
+                },
+            },
+            Column {
+                header: "redelivered (expired)",
+                cell: |v| match (value(v, "redeliveries"), value(v, "redeliveries.expired")) {
+                    (Some(r), Some(e)) => format!("{r:.0} ({e:.0})"),
+                    _ => "-".into(),
+                },
+            },
+            end,
+        ],
         "redelivery" => vec![
             variant,
             achieved,

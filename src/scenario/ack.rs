@@ -14,9 +14,9 @@ use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
 use crate::ledger::LedgerShard;
 use crate::metrics::{Direction, Metric, latency_metrics};
 use crate::profile::{
-    AckMode, AckPolicy, AckScenarioPlan, ConsumerKind, MsgId, PublishPlan, ScenarioPlan, Storage,
+    AckMode, AckPolicy, AckScenarioPlan, ConsumerKind, MsgId, PublishPlan, ScenarioPlan,
 };
-use crate::provision::pull_config;
+use crate::provision::{pull_config, stream_config};
 
 pub async fn run(
     ctx: &RunContext,
@@ -29,16 +29,7 @@ pub async fn run(
     let base = ctx.names.subject(name, "data");
     let stream = ctx
         .provisioner
-        .create_stream(stream::Config {
-            name: stream_name.clone(),
-            subjects: vec![format!("{base}.*")],
-            storage: match ctx.server.storage {
-                Storage::File => stream::StorageType::File,
-                Storage::Memory => stream::StorageType::Memory,
-            },
-            num_replicas: ctx.server.replicas,
-            ..Default::default()
-        })
+        .create_stream(stream_config(&stream_name, &base, &ctx.server))
         .await?;
     let fill = fill(ctx, name, &stream_name, &format!("{base}.0"), plan).await;
     let fill = match fill {

@@ -10,13 +10,12 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use async_nats::jetstream::stream;
 
 use super::{Invariant, RunContext, VariantResult, VariantSink};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
 use crate::metrics::{Direction, Metric, latency_metrics};
-use crate::profile::{LatencyPlan, ScenarioPlan, Storage, format_duration};
-use crate::provision::{placement, pull_config};
+use crate::profile::{LatencyPlan, ScenarioPlan, format_duration};
+use crate::provision::{placement, pull_config, stream_config};
 
 pub async fn run(
     ctx: &RunContext,
@@ -70,16 +69,7 @@ async fn run_variant(
     let durable = ctx.names.durable(scenario, &variant);
     let stream = ctx
         .provisioner
-        .create_stream(stream::Config {
-            name: stream_name.clone(),
-            subjects: vec![format!("{base}.*")],
-            storage: match ctx.server.storage {
-                Storage::File => stream::StorageType::File,
-                Storage::Memory => stream::StorageType::Memory,
-            },
-            num_replicas: ctx.server.replicas,
-            ..Default::default()
-        })
+        .create_stream(stream_config(&stream_name, &base, &ctx.server))
         .await?;
     ctx.provisioner
         .create_consumer(&stream, pull_config(&durable, &plan.consumer, &base))

@@ -22,10 +22,9 @@ use crate::drive::{DriveOutcome, DriveSpec, drive};
 use crate::load::reference::{self, ReferenceConfig, ReferenceReport};
 use crate::metrics::{Direction, Metric, latency_metrics};
 use crate::profile::{
-    MsgId, PublishScenarioPlan, Rate, RatePer, Reference, ScenarioPlan, SizePlan, Storage,
-    format_duration,
+    MsgId, PublishScenarioPlan, Rate, RatePer, Reference, ScenarioPlan, SizePlan, format_duration,
 };
-use crate::provision::placement;
+use crate::provision::{self, placement};
 use crate::readback::{self, Reconciliation};
 
 /// The figures a variant is compared on.
@@ -120,15 +119,8 @@ fn describe(plan: &PublishScenarioPlan, rate: Rate, msg_id: MsgId, r: &mut Varia
 /// storage, replicas and duplicate window.
 fn stream_config(ctx: &RunContext, name: &str, base: &str, window: Duration) -> stream::Config {
     stream::Config {
-        name: name.to_string(),
-        subjects: vec![format!("{base}.*")],
-        storage: match ctx.server.storage {
-            Storage::File => stream::StorageType::File,
-            Storage::Memory => stream::StorageType::Memory,
-        },
-        num_replicas: ctx.server.replicas,
         duplicate_window: window,
-        ..Default::default()
+        ..provision::stream_config(name, base, &ctx.server)
     }
 }
 

@@ -16,15 +16,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use async_nats::jetstream::stream;
 
 use super::{Invariant, RunContext, VariantResult, VariantSink};
 use crate::advisory::{Advisories, AdvisoryWatch};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
 use crate::fates::{self, Analysis};
 use crate::metrics::{Direction, Metric, latency_metrics};
-use crate::profile::{BehaviourPlan, RedeliveryPlan, ScenarioPlan, Storage, format_duration};
-use crate::provision::{placement, pull_config};
+use crate::profile::{BehaviourPlan, RedeliveryPlan, ScenarioPlan, format_duration};
+use crate::provision::{placement, pull_config, stream_config};
 
 /// How often consumer info is sampled while a variant runs.
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);
@@ -131,16 +130,7 @@ async fn run_variant(
     let durable = ctx.names.durable(scenario, &variant);
     let stream = ctx
         .provisioner
-        .create_stream(stream::Config {
-            name: stream_name.clone(),
-            subjects: vec![format!("{base}.*")],
-            storage: match ctx.server.storage {
-                Storage::File => stream::StorageType::File,
-                Storage::Memory => stream::StorageType::Memory,
-            },
-            num_replicas: ctx.server.replicas,
-            ..Default::default()
-        })
+        .create_stream(stream_config(&stream_name, &base, &ctx.server))
         .await?;
     let c = &plan.consumer;
     ctx.provisioner
@@ -244,41 +234,9 @@ fn measure(
         r.metrics
             .push(count(&format!("messages_delivered_{n}x"), *messages));
     }
-    for (cause, stats) in &a.delays {
-        let name = cause.name();
-        r.metrics.push(count(
-            &format!("redeliveries.{name}"),
-            stats.measured.count(),
-        ));
-        r.metrics.extend(latency_metrics(
-            &format!("redelivery_delay.{name}"),
-            &stats.measured.summary(),
-        ));
-        r.metrics.extend(latency_metrics(
-            &format!("redelivery_late.{name}"),
-            &stats.late.summary(),
-        ));
-        r.metrics.push(count(
-            &format!("redelivery_early.{name}"),
-            stats.early.count(),
-        ));
-        r.metrics.push(count(
-            &format!("redelivery_early_beyond_tolerance.{name}"),
-            stats.early_beyond_tolerance,
-        ));
-        if stats.early.count() > 0 {
-            r.metrics.extend(latency_metrics(
-                &format!("redelivery_early_by.{name}"),
-                &stats.early.summary(),
-            ));
-            r.histograms
-                .push((format!("redelivery_early_by.{name}"), stats.early.clone()));
-        }
-        r.histograms
-            .push((format!("redelivery_delay.{name}"), stats.measured.clone()));
-        r.histograms
-            .push((format!("redelivery_late.{name}"), stats.late.clone()));
-    }
+    let (metrics, histograms) = a.delay_metrics();
+    r.metrics.extend(metrics);
+    r.histograms.extend(histograms);
     r.metrics
         .push(count("unplanned_redeliveries", a.unplanned_redeliveries));
     for (name, planned, observed) in [

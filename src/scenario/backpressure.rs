@@ -1,0 +1,425 @@
+//! `backpressure`: what MaxAckPending does to a consumer with a given
+//! processing time. The same load runs against each MaxAckPending of a
+//! sweep; each point reports throughput, latency, ack-pending over time,
+//! time spent at the cap, and the efficiency against the Little's-law bound
+//! `min(rate, concurrency / processing time, MaxAckPending / processing time)`.
+//!
+//! An optional second sweep shows the pathology: with a large MaxAckPending
+//! a client pulls more than it can work through before AckWait expires, the
+//! server redelivers messages still waiting in the client, and work is
+//! wasted. Each such expiry is counted, checked to be consistent with an
+//! expired deadline, and the AckWait at which they stop is visible.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use super::{Invariant, RunContext, VariantResult, VariantSink};
+use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
+use crate::fates::{self, Analysis};
+use crate::metrics::{Direction, Metric, latency_metrics};
+use crate::profile::{Action, BackpressurePlan, ConsumerPlan, ScenarioPlan, format_duration};
+use crate::provision::{placement, pull_config, stream_config};
+
+/// How often consumer info is sampled while a variant runs.
+const SAMPLE_EVERY: Duration = Duration::from_millis(250);
+
+pub async fn run(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &BackpressurePlan,
+    sink: &mut dyn VariantSink,
+) -> Result<()> {
+    let mut points = Vec::new();
+    for &map in &plan.max_ack_pending {
+        let mut consumer = plan.consumer.clone();
+        consumer.max_ack_pending = map;
+        points.push((format!("map-{map}"), consumer));
+    }
+    for &ack_wait in &plan.expiry_ack_waits {
+        let mut consumer = plan.consumer.clone();
+        consumer.max_ack_pending = plan.expiry_max_ack_pending;
+        consumer.ack_wait = ack_wait;
+        points.push((format!("expiry-{}", format_duration(ack_wait)), consumer));
+    }
+    for (name, consumer) in points {
+        if ctx.stop.is_cancelled() {
+            break;
+        }
+        let started = Instant::now();
+        let mut result = VariantResult::new(name);
+        describe(plan, &consumer, &mut result);
+        if let Err(e) = run_variant(ctx, scenario.name(), plan, &consumer, &mut result).await {
+            result.error = Some(format!("{e:#}"));
+        }
+        result.elapsed = started.elapsed();
+        sink.record(scenario, result)?;
+    }
+    Ok(())
+}
+
+fn describe(plan: &BackpressurePlan, c: &ConsumerPlan, r: &mut VariantResult) {
+    r.param("rate", plan.rate);
+    r.param("duration", format_duration(plan.common.duration));
+    r.param("max_ack_pending", c.max_ack_pending);
+    r.param("ack_wait", format_duration(c.ack_wait));
+    r.param("consumers", c.consumers);
+    r.param("batch", c.batch);
+    r.param("read", c.kind);
+    r.param("processing", plan.behaviour.processing.to_string());
+    r.param("handlers", plan.behaviour.handlers);
+    r.param("classes", &plan.behaviour.classes);
+}
+
+async fn run_variant(
+    ctx: &RunContext,
+    scenario: &str,
+    plan: &BackpressurePlan,
+    consumer: &ConsumerPlan,
+    result: &mut VariantResult,
+) -> Result<()> {
+    // Provision.
+    let variant = result.name.clone();
+    let stream_name = ctx.names.stream(scenario, &variant);
+    let base = ctx.names.subject(scenario, &variant);
+    let durable = ctx.names.durable(scenario, &variant);
+    let stream = ctx
+        .provisioner
+        .create_stream(stream_config(&stream_name, &base, &ctx.server))
+        .await?;
+    ctx.provisioner
+        .create_consumer(&stream, pull_config(&durable, consumer, &base))
+        .await?;
+
+    // Drive.
+    let behaviour = Arc::new(plan.behaviour.clone());
+    let spec = DriveSpec {
+        label: format!("{scenario} {variant}"),
+        subjects: vec![format!("{base}.0")],
+        stream: stream_name.clone(),
+        publish: plan.publish.clone(),
+        consumer: Some(ConsumerSpec {
+            durable,
+            plan: consumer.clone(),
+            behaviour: behaviour.clone(),
+            log_events: true,
+            sample_every: Some(SAMPLE_EVERY),
+        }),
+        rate: Some(plan.rate),
+        count: None,
+        preloaded: 0,
+        warmup: plan.common.warmup,
+        duration: plan.common.duration,
+        drain_timeout: plan.common.drain_timeout,
+        msg_id_prefix: String::new(),
+        seed: plan.rate,
+    };
+    let outcome = drive(ctx, &spec).await;
+    let info = ctx.provisioner.stream_info(&stream_name).await;
+    let stored = info.as_ref().map(|i| i.state.messages);
+    result.streams.extend(info.as_ref().map(placement));
+    let deleted = ctx.provisioner.delete_stream(&stream_name).await;
+    let outcome = outcome?;
+
+    // Measure and verify.
+    let delivery_p999 = Duration::from_nanos(outcome.e2e_intended.quantile(0.999));
+    let analysis = fates::analyse(
+        &outcome.events,
+        &outcome.ledger,
+        &behaviour,
+        consumer,
+        fates::early_tolerance(delivery_p999),
+    );
+    measure(&outcome, &analysis, plan, consumer, result);
+    verify(&outcome, &analysis, stored, result);
+    deleted.context("cleaning up after the variant")?;
+    Ok(())
+}
+
+/// Little's law for a consumer: it cannot complete faster than messages
+/// arrive, than its handlers can work, or than MaxAckPending slots free up
+/// (each slot is held at least for the processing time).
+pub fn bound(rate: f64, concurrency: f64, max_ack_pending: f64, processing: Duration) -> f64 {
+    let t = processing.as_secs_f64();
+    if t <= 0.0 {
+        return rate;
+    }
+    rate.min(concurrency / t).min(max_ack_pending / t)
+}
+
+fn measure(
+    o: &DriveOutcome,
+    a: &Analysis,
+    plan: &BackpressurePlan,
+    c: &ConsumerPlan,
+    r: &mut VariantResult,
+) {
+    let count = |name: &str, v: u64| Metric::new(name, "count", v as f64, Direction::None);
+    let first = o
+        .consumers
+        .iter()
+        .filter(|c| c.first_ns > 0)
+        .map(|c| c.first_ns)
+        .min();
+    let last = o.consumers.iter().map(|c| c.last_ns).max();
+    let span = match (first, last) {
+        (Some(f), Some(l)) if l > f => Duration::from_nanos(l - f),
+        _ => Duration::ZERO,
+    };
+    let throughput = if span.is_zero() {
+        0.0
+    } else {
+        a.observed.acked as f64 / span.as_secs_f64()
+    };
+    let concurrency = (c.consumers * plan.behaviour.handlers) as f64;
+    let limit = bound(
+        plan.rate as f64,
+        concurrency,
+        c.max_ack_pending as f64,
+        plan.behaviour.processing.mean(),
+    );
+    r.metrics.push(Metric::new(
+        "publish_rate",
+        "msg/s",
+        o.publish_rate(),
+        Direction::None,
+    ));
+    r.metrics.push(Metric::new(
+        "throughput",
+        "msg/s",
+        throughput,
+        Direction::Higher,
+    ));
+    r.metrics
+        .push(Metric::new("bound", "msg/s", limit, Direction::None));
+    r.metrics.push(Metric::new(
+        "efficiency",
+        "ratio",
+        if limit > 0.0 { throughput / limit } else { 0.0 },
+        Direction::Higher,
+    ));
+    r.metrics
+        .extend(latency_metrics("e2e_latency", &o.e2e_intended.summary()));
+    r.histograms
+        .push(("e2e_latency".into(), o.e2e_intended.clone()));
+
+    // The processing time the handlers really took (a timer sleeps at least
+    // as long as asked, often a millisecond more), and the bound from it.
+    let mut handled = crate::histogram::Recorder::new();
+    for e in &o.events {
+        handled.record_between(e.received_ns, e.answered_ns);
+    }
+    let measured = handled.summary();
+    r.metrics
+        .extend(latency_metrics("processing_measured", &measured));
+    r.histograms.push(("processing_measured".into(), handled));
+    let limit_measured = bound(
+        plan.rate as f64,
+        concurrency,
+        c.max_ack_pending as f64,
+        Duration::from_secs_f64(measured.mean_us / 1e6),
+    );
+    r.metrics.push(Metric::new(
+        "bound_measured",
+        "msg/s",
+        limit_measured,
+        Direction::None,
+    ));
+    r.metrics.push(Metric::new(
+        "efficiency_measured",
+        "ratio",
+        if limit_measured > 0.0 {
+            throughput / limit_measured
+        } else {
+            0.0
+        },
+        Direction::Higher,
+    ));
+
+    // Ack pending: the server's view, the client's, and time at the cap.
+    let samples = &o.samples;
+    let at_cap = samples
+        .iter()
+        .filter(|s| s.num_ack_pending >= c.max_ack_pending as u64)
+        .count();
+    let fraction = if samples.is_empty() {
+        0.0
+    } else {
+        at_cap as f64 / samples.len() as f64
+    };
+    r.metrics.push(Metric::new(
+        "time_at_cap",
+        "ratio",
+        fraction,
+        Direction::None,
+    ));
+    let mean = |v: &dyn Fn(&crate::drive::ConsumerSample) -> u64| {
+        if samples.is_empty() {
+            0.0
+        } else {
+            samples.iter().map(v).sum::<u64>() as f64 / samples.len() as f64
+        }
+    };
+    r.metrics.push(Metric::new(
+        "ack_pending.mean",
+        "count",
+        mean(&|s| s.num_ack_pending),
+        Direction::None,
+    ));
+    r.metrics.push(count(
+        "ack_pending.max",
+        samples.iter().map(|s| s.num_ack_pending).max().unwrap_or(0),
+    ));
+    r.metrics.push(Metric::new(
+        "client_in_flight.mean",
+        "count",
+        mean(&|s| s.client_in_flight),
+        Direction::None,
+    ));
+
+    // Redeliveries by cause; expiries are the waste.
+    let deliveries: u64 = a
+        .delivered_times
+        .iter()
+        .map(|(n, m)| u64::from(*n) * m)
+        .sum();
+    r.metrics.push(count("deliveries", deliveries));
+    r.metrics
+        .push(count("redeliveries", deliveries.saturating_sub(a.messages)));
+    let (metrics, histograms) = a.delay_metrics();
+    r.metrics.extend(metrics);
+    r.histograms.extend(histograms);
+    r.metrics.push(count("redeliveries.expired", a.expiries));
+    r.metrics
+        .push(count("wasted_deliveries", a.unplanned_redeliveries));
+    if a.expiries > 0 {
+        r.metrics.extend(latency_metrics(
+            "time_to_expired_answer",
+            &a.time_to_expired_answer.summary(),
+        ));
+        r.histograms.push((
+            "time_to_expired_answer".into(),
+            a.time_to_expired_answer.clone(),
+        ));
+    }
+    // Messages nak'ed with a delay hold a MaxAckPending slot for the delay.
+    let held: f64 = plan
+        .behaviour
+        .classes
+        .iter()
+        .flat_map(|class| {
+            class
+                .script
+                .iter()
+                .chain(std::iter::once(&class.then))
+                .map(move |a| (class, a))
+        })
+        .filter_map(|(class, action)| match action {
+            Action::NakDelay(d) => Some(class.fraction * d.as_secs_f64()),
+            _ => None,
+        })
+        .sum::<f64>()
+        * plan.rate as f64;
+    if held > 0.0 {
+        r.metrics.push(Metric::new(
+            "slots_held_by_delayed_naks",
+            "count",
+            held,
+            Direction::None,
+        ));
+    }
+    r.metrics.push(Metric::new(
+        "completion_time",
+        "ms",
+        o.drain_time.as_secs_f64() * 1e3,
+        Direction::Lower,
+    ));
+    r.ledger = o.counts;
+    r.timelines
+        .insert("published".into(), o.published_timeline.clone());
+    r.timelines
+        .insert("delivered".into(), o.delivered_timeline.clone());
+    r.timelines.extend(o.sample_timelines(SAMPLE_EVERY));
+    if o.interrupted {
+        r.warnings
+            .push("interrupted: the variant stopped early; its counts cover what was sent".into());
+    }
+    r.warnings.extend(o.errors.iter().cloned());
+}
+
+fn verify(o: &DriveOutcome, a: &Analysis, stored: Option<u64>, r: &mut VariantResult) {
+    let c = &o.counts;
+    r.invariants
+        .push(Invariant::equal("lost = 0", a.observed.undelivered, 0));
+    r.invariants.push(Invariant::check(
+        "every message completed",
+        a.outcome_mismatches == 0 && a.observed.acked == a.messages,
+        format!(
+            "{} of {} acked, {} unfinished",
+            a.observed.acked, a.messages, a.observed.unfinished
+        ),
+    ));
+    r.invariants.push(Invariant::check(
+        "redeliveries explained",
+        a.unplanned_redeliveries == a.expiries && a.early() == 0,
+        format!(
+            "{} planned by the behaviour, {} expired ack deadlines, {} unexplained, {} early",
+            a.delays.values().map(|d| d.measured.count()).sum::<u64>(),
+            a.expiries,
+            a.unplanned_redeliveries - a.expiries,
+            a.early()
+        ),
+    ));
+    r.invariants.push(Invariant::check(
+        "every publish persisted",
+        c.publish_errors == 0 && c.persisted == c.published,
+        format!(
+            "{} published, {} persisted, {} PubAck errors",
+            c.published, c.persisted, c.publish_errors
+        ),
+    ));
+    match stored {
+        Some(n) => r.invariants.push(Invariant::equal(
+            "stream holds every persisted message",
+            n,
+            c.persisted,
+        )),
+        None => r.invariants.push(Invariant::check(
+            "stream holds every persisted message",
+            false,
+            "stream info unavailable",
+        )),
+    }
+    r.invariants.push(Invariant::check(
+        "server reports nothing pending",
+        o.server_state
+            .is_some_and(|s| s.num_pending == 0 && s.num_ack_pending == 0),
+        match o.server_state {
+            Some(s) => format!(
+                "num_pending {}, num_ack_pending {}",
+                s.num_pending, s.num_ack_pending
+            ),
+            None => "consumer info unavailable".into(),
+        },
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bound_is_the_tightest_of_rate_handlers_and_slots() {
+        let ms = Duration::from_millis;
+        // 10 ms each: 4 handlers finish 400/s, 2 slots only 200/s.
+        assert_eq!(bound(1000.0, 4.0, 2.0, ms(10)), 200.0);
+        assert_eq!(bound(1000.0, 4.0, 100.0, ms(10)), 400.0);
+        assert_eq!(bound(100.0, 4.0, 100.0, ms(10)), 100.0);
+        assert_eq!(
+            bound(100.0, 4.0, 1.0, Duration::ZERO),
+            100.0,
+            "no processing: the rate"
+        );
+    }
+}
