@@ -95,6 +95,10 @@ struct RunArgs {
     #[arg(long)]
     keep: bool,
 
+    /// Stop at the first scenario that fails (the rest run by default)
+    #[arg(long)]
+    fail_fast: bool,
+
     /// Monitoring URL of an external server (http://host:8222): its /varz cpu%
     /// gives server CPU per message. The embedded server is measured exactly.
     #[arg(long, value_name = "URL", env = "JSBENCH_MONITOR_URL")]
@@ -170,6 +174,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 out: args.out,
                 keep: args.keep,
                 monitor: args.monitor,
+                fail_fast: args.fail_fast,
                 progress: match args.progress {
                     ProgressArg::Auto => ProgressMode::Auto,
                     ProgressArg::Never => ProgressMode::Never,

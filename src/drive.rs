@@ -8,13 +8,16 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result};
 use async_nats::jetstream;
 use futures::future::join_all;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock;
-use crate::consume::{self, ConsumerConfig, ConsumerProgress, ConsumerReport, DeliveryEvent};
+use crate::consume::{
+    self, ConsumerConfig, ConsumerProgress, ConsumerReport, Crash, CrashPoint, CrashReport,
+    DeliveryEvent,
+};
 use crate::cpu;
 use crate::histogram::Recorder;
 use crate::ledger::{LedgerCounts, LedgerShard};
@@ -60,6 +63,30 @@ pub struct ConsumerSpec {
     pub log_events: bool,
     /// Poll consumer info this often while the variant runs.
     pub sample_every: Option<Duration>,
+    /// Crash the first client mid-run and bind a new one (resume).
+    pub crash: Option<CrashPlan>,
+}
+
+/// When and how the first consumer client crashes, and when a new client
+/// binds to the same durable in its place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CrashPlan {
+    /// From the start of the schedule.
+    pub after: Duration,
+    pub point: CrashPoint,
+    /// From the crash to the new client's bind.
+    pub rebind_after: Duration,
+}
+
+/// What the crash and the rebind looked like.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CrashOutcome {
+    pub report: CrashReport,
+    /// The server's ack pending once the crashed client was gone: what
+    /// must be redelivered.
+    pub ack_pending_after: Option<u64>,
+    /// When the new client bound, ns on [`crate::clock`].
+    pub rebound_ns: u64,
 }
 
 impl ConsumerSpec {
@@ -71,6 +98,7 @@ impl ConsumerSpec {
             behaviour: Arc::new(BehaviourPlan::all_ack()),
             log_events: false,
             sample_every: None,
+            crash: None,
         }
     }
 }
@@ -171,6 +199,8 @@ pub struct DriveOutcome {
     pub events: Vec<DeliveryEvent>,
     /// Double-ack round trips.
     pub ack_rtt: Recorder,
+    /// The planned crash, when there was one.
+    pub crash: Option<CrashOutcome>,
     /// CPU jsbench used from the start of publishing to the last PubAck.
     pub client_cpu: Duration,
     /// CPU the server used over the same span, when it can be measured.
@@ -348,32 +378,48 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
     let record_from_ns = t0_ns + spec.warmup.as_nanos() as u64;
     let end_ns = record_from_ns + spec.duration.as_nanos() as u64;
     let consumer_stop = CancellationToken::new();
-    let mut consumer_progress = Vec::new();
+    let launcher = spec.consumer.as_ref().map(|c| Launcher {
+        stream: spec.stream.clone(),
+        spec: c.clone(),
+        record_from_ns,
+        t0_ns,
+        expected,
+        js_api_prefix: ctx.connect.js_api.prefix(),
+        stop: consumer_stop.clone(),
+    });
+    // One progress slot per client, and one more for a client that
+    // replaces a crashed one, so the sums never lose a crashed client's count.
+    let crash_plan = spec.consumer.as_ref().and_then(|c| c.crash);
+    let consumer_progress: Vec<Arc<ConsumerProgress>> = (0..consumers
+        + usize::from(crash_plan.is_some()))
+        .map(|_| Arc::new(ConsumerProgress::default()))
+        .collect();
     let mut consumer_tasks = Vec::new();
-    if let Some(c) = &spec.consumer {
-        for (i, client) in consumer_clients.iter().enumerate() {
-            let progress = Arc::new(ConsumerProgress::default());
-            consumer_progress.push(progress.clone());
-            let config = ConsumerConfig {
-                index: i,
-                stream: spec.stream.clone(),
-                durable: c.durable.clone(),
-                plan: c.plan.clone(),
-                behaviour: c.behaviour.clone(),
-                record_from_ns,
-                timeline_origin_ns: t0_ns,
-                expected_messages: expected,
-                log_events: c.log_events,
-                js_api_prefix: ctx.connect.js_api.prefix(),
-            };
-            consumer_tasks.push(tokio::spawn(consume::run(
-                client.clone(),
-                config,
-                progress,
-                consumer_stop.clone(),
-            )));
+    let mut crash = None;
+    if let Some(launcher) = &launcher {
+        for (i, client) in consumer_clients.into_iter().enumerate() {
+            let token = (i == 0).then(CancellationToken::new);
+            let crash_signal = crash_plan.zip(token.clone()).map(|(plan, at)| Crash {
+                at,
+                point: plan.point,
+            });
+            consumer_tasks.push(launcher.spawn(
+                client,
+                i,
+                consumer_progress[i].clone(),
+                crash_signal,
+            ));
+            if let (Some(plan), Some(token)) = (crash_plan, token) {
+                crash = Some(CrashState {
+                    plan,
+                    token,
+                    due_ns: t0_ns + plan.after.as_nanos() as u64,
+                    outcome: None,
+                });
+            }
         }
     }
+    let mut crashed_reports = Vec::new();
 
     for p in &mut running {
         p.go(Timing {
@@ -425,6 +471,9 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
                 let rate = (sent - last.1) as f64 / now.duration_since(last.0).as_secs_f64().max(1e-3);
                 last = (now, sent);
                 bar.update(started.elapsed(), sent, received(), rate);
+                if let (Some(state), Some(launcher)) = (crash.as_mut(), launcher.as_ref()) {
+                    state.advance(ctx, launcher, &mut consumer_tasks, &mut crashed_reports, &consumer_progress).await?;
+                }
                 if consumer_tasks.iter().any(|t| t.is_finished()) {
                     // A consumer ended on its own: it failed. Stop publishing.
                     publish_stop.cancel();
@@ -466,7 +515,18 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
             if Instant::now() >= deadline {
                 break;
             }
-            if finished() >= stored {
+            if let (Some(state), Some(launcher)) = (crash.as_mut(), launcher.as_ref()) {
+                state
+                    .advance(
+                        ctx,
+                        launcher,
+                        &mut consumer_tasks,
+                        &mut crashed_reports,
+                        &consumer_progress,
+                    )
+                    .await?;
+            }
+            if finished() >= stored && crash.as_ref().is_none_or(|c| c.done()) {
                 drained = true;
                 break;
             }
@@ -492,7 +552,7 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
         None => Vec::new(),
     };
     consumer_stop.cancel();
-    let mut consumer_reports = Vec::new();
+    let mut consumer_reports = crashed_reports;
     let mut errors = Vec::new();
     for (i, task) in consumer_tasks.into_iter().enumerate() {
         match task.await.context("joining a consumer task")? {
@@ -517,15 +577,13 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
             errors.push(format!("consumer {i}: {e}"));
         }
     }
-    if consumers > 0 && consumer_reports.is_empty() {
-        return Err(anyhow!("every consumer failed: {}", errors.join("; ")));
-    }
 
     let mut outcome = merge(sends, acks, consumer_reports, t0_ns, record_from_ns);
     outcome.drained = drained;
     outcome.drain_time = drain_time;
     outcome.server_state = server_state;
     outcome.samples = samples;
+    outcome.crash = crash.and_then(|c| c.outcome());
     outcome.client_cpu = client_cpu;
     outcome.server_cpu = server_cpu;
     outcome.interrupted = ctx.stop.is_cancelled();
@@ -591,6 +649,7 @@ fn merge(
         samples: Vec::new(),
         events: crate::consume::events::merge(logs),
         ack_rtt,
+        crash: None,
         client_cpu: Duration::ZERO,
         server_cpu: None,
         interrupted: false,
@@ -680,5 +739,107 @@ impl Sampler {
     async fn finish(self) -> Vec<ConsumerSample> {
         self.stop.cancel();
         self.task.await.unwrap_or_default()
+    }
+}
+
+/// Everything needed to start a consumer client for a variant.
+struct Launcher {
+    stream: String,
+    spec: ConsumerSpec,
+    record_from_ns: u64,
+    t0_ns: u64,
+    expected: u64,
+    js_api_prefix: String,
+    stop: CancellationToken,
+}
+
+impl Launcher {
+    fn spawn(
+        &self,
+        client: async_nats::Client,
+        index: usize,
+        progress: Arc<ConsumerProgress>,
+        crash: Option<Crash>,
+    ) -> tokio::task::JoinHandle<Result<ConsumerReport>> {
+        let config = ConsumerConfig {
+            index,
+            stream: self.stream.clone(),
+            durable: self.spec.durable.clone(),
+            plan: self.spec.plan.clone(),
+            behaviour: self.spec.behaviour.clone(),
+            record_from_ns: self.record_from_ns,
+            timeline_origin_ns: self.t0_ns,
+            expected_messages: self.expected,
+            log_events: self.spec.log_events,
+            js_api_prefix: self.js_api_prefix.clone(),
+            crash,
+        };
+        // The client moves into the task: when the task ends, its
+        // connection closes, which is what a crash must do.
+        tokio::spawn(consume::run(client, config, progress, self.stop.clone()))
+    }
+}
+
+struct CrashState {
+    plan: CrashPlan,
+    token: CancellationToken,
+    due_ns: u64,
+    outcome: Option<CrashOutcome>,
+}
+
+/// How long after a crash the server is asked what the dead client left
+/// unacked: long enough for it to notice the closed connection.
+const CRASH_SETTLE: Duration = Duration::from_millis(200);
+
+impl CrashState {
+    fn done(&self) -> bool {
+        self.outcome.is_some()
+    }
+
+    fn outcome(self) -> Option<CrashOutcome> {
+        self.outcome
+    }
+
+    /// When due, crashes the first client, asks the server what it left
+    /// unacked, and binds a new client at the planned time. The caller's
+    /// loop pauses meanwhile; publishers and other clients do not.
+    async fn advance(
+        &mut self,
+        ctx: &RunContext,
+        launcher: &Launcher,
+        tasks: &mut Vec<tokio::task::JoinHandle<Result<ConsumerReport>>>,
+        crashed: &mut Vec<ConsumerReport>,
+        progress: &[Arc<ConsumerProgress>],
+    ) -> Result<()> {
+        if self.outcome.is_some() || clock::now_ns() < self.due_ns || tasks.is_empty() {
+            return Ok(());
+        }
+        self.token.cancel();
+        let report = tasks
+            .remove(0)
+            .await
+            .context("joining the crashing consumer")??;
+        let crash = report.crashed.clone().unwrap_or_default();
+        crashed.push(report);
+        tokio::time::sleep(CRASH_SETTLE).await;
+        let ack_pending_after = current_state(
+            ctx.provisioner.jetstream(),
+            &launcher.stream,
+            &launcher.spec.durable,
+        )
+        .await
+        .map(|s| s.num_ack_pending as u64);
+        let rebind_at = clock::instant_at(crash.at_ns + self.plan.rebind_after.as_nanos() as u64);
+        tokio::time::sleep_until(rebind_at.into()).await;
+        let client = ctx.connect.connect("consumer-rebound").await?;
+        let index = progress.len() - 1;
+        let rebound_ns = clock::now_ns();
+        tasks.push(launcher.spawn(client, index, progress[index].clone(), None));
+        self.outcome = Some(CrashOutcome {
+            report: crash,
+            ack_pending_after,
+            rebound_ns,
+        });
+        Ok(())
     }
 }

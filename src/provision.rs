@@ -13,7 +13,7 @@ use anyhow::{Context, Result, anyhow};
 use async_nats::jetstream::{self, consumer, stream};
 
 use crate::profile::{
-    AckPolicy, ConsumerPlan, Profile, Rate, RatePer, ScenarioPlan, ServerPlan, Storage,
+    AckPolicy, ConsumerPlan, Profile, PublishPlan, Rate, RatePer, ScenarioPlan, ServerPlan, Storage,
 };
 use crate::results::summary::{PeerInfo, StreamPlacement};
 
@@ -259,16 +259,19 @@ pub fn footprint(profile: &Profile) -> Footprint {
         max_ack_pending: 0,
     };
     for scenario in &profile.scenarios {
-        match scenario {
+        let common = scenario.common();
+        // Stored bytes of a variant publishing `rate` for warm-up plus
+        // duration, messages of `plan`'s mean size.
+        let paced = |rate: f64, plan: &PublishPlan| {
+            let span = (common.warmup + common.duration).as_secs_f64();
+            (rate * span) as u64 * (plan.message_size.mean() as u64 + PER_MESSAGE_OVERHEAD)
+        };
+        let (bytes, max_ack_pending) = match scenario {
             ScenarioPlan::Latency(p) => {
-                let span = (p.common.warmup + p.common.duration).as_secs_f64();
-                let fattest = p.rates.iter().copied().max().unwrap_or(0) as f64 * span;
-                let per_message = p.publish.message_size.mean() as u64 + PER_MESSAGE_OVERHEAD;
-                need.bytes = need.bytes.max((fattest as u64) * per_message);
-                need.max_ack_pending = need.max_ack_pending.max(p.consumer.max_ack_pending);
+                let fattest = p.rates.iter().copied().max().unwrap_or(0) as f64;
+                (paced(fattest, &p.publish), p.consumer.max_ack_pending)
             }
             ScenarioPlan::Publish(p) => {
-                let span = (p.common.warmup + p.common.duration).as_secs_f64();
                 let per_publisher = if p.rate_per == RatePer::Publisher {
                     p.publish.publishers as f64
                 } else {
@@ -281,39 +284,33 @@ pub fn footprint(profile: &Profile) -> Footprint {
                         Rate::PerSecond(r) => *r as f64 * per_publisher,
                         Rate::Max => MAX_RATE_ESTIMATE,
                     })
-                    .fold(0.0, f64::max)
-                    * span;
-                let per_message = p.publish.message_size.mean() as u64 + PER_MESSAGE_OVERHEAD;
-                need.bytes = need.bytes.max((fattest as u64) * per_message);
+                    .fold(0.0, f64::max);
+                (paced(fattest, &p.publish), 0)
             }
             ScenarioPlan::Ack(p) => {
-                let per_message = p.message_size as u64 + PER_MESSAGE_OVERHEAD;
-                need.bytes = need.bytes.max(p.messages * per_message);
                 // Every variant's durable lives until the scenario's stream goes.
                 need.consumers = need.consumers.max(p.variant_count());
-                need.max_ack_pending = need.max_ack_pending.max(p.consumer.max_ack_pending);
-            }
-            ScenarioPlan::Backpressure(p) => {
-                let span = (p.common.warmup + p.common.duration).as_secs_f64();
-                let per_message = p.publish.message_size.mean() as u64 + PER_MESSAGE_OVERHEAD;
-                need.bytes = need.bytes.max((p.rate as f64 * span) as u64 * per_message);
-                let largest = p.max_ack_pending.iter().copied().max().unwrap_or(0);
-                need.max_ack_pending =
-                    need.max_ack_pending
-                        .max(largest)
-                        .max(if p.expiry_ack_waits.is_empty() {
-                            0
-                        } else {
-                            p.expiry_max_ack_pending
-                        });
+                let per_message = p.message_size as u64 + PER_MESSAGE_OVERHEAD;
+                (p.messages * per_message, p.consumer.max_ack_pending)
             }
             ScenarioPlan::Redelivery(p) => {
-                let span = (p.common.warmup + p.common.duration).as_secs_f64();
-                let per_message = p.publish.message_size.mean() as u64 + PER_MESSAGE_OVERHEAD;
-                need.bytes = need.bytes.max((p.rate as f64 * span) as u64 * per_message);
-                need.max_ack_pending = need.max_ack_pending.max(p.consumer.max_ack_pending);
+                (paced(p.rate as f64, &p.publish), p.consumer.max_ack_pending)
             }
-        }
+            ScenarioPlan::Resume(p) => {
+                (paced(p.rate as f64, &p.publish), p.consumer.max_ack_pending)
+            }
+            ScenarioPlan::Backpressure(p) => {
+                let largest = p.max_ack_pending.iter().copied().max().unwrap_or(0);
+                let expiry = if p.expiry_ack_waits.is_empty() {
+                    0
+                } else {
+                    p.expiry_max_ack_pending
+                };
+                (paced(p.rate as f64, &p.publish), largest.max(expiry))
+            }
+        };
+        need.bytes = need.bytes.max(bytes);
+        need.max_ack_pending = need.max_ack_pending.max(max_ack_pending);
     }
     need
 }

@@ -32,6 +32,8 @@ pub struct RunOptions {
     pub out: PathBuf,
     /// Leave the streams in place after the run.
     pub keep: bool,
+    /// Stop at the first scenario that fails instead of running the rest.
+    pub fail_fast: bool,
     /// Monitoring endpoint of an external server (`http://host:8222`), for
     /// server CPU per message.
     pub monitor: Option<String>,
@@ -172,8 +174,17 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
                 break;
             }
             if let Err(e) = scenario::run(&ctx, plan, &mut writer).await {
-                failure = Some(e.context(format!("scenario {}", plan.name())));
-                break;
+                // What the scenario measured is already written; its error
+                // joins it, and the next scenario runs unless asked not to.
+                let e = e.context(format!("scenario {}", plan.name()));
+                let mut result = scenario::VariantResult::new("scenario");
+                result.error = Some(format!("{e:#}"));
+                writer.record_variant(plan, result)?;
+                eprintln!("error: {e:#}");
+                if options.fail_fast {
+                    failure = Some(e);
+                    break;
+                }
             }
         }
 

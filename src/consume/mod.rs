@@ -13,7 +13,7 @@ pub mod events;
 mod source;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -48,6 +48,40 @@ pub struct ConsumerConfig {
     pub log_events: bool,
     /// JetStream API prefix (`$JS.API`, or a domain's `$JS.<domain>.API`).
     pub js_api_prefix: String,
+    /// Makes this client crash on demand (the resume scenario).
+    pub crash: Option<Crash>,
+}
+
+/// Where the work in a client's hands is when it crashes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CrashPoint {
+    /// Deliveries the client has pulled but not started: handlers finish
+    /// (and ack) what they hold, the rest goes down with the connection.
+    BeforeProcessing,
+    /// Handlers are stopped mid-work: nothing in hand is acked.
+    DuringProcessing,
+    /// Handlers finish their work but the client dies before acking it:
+    /// that work will run twice (the seed's fourth case).
+    AfterProcessing,
+}
+
+/// A crash on demand: cancelled when the client must die.
+#[derive(Debug, Clone)]
+pub struct Crash {
+    pub at: CancellationToken,
+    pub point: CrashPoint,
+}
+
+/// What a crashed client left behind.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CrashReport {
+    /// When it crashed, ns on [`crate::clock`].
+    pub at_ns: u64,
+    /// Deliveries its handlers held (working or waiting to ack) at the crash.
+    pub in_hand: u64,
+    /// Sequences whose work was done but never acked.
+    pub processed_unacked: Vec<u64>,
 }
 
 /// Counters the run loop reads while consumers run; each is written by its
@@ -84,6 +118,8 @@ pub struct ConsumerReport {
     pub first_ns: u64,
     pub last_ns: u64,
     pub events: Vec<DeliveryEvent>,
+    /// Set when this client crashed on demand.
+    pub crashed: Option<CrashReport>,
 }
 
 /// One delivery's answer, produced by the handler and recorded by the loop.
@@ -133,6 +169,7 @@ pub async fn run(
         first_ns: 0,
         last_ns: 0,
         events: Vec::new(),
+        crashed: None,
     };
     let mut finished = 0u64;
     let mut answered = 0u64;
@@ -140,11 +177,27 @@ pub async fn run(
     let mut running = FuturesUnordered::new();
     // With `ack = "all"`: the latest delivery not yet covered by an ack.
     let mut unacked_tail: Option<Message> = None;
+    // Set when crashing after processing: handlers finish but do not ack.
+    let skip_ack = Arc::new(AtomicBool::new(false));
+    let crash_at = config.crash.as_ref().map(|c| c.at.clone());
+    let crashed = async {
+        match &crash_at {
+            Some(at) => at.cancelled().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(crashed);
 
     loop {
         let next = tokio::select! {
             biased;
             _ = stop.cancelled() => break,
+            _ = &mut crashed => {
+                let point = config.crash.as_ref().map(|c| c.point);
+                let report_crash = crash(point, &config, &mut report, &mut running, &skip_ack, &progress, &mut finished, &mut answered).await;
+                report.crashed = Some(report_crash);
+                return Ok(report);
+            }
             Some(answer) = running.next(), if !running.is_empty() => {
                 answered += 1;
                 progress.answered.store(answered, Ordering::Relaxed);
@@ -179,6 +232,7 @@ pub async fn run(
                     action: config.behaviour.action(seq, delivery),
                     processing: config.behaviour.processing_time(seq, delivery),
                     double_ack: config.plan.double_ack,
+                    skip_ack: config.crash.is_some().then(|| skip_ack.clone()),
                 };
                 if handlers == 1 {
                     let answer = respond(message, job).await;
@@ -228,6 +282,45 @@ pub async fn run(
     // Queued acks reach the server before the report is handed over.
     let _ = client.flush().await;
     Ok(report)
+}
+
+/// Dies as `point` says: what handlers hold is finished and acked, dropped
+/// mid-work, or finished without its ack. The caller then returns, and the
+/// connection goes down with the last clone of the client.
+#[allow(clippy::too_many_arguments)]
+async fn crash<F: std::future::Future<Output = Answer>>(
+    point: Option<CrashPoint>,
+    config: &ConsumerConfig,
+    report: &mut ConsumerReport,
+    running: &mut FuturesUnordered<F>,
+    skip_ack: &AtomicBool,
+    progress: &ConsumerProgress,
+    finished: &mut u64,
+    answered: &mut u64,
+) -> CrashReport {
+    let mut crash = CrashReport {
+        at_ns: clock::now_ns(),
+        in_hand: running.len() as u64,
+        processed_unacked: Vec::new(),
+    };
+    match point.unwrap_or(CrashPoint::DuringProcessing) {
+        CrashPoint::DuringProcessing => {}
+        CrashPoint::BeforeProcessing | CrashPoint::AfterProcessing => {
+            if point == Some(CrashPoint::AfterProcessing) {
+                skip_ack.store(true, Ordering::Release);
+            }
+            while let Some(a) = running.next().await {
+                if a.result.as_ref().is_err_and(|e| e == UNACKED) {
+                    crash.processed_unacked.push(a.seq);
+                    continue;
+                }
+                *answered += 1;
+                progress.answered.store(*answered, Ordering::Relaxed);
+                record_answer(config, report, finished, progress, a);
+            }
+        }
+    }
+    crash
 }
 
 /// Bookkeeping on receipt: ledger, timeline, latency. Returns the stream
@@ -371,12 +464,21 @@ struct Job {
     action: Action,
     processing: Duration,
     double_ack: bool,
+    /// When set after the work is done, the client is crashing: no answer.
+    skip_ack: Option<Arc<AtomicBool>>,
 }
 
 /// Works on a delivery for its processing time, then answers as planned.
 async fn respond(message: Message, job: Job) -> Answer {
     if !job.processing.is_zero() {
         tokio::time::sleep(job.processing).await;
+    }
+    if job
+        .skip_ack
+        .as_ref()
+        .is_some_and(|s| s.load(Ordering::Acquire))
+    {
+        return answer(&job, job.received_ns, Err(UNACKED.into()), None);
     }
     let kind = match job.action {
         Action::Ack => Some(AckKind::Ack),
@@ -424,6 +526,9 @@ async fn respond(message: Message, job: Job) -> Answer {
         answer(&job, started, result.map_err(|e| format!("ack: {e}")), None)
     }
 }
+
+/// The answer of a delivery whose work was done when its client crashed.
+const UNACKED: &str = "crashed after processing, before the ack";
 
 fn answer(
     job: &Job,

@@ -17,6 +17,7 @@ mod latency;
 mod plan;
 mod publish;
 mod redelivery;
+mod resume;
 
 use std::fmt;
 use std::path::Path;
@@ -211,6 +212,7 @@ pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
             "backpressure" => {
                 backpressure::read(table, &prefix, &mut local).map(ScenarioPlan::Backpressure)
             }
+            "resume" => resume::read(table, &prefix, &mut local).map(ScenarioPlan::Resume),
             other => {
                 local.push(
                     format!("{prefix}.kind"),
@@ -248,7 +250,14 @@ pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
 }
 
 /// Scenario kinds a profile may name.
-pub const KINDS: &[&str] = &["latency", "publish", "ack", "redelivery", "backpressure"];
+pub const KINDS: &[&str] = &[
+    "latency",
+    "publish",
+    "ack",
+    "redelivery",
+    "backpressure",
+    "resume",
+];
 
 pub(crate) const NAME_RULE: &str =
     "must be 1-32 characters of letters, digits, '-' and '_' (it names streams and files)";

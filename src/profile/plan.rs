@@ -71,6 +71,7 @@ pub enum ScenarioPlan {
     Ack(AckScenarioPlan),
     Redelivery(RedeliveryPlan),
     Backpressure(BackpressurePlan),
+    Resume(ResumePlan),
 }
 
 impl ScenarioPlan {
@@ -81,6 +82,7 @@ impl ScenarioPlan {
             ScenarioPlan::Ack(p) => &p.common,
             ScenarioPlan::Redelivery(p) => &p.common,
             ScenarioPlan::Backpressure(p) => &p.common,
+            ScenarioPlan::Resume(p) => &p.common,
         }
     }
 
@@ -91,6 +93,7 @@ impl ScenarioPlan {
             ScenarioPlan::Ack(p) => &mut p.common,
             ScenarioPlan::Redelivery(p) => &mut p.common,
             ScenarioPlan::Backpressure(p) => &mut p.common,
+            ScenarioPlan::Resume(p) => &mut p.common,
         }
     }
 
@@ -111,6 +114,7 @@ impl ScenarioPlan {
             ScenarioPlan::Publish(p) => p.variant_count(),
             ScenarioPlan::Redelivery(p) => 1 + usize::from(p.baseline),
             ScenarioPlan::Backpressure(p) => p.max_ack_pending.len() + p.expiry_ack_waits.len(),
+            ScenarioPlan::Resume(p) => p.crash_at.len(),
             // Count-based: about 100k messages a second, plus the fill.
             ScenarioPlan::Ack(p) => {
                 let each = Duration::from_secs_f64(p.messages as f64 / 100_000.0);
@@ -592,4 +596,21 @@ pub struct BackpressurePlan {
     /// One variant each, at `expiry_max_ack_pending`.
     pub expiry_ack_waits: Vec<Duration>,
     pub expiry_max_ack_pending: i64,
+}
+
+/// The `resume` scenario: a consumer client crashes under load with work
+/// in hand, and a new client binds to the same durable.
+#[derive(Debug, Clone)]
+pub struct ResumePlan {
+    pub common: CommonPlan,
+    pub rate: u64,
+    pub publish: PublishPlan,
+    pub consumer: ConsumerPlan,
+    pub behaviour: BehaviourPlan,
+    /// From the start of the schedule to the crash.
+    pub crash_after: Duration,
+    /// One variant each.
+    pub crash_at: Vec<crate::consume::CrashPoint>,
+    /// From the crash to the new client's bind (a restart's downtime).
+    pub rebind_after: Duration,
 }

@@ -183,6 +183,41 @@ fn columns(kind: &str) -> Vec<Column> {
             },
             end,
         ],
+        "resume" => vec![
+            variant,
+            Column {
+                header: "unacked at crash",
+                cell: |v| value(v, "unacked_at_crash").map_or("-".into(), |x| format!("{x:.0}")),
+            },
+            Column {
+                header: "redelivered",
+                cell: |v| value(v, "redelivered").map_or("-".into(), |x| format!("{x:.0}")),
+            },
+            Column {
+                header: "ran twice",
+                cell: |v| value(v, "work_ran_twice").map_or("-".into(), |x| format!("{x:.0}")),
+            },
+            Column {
+                header: "resumed after",
+                cell: |v| value(v, "time_to_resume").map_or("-".into(), |ms| format_us(ms * 1e3)),
+            },
+            Column {
+                header: "redelivered after",
+                cell: |v| {
+                    value(v, "time_to_first_redelivery")
+                        .map_or("-".into(), |ms| format_us(ms * 1e3))
+                },
+            },
+            Column {
+                header: "e2e max after",
+                cell: |v| us(v, "e2e_latency_after_rebind.max"),
+            },
+            Column {
+                header: "lost",
+                cell: |v| v.ledger.lost.to_string(),
+            },
+            end,
+        ],
         "backpressure" => vec![
             variant,
             Column {

@@ -6,6 +6,7 @@ pub mod backpressure;
 pub mod latency;
 pub mod publish;
 pub mod redelivery;
+pub mod resume;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -130,5 +131,6 @@ pub async fn run(ctx: &RunContext, plan: &ScenarioPlan, sink: &mut dyn VariantSi
         ScenarioPlan::Ack(p) => ack::run(ctx, plan, p, sink).await,
         ScenarioPlan::Redelivery(p) => redelivery::run(ctx, plan, p, sink).await,
         ScenarioPlan::Backpressure(p) => backpressure::run(ctx, plan, p, sink).await,
+        ScenarioPlan::Resume(p) => resume::run(ctx, plan, p, sink).await,
     }
 }

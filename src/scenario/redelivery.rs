@@ -156,6 +156,7 @@ async fn run_variant(
             behaviour: behaviour.clone(),
             log_events: true,
             sample_every: Some(SAMPLE_EVERY),
+            crash: None,
         }),
         rate: Some(plan.rate),
         count: None,

@@ -1,0 +1,140 @@
+//! `kind = "resume"`: keys and checks.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::behaviour::BehaviourSection;
+use super::common::{
+    ConsumerSection, OneOrMany, PublishKeys, SizeSpec, Timing, common_plan, publish_plan,
+};
+use super::{AckPolicy, Dur, MsgId, Problems, ResumePlan, read_section};
+use crate::consume::CrashPoint;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResumeSection {
+    name: Option<String>,
+    duration: Option<Dur>,
+    warmup: Option<Dur>,
+    drain_timeout: Option<Dur>,
+    rate: Option<u64>,
+    publishers: Option<usize>,
+    message_size: Option<SizeSpec>,
+    crash_after: Option<Dur>,
+    crash_at: Option<OneOrMany<CrashPoint>>,
+    rebind_after: Option<Dur>,
+    #[serde(default)]
+    consumer: ConsumerSection,
+    #[serde(default)]
+    behaviour: BehaviourSection,
+}
+
+pub(super) fn read(
+    table: toml::Table,
+    prefix: &str,
+    problems: &mut Problems,
+) -> Option<ResumePlan> {
+    let s: ResumeSection = read_section(table, prefix, problems)?;
+    let key = |k: &str| format!("{prefix}.{k}");
+    let mut common = common_plan(
+        "resume",
+        Timing {
+            name: s.name,
+            duration: s.duration,
+            warmup: s.warmup,
+            drain_timeout: s.drain_timeout,
+        },
+        prefix,
+        problems,
+    );
+    let rate = s.rate.unwrap_or(0);
+    if s.rate.is_none() {
+        problems.push(key("rate"), "missing; total msg/s, e.g. rate = 300");
+    } else {
+        problems.range(&key("rate"), rate, 1, 1_000_000, " msg/s");
+    }
+    let publish = publish_plan(
+        PublishKeys {
+            publishers: s.publishers,
+            message_size: s.message_size,
+            msg_id: MsgId::None,
+            ..Default::default()
+        },
+        prefix,
+        problems,
+    );
+    let consumer = s.consumer.validate(prefix, false, problems);
+    if consumer.ack != AckPolicy::Explicit {
+        problems.push(key("consumer.ack"), "resume needs ack = \"explicit\"");
+    }
+    // With one client, what the server holds unacked after the crash is
+    // exactly what the crashed client took with it.
+    if consumer.consumers != 1 {
+        problems.push(
+            key("consumer.consumers"),
+            "resume crashes the one client bound to the durable; use 1",
+        );
+    }
+    let behaviour = s.behaviour.validate(prefix, &consumer, problems);
+    if !behaviour.classes.is_empty() {
+        problems.push(
+            key("behaviour"),
+            "resume acks every message so that every redelivery is the crash's; naks and terms belong in redelivery",
+        );
+    }
+    if behaviour.handlers < 2 || behaviour.processing.is_zero() {
+        problems.push(
+            key("behaviour"),
+            "a crash needs work in hand: set processing > 0 and handlers >= 2",
+        );
+    }
+    let crash_after = s.crash_after.map(|d| d.0).unwrap_or(Duration::ZERO);
+    if s.crash_after.is_none() {
+        problems.push(
+            key("crash_after"),
+            "missing; when the client crashes, from the start, e.g. crash_after = \"3s\"",
+        );
+    } else if crash_after >= common.warmup + common.duration {
+        problems.push(
+            key("crash_after"),
+            "must come before the end of warmup + duration, while the load runs",
+        );
+    }
+    let crash_at = s.crash_at.map(|c| c.0).unwrap_or_else(|| {
+        vec![
+            CrashPoint::BeforeProcessing,
+            CrashPoint::DuringProcessing,
+            CrashPoint::AfterProcessing,
+        ]
+    });
+    if crash_at.is_empty() {
+        problems.push(key("crash_at"), "lists no crash point");
+    }
+    let rebind_after = s
+        .rebind_after
+        .map(|d| d.0)
+        .unwrap_or(Duration::from_millis(500));
+    problems.range(
+        &key("rebind_after"),
+        rebind_after.as_secs_f64(),
+        0.0,
+        600.0,
+        " seconds",
+    );
+    if s.drain_timeout.is_none() {
+        common.drain_timeout = common
+            .drain_timeout
+            .max(consumer.ack_wait * 3 + rebind_after);
+    }
+    Some(ResumePlan {
+        common,
+        rate,
+        publish,
+        consumer,
+        behaviour,
+        crash_after,
+        crash_at,
+        rebind_after,
+    })
+}

@@ -1,0 +1,327 @@
+//! `resume`: the second seed's story. A consumer client working under load
+//! crashes with work in hand (its connection closes, nothing more is acked)
+//! and a new client binds to the same durable. Measures how long until work
+//! resumes, what was redelivered, and the latency spike; verifies that the
+//! redelivered messages are exactly those the crashed client held unacked
+//! and that nothing is lost. Crashing after processing but before the ack
+//! runs that work twice, and the scenario says how often.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use super::{Invariant, RunContext, VariantResult, VariantSink};
+use crate::consume::CrashPoint;
+use crate::drive::{ConsumerSpec, CrashOutcome, CrashPlan, DriveOutcome, DriveSpec, drive};
+use crate::ledger::Event;
+use crate::metrics::{Direction, Metric, latency_metrics};
+use crate::profile::{ResumePlan, ScenarioPlan, format_duration};
+use crate::provision::{placement, pull_config, stream_config};
+
+/// How often consumer info is sampled while a variant runs.
+const SAMPLE_EVERY: Duration = Duration::from_millis(250);
+
+pub async fn run(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &ResumePlan,
+    sink: &mut dyn VariantSink,
+) -> Result<()> {
+    for &point in &plan.crash_at {
+        if ctx.stop.is_cancelled() {
+            break;
+        }
+        let started = Instant::now();
+        let name = match point {
+            CrashPoint::BeforeProcessing => "before-processing",
+            CrashPoint::DuringProcessing => "during-processing",
+            CrashPoint::AfterProcessing => "after-processing",
+        };
+        let mut result = VariantResult::new(name);
+        result.param("rate", plan.rate);
+        result.param("duration", format_duration(plan.common.duration));
+        result.param("crash_after", format_duration(plan.crash_after));
+        result.param("crash_at", point);
+        result.param("rebind_after", format_duration(plan.rebind_after));
+        result.param("ack_wait", format_duration(plan.consumer.ack_wait));
+        result.param("processing", plan.behaviour.processing.to_string());
+        result.param("handlers", plan.behaviour.handlers);
+        if let Err(e) = run_variant(ctx, scenario.name(), plan, point, &mut result).await {
+            result.error = Some(format!("{e:#}"));
+        }
+        result.elapsed = started.elapsed();
+        sink.record(scenario, result)?;
+    }
+    Ok(())
+}
+
+async fn run_variant(
+    ctx: &RunContext,
+    scenario: &str,
+    plan: &ResumePlan,
+    point: CrashPoint,
+    result: &mut VariantResult,
+) -> Result<()> {
+    // Provision.
+    let variant = result.name.clone();
+    let stream_name = ctx.names.stream(scenario, &variant);
+    let base = ctx.names.subject(scenario, &variant);
+    let durable = ctx.names.durable(scenario, &variant);
+    let stream = ctx
+        .provisioner
+        .create_stream(stream_config(&stream_name, &base, &ctx.server))
+        .await?;
+    ctx.provisioner
+        .create_consumer(&stream, pull_config(&durable, &plan.consumer, &base))
+        .await?;
+
+    // Drive, with the crash and the rebind.
+    let spec = DriveSpec {
+        label: format!("{scenario} {variant}"),
+        subjects: vec![format!("{base}.0")],
+        stream: stream_name.clone(),
+        publish: plan.publish.clone(),
+        consumer: Some(ConsumerSpec {
+            durable,
+            plan: plan.consumer.clone(),
+            behaviour: Arc::new(plan.behaviour.clone()),
+            log_events: true,
+            sample_every: Some(SAMPLE_EVERY),
+            crash: Some(CrashPlan {
+                after: plan.crash_after,
+                point,
+                rebind_after: plan.rebind_after,
+            }),
+        }),
+        rate: Some(plan.rate),
+        count: None,
+        preloaded: 0,
+        warmup: plan.common.warmup,
+        duration: plan.common.duration,
+        drain_timeout: plan.common.drain_timeout,
+        msg_id_prefix: String::new(),
+        seed: plan.rate,
+    };
+    let outcome = drive(ctx, &spec).await;
+    let info = ctx.provisioner.stream_info(&stream_name).await;
+    let stored = info.as_ref().map(|i| i.state.messages);
+    result.streams.extend(info.as_ref().map(placement));
+    let deleted = ctx.provisioner.delete_stream(&stream_name).await;
+    let outcome = outcome?;
+
+    // Measure and verify.
+    let recovery = Recovery::of(&outcome);
+    measure(&outcome, &recovery, result);
+    verify(&outcome, &recovery, stored, result);
+    deleted.context("cleaning up after the variant")?;
+    Ok(())
+}
+
+/// What the crash cost, read from the delivery log.
+struct Recovery {
+    crash: Option<CrashOutcome>,
+    /// Sequences delivered more than once (the server's delivery count).
+    redelivered: BTreeSet<u64>,
+    /// Work done and never acked that was delivered and acked again.
+    ran_twice: u64,
+    first_after_rebind_ns: Option<u64>,
+    first_redelivery_ns: Option<u64>,
+    last_redelivery_ns: Option<u64>,
+}
+
+impl Recovery {
+    fn of(o: &DriveOutcome) -> Recovery {
+        let crash = o.crash.clone();
+        let redelivered: BTreeSet<u64> = o
+            .events
+            .iter()
+            .filter(|e| e.delivery > 1)
+            .map(|e| e.seq)
+            .collect();
+        let redeliveries = || {
+            o.events
+                .iter()
+                .filter(|e| e.delivery > 1)
+                .map(|e| e.received_ns)
+        };
+        let rebound = crash.as_ref().map_or(0, |c| c.rebound_ns);
+        let ran_twice = crash.as_ref().map_or(0, |c| {
+            c.report
+                .processed_unacked
+                .iter()
+                .filter(|&&seq| o.ledger.count(seq, Event::Acked) > 0 && redelivered.contains(&seq))
+                .count() as u64
+        });
+        Recovery {
+            redelivered,
+            ran_twice,
+            first_after_rebind_ns: o
+                .events
+                .iter()
+                .filter(|e| rebound > 0 && e.received_ns >= rebound)
+                .map(|e| e.received_ns)
+                .min(),
+            first_redelivery_ns: redeliveries().min(),
+            last_redelivery_ns: redeliveries().max(),
+            crash,
+        }
+    }
+}
+
+fn measure(o: &DriveOutcome, rec: &Recovery, r: &mut VariantResult) {
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let count = |name: &str, v: u64| Metric::new(name, "count", v as f64, Direction::None);
+    r.metrics.push(Metric::new(
+        "publish_rate",
+        "msg/s",
+        o.publish_rate(),
+        Direction::None,
+    ));
+    r.metrics
+        .extend(latency_metrics("e2e_latency", &o.e2e_intended.summary()));
+    r.histograms
+        .push(("e2e_latency".into(), o.e2e_intended.clone()));
+    if let Some(c) = &rec.crash {
+        let at = c.report.at_ns;
+        r.metrics.push(count("in_hand_at_crash", c.report.in_hand));
+        if let Some(pending) = c.ack_pending_after {
+            r.metrics.push(count("unacked_at_crash", pending));
+        }
+        r.metrics.push(count(
+            "processed_unacked",
+            c.report.processed_unacked.len() as u64,
+        ));
+        r.metrics.push(count("work_ran_twice", rec.ran_twice));
+        if let Some(first) = rec.first_after_rebind_ns {
+            r.metrics.push(Metric::new(
+                "time_to_resume",
+                "ms",
+                ms(first.saturating_sub(at)),
+                Direction::Lower,
+            ));
+            r.metrics.push(Metric::new(
+                "bind_to_first_delivery",
+                "ms",
+                ms(first.saturating_sub(c.rebound_ns)),
+                Direction::Lower,
+            ));
+        }
+        if let (Some(first), Some(last)) = (rec.first_redelivery_ns, rec.last_redelivery_ns) {
+            r.metrics.push(Metric::new(
+                "time_to_first_redelivery",
+                "ms",
+                ms(first.saturating_sub(at)),
+                Direction::Lower,
+            ));
+            r.metrics.push(Metric::new(
+                "time_to_last_redelivery",
+                "ms",
+                ms(last.saturating_sub(at)),
+                Direction::Lower,
+            ));
+        }
+    }
+    r.metrics
+        .push(count("redelivered", rec.redelivered.len() as u64));
+    // The latency spike: what the crashed client saw before against what
+    // its replacement saw while catching up.
+    for (label, report) in [
+        ("before_crash", o.consumers.first()),
+        ("after_rebind", o.consumers.last()),
+    ] {
+        if let Some(report) = report {
+            r.metrics.extend(latency_metrics(
+                &format!("e2e_latency_{label}"),
+                &report.e2e_intended.summary(),
+            ));
+        }
+    }
+    r.metrics.push(Metric::new(
+        "completion_time",
+        "ms",
+        o.drain_time.as_secs_f64() * 1e3,
+        Direction::Lower,
+    ));
+    r.ledger = o.counts;
+    r.timelines
+        .insert("published".into(), o.published_timeline.clone());
+    r.timelines
+        .insert("delivered".into(), o.delivered_timeline.clone());
+    r.timelines.extend(o.sample_timelines(SAMPLE_EVERY));
+    if o.interrupted {
+        r.warnings
+            .push("interrupted: the variant stopped early; its counts cover what was sent".into());
+    }
+    r.warnings.extend(o.errors.iter().cloned());
+}
+
+fn verify(o: &DriveOutcome, rec: &Recovery, stored: Option<u64>, r: &mut VariantResult) {
+    let c = &o.counts;
+    r.invariants.push(Invariant::check(
+        "lost = 0",
+        c.lost == 0 && c.acked == c.persisted,
+        format!(
+            "{} persisted, {} acked, {} never delivered",
+            c.persisted, c.acked, c.lost
+        ),
+    ));
+    match &rec.crash {
+        Some(crash) => {
+            let pending = crash.ack_pending_after;
+            r.invariants.push(Invariant::check(
+                "redelivered = unacked at the crash",
+                pending == Some(rec.redelivered.len() as u64),
+                format!(
+                    "{} redelivered; the server held {} unacked once the client was gone",
+                    rec.redelivered.len(),
+                    pending.map_or("an unknown number of".into(), |p| p.to_string())
+                ),
+            ));
+            let unacked = crash.report.processed_unacked.len() as u64;
+            r.invariants.push(Invariant::check(
+                "work done but not acked runs again",
+                rec.ran_twice == unacked,
+                format!(
+                    "{unacked} messages processed and not acked, {} of them processed again",
+                    rec.ran_twice
+                ),
+            ));
+            r.invariants.push(Invariant::check(
+                "a new client resumed",
+                rec.first_after_rebind_ns.is_some(),
+                "deliveries to the client bound after the crash",
+            ));
+        }
+        None => r.invariants.push(Invariant::check(
+            "the client crashed",
+            false,
+            "the crash never happened",
+        )),
+    }
+    match stored {
+        Some(n) => r.invariants.push(Invariant::equal(
+            "stream holds every persisted message",
+            n,
+            c.persisted,
+        )),
+        None => r.invariants.push(Invariant::check(
+            "stream holds every persisted message",
+            false,
+            "stream info unavailable",
+        )),
+    }
+    r.invariants.push(Invariant::check(
+        "server reports nothing pending",
+        o.server_state
+            .is_some_and(|s| s.num_pending == 0 && s.num_ack_pending == 0),
+        match o.server_state {
+            Some(s) => format!(
+                "num_pending {}, num_ack_pending {}",
+                s.num_pending, s.num_ack_pending
+            ),
+            None => "consumer info unavailable".into(),
+        },
+    ));
+}
