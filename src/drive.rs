@@ -51,6 +51,41 @@ pub struct DriveSpec {
     pub msg_id_prefix: String,
     /// Seeds sizes and retry choices.
     pub seed: u64,
+    /// Kill a server mid-run and start it again (restart).
+    pub fault: Option<FaultPlan>,
+}
+
+/// When to kill which server, and for how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FaultPlan {
+    /// From the start of the schedule.
+    pub after: Duration,
+    pub node: FaultNode,
+    /// From the kill to the restart.
+    pub down_for: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FaultNode {
+    /// The server (node 0 of a cluster).
+    Server,
+    /// The node leading the variant's stream.
+    Leader,
+}
+
+/// What the kill and the restart looked like.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FaultOutcome {
+    pub node: String,
+    pub killed_ns: u64,
+    /// When the node accepted connections again.
+    pub restarted_ns: u64,
+    pub leader_before: Option<String>,
+    /// The stream's leader once a new one was elected (cluster).
+    pub leader_after: Option<String>,
+    /// From the kill until the stream had a leader again (cluster).
+    pub election_gap: Option<Duration>,
 }
 
 /// The durable a variant reads and what its clients do with deliveries.
@@ -158,6 +193,7 @@ impl DriveSpec {
             drain_timeout,
             msg_id_prefix: String::new(),
             seed: 0,
+            fault: None,
         }
     }
 }
@@ -201,6 +237,8 @@ pub struct DriveOutcome {
     pub ack_rtt: Recorder,
     /// The planned crash, when there was one.
     pub crash: Option<CrashOutcome>,
+    /// The planned server kill, when there was one.
+    pub fault: Option<FaultOutcome>,
     /// CPU jsbench used from the start of publishing to the last PubAck.
     pub client_cpu: Duration,
     /// CPU the server used over the same span, when it can be measured.
@@ -362,6 +400,7 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
             record_from_ns: 0,
             pub_ack_timeout: spec.publish.pub_ack_timeout,
             timeline_origin_ns: 0,
+            resend_after: spec.publish.resend_after,
         };
         let stop = publish_stop.clone();
         starting.push(async move {
@@ -420,6 +459,7 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
         }
     }
     let mut crashed_reports = Vec::new();
+    let mut fault: Option<FaultOutcome> = None;
 
     for p in &mut running {
         p.go(Timing {
@@ -473,6 +513,13 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
                 bar.update(started.elapsed(), sent, received(), rate);
                 if let (Some(state), Some(launcher)) = (crash.as_mut(), launcher.as_ref()) {
                     state.advance(ctx, launcher, &mut consumer_tasks, &mut crashed_reports, &consumer_progress).await?;
+                }
+                if let Some(plan) = spec.fault
+                    && fault.is_none()
+                    && clock::now_ns() >= t0_ns + plan.after.as_nanos() as u64
+                {
+                    bar.phase("server down");
+                    fault = Some(inject(ctx, spec, plan).await?);
                 }
                 if consumer_tasks.iter().any(|t| t.is_finished()) {
                     // A consumer ended on its own: it failed. Stop publishing.
@@ -584,6 +631,7 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
     outcome.server_state = server_state;
     outcome.samples = samples;
     outcome.crash = crash.and_then(|c| c.outcome());
+    outcome.fault = fault;
     outcome.client_cpu = client_cpu;
     outcome.server_cpu = server_cpu;
     outcome.interrupted = ctx.stop.is_cancelled();
@@ -650,6 +698,7 @@ fn merge(
         events: crate::consume::events::merge(logs),
         ack_rtt,
         crash: None,
+        fault: None,
         client_cpu: Duration::ZERO,
         server_cpu: None,
         interrupted: false,
@@ -842,4 +891,83 @@ impl CrashState {
         });
         Ok(())
     }
+}
+
+/// Kills the planned node, waits out the downtime (and, for a stream
+/// leader, the election of a new one), and starts it again. The caller's
+/// loop pauses meanwhile; publishers and consumers carry on against the
+/// remaining (or no) servers.
+async fn inject(ctx: &RunContext, spec: &DriveSpec, plan: FaultPlan) -> Result<FaultOutcome> {
+    let faults = ctx.faults.clone().ok_or_else(|| {
+        anyhow::anyhow!(
+            "killing a server needs one jsbench started itself; this one was given with --server"
+        )
+    })?;
+    let names = faults.node_names();
+    let js = ctx.provisioner.jetstream();
+    let leader_before = leader(js, &spec.stream).await;
+    let node = match plan.node {
+        FaultNode::Server => 0,
+        FaultNode::Leader => {
+            let name = leader_before.clone().ok_or_else(|| {
+                anyhow::anyhow!(
+                    "stream {} reports no leader to kill (is it replicated?)",
+                    spec.stream
+                )
+            })?;
+            names.iter().position(|n| *n == name).ok_or_else(|| {
+                anyhow::anyhow!("the stream's leader {name} is not a node jsbench started")
+            })?
+        }
+    };
+    // Kill and restart block this worker thread only: block_in_place keeps
+    // the restarted server's parent thread alive for the rest of the run.
+    tokio::task::block_in_place(|| faults.kill(node)).context("killing the server")?;
+    let killed_ns = clock::now_ns();
+    let mut outcome = FaultOutcome {
+        node: names.get(node).cloned().unwrap_or_default(),
+        killed_ns,
+        leader_before: leader_before.clone(),
+        ..Default::default()
+    };
+    let back_at = clock::instant_at(killed_ns + plan.down_for.as_nanos() as u64);
+    // The stream has a leader again when its info is answered: the request
+    // goes to the leader, and a dead one answers nothing. Watched while the
+    // node is down and after it is back, up to a deadline fixed now.
+    let watcher = (plan.node == FaultNode::Leader).then(|| {
+        let (js, stream) = (js.clone(), spec.stream.clone());
+        tokio::spawn(async move {
+            let deadline = Instant::now() + ELECTION_WATCH;
+            while Instant::now() < deadline {
+                if let Some(now_leader) = leader(&js, &stream).await {
+                    return Some((clock::now_ns(), now_leader));
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            None
+        })
+    });
+    tokio::time::sleep_until(back_at.into()).await;
+    tokio::task::block_in_place(|| faults.restart(node)).context("restarting the server")?;
+    outcome.restarted_ns = clock::now_ns();
+    if let Some(watcher) = watcher
+        && let Ok(Some((at, new_leader))) = watcher.await
+    {
+        outcome.election_gap = Some(Duration::from_nanos(at - killed_ns));
+        outcome.leader_after = Some(new_leader);
+    }
+    Ok(outcome)
+}
+
+/// How long after a kill a new stream leader is waited for.
+const ELECTION_WATCH: Duration = Duration::from_secs(30);
+
+/// The stream's current leader, from stream info.
+async fn leader(js: &jetstream::Context, stream: &str) -> Option<String> {
+    let mut stream = js.get_stream(stream).await.ok()?;
+    let info = tokio::time::timeout(Duration::from_secs(1), stream.info())
+        .await
+        .ok()?
+        .ok()?;
+    info.cluster.as_ref().and_then(|c| c.leader.clone())
 }

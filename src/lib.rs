@@ -31,6 +31,7 @@ pub mod cpu;
 pub mod drive;
 pub mod error;
 pub mod fates;
+pub mod fault;
 pub mod histogram;
 pub mod ledger;
 pub mod load;

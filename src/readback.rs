@@ -22,6 +22,8 @@ pub struct ReadBack {
     pub malformed: u64,
     /// Whether the whole stream was read before the idle timeout.
     pub complete: bool,
+    /// `present[seq]`: the stream holds that sequence.
+    pub present: Vec<bool>,
 }
 
 /// The comparison of what PubAcks confirmed with what the stream holds.
@@ -34,6 +36,37 @@ pub struct Reconciliation {
 }
 
 impl ReadBack {
+    /// Compares by stream sequence: every sequence a PubAck confirmed
+    /// (stored, or named as the original of a duplicate) must be present.
+    /// Returns the confirmed sequences missing, and the sequences present
+    /// that no PubAck confirmed.
+    pub fn reconcile_sequences(&self, ledger: &crate::ledger::LedgerShard) -> Reconciliation {
+        use crate::ledger::Event;
+        let confirmed = |seq: u64| {
+            ledger.count(seq, Event::Persisted) > 0 || ledger.count(seq, Event::Duplicate) > 0
+        };
+        let last = ledger.max_seq().max(self.present.len() as u64);
+        let mut r = Reconciliation::default();
+        for seq in 1..=last {
+            let here = self.present.get(seq as usize).copied().unwrap_or(false);
+            match (confirmed(seq), here) {
+                (true, false) => r.missing += 1,
+                (false, true) => r.unconfirmed += 1,
+                _ => {}
+            }
+        }
+        r
+    }
+
+    /// Messages (publisher, number) stored more than once.
+    pub fn stored_twice(&self) -> u64 {
+        self.by_origin
+            .iter()
+            .flat_map(|counts| counts.iter())
+            .filter(|&&c| c > 1)
+            .count() as u64
+    }
+
     /// Compares with `confirmed[publisher][message]` copies the PubAcks promised.
     pub fn reconcile(&self, confirmed: &[&[u8]]) -> Reconciliation {
         let mut r = Reconciliation::default();
@@ -70,10 +103,21 @@ pub async fn read_stream(
         read.complete = true;
         return Ok(read);
     }
-    let consumer = handle
-        .create_consumer(OrderedConfig::default())
-        .await
-        .with_context(|| format!("creating an ordered consumer on {stream}"))?;
+    // Right after a node restart the stream may still be catching up and
+    // refuse new consumers for a while: retry before giving up.
+    let mut attempt = 0;
+    let consumer = loop {
+        match handle.create_consumer(OrderedConfig::default()).await {
+            Ok(consumer) => break consumer,
+            Err(e) if attempt < 10 => {
+                attempt += 1;
+                tracing_pause(attempt, &e).await;
+            }
+            Err(e) => {
+                return Err(e).with_context(|| format!("creating an ordered consumer on {stream}"));
+            }
+        }
+    };
     let mut messages = consumer
         .messages()
         .await
@@ -84,6 +128,14 @@ pub async fn read_stream(
             Ok(None) | Err(_) => break,
         };
         read.messages += 1;
+        if let Ok(info) = next.info() {
+            let seq = info.stream_sequence as usize;
+            if read.present.len() <= seq {
+                read.present
+                    .resize((seq + 1).max(read.present.len() * 2), false);
+            }
+            read.present[seq] = true;
+        }
         match Stamp::read(&next.payload) {
             Some(stamp) => {
                 let p = stamp.publisher as usize;
@@ -107,6 +159,10 @@ pub async fn read_stream(
     Ok(read)
 }
 
+async fn tracing_pause(attempt: u32, _error: &impl std::fmt::Display) {
+    tokio::time::sleep(Duration::from_millis(250 * u64::from(attempt))).await;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,6 +174,7 @@ mod tests {
             by_origin: vec![vec![1, 1, 2, 0], vec![1]],
             malformed: 0,
             complete: true,
+            present: Vec::new(),
         };
         let confirmed_a = [1u8, 1, 1, 1];
         let confirmed_b = [1u8, 1];

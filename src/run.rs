@@ -167,6 +167,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
             progress: progress.clone(),
             stop: stop.clone(),
             server_cpu: target.server_cpu(options.monitor.as_deref()),
+            faults: target.faults(),
         };
         let mut failure = None;
         for plan in &profile.scenarios {

@@ -15,6 +15,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -116,7 +117,11 @@ impl Default for ServerOptions {
 /// A running nats-server child process. Dropping it stops the server and
 /// removes its store.
 pub struct EmbeddedServer {
-    child: Child,
+    /// The running process; replaced by `restart`.
+    child: Mutex<Child>,
+    /// The command line that started it, ports pinned to the ones it got,
+    /// so a restart comes back where clients look for it.
+    restart_args: Mutex<Vec<String>>,
     /// Holds the store, the log and the ports file; removed on drop.
     dir: tempfile::TempDir,
     url: String,
@@ -155,25 +160,22 @@ impl EmbeddedServer {
         let log = fs::File::create(&log_path)
             .with_context(|| format!("creating {}", log_path.display()))?;
 
-        let mut command = Command::new(&binary);
-        command
-            .args(["-a", "127.0.0.1", "-p", "-1", "-m", "-1"])
-            .arg("-sd")
-            .arg(&store)
-            .arg("--ports_file_dir")
-            .arg(dir.path())
-            .args(options.jetstream.then_some("-js"))
-            .args(&options.extra_args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(log));
-        detach_from_terminal_signals(&mut command);
-        let child = command
-            .spawn()
-            .with_context(|| format!("starting {}", binary.display()))?;
+        let mut args: Vec<String> = ["-a", "127.0.0.1", "-p", "-1", "-m", "-1", "-sd"]
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+        args.push(store.display().to_string());
+        args.push("--ports_file_dir".into());
+        args.push(dir.path().display().to_string());
+        if options.jetstream {
+            args.push("-js".into());
+        }
+        args.extend(options.extra_args.iter().cloned());
+        let child = spawn(&binary, &args, log)?;
 
         let mut server = EmbeddedServer {
-            child,
+            child: Mutex::new(child),
+            restart_args: Mutex::new(args),
             dir,
             url: String::new(),
             monitor_url: None,
@@ -192,9 +194,9 @@ impl EmbeddedServer {
         let ports_path = self
             .dir
             .path()
-            .join(format!("nats-server_{}.ports", self.child.id()));
+            .join(format!("nats-server_{}.ports", self.pid()));
         loop {
-            if let Some(status) = self.child.try_wait()? {
+            if let Some(status) = self.child.lock().expect("not poisoned").try_wait()? {
                 bail!("nats-server exited during start-up with {status}");
             }
             if let Ok(text) = fs::read_to_string(&ports_path)
@@ -206,6 +208,7 @@ impl EmbeddedServer {
                 if TcpStream::connect(address).is_ok() {
                     self.url = url.clone();
                     self.monitor_url = ports.monitoring.first().cloned();
+                    self.pin_ports(address);
                     return Ok(());
                 }
             }
@@ -236,13 +239,77 @@ impl EmbeddedServer {
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.child.lock().expect("not poisoned").id()
+    }
+
+    /// Replaces the random-port flags of the command line with the ports
+    /// this server got, for `restart`.
+    fn pin_ports(&self, address: &str) {
+        let port = |a: &str| a.rsplit(':').next().unwrap_or("-1").to_string();
+        let client = port(address);
+        let monitor = self
+            .monitor_url
+            .as_deref()
+            .map(|m| port(m.trim_end_matches('/')));
+        let mut args = self.restart_args.lock().expect("not poisoned");
+        for i in 0..args.len().saturating_sub(1) {
+            match args[i].as_str() {
+                "-p" => args[i + 1] = client.clone(),
+                "-m" => args[i + 1] = monitor.clone().unwrap_or_else(|| "-1".into()),
+                _ => {}
+            }
+        }
+    }
+
+    /// Kills the server with SIGKILL, as a crash would: no shutdown, no
+    /// flush. Its store stays for `restart`.
+    pub fn kill(&self) -> Result<()> {
+        let mut child = self.child.lock().expect("not poisoned");
+        child.kill().context("killing nats-server")?;
+        child.wait().context("reaping nats-server")?;
+        Ok(())
+    }
+
+    /// Starts the server again on the same store, ports and options, and
+    /// waits until it accepts connections.
+    pub fn restart(&self, timeout: Duration) -> Result<()> {
+        let args = self.restart_args.lock().expect("not poisoned").clone();
+        let log_path = self.dir.path().join("server.log");
+        let log = fs::OpenOptions::new()
+            .append(true)
+            .open(&log_path)
+            .with_context(|| format!("reopening {}", log_path.display()))?;
+        let child = spawn(&self.binary, &args, log)?;
+        *self.child.lock().expect("not poisoned") = child;
+        let address = self
+            .url
+            .split_once("://")
+            .map_or(self.url.as_str(), |(_, a)| a);
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.lock().expect("not poisoned").try_wait()? {
+                bail!(
+                    "{}",
+                    self.log_context(&format!("nats-server exited during restart with {status}"))
+                );
+            }
+            if TcpStream::connect(address).is_ok() {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "{}",
+                    self.log_context(&format!("nats-server did not come back within {timeout:?}"))
+                );
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     /// CPU time (user + system) the server process has used so far, from
     /// /proc; the embedded server's own accounting of what a run cost it.
     pub fn cpu_time(&self) -> Option<Duration> {
-        crate::cpu::process_cpu_time(self.child.id())
+        crate::cpu::process_cpu_time(self.pid())
     }
 
     /// The server's log so far (the last `max` bytes).
@@ -292,23 +359,38 @@ impl EmbeddedServer {
     /// Stops the server: SIGTERM, then SIGKILL if it has not exited within
     /// two seconds. Called by `Drop`; calling it twice is harmless.
     pub fn stop(&mut self) {
-        if let Ok(Some(_)) = self.child.try_wait() {
+        let child = self.child.get_mut().unwrap_or_else(|p| p.into_inner());
+        if let Ok(Some(_)) = child.try_wait() {
             return;
         }
         // SAFETY: kill(2) on our own child's pid; no memory is touched.
         unsafe {
-            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
+            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
         }
         let deadline = Instant::now() + Duration::from_secs(2);
         while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
+            if let Ok(Some(_)) = child.try_wait() {
                 return;
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = child.kill();
+        let _ = child.wait();
     }
+}
+
+/// Starts nats-server with `args`, its log going to `log`.
+fn spawn(binary: &Path, args: &[String], log: fs::File) -> Result<Child> {
+    let mut command = Command::new(binary);
+    command
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log));
+    detach_from_terminal_signals(&mut command);
+    command
+        .spawn()
+        .with_context(|| format!("starting {}", binary.display()))
 }
 
 impl Drop for EmbeddedServer {

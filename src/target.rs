@@ -6,8 +6,11 @@
 use anyhow::Result;
 
 use crate::connect::Resolution;
+use std::sync::Arc;
+
 use crate::cpu::ServerCpu;
 use crate::error::UsageError;
+use crate::fault::FaultHandle;
 use crate::profile::Profile;
 use crate::results::summary::NodeInfo;
 use crate::server::{EmbeddedCluster, EmbeddedServer};
@@ -15,8 +18,8 @@ use crate::server::{EmbeddedCluster, EmbeddedServer};
 /// The server under test: ours on loopback (one node or a cluster), or
 /// the user's.
 pub enum Target {
-    Embedded(EmbeddedServer),
-    Cluster(EmbeddedCluster),
+    Embedded(Arc<EmbeddedServer>),
+    Cluster(Arc<EmbeddedCluster>),
     External,
 }
 
@@ -25,8 +28,8 @@ impl Target {
     pub fn start(resolution: &Resolution, cluster: Option<usize>) -> Result<Self> {
         Ok(match (&resolution.remote, cluster) {
             (Some(_), _) => Target::External,
-            (None, Some(n)) => Target::Cluster(EmbeddedCluster::start(n)?),
-            (None, None) => Target::Embedded(EmbeddedServer::start()?),
+            (None, Some(n)) => Target::Cluster(Arc::new(EmbeddedCluster::start(n)?)),
+            (None, None) => Target::Embedded(Arc::new(EmbeddedServer::start()?)),
         })
     }
 
@@ -94,6 +97,15 @@ impl Target {
             }
             (Target::External, Some(url)) => ServerCpu::Varz(url.to_string()),
             (Target::External, None) => ServerCpu::Unavailable,
+        }
+    }
+
+    /// What scenarios may kill and restart: only servers jsbench started.
+    pub fn faults(&self) -> Option<FaultHandle> {
+        match self {
+            Target::Embedded(s) => Some(s.clone()),
+            Target::Cluster(c) => Some(c.clone()),
+            Target::External => None,
         }
     }
 

@@ -19,7 +19,10 @@ async fn every_crash_point_redelivers_exactly_the_unacked_work() {
     .await;
     assert_all_passed(&summary);
     let names: Vec<&str> = summary.variants().map(|(_, v)| v.name.as_str()).collect();
-    assert_eq!(names, ["before-processing", "during-processing", "after-processing"]);
+    assert_eq!(
+        names,
+        ["before-processing", "during-processing", "after-processing"]
+    );
     for (_, v) in summary.variants() {
         let unacked = metric(v, "unacked_at_crash");
         assert!(unacked > 0.0, "{}: work was in hand", v.name);

@@ -141,6 +141,14 @@ async fn deliveries(
     times
 }
 
+/// A redelivery gap measured between two receive times matches a server
+/// delay `want` when it is within a few milliseconds below (each receive
+/// carries its own delivery time) and a little more above (the server's
+/// timers and the client's scheduling only add).
+fn near(gap: Duration, want: Duration) -> bool {
+    gap + Duration::from_millis(5) >= want && gap < want + Duration::from_millis(150)
+}
+
 fn gaps(times: &[Duration]) -> Vec<Duration> {
     times.windows(2).map(|w| w[1] - w[0]).collect()
 }

@@ -120,6 +120,10 @@ pub struct ConsumerReport {
     pub events: Vec<DeliveryEvent>,
     /// Set when this client crashed on demand.
     pub crashed: Option<CrashReport>,
+    /// The longest time between two deliveries, and when it ended: an
+    /// outage as this client saw it.
+    pub max_gap_ns: u64,
+    pub max_gap_end_ns: u64,
 }
 
 /// One delivery's answer, produced by the handler and recorded by the loop.
@@ -170,6 +174,8 @@ pub async fn run(
         last_ns: 0,
         events: Vec::new(),
         crashed: None,
+        max_gap_ns: 0,
+        max_gap_end_ns: 0,
     };
     let mut finished = 0u64;
     let mut answered = 0u64;
@@ -354,6 +360,9 @@ fn receive(
     report.received += 1;
     if report.first_ns == 0 {
         report.first_ns = now;
+    } else if now - report.last_ns > report.max_gap_ns {
+        report.max_gap_ns = now - report.last_ns;
+        report.max_gap_end_ns = now;
     }
     report.last_ns = now;
     report.timeline.mark(now);

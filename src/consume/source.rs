@@ -11,7 +11,12 @@ use futures::StreamExt;
 use crate::profile::ConsumerKind;
 
 pub enum Source {
-    Consume(Box<pull::Stream>),
+    Consume {
+        consumer: Box<PullConsumer>,
+        batch: usize,
+        /// `None` after an error, until the next read re-opens it.
+        stream: Option<Box<pull::Stream>>,
+    },
     Fetch {
         consumer: Box<PullConsumer>,
         batch: usize,
@@ -20,24 +25,35 @@ pub enum Source {
 }
 
 /// How long one pull request may wait on the server. A fetch without an
-/// expiry ends silently after 5 s (NOTES-async-nats.md); a long-lived
-/// consume request is re-issued by the client before it expires.
-const PULL_EXPIRES: Duration = Duration::from_secs(30);
+/// expiry ends silently after 5 s (NOTES-async-nats.md); a consume request
+/// is re-issued by the client before it expires.
+const PULL_EXPIRES: Duration = Duration::from_secs(10);
 const FETCH_EXPIRES: Duration = Duration::from_millis(500);
+/// Idle heartbeats on consume: two missed ones (2 s) say the pull request
+/// is gone (its server died, a new consumer leader took over).
+const HEARTBEAT: Duration = Duration::from_secs(1);
+
+async fn consume(consumer: &PullConsumer, batch: usize) -> Result<Box<pull::Stream>> {
+    Ok(Box::new(
+        consumer
+            .stream()
+            .max_messages_per_batch(batch)
+            .heartbeat(HEARTBEAT)
+            .expires(PULL_EXPIRES)
+            .messages()
+            .await
+            .context("starting to consume")?,
+    ))
+}
 
 impl Source {
     pub async fn open(consumer: PullConsumer, kind: ConsumerKind, batch: usize) -> Result<Source> {
         Ok(match kind {
-            ConsumerKind::Pull => Source::Consume(Box::new(
-                consumer
-                    .stream()
-                    .max_messages_per_batch(batch)
-                    .heartbeat(Duration::from_secs(5))
-                    .expires(PULL_EXPIRES)
-                    .messages()
-                    .await
-                    .context("starting to consume")?,
-            )),
+            ConsumerKind::Pull => Source::Consume {
+                stream: Some(consume(&consumer, batch).await?),
+                consumer: Box::new(consumer),
+                batch,
+            },
             ConsumerKind::Fetch => Source::Fetch {
                 consumer: Box::new(consumer),
                 batch,
@@ -50,10 +66,34 @@ impl Source {
     /// (a missed heartbeat, a failed pull), `None` when the source is closed.
     pub async fn next(&mut self) -> Option<Result<Message, String>> {
         match self {
-            Source::Consume(stream) => stream
-                .next()
-                .await
-                .map(|r| r.map_err(|e| format!("consume: {e}"))),
+            Source::Consume {
+                consumer,
+                batch,
+                stream,
+            } => {
+                // After an error the pull requests in flight may be gone with
+                // a server: start a fresh consume rather than wait for them
+                // to expire (async-nats reports the missed heartbeats but
+                // keeps waiting).
+                let messages = match stream {
+                    Some(messages) => messages,
+                    None => match consume(consumer, *batch).await {
+                        Ok(messages) => stream.insert(messages),
+                        Err(e) => {
+                            tokio::time::sleep(HEARTBEAT).await;
+                            return Some(Err(format!("consume: {e:#}")));
+                        }
+                    },
+                };
+                match messages.next().await {
+                    Some(Ok(message)) => Some(Ok(message)),
+                    Some(Err(e)) => {
+                        *stream = None;
+                        Some(Err(format!("consume: {e}")))
+                    }
+                    None => None,
+                }
+            }
             Source::Fetch {
                 consumer,
                 batch,

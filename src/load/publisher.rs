@@ -22,7 +22,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
@@ -65,6 +65,10 @@ pub struct PublisherConfig {
     pub record_from_ns: u64,
     pub pub_ack_timeout: Duration,
     pub timeline_origin_ns: u64,
+    /// Resend a message whose PubAck has not come within this time, with
+    /// the same Nats-Msg-Id (as a publisher that lost its PubAck to a
+    /// server crash would); `None` never resends.
+    pub resend_after: Option<Duration>,
 }
 
 /// Which sends retry an earlier message.
@@ -101,6 +105,8 @@ pub struct SendReport {
     pub late_retries: u64,
     /// Message numbers retried late (each must be stored once more).
     pub late_retried: Vec<u64>,
+    /// Messages sent again because their PubAck was overdue.
+    pub resends: u64,
     pub first_error: Option<String>,
     /// Set when PubAcks stopped arriving and the window never reopened.
     pub stalled: Option<String>,
@@ -129,6 +135,20 @@ pub struct AckReport {
     pub late_flagged: u64,
     /// New messages the server flagged duplicate: an id collision.
     pub unexpected_duplicates: u64,
+    /// Resends of overdue messages the server stored: the original was lost.
+    pub resent_stored: u64,
+    /// Resends the server flagged duplicate: the original was stored and
+    /// only its PubAck was lost.
+    pub resent_duplicates: u64,
+    /// PubAcks that came after their send had been given up and resent.
+    pub late_responses: u64,
+    /// Sends the server refused as unavailable (then resent).
+    pub unavailable: u64,
+    pub first_unavailable: Option<String>,
+    /// The longest time without a PubAck while sends were outstanding, and
+    /// when it ended (ns on [`crate::clock`]).
+    pub max_gap_ns: u64,
+    pub max_gap_end_ns: u64,
     pub errors: u64,
     pub first_error: Option<String>,
     /// Sent but never answered within the PubAck timeout.
@@ -150,10 +170,17 @@ enum SendKind {
     New = 0,
     Retry = 1,
     LateRetry = 2,
+    /// Sent again because its PubAck was overdue.
+    Resend = 3,
 }
 
 struct Slot {
     send: AtomicU64,
+    /// Set by the first of: its PubAck arriving, or the sender giving up
+    /// on it to resend. Whoever sets it first owns the outcome.
+    answered: AtomicBool,
+    /// The server answered "unavailable": resend soon rather than wait.
+    unavailable: AtomicBool,
     kind: AtomicU8,
     /// The message number the send carried (differs from `send` for retries).
     message: AtomicU64,
@@ -169,6 +196,9 @@ struct Shared {
     window_open: Notify,
     /// Messages intended before this are not recorded; set by `go`.
     record_from_ns: AtomicU64,
+    /// Sends the sender gave up on (and resent); with `responses`, what the
+    /// reader waits for.
+    abandoned: AtomicU64,
     /// Messages sent, once the sender is done; `u64::MAX` until then.
     finished: AtomicU64,
     finished_notify: Notify,
@@ -258,12 +288,24 @@ impl Publisher {
         stop: CancellationToken,
     ) -> Result<Publisher> {
         let placement = Placement::of(&config);
-        let slots = (config.window * 2).next_power_of_two();
+        // Resending needs every send of the last `resend_after` still in
+        // the ring, so its answer can be told from a late one.
+        let in_resend_span = match (config.resend_after, config.schedule.total_rate) {
+            (Some(after), Some(rate)) => {
+                (after.as_secs_f64() * rate as f64 / config.schedule.stride as f64) as usize
+            }
+            _ => 0,
+        };
+        let slots = (2 * (config.window + in_resend_span))
+            .clamp(2, 1 << 22)
+            .next_power_of_two();
         let progress = Arc::new(PublisherProgress::default());
         let shared = Arc::new(Shared {
             slots: (0..slots)
                 .map(|_| Slot {
                     send: AtomicU64::new(u64::MAX),
+                    answered: AtomicBool::new(true),
+                    unavailable: AtomicBool::new(false),
                     kind: AtomicU8::new(SendKind::New as u8),
                     message: AtomicU64::new(0),
                     intended: AtomicU64::new(0),
@@ -274,6 +316,7 @@ impl Publisher {
             progress: progress.clone(),
             window_open: Notify::new(),
             record_from_ns: AtomicU64::new(u64::MAX),
+            abandoned: AtomicU64::new(0),
             finished: AtomicU64::new(u64::MAX),
             finished_notify: Notify::new(),
         });
@@ -499,6 +542,7 @@ async fn send_all(
         retries: 0,
         late_retries: 0,
         late_retried: Vec::new(),
+        resends: 0,
         first_error: None,
         stalled: None,
         interrupted: false,
@@ -509,29 +553,100 @@ async fn send_all(
         last_intended_ns: 0,
     };
 
-    for k in 0..schedule.count() {
+    let count = schedule.count();
+    let resend_after = config.resend_after.map(|d| d.as_nanos() as u64);
+    let mut j = 0u64; // schedule position: the message number of new messages
+    let mut k = 0u64; // send number: slot and reply token
+    let mut resends: VecDeque<u64> = VecDeque::new();
+    let mut oldest = 0u64;
+    let mut abandoned = 0u64;
+    let mut schedule_done = false;
+    let mut progress_at = (clock::now_ns(), 0u64);
+    'sending: loop {
         if stop.is_cancelled() {
             report.interrupted = true;
             break;
         }
-        if let Err(stall) = wait_for_window(&shared, k, config.window, config.pub_ack_timeout).await
-        {
-            report.stalled = Some(stall);
-            break;
+        if let Some(after) = resend_after {
+            scan_overdue(&shared, &mut oldest, k, after, &mut resends, &mut abandoned);
         }
-        let intended = match schedule.intended_ns(k) {
-            Some(t) => {
-                pacer.wait_until(t);
-                t
+        schedule_done |= j >= count;
+        if schedule_done && resends.is_empty() {
+            // Everything scheduled is sent; without resends that is the end,
+            // with them, every send must first be answered or resent.
+            let responses = shared.progress.responses.load(Ordering::Acquire);
+            if resend_after.is_none() || responses + abandoned >= k {
+                break;
             }
-            None => clock::now_ns(),
-        };
-        let sent = clock::now_ns();
-        if schedule.ended(sent) {
-            break;
+            if let Err(stall) = note_progress(
+                &mut progress_at,
+                responses,
+                config.pub_ack_timeout,
+                k - responses - abandoned,
+            ) {
+                report.stalled = Some(stall);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            continue;
         }
-        let (kind, m) = chooser.choose(k, sent);
+
+        // Wait for room in the window, giving up on overdue sends meanwhile.
+        loop {
+            let responses = shared.progress.responses.load(Ordering::Acquire);
+            let outstanding = k.saturating_sub(responses + abandoned);
+            if outstanding < config.window as u64 {
+                break;
+            }
+            if let Err(stall) = note_progress(
+                &mut progress_at,
+                responses,
+                config.pub_ack_timeout,
+                outstanding,
+            ) {
+                report.stalled = Some(stall);
+                break 'sending;
+            }
+            let wait = resend_after.map_or(config.pub_ack_timeout, |a| {
+                Duration::from_nanos(a / 4).max(Duration::from_millis(1))
+            });
+            // notify_one stores a permit when nobody waits, so a response
+            // that lands between the load above and this wait is not missed.
+            if tokio::time::timeout(wait, shared.window_open.notified())
+                .await
+                .is_err()
+                && let Some(after) = resend_after
+            {
+                scan_overdue(&shared, &mut oldest, k, after, &mut resends, &mut abandoned);
+            }
+        }
+
+        let (kind, m, intended, sent) = match resends.pop_front() {
+            Some(m) => {
+                let now = clock::now_ns();
+                (SendKind::Resend, m, now, now)
+            }
+            None => {
+                let intended = match schedule.intended_ns(j) {
+                    Some(t) => {
+                        pacer.wait_until(t);
+                        t
+                    }
+                    None => clock::now_ns(),
+                };
+                let sent = clock::now_ns();
+                if schedule.ended(sent) {
+                    schedule_done = true;
+                    continue;
+                }
+                let (kind, m) = chooser.choose(j, sent);
+                j += 1;
+                (kind, m, intended, sent)
+            }
+        };
         let slot = shared.slot(k);
+        slot.answered.store(false, Ordering::Relaxed);
+        slot.unavailable.store(false, Ordering::Relaxed);
         slot.kind.store(kind as u8, Ordering::Relaxed);
         slot.message.store(m, Ordering::Relaxed);
         slot.intended.store(intended, Ordering::Relaxed);
@@ -549,6 +664,7 @@ async fn send_all(
             k,
             size,
         );
+        k += 1;
         let subject = subjects[(m % subjects.len() as u64) as usize].clone();
         let result = if config.msg_id == MsgId::None && extra_headers.is_empty() {
             client.publish_with_reply(subject, reply, payload).await
@@ -575,6 +691,7 @@ async fn send_all(
                 report.late_retries += 1;
                 report.late_retried.push(m);
             }
+            SendKind::Resend => report.resends += 1,
         }
         if report.sent == 0 {
             report.first_sent_ns = sent;
@@ -584,7 +701,7 @@ async fn send_all(
         report.last_sent_ns = sent;
         report.last_intended_ns = intended;
         shared.progress.sent.store(report.sent, Ordering::Relaxed);
-        if intended >= config.record_from_ns {
+        if intended >= config.record_from_ns && kind != SendKind::Resend {
             report.send_lag.record_between(intended, sent);
         }
         report.timeline.mark(sent);
@@ -658,32 +775,66 @@ impl IdBuilder {
     }
 }
 
-/// Waits until fewer than `window` PubAcks are outstanding. Fails when no
-/// response arrives for `timeout` while the window is full.
-async fn wait_for_window(
+/// Gives up on sends whose PubAck is older than `after_ns`: each is marked
+/// answered (unless its PubAck won the race) and its message queued to be
+/// sent again with the same id.
+fn scan_overdue(
     shared: &Shared,
+    oldest: &mut u64,
     sent: u64,
-    window: usize,
-    timeout: Duration,
-) -> Result<(), String> {
-    loop {
-        let responses = shared.progress.responses.load(Ordering::Acquire);
-        if sent - responses < window as u64 {
-            return Ok(());
+    after_ns: u64,
+    resends: &mut VecDeque<u64>,
+    abandoned: &mut u64,
+) {
+    let now = clock::now_ns();
+    while *oldest < sent {
+        let slot = shared.slot(*oldest);
+        if slot.send.load(Ordering::Acquire) != *oldest || slot.answered.load(Ordering::Acquire) {
+            *oldest += 1;
+            continue;
         }
-        // notify_one stores a permit when nobody waits, so a response that
-        // lands between the load above and this wait is not missed.
-        if tokio::time::timeout(timeout, shared.window_open.notified())
-            .await
-            .is_err()
-            && shared.progress.responses.load(Ordering::Acquire) == responses
-        {
-            return Err(format!(
-                "no PubAck arrived for {timeout:?} with {} outstanding",
-                sent - responses
-            ));
+        let age = now.saturating_sub(slot.sent.load(Ordering::Relaxed));
+        let due = if slot.unavailable.load(Ordering::Acquire) {
+            UNAVAILABLE_PAUSE_NS.min(after_ns)
+        } else {
+            after_ns
+        };
+        if age < due {
+            break;
         }
+        if !slot.answered.swap(true, Ordering::AcqRel) {
+            *abandoned += 1;
+            shared.abandoned.store(*abandoned, Ordering::Release);
+            resends.push_back(slot.message.load(Ordering::Relaxed));
+        }
+        *oldest += 1;
     }
+}
+
+/// How long a send the server refused as unavailable waits before it is
+/// sent again: a leader election takes seconds, and resending at once would
+/// only spin.
+const UNAVAILABLE_PAUSE_NS: u64 = 250_000_000;
+
+/// Tracks when PubAcks last made progress; fails when none came for
+/// `timeout` with `outstanding` sends waiting.
+fn note_progress(
+    progress_at: &mut (u64, u64),
+    responses: u64,
+    timeout: Duration,
+    outstanding: u64,
+) -> Result<(), String> {
+    let now = clock::now_ns();
+    if responses != progress_at.1 {
+        *progress_at = (now, responses);
+        return Ok(());
+    }
+    if now.saturating_sub(progress_at.0) > timeout.as_nanos() as u64 {
+        return Err(format!(
+            "no PubAck arrived for {timeout:?} with {outstanding} outstanding"
+        ));
+    }
+    Ok(())
 }
 
 /// Writes `n` in decimal into `buf`, returning the digits.
@@ -721,14 +872,20 @@ struct ApiErrorWire {
 }
 
 enum Response {
-    Stored { seq: u64, duplicate: bool },
+    Stored {
+        seq: u64,
+        duplicate: bool,
+    },
+    /// Nothing could take the message right now (no responders while a
+    /// stream elects a leader, JetStream 503): worth sending again.
+    Unavailable(String),
     Failed(String),
 }
 
 fn classify(message: &async_nats::Message) -> Response {
     if let Some(status) = message.status {
         if status == async_nats::StatusCode::NO_RESPONDERS {
-            return Response::Failed(
+            return Response::Unavailable(
                 "no responders: no stream captures the subject (or JetStream is unavailable)"
                     .into(),
             );
@@ -741,10 +898,17 @@ fn classify(message: &async_nats::Message) -> Response {
         }
     }
     match serde_json::from_slice::<PubAckWire>(&message.payload) {
-        Ok(PubAckWire { error: Some(e), .. }) => Response::Failed(format!(
-            "JetStream error {} ({}): {}",
-            e.code, e.err_code, e.description
-        )),
+        Ok(PubAckWire { error: Some(e), .. }) => {
+            let text = format!(
+                "JetStream error {} ({}): {}",
+                e.code, e.err_code, e.description
+            );
+            if e.code == 503 {
+                Response::Unavailable(text)
+            } else {
+                Response::Failed(text)
+            }
+        }
         Ok(ack) if ack.seq > 0 => Response::Stored {
             seq: ack.seq,
             duplicate: ack.duplicate,
@@ -769,6 +933,13 @@ async fn read_acks(
         retries_stored: 0,
         late_flagged: 0,
         unexpected_duplicates: 0,
+        resent_stored: 0,
+        resent_duplicates: 0,
+        late_responses: 0,
+        unavailable: 0,
+        first_unavailable: None,
+        max_gap_ns: 0,
+        max_gap_end_ns: 0,
         errors: 0,
         first_error: None,
         missing: 0,
@@ -786,9 +957,11 @@ async fn read_acks(
                 .div_ceil(config.schedule.stride) as usize,
         ),
     };
+    let mut last_response_ns = 0u64;
     loop {
         let finished = shared.finished.load(Ordering::Acquire);
-        if finished != u64::MAX && report.responses >= finished {
+        let settled = report.responses + shared.abandoned.load(Ordering::Acquire);
+        if finished != u64::MAX && settled >= finished {
             break;
         }
         let next = if finished == u64::MAX {
@@ -800,7 +973,7 @@ async fn read_acks(
             match tokio::time::timeout(config.pub_ack_timeout, subscription.next()).await {
                 Ok(message) => message,
                 Err(_) => {
-                    report.missing = finished - report.responses;
+                    report.missing = finished.saturating_sub(settled);
                     break;
                 }
             }
@@ -810,7 +983,7 @@ async fn read_acks(
                 .first_error
                 .get_or_insert_with(|| "the PubAck subscription closed".into());
             if finished != u64::MAX {
-                report.missing = finished.saturating_sub(report.responses);
+                report.missing = finished.saturating_sub(settled);
             }
             break;
         };
@@ -820,15 +993,41 @@ async fn read_acks(
             let slot = shared.slot(k);
             (slot.send.load(Ordering::Acquire) == k).then_some(slot)
         });
-        match classify(&message) {
+        let response = classify(&message);
+        if let (Response::Unavailable(text), Some(slot), Some(_)) =
+            (&response, slot, config.resend_after)
+        {
+            // Not an answer: the sender resends it shortly.
+            if !slot.answered.load(Ordering::Acquire) {
+                slot.unavailable.store(true, Ordering::Release);
+                report.unavailable += 1;
+                report.first_unavailable.get_or_insert_with(|| text.clone());
+                shared.window_open.notify_one();
+                continue;
+            }
+        }
+        // The first to mark a send answered owns it: a PubAck that arrives
+        // after the sender gave up and resent is late, and counts only as
+        // evidence of what the server stored.
+        // Without a slot (it was reused) a PubAck can only be a late one
+        // when sends are given up and resent; otherwise it is the only one.
+        let first = match slot {
+            Some(s) => !s.answered.swap(true, Ordering::AcqRel),
+            None => config.resend_after.is_none(),
+        };
+        match response {
             Response::Stored { seq, duplicate } => {
                 let kind = slot.map(|s| s.kind.load(Ordering::Relaxed));
+                let is = |k: Option<u8>, kind: SendKind| k == Some(kind as u8);
                 match (kind, duplicate) {
-                    (Some(k), true) if k == SendKind::Retry as u8 => report.duplicates += 1,
-                    (Some(k), true) if k == SendKind::LateRetry as u8 => report.late_flagged += 1,
+                    _ if !first => report.late_responses += 1,
+                    (k, true) if is(k, SendKind::Retry) => report.duplicates += 1,
+                    (k, true) if is(k, SendKind::LateRetry) => report.late_flagged += 1,
+                    (k, true) if is(k, SendKind::Resend) => report.resent_duplicates += 1,
                     (_, true) => report.unexpected_duplicates += 1,
-                    (Some(k), false) if k == SendKind::Retry as u8 => report.retries_stored += 1,
-                    (Some(k), false) if k == SendKind::LateRetry as u8 => report.late_stored += 1,
+                    (k, false) if is(k, SendKind::Retry) => report.retries_stored += 1,
+                    (k, false) if is(k, SendKind::LateRetry) => report.late_stored += 1,
+                    (k, false) if is(k, SendKind::Resend) => report.resent_stored += 1,
                     (_, false) => report.acked += 1,
                 }
                 report.ledger.mark(
@@ -850,17 +1049,29 @@ async fn read_acks(
                     }
                     let intended = slot.intended.load(Ordering::Relaxed);
                     let sent = slot.sent.load(Ordering::Relaxed);
-                    if intended >= shared.record_from_ns.load(Ordering::Relaxed) {
+                    if first && intended >= shared.record_from_ns.load(Ordering::Relaxed) {
                         report.from_intended.record_between(intended, now);
                         report.from_sent.record_between(sent, now);
                     }
                 }
             }
-            Response::Failed(text) => {
-                report.errors += 1;
-                report.first_error.get_or_insert(text);
+            Response::Failed(text) | Response::Unavailable(text) => {
+                if first {
+                    report.errors += 1;
+                    report.first_error.get_or_insert(text);
+                } else {
+                    report.late_responses += 1;
+                }
             }
         }
+        if !first {
+            continue;
+        }
+        if last_response_ns > 0 && now - last_response_ns > report.max_gap_ns {
+            report.max_gap_ns = now - last_response_ns;
+            report.max_gap_end_ns = now;
+        }
+        last_response_ns = now;
         report.responses += 1;
         shared
             .progress
@@ -936,7 +1147,7 @@ mod tests {
                     );
                     assert!(news.contains(&m), "retries a new message");
                 }
-                (SendKind::LateRetry, _) => panic!("no late retries planned"),
+                (SendKind::LateRetry | SendKind::Resend, _) => panic!("no late retries planned"),
             }
         }
         assert!((900..1100).contains(&retries), "{retries}");
@@ -975,7 +1186,7 @@ mod tests {
                     );
                     retried.push(m);
                 }
-                (SendKind::Retry, _) => panic!("no in-window retries planned"),
+                (SendKind::Retry | SendKind::Resend, _) => panic!("no in-window retries planned"),
             }
         }
         assert!(retried.len() > 100, "{}", retried.len());

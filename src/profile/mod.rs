@@ -17,6 +17,7 @@ mod latency;
 mod plan;
 mod publish;
 mod redelivery;
+mod restart;
 mod resume;
 
 use std::fmt;
@@ -213,6 +214,7 @@ pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
                 backpressure::read(table, &prefix, &mut local).map(ScenarioPlan::Backpressure)
             }
             "resume" => resume::read(table, &prefix, &mut local).map(ScenarioPlan::Resume),
+            "restart" => restart::read(table, &prefix, &mut local).map(ScenarioPlan::Restart),
             other => {
                 local.push(
                     format!("{prefix}.kind"),
@@ -230,6 +232,16 @@ pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
         }
     }
     name_scenarios(&mut scenarios, &mut problems);
+    if server.storage == Storage::Memory
+        && scenarios
+            .iter()
+            .any(|s| matches!(s, ScenarioPlan::Restart(_)))
+    {
+        problems.push(
+            "server.storage",
+            "a restart scenario kills the server: its streams need storage = \"file\" to survive",
+        );
+    }
 
     if !problems.is_empty() {
         let mut list = problems.list;
@@ -257,6 +269,7 @@ pub const KINDS: &[&str] = &[
     "redelivery",
     "backpressure",
     "resume",
+    "restart",
 ];
 
 pub(crate) const NAME_RULE: &str =

@@ -72,6 +72,7 @@ pub enum ScenarioPlan {
     Redelivery(RedeliveryPlan),
     Backpressure(BackpressurePlan),
     Resume(ResumePlan),
+    Restart(RestartPlan),
 }
 
 impl ScenarioPlan {
@@ -83,6 +84,7 @@ impl ScenarioPlan {
             ScenarioPlan::Redelivery(p) => &p.common,
             ScenarioPlan::Backpressure(p) => &p.common,
             ScenarioPlan::Resume(p) => &p.common,
+            ScenarioPlan::Restart(p) => &p.common,
         }
     }
 
@@ -94,6 +96,7 @@ impl ScenarioPlan {
             ScenarioPlan::Redelivery(p) => &mut p.common,
             ScenarioPlan::Backpressure(p) => &mut p.common,
             ScenarioPlan::Resume(p) => &mut p.common,
+            ScenarioPlan::Restart(p) => &mut p.common,
         }
     }
 
@@ -115,6 +118,7 @@ impl ScenarioPlan {
             ScenarioPlan::Redelivery(p) => 1 + usize::from(p.baseline),
             ScenarioPlan::Backpressure(p) => p.max_ack_pending.len() + p.expiry_ack_waits.len(),
             ScenarioPlan::Resume(p) => p.crash_at.len(),
+            ScenarioPlan::Restart(_) => 1,
             // Count-based: about 100k messages a second, plus the fill.
             ScenarioPlan::Ack(p) => {
                 let each = Duration::from_secs_f64(p.messages as f64 / 100_000.0);
@@ -173,6 +177,8 @@ pub struct PublishPlan {
     pub late_duplicates: f64,
     /// The stream's duplicate window, which late retries wait out.
     pub duplicate_window: Duration,
+    /// Resend a message (same Nats-Msg-Id) whose PubAck is this overdue.
+    pub resend_after: Option<Duration>,
 }
 
 impl PublishPlan {
@@ -196,6 +202,7 @@ impl PublishPlan {
             duplicates: 0.0,
             late_duplicates: 0.0,
             duplicate_window: Duration::from_secs(120),
+            resend_after: None,
         }
     }
 }
@@ -613,4 +620,20 @@ pub struct ResumePlan {
     pub crash_at: Vec<crate::consume::CrashPoint>,
     /// From the crash to the new client's bind (a restart's downtime).
     pub rebind_after: Duration,
+}
+
+/// The `restart` scenario: a server jsbench started is killed with SIGKILL
+/// under load and started again on its store.
+#[derive(Debug, Clone)]
+pub struct RestartPlan {
+    pub common: CommonPlan,
+    pub rate: u64,
+    /// Ids are unique and overdue messages are resent (`resend_after`).
+    pub publish: PublishPlan,
+    pub consumer: ConsumerPlan,
+    /// From the start of the schedule to the kill.
+    pub kill_after: Duration,
+    /// From the kill to the restart.
+    pub down_for: Duration,
+    pub node: crate::drive::FaultNode,
 }

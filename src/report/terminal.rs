@@ -53,8 +53,18 @@ pub fn render(summary: &Summary) -> String {
             }
         }
     }
-    for line in &summary.run.server.log_problems {
+    // The full list is in summary.json; a killed node's peers retrying
+    // their routes can fill a screen.
+    let problems = &summary.run.server.log_problems;
+    for line in problems.iter().take(5) {
         let _ = writeln!(out, "  server log: {line}");
+    }
+    if problems.len() > 5 {
+        let _ = writeln!(
+            out,
+            "  server log: ... and {} more warning and error lines in summary.json",
+            problems.len() - 5
+        );
     }
     out
 }

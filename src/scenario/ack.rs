@@ -127,6 +127,7 @@ async fn fill(
         drain_timeout: plan.common.drain_timeout,
         msg_id_prefix: String::new(),
         seed: 1,
+        fault: None,
     };
     let outcome = drive(ctx, &spec).await?;
     let stored = outcome.counts.persisted;

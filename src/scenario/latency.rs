@@ -90,6 +90,7 @@ async fn run_variant(
         drain_timeout: plan.common.drain_timeout,
         msg_id_prefix: format!("{}-{scenario}-{variant}", ctx.names.token()),
         seed: rate,
+        fault: None,
     };
     let outcome = drive(ctx, &spec).await;
     let info = ctx.provisioner.stream_info(&stream_name).await;

@@ -6,6 +6,7 @@ pub mod backpressure;
 pub mod latency;
 pub mod publish;
 pub mod redelivery;
+pub mod restart;
 pub mod resume;
 
 use std::collections::BTreeMap;
@@ -38,6 +39,9 @@ pub struct RunContext {
     pub stop: CancellationToken,
     /// Where the server's CPU time is read from.
     pub server_cpu: ServerCpu,
+    /// The servers scenarios may kill and restart; `None` for a server
+    /// jsbench did not start.
+    pub faults: Option<crate::fault::FaultHandle>,
 }
 
 /// A delivery guarantee checked after a variant, with the evidence.
@@ -132,5 +136,6 @@ pub async fn run(ctx: &RunContext, plan: &ScenarioPlan, sink: &mut dyn VariantSi
         ScenarioPlan::Redelivery(p) => redelivery::run(ctx, plan, p, sink).await,
         ScenarioPlan::Backpressure(p) => backpressure::run(ctx, plan, p, sink).await,
         ScenarioPlan::Resume(p) => resume::run(ctx, plan, p, sink).await,
+        ScenarioPlan::Restart(p) => restart::run(ctx, plan, p, sink).await,
     }
 }

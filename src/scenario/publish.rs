@@ -172,6 +172,7 @@ async fn run_variant(
         drain_timeout: plan.common.drain_timeout,
         msg_id_prefix: format!("{}-{scenario}-{variant}", ctx.names.token()),
         seed: 0x9e37_79b9,
+        fault: None,
     };
     let outcome = drive(ctx, &spec).await;
     let info = ctx.provisioner.stream_info(&stream_name).await;

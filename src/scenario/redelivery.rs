@@ -166,6 +166,7 @@ async fn run_variant(
         drain_timeout: plan.common.drain_timeout,
         msg_id_prefix: String::new(),
         seed: plan.rate,
+        fault: None,
     };
     let outcome = drive(ctx, &spec).await;
     // Advisories for the last exhausted messages follow their final deadline.

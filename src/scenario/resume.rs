@@ -103,6 +103,7 @@ async fn run_variant(
         drain_timeout: plan.common.drain_timeout,
         msg_id_prefix: String::new(),
         seed: plan.rate,
+        fault: None,
     };
     let outcome = drive(ctx, &spec).await;
     let info = ctx.provisioner.stream_info(&stream_name).await;

@@ -1,0 +1,70 @@
+//! Faults jsbench injects into servers it started itself: a node killed
+//! with SIGKILL and started again on its store. Never offered for a server
+//! jsbench did not start.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Result, anyhow};
+
+use crate::server::{EmbeddedCluster, EmbeddedServer};
+
+/// How long a restarted node may take to accept connections again.
+pub const RESTART_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The servers a scenario may kill and restart.
+pub trait Faults: Send + Sync {
+    /// Server names, by node index (a single server is node 0).
+    fn node_names(&self) -> Vec<String>;
+    /// Kills node `node` with SIGKILL.
+    fn kill(&self, node: usize) -> Result<()>;
+    /// Starts node `node` again on its store and ports.
+    fn restart(&self, node: usize) -> Result<()>;
+}
+
+impl Faults for EmbeddedServer {
+    fn node_names(&self) -> Vec<String> {
+        vec!["server".into()]
+    }
+
+    fn kill(&self, node: usize) -> Result<()> {
+        only_node(node)?;
+        EmbeddedServer::kill(self)
+    }
+
+    fn restart(&self, node: usize) -> Result<()> {
+        only_node(node)?;
+        EmbeddedServer::restart(self, RESTART_TIMEOUT)
+    }
+}
+
+fn only_node(node: usize) -> Result<()> {
+    if node == 0 {
+        Ok(())
+    } else {
+        Err(anyhow!("a single server has no node {node}"))
+    }
+}
+
+impl Faults for EmbeddedCluster {
+    fn node_names(&self) -> Vec<String> {
+        self.members().map(|(name, _)| name).collect()
+    }
+
+    fn kill(&self, node: usize) -> Result<()> {
+        self.nodes()
+            .get(node)
+            .ok_or_else(|| anyhow!("the cluster has no node {node}"))?
+            .kill()
+    }
+
+    fn restart(&self, node: usize) -> Result<()> {
+        self.nodes()
+            .get(node)
+            .ok_or_else(|| anyhow!("the cluster has no node {node}"))?
+            .restart(RESTART_TIMEOUT)
+    }
+}
+
+/// A shared handle, for the run context.
+pub type FaultHandle = Arc<dyn Faults>;

@@ -1,0 +1,298 @@
+//! `restart`: a server jsbench started is killed with SIGKILL under load
+//! (file storage) and started again on its store; in a local cluster the
+//! node leading the stream can be the one killed. Publishers send with
+//! unique Nats-Msg-Ids and resend any message whose PubAck is overdue, as a
+//! careful publisher would; the stream's deduplication keeps the resends
+//! from being stored twice.
+//!
+//! Measures the outage as publishers and consumers saw it, the time from
+//! the restart to the first PubAck, the leader election gap, and the
+//! resends (and whether each found its original stored). Verifies, reading
+//! the stream back, that every message that got a PubAck is still there,
+//! that nothing was stored twice, and that consumers lost nothing.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use super::{Invariant, RunContext, VariantResult, VariantSink};
+use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, FaultPlan, drive};
+use crate::metrics::{Direction, Metric, latency_metrics};
+use crate::profile::{BehaviourPlan, RestartPlan, ScenarioPlan, format_duration};
+use crate::provision::{placement, pull_config, stream_config};
+use crate::readback::{self, ReadBack};
+
+/// How often consumer info is sampled while a variant runs.
+const SAMPLE_EVERY: Duration = Duration::from_millis(250);
+
+pub async fn run(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &RestartPlan,
+    sink: &mut dyn VariantSink,
+) -> Result<()> {
+    let started = Instant::now();
+    let mut result = VariantResult::new(format!(
+        "kill-{}",
+        serde_json::to_value(plan.node)?
+            .as_str()
+            .unwrap_or("server")
+    ));
+    result.param("rate", plan.rate);
+    result.param("duration", format_duration(plan.common.duration));
+    result.param("kill_after", format_duration(plan.kill_after));
+    result.param("down_for", format_duration(plan.down_for));
+    result.param("node", plan.node);
+    result.param("replicas", ctx.server.replicas);
+    result.param(
+        "resend_after",
+        plan.publish.resend_after.map(format_duration),
+    );
+    result.param("ack_wait", format_duration(plan.consumer.ack_wait));
+    if let Err(e) = run_variant(ctx, scenario.name(), plan, &mut result).await {
+        result.error = Some(format!("{e:#}"));
+    }
+    result.elapsed = started.elapsed();
+    sink.record(scenario, result)
+}
+
+async fn run_variant(
+    ctx: &RunContext,
+    scenario: &str,
+    plan: &RestartPlan,
+    result: &mut VariantResult,
+) -> Result<()> {
+    if ctx.faults.is_none() {
+        anyhow::bail!(
+            "the restart scenario kills servers, so it runs only on servers jsbench starts itself \
+             (the embedded server or --cluster), never on one given with --server"
+        );
+    }
+    // Provision.
+    let variant = result.name.clone();
+    let stream_name = ctx.names.stream(scenario, &variant);
+    let base = ctx.names.subject(scenario, &variant);
+    let durable = ctx.names.durable(scenario, &variant);
+    let stream = ctx
+        .provisioner
+        .create_stream(stream_config(&stream_name, &base, &ctx.server))
+        .await?;
+    ctx.provisioner
+        .create_consumer(&stream, pull_config(&durable, &plan.consumer, &base))
+        .await?;
+
+    // Drive, with the kill and the restart.
+    let spec = DriveSpec {
+        label: format!("{scenario} {variant}"),
+        subjects: vec![format!("{base}.0")],
+        stream: stream_name.clone(),
+        publish: plan.publish.clone(),
+        consumer: Some(ConsumerSpec {
+            durable,
+            plan: plan.consumer.clone(),
+            behaviour: Arc::new(BehaviourPlan::all_ack()),
+            log_events: false,
+            sample_every: Some(SAMPLE_EVERY),
+            crash: None,
+        }),
+        rate: Some(plan.rate),
+        count: None,
+        preloaded: 0,
+        warmup: plan.common.warmup,
+        duration: plan.common.duration,
+        drain_timeout: plan.common.drain_timeout,
+        msg_id_prefix: format!("{}-{scenario}-{variant}", ctx.names.token()),
+        seed: plan.rate,
+        fault: Some(FaultPlan {
+            after: plan.kill_after,
+            node: plan.node,
+            down_for: plan.down_for,
+        }),
+    };
+    let outcome = drive(ctx, &spec).await;
+    let info = ctx.provisioner.stream_info(&stream_name).await;
+    result.streams.extend(info.as_ref().map(placement));
+    let read = match &outcome {
+        Ok(_) => Some(
+            readback::read_stream(
+                ctx.provisioner.jetstream(),
+                &stream_name,
+                Duration::from_secs(5),
+            )
+            .await,
+        ),
+        Err(_) => None,
+    };
+    let deleted = ctx.provisioner.delete_stream(&stream_name).await;
+    let outcome = outcome?;
+    let read = read
+        .expect("read after a drive")
+        .context("reading the stream back")?;
+
+    // Measure and verify.
+    measure(&outcome, result);
+    verify(&outcome, &read, result);
+    deleted.context("cleaning up after the variant")?;
+    Ok(())
+}
+
+fn measure(o: &DriveOutcome, r: &mut VariantResult) {
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let count = |name: &str, v: u64| Metric::new(name, "count", v as f64, Direction::None);
+    r.metrics.push(Metric::new(
+        "publish_rate",
+        "msg/s",
+        o.publish_rate(),
+        Direction::None,
+    ));
+    for (name, recorder) in [
+        ("e2e_latency", &o.e2e_intended),
+        ("pub_ack_latency", &o.pub_ack_intended),
+    ] {
+        r.metrics.extend(latency_metrics(name, &recorder.summary()));
+        r.histograms.push((name.to_string(), recorder.clone()));
+    }
+    let publish_gap = o.acks.iter().map(|a| a.max_gap_ns).max().unwrap_or(0);
+    let consume_gap = o.consumers.iter().map(|c| c.max_gap_ns).max().unwrap_or(0);
+    r.metrics.push(Metric::new(
+        "outage.publish",
+        "ms",
+        ms(publish_gap),
+        Direction::Lower,
+    ));
+    r.metrics.push(Metric::new(
+        "outage.consume",
+        "ms",
+        ms(consume_gap),
+        Direction::Lower,
+    ));
+    if let Some(f) = &o.fault {
+        r.param("killed_node", &f.node);
+        r.metrics.push(Metric::new(
+            "restart_time",
+            "ms",
+            ms(f.restarted_ns.saturating_sub(f.killed_ns)),
+            Direction::None,
+        ));
+        // The first PubAck after the restart, from the publishers' view of
+        // the gap: it ended when PubAcks resumed.
+        let resumed = o.acks.iter().map(|a| a.max_gap_end_ns).max().unwrap_or(0);
+        if resumed > f.restarted_ns {
+            r.metrics.push(Metric::new(
+                "acks_resumed_after_restart",
+                "ms",
+                ms(resumed - f.restarted_ns),
+                Direction::Lower,
+            ));
+        }
+        if let Some(gap) = f.election_gap {
+            r.metrics.push(Metric::new(
+                "election_gap",
+                "ms",
+                gap.as_secs_f64() * 1e3,
+                Direction::Lower,
+            ));
+            r.param("leader_before", &f.leader_before);
+            r.param("leader_after", &f.leader_after);
+        }
+    }
+    r.metrics.push(count("resends", o.sends_sum(|s| s.resends)));
+    r.metrics
+        .push(count("resends_stored", o.acks_sum(|a| a.resent_stored)));
+    r.metrics.push(count(
+        "resends_found_stored",
+        o.acks_sum(|a| a.resent_duplicates),
+    ));
+    r.metrics
+        .push(count("late_pub_acks", o.acks_sum(|a| a.late_responses)));
+    r.metrics.push(count("redelivered", o.counts.redelivered));
+    r.metrics.push(Metric::new(
+        "completion_time",
+        "ms",
+        o.drain_time.as_secs_f64() * 1e3,
+        Direction::Lower,
+    ));
+    r.ledger = o.counts;
+    r.timelines
+        .insert("published".into(), o.published_timeline.clone());
+    r.timelines
+        .insert("delivered".into(), o.delivered_timeline.clone());
+    r.timelines.extend(o.sample_timelines(SAMPLE_EVERY));
+    if o.interrupted {
+        r.warnings
+            .push("interrupted: the variant stopped early; its counts cover what was sent".into());
+    }
+    r.warnings.extend(o.errors.iter().cloned());
+}
+
+fn verify(o: &DriveOutcome, read: &ReadBack, r: &mut VariantResult) {
+    let c = &o.counts;
+    let rec = read.reconcile_sequences(&o.ledger);
+    r.invariants.push(Invariant::check(
+        "every PubAcked message survived the restart",
+        rec.missing == 0 && read.complete,
+        format!(
+            "{} confirmed messages missing after the restart ({} read back{})",
+            rec.missing,
+            read.messages,
+            if read.complete {
+                ""
+            } else {
+                ", the read-back stalled"
+            }
+        ),
+    ));
+    r.invariants.push(Invariant::equal(
+        "no message stored twice",
+        read.stored_twice(),
+        0,
+    ));
+    r.invariants.push(Invariant::check(
+        "every stored message confirmed",
+        rec.unconfirmed == 0,
+        format!(
+            "{} messages stored without any PubAck naming them",
+            rec.unconfirmed
+        ),
+    ));
+    r.invariants.push(Invariant::check(
+        "every publish answered",
+        c.publish_errors == 0,
+        format!(
+            "{} PubAck errors or timeouts after resends",
+            c.publish_errors
+        ),
+    ));
+    r.invariants.push(Invariant::check(
+        "lost = 0",
+        c.lost == 0,
+        format!(
+            "{} persisted, {} delivered, {} never delivered",
+            c.persisted, c.delivered, c.lost
+        ),
+    ));
+    r.invariants.push(Invariant::check(
+        "the server was killed and came back",
+        o.fault
+            .as_ref()
+            .is_some_and(|f| f.restarted_ns > f.killed_ns),
+        o.fault
+            .as_ref()
+            .map_or("the kill never happened".into(), |f| {
+                format!("node {}", f.node)
+            }),
+    ));
+    r.invariants.push(Invariant::check(
+        "server reports nothing pending",
+        o.server_state
+            .is_some_and(|s| s.num_pending == 0 && s.num_ack_pending == 0),
+        match o.server_state {
+            Some(s) => format!(
+                "num_pending {}, num_ack_pending {}",
+                s.num_pending, s.num_ack_pending
+            ),
+            None => "consumer info unavailable".into(),
+        },
+    ));
+}
