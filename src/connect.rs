@@ -423,6 +423,14 @@ fn settings_credentials(urls: &str) -> Option<Auth> {
         })
 }
 
+/// Retry a lost connection every 50 ms, backing off to 500 ms. async-nats'
+/// default doubles up to 4 s, so after a one-second server restart a client
+/// could wait two more seconds: the outage jsbench measures must be the
+/// server's, not the client's back-off.
+fn reconnect_delay(attempts: usize) -> Duration {
+    Duration::from_millis(50 * attempts.clamp(1, 10) as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -462,12 +470,4 @@ mod tests {
         assert_eq!(JsApi::Default.prefix(), "$JS.API");
         assert_eq!(JsApi::Domain("hub".into()).prefix(), "$JS.hub.API");
     }
-}
-
-/// Retry a lost connection every 50 ms, backing off to 500 ms. async-nats'
-/// default doubles up to 4 s, so after a one-second server restart a client
-/// could wait two more seconds: the outage jsbench measures must be the
-/// server's, not the client's back-off.
-fn reconnect_delay(attempts: usize) -> Duration {
-    Duration::from_millis(50 * attempts.clamp(1, 10) as u64)
 }
