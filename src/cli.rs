@@ -58,8 +58,8 @@ summary.json, metrics.csv, histograms/, charts/ and report.html. Exit status: 0 
     },
     /// Draw the charts and report.html of a results folder again
     #[command(
-        long_about = "Re-renders charts/*.svg, charts/*.png and report.html of a results folder from \
-its summary.json and histograms/ alone, with this version's code (results of older commits \
+        long_about = "Re-renders charts/*.svg, charts/*.png, report.html and the CI files in ci/ of a \
+results folder from its summary.json and histograms/ alone, with this version's code (results of older commits \
 included), and prints the summary table. Exit status: 0 all drawn, 1 a chart failed, \
 2 the folder is missing or a file in it is unreadable."
     )]

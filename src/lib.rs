@@ -18,7 +18,8 @@
 //!   [`consume`]: durable consumers. Both record into task-local
 //!   [`histogram`]s, [`ledger`]s and [`timeline`]s, merged after the run,
 //!   timed by one [`clock`] and the payload [`stamp`].
-//! - [`metrics`], [`results`], [`report`]: what a run leaves behind.
+//! - [`metrics`], [`results`], [`report`]: what a run leaves behind;
+//!   [`spread`]: median and spread of repeated measurements.
 //! - [`progress`], [`error`]: the user-facing edges.
 
 pub mod advisory;
@@ -46,6 +47,7 @@ pub mod run;
 pub mod scenario;
 pub mod schedule;
 pub mod server;
+pub mod spread;
 pub mod stamp;
 pub mod target;
 pub mod timeline;

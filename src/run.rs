@@ -141,6 +141,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
                 text: profile.text.clone(),
             },
             kept_streams: Vec::new(),
+            repeat: profile.repeat,
         };
         let mut writer = ResultsWriter::create(&options.out, run_meta)?;
         let topology = match (&info.cluster, cluster_size) {
@@ -157,7 +158,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
             writer.dir().display()
         ));
 
-        let ctx = RunContext {
+        let mut ctx = RunContext {
             connect: connect.clone(),
             provisioner: Provisioner::new(js.clone(), options.keep),
             names: Names::generate(),
@@ -167,13 +168,28 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
             server_cpu: target.server_cpu(options.monitor.as_deref()),
         };
         let mut failure = None;
-        for plan in &profile.scenarios {
-            if stop.is_cancelled() {
-                break;
-            }
-            if let Err(e) = scenario::run(&ctx, plan, &mut writer).await {
-                failure = Some(e.context(format!("scenario {}", plan.name())));
-                break;
+        'scenarios: for plan in &profile.scenarios {
+            // Repetitions of one scenario run back to back, each through
+            // all its variants, so a drift of the machine spreads over the
+            // variants alike; results are folded in after every variant.
+            for index in 1..=profile.repeat {
+                if stop.is_cancelled() {
+                    break 'scenarios;
+                }
+                let mut name = plan.name().to_string();
+                if profile.repeat > 1 {
+                    name = format!("{name} (repetition {index} of {})", profile.repeat);
+                    progress.println(&format!("jsbench: scenario {name}"));
+                    // Fresh stream names: with --keep the last
+                    // repetition's streams are still there.
+                    if index > 1 {
+                        ctx.names = Names::generate();
+                    }
+                }
+                if let Err(e) = scenario::run(&ctx, plan, &mut writer.repetition(index)).await {
+                    failure = Some(e.context(format!("scenario {name}")));
+                    break 'scenarios;
+                }
             }
         }
 
