@@ -19,13 +19,15 @@
 //!   [`histogram`]s, [`ledger`]s and [`timeline`]s, merged after the run,
 //!   timed by one [`clock`] and the payload [`stamp`].
 //! - [`metrics`], [`results`], [`report`]: what a run leaves behind;
-//!   [`spread`]: median and spread of repeated measurements.
+//!   [`spread`]: median and spread of repeated measurements;
+//!   [`compare`]: two runs' results side by side, with a verdict.
 //! - [`progress`], [`error`]: the user-facing edges.
 
 pub mod advisory;
 pub mod behaviour;
 pub mod cli;
 pub mod clock;
+pub mod compare;
 pub mod connect;
 pub mod consume;
 pub mod cpu;
