@@ -99,6 +99,11 @@ struct CompareArgs {
     /// invariant failures only (regressions are then reported, not fatal)
     #[arg(long, value_enum, default_value = "regressions")]
     fail_on: FailOnArg,
+    /// Judge only metrics whose name matches (`*` is a wildcard; with a `/`,
+    /// the pattern matches scenario/variant/metric); repeatable. The others
+    /// are shown as not judged
+    #[arg(long, value_name = "PATTERN")]
+    only: Vec<String>,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy)]
@@ -240,6 +245,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 FailOnArg::Regressions => crate::compare::FailOn::Regressions,
                 FailOnArg::Invariants => crate::compare::FailOn::Invariants,
             },
+            only: args.only,
         }),
     }
 }

@@ -40,6 +40,9 @@ pub struct CompareOptions {
     pub threshold: f64,
     pub format: Format,
     pub fail_on: FailOn,
+    /// `--only`: when not empty, only metrics matching one of these are
+    /// judged; the rest are shown as not judged.
+    pub only: Vec<String>,
 }
 
 /// `jsbench compare`: prints the comparison and returns the exit status
@@ -48,7 +51,11 @@ pub struct CompareOptions {
 pub fn command(options: &CompareOptions) -> Result<i32> {
     let base = load("BASE", &options.base)?;
     let new = load("NEW", &options.new)?;
-    let comparison = compare(&base, &new, options.threshold, options.fail_on)?;
+    let judged = Judged {
+        threshold: options.threshold,
+        only: options.only.clone(),
+    };
+    let comparison = compare(&base, &new, &judged, options.fail_on)?;
     let text = render::render(&comparison, options.format)?;
     print!("{text}");
     if options.format == Format::Table {
@@ -190,6 +197,58 @@ pub struct MetricComparison {
     pub verdict: Verdict,
 }
 
+/// Which metrics are judged, and how strictly.
+#[derive(Debug, Clone, Serialize)]
+pub struct Judged {
+    /// A fraction: 0.1 for 10%.
+    pub threshold: f64,
+    /// Patterns (`*` matches any run of characters) on the metric name, or
+    /// on `scenario/variant/metric` when the pattern holds a `/`; empty
+    /// judges every metric.
+    pub only: Vec<String>,
+}
+
+impl Judged {
+    pub fn threshold(threshold: f64) -> Judged {
+        Judged {
+            threshold,
+            only: Vec::new(),
+        }
+    }
+
+    fn selects(&self, scenario: &str, variant: &str, metric: &str) -> bool {
+        self.only.is_empty()
+            || self.only.iter().any(|p| {
+                if p.contains('/') {
+                    glob(p, &format!("{scenario}/{variant}/{metric}"))
+                } else {
+                    glob(p, metric)
+                }
+            })
+    }
+}
+
+/// `*` matches any run of characters (none included); everything else
+/// matches itself.
+fn glob(pattern: &str, text: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    if parts.len() == 1 {
+        return pattern == text;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !text.starts_with(first) || !text.ends_with(last) || text.len() < first.len() + last.len() {
+        return false;
+    }
+    let mut rest = &text[first.len()..text.len() - last.len()];
+    for part in &parts[1..parts.len() - 1] {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Counts {
     pub regressed: usize,
@@ -197,6 +256,7 @@ pub struct Counts {
     pub within_noise: usize,
     pub unchanged: usize,
     pub context: usize,
+    pub not_judged: usize,
     pub missing: usize,
     pub added: usize,
 }
@@ -205,8 +265,7 @@ pub struct Counts {
 pub struct Comparison {
     pub base: RunRef,
     pub new: RunRef,
-    /// A fraction: 0.1 for 10%.
-    pub threshold: f64,
+    pub judged: Judged,
     /// `regression`, `invariants failed` or `ok`.
     pub result: &'static str,
     pub exit_code: i32,
@@ -228,7 +287,7 @@ impl Comparison {
 }
 
 /// Compares two loaded summaries. Unusable pairs are a [`UsageError`].
-pub fn compare(base: &Input, new: &Input, threshold: f64, fail_on: FailOn) -> Result<Comparison> {
+pub fn compare(base: &Input, new: &Input, judged: &Judged, fail_on: FailOn) -> Result<Comparison> {
     let mut notes = comparable(base, new)?;
     let failures = failures_of(&new.summary);
     let base_failures = failures_of(&base.summary);
@@ -241,7 +300,7 @@ pub fn compare(base: &Input, new: &Input, threshold: f64, fail_on: FailOn) -> Re
             base_failures[0].check
         ));
     }
-    let metrics = match_metrics(&base.summary, &new.summary, threshold, &mut notes);
+    let metrics = match_metrics(&base.summary, &new.summary, judged, &mut notes);
     let mut counts = Counts::default();
     for m in &metrics {
         *match m.verdict {
@@ -250,6 +309,7 @@ pub fn compare(base: &Input, new: &Input, threshold: f64, fail_on: FailOn) -> Re
             Verdict::WithinNoise => &mut counts.within_noise,
             Verdict::Unchanged => &mut counts.unchanged,
             Verdict::Context => &mut counts.context,
+            Verdict::Ignored => &mut counts.not_judged,
             Verdict::Missing => &mut counts.missing,
             Verdict::Added => &mut counts.added,
         } += 1;
@@ -265,7 +325,7 @@ pub fn compare(base: &Input, new: &Input, threshold: f64, fail_on: FailOn) -> Re
     Ok(Comparison {
         base: RunRef::of(base),
         new: RunRef::of(new),
-        threshold,
+        judged: judged.clone(),
         result,
         exit_code,
         failures,
@@ -418,7 +478,7 @@ fn failures_of(summary: &Summary) -> Vec<Failure> {
 fn match_metrics(
     base: &Summary,
     new: &Summary,
-    threshold: f64,
+    judged: &Judged,
     notes: &mut Vec<String>,
 ) -> Vec<MetricComparison> {
     let find = |summary: &Summary, scenario: &str, variant: &str, metric: &str| {
@@ -436,14 +496,16 @@ fn match_metrics(
                 None => (b.direction, None, Verdict::Missing),
                 Some(n) => {
                     let new_side = Side::of(n);
-                    let verdict = if n.unit != b.unit {
+                    let verdict = if !judged.selects(&s.name, &v.name, &b.name) {
+                        Verdict::Ignored
+                    } else if n.unit != b.unit {
                         notes.push(format!(
                             "{}/{}/{} changed its unit ({} -> {}); not judged",
                             s.name, v.name, b.name, b.unit, n.unit
                         ));
                         Verdict::Context
                     } else {
-                        rule::judge(n.direction, &base_side, &new_side, threshold)
+                        rule::judge(n.direction, &base_side, &new_side, judged.threshold)
                     };
                     (n.direction, Some(new_side), verdict)
                 }

@@ -72,9 +72,14 @@ fn run_line(role: &str, r: &super::RunRef) -> String {
 }
 
 fn rule_line(c: &Comparison) -> String {
+    let only = if c.judged.only.is_empty() {
+        String::new()
+    } else {
+        format!("; judged: {}", c.judged.only.join(", "))
+    };
     format!(
-        "a regression is a change beyond {} that is also outside the min..max range of both runs' repetitions",
-        percent(c.threshold)
+        "a regression is a change beyond {} that is also outside the min..max range of both runs' repetitions{only}",
+        percent(c.judged.threshold)
     )
 }
 
@@ -87,6 +92,9 @@ fn counts_line(c: &Comparison) -> String {
         format!("{} unchanged", k.unchanged),
         format!("{} context", k.context),
     ];
+    if k.not_judged > 0 {
+        parts.push(format!("{} not judged", k.not_judged));
+    }
     if k.missing > 0 {
         parts.push(format!("{} missing in NEW", k.missing));
     }

@@ -80,6 +80,8 @@ pub enum Verdict {
     Unchanged,
     /// Direction `none`, or a unit that changed: shown, not judged.
     Context,
+    /// Left out of judgement by `--only`: shown for reading.
+    Ignored,
     /// In BASE only (a variant that did not run, a figure not measured).
     Missing,
     /// In NEW only.
@@ -94,6 +96,7 @@ impl Verdict {
             Verdict::WithinNoise => "within noise",
             Verdict::Unchanged => "unchanged",
             Verdict::Context => "context",
+            Verdict::Ignored => "not judged",
             Verdict::Missing => "missing in NEW",
             Verdict::Added => "new metric",
         }

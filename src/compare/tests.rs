@@ -66,7 +66,7 @@ fn judge(base: Summary, new: Summary) -> Comparison {
     compare(
         &input("BASE", base),
         &input("NEW", new),
-        0.10,
+        &Judged::threshold(0.10),
         FailOn::Regressions,
     )
     .unwrap()
@@ -80,7 +80,7 @@ fn refusal(base: Summary, new: Summary) -> String {
     let e = compare(
         &input("BASE", base),
         &input("NEW", new),
-        0.10,
+        &Judged::threshold(0.10),
         FailOn::Regressions,
     )
     .unwrap_err();
@@ -169,7 +169,7 @@ fn invariant_failures_in_new_always_fail_and_come_first() {
     let c = compare(
         &input("BASE", standard(&BASE_P50, &BASE_RATE)),
         &input("NEW", new),
-        0.10,
+        &Judged::threshold(0.10),
         FailOn::Invariants,
     )
     .unwrap();
@@ -198,7 +198,7 @@ fn fail_on_invariants_reports_regressions_without_failing() {
     let c = compare(
         &input("BASE", standard(&BASE_P50, &BASE_RATE)),
         &input("NEW", standard(&[300.0, 310.0, 305.0], &BASE_RATE)),
-        0.10,
+        &Judged::threshold(0.10),
         FailOn::Invariants,
     )
     .unwrap();
@@ -340,4 +340,52 @@ fn thresholds_parse_as_percentages() {
             .unwrap_err()
             .contains("out of range")
     );
+}
+
+#[test]
+fn only_judges_the_chosen_metrics_and_shows_the_rest() {
+    let judged = Judged {
+        threshold: 0.10,
+        only: vec!["*_rate".into(), "latency/rate-1000/e2e_*.p99".into()],
+    };
+    let c = compare(
+        &input("BASE", standard(&BASE_P50, &BASE_RATE)),
+        &input("NEW", standard(&[300.0, 310.0, 305.0], &BASE_RATE)),
+        &judged,
+        FailOn::Regressions,
+    )
+    .unwrap();
+    assert_eq!(verdict_of(&c, "e2e_latency.p50"), Verdict::Ignored);
+    assert_eq!(verdict_of(&c, "publish_rate"), Verdict::Unchanged);
+    assert_eq!(c.exit_code, 0);
+    assert_eq!(c.counts.not_judged, 1);
+    let table = render::render(&c, Format::Table).unwrap();
+    assert!(
+        table.contains("not judged") && table.contains("judged: *_rate"),
+        "{table}"
+    );
+}
+
+#[test]
+fn globs_match_runs_of_characters() {
+    for (p, t) in [
+        ("*", "anything"),
+        ("*.p50", "e2e_latency.p50"),
+        ("*latency*.p50", "pub_ack_latency_actual.p50"),
+        ("e2e_latency.*", "e2e_latency.max"),
+        ("a*b*c", "abc"),
+        ("exact", "exact"),
+    ] {
+        assert!(glob(p, t), "{p} should match {t}");
+    }
+    for (p, t) in [
+        ("*.p50", "e2e_latency.p500x"),
+        ("*latency*.p50", "send_lag.p50"),
+        ("a*b*c", "acb"),
+        ("ab*ba", "aba"),
+        ("exact", "exactly"),
+        ("*µs", "p50 ms"),
+    ] {
+        assert!(!glob(p, t), "{p} should not match {t}");
+    }
 }
