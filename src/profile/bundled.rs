@@ -10,6 +10,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("ack", include_str!("../../profiles/ack.toml")),
     ("redelivery", include_str!("../../profiles/redelivery.toml")),
     ("staging", include_str!("../../profiles/staging.toml")),
+    ("ci", include_str!("../../profiles/ci.toml")),
 ];
 
 pub fn bundled(name: &str) -> Option<&'static str> {
