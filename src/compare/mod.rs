@@ -496,7 +496,9 @@ fn match_metrics(
                 None => (b.direction, None, Verdict::Missing),
                 Some(n) => {
                     let new_side = Side::of(n);
-                    let verdict = if !judged.selects(&s.name, &v.name, &b.name) {
+                    let verdict = if n.direction == Direction::None {
+                        Verdict::Context
+                    } else if !judged.selects(&s.name, &v.name, &b.name) {
                         Verdict::Ignored
                     } else if n.unit != b.unit {
                         notes.push(format!(

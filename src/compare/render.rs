@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 
 use super::rule::{Side, Verdict};
 use super::{Comparison, MetricComparison};
-use crate::report::page::format_value;
+use crate::report::page::format_with_range;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -108,13 +108,7 @@ fn counts_line(c: &Comparison) -> String {
 fn cell(side: Option<&Side>, unit: &str) -> String {
     match side {
         None => "–".into(),
-        Some(s) if s.repetitions > 1 => format!(
-            "{} ({}..{})",
-            format_value(s.value, unit),
-            format_value(s.min, unit),
-            format_value(s.max, unit)
-        ),
-        Some(s) => format_value(s.value, unit),
+        Some(s) => format_with_range(s.value, (s.repetitions > 1).then_some((s.min, s.max)), unit),
     }
 }
 

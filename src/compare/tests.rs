@@ -357,6 +357,7 @@ fn only_judges_the_chosen_metrics_and_shows_the_rest() {
     .unwrap();
     assert_eq!(verdict_of(&c, "e2e_latency.p50"), Verdict::Ignored);
     assert_eq!(verdict_of(&c, "publish_rate"), Verdict::Unchanged);
+    assert_eq!(verdict_of(&c, "target_rate"), Verdict::Context);
     assert_eq!(c.exit_code, 0);
     assert_eq!(c.counts.not_judged, 1);
     let table = render::render(&c, Format::Table).unwrap();
@@ -388,4 +389,22 @@ fn globs_match_runs_of_characters() {
     ] {
         assert!(!glob(p, t), "{p} should not match {t}");
     }
+}
+
+#[test]
+fn ranges_name_a_shared_unit_once() {
+    use crate::report::page::format_range;
+    assert_eq!(format_range(199.0, 230.0, "us"), "199..230 µs");
+    assert_eq!(format_range(995.0, 1130.0, "us"), "995 µs..1.13 ms");
+    assert_eq!(format_range(990.0, 1010.0, "msg/s"), "990..1,010 msg/s");
+    assert_eq!(format_range(1.0, 2.0, ""), "1.00..2.00");
+    use crate::report::page::format_with_range;
+    assert_eq!(
+        format_with_range(1000.2, Some((1000.1, 1000.3)), "msg/s"),
+        "1,000 msg/s"
+    );
+    assert_eq!(
+        format_with_range(201.0, Some((199.0, 230.0)), "us"),
+        "201 µs (199..230 µs)"
+    );
 }
