@@ -250,6 +250,18 @@ mod tests {
     }
 
     #[test]
+    fn failures_in_several_repetitions_are_each_named_with_their_evidence() {
+        let mut r = first(report(200.0, 1000.0, false, 1), 1, 3);
+        fold(&mut r, report(200.0, 1000.0, true, 0), 2, 3);
+        fold(&mut r, report(200.0, 1000.0, false, 4), 3, 3);
+        assert_eq!(
+            r.invariants[0].detail,
+            "failed in repetitions 1, 3 of 3: repetition 1: 1 (expected 0); repetition 3: 4 (expected 0)"
+        );
+        assert_eq!(r.ledger.lost, 5);
+    }
+
+    #[test]
     fn errors_are_labelled_and_kept_from_every_repetition() {
         let mut bad = report(200.0, 1000.0, true, 0);
         bad.error = Some("server went away".into());
