@@ -48,6 +48,17 @@ fn consumer_bookkeeping(c: &mut Criterion) {
         })
     });
     group.bench_function("clock_read", |b| b.iter(|| black_box(clock::now_ns())));
+    group.bench_function("stamp_read", |b| {
+        b.iter(|| Stamp::read(black_box(&payload)))
+    });
+    let mut marks = LedgerShard::with_capacity(MESSAGES, &[Event::Delivered]);
+    let mut s = 0u64;
+    group.bench_function("ledger_mark", |b| {
+        b.iter(|| {
+            s = s % MESSAGES + 1;
+            marks.mark(black_box(s), Event::Delivered);
+        })
+    });
     let mut r = Recorder::new();
     let mut v = 1_000u64;
     group.bench_function("histogram_record", |b| {
@@ -82,6 +93,19 @@ fn publisher_bookkeeping(c: &mut Criterion) {
             );
             lag.record_between(intended, sent);
             black_box(message);
+        })
+    });
+    let mut stamped = vec![b'.'; 128];
+    group.bench_function("stamp_write", |b| {
+        b.iter(|| {
+            k += 1;
+            Stamp {
+                intended_ns: k,
+                sent_ns: k + 1,
+                publisher: 0,
+                publisher_seq: k,
+            }
+            .write(black_box(&mut stamped));
         })
     });
     let mut ids = IdBuilder::new("101839ABCDEF-publish-rate-max.id-unique-0-");

@@ -30,6 +30,7 @@ temporary store) and stops it afterwards; run scripts/setup.sh once to install i
 jsbench run quick                           smoke run on the embedded server\n  \
 jsbench run default -o /tmp/r               rate sweep, results under /tmp/r\n  \
 jsbench report results/<run>                draw charts and report.html again\n  \
+jsbench compare results/baseline results/<run>  judge a run against a baseline\n  \
 jsbench run my.toml -s nats://staging:4222  an existing server\n  \
 jsbench run quick --context staging         a natscli context\n  \
 jsbench run quick --cluster 3               a local 3-node cluster, R3 streams\n  \
@@ -58,8 +59,8 @@ summary.json, metrics.csv, histograms/, charts/ and report.html. Exit status: 0 
     },
     /// Draw the charts and report.html of a results folder again
     #[command(
-        long_about = "Re-renders charts/*.svg, charts/*.png and report.html of a results folder from \
-its summary.json and histograms/ alone, with this version's code (results of older commits \
+        long_about = "Re-renders charts/*.svg, charts/*.png, report.html and the CI files in ci/ of a \
+results folder from its summary.json and histograms/ alone, with this version's code (results of older commits \
 included), and prints the summary table. Exit status: 0 all drawn, 1 a chart failed, \
 2 the folder is missing or a file in it is unreadable."
     )]
@@ -68,6 +69,54 @@ included), and prints the summary table. Exit status: 0 all drawn, 1 a chart fai
         #[arg(value_name = "RESULTS_DIR")]
         dir: PathBuf,
     },
+    /// Compare two runs' results: base, new, change and a verdict per metric
+    #[command(
+        long_about = "Matches the metrics of two results folders (or summary.json files) by scenario, \
+variant and name and judges each by its direction: a regression is a change beyond --threshold \
+that is also outside the min..max range of both runs' repetitions (profile key `repeat`). \
+Invariant failures in NEW are always a failure and are listed first. Exit status: 0 no \
+regression, 1 a regression or an invariant failure in NEW, 2 unusable input (a missing file, \
+different profiles, set-ups or schema versions)."
+    )]
+    Compare(CompareArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct CompareArgs {
+    /// The baseline: a results folder or its summary.json
+    #[arg(value_name = "BASE")]
+    base: PathBuf,
+    /// The run to judge: a results folder or its summary.json
+    #[arg(value_name = "NEW")]
+    new: PathBuf,
+    /// Smallest relative change that can count, e.g. 10% or 2.5%
+    #[arg(long, value_name = "PERCENT", default_value = "10%", value_parser = crate::compare::parse_threshold)]
+    threshold: f64,
+    /// Output: a terminal table, Markdown for a pull-request comment, or JSON
+    #[arg(long, value_enum, default_value = "table")]
+    format: FormatArg,
+    /// What makes the exit status 1: regressions and invariant failures, or
+    /// invariant failures only (regressions are then reported, not fatal)
+    #[arg(long, value_enum, default_value = "regressions")]
+    fail_on: FailOnArg,
+    /// Judge only metrics whose name matches (`*` is a wildcard; with a `/`,
+    /// the pattern matches scenario/variant/metric); repeatable. The others
+    /// are shown as not judged
+    #[arg(long, value_name = "PATTERN")]
+    only: Vec<String>,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy)]
+enum FormatArg {
+    Table,
+    Markdown,
+    Json,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy)]
+enum FailOnArg {
+    Regressions,
+    Invariants,
 }
 
 #[derive(clap::Args, Debug)]
@@ -188,6 +237,21 @@ fn dispatch(cli: Cli) -> Result<i32> {
             Ok(outcome.exit_code())
         }
         Command::Report { dir } => crate::report::command(&dir),
+        Command::Compare(args) => crate::compare::command(&crate::compare::CompareOptions {
+            base: args.base,
+            new: args.new,
+            threshold: args.threshold,
+            format: match args.format {
+                FormatArg::Table => crate::compare::Format::Table,
+                FormatArg::Markdown => crate::compare::Format::Markdown,
+                FormatArg::Json => crate::compare::Format::Json,
+            },
+            fail_on: match args.fail_on {
+                FailOnArg::Regressions => crate::compare::FailOn::Regressions,
+                FailOnArg::Invariants => crate::compare::FailOn::Invariants,
+            },
+            only: args.only,
+        }),
     }
 }
 

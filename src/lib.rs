@@ -18,13 +18,16 @@
 //!   [`consume`]: durable consumers. Both record into task-local
 //!   [`histogram`]s, [`ledger`]s and [`timeline`]s, merged after the run,
 //!   timed by one [`clock`] and the payload [`stamp`].
-//! - [`metrics`], [`results`], [`report`]: what a run leaves behind.
+//! - [`metrics`], [`results`], [`report`]: what a run leaves behind;
+//!   [`spread`]: median and spread of repeated measurements;
+//!   [`compare`]: two runs' results side by side, with a verdict.
 //! - [`progress`], [`error`]: the user-facing edges.
 
 pub mod advisory;
 pub mod behaviour;
 pub mod cli;
 pub mod clock;
+pub mod compare;
 pub mod connect;
 pub mod consume;
 pub mod cpu;
@@ -47,6 +50,7 @@ pub mod run;
 pub mod scenario;
 pub mod schedule;
 pub mod server;
+pub mod spread;
 pub mod stamp;
 pub mod target;
 pub mod timeline;

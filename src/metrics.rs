@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::histogram::LatencySummary;
+use crate::spread::Spread;
 
 /// Which way is better, so `compare` can call a change a regression.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -19,8 +20,17 @@ pub enum Direction {
 pub struct Metric {
     pub name: String,
     pub unit: String,
+    /// The median of `repetitions` when the profile repeats its scenarios,
+    /// so readers that know nothing of repetitions read the right number.
     pub value: f64,
     pub direction: Direction,
+    /// Every repetition's value in run order (`repeat = N`); empty for a
+    /// single run, and in summaries written before repetitions existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repetitions: Vec<f64>,
+    /// How the repetitions scatter; `None` for a single run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread: Option<Spread>,
 }
 
 impl Metric {
@@ -30,6 +40,8 @@ impl Metric {
             unit: unit.to_string(),
             value,
             direction,
+            repetitions: Vec::new(),
+            spread: None,
         }
     }
 }

@@ -143,6 +143,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
                 text: profile.text.clone(),
             },
             kept_streams: Vec::new(),
+            repeat: profile.repeat,
         };
         let mut writer = ResultsWriter::create(&options.out, run_meta)?;
         let topology = match (&info.cluster, cluster_size) {
@@ -159,7 +160,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
             writer.dir().display()
         ));
 
-        let ctx = RunContext {
+        let mut ctx = RunContext {
             connect: connect.clone(),
             provisioner: Provisioner::new(js.clone(), options.keep),
             names: Names::generate(),
@@ -170,21 +171,38 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
             faults: target.faults(),
         };
         let mut failure = None;
-        for plan in &profile.scenarios {
-            if stop.is_cancelled() {
-                break;
-            }
-            if let Err(e) = scenario::run(&ctx, plan, &mut writer).await {
-                // What the scenario measured is already written; its error
-                // joins it, and the next scenario runs unless asked not to.
-                let e = e.context(format!("scenario {}", plan.name()));
-                let mut result = scenario::VariantResult::new("scenario");
-                result.error = Some(format!("{e:#}"));
-                writer.record_variant(plan, result)?;
-                eprintln!("error: {e:#}");
-                if options.fail_fast {
-                    failure = Some(e);
-                    break;
+        'scenarios: for plan in &profile.scenarios {
+            // Repetitions of one scenario run back to back, each through
+            // all its variants, so a drift of the machine spreads over the
+            // variants alike; results are folded in after every variant.
+            for index in 1..=profile.repeat {
+                if stop.is_cancelled() {
+                    break 'scenarios;
+                }
+                let mut name = plan.name().to_string();
+                if profile.repeat > 1 {
+                    name = format!("{name} (repetition {index} of {})", profile.repeat);
+                    progress.println(&format!("jsbench: scenario {name}"));
+                    // Fresh stream names: with --keep the last
+                    // repetition's streams are still there.
+                    if index > 1 {
+                        ctx.names = Names::generate();
+                    }
+                }
+                if let Err(e) = scenario::run(&ctx, plan, &mut writer.repetition(index)).await {
+                    // What the scenario measured is already written; its
+                    // error joins it, and the next scenario runs unless
+                    // asked not to.
+                    let e = e.context(format!("scenario {name}"));
+                    let mut result = scenario::VariantResult::new("scenario");
+                    result.error = Some(format!("{e:#}"));
+                    scenario::VariantSink::record(&mut writer.repetition(index), plan, result)?;
+                    eprintln!("error: {e:#}");
+                    if options.fail_fast {
+                        failure = Some(e);
+                        break 'scenarios;
+                    }
+                    continue 'scenarios;
                 }
             }
         }

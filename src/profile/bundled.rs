@@ -14,6 +14,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
         include_str!("../../profiles/backpressure.toml"),
     ),
     ("staging", include_str!("../../profiles/staging.toml")),
+    ("ci", include_str!("../../profiles/ci.toml")),
 ];
 
 pub fn bundled(name: &str) -> Option<&'static str> {

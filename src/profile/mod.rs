@@ -135,12 +135,23 @@ struct FileSection {
     name: String,
     #[serde(default)]
     description: String,
+    /// Runs of each scenario; several give `compare` a noise estimate.
+    #[serde(default = "one")]
+    repeat: i64,
     #[serde(default)]
     server: common::ServerSection,
     connection: Option<connection::ConnectionSection>,
     #[serde(default, rename = "scenario")]
     scenarios: Vec<toml::Table>,
 }
+
+fn one() -> i64 {
+    1
+}
+
+/// The most repetitions a profile may ask for: enough for a tight noise
+/// estimate, few enough that a typo (`repeat = 1000`) is caught.
+pub const MAX_REPEAT: i64 = 100;
 
 /// Parses and validates profile text; `source` names it in errors.
 pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
@@ -168,6 +179,13 @@ pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
     if !is_safe_name(&file.name) {
         problems.push("name", format!("{:?} {NAME_RULE}", file.name));
     }
+    problems.range(
+        "repeat",
+        file.repeat,
+        1,
+        MAX_REPEAT,
+        " runs of each scenario",
+    );
     let server = file.server.validate(&mut problems);
     let connection = file.connection.as_ref().map(|c| c.validate(&mut problems));
     if file.scenarios.is_empty() {
@@ -255,6 +273,7 @@ pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
         description: file.description,
         source: source.to_string(),
         text: text.to_string(),
+        repeat: file.repeat as usize,
         server,
         connection,
         scenarios,

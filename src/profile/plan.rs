@@ -13,6 +13,8 @@ pub struct Profile {
     pub source: String,
     /// The text as read, kept in the results so a run can be reproduced.
     pub text: String,
+    /// How often each scenario runs, one after the other (`repeat`, 1..=100).
+    pub repeat: usize,
     pub server: ServerPlan,
     /// `[connection]`: the server the profile is meant for, if it names one.
     pub connection: Option<ConnectionPlan>,
@@ -26,7 +28,8 @@ impl Profile {
         self.scenarios
             .iter()
             .map(ScenarioPlan::estimated_duration)
-            .sum()
+            .sum::<Duration>()
+            * self.repeat as u32
     }
 }
 

@@ -56,6 +56,32 @@ fn unknown_top_level_key_names_the_key_and_the_allowed_ones() {
 }
 
 #[test]
+fn repeat_defaults_to_one_and_multiplies_the_estimate() {
+    assert_eq!(parse("test.toml", GOOD).unwrap().repeat, 1);
+    let p = parse(
+        "test.toml",
+        &GOOD.replace("name = \"t\"", "name = \"t\"\nrepeat = 3"),
+    )
+    .unwrap();
+    assert_eq!(p.repeat, 3);
+    assert_eq!(p.estimated_duration(), Duration::from_secs(12));
+}
+
+#[test]
+fn bad_repeat_values_name_the_key_and_what_is_allowed() {
+    let with = |v: &str| GOOD.replace("name = \"t\"", &format!("name = \"t\"\nrepeat = {v}"));
+    for bad in ["0", "-2", "101"] {
+        let p = only_problem(&with(bad));
+        assert_eq!(p.path, "repeat", "{p:?}");
+        assert_eq!(p.line, Some(3), "{p:?}");
+        assert!(p.message.contains("allowed 1..=100"), "{p:?}");
+    }
+    let p = only_problem(&with("\"3\""));
+    assert_eq!(p.path, "repeat", "{p:?}");
+    assert!(p.message.contains("expected i64"), "{p:?}");
+}
+
+#[test]
 fn unknown_scenario_key_has_its_path_and_line() {
     let p = only_problem(&format!("{GOOD}rats = [1]\n"));
     assert_eq!(p.path, "scenario[0].rats");

@@ -109,8 +109,8 @@ fn remove_stale_charts(chart_dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// `jsbench report RESULTS_DIR`: the terminal table, then charts and page
-/// drawn again. Exit status 0 when everything was drawn, 1 when a chart
+/// `jsbench report RESULTS_DIR`: the terminal table, then the `ci/` files,
+/// charts and page written again. Exit status 0 when everything was drawn, 1 when a chart
 /// failed, 2 (through [`UsageError`]) when the folder is unusable.
 pub fn command(dir: &Path) -> Result<i32> {
     // Accept the summary.json path too: it is what people tab-complete to.
@@ -124,6 +124,10 @@ pub fn command(dir: &Path) -> Result<i32> {
     }
     let data = ResultsData::load(dir)?;
     println!("{}", terminal::render(&data.summary));
+    // The CI files are data, derived from summary.json alone: a folder
+    // written before they existed gets them, one written by an older
+    // version gets today's mapping.
+    crate::results::ci::write(dir, &data.summary)?;
     let outcome = render(&data)?;
     for w in &outcome.warnings {
         eprintln!("warning: {w}");

@@ -463,7 +463,17 @@ fn metrics_table(h: &mut Html, variants: &[VariantReport]) {
     if names.is_empty() {
         return;
     }
-    h.text_el("h3", &[], "Metrics");
+    let repeated = variants
+        .iter()
+        .flat_map(|v| &v.metrics)
+        .map(|m| m.repetitions.len())
+        .max()
+        .filter(|&n| n > 1);
+    let title = match repeated {
+        Some(n) => format!("Metrics: medians of {n} repetitions, with their min..max range"),
+        None => "Metrics".to_string(),
+    };
+    h.text_el("h3", &[], &title);
     h.el("table", &[("class", "metrics")], |h| {
         header_row(h, "metric", variants);
         for (name, unit) in &names {
@@ -472,7 +482,10 @@ fn metrics_table(h: &mut Html, variants: &[VariantReport]) {
                 for v in variants {
                     let cell = v
                         .metric(name)
-                        .map(|m| format_value(m.value, &m.unit))
+                        .map(|m| {
+                            let range = m.spread.filter(|_| m.repetitions.len() > 1);
+                            format_with_range(m.value, range.map(|s| (s.min, s.max)), &m.unit)
+                        })
                         .unwrap_or_else(|| "–".into());
                     h.text_el("td", &[("class", "num")], &cell);
                 }
@@ -599,6 +612,28 @@ pub fn format_value(value: f64, unit: &str) -> String {
         number
     } else {
         format!("{number} {unit}")
+    }
+}
+
+/// A median with the range of its repetitions, "201 µs (199..230 µs)";
+/// the value alone when there is no range or its ends read the same.
+pub fn format_with_range(value: f64, range: Option<(f64, f64)>, unit: &str) -> String {
+    let text = format_value(value, unit);
+    match range {
+        Some((min, max)) if format_value(min, unit) != format_value(max, unit) => {
+            format!("{text} ({})", format_range(min, max, unit))
+        }
+        _ => text,
+    }
+}
+
+/// `min..max` with the unit once when both ends share it ("199..230 µs"),
+/// else on both ends ("995 µs..1.13 ms").
+pub fn format_range(min: f64, max: f64, unit: &str) -> String {
+    let (low, high) = (format_value(min, unit), format_value(max, unit));
+    match (low.rsplit_once(' '), high.rsplit_once(' ')) {
+        (Some((number, a)), Some((_, b))) if a == b => format!("{number}..{high}"),
+        _ => format!("{low}..{high}"),
     }
 }
 

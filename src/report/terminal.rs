@@ -28,7 +28,11 @@ fn format_rate(rate: f64) -> String {
 pub fn render(summary: &Summary) -> String {
     let mut out = String::new();
     for scenario in &summary.scenarios {
-        let _ = writeln!(out, "\n{} ({})", scenario.name, scenario.kind);
+        let repeated = match summary.run.repeat {
+            n if n > 1 => format!(", medians of {n} repetitions"),
+            _ => String::new(),
+        };
+        let _ = writeln!(out, "\n{} ({}{repeated})", scenario.name, scenario.kind);
         let columns = columns(&scenario.kind);
         let mut rows: Vec<Vec<String>> =
             vec![columns.iter().map(|c| c.header.to_string()).collect()];

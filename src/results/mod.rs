@@ -1,11 +1,17 @@
-//! The results folder: `summary.json`, `metrics.csv` and `histograms/`.
+//! The results folder: `summary.json`, `metrics.csv`, `histograms/` and
+//! `ci/`.
 //!
 //! The folder is created before anything runs (a bad path fails first) and
-//! rewritten after every variant, each file replaced atomically, so a later
-//! failure, a Ctrl-C or a crash never loses what was already measured.
+//! rewritten after every variant (every repetition of it, with `repeat`),
+//! each file replaced atomically, so a later failure, a Ctrl-C or a crash
+//! never loses what was already measured.
 
+pub mod ci;
 pub mod metadata;
+pub mod repetitions;
 pub mod summary;
+
+use std::collections::HashMap;
 
 use std::fs;
 use std::io::Write;
@@ -14,6 +20,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use crate::error::UsageError;
+use crate::histogram::Recorder;
 use crate::profile::ScenarioPlan;
 use crate::scenario::{VariantResult, VariantSink};
 use summary::{
@@ -23,6 +30,9 @@ use summary::{
 pub struct ResultsWriter {
     dir: PathBuf,
     summary: Summary,
+    /// With `repeat`, every repetition's histograms pooled so far, by file
+    /// stem: the files then hold all repetitions' samples, not the last's.
+    pooled: HashMap<String, Recorder>,
 }
 
 impl ResultsWriter {
@@ -40,8 +50,10 @@ impl ResultsWriter {
             dir = parent.join(format!("{}-{n}", run.id));
             n += 1;
         }
-        fs::create_dir_all(dir.join("histograms"))
-            .map_err(|e| UsageError(format!("cannot create {}: {e}", dir.display())))?;
+        for sub in ["histograms", ci::DIR] {
+            fs::create_dir_all(dir.join(sub))
+                .map_err(|e| UsageError(format!("cannot create {}: {e}", dir.display())))?;
+        }
         let writer = ResultsWriter {
             dir,
             summary: Summary {
@@ -50,6 +62,7 @@ impl ResultsWriter {
                 scenarios: Vec::new(),
                 verdict: "running".into(),
             },
+            pooled: HashMap::new(),
         };
         writer.write()?;
         Ok(writer)
@@ -73,9 +86,37 @@ impl ResultsWriter {
         scenario: &ScenarioPlan,
         variant: VariantResult,
     ) -> Result<()> {
+        self.record_repetition(scenario, variant, 1)
+    }
+
+    /// A sink that records variants as repetition `index` (1-based) of the
+    /// run's `repeat`.
+    pub fn repetition(&mut self, index: usize) -> Repetition<'_> {
+        Repetition {
+            writer: self,
+            index,
+        }
+    }
+
+    /// Stores repetition `index` of a finished variant, folded into the
+    /// earlier repetitions when the run repeats, and rewrites the folder.
+    pub fn record_repetition(
+        &mut self,
+        scenario: &ScenarioPlan,
+        variant: VariantResult,
+        index: usize,
+    ) -> Result<()> {
+        let repeat = self.summary.run.repeat;
         let mut histograms = Vec::new();
         for (name, recorder) in &variant.histograms {
             let stem = format!("{}.{}.{}", scenario.name(), variant.name, name);
+            let recorder = if repeat > 1 {
+                let pooled = self.pooled.entry(stem.clone()).or_default();
+                pooled.merge(recorder);
+                &*pooled
+            } else {
+                recorder
+            };
             let hgrm_file = format!("histograms/{stem}.hgrm");
             let hdr_file = format!("histograms/{stem}.hdr");
             write_atomic(&self.dir.join(&hgrm_file), recorder.to_hgrm().as_bytes())?;
@@ -103,24 +144,42 @@ impl ResultsWriter {
             error: variant.error,
             elapsed_s: variant.elapsed.as_secs_f64(),
             streams: variant.streams,
+            repetitions: Vec::new(),
         };
         let name = scenario.name();
-        match self.summary.scenarios.iter_mut().find(|s| s.name == name) {
-            Some(s) => s.variants.push(report),
-            None => self.summary.scenarios.push(ScenarioReport {
-                name: name.to_string(),
-                kind: scenario.kind().to_string(),
-                variants: vec![report],
-            }),
+        let position = self.summary.scenarios.iter().position(|s| s.name == name);
+        let scenario_report = match position {
+            Some(i) => &mut self.summary.scenarios[i],
+            None => {
+                self.summary.scenarios.push(ScenarioReport {
+                    name: name.to_string(),
+                    kind: scenario.kind().to_string(),
+                    variants: Vec::new(),
+                });
+                self.summary.scenarios.last_mut().expect("just pushed")
+            }
+        };
+        let earlier = scenario_report
+            .variants
+            .iter_mut()
+            .find(|v| v.name == report.name);
+        match (repeat > 1, earlier) {
+            (false, _) => scenario_report.variants.push(report),
+            (true, Some(earlier)) => repetitions::fold(earlier, report, index, repeat),
+            (true, None) => scenario_report
+                .variants
+                .push(repetitions::first(report, index, repeat)),
         }
         self.write()
     }
 
-    /// Rewrites summary.json and metrics.csv from the summary as it stands.
+    /// Rewrites summary.json, metrics.csv and the CI files from the
+    /// summary as it stands.
     pub fn write(&self) -> Result<()> {
         let json = serde_json::to_vec_pretty(&self.summary).context("serialising the summary")?;
         write_atomic(&self.dir.join("summary.json"), &json)?;
         write_atomic(&self.dir.join("metrics.csv"), &metrics_csv(&self.summary)?)?;
+        ci::write(&self.dir, &self.summary)?;
         Ok(())
     }
 }
@@ -128,6 +187,19 @@ impl ResultsWriter {
 impl VariantSink for ResultsWriter {
     fn record(&mut self, scenario: &ScenarioPlan, variant: VariantResult) -> Result<()> {
         self.record_variant(scenario, variant)
+    }
+}
+
+/// The results writer seen by one repetition's scenario run: scenarios
+/// record variants as they always do and need not know they repeat.
+pub struct Repetition<'a> {
+    writer: &'a mut ResultsWriter,
+    index: usize,
+}
+
+impl VariantSink for Repetition<'_> {
+    fn record(&mut self, scenario: &ScenarioPlan, variant: VariantResult) -> Result<()> {
+        self.writer.record_repetition(scenario, variant, self.index)
     }
 }
 
@@ -182,4 +254,110 @@ pub fn read_summary(path: &Path) -> Result<Summary> {
     let summary: Summary = serde_json::from_str(&text)
         .map_err(|e| UsageError(format!("{} is not a jsbench summary: {e}", file.display())))?;
     Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::{Direction, Metric};
+    use crate::scenario::Invariant;
+
+    fn run_metadata(repeat: usize) -> RunMetadata {
+        serde_json::from_value(serde_json::json!({
+            "id": "t", "started_at": "t", "finished_at": null,
+            "tool": {"name": "jsbench", "version": "0", "git_commit": null, "git_dirty": false},
+            "server": {"mode": "embedded", "version": "2.15.1", "urls": "u", "server_name": "s",
+                       "cluster": null, "jetstream_domain": null, "storage": "file", "replicas": 1},
+            "host": {"os": "linux", "arch": "x86_64", "cores": 2, "memory_bytes": null,
+                     "cpu_model": null, "hostname": null},
+            "profile": {"name": "t", "source": "t", "description": "", "text": ""},
+            "repeat": repeat,
+        }))
+        .unwrap()
+    }
+
+    fn variant(p50_us: u64, lost: u64) -> VariantResult {
+        let mut v = VariantResult::new("rate-100");
+        let mut r = Recorder::new();
+        for _ in 0..10 {
+            r.record(p50_us * 1_000);
+        }
+        v.histograms.push(("e2e_latency".into(), r));
+        v.metrics.push(Metric::new(
+            "e2e_latency.p50",
+            "us",
+            p50_us as f64,
+            Direction::Lower,
+        ));
+        v.invariants.push(Invariant::equal("lost = 0", lost, 0));
+        v
+    }
+
+    #[test]
+    fn every_repetition_is_on_disk_as_soon_as_it_is_recorded() {
+        let parent = tempfile::tempdir().unwrap();
+        let profile = crate::profile::parse(
+            "t",
+            "name = \"t\"\nrepeat = 2\n[[scenario]]\nkind = \"latency\"\nduration = \"1s\"\nrates = [100]\n",
+        )
+        .unwrap();
+        let plan = &profile.scenarios[0];
+        let mut writer = ResultsWriter::create(parent.path(), run_metadata(2)).unwrap();
+        let dir = writer.dir().to_path_buf();
+
+        writer.repetition(1).record(plan, variant(200, 0)).unwrap();
+        let on_disk = read_summary(&dir).unwrap();
+        let v = &on_disk.scenarios[0].variants[0];
+        assert_eq!(
+            v.metric("e2e_latency.p50").unwrap().repetitions,
+            vec![200.0]
+        );
+        assert_eq!(v.repetitions.len(), 1);
+        assert!(dir.join(ci::DIR).join(ci::SMALLER_IS_BETTER).is_file());
+
+        writer.repetition(2).record(plan, variant(300, 1)).unwrap();
+        let on_disk = read_summary(&dir).unwrap();
+        assert_eq!(
+            on_disk.scenarios[0].variants.len(),
+            1,
+            "one variant, two repetitions"
+        );
+        let v = &on_disk.scenarios[0].variants[0];
+        let p50 = v.metric("e2e_latency.p50").unwrap();
+        assert_eq!(p50.repetitions, vec![200.0, 300.0]);
+        assert_eq!(p50.value, 250.0);
+        assert!(!v.passed, "repetition 2 lost a message");
+        assert!(
+            v.invariants[0]
+                .detail
+                .starts_with("failed in repetition 2 of 2")
+        );
+        // The histogram files pool both repetitions.
+        assert_eq!(v.histograms[0].count, 20);
+        let pooled = Recorder::from_base64(
+            &fs::read_to_string(dir.join(&v.histograms[0].hdr_file)).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(pooled.count(), 20);
+        // A failed variant contributes nothing to the CI files.
+        let smaller = fs::read_to_string(dir.join(ci::DIR).join(ci::SMALLER_IS_BETTER)).unwrap();
+        assert_eq!(smaller.trim(), "[]");
+    }
+
+    #[test]
+    fn single_runs_keep_the_plain_form() {
+        let parent = tempfile::tempdir().unwrap();
+        let profile = crate::profile::parse(
+            "t",
+            "name = \"t\"\n[[scenario]]\nkind = \"latency\"\nduration = \"1s\"\nrates = [100]\n",
+        )
+        .unwrap();
+        let mut writer = ResultsWriter::create(parent.path(), run_metadata(1)).unwrap();
+        writer
+            .record_variant(&profile.scenarios[0], variant(200, 0))
+            .unwrap();
+        let json = fs::read_to_string(writer.dir().join("summary.json")).unwrap();
+        assert!(!json.contains("\"repetitions\""), "{json}");
+        assert!(!json.contains("\"spread\""), "{json}");
+    }
 }

@@ -35,6 +35,14 @@ pub struct RunMetadata {
     /// Streams the run left behind (`--keep`, or a failed clean-up).
     #[serde(default)]
     pub kept_streams: Vec<String>,
+    /// How often each scenario runs (the profile's `repeat`); 1 in
+    /// summaries written before repetitions existed.
+    #[serde(default = "one")]
+    pub repeat: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -167,6 +175,27 @@ pub struct VariantReport {
     /// Placement of the streams the variant used (leader and replicas).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub streams: Vec<StreamPlacement>,
+    /// One entry per repetition when the profile repeats its scenarios
+    /// (empty for a single run). The fields above then describe all
+    /// repetitions together: metric values are medians, the ledger and
+    /// elapsed time are sums, an invariant holds only if it held in every
+    /// repetition, histograms pool every repetition's samples, timelines
+    /// are the first repetition's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repetitions: Vec<RepetitionReport>,
+}
+
+/// What one repetition of a variant left behind that the merged report
+/// cannot show: which repetition failed, and its own accounting.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RepetitionReport {
+    /// 1-based, in run order.
+    pub index: usize,
+    pub passed: bool,
+    pub ledger: LedgerCounts,
+    pub invariants: Vec<Invariant>,
+    pub error: Option<String>,
+    pub elapsed_s: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

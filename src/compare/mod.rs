@@ -1,0 +1,561 @@
+//! `jsbench compare BASE NEW`: two runs' results side by side, each metric
+//! judged by [`rule`], and an exit status CI can gate on.
+//!
+//! The order of concerns is the order of trust: first whether the two
+//! inputs can be compared at all (same schema, same profile, same kind of
+//! server: otherwise exit 2 and say what differs), then whether NEW kept
+//! its delivery guarantees (an invariant failure is never noise: exit 1,
+//! listed first), then the numbers.
+
+pub mod render;
+pub mod rule;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use serde::Serialize;
+
+use crate::error::{EXIT_FAILED, EXIT_OK, UsageError};
+use crate::metrics::Direction;
+use crate::results::summary::{SCHEMA_VERSION, Summary};
+pub use render::Format;
+use rule::{Side, Verdict};
+
+/// What fails the comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailOn {
+    /// Regressions and invariant failures in NEW (the default).
+    Regressions,
+    /// Invariant failures in NEW only; regressions are reported. For
+    /// machines too noisy to gate on numbers.
+    Invariants,
+}
+
+#[derive(Debug, Clone)]
+pub struct CompareOptions {
+    pub base: PathBuf,
+    pub new: PathBuf,
+    /// A fraction: 0.1 for 10%.
+    pub threshold: f64,
+    pub format: Format,
+    pub fail_on: FailOn,
+    /// `--only`: when not empty, only metrics matching one of these are
+    /// judged; the rest are shown as not judged.
+    pub only: Vec<String>,
+}
+
+/// `jsbench compare`: prints the comparison and returns the exit status
+/// (0 no regression, 1 regression or invariant failure in NEW); unusable
+/// input is a [`UsageError`] (exit 2).
+pub fn command(options: &CompareOptions) -> Result<i32> {
+    let base = load("BASE", &options.base)?;
+    let new = load("NEW", &options.new)?;
+    let judged = Judged {
+        threshold: options.threshold,
+        only: options.only.clone(),
+    };
+    let comparison = compare(&base, &new, &judged, options.fail_on)?;
+    let text = render::render(&comparison, options.format)?;
+    print!("{text}");
+    if options.format == Format::Table {
+        for note in &comparison.notes {
+            eprintln!("note: {note}");
+        }
+    }
+    Ok(comparison.exit_code)
+}
+
+/// A summary read for comparison, with the path it came from.
+#[derive(Debug, Clone)]
+pub struct Input {
+    /// BASE or NEW, for messages.
+    pub role: &'static str,
+    pub path: PathBuf,
+    pub summary: Summary,
+}
+
+/// Reads a results folder or a summary.json. The schema version is read
+/// before the rest, so a summary from a newer jsbench is refused by name
+/// rather than as a confusing parse error.
+pub fn load(role: &'static str, path: &Path) -> Result<Input> {
+    let file = if path.is_dir() {
+        path.join("summary.json")
+    } else {
+        path.to_path_buf()
+    };
+    if !file.exists() {
+        let what = if path.is_dir() {
+            format!("{} holds no summary.json", path.display())
+        } else {
+            format!("no results folder or summary.json at {}", path.display())
+        };
+        return Err(UsageError(format!("{role}: {what}")).into());
+    }
+    let text = fs::read_to_string(&file)
+        .map_err(|e| UsageError(format!("{role}: cannot read {}: {e}", file.display())))?;
+    let value: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| UsageError(format!("{role}: {} is not JSON: {e}", file.display())))?;
+    let version = value.get("schema_version").and_then(|v| v.as_u64());
+    match version {
+        None => {
+            return Err(UsageError(format!(
+                "{role}: {} is not a jsbench summary (it has no schema_version)",
+                file.display()
+            ))
+            .into());
+        }
+        Some(v) if v > u64::from(SCHEMA_VERSION) => {
+            return Err(UsageError(format!(
+                "{role}: {} has summary schema version {v}, written by a newer jsbench; \
+                 this one reads versions up to {SCHEMA_VERSION}",
+                file.display()
+            ))
+            .into());
+        }
+        Some(_) => {}
+    }
+    let summary: Summary = serde_json::from_value(value).map_err(|e| {
+        UsageError(format!(
+            "{role}: {} is not a jsbench summary: {e}",
+            file.display()
+        ))
+    })?;
+    Ok(Input {
+        role,
+        path: path.to_path_buf(),
+        summary,
+    })
+}
+
+/// Which run, in a line: what a reader needs to trust the numbers.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRef {
+    pub path: String,
+    pub id: String,
+    pub profile: String,
+    pub commit: Option<String>,
+    pub dirty: bool,
+    pub server_version: String,
+    pub repeat: usize,
+    pub verdict: String,
+}
+
+impl RunRef {
+    fn of(input: &Input) -> RunRef {
+        let run = &input.summary.run;
+        RunRef {
+            path: input.path.display().to_string(),
+            id: run.id.clone(),
+            profile: run.profile.name.clone(),
+            commit: run.tool.git_commit.clone(),
+            dirty: run.tool.git_dirty,
+            server_version: run.server.version.clone(),
+            repeat: run.repeat,
+            verdict: input.summary.verdict.clone(),
+        }
+    }
+
+    pub fn short_commit(&self) -> String {
+        let short: String = self
+            .commit
+            .as_deref()
+            .unwrap_or("nogit")
+            .chars()
+            .take(7)
+            .collect();
+        if self.dirty {
+            format!("{short}+dirty")
+        } else {
+            short
+        }
+    }
+}
+
+/// A broken guarantee (or a variant that could not finish) in NEW.
+#[derive(Debug, Clone, Serialize)]
+pub struct Failure {
+    pub scenario: String,
+    pub variant: String,
+    /// The invariant's name, or "error" for a variant that did not finish,
+    /// or "run" for a run that failed outside any variant.
+    pub check: String,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MetricComparison {
+    pub scenario: String,
+    pub variant: String,
+    pub metric: String,
+    pub unit: String,
+    pub direction: Direction,
+    pub base: Option<Side>,
+    pub new: Option<Side>,
+    /// (new - base) / |base|; `None` when either is missing or BASE is 0.
+    pub change: Option<f64>,
+    pub verdict: Verdict,
+}
+
+/// Which metrics are judged, and how strictly.
+#[derive(Debug, Clone, Serialize)]
+pub struct Judged {
+    /// A fraction: 0.1 for 10%.
+    pub threshold: f64,
+    /// Patterns (`*` matches any run of characters) on the metric name, or
+    /// on `scenario/variant/metric` when the pattern holds a `/`; empty
+    /// judges every metric.
+    pub only: Vec<String>,
+}
+
+impl Judged {
+    pub fn threshold(threshold: f64) -> Judged {
+        Judged {
+            threshold,
+            only: Vec::new(),
+        }
+    }
+
+    fn selects(&self, scenario: &str, variant: &str, metric: &str) -> bool {
+        self.only.is_empty()
+            || self.only.iter().any(|p| {
+                if p.contains('/') {
+                    glob(p, &format!("{scenario}/{variant}/{metric}"))
+                } else {
+                    glob(p, metric)
+                }
+            })
+    }
+}
+
+/// `*` matches any run of characters (none included); everything else
+/// matches itself.
+fn glob(pattern: &str, text: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    if parts.len() == 1 {
+        return pattern == text;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !text.starts_with(first) || !text.ends_with(last) || text.len() < first.len() + last.len() {
+        return false;
+    }
+    let mut rest = &text[first.len()..text.len() - last.len()];
+    for part in &parts[1..parts.len() - 1] {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Counts {
+    pub regressed: usize,
+    pub improved: usize,
+    pub within_noise: usize,
+    pub unchanged: usize,
+    pub context: usize,
+    pub not_judged: usize,
+    pub missing: usize,
+    pub added: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    pub base: RunRef,
+    pub new: RunRef,
+    pub judged: Judged,
+    /// `regression`, `invariants failed` or `ok`.
+    pub result: &'static str,
+    pub exit_code: i32,
+    /// Invariant failures and errors in NEW, always listed first.
+    pub failures: Vec<Failure>,
+    /// Differences between the runs that do not stop the comparison
+    /// (server version, host), and problems of BASE.
+    pub notes: Vec<String>,
+    pub counts: Counts,
+    pub metrics: Vec<MetricComparison>,
+}
+
+impl Comparison {
+    pub fn regressions(&self) -> impl Iterator<Item = &MetricComparison> {
+        self.metrics
+            .iter()
+            .filter(|m| m.verdict == Verdict::Regressed)
+    }
+}
+
+/// Compares two loaded summaries. Unusable pairs are a [`UsageError`].
+pub fn compare(base: &Input, new: &Input, judged: &Judged, fail_on: FailOn) -> Result<Comparison> {
+    let mut notes = comparable(base, new)?;
+    let failures = failures_of(&new.summary);
+    let base_failures = failures_of(&base.summary);
+    if !base_failures.is_empty() {
+        notes.push(format!(
+            "BASE itself failed {} check(s) (first: {}/{}: {}); its numbers describe a broken run",
+            base_failures.len(),
+            base_failures[0].scenario,
+            base_failures[0].variant,
+            base_failures[0].check
+        ));
+    }
+    let metrics = match_metrics(&base.summary, &new.summary, judged, &mut notes);
+    let mut counts = Counts::default();
+    for m in &metrics {
+        *match m.verdict {
+            Verdict::Regressed => &mut counts.regressed,
+            Verdict::Improved => &mut counts.improved,
+            Verdict::WithinNoise => &mut counts.within_noise,
+            Verdict::Unchanged => &mut counts.unchanged,
+            Verdict::Context => &mut counts.context,
+            Verdict::Ignored => &mut counts.not_judged,
+            Verdict::Missing => &mut counts.missing,
+            Verdict::Added => &mut counts.added,
+        } += 1;
+    }
+    let regressed = counts.regressed > 0 && fail_on == FailOn::Regressions;
+    let (result, exit_code) = if !failures.is_empty() {
+        ("invariants failed", EXIT_FAILED)
+    } else if regressed {
+        ("regression", EXIT_FAILED)
+    } else {
+        ("ok", EXIT_OK)
+    };
+    Ok(Comparison {
+        base: RunRef::of(base),
+        new: RunRef::of(new),
+        judged: judged.clone(),
+        result,
+        exit_code,
+        failures,
+        notes,
+        counts,
+        metrics,
+    })
+}
+
+/// Refuses pairs whose numbers measure different things; returns notes on
+/// differences that only colour them.
+fn comparable(base: &Input, new: &Input) -> Result<Vec<String>> {
+    let (b, n) = (&base.summary, &new.summary);
+    let unusable = |what: String| -> anyhow::Error {
+        UsageError(format!(
+            "cannot compare {} (BASE) with {} (NEW): {what}",
+            base.path.display(),
+            new.path.display()
+        ))
+        .into()
+    };
+    if b.schema_version != n.schema_version {
+        return Err(unusable(format!(
+            "their summary schema versions differ (BASE {}, NEW {}); run both with one jsbench version, or record a new baseline",
+            b.schema_version, n.schema_version
+        )));
+    }
+    if b.run.profile.name != n.run.profile.name {
+        return Err(unusable(format!(
+            "they ran different profiles (BASE {:?}, NEW {:?})",
+            b.run.profile.name, n.run.profile.name
+        )));
+    }
+    if let Some((line, old, now)) = first_difference(&b.run.profile.text, &n.run.profile.text) {
+        return Err(unusable(format!(
+            "profile {:?} differs between them, first at line {line} (BASE {old:?}, NEW {now:?}); \
+             record a new baseline with the profile as it is now",
+            b.run.profile.name
+        )));
+    }
+    for (incomplete, input) in [(b, base), (n, new)] {
+        if matches!(incomplete.verdict.as_str(), "running" | "interrupted") {
+            return Err(UsageError(format!(
+                "{}: {} is incomplete (verdict {:?}): the run was interrupted or is still running",
+                input.role,
+                input.path.display(),
+                incomplete.verdict
+            ))
+            .into());
+        }
+    }
+    let (bs, ns) = (&b.run.server, &n.run.server);
+    let server_fields = [
+        ("server mode", bs.mode.clone(), ns.mode.clone()),
+        ("storage", bs.storage.clone(), ns.storage.clone()),
+        ("replicas", bs.replicas.to_string(), ns.replicas.to_string()),
+        (
+            "cluster size",
+            format!("{:?}", bs.cluster_size),
+            format!("{:?}", ns.cluster_size),
+        ),
+    ];
+    for (what, x, y) in server_fields {
+        if x != y {
+            return Err(unusable(format!(
+                "their {what} differs (BASE {x}, NEW {y}); numbers from different set-ups are not comparable"
+            )));
+        }
+    }
+    let mut notes = Vec::new();
+    if bs.version != ns.version {
+        notes.push(format!(
+            "nats-server versions differ (BASE {}, NEW {})",
+            bs.version, ns.version
+        ));
+    }
+    let (bh, nh) = (&b.run.host, &n.run.host);
+    if bh.cores != nh.cores || bh.cpu_model != nh.cpu_model || bh.hostname != nh.hostname {
+        notes.push(format!(
+            "the runs come from different hosts (BASE {} cores {}, NEW {} cores {})",
+            bh.cores,
+            bh.cpu_model.as_deref().unwrap_or("?"),
+            nh.cores,
+            nh.cpu_model.as_deref().unwrap_or("?"),
+        ));
+    }
+    if b.run.tool.git_dirty || n.run.tool.git_dirty {
+        notes.push("a run was built from a checkout with uncommitted changes (+dirty)".into());
+    }
+    Ok(notes)
+}
+
+/// The first line where two texts differ: (1-based line, BASE's, NEW's).
+fn first_difference(a: &str, b: &str) -> Option<(usize, String, String)> {
+    if a == b {
+        return None;
+    }
+    let (mut x, mut y) = (a.lines(), b.lines());
+    let mut line = 1;
+    loop {
+        match (x.next(), y.next()) {
+            (Some(p), Some(q)) if p == q => line += 1,
+            (None, None) => {
+                // Only line endings or a final newline differ.
+                return Some((line, "(end of file)".into(), "(end of file)".into()));
+            }
+            (p, q) => {
+                let show = |s: Option<&str>| s.unwrap_or("(end of file)").to_string();
+                return Some((line, show(p), show(q)));
+            }
+        }
+    }
+}
+
+/// Every failed invariant and variant error of a run, and a failed run
+/// whose variants all passed (a scenario aborted before recording).
+fn failures_of(summary: &Summary) -> Vec<Failure> {
+    let mut out = Vec::new();
+    for (s, v) in summary.variants() {
+        if let Some(e) = &v.error {
+            out.push(Failure {
+                scenario: s.name.clone(),
+                variant: v.name.clone(),
+                check: "error".into(),
+                detail: e.clone(),
+            });
+        }
+        for i in v.invariants.iter().filter(|i| !i.passed) {
+            out.push(Failure {
+                scenario: s.name.clone(),
+                variant: v.name.clone(),
+                check: i.name.clone(),
+                detail: i.detail.clone(),
+            });
+        }
+    }
+    if out.is_empty() && summary.verdict == "failed" {
+        out.push(Failure {
+            scenario: "-".into(),
+            variant: "-".into(),
+            check: "run".into(),
+            detail: "the run failed outside any recorded variant (a scenario aborted or clean-up failed; see the run's output)".into(),
+        });
+    }
+    out
+}
+
+/// Pairs metrics by scenario, variant and name: BASE's order first, then
+/// what only NEW has.
+fn match_metrics(
+    base: &Summary,
+    new: &Summary,
+    judged: &Judged,
+    notes: &mut Vec<String>,
+) -> Vec<MetricComparison> {
+    let find = |summary: &Summary, scenario: &str, variant: &str, metric: &str| {
+        summary
+            .variants()
+            .find(|(s, v)| s.name == scenario && v.name == variant)
+            .and_then(|(_, v)| v.metric(metric).cloned())
+    };
+    let mut out = Vec::new();
+    for (s, v) in base.variants() {
+        for b in &v.metrics {
+            let n = find(new, &s.name, &v.name, &b.name);
+            let base_side = Side::of(b);
+            let (direction, new_side, verdict) = match &n {
+                None => (b.direction, None, Verdict::Missing),
+                Some(n) => {
+                    let new_side = Side::of(n);
+                    let verdict = if n.direction == Direction::None {
+                        Verdict::Context
+                    } else if !judged.selects(&s.name, &v.name, &b.name) {
+                        Verdict::Ignored
+                    } else if n.unit != b.unit {
+                        notes.push(format!(
+                            "{}/{}/{} changed its unit ({} -> {}); not judged",
+                            s.name, v.name, b.name, b.unit, n.unit
+                        ));
+                        Verdict::Context
+                    } else {
+                        rule::judge(n.direction, &base_side, &new_side, judged.threshold)
+                    };
+                    (n.direction, Some(new_side), verdict)
+                }
+            };
+            out.push(MetricComparison {
+                scenario: s.name.clone(),
+                variant: v.name.clone(),
+                metric: b.name.clone(),
+                unit: n.as_ref().map_or(b.unit.clone(), |n| n.unit.clone()),
+                direction,
+                base: Some(base_side),
+                change: new_side.and_then(|n| rule::change(base_side.value, n.value)),
+                new: new_side,
+                verdict,
+            });
+        }
+    }
+    for (s, v) in new.variants() {
+        for n in &v.metrics {
+            if find(base, &s.name, &v.name, &n.name).is_none() {
+                out.push(MetricComparison {
+                    scenario: s.name.clone(),
+                    variant: v.name.clone(),
+                    metric: n.name.clone(),
+                    unit: n.unit.clone(),
+                    direction: n.direction,
+                    base: None,
+                    new: Some(Side::of(n)),
+                    change: None,
+                    verdict: Verdict::Added,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// `--threshold`: `10%`, `2.5%` or a bare `10` (percent), 0..=1000%.
+pub fn parse_threshold(text: &str) -> Result<f64, String> {
+    let number = text.trim().trim_end_matches('%').trim();
+    match number.parse::<f64>() {
+        Ok(p) if p.is_finite() && (0.0..=1000.0).contains(&p) => Ok(p / 100.0),
+        Ok(_) => Err(format!("{text:?} is out of range; allowed 0% to 1000%")),
+        Err(_) => Err(format!(
+            "{text:?} is not a percentage; write it like 10% or 2.5%"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,279 @@
+//! A comparison as a terminal table, as Markdown for a pull-request
+//! comment, or as JSON for tools. Every format leads with the result and
+//! any invariant failure in NEW, then the metrics that changed.
+
+use std::fmt::Write as _;
+
+use anyhow::{Context, Result};
+
+use super::rule::{Side, Verdict};
+use super::{Comparison, MetricComparison};
+use crate::report::page::format_with_range;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Markdown,
+    Json,
+}
+
+pub fn render(c: &Comparison, format: Format) -> Result<String> {
+    Ok(match format {
+        Format::Table => table(c),
+        Format::Markdown => markdown(c),
+        Format::Json => {
+            let mut text = serde_json::to_string_pretty(c).context("serialising the comparison")?;
+            text.push('\n');
+            text
+        }
+    })
+}
+
+fn percent(fraction: f64) -> String {
+    let p = fraction * 100.0;
+    if p.fract() == 0.0 {
+        format!("{p:.0}%")
+    } else {
+        format!("{p}%")
+    }
+}
+
+fn headline(c: &Comparison) -> String {
+    let regressions = c.counts.regressed;
+    match c.result {
+        "invariants failed" => format!(
+            "FAILED: {} invariant failure(s) in NEW{}",
+            c.failures.len(),
+            if regressions > 0 {
+                format!(", and {regressions} regression(s)")
+            } else {
+                String::new()
+            }
+        ),
+        "regression" => format!("REGRESSION: {regressions} metric(s) regressed"),
+        _ if regressions > 0 => {
+            format!("{regressions} metric(s) regressed (reported only: --fail-on invariants)")
+        }
+        _ => "no regression".into(),
+    }
+}
+
+fn run_line(role: &str, r: &super::RunRef) -> String {
+    format!(
+        "{role} {} (profile {}, commit {}, nats-server {}, {} repetition{}, verdict {})",
+        r.path,
+        r.profile,
+        r.short_commit(),
+        r.server_version,
+        r.repeat,
+        if r.repeat == 1 { "" } else { "s" },
+        r.verdict
+    )
+}
+
+fn rule_line(c: &Comparison) -> String {
+    let only = if c.judged.only.is_empty() {
+        String::new()
+    } else {
+        format!("; judged: {}", c.judged.only.join(", "))
+    };
+    format!(
+        "a regression is a change beyond {} that is also outside the min..max range of both runs' repetitions{only}",
+        percent(c.judged.threshold)
+    )
+}
+
+fn counts_line(c: &Comparison) -> String {
+    let k = &c.counts;
+    let mut parts = vec![
+        format!("{} regressed", k.regressed),
+        format!("{} improved", k.improved),
+        format!("{} within noise", k.within_noise),
+        format!("{} unchanged", k.unchanged),
+        format!("{} context", k.context),
+    ];
+    if k.not_judged > 0 {
+        parts.push(format!("{} not judged", k.not_judged));
+    }
+    if k.missing > 0 {
+        parts.push(format!("{} missing in NEW", k.missing));
+    }
+    if k.added > 0 {
+        parts.push(format!("{} new", k.added));
+    }
+    parts.join(", ")
+}
+
+/// A side's value, and its range when it has repetitions.
+fn cell(side: Option<&Side>, unit: &str) -> String {
+    match side {
+        None => "–".into(),
+        Some(s) => format_with_range(s.value, (s.repetitions > 1).then_some((s.min, s.max)), unit),
+    }
+}
+
+fn change(m: &MetricComparison) -> String {
+    match (m.base, m.new, m.change) {
+        (Some(_), Some(_), Some(c)) => format!("{:+.1}%", c * 100.0),
+        (Some(_), Some(_), None) => "from 0".into(),
+        _ => "–".into(),
+    }
+}
+
+fn verdict(m: &MetricComparison) -> String {
+    match m.verdict {
+        Verdict::Regressed => "REGRESSED".into(),
+        other => other.label().into(),
+    }
+}
+
+fn noteworthy(m: &MetricComparison) -> bool {
+    matches!(
+        m.verdict,
+        Verdict::Regressed | Verdict::Improved | Verdict::WithinNoise | Verdict::Missing
+    )
+}
+
+/// Columns padded to their widest cell, first column left-aligned.
+fn aligned(rows: &[Vec<String>], indent: &str) -> String {
+    let widths: Vec<usize> = (0..rows.first().map_or(0, Vec::len))
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::from(indent);
+        for (i, text) in row.iter().enumerate() {
+            let pad = widths[i] - text.chars().count();
+            if i == 0 {
+                line.push_str(text);
+                line.push_str(&" ".repeat(pad));
+            } else {
+                line.push_str("  ");
+                line.push_str(&" ".repeat(pad));
+                line.push_str(text);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn table(c: &Comparison) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", run_line("BASE", &c.base));
+    let _ = writeln!(out, "{}", run_line("NEW ", &c.new));
+    let _ = writeln!(out, "{}", rule_line(c));
+    if !c.failures.is_empty() {
+        let _ = writeln!(out, "\nFAILED in NEW (a broken guarantee is never noise):");
+        for f in &c.failures {
+            let _ = writeln!(
+                out,
+                "  {}/{}: {}: {}",
+                f.scenario, f.variant, f.check, f.detail
+            );
+        }
+    }
+    let mut group: Option<(&str, &str)> = None;
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let header = || {
+        ["metric", "base", "new", "change", "verdict"]
+            .map(String::from)
+            .to_vec()
+    };
+    for m in &c.metrics {
+        let key = (m.scenario.as_str(), m.variant.as_str());
+        if group != Some(key) {
+            if !rows.is_empty() {
+                out.push_str(&aligned(&rows, "  "));
+            }
+            let _ = writeln!(out, "\n{} / {}", m.scenario, m.variant);
+            rows = vec![header()];
+            group = Some(key);
+        }
+        rows.push(vec![
+            m.metric.clone(),
+            cell(m.base.as_ref(), &m.unit),
+            cell(m.new.as_ref(), &m.unit),
+            change(m),
+            verdict(m),
+        ]);
+    }
+    if !rows.is_empty() {
+        out.push_str(&aligned(&rows, "  "));
+    }
+    let _ = writeln!(out, "\n{}", counts_line(c));
+    let _ = writeln!(out, "result: {} (exit {})", headline(c), c.exit_code);
+    out
+}
+
+/// Markdown cells must not break the table.
+fn md(text: &str) -> String {
+    text.replace('|', "\\|").replace('\n', " ")
+}
+
+fn markdown_rows(out: &mut String, metrics: &[&MetricComparison]) {
+    let _ = writeln!(
+        out,
+        "| scenario / variant | metric | base | new | change | verdict |"
+    );
+    let _ = writeln!(out, "|---|---|---:|---:|---:|---|");
+    for m in metrics {
+        let verdict = match m.verdict {
+            Verdict::Regressed => "**regressed**".to_string(),
+            other => other.label().to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "| {} / {} | `{}` | {} | {} | {} | {} |",
+            md(&m.scenario),
+            md(&m.variant),
+            md(&m.metric),
+            md(&cell(m.base.as_ref(), &m.unit)),
+            md(&cell(m.new.as_ref(), &m.unit)),
+            change(m),
+            verdict
+        );
+    }
+}
+
+fn markdown(c: &Comparison) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "### jsbench compare: {}\n", headline(c));
+    let _ = writeln!(out, "- {}", md(&run_line("BASE", &c.base)));
+    let _ = writeln!(out, "- {}", md(&run_line("NEW", &c.new)));
+    let _ = writeln!(out, "- {}", rule_line(c));
+    for note in &c.notes {
+        let _ = writeln!(out, "- note: {}", md(note));
+    }
+    if !c.failures.is_empty() {
+        let _ = writeln!(out, "\n**Invariant failures in NEW** (never noise):\n");
+        for f in &c.failures {
+            let _ = writeln!(
+                out,
+                "- `{}/{}`: **{}**: {}",
+                md(&f.scenario),
+                md(&f.variant),
+                md(&f.check),
+                md(&f.detail)
+            );
+        }
+    }
+    let changed: Vec<&MetricComparison> = c.metrics.iter().filter(|m| noteworthy(m)).collect();
+    let _ = writeln!(out, "\n{}\n", counts_line(c));
+    if !changed.is_empty() {
+        markdown_rows(&mut out, &changed);
+        out.push('\n');
+    }
+    let all: Vec<&MetricComparison> = c.metrics.iter().collect();
+    if !all.is_empty() {
+        let _ = writeln!(
+            out,
+            "<details><summary>All {} metrics</summary>\n",
+            all.len()
+        );
+        markdown_rows(&mut out, &all);
+        let _ = writeln!(out, "\n</details>");
+    }
+    out
+}

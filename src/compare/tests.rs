@@ -1,0 +1,410 @@
+//! Comparisons of small made-up summaries: verdicts, failures, refusals and
+//! what each format shows.
+
+use std::path::PathBuf;
+
+use super::*;
+use crate::metrics::Metric;
+use crate::scenario::Invariant;
+use crate::spread::{Spread, median};
+
+/// A metric as a run with these repetitions would record it.
+fn metric(name: &str, unit: &str, direction: Direction, reps: &[f64]) -> Metric {
+    let mut m = Metric::new(name, unit, median(reps).unwrap(), direction);
+    if reps.len() > 1 {
+        m.repetitions = reps.to_vec();
+        m.spread = Spread::of(reps);
+    }
+    m
+}
+
+/// A passing run of profile "ci" with one latency variant.
+fn summary(metrics: Vec<Metric>) -> Summary {
+    let json = serde_json::json!({
+        "schema_version": SCHEMA_VERSION,
+        "run": {
+            "id": "r", "started_at": "t", "finished_at": "t",
+            "tool": {"name": "jsbench", "version": "0", "git_commit": "abcdef0123", "git_dirty": false},
+            "server": {"mode": "embedded", "version": "2.15.1", "urls": "u", "server_name": "s",
+                       "cluster": null, "jetstream_domain": null, "storage": "file", "replicas": 1},
+            "host": {"os": "linux", "arch": "x86_64", "cores": 2, "memory_bytes": null,
+                     "cpu_model": "cpu", "hostname": "h"},
+            "profile": {"name": "ci", "source": "ci", "description": "", "text": "name = \"ci\"\nrepeat = 3\n"},
+            "repeat": 3,
+        },
+        "scenarios": [{
+            "name": "latency", "kind": "latency",
+            "variants": [{
+                "name": "rate-1000", "passed": true, "params": {}, "metrics": metrics,
+                "histograms": [], "ledger": crate::ledger::LedgerCounts::default(),
+                "invariants": [Invariant::equal("lost = 0", 0, 0)], "warnings": [],
+                "timelines": {}, "error": null, "elapsed_s": 1.0,
+            }],
+        }],
+        "verdict": "passed",
+    });
+    serde_json::from_value(json).unwrap()
+}
+
+fn standard(p50: &[f64], rate: &[f64]) -> Summary {
+    summary(vec![
+        metric("target_rate", "msg/s", Direction::None, &[1000.0]),
+        metric("publish_rate", "msg/s", Direction::Higher, rate),
+        metric("e2e_latency.p50", "us", Direction::Lower, p50),
+    ])
+}
+
+fn input(role: &'static str, summary: Summary) -> Input {
+    Input {
+        role,
+        path: PathBuf::from(format!("/results/{}", role.to_lowercase())),
+        summary,
+    }
+}
+
+fn judge(base: Summary, new: Summary) -> Comparison {
+    compare(
+        &input("BASE", base),
+        &input("NEW", new),
+        &Judged::threshold(0.10),
+        FailOn::Regressions,
+    )
+    .unwrap()
+}
+
+fn verdict_of(c: &Comparison, name: &str) -> Verdict {
+    c.metrics.iter().find(|m| m.metric == name).unwrap().verdict
+}
+
+fn refusal(base: Summary, new: Summary) -> String {
+    let e = compare(
+        &input("BASE", base),
+        &input("NEW", new),
+        &Judged::threshold(0.10),
+        FailOn::Regressions,
+    )
+    .unwrap_err();
+    assert!(e.downcast_ref::<UsageError>().is_some(), "{e:#}");
+    format!("{e:#}")
+}
+
+const BASE_P50: [f64; 3] = [200.0, 205.0, 210.0];
+const BASE_RATE: [f64; 3] = [1000.0, 999.0, 1001.0];
+
+#[test]
+fn identical_runs_are_unchanged_and_exit_0() {
+    let c = judge(
+        standard(&BASE_P50, &BASE_RATE),
+        standard(&BASE_P50, &BASE_RATE),
+    );
+    assert_eq!(c.exit_code, 0);
+    assert_eq!(c.result, "ok");
+    assert_eq!(verdict_of(&c, "e2e_latency.p50"), Verdict::Unchanged);
+    assert_eq!(verdict_of(&c, "target_rate"), Verdict::Context);
+    assert_eq!((c.counts.unchanged, c.counts.context), (2, 1));
+}
+
+#[test]
+fn a_clear_latency_regression_exits_1() {
+    let c = judge(
+        standard(&BASE_P50, &BASE_RATE),
+        standard(&[250.0, 260.0, 255.0], &BASE_RATE),
+    );
+    assert_eq!(verdict_of(&c, "e2e_latency.p50"), Verdict::Regressed);
+    let m = c.regressions().next().unwrap();
+    assert!((m.change.unwrap() - (255.0 - 205.0) / 205.0).abs() < 1e-9);
+    assert_eq!(c.exit_code, 1);
+    assert_eq!(c.result, "regression");
+}
+
+#[test]
+fn a_big_change_inside_a_spread_is_noise_and_exits_0() {
+    let c = judge(
+        standard(&[200.0, 205.0, 300.0], &BASE_RATE),
+        standard(&[250.0, 260.0, 255.0], &[700.0, 1000.0, 1300.0]),
+    );
+    assert_eq!(verdict_of(&c, "e2e_latency.p50"), Verdict::WithinNoise);
+    assert_eq!(verdict_of(&c, "publish_rate"), Verdict::Unchanged);
+    assert_eq!(c.exit_code, 0);
+}
+
+#[test]
+fn improvements_exit_0() {
+    let c = judge(
+        standard(&BASE_P50, &BASE_RATE),
+        standard(&[150.0, 151.0, 152.0], &[1200.0, 1210.0, 1190.0]),
+    );
+    assert_eq!(verdict_of(&c, "e2e_latency.p50"), Verdict::Improved);
+    assert_eq!(verdict_of(&c, "publish_rate"), Verdict::Improved);
+    assert_eq!(c.exit_code, 0);
+}
+
+#[test]
+fn a_context_metric_that_moves_is_never_a_regression() {
+    let mut new = standard(&BASE_P50, &BASE_RATE);
+    new.scenarios[0].variants[0].metrics[0].value = 5000.0;
+    let c = judge(standard(&BASE_P50, &BASE_RATE), new);
+    assert_eq!(verdict_of(&c, "target_rate"), Verdict::Context);
+    assert_eq!(c.exit_code, 0);
+}
+
+#[test]
+fn invariant_failures_in_new_always_fail_and_come_first() {
+    let mut new = standard(&BASE_P50, &BASE_RATE);
+    let v = &mut new.scenarios[0].variants[0];
+    v.invariants = vec![Invariant::check(
+        "lost = 0",
+        false,
+        "failed in repetition 2 of 3: 3 (expected 0)",
+    )];
+    v.passed = false;
+    new.verdict = "failed".into();
+    let c = judge(standard(&BASE_P50, &BASE_RATE), new.clone());
+    assert_eq!(c.exit_code, 1);
+    assert_eq!(c.result, "invariants failed");
+    assert_eq!(c.failures.len(), 1);
+    assert_eq!(c.failures[0].check, "lost = 0");
+    assert!(c.failures[0].detail.contains("repetition 2"));
+    // Even when only invariants may fail the comparison.
+    let c = compare(
+        &input("BASE", standard(&BASE_P50, &BASE_RATE)),
+        &input("NEW", new),
+        &Judged::threshold(0.10),
+        FailOn::Invariants,
+    )
+    .unwrap();
+    assert_eq!(c.exit_code, 1);
+
+    for format in [Format::Table, Format::Markdown] {
+        let text = render::render(&c, format).unwrap();
+        let failure = text.find("lost = 0").unwrap();
+        let first_metric = text.find("e2e_latency.p50").unwrap();
+        assert!(failure < first_metric, "failures first:\n{text}");
+        assert!(text.contains("repetition 2 of 3"), "{text}");
+    }
+}
+
+#[test]
+fn a_failed_run_without_a_failed_variant_still_fails() {
+    let mut new = standard(&BASE_P50, &BASE_RATE);
+    new.verdict = "failed".into();
+    let c = judge(standard(&BASE_P50, &BASE_RATE), new);
+    assert_eq!(c.exit_code, 1);
+    assert_eq!(c.failures[0].check, "run");
+}
+
+#[test]
+fn fail_on_invariants_reports_regressions_without_failing() {
+    let c = compare(
+        &input("BASE", standard(&BASE_P50, &BASE_RATE)),
+        &input("NEW", standard(&[300.0, 310.0, 305.0], &BASE_RATE)),
+        &Judged::threshold(0.10),
+        FailOn::Invariants,
+    )
+    .unwrap();
+    assert_eq!(c.counts.regressed, 1);
+    assert_eq!(c.exit_code, 0);
+    assert!(
+        render::render(&c, Format::Table)
+            .unwrap()
+            .contains("reported only")
+    );
+}
+
+#[test]
+fn missing_and_added_metrics_are_listed_not_judged() {
+    let base = standard(&BASE_P50, &BASE_RATE);
+    let mut new = base.clone();
+    let metrics = &mut new.scenarios[0].variants[0].metrics;
+    metrics.retain(|m| m.name != "publish_rate");
+    metrics.push(metric("drain_time", "ms", Direction::Lower, &[3.0]));
+    let c = judge(base, new);
+    assert_eq!(verdict_of(&c, "publish_rate"), Verdict::Missing);
+    assert_eq!(verdict_of(&c, "drain_time"), Verdict::Added);
+    assert_eq!(c.exit_code, 0);
+}
+
+#[test]
+fn different_profiles_are_refused_naming_both() {
+    let base = standard(&BASE_P50, &BASE_RATE);
+    let mut new = base.clone();
+    new.run.profile.name = "quick".into();
+    let e = refusal(base.clone(), new);
+    assert!(e.contains("\"ci\"") && e.contains("\"quick\""), "{e}");
+
+    let mut new = base.clone();
+    new.run.profile.text = "name = \"ci\"\nrepeat = 5\n".into();
+    let e = refusal(base, new);
+    assert!(e.contains("line 2"), "{e}");
+    assert!(e.contains("repeat = 3") && e.contains("repeat = 5"), "{e}");
+}
+
+#[test]
+fn different_schema_versions_and_set_ups_are_refused() {
+    let base = standard(&BASE_P50, &BASE_RATE);
+    let mut old = base.clone();
+    old.schema_version = 0;
+    let e = refusal(old, base.clone());
+    assert!(e.contains("schema versions differ (BASE 0, NEW 1)"), "{e}");
+
+    let mut memory = base.clone();
+    memory.run.server.storage = "memory".into();
+    let e = refusal(base.clone(), memory);
+    assert!(e.contains("storage differs (BASE file, NEW memory)"), "{e}");
+
+    let mut interrupted = base.clone();
+    interrupted.verdict = "interrupted".into();
+    let e = refusal(base.clone(), interrupted);
+    assert!(e.contains("NEW") && e.contains("incomplete"), "{e}");
+
+    let mut upgraded = base.clone();
+    upgraded.run.server.version = "2.16.0".into();
+    let c = judge(base, upgraded);
+    assert!(
+        c.notes.iter().any(|n| n.contains("2.16.0")),
+        "{:?}",
+        c.notes
+    );
+}
+
+#[test]
+fn inputs_that_are_not_summaries_are_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = load("BASE", &dir.path().join("nope")).unwrap_err();
+    assert!(e.downcast_ref::<UsageError>().is_some());
+    assert!(format!("{e}").starts_with("BASE: no results folder"), "{e}");
+
+    let e = load("NEW", dir.path()).unwrap_err();
+    assert!(format!("{e}").contains("holds no summary.json"), "{e}");
+
+    let file = dir.path().join("summary.json");
+    std::fs::write(&file, "{\"schema_version\": 99}").unwrap();
+    let e = load("NEW", &file).unwrap_err();
+    assert!(format!("{e}").contains("schema version 99"), "{e}");
+
+    std::fs::write(&file, "{\"hello\": 1}").unwrap();
+    let e = load("NEW", &file).unwrap_err();
+    assert!(format!("{e}").contains("not a jsbench summary"), "{e}");
+
+    let good = standard(&BASE_P50, &BASE_RATE);
+    std::fs::write(&file, serde_json::to_vec(&good).unwrap()).unwrap();
+    assert_eq!(load("NEW", dir.path()).unwrap().summary, good);
+}
+
+#[test]
+fn formats_carry_the_verdicts() {
+    let c = judge(
+        standard(&BASE_P50, &BASE_RATE),
+        standard(&[250.0, 260.0, 255.0], &BASE_RATE),
+    );
+    let table = render::render(&c, Format::Table).unwrap();
+    assert!(table.contains("REGRESSED"), "{table}");
+    assert!(table.contains("+24.4%"), "{table}");
+    assert!(table.contains("result: REGRESSION"), "{table}");
+
+    let md = render::render(&c, Format::Markdown).unwrap();
+    assert!(md.starts_with("### jsbench compare: REGRESSION"), "{md}");
+    assert!(
+        md.contains("| latency / rate-1000 | `e2e_latency.p50` |"),
+        "{md}"
+    );
+    assert!(md.contains("**regressed**"), "{md}");
+    assert!(md.contains("<details>"), "{md}");
+
+    let json: serde_json::Value =
+        serde_json::from_str(&render::render(&c, Format::Json).unwrap()).unwrap();
+    assert_eq!(json["exit_code"], 1);
+    assert_eq!(json["result"], "regression");
+    assert_eq!(json["counts"]["regressed"], 1);
+    let p50 = json["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["metric"] == "e2e_latency.p50")
+        .unwrap();
+    assert_eq!(p50["verdict"], "regressed");
+    assert_eq!(p50["base"]["max"], 210.0);
+    assert_eq!(p50["new"]["repetitions"], 3);
+}
+
+#[test]
+fn thresholds_parse_as_percentages() {
+    assert_eq!(parse_threshold("10%"), Ok(0.10));
+    assert_eq!(parse_threshold("2.5%"), Ok(0.025));
+    assert_eq!(parse_threshold("25"), Ok(0.25));
+    assert_eq!(parse_threshold("0%"), Ok(0.0));
+    assert!(parse_threshold("ten").unwrap_err().contains("like 10%"));
+    assert!(parse_threshold("-5%").unwrap_err().contains("out of range"));
+    assert!(
+        parse_threshold("5000%")
+            .unwrap_err()
+            .contains("out of range")
+    );
+}
+
+#[test]
+fn only_judges_the_chosen_metrics_and_shows_the_rest() {
+    let judged = Judged {
+        threshold: 0.10,
+        only: vec!["*_rate".into(), "latency/rate-1000/e2e_*.p99".into()],
+    };
+    let c = compare(
+        &input("BASE", standard(&BASE_P50, &BASE_RATE)),
+        &input("NEW", standard(&[300.0, 310.0, 305.0], &BASE_RATE)),
+        &judged,
+        FailOn::Regressions,
+    )
+    .unwrap();
+    assert_eq!(verdict_of(&c, "e2e_latency.p50"), Verdict::Ignored);
+    assert_eq!(verdict_of(&c, "publish_rate"), Verdict::Unchanged);
+    assert_eq!(verdict_of(&c, "target_rate"), Verdict::Context);
+    assert_eq!(c.exit_code, 0);
+    assert_eq!(c.counts.not_judged, 1);
+    let table = render::render(&c, Format::Table).unwrap();
+    assert!(
+        table.contains("not judged") && table.contains("judged: *_rate"),
+        "{table}"
+    );
+}
+
+#[test]
+fn globs_match_runs_of_characters() {
+    for (p, t) in [
+        ("*", "anything"),
+        ("*.p50", "e2e_latency.p50"),
+        ("*latency*.p50", "pub_ack_latency_actual.p50"),
+        ("e2e_latency.*", "e2e_latency.max"),
+        ("a*b*c", "abc"),
+        ("exact", "exact"),
+    ] {
+        assert!(glob(p, t), "{p} should match {t}");
+    }
+    for (p, t) in [
+        ("*.p50", "e2e_latency.p500x"),
+        ("*latency*.p50", "send_lag.p50"),
+        ("a*b*c", "acb"),
+        ("ab*ba", "aba"),
+        ("exact", "exactly"),
+        ("*µs", "p50 ms"),
+    ] {
+        assert!(!glob(p, t), "{p} should not match {t}");
+    }
+}
+
+#[test]
+fn ranges_name_a_shared_unit_once() {
+    use crate::report::page::format_range;
+    assert_eq!(format_range(199.0, 230.0, "us"), "199..230 µs");
+    assert_eq!(format_range(995.0, 1130.0, "us"), "995 µs..1.13 ms");
+    assert_eq!(format_range(990.0, 1010.0, "msg/s"), "990..1,010 msg/s");
+    assert_eq!(format_range(1.0, 2.0, ""), "1.00..2.00");
+    use crate::report::page::format_with_range;
+    assert_eq!(
+        format_with_range(1000.2, Some((1000.1, 1000.3)), "msg/s"),
+        "1,000 msg/s"
+    );
+    assert_eq!(
+        format_with_range(201.0, Some((199.0, 230.0)), "us"),
+        "201 µs (199..230 µs)"
+    );
+}
