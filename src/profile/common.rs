@@ -263,6 +263,7 @@ pub fn publish_plan(k: PublishKeys, prefix: &str, problems: &mut Problems) -> Pu
         duplicates,
         late_duplicates,
         duplicate_window,
+        arrival: super::ArrivalPlan::Steady,
     }
 }
 

@@ -165,6 +165,9 @@ pub struct PublishPlan {
     pub late_duplicates: f64,
     /// The stream's duplicate window, which late retries wait out.
     pub duplicate_window: Duration,
+    /// When each message is due: steady at the rate unless a scenario
+    /// offers an irregular pattern (replay records one).
+    pub arrival: ArrivalPlan,
 }
 
 impl PublishPlan {
@@ -188,6 +191,7 @@ impl PublishPlan {
             duplicates: 0.0,
             late_duplicates: 0.0,
             duplicate_window: Duration::from_secs(120),
+            arrival: ArrivalPlan::Steady,
         }
     }
 }
@@ -244,6 +248,56 @@ impl SizePlan {
             SizePlan::Fixed(n) => n as f64,
             SizePlan::Uniform { min, max } => (min + max) as f64 / 2.0,
             SizePlan::Exponential { mean, .. } => mean as f64,
+        }
+    }
+}
+
+/// When messages are due. Irregular patterns give a replay a known history
+/// to reproduce; random ones are drawn from a seeded generator, so every
+/// run of a profile sends the same pattern.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ArrivalPlan {
+    /// Message *j* at `j / rate`: the open-loop default.
+    Steady,
+    /// A Poisson process at the rate: independent exponential gaps with
+    /// mean `1 / rate`, so every gap size occurs, sub-millisecond ones included.
+    Poisson { seed: u64 },
+    /// `size` messages `spacing` apart, then `pause` of silence, repeated.
+    Bursts {
+        size: u64,
+        spacing: Duration,
+        pause: Duration,
+    },
+    /// These gaps between consecutive messages, in order, repeated.
+    Gaps(Vec<Duration>),
+}
+
+impl ArrivalPlan {
+    pub fn is_steady(&self) -> bool {
+        *self == ArrivalPlan::Steady
+    }
+}
+
+impl std::fmt::Display for ArrivalPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use super::format_duration as d;
+        match self {
+            ArrivalPlan::Steady => write!(f, "steady"),
+            ArrivalPlan::Poisson { seed } => write!(f, "poisson (seed {seed})"),
+            ArrivalPlan::Bursts {
+                size,
+                spacing,
+                pause,
+            } => write!(
+                f,
+                "bursts of {size}, {} apart, {} pause",
+                d(*spacing),
+                d(*pause)
+            ),
+            ArrivalPlan::Gaps(gaps) => {
+                let gaps: Vec<String> = gaps.iter().map(|g| d(*g)).collect();
+                write!(f, "gaps {}", gaps.join(", "))
+            }
         }
     }
 }
