@@ -7,6 +7,7 @@
 //! is allowed, and all problems are reported at once.
 
 mod ack;
+mod arrival;
 mod behaviour;
 mod bundled;
 mod common;
@@ -16,6 +17,7 @@ mod latency;
 mod plan;
 mod publish;
 mod redelivery;
+mod replay;
 
 use std::fmt;
 use std::path::Path;
@@ -26,6 +28,7 @@ pub use bundled::{BUNDLED, bundled};
 pub use duration::{Dur, format_duration, parse_duration};
 pub use plan::*;
 pub use publish::late_retry_margin;
+pub use replay::{ReplayDeliver, ReplayPace, ReplayPlan, ReplayReader};
 
 /// A profile that cannot be run, with every problem found in it.
 #[derive(Debug, Clone, PartialEq)]
@@ -207,6 +210,7 @@ pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
             "redelivery" => {
                 redelivery::read(table, &prefix, &mut local).map(ScenarioPlan::Redelivery)
             }
+            "replay" => replay::read(table, &prefix, &mut local).map(ScenarioPlan::Replay),
             other => {
                 local.push(
                     format!("{prefix}.kind"),
@@ -244,7 +248,7 @@ pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
 }
 
 /// Scenario kinds a profile may name.
-pub const KINDS: &[&str] = &["latency", "publish", "ack", "redelivery"];
+pub const KINDS: &[&str] = &["latency", "publish", "ack", "redelivery", "replay"];
 
 pub(crate) const NAME_RULE: &str =
     "must be 1-32 characters of letters, digits, '-' and '_' (it names streams and files)";

@@ -70,6 +70,7 @@ pub enum ScenarioPlan {
     Publish(PublishScenarioPlan),
     Ack(AckScenarioPlan),
     Redelivery(RedeliveryPlan),
+    Replay(super::ReplayPlan),
 }
 
 impl ScenarioPlan {
@@ -79,6 +80,7 @@ impl ScenarioPlan {
             ScenarioPlan::Publish(p) => &p.common,
             ScenarioPlan::Ack(p) => &p.common,
             ScenarioPlan::Redelivery(p) => &p.common,
+            ScenarioPlan::Replay(p) => &p.common,
         }
     }
 
@@ -88,6 +90,7 @@ impl ScenarioPlan {
             ScenarioPlan::Publish(p) => &mut p.common,
             ScenarioPlan::Ack(p) => &mut p.common,
             ScenarioPlan::Redelivery(p) => &mut p.common,
+            ScenarioPlan::Replay(p) => &mut p.common,
         }
     }
 
@@ -107,6 +110,7 @@ impl ScenarioPlan {
             ScenarioPlan::Latency(p) => p.rates.len(),
             ScenarioPlan::Publish(p) => p.variant_count(),
             ScenarioPlan::Redelivery(p) => 1 + usize::from(p.baseline),
+            ScenarioPlan::Replay(p) => return p.estimated_duration(),
             // Count-based: about 100k messages a second, plus the fill.
             ScenarioPlan::Ack(p) => {
                 let each = Duration::from_secs_f64(p.messages as f64 / 100_000.0);

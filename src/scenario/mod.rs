@@ -5,6 +5,7 @@ pub mod ack;
 pub mod latency;
 pub mod publish;
 pub mod redelivery;
+pub mod replay;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -128,5 +129,6 @@ pub async fn run(ctx: &RunContext, plan: &ScenarioPlan, sink: &mut dyn VariantSi
         ScenarioPlan::Publish(p) => publish::run(ctx, plan, p, sink).await,
         ScenarioPlan::Ack(p) => ack::run(ctx, plan, p, sink).await,
         ScenarioPlan::Redelivery(p) => redelivery::run(ctx, plan, p, sink).await,
+        ScenarioPlan::Replay(p) => replay::run(ctx, plan, p, sink).await,
     }
 }
