@@ -78,6 +78,14 @@ fn rate(v: &VariantReport, name: &str) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
+/// A signed microsecond metric (early is negative) with its sign.
+fn signed_us(v: &VariantReport, name: &str) -> String {
+    value(v, name).map_or("-".into(), |x| {
+        let sign = if x < 0.0 { "-" } else { "+" };
+        format!("{sign}{}", format_us(x.abs()))
+    })
+}
+
 fn verdict(v: &VariantReport) -> String {
     if v.error.is_some() {
         "ERROR"
@@ -176,6 +184,62 @@ fn columns(kind: &str) -> Vec<Column> {
             Column {
                 header: "p99",
                 cell: |v| us(v, "double_ack_rtt.p99"),
+            },
+            Column {
+                header: "lost",
+                cell: |v| v.ledger.lost.to_string(),
+            },
+            end,
+        ],
+        "replay" => vec![
+            variant,
+            Column {
+                header: "msgs",
+                cell: |v| value(v, "messages").map_or("-".into(), |x| format!("{x:.0}")),
+            },
+            Column {
+                header: "first",
+                cell: |v| value(v, "first_seq").map_or("-".into(), |x| format!("{x:.0}")),
+            },
+            Column {
+                header: "msg/s",
+                cell: |v| {
+                    ["catch_up_rate", "publish_rate", "delivery_rate"]
+                        .iter()
+                        .find_map(|m| value(v, m))
+                        .map_or("-".into(), format_rate)
+                },
+            },
+            Column {
+                header: "MB/s",
+                cell: |v| {
+                    ["catch_up_throughput", "publish_throughput"]
+                        .iter()
+                        .find_map(|m| value(v, m))
+                        .map_or("-".into(), |x| format!("{x:.1}"))
+                },
+            },
+            Column {
+                header: "to tail",
+                cell: |v| {
+                    value(v, "time_to_live_tail").map_or("-".into(), |ms| format_us(ms * 1e3))
+                },
+            },
+            Column {
+                header: "gap err p50",
+                cell: |v| signed_us(v, "gap_error.p50"),
+            },
+            Column {
+                header: "p99",
+                cell: |v| signed_us(v, "gap_error.p99"),
+            },
+            Column {
+                header: "drift end",
+                cell: |v| signed_us(v, "drift.final"),
+            },
+            Column {
+                header: "ratio",
+                cell: |v| value(v, "duration_ratio").map_or("-".into(), |x| format!("x{x:.3}")),
             },
             Column {
                 header: "lost",
@@ -302,6 +366,14 @@ fn comparisons(v: &VariantReport) -> Vec<String> {
                 value(v, &format!("redelivery_early.{cause}")).unwrap_or(0.0)
             ));
         }
+    }
+    if let Some(gap) = value(v, "smallest_gap_within_1ms") {
+        lines.push(format!(
+            "original pacing: gaps from {} up reproduced within 1 ms (p99); gaps of 1 ms and less \
+             replayed {} early (p50 of that class)",
+            format_us(gap),
+            value(v, "gap_error_by_gap.le_1ms.p50").map_or("-".into(), |x| format_us(x.abs()))
+        ));
     }
     if let (Some(p50), Some(p99), Some(d)) = (
         value(v, "overhead.e2e_p50_ratio"),
