@@ -283,10 +283,17 @@ pub fn analyse(pairs: &[(u64, u64)]) -> Pacing {
     p
 }
 
-/// At most [`SERIES_POINTS`] pairs, the first message at or after each of
-/// evenly spaced original times, as elapsed times since the first message.
+/// At most [`SERIES_POINTS`] pairs, as elapsed times since the first
+/// message: every message when there are no more than that, else the first
+/// message at or after each of evenly spaced original times.
 fn sample(pairs: &[(u64, u64)]) -> Vec<(u64, u64)> {
     let (o0, r0) = pairs[0];
+    if pairs.len() <= SERIES_POINTS {
+        return pairs
+            .iter()
+            .map(|&(o, r)| (o.saturating_sub(o0), r.saturating_sub(r0)))
+            .collect();
+    }
     let span = pairs[pairs.len() - 1].0.saturating_sub(o0);
     let mut out: Vec<(u64, u64)> = Vec::with_capacity(SERIES_POINTS);
     let mut i = 0;
