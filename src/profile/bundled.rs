@@ -9,6 +9,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("dedup", include_str!("../../profiles/dedup.toml")),
     ("ack", include_str!("../../profiles/ack.toml")),
     ("redelivery", include_str!("../../profiles/redelivery.toml")),
+    ("replay", include_str!("../../profiles/replay.toml")),
     ("staging", include_str!("../../profiles/staging.toml")),
 ];
 

@@ -219,17 +219,22 @@ impl Pacing {
     }
 
     /// The lower edge of the smallest gap class from which on every class
-    /// with at least `min_count` gaps has its p99 gap error magnitude within
-    /// `tolerance_ns`: scanning down from the largest gaps, the first class
-    /// that misses stops the scan. `None` when the largest populated class
-    /// already misses, or no class has enough gaps.
-    pub fn smallest_gap_within(&self, tolerance_ns: u64, min_count: u64) -> Option<u64> {
+    /// with at least `min_count` gaps has the `quantile` of its gap error
+    /// magnitude within `tolerance_ns`: scanning down from the largest
+    /// gaps, the first class that misses stops the scan. `None` when the
+    /// largest populated class already misses, or no class has enough gaps.
+    pub fn smallest_gap_within(
+        &self,
+        tolerance_ns: u64,
+        quantile: f64,
+        min_count: u64,
+    ) -> Option<u64> {
         let mut smallest = None;
         for (class, errors) in GAP_CLASSES.iter().zip(&self.by_gap).rev() {
             if errors.count() < min_count {
                 continue;
             }
-            if errors.magnitude().quantile(0.99) > tolerance_ns {
+            if errors.magnitude().quantile(quantile) > tolerance_ns {
                 break;
             }
             smallest = Some(class.above_ns);
@@ -442,9 +447,11 @@ mod tests {
         fill(&mut p.by_gap[3], 300_000);
         fill(&mut p.by_gap[5], 200_000);
         p.by_gap[7].record(5_000_000); // too few to count
-        assert_eq!(p.smallest_gap_within(MS, 20), Some(1_500_000));
-        assert_eq!(p.smallest_gap_within(250_000, 20), Some(5_000_000));
-        assert_eq!(p.smallest_gap_within(100_000, 20), None);
+        assert_eq!(p.smallest_gap_within(MS, 0.99, 20), Some(1_500_000));
+        assert_eq!(p.smallest_gap_within(250_000, 0.99, 20), Some(5_000_000));
+        assert_eq!(p.smallest_gap_within(100_000, 0.99, 20), None);
+        // Unpaced gaps pass at the median too: the scan reaches zero.
+        assert_eq!(p.smallest_gap_within(1_200_000, 0.5, 20), Some(0));
     }
 
     #[test]

@@ -367,12 +367,18 @@ fn comparisons(v: &VariantReport) -> Vec<String> {
             ));
         }
     }
-    if let Some(gap) = value(v, "smallest_gap_within_1ms") {
+    if v.metric("gap_error.p50").is_some() {
+        let within = |q: &str| match value(v, &format!("smallest_gap_within_1ms.{q}")) {
+            Some(0.0) => "every gap".to_string(),
+            Some(gap) => format!("gaps above {}", format_us(gap)),
+            None => "no gap size".to_string(),
+        };
         lines.push(format!(
-            "original pacing: gaps from {} up reproduced within 1 ms (p99); gaps of 1 ms and less \
-             replayed {} early (p50 of that class)",
-            format_us(gap),
-            value(v, "gap_error_by_gap.le_1ms.p50").map_or("-".into(), |x| format_us(x.abs()))
+            "original pacing within 1 ms: {} by the median, {} at p99; gaps of 1 ms and less \
+             are not paced (median error {})",
+            within("p50"),
+            within("p99"),
+            signed_us(v, "gap_error_by_gap.le_1ms.p50")
         ));
     }
     if let (Some(p50), Some(p99), Some(d)) = (
