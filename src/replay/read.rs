@@ -263,7 +263,8 @@ async fn read_log(
     let ack = spec.reader == ReplayReader::Pull;
     let mut highest = 0u64;
     let mut reached: Option<Instant> = None;
-    let mut last_activity = Instant::now();
+    // The last delivery's receive time: the idle deadline runs from it.
+    let mut last_ns = requested_ns;
     loop {
         let target = *spec.until_seq.borrow_and_update();
         if reached.is_none() && (target == 0 || (highest >= target && target != u64::MAX)) {
@@ -271,7 +272,7 @@ async fn read_log(
         }
         let deadline = match reached {
             Some(at) => at + spec.settle,
-            None => last_activity + spec.idle,
+            None => clock::instant_at(last_ns) + spec.idle,
         };
         let next = tokio::select! {
             biased;
@@ -305,7 +306,7 @@ async fn read_log(
             Ok(Some(Ok(message))) => message,
         };
         let received_ns = clock::now_ns();
-        last_activity = Instant::now();
+        last_ns = received_ns;
         let info = match message.info() {
             Ok(info) => info,
             Err(e) => {

@@ -464,10 +464,11 @@ async fn replay_variant(
                 };
                 tokio::join!(publishing, reading)
             };
+            // Extend the recording by what was appended, even when this
+            // variant failed: later variants replay those messages too.
+            let added = recording::read(&t.js, t.stream, before + 1, READ_IDLE).await;
             let (outcome, log) = (outcome?, log?);
-            // Extend the recording by what was appended.
-            let added = recording::read(&t.js, t.stream, before + 1, READ_IDLE).await?;
-            recording.extend(added);
+            recording.extend(added?);
             (log, Some(outcome))
         }
     };
