@@ -64,7 +64,8 @@ impl<'a> Arrivals<'a> {
     /// The gap after message `j`.
     fn gap_after(&self, j: u64) -> u64 {
         match self.plan {
-            ArrivalPlan::Steady => unreachable!("steady has no table"),
+            // Never built for steady (see `new`): it has a closed form.
+            ArrivalPlan::Steady => 0,
             ArrivalPlan::Poisson { seed } => {
                 // Inverse transform of a uniform draw: -ln(1 - u) · mean.
                 let u = random::unit(*seed, 0xA771_7A15, j);
