@@ -154,6 +154,9 @@ impl DriveSpec {
     /// Messages a paced variant or a fill publishes, warm-up included; 0
     /// when it runs for a time instead.
     pub fn messages(&self) -> u64 {
+        if let Some(arrivals) = self.arrivals() {
+            return arrivals.len() as u64;
+        }
         match (self.rate, self.count) {
             (Some(rate), _) => ((rate as f64) * (self.warmup + self.duration).as_secs_f64())
                 .round()
@@ -161,6 +164,18 @@ impl DriveSpec {
             (None, Some(n)) => n,
             (None, None) => 0,
         }
+    }
+
+    /// Intended send offsets of an irregular arrival pattern
+    /// (`publish.arrival`, over warm-up plus duration; `rate` is its mean),
+    /// or `None` for the steady schedule at `rate`.
+    pub fn arrivals(&self) -> Option<Arc<[u64]>> {
+        crate::load::arrival_offsets(
+            &self.publish.arrival,
+            self.rate,
+            self.warmup + self.duration,
+        )
+        .map(Arc::from)
     }
 
     /// A spec that publishes nothing and only consumes what is stored.
@@ -357,7 +372,11 @@ const SETTLE: Duration = Duration::from_secs(3);
 pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
     let publishers = spec.publish.publishers;
     let consumers = spec.consumer.as_ref().map_or(0, |c| c.plan.consumers);
-    let messages = spec.messages();
+    let arrivals = spec.arrivals();
+    let messages = match &arrivals {
+        Some(table) => table.len() as u64,
+        None => spec.messages(),
+    };
     let expected = messages + spec.preloaded;
 
     let consumer_clients = join_all(
@@ -390,6 +409,7 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
                 offset: i as u64,
                 total_messages: messages,
                 end_ns: u64::MAX,
+                arrivals: arrivals.clone(),
             },
             window: spec.publish.pub_ack_window,
             msg_id: spec.publish.msg_id,

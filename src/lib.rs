@@ -14,6 +14,8 @@
 //! - [`scenario`]: one module per scenario, each reading as provision,
 //!   drive, measure, verify. [`provision`] creates run-scoped streams and
 //!   consumers; [`drive`] runs the publish-and-consume mechanics they share.
+//!   [`replay`] holds what the replay scenario measures with: the recording,
+//!   replay consumers and pacing fidelity.
 //! - [`load`]: open-loop publishers ([`schedule`] keeps their timing);
 //!   [`consume`]: durable consumers. Both record into task-local
 //!   [`histogram`]s, [`ledger`]s and [`timeline`]s, merged after the run,
@@ -44,6 +46,7 @@ pub mod progress;
 pub mod provision;
 pub mod random;
 pub mod readback;
+pub mod replay;
 pub mod report;
 pub mod results;
 pub mod run;

@@ -311,6 +311,24 @@ pub fn footprint(profile: &Profile) -> Footprint {
                 };
                 (paced(p.rate as f64, &p.publish), largest.max(expiry))
             }
+            ScenarioPlan::Replay(p) => {
+                // One stream: the recording, plus what the live variants append.
+                let live_variants = p.readers.len()
+                    * (usize::from(p.live_tail)
+                        + [&p.instant, &p.original]
+                            .iter()
+                            .filter(|l| l.contains(&crate::profile::ReplayDeliver::New))
+                            .count());
+                let live =
+                    p.live_rate as f64 * p.live_duration.as_secs_f64() * live_variants as f64;
+                let per_message = p.publish.message_size.mean() as u64 + PER_MESSAGE_OVERHEAD;
+                // A replay's own consumer, and an ordered one the server may still hold.
+                need.consumers = need.consumers.max(2);
+                (
+                    (p.planned_messages + live as u64) * per_message,
+                    crate::replay::PULL_MAX_ACK_PENDING,
+                )
+            }
         };
         need.bytes = need.bytes.max(bytes);
         need.max_ack_pending = need.max_ack_pending.max(max_ack_pending);

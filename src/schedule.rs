@@ -6,7 +6,12 @@
 //! charged to the latency measured from the intended time) instead of
 //! silently lowering the offered load. This is what corrects for coordinated
 //! omission.
+//!
+//! The times follow the steady `j / rate` unless the schedule carries a table
+//! of offsets for an irregular arrival pattern (see
+//! [`crate::load::arrival_offsets`]); either way they are absolute.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clock;
@@ -16,7 +21,7 @@ use crate::clock;
 /// Publisher `offset` of `stride` sends the global message numbers
 /// `offset, offset + stride, offset + 2·stride, ...`, so the publishers
 /// interleave evenly instead of bursting together.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Schedule {
     /// Start of the schedule, ns on [`crate::clock`].
     pub t0_ns: u64,
@@ -31,6 +36,10 @@ pub struct Schedule {
     pub total_messages: u64,
     /// When an unpaced schedule stops, ns on [`crate::clock`].
     pub end_ns: u64,
+    /// Offsets from `t0_ns` of every message by global number, for an
+    /// irregular arrival pattern (then `total_rate` is its mean rate, which
+    /// sizes the pacer's spin); `None` for the steady `j / rate`.
+    pub arrivals: Option<Arc<[u64]>>,
 }
 
 impl Schedule {
@@ -58,6 +67,9 @@ impl Schedule {
     pub fn intended_ns(&self, k: u64) -> Option<u64> {
         let rate = self.total_rate?;
         let j = u128::from(k) * u128::from(self.stride) + u128::from(self.offset);
+        if let Some(offset) = self.arrivals.as_ref().and_then(|a| a.get(j as usize)) {
+            return Some(self.t0_ns + offset);
+        }
         Some(self.t0_ns + (j * 1_000_000_000 / u128::from(rate)) as u64)
     }
 
@@ -134,6 +146,7 @@ mod tests {
             offset,
             total_messages: total,
             end_ns: u64::MAX,
+            arrivals: None,
         }
     }
 
@@ -186,6 +199,20 @@ mod tests {
             !schedule(1, 1, 0, 5).ended(u64::MAX),
             "a paced schedule ends by count"
         );
+    }
+
+    #[test]
+    fn a_pattern_table_sets_the_times_and_publishers_still_interleave() {
+        let table: Arc<[u64]> = vec![0, 10, 15, 500, 501].into();
+        let times = |p: u64| {
+            let mut s = schedule(2, 2, p, 5);
+            s.arrivals = Some(table.clone());
+            (0..s.count())
+                .map(|k| s.intended_ns(k).unwrap() - 1_000)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(times(0), [0, 15, 501], "messages 0, 2, 4");
+        assert_eq!(times(1), [10, 500], "messages 1, 3");
     }
 
     #[test]

@@ -882,6 +882,9 @@ enum Response {
     Failed(String),
 }
 
+/// nats-server's JSStreamStoreFailedF: the stream refused the message.
+const STORE_FAILED: u32 = 10077;
+
 fn classify(message: &async_nats::Message) -> Response {
     if let Some(status) = message.status {
         if status == async_nats::StatusCode::NO_RESPONDERS {
@@ -903,7 +906,10 @@ fn classify(message: &async_nats::Message) -> Response {
                 "JetStream error {} ({}): {}",
                 e.code, e.err_code, e.description
             );
-            if e.code == 503 {
+            // A 503 is also how a stream that refuses a message (full,
+            // discard new: err_code 10077) answers; resending that would
+            // only be refused again.
+            if e.code == 503 && e.err_code != STORE_FAILED {
                 Response::Unavailable(text)
             } else {
                 Response::Failed(text)
@@ -1233,6 +1239,12 @@ mod tests {
         )) {
             Response::Failed(text) => assert!(text.contains("maximum messages exceeded"), "{text}"),
             _ => panic!("error ack"),
+        }
+        match classify(&message(
+            r#"{"error":{"code":503,"err_code":10008,"description":"JetStream system temporarily unavailable"}}"#,
+        )) {
+            Response::Unavailable(text) => assert!(text.contains("temporarily"), "{text}"),
+            _ => panic!("unavailable ack"),
         }
         match classify(&message("garbage")) {
             Response::Failed(text) => assert!(text.contains("unreadable"), "{text}"),

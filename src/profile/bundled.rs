@@ -13,6 +13,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
         "backpressure",
         include_str!("../../profiles/backpressure.toml"),
     ),
+    ("replay", include_str!("../../profiles/replay.toml")),
     ("staging", include_str!("../../profiles/staging.toml")),
     ("ci", include_str!("../../profiles/ci.toml")),
 ];

@@ -264,6 +264,7 @@ pub fn publish_plan(k: PublishKeys, prefix: &str, problems: &mut Problems) -> Pu
         late_duplicates,
         duplicate_window,
         resend_after: None,
+        arrival: super::ArrivalPlan::Steady,
     }
 }
 

@@ -7,6 +7,7 @@
 //! is allowed, and all problems are reported at once.
 
 mod ack;
+mod arrival;
 mod backpressure;
 mod behaviour;
 mod bundled;
@@ -17,6 +18,7 @@ mod latency;
 mod plan;
 mod publish;
 mod redelivery;
+mod replay;
 mod restart;
 mod resume;
 
@@ -29,6 +31,7 @@ pub use bundled::{BUNDLED, bundled};
 pub use duration::{Dur, format_duration, parse_duration};
 pub use plan::*;
 pub use publish::late_retry_margin;
+pub use replay::{ReplayDeliver, ReplayPace, ReplayPlan, ReplayReader};
 
 /// A profile that cannot be run, with every problem found in it.
 #[derive(Debug, Clone, PartialEq)]
@@ -233,6 +236,7 @@ pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
             }
             "resume" => resume::read(table, &prefix, &mut local).map(ScenarioPlan::Resume),
             "restart" => restart::read(table, &prefix, &mut local).map(ScenarioPlan::Restart),
+            "replay" => replay::read(table, &prefix, &mut local).map(ScenarioPlan::Replay),
             other => {
                 local.push(
                     format!("{prefix}.kind"),
@@ -286,6 +290,7 @@ pub const KINDS: &[&str] = &[
     "publish",
     "ack",
     "redelivery",
+    "replay",
     "backpressure",
     "resume",
     "restart",

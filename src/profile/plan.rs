@@ -76,6 +76,7 @@ pub enum ScenarioPlan {
     Backpressure(BackpressurePlan),
     Resume(ResumePlan),
     Restart(RestartPlan),
+    Replay(super::ReplayPlan),
 }
 
 impl ScenarioPlan {
@@ -88,6 +89,7 @@ impl ScenarioPlan {
             ScenarioPlan::Backpressure(p) => &p.common,
             ScenarioPlan::Resume(p) => &p.common,
             ScenarioPlan::Restart(p) => &p.common,
+            ScenarioPlan::Replay(p) => &p.common,
         }
     }
 
@@ -100,6 +102,7 @@ impl ScenarioPlan {
             ScenarioPlan::Backpressure(p) => &mut p.common,
             ScenarioPlan::Resume(p) => &mut p.common,
             ScenarioPlan::Restart(p) => &mut p.common,
+            ScenarioPlan::Replay(p) => &mut p.common,
         }
     }
 
@@ -122,6 +125,7 @@ impl ScenarioPlan {
             ScenarioPlan::Backpressure(p) => p.max_ack_pending.len() + p.expiry_ack_waits.len(),
             ScenarioPlan::Resume(p) => p.crash_at.len(),
             ScenarioPlan::Restart(_) => 1,
+            ScenarioPlan::Replay(p) => return p.estimated_duration(),
             // Count-based: about 100k messages a second, plus the fill.
             ScenarioPlan::Ack(p) => {
                 let each = Duration::from_secs_f64(p.messages as f64 / 100_000.0);
@@ -182,6 +186,9 @@ pub struct PublishPlan {
     pub duplicate_window: Duration,
     /// Resend a message (same Nats-Msg-Id) whose PubAck is this overdue.
     pub resend_after: Option<Duration>,
+    /// When each message is due: steady at the rate unless a scenario
+    /// offers an irregular pattern (replay records one).
+    pub arrival: ArrivalPlan,
 }
 
 impl PublishPlan {
@@ -206,6 +213,7 @@ impl PublishPlan {
             late_duplicates: 0.0,
             duplicate_window: Duration::from_secs(120),
             resend_after: None,
+            arrival: ArrivalPlan::Steady,
         }
     }
 }
@@ -262,6 +270,56 @@ impl SizePlan {
             SizePlan::Fixed(n) => n as f64,
             SizePlan::Uniform { min, max } => (min + max) as f64 / 2.0,
             SizePlan::Exponential { mean, .. } => mean as f64,
+        }
+    }
+}
+
+/// When messages are due. Irregular patterns give a replay a known history
+/// to reproduce; random ones are drawn from a seeded generator, so every
+/// run of a profile sends the same pattern.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ArrivalPlan {
+    /// Message *j* at `j / rate`: the open-loop default.
+    Steady,
+    /// A Poisson process at the rate: independent exponential gaps with
+    /// mean `1 / rate`, so every gap size occurs, sub-millisecond ones included.
+    Poisson { seed: u64 },
+    /// `size` messages `spacing` apart, then `pause` of silence, repeated.
+    Bursts {
+        size: u64,
+        spacing: Duration,
+        pause: Duration,
+    },
+    /// These gaps between consecutive messages, in order, repeated.
+    Gaps(Vec<Duration>),
+}
+
+impl ArrivalPlan {
+    pub fn is_steady(&self) -> bool {
+        *self == ArrivalPlan::Steady
+    }
+}
+
+impl std::fmt::Display for ArrivalPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use super::format_duration as d;
+        match self {
+            ArrivalPlan::Steady => write!(f, "steady"),
+            ArrivalPlan::Poisson { seed } => write!(f, "poisson (seed {seed})"),
+            ArrivalPlan::Bursts {
+                size,
+                spacing,
+                pause,
+            } => write!(
+                f,
+                "bursts of {size}, {} apart, {} pause",
+                d(*spacing),
+                d(*pause)
+            ),
+            ArrivalPlan::Gaps(gaps) => {
+                let gaps: Vec<String> = gaps.iter().map(|g| d(*g)).collect();
+                write!(f, "gaps {}", gaps.join(", "))
+            }
         }
     }
 }

@@ -92,6 +92,14 @@ fn rate(v: &VariantReport, name: &str) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
+/// A signed microsecond metric (early is negative) with its sign.
+fn signed_us(v: &VariantReport, name: &str) -> String {
+    value(v, name).map_or("-".into(), |x| {
+        let sign = if x < 0.0 { "-" } else { "+" };
+        format!("{sign}{}", format_us(x.abs()))
+    })
+}
+
 fn verdict(v: &VariantReport) -> String {
     if v.error.is_some() {
         "ERROR"
@@ -225,6 +233,62 @@ fn columns(kind: &str) -> Vec<Column> {
             Column {
                 header: "e2e max after",
                 cell: |v| us(v, "e2e_latency_after_rebind.max"),
+            },
+            Column {
+                header: "lost",
+                cell: |v| v.ledger.lost.to_string(),
+            },
+            end,
+        ],
+        "replay" => vec![
+            variant,
+            Column {
+                header: "msgs",
+                cell: |v| value(v, "messages").map_or("-".into(), |x| format!("{x:.0}")),
+            },
+            Column {
+                header: "first",
+                cell: |v| value(v, "first_seq").map_or("-".into(), |x| format!("{x:.0}")),
+            },
+            Column {
+                header: "msg/s",
+                cell: |v| {
+                    ["catch_up_rate", "publish_rate", "delivery_rate"]
+                        .iter()
+                        .find_map(|m| value(v, m))
+                        .map_or("-".into(), format_rate)
+                },
+            },
+            Column {
+                header: "MB/s",
+                cell: |v| {
+                    ["catch_up_throughput", "publish_throughput"]
+                        .iter()
+                        .find_map(|m| value(v, m))
+                        .map_or("-".into(), |x| format!("{x:.1}"))
+                },
+            },
+            Column {
+                header: "to tail",
+                cell: |v| {
+                    value(v, "time_to_live_tail").map_or("-".into(), |ms| format_us(ms * 1e3))
+                },
+            },
+            Column {
+                header: "gap err p50",
+                cell: |v| signed_us(v, "gap_error.p50"),
+            },
+            Column {
+                header: "p99",
+                cell: |v| signed_us(v, "gap_error.p99"),
+            },
+            Column {
+                header: "drift end",
+                cell: |v| signed_us(v, "drift.final"),
+            },
+            Column {
+                header: "ratio",
+                cell: |v| value(v, "duration_ratio").map_or("-".into(), |x| format!("x{x:.3}")),
             },
             Column {
                 header: "lost",
@@ -415,6 +479,20 @@ fn comparisons(v: &VariantReport) -> Vec<String> {
                 value(v, &format!("redelivery_early.{cause}")).unwrap_or(0.0)
             ));
         }
+    }
+    if v.metric("gap_error.p50").is_some() {
+        let within = |q: &str| match value(v, &format!("smallest_gap_within_1ms.{q}")) {
+            Some(0.0) => "every gap".to_string(),
+            Some(gap) => format!("gaps above {}", format_us(gap)),
+            None => "no gap size".to_string(),
+        };
+        lines.push(format!(
+            "original pacing within 1 ms: {} by the median, {} at p99; gaps of 1 ms and less \
+             are not paced (median error {})",
+            within("p50"),
+            within("p99"),
+            signed_us(v, "gap_error_by_gap.le_1ms.p50")
+        ));
     }
     if let (Some(p50), Some(p99), Some(d)) = (
         value(v, "overhead.e2e_p50_ratio"),

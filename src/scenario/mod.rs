@@ -6,6 +6,7 @@ pub mod backpressure;
 pub mod latency;
 pub mod publish;
 pub mod redelivery;
+pub mod replay;
 pub mod restart;
 pub mod resume;
 
@@ -137,5 +138,6 @@ pub async fn run(ctx: &RunContext, plan: &ScenarioPlan, sink: &mut dyn VariantSi
         ScenarioPlan::Backpressure(p) => backpressure::run(ctx, plan, p, sink).await,
         ScenarioPlan::Resume(p) => resume::run(ctx, plan, p, sink).await,
         ScenarioPlan::Restart(p) => restart::run(ctx, plan, p, sink).await,
+        ScenarioPlan::Replay(p) => replay::run(ctx, plan, p, sink).await,
     }
 }

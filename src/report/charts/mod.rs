@@ -31,15 +31,18 @@
 //!   `consume_rate` and `e2e_latency.p99` against the variant parameter
 //!   `max_ack_pending`, and the Little's-law bound
 //!   `min(rate, max_ack_pending / processing time)` as a reference series.
-//! - replay pacing: a timeline or histogram of per-message gap error
-//!   (`replay_gap_error`) and cumulative drift against the recorded
-//!   arrival times.
+//! - replay pacing: done, in [`replay`]: drift against the recording from
+//!   the sampled series timelines (`pacing.original_us`,
+//!   `pacing.replayed_us`), the signed gap error from the histograms
+//!   `gap_error.late` and `gap_error.early`, and the error per gap size from
+//!   the `gap_error_by_gap.<class>.abs_p99` metrics.
 //! - DLQ latency: the histogram of final delivery to DLQ persistence
 //!   (`dlq_latency`) through `percentile_chart`.
 
 pub mod axis;
 pub mod draw;
 pub mod latency;
+pub mod replay;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -105,6 +108,9 @@ pub const CATALOGUE: &[ChartFn] = &[
     latency::send_lag,
     latency::throughput_over_time,
     latency::latency_vs_throughput,
+    replay::drift,
+    replay::gap_error,
+    replay::gap_error_by_gap,
 ];
 
 /// The charts of one scenario: every catalogue entry that has data.

@@ -1,0 +1,178 @@
+//! `arrival`: when messages are due, as a profile writes it.
+//!
+//! ```toml
+//! arrival = "steady"                                   # j / rate (the default)
+//! arrival = "poisson"                                  # exponential gaps at the rate, seed 1
+//! arrival = { pattern = "poisson", seed = 7 }
+//! arrival = { pattern = "bursts", size = 50, spacing = "200us", pause = "300ms" }
+//! arrival = { pattern = "gaps", gaps = ["500us", "2ms", "20ms"] }   # repeated in order
+//! ```
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{ArrivalPlan, Dur, Problems};
+
+/// The written form, checked by [`ArrivalSpec::validate`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArrivalSpec(ArrivalTable);
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ArrivalTable {
+    pattern: Pattern,
+    seed: Option<u64>,
+    size: Option<u64>,
+    spacing: Option<Dur>,
+    pause: Option<Dur>,
+    gaps: Option<Vec<Dur>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Pattern {
+    Steady,
+    Poisson,
+    Bursts,
+    Gaps,
+}
+
+impl<'de> Deserialize<'de> for ArrivalSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Through a Value, so a plain name and a table both read and the
+        // table keeps its own error messages.
+        let value = toml::Value::deserialize(d)?;
+        let table = match value {
+            toml::Value::String(name) => {
+                let pattern = Pattern::deserialize(toml::Value::String(name.clone())).map_err(|_| {
+                    serde::de::Error::custom(format!(
+                        "unknown arrival pattern {name:?}; expected \"steady\", \"poisson\", or a table \
+                         such as {{ pattern = \"bursts\", size = 50, spacing = \"200us\", pause = \"300ms\" }}"
+                    ))
+                })?;
+                ArrivalTable {
+                    pattern,
+                    seed: None,
+                    size: None,
+                    spacing: None,
+                    pause: None,
+                    gaps: None,
+                }
+            }
+            other => ArrivalTable::deserialize(other).map_err(serde::de::Error::custom)?,
+        };
+        Ok(ArrivalSpec(table))
+    }
+}
+
+impl ArrivalSpec {
+    pub fn validate(&self, path: &str, problems: &mut Problems) -> ArrivalPlan {
+        let t = &self.0;
+        let key = |k: &str| format!("{path}.{k}");
+        let only = |problems: &mut Problems, k: &str, set: bool, pattern: &str| {
+            if set {
+                problems.push(key(k), format!("applies to pattern = \"{pattern}\" only"));
+            }
+        };
+        only(
+            problems,
+            "seed",
+            t.seed.is_some() && t.pattern != Pattern::Poisson,
+            "poisson",
+        );
+        for (k, set) in [
+            ("size", t.size.is_some()),
+            ("spacing", t.spacing.is_some()),
+            ("pause", t.pause.is_some()),
+        ] {
+            only(problems, k, set && t.pattern != Pattern::Bursts, "bursts");
+        }
+        only(
+            problems,
+            "gaps",
+            t.gaps.is_some() && t.pattern != Pattern::Gaps,
+            "gaps",
+        );
+        let hour = 3_600.0;
+        match t.pattern {
+            Pattern::Steady => ArrivalPlan::Steady,
+            Pattern::Poisson => ArrivalPlan::Poisson {
+                seed: t.seed.unwrap_or(1),
+            },
+            Pattern::Bursts => {
+                if t.size.is_none() || t.spacing.is_none() || t.pause.is_none() {
+                    problems.push(
+                        path,
+                        "bursts need size, spacing and pause, e.g. \
+                         { pattern = \"bursts\", size = 50, spacing = \"200us\", pause = \"300ms\" }",
+                    );
+                }
+                let size = t.size.unwrap_or(1);
+                problems.range(&key("size"), size, 1, 1_000_000, " messages per burst");
+                let spacing = t.spacing.map_or(Duration::ZERO, |d| d.0);
+                let pause = t.pause.map_or(Duration::ZERO, |d| d.0);
+                problems.range(
+                    &key("spacing"),
+                    spacing.as_secs_f64(),
+                    0.0,
+                    hour,
+                    " seconds",
+                );
+                problems.range(&key("pause"), pause.as_secs_f64(), 0.0, hour, " seconds");
+                if t.pause.is_some() && pause.is_zero() {
+                    problems.push(key("pause"), "must be more than 0: a burst ends in a pause");
+                }
+                ArrivalPlan::Bursts {
+                    size,
+                    spacing,
+                    pause,
+                }
+            }
+            Pattern::Gaps => {
+                let gaps: Vec<Duration> = t.gaps.iter().flatten().map(|d| d.0).collect();
+                if gaps.is_empty() {
+                    problems.push(
+                        key("gaps"),
+                        "missing or empty; the gaps between consecutive messages, repeated, \
+                         e.g. gaps = [\"500us\", \"2ms\", \"20ms\"]",
+                    );
+                } else if gaps.len() > 10_000 {
+                    problems.push(key("gaps"), format!("{} gaps; at most 10000", gaps.len()));
+                }
+                for (i, g) in gaps.iter().enumerate() {
+                    problems.range(
+                        &format!("{path}.gaps[{i}]"),
+                        g.as_secs_f64(),
+                        0.0,
+                        hour,
+                        " seconds",
+                    );
+                }
+                if !gaps.is_empty() && gaps.iter().all(Duration::is_zero) {
+                    problems.push(key("gaps"), "at least one gap must be more than 0");
+                }
+                ArrivalPlan::Gaps(gaps)
+            }
+        }
+    }
+
+    /// Whether the pattern takes its mean rate from `rate` (steady, Poisson)
+    /// rather than setting it itself (bursts, gaps).
+    pub fn uses_rate(&self) -> bool {
+        matches!(self.0.pattern, Pattern::Steady | Pattern::Poisson)
+    }
+}
+
+impl Default for ArrivalSpec {
+    fn default() -> Self {
+        ArrivalSpec(ArrivalTable {
+            pattern: Pattern::Steady,
+            seed: None,
+            size: None,
+            spacing: None,
+            pause: None,
+            gaps: None,
+        })
+    }
+}

@@ -1,0 +1,242 @@
+//! Replay pacing: how a replay at the original pace tracked its recording.
+//! Each chart keys on data only original-pace replays record (the series
+//! timelines, the signed gap-error histograms, the per-class metrics), so
+//! instant replays and other scenarios simply have none.
+
+use crate::replay::pacing::{self, GAP_CLASSES, Signed};
+use crate::report::data::ScenarioData;
+
+use super::{Axis, Chart, Scale, Series, Stroke, Unit, safe_stem};
+
+/// Points on the signed distribution curve.
+const CURVE_POINTS: usize = 201;
+
+/// Replayed minus original elapsed time against the time into the
+/// recording, one line per replay: the original and replayed timestamps of
+/// the same messages, as their difference (at chart scale the two would
+/// lie on top of each other).
+pub fn drift(s: &ScenarioData) -> Option<Chart> {
+    let mut series = Vec::new();
+    for (i, v) in s.variants().iter().enumerate() {
+        let (Some(o), Some(r)) = (
+            v.timelines.get(pacing::SERIES_ORIGINAL),
+            v.timelines.get(pacing::SERIES_REPLAYED),
+        ) else {
+            continue;
+        };
+        if let Some(points) = pacing::drift_points(o, r) {
+            series.push(Series {
+                label: v.name.clone(),
+                points,
+                colour: i,
+                stroke: Stroke::Solid,
+                markers: false,
+            });
+        }
+    }
+    let end = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .fold(0.0, f64::max);
+    if series.is_empty() {
+        return None;
+    }
+    series.push(zero_line(0.0, end));
+    Some(Chart {
+        stem: safe_stem(&format!("{}.replay_drift", s.name())),
+        title: format!("{}: Replay pacing, drift against the recording", s.name()),
+        caption: "For sampled messages of each replay at the original pace: when it was replayed \
+                  minus when it was originally stored, both counted from the replay's first \
+                  message, against the time into the recording. A line rising by 1 ms per second \
+                  replays 0.1% slow; a falling one runs ahead (the server delivers gaps of 1 ms \
+                  and less back to back). Dotted: perfect pacing."
+            .into(),
+        x: Axis {
+            label: "original time since the first replayed message (s)".into(),
+            scale: Scale::Linear,
+            unit: Unit::Number,
+        },
+        y: Axis {
+            label: "replayed minus original elapsed time".into(),
+            scale: Scale::Linear,
+            unit: Unit::Micros,
+        },
+        y_from_zero: true,
+        series,
+    })
+}
+
+/// The signed gap error by percentile, one line per replay, from its
+/// early and late histograms.
+pub fn gap_error(s: &ScenarioData) -> Option<Chart> {
+    let mut series = Vec::new();
+    for (i, v) in s.variants().iter().enumerate() {
+        let late = s.histogram(v, "gap_error.late");
+        let early = s.histogram(v, "gap_error.early");
+        if late.is_none() && early.is_none() {
+            continue;
+        }
+        let signed = Signed::from_parts(
+            late.cloned().unwrap_or_default(),
+            early.cloned().unwrap_or_default(),
+        );
+        series.push(Series {
+            label: v.name.clone(),
+            points: signed_curve(&signed),
+            colour: i,
+            stroke: Stroke::Solid,
+            markers: false,
+        });
+    }
+    if series.is_empty() {
+        return None;
+    }
+    series.push(zero_line(0.0, 1.0));
+    Some(Chart {
+        stem: safe_stem(&format!("{}.replay_gap_error", s.name())),
+        title: format!("{}: Replay pacing, gap error by percentile", s.name()),
+        caption: "Per replayed message at the original pace: the gap to the message before it \
+                  as replayed minus the same gap as recorded (negative: early, positive: late), \
+                  all messages of a replay sorted from most early to most late. Dotted: no error."
+            .into(),
+        x: Axis {
+            label: "percentile of messages".into(),
+            scale: Scale::Linear,
+            unit: Unit::Quantile,
+        },
+        y: Axis {
+            label: "gap error (replayed minus original gap)".into(),
+            scale: Scale::Linear,
+            unit: Unit::Micros,
+        },
+        y_from_zero: true,
+        series,
+    })
+}
+
+/// The gap error's magnitude (p99 solid, p50 dashed) per class of original
+/// gap, one colour per replay, against a 1 ms line: from which gap on
+/// pacing holds.
+pub fn gap_error_by_gap(s: &ScenarioData) -> Option<Chart> {
+    let mut series = Vec::new();
+    for (i, v) in s.variants().iter().enumerate() {
+        for (stat, label, stroke) in [
+            ("abs_p99", "p99", Stroke::Solid),
+            ("abs_p50", "p50", Stroke::Dashed),
+        ] {
+            let points: Vec<(f64, f64)> = GAP_CLASSES
+                .iter()
+                .filter_map(|c| {
+                    let m = v.metric(&format!("gap_error_by_gap.{}.{stat}", c.name))?;
+                    Some((class_middle_us(c.above_ns, c.up_to_ns), m.value))
+                })
+                .collect();
+            if points.len() >= 2 {
+                series.push(Series {
+                    label: format!("{} {label}", v.name),
+                    points,
+                    colour: i,
+                    stroke,
+                    markers: true,
+                });
+            }
+        }
+    }
+    if series.is_empty() {
+        return None;
+    }
+    let (lo, hi) = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .fold((f64::INFINITY, 0.0f64), |(lo, hi), x| {
+            (lo.min(x), hi.max(x))
+        });
+    series.push(Series {
+        label: "1 ms".into(),
+        points: vec![(lo, 1_000.0), (hi, 1_000.0)],
+        colour: 0,
+        stroke: Stroke::Reference,
+        markers: false,
+    });
+    Some(Chart {
+        stem: safe_stem(&format!("{}.replay_gap_error_by_gap", s.name())),
+        title: format!("{}: Replay pacing, error by gap size", s.name()),
+        caption: "The gap error's magnitude for each class of original gap (plotted at the \
+                  class's middle), per replay at the original pace: 99th percentile solid, median \
+                  dashed. Where a line stays under the dotted 1 ms, gaps of that size are \
+                  reproduced within 1 ms. Gaps of 1 ms and less are not paced by the server at \
+                  all: their error is the gap itself."
+            .into(),
+        x: Axis {
+            label: "original gap (log scale)".into(),
+            scale: Scale::Log,
+            unit: Unit::Micros,
+        },
+        y: Axis {
+            label: "|gap error| (log scale)".into(),
+            scale: Scale::Log,
+            unit: Unit::Micros,
+        },
+        y_from_zero: false,
+        series,
+    })
+}
+
+/// Where a class is drawn: the middle of its range on a log axis (the
+/// first class, from zero, at half its upper edge; the last, open-ended
+/// one at twice its lower edge).
+fn class_middle_us(above_ns: u64, up_to_ns: u64) -> f64 {
+    let (a, b) = (above_ns as f64 / 1e3, up_to_ns as f64 / 1e3);
+    if above_ns == 0 {
+        b / 2.0
+    } else if up_to_ns == u64::MAX {
+        a * 2.0
+    } else {
+        (a * b).sqrt()
+    }
+}
+
+/// (quantile, signed µs) over the whole distribution.
+fn signed_curve(s: &Signed) -> Vec<(f64, f64)> {
+    (0..CURVE_POINTS)
+        .map(|i| {
+            let q = i as f64 / (CURVE_POINTS - 1) as f64;
+            (q, s.quantile_ns(q) as f64 / 1e3)
+        })
+        .collect()
+}
+
+fn zero_line(from: f64, to: f64) -> Series {
+    Series {
+        label: "perfect pacing".into(),
+        points: vec![(from, 0.0), (to, 0.0)],
+        colour: 0,
+        stroke: Stroke::Reference,
+        markers: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_sit_in_their_middle() {
+        assert_eq!(class_middle_us(0, 1_000_000), 500.0);
+        assert!((class_middle_us(1_000_000, 4_000_000) - 2_000.0).abs() < 1e-9);
+        assert_eq!(class_middle_us(100_000_000, u64::MAX), 200_000.0);
+    }
+
+    #[test]
+    fn the_signed_curve_runs_from_most_early_to_most_late() {
+        let mut s = Signed::new();
+        for v in [-2_000_000i64, -1_000, 0, 500_000, 3_000_000] {
+            s.record(v);
+        }
+        let curve = signed_curve(&s);
+        assert_eq!(curve.len(), CURVE_POINTS);
+        assert!(curve.windows(2).all(|w| w[0].1 <= w[1].1), "non-decreasing");
+        assert!((curve[0].1 + 2_000.0).abs() < 5.0, "{}", curve[0].1);
+        assert!((curve[CURVE_POINTS - 1].1 - 3_000.0).abs() < 5.0);
+    }
+}

@@ -1,0 +1,985 @@
+//! `replay`: record a stream with a known, irregular arrival pattern, then
+//! rewind it with fresh consumers, instantly or at the original pace, from
+//! every deliver policy, through an ordered push consumer and a durable pull
+//! consumer.
+//!
+//! Provision: one stream over several subjects for the whole scenario.
+//! Drive: the record phase publishes the pattern (steady, Poisson, bursts or
+//! explicit gaps) and reads the stream back as ground truth (server
+//! timestamps); each replay variant then creates its consumer and reads
+//! until the last selected message has arrived. `new` and the live tail
+//! publish while they read (and the recording is extended by what they
+//! added), so they run last.
+//! Measure: instant replays their catch-up rate (msg/s, MB/s) and, for the
+//! live tail, the time to reach it while publishing continues; original
+//! replays their gap error, drift and duration ratio against the recorded
+//! timestamps, per class of gap, and a sampled series for the chart.
+//! Verify: the replayed set is exactly the set the deliver policy selects
+//! from the recording (first message, count, order, nothing lost, nothing
+//! extra), each delivery is the recorded message, and the server has nothing
+//! left pending.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow};
+use async_nats::Client;
+use async_nats::jetstream::{self, consumer::DeliverPolicy, stream};
+use tokio::sync::watch;
+
+use super::{Invariant, RunContext, VariantResult, VariantSink};
+use crate::drive::{DriveOutcome, DriveSpec, drive};
+use crate::histogram::Recorder;
+use crate::ledger::{Event, LedgerCounts};
+use crate::metrics::{Direction, Metric, latency_metrics};
+use crate::profile::{
+    ArrivalPlan, ReplayDeliver, ReplayPace, ReplayPlan, ReplayReader, ScenarioPlan, Storage,
+    format_duration,
+};
+use crate::provision::placement;
+use crate::replay::pacing::{self, GAP_CLASSES, Pacing, Signed};
+use crate::replay::read::{self, Delivery, End, ReplayLog, ReplaySpec};
+use crate::replay::recording::{self, Recorded, Start, select};
+
+/// How long a replay keeps reading after its last selected message, to
+/// catch a delivery that should not come.
+const SETTLE: Duration = Duration::from_millis(250);
+
+/// How long reading the recording back may go without a message.
+const READ_IDLE: Duration = Duration::from_secs(10);
+
+/// Pacing is "within" this of the original for the smallest-gap figure.
+const WITHIN: Duration = Duration::from_millis(1);
+
+/// Gaps a class needs before its error counts towards that figure.
+const MIN_CLASS_GAPS: u64 = 20;
+
+/// One replay variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Replay {
+    pace: ReplayPace,
+    deliver: ReplayDeliver,
+    reader: ReplayReader,
+    /// Reads while a publisher appends to the stream.
+    live: Live,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Live {
+    No,
+    /// Deliver `new`: the consumer exists before the publisher starts.
+    New,
+    /// Deliver all, instantly, created while the publisher runs.
+    Tail,
+}
+
+impl Replay {
+    fn name(&self) -> String {
+        let deliver = match self.live {
+            Live::Tail => "live_tail",
+            _ => self.deliver.label(),
+        };
+        format!("{}.{deliver}.{}", self.pace.label(), self.reader.label())
+    }
+}
+
+/// The variants in the order they run: replays of the recording first,
+/// then those that append to the stream.
+fn variants(plan: &ReplayPlan) -> Vec<Replay> {
+    let mut still = Vec::new();
+    let mut live = Vec::new();
+    for (pace, list) in [
+        (ReplayPace::Instant, &plan.instant),
+        (ReplayPace::Original, &plan.original),
+    ] {
+        for &deliver in list {
+            for &reader in &plan.readers {
+                let new = deliver == ReplayDeliver::New;
+                let v = Replay {
+                    pace,
+                    deliver,
+                    reader,
+                    live: if new { Live::New } else { Live::No },
+                };
+                if new { &mut live } else { &mut still }.push(v);
+            }
+        }
+    }
+    if plan.live_tail {
+        for &reader in &plan.readers {
+            live.push(Replay {
+                pace: ReplayPace::Instant,
+                deliver: ReplayDeliver::All,
+                reader,
+                live: Live::Tail,
+            });
+        }
+    }
+    still.extend(live);
+    still
+}
+
+/// What every variant of the scenario shares.
+struct Target<'a> {
+    scenario: &'a str,
+    stream: &'a str,
+    base: &'a str,
+    subjects: Vec<String>,
+    client: Client,
+    js: jetstream::Context,
+}
+
+pub async fn run(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &ReplayPlan,
+    sink: &mut dyn VariantSink,
+) -> Result<()> {
+    // Provision.
+    let name = scenario.name();
+    let stream_name = ctx.names.stream(name, "rec");
+    let base = ctx.names.subject(name, "rec");
+    ctx.provisioner
+        .create_stream(stream::Config {
+            name: stream_name.clone(),
+            subjects: vec![format!("{base}.*")],
+            storage: match ctx.server.storage {
+                Storage::File => stream::StorageType::File,
+                Storage::Memory => stream::StorageType::Memory,
+            },
+            num_replicas: ctx.server.replicas,
+            ..Default::default()
+        })
+        .await?;
+    let client = ctx.connect.connect("replay").await?;
+    let target = Target {
+        scenario: name,
+        stream: &stream_name,
+        base: &base,
+        subjects: (0..plan.publish.subjects)
+            .map(|i| format!("{base}.{i}"))
+            .collect(),
+        js: ctx.connect.jetstream(client.clone()),
+        client,
+    };
+
+    // Record.
+    let started = Instant::now();
+    let mut result = VariantResult::new("record");
+    describe_record(plan, &mut result);
+    let recording = match record(ctx, plan, &target, &mut result).await {
+        Ok(recording) => Some(recording),
+        Err(e) => {
+            result.error = Some(format!("{e:#}"));
+            None
+        }
+    };
+    result.elapsed = started.elapsed();
+    sink.record(scenario, result)?;
+
+    // Replay.
+    if let Some(mut recording) = recording.filter(|r| !r.is_empty()) {
+        for v in variants(plan) {
+            if ctx.stop.is_cancelled() {
+                break;
+            }
+            let started = Instant::now();
+            let mut result = VariantResult::new(v.name());
+            describe_replay(plan, &v, &mut result);
+            if let Err(e) = replay_variant(ctx, plan, &target, &mut recording, v, &mut result).await
+            {
+                result.error = Some(format!("{e:#}"));
+            }
+            result.elapsed = started.elapsed();
+            sink.record(scenario, result)?;
+        }
+    }
+    ctx.provisioner
+        .delete_stream(&stream_name)
+        .await
+        .context("cleaning up after the scenario")
+}
+
+fn describe_record(plan: &ReplayPlan, r: &mut VariantResult) {
+    r.param("arrival", plan.publish.arrival.to_string());
+    r.param("rate", plan.rate);
+    r.param("duration", format_duration(plan.common.duration));
+    r.param("planned_messages", plan.planned_messages);
+    r.param("publishers", plan.publish.publishers);
+    r.param("message_size", plan.publish.message_size.to_string());
+    r.param("subjects", plan.publish.subjects);
+}
+
+fn describe_replay(plan: &ReplayPlan, v: &Replay, r: &mut VariantResult) {
+    r.param("replay_policy", v.pace.label());
+    r.param("deliver_policy", v.deliver.label());
+    r.param("consumer", v.reader.label());
+    match v.deliver {
+        ReplayDeliver::ByStartSequence => r.param("start_sequence", plan.start_sequence),
+        ReplayDeliver::ByStartTime => r.param("start_time", format_duration(plan.start_time)),
+        _ => {}
+    }
+    if v.live != Live::No {
+        r.param("live_rate", plan.live_rate);
+        r.param("live_duration", format_duration(plan.live_duration));
+    }
+}
+
+/// Publishes the pattern and reads the stream back as the recording.
+async fn record(
+    ctx: &RunContext,
+    plan: &ReplayPlan,
+    t: &Target<'_>,
+    r: &mut VariantResult,
+) -> Result<Vec<Recorded>> {
+    let spec = DriveSpec {
+        label: format!("{} record", t.scenario),
+        subjects: t.subjects.clone(),
+        stream: t.stream.to_string(),
+        publish: plan.publish.clone(),
+        consumer: None,
+        rate: Some(plan.rate),
+        count: None,
+        preloaded: 0,
+        warmup: Duration::ZERO,
+        duration: plan.common.duration,
+        drain_timeout: plan.common.drain_timeout,
+        msg_id_prefix: String::new(),
+        seed: 0x5eed,
+        fault: None,
+    };
+    let outcome = drive(ctx, &spec).await?;
+    let info = ctx.provisioner.stream_info(t.stream).await;
+    r.streams.extend(info.as_ref().map(placement));
+    let recording = recording::read(&t.js, t.stream, 1, READ_IDLE).await?;
+
+    // Measure.
+    let planned = spec.messages();
+    r.metrics.push(count("planned_messages", planned));
+    r.metrics.push(count("messages", recording.len() as u64));
+    r.metrics.push(Metric::new(
+        "target_rate",
+        "msg/s",
+        plan.rate as f64,
+        Direction::None,
+    ));
+    r.metrics.push(Metric::new(
+        "publish_rate",
+        "msg/s",
+        outcome.publish_rate(),
+        Direction::Higher,
+    ));
+    r.metrics.push(Metric::new(
+        "publish_throughput",
+        "MB/s",
+        outcome.sent_bytes() as f64 / outcome.publish_span().as_secs_f64().max(1e-9) / 1e6,
+        Direction::Higher,
+    ));
+    r.metrics
+        .extend(latency_metrics("send_lag", &outcome.send_lag.summary()));
+    r.histograms
+        .push(("send_lag".into(), outcome.send_lag.clone()));
+    // How the server stored the pattern: its gaps, and their distance from
+    // the intended ones (publisher lag and PubAck path included).
+    let stored: Vec<(u64, u64)> = recording
+        .iter()
+        .map(|m| (m.intended_ns, m.published_ns))
+        .collect();
+    let fidelity = pacing::analyse(&stored);
+    r.metrics.push(Metric::new(
+        "recorded_span",
+        "s",
+        fidelity.replayed_span_ns as f64 / 1e9,
+        Direction::None,
+    ));
+    r.metrics.extend(latency_metrics(
+        "recorded_gap",
+        &fidelity.original_gaps.summary(),
+    ));
+    r.histograms
+        .push(("recorded_gap".into(), recorded_gaps(&recording)));
+    r.metrics
+        .extend(signed_metrics("record_gap_error", &fidelity.gap_error));
+    r.ledger = outcome.counts;
+    r.timelines
+        .insert("published".into(), outcome.published_timeline.clone());
+    if outcome.interrupted {
+        r.warnings
+            .push("interrupted: the recording covers what was sent".into());
+    }
+    let backwards = recording
+        .windows(2)
+        .filter(|w| w[1].published_ns < w[0].published_ns)
+        .count();
+    if backwards > 0 {
+        r.warnings.push(format!(
+            "{backwards} server timestamps are earlier than the one before (the server's clock \
+             stepped back); by_start_time selects from the first match onwards regardless"
+        ));
+    }
+    r.warnings.extend(outcome.errors.iter().cloned());
+
+    // Verify.
+    let c = &outcome.counts;
+    r.invariants.push(Invariant::check(
+        "every publish persisted",
+        c.publish_errors == 0 && c.persisted == c.published,
+        format!(
+            "{} published, {} persisted, {} PubAck errors or timeouts",
+            c.published, c.persisted, c.publish_errors
+        ),
+    ));
+    // Without consumers the ledger sees no deliveries: "lost" is what the
+    // recording does not hold.
+    let recorded_persisted = recording
+        .iter()
+        .filter(|m| outcome.ledger.count(m.seq, Event::Persisted) > 0)
+        .count() as u64;
+    r.ledger.lost = c.persisted.saturating_sub(recorded_persisted);
+    let unconfirmed: Vec<u64> = recording
+        .iter()
+        .filter(|m| outcome.ledger.count(m.seq, Event::Persisted) == 0)
+        .map(|m| m.seq)
+        .take(10)
+        .collect();
+    let contiguous = recording
+        .iter()
+        .enumerate()
+        .all(|(i, m)| m.seq == i as u64 + 1);
+    r.invariants.push(Invariant::check(
+        "the recording holds every persisted message",
+        recording.len() as u64 == c.persisted && contiguous && unconfirmed.is_empty(),
+        format!(
+            "{} messages read back, sequences 1..={} {}, {} persisted; unconfirmed by a PubAck: {:?}",
+            recording.len(),
+            recording.last().map_or(0, |m| m.seq),
+            if contiguous { "without gaps" } else { "with gaps" },
+            c.persisted,
+            unconfirmed
+        ),
+    ));
+    let unstamped = recording.iter().filter(|m| m.origin == u64::MAX).count();
+    r.invariants.push(Invariant::equal(
+        "every payload carries its stamp",
+        unstamped as u64,
+        0,
+    ));
+    if recording.len() < 2 {
+        return Err(anyhow!(
+            "the recording holds {} message(s); nothing to replay",
+            recording.len()
+        ));
+    }
+    Ok(recording)
+}
+
+/// The recorded gaps as a histogram (ns), in stream order.
+fn recorded_gaps(recording: &[Recorded]) -> Recorder {
+    let mut gaps = Recorder::new();
+    for w in recording.windows(2) {
+        gaps.record(w[1].published_ns.saturating_sub(w[0].published_ns));
+    }
+    gaps
+}
+
+async fn replay_variant(
+    ctx: &RunContext,
+    plan: &ReplayPlan,
+    t: &Target<'_>,
+    recording: &mut Vec<Recorded>,
+    v: Replay,
+    r: &mut VariantResult,
+) -> Result<()> {
+    // Provision: the consumer is created by the reader; here, what it must deliver.
+    let start = Start {
+        sequence: plan.start_sequence,
+        time_ns: recording[0].published_ns + plan.start_time.as_nanos() as u64,
+    };
+    let deliver = match v.deliver {
+        ReplayDeliver::All => DeliverPolicy::All,
+        ReplayDeliver::ByStartSequence => DeliverPolicy::ByStartSequence {
+            start_sequence: start.sequence,
+        },
+        ReplayDeliver::ByStartTime => DeliverPolicy::ByStartTime {
+            start_time: time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(start.time_ns))
+                .context("the start time is out of range")?,
+        },
+        ReplayDeliver::Last => DeliverPolicy::Last,
+        ReplayDeliver::LastPerSubject => DeliverPolicy::LastPerSubject,
+        ReplayDeliver::New => DeliverPolicy::New,
+    };
+    let before = recording.last().map_or(0, |m| m.seq);
+    let selected_now = select(recording, v.deliver, start);
+    let (target_tx, target_rx) = watch::channel(match v.live {
+        Live::No => selected_now.last().copied().unwrap_or(0),
+        Live::New | Live::Tail => u64::MAX,
+    });
+    let live_messages = (plan.live_rate as f64 * plan.live_duration.as_secs_f64()) as usize;
+    let spec = ReplaySpec {
+        reader: v.reader,
+        stream: t.stream.to_string(),
+        name: ctx.names.durable(t.scenario, &r.name),
+        deliver,
+        pace: v.pace,
+        // The server refuses last_per_subject without one (pinned in tests).
+        filter: (v.deliver == ReplayDeliver::LastPerSubject).then(|| format!("{}.*", t.base)),
+        until_seq: target_rx,
+        settle: SETTLE,
+        idle: plan.common.drain_timeout,
+        capacity: selected_now.len()
+            + if v.live == Live::No {
+                0
+            } else {
+                live_messages + 1024
+            },
+    };
+
+    // Drive.
+    let (log, live) = match v.live {
+        Live::No => (
+            read::replay(&t.client, &t.js, spec, ctx.stop.clone()).await?,
+            None,
+        ),
+        Live::New | Live::Tail => {
+            let publishing = async {
+                let outcome = drive(ctx, &live_spec(plan, t, &r.name)).await;
+                // Now the last sequence is known: the reader may finish.
+                let last = ctx
+                    .provisioner
+                    .stream_info(t.stream)
+                    .await
+                    .map_or(before, |i| i.state.last_sequence);
+                let _ = target_tx.send(last);
+                outcome
+            };
+            let (outcome, log) = if v.live == Live::New {
+                // The consumer must exist before the first new message.
+                let opened = read::open(&t.client, &t.js, spec).await?;
+                tokio::join!(publishing, opened.read(ctx.stop.clone()))
+            } else {
+                let reading = async {
+                    // Let the publisher get going first: the consumer then
+                    // catches up with a stream that keeps growing.
+                    tokio::time::sleep(live_lead(plan)).await;
+                    read::replay(&t.client, &t.js, spec, ctx.stop.clone()).await
+                };
+                tokio::join!(publishing, reading)
+            };
+            // Extend the recording by what was appended, even when this
+            // variant failed: later variants replay those messages too.
+            let added = recording::read(&t.js, t.stream, before + 1, READ_IDLE).await;
+            let (outcome, log) = (outcome?, log?);
+            recording.extend(added?);
+            (log, Some(outcome))
+        }
+    };
+    let expected = match v.live {
+        Live::No => selected_now,
+        Live::New => recording
+            .iter()
+            .filter(|m| m.seq > before)
+            .map(|m| m.seq)
+            .collect(),
+        Live::Tail => select(recording, ReplayDeliver::All, start),
+    };
+
+    // Measure and verify.
+    r.param("selected", expected.len());
+    r.param("recording_messages", recording.len());
+    measure(&v, &log, live.as_ref(), r);
+    verify(&v, &log, &expected, recording, live.as_ref(), r);
+    Ok(())
+}
+
+/// When the live-tail consumer is created: a quarter into the live
+/// publishing, after the drive's 200 ms lead-in.
+fn live_lead(plan: &ReplayPlan) -> Duration {
+    Duration::from_millis(200) + plan.live_duration / 4
+}
+
+/// The publisher of the live variants: steady at `live_rate`.
+fn live_spec(plan: &ReplayPlan, t: &Target<'_>, variant: &str) -> DriveSpec {
+    let mut publish = plan.publish.clone();
+    publish.arrival = ArrivalPlan::Steady;
+    DriveSpec {
+        label: format!("{} {variant}", t.scenario),
+        subjects: t.subjects.clone(),
+        stream: t.stream.to_string(),
+        publish,
+        consumer: None,
+        rate: Some(plan.live_rate),
+        count: None,
+        preloaded: 0,
+        warmup: Duration::ZERO,
+        duration: plan.live_duration,
+        drain_timeout: plan.common.drain_timeout,
+        msg_id_prefix: String::new(),
+        seed: 0x11fe,
+        fault: None,
+    }
+}
+
+fn count(name: &str, value: u64) -> Metric {
+    Metric::new(name, "count", value as f64, Direction::None)
+}
+
+fn ms(name: &str, ns: u64) -> Metric {
+    Metric::new(name, "ms", ns as f64 / 1e6, Direction::Lower)
+}
+
+/// Signed percentiles (µs; early is negative) and magnitudes of a signed
+/// distribution: `<name>.p1` ... `.max`, `.mean`, `.abs_p50`, `.abs_p99`.
+fn signed_metrics(name: &str, s: &Signed) -> Vec<Metric> {
+    if s.count() == 0 {
+        return Vec::new();
+    }
+    let us = |ns: f64| ns / 1e3;
+    let signed = |suffix: &str, ns: f64| {
+        Metric::new(format!("{name}.{suffix}"), "us", us(ns), Direction::None)
+    };
+    let magnitude = s.magnitude();
+    vec![
+        signed("min", s.min_ns() as f64),
+        signed("p1", s.quantile_ns(0.01) as f64),
+        signed("p50", s.quantile_ns(0.50) as f64),
+        signed("p90", s.quantile_ns(0.90) as f64),
+        signed("p99", s.quantile_ns(0.99) as f64),
+        signed("max", s.max_ns() as f64),
+        signed("mean", s.mean_ns()),
+        Metric::new(
+            format!("{name}.abs_p50"),
+            "us",
+            us(magnitude.quantile(0.50) as f64),
+            Direction::Lower,
+        ),
+        Metric::new(
+            format!("{name}.abs_p99"),
+            "us",
+            us(magnitude.quantile(0.99) as f64),
+            Direction::Lower,
+        ),
+    ]
+}
+
+fn measure(v: &Replay, log: &ReplayLog, live: Option<&DriveOutcome>, r: &mut VariantResult) {
+    let d = &log.deliveries;
+    r.metrics.push(count("messages", d.len() as u64));
+    if let Some(first) = d.first() {
+        r.metrics.push(count("first_seq", first.seq));
+        r.metrics.push(ms(
+            "time_to_first",
+            first.received_ns.saturating_sub(log.requested_ns),
+        ));
+    }
+    if let (Some(first), Some(last)) = (d.first(), d.last())
+        && d.len() >= 2
+    {
+        let span = last.received_ns.saturating_sub(first.received_ns);
+        r.metrics.push(Metric::new(
+            "delivery_rate",
+            "msg/s",
+            (d.len() - 1) as f64 / (span as f64 / 1e9).max(1e-9),
+            Direction::Higher,
+        ));
+    }
+    let seconds = |ns: u64| (ns as f64 / 1e9).max(1e-9);
+    match (v.pace, v.live) {
+        (ReplayPace::Instant, Live::No) => {
+            if let Some(last) = d.last() {
+                let took = last.received_ns.saturating_sub(log.requested_ns);
+                r.metrics.push(ms("catch_up_time", took));
+                r.metrics.push(Metric::new(
+                    "catch_up_rate",
+                    "msg/s",
+                    d.len() as f64 / seconds(took),
+                    Direction::Higher,
+                ));
+                r.metrics.push(Metric::new(
+                    "catch_up_throughput",
+                    "MB/s",
+                    log.bytes as f64 / seconds(took) / 1e6,
+                    Direction::Higher,
+                ));
+            }
+        }
+        (_, Live::Tail) => live_tail(log, live, r),
+        (ReplayPace::Original, _) => original(log, r),
+        (ReplayPace::Instant, Live::New) => {}
+    }
+    if let Some(o) = live {
+        r.metrics.push(Metric::new(
+            "live_publish_rate",
+            "msg/s",
+            o.publish_rate(),
+            Direction::None,
+        ));
+    }
+    if v.pace == ReplayPace::Original || v.live != Live::No {
+        r.timelines.insert("delivered".into(), log.timeline.clone());
+    }
+    let ledger = replay_ledger(log, live);
+    r.ledger = ledger;
+    match log.end {
+        End::Stalled => r.warnings.push(format!(
+            "the replay stopped after {} deliveries: nothing arrived for the drain timeout",
+            d.len()
+        )),
+        End::Interrupted => r
+            .warnings
+            .push("interrupted: the variant stopped early".into()),
+        End::Closed => r
+            .warnings
+            .push("the consumer's message stream closed before the replay ended".into()),
+        End::Reached => {}
+    }
+    r.warnings
+        .extend(log.errors.iter().map(|e| format!("consumer: {e}")));
+    if let Some(o) = live {
+        r.warnings.extend(o.errors.iter().cloned());
+    }
+}
+
+/// Catching up with a stream that keeps growing: the first delivery after
+/// which the server had nothing more pending is the live tail.
+fn live_tail(log: &ReplayLog, live: Option<&DriveOutcome>, r: &mut VariantResult) {
+    let d = &log.deliveries;
+    let Some(at) = d.iter().position(|x| x.pending == 0) else {
+        r.warnings
+            .push("the consumer never reached the live tail".into());
+        return;
+    };
+    let tail = d[at].received_ns;
+    let took = tail.saturating_sub(log.requested_ns);
+    r.metrics.push(ms("time_to_live_tail", took));
+    r.metrics.push(count("caught_up_messages", at as u64 + 1));
+    r.metrics.push(Metric::new(
+        "catch_up_rate",
+        "msg/s",
+        (at + 1) as f64 / (took as f64 / 1e9).max(1e-9),
+        Direction::Higher,
+    ));
+    let bytes_per_message = log.bytes as f64 / d.len().max(1) as f64;
+    r.metrics.push(Metric::new(
+        "catch_up_throughput",
+        "MB/s",
+        (at + 1) as f64 * bytes_per_message / (took as f64 / 1e9).max(1e-9) / 1e6,
+        Direction::Higher,
+    ));
+    // Once at the tail, a delivery's lag behind its storing is the live
+    // end-to-end latency (server clock to jsbench's clock, one host).
+    let mut lag = Recorder::new();
+    for x in &d[at + 1..] {
+        lag.record_between(x.published_ns, x.received_ns);
+    }
+    if lag.count() > 0 {
+        r.metrics
+            .extend(latency_metrics("live_lag", &lag.summary()));
+        r.histograms.push(("live_lag".into(), lag));
+    }
+    let publishing_ended = live
+        .and_then(|o| o.sends.iter().map(|s| s.last_sent_ns).max())
+        .unwrap_or(0);
+    if tail > publishing_ended {
+        r.warnings.push(format!(
+            "the consumer reached the tail only after publishing ended ({:.0} ms later): a longer \
+             live_duration or a lower live_rate measures catching up with a live stream",
+            (tail - publishing_ended) as f64 / 1e6
+        ));
+    }
+}
+
+/// Pacing fidelity of a replay at the original pace.
+fn original(log: &ReplayLog, r: &mut VariantResult) {
+    let pairs: Vec<(u64, u64)> = log
+        .deliveries
+        .iter()
+        .map(|x| (x.published_ns, x.received_ns))
+        .collect();
+    let p = pacing::analyse(&pairs);
+    if p.messages < 2 {
+        return;
+    }
+    pacing_metrics(&p, r);
+    for (name, s) in [("gap_error", &p.gap_error), ("drift", &p.drift)] {
+        r.histograms
+            .push((format!("{name}.late"), s.late().clone()));
+        r.histograms
+            .push((format!("{name}.early"), s.early().clone()));
+    }
+    r.histograms
+        .push(("original_gap".into(), p.original_gaps.clone()));
+    let origin = log.deliveries[0].published_ns;
+    r.timelines.extend(p.series_timelines(origin));
+}
+
+fn pacing_metrics(p: &Pacing, r: &mut VariantResult) {
+    if let Some(ratio) = p.duration_ratio() {
+        r.metrics.push(Metric::new(
+            "duration_ratio",
+            "ratio",
+            ratio,
+            Direction::None,
+        ));
+    }
+    r.metrics.push(Metric::new(
+        "original_span",
+        "s",
+        p.original_span_ns as f64 / 1e9,
+        Direction::None,
+    ));
+    r.metrics.push(Metric::new(
+        "replayed_span",
+        "s",
+        p.replayed_span_ns as f64 / 1e9,
+        Direction::None,
+    ));
+    r.metrics.extend(signed_metrics("gap_error", &p.gap_error));
+    r.metrics.extend(signed_metrics("drift", &p.drift));
+    r.metrics.push(Metric::new(
+        "drift.final",
+        "us",
+        p.final_drift_ns as f64 / 1e3,
+        Direction::None,
+    ));
+    for (class, errors) in GAP_CLASSES.iter().zip(&p.by_gap) {
+        if errors.count() == 0 {
+            continue;
+        }
+        let prefix = format!("gap_error_by_gap.{}", class.name);
+        r.metrics
+            .push(count(&format!("{prefix}.count"), errors.count()));
+        r.metrics.push(Metric::new(
+            format!("{prefix}.p50"),
+            "us",
+            errors.quantile_ns(0.5) as f64 / 1e3,
+            Direction::None,
+        ));
+        let magnitude = errors.magnitude();
+        for (suffix, q) in [("abs_p50", 0.5), ("abs_p99", 0.99)] {
+            r.metrics.push(Metric::new(
+                format!("{prefix}.{suffix}"),
+                "us",
+                magnitude.quantile(q) as f64 / 1e3,
+                Direction::Lower,
+            ));
+        }
+    }
+    // The smallest gap reproduced within 1 ms, by the median and by the
+    // 99th percentile of each gap class's error.
+    for (suffix, q) in [("p50", 0.5), ("p99", 0.99)] {
+        if let Some(gap) = p.smallest_gap_within(WITHIN.as_nanos() as u64, q, MIN_CLASS_GAPS) {
+            r.metrics.push(Metric::new(
+                format!("smallest_gap_within_1ms.{suffix}"),
+                "us",
+                gap as f64 / 1e3,
+                Direction::Lower,
+            ));
+        }
+    }
+}
+
+/// The ledger of a replay: what the live publisher stored, what was
+/// delivered, how often.
+fn replay_ledger(log: &ReplayLog, live: Option<&DriveOutcome>) -> LedgerCounts {
+    let mut c = live.map(|o| o.counts).unwrap_or_default();
+    let mut times: HashMap<u64, u64> = HashMap::with_capacity(log.deliveries.len());
+    for x in &log.deliveries {
+        *times.entry(x.seq).or_default() += 1;
+    }
+    c.deliveries = log.deliveries.len() as u64;
+    c.delivered = times.len() as u64;
+    c.redelivered = times.values().filter(|&&n| n > 1).count() as u64;
+    c.redeliveries = times.values().map(|n| n - 1).sum();
+    // A live publisher's ledger has no deliveries: its "lost" is for the
+    // replay's invariants to say.
+    c.lost = 0;
+    c
+}
+
+fn verify(
+    v: &Replay,
+    log: &ReplayLog,
+    expected: &[u64],
+    recording: &[Recorded],
+    live: Option<&DriveOutcome>,
+    r: &mut VariantResult,
+) {
+    let d = &log.deliveries;
+    let delivered: Vec<u64> = d.iter().map(|x| x.seq).collect();
+    let first = |seqs: &[u64]| seqs.first().map_or("none".to_string(), u64::to_string);
+    r.invariants.push(Invariant::check(
+        "first message = the policy's first",
+        delivered.first() == expected.first(),
+        format!(
+            "first delivered sequence {} (selected: {})",
+            first(&delivered),
+            first(expected)
+        ),
+    ));
+    r.invariants.push(Invariant::equal(
+        "count = selected count",
+        delivered.len() as u64,
+        expected.len() as u64,
+    ));
+    let out_of_order = delivered.windows(2).position(|w| w[1] <= w[0]);
+    r.invariants.push(Invariant::check(
+        "in stream order",
+        out_of_order.is_none(),
+        match out_of_order {
+            None => format!("{} deliveries, each after the one before", delivered.len()),
+            Some(i) => format!(
+                "delivery {} (sequence {}) came after sequence {}",
+                i + 1,
+                delivered[i + 1],
+                delivered[i]
+            ),
+        },
+    ));
+    let (missing, extra) = difference(expected, &delivered);
+    let lost_detail = if missing.is_empty() {
+        format!("all {} selected messages delivered", expected.len())
+    } else {
+        format!(
+            "{} of {} selected messages never delivered (first sequences: {:?})",
+            missing.len(),
+            expected.len(),
+            &missing[..missing.len().min(10)]
+        )
+    };
+    r.invariants.push(Invariant::check(
+        "nothing lost",
+        missing.is_empty(),
+        lost_detail,
+    ));
+    r.ledger.lost = missing.len() as u64;
+    r.invariants.push(Invariant::check(
+        "nothing extra",
+        extra.is_empty() && log.redelivered == 0,
+        if extra.is_empty() && log.redelivered == 0 {
+            "no delivery outside the selection, none twice".to_string()
+        } else {
+            format!(
+                "{} deliveries outside the selection or repeated (first sequences: {:?}), {} \
+                 marked redelivered",
+                extra.len(),
+                &extra[..extra.len().min(10)],
+                log.redelivered
+            )
+        },
+    ));
+    let by_seq: HashMap<u64, &Recorded> = recording.iter().map(|m| (m.seq, m)).collect();
+    let differing: Vec<u64> = d
+        .iter()
+        .filter(|x| by_seq.get(&x.seq).is_none_or(|m| !same_message(m, x)))
+        .map(|x| x.seq)
+        .collect();
+    r.invariants.push(Invariant::check(
+        "each delivery is the recorded message",
+        differing.is_empty() && log.malformed == 0,
+        format!(
+            "{} deliveries differ from the recording in timestamp or stamp (first: {:?}), {} \
+             without a stamp",
+            differing.len(),
+            &differing[..differing.len().min(10)],
+            log.malformed
+        ),
+    ));
+    let (passed, detail) = match (v.reader, log.server_state, d.last()) {
+        (ReplayReader::Pull, Some((pending, ack_pending)), _) => (
+            pending == 0 && ack_pending == 0,
+            format!("num_pending {pending}, num_ack_pending {ack_pending}"),
+        ),
+        (ReplayReader::Pull, None, _) => (false, "consumer info unavailable".to_string()),
+        (ReplayReader::Ordered, _, Some(last)) => (
+            last.pending == 0,
+            format!("{} pending after the last delivery", last.pending),
+        ),
+        (ReplayReader::Ordered, _, None) => (
+            true,
+            "no delivery, none selected to report pending".to_string(),
+        ),
+    };
+    r.invariants.push(Invariant::check(
+        "server reports nothing pending",
+        passed,
+        detail,
+    ));
+    if let Some(o) = live {
+        let c = &o.counts;
+        r.invariants.push(Invariant::check(
+            "every live publish persisted",
+            c.publish_errors == 0 && c.persisted == c.published,
+            format!(
+                "{} published, {} persisted, {} PubAck errors or timeouts",
+                c.published, c.persisted, c.publish_errors
+            ),
+        ));
+    }
+}
+
+/// A delivery carries what was recorded under its sequence: the server's
+/// timestamp and jsbench's stamp.
+fn same_message(m: &Recorded, x: &Delivery) -> bool {
+    m.published_ns == x.published_ns && m.origin == x.origin
+}
+
+/// (selected but not delivered, delivered but not selected or repeated),
+/// both sorted.
+fn difference(expected: &[u64], delivered: &[u64]) -> (Vec<u64>, Vec<u64>) {
+    let mut seen: HashMap<u64, u32> = HashMap::with_capacity(delivered.len());
+    for &s in delivered {
+        *seen.entry(s).or_default() += 1;
+    }
+    let mut missing = Vec::new();
+    for s in expected {
+        match seen.get_mut(s) {
+            Some(n) if *n > 0 => *n -= 1,
+            _ => missing.push(*s),
+        }
+    }
+    let mut extra: Vec<u64> = seen
+        .into_iter()
+        .flat_map(|(s, n)| std::iter::repeat_n(s, n as usize))
+        .collect();
+    extra.sort_unstable();
+    (missing, extra)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn differences_name_missing_extra_and_repeated_sequences() {
+        assert_eq!(difference(&[1, 2, 3], &[1, 2, 3]), (vec![], vec![]));
+        assert_eq!(
+            difference(&[1, 2, 3, 4], &[1, 3, 3, 9]),
+            (vec![2, 4], vec![3, 9])
+        );
+        assert_eq!(difference(&[], &[5]), (vec![], vec![5]));
+    }
+
+    #[test]
+    fn variants_replay_the_recording_first_and_append_last() {
+        let plan = crate::profile::parse(
+            "t",
+            "name = \"t\"\n[[scenario]]\nkind = \"replay\"\nduration = \"1s\"\nrate = 100\n\
+             instant = [\"new\", \"all\"]\noriginal = [\"last\"]\nconsumers = [\"pull\"]\nlive_tail = true\n",
+        )
+        .unwrap();
+        let ScenarioPlan::Replay(plan) = &plan.scenarios[0] else {
+            panic!("replay")
+        };
+        let names: Vec<String> = variants(plan).iter().map(Replay::name).collect();
+        assert_eq!(
+            names,
+            [
+                "instant.all.pull",
+                "original.last.pull",
+                "instant.new.pull",
+                "instant.live_tail.pull"
+            ]
+        );
+        assert_eq!(plan.variant_count(), 1 + names.len());
+    }
+}
