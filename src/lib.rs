@@ -13,7 +13,9 @@
 //!   natscli's flags, variables and contexts describe them.
 //! - [`scenario`]: one module per scenario, each reading as provision,
 //!   drive, measure, verify. [`provision`] creates run-scoped streams and
-//!   consumers; [`drive`] runs the publish-and-consume mechanics they share.
+//!   consumers; [`drive`] runs the publish-and-consume mechanics they share;
+//!   [`dlq`] is the advisory-built dead-letter pipeline, [`advisory`] parses
+//!   and watches advisories.
 //! - [`load`]: open-loop publishers ([`schedule`] keeps their timing);
 //!   [`consume`]: durable consumers. Both record into task-local
 //!   [`histogram`]s, [`ledger`]s and [`timeline`]s, merged after the run,
@@ -28,6 +30,7 @@ pub mod clock;
 pub mod connect;
 pub mod consume;
 pub mod cpu;
+pub mod dlq;
 pub mod drive;
 pub mod error;
 pub mod fates;
