@@ -284,6 +284,16 @@ pub fn footprint(profile: &Profile) -> Footprint {
                 need.bytes = need.bytes.max((p.rate as f64 * span) as u64 * per_message);
                 need.max_ack_pending = need.max_ack_pending.max(p.consumer.max_ack_pending);
             }
+            ScenarioPlan::Dlq(p) => {
+                // The source, the advisory capture and the DLQ stream; the
+                // durable, the handler's and (interest) a second one.
+                need.streams = need.streams.max(3);
+                need.consumers = need.consumers.max(3);
+                let span = (p.common.warmup + p.common.duration).as_secs_f64();
+                let per_message = p.publish.message_size.mean() as u64 + PER_MESSAGE_OVERHEAD;
+                need.bytes = need.bytes.max((p.rate as f64 * span) as u64 * per_message);
+                need.max_ack_pending = need.max_ack_pending.max(p.consumer.max_ack_pending);
+            }
         }
     }
     need

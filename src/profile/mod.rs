@@ -11,6 +11,7 @@ mod behaviour;
 mod bundled;
 mod common;
 mod connection;
+mod dlq;
 mod duration;
 mod latency;
 mod plan;
@@ -207,6 +208,7 @@ pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
             "redelivery" => {
                 redelivery::read(table, &prefix, &mut local).map(ScenarioPlan::Redelivery)
             }
+            "dlq" => dlq::read(table, &prefix, &mut local).map(ScenarioPlan::Dlq),
             other => {
                 local.push(
                     format!("{prefix}.kind"),
@@ -244,7 +246,7 @@ pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
 }
 
 /// Scenario kinds a profile may name.
-pub const KINDS: &[&str] = &["latency", "publish", "ack", "redelivery"];
+pub const KINDS: &[&str] = &["latency", "publish", "ack", "redelivery", "dlq"];
 
 pub(crate) const NAME_RULE: &str =
     "must be 1-32 characters of letters, digits, '-' and '_' (it names streams and files)";

@@ -2,6 +2,7 @@
 //! reading as provision, drive, measure, verify.
 
 pub mod ack;
+pub mod dlq;
 pub mod latency;
 pub mod publish;
 pub mod redelivery;
@@ -128,5 +129,6 @@ pub async fn run(ctx: &RunContext, plan: &ScenarioPlan, sink: &mut dyn VariantSi
         ScenarioPlan::Publish(p) => publish::run(ctx, plan, p, sink).await,
         ScenarioPlan::Ack(p) => ack::run(ctx, plan, p, sink).await,
         ScenarioPlan::Redelivery(p) => redelivery::run(ctx, plan, p, sink).await,
+        ScenarioPlan::Dlq(p) => dlq::run(ctx, plan, p, sink).await,
     }
 }
