@@ -34,8 +34,6 @@
 //! - replay pacing: a timeline or histogram of per-message gap error
 //!   (`replay_gap_error`) and cumulative drift against the recorded
 //!   arrival times.
-//! - DLQ latency: the histogram of final delivery to DLQ persistence
-//!   (`dlq_latency`) through `percentile_chart`.
 
 pub mod axis;
 pub mod draw;
@@ -105,6 +103,7 @@ pub const CATALOGUE: &[ChartFn] = &[
     latency::send_lag,
     latency::throughput_over_time,
     latency::latency_vs_throughput,
+    latency::dlq_latency,
 ];
 
 /// The charts of one scenario: every catalogue entry that has data.
