@@ -22,7 +22,7 @@ use anyhow::{Context as _, Result};
 use async_nats::Client;
 use async_nats::jetstream::{
     self, AckKind, Message, consumer::PullConsumer, message::PublishMessage,
-    message::StreamMessage, stream::Stream,
+    message::StreamMessage, response::Response, stream::DeleteStatus, stream::Stream,
 };
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
@@ -413,10 +413,10 @@ async fn dead_letter(
     }
     let mut deleted = false;
     if watched.delete_original {
-        match stream.delete_message(seq).await {
-            Ok(_) => deleted = true,
+        match delete(js, &watched.stream, seq, shared.plan.erase).await {
+            Ok(true) => deleted = true,
             // An earlier attempt deleted it and died before its ack.
-            Err(e) if is_gone(&e) => {}
+            Ok(false) => {}
             Err(e) => return Step::retry(shared, format!("delete: {e}")),
         }
     }
@@ -453,13 +453,33 @@ async fn get(stream: &Stream<()>, seq: u64, how: OriginalGet) -> Result<StreamMe
     }
 }
 
-fn is_gone(e: &jetstream::stream::DeleteMessageError) -> bool {
-    match e.kind() {
-        jetstream::stream::DeleteMessageErrorKind::JetStream(err) => {
-            let code = err.error_code();
-            code == jetstream::ErrorCode::NO_MESSAGE_FOUND
-                || code == jetstream::ErrorCode::SEQUENCE_NOT_FOUND
+/// Deletes `seq` from `stream`; `Ok(false)` when it was already gone.
+///
+/// async-nats' `delete_message` asks for a secure erase (it sends no
+/// `no_erase`), which overwrites the stored message; the seed's
+/// `DeleteMsg` (nats.go) removes it. With `erase = false` this is the
+/// seed's delete, with `erase = true` the secure one.
+async fn delete(
+    js: &jetstream::Context,
+    stream: &str,
+    seq: u64,
+    erase: bool,
+) -> Result<bool, String> {
+    let response: Response<DeleteStatus> = js
+        .request(
+            format!("STREAM.MSG.DELETE.{stream}"),
+            &serde_json::json!({ "seq": seq, "no_erase": !erase }),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    match response {
+        Response::Ok(status) => Ok(status.success),
+        Response::Err { error }
+            if error.error_code() == jetstream::ErrorCode::NO_MESSAGE_FOUND
+                || error.error_code() == jetstream::ErrorCode::SEQUENCE_NOT_FOUND =>
+        {
+            Ok(false)
         }
-        _ => false,
+        Response::Err { error } => Err(error.to_string()),
     }
 }

@@ -9,6 +9,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("dedup", include_str!("../../profiles/dedup.toml")),
     ("ack", include_str!("../../profiles/ack.toml")),
     ("redelivery", include_str!("../../profiles/redelivery.toml")),
+    ("dlq", include_str!("../../profiles/dlq.toml")),
     ("staging", include_str!("../../profiles/staging.toml")),
 ];
 

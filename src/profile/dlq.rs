@@ -46,6 +46,7 @@ struct HandlerSection {
     retry_delay: Option<Dur>,
     concurrency: Option<usize>,
     get: Option<OriginalGet>,
+    erase: Option<bool>,
     restart_after: Option<u64>,
 }
 
@@ -140,6 +141,7 @@ pub(super) fn read(table: toml::Table, prefix: &str, problems: &mut Problems) ->
         retry_delay: h.retry_delay.map_or(Duration::from_millis(250), |d| d.0),
         concurrency: h.concurrency.unwrap_or(1),
         get: h.get.unwrap_or(OriginalGet::Raw),
+        erase: h.erase.unwrap_or(false),
         restart_after: h.restart_after,
     };
     problems.range(
@@ -205,4 +207,130 @@ pub(super) fn read(table: toml::Table, prefix: &str, problems: &mut Problems) ->
         terminated,
         handler,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::super::{Capture, MsgId, OriginalGet, Retention, ScenarioPlan, parse};
+
+    const DLQ: &str = "name = \"d\"\n[[scenario]]\nkind = \"dlq\"\nduration = \"5s\"\nrate = 100\n";
+    const POISON: &str =
+        "[scenario.consumer]\nmax_deliver = 3\n[scenario.behaviour]\npoison = { fraction = 0.1 }\n";
+
+    fn problems(text: &str) -> Vec<super::super::Problem> {
+        parse("d.toml", text).expect_err("refused").problems
+    }
+
+    #[test]
+    fn defaults_cover_every_retention_the_seed_discusses() {
+        let p = parse("d.toml", &format!("{DLQ}{POISON}")).unwrap();
+        let ScenarioPlan::Dlq(d) = &p.scenarios[0] else {
+            panic!("dlq")
+        };
+        assert_eq!(
+            d.retentions,
+            [Retention::Limits, Retention::Workqueue, Retention::Interest]
+        );
+        assert!(d.baseline);
+        assert_eq!(d.capture, Capture::Account);
+        assert!(!d.terminated);
+        assert_eq!(d.publish.msg_id, MsgId::Unique, "a dedup id to drop");
+        assert_eq!(d.handler.ack_wait, Duration::from_secs(2));
+        assert_eq!(d.handler.get, OriginalGet::Raw);
+        assert_eq!(d.handler.restart_after, None);
+        assert_eq!(p.estimated_duration(), Duration::from_secs(20));
+    }
+
+    #[test]
+    fn handler_keys_and_one_retention_are_read() {
+        let p = parse(
+            "d.toml",
+            &format!(
+                "{DLQ}retention = \"workqueue\"\nbaseline = false\ncapture = \"stream\"\n\
+                 headers = {{ \"Order-Kind\" = \"test\" }}\n{POISON}\
+                 [scenario.handler]\nack_wait = \"500ms\"\nretry_delay = \"50ms\"\nconcurrency = 4\n\
+                 get = \"direct\"\nrestart_after = 5\n"
+            ),
+        )
+        .unwrap();
+        let ScenarioPlan::Dlq(d) = &p.scenarios[0] else {
+            panic!("dlq")
+        };
+        assert_eq!(d.retentions, [Retention::Workqueue]);
+        assert_eq!(d.capture, Capture::Stream);
+        assert_eq!(d.handler.concurrency, 4);
+        assert_eq!(d.handler.get, OriginalGet::Direct);
+        assert_eq!(d.handler.restart_after, Some(5));
+        assert_eq!(d.publish.headers.len(), 1);
+    }
+
+    #[test]
+    fn a_dlq_without_dead_letters_or_with_impossible_settings_is_refused() {
+        let cases: &[(&str, &str, &str)] = &[
+            (
+                "",
+                "scenario[0].behaviour.poison",
+                "needs messages to dead-letter",
+            ),
+            (
+                "retention = [\"limits\", \"limits\"]\n",
+                "scenario[0].retention",
+                "listed twice",
+            ),
+            (
+                "retention = \"fifo\"\n",
+                "scenario[0].retention",
+                "unknown variant",
+            ),
+            ("terminated = true\n", "scenario[0].terminated", "limits"),
+            (
+                "[scenario.handler]\nrestart_after = 400\n",
+                "scenario[0].handler.restart_after",
+                "about 50",
+            ),
+            (
+                "[scenario.handler]\nconcurrency = 0\n",
+                "scenario[0].handler.concurrency",
+                "out of range",
+            ),
+            (
+                "[scenario.handler]\nget = \"fast\"\n",
+                "scenario[0].handler.get",
+                "unknown variant",
+            ),
+            (
+                "![scenario.consumer]\nack = \"all\"\nmax_deliver = 3\n\
+                 [scenario.behaviour]\npoison = { fraction = 0.1 }\n",
+                "scenario[0].consumer.ack",
+                "explicit",
+            ),
+        ];
+        for (extra, path, needle) in cases {
+            // The poison plan sits before tables that reopen later.
+            let text = if let Some(whole) = extra.strip_prefix('!') {
+                format!("{DLQ}{whole}")
+            } else if extra.starts_with('[') {
+                format!("{DLQ}{POISON}{extra}")
+            } else if extra.is_empty() {
+                DLQ.to_string()
+            } else {
+                format!("{DLQ}{extra}{POISON}")
+            };
+            let ps = problems(&text);
+            let p = ps
+                .iter()
+                .find(|p| p.path == *path)
+                .unwrap_or_else(|| panic!("{extra}: {ps:?}"));
+            assert!(p.message.contains(needle), "{extra}: {p:?}");
+        }
+        let ok = format!(
+            "{DLQ}terminated = true\nretention = \"limits\"\n[scenario.behaviour]\nterm = 0.1\n"
+        );
+        assert!(
+            parse("d.toml", &ok).is_ok(),
+            "termed messages alone, on limits"
+        );
+    }
 }

@@ -632,6 +632,9 @@ pub struct DlqHandlerPlan {
     /// Advisories worked on at once.
     pub concurrency: usize,
     pub get: OriginalGet,
+    /// Delete work-queue originals with a secure erase (overwrite the
+    /// stored bytes) rather than a plain remove.
+    pub erase: bool,
     /// Kill the handler after this many copies (persisted, not yet
     /// acknowledged) and start a new one; `None` never.
     pub restart_after: Option<u64>,

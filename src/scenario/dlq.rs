@@ -162,6 +162,7 @@ fn describe(plan: &DlqPlan, v: &Variant, r: &mut VariantResult) {
     r.param("handler.retry_delay", format_duration(h.retry_delay));
     r.param("handler.concurrency", h.concurrency);
     r.param("handler.get", h.get);
+    r.param("handler.erase", h.erase);
     r.param("handler.restart_after", v.restart_after);
 }
 
