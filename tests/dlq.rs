@@ -290,3 +290,226 @@ async fn a_redelivered_copy_with_the_same_msg_id_is_flagged_and_stored_once() {
     }
     assert_eq!(messages(&mut dlq).await, 1);
 }
+
+// The scenario, end to end.
+
+use common::{assert_all_passed, metric, run_profile};
+use jsbench::results::summary::{Summary, VariantReport};
+
+/// A short dlq scenario: 200 msg/s for 1 s, a tenth poison, exhausted
+/// after two deliveries 100 ms apart.
+fn body(extra: &str, consumer: &str, behaviour: &str, handler: &str) -> String {
+    format!(
+        "[[scenario]]\nkind = \"dlq\"\nduration = \"1s\"\nrate = 200\n\
+         headers = {{ \"Order-Source\" = \"test\" }}\n{extra}\
+         [scenario.consumer]\nack_wait = \"100ms\"\nmax_deliver = 2\n{consumer}\
+         [scenario.behaviour]\nhandlers = 8\npoison = {{ fraction = 0.1 }}\n{behaviour}\
+         [scenario.handler]\nack_wait = \"300ms\"\n{handler}"
+    )
+}
+
+fn only(summary: &Summary, name: &str) -> VariantReport {
+    summary
+        .variants()
+        .map(|(_, v)| v)
+        .find(|v| v.name == name)
+        .unwrap_or_else(|| panic!("no variant {name}"))
+        .clone()
+}
+
+/// Every poison message is dead-lettered exactly once (the invariants read
+/// the DLQ back), and nothing else.
+fn assert_dead_lettered(v: &VariantReport) {
+    let expected = metric(v, "dead_letters.expected");
+    assert!(expected > 5.0, "{expected} dead letters");
+    assert_eq!(metric(v, "dead_letters.in_dlq"), expected);
+    assert_eq!(
+        metric(v, "observed.exhausted"),
+        metric(v, "planned.exhausted")
+    );
+    for h in [
+        "dlq_latency",
+        "dlq_after_deadline",
+        "advisory_latency",
+        "handler_latency",
+    ] {
+        assert!(v.histograms.iter().any(|x| x.name == h), "{h}");
+    }
+    // The final deadline (100 ms) is part of the DLQ latency.
+    assert!(metric(v, "dlq_latency.p50") >= 100_000.0);
+    assert!(metric(v, "handler_capacity") > 0.0);
+}
+
+/// Advisories of a stream that is not jsbench's, and a malformed one,
+/// produced while `run` runs: the account-wide capture collects them too.
+async fn with_foreign_advisories<T>(
+    server: &jsbench::server::EmbeddedServer,
+    run: impl std::future::Future<Output = T>,
+) -> T {
+    let (client, js) = context(server).await;
+    let s = stream_with(&js, "FOREIGN", stream::RetentionPolicy::Limits, 0).await;
+    let c = durable(&s, "theirs", 1).await;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let halt = stop.clone();
+    let noise = tokio::spawn(async move {
+        while !halt.is_cancelled() {
+            js.publish("foreign", "theirs".into())
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+            client
+                .publish(
+                    "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.FOREIGN.junk",
+                    "not an advisory".into(),
+                )
+                .await
+                .unwrap();
+            // Received and never acked: exhausted when the 150 ms deadline
+            // expires while the next pull waits.
+            let mut pull = c
+                .batch()
+                .max_messages(1)
+                .expires(Duration::from_millis(250))
+                .messages()
+                .await
+                .unwrap();
+            while pull.next().await.is_some() {}
+        }
+    });
+    let out = run.await;
+    stop.cancel();
+    noise.await.unwrap();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_dead_letters_poison_and_termed_once_keeping_originals_and_skipping_foreign_advisories()
+ {
+    let server = common::server();
+    let summary = with_foreign_advisories(
+        &server,
+        run_profile(
+            &server,
+            "limits",
+            &body(
+                "retention = \"limits\"\nterminated = true\n",
+                "",
+                "term = 0.05\n",
+                "",
+            ),
+        ),
+    )
+    .await;
+    assert_all_passed(&summary);
+    let baseline = only(&summary, "baseline");
+    assert_eq!(metric(&baseline, "dead_letters.in_dlq"), 0.0);
+    let v = only(&summary, "limits");
+    assert_dead_lettered(&v);
+    assert!(metric(&v, "observed.termed") > 0.0);
+    assert_eq!(
+        metric(&v, "dead_letters.expected"),
+        metric(&v, "observed.exhausted") + metric(&v, "observed.termed"),
+        "termed messages are dead-lettered too"
+    );
+    assert!(v.histograms.iter().any(|h| h.name == "term_dlq_latency"));
+    assert!(
+        metric(&v, "advisories.foreign") > 0.0,
+        "another stream's advisories seen"
+    );
+    assert!(
+        metric(&v, "advisories.malformed") > 0.0,
+        "a malformed one termed"
+    );
+    assert!(v.metric("vs_baseline.e2e_p99_ratio").is_some());
+    assert_eq!(metric(&v, "originals.deleted"), 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workqueue_originals_are_deleted_once_their_copies_are_persisted() {
+    let server = common::server();
+    let summary = run_profile(
+        &server,
+        "workqueue",
+        &body(
+            "retention = \"workqueue\"\nbaseline = false\ncapture = \"stream\"\n",
+            "",
+            "",
+            "get = \"direct\"\n",
+        ),
+    )
+    .await;
+    assert_all_passed(&summary);
+    let v = only(&summary, "workqueue");
+    assert_dead_lettered(&v);
+    assert_eq!(
+        metric(&v, "originals.deleted"),
+        metric(&v, "dead_letters.expected")
+    );
+    let retention = v
+        .invariants
+        .iter()
+        .find(|i| i.name.starts_with("workqueue"));
+    assert!(retention.is_some_and(|i| i.passed), "{:?}", v.invariants);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interest_originals_stay_for_the_consumer_that_gave_up_after_the_other_acks() {
+    let server = common::server();
+    let summary = run_profile(
+        &server,
+        "interest",
+        &body(
+            "retention = \"interest\"\nbaseline = false\n",
+            "",
+            "",
+            "concurrency = 4\n",
+        ),
+    )
+    .await;
+    assert_all_passed(&summary);
+    let v = only(&summary, "interest");
+    assert_dead_lettered(&v);
+    assert_eq!(metric(&v, "originals.deleted"), 0.0);
+    let retention = v.invariants.iter().find(|i| i.name.starts_with("interest"));
+    assert!(
+        retention.is_some_and(|i| i.passed && i.detail.contains("the other consumer acked")),
+        "{:?}",
+        v.invariants
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_killed_between_copy_and_ack_still_leaves_one_copy() {
+    // The work queue is the hard case: the kill comes before the delete, so
+    // the restarted handler must find the original, republish under the
+    // same id (flagged duplicate) and only then delete it.
+    let server = common::server();
+    let summary = run_profile(
+        &server,
+        "restart",
+        &body(
+            "retention = \"workqueue\"\nbaseline = false\n",
+            "",
+            "",
+            "restart_after = 3\n",
+        ),
+    )
+    .await;
+    assert_all_passed(&summary);
+    let v = only(&summary, "workqueue");
+    assert_dead_lettered(&v);
+    assert_eq!(metric(&v, "handler.restarts"), 1.0);
+    assert!(metric(&v, "advisories.redelivered") >= 1.0);
+    assert!(metric(&v, "copies.duplicates_flagged") >= 1.0);
+    assert_eq!(
+        metric(&v, "copies.published"),
+        metric(&v, "dead_letters.expected") + metric(&v, "copies.duplicates_flagged")
+    );
+    let restart = v
+        .invariants
+        .iter()
+        .find(|i| i.name == "a restarted handler still dead-letters exactly once")
+        .expect("the restart is checked");
+    assert!(restart.passed, "{restart:?}");
+}

@@ -381,12 +381,7 @@ async fn dead_letter(
         }
         Err(Get::Failed(e)) => return Step::retry(shared, format!("get: {e}")),
     };
-    let headers = match shared.plan.get {
-        OriginalGet::Raw => copy::dead_letter_headers(&original.headers, &origin),
-        OriginalGet::Direct => {
-            copy::dead_letter_headers(&copy::strip_direct_get(&original.headers), &origin)
-        }
-    };
+    let headers = copy::dead_letter_headers(&original.headers, &origin);
     let publish = PublishMessage::build()
         .payload(original.payload.clone())
         .headers(headers);
@@ -434,6 +429,7 @@ enum Get {
     Failed(String),
 }
 
+/// The original as stored: a direct get's own headers are removed.
 async fn get(stream: &Stream<()>, seq: u64, how: OriginalGet) -> Result<StreamMessage, Get> {
     match how {
         OriginalGet::Raw => stream.get_raw_message(seq).await.map_err(|e| {
@@ -443,13 +439,14 @@ async fn get(stream: &Stream<()>, seq: u64, how: OriginalGet) -> Result<StreamMe
                 Get::Failed(e.to_string())
             }
         }),
-        OriginalGet::Direct => stream.direct_get(seq).await.map_err(|e| {
-            if e.kind() == jetstream::stream::DirectGetErrorKind::NotFound {
-                Get::Gone
-            } else {
-                Get::Failed(e.to_string())
+        OriginalGet::Direct => match stream.direct_get(seq).await {
+            Ok(mut m) => {
+                m.headers = copy::strip_direct_get(&m.headers);
+                Ok(m)
             }
-        }),
+            Err(e) if e.kind() == jetstream::stream::DirectGetErrorKind::NotFound => Err(Get::Gone),
+            Err(e) => Err(Get::Failed(e.to_string())),
+        },
     }
 }
 
