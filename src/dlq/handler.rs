@@ -34,8 +34,10 @@ use crate::advisory::{Event, Kind, parse_event};
 use crate::clock;
 use crate::profile::{DlqHandlerPlan, OriginalGet};
 
-/// Advisories requested per pull.
-const BATCH: usize = 100;
+/// Advisories requested per pull, per advisory worked on at once: enough
+/// to keep the handler busy, few enough that a killed handler strands few
+/// (each waits out the handler durable's AckWait before it comes back).
+const PREFETCH: usize = 4;
 
 /// What every incarnation of the handler shares, restarts included.
 pub(super) struct Shared {
@@ -181,9 +183,10 @@ pub(super) async fn run(
                 .with_context(|| format!("opening stream {}", w.stream))?,
         );
     }
+    let concurrency = shared.plan.concurrency.max(1);
     let mut messages = consumer
         .stream()
-        .max_messages_per_batch(BATCH)
+        .max_messages_per_batch(concurrency * PREFETCH)
         .heartbeat(Duration::from_secs(5))
         .expires(Duration::from_secs(30))
         .messages()
@@ -194,7 +197,6 @@ pub(super) async fn run(
         incarnation,
         ..HandlerReport::default()
     };
-    let concurrency = shared.plan.concurrency.max(1);
     let mut busy_since = 0u64;
     let mut running: FuturesUnordered<_> = FuturesUnordered::new();
     loop {
