@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use async_nats::jetstream::stream;
 
-use super::{Invariant, RunContext, VariantResult, VariantSink};
+use super::{Invariant, RunContext, VariantResult, VariantSink, checks};
 use crate::advisory::Kind;
 use crate::consume::{self, ConsumerConfig, ConsumerProgress, ConsumerReport};
 use crate::dlq::audit::{self, Audit};
@@ -626,14 +626,7 @@ fn measure(
     ] {
         r.metrics.push(count(name, v));
     }
-    for (name, planned, observed) in [
-        ("acked", a.planned.acked, a.observed.acked),
-        ("termed", a.planned.termed, a.observed.termed),
-        ("exhausted", a.planned.exhausted, a.observed.exhausted),
-    ] {
-        r.metrics.push(count(&format!("planned.{name}"), planned));
-        r.metrics.push(count(&format!("observed.{name}"), observed));
-    }
+    checks::fate_metrics(a, r);
     let mine = Figures {
         e2e_p50_us: e2e.p50_us,
         e2e_p99_us: e2e.p99_us,
@@ -653,17 +646,7 @@ fn measure(
             Direction::Lower,
         ));
     }
-    r.ledger = o.counts;
-    r.timelines
-        .insert("published".into(), o.published_timeline.clone());
-    r.timelines
-        .insert("delivered".into(), o.delivered_timeline.clone());
-    r.timelines.extend(o.sample_timelines(SAMPLE_EVERY));
-    if o.interrupted {
-        r.warnings
-            .push("interrupted: the variant stopped early; its counts cover what was sent".into());
-    }
-    r.warnings.extend(o.errors.iter().cloned());
+    checks::drive_records(o, SAMPLE_EVERY, r);
     r.warnings.extend(p.errors.iter().cloned());
     let malformed: Vec<&str> = p
         .attempts()
@@ -692,33 +675,7 @@ fn verify(
     r: &mut VariantResult,
 ) {
     let c = &o.counts;
-    r.invariants.push(Invariant::check(
-        "every message ends as planned",
-        a.mismatches == 0,
-        if a.mismatches == 0 {
-            format!(
-                "{} messages: {} acked, {} termed, {} exhausted after max_deliver deliveries",
-                a.messages, a.observed.acked, a.observed.termed, a.observed.exhausted
-            )
-        } else {
-            format!(
-                "{} of {} differ: {}",
-                a.mismatches,
-                a.messages,
-                a.examples.join("; ")
-            )
-        },
-    ));
-    r.invariants
-        .push(Invariant::equal("lost = 0", a.observed.undelivered, 0));
-    r.invariants.push(Invariant::check(
-        "every publish persisted",
-        c.publish_errors == 0 && c.persisted == c.published,
-        format!(
-            "{} published, {} persisted, {} PubAck errors",
-            c.published, c.persisted, c.publish_errors
-        ),
-    ));
+    checks::fate_invariants(o, a, r);
 
     // The DLQ, read back.
     let letters = match &e.contents {
@@ -895,18 +852,7 @@ fn verify(
             detail,
         ));
     }
-    r.invariants.push(Invariant::check(
-        "server reports nothing pending",
-        o.server_state
-            .is_some_and(|s| s.num_pending == 0 && s.num_ack_pending == 0),
-        match o.server_state {
-            Some(s) => format!(
-                "num_pending {}, num_ack_pending {}, num_redelivered {}",
-                s.num_pending, s.num_ack_pending, s.num_redelivered
-            ),
-            None => "consumer info unavailable".into(),
-        },
-    ));
+    r.invariants.push(checks::nothing_pending(o));
 }
 
 fn dlq_invariants(

@@ -2,6 +2,7 @@
 //! reading as provision, drive, measure, verify.
 
 pub mod ack;
+pub mod checks;
 pub mod dlq;
 pub mod latency;
 pub mod publish;
