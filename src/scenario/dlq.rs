@@ -46,6 +46,9 @@ use crate::provision::{placement, pull_config};
 /// How often consumer info is sampled while a variant runs.
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);
 
+/// After a Ctrl-C, how long the copies of what was exhausted may take.
+const INTERRUPTED_WAIT: Duration = Duration::from_secs(2);
+
 /// The watched consumer's index in the pipeline: the scenario watches one.
 const WATCHED: usize = 0;
 
@@ -290,7 +293,12 @@ async fn run_variant(
 
     // Read back: the pipeline's work, the DLQ stream, the originals.
     let js = ctx.provisioner.jetstream();
-    let deadline = Instant::now() + plan.common.drain_timeout;
+    let deadline = Instant::now()
+        + if ctx.stop.is_cancelled() {
+            INTERRUPTED_WAIT
+        } else {
+            plan.common.drain_timeout
+        };
     let keys: BTreeSet<Key> = expected.keys().copied().collect();
     let pipeline_report = pipeline.finish(js, &keys, deadline).await;
     let other_end = match (other, &outcome) {
