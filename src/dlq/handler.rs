@@ -482,3 +482,70 @@ async fn delete(
         Response::Err { error } => Err(error.to_string()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::advisory::Advisory;
+
+    fn shared(terminated: bool) -> Shared {
+        Shared::new(
+            vec![
+                Watched {
+                    stream: "SRC".into(),
+                    consumer: "a".into(),
+                    delete_original: false,
+                },
+                Watched {
+                    stream: "WQ".into(),
+                    consumer: "b".into(),
+                    delete_original: true,
+                },
+            ],
+            "p.dlq".into(),
+            "ADV".into(),
+            "handler".into(),
+            DlqHandlerPlan {
+                ack_wait: Duration::from_secs(1),
+                retry_delay: Duration::from_millis(100),
+                concurrency: 1,
+                get: OriginalGet::Raw,
+                erase: false,
+                restart_after: None,
+            },
+            terminated,
+        )
+    }
+
+    fn event(kind: Kind, stream: &str, consumer: &str) -> Event {
+        Event {
+            kind,
+            stream: stream.into(),
+            consumer: consumer.into(),
+            advisory: Advisory {
+                stream_seq: 9,
+                deliveries: 3,
+                received_ns: 0,
+                server_ns: None,
+            },
+        }
+    }
+
+    #[test]
+    fn only_watched_consumers_advisories_are_dead_lettered() {
+        let s = shared(false);
+        assert_eq!(s.position(&event(Kind::MaxDeliveries, "SRC", "a")), Some(0));
+        assert_eq!(s.position(&event(Kind::MaxDeliveries, "WQ", "b")), Some(1));
+        // Another consumer of a watched stream, a stream of someone else's,
+        // and the handler's own durable on the advisory stream: skipped.
+        assert_eq!(s.position(&event(Kind::MaxDeliveries, "SRC", "b")), None);
+        assert_eq!(s.position(&event(Kind::MaxDeliveries, "ORDERS", "a")), None);
+        assert_eq!(s.position(&event(Kind::Terminated, "ADV", "handler")), None);
+        // Terms are dead-lettered only when asked for.
+        assert_eq!(s.position(&event(Kind::Terminated, "SRC", "a")), None);
+        assert_eq!(
+            shared(true).position(&event(Kind::Terminated, "SRC", "a")),
+            Some(0)
+        );
+    }
+}
