@@ -2,7 +2,8 @@
 //! scenario runs: MAX_DELIVERIES (a message ran out of deliveries) and
 //! MSG_TERMINATED (a consumer termed it). Advisories are transient: only a
 //! subscriber that is listening when one fires sees it, so the watch starts
-//! before any load.
+//! before any load. [`parse_event`] reads every field the dead-letter
+//! handler needs from one captured in a stream.
 
 use std::time::Duration;
 
@@ -41,6 +42,68 @@ struct Wire {
     deliveries: u64,
     #[serde(default)]
     timestamp: Option<String>,
+    #[serde(default, rename = "type")]
+    kind: String,
+    #[serde(default)]
+    stream: String,
+    #[serde(default)]
+    consumer: String,
+}
+
+/// Which advisory an [`Event`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    MaxDeliveries,
+    Terminated,
+}
+
+impl Kind {
+    /// The `type` field nats-server 2.15 sends.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Kind::MaxDeliveries => "io.nats.jetstream.advisory.v1.max_deliver",
+            Kind::Terminated => "io.nats.jetstream.advisory.v1.terminated",
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Kind::MaxDeliveries => "max_deliveries",
+            Kind::Terminated => "terminated",
+        }
+    }
+}
+
+/// An advisory with the stream and consumer it is about: what a handler
+/// reading a capture stream (which collects every stream's advisories)
+/// needs to decide whether it is its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub kind: Kind,
+    pub stream: String,
+    pub consumer: String,
+    pub advisory: Advisory,
+}
+
+/// Parses a MAX_DELIVERIES or MSG_TERMINATED advisory; the error says what
+/// is wrong with it, for the handler's term reason.
+pub fn parse_event(payload: &[u8]) -> Result<Event, String> {
+    let wire: Wire =
+        serde_json::from_slice(payload).map_err(|e| format!("not an advisory: {e}"))?;
+    let kind = [Kind::MaxDeliveries, Kind::Terminated]
+        .into_iter()
+        .find(|k| k.type_name() == wire.kind)
+        .ok_or_else(|| format!("unexpected advisory type {:?}", wire.kind))?;
+    if wire.stream.is_empty() || wire.consumer.is_empty() || wire.stream_seq == 0 {
+        return Err("advisory without stream, consumer or stream_seq".into());
+    }
+    let advisory = from_wire(&wire);
+    Ok(Event {
+        kind,
+        stream: wire.stream,
+        consumer: wire.consumer,
+        advisory,
+    })
 }
 
 pub struct AdvisoryWatch {
@@ -106,17 +169,21 @@ async fn watch(mut max: Subscriber, mut term: Subscriber, stop: CancellationToke
 
 pub fn parse(payload: &[u8]) -> Option<Advisory> {
     let wire: Wire = serde_json::from_slice(payload).ok()?;
+    Some(from_wire(&wire))
+}
+
+fn from_wire(wire: &Wire) -> Advisory {
     let server_ns = wire.timestamp.as_deref().and_then(|t| {
         time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339)
             .ok()
             .map(|t| t.unix_timestamp_nanos() as u64)
     });
-    Some(Advisory {
+    Advisory {
         stream_seq: wire.stream_seq,
         deliveries: wire.deliveries,
         received_ns: 0,
         server_ns,
-    })
+    }
 }
 
 #[cfg(test)]
@@ -133,5 +200,24 @@ mod tests {
         assert_eq!(a.deliveries, 5);
         assert_eq!(a.server_ns, Some(1_796_032_800_500_000_000));
         assert!(parse(b"not json").is_none());
+    }
+
+    #[test]
+    fn events_name_their_stream_consumer_and_kind() {
+        let e = parse_event(
+            br#"{"type":"io.nats.jetstream.advisory.v1.terminated","id":"x","timestamp":"2026-11-30T10:00:00Z","stream":"S","consumer":"C","consumer_seq":3,"stream_seq":7,"deliveries":1,"reason":"bad"}"#,
+        )
+        .unwrap();
+        assert_eq!(e.kind, Kind::Terminated);
+        assert_eq!((e.stream.as_str(), e.consumer.as_str()), ("S", "C"));
+        assert_eq!(e.advisory.stream_seq, 7);
+        for bad in [
+            &b"{"[..],
+            br#"{"type":"io.nats.jetstream.advisory.v1.nak","stream":"S","consumer":"C","stream_seq":1}"#,
+            br#"{"type":"io.nats.jetstream.advisory.v1.max_deliver","consumer":"C","stream_seq":1}"#,
+            br#"{"type":"io.nats.jetstream.advisory.v1.max_deliver","stream":"S","consumer":"C","stream_seq":0}"#,
+        ] {
+            assert!(parse_event(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+        }
     }
 }

@@ -15,7 +15,8 @@
 //!   drive, measure, verify. [`provision`] creates run-scoped streams and
 //!   consumers; [`drive`] runs the publish-and-consume mechanics they share.
 //!   [`replay`] holds what the replay scenario measures with: the recording,
-//!   replay consumers and pacing fidelity.
+//!   replay consumers and pacing fidelity. [`dlq`] is the advisory-built
+//!   dead-letter pipeline, [`advisory`] parses and watches advisories.
 //! - [`load`]: open-loop publishers ([`schedule`] keeps their timing);
 //!   [`consume`]: durable consumers. Both record into task-local
 //!   [`histogram`]s, [`ledger`]s and [`timeline`]s, merged after the run,
@@ -33,6 +34,7 @@ pub mod compare;
 pub mod connect;
 pub mod consume;
 pub mod cpu;
+pub mod dlq;
 pub mod drive;
 pub mod error;
 pub mod fates;

@@ -329,6 +329,13 @@ pub fn footprint(profile: &Profile) -> Footprint {
                     crate::replay::PULL_MAX_ACK_PENDING,
                 )
             }
+            ScenarioPlan::Dlq(p) => {
+                // The source, the advisory capture and the DLQ stream; the
+                // durable, the handler's and (interest) a second one.
+                need.streams = need.streams.max(3);
+                need.consumers = need.consumers.max(3);
+                (paced(p.rate as f64, &p.publish), p.consumer.max_ack_pending)
+            }
         };
         need.bytes = need.bytes.max(bytes);
         need.max_ack_pending = need.max_ack_pending.max(max_ack_pending);

@@ -13,6 +13,7 @@ mod behaviour;
 mod bundled;
 mod common;
 mod connection;
+mod dlq;
 mod duration;
 mod latency;
 mod plan;
@@ -237,6 +238,7 @@ pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
             "resume" => resume::read(table, &prefix, &mut local).map(ScenarioPlan::Resume),
             "restart" => restart::read(table, &prefix, &mut local).map(ScenarioPlan::Restart),
             "replay" => replay::read(table, &prefix, &mut local).map(ScenarioPlan::Replay),
+            "dlq" => dlq::read(table, &prefix, &mut local).map(ScenarioPlan::Dlq),
             other => {
                 local.push(
                     format!("{prefix}.kind"),
@@ -294,6 +296,7 @@ pub const KINDS: &[&str] = &[
     "backpressure",
     "resume",
     "restart",
+    "dlq",
 ];
 
 pub(crate) const NAME_RULE: &str =

@@ -77,6 +77,7 @@ pub enum ScenarioPlan {
     Resume(ResumePlan),
     Restart(RestartPlan),
     Replay(super::ReplayPlan),
+    Dlq(DlqPlan),
 }
 
 impl ScenarioPlan {
@@ -90,6 +91,7 @@ impl ScenarioPlan {
             ScenarioPlan::Resume(p) => &p.common,
             ScenarioPlan::Restart(p) => &p.common,
             ScenarioPlan::Replay(p) => &p.common,
+            ScenarioPlan::Dlq(p) => &p.common,
         }
     }
 
@@ -103,6 +105,7 @@ impl ScenarioPlan {
             ScenarioPlan::Resume(p) => &mut p.common,
             ScenarioPlan::Restart(p) => &mut p.common,
             ScenarioPlan::Replay(p) => &mut p.common,
+            ScenarioPlan::Dlq(p) => &mut p.common,
         }
     }
 
@@ -126,6 +129,7 @@ impl ScenarioPlan {
             ScenarioPlan::Resume(p) => p.crash_at.len(),
             ScenarioPlan::Restart(_) => 1,
             ScenarioPlan::Replay(p) => return p.estimated_duration(),
+            ScenarioPlan::Dlq(p) => p.retentions.len() + usize::from(p.baseline),
             // Count-based: about 100k messages a second, plus the fill.
             ScenarioPlan::Ack(p) => {
                 let each = Duration::from_secs_f64(p.messages as f64 / 100_000.0);
@@ -645,6 +649,90 @@ pub struct RedeliveryPlan {
     pub behaviour: BehaviourPlan,
     /// Run a clean all-ack variant first, for the overhead.
     pub baseline: bool,
+}
+
+/// How a dlq variant's source stream retains messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Retention {
+    /// Kept until a limit: the original stays after it is dead-lettered.
+    Limits,
+    /// Removed on ack or term, not on MaxDeliver: the handler deletes the
+    /// original once the copy is persisted.
+    Workqueue,
+    /// Removed once every consumer acked: a second consumer acks everything,
+    /// the original stays for the one that dead-letters it.
+    Interest,
+}
+
+impl Retention {
+    pub fn label(&self) -> &'static str {
+        match self {
+            Retention::Limits => "limits",
+            Retention::Workqueue => "workqueue",
+            Retention::Interest => "interest",
+        }
+    }
+}
+
+/// Which advisories the DLQ's advisory stream captures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Capture {
+    /// The seed's `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>`: every
+    /// stream's advisories in the account; the handler skips the others.
+    Account,
+    /// Only the advisories of the consumers jsbench dead-letters: leaves
+    /// the account-wide subject free for a capture stream of someone else's.
+    Stream,
+}
+
+/// How the handler reads an original by sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OriginalGet {
+    /// `STREAM.MSG.GET`, answered by the stream leader.
+    Raw,
+    /// `DIRECT.GET` (the stream allows direct gets), answered by any replica.
+    Direct,
+}
+
+/// The dead-letter handler: a durable consumer of the advisory stream.
+#[derive(Debug, Clone)]
+pub struct DlqHandlerPlan {
+    /// The handler durable's AckWait: how long before an advisory a
+    /// handler took and never answered (it was killed) comes back.
+    pub ack_wait: Duration,
+    /// The nak delay when the original cannot be read or the copy not stored.
+    pub retry_delay: Duration,
+    /// Advisories worked on at once.
+    pub concurrency: usize,
+    pub get: OriginalGet,
+    /// Delete work-queue originals with a secure erase (overwrite the
+    /// stored bytes) rather than a plain remove.
+    pub erase: bool,
+    /// Kill the handler after this many copies (persisted, not yet
+    /// acknowledged) and start a new one; `None` never.
+    pub restart_after: Option<u64>,
+}
+
+/// The `dlq` scenario: load at a fixed rate with a fraction of poison
+/// messages, and the advisory-built dead-letter queue, per retention.
+#[derive(Debug, Clone)]
+pub struct DlqPlan {
+    pub common: CommonPlan,
+    pub rate: u64,
+    pub publish: PublishPlan,
+    pub consumer: ConsumerPlan,
+    pub behaviour: BehaviourPlan,
+    /// One variant each.
+    pub retentions: Vec<Retention>,
+    /// Run a poison-free variant first, for the effect on healthy latency.
+    pub baseline: bool,
+    pub capture: Capture,
+    /// Dead-letter termed messages too (MSG_TERMINATED advisories).
+    pub terminated: bool,
+    pub handler: DlqHandlerPlan,
 }
 
 /// The `backpressure` scenario: the same load against a sweep of

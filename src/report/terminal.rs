@@ -404,6 +404,53 @@ fn columns(kind: &str) -> Vec<Column> {
             },
             end,
         ],
+        "dlq" => vec![
+            variant,
+            achieved,
+            Column {
+                header: "e2e p50",
+                cell: |v| us(v, "e2e_latency.p50"),
+            },
+            Column {
+                header: "p99",
+                cell: |v| us(v, "e2e_latency.p99"),
+            },
+            Column {
+                header: "in DLQ/dead",
+                cell: |v| match (
+                    value(v, "dead_letters.in_dlq"),
+                    value(v, "dead_letters.expected"),
+                ) {
+                    (Some(d), Some(e)) => format!("{d:.0}/{e:.0}"),
+                    _ => "-".into(),
+                },
+            },
+            Column {
+                header: "DLQ p50",
+                cell: |v| us(v, "dlq_latency.p50"),
+            },
+            Column {
+                header: "p99",
+                cell: |v| us(v, "dlq_latency.p99"),
+            },
+            Column {
+                header: "after deadline p50",
+                cell: |v| us(v, "dlq_after_deadline.p50"),
+            },
+            Column {
+                header: "p99",
+                cell: |v| us(v, "dlq_after_deadline.p99"),
+            },
+            Column {
+                header: "handler/s",
+                cell: |v| rate(v, "handler_capacity"),
+            },
+            Column {
+                header: "lost",
+                cell: |v| v.ledger.lost.to_string(),
+            },
+            end,
+        ],
         _ => vec![
             variant,
             target,
@@ -502,6 +549,27 @@ fn comparisons(v: &VariantReport) -> Vec<String> {
         lines.push(format!(
             "overhead vs baseline: deliveries x{d:.2}, e2e p50 x{p50:.2}, p99 x{p99:.2}, completion +{}",
             value(v, "overhead.completion_time").map_or("-".into(), |ms| format_us(ms * 1e3))
+        ));
+    }
+    if let (Some(advisory), Some(handler)) = (
+        value(v, "advisory_after_deadline.p50"),
+        value(v, "handler_latency.p50"),
+    ) {
+        lines.push(format!(
+            "dead letters: advisory {} after the final deadline, handler {} to the DLQ PubAck (p50); handler capacity {}/s, {} restart(s), {} copies flagged duplicate",
+            format_us(advisory),
+            format_us(handler),
+            rate(v, "handler_capacity"),
+            value(v, "handler.restarts").unwrap_or(0.0),
+            value(v, "copies.duplicates_flagged").unwrap_or(0.0)
+        ));
+    }
+    if let (Some(p50), Some(p99)) = (
+        value(v, "vs_baseline.e2e_p50_ratio"),
+        value(v, "vs_baseline.e2e_p99_ratio"),
+    ) {
+        lines.push(format!(
+            "healthy messages vs the poison-free baseline: e2e p50 x{p50:.2}, p99 x{p99:.2}"
         ));
     }
     lines

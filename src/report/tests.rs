@@ -538,3 +538,40 @@ fn assert_balanced(html: &str) {
     }
     assert!(stack.is_empty(), "unclosed: {stack:?}");
 }
+
+#[test]
+fn dead_letter_latency_is_drawn_from_the_final_delivery_and_the_final_deadline() {
+    let (summary, mut histograms) = fixture();
+    let none = data(summary.clone(), histograms.clone());
+    let scenario = none.scenarios().next().unwrap();
+    assert!(
+        latency::dlq_latency(&scenario).is_none(),
+        "no dead letters, no chart"
+    );
+
+    histograms.push((
+        "rate-1000".into(),
+        "dlq_latency".into(),
+        recorder(200_000, 50),
+    ));
+    histograms.push((
+        "rate-1000".into(),
+        "dlq_after_deadline".into(),
+        recorder(900, 50),
+    ));
+    let d = data(summary, histograms);
+    let chart = latency::dlq_latency(&d.scenarios().next().unwrap()).expect("a chart");
+    assert_eq!(chart.stem, "latency.dlq_latency");
+    let lines: Vec<(&str, Stroke)> = chart
+        .series
+        .iter()
+        .map(|s| (s.label.as_str(), s.stroke))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            ("rate-1000 from final delivery", Stroke::Solid),
+            ("rate-1000 from final deadline", Stroke::Dashed),
+        ]
+    );
+}

@@ -3,6 +3,8 @@
 
 pub mod ack;
 pub mod backpressure;
+pub mod checks;
+pub mod dlq;
 pub mod latency;
 pub mod publish;
 pub mod redelivery;
@@ -139,5 +141,6 @@ pub async fn run(ctx: &RunContext, plan: &ScenarioPlan, sink: &mut dyn VariantSi
         ScenarioPlan::Resume(p) => resume::run(ctx, plan, p, sink).await,
         ScenarioPlan::Restart(p) => restart::run(ctx, plan, p, sink).await,
         ScenarioPlan::Replay(p) => replay::run(ctx, plan, p, sink).await,
+        ScenarioPlan::Dlq(p) => dlq::run(ctx, plan, p, sink).await,
     }
 }

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::{Invariant, RunContext, VariantResult, VariantSink};
+use super::{Invariant, RunContext, VariantResult, VariantSink, checks};
 use crate::advisory::{Advisories, AdvisoryWatch};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
 use crate::fates::{self, Analysis};
@@ -241,14 +241,7 @@ fn measure(
     r.histograms.extend(histograms);
     r.metrics
         .push(count("unplanned_redeliveries", a.unplanned_redeliveries));
-    for (name, planned, observed) in [
-        ("acked", a.planned.acked, a.observed.acked),
-        ("termed", a.planned.termed, a.observed.termed),
-        ("exhausted", a.planned.exhausted, a.observed.exhausted),
-    ] {
-        r.metrics.push(count(&format!("planned.{name}"), planned));
-        r.metrics.push(count(&format!("observed.{name}"), observed));
-    }
+    checks::fate_metrics(a, r);
     r.metrics.push(count(
         "advisories.max_deliveries",
         advisories.max_deliveries.len() as u64,
@@ -296,17 +289,7 @@ fn measure(
             Direction::Lower,
         ));
     }
-    r.ledger = o.counts;
-    r.timelines
-        .insert("published".into(), o.published_timeline.clone());
-    r.timelines
-        .insert("delivered".into(), o.delivered_timeline.clone());
-    r.timelines.extend(o.sample_timelines(SAMPLE_EVERY));
-    if o.interrupted {
-        r.warnings
-            .push("interrupted: the variant stopped early; its counts cover what was sent".into());
-    }
-    r.warnings.extend(o.errors.iter().cloned());
+    checks::drive_records(o, SAMPLE_EVERY, r);
     mine
 }
 
@@ -318,33 +301,7 @@ fn verify(
     r: &mut VariantResult,
 ) {
     let c = &o.counts;
-    r.invariants.push(Invariant::check(
-        "every message ends as planned",
-        a.mismatches == 0,
-        if a.mismatches == 0 {
-            format!(
-                "{} messages: {} acked, {} termed, {} exhausted after max_deliver deliveries",
-                a.messages, a.observed.acked, a.observed.termed, a.observed.exhausted
-            )
-        } else {
-            format!(
-                "{} of {} differ: {}",
-                a.mismatches,
-                a.messages,
-                a.examples.join("; ")
-            )
-        },
-    ));
-    r.invariants
-        .push(Invariant::equal("lost = 0", a.observed.undelivered, 0));
-    r.invariants.push(Invariant::check(
-        "every publish persisted",
-        c.publish_errors == 0 && c.persisted == c.published,
-        format!(
-            "{} published, {} persisted, {} PubAck errors",
-            c.published, c.persisted, c.publish_errors
-        ),
-    ));
+    checks::fate_invariants(o, a, r);
     let early: Vec<String> = a
         .delays
         .iter()
@@ -416,16 +373,5 @@ fn verify(
             "stream info unavailable",
         )),
     }
-    r.invariants.push(Invariant::check(
-        "server reports nothing pending",
-        o.server_state
-            .is_some_and(|s| s.num_pending == 0 && s.num_ack_pending == 0),
-        match o.server_state {
-            Some(s) => format!(
-                "num_pending {}, num_ack_pending {}, num_redelivered {}",
-                s.num_pending, s.num_ack_pending, s.num_redelivered
-            ),
-            None => "consumer info unavailable".into(),
-        },
-    ));
+    r.invariants.push(checks::nothing_pending(o));
 }

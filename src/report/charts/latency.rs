@@ -63,6 +63,32 @@ pub fn send_lag(s: &ScenarioData) -> Option<Chart> {
     )
 }
 
+/// The dlq scenario's dead letters: from the final delivery to the copy's
+/// PubAck, and the part after the final ack deadline (the pipeline's own).
+pub fn dlq_latency(s: &ScenarioData) -> Option<Chart> {
+    percentile_chart(
+        s,
+        "dlq_latency",
+        "Dead-letter latency by percentile",
+        "Per variant (one colour each), time until a poison message's copy is persisted in the \
+         DLQ stream. Solid: from its final delivery, which includes the final ack deadline the \
+         server waits out before it gives up; dashed: from the expiry of that deadline, the part \
+         the advisory and the handler add.",
+        &[
+            Family {
+                histogram: "dlq_latency",
+                label: "from final delivery",
+                stroke: Stroke::Solid,
+            },
+            Family {
+                histogram: "dlq_after_deadline",
+                label: "from final deadline",
+                stroke: Stroke::Dashed,
+            },
+        ],
+    )
+}
+
 /// A latency measured from the intended send (solid) and from the actual
 /// send (dashed): the two must stay distinguishable on every chart.
 fn intended_and_actual<'a>(intended: &'a str, actual: &'a str) -> [Family<'a>; 2] {

@@ -111,6 +111,7 @@ pub const CATALOGUE: &[ChartFn] = &[
     replay::drift,
     replay::gap_error,
     replay::gap_error_by_gap,
+    latency::dlq_latency,
 ];
 
 /// The charts of one scenario: every catalogue entry that has data.

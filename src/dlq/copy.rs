@@ -1,0 +1,240 @@
+//! The dead-letter copy of an original: its payload as it is, its headers
+//! without the ones that steer a publish, and headers that say where it
+//! came from.
+//!
+//! Publish-control headers are instructions to the stream an original was
+//! published to (deduplicate by this id, expect that last sequence, expire
+//! after, roll up, count, batch, schedule). Copied onto the DLQ publish they
+//! would be obeyed again by the DLQ stream: a dedup id that suppresses the
+//! copy, an expectation that fails it, a TTL that expires it. The list
+//! follows what nats-server 2.15 interprets on publish, and what the server
+//! itself strips when it republishes a scheduled message.
+
+use async_nats::HeaderMap;
+use async_nats::header::{HeaderValue, NATS_MESSAGE_ID};
+
+use crate::advisory::Kind;
+
+/// The stream the original was stored in.
+pub const ORIGIN_STREAM: &str = "Dlq-Origin-Stream";
+/// The consumer that gave up on it.
+pub const ORIGIN_CONSUMER: &str = "Dlq-Origin-Consumer";
+/// Its stream sequence: the key back to the original.
+pub const ORIGIN_SEQ: &str = "Dlq-Origin-Seq";
+/// `max_deliveries` or `terminated`: which advisory dead-lettered it.
+pub const REASON: &str = "Dlq-Reason";
+
+/// Publish-control headers, matched without regard to case (a proxy or a
+/// client may have changed it; the cost of dropping a look-alike user
+/// header is smaller than that of a copy the DLQ stream refuses).
+const CONTROL: &[&str] = &[
+    "Nats-Msg-Id",
+    "Nats-TTL",
+    "Nats-Rollup",
+    "Nats-Incr",
+    "Nats-Schedule",
+    "Nats-Required-Api-Level",
+];
+/// Families of publish-control headers.
+const CONTROL_PREFIXES: &[&str] = &["Nats-Expected-", "Nats-Batch-", "Nats-Schedule-"];
+
+/// Headers a direct get adds to its answer about the stored message; they
+/// were never the original's.
+const DIRECT_GET: &[&str] = &[
+    "Nats-Stream",
+    "Nats-Sequence",
+    "Nats-Time-Stamp",
+    "Nats-Subject",
+    "Nats-Last-Sequence",
+    "Nats-Num-Pending",
+    "Nats-UpTo-Sequence",
+];
+
+/// Whether a header instructs the stream on publish and must not be copied.
+pub fn is_publish_control(name: &str) -> bool {
+    CONTROL.iter().any(|c| c.eq_ignore_ascii_case(name))
+        || CONTROL_PREFIXES.iter().any(|p| {
+            name.len() > p.len() && name.as_bytes()[..p.len()].eq_ignore_ascii_case(p.as_bytes())
+        })
+}
+
+/// Removes what a direct get added, leaving the stored message's headers.
+pub fn strip_direct_get(headers: &HeaderMap) -> HeaderMap {
+    let mut out = HeaderMap::new();
+    for (name, values) in headers.iter() {
+        if DIRECT_GET
+            .iter()
+            .any(|d| d.eq_ignore_ascii_case(name.as_ref()))
+        {
+            continue;
+        }
+        for v in values {
+            out.append(name.clone(), v.clone());
+        }
+    }
+    out
+}
+
+/// Which message a copy stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin<'a> {
+    pub stream: &'a str,
+    pub consumer: &'a str,
+    pub seq: u64,
+    pub kind: Kind,
+}
+
+impl Origin<'_> {
+    /// `<stream>.<consumer>.<seq>`: the same for every attempt at one
+    /// message, so the DLQ stream stores a redelivered advisory's copy once,
+    /// and different for two consumers that dead-letter the same message.
+    pub fn msg_id(&self) -> String {
+        format!("{}.{}.{}", self.stream, self.consumer, self.seq)
+    }
+
+    /// `<prefix>.<stream>.<consumer>`: one subject per failing consumer, so
+    /// its backlog can be read or replayed alone.
+    pub fn subject(&self, prefix: &str) -> String {
+        format!("{prefix}.{}.{}", self.stream, self.consumer)
+    }
+}
+
+/// The copy's headers: the original's minus publish control, then where it
+/// came from and the dedup id.
+pub fn dead_letter_headers(original: &HeaderMap, origin: &Origin) -> HeaderMap {
+    let mut out = HeaderMap::new();
+    for (name, values) in original.iter() {
+        if is_publish_control(name.as_ref()) {
+            continue;
+        }
+        for v in values {
+            out.append(name.clone(), v.clone());
+        }
+    }
+    out.insert(ORIGIN_STREAM, origin.stream);
+    out.insert(ORIGIN_CONSUMER, origin.consumer);
+    out.insert(
+        ORIGIN_SEQ,
+        HeaderValue::from(origin.seq.to_string().as_str()),
+    );
+    out.insert(REASON, origin.kind.name());
+    out.insert(NATS_MESSAGE_ID, HeaderValue::from(origin.msg_id().as_str()));
+    out
+}
+
+/// Headers as sorted (name, value) pairs: two maps compare equal when they
+/// hold the same values under the same names, whatever the order.
+pub fn pairs(headers: &HeaderMap) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = headers
+        .iter()
+        .flat_map(|(name, values)| {
+            values
+                .iter()
+                .map(move |v| (name.to_string(), v.as_str().to_string()))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn origin() -> Origin<'static> {
+        Origin {
+            stream: "SRC",
+            consumer: "worker",
+            seq: 42,
+            kind: Kind::MaxDeliveries,
+        }
+    }
+
+    #[test]
+    fn publish_control_headers_are_recognised_in_any_case() {
+        for name in [
+            "Nats-Msg-Id",
+            "nats-msg-id",
+            "Nats-Expected-Stream",
+            "Nats-Expected-Last-Sequence",
+            "Nats-Expected-Last-Subject-Sequence",
+            "Nats-Expected-Last-Subject-Sequence-Subject",
+            "Nats-Expected-Last-Msg-Id",
+            "NATS-TTL",
+            "Nats-Rollup",
+            "Nats-Incr",
+            "Nats-Batch-Id",
+            "Nats-Batch-Sequence",
+            "Nats-Batch-Commit",
+            "Nats-Schedule",
+            "Nats-Schedule-TTL",
+            "Nats-Schedule-Target",
+            "Nats-Required-Api-Level",
+        ] {
+            assert!(is_publish_control(name), "{name}");
+        }
+        for name in [
+            "Order-Id",
+            "traceparent",
+            "Nats-Msg-Id-Extra",
+            "Nats-Expected-",
+            "Nats-Counter-Sources",
+            "Dlq-Origin-Seq",
+            "X-Nats-Msg-Id",
+        ] {
+            assert!(!is_publish_control(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn the_copy_keeps_every_other_header_and_says_where_it_came_from() {
+        let mut original = HeaderMap::new();
+        original.insert("Nats-Msg-Id", "p-0-17");
+        original.insert("Nats-Expected-Last-Sequence", "16");
+        original.insert("Nats-TTL", "1h");
+        original.insert("Nats-Rollup", "sub");
+        original.insert("Order-Id", "o-9");
+        original.append("Tag", "a");
+        original.append("Tag", "b");
+        let copy = dead_letter_headers(&original, &origin());
+        assert_eq!(
+            pairs(&copy),
+            vec![
+                ("Dlq-Origin-Consumer".into(), "worker".into()),
+                ("Dlq-Origin-Seq".into(), "42".into()),
+                ("Dlq-Origin-Stream".into(), "SRC".into()),
+                ("Dlq-Reason".into(), "max_deliveries".into()),
+                ("Nats-Msg-Id".into(), "SRC.worker.42".into()),
+                ("Order-Id".into(), "o-9".into()),
+                ("Tag".into(), "a".into()),
+                ("Tag".into(), "b".into()),
+            ]
+        );
+        assert_eq!(
+            origin().subject("jsb.t.dlq.v.dlq"),
+            "jsb.t.dlq.v.dlq.SRC.worker"
+        );
+    }
+
+    #[test]
+    fn an_original_that_was_a_dead_letter_itself_gets_new_origin_headers() {
+        let mut original = HeaderMap::new();
+        original.insert(ORIGIN_SEQ, "7");
+        let copy = dead_letter_headers(&original, &origin());
+        let seqs: Vec<&str> = copy.get_all(ORIGIN_SEQ).map(|v| v.as_str()).collect();
+        assert_eq!(seqs, ["42"]);
+    }
+
+    #[test]
+    fn direct_get_metadata_is_not_part_of_the_original() {
+        let mut answer = HeaderMap::new();
+        for h in DIRECT_GET {
+            answer.insert(*h, "x");
+        }
+        answer.insert("Order-Id", "o-9");
+        assert_eq!(
+            pairs(&strip_direct_get(&answer)),
+            vec![("Order-Id".to_string(), "o-9".to_string())]
+        );
+    }
+}

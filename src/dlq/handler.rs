@@ -1,0 +1,551 @@
+//! The dead-letter handler: a durable consumer of the advisory stream that
+//! turns each advisory about a watched consumer into a copy in the DLQ
+//! stream, and answers the advisory only once that copy is persisted.
+//!
+//! Per advisory: parse it (malformed: term, it will never parse), skip it
+//! if it is about a stream or consumer the pipeline does not watch (ack: the
+//! capture stream collects the whole account's advisories), get the
+//! original by stream sequence (gone: term with the reason; unreachable:
+//! nak with a delay), publish the copy with the dedup id
+//! `<stream>.<consumer>.<seq>` and await its PubAck (failed: nak with a
+//! delay), delete the original when its stream is a work queue, then ack.
+//! A handler killed anywhere before the ack has its advisory redelivered;
+//! the next attempt republishes under the same id and the DLQ stream
+//! stores the copy once.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use async_nats::Client;
+use async_nats::jetstream::{
+    self, AckKind, Message, consumer::PullConsumer, message::PublishMessage,
+    message::StreamMessage, response::Response, stream::DeleteStatus, stream::Stream,
+};
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use tokio_util::sync::CancellationToken;
+
+use super::Watched;
+use super::copy::{self, Origin};
+use crate::advisory::{Event, Kind, parse_event};
+use crate::clock;
+use crate::profile::{DlqHandlerPlan, OriginalGet};
+
+/// Advisories requested per pull, per advisory worked on at once: enough
+/// to keep the handler busy, few enough that a killed handler strands few
+/// (each waits out the handler durable's AckWait before it comes back).
+const PREFETCH: usize = 4;
+
+/// What every incarnation of the handler shares, restarts included.
+pub(super) struct Shared {
+    pub watched: Vec<Watched>,
+    pub dlq_prefix: String,
+    pub advisory_stream: String,
+    pub durable: String,
+    pub plan: DlqHandlerPlan,
+    /// Whether MSG_TERMINATED advisories are dead-lettered too.
+    pub terminated: bool,
+    /// Copies published so far, across incarnations: counts towards the
+    /// planned kill.
+    copies: AtomicU64,
+    killed: AtomicBool,
+    /// (watched index, sequence) of every message whose advisory was
+    /// answered after its copy persisted.
+    done: Mutex<HashSet<(usize, u64)>>,
+}
+
+impl Shared {
+    pub fn new(
+        watched: Vec<Watched>,
+        dlq_prefix: String,
+        advisory_stream: String,
+        durable: String,
+        plan: DlqHandlerPlan,
+        terminated: bool,
+    ) -> Self {
+        Shared {
+            watched,
+            dlq_prefix,
+            advisory_stream,
+            durable,
+            plan,
+            terminated,
+            copies: AtomicU64::new(0),
+            killed: AtomicBool::new(false),
+            done: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// The watched consumer an advisory is about, if it is one of ours and
+    /// of a kind this pipeline dead-letters.
+    fn position(&self, e: &Event) -> Option<usize> {
+        if e.kind == Kind::Terminated && !self.terminated {
+            return None;
+        }
+        self.watched
+            .iter()
+            .position(|w| w.stream == e.stream && w.consumer == e.consumer)
+    }
+
+    pub fn is_done(&self, key: &(usize, u64)) -> bool {
+        self.done.lock().expect("not poisoned").contains(key)
+    }
+}
+
+/// One advisory delivery and what the handler made of it.
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    pub incarnation: u32,
+    /// Index into the watched list; `None` for foreign or malformed advisories.
+    pub watched: Option<usize>,
+    pub kind: Option<Kind>,
+    pub seq: u64,
+    /// The advisory's delivery count on the handler durable (2 or more
+    /// after a kill or a nak).
+    pub delivery: u64,
+    pub received_ns: u64,
+    /// When the DLQ's PubAck arrived.
+    pub persisted_ns: Option<u64>,
+    /// When the answer (ack, nak, term) was sent; the receipt time when the
+    /// handler was killed before answering.
+    pub answered_ns: u64,
+    pub outcome: Outcome,
+    /// The answer could not be sent (the advisory will come back).
+    pub answer_error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The copy is persisted (`duplicate`: the DLQ stream already had it)
+    /// and, on a work queue, the original deleted (`deleted`: by this
+    /// attempt; false when it was already gone).
+    Copied { duplicate: bool, deleted: bool },
+    /// Killed as planned: the copy persisted, the original not deleted,
+    /// the advisory not answered.
+    Killed { duplicate: bool },
+    /// About a stream or consumer this pipeline does not watch: acked.
+    Foreign,
+    /// Not an advisory this handler understands: termed with the reason.
+    Malformed(String),
+    /// No message at that sequence any more: termed, nothing to copy.
+    OriginalGone,
+    /// A step failed (get, publish, delete): nak'ed with the retry delay.
+    Retried(String),
+}
+
+/// What one incarnation of the handler did.
+#[derive(Debug, Default)]
+pub struct HandlerReport {
+    pub incarnation: u32,
+    pub attempts: Vec<Attempt>,
+    /// Originals as read before they were deleted (work queues), for the
+    /// audit of the copies.
+    pub originals: Vec<((usize, u64), StreamMessage)>,
+    /// Time with at least one advisory in hand.
+    pub busy: Duration,
+    pub stream_errors: u64,
+    pub first_error: Option<String>,
+    /// Whether it ended in the planned kill.
+    pub killed: bool,
+}
+
+/// What the handler answers the advisory.
+enum Answer {
+    Ack,
+    Nak(Duration),
+    Term(String),
+    /// Nothing: the handler is being killed.
+    None,
+}
+
+/// Reads the advisory stream through the handler durable until `stop`, or
+/// until the planned kill.
+pub(super) async fn run(
+    client: Client,
+    js_prefix: &str,
+    shared: &Shared,
+    incarnation: u32,
+    stop: CancellationToken,
+) -> Result<HandlerReport> {
+    let js = jetstream::with_prefix(client.clone(), js_prefix);
+    let consumer: PullConsumer = js
+        .get_consumer_from_stream(&shared.durable, &shared.advisory_stream)
+        .await
+        .with_context(|| format!("binding to the handler durable {}", shared.durable))?;
+    let mut streams = Vec::new();
+    for w in &shared.watched {
+        streams.push(
+            js.get_stream_no_info(&w.stream)
+                .await
+                .with_context(|| format!("opening stream {}", w.stream))?,
+        );
+    }
+    let concurrency = shared.plan.concurrency.max(1);
+    let mut messages = consumer
+        .stream()
+        .max_messages_per_batch(concurrency * PREFETCH)
+        .heartbeat(Duration::from_secs(5))
+        .expires(Duration::from_secs(30))
+        .messages()
+        .await
+        .context("reading the advisory stream")?;
+
+    let mut report = HandlerReport {
+        incarnation,
+        ..HandlerReport::default()
+    };
+    let mut busy_since = 0u64;
+    let mut running: FuturesUnordered<_> = FuturesUnordered::new();
+    loop {
+        let next = tokio::select! {
+            biased;
+            _ = stop.cancelled() => break,
+            Some(done) = running.next(), if !running.is_empty() => {
+                let (attempt, original): (Attempt, Option<StreamMessage>) = done;
+                if running.is_empty() {
+                    report.busy += Duration::from_nanos(clock::now_ns() - busy_since);
+                }
+                let killed = matches!(attempt.outcome, Outcome::Killed { .. });
+                keep(&mut report, attempt, original);
+                if killed {
+                    report.killed = true;
+                    break;
+                }
+                continue;
+            }
+            next = messages.next(), if running.len() < concurrency => next,
+        };
+        match next {
+            Some(Ok(message)) => {
+                if running.is_empty() {
+                    busy_since = clock::now_ns();
+                }
+                running.push(work(message, &client, &js, &streams, shared, incarnation));
+            }
+            Some(Err(e)) => {
+                report.stream_errors += 1;
+                report
+                    .first_error
+                    .get_or_insert_with(|| format!("advisory stream: {e}"));
+            }
+            None => break,
+        }
+    }
+    if report.killed {
+        // A crash: whatever else is in hand is dropped unanswered, and the
+        // connection closes when the client's last handle goes.
+        return Ok(report);
+    }
+    // Stopped: finish what is in hand, so no advisory is left half done.
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some((attempt, original)) = running.next().await {
+            keep(&mut report, attempt, original);
+        }
+    })
+    .await;
+    let _ = client.flush().await;
+    Ok(report)
+}
+
+fn keep(report: &mut HandlerReport, attempt: Attempt, original: Option<StreamMessage>) {
+    if let (Some(w), Some(original)) = (attempt.watched, original) {
+        report.originals.push(((w, attempt.seq), original));
+    }
+    report.attempts.push(attempt);
+}
+
+/// Handles one advisory delivery from receipt to answer.
+async fn work(
+    message: Message,
+    client: &Client,
+    js: &jetstream::Context,
+    streams: &[Stream<()>],
+    shared: &Shared,
+    incarnation: u32,
+) -> (Attempt, Option<StreamMessage>) {
+    let received_ns = clock::now_ns();
+    let mut attempt = Attempt {
+        incarnation,
+        watched: None,
+        kind: None,
+        seq: 0,
+        delivery: message.info().map_or(1, |i| i.delivered.max(1) as u64),
+        received_ns,
+        persisted_ns: None,
+        answered_ns: received_ns,
+        outcome: Outcome::Foreign,
+        answer_error: None,
+    };
+    let mut original = None;
+    let answer = match parse_event(&message.payload) {
+        Err(reason) => {
+            attempt.outcome = Outcome::Malformed(reason.clone());
+            Answer::Term(reason)
+        }
+        Ok(event) => {
+            attempt.kind = Some(event.kind);
+            attempt.seq = event.advisory.stream_seq;
+            match shared.position(&event) {
+                None => Answer::Ack,
+                Some(w) => {
+                    attempt.watched = Some(w);
+                    let step = dead_letter(js, &streams[w], shared, w, &event).await;
+                    attempt.persisted_ns = step.persisted_ns;
+                    attempt.outcome = step.outcome;
+                    original = step.original;
+                    step.answer
+                }
+            }
+        }
+    };
+    let sent = match answer {
+        Answer::None => return (attempt, original),
+        Answer::Ack => message.ack().await,
+        Answer::Nak(delay) => message.ack_with(AckKind::Nak(Some(delay))).await,
+        Answer::Term(reason) => term(client, &message, &reason).await,
+    };
+    attempt.answered_ns = clock::now_ns();
+    match sent {
+        Ok(()) => {
+            if let (Some(w), Outcome::Copied { .. }) = (attempt.watched, &attempt.outcome) {
+                shared
+                    .done
+                    .lock()
+                    .expect("not poisoned")
+                    .insert((w, attempt.seq));
+            }
+        }
+        Err(e) => attempt.answer_error = Some(e.to_string()),
+    }
+    (attempt, original)
+}
+
+/// A term with its reason, which the server puts in the MSG_TERMINATED
+/// advisory (async-nats' `AckKind::Term` carries none).
+async fn term(client: &Client, message: &Message, reason: &str) -> Result<(), async_nats::Error> {
+    let reply = message
+        .reply
+        .clone()
+        .ok_or("the advisory has no reply subject")?;
+    client
+        .publish(reply, format!("+TERM {reason}").into())
+        .await?;
+    Ok(())
+}
+
+/// The dead-letter steps for an advisory about a watched consumer.
+struct Step {
+    outcome: Outcome,
+    answer: Answer,
+    persisted_ns: Option<u64>,
+    /// The original, kept when this attempt deleted it.
+    original: Option<StreamMessage>,
+}
+
+impl Step {
+    fn retry(shared: &Shared, what: String) -> Step {
+        Step {
+            outcome: Outcome::Retried(what),
+            answer: Answer::Nak(shared.plan.retry_delay),
+            persisted_ns: None,
+            original: None,
+        }
+    }
+}
+
+async fn dead_letter(
+    js: &jetstream::Context,
+    stream: &Stream<()>,
+    shared: &Shared,
+    w: usize,
+    event: &Event,
+) -> Step {
+    let watched = &shared.watched[w];
+    let seq = event.advisory.stream_seq;
+    let origin = Origin {
+        stream: &watched.stream,
+        consumer: &watched.consumer,
+        seq,
+        kind: event.kind,
+    };
+    let original = match get(stream, seq, shared.plan.get).await {
+        Ok(m) => m,
+        Err(Get::Gone) => {
+            return Step {
+                outcome: Outcome::OriginalGone,
+                answer: Answer::Term(format!("original {}/{seq} is gone", watched.stream)),
+                persisted_ns: None,
+                original: None,
+            };
+        }
+        Err(Get::Failed(e)) => return Step::retry(shared, format!("get: {e}")),
+    };
+    let headers = copy::dead_letter_headers(&original.headers, &origin);
+    let publish = PublishMessage::build()
+        .payload(original.payload.clone())
+        .headers(headers);
+    let ack = match js
+        .send_publish(origin.subject(&shared.dlq_prefix), publish)
+        .await
+    {
+        Ok(future) => future.await,
+        Err(e) => return Step::retry(shared, format!("publish: {e}")),
+    };
+    let duplicate = match ack {
+        Ok(ack) => ack.duplicate,
+        Err(e) => return Step::retry(shared, format!("publish: {e}")),
+    };
+    let persisted_ns = Some(clock::now_ns());
+    let copies = shared.copies.fetch_add(1, Ordering::Relaxed) + 1;
+    if shared.plan.restart_after == Some(copies) && !shared.killed.swap(true, Ordering::Relaxed) {
+        return Step {
+            outcome: Outcome::Killed { duplicate },
+            answer: Answer::None,
+            persisted_ns,
+            original: None,
+        };
+    }
+    let mut deleted = false;
+    if watched.delete_original {
+        match delete(js, &watched.stream, seq, shared.plan.erase).await {
+            Ok(true) => deleted = true,
+            // An earlier attempt deleted it and died before its ack.
+            Ok(false) => {}
+            Err(e) => return Step::retry(shared, format!("delete: {e}")),
+        }
+    }
+    Step {
+        outcome: Outcome::Copied { duplicate, deleted },
+        answer: Answer::Ack,
+        persisted_ns,
+        original: deleted.then_some(original),
+    }
+}
+
+enum Get {
+    /// No message at that sequence: deleted, aged out, or never stored.
+    Gone,
+    Failed(String),
+}
+
+/// The original as stored: a direct get's own headers are removed.
+async fn get(stream: &Stream<()>, seq: u64, how: OriginalGet) -> Result<StreamMessage, Get> {
+    match how {
+        OriginalGet::Raw => stream.get_raw_message(seq).await.map_err(|e| {
+            if e.kind() == jetstream::stream::RawMessageErrorKind::NoMessageFound {
+                Get::Gone
+            } else {
+                Get::Failed(e.to_string())
+            }
+        }),
+        OriginalGet::Direct => match stream.direct_get(seq).await {
+            Ok(mut m) => {
+                m.headers = copy::strip_direct_get(&m.headers);
+                Ok(m)
+            }
+            Err(e) if e.kind() == jetstream::stream::DirectGetErrorKind::NotFound => Err(Get::Gone),
+            Err(e) => Err(Get::Failed(e.to_string())),
+        },
+    }
+}
+
+/// Deletes `seq` from `stream`; `Ok(false)` when it was already gone.
+///
+/// async-nats' `delete_message` asks for a secure erase (it sends no
+/// `no_erase`), which overwrites the stored message; the seed's
+/// `DeleteMsg` (nats.go) removes it. With `erase = false` this is the
+/// seed's delete, with `erase = true` the secure one.
+async fn delete(
+    js: &jetstream::Context,
+    stream: &str,
+    seq: u64,
+    erase: bool,
+) -> Result<bool, String> {
+    let response: Response<DeleteStatus> = js
+        .request(
+            format!("STREAM.MSG.DELETE.{stream}"),
+            &serde_json::json!({ "seq": seq, "no_erase": !erase }),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    match response {
+        Response::Ok(status) => Ok(status.success),
+        Response::Err { error }
+            if error.error_code() == jetstream::ErrorCode::NO_MESSAGE_FOUND
+                || error.error_code() == jetstream::ErrorCode::SEQUENCE_NOT_FOUND =>
+        {
+            Ok(false)
+        }
+        Response::Err { error } => Err(error.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::advisory::Advisory;
+
+    fn shared(terminated: bool) -> Shared {
+        Shared::new(
+            vec![
+                Watched {
+                    stream: "SRC".into(),
+                    consumer: "a".into(),
+                    delete_original: false,
+                },
+                Watched {
+                    stream: "WQ".into(),
+                    consumer: "b".into(),
+                    delete_original: true,
+                },
+            ],
+            "p.dlq".into(),
+            "ADV".into(),
+            "handler".into(),
+            DlqHandlerPlan {
+                ack_wait: Duration::from_secs(1),
+                retry_delay: Duration::from_millis(100),
+                concurrency: 1,
+                get: OriginalGet::Raw,
+                erase: false,
+                restart_after: None,
+            },
+            terminated,
+        )
+    }
+
+    fn event(kind: Kind, stream: &str, consumer: &str) -> Event {
+        Event {
+            kind,
+            stream: stream.into(),
+            consumer: consumer.into(),
+            advisory: Advisory {
+                stream_seq: 9,
+                deliveries: 3,
+                received_ns: 0,
+                server_ns: None,
+            },
+        }
+    }
+
+    #[test]
+    fn only_watched_consumers_advisories_are_dead_lettered() {
+        let s = shared(false);
+        assert_eq!(s.position(&event(Kind::MaxDeliveries, "SRC", "a")), Some(0));
+        assert_eq!(s.position(&event(Kind::MaxDeliveries, "WQ", "b")), Some(1));
+        // Another consumer of a watched stream, a stream of someone else's,
+        // and the handler's own durable on the advisory stream: skipped.
+        assert_eq!(s.position(&event(Kind::MaxDeliveries, "SRC", "b")), None);
+        assert_eq!(s.position(&event(Kind::MaxDeliveries, "ORDERS", "a")), None);
+        assert_eq!(s.position(&event(Kind::Terminated, "ADV", "handler")), None);
+        // Terms are dead-lettered only when asked for.
+        assert_eq!(s.position(&event(Kind::Terminated, "SRC", "a")), None);
+        assert_eq!(
+            shared(true).position(&event(Kind::Terminated, "SRC", "a")),
+            Some(0)
+        );
+    }
+}

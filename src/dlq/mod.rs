@@ -1,0 +1,371 @@
+//! The dead-letter queue NATS does not ship, built as the seed builds it:
+//! MaxDeliver bounds redelivery, the server's MAX_DELIVERIES advisory (and,
+//! as an option, MSG_TERMINATED) is captured in a stream, and a handler
+//! reads each captured advisory, gets the original by stream sequence and
+//! republishes it into a DLQ stream. A reusable pipeline: any scenario
+//! names the consumers whose exhausted messages it wants dead-lettered.
+//!
+//! # Names on a shared cluster
+//!
+//! Everything is run-scoped. The advisory stream and the DLQ stream are
+//! `JSB_<token>_<scenario>_<variant>-ADVISORIES` and `...-DLQ`; copies go to
+//! `jsb.<token>.<scenario>.<variant>.dlq.<stream>.<consumer>`, the seed's
+//! `dlq.<stream>.<consumer>` under the run's own subject prefix, so neither
+//! another run nor a team's own `dlq.>` stream ever captures jsbench's dead
+//! letters (or the other way round). The one subject jsbench cannot scope
+//! is the advisory's: with `capture = "account"` (the seed's
+//! `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>`) the capture stream
+//! collects every advisory in the account, the handler acks and counts the
+//! ones about streams it does not watch and never touches those streams;
+//! a second capture of that subject in the account (someone's real DLQ)
+//! makes the server refuse jsbench's, and `capture = "stream"` captures
+//! only the watched consumers' advisories instead.
+//!
+//! - [`copy`]: what a dead-letter copy holds, and which headers it drops.
+//! - [`handler`]: the handler, a durable consumer of the advisory stream.
+//! - [`audit`]: the DLQ stream read back and checked against the originals.
+
+pub mod audit;
+pub mod copy;
+pub mod handler;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow};
+use async_nats::jetstream::{self, consumer, message::StreamMessage, stream};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::connect::ConnectSettings;
+use crate::profile::{Capture, DlqHandlerPlan, Storage};
+use crate::provision::Names;
+use crate::scenario::RunContext;
+pub use handler::{Attempt, HandlerReport, Outcome};
+
+/// A consumer whose exhausted messages the pipeline dead-letters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Watched {
+    pub stream: String,
+    pub consumer: String,
+    /// Delete the original once its copy is persisted: a work-queue stream
+    /// keeps a MaxDeliver'd message until something deletes it.
+    pub delete_original: bool,
+}
+
+/// Which message a pipeline result is about: (index into the watched
+/// list, stream sequence).
+pub type Key = (usize, u64);
+
+/// Everything a pipeline is made of.
+#[derive(Debug, Clone)]
+pub struct PipelineSpec {
+    pub advisory_stream: String,
+    pub dlq_stream: String,
+    /// The DLQ stream captures `<prefix>.>`; copies go to
+    /// `<prefix>.<stream>.<consumer>`.
+    pub dlq_prefix: String,
+    pub handler_durable: String,
+    pub capture: Capture,
+    /// Dead-letter termed messages too (MSG_TERMINATED advisories).
+    pub terminated: bool,
+    pub watched: Vec<Watched>,
+    pub handler: DlqHandlerPlan,
+}
+
+impl PipelineSpec {
+    /// Run-scoped names for one variant of a scenario.
+    pub fn named(
+        names: &Names,
+        scenario: &str,
+        variant: &str,
+        capture: Capture,
+        terminated: bool,
+        watched: Vec<Watched>,
+        handler: DlqHandlerPlan,
+    ) -> Self {
+        PipelineSpec {
+            advisory_stream: names.stream(scenario, &format!("{variant}-advisories")),
+            dlq_stream: names.stream(scenario, &format!("{variant}-dlq")),
+            dlq_prefix: format!("{}.dlq", names.subject(scenario, variant)),
+            handler_durable: names.durable(scenario, &format!("{variant}_dlq_handler")),
+            capture,
+            terminated,
+            watched,
+            handler,
+        }
+    }
+
+    /// What the advisory stream captures.
+    pub fn advisory_subjects(&self) -> Vec<String> {
+        let mut kinds = vec!["MAX_DELIVERIES"];
+        if self.terminated {
+            kinds.push("MSG_TERMINATED");
+        }
+        let mut subjects = Vec::new();
+        for kind in kinds {
+            match self.capture {
+                Capture::Account => subjects.push(format!("$JS.EVENT.ADVISORY.CONSUMER.{kind}.>")),
+                Capture::Stream => subjects.extend(self.watched.iter().map(|w| {
+                    format!(
+                        "$JS.EVENT.ADVISORY.CONSUMER.{kind}.{}.{}",
+                        w.stream, w.consumer
+                    )
+                })),
+            }
+        }
+        subjects
+    }
+}
+
+/// A running pipeline: its streams exist and the handler reads advisories.
+pub struct Pipeline {
+    pub spec: PipelineSpec,
+    shared: Arc<handler::Shared>,
+    stop: CancellationToken,
+    task: JoinHandle<(Vec<HandlerReport>, Vec<String>)>,
+}
+
+/// What a pipeline did, across every incarnation of its handler.
+#[derive(Debug, Default)]
+pub struct PipelineReport {
+    pub incarnations: Vec<HandlerReport>,
+    /// Incarnations that could not start or failed.
+    pub errors: Vec<String>,
+    /// The handler durable at the end: (num_pending, num_ack_pending).
+    pub handler_state: Option<(u64, usize)>,
+}
+
+/// One dead-lettered message's story across its advisory's deliveries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Story {
+    /// First receipt of its advisory by a handler.
+    pub advisory_ns: u64,
+    /// First PubAck of its copy.
+    pub persisted_ns: Option<u64>,
+    /// Copies published (a redelivered advisory publishes again).
+    pub published: u64,
+    /// Of those, flagged duplicate by the DLQ stream.
+    pub duplicates: u64,
+    /// Advisory deliveries the handler received for it.
+    pub deliveries: u64,
+    /// Whether its advisory was acked after the copy persisted.
+    pub done: bool,
+}
+
+impl Pipeline {
+    /// Creates the advisory stream, the DLQ stream and the handler durable
+    /// (through the provisioner, so they are deleted with the run), then
+    /// starts the handler. Call before any load: advisories are transient.
+    pub async fn start(ctx: &RunContext, spec: PipelineSpec) -> Result<Pipeline> {
+        let storage = match ctx.server.storage {
+            Storage::File => stream::StorageType::File,
+            Storage::Memory => stream::StorageType::Memory,
+        };
+        let advisories = ctx
+            .provisioner
+            .create_stream(stream::Config {
+                name: spec.advisory_stream.clone(),
+                subjects: spec.advisory_subjects(),
+                storage,
+                num_replicas: ctx.server.replicas,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| {
+                let hint = if spec.capture == Capture::Account
+                    && format!("{e:#}").contains("overlap")
+                {
+                    "; another stream in the account already captures MAX_DELIVERIES advisories \
+                     (a DLQ of someone else's, or another jsbench run): set capture = \"stream\""
+                } else {
+                    ""
+                };
+                anyhow!("{e:#}{hint}")
+            })?;
+        ctx.provisioner
+            .create_stream(stream::Config {
+                name: spec.dlq_stream.clone(),
+                subjects: vec![format!("{}.>", spec.dlq_prefix)],
+                storage,
+                num_replicas: ctx.server.replicas,
+                // Longer than any advisory's redelivery: a copy republished
+                // by a restarted handler must still be recognised.
+                duplicate_window: Duration::from_secs(120).max(spec.handler.ack_wait * 10),
+                ..Default::default()
+            })
+            .await?;
+        ctx.provisioner
+            .create_consumer(
+                &advisories,
+                consumer::pull::Config {
+                    durable_name: Some(spec.handler_durable.clone()),
+                    ack_policy: consumer::AckPolicy::Explicit,
+                    ack_wait: spec.handler.ack_wait,
+                    max_ack_pending: 10_000,
+                    deliver_policy: consumer::DeliverPolicy::All,
+                    ..Default::default()
+                },
+            )
+            .await?;
+        let shared = Arc::new(handler::Shared::new(
+            spec.watched.clone(),
+            spec.dlq_prefix.clone(),
+            spec.advisory_stream.clone(),
+            spec.handler_durable.clone(),
+            spec.handler.clone(),
+            spec.terminated,
+        ));
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(supervise(ctx.connect.clone(), shared.clone(), stop.clone()));
+        Ok(Pipeline {
+            spec,
+            shared,
+            stop,
+            task,
+        })
+    }
+
+    /// Waits until every message in `expected` is dead-lettered and the
+    /// handler durable has nothing left (foreign advisories included), or
+    /// until `deadline`; then stops the handler.
+    pub async fn finish(
+        self,
+        js: &jetstream::Context,
+        expected: &BTreeSet<Key>,
+        deadline: Instant,
+    ) -> PipelineReport {
+        let state = loop {
+            let all_done = expected.iter().all(|k| self.shared.is_done(k));
+            if all_done {
+                let state = handler_state(js, &self.spec).await;
+                if state.is_some_and(|(pending, ack_pending)| pending == 0 && ack_pending == 0) {
+                    break state;
+                }
+            }
+            if Instant::now() >= deadline || self.task.is_finished() {
+                break handler_state(js, &self.spec).await;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        self.stop.cancel();
+        let (incarnations, mut errors) = match self.task.await {
+            Ok(result) => result,
+            Err(e) => (Vec::new(), vec![format!("the handler task failed: {e}")]),
+        };
+        for r in &incarnations {
+            if let Some(e) = &r.first_error {
+                errors.push(format!("handler {}: {e}", r.incarnation));
+            }
+        }
+        PipelineReport {
+            incarnations,
+            errors,
+            handler_state: state,
+        }
+    }
+}
+
+async fn handler_state(js: &jetstream::Context, spec: &PipelineSpec) -> Option<(u64, usize)> {
+    let stream = js.get_stream(&spec.advisory_stream).await.ok()?;
+    let consumer: consumer::PullConsumer = stream.get_consumer(&spec.handler_durable).await.ok()?;
+    let info = consumer.get_info().await.ok()?;
+    Some((info.num_pending, info.num_ack_pending))
+}
+
+/// Runs the handler, and a new one (on a new connection) each time one is
+/// killed as planned, until `stop`.
+async fn supervise(
+    connect: ConnectSettings,
+    shared: Arc<handler::Shared>,
+    stop: CancellationToken,
+) -> (Vec<HandlerReport>, Vec<String>) {
+    let prefix = connect.js_api.prefix();
+    let mut reports = Vec::new();
+    let mut errors = Vec::new();
+    for incarnation in 0u32.. {
+        let client = match connect.connect(&format!("dlq-handler-{incarnation}")).await {
+            Ok(c) => c,
+            Err(e) => {
+                errors.push(format!("handler {incarnation}: {e:#}"));
+                break;
+            }
+        };
+        match handler::run(client, &prefix, &shared, incarnation, stop.clone())
+            .await
+            .with_context(|| format!("handler {incarnation}"))
+        {
+            Ok(report) => {
+                let killed = report.killed;
+                reports.push(report);
+                if !killed || stop.is_cancelled() {
+                    break;
+                }
+            }
+            Err(e) => {
+                errors.push(format!("{e:#}"));
+                break;
+            }
+        }
+    }
+    (reports, errors)
+}
+
+impl PipelineReport {
+    pub fn attempts(&self) -> impl Iterator<Item = &Attempt> {
+        self.incarnations.iter().flat_map(|r| r.attempts.iter())
+    }
+
+    /// Incarnations after the first.
+    pub fn restarts(&self) -> usize {
+        self.incarnations.len().saturating_sub(1)
+    }
+
+    /// Time with at least one advisory in hand, summed over incarnations.
+    pub fn busy(&self) -> Duration {
+        self.incarnations.iter().map(|r| r.busy).sum()
+    }
+
+    /// Attempts whose outcome satisfies `f`.
+    pub fn count(&self, f: impl Fn(&Outcome) -> bool) -> u64 {
+        self.attempts().filter(|a| f(&a.outcome)).count() as u64
+    }
+
+    /// Each watched message's story, by key.
+    pub fn stories(&self) -> BTreeMap<Key, Story> {
+        let mut out: BTreeMap<Key, Story> = BTreeMap::new();
+        for a in self.attempts() {
+            let Some(w) = a.watched else { continue };
+            let s = out.entry((w, a.seq)).or_default();
+            if s.deliveries == 0 || a.received_ns < s.advisory_ns {
+                s.advisory_ns = a.received_ns;
+            }
+            s.deliveries += 1;
+            if let Some(p) = a.persisted_ns {
+                s.published += 1;
+                s.persisted_ns = Some(s.persisted_ns.map_or(p, |q| q.min(p)));
+            }
+            match a.outcome {
+                Outcome::Copied { duplicate, .. } => {
+                    s.duplicates += u64::from(duplicate);
+                    s.done |= a.answer_error.is_none();
+                }
+                Outcome::Killed { duplicate } => s.duplicates += u64::from(duplicate),
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// Originals the handler read before deleting them.
+    pub fn deleted_originals(&self) -> BTreeMap<Key, &StreamMessage> {
+        let mut out = BTreeMap::new();
+        for r in &self.incarnations {
+            for (key, m) in &r.originals {
+                out.entry(*key).or_insert(m);
+            }
+        }
+        out
+    }
+}

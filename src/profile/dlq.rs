@@ -1,0 +1,336 @@
+//! `kind = "dlq"`: keys and checks.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::behaviour::BehaviourSection;
+use super::common::{
+    ConsumerSection, OneOrMany, PublishKeys, SizeSpec, Timing, common_plan, publish_plan,
+};
+use super::{
+    AckPolicy, Capture, DlqHandlerPlan, DlqPlan, Dur, MsgId, OriginalGet, Problems, Retention,
+    read_section,
+};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DlqSection {
+    name: Option<String>,
+    duration: Option<Dur>,
+    warmup: Option<Dur>,
+    drain_timeout: Option<Dur>,
+    rate: Option<u64>,
+    publishers: Option<usize>,
+    message_size: Option<SizeSpec>,
+    msg_id: Option<MsgId>,
+    headers: Option<BTreeMap<String, String>>,
+    retention: Option<OneOrMany<Retention>>,
+    baseline: Option<bool>,
+    capture: Option<Capture>,
+    terminated: Option<bool>,
+    #[serde(default)]
+    consumer: ConsumerSection,
+    #[serde(default)]
+    behaviour: BehaviourSection,
+    #[serde(default)]
+    handler: HandlerSection,
+}
+
+/// `[scenario.handler]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HandlerSection {
+    ack_wait: Option<Dur>,
+    retry_delay: Option<Dur>,
+    concurrency: Option<usize>,
+    get: Option<OriginalGet>,
+    erase: Option<bool>,
+    restart_after: Option<u64>,
+}
+
+pub(super) fn read(table: toml::Table, prefix: &str, problems: &mut Problems) -> Option<DlqPlan> {
+    let s: DlqSection = read_section(table, prefix, problems)?;
+    let key = |k: &str| format!("{prefix}.{k}");
+    let mut common = common_plan(
+        "dlq",
+        Timing {
+            name: s.name,
+            duration: s.duration,
+            warmup: s.warmup,
+            drain_timeout: s.drain_timeout,
+        },
+        prefix,
+        problems,
+    );
+    let rate = s.rate.unwrap_or(0);
+    if s.rate.is_none() {
+        problems.push(key("rate"), "missing; total msg/s, e.g. rate = 500");
+    } else {
+        problems.range(&key("rate"), rate, 1, 1_000_000, " msg/s");
+    }
+    // Ids by default: the copies must show that Nats-Msg-Id was dropped.
+    let publish = publish_plan(
+        PublishKeys {
+            publishers: s.publishers,
+            message_size: s.message_size,
+            headers: s.headers,
+            msg_id: s.msg_id.unwrap_or(MsgId::Unique),
+            ..Default::default()
+        },
+        prefix,
+        problems,
+    );
+    let consumer = s.consumer.validate(prefix, false, problems);
+    if consumer.ack != AckPolicy::Explicit {
+        problems.push(key("consumer.ack"), "dlq needs ack = \"explicit\"");
+    }
+    let behaviour = s.behaviour.validate(prefix, &consumer, problems);
+    let terminated = s.terminated.unwrap_or(false);
+    let fraction = |name: &str| {
+        behaviour
+            .classes
+            .iter()
+            .filter(|c| c.name == name)
+            .map(|c| c.fraction)
+            .sum::<f64>()
+    };
+    let dead = fraction("poison") + if terminated { fraction("term") } else { 0.0 };
+    if dead <= 0.0 {
+        problems.push(
+            key("behaviour.poison"),
+            "a dlq scenario needs messages to dead-letter: set poison = { fraction = 0.05 } \
+             (or term with terminated = true)",
+        );
+    }
+
+    let retentions = s
+        .retention
+        .map(|r| r.0)
+        .unwrap_or_else(|| vec![Retention::Limits, Retention::Workqueue, Retention::Interest]);
+    if retentions.is_empty() {
+        problems.push(
+            key("retention"),
+            "needs at least one of \"limits\", \"workqueue\", \"interest\"",
+        );
+    }
+    for (i, r) in retentions.iter().enumerate() {
+        if retentions[..i].contains(r) {
+            problems.push(
+                key("retention"),
+                format!(
+                    "{:?} is listed twice; each retention is one variant",
+                    r.label()
+                ),
+            );
+        }
+    }
+    if terminated && retentions.iter().any(|r| *r != Retention::Limits) {
+        problems.push(
+            key("terminated"),
+            "needs retention = \"limits\" only: in work-queue and interest streams a term \
+             removes the message before the handler can read it",
+        );
+    }
+
+    let h = &s.handler;
+    let hkey = |k: &str| format!("{prefix}.handler.{k}");
+    let handler = DlqHandlerPlan {
+        ack_wait: h.ack_wait.map_or(Duration::from_secs(2), |d| d.0),
+        retry_delay: h.retry_delay.map_or(Duration::from_millis(250), |d| d.0),
+        concurrency: h.concurrency.unwrap_or(1),
+        get: h.get.unwrap_or(OriginalGet::Raw),
+        erase: h.erase.unwrap_or(false),
+        restart_after: h.restart_after,
+    };
+    problems.range(
+        &hkey("ack_wait"),
+        handler.ack_wait.as_secs_f64(),
+        0.01,
+        3_600.0,
+        " seconds",
+    );
+    problems.range(
+        &hkey("retry_delay"),
+        handler.retry_delay.as_secs_f64(),
+        0.001,
+        60.0,
+        " seconds",
+    );
+    problems.range(
+        &hkey("concurrency"),
+        handler.concurrency,
+        1,
+        1_024,
+        " advisories at once",
+    );
+    if let Some(n) = handler.restart_after {
+        // A restart that never comes proves nothing: keep it well inside
+        // the dead letters the load is expected to produce.
+        let expected =
+            (rate as f64 * (common.warmup + common.duration).as_secs_f64() * dead).floor() as u64;
+        if n == 0 {
+            problems.push(
+                hkey("restart_after"),
+                "must be at least 1 (omit it for no restart)",
+            );
+        } else if rate > 0 && n > expected / 2 {
+            problems.push(
+                hkey("restart_after"),
+                format!(
+                    "{n} may never be reached: about {expected} messages are expected to be \
+                     dead-lettered (rate x (warmup + duration) x poison fraction); use at most {}",
+                    expected / 2
+                ),
+            );
+        }
+    }
+
+    if s.drain_timeout.is_none() {
+        // Long enough for a poison message to run through every deadline.
+        let longest: Duration = (1..=consumer.max_deliver.max(1) as u32)
+            .map(|n| consumer.ack_deadline(n))
+            .sum::<Duration>()
+            + behaviour.processing.mean() * 4;
+        common.drain_timeout = common.drain_timeout.max(longest + Duration::from_secs(10));
+    }
+    Some(DlqPlan {
+        common,
+        rate,
+        publish,
+        consumer,
+        behaviour,
+        retentions,
+        baseline: s.baseline.unwrap_or(true),
+        capture: s.capture.unwrap_or(Capture::Account),
+        terminated,
+        handler,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::super::{Capture, MsgId, OriginalGet, Retention, ScenarioPlan, parse};
+
+    const DLQ: &str = "name = \"d\"\n[[scenario]]\nkind = \"dlq\"\nduration = \"5s\"\nrate = 100\n";
+    const POISON: &str =
+        "[scenario.consumer]\nmax_deliver = 3\n[scenario.behaviour]\npoison = { fraction = 0.1 }\n";
+
+    fn problems(text: &str) -> Vec<super::super::Problem> {
+        parse("d.toml", text).expect_err("refused").problems
+    }
+
+    #[test]
+    fn defaults_cover_every_retention_the_seed_discusses() {
+        let p = parse("d.toml", &format!("{DLQ}{POISON}")).unwrap();
+        let ScenarioPlan::Dlq(d) = &p.scenarios[0] else {
+            panic!("dlq")
+        };
+        assert_eq!(
+            d.retentions,
+            [Retention::Limits, Retention::Workqueue, Retention::Interest]
+        );
+        assert!(d.baseline);
+        assert_eq!(d.capture, Capture::Account);
+        assert!(!d.terminated);
+        assert_eq!(d.publish.msg_id, MsgId::Unique, "a dedup id to drop");
+        assert_eq!(d.handler.ack_wait, Duration::from_secs(2));
+        assert_eq!(d.handler.get, OriginalGet::Raw);
+        assert_eq!(d.handler.restart_after, None);
+        assert_eq!(p.estimated_duration(), Duration::from_secs(20));
+    }
+
+    #[test]
+    fn handler_keys_and_one_retention_are_read() {
+        let p = parse(
+            "d.toml",
+            &format!(
+                "{DLQ}retention = \"workqueue\"\nbaseline = false\ncapture = \"stream\"\n\
+                 headers = {{ \"Order-Kind\" = \"test\" }}\n{POISON}\
+                 [scenario.handler]\nack_wait = \"500ms\"\nretry_delay = \"50ms\"\nconcurrency = 4\n\
+                 get = \"direct\"\nrestart_after = 5\n"
+            ),
+        )
+        .unwrap();
+        let ScenarioPlan::Dlq(d) = &p.scenarios[0] else {
+            panic!("dlq")
+        };
+        assert_eq!(d.retentions, [Retention::Workqueue]);
+        assert_eq!(d.capture, Capture::Stream);
+        assert_eq!(d.handler.concurrency, 4);
+        assert_eq!(d.handler.get, OriginalGet::Direct);
+        assert_eq!(d.handler.restart_after, Some(5));
+        assert_eq!(d.publish.headers.len(), 1);
+    }
+
+    #[test]
+    fn a_dlq_without_dead_letters_or_with_impossible_settings_is_refused() {
+        let cases: &[(&str, &str, &str)] = &[
+            (
+                "",
+                "scenario[0].behaviour.poison",
+                "needs messages to dead-letter",
+            ),
+            (
+                "retention = [\"limits\", \"limits\"]\n",
+                "scenario[0].retention",
+                "listed twice",
+            ),
+            (
+                "retention = \"fifo\"\n",
+                "scenario[0].retention",
+                "unknown variant",
+            ),
+            ("terminated = true\n", "scenario[0].terminated", "limits"),
+            (
+                "[scenario.handler]\nrestart_after = 400\n",
+                "scenario[0].handler.restart_after",
+                "about 50",
+            ),
+            (
+                "[scenario.handler]\nconcurrency = 0\n",
+                "scenario[0].handler.concurrency",
+                "out of range",
+            ),
+            (
+                "[scenario.handler]\nget = \"fast\"\n",
+                "scenario[0].handler.get",
+                "unknown variant",
+            ),
+            (
+                "![scenario.consumer]\nack = \"all\"\nmax_deliver = 3\n\
+                 [scenario.behaviour]\npoison = { fraction = 0.1 }\n",
+                "scenario[0].consumer.ack",
+                "explicit",
+            ),
+        ];
+        for (extra, path, needle) in cases {
+            // The poison plan sits before tables that reopen later.
+            let text = if let Some(whole) = extra.strip_prefix('!') {
+                format!("{DLQ}{whole}")
+            } else if extra.starts_with('[') {
+                format!("{DLQ}{POISON}{extra}")
+            } else if extra.is_empty() {
+                DLQ.to_string()
+            } else {
+                format!("{DLQ}{extra}{POISON}")
+            };
+            let ps = problems(&text);
+            let p = ps
+                .iter()
+                .find(|p| p.path == *path)
+                .unwrap_or_else(|| panic!("{extra}: {ps:?}"));
+            assert!(p.message.contains(needle), "{extra}: {p:?}");
+        }
+        let ok = format!(
+            "{DLQ}terminated = true\nretention = \"limits\"\n[scenario.behaviour]\nterm = 0.1\n"
+        );
+        assert!(
+            parse("d.toml", &ok).is_ok(),
+            "termed messages alone, on limits"
+        );
+    }
+}

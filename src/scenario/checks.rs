@@ -1,0 +1,97 @@
+//! What every scenario that drives a behaviour plan reports and checks
+//! alike (redelivery, dlq): planned against observed fates, nothing lost,
+//! every publish persisted, the server showing nothing pending, and the
+//! records of the drive itself.
+
+use std::time::Duration;
+
+use super::{Invariant, VariantResult};
+use crate::drive::DriveOutcome;
+use crate::fates::Analysis;
+use crate::metrics::{Direction, Metric};
+
+/// `planned.<fate>` and `observed.<fate>` counts.
+pub fn fate_metrics(a: &Analysis, r: &mut VariantResult) {
+    for (name, planned, observed) in [
+        ("acked", a.planned.acked, a.observed.acked),
+        ("termed", a.planned.termed, a.observed.termed),
+        ("exhausted", a.planned.exhausted, a.observed.exhausted),
+    ] {
+        r.metrics.push(Metric::new(
+            format!("planned.{name}"),
+            "count",
+            planned as f64,
+            Direction::None,
+        ));
+        r.metrics.push(Metric::new(
+            format!("observed.{name}"),
+            "count",
+            observed as f64,
+            Direction::None,
+        ));
+    }
+}
+
+/// Every message ended as planned, none was lost, every publish persisted.
+pub fn fate_invariants(o: &DriveOutcome, a: &Analysis, r: &mut VariantResult) {
+    let c = &o.counts;
+    r.invariants.push(Invariant::check(
+        "every message ends as planned",
+        a.mismatches == 0,
+        if a.mismatches == 0 {
+            format!(
+                "{} messages: {} acked, {} termed, {} exhausted after max_deliver deliveries",
+                a.messages, a.observed.acked, a.observed.termed, a.observed.exhausted
+            )
+        } else {
+            format!(
+                "{} of {} differ: {}",
+                a.mismatches,
+                a.messages,
+                a.examples.join("; ")
+            )
+        },
+    ));
+    r.invariants
+        .push(Invariant::equal("lost = 0", a.observed.undelivered, 0));
+    r.invariants.push(Invariant::check(
+        "every publish persisted",
+        c.publish_errors == 0 && c.persisted == c.published,
+        format!(
+            "{} published, {} persisted, {} PubAck errors",
+            c.published, c.persisted, c.publish_errors
+        ),
+    ));
+}
+
+/// The durable shows nothing pending once the drive has settled.
+pub fn nothing_pending(o: &DriveOutcome) -> Invariant {
+    Invariant::check(
+        "server reports nothing pending",
+        o.server_state
+            .is_some_and(|s| s.num_pending == 0 && s.num_ack_pending == 0),
+        match o.server_state {
+            Some(s) => format!(
+                "num_pending {}, num_ack_pending {}, num_redelivered {}",
+                s.num_pending, s.num_ack_pending, s.num_redelivered
+            ),
+            None => "consumer info unavailable".into(),
+        },
+    )
+}
+
+/// The ledger, the per-second and sampled timelines, and the drive's
+/// warnings.
+pub fn drive_records(o: &DriveOutcome, sample_every: Duration, r: &mut VariantResult) {
+    r.ledger = o.counts;
+    r.timelines
+        .insert("published".into(), o.published_timeline.clone());
+    r.timelines
+        .insert("delivered".into(), o.delivered_timeline.clone());
+    r.timelines.extend(o.sample_timelines(sample_every));
+    if o.interrupted {
+        r.warnings
+            .push("interrupted: the variant stopped early; its counts cover what was sent".into());
+    }
+    r.warnings.extend(o.errors.iter().cloned());
+}

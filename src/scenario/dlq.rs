@@ -1,0 +1,941 @@
+//! `dlq`: the dead-letter queue of the seed, under load. A stream takes a
+//! fixed rate; its consumer follows a behaviour plan in which a fraction of
+//! messages are poison (they fail every delivery and run out of
+//! MaxDeliver); the [`crate::dlq`] pipeline captures the MAX_DELIVERIES
+//! advisories and its handler copies each poison message into the DLQ
+//! stream. One variant per retention of the source stream: limits (the
+//! original stays), work queue (the handler deletes it once the copy is
+//! persisted), interest (a second consumer acks everything; the original
+//! stays for the one that gave up on it); and first, optionally, the same
+//! load without poison, for the effect on healthy messages.
+//!
+//! Measures the time from a poison message's final delivery to its copy's
+//! PubAck, and its parts: to the advisory's arrival at the handler, and the
+//! handler's own work; the handler's throughput; and healthy messages'
+//! end-to-end latency against the baseline. Checks, by reading the DLQ
+//! stream back, that every poison message is there exactly once with its
+//! original payload and headers (publish control dropped) and nothing else
+//! is; that originals are deleted or kept as the retention says; that a
+//! handler killed after a copy and before its ack still leaves one copy;
+//! and that nothing is lost.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use async_nats::jetstream::stream;
+
+use super::{Invariant, RunContext, VariantResult, VariantSink, checks};
+use crate::advisory::Kind;
+use crate::consume::{self, ConsumerConfig, ConsumerProgress, ConsumerReport};
+use crate::dlq::audit::{self, Audit};
+use crate::dlq::{Key, Outcome, Pipeline, PipelineReport, PipelineSpec, Watched};
+use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
+use crate::fates::{self, Analysis};
+use crate::histogram::Recorder;
+use crate::ledger::Event;
+use crate::metrics::{Direction, Metric, latency_metrics};
+use crate::profile::{
+    BehaviourPlan, ConsumerPlan, DlqPlan, OriginalGet, Retention, ScenarioPlan, Storage,
+    format_duration,
+};
+use crate::provision::{placement, pull_config};
+
+/// How often consumer info is sampled while a variant runs.
+const SAMPLE_EVERY: Duration = Duration::from_millis(250);
+
+/// After a Ctrl-C, how long the copies of what was exhausted may take.
+const INTERRUPTED_WAIT: Duration = Duration::from_secs(2);
+
+/// The watched consumer's index in the pipeline: the scenario watches one.
+const WATCHED: usize = 0;
+
+/// What the retention variants are compared with.
+#[derive(Debug, Clone, Copy)]
+struct Figures {
+    e2e_p50_us: f64,
+    e2e_p99_us: f64,
+}
+
+pub async fn run(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &DlqPlan,
+    sink: &mut dyn VariantSink,
+) -> Result<()> {
+    let mut baseline = None;
+    if plan.baseline {
+        // The same load and pipeline, every message acked at once.
+        let clean = BehaviourPlan {
+            classes: Vec::new(),
+            ..plan.behaviour.clone()
+        };
+        let (result, figures) = variant(
+            ctx,
+            scenario.name(),
+            plan,
+            Variant {
+                name: "baseline",
+                retention: Retention::Limits,
+                behaviour: clean,
+                restart_after: None,
+            },
+            None,
+        )
+        .await;
+        baseline = figures;
+        sink.record(scenario, result)?;
+    }
+    for retention in &plan.retentions {
+        if ctx.stop.is_cancelled() {
+            break;
+        }
+        let (result, _) = variant(
+            ctx,
+            scenario.name(),
+            plan,
+            Variant {
+                name: retention.label(),
+                retention: *retention,
+                behaviour: plan.behaviour.clone(),
+                restart_after: plan.handler.restart_after,
+            },
+            baseline,
+        )
+        .await;
+        sink.record(scenario, result)?;
+    }
+    Ok(())
+}
+
+struct Variant {
+    name: &'static str,
+    retention: Retention,
+    behaviour: BehaviourPlan,
+    restart_after: Option<u64>,
+}
+
+async fn variant(
+    ctx: &RunContext,
+    scenario: &str,
+    plan: &DlqPlan,
+    v: Variant,
+    baseline: Option<Figures>,
+) -> (VariantResult, Option<Figures>) {
+    let started = Instant::now();
+    let mut result = VariantResult::new(v.name);
+    describe(plan, &v, &mut result);
+    let figures = match run_variant(ctx, scenario, plan, v, baseline, &mut result).await {
+        Ok(f) => Some(f),
+        Err(e) => {
+            result.error = Some(format!("{e:#}"));
+            None
+        }
+    };
+    result.elapsed = started.elapsed();
+    (result, figures)
+}
+
+fn describe(plan: &DlqPlan, v: &Variant, r: &mut VariantResult) {
+    let c = &plan.consumer;
+    let h = &plan.handler;
+    r.param("retention", v.retention);
+    r.param("rate", plan.rate);
+    r.param("duration", format_duration(plan.common.duration));
+    r.param("warmup", format_duration(plan.common.warmup));
+    r.param("publishers", plan.publish.publishers);
+    r.param("msg_id", plan.publish.msg_id);
+    r.param("consumers", c.consumers);
+    r.param("ack_wait", format_duration(c.ack_wait));
+    r.param(
+        "backoff",
+        c.backoff
+            .iter()
+            .map(|d| format_duration(*d))
+            .collect::<Vec<_>>(),
+    );
+    r.param("max_deliver", c.max_deliver);
+    r.param("classes", &v.behaviour.classes);
+    r.param("seed", v.behaviour.seed);
+    r.param("capture", plan.capture);
+    r.param("terminated", plan.terminated);
+    r.param("handler.ack_wait", format_duration(h.ack_wait));
+    r.param("handler.retry_delay", format_duration(h.retry_delay));
+    r.param("handler.concurrency", h.concurrency);
+    r.param("handler.get", h.get);
+    r.param("handler.erase", h.erase);
+    r.param("handler.restart_after", v.restart_after);
+}
+
+/// Everything read back after the load, before the streams go.
+struct Evidence {
+    pipeline: PipelineReport,
+    contents: Result<audit::DlqContents>,
+    /// The expected originals as the source holds them now.
+    now: Result<BTreeMap<u64, Option<async_nats::jetstream::message::StreamMessage>>>,
+    /// Messages in the source stream at the end.
+    stored: Option<u64>,
+    other: Option<OtherEnd>,
+    watched: Vec<Watched>,
+    dlq_prefix: String,
+}
+
+async fn run_variant(
+    ctx: &RunContext,
+    scenario: &str,
+    plan: &DlqPlan,
+    v: Variant,
+    baseline: Option<Figures>,
+    result: &mut VariantResult,
+) -> Result<Figures> {
+    // Provision: the source stream and its durable, a second durable on an
+    // interest stream, the pipeline.
+    let variant = result.name.clone();
+    let stream_name = ctx.names.stream(scenario, &variant);
+    let base = ctx.names.subject(scenario, &variant);
+    let durable = ctx.names.durable(scenario, &variant);
+    let stream = ctx
+        .provisioner
+        .create_stream(stream::Config {
+            name: stream_name.clone(),
+            subjects: vec![format!("{base}.*")],
+            retention: match v.retention {
+                Retention::Limits => stream::RetentionPolicy::Limits,
+                Retention::Workqueue => stream::RetentionPolicy::WorkQueue,
+                Retention::Interest => stream::RetentionPolicy::Interest,
+            },
+            allow_direct: plan.handler.get == OriginalGet::Direct,
+            storage: match ctx.server.storage {
+                Storage::File => stream::StorageType::File,
+                Storage::Memory => stream::StorageType::Memory,
+            },
+            num_replicas: ctx.server.replicas,
+            ..Default::default()
+        })
+        .await?;
+    let c = &plan.consumer;
+    ctx.provisioner
+        .create_consumer(&stream, pull_config(&durable, c, &base))
+        .await?;
+    let other = if v.retention == Retention::Interest {
+        let name = ctx.names.durable(scenario, &format!("{variant}_other"));
+        ctx.provisioner
+            .create_consumer(&stream, pull_config(&name, &ConsumerPlan::simple(), &base))
+            .await?;
+        Some(name)
+    } else {
+        None
+    };
+    let spec = PipelineSpec::named(
+        &ctx.names,
+        scenario,
+        &variant,
+        plan.capture,
+        plan.terminated,
+        vec![Watched {
+            stream: stream_name.clone(),
+            consumer: durable.clone(),
+            delete_original: v.retention == Retention::Workqueue,
+        }],
+        crate::profile::DlqHandlerPlan {
+            restart_after: v.restart_after,
+            ..plan.handler.clone()
+        },
+    );
+    let names = [
+        stream_name.clone(),
+        spec.advisory_stream.clone(),
+        spec.dlq_stream.clone(),
+    ];
+    let (watched, dlq_prefix) = (spec.watched.clone(), spec.dlq_prefix.clone());
+    let pipeline = Pipeline::start(ctx, spec).await?;
+
+    // Drive.
+    let behaviour = Arc::new(v.behaviour);
+    let drive_spec = DriveSpec {
+        label: format!("{scenario} {variant}"),
+        subjects: vec![format!("{base}.0")],
+        stream: stream_name.clone(),
+        publish: plan.publish.clone(),
+        consumer: Some(ConsumerSpec {
+            durable,
+            plan: c.clone(),
+            behaviour: behaviour.clone(),
+            log_events: true,
+            sample_every: Some(SAMPLE_EVERY),
+            crash: None,
+        }),
+        rate: Some(plan.rate),
+        count: None,
+        preloaded: 0,
+        warmup: plan.common.warmup,
+        duration: plan.common.duration,
+        drain_timeout: plan.common.drain_timeout,
+        msg_id_prefix: variant.clone(),
+        seed: plan.rate,
+        fault: None,
+    };
+    let other = match other {
+        Some(name) => Some(Other::start(ctx, &stream_name, name, drive_spec.messages()).await),
+        None => None,
+    };
+    let outcome = drive(ctx, &drive_spec).await;
+    let analysis = outcome.as_ref().ok().map(|o| {
+        fates::analyse(
+            &o.events,
+            &o.ledger,
+            &behaviour,
+            c,
+            fates::early_tolerance(Duration::from_nanos(o.e2e_intended.quantile(0.999))),
+        )
+    });
+    let expected = expected(analysis.as_ref(), plan.terminated);
+
+    // Read back: the pipeline's work, the DLQ stream, the originals.
+    let js = ctx.provisioner.jetstream();
+    let deadline = Instant::now()
+        + if ctx.stop.is_cancelled() {
+            INTERRUPTED_WAIT
+        } else {
+            plan.common.drain_timeout
+        };
+    let keys: BTreeSet<Key> = expected.keys().copied().collect();
+    let pipeline_report = pipeline.finish(js, &keys, deadline).await;
+    let other_end = match (other, &outcome) {
+        (Some(Ok(o)), Ok(out)) => Some(o.finish(out.counts.persisted, deadline).await),
+        (Some(Ok(o)), Err(_)) => Some(o.finish(0, Instant::now()).await),
+        (Some(Err(e)), _) => Some(OtherEnd::failed(e)),
+        (None, _) => None,
+    };
+    let evidence = Evidence {
+        contents: audit::read(js, &names[2], Duration::from_secs(2)).await,
+        now: audit::originals(js, &stream_name, expected.keys().map(|k| k.1)).await,
+        stored: ctx
+            .provisioner
+            .stream_info(&stream_name)
+            .await
+            .map(|i| i.state.messages),
+        pipeline: pipeline_report,
+        other: other_end,
+        watched,
+        dlq_prefix,
+    };
+    for name in &names {
+        result.streams.extend(
+            ctx.provisioner
+                .stream_info(name)
+                .await
+                .as_ref()
+                .map(placement),
+        );
+    }
+    let mut deleted = Ok(());
+    for name in &names {
+        let d = ctx.provisioner.delete_stream(name).await;
+        if deleted.is_ok() {
+            deleted = d;
+        }
+    }
+    let outcome = outcome?;
+    let analysis = analysis.expect("analysed when driven");
+
+    // Measure and verify.
+    let figures = measure(
+        &outcome, &analysis, &expected, &evidence, plan, baseline, result,
+    );
+    verify(
+        &outcome,
+        &analysis,
+        &expected,
+        &evidence,
+        v.retention,
+        v.restart_after,
+        result,
+    );
+    deleted.context("cleaning up after the variant")?;
+    Ok(figures)
+}
+
+/// The messages that must end up in the DLQ, and by which advisory.
+fn expected(analysis: Option<&Analysis>, terminated: bool) -> BTreeMap<Key, Kind> {
+    let mut out = BTreeMap::new();
+    if let Some(a) = analysis {
+        for seq in &a.exhausted {
+            out.insert((WATCHED, *seq), Kind::MaxDeliveries);
+        }
+        if terminated {
+            for seq in &a.termed {
+                out.insert((WATCHED, *seq), Kind::Terminated);
+            }
+        }
+    }
+    out
+}
+
+/// The consumer of an interest stream that acks everything: the one whose
+/// interest keeps an original alive until it has acked it.
+struct Other {
+    progress: Arc<ConsumerProgress>,
+    stop: tokio_util::sync::CancellationToken,
+    task: tokio::task::JoinHandle<Result<ConsumerReport>>,
+}
+
+/// What the other consumer did.
+struct OtherEnd {
+    report: Result<ConsumerReport, String>,
+}
+
+impl OtherEnd {
+    fn failed(e: anyhow::Error) -> Self {
+        OtherEnd {
+            report: Err(format!("{e:#}")),
+        }
+    }
+}
+
+impl Other {
+    async fn start(
+        ctx: &RunContext,
+        stream: &str,
+        durable: String,
+        messages: u64,
+    ) -> Result<Other> {
+        let client = ctx.connect.connect("consumer-other").await?;
+        let progress = Arc::new(ConsumerProgress::default());
+        let stop = tokio_util::sync::CancellationToken::new();
+        let config = ConsumerConfig {
+            index: 0,
+            stream: stream.to_string(),
+            durable,
+            plan: ConsumerPlan::simple(),
+            behaviour: Arc::new(BehaviourPlan::all_ack()),
+            // Its latency is not this scenario's subject.
+            record_from_ns: u64::MAX,
+            timeline_origin_ns: crate::clock::now_ns(),
+            expected_messages: messages,
+            log_events: false,
+            js_api_prefix: ctx.connect.js_api.prefix(),
+            crash: None,
+        };
+        let task = tokio::spawn(consume::run(client, config, progress.clone(), stop.clone()));
+        Ok(Other {
+            progress,
+            stop,
+            task,
+        })
+    }
+
+    /// Waits until it has acked `stored` messages (or `deadline`), then stops it.
+    async fn finish(self, stored: u64, deadline: Instant) -> OtherEnd {
+        while self.progress.finished.load(Ordering::Relaxed) < stored
+            && Instant::now() < deadline
+            && !self.task.is_finished()
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        self.stop.cancel();
+        let report = match self.task.await {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(e)) => Err(format!("{e:#}")),
+            Err(e) => Err(format!("the consumer task failed: {e}")),
+        };
+        OtherEnd { report }
+    }
+}
+
+/// Per-message latencies of the dead letters.
+#[derive(Default)]
+struct Latencies {
+    /// Final delivery to the copy's PubAck.
+    dlq: Recorder,
+    /// Final delivery to the advisory's first receipt by the handler.
+    advisory: Recorder,
+    /// How long after the final delivery's ack deadline the advisory came.
+    advisory_after_deadline: Recorder,
+    /// The final ack deadline's expiry to the copy's PubAck: what the
+    /// pipeline adds once the server has given up on the message.
+    dlq_after_deadline: Recorder,
+    /// Advisory receipt to the copy's PubAck: the handler's own part.
+    handler: Recorder,
+    /// Term to the copy's PubAck (with `terminated`).
+    term_dlq: Recorder,
+}
+
+fn latencies(
+    o: &DriveOutcome,
+    a: &Analysis,
+    expected: &BTreeMap<Key, Kind>,
+    pipeline: &PipelineReport,
+    consumer: &ConsumerPlan,
+) -> Latencies {
+    let mut l = Latencies::default();
+    let stories = pipeline.stories();
+    let deadline = consumer
+        .ack_deadline(consumer.max_deliver.max(1) as u32)
+        .as_nanos() as u64;
+    for (key, kind) in expected {
+        let Some(story) = stories.get(key) else {
+            continue;
+        };
+        let Some(persisted) = story.persisted_ns else {
+            continue;
+        };
+        match kind {
+            Kind::MaxDeliveries => {
+                let Some(&last) = a.final_delivery_ns.get(&key.1) else {
+                    continue;
+                };
+                l.dlq.record_between(last, persisted);
+                l.dlq_after_deadline
+                    .record_between(last + deadline, persisted);
+                l.advisory.record_between(last, story.advisory_ns);
+                l.advisory_after_deadline
+                    .record_between(last + deadline, story.advisory_ns);
+                l.handler.record_between(story.advisory_ns, persisted);
+            }
+            Kind::Terminated => {
+                let termed = o
+                    .events
+                    .iter()
+                    .filter(|e| e.seq == key.1)
+                    .map(|e| e.answered_ns)
+                    .max();
+                if let Some(t) = termed {
+                    l.term_dlq.record_between(t, persisted);
+                }
+            }
+        }
+    }
+    l
+}
+
+fn measure(
+    o: &DriveOutcome,
+    a: &Analysis,
+    expected: &BTreeMap<Key, Kind>,
+    e: &Evidence,
+    plan: &DlqPlan,
+    baseline: Option<Figures>,
+    r: &mut VariantResult,
+) -> Figures {
+    let count = |name: &str, v: u64| Metric::new(name, "count", v as f64, Direction::None);
+    r.metrics.push(Metric::new(
+        "publish_rate",
+        "msg/s",
+        o.publish_rate(),
+        Direction::Higher,
+    ));
+    let e2e = o.e2e_intended.summary();
+    r.metrics.extend(latency_metrics("e2e_latency", &e2e));
+    r.histograms
+        .push(("e2e_latency".into(), o.e2e_intended.clone()));
+
+    let l = latencies(o, a, expected, &e.pipeline, &plan.consumer);
+    for (name, h) in [
+        ("dlq_latency", &l.dlq),
+        ("dlq_after_deadline", &l.dlq_after_deadline),
+        ("advisory_latency", &l.advisory),
+        ("advisory_after_deadline", &l.advisory_after_deadline),
+        ("handler_latency", &l.handler),
+        ("term_dlq_latency", &l.term_dlq),
+    ] {
+        if h.count() > 0 {
+            r.metrics.extend(latency_metrics(name, &h.summary()));
+            r.histograms.push((name.into(), h.clone()));
+        }
+    }
+
+    // The handler: how fast it went, and how fast it could have gone.
+    let p = &e.pipeline;
+    let mut work = Recorder::new();
+    let mut first = u64::MAX;
+    let mut last = 0u64;
+    let mut copied = 0u64;
+    for at in p.attempts() {
+        if let Outcome::Copied { .. } = at.outcome {
+            work.record_between(at.received_ns, at.answered_ns);
+            copied += 1;
+            first = first.min(at.received_ns);
+            last = last.max(at.answered_ns);
+        }
+    }
+    if work.count() > 0 {
+        r.metrics
+            .extend(latency_metrics("handler_time", &work.summary()));
+        r.histograms.push(("handler_time".into(), work));
+    }
+    let attempts = p.attempts().count() as u64;
+    let busy = p.busy().as_secs_f64();
+    r.metrics.push(Metric::new(
+        "handler_capacity",
+        "msg/s",
+        if busy > 0.0 {
+            attempts as f64 / busy
+        } else {
+            0.0
+        },
+        Direction::Higher,
+    ));
+    r.metrics.push(Metric::new(
+        "handler_rate",
+        "msg/s",
+        if last > first {
+            copied as f64 / ((last - first) as f64 / 1e9)
+        } else {
+            0.0
+        },
+        Direction::None,
+    ));
+    let redelivered = p.attempts().filter(|at| at.delivery > 1).count() as u64;
+    for (name, v) in [
+        ("dead_letters.expected", expected.len() as u64),
+        (
+            "dead_letters.in_dlq",
+            e.contents.as_ref().map_or(0, |c| c.letters.len() as u64),
+        ),
+        ("advisories.handled", attempts),
+        ("advisories.redelivered", redelivered),
+        (
+            "advisories.foreign",
+            p.count(|o| matches!(o, Outcome::Foreign)),
+        ),
+        (
+            "advisories.malformed",
+            p.count(|o| matches!(o, Outcome::Malformed(_))),
+        ),
+        (
+            "copies.published",
+            p.attempts().filter(|at| at.persisted_ns.is_some()).count() as u64,
+        ),
+        (
+            "copies.duplicates_flagged",
+            p.count(|o| {
+                matches!(
+                    o,
+                    Outcome::Copied {
+                        duplicate: true,
+                        ..
+                    } | Outcome::Killed { duplicate: true }
+                )
+            }),
+        ),
+        (
+            "originals.deleted",
+            p.count(|o| matches!(o, Outcome::Copied { deleted: true, .. })),
+        ),
+        (
+            "originals.gone",
+            p.count(|o| matches!(o, Outcome::OriginalGone)),
+        ),
+        (
+            "handler.retries",
+            p.count(|o| matches!(o, Outcome::Retried(_))),
+        ),
+        ("handler.restarts", p.restarts() as u64),
+    ] {
+        r.metrics.push(count(name, v));
+    }
+    checks::fate_metrics(a, r);
+    let mine = Figures {
+        e2e_p50_us: e2e.p50_us,
+        e2e_p99_us: e2e.p99_us,
+    };
+    if let Some(b) = baseline {
+        let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+        r.metrics.push(Metric::new(
+            "vs_baseline.e2e_p50_ratio",
+            "ratio",
+            ratio(mine.e2e_p50_us, b.e2e_p50_us),
+            Direction::Lower,
+        ));
+        r.metrics.push(Metric::new(
+            "vs_baseline.e2e_p99_ratio",
+            "ratio",
+            ratio(mine.e2e_p99_us, b.e2e_p99_us),
+            Direction::Lower,
+        ));
+    }
+    checks::drive_records(o, SAMPLE_EVERY, r);
+    r.warnings.extend(p.errors.iter().cloned());
+    let malformed: Vec<&str> = p
+        .attempts()
+        .filter_map(|at| match &at.outcome {
+            Outcome::Malformed(why) => Some(why.as_str()),
+            _ => None,
+        })
+        .take(3)
+        .collect();
+    if !malformed.is_empty() {
+        r.warnings.push(format!(
+            "the handler termed malformed advisories, e.g. {}",
+            malformed.join("; ")
+        ));
+    }
+    mine
+}
+
+fn verify(
+    o: &DriveOutcome,
+    a: &Analysis,
+    expected: &BTreeMap<Key, Kind>,
+    e: &Evidence,
+    retention: Retention,
+    restart_after: Option<u64>,
+    r: &mut VariantResult,
+) {
+    let c = &o.counts;
+    checks::fate_invariants(o, a, r);
+
+    // The DLQ, read back.
+    let letters = match &e.contents {
+        Ok(contents) if contents.complete => Ok(contents.letters.as_slice()),
+        Ok(contents) => Err(format!(
+            "the DLQ stream could not be read to its end ({} read)",
+            contents.letters.len()
+        )),
+        Err(err) => Err(format!("{err:#}")),
+    };
+    let now = e.now.as_ref().map_err(|err| format!("{err:#}"));
+    let audit = match (&letters, &now) {
+        (Ok(letters), Ok(now)) => {
+            let deleted = e.pipeline.deleted_originals();
+            let originals: BTreeMap<Key, &async_nats::jetstream::message::StreamMessage> =
+                if retention == Retention::Workqueue {
+                    deleted
+                } else {
+                    now.iter()
+                        .filter_map(|(seq, m)| m.as_ref().map(|m| ((WATCHED, *seq), m)))
+                        .collect()
+                };
+            Ok(audit::check(
+                letters,
+                expected,
+                &originals,
+                &e.watched,
+                &e.dlq_prefix,
+            ))
+        }
+        (Err(err), _) | (_, Err(err)) => Err(err.clone()),
+    };
+    dlq_invariants(&audit, expected, r);
+
+    // The originals, as the retention says.
+    let stored = e.stored;
+    match (&now, retention) {
+        (Err(err), _) => r.invariants.push(Invariant::check(
+            "originals as the retention says",
+            false,
+            err.clone(),
+        )),
+        (Ok(now), Retention::Limits) => {
+            let present = now.values().filter(|m| m.is_some()).count();
+            r.invariants.push(Invariant::check(
+                "limits: originals remain",
+                present == expected.len() && stored == Some(c.persisted),
+                format!(
+                    "{present} of {} dead-lettered originals still readable; the stream holds {} of {} messages",
+                    expected.len(),
+                    show(stored),
+                    c.persisted
+                ),
+            ));
+        }
+        (Ok(now), Retention::Workqueue) => {
+            let present = now.values().filter(|m| m.is_some()).count();
+            r.invariants.push(Invariant::check(
+                "workqueue: originals deleted once copied",
+                present == 0 && stored == Some(0),
+                format!(
+                    "{present} of {} dead-lettered originals still readable; the stream holds {} messages (acked ones are removed by the server, dead-lettered ones by the handler)",
+                    expected.len(),
+                    show(stored)
+                ),
+            ));
+        }
+        (Ok(now), Retention::Interest) => {
+            let present = now.values().filter(|m| m.is_some()).count();
+            let other = match e.other.as_ref().map(|o| &o.report) {
+                Some(Ok(report)) => {
+                    let acked = (1..=o.ledger.max_seq())
+                        .filter(|&s| {
+                            o.ledger.count(s, Event::Persisted) > 0
+                                && report.ledger.count(s, Event::Acked) > 0
+                        })
+                        .count() as u64;
+                    Ok(acked)
+                }
+                Some(Err(err)) => Err(err.clone()),
+                None => Err("the other consumer did not run".into()),
+            };
+            let acked = other.as_ref().copied().unwrap_or(0);
+            r.invariants.push(Invariant::check(
+                "interest: originals remain until every consumer acks",
+                present == expected.len()
+                    && stored == Some(expected.len() as u64)
+                    && acked == c.persisted,
+                match other {
+                    Ok(acked) => format!(
+                        "the other consumer acked {acked} of {}; {present} of {} dead-lettered originals still readable; the stream holds {} messages (the acked-by-both are removed)",
+                        c.persisted,
+                        expected.len(),
+                        show(stored)
+                    ),
+                    Err(err) => format!("the other consumer: {err}"),
+                },
+            ));
+        }
+    }
+
+    // The handler.
+    let p = &e.pipeline;
+    let stories = p.stories();
+    let advised: BTreeSet<Key> = stories.keys().copied().collect();
+    let wanted: BTreeSet<Key> = expected.keys().copied().collect();
+    let missing = wanted.difference(&advised).count();
+    let extra = advised.difference(&wanted).count();
+    r.invariants.push(Invariant::check(
+        "one advisory per dead letter, others skipped",
+        missing == 0 && extra == 0,
+        format!(
+            "advisories for {} of {} dead letters, {extra} for other messages of the watched consumer; {} about other streams or consumers skipped, {} malformed termed",
+            wanted.len() - missing,
+            wanted.len(),
+            p.count(|o| matches!(o, Outcome::Foreign)),
+            p.count(|o| matches!(o, Outcome::Malformed(_)))
+        ),
+    ));
+    r.invariants.push(Invariant::check(
+        "the handler answered every advisory",
+        p.errors.is_empty() && p.handler_state == Some((0, 0)),
+        match p.handler_state {
+            Some((pending, ack_pending)) => format!(
+                "handler durable: num_pending {pending}, num_ack_pending {ack_pending}{}",
+                if p.errors.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {}", p.errors.join("; "))
+                }
+            ),
+            None => format!("handler durable info unavailable; {}", p.errors.join("; ")),
+        },
+    ));
+    if let Some(n) = restart_after {
+        let killed: Vec<(u64, bool)> = p
+            .attempts()
+            .filter_map(|at| match at.outcome {
+                Outcome::Killed { .. } => at.watched.map(|w| (at.seq, w == WATCHED)),
+                _ => None,
+            })
+            .collect();
+        let detail;
+        let passed = match killed.as_slice() {
+            [(seq, true)] => {
+                let story = stories.get(&(WATCHED, *seq)).copied().unwrap_or_default();
+                let once = audit.as_ref().is_ok_and(|a| {
+                    !a.missing.contains(seq) && !a.repeated.iter().any(|x| x.0 == *seq)
+                });
+                detail = format!(
+                    "killed after copy {n} (sequence {seq}), before its delete and ack; a new handler got the advisory again ({} deliveries, {} copies published, {} flagged duplicate); the DLQ holds it {}",
+                    story.deliveries,
+                    story.published,
+                    story.duplicates,
+                    if once { "once" } else { "not exactly once" }
+                );
+                p.restarts() == 1 && story.deliveries >= 2 && story.done && once
+            }
+            [] => {
+                detail = format!(
+                    "no restart: the handler made fewer than {n} copies ({} dead letters)",
+                    expected.len()
+                );
+                false
+            }
+            more => {
+                detail = format!("{} kills, expected one", more.len());
+                false
+            }
+        };
+        r.invariants.push(Invariant::check(
+            "a restarted handler still dead-letters exactly once",
+            passed,
+            detail,
+        ));
+    }
+    r.invariants.push(checks::nothing_pending(o));
+}
+
+fn dlq_invariants(
+    audit: &Result<Audit, String>,
+    expected: &BTreeMap<Key, Kind>,
+    r: &mut VariantResult,
+) {
+    let a = match audit {
+        Ok(a) => a,
+        Err(err) => {
+            for name in [
+                "every dead letter in the DLQ exactly once",
+                "copies hold the original payload and headers",
+                "no other message in the DLQ",
+            ] {
+                r.invariants
+                    .push(Invariant::check(name, false, err.clone()));
+            }
+            return;
+        }
+    };
+    r.invariants.push(Invariant::check(
+        "every dead letter in the DLQ exactly once",
+        a.missing.is_empty() && a.repeated.is_empty() && a.once == expected.len() as u64,
+        format!(
+            "{} of {} found once; missing {}; more than once {}",
+            a.once,
+            expected.len(),
+            listed(&a.missing),
+            listed(
+                &a.repeated
+                    .iter()
+                    .map(|(s, n)| format!("{s} x{n}"))
+                    .collect::<Vec<_>>()
+            )
+        ),
+    ));
+    r.invariants.push(Invariant::check(
+        "copies hold the original payload and headers",
+        a.mismatched_count == 0,
+        if a.mismatched_count == 0 {
+            format!(
+                "{} copies equal their original, publish-control headers dropped, origin headers added",
+                a.compared
+            )
+        } else {
+            format!("{} differ: {}", a.mismatched_count, a.mismatched.join("; "))
+        },
+    ));
+    r.invariants.push(Invariant::check(
+        "no other message in the DLQ",
+        a.unexpected_count == 0,
+        if a.unexpected_count == 0 {
+            format!("{} messages in the DLQ, all dead letters", a.letters)
+        } else {
+            format!("{} others: {}", a.unexpected_count, a.unexpected.join("; "))
+        },
+    ));
+}
+
+fn listed<T: std::fmt::Display>(items: &[T]) -> String {
+    if items.is_empty() {
+        return "none".into();
+    }
+    let shown: Vec<String> = items.iter().take(10).map(|i| i.to_string()).collect();
+    if items.len() > 10 {
+        format!("{} and {} more", shown.join(", "), items.len() - 10)
+    } else {
+        shown.join(", ")
+    }
+}
+
+fn show(n: Option<u64>) -> String {
+    n.map_or("(unknown)".into(), |n| n.to_string())
+}
