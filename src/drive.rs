@@ -928,6 +928,8 @@ async fn inject(ctx: &RunContext, spec: &DriveSpec, plan: FaultPlan) -> Result<F
     let leader_before = leader(js, &spec.stream).await;
     let node = match plan.node {
         FaultNode::Server => 0,
+        // A lone server leads every stream it has.
+        FaultNode::Leader if names.len() == 1 => 0,
         FaultNode::Leader => {
             let name = leader_before.clone().ok_or_else(|| {
                 anyhow::anyhow!(
@@ -954,7 +956,8 @@ async fn inject(ctx: &RunContext, spec: &DriveSpec, plan: FaultPlan) -> Result<F
     // The stream has a leader again when its info is answered: the request
     // goes to the leader, and a dead one answers nothing. Watched while the
     // node is down and after it is back, up to a deadline fixed now.
-    let watcher = (plan.node == FaultNode::Leader).then(|| {
+    // A lone server elects nothing: its stream is back when it is.
+    let watcher = (plan.node == FaultNode::Leader && names.len() > 1).then(|| {
         let (js, stream) = (js.clone(), spec.stream.clone());
         tokio::spawn(async move {
             let deadline = Instant::now() + ELECTION_WATCH;

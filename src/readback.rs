@@ -193,4 +193,35 @@ mod tests {
             Reconciliation::default()
         );
     }
+
+    #[test]
+    fn a_confirmed_sequence_missing_after_a_restart_is_found() {
+        use crate::ledger::{Event, LedgerShard};
+        let mut ledger = LedgerShard::new();
+        // 1 and 2 confirmed; 3 named as the original of a duplicate; 4
+        // never answered (the server died first).
+        ledger.mark(1, Event::Persisted);
+        ledger.mark(2, Event::Persisted);
+        ledger.mark(3, Event::Duplicate);
+        let mut present = vec![false; 5];
+        present[1] = true;
+        present[3] = true;
+        present[4] = true;
+        let read = ReadBack {
+            messages: 3,
+            by_origin: vec![vec![1, 1, 2]],
+            malformed: 0,
+            complete: true,
+            present,
+        };
+        // 2 was confirmed and is gone; 4 is stored though nothing confirmed it.
+        assert_eq!(
+            read.reconcile_sequences(&ledger),
+            Reconciliation {
+                missing: 1,
+                unconfirmed: 1
+            }
+        );
+        assert_eq!(read.stored_twice(), 1, "message 2 of publisher 0");
+    }
 }

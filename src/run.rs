@@ -15,7 +15,7 @@ use crate::report::terminal;
 use crate::results::summary::{ProfileInfo, RunMetadata, ServerInfo};
 use crate::results::{ResultsWriter, metadata};
 use crate::scenario::{self, RunContext};
-use crate::target::{Target, check_replicas};
+use crate::target::{Target, check_faults, check_replicas};
 
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -77,6 +77,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
     }
     let replicas_override = options.replicas.or(options.cluster);
     check_replicas(&profiles, replicas_override, &resolution, options.cluster)?;
+    check_faults(&profiles, &resolution)?;
     let target = Target::start(&resolution, options.cluster)?;
     let connect = resolution.settings(&target.urls())?;
     let control = connect.connect("control").await?;

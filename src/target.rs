@@ -118,6 +118,28 @@ impl Target {
     }
 }
 
+/// Killing a server is only ever done to one jsbench started: refuse a
+/// restart scenario aimed at a given server before anything runs.
+pub fn check_faults(profiles: &[Profile], resolution: &Resolution) -> Result<(), UsageError> {
+    if resolution.remote.is_none() {
+        return Ok(());
+    }
+    for p in profiles {
+        for s in &p.scenarios {
+            if matches!(s, crate::profile::ScenarioPlan::Restart(_)) {
+                return Err(UsageError(format!(
+                    "profile {}, scenario {}: the restart scenario kills servers, so it runs \
+                     only on servers jsbench starts itself (the embedded default or --cluster N), \
+                     never on one given with -s/--server, a context or NATS_URL",
+                    p.name,
+                    s.common().name.as_deref().unwrap_or("restart")
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Replicated streams need as many servers: refuse before starting
 /// anything rather than fail at the first stream.
 pub fn check_replicas(

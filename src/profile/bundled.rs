@@ -14,6 +14,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
         include_str!("../../profiles/backpressure.toml"),
     ),
     ("replay", include_str!("../../profiles/replay.toml")),
+    ("faults", include_str!("../../profiles/faults.toml")),
     ("dlq", include_str!("../../profiles/dlq.toml")),
     ("staging", include_str!("../../profiles/staging.toml")),
     ("ci", include_str!("../../profiles/ci.toml")),

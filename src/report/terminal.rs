@@ -240,6 +240,54 @@ fn columns(kind: &str) -> Vec<Column> {
             },
             end,
         ],
+        "restart" => vec![
+            variant,
+            Column {
+                header: "killed",
+                cell: |v| {
+                    v.params
+                        .get("killed_node")
+                        .and_then(|x| x.as_str())
+                        .unwrap_or("-")
+                        .to_string()
+                },
+            },
+            Column {
+                header: "outage pub",
+                cell: |v| value(v, "outage.publish").map_or("-".into(), |ms| format_us(ms * 1e3)),
+            },
+            Column {
+                header: "outage consume",
+                cell: |v| value(v, "outage.consume").map_or("-".into(), |ms| format_us(ms * 1e3)),
+            },
+            Column {
+                header: "election",
+                cell: |v| value(v, "election_gap").map_or("-".into(), |ms| format_us(ms * 1e3)),
+            },
+            Column {
+                header: "acks after restart",
+                cell: |v| {
+                    value(v, "acks_resumed_after_restart")
+                        .map_or("-".into(), |ms| format_us(ms * 1e3))
+                },
+            },
+            Column {
+                header: "resends (found stored)",
+                cell: |v| match (value(v, "resends"), value(v, "resends_found_stored")) {
+                    (Some(r), Some(f)) => format!("{r:.0} ({f:.0})"),
+                    _ => "-".into(),
+                },
+            },
+            Column {
+                header: "pubAck p99",
+                cell: |v| us(v, "pub_ack_latency.p99"),
+            },
+            Column {
+                header: "lost",
+                cell: |v| v.ledger.lost.to_string(),
+            },
+            end,
+        ],
         "replay" => vec![
             variant,
             Column {

@@ -1,0 +1,122 @@
+//! The restart scenario on servers jsbench starts itself: a SIGKILL mid-run
+//! on file storage, the same store restarted, and every PubAcked message
+//! still in the stream afterwards; on a 3-node cluster, the stream leader
+//! killed and a new one elected. A server given with --server is refused.
+
+mod common;
+
+use std::path::Path;
+use std::process::Output;
+
+use common::{jsbench, metric, run, text};
+use jsbench::results::summary::{Summary, VariantReport};
+
+/// Runs `body` with `jsbench run` (the embedded server, or `extra` args)
+/// and returns the process output and the results folder's summary.
+fn run_restart(dir: &Path, body: &str, extra: &[&str]) -> (Output, Option<Summary>) {
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let profile = common::profile(dir, "restart", body);
+    let out_dir = dir.join("results");
+    let out = run(jsbench()
+        .args(["run", profile.to_str().unwrap()])
+        .args(extra)
+        .args(["--progress", "never", "-o"])
+        .arg(&out_dir)
+        .env_remove("NATS_URL")
+        .env_remove("NATS_CONTEXT")
+        .env("TMPDIR", &tmp));
+    let summary = std::fs::read_dir(&out_dir)
+        .ok()
+        .and_then(|mut d| d.next())
+        .map(|_| common::summary(&common::results_dir(&out_dir)));
+    (out, summary)
+}
+
+fn only_variant(summary: &Summary) -> &VariantReport {
+    let variants: Vec<&VariantReport> = summary.variants().map(|(_, v)| v).collect();
+    assert_eq!(variants.len(), 1, "one variant");
+    variants[0]
+}
+
+#[test]
+fn a_killed_server_restarts_on_its_store_and_keeps_every_pub_acked_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, summary) = run_restart(
+        dir.path(),
+        "[[scenario]]\nkind = \"restart\"\nduration = \"3s\"\nrate = 400\n\
+         kill_after = \"1s\"\ndown_for = \"800ms\"\n[scenario.consumer]\nack_wait = \"2s\"\n",
+        &[],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let summary = summary.expect("a results folder");
+    common::assert_all_passed(&summary);
+    let v = only_variant(&summary);
+    let survived = v
+        .invariants
+        .iter()
+        .find(|i| i.name == "every PubAcked message survived the restart")
+        .expect("the survival invariant is checked");
+    assert!(survived.passed, "{}", survived.detail);
+    // Nothing is acknowledged while no server runs: the publish outage
+    // spans at least the planned downtime.
+    assert!(
+        metric(v, "outage.publish") >= 800.0,
+        "publish outage {} ms shorter than the downtime",
+        metric(v, "outage.publish")
+    );
+    assert!(metric(v, "restart_time") >= 800.0);
+    assert!(metric(v, "acks_resumed_after_restart") >= 0.0);
+    // Publishes the outage left unanswered were resent with the same id,
+    // and the ones the server had stored before it died were not stored
+    // twice (checked by "no message stored twice").
+    assert!(metric(v, "resends") > 0.0, "the outage forced resends");
+    assert_eq!(v.ledger.lost, 0);
+    // 3 s at 400 msg/s, each planned message stored once and acked.
+    assert_eq!(v.ledger.persisted, 1200);
+    assert_eq!(v.ledger.acked, 1200);
+}
+
+#[test]
+fn killing_the_stream_leader_of_a_3_node_cluster_elects_a_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, summary) = run_restart(
+        dir.path(),
+        "[[scenario]]\nkind = \"restart\"\nduration = \"3s\"\nrate = 200\n\
+         kill_after = \"1s\"\ndown_for = \"1s\"\nnode = \"leader\"\n\
+         [scenario.consumer]\nack_wait = \"2s\"\n",
+        &["--cluster", "3"],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let summary = summary.expect("a results folder");
+    common::assert_all_passed(&summary);
+    let v = only_variant(&summary);
+    assert_eq!(v.params["replicas"], 3);
+    let before = v.params["leader_before"].as_str().expect("a leader before");
+    assert_eq!(v.params["killed_node"].as_str(), Some(before));
+    assert!(v.params["leader_after"].as_str().is_some(), "a new leader");
+    assert!(metric(v, "election_gap") > 0.0);
+    assert_eq!(v.ledger.lost, 0);
+}
+
+#[test]
+fn restart_refuses_a_server_it_did_not_start_before_running_anything() {
+    let server = common::server();
+    let dir = tempfile::tempdir().unwrap();
+    let (out, summary) = run_restart(
+        dir.path(),
+        "[[scenario]]\nkind = \"restart\"\nduration = \"1s\"\nrate = 100\nkill_after = \"500ms\"\n",
+        &["-s", server.url()],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("scenario restart: the restart scenario kills servers"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("-s/--server"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(summary.is_none(), "nothing ran, so nothing was written");
+}
