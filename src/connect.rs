@@ -113,6 +113,10 @@ impl JsApi {
     }
 }
 
+/// Refusals kept between two reads: the first few say why; a flood of
+/// one violation per publish would say nothing more.
+pub const MAX_REFUSALS: usize = 8;
+
 /// Where and how to connect; resolved once from flags, environment,
 /// profile and context.
 #[derive(Debug, Clone)]
@@ -133,6 +137,10 @@ pub struct ConnectSettings {
     pub sources: BTreeMap<String, String>,
     /// Servers the connections landed on, shared by every clone.
     seen: Arc<Mutex<BTreeMap<String, NodeInfo>>>,
+    /// What servers refused on any connection of these settings: a denied
+    /// publish or API request reaches its sender only as a timeout, and the
+    /// reason only as an asynchronous `-ERR`.
+    refusals: Arc<Mutex<Vec<String>>>,
 }
 
 impl PartialEq for ConnectSettings {
@@ -177,6 +185,7 @@ impl ConnectSettings {
             context: None,
             sources: BTreeMap::new(),
             seen: Arc::default(),
+            refusals: Arc::default(),
         }
     }
 
@@ -238,6 +247,21 @@ impl ConnectSettings {
             .collect()
     }
 
+    /// Who connects, for messages: never a secret.
+    pub fn who(&self) -> String {
+        match &self.auth {
+            Auth::None => "a connection without credentials".into(),
+            Auth::UserPassword { user, .. } => format!("user {user}"),
+            other => format!("the {} identity", other.kind()),
+        }
+    }
+
+    /// The distinct errors servers sent since the last call (permission
+    /// violations above all), oldest first; at most [`MAX_REFUSALS`] kept.
+    pub fn take_refusals(&self) -> Vec<String> {
+        std::mem::take(&mut *self.refusals.lock().expect("not poisoned"))
+    }
+
     /// A JetStream context on `client` for the configured domain or prefix.
     pub fn jetstream(&self, client: Client) -> jetstream::Context {
         match &self.js_api {
@@ -253,6 +277,16 @@ impl ConnectSettings {
             .connection_timeout(self.timeout)
             .request_timeout(Some(self.timeout.max(Duration::from_secs(5))))
             .reconnect_delay_callback(reconnect_delay);
+        let refusals = self.refusals.clone();
+        options = options.event_callback(move |event| {
+            if let async_nats::Event::ServerError(async_nats::ServerError::Other(text)) = event {
+                let mut kept = refusals.lock().expect("not poisoned");
+                if kept.len() < MAX_REFUSALS && !kept.contains(&text) {
+                    kept.push(text);
+                }
+            }
+            std::future::ready(())
+        });
         options = match &self.auth {
             Auth::None => options,
             Auth::UserPassword { user, password } => {

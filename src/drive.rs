@@ -645,6 +645,11 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
         }
     }
 
+    // Say why publishes or acks went unanswered when a server refused them.
+    for refusal in ctx.connect.take_refusals() {
+        errors.push(format!("the server refused: {refusal}"));
+    }
+
     let mut outcome = merge(sends, acks, consumer_reports, t0_ns, record_from_ns);
     outcome.drained = drained;
     outcome.drain_time = drain_time;

@@ -47,7 +47,12 @@ impl Metric {
 }
 
 /// The percentile metrics of one latency histogram: `<name>.p50` ... `<name>.max`, in µs.
+/// None for an empty histogram: a run that recorded nothing has no latency,
+/// and a 0 µs would read as a perfect one.
 pub fn latency_metrics(name: &str, s: &LatencySummary) -> Vec<Metric> {
+    if s.count == 0 {
+        return Vec::new();
+    }
     let m = |suffix: &str, value: f64| {
         Metric::new(format!("{name}.{suffix}"), "us", value, Direction::Lower)
     };
@@ -67,8 +72,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_empty_histogram_has_no_latency_metrics() {
+        assert!(latency_metrics("e2e", &LatencySummary::default()).is_empty());
+    }
+
+    #[test]
     fn latency_metrics_are_lower_is_better_microseconds() {
         let s = LatencySummary {
+            count: 3,
             p50_us: 1.0,
             max_us: 9.0,
             ..Default::default()

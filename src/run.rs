@@ -83,6 +83,19 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
     let control = connect.connect("control").await?;
     let js = connect.jetstream(control.clone());
     let account = js.query_account().await.map_err(|e| {
+        if let Some(denied) = connect
+            .take_refusals()
+            .into_iter()
+            .find(|r| r.contains("Permissions Violation"))
+        {
+            return anyhow!(
+                "{} may not use JetStream on {}: the server said '{denied}'; jsbench needs \
+                 publish on $JS.API.> (or the domain's API prefix), $JS.ACK.> and its subjects \
+                 (jsb.>), and subscribe on _INBOX.> and jsb.>",
+                connect.who(),
+                connect.display_urls()
+            );
+        }
         anyhow!(
             "JetStream is not available on {}: {e}; start nats-server with -js, or check the account's JetStream limits",
             connect.display_urls()
@@ -194,7 +207,10 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
                     // What the scenario measured is already written; its
                     // error joins it, and the next scenario runs unless
                     // asked not to.
-                    let e = e.context(format!("scenario {name}"));
+                    let mut e = e.context(format!("scenario {name}"));
+                    for refusal in ctx.connect.take_refusals() {
+                        e = e.context(format!("the server refused: {refusal}"));
+                    }
                     let mut result = scenario::VariantResult::new("scenario");
                     result.error = Some(format!("{e:#}"));
                     scenario::VariantSink::record(&mut writer.repetition(index), plan, result)?;
@@ -204,6 +220,20 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
                         break 'scenarios;
                     }
                     continue 'scenarios;
+                }
+                // A variant that failed its invariants or recorded an error
+                // fails the scenario as much as an error returned.
+                let failed = writer
+                    .summary()
+                    .scenarios
+                    .iter()
+                    .find(|s| s.name == plan.name())
+                    .is_some_and(|s| s.variants.iter().any(|v| !v.passed));
+                if failed && options.fail_fast {
+                    failure = Some(anyhow!(
+                        "scenario {name} failed; --fail-fast skipped the scenarios after it"
+                    ));
+                    break 'scenarios;
                 }
             }
         }

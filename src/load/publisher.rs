@@ -882,8 +882,23 @@ enum Response {
     Failed(String),
 }
 
-/// nats-server's JSStreamStoreFailedF: the stream refused the message.
-const STORE_FAILED: u32 = 10077;
+/// nats-server's JSStreamStoreFailedF (a stream at its limits with discard
+/// new), JSInsufficientResourcesErr (the server's JetStream storage is
+/// full) and JSStorageResourcesExceededErr (the account's is).
+const REFUSALS: [u32; 3] = [10077, 10023, 10047];
+
+/// What to check when the server refuses to store, named in the error.
+fn refusal_hint(err_code: u32) -> &'static str {
+    match err_code {
+        10077 => " (the stream is at its limits and discards new messages)",
+        10023 => {
+            " (the server's JetStream storage is full: its max_file_store or \
+             max_memory_store, or the disk)"
+        }
+        10047 => " (the account's JetStream storage limit is reached)",
+        _ => "",
+    }
+}
 
 fn classify(message: &async_nats::Message) -> Response {
     if let Some(status) = message.status {
@@ -903,13 +918,15 @@ fn classify(message: &async_nats::Message) -> Response {
     match serde_json::from_slice::<PubAckWire>(&message.payload) {
         Ok(PubAckWire { error: Some(e), .. }) => {
             let text = format!(
-                "JetStream error {} ({}): {}",
-                e.code, e.err_code, e.description
+                "JetStream error {} ({}): {}{}",
+                e.code,
+                e.err_code,
+                e.description,
+                refusal_hint(e.err_code)
             );
-            // A 503 is also how a stream that refuses a message (full,
-            // discard new: err_code 10077) answers; resending that would
-            // only be refused again.
-            if e.code == 503 && e.err_code != STORE_FAILED {
+            // A 503 is also how a full stream or server answers; resending
+            // that would only be refused again.
+            if e.code == 503 && !REFUSALS.contains(&e.err_code) {
                 Response::Unavailable(text)
             } else {
                 Response::Failed(text)
@@ -1245,6 +1262,12 @@ mod tests {
         )) {
             Response::Unavailable(text) => assert!(text.contains("temporarily"), "{text}"),
             _ => panic!("unavailable ack"),
+        }
+        match classify(&message(
+            r#"{"error":{"code":503,"err_code":10023,"description":"insufficient resources"}}"#,
+        )) {
+            Response::Failed(text) => assert!(text.contains("storage is full"), "{text}"),
+            _ => panic!("a full server refuses; resending would not help"),
         }
         match classify(&message("garbage")) {
             Response::Failed(text) => assert!(text.contains("unreadable"), "{text}"),
