@@ -9,7 +9,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, anyhow};
 use async_nats::jetstream::stream;
 
-use super::{Invariant, RunContext, VariantResult, VariantSink};
+use super::{Invariant, RunContext, VariantResult, VariantSink, checks};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
 use crate::ledger::LedgerShard;
 use crate::metrics::{Direction, Metric, latency_metrics};
@@ -238,17 +238,6 @@ async fn variant(
             counts.delivered,
         ));
     }
-    let state = outcome.server_state;
-    r.invariants.push(Invariant::check(
-        "server reports nothing pending",
-        state.is_some_and(|s| s.num_pending == 0 && s.num_ack_pending == 0),
-        match state {
-            Some(s) => format!(
-                "num_pending {}, num_ack_pending {}",
-                s.num_pending, s.num_ack_pending
-            ),
-            None => "consumer info unavailable".into(),
-        },
-    ));
+    r.invariants.push(checks::nothing_pending(&outcome));
     Ok(rate)
 }

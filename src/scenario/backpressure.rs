@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::{Invariant, RunContext, VariantResult, VariantSink};
+use super::{Invariant, RunContext, VariantResult, VariantSink, checks};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
 use crate::fates::{self, Analysis};
 use crate::metrics::{Direction, Metric, latency_metrics};
@@ -337,17 +337,7 @@ fn measure(
         o.drain_time.as_secs_f64() * 1e3,
         Direction::Lower,
     ));
-    r.ledger = o.counts;
-    r.timelines
-        .insert("published".into(), o.published_timeline.clone());
-    r.timelines
-        .insert("delivered".into(), o.delivered_timeline.clone());
-    r.timelines.extend(o.sample_timelines(SAMPLE_EVERY));
-    if o.interrupted {
-        r.warnings
-            .push("interrupted: the variant stopped early; its counts cover what was sent".into());
-    }
-    r.warnings.extend(o.errors.iter().cloned());
+    checks::drive_records(o, SAMPLE_EVERY, r);
 }
 
 fn verify(o: &DriveOutcome, a: &Analysis, stored: Option<u64>, r: &mut VariantResult) {
@@ -381,30 +371,8 @@ fn verify(o: &DriveOutcome, a: &Analysis, stored: Option<u64>, r: &mut VariantRe
             c.published, c.persisted, c.publish_errors
         ),
     ));
-    match stored {
-        Some(n) => r.invariants.push(Invariant::equal(
-            "stream holds every persisted message",
-            n,
-            c.persisted,
-        )),
-        None => r.invariants.push(Invariant::check(
-            "stream holds every persisted message",
-            false,
-            "stream info unavailable",
-        )),
-    }
-    r.invariants.push(Invariant::check(
-        "server reports nothing pending",
-        o.server_state
-            .is_some_and(|s| s.num_pending == 0 && s.num_ack_pending == 0),
-        match o.server_state {
-            Some(s) => format!(
-                "num_pending {}, num_ack_pending {}",
-                s.num_pending, s.num_ack_pending
-            ),
-            None => "consumer info unavailable".into(),
-        },
-    ));
+    r.invariants.push(checks::stream_holds(stored, c.persisted));
+    r.invariants.push(checks::nothing_pending(o));
 }
 
 #[cfg(test)]

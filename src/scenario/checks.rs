@@ -1,7 +1,7 @@
-//! What every scenario that drives a behaviour plan reports and checks
-//! alike (redelivery, dlq): planned against observed fates, nothing lost,
-//! every publish persisted, the server showing nothing pending, and the
-//! records of the drive itself.
+//! What scenarios that drive a durable report and check alike: planned
+//! against observed fates (redelivery, dlq), nothing lost, every publish
+//! persisted, the stream holding it, the server showing nothing pending,
+//! and the records of the drive itself.
 
 use std::time::Duration;
 
@@ -62,6 +62,19 @@ pub fn fate_invariants(o: &DriveOutcome, a: &Analysis, r: &mut VariantResult) {
             c.published, c.persisted, c.publish_errors
         ),
     ));
+}
+
+/// The stream's message count (from stream info) equals what PubAcks
+/// confirmed: nothing stored behind jsbench's back, nothing missing.
+pub fn stream_holds(stored: Option<u64>, persisted: u64) -> Invariant {
+    match stored {
+        Some(n) => Invariant::equal("stream holds every persisted message", n, persisted),
+        None => Invariant::check(
+            "stream holds every persisted message",
+            false,
+            "stream info unavailable",
+        ),
+    }
 }
 
 /// The durable shows nothing pending once the drive has settled.

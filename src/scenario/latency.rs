@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::{Invariant, RunContext, VariantResult, VariantSink};
+use super::{Invariant, RunContext, VariantResult, VariantSink, checks};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
 use crate::metrics::{Direction, Metric, latency_metrics};
 use crate::profile::{LatencyPlan, ScenarioPlan, format_duration};
@@ -219,28 +219,6 @@ fn verify(o: &DriveOutcome, stored: Option<u64>, r: &mut VariantResult) {
         malformed,
         0,
     ));
-    match stored {
-        Some(n) => r.invariants.push(Invariant::equal(
-            "stream holds every persisted message",
-            n,
-            c.persisted,
-        )),
-        None => r.invariants.push(Invariant::check(
-            "stream holds every persisted message",
-            false,
-            "stream info unavailable",
-        )),
-    }
-    let state = o.server_state.unwrap_or_default();
-    r.invariants.push(Invariant::check(
-        "server reports nothing pending",
-        o.server_state.is_some() && state.num_pending == 0 && state.num_ack_pending == 0,
-        match o.server_state {
-            Some(s) => format!(
-                "num_pending {}, num_ack_pending {}, num_redelivered {}",
-                s.num_pending, s.num_ack_pending, s.num_redelivered
-            ),
-            None => "consumer info unavailable".into(),
-        },
-    ));
+    r.invariants.push(checks::stream_holds(stored, c.persisted));
+    r.invariants.push(checks::nothing_pending(o));
 }

@@ -361,17 +361,6 @@ fn verify(
             ),
         ));
     }
-    match stored {
-        Some(n) => r.invariants.push(Invariant::equal(
-            "stream holds every persisted message",
-            n,
-            c.persisted,
-        )),
-        None => r.invariants.push(Invariant::check(
-            "stream holds every persisted message",
-            false,
-            "stream info unavailable",
-        )),
-    }
+    r.invariants.push(checks::stream_holds(stored, c.persisted));
     r.invariants.push(checks::nothing_pending(o));
 }
