@@ -141,7 +141,21 @@ pub struct ConnectSettings {
     /// publish or API request reaches its sender only as a timeout, and the
     /// reason only as an asynchronous `-ERR`.
     refusals: Arc<Mutex<Vec<String>>>,
+    /// When connections of these settings dropped and came back: a server
+    /// restart is measured from the clients' side with these.
+    links: Arc<Mutex<LinkEvents>>,
 }
+
+/// Disconnect and (re)connect times, [`crate::clock`] nanoseconds, the
+/// first [`MAX_LINK_EVENTS`] of each.
+#[derive(Debug, Clone, Default)]
+pub struct LinkEvents {
+    pub disconnected_ns: Vec<u64>,
+    pub connected_ns: Vec<u64>,
+}
+
+/// Enough for every connection of a run to drop and return a few times.
+const MAX_LINK_EVENTS: usize = 4096;
 
 impl PartialEq for ConnectSettings {
     /// Same target and same identity; where each came from does not matter.
@@ -186,6 +200,7 @@ impl ConnectSettings {
             sources: BTreeMap::new(),
             seen: Arc::default(),
             refusals: Arc::default(),
+            links: Arc::default(),
         }
     }
 
@@ -262,6 +277,11 @@ impl ConnectSettings {
         std::mem::take(&mut *self.refusals.lock().expect("not poisoned"))
     }
 
+    /// Every disconnect and connect so far.
+    pub fn link_events(&self) -> LinkEvents {
+        self.links.lock().expect("not poisoned").clone()
+    }
+
     /// A JetStream context on `client` for the configured domain or prefix.
     pub fn jetstream(&self, client: Client) -> jetstream::Context {
         match &self.js_api {
@@ -277,13 +297,28 @@ impl ConnectSettings {
             .connection_timeout(self.timeout)
             .request_timeout(Some(self.timeout.max(Duration::from_secs(5))))
             .reconnect_delay_callback(reconnect_delay);
-        let refusals = self.refusals.clone();
+        let (refusals, links) = (self.refusals.clone(), self.links.clone());
         options = options.event_callback(move |event| {
-            if let async_nats::Event::ServerError(async_nats::ServerError::Other(text)) = event {
-                let mut kept = refusals.lock().expect("not poisoned");
-                if kept.len() < MAX_REFUSALS && !kept.contains(&text) {
-                    kept.push(text);
+            match event {
+                async_nats::Event::ServerError(async_nats::ServerError::Other(text)) => {
+                    let mut kept = refusals.lock().expect("not poisoned");
+                    if kept.len() < MAX_REFUSALS && !kept.contains(&text) {
+                        kept.push(text);
+                    }
                 }
+                async_nats::Event::Disconnected | async_nats::Event::Connected => {
+                    let now = crate::clock::now_ns();
+                    let mut links = links.lock().expect("not poisoned");
+                    let list = if matches!(event, async_nats::Event::Connected) {
+                        &mut links.connected_ns
+                    } else {
+                        &mut links.disconnected_ns
+                    };
+                    if list.len() < MAX_LINK_EVENTS {
+                        list.push(now);
+                    }
+                }
+                _ => {}
             }
             std::future::ready(())
         });

@@ -949,8 +949,10 @@ async fn inject(ctx: &RunContext, spec: &DriveSpec, plan: FaultPlan) -> Result<F
     };
     // Kill and restart block this worker thread only: block_in_place keeps
     // the restarted server's parent thread alive for the rest of the run.
-    tokio::task::block_in_place(|| faults.kill(node)).context("killing the server")?;
+    // Stamped as the signal goes: clients see the sockets close before
+    // the kill has reaped the process.
     let killed_ns = clock::now_ns();
+    tokio::task::block_in_place(|| faults.kill(node)).context("killing the server")?;
     let mut outcome = FaultOutcome {
         node: names.get(node).cloned().unwrap_or_default(),
         killed_ns,

@@ -557,7 +557,9 @@ async fn send_all(
     let resend_after = config.resend_after.map(|d| d.as_nanos() as u64);
     let mut j = 0u64; // schedule position: the message number of new messages
     let mut k = 0u64; // send number: slot and reply token
-    let mut resends: VecDeque<u64> = VecDeque::new();
+    // (message, its first intended send): a resend keeps the original's
+    // intended time, so its latency includes the outage it waited out.
+    let mut resends: VecDeque<(u64, u64)> = VecDeque::new();
     let mut oldest = 0u64;
     let mut abandoned = 0u64;
     let mut schedule_done = false;
@@ -622,10 +624,7 @@ async fn send_all(
         }
 
         let (kind, m, intended, sent) = match resends.pop_front() {
-            Some(m) => {
-                let now = clock::now_ns();
-                (SendKind::Resend, m, now, now)
-            }
+            Some((m, intended)) => (SendKind::Resend, m, intended, clock::now_ns()),
             None => {
                 let intended = match schedule.intended_ns(j) {
                     Some(t) => {
@@ -698,8 +697,11 @@ async fn send_all(
         }
         report.sent += 1;
         report.bytes += size as u64;
-        report.last_sent_ns = sent;
-        report.last_intended_ns = intended;
+        // The schedule's span and lag: resends are outside the schedule.
+        if kind != SendKind::Resend {
+            report.last_sent_ns = sent;
+            report.last_intended_ns = intended;
+        }
         shared.progress.sent.store(report.sent, Ordering::Relaxed);
         if intended >= config.record_from_ns && kind != SendKind::Resend {
             report.send_lag.record_between(intended, sent);
@@ -783,7 +785,7 @@ fn scan_overdue(
     oldest: &mut u64,
     sent: u64,
     after_ns: u64,
-    resends: &mut VecDeque<u64>,
+    resends: &mut VecDeque<(u64, u64)>,
     abandoned: &mut u64,
 ) {
     let now = clock::now_ns();
@@ -805,7 +807,10 @@ fn scan_overdue(
         if !slot.answered.swap(true, Ordering::AcqRel) {
             *abandoned += 1;
             shared.abandoned.store(*abandoned, Ordering::Release);
-            resends.push_back(slot.message.load(Ordering::Relaxed));
+            resends.push_back((
+                slot.message.load(Ordering::Relaxed),
+                slot.intended.load(Ordering::Relaxed),
+            ));
         }
         *oldest += 1;
     }

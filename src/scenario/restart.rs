@@ -131,21 +131,30 @@ async fn run_variant(
         .context("reading the stream back")?;
 
     // Measure and verify.
-    measure(&outcome, result);
+    measure(ctx, &outcome, result);
     verify(&outcome, &read, result);
     deleted.context("cleaning up after the variant")?;
     Ok(())
 }
 
-fn measure(o: &DriveOutcome, r: &mut VariantResult) {
+fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
     let ms = |ns: u64| ns as f64 / 1e6;
     let count = |name: &str, v: u64| Metric::new(name, "count", v as f64, Direction::None);
+    // Distinct messages over the schedule's span: resends are counted apart.
+    let resends = o.sends_sum(|s| s.resends);
+    let span = o.publish_span().as_secs_f64();
     r.metrics.push(Metric::new(
         "publish_rate",
         "msg/s",
-        o.publish_rate(),
+        if span > 0.0 {
+            o.sent().saturating_sub(resends) as f64 / span
+        } else {
+            0.0
+        },
         Direction::None,
     ));
+    // From each message's first intended send: a message resent through
+    // the outage carries the outage in its latency.
     for (name, recorder) in [
         ("e2e_latency", &o.e2e_intended),
         ("pub_ack_latency", &o.pub_ack_intended),
@@ -186,6 +195,37 @@ fn measure(o: &DriveOutcome, r: &mut VariantResult) {
                 Direction::Lower,
             ));
         }
+        // The clients' side of the outage: connections that dropped with
+        // the node and when the last of them was back.
+        let links = ctx.connect.link_events();
+        let dropped = links
+            .disconnected_ns
+            .iter()
+            .filter(|&&t| t >= f.killed_ns)
+            .count();
+        r.metrics.push(count("connections_dropped", dropped as u64));
+        let back = links
+            .connected_ns
+            .iter()
+            .copied()
+            .filter(|&t| t >= f.killed_ns)
+            .max();
+        if let Some(back) = back {
+            r.metrics.push(Metric::new(
+                "reconnected_after_kill",
+                "ms",
+                ms(back - f.killed_ns),
+                Direction::Lower,
+            ));
+            if back > f.restarted_ns {
+                r.metrics.push(Metric::new(
+                    "reconnected_after_restart",
+                    "ms",
+                    ms(back - f.restarted_ns),
+                    Direction::Lower,
+                ));
+            }
+        }
         if let Some(gap) = f.election_gap {
             r.metrics.push(Metric::new(
                 "election_gap",
@@ -197,7 +237,7 @@ fn measure(o: &DriveOutcome, r: &mut VariantResult) {
             r.param("leader_after", &f.leader_after);
         }
     }
-    r.metrics.push(count("resends", o.sends_sum(|s| s.resends)));
+    r.metrics.push(count("resends", resends));
     r.metrics
         .push(count("resends_stored", o.acks_sum(|a| a.resent_stored)));
     r.metrics.push(count(
