@@ -288,6 +288,8 @@ pub struct PeerCounts {
     pub finished: u64,
     /// PubAcks that confirmed a stored message (new, late or retried).
     pub stored: u64,
+    /// Deliveries the clients hold unanswered.
+    pub in_flight: u64,
 }
 
 /// Server-side view of the durable at the end of the drain.
@@ -626,6 +628,9 @@ pub async fn drive_part(
             .sum()
     };
     let watches_server = role.watches_server();
+    // The workers' clients' unanswered deliveries, as last reported, for
+    // the sampler's client-side view of ack pending.
+    let peer_in_flight = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let sampler = spec
         .consumer
         .as_ref()
@@ -637,6 +642,7 @@ pub async fn drive_part(
                     &spec.stream,
                     &c.durable,
                     consumer_progress.clone(),
+                    peer_in_flight.clone(),
                     every,
                 )
             })
@@ -651,13 +657,22 @@ pub async fn drive_part(
             results = &mut finishing => break results,
             _ = tick.tick() => {
                 let local_sent: u64 = sent_counters.iter().map(|p| p.sent.load(Ordering::Relaxed)).sum();
-                let local = PeerCounts { sent: local_sent, received: received(), finished: finished(), stored: 0 };
+                let local = PeerCounts { sent: local_sent, received: received(), finished: finished(), stored: 0, in_flight: in_flight() };
                 let peers = match role {
                     Role::Alone => PeerCounts::default(),
-                    Role::Lead(crew) => crew.counts(),
+                    Role::Lead(crew) => {
+                        if ctx.stop.is_cancelled() {
+                            // Interrupted: the workers stop publishing too,
+                            // and keep what they measured.
+                            crew.halt().await;
+                        }
+                        let peers = crew.counts();
+                        peer_in_flight.store(peers.in_flight, Ordering::Relaxed);
+                        peers
+                    }
                     Role::Follow(orders) => {
-                        orders.report(local, in_flight(), false).await;
-                        if orders.aborted() {
+                        orders.report(local, false).await;
+                        if orders.halted() {
                             publish_stop.cancel();
                         }
                         PeerCounts::default()
@@ -712,8 +727,9 @@ pub async fn drive_part(
                 received: received(),
                 finished: finished(),
                 stored: local_stored,
+                in_flight: in_flight(),
             };
-            orders.report(local, in_flight(), true).await;
+            orders.report(local, true).await;
             0
         }
     };
@@ -734,16 +750,13 @@ pub async fn drive_part(
         if spec.consumer.is_some() {
             bar.phase("draining (until the coordinator stops it)");
             orders
-                .until_stopped(
-                    spec.drain_timeout + SETTLE,
-                    || PeerCounts {
-                        sent: sends.iter().map(|s| s.sent).sum(),
-                        received: received(),
-                        finished: finished(),
-                        stored: local_stored,
-                    },
-                    in_flight,
-                )
+                .until_stopped(spec.drain_timeout + SETTLE, || PeerCounts {
+                    sent: sends.iter().map(|s| s.sent).sum(),
+                    received: received(),
+                    finished: finished(),
+                    stored: local_stored,
+                    in_flight: in_flight(),
+                })
                 .await;
         }
     } else if let Some(c) = &spec.consumer {
@@ -768,7 +781,11 @@ pub async fn drive_part(
                     .await?;
             }
             let peers_finished = match role {
-                Role::Lead(crew) => crew.counts().finished,
+                Role::Lead(crew) => {
+                    let peers = crew.counts();
+                    peer_in_flight.store(peers.in_flight, Ordering::Relaxed);
+                    peers.finished
+                }
                 _ => 0,
             };
             if finished() + peers_finished >= stored && crash.as_ref().is_none_or(|c| c.done()) {
@@ -979,6 +996,7 @@ impl Sampler {
         stream: &str,
         durable: &str,
         clients: Vec<Arc<ConsumerProgress>>,
+        peers_in_flight: Arc<std::sync::atomic::AtomicU64>,
         every: Duration,
     ) -> Sampler {
         let stop = CancellationToken::new();
@@ -998,7 +1016,8 @@ impl Sampler {
                         let received = p.received.load(Ordering::Relaxed);
                         received.saturating_sub(p.answered.load(Ordering::Relaxed))
                     })
-                    .sum();
+                    .sum::<u64>()
+                    + peers_in_flight.load(Ordering::Relaxed);
                 if let Some(s) = current_state(&js, &stream, &durable).await {
                     samples.push(ConsumerSample {
                         at_ns: clock::now_ns(),

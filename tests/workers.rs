@@ -273,10 +273,18 @@ fn three_workers_split_the_load_and_the_merged_counts_are_the_sum() {
         "{output}"
     );
 
-    let summary = common::summary(&common::results_dir(&dir.path().join("results")));
+    let folder = common::results_dir(&dir.path().join("results"));
+    let summary = common::summary(&folder);
     common::assert_all_passed(&summary);
     assert_eq!(summary.verdict, "passed");
     let worst = assert_clocks_bounded(&summary, 3);
+    let page = std::fs::read_to_string(folder.join("report.html")).unwrap();
+    for id in ["w1", "w2", "w3"] {
+        assert!(
+            page.contains(&format!("{id} on ")),
+            "report.html lists worker {id}"
+        );
+    }
     let mut ids: Vec<&str> = summary.run.workers.iter().map(|w| w.id.as_str()).collect();
     ids.sort();
     assert_eq!(ids, ["w1", "w2", "w3"]);

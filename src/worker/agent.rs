@@ -18,7 +18,7 @@ use super::protocol::{
 use crate::clock;
 use crate::connect::{ConnectSettings, ConnectionRequest, resolve};
 use crate::drive::{DriveSpec, PeerCounts, Role, Share, drive_part};
-use crate::error::{EXIT_OK, UsageError};
+use crate::error::{EXIT_FAILED, EXIT_OK, UsageError};
 use crate::scenario::RunContext;
 
 /// A worker gives up a run whose coordinator has been silent this long
@@ -106,7 +106,7 @@ pub async fn serve(options: WorkerOptions, stop: CancellationToken) -> Result<i3
             "jsbench worker {id}: joined run {run} (coordinator jsbench {})",
             coordinator.jsbench_version
         );
-        let ended = serve_run(
+        let (ended, finished) = serve_run(
             &client,
             &settings,
             &options.group,
@@ -121,7 +121,7 @@ pub async fn serve(options: WorkerOptions, stop: CancellationToken) -> Result<i3
         // must not be corrected twice.
         clock::adjust(-clock::correction_ns());
         if options.once || stop.is_cancelled() {
-            return Ok(EXIT_OK);
+            return Ok(if finished { EXIT_OK } else { EXIT_FAILED });
         }
     }
 }
@@ -196,6 +196,7 @@ struct Current {
     drive: u64,
     go: Option<oneshot::Sender<u64>>,
     stop: CancellationToken,
+    halt: CancellationToken,
     abort: CancellationToken,
     result: Slot,
 }
@@ -208,7 +209,8 @@ impl Current {
 }
 
 /// Follows one run's commands until it is dismissed, its coordinator
-/// goes silent, or the worker is stopped; says which.
+/// goes silent, or the worker is stopped; says which, and whether the run
+/// ended as planned (dismissed).
 async fn serve_run(
     client: &Client,
     settings: &ConnectSettings,
@@ -217,7 +219,7 @@ async fn serve_run(
     run: &str,
     commands: &mut async_nats::Subscriber,
     stop: &CancellationToken,
-) -> Result<&'static str> {
+) -> Result<(&'static str, bool)> {
     let mut beats = client
         .subscribe(beat_subject(group, run))
         .await
@@ -287,6 +289,7 @@ async fn serve_run(
                             drive,
                             go: Some(go_tx),
                             stop: CancellationToken::new(),
+                            halt: CancellationToken::new(),
                             abort: CancellationToken::new(),
                             result: Arc::default(),
                         };
@@ -296,6 +299,7 @@ async fn serve_run(
                             ready_reply: reply,
                             go: Some(go_rx),
                             stop: c.stop.clone(),
+                            halt: c.halt.clone(),
                             abort: c.abort.clone(),
                             latest: latest.clone(),
                             progress_subject: progress_subject(group, run),
@@ -341,6 +345,11 @@ async fn serve_run(
                             let _ = client.publish(r, payload.into()).await;
                         }
                     }
+                    Command::Halt { drive } => {
+                        if let Some(c) = current.as_ref().filter(|c| c.drive == drive) {
+                            c.halt.cancel();
+                        }
+                    }
                     Command::Abort { drive } => {
                         if let Some(c) = current.as_ref().filter(|c| c.drive == drive) {
                             c.abort();
@@ -354,7 +363,7 @@ async fn serve_run(
     if let Some(c) = current.take() {
         c.abort();
     }
-    Ok(ended)
+    Ok((ended, ended == "over"))
 }
 
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
@@ -386,6 +395,10 @@ async fn run_part(
     mut orders: Orders,
     slot: Slot,
 ) {
+    // The worker's id in every connection name, so the server's /connz
+    // tells whose clients are whose.
+    let mut settings = settings;
+    settings.name = format!("{} {id}", settings.name);
     let result = async {
         let control = settings.connect("worker jetstream").await?;
         let ctx = RunContext {
@@ -447,6 +460,7 @@ pub struct Orders {
     ready_reply: Option<Subject>,
     go: Option<oneshot::Receiver<u64>>,
     stop: CancellationToken,
+    halt: CancellationToken,
     abort: CancellationToken,
     latest: Arc<Mutex<Progress>>,
     progress_subject: String,
@@ -470,7 +484,7 @@ impl Orders {
 
     /// Leaves the counts for the heartbeat; the moment publishing is done
     /// it is told at once, since the coordinator's drain waits for it.
-    pub async fn report(&self, counts: PeerCounts, in_flight: u64, published: bool) {
+    pub async fn report(&self, counts: PeerCounts, published: bool) {
         let now = {
             let mut p = self.latest.lock().expect("not poisoned");
             let first_done = published && !(p.published && p.drive == self.drive);
@@ -479,7 +493,7 @@ impl Orders {
             p.received = counts.received;
             p.finished = counts.finished;
             p.stored = counts.stored;
-            p.in_flight = in_flight;
+            p.in_flight = counts.in_flight;
             p.published = published;
             first_done.then(|| p.clone())
         };
@@ -493,25 +507,22 @@ impl Orders {
         }
     }
 
-    pub fn aborted(&self) -> bool {
-        self.abort.is_cancelled()
+    /// Whether publishing must stop early: the coordinator was
+    /// interrupted (halt), or gave the drive up (abort).
+    pub fn halted(&self) -> bool {
+        self.halt.is_cancelled() || self.abort.is_cancelled()
     }
 
     /// Keeps reporting until the coordinator stops the drive (or gives it
     /// up); `bound` past the usual drain is a last resort.
-    pub async fn until_stopped(
-        &self,
-        bound: Duration,
-        counts: impl Fn() -> PeerCounts,
-        in_flight: impl Fn() -> u64,
-    ) {
+    pub async fn until_stopped(&self, bound: Duration, counts: impl Fn() -> PeerCounts) {
         let give_up = Instant::now() + bound + Duration::from_secs(60);
         loop {
             tokio::select! {
                 _ = self.stop.cancelled() => return,
                 _ = self.abort.cancelled() => return,
                 _ = tokio::time::sleep(Duration::from_millis(100)) => {
-                    self.report(counts(), in_flight(), true).await;
+                    self.report(counts(), true).await;
                     if Instant::now() > give_up {
                         return;
                     }

@@ -46,6 +46,10 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a worker may take to assemble its results after a stop.
 const COLLECT_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// How long an interrupted run waits for halted workers to report their
+/// last publishes.
+const HALT_WAIT: Duration = Duration::from_secs(2);
+
 /// Extra lead before t0 so a Go reaches every worker in time, even on
 /// hosts a few network hops away.
 const REMOTE_LEAD_IN: Duration = Duration::from_millis(300);
@@ -90,6 +94,8 @@ pub struct Crew {
     local: Share,
     parts: Vec<Part>,
     record: Option<DriveRecord>,
+    /// The last drive told to halt.
+    halted: u64,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -284,6 +290,7 @@ pub async fn recruit(
             },
             parts: Vec::new(),
             record: None,
+            halted: 0,
             tasks: vec![listener, beat],
         }),
         log: Mutex::new(Vec::new()),
@@ -586,6 +593,7 @@ impl Crew {
                 sum.received += progress.received;
                 sum.finished += progress.finished;
                 sum.stored += progress.stored;
+                sum.in_flight += progress.in_flight;
             }
         }
         sum
@@ -594,6 +602,7 @@ impl Crew {
     /// Waits until every worker of the drive has published its share (or
     /// is gone, or the run is interrupted); returns what they stored.
     pub async fn published(&mut self, stop: &CancellationToken) -> u64 {
+        let mut halted_at: Option<Instant> = None;
         loop {
             let counts = self.counts();
             let done = {
@@ -604,7 +613,13 @@ impl Crew {
                         .is_some_and(|(_, pr)| pr.drive == self.drive && pr.published)
                 })
             };
-            if done || stop.is_cancelled() {
+            if stop.is_cancelled() && halted_at.is_none() {
+                // Halted workers stop within a tick; a little wait lets
+                // their last messages into the drain.
+                self.halt().await;
+                halted_at = Some(Instant::now());
+            }
+            if done || halted_at.is_some_and(|at| at.elapsed() > HALT_WAIT) {
                 return counts.stored;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -660,6 +675,23 @@ impl Crew {
                 r
             })
             .collect()
+    }
+
+    /// Tells the drive's workers to stop publishing (once): the run was
+    /// interrupted, and what they measured so far is still wanted.
+    pub async fn halt(&mut self) {
+        if self.halted == self.drive {
+            return;
+        }
+        self.halted = self.drive;
+        let drive = self.drive;
+        let halt = serde_json::to_vec(&Command::Halt { drive }).unwrap_or_default();
+        for p in self.parts.iter().filter(|p| p.status.is_none()) {
+            let _ = self
+                .client
+                .publish(self.members[p.member].subject.clone(), halt.clone().into())
+                .await;
+        }
     }
 
     /// Tells the drive's workers to give up (the coordinator's drive failed).
@@ -808,6 +840,11 @@ pub struct Annotate<'a> {
 impl VariantSink for Annotate<'_> {
     fn record(&mut self, scenario: &ScenarioPlan, mut variant: VariantResult) -> Result<()> {
         annotate(&mut variant, self.workers.take_log());
+        if let Some(note) = super::merge::coordinator_side(scenario.kind())
+            && variant.name != "scenario"
+        {
+            variant.param("workers_coordinator_side", note);
+        }
         self.inner.record(scenario, variant)
     }
 }

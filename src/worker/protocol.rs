@@ -140,7 +140,10 @@ pub enum Command {
     Stop { drive: u64 },
     /// One chunk of the results.
     Fetch { drive: u64, chunk: u32 },
-    /// Give up the drive: the coordinator failed or was interrupted.
+    /// Stop publishing now, drain and keep the results: the coordinator
+    /// was interrupted (Ctrl-C).
+    Halt { drive: u64 },
+    /// Give up the drive and its results: the coordinator's drive failed.
     Abort { drive: u64 },
     /// The run is over.
     Dismiss,
