@@ -128,24 +128,26 @@ impl DriveRecord {
         self.processes.iter().filter(|p| p.status != "ok")
     }
 
-    /// The widest clock error between a publisher on one process and a
-    /// consumer on another: both of their uncertainties.
-    pub fn clock_uncertainty_ns(&self) -> u64 {
-        let publishing = self
-            .processes
-            .iter()
-            .filter(|p| !p.publishers.is_empty())
-            .map(|p| p.clock_uncertainty_ns)
-            .max()
+    /// The widest clock error between a publisher's stamp on one process
+    /// and a consumer's receive time on another: both of their
+    /// uncertainties. `None` without consumers: every other latency
+    /// (PubAck, send lag) starts and ends on one process's clock.
+    /// A drive that reads what an earlier one published (a fill) does
+    /// not know which process stamped it: any process of this drive is
+    /// assumed to have.
+    pub fn clock_uncertainty_ns(&self) -> Option<u64> {
+        let worst = |keep: fn(&Participation) -> bool| {
+            self.processes
+                .iter()
+                .filter(|p| keep(p))
+                .map(|p| p.clock_uncertainty_ns)
+                .max()
+        };
+        let consuming = worst(|p| !p.consumers.is_empty())?;
+        let publishing = worst(|p| !p.publishers.is_empty())
+            .or_else(|| worst(|_| true))
             .unwrap_or(0);
-        let consuming = self
-            .processes
-            .iter()
-            .filter(|p| !p.consumers.is_empty())
-            .map(|p| p.clock_uncertainty_ns)
-            .max()
-            .unwrap_or(0);
-        super::clock::pair_uncertainty_ns(publishing, consuming)
+        Some(super::clock::pair_uncertainty_ns(publishing, consuming))
     }
 }
 
@@ -202,7 +204,11 @@ pub fn annotate(result: &mut VariantResult, drives: Vec<DriveRecord>) {
         .iter()
         .filter(|d| d.coordinator_only.is_none())
         .collect();
-    if let Some(bound) = distributed.iter().map(|d| d.clock_uncertainty_ns()).max() {
+    if let Some(bound) = distributed
+        .iter()
+        .filter_map(|d| d.clock_uncertainty_ns())
+        .max()
+    {
         result.metrics.push(Metric::new(
             "clock_uncertainty",
             "us",
@@ -266,7 +272,28 @@ mod tests {
                 part("w2", vec![], vec![1], 25_000),
             ],
         };
-        assert_eq!(d.clock_uncertainty_ns(), 65_000);
+        assert_eq!(d.clock_uncertainty_ns(), Some(65_000));
+        // Publishing only: every latency is timed on one clock.
+        let publishing = DriveRecord {
+            label: "p".into(),
+            coordinator_only: None,
+            processes: vec![
+                part("coordinator", vec![0], vec![], 0),
+                part("w1", vec![1], vec![], 40_000),
+            ],
+        };
+        assert_eq!(publishing.clock_uncertainty_ns(), None);
+        // Reading a fill: whoever stamped it may have been any process.
+        let reading = DriveRecord {
+            label: "r".into(),
+            coordinator_only: None,
+            processes: vec![
+                part("coordinator", vec![], vec![0], 0),
+                part("w1", vec![], vec![1], 30_000),
+                part("w2", vec![], vec![], 50_000),
+            ],
+        };
+        assert_eq!(reading.clock_uncertainty_ns(), Some(80_000));
     }
 
     #[test]
