@@ -343,8 +343,9 @@ fn a_worker_killed_mid_run_leaves_an_incomplete_run_with_the_rest_kept() {
     let url = worker_url(&mut coord);
     let mut doomed = worker(&url, "doomed");
     let _survivor = worker(&url, "survivor");
-    coord.wait_for("jsbench: profile split", Duration::from_secs(60));
-    // Into the measured window (200 ms lead-in, 500 ms warm-up, 4 s).
+    // The worker names its share when the drive is prepared; from there,
+    // into the measured window (500 ms lead-in, 500 ms warm-up, 4 s).
+    doomed.wait_for("latency rate-500: publishers [", Duration::from_secs(60));
     std::thread::sleep(Duration::from_millis(2_000));
     doomed.kill();
     let status = coord.wait(Duration::from_secs(120));
@@ -409,6 +410,7 @@ async fn a_worker_of_another_version_is_refused_with_both_versions_named() {
         .subscribe(protocol::worker_subject("vcheck", "old"))
         .await
         .unwrap();
+    client.flush().await.unwrap();
     let mut old = Identity::current();
     old.jsbench_version = "0.0.0-old".into();
     let announce = Announce {
@@ -418,17 +420,24 @@ async fn a_worker_of_another_version_is_refused_with_both_versions_named() {
         pid: 1,
         cores: 1,
     };
-    client
-        .publish(
-            protocol::announce_subject("vcheck"),
-            serde_json::to_vec(&announce).unwrap().into(),
-        )
-        .await
-        .unwrap();
+    // Announced again and again, as a real worker does: the first may
+    // reach the server before the coordinator's subscription.
+    let announcer = {
+        let (client, body) = (client.clone(), serde_json::to_vec(&announce).unwrap());
+        tokio::spawn(async move {
+            loop {
+                let _ = client
+                    .publish(protocol::announce_subject("vcheck"), body.clone().into())
+                    .await;
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        })
+    };
     let msg = tokio::time::timeout(Duration::from_secs(30), inbox.next())
         .await
         .expect("an answer to the announcement")
         .unwrap();
+    announcer.abort();
     let Command::Refuse { reason } = serde_json::from_slice(&msg.payload).unwrap() else {
         panic!("not a refusal: {}", String::from_utf8_lossy(&msg.payload));
     };

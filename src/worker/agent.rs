@@ -281,6 +281,10 @@ async fn serve_run(
                     }
                     Command::Refuse { .. } => {}
                     Command::Prepare { drive, spec, share } => {
+                        eprintln!(
+                            "jsbench worker {id}: {}: publishers {:?}, consumer clients {:?}",
+                            spec.label, share.publishers, share.consumers
+                        );
                         if let Some(c) = current.take() {
                             c.abort();
                         }
