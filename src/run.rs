@@ -159,6 +159,10 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
                 workers: Vec::new(),
             };
             let mut writer = ResultsWriter::create(&options.out, run_meta)?;
+            let lost_before = match &workers {
+                Some(w) => w.lost().await,
+                None => 0,
+            };
             let topology = match (&info.cluster, cluster_size) {
                 (Some(name), Some(n)) => {
                     format!(" (cluster {name}, {n} nodes, R{})", server_plan.replicas)
@@ -238,7 +242,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
             if let Some(w) = &workers {
                 w.remeasure().await;
                 writer.summary_mut().run.workers = w.info().await;
-                lost_worker = w.any_lost().await;
+                lost_worker = w.lost().await > lost_before;
             }
             let summary = writer.summary_mut();
             summary.run.finished_at = Some(rfc3339(time::OffsetDateTime::now_utc()));

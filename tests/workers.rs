@@ -545,3 +545,51 @@ fn bad_worker_input_is_named_before_anything_starts() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--workers"), "{stderr}");
 }
+
+/// Naks, ignored deliveries and terms on a durable shared by three
+/// processes: a message nak'ed on one host is often redelivered to
+/// another, so its fate is only right if the ledgers and delivery logs
+/// merge sequence by sequence across processes.
+#[test]
+fn redeliveries_across_workers_are_paired_sequence_by_sequence() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = common::profile(
+        dir.path(),
+        "redeliver",
+        "[[scenario]]\nkind = \"redelivery\"\nduration = \"1500ms\"\nrate = 400\npublishers = 3\n\
+         baseline = false\n\
+         [scenario.consumer]\nconsumers = 3\nack_wait = \"500ms\"\nmax_deliver = 3\nbatch = 20\n\
+         [scenario.behaviour]\nseed = 3\nnak = 0.2\nignore = 0.1\nterm = 0.05\n\
+         poison = { fraction = 0.05, fail = \"nak\" }\n",
+    );
+    let mut coord = coordinator(dir.path(), &profile, &["--workers", "2"]);
+    let url = worker_url(&mut coord);
+    let _workers: Vec<Proc> = (1..=2).map(|i| worker(&url, &format!("r{i}"))).collect();
+    let status = coord.wait(Duration::from_secs(120));
+    assert_eq!(status, 0, "{}", coord.output());
+    let summary = common::summary(&common::results_dir(&dir.path().join("results")));
+    // "every message ends as planned" pairs each sequence's deliveries,
+    // wherever they happened.
+    common::assert_all_passed(&summary);
+    let (_, v) = summary.variants().next().unwrap();
+    assert!(v.ledger.redeliveries > 0, "{:?}", v.ledger);
+    assert!(v.ledger.termed > 0, "{:?}", v.ledger);
+    let d = &drives(v)[0];
+    assert_eq!(d.processes.len(), 3, "{d:?}");
+    let mut sum = PartCounts::default();
+    for p in &d.processes {
+        assert_eq!(p.status, "ok", "{p:?}");
+        sum += p.counts.unwrap();
+    }
+    assert_eq!(sum.published, v.ledger.published);
+    assert_eq!(sum.deliveries, v.ledger.deliveries);
+    assert_eq!(sum.naks, v.ledger.naks);
+    // Deliveries outnumber messages: redeliveries, counted once across
+    // processes by the merged ledger.
+    assert_eq!(
+        v.ledger.deliveries,
+        v.ledger.delivered + v.ledger.redeliveries,
+        "{:?}",
+        v.ledger
+    );
+}

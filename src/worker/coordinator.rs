@@ -230,27 +230,31 @@ pub async fn recruit(
         }
         // The offset is measured, then corrected on the worker, so every
         // stamp it writes is on this process's time base.
-        let estimate = clock::measure(client, &subject, clock::EXCHANGES)
-            .await
-            .with_context(|| format!("measuring worker {}'s clock", announce.id))?;
-        match request(
-            client,
-            &subject,
-            &Command::Adjust {
+        // A worker whose clock cannot be settled is let go, not trusted:
+        // its latencies would carry an unknown error.
+        let settled = async {
+            let estimate = clock::measure(client, &subject, clock::EXCHANGES).await?;
+            let correction = Command::Adjust {
                 ns: -estimate.offset_ns,
-            },
-            COMMAND_TIMEOUT,
-        )
-        .await
-        {
-            Ok(Reply::Ok) => {}
-            other => {
-                return Err(anyhow!(
-                    "worker {} did not take its clock correction: {other:?}",
-                    announce.id
-                ));
+            };
+            match request(client, &subject, &correction, COMMAND_TIMEOUT).await? {
+                Reply::Ok => Ok(estimate),
+                other => Err(anyhow!("it answered {other:?} to its clock correction")),
             }
         }
+        .await;
+        let estimate = match settled {
+            Ok(estimate) => estimate,
+            Err(e) => {
+                progress.println(&format!(
+                    "warning: worker {} let go: its clock could not be measured and corrected: {e:#}",
+                    announce.id
+                ));
+                let dismiss = serde_json::to_vec(&Command::Dismiss)?;
+                let _ = client.publish(subject, dismiss.into()).await;
+                continue;
+            }
+        };
         heard
             .lock()
             .expect("not poisoned")
@@ -379,14 +383,16 @@ impl Workers {
         std::mem::take(&mut *self.log.lock().expect("not poisoned"))
     }
 
-    /// Whether any worker disappeared: the run is then incomplete.
-    pub async fn any_lost(&self) -> bool {
+    /// How many workers have disappeared so far: when a profile ends with
+    /// more than it started with, its results lack their parts.
+    pub async fn lost(&self) -> usize {
         self.crew
             .lock()
             .await
             .members
             .iter()
-            .any(|m| m.lost.is_some())
+            .filter(|m| m.lost.is_some())
+            .count()
     }
 
     /// What the results list about the workers.
