@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::connect::{ConnectionFlags, ConnectionRequest, Environment};
 use crate::error::{self, EXIT_INTERRUPTED, EXIT_OK, UsageError};
-use crate::profile::{self, BUNDLED, format_duration};
+use crate::profile::{self, BUNDLED, format_duration, parse_duration};
 use crate::progress::ProgressMode;
 use crate::run::{RunOptions, run};
 use crate::server::{CLUSTER_SIZES, EmbeddedCluster, EmbeddedServer};
@@ -34,6 +34,7 @@ jsbench compare results/baseline results/<run>  judge a run against a baseline\n
 jsbench run my.toml -s nats://staging:4222  an existing server\n  \
 jsbench run quick --context staging         a natscli context\n  \
 jsbench run quick --cluster 3               a local 3-node cluster, R3 streams\n  \
+jsbench run workers --workers 3             split the load with 3 `jsbench worker`s\n  \
 jsbench profiles quick > my.toml            start a profile of your own"
 )]
 struct Cli {
@@ -52,6 +53,21 @@ summary.json, metrics.csv, histograms/, charts/ and report.html. Exit status: 0 
     Run(Box<RunArgs>),
     /// Start an embedded nats-server (JetStream, loopback) and print its URL until Ctrl-C
     Server(ServerArgs),
+    /// Run shares of another jsbench's load: wait for `jsbench run --workers N` and follow it
+    #[command(
+        long_about = "Connects to the server under test (same connection options as run: -s, --context, \
+--creds, ...), announces itself on jsb.workers.<group>.announce and waits. A `jsbench run --workers N` \
+with the same --group recruits it, measures and corrects its clock offset over NATS request/reply, \
+and then hands it a share of every variant's publishers and consumer clients; the worker sends its \
+histograms, ledgers and timelines back when each variant ends, and the coordinator writes one results \
+folder. A worker serves run after run until Ctrl-C (--once: one run).\n\n\
+The worker must run the same jsbench release as the coordinator; a different version or results \
+schema is refused with a message naming both, and the worker exits with status 2.",
+        after_help = "Examples:\n  \
+jsbench worker -s nats://10.0.0.5:4222                    join the next run on that server\n  \
+jsbench worker --context staging --group nightly --once   one run of the `nightly` group"
+    )]
+    Worker(Box<WorkerArgs>),
     /// List the bundled profiles, or print one
     Profiles {
         /// Print this profile's TOML (a starting point for your own)
@@ -156,6 +172,41 @@ struct RunArgs {
     /// Progress bar on stderr: auto shows it on a terminal only
     #[arg(long, value_enum, default_value = "auto")]
     progress: ProgressArg,
+
+    /// Wait for N `jsbench worker` processes and split every variant's publishers and
+    /// consumer clients among them and this process (needs a profile with several of each)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64), help_heading = "Workers")]
+    workers: Option<u16>,
+
+    /// The group workers join (their --group); keeps concurrent benchmarks on one cluster apart
+    #[arg(long, value_name = "NAME", default_value = crate::worker::protocol::DEFAULT_GROUP, help_heading = "Workers")]
+    group: String,
+
+    /// How long to wait for the workers before giving up
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_duration, help_heading = "Workers")]
+    workers_timeout: Duration,
+
+    /// A worker silent this long is declared lost: the run goes on, marked incomplete
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration, help_heading = "Workers")]
+    worker_silence: Duration,
+}
+
+#[derive(clap::Args, Debug)]
+struct WorkerArgs {
+    #[command(flatten)]
+    connection: ConnectionFlags,
+
+    /// Join runs of this group only (the coordinator's --group); letters, digits, - and _
+    #[arg(long, value_name = "NAME", default_value = crate::worker::protocol::DEFAULT_GROUP)]
+    group: String,
+
+    /// This worker's id in results and messages [default: <host>-<pid>]
+    #[arg(long, value_name = "ID")]
+    name: Option<String>,
+
+    /// Exit after one run instead of waiting for the next
+    #[arg(long)]
+    once: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -211,8 +262,35 @@ fn dispatch(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Profiles { name } => profiles(name.as_deref()),
         Command::Server(args) => serve(args.cluster),
+        Command::Worker(args) => {
+            let options = crate::worker::agent::WorkerOptions {
+                connection: ConnectionRequest {
+                    flags: args.connection,
+                    env: Environment::from_process(),
+                },
+                group: args.group,
+                name: args.name,
+                once: args.once,
+            };
+            let runtime = runtime()?;
+            let stop = CancellationToken::new();
+            let interrupts = Interrupts::register(&runtime)?;
+            runtime.spawn(interrupts.watch(stop.clone()));
+            runtime.block_on(crate::worker::agent::serve(options, stop))
+        }
         Command::Run(args) => {
+            if args.workers.is_some() {
+                crate::worker::protocol::check_name("--group", &args.group).map_err(UsageError)?;
+            }
             let options = RunOptions {
+                workers: args
+                    .workers
+                    .map(|count| crate::worker::coordinator::RecruitOptions {
+                        count: usize::from(count),
+                        group: args.group.clone(),
+                        timeout: args.workers_timeout,
+                        silence: args.worker_silence,
+                    }),
                 profiles: args.profiles,
                 connection: ConnectionRequest {
                     flags: args.connection,

@@ -8,6 +8,7 @@
 //! other hosts' wall clocks (workers, server timestamps).
 
 use std::sync::LazyLock;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 struct Anchor {
@@ -23,19 +24,39 @@ static ANCHOR: LazyLock<Anchor> = LazyLock::new(|| Anchor {
         .unwrap_or(0),
 });
 
+/// Added to every reading. A worker sets it, before any load, to the
+/// opposite of its measured offset from the coordinator, so stamps written
+/// on one host and read on another share one time base (to within the
+/// estimate's uncertainty) without any per-message correction. Zero in a
+/// single process.
+static CORRECTION_NS: AtomicI64 = AtomicI64::new(0);
+
 /// Nanoseconds since the Unix epoch on the process's monotonic time base.
 #[inline]
 pub fn now_ns() -> u64 {
     let anchor = &*ANCHOR;
-    anchor.wall_ns + anchor.instant.elapsed().as_nanos() as u64
+    (anchor.wall_ns + anchor.instant.elapsed().as_nanos() as u64)
+        .wrapping_add_signed(CORRECTION_NS.load(Ordering::Relaxed))
 }
 
 /// The `Instant` that corresponds to a timestamp of this clock, for sleeping
 /// until an intended send time.
 pub fn instant_at(ns: u64) -> Instant {
     let anchor = &*ANCHOR;
-    let offset = ns.saturating_sub(anchor.wall_ns);
+    let local = ns.wrapping_add_signed(-CORRECTION_NS.load(Ordering::Relaxed));
+    let offset = local.saturating_sub(anchor.wall_ns);
     anchor.instant + std::time::Duration::from_nanos(offset)
+}
+
+/// Moves this process's time base by `ns` (on top of earlier moves). Only
+/// between variants: a jump while load runs would tear its latencies.
+pub fn adjust(ns: i64) {
+    CORRECTION_NS.fetch_add(ns, Ordering::Relaxed);
+}
+
+/// The total correction applied so far.
+pub fn correction_ns() -> i64 {
+    CORRECTION_NS.load(Ordering::Relaxed)
 }
 
 #[cfg(test)]

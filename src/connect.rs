@@ -21,7 +21,9 @@ use async_nats::{Client, ConnectErrorKind, ConnectOptions, ServerAddr, jetstream
 
 use crate::results::summary::{ConnectionInfo, NodeInfo};
 
-pub use options::{ConnectionFlags, ConnectionRequest, Environment, Resolution, resolve_all};
+pub use options::{
+    ConnectionFlags, ConnectionRequest, Environment, Resolution, resolve, resolve_all,
+};
 pub use url::redact;
 
 /// A password, token or key: compared and cloned like a string, but shown

@@ -26,9 +26,11 @@ use crate::profile::{BehaviourPlan, ConsumerPlan, PublishPlan, late_retry_margin
 use crate::scenario::RunContext;
 use crate::schedule::Schedule;
 use crate::timeline::Timeline;
+use crate::worker::{Crew, Orders};
 
-/// One variant's load.
-#[derive(Debug, Clone)]
+/// One variant's load. It travels whole to workers, which each run the
+/// part of it their [`Share`] names.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct DriveSpec {
     /// Shown on the progress bar.
     pub label: String,
@@ -56,7 +58,7 @@ pub struct DriveSpec {
 }
 
 /// When to kill which server, and for how long.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FaultPlan {
     /// From the start of the schedule.
     pub after: Duration,
@@ -89,7 +91,7 @@ pub struct FaultOutcome {
 }
 
 /// The durable a variant reads and what its clients do with deliveries.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ConsumerSpec {
     pub durable: String,
     pub plan: ConsumerPlan,
@@ -104,7 +106,7 @@ pub struct ConsumerSpec {
 
 /// When and how the first consumer client crashes, and when a new client
 /// binds to the same durable in its place.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CrashPlan {
     /// From the start of the schedule.
     pub after: Duration,
@@ -211,6 +213,83 @@ impl DriveSpec {
             fault: None,
         }
     }
+}
+
+/// Which publishers and consumer clients, by their index in the whole
+/// variant, one process runs. Publisher *p* keeps its slots of the one
+/// schedule (every *P*-th message from *p*) wherever it runs, so a split
+/// changes who sends a message, never when it is due or what it carries.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Share {
+    pub publishers: Vec<usize>,
+    pub consumers: Vec<usize>,
+}
+
+impl Share {
+    /// Everything: a single-process run.
+    pub fn all(spec: &DriveSpec) -> Share {
+        Share {
+            publishers: (0..spec.publish.publishers).collect(),
+            consumers: (0..spec.consumer.as_ref().map_or(0, |c| c.plan.consumers)).collect(),
+        }
+    }
+
+    /// Round-robin over `parts` processes, the coordinator first: the
+    /// coordinator's share is never smaller than a worker's.
+    pub fn split(spec: &DriveSpec, parts: usize) -> Vec<Share> {
+        let parts = parts.max(1);
+        let all = Share::all(spec);
+        (0..parts)
+            .map(|k| Share {
+                publishers: all
+                    .publishers
+                    .iter()
+                    .copied()
+                    .filter(|i| i % parts == k)
+                    .collect(),
+                consumers: all
+                    .consumers
+                    .iter()
+                    .copied()
+                    .filter(|i| i % parts == k)
+                    .collect(),
+            })
+            .collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.publishers.is_empty() && self.consumers.is_empty()
+    }
+}
+
+/// How this process takes part in a variant.
+pub enum Role<'a> {
+    /// The whole variant in this process.
+    Alone,
+    /// This process runs its share and leads workers that run theirs.
+    Lead(&'a mut Crew),
+    /// A worker: its share, on the coordinator's start time and stop.
+    Follow(&'a mut Orders),
+}
+
+impl Role<'_> {
+    /// Whether this process watches the server (consumer info, settling):
+    /// one watcher per variant, the coordinator.
+    fn watches_server(&self) -> bool {
+        !matches!(self, Role::Follow(_))
+    }
+}
+
+/// What the other processes of a variant report while it runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PeerCounts {
+    pub sent: u64,
+    pub received: u64,
+    pub finished: u64,
+    /// PubAcks that confirmed a stored message (new, late or retried).
+    pub stored: u64,
+    /// Deliveries the clients hold unanswered.
+    pub in_flight: u64,
 }
 
 /// Server-side view of the durable at the end of the drain.
@@ -369,9 +448,25 @@ const INTERRUPTED_DRAIN: Duration = Duration::from_secs(2);
 /// nothing pending.
 const SETTLE: Duration = Duration::from_secs(3);
 
+/// Runs one variant's load: in this process, or split with the run's
+/// workers when it has some.
 pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
+    match &ctx.workers {
+        Some(crew) => crate::worker::coordinator::drive(ctx, crew, spec).await,
+        None => drive_part(ctx, spec, &Share::all(spec), &mut Role::Alone).await,
+    }
+}
+
+/// Runs `share` of the variant; with [`Role::Lead`] the workers' shares
+/// run beside it and their reports join the outcome, which then reads as
+/// if one process had run everything.
+pub async fn drive_part(
+    ctx: &RunContext,
+    spec: &DriveSpec,
+    share: &Share,
+    role: &mut Role<'_>,
+) -> Result<DriveOutcome> {
     let publishers = spec.publish.publishers;
-    let consumers = spec.consumer.as_ref().map_or(0, |c| c.plan.consumers);
     let arrivals = spec.arrivals();
     let messages = match &arrivals {
         Some(table) => table.len() as u64,
@@ -380,7 +475,10 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
     let expected = messages + spec.preloaded;
 
     let consumer_clients = join_all(
-        (0..consumers).map(|i| async move { ctx.connect.connect(&format!("consumer-{i}")).await }),
+        share
+            .consumers
+            .iter()
+            .map(|i| async move { ctx.connect.connect(&format!("consumer-{i}")).await }),
     )
     .await
     .into_iter()
@@ -396,7 +494,7 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
     let server_cpu = ctx.server_cpu.start();
     let publish_stop = ctx.stop.child_token();
     let mut starting = Vec::new();
-    for i in 0..publishers {
+    for &i in &share.publishers {
         let config = PublisherConfig {
             index: i as u16,
             subjects: spec.subjects.clone(),
@@ -432,8 +530,18 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
         .into_iter()
         .collect::<Result<Vec<_>>>()?;
 
-    // Every publisher is connected: now the clock starts.
-    let t0_ns = clock::now_ns() + LEAD_IN.as_nanos() as u64;
+    // Every publisher is connected (on every worker too): now the clock
+    // starts, on the coordinator's time base, which workers share.
+    let t0_ns = match role {
+        Role::Alone => clock::now_ns() + LEAD_IN.as_nanos() as u64,
+        Role::Lead(crew) => {
+            crew.prepare(spec).await?;
+            let t0 = clock::now_ns() + (LEAD_IN + crew.lead_in()).as_nanos() as u64;
+            crew.go(t0).await;
+            t0
+        }
+        Role::Follow(orders) => orders.ready_then_go().await?,
+    };
     let record_from_ns = t0_ns + spec.warmup.as_nanos() as u64;
     let end_ns = record_from_ns + spec.duration.as_nanos() as u64;
     let consumer_stop = CancellationToken::new();
@@ -449,15 +557,19 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
     // One progress slot per client, and one more for a client that
     // replaces a crashed one, so the sums never lose a crashed client's count.
     let crash_plan = spec.consumer.as_ref().and_then(|c| c.crash);
-    let consumer_progress: Vec<Arc<ConsumerProgress>> = (0..consumers
+    let consumer_progress: Vec<Arc<ConsumerProgress>> = (0..share.consumers.len()
         + usize::from(crash_plan.is_some()))
         .map(|_| Arc::new(ConsumerProgress::default()))
         .collect();
     let mut consumer_tasks = Vec::new();
     let mut crash = None;
     if let Some(launcher) = &launcher {
-        for (i, client) in consumer_clients.into_iter().enumerate() {
-            let token = (i == 0).then(CancellationToken::new);
+        for (k, (client, &i)) in consumer_clients
+            .into_iter()
+            .zip(&share.consumers)
+            .enumerate()
+        {
+            let token = (k == 0).then(CancellationToken::new);
             let crash_signal = crash_plan.zip(token.clone()).map(|(plan, at)| Crash {
                 at,
                 point: plan.point,
@@ -465,7 +577,7 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
             consumer_tasks.push(launcher.spawn(
                 client,
                 i,
-                consumer_progress[i].clone(),
+                consumer_progress[k].clone(),
                 crash_signal,
             ));
             if let (Some(plan), Some(token)) = (crash_plan, token) {
@@ -506,17 +618,35 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
             .map(|p| p.finished.load(Ordering::Relaxed))
             .sum()
     };
-    let sampler = spec.consumer.as_ref().and_then(|c| {
-        c.sample_every.map(|every| {
-            Sampler::start(
-                ctx.provisioner.jetstream().clone(),
-                &spec.stream,
-                &c.durable,
-                consumer_progress.clone(),
-                every,
-            )
-        })
-    });
+    let in_flight = || -> u64 {
+        consumer_progress
+            .iter()
+            .map(|p| {
+                let received = p.received.load(Ordering::Relaxed);
+                received.saturating_sub(p.answered.load(Ordering::Relaxed))
+            })
+            .sum()
+    };
+    let watches_server = role.watches_server();
+    // The workers' clients' unanswered deliveries, as last reported, for
+    // the sampler's client-side view of ack pending.
+    let peer_in_flight = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let sampler = spec
+        .consumer
+        .as_ref()
+        .filter(|_| watches_server)
+        .and_then(|c| {
+            c.sample_every.map(|every| {
+                Sampler::start(
+                    ctx.provisioner.jetstream().clone(),
+                    &spec.stream,
+                    &c.durable,
+                    consumer_progress.clone(),
+                    peer_in_flight.clone(),
+                    every,
+                )
+            })
+        });
     let started = Instant::now();
     let finishing = join_all(running.into_iter().map(Publisher::finish));
     tokio::pin!(finishing);
@@ -526,11 +656,33 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
         tokio::select! {
             results = &mut finishing => break results,
             _ = tick.tick() => {
-                let sent: u64 = sent_counters.iter().map(|p| p.sent.load(Ordering::Relaxed)).sum();
+                let local_sent: u64 = sent_counters.iter().map(|p| p.sent.load(Ordering::Relaxed)).sum();
+                let local = PeerCounts { sent: local_sent, received: received(), finished: finished(), stored: 0, in_flight: in_flight() };
+                let peers = match role {
+                    Role::Alone => PeerCounts::default(),
+                    Role::Lead(crew) => {
+                        if ctx.stop.is_cancelled() {
+                            // Interrupted: the workers stop publishing too,
+                            // and keep what they measured.
+                            crew.halt().await;
+                        }
+                        let peers = crew.counts();
+                        peer_in_flight.store(peers.in_flight, Ordering::Relaxed);
+                        peers
+                    }
+                    Role::Follow(orders) => {
+                        orders.report(local, false).await;
+                        if orders.halted() {
+                            publish_stop.cancel();
+                        }
+                        PeerCounts::default()
+                    }
+                };
+                let sent = local_sent + peers.sent;
                 let now = Instant::now();
-                let rate = (sent - last.1) as f64 / now.duration_since(last.0).as_secs_f64().max(1e-3);
+                let rate = sent.saturating_sub(last.1) as f64 / now.duration_since(last.0).as_secs_f64().max(1e-3);
                 last = (now, sent);
-                bar.update(started.elapsed(), sent, received(), rate);
+                bar.update(started.elapsed(), sent, local.received + peers.received, rate);
                 if let (Some(state), Some(launcher)) = (crash.as_mut(), launcher.as_ref()) {
                     state.advance(ctx, launcher, &mut consumer_tasks, &mut crashed_reports, &consumer_progress).await?;
                 }
@@ -557,6 +709,30 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
         sends.push(s);
         acks.push(a);
     }
+    let local_stored = acks
+        .iter()
+        .map(|a| a.acked + a.late_stored + a.retries_stored)
+        .sum::<u64>();
+    // Workers publish on their own schedule's slots and finish about when
+    // this process does; the drain starts once the last of them has.
+    let peer_stored = match role {
+        Role::Alone => 0,
+        Role::Lead(crew) => {
+            bar.phase("waiting for workers to finish publishing");
+            crew.published(&ctx.stop).await
+        }
+        Role::Follow(orders) => {
+            let local = PeerCounts {
+                sent: sends.iter().map(|s| s.sent).sum(),
+                received: received(),
+                finished: finished(),
+                stored: local_stored,
+                in_flight: in_flight(),
+            };
+            orders.report(local, true).await;
+            0
+        }
+    };
     let publish_end = Instant::now();
 
     // Drain: wait until every stored message was delivered once. Interrupted
@@ -564,15 +740,26 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
     // messages that were merely in flight.
     // Everything the consumers must finish: what was in the stream before
     // and what this run stored.
-    let stored: u64 = spec.preloaded
-        + acks
-            .iter()
-            .map(|a| a.acked + a.late_stored + a.retries_stored)
-            .sum::<u64>();
+    let stored: u64 = spec.preloaded + local_stored + peer_stored;
     let mut drained = spec.consumer.is_none();
     let mut server_state = None;
     let mut drain_time = Duration::ZERO;
-    if let Some(c) = &spec.consumer {
+    if let Role::Follow(orders) = role {
+        // A worker drains until the coordinator, which sees every
+        // process's count, says the variant is done.
+        if spec.consumer.is_some() {
+            bar.phase("draining (until the coordinator stops it)");
+            orders
+                .until_stopped(spec.drain_timeout + SETTLE, || PeerCounts {
+                    sent: sends.iter().map(|s| s.sent).sum(),
+                    received: received(),
+                    finished: finished(),
+                    stored: local_stored,
+                    in_flight: in_flight(),
+                })
+                .await;
+        }
+    } else if let Some(c) = &spec.consumer {
         bar.phase("draining");
         let mut deadline = publish_end + spec.drain_timeout;
         loop {
@@ -593,7 +780,15 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
                     )
                     .await?;
             }
-            if finished() >= stored && crash.as_ref().is_none_or(|c| c.done()) {
+            let peers_finished = match role {
+                Role::Lead(crew) => {
+                    let peers = crew.counts();
+                    peer_in_flight.store(peers.in_flight, Ordering::Relaxed);
+                    peers.finished
+                }
+                _ => 0,
+            };
+            if finished() + peers_finished >= stored && crash.as_ref().is_none_or(|c| c.done()) {
                 drained = true;
                 break;
             }
@@ -629,17 +824,17 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
     }
     bar.finish();
 
-    for (i, s) in sends.iter().enumerate() {
+    for (s, i) in sends.iter().zip(&share.publishers) {
         for e in [&s.first_error, &s.stalled].into_iter().flatten() {
             errors.push(format!("publisher {i}: {e}"));
         }
     }
-    for (i, a) in acks.iter().enumerate() {
+    for (a, i) in acks.iter().zip(&share.publishers) {
         if let Some(e) = &a.first_error {
             errors.push(format!("publisher {i} PubAcks: {e}"));
         }
     }
-    for (i, c) in consumer_reports.iter().enumerate() {
+    for (c, i) in consumer_reports.iter().zip(&share.consumers) {
         if let Some(e) = &c.first_error {
             errors.push(format!("consumer {i}: {e}"));
         }
@@ -648,6 +843,37 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
     // Say why publishes or acks went unanswered when a server refused them.
     for refusal in ctx.connect.take_refusals() {
         errors.push(format!("the server refused: {refusal}"));
+    }
+
+    let mut client_cpu = client_cpu;
+    if let Role::Lead(crew) = role {
+        // The workers' parts, by publisher index, so every reader of
+        // `sends` and `acks` (read-back reconciliation) finds publisher p
+        // at position p as in a single process.
+        let local_counts = crate::worker::merge::part_counts(&sends, &acks, &consumer_reports);
+        let parts = crew.collect(local_counts).await;
+        let mut by_index: Vec<(usize, SendReport, AckReport)> = share
+            .publishers
+            .iter()
+            .copied()
+            .zip(sends.drain(..).zip(acks.drain(..)))
+            .map(|(i, (s, a))| (i, s, a))
+            .collect();
+        for part in parts {
+            by_index.extend(
+                part.publishers
+                    .into_iter()
+                    .map(|p| (p.index, p.send, p.ack)),
+            );
+            consumer_reports.extend(part.consumers);
+            errors.extend(part.errors);
+            client_cpu += part.client_cpu;
+        }
+        by_index.sort_by_key(|(i, _, _)| *i);
+        for (_, s, a) in by_index {
+            sends.push(s);
+            acks.push(a);
+        }
     }
 
     let mut outcome = merge(sends, acks, consumer_reports, t0_ns, record_from_ns);
@@ -775,6 +1001,7 @@ impl Sampler {
         stream: &str,
         durable: &str,
         clients: Vec<Arc<ConsumerProgress>>,
+        peers_in_flight: Arc<std::sync::atomic::AtomicU64>,
         every: Duration,
     ) -> Sampler {
         let stop = CancellationToken::new();
@@ -794,7 +1021,8 @@ impl Sampler {
                         let received = p.received.load(Ordering::Relaxed);
                         received.saturating_sub(p.answered.load(Ordering::Relaxed))
                     })
-                    .sum();
+                    .sum::<u64>()
+                    + peers_in_flight.load(Ordering::Relaxed);
                 if let Some(s) = current_state(&js, &stream, &durable).await {
                     samples.push(ConsumerSample {
                         at_ns: clock::now_ns(),

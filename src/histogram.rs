@@ -186,6 +186,35 @@ impl Recorder {
     }
 }
 
+/// Recorders travel between processes (worker results) in the standard
+/// compressed form, so what a worker measured merges exactly, bucket for
+/// bucket, with what the coordinator measured.
+#[derive(Serialize, Deserialize)]
+struct RecorderWire {
+    histogram: String,
+    saturated: u64,
+}
+
+impl Serialize for Recorder {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        RecorderWire {
+            histogram: self.to_base64(),
+            saturated: self.saturated,
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Recorder {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let wire = RecorderWire::deserialize(d)?;
+        let mut recorder =
+            Recorder::from_base64(&wire.histogram).map_err(serde::de::Error::custom)?;
+        recorder.saturated = wire.saturated;
+        Ok(recorder)
+    }
+}
+
 /// The percentiles every latency report shows, in microseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct LatencySummary {
@@ -259,6 +288,17 @@ mod tests {
         // Values are in microseconds: the first row is about 50 µs.
         let first: f64 = rows[0].split_whitespace().next().unwrap().parse().unwrap();
         assert!((first - 50.0).abs() < 0.1, "first {first}");
+    }
+
+    #[test]
+    fn serde_round_trips_with_the_saturated_count() {
+        let mut r = Recorder::new();
+        r.record(42_000);
+        r.record(HIGHEST_NS * 2);
+        let json = serde_json::to_string(&r).unwrap();
+        let back: Recorder = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.histogram(), r.histogram());
+        assert_eq!(back.saturated(), 1);
     }
 
     #[test]

@@ -24,6 +24,8 @@
 //! - [`metrics`], [`results`], [`report`]: what a run leaves behind;
 //!   [`spread`]: median and spread of repeated measurements;
 //!   [`compare`]: two runs' results side by side, with a verdict.
+//! - [`worker`]: `jsbench worker` and `run --workers N`: shares of each
+//!   variant's drive on other processes and hosts, coordinated over NATS.
 //! - [`progress`], [`error`]: the user-facing edges.
 
 pub mod advisory;
@@ -59,3 +61,4 @@ pub mod spread;
 pub mod stamp;
 pub mod target;
 pub mod timeline;
+pub mod worker;

@@ -16,6 +16,7 @@ use crate::results::summary::{ProfileInfo, RunMetadata, ServerInfo};
 use crate::results::{ResultsWriter, metadata};
 use crate::scenario::{self, RunContext};
 use crate::target::{Target, check_faults, check_replicas};
+use crate::worker::coordinator::{Annotate, RecruitOptions, recruit};
 
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -38,6 +39,8 @@ pub struct RunOptions {
     /// server CPU per message.
     pub monitor: Option<String>,
     pub progress: ProgressMode,
+    /// Split every drive with this many `jsbench worker` processes.
+    pub workers: Option<RecruitOptions>,
 }
 
 /// What a run produced, for the caller's exit status and for tests.
@@ -105,180 +108,225 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
     let cluster_size = target.cluster_size(&info);
 
     let progress = Progress::new(options.progress);
+    let workers = match &options.workers {
+        Some(w) => Some(std::sync::Arc::new(
+            recruit(&control, w, &connect.display_urls(), &progress).await?,
+        )),
+        None => None,
+    };
     let mut outcome = RunOutcome {
         results: Vec::new(),
         passed: true,
         interrupted: false,
     };
-    for profile in &profiles {
-        if stop.is_cancelled() {
-            break;
-        }
-        let started = time::OffsetDateTime::now_utc();
-        let tool = metadata::tool();
-        let mut server_plan = profile.server;
-        if let Some(r) = replicas_override {
-            server_plan.replicas = r;
-        }
-        let too_small =
-            provision::check_account(&account, &provision::footprint(profile), &server_plan);
-        if !too_small.is_empty() {
-            return Err(anyhow!(
-                "the account's JetStream limits on {} are too small for profile {}:\n  - {}",
-                connect.display_urls(),
-                profile.name,
-                too_small.join("\n  - ")
-            ));
-        }
-        let run_meta = RunMetadata {
-            id: metadata::run_id(started, &tool, &profile.name),
-            started_at: rfc3339(started),
-            finished_at: None,
-            tool,
-            server: ServerInfo {
-                mode: target.mode().into(),
-                version: info.version.clone(),
-                urls: connect.display_urls(),
-                server_name: info.server_name.clone(),
-                cluster: info.cluster.clone(),
-                jetstream_domain: info.domain.clone(),
-                storage: format!("{:?}", server_plan.storage).to_lowercase(),
-                replicas: server_plan.replicas,
-                log_problems: Vec::new(),
-                cluster_size,
-                nodes: target.nodes(&info),
-                connection: Some(connect.info()),
-            },
-            host: metadata::host(),
-            profile: ProfileInfo {
-                name: profile.name.clone(),
-                source: profile.source.clone(),
-                description: profile.description.clone(),
-                text: profile.text.clone(),
-            },
-            kept_streams: Vec::new(),
-            repeat: profile.repeat,
-        };
-        let mut writer = ResultsWriter::create(&options.out, run_meta)?;
-        let topology = match (&info.cluster, cluster_size) {
-            (Some(name), Some(n)) => {
-                format!(" (cluster {name}, {n} nodes, R{})", server_plan.replicas)
+    // Every way out of the profiles below dismisses the workers, so they
+    // wait for the next run at once instead of noticing the silence.
+    let profiles_run = async {
+        for profile in &profiles {
+            if stop.is_cancelled() {
+                break;
             }
-            _ => format!(" (R{})", server_plan.replicas),
-        };
-        progress.println(&format!(
-            "jsbench: profile {} against nats-server {}{topology} at {} -> {}",
-            profile.name,
-            info.version,
-            connect.describe(),
-            writer.dir().display()
-        ));
+            let started = time::OffsetDateTime::now_utc();
+            let tool = metadata::tool();
+            let mut server_plan = profile.server;
+            if let Some(r) = replicas_override {
+                server_plan.replicas = r;
+            }
+            let too_small =
+                provision::check_account(&account, &provision::footprint(profile), &server_plan);
+            if !too_small.is_empty() {
+                return Err(anyhow!(
+                    "the account's JetStream limits on {} are too small for profile {}:\n  - {}",
+                    connect.display_urls(),
+                    profile.name,
+                    too_small.join("\n  - ")
+                ));
+            }
+            let run_meta = RunMetadata {
+                id: metadata::run_id(started, &tool, &profile.name),
+                started_at: rfc3339(started),
+                finished_at: None,
+                tool,
+                server: ServerInfo {
+                    mode: target.mode().into(),
+                    version: info.version.clone(),
+                    urls: connect.display_urls(),
+                    server_name: info.server_name.clone(),
+                    cluster: info.cluster.clone(),
+                    jetstream_domain: info.domain.clone(),
+                    storage: format!("{:?}", server_plan.storage).to_lowercase(),
+                    replicas: server_plan.replicas,
+                    log_problems: Vec::new(),
+                    cluster_size,
+                    nodes: target.nodes(&info),
+                    connection: Some(connect.info()),
+                },
+                host: metadata::host(),
+                profile: ProfileInfo {
+                    name: profile.name.clone(),
+                    source: profile.source.clone(),
+                    description: profile.description.clone(),
+                    text: profile.text.clone(),
+                },
+                kept_streams: Vec::new(),
+                repeat: profile.repeat,
+                workers: Vec::new(),
+            };
+            let mut writer = ResultsWriter::create(&options.out, run_meta)?;
+            let lost_before = match &workers {
+                Some(w) => w.lost().await,
+                None => 0,
+            };
+            let topology = match (&info.cluster, cluster_size) {
+                (Some(name), Some(n)) => {
+                    format!(" (cluster {name}, {n} nodes, R{})", server_plan.replicas)
+                }
+                _ => format!(" (R{})", server_plan.replicas),
+            };
+            progress.println(&format!(
+                "jsbench: profile {} against nats-server {}{topology} at {} -> {}",
+                profile.name,
+                info.version,
+                connect.describe(),
+                writer.dir().display()
+            ));
 
-        let mut ctx = RunContext {
-            connect: connect.clone(),
-            provisioner: Provisioner::new(js.clone(), options.keep),
-            names: Names::generate(),
-            server: server_plan,
-            progress: progress.clone(),
-            stop: stop.clone(),
-            server_cpu: target.server_cpu(options.monitor.as_deref()),
-            faults: target.faults(),
-        };
-        let mut failure = None;
-        'scenarios: for plan in &profile.scenarios {
-            // Repetitions of one scenario run back to back, each through
-            // all its variants, so a drift of the machine spreads over the
-            // variants alike; results are folded in after every variant.
-            for index in 1..=profile.repeat {
-                if stop.is_cancelled() {
-                    break 'scenarios;
-                }
-                let mut name = plan.name().to_string();
-                if profile.repeat > 1 {
-                    name = format!("{name} (repetition {index} of {})", profile.repeat);
-                    progress.println(&format!("jsbench: scenario {name}"));
-                    // Fresh stream names: with --keep the last
-                    // repetition's streams are still there.
-                    if index > 1 {
-                        ctx.names = Names::generate();
-                    }
-                }
-                if let Err(e) = scenario::run(&ctx, plan, &mut writer.repetition(index)).await {
-                    // What the scenario measured is already written; its
-                    // error joins it, and the next scenario runs unless
-                    // asked not to.
-                    let mut e = e.context(format!("scenario {name}"));
-                    for refusal in ctx.connect.take_refusals() {
-                        e = e.context(format!("the server refused: {refusal}"));
-                    }
-                    let mut result = scenario::VariantResult::new("scenario");
-                    result.error = Some(format!("{e:#}"));
-                    scenario::VariantSink::record(&mut writer.repetition(index), plan, result)?;
-                    eprintln!("error: {e:#}");
-                    if options.fail_fast {
-                        failure = Some(e);
+            let mut ctx = RunContext {
+                connect: connect.clone(),
+                provisioner: Provisioner::new(js.clone(), options.keep),
+                names: Names::generate(),
+                server: server_plan,
+                progress: progress.clone(),
+                stop: stop.clone(),
+                server_cpu: target.server_cpu(options.monitor.as_deref()),
+                faults: target.faults(),
+                workers: workers.clone(),
+            };
+            let mut failure = None;
+            'scenarios: for plan in &profile.scenarios {
+                // Repetitions of one scenario run back to back, each through
+                // all its variants, so a drift of the machine spreads over the
+                // variants alike; results are folded in after every variant.
+                for index in 1..=profile.repeat {
+                    if stop.is_cancelled() {
                         break 'scenarios;
                     }
-                    continue 'scenarios;
-                }
-                // A variant that failed its invariants or recorded an error
-                // fails the scenario as much as an error returned.
-                let failed = writer
-                    .summary()
-                    .scenarios
-                    .iter()
-                    .find(|s| s.name == plan.name())
-                    .is_some_and(|s| s.variants.iter().any(|v| !v.passed));
-                if failed && options.fail_fast {
-                    failure = Some(anyhow!(
-                        "scenario {name} failed; --fail-fast skipped the scenarios after it"
-                    ));
-                    break 'scenarios;
+                    let mut name = plan.name().to_string();
+                    if profile.repeat > 1 {
+                        name = format!("{name} (repetition {index} of {})", profile.repeat);
+                        progress.println(&format!("jsbench: scenario {name}"));
+                        // Fresh stream names: with --keep the last
+                        // repetition's streams are still there.
+                        if index > 1 {
+                            ctx.names = Names::generate();
+                        }
+                    }
+                    let mut repetition = writer.repetition(index);
+                    let mut annotated;
+                    let sink: &mut dyn scenario::VariantSink = match &workers {
+                        Some(w) => {
+                            annotated = Annotate {
+                                inner: &mut repetition,
+                                workers: w,
+                            };
+                            &mut annotated
+                        }
+                        None => &mut repetition,
+                    };
+                    if let Err(e) = scenario::run(&ctx, plan, sink).await {
+                        // What the scenario measured is already written; its
+                        // error joins it, and the next scenario runs unless
+                        // asked not to.
+                        let mut e = e.context(format!("scenario {name}"));
+                        for refusal in ctx.connect.take_refusals() {
+                            e = e.context(format!("the server refused: {refusal}"));
+                        }
+                        let mut result = scenario::VariantResult::new("scenario");
+                        result.error = Some(format!("{e:#}"));
+                        sink.record(plan, result)?;
+                        eprintln!("error: {e:#}");
+                        if options.fail_fast {
+                            failure = Some(e);
+                            break 'scenarios;
+                        }
+                        continue 'scenarios;
+                    }
+                    // A variant that failed its invariants or recorded an
+                    // error fails the scenario as much as an error returned.
+                    let failed = writer
+                        .summary()
+                        .scenarios
+                        .iter()
+                        .find(|s| s.name == plan.name())
+                        .is_some_and(|s| s.variants.iter().any(|v| !v.passed));
+                    if failed && options.fail_fast {
+                        failure = Some(anyhow!(
+                            "scenario {name} failed; --fail-fast skipped the scenarios after it"
+                        ));
+                        break 'scenarios;
+                    }
                 }
             }
-        }
 
-        let cleanup_failures = ctx.provisioner.teardown().await;
-        let summary = writer.summary_mut();
-        summary.run.finished_at = Some(rfc3339(time::OffsetDateTime::now_utc()));
-        summary.run.kept_streams = ctx.provisioner.created();
-        summary.run.server.log_problems = target.log_problems();
-        if target.is_external() {
-            summary.run.server.nodes = connect.seen_servers();
-        }
-        let passed = failure.is_none() && summary.passed() && cleanup_failures.is_empty();
-        summary.verdict = if stop.is_cancelled() {
-            "interrupted"
-        } else if passed {
-            "passed"
-        } else {
-            "failed"
-        }
-        .into();
-        writer.write()?;
-        // Pictures come after the data is safe; failing to draw one never
-        // fails the run or touches the data files.
-        match crate::report::render_folder(writer.dir()) {
-            Ok(rendered) => {
-                for w in &rendered.warnings {
-                    eprintln!("warning: {w}");
-                }
+            let cleanup_failures = ctx.provisioner.teardown().await;
+            let mut lost_worker = false;
+            if let Some(w) = &workers {
+                w.remeasure().await;
+                writer.summary_mut().run.workers = w.info().await;
+                lost_worker = w.lost().await > lost_before;
             }
-            Err(e) => eprintln!("warning: charts and report.html not written: {e:#}"),
-        }
+            let summary = writer.summary_mut();
+            summary.run.finished_at = Some(rfc3339(time::OffsetDateTime::now_utc()));
+            summary.run.kept_streams = ctx.provisioner.created();
+            summary.run.server.log_problems = target.log_problems();
+            if target.is_external() {
+                summary.run.server.nodes = connect.seen_servers();
+            }
+            let passed = failure.is_none()
+                && summary.passed()
+                && cleanup_failures.is_empty()
+                && !lost_worker;
+            summary.verdict = if stop.is_cancelled() {
+                "interrupted"
+            } else if lost_worker {
+                "incomplete"
+            } else if passed {
+                "passed"
+            } else {
+                "failed"
+            }
+            .into();
+            writer.write()?;
+            // Pictures come after the data is safe; failing to draw one never
+            // fails the run or touches the data files.
+            match crate::report::render_folder(writer.dir()) {
+                Ok(rendered) => {
+                    for w in &rendered.warnings {
+                        eprintln!("warning: {w}");
+                    }
+                }
+                Err(e) => eprintln!("warning: charts and report.html not written: {e:#}"),
+            }
 
-        println!("{}", terminal::render(writer.summary()));
-        for f in &cleanup_failures {
-            eprintln!("warning: clean-up failed: {f}");
+            println!("{}", terminal::render(writer.summary()));
+            for f in &cleanup_failures {
+                eprintln!("warning: clean-up failed: {f}");
+            }
+            println!("results: {}", writer.dir().display());
+            outcome.results.push(writer.dir().to_path_buf());
+            outcome.passed &= passed;
+            if let Some(e) = failure {
+                return Err(e)
+                    .with_context(|| format!("results so far are in {}", writer.dir().display()));
+            }
         }
-        println!("results: {}", writer.dir().display());
-        outcome.results.push(writer.dir().to_path_buf());
-        outcome.passed &= passed;
-        if let Some(e) = failure {
-            return Err(e)
-                .with_context(|| format!("results so far are in {}", writer.dir().display()));
-        }
+        Ok::<(), anyhow::Error>(())
     }
+    .await;
+    if let Some(w) = &workers {
+        w.dismiss().await;
+    }
+    profiles_run?;
     outcome.interrupted = stop.is_cancelled();
     drop(control);
     drop(target);

@@ -375,6 +375,10 @@ async fn with_foreign_advisories<T>(
                 .await
                 .unwrap();
             while pull.next().await.is_some() {}
+            // Paced: a pull of one returns at once, and unpaced noise
+            // floods the handler on a loaded machine (100k advisories
+            // queued ahead of the 36 that matter).
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     });
     let out = run.await;

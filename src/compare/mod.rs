@@ -367,9 +367,12 @@ fn comparable(base: &Input, new: &Input) -> Result<Vec<String>> {
         )));
     }
     for (incomplete, input) in [(b, base), (n, new)] {
-        if matches!(incomplete.verdict.as_str(), "running" | "interrupted") {
+        if matches!(
+            incomplete.verdict.as_str(),
+            "running" | "interrupted" | "incomplete"
+        ) {
             return Err(UsageError(format!(
-                "{}: {} is incomplete (verdict {:?}): the run was interrupted or is still running",
+                "{}: {} is incomplete (verdict {:?}): the run was interrupted, lost a worker or is still running",
                 input.role,
                 input.path.display(),
                 incomplete.verdict

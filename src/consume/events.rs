@@ -4,7 +4,7 @@
 //! consumer clients received them.
 
 /// One delivery and when the consumer answered it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DeliveryEvent {
     pub seq: u64,
     /// The server's delivery count (1 for the first delivery).

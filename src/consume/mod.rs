@@ -74,7 +74,7 @@ pub struct Crash {
 }
 
 /// What a crashed client left behind.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CrashReport {
     /// When it crashed, ns on [`crate::clock`].
     pub at_ns: u64,
@@ -97,7 +97,7 @@ pub struct ConsumerProgress {
     pub answered: AtomicU64,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ConsumerReport {
     pub received: u64,
     pub redeliveries: u64,

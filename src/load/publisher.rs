@@ -94,7 +94,7 @@ pub struct PublisherProgress {
 }
 
 /// What the sending thread measured.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct SendReport {
     pub sent: u64,
     /// Payload bytes sent.
@@ -120,7 +120,7 @@ pub struct SendReport {
 }
 
 /// What the PubAck reader measured.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct AckReport {
     pub responses: u64,
     /// New messages stored.

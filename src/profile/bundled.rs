@@ -18,6 +18,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("dlq", include_str!("../../profiles/dlq.toml")),
     ("staging", include_str!("../../profiles/staging.toml")),
     ("ci", include_str!("../../profiles/ci.toml")),
+    ("workers", include_str!("../../profiles/workers.toml")),
 ];
 
 pub fn bundled(name: &str) -> Option<&'static str> {

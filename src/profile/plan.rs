@@ -166,7 +166,7 @@ pub enum MsgId {
 }
 
 /// How messages are published.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct PublishPlan {
     pub publishers: usize,
     pub mode: PublishMode,
@@ -233,7 +233,7 @@ pub enum PublishMode {
 
 /// Payload sizes, drawn per message from a seeded generator so every run of
 /// a profile sends the same sizes.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
 pub enum SizePlan {
     Fixed(usize),
     Uniform {
@@ -281,7 +281,7 @@ impl SizePlan {
 /// When messages are due. Irregular patterns give a replay a known history
 /// to reproduce; random ones are drawn from a seeded generator, so every
 /// run of a profile sends the same pattern.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub enum ArrivalPlan {
     /// Message *j* at `j / rate`: the open-loop default.
     Steady,
@@ -420,7 +420,7 @@ pub enum AckPolicy {
 }
 
 /// How the durable consumer is configured and read.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct ConsumerPlan {
     pub kind: ConsumerKind,
     pub ack: AckPolicy,
@@ -473,7 +473,7 @@ impl ConsumerPlan {
 }
 
 /// What a consumer does with a delivery.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Action {
     Ack,
@@ -502,11 +502,20 @@ mod duration_ms {
     ) -> Result<S::Ok, S::Error> {
         s.serialize_f64(d.as_secs_f64() * 1e3)
     }
+
+    /// The inverse, for plans sent to workers: rounded to whole
+    /// nanoseconds so a worker's plan is the coordinator's exactly.
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<std::time::Duration, D::Error> {
+        let ms = <f64 as serde::Deserialize>::deserialize(d)?;
+        Ok(std::time::Duration::from_nanos((ms * 1e6).round() as u64))
+    }
 }
 
 /// A class of messages: the fraction of the stream it covers and what the
 /// consumer does on each delivery.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct MessageClass {
     pub name: String,
     pub fraction: f64,
@@ -525,7 +534,7 @@ impl MessageClass {
 }
 
 /// How long a consumer works on a message before its action.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
 pub enum ProcessingPlan {
     Fixed(Duration),
     Uniform { min: Duration, max: Duration },
@@ -562,7 +571,7 @@ impl ProcessingPlan {
 /// What consumers do with each delivery, decided by a seeded hash of the
 /// stream sequence and the delivery count, so every message's fate is known
 /// before the run.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct BehaviourPlan {
     pub seed: u64,
     /// Checked in order; a message falls in the first class its hash hits.

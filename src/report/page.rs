@@ -286,6 +286,29 @@ fn run_section(h: &mut Html, summary: &Summary) {
     if !run.kept_streams.is_empty() {
         rows.push(("streams left behind", run.kept_streams.join(", ")));
     }
+    // Workers of a distributed run: where the load came from, and how
+    // well their clocks were known (latencies between processes carry it).
+    for w in &run.workers {
+        let residual = match (w.residual_offset_us, w.residual_uncertainty_us) {
+            (Some(o), Some(u)) => format!("; after the run {o:+.0} ± {u:.0} µs"),
+            _ => String::new(),
+        };
+        rows.push((
+            "worker",
+            format!(
+                "{} on {} (pid {}, {} cores), {}: clock offset {:+.0} ± {:.0} µs (RTT {:.0} µs), corrected{residual}{}",
+                w.id,
+                w.host,
+                w.pid,
+                w.cores,
+                w.status,
+                w.clock_offset_us,
+                w.clock_uncertainty_us,
+                w.clock_rtt_us,
+                w.detail.as_ref().map(|d| format!("; {d}")).unwrap_or_default(),
+            ),
+        ));
+    }
 
     h.el("section", &[("id", "run")], |h| {
         h.text_el("h2", &[], "Run");

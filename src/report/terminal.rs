@@ -55,7 +55,18 @@ pub fn render(summary: &Summary) -> String {
             for w in &v.warnings {
                 let _ = writeln!(out, "  warning {}: {w}", v.name);
             }
+            if let Some(m) = v.metrics.iter().find(|m| m.name == "clock_uncertainty") {
+                let _ = writeln!(
+                    out,
+                    "  clocks {}: latencies between processes are within ±{} of the truth (worker clock offsets, corrected)",
+                    v.name,
+                    micros(m.value)
+                );
+            }
         }
+    }
+    if !summary.run.workers.is_empty() {
+        out.push_str(&workers(&summary.run.workers));
     }
     // The full list is in summary.json; a killed node's peers retrying
     // their routes can fill a screen.
@@ -71,6 +82,65 @@ pub fn render(summary: &Summary) -> String {
         );
     }
     out
+}
+
+fn micros(us: f64) -> String {
+    if us.abs() >= 1_000.0 {
+        format!("{:.2}ms", us / 1_000.0)
+    } else {
+        format!("{us:.0}us")
+    }
+}
+
+/// The workers of a distributed run and their clocks: the offset found
+/// when each joined (then corrected), its bound, and what remained after
+/// the run.
+fn workers(list: &[crate::results::summary::WorkerInfo]) -> String {
+    let mut rows = vec![
+        [
+            "worker",
+            "host",
+            "pid",
+            "offset",
+            "±",
+            "RTT",
+            "after run",
+            "status",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect::<Vec<_>>(),
+    ];
+    for w in list {
+        let signed = |us: f64| {
+            let text = micros(us.abs());
+            if us < 0.0 {
+                format!("-{text}")
+            } else {
+                format!("+{text}")
+            }
+        };
+        rows.push(vec![
+            w.id.clone(),
+            w.host.clone(),
+            w.pid.to_string(),
+            signed(w.clock_offset_us),
+            micros(w.clock_uncertainty_us),
+            micros(w.clock_rtt_us),
+            match (w.residual_offset_us, w.residual_uncertainty_us) {
+                (Some(o), Some(u)) => format!("{} ± {}", signed(o), micros(u)),
+                _ => "-".into(),
+            },
+            match &w.detail {
+                Some(d) => format!("{}: {d}", w.status),
+                None => w.status.clone(),
+            },
+        ]);
+    }
+    format!(
+        "\nworkers (clock offset from the coordinator when each joined)\n{}",
+        table(&rows)
+    )
 }
 
 struct Column {

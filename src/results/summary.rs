@@ -18,8 +18,9 @@ pub struct Summary {
     pub schema_version: u32,
     pub run: RunMetadata,
     pub scenarios: Vec<ScenarioReport>,
-    /// passed, failed (an invariant or a variant failed), interrupted, or
-    /// running (the run has not finished writing).
+    /// passed, failed (an invariant or a variant failed), interrupted,
+    /// incomplete (a worker disappeared: its part of the results is
+    /// missing), or running (the run has not finished writing).
     pub verdict: String,
 }
 
@@ -39,6 +40,35 @@ pub struct RunMetadata {
     /// summaries written before repetitions existed.
     #[serde(default = "one")]
     pub repeat: usize,
+    /// Worker processes that ran shares of the load (`run --workers N`),
+    /// with their clocks; empty for a single-process run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workers: Vec<WorkerInfo>,
+}
+
+/// A worker of a distributed run, as the coordinator saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerInfo {
+    pub id: String,
+    pub host: String,
+    pub pid: u32,
+    pub cores: usize,
+    pub jsbench_version: String,
+    /// Its clock minus the coordinator's when it joined (NTP-style, the
+    /// lowest-delay of `clock_samples` exchanges); corrected on the worker
+    /// before any load, so stamps from every process share one time base.
+    pub clock_offset_us: f64,
+    pub clock_rtt_us: f64,
+    /// What the correction may still be off by: half that round trip.
+    pub clock_uncertainty_us: f64,
+    pub clock_samples: usize,
+    /// The offset measured again at the end of the run, after the
+    /// correction: drift over the run, within its own uncertainty.
+    pub residual_offset_us: Option<f64>,
+    pub residual_uncertainty_us: Option<f64>,
+    /// `ok`, or `lost` when it disappeared during the run.
+    pub status: String,
+    pub detail: Option<String>,
 }
 
 fn one() -> usize {

@@ -45,6 +45,9 @@ pub struct RunContext {
     /// The servers scenarios may kill and restart; `None` for a server
     /// jsbench did not start.
     pub faults: Option<crate::fault::FaultHandle>,
+    /// Workers recruited with `run --workers N`: every drive is split
+    /// among them and this process.
+    pub workers: Option<std::sync::Arc<crate::worker::Workers>>,
 }
 
 /// A delivery guarantee checked after a variant, with the evidence.

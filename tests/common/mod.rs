@@ -75,6 +75,7 @@ pub fn options(server: &str, profile: &Path, out: &Path) -> jsbench::run::RunOpt
         monitor: None,
         fail_fast: false,
         progress: jsbench::progress::ProgressMode::Never,
+        workers: None,
     }
 }
 

@@ -1,0 +1,537 @@
+//! `jsbench worker`: waits for a coordinator, then runs the shares of its
+//! variants that it is given, on the coordinator's time base.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow};
+use async_nats::{Client, Subject};
+use futures::StreamExt;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use super::merge::part_counts;
+use super::protocol::{
+    self, Announce, Command, Identity, PartReport, Progress, PublisherPart, Reply,
+    announce_subject, beat_subject, progress_subject, worker_subject,
+};
+use crate::clock;
+use crate::connect::{ConnectSettings, ConnectionRequest, resolve};
+use crate::drive::{DriveSpec, PeerCounts, Role, Share, drive_part};
+use crate::error::{EXIT_FAILED, EXIT_OK, UsageError};
+use crate::scenario::RunContext;
+
+/// A worker gives up a run whose coordinator has been silent this long
+/// (it died, or lost its connection), and waits for the next one.
+pub const COORDINATOR_SILENCE: Duration = Duration::from_secs(15);
+
+/// How often a worker announces itself while it waits, and reports
+/// progress (its proof of life) while in a run.
+const ANNOUNCE_EVERY: Duration = Duration::from_secs(1);
+const PROGRESS_EVERY: Duration = Duration::from_millis(200);
+
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    pub connection: ConnectionRequest,
+    pub group: String,
+    /// The worker's id; `<host>-<pid>` by default.
+    pub name: Option<String>,
+    /// Exit after one run instead of waiting for the next.
+    pub once: bool,
+}
+
+/// The default id: host and process, which tell an operator where to look.
+fn default_id() -> String {
+    let host = host_name();
+    let clean: String = host
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(40)
+        .collect();
+    format!("{clean}-{}", std::process::id())
+}
+
+fn host_name() -> String {
+    crate::results::metadata::host()
+        .hostname
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// Runs the worker until `stop` (Ctrl-C), or after one run with `once`.
+pub async fn serve(options: WorkerOptions, stop: CancellationToken) -> Result<i32> {
+    protocol::check_name("--group", &options.group).map_err(UsageError)?;
+    let id = options.name.clone().unwrap_or_else(default_id);
+    protocol::check_name("--name", &id).map_err(UsageError)?;
+    let resolution = resolve(&options.connection, "worker", None, false)?;
+    for note in &resolution.notes {
+        eprintln!("note: {note}");
+    }
+    let settings = resolution.remote.clone().ok_or_else(|| {
+        UsageError(
+            "jsbench worker needs the server the coordinator measures: give -s URL (the \
+             coordinator prints it while it waits), NATS_URL or --context"
+                .into(),
+        )
+    })?;
+    let client = settings.connect("worker control").await?;
+    let me = Announce {
+        id: id.clone(),
+        identity: Identity::current(),
+        host: host_name(),
+        pid: std::process::id(),
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let mut commands = client
+        .subscribe(worker_subject(&options.group, &id))
+        .await
+        .context("subscribing to the worker's command subject")?;
+    eprintln!(
+        "jsbench worker {id}: waiting for a run in group {} on {}; Ctrl-C stops",
+        options.group,
+        settings.describe()
+    );
+    loop {
+        let Some((run, coordinator)) =
+            wait_for_run(&client, &options.group, &me, &mut commands, &stop).await?
+        else {
+            return Ok(EXIT_OK);
+        };
+        eprintln!(
+            "jsbench worker {id}: joined run {run} (coordinator jsbench {})",
+            coordinator.jsbench_version
+        );
+        let (ended, finished) = serve_run(
+            &client,
+            &settings,
+            &options.group,
+            &id,
+            &run,
+            &mut commands,
+            &stop,
+        )
+        .await?;
+        eprintln!("jsbench worker {id}: run {run} {ended}");
+        // The next run measures the clock afresh; what this one corrected
+        // must not be corrected twice.
+        clock::adjust(-clock::correction_ns());
+        if options.once || stop.is_cancelled() {
+            return Ok(if finished { EXIT_OK } else { EXIT_FAILED });
+        }
+    }
+}
+
+/// Announces until a coordinator recruits this worker (or refuses it).
+async fn wait_for_run(
+    client: &Client,
+    group: &str,
+    me: &Announce,
+    commands: &mut async_nats::Subscriber,
+    stop: &CancellationToken,
+) -> Result<Option<(String, Identity)>> {
+    let announcement = serde_json::to_vec(me)?;
+    let mut tick = tokio::time::interval(ANNOUNCE_EVERY);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return Ok(None),
+            _ = tick.tick() => {
+                client
+                    .publish(announce_subject(group), announcement.clone().into())
+                    .await
+                    .context("announcing the worker")?;
+            }
+            msg = commands.next() => {
+                let Some(msg) = msg else {
+                    return Err(anyhow!("the worker's subscription closed"));
+                };
+                match serde_json::from_slice::<Command>(&msg.payload) {
+                    Ok(Command::Refuse { reason }) => {
+                        return Err(UsageError(format!("the coordinator refused this worker: {reason}")).into());
+                    }
+                    Ok(Command::Recruit { run, coordinator }) => {
+                        let answer = match me.identity.mismatch(&coordinator) {
+                            None => Reply::Joined,
+                            Some(differs) => Reply::Refused {
+                                reason: format!(
+                                    "worker {} runs jsbench {} with results schema {}; the coordinator runs {differs}",
+                                    me.id, me.identity.jsbench_version, me.identity.schema_version
+                                ),
+                            },
+                        };
+                        respond(client, msg.reply.as_ref(), &answer).await;
+                        if matches!(answer, Reply::Joined) {
+                            return Ok(Some((run, coordinator)));
+                        }
+                    }
+                    Ok(Command::Ping) => {
+                        let received_ns = clock::now_ns();
+                        respond(client, msg.reply.as_ref(), &Reply::Pong { received_ns, sent_ns: clock::now_ns() }).await;
+                    }
+                    // Left over from a run that is over.
+                    Ok(_) => respond(client, msg.reply.as_ref(), &Reply::Failed { error: "not in a run".into() }).await,
+                    Err(e) => respond(client, msg.reply.as_ref(), &Reply::Failed { error: format!("unknown command: {e}") }).await,
+                }
+            }
+        }
+    }
+}
+
+async fn respond(client: &Client, reply: Option<&Subject>, answer: &Reply) {
+    if let Some(reply) = reply
+        && let Ok(bytes) = serde_json::to_vec(answer)
+    {
+        let _ = client.publish(reply.clone(), bytes.into()).await;
+    }
+}
+
+/// Results of the current drive: assembling, packed, or failed.
+type Slot = Arc<Mutex<Option<Result<Vec<u8>, String>>>>;
+
+struct Current {
+    drive: u64,
+    go: Option<oneshot::Sender<u64>>,
+    stop: CancellationToken,
+    halt: CancellationToken,
+    abort: CancellationToken,
+    result: Slot,
+}
+
+impl Current {
+    fn abort(&self) {
+        self.abort.cancel();
+        self.stop.cancel();
+    }
+}
+
+/// Follows one run's commands until it is dismissed, its coordinator
+/// goes silent, or the worker is stopped; says which, and whether the run
+/// ended as planned (dismissed).
+async fn serve_run(
+    client: &Client,
+    settings: &ConnectSettings,
+    group: &str,
+    id: &str,
+    run: &str,
+    commands: &mut async_nats::Subscriber,
+    stop: &CancellationToken,
+) -> Result<(&'static str, bool)> {
+    let mut beats = client
+        .subscribe(beat_subject(group, run))
+        .await
+        .context("subscribing to the coordinator's beat")?;
+    let latest = Arc::new(Mutex::new(Progress {
+        worker: id.to_string(),
+        ..Default::default()
+    }));
+    let heartbeat = {
+        let (client, latest, subject) =
+            (client.clone(), latest.clone(), progress_subject(group, run));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(PROGRESS_EVERY);
+            loop {
+                tick.tick().await;
+                let p = latest.lock().expect("not poisoned").clone();
+                if let Ok(bytes) = serde_json::to_vec(&p) {
+                    let _ = client.publish(subject.clone(), bytes.into()).await;
+                }
+            }
+        })
+    };
+    let _stop_heartbeat = AbortOnDrop(heartbeat);
+    let mut last_beat = Instant::now();
+    let mut current: Option<Current> = None;
+    let mut watchdog = tokio::time::interval(Duration::from_secs(1));
+    let ended = loop {
+        tokio::select! {
+            _ = stop.cancelled() => break "stopped (interrupted)",
+            _ = beats.next() => last_beat = Instant::now(),
+            _ = watchdog.tick() => {
+                if last_beat.elapsed() > COORDINATOR_SILENCE {
+                    break "abandoned: the coordinator has been silent for 15s";
+                }
+            }
+            msg = commands.next() => {
+                let received_ns = clock::now_ns();
+                let Some(msg) = msg else {
+                    return Err(anyhow!("the worker's subscription closed"));
+                };
+                let reply = msg.reply.clone();
+                let command = match serde_json::from_slice::<Command>(&msg.payload) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        respond(client, reply.as_ref(), &Reply::Failed { error: format!("unknown command: {e}") }).await;
+                        continue;
+                    }
+                };
+                match command {
+                    Command::Ping => {
+                        respond(client, reply.as_ref(), &Reply::Pong { received_ns, sent_ns: clock::now_ns() }).await;
+                    }
+                    Command::Adjust { ns } => {
+                        clock::adjust(ns);
+                        respond(client, reply.as_ref(), &Reply::Ok).await;
+                    }
+                    Command::Recruit { .. } => {
+                        respond(client, reply.as_ref(), &Reply::Refused { reason: format!("worker {id} is busy in run {run}") }).await;
+                    }
+                    Command::Refuse { .. } => {}
+                    Command::Prepare { drive, spec, share } => {
+                        eprintln!(
+                            "jsbench worker {id}: {}: publishers {:?}, consumer clients {:?}",
+                            spec.label, share.publishers, share.consumers
+                        );
+                        if let Some(c) = current.take() {
+                            c.abort();
+                        }
+                        let (go_tx, go_rx) = oneshot::channel();
+                        let c = Current {
+                            drive,
+                            go: Some(go_tx),
+                            stop: CancellationToken::new(),
+                            halt: CancellationToken::new(),
+                            abort: CancellationToken::new(),
+                            result: Arc::default(),
+                        };
+                        let orders = Orders {
+                            client: client.clone(),
+                            drive,
+                            ready_reply: reply,
+                            go: Some(go_rx),
+                            stop: c.stop.clone(),
+                            halt: c.halt.clone(),
+                            abort: c.abort.clone(),
+                            latest: latest.clone(),
+                            progress_subject: progress_subject(group, run),
+                        };
+                        tokio::spawn(run_part(settings.clone(), id.to_string(), *spec, share, orders, c.result.clone()));
+                        current = Some(c);
+                    }
+                    Command::Go { drive, t0_ns } => {
+                        let sent = current
+                            .as_mut()
+                            .filter(|c| c.drive == drive)
+                            .and_then(|c| c.go.take())
+                            .is_some_and(|go| go.send(t0_ns).is_ok());
+                        let answer = if sent {
+                            Reply::Ok
+                        } else {
+                            Reply::Failed { error: format!("drive {drive} is not prepared here") }
+                        };
+                        respond(client, reply.as_ref(), &answer).await;
+                    }
+                    Command::Stop { drive } => {
+                        if let Some(c) = current.as_ref().filter(|c| c.drive == drive) {
+                            c.stop.cancel();
+                        }
+                        respond(client, reply.as_ref(), &Reply::Ok).await;
+                    }
+                    Command::Fetch { drive, chunk } => {
+                        let payload = match current.as_ref().filter(|c| c.drive == drive) {
+                            None => error_chunk(&format!("drive {drive} is not this worker's current drive")),
+                            Some(c) => match &*c.result.lock().expect("not poisoned") {
+                                None => vec![protocol::chunk::NOT_READY],
+                                Some(Err(e)) => error_chunk(e),
+                                Some(Ok(bytes)) => {
+                                    let size = chunk_size(client);
+                                    let total = bytes.len().div_ceil(size).max(1) as u32;
+                                    let from = (chunk as usize * size).min(bytes.len());
+                                    let to = (from + size).min(bytes.len());
+                                    protocol::chunk::data(total, chunk, &bytes[from..to])
+                                }
+                            },
+                        };
+                        if let Some(r) = reply {
+                            let _ = client.publish(r, payload.into()).await;
+                        }
+                    }
+                    Command::Halt { drive } => {
+                        if let Some(c) = current.as_ref().filter(|c| c.drive == drive) {
+                            c.halt.cancel();
+                        }
+                    }
+                    Command::Abort { drive } => {
+                        if let Some(c) = current.as_ref().filter(|c| c.drive == drive) {
+                            c.abort();
+                        }
+                    }
+                    Command::Dismiss => break "over",
+                }
+            }
+        }
+    };
+    if let Some(c) = current.take() {
+        c.abort();
+    }
+    Ok((ended, ended == "over"))
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn error_chunk(text: &str) -> Vec<u8> {
+    let mut out = vec![protocol::chunk::ERROR];
+    out.extend_from_slice(text.as_bytes());
+    out
+}
+
+/// Chunks leave room under the server's max_payload for the headers.
+fn chunk_size(client: &Client) -> usize {
+    let max = client.server_info().max_payload;
+    max.saturating_sub(4096).clamp(4096, 512 * 1024)
+}
+
+/// Runs a share and leaves its packed results (or its error) in `slot`.
+async fn run_part(
+    settings: ConnectSettings,
+    id: String,
+    spec: DriveSpec,
+    share: Share,
+    mut orders: Orders,
+    slot: Slot,
+) {
+    // The worker's id in every connection name, so the server's /connz
+    // tells whose clients are whose.
+    let mut settings = settings;
+    settings.name = format!("{} {id}", settings.name);
+    let result = async {
+        let control = settings.connect("worker jetstream").await?;
+        let ctx = RunContext {
+            provisioner: crate::provision::Provisioner::new(settings.jetstream(control), true),
+            connect: settings.clone(),
+            names: crate::provision::Names::from_token("worker"),
+            server: crate::profile::ServerPlan {
+                storage: crate::profile::Storage::File,
+                replicas: 1,
+            },
+            progress: crate::progress::Progress::hidden(),
+            stop: orders.abort.clone(),
+            server_cpu: crate::cpu::ServerCpu::Unavailable,
+            faults: None,
+            workers: None,
+        };
+        let outcome = drive_part(&ctx, &spec, &share, &mut Role::Follow(&mut orders)).await?;
+        let counts = part_counts(&outcome.sends, &outcome.acks, &outcome.consumers);
+        let publishers = share
+            .publishers
+            .iter()
+            .zip(outcome.sends.into_iter().zip(outcome.acks))
+            .map(|(&index, (send, ack))| PublisherPart { index, send, ack })
+            .collect();
+        let report = PartReport {
+            worker: id.clone(),
+            publishers,
+            consumers: outcome.consumers,
+            errors: outcome.errors,
+            client_cpu: outcome.client_cpu,
+            counts,
+        };
+        protocol::pack(&report)
+    }
+    .await;
+    if let Err(e) = &result {
+        // Failed before it could say it was ready: say why instead.
+        if let Some(reply) = orders.ready_reply.take() {
+            respond(
+                &orders.client,
+                Some(&reply),
+                &Reply::Failed {
+                    error: format!("{e:#}"),
+                },
+            )
+            .await;
+        }
+        eprintln!("jsbench worker {id}: drive {} failed: {e:#}", orders.drive);
+    }
+    *slot.lock().expect("not poisoned") = Some(result.map_err(|e| format!("{e:#}")));
+}
+
+/// A worker's side of one drive: when to start, when to stop, and where
+/// its counts go meanwhile.
+pub struct Orders {
+    client: Client,
+    drive: u64,
+    /// Where "ready" goes once the share's clients are connected.
+    ready_reply: Option<Subject>,
+    go: Option<oneshot::Receiver<u64>>,
+    stop: CancellationToken,
+    halt: CancellationToken,
+    abort: CancellationToken,
+    latest: Arc<Mutex<Progress>>,
+    progress_subject: String,
+}
+
+impl Orders {
+    /// Says the share is connected, then waits for the start time.
+    pub async fn ready_then_go(&mut self) -> Result<u64> {
+        if let Some(reply) = self.ready_reply.take() {
+            respond(&self.client, Some(&reply), &Reply::Ready).await;
+        }
+        let go = self
+            .go
+            .take()
+            .ok_or_else(|| anyhow!("the start time was already taken"))?;
+        tokio::select! {
+            t0 = go => t0.map_err(|_| anyhow!("the coordinator never sent the start time")),
+            _ = self.abort.cancelled() => Err(anyhow!("the coordinator gave up the drive before it started")),
+        }
+    }
+
+    /// Leaves the counts for the heartbeat; the moment publishing is done
+    /// it is told at once, since the coordinator's drain waits for it.
+    pub async fn report(&self, counts: PeerCounts, published: bool) {
+        let now = {
+            let mut p = self.latest.lock().expect("not poisoned");
+            let first_done = published && !(p.published && p.drive == self.drive);
+            p.drive = self.drive;
+            p.sent = counts.sent;
+            p.received = counts.received;
+            p.finished = counts.finished;
+            p.stored = counts.stored;
+            p.in_flight = counts.in_flight;
+            p.published = published;
+            first_done.then(|| p.clone())
+        };
+        if let Some(p) = now
+            && let Ok(bytes) = serde_json::to_vec(&p)
+        {
+            let _ = self
+                .client
+                .publish(self.progress_subject.clone(), bytes.into())
+                .await;
+        }
+    }
+
+    /// Whether publishing must stop early: the coordinator was
+    /// interrupted (halt), or gave the drive up (abort).
+    pub fn halted(&self) -> bool {
+        self.halt.is_cancelled() || self.abort.is_cancelled()
+    }
+
+    /// Keeps reporting until the coordinator stops the drive (or gives it
+    /// up); `bound` past the usual drain is a last resort.
+    pub async fn until_stopped(&self, bound: Duration, counts: impl Fn() -> PeerCounts) {
+        let give_up = Instant::now() + bound + Duration::from_secs(60);
+        loop {
+            tokio::select! {
+                _ = self.stop.cancelled() => return,
+                _ = self.abort.cancelled() => return,
+                _ = tokio::time::sleep(Duration::from_millis(100)) => {
+                    self.report(counts(), true).await;
+                    if Instant::now() > give_up {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}

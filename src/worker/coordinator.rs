@@ -1,0 +1,856 @@
+//! The coordinator's side: recruit workers, put their clocks on its own
+//! time base, and lead each variant's drive across them.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow};
+use async_nats::Client;
+use futures::StreamExt;
+use futures::future::join_all;
+use tokio_util::sync::CancellationToken;
+
+use super::clock::{self, ClockEstimate};
+use super::merge::{DriveRecord, Participation, annotate};
+use super::protocol::{
+    self, Announce, Command, Identity, PartReport, Progress, Reply, announce_subject, beat_subject,
+    progress_subject, worker_subject,
+};
+use crate::drive::{DriveOutcome, DriveSpec, PeerCounts, Role, Share, drive_part};
+use crate::profile::ScenarioPlan;
+use crate::results::summary::WorkerInfo;
+use crate::scenario::{RunContext, VariantResult, VariantSink};
+
+/// How `run --workers` finds and watches its workers.
+#[derive(Debug, Clone)]
+pub struct RecruitOptions {
+    pub count: usize,
+    pub group: String,
+    /// How long to wait for `count` workers before giving up.
+    pub timeout: Duration,
+    /// A worker silent this long is lost.
+    pub silence: Duration,
+}
+
+/// How often the coordinator says it is alive; workers give up a run
+/// after [`super::agent::COORDINATOR_SILENCE`] without it.
+const BEAT_EVERY: Duration = Duration::from_millis(500);
+
+/// How long a worker may take to connect its share's clients.
+const PREPARE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Short commands (go, stop, a chunk) are answered at once by a live worker.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a worker may take to assemble its results after a stop.
+const COLLECT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How long an interrupted run waits for halted workers to report their
+/// last publishes.
+const HALT_WAIT: Duration = Duration::from_secs(2);
+
+/// Extra lead before t0 so a Go reaches every worker in time, even on
+/// hosts a few network hops away.
+const REMOTE_LEAD_IN: Duration = Duration::from_millis(300);
+
+/// The recruited workers of a run, shared by its scenarios.
+pub struct Workers {
+    pub crew: tokio::sync::Mutex<Crew>,
+    /// Drives since the last variant was recorded.
+    log: Mutex<Vec<DriveRecord>>,
+}
+
+struct Member {
+    announce: Announce,
+    subject: String,
+    clock: ClockEstimate,
+    residual: Option<ClockEstimate>,
+    /// Why it is gone, once it is.
+    lost: Option<String>,
+}
+
+/// Heard from each worker: when, and its last progress.
+type Heard = Arc<Mutex<HashMap<String, (Instant, Progress)>>>;
+
+struct Part {
+    member: usize,
+    share: Share,
+    /// `None` while it takes part; else `lost` or `failed` and why.
+    status: Option<(&'static str, String)>,
+    report: Option<PartReport>,
+}
+
+/// Leads one drive at a time (the lock in [`Workers`] sees to that).
+pub struct Crew {
+    client: Client,
+    group: String,
+    run: String,
+    members: Vec<Member>,
+    heard: Heard,
+    silence: Duration,
+    drive: u64,
+    label: String,
+    local: Share,
+    parts: Vec<Part>,
+    record: Option<DriveRecord>,
+    /// The last drive told to halt.
+    halted: u64,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Crew {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Waits for `options.count` compatible workers, refusing the others, and
+/// measures and corrects each one's clock as it joins.
+pub async fn recruit(
+    client: &Client,
+    options: &RecruitOptions,
+    urls: &str,
+    progress: &crate::progress::Progress,
+) -> Result<Workers> {
+    let group = &options.group;
+    let me = Identity::current();
+    let run = crate::provision::Names::generate().token().to_lowercase();
+    let mut announces = client
+        .subscribe(announce_subject(group))
+        .await
+        .context("subscribing to worker announcements")?;
+    let heard: Heard = Arc::default();
+    let mut progress_sub = client
+        .subscribe(progress_subject(group, &run))
+        .await
+        .context("subscribing to worker progress")?;
+    let listener = {
+        let heard = heard.clone();
+        tokio::spawn(async move {
+            while let Some(msg) = progress_sub.next().await {
+                if let Ok(p) = serde_json::from_slice::<Progress>(&msg.payload) {
+                    heard
+                        .lock()
+                        .expect("not poisoned")
+                        .insert(p.worker.clone(), (Instant::now(), p));
+                }
+            }
+        })
+    };
+    let beat = {
+        let (client, subject) = (client.clone(), beat_subject(group, &run));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(BEAT_EVERY);
+            loop {
+                tick.tick().await;
+                let _ = client.publish(subject.clone(), "beat".into()).await;
+            }
+        })
+    };
+    progress.println(&format!(
+        "jsbench: waiting up to {} for {} worker{} in group {group}; on each host run:\n  jsbench worker -s {urls} --group {group}",
+        crate::profile::format_duration(options.timeout),
+        options.count,
+        if options.count == 1 { "" } else { "s" },
+    ));
+    let deadline = tokio::time::Instant::now() + options.timeout;
+    let mut members: Vec<Member> = Vec::new();
+    let mut refused: Vec<String> = Vec::new();
+    while members.len() < options.count {
+        let msg = match tokio::time::timeout_at(deadline, announces.next()).await {
+            Ok(Some(msg)) => msg,
+            Ok(None) => return Err(anyhow!("the announcement subscription closed")),
+            Err(_) => {
+                let mut text = format!(
+                    "only {} of {} workers joined within {} (group {group} on {urls}); start them with `jsbench worker -s {urls} --group {group}`, or give --workers-timeout more time",
+                    members.len(),
+                    options.count,
+                    crate::profile::format_duration(options.timeout)
+                );
+                if !refused.is_empty() {
+                    text.push_str(&format!("; refused: {}", refused.join("; ")));
+                }
+                return Err(anyhow!(text));
+            }
+        };
+        let Ok(announce) = serde_json::from_slice::<Announce>(&msg.payload) else {
+            progress.println("warning: ignored a malformed worker announcement");
+            continue;
+        };
+        if members.iter().any(|m| m.announce.id == announce.id) {
+            continue;
+        }
+        let subject = worker_subject(group, &announce.id);
+        if let Some(differs) = me.mismatch(&announce.identity) {
+            let reason = format!(
+                "worker {} ({}, pid {}) refused: it runs {differs} (this coordinator's); run the same jsbench release on every host",
+                announce.id, announce.host, announce.pid
+            );
+            let refuse = serde_json::to_vec(&Command::Refuse {
+                reason: reason.clone(),
+            })?;
+            let _ = client.publish(subject, refuse.into()).await;
+            if !refused.contains(&reason) {
+                progress.println(&format!("warning: {reason}"));
+                refused.push(reason);
+            }
+            continue;
+        }
+        let recruit = Command::Recruit {
+            run: run.clone(),
+            coordinator: me.clone(),
+        };
+        match request(client, &subject, &recruit, COMMAND_TIMEOUT).await {
+            Ok(Reply::Joined) => {}
+            Ok(Reply::Refused { reason }) => {
+                progress.println(&format!(
+                    "warning: worker {} declined: {reason}",
+                    announce.id
+                ));
+                refused.push(reason);
+                continue;
+            }
+            Ok(other) => {
+                progress.println(&format!(
+                    "warning: worker {} answered a recruit with {other:?}; skipped",
+                    announce.id
+                ));
+                continue;
+            }
+            Err(e) => {
+                progress.println(&format!(
+                    "warning: worker {} did not answer its recruit ({e:#}); skipped",
+                    announce.id
+                ));
+                continue;
+            }
+        }
+        // The offset is measured, then corrected on the worker, so every
+        // stamp it writes is on this process's time base.
+        // A worker whose clock cannot be settled is let go, not trusted:
+        // its latencies would carry an unknown error.
+        let settled = async {
+            let estimate = clock::measure(client, &subject, clock::EXCHANGES).await?;
+            let correction = Command::Adjust {
+                ns: -estimate.offset_ns,
+            };
+            match request(client, &subject, &correction, COMMAND_TIMEOUT).await? {
+                Reply::Ok => Ok(estimate),
+                other => Err(anyhow!("it answered {other:?} to its clock correction")),
+            }
+        }
+        .await;
+        let estimate = match settled {
+            Ok(estimate) => estimate,
+            Err(e) => {
+                progress.println(&format!(
+                    "warning: worker {} let go: its clock could not be measured and corrected: {e:#}",
+                    announce.id
+                ));
+                let dismiss = serde_json::to_vec(&Command::Dismiss)?;
+                let _ = client.publish(subject, dismiss.into()).await;
+                continue;
+            }
+        };
+        heard
+            .lock()
+            .expect("not poisoned")
+            .insert(announce.id.clone(), (Instant::now(), Progress::default()));
+        progress.println(&format!(
+            "jsbench: worker {} joined ({}, pid {}, {} cores): clock offset {} ± {} (RTT {}), corrected",
+            announce.id,
+            announce.host,
+            announce.pid,
+            announce.cores,
+            signed_us(estimate.offset_ns),
+            us(estimate.uncertainty_ns),
+            us(estimate.rtt_ns),
+        ));
+        members.push(Member {
+            announce,
+            subject,
+            clock: estimate,
+            residual: None,
+            lost: None,
+        });
+    }
+    drop(announces);
+    Ok(Workers {
+        crew: tokio::sync::Mutex::new(Crew {
+            client: client.clone(),
+            group: group.clone(),
+            run,
+            members,
+            heard,
+            silence: options.silence,
+            drive: 0,
+            label: String::new(),
+            local: Share {
+                publishers: Vec::new(),
+                consumers: Vec::new(),
+            },
+            parts: Vec::new(),
+            record: None,
+            halted: 0,
+            tasks: vec![listener, beat],
+        }),
+        log: Mutex::new(Vec::new()),
+    })
+}
+
+fn us(ns: u64) -> String {
+    format!("{:.0}us", ns as f64 / 1_000.0)
+}
+
+fn signed_us(ns: i64) -> String {
+    format!("{:+.0}us", ns as f64 / 1_000.0)
+}
+
+async fn request(
+    client: &Client,
+    subject: &str,
+    command: &Command,
+    timeout: Duration,
+) -> Result<Reply> {
+    let payload = serde_json::to_vec(command)?;
+    let reply = client
+        .send_request(
+            subject.to_string(),
+            async_nats::client::Request::new()
+                .payload(payload.into())
+                .timeout(Some(timeout)),
+        )
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    serde_json::from_slice(&reply.payload).context("a worker's reply does not parse")
+}
+
+/// Why a drive must stay on the coordinator, if it must.
+pub fn local_only_reason(spec: &DriveSpec) -> Option<&'static str> {
+    if spec.fault.is_some() {
+        return Some(
+            "it kills and restarts a server this process started, and times the outage from here",
+        );
+    }
+    if spec.consumer.as_ref().is_some_and(|c| c.crash.is_some()) {
+        return Some(
+            "it crashes a consumer client and binds a new one in its place, a sequence timed in one process",
+        );
+    }
+    None
+}
+
+/// [`crate::drive::drive`] with workers: splits the variant among the
+/// coordinator and the live workers, or keeps it here when it must stay.
+pub async fn drive(ctx: &RunContext, workers: &Workers, spec: &DriveSpec) -> Result<DriveOutcome> {
+    let mut crew = workers.crew.lock().await;
+    crew.check_liveness();
+    let live = crew.live();
+    let reason = local_only_reason(spec)
+        .or_else(|| live.is_empty().then_some("every worker of the run is gone"));
+    if let Some(reason) = reason {
+        drop(crew);
+        workers.push(DriveRecord::coordinator_only(&spec.label, reason));
+        return drive_part(ctx, spec, &Share::all(spec), &mut Role::Alone).await;
+    }
+    let shares = Share::split(spec, live.len() + 1);
+    crew.begin(
+        &spec.label,
+        &shares[0],
+        live.into_iter().zip(shares[1..].iter().cloned()),
+    );
+    let local = shares[0].clone();
+    let outcome = drive_part(ctx, spec, &local, &mut Role::Lead(&mut crew)).await;
+    if let Err(e) = &outcome {
+        crew.abort(&format!("{e:#}")).await;
+    }
+    if let Some(record) = crew.record.take() {
+        workers.push(record);
+    }
+    outcome
+}
+
+impl Workers {
+    fn push(&self, record: DriveRecord) {
+        self.log.lock().expect("not poisoned").push(record);
+    }
+
+    /// The drives since the last call: what the next recorded variant ran.
+    pub fn take_log(&self) -> Vec<DriveRecord> {
+        std::mem::take(&mut *self.log.lock().expect("not poisoned"))
+    }
+
+    /// How many workers have disappeared so far: when a profile ends with
+    /// more than it started with, its results lack their parts.
+    pub async fn lost(&self) -> usize {
+        self.crew
+            .lock()
+            .await
+            .members
+            .iter()
+            .filter(|m| m.lost.is_some())
+            .count()
+    }
+
+    /// What the results list about the workers.
+    pub async fn info(&self) -> Vec<WorkerInfo> {
+        let crew = self.crew.lock().await;
+        crew.members.iter().map(worker_info).collect()
+    }
+
+    /// Measures every live worker's clock once more: what the correction
+    /// made when it joined still leaves after the load.
+    pub async fn remeasure(&self) {
+        let mut crew = self.crew.lock().await;
+        crew.check_liveness();
+        let client = crew.client.clone();
+        for m in crew.members.iter_mut().filter(|m| m.lost.is_none()) {
+            m.residual = clock::measure(&client, &m.subject, clock::EXCHANGES)
+                .await
+                .ok();
+        }
+    }
+
+    /// Ends the run for every live worker.
+    pub async fn dismiss(&self) {
+        let crew = self.crew.lock().await;
+        let dismiss = serde_json::to_vec(&Command::Dismiss).unwrap_or_default();
+        for m in crew.members.iter().filter(|m| m.lost.is_none()) {
+            let _ = crew
+                .client
+                .publish(m.subject.clone(), dismiss.clone().into())
+                .await;
+        }
+        let _ = crew.client.flush().await;
+    }
+}
+
+fn worker_info(m: &Member) -> WorkerInfo {
+    let us = |ns: u64| ns as f64 / 1_000.0;
+    WorkerInfo {
+        id: m.announce.id.clone(),
+        host: m.announce.host.clone(),
+        pid: m.announce.pid,
+        cores: m.announce.cores,
+        jsbench_version: m.announce.identity.jsbench_version.clone(),
+        clock_offset_us: m.clock.offset_ns as f64 / 1_000.0,
+        clock_rtt_us: us(m.clock.rtt_ns),
+        clock_uncertainty_us: us(m.clock.uncertainty_ns),
+        clock_samples: m.clock.samples,
+        residual_offset_us: m.residual.map(|r| r.offset_ns as f64 / 1_000.0),
+        residual_uncertainty_us: m.residual.map(|r| us(r.uncertainty_ns)),
+        status: if m.lost.is_some() { "lost" } else { "ok" }.into(),
+        detail: m.lost.clone(),
+    }
+}
+
+impl Crew {
+    /// Members still taking part in the run.
+    fn live(&self) -> Vec<usize> {
+        (0..self.members.len())
+            .filter(|&i| self.members[i].lost.is_none())
+            .collect()
+    }
+
+    pub fn group(&self) -> &str {
+        &self.group
+    }
+
+    pub fn run(&self) -> &str {
+        &self.run
+    }
+
+    /// Marks members silent for longer than the allowed silence as lost.
+    fn check_liveness(&mut self) {
+        let heard = self.heard.lock().expect("not poisoned").clone();
+        for m in self.members.iter_mut().filter(|m| m.lost.is_none()) {
+            let quiet = heard
+                .get(&m.announce.id)
+                .map_or(Duration::MAX, |(at, _)| at.elapsed());
+            if quiet > self.silence {
+                let last = heard
+                    .get(&m.announce.id)
+                    .map(|(_, p)| p.clone())
+                    .unwrap_or_default();
+                let detail = format!(
+                    "silent for more than {}; last heard: {} sent, {} received, {} finished",
+                    crate::profile::format_duration(self.silence),
+                    last.sent,
+                    last.received,
+                    last.finished
+                );
+                eprintln!(
+                    "error: worker {} ({}) is gone: {detail}",
+                    m.announce.id, m.announce.host
+                );
+                m.lost = Some(detail);
+            }
+        }
+        for part in self.parts.iter_mut().filter(|p| p.status.is_none()) {
+            if let Some(detail) = &self.members[part.member].lost {
+                part.status = Some(("lost", detail.clone()));
+            }
+        }
+    }
+
+    fn begin(&mut self, label: &str, local: &Share, parts: impl Iterator<Item = (usize, Share)>) {
+        self.drive += 1;
+        self.label = label.to_string();
+        self.local = local.clone();
+        self.parts = parts
+            .filter(|(_, share)| !share.is_empty())
+            .map(|(member, share)| Part {
+                member,
+                share,
+                status: None,
+                report: None,
+            })
+            .collect();
+        self.record = None;
+    }
+
+    fn active(&self) -> impl Iterator<Item = &Part> {
+        self.parts.iter().filter(|p| p.status.is_none())
+    }
+
+    /// Asks every worker of the drive to connect its share's clients.
+    pub async fn prepare(&mut self, spec: &DriveSpec) -> Result<()> {
+        let drive = self.drive;
+        let asks = self.active().map(|p| {
+            let command = Command::Prepare {
+                drive,
+                spec: Box::new(spec.clone()),
+                share: p.share.clone(),
+            };
+            let subject = self.members[p.member].subject.clone();
+            let client = self.client.clone();
+            async move { request(&client, &subject, &command, PREPARE_TIMEOUT).await }
+        });
+        let replies = join_all(asks).await;
+        let active: Vec<usize> = (0..self.parts.len())
+            .filter(|&i| self.parts[i].status.is_none())
+            .collect();
+        for (i, reply) in active.into_iter().zip(replies) {
+            match reply {
+                Ok(Reply::Ready) => {}
+                Ok(Reply::Failed { error }) => {
+                    self.parts[i].status = Some(("failed", format!("could not start: {error}")));
+                }
+                Ok(other) => {
+                    self.parts[i].status =
+                        Some(("failed", format!("answered {other:?} to prepare")));
+                }
+                Err(e) => {
+                    let detail = format!("did not answer when asked to connect: {e:#}");
+                    self.members[self.parts[i].member].lost = Some(detail.clone());
+                    self.parts[i].status = Some(("lost", detail));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn lead_in(&self) -> Duration {
+        REMOTE_LEAD_IN
+    }
+
+    /// Sends the start time to every worker of the drive.
+    pub async fn go(&mut self, t0_ns: u64) {
+        let drive = self.drive;
+        let asks = self.active().map(|p| {
+            let subject = self.members[p.member].subject.clone();
+            let client = self.client.clone();
+            async move {
+                request(
+                    &client,
+                    &subject,
+                    &Command::Go { drive, t0_ns },
+                    COMMAND_TIMEOUT,
+                )
+                .await
+            }
+        });
+        let replies = join_all(asks).await;
+        let active: Vec<usize> = (0..self.parts.len())
+            .filter(|&i| self.parts[i].status.is_none())
+            .collect();
+        for (i, reply) in active.into_iter().zip(replies) {
+            if !matches!(reply, Ok(Reply::Ok)) {
+                self.parts[i].status =
+                    Some(("failed", format!("did not take the start time: {reply:?}")));
+            }
+        }
+    }
+
+    /// The workers' latest counts for this drive, summed; checks who is
+    /// still there on the way.
+    pub fn counts(&mut self) -> PeerCounts {
+        self.check_liveness();
+        let heard = self.heard.lock().expect("not poisoned");
+        let mut sum = PeerCounts::default();
+        for p in self.active() {
+            if let Some((_, progress)) = heard.get(&self.members[p.member].announce.id)
+                && progress.drive == self.drive
+            {
+                sum.sent += progress.sent;
+                sum.received += progress.received;
+                sum.finished += progress.finished;
+                sum.stored += progress.stored;
+                sum.in_flight += progress.in_flight;
+            }
+        }
+        sum
+    }
+
+    /// Waits until every worker of the drive has published its share (or
+    /// is gone, or the run is interrupted); returns what they stored.
+    pub async fn published(&mut self, stop: &CancellationToken) -> u64 {
+        let mut halted_at: Option<Instant> = None;
+        loop {
+            let counts = self.counts();
+            let done = {
+                let heard = self.heard.lock().expect("not poisoned");
+                self.active().all(|p| {
+                    heard
+                        .get(&self.members[p.member].announce.id)
+                        .is_some_and(|(_, pr)| pr.drive == self.drive && pr.published)
+                })
+            };
+            if stop.is_cancelled() && halted_at.is_none() {
+                // Halted workers stop within a tick; a little wait lets
+                // their last messages into the drain.
+                self.halt().await;
+                halted_at = Some(Instant::now());
+            }
+            if done || halted_at.is_some_and(|at| at.elapsed() > HALT_WAIT) {
+                return counts.stored;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Stops every worker of the drive and fetches its results.
+    pub async fn collect(&mut self, local_counts: super::merge::PartCounts) -> Vec<PartReport> {
+        self.check_liveness();
+        let drive = self.drive;
+        let stops =
+            self.active().map(|p| {
+                let subject = self.members[p.member].subject.clone();
+                let client = self.client.clone();
+                async move {
+                    request(&client, &subject, &Command::Stop { drive }, COMMAND_TIMEOUT).await
+                }
+            });
+        join_all(stops).await;
+        let fetches = self.active().map(|p| {
+            let subject = self.members[p.member].subject.clone();
+            let client = self.client.clone();
+            let (heard, id, silence) = (
+                self.heard.clone(),
+                self.members[p.member].announce.id.clone(),
+                self.silence,
+            );
+            async move { fetch(&client, &subject, drive, &heard, &id, silence).await }
+        });
+        let results = join_all(fetches).await;
+        let active: Vec<usize> = (0..self.parts.len())
+            .filter(|&i| self.parts[i].status.is_none())
+            .collect();
+        for (i, result) in active.into_iter().zip(results) {
+            match result {
+                Ok(report) => self.parts[i].report = Some(report),
+                Err(Fetched::Failed(e)) => self.parts[i].status = Some(("failed", e)),
+                Err(Fetched::Lost(e)) => {
+                    self.members[self.parts[i].member].lost = Some(e.clone());
+                    self.parts[i].status = Some(("lost", e));
+                }
+            }
+        }
+        self.record = Some(self.build_record(Some(local_counts)));
+        self.parts
+            .iter_mut()
+            .filter_map(|p| p.report.take())
+            .map(|mut r| {
+                let id = r.worker.clone();
+                for e in &mut r.errors {
+                    *e = format!("worker {id}: {e}");
+                }
+                r
+            })
+            .collect()
+    }
+
+    /// Tells the drive's workers to stop publishing (once): the run was
+    /// interrupted, and what they measured so far is still wanted.
+    pub async fn halt(&mut self) {
+        if self.halted == self.drive {
+            return;
+        }
+        self.halted = self.drive;
+        let drive = self.drive;
+        let halt = serde_json::to_vec(&Command::Halt { drive }).unwrap_or_default();
+        for p in self.parts.iter().filter(|p| p.status.is_none()) {
+            let _ = self
+                .client
+                .publish(self.members[p.member].subject.clone(), halt.clone().into())
+                .await;
+        }
+    }
+
+    /// Tells the drive's workers to give up (the coordinator's drive failed).
+    async fn abort(&mut self, why: &str) {
+        let drive = self.drive;
+        let abort = serde_json::to_vec(&Command::Abort { drive }).unwrap_or_default();
+        for p in self.parts.iter_mut() {
+            let _ = self
+                .client
+                .publish(self.members[p.member].subject.clone(), abort.clone().into())
+                .await;
+            if p.status.is_none() && p.report.is_none() {
+                p.status = Some(("aborted", format!("the coordinator's drive failed: {why}")));
+            }
+        }
+        if self.record.is_none() {
+            self.record = Some(self.build_record(None));
+        }
+    }
+
+    fn build_record(&self, local_counts: Option<super::merge::PartCounts>) -> DriveRecord {
+        let host = crate::results::metadata::host()
+            .hostname
+            .unwrap_or_else(|| "localhost".into());
+        let mut processes = vec![Participation {
+            process: "coordinator".into(),
+            host,
+            publishers: self.local.publishers.clone(),
+            consumers: self.local.consumers.clone(),
+            status: "ok".into(),
+            counts: local_counts,
+            clock_offset_ns: 0,
+            clock_uncertainty_ns: 0,
+            detail: None,
+        }];
+        for p in &self.parts {
+            let m = &self.members[p.member];
+            processes.push(Participation {
+                process: m.announce.id.clone(),
+                host: m.announce.host.clone(),
+                publishers: p.share.publishers.clone(),
+                consumers: p.share.consumers.clone(),
+                status: p.status.as_ref().map_or("ok", |(s, _)| s).to_string(),
+                counts: p.report.as_ref().map(|r| r.counts),
+                clock_offset_ns: m.clock.offset_ns,
+                clock_uncertainty_ns: m.clock.uncertainty_ns,
+                detail: p.status.as_ref().map(|(_, d)| d.clone()),
+            });
+        }
+        DriveRecord {
+            label: self.label.clone(),
+            coordinator_only: None,
+            processes,
+        }
+    }
+}
+
+enum Fetched {
+    Failed(String),
+    Lost(String),
+}
+
+/// Pulls a worker's results chunk by chunk; a worker still assembling
+/// them answers "not ready", a gone one stops answering.
+async fn fetch(
+    client: &Client,
+    subject: &str,
+    drive: u64,
+    heard: &Heard,
+    id: &str,
+    silence: Duration,
+) -> Result<PartReport, Fetched> {
+    let started = Instant::now();
+    let mut bytes = Vec::new();
+    let mut chunk = 0u32;
+    loop {
+        let silent = heard
+            .lock()
+            .expect("not poisoned")
+            .get(id)
+            .map_or(Duration::MAX, |(at, _)| at.elapsed());
+        if silent > silence {
+            return Err(Fetched::Lost(format!(
+                "went silent before its results arrived (for more than {})",
+                crate::profile::format_duration(silence)
+            )));
+        }
+        if started.elapsed() > COLLECT_TIMEOUT {
+            return Err(Fetched::Failed(format!(
+                "results not complete after {}",
+                crate::profile::format_duration(COLLECT_TIMEOUT)
+            )));
+        }
+        let payload = serde_json::to_vec(&Command::Fetch { drive, chunk }).unwrap_or_default();
+        let reply = client
+            .send_request(
+                subject.to_string(),
+                async_nats::client::Request::new()
+                    .payload(payload.into())
+                    .timeout(Some(COMMAND_TIMEOUT)),
+            )
+            .await;
+        let reply = match reply {
+            Ok(r) => r,
+            Err(e) if e.kind() == async_nats::client::RequestErrorKind::NoResponders => {
+                return Err(Fetched::Lost(
+                    "its connection is gone (no responders on its subject)".into(),
+                ));
+            }
+            Err(_) => continue,
+        };
+        match reply.payload.first() {
+            Some(&protocol::chunk::NOT_READY) => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Some(&protocol::chunk::ERROR) => {
+                return Err(Fetched::Failed(
+                    String::from_utf8_lossy(&reply.payload[1..]).into_owned(),
+                ));
+            }
+            _ => {
+                let Some((total, index, data)) = protocol::chunk::parse(&reply.payload) else {
+                    return Err(Fetched::Failed("sent a malformed results chunk".into()));
+                };
+                if index != chunk {
+                    return Err(Fetched::Failed(format!(
+                        "sent chunk {index} when asked for {chunk}"
+                    )));
+                }
+                bytes.extend_from_slice(data);
+                chunk += 1;
+                if chunk >= total {
+                    return protocol::unpack(&bytes).map_err(|e| Fetched::Failed(format!("{e:#}")));
+                }
+            }
+        }
+    }
+}
+
+/// Attaches each variant's drives to it on its way to the results.
+pub struct Annotate<'a> {
+    pub inner: &'a mut dyn VariantSink,
+    pub workers: &'a Workers,
+}
+
+impl VariantSink for Annotate<'_> {
+    fn record(&mut self, scenario: &ScenarioPlan, mut variant: VariantResult) -> Result<()> {
+        annotate(&mut variant, self.workers.take_log());
+        if let Some(note) = super::merge::coordinator_side(scenario.kind())
+            && variant.name != "scenario"
+        {
+            variant.param("workers_coordinator_side", note);
+        }
+        self.inner.record(scenario, variant)
+    }
+}

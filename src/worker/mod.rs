@@ -1,0 +1,32 @@
+//! Load beyond one machine: workers that run shares of each variant, led
+//! by the `jsbench run --workers N` that recruited them, over NATS itself.
+//!
+//! NATS is the control plane as well as the system under test, so a
+//! worker needs nothing but the connection options `run` takes: no second
+//! coordination service to deploy, secure or firewall.
+//!
+//! # Layout
+//!
+//! - [`protocol`]: subjects, messages and the version rule: what
+//!   coordinator and workers say to each other.
+//! - [`clock`]: the NTP-style offset estimate that puts every worker's
+//!   stamps on the coordinator's time base.
+//! - [`coordinator`]: recruiting, the clock exchange, and leading a
+//!   variant's drive ([`Crew`]).
+//! - [`agent`]: the `jsbench worker` command, which follows ([`Orders`]).
+//! - [`merge`]: what each process ran and counted, and how that reaches a
+//!   variant's results.
+//!
+//! The split happens at the drive layer ([`crate::drive::Share`]): every
+//! scenario whose load goes through [`crate::drive::drive`] gains workers
+//! without code of its own. What cannot move (a server kill, a consumer
+//! crash) stays on the coordinator, and the results say so.
+
+pub mod agent;
+pub mod clock;
+pub mod coordinator;
+pub mod merge;
+pub mod protocol;
+
+pub use agent::Orders;
+pub use coordinator::{Crew, Workers};

@@ -1,0 +1,307 @@
+//! What coordinator and workers say to each other, on which subjects.
+//!
+//! Subjects live under `jsb.workers.<group>`: the group is the name both
+//! sides agree on (`--group`, default `default`), so two benchmarks on one
+//! cluster never recruit each other's workers. Once recruited, a worker's
+//! progress goes to a subject scoped by the run's token as well.
+//!
+//! Messages are JSON (rare, small, and readable with `nats sub` when
+//! something goes wrong), except a worker's results, which are deflated
+//! JSON sent in chunks that fit the server's max_payload.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::consume::ConsumerReport;
+use crate::drive::{DriveSpec, Share};
+use crate::load::{AckReport, SendReport};
+
+/// Bumped whenever a message of this module changes shape: a worker and a
+/// coordinator with different protocol versions cannot work together even
+/// when their jsbench versions claim they can (a development build).
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The group used when none is named.
+pub const DEFAULT_GROUP: &str = "default";
+
+pub fn announce_subject(group: &str) -> String {
+    format!("jsb.workers.{group}.announce")
+}
+
+pub fn worker_subject(group: &str, worker: &str) -> String {
+    format!("jsb.workers.{group}.w.{worker}")
+}
+
+pub fn progress_subject(group: &str, run: &str) -> String {
+    format!("jsb.workers.{group}.run.{run}.progress")
+}
+
+pub fn beat_subject(group: &str, run: &str) -> String {
+    format!("jsb.workers.{group}.run.{run}.beat")
+}
+
+/// Checks a group or worker name: one subject token of the characters
+/// every NATS deployment accepts.
+pub fn check_name(what: &str, name: &str) -> Result<(), String> {
+    if name.is_empty()
+        || name.len() > 64
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(format!(
+            "{what} {name:?} is not usable: 1 to 64 letters, digits, '-' or '_' (it becomes a subject token)"
+        ));
+    }
+    Ok(())
+}
+
+/// What must match between a coordinator and its workers: the same jsbench
+/// (same measurement code, same results), the same results schema, the
+/// same wire protocol.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identity {
+    pub jsbench_version: String,
+    pub schema_version: u32,
+    pub protocol_version: u32,
+    pub git_commit: Option<String>,
+}
+
+impl Identity {
+    pub fn current() -> Identity {
+        let tool = crate::results::metadata::tool();
+        Identity {
+            jsbench_version: tool.version,
+            schema_version: crate::results::summary::SCHEMA_VERSION,
+            protocol_version: PROTOCOL_VERSION,
+            git_commit: tool.git_commit,
+        }
+    }
+
+    /// `None` when `other` can work with this side; otherwise what differs,
+    /// in words both sides print. The git commit is not compared: two
+    /// builds of one release on different hosts differ only in that.
+    pub fn mismatch(&self, other: &Identity) -> Option<String> {
+        let mut differs = Vec::new();
+        if self.jsbench_version != other.jsbench_version {
+            differs.push(format!(
+                "jsbench {} against {}",
+                other.jsbench_version, self.jsbench_version
+            ));
+        }
+        if self.schema_version != other.schema_version {
+            differs.push(format!(
+                "results schema {} against {}",
+                other.schema_version, self.schema_version
+            ));
+        }
+        if self.protocol_version != other.protocol_version {
+            differs.push(format!(
+                "worker protocol {} against {}",
+                other.protocol_version, self.protocol_version
+            ));
+        }
+        (!differs.is_empty()).then(|| differs.join(", "))
+    }
+}
+
+/// A worker's self-introduction, repeated while it waits for a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Announce {
+    pub id: String,
+    pub identity: Identity,
+    pub host: String,
+    pub pid: u32,
+    pub cores: usize,
+}
+
+/// Coordinator to worker, as requests on the worker's subject.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "snake_case")]
+pub enum Command {
+    /// Join this run.
+    Recruit { run: String, coordinator: Identity },
+    /// Published (not a request): this worker may not join, and why.
+    Refuse { reason: String },
+    /// A clock exchange: reply with receive and send times.
+    Ping,
+    /// Move the worker's time base by this much (ns).
+    Adjust { ns: i64 },
+    /// Connect the clients of this share; reply Ready once connected.
+    Prepare {
+        drive: u64,
+        spec: Box<DriveSpec>,
+        share: Share,
+    },
+    /// Start at `t0_ns` on the coordinator's time base.
+    Go { drive: u64, t0_ns: u64 },
+    /// Stop consuming and assemble the results.
+    Stop { drive: u64 },
+    /// One chunk of the results.
+    Fetch { drive: u64, chunk: u32 },
+    /// Stop publishing now, drain and keep the results: the coordinator
+    /// was interrupted (Ctrl-C).
+    Halt { drive: u64 },
+    /// Give up the drive and its results: the coordinator's drive failed.
+    Abort { drive: u64 },
+    /// The run is over.
+    Dismiss,
+}
+
+/// Worker to coordinator: replies to [`Command`]s.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "reply", rename_all = "snake_case")]
+pub enum Reply {
+    Ok,
+    Joined,
+    Refused { reason: String },
+    Pong { received_ns: u64, sent_ns: u64 },
+    Ready,
+    Failed { error: String },
+}
+
+/// What a worker reports while it runs a share, several times a second:
+/// counts for the coordinator's progress display and drain, and proof of
+/// life (silence means the worker is gone).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    pub worker: String,
+    /// The drive these counts belong to; 0 between drives.
+    pub drive: u64,
+    pub sent: u64,
+    pub received: u64,
+    pub finished: u64,
+    pub in_flight: u64,
+    /// Messages a PubAck confirmed stored.
+    pub stored: u64,
+    /// Every publisher of the share has finished.
+    pub published: bool,
+}
+
+/// One publisher's reports, with its index in the whole variant.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PublisherPart {
+    pub index: usize,
+    pub send: SendReport,
+    pub ack: AckReport,
+}
+
+/// Everything a worker measured in one drive: the task reports exactly as
+/// a single process would merge them, histograms and ledgers included.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PartReport {
+    pub worker: String,
+    pub publishers: Vec<PublisherPart>,
+    pub consumers: Vec<ConsumerReport>,
+    pub errors: Vec<String>,
+    pub client_cpu: Duration,
+    /// This part's own ledger counts, for the per-process table.
+    pub counts: super::merge::PartCounts,
+}
+
+/// The result chunk replies: `C`, total chunks and index (u32 LE each),
+/// bytes; `N` not ready yet; `E` and an error text.
+pub mod chunk {
+    pub const DATA: u8 = b'C';
+    pub const NOT_READY: u8 = b'N';
+    pub const ERROR: u8 = b'E';
+
+    pub fn data(total: u32, index: u32, bytes: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(9 + bytes.len());
+        out.push(DATA);
+        out.extend_from_slice(&total.to_le_bytes());
+        out.extend_from_slice(&index.to_le_bytes());
+        out.extend_from_slice(bytes);
+        out
+    }
+
+    /// `(total, index, bytes)` of a data chunk.
+    pub fn parse(payload: &[u8]) -> Option<(u32, u32, &[u8])> {
+        if payload.len() < 9 || payload[0] != DATA {
+            return None;
+        }
+        let total = u32::from_le_bytes(payload[1..5].try_into().ok()?);
+        let index = u32::from_le_bytes(payload[5..9].try_into().ok()?);
+        Some((total, index, &payload[9..]))
+    }
+}
+
+/// Deflated JSON: a worker's results are mostly histograms (already
+/// compressed) and ledgers (runs of equal counts), and JSON's repetition
+/// of field names compresses away.
+pub fn pack<T: Serialize>(value: &T) -> anyhow::Result<Vec<u8>> {
+    use std::io::Write as _;
+    let json = serde_json::to_vec(value)?;
+    let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+    z.write_all(&json)?;
+    Ok(z.finish()?)
+}
+
+pub fn unpack<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> anyhow::Result<T> {
+    use anyhow::Context as _;
+    use std::io::Read as _;
+    let mut json = Vec::new();
+    flate2::read::DeflateDecoder::new(bytes)
+        .read_to_end(&mut json)
+        .context("worker results do not inflate")?;
+    serde_json::from_slice(&json).context("worker results do not parse")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identity(version: &str, schema: u32) -> Identity {
+        Identity {
+            jsbench_version: version.into(),
+            schema_version: schema,
+            protocol_version: PROTOCOL_VERSION,
+            git_commit: None,
+        }
+    }
+
+    #[test]
+    fn a_different_version_or_schema_is_named() {
+        let me = identity("0.1.0", 1);
+        assert_eq!(me.mismatch(&identity("0.1.0", 1)), None);
+        let mut other_commit = identity("0.1.0", 1);
+        other_commit.git_commit = Some("abc".into());
+        assert_eq!(me.mismatch(&other_commit), None);
+        assert_eq!(
+            me.mismatch(&identity("0.2.0", 1)).unwrap(),
+            "jsbench 0.2.0 against 0.1.0"
+        );
+        assert_eq!(
+            me.mismatch(&identity("0.1.0", 2)).unwrap(),
+            "results schema 2 against 1"
+        );
+    }
+
+    #[test]
+    fn chunks_and_packs_round_trip() {
+        let bytes = chunk::data(3, 1, b"abc");
+        assert_eq!(chunk::parse(&bytes), Some((3, 1, &b"abc"[..])));
+        assert_eq!(chunk::parse(&[chunk::NOT_READY]), None);
+        let progress = Progress {
+            worker: "w".into(),
+            drive: 2,
+            sent: 10,
+            ..Default::default()
+        };
+        let back: Progress = unpack(&pack(&progress).unwrap()).unwrap();
+        assert_eq!(back, progress);
+    }
+
+    #[test]
+    fn names_must_be_one_subject_token() {
+        assert!(check_name("--group", "bench-1_a").is_ok());
+        assert!(
+            check_name("--group", "a.b")
+                .unwrap_err()
+                .contains("\"a.b\"")
+        );
+        assert!(check_name("--group", "").is_err());
+        assert!(check_name("--group", "a*").is_err());
+    }
+}
