@@ -465,7 +465,13 @@ async fn a_worker_of_another_version_is_refused_with_both_versions_named() {
         "{}",
         status.1
     );
-    assert_eq!(real.wait(Duration::from_secs(30)), 0, "{}", real.output());
+    assert_eq!(
+        real.wait(Duration::from_secs(30)),
+        0,
+        "worker:\n{}\ncoordinator:\n{}",
+        real.output(),
+        status.1
+    );
     let summary = common::summary(&common::results_dir(&dir.path().join("results")));
     assert_eq!(summary.run.workers.len(), 1);
     assert_eq!(summary.run.workers[0].id, "new");

@@ -359,7 +359,11 @@ async fn serve_run(
                             c.abort();
                         }
                     }
-                    Command::Dismiss => break "over",
+                    Command::Dismiss => {
+                        respond(client, reply.as_ref(), &Reply::Ok).await;
+                        let _ = client.flush().await;
+                        break "over";
+                    }
                 }
             }
         }

@@ -40,6 +40,9 @@ const BEAT_EVERY: Duration = Duration::from_millis(500);
 /// How long a worker may take to connect its share's clients.
 const PREPARE_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long a dismissed worker has to confirm before the run ends anyway.
+const DISMISS_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Short commands (go, stop, a chunk) are answered at once by a live worker.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -414,16 +417,18 @@ impl Workers {
         }
     }
 
-    /// Ends the run for every live worker.
+    /// Ends the run for every live worker, and waits (briefly) for each to
+    /// confirm: the embedded server stops right after this, and a dismissal
+    /// still in the server's buffers when it dies would leave the worker
+    /// waiting for a coordinator that is gone.
     pub async fn dismiss(&self) {
         let crew = self.crew.lock().await;
-        let dismiss = serde_json::to_vec(&Command::Dismiss).unwrap_or_default();
-        for m in crew.members.iter().filter(|m| m.lost.is_none()) {
-            let _ = crew
-                .client
-                .publish(m.subject.clone(), dismiss.clone().into())
-                .await;
-        }
+        let confirmations = crew
+            .members
+            .iter()
+            .filter(|m| m.lost.is_none())
+            .map(|m| request(&crew.client, &m.subject, &Command::Dismiss, DISMISS_TIMEOUT));
+        join_all(confirmations).await;
         let _ = crew.client.flush().await;
     }
 }
