@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use async_nats::jetstream;
+use futures::StreamExt;
 use futures::future::join_all;
+use futures::stream::FuturesUnordered;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock;
@@ -1190,19 +1192,28 @@ async fn inject(ctx: &RunContext, spec: &DriveSpec, plan: FaultPlan) -> Result<F
     let back_at = clock::instant_at(killed_ns + plan.down_for.as_nanos() as u64);
     // The stream has a leader again when its info is answered: the request
     // goes to the leader, and a dead one answers nothing. Watched while the
-    // node is down and after it is back, up to a deadline fixed now.
+    // node is down and after it is back, up to a deadline fixed now. A
+    // probe goes out every PROBE_EVERY, each waiting up to PROBE_TIMEOUT,
+    // so the first answer arrives within a probe interval and a round
+    // trip of the election, rather than at the next request timeout.
     // A lone server elects nothing: its stream is back when it is.
     let watcher = (plan.node == FaultNode::Leader && names.len() > 1).then(|| {
         let (js, stream) = (js.clone(), spec.stream.clone());
         tokio::spawn(async move {
-            let deadline = Instant::now() + ELECTION_WATCH;
-            while Instant::now() < deadline {
-                if let Some(now_leader) = leader(&js, &stream).await {
-                    return Some((clock::now_ns(), now_leader));
+            let deadline = tokio::time::Instant::now() + ELECTION_WATCH;
+            let mut probes = FuturesUnordered::new();
+            let mut every = tokio::time::interval(PROBE_EVERY);
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(deadline) => return None,
+                    _ = every.tick() => probes.push(leader_within(&js, &stream, PROBE_TIMEOUT)),
+                    Some(answer) = probes.next(), if !probes.is_empty() => {
+                        if let Some(now_leader) = answer {
+                            return Some((clock::now_ns(), now_leader));
+                        }
+                    }
                 }
-                tokio::time::sleep(Duration::from_millis(10)).await;
             }
-            None
         })
     });
     tokio::time::sleep_until(back_at.into()).await;
@@ -1219,13 +1230,29 @@ async fn inject(ctx: &RunContext, spec: &DriveSpec, plan: FaultPlan) -> Result<F
 
 /// How long after a kill a new stream leader is waited for.
 const ELECTION_WATCH: Duration = Duration::from_secs(30);
+/// How often the stream is asked for its leader while one is awaited.
+const PROBE_EVERY: Duration = Duration::from_millis(50);
+/// How long one such question waits for its answer.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The stream's current leader, from stream info.
 async fn leader(js: &jetstream::Context, stream: &str) -> Option<String> {
-    let mut stream = js.get_stream(stream).await.ok()?;
-    let info = tokio::time::timeout(Duration::from_secs(1), stream.info())
-        .await
-        .ok()?
-        .ok()?;
-    info.cluster.as_ref().and_then(|c| c.leader.clone())
+    leader_within(js, stream, PROBE_TIMEOUT).await
+}
+
+/// The stream's leader, if its info is answered within `timeout`: the
+/// context's own request timeout (seconds) is too coarse to time an
+/// election with.
+async fn leader_within(js: &jetstream::Context, stream: &str, timeout: Duration) -> Option<String> {
+    let response: jetstream::response::Response<jetstream::stream::Info> = tokio::time::timeout(
+        timeout,
+        js.request(format!("STREAM.INFO.{stream}"), &serde_json::json!({})),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    match response {
+        jetstream::response::Response::Ok(info) => info.cluster.and_then(|c| c.leader),
+        jetstream::response::Response::Err { .. } => None,
+    }
 }

@@ -137,8 +137,9 @@ pub struct AckReport {
     pub unexpected_duplicates: u64,
     /// Resends of overdue messages the server stored: the original was lost.
     pub resent_stored: u64,
-    /// Resends the server flagged duplicate: the original was stored and
-    /// only its PubAck was lost.
+    /// Resends the server flagged duplicate: an earlier copy was stored
+    /// first (its PubAck was lost, or the client held it in its reconnect
+    /// buffer and sent it ahead of the resend).
     pub resent_duplicates: u64,
     /// PubAcks that came after their send had been given up and resent.
     pub late_responses: u64,
