@@ -24,7 +24,7 @@ use crate::cpu;
 use crate::histogram::Recorder;
 use crate::ledger::{LedgerCounts, LedgerShard};
 use crate::load::{AckReport, Publisher, PublisherConfig, RetryPlan, SendReport, Timing};
-use crate::profile::{BehaviourPlan, ConsumerPlan, PublishPlan, late_retry_margin};
+use crate::profile::{BehaviourPlan, CommonPlan, ConsumerPlan, PublishPlan, late_retry_margin};
 use crate::scenario::RunContext;
 use crate::schedule::Schedule;
 use crate::timeline::Timeline;
@@ -129,6 +129,25 @@ pub struct CrashOutcome {
 }
 
 impl ConsumerSpec {
+    /// A durable whose clients follow `behaviour`, with every delivery
+    /// logged and consumer info sampled: what fates and redelivery
+    /// accounting are built from.
+    pub fn observed(
+        durable: String,
+        plan: ConsumerPlan,
+        behaviour: Arc<BehaviourPlan>,
+        sample_every: Duration,
+    ) -> Self {
+        ConsumerSpec {
+            durable,
+            plan,
+            behaviour,
+            log_events: true,
+            sample_every: Some(sample_every),
+            crash: None,
+        }
+    }
+
     /// An explicit-ack durable whose clients ack everything at once.
     pub fn acking(durable: String, plan: ConsumerPlan) -> Self {
         ConsumerSpec {
@@ -180,6 +199,37 @@ impl DriveSpec {
             self.warmup + self.duration,
         )
         .map(Arc::from)
+    }
+
+    /// The shape most scenarios drive: `rate` msg/s over the plan's
+    /// warm-up and duration to one subject, read by `consumer`, seeded by
+    /// the rate so variants at one rate publish alike. Scenarios change
+    /// the fields that make them different (ids, a crash, a kill).
+    pub fn paced(
+        label: String,
+        stream: &str,
+        subject: String,
+        publish: &PublishPlan,
+        common: &CommonPlan,
+        rate: u64,
+        consumer: ConsumerSpec,
+    ) -> Self {
+        DriveSpec {
+            label,
+            subjects: vec![subject],
+            stream: stream.to_string(),
+            publish: publish.clone(),
+            consumer: Some(consumer),
+            rate: Some(rate),
+            count: None,
+            preloaded: 0,
+            warmup: common.warmup,
+            duration: common.duration,
+            drain_timeout: common.drain_timeout,
+            msg_id_prefix: String::new(),
+            seed: rate,
+            fault: None,
+        }
     }
 
     /// A spec that publishes nothing and only consumes what is stored.

@@ -46,6 +46,19 @@ impl Metric {
     }
 }
 
+/// A count of things: context for a reader, never better or worse by
+/// itself (invariants judge counts).
+pub fn count(name: impl Into<String>, value: u64) -> Metric {
+    Metric::new(name, "count", value as f64, Direction::None)
+}
+
+/// `value / base`, 0 when there is no base: a ratio against a variant that
+/// measured nothing must not read as infinitely worse.
+pub fn ratio(name: impl Into<String>, value: f64, base: f64, direction: Direction) -> Metric {
+    let r = if base > 0.0 { value / base } else { 0.0 };
+    Metric::new(name, "ratio", r, direction)
+}
+
 /// The percentile metrics of one latency histogram: `<name>.p50` ... `<name>.max`, in µs.
 /// None for an empty histogram: a run that recorded nothing has no latency,
 /// and a 0 µs would read as a perfect one.

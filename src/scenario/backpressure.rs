@@ -18,7 +18,7 @@ use anyhow::{Context, Result};
 use super::{Invariant, RunContext, VariantResult, VariantSink, checks};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
 use crate::fates::{self, Analysis};
-use crate::metrics::{Direction, Metric, latency_metrics};
+use crate::metrics::{Direction, Metric, count, latency_metrics};
 use crate::profile::{Action, BackpressurePlan, ConsumerPlan, ScenarioPlan, format_duration};
 use crate::provision::{placement, pull_config, stream_config};
 
@@ -94,29 +94,15 @@ async fn run_variant(
 
     // Drive.
     let behaviour = Arc::new(plan.behaviour.clone());
-    let spec = DriveSpec {
-        label: format!("{scenario} {variant}"),
-        subjects: vec![format!("{base}.0")],
-        stream: stream_name.clone(),
-        publish: plan.publish.clone(),
-        consumer: Some(ConsumerSpec {
-            durable,
-            plan: consumer.clone(),
-            behaviour: behaviour.clone(),
-            log_events: true,
-            sample_every: Some(SAMPLE_EVERY),
-            crash: None,
-        }),
-        rate: Some(plan.rate),
-        count: None,
-        preloaded: 0,
-        warmup: plan.common.warmup,
-        duration: plan.common.duration,
-        drain_timeout: plan.common.drain_timeout,
-        msg_id_prefix: String::new(),
-        seed: plan.rate,
-        fault: None,
-    };
+    let spec = DriveSpec::paced(
+        format!("{scenario} {variant}"),
+        &stream_name,
+        format!("{base}.0"),
+        &plan.publish,
+        &plan.common,
+        plan.rate,
+        ConsumerSpec::observed(durable, consumer.clone(), behaviour.clone(), SAMPLE_EVERY),
+    );
     let outcome = drive(ctx, &spec).await;
     let info = ctx.provisioner.stream_info(&stream_name).await;
     let stored = info.as_ref().map(|i| i.state.messages);
@@ -157,7 +143,6 @@ fn measure(
     c: &ConsumerPlan,
     r: &mut VariantResult,
 ) {
-    let count = |name: &str, v: u64| Metric::new(name, "count", v as f64, Direction::None);
     let first = o
         .consumers
         .iter()

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::{Invariant, VariantResult};
 use crate::drive::DriveOutcome;
 use crate::fates::Analysis;
-use crate::metrics::{Direction, Metric};
+use crate::metrics::count;
 
 /// `planned.<fate>` and `observed.<fate>` counts.
 pub fn fate_metrics(a: &Analysis, r: &mut VariantResult) {
@@ -17,18 +17,8 @@ pub fn fate_metrics(a: &Analysis, r: &mut VariantResult) {
         ("termed", a.planned.termed, a.observed.termed),
         ("exhausted", a.planned.exhausted, a.observed.exhausted),
     ] {
-        r.metrics.push(Metric::new(
-            format!("planned.{name}"),
-            "count",
-            planned as f64,
-            Direction::None,
-        ));
-        r.metrics.push(Metric::new(
-            format!("observed.{name}"),
-            "count",
-            observed as f64,
-            Direction::None,
-        ));
+        r.metrics.push(count(format!("planned.{name}"), planned));
+        r.metrics.push(count(format!("observed.{name}"), observed));
     }
 }
 

@@ -36,7 +36,7 @@ use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
 use crate::fates::{self, Analysis};
 use crate::histogram::Recorder;
 use crate::ledger::Event;
-use crate::metrics::{Direction, Metric, latency_metrics};
+use crate::metrics::{Direction, Metric, count, latency_metrics, ratio};
 use crate::profile::{
     BehaviourPlan, ConsumerPlan, DlqPlan, OriginalGet, Retention, ScenarioPlan, Storage,
     format_duration,
@@ -254,29 +254,16 @@ async fn run_variant(
 
     // Drive.
     let behaviour = Arc::new(v.behaviour);
-    let drive_spec = DriveSpec {
-        label: format!("{scenario} {variant}"),
-        subjects: vec![format!("{base}.0")],
-        stream: stream_name.clone(),
-        publish: plan.publish.clone(),
-        consumer: Some(ConsumerSpec {
-            durable,
-            plan: c.clone(),
-            behaviour: behaviour.clone(),
-            log_events: true,
-            sample_every: Some(SAMPLE_EVERY),
-            crash: None,
-        }),
-        rate: Some(plan.rate),
-        count: None,
-        preloaded: 0,
-        warmup: plan.common.warmup,
-        duration: plan.common.duration,
-        drain_timeout: plan.common.drain_timeout,
-        msg_id_prefix: variant.clone(),
-        seed: plan.rate,
-        fault: None,
-    };
+    let mut drive_spec = DriveSpec::paced(
+        format!("{scenario} {variant}"),
+        &stream_name,
+        format!("{base}.0"),
+        &plan.publish,
+        &plan.common,
+        plan.rate,
+        ConsumerSpec::observed(durable, c.clone(), behaviour.clone(), SAMPLE_EVERY),
+    );
+    drive_spec.msg_id_prefix = variant.clone();
     let other = match other {
         Some(name) => Some(Other::start(ctx, &stream_name, name, drive_spec.messages()).await),
         None => None,
@@ -520,7 +507,6 @@ fn measure(
     baseline: Option<Figures>,
     r: &mut VariantResult,
 ) -> Figures {
-    let count = |name: &str, v: u64| Metric::new(name, "count", v as f64, Direction::None);
     r.metrics.push(Metric::new(
         "publish_rate",
         "msg/s",
@@ -643,17 +629,16 @@ fn measure(
         e2e_p99_us: e2e.p99_us,
     };
     if let Some(b) = baseline {
-        let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
-        r.metrics.push(Metric::new(
+        r.metrics.push(ratio(
             "vs_baseline.e2e_p50_ratio",
-            "ratio",
-            ratio(mine.e2e_p50_us, b.e2e_p50_us),
+            mine.e2e_p50_us,
+            b.e2e_p50_us,
             Direction::Lower,
         ));
-        r.metrics.push(Metric::new(
+        r.metrics.push(ratio(
             "vs_baseline.e2e_p99_ratio",
-            "ratio",
-            ratio(mine.e2e_p99_us, b.e2e_p99_us),
+            mine.e2e_p99_us,
+            b.e2e_p99_us,
             Direction::Lower,
         ));
     }

@@ -76,22 +76,16 @@ async fn run_variant(
         .await?;
 
     // Drive.
-    let spec = DriveSpec {
-        label: format!("{scenario} {variant}"),
-        subjects: vec![format!("{base}.0")],
-        stream: stream_name.clone(),
-        publish: plan.publish.clone(),
-        consumer: Some(ConsumerSpec::acking(durable, plan.consumer.clone())),
-        rate: Some(rate),
-        count: None,
-        preloaded: 0,
-        warmup: plan.common.warmup,
-        duration: plan.common.duration,
-        drain_timeout: plan.common.drain_timeout,
-        msg_id_prefix: format!("{}-{scenario}-{variant}", ctx.names.token()),
-        seed: rate,
-        fault: None,
-    };
+    let mut spec = DriveSpec::paced(
+        format!("{scenario} {variant}"),
+        &stream_name,
+        format!("{base}.0"),
+        &plan.publish,
+        &plan.common,
+        rate,
+        ConsumerSpec::acking(durable, plan.consumer.clone()),
+    );
+    spec.msg_id_prefix = format!("{}-{scenario}-{variant}", ctx.names.token());
     let outcome = drive(ctx, &spec).await;
     let info = ctx.provisioner.stream_info(&stream_name).await;
     let stored = info.as_ref().map(|i| i.state.messages);

@@ -20,7 +20,7 @@ use super::{Invariant, RunContext, VariantResult, VariantSink};
 use crate::cpu;
 use crate::drive::{DriveOutcome, DriveSpec, drive};
 use crate::load::reference::{self, ReferenceConfig, ReferenceReport};
-use crate::metrics::{Direction, Metric, latency_metrics};
+use crate::metrics::{Direction, Metric, count, latency_metrics, ratio};
 use crate::profile::{
     MsgId, PublishScenarioPlan, Rate, RatePer, Reference, ScenarioPlan, SizePlan, format_duration,
 };
@@ -278,31 +278,13 @@ fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) -> Figu
     }
     let retries = o.sends_sum(|s| s.retries);
     let late = o.sends_sum(|s| s.late_retries);
-    r.metrics.push(Metric::new(
-        "duplicates_injected",
-        "count",
-        retries as f64,
-        Direction::None,
-    ));
-    r.metrics.push(Metric::new(
-        "duplicates_flagged",
-        "count",
-        o.acks_sum(|a| a.duplicates) as f64,
-        Direction::None,
-    ));
+    r.metrics.push(count("duplicates_injected", retries));
+    r.metrics
+        .push(count("duplicates_flagged", o.acks_sum(|a| a.duplicates)));
     if late > 0 {
-        r.metrics.push(Metric::new(
-            "late_retries",
-            "count",
-            late as f64,
-            Direction::None,
-        ));
-        r.metrics.push(Metric::new(
-            "late_retries_stored",
-            "count",
-            o.acks_sum(|a| a.late_stored) as f64,
-            Direction::None,
-        ));
+        r.metrics.push(count("late_retries", late));
+        r.metrics
+            .push(count("late_retries_stored", o.acks_sum(|a| a.late_stored)));
     }
     r.ledger = o.counts;
     r.timelines
@@ -431,18 +413,17 @@ fn compare(
     minimal: Option<Figures>,
     core: Option<Figures>,
 ) {
-    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
     if let (MsgId::Unique, Some(base)) = (msg_id, without_id) {
-        r.metrics.push(Metric::new(
+        r.metrics.push(ratio(
             "dedup_price.throughput_ratio",
-            "ratio",
-            ratio(mine.rate, base.rate),
+            mine.rate,
+            base.rate,
             Direction::Higher,
         ));
-        r.metrics.push(Metric::new(
+        r.metrics.push(ratio(
             "dedup_price.p99_ratio",
-            "ratio",
-            ratio(mine.p99_us, base.p99_us),
+            mine.p99_us,
+            base.p99_us,
             Direction::Lower,
         ));
         r.metrics.push(Metric::new(
@@ -461,30 +442,30 @@ fn compare(
         }
     }
     if let Some(m) = minimal {
-        r.metrics.push(Metric::new(
+        r.metrics.push(ratio(
             "vs_minimal.throughput_ratio",
-            "ratio",
-            ratio(mine.rate, m.rate),
+            mine.rate,
+            m.rate,
             Direction::Higher,
         ));
-        r.metrics.push(Metric::new(
+        r.metrics.push(ratio(
             "vs_minimal.client_cpu_ratio",
-            "ratio",
-            ratio(mine.client_us_per_msg, m.client_us_per_msg),
+            mine.client_us_per_msg,
+            m.client_us_per_msg,
             Direction::Lower,
         ));
         if mine.rate < 0.95 * m.rate {
             r.warnings.push(format!(
                 "jsbench's publisher reached {:.0}% of the minimal async-nats loop's rate (target: 95%)",
-                100.0 * ratio(mine.rate, m.rate)
+                100.0 * mine.rate / m.rate
             ));
         }
     }
     if let Some(c) = core {
-        r.metrics.push(Metric::new(
+        r.metrics.push(ratio(
             "vs_core.throughput_ratio",
-            "ratio",
-            ratio(mine.rate, c.rate),
+            mine.rate,
+            c.rate,
             Direction::None,
         ));
     }

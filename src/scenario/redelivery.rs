@@ -21,7 +21,7 @@ use super::{Invariant, RunContext, VariantResult, VariantSink, checks};
 use crate::advisory::{Advisories, AdvisoryWatch};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
 use crate::fates::{self, Analysis};
-use crate::metrics::{Direction, Metric, latency_metrics};
+use crate::metrics::{Direction, Metric, count, latency_metrics, ratio};
 use crate::profile::{BehaviourPlan, RedeliveryPlan, ScenarioPlan, format_duration};
 use crate::provision::{placement, pull_config, stream_config};
 
@@ -145,29 +145,15 @@ async fn run_variant(
 
     // Drive.
     let behaviour = Arc::new(behaviour);
-    let spec = DriveSpec {
-        label: format!("{scenario} {variant}"),
-        subjects: vec![format!("{base}.0")],
-        stream: stream_name.clone(),
-        publish: plan.publish.clone(),
-        consumer: Some(ConsumerSpec {
-            durable,
-            plan: c.clone(),
-            behaviour: behaviour.clone(),
-            log_events: true,
-            sample_every: Some(SAMPLE_EVERY),
-            crash: None,
-        }),
-        rate: Some(plan.rate),
-        count: None,
-        preloaded: 0,
-        warmup: plan.common.warmup,
-        duration: plan.common.duration,
-        drain_timeout: plan.common.drain_timeout,
-        msg_id_prefix: String::new(),
-        seed: plan.rate,
-        fault: None,
-    };
+    let spec = DriveSpec::paced(
+        format!("{scenario} {variant}"),
+        &stream_name,
+        format!("{base}.0"),
+        &plan.publish,
+        &plan.common,
+        plan.rate,
+        ConsumerSpec::observed(durable, c.clone(), behaviour.clone(), SAMPLE_EVERY),
+    );
     let outcome = drive(ctx, &spec).await;
     // Advisories for the last exhausted messages follow their final deadline.
     let advisories = watch.finish(Duration::from_millis(500)).await;
@@ -199,7 +185,6 @@ fn measure(
     baseline: Option<Figures>,
     r: &mut VariantResult,
 ) -> Figures {
-    let count = |name: &str, v: u64| Metric::new(name, "count", v as f64, Direction::None);
     r.metrics.push(Metric::new(
         "publish_rate",
         "msg/s",
@@ -234,7 +219,7 @@ fn measure(
     ));
     for (n, messages) in &a.delivered_times {
         r.metrics
-            .push(count(&format!("messages_delivered_{n}x"), *messages));
+            .push(count(format!("messages_delivered_{n}x"), *messages));
     }
     let (metrics, histograms) = a.delay_metrics();
     r.metrics.extend(metrics);
@@ -263,23 +248,22 @@ fn measure(
         completion: o.drain_time,
     };
     if let Some(b) = baseline {
-        let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
-        r.metrics.push(Metric::new(
+        r.metrics.push(ratio(
             "overhead.e2e_p50_ratio",
-            "ratio",
-            ratio(mine.e2e_p50_us, b.e2e_p50_us),
+            mine.e2e_p50_us,
+            b.e2e_p50_us,
             Direction::Lower,
         ));
-        r.metrics.push(Metric::new(
+        r.metrics.push(ratio(
             "overhead.e2e_p99_ratio",
-            "ratio",
-            ratio(mine.e2e_p99_us, b.e2e_p99_us),
+            mine.e2e_p99_us,
+            b.e2e_p99_us,
             Direction::Lower,
         ));
-        r.metrics.push(Metric::new(
+        r.metrics.push(ratio(
             "overhead.deliveries_ratio",
-            "ratio",
-            ratio(mine.deliveries_per_message, b.deliveries_per_message),
+            mine.deliveries_per_message,
+            b.deliveries_per_message,
             Direction::Lower,
         ));
         r.metrics.push(Metric::new(

@@ -31,7 +31,7 @@ use super::{Invariant, RunContext, VariantResult, VariantSink};
 use crate::drive::{DriveOutcome, DriveSpec, drive};
 use crate::histogram::Recorder;
 use crate::ledger::{Event, LedgerCounts};
-use crate::metrics::{Direction, Metric, latency_metrics};
+use crate::metrics::{Direction, Metric, count, latency_metrics};
 use crate::profile::{
     ArrivalPlan, ReplayDeliver, ReplayPace, ReplayPlan, ReplayReader, ScenarioPlan, Storage,
     format_duration,
@@ -519,10 +519,6 @@ fn live_spec(plan: &ReplayPlan, t: &Target<'_>, variant: &str) -> DriveSpec {
     }
 }
 
-fn count(name: &str, value: u64) -> Metric {
-    Metric::new(name, "count", value as f64, Direction::None)
-}
-
 fn ms(name: &str, ns: u64) -> Metric {
     Metric::new(name, "ms", ns as f64 / 1e6, Direction::Lower)
 }
@@ -747,7 +743,7 @@ fn pacing_metrics(p: &Pacing, r: &mut VariantResult) {
         }
         let prefix = format!("gap_error_by_gap.{}", class.name);
         r.metrics
-            .push(count(&format!("{prefix}.count"), errors.count()));
+            .push(count(format!("{prefix}.count"), errors.count()));
         r.metrics.push(Metric::new(
             format!("{prefix}.p50"),
             "us",

@@ -11,15 +11,14 @@
 //! the stream back, that every message that got a PubAck is still there,
 //! that nothing was stored twice, and that consumers lost nothing.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
 use super::{Invariant, RunContext, VariantResult, VariantSink, checks};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, FaultPlan, drive};
-use crate::metrics::{Direction, Metric, latency_metrics};
-use crate::profile::{BehaviourPlan, RestartPlan, ScenarioPlan, format_duration};
+use crate::metrics::{Direction, Metric, count, latency_metrics};
+use crate::profile::{RestartPlan, ScenarioPlan, format_duration};
 use crate::provision::{placement, pull_config, stream_config};
 use crate::readback::{self, ReadBack};
 
@@ -83,33 +82,23 @@ async fn run_variant(
         .await?;
 
     // Drive, with the kill and the restart.
-    let spec = DriveSpec {
-        label: format!("{scenario} {variant}"),
-        subjects: vec![format!("{base}.0")],
-        stream: stream_name.clone(),
-        publish: plan.publish.clone(),
-        consumer: Some(ConsumerSpec {
-            durable,
-            plan: plan.consumer.clone(),
-            behaviour: Arc::new(BehaviourPlan::all_ack()),
-            log_events: false,
-            sample_every: Some(SAMPLE_EVERY),
-            crash: None,
-        }),
-        rate: Some(plan.rate),
-        count: None,
-        preloaded: 0,
-        warmup: plan.common.warmup,
-        duration: plan.common.duration,
-        drain_timeout: plan.common.drain_timeout,
-        msg_id_prefix: format!("{}-{scenario}-{variant}", ctx.names.token()),
-        seed: plan.rate,
-        fault: Some(FaultPlan {
-            after: plan.kill_after,
-            node: plan.node,
-            down_for: plan.down_for,
-        }),
-    };
+    let mut consumer = ConsumerSpec::acking(durable, plan.consumer.clone());
+    consumer.sample_every = Some(SAMPLE_EVERY);
+    let mut spec = DriveSpec::paced(
+        format!("{scenario} {variant}"),
+        &stream_name,
+        format!("{base}.0"),
+        &plan.publish,
+        &plan.common,
+        plan.rate,
+        consumer,
+    );
+    spec.msg_id_prefix = format!("{}-{scenario}-{variant}", ctx.names.token());
+    spec.fault = Some(FaultPlan {
+        after: plan.kill_after,
+        node: plan.node,
+        down_for: plan.down_for,
+    });
     let outcome = drive(ctx, &spec).await;
     let info = ctx.provisioner.stream_info(&stream_name).await;
     result.streams.extend(info.as_ref().map(placement));
@@ -139,7 +128,6 @@ async fn run_variant(
 
 fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
     let ms = |ns: u64| ns as f64 / 1e6;
-    let count = |name: &str, v: u64| Metric::new(name, "count", v as f64, Direction::None);
     // Distinct messages over the schedule's span: resends are counted apart.
     let resends = o.sends_sum(|s| s.resends);
     let span = o.publish_span().as_secs_f64();

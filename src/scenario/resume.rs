@@ -16,7 +16,7 @@ use super::{Invariant, RunContext, VariantResult, VariantSink, checks};
 use crate::consume::CrashPoint;
 use crate::drive::{ConsumerSpec, CrashOutcome, CrashPlan, DriveOutcome, DriveSpec, drive};
 use crate::ledger::Event;
-use crate::metrics::{Direction, Metric, latency_metrics};
+use crate::metrics::{Direction, Metric, count, latency_metrics};
 use crate::profile::{ResumePlan, ScenarioPlan, format_duration};
 use crate::provision::{placement, pull_config, stream_config};
 
@@ -78,33 +78,26 @@ async fn run_variant(
         .await?;
 
     // Drive, with the crash and the rebind.
-    let spec = DriveSpec {
-        label: format!("{scenario} {variant}"),
-        subjects: vec![format!("{base}.0")],
-        stream: stream_name.clone(),
-        publish: plan.publish.clone(),
-        consumer: Some(ConsumerSpec {
-            durable,
-            plan: plan.consumer.clone(),
-            behaviour: Arc::new(plan.behaviour.clone()),
-            log_events: true,
-            sample_every: Some(SAMPLE_EVERY),
-            crash: Some(CrashPlan {
-                after: plan.crash_after,
-                point,
-                rebind_after: plan.rebind_after,
-            }),
-        }),
-        rate: Some(plan.rate),
-        count: None,
-        preloaded: 0,
-        warmup: plan.common.warmup,
-        duration: plan.common.duration,
-        drain_timeout: plan.common.drain_timeout,
-        msg_id_prefix: String::new(),
-        seed: plan.rate,
-        fault: None,
-    };
+    let mut consumer = ConsumerSpec::observed(
+        durable,
+        plan.consumer.clone(),
+        Arc::new(plan.behaviour.clone()),
+        SAMPLE_EVERY,
+    );
+    consumer.crash = Some(CrashPlan {
+        after: plan.crash_after,
+        point,
+        rebind_after: plan.rebind_after,
+    });
+    let spec = DriveSpec::paced(
+        format!("{scenario} {variant}"),
+        &stream_name,
+        format!("{base}.0"),
+        &plan.publish,
+        &plan.common,
+        plan.rate,
+        consumer,
+    );
     let outcome = drive(ctx, &spec).await;
     let info = ctx.provisioner.stream_info(&stream_name).await;
     let stored = info.as_ref().map(|i| i.state.messages);
@@ -173,7 +166,6 @@ impl Recovery {
 
 fn measure(o: &DriveOutcome, rec: &Recovery, r: &mut VariantResult) {
     let ms = |ns: u64| ns as f64 / 1e6;
-    let count = |name: &str, v: u64| Metric::new(name, "count", v as f64, Direction::None);
     r.metrics.push(Metric::new(
         "publish_rate",
         "msg/s",
