@@ -15,12 +15,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::{Invariant, RunContext, VariantResult, VariantSink, checks};
+use super::{Invariant, RunContext, VariantResult, VariantSink, checks, record_stream};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
 use crate::fates::{self, Analysis};
 use crate::metrics::{Direction, Metric, count, latency_metrics};
 use crate::profile::{Action, BackpressurePlan, ConsumerPlan, ScenarioPlan, format_duration};
-use crate::provision::{placement, pull_config, stream_config};
+use crate::provision::{pull_config, stream_config};
 
 /// How often consumer info is sampled while a variant runs.
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);
@@ -104,9 +104,7 @@ async fn run_variant(
         ConsumerSpec::observed(durable, consumer.clone(), behaviour.clone(), SAMPLE_EVERY),
     );
     let outcome = drive(ctx, &spec).await;
-    let info = ctx.provisioner.stream_info(&stream_name).await;
-    let stored = info.as_ref().map(|i| i.state.messages);
-    result.streams.extend(info.as_ref().map(placement));
+    let stored = record_stream(ctx, &stream_name, result).await;
     let deleted = ctx.provisioner.delete_stream(&stream_name).await;
     let outcome = outcome?;
 

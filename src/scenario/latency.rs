@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::{Invariant, RunContext, VariantResult, VariantSink, checks};
+use super::{Invariant, RunContext, VariantResult, VariantSink, checks, record_stream};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
 use crate::metrics::{Direction, Metric, latency_metrics};
 use crate::profile::{LatencyPlan, ScenarioPlan, format_duration};
-use crate::provision::{placement, pull_config, stream_config};
+use crate::provision::{pull_config, stream_config};
 
 pub async fn run(
     ctx: &RunContext,
@@ -87,9 +87,7 @@ async fn run_variant(
     );
     spec.msg_id_prefix = format!("{}-{scenario}-{variant}", ctx.names.token());
     let outcome = drive(ctx, &spec).await;
-    let info = ctx.provisioner.stream_info(&stream_name).await;
-    let stored = info.as_ref().map(|i| i.state.messages);
-    result.streams.extend(info.as_ref().map(placement));
+    let stored = record_stream(ctx, &stream_name, result).await;
     let deleted = ctx.provisioner.delete_stream(&stream_name).await;
     let outcome = outcome?;
 

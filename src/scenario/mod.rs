@@ -133,6 +133,17 @@ pub trait VariantSink {
     fn record(&mut self, scenario: &ScenarioPlan, variant: VariantResult) -> Result<()>;
 }
 
+/// How many messages a variant's stream holds after its drive, with its
+/// placement (leader, replicas) added to the results: asked whatever the
+/// drive's fate, so a failed variant still says where it ran. `None` when
+/// stream info is unavailable, which the stream-holds check reports.
+pub async fn record_stream(ctx: &RunContext, stream: &str, r: &mut VariantResult) -> Option<u64> {
+    let info = ctx.provisioner.stream_info(stream).await;
+    r.streams
+        .extend(info.as_ref().map(crate::provision::placement));
+    info.map(|i| i.state.messages)
+}
+
 /// Runs one scenario of a profile.
 pub async fn run(ctx: &RunContext, plan: &ScenarioPlan, sink: &mut dyn VariantSink) -> Result<()> {
     match plan {

@@ -16,7 +16,7 @@ use anyhow::{Context, Result};
 use async_nats::jetstream::stream;
 use futures::future::join_all;
 
-use super::{Invariant, RunContext, VariantResult, VariantSink};
+use super::{Invariant, RunContext, VariantResult, VariantSink, record_stream};
 use crate::cpu;
 use crate::drive::{DriveOutcome, DriveSpec, drive};
 use crate::load::reference::{self, ReferenceConfig, ReferenceReport};
@@ -24,7 +24,7 @@ use crate::metrics::{Direction, Metric, count, latency_metrics, ratio};
 use crate::profile::{
     MsgId, PublishScenarioPlan, Rate, RatePer, Reference, ScenarioPlan, SizePlan, format_duration,
 };
-use crate::provision::{self, placement};
+use crate::provision;
 use crate::readback::{self, Reconciliation};
 
 /// The figures a variant is compared on.
@@ -175,9 +175,7 @@ async fn run_variant(
         fault: None,
     };
     let outcome = drive(ctx, &spec).await;
-    let info = ctx.provisioner.stream_info(&stream_name).await;
-    let stored = info.as_ref().map(|i| i.state.messages);
-    result.streams.extend(info.as_ref().map(placement));
+    let stored = record_stream(ctx, &stream_name, result).await;
     let read_back = match (&outcome, plan.verify_stored) {
         (Ok(_), true) => Some(
             readback::read_stream(

@@ -17,13 +17,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::{Invariant, RunContext, VariantResult, VariantSink, checks};
+use super::{Invariant, RunContext, VariantResult, VariantSink, checks, record_stream};
 use crate::advisory::{Advisories, AdvisoryWatch};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
 use crate::fates::{self, Analysis};
 use crate::metrics::{Direction, Metric, count, latency_metrics, ratio};
 use crate::profile::{BehaviourPlan, RedeliveryPlan, ScenarioPlan, format_duration};
-use crate::provision::{placement, pull_config, stream_config};
+use crate::provision::{pull_config, stream_config};
 
 /// How often consumer info is sampled while a variant runs.
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);
@@ -157,9 +157,7 @@ async fn run_variant(
     let outcome = drive(ctx, &spec).await;
     // Advisories for the last exhausted messages follow their final deadline.
     let advisories = watch.finish(Duration::from_millis(500)).await;
-    let info = ctx.provisioner.stream_info(&stream_name).await;
-    let stored = info.as_ref().map(|i| i.state.messages);
-    result.streams.extend(info.as_ref().map(placement));
+    let stored = record_stream(ctx, &stream_name, result).await;
     let deleted = ctx.provisioner.delete_stream(&stream_name).await;
     let outcome = outcome?;
 

@@ -27,7 +27,7 @@ use async_nats::Client;
 use async_nats::jetstream::{self, consumer::DeliverPolicy, stream};
 use tokio::sync::watch;
 
-use super::{Invariant, RunContext, VariantResult, VariantSink};
+use super::{Invariant, RunContext, VariantResult, VariantSink, record_stream};
 use crate::drive::{DriveOutcome, DriveSpec, drive};
 use crate::histogram::Recorder;
 use crate::ledger::{Event, LedgerCounts};
@@ -36,7 +36,6 @@ use crate::profile::{
     ArrivalPlan, ReplayDeliver, ReplayPace, ReplayPlan, ReplayReader, ScenarioPlan, Storage,
     format_duration,
 };
-use crate::provision::placement;
 use crate::replay::pacing::{self, GAP_CLASSES, Pacing, Signed};
 use crate::replay::read::{self, Delivery, End, ReplayLog, ReplaySpec};
 use crate::replay::recording::{self, Recorded, Start, select};
@@ -249,8 +248,7 @@ async fn record(
         fault: None,
     };
     let outcome = drive(ctx, &spec).await?;
-    let info = ctx.provisioner.stream_info(t.stream).await;
-    r.streams.extend(info.as_ref().map(placement));
+    record_stream(ctx, t.stream, r).await;
     let recording = recording::read(&t.js, t.stream, 1, READ_IDLE).await?;
 
     // Measure.

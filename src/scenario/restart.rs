@@ -15,11 +15,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::{Invariant, RunContext, VariantResult, VariantSink, checks};
+use super::{Invariant, RunContext, VariantResult, VariantSink, checks, record_stream};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, FaultPlan, drive};
 use crate::metrics::{Direction, Metric, count, latency_metrics};
 use crate::profile::{RestartPlan, ScenarioPlan, format_duration};
-use crate::provision::{placement, pull_config, stream_config};
+use crate::provision::{pull_config, stream_config};
 use crate::readback::{self, ReadBack};
 
 /// How often consumer info is sampled while a variant runs.
@@ -100,8 +100,7 @@ async fn run_variant(
         down_for: plan.down_for,
     });
     let outcome = drive(ctx, &spec).await;
-    let info = ctx.provisioner.stream_info(&stream_name).await;
-    result.streams.extend(info.as_ref().map(placement));
+    record_stream(ctx, &stream_name, result).await;
     let read = match &outcome {
         Ok(_) => Some(
             readback::read_stream(

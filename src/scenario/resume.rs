@@ -12,13 +12,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::{Invariant, RunContext, VariantResult, VariantSink, checks};
+use super::{Invariant, RunContext, VariantResult, VariantSink, checks, record_stream};
 use crate::consume::CrashPoint;
 use crate::drive::{ConsumerSpec, CrashOutcome, CrashPlan, DriveOutcome, DriveSpec, drive};
 use crate::ledger::Event;
 use crate::metrics::{Direction, Metric, count, latency_metrics};
 use crate::profile::{ResumePlan, ScenarioPlan, format_duration};
-use crate::provision::{placement, pull_config, stream_config};
+use crate::provision::{pull_config, stream_config};
 
 /// How often consumer info is sampled while a variant runs.
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);
@@ -99,9 +99,7 @@ async fn run_variant(
         consumer,
     );
     let outcome = drive(ctx, &spec).await;
-    let info = ctx.provisioner.stream_info(&stream_name).await;
-    let stored = info.as_ref().map(|i| i.state.messages);
-    result.streams.extend(info.as_ref().map(placement));
+    let stored = record_stream(ctx, &stream_name, result).await;
     let deleted = ctx.provisioner.delete_stream(&stream_name).await;
     let outcome = outcome?;
 
