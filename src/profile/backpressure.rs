@@ -3,8 +3,11 @@
 use serde::Deserialize;
 
 use super::behaviour::BehaviourSection;
-use super::common::{ConsumerSection, PublishKeys, SizeSpec, Timing, common_plan, publish_plan};
-use super::{AckPolicy, BackpressurePlan, Dur, MsgId, Problems, read_section};
+use super::common::{
+    ConsumerSection, PublishKeys, SizeSpec, Timing, common_plan, publish_plan,
+    require_explicit_ack, required_rate,
+};
+use super::{BackpressurePlan, Dur, MsgId, Problems, read_section};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -42,15 +45,7 @@ pub(super) fn read(
         prefix,
         problems,
     );
-    let rate = s.rate.unwrap_or(0);
-    if s.rate.is_none() {
-        problems.push(
-            format!("{prefix}.rate"),
-            "missing; the offered load in total msg/s, e.g. rate = 2000",
-        );
-    } else {
-        problems.range(&format!("{prefix}.rate"), rate, 1, 1_000_000, " msg/s");
-    }
+    let rate = required_rate(s.rate, prefix, 2000, problems);
     let publish = publish_plan(
         PublishKeys {
             publishers: s.publishers,
@@ -62,12 +57,7 @@ pub(super) fn read(
         problems,
     );
     let consumer = s.consumer.validate(prefix, false, problems);
-    if consumer.ack != AckPolicy::Explicit {
-        problems.push(
-            format!("{prefix}.consumer.ack"),
-            "backpressure needs ack = \"explicit\"",
-        );
-    }
+    require_explicit_ack(&consumer, "backpressure", prefix, problems);
     let behaviour = s.behaviour.validate(prefix, &consumer, problems);
     let max_ack_pending = s.max_ack_pending.unwrap_or_default();
     let expiry_ack_waits: Vec<_> = s

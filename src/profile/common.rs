@@ -133,6 +133,46 @@ pub fn common_plan(
     }
 }
 
+/// A scenario's offered load in total msg/s: required, 1 to 1,000,000;
+/// `example` is a sensible value for the kind, shown when it is missing.
+pub fn required_rate(
+    rate: Option<u64>,
+    prefix: &str,
+    example: u64,
+    problems: &mut Problems,
+) -> u64 {
+    let key = format!("{prefix}.rate");
+    match rate {
+        None => {
+            problems.push(
+                key,
+                format!("missing; the offered load in total msg/s, e.g. rate = {example}"),
+            );
+            0
+        }
+        Some(rate) => {
+            problems.range(&key, rate, 1, 1_000_000, " msg/s");
+            rate
+        }
+    }
+}
+
+/// Scenarios that judge every message's fate (or its survival) need the
+/// server to track each ack: anything but explicit acks hides redeliveries.
+pub fn require_explicit_ack(
+    consumer: &ConsumerPlan,
+    kind: &str,
+    prefix: &str,
+    problems: &mut Problems,
+) {
+    if consumer.ack != AckPolicy::Explicit {
+        problems.push(
+            format!("{prefix}.consumer.ack"),
+            format!("{kind} needs ack = \"explicit\""),
+        );
+    }
+}
+
 /// Publish keys, as written in a scenario table; `None` where the scenario
 /// kind does not offer the key or the profile omits it.
 #[derive(Default)]

@@ -8,10 +8,10 @@ use serde::Deserialize;
 use super::behaviour::BehaviourSection;
 use super::common::{
     ConsumerSection, OneOrMany, PublishKeys, SizeSpec, Timing, common_plan, publish_plan,
+    require_explicit_ack, required_rate,
 };
 use super::{
-    AckPolicy, Capture, DlqHandlerPlan, DlqPlan, Dur, MsgId, OriginalGet, Problems, Retention,
-    read_section,
+    Capture, DlqHandlerPlan, DlqPlan, Dur, MsgId, OriginalGet, Problems, Retention, read_section,
 };
 
 #[derive(Deserialize)]
@@ -64,12 +64,7 @@ pub(super) fn read(table: toml::Table, prefix: &str, problems: &mut Problems) ->
         prefix,
         problems,
     );
-    let rate = s.rate.unwrap_or(0);
-    if s.rate.is_none() {
-        problems.push(key("rate"), "missing; total msg/s, e.g. rate = 500");
-    } else {
-        problems.range(&key("rate"), rate, 1, 1_000_000, " msg/s");
-    }
+    let rate = required_rate(s.rate, prefix, 500, problems);
     // Ids by default: the copies must show that Nats-Msg-Id was dropped.
     let publish = publish_plan(
         PublishKeys {
@@ -83,9 +78,7 @@ pub(super) fn read(table: toml::Table, prefix: &str, problems: &mut Problems) ->
         problems,
     );
     let consumer = s.consumer.validate(prefix, false, problems);
-    if consumer.ack != AckPolicy::Explicit {
-        problems.push(key("consumer.ack"), "dlq needs ack = \"explicit\"");
-    }
+    require_explicit_ack(&consumer, "dlq", prefix, problems);
     let behaviour = s.behaviour.validate(prefix, &consumer, problems);
     let terminated = s.terminated.unwrap_or(false);
     let fraction = |name: &str| {

@@ -3,8 +3,11 @@
 use serde::Deserialize;
 
 use super::behaviour::BehaviourSection;
-use super::common::{ConsumerSection, PublishKeys, SizeSpec, Timing, common_plan, publish_plan};
-use super::{AckPolicy, Dur, MsgId, Problems, RedeliveryPlan, read_section};
+use super::common::{
+    ConsumerSection, PublishKeys, SizeSpec, Timing, common_plan, publish_plan,
+    require_explicit_ack, required_rate,
+};
+use super::{Dur, MsgId, Problems, RedeliveryPlan, read_section};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -40,15 +43,7 @@ pub(super) fn read(
         prefix,
         problems,
     );
-    let rate = s.rate.unwrap_or(0);
-    if s.rate.is_none() {
-        problems.push(
-            format!("{prefix}.rate"),
-            "missing; total msg/s, e.g. rate = 200",
-        );
-    } else {
-        problems.range(&format!("{prefix}.rate"), rate, 1, 1_000_000, " msg/s");
-    }
+    let rate = required_rate(s.rate, prefix, 200, problems);
     let publish = publish_plan(
         PublishKeys {
             publishers: s.publishers,
@@ -60,12 +55,7 @@ pub(super) fn read(
         problems,
     );
     let consumer = s.consumer.validate(prefix, false, problems);
-    if consumer.ack != AckPolicy::Explicit {
-        problems.push(
-            format!("{prefix}.consumer.ack"),
-            "redelivery needs ack = \"explicit\"",
-        );
-    }
+    require_explicit_ack(&consumer, "redelivery", prefix, problems);
     let behaviour = s.behaviour.validate(prefix, &consumer, problems);
     if s.drain_timeout.is_none() {
         // Long enough for a message to run through every planned delay.

@@ -4,8 +4,11 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::common::{ConsumerSection, PublishKeys, SizeSpec, Timing, common_plan, publish_plan};
-use super::{AckPolicy, Dur, MsgId, Problems, RestartPlan, read_section};
+use super::common::{
+    ConsumerSection, PublishKeys, SizeSpec, Timing, common_plan, publish_plan,
+    require_explicit_ack, required_rate,
+};
+use super::{Dur, MsgId, Problems, RestartPlan, read_section};
 use crate::drive::FaultNode;
 
 #[derive(Deserialize)]
@@ -46,12 +49,7 @@ pub(super) fn read(
         prefix,
         problems,
     );
-    let rate = s.rate.unwrap_or(0);
-    if s.rate.is_none() {
-        problems.push(key("rate"), "missing; total msg/s, e.g. rate = 500");
-    } else {
-        problems.range(&key("rate"), rate, 1, 1_000_000, " msg/s");
-    }
+    let rate = required_rate(s.rate, prefix, 500, problems);
     let down_for = s.down_for.map(|d| d.0).unwrap_or(Duration::from_secs(1));
     problems.range(
         &key("down_for"),
@@ -88,9 +86,7 @@ pub(super) fn read(
     );
     publish.resend_after = Some(resend_after);
     let consumer = s.consumer.validate(prefix, false, problems);
-    if consumer.ack != AckPolicy::Explicit {
-        problems.push(key("consumer.ack"), "restart needs ack = \"explicit\"");
-    }
+    require_explicit_ack(&consumer, "restart", prefix, problems);
     let kill_after = s.kill_after.map(|d| d.0).unwrap_or_default();
     if s.kill_after.is_none() {
         problems.push(

@@ -7,8 +7,9 @@ use serde::Deserialize;
 use super::behaviour::BehaviourSection;
 use super::common::{
     ConsumerSection, OneOrMany, PublishKeys, SizeSpec, Timing, common_plan, publish_plan,
+    require_explicit_ack, required_rate,
 };
-use super::{AckPolicy, Dur, MsgId, Problems, ResumePlan, read_section};
+use super::{Dur, MsgId, Problems, ResumePlan, read_section};
 use crate::consume::CrashPoint;
 
 #[derive(Deserialize)]
@@ -48,12 +49,7 @@ pub(super) fn read(
         prefix,
         problems,
     );
-    let rate = s.rate.unwrap_or(0);
-    if s.rate.is_none() {
-        problems.push(key("rate"), "missing; total msg/s, e.g. rate = 300");
-    } else {
-        problems.range(&key("rate"), rate, 1, 1_000_000, " msg/s");
-    }
+    let rate = required_rate(s.rate, prefix, 300, problems);
     let publish = publish_plan(
         PublishKeys {
             publishers: s.publishers,
@@ -65,9 +61,7 @@ pub(super) fn read(
         problems,
     );
     let consumer = s.consumer.validate(prefix, false, problems);
-    if consumer.ack != AckPolicy::Explicit {
-        problems.push(key("consumer.ack"), "resume needs ack = \"explicit\"");
-    }
+    require_explicit_ack(&consumer, "resume", prefix, problems);
     // With one client, what the server holds unacked after the crash is
     // exactly what the crashed client took with it.
     if consumer.consumers != 1 {

@@ -147,6 +147,42 @@ fn missing_rates_and_duration_are_named() {
 }
 
 #[test]
+fn fate_judging_kinds_need_a_rate_and_explicit_acks() {
+    // restart also needs kill_after; every other key has a default.
+    for (kind, extra) in [
+        ("redelivery", ""),
+        ("backpressure", ""),
+        ("dlq", ""),
+        ("resume", ""),
+        ("restart", "kill_after = \"1s\"\n"),
+    ] {
+        let ps = problems(&format!(
+            "name = \"t\"\n[[scenario]]\nkind = \"{kind}\"\nduration = \"2s\"\n{extra}\
+             [scenario.consumer]\nack = \"none\"\n"
+        ));
+        let at = |path: &str| {
+            ps.iter()
+                .find(|p| p.path == path)
+                .map(|p| p.message.clone())
+        };
+        let rate = at("scenario[0].rate").unwrap_or_else(|| panic!("{kind}: {ps:?}"));
+        assert!(
+            rate.contains("missing; the offered load in total msg/s, e.g. rate = "),
+            "{rate}"
+        );
+        let ack = at("scenario[0].consumer.ack").unwrap_or_else(|| panic!("{kind}: {ps:?}"));
+        assert_eq!(ack, format!("{kind} needs ack = \"explicit\""));
+        let ps = problems(&format!(
+            "name = \"t\"\n[[scenario]]\nkind = \"{kind}\"\nduration = \"2s\"\nrate = 0\n{extra}"
+        ));
+        assert!(
+            ps.iter().any(|p| p.path == "scenario[0].rate"),
+            "{kind}: a zero rate is refused: {ps:?}"
+        );
+    }
+}
+
+#[test]
 fn syntax_errors_carry_a_line() {
     let p = only_problem("name = \"t\"\n[[scenario]\n");
     assert_eq!(p.line, Some(2), "{p:?}");
