@@ -156,6 +156,16 @@ fn us(v: &VariantReport, name: &str) -> String {
     value(v, name).map(format_us).unwrap_or_else(|| "-".into())
 }
 
+/// A metric in ms, shown on the µs-to-seconds scale of the latencies.
+fn ms(v: &VariantReport, name: &str) -> String {
+    value(v, name).map_or("-".into(), |ms| format_us(ms * 1e3))
+}
+
+/// A count, without decimals.
+fn whole(v: &VariantReport, name: &str) -> String {
+    value(v, name).map_or("-".into(), |x| format!("{x:.0}"))
+}
+
 fn rate(v: &VariantReport, name: &str) -> String {
     value(v, name)
         .map(format_rate)
@@ -194,6 +204,10 @@ fn columns(kind: &str) -> Vec<Column> {
     let achieved = Column {
         header: "achieved/s",
         cell: |v| rate(v, "publish_rate"),
+    };
+    let lost = Column {
+        header: "lost",
+        cell: |v| v.ledger.lost.to_string(),
     };
     let end = Column {
         header: "verdict",
@@ -269,45 +283,36 @@ fn columns(kind: &str) -> Vec<Column> {
                 header: "p99",
                 cell: |v| us(v, "double_ack_rtt.p99"),
             },
-            Column {
-                header: "lost",
-                cell: |v| v.ledger.lost.to_string(),
-            },
+            lost,
             end,
         ],
         "resume" => vec![
             variant,
             Column {
                 header: "unacked at crash",
-                cell: |v| value(v, "unacked_at_crash").map_or("-".into(), |x| format!("{x:.0}")),
+                cell: |v| whole(v, "unacked_at_crash"),
             },
             Column {
                 header: "redelivered",
-                cell: |v| value(v, "redelivered").map_or("-".into(), |x| format!("{x:.0}")),
+                cell: |v| whole(v, "redelivered"),
             },
             Column {
                 header: "ran twice",
-                cell: |v| value(v, "work_ran_twice").map_or("-".into(), |x| format!("{x:.0}")),
+                cell: |v| whole(v, "work_ran_twice"),
             },
             Column {
                 header: "resumed after",
-                cell: |v| value(v, "time_to_resume").map_or("-".into(), |ms| format_us(ms * 1e3)),
+                cell: |v| ms(v, "time_to_resume"),
             },
             Column {
                 header: "redelivered after",
-                cell: |v| {
-                    value(v, "time_to_first_redelivery")
-                        .map_or("-".into(), |ms| format_us(ms * 1e3))
-                },
+                cell: |v| ms(v, "time_to_first_redelivery"),
             },
             Column {
                 header: "e2e max after",
                 cell: |v| us(v, "e2e_latency_after_rebind.max"),
             },
-            Column {
-                header: "lost",
-                cell: |v| v.ledger.lost.to_string(),
-            },
+            lost,
             end,
         ],
         "restart" => vec![
@@ -324,22 +329,19 @@ fn columns(kind: &str) -> Vec<Column> {
             },
             Column {
                 header: "outage pub",
-                cell: |v| value(v, "outage.publish").map_or("-".into(), |ms| format_us(ms * 1e3)),
+                cell: |v| ms(v, "outage.publish"),
             },
             Column {
                 header: "outage consume",
-                cell: |v| value(v, "outage.consume").map_or("-".into(), |ms| format_us(ms * 1e3)),
+                cell: |v| ms(v, "outage.consume"),
             },
             Column {
                 header: "election",
-                cell: |v| value(v, "election_gap").map_or("-".into(), |ms| format_us(ms * 1e3)),
+                cell: |v| ms(v, "election_gap"),
             },
             Column {
                 header: "acks after restart",
-                cell: |v| {
-                    value(v, "acks_resumed_after_restart")
-                        .map_or("-".into(), |ms| format_us(ms * 1e3))
-                },
+                cell: |v| ms(v, "acks_resumed_after_restart"),
             },
             Column {
                 header: "resends (found stored)",
@@ -352,21 +354,18 @@ fn columns(kind: &str) -> Vec<Column> {
                 header: "pubAck p99",
                 cell: |v| us(v, "pub_ack_latency.p99"),
             },
-            Column {
-                header: "lost",
-                cell: |v| v.ledger.lost.to_string(),
-            },
+            lost,
             end,
         ],
         "replay" => vec![
             variant,
             Column {
                 header: "msgs",
-                cell: |v| value(v, "messages").map_or("-".into(), |x| format!("{x:.0}")),
+                cell: |v| whole(v, "messages"),
             },
             Column {
                 header: "first",
-                cell: |v| value(v, "first_seq").map_or("-".into(), |x| format!("{x:.0}")),
+                cell: |v| whole(v, "first_seq"),
             },
             Column {
                 header: "msg/s",
@@ -388,9 +387,7 @@ fn columns(kind: &str) -> Vec<Column> {
             },
             Column {
                 header: "to tail",
-                cell: |v| {
-                    value(v, "time_to_live_tail").map_or("-".into(), |ms| format_us(ms * 1e3))
-                },
+                cell: |v| ms(v, "time_to_live_tail"),
             },
             Column {
                 header: "gap err p50",
@@ -408,10 +405,7 @@ fn columns(kind: &str) -> Vec<Column> {
                 header: "ratio",
                 cell: |v| value(v, "duration_ratio").map_or("-".into(), |x| format!("x{x:.3}")),
             },
-            Column {
-                header: "lost",
-                cell: |v| v.ledger.lost.to_string(),
-            },
+            lost,
             end,
         ],
         "backpressure" => vec![
@@ -516,10 +510,7 @@ fn columns(kind: &str) -> Vec<Column> {
                     _ => "-".into(),
                 },
             },
-            Column {
-                header: "lost",
-                cell: |v| v.ledger.lost.to_string(),
-            },
+            lost,
             end,
         ],
         "dlq" => vec![
@@ -563,10 +554,7 @@ fn columns(kind: &str) -> Vec<Column> {
                 header: "handler/s",
                 cell: |v| rate(v, "handler_capacity"),
             },
-            Column {
-                header: "lost",
-                cell: |v| v.ledger.lost.to_string(),
-            },
+            lost,
             end,
         ],
         _ => vec![
@@ -601,10 +589,7 @@ fn columns(kind: &str) -> Vec<Column> {
                 header: "p99",
                 cell: |v| us(v, "pub_ack_latency.p99"),
             },
-            Column {
-                header: "lost",
-                cell: |v| v.ledger.lost.to_string(),
-            },
+            lost,
             end,
         ],
     }
@@ -666,7 +651,7 @@ fn comparisons(v: &VariantReport) -> Vec<String> {
     ) {
         lines.push(format!(
             "overhead vs baseline: deliveries x{d:.2}, e2e p50 x{p50:.2}, p99 x{p99:.2}, completion +{}",
-            value(v, "overhead.completion_time").map_or("-".into(), |ms| format_us(ms * 1e3))
+            ms(v, "overhead.completion_time")
         ));
     }
     if let (Some(advisory), Some(handler)) = (
