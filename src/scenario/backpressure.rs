@@ -15,12 +15,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::{Invariant, RunContext, VariantResult, VariantSink, checks, record_stream};
+use super::{
+    Invariant, RunContext, VariantNames, VariantResult, VariantSink, checks, provision_durable,
+    record_stream,
+};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
 use crate::fates::{self, Analysis};
 use crate::metrics::{Direction, Metric, count, latency_metrics};
 use crate::profile::{Action, BackpressurePlan, ConsumerPlan, ScenarioPlan, format_duration};
-use crate::provision::{pull_config, stream_config};
 
 /// How often consumer info is sampled while a variant runs.
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);
@@ -81,16 +83,11 @@ async fn run_variant(
 ) -> Result<()> {
     // Provision.
     let variant = result.name.clone();
-    let stream_name = ctx.names.stream(scenario, &variant);
-    let base = ctx.names.subject(scenario, &variant);
-    let durable = ctx.names.durable(scenario, &variant);
-    let stream = ctx
-        .provisioner
-        .create_stream(stream_config(&stream_name, &base, &ctx.server))
-        .await?;
-    ctx.provisioner
-        .create_consumer(&stream, pull_config(&durable, consumer, &base))
-        .await?;
+    let VariantNames {
+        stream: stream_name,
+        base,
+        durable,
+    } = provision_durable(ctx, scenario, &variant, consumer).await?;
 
     // Drive.
     let behaviour = Arc::new(plan.behaviour.clone());

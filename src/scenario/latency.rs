@@ -11,11 +11,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::{Invariant, RunContext, VariantResult, VariantSink, checks, record_stream};
+use super::{
+    Invariant, RunContext, VariantNames, VariantResult, VariantSink, checks, provision_durable,
+    record_stream,
+};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
 use crate::metrics::{Direction, Metric, latency_metrics};
 use crate::profile::{LatencyPlan, ScenarioPlan, format_duration};
-use crate::provision::{pull_config, stream_config};
 
 pub async fn run(
     ctx: &RunContext,
@@ -64,16 +66,11 @@ async fn run_variant(
 ) -> Result<()> {
     // Provision.
     let variant = result.name.clone();
-    let stream_name = ctx.names.stream(scenario, &variant);
-    let base = ctx.names.subject(scenario, &variant);
-    let durable = ctx.names.durable(scenario, &variant);
-    let stream = ctx
-        .provisioner
-        .create_stream(stream_config(&stream_name, &base, &ctx.server))
-        .await?;
-    ctx.provisioner
-        .create_consumer(&stream, pull_config(&durable, &plan.consumer, &base))
-        .await?;
+    let VariantNames {
+        stream: stream_name,
+        base,
+        durable,
+    } = provision_durable(ctx, scenario, &variant, &plan.consumer).await?;
 
     // Drive.
     let mut spec = DriveSpec::paced(

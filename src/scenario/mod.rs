@@ -133,6 +133,44 @@ pub trait VariantSink {
     fn record(&mut self, scenario: &ScenarioPlan, variant: VariantResult) -> Result<()>;
 }
 
+/// The names of a variant's stream, its subjects and its durable.
+pub struct VariantNames {
+    pub stream: String,
+    /// Subjects are `<base>.<n>`.
+    pub base: String,
+    pub durable: String,
+}
+
+/// The provision step most scenarios share: the variant's stream (storage
+/// and replicas from the server plan) and one pull durable reading it.
+pub async fn provision_durable(
+    ctx: &RunContext,
+    scenario: &str,
+    variant: &str,
+    consumer: &crate::profile::ConsumerPlan,
+) -> Result<VariantNames> {
+    let names = VariantNames {
+        stream: ctx.names.stream(scenario, variant),
+        base: ctx.names.subject(scenario, variant),
+        durable: ctx.names.durable(scenario, variant),
+    };
+    let stream = ctx
+        .provisioner
+        .create_stream(crate::provision::stream_config(
+            &names.stream,
+            &names.base,
+            &ctx.server,
+        ))
+        .await?;
+    ctx.provisioner
+        .create_consumer(
+            &stream,
+            crate::provision::pull_config(&names.durable, consumer, &names.base),
+        )
+        .await?;
+    Ok(names)
+}
+
 /// How many messages a variant's stream holds after its drive, with its
 /// placement (leader, replicas) added to the results: asked whatever the
 /// drive's fate, so a failed variant still says where it ran. `None` when

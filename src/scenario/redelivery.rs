@@ -17,13 +17,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::{Invariant, RunContext, VariantResult, VariantSink, checks, record_stream};
+use super::{
+    Invariant, RunContext, VariantNames, VariantResult, VariantSink, checks, provision_durable,
+    record_stream,
+};
 use crate::advisory::{Advisories, AdvisoryWatch};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
 use crate::fates::{self, Analysis};
 use crate::metrics::{Direction, Metric, count, latency_metrics, ratio};
 use crate::profile::{BehaviourPlan, RedeliveryPlan, ScenarioPlan, format_duration};
-use crate::provision::{pull_config, stream_config};
 
 /// How often consumer info is sampled while a variant runs.
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);
@@ -125,17 +127,12 @@ async fn run_variant(
 ) -> Result<Figures> {
     // Provision.
     let variant = result.name.clone();
-    let stream_name = ctx.names.stream(scenario, &variant);
-    let base = ctx.names.subject(scenario, &variant);
-    let durable = ctx.names.durable(scenario, &variant);
-    let stream = ctx
-        .provisioner
-        .create_stream(stream_config(&stream_name, &base, &ctx.server))
-        .await?;
     let c = &plan.consumer;
-    ctx.provisioner
-        .create_consumer(&stream, pull_config(&durable, c, &base))
-        .await?;
+    let VariantNames {
+        stream: stream_name,
+        base,
+        durable,
+    } = provision_durable(ctx, scenario, &variant, c).await?;
     let watch = AdvisoryWatch::start(
         &ctx.provisioner.jetstream().client(),
         &stream_name,

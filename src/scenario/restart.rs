@@ -15,11 +15,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::{Invariant, RunContext, VariantResult, VariantSink, checks, record_stream};
+use super::{
+    Invariant, RunContext, VariantNames, VariantResult, VariantSink, checks, provision_durable,
+    record_stream,
+};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, FaultPlan, drive};
 use crate::metrics::{Direction, Metric, count, latency_metrics};
 use crate::profile::{RestartPlan, ScenarioPlan, format_duration};
-use crate::provision::{pull_config, stream_config};
 use crate::readback::{self, ReadBack};
 
 /// How often consumer info is sampled while a variant runs.
@@ -70,16 +72,11 @@ async fn run_variant(
     }
     // Provision.
     let variant = result.name.clone();
-    let stream_name = ctx.names.stream(scenario, &variant);
-    let base = ctx.names.subject(scenario, &variant);
-    let durable = ctx.names.durable(scenario, &variant);
-    let stream = ctx
-        .provisioner
-        .create_stream(stream_config(&stream_name, &base, &ctx.server))
-        .await?;
-    ctx.provisioner
-        .create_consumer(&stream, pull_config(&durable, &plan.consumer, &base))
-        .await?;
+    let VariantNames {
+        stream: stream_name,
+        base,
+        durable,
+    } = provision_durable(ctx, scenario, &variant, &plan.consumer).await?;
 
     // Drive, with the kill and the restart.
     let mut consumer = ConsumerSpec::acking(durable, plan.consumer.clone());

@@ -12,13 +12,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::{Invariant, RunContext, VariantResult, VariantSink, checks, record_stream};
+use super::{
+    Invariant, RunContext, VariantNames, VariantResult, VariantSink, checks, provision_durable,
+    record_stream,
+};
 use crate::consume::CrashPoint;
 use crate::drive::{ConsumerSpec, CrashOutcome, CrashPlan, DriveOutcome, DriveSpec, drive};
 use crate::ledger::Event;
 use crate::metrics::{Direction, Metric, count, latency_metrics};
 use crate::profile::{ResumePlan, ScenarioPlan, format_duration};
-use crate::provision::{pull_config, stream_config};
 
 /// How often consumer info is sampled while a variant runs.
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);
@@ -66,16 +68,11 @@ async fn run_variant(
 ) -> Result<()> {
     // Provision.
     let variant = result.name.clone();
-    let stream_name = ctx.names.stream(scenario, &variant);
-    let base = ctx.names.subject(scenario, &variant);
-    let durable = ctx.names.durable(scenario, &variant);
-    let stream = ctx
-        .provisioner
-        .create_stream(stream_config(&stream_name, &base, &ctx.server))
-        .await?;
-    ctx.provisioner
-        .create_consumer(&stream, pull_config(&durable, &plan.consumer, &base))
-        .await?;
+    let VariantNames {
+        stream: stream_name,
+        base,
+        durable,
+    } = provision_durable(ctx, scenario, &variant, &plan.consumer).await?;
 
     // Drive, with the crash and the rebind.
     let mut consumer = ConsumerSpec::observed(
