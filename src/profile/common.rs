@@ -133,6 +133,15 @@ pub fn common_plan(
     }
 }
 
+/// Whether a list names one value twice (a rate, a policy): a variant
+/// would run twice under one name.
+pub fn has_repeats<T: PartialEq>(items: &[T]) -> bool {
+    items
+        .iter()
+        .enumerate()
+        .any(|(i, a)| items[..i].contains(a))
+}
+
 /// A scenario's offered load in total msg/s: required, 1 to 1,000,000;
 /// `example` is a sensible value for the kind, shown when it is missing.
 pub fn required_rate(

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::common::{
-    OneOrMany, PublishKeys, RateSpec, SizeSpec, Timing, common_plan, publish_plan,
+    OneOrMany, PublishKeys, RateSpec, SizeSpec, Timing, common_plan, has_repeats, publish_plan,
 };
 use super::{
     Dur, MsgId, Problems, PublishMode, PublishScenarioPlan, Rate, RatePer, Reference, read_section,
@@ -176,11 +176,4 @@ pub(super) fn read(
         reference,
         verify_stored: s.verify_stored.unwrap_or(true),
     })
-}
-
-fn has_repeats<T: PartialEq>(items: &[T]) -> bool {
-    items
-        .iter()
-        .enumerate()
-        .any(|(i, a)| items[..i].contains(a))
 }

@@ -8,7 +8,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::arrival::ArrivalSpec;
-use super::common::{OneOrMany, PublishKeys, SizeSpec, Timing, common_plan, publish_plan};
+use super::common::{
+    OneOrMany, PublishKeys, SizeSpec, Timing, common_plan, has_repeats, publish_plan,
+};
 use super::{
     ArrivalPlan, CommonPlan, Dur, MsgId, Problems, PublishPlan, format_duration, read_section,
 };
@@ -382,13 +384,6 @@ pub(super) fn read(
         live_rate,
         live_duration,
     })
-}
-
-fn has_repeats<T: PartialEq>(items: &[T]) -> bool {
-    items
-        .iter()
-        .enumerate()
-        .any(|(i, a)| items[..i].contains(a))
 }
 
 #[cfg(test)]
