@@ -253,7 +253,7 @@ pub fn main() -> i32 {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
-            error::exit_code(&e)
+            exit_code(&e)
         }
     }
 }
@@ -435,4 +435,16 @@ fn serve(cluster: Option<usize>) -> Result<i32> {
     runtime.block_on(interrupts.next());
     drop(server);
     Ok(EXIT_OK)
+}
+
+/// The exit status for an error that ended a command: a usage error or a
+/// profile that cannot be run anywhere in its chain is bad input.
+pub fn exit_code(error: &anyhow::Error) -> i32 {
+    let usage = error.chain().any(|cause| {
+        cause.downcast_ref::<UsageError>().is_some()
+            || cause
+                .downcast_ref::<profile::ProfileError>()
+                .is_some()
+    });
+    if usage { error::EXIT_USAGE } else { error::EXIT_FAILED }
 }

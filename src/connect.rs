@@ -8,10 +8,8 @@
 
 pub mod context;
 pub mod options;
-pub mod url;
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -24,29 +22,9 @@ use crate::results::summary::{ConnectionInfo, NodeInfo};
 pub use options::{
     ConnectionFlags, ConnectionRequest, Environment, Resolution, resolve, resolve_all,
 };
-pub use url::redact;
-
-/// A password, token or key: compared and cloned like a string, but shown
-/// as `***` by `Debug`, so no log line or error can carry it by accident.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Self {
-        Secret(value.into())
-    }
-
-    /// The value itself, for the one place that sends it to the server.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(***)")
-    }
-}
+pub use crate::secret::Secret;
+pub use crate::url::redact;
+use crate::url;
 
 /// How the client proves who it is; one method per connection, as natscli
 /// picks one.

@@ -17,14 +17,16 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock;
 use crate::consume::{
-    self, ConsumerConfig, ConsumerProgress, ConsumerReport, Crash, CrashPoint, CrashReport,
+    self, ConsumerConfig, ConsumerProgress, ConsumerReport, Crash, CrashReport,
     DeliveryEvent,
 };
 use crate::cpu;
 use crate::histogram::Recorder;
 use crate::ledger::{LedgerCounts, LedgerShard};
 use crate::load::{AckReport, Publisher, PublisherConfig, RetryPlan, SendReport, Timing};
-use crate::profile::{BehaviourPlan, CommonPlan, ConsumerPlan, PublishPlan, late_retry_margin};
+use crate::profile::{
+    BehaviourPlan, CommonPlan, ConsumerPlan, CrashPoint, FaultNode, PublishPlan, late_retry_margin,
+};
 use crate::scenario::RunContext;
 use crate::schedule::Schedule;
 use crate::timeline::Timeline;
@@ -67,15 +69,6 @@ pub struct FaultPlan {
     pub node: FaultNode,
     /// From the kill to the restart.
     pub down_for: Duration,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FaultNode {
-    /// The server (node 0 of a cluster).
-    Server,
-    /// The node leading the variant's stream.
-    Leader,
 }
 
 /// What the kill and the restart looked like.
@@ -193,7 +186,7 @@ impl DriveSpec {
     /// (`publish.arrival`, over warm-up plus duration; `rate` is its mean),
     /// or `None` for the steady schedule at `rate`.
     pub fn arrivals(&self) -> Option<Arc<[u64]>> {
-        crate::load::arrival_offsets(
+        crate::profile::arrival_offsets(
             &self.publish.arrival,
             self.rate,
             self.warmup + self.duration,

@@ -1,5 +1,7 @@
-//! How failures map to exit statuses, so scripts and CI can tell a bad
-//! command line from a failed benchmark.
+//! Exit statuses, so scripts and CI can tell a bad command line from a
+//! failed benchmark, and the error that marks input the user must fix.
+//! Which error maps to which status is the command line's call
+//! ([`crate::cli::exit_code`]).
 
 use std::fmt;
 
@@ -24,14 +26,3 @@ impl fmt::Display for UsageError {
 }
 
 impl std::error::Error for UsageError {}
-
-/// The exit status for an error that ended a command.
-pub fn exit_code(error: &anyhow::Error) -> i32 {
-    let usage = error.chain().any(|cause| {
-        cause.downcast_ref::<UsageError>().is_some()
-            || cause
-                .downcast_ref::<crate::profile::ProfileError>()
-                .is_some()
-    });
-    if usage { EXIT_USAGE } else { EXIT_FAILED }
-}

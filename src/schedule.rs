@@ -9,7 +9,7 @@
 //!
 //! The times follow the steady `j / rate` unless the schedule carries a table
 //! of offsets for an irregular arrival pattern (see
-//! [`crate::load::arrival_offsets`]); either way they are absolute.
+//! [`crate::profile::arrival_offsets`]); either way they are absolute.
 
 use std::sync::Arc;
 use std::time::Duration;

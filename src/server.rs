@@ -11,7 +11,7 @@ mod cluster;
 pub use cluster::{CLUSTER_SIZES, EmbeddedCluster};
 
 use std::fs;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -418,34 +418,6 @@ fn detach_from_terminal_signals(command: &mut Command) {
             Ok(())
         });
     }
-}
-
-/// GETs a loopback monitoring URL (`http://127.0.0.1:<port>/jsz`) and
-/// returns the body. The endpoints are plain HTTP/1.0 on loopback, which
-/// does not justify an HTTP client dependency.
-pub fn http_get(url: &str) -> Result<String> {
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| anyhow!("not an http:// URL: {url}"))?;
-    let (host, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, "/"),
-    };
-    let mut stream = TcpStream::connect(host).with_context(|| format!("connecting to {host}"))?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n")?;
-    let mut response = String::new();
-    stream
-        .read_to_string(&mut response)
-        .with_context(|| format!("reading {url}"))?;
-    let (head, body) = response
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| anyhow!("malformed HTTP response from {url}"))?;
-    let status = head.lines().next().unwrap_or("");
-    if !status.contains(" 200 ") {
-        bail!("{url} answered {status:?}");
-    }
-    Ok(body.to_string())
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::context::{self, Context};
-use super::url::{self, UrlCredentials};
+use crate::url::{self, UrlCredentials};
 use super::{Auth, ConnectSettings, JsApi, Secret, TlsSettings};
 use crate::error::UsageError;
 use crate::profile::{ConnectionPlan, parse_duration};

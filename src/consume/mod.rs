@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use crate::clock;
 use crate::histogram::Recorder;
 use crate::ledger::{Event, LedgerShard};
-use crate::profile::{AckPolicy, Action, BehaviourPlan, ConsumerPlan};
+use crate::profile::{AckPolicy, Action, BehaviourPlan, ConsumerPlan, CrashPoint};
 use crate::stamp::Stamp;
 use crate::timeline::Timeline;
 pub use events::DeliveryEvent;
@@ -50,20 +50,6 @@ pub struct ConsumerConfig {
     pub js_api_prefix: String,
     /// Makes this client crash on demand (the resume scenario).
     pub crash: Option<Crash>,
-}
-
-/// Where the work in a client's hands is when it crashes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CrashPoint {
-    /// Deliveries the client has pulled but not started: handlers finish
-    /// (and ack) what they hold, the rest goes down with the connection.
-    BeforeProcessing,
-    /// Handlers are stopped mid-work: nothing in hand is acked.
-    DuringProcessing,
-    /// Handlers finish their work but the client dies before acking it:
-    /// that work will run twice (the seed's fourth case).
-    AfterProcessing,
 }
 
 /// A crash on demand: cancelled when the client must die.

@@ -9,7 +9,7 @@
 use serde::Deserialize;
 
 use super::{ConnectionPlan, Dur, Problems};
-use crate::connect::url;
+use crate::url;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

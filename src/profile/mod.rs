@@ -8,6 +8,7 @@
 
 mod ack;
 mod arrival;
+mod arrival_times;
 mod backpressure;
 mod behaviour;
 mod bundled;
@@ -28,6 +29,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+pub use arrival_times::{MAX_ARRIVALS, arrival_count, arrival_offsets};
 pub use bundled::{BUNDLED, bundled};
 pub use duration::{Dur, format_duration, parse_duration};
 pub use plan::*;

@@ -775,7 +775,7 @@ pub struct ResumePlan {
     /// From the start of the schedule to the crash.
     pub crash_after: Duration,
     /// One variant each.
-    pub crash_at: Vec<crate::consume::CrashPoint>,
+    pub crash_at: Vec<CrashPoint>,
     /// From the crash to the new client's bind (a restart's downtime).
     pub rebind_after: Duration,
 }
@@ -793,5 +793,30 @@ pub struct RestartPlan {
     pub kill_after: Duration,
     /// From the kill to the restart.
     pub down_for: Duration,
-    pub node: crate::drive::FaultNode,
+    pub node: FaultNode,
 }
+
+/// Where the work in a client's hands is when it crashes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CrashPoint {
+    /// Deliveries the client has pulled but not started: handlers finish
+    /// (and ack) what they hold, the rest goes down with the connection.
+    BeforeProcessing,
+    /// Handlers are stopped mid-work: nothing in hand is acked.
+    DuringProcessing,
+    /// Handlers finish their work but the client dies before acking it:
+    /// that work will run twice (the seed's fourth case).
+    AfterProcessing,
+}
+
+/// Which server a restart kills.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FaultNode {
+    /// The server (node 0 of a cluster).
+    Server,
+    /// The node leading the variant's stream.
+    Leader,
+}
+

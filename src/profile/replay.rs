@@ -14,7 +14,7 @@ use super::common::{
 use super::{
     ArrivalPlan, CommonPlan, Dur, MsgId, Problems, PublishPlan, format_duration, read_section,
 };
-use crate::load::{MAX_ARRIVALS, arrival_count};
+use super::{MAX_ARRIVALS, arrival_count};
 
 /// Where a fresh replay consumer starts (the server's DeliverPolicy).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -9,7 +9,7 @@ use super::common::{
     require_explicit_ack, required_rate,
 };
 use super::{Dur, MsgId, Problems, RestartPlan, read_section};
-use crate::drive::FaultNode;
+use super::FaultNode;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -10,7 +10,7 @@ use super::common::{
     require_explicit_ack, required_rate,
 };
 use super::{Dur, MsgId, Problems, ResumePlan, read_section};
-use crate::consume::CrashPoint;
+use super::CrashPoint;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -490,14 +490,14 @@ fn missing_or_corrupt_histograms_are_usage_errors_naming_the_file() {
         .join("histograms/latency.rate-1000.e2e_latency.hdr");
     std::fs::write(&hdr, "garbage!").unwrap();
     let e = super::render_folder(dir.path()).unwrap_err();
-    assert_eq!(crate::error::exit_code(&e), crate::error::EXIT_USAGE);
+    assert_eq!(crate::cli::exit_code(&e), crate::error::EXIT_USAGE);
     assert!(
         format!("{e:#}").contains("latency.rate-1000.e2e_latency.hdr"),
         "{e:#}"
     );
     std::fs::remove_file(&hdr).unwrap();
     let e = super::render_folder(dir.path()).unwrap_err();
-    assert_eq!(crate::error::exit_code(&e), crate::error::EXIT_USAGE);
+    assert_eq!(crate::cli::exit_code(&e), crate::error::EXIT_USAGE);
     assert!(
         format!("{e:#}").contains("latency.rate-1000.e2e_latency.hdr"),
         "{e:#}"
@@ -505,7 +505,7 @@ fn missing_or_corrupt_histograms_are_usage_errors_naming_the_file() {
 
     std::fs::write(dir.path().join("summary.json"), "{ not json").unwrap();
     let e = super::render_folder(dir.path()).unwrap_err();
-    assert_eq!(crate::error::exit_code(&e), crate::error::EXIT_USAGE);
+    assert_eq!(crate::cli::exit_code(&e), crate::error::EXIT_USAGE);
     assert!(format!("{e:#}").contains("summary.json"), "{e:#}");
 }
 

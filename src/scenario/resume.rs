@@ -16,7 +16,7 @@ use super::{
     Invariant, RunContext, VariantNames, VariantResult, VariantSink, checks, provision_durable,
     record_stream,
 };
-use crate::consume::CrashPoint;
+use crate::profile::CrashPoint;
 use crate::drive::{ConsumerSpec, CrashOutcome, CrashPlan, DriveOutcome, DriveSpec, drive};
 use crate::ledger::Event;
 use crate::metrics::{Direction, Metric, count, latency_metrics};

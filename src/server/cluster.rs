@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
-use super::{EmbeddedServer, ServerOptions, http_get};
+use super::{EmbeddedServer, ServerOptions};
+use crate::http;
 
 /// Sizes `--cluster` accepts: odd, so the cluster keeps a quorum when one
 /// node is slow.
@@ -152,7 +153,7 @@ impl EmbeddedCluster {
             .iter()
             .map(|n| {
                 let monitor = n.monitor_url().context("node without a monitoring port")?;
-                let body = http_get(&format!("{monitor}/jsz"))?;
+                let body = http::get(&format!("{monitor}/jsz"))?;
                 let jsz: Jsz = serde_json::from_str(&body).context("parsing /jsz")?;
                 jsz.meta_cluster.context("no meta_cluster in /jsz yet")
             })

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use crate::profile::ArrivalPlan;
+use super::ArrivalPlan;
 use crate::random;
 
 /// More offsets than this are refused (80 MB of table): a pattern that dense

@@ -5,7 +5,7 @@
 
 use async_nats::ServerAddr;
 
-use super::Secret;
+use crate::secret::Secret;
 use crate::error::UsageError;
 
 /// One server URL, split into what async-nats connects to and what may be
