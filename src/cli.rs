@@ -442,9 +442,11 @@ fn serve(cluster: Option<usize>) -> Result<i32> {
 pub fn exit_code(error: &anyhow::Error) -> i32 {
     let usage = error.chain().any(|cause| {
         cause.downcast_ref::<UsageError>().is_some()
-            || cause
-                .downcast_ref::<profile::ProfileError>()
-                .is_some()
+            || cause.downcast_ref::<profile::ProfileError>().is_some()
     });
-    if usage { error::EXIT_USAGE } else { error::EXIT_FAILED }
+    if usage {
+        error::EXIT_USAGE
+    } else {
+        error::EXIT_FAILED
+    }
 }

@@ -16,15 +16,42 @@ use std::time::Duration;
 
 use anyhow::{Result, anyhow};
 use async_nats::{Client, ConnectErrorKind, ConnectOptions, ServerAddr, jetstream};
+use serde::{Deserialize, Serialize};
 
-use crate::results::summary::{ConnectionInfo, NodeInfo};
-
+pub use crate::secret::Secret;
+use crate::url;
+pub use crate::url::redact;
 pub use options::{
     ConnectionFlags, ConnectionRequest, Environment, Resolution, resolve, resolve_all,
 };
-pub use crate::secret::Secret;
-pub use crate::url::redact;
-use crate::url;
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct NodeInfo {
+    pub name: String,
+    pub version: String,
+    pub cluster: Option<String>,
+    /// Client URL, for nodes jsbench started.
+    #[serde(default)]
+    pub url: Option<String>,
+}
+
+/// The connection's settings as far as they explain a number: which
+/// servers, what kind of authentication, whether TLS was on; and where each
+/// setting came from (flag, environment variable, profile, context).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConnectionInfo {
+    /// Credentials removed.
+    pub urls: String,
+    /// none, user/password, token, creds or nkey.
+    pub auth: String,
+    pub tls: bool,
+    pub tls_first: bool,
+    pub context: Option<String>,
+    pub jetstream_domain: Option<String>,
+    pub connection_name: String,
+    /// Setting -> where it came from, e.g. "url" -> "context staging".
+    pub sources: BTreeMap<String, String>,
+}
 
 /// How the client proves who it is; one method per connection, as natscli
 /// picks one.

@@ -17,8 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock;
 use crate::consume::{
-    self, ConsumerConfig, ConsumerProgress, ConsumerReport, Crash, CrashReport,
-    DeliveryEvent,
+    self, ConsumerConfig, ConsumerProgress, ConsumerReport, Crash, CrashReport, DeliveryEvent,
 };
 use crate::cpu;
 use crate::histogram::Recorder;

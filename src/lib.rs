@@ -28,6 +28,7 @@
 //!   variant's drive on other processes and hosts, coordinated over NATS.
 //! - [`progress`], [`error`]: the user-facing edges.
 
+pub mod about;
 pub mod advisory;
 pub mod behaviour;
 pub mod cli;
@@ -57,11 +58,11 @@ pub mod results;
 pub mod run;
 pub mod scenario;
 pub mod schedule;
+pub mod secret;
 pub mod server;
 pub mod spread;
 pub mod stamp;
 pub mod target;
-pub mod secret;
 pub mod timeline;
 pub mod url;
 pub mod worker;

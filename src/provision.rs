@@ -11,11 +11,34 @@ use std::sync::Mutex;
 
 use anyhow::{Context, Result, anyhow};
 use async_nats::jetstream::{self, consumer, stream};
+use serde::{Deserialize, Serialize};
 
 use crate::profile::{
     AckPolicy, ConsumerPlan, Profile, PublishPlan, Rate, RatePer, ScenarioPlan, ServerPlan, Storage,
 };
-use crate::results::summary::{PeerInfo, StreamPlacement};
+
+/// Where a stream's replicas live, from stream info at the end of a variant:
+/// replication is part of what a latency number measures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamPlacement {
+    pub stream: String,
+    /// Configured replicas.
+    pub replicas: usize,
+    pub cluster: Option<String>,
+    pub leader: Option<String>,
+    /// The other replicas, as the leader sees them.
+    pub peers: Vec<PeerInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PeerInfo {
+    pub name: String,
+    pub current: bool,
+    /// Operations behind the leader.
+    pub lag: u64,
+    /// Time since the leader last heard from it, in milliseconds.
+    pub active_ms: f64,
+}
 
 /// A run-scoped stream on `<base>.*` with the profile's storage and
 /// replicas: every scenario's stream starts from this.
@@ -326,7 +349,7 @@ pub fn footprint(profile: &Profile) -> Footprint {
                 need.consumers = need.consumers.max(2);
                 (
                     (p.planned_messages + live as u64) * per_message,
-                    crate::replay::PULL_MAX_ACK_PENDING,
+                    crate::profile::REPLAY_MAX_ACK_PENDING,
                 )
             }
             ScenarioPlan::Dlq(p) => {

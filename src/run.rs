@@ -127,7 +127,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
                 break;
             }
             let started = time::OffsetDateTime::now_utc();
-            let tool = metadata::tool();
+            let tool = crate::about::tool();
             let mut server_plan = profile.server;
             if let Some(r) = replicas_override {
                 server_plan.replicas = r;
@@ -161,7 +161,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
                     nodes: target.nodes(&info),
                     connection: Some(connect.info()),
                 },
-                host: metadata::host(),
+                host: crate::about::host(),
                 profile: ProfileInfo {
                     name: profile.name.clone(),
                     source: profile.source.clone(),

@@ -27,10 +27,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::context::{self, Context};
-use crate::url::{self, UrlCredentials};
 use super::{Auth, ConnectSettings, JsApi, Secret, TlsSettings};
 use crate::error::UsageError;
 use crate::profile::{ConnectionPlan, parse_duration};
+use crate::url::{self, UrlCredentials};
 
 /// Default bound on each connection attempt.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);

@@ -34,7 +34,7 @@ pub use bundled::{BUNDLED, bundled};
 pub use duration::{Dur, format_duration, parse_duration};
 pub use plan::*;
 pub use publish::late_retry_margin;
-pub use replay::{ReplayDeliver, ReplayPace, ReplayPlan, ReplayReader};
+pub use replay::{REPLAY_MAX_ACK_PENDING, ReplayDeliver, ReplayPace, ReplayPlan, ReplayReader};
 
 /// A profile that cannot be run, with every problem found in it.
 #[derive(Debug, Clone, PartialEq)]

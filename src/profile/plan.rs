@@ -819,4 +819,3 @@ pub enum FaultNode {
     /// The node leading the variant's stream.
     Leader,
 }
-

@@ -16,6 +16,10 @@ use super::{
 };
 use super::{MAX_ARRIVALS, arrival_count};
 
+/// MaxAckPending of a replay's durable: far above what one client keeps
+/// in flight, so acks never throttle a catch-up.
+pub const REPLAY_MAX_ACK_PENDING: i64 = 10_000;
+
 /// Where a fresh replay consumer starts (the server's DeliverPolicy).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

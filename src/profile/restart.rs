@@ -4,12 +4,12 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::FaultNode;
 use super::common::{
     ConsumerSection, PublishKeys, SizeSpec, Timing, common_plan, publish_plan,
     require_explicit_ack, required_rate,
 };
 use super::{Dur, MsgId, Problems, RestartPlan, read_section};
-use super::FaultNode;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

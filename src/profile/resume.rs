@@ -4,13 +4,13 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::CrashPoint;
 use super::behaviour::BehaviourSection;
 use super::common::{
     ConsumerSection, OneOrMany, PublishKeys, SizeSpec, Timing, common_plan, publish_plan,
     require_explicit_ack, required_rate,
 };
 use super::{Dur, MsgId, Problems, ResumePlan, read_section};
-use super::CrashPoint;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -13,5 +13,3 @@
 pub mod pacing;
 pub mod read;
 pub mod recording;
-
-pub use read::PULL_MAX_ACK_PENDING;

@@ -25,13 +25,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::recording::origin;
 use crate::clock;
-use crate::profile::{ReplayPace, ReplayReader};
+use crate::profile::{REPLAY_MAX_ACK_PENDING, ReplayPace, ReplayReader};
 use crate::stamp::Stamp;
 use crate::timeline::Timeline;
-
-/// MaxAckPending of a replay's durable: far above what one client keeps
-/// in flight, so acks never throttle a catch-up.
-pub const PULL_MAX_ACK_PENDING: i64 = 10_000;
 
 /// Messages per pull request of a durable replay.
 const PULL_BATCH: usize = 500;
@@ -190,7 +186,7 @@ pub async fn open(client: &Client, js: &jetstream::Context, spec: ReplaySpec) ->
                     deliver_policy: spec.deliver,
                     replay_policy: replay_policy(spec.pace),
                     ack_policy: consumer::AckPolicy::Explicit,
-                    max_ack_pending: PULL_MAX_ACK_PENDING,
+                    max_ack_pending: REPLAY_MAX_ACK_PENDING,
                     ..Default::default()
                 })
                 .await

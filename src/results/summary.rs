@@ -5,13 +5,16 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+// Parts of the schema that lower layers fill in are defined where they are
+// made, and named here so the whole schema reads from this file.
+pub use crate::about::{HostInfo, SCHEMA_VERSION, ToolInfo};
+pub use crate::connect::{ConnectionInfo, NodeInfo};
 use crate::ledger::LedgerCounts;
 use crate::metrics::Metric;
+pub use crate::provision::{PeerInfo, StreamPlacement};
 use crate::scenario::Invariant;
 use crate::timeline::Timeline;
-
-/// Bumped whenever a reader of an older summary would misread a newer one.
-pub const SCHEMA_VERSION: u32 = 1;
+pub use crate::worker::WorkerInfo;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
@@ -46,41 +49,8 @@ pub struct RunMetadata {
     pub workers: Vec<WorkerInfo>,
 }
 
-/// A worker of a distributed run, as the coordinator saw it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WorkerInfo {
-    pub id: String,
-    pub host: String,
-    pub pid: u32,
-    pub cores: usize,
-    pub jsbench_version: String,
-    /// Its clock minus the coordinator's when it joined (NTP-style, the
-    /// lowest-delay of `clock_samples` exchanges); corrected on the worker
-    /// before any load, so stamps from every process share one time base.
-    pub clock_offset_us: f64,
-    pub clock_rtt_us: f64,
-    /// What the correction may still be off by: half that round trip.
-    pub clock_uncertainty_us: f64,
-    pub clock_samples: usize,
-    /// The offset measured again at the end of the run, after the
-    /// correction: drift over the run, within its own uncertainty.
-    pub residual_offset_us: Option<f64>,
-    pub residual_uncertainty_us: Option<f64>,
-    /// `ok`, or `lost` when it disappeared during the run.
-    pub status: String,
-    pub detail: Option<String>,
-}
-
 fn one() -> usize {
     1
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolInfo {
-    pub name: String,
-    pub version: String,
-    pub git_commit: Option<String>,
-    pub git_dirty: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -110,67 +80,6 @@ pub struct ServerInfo {
     /// How jsbench connected: never a secret, only its kind and origin.
     #[serde(default)]
     pub connection: Option<ConnectionInfo>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct NodeInfo {
-    pub name: String,
-    pub version: String,
-    pub cluster: Option<String>,
-    /// Client URL, for nodes jsbench started.
-    #[serde(default)]
-    pub url: Option<String>,
-}
-
-/// The connection's settings as far as they explain a number: which
-/// servers, what kind of authentication, whether TLS was on; and where each
-/// setting came from (flag, environment variable, profile, context).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ConnectionInfo {
-    /// Credentials removed.
-    pub urls: String,
-    /// none, user/password, token, creds or nkey.
-    pub auth: String,
-    pub tls: bool,
-    pub tls_first: bool,
-    pub context: Option<String>,
-    pub jetstream_domain: Option<String>,
-    pub connection_name: String,
-    /// Setting -> where it came from, e.g. "url" -> "context staging".
-    pub sources: BTreeMap<String, String>,
-}
-
-/// Where a stream's replicas live, from stream info at the end of a variant:
-/// replication is part of what a latency number measures.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StreamPlacement {
-    pub stream: String,
-    /// Configured replicas.
-    pub replicas: usize,
-    pub cluster: Option<String>,
-    pub leader: Option<String>,
-    /// The other replicas, as the leader sees them.
-    pub peers: Vec<PeerInfo>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PeerInfo {
-    pub name: String,
-    pub current: bool,
-    /// Operations behind the leader.
-    pub lag: u64,
-    /// Time since the leader last heard from it, in milliseconds.
-    pub active_ms: f64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HostInfo {
-    pub os: String,
-    pub arch: String,
-    pub cores: usize,
-    pub memory_bytes: Option<u64>,
-    pub cpu_model: Option<String>,
-    pub hostname: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

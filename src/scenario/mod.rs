@@ -27,7 +27,7 @@ use crate::metrics::Metric;
 use crate::profile::{ScenarioPlan, ServerPlan};
 use crate::progress::Progress;
 use crate::provision::{Names, Provisioner};
-use crate::results::summary::StreamPlacement;
+use crate::provision::StreamPlacement;
 use crate::timeline::Timeline;
 
 /// What every scenario needs from the run.

@@ -16,10 +16,10 @@ use super::{
     Invariant, RunContext, VariantNames, VariantResult, VariantSink, checks, provision_durable,
     record_stream,
 };
-use crate::profile::CrashPoint;
 use crate::drive::{ConsumerSpec, CrashOutcome, CrashPlan, DriveOutcome, DriveSpec, drive};
 use crate::ledger::Event;
 use crate::metrics::{Direction, Metric, count, latency_metrics};
+use crate::profile::CrashPoint;
 use crate::profile::{ResumePlan, ScenarioPlan, format_duration};
 
 /// How often consumer info is sampled while a variant runs.

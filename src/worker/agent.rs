@@ -58,7 +58,7 @@ fn default_id() -> String {
 }
 
 fn host_name() -> String {
-    crate::results::metadata::host()
+    crate::about::host()
         .hostname
         .unwrap_or_else(|| "localhost".into())
 }

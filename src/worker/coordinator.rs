@@ -9,6 +9,7 @@ use anyhow::{Context, Result, anyhow};
 use async_nats::Client;
 use futures::StreamExt;
 use futures::future::join_all;
+use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use super::clock::{self, ClockEstimate};
@@ -19,8 +20,32 @@ use super::protocol::{
 };
 use crate::drive::{DriveOutcome, DriveSpec, PeerCounts, Role, Share, drive_part};
 use crate::profile::ScenarioPlan;
-use crate::results::summary::WorkerInfo;
 use crate::scenario::{RunContext, VariantResult, VariantSink};
+
+/// A worker of a distributed run, as the coordinator saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerInfo {
+    pub id: String,
+    pub host: String,
+    pub pid: u32,
+    pub cores: usize,
+    pub jsbench_version: String,
+    /// Its clock minus the coordinator's when it joined (NTP-style, the
+    /// lowest-delay of `clock_samples` exchanges); corrected on the worker
+    /// before any load, so stamps from every process share one time base.
+    pub clock_offset_us: f64,
+    pub clock_rtt_us: f64,
+    /// What the correction may still be off by: half that round trip.
+    pub clock_uncertainty_us: f64,
+    pub clock_samples: usize,
+    /// The offset measured again at the end of the run, after the
+    /// correction: drift over the run, within its own uncertainty.
+    pub residual_offset_us: Option<f64>,
+    pub residual_uncertainty_us: Option<f64>,
+    /// `ok`, or `lost` when it disappeared during the run.
+    pub status: String,
+    pub detail: Option<String>,
+}
 
 /// How `run --workers` finds and watches its workers.
 #[derive(Debug, Clone)]
@@ -724,7 +749,7 @@ impl Crew {
     }
 
     fn build_record(&self, local_counts: Option<super::merge::PartCounts>) -> DriveRecord {
-        let host = crate::results::metadata::host()
+        let host = crate::about::host()
             .hostname
             .unwrap_or_else(|| "localhost".into());
         let mut processes = vec![Participation {

@@ -29,4 +29,4 @@ pub mod merge;
 pub mod protocol;
 
 pub use agent::Orders;
-pub use coordinator::{Crew, Workers};
+pub use coordinator::{Crew, WorkerInfo, Workers};

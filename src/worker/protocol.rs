@@ -70,10 +70,10 @@ pub struct Identity {
 
 impl Identity {
     pub fn current() -> Identity {
-        let tool = crate::results::metadata::tool();
+        let tool = crate::about::tool();
         Identity {
             jsbench_version: tool.version,
-            schema_version: crate::results::summary::SCHEMA_VERSION,
+            schema_version: crate::about::SCHEMA_VERSION,
             protocol_version: PROTOCOL_VERSION,
             git_commit: tool.git_commit,
         }
