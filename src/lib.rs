@@ -65,4 +65,5 @@ pub mod stamp;
 pub mod target;
 pub mod timeline;
 pub mod url;
+pub mod variant;
 pub mod worker;

@@ -2,11 +2,13 @@
 //! scenarios, write the results, clean up: in that order, on every way out.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow};
 use tokio_util::sync::CancellationToken;
 
 use crate::connect::{ConnectionRequest, resolve_all};
+use crate::drive::{Distribute, RunContext};
 use crate::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
 use crate::profile::{self, Profile};
 use crate::progress::{Progress, ProgressMode};
@@ -14,8 +16,9 @@ use crate::provision::{self, Names, Provisioner};
 use crate::report::terminal;
 use crate::results::summary::{ProfileInfo, RunMetadata, ServerInfo};
 use crate::results::{ResultsWriter, metadata};
-use crate::scenario::{self, RunContext};
+use crate::scenario;
 use crate::target::{Target, check_faults, check_replicas};
+use crate::variant::{VariantResult, VariantSink};
 use crate::worker::coordinator::{Annotate, RecruitOptions, recruit};
 
 #[derive(Debug, Clone)]
@@ -200,7 +203,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
                 stop: stop.clone(),
                 server_cpu: target.server_cpu(options.monitor.as_deref()),
                 faults: target.faults(),
-                workers: workers.clone(),
+                workers: workers.clone().map(|w| w as Arc<dyn Distribute>),
             };
             let mut failure = None;
             'scenarios: for plan in &profile.scenarios {
@@ -223,7 +226,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
                     }
                     let mut repetition = writer.repetition(index);
                     let mut annotated;
-                    let sink: &mut dyn scenario::VariantSink = match &workers {
+                    let sink: &mut dyn VariantSink = match &workers {
                         Some(w) => {
                             annotated = Annotate {
                                 inner: &mut repetition,
@@ -241,7 +244,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
                         for refusal in ctx.connect.take_refusals() {
                             e = e.context(format!("the server refused: {refusal}"));
                         }
-                        let mut result = scenario::VariantResult::new("scenario");
+                        let mut result = VariantResult::new("scenario");
                         result.error = Some(format!("{e:#}"));
                         sink.record(plan, result)?;
                         eprintln!("error: {e:#}");

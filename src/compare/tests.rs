@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use super::*;
 use crate::metrics::Metric;
-use crate::scenario::Invariant;
 use crate::spread::{Spread, median};
+use crate::variant::Invariant;
 
 /// A metric as a run with these repetitions would record it.
 fn metric(name: &str, unit: &str, direction: Direction, reps: &[f64]) -> Metric {

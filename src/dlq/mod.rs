@@ -39,9 +39,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::connect::ConnectSettings;
-use crate::profile::{Capture, DlqHandlerPlan, Storage};
-use crate::provision::Names;
-use crate::scenario::RunContext;
+use crate::profile::{Capture, DlqHandlerPlan, ServerPlan, Storage};
+use crate::provision::{Names, Provisioner};
 pub use handler::{Attempt, HandlerReport, Outcome};
 
 /// A consumer whose exhausted messages the pipeline dead-letters.
@@ -157,19 +156,24 @@ pub struct Story {
 impl Pipeline {
     /// Creates the advisory stream, the DLQ stream and the handler durable
     /// (through the provisioner, so they are deleted with the run), then
-    /// starts the handler. Call before any load: advisories are transient.
-    pub async fn start(ctx: &RunContext, spec: PipelineSpec) -> Result<Pipeline> {
-        let storage = match ctx.server.storage {
+    /// starts the handler on its own connection. Call before any load:
+    /// advisories are transient.
+    pub async fn start(
+        provisioner: &Provisioner,
+        connect: &ConnectSettings,
+        server: &ServerPlan,
+        spec: PipelineSpec,
+    ) -> Result<Pipeline> {
+        let storage = match server.storage {
             Storage::File => stream::StorageType::File,
             Storage::Memory => stream::StorageType::Memory,
         };
-        let advisories = ctx
-            .provisioner
+        let advisories = provisioner
             .create_stream(stream::Config {
                 name: spec.advisory_stream.clone(),
                 subjects: spec.advisory_subjects(),
                 storage,
-                num_replicas: ctx.server.replicas,
+                num_replicas: server.replicas,
                 ..Default::default()
             })
             .await
@@ -184,19 +188,19 @@ impl Pipeline {
                 };
                 anyhow!("{e:#}{hint}")
             })?;
-        ctx.provisioner
+        provisioner
             .create_stream(stream::Config {
                 name: spec.dlq_stream.clone(),
                 subjects: vec![format!("{}.>", spec.dlq_prefix)],
                 storage,
-                num_replicas: ctx.server.replicas,
+                num_replicas: server.replicas,
                 // Longer than any advisory's redelivery: a copy republished
                 // by a restarted handler must still be recognised.
                 duplicate_window: Duration::from_secs(120).max(spec.handler.ack_wait * 10),
                 ..Default::default()
             })
             .await?;
-        ctx.provisioner
+        provisioner
             .create_consumer(
                 &advisories,
                 consumer::pull::Config {
@@ -218,7 +222,7 @@ impl Pipeline {
             spec.terminated,
         ));
         let stop = CancellationToken::new();
-        let task = tokio::spawn(supervise(ctx.connect.clone(), shared.clone(), stop.clone()));
+        let task = tokio::spawn(supervise(connect.clone(), shared.clone(), stop.clone()));
         Ok(Pipeline {
             spec,
             shared,

@@ -11,8 +11,8 @@ use crate::histogram::Recorder;
 use crate::ledger::LedgerCounts;
 use crate::metrics::{Direction, Metric, latency_metrics};
 use crate::results::summary::{HistogramReport, SCHEMA_VERSION, Summary};
-use crate::scenario::Invariant;
 use crate::timeline::Timeline;
+use crate::variant::Invariant;
 
 /// A latency histogram: `n` values from `base_us` with a tail.
 fn recorder(base_us: u64, n: u64) -> Recorder {

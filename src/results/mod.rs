@@ -22,7 +22,7 @@ use anyhow::{Context, Result};
 use crate::error::UsageError;
 use crate::histogram::Recorder;
 use crate::profile::ScenarioPlan;
-use crate::scenario::{VariantResult, VariantSink};
+use crate::variant::{VariantResult, VariantSink};
 use summary::{
     HistogramReport, RunMetadata, SCHEMA_VERSION, ScenarioReport, Summary, VariantReport,
 };
@@ -260,7 +260,7 @@ pub fn read_summary(path: &Path) -> Result<Summary> {
 mod tests {
     use super::*;
     use crate::metrics::{Direction, Metric};
-    use crate::scenario::Invariant;
+    use crate::variant::Invariant;
 
     fn run_metadata(repeat: usize) -> RunMetadata {
         serde_json::from_value(serde_json::json!({

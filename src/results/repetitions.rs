@@ -12,8 +12,8 @@ use serde_json::Value;
 
 use super::summary::{RepetitionReport, VariantReport};
 use crate::ledger::LedgerCounts;
-use crate::scenario::Invariant;
 use crate::spread::{Spread, median};
+use crate::variant::Invariant;
 
 /// The report of a variant's first recorded repetition (`index` of `of`),
 /// in the repeated form: every metric with its one value and a spread,

@@ -12,8 +12,8 @@ pub use crate::connect::{ConnectionInfo, NodeInfo};
 use crate::ledger::LedgerCounts;
 use crate::metrics::Metric;
 pub use crate::provision::{PeerInfo, StreamPlacement};
-use crate::scenario::Invariant;
 use crate::timeline::Timeline;
+use crate::variant::Invariant;
 pub use crate::worker::WorkerInfo;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

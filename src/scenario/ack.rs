@@ -9,7 +9,8 @@ use std::time::Instant;
 use anyhow::{Context, Result, anyhow};
 use async_nats::jetstream::stream;
 
-use super::{Invariant, RunContext, VariantResult, VariantSink, checks};
+use super::checks;
+use crate::drive::RunContext;
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
 use crate::ledger::LedgerShard;
 use crate::metrics::{Direction, Metric, latency_metrics};
@@ -17,6 +18,7 @@ use crate::profile::{
     AckMode, AckPolicy, AckScenarioPlan, ConsumerKind, MsgId, PublishPlan, ScenarioPlan,
 };
 use crate::provision::{pull_config, stream_config};
+use crate::variant::{Invariant, VariantResult, VariantSink};
 
 pub async fn run(
     ctx: &RunContext,

@@ -5,10 +5,10 @@
 
 use std::time::Duration;
 
-use super::{Invariant, VariantResult};
 use crate::drive::DriveOutcome;
 use crate::fates::Analysis;
 use crate::metrics::count;
+use crate::variant::{Invariant, VariantResult};
 
 /// `planned.<fate>` and `observed.<fate>` counts.
 pub fn fate_metrics(a: &Analysis, r: &mut VariantResult) {

@@ -27,11 +27,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use async_nats::jetstream::stream;
 
-use super::{Invariant, RunContext, VariantResult, VariantSink, checks};
+use super::checks;
 use crate::advisory::Kind;
 use crate::consume::{self, ConsumerConfig, ConsumerProgress, ConsumerReport};
 use crate::dlq::audit::{self, Audit};
 use crate::dlq::{Key, Outcome, Pipeline, PipelineReport, PipelineSpec, Watched};
+use crate::drive::RunContext;
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
 use crate::fates::{self, Analysis};
 use crate::histogram::Recorder;
@@ -42,6 +43,7 @@ use crate::profile::{
     format_duration,
 };
 use crate::provision::{placement, pull_config};
+use crate::variant::{Invariant, VariantResult, VariantSink};
 
 /// How often consumer info is sampled while a variant runs.
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);
@@ -250,7 +252,7 @@ async fn run_variant(
         spec.dlq_stream.clone(),
     ];
     let (watched, dlq_prefix) = (spec.watched.clone(), spec.dlq_prefix.clone());
-    let pipeline = Pipeline::start(ctx, spec).await?;
+    let pipeline = Pipeline::start(&ctx.provisioner, &ctx.connect, &ctx.server, spec).await?;
 
     // Drive.
     let behaviour = Arc::new(v.behaviour);

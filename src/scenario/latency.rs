@@ -11,13 +11,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::{
-    Invariant, RunContext, VariantNames, VariantResult, VariantSink, checks, provision_durable,
-    record_stream,
-};
+use super::{VariantNames, checks, provision_durable, record_stream};
+use crate::drive::RunContext;
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
 use crate::metrics::{Direction, Metric, latency_metrics};
 use crate::profile::{LatencyPlan, ScenarioPlan, format_duration};
+use crate::variant::{Invariant, VariantResult, VariantSink};
 
 pub async fn run(
     ctx: &RunContext,

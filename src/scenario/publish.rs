@@ -16,8 +16,9 @@ use anyhow::{Context, Result};
 use async_nats::jetstream::stream;
 use futures::future::join_all;
 
-use super::{Invariant, RunContext, VariantResult, VariantSink, record_stream};
+use super::record_stream;
 use crate::cpu;
+use crate::drive::RunContext;
 use crate::drive::{DriveOutcome, DriveSpec, drive};
 use crate::load::reference::{self, ReferenceConfig, ReferenceReport};
 use crate::metrics::{Direction, Metric, count, latency_metrics, ratio};
@@ -26,6 +27,7 @@ use crate::profile::{
 };
 use crate::provision;
 use crate::readback::{self, Reconciliation};
+use crate::variant::{Invariant, VariantResult, VariantSink};
 
 /// The figures a variant is compared on.
 #[derive(Debug, Clone, Copy)]

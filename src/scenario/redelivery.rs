@@ -17,15 +17,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::{
-    Invariant, RunContext, VariantNames, VariantResult, VariantSink, checks, provision_durable,
-    record_stream,
-};
+use super::{VariantNames, checks, provision_durable, record_stream};
 use crate::advisory::{Advisories, AdvisoryWatch};
+use crate::drive::RunContext;
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
 use crate::fates::{self, Analysis};
 use crate::metrics::{Direction, Metric, count, latency_metrics, ratio};
 use crate::profile::{BehaviourPlan, RedeliveryPlan, ScenarioPlan, format_duration};
+use crate::variant::{Invariant, VariantResult, VariantSink};
 
 /// How often consumer info is sampled while a variant runs.
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);

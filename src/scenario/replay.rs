@@ -27,7 +27,8 @@ use async_nats::Client;
 use async_nats::jetstream::{self, consumer::DeliverPolicy, stream};
 use tokio::sync::watch;
 
-use super::{Invariant, RunContext, VariantResult, VariantSink, record_stream};
+use super::record_stream;
+use crate::drive::RunContext;
 use crate::drive::{DriveOutcome, DriveSpec, drive};
 use crate::histogram::Recorder;
 use crate::ledger::{Event, LedgerCounts};
@@ -39,6 +40,7 @@ use crate::profile::{
 use crate::replay::pacing::{self, GAP_CLASSES, Pacing, Signed};
 use crate::replay::read::{self, Delivery, End, ReplayLog, ReplaySpec};
 use crate::replay::recording::{self, Recorded, Start, select};
+use crate::variant::{Invariant, VariantResult, VariantSink};
 
 /// How long a replay keeps reading after its last selected message, to
 /// catch a delivery that should not come.

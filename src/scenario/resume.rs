@@ -12,15 +12,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::{
-    Invariant, RunContext, VariantNames, VariantResult, VariantSink, checks, provision_durable,
-    record_stream,
-};
+use super::{VariantNames, checks, provision_durable, record_stream};
+use crate::drive::RunContext;
 use crate::drive::{ConsumerSpec, CrashOutcome, CrashPlan, DriveOutcome, DriveSpec, drive};
 use crate::ledger::Event;
 use crate::metrics::{Direction, Metric, count, latency_metrics};
 use crate::profile::CrashPoint;
 use crate::profile::{ResumePlan, ScenarioPlan, format_duration};
+use crate::variant::{Invariant, VariantResult, VariantSink};
 
 /// How often consumer info is sampled while a variant runs.
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);

@@ -12,14 +12,17 @@ use tokio_util::sync::CancellationToken;
 
 use super::merge::part_counts;
 use super::protocol::{
-    self, Announce, Command, Identity, PartReport, Progress, PublisherPart, Reply,
-    announce_subject, beat_subject, progress_subject, worker_subject,
+    self, Announce, Command, Identity, PartReport, Progress, Reply, announce_subject, beat_subject,
+    progress_subject, worker_subject,
 };
 use crate::clock;
 use crate::connect::{ConnectSettings, ConnectionRequest, resolve};
-use crate::drive::{DriveSpec, PeerCounts, Role, Share, drive_part};
+use crate::drive::{
+    DriveSpec, Exchange, LocalReports, PeerCounts, PeerPart, Peers, PublisherPart, RunContext,
+    Share, drive_share,
+};
 use crate::error::{EXIT_FAILED, EXIT_OK, UsageError};
-use crate::scenario::RunContext;
+use crate::progress::VariantBar;
 
 /// A worker gives up a run whose coordinator has been silent this long
 /// (it died, or lost its connection), and waits for the next one.
@@ -423,7 +426,7 @@ async fn run_part(
             faults: None,
             workers: None,
         };
-        let outcome = drive_part(&ctx, &spec, &share, &mut Role::Follow(&mut orders)).await?;
+        let outcome = drive_share(&ctx, &spec, &share, &mut orders).await?;
         let counts = part_counts(&outcome.sends, &outcome.acks, &outcome.consumers);
         let publishers = share
             .publishers
@@ -537,5 +540,50 @@ impl Orders {
                 }
             }
         }
+    }
+}
+
+/// A worker follows: it takes t0 from the coordinator, reports its counts,
+/// stops publishing when told, and drains until the coordinator, which
+/// sees every process's count, ends the variant.
+impl Peers for Orders {
+    fn watches_server(&self) -> bool {
+        false
+    }
+
+    async fn start_time(&mut self, _spec: &DriveSpec, _lead_in: Duration) -> Result<u64> {
+        self.ready_then_go().await
+    }
+
+    async fn exchange(&mut self, local: PeerCounts, _interrupted: bool) -> Exchange {
+        self.report(local, false).await;
+        Exchange {
+            others: PeerCounts::default(),
+            halt: self.halted(),
+        }
+    }
+
+    async fn published(
+        &mut self,
+        local: PeerCounts,
+        _stop: &CancellationToken,
+        _bar: &VariantBar,
+    ) -> u64 {
+        self.report(local, true).await;
+        0
+    }
+
+    /// Never asked: a worker does not watch the server.
+    fn counts(&mut self) -> PeerCounts {
+        PeerCounts::default()
+    }
+
+    async fn hold(&mut self, bound: Duration, counts: impl Fn() -> PeerCounts + Send) {
+        self.until_stopped(bound, counts).await;
+    }
+
+    /// The coordinator fetches this worker's part; a worker merges none.
+    async fn collect(&mut self, _local: LocalReports<'_>) -> Vec<PeerPart> {
+        Vec::new()
     }
 }

@@ -8,19 +8,23 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow};
 use async_nats::Client;
 use futures::StreamExt;
-use futures::future::join_all;
+use futures::future::{BoxFuture, join_all};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use super::clock::{self, ClockEstimate};
-use super::merge::{DriveRecord, Participation, annotate};
+use super::merge::{DriveRecord, Participation, annotate, part_counts};
 use super::protocol::{
     self, Announce, Command, Identity, PartReport, Progress, Reply, announce_subject, beat_subject,
     progress_subject, worker_subject,
 };
-use crate::drive::{DriveOutcome, DriveSpec, PeerCounts, Role, Share, drive_part};
+use crate::drive::{
+    Alone, Distribute, DriveOutcome, DriveSpec, Exchange, LocalReports, PeerCounts, PeerPart,
+    Peers, RunContext, Share, drive_share,
+};
 use crate::profile::ScenarioPlan;
-use crate::scenario::{RunContext, VariantResult, VariantSink};
+use crate::progress::VariantBar;
+use crate::variant::{VariantResult, VariantSink};
 
 /// A worker of a distributed run, as the coordinator saw it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -371,34 +375,99 @@ pub fn local_only_reason(spec: &DriveSpec) -> Option<&'static str> {
     None
 }
 
-/// [`crate::drive::drive`] with workers: splits the variant among the
-/// coordinator and the live workers, or keeps it here when it must stay.
-pub async fn drive(ctx: &RunContext, workers: &Workers, spec: &DriveSpec) -> Result<DriveOutcome> {
-    let mut crew = workers.crew.lock().await;
-    crew.check_liveness();
-    let live = crew.live();
-    let reason = local_only_reason(spec)
-        .or_else(|| live.is_empty().then_some("every worker of the run is gone"));
-    if let Some(reason) = reason {
-        drop(crew);
-        workers.push(DriveRecord::coordinator_only(&spec.label, reason));
-        return drive_part(ctx, spec, &Share::all(spec), &mut Role::Alone).await;
+impl Distribute for Workers {
+    /// Splits the variant among the coordinator and the live workers, or
+    /// keeps it here when it must stay.
+    fn drive<'a>(
+        &'a self,
+        ctx: &'a RunContext,
+        spec: &'a DriveSpec,
+    ) -> BoxFuture<'a, Result<DriveOutcome>> {
+        Box::pin(async move {
+            let mut crew = self.crew.lock().await;
+            crew.check_liveness();
+            let live = crew.live();
+            let reason = local_only_reason(spec)
+                .or_else(|| live.is_empty().then_some("every worker of the run is gone"));
+            if let Some(reason) = reason {
+                drop(crew);
+                self.push(DriveRecord::coordinator_only(&spec.label, reason));
+                return drive_share(ctx, spec, &Share::all(spec), &mut Alone).await;
+            }
+            let shares = Share::split(spec, live.len() + 1);
+            crew.begin(
+                &spec.label,
+                &shares[0],
+                live.into_iter().zip(shares[1..].iter().cloned()),
+            );
+            let local = shares[0].clone();
+            let outcome = drive_share(ctx, spec, &local, &mut *crew).await;
+            if let Err(e) = &outcome {
+                crew.abort(&format!("{e:#}")).await;
+            }
+            if let Some(record) = crew.record.take() {
+                self.push(record);
+            }
+            outcome
+        })
     }
-    let shares = Share::split(spec, live.len() + 1);
-    crew.begin(
-        &spec.label,
-        &shares[0],
-        live.into_iter().zip(shares[1..].iter().cloned()),
-    );
-    let local = shares[0].clone();
-    let outcome = drive_part(ctx, spec, &local, &mut Role::Lead(&mut crew)).await;
-    if let Err(e) = &outcome {
-        crew.abort(&format!("{e:#}")).await;
+}
+
+/// The coordinator leads: it sets t0, hears every worker's counts, watches
+/// the server, and merges the workers' parts into the variant's outcome.
+impl Peers for Crew {
+    fn watches_server(&self) -> bool {
+        true
     }
-    if let Some(record) = crew.record.take() {
-        workers.push(record);
+
+    async fn start_time(&mut self, spec: &DriveSpec, lead_in: Duration) -> Result<u64> {
+        self.prepare(spec).await?;
+        let t0 = crate::clock::now_ns() + (lead_in + REMOTE_LEAD_IN).as_nanos() as u64;
+        self.go(t0).await;
+        Ok(t0)
     }
-    outcome
+
+    async fn exchange(&mut self, _local: PeerCounts, interrupted: bool) -> Exchange {
+        if interrupted {
+            // The workers stop publishing too, and keep what they measured.
+            self.halt().await;
+        }
+        Exchange {
+            others: self.sum_counts(),
+            halt: false,
+        }
+    }
+
+    async fn published(
+        &mut self,
+        _local: PeerCounts,
+        stop: &CancellationToken,
+        bar: &VariantBar,
+    ) -> u64 {
+        bar.phase("waiting for workers to finish publishing");
+        self.wait_published(stop).await
+    }
+
+    fn counts(&mut self) -> PeerCounts {
+        self.sum_counts()
+    }
+
+    /// Never asked: the coordinator watches the server.
+    async fn hold(&mut self, _bound: Duration, _counts: impl Fn() -> PeerCounts + Send) {}
+
+    async fn collect(&mut self, local: LocalReports<'_>) -> Vec<PeerPart> {
+        let local_counts = part_counts(local.sends, local.acks, local.consumers);
+        self.fetch_parts(local_counts)
+            .await
+            .into_iter()
+            .map(|part| PeerPart {
+                publishers: part.publishers,
+                consumers: part.consumers,
+                errors: part.errors,
+                client_cpu: part.client_cpu,
+            })
+            .collect()
+    }
 }
 
 impl Workers {
@@ -547,7 +616,7 @@ impl Crew {
     }
 
     /// Asks every worker of the drive to connect its share's clients.
-    pub async fn prepare(&mut self, spec: &DriveSpec) -> Result<()> {
+    async fn prepare(&mut self, spec: &DriveSpec) -> Result<()> {
         let drive = self.drive;
         let asks = self.active().map(|p| {
             let command = Command::Prepare {
@@ -583,12 +652,8 @@ impl Crew {
         Ok(())
     }
 
-    pub fn lead_in(&self) -> Duration {
-        REMOTE_LEAD_IN
-    }
-
     /// Sends the start time to every worker of the drive.
-    pub async fn go(&mut self, t0_ns: u64) {
+    async fn go(&mut self, t0_ns: u64) {
         let drive = self.drive;
         let asks = self.active().map(|p| {
             let subject = self.members[p.member].subject.clone();
@@ -617,7 +682,7 @@ impl Crew {
 
     /// The workers' latest counts for this drive, summed; checks who is
     /// still there on the way.
-    pub fn counts(&mut self) -> PeerCounts {
+    fn sum_counts(&mut self) -> PeerCounts {
         self.check_liveness();
         let heard = self.heard.lock().expect("not poisoned");
         let mut sum = PeerCounts::default();
@@ -637,10 +702,10 @@ impl Crew {
 
     /// Waits until every worker of the drive has published its share (or
     /// is gone, or the run is interrupted); returns what they stored.
-    pub async fn published(&mut self, stop: &CancellationToken) -> u64 {
+    async fn wait_published(&mut self, stop: &CancellationToken) -> u64 {
         let mut halted_at: Option<Instant> = None;
         loop {
-            let counts = self.counts();
+            let counts = self.sum_counts();
             let done = {
                 let heard = self.heard.lock().expect("not poisoned");
                 self.active().all(|p| {
@@ -663,7 +728,7 @@ impl Crew {
     }
 
     /// Stops every worker of the drive and fetches its results.
-    pub async fn collect(&mut self, local_counts: super::merge::PartCounts) -> Vec<PartReport> {
+    async fn fetch_parts(&mut self, local_counts: super::merge::PartCounts) -> Vec<PartReport> {
         self.check_liveness();
         let drive = self.drive;
         let stops =
@@ -715,7 +780,7 @@ impl Crew {
 
     /// Tells the drive's workers to stop publishing (once): the run was
     /// interrupted, and what they measured so far is still wanted.
-    pub async fn halt(&mut self) {
+    async fn halt(&mut self) {
         if self.halted == self.drive {
             return;
         }

@@ -13,7 +13,7 @@ use crate::consume::ConsumerReport;
 use crate::ledger::{Event, LedgerShard};
 use crate::load::{AckReport, SendReport};
 use crate::metrics::{Direction, Metric};
-use crate::scenario::VariantResult;
+use crate::variant::VariantResult;
 
 /// What one process did in a drive: only counts that add up across
 /// processes. "Lost" or "redelivered" are not among them: a message

@@ -14,8 +14,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::consume::ConsumerReport;
-use crate::drive::{DriveSpec, Share};
-use crate::load::{AckReport, SendReport};
+use crate::drive::{DriveSpec, PublisherPart, Share};
 
 /// Bumped whenever a message of this module changes shape: a worker and a
 /// coordinator with different protocol versions cannot work together even
@@ -177,14 +176,6 @@ pub struct Progress {
     pub stored: u64,
     /// Every publisher of the share has finished.
     pub published: bool,
-}
-
-/// One publisher's reports, with its index in the whole variant.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PublisherPart {
-    pub index: usize,
-    pub send: SendReport,
-    pub ack: AckReport,
 }
 
 /// Everything a worker measured in one drive: the task reports exactly as

@@ -1,0 +1,112 @@
+//! Phase 1, connect: every client of this process's share is connected
+//! before anything is timed, so a slow connect never eats into the
+//! schedule; the CPU meters start just before the publishers connect.
+
+use std::time::Duration;
+
+use anyhow::Result;
+use futures::future::join_all;
+use tokio_util::sync::CancellationToken;
+
+use super::{DriveSpec, RunContext, Share};
+use crate::cpu::{self, CpuMeter};
+use crate::load::{Publisher, PublisherConfig, RetryPlan};
+use crate::profile::late_retry_margin;
+use crate::schedule::Schedule;
+
+/// This process's clients, connected and not started.
+pub(super) struct Connected {
+    pub consumer_clients: Vec<async_nats::Client>,
+    /// Waiting for their [`crate::load::Timing`].
+    pub publishers: Vec<Publisher>,
+    /// Stops the publishers early: a failed consumer, a halted run.
+    pub publish_stop: CancellationToken,
+    pub meters: Meters,
+    /// Messages the whole variant publishes (every process's publishers).
+    pub messages: u64,
+}
+
+/// CPU meters, started before the publishers connect and read when the
+/// last one has finished.
+pub(super) struct Meters {
+    pub client_cpu_start: Duration,
+    pub server_cpu: CpuMeter,
+}
+
+pub(super) async fn connect(
+    ctx: &RunContext,
+    spec: &DriveSpec,
+    share: &Share,
+) -> Result<Connected> {
+    let publishers = spec.publish.publishers;
+    let arrivals = spec.arrivals();
+    let messages = match &arrivals {
+        Some(table) => table.len() as u64,
+        None => spec.messages(),
+    };
+
+    let consumer_clients = join_all(
+        share
+            .consumers
+            .iter()
+            .map(|i| async move { ctx.connect.connect(&format!("consumer-{i}")).await }),
+    )
+    .await
+    .into_iter()
+    .collect::<Result<Vec<_>>>()?;
+
+    let retries = RetryPlan {
+        in_window: spec.publish.duplicates,
+        late: spec.publish.late_duplicates,
+        window: spec.publish.duplicate_window,
+        late_margin: late_retry_margin(spec.publish.duplicate_window),
+    };
+    let meters = Meters {
+        client_cpu_start: cpu::own_cpu_time(),
+        server_cpu: ctx.server_cpu.start(),
+    };
+    let publish_stop = ctx.stop.child_token();
+    let mut starting = Vec::new();
+    for &i in &share.publishers {
+        let config = PublisherConfig {
+            index: i as u16,
+            subjects: spec.subjects.clone(),
+            message_size: spec.publish.message_size,
+            schedule: Schedule {
+                // Set by `go` once every publisher is connected.
+                t0_ns: 0,
+                total_rate: spec.rate,
+                stride: publishers as u64,
+                offset: i as u64,
+                total_messages: messages,
+                end_ns: u64::MAX,
+                arrivals: arrivals.clone(),
+            },
+            window: spec.publish.pub_ack_window,
+            msg_id: spec.publish.msg_id,
+            msg_id_prefix: format!("{}-{i}-", spec.msg_id_prefix),
+            headers: spec.publish.headers.clone(),
+            retries,
+            seed: spec.seed,
+            record_from_ns: 0,
+            pub_ack_timeout: spec.publish.pub_ack_timeout,
+            timeline_origin_ns: 0,
+            resend_after: spec.publish.resend_after,
+        };
+        let stop = publish_stop.clone();
+        starting.push(async move {
+            Publisher::start(&ctx.connect, &format!("publisher-{i}"), config, stop).await
+        });
+    }
+    let publishers = join_all(starting)
+        .await
+        .into_iter()
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Connected {
+        consumer_clients,
+        publishers,
+        publish_stop,
+        meters,
+        messages,
+    })
+}

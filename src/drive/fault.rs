@@ -1,0 +1,127 @@
+//! The restart scenario's fault, timed from inside the run-and-sample
+//! phase: a server (or the stream's leader) killed with SIGKILL, kept down,
+//! started again on its store, and the election of a new leader timed.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use async_nats::jetstream;
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+
+use super::{DriveSpec, FaultOutcome, FaultPlan, RunContext};
+use crate::clock;
+use crate::profile::FaultNode;
+
+/// Kills the planned node, waits out the downtime (and, for a stream
+/// leader, the election of a new one), and starts it again. The caller's
+/// loop pauses meanwhile; publishers and consumers carry on against the
+/// remaining (or no) servers.
+pub(super) async fn inject(
+    ctx: &RunContext,
+    spec: &DriveSpec,
+    plan: FaultPlan,
+) -> Result<FaultOutcome> {
+    let faults = ctx.faults.clone().ok_or_else(|| {
+        anyhow::anyhow!(
+            "killing a server needs one jsbench started itself; this one was given with --server"
+        )
+    })?;
+    let names = faults.node_names();
+    let js = ctx.provisioner.jetstream();
+    let leader_before = leader(js, &spec.stream).await;
+    let node = match plan.node {
+        FaultNode::Server => 0,
+        // A lone server leads every stream it has.
+        FaultNode::Leader if names.len() == 1 => 0,
+        FaultNode::Leader => {
+            let name = leader_before.clone().ok_or_else(|| {
+                anyhow::anyhow!(
+                    "stream {} reports no leader to kill (is it replicated?)",
+                    spec.stream
+                )
+            })?;
+            names.iter().position(|n| *n == name).ok_or_else(|| {
+                anyhow::anyhow!("the stream's leader {name} is not a node jsbench started")
+            })?
+        }
+    };
+    // Kill and restart block this worker thread only: block_in_place keeps
+    // the restarted server's parent thread alive for the rest of the run.
+    // Stamped as the signal goes: clients see the sockets close before
+    // the kill has reaped the process.
+    let killed_ns = clock::now_ns();
+    tokio::task::block_in_place(|| faults.kill(node)).context("killing the server")?;
+    let mut outcome = FaultOutcome {
+        node: names.get(node).cloned().unwrap_or_default(),
+        killed_ns,
+        leader_before: leader_before.clone(),
+        ..Default::default()
+    };
+    let back_at = clock::instant_at(killed_ns + plan.down_for.as_nanos() as u64);
+    // The stream has a leader again when its info is answered: the request
+    // goes to the leader, and a dead one answers nothing. Watched while the
+    // node is down and after it is back, up to a deadline fixed now. A
+    // probe goes out every PROBE_EVERY, each waiting up to PROBE_TIMEOUT,
+    // so the first answer arrives within a probe interval and a round
+    // trip of the election, rather than at the next request timeout.
+    // A lone server elects nothing: its stream is back when it is.
+    let watcher = (plan.node == FaultNode::Leader && names.len() > 1).then(|| {
+        let (js, stream) = (js.clone(), spec.stream.clone());
+        tokio::spawn(async move {
+            let deadline = tokio::time::Instant::now() + ELECTION_WATCH;
+            let mut probes = FuturesUnordered::new();
+            let mut every = tokio::time::interval(PROBE_EVERY);
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(deadline) => return None,
+                    _ = every.tick() => probes.push(leader_within(&js, &stream, PROBE_TIMEOUT)),
+                    Some(answer) = probes.next(), if !probes.is_empty() => {
+                        if let Some(now_leader) = answer {
+                            return Some((clock::now_ns(), now_leader));
+                        }
+                    }
+                }
+            }
+        })
+    });
+    tokio::time::sleep_until(back_at.into()).await;
+    tokio::task::block_in_place(|| faults.restart(node)).context("restarting the server")?;
+    outcome.restarted_ns = clock::now_ns();
+    if let Some(watcher) = watcher
+        && let Ok(Some((at, new_leader))) = watcher.await
+    {
+        outcome.election_gap = Some(Duration::from_nanos(at - killed_ns));
+        outcome.leader_after = Some(new_leader);
+    }
+    Ok(outcome)
+}
+
+/// How long after a kill a new stream leader is waited for.
+const ELECTION_WATCH: Duration = Duration::from_secs(30);
+/// How often the stream is asked for its leader while one is awaited.
+const PROBE_EVERY: Duration = Duration::from_millis(50);
+/// How long one such question waits for its answer.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The stream's current leader, from stream info.
+async fn leader(js: &jetstream::Context, stream: &str) -> Option<String> {
+    leader_within(js, stream, PROBE_TIMEOUT).await
+}
+
+/// The stream's leader, if its info is answered within `timeout`: the
+/// context's own request timeout (seconds) is too coarse to time an
+/// election with.
+async fn leader_within(js: &jetstream::Context, stream: &str, timeout: Duration) -> Option<String> {
+    let response: jetstream::response::Response<jetstream::stream::Info> = tokio::time::timeout(
+        timeout,
+        js.request(format!("STREAM.INFO.{stream}"), &serde_json::json!({})),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    match response {
+        jetstream::response::Response::Ok(info) => info.cluster.and_then(|c| c.leader),
+        jetstream::response::Response::Err { .. } => None,
+    }
+}

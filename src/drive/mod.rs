@@ -1,0 +1,166 @@
+//! One variant's load, in the phases every scenario shares: connect the
+//! clients, agree on t0, start the consumers, start the publishers, run
+//! and sample until the last message is sent, drain, collect.
+//!
+//! Scenarios provision their stream (and durable), describe the load as a
+//! [`DriveSpec`], call [`drive`], and measure and verify from the
+//! [`DriveOutcome`]; none of them repeats these mechanics.
+//!
+//! A variant may be spread over several processes (`run --workers N`).
+//! Drive knows the other processes only through two seams it defines and
+//! the worker layer implements: [`Distribute`] (how a run splits a drive)
+//! and [`Peers`] (what the phases tell the other processes and hear back).
+//! A variant in one process has the peers [`Alone`].
+//!
+//! - [`spec`](DriveSpec): the load, the consumer's crash plan, the
+//!   server kill, and the [`Share`] one process runs.
+//! - `connect`, `start`, `sample`, `drain`, `collect`: the phases, in order.
+//! - `crash`, `fault`: the consumer crash and the server kill, timed from
+//!   inside the run-and-sample phase.
+//! - [`outcome`](DriveOutcome): what the phases measured, merged.
+//! - [`peers`](Peers): the seam with the other processes.
+
+mod collect;
+mod connect;
+mod crash;
+mod drain;
+mod fault;
+mod outcome;
+mod peers;
+mod sample;
+mod spec;
+mod start;
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use anyhow::Result;
+use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+
+use crate::connect::ConnectSettings;
+use crate::cpu::ServerCpu;
+use crate::fault::FaultHandle;
+use crate::load::Timing;
+use crate::profile::ServerPlan;
+use crate::progress::{Progress, VariantBar};
+use crate::provision::{Names, Provisioner};
+
+pub use outcome::{ConsumerSample, ConsumerState, CrashOutcome, DriveOutcome, FaultOutcome};
+pub use peers::{Alone, Exchange, LocalReports, PeerCounts, PeerPart, Peers, PublisherPart};
+pub use spec::{ConsumerSpec, CrashPlan, DriveSpec, FaultPlan, Share};
+
+/// What every scenario needs from the run.
+pub struct RunContext {
+    pub connect: ConnectSettings,
+    pub provisioner: Provisioner,
+    pub names: Names,
+    pub server: ServerPlan,
+    pub progress: Progress,
+    /// Cancelled on Ctrl-C: scenarios stop publishing, keep what they
+    /// measured and return.
+    pub stop: CancellationToken,
+    /// Where the server's CPU time is read from.
+    pub server_cpu: ServerCpu,
+    /// The servers scenarios may kill and restart; `None` for a server
+    /// jsbench did not start.
+    pub faults: Option<FaultHandle>,
+    /// Workers recruited with `run --workers N`: every drive is split
+    /// among them and this process.
+    pub workers: Option<Arc<dyn Distribute>>,
+}
+
+/// A way of running a drive over several processes. The worker layer
+/// implements it; drive sees no more of workers than this.
+pub trait Distribute: Send + Sync {
+    fn drive<'a>(
+        &'a self,
+        ctx: &'a RunContext,
+        spec: &'a DriveSpec,
+    ) -> BoxFuture<'a, Result<DriveOutcome>>;
+}
+
+/// Lead time between scheduling t0 and the first intended send, so every
+/// publisher thread is up before its first message is due.
+const LEAD_IN: Duration = Duration::from_millis(200);
+
+/// Runs one variant's load: in this process, or split with the run's
+/// workers when it has some.
+pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
+    match &ctx.workers {
+        Some(workers) => workers.drive(ctx, spec).await,
+        None => drive_share(ctx, spec, &Share::all(spec), &mut Alone).await,
+    }
+}
+
+/// Runs `share` of the variant in this process, phase by phase, with
+/// `peers` running the rest. When this process leads, the peers' parts
+/// join the outcome, which then reads as if one process had run everything.
+pub async fn drive_share<P: Peers>(
+    ctx: &RunContext,
+    spec: &DriveSpec,
+    share: &Share,
+    peers: &mut P,
+) -> Result<DriveOutcome> {
+    let connected = connect::connect(ctx, spec, share).await?;
+    let t0_ns = peers.start_time(spec, LEAD_IN).await?;
+    let mut variant = Variant::new(ctx, spec, share, t0_ns, connected.messages);
+    variant.start_consumers(connected.consumer_clients);
+    let publishers = start::start_publishers(connected.publishers, variant.timing);
+    let published = variant
+        .run_and_sample(peers, publishers, connected.meters, connected.publish_stop)
+        .await?;
+    let drained = variant.drain(peers, &published).await?;
+    variant.collect(peers, published, drained).await
+}
+
+/// One variant in flight in this process: what its phases hand each other.
+struct Variant<'a> {
+    ctx: &'a RunContext,
+    spec: &'a DriveSpec,
+    share: &'a Share,
+    /// t0, the start of recording and the end of an unpaced run, shared
+    /// by every process of the variant.
+    timing: Timing,
+    /// Messages the consumers must finish: the stream's preload and every
+    /// message the variant publishes.
+    expected: u64,
+    bar: VariantBar,
+    consumers: start::Consumers,
+    /// Consumer info on an interval, when the spec asks and this process
+    /// watches the server.
+    sampler: Option<sample::Sampler>,
+    /// The other processes' clients' unanswered deliveries, as last
+    /// reported: the sampler's client-side view of ack pending.
+    peer_in_flight: Arc<AtomicU64>,
+}
+
+impl<'a> Variant<'a> {
+    fn new(
+        ctx: &'a RunContext,
+        spec: &'a DriveSpec,
+        share: &'a Share,
+        t0_ns: u64,
+        messages: u64,
+    ) -> Self {
+        let record_from_ns = t0_ns + spec.warmup.as_nanos() as u64;
+        Variant {
+            ctx,
+            spec,
+            share,
+            timing: Timing {
+                t0_ns,
+                record_from_ns,
+                end_ns: record_from_ns + spec.duration.as_nanos() as u64,
+            },
+            expected: messages + spec.preloaded,
+            bar: ctx
+                .progress
+                .variant(&spec.label, spec.warmup + spec.duration + LEAD_IN),
+            consumers: start::Consumers::default(),
+            sampler: None,
+            peer_in_flight: Arc::new(AtomicU64::new(0)),
+        }
+    }
+}

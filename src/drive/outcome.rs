@@ -1,0 +1,260 @@
+//! What driving a variant measured, merged across its tasks (and its
+//! processes): what scenarios measure and verify from.
+
+use std::time::Duration;
+
+use crate::consume::{ConsumerReport, CrashReport, DeliveryEvent};
+use crate::histogram::Recorder;
+use crate::ledger::{LedgerCounts, LedgerShard};
+use crate::load::{AckReport, SendReport};
+use crate::timeline::Timeline;
+
+/// What the kill and the restart looked like.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FaultOutcome {
+    pub node: String,
+    pub killed_ns: u64,
+    /// When the node accepted connections again.
+    pub restarted_ns: u64,
+    pub leader_before: Option<String>,
+    /// The stream's leader once a new one was elected (cluster).
+    pub leader_after: Option<String>,
+    /// From the kill until the stream had a leader again (cluster).
+    pub election_gap: Option<Duration>,
+}
+
+/// What the crash and the rebind looked like.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CrashOutcome {
+    pub report: CrashReport,
+    /// The server's ack pending once the crashed client was gone: what
+    /// must be redelivered.
+    pub ack_pending_after: Option<u64>,
+    /// When the new client bound, ns on [`crate::clock`].
+    pub rebound_ns: u64,
+}
+
+/// Consumer info at one moment of the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConsumerSample {
+    pub at_ns: u64,
+    pub num_pending: u64,
+    pub num_ack_pending: u64,
+    pub num_redelivered: u64,
+    /// Deliveries the clients hold unanswered (the client's own view of
+    /// ack pending, without what async-nats has buffered).
+    pub client_in_flight: u64,
+}
+
+/// Server-side view of the durable at the end of the drain.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConsumerState {
+    pub num_pending: u64,
+    pub num_ack_pending: usize,
+    pub num_redelivered: usize,
+}
+
+/// Everything measured while driving one variant, merged across tasks.
+#[derive(Debug)]
+pub struct DriveOutcome {
+    pub t0_ns: u64,
+    pub record_from_ns: u64,
+    pub sends: Vec<SendReport>,
+    pub acks: Vec<AckReport>,
+    pub consumers: Vec<ConsumerReport>,
+    pub send_lag: Recorder,
+    pub pub_ack_intended: Recorder,
+    pub pub_ack_sent: Recorder,
+    pub e2e_intended: Recorder,
+    pub e2e_sent: Recorder,
+    pub ledger: LedgerShard,
+    pub counts: LedgerCounts,
+    pub published_timeline: Timeline,
+    pub delivered_timeline: Timeline,
+    /// Whether every persisted message was delivered before the drain timeout
+    /// (always true without consumers).
+    pub drained: bool,
+    /// Time from the last publish to the end of the drain.
+    pub drain_time: Duration,
+    pub server_state: Option<ConsumerState>,
+    /// Consumer info sampled over the run (when asked for).
+    pub samples: Vec<ConsumerSample>,
+    /// Every delivery, ordered by sequence and delivery (when asked for).
+    pub events: Vec<DeliveryEvent>,
+    /// Double-ack round trips.
+    pub ack_rtt: Recorder,
+    /// The planned crash, when there was one.
+    pub crash: Option<CrashOutcome>,
+    /// The planned server kill, when there was one.
+    pub fault: Option<FaultOutcome>,
+    /// CPU jsbench used from the start of publishing to the last PubAck.
+    pub client_cpu: Duration,
+    /// CPU the server used over the same span, when it can be measured.
+    pub server_cpu: Option<Duration>,
+    pub interrupted: bool,
+    /// Errors the tasks reported; each makes the variant suspect.
+    pub errors: Vec<String>,
+}
+
+impl DriveOutcome {
+    pub fn sent(&self) -> u64 {
+        self.sends.iter().map(|s| s.sent).sum()
+    }
+
+    pub fn sent_bytes(&self) -> u64 {
+        self.sends.iter().map(|s| s.bytes).sum()
+    }
+
+    /// A sum over the PubAck readers.
+    pub fn acks_sum(&self, field: impl Fn(&AckReport) -> u64) -> u64 {
+        self.acks.iter().map(field).sum()
+    }
+
+    /// A sum over the senders.
+    pub fn sends_sum(&self, field: impl Fn(&SendReport) -> u64) -> u64 {
+        self.sends.iter().map(field).sum()
+    }
+
+    /// The publishing span: first intended send to last actual send.
+    pub fn publish_span(&self) -> Duration {
+        let last = self.sends.iter().map(|s| s.last_sent_ns).max().unwrap_or(0);
+        Duration::from_nanos(last.saturating_sub(self.t0_ns))
+    }
+
+    /// Achieved publish rate over the publishing span.
+    pub fn publish_rate(&self) -> f64 {
+        rate(self.sent(), self.publish_span())
+    }
+
+    /// Achieved delivery rate across consumers, first to last delivery.
+    pub fn consume_rate(&self) -> f64 {
+        let first = self
+            .consumers
+            .iter()
+            .filter(|c| c.first_ns > 0)
+            .map(|c| c.first_ns)
+            .min();
+        let last = self.consumers.iter().map(|c| c.last_ns).max();
+        match (first, last) {
+            (Some(f), Some(l)) => rate(
+                self.consumers.iter().map(|c| c.received).sum(),
+                Duration::from_nanos(l - f),
+            ),
+            _ => 0.0,
+        }
+    }
+
+    /// Consumer info samples as series: `num_pending`, `num_ack_pending`,
+    /// `num_redelivered` and `client_in_flight`, one value per interval.
+    pub fn sample_timelines(&self, every: Duration) -> Vec<(String, Timeline)> {
+        let bucket_ns = every.as_nanos().max(1) as u64;
+        let series = |name: &str, value: fn(&ConsumerSample) -> u64| {
+            let mut t = Timeline {
+                origin_ns: self.t0_ns,
+                bucket_ns,
+                counts: Vec::new(),
+            };
+            for s in &self.samples {
+                let i = (s.at_ns.saturating_sub(self.t0_ns) / bucket_ns) as usize;
+                if t.counts.len() <= i {
+                    t.counts.resize(i + 1, 0);
+                }
+                t.counts[i] = value(s);
+            }
+            (name.to_string(), t)
+        };
+        vec![
+            series("num_pending", |s| s.num_pending),
+            series("num_ack_pending", |s| s.num_ack_pending),
+            series("num_redelivered", |s| s.num_redelivered),
+            series("client_in_flight", |s| s.client_in_flight),
+        ]
+    }
+
+    /// How far the last message was sent behind its intended time.
+    pub fn final_lag(&self) -> Duration {
+        let lag = self
+            .sends
+            .iter()
+            .map(|s| s.last_sent_ns.saturating_sub(s.last_intended_ns))
+            .max()
+            .unwrap_or(0);
+        Duration::from_nanos(lag)
+    }
+}
+
+fn rate(count: u64, span: Duration) -> f64 {
+    if span.is_zero() {
+        0.0
+    } else {
+        count as f64 / span.as_secs_f64()
+    }
+}
+
+/// The outcome of the task reports, before the phases add what they saw.
+pub(super) fn merge(
+    sends: Vec<SendReport>,
+    acks: Vec<AckReport>,
+    consumers: Vec<ConsumerReport>,
+    t0_ns: u64,
+    record_from_ns: u64,
+) -> DriveOutcome {
+    let mut send_lag = Recorder::new();
+    let mut published_timeline = Timeline::per_second(t0_ns);
+    for s in &sends {
+        send_lag.merge(&s.send_lag);
+        published_timeline.merge(&s.timeline);
+    }
+    let mut pub_ack_intended = Recorder::new();
+    let mut pub_ack_sent = Recorder::new();
+    let mut ledger = LedgerShard::new();
+    for a in &acks {
+        pub_ack_intended.merge(&a.from_intended);
+        pub_ack_sent.merge(&a.from_sent);
+        ledger.merge(&a.ledger);
+    }
+    let mut e2e_intended = Recorder::new();
+    let mut e2e_sent = Recorder::new();
+    let mut ack_rtt = Recorder::new();
+    let mut delivered_timeline = Timeline::per_second(t0_ns);
+    let mut logs = Vec::new();
+    for c in &consumers {
+        e2e_intended.merge(&c.e2e_intended);
+        e2e_sent.merge(&c.e2e_sent);
+        ack_rtt.merge(&c.ack_rtt);
+        ledger.merge(&c.ledger);
+        delivered_timeline.merge(&c.timeline);
+        logs.push(c.events.clone());
+    }
+    let mut counts = ledger.counts();
+    counts.published = sends.iter().map(|s| s.sent).sum();
+    counts.publish_errors = acks.iter().map(|a| a.errors + a.missing).sum();
+    DriveOutcome {
+        t0_ns,
+        record_from_ns,
+        sends,
+        acks,
+        consumers,
+        send_lag,
+        pub_ack_intended,
+        pub_ack_sent,
+        e2e_intended,
+        e2e_sent,
+        ledger,
+        counts,
+        published_timeline,
+        delivered_timeline,
+        drained: false,
+        drain_time: Duration::ZERO,
+        server_state: None,
+        samples: Vec::new(),
+        events: crate::consume::events::merge(logs),
+        ack_rtt,
+        crash: None,
+        fault: None,
+        client_cpu: Duration::ZERO,
+        server_cpu: None,
+        interrupted: false,
+        errors: Vec::new(),
+    }
+}

@@ -1,0 +1,207 @@
+//! Phase 4, run and sample: from the first intended send until the last
+//! publisher has finished, the progress bar, the exchange with the other
+//! processes, the planned crash or kill, and consumer info on an interval.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use async_nats::jetstream;
+use futures::future::join_all;
+use tokio_util::sync::CancellationToken;
+
+use super::connect::Meters;
+use super::start::ClientProgress;
+use super::{ConsumerSample, ConsumerState, FaultOutcome, Peers, Variant, fault};
+use crate::clock;
+use crate::cpu;
+use crate::load::{AckReport, Publisher, SendReport};
+
+/// What the publish phase leaves: every publisher's reports, what was
+/// stored, and the meters read when the last publisher finished.
+pub(super) struct Published {
+    pub sends: Vec<SendReport>,
+    pub acks: Vec<AckReport>,
+    /// Messages this process's PubAcks confirmed stored.
+    pub local_stored: u64,
+    /// Everything the consumers must finish: the preload, and what every
+    /// process stored.
+    pub stored: u64,
+    /// When this process (and, leading, every process) had published.
+    pub end: Instant,
+    /// CPU jsbench used from the start of publishing to the last PubAck.
+    pub client_cpu: Duration,
+    /// CPU the server used over the same span, when it can be measured.
+    pub server_cpu: Option<Duration>,
+    /// The planned server kill, when there was one.
+    pub fault: Option<FaultOutcome>,
+}
+
+impl Published {
+    pub fn sent(&self) -> u64 {
+        self.sends.iter().map(|s| s.sent).sum()
+    }
+}
+
+impl Variant<'_> {
+    pub(super) async fn run_and_sample<P: Peers>(
+        &mut self,
+        peers: &mut P,
+        publishers: Vec<Publisher>,
+        meters: Meters,
+        publish_stop: CancellationToken,
+    ) -> Result<Published> {
+        let (ctx, spec) = (self.ctx, self.spec);
+        let sent_counters: Vec<_> = publishers.iter().map(|p| p.progress.clone()).collect();
+        self.sampler = spec
+            .consumer
+            .as_ref()
+            .filter(|_| peers.watches_server())
+            .and_then(|c| {
+                c.sample_every.map(|every| {
+                    Sampler::start(
+                        ctx.provisioner.jetstream().clone(),
+                        &spec.stream,
+                        &c.durable,
+                        self.consumers.progress.clone(),
+                        self.peer_in_flight.clone(),
+                        every,
+                    )
+                })
+            });
+        let mut fault = None;
+        let started = Instant::now();
+        let finishing = join_all(publishers.into_iter().map(Publisher::finish));
+        tokio::pin!(finishing);
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        let mut last = (Instant::now(), 0u64);
+        let results = loop {
+            tokio::select! {
+                results = &mut finishing => break results,
+                _ = tick.tick() => {
+                    let local_sent: u64 = sent_counters.iter().map(|p| p.sent.load(Ordering::Relaxed)).sum();
+                    let local = self.consumers.progress.counts(local_sent, 0);
+                    let exchange = peers.exchange(local, ctx.stop.is_cancelled()).await;
+                    self.peer_in_flight.store(exchange.others.in_flight, Ordering::Relaxed);
+                    if exchange.halt {
+                        publish_stop.cancel();
+                    }
+                    let sent = local_sent + exchange.others.sent;
+                    let now = Instant::now();
+                    let rate = sent.saturating_sub(last.1) as f64 / now.duration_since(last.0).as_secs_f64().max(1e-3);
+                    last = (now, sent);
+                    self.bar.update(started.elapsed(), sent, local.received + exchange.others.received, rate);
+                    self.consumers.advance_crash(ctx).await?;
+                    if let Some(plan) = spec.fault
+                        && fault.is_none()
+                        && clock::now_ns() >= self.timing.t0_ns + plan.after.as_nanos() as u64
+                    {
+                        self.bar.phase("server down");
+                        fault = Some(fault::inject(ctx, spec, plan).await?);
+                    }
+                    if self.consumers.failed() {
+                        // A consumer ended on its own: it failed. Stop publishing.
+                        publish_stop.cancel();
+                    }
+                }
+            }
+        };
+        let client_cpu = cpu::own_cpu_time().saturating_sub(meters.client_cpu_start);
+        let server_cpu = meters.server_cpu.stop();
+        let mut sends = Vec::new();
+        let mut acks = Vec::new();
+        for result in results {
+            let (s, a) = result?;
+            sends.push(s);
+            acks.push(a);
+        }
+        let local_stored = acks
+            .iter()
+            .map(|a| a.acked + a.late_stored + a.retries_stored)
+            .sum::<u64>();
+        // Other processes publish on their own slots of the schedule and
+        // finish about when this one does; the drain starts once the last
+        // of them has.
+        let local = self
+            .consumers
+            .progress
+            .counts(sends.iter().map(|s| s.sent).sum(), local_stored);
+        let peer_stored = peers.published(local, &ctx.stop, &self.bar).await;
+        Ok(Published {
+            sends,
+            acks,
+            local_stored,
+            stored: spec.preloaded + local_stored + peer_stored,
+            end: Instant::now(),
+            client_cpu,
+            server_cpu,
+            fault,
+        })
+    }
+}
+
+/// The durable as the server sees it now; `None` when it cannot say.
+pub(super) async fn consumer_state(
+    js: &jetstream::Context,
+    stream: &str,
+    durable: &str,
+) -> Option<ConsumerState> {
+    let stream = js.get_stream(stream).await.ok()?;
+    let consumer: jetstream::consumer::PullConsumer = stream.get_consumer(durable).await.ok()?;
+    let info = consumer.get_info().await.ok()?;
+    Some(ConsumerState {
+        num_pending: info.num_pending,
+        num_ack_pending: info.num_ack_pending,
+        num_redelivered: info.num_redelivered,
+    })
+}
+
+/// Samples consumer info on a fixed interval, from the control connection.
+pub(super) struct Sampler {
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<Vec<ConsumerSample>>,
+}
+
+impl Sampler {
+    fn start(
+        js: jetstream::Context,
+        stream: &str,
+        durable: &str,
+        clients: ClientProgress,
+        peers_in_flight: Arc<AtomicU64>,
+        every: Duration,
+    ) -> Sampler {
+        let stop = CancellationToken::new();
+        let (stream, durable, halt) = (stream.to_string(), durable.to_string(), stop.clone());
+        let task = tokio::spawn(async move {
+            let mut samples = Vec::new();
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            loop {
+                tokio::select! {
+                    _ = halt.cancelled() => break,
+                    _ = tick.tick() => {}
+                }
+                let client_in_flight =
+                    clients.in_flight() + peers_in_flight.load(Ordering::Relaxed);
+                if let Some(s) = consumer_state(&js, &stream, &durable).await {
+                    samples.push(ConsumerSample {
+                        at_ns: clock::now_ns(),
+                        num_pending: s.num_pending,
+                        num_ack_pending: s.num_ack_pending as u64,
+                        num_redelivered: s.num_redelivered as u64,
+                        client_in_flight,
+                    });
+                }
+            }
+            samples
+        });
+        Sampler { stop, task }
+    }
+
+    pub async fn finish(self) -> Vec<ConsumerSample> {
+        self.stop.cancel();
+        self.task.await.unwrap_or_default()
+    }
+}

@@ -1,0 +1,245 @@
+//! A variant's load as scenarios describe it, and the share of it one
+//! process runs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::profile::{BehaviourPlan, CommonPlan, ConsumerPlan, CrashPoint, FaultNode, PublishPlan};
+
+/// One variant's load. It travels whole to workers, which each run the
+/// part of it their [`Share`] names.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct DriveSpec {
+    /// Shown on the progress bar.
+    pub label: String,
+    /// The stream's subjects, published to round-robin by message number.
+    pub subjects: Vec<String>,
+    pub stream: String,
+    pub publish: PublishPlan,
+    /// The durable to read, and how; `None` publishes only.
+    pub consumer: Option<ConsumerSpec>,
+    /// Total msg/s; `None` publishes as fast as the server accepts.
+    pub rate: Option<u64>,
+    /// With `rate = None`: publish exactly this many messages and stop (a
+    /// fill) instead of running for warm-up plus duration.
+    pub count: Option<u64>,
+    /// Messages already in the stream that the consumers must also finish.
+    pub preloaded: u64,
+    pub warmup: Duration,
+    pub duration: Duration,
+    pub drain_timeout: Duration,
+    pub msg_id_prefix: String,
+    /// Seeds sizes and retry choices.
+    pub seed: u64,
+    /// Kill a server mid-run and start it again (restart).
+    pub fault: Option<FaultPlan>,
+}
+
+/// When to kill which server, and for how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FaultPlan {
+    /// From the start of the schedule.
+    pub after: Duration,
+    pub node: FaultNode,
+    /// From the kill to the restart.
+    pub down_for: Duration,
+}
+
+/// The durable a variant reads and what its clients do with deliveries.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct ConsumerSpec {
+    pub durable: String,
+    pub plan: ConsumerPlan,
+    pub behaviour: Arc<BehaviourPlan>,
+    /// Keep a record of every delivery (for redelivery delays).
+    pub log_events: bool,
+    /// Poll consumer info this often while the variant runs.
+    pub sample_every: Option<Duration>,
+    /// Crash the first client mid-run and bind a new one (resume).
+    pub crash: Option<CrashPlan>,
+}
+
+/// When and how the first consumer client crashes, and when a new client
+/// binds to the same durable in its place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CrashPlan {
+    /// From the start of the schedule.
+    pub after: Duration,
+    pub point: CrashPoint,
+    /// From the crash to the new client's bind.
+    pub rebind_after: Duration,
+}
+
+impl ConsumerSpec {
+    /// A durable whose clients follow `behaviour`, with every delivery
+    /// logged and consumer info sampled: what fates and redelivery
+    /// accounting are built from.
+    pub fn observed(
+        durable: String,
+        plan: ConsumerPlan,
+        behaviour: Arc<BehaviourPlan>,
+        sample_every: Duration,
+    ) -> Self {
+        ConsumerSpec {
+            durable,
+            plan,
+            behaviour,
+            log_events: true,
+            sample_every: Some(sample_every),
+            crash: None,
+        }
+    }
+
+    /// An explicit-ack durable whose clients ack everything at once.
+    pub fn acking(durable: String, plan: ConsumerPlan) -> Self {
+        ConsumerSpec {
+            durable,
+            plan,
+            behaviour: Arc::new(BehaviourPlan::all_ack()),
+            log_events: false,
+            sample_every: None,
+            crash: None,
+        }
+    }
+}
+
+impl DriveSpec {
+    /// Messages a paced variant or a fill publishes, warm-up included; 0
+    /// when it runs for a time instead.
+    pub fn messages(&self) -> u64 {
+        if let Some(arrivals) = self.arrivals() {
+            return arrivals.len() as u64;
+        }
+        match (self.rate, self.count) {
+            (Some(rate), _) => ((rate as f64) * (self.warmup + self.duration).as_secs_f64())
+                .round()
+                .max(1.0) as u64,
+            (None, Some(n)) => n,
+            (None, None) => 0,
+        }
+    }
+
+    /// Intended send offsets of an irregular arrival pattern
+    /// (`publish.arrival`, over warm-up plus duration; `rate` is its mean),
+    /// or `None` for the steady schedule at `rate`.
+    pub fn arrivals(&self) -> Option<Arc<[u64]>> {
+        crate::profile::arrival_offsets(
+            &self.publish.arrival,
+            self.rate,
+            self.warmup + self.duration,
+        )
+        .map(Arc::from)
+    }
+
+    /// The shape most scenarios drive: `rate` msg/s over the plan's
+    /// warm-up and duration to one subject, read by `consumer`, seeded by
+    /// the rate so variants at one rate publish alike. Scenarios change
+    /// the fields that make them different (ids, a crash, a kill).
+    pub fn paced(
+        label: String,
+        stream: &str,
+        subject: String,
+        publish: &PublishPlan,
+        common: &CommonPlan,
+        rate: u64,
+        consumer: ConsumerSpec,
+    ) -> Self {
+        DriveSpec {
+            label,
+            subjects: vec![subject],
+            stream: stream.to_string(),
+            publish: publish.clone(),
+            consumer: Some(consumer),
+            rate: Some(rate),
+            count: None,
+            preloaded: 0,
+            warmup: common.warmup,
+            duration: common.duration,
+            drain_timeout: common.drain_timeout,
+            msg_id_prefix: String::new(),
+            seed: rate,
+            fault: None,
+        }
+    }
+
+    /// A spec that publishes nothing and only consumes what is stored.
+    pub fn consume_only(
+        label: String,
+        stream: String,
+        consumer: ConsumerSpec,
+        preloaded: u64,
+        drain_timeout: Duration,
+    ) -> Self {
+        let mut publish = PublishPlan::simple(
+            0,
+            128,
+            crate::profile::MsgId::None,
+            1,
+            Duration::from_secs(10),
+        );
+        publish.publishers = 0;
+        DriveSpec {
+            label,
+            subjects: Vec::new(),
+            stream,
+            publish,
+            consumer: Some(consumer),
+            rate: None,
+            count: Some(0),
+            preloaded,
+            warmup: Duration::ZERO,
+            duration: Duration::ZERO,
+            drain_timeout,
+            msg_id_prefix: String::new(),
+            seed: 0,
+            fault: None,
+        }
+    }
+}
+
+/// Which publishers and consumer clients, by their index in the whole
+/// variant, one process runs. Publisher *p* keeps its slots of the one
+/// schedule (every *P*-th message from *p*) wherever it runs, so a split
+/// changes who sends a message, never when it is due or what it carries.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Share {
+    pub publishers: Vec<usize>,
+    pub consumers: Vec<usize>,
+}
+
+impl Share {
+    /// Everything: a single-process run.
+    pub fn all(spec: &DriveSpec) -> Share {
+        Share {
+            publishers: (0..spec.publish.publishers).collect(),
+            consumers: (0..spec.consumer.as_ref().map_or(0, |c| c.plan.consumers)).collect(),
+        }
+    }
+
+    /// Round-robin over `parts` processes, the coordinator first: the
+    /// coordinator's share is never smaller than a worker's.
+    pub fn split(spec: &DriveSpec, parts: usize) -> Vec<Share> {
+        let parts = parts.max(1);
+        let all = Share::all(spec);
+        (0..parts)
+            .map(|k| Share {
+                publishers: all
+                    .publishers
+                    .iter()
+                    .copied()
+                    .filter(|i| i % parts == k)
+                    .collect(),
+                consumers: all
+                    .consumers
+                    .iter()
+                    .copied()
+                    .filter(|i| i % parts == k)
+                    .collect(),
+            })
+            .collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.publishers.is_empty() && self.consumers.is_empty()
+    }
+}

@@ -1,0 +1,191 @@
+//! Phases 2 and 3, start the consumers and then the publishers, both on
+//! the variant's agreed timing: consumers first, so the first message
+//! finds a reader.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use anyhow::Result;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::crash::CrashState;
+use super::{ConsumerSpec, PeerCounts, RunContext, Variant};
+use crate::consume::{self, ConsumerConfig, ConsumerProgress, ConsumerReport, Crash};
+use crate::load::{Publisher, Timing};
+
+/// This process's consumer clients while the variant runs: their tasks,
+/// their counters, and the crash planned for the first of them.
+#[derive(Default)]
+pub(super) struct Consumers {
+    /// `None` when the variant only publishes.
+    launcher: Option<Launcher>,
+    pub tasks: Vec<JoinHandle<Result<ConsumerReport>>>,
+    pub progress: ClientProgress,
+    pub crash: Option<CrashState>,
+    /// The reports of clients that crashed as planned.
+    pub crashed: Vec<ConsumerReport>,
+    /// Ends every consumer client once the variant is collected.
+    pub stop: CancellationToken,
+}
+
+/// One counter slot per consumer client, and one more for a client that
+/// replaces a crashed one, so the sums never lose a crashed client's count.
+#[derive(Clone, Default)]
+pub(super) struct ClientProgress(pub Vec<Arc<ConsumerProgress>>);
+
+impl ClientProgress {
+    pub fn received(&self) -> u64 {
+        self.0
+            .iter()
+            .map(|p| p.received.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    pub fn finished(&self) -> u64 {
+        self.0
+            .iter()
+            .map(|p| p.finished.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Deliveries the clients hold unanswered.
+    pub fn in_flight(&self) -> u64 {
+        self.0
+            .iter()
+            .map(|p| {
+                let received = p.received.load(Ordering::Relaxed);
+                received.saturating_sub(p.answered.load(Ordering::Relaxed))
+            })
+            .sum()
+    }
+
+    /// This process's counts for the other processes.
+    pub fn counts(&self, sent: u64, stored: u64) -> PeerCounts {
+        PeerCounts {
+            sent,
+            received: self.received(),
+            finished: self.finished(),
+            stored,
+            in_flight: self.in_flight(),
+        }
+    }
+}
+
+impl Consumers {
+    /// A client ended on its own: it failed.
+    pub fn failed(&self) -> bool {
+        self.tasks.iter().any(|t| t.is_finished())
+    }
+
+    /// Whether the planned crash (if any) and its rebind are behind us.
+    pub fn crash_done(&self) -> bool {
+        self.crash.as_ref().is_none_or(|c| c.done())
+    }
+
+    /// Crashes the first client when its time has come, and binds its
+    /// replacement at the planned time.
+    pub async fn advance_crash(&mut self, ctx: &RunContext) -> Result<()> {
+        if let (Some(state), Some(launcher)) = (self.crash.as_mut(), self.launcher.as_ref()) {
+            state
+                .advance(
+                    ctx,
+                    launcher,
+                    &mut self.tasks,
+                    &mut self.crashed,
+                    &self.progress.0,
+                )
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+impl Variant<'_> {
+    /// Spawns a task per consumer client of the share, the first one
+    /// armed to crash when the spec plans a crash.
+    pub(super) fn start_consumers(&mut self, clients: Vec<async_nats::Client>) {
+        let spec = self.spec;
+        let launcher = spec.consumer.as_ref().map(|c| Launcher {
+            stream: spec.stream.clone(),
+            spec: c.clone(),
+            record_from_ns: self.timing.record_from_ns,
+            t0_ns: self.timing.t0_ns,
+            expected: self.expected,
+            js_api_prefix: self.ctx.connect.js_api.prefix(),
+            stop: self.consumers.stop.clone(),
+        });
+        let crash_plan = spec.consumer.as_ref().and_then(|c| c.crash);
+        let consumers = &mut self.consumers;
+        consumers.progress = ClientProgress(
+            (0..self.share.consumers.len() + usize::from(crash_plan.is_some()))
+                .map(|_| Arc::new(ConsumerProgress::default()))
+                .collect(),
+        );
+        if let Some(launcher) = &launcher {
+            for (k, (client, &i)) in clients.into_iter().zip(&self.share.consumers).enumerate() {
+                let token = (k == 0).then(CancellationToken::new);
+                let crash_signal = crash_plan.zip(token.clone()).map(|(plan, at)| Crash {
+                    at,
+                    point: plan.point,
+                });
+                consumers.tasks.push(launcher.spawn(
+                    client,
+                    i,
+                    consumers.progress.0[k].clone(),
+                    crash_signal,
+                ));
+                if let (Some(plan), Some(token)) = (crash_plan, token) {
+                    consumers.crash = Some(CrashState::new(plan, token, self.timing.t0_ns));
+                }
+            }
+        }
+        consumers.launcher = launcher;
+    }
+}
+
+/// Sets every publisher's schedule going.
+pub(super) fn start_publishers(mut publishers: Vec<Publisher>, timing: Timing) -> Vec<Publisher> {
+    for p in &mut publishers {
+        p.go(timing);
+    }
+    publishers
+}
+
+/// Everything needed to start a consumer client for a variant.
+pub(super) struct Launcher {
+    pub stream: String,
+    pub spec: ConsumerSpec,
+    record_from_ns: u64,
+    t0_ns: u64,
+    expected: u64,
+    js_api_prefix: String,
+    stop: CancellationToken,
+}
+
+impl Launcher {
+    pub fn spawn(
+        &self,
+        client: async_nats::Client,
+        index: usize,
+        progress: Arc<ConsumerProgress>,
+        crash: Option<Crash>,
+    ) -> tokio::task::JoinHandle<Result<ConsumerReport>> {
+        let config = ConsumerConfig {
+            index,
+            stream: self.stream.clone(),
+            durable: self.spec.durable.clone(),
+            plan: self.spec.plan.clone(),
+            behaviour: self.spec.behaviour.clone(),
+            record_from_ns: self.record_from_ns,
+            timeline_origin_ns: self.t0_ns,
+            expected_messages: self.expected,
+            log_events: self.spec.log_events,
+            js_api_prefix: self.js_api_prefix.clone(),
+            crash,
+        };
+        // The client moves into the task: when the task ends, its
+        // connection closes, which is what a crash must do.
+        tokio::spawn(consume::run(client, config, progress, self.stop.clone()))
+    }
+}

@@ -1,0 +1,99 @@
+//! What one variant produced, the guarantees checked on it, and where it
+//! goes as soon as it is done. Scenarios make these; workers annotate them;
+//! the results writer stores them.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+
+use crate::histogram::Recorder;
+use crate::ledger::LedgerCounts;
+use crate::metrics::Metric;
+use crate::profile::ScenarioPlan;
+use crate::provision::StreamPlacement;
+use crate::timeline::Timeline;
+
+/// A delivery guarantee checked after a variant, with the evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Invariant {
+    pub name: String,
+    pub passed: bool,
+    pub detail: String,
+}
+
+impl Invariant {
+    pub fn check(name: &str, passed: bool, detail: impl Into<String>) -> Self {
+        Invariant {
+            name: name.to_string(),
+            passed,
+            detail: detail.into(),
+        }
+    }
+
+    /// `actual == expected`, with both in the evidence.
+    pub fn equal(name: &str, actual: u64, expected: u64) -> Self {
+        Invariant::check(
+            name,
+            actual == expected,
+            format!("{actual} (expected {expected})"),
+        )
+    }
+}
+
+/// Everything one variant produced: what the results writer stores.
+#[derive(Debug, Clone)]
+pub struct VariantResult {
+    pub name: String,
+    /// The settings that distinguish this variant (rate, sizes, counts).
+    pub params: BTreeMap<String, serde_json::Value>,
+    pub metrics: Vec<Metric>,
+    pub histograms: Vec<(String, Recorder)>,
+    pub ledger: LedgerCounts,
+    pub invariants: Vec<Invariant>,
+    /// Problems that do not break a guarantee but weaken a number (a
+    /// generator that fell behind, a server log warning).
+    pub warnings: Vec<String>,
+    pub timelines: BTreeMap<String, Timeline>,
+    /// Set when the variant could not complete; what was measured stays.
+    pub error: Option<String>,
+    pub elapsed: Duration,
+    /// Where the variant's streams were placed (leader, replicas).
+    pub streams: Vec<StreamPlacement>,
+}
+
+impl VariantResult {
+    pub fn new(name: impl Into<String>) -> Self {
+        VariantResult {
+            name: name.into(),
+            params: BTreeMap::new(),
+            metrics: Vec::new(),
+            histograms: Vec::new(),
+            ledger: LedgerCounts::default(),
+            invariants: Vec::new(),
+            warnings: Vec::new(),
+            timelines: BTreeMap::new(),
+            error: None,
+            elapsed: Duration::ZERO,
+            streams: Vec::new(),
+        }
+    }
+
+    pub fn param(&mut self, key: &str, value: impl Serialize) {
+        self.params.insert(
+            key.to_string(),
+            serde_json::to_value(value).expect("plain values serialise"),
+        );
+    }
+
+    pub fn passed(&self) -> bool {
+        self.error.is_none() && self.invariants.iter().all(|i| i.passed)
+    }
+}
+
+/// Receives each variant as soon as it is done, so a later failure or a
+/// Ctrl-C never loses an earlier result.
+pub trait VariantSink {
+    fn record(&mut self, scenario: &ScenarioPlan, variant: VariantResult) -> Result<()>;
+}
