@@ -7,7 +7,8 @@
 #
 # Exit status is compare's: 0 no regression, 1 a regression or an invariant
 # failure in the new run, 2 unusable input (a baseline from another profile
-# or schema: record a new one, see README "Comparing runs").
+# or schema: record a new one, see results/README.md; the rule and the
+# threshold are explained in docs/compare.md).
 #
 # Environment:
 #   JSBENCH_CI_THRESHOLD  smallest change that counts (default 100%: on the
@@ -31,7 +32,7 @@ fail_on=${JSBENCH_CI_FAIL_ON:-regressions}
 out=${JSBENCH_CI_OUT:-target/ci-compare}
 
 if [[ ! -e "$baseline" ]]; then
-    echo "error: no baseline at $baseline (record one: see README \"Comparing runs\")" >&2
+    echo "error: no baseline at $baseline (record one: see results/README.md and docs/compare.md)" >&2
     exit 2
 fi
 

@@ -35,7 +35,9 @@ jsbench run my.toml -s nats://staging:4222  an existing server\n  \
 jsbench run quick --context staging         a natscli context\n  \
 jsbench run quick --cluster 3               a local 3-node cluster, R3 streams\n  \
 jsbench run workers --workers 3             split the load with 3 `jsbench worker`s\n  \
-jsbench profiles quick > my.toml            start a profile of your own"
+jsbench profiles quick > my.toml            start a profile of your own\n\n\
+Documentation: README.md and docs/ (docs/profiles.md: profile keys; docs/scenarios/: one page per \
+scenario; docs/connecting.md: servers and credentials; docs/troubleshooting.md: common errors)"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -48,10 +50,14 @@ enum Command {
     #[command(
         long_about = "Runs each profile's scenarios and writes results/<utc>-<commit>-<profile>/ with \
 summary.json, metrics.csv, histograms/, charts/ and report.html. Exit status: 0 all invariants held, \
-1 a scenario failed or an invariant broke, 2 bad input, 130 interrupted (results so far are kept)."
+1 a scenario failed or an invariant broke, 2 bad input, 130 interrupted (results so far are kept).",
+        after_help = "Documentation: docs/profiles.md (profiles), docs/scenarios/ (one page per scenario), \
+docs/connecting.md (servers, credentials, contexts), docs/cluster.md (--cluster), docs/workers.md \
+(--workers), docs/results.md (the results folder), docs/faults.md (exit statuses, bad input)."
     )]
     Run(Box<RunArgs>),
     /// Start an embedded nats-server (JetStream, loopback) and print its URL until Ctrl-C
+    #[command(after_help = "Documentation: docs/cluster.md (--cluster), docs/connecting.md")]
     Server(ServerArgs),
     /// Run shares of another jsbench's load: wait for `jsbench run --workers N` and follow it
     #[command(
@@ -65,10 +71,14 @@ The worker must run the same jsbench release as the coordinator; a different ver
 schema is refused with a message naming both, and the worker exits with status 2.",
         after_help = "Examples:\n  \
 jsbench worker -s nats://10.0.0.5:4222                    join the next run on that server\n  \
-jsbench worker --context staging --group nightly --once   one run of the `nightly` group"
+jsbench worker --context staging --group nightly --once   one run of the `nightly` group\n\n\
+Documentation: docs/workers.md (workers), docs/connecting.md (connection options)"
     )]
     Worker(Box<WorkerArgs>),
     /// List the bundled profiles, or print one
+    #[command(
+        after_help = "Documentation: docs/profiles.md (the format), docs/scenarios/ (keys per scenario)"
+    )]
     Profiles {
         /// Print this profile's TOML (a starting point for your own)
         name: Option<String>,
@@ -78,7 +88,8 @@ jsbench worker --context staging --group nightly --once   one run of the `nightl
         long_about = "Re-renders charts/*.svg, charts/*.png, report.html and the CI files in ci/ of a \
 results folder from its summary.json and histograms/ alone, with this version's code (results of older commits \
 included), and prints the summary table. Exit status: 0 all drawn, 1 a chart failed, \
-2 the folder is missing or a file in it is unreadable."
+2 the folder is missing or a file in it is unreadable.",
+        after_help = "Documentation: docs/report.md (charts and report.html), docs/results.md (the results folder)"
     )]
     Report {
         /// A results folder (results/<utc>-<commit>-<profile>/) or its summary.json
@@ -92,7 +103,8 @@ variant and name and judges each by its direction: a regression is a change beyo
 that is also outside the min..max range of both runs' repetitions (profile key `repeat`). \
 Invariant failures in NEW are always a failure and are listed first. Exit status: 0 no \
 regression, 1 a regression or an invariant failure in NEW, 2 unusable input (a missing file, \
-different profiles, set-ups or schema versions)."
+different profiles, set-ups or schema versions).",
+        after_help = "Documentation: docs/compare.md (the regression rule, noise, baselines, scripts/ci-compare.sh, CI formats)"
     )]
     Compare(CompareArgs),
 }

@@ -2,7 +2,7 @@
 //! not publish to jsbench's subjects, and a server whose JetStream storage
 //! fills up mid-run. Each gets a message naming the cause, exit 1, no panic,
 //! and (once anything ran) the results written. The other rows of the
-//! README's bad-input table are in tests/cli.rs and tests/connect.rs.
+//! bad-input table in docs/faults.md are in tests/cli.rs and tests/connect.rs.
 
 mod common;
 

@@ -245,7 +245,7 @@ pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
                 local.push(
                     format!("{prefix}.kind"),
                     format!(
-                        "unknown scenario kind {other:?}; one of: {}",
+                        "unknown scenario kind {other:?}; one of: {} (one page each in docs/scenarios/)",
                         KINDS.join(", ")
                     ),
                 );
