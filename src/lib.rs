@@ -1,32 +1,35 @@
 //! jsbench: throughput, latency and delivery-guarantee benchmarks for NATS
 //! JetStream's reliable-delivery machinery.
 //!
-//! # Layout
+//! # Layers
 //!
-//! From the command line down to the wire:
+//! The crate reads bottom-up; each module imports only from its own layer
+//! and those below it, and `tests/layers.rs` holds it to the table in
+//! docs/development.md. From the wire up:
 //!
-//! - [`cli`]: arguments into typed options; [`run`] orchestrates a run:
-//!   profiles, server, scenarios, results, clean-up.
-//! - [`profile`]: TOML profiles validated into a typed plan.
-//! - [`server`]: the embedded nats-server and local cluster; [`target`]: which
-//!   server a run measures; [`connect`]: connections to any server, as
-//!   natscli's flags, variables and contexts describe them.
-//! - [`scenario`]: one module per scenario, each reading as provision,
-//!   drive, measure, verify. [`provision`] creates run-scoped streams and
-//!   consumers; [`drive`] runs the publish-and-consume mechanics they share.
-//!   [`replay`] holds what the replay scenario measures with: the recording,
-//!   replay consumers and pacing fidelity. [`dlq`] is the advisory-built
-//!   dead-letter pipeline, [`advisory`] parses and watches advisories.
-//! - [`load`]: open-loop publishers ([`schedule`] keeps their timing);
-//!   [`consume`]: durable consumers. Both record into task-local
-//!   [`histogram`]s, [`ledger`]s and [`timeline`]s, merged after the run,
-//!   timed by one [`clock`] and the payload [`stamp`].
-//! - [`metrics`], [`results`], [`report`]: what a run leaves behind;
-//!   [`spread`]: median and spread of repeated measurements;
-//!   [`compare`]: two runs' results side by side, with a verdict.
-//! - [`worker`]: `jsbench worker` and `run --workers N`: shares of each
-//!   variant's drive on other processes and hosts, coordinated over NATS.
-//! - [`progress`], [`error`]: the user-facing edges.
+//! 1. ground: the hot-path recorders [`histogram`], [`ledger`] and
+//!    [`timeline`], timed by one [`clock`] and the payload [`stamp`]; the
+//!    open-loop [`schedule`]; [`random`]; [`metrics`] and their [`spread`];
+//!    [`cpu`] meters; [`http`], [`url`], [`secret`]; [`about`] this build;
+//!    [`error`] and [`progress`], the user-facing edges.
+//! 2. plan: [`profile`], TOML profiles validated into the typed plan.
+//! 3. the outside world: the embedded [`server`] and cluster, the servers a
+//!    run may kill ([`fault`]), which server a run measures ([`target`]),
+//!    [`connect`]ions as natscli describes them, and run-scoped streams and
+//!    consumers ([`provision`]).
+//! 4. engines: open-loop publishers ([`load`]), durable consumers
+//!    ([`consume`]) and what they do with deliveries ([`behaviour`],
+//!    [`fates`]), the advisory-built dead-letter pipeline ([`dlq`]), replay
+//!    readers and pacing ([`replay`]), [`advisory`] watchers, [`readback`].
+//! 5. [`drive`]: one variant's load, in phases every scenario shares; and
+//!    what a [`variant`] produced.
+//! 6. [`worker`]: `jsbench worker` and `run --workers N`, drive's phases
+//!    composed over NATS on other processes and hosts.
+//! 7. [`scenario`]: one module per scenario, each reading as provision,
+//!    drive, measure, verify.
+//! 8. what a run leaves behind: [`results`], [`report`], and [`compare`].
+//! 9. [`run`]: profiles, server, scenarios, results, clean-up.
+//! 10. [`cli`]: arguments into typed options, and exit statuses.
 
 pub mod about;
 pub mod advisory;

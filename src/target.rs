@@ -8,11 +8,11 @@ use anyhow::Result;
 use crate::connect::Resolution;
 use std::sync::Arc;
 
+use crate::connect::NodeInfo;
 use crate::cpu::ServerCpu;
 use crate::error::UsageError;
 use crate::fault::FaultHandle;
 use crate::profile::Profile;
-use crate::results::summary::NodeInfo;
 use crate::server::{EmbeddedCluster, EmbeddedServer};
 
 /// The server under test: ours on loopback (one node or a cluster), or
