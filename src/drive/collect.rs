@@ -7,7 +7,9 @@ use anyhow::{Context, Result};
 use super::drain::Drained;
 use super::outcome::merge;
 use super::sample::Published;
-use super::{DriveOutcome, LocalReports, Peers, Variant};
+use super::start::Consumers;
+use super::{DriveOutcome, LocalReports, PeerPart, Peers, Share, Variant};
+use crate::consume::ConsumerReport;
 use crate::load::{AckReport, SendReport};
 
 impl Variant<'_> {
@@ -22,16 +24,9 @@ impl Variant<'_> {
             Some(s) => s.finish().await,
             None => Vec::new(),
         };
-        let consumers = self.consumers;
-        consumers.stop.cancel();
-        let mut consumer_reports = consumers.crashed;
-        let mut errors = Vec::new();
-        for (i, task) in consumers.tasks.into_iter().enumerate() {
-            match task.await.context("joining a consumer task")? {
-                Ok(report) => consumer_reports.push(report),
-                Err(e) => errors.push(format!("consumer {i}: {e:#}")),
-            }
-        }
+        let mut clients = self.consumers;
+        let crash = clients.crash.take();
+        let (mut consumers, mut errors) = stop_consumers(clients).await?;
         self.bar.finish();
 
         let Published {
@@ -42,21 +37,7 @@ impl Variant<'_> {
             fault,
             ..
         } = published;
-        for (s, i) in sends.iter().zip(&share.publishers) {
-            for e in [&s.first_error, &s.stalled].into_iter().flatten() {
-                errors.push(format!("publisher {i}: {e}"));
-            }
-        }
-        for (a, i) in acks.iter().zip(&share.publishers) {
-            if let Some(e) = &a.first_error {
-                errors.push(format!("publisher {i} PubAcks: {e}"));
-            }
-        }
-        for (c, i) in consumer_reports.iter().zip(&share.consumers) {
-            if let Some(e) = &c.first_error {
-                errors.push(format!("consumer {i}: {e}"));
-            }
-        }
+        errors.extend(task_errors(share, &sends, &acks, &consumers));
         // Say why publishes or acks went unanswered when a server refused them.
         for refusal in ctx.connect.take_refusals() {
             errors.push(format!("the server refused: {refusal}"));
@@ -66,39 +47,18 @@ impl Variant<'_> {
             .collect(LocalReports {
                 sends: &sends,
                 acks: &acks,
-                consumers: &consumer_reports,
+                consumers: &consumers,
             })
             .await;
-        // Every process's publishers by their index, so every reader of
-        // `sends` and `acks` (read-back reconciliation) finds publisher p
-        // at position p as in a single process.
-        let mut by_index: Vec<(usize, SendReport, AckReport)> = share
-            .publishers
-            .iter()
-            .copied()
-            .zip(sends.drain(..).zip(acks.drain(..)))
-            .map(|(i, (s, a))| (i, s, a))
-            .collect();
-        for part in parts {
-            by_index.extend(
-                part.publishers
-                    .into_iter()
-                    .map(|p| (p.index, p.send, p.ack)),
-            );
-            consumer_reports.extend(part.consumers);
-            errors.extend(part.errors);
+        for part in &parts {
             client_cpu += part.client_cpu;
         }
-        by_index.sort_by_key(|(i, _, _)| *i);
-        for (_, s, a) in by_index {
-            sends.push(s);
-            acks.push(a);
-        }
+        (sends, acks) = by_publisher(share, sends, acks, parts, &mut consumers, &mut errors);
 
         let mut outcome = merge(
             sends,
             acks,
-            consumer_reports,
+            consumers,
             self.timing.t0_ns,
             self.timing.record_from_ns,
         );
@@ -106,7 +66,7 @@ impl Variant<'_> {
         outcome.drain_time = drained.time;
         outcome.server_state = drained.server_state;
         outcome.samples = samples;
-        outcome.crash = consumers.crash.and_then(|c| c.outcome());
+        outcome.crash = crash.and_then(|c| c.outcome());
         outcome.fault = fault;
         outcome.client_cpu = client_cpu;
         outcome.server_cpu = server_cpu;
@@ -114,4 +74,79 @@ impl Variant<'_> {
         outcome.errors = errors;
         Ok(outcome)
     }
+}
+
+/// Ends every consumer client and joins its task: the reports of the
+/// crashed clients first, then one per client, and the error of each that
+/// failed.
+async fn stop_consumers(consumers: Consumers) -> Result<(Vec<ConsumerReport>, Vec<String>)> {
+    consumers.stop.cancel();
+    let mut reports = consumers.crashed;
+    let mut errors = Vec::new();
+    for (i, task) in consumers.tasks.into_iter().enumerate() {
+        match task.await.context("joining a consumer task")? {
+            Ok(report) => reports.push(report),
+            Err(e) => errors.push(format!("consumer {i}: {e:#}")),
+        }
+    }
+    Ok((reports, errors))
+}
+
+/// The first error each task of the share recorded, named by its index in
+/// the whole variant.
+fn task_errors(
+    share: &Share,
+    sends: &[SendReport],
+    acks: &[AckReport],
+    consumers: &[ConsumerReport],
+) -> Vec<String> {
+    let mut errors = Vec::new();
+    for (s, i) in sends.iter().zip(&share.publishers) {
+        for e in [&s.first_error, &s.stalled].into_iter().flatten() {
+            errors.push(format!("publisher {i}: {e}"));
+        }
+    }
+    for (a, i) in acks.iter().zip(&share.publishers) {
+        if let Some(e) = &a.first_error {
+            errors.push(format!("publisher {i} PubAcks: {e}"));
+        }
+    }
+    for (c, i) in consumers.iter().zip(&share.consumers) {
+        if let Some(e) = &c.first_error {
+            errors.push(format!("consumer {i}: {e}"));
+        }
+    }
+    errors
+}
+
+/// Every process's publishers by their index, so every reader of `sends`
+/// and `acks` (read-back reconciliation) finds publisher p at position p
+/// as in a single process; the parts' consumers and errors join this
+/// process's.
+fn by_publisher(
+    share: &Share,
+    sends: Vec<SendReport>,
+    acks: Vec<AckReport>,
+    parts: Vec<PeerPart>,
+    consumers: &mut Vec<ConsumerReport>,
+    errors: &mut Vec<String>,
+) -> (Vec<SendReport>, Vec<AckReport>) {
+    let mut by_index: Vec<(usize, SendReport, AckReport)> = share
+        .publishers
+        .iter()
+        .copied()
+        .zip(sends.into_iter().zip(acks))
+        .map(|(i, (s, a))| (i, s, a))
+        .collect();
+    for part in parts {
+        by_index.extend(
+            part.publishers
+                .into_iter()
+                .map(|p| (p.index, p.send, p.ack)),
+        );
+        consumers.extend(part.consumers);
+        errors.extend(part.errors);
+    }
+    by_index.sort_by_key(|(i, _, _)| *i);
+    by_index.into_iter().map(|(_, s, a)| (s, a)).unzip()
 }

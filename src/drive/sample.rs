@@ -16,7 +16,7 @@ use super::start::ClientProgress;
 use super::{ConsumerSample, ConsumerState, FaultOutcome, Peers, Variant, fault};
 use crate::clock;
 use crate::cpu;
-use crate::load::{AckReport, Publisher, SendReport};
+use crate::load::{AckReport, Publisher, PublisherProgress, SendReport};
 
 /// What the publish phase leaves: every publisher's reports, what was
 /// stored, and the meters read when the last publisher finished.
@@ -52,59 +52,20 @@ impl Variant<'_> {
         meters: Meters,
         publish_stop: CancellationToken,
     ) -> Result<Published> {
-        let (ctx, spec) = (self.ctx, self.spec);
-        let sent_counters: Vec<_> = publishers.iter().map(|p| p.progress.clone()).collect();
-        self.sampler = spec
-            .consumer
-            .as_ref()
-            .filter(|_| peers.watches_server())
-            .and_then(|c| {
-                c.sample_every.map(|every| {
-                    Sampler::start(
-                        ctx.provisioner.jetstream().clone(),
-                        &spec.stream,
-                        &c.durable,
-                        self.consumers.progress.clone(),
-                        self.peer_in_flight.clone(),
-                        every,
-                    )
-                })
-            });
+        self.sampler = self.start_sampler(peers.watches_server());
+        let mut pace = Pace {
+            sent: publishers.iter().map(|p| p.progress.clone()).collect(),
+            started: Instant::now(),
+            last: (Instant::now(), 0),
+        };
         let mut fault = None;
-        let started = Instant::now();
         let finishing = join_all(publishers.into_iter().map(Publisher::finish));
         tokio::pin!(finishing);
         let mut tick = tokio::time::interval(Duration::from_millis(100));
-        let mut last = (Instant::now(), 0u64);
         let results = loop {
             tokio::select! {
                 results = &mut finishing => break results,
-                _ = tick.tick() => {
-                    let local_sent: u64 = sent_counters.iter().map(|p| p.sent.load(Ordering::Relaxed)).sum();
-                    let local = self.consumers.progress.counts(local_sent, 0);
-                    let exchange = peers.exchange(local, ctx.stop.is_cancelled()).await;
-                    self.peer_in_flight.store(exchange.others.in_flight, Ordering::Relaxed);
-                    if exchange.halt {
-                        publish_stop.cancel();
-                    }
-                    let sent = local_sent + exchange.others.sent;
-                    let now = Instant::now();
-                    let rate = sent.saturating_sub(last.1) as f64 / now.duration_since(last.0).as_secs_f64().max(1e-3);
-                    last = (now, sent);
-                    self.bar.update(started.elapsed(), sent, local.received + exchange.others.received, rate);
-                    self.consumers.advance_crash(ctx).await?;
-                    if let Some(plan) = spec.fault
-                        && fault.is_none()
-                        && clock::now_ns() >= self.timing.t0_ns + plan.after.as_nanos() as u64
-                    {
-                        self.bar.phase("server down");
-                        fault = Some(fault::inject(ctx, spec, plan).await?);
-                    }
-                    if self.consumers.failed() {
-                        // A consumer ended on its own: it failed. Stop publishing.
-                        publish_stop.cancel();
-                    }
-                }
+                _ = tick.tick() => self.tick(peers, &mut pace, &publish_stop, &mut fault).await?,
             }
         };
         let client_cpu = cpu::own_cpu_time().saturating_sub(meters.client_cpu_start);
@@ -127,18 +88,91 @@ impl Variant<'_> {
             .consumers
             .progress
             .counts(sends.iter().map(|s| s.sent).sum(), local_stored);
-        let peer_stored = peers.published(local, &ctx.stop, &self.bar).await;
+        let peer_stored = peers.published(local, &self.ctx.stop, &self.bar).await;
         Ok(Published {
             sends,
             acks,
             local_stored,
-            stored: spec.preloaded + local_stored + peer_stored,
+            stored: self.spec.preloaded + local_stored + peer_stored,
             end: Instant::now(),
             client_cpu,
             server_cpu,
             fault,
         })
     }
+
+    /// Consumer info on the spec's interval, from the one process that
+    /// watches the server.
+    fn start_sampler(&self, watches_server: bool) -> Option<Sampler> {
+        let spec = self.spec;
+        let consumer = spec.consumer.as_ref().filter(|_| watches_server)?;
+        let every = consumer.sample_every?;
+        Some(Sampler::start(
+            self.ctx.provisioner.jetstream().clone(),
+            &spec.stream,
+            &consumer.durable,
+            self.consumers.progress.clone(),
+            self.peer_in_flight.clone(),
+            every,
+        ))
+    }
+
+    /// One tick while publishers run: counts exchanged with the other
+    /// processes, the progress bar, the planned crash or kill when due,
+    /// and publishing stopped when a consumer failed or the leader halts.
+    async fn tick<P: Peers>(
+        &mut self,
+        peers: &mut P,
+        pace: &mut Pace,
+        publish_stop: &CancellationToken,
+        fault: &mut Option<FaultOutcome>,
+    ) -> Result<()> {
+        let (ctx, spec) = (self.ctx, self.spec);
+        let local_sent: u64 = pace
+            .sent
+            .iter()
+            .map(|p| p.sent.load(Ordering::Relaxed))
+            .sum();
+        let local = self.consumers.progress.counts(local_sent, 0);
+        let exchange = peers.exchange(local, ctx.stop.is_cancelled()).await;
+        self.peer_in_flight
+            .store(exchange.others.in_flight, Ordering::Relaxed);
+        if exchange.halt {
+            publish_stop.cancel();
+        }
+        let sent = local_sent + exchange.others.sent;
+        let now = Instant::now();
+        let rate = sent.saturating_sub(pace.last.1) as f64
+            / now.duration_since(pace.last.0).as_secs_f64().max(1e-3);
+        pace.last = (now, sent);
+        self.bar.update(
+            pace.started.elapsed(),
+            sent,
+            local.received + exchange.others.received,
+            rate,
+        );
+        self.consumers.advance_crash(ctx).await?;
+        if let Some(plan) = spec.fault
+            && fault.is_none()
+            && clock::now_ns() >= self.timing.t0_ns + plan.after.as_nanos() as u64
+        {
+            self.bar.phase("server down");
+            *fault = Some(fault::inject(ctx, spec, plan).await?);
+        }
+        if self.consumers.failed() {
+            // A consumer ended on its own: it failed. Stop publishing.
+            publish_stop.cancel();
+        }
+        Ok(())
+    }
+}
+
+/// The publish phase's view of its progress: what the publishers have
+/// sent, since when, and at the last tick.
+struct Pace {
+    sent: Vec<Arc<PublisherProgress>>,
+    started: Instant,
+    last: (Instant, u64),
 }
 
 /// The durable as the server sees it now; `None` when it cannot say.
