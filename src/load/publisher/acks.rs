@@ -1,0 +1,327 @@
+//! The PubAck reader: matches each response to its send by the reply
+//! token, classifies it, and records latency and what the server stored.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use async_nats::Subscriber;
+use futures::StreamExt;
+use serde::Deserialize;
+
+use super::{AckReport, PublisherConfig, SendKind, Shared};
+use crate::clock;
+use crate::histogram::Recorder;
+use crate::ledger::{Event, LedgerShard};
+
+#[derive(Deserialize)]
+struct PubAckWire {
+    #[serde(default)]
+    seq: u64,
+    #[serde(default)]
+    duplicate: bool,
+    error: Option<ApiErrorWire>,
+}
+
+#[derive(Deserialize)]
+struct ApiErrorWire {
+    #[serde(default)]
+    code: u16,
+    #[serde(default)]
+    err_code: u32,
+    #[serde(default)]
+    description: String,
+}
+
+enum Response {
+    Stored {
+        seq: u64,
+        duplicate: bool,
+    },
+    /// Nothing could take the message right now (no responders while a
+    /// stream elects a leader, JetStream 503): worth sending again.
+    Unavailable(String),
+    Failed(String),
+}
+
+/// nats-server's JSStreamStoreFailedF (a stream at its limits with discard
+/// new), JSInsufficientResourcesErr (the server's JetStream storage is
+/// full) and JSStorageResourcesExceededErr (the account's is).
+const REFUSALS: [u32; 3] = [10077, 10023, 10047];
+
+/// What to check when the server refuses to store, named in the error.
+fn refusal_hint(err_code: u32) -> &'static str {
+    match err_code {
+        10077 => " (the stream is at its limits and discards new messages)",
+        10023 => {
+            " (the server's JetStream storage is full: its max_file_store or \
+             max_memory_store, or the disk)"
+        }
+        10047 => " (the account's JetStream storage limit is reached)",
+        _ => "",
+    }
+}
+
+fn classify(message: &async_nats::Message) -> Response {
+    if let Some(status) = message.status {
+        if status == async_nats::StatusCode::NO_RESPONDERS {
+            return Response::Unavailable(
+                "no responders: no stream captures the subject (or JetStream is unavailable)"
+                    .into(),
+            );
+        }
+        if message.payload.is_empty() {
+            return Response::Failed(format!(
+                "status {status} {}",
+                message.description.as_deref().unwrap_or("")
+            ));
+        }
+    }
+    match serde_json::from_slice::<PubAckWire>(&message.payload) {
+        Ok(PubAckWire { error: Some(e), .. }) => {
+            let text = format!(
+                "JetStream error {} ({}): {}{}",
+                e.code,
+                e.err_code,
+                e.description,
+                refusal_hint(e.err_code)
+            );
+            // A 503 is also how a full stream or server answers; resending
+            // that would only be refused again.
+            if e.code == 503 && !REFUSALS.contains(&e.err_code) {
+                Response::Unavailable(text)
+            } else {
+                Response::Failed(text)
+            }
+        }
+        Ok(ack) if ack.seq > 0 => Response::Stored {
+            seq: ack.seq,
+            duplicate: ack.duplicate,
+        },
+        _ => Response::Failed(format!(
+            "unreadable PubAck: {:?}",
+            String::from_utf8_lossy(&message.payload)
+        )),
+    }
+}
+
+pub(super) async fn read_acks(
+    mut subscription: Subscriber,
+    shared: Arc<Shared>,
+    config: PublisherConfig,
+) -> AckReport {
+    let mut report = AckReport {
+        responses: 0,
+        acked: 0,
+        duplicates: 0,
+        late_stored: 0,
+        retries_stored: 0,
+        late_flagged: 0,
+        unexpected_duplicates: 0,
+        resent_stored: 0,
+        resent_duplicates: 0,
+        late_responses: 0,
+        unavailable: 0,
+        first_unavailable: None,
+        max_gap_ns: 0,
+        max_gap_end_ns: 0,
+        errors: 0,
+        first_error: None,
+        missing: 0,
+        from_intended: Recorder::new(),
+        from_sent: Recorder::new(),
+        // Indexed by stream sequence, which all publishers share.
+        ledger: LedgerShard::with_capacity(
+            config.schedule.total_messages,
+            &[Event::Persisted, Event::Duplicate],
+        ),
+        stored_by_message: Vec::with_capacity(
+            config
+                .schedule
+                .total_messages
+                .div_ceil(config.schedule.stride) as usize,
+        ),
+    };
+    let mut last_response_ns = 0u64;
+    loop {
+        let finished = shared.finished.load(Ordering::Acquire);
+        let settled = report.responses + shared.abandoned.load(Ordering::Acquire);
+        if finished != u64::MAX && settled >= finished {
+            break;
+        }
+        let next = if finished == u64::MAX {
+            tokio::select! {
+                message = subscription.next() => message,
+                _ = shared.finished_notify.notified() => continue,
+            }
+        } else {
+            match tokio::time::timeout(config.pub_ack_timeout, subscription.next()).await {
+                Ok(message) => message,
+                Err(_) => {
+                    report.missing = finished.saturating_sub(settled);
+                    break;
+                }
+            }
+        };
+        let Some(message) = next else {
+            report
+                .first_error
+                .get_or_insert_with(|| "the PubAck subscription closed".into());
+            if finished != u64::MAX {
+                report.missing = finished.saturating_sub(settled);
+            }
+            break;
+        };
+        let now = clock::now_ns();
+        let token = message.subject.rsplit('.').next().unwrap_or("");
+        let slot = token.parse::<u64>().ok().and_then(|k| {
+            let slot = shared.slot(k);
+            (slot.send.load(Ordering::Acquire) == k).then_some(slot)
+        });
+        let response = classify(&message);
+        if let (Response::Unavailable(text), Some(slot), Some(_)) =
+            (&response, slot, config.resend_after)
+        {
+            // Not an answer: the sender resends it shortly.
+            if !slot.answered.load(Ordering::Acquire) {
+                slot.unavailable.store(true, Ordering::Release);
+                report.unavailable += 1;
+                report.first_unavailable.get_or_insert_with(|| text.clone());
+                shared.window_open.notify_one();
+                continue;
+            }
+        }
+        // The first to mark a send answered owns it: a PubAck that arrives
+        // after the sender gave up and resent is late, and counts only as
+        // evidence of what the server stored.
+        // Without a slot (it was reused) a PubAck can only be a late one
+        // when sends are given up and resent; otherwise it is the only one.
+        let first = match slot {
+            Some(s) => !s.answered.swap(true, Ordering::AcqRel),
+            None => config.resend_after.is_none(),
+        };
+        match response {
+            Response::Stored { seq, duplicate } => {
+                let kind = slot.map(|s| s.kind.load(Ordering::Relaxed));
+                let is = |k: Option<u8>, kind: SendKind| k == Some(kind as u8);
+                match (kind, duplicate) {
+                    _ if !first => report.late_responses += 1,
+                    (k, true) if is(k, SendKind::Retry) => report.duplicates += 1,
+                    (k, true) if is(k, SendKind::LateRetry) => report.late_flagged += 1,
+                    (k, true) if is(k, SendKind::Resend) => report.resent_duplicates += 1,
+                    (_, true) => report.unexpected_duplicates += 1,
+                    (k, false) if is(k, SendKind::Retry) => report.retries_stored += 1,
+                    (k, false) if is(k, SendKind::LateRetry) => report.late_stored += 1,
+                    (k, false) if is(k, SendKind::Resend) => report.resent_stored += 1,
+                    (_, false) => report.acked += 1,
+                }
+                report.ledger.mark(
+                    seq,
+                    if duplicate {
+                        Event::Duplicate
+                    } else {
+                        Event::Persisted
+                    },
+                );
+                if let Some(slot) = slot {
+                    if !duplicate {
+                        let m = slot.message.load(Ordering::Relaxed) as usize;
+                        let counts = &mut report.stored_by_message;
+                        if m >= counts.len() {
+                            counts.resize((m + 1).max(counts.len() * 2), 0);
+                        }
+                        counts[m] = counts[m].saturating_add(1);
+                    }
+                    let intended = slot.intended.load(Ordering::Relaxed);
+                    let sent = slot.sent.load(Ordering::Relaxed);
+                    if first && intended >= shared.record_from_ns.load(Ordering::Relaxed) {
+                        report.from_intended.record_between(intended, now);
+                        report.from_sent.record_between(sent, now);
+                    }
+                }
+            }
+            Response::Failed(text) | Response::Unavailable(text) => {
+                if first {
+                    report.errors += 1;
+                    report.first_error.get_or_insert(text);
+                } else {
+                    report.late_responses += 1;
+                }
+            }
+        }
+        if !first {
+            continue;
+        }
+        if last_response_ns > 0 && now - last_response_ns > report.max_gap_ns {
+            report.max_gap_ns = now - last_response_ns;
+            report.max_gap_end_ns = now;
+        }
+        last_response_ns = now;
+        report.responses += 1;
+        shared
+            .progress
+            .responses
+            .store(report.responses, Ordering::Release);
+        shared.window_open.notify_one();
+    }
+    let _ = subscription.unsubscribe().await;
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+
+    fn message(payload: &'static str) -> async_nats::Message {
+        async_nats::Message {
+            subject: "_INBOX.x.7".into(),
+            reply: None,
+            payload: Bytes::from_static(payload.as_bytes()),
+            headers: None,
+            status: None,
+            description: None,
+            length: payload.len(),
+        }
+    }
+
+    #[test]
+    fn classifies_pub_acks() {
+        match classify(&message(r#"{"stream":"S","seq":42}"#)) {
+            Response::Stored {
+                seq: 42,
+                duplicate: false,
+            } => {}
+            _ => panic!("plain ack"),
+        }
+        match classify(&message(r#"{"stream":"S","seq":42,"duplicate":true}"#)) {
+            Response::Stored {
+                seq: 42,
+                duplicate: true,
+            } => {}
+            _ => panic!("duplicate ack"),
+        }
+        match classify(&message(
+            r#"{"error":{"code":503,"err_code":10077,"description":"maximum messages exceeded"}}"#,
+        )) {
+            Response::Failed(text) => assert!(text.contains("maximum messages exceeded"), "{text}"),
+            _ => panic!("error ack"),
+        }
+        match classify(&message(
+            r#"{"error":{"code":503,"err_code":10008,"description":"JetStream system temporarily unavailable"}}"#,
+        )) {
+            Response::Unavailable(text) => assert!(text.contains("temporarily"), "{text}"),
+            _ => panic!("unavailable ack"),
+        }
+        match classify(&message(
+            r#"{"error":{"code":503,"err_code":10023,"description":"insufficient resources"}}"#,
+        )) {
+            Response::Failed(text) => assert!(text.contains("storage is full"), "{text}"),
+            _ => panic!("a full server refuses; resending would not help"),
+        }
+        match classify(&message("garbage")) {
+            Response::Failed(text) => assert!(text.contains("unreadable"), "{text}"),
+            _ => panic!("garbage"),
+        }
+    }
+}

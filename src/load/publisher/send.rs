@@ -1,0 +1,248 @@
+//! The sending thread's loop: paces sends on the schedule, holds them while
+//! the window is full, and records each one in the ring for the PubAck reader.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use async_nats::{Client, HeaderMap, HeaderValue, Subject};
+use tokio_util::sync::CancellationToken;
+
+use super::message::{IdBuilder, MessageBuilder};
+use super::retry::{RetryChooser, scan_overdue};
+use super::{PublisherConfig, SendKind, SendReport, Shared};
+use crate::clock;
+use crate::histogram::Recorder;
+use crate::load::sizes::message_size;
+use crate::profile::MsgId;
+use crate::schedule::Pacer;
+use crate::stamp::Stamp;
+use crate::timeline::Timeline;
+
+pub(super) async fn send_all(
+    client: Client,
+    config: PublisherConfig,
+    inbox: String,
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+) -> SendReport {
+    let schedule = config.schedule;
+    let pacer = Pacer::new(schedule.interval());
+    let subjects: Vec<Subject> = config
+        .subjects
+        .iter()
+        .map(|s| Subject::from(s.as_str()))
+        .collect();
+    let mut builder = MessageBuilder::new(&inbox);
+    let mut ids = IdBuilder::new(&config.msg_id_prefix);
+    let extra_headers: Vec<(async_nats::header::HeaderName, HeaderValue)> = config
+        .headers
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.parse().expect("header names are validated"),
+                HeaderValue::from(v.as_str()),
+            )
+        })
+        .collect();
+    let mut chooser = RetryChooser::new(config.retries, config.seed, config.index);
+    let mut report = SendReport {
+        sent: 0,
+        bytes: 0,
+        retries: 0,
+        late_retries: 0,
+        late_retried: Vec::new(),
+        resends: 0,
+        first_error: None,
+        stalled: None,
+        interrupted: false,
+        send_lag: Recorder::new(),
+        timeline: Timeline::per_second(config.timeline_origin_ns),
+        first_sent_ns: 0,
+        last_sent_ns: 0,
+        last_intended_ns: 0,
+    };
+
+    let count = schedule.count();
+    let resend_after = config.resend_after.map(|d| d.as_nanos() as u64);
+    let mut j = 0u64; // schedule position: the message number of new messages
+    let mut k = 0u64; // send number: slot and reply token
+    // (message, its first intended send): a resend keeps the original's
+    // intended time, so its latency includes the outage it waited out.
+    let mut resends: VecDeque<(u64, u64)> = VecDeque::new();
+    let mut oldest = 0u64;
+    let mut abandoned = 0u64;
+    let mut schedule_done = false;
+    let mut progress_at = (clock::now_ns(), 0u64);
+    'sending: loop {
+        if stop.is_cancelled() {
+            report.interrupted = true;
+            break;
+        }
+        if let Some(after) = resend_after {
+            scan_overdue(&shared, &mut oldest, k, after, &mut resends, &mut abandoned);
+        }
+        schedule_done |= j >= count;
+        if schedule_done && resends.is_empty() {
+            // Everything scheduled is sent; without resends that is the end,
+            // with them, every send must first be answered or resent.
+            let responses = shared.progress.responses.load(Ordering::Acquire);
+            if resend_after.is_none() || responses + abandoned >= k {
+                break;
+            }
+            if let Err(stall) = note_progress(
+                &mut progress_at,
+                responses,
+                config.pub_ack_timeout,
+                k - responses - abandoned,
+            ) {
+                report.stalled = Some(stall);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            continue;
+        }
+
+        // Wait for room in the window, giving up on overdue sends meanwhile.
+        loop {
+            let responses = shared.progress.responses.load(Ordering::Acquire);
+            let outstanding = k.saturating_sub(responses + abandoned);
+            if outstanding < config.window as u64 {
+                break;
+            }
+            if let Err(stall) = note_progress(
+                &mut progress_at,
+                responses,
+                config.pub_ack_timeout,
+                outstanding,
+            ) {
+                report.stalled = Some(stall);
+                break 'sending;
+            }
+            let wait = resend_after.map_or(config.pub_ack_timeout, |a| {
+                Duration::from_nanos(a / 4).max(Duration::from_millis(1))
+            });
+            // notify_one stores a permit when nobody waits, so a response
+            // that lands between the load above and this wait is not missed.
+            if tokio::time::timeout(wait, shared.window_open.notified())
+                .await
+                .is_err()
+                && let Some(after) = resend_after
+            {
+                scan_overdue(&shared, &mut oldest, k, after, &mut resends, &mut abandoned);
+            }
+        }
+
+        let (kind, m, intended, sent) = match resends.pop_front() {
+            Some((m, intended)) => (SendKind::Resend, m, intended, clock::now_ns()),
+            None => {
+                let intended = match schedule.intended_ns(j) {
+                    Some(t) => {
+                        pacer.wait_until(t);
+                        t
+                    }
+                    None => clock::now_ns(),
+                };
+                let sent = clock::now_ns();
+                if schedule.ended(sent) {
+                    schedule_done = true;
+                    continue;
+                }
+                let (kind, m) = chooser.choose(j, sent);
+                j += 1;
+                (kind, m, intended, sent)
+            }
+        };
+        let slot = shared.slot(k);
+        slot.answered.store(false, Ordering::Relaxed);
+        slot.unavailable.store(false, Ordering::Relaxed);
+        slot.kind.store(kind as u8, Ordering::Relaxed);
+        slot.message.store(m, Ordering::Relaxed);
+        slot.intended.store(intended, Ordering::Relaxed);
+        slot.sent.store(sent, Ordering::Relaxed);
+        slot.send.store(k, Ordering::Release);
+
+        let size = message_size(&config.message_size, config.seed, config.index, m);
+        let (payload, reply) = builder.build(
+            Stamp {
+                intended_ns: intended,
+                sent_ns: sent,
+                publisher: config.index,
+                publisher_seq: m,
+            },
+            k,
+            size,
+        );
+        k += 1;
+        let subject = subjects[(m % subjects.len() as u64) as usize].clone();
+        let result = if config.msg_id == MsgId::None && extra_headers.is_empty() {
+            client.publish_with_reply(subject, reply, payload).await
+        } else {
+            let mut headers = HeaderMap::new();
+            if config.msg_id == MsgId::Unique {
+                headers.insert(async_nats::header::NATS_MESSAGE_ID, ids.value(m));
+            }
+            for (name, value) in &extra_headers {
+                headers.insert(name.clone(), value.clone());
+            }
+            client
+                .publish_with_reply_and_headers(subject, reply, headers, payload)
+                .await
+        };
+        if let Err(e) = result {
+            report.first_error = Some(format!("publish failed: {e}"));
+            break;
+        }
+        match kind {
+            SendKind::New => chooser.sent_new(m, sent),
+            SendKind::Retry => report.retries += 1,
+            SendKind::LateRetry => {
+                report.late_retries += 1;
+                report.late_retried.push(m);
+            }
+            SendKind::Resend => report.resends += 1,
+        }
+        if report.sent == 0 {
+            report.first_sent_ns = sent;
+        }
+        report.sent += 1;
+        report.bytes += size as u64;
+        // The schedule's span and lag: resends are outside the schedule.
+        if kind != SendKind::Resend {
+            report.last_sent_ns = sent;
+            report.last_intended_ns = intended;
+        }
+        shared.progress.sent.store(report.sent, Ordering::Relaxed);
+        if intended >= config.record_from_ns && kind != SendKind::Resend {
+            report.send_lag.record_between(intended, sent);
+        }
+        report.timeline.mark(sent);
+    }
+    // Hand the buffered publishes to the server before saying we are done.
+    let _ = client.flush().await;
+    shared.finished.store(report.sent, Ordering::Release);
+    shared.finished_notify.notify_one();
+    report
+}
+
+/// Tracks when PubAcks last made progress; fails when none came for
+/// `timeout` with `outstanding` sends waiting.
+fn note_progress(
+    progress_at: &mut (u64, u64),
+    responses: u64,
+    timeout: Duration,
+    outstanding: u64,
+) -> Result<(), String> {
+    let now = clock::now_ns();
+    if responses != progress_at.1 {
+        *progress_at = (now, responses);
+        return Ok(());
+    }
+    if now.saturating_sub(progress_at.0) > timeout.as_nanos() as u64 {
+        return Err(format!(
+            "no PubAck arrived for {timeout:?} with {outstanding} outstanding"
+        ));
+    }
+    Ok(())
+}
