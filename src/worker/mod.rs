@@ -17,10 +17,14 @@
 //! - [`merge`]: what each process ran and counted, and how that reaches a
 //!   variant's results.
 //!
-//! The split happens at the drive layer ([`crate::drive::Share`]): every
-//! scenario whose load goes through [`crate::drive::drive`] gains workers
-//! without code of its own. What cannot move (a server kill, a consumer
-//! crash) stays on the coordinator, and the results say so.
+//! Workers are a layer above drive that composes its phases over NATS:
+//! [`Workers`] implements [`crate::drive::Distribute`] (each variant split
+//! into [`crate::drive::Share`]s), and the coordinator's [`Crew`] and a
+//! worker's [`Orders`] implement [`crate::drive::Peers`] (t0, counts, the
+//! end of publishing, the drain, the parts). Every scenario whose load goes
+//! through [`crate::drive::drive`] gains workers without code of its own.
+//! What cannot move (a server kill, a consumer crash) stays on the
+//! coordinator, and the results say so.
 
 pub mod agent;
 pub mod clock;
