@@ -18,19 +18,8 @@ fn root() -> PathBuf {
 
 /// Every `*.md` under `dir`, sorted, so failures come in a stable order.
 fn markdown_under(dir: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|x| x == "md") {
-                found.push(path);
-            }
-        }
-    }
-    found.sort();
+    let mut found = files_under(dir);
+    found.retain(|p| p.extension().is_some_and(|x| x == "md"));
     found
 }
 
