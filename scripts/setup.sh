@@ -6,7 +6,17 @@
 #
 # jsbench finds the server in this order: $NATS_SERVER_BIN, this install,
 # then nats-server on PATH.
+#
+#   scripts/setup.sh                 # the server and the browser (tests)
+#   scripts/setup.sh --server-only   # the server only (benchmark jobs, jsbench ab)
 set -euo pipefail
+
+server_only=false
+case "${1:-}" in
+    --server-only) server_only=true ;;
+    "") ;;
+    *) echo "usage: scripts/setup.sh [--server-only]" >&2; exit 2 ;;
+esac
 
 version="${NATS_SERVER_VERSION:-2.15.1}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -16,7 +26,9 @@ bin="$dest/bin/nats-server"
 # Headless Chromium, for the test that screenshots report.html
 # (tests/report_browser.rs): Debian's chromium package, installed with apt
 # when it is missing. CHROMIUM_BIN names another browser binary instead.
-if [ -n "${CHROMIUM_BIN:-}" ] && [ -x "$CHROMIUM_BIN" ]; then
+if $server_only; then
+    :
+elif [ -n "${CHROMIUM_BIN:-}" ] && [ -x "$CHROMIUM_BIN" ]; then
     echo "chromium: $CHROMIUM_BIN (CHROMIUM_BIN)"
 elif command -v chromium >/dev/null 2>&1; then
     echo "chromium already installed: $(command -v chromium)"

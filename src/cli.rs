@@ -107,6 +107,140 @@ different profiles, set-ups or schema versions).",
         after_help = "Documentation: docs/compare.md (the regression rule, noise, baselines, scripts/ci-compare.sh, CI formats)"
     )]
     Compare(CompareArgs),
+    /// Compare two builds (of jsbench or nats-server) in interleaved, paired slices
+    #[command(
+        long_about = "Runs the profiles for two sides in alternating slices (ABBA order) against one \
+server, and judges each metric by the confidence interval of its paired ratios NEW/BASE: noise that \
+moves both slices of a pair cancels in their ratio, so a few percent is visible on a shared machine \
+where unpaired runs move 15-30%. A side is a jsbench binary (--base-jsbench/--new-jsbench, two \
+commits' builds; an older build runs its slices as a plain `run`), a nats-server binary \
+(--base-server/--new-server, started as each slice's embedded server), or, with neither, this build \
+twice: an A/A run that shows the noise. A regression is an interval wholly beyond the threshold; \
+the comparison stops once every judged metric is decided, or at --budget. Writes ab.json, ab.md \
+(a CI job summary), report.html and every slice's results. Exit status: 0 no regression, 1 a \
+regression, a metric missing in NEW or a broken invariant in NEW, 2 bad input, 130 interrupted.",
+        after_help = "Examples:\n  \
+jsbench ab ci                                           A/A: this build twice, the noise floor\n  \
+jsbench ab ci --base-jsbench old/jsbench --new-jsbench target/release/jsbench\n  \
+jsbench ab ci --base-server nats-server --new-server ./nats-server-1core.sh\n  \
+scripts/ab-commits.sh main                              this checkout against main\n\n\
+Documentation: docs/ab.md (the method, the sides, detection power measured here), docs/compare.md"
+    )]
+    Ab(Box<AbArgs>),
+}
+
+#[derive(clap::Args, Debug)]
+struct AbArgs {
+    /// Bundled profile names or paths to TOML files; a slice runs them all once
+    #[arg(value_name = "PROFILE", default_value = "ci")]
+    profiles: Vec<String>,
+
+    /// BASE side: this jsbench binary runs BASE's slices
+    #[arg(long, value_name = "PATH", requires = "new_jsbench", conflicts_with_all = ["base_server", "new_server"], help_heading = "Sides")]
+    base_jsbench: Option<PathBuf>,
+    /// NEW side: this jsbench binary runs NEW's slices
+    #[arg(
+        long,
+        value_name = "PATH",
+        requires = "base_jsbench",
+        help_heading = "Sides"
+    )]
+    new_jsbench: Option<PathBuf>,
+    /// BASE side: this nats-server binary (or a wrapper script) is BASE's slices' embedded server
+    #[arg(
+        long,
+        value_name = "PATH",
+        requires = "new_server",
+        help_heading = "Sides"
+    )]
+    base_server: Option<PathBuf>,
+    /// NEW side: this nats-server binary (or a wrapper script) is NEW's slices' embedded server
+    #[arg(
+        long,
+        value_name = "PATH",
+        requires = "base_server",
+        help_heading = "Sides"
+    )]
+    new_server: Option<PathBuf>,
+
+    /// Stop starting pairs once the next would end after this
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    budget: Duration,
+    /// Stop after this many pairs, decided or not
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pairs: Option<u32>,
+    /// Set every scenario's duration in a slice (default: the profile's)
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    slice: Option<Duration>,
+
+    /// Smallest change of a rate that counts: a regression is an interval wholly beyond it
+    /// [default: the profile's [ab] threshold, else 2%]
+    #[arg(long, value_name = "PERCENT", value_parser = crate::compare::parse_threshold)]
+    threshold: Option<f64>,
+    /// The same for latency percentiles (p50, p90, p99, p99.9) [default: the profile's, else 10%]
+    #[arg(long, value_name = "PERCENT", value_parser = crate::compare::parse_threshold)]
+    latency_threshold: Option<f64>,
+    /// Confidence of each interval, held at every look
+    #[arg(long, value_name = "PERCENT", default_value = "99%", value_parser = confidence)]
+    confidence: f64,
+    /// Judge only metrics whose name matches (`*` a wildcard; with a `/`,
+    /// scenario/variant/metric); repeatable. Default: the profile's [ab] judge list,
+    /// else every rate and latency percentile
+    #[arg(long, value_name = "PATTERN")]
+    only: Vec<String>,
+
+    /// Keep the servers ab starts on CPU 0 and the slices on the other CPUs, so they
+    /// never trade cores: run-to-run noise on 2 cores drops by about half (docs/ab.md)
+    #[arg(long, conflicts_with = "slice_cpus")]
+    pin: bool,
+
+    /// Confine the slices (the load generator), not the servers, to these CPUs, e.g. 0 or 0,2-3
+    #[arg(long, value_name = "LIST", value_parser = cpu_list)]
+    slice_cpus: Option<CpuList>,
+
+    #[command(flatten)]
+    connection: ConnectionFlags,
+
+    /// Run against a local cluster of N nodes (3 or 5) instead of one server
+    #[arg(long, value_name = "N", value_parser = cluster_size)]
+    cluster: Option<usize>,
+
+    /// Parent folder of the ab results folder
+    #[arg(short = 'o', long, value_name = "DIR", default_value = "results")]
+    out: PathBuf,
+}
+
+/// CPU numbers as taskset takes them (one value, so clap keeps it whole).
+#[derive(Debug, Clone)]
+struct CpuList(Vec<usize>);
+
+/// `0`, `0,2` or `1-3`.
+fn cpu_list(text: &str) -> Result<CpuList, String> {
+    let mut cpus = Vec::new();
+    for part in text.split(',') {
+        let bad = || format!("{text:?}: give CPU numbers like 0, 0,2 or 1-3");
+        match part.trim().split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) =
+                    (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+                if a > b {
+                    return Err(bad());
+                }
+                cpus.extend(a..=b);
+            }
+            None => cpus.push(part.trim().parse().map_err(|_| bad())?),
+        }
+    }
+    Ok(CpuList(cpus))
+}
+
+fn confidence(text: &str) -> Result<f64, String> {
+    let value = crate::compare::parse_threshold(text)?;
+    if (0.5..1.0).contains(&value) {
+        Ok(value)
+    } else {
+        Err(format!("{text:?}: a confidence is between 50% and 99.99%"))
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -326,7 +460,45 @@ fn dispatch(cli: Cli) -> Result<i32> {
             let outcome = runtime.block_on(run(options, stop))?;
             Ok(outcome.exit_code())
         }
+        // An ab folder holds ab.json where a run's holds summary.json.
+        Command::Report { dir } if dir.join("ab.json").is_file() => crate::ab::render_folder(&dir),
         Command::Report { dir } => crate::report::command(&dir),
+        Command::Ab(args) => {
+            let sides = match (
+                args.base_jsbench,
+                args.new_jsbench,
+                args.base_server,
+                args.new_server,
+            ) {
+                (Some(base), Some(new), _, _) => crate::ab::Sides::Jsbench { base, new },
+                (_, _, Some(base), Some(new)) => crate::ab::Sides::Server { base, new },
+                _ => crate::ab::Sides::Same,
+            };
+            let options = crate::ab::AbOptions {
+                profiles: args.profiles,
+                sides,
+                connection: ConnectionRequest {
+                    flags: args.connection,
+                    env: Environment::from_process(),
+                },
+                cluster: args.cluster,
+                out: args.out,
+                budget: args.budget,
+                max_pairs: args.pairs.map(|n| n as usize),
+                slice: args.slice,
+                threshold: args.threshold,
+                latency_threshold: args.latency_threshold,
+                confidence: args.confidence,
+                only: args.only,
+                pin: args.pin,
+                slice_cpus: args.slice_cpus.map(|c| c.0),
+            };
+            let runtime = runtime()?;
+            let stop = CancellationToken::new();
+            let interrupts = Interrupts::register(&runtime)?;
+            runtime.spawn(interrupts.watch(stop.clone()));
+            runtime.block_on(crate::ab::command(options, stop))
+        }
         Command::Compare(args) => crate::compare::command(&crate::compare::CompareOptions {
             base: args.base,
             new: args.new,

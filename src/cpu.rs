@@ -44,6 +44,56 @@ pub fn own_cpu_time() -> Duration {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
+/// A CPU set of the given CPU numbers, for `sched_setaffinity`.
+fn cpu_set(cpus: &[usize]) -> libc::cpu_set_t {
+    // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET only write into it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        for &c in cpus {
+            libc::CPU_SET(c, &mut set);
+        }
+        set
+    }
+}
+
+/// Confines every thread a process has to `cpus`; threads it starts later
+/// inherit the set from the thread that starts them. Keeps a server and
+/// the load generator off each other's cores, so neither's scheduling
+/// moves the other's numbers from run to run.
+pub fn pin_process(pid: u32, cpus: &[usize]) -> std::io::Result<()> {
+    let set = cpu_set(cpus);
+    for entry in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        let Some(tid) = entry?
+            .file_name()
+            .to_str()
+            .and_then(|t| t.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: the set is a valid cpu_set_t of the size passed.
+        let rc = unsafe { libc::sched_setaffinity(tid, std::mem::size_of_val(&set), &set) };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Confines the calling thread to `cpus`: called between fork and exec, it
+/// pins the new program and everything it starts. Async-signal-safe.
+pub fn pin_this_thread(cpus: &[usize]) -> std::io::Result<()> {
+    let set = cpu_set(cpus);
+    // SAFETY: the set is a valid cpu_set_t of the size passed; pid 0 is
+    // the calling thread.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// Where the server's CPU time can be read from.
 #[derive(Debug, Clone)]
 pub enum ServerCpu {

@@ -31,6 +31,7 @@
 //! 9. [`run`]: profiles, server, scenarios, results, clean-up.
 //! 10. [`cli`]: arguments into typed options, and exit statuses.
 
+pub mod ab;
 pub mod about;
 pub mod advisory;
 pub mod behaviour;

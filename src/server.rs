@@ -102,6 +102,9 @@ pub struct ServerOptions {
     pub jetstream: bool,
     /// Extra command-line arguments, for tests that need them.
     pub extra_args: Vec<String>,
+    /// The nats-server (or a wrapper that execs one) to start instead of
+    /// the one [`find_binary`] finds: `jsbench ab` compares two.
+    pub binary: Option<PathBuf>,
 }
 
 impl Default for ServerOptions {
@@ -110,6 +113,7 @@ impl Default for ServerOptions {
             ready_timeout: Duration::from_secs(20),
             jetstream: true,
             extra_args: Vec::new(),
+            binary: None,
         }
     }
 }
@@ -149,7 +153,10 @@ impl EmbeddedServer {
     }
 
     pub fn start_with(options: &ServerOptions) -> Result<Self> {
-        let binary = find_binary()?;
+        let binary = match &options.binary {
+            Some(b) => b.clone(),
+            None => find_binary()?,
+        };
         let version = binary_version(&binary)?;
         let dir = tempfile::Builder::new()
             .prefix("jsbench-server-")

@@ -173,7 +173,7 @@ impl RunRef {
 }
 
 /// A broken guarantee (or a variant that could not finish) in NEW.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Failure {
     pub scenario: String,
     pub variant: String,
@@ -230,7 +230,7 @@ impl Judged {
 
 /// `*` matches any run of characters (none included); everything else
 /// matches itself.
-fn glob(pattern: &str, text: &str) -> bool {
+pub fn glob(pattern: &str, text: &str) -> bool {
     let parts: Vec<&str> = pattern.split('*').collect();
     if parts.len() == 1 {
         return pattern == text;
@@ -271,6 +271,11 @@ pub struct Comparison {
     pub exit_code: i32,
     /// Invariant failures and errors in NEW, always listed first.
     pub failures: Vec<Failure>,
+    /// What BASE measured and NEW did not: a judged metric it lacks, a
+    /// histogram it left empty. A number that disappears is never noise.
+    pub missing: Vec<Failure>,
+    /// Two saved runs are never paired: what that means for the verdict.
+    pub unpaired: String,
     /// Differences between the runs that do not stop the comparison
     /// (server version, host), and problems of BASE.
     pub notes: Vec<String>,
@@ -301,6 +306,19 @@ pub fn compare(base: &Input, new: &Input, judged: &Judged, fail_on: FailOn) -> R
         ));
     }
     let metrics = match_metrics(&base.summary, &new.summary, judged, &mut notes);
+    let mut missing: Vec<Failure> = metrics
+        .iter()
+        .filter(|m| {
+            m.verdict == Verdict::Missing && judged.selects(&m.scenario, &m.variant, &m.metric)
+        })
+        .map(|m| Failure {
+            scenario: m.scenario.clone(),
+            variant: m.variant.clone(),
+            check: format!("metric {}", m.metric),
+            detail: "measured in BASE, absent in NEW".into(),
+        })
+        .collect();
+    missing.extend(emptied_histograms(&base.summary, &new.summary));
     let mut counts = Counts::default();
     for m in &metrics {
         *match m.verdict {
@@ -317,6 +335,8 @@ pub fn compare(base: &Input, new: &Input, judged: &Judged, fail_on: FailOn) -> R
     let regressed = counts.regressed > 0 && fail_on == FailOn::Regressions;
     let (result, exit_code) = if !failures.is_empty() {
         ("invariants failed", EXIT_FAILED)
+    } else if !missing.is_empty() {
+        ("missing in NEW", EXIT_FAILED)
     } else if regressed {
         ("regression", EXIT_FAILED)
     } else {
@@ -329,10 +349,63 @@ pub fn compare(base: &Input, new: &Input, judged: &Judged, fail_on: FailOn) -> R
         result,
         exit_code,
         failures,
+        missing,
+        unpaired: unpaired(&base.summary, &new.summary),
         notes,
         counts,
         metrics,
     })
+}
+
+/// Histograms with samples in BASE that NEW has not, or has empty.
+fn emptied_histograms(base: &Summary, new: &Summary) -> Vec<Failure> {
+    let mut out = Vec::new();
+    for (s, v) in base.variants() {
+        let in_new = new
+            .variants()
+            .find(|(ns, nv)| ns.name == s.name && nv.name == v.name)
+            .map(|(_, nv)| nv);
+        for h in v.histograms.iter().filter(|h| h.count > 0) {
+            let count = in_new.and_then(|nv| nv.histograms.iter().find(|x| x.name == h.name));
+            if count.is_none_or(|x| x.count == 0) {
+                out.push(Failure {
+                    scenario: s.name.clone(),
+                    variant: v.name.clone(),
+                    check: format!("histogram {}", h.name),
+                    detail: format!(
+                        "BASE recorded {} samples, NEW {}",
+                        h.count,
+                        if count.is_some() {
+                            "none"
+                        } else {
+                            "has no such histogram"
+                        }
+                    ),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// What a reader must weigh beside the verdict of two unpaired runs.
+fn unpaired(base: &Summary, new: &Summary) -> String {
+    let same_host = base.run.host.hostname == new.run.host.hostname;
+    format!(
+        "unpaired: BASE ran at {}{}, NEW at {}; two unpaired runs of one build moved 15-31% in p50 latency, \
+         -23% in max publish rate and +72% in PubAck p99 on a shared 2-core machine (docs/compare.md), so \
+         only changes well beyond that are evidence; `jsbench ab` pairs runs and sees a few percent",
+        base.run.started_at,
+        if same_host {
+            String::new()
+        } else {
+            format!(
+                " on {}",
+                base.run.host.hostname.as_deref().unwrap_or("another host")
+            )
+        },
+        new.run.started_at,
+    )
 }
 
 /// Refuses pairs whose numbers measure different things; returns notes on
@@ -445,7 +518,7 @@ fn first_difference(a: &str, b: &str) -> Option<(usize, String, String)> {
 
 /// Every failed invariant and variant error of a run, and a failed run
 /// whose variants all passed (a scenario aborted before recording).
-fn failures_of(summary: &Summary) -> Vec<Failure> {
+pub fn failures_of(summary: &Summary) -> Vec<Failure> {
     let mut out = Vec::new();
     for (s, v) in summary.variants() {
         if let Some(e) = &v.error {
@@ -550,14 +623,7 @@ fn match_metrics(
 
 /// `--threshold`: `10%`, `2.5%` or a bare `10` (percent), 0..=1000%.
 pub fn parse_threshold(text: &str) -> Result<f64, String> {
-    let number = text.trim().trim_end_matches('%').trim();
-    match number.parse::<f64>() {
-        Ok(p) if p.is_finite() && (0.0..=1000.0).contains(&p) => Ok(p / 100.0),
-        Ok(_) => Err(format!("{text:?} is out of range; allowed 0% to 1000%")),
-        Err(_) => Err(format!(
-            "{text:?} is not a percentage; write it like 10% or 2.5%"
-        )),
-    }
+    crate::profile::parse_percent(text)
 }
 
 #[cfg(test)]

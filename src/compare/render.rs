@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use anyhow::{Context, Result};
 
 use super::rule::{Side, Verdict};
-use super::{Comparison, MetricComparison};
+use super::{Comparison, Failure, MetricComparison};
 use crate::report::page::format_with_range;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +49,10 @@ fn headline(c: &Comparison) -> String {
             } else {
                 String::new()
             }
+        ),
+        "missing in NEW" => format!(
+            "FAILED: {} measurement(s) of BASE missing in NEW",
+            c.missing.len()
         ),
         "regression" => format!("REGRESSION: {regressions} metric(s) regressed"),
         _ if regressions > 0 => {
@@ -135,7 +139,7 @@ fn noteworthy(m: &MetricComparison) -> bool {
 }
 
 /// Columns padded to their widest cell, first column left-aligned.
-fn aligned(rows: &[Vec<String>], indent: &str) -> String {
+pub fn aligned(rows: &[Vec<String>], indent: &str) -> String {
     let widths: Vec<usize> = (0..rows.first().map_or(0, Vec::len))
         .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
         .collect();
@@ -174,6 +178,15 @@ fn table(c: &Comparison) -> String {
             );
         }
     }
+    if !c.missing.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nMISSING in NEW (a number that disappears is never noise):"
+        );
+        missing_list(&mut out, c, |f| {
+            format!("  {}/{}: {}: {}", f.scenario, f.variant, f.check, f.detail)
+        });
+    }
     let mut group: Option<(&str, &str)> = None;
     let mut rows: Vec<Vec<String>> = Vec::new();
     let header = || {
@@ -204,11 +217,20 @@ fn table(c: &Comparison) -> String {
     }
     let _ = writeln!(out, "\n{}", counts_line(c));
     let _ = writeln!(out, "result: {} (exit {})", headline(c), c.exit_code);
+    let _ = writeln!(out, "        {}", c.unpaired);
     out
 }
 
+fn missing_list(out: &mut String, c: &Comparison, item: impl Fn(&Failure) -> String) {
+    if !c.missing.is_empty() {
+        for f in &c.missing {
+            let _ = writeln!(out, "{}", item(f));
+        }
+    }
+}
+
 /// Markdown cells must not break the table.
-fn md(text: &str) -> String {
+pub fn md(text: &str) -> String {
     text.replace('|', "\\|").replace('\n', " ")
 }
 
@@ -240,6 +262,7 @@ fn markdown_rows(out: &mut String, metrics: &[&MetricComparison]) {
 fn markdown(c: &Comparison) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "### jsbench compare: {}\n", headline(c));
+    let _ = writeln!(out, "_{}_\n", md(&c.unpaired));
     let _ = writeln!(out, "- {}", md(&run_line("BASE", &c.base)));
     let _ = writeln!(out, "- {}", md(&run_line("NEW", &c.new)));
     let _ = writeln!(out, "- {}", rule_line(c));
@@ -258,6 +281,18 @@ fn markdown(c: &Comparison) -> String {
                 md(&f.detail)
             );
         }
+    }
+    if !c.missing.is_empty() {
+        let _ = writeln!(out, "\n**Missing in NEW** (never noise):\n");
+        missing_list(&mut out, c, |f| {
+            format!(
+                "- `{}/{}`: **{}**: {}",
+                md(&f.scenario),
+                md(&f.variant),
+                md(&f.check),
+                md(&f.detail)
+            )
+        });
     }
     let changed: Vec<&MetricComparison> = c.metrics.iter().filter(|m| noteworthy(m)).collect();
     let _ = writeln!(out, "\n{}\n", counts_line(c));

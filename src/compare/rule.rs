@@ -3,9 +3,15 @@
 //! A change counts (improved or regressed, by the metric's direction) only
 //! if it is both
 //!
-//! 1. larger than the threshold, relative to BASE's value (`--threshold`,
-//!    10% by default): smaller changes do not matter enough to fail a
-//!    build over, whatever their statistics; and
+//! 1. beyond the threshold (`--threshold`, 10% by default), measured as a
+//!    log ratio: NEW is beyond when `|ln(new / base)| > ln(1 + threshold)`.
+//!    A change and its inverse are then equally far: at 100% a rate that
+//!    halves counts as a latency that doubles does, and a rate that falls
+//!    to zero counts at any threshold. (The relative change
+//!    `(new - base) / base` cannot fall below -100%, so a drop of a
+//!    higher-is-better metric could never clear a 100% threshold.) Smaller
+//!    changes do not matter enough to fail a build over, whatever their
+//!    statistics; and
 //! 2. outside the spread of both runs: the min..max ranges of the two
 //!    runs' repetitions do not overlap, so every repetition of NEW is
 //!    beyond every repetition of BASE. A change that clears the threshold
@@ -18,7 +24,8 @@
 //! this shared machine, where throughput alone moves ±40% between runs.
 //! The price is sensitivity: a run with one wild repetition hides a real
 //! change until it is run again, which is the right side to err on for a
-//! gate that must not cry wolf.
+//! gate that must not cry wolf. Unpaired runs cannot do better than that;
+//! `jsbench ab` pairs them ([`crate::ab`]).
 //!
 //! A single run (no repetitions) has a zero-width range, so the threshold
 //! alone decides: fine to read, too noisy to gate on.
@@ -115,16 +122,28 @@ pub fn change(base: f64, new: f64) -> Option<f64> {
     }
 }
 
+/// Whether NEW lies beyond `threshold` from BASE, on the log ratio (see
+/// the module notes). Equal values never do; a zero on one side only
+/// always does; a negative value (a signed difference) has no ratio, and
+/// the relative change on |BASE| stands in.
+pub fn beyond(base: f64, new: f64, threshold: f64) -> bool {
+    if base == new {
+        false
+    } else if base > 0.0 && new > 0.0 {
+        (new / base).ln().abs() > (1.0 + threshold).ln()
+    } else if base >= 0.0 && new >= 0.0 {
+        true
+    } else {
+        change(base, new).is_none_or(|c| c.abs() > threshold)
+    }
+}
+
 /// Judges one metric. `threshold` is a fraction (0.1 for 10%).
 pub fn judge(direction: Direction, base: &Side, new: &Side, threshold: f64) -> Verdict {
     if direction == Direction::None {
         return Verdict::Context;
     }
-    let beyond = match change(base.value, new.value) {
-        Some(c) => c.abs() > threshold,
-        None => true,
-    };
-    if !beyond {
+    if !beyond(base.value, new.value, threshold) {
         return Verdict::Unchanged;
     }
     if base.overlaps(new) {
@@ -254,6 +273,55 @@ mod tests {
             judge(Direction::Lower, &side(&[0.0, 0.0]), &side(&[0.0, 0.0]), T),
             Verdict::Unchanged
         );
+    }
+
+    #[test]
+    fn at_the_ci_threshold_a_halved_rate_and_a_doubled_latency_both_count() {
+        // scripts/ci-compare.sh judges at 100%: ln 2 either way.
+        const CI: f64 = 1.0;
+        let rate = |v: f64| side(&[v]);
+        assert_eq!(
+            judge(Direction::Higher, &rate(1000.0), &rate(490.0), CI),
+            Verdict::Regressed
+        );
+        assert_eq!(
+            judge(Direction::Higher, &rate(1000.0), &rate(0.0), CI),
+            Verdict::Regressed,
+            "a rate that falls to zero regresses at any threshold"
+        );
+        assert_eq!(
+            judge(Direction::Higher, &rate(1000.0), &rate(510.0), CI),
+            Verdict::Unchanged
+        );
+        assert_eq!(
+            judge(Direction::Higher, &rate(490.0), &rate(1000.0), CI),
+            Verdict::Improved
+        );
+        let latency = |v: f64| side(&[v]);
+        assert_eq!(
+            judge(Direction::Lower, &latency(200.0), &latency(410.0), CI),
+            Verdict::Regressed
+        );
+        assert_eq!(
+            judge(Direction::Lower, &latency(200.0), &latency(390.0), CI),
+            Verdict::Unchanged
+        );
+        assert_eq!(
+            judge(Direction::Lower, &latency(410.0), &latency(200.0), CI),
+            Verdict::Improved
+        );
+        // Exactly double (or half) is at the threshold, not beyond it.
+        assert!(!beyond(1000.0, 500.0, CI));
+        assert!(!beyond(200.0, 400.0, CI));
+    }
+
+    #[test]
+    fn the_judgement_is_symmetric_in_the_ratio() {
+        // x0.8 is as far as x1.25, whichever way round.
+        for (base, new) in [(100.0, 80.0), (80.0, 100.0), (100.0, 125.0), (125.0, 100.0)] {
+            assert!(beyond(base, new, 0.24), "{base} -> {new} at 24%");
+            assert!(!beyond(base, new, 0.26), "{base} -> {new} at 26%");
+        }
     }
 
     #[test]

@@ -212,16 +212,77 @@ fn fail_on_invariants_reports_regressions_without_failing() {
 }
 
 #[test]
-fn missing_and_added_metrics_are_listed_not_judged() {
+fn a_metric_missing_in_new_fails_and_an_added_one_is_listed() {
     let base = standard(&BASE_P50, &BASE_RATE);
     let mut new = base.clone();
     let metrics = &mut new.scenarios[0].variants[0].metrics;
     metrics.retain(|m| m.name != "publish_rate");
     metrics.push(metric("drain_time", "ms", Direction::Lower, &[3.0]));
-    let c = judge(base, new);
+    let c = judge(base.clone(), new.clone());
     assert_eq!(verdict_of(&c, "publish_rate"), Verdict::Missing);
     assert_eq!(verdict_of(&c, "drain_time"), Verdict::Added);
+    assert_eq!(c.result, "missing in NEW");
+    assert_eq!(c.exit_code, 1);
+    assert_eq!(c.missing.len(), 1);
+    assert_eq!(c.missing[0].check, "metric publish_rate");
+    let table = render::render(&c, Format::Table).unwrap();
+    assert!(table.contains("MISSING in NEW"), "{table}");
+    // Left out of judgement by --only, its absence is listed, not fatal.
+    let judged = Judged {
+        threshold: 0.10,
+        only: vec!["*.p50".into()],
+    };
+    let c = compare(
+        &input("BASE", base),
+        &input("NEW", new),
+        &judged,
+        FailOn::Regressions,
+    )
+    .unwrap();
+    assert_eq!(verdict_of(&c, "publish_rate"), Verdict::Missing);
     assert_eq!(c.exit_code, 0);
+}
+
+#[test]
+fn a_histogram_that_new_left_empty_fails() {
+    let with_histogram = |count: u64| {
+        let mut s = standard(&BASE_P50, &BASE_RATE);
+        s.scenarios[0].variants[0]
+            .histograms
+            .push(crate::results::summary::HistogramReport {
+                name: "e2e_latency".into(),
+                count,
+                hgrm_file: "histograms/x.hgrm".into(),
+                hdr_file: "histograms/x.hdr".into(),
+            });
+        s
+    };
+    let c = judge(with_histogram(5000), with_histogram(0));
+    assert_eq!(c.exit_code, 1);
+    assert_eq!(c.missing[0].check, "histogram e2e_latency");
+    assert!(c.missing[0].detail.contains("5000"), "{:?}", c.missing);
+    let mut gone = with_histogram(0);
+    gone.scenarios[0].variants[0].histograms.clear();
+    assert_eq!(judge(with_histogram(5000), gone).exit_code, 1);
+    assert_eq!(
+        judge(with_histogram(5000), with_histogram(4000)).exit_code,
+        0
+    );
+    // Empty in BASE too: nothing was lost.
+    assert_eq!(judge(with_histogram(0), with_histogram(0)).exit_code, 0);
+}
+
+#[test]
+fn every_verdict_says_the_runs_were_not_paired() {
+    let c = judge(
+        standard(&BASE_P50, &BASE_RATE),
+        standard(&BASE_P50, &BASE_RATE),
+    );
+    assert!(c.unpaired.starts_with("unpaired"), "{}", c.unpaired);
+    for format in [Format::Table, Format::Markdown] {
+        let text = render::render(&c, format).unwrap();
+        assert!(text.contains("jsbench ab"), "{text}");
+    }
 }
 
 #[test]

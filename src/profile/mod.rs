@@ -147,12 +147,61 @@ struct FileSection {
     #[serde(default)]
     server: common::ServerSection,
     connection: Option<connection::ConnectionSection>,
+    ab: Option<AbSection>,
     #[serde(default, rename = "scenario")]
     scenarios: Vec<toml::Table>,
 }
 
 fn one() -> i64 {
     1
+}
+
+/// `[ab]`: what `jsbench ab` judges in this profile, and how strictly.
+/// `jsbench run` ignores it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AbSection {
+    judge: Option<Vec<String>>,
+    threshold: Option<String>,
+    latency_threshold: Option<String>,
+}
+
+impl AbSection {
+    fn validate(&self, problems: &mut Problems) -> AbPlan {
+        let percent = |key: &str, text: &Option<String>, problems: &mut Problems| {
+            text.as_ref().and_then(|t| match parse_percent(t) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    problems.push(format!("ab.{key}"), e);
+                    None
+                }
+            })
+        };
+        let judge = self.judge.clone().unwrap_or_default();
+        if judge.iter().any(|p| p.trim().is_empty()) {
+            problems.push(
+                "ab.judge",
+                "a pattern is empty; give metric names or scenario/variant/metric, `*` a wildcard",
+            );
+        }
+        AbPlan {
+            judge,
+            threshold: percent("threshold", &self.threshold, problems),
+            latency_threshold: percent("latency_threshold", &self.latency_threshold, problems),
+        }
+    }
+}
+
+/// A percentage: `10%`, `2.5%` or a bare `10`, 0..=1000%, as a fraction.
+pub fn parse_percent(text: &str) -> Result<f64, String> {
+    let number = text.trim().trim_end_matches('%').trim();
+    match number.parse::<f64>() {
+        Ok(p) if p.is_finite() && (0.0..=1000.0).contains(&p) => Ok(p / 100.0),
+        Ok(_) => Err(format!("{text:?} is out of range; allowed 0% to 1000%")),
+        Err(_) => Err(format!(
+            "{text:?} is not a percentage; write it like 10% or 2.5%"
+        )),
+    }
 }
 
 /// The most repetitions a profile may ask for: enough for a tight noise
@@ -194,6 +243,7 @@ pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
     );
     let server = file.server.validate(&mut problems);
     let connection = file.connection.as_ref().map(|c| c.validate(&mut problems));
+    let ab = file.ab.as_ref().map(|a| a.validate(&mut problems));
     if file.scenarios.is_empty() {
         problems.push(
             "scenario",
@@ -284,6 +334,7 @@ pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
         repeat: file.repeat as usize,
         server,
         connection,
+        ab,
         scenarios,
     })
 }

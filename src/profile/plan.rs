@@ -18,7 +18,19 @@ pub struct Profile {
     pub server: ServerPlan,
     /// `[connection]`: the server the profile is meant for, if it names one.
     pub connection: Option<ConnectionPlan>,
+    /// `[ab]`: what `jsbench ab` judges, and how strictly.
+    pub ab: Option<AbPlan>,
     pub scenarios: Vec<ScenarioPlan>,
+}
+
+/// What `jsbench ab` judges in a profile (`[ab]`); its flags override.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AbPlan {
+    /// Patterns as for `--only`; empty: the default set.
+    pub judge: Vec<String>,
+    /// Fractions (0.02 for 2%).
+    pub threshold: Option<f64>,
+    pub latency_threshold: Option<f64>,
 }
 
 impl Profile {

@@ -571,3 +571,32 @@ fn backpressure_needs_a_sweep_and_completed_work() {
     assert_eq!(b.expiry_max_ack_pending, 10_000);
     assert_eq!(p.scenarios[0].estimated_duration(), Duration::from_secs(6));
 }
+
+#[test]
+fn the_ab_table_says_what_ab_judges_and_run_ignores_it() {
+    let text = format!(
+        "name = \"t\"\n[ab]\njudge = [\"*_rate\", \"latency/*/e2e_latency.p99\"]\nthreshold = \"2%\"\nlatency_threshold = \"10\"\n{}",
+        &GOOD["\nname = \"t\"\n".len()..]
+    );
+    let p = parse("test.toml", &text).unwrap();
+    let ab = p.ab.expect("[ab]");
+    assert_eq!(ab.judge, vec!["*_rate", "latency/*/e2e_latency.p99"]);
+    assert_eq!(ab.threshold, Some(0.02));
+    assert_eq!(ab.latency_threshold, Some(0.10));
+    assert!(parse("test.toml", GOOD).unwrap().ab.is_none());
+}
+
+#[test]
+fn a_bad_ab_table_names_the_key() {
+    let with = |ab: &str| format!("{ab}\n{GOOD}").replacen("\nname = \"t\"\n", "\n", 1);
+    let p = only_problem(&format!(
+        "name = \"t\"\n{}",
+        with("[ab]\nthreshold = \"two percent\"")
+    ));
+    assert_eq!(p.path, "ab.threshold");
+    assert!(p.message.contains("not a percentage"), "{p:?}");
+    let p = only_problem(&format!("name = \"t\"\n{}", with("[ab]\njudge = [\"\"]")));
+    assert_eq!(p.path, "ab.judge");
+    let p = only_problem(&format!("name = \"t\"\n{}", with("[ab]\nbudget = \"5m\"")));
+    assert!(p.message.contains("budget"), "{p:?}");
+}

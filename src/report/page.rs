@@ -26,7 +26,7 @@ pub enum PageChart {
 /// Charts per scenario name, in display order.
 pub type ChartsByScenario = Vec<(String, Vec<PageChart>)>;
 
-const CSS: &str = r#"
+pub const CSS: &str = r#"
 body { font-family: "DejaVu Sans", Verdana, Arial, sans-serif; margin: 0 auto; max-width: 1100px; padding: 0 16px 48px; color: #1a1a1a; }
 h1 { font-size: 1.6em; margin: 0.4em 0 0.2em; }
 h2 { border-bottom: 2px solid #ccc; padding-bottom: 4px; margin-top: 1.8em; }

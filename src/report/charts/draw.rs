@@ -235,13 +235,13 @@ fn legend_corner(
 
 /// A linear coordinate with the tick positions axis.rs chose. (plotters'
 /// own `with_key_points` wrapper loses the label formatter on f64 axes.)
-struct Ticked {
+pub(crate) struct Ticked {
     inner: RangedCoordf64,
     ticks: Vec<f64>,
 }
 
 impl Ticked {
-    fn new(range: Range<f64>, ticks: Vec<f64>) -> Self {
+    pub(crate) fn new(range: Range<f64>, ticks: Vec<f64>) -> Self {
         Ticked {
             inner: range.into(),
             ticks,

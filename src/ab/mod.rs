@@ -1,0 +1,755 @@
+//! `jsbench ab`: two builds (of jsbench or of nats-server) measured in
+//! interleaved slices against one server, each metric judged by the
+//! confidence interval of its paired ratios NEW/BASE.
+//!
+//! Two unpaired runs of one build move 15–30% on a shared machine, so a
+//! baseline recorded elsewhere cannot catch a 5% regression. Slices run
+//! back to back in ABBA order (base, new, new, base, ...), so what drifts
+//! linearly over the run cancels, and each pair's ratio cancels what moves
+//! both of its slices. The verdicts ([`judge`]) rest on exact signed-rank
+//! intervals ([`stats`]); the comparison stops as soon as every judged
+//! metric is decided, or at its budget.
+//!
+//! - [`slice`]: one side's run of the profiles, as a child process.
+//! - [`judge`]: which metrics are judged, and the verdict on each.
+//! - [`stats`]: Hodges–Lehmann estimates and signed-rank intervals.
+//! - [`render`]: ab.json, the Markdown table, the terminal table.
+//! - [`chart`]: the paired ratios with their intervals, and report.html.
+
+pub mod chart;
+pub mod judge;
+pub mod render;
+pub mod slice;
+pub mod stats;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::about;
+use crate::compare::Failure;
+use crate::connect::{ConnectionRequest, resolve_all};
+use crate::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, UsageError};
+use crate::profile::{self, Profile, format_duration};
+use crate::results::summary::Summary;
+use crate::server::{EmbeddedCluster, EmbeddedServer, ServerOptions};
+use judge::{Judgement, Rule, Verdict};
+use slice::{Side, SliceError, SliceResult, Target};
+
+/// What the two sides are.
+#[derive(Debug, Clone)]
+pub enum Sides {
+    /// This build against itself: an A/A run that shows the noise.
+    Same,
+    /// Two jsbench binaries (two commits' builds) against one server.
+    Jsbench { base: PathBuf, new: PathBuf },
+    /// This jsbench against two nats-server binaries (or wrappers), each
+    /// started by ab as its side's embedded server (or cluster).
+    Server { base: PathBuf, new: PathBuf },
+}
+
+impl Sides {
+    fn kind(&self) -> &'static str {
+        match self {
+            Sides::Same => "same build (A/A)",
+            Sides::Jsbench { .. } => "jsbench builds",
+            Sides::Server { .. } => "nats-server builds",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct AbOptions {
+    pub profiles: Vec<String>,
+    pub sides: Sides,
+    pub connection: ConnectionRequest,
+    pub cluster: Option<usize>,
+    /// Parent folder of the ab folder.
+    pub out: PathBuf,
+    pub budget: Duration,
+    /// Stop after this many pairs even if undecided.
+    pub max_pairs: Option<usize>,
+    /// Each scenario's `duration` in a slice; `None` keeps the profile's.
+    pub slice: Option<Duration>,
+    /// Flags that override the profiles' `[ab]` tables and the defaults.
+    pub threshold: Option<f64>,
+    pub latency_threshold: Option<f64>,
+    pub confidence: f64,
+    pub only: Vec<String>,
+    /// Keep the servers on CPU 0 and the slices on the other CPUs.
+    pub pin: bool,
+    /// Confine the slices (not the servers) to these CPUs.
+    pub slice_cpus: Option<Vec<usize>>,
+}
+
+/// Why the pairs stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stopped {
+    /// Every judged metric was decided.
+    Decided,
+    /// A regression (or a broken check, or a metric gone) in NEW decided
+    /// the outcome: more pairs could not make it pass.
+    Failed,
+    /// The next pair would not have fit in the budget.
+    Budget,
+    /// `--pairs` reached.
+    Pairs,
+    /// Ctrl-C.
+    Interrupted,
+    /// A slice refused its input or could not run.
+    SliceFailed,
+}
+
+/// One pair of slices.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PairRecord {
+    pub index: usize,
+    /// `base,new` or `new,base`.
+    pub order: String,
+    pub base: SliceRecord,
+    pub new: SliceRecord,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SliceRecord {
+    /// Relative to the ab folder.
+    pub dir: String,
+    pub exit: i32,
+    pub elapsed_s: f64,
+}
+
+/// A side as the results describe it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SideInfo {
+    pub jsbench: String,
+    pub server: Option<String>,
+    /// From the side's first slice: its jsbench version and commit, and
+    /// the nats-server it measured.
+    pub jsbench_version: Option<String>,
+    pub git_commit: Option<String>,
+    pub server_version: Option<String>,
+}
+
+/// Everything `ab.json` holds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AbReport {
+    pub schema_version: u32,
+    pub id: String,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    pub tool: about::ToolInfo,
+    pub host: about::HostInfo,
+    pub profiles: Vec<String>,
+    pub sides_kind: String,
+    pub base: SideInfo,
+    pub new: SideInfo,
+    /// embedded, cluster of N, the given server, or each slice's own.
+    pub target: String,
+    pub budget_s: f64,
+    pub slice_s: Option<f64>,
+    pub rule: Rule,
+    /// The fewest pairs the confidence can decide with.
+    pub pairs_needed: usize,
+    pub pairs: Vec<PairRecord>,
+    pub stopped: Option<Stopped>,
+    pub elapsed_s: f64,
+    pub metrics: Vec<Judgement>,
+    /// Broken invariants and variant errors in NEW's slices.
+    pub failures: Vec<Failure>,
+    pub notes: Vec<String>,
+    /// regression, invariants failed, missing in NEW, ok, interrupted.
+    pub verdict: String,
+    pub exit_code: i32,
+}
+
+pub const AB_SCHEMA_VERSION: u32 = 1;
+
+impl AbReport {
+    pub fn count(&self, verdict: Verdict) -> usize {
+        self.metrics.iter().filter(|m| m.verdict == verdict).count()
+    }
+
+    pub fn judged(&self) -> impl Iterator<Item = &Judgement> {
+        self.metrics
+            .iter()
+            .filter(|m| m.verdict != Verdict::NotJudged)
+    }
+}
+
+/// `jsbench ab`: runs the pairs, writes the folder, prints the table;
+/// returns the exit status (0 no regression, 1 a regression or a broken
+/// invariant, 130 interrupted). Bad input is a [`UsageError`] (exit 2).
+pub async fn command(options: AbOptions, stop: CancellationToken) -> Result<i32> {
+    let profiles: Vec<Profile> = options
+        .profiles
+        .iter()
+        .map(|p| profile::load(p))
+        .collect::<Result<_>>()?;
+    let rule = rule(&options, &profiles)?;
+    let named: Vec<(&str, Option<&profile::ConnectionPlan>)> = profiles
+        .iter()
+        .map(|p| (p.name.as_str(), p.connection.as_ref()))
+        .collect();
+    let resolution = resolve_all(&options.connection, &named, options.cluster.is_some())?;
+    let given = resolution.remote.is_some();
+    if given && matches!(options.sides, Sides::Server { .. }) {
+        return Err(UsageError(
+            "--base-server/--new-server start each side's own server; they cannot be used with a \
+             given server (-s, --context, NATS_URL or a profile's [connection])"
+                .into(),
+        )
+        .into());
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if options.pin && (cores < 2 || given) {
+        return Err(UsageError(format!(
+            "--pin keeps the servers jsbench ab starts on CPU 0 and the slices on the others: it \
+             needs 2 cores or more (this machine has {cores}) and servers ab starts itself (not a given server)"
+        ))
+        .into());
+    }
+    if let Some(cpu) = options.slice_cpus.iter().flatten().find(|c| **c >= cores) {
+        return Err(UsageError(format!(
+            "--slice-cpus names CPU {cpu}; this machine has CPUs 0 to {}",
+            cores - 1
+        ))
+        .into());
+    }
+    let slice_cpus: Option<Vec<usize>> = match (options.pin, &options.slice_cpus) {
+        (true, _) => Some((1..cores).collect()),
+        (false, cpus) => cpus.clone(),
+    };
+    let this = std::env::current_exe().context("finding this jsbench's own binary")?;
+    // Servers ab starts itself outlive every slice and stop when the
+    // comparison ends: one both sides share, or one per side.
+    let mut servers = Servers::default();
+    let (base, new, target_name) = match &options.sides {
+        Sides::Server { base, new } => {
+            slice::check_executable("base", "server", base)?;
+            slice::check_executable("new", "server", new)?;
+            let b = servers.start(Some(base), options.cluster, options.pin)?;
+            let n = servers.start(Some(new), options.cluster, options.pin)?;
+            (
+                Side {
+                    role: "base",
+                    jsbench: this.clone(),
+                    server: Some(base.clone()),
+                    target: b,
+                },
+                Side {
+                    role: "new",
+                    jsbench: this,
+                    server: Some(new.clone()),
+                    target: n,
+                },
+                match options.cluster {
+                    Some(n) => format!("a cluster of {n} per side, each of its side's nats-server"),
+                    None => "an embedded nats-server per side, each its side's binary".into(),
+                },
+            )
+        }
+        sides => {
+            let (target, name) = if given {
+                (
+                    slice::given_target(&options.connection.flags),
+                    "the given server".to_string(),
+                )
+            } else {
+                let t = servers.start(None, options.cluster, options.pin)?;
+                (t, servers.describe())
+            };
+            let (b, n) = match sides {
+                Sides::Jsbench { base, new } => {
+                    slice::check_executable("base", "jsbench", base)?;
+                    slice::check_executable("new", "jsbench", new)?;
+                    (base.clone(), new.clone())
+                }
+                _ => (this.clone(), this),
+            };
+            (
+                Side {
+                    role: "base",
+                    jsbench: b,
+                    server: None,
+                    target: target.clone(),
+                },
+                Side {
+                    role: "new",
+                    jsbench: n,
+                    server: None,
+                    target,
+                },
+                name,
+            )
+        }
+    };
+
+    let started_at = time::OffsetDateTime::now_utc();
+    let tool = about::tool();
+    let names: Vec<&str> = profiles.iter().map(|p| p.name.as_str()).collect();
+    let id =
+        crate::results::metadata::run_id(started_at, &tool, &format!("ab-{}", names.join("+")));
+    let dir = options.out.join(&id);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+
+    let _servers = servers;
+    let mut report = AbReport {
+        schema_version: AB_SCHEMA_VERSION,
+        id,
+        started_at: rfc3339(started_at),
+        finished_at: None,
+        tool,
+        host: about::host(),
+        profiles: names.iter().map(|s| s.to_string()).collect(),
+        sides_kind: options.sides.kind().into(),
+        base: side_info(&base),
+        new: side_info(&new),
+        target: target_name,
+        budget_s: options.budget.as_secs_f64(),
+        slice_s: options.slice.map(|d| d.as_secs_f64()),
+        pairs_needed: stats::pairs_needed(rule.confidence),
+        rule,
+        pairs: Vec::new(),
+        stopped: None,
+        elapsed_s: 0.0,
+        metrics: Vec::new(),
+        failures: Vec::new(),
+        notes: resolution.notes.clone(),
+        verdict: "running".into(),
+        exit_code: EXIT_OK,
+    };
+    eprintln!(
+        "jsbench ab: {} ({}), BASE {} vs NEW {}, against {}; up to {} in pairs of slices -> {}",
+        names.join(", "),
+        report.sides_kind,
+        describe(&base),
+        describe(&new),
+        report.target,
+        format_duration(options.budget),
+        dir.display()
+    );
+
+    let clock = Instant::now();
+    let mut slices: Vec<(SliceResult, SliceResult)> = Vec::new();
+    let mut longest_pair = Duration::ZERO;
+    let mut failure: Option<anyhow::Error> = None;
+    // Scenarios whose judged metrics are all decided leave the slices, so
+    // the budget goes to the ones still undecided.
+    let mut running: Option<(Vec<PathBuf>, Vec<ScenarioRef>)> = None;
+    loop {
+        let index = slices.len() + 1;
+        if options.max_pairs.is_some_and(|max| slices.len() >= max) {
+            report.stopped = Some(Stopped::Pairs);
+            break;
+        }
+        if !slices.is_empty() && clock.elapsed() + longest_pair > options.budget {
+            report.stopped = Some(Stopped::Budget);
+            break;
+        }
+        let undecided = undecided_scenarios(&report, &profiles, slices.len());
+        let slice_profiles = match &running {
+            Some((paths, set)) if *set == undecided => paths.clone(),
+            _ => {
+                let folder = dir.join("profiles").join(format!("from-pair-{index:03}"));
+                let paths = slice::write_profiles(&profiles, options.slice, &folder, &|p, s| {
+                    undecided.iter().any(|(up, us)| up == p && us == s)
+                })?;
+                running = Some((paths.clone(), undecided.clone()));
+                paths
+            }
+        };
+        // ABBA: every other pair starts with NEW, so a linear drift
+        // weighs on both sides alike.
+        let order = if index % 2 == 1 {
+            [&base, &new]
+        } else {
+            [&new, &base]
+        };
+        let pair_start = Instant::now();
+        let limit = (options.budget * 2).max(Duration::from_secs(600));
+        let mut done: Vec<SliceResult> = Vec::new();
+        for side in order {
+            let slice_dir = dir.join("slices").join(format!("{index:03}-{}", side.role));
+            let cpus = slice_cpus.as_deref();
+            match slice::run(side, &slice_profiles, &slice_dir, limit, cpus, &stop).await {
+                Ok(result) => done.push(result),
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        if let Some(e) = failure.take() {
+            let interrupted = matches!(
+                e.downcast_ref::<SliceError>(),
+                Some(SliceError::Interrupted)
+            );
+            report.stopped = Some(if interrupted {
+                Stopped::Interrupted
+            } else {
+                Stopped::SliceFailed
+            });
+            if !interrupted {
+                failure = Some(e);
+            }
+            break;
+        }
+        longest_pair = longest_pair.max(pair_start.elapsed());
+        let first = done.remove(0);
+        let second = done.remove(0);
+        let (b, n) = if order[0].role == "base" {
+            (first, second)
+        } else {
+            (second, first)
+        };
+        report.pairs.push(PairRecord {
+            index,
+            order: format!("{},{}", order[0].role, order[1].role),
+            base: record(&dir, &b),
+            new: record(&dir, &n),
+        });
+        eprintln!(
+            "jsbench ab: pair {index} ({}): base {:.1}s, new {:.1}s",
+            report.pairs[index - 1].order,
+            b.elapsed.as_secs_f64(),
+            n.elapsed.as_secs_f64(),
+        );
+        slices.push((b, n));
+        fill_sides(&mut report, &slices);
+        judge_all(&mut report, &slices);
+        report.elapsed_s = clock.elapsed().as_secs_f64();
+        let judged = report.judged().count();
+        let decided = report.judged().filter(|m| m.verdict.decided()).count();
+        eprintln!(
+            "jsbench ab: {decided} of {judged} judged metrics decided, {} regressed; {} of {}",
+            report.count(Verdict::Regressed),
+            format_duration(Duration::from_secs(clock.elapsed().as_secs())),
+            format_duration(options.budget),
+        );
+        write_report(&dir, &report)?;
+        let failed = !report.failures.is_empty()
+            || report.count(Verdict::Regressed) > 0
+            || report.count(Verdict::MissingInNew) > 0;
+        if failed {
+            report.stopped = Some(Stopped::Failed);
+            break;
+        }
+        if slices.len() >= report.pairs_needed && decided == judged {
+            report.stopped = Some(Stopped::Decided);
+            break;
+        }
+    }
+
+    report.elapsed_s = clock.elapsed().as_secs_f64();
+    report.finished_at = Some(rfc3339(time::OffsetDateTime::now_utc()));
+    if slices.len() < report.pairs_needed {
+        report.notes.push(format!(
+            "only {} pair(s) ran; {} are needed to decide anything at {:.0}% confidence: raise --budget, shorten the profile or pass --slice",
+            slices.len(),
+            report.pairs_needed,
+            report.rule.confidence * 100.0
+        ));
+    }
+    conclude(&mut report);
+    write_report(&dir, &report)?;
+    if let Err(e) = chart::write(&dir, &report) {
+        eprintln!("warning: the ab chart and report.html were not written: {e:#}");
+    }
+    println!("{}", render::terminal(&report));
+    println!("results: {}", dir.display());
+    if let Some(e) = failure {
+        return Err(e.context(format!("results so far are in {}", dir.display())));
+    }
+    Ok(report.exit_code)
+}
+
+/// Smallest change of a rate that counts when neither a flag nor the
+/// profile says: about what a paired comparison of 5 minutes resolves
+/// here (docs/ab.md).
+pub const DEFAULT_THRESHOLD: f64 = 0.02;
+/// The same for latency percentiles, whose pairs scatter more.
+pub const DEFAULT_LATENCY_THRESHOLD: f64 = 0.10;
+
+/// The rule: flags first, then the profiles' `[ab]` tables, then the
+/// defaults. Profiles that disagree on a threshold need the flag.
+fn rule(options: &AbOptions, profiles: &[Profile]) -> Result<Rule> {
+    let plans: Vec<(&str, &profile::AbPlan)> = profiles
+        .iter()
+        .filter_map(|p| p.ab.as_ref().map(|a| (p.name.as_str(), a)))
+        .collect();
+    let agreed = |flag: Option<f64>, key: &str, pick: fn(&profile::AbPlan) -> Option<f64>| {
+        if flag.is_some() {
+            return Ok(flag);
+        }
+        let values: Vec<(&str, f64)> = plans
+            .iter()
+            .filter_map(|(n, a)| Some((*n, pick(a)?)))
+            .collect();
+        match values.as_slice() {
+            [] => Ok(None),
+            [(_, v), rest @ ..] if rest.iter().all(|(_, w)| w == v) => Ok(Some(*v)),
+            _ => Err(UsageError(format!(
+                "the profiles' [ab] tables disagree on {key} ({}); give --{} to decide",
+                values
+                    .iter()
+                    .map(|(n, v)| format!("{n}: {}%", v * 100.0))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                key.replace('_', "-")
+            ))),
+        }
+    };
+    let only = if options.only.is_empty() {
+        plans
+            .iter()
+            .flat_map(|(_, a)| a.judge.iter().cloned())
+            .collect()
+    } else {
+        options.only.clone()
+    };
+    Ok(Rule {
+        throughput: agreed(options.threshold, "threshold", |a| a.threshold)?
+            .unwrap_or(DEFAULT_THRESHOLD),
+        latency: agreed(options.latency_threshold, "latency_threshold", |a| {
+            a.latency_threshold
+        })?
+        .unwrap_or(DEFAULT_LATENCY_THRESHOLD),
+        confidence: options.confidence,
+        only,
+    })
+}
+
+/// The servers and clusters ab started, stopped when it ends.
+#[derive(Default)]
+struct Servers {
+    servers: Vec<EmbeddedServer>,
+    clusters: Vec<EmbeddedCluster>,
+}
+
+impl Servers {
+    /// Starts a server (or a cluster) from `binary` (`None`: the one
+    /// jsbench finds), pinned to CPU 0 with `pin`; returns where slices
+    /// reach it.
+    fn start(
+        &mut self,
+        binary: Option<&PathBuf>,
+        cluster: Option<usize>,
+        pin: bool,
+    ) -> Result<Target> {
+        let options = ServerOptions {
+            binary: binary.cloned(),
+            ..Default::default()
+        };
+        let pinned = |pid: u32| -> Result<()> {
+            if pin {
+                crate::cpu::pin_process(pid, &[0]).context("pinning a server to CPU 0")?;
+            }
+            Ok(())
+        };
+        let target = match cluster {
+            Some(n) => {
+                let c = EmbeddedCluster::start_with(n, &options)?;
+                for node in c.nodes() {
+                    pinned(node.pid())?;
+                }
+                let t = Target::Started {
+                    urls: c.urls(),
+                    monitor: c.nodes()[0].monitor_url().map(str::to_string),
+                };
+                self.clusters.push(c);
+                t
+            }
+            None => {
+                let s = EmbeddedServer::start_with(&options)?;
+                pinned(s.pid())?;
+                let t = Target::Started {
+                    urls: s.url().to_string(),
+                    monitor: s.monitor_url().map(str::to_string),
+                };
+                self.servers.push(s);
+                t
+            }
+        };
+        Ok(target)
+    }
+
+    fn describe(&self) -> String {
+        match (self.servers.first(), self.clusters.first()) {
+            (Some(s), _) => format!("an embedded nats-server {} at {}", s.version(), s.url()),
+            (None, Some(c)) => format!("an embedded cluster of {}", c.nodes().len()),
+            _ => "no server".into(),
+        }
+    }
+}
+
+fn describe(side: &Side) -> String {
+    match &side.server {
+        Some(s) => format!("nats-server {}", s.display()),
+        None => format!("jsbench {}", side.jsbench.display()),
+    }
+}
+
+fn side_info(side: &Side) -> SideInfo {
+    SideInfo {
+        jsbench: side.jsbench.display().to_string(),
+        server: side.server.as_ref().map(|s| s.display().to_string()),
+        jsbench_version: None,
+        git_commit: None,
+        server_version: None,
+    }
+}
+
+/// A scenario by its profile's name and its own.
+type ScenarioRef = (String, String);
+
+/// The (profile, scenario) names a slice must still run: every scenario
+/// until enough pairs ran to decide anything, then those with a judged
+/// metric still undecided.
+fn undecided_scenarios(
+    report: &AbReport,
+    profiles: &[Profile],
+    pairs: usize,
+) -> Vec<(String, String)> {
+    let all = profiles.iter().flat_map(|p| {
+        p.scenarios
+            .iter()
+            .map(move |s| (p.name.clone(), s.name().to_string()))
+    });
+    if pairs < report.pairs_needed {
+        return all.collect();
+    }
+    all.filter(|(p, s)| {
+        report
+            .judged()
+            .any(|m| &m.key.profile == p && &m.key.scenario == s && !m.verdict.decided())
+    })
+    .collect()
+}
+
+/// Versions as the sides' first slices recorded them.
+fn fill_sides(report: &mut AbReport, slices: &[(SliceResult, SliceResult)]) {
+    let Some((b, n)) = slices.first() else {
+        return;
+    };
+    for (info, slice) in [(&mut report.base, b), (&mut report.new, n)] {
+        if let Some(s) = slice.summaries.first() {
+            info.jsbench_version = Some(s.run.tool.version.clone());
+            info.git_commit = s.run.tool.git_commit.clone();
+            info.server_version = Some(s.run.server.version.clone());
+        }
+    }
+}
+
+fn record(dir: &Path, slice: &SliceResult) -> SliceRecord {
+    SliceRecord {
+        dir: slice
+            .dir
+            .strip_prefix(dir)
+            .unwrap_or(&slice.dir)
+            .display()
+            .to_string(),
+        exit: slice.exit,
+        elapsed_s: slice.elapsed.as_secs_f64(),
+    }
+}
+
+/// Every metric judged over the pairs so far, and NEW's broken checks.
+fn judge_all(report: &mut AbReport, slices: &[(SliceResult, SliceResult)]) {
+    let pairs: Vec<(&[Summary], &[Summary])> = slices
+        .iter()
+        .map(|(b, n)| (b.summaries.as_slice(), n.summaries.as_slice()))
+        .collect();
+    report.metrics = judge::tracks(&pairs, &report.rule)
+        .iter()
+        .map(|t| judge::judge(t, &report.rule))
+        .collect();
+    report.failures = slices
+        .iter()
+        .enumerate()
+        .flat_map(|(i, (_, n))| {
+            n.summaries.iter().flat_map(move |s| {
+                crate::compare::failures_of(s)
+                    .into_iter()
+                    .map(move |mut f| {
+                        f.detail = format!("pair {}: {}", i + 1, f.detail);
+                        f
+                    })
+            })
+        })
+        .collect();
+}
+
+/// The verdict and exit status from the judgements, and notes on BASE.
+fn conclude(report: &mut AbReport) {
+    let regressed = report.count(Verdict::Regressed);
+    let missing = report.count(Verdict::MissingInNew);
+    let (verdict, code) = if report.stopped == Some(Stopped::Interrupted) {
+        ("interrupted", EXIT_INTERRUPTED)
+    } else if !report.failures.is_empty() {
+        ("invariants failed", EXIT_FAILED)
+    } else if missing > 0 {
+        ("missing in NEW", EXIT_FAILED)
+    } else if regressed > 0 {
+        ("regression", EXIT_FAILED)
+    } else if report.stopped == Some(Stopped::SliceFailed) {
+        ("failed", EXIT_FAILED)
+    } else {
+        ("ok", EXIT_OK)
+    };
+    report.verdict = verdict.into();
+    report.exit_code = code;
+    let undecided = report.count(Verdict::Undecided) + report.count(Verdict::TooFewPairs);
+    if undecided > 0 && report.stopped != Some(Stopped::Decided) {
+        report.notes.push(format!(
+            "{undecided} judged metric(s) stayed undecided: their intervals straddle the threshold; more pairs (--budget) would narrow them"
+        ));
+    }
+}
+
+/// `jsbench report` on an ab folder: ab.md, the chart and report.html
+/// drawn again from ab.json, and the table printed. Exit status 0, or 1
+/// when the chart failed.
+pub fn render_folder(dir: &Path) -> Result<i32> {
+    let path = dir.join("ab.json");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| UsageError(format!("cannot read {}: {e}", path.display())))?;
+    let report: AbReport = serde_json::from_str(&text).map_err(|e| {
+        UsageError(format!(
+            "{} is not a jsbench ab report: {e}",
+            path.display()
+        ))
+    })?;
+    if report.schema_version > AB_SCHEMA_VERSION {
+        return Err(UsageError(format!(
+            "{} has ab schema version {}, written by a newer jsbench; this one reads up to {AB_SCHEMA_VERSION}",
+            path.display(),
+            report.schema_version
+        ))
+        .into());
+    }
+    std::fs::write(dir.join("ab.md"), render::markdown(&report)).context("writing ab.md")?;
+    println!("{}", render::terminal(&report));
+    match chart::write(dir, &report) {
+        Ok(()) => Ok(EXIT_OK),
+        Err(e) => {
+            eprintln!("error: the ab chart and report.html were not written: {e:#}");
+            Ok(EXIT_FAILED)
+        }
+    }
+}
+
+fn write_report(dir: &Path, report: &AbReport) -> Result<()> {
+    let json = serde_json::to_string_pretty(report).context("serialising ab.json")?;
+    std::fs::write(dir.join("ab.json"), json).context("writing ab.json")?;
+    std::fs::write(dir.join("ab.md"), render::markdown(report)).context("writing ab.md")?;
+    Ok(())
+}
+
+fn rfc3339(t: time::OffsetDateTime) -> String {
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| t.unix_timestamp().to_string())
+}

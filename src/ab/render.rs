@@ -1,0 +1,210 @@
+//! A paired comparison as a terminal table and as Markdown for a CI job
+//! summary: the verdict first, then NEW's broken checks, then the judged
+//! metrics, failing and undecided ones on top.
+
+use std::fmt::Write as _;
+
+use super::judge::{Judgement, Verdict};
+use super::{AbReport, Stopped};
+use crate::compare::render::{aligned, md};
+use crate::report::page::format_value;
+
+fn percent(fraction: f64) -> String {
+    format!("{:.1}%", fraction * 100.0).replace(".0%", "%")
+}
+
+/// NEW/BASE as a signed change: ×0.95 is "-5.0%".
+fn change(ratio: f64) -> String {
+    format!("{:+.1}%", (ratio - 1.0) * 100.0)
+}
+
+fn headline(r: &AbReport) -> String {
+    let regressed = r.count(Verdict::Regressed);
+    match r.verdict.as_str() {
+        "invariants failed" => format!(
+            "FAILED: {} broken check(s) in NEW's slices{}",
+            r.failures.len(),
+            if regressed > 0 {
+                format!(", and {regressed} regression(s)")
+            } else {
+                String::new()
+            }
+        ),
+        "missing in NEW" => format!(
+            "FAILED: {} metric(s) measured by BASE and never by NEW",
+            r.count(Verdict::MissingInNew)
+        ),
+        "regression" => format!("REGRESSION: {regressed} metric(s) regressed"),
+        "interrupted" => "interrupted: the pairs so far are judged below".into(),
+        "failed" => "FAILED: a slice could not run (see the error)".into(),
+        _ => "no regression".into(),
+    }
+}
+
+fn stopped(r: &AbReport) -> &'static str {
+    match r.stopped {
+        Some(Stopped::Decided) => "every judged metric decided",
+        Some(Stopped::Budget) => "budget spent",
+        Some(Stopped::Pairs) => "--pairs reached",
+        Some(Stopped::Interrupted) => "interrupted",
+        Some(Stopped::Failed) => "NEW failed: more pairs could not change it",
+        Some(Stopped::SliceFailed) => "a slice failed",
+        None => "running",
+    }
+}
+
+fn side_line(role: &str, s: &super::SideInfo) -> String {
+    let what = match &s.server {
+        Some(server) => format!("nats-server {server}"),
+        None => format!("jsbench {}", s.jsbench),
+    };
+    let commit = s
+        .git_commit
+        .as_deref()
+        .map(|c| c.chars().take(7).collect::<String>())
+        .unwrap_or_else(|| "nogit".into());
+    format!(
+        "{role} {what} (jsbench {} {commit}, nats-server {})",
+        s.jsbench_version.as_deref().unwrap_or("?"),
+        s.server_version.as_deref().unwrap_or("?")
+    )
+}
+
+fn method_line(r: &AbReport) -> String {
+    format!(
+        "{} pair(s) of slices in ABBA order against {}, {:.0}s ({}); per metric the median NEW/BASE ratio of the pairs (Hodges–Lehmann) with its {:.0}% signed-rank interval; a regression is an interval wholly beyond {} for rates, {} for latency percentiles",
+        r.pairs.len(),
+        r.target,
+        r.elapsed_s,
+        stopped(r),
+        r.rule.confidence * 100.0,
+        percent(r.rule.throughput),
+        percent(r.rule.latency),
+    )
+}
+
+fn order(m: &Judgement) -> u8 {
+    match m.verdict {
+        Verdict::MissingInNew => 0,
+        Verdict::Regressed => 1,
+        Verdict::Undecided | Verdict::TooFewPairs => 2,
+        Verdict::Improved => 3,
+        Verdict::Unchanged => 4,
+        Verdict::NotJudged => 5,
+    }
+}
+
+fn rows(r: &AbReport, with_profile: bool) -> Vec<Vec<String>> {
+    let mut judged: Vec<&Judgement> = r.judged().collect();
+    judged.sort_by_key(|m| order(m));
+    judged
+        .into_iter()
+        .map(|m| {
+            let value = |v: Option<f64>| v.map_or("–".into(), |v| format_value(v, &m.unit));
+            let interval = match (m.low, m.high) {
+                (Some(l), Some(h)) => format!("{} .. {}", change(l), change(h)),
+                _ => "–".into(),
+            };
+            vec![
+                m.key.label(with_profile),
+                value(m.base_median),
+                value(m.new_median),
+                m.ratio.map_or("–".into(), change),
+                interval,
+                m.ratios.len().to_string(),
+                match m.verdict {
+                    Verdict::Regressed => "REGRESSED".into(),
+                    v => v.label().into(),
+                },
+            ]
+        })
+        .collect()
+}
+
+const HEADER: [&str; 7] = [
+    "metric", "base", "new", "change", "interval", "pairs", "verdict",
+];
+
+fn counts(r: &AbReport) -> String {
+    [
+        Verdict::Regressed,
+        Verdict::Improved,
+        Verdict::Unchanged,
+        Verdict::Undecided,
+        Verdict::TooFewPairs,
+        Verdict::MissingInNew,
+    ]
+    .iter()
+    .filter_map(|v| {
+        let n = r.count(*v);
+        (n > 0 || matches!(v, Verdict::Regressed | Verdict::Unchanged))
+            .then(|| format!("{n} {}", v.label()))
+    })
+    .collect::<Vec<_>>()
+    .join(", ")
+}
+
+pub fn terminal(r: &AbReport) -> String {
+    let with_profile = r.profiles.len() > 1;
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", side_line("BASE", &r.base));
+    let _ = writeln!(out, "{}", side_line("NEW ", &r.new));
+    let _ = writeln!(out, "{}", method_line(r));
+    for note in &r.notes {
+        let _ = writeln!(out, "note: {note}");
+    }
+    if !r.failures.is_empty() {
+        let _ = writeln!(out, "\nFAILED in NEW (a broken guarantee is never noise):");
+        for f in &r.failures {
+            let _ = writeln!(
+                out,
+                "  {}/{}: {}: {}",
+                f.scenario, f.variant, f.check, f.detail
+            );
+        }
+    }
+    let mut table = vec![HEADER.map(String::from).to_vec()];
+    table.extend(rows(r, with_profile));
+    let _ = writeln!(out);
+    out.push_str(&aligned(&table, "  "));
+    let _ = writeln!(out, "\n{}", counts(r));
+    let _ = writeln!(out, "result: {} (exit {})", headline(r), r.exit_code);
+    out
+}
+
+pub fn markdown(r: &AbReport) -> String {
+    let with_profile = r.profiles.len() > 1;
+    let mut out = String::new();
+    let _ = writeln!(out, "### jsbench ab: {}\n", headline(r));
+    let _ = writeln!(out, "- {}", md(&side_line("BASE", &r.base)));
+    let _ = writeln!(out, "- {}", md(&side_line("NEW", &r.new)));
+    let _ = writeln!(out, "- {}", md(&method_line(r)));
+    for note in &r.notes {
+        let _ = writeln!(out, "- note: {}", md(note));
+    }
+    if !r.failures.is_empty() {
+        let _ = writeln!(out, "\n**Broken checks in NEW** (never noise):\n");
+        for f in &r.failures {
+            let _ = writeln!(
+                out,
+                "- `{}/{}`: **{}**: {}",
+                md(&f.scenario),
+                md(&f.variant),
+                md(&f.check),
+                md(&f.detail)
+            );
+        }
+    }
+    let _ = writeln!(out, "\n{}\n", counts(r));
+    let _ = writeln!(out, "| {} |", HEADER.join(" | "));
+    let _ = writeln!(out, "|---|---:|---:|---:|---|---:|---|");
+    for row in rows(r, with_profile) {
+        let mut cells: Vec<String> = row.iter().map(|c| md(c)).collect();
+        cells[0] = format!("`{}`", cells[0]);
+        if cells[6] == "REGRESSED" {
+            cells[6] = "**regressed**".into();
+        }
+        let _ = writeln!(out, "| {} |", cells.join(" | "));
+    }
+    out
+}

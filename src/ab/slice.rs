@@ -1,0 +1,416 @@
+//! One slice: one side's run of the profiles, as a child process of the
+//! side's jsbench, against the side's server.
+//!
+//! A slice is a plain `jsbench run` of a rewritten profile (each scenario
+//! once, `repeat = 1`, and with `--slice` every scenario's `duration`), so
+//! a build that predates `ab` can be a side: all it needs is `run`, `-o`,
+//! `--progress`, and the connection flags it already had. Each slice makes
+//! its own streams and runs its own warm-up, exactly as a run would.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::UsageError;
+use crate::profile::{Profile, format_duration};
+use crate::results::read_summary;
+use crate::results::summary::Summary;
+
+/// What one side is: the jsbench that runs its slices, the nats-server
+/// binary it brings (`None`: the one both sides share), and where its
+/// slices send their load.
+#[derive(Debug, Clone)]
+pub struct Side {
+    /// `base` or `new`.
+    pub role: &'static str,
+    pub jsbench: PathBuf,
+    pub server: Option<PathBuf>,
+    pub target: Target,
+}
+
+/// Where slices send their load: one server for both sides, unless each
+/// side brings its own.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// A server (or cluster) `ab` started: its client URLs and a
+    /// monitoring URL for server CPU.
+    Started {
+        urls: String,
+        monitor: Option<String>,
+    },
+    /// A server the user named: the connection flags go to every slice
+    /// (secrets through the environment, never the command line).
+    Given {
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+    },
+}
+
+/// The profiles a slice runs, written into `dir`: each with the scenarios
+/// `keep` names (by profile and scenario name); a profile left with none
+/// is not written.
+pub fn write_profiles(
+    profiles: &[Profile],
+    slice: Option<Duration>,
+    dir: &Path,
+    keep: &dyn Fn(&str, &str) -> bool,
+) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut paths = Vec::new();
+    for p in profiles {
+        let Some(text) = slice_profile(&p.text, slice, &|scenario| keep(&p.name, scenario))
+            .with_context(|| format!("rewriting profile {} for slices", p.name))?
+        else {
+            continue;
+        };
+        let path = dir.join(format!(
+            "{}.toml",
+            crate::report::charts::safe_stem(&p.name)
+        ));
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        paths.push(path);
+    }
+    Ok(paths)
+}
+
+/// A profile's text with `repeat = 1` (pairs are the repetitions), only
+/// the scenarios `keep` names, and, when given, `duration` set on every
+/// scenario that has one; `None` when no scenario is kept.
+pub fn slice_profile(
+    text: &str,
+    slice: Option<Duration>,
+    keep: &dyn Fn(&str) -> bool,
+) -> Result<Option<String>> {
+    let mut table: toml::Table = text.parse().context("parsing the profile")?;
+    table.insert("repeat".into(), toml::Value::Integer(1));
+    // `[ab]` is ab's own; a build that predates it would refuse the key.
+    table.remove("ab");
+    if let Some(toml::Value::Array(scenarios)) = table.get_mut("scenario") {
+        // A scenario's name is its `name`, else its kind, as in the results.
+        scenarios.retain(|s| {
+            let name = s
+                .get("name")
+                .or_else(|| s.get("kind"))
+                .and_then(|v| v.as_str())
+                .unwrap_or("");
+            keep(name)
+        });
+        if scenarios.is_empty() {
+            return Ok(None);
+        }
+        for scenario in scenarios.iter_mut() {
+            if let (Some(slice), toml::Value::Table(s)) = (slice, scenario)
+                && s.contains_key("duration")
+            {
+                s.insert(
+                    "duration".into(),
+                    toml::Value::String(format_duration(slice)),
+                );
+            }
+        }
+    }
+    Ok(Some(format!(
+        "# Written by jsbench ab: each slice runs this once.\n{}",
+        toml::to_string(&table).context("writing the profile")?
+    )))
+}
+
+/// What one slice left: the summaries of its results folders and how it
+/// ended.
+#[derive(Debug, Clone)]
+pub struct SliceResult {
+    pub dir: PathBuf,
+    pub exit: i32,
+    pub elapsed: Duration,
+    pub summaries: Vec<Summary>,
+}
+
+/// How a slice may end besides with results.
+#[derive(Debug)]
+pub enum SliceError {
+    /// The run was interrupted (Ctrl-C): what it wrote is kept.
+    Interrupted,
+    /// The side failed without results worth pairing (a crash, no
+    /// results); a side refusing its input (exit 2) is a usage error.
+    Refused(String),
+    /// It ran past its time limit and was stopped.
+    TimedOut(String),
+}
+
+impl std::fmt::Display for SliceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SliceError::Interrupted => f.write_str("interrupted"),
+            SliceError::Refused(why) | SliceError::TimedOut(why) => f.write_str(why),
+        }
+    }
+}
+
+impl std::error::Error for SliceError {}
+
+/// Runs one slice of `side` into `dir` (created), its output in
+/// `dir/jsbench.log`.
+pub async fn run(
+    side: &Side,
+    profiles: &[PathBuf],
+    dir: &Path,
+    limit: Duration,
+    cpus: Option<&[usize]>,
+    stop: &CancellationToken,
+) -> Result<SliceResult> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let log_path = dir.join("jsbench.log");
+    let log = std::fs::File::create(&log_path)
+        .with_context(|| format!("creating {}", log_path.display()))?;
+    let mut command = tokio::process::Command::new(&side.jsbench);
+    command
+        .arg("run")
+        .args(profiles)
+        .arg("-o")
+        .arg(dir)
+        .args(["--progress", "never"])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .kill_on_drop(true);
+    match &side.target {
+        Target::Started { urls, monitor } => {
+            command.args(["--server", urls]);
+            if let Some(m) = monitor {
+                command.args(["--monitor", m]);
+            }
+        }
+        Target::Given { args, env } => {
+            command.args(args);
+            command.envs(env.iter().map(|(k, v)| (k, v)));
+        }
+    }
+    if let Some(cpus) = cpus {
+        let cpus = cpus.to_vec();
+        // SAFETY: the closure only calls sched_setaffinity on a CPU set
+        // built on its stack: async-signal-safe between fork and exec.
+        unsafe {
+            command.pre_exec(move || crate::cpu::pin_this_thread(&cpus));
+        }
+    }
+    let started = Instant::now();
+    let mut child = command.spawn().map_err(|e| {
+        UsageError(format!(
+            "cannot start the {} side's jsbench {}: {e}",
+            side.role,
+            side.jsbench.display()
+        ))
+    })?;
+    let status = tokio::select! {
+        status = child.wait() => status.context("waiting for a slice")?,
+        _ = stop.cancelled() => {
+            interrupt(&child);
+            let _ = tokio::time::timeout(Duration::from_secs(30), child.wait()).await;
+            return Err(SliceError::Interrupted.into());
+        }
+        _ = tokio::time::sleep(limit) => {
+            interrupt(&child);
+            let _ = tokio::time::timeout(Duration::from_secs(30), child.wait()).await;
+            let _ = child.kill().await;
+            return Err(SliceError::TimedOut(format!(
+                "the {} side's slice ran past {} and was stopped; its output: {}",
+                side.role,
+                format_duration(limit),
+                log_path.display()
+            ))
+            .into());
+        }
+    };
+    let elapsed = started.elapsed();
+    let exit = status.code().unwrap_or(-1);
+    let summaries = read_results(dir)?;
+    // 0: every invariant held; 1: one broke (the results say which).
+    // Anything else means the slice measured nothing worth pairing.
+    if exit == crate::error::EXIT_USAGE {
+        return Err(UsageError(format!(
+            "the {} side's jsbench ({}) refused its slice as bad input (exit 2); the last lines of {}:\n{}",
+            side.role,
+            side.jsbench.display(),
+            log_path.display(),
+            tail(&log_path, 12)
+        ))
+        .into());
+    }
+    if !(exit == 0 || exit == 1) || summaries.is_empty() {
+        return Err(SliceError::Refused(format!(
+            "the {} side's jsbench ({}) exited with {} and {}; the last lines of {}:\n{}",
+            side.role,
+            side.jsbench.display(),
+            status,
+            if summaries.is_empty() {
+                "wrote no results"
+            } else {
+                "its results are incomplete"
+            },
+            log_path.display(),
+            tail(&log_path, 12)
+        ))
+        .into());
+    }
+    Ok(SliceResult {
+        dir: dir.to_path_buf(),
+        exit,
+        elapsed,
+        summaries,
+    })
+}
+
+/// Asks the child to stop as Ctrl-C would: it drains, writes what it
+/// measured and stops its server.
+fn interrupt(child: &tokio::process::Child) {
+    if let Some(pid) = child.id() {
+        // SAFETY: kill has no memory effects; the pid is our own child's.
+        unsafe {
+            libc::kill(pid as libc::pid_t, libc::SIGINT);
+        }
+    }
+}
+
+/// Every results folder a slice wrote, by name.
+fn read_results(dir: &Path) -> Result<Vec<Summary>> {
+    let mut folders: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("summary.json").is_file())
+        .collect();
+    folders.sort();
+    folders
+        .iter()
+        .map(|f| read_summary(&f.join("summary.json")))
+        .collect()
+}
+
+fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// The connection flags a slice needs to reach a server the user named:
+/// the flags as given, secrets moved to the environment.
+pub fn given_target(flags: &crate::connect::ConnectionFlags) -> Target {
+    let mut args = Vec::new();
+    let mut env = Vec::new();
+    let mut flag = |name: &str, value: Option<String>| {
+        if let Some(v) = value {
+            args.push(format!("--{name}"));
+            args.push(v);
+        }
+    };
+    let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
+    flag("server", flags.server.clone());
+    flag("context", flags.context.clone());
+    flag("user", flags.user.clone());
+    flag("creds", path(&flags.creds));
+    flag("nkey", path(&flags.nkey));
+    flag("tlscert", path(&flags.tlscert));
+    flag("tlskey", path(&flags.tlskey));
+    flag("tlsca", path(&flags.tlsca));
+    flag("timeout", flags.timeout.map(format_duration));
+    flag("connection-name", flags.connection_name.clone());
+    flag("js-domain", flags.js_domain.clone());
+    if flags.tlsfirst {
+        args.push("--tlsfirst".into());
+    }
+    if let Some(p) = &flags.password {
+        env.push(("NATS_PASSWORD".into(), p.clone()));
+    }
+    if let Some(t) = &flags.token {
+        env.push(("NATS_TOKEN".into(), t.clone()));
+    }
+    Target::Given { args, env }
+}
+
+/// Why a side's binary cannot serve, if it cannot: checked before anything runs.
+pub fn check_executable(role: &str, what: &str, path: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(path)
+        .map_err(|e| UsageError(format!("--{role}-{what} {}: {e}", path.display())))?;
+    if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+        return Err(anyhow!(UsageError(format!(
+            "--{role}-{what} {}: not an executable file",
+            path.display()
+        ))));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PROFILE: &str = r#"name = "p"
+repeat = 3
+
+[ab]
+judge = ["*_rate"]
+
+[[scenario]]
+kind = "publish"
+duration = "10s"
+rates = ["max"]
+
+[[scenario]]
+kind = "ack"
+name = "acks"
+messages = 1000
+"#;
+
+    #[test]
+    fn a_slice_runs_each_scenario_once_without_ab_and_with_its_duration() {
+        let text = slice_profile(PROFILE, Some(Duration::from_millis(1500)), &|_| true)
+            .unwrap()
+            .unwrap();
+        let parsed = crate::profile::parse("slice", &text).expect("a valid profile");
+        assert_eq!(parsed.repeat, 1);
+        assert!(parsed.ab.is_none(), "[ab] is ab's own: {text}");
+        assert_eq!(parsed.scenarios.len(), 2);
+        assert!(text.contains("duration = \"1500ms\""), "{text}");
+        // A scenario without a duration key gets none.
+        assert_eq!(text.matches("duration").count(), 1, "{text}");
+    }
+
+    #[test]
+    fn decided_scenarios_leave_the_slice_and_an_empty_profile_is_none() {
+        let text = slice_profile(PROFILE, None, &|s| s == "acks")
+            .unwrap()
+            .unwrap();
+        let parsed = crate::profile::parse("slice", &text).unwrap();
+        assert_eq!(parsed.scenarios.len(), 1);
+        assert_eq!(parsed.scenarios[0].name(), "acks");
+        assert!(!text.contains("duration"), "{text}");
+        assert!(slice_profile(PROFILE, None, &|_| false).unwrap().is_none());
+    }
+
+    #[test]
+    fn secrets_for_a_given_server_travel_in_the_environment() {
+        let flags = crate::connect::ConnectionFlags {
+            server: Some("nats://staging:4222".into()),
+            user: Some("u".into()),
+            password: Some("hunter2".into()),
+            tlsfirst: true,
+            ..Default::default()
+        };
+        let Target::Given { args, env } = given_target(&flags) else {
+            panic!("a given target");
+        };
+        assert!(args.iter().all(|a| !a.contains("hunter2")), "{args:?}");
+        assert!(
+            args.windows(2)
+                .any(|w| w[0] == "--server" && w[1] == "nats://staging:4222")
+        );
+        assert!(args.contains(&"--tlsfirst".to_string()));
+        assert_eq!(
+            env,
+            vec![("NATS_PASSWORD".to_string(), "hunter2".to_string())]
+        );
+    }
+}

@@ -1,0 +1,264 @@
+//! `jsbench ab` end to end on the embedded server: an A/A comparison that
+//! decides "unchanged", a NEW build whose nak delays doubled caught as a
+//! regression, a NEW build that breaks a guarantee failed whatever its
+//! numbers, and bad input refused before anything runs. The confidence is
+//! lowered to 75% so three pairs decide: the method is the same as CI's,
+//! only cheaper.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use common::{jsbench, run, text};
+use serde_json::Value;
+
+/// 200 msg/s for half a second, half of them nak'ed with a 100 ms delay:
+/// `redelivery_delay.nak_delay.p50` sits near 101 ms whatever the machine.
+const NAK_DELAY: &str = r#"
+[[scenario]]
+kind = "redelivery"
+name = "nak-delay"
+duration = "500ms"
+rate = 200
+baseline = false
+
+[scenario.consumer]
+ack_wait = "5s"
+max_deliver = 3
+
+[scenario.behaviour]
+seed = 7
+handlers = 4
+nak_delay = { fraction = 0.5, delay = "100ms" }
+"#;
+
+/// A "build" of jsbench that runs its slices from an edited copy of the
+/// slice profile: the regression (or the breakage) a test plants.
+fn wrapper(dir: &Path, name: &str, sed: &str) -> PathBuf {
+    let path = dir.join(name);
+    let script = format!(
+        "#!/bin/sh\n# run PROFILE -o ...: the profile edited, the rest as given\nprofile=\"$2\"\npatched=\"$profile.{name}.toml\"\nsed '{sed}' \"$profile\" > \"$patched\"\nshift 2\nexec {} run \"$patched\" \"$@\"\n",
+        env!("CARGO_BIN_EXE_jsbench")
+    );
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+fn ab(dir: &Path, extra: &[&str]) -> (i32, String, String, Value, PathBuf) {
+    let profile = common::profile(dir, "nak", NAK_DELAY);
+    let out = dir.join("out");
+    let output = run(jsbench()
+        .arg("ab")
+        .arg(&profile)
+        .args([
+            "--confidence",
+            "75%",
+            "--pairs",
+            "6",
+            "--only",
+            "redelivery_delay.nak_delay.p50",
+        ])
+        .args(extra)
+        .arg("-o")
+        .arg(&out));
+    let (stdout, stderr) = text(&output);
+    let folder = common::results_dir(&out);
+    let report: Value = serde_json::from_slice(&std::fs::read(folder.join("ab.json")).unwrap())
+        .unwrap_or_else(|e| panic!("ab.json: {e}\n{stderr}"));
+    (
+        output.status.code().unwrap_or(-1),
+        stdout,
+        stderr,
+        report,
+        folder,
+    )
+}
+
+fn metric<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["key"]["metric"] == name)
+        .unwrap_or_else(|| panic!("no {name} in ab.json"))
+}
+
+#[test]
+fn the_same_build_twice_is_unchanged_and_the_folder_holds_every_slice() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, stdout, stderr, report, folder) = ab(dir.path(), &[]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert_eq!(report["verdict"], "ok");
+    assert_eq!(report["stopped"], "decided", "{stdout}");
+    assert_eq!(report["pairs_needed"], 3);
+    let pairs = report["pairs"].as_array().unwrap();
+    assert_eq!(pairs.len(), 3, "{stdout}");
+    // ABBA: the second pair starts with NEW.
+    assert_eq!(pairs[0]["order"], "base,new");
+    assert_eq!(pairs[1]["order"], "new,base");
+    for p in pairs {
+        for side in ["base", "new"] {
+            let slice = folder.join(p[side]["dir"].as_str().unwrap());
+            assert!(slice.join("jsbench.log").is_file(), "{}", slice.display());
+            assert_eq!(p[side]["exit"], 0);
+        }
+    }
+    let m = metric(&report, "redelivery_delay.nak_delay.p50");
+    assert_eq!(m["verdict"], "unchanged", "{m}");
+    assert_eq!(m["ratios"].as_array().unwrap().len(), 3);
+    let ratio = m["ratio"].as_f64().unwrap();
+    assert!((0.95..1.05).contains(&ratio), "{m}");
+    for file in ["ab.md", "report.html", "charts/ab.svg", "charts/ab.png"] {
+        assert!(
+            folder.join(file).is_file(),
+            "{file} in {}",
+            folder.display()
+        );
+    }
+    let md = std::fs::read_to_string(folder.join("ab.md")).unwrap();
+    assert!(
+        md.contains("no regression") && md.contains("redelivery_delay.nak_delay.p50"),
+        "{md}"
+    );
+    // `jsbench report` draws an ab folder again from ab.json.
+    std::fs::remove_file(folder.join("report.html")).unwrap();
+    let again = run(jsbench().arg("report").arg(&folder));
+    assert!(again.status.success(), "{:?}", text(&again));
+    assert!(folder.join("report.html").is_file());
+}
+
+#[test]
+fn a_build_whose_nak_delays_doubled_is_a_regression() {
+    let dir = tempfile::tempdir().unwrap();
+    let slow = wrapper(
+        dir.path(),
+        "slow-naks",
+        "s/delay = \"100ms\"/delay = \"200ms\"/",
+    );
+    let (code, stdout, stderr, report, _) = ab(
+        dir.path(),
+        &[
+            "--base-jsbench",
+            env!("CARGO_BIN_EXE_jsbench"),
+            "--new-jsbench",
+            slow.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert_eq!(report["verdict"], "regression");
+    assert_eq!(
+        report["stopped"], "failed",
+        "stops at the first decisive look"
+    );
+    assert_eq!(report["pairs"].as_array().unwrap().len(), 3);
+    let m = metric(&report, "redelivery_delay.nak_delay.p50");
+    assert_eq!(m["verdict"], "regressed", "{m}");
+    let ratio = m["ratio"].as_f64().unwrap();
+    assert!((1.8..2.2).contains(&ratio), "{m}");
+    assert!(stdout.contains("REGRESSED"), "{stdout}");
+}
+
+#[test]
+fn a_build_that_breaks_a_guarantee_fails_whatever_its_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    // A build whose variants come back with an error: the measurement may
+    // look fine, the run is not.
+    let broken = dir.path().join("broken");
+    std::fs::write(
+        &broken,
+        format!(
+            "#!/bin/sh\n{} \"$@\"\nout=\"\"; prev=\"\"\nfor a in \"$@\"; do [ \"$prev\" = \"-o\" ] && out=\"$a\"; prev=\"$a\"; done\nsed -i 's/\"error\": null/\"error\": \"a planted failure\"/' \"$out\"/*/summary.json\nexit 1\n",
+            env!("CARGO_BIN_EXE_jsbench")
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (code, stdout, stderr, report, _) = ab(
+        dir.path(),
+        &[
+            "--base-jsbench",
+            env!("CARGO_BIN_EXE_jsbench"),
+            "--new-jsbench",
+            broken.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert_eq!(report["verdict"], "invariants failed", "{stdout}");
+    assert!(!report["failures"].as_array().unwrap().is_empty());
+    assert_eq!(report["stopped"], "failed");
+    assert_eq!(
+        report["pairs"].as_array().unwrap().len(),
+        1,
+        "the first broken pair decides"
+    );
+    assert!(
+        stdout.contains("FAILED in NEW") && stdout.contains("a planted failure"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn bad_input_is_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = common::profile(dir.path(), "nak", NAK_DELAY);
+    let refuse = |args: &[&str], says: &str| {
+        let output = run(jsbench()
+            .arg("ab")
+            .arg(&profile)
+            .args(args)
+            .arg("-o")
+            .arg(dir.path().join("out")));
+        let (stdout, stderr) = text(&output);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {stdout}\n{stderr}"
+        );
+        assert!(
+            stderr.contains(says),
+            "{args:?} should say {says:?}: {stderr}"
+        );
+    };
+    refuse(
+        &[
+            "--base-jsbench",
+            "/nonexistent/jsbench",
+            "--new-jsbench",
+            env!("CARGO_BIN_EXE_jsbench"),
+        ],
+        "--base-jsbench /nonexistent/jsbench",
+    );
+    refuse(
+        &["--base-jsbench", env!("CARGO_BIN_EXE_jsbench")],
+        "--new-jsbench",
+    );
+    refuse(&["--pin", "-s", "nats://127.0.0.1:1"], "--pin");
+    refuse(&["--threshold", "lots"], "not a percentage");
+    refuse(&["--confidence", "100%"], "confidence");
+    refuse(&["--slice-cpus", "0-"], "CPU numbers");
+    // A side that refuses its slice as bad input stops the comparison with
+    // its own words.
+    let refusing = dir.path().join("refusing");
+    std::fs::write(
+        &refusing,
+        "#!/bin/sh\necho 'error: this build refuses the profile' >&2\nexit 2\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&refusing, std::fs::Permissions::from_mode(0o755)).unwrap();
+    refuse(
+        &[
+            "--base-jsbench",
+            refusing.to_str().unwrap(),
+            "--new-jsbench",
+            env!("CARGO_BIN_EXE_jsbench"),
+        ],
+        "this build refuses the profile",
+    );
+    assert!(
+        !dir.path().join("out").exists()
+            || std::fs::read_dir(dir.path().join("out")).unwrap().count() <= 1,
+        "only the refused comparison left a folder"
+    );
+}
