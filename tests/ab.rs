@@ -262,3 +262,18 @@ fn bad_input_is_refused_before_anything_runs() {
         "only the refused comparison left a folder"
     );
 }
+
+#[test]
+fn slices_reach_a_given_server_with_the_flags_they_were_given() {
+    let server = common::server();
+    let dir = tempfile::tempdir().unwrap();
+    let (code, stdout, stderr, report, folder) = ab(dir.path(), &["-s", server.url()]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert_eq!(report["target"], "the given server");
+    // Every slice measured that server, as an external one.
+    let slice = folder.join(report["pairs"][0]["new"]["dir"].as_str().unwrap());
+    let run = common::results_dir(&slice);
+    let summary = common::summary(&run);
+    assert_eq!(summary.run.server.mode, "external");
+    assert_eq!(summary.run.server.urls, server.url());
+}
