@@ -204,6 +204,42 @@ impl<'de> Deserialize<'de> for LedgerShard {
     }
 }
 
+/// A set of stream sequences, one bit each: which sequences a consumer
+/// saw at their first delivery, so the messages whose first delivery no
+/// client saw (it died with a crashed client) can be told apart when the
+/// shards merge.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeqSet {
+    words: Vec<u64>,
+}
+
+impl SeqSet {
+    #[inline]
+    pub fn insert(&mut self, seq: u64) {
+        let word = (seq / 64) as usize;
+        if word >= self.words.len() {
+            let len = (word + 1).max(self.words.len() * 2).max(16);
+            self.words.resize(len, 0);
+        }
+        self.words[word] |= 1 << (seq % 64);
+    }
+
+    pub fn contains(&self, seq: u64) -> bool {
+        self.words
+            .get((seq / 64) as usize)
+            .is_some_and(|w| w & (1 << (seq % 64)) != 0)
+    }
+
+    pub fn merge(&mut self, other: &SeqSet) {
+        if self.words.len() < other.words.len() {
+            self.words.resize(other.words.len(), 0);
+        }
+        for (mine, theirs) in self.words.iter_mut().zip(&other.words) {
+            *mine |= theirs;
+        }
+    }
+}
+
 /// Ledger totals for one scenario variant.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LedgerCounts {

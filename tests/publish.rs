@@ -156,3 +156,72 @@ async fn fan_out_sizes_headers_and_per_publisher_rates() {
     assert_eq!(v.params["subjects"], 3);
     assert_eq!(v.params["message_size"], "uniform 100..=300");
 }
+
+/// A publisher at `max` starts at t0, not when it is handed its timing:
+/// the lead-in before t0 (there so every publisher is up when the
+/// schedule starts) is in no rate's span, so nothing may be sent in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unpaced_publisher_sends_nothing_before_t0() {
+    use std::time::Duration;
+
+    use jsbench::clock;
+    use jsbench::connect::ConnectSettings;
+    use jsbench::load::{Publisher, PublisherConfig, RetryPlan, Timing};
+    use jsbench::profile::{MsgId, SizePlan};
+    use jsbench::schedule::Schedule;
+
+    let server = common::server();
+    let settings = ConnectSettings::new(server.url(), Duration::from_secs(5)).unwrap();
+    let client = settings.connect("setup").await.unwrap();
+    let js = settings.jetstream(client);
+    js.create_stream(async_nats::jetstream::stream::Config {
+        name: "LEADIN".into(),
+        subjects: vec!["leadin.>".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let config = PublisherConfig {
+        index: 0,
+        subjects: vec!["leadin.1".into()],
+        message_size: SizePlan::Fixed(128),
+        schedule: Schedule {
+            t0_ns: 0,
+            total_rate: None,
+            stride: 1,
+            offset: 0,
+            total_messages: 0,
+            end_ns: u64::MAX,
+            arrivals: None,
+        },
+        window: 256,
+        msg_id: MsgId::None,
+        msg_id_prefix: String::new(),
+        headers: Vec::new(),
+        retries: RetryPlan::default(),
+        seed: 1,
+        record_from_ns: 0,
+        pub_ack_timeout: Duration::from_secs(10),
+        timeline_origin_ns: 0,
+        resend_after: None,
+    };
+    let stop = tokio_util::sync::CancellationToken::new();
+    let mut publisher = Publisher::start(&settings, "publisher-0", config, stop)
+        .await
+        .unwrap();
+    let handed = clock::now_ns();
+    let t0 = handed + 300_000_000;
+    publisher.go(Timing {
+        t0_ns: t0,
+        record_from_ns: t0,
+        end_ns: t0 + 200_000_000,
+    });
+    let (send, ack) = publisher.finish().await.unwrap();
+    assert!(send.sent > 100, "it published: {}", send.sent);
+    assert!(
+        send.first_sent_ns >= t0,
+        "first send {} ms after go, t0 300 ms after",
+        (send.first_sent_ns - handed) / 1_000_000
+    );
+    assert_eq!(ack.acked, send.sent);
+}

@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock;
 use crate::histogram::Recorder;
-use crate::ledger::{Event, LedgerShard};
+use crate::ledger::{Event, LedgerShard, SeqSet};
 use crate::profile::{AckPolicy, Action, BehaviourPlan, ConsumerPlan, CrashPoint};
 use crate::stamp::Stamp;
 use crate::timeline::Timeline;
@@ -93,10 +93,17 @@ pub struct ConsumerReport {
     pub stream_errors: u64,
     pub ack_errors: u64,
     pub first_error: Option<String>,
-    /// Receive time minus intended send time (first deliveries).
+    /// Receive time minus intended send time, at delivery 1.
     pub e2e_intended: Recorder,
-    /// Receive time minus actual send time (first deliveries).
+    /// Receive time minus actual send time, at delivery 1.
     pub e2e_sent: Recorder,
+    /// Sequences this client saw at their first delivery.
+    pub first_deliveries: SeqSet,
+    /// This client's first sight of a sequence at a later delivery: the
+    /// first delivery went to a client that never saw it (a crash, a
+    /// restart). Recorded in the latency histograms when the shards merge
+    /// and no client saw delivery 1, so the slowest messages count once.
+    pub late_firsts: Vec<LateFirst>,
     /// Round trip of a double ack (ack confirmed by the server).
     pub ack_rtt: Recorder,
     pub ledger: LedgerShard,
@@ -110,6 +117,15 @@ pub struct ConsumerReport {
     /// outage as this client saw it.
     pub max_gap_ns: u64,
     pub max_gap_end_ns: u64,
+}
+
+/// A sequence first seen by a client at a delivery after the first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LateFirst {
+    pub seq: u64,
+    pub intended_ns: u64,
+    pub sent_ns: u64,
+    pub received_ns: u64,
 }
 
 /// One delivery's answer, produced by the handler and recorded by the loop.
@@ -150,6 +166,8 @@ pub async fn run(
         first_error: None,
         e2e_intended: Recorder::new(),
         e2e_sent: Recorder::new(),
+        first_deliveries: SeqSet::default(),
+        late_firsts: Vec::new(),
         ack_rtt: Recorder::new(),
         ledger: LedgerShard::with_capacity(
             config.expected_messages,
@@ -342,6 +360,7 @@ fn receive(
     } else {
         0
     };
+    let seen_here = report.ledger.count(seq, Event::Delivered) > 0;
     report.ledger.mark(seq, Event::Delivered);
     report.received += 1;
     if report.first_ns == 0 {
@@ -355,10 +374,22 @@ fn receive(
     if delivery > 1 {
         report.redeliveries += 1;
     }
+    if delivery == 1 {
+        report.first_deliveries.insert(seq);
+    }
     match Stamp::read(&message.payload) {
-        Some(stamp) if delivery == 1 && stamp.intended_ns >= config.record_from_ns => {
-            report.e2e_intended.record_between(stamp.intended_ns, now);
-            report.e2e_sent.record_between(stamp.sent_ns, now);
+        Some(stamp) if stamp.intended_ns >= config.record_from_ns => {
+            if delivery == 1 {
+                report.e2e_intended.record_between(stamp.intended_ns, now);
+                report.e2e_sent.record_between(stamp.sent_ns, now);
+            } else if !seen_here {
+                report.late_firsts.push(LateFirst {
+                    seq,
+                    intended_ns: stamp.intended_ns,
+                    sent_ns: stamp.sent_ns,
+                    received_ns: now,
+                });
+            }
         }
         Some(_) => {}
         None => report.malformed += 1,

@@ -1,11 +1,12 @@
 //! What driving a variant measured, merged across its tasks (and its
 //! processes): what scenarios measure and verify from.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::consume::{ConsumerReport, CrashReport, DeliveryEvent};
+use crate::consume::{ConsumerReport, CrashReport, DeliveryEvent, LateFirst};
 use crate::histogram::Recorder;
-use crate::ledger::{LedgerCounts, LedgerShard};
+use crate::ledger::{LedgerCounts, LedgerShard, SeqSet};
 use crate::load::{AckReport, SendReport};
 use crate::timeline::Timeline;
 
@@ -83,6 +84,10 @@ pub struct DriveOutcome {
     pub events: Vec<DeliveryEvent>,
     /// Double-ack round trips.
     pub ack_rtt: Recorder,
+    /// End-to-end latencies taken at a later delivery, because no client
+    /// saw the message's first (it went to a client that crashed, or was
+    /// lost with a server): the slowest messages of a fault, counted once.
+    pub late_first_latencies: u64,
     /// The planned crash, when there was one.
     pub crash: Option<CrashOutcome>,
     /// The planned server kill, when there was one.
@@ -115,13 +120,24 @@ impl DriveOutcome {
         self.sends.iter().map(field).sum()
     }
 
-    /// The publishing span: first intended send to last actual send.
+    /// The publishing span: first actual send to last, over every
+    /// publisher (resends are outside the schedule and left out of both).
+    /// Senders start at t0, paced or not, so the lead-in before t0 is in
+    /// neither the span nor the count.
     pub fn publish_span(&self) -> Duration {
+        let first = self
+            .sends
+            .iter()
+            .filter(|s| s.sent > 0)
+            .map(|s| s.first_sent_ns)
+            .min()
+            .unwrap_or(0);
         let last = self.sends.iter().map(|s| s.last_sent_ns).max().unwrap_or(0);
-        Duration::from_nanos(last.saturating_sub(self.t0_ns))
+        Duration::from_nanos(last.saturating_sub(first))
     }
 
-    /// Achieved publish rate over the publishing span.
+    /// Achieved publish rate over the publishing span: `n` sends span
+    /// `n - 1` intervals.
     pub fn publish_rate(&self) -> f64 {
         rate(self.sent(), self.publish_span())
     }
@@ -183,11 +199,13 @@ impl DriveOutcome {
     }
 }
 
-fn rate(count: u64, span: Duration) -> f64 {
-    if span.is_zero() {
+/// Events per second: `count` events from the first to the last span
+/// `count - 1` intervals (1,000 messages at 1,000/s take 999 ms).
+pub fn rate(count: u64, span: Duration) -> f64 {
+    if span.is_zero() || count < 2 {
         0.0
     } else {
-        count as f64 / span.as_secs_f64()
+        (count - 1) as f64 / span.as_secs_f64()
     }
 }
 
@@ -226,6 +244,7 @@ pub(super) fn merge(
         delivered_timeline.merge(&c.timeline);
         logs.push(c.events.clone());
     }
+    let late_first_latencies = record_late_firsts(&consumers, &mut e2e_intended, &mut e2e_sent);
     let mut counts = ledger.counts();
     counts.published = sends.iter().map(|s| s.sent).sum();
     counts.publish_errors = acks.iter().map(|a| a.errors + a.missing).sum();
@@ -249,6 +268,7 @@ pub(super) fn merge(
         server_state: None,
         samples: Vec::new(),
         events: crate::consume::events::merge(logs),
+        late_first_latencies,
         ack_rtt,
         crash: None,
         fault: None,
@@ -256,5 +276,95 @@ pub(super) fn merge(
         server_cpu: None,
         interrupted: false,
         errors: Vec::new(),
+    }
+}
+
+/// Adds to the latency histograms the first sight of every message whose
+/// first delivery no client saw, once (the earliest sight); returns how
+/// many.
+fn record_late_firsts(
+    consumers: &[ConsumerReport],
+    e2e_intended: &mut Recorder,
+    e2e_sent: &mut Recorder,
+) -> u64 {
+    let mut seen_first = SeqSet::default();
+    for c in consumers {
+        seen_first.merge(&c.first_deliveries);
+    }
+    let mut earliest: BTreeMap<u64, LateFirst> = BTreeMap::new();
+    for l in consumers.iter().flat_map(|c| &c.late_firsts) {
+        if seen_first.contains(l.seq) {
+            continue;
+        }
+        earliest
+            .entry(l.seq)
+            .and_modify(|e| {
+                if l.received_ns < e.received_ns {
+                    *e = *l;
+                }
+            })
+            .or_insert(*l);
+    }
+    for l in earliest.values() {
+        e2e_intended.record_between(l.intended_ns, l.received_ns);
+        e2e_sent.record_between(l.sent_ns, l.received_ns);
+    }
+    earliest.len() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(firsts: &[u64], late: &[(u64, u64)]) -> ConsumerReport {
+        let mut r: ConsumerReport = serde_json::from_value(serde_json::json!({
+            "received": 0, "redeliveries": 0, "malformed": 0, "stream_errors": 0,
+            "ack_errors": 0, "first_error": null,
+            "e2e_intended": Recorder::new(), "e2e_sent": Recorder::new(),
+            "first_deliveries": SeqSet::default(), "late_firsts": [],
+            "ack_rtt": Recorder::new(), "ledger": LedgerShard::new(),
+            "timeline": Timeline::per_second(0), "first_ns": 0, "last_ns": 0,
+            "events": [], "crashed": null, "max_gap_ns": 0, "max_gap_end_ns": 0,
+        }))
+        .unwrap();
+        for &s in firsts {
+            r.first_deliveries.insert(s);
+        }
+        for &(seq, at) in late {
+            r.late_firsts.push(LateFirst {
+                seq,
+                intended_ns: 1_000_000,
+                sent_ns: 1_000_000,
+                received_ns: at,
+            });
+        }
+        r
+    }
+
+    #[test]
+    fn n_events_span_n_minus_one_intervals() {
+        // 1,000 messages at 1,000/s: the first at 0, the last at 999 ms.
+        assert!((rate(1000, Duration::from_millis(999)) - 1000.0).abs() < 1e-9);
+        assert_eq!(rate(1, Duration::from_secs(1)), 0.0);
+        assert_eq!(rate(1000, Duration::ZERO), 0.0);
+    }
+
+    #[test]
+    fn a_message_whose_first_delivery_nobody_saw_counts_once_from_its_earliest_sight() {
+        // 7: delivery 1 seen by the crashed client, delivery 2 by the new
+        // one: already counted. 9: delivery 1 died with the crashed client,
+        // two clients saw later deliveries: counted once, the earlier.
+        let crashed = report(&[7], &[]);
+        let rebound = report(&[], &[(7, 90_000_000), (9, 50_000_000)]);
+        let other = report(&[], &[(9, 30_000_000)]);
+        let (mut intended, mut sent) = (Recorder::new(), Recorder::new());
+        let n = record_late_firsts(&[crashed, rebound, other], &mut intended, &mut sent);
+        assert_eq!(n, 1);
+        assert_eq!(intended.summary().count, 1);
+        let us = intended.summary().p50_us;
+        assert!(
+            (28_000.0..32_000.0).contains(&us),
+            "29 ms from intended: {us}"
+        );
     }
 }

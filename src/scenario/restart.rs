@@ -125,15 +125,10 @@ fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
     let ms = |ns: u64| ns as f64 / 1e6;
     // Distinct messages over the schedule's span: resends are counted apart.
     let resends = o.sends_sum(|s| s.resends);
-    let span = o.publish_span().as_secs_f64();
     r.metrics.push(Metric::new(
         "publish_rate",
         "msg/s",
-        if span > 0.0 {
-            o.sent().saturating_sub(resends) as f64 / span
-        } else {
-            0.0
-        },
+        crate::drive::rate(o.sent().saturating_sub(resends), o.publish_span()),
         Direction::None,
     ));
     // From each message's first intended send: a message resent through
@@ -145,6 +140,12 @@ fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
         r.metrics.extend(latency_metrics(name, &recorder.summary()));
         r.histograms.push((name.to_string(), recorder.clone()));
     }
+    // Latencies taken at a later delivery: the first went to a client that
+    // never saw it. These are the fault's slowest messages.
+    r.metrics.push(count(
+        "e2e_latency.from_later_delivery",
+        o.late_first_latencies,
+    ));
     let publish_gap = o.acks.iter().map(|a| a.max_gap_ns).max().unwrap_or(0);
     let consume_gap = o.consumers.iter().map(|c| c.max_gap_ns).max().unwrap_or(0);
     r.metrics.push(Metric::new(

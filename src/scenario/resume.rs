@@ -170,6 +170,12 @@ fn measure(o: &DriveOutcome, rec: &Recovery, r: &mut VariantResult) {
         .extend(latency_metrics("e2e_latency", &o.e2e_intended.summary()));
     r.histograms
         .push(("e2e_latency".into(), o.e2e_intended.clone()));
+    // Latencies taken at a later delivery: the first went to a client that
+    // never saw it. These are the fault's slowest messages.
+    r.metrics.push(count(
+        "e2e_latency.from_later_delivery",
+        o.late_first_latencies,
+    ));
     if let Some(c) = &rec.crash {
         let at = c.report.at_ns;
         r.metrics.push(count("in_hand_at_crash", c.report.in_hand));

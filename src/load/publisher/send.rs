@@ -74,6 +74,9 @@ pub(super) async fn send_all(
     let mut oldest = 0u64;
     let mut abandoned = 0u64;
     let mut schedule_done = false;
+    // Every sender starts at t0, paced or not: one that started at `go`
+    // would send through the lead-in, which no span counts.
+    pacer.wait_until(schedule.t0_ns);
     let mut progress_at = (clock::now_ns(), 0u64);
     'sending: loop {
         if stop.is_cancelled() {
