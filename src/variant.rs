@@ -19,8 +19,30 @@ use crate::timeline::Timeline;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Invariant {
     pub name: String,
+    /// Whether it held; `true` for a check that does not apply (it cannot
+    /// fail), which every reader shows as "not applicable", never as a pass.
     pub passed: bool,
     pub detail: String,
+    /// `false` when nothing the check could catch can happen in this
+    /// variant (no ids, so the server can flag no duplicate).
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
+    pub applicable: bool,
+    /// The check compares jsbench's own counters only, with no record of
+    /// the server's behind it: it catches jsbench's bugs, not the server's.
+    #[serde(default, skip_serializing_if = "is_no")]
+    pub client_side: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_yes(b: &bool) -> bool {
+    *b
+}
+
+fn is_no(b: &bool) -> bool {
+    !*b
 }
 
 impl Invariant {
@@ -29,6 +51,8 @@ impl Invariant {
             name: name.to_string(),
             passed,
             detail: detail.into(),
+            applicable: true,
+            client_side: false,
         }
     }
 
@@ -39,6 +63,31 @@ impl Invariant {
             actual == expected,
             format!("{actual} (expected {expected})"),
         )
+    }
+
+    /// A check that cannot apply to this variant, and why.
+    pub fn not_applicable(name: &str, why: impl Into<String>) -> Self {
+        Invariant {
+            applicable: false,
+            ..Invariant::check(name, true, why)
+        }
+    }
+
+    /// Marks a check that reads only jsbench's own counters.
+    pub fn client_side(self) -> Self {
+        Invariant {
+            client_side: true,
+            ..self
+        }
+    }
+
+    /// How a reader names its state: held, FAILED or not applicable.
+    pub fn state(&self) -> &'static str {
+        match (self.applicable, self.passed) {
+            (false, _) => "not applicable",
+            (true, true) => "held",
+            (true, false) => "FAILED",
+        }
     }
 }
 

@@ -79,6 +79,9 @@ pub(super) fn read(
         problems,
     );
     let consumer = s.consumer.validate(prefix, false, problems);
+    // Its checks count acks against deliveries and ask the server for
+    // nothing pending: both need every delivery acked on its own.
+    super::common::require_explicit_ack(&consumer, "latency", prefix, problems);
     let messages = rates
         .iter()
         .map(|&r| r as f64 * (common.duration + common.warmup).as_secs_f64())

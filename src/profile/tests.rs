@@ -600,3 +600,11 @@ fn a_bad_ab_table_names_the_key() {
     let p = only_problem(&format!("name = \"t\"\n{}", with("[ab]\nbudget = \"5m\"")));
     assert!(p.message.contains("budget"), "{p:?}");
 }
+
+#[test]
+fn latency_needs_explicit_acks_it_checks_them() {
+    let text = format!("{GOOD}[scenario.consumer]\nack = \"none\"\n");
+    let p = only_problem(&text);
+    assert_eq!(p.path, "scenario[0].consumer.ack");
+    assert!(p.message.contains("explicit"), "{p:?}");
+}

@@ -443,6 +443,12 @@ fn verdicts(h: &mut Html, variants: &[VariantReport]) {
                     h.text_el("th", &[], name);
                     for v in variants {
                         match v.invariants.iter().find(|i| i.name == name) {
+                            Some(i) if !i.applicable => {
+                                verdict_cell(h, true, "– not applicable", &i.detail)
+                            }
+                            Some(i) if i.passed && i.client_side => {
+                                verdict_cell(h, true, "✓ held (client-side)", &i.detail)
+                            }
                             Some(i) if i.passed => verdict_cell(h, true, "✓ held", &i.detail),
                             Some(i) => verdict_cell(h, false, "✗ FAILED", &i.detail),
                             None => {

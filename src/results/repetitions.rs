@@ -158,6 +158,10 @@ pub fn merge_invariants(repetitions: &[RepetitionReport], of: usize) -> Vec<Inva
                 name: name.to_string(),
                 passed: failed.is_empty(),
                 detail,
+                // Applicable if it applied in any repetition; client-side
+                // if it was in any.
+                applicable: checks.iter().any(|(_, i)| i.applicable),
+                client_side: checks.iter().any(|(_, i)| i.client_side),
             }
         })
         .collect()

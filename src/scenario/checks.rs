@@ -83,9 +83,40 @@ pub fn nothing_pending(o: &DriveOutcome) -> Invariant {
     )
 }
 
-/// The ledger, the per-second and sampled timelines, and the drive's
-/// warnings.
+/// Every publisher sent its whole schedule. One that stopped on a publish
+/// error or a stall left messages unsent, which no count of what was sent
+/// can show: the variant fails, with the publisher's own words.
+pub fn publishers_finished(o: &DriveOutcome) -> Invariant {
+    const NAME: &str = "every publisher finished its schedule";
+    if o.sends.is_empty() {
+        return Invariant::not_applicable(NAME, "nothing was published");
+    }
+    let stopped: Vec<String> = o
+        .sends
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| {
+            s.first_error
+                .as_ref()
+                .or(s.stalled.as_ref())
+                .map(|e| format!("publisher {i} stopped: {e}"))
+        })
+        .collect();
+    Invariant::check(
+        NAME,
+        stopped.is_empty(),
+        if stopped.is_empty() {
+            format!("{} publisher(s), none stopped early", o.sends.len())
+        } else {
+            stopped.join("; ")
+        },
+    )
+}
+
+/// The ledger, the per-second and sampled timelines, the drive's warnings,
+/// and whether every publisher finished.
 pub fn drive_records(o: &DriveOutcome, sample_every: Duration, r: &mut VariantResult) {
+    r.invariants.push(publishers_finished(o));
     r.ledger = o.counts;
     r.timelines
         .insert("published".into(), o.published_timeline.clone());

@@ -15,7 +15,7 @@ use super::{VariantNames, checks, provision_durable, record_stream};
 use crate::drive::RunContext;
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
 use crate::metrics::{Direction, Metric, latency_metrics};
-use crate::profile::{LatencyPlan, ScenarioPlan, format_duration};
+use crate::profile::{LatencyPlan, MsgId, ScenarioPlan, format_duration};
 use crate::variant::{Invariant, VariantResult, VariantSink};
 
 pub async fn run(
@@ -89,7 +89,7 @@ async fn run_variant(
 
     // Measure and verify.
     measure(&outcome, rate, result);
-    verify(&outcome, stored, result);
+    verify(&outcome, plan.publish.msg_id, stored, result);
     deleted.context("cleaning up after the variant")?;
     Ok(())
 }
@@ -167,7 +167,7 @@ fn measure(o: &DriveOutcome, rate: u64, r: &mut VariantResult) {
     r.warnings.extend(o.errors.iter().cloned());
 }
 
-fn verify(o: &DriveOutcome, stored: Option<u64>, r: &mut VariantResult) {
+fn verify(o: &DriveOutcome, msg_id: MsgId, stored: Option<u64>, r: &mut VariantResult) {
     let c = &o.counts;
     let lost_detail = if c.lost == 0 {
         format!("0 of {} persisted messages undelivered", c.persisted)
@@ -194,13 +194,17 @@ fn verify(o: &DriveOutcome, stored: Option<u64>, r: &mut VariantResult) {
         c.redelivered,
         0,
     ));
+    r.invariants.push(if msg_id == MsgId::None {
+        Invariant::not_applicable(
+            "no duplicates flagged",
+            "no Nats-Msg-Id: the server cannot flag a duplicate",
+        )
+    } else {
+        Invariant::equal("no duplicates flagged", c.duplicates, 0)
+    });
+    // Acks sent against deliveries received: two of jsbench's own counts.
     r.invariants
-        .push(Invariant::equal("no duplicates flagged", c.duplicates, 0));
-    r.invariants.push(Invariant::equal(
-        "every delivery acked",
-        c.acked,
-        c.delivered,
-    ));
+        .push(Invariant::equal("every delivery acked", c.acked, c.delivered).client_side());
     let malformed: u64 = o.consumers.iter().map(|c| c.malformed).sum();
     r.invariants.push(Invariant::equal(
         "every payload carries its stamp",
@@ -209,4 +213,5 @@ fn verify(o: &DriveOutcome, stored: Option<u64>, r: &mut VariantResult) {
     ));
     r.invariants.push(checks::stream_holds(stored, c.persisted));
     r.invariants.push(checks::nothing_pending(o));
+    r.invariants.push(checks::publishers_finished(o));
 }

@@ -326,6 +326,7 @@ fn verify(
     let late_stored = o.acks_sum(|a| a.late_stored);
     let retries = o.sends_sum(|s| s.retries);
     let late = o.sends_sum(|s| s.late_retries);
+    r.invariants.push(super::checks::publishers_finished(o));
     r.invariants.push(Invariant::check(
         "every publish answered",
         c.publish_errors == 0,
@@ -334,16 +335,28 @@ fn verify(
             c.published, c.publish_errors
         ),
     ));
-    r.invariants.push(Invariant::equal(
-        "duplicates flagged = injected",
-        o.acks_sum(|a| a.duplicates),
-        retries,
-    ));
-    r.invariants.push(Invariant::equal(
-        "no retry inside the window stored",
-        o.acks_sum(|a| a.retries_stored),
-        0,
-    ));
+    if plan.publish.msg_id == MsgId::None {
+        let why = "no Nats-Msg-Id: the server cannot flag a duplicate";
+        r.invariants.push(Invariant::not_applicable(
+            "duplicates flagged = injected",
+            why,
+        ));
+        r.invariants.push(Invariant::not_applicable(
+            "no retry inside the window stored",
+            why,
+        ));
+    } else {
+        r.invariants.push(Invariant::equal(
+            "duplicates flagged = injected",
+            o.acks_sum(|a| a.duplicates),
+            retries,
+        ));
+        r.invariants.push(Invariant::equal(
+            "no retry inside the window stored",
+            o.acks_sum(|a| a.retries_stored),
+            0,
+        ));
+    }
     if plan.publish.late_duplicates > 0.0 {
         r.invariants.push(Invariant::check(
             "retries after the window stored",
@@ -354,11 +367,18 @@ fn verify(
             ),
         ));
     }
-    r.invariants.push(Invariant::equal(
-        "no fresh id flagged duplicate",
-        o.acks_sum(|a| a.unexpected_duplicates),
-        0,
-    ));
+    r.invariants.push(if plan.publish.msg_id == MsgId::None {
+        Invariant::not_applicable(
+            "no fresh id flagged duplicate",
+            "no Nats-Msg-Id: the server cannot flag a duplicate",
+        )
+    } else {
+        Invariant::equal(
+            "no fresh id flagged duplicate",
+            o.acks_sum(|a| a.unexpected_duplicates),
+            0,
+        )
+    });
     let unique = new_stored + late_stored + o.acks_sum(|a| a.retries_stored);
     match stored {
         Some(n) => r.invariants.push(Invariant::equal(
@@ -399,6 +419,15 @@ fn verify(
         Some(Err(e)) => r
             .invariants
             .push(Invariant::check("nothing lost (read back)", false, e)),
+        None if !plan.verify_stored => {
+            let why = "verify_stored = false: the stream is not read back";
+            r.invariants
+                .push(Invariant::not_applicable("nothing lost (read back)", why));
+            r.invariants.push(Invariant::not_applicable(
+                "nothing stored unconfirmed (read back)",
+                why,
+            ));
+        }
         None => {}
     }
 }
