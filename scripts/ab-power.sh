@@ -21,6 +21,9 @@
 # the true effect as the pooled pairs of all tries measured it, and how many
 # tries flagged it). A second run skips the runs runs.tsv already has.
 #
+# `touch OUT/PAUSE` holds the next run until the file is removed, so the
+# machine can be used for something else without a run measuring it.
+#
 # Environment:
 #   AB_POWER_CONFIGS  which configurations, space-separated (default: all below)
 #   AB_POWER_TRIES    ab runs per planted regression (default 10)
@@ -102,6 +105,9 @@ for config in $configs; do
         if awk -F'\t' -v c="$config" -v t="$try" '$1 == c && $2 == t { found = 1 } END { exit !found }' "$out/runs.tsv"; then
             continue
         fi
+        while [[ -e $out/PAUSE ]]; do
+            sleep 10
+        done
         dir=$out/runs/$config-$try
         rm -rf "$dir"
         echo "ab-power: $config, try $try of $n" >&2
