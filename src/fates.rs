@@ -14,19 +14,26 @@ use crate::metrics::{Direction, Metric, latency_metrics};
 use crate::profile::{BehaviourPlan, ConsumerPlan};
 
 /// The least earliness that counts as an early redelivery rather than
-/// jitter. An expired deadline is measured between two receive times, and a
+/// jitter. A redelivery delay is measured between two receive times, and a
 /// delivery can wait in the client (behind a burst, on a busy core) before
 /// jsbench reads it: up to 10 ms was seen in a debug build on a loaded
 /// 2-core machine. Scenarios widen it to the run's own delivery latency
-/// (see [`early_tolerance`]); anything earlier still lands in the `early`
-/// histogram.
+/// (see [`early_tolerance`]), up to [`EARLY_TOLERANCE_CAP`]; anything
+/// earlier still lands in the `early` histogram.
 pub const EARLY_TOLERANCE: Duration = Duration::from_millis(10);
+
+/// The widest the tolerance gets, whatever the run's latency: beyond it an
+/// overloaded run would tolerate anything, and its early redeliveries would
+/// go unseen.
+pub const EARLY_TOLERANCE_CAP: Duration = Duration::from_millis(50);
 
 /// The earliness tolerated in a run whose first deliveries took up to
 /// `delivery_p999` from intended send to receipt: a redelivery cannot look
-/// earlier than configured by more than a delivery can lag.
+/// earlier than configured by more than a delivery can lag, within
+/// [`EARLY_TOLERANCE`]..[`EARLY_TOLERANCE_CAP`]. Scenarios report the value
+/// they used.
 pub fn early_tolerance(delivery_p999: Duration) -> Duration {
-    EARLY_TOLERANCE.max(delivery_p999)
+    delivery_p999.clamp(EARLY_TOLERANCE, EARLY_TOLERANCE_CAP)
 }
 
 /// Measured redelivery delays of one cause.
@@ -81,10 +88,11 @@ pub struct Analysis {
     /// Redeliveries the plan does not explain (a lost ack, processing
     /// longer than the ack deadline, a wait in the client past it).
     pub unplanned_redeliveries: u64,
-    /// Unplanned redeliveries consistent with an expired ack deadline: the
-    /// answer to the previous delivery came after the deadline could have
-    /// passed. The only unplanned cause a durable pull consumer has, so the
-    /// rest are unexplained.
+    /// Unplanned redeliveries consistent with expired ack deadlines: the
+    /// server held the message (from storing it to redelivering it) at
+    /// least as long as the deadlines of every delivery so far, with no
+    /// tolerance. The only unplanned cause a durable pull consumer has, so
+    /// the rest are unexplained.
     pub expiries: u64,
     /// From the store time of a message to the answer of the delivery that
     /// expired (how long it was in the system, mostly waiting in the client).
@@ -193,14 +201,17 @@ impl Analysis {
         let action = behaviour.action(seq, this.delivery);
         let Some((cause, expected)) = expected_redelivery(action, this.delivery, consumer) else {
             self.unplanned_redeliveries += 1;
-            // Delivery n cannot have been sent before every earlier deadline
-            // had passed; its own deadline then runs. An answer before that
-            // sum cannot have been too late.
+            // Delivery n + 1 after expiries cannot come before every
+            // deadline of deliveries 1..=n has run, each from a send that
+            // followed the store: the server held the message that long at
+            // least. A redelivery sooner than that is no expiry, whatever
+            // the client did.
             let deadlines: Duration = (1..=this.delivery).map(|n| consumer.ack_deadline(n)).sum();
-            let waited = this.answered_ns.saturating_sub(this.published_ns);
-            if waited + self.tolerance.as_nanos() as u64 >= deadlines.as_nanos() as u64 {
+            let held = next.received_ns.saturating_sub(this.published_ns);
+            if held >= deadlines.as_nanos() as u64 {
                 self.expiries += 1;
-                self.time_to_expired_answer.record(waited);
+                self.time_to_expired_answer
+                    .record(this.answered_ns.saturating_sub(this.published_ns));
             }
             return;
         };
@@ -381,5 +392,42 @@ mod tests {
         let early = [event(1, 1, 0, 2), event(1, 2, 55, 55), event(1, 3, 95, 95)];
         let a = analyse(&early, &ledger, &plan(), &c, EARLY_TOLERANCE);
         assert_eq!(a.early(), 1);
+    }
+
+    #[test]
+    fn the_early_tolerance_follows_the_run_within_its_cap() {
+        assert_eq!(early_tolerance(Duration::from_millis(1)), EARLY_TOLERANCE);
+        assert_eq!(
+            early_tolerance(Duration::from_millis(30)),
+            Duration::from_millis(30)
+        );
+        // An overloaded run's tail does not buy it a blind eye.
+        assert_eq!(early_tolerance(Duration::from_secs(2)), EARLY_TOLERANCE_CAP);
+    }
+
+    #[test]
+    fn an_expiry_is_judged_by_how_long_the_server_held_the_message_without_tolerance() {
+        let acking = BehaviourPlan {
+            seed: 9,
+            classes: Vec::new(),
+            processing: ProcessingPlan::Fixed(Duration::ZERO),
+            handlers: 1,
+        };
+        let mut ledger = LedgerShard::new();
+        ledger.mark(1, Event::Persisted);
+        ledger.mark(2, Event::Persisted);
+        // Both answered late (150 ms, AckWait 100 ms). Seq 1 is redelivered
+        // 100 ms after it was stored: its deadline ran out. Seq 2 comes back
+        // after 60 ms, which no expiry can explain, however late its answer
+        // and whatever a tolerance would forgive.
+        let events = [
+            event(1, 1, 0, 150),
+            event(1, 2, 100, 150),
+            event(2, 1, 0, 150),
+            event(2, 2, 60, 150),
+        ];
+        let a = analyse(&events, &ledger, &acking, &consumer(), EARLY_TOLERANCE_CAP);
+        assert_eq!(a.unplanned_redeliveries, 2);
+        assert_eq!(a.expiries, 1, "only seq 1 expired");
     }
 }

@@ -272,6 +272,7 @@ fn measure(
     r.metrics.extend(metrics);
     r.histograms.extend(histograms);
     r.metrics.push(count("redeliveries.expired", a.expiries));
+    r.param("early_tolerance", format_duration(a.tolerance));
     r.metrics
         .push(count("wasted_deliveries", a.unplanned_redeliveries));
     if a.expiries > 0 {

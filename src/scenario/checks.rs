@@ -10,8 +10,13 @@ use crate::fates::Analysis;
 use crate::metrics::count;
 use crate::variant::{Invariant, VariantResult};
 
-/// `planned.<fate>` and `observed.<fate>` counts.
+/// `planned.<fate>` and `observed.<fate>` counts, and the early tolerance
+/// the analysis used.
 pub fn fate_metrics(a: &Analysis, r: &mut VariantResult) {
+    r.param(
+        "early_tolerance",
+        crate::profile::format_duration(a.tolerance),
+    );
     for (name, planned, observed) in [
         ("acked", a.planned.acked, a.observed.acked),
         ("termed", a.planned.termed, a.observed.termed),

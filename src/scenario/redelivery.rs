@@ -298,8 +298,10 @@ fn verify(
         early.is_empty(),
         if early.is_empty() {
             format!(
-                "within {:?} of the configured delay or later",
-                fates::EARLY_TOLERANCE
+                "within {:?} of the configured delay or later (the tolerance: this run's delivery p99.9, within {:?}..{:?})",
+                a.tolerance,
+                fates::EARLY_TOLERANCE,
+                fates::EARLY_TOLERANCE_CAP
             )
         } else {
             early.join(", ")
