@@ -224,6 +224,14 @@ impl SeqSet {
         self.words[word] |= 1 << (seq % 64);
     }
 
+    /// Inserts `seq`; whether it was not there before.
+    #[inline]
+    pub fn insert_new(&mut self, seq: u64) -> bool {
+        let fresh = !self.contains(seq);
+        self.insert(seq);
+        fresh
+    }
+
     pub fn contains(&self, seq: u64) -> bool {
         self.words
             .get((seq / 64) as usize)

@@ -226,6 +226,22 @@ impl Provisioner {
         Ok(())
     }
 
+    /// Deletes one stream this run created even with `--keep`: one whose
+    /// subjects every later variant needs (an account-wide advisory
+    /// capture) would make each of them fail with overlapping subjects.
+    /// Returns whether `--keep` was overridden, for the results to say.
+    pub async fn delete_stream_anyway(&self, name: &str) -> Result<bool> {
+        self.js
+            .delete_stream(name)
+            .await
+            .with_context(|| format!("deleting stream {name}"))?;
+        self.created
+            .lock()
+            .expect("not poisoned")
+            .retain(|n| n != name);
+        Ok(self.keep)
+    }
+
     /// Deletes every stream this run created and has not deleted yet;
     /// returns what could not be deleted.
     pub async fn teardown(&self) -> Vec<String> {

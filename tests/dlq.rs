@@ -517,3 +517,39 @@ async fn a_handler_killed_between_copy_and_ack_still_leaves_one_copy() {
         .expect("the restart is checked");
     assert!(restart.passed, "{restart:?}");
 }
+
+/// `--keep` must not break later variants: an account-wide advisory
+/// capture kept after the first variant would overlap the second's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_deletes_an_account_wide_capture_that_would_break_the_next_variant() {
+    let server = common::server();
+    let dir = tempfile::tempdir().unwrap();
+    let profile = common::profile(
+        dir.path(),
+        "kept",
+        &body(
+            "retention = [\"limits\", \"workqueue\"]\nbaseline = false\ncapture = \"account\"\n",
+            "",
+            "",
+            "",
+        ),
+    );
+    let mut options = common::options(server.url(), &profile, dir.path());
+    options.keep = true;
+    let outcome = jsbench::run::run(options, tokio_util::sync::CancellationToken::new())
+        .await
+        .unwrap_or_else(|e| panic!("run failed: {e:#}"));
+    let summary = common::summary(&outcome.results[0]);
+    assert_all_passed(&summary);
+    assert_eq!(summary.variants().count(), 2);
+    for (_, v) in summary.variants() {
+        assert!(
+            v.warnings.iter().any(|w| w.contains("deleted anyway")),
+            "{}: {:?}",
+            v.name,
+            v.warnings
+        );
+    }
+    // The rest was kept, as asked.
+    assert!(!summary.run.kept_streams.is_empty());
+}

@@ -119,6 +119,37 @@ pub struct ConsumerReport {
     pub max_gap_end_ns: u64,
 }
 
+impl ConsumerReport {
+    /// Nothing received yet; the ledger sized for the expected messages so
+    /// the hot path never grows it.
+    pub fn empty(config: &ConsumerConfig) -> Self {
+        ConsumerReport {
+            received: 0,
+            redeliveries: 0,
+            malformed: 0,
+            stream_errors: 0,
+            ack_errors: 0,
+            first_error: None,
+            e2e_intended: Recorder::new(),
+            e2e_sent: Recorder::new(),
+            first_deliveries: SeqSet::default(),
+            late_firsts: Vec::new(),
+            ack_rtt: Recorder::new(),
+            ledger: LedgerShard::with_capacity(
+                config.expected_messages,
+                &[Event::Delivered, Event::Acked],
+            ),
+            timeline: Timeline::per_second(config.timeline_origin_ns),
+            first_ns: 0,
+            last_ns: 0,
+            events: Vec::new(),
+            crashed: None,
+            max_gap_ns: 0,
+            max_gap_end_ns: 0,
+        }
+    }
+}
+
 /// A sequence first seen by a client at a delivery after the first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LateFirst {
@@ -157,31 +188,8 @@ pub async fn run(
         .await
         .with_context(|| format!("reading durable consumer {}", config.durable))?;
 
-    let mut report = ConsumerReport {
-        received: 0,
-        redeliveries: 0,
-        malformed: 0,
-        stream_errors: 0,
-        ack_errors: 0,
-        first_error: None,
-        e2e_intended: Recorder::new(),
-        e2e_sent: Recorder::new(),
-        first_deliveries: SeqSet::default(),
-        late_firsts: Vec::new(),
-        ack_rtt: Recorder::new(),
-        ledger: LedgerShard::with_capacity(
-            config.expected_messages,
-            &[Event::Delivered, Event::Acked],
-        ),
-        timeline: Timeline::per_second(config.timeline_origin_ns),
-        first_ns: 0,
-        last_ns: 0,
-        events: Vec::new(),
-        crashed: None,
-        max_gap_ns: 0,
-        max_gap_end_ns: 0,
-    };
-    let mut finished = 0u64;
+    let mut report = ConsumerReport::empty(&config);
+    let mut finished = Finished::default();
     let mut answered = 0u64;
     let handlers = config.behaviour.handlers.max(1);
     let mut running = FuturesUnordered::new();
@@ -263,15 +271,17 @@ pub async fn run(
                 } else {
                     unacked_tail = Some(message);
                 }
-                finished += 1;
+                // Without per-message acks nothing is redelivered: each
+                // delivery ends a message.
+                finished.count += 1;
                 answered += 1;
-                progress.finished.store(finished, Ordering::Relaxed);
+                progress.finished.store(finished.count, Ordering::Relaxed);
                 progress.answered.store(answered, Ordering::Relaxed);
             }
             AckPolicy::None => {
-                finished += 1;
+                finished.count += 1;
                 answered += 1;
-                progress.finished.store(finished, Ordering::Relaxed);
+                progress.finished.store(finished.count, Ordering::Relaxed);
                 progress.answered.store(answered, Ordering::Relaxed);
             }
         }
@@ -305,7 +315,7 @@ async fn crash<F: std::future::Future<Output = Answer>>(
     running: &mut FuturesUnordered<F>,
     skip_ack: &AtomicBool,
     progress: &ConsumerProgress,
-    finished: &mut u64,
+    finished: &mut Finished,
     answered: &mut u64,
 ) -> CrashReport {
     let mut crash = CrashReport {
@@ -429,10 +439,19 @@ async fn ack_covering(
     }
 }
 
+/// Messages this client has seen to their end, each once: a message acked
+/// twice (a redelivery whose first ack was late) must not end the drain
+/// while another is still unanswered.
+#[derive(Default)]
+struct Finished {
+    count: u64,
+    ended: SeqSet,
+}
+
 fn record_answer(
     config: &ConsumerConfig,
     report: &mut ConsumerReport,
-    finished: &mut u64,
+    finished: &mut Finished,
     progress: &ConsumerProgress,
     answer: Answer,
 ) {
@@ -462,9 +481,9 @@ fn record_answer(
             config.plan.max_deliver > 0 && i64::from(answer.delivery) >= config.plan.max_deliver
         }
     };
-    if ended {
-        *finished += 1;
-        progress.finished.store(*finished, Ordering::Relaxed);
+    if ended && finished.ended.insert_new(answer.seq) {
+        finished.count += 1;
+        progress.finished.store(finished.count, Ordering::Relaxed);
     }
     if let Some(rtt) = answer.ack_rtt_ns {
         report.ack_rtt.record(rtt);
@@ -571,5 +590,60 @@ fn answer(
         action: job.action,
         result,
         ack_rtt_ns,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> ConsumerConfig {
+        ConsumerConfig {
+            index: 0,
+            stream: "S".into(),
+            durable: "D".into(),
+            plan: ConsumerPlan::simple(),
+            behaviour: Arc::new(BehaviourPlan::all_ack()),
+            record_from_ns: 0,
+            timeline_origin_ns: 0,
+            expected_messages: 16,
+            log_events: false,
+            js_api_prefix: "$JS.API".into(),
+            crash: None,
+        }
+    }
+
+    fn ack(seq: u64, delivery: u32) -> Answer {
+        Answer {
+            seq,
+            delivery,
+            published_ns: 0,
+            received_ns: 0,
+            answered_ns: 0,
+            action: Action::Ack,
+            result: Ok(()),
+            ack_rtt_ns: None,
+        }
+    }
+
+    #[test]
+    fn a_message_acked_twice_ends_once() {
+        let config = config();
+        let mut report = ConsumerReport::empty(&config);
+        let progress = ConsumerProgress::default();
+        let mut finished = Finished::default();
+        // Seq 1 acked at delivery 1 and again at its redelivery; seq 2 not
+        // yet: one message has ended, not two, and the drain waits for 2.
+        record_answer(&config, &mut report, &mut finished, &progress, ack(1, 1));
+        record_answer(&config, &mut report, &mut finished, &progress, ack(1, 2));
+        assert_eq!(finished.count, 1);
+        assert_eq!(progress.finished.load(Ordering::Relaxed), 1);
+        assert_eq!(
+            report.ledger.count(1, Event::Acked),
+            2,
+            "both acks recorded"
+        );
+        record_answer(&config, &mut report, &mut finished, &progress, ack(2, 1));
+        assert_eq!(progress.finished.load(Ordering::Relaxed), 2);
     }
 }

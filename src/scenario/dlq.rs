@@ -39,7 +39,7 @@ use crate::histogram::Recorder;
 use crate::ledger::Event;
 use crate::metrics::{Direction, Metric, count, latency_metrics, ratio};
 use crate::profile::{
-    BehaviourPlan, ConsumerPlan, DlqPlan, OriginalGet, Retention, ScenarioPlan, Storage,
+    BehaviourPlan, Capture, ConsumerPlan, DlqPlan, OriginalGet, Retention, ScenarioPlan, Storage,
     format_duration,
 };
 use crate::provision::{placement, pull_config};
@@ -322,7 +322,23 @@ async fn run_variant(
     }
     let mut deleted = Ok(());
     for name in &names {
-        let d = ctx.provisioner.delete_stream(name).await;
+        // An account-wide capture holds every MAX_DELIVERIES subject: kept,
+        // it would overlap the next variant's and fail it.
+        let d = if plan.capture == Capture::Account && *name == names[1] {
+            match ctx.provisioner.delete_stream_anyway(name).await {
+                Ok(true) => {
+                    result.warnings.push(format!(
+                        "--keep: stream {name} (the account-wide advisory capture) was deleted \
+                         anyway; kept, it would overlap the next variant's capture"
+                    ));
+                    Ok(())
+                }
+                Ok(false) => Ok(()),
+                Err(e) => Err(e),
+            }
+        } else {
+            ctx.provisioner.delete_stream(name).await
+        };
         if deleted.is_ok() {
             deleted = d;
         }
