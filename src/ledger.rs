@@ -277,9 +277,16 @@ pub struct LedgerCounts {
     /// Naks sent, over all deliveries.
     #[serde(default)]
     pub naks: u64,
-    /// Persisted messages not found: never delivered, or (in scenarios
-    /// without consumers) missing when the stream was read back.
+    /// Persisted messages the server failed to keep or deliver: never
+    /// delivered while the clients kept asking, or (in scenarios without
+    /// consumers) missing when the stream was read back.
     pub lost: u64,
+    /// Persisted messages the clients never saw although the server
+    /// delivered them, or held them for clients that had stopped asking
+    /// (a consumer error, a lost stream): the load generator's loss, not
+    /// the server's.
+    #[serde(default)]
+    pub client_dropped: u64,
     /// Delivered sequences whose PubAck never arrived (stored, but the
     /// publisher could not know it).
     pub delivered_unconfirmed: u64,

@@ -72,6 +72,7 @@ impl Variant<'_> {
         outcome.server_cpu = server_cpu;
         outcome.interrupted = ctx.stop.is_cancelled();
         outcome.errors = errors;
+        outcome.attribute_losses();
         Ok(outcome)
     }
 }

@@ -47,7 +47,10 @@ use crate::profile::ServerPlan;
 use crate::progress::{Progress, VariantBar};
 use crate::provision::{Names, Provisioner};
 
-pub use outcome::{ConsumerSample, ConsumerState, CrashOutcome, DriveOutcome, FaultOutcome, rate};
+pub use outcome::{
+    Attribution, ConsumerSample, ConsumerState, CrashOutcome, DriveOutcome, FaultOutcome,
+    attribute, rate,
+};
 pub use peers::{Alone, Exchange, LocalReports, PeerCounts, PeerPart, Peers, PublisherPart};
 pub use spec::{ConsumerSpec, CrashPlan, DriveSpec, FaultPlan, Share};
 

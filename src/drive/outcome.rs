@@ -53,6 +53,9 @@ pub struct ConsumerState {
     pub num_pending: u64,
     pub num_ack_pending: usize,
     pub num_redelivered: usize,
+    /// The last stream sequence the server delivered: every sequence up to
+    /// it has gone out at least once (a durable delivers in stream order).
+    pub delivered_stream_seq: u64,
 }
 
 /// Everything measured while driving one variant, merged across tasks.
@@ -99,9 +102,33 @@ pub struct DriveOutcome {
     pub interrupted: bool,
     /// Errors the tasks reported; each makes the variant suspect.
     pub errors: Vec<String>,
+    /// Why the clients missed the messages in `counts.client_dropped`: the
+    /// first consumer error, or that the server delivered them and no
+    /// client saw them.
+    pub client_drop_cause: Option<String>,
 }
 
 impl DriveOutcome {
+    /// Splits the persisted messages no client saw between the server and
+    /// the clients ([`attribute`]).
+    pub fn attribute_losses(&mut self) {
+        let failure = self
+            .consumers
+            .iter()
+            .find_map(|c| c.first_error.clone())
+            .or_else(|| {
+                self.errors
+                    .iter()
+                    .find(|e| e.starts_with("consumer"))
+                    .cloned()
+            });
+        if let Some(a) = attribute(&self.ledger, self.server_state, failure) {
+            self.counts.lost = a.lost;
+            self.counts.client_dropped = a.client_dropped;
+            self.client_drop_cause = a.cause;
+        }
+    }
+
     pub fn sent(&self) -> u64 {
         self.sends.iter().map(|s| s.sent).sum()
     }
@@ -209,6 +236,65 @@ pub fn rate(count: u64, span: Duration) -> f64 {
     }
 }
 
+/// Who lost the persisted messages no client saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attribution {
+    /// The server's: never delivered while the clients kept asking.
+    pub lost: u64,
+    /// The clients': delivered by the server and never seen, or still held
+    /// by the server for clients that had stopped asking.
+    pub client_dropped: u64,
+    pub cause: Option<String>,
+}
+
+/// Splits the persisted, never-seen sequences of `ledger` between the
+/// server and the clients. The server delivered every sequence up to its
+/// durable's last delivered one (a durable delivers in stream order): those
+/// the clients dropped. Beyond it the server still held them: abandoned by
+/// the clients when one of them failed (`client_failure`: it stopped
+/// pulling, lost its stream), else the server's loss. `None` without the
+/// durable's state: nothing can be attributed.
+pub fn attribute(
+    ledger: &LedgerShard,
+    state: Option<ConsumerState>,
+    client_failure: Option<String>,
+) -> Option<Attribution> {
+    let state = state?;
+    let undelivered = ledger.lost_sequences(usize::MAX);
+    let (delivered_by_server, still_held): (Vec<u64>, Vec<u64>) = undelivered
+        .iter()
+        .partition(|&&seq| seq <= state.delivered_stream_seq);
+    let abandoned = if client_failure.is_some() {
+        still_held.len() as u64
+    } else {
+        0
+    };
+    let client_dropped = delivered_by_server.len() as u64 + abandoned;
+    let mut cause = Vec::new();
+    if !delivered_by_server.is_empty() {
+        cause.push(format!(
+            "{} delivered by the server (up to stream sequence {}) and never seen by a client",
+            delivered_by_server.len(),
+            state.delivered_stream_seq
+        ));
+    }
+    if abandoned > 0 {
+        cause.push(format!(
+            "{abandoned} still held by the server when a client stopped"
+        ));
+    }
+    if client_dropped > 0
+        && let Some(e) = &client_failure
+    {
+        cause.push(format!("client error: {e}"));
+    }
+    Some(Attribution {
+        lost: undelivered.len() as u64 - client_dropped,
+        client_dropped,
+        cause: (!cause.is_empty()).then(|| cause.join("; ")),
+    })
+}
+
 /// The outcome of the task reports, before the phases add what they saw.
 pub(super) fn merge(
     sends: Vec<SendReport>,
@@ -276,6 +362,7 @@ pub(super) fn merge(
         server_cpu: None,
         interrupted: false,
         errors: Vec::new(),
+        client_drop_cause: None,
     }
 }
 
@@ -339,6 +426,39 @@ mod tests {
             });
         }
         r
+    }
+
+    #[test]
+    fn what_no_client_saw_is_the_servers_loss_only_when_the_server_still_held_it() {
+        let mut ledger = LedgerShard::new();
+        for seq in 1..=10 {
+            ledger.mark(seq, crate::ledger::Event::Persisted);
+        }
+        for seq in [1, 2, 3, 4, 5, 8] {
+            ledger.mark(seq, crate::ledger::Event::Delivered);
+        }
+        // The server delivered up to 7: 6 and 7 went out and no client saw
+        // them; 9 and 10 it still held.
+        let state = ConsumerState {
+            delivered_stream_seq: 7,
+            ..ConsumerState::default()
+        };
+        let healthy = attribute(&ledger, Some(state), None).unwrap();
+        assert_eq!((healthy.lost, healthy.client_dropped), (2, 2));
+        assert!(
+            healthy
+                .cause
+                .as_deref()
+                .unwrap()
+                .contains("delivered by the server"),
+            "{healthy:?}"
+        );
+        // A client that lost its stream abandoned what the server held too.
+        let failed = attribute(&ledger, Some(state), Some("missed idle heartbeat".into())).unwrap();
+        assert_eq!((failed.lost, failed.client_dropped), (0, 4));
+        assert!(failed.cause.unwrap().contains("missed idle heartbeat"));
+        // Without the durable's state, nothing is attributed.
+        assert_eq!(attribute(&ledger, None, None), None);
     }
 
     #[test]

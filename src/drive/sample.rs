@@ -188,6 +188,7 @@ pub(super) async fn consumer_state(
         num_pending: info.num_pending,
         num_ack_pending: info.num_ack_pending,
         num_redelivered: info.num_redelivered,
+        delivered_stream_seq: info.delivered.stream_sequence,
     })
 }
 

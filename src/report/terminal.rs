@@ -207,7 +207,10 @@ fn columns(kind: &str) -> Vec<Column> {
     };
     let lost = Column {
         header: "lost",
-        cell: |v| v.ledger.lost.to_string(),
+        cell: |v| match v.ledger.client_dropped {
+            0 => v.ledger.lost.to_string(),
+            dropped => format!("{} (+{dropped} dropped by client)", v.ledger.lost),
+        },
     };
     let end = Column {
         header: "verdict",

@@ -213,6 +213,14 @@ async fn variant(
     ledger.merge(&outcome.ledger);
     let mut counts = ledger.counts();
     counts.published = fill.counts.published;
+    // The fill's PubAcks and the read's deliveries in one ledger: only now
+    // can the never-seen messages be told the server's or the client's.
+    let failure = outcome.consumers.iter().find_map(|c| c.first_error.clone());
+    let attribution = crate::drive::attribute(&ledger, outcome.server_state, failure);
+    if let Some(a) = &attribution {
+        counts.lost = a.lost;
+        counts.client_dropped = a.client_dropped;
+    }
     r.ledger = counts;
     r.timelines
         .insert("delivered".into(), outcome.delivered_timeline.clone());
@@ -231,6 +239,10 @@ async fn variant(
     };
     r.invariants
         .push(Invariant::check("lost = 0", counts.lost == 0, lost));
+    r.invariants.push(checks::nothing_dropped_by_client(
+        counts.client_dropped,
+        attribution.as_ref().and_then(|a| a.cause.as_deref()),
+    ));
     r.invariants
         .push(Invariant::equal("no redelivery", counts.redelivered, 0));
     if matches!(mode, AckMode::Explicit | AckMode::Double) {

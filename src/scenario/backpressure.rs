@@ -322,8 +322,11 @@ fn measure(
 
 fn verify(o: &DriveOutcome, a: &Analysis, stored: Option<u64>, r: &mut VariantResult) {
     let c = &o.counts;
-    r.invariants
-        .push(Invariant::equal("lost = 0", a.observed.undelivered, 0));
+    r.invariants.push(Invariant::equal("lost = 0", c.lost, 0));
+    r.invariants.push(checks::nothing_dropped_by_client(
+        c.client_dropped,
+        o.client_drop_cause.as_deref(),
+    ));
     r.invariants.push(Invariant::check(
         "every message completed",
         a.outcome_mismatches == 0 && a.observed.acked == a.messages,

@@ -181,6 +181,10 @@ fn verify(o: &DriveOutcome, msg_id: MsgId, stored: Option<u64>, r: &mut VariantR
     };
     r.invariants
         .push(Invariant::check("lost = 0", c.lost == 0, lost_detail));
+    r.invariants.push(checks::nothing_dropped_by_client(
+        c.client_dropped,
+        o.client_drop_cause.as_deref(),
+    ));
     r.invariants.push(Invariant::check(
         "every publish persisted",
         c.publish_errors == 0 && c.persisted == c.published,

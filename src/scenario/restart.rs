@@ -286,6 +286,10 @@ fn verify(o: &DriveOutcome, read: &ReadBack, r: &mut VariantResult) {
             c.persisted, c.delivered, c.lost
         ),
     ));
+    r.invariants.push(checks::nothing_dropped_by_client(
+        c.client_dropped,
+        o.client_drop_cause.as_deref(),
+    ));
     r.invariants.push(Invariant::check(
         "the server was killed and came back",
         o.fault

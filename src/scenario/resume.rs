@@ -250,6 +250,10 @@ fn verify(o: &DriveOutcome, rec: &Recovery, stored: Option<u64>, r: &mut Variant
             c.persisted, c.acked, c.lost
         ),
     ));
+    r.invariants.push(checks::nothing_dropped_by_client(
+        c.client_dropped,
+        o.client_drop_cause.as_deref(),
+    ));
     match &rec.crash {
         Some(crash) => {
             let pending = crash.ack_pending_after;
