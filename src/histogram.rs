@@ -3,7 +3,10 @@
 //!
 //! Values are nanoseconds with three significant digits from 1 ns to one
 //! hour; anything longer saturates at the top (and is counted), so a
-//! pathological outlier never aborts a recording.
+//! pathological outlier never aborts a recording. An interval whose end
+//! reads earlier than its start (two processes' clocks, a server's
+//! timestamp against jsbench's) records zero and is counted too: nothing is
+//! clamped silently.
 
 use std::fmt::Write as _;
 
@@ -22,6 +25,7 @@ const SIGFIG: u8 = 3;
 pub struct Recorder {
     histogram: Histogram<u64>,
     saturated: u64,
+    negative: u64,
 }
 
 impl Default for Recorder {
@@ -35,6 +39,7 @@ impl std::fmt::Debug for Recorder {
         f.debug_struct("Recorder")
             .field("count", &self.histogram.len())
             .field("saturated", &self.saturated)
+            .field("negative", &self.negative)
             .finish()
     }
 }
@@ -45,6 +50,7 @@ impl Recorder {
             histogram: Histogram::new_with_bounds(1, HIGHEST_NS, SIGFIG)
                 .expect("constant histogram bounds are valid"),
             saturated: 0,
+            negative: 0,
         }
     }
 
@@ -58,10 +64,14 @@ impl Recorder {
         self.histogram.saturating_record(ns);
     }
 
-    /// Records the elapsed time between two clock readings; a later reading
-    /// that is somehow smaller (never on one monotonic clock) records zero.
+    /// Records the elapsed time between two clock readings. An end that
+    /// reads earlier than its start (never on one clock; across two, by
+    /// their offset) records zero and is counted in [`Recorder::negative`].
     #[inline]
     pub fn record_between(&mut self, from_ns: u64, to_ns: u64) {
+        if to_ns < from_ns {
+            self.negative += 1;
+        }
         self.record(to_ns.saturating_sub(from_ns));
     }
 
@@ -70,6 +80,7 @@ impl Recorder {
             .add(&other.histogram)
             .expect("histograms with equal bounds always add");
         self.saturated += other.saturated;
+        self.negative += other.negative;
     }
 
     pub fn count(&self) -> u64 {
@@ -78,6 +89,11 @@ impl Recorder {
 
     pub fn saturated(&self) -> u64 {
         self.saturated
+    }
+
+    /// Intervals that ended before they started, recorded as zero.
+    pub fn negative(&self) -> u64 {
+        self.negative
     }
 
     pub fn histogram(&self) -> &Histogram<u64> {
@@ -193,6 +209,8 @@ impl Recorder {
 struct RecorderWire {
     histogram: String,
     saturated: u64,
+    #[serde(default)]
+    negative: u64,
 }
 
 impl Serialize for Recorder {
@@ -200,6 +218,7 @@ impl Serialize for Recorder {
         RecorderWire {
             histogram: self.to_base64(),
             saturated: self.saturated,
+            negative: self.negative,
         }
         .serialize(s)
     }
@@ -211,6 +230,7 @@ impl<'de> Deserialize<'de> for Recorder {
         let mut recorder =
             Recorder::from_base64(&wire.histogram).map_err(serde::de::Error::custom)?;
         recorder.saturated = wire.saturated;
+        recorder.negative = wire.negative;
         Ok(recorder)
     }
 }
@@ -310,5 +330,19 @@ mod tests {
         let back = Recorder::from_base64(&r.to_base64()).unwrap();
         assert_eq!(back.histogram(), r.histogram());
         assert!(Recorder::from_base64("not base64!").is_err());
+    }
+
+    #[test]
+    fn an_interval_that_ends_before_it_starts_is_counted_not_hidden() {
+        let mut r = Recorder::new();
+        r.record_between(1_000, 3_000);
+        r.record_between(5_000, 4_000);
+        assert_eq!((r.count(), r.negative()), (2, 1));
+        let mut other = Recorder::new();
+        other.record_between(9, 1);
+        r.merge(&other);
+        assert_eq!(r.negative(), 2);
+        let back: Recorder = serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
+        assert_eq!(back.negative(), 2);
     }
 }

@@ -136,6 +136,28 @@ impl VariantResult {
         );
     }
 
+    /// A warning for every histogram that clamped a value: saturated at
+    /// its one-hour top, or an interval that ended before it started
+    /// (clocks of two processes, or a server's against jsbench's). Called
+    /// once the variant is complete, for every scenario alike.
+    pub fn warn_clamped_histograms(&mut self) {
+        for (name, h) in &self.histograms {
+            if h.saturated() > 0 {
+                self.warnings.push(format!(
+                    "{name}: {} values exceeded one hour and were recorded as one hour",
+                    h.saturated()
+                ));
+            }
+            if h.negative() > 0 {
+                self.warnings.push(format!(
+                    "{name}: {} intervals ended before they started (the clocks behind them \
+                     disagree) and were recorded as zero",
+                    h.negative()
+                ));
+            }
+        }
+    }
+
     pub fn passed(&self) -> bool {
         self.error.is_none() && self.invariants.iter().all(|i| i.passed)
     }

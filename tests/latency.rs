@@ -161,3 +161,63 @@ async fn a_cancelled_run_keeps_what_it_measured() {
         v.warnings
     );
 }
+
+/// Coordinated omission, corrected: a server that stops for 400 ms fills
+/// the PubAck window, the sender stalls, and the messages due meanwhile go
+/// out late. Their latency from the intended send carries the stall; from
+/// the actual send it does not, as a closed-loop tool would report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_sender_shows_in_latency_from_the_intended_send_only() {
+    let server = common::server();
+    let dir = tempfile::tempdir().unwrap();
+    let profile = common::profile(
+        dir.path(),
+        "stall",
+        &common::latency_body("[1000]", "3s", "0s", "pub_ack_window = 16\n"),
+    );
+    let pid = server.pid() as libc::pid_t;
+    let stall = std::time::Duration::from_millis(400);
+    let stopper = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+        // SAFETY: signals to the server process this test started.
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
+        tokio::time::sleep(stall).await;
+        unsafe { libc::kill(pid, libc::SIGCONT) };
+    });
+    let outcome = jsbench::run::run(
+        options(server.url(), profile, dir.path()),
+        tokio_util::sync::CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    stopper.await.unwrap();
+    let summary = common::summary(&outcome.results[0]);
+    let (_, v) = summary.variants().next().unwrap();
+    let us = |name: &str| common::metric(v, name);
+    let stall_us = stall.as_micros() as f64;
+    // About 400 of 3,000 messages were due during the stall: a tenth of
+    // them waited at least 100 ms before they could even be sent.
+    assert!(
+        us("pub_ack_latency.p90") >= 50_000.0,
+        "intended p90 {}",
+        us("pub_ack_latency.p90")
+    );
+    assert!(
+        us("pub_ack_latency.max") >= us("pub_ack_latency_actual.p99") + 0.75 * stall_us,
+        "intended max {} against actual p99 {}",
+        us("pub_ack_latency.max"),
+        us("pub_ack_latency_actual.p99")
+    );
+    // From the actual send only the window's 16 waited: the stall hides.
+    assert!(
+        us("pub_ack_latency_actual.p90") < 10_000.0,
+        "actual p90 {}",
+        us("pub_ack_latency_actual.p90")
+    );
+    assert!(
+        us("send_lag.max") >= 0.75 * stall_us,
+        "the sender says it fell behind: {}",
+        us("send_lag.max")
+    );
+    assert!(outcome.passed, "nothing lost through the stall");
+}

@@ -107,6 +107,9 @@ pub struct Attempt {
     /// after a kill or a nak).
     pub delivery: u64,
     pub received_ns: u64,
+    /// The advisory's own time stamp: when the server gave up on the
+    /// message (its final ack deadline expired, or the term arrived).
+    pub server_ns: Option<u64>,
     /// When the DLQ's PubAck arrived.
     pub persisted_ns: Option<u64>,
     /// When the answer (ack, nak, term) was sent; the receipt time when the
@@ -274,6 +277,7 @@ async fn work(
         seq: 0,
         delivery: message.info().map_or(1, |i| i.delivered.max(1) as u64),
         received_ns,
+        server_ns: None,
         persisted_ns: None,
         answered_ns: received_ns,
         outcome: Outcome::Foreign,
@@ -288,6 +292,7 @@ async fn work(
         Ok(event) => {
             attempt.kind = Some(event.kind);
             attempt.seq = event.advisory.stream_seq;
+            attempt.server_ns = event.advisory.server_ns;
             match shared.position(&event) {
                 None => Answer::Ack,
                 Some(w) => {

@@ -141,6 +141,8 @@ pub struct PipelineReport {
 pub struct Story {
     /// First receipt of its advisory by a handler.
     pub advisory_ns: u64,
+    /// When the server gave up on it: its advisory's own time stamp.
+    pub gave_up_ns: Option<u64>,
     /// First PubAck of its copy.
     pub persisted_ns: Option<u64>,
     /// Copies published (a redelivered advisory publishes again).
@@ -345,6 +347,7 @@ impl PipelineReport {
             if s.deliveries == 0 || a.received_ns < s.advisory_ns {
                 s.advisory_ns = a.received_ns;
             }
+            s.gave_up_ns = s.gave_up_ns.or(a.server_ns);
             s.deliveries += 1;
             if let Some(p) = a.persisted_ns {
                 s.published += 1;

@@ -106,6 +106,8 @@ impl ResultsWriter {
         variant: VariantResult,
         index: usize,
     ) -> Result<()> {
+        let mut variant = variant;
+        variant.warn_clamped_histograms();
         let repeat = self.summary.run.repeat;
         let mut histograms = Vec::new();
         for (name, recorder) in &variant.histograms {

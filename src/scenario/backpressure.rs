@@ -51,6 +51,7 @@ pub async fn run(
         let started = Instant::now();
         let mut result = VariantResult::new(name);
         describe(plan, &consumer, &mut result);
+        super::checks::server_clock(ctx, &mut result);
         if let Err(e) = run_variant(ctx, scenario.name(), plan, &consumer, &mut result).await {
             result.error = Some(format!("{e:#}"));
         }

@@ -93,6 +93,19 @@ pub fn nothing_dropped_by_client(dropped: u64, cause: Option<&str>) -> Invariant
     .client_side()
 }
 
+/// Says, for a server jsbench did not start, that the server's time
+/// stamps (store times, advisory times) are compared with jsbench's clock
+/// as they are: another host's clock may be off by its offset, which no
+/// exchange measures yet. A server jsbench started shares its clock.
+pub fn server_clock(ctx: &crate::drive::RunContext, r: &mut VariantResult) {
+    if ctx.faults.is_none() {
+        r.param(
+            "server_timestamps",
+            "another host's clock, compared uncorrected with jsbench's",
+        );
+    }
+}
+
 /// The durable shows nothing pending once the drive has settled.
 pub fn nothing_pending(o: &DriveOutcome) -> Invariant {
     Invariant::check(

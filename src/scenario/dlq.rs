@@ -129,6 +129,7 @@ async fn variant(
     let started = Instant::now();
     let mut result = VariantResult::new(v.name);
     describe(plan, &v, &mut result);
+    super::checks::server_clock(ctx, &mut result);
     let figures = match run_variant(ctx, scenario, plan, v, baseline, &mut result).await {
         Ok(f) => Some(f),
         Err(e) => {
@@ -457,15 +458,19 @@ struct Latencies {
     dlq: Recorder,
     /// Final delivery to the advisory's first receipt by the handler.
     advisory: Recorder,
-    /// How long after the final delivery's ack deadline the advisory came.
+    /// From the server giving up on the message (the advisory's time
+    /// stamp) to the advisory's receipt.
     advisory_after_deadline: Recorder,
-    /// The final ack deadline's expiry to the copy's PubAck: what the
-    /// pipeline adds once the server has given up on the message.
+    /// From the server giving up on the message to the copy's PubAck: what
+    /// the pipeline adds once the server has given up.
     dlq_after_deadline: Recorder,
     /// Advisory receipt to the copy's PubAck: the handler's own part.
     handler: Recorder,
     /// Term to the copy's PubAck (with `terminated`).
     term_dlq: Recorder,
+    /// Dead letters whose deadline came from the server's advisory time
+    /// stamp (the rest: receipt of the final delivery plus the deadline).
+    anchored_to_server: u64,
 }
 
 fn latencies(
@@ -493,11 +498,21 @@ fn latencies(
                     continue;
                 };
                 l.dlq.record_between(last, persisted);
-                l.dlq_after_deadline
-                    .record_between(last + deadline, persisted);
+                // The deadline expired when the server says it gave up (the
+                // advisory's time stamp); without one, at jsbench's receipt
+                // of the final delivery plus the deadline, which is later
+                // than the server's send.
+                let gave_up = match story.gave_up_ns {
+                    Some(t) => {
+                        l.anchored_to_server += 1;
+                        t
+                    }
+                    None => last + deadline,
+                };
+                l.dlq_after_deadline.record_between(gave_up, persisted);
                 l.advisory.record_between(last, story.advisory_ns);
                 l.advisory_after_deadline
-                    .record_between(last + deadline, story.advisory_ns);
+                    .record_between(gave_up, story.advisory_ns);
                 l.handler.record_between(story.advisory_ns, persisted);
             }
             Kind::Terminated => {
@@ -550,6 +565,10 @@ fn measure(
             r.histograms.push((name.into(), h.clone()));
         }
     }
+    r.metrics.push(count(
+        "deadlines_from_server_timestamp",
+        l.anchored_to_server,
+    ));
 
     // The handler: how fast it went, and how fast it could have gone.
     let p = &e.pipeline;

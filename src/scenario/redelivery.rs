@@ -81,6 +81,7 @@ async fn variant(
     let started = Instant::now();
     let mut result = VariantResult::new(name);
     describe(plan, &behaviour, &mut result);
+    super::checks::server_clock(ctx, &mut result);
     let figures =
         match run_variant(ctx, scenario.name(), plan, behaviour, baseline, &mut result).await {
             Ok(f) => Some(f),

@@ -187,6 +187,7 @@ pub async fn run(
             let started = Instant::now();
             let mut result = VariantResult::new(v.name());
             describe_replay(plan, &v, &mut result);
+            super::checks::server_clock(ctx, &mut result);
             if let Err(e) = replay_variant(ctx, plan, &target, &mut recording, v, &mut result).await
             {
                 result.error = Some(format!("{e:#}"));
