@@ -50,6 +50,9 @@ pub struct ConsumerConfig {
     pub js_api_prefix: String,
     /// Makes this client crash on demand (the resume scenario).
     pub crash: Option<Crash>,
+    /// Keep a copy of every message the behaviour plans to dead-letter
+    /// (exhausted or termed), as first seen (the dlq scenario's audit).
+    pub keep_doomed: bool,
 }
 
 /// A crash on demand: cancelled when the client must die.
@@ -104,6 +107,10 @@ pub struct ConsumerReport {
     /// restart). Recorded in the latency histograms when the shards merge
     /// and no client saw delivery 1, so the slowest messages count once.
     pub late_firsts: Vec<LateFirst>,
+    /// With `keep_doomed`: the messages planned to be dead-lettered, as
+    /// this client first saw them.
+    #[serde(default)]
+    pub doomed: Vec<SeenMessage>,
     /// Round trip of a double ack (ack confirmed by the server).
     pub ack_rtt: Recorder,
     pub ledger: LedgerShard,
@@ -134,6 +141,7 @@ impl ConsumerReport {
             e2e_sent: Recorder::new(),
             first_deliveries: SeqSet::default(),
             late_firsts: Vec::new(),
+            doomed: Vec::new(),
             ack_rtt: Recorder::new(),
             ledger: LedgerShard::with_capacity(
                 config.expected_messages,
@@ -148,6 +156,32 @@ impl ConsumerReport {
             max_gap_end_ns: 0,
         }
     }
+}
+
+/// Headers as sorted (name, value) pairs: two maps compare equal when they
+/// hold the same values under the same names, whatever the order.
+pub fn header_pairs(headers: &async_nats::HeaderMap) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = headers
+        .iter()
+        .flat_map(|(name, values)| {
+            values
+                .iter()
+                .map(move |v| (name.to_string(), v.as_str().to_string()))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// A message as a consumer saw it at its first sight: what an audit of
+/// its dead-letter copy compares with when the original is gone (a work
+/// queue deletes it once copied).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SeenMessage {
+    pub seq: u64,
+    pub payload: Vec<u8>,
+    /// Sorted name-value pairs.
+    pub headers: Vec<(String, String)>,
 }
 
 /// A sequence first seen by a client at a delivery after the first.
@@ -387,6 +421,17 @@ fn receive(
     if delivery == 1 {
         report.first_deliveries.insert(seq);
     }
+    if config.keep_doomed && !seen_here && doomed(config, seq) {
+        report.doomed.push(SeenMessage {
+            seq,
+            payload: message.payload.to_vec(),
+            headers: message
+                .headers
+                .as_ref()
+                .map(header_pairs)
+                .unwrap_or_default(),
+        });
+    }
     match Stamp::read(&message.payload) {
         Some(stamp) if stamp.intended_ns >= config.record_from_ns => {
             if delivery == 1 {
@@ -405,6 +450,15 @@ fn receive(
         None => report.malformed += 1,
     }
     Some((seq, delivery, published_ns))
+}
+
+/// Whether the behaviour plans `seq` to end dead-lettered: exhausted, or
+/// termed.
+fn doomed(config: &ConsumerConfig, seq: u64) -> bool {
+    matches!(
+        config.behaviour.fate(seq, config.plan.max_deliver).outcome,
+        crate::behaviour::Outcome::Exhausted | crate::behaviour::Outcome::Termed
+    )
 }
 
 /// With `ack = "all"`: one ack for this delivery and every earlier one.
@@ -610,6 +664,7 @@ mod tests {
             log_events: false,
             js_api_prefix: "$JS.API".into(),
             crash: None,
+            keep_doomed: false,
         }
     }
 

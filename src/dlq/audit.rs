@@ -145,12 +145,40 @@ impl Audit {
     }
 }
 
+/// An original as a copy is compared with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Original {
+    pub payload: Bytes,
+    /// Sorted name-value pairs.
+    pub headers: Vec<(String, String)>,
+}
+
+impl Original {
+    /// As the stream holds it now (limits and interest keep it).
+    pub fn stored(m: &StreamMessage) -> Original {
+        Original {
+            payload: m.payload.clone(),
+            headers: pairs(&m.headers),
+        }
+    }
+
+    /// As the consumer saw it at delivery: the record a work queue's copy
+    /// is held to, since its original is deleted once copied and what the
+    /// handler read of it is the handler's own word.
+    pub fn seen(m: &crate::consume::SeenMessage) -> Original {
+        Original {
+            payload: Bytes::from(m.payload.clone()),
+            headers: m.headers.clone(),
+        }
+    }
+}
+
 /// Checks the copies against `expected` (which message, dead-lettered by
-/// which advisory) and the `originals` as stored before the handler ran.
+/// which advisory) and the `originals`.
 pub fn check(
     letters: &[DeadLetter],
     expected: &BTreeMap<Key, Kind>,
-    originals: &BTreeMap<Key, &StreamMessage>,
+    originals: &BTreeMap<Key, Original>,
     watched: &[Watched],
     prefix: &str,
 ) -> Audit {
@@ -236,14 +264,15 @@ pub fn check(
 /// The original's headers without publish control, plus the origin
 /// headers and the dedup id, as sorted pairs.
 fn expected_headers(
-    original: &HeaderMap,
+    original: &[(String, String)],
     stream: &str,
     consumer: &str,
     seq: u64,
     kind: Kind,
 ) -> Vec<(String, String)> {
-    let mut want: Vec<(String, String)> = pairs(original)
-        .into_iter()
+    let mut want: Vec<(String, String)> = original
+        .iter()
+        .cloned()
         .filter(|(name, _)| !is_publish_control(name))
         .filter(|(name, _)| {
             ![ORIGIN_STREAM, ORIGIN_CONSUMER, ORIGIN_SEQ, REASON].contains(&name.as_str())
@@ -309,7 +338,10 @@ mod tests {
     #[test]
     fn exactly_once_with_the_original_content_passes() {
         let (o3, o5) = (original(3), original(5));
-        let originals = BTreeMap::from([((0, 3), &o3), ((0, 5), &o5)]);
+        let originals = BTreeMap::from([
+            ((0, 3), Original::stored(&o3)),
+            ((0, 5), Original::stored(&o5)),
+        ]);
         let expected =
             BTreeMap::from([((0, 3), Kind::MaxDeliveries), ((0, 5), Kind::MaxDeliveries)]);
         let letters = [letter(1, &o3, |_| {}), letter(2, &o5, |_| {})];
@@ -330,7 +362,11 @@ mod tests {
     #[test]
     fn missing_repeated_unexpected_and_altered_copies_are_reported() {
         let (o3, o5, o7) = (original(3), original(5), original(7));
-        let originals = BTreeMap::from([((0, 3), &o3), ((0, 5), &o5), ((0, 7), &o7)]);
+        let originals = BTreeMap::from([
+            ((0, 3), Original::stored(&o3)),
+            ((0, 5), Original::stored(&o5)),
+            ((0, 7), Original::stored(&o7)),
+        ]);
         let expected = BTreeMap::from([
             ((0, 3), Kind::MaxDeliveries),
             ((0, 5), Kind::MaxDeliveries),
@@ -374,7 +410,7 @@ mod tests {
     #[test]
     fn a_copy_that_kept_the_original_dedup_id_is_a_mismatch() {
         let o3 = original(3);
-        let originals = BTreeMap::from([((0, 3), &o3)]);
+        let originals = BTreeMap::from([((0, 3), Original::stored(&o3))]);
         let expected = BTreeMap::from([((0, 3), Kind::MaxDeliveries)]);
         let letters = [letter(1, &o3, |h| h.insert("Nats-Msg-Id", "p-3"))];
         let a = check(&letters, &expected, &originals, &watched(), "p.dlq");
@@ -385,5 +421,27 @@ mod tests {
         }];
         let a = check(&payload, &expected, &originals, &watched(), "p.dlq");
         assert!(a.mismatched[0].contains("payload"), "{a:?}");
+    }
+
+    #[test]
+    fn a_work_queue_copy_is_held_to_what_the_consumer_saw_not_to_the_handlers_read() {
+        // The handler read (and copied) a different payload from the one
+        // the consumer was delivered: agreeing with itself, it would pass.
+        let delivered = original(3);
+        let mut read_by_handler = original(3);
+        read_by_handler.payload = Bytes::from_static(b"something else");
+        let seen = crate::consume::SeenMessage {
+            seq: 3,
+            payload: delivered.payload.to_vec(),
+            headers: pairs(&delivered.headers),
+        };
+        let expected = BTreeMap::from([((0, 3), Kind::MaxDeliveries)]);
+        let letters = [letter(1, &read_by_handler, |_| {})];
+        let against_handler = BTreeMap::from([((0, 3), Original::stored(&read_by_handler))]);
+        let a = check(&letters, &expected, &against_handler, &watched(), "p.dlq");
+        assert_eq!(a.mismatched_count, 0, "circular: it passes");
+        let against_consumer = BTreeMap::from([((0, 3), Original::seen(&seen))]);
+        let a = check(&letters, &expected, &against_consumer, &watched(), "p.dlq");
+        assert_eq!(a.mismatched_count, 1, "{:?}", a.mismatched);
     }
 }

@@ -14,6 +14,7 @@ use async_nats::HeaderMap;
 use async_nats::header::{HeaderValue, NATS_MESSAGE_ID};
 
 use crate::advisory::Kind;
+pub use crate::consume::header_pairs as pairs;
 
 /// The stream the original was stored in.
 pub const ORIGIN_STREAM: &str = "Dlq-Origin-Stream";
@@ -119,21 +120,6 @@ pub fn dead_letter_headers(original: &HeaderMap, origin: &Origin) -> HeaderMap {
     );
     out.insert(REASON, origin.kind.name());
     out.insert(NATS_MESSAGE_ID, HeaderValue::from(origin.msg_id().as_str()));
-    out
-}
-
-/// Headers as sorted (name, value) pairs: two maps compare equal when they
-/// hold the same values under the same names, whatever the order.
-pub fn pairs(headers: &HeaderMap) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = headers
-        .iter()
-        .flat_map(|(name, values)| {
-            values
-                .iter()
-                .map(move |v| (name.to_string(), v.as_str().to_string()))
-        })
-        .collect();
-    out.sort();
     out
 }
 

@@ -57,6 +57,11 @@ pub struct ConsumerSpec {
     pub sample_every: Option<Duration>,
     /// Crash the first client mid-run and bind a new one (resume).
     pub crash: Option<CrashPlan>,
+    /// Keep the messages planned to be dead-lettered as the clients first
+    /// saw them (the dlq audit's independent record of a work queue's
+    /// deleted originals).
+    #[serde(default)]
+    pub keep_doomed: bool,
 }
 
 /// When and how the first consumer client crashes, and when a new client
@@ -87,6 +92,7 @@ impl ConsumerSpec {
             log_events: true,
             sample_every: Some(sample_every),
             crash: None,
+            keep_doomed: false,
         }
     }
 
@@ -99,6 +105,7 @@ impl ConsumerSpec {
             log_events: false,
             sample_every: None,
             crash: None,
+            keep_doomed: false,
         }
     }
 }

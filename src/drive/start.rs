@@ -183,6 +183,7 @@ impl Launcher {
             log_events: self.spec.log_events,
             js_api_prefix: self.js_api_prefix.clone(),
             crash,
+            keep_doomed: self.spec.keep_doomed,
         };
         // The client moves into the task: when the task ends, its
         // connection closes, which is what a crash must do.

@@ -264,7 +264,10 @@ async fn run_variant(
         &plan.publish,
         &plan.common,
         plan.rate,
-        ConsumerSpec::observed(durable, c.clone(), behaviour.clone(), SAMPLE_EVERY),
+        ConsumerSpec {
+            keep_doomed: v.retention == Retention::Workqueue,
+            ..ConsumerSpec::observed(durable, c.clone(), behaviour.clone(), SAMPLE_EVERY)
+        },
     );
     drive_spec.msg_id_prefix = variant.clone();
     let other = match other {
@@ -424,6 +427,7 @@ impl Other {
             log_events: false,
             js_api_prefix: ctx.connect.js_api.prefix(),
             crash: None,
+            keep_doomed: false,
         };
         let task = tokio::spawn(consume::run(client, config, progress.clone(), stop.clone()));
         Ok(Other {
@@ -722,15 +726,24 @@ fn verify(
     let now = e.now.as_ref().map_err(|err| format!("{err:#}"));
     let audit = match (&letters, &now) {
         (Ok(letters), Ok(now)) => {
-            let deleted = e.pipeline.deleted_originals();
-            let originals: BTreeMap<Key, &async_nats::jetstream::message::StreamMessage> =
-                if retention == Retention::Workqueue {
-                    deleted
-                } else {
-                    now.iter()
-                        .filter_map(|(seq, m)| m.as_ref().map(|m| ((WATCHED, *seq), m)))
-                        .collect()
-                };
+            // A work queue's originals are gone once copied: the copies are
+            // held to what the consumer saw at delivery, not to what the
+            // handler itself read before deleting them.
+            let originals: BTreeMap<Key, audit::Original> = if retention == Retention::Workqueue {
+                let mut seen = BTreeMap::new();
+                for m in o.consumers.iter().flat_map(|c| &c.doomed) {
+                    seen.entry((WATCHED, m.seq))
+                        .or_insert_with(|| audit::Original::seen(m));
+                }
+                seen
+            } else {
+                now.iter()
+                    .filter_map(|(seq, m)| {
+                        m.as_ref()
+                            .map(|m| ((WATCHED, *seq), audit::Original::stored(m)))
+                    })
+                    .collect()
+            };
             Ok(audit::check(
                 letters,
                 expected,
