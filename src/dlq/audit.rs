@@ -272,11 +272,11 @@ fn expected_headers(
 ) -> Vec<(String, String)> {
     let mut want: Vec<(String, String)> = original
         .iter()
-        .cloned()
         .filter(|(name, _)| !is_publish_control(name))
         .filter(|(name, _)| {
             ![ORIGIN_STREAM, ORIGIN_CONSUMER, ORIGIN_SEQ, REASON].contains(&name.as_str())
         })
+        .cloned()
         .collect();
     want.extend([
         (ORIGIN_STREAM.to_string(), stream.to_string()),
