@@ -16,7 +16,7 @@ const SEQ_BITS: u32 = 48;
 const SEQ_MASK: u64 = (1 << SEQ_BITS) - 1;
 
 /// What a consumer learns from a payload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stamp {
     pub intended_ns: u64,
     pub sent_ns: u64,

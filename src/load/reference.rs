@@ -1,28 +1,46 @@
-//! Reference publishers: the shortest loops a user of async-nats would
-//! write, run beside jsbench's publisher with the same connection count,
-//! window, size and ids. In `max` mode they show whether jsbench's own
-//! publisher, not the server, sets the limit.
+//! Reference publishers, run beside jsbench's publisher with the same
+//! connection count, window, size and ids, and timed by the same rule
+//! (first send to last send: the PubAcks still out when the last send
+//! leaves are awaited outside the span, as jsbench's are):
+//!
+//! - [`raw`]: jsbench's own path without its measurement: the same thread
+//!   placement, the same reply subjects to one wildcard inbox, the same
+//!   window, and no stamps kept, no ledger, no histograms. What jsbench's
+//!   publisher reaches against it is what its recording costs, and whether
+//!   the load generator, not the server, sets the limit.
+//! - [`idiomatic`]: the loop a user of async-nats writes (`send_publish`,
+//!   await the PubAck futures, a `format!`-built id), on the main runtime:
+//!   what jsbench gains over the obvious client code.
+//! - [`core`]: core NATS publish to no stream: the client's ceiling with
+//!   no persistence at all.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::Result;
-use async_nats::Client;
+use anyhow::{Context, Result};
 use async_nats::jetstream::{self, message::PublishMessage};
+use async_nats::{Client, HeaderMap, Subject};
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::{IdBuilder, MessageBuilder};
 use crate::profile::MsgId;
+use crate::stamp::Stamp;
 
 #[derive(Debug, Clone, Default)]
 pub struct ReferenceReport {
     pub sent: u64,
-    /// PubAcks received (JetStream reference only).
+    /// PubAcks received (JetStream references only).
     pub acked: u64,
     pub errors: u64,
     pub first_error: Option<String>,
-    pub elapsed: Duration,
+    /// From the first send to the last: `sent` sends span `sent - 1`
+    /// intervals of it.
+    pub span: Duration,
 }
 
 /// What a reference loop publishes, and for how long.
@@ -39,7 +57,7 @@ pub struct ReferenceConfig {
 
 /// `js.send_publish()` and await the `PublishAckFuture`s, keeping at most
 /// `window` outstanding, until `duration` has passed.
-pub async fn minimal_jetstream(
+pub async fn idiomatic(
     client: Client,
     config: ReferenceConfig,
     stop: CancellationToken,
@@ -61,6 +79,7 @@ pub async fn minimal_jetstream(
     let mut report = ReferenceReport::default();
     let mut inflight = FuturesUnordered::new();
     let started = Instant::now();
+    let mut last_send = started;
     let mut n = 0u64;
     while started.elapsed() < duration && !stop.is_cancelled() {
         while inflight.len() < window {
@@ -71,6 +90,7 @@ pub async fn minimal_jetstream(
             n += 1;
             match js.send_publish(subject.clone(), message).await {
                 Ok(ack) => {
+                    last_send = Instant::now();
                     inflight.push(ack.into_future());
                     report.sent += 1;
                 }
@@ -90,6 +110,7 @@ pub async fn minimal_jetstream(
             None => break,
         }
     }
+    report.span = last_send.duration_since(started);
     while let Some(result) = inflight.next().await {
         match result {
             Ok(_) => report.acked += 1,
@@ -99,12 +120,127 @@ pub async fn minimal_jetstream(
             }
         }
     }
-    report.elapsed = started.elapsed();
     Ok(report)
 }
 
+/// jsbench's publishing path without its measurement, on a thread of its
+/// own as jsbench's publisher at `max` runs: publishes with a reply to
+/// `<inbox>.<n>` (the same [`MessageBuilder`]), a reader on the same thread
+/// counting PubAcks into the window, until `duration` has passed.
+pub async fn raw(
+    client: Client,
+    config: ReferenceConfig,
+    stop: CancellationToken,
+) -> Result<ReferenceReport> {
+    let inbox = client.new_inbox();
+    let subscription = client
+        .subscribe(format!("{inbox}.*"))
+        .await
+        .context("subscribing for PubAcks")?;
+    client
+        .flush()
+        .await
+        .context("flushing the PubAck subscription")?;
+    let thread = std::thread::Builder::new()
+        .name("jsb-raw-ref".into())
+        .spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a current-thread runtime builds");
+            runtime.block_on(raw_loop(client, subscription, inbox, config, stop))
+        })
+        .context("starting the raw reference's thread")?;
+    tokio::task::spawn_blocking(move || thread.join())
+        .await
+        .context("joining the raw reference's thread")?
+        .map_err(|_| anyhow::anyhow!("the raw reference's thread panicked"))
+}
+
+async fn raw_loop(
+    client: Client,
+    mut subscription: async_nats::Subscriber,
+    inbox: String,
+    config: ReferenceConfig,
+    stop: CancellationToken,
+) -> ReferenceReport {
+    let ReferenceConfig {
+        subject,
+        size,
+        window,
+        msg_id,
+        id_prefix,
+        duration,
+    } = config;
+    let answered = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
+    let room = Arc::new(Notify::new());
+    let reader = {
+        let (answered, errors, room) = (answered.clone(), errors.clone(), room.clone());
+        tokio::spawn(async move {
+            while let Some(message) = subscription.next().await {
+                // A PubAck is `{"stream":..,"seq":..}`; an error names one.
+                if message.payload.windows(7).any(|w| w == b"\"error\"") {
+                    errors.fetch_add(1, Ordering::Relaxed);
+                }
+                answered.fetch_add(1, Ordering::Release);
+                room.notify_one();
+            }
+        })
+    };
+    let subject = Subject::from(subject.as_str());
+    let mut builder = MessageBuilder::new(&inbox);
+    let mut ids = IdBuilder::new(&id_prefix);
+    let mut report = ReferenceReport::default();
+    let started = Instant::now();
+    let mut last_send = started;
+    while started.elapsed() < duration && !stop.is_cancelled() {
+        while report.sent - answered.load(Ordering::Acquire) >= window as u64 {
+            room.notified().await;
+        }
+        let (payload, reply) = builder.build(Stamp::default(), report.sent, size);
+        let result = if msg_id == MsgId::Unique {
+            let mut headers = HeaderMap::new();
+            headers.insert(async_nats::header::NATS_MESSAGE_ID, ids.value(report.sent));
+            client
+                .publish_with_reply_and_headers(subject.clone(), reply, headers, payload)
+                .await
+        } else {
+            client
+                .publish_with_reply(subject.clone(), reply, payload)
+                .await
+        };
+        if let Err(e) = result {
+            report.errors += 1;
+            report.first_error.get_or_insert(e.to_string());
+            break;
+        }
+        last_send = Instant::now();
+        report.sent += 1;
+    }
+    report.span = last_send.duration_since(started);
+    let _ = client.flush().await;
+    // The PubAcks still out: awaited outside the span, as jsbench's are.
+    let drained = tokio::time::timeout(Duration::from_secs(10), async {
+        while answered.load(Ordering::Acquire) < report.sent {
+            room.notified().await;
+        }
+    })
+    .await;
+    reader.abort();
+    let answered = answered.load(Ordering::Acquire);
+    report.errors += errors.load(Ordering::Relaxed);
+    report.acked = answered.saturating_sub(errors.load(Ordering::Relaxed));
+    if drained.is_err() {
+        report
+            .first_error
+            .get_or_insert(format!("{} PubAcks never came", report.sent - answered));
+    }
+    report
+}
+
 /// Core NATS publish to a subject no stream captures, until `duration` has
-/// passed: the client's raw ceiling, with no persistence and no acks.
+/// passed: the client's ceiling, with no persistence and no acks.
 pub async fn core(
     client: Client,
     config: ReferenceConfig,
@@ -119,6 +255,7 @@ pub async fn core(
     let payload = Bytes::from(vec![b'.'; size]);
     let mut report = ReferenceReport::default();
     let started = Instant::now();
+    let mut last_send = started;
     while started.elapsed() < duration && !stop.is_cancelled() {
         // Check the clock every 256 messages: a publish is cheaper than a
         // clock read here.
@@ -130,8 +267,9 @@ pub async fn core(
             }
             report.sent += 1;
         }
+        last_send = Instant::now();
     }
+    report.span = last_send.duration_since(started);
     client.flush().await?;
-    report.elapsed = started.elapsed();
     Ok(report)
 }

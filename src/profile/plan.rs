@@ -364,15 +364,20 @@ pub enum RatePer {
     Publisher,
 }
 
-/// Reference publishers run beside jsbench's own, to show that jsbench is
-/// not the bottleneck it measures.
+/// Reference publishers run beside jsbench's own, to show what it costs
+/// and that it is not the bottleneck it measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Reference {
-    /// The shortest async-nats loop: `publish` and await the PubAck futures,
-    /// same window, size and ids.
-    Minimal,
-    /// Core NATS publish without JetStream: the client's raw ceiling.
+    /// jsbench's own publishing path without its measurement (same thread
+    /// placement, reply subjects and window): run before and after
+    /// jsbench's variant, so drift cancels in their mean.
+    Raw,
+    /// The loop a user of async-nats writes: `send_publish` and await the
+    /// PubAck futures, same window, size and ids. `minimal` is its old name.
+    #[serde(alias = "minimal")]
+    Idiomatic,
+    /// Core NATS publish without JetStream: the client's ceiling.
     Core,
 }
 
@@ -397,11 +402,15 @@ impl PublishScenarioPlan {
         let own = self.rates.len() * self.msg_ids.len();
         // References run at the "max" rate only.
         let max_rates = self.rates.iter().filter(|r| **r == Rate::Max).count();
-        let minimal = if self.reference.contains(&Reference::Minimal) {
-            max_rates * self.msg_ids.len()
-        } else {
-            0
+        let per_id = |r: Reference, runs: usize| {
+            if self.reference.contains(&r) {
+                max_rates * self.msg_ids.len() * runs
+            } else {
+                0
+            }
         };
+        // The raw reference runs before and after each of jsbench's.
+        let minimal = per_id(Reference::Idiomatic, 1) + per_id(Reference::Raw, 2);
         let core = if self.reference.contains(&Reference::Core) {
             max_rates
         } else {

@@ -324,11 +324,12 @@ fn publish_keys_are_read_in_all_their_forms() {
     let ScenarioPlan::Publish(s) = &p.scenarios[0] else {
         panic!("publish")
     };
-    assert_eq!(s.reference, vec![Reference::Minimal]);
+    // `minimal` is the old name of the idiomatic loop.
+    assert_eq!(s.reference, vec![Reference::Idiomatic]);
     assert_eq!(
         s.variant_count(),
         6,
-        "2 rates x 2 ids + 2 minimal references at max"
+        "2 rates x 2 ids + 2 idiomatic references at max"
     );
 }
 

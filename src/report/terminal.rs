@@ -614,9 +614,14 @@ fn comparisons(v: &VariantReport) -> Vec<String> {
         }
         lines.push(format!("price of dedup (vs no id): {}", parts.join(", ")));
     }
-    if let Some(m) = value(v, "vs_minimal.throughput_ratio") {
+    if let Some(m) = value(v, "vs_raw.throughput_ratio") {
         lines.push(format!(
-            "jsbench / minimal async-nats loop: {m:.2}x throughput"
+            "jsbench / its own path without measurement (raw, before and after): {m:.2}x throughput"
+        ));
+    }
+    if let Some(m) = value(v, "vs_idiomatic.throughput_ratio") {
+        lines.push(format!(
+            "jsbench / idiomatic async-nats loop: {m:.2}x throughput"
         ));
     }
     if let Some(c) = value(v, "vs_core.throughput_ratio") {

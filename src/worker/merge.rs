@@ -162,7 +162,7 @@ pub fn coordinator_side(kind: &str) -> Option<&'static str> {
             "the dead-letter handler and the DLQ audit run on the coordinator; the load and its consumers are split",
         ),
         "publish" => Some(
-            "reference loops (minimal, core) and the read-back run on the coordinator; jsbench's own publishers are split",
+            "reference loops (raw, idiomatic, core) and the read-back run on the coordinator; jsbench's own publishers are split",
         ),
         "restart" => Some(
             "the whole load runs on the coordinator: it kills and restarts a server it started",
