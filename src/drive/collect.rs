@@ -72,7 +72,9 @@ impl Variant<'_> {
         outcome.server_cpu = server_cpu;
         outcome.interrupted = ctx.stop.is_cancelled();
         outcome.errors = errors;
-        outcome.attribute_losses();
+        outcome
+            .attribute_losses(ctx.provisioner.jetstream(), &self.spec.stream)
+            .await;
         Ok(outcome)
     }
 }

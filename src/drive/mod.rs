@@ -49,7 +49,7 @@ use crate::provision::{Names, Provisioner};
 
 pub use outcome::{
     Attribution, ConsumerSample, ConsumerState, CrashOutcome, DriveOutcome, FaultOutcome,
-    attribute, rate,
+    attribute, held_sequences, rate,
 };
 pub use peers::{Alone, Exchange, LocalReports, PeerCounts, PeerPart, Peers, PublisherPart};
 pub use spec::{ConsumerSpec, CrashPlan, DriveSpec, FaultPlan, Share};

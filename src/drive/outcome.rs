@@ -9,6 +9,7 @@ use crate::histogram::Recorder;
 use crate::ledger::{LedgerCounts, LedgerShard, SeqSet};
 use crate::load::{AckReport, SendReport};
 use crate::timeline::Timeline;
+use async_nats::jetstream;
 
 /// What the kill and the restart looked like.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -110,8 +111,8 @@ pub struct DriveOutcome {
 
 impl DriveOutcome {
     /// Splits the persisted messages no client saw between the server and
-    /// the clients ([`attribute`]).
-    pub fn attribute_losses(&mut self) {
+    /// the clients ([`attribute`]), asking the stream which it still holds.
+    pub async fn attribute_losses(&mut self, js: &jetstream::Context, stream: &str) {
         let failure = self
             .consumers
             .iter()
@@ -122,7 +123,8 @@ impl DriveOutcome {
                     .find(|e| e.starts_with("consumer"))
                     .cloned()
             });
-        if let Some(a) = attribute(&self.ledger, self.server_state, failure) {
+        let held = held_sequences(js, stream, &self.ledger, self.server_state).await;
+        if let Some(a) = attribute(&self.ledger, self.server_state, failure, &held) {
             self.counts.lost = a.lost;
             self.counts.client_dropped = a.client_dropped;
             self.client_drop_cause = a.cause;
@@ -247,25 +249,69 @@ pub struct Attribution {
     pub cause: Option<String>,
 }
 
+/// The never-seen sequences the server says it delivered that the stream
+/// still holds: delivered and waiting, not gone. Asked one by one (there
+/// are none in a healthy run), at most [`HELD_LOOKUPS`] of them.
+pub async fn held_sequences(
+    js: &jetstream::Context,
+    stream: &str,
+    ledger: &LedgerShard,
+    state: Option<ConsumerState>,
+) -> SeqSet {
+    let mut held = SeqSet::default();
+    let Some(state) = state else {
+        return held;
+    };
+    let Ok(handle) = js.get_stream_no_info(stream).await else {
+        return held;
+    };
+    let asked = ledger
+        .lost_sequences(HELD_LOOKUPS)
+        .into_iter()
+        .filter(|&seq| seq <= state.delivered_stream_seq);
+    for seq in asked {
+        if handle.get_raw_message(seq).await.is_ok() {
+            held.insert(seq);
+        }
+    }
+    held
+}
+
+/// How many never-seen sequences are looked up in the stream at most.
+pub const HELD_LOOKUPS: usize = 10_000;
+
 /// Splits the persisted, never-seen sequences of `ledger` between the
-/// server and the clients. The server delivered every sequence up to its
-/// durable's last delivered one (a durable delivers in stream order): those
-/// the clients dropped. Beyond it the server still held them: abandoned by
-/// the clients when one of them failed (`client_failure`: it stopped
-/// pulling, lost its stream), else the server's loss. `None` without the
-/// durable's state: nothing can be attributed.
+/// server and the clients, given the durable's `state` and the sequences
+/// the stream still `held` (from [`held_sequences`]):
+///
+/// - up to the durable's last delivered sequence, a message the stream
+///   still holds went out and no client saw it: the clients dropped it; one
+///   the stream no longer holds is gone without a client having seen it (a
+///   delete, a purge, a limit): the server's loss;
+/// - beyond it the server still had it to deliver: abandoned by the clients
+///   when one of them failed (`client_failure`: it stopped pulling, lost its
+///   stream), else the server's loss.
+///
+/// `None` without the durable's state: nothing can be attributed.
 pub fn attribute(
     ledger: &LedgerShard,
     state: Option<ConsumerState>,
     client_failure: Option<String>,
+    held: &SeqSet,
 ) -> Option<Attribution> {
     let state = state?;
     let undelivered = ledger.lost_sequences(usize::MAX);
-    let (delivered_by_server, still_held): (Vec<u64>, Vec<u64>) = undelivered
+    let delivered_by_server: Vec<u64> = undelivered
         .iter()
-        .partition(|&&seq| seq <= state.delivered_stream_seq);
+        .copied()
+        .filter(|&seq| seq <= state.delivered_stream_seq && held.contains(seq))
+        .collect();
+    let still_to_deliver = undelivered
+        .iter()
+        .filter(|&&seq| seq > state.delivered_stream_seq)
+        .count() as u64;
     let abandoned = if client_failure.is_some() {
-        still_held.len() as u64
+        still_to_deliver
     } else {
         0
     };
@@ -273,7 +319,7 @@ pub fn attribute(
     let mut cause = Vec::new();
     if !delivered_by_server.is_empty() {
         cause.push(format!(
-            "{} delivered by the server (up to stream sequence {}) and never seen by a client",
+            "{} delivered by the server (up to stream sequence {}), still in the stream, never seen by a client",
             delivered_by_server.len(),
             state.delivered_stream_seq
         ));
@@ -443,7 +489,11 @@ mod tests {
             delivered_stream_seq: 7,
             ..ConsumerState::default()
         };
-        let healthy = attribute(&ledger, Some(state), None).unwrap();
+        // The stream still holds 6 and 7: they went out and waited.
+        let mut held = SeqSet::default();
+        held.insert(6);
+        held.insert(7);
+        let healthy = attribute(&ledger, Some(state), None, &held).unwrap();
         assert_eq!((healthy.lost, healthy.client_dropped), (2, 2));
         assert!(
             healthy
@@ -454,11 +504,21 @@ mod tests {
             "{healthy:?}"
         );
         // A client that lost its stream abandoned what the server held too.
-        let failed = attribute(&ledger, Some(state), Some("missed idle heartbeat".into())).unwrap();
+        let failed = attribute(
+            &ledger,
+            Some(state),
+            Some("missed idle heartbeat".into()),
+            &held,
+        )
+        .unwrap();
         assert_eq!((failed.lost, failed.client_dropped), (0, 4));
         assert!(failed.cause.unwrap().contains("missed idle heartbeat"));
+        // Purged before anyone saw them: below the durable's last delivered
+        // sequence, but gone from the stream: the server's loss.
+        let purged = attribute(&ledger, Some(state), None, &SeqSet::default()).unwrap();
+        assert_eq!((purged.lost, purged.client_dropped), (4, 0));
         // Without the durable's state, nothing is attributed.
-        assert_eq!(attribute(&ledger, None, None), None);
+        assert_eq!(attribute(&ledger, None, None, &held), None);
     }
 
     #[test]

@@ -216,7 +216,14 @@ async fn variant(
     // The fill's PubAcks and the read's deliveries in one ledger: only now
     // can the never-seen messages be told the server's or the client's.
     let failure = outcome.consumers.iter().find_map(|c| c.first_error.clone());
-    let attribution = crate::drive::attribute(&ledger, outcome.server_state, failure);
+    let held = crate::drive::held_sequences(
+        ctx.provisioner.jetstream(),
+        target.name,
+        &ledger,
+        outcome.server_state,
+    )
+    .await;
+    let attribution = crate::drive::attribute(&ledger, outcome.server_state, failure, &held);
     if let Some(a) = &attribution {
         counts.lost = a.lost;
         counts.client_dropped = a.client_dropped;
