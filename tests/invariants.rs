@@ -1,0 +1,548 @@
+//! Every invariant can fail. Each test runs a scenario against a real
+//! server while the test sabotages what the invariant guards (purges
+//! stored messages, steals deliveries, publishes a stranger, shortens a
+//! deadline, stops the server) and asserts the verdict and its evidence.
+//! docs/invariants.md lists every invariant with the test that makes it
+//! fail here (or, for the few that only a jsbench bug can break, the unit
+//! test that feeds it counts that disagree).
+
+mod common;
+
+use std::future::Future;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, stream};
+use futures::StreamExt;
+use jsbench::results::summary::{Summary, VariantReport};
+use jsbench::server::EmbeddedServer;
+use jsbench::variant::Invariant;
+
+/// What a saboteur works with: its own connection to the run's server.
+struct Saboteur {
+    client: async_nats::Client,
+    js: jetstream::Context,
+}
+
+impl Saboteur {
+    /// The run's first stream whose name holds `part`, once it exists.
+    async fn stream(&self, part: &str) -> stream::Stream {
+        let part = part.to_uppercase();
+        self.stream_where(move |n| n.contains(&part)).await
+    }
+
+    /// The run's first stream whose name ends with `suffix`, once it exists.
+    async fn stream_ending(&self, suffix: &str) -> stream::Stream {
+        let suffix = suffix.to_uppercase();
+        self.stream_where(move |n| n.ends_with(&suffix)).await
+    }
+
+    async fn stream_where(&self, pick: impl Fn(&str) -> bool) -> stream::Stream {
+        for _ in 0..2000 {
+            let names: Vec<String> = self
+                .js
+                .stream_names()
+                .filter_map(|n| async move { n.ok() })
+                .collect()
+                .await;
+            if let Some(name) = names.iter().find(|n| n.starts_with("JSB_") && pick(n)) {
+                return self.js.get_stream(name).await.unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!("the run stream looked for never appeared");
+    }
+
+    /// Waits until `stream` holds at least `n` messages.
+    async fn messages(&self, stream: &mut stream::Stream, n: u64) {
+        for _ in 0..4000 {
+            if stream.info().await.unwrap().state.messages >= n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!("the stream never held {n} messages");
+    }
+
+    /// The name of the stream's first durable, once it exists.
+    async fn durable(&self, stream: &stream::Stream) -> String {
+        for _ in 0..2000 {
+            let names: Vec<String> = stream
+                .consumer_names()
+                .filter_map(|n| async move { n.ok() })
+                .collect()
+                .await;
+            if let Some(name) = names.into_iter().next() {
+                return name;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!("no durable appeared");
+    }
+
+    /// Pauses a durable (nats-server 2.11+) through the JetStream API.
+    async fn pause(&self, stream: &str, durable: &str, for_: Duration) {
+        let until = time::OffsetDateTime::now_utc() + for_;
+        let until = until
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap();
+        let reply = self
+            .client
+            .request(
+                format!("$JS.API.CONSUMER.PAUSE.{stream}.{durable}"),
+                format!("{{\"pause_until\":\"{until}\"}}").into(),
+            )
+            .await
+            .unwrap();
+        let text = String::from_utf8_lossy(&reply.payload);
+        assert!(text.contains("\"paused\":true"), "pause refused: {text}");
+    }
+
+    /// The subject messages of `stream` go to (`<base>.*` captures them).
+    async fn subject(&self, stream: &mut stream::Stream) -> String {
+        let subjects = stream.info().await.unwrap().config.subjects.clone();
+        subjects[0].trim_end_matches('*').to_string() + "stranger"
+    }
+}
+
+/// Runs `body` against `server` with `saboteur` at work meanwhile.
+async fn sabotaged<F, Fut>(server: &EmbeddedServer, name: &str, body: &str, saboteur: F) -> Summary
+where
+    F: FnOnce(Saboteur) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    let dir = tempfile::tempdir().unwrap();
+    // The scenario named after the test, so its streams are found by name.
+    let body = body.replacen(
+        "[[scenario]]\n",
+        &format!("[[scenario]]\nname = \"{name}\"\n"),
+        1,
+    );
+    let profile = common::profile(dir.path(), name, &body);
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    let work = tokio::spawn(async move { saboteur(Saboteur { client, js }).await });
+    let outcome = jsbench::run::run(
+        common::options(server.url(), &profile, dir.path()),
+        tokio_util::sync::CancellationToken::new(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("run failed: {e:#}"));
+    tokio::time::timeout(Duration::from_secs(30), work)
+        .await
+        .expect("the saboteur finished")
+        .expect("the saboteur did not panic");
+    common::summary(&outcome.results[0])
+}
+
+/// The named invariant of the first variant that checks it: it must have
+/// failed, and its evidence must say `says`.
+fn failed<'a>(summary: &'a Summary, name: &str, says: &str) -> &'a Invariant {
+    let all: Vec<(&VariantReport, &Invariant)> = summary
+        .variants()
+        .flat_map(|(_, v)| v.invariants.iter().map(move |i| (v, i)))
+        .collect();
+    let (v, i) = all
+        .iter()
+        .find(|(_, i)| i.name == name && !i.passed)
+        .unwrap_or_else(|| {
+            panic!(
+                "{name} did not fail; invariants: {:#?}",
+                all.iter().map(|(_, i)| i).collect::<Vec<_>>()
+            )
+        });
+    assert!(!v.passed, "the variant fails with it");
+    assert!(i.applicable);
+    assert!(
+        i.detail.contains(says),
+        "{name}: evidence {:?} should say {says:?}",
+        i.detail
+    );
+    i
+}
+
+fn held(summary: &Summary, name: &str) {
+    let i = summary
+        .variants()
+        .flat_map(|(_, v)| &v.invariants)
+        .find(|i| i.name == name)
+        .unwrap_or_else(|| panic!("no {name}"));
+    assert!(i.passed, "{name} should hold: {i:?}");
+}
+
+/// 1,000 msg/s for 3 s, a 1 s drain: long enough to sabotage, short
+/// enough to wait for.
+fn latency(extra: &str) -> String {
+    common::latency_body(
+        "[1000]",
+        "3s",
+        "0s",
+        &format!("drain_timeout = \"2s\"\n{extra}"),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_purged_before_delivery_are_the_servers_loss() {
+    let server = common::server();
+    let summary = sabotaged(&server, "purge", &latency(""), |s| async move {
+        let mut stream = s.stream("purge").await;
+        s.messages(&mut stream, 300).await;
+        let durable = s.durable(&stream).await;
+        // Held back from the consumer, then gone from the stream.
+        s.pause(
+            &stream.cached_info().config.name,
+            &durable,
+            Duration::from_millis(1200),
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        stream.purge().await.unwrap();
+    })
+    .await;
+    failed(&summary, "lost = 0", "never delivered");
+    failed(&summary, "stream holds every persisted message", "expected");
+    held(&summary, "no message dropped by the client");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deliveries_a_stranger_took_are_the_clients_loss_and_stay_pending() {
+    let server = common::server();
+    // jsbench's client pulls ten at a time, so a stranger's pull request
+    // gets its turn.
+    let body = latency("[scenario.consumer]\nbatch = 10\n");
+    let summary = sabotaged(&server, "steal", &body, |s| async move {
+        let mut stream = s.stream("steal").await;
+        s.messages(&mut stream, 200).await;
+        let durable = s.durable(&stream).await;
+        let consumer: jetstream::consumer::PullConsumer =
+            stream.get_consumer(&durable).await.unwrap();
+        // Twenty deliveries to a client that is not jsbench's, never acked.
+        let mut batch = consumer
+            .fetch()
+            .max_messages(20)
+            .expires(Duration::from_secs(2))
+            .messages()
+            .await
+            .unwrap();
+        let mut taken = 0;
+        while let Some(m) = batch.next().await {
+            m.unwrap();
+            taken += 1;
+        }
+        assert!(taken > 0);
+    })
+    .await;
+    let i = failed(
+        &summary,
+        "no message dropped by the client",
+        "delivered by the server",
+    );
+    assert!(i.client_side);
+    failed(
+        &summary,
+        "server reports nothing pending",
+        "num_ack_pending",
+    );
+    held(&summary, "lost = 0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stranger_in_the_stream_fails_the_stamp_and_the_count() {
+    let server = common::server();
+    let summary = sabotaged(&server, "stranger", &latency(""), |s| async move {
+        let mut stream = s.stream("stranger").await;
+        s.messages(&mut stream, 100).await;
+        let subject = s.subject(&mut stream).await;
+        s.js.publish(subject, "no stamp".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    })
+    .await;
+    failed(&summary, "every payload carries its stamp", "(expected 0)");
+    failed(&summary, "stream holds every persisted message", "expected");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_id_published_ahead_makes_the_server_flag_a_fresh_message() {
+    let server = common::server();
+    let summary = sabotaged(
+        &server,
+        "ahead",
+        &latency("msg_id = \"unique\"\n"),
+        |s| async move {
+            let mut stream = s.stream("ahead").await;
+            s.messages(&mut stream, 10).await;
+            let first = stream.get_raw_message(1).await.unwrap();
+            let id = first.headers.get("Nats-Msg-Id").unwrap().to_string();
+            // `<prefix><n>`: the id of a message jsbench has yet to send.
+            let digits = id.len() - id.chars().rev().take_while(|c| c.is_ascii_digit()).count();
+            let future = format!("{}{}", &id[..digits], 2500);
+            let subject = s.subject(&mut stream).await;
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert("Nats-Msg-Id", future.as_str());
+            s.js.publish_with_headers(subject, headers, "ahead".into())
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+        },
+    )
+    .await;
+    failed(&summary, "no duplicates flagged", "(expected 0)");
+    failed(&summary, "every publish persisted", "persisted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publisher_stalled_past_its_pub_ack_timeout_fails_its_variant() {
+    let server = common::server();
+    let pid = server.pid() as libc::pid_t;
+    let summary = sabotaged(
+        &server,
+        "stalled",
+        &latency("pub_ack_timeout = \"300ms\"\npub_ack_window = 64\n"),
+        move |s| async move {
+            let mut stream = s.stream("stalled").await;
+            s.messages(&mut stream, 300).await;
+            // SAFETY: signals to the server process this test started.
+            unsafe { libc::kill(pid, libc::SIGSTOP) };
+            tokio::time::sleep(Duration::from_millis(1000)).await;
+            unsafe { libc::kill(pid, libc::SIGCONT) };
+        },
+    )
+    .await;
+    failed(
+        &summary,
+        "every publisher finished its schedule",
+        "no PubAck arrived",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_shortened_under_the_consumer_shows_as_redelivery() {
+    let server = common::server();
+    let summary = sabotaged(&server, "shortened", &latency(""), |s| async move {
+        let mut stream = s.stream("shortened").await;
+        s.messages(&mut stream, 100).await;
+        let durable = s.durable(&stream).await;
+        let consumer: jetstream::consumer::PullConsumer =
+            stream.get_consumer(&durable).await.unwrap();
+        let mut config = consumer.cached_info().config.clone();
+        config.ack_wait = Duration::from_micros(200);
+        stream.update_consumer(config).await.unwrap();
+    })
+    .await;
+    failed(&summary, "no unexpected redelivery", "(expected 0)");
+}
+
+fn publish(extra: &str) -> String {
+    format!("[[scenario]]\nkind = \"publish\"\nduration = \"2s\"\nrates = [1000]\n{extra}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publishes_the_server_refuses_fail_every_publish_answered() {
+    let server = common::server();
+    let summary = sabotaged(&server, "refused", &publish(""), |s| async move {
+        let mut stream = s.stream("refused").await;
+        s.messages(&mut stream, 100).await;
+        let mut config = stream.cached_info().config.clone();
+        config.max_messages = 200;
+        config.discard = stream::DiscardPolicy::New;
+        s.js.update_stream(config).await.unwrap();
+    })
+    .await;
+    failed(&summary, "every publish answered", "PubAck errors");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_message_deleted_fails_the_read_back() {
+    let server = common::server();
+    let summary = sabotaged(&server, "deleted", &publish(""), |s| async move {
+        let mut stream = s.stream("deleted").await;
+        s.messages(&mut stream, 50).await;
+        assert!(stream.delete_message(10).await.unwrap());
+    })
+    .await;
+    failed(
+        &summary,
+        "nothing lost (read back)",
+        "1 confirmed copies missing",
+    );
+    failed(&summary, "stream count = unique persisted", "expected");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stranger_in_a_published_stream_fails_the_read_back() {
+    let server = common::server();
+    let summary = sabotaged(&server, "unconfirmed", &publish(""), |s| async move {
+        let mut stream = s.stream("unconfirmed").await;
+        s.messages(&mut stream, 50).await;
+        let subject = s.subject(&mut stream).await;
+        s.js.publish(subject, "stranger".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    })
+    .await;
+    failed(
+        &summary,
+        "nothing stored unconfirmed (read back)",
+        "without a stamp",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_duplicate_window_shrunk_mid_run_stores_retries_inside_it() {
+    let server = common::server();
+    // 50 msg/s: a retry picks one of the last 64 sends, up to 1.3 s old,
+    // well past the 100 ms the window is shrunk to.
+    let body = "[[scenario]]\nkind = \"publish\"\nduration = \"4s\"\nrates = [50]\n\
+                msg_id = \"unique\"\nduplicates = 0.2\nduplicate_window = \"10s\"\n";
+    let summary = sabotaged(&server, "shrunk", body, |s| async move {
+        let mut stream = s.stream("shrunk").await;
+        s.messages(&mut stream, 20).await;
+        let mut config = stream.cached_info().config.clone();
+        config.duplicate_window = Duration::from_millis(100);
+        s.js.update_stream(config).await.unwrap();
+    })
+    .await;
+    failed(&summary, "duplicates flagged = injected", "expected");
+    failed(
+        &summary,
+        "no retry inside the window stored",
+        "(expected 0)",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_duplicate_window_grown_mid_run_flags_retries_after_it() {
+    let server = common::server();
+    let body =
+        publish("msg_id = \"unique\"\nlate_duplicates = 0.05\nduplicate_window = \"300ms\"\n");
+    let summary = sabotaged(&server, "grown", &body, |s| async move {
+        let mut stream = s.stream("grown").await;
+        s.messages(&mut stream, 50).await;
+        let mut config = stream.cached_info().config.clone();
+        config.duplicate_window = Duration::from_secs(60);
+        s.js.update_stream(config).await.unwrap();
+    })
+    .await;
+    failed(
+        &summary,
+        "retries after the window stored",
+        "flagged duplicate",
+    );
+}
+
+fn redelivery(extra: &str, consumer: &str, behaviour: &str) -> String {
+    format!(
+        "[[scenario]]\nkind = \"redelivery\"\nduration = \"2s\"\nrate = 200\nbaseline = false\n{extra}\
+         [scenario.consumer]\n{consumer}[scenario.behaviour]\nhandlers = 8\n{behaviour}"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_the_server_shortened_makes_redeliveries_early_and_unplanned() {
+    let server = common::server();
+    // Ignored messages expire after 1 s as configured, until the server is
+    // told 100 ms.
+    let body = redelivery("", "ack_wait = \"1s\"\nmax_deliver = 3\n", "ignore = 0.2\n");
+    let summary = sabotaged(&server, "early", &body, |s| async move {
+        let mut stream = s.stream("early").await;
+        s.messages(&mut stream, 50).await;
+        let durable = s.durable(&stream).await;
+        let consumer: jetstream::consumer::PullConsumer =
+            stream.get_consumer(&durable).await.unwrap();
+        let mut config = consumer.cached_info().config.clone();
+        config.ack_wait = Duration::from_millis(100);
+        stream.update_consumer(config).await.unwrap();
+    })
+    .await;
+    failed(&summary, "no redelivery earlier than configured", "early");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expiries_sooner_than_the_deadlines_are_unexplained() {
+    let server = common::server();
+    // A greedy client: slow handlers, a short AckWait, so deliveries wait
+    // in the client past their deadline and expire (the pathology measured).
+    let body = "[[scenario]]\nkind = \"backpressure\"\nduration = \"2s\"\nrate = 200\n\
+                max_ack_pending = [64]\nexpiry_ack_waits = []\n\
+                [scenario.consumer]\nack_wait = \"2s\"\n\
+                [scenario.behaviour]\nhandlers = 1\nprocessing = \"8ms\"\n";
+    let summary = sabotaged(&server, "unexplained", body, |s| async move {
+        let mut stream = s.stream("unexplained").await;
+        s.messages(&mut stream, 50).await;
+        let durable = s.durable(&stream).await;
+        let consumer: jetstream::consumer::PullConsumer =
+            stream.get_consumer(&durable).await.unwrap();
+        let mut config = consumer.cached_info().config.clone();
+        // The server now redelivers after 20 ms; the plan says 2 s.
+        config.ack_wait = Duration::from_millis(20);
+        stream.update_consumer(config).await.unwrap();
+    })
+    .await;
+    failed(&summary, "redeliveries explained", "unexplained");
+}
+
+fn dlq(extra: &str) -> String {
+    format!(
+        "[[scenario]]\nkind = \"dlq\"\nduration = \"1s\"\nrate = 200\nbaseline = false\n\
+         retention = \"limits\"\ncapture = \"stream\"\n{extra}\
+         [scenario.consumer]\nack_wait = \"100ms\"\nmax_deliver = 2\n\
+         [scenario.behaviour]\nhandlers = 8\npoison = {{ fraction = 0.1 }}\n\
+         [scenario.handler]\nack_wait = \"300ms\"\n"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stranger_in_the_dlq_and_a_copy_deleted_fail_the_audit() {
+    let server = common::server();
+    let summary = sabotaged(&server, "audited", &dlq(""), |s| async move {
+        let mut dlq = s.stream_ending("-DLQ").await;
+        s.messages(&mut dlq, 3).await;
+        assert!(dlq.delete_message(1).await.unwrap());
+        let subjects = dlq.info().await.unwrap().config.subjects.clone();
+        let subject = subjects[0].trim_end_matches('>').to_string() + "stranger";
+        s.js.publish(subject, "not a dead letter".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    })
+    .await;
+    failed(
+        &summary,
+        "every dead letter in the DLQ exactly once",
+        "missing",
+    );
+    failed(
+        &summary,
+        "no other message in the DLQ",
+        "says nothing of its origin",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_original_deleted_from_a_limits_stream_fails_the_retention_check() {
+    let server = common::server();
+    let summary = sabotaged(&server, "retained", &dlq(""), |s| async move {
+        let mut dlq = s.stream_ending("-DLQ").await;
+        s.messages(&mut dlq, 2).await;
+        // The first copy names its original: delete that from the source.
+        let copy = dlq.get_raw_message(1).await.unwrap();
+        let origin: u64 = copy
+            .headers
+            .get("Nats-Dlq-Origin-Seq")
+            .or_else(|| copy.headers.get("Dlq-Origin-Seq"))
+            .unwrap()
+            .as_str()
+            .parse()
+            .unwrap();
+        let source = s.stream_ending("_LIMITS").await;
+        assert!(source.delete_message(origin).await.unwrap());
+    })
+    .await;
+    failed(&summary, "limits: originals remain", "still readable");
+}
