@@ -546,3 +546,290 @@ async fn a_poison_original_deleted_from_a_limits_stream_fails_the_retention_chec
     .await;
     failed(&summary, "limits: originals remain", "still readable");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_id_published_ahead_in_the_publish_scenario_fails_its_dedup_checks() {
+    let server = common::server();
+    let body = publish("msg_id = \"unique\"\n");
+    let summary = sabotaged(&server, "fresh", &body, |s| async move {
+        let mut stream = s.stream("fresh").await;
+        s.messages(&mut stream, 10).await;
+        let first = stream.get_raw_message(1).await.unwrap();
+        let id = first.headers.get("Nats-Msg-Id").unwrap().to_string();
+        let digits = id.len() - id.chars().rev().take_while(|c| c.is_ascii_digit()).count();
+        let subject = s.subject(&mut stream).await;
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Nats-Msg-Id", format!("{}{}", &id[..digits], 1500).as_str());
+        s.js.publish_with_headers(subject, headers, "ahead".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    })
+    .await;
+    failed(&summary, "no fresh id flagged duplicate", "(expected 0)");
+    // The stranger's message holds the publisher's slot in the count.
+    failed(&summary, "stream count = unique persisted", "expected");
+    held(&summary, "duplicates flagged = injected");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reference_loop_whose_publishes_are_refused_fails_its_checks() {
+    let server = common::server();
+    let body = "[[scenario]]\nkind = \"publish\"\nduration = \"1s\"\nrates = [\"max\"]\n\
+                reference = [\"idiomatic\"]\npub_ack_window = 256\n";
+    let summary = sabotaged(&server, "refused-ref", body, |s| async move {
+        let mut stream = s.stream_ending("IDIOMATIC").await;
+        s.messages(&mut stream, 100).await;
+        let mut config = stream.cached_info().config.clone();
+        config.max_messages = 200;
+        config.discard = stream::DiscardPolicy::New;
+        s.js.update_stream(config).await.unwrap();
+    })
+    .await;
+    failed(&summary, "no publish errors", "(expected 0)");
+    failed(&summary, "every publish acknowledged", "expected");
+}
+
+/// The ack scenario reads a filled stream; ten at a time, so a stranger's
+/// pull gets its turn.
+fn ack(acks: &str) -> String {
+    format!(
+        "[[scenario]]\nkind = \"ack\"\nmessages = 20000\nacks = [\"{acks}\"]\nreads = [\"pull\"]\n\
+         drain_timeout = \"2s\"\n[scenario.consumer]\nbatch = 10\n"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deliveries_taken_from_the_ack_scenario_are_the_clients_loss() {
+    let server = common::server();
+    let summary = sabotaged(&server, "taken", &ack("explicit"), |s| async move {
+        let stream = s.stream("taken").await;
+        let durable = s.durable(&stream).await;
+        let consumer: jetstream::consumer::PullConsumer =
+            stream.get_consumer(&durable).await.unwrap();
+        let mut batch = consumer
+            .fetch()
+            .max_messages(20)
+            .expires(Duration::from_secs(2))
+            .messages()
+            .await
+            .unwrap();
+        while let Some(m) = batch.next().await {
+            m.unwrap();
+        }
+    })
+    .await;
+    failed(
+        &summary,
+        "no message dropped by the client",
+        "delivered by the server",
+    );
+    failed(
+        &summary,
+        "server reports nothing pending",
+        "num_ack_pending",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_shortened_under_the_ack_scenario_shows_as_redelivery() {
+    let server = common::server();
+    let summary = sabotaged(&server, "hurried", &ack("explicit"), |s| async move {
+        let stream = s.stream("hurried").await;
+        let durable = s.durable(&stream).await;
+        let consumer: jetstream::consumer::PullConsumer =
+            stream.get_consumer(&durable).await.unwrap();
+        let mut config = consumer.cached_info().config.clone();
+        config.ack_wait = Duration::from_micros(200);
+        stream.update_consumer(config).await.unwrap();
+    })
+    .await;
+    failed(&summary, "no redelivery", "(expected 0)");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_copy_fails_the_content_check() {
+    let server = common::server();
+    let summary = sabotaged(&server, "forged", &dlq(""), |s| async move {
+        let mut dlq = s.stream_ending("-DLQ").await;
+        s.messages(&mut dlq, 2).await;
+        // The real first copy out, a copy with its origin but another
+        // payload in.
+        let real = dlq.get_raw_message(1).await.unwrap();
+        assert!(dlq.delete_message(1).await.unwrap());
+        let mut headers = async_nats::HeaderMap::new();
+        for (name, values) in real.headers.iter() {
+            if name.to_string() != "Nats-Msg-Id" {
+                for v in values {
+                    headers.append(name.clone(), v.clone());
+                }
+            }
+        }
+        s.js.publish_with_headers(real.subject.clone(), headers, "forged payload".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    })
+    .await;
+    failed(
+        &summary,
+        "copies hold the original payload and headers",
+        "payload",
+    );
+    held(&summary, "every dead letter in the DLQ exactly once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_advisory_for_a_healthy_message_is_caught_by_the_audit() {
+    let server = common::server();
+    let summary = sabotaged(&server, "framed", &dlq(""), |s| async move {
+        let mut source = s.stream_ending("_LIMITS").await;
+        s.messages(&mut source, 50).await;
+        let durable = s.durable(&source).await;
+        let stream = source.cached_info().config.name.clone();
+        // Sequence 1 is healthy in this plan (a tenth is poison, seeded):
+        // an advisory says the server gave up on it anyway.
+        let advisory = format!(
+            "{{\"type\":\"io.nats.jetstream.advisory.v1.max_deliver\",\"id\":\"framed\",\
+             \"timestamp\":\"2026-12-01T00:00:00Z\",\"stream\":\"{stream}\",\"consumer\":\"{durable}\",\
+             \"stream_seq\":{seq},\"deliveries\":2}}",
+            seq = healthy_seq()
+        );
+        s.client
+            .publish(
+                format!("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{stream}.{durable}"),
+                advisory.into(),
+            )
+            .await
+            .unwrap();
+        s.client.flush().await.unwrap();
+    })
+    .await;
+    failed(
+        &summary,
+        "one advisory per dead letter, others skipped",
+        "1 for other messages",
+    );
+    failed(
+        &summary,
+        "no other message in the DLQ",
+        "not to be dead-lettered",
+    );
+}
+
+/// A sequence the dlq test plan (seed 0, a tenth poison) leaves healthy.
+fn healthy_seq() -> u64 {
+    use jsbench::profile::parse;
+    let profile = parse("p", &format!("name = \"p\"\n{}", dlq(""))).unwrap();
+    let jsbench::profile::ScenarioPlan::Dlq(plan) = &profile.scenarios[0] else {
+        panic!("a dlq plan");
+    };
+    (1..100)
+        .find(|&seq| {
+            plan.behaviour.fate(seq, plan.consumer.max_deliver).outcome
+                == jsbench::behaviour::Outcome::Acked
+        })
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_whose_durable_is_deleted_leaves_advisories_unanswered() {
+    let server = common::server();
+    let summary = sabotaged(&server, "silenced", &dlq(""), |s| async move {
+        let advisories = s.stream_ending("-ADVISORIES").await;
+        let handler = s.durable(&advisories).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        advisories.delete_consumer(&handler).await.unwrap();
+    })
+    .await;
+    failed(&summary, "the handler answered every advisory", "");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_original_deleted_from_an_interest_stream_fails_the_retention_check() {
+    let server = common::server();
+    let body = dlq("").replace("retention = \"limits\"", "retention = \"interest\"");
+    let summary = sabotaged(&server, "interested", &body, |s| async move {
+        let mut dlq = s.stream_ending("-DLQ").await;
+        s.messages(&mut dlq, 2).await;
+        let copy = dlq.get_raw_message(1).await.unwrap();
+        let origin: u64 = copy
+            .headers
+            .get("Nats-Dlq-Origin-Seq")
+            .or_else(|| copy.headers.get("Dlq-Origin-Seq"))
+            .unwrap()
+            .as_str()
+            .parse()
+            .unwrap();
+        let source = s.stream_ending("_INTEREST").await;
+        assert!(source.delete_message(origin).await.unwrap());
+    })
+    .await;
+    failed(
+        &summary,
+        "interest: originals remain until every consumer acks",
+        "still readable",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_work_queue_whose_handler_is_silenced_keeps_its_poison() {
+    let server = common::server();
+    let body = dlq("").replace("retention = \"limits\"", "retention = \"workqueue\"");
+    let summary = sabotaged(&server, "unhandled", &body, |s| async move {
+        let advisories = s.stream_ending("-ADVISORIES").await;
+        let handler = s.durable(&advisories).await;
+        advisories.delete_consumer(&handler).await.unwrap();
+    })
+    .await;
+    failed(
+        &summary,
+        "workqueue: originals deleted once copied",
+        "still readable",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copies_deleted_around_a_handler_restart_fail_its_exactly_once() {
+    let server = common::server();
+    let body = dlq("").replace(
+        "[scenario.handler]\n",
+        "[scenario.handler]\nrestart_after = 3\n",
+    );
+    let summary = sabotaged(&server, "restarted", &body, |s| async move {
+        // The killed handler made three copies; whichever way the new one
+        // answers the advisory again, its copy is a duplicate the server
+        // drops, so none survives.
+        let mut dlq = s.stream_ending("-DLQ").await;
+        s.messages(&mut dlq, 3).await;
+        for seq in 1..=3 {
+            assert!(dlq.delete_message(seq).await.unwrap());
+        }
+    })
+    .await;
+    failed(
+        &summary,
+        "a restarted handler still dead-letters exactly once",
+        "not exactly once",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_deleted_before_the_recording_is_read_fails_it() {
+    let server = common::server();
+    let body = "[[scenario]]\nkind = \"replay\"\nduration = \"1s\"\nrate = 300\n\
+                instant = [\"all\"]\noriginal = []\n";
+    let summary = sabotaged(&server, "recorded", body, |s| async move {
+        let mut stream = s.stream("recorded").await;
+        s.messages(&mut stream, 50).await;
+        assert!(stream.delete_message(5).await.unwrap());
+    })
+    .await;
+    failed(
+        &summary,
+        "the recording holds every persisted message",
+        "with gaps",
+    );
+}

@@ -110,6 +110,13 @@ pub struct DriveOutcome {
 }
 
 impl DriveOutcome {
+    /// An outcome with nothing in it, for the checks' unit tests to fill
+    /// with what a real server cannot be made to produce.
+    #[cfg(test)]
+    pub(crate) fn empty() -> Self {
+        merge(Vec::new(), Vec::new(), Vec::new(), 0, 0)
+    }
+
     /// Splits the persisted messages no client saw between the server and
     /// the clients ([`attribute`]), asking the stream which it still holds.
     pub async fn attribute_losses(&mut self, js: &jetstream::Context, stream: &str) {

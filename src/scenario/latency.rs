@@ -210,3 +210,38 @@ fn verify(o: &DriveOutcome, msg_id: MsgId, stored: Option<u64>, r: &mut VariantR
     r.invariants.push(checks::nothing_pending(o));
     r.invariants.push(checks::publishers_finished(o));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::drive::ConsumerState;
+
+    /// Checks a real server cannot be made to break on demand, with the
+    /// counts forged: jsbench's own acks, and a clean baseline.
+    #[test]
+    fn an_ack_jsbench_did_not_send_fails_every_delivery_acked() {
+        let mut o = DriveOutcome::empty();
+        o.server_state = Some(ConsumerState {
+            num_pending: 0,
+            num_ack_pending: 0,
+            num_redelivered: 0,
+            delivered_stream_seq: 3,
+        });
+        o.counts.published = 3;
+        o.counts.persisted = 3;
+        o.counts.delivered = 3;
+        o.counts.acked = 3;
+        let failing = |o: &DriveOutcome| {
+            let mut r = VariantResult::new("t");
+            verify(o, MsgId::Unique, Some(3), &mut r);
+            r.invariants
+                .into_iter()
+                .filter(|i| !i.passed)
+                .map(|i| i.name)
+                .collect::<Vec<_>>()
+        };
+        assert!(failing(&o).is_empty());
+        o.counts.acked = 2;
+        assert_eq!(failing(&o), ["every delivery acked"]);
+    }
+}

@@ -972,6 +972,158 @@ mod tests {
         assert_eq!(difference(&[], &[5]), (vec![], vec![5]));
     }
 
+    /// A recording of sequences 1..=5 and a clean replay of 2..=5.
+    fn clean() -> (Vec<Recorded>, Vec<u64>, ReplayLog) {
+        let recording: Vec<Recorded> = (1..=5)
+            .map(|seq| Recorded {
+                seq,
+                published_ns: 1_000 * seq,
+                subject: 0,
+                origin: seq,
+                intended_ns: 0,
+            })
+            .collect();
+        let expected = vec![2, 3, 4, 5];
+        let deliveries = expected
+            .iter()
+            .map(|&seq| Delivery {
+                seq,
+                published_ns: 1_000 * seq,
+                received_ns: 0,
+                pending: 5 - seq,
+                origin: seq,
+            })
+            .collect();
+        let log = ReplayLog {
+            requested_ns: 0,
+            deliveries,
+            bytes: 0,
+            malformed: 0,
+            redelivered: 0,
+            errors: Vec::new(),
+            end: End::Reached,
+            server_state: Some((0, 0)),
+            timeline: crate::timeline::Timeline::per_second(0),
+        };
+        (recording, expected, log)
+    }
+
+    /// The names of the invariants `verify` fails for `log`.
+    fn failing(reader: ReplayReader, log: &ReplayLog) -> Vec<String> {
+        let (recording, expected, _) = clean();
+        let v = Replay {
+            pace: ReplayPace::Instant,
+            deliver: ReplayDeliver::ByStartSequence,
+            reader,
+            live: Live::No,
+        };
+        let mut r = VariantResult::new("t");
+        verify(&v, log, &expected, &recording, None, &mut r);
+        r.invariants
+            .iter()
+            .filter(|i| !i.passed)
+            .map(|i| i.name.clone())
+            .collect()
+    }
+
+    /// Each check fails on the fault it is for and on nothing else: the
+    /// server cannot be made to break these on demand, so the deliveries
+    /// are forged.
+    #[test]
+    fn each_replay_check_fails_on_its_own_fault() {
+        let (_, _, log) = clean();
+        assert!(failing(ReplayReader::Pull, &log).is_empty());
+        assert!(failing(ReplayReader::Ordered, &log).is_empty());
+
+        let mut wrong_start = clean().2;
+        wrong_start.deliveries.insert(0, wrong_start.deliveries[0]);
+        wrong_start.deliveries[0].seq = 1;
+        wrong_start.deliveries[0].published_ns = 1_000;
+        wrong_start.deliveries[0].origin = 1;
+        assert_eq!(
+            failing(ReplayReader::Pull, &wrong_start),
+            [
+                "first message = the policy's first",
+                "count = selected count",
+                "nothing extra"
+            ]
+        );
+
+        let mut swapped = clean().2;
+        swapped.deliveries.swap(1, 2);
+        assert_eq!(failing(ReplayReader::Pull, &swapped), ["in stream order"]);
+
+        let mut short = clean().2;
+        short.deliveries.pop();
+        short.deliveries[2].pending = 0;
+        assert_eq!(
+            failing(ReplayReader::Ordered, &short),
+            ["count = selected count", "nothing lost"]
+        );
+
+        let mut marked = clean().2;
+        marked.redelivered = 1;
+        assert_eq!(failing(ReplayReader::Pull, &marked), ["nothing extra"]);
+
+        let mut altered = clean().2;
+        altered.deliveries[1].origin = 99;
+        assert_eq!(
+            failing(ReplayReader::Pull, &altered),
+            ["each delivery is the recorded message"]
+        );
+        let mut retimed = clean().2;
+        retimed.deliveries[1].published_ns += 1;
+        assert_eq!(
+            failing(ReplayReader::Pull, &retimed),
+            ["each delivery is the recorded message"]
+        );
+        let mut unstamped = clean().2;
+        unstamped.malformed = 1;
+        assert_eq!(
+            failing(ReplayReader::Pull, &unstamped),
+            ["each delivery is the recorded message"]
+        );
+
+        let mut pending = clean().2;
+        pending.server_state = Some((0, 1));
+        assert_eq!(
+            failing(ReplayReader::Pull, &pending),
+            ["server reports nothing pending"]
+        );
+        pending.server_state = None;
+        assert_eq!(
+            failing(ReplayReader::Pull, &pending),
+            ["server reports nothing pending"]
+        );
+        let mut behind = clean().2;
+        behind.deliveries.last_mut().unwrap().pending = 3;
+        assert_eq!(
+            failing(ReplayReader::Ordered, &behind),
+            ["server reports nothing pending"]
+        );
+
+        // A live publisher's publish the server did not persist.
+        let (recording, expected, log) = clean();
+        let mut live = DriveOutcome::empty();
+        live.counts.published = 3;
+        live.counts.persisted = 2;
+        let v = Replay {
+            pace: ReplayPace::Instant,
+            deliver: ReplayDeliver::New,
+            reader: ReplayReader::Pull,
+            live: Live::New,
+        };
+        let mut r = VariantResult::new("t");
+        verify(&v, &log, &expected, &recording, Some(&live), &mut r);
+        let failed: Vec<&str> = r
+            .invariants
+            .iter()
+            .filter(|i| !i.passed)
+            .map(|i| i.name.as_str())
+            .collect();
+        assert_eq!(failed, ["every live publish persisted"]);
+    }
+
     #[test]
     fn variants_replay_the_recording_first_and_append_last() {
         let plan = crate::profile::parse(

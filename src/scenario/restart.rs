@@ -303,3 +303,91 @@ fn verify(o: &DriveOutcome, read: &ReadBack, r: &mut VariantResult) {
     ));
     r.invariants.push(checks::nothing_pending(o));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::drive::{ConsumerState, FaultOutcome};
+    use crate::ledger::Event;
+
+    /// Three messages confirmed and read back after a kill and a restart.
+    fn clean() -> (DriveOutcome, ReadBack) {
+        let mut o = DriveOutcome::empty();
+        for seq in 1..=3 {
+            o.ledger.mark(seq, Event::Persisted);
+        }
+        o.server_state = Some(ConsumerState {
+            num_pending: 0,
+            num_ack_pending: 0,
+            num_redelivered: 0,
+            delivered_stream_seq: 3,
+        });
+        o.fault = Some(FaultOutcome {
+            node: "n1".into(),
+            killed_ns: 10,
+            restarted_ns: 20,
+            leader_before: None,
+            leader_after: None,
+            election_gap: None,
+        });
+        let read = ReadBack {
+            messages: 3,
+            by_origin: vec![vec![1, 1, 1]],
+            malformed: 0,
+            complete: true,
+            present: vec![false, true, true, true],
+        };
+        (o, read)
+    }
+
+    fn failing(o: &DriveOutcome, read: &ReadBack) -> Vec<String> {
+        let mut r = VariantResult::new("t");
+        verify(o, read, &mut r);
+        r.invariants
+            .iter()
+            .filter(|i| !i.passed)
+            .map(|i| i.name.clone())
+            .collect()
+    }
+
+    /// Each survival check fails on the fault it is for and on nothing
+    /// else: this scenario refuses servers it did not start, so no
+    /// saboteur can reach its stream; the read-backs are forged.
+    #[test]
+    fn each_survival_check_fails_on_its_own_fault() {
+        let (o, read) = clean();
+        assert!(failing(&o, &read).is_empty());
+
+        let (o, mut read) = clean();
+        read.present[2] = false;
+        assert_eq!(
+            failing(&o, &read),
+            ["every PubAcked message survived the restart"]
+        );
+        let (o, mut read) = clean();
+        read.complete = false;
+        assert_eq!(
+            failing(&o, &read),
+            ["every PubAcked message survived the restart"]
+        );
+
+        let (o, mut read) = clean();
+        read.by_origin[0][1] = 2;
+        assert_eq!(failing(&o, &read), ["no message stored twice"]);
+
+        let (o, mut read) = clean();
+        read.present.push(true);
+        assert_eq!(failing(&o, &read), ["every stored message confirmed"]);
+
+        let (mut o, read) = clean();
+        o.counts.publish_errors = 1;
+        assert_eq!(failing(&o, &read), ["every publish answered"]);
+
+        let (mut o, read) = clean();
+        o.fault = None;
+        assert_eq!(failing(&o, &read), ["the server was killed and came back"]);
+        let (mut o, read) = clean();
+        o.fault.as_mut().unwrap().restarted_ns = 5;
+        assert_eq!(failing(&o, &read), ["the server was killed and came back"]);
+    }
+}

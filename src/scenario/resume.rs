@@ -290,3 +290,85 @@ fn verify(o: &DriveOutcome, rec: &Recovery, stored: Option<u64>, r: &mut Variant
     r.invariants.push(checks::stream_holds(stored, c.persisted));
     r.invariants.push(checks::nothing_pending(o));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::consume::CrashReport;
+    use crate::drive::ConsumerState;
+
+    /// A crash with two messages unacked, one of them processed: both
+    /// redelivered, the processed one run again, a new client resumed.
+    fn clean() -> (DriveOutcome, Recovery) {
+        let mut o = DriveOutcome::empty();
+        o.server_state = Some(ConsumerState {
+            num_pending: 0,
+            num_ack_pending: 0,
+            num_redelivered: 0,
+            delivered_stream_seq: 0,
+        });
+        let rec = Recovery {
+            crash: Some(CrashOutcome {
+                report: CrashReport {
+                    at_ns: 1,
+                    in_hand: 2,
+                    processed_unacked: vec![7],
+                },
+                ack_pending_after: Some(2),
+                rebound_ns: 2,
+            }),
+            redelivered: BTreeSet::from([7, 8]),
+            ran_twice: 1,
+            first_after_rebind_ns: Some(3),
+            first_redelivery_ns: Some(3),
+            last_redelivery_ns: Some(4),
+        };
+        (o, rec)
+    }
+
+    fn failing(o: &DriveOutcome, rec: &Recovery) -> Vec<String> {
+        let mut r = VariantResult::new("t");
+        verify(o, rec, Some(0), &mut r);
+        r.invariants
+            .iter()
+            .filter(|i| !i.passed)
+            .map(|i| i.name.clone())
+            .collect()
+    }
+
+    /// Each recovery check fails on the fault it is for and on nothing
+    /// else: a real server always redelivers what a crash left unacked,
+    /// so the recoveries are forged.
+    #[test]
+    fn each_recovery_check_fails_on_its_own_fault() {
+        let (o, rec) = clean();
+        assert!(failing(&o, &rec).is_empty());
+
+        let (o, mut rec) = clean();
+        rec.redelivered.remove(&8);
+        assert_eq!(failing(&o, &rec), ["redelivered = unacked at the crash"]);
+        rec.crash.as_mut().unwrap().ack_pending_after = None;
+        rec.redelivered.insert(8);
+        assert_eq!(failing(&o, &rec), ["redelivered = unacked at the crash"]);
+
+        let (o, mut rec) = clean();
+        rec.ran_twice = 0;
+        assert_eq!(failing(&o, &rec), ["work done but not acked runs again"]);
+
+        let (o, mut rec) = clean();
+        rec.first_after_rebind_ns = None;
+        assert_eq!(failing(&o, &rec), ["a new client resumed"]);
+
+        let (o, mut rec) = clean();
+        rec.crash = None;
+        assert_eq!(failing(&o, &rec), ["the client crashed"]);
+
+        let (mut o, rec) = clean();
+        o.counts.persisted = 3;
+        o.counts.acked = 2;
+        assert_eq!(
+            failing(&o, &rec),
+            ["lost = 0", "stream holds every persisted message"]
+        );
+    }
+}
