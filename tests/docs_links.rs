@@ -380,6 +380,94 @@ fn every_docs_page_named_in_code_scripts_and_tests_exists() {
     );
 }
 
+/// The names of the invariants a source text can report: the string
+/// literal opening `Invariant::check(`, `equal(` or `not_applicable(`, and
+/// a `const NAME`; unit tests (after `#[cfg(test)]`) left out.
+fn invariant_names(text: &str) -> Vec<String> {
+    let text = text.split("#[cfg(test)]").next().unwrap_or("");
+    let mut names = Vec::new();
+    for opening in [
+        "Invariant::check(",
+        "Invariant::equal(",
+        "Invariant::not_applicable(",
+        "const NAME: &str =",
+    ] {
+        for (at, _) in text.match_indices(opening) {
+            let rest = text[at + opening.len()..].trim_start();
+            if let Some(literal) = rest.strip_prefix('"')
+                && let Some(end) = literal.find('"')
+            {
+                names.push(literal[..end].to_string());
+            }
+        }
+    }
+    names
+}
+
+/// docs/invariants.md's table: every invariant the code can report is in
+/// it, and every test it names exists, so the page cannot fall behind.
+#[test]
+fn every_invariant_is_in_the_table_with_a_test_that_exists() {
+    let root = root();
+    let page = fs::read_to_string(root.join("docs/invariants.md")).unwrap();
+    let rows: BTreeSet<String> = page
+        .lines()
+        .filter_map(|l| l.strip_prefix("| "))
+        .filter_map(|l| l.split(" |").next())
+        .map(str::to_string)
+        .collect();
+    let mut missing = BTreeSet::new();
+    for file in files_under(&root.join("src")) {
+        if file.extension().is_some_and(|e| e == "rs") && !file.ends_with("tests.rs") {
+            for name in invariant_names(&fs::read_to_string(&file).unwrap()) {
+                if !rows.contains(&name) {
+                    missing.insert(format!("{name} ({})", file.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "invariants missing from docs/invariants.md:\n  {}",
+        missing.into_iter().collect::<Vec<_>>().join("\n  ")
+    );
+    let mut code = String::new();
+    for dir in ["src", "tests"] {
+        for file in files_under(&root.join(dir)) {
+            if file.extension().is_some_and(|e| e == "rs") {
+                code.push_str(&fs::read_to_string(&file).unwrap());
+            }
+        }
+    }
+    let named: Vec<&str> = page
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|s| {
+            s.matches('_').count() >= 4
+                && s.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        })
+        .collect();
+    assert!(named.len() >= 30, "the table names its tests: {named:?}");
+    let absent: Vec<&&str> = named
+        .iter()
+        .filter(|t| !code.contains(&format!("fn {t}(")))
+        .collect();
+    assert!(
+        absent.is_empty(),
+        "docs/invariants.md names tests that do not exist: {absent:?}"
+    );
+}
+
+#[test]
+fn invariant_names_are_read_from_their_constructors() {
+    let text = "Invariant::check(\n    \"a b\", x, y)\nInvariant::equal(\"c\", 1, 1)\n\
+                Invariant::check(name, x, y)\nconst NAME: &str = \"d\";\n\
+                #[cfg(test)]\nInvariant::equal(\"fixture\", 1, 1)";
+    assert_eq!(invariant_names(text), ["a b", "c", "d"]);
+}
+
 #[test]
 fn docs_paths_are_found_in_prose_and_strings() {
     assert_eq!(

@@ -585,10 +585,14 @@ async fn a_reference_loop_whose_publishes_are_refused_fails_its_checks() {
         config.max_messages = 200;
         config.discard = stream::DiscardPolicy::New;
         s.js.update_stream(config).await.unwrap();
+        // Full, and one acknowledged message gone.
+        s.messages(&mut stream, 200).await;
+        assert!(stream.delete_message(1).await.unwrap());
     })
     .await;
     failed(&summary, "no publish errors", "(expected 0)");
     failed(&summary, "every publish acknowledged", "expected");
+    failed(&summary, "stream count = acknowledged", "expected");
 }
 
 /// The ack scenario reads a filled stream; ten at a time, so a stranger's
@@ -831,5 +835,93 @@ async fn a_message_deleted_before_the_recording_is_read_fails_it() {
         &summary,
         "the recording holds every persisted message",
         "with gaps",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deliveries_a_stranger_holds_leave_backpressure_work_unfinished() {
+    let server = common::server();
+    // A deadline longer than the drain: what the stranger holds is not
+    // redelivered to jsbench in time.
+    let body = "[[scenario]]\nkind = \"backpressure\"\nduration = \"1s\"\nrate = 200\n\
+                max_ack_pending = [64]\nexpiry_ack_waits = []\ndrain_timeout = \"1s\"\n\
+                [scenario.consumer]\nack_wait = \"30s\"\nbatch = 10\n\
+                [scenario.behaviour]\nhandlers = 4\nprocessing = \"1ms\"\n";
+    let summary = sabotaged(&server, "held", body, |s| async move {
+        let mut stream = s.stream("held").await;
+        s.messages(&mut stream, 50).await;
+        let durable = s.durable(&stream).await;
+        let consumer: jetstream::consumer::PullConsumer =
+            stream.get_consumer(&durable).await.unwrap();
+        let mut batch = consumer
+            .fetch()
+            .max_messages(20)
+            .expires(Duration::from_secs(2))
+            .messages()
+            .await
+            .unwrap();
+        while let Some(m) = batch.next().await {
+            m.unwrap();
+        }
+    })
+    .await;
+    failed(&summary, "every message completed", "unfinished");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_purged_under_the_ack_scenario_is_the_servers_loss() {
+    let server = common::server();
+    let summary = sabotaged(&server, "emptied", &ack("explicit"), |s| async move {
+        let mut stream = s.stream("emptied").await;
+        s.messages(&mut stream, 20_000).await;
+        stream.purge().await.unwrap();
+    })
+    .await;
+    failed(&summary, "lost = 0", "never delivered");
+    held(&summary, "no message dropped by the client");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn advisories_for_messages_that_never_ended_so_fail_the_advisory_counts() {
+    let server = common::server();
+    let body = redelivery("", "", "");
+    let summary = sabotaged(&server, "advised", &body, |s| async move {
+        let stream = s.stream("advised").await;
+        let durable = s.durable(&stream).await;
+        let name = stream.cached_info().config.name.clone();
+        // A sequence the run never reaches, told ended both ways, repeated
+        // over the run so the watch cannot miss it.
+        for _ in 0..10 {
+            for (kind, subject) in [
+                ("max_deliver", "MAX_DELIVERIES"),
+                ("terminated", "MSG_TERMINATED"),
+            ] {
+                let advisory = format!(
+                    "{{\"type\":\"io.nats.jetstream.advisory.v1.{kind}\",\"id\":\"x\",\
+                     \"timestamp\":\"2026-12-01T00:00:00Z\",\"stream\":\"{name}\",\
+                     \"consumer\":\"{durable}\",\"stream_seq\":1000000,\"deliveries\":1}}"
+                );
+                s.client
+                    .publish(
+                        format!("$JS.EVENT.ADVISORY.CONSUMER.{subject}.{name}.{durable}"),
+                        advisory.into(),
+                    )
+                    .await
+                    .unwrap();
+            }
+            s.client.flush().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(150)).await;
+        }
+    })
+    .await;
+    failed(
+        &summary,
+        "MAX_DELIVERIES advisories = exhausted",
+        "1 for other messages",
+    );
+    failed(
+        &summary,
+        "MSG_TERMINATED advisories = termed",
+        "1 for other messages",
     );
 }

@@ -759,10 +759,15 @@ fn verify(
     // The originals, as the retention says.
     let stored = e.stored;
     match (&now, retention) {
+        // Unreadable originals fail the retention's own check.
         (Err(err), _) => r.invariants.push(Invariant::check(
-            "originals as the retention says",
+            match retention {
+                Retention::Limits => "limits: originals remain",
+                Retention::Workqueue => "workqueue: originals deleted once copied",
+                Retention::Interest => "interest: originals remain until every consumer acks",
+            },
             false,
-            err.clone(),
+            format!("the originals could not be read: {err}"),
         )),
         (Ok(now), Retention::Limits) => {
             let present = now.values().filter(|m| m.is_some()).count();

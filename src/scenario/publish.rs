@@ -103,7 +103,7 @@ pub async fn run(
                     compare(
                         &mut result,
                         figures,
-                        msg_id,
+                        (rate, msg_id),
                         without_id.get(&rate_label),
                         &refs,
                     );
@@ -494,7 +494,7 @@ impl References {
 fn compare(
     r: &mut VariantResult,
     mine: Figures,
-    msg_id: MsgId,
+    (rate, msg_id): (Rate, MsgId),
     without_id: Option<&Figures>,
     refs: &References,
 ) {
@@ -568,8 +568,12 @@ fn compare(
             Direction::None,
         ));
     }
-    // The server's limit or the client's: who spent more per message.
-    if let Some(server) = mine.server_us_per_msg
+    // At max, the server's limit or the client's: who spent more per
+    // message. A paced rate that was met has no limit to name (a client
+    // that idles between sends spends more per message, not too much); one
+    // that was not is the generator falling behind, warned for elsewhere.
+    if rate == Rate::Max
+        && let Some(server) = mine.server_us_per_msg
         && mine.client_us_per_msg > server
     {
         r.warnings.push(format!(
@@ -745,4 +749,39 @@ async fn reference_variant(
         client_us_per_msg: client_us,
         server_us_per_msg: server_us,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn figures(rate: f64, client: f64, server: f64) -> Figures {
+        Figures {
+            rate,
+            p99_us: 100.0,
+            client_us_per_msg: client,
+            server_us_per_msg: Some(server),
+        }
+    }
+
+    fn warnings(rate: Rate, mine: Figures) -> Vec<String> {
+        let mut r = VariantResult::new("t");
+        compare(
+            &mut r,
+            mine,
+            (rate, MsgId::None),
+            None,
+            &References::default(),
+        );
+        r.warnings
+    }
+
+    /// Only at max does CPU per message say who set the limit.
+    #[test]
+    fn a_client_dearer_than_the_server_is_warned_at_max_only() {
+        assert_eq!(warnings(Rate::Max, figures(3e5, 1.2, 3.5)).len(), 0);
+        let warned = warnings(Rate::Max, figures(3e5, 4.0, 3.5));
+        assert!(warned[0].contains("may be the limit"), "{warned:?}");
+        assert!(warnings(Rate::PerSecond(50_000), figures(5e4, 20.7, 15.1)).is_empty());
+    }
 }
