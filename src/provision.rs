@@ -215,15 +215,7 @@ impl Provisioner {
         if self.keep {
             return Ok(());
         }
-        self.js
-            .delete_stream(name)
-            .await
-            .with_context(|| format!("deleting stream {name}"))?;
-        self.created
-            .lock()
-            .expect("not poisoned")
-            .retain(|n| n != name);
-        Ok(())
+        self.delete_stream_anyway(name).await.map(|_| ())
     }
 
     /// Deletes one stream this run created even with `--keep`: one whose

@@ -113,6 +113,15 @@ pub struct VariantResult {
 }
 
 impl VariantResult {
+    /// The names of the invariants that failed, in the order checked.
+    pub fn broken(&self) -> Vec<&str> {
+        self.invariants
+            .iter()
+            .filter(|i| !i.passed)
+            .map(|i| i.name.as_str())
+            .collect()
+    }
+
     pub fn new(name: impl Into<String>) -> Self {
         VariantResult {
             name: name.into(),

@@ -97,12 +97,89 @@ impl Saboteur {
         assert!(text.contains("\"paused\":true"), "pause refused: {text}");
     }
 
+    /// Takes up to `n` deliveries from the stream's durable with a pull
+    /// of a client that is not jsbench's, and never acks them.
+    async fn take(&self, stream: &stream::Stream, n: usize) {
+        let durable = self.durable(stream).await;
+        let consumer: jetstream::consumer::PullConsumer =
+            stream.get_consumer(&durable).await.unwrap();
+        let mut batch = consumer
+            .fetch()
+            .max_messages(n)
+            .expires(Duration::from_secs(2))
+            .messages()
+            .await
+            .unwrap();
+        let mut taken = 0;
+        while let Some(m) = batch.next().await {
+            m.unwrap();
+            taken += 1;
+        }
+        assert!(taken > 0, "the stranger got no delivery");
+    }
+
+    /// Sets the AckWait of the stream's durable under the run.
+    async fn shorten_ack_wait(&self, stream: &stream::Stream, ack_wait: Duration) {
+        let durable = self.durable(stream).await;
+        let consumer: jetstream::consumer::PullConsumer =
+            stream.get_consumer(&durable).await.unwrap();
+        let mut config = consumer.cached_info().config.clone();
+        config.ack_wait = ack_wait;
+        stream.update_consumer(config).await.unwrap();
+    }
+
+    /// The source sequence the DLQ copy at `seq` names as its original.
+    async fn origin_of(&self, dlq: &stream::Stream, seq: u64) -> u64 {
+        let copy = dlq.get_raw_message(seq).await.unwrap();
+        copy.headers
+            .get("Nats-Dlq-Origin-Seq")
+            .or_else(|| copy.headers.get("Dlq-Origin-Seq"))
+            .unwrap()
+            .as_str()
+            .parse()
+            .unwrap()
+    }
+
+    /// Publishes an advisory as the server would: `kind` is its type's last
+    /// word (`max_deliver`, `terminated`), `event` its subject's
+    /// (`MAX_DELIVERIES`, `MSG_TERMINATED`).
+    async fn advise(&self, (kind, event): (&str, &str), stream: &str, durable: &str, seq: u64) {
+        let advisory = format!(
+            "{{\"type\":\"io.nats.jetstream.advisory.v1.{kind}\",\"id\":\"sabotage\",\
+             \"timestamp\":\"2026-12-01T00:00:00Z\",\"stream\":\"{stream}\",\
+             \"consumer\":\"{durable}\",\"stream_seq\":{seq},\"deliveries\":2}}"
+        );
+        self.client
+            .publish(
+                format!("$JS.EVENT.ADVISORY.CONSUMER.{event}.{stream}.{durable}"),
+                advisory.into(),
+            )
+            .await
+            .unwrap();
+        self.client.flush().await.unwrap();
+    }
+
     /// The subject messages of `stream` go to (`<base>.*` captures them).
     async fn subject(&self, stream: &mut stream::Stream) -> String {
         let subjects = stream.info().await.unwrap().config.subjects.clone();
         subjects[0].trim_end_matches('*').to_string() + "stranger"
     }
+
+    /// Publishes a foreign message (no stamp) into `stream`, stored.
+    async fn intrude(&self, stream: &mut stream::Stream, payload: &'static str) {
+        let subject = self.subject(stream).await;
+        self.js
+            .publish(subject, payload.into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
 }
+
+/// The advisories a saboteur forges: type and subject.
+const MAX_DELIVERIES: (&str, &str) = ("max_deliver", "MAX_DELIVERIES");
+const MSG_TERMINATED: (&str, &str) = ("terminated", "MSG_TERMINATED");
 
 /// Runs `body` against `server` with `saboteur` at work meanwhile.
 async fn sabotaged<F, Fut>(server: &EmbeddedServer, name: &str, body: &str, saboteur: F) -> Summary
@@ -212,23 +289,7 @@ async fn deliveries_a_stranger_took_are_the_clients_loss_and_stay_pending() {
     let summary = sabotaged(&server, "steal", &body, |s| async move {
         let mut stream = s.stream("steal").await;
         s.messages(&mut stream, 200).await;
-        let durable = s.durable(&stream).await;
-        let consumer: jetstream::consumer::PullConsumer =
-            stream.get_consumer(&durable).await.unwrap();
-        // Twenty deliveries to a client that is not jsbench's, never acked.
-        let mut batch = consumer
-            .fetch()
-            .max_messages(20)
-            .expires(Duration::from_secs(2))
-            .messages()
-            .await
-            .unwrap();
-        let mut taken = 0;
-        while let Some(m) = batch.next().await {
-            m.unwrap();
-            taken += 1;
-        }
-        assert!(taken > 0);
+        s.take(&stream, 20).await;
     })
     .await;
     let i = failed(
@@ -251,12 +312,7 @@ async fn a_stranger_in_the_stream_fails_the_stamp_and_the_count() {
     let summary = sabotaged(&server, "stranger", &latency(""), |s| async move {
         let mut stream = s.stream("stranger").await;
         s.messages(&mut stream, 100).await;
-        let subject = s.subject(&mut stream).await;
-        s.js.publish(subject, "no stamp".into())
-            .await
-            .unwrap()
-            .await
-            .unwrap();
+        s.intrude(&mut stream, "no stamp").await;
     })
     .await;
     failed(&summary, "every payload carries its stamp", "(expected 0)");
@@ -324,12 +380,8 @@ async fn a_deadline_shortened_under_the_consumer_shows_as_redelivery() {
     let summary = sabotaged(&server, "shortened", &latency(""), |s| async move {
         let mut stream = s.stream("shortened").await;
         s.messages(&mut stream, 100).await;
-        let durable = s.durable(&stream).await;
-        let consumer: jetstream::consumer::PullConsumer =
-            stream.get_consumer(&durable).await.unwrap();
-        let mut config = consumer.cached_info().config.clone();
-        config.ack_wait = Duration::from_micros(200);
-        stream.update_consumer(config).await.unwrap();
+        s.shorten_ack_wait(&stream, Duration::from_micros(200))
+            .await;
     })
     .await;
     failed(&summary, "no unexpected redelivery", "(expected 0)");
@@ -377,12 +429,7 @@ async fn a_stranger_in_a_published_stream_fails_the_read_back() {
     let summary = sabotaged(&server, "unconfirmed", &publish(""), |s| async move {
         let mut stream = s.stream("unconfirmed").await;
         s.messages(&mut stream, 50).await;
-        let subject = s.subject(&mut stream).await;
-        s.js.publish(subject, "stranger".into())
-            .await
-            .unwrap()
-            .await
-            .unwrap();
+        s.intrude(&mut stream, "stranger").await;
     })
     .await;
     failed(
@@ -451,12 +498,8 @@ async fn a_deadline_the_server_shortened_makes_redeliveries_early_and_unplanned(
     let summary = sabotaged(&server, "early", &body, |s| async move {
         let mut stream = s.stream("early").await;
         s.messages(&mut stream, 50).await;
-        let durable = s.durable(&stream).await;
-        let consumer: jetstream::consumer::PullConsumer =
-            stream.get_consumer(&durable).await.unwrap();
-        let mut config = consumer.cached_info().config.clone();
-        config.ack_wait = Duration::from_millis(100);
-        stream.update_consumer(config).await.unwrap();
+        s.shorten_ack_wait(&stream, Duration::from_millis(100))
+            .await;
     })
     .await;
     failed(&summary, "no redelivery earlier than configured", "early");
@@ -474,13 +517,8 @@ async fn expiries_sooner_than_the_deadlines_are_unexplained() {
     let summary = sabotaged(&server, "unexplained", body, |s| async move {
         let mut stream = s.stream("unexplained").await;
         s.messages(&mut stream, 50).await;
-        let durable = s.durable(&stream).await;
-        let consumer: jetstream::consumer::PullConsumer =
-            stream.get_consumer(&durable).await.unwrap();
-        let mut config = consumer.cached_info().config.clone();
         // The server now redelivers after 20 ms; the plan says 2 s.
-        config.ack_wait = Duration::from_millis(20);
-        stream.update_consumer(config).await.unwrap();
+        s.shorten_ack_wait(&stream, Duration::from_millis(20)).await;
     })
     .await;
     failed(&summary, "redeliveries explained", "unexplained");
@@ -531,15 +569,7 @@ async fn a_poison_original_deleted_from_a_limits_stream_fails_the_retention_chec
         let mut dlq = s.stream_ending("-DLQ").await;
         s.messages(&mut dlq, 2).await;
         // The first copy names its original: delete that from the source.
-        let copy = dlq.get_raw_message(1).await.unwrap();
-        let origin: u64 = copy
-            .headers
-            .get("Nats-Dlq-Origin-Seq")
-            .or_else(|| copy.headers.get("Dlq-Origin-Seq"))
-            .unwrap()
-            .as_str()
-            .parse()
-            .unwrap();
+        let origin = s.origin_of(&dlq, 1).await;
         let source = s.stream_ending("_LIMITS").await;
         assert!(source.delete_message(origin).await.unwrap());
     })
@@ -609,19 +639,7 @@ async fn deliveries_taken_from_the_ack_scenario_are_the_clients_loss() {
     let server = common::server();
     let summary = sabotaged(&server, "taken", &ack("explicit"), |s| async move {
         let stream = s.stream("taken").await;
-        let durable = s.durable(&stream).await;
-        let consumer: jetstream::consumer::PullConsumer =
-            stream.get_consumer(&durable).await.unwrap();
-        let mut batch = consumer
-            .fetch()
-            .max_messages(20)
-            .expires(Duration::from_secs(2))
-            .messages()
-            .await
-            .unwrap();
-        while let Some(m) = batch.next().await {
-            m.unwrap();
-        }
+        s.take(&stream, 20).await;
     })
     .await;
     failed(
@@ -641,12 +659,8 @@ async fn a_deadline_shortened_under_the_ack_scenario_shows_as_redelivery() {
     let server = common::server();
     let summary = sabotaged(&server, "hurried", &ack("explicit"), |s| async move {
         let stream = s.stream("hurried").await;
-        let durable = s.durable(&stream).await;
-        let consumer: jetstream::consumer::PullConsumer =
-            stream.get_consumer(&durable).await.unwrap();
-        let mut config = consumer.cached_info().config.clone();
-        config.ack_wait = Duration::from_micros(200);
-        stream.update_consumer(config).await.unwrap();
+        s.shorten_ack_wait(&stream, Duration::from_micros(200))
+            .await;
     })
     .await;
     failed(&summary, "no redelivery", "(expected 0)");
@@ -695,20 +709,8 @@ async fn an_advisory_for_a_healthy_message_is_caught_by_the_audit() {
         let stream = source.cached_info().config.name.clone();
         // Sequence 1 is healthy in this plan (a tenth is poison, seeded):
         // an advisory says the server gave up on it anyway.
-        let advisory = format!(
-            "{{\"type\":\"io.nats.jetstream.advisory.v1.max_deliver\",\"id\":\"framed\",\
-             \"timestamp\":\"2026-12-01T00:00:00Z\",\"stream\":\"{stream}\",\"consumer\":\"{durable}\",\
-             \"stream_seq\":{seq},\"deliveries\":2}}",
-            seq = healthy_seq()
-        );
-        s.client
-            .publish(
-                format!("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{stream}.{durable}"),
-                advisory.into(),
-            )
-            .await
-            .unwrap();
-        s.client.flush().await.unwrap();
+        s.advise(MAX_DELIVERIES, &stream, &durable, healthy_seq())
+            .await;
     })
     .await;
     failed(
@@ -758,15 +760,7 @@ async fn a_poison_original_deleted_from_an_interest_stream_fails_the_retention_c
     let summary = sabotaged(&server, "interested", &body, |s| async move {
         let mut dlq = s.stream_ending("-DLQ").await;
         s.messages(&mut dlq, 2).await;
-        let copy = dlq.get_raw_message(1).await.unwrap();
-        let origin: u64 = copy
-            .headers
-            .get("Nats-Dlq-Origin-Seq")
-            .or_else(|| copy.headers.get("Dlq-Origin-Seq"))
-            .unwrap()
-            .as_str()
-            .parse()
-            .unwrap();
+        let origin = s.origin_of(&dlq, 1).await;
         let source = s.stream_ending("_INTEREST").await;
         assert!(source.delete_message(origin).await.unwrap());
     })
@@ -850,19 +844,7 @@ async fn deliveries_a_stranger_holds_leave_backpressure_work_unfinished() {
     let summary = sabotaged(&server, "held", body, |s| async move {
         let mut stream = s.stream("held").await;
         s.messages(&mut stream, 50).await;
-        let durable = s.durable(&stream).await;
-        let consumer: jetstream::consumer::PullConsumer =
-            stream.get_consumer(&durable).await.unwrap();
-        let mut batch = consumer
-            .fetch()
-            .max_messages(20)
-            .expires(Duration::from_secs(2))
-            .messages()
-            .await
-            .unwrap();
-        while let Some(m) = batch.next().await {
-            m.unwrap();
-        }
+        s.take(&stream, 20).await;
     })
     .await;
     failed(&summary, "every message completed", "unfinished");
@@ -892,24 +874,9 @@ async fn advisories_for_messages_that_never_ended_so_fail_the_advisory_counts() 
         // A sequence the run never reaches, told ended both ways, repeated
         // over the run so the watch cannot miss it.
         for _ in 0..10 {
-            for (kind, subject) in [
-                ("max_deliver", "MAX_DELIVERIES"),
-                ("terminated", "MSG_TERMINATED"),
-            ] {
-                let advisory = format!(
-                    "{{\"type\":\"io.nats.jetstream.advisory.v1.{kind}\",\"id\":\"x\",\
-                     \"timestamp\":\"2026-12-01T00:00:00Z\",\"stream\":\"{name}\",\
-                     \"consumer\":\"{durable}\",\"stream_seq\":1000000,\"deliveries\":1}}"
-                );
-                s.client
-                    .publish(
-                        format!("$JS.EVENT.ADVISORY.CONSUMER.{subject}.{name}.{durable}"),
-                        advisory.into(),
-                    )
-                    .await
-                    .unwrap();
+            for advisory in [MAX_DELIVERIES, MSG_TERMINATED] {
+                s.advise(advisory, &name, &durable, 1_000_000).await;
             }
-            s.client.flush().await.unwrap();
             tokio::time::sleep(Duration::from_millis(150)).await;
         }
     })

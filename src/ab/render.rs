@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::judge::{Judgement, Verdict};
 use super::{AbReport, Stopped};
-use crate::compare::render::{aligned, md};
+use crate::compare::render::{aligned, failure_lines, failure_list, md};
 use crate::report::page::format_value;
 
 fn percent(fraction: f64) -> String {
@@ -153,16 +153,11 @@ pub fn terminal(r: &AbReport) -> String {
     for note in &r.notes {
         let _ = writeln!(out, "note: {note}");
     }
-    if !r.failures.is_empty() {
-        let _ = writeln!(out, "\nFAILED in NEW (a broken guarantee is never noise):");
-        for f in &r.failures {
-            let _ = writeln!(
-                out,
-                "  {}/{}: {}: {}",
-                f.scenario, f.variant, f.check, f.detail
-            );
-        }
-    }
+    failure_lines(
+        &mut out,
+        "FAILED in NEW (a broken guarantee is never noise)",
+        &r.failures,
+    );
     let mut table = vec![HEADER.map(String::from).to_vec()];
     table.extend(rows(r, with_profile));
     let _ = writeln!(out);
@@ -182,19 +177,7 @@ pub fn markdown(r: &AbReport) -> String {
     for note in &r.notes {
         let _ = writeln!(out, "- note: {}", md(note));
     }
-    if !r.failures.is_empty() {
-        let _ = writeln!(out, "\n**Broken checks in NEW** (never noise):\n");
-        for f in &r.failures {
-            let _ = writeln!(
-                out,
-                "- `{}/{}`: **{}**: {}",
-                md(&f.scenario),
-                md(&f.variant),
-                md(&f.check),
-                md(&f.detail)
-            );
-        }
-    }
+    failure_list(&mut out, "Broken checks in NEW", &r.failures);
     let _ = writeln!(out, "\n{}\n", counts(r));
     let _ = writeln!(out, "| {} |", HEADER.join(" | "));
     let _ = writeln!(out, "|---|---:|---:|---:|---|---:|---|");

@@ -168,25 +168,16 @@ fn table(c: &Comparison) -> String {
     let _ = writeln!(out, "{}", run_line("BASE", &c.base));
     let _ = writeln!(out, "{}", run_line("NEW ", &c.new));
     let _ = writeln!(out, "{}", rule_line(c));
-    if !c.failures.is_empty() {
-        let _ = writeln!(out, "\nFAILED in NEW (a broken guarantee is never noise):");
-        for f in &c.failures {
-            let _ = writeln!(
-                out,
-                "  {}/{}: {}: {}",
-                f.scenario, f.variant, f.check, f.detail
-            );
-        }
-    }
-    if !c.missing.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nMISSING in NEW (a number that disappears is never noise):"
-        );
-        missing_list(&mut out, c, |f| {
-            format!("  {}/{}: {}: {}", f.scenario, f.variant, f.check, f.detail)
-        });
-    }
+    failure_lines(
+        &mut out,
+        "FAILED in NEW (a broken guarantee is never noise)",
+        &c.failures,
+    );
+    failure_lines(
+        &mut out,
+        "MISSING in NEW (a number that disappears is never noise)",
+        &c.missing,
+    );
     let mut group: Option<(&str, &str)> = None;
     let mut rows: Vec<Vec<String>> = Vec::new();
     let header = || {
@@ -221,11 +212,38 @@ fn table(c: &Comparison) -> String {
     out
 }
 
-fn missing_list(out: &mut String, c: &Comparison, item: impl Fn(&Failure) -> String) {
-    if !c.missing.is_empty() {
-        for f in &c.missing {
-            let _ = writeln!(out, "{}", item(f));
-        }
+/// The terminal's list of what failed in NEW under `heading`; nothing when
+/// nothing did. Shared with `ab`.
+pub fn failure_lines(out: &mut String, heading: &str, failures: &[Failure]) {
+    if failures.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\n{heading}:");
+    for f in failures {
+        let _ = writeln!(
+            out,
+            "  {}/{}: {}: {}",
+            f.scenario, f.variant, f.check, f.detail
+        );
+    }
+}
+
+/// A markdown list of what failed in NEW under a bold title; nothing when
+/// nothing did. Shared with `ab`'s job summary.
+pub fn failure_list(out: &mut String, title: &str, failures: &[Failure]) {
+    if failures.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\n**{title}** (never noise):\n");
+    for f in failures {
+        let _ = writeln!(
+            out,
+            "- `{}/{}`: **{}**: {}",
+            md(&f.scenario),
+            md(&f.variant),
+            md(&f.check),
+            md(&f.detail)
+        );
     }
 }
 
@@ -269,31 +287,8 @@ fn markdown(c: &Comparison) -> String {
     for note in &c.notes {
         let _ = writeln!(out, "- note: {}", md(note));
     }
-    if !c.failures.is_empty() {
-        let _ = writeln!(out, "\n**Invariant failures in NEW** (never noise):\n");
-        for f in &c.failures {
-            let _ = writeln!(
-                out,
-                "- `{}/{}`: **{}**: {}",
-                md(&f.scenario),
-                md(&f.variant),
-                md(&f.check),
-                md(&f.detail)
-            );
-        }
-    }
-    if !c.missing.is_empty() {
-        let _ = writeln!(out, "\n**Missing in NEW** (never noise):\n");
-        missing_list(&mut out, c, |f| {
-            format!(
-                "- `{}/{}`: **{}**: {}",
-                md(&f.scenario),
-                md(&f.variant),
-                md(&f.check),
-                md(&f.detail)
-            )
-        });
-    }
+    failure_list(&mut out, "Invariant failures in NEW", &c.failures);
+    failure_list(&mut out, "Missing in NEW", &c.missing);
     let changed: Vec<&MetricComparison> = c.metrics.iter().filter(|m| noteworthy(m)).collect();
     let _ = writeln!(out, "\n{}\n", counts_line(c));
     if !changed.is_empty() {

@@ -117,6 +117,18 @@ impl DriveOutcome {
         merge(Vec::new(), Vec::new(), Vec::new(), 0, 0)
     }
 
+    /// An empty outcome whose durable ended with nothing pending, the
+    /// server having delivered up to `delivered_stream_seq`.
+    #[cfg(test)]
+    pub(crate) fn settled(delivered_stream_seq: u64) -> Self {
+        let mut o = Self::empty();
+        o.server_state = Some(ConsumerState {
+            delivered_stream_seq,
+            ..Default::default()
+        });
+        o
+    }
+
     /// Splits the persisted messages no client saw between the server and
     /// the clients ([`attribute`]), asking the stream which it still holds.
     pub async fn attribute_losses(&mut self, js: &jetstream::Context, stream: &str) {

@@ -132,15 +132,7 @@ pub async fn raw(
     config: ReferenceConfig,
     stop: CancellationToken,
 ) -> Result<ReferenceReport> {
-    let inbox = client.new_inbox();
-    let subscription = client
-        .subscribe(format!("{inbox}.*"))
-        .await
-        .context("subscribing for PubAcks")?;
-    client
-        .flush()
-        .await
-        .context("flushing the PubAck subscription")?;
+    let (inbox, subscription) = super::publisher::subscribe_acks(&client).await?;
     let thread = std::thread::Builder::new()
         .name("jsb-raw-ref".into())
         .spawn(move || {

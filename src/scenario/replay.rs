@@ -1019,11 +1019,7 @@ mod tests {
         };
         let mut r = VariantResult::new("t");
         verify(&v, log, &expected, &recording, None, &mut r);
-        r.invariants
-            .iter()
-            .filter(|i| !i.passed)
-            .map(|i| i.name.clone())
-            .collect()
+        r.broken().into_iter().map(String::from).collect()
     }
 
     /// Each check fails on the fault it is for and on nothing else: the
@@ -1115,13 +1111,7 @@ mod tests {
         };
         let mut r = VariantResult::new("t");
         verify(&v, &log, &expected, &recording, Some(&live), &mut r);
-        let failed: Vec<&str> = r
-            .invariants
-            .iter()
-            .filter(|i| !i.passed)
-            .map(|i| i.name.as_str())
-            .collect();
-        assert_eq!(failed, ["every live publish persisted"]);
+        assert_eq!(r.broken(), ["every live publish persisted"]);
     }
 
     #[test]

@@ -307,21 +307,15 @@ fn verify(o: &DriveOutcome, read: &ReadBack, r: &mut VariantResult) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::drive::{ConsumerState, FaultOutcome};
+    use crate::drive::FaultOutcome;
     use crate::ledger::Event;
 
     /// Three messages confirmed and read back after a kill and a restart.
     fn clean() -> (DriveOutcome, ReadBack) {
-        let mut o = DriveOutcome::empty();
+        let mut o = DriveOutcome::settled(3);
         for seq in 1..=3 {
             o.ledger.mark(seq, Event::Persisted);
         }
-        o.server_state = Some(ConsumerState {
-            num_pending: 0,
-            num_ack_pending: 0,
-            num_redelivered: 0,
-            delivered_stream_seq: 3,
-        });
         o.fault = Some(FaultOutcome {
             node: "n1".into(),
             killed_ns: 10,
@@ -343,11 +337,7 @@ mod tests {
     fn failing(o: &DriveOutcome, read: &ReadBack) -> Vec<String> {
         let mut r = VariantResult::new("t");
         verify(o, read, &mut r);
-        r.invariants
-            .iter()
-            .filter(|i| !i.passed)
-            .map(|i| i.name.clone())
-            .collect()
+        r.broken().into_iter().map(String::from).collect()
     }
 
     /// Each survival check fails on the fault it is for and on nothing

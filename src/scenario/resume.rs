@@ -295,18 +295,11 @@ fn verify(o: &DriveOutcome, rec: &Recovery, stored: Option<u64>, r: &mut Variant
 mod tests {
     use super::*;
     use crate::consume::CrashReport;
-    use crate::drive::ConsumerState;
 
     /// A crash with two messages unacked, one of them processed: both
     /// redelivered, the processed one run again, a new client resumed.
     fn clean() -> (DriveOutcome, Recovery) {
-        let mut o = DriveOutcome::empty();
-        o.server_state = Some(ConsumerState {
-            num_pending: 0,
-            num_ack_pending: 0,
-            num_redelivered: 0,
-            delivered_stream_seq: 0,
-        });
+        let o = DriveOutcome::settled(0);
         let rec = Recovery {
             crash: Some(CrashOutcome {
                 report: CrashReport {
@@ -329,11 +322,7 @@ mod tests {
     fn failing(o: &DriveOutcome, rec: &Recovery) -> Vec<String> {
         let mut r = VariantResult::new("t");
         verify(o, rec, Some(0), &mut r);
-        r.invariants
-            .iter()
-            .filter(|i| !i.passed)
-            .map(|i| i.name.clone())
-            .collect()
+        r.broken().into_iter().map(String::from).collect()
     }
 
     /// Each recovery check fails on the fault it is for and on nothing

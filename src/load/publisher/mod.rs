@@ -270,7 +270,7 @@ impl Placement {
 }
 
 /// Subscribes for this publisher's PubAcks: `<inbox>.*`.
-async fn subscribe_acks(client: &Client) -> Result<(String, Subscriber)> {
+pub(crate) async fn subscribe_acks(client: &Client) -> Result<(String, Subscriber)> {
     let inbox = client.new_inbox();
     let subscription = client
         .subscribe(format!("{inbox}.*"))
