@@ -16,6 +16,11 @@
 # Ports for node i (1-based): client BASE_PORT+i-1, routes
 # CLUSTER_BASE_PORT+i-1 (default 6222), monitoring HTTP_BASE_PORT+i-1
 # (default 8222).
+#
+# STRICT_ACCOUNT=1 puts clients into an account that requires max_bytes on
+# every stream (nats-server's max_bytes_required, as managed and
+# multi-tenant deployments set it; user bench, password bench), to see
+# what jsbench does where streams must be sized (docs/connecting.md).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -53,6 +58,19 @@ for i in $(seq 1 "$nodes"); do
     routes="${routes:+$routes,}nats://127.0.0.1:$((cluster_base + i - 1))"
 done
 
+config_args=()
+if [ "${STRICT_ACCOUNT:-0}" = 1 ]; then
+    cat >"$store/accounts.conf" <<'CONF'
+accounts {
+  BENCH: {
+    jetstream: { max_mem: 1G, max_file: 8G, max_bytes_required: true }
+    users: [ { user: bench, password: bench } ]
+  }
+}
+CONF
+    config_args=(-c "$store/accounts.conf")
+fi
+
 pids=()
 stop() {
     trap - EXIT INT TERM
@@ -75,7 +93,7 @@ for i in $(seq 1 "$nodes"); do
     "$bin" --name "$node" --cluster_name "$name" \
         -a 127.0.0.1 -p "$((base + i - 1))" -m "$((http_base + i - 1))" \
         --cluster "nats://127.0.0.1:$((cluster_base + i - 1))" --routes "$routes" \
-        -js -sd "$store/$node" >"$store/$node.log" 2>&1 &
+        -js -sd "$store/$node" "${config_args[@]}" >"$store/$node.log" 2>&1 &
     pids+=("$!")
     urls="${urls:+$urls,}nats://127.0.0.1:$((base + i - 1))"
 done
@@ -108,7 +126,12 @@ fi
 
 echo "$urls"
 echo "cluster $name: $nodes JetStream nodes on 127.0.0.1 (monitoring from port $http_base), stores in $store" >&2
-echo "  jsbench run quick -s $urls --replicas 3" >&2
+if [ "${#config_args[@]}" -gt 0 ]; then
+    echo "  account BENCH requires max_bytes on every stream" >&2
+    echo "  jsbench run quick -s $urls --replicas 3 --user bench --password bench" >&2
+else
+    echo "  jsbench run quick -s $urls --replicas 3" >&2
+fi
 if $remove_store; then
     echo "Ctrl-C stops every node and removes the stores" >&2
 else

@@ -155,6 +155,9 @@ pub struct Provisioner {
     js: jetstream::Context,
     created: Mutex<Vec<String>>,
     keep: bool,
+    /// The max_bytes of every stream that sets none, when the account
+    /// requires one ([`size_max_bytes`]).
+    max_bytes: Option<u64>,
 }
 
 impl Provisioner {
@@ -163,7 +166,16 @@ impl Provisioner {
             js,
             created: Mutex::new(Vec::new()),
             keep,
+            max_bytes: None,
         }
+    }
+
+    /// Gives every stream created without a max_bytes this one: all of a
+    /// run's streams pass through [`Provisioner::create_stream`], so an
+    /// account that requires max_bytes is served in one place.
+    pub fn with_max_bytes(mut self, max_bytes: Option<u64>) -> Self {
+        self.max_bytes = max_bytes;
+        self
     }
 
     pub fn jetstream(&self) -> &jetstream::Context {
@@ -176,6 +188,11 @@ impl Provisioner {
         let name = config.name.clone();
         if config.description.is_none() {
             config.description = Some("created by jsbench; deleted when its run ends".into());
+        }
+        if config.max_bytes <= 0
+            && let Some(max) = self.max_bytes
+        {
+            config.max_bytes = i64::try_from(max).unwrap_or(i64::MAX);
         }
         if self.js.get_stream(&name).await.is_ok() {
             return Err(anyhow!(
@@ -438,11 +455,31 @@ pub fn check_account(
             mib(need.bytes)
         ));
     }
-    if l.max_bytes_required {
-        problems.push(
-            "the account requires max_bytes on every stream, which jsbench's streams do not set"
-                .into(),
-        );
+    if let Some(sized) = size_max_bytes(account, need, server) {
+        // nats-server holds a stream's max_bytes (times its replicas)
+        // against the account's limit when the stream is created, beside
+        // what earlier streams reserved.
+        let reserved_before = match server.storage {
+            Storage::File => account.reserved_storage,
+            Storage::Memory => account.reserved_memory,
+        };
+        let reserved = sized.bytes * need.streams as u64 * server.replicas as u64;
+        let used = used.max(reserved_before);
+        if let Some(max) = limit
+            && used + reserved > max as u64
+        {
+            problems.push(format!(
+                "the account requires max_bytes on every stream; jsbench sets {} per stream ({}), \
+                 and its {} stream(s) at once, {} replica(s), would reserve {} of the {} of {kind} \
+                 left: lower the largest variant's rate, duration or message_size",
+                mib(sized.bytes),
+                sized.basis(),
+                need.streams,
+                server.replicas,
+                mib(reserved),
+                mib(max as u64 - used.min(max as u64)),
+            ));
+        }
     }
     if l.max_ack_pending > 0 && need.max_ack_pending > l.max_ack_pending {
         problems.push(format!(
@@ -452,6 +489,74 @@ pub fn check_account(
         ));
     }
     problems
+}
+
+/// How far above the largest variant's expected volume jsbench sets a
+/// required max_bytes: the volume is an estimate (a `max` rate is guessed
+/// high, per-message overhead approximated), and a stream that reaches its
+/// max_bytes evicts (discard old) what the run still has to verify.
+const MAX_BYTES_MARGIN: u64 = 2;
+
+/// The smallest max_bytes jsbench sets: tiny profiles still leave room for
+/// the store's own records.
+const MAX_BYTES_FLOOR: u64 = 16 << 20;
+
+/// The max_bytes jsbench puts on the streams of a run whose account
+/// requires one (nats-server's `max_bytes_required`), and how it was
+/// obtained: the summary says so, since it is a limit the run measured
+/// under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SizedMaxBytes {
+    /// Set on every stream the run creates without one.
+    pub bytes: u64,
+    /// The largest variant's expected stored bytes, one replica.
+    pub expected: u64,
+    /// The account's per-stream cap, when it lowered `bytes`.
+    pub capped_by_account: bool,
+}
+
+impl SizedMaxBytes {
+    /// How `bytes` was chosen, for messages and the summary.
+    pub fn basis(&self) -> String {
+        if self.capped_by_account {
+            format!(
+                "the account's per-stream cap; the largest variant expects {}",
+                mib(self.expected)
+            )
+        } else {
+            format!(
+                "{MAX_BYTES_MARGIN}x the largest variant's expected {}, at least {}",
+                mib(self.expected),
+                mib(MAX_BYTES_FLOOR)
+            )
+        }
+    }
+}
+
+/// Sizes max_bytes for an account that requires it; `None` when it does
+/// not (jsbench then leaves streams unlimited, as before).
+pub fn size_max_bytes(
+    account: &jetstream::account::Account,
+    need: &Footprint,
+    server: &ServerPlan,
+) -> Option<SizedMaxBytes> {
+    let l = &account.limits;
+    if !l.max_bytes_required {
+        return None;
+    }
+    let wanted = (need.bytes * MAX_BYTES_MARGIN).max(MAX_BYTES_FLOOR);
+    let per_stream = match server.storage {
+        Storage::File => l.storage_max_stream_bytes,
+        Storage::Memory => l.memory_max_stream_bytes,
+    }
+    .filter(|m| *m > 0)
+    .map(|m| m as u64);
+    let bytes = per_stream.map_or(wanted, |cap| wanted.min(cap));
+    Some(SizedMaxBytes {
+        bytes,
+        expected: need.bytes,
+        capped_by_account: bytes < wanted,
+    })
 }
 
 fn mib(bytes: u64) -> String {
@@ -502,5 +607,87 @@ mod tests {
         let b = Names::generate();
         assert_ne!(a.token(), b.token(), "two runs in the same second differ");
         assert_eq!(a.token().len(), 12);
+    }
+
+    fn account(limits: jetstream::account::Limits) -> jetstream::account::Account {
+        jetstream::account::Account {
+            limits,
+            ..Default::default()
+        }
+    }
+
+    fn need(bytes: u64) -> Footprint {
+        Footprint {
+            streams: 3,
+            consumers: 1,
+            bytes,
+            max_ack_pending: 0,
+        }
+    }
+
+    const FILE_R1: ServerPlan = ServerPlan {
+        storage: Storage::File,
+        replicas: 1,
+    };
+
+    #[test]
+    fn max_bytes_is_sized_only_when_the_account_requires_it() {
+        let free = account(Default::default());
+        assert_eq!(size_max_bytes(&free, &need(100 << 20), &FILE_R1), None);
+        let strict = account(jetstream::account::Limits {
+            max_bytes_required: true,
+            ..Default::default()
+        });
+        let sized = size_max_bytes(&strict, &need(100 << 20), &FILE_R1).unwrap();
+        assert_eq!(sized.bytes, 200 << 20, "twice the expected volume");
+        assert_eq!(sized.expected, 100 << 20);
+        assert!(!sized.capped_by_account);
+        assert!(sized.basis().contains("2x"), "{}", sized.basis());
+        // A tiny profile still gets room for the store's own records.
+        let small = size_max_bytes(&strict, &need(1000), &FILE_R1).unwrap();
+        assert_eq!(small.bytes, MAX_BYTES_FLOOR);
+        assert!(check_account(&strict, &need(100 << 20), &FILE_R1).is_empty());
+    }
+
+    #[test]
+    fn a_per_stream_cap_lowers_max_bytes_and_a_full_account_refuses_the_run() {
+        let capped = account(jetstream::account::Limits {
+            max_bytes_required: true,
+            storage_max_stream_bytes: Some(150 << 20),
+            ..Default::default()
+        });
+        let sized = size_max_bytes(&capped, &need(100 << 20), &FILE_R1).unwrap();
+        assert_eq!(sized.bytes, 150 << 20);
+        assert!(sized.capped_by_account);
+        assert!(
+            sized.basis().contains("per-stream cap"),
+            "{}",
+            sized.basis()
+        );
+
+        // 3 streams of 200 MiB reserve 600 MiB; the account has 500 MiB.
+        let small = account(jetstream::account::Limits {
+            max_bytes_required: true,
+            max_storage: Some(500 << 20),
+            ..Default::default()
+        });
+        let problems = check_account(&small, &need(100 << 20), &FILE_R1);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].contains("requires max_bytes") && problems[0].contains("600.0 MiB"),
+            "{problems:?}"
+        );
+        // What other streams reserved counts, not only what they store.
+        let mut reserved = account(jetstream::account::Limits {
+            max_bytes_required: true,
+            max_storage: Some(700 << 20),
+            ..Default::default()
+        });
+        assert!(check_account(&reserved, &need(100 << 20), &FILE_R1).is_empty());
+        reserved.reserved_storage = 200 << 20;
+        assert_eq!(
+            check_account(&reserved, &need(100 << 20), &FILE_R1).len(),
+            1
+        );
     }
 }

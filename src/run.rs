@@ -135,8 +135,8 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
             if let Some(r) = replicas_override {
                 server_plan.replicas = r;
             }
-            let too_small =
-                provision::check_account(&account, &provision::footprint(profile), &server_plan);
+            let need = provision::footprint(profile);
+            let too_small = provision::check_account(&account, &need, &server_plan);
             if !too_small.is_empty() {
                 return Err(anyhow!(
                     "the account's JetStream limits on {} are too small for profile {}:\n  - {}",
@@ -145,6 +145,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
                     too_small.join("\n  - ")
                 ));
             }
+            let stream_max_bytes = provision::size_max_bytes(&account, &need, &server_plan);
             let run_meta = RunMetadata {
                 id: metadata::run_id(started, &tool, &profile.name),
                 started_at: rfc3339(started),
@@ -163,6 +164,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
                     cluster_size,
                     nodes: target.nodes(&info),
                     connection: Some(connect.info()),
+                    stream_max_bytes,
                 },
                 host: crate::about::host(),
                 profile: ProfileInfo {
@@ -193,10 +195,18 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
                 connect.describe(),
                 writer.dir().display()
             ));
+            if let Some(m) = &stream_max_bytes {
+                progress.println(&format!(
+                    "jsbench: the account requires max_bytes on every stream: jsbench's streams set {:.1} MiB ({})",
+                    m.bytes as f64 / (1 << 20) as f64,
+                    m.basis()
+                ));
+            }
 
             let mut ctx = RunContext {
                 connect: connect.clone(),
-                provisioner: Provisioner::new(js.clone(), options.keep),
+                provisioner: Provisioner::new(js.clone(), options.keep)
+                    .with_max_bytes(stream_max_bytes.map(|m| m.bytes)),
                 names: Names::generate(),
                 server: server_plan,
                 progress: progress.clone(),

@@ -147,8 +147,9 @@ fn free_run(n: u16, avoid: &[u16]) -> u16 {
     }
 }
 
-#[test]
-fn local_cluster_script_serves_r3_streams_and_cleans_up() {
+/// scripts/local-cluster.sh on free ports, with `env` added; returns the
+/// script, its client URLs and the folder its stores go to.
+fn start_script(env: &[(&str, &str)]) -> (std::process::Child, String, tempfile::TempDir) {
     let client = free_run(3, &[]);
     let routes = free_run(3, &[client]);
     let http = free_run(3, &[client, routes]);
@@ -160,6 +161,7 @@ fn local_cluster_script_serves_r3_streams_and_cleans_up() {
     .env("CLUSTER_BASE_PORT", routes.to_string())
     .env("HTTP_BASE_PORT", http.to_string())
     .env("TMPDIR", dir.path())
+    .envs(env.iter().copied())
     .stdout(Stdio::piped())
     .stderr(Stdio::null())
     .spawn()
@@ -173,7 +175,25 @@ fn local_cluster_script_serves_r3_streams_and_cleans_up() {
         urls.starts_with(&format!("nats://127.0.0.1:{client}")),
         "{urls}"
     );
+    (child, urls, dir)
+}
 
+/// Stops the script and checks that no node and no store is left.
+fn stop_script(mut child: std::process::Child, urls: &str, dir: &tempfile::TempDir) {
+    // SAFETY: sends SIGTERM to our own child (the script).
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    child.wait().unwrap();
+    for url in urls.split(',') {
+        let address = url.trim_start_matches("nats://");
+        assert!(TcpStream::connect(address).is_err(), "{url} still up");
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "stores left behind: {left:?}");
+}
+
+#[test]
+fn local_cluster_script_serves_r3_streams_and_cleans_up() {
+    let (child, urls, dir) = start_script(&[]);
     let work = tempfile::tempdir().unwrap();
     let profile = common::profile(
         work.path(),
@@ -185,15 +205,48 @@ fn local_cluster_script_serves_r3_streams_and_cleans_up() {
         .args(["--progress", "never", "-s", &urls, "-o"])
         .arg(work.path().join("results")));
     let (stdout_text, stderr) = text(&out);
-
-    // SAFETY: sends SIGTERM to our own child (the script).
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-    child.wait().unwrap();
+    stop_script(child, &urls, &dir);
     assert_eq!(out.status.code(), Some(0), "{stdout_text}\n{stderr}");
-    for url in urls.split(',') {
-        let address = url.trim_start_matches("nats://");
-        assert!(TcpStream::connect(address).is_err(), "{url} still up");
-    }
-    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
-    assert!(left.is_empty(), "stores left behind: {left:?}");
+}
+
+/// The cluster of a managed deployment: its account requires max_bytes,
+/// so every R3 stream jsbench creates must carry one, reserved three times.
+#[test]
+fn local_cluster_with_a_strict_account_runs_r3_streams_with_sized_max_bytes() {
+    let (child, urls, dir) = start_script(&[("STRICT_ACCOUNT", "1")]);
+    let work = tempfile::tempdir().unwrap();
+    let profile = common::profile(
+        work.path(),
+        "strict",
+        &common::latency_body("[200]", "300ms", "0s", ""),
+    );
+    let out_dir = work.path().join("results");
+    let anonymous = run(jsbench()
+        .args(["run", profile.to_str().unwrap(), "--replicas", "3"])
+        .args(["--progress", "never", "-s", &urls, "-o"])
+        .arg(&out_dir));
+    let out = run(jsbench()
+        .args(["run", profile.to_str().unwrap(), "--replicas", "3"])
+        .args(["--user", "bench", "--password", "bench"])
+        .args(["--progress", "never", "-s", &urls, "-o"])
+        .arg(&out_dir));
+    let (stdout_text, stderr) = text(&out);
+    stop_script(child, &urls, &dir);
+    assert_ne!(
+        anonymous.status.code(),
+        Some(0),
+        "without the account's user the cluster refuses: the config is in force"
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout_text}\n{stderr}");
+    let summary = common::summary(&common::results_dir(&out_dir));
+    let sized = summary
+        .run
+        .server
+        .stream_max_bytes
+        .expect("max_bytes sized");
+    assert_eq!(sized.bytes, 16 << 20, "{sized:?}");
+    assert_eq!(summary.run.server.replicas, 3);
+    let (_, variant) = summary.variants().next().unwrap();
+    assert_eq!(variant.streams[0].replicas, 3);
+    assert_eq!(variant.ledger.lost, 0);
 }

@@ -529,3 +529,88 @@ fn an_account_too_small_for_the_profile_is_refused_before_any_stream() {
         assert_eq!(account.streams, 0, "nothing was created");
     });
 }
+
+/// An account as managed and multi-tenant deployments configure them
+/// (../shared/NOTES-round2.md): nats-server refuses a stream without
+/// max_bytes there, and jsbench sizes one for every stream it creates.
+#[test]
+fn an_account_that_requires_max_bytes_gets_it_sized_on_every_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::server_with_config(
+        dir.path(),
+        "accounts {\n  STRICT: {\n    jetstream: { max_mem: 1G, max_file: 8G, max_bytes_required: true }\n    users: [ { user: u, password: p } ]\n  }\n}\n",
+    );
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let js = runtime.block_on(async {
+        let client = async_nats::ConnectOptions::with_user_and_password("u".into(), "p".into())
+            .connect(server.url())
+            .await
+            .unwrap();
+        async_nats::jetstream::new(client)
+    });
+    // The server behaviour jsbench answers: no max_bytes, no stream.
+    let refused = runtime.block_on(js.create_stream(async_nats::jetstream::stream::Config {
+        name: "NO_MAX_BYTES".into(),
+        subjects: vec!["nomax.>".into()],
+        ..Default::default()
+    }));
+    let error = refused
+        .expect_err("the account requires max_bytes")
+        .to_string();
+    assert!(error.contains("max bytes"), "{error}");
+
+    // Streams from two paths (the shared one and the publish scenario's
+    // own), kept so their configuration can be read.
+    let body = format!(
+        "{}\n[[scenario]]\nkind = \"publish\"\nduration = \"300ms\"\nrates = [500]\nmsg_id = \"unique\"\n",
+        common::latency_body("[200]", "300ms", "0s", "")
+    );
+    let profile = common::profile(dir.path(), "strict", &body);
+    let out_dir = dir.path().join("results");
+    let out = run(jsbench()
+        .args([
+            "run",
+            profile.to_str().unwrap(),
+            "--progress",
+            "never",
+            "--keep",
+            "-o",
+        ])
+        .arg(&out_dir)
+        .args(["-s", server.url(), "--user", "u", "--password", "p"])
+        .env_remove("NATS_URL"));
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("the account requires max_bytes on every stream")
+            && stderr.contains("16.0 MiB"),
+        "says what it set and why: {stderr}"
+    );
+    let summary = common::summary(&common::results_dir(&out_dir));
+    let sized = summary.run.server.stream_max_bytes.expect("recorded");
+    assert_eq!(
+        sized.bytes,
+        16 << 20,
+        "the floor: this profile stores little"
+    );
+    assert!(
+        sized.expected > 0 && sized.expected < sized.bytes,
+        "{sized:?}"
+    );
+
+    let max_bytes = runtime.block_on(async {
+        use futures::StreamExt;
+        let mut names = js.stream_names();
+        let mut found = Vec::new();
+        while let Some(name) = names.next().await {
+            let name = name.unwrap();
+            let mut stream = js.get_stream(&name).await.unwrap();
+            found.push((name, stream.info().await.unwrap().config.max_bytes));
+        }
+        found
+    });
+    assert_eq!(max_bytes.len(), 2, "{max_bytes:?}");
+    for (name, bytes) in max_bytes {
+        assert_eq!(bytes, 16 << 20, "stream {name}");
+    }
+}

@@ -11,7 +11,7 @@ pub use crate::about::{HostInfo, SCHEMA_VERSION, ToolInfo};
 pub use crate::connect::{ConnectionInfo, NodeInfo};
 use crate::ledger::LedgerCounts;
 use crate::metrics::Metric;
-pub use crate::provision::{PeerInfo, StreamPlacement};
+pub use crate::provision::{PeerInfo, SizedMaxBytes, StreamPlacement};
 use crate::timeline::Timeline;
 use crate::variant::Invariant;
 pub use crate::worker::WorkerInfo;
@@ -80,6 +80,10 @@ pub struct ServerInfo {
     /// How jsbench connected: never a secret, only its kind and origin.
     #[serde(default)]
     pub connection: Option<ConnectionInfo>,
+    /// The max_bytes jsbench set on its streams because the account
+    /// requires one, and how it was sized; `None`: streams unlimited.
+    #[serde(default)]
+    pub stream_max_bytes: Option<SizedMaxBytes>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
