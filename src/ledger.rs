@@ -290,6 +290,15 @@ pub struct LedgerCounts {
     /// Delivered sequences whose PubAck never arrived (stored, but the
     /// publisher could not know it).
     pub delivered_unconfirmed: u64,
+    /// Persisted messages the stream removed by its own limits (discard
+    /// old at max_msgs, max_bytes or max_age): gone by policy, not lost.
+    #[serde(default)]
+    pub evicted: u64,
+    /// Publishes the stream refused because it stood at a limit with
+    /// discard new (JetStream error 10077) or the message exceeded
+    /// max_msg_size (10054): counted among `publish_errors` too.
+    #[serde(default)]
+    pub refused_by_limit: u64,
 }
 
 #[cfg(test)]

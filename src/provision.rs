@@ -14,7 +14,8 @@ use async_nats::jetstream::{self, consumer, stream};
 use serde::{Deserialize, Serialize};
 
 use crate::profile::{
-    AckPolicy, ConsumerPlan, Profile, PublishPlan, Rate, RatePer, ScenarioPlan, ServerPlan, Storage,
+    AckPolicy, Compression, ConsumerPlan, Discard, Profile, PublishPlan, Rate, RatePer,
+    ScenarioPlan, ServerPlan, Storage, StreamSettings,
 };
 
 /// Where a stream's replicas live, from stream info at the end of a variant:
@@ -40,18 +41,54 @@ pub struct PeerInfo {
     pub active_ms: f64,
 }
 
-/// A run-scoped stream on `<base>.*` with the profile's storage and
-/// replicas: every scenario's stream starts from this.
-pub fn stream_config(name: &str, base: &str, server: &ServerPlan) -> stream::Config {
+/// A run-scoped stream on `<base>.*` with the profile's replicas and the
+/// variant's stream settings (storage, discard, limits, placement): every
+/// scenario's stream under test starts from this.
+pub fn stream_config(
+    name: &str,
+    base: &str,
+    server: &ServerPlan,
+    settings: &StreamSettings,
+) -> stream::Config {
+    let l = &settings.limits;
     stream::Config {
         name: name.to_string(),
         subjects: vec![format!("{base}.*")],
-        storage: match server.storage {
-            Storage::File => stream::StorageType::File,
-            Storage::Memory => stream::StorageType::Memory,
-        },
+        storage: storage_type(settings.storage.unwrap_or(server.storage)),
         num_replicas: server.replicas,
+        discard: match settings.discard {
+            Some(Discard::New) => stream::DiscardPolicy::New,
+            Some(Discard::Old) | None => stream::DiscardPolicy::Old,
+        },
+        discard_new_per_subject: l.discard_new_per_subject,
+        max_age: l.max_age.unwrap_or_default(),
+        max_messages: l.max_msgs.unwrap_or(-1),
+        max_bytes: l
+            .max_bytes
+            .map_or(-1, |b| i64::try_from(b).unwrap_or(i64::MAX)),
+        max_messages_per_subject: l.max_msgs_per_subject.unwrap_or(-1),
+        max_message_size: l
+            .max_msg_size
+            .map_or(-1, |b| i32::try_from(b).unwrap_or(i32::MAX)),
+        duplicate_window: l.duplicate_window.unwrap_or_default(),
+        compression: l.compression.map(|c| match c {
+            Compression::None => stream::Compression::None,
+            Compression::S2 => stream::Compression::S2,
+        }),
+        allow_direct: l.allow_direct.unwrap_or(false),
+        placement: l.placement.as_ref().map(|p| stream::Placement {
+            cluster: p.cluster.clone(),
+            tags: p.tags.clone(),
+        }),
         ..Default::default()
+    }
+}
+
+/// The API's storage type for a profile's.
+pub fn storage_type(storage: Storage) -> stream::StorageType {
+    match storage {
+        Storage::File => stream::StorageType::File,
+        Storage::Memory => stream::StorageType::Memory,
     }
 }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use async_nats::jetstream::{self, consumer::pull::OrderedConfig};
 use futures::StreamExt;
+use serde::{Deserialize, Serialize};
 
 use crate::stamp::Stamp;
 
@@ -157,6 +158,130 @@ pub async fn read_stream(
         }
     }
     Ok(read)
+}
+
+/// What a stream removed by its own limits: with discard old, a stream at
+/// max_msgs, max_bytes or max_age drops its oldest messages, so everything
+/// below its first sequence is gone by policy, not lost. Only head
+/// evictions are told apart: a per-subject limit removes from the middle,
+/// where a removal by policy and a loss look the same.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Eviction {
+    /// The limits the stream was created with, e.g. `max_msgs 1000`.
+    pub limits: Vec<String>,
+    /// Which of them the stream stood at when the run ended (`max_msgs
+    /// 1000: holds 1000`), the evidence that the evictions were its.
+    pub reached: Vec<String>,
+    /// Persisted (PubAck-confirmed) sequences below the first one the
+    /// stream still holds.
+    pub evicted: u64,
+    /// The first sequence the stream holds after the run.
+    pub first_kept: u64,
+    /// Messages the stream holds after the run.
+    pub held: u64,
+}
+
+/// The stream's configured limits that evict from the head, as words.
+pub fn head_limits(config: &jetstream::stream::Config) -> Vec<String> {
+    let mut limits = Vec::new();
+    if config.discard != jetstream::stream::DiscardPolicy::Old {
+        return limits;
+    }
+    if config.max_messages > 0 {
+        limits.push(format!("max_msgs {}", config.max_messages));
+    }
+    if config.max_bytes > 0 {
+        limits.push(format!("max_bytes {}", config.max_bytes));
+    }
+    if !config.max_age.is_zero() {
+        limits.push(format!(
+            "max_age {}",
+            crate::profile::format_duration(config.max_age)
+        ));
+    }
+    limits
+}
+
+/// The evictions a stream's limits explain, from its info after the run
+/// and the ledger of what PubAcks confirmed; `None` when the stream has no
+/// limit that evicts from the head.
+pub fn evictions(
+    info: &jetstream::stream::Info,
+    ledger: &crate::ledger::LedgerShard,
+) -> Option<Eviction> {
+    use crate::ledger::Event;
+    let limits = head_limits(&info.config);
+    if limits.is_empty() {
+        return None;
+    }
+    let state = &info.state;
+    let first_kept = if state.messages == 0 {
+        state.last_sequence + 1
+    } else {
+        state.first_sequence
+    };
+    let evicted = (1..first_kept.min(ledger.max_seq() + 1))
+        .filter(|&seq| ledger.count(seq, Event::Persisted) > 0)
+        .count() as u64;
+    let c = &info.config;
+    let mut reached = Vec::new();
+    if c.max_messages > 0 && state.messages >= c.max_messages as u64 {
+        reached.push(format!(
+            "max_msgs {}: holds {}",
+            c.max_messages, state.messages
+        ));
+    }
+    // A stream at max_bytes has no room for one more message of the
+    // average size it holds.
+    if c.max_bytes > 0 && state.messages > 0 {
+        let average = state.bytes / state.messages;
+        if state.bytes + average > c.max_bytes as u64 {
+            reached.push(format!(
+                "max_bytes {}: holds {} bytes",
+                c.max_bytes, state.bytes
+            ));
+        }
+    }
+    if !c.max_age.is_zero() && evicted > 0 && reached.is_empty() {
+        reached.push(format!(
+            "max_age {}: the oldest messages aged out",
+            crate::profile::format_duration(c.max_age)
+        ));
+    }
+    Some(Eviction {
+        limits,
+        reached,
+        evicted,
+        first_kept,
+        held: state.messages,
+    })
+}
+
+impl Eviction {
+    /// Whether the limits explain the evictions: none, or the stream ended
+    /// at one of its limits (a stream below every limit that still lost
+    /// its head lost it to something else: a purge, a delete).
+    pub fn explained(&self) -> bool {
+        self.evicted == 0 || !self.reached.is_empty()
+    }
+
+    /// One line for the results: which limit, how many, and from where.
+    pub fn describe(&self) -> String {
+        if self.evicted == 0 {
+            return format!("no message evicted ({})", self.limits.join(", "));
+        }
+        format!(
+            "{} persisted message(s) evicted, stream sequences below {} ({}); the stream holds {}",
+            self.evicted,
+            self.first_kept,
+            if self.reached.is_empty() {
+                format!("below every limit: {}", self.limits.join(", "))
+            } else {
+                format!("at {}", self.reached.join("; "))
+            },
+            self.held
+        )
+    }
 }
 
 async fn tracing_pause(attempt: u32, _error: &impl std::fmt::Display) {

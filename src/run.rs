@@ -209,6 +209,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
                     .with_max_bytes(stream_max_bytes.map(|m| m.bytes)),
                 names: Names::generate(),
                 server: server_plan,
+                stream: Default::default(),
                 progress: progress.clone(),
                 stop: stop.clone(),
                 server_cpu: target.server_cpu(options.monitor.as_deref()),
@@ -246,7 +247,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
                         }
                         None => &mut repetition,
                     };
-                    if let Err(e) = scenario::run(&ctx, plan, sink).await {
+                    if let Err(e) = scenario::run(&mut ctx, plan, sink).await {
                         // What the scenario measured is already written; its
                         // error joins it, and the next scenario runs unless
                         // asked not to.

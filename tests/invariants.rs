@@ -281,6 +281,37 @@ async fn messages_purged_before_delivery_are_the_servers_loss() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_purged_from_a_stream_below_its_limits_is_no_eviction() {
+    let server = common::server();
+    // max_msgs far above the 3,000 the run publishes: the limit is never
+    // reached, so a missing head cannot be its doing.
+    let body = latency("[scenario.stream]\nmax_msgs = 1000000\n");
+    let summary = sabotaged(&server, "evict", &body, |s| async move {
+        let mut stream = s.stream("evict").await;
+        s.messages(&mut stream, 300).await;
+        let durable = s.durable(&stream).await;
+        s.pause(
+            &stream.cached_info().config.name,
+            &durable,
+            Duration::from_millis(1200),
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        stream.purge().await.unwrap();
+    })
+    .await;
+    failed(
+        &summary,
+        "evictions explained by the stream's limits",
+        "below every limit: max_msgs 1000000",
+    );
+    // Not excused as evictions: the purged messages nobody saw are lost.
+    failed(&summary, "lost = 0", "never delivered");
+    let (_, v) = summary.variants().next().unwrap();
+    assert_eq!(v.ledger.evicted, 0, "{:?}", v.ledger);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deliveries_a_stranger_took_are_the_clients_loss_and_stay_pending() {
     let server = common::server();
     // jsbench's client pulls ten at a time, so a stranger's pull request

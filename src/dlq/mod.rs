@@ -39,7 +39,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::connect::ConnectSettings;
-use crate::profile::{Capture, DlqHandlerPlan, ServerPlan, Storage};
+use crate::profile::{Capture, DlqHandlerPlan, ServerPlan};
 use crate::provision::{Names, Provisioner};
 pub use handler::{Attempt, HandlerReport, Outcome};
 
@@ -166,10 +166,7 @@ impl Pipeline {
         server: &ServerPlan,
         spec: PipelineSpec,
     ) -> Result<Pipeline> {
-        let storage = match server.storage {
-            Storage::File => stream::StorageType::File,
-            Storage::Memory => stream::StorageType::Memory,
-        };
+        let storage = crate::provision::storage_type(server.storage);
         let advisories = provisioner
             .create_stream(stream::Config {
                 name: spec.advisory_stream.clone(),

@@ -43,13 +43,13 @@ use crate::connect::ConnectSettings;
 use crate::cpu::ServerCpu;
 use crate::fault::FaultHandle;
 use crate::load::Timing;
-use crate::profile::ServerPlan;
+use crate::profile::{ServerPlan, StreamSettings};
 use crate::progress::{Progress, VariantBar};
 use crate::provision::{Names, Provisioner};
 
 pub use outcome::{
     Attribution, ConsumerSample, ConsumerState, CrashOutcome, DriveOutcome, FaultOutcome,
-    attribute, held_sequences, rate,
+    attribute, evicted_below, held_sequences, rate, stream_eviction,
 };
 pub use peers::{Alone, Exchange, LocalReports, PeerCounts, PeerPart, Peers, PublisherPart};
 pub use spec::{ConsumerSpec, CrashPlan, DriveSpec, FaultPlan, Share};
@@ -60,6 +60,9 @@ pub struct RunContext {
     pub provisioner: Provisioner,
     pub names: Names,
     pub server: ServerPlan,
+    /// The stream settings of the variants now running: one combination
+    /// of the scenario's `[scenario.stream]` lists.
+    pub stream: StreamSettings,
     pub progress: Progress,
     /// Cancelled on Ctrl-C: scenarios stop publishing, keep what they
     /// measured and return.

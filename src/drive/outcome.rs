@@ -8,6 +8,7 @@ use crate::consume::{ConsumerReport, CrashReport, DeliveryEvent, LateFirst};
 use crate::histogram::Recorder;
 use crate::ledger::{LedgerCounts, LedgerShard, SeqSet};
 use crate::load::{AckReport, SendReport};
+use crate::readback::{Eviction, evictions};
 use crate::timeline::Timeline;
 use async_nats::jetstream;
 
@@ -107,6 +108,9 @@ pub struct DriveOutcome {
     /// first consumer error, or that the server delivered them and no
     /// client saw them.
     pub client_drop_cause: Option<String>,
+    /// What the stream removed by its own limits, when it has any that
+    /// evict ([`crate::readback::evictions`]).
+    pub eviction: Option<Eviction>,
 }
 
 impl DriveOutcome {
@@ -143,11 +147,40 @@ impl DriveOutcome {
                     .cloned()
             });
         let held = held_sequences(js, stream, &self.ledger, self.server_state).await;
-        if let Some(a) = attribute(&self.ledger, self.server_state, failure, &held) {
+        self.eviction = stream_eviction(js, stream, &self.ledger).await;
+        let evicted_below = evicted_below(self.eviction.as_ref());
+        if let Some(a) = attribute(
+            &self.ledger,
+            self.server_state,
+            failure,
+            &held,
+            evicted_below,
+        ) {
             self.counts.lost = a.lost;
             self.counts.client_dropped = a.client_dropped;
             self.client_drop_cause = a.cause;
         }
+        if let Some(e) = self.eviction.as_ref().filter(|e| e.explained()) {
+            self.counts.evicted = e.evicted;
+        }
+    }
+
+    /// About when a stream's evictions began, in seconds after t0: when
+    /// the message after the last one it could hold was published
+    /// (message `held + 1` of the published timeline; exact for max_msgs,
+    /// an estimate for max_bytes).
+    pub fn eviction_began_s(&self) -> Option<f64> {
+        let e = self.eviction.as_ref().filter(|e| e.evicted > 0)?;
+        let t = &self.published_timeline;
+        let mut total = 0;
+        for (i, &n) in t.counts.iter().enumerate() {
+            if total + n > e.held {
+                let within = (e.held - total) as f64 / n as f64;
+                return Some((i as f64 + within) * t.bucket_ns as f64 / 1e9);
+            }
+            total += n;
+        }
+        None
     }
 
     pub fn sent(&self) -> u64 {
@@ -296,6 +329,27 @@ pub async fn held_sequences(
     held
 }
 
+/// What the stream removed by its own limits, from its info now: below the
+/// first sequence a stream with limits still holds, a message is gone by
+/// policy. `None` without limits, or when the server does not answer.
+pub async fn stream_eviction(
+    js: &jetstream::Context,
+    stream: &str,
+    ledger: &LedgerShard,
+) -> Option<Eviction> {
+    let mut handle = js.get_stream(stream).await.ok()?;
+    let info = handle.info().await.ok()?;
+    evictions(info, ledger)
+}
+
+/// The sequence below which [`attribute`] counts a never-seen message as
+/// evicted: only when the stream's limits explain its evictions.
+pub fn evicted_below(eviction: Option<&Eviction>) -> u64 {
+    eviction
+        .filter(|e| e.explained())
+        .map_or(0, |e| e.first_kept)
+}
+
 /// How many never-seen sequences are looked up in the stream at most.
 pub const HELD_LOOKUPS: usize = 10_000;
 
@@ -309,7 +363,10 @@ pub const HELD_LOOKUPS: usize = 10_000;
 ///   delete, a purge, a limit): the server's loss;
 /// - beyond it the server still had it to deliver: abandoned by the clients
 ///   when one of them failed (`client_failure`: it stopped pulling, lost its
-///   stream), else the server's loss.
+///   stream), else the server's loss;
+/// - below `evicted_below` (the first sequence a stream whose limits
+///   explain its evictions still holds; 0 for none) it was evicted, by
+///   the stream's policy: neither's loss.
 ///
 /// `None` without the durable's state: nothing can be attributed.
 pub fn attribute(
@@ -317,9 +374,11 @@ pub fn attribute(
     state: Option<ConsumerState>,
     client_failure: Option<String>,
     held: &SeqSet,
+    evicted_below: u64,
 ) -> Option<Attribution> {
     let state = state?;
-    let undelivered = ledger.lost_sequences(usize::MAX);
+    let mut undelivered = ledger.lost_sequences(usize::MAX);
+    undelivered.retain(|&seq| seq >= evicted_below);
     let delivered_by_server: Vec<u64> = undelivered
         .iter()
         .copied()
@@ -399,6 +458,7 @@ pub(super) fn merge(
     let mut counts = ledger.counts();
     counts.published = sends.iter().map(|s| s.sent).sum();
     counts.publish_errors = acks.iter().map(|a| a.errors + a.missing).sum();
+    counts.refused_by_limit = acks.iter().map(|a| a.refused_by_limit).sum();
     DriveOutcome {
         t0_ns,
         record_from_ns,
@@ -428,6 +488,7 @@ pub(super) fn merge(
         interrupted: false,
         errors: Vec::new(),
         client_drop_cause: None,
+        eviction: None,
     }
 }
 
@@ -512,7 +573,7 @@ mod tests {
         let mut held = SeqSet::default();
         held.insert(6);
         held.insert(7);
-        let healthy = attribute(&ledger, Some(state), None, &held).unwrap();
+        let healthy = attribute(&ledger, Some(state), None, &held, 0).unwrap();
         assert_eq!((healthy.lost, healthy.client_dropped), (2, 2));
         assert!(
             healthy
@@ -528,16 +589,21 @@ mod tests {
             Some(state),
             Some("missed idle heartbeat".into()),
             &held,
+            0,
         )
         .unwrap();
         assert_eq!((failed.lost, failed.client_dropped), (0, 4));
         assert!(failed.cause.unwrap().contains("missed idle heartbeat"));
         // Purged before anyone saw them: below the durable's last delivered
         // sequence, but gone from the stream: the server's loss.
-        let purged = attribute(&ledger, Some(state), None, &SeqSet::default()).unwrap();
+        let purged = attribute(&ledger, Some(state), None, &SeqSet::default(), 0).unwrap();
         assert_eq!((purged.lost, purged.client_dropped), (4, 0));
         // Without the durable's state, nothing is attributed.
-        assert_eq!(attribute(&ledger, None, None, &held), None);
+        assert_eq!(attribute(&ledger, None, None, &held, 0), None);
+        // Evicted by the stream's limits below sequence 7: 6 is neither's
+        // loss; 9 and 10, beyond the last delivery, are still the server's.
+        let evicted = attribute(&ledger, Some(state), None, &SeqSet::default(), 7).unwrap();
+        assert_eq!((evicted.lost, evicted.client_dropped), (3, 0));
     }
 
     #[test]

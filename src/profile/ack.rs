@@ -105,6 +105,7 @@ pub(super) fn read(
             duration: std::time::Duration::ZERO,
             warmup: std::time::Duration::ZERO,
             drain_timeout,
+            stream: Default::default(),
         },
         messages,
         message_size: size,

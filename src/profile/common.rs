@@ -130,6 +130,7 @@ pub fn common_plan(
         duration,
         warmup,
         drain_timeout,
+        stream: Default::default(),
     }
 }
 

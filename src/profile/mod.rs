@@ -23,6 +23,7 @@ mod redelivery;
 mod replay;
 mod restart;
 mod resume;
+mod stream;
 
 use std::fmt;
 use std::path::Path;
@@ -35,6 +36,9 @@ pub use duration::{Dur, format_duration, parse_duration};
 pub use plan::*;
 pub use publish::late_retry_margin;
 pub use replay::{REPLAY_MAX_ACK_PENDING, ReplayDeliver, ReplayPace, ReplayPlan, ReplayReader};
+pub use stream::{
+    Bytes, Compression, Discard, Placement, StreamLimits, StreamPlan, StreamSettings, storage_name,
+};
 
 /// A profile that cannot be run, with every problem found in it.
 #[derive(Debug, Clone, PartialEq)]
@@ -277,6 +281,24 @@ pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
                 continue;
             }
         };
+        let stream = match table.remove("stream") {
+            None => Some(stream::StreamPlan::default()),
+            Some(toml::Value::Table(t)) => {
+                let path = format!("{prefix}.stream");
+                read_section::<stream::StreamSection>(t, &path, &mut local)
+                    .map(|s| s.validate(&prefix, &mut local))
+            }
+            Some(other) => {
+                local.push(
+                    format!("{prefix}.stream"),
+                    format!(
+                        "must be a table ([scenario.stream]), found {}",
+                        other.type_str()
+                    ),
+                );
+                None
+            }
+        };
         let plan = match kind.as_str() {
             "latency" => latency::read(table, &prefix, &mut local).map(ScenarioPlan::Latency),
             "publish" => publish::read(table, &prefix, &mut local).map(ScenarioPlan::Publish),
@@ -303,20 +325,34 @@ pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
             }
         };
         problems.extend(local);
-        if let Some(plan) = plan {
+        if let (Some(mut plan), Some(stream)) = (plan, stream) {
+            plan.common_mut().stream = stream;
             scenarios.push(plan);
         }
     }
     name_scenarios(&mut scenarios, &mut problems);
-    if server.storage == Storage::Memory
-        && scenarios
-            .iter()
-            .any(|s| matches!(s, ScenarioPlan::Restart(_)))
-    {
-        problems.push(
-            "server.storage",
-            "a restart scenario kills the server: its streams need storage = \"file\" to survive",
-        );
+    for (i, s) in scenarios.iter().enumerate() {
+        if !matches!(s, ScenarioPlan::Restart(_)) {
+            continue;
+        }
+        let listed = &s.common().stream.storage;
+        let (path, memory) = if listed.is_empty() {
+            (
+                "server.storage".to_string(),
+                server.storage == Storage::Memory,
+            )
+        } else {
+            (
+                format!("scenario[{i}].stream.storage"),
+                listed.contains(&Storage::Memory),
+            )
+        };
+        if memory {
+            problems.push(
+                path,
+                "a restart scenario kills the server: its streams need storage = \"file\" to survive",
+            );
+        }
     }
 
     if !problems.is_empty() {

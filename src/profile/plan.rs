@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::StreamPlan;
 use serde::Serialize;
 
 #[derive(Debug, Clone)]
@@ -130,8 +131,12 @@ impl ScenarioPlan {
     }
 
     /// Timed phases only (warm-up included); set-up, drain and read-back
-    /// come on top.
+    /// come on top. Every variant runs once per stream combination.
     pub fn estimated_duration(&self) -> Duration {
+        self.estimated_duration_on_one_stream() * self.common().stream.combinations() as u32
+    }
+
+    fn estimated_duration_on_one_stream(&self) -> Duration {
         let c = self.common();
         let variants = match self {
             ScenarioPlan::Latency(p) => p.rates.len(),
@@ -164,6 +169,8 @@ pub struct CommonPlan {
     pub warmup: Duration,
     /// How long to wait, after publishing ends, for the last deliveries.
     pub drain_timeout: Duration,
+    /// `[scenario.stream]`: the settings of the scenario's streams.
+    pub stream: StreamPlan,
 }
 
 /// Whether and how publishes carry a Nats-Msg-Id header.

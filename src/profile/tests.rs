@@ -609,3 +609,60 @@ fn latency_needs_explicit_acks_it_checks_them() {
     assert_eq!(p.path, "scenario[0].consumer.ack");
     assert!(p.message.contains("explicit"), "{p:?}");
 }
+
+#[test]
+fn stream_settings_are_read_with_lists_as_variants() {
+    let p = parse(
+        "test.toml",
+        &format!(
+            "{GOOD}[scenario.stream]\nstorage = [\"file\", \"memory\"]\ndiscard = [\"old\", \"new\"]\n\
+             max_msgs = 1000\nmax_bytes = \"64MiB\"\nmax_age = \"1h\"\nmax_msg_size = 4096\n\
+             duplicate_window = \"2m\"\ncompression = \"s2\"\nallow_direct = true\n\
+             placement = {{ tags = [\"ssd\"] }}\n"
+        ),
+    )
+    .unwrap();
+    let stream = &p.scenarios[0].common().stream;
+    assert_eq!(stream.storage, [Storage::File, Storage::Memory]);
+    assert_eq!(stream.discard, [Discard::Old, Discard::New]);
+    let l = &stream.limits;
+    assert_eq!(l.max_msgs, Some(1000));
+    assert_eq!(l.max_bytes, Some(64 << 20));
+    assert_eq!(l.max_age, Some(Duration::from_secs(3600)));
+    assert_eq!(l.max_msg_size, Some(4096));
+    assert_eq!(l.duplicate_window, Some(Duration::from_secs(120)));
+    assert_eq!(l.compression, Some(Compression::S2));
+    assert_eq!(l.allow_direct, Some(true));
+    assert_eq!(l.placement.as_ref().unwrap().tags, ["ssd"]);
+    // Two rates on four streams: eight variants of 2 s.
+    assert_eq!(p.estimated_duration(), Duration::from_secs(16));
+}
+
+#[test]
+fn bad_stream_settings_name_the_key() {
+    let with = |extra: &str| format!("{GOOD}[scenario.stream]\n{extra}\n");
+    let p = only_problem(&with("storage = [\"file\", \"disk\"]"));
+    assert!(p.path.starts_with("scenario[0].stream.storage"), "{p:?}");
+    let p = only_problem(&with("max_bytes = \"12 parsecs\""));
+    assert_eq!(p.path, "scenario[0].stream.max_bytes");
+    assert!(p.message.contains("MiB"), "{p:?}");
+    let p = only_problem(&with("max_msgs = 0"));
+    assert_eq!(p.path, "scenario[0].stream.max_msgs");
+    let p = only_problem(&with("discard = [\"new\", \"new\"]"));
+    assert_eq!(p.path, "scenario[0].stream.discard");
+    let p = only_problem(&with("max_age = \"1m\"\nduplicate_window = \"2m\""));
+    assert_eq!(p.path, "scenario[0].stream.duplicate_window");
+    let p = only_problem(&with("discard_new_per_subject = true"));
+    assert_eq!(p.path, "scenario[0].stream.discard_new_per_subject");
+    let p = only_problem(&with("replicas = 3"));
+    assert!(p.path.starts_with("scenario[0].stream"), "{p:?}");
+    let p = only_problem(&format!("{GOOD}stream = 3\n"));
+    assert_eq!(p.path, "scenario[0].stream");
+    let restart = "name = \"r\"\n[[scenario]]\nkind = \"restart\"\nduration = \"4s\"\nrate = 100\n\
+                   kill_after = \"1s\"\n[scenario.stream]\nstorage = [\"file\", \"memory\"]\n";
+    let all = problems(restart);
+    assert!(
+        all.iter().any(|p| p.path == "scenario[0].stream.storage"),
+        "{all:?}"
+    );
+}

@@ -31,7 +31,7 @@ pub async fn run(
     let base = ctx.names.subject(name, "data");
     let stream = ctx
         .provisioner
-        .create_stream(stream_config(&stream_name, &base, &ctx.server))
+        .create_stream(stream_config(&stream_name, &base, &ctx.server, &ctx.stream))
         .await?;
     let fill = fill(ctx, name, &stream_name, &format!("{base}.0"), plan).await;
     let fill = match fill {
@@ -223,10 +223,21 @@ async fn variant(
         outcome.server_state,
     )
     .await;
-    let attribution = crate::drive::attribute(&ledger, outcome.server_state, failure, &held);
+    let eviction =
+        crate::drive::stream_eviction(ctx.provisioner.jetstream(), target.name, &ledger).await;
+    let attribution = crate::drive::attribute(
+        &ledger,
+        outcome.server_state,
+        failure,
+        &held,
+        crate::drive::evicted_below(eviction.as_ref()),
+    );
     if let Some(a) = &attribution {
         counts.lost = a.lost;
         counts.client_dropped = a.client_dropped;
+    }
+    if let Some(e) = eviction.as_ref().filter(|e| e.explained()) {
+        counts.evicted = e.evicted;
     }
     r.ledger = counts;
     r.timelines

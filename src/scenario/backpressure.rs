@@ -347,15 +347,11 @@ fn verify(o: &DriveOutcome, a: &Analysis, stored: Option<u64>, r: &mut VariantRe
             a.early()
         ),
     ));
-    r.invariants.push(Invariant::check(
+    r.invariants.push(checks::every_publish_persisted(
         "every publish persisted",
-        c.publish_errors == 0 && c.persisted == c.published,
-        format!(
-            "{} published, {} persisted, {} PubAck errors",
-            c.published, c.persisted, c.publish_errors
-        ),
+        o,
     ));
-    r.invariants.push(checks::stream_holds(stored, c.persisted));
+    r.invariants.push(checks::stream_holds(stored, c));
     r.invariants.push(checks::nothing_pending(o));
 }
 

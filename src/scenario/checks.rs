@@ -54,27 +54,102 @@ pub fn fate_invariants(o: &DriveOutcome, a: &Analysis, r: &mut VariantResult) {
         c.client_dropped,
         o.client_drop_cause.as_deref(),
     ));
-    r.invariants.push(Invariant::check(
-        "every publish persisted",
-        c.publish_errors == 0 && c.persisted == c.published,
+    r.invariants
+        .push(every_publish_persisted("every publish persisted", o));
+}
+
+/// Every publish got a PubAck that stored it, or was refused by the
+/// stream's own limits (discard new at a limit, above max_msg_size), which
+/// is what the stream was configured to do: counted, named, not a failure.
+pub fn every_publish_persisted(name: &str, o: &DriveOutcome) -> Invariant {
+    let c = &o.counts;
+    let other_errors = c.publish_errors - c.refused_by_limit.min(c.publish_errors);
+    let refused = if c.refused_by_limit > 0 {
         format!(
-            "{} published, {} persisted, {} PubAck errors",
-            c.published, c.persisted, c.publish_errors
+            ", {} refused by the stream's limits (first: {})",
+            c.refused_by_limit,
+            o.acks
+                .iter()
+                .find_map(|a| a.first_refusal.as_deref())
+                .unwrap_or("?")
+        )
+    } else {
+        String::new()
+    };
+    Invariant::check(
+        name,
+        other_errors == 0 && c.persisted + c.refused_by_limit == c.published,
+        format!(
+            "{} published, {} persisted, {other_errors} PubAck errors or timeouts{refused}",
+            c.published, c.persisted
         ),
-    ));
+    )
 }
 
 /// The stream's message count (from stream info) equals what PubAcks
-/// confirmed: nothing stored behind jsbench's back, nothing missing.
-pub fn stream_holds(stored: Option<u64>, persisted: u64) -> Invariant {
+/// confirmed, less what its own limits evicted: nothing stored behind
+/// jsbench's back, nothing missing.
+pub fn stream_holds(stored: Option<u64>, c: &crate::ledger::LedgerCounts) -> Invariant {
+    const NAME: &str = "stream holds every persisted message";
     match stored {
-        Some(n) => Invariant::equal("stream holds every persisted message", n, persisted),
-        None => Invariant::check(
-            "stream holds every persisted message",
-            false,
-            "stream info unavailable",
+        Some(n) if c.evicted > 0 => Invariant::check(
+            NAME,
+            n + c.evicted == c.persisted,
+            format!(
+                "holds {n}; {} persisted, {} evicted by the stream's limits",
+                c.persisted, c.evicted
+            ),
         ),
+        Some(n) => Invariant::equal(NAME, n, c.persisted),
+        None => Invariant::check(NAME, false, "stream info unavailable"),
     }
+}
+
+/// What the stream's limits did: the invariant that its evictions are its
+/// limits' (it ended at one of them), and the metrics and the warning
+/// that say which limit and when. Not applicable to a stream without a
+/// limit that evicts.
+pub fn evictions(o: &DriveOutcome, r: &mut VariantResult) {
+    const NAME: &str = "evictions explained by the stream's limits";
+    let Some(e) = &o.eviction else {
+        r.invariants.push(Invariant::not_applicable(
+            NAME,
+            "the stream has no limit that evicts (max_msgs, max_bytes, max_age with discard old)",
+        ));
+        return;
+    };
+    r.metrics.push(count("evicted", e.evicted));
+    if e.evicted > 0 && e.explained() {
+        let when = o
+            .eviction_began_s()
+            .map(|s| format!(", from about {s:.2} s after the first send"))
+            .unwrap_or_default();
+        r.warnings.push(format!(
+            "the stream reached a limit: {}{when}",
+            e.describe()
+        ));
+    }
+    r.invariants
+        .push(Invariant::check(NAME, e.explained(), e.describe()));
+}
+
+/// Publishes refused by the stream's limits, as a metric and a warning
+/// that names the refusal; nothing when there were none.
+pub fn refusals(o: &DriveOutcome, r: &mut VariantResult) {
+    let c = &o.counts;
+    if c.refused_by_limit == 0 {
+        return;
+    }
+    r.metrics
+        .push(count("refused_by_limit", c.refused_by_limit));
+    r.warnings.push(format!(
+        "the stream refused {} publish(es) at its limits: {}",
+        c.refused_by_limit,
+        o.acks
+            .iter()
+            .find_map(|a| a.first_refusal.as_deref())
+            .unwrap_or("?")
+    ));
 }
 
 /// No persisted message was missed by the clients: delivered by the

@@ -39,8 +39,8 @@ use crate::histogram::Recorder;
 use crate::ledger::Event;
 use crate::metrics::{Direction, Metric, count, latency_metrics, ratio};
 use crate::profile::{
-    BehaviourPlan, Capture, ConsumerPlan, DlqPlan, OriginalGet, Retention, ScenarioPlan, Storage,
-    format_duration,
+    BehaviourPlan, Capture, ConsumerPlan, DlqPlan, OriginalGet, Retention, ScenarioPlan,
+    ServerPlan, format_duration,
 };
 use crate::provision::{placement, pull_config};
 use crate::variant::{Invariant, VariantResult, VariantSink};
@@ -201,21 +201,18 @@ async fn run_variant(
     let durable = ctx.names.durable(scenario, &variant);
     let stream = ctx
         .provisioner
-        .create_stream(stream::Config {
-            name: stream_name.clone(),
-            subjects: vec![format!("{base}.*")],
-            retention: match v.retention {
-                Retention::Limits => stream::RetentionPolicy::Limits,
-                Retention::Workqueue => stream::RetentionPolicy::WorkQueue,
-                Retention::Interest => stream::RetentionPolicy::Interest,
-            },
-            allow_direct: plan.handler.get == OriginalGet::Direct,
-            storage: match ctx.server.storage {
-                Storage::File => stream::StorageType::File,
-                Storage::Memory => stream::StorageType::Memory,
-            },
-            num_replicas: ctx.server.replicas,
-            ..Default::default()
+        .create_stream({
+            let config =
+                crate::provision::stream_config(&stream_name, &base, &ctx.server, &ctx.stream);
+            stream::Config {
+                retention: match v.retention {
+                    Retention::Limits => stream::RetentionPolicy::Limits,
+                    Retention::Workqueue => stream::RetentionPolicy::WorkQueue,
+                    Retention::Interest => stream::RetentionPolicy::Interest,
+                },
+                allow_direct: config.allow_direct || plan.handler.get == OriginalGet::Direct,
+                ..config
+            }
         })
         .await?;
     let c = &plan.consumer;
@@ -253,7 +250,12 @@ async fn run_variant(
         spec.dlq_stream.clone(),
     ];
     let (watched, dlq_prefix) = (spec.watched.clone(), spec.dlq_prefix.clone());
-    let pipeline = Pipeline::start(&ctx.provisioner, &ctx.connect, &ctx.server, spec).await?;
+    // The advisory capture and the DLQ live on the storage under test.
+    let server = ServerPlan {
+        storage: ctx.stream.storage.unwrap_or(ctx.server.storage),
+        ..ctx.server
+    };
+    let pipeline = Pipeline::start(&ctx.provisioner, &ctx.connect, &server, spec).await?;
 
     // Drive.
     let behaviour = Arc::new(v.behaviour);

@@ -176,13 +176,9 @@ fn verify(o: &DriveOutcome, msg_id: MsgId, stored: Option<u64>, r: &mut VariantR
         c.client_dropped,
         o.client_drop_cause.as_deref(),
     ));
-    r.invariants.push(Invariant::check(
+    r.invariants.push(checks::every_publish_persisted(
         "every publish persisted",
-        c.publish_errors == 0 && c.persisted == c.published,
-        format!(
-            "{} published, {} persisted, {} PubAck errors or timeouts",
-            c.published, c.persisted, c.publish_errors
-        ),
+        o,
     ));
     r.invariants.push(Invariant::equal(
         "no unexpected redelivery",
@@ -206,7 +202,9 @@ fn verify(o: &DriveOutcome, msg_id: MsgId, stored: Option<u64>, r: &mut VariantR
         malformed,
         0,
     ));
-    r.invariants.push(checks::stream_holds(stored, c.persisted));
+    r.invariants.push(checks::stream_holds(stored, c));
+    checks::evictions(o, r);
+    checks::refusals(o, r);
     r.invariants.push(checks::nothing_pending(o));
     r.invariants.push(checks::publishers_finished(o));
 }

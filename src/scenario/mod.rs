@@ -45,6 +45,7 @@ pub async fn provision_durable(
             &names.stream,
             &names.base,
             &ctx.server,
+            &ctx.stream,
         ))
         .await?;
     ctx.provisioner
@@ -67,8 +68,65 @@ pub async fn record_stream(ctx: &RunContext, stream: &str, r: &mut VariantResult
     info.map(|i| i.state.messages)
 }
 
-/// Runs one scenario of a profile.
-pub async fn run(ctx: &RunContext, plan: &ScenarioPlan, sink: &mut dyn VariantSink) -> Result<()> {
+/// Runs one scenario of a profile: all its variants once per combination
+/// of its `[scenario.stream]` lists (storage, discard), each combination's
+/// variants named with its suffix and on streams of their own names.
+pub async fn run(
+    ctx: &mut RunContext,
+    plan: &ScenarioPlan,
+    sink: &mut dyn VariantSink,
+) -> Result<()> {
+    let all = plan.common().stream.settings();
+    for (i, settings) in all.into_iter().enumerate() {
+        if i > 0 {
+            // With --keep the previous combination's streams are still
+            // there under the same variant names.
+            ctx.names = crate::provision::Names::generate();
+        }
+        ctx.stream = settings;
+        let mut labelled = OnStream {
+            inner: &mut *sink,
+            settings: &ctx.stream,
+            default_storage: ctx.server.storage,
+        };
+        let result = run_on_stream(ctx, plan, &mut labelled).await;
+        ctx.stream = Default::default();
+        result?;
+    }
+    Ok(())
+}
+
+/// Names each variant for its stream's combination and records the
+/// settings it ran on among its parameters.
+struct OnStream<'a> {
+    inner: &'a mut dyn VariantSink,
+    settings: &'a crate::profile::StreamSettings,
+    default_storage: crate::profile::Storage,
+}
+
+impl VariantSink for OnStream<'_> {
+    fn record(&mut self, scenario: &ScenarioPlan, mut variant: VariantResult) -> Result<()> {
+        let s = self.settings;
+        if let Some(suffix) = &s.suffix {
+            variant.name = format!("{}.{suffix}", variant.name);
+        }
+        let storage = s.storage.unwrap_or(self.default_storage);
+        variant.param("stream.storage", crate::profile::storage_name(storage));
+        if let Some(d) = s.discard {
+            variant.param("stream.discard", d);
+        }
+        if s.limits != Default::default() {
+            variant.param("stream.limits", &s.limits);
+        }
+        self.inner.record(scenario, variant)
+    }
+}
+
+async fn run_on_stream(
+    ctx: &RunContext,
+    plan: &ScenarioPlan,
+    sink: &mut dyn VariantSink,
+) -> Result<()> {
     match plan {
         ScenarioPlan::Latency(p) => latency::run(ctx, plan, p, sink).await,
         ScenarioPlan::Publish(p) => publish::run(ctx, plan, p, sink).await,

@@ -151,7 +151,7 @@ fn describe(plan: &PublishScenarioPlan, rate: Rate, msg_id: MsgId, r: &mut Varia
 fn stream_config(ctx: &RunContext, name: &str, base: &str, window: Duration) -> stream::Config {
     stream::Config {
         duplicate_window: window,
-        ..provision::stream_config(name, base, &ctx.server)
+        ..provision::stream_config(name, base, &ctx.server, &ctx.stream)
     }
 }
 

@@ -342,6 +342,6 @@ fn verify(
             ),
         ));
     }
-    r.invariants.push(checks::stream_holds(stored, c.persisted));
+    r.invariants.push(checks::stream_holds(stored, c));
     r.invariants.push(checks::nothing_pending(o));
 }

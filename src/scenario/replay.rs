@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
 use async_nats::Client;
-use async_nats::jetstream::{self, consumer::DeliverPolicy, stream};
+use async_nats::jetstream::{self, consumer::DeliverPolicy};
 use tokio::sync::watch;
 
 use super::record_stream;
@@ -34,8 +34,7 @@ use crate::histogram::Recorder;
 use crate::ledger::{Event, LedgerCounts};
 use crate::metrics::{Direction, Metric, count, latency_metrics};
 use crate::profile::{
-    ArrivalPlan, ReplayDeliver, ReplayPace, ReplayPlan, ReplayReader, ScenarioPlan, Storage,
-    format_duration,
+    ArrivalPlan, ReplayDeliver, ReplayPace, ReplayPlan, ReplayReader, ScenarioPlan, format_duration,
 };
 use crate::replay::pacing::{self, GAP_CLASSES, Pacing, Signed};
 use crate::replay::read::{self, Delivery, End, ReplayLog, ReplaySpec};
@@ -141,16 +140,12 @@ pub async fn run(
     let stream_name = ctx.names.stream(name, "rec");
     let base = ctx.names.subject(name, "rec");
     ctx.provisioner
-        .create_stream(stream::Config {
-            name: stream_name.clone(),
-            subjects: vec![format!("{base}.*")],
-            storage: match ctx.server.storage {
-                Storage::File => stream::StorageType::File,
-                Storage::Memory => stream::StorageType::Memory,
-            },
-            num_replicas: ctx.server.replicas,
-            ..Default::default()
-        })
+        .create_stream(crate::provision::stream_config(
+            &stream_name,
+            &base,
+            &ctx.server,
+            &ctx.stream,
+        ))
         .await?;
     let client = ctx.connect.connect("replay").await?;
     let target = Target {
@@ -322,13 +317,9 @@ async fn record(
 
     // Verify.
     let c = &outcome.counts;
-    r.invariants.push(Invariant::check(
+    r.invariants.push(super::checks::every_publish_persisted(
         "every publish persisted",
-        c.publish_errors == 0 && c.persisted == c.published,
-        format!(
-            "{} published, {} persisted, {} PubAck errors or timeouts",
-            c.published, c.persisted, c.publish_errors
-        ),
+        &outcome,
     ));
     // Without consumers the ledger sees no deliveries: "lost" is what the
     // recording does not hold.
@@ -918,14 +909,9 @@ fn verify(
         detail,
     ));
     if let Some(o) = live {
-        let c = &o.counts;
-        r.invariants.push(Invariant::check(
+        r.invariants.push(super::checks::every_publish_persisted(
             "every live publish persisted",
-            c.publish_errors == 0 && c.persisted == c.published,
-            format!(
-                "{} published, {} persisted, {} PubAck errors or timeouts",
-                c.published, c.persisted, c.publish_errors
-            ),
+            o,
         ));
     }
 }

@@ -287,7 +287,7 @@ fn verify(o: &DriveOutcome, rec: &Recovery, stored: Option<u64>, r: &mut Variant
             "the crash never happened",
         )),
     }
-    r.invariants.push(checks::stream_holds(stored, c.persisted));
+    r.invariants.push(checks::stream_holds(stored, c));
     r.invariants.push(checks::nothing_pending(o));
 }
 

@@ -420,6 +420,7 @@ async fn run_part(
                 storage: crate::profile::Storage::File,
                 replicas: 1,
             },
+            stream: Default::default(),
             progress: crate::progress::Progress::hidden(),
             stop: orders.abort.clone(),
             server_cpu: crate::cpu::ServerCpu::Unavailable,

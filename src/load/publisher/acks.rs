@@ -40,6 +40,12 @@ enum Response {
     /// Nothing could take the message right now (no responders while a
     /// stream elects a leader, JetStream 503): worth sending again.
     Unavailable(String),
+    /// The stream's own limits refused it: JSStreamStoreFailedF saying
+    /// "maximum ... exceeded" (at max_msgs, max_bytes or
+    /// max_msgs_per_subject with discard new), or
+    /// JSStreamMessageExceedsMaximumErr (10054, above max_msg_size). What
+    /// the stream was configured to do.
+    RefusedByLimit(String),
     Failed(String),
 }
 
@@ -57,6 +63,7 @@ fn refusal_hint(err_code: u32) -> &'static str {
              max_memory_store, or the disk)"
         }
         10047 => " (the account's JetStream storage limit is reached)",
+        10054 => " (the message is larger than the stream's max_msg_size)",
         _ => "",
     }
 }
@@ -87,7 +94,13 @@ fn classify(message: &async_nats::Message) -> Response {
             );
             // A 503 is also how a full stream or server answers; resending
             // that would only be refused again.
-            if e.code == 503 && !REFUSALS.contains(&e.err_code) {
+            // 10077 is any store failure; only its "maximum ... exceeded"
+            // descriptions are a limit's refusal.
+            let limit =
+                e.err_code == 10054 || (e.err_code == 10077 && e.description.contains("maximum"));
+            if limit {
+                Response::RefusedByLimit(text)
+            } else if e.code == 503 && !REFUSALS.contains(&e.err_code) {
                 Response::Unavailable(text)
             } else {
                 Response::Failed(text)
@@ -126,6 +139,8 @@ pub(super) async fn read_acks(
         max_gap_end_ns: 0,
         errors: 0,
         first_error: None,
+        refused_by_limit: 0,
+        first_refusal: None,
         missing: 0,
         from_intended: Recorder::new(),
         from_sent: Recorder::new(),
@@ -239,6 +254,15 @@ pub(super) async fn read_acks(
                     }
                 }
             }
+            Response::RefusedByLimit(text) => {
+                if first {
+                    report.errors += 1;
+                    report.refused_by_limit += 1;
+                    report.first_refusal.get_or_insert(text);
+                } else {
+                    report.late_responses += 1;
+                }
+            }
             Response::Failed(text) | Response::Unavailable(text) => {
                 if first {
                     report.errors += 1;
@@ -304,8 +328,10 @@ mod tests {
         match classify(&message(
             r#"{"error":{"code":503,"err_code":10077,"description":"maximum messages exceeded"}}"#,
         )) {
-            Response::Failed(text) => assert!(text.contains("maximum messages exceeded"), "{text}"),
-            _ => panic!("error ack"),
+            Response::RefusedByLimit(text) => {
+                assert!(text.contains("maximum messages exceeded"), "{text}")
+            }
+            _ => panic!("a stream at its limits with discard new"),
         }
         match classify(&message(
             r#"{"error":{"code":503,"err_code":10008,"description":"JetStream system temporarily unavailable"}}"#,

@@ -158,6 +158,12 @@ pub struct AckReport {
     pub max_gap_end_ns: u64,
     pub errors: u64,
     pub first_error: Option<String>,
+    /// Of `errors`, the refusals of the stream's own limits (discard new,
+    /// max_msg_size): what the stream was configured to do.
+    #[serde(default)]
+    pub refused_by_limit: u64,
+    #[serde(default)]
+    pub first_refusal: Option<String>,
     /// Sent but never answered within the PubAck timeout.
     pub missing: u64,
     /// PubAck latency from the intended send time.

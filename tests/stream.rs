@@ -1,0 +1,124 @@
+//! Streams as operators configure them: `[scenario.stream]` lists make
+//! side-by-side variants in one run, and a stream at its limits is
+//! accounted for: what discard old evicted is told from what was lost,
+//! what discard new refused is counted with its error code.
+
+mod common;
+
+use jsbench::results::summary::VariantReport;
+
+fn param<'a>(v: &'a VariantReport, key: &str) -> &'a serde_json::Value {
+    v.params
+        .get(key)
+        .unwrap_or_else(|| panic!("{} has no param {key}", v.name))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_and_memory_with_both_discard_policies_in_one_run_account_for_every_message() {
+    let server = common::server();
+    // 500 msg/s for 1 s into streams that hold 100: each variant hits
+    // max_msgs and either evicts (old) or refuses (new) the rest.
+    let body = common::latency_body(
+        "[500]",
+        "1s",
+        "0s",
+        "[scenario.stream]\nstorage = [\"file\", \"memory\"]\ndiscard = [\"old\", \"new\"]\nmax_msgs = 100\n",
+    );
+    let summary = common::run_profile(&server, "limits", &body).await;
+    common::assert_all_passed(&summary);
+    let names: Vec<&str> = summary.variants().map(|(_, v)| v.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "rate-500.file.discard-old",
+            "rate-500.file.discard-new",
+            "rate-500.memory.discard-old",
+            "rate-500.memory.discard-new"
+        ]
+    );
+    for (_, v) in summary.variants() {
+        let storage = if v.name.contains("file") {
+            "file"
+        } else {
+            "memory"
+        };
+        assert_eq!(param(v, "stream.storage"), storage);
+        let c = &v.ledger;
+        assert_eq!(c.lost, 0, "{}", v.name);
+        assert!(c.published >= 400, "{}: {c:?}", v.name);
+        if v.name.ends_with("discard-old") {
+            // Every message stored, the oldest evicted down to 100.
+            assert_eq!(c.persisted, c.published, "{}", v.name);
+            assert_eq!(c.evicted, c.persisted - 100, "{}: {c:?}", v.name);
+            assert_eq!(c.refused_by_limit, 0);
+            assert_eq!(common::metric(v, "evicted"), c.evicted as f64);
+            let warning = v
+                .warnings
+                .iter()
+                .find(|w| w.contains("reached a limit"))
+                .unwrap_or_else(|| panic!("{}: {:?}", v.name, v.warnings));
+            assert!(
+                warning.contains("max_msgs 100: holds 100")
+                    && warning.contains("after the first send"),
+                "says which limit and when: {warning}"
+            );
+        } else {
+            // The first 100 stored, the rest refused with the limit's code.
+            assert_eq!(c.persisted, 100, "{}: {c:?}", v.name);
+            assert_eq!(c.refused_by_limit, c.published - 100, "{}: {c:?}", v.name);
+            assert_eq!(c.publish_errors, c.refused_by_limit);
+            assert_eq!(c.evicted, 0);
+            let persisted = v
+                .invariants
+                .iter()
+                .find(|i| i.name == "every publish persisted")
+                .unwrap();
+            assert!(
+                persisted.detail.contains("refused by the stream's limits")
+                    && persisted.detail.contains("10077"),
+                "{persisted:?}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_settings_reach_the_server() {
+    let server = common::server();
+    let dir = tempfile::tempdir().unwrap();
+    let profile = common::profile(
+        dir.path(),
+        "settings",
+        &common::latency_body(
+            "[200]",
+            "300ms",
+            "0s",
+            "[scenario.stream]\nstorage = \"memory\"\nmax_age = \"10m\"\nmax_bytes = \"8MiB\"\n\
+             max_msg_size = 4096\nduplicate_window = \"1m\"\ncompression = \"s2\"\nallow_direct = true\n",
+        ),
+    );
+    let mut options = common::options(server.url(), &profile, dir.path());
+    options.keep = true;
+    let outcome = jsbench::run::run(options, tokio_util::sync::CancellationToken::new())
+        .await
+        .unwrap();
+    let summary = common::summary(&outcome.results[0]);
+    common::assert_all_passed(&summary);
+    let (_, v) = summary.variants().next().unwrap();
+    assert_eq!(
+        v.name, "rate-200",
+        "one combination keeps the variant's name"
+    );
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    let mut stream = js.get_stream(&v.streams[0].stream).await.unwrap();
+    let config = stream.info().await.unwrap().config.clone();
+    use async_nats::jetstream::stream::{Compression, StorageType};
+    assert_eq!(config.storage, StorageType::Memory);
+    assert_eq!(config.max_age, std::time::Duration::from_secs(600));
+    assert_eq!(config.max_bytes, 8 << 20);
+    assert_eq!(config.max_message_size, 4096);
+    assert_eq!(config.duplicate_window, std::time::Duration::from_secs(60));
+    assert_eq!(config.compression, Some(Compression::S2));
+    assert!(config.allow_direct);
+}
