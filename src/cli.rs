@@ -310,8 +310,10 @@ struct RunArgs {
     #[arg(long)]
     fail_fast: bool,
 
-    /// Monitoring URL of an external server (http://host:8222): its /varz cpu%
-    /// gives server CPU per message. The embedded server is measured exactly.
+    /// Monitoring URLs of an external server, one per node, comma-separated
+    /// (http://host:8222): its /varz and /jsz give server CPU per message,
+    /// memory, slow consumers and API errors over each variant. The embedded
+    /// server and a local cluster are sampled without it.
     #[arg(long, value_name = "URL", env = "JSBENCH_MONITOR_URL")]
     monitor: Option<String>,
 

@@ -100,8 +100,9 @@ pub enum ServerCpu {
     /// Local processes (the embedded server, or each node of a local
     /// cluster), summed.
     Processes(Vec<u32>),
-    /// A monitoring endpoint, `http://host:port`.
-    Varz(String),
+    /// Monitoring endpoints, `http://host:port`, one per node: their cpu%
+    /// summed.
+    Varz(Vec<String>),
     Unavailable,
 }
 
@@ -113,7 +114,7 @@ impl ServerCpu {
                 pids: pids.clone(),
                 start: total_cpu_time(pids),
             },
-            ServerCpu::Varz(url) => CpuMeter::Varz(VarzSampler::start(url)),
+            ServerCpu::Varz(urls) => CpuMeter::Varz(VarzSampler::start(urls)),
             ServerCpu::Unavailable => CpuMeter::Unavailable,
         }
     }
@@ -121,7 +122,12 @@ impl ServerCpu {
     pub fn describe(&self) -> String {
         match self {
             ServerCpu::Processes(pids) => format!("process accounting of pids {pids:?}"),
-            ServerCpu::Varz(url) => format!("/varz cpu% of {url}, sampled every 250 ms"),
+            ServerCpu::Varz(urls) => {
+                format!(
+                    "/varz cpu% of {}, summed, sampled every 250 ms",
+                    urls.join(", ")
+                )
+            }
             ServerCpu::Unavailable => "unavailable".into(),
         }
     }
@@ -157,17 +163,19 @@ pub struct VarzSampler {
 }
 
 impl VarzSampler {
-    fn start(url: &str) -> VarzSampler {
+    fn start(urls: &[String]) -> VarzSampler {
         let stop = Arc::new(AtomicBool::new(false));
         let total_ns = Arc::new(AtomicU64::new(0));
-        let (s, t, url) = (stop.clone(), total_ns.clone(), url.to_string());
+        let (s, t, urls) = (stop.clone(), total_ns.clone(), urls.to_vec());
+        // Every node's cpu%, summed; `None` if any does not answer.
+        let sum = move || -> Option<f64> { urls.iter().map(|u| varz_cpu_percent(u)).sum() };
         let thread = std::thread::spawn(move || {
             let mut last = Instant::now();
-            let mut last_cpu = varz_cpu_percent(&url);
+            let mut last_cpu = sum();
             while !s.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(250));
                 let now = Instant::now();
-                let cpu = varz_cpu_percent(&url);
+                let cpu = sum();
                 match (last_cpu, cpu) {
                     (Some(a), Some(b)) if t.load(Ordering::Relaxed) != u64::MAX => {
                         let dt = now.duration_since(last).as_secs_f64();

@@ -67,6 +67,7 @@ pub mod server;
 pub mod spread;
 pub mod stamp;
 pub mod target;
+pub mod telemetry;
 pub mod timeline;
 pub mod url;
 pub mod variant;

@@ -213,6 +213,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
                 progress: progress.clone(),
                 stop: stop.clone(),
                 server_cpu: target.server_cpu(options.monitor.as_deref()),
+                monitors: target.monitors(options.monitor.as_deref()),
                 faults: target.faults(),
                 workers: workers.clone().map(|w| w as Arc<dyn Distribute>),
             };

@@ -14,6 +14,7 @@ use crate::error::UsageError;
 use crate::fault::FaultHandle;
 use crate::profile::Profile;
 use crate::server::{EmbeddedCluster, EmbeddedServer};
+use crate::telemetry::{Monitor, monitors_from_list};
 
 /// The server under test: ours on loopback (one node or a cluster), or
 /// the user's.
@@ -95,8 +96,40 @@ impl Target {
             (Target::Cluster(c), _) => {
                 ServerCpu::Processes(c.members().map(|(_, s)| s.pid()).collect())
             }
-            (Target::External, Some(url)) => ServerCpu::Varz(url.to_string()),
+            (Target::External, Some(list)) => ServerCpu::Varz(
+                monitors_from_list(list)
+                    .into_iter()
+                    .map(|m| m.url)
+                    .collect(),
+            ),
             (Target::External, None) => ServerCpu::Unavailable,
+        }
+    }
+
+    /// The monitoring endpoints whose telemetry every variant samples: the
+    /// embedded server's, every node of a local cluster, or the
+    /// comma-separated `--monitor` list for a server jsbench did not start.
+    pub fn monitors(&self, monitor: Option<&str>) -> Vec<Monitor> {
+        match (self, monitor) {
+            (Target::Embedded(s), _) => s
+                .monitor_url()
+                .map(|url| Monitor {
+                    node: "embedded".into(),
+                    url: url.to_string(),
+                })
+                .into_iter()
+                .collect(),
+            (Target::Cluster(c), _) => c
+                .members()
+                .filter_map(|(name, node)| {
+                    node.monitor_url().map(|url| Monitor {
+                        node: name,
+                        url: url.to_string(),
+                    })
+                })
+                .collect(),
+            (Target::External, Some(list)) => monitors_from_list(list),
+            (Target::External, None) => Vec::new(),
         }
     }
 

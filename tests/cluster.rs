@@ -57,6 +57,17 @@ fn run_with_cluster_3_uses_r3_streams_and_records_the_topology() {
         variant.invariants
     );
     assert_eq!(variant.ledger.lost, 0);
+    // Every node's telemetry, sampled while the variant ran.
+    for name in &names {
+        let key = format!("server.{name}.mem_mb");
+        let memory = variant
+            .timelines
+            .get(&key)
+            .unwrap_or_else(|| panic!("no {key}"));
+        assert!(memory.counts.iter().any(|&mb| mb > 0), "{key}: {memory:?}");
+    }
+    assert!(common::metric(variant, "server_peak_mem") > 0.0);
+    assert_eq!(common::metric(variant, "server_api_errors"), 0.0);
     let placement = &variant.streams[0];
     assert_eq!(placement.replicas, 3);
     assert_eq!(placement.cluster.as_deref(), Some(cluster.as_str()));

@@ -8,13 +8,16 @@ use std::path::Path;
 
 use common::{jsbench, run, text};
 
-/// The charts a latency rate sweep gets.
-const CHARTS: [&str; 5] = [
+/// The charts a latency rate sweep gets, the server's telemetry included
+/// (from the embedded server's endpoint, or --monitor's).
+const CHARTS: [&str; 7] = [
     "latency.e2e_latency",
     "latency.pub_ack_latency",
     "latency.send_lag",
     "latency.throughput",
     "latency.latency_vs_throughput",
+    "latency.server_mem_mb",
+    "latency.server_cpu_pct",
 ];
 
 fn assert_charts(results: &Path) {
@@ -39,9 +42,11 @@ fn run_writes_charts_and_an_offline_report_and_report_redraws_them() {
         "pictures",
         &common::latency_body("[300, 1000]", "500ms", "200ms", ""),
     );
+    // A server the test started: its telemetry through --monitor.
     let out = run(jsbench()
         .args(["run", path.to_str().unwrap(), "--progress", "never", "-o"])
         .arg(dir.path().join("results"))
+        .args(["--monitor", server.monitor_url().unwrap()])
         .env("NATS_URL", server.url()));
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
@@ -64,6 +69,9 @@ fn run_writes_charts_and_an_offline_report_and_report_redraws_them() {
         "class=\"banner verdict-passed\"",
         "End-to-end latency by percentile",
         "Latency vs throughput",
+        "Server memory over time",
+        "Server CPU over time",
+        "server_peak_mem (MB)",
         "lost = 0",
         "every payload carries its stamp",
         "✓ held",

@@ -24,6 +24,14 @@ impl Variant<'_> {
             Some(s) => s.finish().await,
             None => Vec::new(),
         };
+        let telemetry = match self.telemetry {
+            Some(t) => Some(
+                tokio::task::spawn_blocking(move || t.finish())
+                    .await
+                    .context("joining the telemetry sampler")?,
+            ),
+            None => None,
+        };
         let mut clients = self.consumers;
         let crash = clients.crash.take();
         let (mut consumers, mut errors) = stop_consumers(clients).await?;
@@ -66,6 +74,7 @@ impl Variant<'_> {
         outcome.drain_time = drained.time;
         outcome.server_state = drained.server_state;
         outcome.samples = samples;
+        outcome.telemetry = telemetry;
         outcome.crash = crash.and_then(|c| c.outcome());
         outcome.fault = fault;
         outcome.client_cpu = client_cpu;

@@ -69,6 +69,8 @@ pub struct RunContext {
     pub stop: CancellationToken,
     /// Where the server's CPU time is read from.
     pub server_cpu: ServerCpu,
+    /// The servers' monitoring endpoints, sampled during every variant.
+    pub monitors: Vec<crate::telemetry::Monitor>,
     /// The servers scenarios may kill and restart; `None` for a server
     /// jsbench did not start.
     pub faults: Option<FaultHandle>,
@@ -137,6 +139,9 @@ struct Variant<'a> {
     /// Consumer info on an interval, when the spec asks and this process
     /// watches the server.
     sampler: Option<sample::Sampler>,
+    /// The servers' telemetry, when this process watches the server and
+    /// their endpoints are known.
+    telemetry: Option<crate::telemetry::TelemetrySampler>,
     /// The other processes' clients' unanswered deliveries, as last
     /// reported: the sampler's client-side view of ack pending.
     peer_in_flight: Arc<AtomicU64>,
@@ -166,6 +171,7 @@ impl<'a> Variant<'a> {
                 .variant(&spec.label, spec.warmup + spec.duration + LEAD_IN),
             consumers: start::Consumers::default(),
             sampler: None,
+            telemetry: None,
             peer_in_flight: Arc::new(AtomicU64::new(0)),
         }
     }

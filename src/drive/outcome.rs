@@ -111,6 +111,8 @@ pub struct DriveOutcome {
     /// What the stream removed by its own limits, when it has any that
     /// evict ([`crate::readback::evictions`]).
     pub eviction: Option<Eviction>,
+    /// The servers' monitoring endpoints over the variant, when known.
+    pub telemetry: Option<crate::telemetry::Telemetry>,
 }
 
 impl DriveOutcome {
@@ -489,6 +491,7 @@ pub(super) fn merge(
         errors: Vec::new(),
         client_drop_cause: None,
         eviction: None,
+        telemetry: None,
     }
 }
 

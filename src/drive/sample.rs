@@ -53,6 +53,12 @@ impl Variant<'_> {
         publish_stop: CancellationToken,
     ) -> Result<Published> {
         self.sampler = self.start_sampler(peers.watches_server());
+        if peers.watches_server() {
+            self.telemetry = crate::telemetry::TelemetrySampler::start(
+                &self.ctx.monitors,
+                crate::telemetry::SAMPLE_EVERY,
+            );
+        }
         let mut pace = Pace {
             sent: publishers.iter().map(|p| p.progress.clone()).collect(),
             started: Instant::now(),

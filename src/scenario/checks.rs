@@ -227,9 +227,77 @@ pub fn publishers_finished(o: &DriveOutcome) -> Invariant {
     )
 }
 
+/// The server's side of a variant, from its monitoring endpoints: peak
+/// memory, CPU per stored message, slow consumers and API errors, memory
+/// and CPU over time, and the meta leader when it moved. Nothing when no
+/// endpoint is known (a server jsbench did not start, without --monitor).
+pub fn server_figures(o: &DriveOutcome, r: &mut VariantResult) {
+    use crate::metrics::{Direction, Metric};
+    let stored = o.counts.persisted;
+    if let Some(cpu) = o.server_cpu.filter(|_| stored > 0)
+        && !r.metrics.iter().any(|m| m.name == "server_cpu_per_msg")
+    {
+        r.metrics.push(Metric::new(
+            "server_cpu_per_msg",
+            "us",
+            cpu.as_secs_f64() * 1e6 / stored as f64,
+            Direction::Lower,
+        ));
+    }
+    let Some(t) = &o.telemetry else {
+        return;
+    };
+    r.param(
+        "server_telemetry",
+        format!(
+            "{} sample(s) of {} node(s) every {} ms, {} failed",
+            t.samples.len(),
+            t.nodes.len(),
+            crate::telemetry::SAMPLE_EVERY.as_millis(),
+            t.failed
+        ),
+    );
+    if let Some(peak) = t.peak_mem_bytes() {
+        r.metrics.push(Metric::new(
+            "server_peak_mem",
+            "MB",
+            peak as f64 / 1e6,
+            Direction::Lower,
+        ));
+    }
+    let slow = t.growth(|s| s.slow_consumers);
+    let api_errors = t.growth(|s| s.api_errors);
+    r.metrics.push(count("server_slow_consumers", slow));
+    r.metrics.push(count("server_api_errors", api_errors));
+    if slow > 0 {
+        r.warnings.push(format!(
+            "the server counted {slow} slow consumer(s) during the variant (/varz slow_consumers): \
+             a client could not keep up with what the server sent it"
+        ));
+    }
+    if api_errors > 0 {
+        r.warnings.push(format!(
+            "the server's JetStream API answered {api_errors} request(s) with an error during the variant (/jsz api.errors)"
+        ));
+    }
+    let leaders = t.meta_leaders(o.t0_ns);
+    if leaders.len() > 1 {
+        r.warnings.push(format!(
+            "the meta leader moved: {}",
+            leaders
+                .iter()
+                .map(|(at, l)| format!("{l} at {at:.1} s"))
+                .collect::<Vec<_>>()
+                .join(", then ")
+        ));
+    }
+    r.timelines.extend(t.timelines(o.t0_ns));
+}
+
 /// The ledger, the per-second and sampled timelines, the drive's warnings,
-/// and whether every publisher finished.
+/// the server's figures, and whether every publisher finished.
 pub fn drive_records(o: &DriveOutcome, sample_every: Duration, r: &mut VariantResult) {
+    server_figures(o, r);
     r.invariants.push(publishers_finished(o));
     r.ledger = o.counts;
     r.timelines

@@ -137,6 +137,7 @@ fn measure(o: &DriveOutcome, rate: u64, r: &mut VariantResult) {
         Direction::Lower,
     ));
     r.ledger = o.counts;
+    checks::server_figures(o, r);
     r.timelines
         .insert("published".into(), o.published_timeline.clone());
     r.timelines

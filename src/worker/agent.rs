@@ -424,6 +424,7 @@ async fn run_part(
             progress: crate::progress::Progress::hidden(),
             stop: orders.abort.clone(),
             server_cpu: crate::cpu::ServerCpu::Unavailable,
+            monitors: Vec::new(),
             faults: None,
             workers: None,
         };

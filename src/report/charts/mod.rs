@@ -43,6 +43,7 @@ pub mod axis;
 pub mod draw;
 pub mod latency;
 pub mod replay;
+pub mod server;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -112,6 +113,8 @@ pub const CATALOGUE: &[ChartFn] = &[
     replay::gap_error,
     replay::gap_error_by_gap,
     latency::dlq_latency,
+    server::memory,
+    server::cpu,
 ];
 
 /// The charts of one scenario: every catalogue entry that has data.

@@ -1,0 +1,107 @@
+//! The server's side of each variant over time, from the telemetry its
+//! monitoring endpoints gave (`server.mem_mb`, `server.cpu_pct`
+//! timelines): what the load cost the server while the latency charts show
+//! what the clients saw. Scenarios run without an endpoint have none.
+
+use crate::report::data::ScenarioData;
+use crate::timeline::Timeline;
+
+use super::{Axis, Chart, Scale, Series, Stroke, Unit, safe_stem};
+
+/// A gauge timeline as points at each sample's time (buckets that got no
+/// sample are left out rather than drawn as zero).
+fn gauge_points(t: &Timeline) -> Vec<(f64, f64)> {
+    let bucket_s = t.bucket_ns as f64 / 1e9;
+    t.counts
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| **v > 0)
+        .map(|(i, &v)| (i as f64 * bucket_s, v as f64))
+        .collect()
+}
+
+fn over_time(
+    s: &ScenarioData,
+    key: &str,
+    what: &str,
+    unit_label: &str,
+    caption: &str,
+) -> Option<Chart> {
+    let series: Vec<Series> = s
+        .variants()
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| {
+            let points = gauge_points(v.timelines.get(key)?);
+            (points.len() > 1).then(|| Series {
+                label: v.name.clone(),
+                points,
+                colour: i,
+                stroke: Stroke::Solid,
+                markers: true,
+            })
+        })
+        .collect();
+    if series.is_empty() {
+        return None;
+    }
+    Some(Chart {
+        stem: safe_stem(&format!("{}.{}", s.name(), key.replace('.', "_"))),
+        title: format!("{}: {what} over time", s.name()),
+        caption: caption.into(),
+        x: Axis {
+            label: "time since the variant's first send (s)".into(),
+            scale: Scale::Linear,
+            unit: Unit::Number,
+        },
+        y: Axis {
+            label: unit_label.into(),
+            scale: Scale::Linear,
+            unit: Unit::Number,
+        },
+        y_from_zero: true,
+        series,
+    })
+}
+
+/// The servers' resident memory (summed over a cluster's nodes), sampled
+/// from /varz `mem`.
+pub fn memory(s: &ScenarioData) -> Option<Chart> {
+    over_time(
+        s,
+        "server.mem_mb",
+        "Server memory",
+        "resident memory (MB)",
+        "nats-server's resident memory as its /varz reports it, every 500 ms of each variant \
+         (summed over the nodes of a cluster): what the load cost the server in memory. \
+         summary.json has the peak as server_peak_mem.",
+    )
+}
+
+/// The servers' CPU (summed over nodes), sampled from /varz `cpu`.
+pub fn cpu(s: &ScenarioData) -> Option<Chart> {
+    over_time(
+        s,
+        "server.cpu_pct",
+        "Server CPU",
+        "CPU (% of one core)",
+        "nats-server's CPU as its /varz reports it (100% is one core; summed over the nodes of \
+         a cluster), every 500 ms of each variant. server_cpu_per_msg in summary.json divides \
+         the server's CPU time over the publishing span by the messages stored.",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gauges_skip_unsampled_buckets() {
+        let t = Timeline {
+            origin_ns: 0,
+            bucket_ns: 100_000_000,
+            counts: vec![30, 0, 60],
+        };
+        assert_eq!(gauge_points(&t), [(0.0, 30.0), (0.2, 60.0)]);
+    }
+}

@@ -1,0 +1,362 @@
+//! The server's own view of a variant, sampled from its monitoring
+//! endpoints while the variant runs: memory, CPU, messages in and out,
+//! slow consumers, JetStream storage and API errors, routes and the meta
+//! leader. A latency figure says what a client saw; these say what it cost
+//! the server and whether the server was struggling (a slow consumer, an
+//! API error, a leader that moved), from counters that owe nothing to
+//! jsbench's clocks.
+//!
+//! Endpoints: the embedded server's and every node of a local cluster
+//! always; a server jsbench did not start only with `--monitor` (one URL
+//! per node, comma-separated).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::clock;
+use crate::timeline::Timeline;
+
+/// How often each endpoint is asked: fine enough for memory and CPU over
+/// a variant of seconds, coarse enough that the asking costs the server
+/// (and the shared cores) next to nothing.
+pub const SAMPLE_EVERY: Duration = Duration::from_millis(500);
+
+/// A node's monitoring endpoint, `http://127.0.0.1:8222`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Monitor {
+    /// How the results name the node.
+    pub node: String,
+    pub url: String,
+}
+
+/// What one node said at one tick. Counters are cumulative, as the server
+/// reports them; gauges are as of the sample.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeSample {
+    /// Tick number, the same for every node sampled together.
+    pub tick: u32,
+    pub at_ns: u64,
+    /// Index into [`Telemetry::nodes`].
+    pub node: usize,
+    pub cpu_pct: f64,
+    pub mem_bytes: u64,
+    pub in_msgs: u64,
+    pub out_msgs: u64,
+    pub in_bytes: u64,
+    pub out_bytes: u64,
+    pub slow_consumers: u64,
+    /// JetStream memory and file storage in use on the node.
+    pub js_memory: u64,
+    pub js_storage: u64,
+    pub api_total: u64,
+    pub api_errors: u64,
+    /// Routes to other nodes (clusters only).
+    pub routes: Option<u64>,
+    pub meta_leader: Option<String>,
+}
+
+/// Everything sampled over one variant.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Telemetry {
+    pub nodes: Vec<String>,
+    pub samples: Vec<NodeSample>,
+    /// Requests that failed (a node down, a timeout): their ticks lack
+    /// that node.
+    pub failed: u64,
+}
+
+#[derive(Deserialize)]
+struct Varz {
+    #[serde(default)]
+    cpu: f64,
+    #[serde(default)]
+    mem: u64,
+    #[serde(default)]
+    in_msgs: u64,
+    #[serde(default)]
+    out_msgs: u64,
+    #[serde(default)]
+    in_bytes: u64,
+    #[serde(default)]
+    out_bytes: u64,
+    #[serde(default)]
+    slow_consumers: u64,
+}
+
+#[derive(Deserialize, Default)]
+struct Jsz {
+    #[serde(default)]
+    memory: u64,
+    #[serde(default)]
+    storage: u64,
+    #[serde(default)]
+    api: JszApi,
+    #[serde(default)]
+    meta_cluster: Option<JszMeta>,
+}
+
+#[derive(Deserialize, Default)]
+struct JszApi {
+    #[serde(default)]
+    total: u64,
+    #[serde(default)]
+    errors: u64,
+}
+
+#[derive(Deserialize, Default)]
+struct JszMeta {
+    #[serde(default)]
+    leader: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Routez {
+    #[serde(default)]
+    num_routes: u64,
+}
+
+fn get<T: serde::de::DeserializeOwned>(url: &str, path: &str) -> Option<T> {
+    let body = crate::http::get(&format!("{}{path}", url.trim_end_matches('/'))).ok()?;
+    serde_json::from_str(&body).ok()
+}
+
+/// One node's sample now; `None` when its /varz does not answer.
+fn sample(tick: u32, node: usize, m: &Monitor, routes: bool) -> Option<NodeSample> {
+    let varz: Varz = get(&m.url, "/varz")?;
+    let jsz: Jsz = get(&m.url, "/jsz").unwrap_or_default();
+    Some(NodeSample {
+        tick,
+        at_ns: clock::now_ns(),
+        node,
+        cpu_pct: varz.cpu,
+        mem_bytes: varz.mem,
+        in_msgs: varz.in_msgs,
+        out_msgs: varz.out_msgs,
+        in_bytes: varz.in_bytes,
+        out_bytes: varz.out_bytes,
+        slow_consumers: varz.slow_consumers,
+        js_memory: jsz.memory,
+        js_storage: jsz.storage,
+        api_total: jsz.api.total,
+        api_errors: jsz.api.errors,
+        routes: if routes {
+            get::<Routez>(&m.url, "/routez").map(|r| r.num_routes)
+        } else {
+            None
+        },
+        meta_leader: jsz.meta_cluster.and_then(|m| m.leader),
+    })
+}
+
+/// Samples every endpoint on a background thread (blocking HTTP, off the
+/// runtime that carries the load) until [`TelemetrySampler::finish`].
+pub struct TelemetrySampler {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<Telemetry>,
+}
+
+impl TelemetrySampler {
+    /// `None` without endpoints.
+    pub fn start(monitors: &[Monitor], every: Duration) -> Option<TelemetrySampler> {
+        if monitors.is_empty() {
+            return None;
+        }
+        let monitors = monitors.to_vec();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut t = Telemetry {
+                nodes: monitors.iter().map(|m| m.node.clone()).collect(),
+                ..Default::default()
+            };
+            let routes = monitors.len() > 1;
+            let mut tick = 0u32;
+            loop {
+                for (i, m) in monitors.iter().enumerate() {
+                    match sample(tick, i, m, routes) {
+                        Some(s) => t.samples.push(s),
+                        None => t.failed += 1,
+                    }
+                }
+                tick += 1;
+                // The last tick is taken after the stop, so the counters
+                // cover the whole variant.
+                if flag.load(Ordering::Relaxed) {
+                    break;
+                }
+                let slept = std::time::Instant::now();
+                while slept.elapsed() < every && !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(20).min(every));
+                }
+            }
+            t
+        });
+        Some(TelemetrySampler { stop, thread })
+    }
+
+    pub fn finish(self) -> Telemetry {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap_or_default()
+    }
+}
+
+impl Telemetry {
+    fn ticks(&self) -> impl Iterator<Item = &[NodeSample]> {
+        self.samples.chunk_by(|a, b| a.tick == b.tick)
+    }
+
+    /// The highest memory the servers used at once (summed over nodes
+    /// sampled in the same tick).
+    pub fn peak_mem_bytes(&self) -> Option<u64> {
+        self.ticks()
+            .map(|tick| tick.iter().map(|s| s.mem_bytes).sum())
+            .max()
+    }
+
+    /// How much a cumulative counter grew over the variant, summed over
+    /// nodes (each node from its first sample to its last).
+    pub fn growth(&self, counter: fn(&NodeSample) -> u64) -> u64 {
+        (0..self.nodes.len())
+            .map(|node| {
+                let mine = || self.samples.iter().filter(move |s| s.node == node);
+                match (mine().next(), mine().next_back()) {
+                    (Some(first), Some(last)) => counter(last).saturating_sub(counter(first)),
+                    _ => 0,
+                }
+            })
+            .sum()
+    }
+
+    /// The meta leader each time it changed, with seconds from `origin_ns`:
+    /// the first entry is who led at the start.
+    pub fn meta_leaders(&self, origin_ns: u64) -> Vec<(f64, String)> {
+        let mut changes: Vec<(f64, String)> = Vec::new();
+        for s in &self.samples {
+            if let Some(leader) = &s.meta_leader
+                && changes.last().is_none_or(|(_, l)| l != leader)
+            {
+                let at = s.at_ns.saturating_sub(origin_ns) as f64 / 1e9;
+                changes.push((at, leader.clone()));
+            }
+        }
+        changes
+    }
+
+    /// Gauges over time as timelines from `origin_ns`: `server.mem_mb` and
+    /// `server.cpu_pct` summed over nodes, and per node
+    /// (`server.<node>.mem_mb`) when there are several. Buckets are a fifth
+    /// of the sampling interval, so a late sample never lands in its
+    /// predecessor's bucket; buckets without a sample stay 0.
+    pub fn timelines(&self, origin_ns: u64) -> Vec<(String, Timeline)> {
+        let bucket_ns = (SAMPLE_EVERY / 5).as_nanos() as u64;
+        let series = |name: String, pick: &dyn Fn(&NodeSample) -> Option<f64>| {
+            let mut t = Timeline {
+                origin_ns,
+                bucket_ns,
+                counts: Vec::new(),
+            };
+            for tick in self.ticks() {
+                let values: Vec<f64> = tick.iter().filter_map(pick).collect();
+                if values.is_empty() {
+                    continue;
+                }
+                let at = tick[0].at_ns.saturating_sub(origin_ns);
+                let i = (at / bucket_ns) as usize;
+                if t.counts.len() <= i {
+                    t.counts.resize(i + 1, 0);
+                }
+                t.counts[i] = values.iter().sum::<f64>().round() as u64;
+            }
+            (name, t)
+        };
+        let mb = |s: &NodeSample| s.mem_bytes as f64 / 1e6;
+        let mut all = vec![
+            series("server.mem_mb".into(), &|s| Some(mb(s))),
+            series("server.cpu_pct".into(), &|s| Some(s.cpu_pct)),
+        ];
+        if self.nodes.len() > 1 {
+            for (i, node) in self.nodes.iter().enumerate() {
+                all.push(series(format!("server.{node}.mem_mb"), &|s| {
+                    (s.node == i).then(|| mb(s))
+                }));
+            }
+        }
+        all
+    }
+}
+
+/// Monitors from `--monitor`: comma-separated URLs, named by position.
+pub fn monitors_from_list(list: &str) -> Vec<Monitor> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .enumerate()
+        .map(|(i, url)| Monitor {
+            node: format!("monitor-{}", i + 1),
+            url: url.to_string(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(tick: u32, node: usize, mem: u64, in_msgs: u64, leader: &str) -> NodeSample {
+        NodeSample {
+            tick,
+            at_ns: 1_000_000_000 + u64::from(tick) * 500_000_000,
+            node,
+            mem_bytes: mem,
+            in_msgs,
+            cpu_pct: 50.0,
+            meta_leader: Some(leader.into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn peaks_sum_nodes_per_tick_and_counters_grow_per_node() {
+        let t = Telemetry {
+            nodes: vec!["n1".into(), "n2".into()],
+            samples: vec![
+                at(0, 0, 10_000_000, 100, "n1"),
+                at(0, 1, 20_000_000, 1000, "n1"),
+                at(1, 0, 40_000_000, 600, "n1"),
+                at(1, 1, 20_000_000, 1300, "n2"),
+                at(2, 0, 5_000_000, 700, "n2"),
+            ],
+            failed: 1,
+        };
+        assert_eq!(t.peak_mem_bytes(), Some(60_000_000));
+        assert_eq!(t.growth(|s| s.in_msgs), 600 + 300);
+        let leaders = t.meta_leaders(1_000_000_000);
+        assert_eq!(leaders, [(0.0, "n1".to_string()), (0.5, "n2".to_string())]);
+        let timelines = t.timelines(1_000_000_000);
+        let mem = &timelines
+            .iter()
+            .find(|(n, _)| n == "server.mem_mb")
+            .unwrap()
+            .1;
+        assert_eq!(mem.counts, [30, 0, 0, 0, 0, 60, 0, 0, 0, 0, 5]);
+        let n2 = &timelines
+            .iter()
+            .find(|(n, _)| n == "server.n2.mem_mb")
+            .unwrap()
+            .1;
+        assert_eq!(n2.counts, [20, 0, 0, 0, 0, 20]);
+        assert_eq!(Telemetry::default().peak_mem_bytes(), None);
+    }
+
+    #[test]
+    fn monitor_lists_are_split_and_named() {
+        let m = monitors_from_list("http://a:8222, http://b:8222,");
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[1].node, "monitor-2");
+        assert_eq!(m[1].url, "http://b:8222");
+    }
+}
