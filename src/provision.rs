@@ -112,6 +112,7 @@ pub fn pull_config(durable: &str, plan: &ConsumerPlan, base: &str) -> consumer::
             .map(|f| format!("{base}.{f}"))
             .unwrap_or_default(),
         deliver_policy: consumer::DeliverPolicy::All,
+        max_waiting: plan.max_waiting.unwrap_or_default(),
         ..Default::default()
     }
 }

@@ -1,4 +1,5 @@
-//! Streams as operators configure them: `[scenario.stream]` lists make
+//! Streams and pulls as operators configure them: `[scenario.stream]`
+//! and the pull keys of `[scenario.consumer]` take lists that make
 //! side-by-side variants in one run, and a stream at its limits is
 //! accounted for: what discard old evicted is told from what was lost,
 //! what discard new refused is counted with its error code.
@@ -121,4 +122,52 @@ async fn stream_settings_reach_the_server() {
     assert_eq!(config.duplicate_window, std::time::Duration::from_secs(60));
     assert_eq!(config.compression, Some(Compression::S2));
     assert!(config.allow_direct);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pull_keys_sweep_and_reach_the_server() {
+    let server = common::server();
+    let dir = tempfile::tempdir().unwrap();
+    let profile = common::profile(
+        dir.path(),
+        "pulls",
+        &common::latency_body(
+            "[300]",
+            "400ms",
+            "0s",
+            "[scenario.consumer]\nbatch = [1, 200]\nmax_bytes = \"64KiB\"\nexpires = \"3s\"\n\
+             idle_heartbeat = \"1s\"\nmax_waiting = 16\n",
+        ),
+    );
+    let mut options = common::options(server.url(), &profile, dir.path());
+    options.keep = true;
+    let outcome = jsbench::run::run(options, tokio_util::sync::CancellationToken::new())
+        .await
+        .unwrap();
+    let summary = common::summary(&outcome.results[0]);
+    common::assert_all_passed(&summary);
+    assert_eq!(
+        summary.scenarios.len(),
+        1,
+        "one scenario, its sweep as variants"
+    );
+    let variants: Vec<&VariantReport> = summary.variants().map(|(_, v)| v).collect();
+    let names: Vec<&str> = variants.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(names, ["rate-300.batch-1", "rate-300.batch-200"]);
+    assert_eq!(param(variants[0], "batch"), 1);
+    assert_eq!(param(variants[1], "pull")["max_bytes"], 65536);
+    // The durable got max_waiting; a pull of one message at a time still
+    // delivered everything.
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    for v in variants {
+        assert_eq!(v.ledger.lost, 0);
+        let mut stream = js.get_stream(&v.streams[0].stream).await.unwrap();
+        let mut names = stream.consumer_names();
+        use futures::StreamExt;
+        let durable = names.next().await.unwrap().unwrap();
+        let mut consumer: async_nats::jetstream::consumer::PullConsumer =
+            stream.get_consumer(&durable).await.unwrap();
+        assert_eq!(consumer.info().await.unwrap().config.max_waiting, 16);
+    }
 }

@@ -218,9 +218,14 @@ pub async fn run(
         .get_consumer_from_stream(&config.durable, &config.stream)
         .await
         .with_context(|| format!("binding to durable consumer {}", config.durable))?;
-    let mut source = Source::open(consumer, config.plan.kind, config.plan.batch)
-        .await
-        .with_context(|| format!("reading durable consumer {}", config.durable))?;
+    let mut source = Source::open(
+        consumer,
+        config.plan.kind,
+        config.plan.batch,
+        config.plan.pull,
+    )
+    .await
+    .with_context(|| format!("reading durable consumer {}", config.durable))?;
 
     let mut report = ConsumerReport::empty(&config);
     let mut finished = Finished::default();

@@ -8,18 +8,20 @@ use async_nats::jetstream::Message;
 use async_nats::jetstream::consumer::{PullConsumer, pull};
 use futures::StreamExt;
 
-use crate::profile::ConsumerKind;
+use crate::profile::{ConsumerKind, PullTuning};
 
 pub enum Source {
     Consume {
         consumer: Box<PullConsumer>,
         batch: usize,
+        pull: PullTuning,
         /// `None` after an error, until the next read re-opens it.
         stream: Option<Box<pull::Stream>>,
     },
     Fetch {
         consumer: Box<PullConsumer>,
         batch: usize,
+        pull: PullTuning,
         current: Option<Box<pull::Batch>>,
     },
 }
@@ -33,30 +35,44 @@ const FETCH_EXPIRES: Duration = Duration::from_millis(500);
 /// is gone (its server died, a new consumer leader took over).
 const HEARTBEAT: Duration = Duration::from_secs(1);
 
-async fn consume(consumer: &PullConsumer, batch: usize) -> Result<Box<pull::Stream>> {
+async fn consume(
+    consumer: &PullConsumer,
+    batch: usize,
+    pull: PullTuning,
+) -> Result<Box<pull::Stream>> {
+    let mut builder = consumer
+        .stream()
+        .max_messages_per_batch(batch)
+        .heartbeat(pull.idle_heartbeat.unwrap_or(HEARTBEAT))
+        .expires(pull.expires.unwrap_or(PULL_EXPIRES));
+    if let Some(bytes) = pull.max_bytes {
+        builder = builder.max_bytes_per_batch(bytes);
+    }
     Ok(Box::new(
-        consumer
-            .stream()
-            .max_messages_per_batch(batch)
-            .heartbeat(HEARTBEAT)
-            .expires(PULL_EXPIRES)
-            .messages()
-            .await
-            .context("starting to consume")?,
+        builder.messages().await.context("starting to consume")?,
     ))
 }
 
 impl Source {
-    pub async fn open(consumer: PullConsumer, kind: ConsumerKind, batch: usize) -> Result<Source> {
+    /// Pull requests of `batch` messages, with the profile's pull tuning
+    /// (max_bytes, expires, idle heartbeat) over jsbench's defaults.
+    pub async fn open(
+        consumer: PullConsumer,
+        kind: ConsumerKind,
+        batch: usize,
+        pull: PullTuning,
+    ) -> Result<Source> {
         Ok(match kind {
             ConsumerKind::Pull => Source::Consume {
-                stream: Some(consume(&consumer, batch).await?),
+                stream: Some(consume(&consumer, batch, pull).await?),
                 consumer: Box::new(consumer),
                 batch,
+                pull,
             },
             ConsumerKind::Fetch => Source::Fetch {
                 consumer: Box::new(consumer),
                 batch,
+                pull,
                 current: None,
             },
         })
@@ -69,6 +85,7 @@ impl Source {
             Source::Consume {
                 consumer,
                 batch,
+                pull,
                 stream,
             } => {
                 // After an error the pull requests in flight may be gone with
@@ -77,10 +94,10 @@ impl Source {
                 // keeps waiting).
                 let messages = match stream {
                     Some(messages) => messages,
-                    None => match consume(consumer, *batch).await {
+                    None => match consume(consumer, *batch, *pull).await {
                         Ok(messages) => stream.insert(messages),
                         Err(e) => {
-                            tokio::time::sleep(HEARTBEAT).await;
+                            tokio::time::sleep(pull.idle_heartbeat.unwrap_or(HEARTBEAT)).await;
                             return Some(Err(format!("consume: {e:#}")));
                         }
                     },
@@ -97,6 +114,7 @@ impl Source {
             Source::Fetch {
                 consumer,
                 batch,
+                pull,
                 current,
             } => loop {
                 if let Some(messages) = current {
@@ -105,13 +123,14 @@ impl Source {
                         None => *current = None,
                     }
                 }
-                match consumer
+                let mut request = consumer
                     .batch()
                     .max_messages(*batch)
-                    .expires(FETCH_EXPIRES)
-                    .messages()
-                    .await
-                {
+                    .expires(pull.expires.unwrap_or(FETCH_EXPIRES));
+                if let Some(bytes) = pull.max_bytes {
+                    request = request.max_bytes(bytes);
+                }
+                match request.messages().await {
                     Ok(messages) => *current = Some(Box::new(messages)),
                     Err(e) => return Some(Err(format!("fetch: {e}"))),
                 }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use super::{
     AckPolicy, CommonPlan, ConsumerKind, ConsumerPlan, Dur, MsgId, Problems, PublishMode,
-    PublishPlan, Rate, ServerPlan, SizePlan, Storage, is_safe_name,
+    PublishPlan, PullSweep, PullTuning, Rate, ServerPlan, SizePlan, Storage, is_safe_name,
 };
 use crate::stamp::STAMP_LEN;
 
@@ -485,6 +485,11 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for OneOrMany<T> {
     }
 }
 
+/// `key[i]` for an element of a list, `key` for a single value.
+fn indexed(key: String, i: usize, len: usize) -> String {
+    if len > 1 { format!("{key}[{i}]") } else { key }
+}
+
 /// `[scenario.consumer]`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -494,7 +499,11 @@ pub struct ConsumerSection {
     ack_every: Option<usize>,
     double_ack: Option<bool>,
     consumers: Option<usize>,
-    batch: Option<usize>,
+    batch: Option<OneOrMany<usize>>,
+    max_bytes: Option<OneOrMany<super::Bytes>>,
+    expires: Option<OneOrMany<Dur>>,
+    max_waiting: Option<OneOrMany<i64>>,
+    idle_heartbeat: Option<OneOrMany<Dur>>,
     max_ack_pending: Option<i64>,
     ack_wait: Option<Dur>,
     backoff: Option<Vec<Dur>>,
@@ -503,6 +512,94 @@ pub struct ConsumerSection {
 }
 
 impl ConsumerSection {
+    /// The pull keys, each value of a list checked on its own.
+    fn validate_pull(
+        &self,
+        plan: &ConsumerPlan,
+        key: &dyn Fn(&str) -> String,
+        problems: &mut Problems,
+    ) {
+        let batches = self.batch.as_ref().map_or(&[][..], |l| l.0.as_slice());
+        for (i, &b) in batches.iter().enumerate() {
+            problems.range(
+                &indexed(key("batch"), i, batches.len()),
+                b,
+                1,
+                10_000,
+                " messages per pull",
+            );
+        }
+        let sizes = self.max_bytes.as_ref().map_or(&[][..], |l| l.0.as_slice());
+        for (i, b) in sizes.iter().enumerate() {
+            problems.range(
+                &indexed(key("max_bytes"), i, sizes.len()),
+                b.0,
+                1,
+                1 << 30,
+                " bytes per pull",
+            );
+        }
+        let waits = self
+            .max_waiting
+            .as_ref()
+            .map_or(&[][..], |l| l.0.as_slice());
+        for (i, &w) in waits.iter().enumerate() {
+            problems.range(
+                &indexed(key("max_waiting"), i, waits.len()),
+                w,
+                1,
+                100_000,
+                " pull requests",
+            );
+        }
+        let expiries = self.expires.as_ref().map_or(&[][..], |l| l.0.as_slice());
+        for (i, d) in expiries.iter().enumerate() {
+            if d.0 < Duration::from_millis(10) || d.0 > Duration::from_secs(3600) {
+                problems.push(
+                    indexed(key("expires"), i, expiries.len()),
+                    "must be between 10ms and 1h",
+                );
+            }
+        }
+        let beats = self
+            .idle_heartbeat
+            .as_ref()
+            .map_or(&[][..], |l| l.0.as_slice());
+        for (i, d) in beats.iter().enumerate() {
+            if d.0 < Duration::from_millis(100) || d.0 > Duration::from_secs(60) {
+                problems.push(
+                    indexed(key("idle_heartbeat"), i, beats.len()),
+                    "must be between 100ms and 1m",
+                );
+            }
+        }
+        if !beats.is_empty() && plan.kind == ConsumerKind::Fetch {
+            problems.push(
+                key("idle_heartbeat"),
+                "applies to kind = \"pull\" (a continuous consume); a fetch waits for its expiry",
+            );
+        }
+        // nats-server refuses a pull request whose heartbeat is more than
+        // half its expiry.
+        let longest_beat = beats.iter().map(|d| d.0).max();
+        let shortest_expiry = expiries.iter().map(|d| d.0).min();
+        if let (Some(beat), Some(expiry)) = (longest_beat, shortest_expiry)
+            && beat * 2 > expiry
+        {
+            problems.push(
+                key("idle_heartbeat"),
+                "must be at most half of expires (the server refuses the pull request otherwise)",
+            );
+        }
+        let swept = plan.sweep.combinations();
+        if swept > 64 {
+            problems.push(
+                key("batch"),
+                format!("the pull keys' lists make {swept} combinations; at most 64"),
+            );
+        }
+    }
+
     /// `ack_per_variant`: the scenario sets `ack` per variant itself (the
     /// ack scenario), so `ack_every` is allowed whatever `ack` says here.
     pub fn validate(
@@ -514,13 +611,33 @@ impl ConsumerSection {
         let p = format!("{prefix}.consumer");
         let key = |k: &str| format!("{p}.{k}");
         let defaults = ConsumerPlan::simple();
+        // A list sweeps; a single value is the plan's own.
+        fn split<T: Clone>(v: &Option<OneOrMany<T>>) -> (Option<T>, Vec<T>) {
+            match v.as_ref().map(|l| l.0.as_slice()) {
+                Some([one]) => (Some(one.clone()), Vec::new()),
+                Some(many) if !many.is_empty() => (Some(many[0].clone()), many.to_vec()),
+                _ => (None, Vec::new()),
+            }
+        }
+        let (batch, batches) = split(&self.batch);
+        let (max_bytes, max_bytes_list) = split(&self.max_bytes);
+        let (expires, expires_list) = split(&self.expires);
+        let (max_waiting, max_waiting_list) = split(&self.max_waiting);
+        let (heartbeat, heartbeat_list) = split(&self.idle_heartbeat);
+        let sweep = PullSweep {
+            batch: batches,
+            max_bytes: max_bytes_list.iter().map(|b| b.0 as usize).collect(),
+            expires: expires_list.iter().map(|d| d.0).collect(),
+            max_waiting: max_waiting_list,
+            idle_heartbeat: heartbeat_list.iter().map(|d| d.0).collect(),
+        };
         let plan = ConsumerPlan {
             kind: self.kind.unwrap_or(defaults.kind),
             ack: self.ack.unwrap_or(defaults.ack),
             ack_every: self.ack_every.unwrap_or(1),
             double_ack: self.double_ack.unwrap_or(false),
             consumers: self.consumers.unwrap_or(defaults.consumers),
-            batch: self.batch.unwrap_or(defaults.batch),
+            batch: batch.unwrap_or(defaults.batch),
             max_ack_pending: self.max_ack_pending.unwrap_or(defaults.max_ack_pending),
             ack_wait: self.ack_wait.map(|d| d.0).unwrap_or(defaults.ack_wait),
             backoff: self
@@ -530,9 +647,16 @@ impl ConsumerSection {
                 .unwrap_or_default(),
             max_deliver: self.max_deliver.unwrap_or(-1),
             filter: self.filter_subject.clone(),
+            pull: PullTuning {
+                max_bytes: max_bytes.map(|b| b.0 as usize),
+                expires: expires.map(|d| d.0),
+                idle_heartbeat: heartbeat.map(|d| d.0),
+            },
+            max_waiting,
+            sweep,
         };
         problems.range(&key("consumers"), plan.consumers, 1, 256, " clients");
-        problems.range(&key("batch"), plan.batch, 1, 10_000, " messages per pull");
+        self.validate_pull(&plan, &key, problems);
         problems.range(
             &key("max_ack_pending"),
             plan.max_ack_pending,

@@ -126,6 +126,53 @@ impl ScenarioPlan {
         self.common().name.as_deref().unwrap_or(self.common().kind)
     }
 
+    /// The durable consumer's plan, for the kinds that read through one.
+    pub fn consumer(&self) -> Option<&ConsumerPlan> {
+        match self {
+            ScenarioPlan::Latency(p) => Some(&p.consumer),
+            ScenarioPlan::Ack(p) => Some(&p.consumer),
+            ScenarioPlan::Redelivery(p) => Some(&p.consumer),
+            ScenarioPlan::Backpressure(p) => Some(&p.consumer),
+            ScenarioPlan::Resume(p) => Some(&p.consumer),
+            ScenarioPlan::Restart(p) => Some(&p.consumer),
+            ScenarioPlan::Dlq(p) => Some(&p.consumer),
+            ScenarioPlan::Publish(_) | ScenarioPlan::Replay(_) => None,
+        }
+    }
+
+    pub fn consumer_mut(&mut self) -> Option<&mut ConsumerPlan> {
+        match self {
+            ScenarioPlan::Latency(p) => Some(&mut p.consumer),
+            ScenarioPlan::Ack(p) => Some(&mut p.consumer),
+            ScenarioPlan::Redelivery(p) => Some(&mut p.consumer),
+            ScenarioPlan::Backpressure(p) => Some(&mut p.consumer),
+            ScenarioPlan::Resume(p) => Some(&mut p.consumer),
+            ScenarioPlan::Restart(p) => Some(&mut p.consumer),
+            ScenarioPlan::Dlq(p) => Some(&mut p.consumer),
+            ScenarioPlan::Publish(_) | ScenarioPlan::Replay(_) => None,
+        }
+    }
+
+    /// The plan once per combination of its swept pull keys, with the
+    /// suffix that names it; itself, unnamed, when nothing is swept.
+    pub fn pull_combinations(&self) -> Vec<(Option<String>, ScenarioPlan)> {
+        let Some(consumer) = self.consumer().filter(|c| c.sweep.combinations() > 1) else {
+            return vec![(None, self.clone())];
+        };
+        consumer
+            .sweep
+            .apply(consumer)
+            .into_iter()
+            .map(|(suffix, c)| {
+                let mut plan = self.clone();
+                if let Some(slot) = plan.consumer_mut() {
+                    *slot = c;
+                }
+                (suffix, plan)
+            })
+            .collect()
+    }
+
     pub fn kind(&self) -> &'static str {
         self.common().kind
     }
@@ -133,7 +180,9 @@ impl ScenarioPlan {
     /// Timed phases only (warm-up included); set-up, drain and read-back
     /// come on top. Every variant runs once per stream combination.
     pub fn estimated_duration(&self) -> Duration {
-        self.estimated_duration_on_one_stream() * self.common().stream.combinations() as u32
+        let pulls = self.consumer().map_or(1, |c| c.sweep.combinations());
+        self.estimated_duration_on_one_stream()
+            * (self.common().stream.combinations() * pulls) as u32
     }
 
     fn estimated_duration_on_one_stream(&self) -> Duration {
@@ -470,6 +519,119 @@ pub struct ConsumerPlan {
     /// A suffix of the scenario's subject the durable filters on
     /// (`"0"`, `"*"`); `None` for every subject.
     pub filter: Option<String>,
+    /// Pull request settings beyond the batch; `None`s are jsbench's
+    /// defaults.
+    #[serde(default)]
+    pub pull: PullTuning,
+    /// The durable's max_waiting (pull requests the server holds at once);
+    /// `None`: the server's default (512).
+    #[serde(default)]
+    pub max_waiting: Option<i64>,
+    /// Keys given as lists: each combination runs every variant once.
+    #[serde(default)]
+    pub sweep: PullSweep,
+}
+
+/// What one pull request asks beyond its batch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct PullTuning {
+    /// Bytes per request: the server stops a batch at this size.
+    pub max_bytes: Option<usize>,
+    /// How long a request waits on the server.
+    pub expires: Option<Duration>,
+    /// The server's idle heartbeat on a continuous consume.
+    pub idle_heartbeat: Option<Duration>,
+}
+
+/// The pull keys given as lists, swept as max_ack_pending is in the
+/// backpressure scenario: every combination is one run of each variant,
+/// named with its values (`rate-5000.batch-100.expires-5s`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct PullSweep {
+    pub batch: Vec<usize>,
+    pub max_bytes: Vec<usize>,
+    pub expires: Vec<Duration>,
+    pub max_waiting: Vec<i64>,
+    pub idle_heartbeat: Vec<Duration>,
+}
+
+impl PullSweep {
+    pub fn combinations(&self) -> usize {
+        [
+            self.batch.len(),
+            self.max_bytes.len(),
+            self.expires.len(),
+            self.max_waiting.len(),
+            self.idle_heartbeat.len(),
+        ]
+        .iter()
+        .map(|&n| n.max(1))
+        .product()
+    }
+
+    /// Every combination applied to `base`, with the suffix that names it;
+    /// one unnamed copy of `base` when nothing is swept.
+    pub fn apply(&self, base: &ConsumerPlan) -> Vec<(Option<String>, ConsumerPlan)> {
+        let mut all = vec![(Vec::<String>::new(), base.clone())];
+        fn extend<T: Copy>(
+            all: Vec<(Vec<String>, ConsumerPlan)>,
+            values: &[T],
+            name: impl Fn(T) -> String,
+            set: impl Fn(&mut ConsumerPlan, T),
+        ) -> Vec<(Vec<String>, ConsumerPlan)> {
+            if values.is_empty() {
+                return all;
+            }
+            let mut out = Vec::new();
+            for (parts, plan) in all {
+                for &v in values {
+                    let mut parts = parts.clone();
+                    parts.push(name(v));
+                    let mut plan = plan.clone();
+                    set(&mut plan, v);
+                    out.push((parts, plan));
+                }
+            }
+            out
+        }
+        let d = crate::profile::format_duration;
+        all = extend(
+            all,
+            &self.batch,
+            |v| format!("batch-{v}"),
+            |p, v| p.batch = v,
+        );
+        all = extend(
+            all,
+            &self.max_bytes,
+            |v| format!("max_bytes-{v}"),
+            |p, v| p.pull.max_bytes = Some(v),
+        );
+        all = extend(
+            all,
+            &self.expires,
+            |v| format!("expires-{}", d(v)),
+            |p, v| p.pull.expires = Some(v),
+        );
+        all = extend(
+            all,
+            &self.max_waiting,
+            |v| format!("max_waiting-{v}"),
+            |p, v| p.max_waiting = Some(v),
+        );
+        all = extend(
+            all,
+            &self.idle_heartbeat,
+            |v| format!("heartbeat-{}", d(v)),
+            |p, v| p.pull.idle_heartbeat = Some(v),
+        );
+        all.into_iter()
+            .map(|(parts, mut plan)| {
+                plan.sweep = PullSweep::default();
+                ((!parts.is_empty()).then(|| parts.join(".")), plan)
+            })
+            .collect()
+    }
 }
 
 impl ConsumerPlan {
@@ -487,6 +649,9 @@ impl ConsumerPlan {
             backoff: Vec::new(),
             max_deliver: -1,
             filter: None,
+            pull: PullTuning::default(),
+            max_waiting: None,
+            sweep: PullSweep::default(),
         }
     }
 

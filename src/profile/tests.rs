@@ -666,3 +666,65 @@ fn bad_stream_settings_name_the_key() {
         "{all:?}"
     );
 }
+
+#[test]
+fn pull_keys_sweep_as_lists_and_are_checked_one_by_one() {
+    let p = parse(
+        "test.toml",
+        &format!(
+            "{GOOD}[scenario.consumer]\nbatch = [10, 500]\nexpires = [\"2s\", \"10s\"]\n\
+             max_bytes = \"1MiB\"\nmax_waiting = 16\nidle_heartbeat = \"500ms\"\n"
+        ),
+    )
+    .unwrap();
+    let plan = &p.scenarios[0];
+    let c = plan.consumer().unwrap();
+    assert_eq!(c.batch, 10, "the first of a list until swept");
+    assert_eq!(c.pull.max_bytes, Some(1 << 20));
+    assert_eq!(c.pull.idle_heartbeat, Some(Duration::from_millis(500)));
+    assert_eq!(c.max_waiting, Some(16));
+    assert_eq!(c.sweep.combinations(), 4);
+    let combos = plan.pull_combinations();
+    let names: Vec<_> = combos.iter().map(|(s, _)| s.clone().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "batch-10.expires-2s",
+            "batch-10.expires-10s",
+            "batch-500.expires-2s",
+            "batch-500.expires-10s"
+        ]
+    );
+    let last = combos[3].1.consumer().unwrap();
+    assert_eq!(
+        (last.batch, last.pull.expires),
+        (500, Some(Duration::from_secs(10)))
+    );
+    assert_eq!(
+        last.sweep.combinations(),
+        1,
+        "a combination sweeps no further"
+    );
+    // Two rates, four pull combinations, 2 s each.
+    assert_eq!(p.estimated_duration(), Duration::from_secs(16));
+    // Nothing swept: the plan itself, unnamed.
+    let plain = parse("test.toml", GOOD).unwrap();
+    let combos = plain.scenarios[0].pull_combinations();
+    assert_eq!(combos.len(), 1);
+    assert_eq!(combos[0].0, None);
+
+    let with = |extra: &str| format!("{GOOD}[scenario.consumer]\n{extra}\n");
+    let p = only_problem(&with("batch = [10, 0]"));
+    assert_eq!(p.path, "scenario[0].consumer.batch[1]");
+    let p = only_problem(&with("expires = \"1s\"\nidle_heartbeat = \"600ms\""));
+    assert_eq!(p.path, "scenario[0].consumer.idle_heartbeat");
+    let p = only_problem(&with("kind = \"fetch\"\nidle_heartbeat = \"1s\""));
+    assert_eq!(p.path, "scenario[0].consumer.idle_heartbeat");
+    let p = only_problem(&with("max_waiting = 0"));
+    assert_eq!(p.path, "scenario[0].consumer.max_waiting");
+    let p = only_problem(&with("max_bytes = \"lots\""));
+    assert!(
+        p.path.starts_with("scenario[0].consumer.max_bytes"),
+        "{p:?}"
+    );
+}

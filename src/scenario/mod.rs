@@ -76,39 +76,62 @@ pub async fn run(
     plan: &ScenarioPlan,
     sink: &mut dyn VariantSink,
 ) -> Result<()> {
-    let all = plan.common().stream.settings();
-    for (i, settings) in all.into_iter().enumerate() {
-        if i > 0 {
-            // With --keep the previous combination's streams are still
-            // there under the same variant names.
-            ctx.names = crate::provision::Names::generate();
+    let streams = plan.common().stream.settings();
+    let pulls = plan.pull_combinations();
+    let mut first = true;
+    for settings in streams {
+        for (pull_suffix, pulled) in &pulls {
+            if !first {
+                // With --keep the previous combination's streams are still
+                // there under the same variant names.
+                ctx.names = crate::provision::Names::generate();
+            }
+            first = false;
+            ctx.stream = settings.clone();
+            let suffix: Vec<&str> = [settings.suffix.as_deref(), pull_suffix.as_deref()]
+                .into_iter()
+                .flatten()
+                .collect();
+            let mut labelled = OnStream {
+                inner: &mut *sink,
+                settings: &ctx.stream,
+                suffix: (!suffix.is_empty()).then(|| suffix.join(".")),
+                pull: pull_suffix.as_ref().and(pulled.consumer()),
+                default_storage: ctx.server.storage,
+            };
+            // Recorded under the profile's plan: the results hold one
+            // scenario whatever was swept.
+            let result = run_on_stream(ctx, pulled, plan, &mut labelled).await;
+            ctx.stream = Default::default();
+            result?;
         }
-        ctx.stream = settings;
-        let mut labelled = OnStream {
-            inner: &mut *sink,
-            settings: &ctx.stream,
-            default_storage: ctx.server.storage,
-        };
-        let result = run_on_stream(ctx, plan, &mut labelled).await;
-        ctx.stream = Default::default();
-        result?;
     }
     Ok(())
 }
 
-/// Names each variant for its stream's combination and records the
-/// settings it ran on among its parameters.
+/// Names each variant for its stream's and pull keys' combination and
+/// records the settings it ran on among its parameters.
 struct OnStream<'a> {
     inner: &'a mut dyn VariantSink,
     settings: &'a crate::profile::StreamSettings,
+    suffix: Option<String>,
+    /// The consumer plan of a swept pull combination.
+    pull: Option<&'a crate::profile::ConsumerPlan>,
     default_storage: crate::profile::Storage,
 }
 
 impl VariantSink for OnStream<'_> {
     fn record(&mut self, scenario: &ScenarioPlan, mut variant: VariantResult) -> Result<()> {
         let s = self.settings;
-        if let Some(suffix) = &s.suffix {
+        if let Some(suffix) = &self.suffix {
             variant.name = format!("{}.{suffix}", variant.name);
+        }
+        if let Some(c) = self.pull {
+            variant.param("batch", c.batch);
+            variant.param("pull", c.pull);
+            if let Some(w) = c.max_waiting {
+                variant.param("max_waiting", w);
+            }
         }
         let storage = s.storage.unwrap_or(self.default_storage);
         variant.param("stream.storage", crate::profile::storage_name(storage));
@@ -122,11 +145,19 @@ impl VariantSink for OnStream<'_> {
     }
 }
 
+/// Runs `plan` (the profile's, or one pull combination of it), its
+/// results recorded under `recorded` (the profile's).
 async fn run_on_stream(
     ctx: &RunContext,
     plan: &ScenarioPlan,
+    recorded: &ScenarioPlan,
     sink: &mut dyn VariantSink,
 ) -> Result<()> {
+    let mut as_recorded = AsRecorded {
+        inner: sink,
+        recorded,
+    };
+    let sink = &mut as_recorded;
     match plan {
         ScenarioPlan::Latency(p) => latency::run(ctx, plan, p, sink).await,
         ScenarioPlan::Publish(p) => publish::run(ctx, plan, p, sink).await,
@@ -137,5 +168,18 @@ async fn run_on_stream(
         ScenarioPlan::Restart(p) => restart::run(ctx, plan, p, sink).await,
         ScenarioPlan::Replay(p) => replay::run(ctx, plan, p, sink).await,
         ScenarioPlan::Dlq(p) => dlq::run(ctx, plan, p, sink).await,
+    }
+}
+
+/// Hands every result on under the profile's scenario plan, whichever
+/// pull combination of it ran.
+struct AsRecorded<'a> {
+    inner: &'a mut dyn VariantSink,
+    recorded: &'a ScenarioPlan,
+}
+
+impl VariantSink for AsRecorded<'_> {
+    fn record(&mut self, _ran: &ScenarioPlan, variant: VariantResult) -> Result<()> {
+        self.inner.record(self.recorded, variant)
     }
 }
