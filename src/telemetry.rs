@@ -212,9 +212,23 @@ impl Telemetry {
     /// The highest memory the servers used at once (summed over nodes
     /// sampled in the same tick).
     pub fn peak_mem_bytes(&self) -> Option<u64> {
+        self.peak(|s| s.mem_bytes)
+    }
+
+    /// The highest value of a gauge summed over the nodes of one tick.
+    pub fn peak(&self, gauge: fn(&NodeSample) -> u64) -> Option<u64> {
         self.ticks()
-            .map(|tick| tick.iter().map(|s| s.mem_bytes).sum())
+            .map(|tick| tick.iter().map(gauge).sum())
             .max()
+    }
+
+    /// How far memory rose above its first sample: what this variant
+    /// added, where the peak also carries what earlier variants left in
+    /// the same server process (Go returns freed heap to the system
+    /// lazily).
+    pub fn mem_growth_bytes(&self) -> Option<u64> {
+        let first: u64 = self.ticks().next()?.iter().map(|s| s.mem_bytes).sum();
+        Some(self.peak_mem_bytes()?.saturating_sub(first))
     }
 
     /// How much a cumulative counter grew over the variant, summed over
@@ -333,6 +347,7 @@ mod tests {
             failed: 1,
         };
         assert_eq!(t.peak_mem_bytes(), Some(60_000_000));
+        assert_eq!(t.mem_growth_bytes(), Some(30_000_000));
         assert_eq!(t.growth(|s| s.in_msgs), 600 + 300);
         let leaders = t.meta_leaders(1_000_000_000);
         assert_eq!(leaders, [(0.0, "n1".to_string()), (0.5, "n2".to_string())]);

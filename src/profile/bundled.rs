@@ -19,6 +19,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("staging", include_str!("../../profiles/staging.toml")),
     ("ci", include_str!("../../profiles/ci.toml")),
     ("workers", include_str!("../../profiles/workers.toml")),
+    ("streams", include_str!("../../profiles/streams.toml")),
 ];
 
 pub fn bundled(name: &str) -> Option<&'static str> {

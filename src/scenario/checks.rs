@@ -257,13 +257,16 @@ pub fn server_figures(o: &DriveOutcome, r: &mut VariantResult) {
             t.failed
         ),
     );
-    if let Some(peak) = t.peak_mem_bytes() {
-        r.metrics.push(Metric::new(
-            "server_peak_mem",
-            "MB",
-            peak as f64 / 1e6,
-            Direction::Lower,
-        ));
+    let mb = |bytes: u64| bytes as f64 / 1e6;
+    for (name, value, direction) in [
+        ("server_peak_mem", t.peak_mem_bytes(), Direction::Lower),
+        ("server_mem_growth", t.mem_growth_bytes(), Direction::Lower),
+        ("server_js_memory", t.peak(|s| s.js_memory), Direction::None),
+        ("server_js_storage", t.peak(|s| s.js_storage), Direction::None),
+    ] {
+        if let Some(v) = value {
+            r.metrics.push(Metric::new(name, "MB", mb(v), direction));
+        }
     }
     let slow = t.growth(|s| s.slow_consumers);
     let api_errors = t.growth(|s| s.api_errors);
