@@ -299,6 +299,10 @@ pub struct LedgerCounts {
     /// max_msg_size (10054): counted among `publish_errors` too.
     #[serde(default)]
     pub refused_by_limit: u64,
+    /// Acknowledged (or terminated) messages a work-queue or interest
+    /// stream removed, as its retention says.
+    #[serde(default)]
+    pub removed_by_ack: u64,
 }
 
 #[cfg(test)]

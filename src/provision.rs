@@ -14,7 +14,7 @@ use async_nats::jetstream::{self, consumer, stream};
 use serde::{Deserialize, Serialize};
 
 use crate::profile::{
-    AckPolicy, Compression, ConsumerPlan, Discard, Profile, PublishPlan, Rate, RatePer,
+    AckPolicy, Compression, ConsumerPlan, Discard, Profile, PublishPlan, Rate, RatePer, Retention,
     ScenarioPlan, ServerPlan, Storage, StreamSettings,
 };
 
@@ -56,6 +56,11 @@ pub fn stream_config(
         subjects: vec![format!("{base}.*")],
         storage: storage_type(settings.storage.unwrap_or(server.storage)),
         num_replicas: server.replicas,
+        retention: match settings.retention {
+            Some(Retention::Workqueue) => stream::RetentionPolicy::WorkQueue,
+            Some(Retention::Interest) => stream::RetentionPolicy::Interest,
+            Some(Retention::Limits) | None => stream::RetentionPolicy::Limits,
+        },
         discard: match settings.discard {
             Some(Discard::New) => stream::DiscardPolicy::New,
             Some(Discard::Old) | None => stream::DiscardPolicy::Old,

@@ -184,7 +184,11 @@ pub struct Eviction {
 /// The stream's configured limits that evict from the head, as words.
 pub fn head_limits(config: &jetstream::stream::Config) -> Vec<String> {
     let mut limits = Vec::new();
-    if config.discard != jetstream::stream::DiscardPolicy::Old {
+    // A work-queue or interest stream removes from its head what was
+    // acknowledged: its first sequence says nothing about limits.
+    if config.discard != jetstream::stream::DiscardPolicy::Old
+        || config.retention != jetstream::stream::RetentionPolicy::Limits
+    {
         return limits;
     }
     if config.max_messages > 0 {

@@ -67,6 +67,42 @@ pub struct Telemetry {
     /// Requests that failed (a node down, a timeout): their ticks lack
     /// that node.
     pub failed: u64,
+    /// On clusters, each stream's leader whenever it changed (the first
+    /// entry per stream is who led at the start): `(at_ns, stream, leader)`.
+    #[serde(default)]
+    pub stream_leaders: Vec<(u64, String, String)>,
+}
+
+/// How a stream between leaders shows in [`Telemetry::stream_leaders`].
+pub const NO_LEADER: &str = "(no leader)";
+
+/// Every stream's leader, as one node's `/jsz?accounts=true&streams=true`
+/// reports them.
+fn stream_leaders(url: &str) -> Option<Vec<(String, String)>> {
+    let jsz: serde_json::Value = get(url, "/jsz?accounts=true&streams=true")?;
+    let mut leaders = Vec::new();
+    for account in jsz.get("account_details")?.as_array()? {
+        for stream in account
+            .get("stream_detail")
+            .and_then(|s| s.as_array())
+            .into_iter()
+            .flatten()
+        {
+            let name = stream.get("name").and_then(|n| n.as_str());
+            // A replicated stream between leaders (an election under way)
+            // has a cluster and no leader: a state worth seeing.
+            let leader = stream.get("cluster").map(|c| {
+                c.get("leader")
+                    .and_then(|l| l.as_str())
+                    .filter(|l| !l.is_empty())
+                    .unwrap_or(NO_LEADER)
+            });
+            if let (Some(name), Some(leader)) = (name, leader) {
+                leaders.push((name.to_string(), leader.to_string()));
+            }
+        }
+    }
+    Some(leaders)
 }
 
 #[derive(Deserialize)]
@@ -173,13 +209,25 @@ impl TelemetrySampler {
                 nodes: monitors.iter().map(|m| m.node.clone()).collect(),
                 ..Default::default()
             };
-            let routes = monitors.len() > 1;
+            let clustered = monitors.len() > 1;
             let mut tick = 0u32;
+            let mut led: std::collections::BTreeMap<String, String> = Default::default();
             loop {
                 for (i, m) in monitors.iter().enumerate() {
-                    match sample(tick, i, m, routes) {
+                    match sample(tick, i, m, clustered) {
                         Some(s) => t.samples.push(s),
                         None => t.failed += 1,
+                    }
+                }
+                // Stream leaders from the first node that answers.
+                if clustered && let Some(now) = monitors.iter().find_map(|m| stream_leaders(&m.url))
+                {
+                    let at = clock::now_ns();
+                    for (stream, leader) in now {
+                        if led.get(&stream) != Some(&leader) {
+                            led.insert(stream.clone(), leader.clone());
+                            t.stream_leaders.push((at, stream, leader));
+                        }
                     }
                 }
                 tick += 1;
@@ -217,9 +265,7 @@ impl Telemetry {
 
     /// The highest value of a gauge summed over the nodes of one tick.
     pub fn peak(&self, gauge: fn(&NodeSample) -> u64) -> Option<u64> {
-        self.ticks()
-            .map(|tick| tick.iter().map(gauge).sum())
-            .max()
+        self.ticks().map(|tick| tick.iter().map(gauge).sum()).max()
     }
 
     /// How far memory rose above its first sample: what this variant
@@ -258,6 +304,48 @@ impl Telemetry {
             }
         }
         changes
+    }
+
+    /// Streams whose leader changed during the variant, as
+    /// `stream: a at 0.0 s, then b at 3.1 s`.
+    pub fn stream_leader_moves(&self, origin_ns: u64) -> Vec<String> {
+        let mut by_stream: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+        for (at, stream, leader) in &self.stream_leaders {
+            let s = at.saturating_sub(origin_ns) as f64 / 1e9;
+            by_stream
+                .entry(stream)
+                .or_default()
+                .push(format!("{leader} at {s:.1} s"));
+        }
+        by_stream
+            .into_iter()
+            .filter(|(_, l)| l.len() > 1)
+            .map(|(stream, l)| format!("{stream}: {}", l.join(", then ")))
+            .collect()
+    }
+
+    /// Nodes that had fewer routes at some sample than at their first: a
+    /// route went down during the variant.
+    pub fn routes_lost(&self, origin_ns: u64) -> Vec<String> {
+        let mut lost = Vec::new();
+        for (i, node) in self.nodes.iter().enumerate() {
+            let mine: Vec<&NodeSample> = self.samples.iter().filter(|s| s.node == i).collect();
+            let Some(first) = mine.first().and_then(|s| s.routes) else {
+                continue;
+            };
+            if let Some(low) = mine
+                .iter()
+                .filter(|s| s.routes.is_some_and(|r| r < first))
+                .min_by_key(|s| s.routes)
+            {
+                lost.push(format!(
+                    "{node} had {} of its {first} routes at {:.1} s",
+                    low.routes.unwrap_or(0),
+                    low.at_ns.saturating_sub(origin_ns) as f64 / 1e9
+                ));
+            }
+        }
+        lost
     }
 
     /// Gauges over time as timelines from `origin_ns`: `server.mem_mb` and
@@ -345,7 +433,16 @@ mod tests {
                 at(2, 0, 5_000_000, 700, "n2"),
             ],
             failed: 1,
+            stream_leaders: vec![
+                (1_000_000_000, "S".into(), "n1".into()),
+                (2_500_000_000, "S".into(), "n3".into()),
+                (1_000_000_000, "T".into(), "n2".into()),
+            ],
         };
+        assert_eq!(
+            t.stream_leader_moves(1_000_000_000),
+            ["S: n1 at 0.0 s, then n3 at 1.5 s"]
+        );
         assert_eq!(t.peak_mem_bytes(), Some(60_000_000));
         assert_eq!(t.mem_growth_bytes(), Some(30_000_000));
         assert_eq!(t.growth(|s| s.in_msgs), 600 + 300);
@@ -365,6 +462,14 @@ mod tests {
             .1;
         assert_eq!(n2.counts, [20, 0, 0, 0, 0, 20]);
         assert_eq!(Telemetry::default().peak_mem_bytes(), None);
+        let mut routed = t.clone();
+        for s in &mut routed.samples {
+            s.routes = Some(if s.tick == 1 && s.node == 1 { 1 } else { 2 });
+        }
+        assert_eq!(
+            routed.routes_lost(1_000_000_000),
+            ["n2 had 1 of its 2 routes at 0.5 s"]
+        );
     }
 
     #[test]

@@ -98,6 +98,20 @@ fn killing_the_stream_leader_of_a_3_node_cluster_elects_a_new_one() {
     assert_eq!(v.params["killed_node"].as_str(), Some(before));
     assert!(v.params["leader_after"].as_str().is_some(), "a new leader");
     assert!(metric(v, "election_gap") > 0.0);
+    // The telemetry of the surviving nodes saw the stream's leader move
+    // (when the election went to another node: the restarted one may win
+    // it back between two samples).
+    let after = v.params["leader_after"].as_str().unwrap();
+    if after != before {
+        let moved = format!("{before} at ");
+        assert!(
+            v.warnings
+                .iter()
+                .any(|w| w.contains("a stream leader moved") && w.contains(&moved)),
+            "{:?}",
+            v.warnings
+        );
+    }
     // A leaderless stream stores nothing, so PubAcks resume only after the
     // election: the gap, probed every 50 ms, cannot trail the publish
     // outage by more than a probe and its round trip (timed with the

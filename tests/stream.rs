@@ -162,12 +162,45 @@ async fn pull_keys_sweep_and_reach_the_server() {
     let js = async_nats::jetstream::new(client);
     for v in variants {
         assert_eq!(v.ledger.lost, 0);
-        let mut stream = js.get_stream(&v.streams[0].stream).await.unwrap();
+        let stream = js.get_stream(&v.streams[0].stream).await.unwrap();
         let mut names = stream.consumer_names();
         use futures::StreamExt;
         let durable = names.next().await.unwrap().unwrap();
         let mut consumer: async_nats::jetstream::consumer::PullConsumer =
             stream.get_consumer(&durable).await.unwrap();
         assert_eq!(consumer.info().await.unwrap().config.max_waiting, 16);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_queue_and_interest_streams_remove_what_was_acked_and_nothing_is_called_lost() {
+    let server = common::server();
+    let body = common::latency_body(
+        "[300]",
+        "500ms",
+        "0s",
+        "[scenario.stream]\nretention = [\"limits\", \"workqueue\", \"interest\"]\nmax_msgs = 100000\n",
+    );
+    let summary = common::run_profile(&server, "retention", &body).await;
+    common::assert_all_passed(&summary);
+    let names: Vec<&str> = summary.variants().map(|(_, v)| v.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["rate-300.limits", "rate-300.workqueue", "rate-300.interest"]
+    );
+    for (_, v) in summary.variants() {
+        let c = &v.ledger;
+        assert_eq!(c.evicted, 0, "{}: acks are no evictions: {c:?}", v.name);
+        let holds = v
+            .invariants
+            .iter()
+            .find(|i| i.name == "stream holds every persisted message")
+            .unwrap();
+        if v.name.ends_with("limits") {
+            assert_eq!(c.removed_by_ack, 0);
+        } else {
+            assert_eq!(c.removed_by_ack, c.persisted, "{}: {c:?}", v.name);
+            assert!(holds.detail.starts_with("holds 0;"), "{holds:?}");
+        }
     }
 }

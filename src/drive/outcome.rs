@@ -149,7 +149,16 @@ impl DriveOutcome {
                     .cloned()
             });
         let held = held_sequences(js, stream, &self.ledger, self.server_state).await;
-        self.eviction = stream_eviction(js, stream, &self.ledger).await;
+        let info = match js.get_stream(stream).await {
+            Ok(mut handle) => handle.info().await.ok().cloned(),
+            Err(_) => None,
+        };
+        self.eviction = info.as_ref().and_then(|i| evictions(i, &self.ledger));
+        // A work-queue or interest stream (one durable) removes what was
+        // acknowledged or terminated.
+        if info.is_some_and(|i| i.config.retention != jetstream::stream::RetentionPolicy::Limits) {
+            self.counts.removed_by_ack = self.counts.acked + self.counts.termed;
+        }
         let evicted_below = evicted_below(self.eviction.as_ref());
         if let Some(a) = attribute(
             &self.ledger,

@@ -37,7 +37,8 @@ pub use plan::*;
 pub use publish::late_retry_margin;
 pub use replay::{REPLAY_MAX_ACK_PENDING, ReplayDeliver, ReplayPace, ReplayPlan, ReplayReader};
 pub use stream::{
-    Bytes, Compression, Discard, Placement, StreamLimits, StreamPlan, StreamSettings, storage_name,
+    Bytes, Compression, Discard, Placement, StreamLimits, StreamPlan, StreamSettings,
+    retention_name, storage_name,
 };
 
 /// A profile that cannot be run, with every problem found in it.
@@ -324,6 +325,18 @@ pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
                 None
             }
         };
+        if let Some(s) = &stream
+            && !s.retention.is_empty()
+            && !RETENTION_KINDS.contains(&kind.as_str())
+        {
+            local.push(
+                format!("{prefix}.stream.retention"),
+                format!(
+                    "applies to {} scenarios; a {kind} scenario reads its stream back or sets retention itself (dlq: retentions)",
+                    RETENTION_KINDS.join(", ")
+                ),
+            );
+        }
         problems.extend(local);
         if let (Some(mut plan), Some(stream)) = (plan, stream) {
             plan.common_mut().stream = stream;
@@ -431,6 +444,11 @@ fn name_scenarios(scenarios: &mut [ScenarioPlan], problems: &mut Problems) {
         }
     }
 }
+
+/// The scenario kinds whose checks account for a work-queue or interest
+/// stream removing what was acknowledged: the others read their stream
+/// back afterwards, or choose their retention per variant (dlq).
+const RETENTION_KINDS: [&str; 4] = ["latency", "redelivery", "backpressure", "resume"];
 
 pub(crate) fn read_section<T: serde::de::DeserializeOwned>(
     table: toml::Table,

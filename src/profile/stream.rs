@@ -8,12 +8,13 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::common::OneOrMany;
-use super::{Dur, Problems, Storage};
+use super::{Dur, Problems, Retention, Storage};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct StreamSection {
     storage: Option<OneOrMany<Storage>>,
+    retention: Option<OneOrMany<Retention>>,
     discard: Option<OneOrMany<Discard>>,
     discard_new_per_subject: Option<bool>,
     max_age: Option<Dur>,
@@ -106,6 +107,8 @@ pub struct Placement {
 pub struct StreamPlan {
     /// Empty: the profile's `[server] storage`.
     pub storage: Vec<Storage>,
+    /// Empty: limits (messages stay until a limit removes them).
+    pub retention: Vec<Retention>,
     /// Empty: the server's default (old).
     pub discard: Vec<Discard>,
     pub limits: StreamLimits,
@@ -131,6 +134,8 @@ pub struct StreamLimits {
 pub struct StreamSettings {
     /// `None`: the profile's `[server] storage`.
     pub storage: Option<Storage>,
+    /// `None`: limits.
+    pub retention: Option<Retention>,
     pub discard: Option<Discard>,
     pub limits: StreamLimits,
     /// Appended to the names of the variants run on this stream
@@ -140,41 +145,46 @@ pub struct StreamSettings {
 }
 
 impl StreamPlan {
-    /// Every combination of storage and discard, storage first.
+    /// Every combination of storage, retention and discard, in that
+    /// order.
     pub fn settings(&self) -> Vec<StreamSettings> {
-        let storages: Vec<Option<Storage>> = if self.storage.is_empty() {
-            vec![None]
-        } else {
-            self.storage.iter().copied().map(Some).collect()
-        };
-        let discards: Vec<Option<Discard>> = if self.discard.is_empty() {
-            vec![None]
-        } else {
-            self.discard.iter().copied().map(Some).collect()
-        };
+        fn options<T: Copy>(list: &[T]) -> Vec<Option<T>> {
+            if list.is_empty() {
+                vec![None]
+            } else {
+                list.iter().copied().map(Some).collect()
+            }
+        }
+        let (storages, retentions, discards) = (
+            options(&self.storage),
+            options(&self.retention),
+            options(&self.discard),
+        );
         let mut all = Vec::new();
         for storage in &storages {
-            for discard in &discards {
-                let mut parts = Vec::new();
-                if storages.len() > 1
-                    && let Some(s) = storage
-                {
-                    parts.push(storage_name(*s).to_string());
-                }
-                if discards.len() > 1
-                    && let Some(d) = discard
-                {
-                    parts.push(match d {
-                        Discard::Old => "discard-old".to_string(),
-                        Discard::New => "discard-new".to_string(),
+            for retention in &retentions {
+                for discard in &discards {
+                    let mut parts = Vec::new();
+                    if let (true, Some(s)) = (storages.len() > 1, storage) {
+                        parts.push(storage_name(*s).to_string());
+                    }
+                    if let (true, Some(r)) = (retentions.len() > 1, retention) {
+                        parts.push(retention_name(*r).to_string());
+                    }
+                    if let (true, Some(d)) = (discards.len() > 1, discard) {
+                        parts.push(match d {
+                            Discard::Old => "discard-old".to_string(),
+                            Discard::New => "discard-new".to_string(),
+                        });
+                    }
+                    all.push(StreamSettings {
+                        storage: *storage,
+                        retention: *retention,
+                        discard: *discard,
+                        limits: self.limits.clone(),
+                        suffix: (!parts.is_empty()).then(|| parts.join(".")),
                     });
                 }
-                all.push(StreamSettings {
-                    storage: *storage,
-                    discard: *discard,
-                    limits: self.limits.clone(),
-                    suffix: (!parts.is_empty()).then(|| parts.join(".")),
-                });
             }
         }
         all
@@ -182,7 +192,15 @@ impl StreamPlan {
 
     /// How many streams (and so runs of every variant) the lists ask for.
     pub fn combinations(&self) -> usize {
-        self.storage.len().max(1) * self.discard.len().max(1)
+        self.storage.len().max(1) * self.retention.len().max(1) * self.discard.len().max(1)
+    }
+}
+
+pub fn retention_name(retention: Retention) -> &'static str {
+    match retention {
+        Retention::Limits => "limits",
+        Retention::Workqueue => "workqueue",
+        Retention::Interest => "interest",
     }
 }
 
@@ -201,9 +219,11 @@ impl StreamSection {
     pub(super) fn validate(self, prefix: &str, problems: &mut Problems) -> StreamPlan {
         let prefix = format!("{prefix}.stream");
         let storage = self.storage.map(|s| s.0).unwrap_or_default();
+        let retention = self.retention.map(|r| r.0).unwrap_or_default();
         let discard = self.discard.map(|d| d.0).unwrap_or_default();
         for (key, repeated) in [
             ("storage", has_repeats(&storage)),
+            ("retention", has_repeats(&retention)),
             ("discard", has_repeats(&discard)),
         ] {
             if repeated {
@@ -282,6 +302,7 @@ impl StreamSection {
         }
         StreamPlan {
             storage,
+            retention,
             discard,
             limits: StreamLimits {
                 discard_new_per_subject,
@@ -324,6 +345,7 @@ mod tests {
     fn lists_make_one_suffixed_stream_per_combination() {
         let plan = StreamPlan {
             storage: vec![Storage::File, Storage::Memory],
+            retention: Vec::new(),
             discard: vec![Discard::Old, Discard::New],
             limits: StreamLimits {
                 max_msgs: Some(10),

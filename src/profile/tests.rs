@@ -728,3 +728,19 @@ fn pull_keys_sweep_as_lists_and_are_checked_one_by_one() {
         "{p:?}"
     );
 }
+
+#[test]
+fn retention_is_for_scenarios_whose_checks_allow_for_it() {
+    let p = only_problem(
+        "name = \"t\"\n[[scenario]]\nkind = \"publish\"\nduration = \"1s\"\nrates = [100]\n\
+         [scenario.stream]\nretention = \"workqueue\"\n",
+    );
+    assert_eq!(p.path, "scenario[0].stream.retention");
+    assert!(p.message.contains("latency"), "{p:?}");
+    let ok = parse(
+        "test.toml",
+        &format!("{GOOD}[scenario.stream]\nretention = [\"limits\", \"interest\"]\n"),
+    )
+    .unwrap();
+    assert_eq!(ok.scenarios[0].common().stream.combinations(), 2);
+}

@@ -92,12 +92,12 @@ pub fn every_publish_persisted(name: &str, o: &DriveOutcome) -> Invariant {
 pub fn stream_holds(stored: Option<u64>, c: &crate::ledger::LedgerCounts) -> Invariant {
     const NAME: &str = "stream holds every persisted message";
     match stored {
-        Some(n) if c.evicted > 0 => Invariant::check(
+        Some(n) if c.evicted > 0 || c.removed_by_ack > 0 => Invariant::check(
             NAME,
-            n + c.evicted == c.persisted,
+            n + c.evicted + c.removed_by_ack == c.persisted,
             format!(
-                "holds {n}; {} persisted, {} evicted by the stream's limits",
-                c.persisted, c.evicted
+                "holds {n}; {} persisted, {} evicted by the stream's limits, {} removed on ack by its retention",
+                c.persisted, c.evicted, c.removed_by_ack
             ),
         ),
         Some(n) => Invariant::equal(NAME, n, c.persisted),
@@ -262,7 +262,11 @@ pub fn server_figures(o: &DriveOutcome, r: &mut VariantResult) {
         ("server_peak_mem", t.peak_mem_bytes(), Direction::Lower),
         ("server_mem_growth", t.mem_growth_bytes(), Direction::Lower),
         ("server_js_memory", t.peak(|s| s.js_memory), Direction::None),
-        ("server_js_storage", t.peak(|s| s.js_storage), Direction::None),
+        (
+            "server_js_storage",
+            t.peak(|s| s.js_storage),
+            Direction::None,
+        ),
     ] {
         if let Some(v) = value {
             r.metrics.push(Metric::new(name, "MB", mb(v), direction));
@@ -293,6 +297,14 @@ pub fn server_figures(o: &DriveOutcome, r: &mut VariantResult) {
                 .collect::<Vec<_>>()
                 .join(", then ")
         ));
+    }
+    for moved in t.stream_leader_moves(o.t0_ns) {
+        r.warnings
+            .push(format!("a stream leader moved during the variant: {moved}"));
+    }
+    for lost in t.routes_lost(o.t0_ns) {
+        r.warnings
+            .push(format!("a route went down during the variant: {lost}"));
     }
     r.timelines.extend(t.timelines(o.t0_ns));
 }
