@@ -52,6 +52,23 @@ impl Saboteur {
         panic!("the run stream looked for never appeared");
     }
 
+    /// Once the stream holds 300 messages, holds its durable back from
+    /// the consumer and purges the stream: messages gone before any client
+    /// saw them.
+    async fn hold_back_and_purge(&self, part: &str) {
+        let mut stream = self.stream(part).await;
+        self.messages(&mut stream, 300).await;
+        let durable = self.durable(&stream).await;
+        self.pause(
+            &stream.cached_info().config.name,
+            &durable,
+            Duration::from_millis(1200),
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        stream.purge().await.unwrap();
+    }
+
     /// Waits until `stream` holds at least `n` messages.
     async fn messages(&self, stream: &mut stream::Stream, n: u64) {
         for _ in 0..4000 {
@@ -261,18 +278,7 @@ fn latency(extra: &str) -> String {
 async fn messages_purged_before_delivery_are_the_servers_loss() {
     let server = common::server();
     let summary = sabotaged(&server, "purge", &latency(""), |s| async move {
-        let mut stream = s.stream("purge").await;
-        s.messages(&mut stream, 300).await;
-        let durable = s.durable(&stream).await;
-        // Held back from the consumer, then gone from the stream.
-        s.pause(
-            &stream.cached_info().config.name,
-            &durable,
-            Duration::from_millis(1200),
-        )
-        .await;
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        stream.purge().await.unwrap();
+        s.hold_back_and_purge("purge").await;
     })
     .await;
     failed(&summary, "lost = 0", "never delivered");
@@ -287,17 +293,7 @@ async fn a_head_purged_from_a_stream_below_its_limits_is_no_eviction() {
     // reached, so a missing head cannot be its doing.
     let body = latency("[scenario.stream]\nmax_msgs = 1000000\n");
     let summary = sabotaged(&server, "evict", &body, |s| async move {
-        let mut stream = s.stream("evict").await;
-        s.messages(&mut stream, 300).await;
-        let durable = s.durable(&stream).await;
-        s.pause(
-            &stream.cached_info().config.name,
-            &durable,
-            Duration::from_millis(1200),
-        )
-        .await;
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        stream.purge().await.unwrap();
+        s.hold_back_and_purge("evict").await;
     })
     .await;
     failed(

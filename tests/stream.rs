@@ -8,6 +8,11 @@ mod common;
 
 use jsbench::results::summary::VariantReport;
 
+/// The variants' names, in run order.
+fn names(summary: &jsbench::results::summary::Summary) -> Vec<&str> {
+    summary.variants().map(|(_, v)| v.name.as_str()).collect()
+}
+
 fn param<'a>(v: &'a VariantReport, key: &str) -> &'a serde_json::Value {
     v.params
         .get(key)
@@ -27,9 +32,8 @@ async fn file_and_memory_with_both_discard_policies_in_one_run_account_for_every
     );
     let summary = common::run_profile(&server, "limits", &body).await;
     common::assert_all_passed(&summary);
-    let names: Vec<&str> = summary.variants().map(|(_, v)| v.name.as_str()).collect();
     assert_eq!(
-        names,
+        names(&summary),
         [
             "rate-500.file.discard-old",
             "rate-500.file.discard-new",
@@ -151,9 +155,8 @@ async fn pull_keys_sweep_and_reach_the_server() {
         1,
         "one scenario, its sweep as variants"
     );
+    assert_eq!(names(&summary), ["rate-300.batch-1", "rate-300.batch-200"]);
     let variants: Vec<&VariantReport> = summary.variants().map(|(_, v)| v).collect();
-    let names: Vec<&str> = variants.iter().map(|v| v.name.as_str()).collect();
-    assert_eq!(names, ["rate-300.batch-1", "rate-300.batch-200"]);
     assert_eq!(param(variants[0], "batch"), 1);
     assert_eq!(param(variants[1], "pull")["max_bytes"], 65536);
     // The durable got max_waiting; a pull of one message at a time still
@@ -183,9 +186,8 @@ async fn work_queue_and_interest_streams_remove_what_was_acked_and_nothing_is_ca
     );
     let summary = common::run_profile(&server, "retention", &body).await;
     common::assert_all_passed(&summary);
-    let names: Vec<&str> = summary.variants().map(|(_, v)| v.name.as_str()).collect();
     assert_eq!(
-        names,
+        names(&summary),
         ["rate-300.limits", "rate-300.workqueue", "rate-300.interest"]
     );
     for (_, v) in summary.variants() {
