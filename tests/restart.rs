@@ -127,6 +127,52 @@ fn killing_the_stream_leader_of_a_3_node_cluster_elects_a_new_one() {
 }
 
 #[test]
+fn killing_a_follower_of_a_3_node_cluster_keeps_the_leader_and_every_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, summary) = run_restart(
+        dir.path(),
+        "[[scenario]]\nkind = \"restart\"\nduration = \"3s\"\nrate = 200\n\
+         kill_after = \"1s\"\ndown_for = \"1s\"\nnode = \"follower\"\n\
+         [scenario.consumer]\nack_wait = \"2s\"\n",
+        &["--cluster", "3"],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let summary = summary.expect("a results folder");
+    common::assert_all_passed(&summary);
+    let v = only_variant(&summary);
+    assert_eq!(v.name, "kill-follower");
+    let leader = v.params["leader_before"].as_str().expect("a leader");
+    let killed = v.params["killed_node"].as_str().unwrap();
+    assert_ne!(killed, leader, "a follower, not the leader, was killed");
+    assert_eq!(
+        v.params["leader_after"].as_str(),
+        Some(leader),
+        "the quorum held: no election"
+    );
+    assert!(v.metric("election_gap").is_none());
+    assert_eq!(v.ledger.lost, 0);
+}
+
+#[test]
+fn a_follower_needs_a_replicated_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, summary) = run_restart(
+        dir.path(),
+        "[[scenario]]\nkind = \"restart\"\nduration = \"2s\"\nrate = 100\n\
+         kill_after = \"500ms\"\ndown_for = \"500ms\"\nnode = \"follower\"\n",
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let v = summary.expect("the error is recorded");
+    let error = only_variant(&v).error.clone().unwrap_or_default();
+    assert!(
+        error.contains("no follower") && error.contains("--cluster 3"),
+        "{error}"
+    );
+}
+
+#[test]
 fn restart_refuses_a_server_it_did_not_start_before_running_anything() {
     let server = common::server();
     let dir = tempfile::tempdir().unwrap();

@@ -45,6 +45,18 @@ pub(super) async fn inject(
                 anyhow::anyhow!("the stream's leader {name} is not a node jsbench started")
             })?
         }
+        FaultNode::Follower => {
+            let name = follower(js, &spec.stream).await.ok_or_else(|| {
+                anyhow::anyhow!(
+                    "stream {} reports no follower to kill: a follower needs a replicated \
+                     stream on a cluster (--cluster 3, replicas 3)",
+                    spec.stream
+                )
+            })?;
+            names.iter().position(|n| *n == name).ok_or_else(|| {
+                anyhow::anyhow!("the stream's follower {name} is not a node jsbench started")
+            })?
+        }
     };
     // Kill and restart block this worker thread only: block_in_place keeps
     // the restarted server's parent thread alive for the rest of the run.
@@ -88,13 +100,29 @@ pub(super) async fn inject(
     tokio::time::sleep_until(back_at.into()).await;
     tokio::task::block_in_place(|| faults.restart(node)).context("restarting the server")?;
     outcome.restarted_ns = clock::now_ns();
-    if let Some(watcher) = watcher
-        && let Ok(Some((at, new_leader))) = watcher.await
-    {
-        outcome.election_gap = Some(Duration::from_nanos(at - killed_ns));
-        outcome.leader_after = Some(new_leader);
+    if let Some(watcher) = watcher {
+        if let Ok(Some((at, new_leader))) = watcher.await {
+            outcome.election_gap = Some(Duration::from_nanos(at - killed_ns));
+            outcome.leader_after = Some(new_leader);
+        }
+    } else if names.len() > 1 {
+        // No election was due: who leads now says whether one happened
+        // anyway.
+        outcome.leader_after = leader(js, &spec.stream).await;
     }
     Ok(outcome)
+}
+
+/// A replica of the stream that is not its leader, from stream info.
+async fn follower(js: &jetstream::Context, stream: &str) -> Option<String> {
+    let mut handle = js.get_stream(stream).await.ok()?;
+    let info = handle.info().await.ok()?;
+    let cluster = info.cluster.as_ref()?;
+    cluster
+        .replicas
+        .iter()
+        .map(|p| p.name.clone())
+        .find(|name| Some(name) != cluster.leader.as_ref())
 }
 
 /// How long after a kill a new stream leader is waited for.

@@ -1011,4 +1011,7 @@ pub enum FaultNode {
     Server,
     /// The node leading the variant's stream.
     Leader,
+    /// A node holding a replica of the variant's stream that does not lead
+    /// it: the quorum survives, no election is due.
+    Follower,
 }

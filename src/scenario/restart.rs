@@ -217,6 +217,8 @@ fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
                 gap.as_secs_f64() * 1e3,
                 Direction::Lower,
             ));
+        }
+        if f.leader_before.is_some() || f.leader_after.is_some() {
             r.param("leader_before", &f.leader_before);
             r.param("leader_after", &f.leader_after);
         }
