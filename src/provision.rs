@@ -8,14 +8,15 @@
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
 use async_nats::jetstream::{self, consumer, stream};
 use serde::{Deserialize, Serialize};
 
 use crate::profile::{
-    AckPolicy, Compression, ConsumerPlan, Discard, Profile, PublishPlan, Rate, RatePer, Retention,
-    ScenarioPlan, ServerPlan, Storage, StreamSettings,
+    AckPolicy, Compression, ConsumerKind, ConsumerPlan, Discard, Profile, PublishPlan, Rate,
+    RatePer, Retention, ScenarioPlan, ServerPlan, Storage, StreamSettings,
 };
 
 /// Where a stream's replicas live, from stream info at the end of a variant:
@@ -97,8 +98,48 @@ pub fn storage_type(storage: Storage) -> stream::StorageType {
     }
 }
 
-/// The durable's server-side configuration from a consumer plan; `base` is
-/// the scenario's subject prefix its filter suffix extends.
+/// The durable's server-side configuration from a consumer plan, pull or
+/// push as its kind says; `base` is the scenario's subject prefix its
+/// filter suffix extends, and a push durable's deliver subject is beside
+/// it (`<base>_deliver.<durable>`, outside the stream's `<base>.*`).
+pub fn durable_config(durable: &str, plan: &ConsumerPlan, base: &str) -> consumer::Config {
+    let pull = pull_config(durable, plan, base);
+    let mut config = consumer::Config {
+        durable_name: pull.durable_name,
+        ack_policy: pull.ack_policy,
+        ack_wait: pull.ack_wait,
+        backoff: pull.backoff,
+        max_deliver: pull.max_deliver,
+        max_ack_pending: pull.max_ack_pending,
+        filter_subject: pull.filter_subject,
+        deliver_policy: pull.deliver_policy,
+        ..Default::default()
+    };
+    if plan.kind == ConsumerKind::Push {
+        config.deliver_subject = Some(format!("{base}_deliver.{durable}"));
+        config.deliver_group = plan.push.queue.then(|| durable.to_string());
+        config.flow_control = plan.push.flow_control;
+        // The server requires heartbeats with flow control.
+        config.idle_heartbeat = plan
+            .pull
+            .idle_heartbeat
+            .unwrap_or(if plan.push.flow_control {
+                PUSH_HEARTBEAT
+            } else {
+                Duration::ZERO
+            });
+        config.rate_limit = plan.push.rate_limit.unwrap_or(0);
+    } else {
+        config.max_waiting = pull.max_waiting;
+    }
+    config
+}
+
+/// A push durable's idle heartbeat when flow control needs one and the
+/// profile names none.
+const PUSH_HEARTBEAT: Duration = Duration::from_secs(5);
+
+/// The pull durable's server-side configuration from a consumer plan.
 pub fn pull_config(durable: &str, plan: &ConsumerPlan, base: &str) -> consumer::pull::Config {
     consumer::pull::Config {
         durable_name: Some(durable.to_string()),
@@ -258,15 +299,17 @@ impl Provisioner {
         Ok(stream)
     }
 
+    /// Creates a durable, pull or push ([`durable_config`]).
     pub async fn create_consumer(
         &self,
         stream: &stream::Stream,
-        config: consumer::pull::Config,
-    ) -> Result<consumer::PullConsumer> {
+        config: consumer::Config,
+    ) -> Result<()> {
         let name = config.durable_name.clone().unwrap_or_default();
         stream
             .create_consumer(config)
             .await
+            .map(|_| ())
             .with_context(|| format!("creating durable consumer {name}"))
     }
 

@@ -206,3 +206,63 @@ async fn work_queue_and_interest_streams_remove_what_was_acked_and_nothing_is_ca
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_and_pull_side_by_side_and_a_push_queue_group_with_flow_control() {
+    let server = common::server();
+    let dir = tempfile::tempdir().unwrap();
+    let body = format!(
+        "{}\n{}",
+        common::latency_body(
+            "[500]",
+            "500ms",
+            "0s",
+            "[scenario.consumer]\nkind = [\"pull\", \"push\"]\n"
+        ),
+        common::latency_body(
+            "[500]",
+            "500ms",
+            "0s",
+            "name = \"queue\"\n[scenario.consumer]\nkind = \"push\"\nconsumers = 2\nflow_control = true\nrate_limit = 100000000\n"
+        )
+    );
+    let profile = common::profile(dir.path(), "push", &body);
+    let mut options = common::options(server.url(), &profile, dir.path());
+    options.keep = true;
+    let outcome = jsbench::run::run(options, tokio_util::sync::CancellationToken::new())
+        .await
+        .unwrap();
+    let summary = common::summary(&outcome.results[0]);
+    common::assert_all_passed(&summary);
+    assert_eq!(
+        names(&summary),
+        ["rate-500.pull", "rate-500.push", "rate-500"],
+        "pull and push in one table, then the queue group"
+    );
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    for (s, v) in summary.variants() {
+        assert_eq!(v.ledger.lost, 0);
+        let stream = js.get_stream(&v.streams[0].stream).await.unwrap();
+        use futures::StreamExt;
+        let durable = stream.consumer_names().next().await.unwrap().unwrap();
+        let mut consumer: async_nats::jetstream::consumer::Consumer<
+            async_nats::jetstream::consumer::Config,
+        > = stream.get_consumer(&durable).await.unwrap();
+        let config = consumer.info().await.unwrap().config.clone();
+        let push = v.name.ends_with("push") || s.name == "queue";
+        assert_eq!(config.deliver_subject.is_some(), push, "{}", v.name);
+        if s.name == "queue" {
+            assert_eq!(config.deliver_group.as_deref(), Some(durable.as_str()));
+            assert!(config.flow_control);
+            assert!(
+                !config.idle_heartbeat.is_zero(),
+                "flow control needs heartbeats"
+            );
+            assert_eq!(config.rate_limit, 100_000_000);
+            // Two clients bound to the queue group.
+            let clients = v.params.get("consumers").and_then(|c| c.as_u64());
+            assert_eq!(clients, Some(2));
+        }
+    }
+}

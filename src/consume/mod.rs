@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use async_nats::Client;
-use async_nats::jetstream::{self, AckKind, Message, consumer::PullConsumer};
+use async_nats::jetstream::{self, AckKind, Message};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use tokio_util::sync::CancellationToken;
@@ -214,12 +214,10 @@ pub async fn run(
     stop: CancellationToken,
 ) -> Result<ConsumerReport> {
     let js = jetstream::with_prefix(client.clone(), &config.js_api_prefix);
-    let consumer: PullConsumer = js
-        .get_consumer_from_stream(&config.durable, &config.stream)
-        .await
-        .with_context(|| format!("binding to durable consumer {}", config.durable))?;
     let mut source = Source::open(
-        consumer,
+        &js,
+        &config.stream,
+        &config.durable,
         config.plan.kind,
         config.plan.batch,
         config.plan.pull,

@@ -1,11 +1,12 @@
-//! Where deliveries come from: a continuous `consume` stream, or repeated
-//! fetches of a batch. Both yield the same messages to the consumer loop.
+//! Where deliveries come from: a continuous `consume` stream, repeated
+//! fetches of a batch, or a push consumer's deliver subject. All yield the
+//! same messages to the consumer loop.
 
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use async_nats::jetstream::Message;
-use async_nats::jetstream::consumer::{PullConsumer, pull};
+use async_nats::jetstream::consumer::{PullConsumer, PushConsumer, pull, push};
 use futures::StreamExt;
 
 use crate::profile::{ConsumerKind, PullTuning};
@@ -23,6 +24,9 @@ pub enum Source {
         batch: usize,
         pull: PullTuning,
         current: Option<Box<pull::Batch>>,
+    },
+    Push {
+        messages: Box<push::Messages>,
     },
 }
 
@@ -54,23 +58,49 @@ async fn consume(
 }
 
 impl Source {
-    /// Pull requests of `batch` messages, with the profile's pull tuning
-    /// (max_bytes, expires, idle heartbeat) over jsbench's defaults.
+    /// Binds to the durable `durable` of `stream` as `kind` says: pull
+    /// requests of `batch` messages with the profile's pull tuning
+    /// (max_bytes, expires, idle heartbeat) over jsbench's defaults, or a
+    /// subscription to a push durable's deliver subject (its queue group,
+    /// when it has one).
     pub async fn open(
-        consumer: PullConsumer,
+        js: &async_nats::jetstream::Context,
+        stream: &str,
+        durable: &str,
         kind: ConsumerKind,
         batch: usize,
         pull: PullTuning,
     ) -> Result<Source> {
+        let bind_pull = || async {
+            js.get_consumer_from_stream::<pull::Config, _, _>(durable, stream)
+                .await
+                .with_context(|| format!("binding to durable consumer {durable}"))
+        };
         Ok(match kind {
-            ConsumerKind::Pull => Source::Consume {
-                stream: Some(consume(&consumer, batch, pull).await?),
-                consumer: Box::new(consumer),
-                batch,
-                pull,
-            },
+            ConsumerKind::Push => {
+                let consumer: PushConsumer = js
+                    .get_consumer_from_stream(durable, stream)
+                    .await
+                    .with_context(|| format!("binding to push consumer {durable}"))?;
+                let messages = consumer
+                    .messages()
+                    .await
+                    .with_context(|| format!("subscribing to push consumer {durable}"))?;
+                Source::Push {
+                    messages: Box::new(messages),
+                }
+            }
+            ConsumerKind::Pull => {
+                let consumer = bind_pull().await?;
+                Source::Consume {
+                    stream: Some(consume(&consumer, batch, pull).await?),
+                    consumer: Box::new(consumer),
+                    batch,
+                    pull,
+                }
+            }
             ConsumerKind::Fetch => Source::Fetch {
-                consumer: Box::new(consumer),
+                consumer: Box::new(bind_pull().await?),
                 batch,
                 pull,
                 current: None,
@@ -135,6 +165,12 @@ impl Source {
                     Err(e) => return Some(Err(format!("fetch: {e}"))),
                 }
             },
+            // The subscription outlives a missed heartbeat: it is reported
+            // and reading goes on.
+            Source::Push { messages } => messages
+                .next()
+                .await
+                .map(|r| r.map_err(|e| format!("push: {e}"))),
         }
     }
 }

@@ -202,7 +202,7 @@ impl Pipeline {
         provisioner
             .create_consumer(
                 &advisories,
-                consumer::pull::Config {
+                consumer::Config {
                     durable_name: Some(spec.handler_durable.clone()),
                     ack_policy: consumer::AckPolicy::Explicit,
                     ack_wait: spec.handler.ack_wait,

@@ -188,7 +188,9 @@ pub(super) async fn consumer_state(
     durable: &str,
 ) -> Option<ConsumerState> {
     let stream = js.get_stream(stream).await.ok()?;
-    let consumer: jetstream::consumer::PullConsumer = stream.get_consumer(durable).await.ok()?;
+    // Pull or push alike.
+    let consumer: jetstream::consumer::Consumer<jetstream::consumer::Config> =
+        stream.get_consumer(durable).await.ok()?;
     let info = consumer.get_info().await.ok()?;
     Some(ConsumerState {
         num_pending: info.num_pending,

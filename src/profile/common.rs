@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 
 use super::{
     AckPolicy, CommonPlan, ConsumerKind, ConsumerPlan, Dur, MsgId, Problems, PublishMode,
-    PublishPlan, PullSweep, PullTuning, Rate, ServerPlan, SizePlan, Storage, is_safe_name,
+    PublishPlan, PullSweep, PullTuning, PushPlan, Rate, ServerPlan, SizePlan, Storage,
+    is_safe_name,
 };
 use crate::stamp::STAMP_LEN;
 
@@ -494,7 +495,10 @@ fn indexed(key: String, i: usize, len: usize) -> String {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConsumerSection {
-    kind: Option<ConsumerKind>,
+    kind: Option<OneOrMany<ConsumerKind>>,
+    queue: Option<bool>,
+    flow_control: Option<bool>,
+    rate_limit: Option<u64>,
     ack: Option<AckPolicy>,
     ack_every: Option<usize>,
     double_ack: Option<bool>,
@@ -512,6 +516,60 @@ pub struct ConsumerSection {
 }
 
 impl ConsumerSection {
+    /// The push keys, and the pull-only keys a push-only consumer refuses.
+    fn validate_push(
+        &self,
+        plan: &ConsumerPlan,
+        key: &dyn Fn(&str) -> String,
+        problems: &mut Problems,
+    ) {
+        let kinds = self.kind.as_ref().map_or(&[][..], |k| k.0.as_slice());
+        let push = kinds.contains(&ConsumerKind::Push);
+        let only_push = push && kinds.iter().all(|k| *k == ConsumerKind::Push);
+        for (name, given) in [
+            ("queue", self.queue.is_some()),
+            ("flow_control", self.flow_control.is_some()),
+            ("rate_limit", self.rate_limit.is_some()),
+        ] {
+            if given && !push {
+                problems.push(key(name), "applies to kind = \"push\"");
+            }
+        }
+        if only_push {
+            for (name, given) in [
+                ("batch", self.batch.is_some()),
+                ("max_bytes", self.max_bytes.is_some()),
+                ("expires", self.expires.is_some()),
+                ("max_waiting", self.max_waiting.is_some()),
+            ] {
+                if given {
+                    problems.push(
+                        key(name),
+                        "applies to pull requests; a push consumer is sent to without asking",
+                    );
+                }
+            }
+        }
+        if push && plan.consumers > 1 && !plan.push.queue {
+            problems.push(
+                key("queue"),
+                "several clients on one push durable need queue = true, or each gets every message",
+            );
+        }
+        if let Some(rate) = self.rate_limit {
+            problems.range(
+                &key("rate_limit"),
+                rate,
+                1_000,
+                100_000_000_000,
+                " bits per second",
+            );
+        }
+        if has_repeats(kinds) {
+            problems.push(key("kind"), "lists a kind twice");
+        }
+    }
+
     /// The pull keys, each value of a list checked on its own.
     fn validate_pull(
         &self,
@@ -619,12 +677,14 @@ impl ConsumerSection {
                 _ => (None, Vec::new()),
             }
         }
+        let (kind, kinds) = split(&self.kind);
         let (batch, batches) = split(&self.batch);
         let (max_bytes, max_bytes_list) = split(&self.max_bytes);
         let (expires, expires_list) = split(&self.expires);
         let (max_waiting, max_waiting_list) = split(&self.max_waiting);
         let (heartbeat, heartbeat_list) = split(&self.idle_heartbeat);
         let sweep = PullSweep {
+            kind: kinds,
             batch: batches,
             max_bytes: max_bytes_list.iter().map(|b| b.0 as usize).collect(),
             expires: expires_list.iter().map(|d| d.0).collect(),
@@ -632,7 +692,7 @@ impl ConsumerSection {
             idle_heartbeat: heartbeat_list.iter().map(|d| d.0).collect(),
         };
         let plan = ConsumerPlan {
-            kind: self.kind.unwrap_or(defaults.kind),
+            kind: kind.unwrap_or(defaults.kind),
             ack: self.ack.unwrap_or(defaults.ack),
             ack_every: self.ack_every.unwrap_or(1),
             double_ack: self.double_ack.unwrap_or(false),
@@ -653,10 +713,20 @@ impl ConsumerSection {
                 idle_heartbeat: heartbeat.map(|d| d.0),
             },
             max_waiting,
+            push: PushPlan {
+                // Several clients on one push durable must share its
+                // deliveries, or each would get (and ack) every message.
+                queue: self
+                    .queue
+                    .unwrap_or(self.consumers.unwrap_or(defaults.consumers) > 1),
+                flow_control: self.flow_control.unwrap_or(false),
+                rate_limit: self.rate_limit,
+            },
             sweep,
         };
         problems.range(&key("consumers"), plan.consumers, 1, 256, " clients");
         self.validate_pull(&plan, &key, problems);
+        self.validate_push(&plan, &key, problems);
         problems.range(
             &key("max_ack_pending"),
             plan.max_ack_pending,

@@ -483,6 +483,21 @@ pub enum ConsumerKind {
     Pull,
     /// A durable pull consumer read by repeated fetches of `batch` messages.
     Fetch,
+    /// A durable push consumer: the server sends to a deliver subject the
+    /// clients subscribe to (as a queue group when there are several).
+    Push,
+}
+
+/// What a push consumer adds to the durable.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct PushPlan {
+    /// The clients share deliveries as a queue group (`deliver_group`).
+    pub queue: bool,
+    /// The server waits for the client's answer to its flow-control
+    /// messages before sending more.
+    pub flow_control: bool,
+    /// The server's delivery rate cap, in bits per second.
+    pub rate_limit: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -527,9 +542,20 @@ pub struct ConsumerPlan {
     /// `None`: the server's default (512).
     #[serde(default)]
     pub max_waiting: Option<i64>,
+    /// With `kind = "push"`: the deliver group, flow control, rate limit.
+    #[serde(default)]
+    pub push: PushPlan,
     /// Keys given as lists: each combination runs every variant once.
     #[serde(default)]
     pub sweep: PullSweep,
+}
+
+pub fn kind_name(kind: ConsumerKind) -> &'static str {
+    match kind {
+        ConsumerKind::Pull => "pull",
+        ConsumerKind::Fetch => "fetch",
+        ConsumerKind::Push => "push",
+    }
 }
 
 /// What one pull request asks beyond its batch.
@@ -548,6 +574,9 @@ pub struct PullTuning {
 /// named with its values (`rate-5000.batch-100.expires-5s`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct PullSweep {
+    /// Consumer kinds side by side: pull against push at the same load.
+    #[serde(default)]
+    pub kind: Vec<ConsumerKind>,
     pub batch: Vec<usize>,
     pub max_bytes: Vec<usize>,
     pub expires: Vec<Duration>,
@@ -558,6 +587,7 @@ pub struct PullSweep {
 impl PullSweep {
     pub fn combinations(&self) -> usize {
         [
+            self.kind.len(),
             self.batch.len(),
             self.max_bytes.len(),
             self.expires.len(),
@@ -595,6 +625,12 @@ impl PullSweep {
             out
         }
         let d = crate::profile::format_duration;
+        all = extend(
+            all,
+            &self.kind,
+            |v| kind_name(v).to_string(),
+            |p, v| p.kind = v,
+        );
         all = extend(
             all,
             &self.batch,
@@ -651,6 +687,7 @@ impl ConsumerPlan {
             filter: None,
             pull: PullTuning::default(),
             max_waiting: None,
+            push: PushPlan::default(),
             sweep: PullSweep::default(),
         }
     }

@@ -744,3 +744,40 @@ fn retention_is_for_scenarios_whose_checks_allow_for_it() {
     .unwrap();
     assert_eq!(ok.scenarios[0].common().stream.combinations(), 2);
 }
+
+#[test]
+fn push_keys_belong_to_push_and_pull_keys_to_pull() {
+    let with = |extra: &str| format!("{GOOD}[scenario.consumer]\n{extra}\n");
+    let p = parse(
+        "test.toml",
+        &with("kind = \"push\"\nconsumers = 3\nflow_control = true"),
+    )
+    .unwrap();
+    let c = p.scenarios[0].consumer().unwrap();
+    assert_eq!(c.kind, ConsumerKind::Push);
+    assert!(
+        c.push.queue,
+        "several clients share a push durable as a queue group"
+    );
+    assert!(c.push.flow_control);
+    let p = only_problem(&with("flow_control = true"));
+    assert_eq!(p.path, "scenario[0].consumer.flow_control");
+    let p = only_problem(&with("kind = \"push\"\nbatch = 10"));
+    assert_eq!(p.path, "scenario[0].consumer.batch");
+    let p = only_problem(&with("kind = \"push\"\nconsumers = 2\nqueue = false"));
+    assert_eq!(p.path, "scenario[0].consumer.queue");
+    let p = only_problem(&with("kind = \"push\"\nrate_limit = 10"));
+    assert_eq!(p.path, "scenario[0].consumer.rate_limit");
+    // Side by side: the pull keys still serve the pull variant.
+    let both = parse(
+        "test.toml",
+        &with("kind = [\"pull\", \"push\"]\nbatch = 10"),
+    )
+    .unwrap();
+    let names: Vec<_> = both.scenarios[0]
+        .pull_combinations()
+        .into_iter()
+        .map(|(s, _)| s.unwrap())
+        .collect();
+    assert_eq!(names, ["pull", "push"]);
+}

@@ -17,7 +17,7 @@ use crate::metrics::{Direction, Metric, latency_metrics};
 use crate::profile::{
     AckMode, AckPolicy, AckScenarioPlan, ConsumerKind, MsgId, PublishPlan, ScenarioPlan,
 };
-use crate::provision::{pull_config, stream_config};
+use crate::provision::{durable_config, stream_config};
 use crate::variant::{Invariant, VariantResult, VariantSink};
 
 pub async fn run(
@@ -58,6 +58,7 @@ pub async fn run(
             let read_label = match read {
                 ConsumerKind::Pull => "consume",
                 ConsumerKind::Fetch => "fetch",
+                ConsumerKind::Push => "push",
             };
             let mut result = VariantResult::new(format!("{read_label}.{}", mode.label()));
             result.param("messages", plan.messages);
@@ -172,7 +173,7 @@ async fn variant(
     ctx.provisioner
         .create_consumer(
             target.stream,
-            pull_config(&durable, &consumer_plan, target.base),
+            durable_config(&durable, &consumer_plan, target.base),
         )
         .await?;
 

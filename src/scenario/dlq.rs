@@ -42,7 +42,7 @@ use crate::profile::{
     BehaviourPlan, Capture, ConsumerPlan, DlqPlan, OriginalGet, Retention, ScenarioPlan,
     ServerPlan, format_duration,
 };
-use crate::provision::{placement, pull_config};
+use crate::provision::{durable_config, placement};
 use crate::variant::{Invariant, VariantResult, VariantSink};
 
 /// How often consumer info is sampled while a variant runs.
@@ -217,12 +217,15 @@ async fn run_variant(
         .await?;
     let c = &plan.consumer;
     ctx.provisioner
-        .create_consumer(&stream, pull_config(&durable, c, &base))
+        .create_consumer(&stream, durable_config(&durable, c, &base))
         .await?;
     let other = if v.retention == Retention::Interest {
         let name = ctx.names.durable(scenario, &format!("{variant}_other"));
         ctx.provisioner
-            .create_consumer(&stream, pull_config(&name, &ConsumerPlan::simple(), &base))
+            .create_consumer(
+                &stream,
+                durable_config(&name, &ConsumerPlan::simple(), &base),
+            )
             .await?;
         Some(name)
     } else {

@@ -51,7 +51,7 @@ pub async fn provision_durable(
     ctx.provisioner
         .create_consumer(
             &stream,
-            crate::provision::pull_config(&names.durable, consumer, &names.base),
+            crate::provision::durable_config(&names.durable, consumer, &names.base),
         )
         .await?;
     Ok(names)
