@@ -69,7 +69,8 @@ pub async fn record_stream(ctx: &RunContext, stream: &str, r: &mut VariantResult
 }
 
 /// Runs one scenario of a profile: all its variants once per combination
-/// of its `[scenario.stream]` lists (storage, discard), each combination's
+/// of its `[scenario.stream]` lists (storage, retention, discard) and of
+/// its consumer's swept keys (kind, pull tuning), each combination's
 /// variants named with its suffix and on streams of their own names.
 pub async fn run(
     ctx: &mut RunContext,
@@ -127,6 +128,7 @@ impl VariantSink for OnStream<'_> {
             variant.name = format!("{}.{suffix}", variant.name);
         }
         if let Some(c) = self.pull {
+            variant.param("consumer_kind", crate::profile::kind_name(c.kind));
             variant.param("batch", c.batch);
             variant.param("pull", c.pull);
             if let Some(w) = c.max_waiting {
@@ -135,6 +137,9 @@ impl VariantSink for OnStream<'_> {
         }
         let storage = s.storage.unwrap_or(self.default_storage);
         variant.param("stream.storage", crate::profile::storage_name(storage));
+        if let Some(r) = s.retention {
+            variant.param("stream.retention", crate::profile::retention_name(r));
+        }
         if let Some(d) = s.discard {
             variant.param("stream.discard", d);
         }
