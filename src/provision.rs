@@ -375,6 +375,21 @@ pub struct Footprint {
     /// Stored bytes of the largest variant, one replica.
     pub bytes: u64,
     pub max_ack_pending: i64,
+    /// Storage kinds `[scenario.stream]` lists name, beyond the profile's.
+    pub file: bool,
+    pub memory: bool,
+}
+
+impl Footprint {
+    /// Whether some variant's stream uses `storage` (`default`: the
+    /// profile's `[server]` storage, which a scenario without a list uses).
+    pub fn uses(&self, storage: Storage, default: Storage) -> bool {
+        storage == default
+            || match storage {
+                Storage::File => self.file,
+                Storage::Memory => self.memory,
+            }
+    }
 }
 
 /// Bytes a stored message costs beyond its payload: subject, headers and
@@ -391,9 +406,17 @@ pub fn footprint(profile: &Profile) -> Footprint {
         consumers: 1,
         bytes: 0,
         max_ack_pending: 0,
+        file: false,
+        memory: false,
     };
     for scenario in &profile.scenarios {
         let common = scenario.common();
+        for storage in &common.stream.storage {
+            match storage {
+                Storage::File => need.file = true,
+                Storage::Memory => need.memory = true,
+            }
+        }
         // Stored bytes of a variant publishing `rate` for warm-up plus
         // duration, messages of `plan`'s mean size.
         let paced = |rate: f64, plan: &PublishPlan| {
@@ -504,6 +527,32 @@ pub fn check_account(
             account.consumers, need.consumers
         ));
     }
+    // Every storage a variant's stream uses: the profile's, and those its
+    // [scenario.stream] lists name.
+    for storage in [Storage::File, Storage::Memory] {
+        if need.uses(storage, server.storage) {
+            let on = ServerPlan { storage, ..*server };
+            problems.extend(check_storage(account, need, &on));
+        }
+    }
+    if l.max_ack_pending > 0 && need.max_ack_pending > l.max_ack_pending {
+        problems.push(format!(
+            "the account allows max_ack_pending up to {}; the profile asks for {} \
+             (consumer.max_ack_pending)",
+            l.max_ack_pending, need.max_ack_pending
+        ));
+    }
+    problems
+}
+
+/// The limits of one storage kind against what the profile stores there.
+fn check_storage(
+    account: &jetstream::account::Account,
+    need: &Footprint,
+    server: &ServerPlan,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    let l = &account.limits;
     let (limit, used, per_stream, kind) = match server.storage {
         Storage::File => (
             l.max_storage,
@@ -566,13 +615,6 @@ pub fn check_account(
                 mib(max as u64 - used.min(max as u64)),
             ));
         }
-    }
-    if l.max_ack_pending > 0 && need.max_ack_pending > l.max_ack_pending {
-        problems.push(format!(
-            "the account allows max_ack_pending up to {}; the profile asks for {} \
-             (consumer.max_ack_pending)",
-            l.max_ack_pending, need.max_ack_pending
-        ));
     }
     problems
 }
@@ -708,6 +750,8 @@ mod tests {
             consumers: 1,
             bytes,
             max_ack_pending: 0,
+            file: false,
+            memory: false,
         }
     }
 
@@ -775,5 +819,21 @@ mod tests {
             check_account(&reserved, &need(100 << 20), &FILE_R1).len(),
             1
         );
+    }
+
+    #[test]
+    fn a_memory_variant_is_checked_against_memory_limits_on_a_file_profile() {
+        let no_memory = account(jetstream::account::Limits {
+            max_memory: Some(1 << 20),
+            ..Default::default()
+        });
+        assert!(check_account(&no_memory, &need(100 << 20), &FILE_R1).is_empty());
+        let with_memory = Footprint {
+            memory: true,
+            ..need(100 << 20)
+        };
+        let problems = check_account(&no_memory, &with_memory, &FILE_R1);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("memory storage"), "{problems:?}");
     }
 }
