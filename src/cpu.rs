@@ -1,4 +1,5 @@
-//! CPU accounting: what a run cost the client and the server, per message.
+//! CPU accounting: what a run cost the client and the server, per message
+//! (and the client's peak memory, from the same process accounting).
 //!
 //! The price of a feature such as dedup is paid on both sides of the
 //! connection; reporting client and server CPU per message separately shows
@@ -42,6 +43,20 @@ pub fn own_cpu_time() -> Duration {
     };
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1_000);
     tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// The most memory this process has held resident so far (its high-water
+/// mark, `ru_maxrss`), in bytes: a load generator that grows with the
+/// messages it sends would show here first.
+pub fn own_peak_rss() -> u64 {
+    // SAFETY: getrusage writes into the struct we own.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    // Linux reports kilobytes.
+    (usage.ru_maxrss.max(0) as u64) * 1024
 }
 
 /// A CPU set of the given CPU numbers, for `sched_setaffinity`.

@@ -80,6 +80,15 @@ impl LedgerShard {
         }
     }
 
+    /// Bytes its counts hold (capacity, not length: what the allocator
+    /// gave them).
+    pub fn bytes(&self) -> u64 {
+        self.counts
+            .iter()
+            .map(|v| (v.capacity() * std::mem::size_of::<u16>()) as u64)
+            .sum()
+    }
+
     /// Highest sequence any event was marked for.
     pub fn max_seq(&self) -> u64 {
         self.counts

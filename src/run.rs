@@ -176,6 +176,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
                 kept_streams: Vec::new(),
                 repeat: profile.repeat,
                 workers: Vec::new(),
+                peak_rss: None,
             };
             let mut writer = ResultsWriter::create(&options.out, run_meta)?;
             let lost_before = match &workers {
@@ -292,6 +293,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
             }
             let summary = writer.summary_mut();
             summary.run.finished_at = Some(rfc3339(time::OffsetDateTime::now_utc()));
+            summary.run.peak_rss = Some(crate::cpu::own_peak_rss());
             summary.run.kept_streams = ctx.provisioner.created();
             summary.run.server.log_problems = target.log_problems();
             if target.is_external() {

@@ -65,7 +65,13 @@ async fn every_message_is_accounted_for_and_only_the_window_is_recorded() {
         assert_eq!(target, rate as f64);
         let published: u64 = v.timelines["published"].counts.iter().sum();
         assert_eq!(published, total);
+        // What the ledgers cost: a publisher's shard and a consumer's,
+        // grown by doubling from 1,024 sequences, and their merge.
+        let ledger = v.metric("ledger_bytes_per_msg").unwrap().value;
+        assert!(ledger > 0.0 && ledger < 200.0, "{ledger} bytes a message");
     }
+    let rss = summary.run.peak_rss.expect("peak RSS recorded");
+    assert!(rss > 1 << 20, "{rss} bytes");
     // The streams are gone: nothing left behind on the server.
     let client = async_nats::connect(server.url()).await.unwrap();
     let js = async_nats::jetstream::new(client);

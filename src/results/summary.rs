@@ -47,6 +47,11 @@ pub struct RunMetadata {
     /// with their clocks; empty for a single-process run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workers: Vec<WorkerInfo>,
+    /// jsbench's own peak resident memory when the run finished (bytes,
+    /// the process's high-water mark: earlier profiles of the same
+    /// invocation included).
+    #[serde(default)]
+    pub peak_rss: Option<u64>,
 }
 
 fn one() -> usize {

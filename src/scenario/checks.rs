@@ -309,10 +309,31 @@ pub fn server_figures(o: &DriveOutcome, r: &mut VariantResult) {
     r.timelines.extend(t.timelines(o.t0_ns));
 }
 
+/// What the ledgers cost: the bytes every task's shard and their merge
+/// held, per persisted message (each task keeps a dense counter per
+/// sequence and event it marks).
+pub fn ledger_cost(o: &DriveOutcome, r: &mut VariantResult) {
+    use crate::metrics::{Direction, Metric};
+    let stored = o.counts.persisted;
+    if stored == 0 {
+        return;
+    }
+    let shards: u64 = o.acks.iter().map(|a| a.ledger.bytes()).sum::<u64>()
+        + o.consumers.iter().map(|c| c.ledger.bytes()).sum::<u64>()
+        + o.ledger.bytes();
+    r.metrics.push(Metric::new(
+        "ledger_bytes_per_msg",
+        "bytes",
+        shards as f64 / stored as f64,
+        Direction::Lower,
+    ));
+}
+
 /// The ledger, the per-second and sampled timelines, the drive's warnings,
 /// the server's figures, and whether every publisher finished.
 pub fn drive_records(o: &DriveOutcome, sample_every: Duration, r: &mut VariantResult) {
     server_figures(o, r);
+    ledger_cost(o, r);
     r.invariants.push(publishers_finished(o));
     r.ledger = o.counts;
     r.timelines

@@ -138,6 +138,7 @@ fn measure(o: &DriveOutcome, rate: u64, r: &mut VariantResult) {
     ));
     r.ledger = o.counts;
     checks::server_figures(o, r);
+    checks::ledger_cost(o, r);
     r.timelines
         .insert("published".into(), o.published_timeline.clone());
     r.timelines
