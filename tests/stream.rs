@@ -8,6 +8,25 @@ mod common;
 
 use jsbench::results::summary::VariantReport;
 
+/// Runs `body` with `--keep` (so the test can read what the server was
+/// given) and returns its summary, every invariant held.
+async fn run_kept(
+    server: &jsbench::server::EmbeddedServer,
+    name: &str,
+    body: &str,
+) -> jsbench::results::summary::Summary {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = common::profile(dir.path(), name, body);
+    let mut options = common::options(server.url(), &profile, dir.path());
+    options.keep = true;
+    let outcome = jsbench::run::run(options, tokio_util::sync::CancellationToken::new())
+        .await
+        .unwrap();
+    let summary = common::summary(&outcome.results[0]);
+    common::assert_all_passed(&summary);
+    summary
+}
+
 /// The variants' names, in run order.
 fn names(summary: &jsbench::results::summary::Summary) -> Vec<&str> {
     summary.variants().map(|(_, v)| v.name.as_str()).collect()
@@ -90,9 +109,8 @@ async fn file_and_memory_with_both_discard_policies_in_one_run_account_for_every
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stream_settings_reach_the_server() {
     let server = common::server();
-    let dir = tempfile::tempdir().unwrap();
-    let profile = common::profile(
-        dir.path(),
+    let summary = run_kept(
+        &server,
         "settings",
         &common::latency_body(
             "[200]",
@@ -101,14 +119,8 @@ async fn stream_settings_reach_the_server() {
             "[scenario.stream]\nstorage = \"memory\"\nmax_age = \"10m\"\nmax_bytes = \"8MiB\"\n\
              max_msg_size = 4096\nduplicate_window = \"1m\"\ncompression = \"s2\"\nallow_direct = true\n",
         ),
-    );
-    let mut options = common::options(server.url(), &profile, dir.path());
-    options.keep = true;
-    let outcome = jsbench::run::run(options, tokio_util::sync::CancellationToken::new())
-        .await
-        .unwrap();
-    let summary = common::summary(&outcome.results[0]);
-    common::assert_all_passed(&summary);
+    )
+    .await;
     let (_, v) = summary.variants().next().unwrap();
     assert_eq!(
         v.name, "rate-200",
@@ -131,9 +143,8 @@ async fn stream_settings_reach_the_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pull_keys_sweep_and_reach_the_server() {
     let server = common::server();
-    let dir = tempfile::tempdir().unwrap();
-    let profile = common::profile(
-        dir.path(),
+    let summary = run_kept(
+        &server,
         "pulls",
         &common::latency_body(
             "[300]",
@@ -142,14 +153,8 @@ async fn pull_keys_sweep_and_reach_the_server() {
             "[scenario.consumer]\nbatch = [1, 200]\nmax_bytes = \"64KiB\"\nexpires = \"3s\"\n\
              idle_heartbeat = \"1s\"\nmax_waiting = 16\n",
         ),
-    );
-    let mut options = common::options(server.url(), &profile, dir.path());
-    options.keep = true;
-    let outcome = jsbench::run::run(options, tokio_util::sync::CancellationToken::new())
-        .await
-        .unwrap();
-    let summary = common::summary(&outcome.results[0]);
-    common::assert_all_passed(&summary);
+    )
+    .await;
     assert_eq!(
         summary.scenarios.len(),
         1,
@@ -210,7 +215,6 @@ async fn work_queue_and_interest_streams_remove_what_was_acked_and_nothing_is_ca
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_and_pull_side_by_side_and_a_push_queue_group_with_flow_control() {
     let server = common::server();
-    let dir = tempfile::tempdir().unwrap();
     let body = format!(
         "{}\n{}",
         common::latency_body(
@@ -226,14 +230,7 @@ async fn push_and_pull_side_by_side_and_a_push_queue_group_with_flow_control() {
             "name = \"queue\"\n[scenario.consumer]\nkind = \"push\"\nconsumers = 2\nflow_control = true\nrate_limit = 100000000\n"
         )
     );
-    let profile = common::profile(dir.path(), "push", &body);
-    let mut options = common::options(server.url(), &profile, dir.path());
-    options.keep = true;
-    let outcome = jsbench::run::run(options, tokio_util::sync::CancellationToken::new())
-        .await
-        .unwrap();
-    let summary = common::summary(&outcome.results[0]);
-    common::assert_all_passed(&summary);
+    let summary = run_kept(&server, "push", &body).await;
     assert_eq!(
         names(&summary),
         ["rate-500.pull", "rate-500.push", "rate-500"],
