@@ -22,8 +22,11 @@ The planted regressions of ab-power.sh check it against real runs.
     scripts/ab-power-sim.py OUT [PAIRS...]    # OUT as given to ab-power.sh
 
 Prints a markdown table: per judged metric, the smallest regression flagged
-in 9 of 10 simulated runs at each number of pairs (default 10, 20, 40), and
-the simulated false alarms over the A/A pairs as they are.
+in 9 of 10 simulated runs at each number of pairs (default 10, 20, 40); then,
+for every metric a planted configuration in runs.tsv flagged, its true
+effect, how many of its tries flagged it and how many simulated runs flag
+that effect (the check of the simulation against real runs); and the
+simulated false alarms over the A/A pairs as they are.
 """
 
 import csv
@@ -127,6 +130,53 @@ def main():
             worse = "-" if direction == "higher" else "+"
             cells.append(f"{worse}{found * 100:.0f}%" if found is not None else ">")
         print(f"| {label} | {threshold * 100:.0f}% | {robust_sd * 100:.1f}% | " + " | ".join(cells) + " |")
+    # The planted regressions against the simulation: for each metric a
+    # planted configuration's tries flagged at least once, its true effect
+    # (the median ratio of all its tries' pairs), how many tries flagged
+    # it, and the share of simulated runs of the same pairs flagging that
+    # effect. Agreement says the A/A noise is the noise a regression meets.
+    planted = {}
+    for r in csv.DictReader(open(out + "/runs.tsv"), delimiter="\t"):
+        if r["config"] == "aa":
+            continue
+        planted.setdefault(r["config"], []).append(r)
+    if planted:
+        print("\n| planted | metric | true effect | flagged | simulated |")
+        print("|---|---|---:|---:|---:|")
+    for config, tries in planted.items():
+        reports = []
+        for r in tries:
+            try:
+                reports.append(json.load(open(r["folder"] + "/ab.json")))
+            except (OSError, ValueError):
+                continue
+        flagged_metrics = {}
+        ratios = {}
+        pairs_per_try = []
+        for report in reports:
+            pairs_per_try.append(len(report["pairs"]))
+            for m in report["metrics"]:
+                label = f"{m['key']['scenario']}/{m['key']['variant']}/{m['key']['metric']}"
+                ratios.setdefault(label, []).extend(x for x in m["ratios"] if x > 0)
+                if m["verdict"] == "regressed":
+                    flagged_metrics[label] = flagged_metrics.get(label, 0) + 1
+        k = sorted(pairs_per_try)[len(pairs_per_try) // 2] if pairs_per_try else 10
+        t = lower_critical(k, (1 - confidence) / 2)
+        for label, flagged in sorted(flagged_metrics.items()):
+            if label not in metrics or not ratios.get(label):
+                continue
+            direction, threshold = metrics[label]
+            values = sorted(p[label] for p in pairs if label in p)
+            shift = math.log(sorted(ratios[label])[len(ratios[label]) // 2])
+            hits = sum(
+                regressed([rng.choice(values) + shift for _ in range(k)], direction,
+                          math.log(1 + threshold), t)
+                for _ in range(draws)
+            )
+            effect = (math.exp(shift) - 1) * 100
+            print(f"| {config} | {label} | {effect:+.1f}% | {flagged} of {len(reports)} | "
+                  f"{hits * 100 / draws:.0f}% of {k}-pair runs |")
+
     # False alarms: whole simulated A/A runs (pairs drawn jointly), any metric regressed.
     k = pair_counts[0]
     t = lower_critical(k, (1 - confidence) / 2)
