@@ -25,6 +25,8 @@
 #
 # Environment:
 #   JSBENCH_AB_PROFILE   the profile to compare (default: ci)
+#   NATS_SERVER_BIN      the nats-server both sides start (default: this
+#                        checkout's pinned one, from scripts/setup.sh)
 #   JSBENCH_AB_OUT       parent of the results folder (default: target/ab/results)
 #   JSBENCH_AB_PIN       1 (default on 2+ cores): server on CPU 0, slices on the
 #                        others (docs/ab.md: it halves run-to-run noise here); 0: off
@@ -51,6 +53,14 @@ if [[ $# -ge 1 ]]; then
 fi
 
 profile=${JSBENCH_AB_PROFILE:-ci}
+# The binaries are built in worktrees that are removed afterwards, so the
+# nats-server each would find beside its sources is not there: both sides
+# use this checkout's pinned one (scripts/setup.sh), or NATS_SERVER_BIN.
+export NATS_SERVER_BIN=${NATS_SERVER_BIN:-$root/.tools/nats-server-2.15.1/bin/nats-server}
+if [[ ! -x $NATS_SERVER_BIN ]]; then
+    echo "error: no nats-server at $NATS_SERVER_BIN: run scripts/setup.sh (or set NATS_SERVER_BIN)" >&2
+    exit 2
+fi
 out=${JSBENCH_AB_OUT:-target/ab/results}
 ab_dir=$root/target/ab
 mkdir -p "$ab_dir/bin" "$ab_dir/worktrees" "$out"

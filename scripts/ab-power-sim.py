@@ -10,13 +10,18 @@ NEW side by a planted factor in its worse direction, and judges it as
 `jsbench ab` does (src/ab/stats.rs, src/ab/judge.rs): the Hodges-Lehmann
 estimate of the log ratios with its exact Wilcoxon signed-rank interval at
 the confidence, a regression only when the whole interval lies beyond the
-threshold. Power is the share of simulated runs that flag the metric; the
+threshold. The table of smallest regressions judges each simulated run
+once, at its last pair (the cost of every look in Python); the planted
+rows and the false alarms look as `ab` does, after every pair from the
+first count the confidence can decide with, flagging at the first look
+that regresses, which adds some power and some false alarms. Power is the share of simulated runs that flag the metric; the
 smallest detectable effect is the smallest planted change flagged in at
 least 9 of 10.
 
 What it cannot know: an effect that changes the noise as well as the
-centre (a planted regression's pairs are only shifted), and early stopping
-(every simulated run has K pairs, as a full-budget run of the ci profile).
+centre (a planted regression's pairs are only shifted), and a run that
+stops early because every other metric was decided (rare in the ci
+profile, whose latency tails stay undecided).
 The planted regressions of ab-power.sh check it against real runs.
 
     scripts/ab-power-sim.py OUT [PAIRS...]    # OUT as given to ab-power.sh
@@ -34,6 +39,7 @@ import json
 import math
 import os
 import random
+import statistics
 import sys
 
 
@@ -69,6 +75,20 @@ def regressed(diffs, direction, limit, t):
     if direction == "higher":
         low, high = -high, -low
     return low > limit
+
+
+def flagged(diffs, direction, limit, confidence):
+    """As `ab` decides: it looks after every pair, from the first count the
+    confidence can decide with, and stops at the first regression, so a
+    run of K pairs is flagged when any of its looks is."""
+    for n in range(2, len(diffs) + 1):
+        t = CRITICAL.setdefault((n, confidence), lower_critical(n, (1 - confidence) / 2))
+        if t is not None and regressed(diffs[:n], direction, limit, t):
+            return True
+    return False
+
+
+CRITICAL = {}
 
 
 def main():
@@ -160,17 +180,18 @@ def main():
                 ratios.setdefault(label, []).extend(x for x in m["ratios"] if x > 0)
                 if m["verdict"] == "regressed":
                     flagged_metrics[label] = flagged_metrics.get(label, 0) + 1
-        k = sorted(pairs_per_try)[len(pairs_per_try) // 2] if pairs_per_try else 10
-        t = lower_critical(k, (1 - confidence) / 2)
+        # A run that stopped early at a regression had budget for more:
+        # simulate the budget's pairs, the most any try ran.
+        k = max(pairs_per_try) if pairs_per_try else 10
         for label, flagged in sorted(flagged_metrics.items()):
             if label not in metrics or not ratios.get(label):
                 continue
             direction, threshold = metrics[label]
             values = sorted(p[label] for p in pairs if label in p)
-            shift = math.log(sorted(ratios[label])[len(ratios[label]) // 2])
+            shift = math.log(statistics.median(ratios[label]))
             hits = sum(
-                regressed([rng.choice(values) + shift for _ in range(k)], direction,
-                          math.log(1 + threshold), t)
+                flagged([rng.choice(values) + shift for _ in range(k)], direction,
+                        math.log(1 + threshold), confidence)
                 for _ in range(draws)
             )
             effect = (math.exp(shift) - 1) * 100
@@ -179,13 +200,12 @@ def main():
 
     # False alarms: whole simulated A/A runs (pairs drawn jointly), any metric regressed.
     k = pair_counts[0]
-    t = lower_critical(k, (1 - confidence) / 2)
     alarms = 0
     for _ in range(2000):
         drawn = [rng.choice(pairs) for _ in range(k)]
         for label, (direction, threshold) in metrics.items():
             d = [p[label] for p in drawn if label in p]
-            if len(d) == k and regressed(d, direction, math.log(1 + threshold), t):
+            if len(d) == k and flagged(d, direction, math.log(1 + threshold), confidence):
                 alarms += 1
                 break
     print(f"\nSimulated A/A runs of {k} pairs with any judged metric regressed: "

@@ -154,7 +154,9 @@ for config, target in targets.items():
         except Exception:
             continue
         for m in report["metrics"]:
-            if target != "-" and m["key"]["metric"] == target:
+            # Judged metrics only: a paced scenario's publish_rate has the
+            # same name and a ratio of 1.
+            if target != "-" and m["key"]["metric"] == target and m["verdict"] != "not_judged":
                 ratios += m["ratios"]
     effect = f"{(statistics.median(ratios) - 1) * 100:+.1f}% ({len(ratios)} pairs)" if ratios else "-"
     if config == "aa":
