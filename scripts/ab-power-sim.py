@@ -183,7 +183,7 @@ def main():
         # A run that stopped early at a regression had budget for more:
         # simulate the budget's pairs, the most any try ran.
         k = max(pairs_per_try) if pairs_per_try else 10
-        for label, flagged in sorted(flagged_metrics.items()):
+        for label, caught in sorted(flagged_metrics.items()):
             if label not in metrics or not ratios.get(label):
                 continue
             direction, threshold = metrics[label]
@@ -195,7 +195,7 @@ def main():
                 for _ in range(draws)
             )
             effect = (math.exp(shift) - 1) * 100
-            print(f"| {config} | {label} | {effect:+.1f}% | {flagged} of {len(reports)} | "
+            print(f"| {config} | {label} | {effect:+.1f}% | {caught} of {len(reports)} | "
                   f"{hits * 100 / draws:.0f}% of {k}-pair runs |")
 
     # False alarms: whole simulated A/A runs (pairs drawn jointly), any metric regressed.
