@@ -35,12 +35,7 @@ fn total_cpu_time(pids: &[u32]) -> Option<Duration> {
 /// CPU time this process (jsbench, every thread) has used, at microsecond
 /// resolution.
 pub fn own_cpu_time() -> Duration {
-    // SAFETY: getrusage writes into the struct we own.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
-        usage
-    };
+    let usage = own_rusage();
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1_000);
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
@@ -49,14 +44,18 @@ pub fn own_cpu_time() -> Duration {
 /// mark, `ru_maxrss`), in bytes: a load generator that grows with the
 /// messages it sends would show here first.
 pub fn own_peak_rss() -> u64 {
+    // Linux reports kilobytes.
+    (own_rusage().ru_maxrss.max(0) as u64) * 1024
+}
+
+/// This process's resource usage so far.
+fn own_rusage() -> libc::rusage {
     // SAFETY: getrusage writes into the struct we own.
-    let usage = unsafe {
+    unsafe {
         let mut usage: libc::rusage = std::mem::zeroed();
         libc::getrusage(libc::RUSAGE_SELF, &mut usage);
         usage
-    };
-    // Linux reports kilobytes.
-    (usage.ru_maxrss.max(0) as u64) * 1024
+    }
 }
 
 /// A CPU set of the given CPU numbers, for `sched_setaffinity`.

@@ -103,45 +103,8 @@ pub fn storage_type(storage: Storage) -> stream::StorageType {
 /// filter suffix extends, and a push durable's deliver subject is beside
 /// it (`<base>_deliver.<durable>`, outside the stream's `<base>.*`).
 pub fn durable_config(durable: &str, plan: &ConsumerPlan, base: &str) -> consumer::Config {
-    let pull = pull_config(durable, plan, base);
-    let mut config = consumer::Config {
-        durable_name: pull.durable_name,
-        ack_policy: pull.ack_policy,
-        ack_wait: pull.ack_wait,
-        backoff: pull.backoff,
-        max_deliver: pull.max_deliver,
-        max_ack_pending: pull.max_ack_pending,
-        filter_subject: pull.filter_subject,
-        deliver_policy: pull.deliver_policy,
-        ..Default::default()
-    };
-    if plan.kind == ConsumerKind::Push {
-        config.deliver_subject = Some(format!("{base}_deliver.{durable}"));
-        config.deliver_group = plan.push.queue.then(|| durable.to_string());
-        config.flow_control = plan.push.flow_control;
-        // The server requires heartbeats with flow control.
-        config.idle_heartbeat = plan
-            .pull
-            .idle_heartbeat
-            .unwrap_or(if plan.push.flow_control {
-                PUSH_HEARTBEAT
-            } else {
-                Duration::ZERO
-            });
-        config.rate_limit = plan.push.rate_limit.unwrap_or(0);
-    } else {
-        config.max_waiting = pull.max_waiting;
-    }
-    config
-}
-
-/// A push durable's idle heartbeat when flow control needs one and the
-/// profile names none.
-const PUSH_HEARTBEAT: Duration = Duration::from_secs(5);
-
-/// The pull durable's server-side configuration from a consumer plan.
-pub fn pull_config(durable: &str, plan: &ConsumerPlan, base: &str) -> consumer::pull::Config {
-    consumer::pull::Config {
+    let push = plan.kind == ConsumerKind::Push;
+    consumer::Config {
         durable_name: Some(durable.to_string()),
         ack_policy: match plan.ack {
             AckPolicy::None => consumer::AckPolicy::None,
@@ -158,10 +121,33 @@ pub fn pull_config(durable: &str, plan: &ConsumerPlan, base: &str) -> consumer::
             .map(|f| format!("{base}.{f}"))
             .unwrap_or_default(),
         deliver_policy: consumer::DeliverPolicy::All,
-        max_waiting: plan.max_waiting.unwrap_or_default(),
+        // Pull requests wait on a pull durable only.
+        max_waiting: if push {
+            0
+        } else {
+            plan.max_waiting.unwrap_or_default()
+        },
+        deliver_subject: push.then(|| format!("{base}_deliver.{durable}")),
+        deliver_group: (push && plan.push.queue).then(|| durable.to_string()),
+        flow_control: push && plan.push.flow_control,
+        // The server requires heartbeats with flow control.
+        idle_heartbeat: match plan.pull.idle_heartbeat {
+            Some(beat) if push => beat,
+            _ if push && plan.push.flow_control => PUSH_HEARTBEAT,
+            _ => Duration::ZERO,
+        },
+        rate_limit: if push {
+            plan.push.rate_limit.unwrap_or(0)
+        } else {
+            0
+        },
         ..Default::default()
     }
 }
+
+/// A push durable's idle heartbeat when flow control needs one and the
+/// profile names none.
+const PUSH_HEARTBEAT: Duration = Duration::from_secs(5);
 
 /// Run-scoped names: every stream, subject and durable of one run shares the
 /// run token, so runs never collide and their leftovers are recognisable.

@@ -49,7 +49,7 @@ use crate::provision::{Names, Provisioner};
 
 pub use outcome::{
     Attribution, ConsumerSample, ConsumerState, CrashOutcome, DriveOutcome, FaultOutcome,
-    attribute, evicted_below, held_sequences, rate, stream_eviction,
+    attribute, evicted_below, evicted_count, held_sequences, rate, stream_eviction,
 };
 pub use peers::{Alone, Exchange, LocalReports, PeerCounts, PeerPart, Peers, PublisherPart};
 pub use spec::{ConsumerSpec, CrashPlan, DriveSpec, FaultPlan, Share};

@@ -171,9 +171,7 @@ impl DriveOutcome {
             self.counts.client_dropped = a.client_dropped;
             self.client_drop_cause = a.cause;
         }
-        if let Some(e) = self.eviction.as_ref().filter(|e| e.explained()) {
-            self.counts.evicted = e.evicted;
-        }
+        self.counts.evicted = evicted_count(self.eviction.as_ref());
     }
 
     /// About when a stream's evictions began, in seconds after t0: when
@@ -354,11 +352,17 @@ pub async fn stream_eviction(
 }
 
 /// The sequence below which [`attribute`] counts a never-seen message as
-/// evicted: only when the stream's limits explain its evictions.
+/// evicted: only when the stream's limits explain its evictions (else
+/// they are losses).
 pub fn evicted_below(eviction: Option<&Eviction>) -> u64 {
     eviction
         .filter(|e| e.explained())
         .map_or(0, |e| e.first_kept)
+}
+
+/// The evictions the ledger counts, on the same condition.
+pub fn evicted_count(eviction: Option<&Eviction>) -> u64 {
+    eviction.filter(|e| e.explained()).map_or(0, |e| e.evicted)
 }
 
 /// How many never-seen sequences are looked up in the stream at most.

@@ -486,6 +486,11 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for OneOrMany<T> {
     }
 }
 
+/// The values of an optional list key, none when it is absent.
+fn items<T>(list: &Option<OneOrMany<T>>) -> &[T] {
+    list.as_ref().map_or(&[], |l| l.0.as_slice())
+}
+
 /// `key[i]` for an element of a list, `key` for a single value.
 fn indexed(key: String, i: usize, len: usize) -> String {
     if len > 1 { format!("{key}[{i}]") } else { key }
@@ -523,7 +528,7 @@ impl ConsumerSection {
         key: &dyn Fn(&str) -> String,
         problems: &mut Problems,
     ) {
-        let kinds = self.kind.as_ref().map_or(&[][..], |k| k.0.as_slice());
+        let kinds = items(&self.kind);
         let push = kinds.contains(&ConsumerKind::Push);
         let only_push = push && kinds.iter().all(|k| *k == ConsumerKind::Push);
         for (name, given) in [
@@ -577,7 +582,7 @@ impl ConsumerSection {
         key: &dyn Fn(&str) -> String,
         problems: &mut Problems,
     ) {
-        let batches = self.batch.as_ref().map_or(&[][..], |l| l.0.as_slice());
+        let batches = items(&self.batch);
         for (i, &b) in batches.iter().enumerate() {
             problems.range(
                 &indexed(key("batch"), i, batches.len()),
@@ -587,7 +592,7 @@ impl ConsumerSection {
                 " messages per pull",
             );
         }
-        let sizes = self.max_bytes.as_ref().map_or(&[][..], |l| l.0.as_slice());
+        let sizes = items(&self.max_bytes);
         for (i, b) in sizes.iter().enumerate() {
             problems.range(
                 &indexed(key("max_bytes"), i, sizes.len()),
@@ -597,10 +602,7 @@ impl ConsumerSection {
                 " bytes per pull",
             );
         }
-        let waits = self
-            .max_waiting
-            .as_ref()
-            .map_or(&[][..], |l| l.0.as_slice());
+        let waits = items(&self.max_waiting);
         for (i, &w) in waits.iter().enumerate() {
             problems.range(
                 &indexed(key("max_waiting"), i, waits.len()),
@@ -610,7 +612,7 @@ impl ConsumerSection {
                 " pull requests",
             );
         }
-        let expiries = self.expires.as_ref().map_or(&[][..], |l| l.0.as_slice());
+        let expiries = items(&self.expires);
         for (i, d) in expiries.iter().enumerate() {
             if d.0 < Duration::from_millis(10) || d.0 > Duration::from_secs(3600) {
                 problems.push(
@@ -619,10 +621,7 @@ impl ConsumerSection {
                 );
             }
         }
-        let beats = self
-            .idle_heartbeat
-            .as_ref()
-            .map_or(&[][..], |l| l.0.as_slice());
+        let beats = items(&self.idle_heartbeat);
         for (i, d) in beats.iter().enumerate() {
             if d.0 < Duration::from_millis(100) || d.0 > Duration::from_secs(60) {
                 problems.push(
@@ -671,10 +670,10 @@ impl ConsumerSection {
         let defaults = ConsumerPlan::simple();
         // A list sweeps; a single value is the plan's own.
         fn split<T: Clone>(v: &Option<OneOrMany<T>>) -> (Option<T>, Vec<T>) {
-            match v.as_ref().map(|l| l.0.as_slice()) {
-                Some([one]) => (Some(one.clone()), Vec::new()),
-                Some(many) if !many.is_empty() => (Some(many[0].clone()), many.to_vec()),
-                _ => (None, Vec::new()),
+            match items(v) {
+                [] => (None, Vec::new()),
+                [one] => (Some(one.clone()), Vec::new()),
+                many => (Some(many[0].clone()), many.to_vec()),
             }
         }
         let (kind, kinds) = split(&self.kind);

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::common::OneOrMany;
+use super::common::{OneOrMany, has_repeats};
 use super::{Dur, Problems, Retention, Storage};
 
 #[derive(Debug, Default, Deserialize)]
@@ -318,13 +318,6 @@ impl StreamSection {
             },
         }
     }
-}
-
-fn has_repeats<T: PartialEq>(items: &[T]) -> bool {
-    items
-        .iter()
-        .enumerate()
-        .any(|(i, a)| items[..i].contains(a))
 }
 
 #[cfg(test)]

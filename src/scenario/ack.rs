@@ -237,9 +237,7 @@ async fn variant(
         counts.lost = a.lost;
         counts.client_dropped = a.client_dropped;
     }
-    if let Some(e) = eviction.as_ref().filter(|e| e.explained()) {
-        counts.evicted = e.evicted;
-    }
+    counts.evicted = crate::drive::evicted_count(eviction.as_ref());
     r.ledger = counts;
     r.timelines
         .insert("delivered".into(), outcome.delivered_timeline.clone());

@@ -95,14 +95,13 @@ pub async fn run(
                 .collect();
             let mut labelled = OnStream {
                 inner: &mut *sink,
+                recorded: plan,
                 settings: &ctx.stream,
                 suffix: (!suffix.is_empty()).then(|| suffix.join(".")),
                 pull: pull_suffix.as_ref().and(pulled.consumer()),
                 default_storage: ctx.server.storage,
             };
-            // Recorded under the profile's plan: the results hold one
-            // scenario whatever was swept.
-            let result = run_on_stream(ctx, pulled, plan, &mut labelled).await;
+            let result = run_on_stream(ctx, pulled, &mut labelled).await;
             ctx.stream = Default::default();
             result?;
         }
@@ -110,10 +109,13 @@ pub async fn run(
     Ok(())
 }
 
-/// Names each variant for its stream's and pull keys' combination and
-/// records the settings it ran on among its parameters.
+/// Names each variant for its stream's and pull keys' combination,
+/// records the settings it ran on among its parameters, and hands it on
+/// under the profile's scenario plan (`recorded`): the results hold one
+/// scenario whichever combination ran.
 struct OnStream<'a> {
     inner: &'a mut dyn VariantSink,
+    recorded: &'a ScenarioPlan,
     settings: &'a crate::profile::StreamSettings,
     suffix: Option<String>,
     /// The consumer plan of a swept pull combination.
@@ -122,7 +124,7 @@ struct OnStream<'a> {
 }
 
 impl VariantSink for OnStream<'_> {
-    fn record(&mut self, scenario: &ScenarioPlan, mut variant: VariantResult) -> Result<()> {
+    fn record(&mut self, _ran: &ScenarioPlan, mut variant: VariantResult) -> Result<()> {
         let s = self.settings;
         if let Some(suffix) = &self.suffix {
             variant.name = format!("{}.{suffix}", variant.name);
@@ -146,23 +148,16 @@ impl VariantSink for OnStream<'_> {
         if s.limits != Default::default() {
             variant.param("stream.limits", &s.limits);
         }
-        self.inner.record(scenario, variant)
+        self.inner.record(self.recorded, variant)
     }
 }
 
-/// Runs `plan` (the profile's, or one pull combination of it), its
-/// results recorded under `recorded` (the profile's).
+/// Runs `plan`: the profile's, or one pull combination of it.
 async fn run_on_stream(
     ctx: &RunContext,
     plan: &ScenarioPlan,
-    recorded: &ScenarioPlan,
     sink: &mut dyn VariantSink,
 ) -> Result<()> {
-    let mut as_recorded = AsRecorded {
-        inner: sink,
-        recorded,
-    };
-    let sink = &mut as_recorded;
     match plan {
         ScenarioPlan::Latency(p) => latency::run(ctx, plan, p, sink).await,
         ScenarioPlan::Publish(p) => publish::run(ctx, plan, p, sink).await,
@@ -173,18 +168,5 @@ async fn run_on_stream(
         ScenarioPlan::Restart(p) => restart::run(ctx, plan, p, sink).await,
         ScenarioPlan::Replay(p) => replay::run(ctx, plan, p, sink).await,
         ScenarioPlan::Dlq(p) => dlq::run(ctx, plan, p, sink).await,
-    }
-}
-
-/// Hands every result on under the profile's scenario plan, whichever
-/// pull combination of it ran.
-struct AsRecorded<'a> {
-    inner: &'a mut dyn VariantSink,
-    recorded: &'a ScenarioPlan,
-}
-
-impl VariantSink for AsRecorded<'_> {
-    fn record(&mut self, _ran: &ScenarioPlan, variant: VariantResult) -> Result<()> {
-        self.inner.record(self.recorded, variant)
     }
 }
