@@ -358,8 +358,11 @@ impl Provisioner {
 pub struct Footprint {
     pub streams: usize,
     pub consumers: usize,
-    /// Stored bytes of the largest variant, one replica.
+    /// Stored bytes of the largest variant's largest stream, one replica.
     pub bytes: u64,
+    /// Stored bytes of the largest variant over all its streams, one
+    /// replica: `bytes` but for a fanout, whose streams share its load.
+    pub total_bytes: u64,
     pub max_ack_pending: i64,
     /// Storage kinds `[scenario.stream]` lists name, beyond the profile's.
     pub file: bool,
@@ -391,6 +394,7 @@ pub fn footprint(profile: &Profile) -> Footprint {
         streams: 1,
         consumers: 1,
         bytes: 0,
+        total_bytes: 0,
         max_ack_pending: 0,
         file: false,
         memory: false,
@@ -472,6 +476,18 @@ pub fn footprint(profile: &Profile) -> Footprint {
                     crate::profile::REPLAY_MAX_ACK_PENDING,
                 )
             }
+            ScenarioPlan::Fanout(p) => {
+                let fewest = p.streams.iter().copied().min().unwrap_or(1).max(1);
+                let most = p.streams.iter().copied().max().unwrap_or(1);
+                let durables = p.durables.iter().copied().max().unwrap_or(1);
+                need.streams = need.streams.max(most);
+                need.consumers = need.consumers.max(most * durables);
+                need.total_bytes = need.total_bytes.max(paced(p.rate as f64, &p.publish));
+                (
+                    paced(p.rate as f64 / fewest as f64, &p.publish),
+                    p.consumer.max_ack_pending,
+                )
+            }
             ScenarioPlan::Dlq(p) => {
                 // The source, the advisory capture and the DLQ stream; the
                 // durable, the handler's and (interest) a second one.
@@ -481,6 +497,7 @@ pub fn footprint(profile: &Profile) -> Footprint {
             }
         };
         need.bytes = need.bytes.max(bytes);
+        need.total_bytes = need.total_bytes.max(bytes);
         need.max_ack_pending = need.max_ack_pending.max(max_ack_pending);
     }
     need
@@ -553,7 +570,7 @@ fn check_storage(
             "memory storage",
         ),
     };
-    let replicated = need.bytes * server.replicas as u64;
+    let replicated = need.total_bytes * server.replicas as u64;
     if let Some(max) = limit
         && used + replicated > max as u64
     {
@@ -735,6 +752,7 @@ mod tests {
             streams: 3,
             consumers: 1,
             bytes,
+            total_bytes: bytes,
             max_ack_pending: 0,
             file: false,
             memory: false,

@@ -3,6 +3,7 @@
 //! confirmed?". PubAcks say what the server promised; the read-back checks
 //! the promise.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -25,7 +26,16 @@ pub struct ReadBack {
     pub complete: bool,
     /// `present[seq]`: the stream holds that sequence.
     pub present: Vec<bool>,
+    /// Every subject read, in the order first seen.
+    pub subjects: Vec<String>,
+    /// `subject_at[seq]`: the index in `subjects` of that sequence's
+    /// subject ([`NO_SUBJECT`] where the stream holds none): which messages
+    /// a filtered durable had to deliver, in the server's own words.
+    pub subject_at: Vec<u32>,
 }
+
+/// `subject_at` of a sequence the stream does not hold.
+pub const NO_SUBJECT: u32 = u32::MAX;
 
 /// The comparison of what PubAcks confirmed with what the stream holds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -57,6 +67,30 @@ impl ReadBack {
             }
         }
         r
+    }
+
+    /// `index`: `subjects` by name, kept by the reader.
+    fn note_subject(&mut self, index: &mut HashMap<String, u32>, seq: usize, subject: &str) {
+        let i = match index.get(subject) {
+            Some(&i) => i,
+            None => {
+                let i = self.subjects.len() as u32;
+                self.subjects.push(subject.to_string());
+                index.insert(subject.to_string(), i);
+                i
+            }
+        };
+        if self.subject_at.len() <= seq {
+            self.subject_at
+                .resize((seq + 1).max(self.subject_at.len() * 2), NO_SUBJECT);
+        }
+        self.subject_at[seq] = i;
+    }
+
+    /// The subject stored at `seq`, if the stream holds it.
+    pub fn subject(&self, seq: u64) -> Option<&str> {
+        let i = *self.subject_at.get(seq as usize)?;
+        self.subjects.get(i as usize).map(String::as_str)
     }
 
     /// Messages (publisher, number) stored more than once.
@@ -119,6 +153,7 @@ pub async fn read_stream(
             }
         }
     };
+    let mut subject_index = HashMap::new();
     let mut messages = consumer
         .messages()
         .await
@@ -136,6 +171,7 @@ pub async fn read_stream(
                     .resize((seq + 1).max(read.present.len() * 2), false);
             }
             read.present[seq] = true;
+            read.note_subject(&mut subject_index, seq, &next.subject);
         }
         match Stamp::read(&next.payload) {
             Some(stamp) => {
@@ -304,6 +340,7 @@ mod tests {
             malformed: 0,
             complete: true,
             present: Vec::new(),
+            ..Default::default()
         };
         let confirmed_a = [1u8, 1, 1, 1];
         let confirmed_b = [1u8, 1];
@@ -342,6 +379,7 @@ mod tests {
             malformed: 0,
             complete: true,
             present,
+            ..Default::default()
         };
         // 2 was confirmed and is gone; 4 is stored though nothing confirmed it.
         assert_eq!(

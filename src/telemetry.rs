@@ -160,6 +160,16 @@ fn get<T: serde::de::DeserializeOwned>(url: &str, path: &str) -> Option<T> {
     serde_json::from_str(&body).ok()
 }
 
+/// The servers' resident memory now (/varz `mem`), summed over the nodes
+/// that answer; `None` when none does. Blocking: call off the runtime.
+pub fn memory_now(monitors: &[Monitor]) -> Option<u64> {
+    let mems: Vec<u64> = monitors
+        .iter()
+        .filter_map(|m| get::<Varz>(&m.url, "/varz").map(|v| v.mem))
+        .collect();
+    (!mems.is_empty()).then(|| mems.iter().sum())
+}
+
 /// One node's sample now; `None` when its /varz does not answer.
 fn sample(tick: u32, node: usize, m: &Monitor, routes: bool) -> Option<NodeSample> {
     let varz: Varz = get(&m.url, "/varz")?;

@@ -110,6 +110,36 @@ pub struct VariantResult {
     pub elapsed: Duration,
     /// Where the variant's streams were placed (leader, replicas).
     pub streams: Vec<StreamPlacement>,
+    /// A variant of many streams and durables: each one's own figures.
+    pub parts: Vec<Part>,
+}
+
+/// One stream or durable of a variant with many, with its own figures:
+/// a row of the variant's parts table.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct Part {
+    /// `stream` or `durable`.
+    pub kind: String,
+    pub name: String,
+    /// Column name and value, in column order.
+    pub values: Vec<(String, serde_json::Value)>,
+}
+
+impl Part {
+    pub fn new(kind: &str, name: &str) -> Self {
+        Part {
+            kind: kind.to_string(),
+            name: name.to_string(),
+            values: Vec::new(),
+        }
+    }
+
+    pub fn set(&mut self, column: &str, value: impl Serialize) {
+        self.values.push((
+            column.to_string(),
+            serde_json::to_value(value).expect("plain values serialise"),
+        ));
+    }
 }
 
 impl VariantResult {
@@ -135,6 +165,7 @@ impl VariantResult {
             error: None,
             elapsed: Duration::ZERO,
             streams: Vec::new(),
+            parts: Vec::new(),
         }
     }
 

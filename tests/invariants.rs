@@ -118,8 +118,13 @@ impl Saboteur {
     /// of a client that is not jsbench's, and never acks them.
     async fn take(&self, stream: &stream::Stream, n: usize) {
         let durable = self.durable(stream).await;
+        self.take_from(stream, &durable, n).await;
+    }
+
+    /// [`Saboteur::take`] from a durable named.
+    async fn take_from(&self, stream: &stream::Stream, durable: &str, n: usize) {
         let consumer: jetstream::consumer::PullConsumer =
-            stream.get_consumer(&durable).await.unwrap();
+            stream.get_consumer(durable).await.unwrap();
         let mut batch = consumer
             .fetch()
             .max_messages(n)
@@ -142,6 +147,16 @@ impl Saboteur {
             stream.get_consumer(&durable).await.unwrap();
         let mut config = consumer.cached_info().config.clone();
         config.ack_wait = ack_wait;
+        stream.update_consumer(config).await.unwrap();
+    }
+
+    /// Points a durable at another subject under the run.
+    async fn refilter(&self, stream: &stream::Stream, durable: &str, subject: String) {
+        let consumer: jetstream::consumer::PullConsumer =
+            stream.get_consumer(durable).await.unwrap();
+        let mut config = consumer.cached_info().config.clone();
+        config.filter_subject = subject;
+        config.filter_subjects = Vec::new();
         stream.update_consumer(config).await.unwrap();
     }
 
@@ -917,5 +932,85 @@ async fn advisories_for_messages_that_never_ended_so_fail_the_advisory_counts() 
         &summary,
         "MSG_TERMINATED advisories = termed",
         "1 for other messages",
+    );
+}
+
+/// 2 streams of 4 subjects at 200 msg/s each for 3 s; 3 durables each:
+/// subject 0, subjects 1 and 2, all.
+fn fanout() -> String {
+    "[[scenario]]\nkind = \"fanout\"\nduration = \"3s\"\nrate = 400\nstreams = 2\n\
+     durables = 3\nsubjects = 4\nconnections = 2\ndrain_timeout = \"2s\"\n\
+     [scenario.consumer]\nbatch = 10\n"
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stranger_in_a_fanout_stream_fails_its_read_back_and_the_stamps() {
+    let server = common::server();
+    let summary = sabotaged(&server, "fstranger", &fanout(), |s| async move {
+        let mut stream = s.stream_ending("_S2-D3-1").await;
+        s.messages(&mut stream, 100).await;
+        s.intrude(&mut stream, "no stamp").await;
+    })
+    .await;
+    failed(
+        &summary,
+        "stream holds every PubAcked message, and no other",
+        "1 stored without a PubAck",
+    );
+    // Only the durable reading every subject sees it.
+    failed(
+        &summary,
+        "every payload carries its stamp",
+        "failed for 1 of 6 durables; jsb_fstranger_s2-d3-1-2",
+    );
+    held(&summary, "lost = 0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deliveries_taken_from_one_fanout_durable_are_its_clients_loss() {
+    let server = common::server();
+    let summary = sabotaged(&server, "fsteal", &fanout(), |s| async move {
+        let mut stream = s.stream_ending("_S2-D3-0").await;
+        s.messages(&mut stream, 200).await;
+        s.take_from(&stream, "jsb_fsteal_s2-d3-0-2", 20).await;
+    })
+    .await;
+    let i = failed(
+        &summary,
+        "no message dropped by the client",
+        "failed for 1 of 6 durables; jsb_fsteal_s2-d3-0-2",
+    );
+    assert!(i.detail.contains("delivered by the server"), "{}", i.detail);
+    failed(
+        &summary,
+        "server reports nothing pending",
+        "jsb_fsteal_s2-d3-0-2: num_pending 0, num_ack_pending",
+    );
+    held(&summary, "only what its filter selects delivered");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durable_refiltered_under_the_run_delivers_outside_its_filter_and_misses_its_own() {
+    let server = common::server();
+    let summary = sabotaged(&server, "frefilter", &fanout(), |s| async move {
+        let mut stream = s.stream_ending("_S2-D3-0").await;
+        s.messages(&mut stream, 200).await;
+        let subject = s.subject(&mut stream).await.replace("stranger", "3");
+        s.refilter(&stream, "jsb_frefilter_s2-d3-0-0", subject)
+            .await;
+    })
+    .await;
+    failed(
+        &summary,
+        "only what its filter selects delivered",
+        "failed for 1 of 6 durables; jsb_frefilter_s2-d3-0-0",
+    );
+    // Its own subject's later messages went undelivered: the server says
+    // it delivered past them, so they count as the client's.
+    failed(
+        &summary,
+        "no message dropped by the client",
+        "jsb_frefilter_s2-d3-0-0",
     );
 }

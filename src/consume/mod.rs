@@ -213,8 +213,20 @@ pub async fn run(
     progress: Arc<ConsumerProgress>,
     stop: CancellationToken,
 ) -> Result<ConsumerReport> {
+    let bound = bind(&client, &config).await?;
+    run_bound(client, bound, config, progress, stop).await
+}
+
+/// A client bound to its durable and asking for messages, not yet reading
+/// them.
+pub struct Bound(Source);
+
+/// Binds a client to the durable `config` names: a run that starts many
+/// durables binds them all before its clock starts, since binding a
+/// thousand at once takes the server seconds.
+pub async fn bind(client: &Client, config: &ConsumerConfig) -> Result<Bound> {
     let js = jetstream::with_prefix(client.clone(), &config.js_api_prefix);
-    let mut source = Source::open(
+    Source::open(
         &js,
         &config.stream,
         &config.durable,
@@ -223,8 +235,19 @@ pub async fn run(
         config.plan.pull,
     )
     .await
-    .with_context(|| format!("reading durable consumer {}", config.durable))?;
+    .map(Bound)
+    .with_context(|| format!("reading durable consumer {}", config.durable))
+}
 
+/// Reads the durable a client is bound to until `stop` is cancelled.
+pub async fn run_bound(
+    client: Client,
+    bound: Bound,
+    config: ConsumerConfig,
+    progress: Arc<ConsumerProgress>,
+    stop: CancellationToken,
+) -> Result<ConsumerReport> {
+    let Bound(mut source) = bound;
     let mut report = ConsumerReport::empty(&config);
     let mut finished = Finished::default();
     let mut answered = 0u64;

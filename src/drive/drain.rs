@@ -101,7 +101,7 @@ impl Variant<'_> {
 }
 
 /// Polls consumer info until nothing is pending or `until` passes.
-async fn settled_state(
+pub(super) async fn settled_state(
     js: &jetstream::Context,
     stream: &str,
     durable: &str,

@@ -15,6 +15,8 @@
 //! - [`spec`](DriveSpec): the load, the consumer's crash plan, the
 //!   server kill, and the [`Share`] one process runs.
 //! - `connect`, `start`, `sample`, `drain`, `collect`: the phases, in order.
+//! - [`fanout`](drive_fanout): the same phases for many streams and
+//!   durables at once, one outcome per stream and per durable.
 //! - `crash`, `fault`: the consumer crash and the server kill, timed from
 //!   inside the run-and-sample phase.
 //! - [`outcome`](DriveOutcome): what the phases measured, merged.
@@ -24,6 +26,7 @@ mod collect;
 mod connect;
 mod crash;
 mod drain;
+mod fanout;
 mod fault;
 mod outcome;
 mod peers;
@@ -47,6 +50,9 @@ use crate::profile::{ServerPlan, StreamSettings};
 use crate::progress::{Progress, VariantBar};
 use crate::provision::{Names, Provisioner};
 
+pub use fanout::{
+    DurablePart, FanDurable, FanStream, FanoutOutcome, FanoutSpec, StreamPart, drive_fanout,
+};
 pub use outcome::{
     Attribution, ConsumerSample, ConsumerState, CrashOutcome, DriveOutcome, FaultOutcome,
     attribute, evicted_below, evicted_count, held_sequences, rate, stream_eviction,

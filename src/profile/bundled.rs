@@ -20,6 +20,8 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("ci", include_str!("../../profiles/ci.toml")),
     ("workers", include_str!("../../profiles/workers.toml")),
     ("streams", include_str!("../../profiles/streams.toml")),
+    ("fanout", include_str!("../../profiles/fanout.toml")),
+    ("consumers", include_str!("../../profiles/consumers.toml")),
 ];
 
 pub fn bundled(name: &str) -> Option<&'static str> {

@@ -16,6 +16,7 @@ mod common;
 mod connection;
 mod dlq;
 mod duration;
+mod fanout;
 mod latency;
 mod plan;
 mod publish;
@@ -314,6 +315,7 @@ pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
             "restart" => restart::read(table, &prefix, &mut local).map(ScenarioPlan::Restart),
             "replay" => replay::read(table, &prefix, &mut local).map(ScenarioPlan::Replay),
             "dlq" => dlq::read(table, &prefix, &mut local).map(ScenarioPlan::Dlq),
+            "fanout" => fanout::read(table, &prefix, &mut local).map(ScenarioPlan::Fanout),
             other => {
                 local.push(
                     format!("{prefix}.kind"),
@@ -399,6 +401,7 @@ pub const KINDS: &[&str] = &[
     "resume",
     "restart",
     "dlq",
+    "fanout",
 ];
 
 pub(crate) const NAME_RULE: &str =

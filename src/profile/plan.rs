@@ -91,6 +91,7 @@ pub enum ScenarioPlan {
     Restart(RestartPlan),
     Replay(super::ReplayPlan),
     Dlq(DlqPlan),
+    Fanout(FanoutPlan),
 }
 
 impl ScenarioPlan {
@@ -105,6 +106,7 @@ impl ScenarioPlan {
             ScenarioPlan::Restart(p) => &p.common,
             ScenarioPlan::Replay(p) => &p.common,
             ScenarioPlan::Dlq(p) => &p.common,
+            ScenarioPlan::Fanout(p) => &p.common,
         }
     }
 
@@ -119,6 +121,7 @@ impl ScenarioPlan {
             ScenarioPlan::Restart(p) => &mut p.common,
             ScenarioPlan::Replay(p) => &mut p.common,
             ScenarioPlan::Dlq(p) => &mut p.common,
+            ScenarioPlan::Fanout(p) => &mut p.common,
         }
     }
 
@@ -136,6 +139,7 @@ impl ScenarioPlan {
             ScenarioPlan::Resume(p) => Some(&p.consumer),
             ScenarioPlan::Restart(p) => Some(&p.consumer),
             ScenarioPlan::Dlq(p) => Some(&p.consumer),
+            ScenarioPlan::Fanout(p) => Some(&p.consumer),
             ScenarioPlan::Publish(_) | ScenarioPlan::Replay(_) => None,
         }
     }
@@ -149,6 +153,7 @@ impl ScenarioPlan {
             ScenarioPlan::Resume(p) => Some(&mut p.consumer),
             ScenarioPlan::Restart(p) => Some(&mut p.consumer),
             ScenarioPlan::Dlq(p) => Some(&mut p.consumer),
+            ScenarioPlan::Fanout(p) => Some(&mut p.consumer),
             ScenarioPlan::Publish(_) | ScenarioPlan::Replay(_) => None,
         }
     }
@@ -196,6 +201,7 @@ impl ScenarioPlan {
             ScenarioPlan::Restart(_) => 1,
             ScenarioPlan::Replay(p) => return p.estimated_duration(),
             ScenarioPlan::Dlq(p) => p.retentions.len() + usize::from(p.baseline),
+            ScenarioPlan::Fanout(p) => p.variants().len(),
             // Count-based: about 100k messages a second, plus the fill.
             ScenarioPlan::Ack(p) => {
                 let each = Duration::from_secs_f64(p.messages as f64 / 100_000.0);
@@ -953,6 +959,72 @@ pub struct DlqHandlerPlan {
     /// Kill the handler after this many copies (persisted, not yet
     /// acknowledged) and start a new one; `None` never.
     pub restart_after: Option<u64>,
+}
+
+/// The `fanout` scenario: S streams of F subjects each, one publisher
+/// per stream at its share of the rate, and D durables per stream, each
+/// filtering as `filters` says; one variant per (S, D) pair.
+#[derive(Debug, Clone)]
+pub struct FanoutPlan {
+    pub common: CommonPlan,
+    /// Total msg/s over all streams; each stream gets `rate / S`.
+    pub rate: u64,
+    /// Stream counts to run (each one or more variants).
+    pub streams: Vec<usize>,
+    /// Durables per stream to run.
+    pub durables: Vec<usize>,
+    /// Subjects per stream.
+    pub subjects: usize,
+    /// Durable k of a stream filters as `filters[k % len]`.
+    pub filters: Vec<FilterShape>,
+    /// Connections the durables share, round-robin.
+    pub connections: usize,
+    pub publish: PublishPlan,
+    pub consumer: ConsumerPlan,
+}
+
+impl FanoutPlan {
+    /// Every (streams, durables per stream) pair, streams outer.
+    pub fn variants(&self) -> Vec<(usize, usize)> {
+        self.streams
+            .iter()
+            .flat_map(|&s| self.durables.iter().map(move |&d| (s, d)))
+            .collect()
+    }
+}
+
+/// What a fanout durable filters on, among its stream's F subjects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FilterShape {
+    /// Durable k: subject k mod F (`filter_subject`).
+    One,
+    /// Durable k: subjects k and k+1 mod F (`filter_subjects`).
+    Two,
+    /// No filter: every subject.
+    All,
+}
+
+impl FilterShape {
+    /// The subject indices durable `k` of a stream with `subjects` reads.
+    pub fn subjects(self, k: usize, subjects: usize) -> Vec<usize> {
+        match self {
+            FilterShape::One => vec![k % subjects],
+            FilterShape::Two => vec![k % subjects, (k + 1) % subjects],
+            FilterShape::All => (0..subjects).collect(),
+        }
+    }
+
+    /// The mean share of a stream's messages a durable reads when the
+    /// durables cycle through `shapes`.
+    pub fn mean_share(shapes: &[FilterShape], subjects: usize) -> f64 {
+        let share = |s: &FilterShape| match s {
+            FilterShape::One => 1.0 / subjects as f64,
+            FilterShape::Two => (2.0 / subjects as f64).min(1.0),
+            FilterShape::All => 1.0,
+        };
+        shapes.iter().map(share).sum::<f64>() / shapes.len().max(1) as f64
+    }
 }
 
 /// The `dlq` scenario: load at a fixed rate with a fraction of poison

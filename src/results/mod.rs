@@ -133,6 +133,15 @@ impl ResultsWriter {
                 hdr_file,
             });
         }
+        let parts_file = if variant.parts.is_empty() {
+            None
+        } else {
+            let file = format!("parts/{}.{}.csv", scenario.name(), variant.name);
+            fs::create_dir_all(self.dir.join("parts"))
+                .with_context(|| format!("creating {}", self.dir.join("parts").display()))?;
+            write_atomic(&self.dir.join(&file), &parts_csv(&variant.parts)?)?;
+            Some(file)
+        };
         let report = VariantReport {
             passed: variant.passed(),
             name: variant.name,
@@ -146,6 +155,7 @@ impl ResultsWriter {
             error: variant.error,
             elapsed_s: variant.elapsed.as_secs_f64(),
             streams: variant.streams,
+            parts_file,
             repetitions: Vec::new(),
         };
         let name = scenario.name();
@@ -231,6 +241,34 @@ pub fn metrics_csv(summary: &Summary) -> Result<Vec<u8>> {
         }
     }
     out.into_inner().context("finishing metrics.csv")
+}
+
+/// A variant's parts as a table: kind, name, then every column any part
+/// has, in the order first seen; a part without a column leaves it empty.
+pub fn parts_csv(parts: &[crate::variant::Part]) -> Result<Vec<u8>> {
+    let mut columns: Vec<&str> = Vec::new();
+    for part in parts {
+        for (name, _) in &part.values {
+            if !columns.contains(&name.as_str()) {
+                columns.push(name);
+            }
+        }
+    }
+    let mut out = csv::Writer::from_writer(Vec::new());
+    out.write_record(["kind", "name"].iter().chain(&columns))?;
+    for part in parts {
+        let mut row = vec![part.kind.clone(), part.name.clone()];
+        for column in &columns {
+            let cell = match part.values.iter().find(|(n, _)| n == column) {
+                Some((_, serde_json::Value::String(s))) => s.clone(),
+                Some((_, v)) => v.to_string(),
+                None => String::new(),
+            };
+            row.push(cell);
+        }
+        out.write_record(&row)?;
+    }
+    out.into_inner().context("finishing a parts table")
 }
 
 /// Writes `path` through a temporary file and a rename, so readers never

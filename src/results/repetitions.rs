@@ -212,6 +212,7 @@ mod tests {
             error: None,
             elapsed_s: 2.0,
             streams: Vec::new(),
+            parts_file: None,
             repetitions: Vec::new(),
         }
     }

@@ -123,6 +123,10 @@ pub struct VariantReport {
     /// Placement of the streams the variant used (leader and replicas).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub streams: Vec<StreamPlacement>,
+    /// `parts/<scenario>.<variant>.csv`: one row per stream and durable of
+    /// a variant with many (fanout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parts_file: Option<String>,
     /// One entry per repetition when the profile repeats its scenarios
     /// (empty for a single run). The fields above then describe all
     /// repetitions together: metric values are medians, the ledger and

@@ -86,6 +86,64 @@ pub fn every_publish_persisted(name: &str, o: &DriveOutcome) -> Invariant {
     )
 }
 
+/// Every persisted message delivered at least once (`lost` counts the
+/// server's losses; the clients' are `nothing_dropped_by_client`'s).
+pub fn nothing_lost(o: &DriveOutcome) -> Invariant {
+    let c = &o.counts;
+    let detail = if c.lost == 0 {
+        format!("0 of {} persisted messages undelivered", c.persisted)
+    } else {
+        format!(
+            "{} of {} persisted messages never delivered (first sequences: {:?})",
+            c.lost,
+            c.persisted,
+            o.ledger.lost_sequences(10)
+        )
+    };
+    Invariant::check("lost = 0", c.lost == 0, detail)
+}
+
+/// One invariant over many parts of a variant (each durable, each
+/// stream): it holds when it held for every part; the evidence names how
+/// many parts it covered and the first parts it failed for. Not
+/// applicable when it applied to none; client-side when every part's was.
+/// `None` without parts.
+pub fn across(parts: &[(String, Invariant)], what: &str) -> Option<Invariant> {
+    let (_, first) = parts.first()?;
+    let name = first.name.as_str();
+    let applied: Vec<&(String, Invariant)> = parts.iter().filter(|(_, i)| i.applicable).collect();
+    let Some((example, example_check)) = applied.first() else {
+        return Some(Invariant::not_applicable(name, first.detail.clone()));
+    };
+    let failed: Vec<&&(String, Invariant)> = applied.iter().filter(|(_, i)| !i.passed).collect();
+    let detail = if failed.is_empty() {
+        format!(
+            "held for all {} {what}; {example}: {}",
+            applied.len(),
+            example_check.detail
+        )
+    } else {
+        let shown: Vec<String> = failed
+            .iter()
+            .take(3)
+            .map(|(part, i)| format!("{part}: {}", i.detail))
+            .collect();
+        format!(
+            "failed for {} of {} {what}; {}{}",
+            failed.len(),
+            applied.len(),
+            shown.join("; "),
+            if failed.len() > 3 { "; ..." } else { "" }
+        )
+    };
+    let invariant = Invariant::check(name, failed.is_empty(), detail);
+    Some(if applied.iter().all(|(_, i)| i.client_side) {
+        invariant.client_side()
+    } else {
+        invariant
+    })
+}
+
 /// The stream's message count (from stream info) equals what PubAcks
 /// confirmed, less what its own limits evicted: nothing stored behind
 /// jsbench's back, nothing missing.
@@ -346,4 +404,29 @@ pub fn drive_records(o: &DriveOutcome, sample_every: Duration, r: &mut VariantRe
             .push("interrupted: the variant stopped early; its counts cover what was sent".into());
     }
     r.warnings.extend(o.errors.iter().cloned());
+}
+
+#[cfg(test)]
+mod across_tests {
+    use super::*;
+
+    #[test]
+    fn one_part_failing_fails_the_whole_and_is_named() {
+        let parts = vec![
+            ("d-0".to_string(), Invariant::equal("n", 0, 0)),
+            ("d-1".to_string(), Invariant::equal("n", 2, 0)),
+            ("d-2".to_string(), Invariant::not_applicable("n", "no ids")),
+        ];
+        let i = across(&parts, "durables").unwrap();
+        assert!(!i.passed && i.applicable);
+        assert_eq!(i.detail, "failed for 1 of 2 durables; d-1: 2 (expected 0)");
+        let held = across(&parts[..1], "durables").unwrap();
+        assert!(held.passed);
+        assert_eq!(held.detail, "held for all 1 durables; d-0: 0 (expected 0)");
+        let none = across(&parts[2..], "durables").unwrap();
+        assert!(!none.applicable);
+        assert!(across(&[], "durables").is_none());
+        let client = vec![("d".to_string(), Invariant::equal("n", 1, 1).client_side())];
+        assert!(across(&client, "durables").unwrap().client_side);
+    }
 }

@@ -162,18 +162,7 @@ fn measure(o: &DriveOutcome, rate: u64, r: &mut VariantResult) {
 
 fn verify(o: &DriveOutcome, msg_id: MsgId, stored: Option<u64>, r: &mut VariantResult) {
     let c = &o.counts;
-    let lost_detail = if c.lost == 0 {
-        format!("0 of {} persisted messages undelivered", c.persisted)
-    } else {
-        format!(
-            "{} of {} persisted messages never delivered (first sequences: {:?})",
-            c.lost,
-            c.persisted,
-            o.ledger.lost_sequences(10)
-        )
-    };
-    r.invariants
-        .push(Invariant::check("lost = 0", c.lost == 0, lost_detail));
+    r.invariants.push(checks::nothing_lost(o));
     r.invariants.push(checks::nothing_dropped_by_client(
         c.client_dropped,
         o.client_drop_cause.as_deref(),

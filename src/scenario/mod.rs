@@ -5,6 +5,7 @@ pub mod ack;
 pub mod backpressure;
 pub mod checks;
 pub mod dlq;
+pub mod fanout;
 pub mod latency;
 pub mod publish;
 pub mod redelivery;
@@ -168,5 +169,6 @@ async fn run_on_stream(
         ScenarioPlan::Restart(p) => restart::run(ctx, plan, p, sink).await,
         ScenarioPlan::Replay(p) => replay::run(ctx, plan, p, sink).await,
         ScenarioPlan::Dlq(p) => dlq::run(ctx, plan, p, sink).await,
+        ScenarioPlan::Fanout(p) => fanout::run(ctx, plan, p, sink).await,
     }
 }

@@ -332,6 +332,7 @@ mod tests {
             malformed: 0,
             complete: true,
             present: vec![false, true, true, true],
+            ..Default::default()
         };
         (o, read)
     }

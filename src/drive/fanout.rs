@@ -1,0 +1,527 @@
+//! A fan-out variant: S streams, each fed by a publisher of its own at
+//! its share of the rate (round-robin over the stream's subjects), and D
+//! durables per stream, each reading what its filter selects, over a few
+//! connections they share. The phases are drive's, for many streams and
+//! durables at once: connect, start the consumers, publish, drain,
+//! collect.
+//!
+//! The outcome is one [`DriveOutcome`] per stream (its publisher) and one
+//! per durable: its client's deliveries against the messages of the
+//! stream its filter selects, as the stream itself holds them (read back
+//! after the run, so the expectation is the server's, not jsbench's
+//! round-robin). Every durable is then checked as a one-durable variant
+//! is, with its losses attributed the same way.
+//!
+//! One process runs it all: with `--workers` the fan-out stays here.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use futures::StreamExt;
+use futures::future::join_all;
+
+use super::drain::settled_state;
+use super::outcome::merge;
+use super::{ConsumerState, DriveOutcome, LEAD_IN, RunContext};
+use crate::clock;
+use crate::consume::{self, ConsumerConfig, ConsumerProgress, ConsumerReport};
+use crate::cpu;
+use crate::ledger::{Event, LedgerShard};
+use crate::load::{Publisher, PublisherConfig, RetryPlan, Timing};
+use crate::profile::{BehaviourPlan, ConsumerPlan, PublishPlan};
+use crate::readback::{self, ReadBack, Reconciliation};
+use crate::schedule::Schedule;
+
+/// One fan-out variant's load.
+#[derive(Debug, Clone)]
+pub struct FanoutSpec {
+    pub label: String,
+    pub streams: Vec<FanStream>,
+    pub publish: PublishPlan,
+    pub consumer: ConsumerPlan,
+    /// msg/s per stream.
+    pub rate: u64,
+    pub warmup: Duration,
+    pub duration: Duration,
+    pub drain_timeout: Duration,
+    /// Connections the durables share, round-robin.
+    pub connections: usize,
+    pub msg_id_prefix: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct FanStream {
+    pub name: String,
+    pub subjects: Vec<String>,
+    pub durables: Vec<FanDurable>,
+}
+
+#[derive(Debug, Clone)]
+pub struct FanDurable {
+    pub name: String,
+    /// Indices into its stream's subjects.
+    pub filters: Vec<usize>,
+}
+
+/// What a fan-out variant measured.
+#[derive(Debug)]
+pub struct FanoutOutcome {
+    /// Every publisher merged, with the run's CPU and server telemetry.
+    pub publish: DriveOutcome,
+    pub streams: Vec<StreamPart>,
+    /// Whether every durable finished what it was due before the drain
+    /// timeout.
+    pub drained: bool,
+    pub drain_time: Duration,
+    /// How long binding every durable to its client took, before the clock
+    /// started.
+    pub bind_time: Duration,
+    pub interrupted: bool,
+}
+
+#[derive(Debug)]
+pub struct StreamPart {
+    pub name: String,
+    /// Its publisher's reports.
+    pub outcome: DriveOutcome,
+    /// PubAcks against what the stream holds; the read-back's error when
+    /// it could not be read.
+    pub stored: Result<Reconciliation, String>,
+    pub durables: Vec<DurablePart>,
+}
+
+#[derive(Debug)]
+pub struct DurablePart {
+    pub name: String,
+    pub filters: Vec<String>,
+    /// Its client's deliveries against the stream's messages its filter
+    /// selects (`counts.persisted`), losses attributed.
+    pub outcome: DriveOutcome,
+    /// The client's error, when it failed.
+    pub error: Option<String>,
+    /// Whether its due is known: its stream was read back.
+    pub due_known: bool,
+}
+
+impl FanoutOutcome {
+    pub fn durables(&self) -> impl Iterator<Item = (&StreamPart, &DurablePart)> {
+        self.streams
+            .iter()
+            .flat_map(|s| s.durables.iter().map(move |d| (s, d)))
+    }
+}
+
+/// How long a read-back waits for the next message before calling the
+/// stream read.
+const READ_IDLE: Duration = Duration::from_secs(2);
+/// How long the server may take, after the clients are done, to show
+/// nothing pending for every durable.
+const SETTLE: Duration = Duration::from_secs(3);
+/// Requests to the server at once when asking about every durable.
+const AT_ONCE: usize = 16;
+/// Durables bound at once: more only queue at the server's API.
+const BIND_AT_ONCE: usize = 32;
+/// How long binding every durable may take.
+const BIND_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Messages `n` in `0..sent` with `n mod subjects == subject`: what one
+/// subject of a round-robin publisher received.
+fn on_subject(sent: u64, subjects: usize, subject: usize) -> u64 {
+    let (f, s) = (subjects as u64, subject as u64);
+    if sent > s { (sent - s).div_ceil(f) } else { 0 }
+}
+
+pub async fn drive_fanout(ctx: &RunContext, spec: &FanoutSpec) -> Result<FanoutOutcome> {
+    let durables: Vec<(usize, usize)> = spec
+        .streams
+        .iter()
+        .enumerate()
+        .flat_map(|(s, stream)| (0..stream.durables.len()).map(move |d| (s, d)))
+        .collect();
+    let per_stream =
+        ((spec.rate as f64) * (spec.warmup + spec.duration).as_secs_f64()).round() as u64;
+
+    // Connect.
+    let connections = spec.connections.min(durables.len()).max(1);
+    let clients = join_all(
+        (0..connections).map(|i| async move { ctx.connect.connect(&format!("fanout-{i}")).await }),
+    )
+    .await
+    .into_iter()
+    .collect::<Result<Vec<_>>>()?;
+
+    // Bind every durable to a client before anything is timed: binding a
+    // thousand takes the server seconds, and a durable bound late would
+    // find its first messages waiting.
+    let bar = ctx
+        .progress
+        .variant(&spec.label, spec.warmup + spec.duration + LEAD_IN);
+    bar.phase("binding the durables");
+    let behaviour = Arc::new(BehaviourPlan::all_ack());
+    let mut configs: Vec<ConsumerConfig> = durables
+        .iter()
+        .enumerate()
+        .map(|(k, &(s, d))| ConsumerConfig {
+            index: k,
+            stream: spec.streams[s].name.clone(),
+            durable: spec.streams[s].durables[d].name.clone(),
+            plan: spec.consumer.clone(),
+            behaviour: behaviour.clone(),
+            // Set once the clock starts.
+            record_from_ns: 0,
+            timeline_origin_ns: 0,
+            expected_messages: per_stream,
+            log_events: false,
+            js_api_prefix: ctx.connect.js_api.prefix(),
+            crash: None,
+            keep_doomed: false,
+        })
+        .collect();
+    let binding = Instant::now();
+    let bound = futures::stream::iter(
+        configs
+            .iter()
+            .enumerate()
+            .map(|(k, config)| consume::bind(&clients[k % connections], config)),
+    )
+    .buffered(BIND_AT_ONCE)
+    .collect::<Vec<_>>();
+    let bound = tokio::time::timeout(BIND_TIMEOUT, bound)
+        .await
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "binding {} durables took longer than {} s",
+                configs.len(),
+                BIND_TIMEOUT.as_secs()
+            )
+        })?
+        .into_iter()
+        .collect::<Result<Vec<_>>>()?;
+    let bind_time = binding.elapsed();
+
+    // Publishers, connected and waiting for the clock.
+    let client_cpu_start = cpu::own_cpu_time();
+    let server_cpu = ctx.server_cpu.start();
+    let publish_stop = ctx.stop.child_token();
+    let publishers =
+        join_all(
+            spec.streams.iter().enumerate().map(|(s, stream)| {
+                let config = publisher_config(spec, s, stream, per_stream);
+                let stop = publish_stop.clone();
+                async move {
+                    Publisher::start(&ctx.connect, &format!("publisher-{s}"), config, stop).await
+                }
+            }),
+        )
+        .await
+        .into_iter()
+        .collect::<Result<Vec<_>>>()?;
+
+    // Timed from here. Many publisher threads wake for their first send:
+    // a longer lead-in.
+    let t0_ns = clock::now_ns()
+        + (LEAD_IN + Duration::from_millis(2) * spec.streams.len() as u32).as_nanos() as u64;
+    let record_from_ns = t0_ns + spec.warmup.as_nanos() as u64;
+    let timing = Timing {
+        t0_ns,
+        record_from_ns,
+        end_ns: record_from_ns + spec.duration.as_nanos() as u64,
+    };
+    let stop = tokio_util::sync::CancellationToken::new();
+    let progress: Vec<Arc<ConsumerProgress>> = durables
+        .iter()
+        .map(|_| Arc::new(ConsumerProgress::default()))
+        .collect();
+    let tasks: Vec<_> = configs
+        .iter_mut()
+        .zip(bound)
+        .enumerate()
+        .map(|(k, (config, bound))| {
+            config.record_from_ns = record_from_ns;
+            config.timeline_origin_ns = t0_ns;
+            tokio::spawn(consume::run_bound(
+                clients[k % connections].clone(),
+                bound,
+                config.clone(),
+                progress[k].clone(),
+                stop.clone(),
+            ))
+        })
+        .collect();
+    drop(clients);
+    let mut publishers = publishers;
+    for p in &mut publishers {
+        p.go(timing);
+    }
+    let telemetry =
+        crate::telemetry::TelemetrySampler::start(&ctx.monitors, crate::telemetry::SAMPLE_EVERY);
+
+    // Publish.
+    let sent_progress: Vec<_> = publishers.iter().map(|p| p.progress.clone()).collect();
+    let received = || -> u64 {
+        progress
+            .iter()
+            .map(|p| p.received.load(Ordering::Relaxed))
+            .sum()
+    };
+    let started = Instant::now();
+    let finishing = join_all(publishers.into_iter().map(Publisher::finish));
+    tokio::pin!(finishing);
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    let mut last = (Instant::now(), 0u64);
+    let results = loop {
+        tokio::select! {
+            results = &mut finishing => break results,
+            _ = tick.tick() => {
+                let sent: u64 = sent_progress.iter().map(|p| p.sent.load(Ordering::Relaxed)).sum();
+                let now = Instant::now();
+                let rate = sent.saturating_sub(last.1) as f64 / now.duration_since(last.0).as_secs_f64().max(1e-3);
+                last = (now, sent);
+                bar.update(started.elapsed(), sent, received(), rate);
+                if tasks.iter().any(|t| t.is_finished()) {
+                    // A consumer ended on its own: it failed.
+                    publish_stop.cancel();
+                }
+            }
+        }
+    };
+    let client_cpu = cpu::own_cpu_time().saturating_sub(client_cpu_start);
+    let server_cpu = server_cpu.stop();
+    let mut sends = Vec::new();
+    let mut acks = Vec::new();
+    for result in results {
+        let (s, a) = result?;
+        sends.push(s);
+        acks.push(a);
+    }
+
+    // Drain: each durable until it has finished what its filter selected.
+    bar.phase("draining");
+    let end = Instant::now();
+    let due: Vec<u64> = durables
+        .iter()
+        .map(|&(s, d)| {
+            let stream = &spec.streams[s];
+            stream.durables[d]
+                .filters
+                .iter()
+                .map(|&f| on_subject(sends[s].sent, stream.subjects.len(), f))
+                .sum()
+        })
+        .collect();
+    let mut drained = false;
+    let deadline = end + spec.drain_timeout;
+    while Instant::now() < deadline && !ctx.stop.is_cancelled() {
+        let behind = due
+            .iter()
+            .zip(&progress)
+            .any(|(&due, p)| p.finished.load(Ordering::Relaxed) < due);
+        if !behind {
+            drained = true;
+            break;
+        }
+        if tasks.iter().any(|t| t.is_finished()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let drain_time = end.elapsed();
+    let settle_until = Instant::now() + if drained { SETTLE } else { Duration::ZERO };
+    let js = ctx.provisioner.jetstream();
+    let states: Vec<Option<ConsumerState>> =
+        futures::stream::iter(durables.iter().map(|&(s, d)| {
+            let stream = &spec.streams[s];
+            settled_state(js, &stream.name, &stream.durables[d].name, settle_until)
+        }))
+        .buffered(AT_ONCE)
+        .collect()
+        .await;
+
+    // Collect.
+    stop.cancel();
+    let mut reports: Vec<Result<ConsumerReport, String>> = Vec::new();
+    for task in tasks {
+        reports.push(match task.await.context("joining a consumer task")? {
+            Ok(report) => Ok(report),
+            Err(e) => Err(format!("{e:#}")),
+        });
+    }
+    bar.phase("reading the streams back");
+    let reads: Vec<Result<ReadBack>> = futures::stream::iter(
+        spec.streams
+            .iter()
+            .map(|s| readback::read_stream(js, &s.name, READ_IDLE)),
+    )
+    .buffered(AT_ONCE)
+    .collect()
+    .await;
+    let telemetry = match telemetry {
+        Some(t) => Some(
+            tokio::task::spawn_blocking(move || t.finish())
+                .await
+                .context("joining the telemetry sampler")?,
+        ),
+        None => None,
+    };
+    bar.finish();
+
+    let sends_of_all = sends.clone();
+    let mut reports = reports.into_iter();
+    let mut states = states.into_iter();
+    let mut streams = Vec::new();
+    for (((stream, send), ack), read) in spec.streams.iter().zip(sends).zip(acks).zip(reads) {
+        let outcome = merge(vec![send], vec![ack], Vec::new(), t0_ns, record_from_ns);
+        let read = read.map_err(|e| format!("{e:#}"));
+        let stored = read
+            .as_ref()
+            .map(|r| r.reconcile_sequences(&outcome.ledger))
+            .map_err(Clone::clone);
+        let mut parts = Vec::new();
+        for durable in &stream.durables {
+            let report = reports.next().expect("one report per durable");
+            let state = states.next().expect("one state per durable");
+            let filters: Vec<&str> = durable
+                .filters
+                .iter()
+                .map(|&f| stream.subjects[f].as_str())
+                .collect();
+            let (report, error) = match report {
+                Ok(r) => (Some(r), None),
+                Err(e) => (None, Some(e)),
+            };
+            let mut o = merge(
+                Vec::new(),
+                Vec::new(),
+                report.into_iter().collect(),
+                t0_ns,
+                record_from_ns,
+            );
+            if let Ok(read) = &read {
+                o.ledger.merge(&selected(read, &filters));
+                o.counts = o.ledger.counts();
+            } else {
+                o.errors.push(
+                    "what its filter selected is unknown: the stream was not read back".into(),
+                );
+            }
+            o.server_state = state;
+            if let Some(e) = &error {
+                o.errors.push(format!("consumer: {e}"));
+            }
+            o.attribute_losses(js, &stream.name).await;
+            parts.push(DurablePart {
+                name: durable.name.clone(),
+                filters: filters.iter().map(|f| f.to_string()).collect(),
+                outcome: o,
+                error,
+                due_known: read.is_ok(),
+            });
+        }
+        streams.push(StreamPart {
+            name: stream.name.clone(),
+            outcome,
+            stored,
+            durables: parts,
+        });
+    }
+    // Every publisher together: their sends, and their streams' PubAck
+    // figures and counts summed (sequences repeat across streams, so
+    // their ledgers are never merged into one).
+    let mut publish = merge(sends_of_all, Vec::new(), Vec::new(), t0_ns, record_from_ns);
+    for s in &streams {
+        let o = &s.outcome;
+        publish.pub_ack_intended.merge(&o.pub_ack_intended);
+        publish.pub_ack_sent.merge(&o.pub_ack_sent);
+        let (sum, c) = (&mut publish.counts, &o.counts);
+        sum.persisted += c.persisted;
+        sum.persisted_twice += c.persisted_twice;
+        sum.duplicates += c.duplicates;
+        sum.publish_errors += c.publish_errors;
+        sum.refused_by_limit += c.refused_by_limit;
+    }
+    publish.client_cpu = client_cpu;
+    publish.server_cpu = server_cpu;
+    publish.telemetry = telemetry;
+    publish.interrupted = ctx.stop.is_cancelled();
+    publish.drained = drained;
+    publish.drain_time = drain_time;
+    for refusal in ctx.connect.take_refusals() {
+        publish
+            .errors
+            .push(format!("the server refused: {refusal}"));
+    }
+    Ok(FanoutOutcome {
+        publish,
+        streams,
+        drained,
+        drain_time,
+        bind_time,
+        interrupted: ctx.stop.is_cancelled(),
+    })
+}
+
+/// The stream's publisher: its share of the rate over its subjects.
+fn publisher_config(
+    spec: &FanoutSpec,
+    index: usize,
+    stream: &FanStream,
+    messages: u64,
+) -> PublisherConfig {
+    PublisherConfig {
+        index: index as u16,
+        subjects: stream.subjects.clone(),
+        message_size: spec.publish.message_size,
+        schedule: Schedule {
+            // Set by `go`.
+            t0_ns: 0,
+            total_rate: Some(spec.rate),
+            stride: 1,
+            offset: 0,
+            total_messages: messages,
+            end_ns: u64::MAX,
+            arrivals: None,
+        },
+        window: spec.publish.pub_ack_window,
+        msg_id: spec.publish.msg_id,
+        msg_id_prefix: format!("{}-{index}-", spec.msg_id_prefix),
+        headers: spec.publish.headers.clone(),
+        retries: RetryPlan::default(),
+        seed: index as u64,
+        record_from_ns: 0,
+        pub_ack_timeout: spec.publish.pub_ack_timeout,
+        timeline_origin_ns: 0,
+        resend_after: None,
+    }
+}
+
+/// The stream's messages on `filters`' subjects, as `Persisted` marks: a
+/// durable's due, from what the stream holds.
+fn selected(read: &ReadBack, filters: &[&str]) -> LedgerShard {
+    let mut due = LedgerShard::new();
+    for (seq, &here) in read.present.iter().enumerate() {
+        if here
+            && read
+                .subject(seq as u64)
+                .is_some_and(|s| filters.contains(&s))
+        {
+            due.mark(seq as u64, Event::Persisted);
+        }
+    }
+    due
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_round_robin_publisher_splits_its_messages_over_its_subjects() {
+        // 10 messages over 4 subjects: 0,4,8 / 1,5,9 / 2,6 / 3,7.
+        let counts: Vec<u64> = (0..4).map(|f| on_subject(10, 4, f)).collect();
+        assert_eq!(counts, [3, 3, 2, 2]);
+        assert_eq!(on_subject(0, 4, 0), 0);
+        assert_eq!(on_subject(1, 4, 3), 0);
+    }
+}

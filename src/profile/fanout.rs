@@ -1,0 +1,234 @@
+//! `kind = "fanout"`: keys and checks.
+
+use serde::Deserialize;
+
+use super::common::{
+    ConsumerSection, OneOrMany, PublishKeys, SizeSpec, Timing, common_plan, has_repeats,
+    publish_plan, require_explicit_ack, required_rate,
+};
+use super::{Dur, FanoutPlan, FilterShape, MsgId, Problems, read_section};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FanoutSection {
+    name: Option<String>,
+    duration: Option<Dur>,
+    warmup: Option<Dur>,
+    drain_timeout: Option<Dur>,
+    rate: Option<u64>,
+    streams: Option<OneOrMany<usize>>,
+    durables: Option<OneOrMany<usize>>,
+    subjects: Option<usize>,
+    filters: Option<OneOrMany<FilterShape>>,
+    connections: Option<usize>,
+    message_size: Option<SizeSpec>,
+    #[serde(default)]
+    msg_id: MsgId,
+    pub_ack_window: Option<usize>,
+    pub_ack_timeout: Option<Dur>,
+    #[serde(default)]
+    consumer: ConsumerSection,
+}
+
+/// Most streams, durables per stream, and consumers in all, one variant
+/// may ask for: past these the limits are the account's, not jsbench's.
+const MAX_STREAMS: usize = 1_000;
+const MAX_DURABLES: usize = 1_000;
+const MAX_CONSUMERS: usize = 10_000;
+/// Deliveries one variant may plan: every consumer's histograms and
+/// ledger live in this process until the variant ends.
+const MAX_DELIVERIES: f64 = 50e6;
+
+pub(super) fn read(
+    table: toml::Table,
+    prefix: &str,
+    problems: &mut Problems,
+) -> Option<FanoutPlan> {
+    let s: FanoutSection = read_section(table, prefix, problems)?;
+    let key = |k: &str| format!("{prefix}.{k}");
+    let common = common_plan(
+        "fanout",
+        Timing {
+            name: s.name,
+            duration: s.duration,
+            warmup: s.warmup,
+            drain_timeout: s.drain_timeout,
+        },
+        prefix,
+        problems,
+    );
+    let rate = required_rate(s.rate, prefix, 1000, problems);
+    let list = |v: Option<OneOrMany<usize>>, name: &str, max: usize, problems: &mut Problems| {
+        let values = v.map(|l| l.0).unwrap_or_else(|| vec![1]);
+        if values.is_empty() {
+            problems.push(key(name), "an empty list; give a count or a list of counts");
+        }
+        for (i, &n) in values.iter().enumerate() {
+            let path = if values.len() > 1 {
+                format!("{}[{i}]", key(name))
+            } else {
+                key(name)
+            };
+            problems.range(&path, n, 1, max, "");
+        }
+        if has_repeats(&values) {
+            problems.push(key(name), "lists a count twice; each count is one variant");
+        }
+        values
+    };
+    let streams = list(s.streams, "streams", MAX_STREAMS, problems);
+    let durables = list(s.durables, "durables", MAX_DURABLES, problems);
+    let subjects = s.subjects.unwrap_or(4);
+    problems.range(&key("subjects"), subjects, 1, 64, " subjects per stream");
+    let filters = s.filters.map(|f| f.0).unwrap_or_else(|| {
+        if subjects > 1 {
+            vec![FilterShape::One, FilterShape::Two, FilterShape::All]
+        } else {
+            vec![FilterShape::All]
+        }
+    });
+    if filters.is_empty() {
+        problems.push(
+            key("filters"),
+            "an empty list; e.g. filters = [\"one\", \"two\", \"all\"]",
+        );
+    }
+    if filters.contains(&FilterShape::Two) && subjects < 2 {
+        problems.push(
+            key("filters"),
+            "\"two\" filters on two subjects of the stream; it needs subjects = 2 or more",
+        );
+    }
+    let connections = s.connections.unwrap_or(4);
+    problems.range(&key("connections"), connections, 1, 1_000, " connections");
+    let most_streams = streams.iter().copied().max().unwrap_or(1);
+    let most_durables = durables.iter().copied().max().unwrap_or(1);
+    if most_streams * most_durables > MAX_CONSUMERS {
+        problems.push(
+            key("durables"),
+            format!(
+                "{most_streams} streams x {most_durables} durables is {} consumers; at most {MAX_CONSUMERS} in one variant",
+                most_streams * most_durables
+            ),
+        );
+    }
+    if rate < most_streams as u64 {
+        problems.push(
+            key("rate"),
+            format!(
+                "{rate} msg/s over {most_streams} streams is under 1 msg/s per stream; the rate is the total over all streams"
+            ),
+        );
+    }
+    let publish = publish_plan(
+        PublishKeys {
+            message_size: s.message_size,
+            msg_id: s.msg_id,
+            pub_ack_window: s.pub_ack_window,
+            pub_ack_timeout: s.pub_ack_timeout,
+            subjects: Some(subjects),
+            ..Default::default()
+        },
+        prefix,
+        problems,
+    );
+    let consumer = s.consumer.validate(prefix, false, problems);
+    // Every durable's check counts acks against deliveries and asks the
+    // server for nothing pending.
+    require_explicit_ack(&consumer, "fanout", prefix, problems);
+    if consumer.consumers != 1 {
+        problems.push(
+            key("consumer.consumers"),
+            "a fanout durable has one client; connections sets how many connections the durables share",
+        );
+    }
+    if consumer.filter.is_some() {
+        problems.push(
+            key("consumer.filter_subject"),
+            "a fanout scenario sets each durable's filter from filters = [\"one\", \"two\", \"all\"]",
+        );
+    }
+    let share = FilterShape::mean_share(&filters, subjects);
+    let deliveries = rate as f64
+        * (common.duration + common.warmup).as_secs_f64()
+        * most_durables as f64
+        * share;
+    if deliveries > MAX_DELIVERIES {
+        problems.push(
+            key("rate"),
+            format!(
+                "a variant would make about {deliveries:.0} deliveries; at most {MAX_DELIVERIES:.0} (lower the rate, the duration or the durables)"
+            ),
+        );
+    }
+    Some(FanoutPlan {
+        common,
+        rate,
+        streams,
+        durables,
+        subjects,
+        filters,
+        connections,
+        publish,
+        consumer,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::profile::{FilterShape, ScenarioPlan, parse};
+
+    fn fanout(body: &str) -> Result<crate::profile::FanoutPlan, String> {
+        let text =
+            format!("name = \"t\"\n[[scenario]]\nkind = \"fanout\"\nduration = \"2s\"\n{body}");
+        match parse("test", &text) {
+            Ok(p) => match &p.scenarios[0] {
+                ScenarioPlan::Fanout(f) => Ok(f.clone()),
+                _ => unreachable!(),
+            },
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    #[test]
+    fn counts_sweep_and_filters_default_to_every_shape() {
+        let f = fanout("rate = 1000\nstreams = [10, 100]\ndurables = [1, 10]\n").unwrap();
+        assert_eq!(f.streams, [10, 100]);
+        assert_eq!(f.durables, [1, 10]);
+        assert_eq!(f.subjects, 4);
+        assert_eq!(
+            f.filters,
+            [FilterShape::One, FilterShape::Two, FilterShape::All]
+        );
+        assert_eq!(f.variants().len(), 4);
+    }
+
+    #[test]
+    fn bad_counts_name_their_key() {
+        for (body, key) in [
+            ("rate = 1000\nstreams = 0\n", "scenario[0].streams"),
+            ("rate = 1000\ndurables = [5, 5]\n", "scenario[0].durables"),
+            ("rate = 10\nstreams = 100\n", "scenario[0].rate"),
+            (
+                "rate = 1000\nsubjects = 1\nfilters = \"two\"\n",
+                "scenario[0].filters",
+            ),
+            (
+                "rate = 1000\nstreams = 200\ndurables = 100\n",
+                "scenario[0].durables",
+            ),
+            (
+                "rate = 1000\n[scenario.consumer]\nconsumers = 2\n",
+                "scenario[0].consumer.consumers",
+            ),
+            (
+                "rate = 1000\n[scenario.consumer]\nfilter_subject = \"0\"\n",
+                "scenario[0].consumer.filter_subject",
+            ),
+            ("rate = 1000\nfilters = \"some\"\n", "scenario[0]"),
+        ] {
+            let e = fanout(body).expect_err(body);
+            assert!(e.contains(key), "{body}: {e}");
+        }
+    }
+}

@@ -1,0 +1,608 @@
+//! `fanout`: S streams of F subjects, each fed at its share of the rate,
+//! and D durables per stream, each filtering on one subject, on two, or on
+//! none (every subject); one variant per (S, D) pair, so a list of D is a
+//! consumer-count sweep.
+//!
+//! Measures aggregate, per-stream and per-durable rates and latencies
+//! (the parts table), the server's memory per stream and per durable (its
+//! resident memory before and after creating them, idle), the time the
+//! server took to create them, and CPU per delivery on both sides.
+//! Verifies every stream and every durable as a one-durable variant is:
+//! each durable received every message its filter selects (as the stream
+//! holds them), nothing else, once, acked, with nothing left pending.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use futures::StreamExt;
+
+use super::checks;
+use crate::drive::{
+    DriveOutcome, FanDurable, FanStream, FanoutOutcome, FanoutSpec, RunContext, drive_fanout,
+};
+use crate::histogram::Recorder;
+use crate::metrics::{Direction, Metric, latency_metrics};
+use crate::profile::{FanoutPlan, ScenarioPlan, format_duration};
+use crate::variant::{Invariant, Part, VariantResult, VariantSink};
+
+/// Requests to the server at once while creating streams and durables.
+const AT_ONCE: usize = 16;
+
+pub async fn run(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &FanoutPlan,
+    sink: &mut dyn VariantSink,
+) -> Result<()> {
+    for (streams, durables) in plan.variants() {
+        if ctx.stop.is_cancelled() {
+            break;
+        }
+        let started = Instant::now();
+        let mut result = VariantResult::new(format!("s{streams}-d{durables}"));
+        describe(plan, streams, durables, &mut result);
+        if ctx.workers.is_some() {
+            result
+                .warnings
+                .push("a fanout variant runs in this process only: the workers sat it out".into());
+        }
+        if let Err(e) =
+            run_variant(ctx, scenario.name(), plan, streams, durables, &mut result).await
+        {
+            result.error = Some(format!("{e:#}"));
+        }
+        result.elapsed = started.elapsed();
+        sink.record(scenario, result)?;
+    }
+    Ok(())
+}
+
+fn describe(plan: &FanoutPlan, streams: usize, durables: usize, r: &mut VariantResult) {
+    r.param("rate", per_stream(plan, streams) * streams as u64);
+    r.param("rate_per_stream", per_stream(plan, streams));
+    r.param("streams", streams);
+    r.param("durables_per_stream", durables);
+    r.param("consumers", streams * durables);
+    r.param("subjects_per_stream", plan.subjects);
+    r.param("filters", &plan.filters);
+    r.param("connections", plan.connections.min(streams * durables));
+    r.param("duration", format_duration(plan.common.duration));
+    r.param("warmup", format_duration(plan.common.warmup));
+    r.param("message_size", plan.publish.message_size.to_string());
+    r.param("msg_id", plan.publish.msg_id);
+    r.param("consumer_kind", plan.consumer.kind);
+    r.param("batch", plan.consumer.batch);
+    r.param("max_ack_pending", plan.consumer.max_ack_pending);
+}
+
+/// Each stream's share of the total rate.
+fn per_stream(plan: &FanoutPlan, streams: usize) -> u64 {
+    (plan.rate / streams.max(1) as u64).max(1)
+}
+
+/// What provisioning measured: the server's memory before and after each
+/// step, and how long each step took.
+#[derive(Debug, Default)]
+struct Provisioned {
+    mem_before: Option<u64>,
+    mem_streams: Option<u64>,
+    mem_durables: Option<u64>,
+    create_streams: Duration,
+    create_durables: Duration,
+}
+
+async fn run_variant(
+    ctx: &RunContext,
+    scenario: &str,
+    plan: &FanoutPlan,
+    streams: usize,
+    durables: usize,
+    result: &mut VariantResult,
+) -> Result<()> {
+    let spec = spec(ctx, scenario, plan, &result.name, streams, durables);
+    let names: Vec<String> = spec.streams.iter().map(|s| s.name.clone()).collect();
+
+    let provisioned = provision(ctx, plan, &spec).await;
+    let outcome = match &provisioned {
+        Ok(_) => Some(drive_fanout(ctx, &spec).await),
+        Err(_) => None,
+    };
+    for name in &names {
+        if let Some(info) = ctx.provisioner.stream_info(name).await {
+            result.streams.push(crate::provision::placement(&info));
+        }
+    }
+    let mut deleted = Ok(());
+    for name in &names {
+        if ctx.provisioner.created().contains(name) {
+            let d = ctx.provisioner.delete_stream(name).await;
+            deleted = deleted.and(d);
+        }
+    }
+    let provisioned = provisioned?;
+    let outcome = outcome.expect("driven once provisioned")?;
+
+    measure(&outcome, &provisioned, &spec, result);
+    verify(&outcome, result);
+    deleted.context("cleaning up after the variant")?;
+    Ok(())
+}
+
+/// The variant's streams, subjects and durables, named for the run.
+fn spec(
+    ctx: &RunContext,
+    scenario: &str,
+    plan: &FanoutPlan,
+    variant: &str,
+    streams: usize,
+    durables: usize,
+) -> FanoutSpec {
+    let streams = (0..streams)
+        .map(|i| {
+            let part = format!("{variant}-{i}");
+            let base = ctx.names.subject(scenario, &part);
+            FanStream {
+                name: ctx.names.stream(scenario, &part),
+                subjects: (0..plan.subjects).map(|f| format!("{base}.{f}")).collect(),
+                durables: (0..durables)
+                    .map(|k| FanDurable {
+                        name: ctx.names.durable(scenario, &format!("{part}-{k}")),
+                        filters: plan.filters[k % plan.filters.len()].subjects(k, plan.subjects),
+                    })
+                    .collect(),
+            }
+        })
+        .collect::<Vec<_>>();
+    let per_stream = per_stream(plan, streams.len());
+    FanoutSpec {
+        label: format!("{scenario} {variant}"),
+        streams,
+        publish: plan.publish.clone(),
+        consumer: plan.consumer.clone(),
+        rate: per_stream,
+        warmup: plan.common.warmup,
+        duration: plan.common.duration,
+        drain_timeout: plan.common.drain_timeout,
+        connections: plan.connections,
+        msg_id_prefix: format!("{}-{scenario}-{variant}", ctx.names.token()),
+    }
+}
+
+/// Creates every stream, then every durable, a few requests at a time,
+/// reading the server's memory before, between and after.
+async fn provision(ctx: &RunContext, plan: &FanoutPlan, spec: &FanoutSpec) -> Result<Provisioned> {
+    let mut p = Provisioned {
+        mem_before: memory_now(ctx).await,
+        ..Default::default()
+    };
+    let started = Instant::now();
+    let created: Vec<_> = futures::stream::iter(spec.streams.iter().map(|s| {
+        let base = s.subjects[0]
+            .rsplit_once('.')
+            .map_or("", |(b, _)| b)
+            .to_string();
+        ctx.provisioner
+            .create_stream(crate::provision::stream_config(
+                &s.name,
+                &base,
+                &ctx.server,
+                &ctx.stream,
+            ))
+    }))
+    .buffered(AT_ONCE)
+    .collect()
+    .await;
+    let created = created.into_iter().collect::<Result<Vec<_>>>()?;
+    p.create_streams = started.elapsed();
+    p.mem_streams = memory_now(ctx).await;
+
+    let started = Instant::now();
+    let durables = spec.streams.iter().zip(&created).flat_map(|(s, handle)| {
+        s.durables.iter().map(move |d| {
+            ctx.provisioner
+                .create_consumer(handle, durable_config(plan, s, d))
+        })
+    });
+    let done: Vec<Result<()>> = futures::stream::iter(durables)
+        .buffered(AT_ONCE)
+        .collect()
+        .await;
+    done.into_iter().collect::<Result<Vec<_>>>()?;
+    p.create_durables = started.elapsed();
+    p.mem_durables = memory_now(ctx).await;
+    Ok(p)
+}
+
+/// The durable's configuration: the scenario's consumer plan, filtered
+/// on its subjects (one as `filter_subject`, several as
+/// `filter_subjects`, all of them as no filter).
+fn durable_config(
+    plan: &FanoutPlan,
+    stream: &FanStream,
+    durable: &FanDurable,
+) -> async_nats::jetstream::consumer::Config {
+    let base = stream.subjects[0].rsplit_once('.').map_or("", |(b, _)| b);
+    let mut config = crate::provision::durable_config(&durable.name, &plan.consumer, base);
+    let subjects: Vec<String> = durable
+        .filters
+        .iter()
+        .map(|&f| stream.subjects[f].clone())
+        .collect();
+    match subjects.len() {
+        n if n == stream.subjects.len() && n != 2 => {}
+        1 => config.filter_subject = subjects[0].clone(),
+        _ => config.filter_subjects = subjects,
+    }
+    config
+}
+
+/// The servers' resident memory now, when their monitoring endpoints are
+/// known.
+async fn memory_now(ctx: &RunContext) -> Option<u64> {
+    let monitors = ctx.monitors.clone();
+    tokio::task::spawn_blocking(move || crate::telemetry::memory_now(&monitors))
+        .await
+        .ok()
+        .flatten()
+}
+
+fn measure(o: &FanoutOutcome, p: &Provisioned, spec: &FanoutSpec, r: &mut VariantResult) {
+    let publish = &o.publish;
+    let streams = spec.streams.len();
+    let consumers: usize = spec.streams.iter().map(|s| s.durables.len()).sum();
+    let metric =
+        |name: &str, unit: &str, value: f64, direction| Metric::new(name, unit, value, direction);
+    r.metrics.push(metric(
+        "target_rate",
+        "msg/s",
+        (spec.rate * streams as u64) as f64,
+        Direction::None,
+    ));
+    r.metrics.push(metric(
+        "publish_rate",
+        "msg/s",
+        publish.publish_rate(),
+        Direction::Higher,
+    ));
+
+    // Every durable's deliveries together.
+    let mut e2e = Recorder::new();
+    let mut e2e_sent = Recorder::new();
+    let mut counts = publish.counts;
+    let (mut first_ns, mut last_ns) = (u64::MAX, 0u64);
+    let mut durable_rates = Vec::new();
+    let mut durable_p99s = Vec::new();
+    for (_, d) in o.durables() {
+        let c = &d.outcome.counts;
+        e2e.merge(&d.outcome.e2e_intended);
+        e2e_sent.merge(&d.outcome.e2e_sent);
+        counts.delivered += c.delivered;
+        counts.deliveries += c.deliveries;
+        counts.redelivered += c.redelivered;
+        counts.redeliveries += c.redeliveries;
+        counts.acked += c.acked;
+        counts.lost += c.lost;
+        counts.client_dropped += c.client_dropped;
+        counts.delivered_unconfirmed += c.delivered_unconfirmed;
+        for report in &d.outcome.consumers {
+            if report.first_ns > 0 {
+                first_ns = first_ns.min(report.first_ns);
+            }
+            last_ns = last_ns.max(report.last_ns);
+        }
+        durable_rates.push(d.outcome.consume_rate());
+        durable_p99s.push(d.outcome.e2e_intended.summary().p99_us);
+    }
+    r.ledger = counts;
+    let span = Duration::from_nanos(last_ns.saturating_sub(first_ns));
+    r.metrics.push(metric(
+        "consume_rate",
+        "msg/s",
+        crate::drive::rate(counts.deliveries, span),
+        Direction::Higher,
+    ));
+    if counts.persisted > 0 {
+        r.metrics.push(metric(
+            "deliveries_per_message",
+            "x",
+            counts.deliveries as f64 / counts.persisted as f64,
+            Direction::None,
+        ));
+    }
+    for (name, values, direction) in [
+        (
+            "durable_consume_rate",
+            &mut durable_rates,
+            Direction::Higher,
+        ),
+        ("durable_e2e_p99", &mut durable_p99s, Direction::Lower),
+    ] {
+        let unit = if name.ends_with("rate") {
+            "msg/s"
+        } else {
+            "us"
+        };
+        values.sort_by(f64::total_cmp);
+        if let (Some(&min), Some(&max)) = (values.first(), values.last()) {
+            let median = values[values.len() / 2];
+            r.metrics
+                .push(metric(&format!("{name}_min"), unit, min, direction));
+            r.metrics
+                .push(metric(&format!("{name}_median"), unit, median, direction));
+            r.metrics
+                .push(metric(&format!("{name}_max"), unit, max, direction));
+        }
+    }
+    for (name, recorder) in [
+        ("e2e_latency", &e2e),
+        ("e2e_latency_actual", &e2e_sent),
+        ("pub_ack_latency", &publish.pub_ack_intended),
+        ("pub_ack_latency_actual", &publish.pub_ack_sent),
+        ("send_lag", &publish.send_lag),
+    ] {
+        r.metrics.extend(latency_metrics(name, &recorder.summary()));
+        r.histograms.push((name.to_string(), recorder.clone()));
+    }
+    r.metrics.push(metric(
+        "drain_time",
+        "ms",
+        o.drain_time.as_secs_f64() * 1e3,
+        Direction::Lower,
+    ));
+
+    // The server's cost of streams and durables.
+    r.metrics.push(metric(
+        "create_streams_time",
+        "ms",
+        p.create_streams.as_secs_f64() * 1e3,
+        Direction::Lower,
+    ));
+    r.metrics.push(metric(
+        "create_durable_time",
+        "ms",
+        p.create_durables.as_secs_f64() * 1e3 / consumers.max(1) as f64,
+        Direction::Lower,
+    ));
+    r.metrics.push(metric(
+        "bind_durables_time",
+        "ms",
+        o.bind_time.as_secs_f64() * 1e3,
+        Direction::Lower,
+    ));
+    server_memory(p, streams, consumers, r);
+    if let Some(cpu) = publish.server_cpu.filter(|_| counts.deliveries > 0) {
+        r.metrics.push(metric(
+            "server_cpu_per_delivery",
+            "us",
+            cpu.as_secs_f64() * 1e6 / counts.deliveries as f64,
+            Direction::Lower,
+        ));
+    }
+    if counts.deliveries > 0 {
+        r.metrics.push(metric(
+            "client_cpu_per_delivery",
+            "us",
+            publish.client_cpu.as_secs_f64() * 1e6 / counts.deliveries as f64,
+            Direction::Lower,
+        ));
+    }
+    checks::server_figures(publish, r);
+    r.timelines
+        .insert("published".into(), publish.published_timeline.clone());
+
+    parts(o, r);
+
+    let target = (spec.rate * streams as u64) as f64;
+    if publish.publish_rate() < 0.97 * target && !o.interrupted {
+        r.warnings.push(format!(
+            "the load generator fell behind: achieved {:.0} of {target:.0} msg/s",
+            publish.publish_rate()
+        ));
+    }
+    if o.interrupted {
+        r.warnings
+            .push("interrupted: the variant stopped early; its counts cover what was sent".into());
+    }
+    r.warnings.extend(publish.errors.iter().cloned());
+    let failed: Vec<String> = o
+        .durables()
+        .filter_map(|(_, d)| d.error.as_ref().map(|e| format!("{}: {e}", d.name)))
+        .collect();
+    if let Some(first) = failed.first() {
+        r.warnings.push(format!(
+            "{} durable client(s) failed; first: {first}",
+            failed.len()
+        ));
+    }
+}
+
+/// The server's resident memory (/varz mem) per stream and per durable:
+/// its growth while they were created, before any message. Go keeps heap
+/// that earlier variants freed and reuses it, so only growth is a
+/// figure; none at all is said, not reported as zero.
+fn server_memory(p: &Provisioned, streams: usize, durables: usize, r: &mut VariantResult) {
+    let Some(before) = p.mem_before else {
+        return;
+    };
+    r.param(
+        "server_memory",
+        "resident memory (/varz mem) before and after creating the streams, then the durables, \
+         before any message; understated when the server reuses heap freed by an earlier variant \
+         (a run's first variant on a fresh server is clean)",
+    );
+    for (name, after, from, n, what) in [
+        (
+            "server_mem_per_stream",
+            p.mem_streams,
+            Some(before),
+            streams,
+            "streams",
+        ),
+        (
+            "server_mem_per_durable",
+            p.mem_durables,
+            p.mem_streams,
+            durables,
+            "durables",
+        ),
+    ] {
+        let (Some(after), Some(from)) = (after, from) else {
+            continue;
+        };
+        let grown = after.saturating_sub(from);
+        if grown == 0 {
+            r.warnings.push(format!(
+                "the server's resident memory did not grow while {n} {what} were created: it reused \
+                 heap freed by an earlier variant, so {name} is not reported (run the variant first \
+                 on a fresh server)"
+            ));
+            continue;
+        }
+        r.metrics.push(Metric::new(
+            name,
+            "KB",
+            grown as f64 / 1e3 / n.max(1) as f64,
+            Direction::Lower,
+        ));
+    }
+}
+
+/// One row per stream and per durable.
+fn parts(o: &FanoutOutcome, r: &mut VariantResult) {
+    let us = |v: f64| (v * 10.0).round() / 10.0;
+    for s in &o.streams {
+        let c = &s.outcome.counts;
+        let mut part = Part::new("stream", &s.name);
+        part.set("published", c.published);
+        part.set("persisted", c.persisted);
+        part.set("publish_rate", s.outcome.publish_rate().round());
+        part.set(
+            "pub_ack_p99_us",
+            us(s.outcome.pub_ack_intended.summary().p99_us),
+        );
+        r.parts.push(part);
+    }
+    for (s, d) in o.durables() {
+        let c = &d.outcome.counts;
+        let e2e = d.outcome.e2e_intended.summary();
+        let mut part = Part::new("durable", &d.name);
+        part.set("stream", &s.name);
+        part.set("filter", d.filters.join(" "));
+        part.set("due", c.persisted);
+        part.set("delivered", c.delivered);
+        part.set("redelivered", c.redelivered);
+        part.set("lost", c.lost);
+        part.set("client_dropped", c.client_dropped);
+        part.set("outside_filter", c.delivered_unconfirmed);
+        part.set("consume_rate", d.outcome.consume_rate().round());
+        part.set("e2e_p50_us", us(e2e.p50_us));
+        part.set("e2e_p99_us", us(e2e.p99_us));
+        part.set("e2e_max_us", us(e2e.max_us));
+        r.parts.push(part);
+    }
+}
+
+fn verify(o: &FanoutOutcome, r: &mut VariantResult) {
+    let streams: Vec<(&str, &DriveOutcome, _)> = o
+        .streams
+        .iter()
+        .map(|s| (s.name.as_str(), &s.outcome, &s.stored))
+        .collect();
+    let per_stream: [fn(&DriveOutcome, &Result<_, String>) -> Invariant; 3] = [
+        |o, _| checks::every_publish_persisted("every publish persisted", o),
+        |_, stored| stream_holds(stored),
+        |o, _| checks::publishers_finished(o),
+    ];
+    for check in per_stream {
+        let parts: Vec<(String, Invariant)> = streams
+            .iter()
+            .map(|(name, outcome, stored)| (name.to_string(), check(outcome, stored)))
+            .collect();
+        r.invariants.extend(checks::across(&parts, "streams"));
+    }
+    let per_durable: [fn(&crate::drive::DurablePart) -> Invariant; 7] = [
+        |d| due_unknown(d, "lost = 0").unwrap_or_else(|| checks::nothing_lost(&d.outcome)),
+        |d| {
+            checks::nothing_dropped_by_client(
+                d.outcome.counts.client_dropped,
+                d.outcome.client_drop_cause.as_deref(),
+            )
+        },
+        |d| {
+            const NAME: &str = "only what its filter selects delivered";
+            if let Some(unknown) = due_unknown(d, NAME) {
+                return unknown;
+            }
+            let c = &d.outcome.counts;
+            Invariant::check(
+                NAME,
+                c.delivered_unconfirmed == 0,
+                format!(
+                    "{} of {} messages delivered outside its filter ({})",
+                    c.delivered_unconfirmed,
+                    c.delivered,
+                    d.filters.join(" ")
+                ),
+            )
+        },
+        |d| Invariant::equal("no unexpected redelivery", d.outcome.counts.redelivered, 0),
+        |d| {
+            let c = &d.outcome.counts;
+            Invariant::equal("every delivery acked", c.acked, c.delivered).client_side()
+        },
+        |d| {
+            let malformed: u64 = d.outcome.consumers.iter().map(|c| c.malformed).sum();
+            Invariant::equal("every payload carries its stamp", malformed, 0)
+        },
+        |d| checks::nothing_pending(&d.outcome),
+    ];
+    for check in per_durable {
+        let parts: Vec<(String, Invariant)> = o
+            .durables()
+            .map(|(_, d)| (d.name.clone(), check(d)))
+            .collect();
+        r.invariants.extend(checks::across(&parts, "durables"));
+    }
+}
+
+/// A check against a durable's due fails when the due is unknown (its
+/// stream was not read back), rather than hold over nothing.
+fn due_unknown(d: &crate::drive::DurablePart, name: &str) -> Option<Invariant> {
+    (!d.due_known).then(|| {
+        Invariant::check(
+            name,
+            false,
+            "what its filter selected is unknown: its stream was not read back",
+        )
+    })
+}
+
+/// Every message a PubAck confirmed is in the stream, and nothing else:
+/// the read-back the durables' dues were taken from, checked against the
+/// publisher.
+fn stream_holds(stored: &Result<crate::readback::Reconciliation, String>) -> Invariant {
+    const NAME: &str = "stream holds every PubAcked message, and no other";
+    match stored {
+        Ok(s) => Invariant::check(
+            NAME,
+            s.missing == 0 && s.unconfirmed == 0,
+            format!(
+                "read back: {} PubAcked missing, {} stored without a PubAck",
+                s.missing, s.unconfirmed
+            ),
+        ),
+        Err(e) => Invariant::check(NAME, false, format!("not read back: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::profile::FilterShape;
+
+    #[test]
+    fn durables_cycle_through_the_filter_shapes() {
+        let shapes = [FilterShape::One, FilterShape::Two, FilterShape::All];
+        let got: Vec<Vec<usize>> = (0..4).map(|k| shapes[k % 3].subjects(k, 4)).collect();
+        assert_eq!(got, [vec![0], vec![1, 2], vec![0, 1, 2, 3], vec![3]]);
+    }
+}
