@@ -144,6 +144,9 @@ pub struct ConnectSettings {
     pub sources: BTreeMap<String, String>,
     /// Servers the connections landed on, shared by every clone.
     seen: Arc<Mutex<BTreeMap<String, NodeInfo>>>,
+    /// Each connection's role and the server it first landed on, in
+    /// connect order: on a cluster, which clients a node's fault cuts off.
+    attached: Arc<Mutex<Vec<(String, String)>>>,
     /// What servers refused on any connection of these settings: a denied
     /// publish or API request reaches its sender only as a timeout, and the
     /// reason only as an asynchronous `-ERR`.
@@ -206,6 +209,7 @@ impl ConnectSettings {
             context: None,
             sources: BTreeMap::new(),
             seen: Arc::default(),
+            attached: Arc::default(),
             refusals: Arc::default(),
             links: Arc::default(),
         }
@@ -257,6 +261,13 @@ impl ConnectSettings {
             connection_name: self.name.clone(),
             sources: self.sources.clone(),
         }
+    }
+
+    /// Each connection's role (`publisher-0`, `consumer-1`) and the server
+    /// it first landed on, the last `n` connected.
+    pub fn attached(&self, n: usize) -> Vec<(String, String)> {
+        let all = self.attached.lock().expect("not poisoned");
+        all[all.len().saturating_sub(n)..].to_vec()
     }
 
     /// Every server a connection of these settings has landed on so far.
@@ -370,6 +381,10 @@ impl ConnectSettings {
         match attempt {
             Ok(Ok(client)) => {
                 let info = client.server_info();
+                self.attached
+                    .lock()
+                    .expect("not poisoned")
+                    .push((role.to_string(), info.server_name.clone()));
                 self.seen.lock().expect("not poisoned").insert(
                     info.server_name.clone(),
                     NodeInfo {

@@ -1,12 +1,14 @@
 //! Faults jsbench injects into servers it started itself: a node killed
-//! with SIGKILL and started again on its store. Never offered for a server
-//! jsbench did not start.
+//! with SIGKILL and started again on its store, or a cluster node's routes
+//! cut or paused at the relays they run through. Never offered for a
+//! server jsbench did not start.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Result, anyhow};
 
+use crate::relay::Block;
 use crate::server::{EmbeddedCluster, EmbeddedServer};
 
 /// How long a restarted node may take to accept connections again.
@@ -20,6 +22,10 @@ pub trait Faults: Send + Sync {
     fn kill(&self, node: usize) -> Result<()>;
     /// Starts node `node` again on its store and ports.
     fn restart(&self, node: usize) -> Result<()>;
+    /// Cuts or pauses every route to and from node `node`.
+    fn block_routes(&self, node: usize, how: Block) -> Result<()>;
+    /// Lets node `node`'s routes through again.
+    fn heal_routes(&self, node: usize) -> Result<()>;
 }
 
 impl Faults for EmbeddedServer {
@@ -35,6 +41,16 @@ impl Faults for EmbeddedServer {
     fn restart(&self, node: usize) -> Result<()> {
         only_node(node)?;
         EmbeddedServer::restart(self, RESTART_TIMEOUT)
+    }
+
+    fn block_routes(&self, _node: usize, _how: Block) -> Result<()> {
+        Err(anyhow!(
+            "a single server has no routes to cut or pause: run on a local cluster (--cluster 3)"
+        ))
+    }
+
+    fn heal_routes(&self, node: usize) -> Result<()> {
+        self.block_routes(node, Block::Cut)
     }
 }
 
@@ -63,6 +79,14 @@ impl Faults for EmbeddedCluster {
             .get(node)
             .ok_or_else(|| anyhow!("the cluster has no node {node}"))?
             .restart(RESTART_TIMEOUT)
+    }
+
+    fn block_routes(&self, node: usize, how: Block) -> Result<()> {
+        EmbeddedCluster::block_routes(self, node, Some(how))
+    }
+
+    fn heal_routes(&self, node: usize) -> Result<()> {
+        EmbeddedCluster::block_routes(self, node, None)
     }
 }
 

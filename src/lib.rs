@@ -56,6 +56,7 @@ pub mod progress;
 pub mod provision;
 pub mod random;
 pub mod readback;
+pub mod relay;
 pub mod replay;
 pub mod report;
 pub mod results;

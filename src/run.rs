@@ -83,8 +83,8 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
     }
     let replicas_override = options.replicas.or(options.cluster);
     check_replicas(&profiles, replicas_override, &resolution, options.cluster)?;
-    check_faults(&profiles, &resolution)?;
-    let target = Target::start(&resolution, options.cluster)?;
+    check_faults(&profiles, &resolution, options.cluster)?;
+    let target = Target::start(&resolution, options.cluster, &profiles)?;
     let connect = resolution.settings(&target.urls())?;
     let control = connect.connect("control").await?;
     let js = connect.jetstream(control.clone());

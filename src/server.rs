@@ -105,6 +105,10 @@ pub struct ServerOptions {
     /// The nats-server (or a wrapper that execs one) to start instead of
     /// the one [`find_binary`] finds: `jsbench ab` compares two.
     pub binary: Option<PathBuf>,
+    /// A local cluster's routes through relays jsbench controls, so a
+    /// route can be cut or paused (a route fault); off otherwise, sparing
+    /// every replicated byte the extra hop.
+    pub relay_routes: bool,
 }
 
 impl Default for ServerOptions {
@@ -114,6 +118,7 @@ impl Default for ServerOptions {
             jetstream: true,
             extra_args: Vec::new(),
             binary: None,
+            relay_routes: false,
         }
     }
 }

@@ -25,11 +25,23 @@ pub enum Target {
 }
 
 impl Target {
-    /// Starts what has to be started: nothing for a named server.
-    pub fn start(resolution: &Resolution, cluster: Option<usize>) -> Result<Self> {
+    /// Starts what has to be started: nothing for a named server. A
+    /// cluster for `profiles` with a route fault runs its routes through
+    /// relays.
+    pub fn start(
+        resolution: &Resolution,
+        cluster: Option<usize>,
+        profiles: &[Profile],
+    ) -> Result<Self> {
         Ok(match (&resolution.remote, cluster) {
             (Some(_), _) => Target::External,
-            (None, Some(n)) => Target::Cluster(Arc::new(EmbeddedCluster::start(n)?)),
+            (None, Some(n)) => {
+                let options = crate::server::ServerOptions {
+                    relay_routes: route_faults(profiles).next().is_some(),
+                    ..Default::default()
+                };
+                Target::Cluster(Arc::new(EmbeddedCluster::start_with(n, &options)?))
+            }
             (None, None) => Target::Embedded(Arc::new(EmbeddedServer::start()?)),
         })
     }
@@ -153,8 +165,30 @@ impl Target {
 
 /// Killing a server is only ever done to one jsbench started: refuse a
 /// restart scenario aimed at a given server before anything runs.
-pub fn check_faults(profiles: &[Profile], resolution: &Resolution) -> Result<(), UsageError> {
+/// The restart scenarios that cut or pause routes, as (profile, scenario).
+fn route_faults(profiles: &[Profile]) -> impl Iterator<Item = (&str, &str)> {
+    profiles.iter().flat_map(|p| {
+        p.scenarios.iter().filter_map(move |s| match s {
+            crate::profile::ScenarioPlan::Restart(r) if r.fault.is_route() => {
+                Some((p.name.as_str(), s.name()))
+            }
+            _ => None,
+        })
+    })
+}
+
+pub fn check_faults(
+    profiles: &[Profile],
+    resolution: &Resolution,
+    cluster: Option<usize>,
+) -> Result<(), UsageError> {
     if resolution.remote.is_none() {
+        if let (Some((profile, scenario)), None) = (route_faults(profiles).next(), cluster) {
+            return Err(UsageError(format!(
+                "profile {profile}, scenario {scenario}: a route fault cuts a node off from its \
+                 peers, so it needs a local cluster: add --cluster 3"
+            )));
+        }
         return Ok(());
     }
     for p in profiles {

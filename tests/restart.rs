@@ -36,12 +36,19 @@ fn run_restart(dir: &Path, body: &str, extra: &[&str]) -> (Output, Option<Summar
 /// Kills `node` ("leader" or "follower") of an R3 stream 1 s into 3 s at
 /// 200 msg/s on a local 3-node cluster, down for 1 s; the run must pass.
 fn restart_on_a_3_node_cluster(node: &str) -> Summary {
+    fault_on_a_3_node_cluster(node, "kill", "1s")
+}
+
+/// [`restart_on_a_3_node_cluster`] with the fault (`kill`, `cut`,
+/// `pause`) and its length named.
+fn fault_on_a_3_node_cluster(node: &str, fault: &str, down_for: &str) -> Summary {
     let dir = tempfile::tempdir().unwrap();
     let (out, summary) = run_restart(
         dir.path(),
         &format!(
             "[[scenario]]\nkind = \"restart\"\nduration = \"3s\"\nrate = 200\n\
-             kill_after = \"1s\"\ndown_for = \"1s\"\nnode = \"{node}\"\n\
+             kill_after = \"1s\"\ndown_for = \"{down_for}\"\nnode = \"{node}\"\n\
+             fault = \"{fault}\"\n\
              [scenario.consumer]\nack_wait = \"2s\"\n"
         ),
         &["--cluster", "3"],
@@ -150,6 +157,64 @@ fn killing_a_follower_of_a_3_node_cluster_keeps_the_leader_and_every_message() {
     );
     assert!(v.metric("election_gap").is_none());
     assert_eq!(v.ledger.lost, 0);
+}
+
+/// The routes of a node are cut at the relays they run through: every
+/// route of the node goes down (its peers keep theirs to each other), and
+/// every PubAcked message is read back once they are let through again.
+#[test]
+fn cutting_the_stream_leaders_routes_keeps_every_pub_acked_message() {
+    let summary = fault_on_a_3_node_cluster("leader", "cut", "2s");
+    let v = only_variant(&summary);
+    assert_eq!(v.name, "cut-leader");
+    let cut = v.params["killed_node"].as_str().unwrap();
+    assert_eq!(v.params["leader_before"].as_str(), Some(cut));
+    assert!(
+        metric(v, "heal_time") >= 2000.0,
+        "{}",
+        metric(v, "heal_time")
+    );
+    assert!(v.metric("restart_time").is_none(), "nothing was restarted");
+    assert!(
+        v.warnings
+            .iter()
+            .any(|w| w.contains(&format!("{cut} had 0 of its"))),
+        "the telemetry saw every route of the node go: {:?}",
+        v.warnings
+    );
+    let held = v
+        .invariants
+        .iter()
+        .find(|i| i.name == "the node's routes were cut and healed")
+        .unwrap();
+    assert!(held.passed, "{held:?}");
+    assert_eq!(v.ledger.lost, 0);
+}
+
+#[test]
+fn pausing_a_followers_routes_holds_the_quorum_and_every_message() {
+    let summary = fault_on_a_3_node_cluster("follower", "pause", "2s");
+    let v = only_variant(&summary);
+    assert_eq!(v.name, "pause-follower");
+    let leader = v.params["leader_before"].as_str().expect("a leader");
+    assert_ne!(v.params["killed_node"].as_str(), Some(leader));
+    assert_eq!(v.params["leader_after"].as_str(), Some(leader));
+    assert_eq!(v.ledger.lost, 0);
+}
+
+#[test]
+fn a_route_fault_needs_a_local_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, summary) = run_restart(
+        dir.path(),
+        "[[scenario]]\nkind = \"restart\"\nduration = \"2s\"\nrate = 100\n\
+         kill_after = \"500ms\"\nfault = \"cut\"\n",
+        &[],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
+    assert!(stderr.contains("add --cluster 3"), "{stderr}");
+    assert!(summary.is_none(), "nothing ran");
 }
 
 #[test]

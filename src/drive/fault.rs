@@ -1,6 +1,7 @@
 //! The restart scenario's fault, timed from inside the run-and-sample
-//! phase: a server (or the stream's leader) killed with SIGKILL, kept down,
-//! started again on its store, and the election of a new leader timed.
+//! phase: a server (or the stream's leader or a follower) killed with
+//! SIGKILL, kept down, started again on its store, or its routes cut or
+//! paused and let through again; the election of a new leader timed.
 
 use std::time::Duration;
 
@@ -11,7 +12,8 @@ use futures::stream::FuturesUnordered;
 
 use super::{DriveSpec, FaultOutcome, FaultPlan, RunContext};
 use crate::clock;
-use crate::profile::FaultNode;
+use crate::profile::{FaultKind, FaultNode};
+use crate::relay::Block;
 
 /// Kills the planned node, waits out the downtime (and, for a stream
 /// leader, the election of a new one), and starts it again. The caller's
@@ -63,9 +65,21 @@ pub(super) async fn inject(
     // Stamped as the signal goes: clients see the sockets close before
     // the kill has reaped the process.
     let killed_ns = clock::now_ns();
-    tokio::task::block_in_place(|| faults.kill(node)).context("killing the server")?;
+    let how = match plan.kind {
+        FaultKind::Kill => None,
+        FaultKind::Cut => Some(Block::Cut),
+        FaultKind::Pause => Some(Block::Pause),
+    };
+    match how {
+        None => tokio::task::block_in_place(|| faults.kill(node)).context("killing the server")?,
+        Some(how) => faults
+            .block_routes(node, how)
+            .context("cutting the node's routes")?,
+    }
+    let faulted = names.get(node).cloned().unwrap_or_default();
     let mut outcome = FaultOutcome {
-        node: names.get(node).cloned().unwrap_or_default(),
+        node: faulted.clone(),
+        kind: plan.kind,
         killed_ns,
         leader_before: leader_before.clone(),
         ..Default::default()
@@ -78,8 +92,13 @@ pub(super) async fn inject(
     // so the first answer arrives within a probe interval and a round
     // trip of the election, rather than at the next request timeout.
     // A lone server elects nothing: its stream is back when it is.
+    // A node cut off from its peers may still answer as the leader it
+    // was: while it is cut off, only another node's answer ends the
+    // election; once healed, any answer does (it may have kept the lead).
+    let healed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watcher = (plan.node == FaultNode::Leader && names.len() > 1).then(|| {
         let (js, stream) = (js.clone(), spec.stream.clone());
+        let (faulted, healed) = (faulted.clone(), healed.clone());
         tokio::spawn(async move {
             let deadline = tokio::time::Instant::now() + ELECTION_WATCH;
             let mut probes = FuturesUnordered::new();
@@ -89,7 +108,8 @@ pub(super) async fn inject(
                     _ = tokio::time::sleep_until(deadline) => return None,
                     _ = every.tick() => probes.push(leader_within(&js, &stream, PROBE_TIMEOUT)),
                     Some(answer) = probes.next(), if !probes.is_empty() => {
-                        if let Some(now_leader) = answer {
+                        let settled = |l: &String| *l != faulted || healed.load(std::sync::atomic::Ordering::Relaxed);
+                        if let Some(now_leader) = answer.filter(settled) {
                             return Some((clock::now_ns(), now_leader));
                         }
                     }
@@ -98,7 +118,15 @@ pub(super) async fn inject(
         })
     });
     tokio::time::sleep_until(back_at.into()).await;
-    tokio::task::block_in_place(|| faults.restart(node)).context("restarting the server")?;
+    match how {
+        None => {
+            tokio::task::block_in_place(|| faults.restart(node)).context("restarting the server")?
+        }
+        Some(_) => faults
+            .heal_routes(node)
+            .context("letting the node's routes through again")?,
+    }
+    healed.store(true, std::sync::atomic::Ordering::Relaxed);
     outcome.restarted_ns = clock::now_ns();
     if let Some(watcher) = watcher {
         if let Ok(Some((at, new_leader))) = watcher.await {

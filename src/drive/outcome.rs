@@ -16,8 +16,11 @@ use async_nats::jetstream;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FaultOutcome {
     pub node: String,
+    pub kind: crate::profile::FaultKind,
+    /// When the fault began: the kill, or the routes cut or paused.
     pub killed_ns: u64,
-    /// When the node accepted connections again.
+    /// When it ended: the node accepted connections again, or its routes
+    /// were let through again.
     pub restarted_ns: u64,
     pub leader_before: Option<String>,
     /// The stream's leader once a new one was elected (cluster).

@@ -41,8 +41,10 @@ pub struct FaultPlan {
     /// From the start of the schedule.
     pub after: Duration,
     pub node: FaultNode,
-    /// From the kill to the restart.
+    /// From the kill to the restart (the cut or pause to the heal).
     pub down_for: Duration,
+    #[serde(default)]
+    pub kind: crate::profile::FaultKind,
 }
 
 /// The durable a variant reads and what its clients do with deliveries.

@@ -22,6 +22,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("streams", include_str!("../../profiles/streams.toml")),
     ("fanout", include_str!("../../profiles/fanout.toml")),
     ("consumers", include_str!("../../profiles/consumers.toml")),
+    ("routes", include_str!("../../profiles/routes.toml")),
 ];
 
 pub fn bundled(name: &str) -> Option<&'static str> {

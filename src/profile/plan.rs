@@ -1096,6 +1096,29 @@ pub struct RestartPlan {
     /// From the kill to the restart.
     pub down_for: Duration,
     pub node: FaultNode,
+    /// What happens to the node: killed, or its routes cut or paused.
+    pub fault: FaultKind,
+}
+
+/// What the restart scenario does to its node.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// SIGKILL, and started again on its store after `down_for`.
+    #[default]
+    Kill,
+    /// Every route to and from the node closed (and refused) for
+    /// `down_for`: the node is cut off from the cluster, its clients not.
+    Cut,
+    /// Every route to and from the node held with nothing passing for
+    /// `down_for`, then let go: a stalled network.
+    Pause,
+}
+
+impl FaultKind {
+    pub fn is_route(self) -> bool {
+        self != FaultKind::Kill
+    }
 }
 
 /// Where the work in a client's hands is when it crashes.

@@ -4,12 +4,12 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::FaultNode;
 use super::common::{
     ConsumerSection, PublishKeys, SizeSpec, Timing, common_plan, publish_plan,
     require_explicit_ack, required_rate,
 };
 use super::{Dur, MsgId, Problems, RestartPlan, read_section};
+use super::{FaultKind, FaultNode};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -27,6 +27,7 @@ struct RestartSection {
     kill_after: Option<Dur>,
     down_for: Option<Dur>,
     node: Option<FaultNode>,
+    fault: Option<FaultKind>,
     #[serde(default)]
     consumer: ConsumerSection,
 }
@@ -112,5 +113,6 @@ pub(super) fn read(
         kill_after,
         down_for,
         node: s.node.unwrap_or(FaultNode::Server),
+        fault: s.fault.unwrap_or_default(),
     })
 }

@@ -321,7 +321,7 @@ fn columns(kind: &str) -> Vec<Column> {
         "restart" => vec![
             variant,
             Column {
-                header: "killed",
+                header: "faulted",
                 cell: |v| {
                     v.params
                         .get("killed_node")
@@ -343,8 +343,12 @@ fn columns(kind: &str) -> Vec<Column> {
                 cell: |v| ms(v, "election_gap"),
             },
             Column {
-                header: "acks after restart",
-                cell: |v| ms(v, "acks_resumed_after_restart"),
+                // After the restart, or after a route fault's heal.
+                header: "acks after back",
+                cell: |v| match value(v, "acks_resumed_after_restart") {
+                    Some(_) => ms(v, "acks_resumed_after_restart"),
+                    None => ms(v, "acks_resumed_after_heal"),
+                },
             },
             Column {
                 header: "resends (found stored)",

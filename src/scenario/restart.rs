@@ -33,12 +33,13 @@ pub async fn run(
     sink: &mut dyn VariantSink,
 ) -> Result<()> {
     let started = Instant::now();
+    let word = |v: serde_json::Value| v.as_str().unwrap_or("").to_string();
     let mut result = VariantResult::new(format!(
-        "kill-{}",
-        serde_json::to_value(plan.node)?
-            .as_str()
-            .unwrap_or("server")
+        "{}-{}",
+        word(serde_json::to_value(plan.fault)?),
+        word(serde_json::to_value(plan.node)?)
     ));
+    result.param("fault", plan.fault);
     result.param("rate", plan.rate);
     result.param("duration", format_duration(plan.common.duration));
     result.param("kill_after", format_duration(plan.kill_after));
@@ -94,6 +95,7 @@ async fn run_variant(
         after: plan.kill_after,
         node: plan.node,
         down_for: plan.down_for,
+        kind: plan.fault,
     });
     let outcome = drive(ctx, &spec).await;
     record_stream(ctx, &stream_name, result).await;
@@ -162,8 +164,17 @@ fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
     ));
     if let Some(f) = &o.fault {
         r.param("killed_node", &f.node);
+        // Which node each client was attached to: a client on the faulted
+        // node is cut off with it, which the outages show.
+        let clients = o.sends.len() + o.consumers.len();
+        let on: std::collections::BTreeMap<String, String> =
+            ctx.connect.attached(clients).into_iter().collect();
+        r.param("clients_on", on);
+        // A kill ends at the restart; a route fault when the routes are
+        // let through again.
+        let end = if f.kind.is_route() { "heal" } else { "restart" };
         r.metrics.push(Metric::new(
-            "restart_time",
+            format!("{end}_time"),
             "ms",
             ms(f.restarted_ns.saturating_sub(f.killed_ns)),
             Direction::None,
@@ -173,7 +184,7 @@ fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
         let resumed = o.acks.iter().map(|a| a.max_gap_end_ns).max().unwrap_or(0);
         if resumed > f.restarted_ns {
             r.metrics.push(Metric::new(
-                "acks_resumed_after_restart",
+                format!("acks_resumed_after_{end}"),
                 "ms",
                 ms(resumed - f.restarted_ns),
                 Direction::Lower,
@@ -203,7 +214,7 @@ fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
             ));
             if back > f.restarted_ns {
                 r.metrics.push(Metric::new(
-                    "reconnected_after_restart",
+                    format!("reconnected_after_{end}"),
                     "ms",
                     ms(back - f.restarted_ns),
                     Direction::Lower,
@@ -292,18 +303,30 @@ fn verify(o: &DriveOutcome, read: &ReadBack, r: &mut VariantResult) {
         c.client_dropped,
         o.client_drop_cause.as_deref(),
     ));
-    r.invariants.push(Invariant::check(
-        "the server was killed and came back",
+    r.invariants.push(fault_happened(o));
+    r.invariants.push(checks::nothing_pending(o));
+}
+
+/// The planned fault happened and ended: the node was killed and came
+/// back, or its routes were cut (or paused) and let through again.
+fn fault_happened(o: &DriveOutcome) -> Invariant {
+    let route = o.fault.as_ref().is_some_and(|f| f.kind.is_route());
+    let name = if route {
+        "the node's routes were cut and healed"
+    } else {
+        "the server was killed and came back"
+    };
+    Invariant::check(
+        name,
         o.fault
             .as_ref()
             .is_some_and(|f| f.restarted_ns > f.killed_ns),
         o.fault
             .as_ref()
-            .map_or("the kill never happened".into(), |f| {
+            .map_or("the fault never happened".into(), |f| {
                 format!("node {}", f.node)
             }),
-    ));
-    r.invariants.push(checks::nothing_pending(o));
+    )
 }
 
 #[cfg(test)]
@@ -320,6 +343,7 @@ mod tests {
         }
         o.fault = Some(FaultOutcome {
             node: "n1".into(),
+            kind: Default::default(),
             killed_ns: 10,
             restarted_ns: 20,
             leader_before: None,
@@ -382,5 +406,14 @@ mod tests {
         let (mut o, read) = clean();
         o.fault.as_mut().unwrap().restarted_ns = 5;
         assert_eq!(failing(&o, &read), ["the server was killed and came back"]);
+        // A route fault that never healed.
+        let (mut o, read) = clean();
+        let f = o.fault.as_mut().unwrap();
+        f.kind = crate::profile::FaultKind::Cut;
+        f.restarted_ns = 0;
+        assert_eq!(
+            failing(&o, &read),
+            ["the node's routes were cut and healed"]
+        );
     }
 }

@@ -16,6 +16,7 @@ use serde::Deserialize;
 
 use super::{EmbeddedServer, ServerOptions};
 use crate::http;
+use crate::relay::{ANY_PEER, Block, Endpoint, Relay};
 
 /// Sizes `--cluster` accepts: odd, so the cluster keeps a quorum when one
 /// node is slow.
@@ -24,6 +25,8 @@ pub const CLUSTER_SIZES: &[usize] = &[3, 5];
 pub struct EmbeddedCluster {
     name: String,
     nodes: Vec<EmbeddedServer>,
+    /// With `relay_routes`: node i's routes come in through `relays[i]`.
+    relays: Vec<Relay>,
 }
 
 #[derive(Deserialize)]
@@ -76,7 +79,28 @@ impl EmbeddedCluster {
         let token = format!("{:06x}", (std::process::id() as u64 ^ nanos()) & 0xFF_FFFF);
         let name = format!("jsbench-{token}");
         let ports = free_ports(size)?;
-        let routes = ports
+        // Routed through relays, each node advertises its relay's address,
+        // so the routes its peers learn by gossip pass through it too.
+        let relays = if options.relay_routes {
+            ports
+                .iter()
+                .map(|p| {
+                    Relay::start(
+                        Endpoint::Tcp(([127, 0, 0, 1], 0).into()),
+                        Endpoint::Tcp(([127, 0, 0, 1], *p).into()),
+                    )
+                })
+                .collect::<std::io::Result<Vec<_>>>()
+                .context("starting the route relays")?
+        } else {
+            Vec::new()
+        };
+        let route_ports: Vec<u16> = if relays.is_empty() {
+            ports.clone()
+        } else {
+            relays.iter().filter_map(Relay::port).collect()
+        };
+        let routes = route_ports
             .iter()
             .map(|p| format!("nats://127.0.0.1:{p}"))
             .collect::<Vec<_>>()
@@ -96,11 +120,21 @@ impl EmbeddedCluster {
                 "--routes".into(),
                 routes.clone(),
             ]);
+            if !relays.is_empty() {
+                node_options.extra_args.extend([
+                    "--cluster_advertise".to_string(),
+                    format!("127.0.0.1:{}", route_ports[i]),
+                ]);
+            }
             let node = EmbeddedServer::start_with(&node_options)
                 .with_context(|| format!("starting cluster node {node_name}"))?;
             nodes.push(node);
         }
-        let mut cluster = EmbeddedCluster { name, nodes };
+        let mut cluster = EmbeddedCluster {
+            name,
+            nodes,
+            relays,
+        };
         cluster.wait_for_meta_leader(options.ready_timeout)?;
         for node in &mut cluster.nodes {
             // Route retries while the others were starting are expected;
@@ -162,6 +196,35 @@ impl EmbeddedCluster {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Blocks every route to and from node `node` as `how` says (`None`:
+    /// lets them through again): at its own relay, every connection; at
+    /// the others', the connections it opened.
+    pub fn block_routes(&self, node: usize, how: Option<Block>) -> Result<()> {
+        if self.relays.is_empty() {
+            bail!(
+                "the cluster's routes do not run through relays; a route fault starts it with them"
+            );
+        }
+        let names: Vec<String> = self.members().map(|(n, _)| n).collect();
+        let name = names
+            .get(node)
+            .with_context(|| format!("the cluster has no node {node}"))?;
+        for (i, relay) in self.relays.iter().enumerate() {
+            let peer = if i == node { ANY_PEER } else { name.as_str() };
+            match how {
+                Some(how) => relay.block(peer, how),
+                None => relay.heal(peer),
+            }
+        }
+        Ok(())
+    }
+
+    /// The server names of the open route connections into each node's
+    /// relay (empty without relays).
+    pub fn relayed_peers(&self) -> Vec<Vec<Option<String>>> {
+        self.relays.iter().map(Relay::peers).collect()
     }
 
     pub fn nodes(&self) -> &[EmbeddedServer] {

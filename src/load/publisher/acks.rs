@@ -54,6 +54,11 @@ enum Response {
 /// full) and JSStorageResourcesExceededErr (the account's is).
 const REFUSALS: [u32; 3] = [10077, 10023, 10047];
 
+/// JSStreamDuplicateMessageConflict (409): a resend whose first copy the
+/// stream is still proposing (a leader cut off from its quorum holds it
+/// until it steps down). Not a refusal: worth sending again later.
+const IN_PROCESS: u32 = 10158;
+
 /// What to check when the server refuses to store, named in the error.
 fn refusal_hint(err_code: u32) -> &'static str {
     match err_code {
@@ -100,7 +105,8 @@ fn classify(message: &async_nats::Message) -> Response {
                 e.err_code == 10054 || (e.err_code == 10077 && e.description.contains("maximum"));
             if limit {
                 Response::RefusedByLimit(text)
-            } else if e.code == 503 && !REFUSALS.contains(&e.err_code) {
+            } else if (e.code == 503 && !REFUSALS.contains(&e.err_code)) || e.err_code == IN_PROCESS
+            {
                 Response::Unavailable(text)
             } else {
                 Response::Failed(text)
@@ -344,6 +350,12 @@ mod tests {
         )) {
             Response::Failed(text) => assert!(text.contains("storage is full"), "{text}"),
             _ => panic!("a full server refuses; resending would not help"),
+        }
+        match classify(&message(
+            r#"{"error":{"code":409,"err_code":10158,"description":"duplicate message id is in process"}}"#,
+        )) {
+            Response::Unavailable(text) => assert!(text.contains("in process"), "{text}"),
+            _ => panic!("a first copy still in process is sent again later"),
         }
         match classify(&message("garbage")) {
             Response::Failed(text) => assert!(text.contains("unreadable"), "{text}"),
