@@ -75,6 +75,27 @@ jsbench worker --context staging --group nightly --once   one run of the `nightl
 Documentation: docs/workers.md (workers), docs/connecting.md (connection options)"
     )]
     Worker(Box<WorkerArgs>),
+    /// Relay connections between a loopback port and a Unix socket (or another port) until Ctrl-C
+    #[command(
+        long_about = "Accepts connections on --listen and relays each to --to, both ways, until Ctrl-C. \
+Either end is a loopback address (127.0.0.1:4222) or a Unix socket (unix:/path/to.sock); nothing \
+else is accepted. Its use: a worker in a network namespace of its own, where only its own loopback \
+exists, reaches the server outside through a Unix socket, which both sides of the namespace see \
+in the filesystem.",
+        after_help = "Example (a worker in its own network namespace):\n  \
+jsbench relay --listen unix:/tmp/nats.sock --to 127.0.0.1:4222 &\n  \
+unshare -rn sh -c 'ip link set lo up; jsbench relay --listen 127.0.0.1:4222 --to unix:/tmp/nats.sock & \
+sleep 1; jsbench worker -s nats://127.0.0.1:4222'\n\n\
+Documentation: docs/workers.md (workers across network stacks)"
+    )]
+    Relay {
+        /// Where to accept connections: 127.0.0.1:PORT or unix:PATH
+        #[arg(long, value_name = "ENDPOINT")]
+        listen: crate::relay::Endpoint,
+        /// Where to relay them: 127.0.0.1:PORT or unix:PATH
+        #[arg(long, value_name = "ENDPOINT")]
+        to: crate::relay::Endpoint,
+    },
     /// List the bundled profiles, or print one
     #[command(
         after_help = "Documentation: docs/profiles.md (the format), docs/scenarios/ (keys per scenario)"
@@ -410,6 +431,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Profiles { name } => profiles(name.as_deref()),
         Command::Server(args) => serve(args.cluster),
+        Command::Relay { listen, to } => relay(listen, to),
         Command::Worker(args) => {
             let options = crate::worker::agent::WorkerOptions {
                 connection: ConnectionRequest {
@@ -620,6 +642,17 @@ fn serve(cluster: Option<usize>) -> Result<i32> {
     );
     runtime.block_on(interrupts.next());
     drop(server);
+    Ok(EXIT_OK)
+}
+
+fn relay(listen: crate::relay::Endpoint, to: crate::relay::Endpoint) -> Result<i32> {
+    let runtime = runtime()?;
+    let mut interrupts = Interrupts::register(&runtime)?;
+    let relay = crate::relay::Relay::start(listen.clone(), to.clone())
+        .with_context(|| format!("listening on {listen:?}"))?;
+    eprintln!("relaying {:?} to {to:?}; Ctrl-C stops it", relay.listen());
+    runtime.block_on(interrupts.next());
+    drop(relay);
     Ok(EXIT_OK)
 }
 

@@ -599,3 +599,106 @@ fn redeliveries_across_workers_are_paired_sequence_by_sequence() {
         v.ledger
     );
 }
+
+/// Whether this machine lets a test put a process in network (and PID)
+/// namespaces of its own; the reason when it does not.
+fn namespaces() -> Result<(), String> {
+    let out = std::process::Command::new("unshare")
+        .args([
+            "-rn",
+            "--pid",
+            "--fork",
+            "--kill-child",
+            "sh",
+            "-c",
+            "ip link set lo up",
+        ])
+        .output()
+        .map_err(|e| format!("unshare: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+    }
+}
+
+/// A worker on another network stack, as on another host: its own network
+/// namespace, where only its own loopback exists. It reaches the server
+/// through a Unix socket (the filesystem is shared): a relay in the
+/// namespace turns its loopback port into the socket, one outside turns
+/// the socket into the server's port.
+#[test]
+fn a_worker_in_its_own_network_namespace_joins_through_a_unix_socket() {
+    if let Err(why) = namespaces() {
+        eprintln!(
+            "SKIPPED a_worker_in_its_own_network_namespace_joins_through_a_unix_socket: this \
+             machine cannot make a network namespace (unshare -rn --pid: {why}); it runs where \
+             user and network namespaces are allowed"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let profile = profile(dir.path(), 2, 600, "2s", "", "");
+    let mut coord = coordinator(dir.path(), &profile, &["--workers", "1"]);
+    let url = worker_url(&mut coord);
+    let port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
+    let socket = dir.path().join("nats.sock");
+    let _outside = jsbench::relay::Relay::start(
+        jsbench::relay::Endpoint::Unix(socket.clone()),
+        jsbench::relay::Endpoint::Tcp(([127, 0, 0, 1], port).into()),
+    )
+    .unwrap();
+    let inside = if port == 4222 { 4223 } else { 4222 };
+    // First the server's own port, which the namespace cannot reach; then
+    // the relay's.
+    let script = format!(
+        "ip link set lo up; \
+         \"$JSB\" relay --listen 127.0.0.1:{inside} --to unix:{socket} & sleep 0.5; \
+         \"$JSB\" worker -s nats://127.0.0.1:{port} --once --name direct --timeout 1s; \
+         echo direct-exit=$?; \
+         exec \"$JSB\" worker -s nats://127.0.0.1:{inside} --once --name ns1",
+        socket = socket.display()
+    );
+    let mut worker = Proc::spawn(
+        std::process::Command::new("unshare")
+            .args([
+                "-rn",
+                "--pid",
+                "--fork",
+                "--kill-child",
+                "sh",
+                "-c",
+                &script,
+            ])
+            .env("JSB", env!("CARGO_BIN_EXE_jsbench"))
+            .env_remove("NATS_URL")
+            .env_remove("NATS_CONTEXT"),
+    );
+    let status = coord.wait(Duration::from_secs(120));
+    assert_eq!(
+        status,
+        0,
+        "{}\n--- worker:\n{}",
+        coord.output(),
+        worker.output()
+    );
+    assert_eq!(
+        worker.wait(Duration::from_secs(30)),
+        0,
+        "{}",
+        worker.output()
+    );
+    let out = worker.output();
+    assert!(
+        out.contains("direct-exit=") && !out.contains("direct-exit=0"),
+        "the server's port is out of the namespace's reach: {out}"
+    );
+    assert!(out.contains("joined run"), "{out}");
+
+    let summary = common::summary(&common::results_dir(&dir.path().join("results")));
+    common::assert_all_passed(&summary);
+    let ids: Vec<&str> = summary.run.workers.iter().map(|w| w.id.as_str()).collect();
+    assert_eq!(ids, ["ns1"]);
+    let (_, v) = summary.variants().next().unwrap();
+    assert_counts_add_up(v, 2);
+}
