@@ -314,6 +314,34 @@ pub struct LedgerCounts {
     pub removed_by_ack: u64,
 }
 
+/// Field by field through the serialised form, so a count added to the
+/// ledger later is summed without this code knowing it (repetitions of a
+/// variant, the durables of a fan-out).
+impl std::ops::Add for LedgerCounts {
+    type Output = LedgerCounts;
+
+    fn add(self, other: LedgerCounts) -> LedgerCounts {
+        use serde_json::Value;
+        let (Ok(Value::Object(mut sum)), Ok(Value::Object(more))) =
+            (serde_json::to_value(self), serde_json::to_value(other))
+        else {
+            return self;
+        };
+        for (key, value) in more {
+            if let (Some(x), Some(y)) = (sum.get(&key).and_then(Value::as_u64), value.as_u64()) {
+                sum.insert(key, Value::from(x.saturating_add(y)));
+            }
+        }
+        serde_json::from_value(Value::Object(sum)).unwrap_or(self)
+    }
+}
+
+impl std::ops::AddAssign for LedgerCounts {
+    fn add_assign(&mut self, other: LedgerCounts) {
+        *self = *self + other;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,14 +24,7 @@ impl Variant<'_> {
             Some(s) => s.finish().await,
             None => Vec::new(),
         };
-        let telemetry = match self.telemetry {
-            Some(t) => Some(
-                tokio::task::spawn_blocking(move || t.finish())
-                    .await
-                    .context("joining the telemetry sampler")?,
-            ),
-            None => None,
-        };
+        let telemetry = finish_telemetry(self.telemetry).await?;
         let mut clients = self.consumers;
         let crash = clients.crash.take();
         let (mut consumers, mut errors) = stop_consumers(clients).await?;
@@ -85,6 +78,20 @@ impl Variant<'_> {
             .attribute_losses(ctx.provisioner.jetstream(), &self.spec.stream)
             .await;
         Ok(outcome)
+    }
+}
+
+/// Stops the telemetry sampler (its thread does blocking HTTP) and takes
+/// what it sampled.
+pub(super) async fn finish_telemetry(
+    sampler: Option<crate::telemetry::TelemetrySampler>,
+) -> Result<Option<crate::telemetry::Telemetry>> {
+    match sampler {
+        Some(t) => tokio::task::spawn_blocking(move || t.finish())
+            .await
+            .context("joining the telemetry sampler")
+            .map(Some),
+        None => Ok(None),
     }
 }
 

@@ -22,8 +22,10 @@ use anyhow::{Context, Result};
 use futures::StreamExt;
 use futures::future::join_all;
 
+use super::collect::finish_telemetry;
 use super::drain::settled_state;
 use super::outcome::merge;
+use super::sample::reports;
 use super::{ConsumerState, DriveOutcome, LEAD_IN, RunContext};
 use crate::clock;
 use crate::consume::{self, ConsumerConfig, ConsumerProgress, ConsumerReport};
@@ -289,13 +291,7 @@ pub async fn drive_fanout(ctx: &RunContext, spec: &FanoutSpec) -> Result<FanoutO
     };
     let client_cpu = cpu::own_cpu_time().saturating_sub(client_cpu_start);
     let server_cpu = server_cpu.stop();
-    let mut sends = Vec::new();
-    let mut acks = Vec::new();
-    for result in results {
-        let (s, a) = result?;
-        sends.push(s);
-        acks.push(a);
-    }
+    let (sends, acks) = reports(results)?;
 
     // Drain: each durable until it has finished what its filter selected.
     bar.phase("draining");
@@ -357,14 +353,7 @@ pub async fn drive_fanout(ctx: &RunContext, spec: &FanoutSpec) -> Result<FanoutO
     .buffered(AT_ONCE)
     .collect()
     .await;
-    let telemetry = match telemetry {
-        Some(t) => Some(
-            tokio::task::spawn_blocking(move || t.finish())
-                .await
-                .context("joining the telemetry sampler")?,
-        ),
-        None => None,
-    };
+    let telemetry = finish_telemetry(telemetry).await?;
     bar.finish();
 
     let sends_of_all = sends.clone();

@@ -76,13 +76,7 @@ impl Variant<'_> {
         };
         let client_cpu = cpu::own_cpu_time().saturating_sub(meters.client_cpu_start);
         let server_cpu = meters.server_cpu.stop();
-        let mut sends = Vec::new();
-        let mut acks = Vec::new();
-        for result in results {
-            let (s, a) = result?;
-            sends.push(s);
-            acks.push(a);
-        }
+        let (sends, acks) = reports(results)?;
         let local_stored = acks
             .iter()
             .map(|a| a.acked + a.late_stored + a.retries_stored)
@@ -171,6 +165,21 @@ impl Variant<'_> {
         }
         Ok(())
     }
+}
+
+/// Every publisher's reports, sends and PubAcks apart; the first
+/// publisher's error if one failed.
+pub(super) fn reports(
+    results: Vec<Result<(SendReport, AckReport)>>,
+) -> Result<(Vec<SendReport>, Vec<AckReport>)> {
+    let mut sends = Vec::new();
+    let mut acks = Vec::new();
+    for result in results {
+        let (s, a) = result?;
+        sends.push(s);
+        acks.push(a);
+    }
+    Ok((sends, acks))
 }
 
 /// The publish phase's view of its progress: what the publishers have

@@ -8,10 +8,7 @@
 //! every repetition. What a merge hides (which repetition failed, each
 //! one's own ledger) stays in `repetitions[]`.
 
-use serde_json::Value;
-
 use super::summary::{RepetitionReport, VariantReport};
-use crate::ledger::LedgerCounts;
 use crate::spread::{Spread, median};
 use crate::variant::Invariant;
 
@@ -70,7 +67,7 @@ pub fn fold(into: &mut VariantReport, next: VariantReport, index: usize, of: usi
     for (key, timeline) in next.timelines {
         into.timelines.entry(key).or_insert(timeline);
     }
-    into.ledger = add_ledgers(&into.ledger, &next.ledger);
+    into.ledger += next.ledger;
     into.warnings.extend(label(index, next.warnings));
     if let Some(e) = next.error {
         let e = format!("repetition {index}: {e}");
@@ -167,25 +164,13 @@ pub fn merge_invariants(repetitions: &[RepetitionReport], of: usize) -> Vec<Inva
         .collect()
 }
 
-/// Sums two ledgers field by field through their serialised form, so a
-/// count added to the ledger later is summed without this code knowing it.
-fn add_ledgers(a: &LedgerCounts, b: &LedgerCounts) -> LedgerCounts {
-    let (Ok(Value::Object(mut sum)), Ok(Value::Object(other))) =
-        (serde_json::to_value(a), serde_json::to_value(b))
-    else {
-        return *a;
-    };
-    for (key, value) in other {
-        if let (Some(x), Some(y)) = (sum.get(&key).and_then(Value::as_u64), value.as_u64()) {
-            sum.insert(key, Value::from(x.saturating_add(y)));
-        }
-    }
-    serde_json::from_value(Value::Object(sum)).unwrap_or(*a)
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
+
+    use serde_json::Value;
+
+    use crate::ledger::LedgerCounts;
 
     use super::*;
     use crate::metrics::{Direction, Metric};
@@ -307,7 +292,7 @@ mod tests {
             naks: 2,
             ..Default::default()
         };
-        let sum = add_ledgers(&a, &b);
+        let sum = a + b;
         assert_eq!((sum.published, sum.termed, sum.naks), (7, 1, 2));
     }
 }

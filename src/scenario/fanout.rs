@@ -268,7 +268,9 @@ fn measure(o: &FanoutOutcome, p: &Provisioned, spec: &FanoutSpec, r: &mut Varian
     // Every durable's deliveries together.
     let mut e2e = Recorder::new();
     let mut e2e_sent = Recorder::new();
-    let mut counts = publish.counts;
+    // Deliveries are the durables' counts summed; publishing is the
+    // streams', not the durables' dues.
+    let mut counts = crate::ledger::LedgerCounts::default();
     let (mut first_ns, mut last_ns) = (u64::MAX, 0u64);
     let mut durable_rates = Vec::new();
     let mut durable_p99s = Vec::new();
@@ -276,14 +278,7 @@ fn measure(o: &FanoutOutcome, p: &Provisioned, spec: &FanoutSpec, r: &mut Varian
         let c = &d.outcome.counts;
         e2e.merge(&d.outcome.e2e_intended);
         e2e_sent.merge(&d.outcome.e2e_sent);
-        counts.delivered += c.delivered;
-        counts.deliveries += c.deliveries;
-        counts.redelivered += c.redelivered;
-        counts.redeliveries += c.redeliveries;
-        counts.acked += c.acked;
-        counts.lost += c.lost;
-        counts.client_dropped += c.client_dropped;
-        counts.delivered_unconfirmed += c.delivered_unconfirmed;
+        counts += *c;
         for report in &d.outcome.consumers {
             if report.first_ns > 0 {
                 first_ns = first_ns.min(report.first_ns);
@@ -293,6 +288,13 @@ fn measure(o: &FanoutOutcome, p: &Provisioned, spec: &FanoutSpec, r: &mut Varian
         durable_rates.push(d.outcome.consume_rate());
         durable_p99s.push(d.outcome.e2e_intended.summary().p99_us);
     }
+    let sent = &publish.counts;
+    counts.published = sent.published;
+    counts.publish_errors = sent.publish_errors;
+    counts.persisted = sent.persisted;
+    counts.persisted_twice = sent.persisted_twice;
+    counts.duplicates = sent.duplicates;
+    counts.refused_by_limit = sent.refused_by_limit;
     r.ledger = counts;
     let span = Duration::from_nanos(last_ns.saturating_sub(first_ns));
     r.metrics.push(metric(
