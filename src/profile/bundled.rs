@@ -23,6 +23,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("fanout", include_str!("../../profiles/fanout.toml")),
     ("consumers", include_str!("../../profiles/consumers.toml")),
     ("routes", include_str!("../../profiles/routes.toml")),
+    ("search", include_str!("../../profiles/search.toml")),
 ];
 
 pub fn bundled(name: &str) -> Option<&'static str> {

@@ -3,7 +3,7 @@
 use serde::Deserialize;
 
 use super::common::{ConsumerSection, PublishKeys, SizeSpec, Timing, common_plan, publish_plan};
-use super::{Dur, LatencyPlan, MsgId, Problems, read_section};
+use super::{Dur, LatencyPlan, MsgId, Problems, SearchPlan, Slo, SloOn, read_section};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -12,7 +12,9 @@ struct LatencySection {
     duration: Option<Dur>,
     warmup: Option<Dur>,
     drain_timeout: Option<Dur>,
-    rates: Option<Vec<u64>>,
+    rates: Option<toml::Value>,
+    slo: Option<toml::Table>,
+    search: Option<SearchSection>,
     publishers: Option<usize>,
     message_size: Option<SizeSpec>,
     #[serde(default = "default_msg_id")]
@@ -21,6 +23,15 @@ struct LatencySection {
     pub_ack_timeout: Option<Dur>,
     #[serde(default)]
     consumer: ConsumerSection,
+}
+
+/// `search = { min = 1000, max = 200000, precision = "5%" }`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchSection {
+    min: Option<u64>,
+    max: Option<u64>,
+    precision: Option<String>,
 }
 
 fn default_msg_id() -> MsgId {
@@ -47,11 +58,12 @@ pub(super) fn read(
         prefix,
         problems,
     );
-    let rates = s.rates.unwrap_or_default();
-    if rates.is_empty() {
+    let (rates, search) = rates_or_search(s.rates, s.slo, s.search, prefix, problems);
+    if rates.is_empty() && search.is_none() {
         problems.push(
             format!("{prefix}.rates"),
-            "missing or empty; list total msg/s per variant, e.g. rates = [1000, 10000]",
+            "missing or empty; list total msg/s per variant, e.g. rates = [1000, 10000], or \
+             rates = \"search\" with an slo",
         );
     }
     for (i, &rate) in rates.iter().enumerate() {
@@ -99,5 +111,213 @@ pub(super) fn read(
         rates,
         publish,
         consumer,
+        search,
     })
+}
+
+/// `rates = [..]`, or `rates = "search"` with its `slo` and `search`
+/// bounds.
+fn rates_or_search(
+    rates: Option<toml::Value>,
+    slo: Option<toml::Table>,
+    search: Option<SearchSection>,
+    prefix: &str,
+    problems: &mut Problems,
+) -> (Vec<u64>, Option<SearchPlan>) {
+    let key = |k: &str| format!("{prefix}.{k}");
+    let searching = matches!(&rates, Some(toml::Value::String(s)) if s == "search");
+    let list = match rates {
+        None => Vec::new(),
+        Some(toml::Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| match v.as_integer() {
+                Some(n) if n > 0 => Some(n as u64),
+                _ => {
+                    problems.push(
+                        format!("{prefix}.rates[{i}]"),
+                        format!("{v} is not a rate in msg/s (a positive whole number)"),
+                    );
+                    None
+                }
+            })
+            .collect(),
+        Some(toml::Value::String(s)) if s == "search" => Vec::new(),
+        Some(other) => {
+            problems.push(
+                key("rates"),
+                format!("{other} is neither a list of msg/s nor \"search\""),
+            );
+            Vec::new()
+        }
+    };
+    if !searching {
+        for name in ["slo", "search"] {
+            let given = if name == "slo" {
+                slo.is_some()
+            } else {
+                search.is_some()
+            };
+            if given {
+                problems.push(key(name), "applies only with rates = \"search\"");
+            }
+        }
+        return (list, None);
+    }
+    let Some(slo) = slo else {
+        problems.push(
+            key("slo"),
+            "missing; a search needs an objective, e.g. slo = { p99 = \"5ms\" } \
+             (on = \"pub_ack\" for PubAck latency)",
+        );
+        return (list, None);
+    };
+    let slo = read_slo(slo, &key("slo"), problems);
+    let search = search.unwrap_or(SearchSection {
+        min: None,
+        max: None,
+        precision: None,
+    });
+    let min = search.min.unwrap_or(1_000);
+    let max = search.max.unwrap_or(200_000);
+    problems.range(&key("search.min"), min, 1, MAX_RATE, " msg/s");
+    problems.range(&key("search.max"), max, min.max(1), MAX_RATE, " msg/s");
+    let precision = match search.precision.as_deref().map(super::parse_percent) {
+        None => 0.05,
+        Some(Ok(p)) => p,
+        Some(Err(e)) => {
+            problems.push(key("search.precision"), e);
+            0.05
+        }
+    };
+    problems.range(&key("search.precision"), precision, 0.005, 0.5, "");
+    let plan = slo.map(|slo| SearchPlan {
+        slo,
+        min,
+        max,
+        precision,
+    });
+    (list, plan)
+}
+
+/// `{ p99 = "5ms" }`, `{ "p99.9" = "20ms", on = "pub_ack" }`: one
+/// percentile and its limit.
+fn read_slo(table: toml::Table, key: &str, problems: &mut Problems) -> Option<Slo> {
+    let mut on = SloOn::E2e;
+    let mut objective = None;
+    for (name, value) in table {
+        if name == "on" {
+            match value.as_str() {
+                Some("e2e") => on = SloOn::E2e,
+                Some("pub_ack") => on = SloOn::PubAck,
+                _ => problems.push(
+                    format!("{key}.on"),
+                    format!("{value} is not \"e2e\" or \"pub_ack\""),
+                ),
+            }
+            continue;
+        }
+        let quantile = name
+            .strip_prefix('p')
+            .and_then(|p| p.parse::<f64>().ok())
+            .filter(|p| *p > 0.0 && *p < 100.0);
+        let limit = value.as_str().map(super::parse_duration);
+        match (quantile, limit) {
+            (Some(q), Some(Ok(limit))) if objective.is_none() => {
+                objective = Some((q / 100.0, limit))
+            }
+            (Some(_), Some(Ok(_))) => problems.push(
+                key,
+                "names more than one percentile; a search holds one objective",
+            ),
+            (None, _) => problems.push(
+                format!("{key}.{name}"),
+                "is not a percentile like p99 or \"p99.9\" (or on = \"e2e\" | \"pub_ack\")",
+            ),
+            (_, Some(Err(e))) => problems.push(format!("{key}.{name}"), e),
+            (_, None) => problems.push(
+                format!("{key}.{name}"),
+                "must be a duration such as \"5ms\"",
+            ),
+        }
+    }
+    match objective {
+        Some((quantile, limit)) => Some(Slo {
+            quantile,
+            limit,
+            on,
+        }),
+        None => {
+            problems.push(key, "names no percentile; e.g. slo = { p99 = \"5ms\" }");
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::profile::{ScenarioPlan, SloOn, parse};
+
+    fn read(body: &str) -> Result<crate::profile::LatencyPlan, String> {
+        let text =
+            format!("name = \"t\"\n[[scenario]]\nkind = \"latency\"\nduration = \"1s\"\n{body}");
+        match parse("test", &text) {
+            Ok(p) => match &p.scenarios[0] {
+                ScenarioPlan::Latency(l) => Ok(l.clone()),
+                _ => unreachable!(),
+            },
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    #[test]
+    fn a_search_reads_its_objective_and_bounds() {
+        let l =
+            read("rates = \"search\"\nslo = { \"p99.9\" = \"20ms\", on = \"pub_ack\" }\n").unwrap();
+        let s = l.search.unwrap();
+        assert!((s.slo.quantile - 0.999).abs() < 1e-12);
+        assert_eq!(s.slo.limit, std::time::Duration::from_millis(20));
+        assert_eq!(s.slo.on, SloOn::PubAck);
+        assert_eq!((s.min, s.max, s.precision), (1_000, 200_000, 0.05));
+        assert!(l.rates.is_empty());
+    }
+
+    #[test]
+    fn a_bad_search_names_its_key() {
+        for (body, key) in [
+            ("rates = \"search\"\n", "scenario[0].slo"),
+            (
+                "rates = \"search\"\nslo = { q99 = \"5ms\" }\n",
+                "scenario[0].slo.q99",
+            ),
+            (
+                "rates = \"search\"\nslo = { p99 = \"fast\" }\n",
+                "scenario[0].slo.p99",
+            ),
+            (
+                "rates = \"search\"\nslo = { p99 = \"5ms\", on = \"disk\" }\n",
+                "scenario[0].slo.on",
+            ),
+            (
+                "rates = \"search\"\nslo = { p99 = \"5ms\", p50 = \"1ms\" }\n",
+                "more than one percentile",
+            ),
+            (
+                "rates = \"search\"\nslo = { p99 = \"5ms\" }\nsearch = { min = 5000, max = 100 }\n",
+                "scenario[0].search.max",
+            ),
+            (
+                "rates = \"search\"\nslo = { p99 = \"5ms\" }\nsearch = { precision = \"90%\" }\n",
+                "scenario[0].search.precision",
+            ),
+            (
+                "rates = [1000]\nslo = { p99 = \"5ms\" }\n",
+                "only with rates = \"search\"",
+            ),
+            ("rates = \"fast\"\n", "scenario[0].rates"),
+        ] {
+            let e = read(body).expect_err(body);
+            assert!(e.contains(key), "{body}: {e}");
+        }
+    }
 }

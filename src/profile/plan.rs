@@ -193,6 +193,8 @@ impl ScenarioPlan {
     fn estimated_duration_on_one_stream(&self) -> Duration {
         let c = self.common();
         let variants = match self {
+            // A search: about a dozen probes.
+            ScenarioPlan::Latency(p) if p.search.is_some() => 12,
             ScenarioPlan::Latency(p) => p.rates.len(),
             ScenarioPlan::Publish(p) => p.variant_count(),
             ScenarioPlan::Redelivery(p) => 1 + usize::from(p.baseline),
@@ -835,10 +837,64 @@ impl BehaviourPlan {
 #[derive(Debug, Clone)]
 pub struct LatencyPlan {
     pub common: CommonPlan,
-    /// Total msg/s across publishers; one variant each.
+    /// Total msg/s across publishers; one variant each. Empty with
+    /// `search`.
     pub rates: Vec<u64>,
     pub publish: PublishPlan,
     pub consumer: ConsumerPlan,
+    /// `rates = "search"`: find the highest rate that holds the SLO.
+    pub search: Option<SearchPlan>,
+}
+
+/// A search for the maximum sustainable rate under an SLO.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchPlan {
+    pub slo: Slo,
+    /// The bracket: the search starts at `min` and never goes above `max`.
+    pub min: u64,
+    pub max: u64,
+    /// Bisection stops when the bounds are this close (relative).
+    pub precision: f64,
+}
+
+/// A latency objective: the `quantile` of `on` at most `limit`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Slo {
+    pub quantile: f64,
+    pub limit: Duration,
+    pub on: SloOn,
+}
+
+impl Slo {
+    /// `p99 <= 5ms on e2e_latency`.
+    pub fn describe(&self) -> String {
+        format!(
+            "p{} <= {} on {}",
+            self.quantile * 100.0,
+            super::format_duration(self.limit),
+            self.on.histogram()
+        )
+    }
+}
+
+/// Which latency an SLO holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SloOn {
+    /// End to end, from the intended send.
+    E2e,
+    /// The PubAck, from the intended send.
+    PubAck,
+}
+
+impl SloOn {
+    /// The histogram of a latency variant it reads.
+    pub fn histogram(self) -> &'static str {
+        match self {
+            SloOn::E2e => "e2e_latency",
+            SloOn::PubAck => "pub_ack_latency",
+        }
+    }
 }
 
 /// How a variant of the `ack` scenario acknowledges.

@@ -12,6 +12,7 @@ pub mod redelivery;
 pub mod replay;
 pub mod restart;
 pub mod resume;
+pub mod search;
 
 use anyhow::Result;
 
