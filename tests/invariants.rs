@@ -1014,3 +1014,27 @@ async fn a_durable_refiltered_under_the_run_delivers_outside_its_filter_and_miss
         "jsb_frefilter_s2-d3-0-0",
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_replayed_into_the_core_subject_fails_every_message_received_once() {
+    let server = common::server();
+    let body = latency("core_baseline = true\n");
+    let summary = sabotaged(&server, "fcore", &body, |s| async move {
+        // The baseline's subject, whatever the run's token: a copy of one
+        // of its messages, sent again without a reply subject.
+        let mut copies = s.client.subscribe("jsb.*.fcore.core-1000.0").await.unwrap();
+        s.client.flush().await.unwrap();
+        let original = copies.next().await.expect("a core message");
+        s.client
+            .publish(original.subject.clone(), original.payload.clone())
+            .await
+            .unwrap();
+        s.client.flush().await.unwrap();
+    })
+    .await;
+    failed(
+        &summary,
+        "every message received once",
+        "3001 received, 3000 answered",
+    );
+}

@@ -227,3 +227,26 @@ async fn a_stalled_sender_shows_in_latency_from_the_intended_send_only() {
     );
     assert!(outcome.passed, "nothing lost through the stall");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_core_baseline_runs_the_same_schedule_without_a_stream() {
+    let server = common::server();
+    let body = common::latency_body("[500]", "1s", "0s", "core_baseline = true\n");
+    let summary = common::run_profile(&server, "core", &body).await;
+    common::assert_all_passed(&summary);
+    let variants: Vec<&jsbench::results::summary::VariantReport> =
+        summary.variants().map(|(_, v)| v).collect();
+    let names: Vec<&str> = variants.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(names, ["rate-500", "core-500"]);
+    let (js, core) = (variants[0], variants[1]);
+    // The same schedule: as many messages, each received once.
+    assert_eq!(core.ledger.published, js.ledger.published);
+    assert_eq!(core.ledger.delivered, core.ledger.published);
+    assert!(core.streams.is_empty(), "no stream: {:?}", core.streams);
+    assert!(!js.streams.is_empty());
+    assert!(common::metric(core, "e2e_latency.p50") > 0.0);
+    let held = |name: &str| core.invariants.iter().find(|i| i.name == name).unwrap();
+    assert!(held("every message received once").passed);
+    assert!(!held("stream holds every persisted message").applicable);
+    assert!(!held("lost = 0").applicable);
+}

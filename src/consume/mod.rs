@@ -9,6 +9,7 @@
 //! stays in the loop, on task-local recorders: nothing is locked, and with
 //! no processing time an answer is a queued publish, not a round trip.
 
+pub mod core;
 pub mod events;
 mod source;
 

@@ -74,9 +74,12 @@ impl Variant<'_> {
         outcome.server_cpu = server_cpu;
         outcome.interrupted = ctx.stop.is_cancelled();
         outcome.errors = errors;
-        outcome
-            .attribute_losses(ctx.provisioner.jetstream(), &self.spec.stream)
-            .await;
+        // A core baseline has no stream to ask.
+        if !self.spec.consumer.as_ref().is_some_and(|c| c.core) {
+            outcome
+                .attribute_losses(ctx.provisioner.jetstream(), &self.spec.stream)
+                .await;
+        }
         Ok(outcome)
     }
 }

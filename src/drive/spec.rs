@@ -64,6 +64,11 @@ pub struct ConsumerSpec {
     /// deleted originals).
     #[serde(default)]
     pub keep_doomed: bool,
+    /// Read the variant's subject over core NATS instead of a durable,
+    /// answering each message in place of a PubAck (the latency
+    /// scenario's core baseline; [`crate::consume::core`]).
+    #[serde(default)]
+    pub core: bool,
 }
 
 /// When and how the first consumer client crashes, and when a new client
@@ -95,6 +100,7 @@ impl ConsumerSpec {
             sample_every: Some(sample_every),
             crash: None,
             keep_doomed: false,
+            core: false,
         }
     }
 
@@ -108,6 +114,15 @@ impl ConsumerSpec {
             sample_every: None,
             crash: None,
             keep_doomed: false,
+            core: false,
+        }
+    }
+
+    /// A core-NATS subscriber to the variant's subject, no durable.
+    pub fn core(plan: ConsumerPlan) -> Self {
+        ConsumerSpec {
+            core: true,
+            ..ConsumerSpec::acking(String::new(), plan)
         }
     }
 }

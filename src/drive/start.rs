@@ -108,6 +108,7 @@ impl Variant<'_> {
         let spec = self.spec;
         let launcher = spec.consumer.as_ref().map(|c| Launcher {
             stream: spec.stream.clone(),
+            subject: spec.subjects.first().cloned().unwrap_or_default(),
             spec: c.clone(),
             record_from_ns: self.timing.record_from_ns,
             t0_ns: self.timing.t0_ns,
@@ -155,6 +156,8 @@ pub(super) fn start_publishers(mut publishers: Vec<Publisher>, timing: Timing) -
 /// Everything needed to start a consumer client for a variant.
 pub(super) struct Launcher {
     pub stream: String,
+    /// What a core subscriber reads.
+    subject: String,
     pub spec: ConsumerSpec,
     record_from_ns: u64,
     t0_ns: u64,
@@ -187,6 +190,15 @@ impl Launcher {
         };
         // The client moves into the task: when the task ends, its
         // connection closes, which is what a crash must do.
+        if self.spec.core {
+            return tokio::spawn(consume::core::run(
+                client,
+                self.subject.clone(),
+                config,
+                progress,
+                self.stop.clone(),
+            ));
+        }
         tokio::spawn(consume::run(client, config, progress, self.stop.clone()))
     }
 }

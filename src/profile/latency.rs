@@ -15,6 +15,7 @@ struct LatencySection {
     rates: Option<toml::Value>,
     slo: Option<toml::Table>,
     search: Option<SearchSection>,
+    core_baseline: Option<bool>,
     publishers: Option<usize>,
     message_size: Option<SizeSpec>,
     #[serde(default = "default_msg_id")]
@@ -106,12 +107,20 @@ pub(super) fn read(
             ),
         );
     }
+    let core_baseline = s.core_baseline.unwrap_or(false);
+    if core_baseline && search.is_some() {
+        problems.push(
+            format!("{prefix}.core_baseline"),
+            "applies to a list of rates, not to a search",
+        );
+    }
     Some(LatencyPlan {
         common,
         rates,
         publish,
         consumer,
         search,
+        core_baseline,
     })
 }
 

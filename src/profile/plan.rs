@@ -195,7 +195,7 @@ impl ScenarioPlan {
         let variants = match self {
             // A search: about a dozen probes.
             ScenarioPlan::Latency(p) if p.search.is_some() => 12,
-            ScenarioPlan::Latency(p) => p.rates.len(),
+            ScenarioPlan::Latency(p) => p.rates.len() * (1 + usize::from(p.core_baseline)),
             ScenarioPlan::Publish(p) => p.variant_count(),
             ScenarioPlan::Redelivery(p) => 1 + usize::from(p.baseline),
             ScenarioPlan::Backpressure(p) => p.max_ack_pending.len() + p.expiry_ack_waits.len(),
@@ -844,6 +844,8 @@ pub struct LatencyPlan {
     pub consumer: ConsumerPlan,
     /// `rates = "search"`: find the highest rate that holds the SLO.
     pub search: Option<SearchPlan>,
+    /// Each rate also over core NATS (no stream): what JetStream adds.
+    pub core_baseline: bool,
 }
 
 /// A search for the maximum sustainable rate under an SLO.

@@ -40,8 +40,86 @@ pub async fn run(
         }
         result.elapsed = started.elapsed();
         sink.record(scenario, result)?;
+        if plan.core_baseline && !ctx.stop.is_cancelled() {
+            let started = Instant::now();
+            let mut result = VariantResult::new(format!("core-{rate}"));
+            describe(plan, rate, &mut result);
+            result.param("consumers", 1);
+            result.param(
+                "transport",
+                "core NATS: no stream; the subscriber answers each message",
+            );
+            if let Err(e) = run_core_variant(ctx, scenario.name(), plan, rate, &mut result).await {
+                result.error = Some(format!("{e:#}"));
+            }
+            result.elapsed = started.elapsed();
+            sink.record(scenario, result)?;
+        }
     }
     Ok(())
+}
+
+/// The core-NATS baseline at `rate`: the same publishers, stamps and
+/// schedule to a subject no stream captures, read by one plain subscriber
+/// that answers each message in place of a PubAck
+/// ([`crate::consume::core`]). Its "PubAck" latency is that round trip.
+async fn run_core_variant(
+    ctx: &RunContext,
+    scenario: &str,
+    plan: &LatencyPlan,
+    rate: u64,
+    result: &mut VariantResult,
+) -> Result<()> {
+    let variant = result.name.clone();
+    // Every subscriber would get every message: one.
+    let mut consumer = plan.consumer.clone();
+    consumer.consumers = 1;
+    let mut spec = DriveSpec::paced(
+        format!("{scenario} {variant}"),
+        "",
+        format!("{}.0", ctx.names.subject(scenario, &variant)),
+        &plan.publish,
+        &plan.common,
+        rate,
+        ConsumerSpec::core(consumer),
+    );
+    spec.msg_id_prefix = format!("{}-{scenario}-{variant}", ctx.names.token());
+    let outcome = drive(ctx, &spec).await?;
+    measure(&outcome, rate, result);
+    verify_core(&outcome, result);
+    Ok(())
+}
+
+/// A core variant's checks: core NATS keeps nothing, so a message it
+/// dropped is a publish nobody answered, and no stream or durable can be
+/// asked.
+fn verify_core(o: &DriveOutcome, r: &mut VariantResult) {
+    let c = &o.counts;
+    r.invariants.push(Invariant::check(
+        "every message received once",
+        c.publish_errors == 0 && c.persisted == c.published && c.delivered == c.persisted,
+        format!(
+            "{} sent, {} received, {} answered, {} unanswered or refused",
+            c.published, c.delivered, c.persisted, c.publish_errors
+        ),
+    ));
+    let malformed: u64 = o.consumers.iter().map(|c| c.malformed).sum();
+    r.invariants.push(Invariant::equal(
+        "every payload carries its stamp",
+        malformed,
+        0,
+    ));
+    r.invariants.push(checks::publishers_finished(o));
+    for name in [
+        "lost = 0",
+        "stream holds every persisted message",
+        "server reports nothing pending",
+    ] {
+        r.invariants.push(Invariant::not_applicable(
+            name,
+            "core NATS: no stream, no durable; a dropped message is a publish nobody answered",
+        ));
+    }
 }
 
 fn describe(plan: &LatencyPlan, rate: u64, r: &mut VariantResult) {
