@@ -30,8 +30,9 @@ fn consumer_bookkeeping(c: &mut Criterion) {
     }
     .write(&mut payload);
 
-    let mut e2e_intended = Recorder::new();
-    let mut e2e_sent = Recorder::new();
+    // As a consumer keeps them: with per-second interval histograms.
+    let mut e2e_intended = Recorder::with_intervals();
+    let mut e2e_sent = Recorder::with_intervals();
     let mut ledger = LedgerShard::with_capacity(MESSAGES, &[Event::Delivered, Event::Acked]);
     let mut timeline = Timeline::per_second(now);
     let mut seq = 0u64;

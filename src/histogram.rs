@@ -26,6 +26,82 @@ pub struct Recorder {
     histogram: Histogram<u64>,
     saturated: u64,
     negative: u64,
+    /// With [`Recorder::with_intervals`]: the same values again, one
+    /// histogram per second of their end time.
+    intervals: Option<Box<Intervals>>,
+}
+
+/// Width of an interval of the interval log: one second of jsbench's
+/// clock (nanoseconds since the Unix epoch), so every recorder of a run
+/// cuts its intervals at the same instants without knowing when the run
+/// began.
+pub const INTERVAL_NS: u64 = 1_000_000_000;
+/// Interval histograms are coarser than the whole run's (1% against 0.1%):
+/// a second's few thousand values need no more, and a recorder keeps one
+/// in memory while it fills.
+const INTERVAL_SIGFIG: u8 = 2;
+
+/// Per-second histograms: the one being filled, and the finished ones
+/// compressed (a few hundred bytes each).
+#[derive(Clone)]
+struct Intervals {
+    /// The second being filled (`u64::MAX` before the first value).
+    second: u64,
+    current: Histogram<u64>,
+    /// (second, V2 + deflate bytes).
+    done: Vec<(u64, Vec<u8>)>,
+}
+
+impl Intervals {
+    fn new() -> Self {
+        Intervals {
+            second: u64::MAX,
+            current: Histogram::new_with_bounds(1, HIGHEST_NS, INTERVAL_SIGFIG)
+                .expect("constant histogram bounds are valid"),
+            done: Vec::new(),
+        }
+    }
+
+    /// Once a second per recorder, the finished second is compressed.
+    #[inline]
+    fn record(&mut self, at_ns: u64, value: u64) {
+        let second = at_ns / INTERVAL_NS;
+        if second != self.second {
+            self.close();
+            self.second = second;
+        }
+        self.current.saturating_record(value);
+    }
+
+    fn close(&mut self) {
+        if !self.current.is_empty() {
+            self.done.push((self.second, compress(&self.current)));
+            self.current.reset();
+        }
+    }
+
+    /// Every second's values, finished or not, compressed.
+    fn all(&self) -> Vec<(u64, Vec<u8>)> {
+        let mut all = self.done.clone();
+        if !self.current.is_empty() {
+            all.push((self.second, compress(&self.current)));
+        }
+        all
+    }
+}
+
+fn compress(h: &Histogram<u64>) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    V2DeflateSerializer::new()
+        .serialize(h, &mut bytes)
+        .expect("serialising into memory cannot fail");
+    bytes
+}
+
+fn decompress(bytes: &[u8]) -> Result<Histogram<u64>> {
+    Deserializer::new()
+        .deserialize(&mut &bytes[..])
+        .map_err(|e| anyhow::anyhow!("histogram does not deserialise: {e:?}"))
 }
 
 impl Default for Recorder {
@@ -51,7 +127,71 @@ impl Recorder {
                 .expect("constant histogram bounds are valid"),
             saturated: 0,
             negative: 0,
+            intervals: None,
         }
+    }
+
+    /// A recorder that also keeps one histogram per second of the values'
+    /// end times (what [`Recorder::record_between`] is given as `to`):
+    /// latency over time and the HdrHistogram interval log.
+    pub fn with_intervals() -> Self {
+        Recorder {
+            intervals: Some(Box::new(Intervals::new())),
+            ..Recorder::new()
+        }
+    }
+
+    /// The per-second histograms, merged across every recorder folded in,
+    /// by second (of jsbench's clock), in order; empty without intervals.
+    pub fn intervals(&self) -> Vec<(u64, Histogram<u64>)> {
+        let Some(iv) = &self.intervals else {
+            return Vec::new();
+        };
+        let mut by_second: std::collections::BTreeMap<u64, Histogram<u64>> = Default::default();
+        for (second, bytes) in iv.all() {
+            let Ok(h) = decompress(&bytes) else { continue };
+            match by_second.get_mut(&second) {
+                Some(sum) => {
+                    let _ = sum.add(&h);
+                }
+                None => {
+                    by_second.insert(second, h);
+                }
+            }
+        }
+        by_second.into_iter().collect()
+    }
+
+    /// The intervals as a standard HdrHistogram interval log (".hlog"):
+    /// one line per second, values in nanoseconds, readable by
+    /// HistogramLogAnalyzer and the hdrhistogram crate's reader. `None`
+    /// without intervals.
+    pub fn to_interval_log(&self) -> Option<Vec<u8>> {
+        use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
+        let intervals = self.intervals();
+        let first = intervals.first()?.0;
+        let start = std::time::UNIX_EPOCH + std::time::Duration::from_secs(first);
+        let mut out = Vec::new();
+        let mut serializer = V2DeflateSerializer::new();
+        {
+            let mut log = IntervalLogWriterBuilder::new()
+                .add_comment("jsbench interval log: values in nanoseconds, one interval per second")
+                .with_start_time(start)
+                .with_base_time(start)
+                .with_max_value_divisor(1e6)
+                .begin_log_with(&mut out, &mut serializer)
+                .ok()?;
+            for (second, h) in &intervals {
+                log.write_histogram(
+                    h,
+                    std::time::Duration::from_secs(second - first),
+                    std::time::Duration::from_secs(1),
+                    None,
+                )
+                .ok()?;
+            }
+        }
+        Some(out)
     }
 
     /// Records one value in ns. No allocation: the counts array is sized
@@ -72,7 +212,11 @@ impl Recorder {
         if to_ns < from_ns {
             self.negative += 1;
         }
-        self.record(to_ns.saturating_sub(from_ns));
+        let value = to_ns.saturating_sub(from_ns);
+        self.record(value);
+        if let Some(iv) = &mut self.intervals {
+            iv.record(to_ns, value);
+        }
     }
 
     pub fn merge(&mut self, other: &Recorder) {
@@ -81,6 +225,12 @@ impl Recorder {
             .expect("histograms with equal bounds always add");
         self.saturated += other.saturated;
         self.negative += other.negative;
+        if let Some(theirs) = &other.intervals {
+            let mine = self
+                .intervals
+                .get_or_insert_with(|| Box::new(Intervals::new()));
+            mine.done.extend(theirs.all());
+        }
     }
 
     pub fn count(&self) -> u64 {
@@ -211,6 +361,9 @@ struct RecorderWire {
     saturated: u64,
     #[serde(default)]
     negative: u64,
+    /// (second, base64 of the compressed histogram), when it keeps them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    intervals: Option<Vec<(u64, String)>>,
 }
 
 impl Serialize for Recorder {
@@ -219,6 +372,17 @@ impl Serialize for Recorder {
             histogram: self.to_base64(),
             saturated: self.saturated,
             negative: self.negative,
+            intervals: self.intervals.as_ref().map(|iv| {
+                iv.all()
+                    .into_iter()
+                    .map(|(second, bytes)| {
+                        (
+                            second,
+                            base64::engine::general_purpose::STANDARD.encode(bytes),
+                        )
+                    })
+                    .collect()
+            }),
         }
         .serialize(s)
     }
@@ -231,6 +395,16 @@ impl<'de> Deserialize<'de> for Recorder {
             Recorder::from_base64(&wire.histogram).map_err(serde::de::Error::custom)?;
         recorder.saturated = wire.saturated;
         recorder.negative = wire.negative;
+        if let Some(list) = wire.intervals {
+            let mut iv = Intervals::new();
+            for (second, text) in list {
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(text)
+                    .map_err(serde::de::Error::custom)?;
+                iv.done.push((second, bytes));
+            }
+            recorder.intervals = Some(Box::new(iv));
+        }
         Ok(recorder)
     }
 }
@@ -344,5 +518,30 @@ mod tests {
         assert_eq!(r.negative(), 2);
         let back: Recorder = serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
         assert_eq!(back.negative(), 2);
+    }
+
+    #[test]
+    fn intervals_cut_by_second_merge_and_travel() {
+        let base = 1_700_000_000 * INTERVAL_NS;
+        let mut a = Recorder::with_intervals();
+        a.record_between(base, base + 1_000);
+        a.record_between(base + 2 * INTERVAL_NS, base + 2 * INTERVAL_NS + 3_000);
+        let mut b = Recorder::with_intervals();
+        b.record_between(base + 10, base + 2_010);
+        // Through the workers' wire form, then merged.
+        let b: Recorder = serde_json::from_value(serde_json::to_value(&b).unwrap()).unwrap();
+        let mut merged = Recorder::new();
+        merged.merge(&a);
+        merged.merge(&b);
+        let seconds: Vec<(u64, u64)> = merged
+            .intervals()
+            .iter()
+            .map(|(s, h)| (s - 1_700_000_000, h.len()))
+            .collect();
+        assert_eq!(seconds, [(0, 2), (2, 1)]);
+        assert_eq!(merged.count(), 3);
+        let log = merged.to_interval_log().unwrap();
+        assert!(String::from_utf8_lossy(&log).contains("#[StartTime: 1700000000"));
+        assert!(Recorder::new().to_interval_log().is_none());
     }
 }

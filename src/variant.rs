@@ -198,6 +198,43 @@ impl VariantResult {
         }
     }
 
+    /// p50, p99 and max of each second of the end-to-end and PubAck
+    /// latencies, as timelines (`e2e_latency.p99_us`, ...), for
+    /// report.html's latency over time. Called once the variant is
+    /// complete, for every scenario alike.
+    pub fn add_interval_timelines(&mut self) {
+        for (name, h) in &self.histograms {
+            if name != "e2e_latency" && name != "pub_ack_latency" {
+                continue;
+            }
+            let intervals = h.intervals();
+            let Some(&(first, _)) = intervals.first() else {
+                continue;
+            };
+            let last = intervals.last().map_or(first, |i| i.0);
+            for (suffix, quantile) in [
+                ("p50_us", Some(0.5)),
+                ("p99_us", Some(0.99)),
+                ("max_us", None),
+            ] {
+                let mut t = Timeline {
+                    origin_ns: first * crate::histogram::INTERVAL_NS,
+                    bucket_ns: crate::histogram::INTERVAL_NS,
+                    counts: vec![0; (last - first + 1) as usize],
+                };
+                for (second, hist) in &intervals {
+                    let ns = match quantile {
+                        Some(q) => hist.value_at_quantile(q),
+                        None => hist.max(),
+                    };
+                    // A gauge: 0 would read as "no sample".
+                    t.counts[(second - first) as usize] = (ns / 1_000).max(1);
+                }
+                self.timelines.insert(format!("{name}.{suffix}"), t);
+            }
+        }
+    }
+
     pub fn passed(&self) -> bool {
         self.error.is_none() && self.invariants.iter().all(|i| i.passed)
     }

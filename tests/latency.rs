@@ -250,3 +250,57 @@ async fn a_core_baseline_runs_the_same_schedule_without_a_stream() {
     assert!(!held("stream holds every persisted message").applicable);
     assert!(!held("lost = 0").applicable);
 }
+
+/// Every latency is also in an HdrHistogram interval log, one interval per
+/// second, that the hdrhistogram crate's own reader reads back: the
+/// intervals add up to the whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interval_logs_read_back_and_add_up_to_the_whole() {
+    use hdrhistogram::serialization::Deserializer;
+    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+
+    let server = common::server();
+    let dir = tempfile::tempdir().unwrap();
+    let body = common::latency_body("[1000]", "3s", "0s", "");
+    let profile = common::profile(dir.path(), "hlog", &body);
+    let outcome = jsbench::run::run(
+        common::options(server.url(), &profile, dir.path()),
+        tokio_util::sync::CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let folder = &outcome.results[0];
+    let summary = common::summary(folder);
+    let (_, v) = summary.variants().next().unwrap();
+    for name in ["e2e_latency", "pub_ack_latency", "send_lag"] {
+        let h = v.histograms.iter().find(|h| h.name == name).unwrap();
+        let file = h.hlog_file.as_ref().expect("an interval log");
+        let log = std::fs::read(folder.join(file)).unwrap();
+        let mut total = 0u64;
+        let mut intervals = 0;
+        for entry in IntervalLogIterator::new(&log) {
+            if let LogEntry::Interval(i) = entry.unwrap() {
+                assert_eq!(i.duration(), std::time::Duration::from_secs(1));
+                let bytes = base64::Engine::decode(
+                    &base64::engine::general_purpose::STANDARD,
+                    i.encoded_histogram(),
+                )
+                .unwrap();
+                let hist: hdrhistogram::Histogram<u64> =
+                    Deserializer::new().deserialize(&mut &bytes[..]).unwrap();
+                total += hist.len();
+                intervals += 1;
+            }
+        }
+        assert_eq!(total, h.count, "{name}: the intervals hold every value");
+        assert!((3..=5).contains(&intervals), "{name}: {intervals} seconds");
+    }
+    let p99 = &v.timelines["e2e_latency.p99_us"];
+    assert!(
+        p99.counts.len() >= 3 && p99.counts.iter().all(|&us| us > 0),
+        "{p99:?}"
+    );
+    // report.html draws them.
+    let page = std::fs::read_to_string(folder.join("report.html")).unwrap();
+    assert!(page.contains("End-to-end p99 per second"));
+}

@@ -254,6 +254,7 @@ fn a_histogram_that_new_left_empty_fails() {
                 count,
                 hgrm_file: "histograms/x.hgrm".into(),
                 hdr_file: "histograms/x.hdr".into(),
+                hlog_file: None,
             });
         s
     };

@@ -54,6 +54,7 @@ fn variant(rate: u64, histograms: &mut Vec<(String, String, Recorder)>) -> serde
             count: r.count(),
             hgrm_file: format!("histograms/latency.{name}.{h}.hgrm"),
             hdr_file: format!("histograms/latency.{name}.{h}.hdr"),
+            hlog_file: None,
         });
         histograms.push((name.clone(), h.into(), r));
     }

@@ -108,6 +108,7 @@ impl ResultsWriter {
     ) -> Result<()> {
         let mut variant = variant;
         variant.warn_clamped_histograms();
+        variant.add_interval_timelines();
         let repeat = self.summary.run.repeat;
         let mut histograms = Vec::new();
         for (name, recorder) in &variant.histograms {
@@ -126,11 +127,20 @@ impl ResultsWriter {
                 &self.dir.join(&hdr_file),
                 (recorder.to_base64() + "\n").as_bytes(),
             )?;
+            let hlog_file = match recorder.to_interval_log() {
+                Some(log) => {
+                    let file = format!("histograms/{stem}.hlog");
+                    write_atomic(&self.dir.join(&file), &log)?;
+                    Some(file)
+                }
+                None => None,
+            };
             histograms.push(HistogramReport {
                 name: name.clone(),
                 count: recorder.count(),
                 hgrm_file,
                 hdr_file,
+                hlog_file,
             });
         }
         let parts_file = if variant.parts.is_empty() {

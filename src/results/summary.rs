@@ -160,6 +160,11 @@ pub struct HistogramReport {
     /// The histogram itself, V2-deflate base64 (exact, mergeable); relative
     /// to the results folder.
     pub hdr_file: String,
+    /// The same values per second, as an HdrHistogram interval log;
+    /// relative to the results folder. Absent for histograms kept whole
+    /// only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hlog_file: Option<String>,
 }
 
 impl Summary {

@@ -148,8 +148,8 @@ pub(super) async fn read_acks(
         refused_by_limit: 0,
         first_refusal: None,
         missing: 0,
-        from_intended: Recorder::new(),
-        from_sent: Recorder::new(),
+        from_intended: Recorder::with_intervals(),
+        from_sent: Recorder::with_intervals(),
         // Indexed by stream sequence, which all publishers share.
         ledger: LedgerShard::with_capacity(
             config.schedule.total_messages,

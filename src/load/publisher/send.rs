@@ -57,7 +57,7 @@ pub(super) async fn send_all(
         first_error: None,
         stalled: None,
         interrupted: false,
-        send_lag: Recorder::new(),
+        send_lag: Recorder::with_intervals(),
         timeline: Timeline::per_second(config.timeline_origin_ns),
         first_sent_ns: 0,
         last_sent_ns: 0,

@@ -47,6 +47,36 @@ pub fn pub_ack_latency(s: &ScenarioData) -> Option<Chart> {
     )
 }
 
+/// p50, p99 and max of each second of the end-to-end latency, per
+/// variant (the `e2e_latency.*_us` timelines, from the interval
+/// histograms): one chart each.
+fn e2e_per_second(s: &ScenarioData, what: &str, key: &str) -> Option<Chart> {
+    super::server::over_time(
+        s,
+        &format!("e2e_latency.{key}_us"),
+        &format!("End-to-end {what} per second"),
+        &format!("{what} of each second (us)"),
+        &format!(
+            "The {what} of each second's end-to-end latencies (from the intended send), per \
+             variant: a latency that changes during a run shows here, where the whole-run \
+             percentiles average it away. Every second's histogram is in histograms/*.hlog \
+             (HdrHistogram interval log)."
+        ),
+    )
+}
+
+pub fn e2e_p50_over_time(s: &ScenarioData) -> Option<Chart> {
+    e2e_per_second(s, "p50", "p50")
+}
+
+pub fn e2e_p99_over_time(s: &ScenarioData) -> Option<Chart> {
+    e2e_per_second(s, "p99", "p99")
+}
+
+pub fn e2e_max_over_time(s: &ScenarioData) -> Option<Chart> {
+    e2e_per_second(s, "max", "max")
+}
+
 pub fn send_lag(s: &ScenarioData) -> Option<Chart> {
     percentile_chart(
         s,
@@ -270,7 +300,8 @@ pub fn latency_vs_throughput(s: &ScenarioData) -> Option<Chart> {
         "latency_vs_throughput",
         "Latency vs throughput",
         "End-to-end latency from the intended send time at each variant's achieved publish \
-         rate; one point per variant.",
+         rate; one point per variant. Dashed, marked core: the same schedule over core NATS \
+         with no stream (core_baseline), what the transport alone takes.",
         ("publish_rate", "achieved publish rate", "msg/s"),
         &[
             ("e2e_latency.p50", "p50", Stroke::Solid),
@@ -292,18 +323,32 @@ pub fn sweep_chart(
     x: (&str, &str, &str),
     lines: &[(&str, &str, Stroke)],
 ) -> Option<Chart> {
-    let series: Vec<Series> = lines
+    // A core baseline's variants make curves of their own, dashed.
+    let (core, jetstream): (Vec<VariantReport>, Vec<VariantReport>) = s
+        .variants()
         .iter()
-        .enumerate()
-        .filter_map(|(i, &(metric, label, stroke))| {
-            let points = sweep_points(s.variants(), x.0, metric);
-            (points.len() >= 2).then(|| Series {
-                label: label.into(),
-                points,
-                colour: i,
-                stroke,
-                markers: true,
-            })
+        .cloned()
+        .partition(|v| v.params.contains_key("transport"));
+    let series: Vec<Series> = [(&jetstream, ""), (&core, "core ")]
+        .into_iter()
+        .flat_map(|(variants, prefix)| {
+            lines
+                .iter()
+                .enumerate()
+                .filter_map(move |(i, &(metric, label, stroke))| {
+                    let points = sweep_points(variants, x.0, metric);
+                    (points.len() >= 2).then(|| Series {
+                        label: format!("{prefix}{label}"),
+                        points,
+                        colour: i,
+                        stroke: if prefix.is_empty() {
+                            stroke
+                        } else {
+                            Stroke::Dashed
+                        },
+                        markers: true,
+                    })
+                })
         })
         .collect();
     if series.is_empty() {

@@ -20,7 +20,7 @@ fn gauge_points(t: &Timeline) -> Vec<(f64, f64)> {
         .collect()
 }
 
-fn over_time(
+pub(super) fn over_time(
     s: &ScenarioData,
     key: &str,
     what: &str,
