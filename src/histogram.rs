@@ -162,6 +162,21 @@ impl Recorder {
         by_second.into_iter().collect()
     }
 
+    /// The values of every second that began in `[from_ns, to_ns)`, merged
+    /// (at the intervals' precision): a stretch of a run, such as one step
+    /// of a load shape.
+    pub fn seconds_between(&self, from_ns: u64, to_ns: u64) -> Histogram<u64> {
+        let mut sum = Histogram::new_with_bounds(1, HIGHEST_NS, INTERVAL_SIGFIG)
+            .expect("constant histogram bounds are valid");
+        for (second, h) in self.intervals() {
+            let at = second * INTERVAL_NS;
+            if at >= from_ns && at < to_ns {
+                let _ = sum.add(&h);
+            }
+        }
+        sum
+    }
+
     /// The intervals as a standard HdrHistogram interval log (".hlog"):
     /// one line per second, values in nanoseconds, readable by
     /// HistogramLogAnalyzer and the hdrhistogram crate's reader. `None`

@@ -304,3 +304,42 @@ async fn interval_logs_read_back_and_add_up_to_the_whole() {
     let page = std::fs::read_to_string(folder.join("report.html")).unwrap();
     assert!(page.contains("End-to-end p99 per second"));
 }
+
+/// A load that steps: each step's latency on its own, from the seconds it
+/// spans (the schedule starts on a whole second so they line up).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_profile_reports_each_steps_latency() {
+    let server = common::server();
+    let dir = tempfile::tempdir().unwrap();
+    let body = "[[scenario]]\nkind = \"latency\"\nduration = \"2s\"\n\
+                arrival = { pattern = \"steps\", steps = [{ rate = 500, for = \"1s\" }, \
+                { rate = 2000, for = \"1s\" }] }\n";
+    let profile = common::profile(dir.path(), "steps", body);
+    let outcome = jsbench::run::run(
+        common::options(server.url(), &profile, dir.path()),
+        tokio_util::sync::CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let summary = common::summary(&outcome.results[0]);
+    common::assert_all_passed(&summary);
+    let (_, v) = summary.variants().next().unwrap();
+    assert_eq!(v.name, "steps");
+    assert_eq!(v.ledger.published, 2_500);
+    assert!(common::metric(v, "step1.e2e_latency.p99") > 0.0);
+    assert!(common::metric(v, "step2.e2e_latency.p99") > 0.0);
+    let table =
+        std::fs::read_to_string(outcome.results[0].join(v.parts_file.as_ref().unwrap())).unwrap();
+    let mut rows = csv::Reader::from_reader(table.as_bytes());
+    let counts: Vec<u64> = rows
+        .records()
+        .map(|r| r.unwrap()[4].parse().unwrap())
+        .collect();
+    // A message belongs to the second its latency ended in: the last of a
+    // step may land in the next.
+    assert_eq!(counts.len(), 2, "{table}");
+    assert!(
+        counts[0].abs_diff(500) <= 2 && counts[1].abs_diff(2000) <= 2,
+        "{table}"
+    );
+}

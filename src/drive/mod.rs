@@ -118,7 +118,13 @@ pub async fn drive_share<P: Peers>(
     peers: &mut P,
 ) -> Result<DriveOutcome> {
     let connected = connect::connect(ctx, spec, share).await?;
-    let t0_ns = peers.start_time(spec, LEAD_IN).await?;
+    let mut t0_ns = peers.start_time(spec, LEAD_IN).await?;
+    if matches!(spec.publish.arrival, crate::profile::ArrivalPlan::Steps(_)) {
+        // Steps are measured from the per-second histograms: starting on a
+        // whole second puts each step's seconds inside it. Every process
+        // rounds the same agreed t0 the same way.
+        t0_ns = t0_ns.div_ceil(crate::histogram::INTERVAL_NS) * crate::histogram::INTERVAL_NS;
+    }
     let mut variant = Variant::new(ctx, spec, share, t0_ns, connected.messages);
     variant.start_consumers(connected.consumer_clients);
     let publishers = start::start_publishers(connected.publishers, variant.timing);

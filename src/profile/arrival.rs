@@ -6,6 +6,8 @@
 //! arrival = { pattern = "poisson", seed = 7 }
 //! arrival = { pattern = "bursts", size = 50, spacing = "200us", pause = "300ms" }
 //! arrival = { pattern = "gaps", gaps = ["500us", "2ms", "20ms"] }   # repeated in order
+//! arrival = { pattern = "steps", steps = [{ rate = 1000, for = "5s" }, { rate = 5000, for = "5s" }] }
+//! arrival = { pattern = "ramp", from = 1000, to = 20000 }   # linear over the schedule
 //! ```
 
 use std::time::Duration;
@@ -27,6 +29,18 @@ struct ArrivalTable {
     spacing: Option<Dur>,
     pause: Option<Dur>,
     gaps: Option<Vec<Dur>>,
+    steps: Option<Vec<StepSpec>>,
+    from: Option<u64>,
+    to: Option<u64>,
+}
+
+/// `{ rate = 1000, for = "5s" }`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StepSpec {
+    rate: u64,
+    #[serde(rename = "for")]
+    for_: Dur,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -36,6 +50,8 @@ enum Pattern {
     Poisson,
     Bursts,
     Gaps,
+    Steps,
+    Ramp,
 }
 
 impl<'de> Deserialize<'de> for ArrivalSpec {
@@ -47,7 +63,7 @@ impl<'de> Deserialize<'de> for ArrivalSpec {
             toml::Value::String(name) => {
                 let pattern = Pattern::deserialize(toml::Value::String(name.clone())).map_err(|_| {
                     serde::de::Error::custom(format!(
-                        "unknown arrival pattern {name:?}; expected \"steady\", \"poisson\", or a table \
+                        "unknown arrival pattern {name:?}; expected \"steady\", \"poisson\", or a table (bursts, gaps, steps, ramp) \
                          such as {{ pattern = \"bursts\", size = 50, spacing = \"200us\", pause = \"300ms\" }}"
                     ))
                 })?;
@@ -58,6 +74,9 @@ impl<'de> Deserialize<'de> for ArrivalSpec {
                     spacing: None,
                     pause: None,
                     gaps: None,
+                    steps: None,
+                    from: None,
+                    to: None,
                 }
             }
             other => ArrivalTable::deserialize(other).map_err(serde::de::Error::custom)?,
@@ -94,6 +113,15 @@ impl ArrivalSpec {
             t.gaps.is_some() && t.pattern != Pattern::Gaps,
             "gaps",
         );
+        only(
+            problems,
+            "steps",
+            t.steps.is_some() && t.pattern != Pattern::Steps,
+            "steps",
+        );
+        for (k, set) in [("from", t.from.is_some()), ("to", t.to.is_some())] {
+            only(problems, k, set && t.pattern != Pattern::Ramp, "ramp");
+        }
         let hour = 3_600.0;
         match t.pattern {
             Pattern::Steady => ArrivalPlan::Steady,
@@ -154,6 +182,45 @@ impl ArrivalSpec {
                 }
                 ArrivalPlan::Gaps(gaps)
             }
+            Pattern::Steps => {
+                let steps: Vec<(u64, Duration)> = t
+                    .steps
+                    .iter()
+                    .flatten()
+                    .map(|s| (s.rate, s.for_.0))
+                    .collect();
+                if steps.is_empty() {
+                    problems.push(
+                        key("steps"),
+                        "missing or empty; e.g. steps = [{ rate = 1000, for = \"5s\" }, \
+                         { rate = 5000, for = \"5s\" }]",
+                    );
+                }
+                for (i, (rate, t)) in steps.iter().enumerate() {
+                    let at = format!("{path}.steps[{i}]");
+                    problems.range(&format!("{at}.rate"), *rate, 1, 10_000_000, " msg/s");
+                    problems.range(
+                        &format!("{at}.for"),
+                        t.as_secs_f64(),
+                        0.001,
+                        hour,
+                        " seconds",
+                    );
+                }
+                ArrivalPlan::Steps(steps)
+            }
+            Pattern::Ramp => {
+                if t.from.is_none() || t.to.is_none() {
+                    problems.push(
+                        path,
+                        "a ramp needs from and to (msg/s), e.g. { pattern = \"ramp\", from = 1000, to = 20000 }",
+                    );
+                }
+                let (from, to) = (t.from.unwrap_or(1), t.to.unwrap_or(1));
+                problems.range(&key("from"), from, 1, 10_000_000, " msg/s");
+                problems.range(&key("to"), to, 1, 10_000_000, " msg/s");
+                ArrivalPlan::Ramp { from, to }
+            }
         }
     }
 
@@ -173,6 +240,9 @@ impl Default for ArrivalSpec {
             spacing: None,
             pause: None,
             gaps: None,
+            steps: None,
+            from: None,
+            to: None,
         })
     }
 }

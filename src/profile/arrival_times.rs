@@ -61,8 +61,8 @@ impl<'a> Arrivals<'a> {
         })
     }
 
-    /// The gap after message `j`.
-    fn gap_after(&self, j: u64) -> u64 {
+    /// The gap after message `j`, sent at `at_ns`.
+    fn gap_after(&self, j: u64, at_ns: u64) -> u64 {
         match self.plan {
             // Never built for steady (see `new`): it has a closed form.
             ArrivalPlan::Steady => 0,
@@ -85,6 +85,25 @@ impl<'a> Arrivals<'a> {
             ArrivalPlan::Gaps(gaps) => gaps
                 .get((j % gaps.len().max(1) as u64) as usize)
                 .map_or(0, |g| g.as_nanos() as u64),
+            ArrivalPlan::Steps(steps) => {
+                // The step the message falls in; the last one holds after.
+                let mut start = 0u64;
+                let mut rate = steps.last().map_or(1, |s| s.0);
+                for &(r, t) in steps {
+                    let end = start + t.as_nanos() as u64;
+                    if at_ns < end {
+                        rate = r;
+                        break;
+                    }
+                    start = end;
+                }
+                (1e9 / rate.max(1) as f64) as u64
+            }
+            ArrivalPlan::Ramp { from, to } => {
+                let progress = at_ns as f64 / self.span_ns.max(1) as f64;
+                let rate = *from as f64 + (*to as f64 - *from as f64) * progress.min(1.0);
+                (1e9 / rate.max(1.0)) as u64
+            }
         }
     }
 }
@@ -97,7 +116,7 @@ impl Iterator for Arrivals<'_> {
             return None;
         }
         let at = self.next_ns;
-        self.next_ns = at.saturating_add(self.gap_after(self.j));
+        self.next_ns = at.saturating_add(self.gap_after(self.j, at));
         self.j += 1;
         Some(at)
     }
@@ -176,6 +195,25 @@ mod tests {
         let ms: Vec<u64> = offsets.iter().map(|o| o / 1_000_000).collect();
         assert_eq!(ms, [0, 1, 3, 13, 14, 16, 26, 27, 29]);
         assert_eq!(arrival_count(&plan, None, Duration::from_millis(30)), 9);
+    }
+
+    #[test]
+    fn steps_hold_each_rate_for_its_time_and_a_ramp_climbs() {
+        let plan = ArrivalPlan::Steps(vec![
+            (10, Duration::from_secs(1)),
+            (100, Duration::from_secs(1)),
+        ]);
+        let offsets = arrival_offsets(&plan, None, Duration::from_secs(3)).unwrap();
+        let in_second = |s: u64| offsets.iter().filter(|&&o| o / 1_000_000_000 == s).count();
+        // 10 in the first second, 100 in the second, and the last rate holds.
+        assert_eq!((in_second(0), in_second(1), in_second(2)), (10, 100, 100));
+        let ramp = ArrivalPlan::Ramp { from: 100, to: 300 };
+        let offsets = arrival_offsets(&ramp, None, Duration::from_secs(2)).unwrap();
+        let first: usize = offsets.iter().filter(|&&o| o < 1_000_000_000).count();
+        let second = offsets.len() - first;
+        // Mean rates 150 and 250 over the two halves.
+        assert!((145..=155).contains(&first), "{first}");
+        assert!((245..=255).contains(&second), "{second}");
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("consumers", include_str!("../../profiles/consumers.toml")),
     ("routes", include_str!("../../profiles/routes.toml")),
     ("search", include_str!("../../profiles/search.toml")),
+    ("shapes", include_str!("../../profiles/shapes.toml")),
 ];
 
 pub fn bundled(name: &str) -> Option<&'static str> {

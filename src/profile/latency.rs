@@ -2,6 +2,7 @@
 
 use serde::Deserialize;
 
+use super::arrival::ArrivalSpec;
 use super::common::{ConsumerSection, PublishKeys, SizeSpec, Timing, common_plan, publish_plan};
 use super::{Dur, LatencyPlan, MsgId, Problems, SearchPlan, Slo, SloOn, read_section};
 
@@ -16,6 +17,8 @@ struct LatencySection {
     slo: Option<toml::Table>,
     search: Option<SearchSection>,
     core_baseline: Option<bool>,
+    #[serde(default)]
+    arrival: ArrivalSpec,
     publishers: Option<usize>,
     message_size: Option<SizeSpec>,
     #[serde(default = "default_msg_id")]
@@ -59,7 +62,29 @@ pub(super) fn read(
         prefix,
         problems,
     );
-    let (rates, search) = rates_or_search(s.rates, s.slo, s.search, prefix, problems);
+    let arrival = s.arrival.validate(&format!("{prefix}.arrival"), problems);
+    let shaped = !arrival.uses_rate();
+    let (mut rates, search) = rates_or_search(s.rates, s.slo, s.search, prefix, problems);
+    if shaped {
+        // The shape sets the rate: one variant at its mean.
+        if !rates.is_empty() || search.is_some() {
+            problems.push(
+                format!("{prefix}.rates"),
+                format!(
+                    "arrival = \"{}\" sets its own rate; remove rates (or use a steady or \
+                     poisson arrival with a list of rates)",
+                    arrival.name()
+                ),
+            );
+        }
+        let span = common.duration + common.warmup;
+        let planned = if problems.is_empty() {
+            super::arrival_count(&arrival, None, span)
+        } else {
+            0
+        };
+        rates = vec![((planned as f64 / span.as_secs_f64().max(1e-9)).round() as u64).max(1)];
+    }
     if rates.is_empty() && search.is_none() {
         problems.push(
             format!("{prefix}.rates"),
@@ -91,6 +116,8 @@ pub(super) fn read(
         prefix,
         problems,
     );
+    let mut publish = publish;
+    publish.arrival = arrival;
     let consumer = s.consumer.validate(prefix, false, problems);
     // Its checks count acks against deliveries and ask the server for
     // nothing pending: both need every delivery acked on its own.
@@ -292,6 +319,21 @@ mod tests {
     }
 
     #[test]
+    fn a_shape_sets_one_variant_at_its_mean_rate() {
+        let text = "name = \"t\"\n[[scenario]]\nkind = \"latency\"\nduration = \"2s\"\n\
+                    arrival = { pattern = \"steps\", steps = [{ rate = 1000, for = \"1s\" }, \
+                    { rate = 3000, for = \"1s\" }] }\n";
+        let p = parse("test", text).unwrap();
+        let ScenarioPlan::Latency(l) = &p.scenarios[0] else {
+            unreachable!()
+        };
+        // 1,000 + 3,000 in 2 s; gaps of a third of a millisecond fit one
+        // more.
+        assert!((1999..=2001).contains(&l.rates[0]), "{:?}", l.rates);
+        assert_eq!(l.publish.arrival.name(), "steps");
+    }
+
+    #[test]
     fn a_bad_search_names_its_key() {
         for (body, key) in [
             ("rates = \"search\"\n", "scenario[0].slo"),
@@ -324,6 +366,26 @@ mod tests {
                 "only with rates = \"search\"",
             ),
             ("rates = \"fast\"\n", "scenario[0].rates"),
+            (
+                "rates = [1000]\narrival = { pattern = \"ramp\", from = 1, to = 9 }\n",
+                "sets its own rate; remove rates",
+            ),
+            (
+                "arrival = { pattern = \"ramp\", from = 10 }\n",
+                "needs from and to",
+            ),
+            (
+                "arrival = { pattern = \"steps\", steps = [] }\n",
+                "scenario[0].arrival.steps",
+            ),
+            (
+                "arrival = { pattern = \"steps\", steps = [{ rate = 0, for = \"1s\" }] }\n",
+                "scenario[0].arrival.steps[0].rate",
+            ),
+            (
+                "rates = [10]\narrival = { pattern = \"poisson\", from = 5 }\n",
+                "applies to pattern = \"ramp\" only",
+            ),
         ] {
             let e = read(body).expect_err(body);
             assert!(e.contains(key), "{body}: {e}");

@@ -372,11 +372,34 @@ pub enum ArrivalPlan {
     },
     /// These gaps between consecutive messages, in order, repeated.
     Gaps(Vec<Duration>),
+    /// Each (msg/s, for how long) in turn; the last rate holds after them.
+    Steps(Vec<(u64, Duration)>),
+    /// From one rate to another, linearly over the schedule's span.
+    Ramp { from: u64, to: u64 },
 }
 
 impl ArrivalPlan {
     pub fn is_steady(&self) -> bool {
         *self == ArrivalPlan::Steady
+    }
+
+    /// The pattern's name, which names a variant of a shape that sets its
+    /// own rate.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ArrivalPlan::Steady => "steady",
+            ArrivalPlan::Poisson { .. } => "poisson",
+            ArrivalPlan::Bursts { .. } => "bursts",
+            ArrivalPlan::Gaps(_) => "gaps",
+            ArrivalPlan::Steps(_) => "steps",
+            ArrivalPlan::Ramp { .. } => "ramp",
+        }
+    }
+
+    /// Whether the rate comes from the scenario (steady, Poisson) rather
+    /// than from the pattern itself.
+    pub fn uses_rate(&self) -> bool {
+        matches!(self, ArrivalPlan::Steady | ArrivalPlan::Poisson { .. })
     }
 }
 
@@ -400,6 +423,14 @@ impl std::fmt::Display for ArrivalPlan {
                 let gaps: Vec<String> = gaps.iter().map(|g| d(*g)).collect();
                 write!(f, "gaps {}", gaps.join(", "))
             }
+            ArrivalPlan::Steps(steps) => {
+                let steps: Vec<String> = steps
+                    .iter()
+                    .map(|(rate, t)| format!("{rate}/s for {}", d(*t)))
+                    .collect();
+                write!(f, "steps {}", steps.join(", "))
+            }
+            ArrivalPlan::Ramp { from, to } => write!(f, "ramp {from}/s to {to}/s"),
         }
     }
 }

@@ -214,6 +214,13 @@ pub(super) fn read(
     let longest_gap = match &publish.arrival {
         ArrivalPlan::Bursts { spacing, pause, .. } => (*spacing).max(*pause),
         ArrivalPlan::Gaps(gaps) => gaps.iter().copied().max().unwrap_or_default(),
+        ArrivalPlan::Steps(steps) => {
+            let slowest = steps.iter().map(|s| s.0).min().unwrap_or(1);
+            Duration::from_secs_f64(1.0 / slowest.max(1) as f64)
+        }
+        ArrivalPlan::Ramp { from, to } => {
+            Duration::from_secs_f64(1.0 / (*from).min(*to).max(1) as f64)
+        }
         ArrivalPlan::Steady | ArrivalPlan::Poisson { .. } => Duration::ZERO,
     };
     let mut common = common;

@@ -33,7 +33,7 @@ pub async fn run(
             break;
         }
         let started = Instant::now();
-        let mut result = VariantResult::new(format!("rate-{rate}"));
+        let mut result = VariantResult::new(variant_name(plan, rate));
         describe(plan, rate, &mut result);
         if let Err(e) = run_variant(ctx, scenario.name(), plan, rate, &mut result).await {
             result.error = Some(format!("{e:#}"));
@@ -42,7 +42,7 @@ pub async fn run(
         sink.record(scenario, result)?;
         if plan.core_baseline && !ctx.stop.is_cancelled() {
             let started = Instant::now();
-            let mut result = VariantResult::new(format!("core-{rate}"));
+            let mut result = VariantResult::new(format!("core-{}", variant_name(plan, rate)));
             describe(plan, rate, &mut result);
             result.param("consumers", 1);
             result.param(
@@ -86,6 +86,7 @@ async fn run_core_variant(
     spec.msg_id_prefix = format!("{}-{scenario}-{variant}", ctx.names.token());
     let outcome = drive(ctx, &spec).await?;
     measure(&outcome, rate, result);
+    per_step(&outcome, &plan.publish.arrival, result);
     verify_core(&outcome, result);
     Ok(())
 }
@@ -122,8 +123,21 @@ fn verify_core(o: &DriveOutcome, r: &mut VariantResult) {
     }
 }
 
+/// `rate-<n>`, or the shape's name when the arrival sets the rate.
+fn variant_name(plan: &LatencyPlan, rate: u64) -> String {
+    let arrival = &plan.publish.arrival;
+    if arrival.uses_rate() {
+        format!("rate-{rate}")
+    } else {
+        arrival.name().to_string()
+    }
+}
+
 fn describe(plan: &LatencyPlan, rate: u64, r: &mut VariantResult) {
     r.param("rate", rate);
+    if !plan.publish.arrival.is_steady() {
+        r.param("arrival", plan.publish.arrival.to_string());
+    }
     r.param("duration", format_duration(plan.common.duration));
     r.param("warmup", format_duration(plan.common.warmup));
     r.param("publishers", plan.publish.publishers);
@@ -171,9 +185,45 @@ async fn run_variant(
 
     // Measure and verify.
     measure(&outcome, rate, result);
+    per_step(&outcome, &plan.publish.arrival, result);
     verify(&outcome, plan.publish.msg_id, stored, result);
     deleted.context("cleaning up after the variant")?;
     Ok(())
+}
+
+/// With `arrival = { pattern = "steps", ... }`: each step's end-to-end
+/// latency, from the interval histograms (each second counted in the step
+/// it began in), as a parts row and a `step<i>.e2e_latency.p99` metric.
+fn per_step(o: &DriveOutcome, arrival: &crate::profile::ArrivalPlan, r: &mut VariantResult) {
+    let crate::profile::ArrivalPlan::Steps(steps) = arrival else {
+        return;
+    };
+    let mut start = o.t0_ns;
+    for (i, (rate, length)) in steps.iter().enumerate() {
+        let end = start + length.as_nanos() as u64;
+        let h = o.e2e_intended.seconds_between(start, end);
+        let us = |ns: u64| (ns as f64 / 100.0).round() / 10.0;
+        let mut part = crate::variant::Part::new(
+            "step",
+            &format!("{}: {rate}/s for {}", i + 1, format_duration(*length)),
+        );
+        part.set("rate", rate);
+        part.set("starts_s", (start - o.t0_ns) as f64 / 1e9);
+        part.set("latencies", h.len());
+        part.set("e2e_p50_us", us(h.value_at_quantile(0.5)));
+        part.set("e2e_p99_us", us(h.value_at_quantile(0.99)));
+        part.set("e2e_max_us", us(h.max()));
+        if !h.is_empty() {
+            r.metrics.push(Metric::new(
+                format!("step{}.e2e_latency.p99", i + 1),
+                "us",
+                us(h.value_at_quantile(0.99)),
+                Direction::Lower,
+            ));
+        }
+        r.parts.push(part);
+        start = end;
+    }
 }
 
 /// `rates = "search"`: probes chosen by [`RateSearch`], each a variant
