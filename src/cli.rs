@@ -338,6 +338,13 @@ struct RunArgs {
     #[arg(long, value_name = "URL", env = "JSBENCH_MONITOR_URL")]
     monitor: Option<String>,
 
+    /// Serve live metrics at http://ADDR/metrics (Prometheus text) while the run
+    /// goes on, e.g. 127.0.0.1:9464: messages sent and received, in flight,
+    /// end-to-end percentiles since the last scrape, variants and invariants
+    /// so far (docs/results.md)
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<std::net::SocketAddr>,
+
     /// Progress bar on stderr: auto shows it on a terminal only
     #[arg(long, value_enum, default_value = "auto")]
     progress: ProgressArg,
@@ -471,6 +478,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 out: args.out,
                 keep: args.keep,
                 monitor: args.monitor,
+                metrics_listen: args.metrics_listen,
                 fail_fast: args.fail_fast,
                 progress: match args.progress {
                     ProgressArg::Auto => ProgressMode::Auto,

@@ -49,6 +49,7 @@ pub mod fault;
 pub mod histogram;
 pub mod http;
 pub mod ledger;
+pub mod live;
 pub mod load;
 pub mod metrics;
 pub mod profile;

@@ -41,6 +41,8 @@ pub struct RunOptions {
     /// Monitoring endpoint of an external server (`http://host:8222`), for
     /// server CPU per message.
     pub monitor: Option<String>,
+    /// Serve live metrics (Prometheus text) here while the run goes on.
+    pub metrics_listen: Option<std::net::SocketAddr>,
     pub progress: ProgressMode,
     /// Split every drive with this many `jsbench worker` processes.
     pub workers: Option<RecruitOptions>,
@@ -84,6 +86,12 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
     let replicas_override = options.replicas.or(options.cluster);
     check_replicas(&profiles, replicas_override, &resolution, options.cluster)?;
     check_faults(&profiles, &resolution, options.cluster)?;
+    // Bound before anything starts, so a taken port fails first; served
+    // until the run returns.
+    let _metrics = match options.metrics_listen {
+        Some(addr) => Some(serve_metrics(addr).await?),
+        None => None,
+    };
     let target = Target::start(&resolution, options.cluster, &profiles)?;
     let connect = resolution.settings(&target.urls())?;
     let control = connect.connect("control").await?;
@@ -353,4 +361,51 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
 fn rfc3339(t: time::OffsetDateTime) -> String {
     t.format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_else(|_| t.unix_timestamp().to_string())
+}
+
+/// Serves `GET /metrics` ([`crate::live::exposition`]) on `addr` until the
+/// returned guard is dropped.
+async fn serve_metrics(addr: std::net::SocketAddr) -> Result<MetricsServer> {
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        crate::error::UsageError(format!("--metrics-listen {addr}: cannot listen there: {e}"))
+    })?;
+    crate::live::enable();
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                continue;
+            };
+            tokio::spawn(async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let mut request = [0u8; 1024];
+                let n = socket.read(&mut request).await.unwrap_or(0);
+                let line = String::from_utf8_lossy(&request[..n]);
+                let (status, body) = if line.starts_with("GET /metrics") {
+                    ("200 OK", crate::live::exposition())
+                } else {
+                    (
+                        "404 Not Found",
+                        "jsbench serves /metrics only\n".to_string(),
+                    )
+                };
+                let response = format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
+                     Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(response.as_bytes()).await;
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    Ok(MetricsServer(task))
+}
+
+/// Stops the metrics listener when the run returns.
+struct MetricsServer(tokio::task::JoinHandle<()>);
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

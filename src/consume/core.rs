@@ -75,6 +75,7 @@ pub async fn run(
         report.last_ns = now;
         report.timeline.mark(now);
         if stamp.intended_ns >= config.record_from_ns {
+            crate::live::record_e2e(now.saturating_sub(stamp.intended_ns));
             report.e2e_intended.record_between(stamp.intended_ns, now);
             report.e2e_sent.record_between(stamp.sent_ns, now);
         }

@@ -462,6 +462,7 @@ fn receive(
     match Stamp::read(&message.payload) {
         Some(stamp) if stamp.intended_ns >= config.record_from_ns => {
             if delivery == 1 {
+                crate::live::record_e2e(now.saturating_sub(stamp.intended_ns));
                 report.e2e_intended.record_between(stamp.intended_ns, now);
                 report.e2e_sent.record_between(stamp.sent_ns, now);
             } else if !seen_here {

@@ -145,6 +145,9 @@ pub async fn drive_fanout(ctx: &RunContext, spec: &FanoutSpec) -> Result<FanoutO
     let per_stream =
         ((spec.rate as f64) * (spec.warmup + spec.duration).as_secs_f64()).round() as u64;
 
+    let (scenario, variant) = spec.label.split_once(' ').unwrap_or(("", &spec.label));
+    crate::live::variant_started(scenario, variant);
+
     // Connect.
     let connections = spec.connections.min(durables.len()).max(1);
     let clients = join_all(
@@ -281,6 +284,7 @@ pub async fn drive_fanout(ctx: &RunContext, spec: &FanoutSpec) -> Result<FanoutO
                 let now = Instant::now();
                 let rate = sent.saturating_sub(last.1) as f64 / now.duration_since(last.0).as_secs_f64().max(1e-3);
                 last = (now, sent);
+                crate::live::progress(sent, received(), 0);
                 bar.update(started.elapsed(), sent, received(), rate);
                 if tasks.iter().any(|t| t.is_finished()) {
                     // A consumer ended on its own: it failed.

@@ -117,6 +117,8 @@ pub async fn drive_share<P: Peers>(
     share: &Share,
     peers: &mut P,
 ) -> Result<DriveOutcome> {
+    let (scenario, variant) = spec.label.split_once(' ').unwrap_or(("", &spec.label));
+    crate::live::variant_started(scenario, variant);
     let connected = connect::connect(ctx, spec, share).await?;
     let mut t0_ns = peers.start_time(spec, LEAD_IN).await?;
     if matches!(spec.publish.arrival, crate::profile::ArrivalPlan::Steps(_)) {

@@ -145,6 +145,8 @@ impl Variant<'_> {
         let rate = sent.saturating_sub(pace.last.1) as f64
             / now.duration_since(pace.last.0).as_secs_f64().max(1e-3);
         pace.last = (now, sent);
+        let received = local.received + exchange.others.received;
+        crate::live::progress(sent, received, local.in_flight + exchange.others.in_flight);
         self.bar.update(
             pace.started.elapsed(),
             sent,

@@ -107,6 +107,11 @@ impl ResultsWriter {
         index: usize,
     ) -> Result<()> {
         let mut variant = variant;
+        crate::live::variant_done(
+            variant.passed(),
+            variant.broken().len() as u64,
+            &variant.ledger,
+        );
         variant.warn_clamped_histograms();
         variant.add_interval_timelines();
         let repeat = self.summary.run.repeat;
