@@ -46,6 +46,8 @@ struct Names {
     scenario: String,
     variant: String,
     last_scrape: Vec<u64>,
+    /// The histogram when the running variant began.
+    at_variant_start: Vec<u64>,
 }
 
 impl Live {
@@ -67,6 +69,7 @@ impl Live {
                 scenario: String::new(),
                 variant: String::new(),
                 last_scrape: Vec::new(),
+                at_variant_start: Vec::new(),
             }),
         }
     }
@@ -107,6 +110,7 @@ pub fn variant_started(scenario: &str, variant: &str) {
     let mut names = LIVE.names.lock().expect("not poisoned");
     names.scenario = scenario.to_string();
     names.variant = variant.to_string();
+    names.at_variant_start = snapshot();
     LIVE.sent_now.store(0, Ordering::Relaxed);
     LIVE.received_now.store(0, Ordering::Relaxed);
     LIVE.in_flight.store(0, Ordering::Relaxed);
@@ -148,10 +152,54 @@ pub fn variant_done(passed: bool, invariants_failed: u64, ledger: &crate::ledger
     add(&LIVE.redelivered, ledger.redelivered);
 }
 
+fn snapshot() -> Vec<u64> {
+    LIVE.e2e.iter().map(|b| b.load(Ordering::Relaxed)).collect()
+}
+
+/// The quantile (seconds, a bucket's upper bound) of `counts`.
+fn quantile_of(counts: &[u64], q: f64) -> Option<f64> {
+    let total: u64 = counts.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let target = ((q * total as f64).ceil() as u64).max(1);
+    let mut seen = 0;
+    for (b, n) in counts.iter().enumerate() {
+        seen += n;
+        if seen >= target {
+            return Some(bucket_top_s(b));
+        }
+    }
+    None
+}
+
+/// The running variant's end-to-end p99 so far (seconds, within 19%),
+/// and the invariant checks failed in the run so far: what the progress
+/// bar shows beside the rate.
+pub fn so_far() -> (Option<f64>, u64) {
+    if !on() {
+        return (None, 0);
+    }
+    let now = snapshot();
+    let names = LIVE.names.lock().expect("not poisoned");
+    let since: Vec<u64> = if names.at_variant_start.len() == now.len() {
+        now.iter()
+            .zip(&names.at_variant_start)
+            .map(|(a, b)| a - b)
+            .collect()
+    } else {
+        now
+    };
+    (
+        quantile_of(&since, 0.99),
+        LIVE.invariants_failed.load(Ordering::Relaxed),
+    )
+}
+
 /// The Prometheus text exposition now; the latency quantiles cover the
 /// deliveries since the previous call.
 pub fn exposition() -> String {
-    let counts: Vec<u64> = LIVE.e2e.iter().map(|b| b.load(Ordering::Relaxed)).collect();
+    let counts = snapshot();
     let mut names = LIVE.names.lock().expect("not poisoned");
     let since: Vec<u64> = if names.last_scrape.len() == counts.len() {
         counts
@@ -192,25 +240,10 @@ pub fn exposition() -> String {
         &plain(load(&LIVE.in_flight)),
     );
     let total: u64 = since.iter().sum();
-    let quantile = |q: f64| {
-        let target = (q * total as f64).ceil() as u64;
-        let mut seen = 0;
-        for (b, n) in since.iter().enumerate() {
-            seen += n;
-            if seen >= target.max(1) {
-                return bucket_top_s(b);
-            }
-        }
-        0.0
-    };
-    let latency: Vec<(String, f64)> = if total == 0 {
-        Vec::new()
-    } else {
-        [0.5, 0.9, 0.99, 0.999]
-            .iter()
-            .map(|&q| (format!("{{quantile=\"{q}\"}}"), quantile(q)))
-            .collect()
-    };
+    let latency: Vec<(String, f64)> = [0.5, 0.9, 0.99, 0.999]
+        .iter()
+        .filter_map(|&q| Some((format!("{{quantile=\"{q}\"}}"), quantile_of(&since, q)?)))
+        .collect();
     metric(
         "jsbench_e2e_latency_seconds",
         "gauge",
