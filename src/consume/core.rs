@@ -65,15 +65,7 @@ pub async fn run(
         report.ledger.mark(seq, Event::Delivered);
         report.ledger.mark(seq, Event::Acked);
         report.first_deliveries.insert(seq);
-        report.received += 1;
-        if report.first_ns == 0 {
-            report.first_ns = now;
-        } else if now - report.last_ns > report.max_gap_ns {
-            report.max_gap_ns = now - report.last_ns;
-            report.max_gap_end_ns = now;
-        }
-        report.last_ns = now;
-        report.timeline.mark(now);
+        report.note_delivery(now);
         if stamp.intended_ns >= config.record_from_ns {
             crate::live::record_e2e(now.saturating_sub(stamp.intended_ns));
             report.e2e_intended.record_between(stamp.intended_ns, now);

@@ -128,6 +128,21 @@ pub struct ConsumerReport {
 }
 
 impl ConsumerReport {
+    /// A delivery at `now`: the count, the first and last, the longest
+    /// gap between two, the per-second timeline.
+    #[inline]
+    pub(crate) fn note_delivery(&mut self, now: u64) {
+        self.received += 1;
+        if self.first_ns == 0 {
+            self.first_ns = now;
+        } else if now - self.last_ns > self.max_gap_ns {
+            self.max_gap_ns = now - self.last_ns;
+            self.max_gap_end_ns = now;
+        }
+        self.last_ns = now;
+        self.timeline.mark(now);
+    }
+
     /// Nothing received yet; the ledger sized for the expected messages so
     /// the hot path never grows it.
     pub fn empty(config: &ConsumerConfig) -> Self {
@@ -433,15 +448,7 @@ fn receive(
     };
     let seen_here = report.ledger.count(seq, Event::Delivered) > 0;
     report.ledger.mark(seq, Event::Delivered);
-    report.received += 1;
-    if report.first_ns == 0 {
-        report.first_ns = now;
-    } else if now - report.last_ns > report.max_gap_ns {
-        report.max_gap_ns = now - report.last_ns;
-        report.max_gap_end_ns = now;
-    }
-    report.last_ns = now;
-    report.timeline.mark(now);
+    report.note_delivery(now);
     if delivery > 1 {
         report.redeliveries += 1;
     }

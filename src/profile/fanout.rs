@@ -176,17 +176,12 @@ pub(super) fn read(
 
 #[cfg(test)]
 mod tests {
-    use crate::profile::{FilterShape, ScenarioPlan, parse};
+    use crate::profile::{FilterShape, ScenarioPlan, one_scenario};
 
     fn fanout(body: &str) -> Result<crate::profile::FanoutPlan, String> {
-        let text =
-            format!("name = \"t\"\n[[scenario]]\nkind = \"fanout\"\nduration = \"2s\"\n{body}");
-        match parse("test", &text) {
-            Ok(p) => match &p.scenarios[0] {
-                ScenarioPlan::Fanout(f) => Ok(f.clone()),
-                _ => unreachable!(),
-            },
-            Err(e) => Err(e.to_string()),
+        match one_scenario("fanout", body)? {
+            ScenarioPlan::Fanout(f) => Ok(f),
+            _ => unreachable!(),
         }
     }
 

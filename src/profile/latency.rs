@@ -292,17 +292,12 @@ fn read_slo(table: toml::Table, key: &str, problems: &mut Problems) -> Option<Sl
 
 #[cfg(test)]
 mod tests {
-    use crate::profile::{ScenarioPlan, SloOn, parse};
+    use crate::profile::{ScenarioPlan, SloOn, one_scenario};
 
     fn read(body: &str) -> Result<crate::profile::LatencyPlan, String> {
-        let text =
-            format!("name = \"t\"\n[[scenario]]\nkind = \"latency\"\nduration = \"1s\"\n{body}");
-        match parse("test", &text) {
-            Ok(p) => match &p.scenarios[0] {
-                ScenarioPlan::Latency(l) => Ok(l.clone()),
-                _ => unreachable!(),
-            },
-            Err(e) => Err(e.to_string()),
+        match one_scenario("latency", body)? {
+            ScenarioPlan::Latency(l) => Ok(l),
+            _ => unreachable!(),
         }
     }
 
@@ -320,13 +315,11 @@ mod tests {
 
     #[test]
     fn a_shape_sets_one_variant_at_its_mean_rate() {
-        let text = "name = \"t\"\n[[scenario]]\nkind = \"latency\"\nduration = \"2s\"\n\
-                    arrival = { pattern = \"steps\", steps = [{ rate = 1000, for = \"1s\" }, \
-                    { rate = 3000, for = \"1s\" }] }\n";
-        let p = parse("test", text).unwrap();
-        let ScenarioPlan::Latency(l) = &p.scenarios[0] else {
-            unreachable!()
-        };
+        let l = read(
+            "warmup = \"1s\"\narrival = { pattern = \"steps\", steps = [{ rate = 1000, for = \"1s\" }, \
+             { rate = 3000, for = \"1s\" }] }\n",
+        )
+        .unwrap();
         // 1,000 + 3,000 in 2 s; gaps of a third of a millisecond fit one
         // more.
         assert!((1999..=2001).contains(&l.rates[0]), "{:?}", l.rates);

@@ -556,5 +556,16 @@ fn locate(text: &str, path: &str) -> Option<usize> {
     header.map(|h| h + 1)
 }
 
+/// The one scenario of a profile made of `body` under a `kind` scenario
+/// with a 1 s duration, or the profile's error text: what a kind's own
+/// unit tests read.
+#[cfg(test)]
+pub(crate) fn one_scenario(kind: &str, body: &str) -> Result<ScenarioPlan, String> {
+    let text = format!("name = \"t\"\n[[scenario]]\nkind = \"{kind}\"\nduration = \"1s\"\n{body}");
+    parse("test", &text)
+        .map(|mut p| p.scenarios.remove(0))
+        .map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests;
