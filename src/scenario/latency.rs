@@ -33,7 +33,7 @@ pub async fn run(
             break;
         }
         let started = Instant::now();
-        let mut result = VariantResult::new(variant_name(plan, rate));
+        let mut result = VariantResult::new(variant_name(plan, rate, false));
         describe(plan, rate, &mut result);
         if let Err(e) = run_variant(ctx, scenario.name(), plan, rate, &mut result).await {
             result.error = Some(format!("{e:#}"));
@@ -42,7 +42,7 @@ pub async fn run(
         sink.record(scenario, result)?;
         if plan.core_baseline && !ctx.stop.is_cancelled() {
             let started = Instant::now();
-            let mut result = VariantResult::new(format!("core-{}", variant_name(plan, rate)));
+            let mut result = VariantResult::new(variant_name(plan, rate, true));
             describe(plan, rate, &mut result);
             result.param("consumers", 1);
             result.param(
@@ -123,13 +123,15 @@ fn verify_core(o: &DriveOutcome, r: &mut VariantResult) {
     }
 }
 
-/// `rate-<n>`, or the shape's name when the arrival sets the rate.
-fn variant_name(plan: &LatencyPlan, rate: u64) -> String {
+/// `rate-<n>`, or the shape's name when the arrival sets the rate; its
+/// core baseline `core-<n>` or `core-<shape>`.
+fn variant_name(plan: &LatencyPlan, rate: u64, core: bool) -> String {
     let arrival = &plan.publish.arrival;
-    if arrival.uses_rate() {
-        format!("rate-{rate}")
-    } else {
-        arrival.name().to_string()
+    match (core, arrival.uses_rate()) {
+        (false, true) => format!("rate-{rate}"),
+        (false, false) => arrival.name().to_string(),
+        (true, true) => format!("core-{rate}"),
+        (true, false) => format!("core-{}", arrival.name()),
     }
 }
 
