@@ -10,10 +10,13 @@ use common::{jsbench, run, text};
 
 /// The charts a latency rate sweep gets, the server's telemetry included
 /// (from the embedded server's endpoint, or --monitor's).
-const CHARTS: [&str; 7] = [
+const CHARTS: [&str; 10] = [
     "latency.e2e_latency",
     "latency.pub_ack_latency",
     "latency.send_lag",
+    "latency.e2e_latency_p50_us",
+    "latency.e2e_latency_p99_us",
+    "latency.e2e_latency_max_us",
     "latency.throughput",
     "latency.latency_vs_throughput",
     "latency.server_mem_mb",
@@ -40,7 +43,8 @@ fn run_writes_charts_and_an_offline_report_and_report_redraws_them() {
     let path = common::profile(
         dir.path(),
         "pictures",
-        &common::latency_body("[300, 1000]", "500ms", "200ms", ""),
+        // Two seconds at least: the per-second charts need two seconds.
+        &common::latency_body("[300, 1000]", "2s", "200ms", ""),
     );
     // A server the test started: its telemetry through --monitor.
     let out = run(jsbench()
