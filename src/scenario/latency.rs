@@ -32,31 +32,50 @@ pub async fn run(
         if ctx.stop.is_cancelled() {
             break;
         }
-        let started = Instant::now();
-        let mut result = VariantResult::new(variant_name(plan, rate, false));
-        describe(plan, rate, &mut result);
-        if let Err(e) = run_variant(ctx, scenario.name(), plan, rate, &mut result).await {
-            result.error = Some(format!("{e:#}"));
-        }
-        result.elapsed = started.elapsed();
-        sink.record(scenario, result)?;
+        let name = variant_name(plan, rate, false);
+        sink.record(
+            scenario,
+            one_variant(ctx, scenario, plan, rate, name, false).await,
+        )?;
         if plan.core_baseline && !ctx.stop.is_cancelled() {
-            let started = Instant::now();
-            let mut result = VariantResult::new(variant_name(plan, rate, true));
-            describe(plan, rate, &mut result);
-            result.param("consumers", 1);
-            result.param(
-                "transport",
-                "core NATS: no stream; the subscriber answers each message",
-            );
-            if let Err(e) = run_core_variant(ctx, scenario.name(), plan, rate, &mut result).await {
-                result.error = Some(format!("{e:#}"));
-            }
-            result.elapsed = started.elapsed();
-            sink.record(scenario, result)?;
+            let name = variant_name(plan, rate, true);
+            sink.record(
+                scenario,
+                one_variant(ctx, scenario, plan, rate, name, true).await,
+            )?;
         }
     }
     Ok(())
+}
+
+/// One variant at `rate`, named `name`, through a stream or (`core`) over
+/// core NATS: described, run, its error kept, timed.
+async fn one_variant(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &LatencyPlan,
+    rate: u64,
+    name: String,
+    core: bool,
+) -> VariantResult {
+    let started = Instant::now();
+    let mut result = VariantResult::new(name);
+    describe(plan, rate, &mut result);
+    let ran = if core {
+        result.param("consumers", 1);
+        result.param(
+            "transport",
+            "core NATS: no stream; the subscriber answers each message",
+        );
+        run_core_variant(ctx, scenario.name(), plan, rate, &mut result).await
+    } else {
+        run_variant(ctx, scenario.name(), plan, rate, &mut result).await
+    };
+    if let Err(e) = ran {
+        result.error = Some(format!("{e:#}"));
+    }
+    result.elapsed = started.elapsed();
+    result
 }
 
 /// The core-NATS baseline at `rate`: the same publishers, stamps and
@@ -245,18 +264,12 @@ async fn run_search(
         if ctx.stop.is_cancelled() {
             break;
         }
-        let again = s.is_confirmation(rate);
-        let mut result = VariantResult::new(if again {
+        let name = if s.is_confirmation(rate) {
             format!("rate-{rate}-again")
         } else {
             format!("rate-{rate}")
-        });
-        describe(plan, rate, &mut result);
-        let probe_started = Instant::now();
-        if let Err(e) = run_variant(ctx, scenario.name(), plan, rate, &mut result).await {
-            result.error = Some(format!("{e:#}"));
-        }
-        result.elapsed = probe_started.elapsed();
+        };
+        let mut result = one_variant(ctx, scenario, plan, rate, name, false).await;
         let shared = matches!(ctx.server_cpu, crate::cpu::ServerCpu::Processes(_));
         let verdict = Verdict::judge(&result, rate, &search.slo, shared);
         result.param("search_verdict", verdict.describe());
