@@ -73,3 +73,56 @@ async fn a_search_whose_lowest_rate_fails_reports_no_rate_and_why() {
     );
     assert_eq!(summary.verdict, "failed");
 }
+
+/// The same search on the publish scenario (a PubAck objective, one search
+/// per msg_id mode) and on a fan-out (one per streams x durables pair).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_and_fanout_search_per_mode_and_per_pair() {
+    let server = common::server();
+    let publish = "[[scenario]]\nkind = \"publish\"\nduration = \"1s\"\nrates = \"search\"\n\
+                   slo = { p99 = \"2s\" }\nmsg_id = [\"none\", \"unique\"]\n\
+                   search = { min = 500, max = 1000, precision = \"25%\" }\n";
+    let summary = common::run_profile(&server, "publish-search", publish).await;
+    common::assert_all_passed(&summary);
+    let mut expected = Vec::new();
+    for id in ["id-none", "id-unique"] {
+        for probe in ["rate-500", "rate-1000", "rate-1000-again", "search"] {
+            expected.push(format!("{id}.{probe}"));
+        }
+    }
+    assert_eq!(names(&summary), expected);
+    for (_, v) in summary
+        .variants()
+        .filter(|(_, v)| v.name.ends_with("search"))
+    {
+        assert_eq!(
+            common::metric(v, "max_sustainable_rate"),
+            1000.0,
+            "{}",
+            v.name
+        );
+        assert_eq!(v.params["slo"], "p99 <= 2s on pub_ack_latency");
+    }
+
+    // A fan-out whose lowest rate cannot hold a 1 us median: its pair's
+    // search fails with the evidence, the probe kept beside it.
+    let fanout = "[[scenario]]\nkind = \"fanout\"\nduration = \"1s\"\nrate = \"search\"\n\
+                  slo = { p50 = \"1us\" }\nstreams = 2\ndurables = 2\n\
+                  search = { min = 200, max = 400 }\n";
+    let summary = common::run_profile(&server, "fanout-search", fanout).await;
+    assert_eq!(names(&summary), ["s2-d2.rate-200", "s2-d2.search"]);
+    let (_, probe) = summary.variants().next().unwrap();
+    assert!(
+        probe.passed && probe.invariants.iter().all(|i| i.passed),
+        "{:?}",
+        probe.invariants
+    );
+    let verdict = probe.params["search_verdict"].as_str().unwrap();
+    assert!(verdict.contains("e2e_latency ="), "{verdict}");
+    let (_, v) = summary.variants().nth(1).unwrap();
+    let error = v.error.as_deref().unwrap();
+    assert!(
+        error.contains("no rate in 200..400 msg/s holds p50 <= 1us on e2e_latency"),
+        "{error}"
+    );
+}

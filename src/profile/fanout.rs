@@ -6,7 +6,8 @@ use super::common::{
     ConsumerSection, OneOrMany, PublishKeys, SizeSpec, Timing, common_plan, has_repeats,
     publish_plan, require_explicit_ack, required_rate,
 };
-use super::{Dur, FanoutPlan, FilterShape, MsgId, Problems, read_section};
+use super::search::SearchSection;
+use super::{Dur, FanoutPlan, FilterShape, MsgId, Problems, SloOn, read_section};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -15,7 +16,9 @@ struct FanoutSection {
     duration: Option<Dur>,
     warmup: Option<Dur>,
     drain_timeout: Option<Dur>,
-    rate: Option<u64>,
+    rate: Option<toml::Value>,
+    slo: Option<toml::Table>,
+    search: Option<SearchSection>,
     streams: Option<OneOrMany<usize>>,
     durables: Option<OneOrMany<usize>>,
     subjects: Option<usize>,
@@ -57,7 +60,34 @@ pub(super) fn read(
         prefix,
         problems,
     );
-    let rate = required_rate(s.rate, prefix, 1000, problems);
+    let searching = super::search::asks_search(s.rate.as_ref());
+    let search = super::search::read(
+        searching,
+        s.slo,
+        s.search,
+        "rate",
+        &[SloOn::E2e, SloOn::PubAck],
+        prefix,
+        problems,
+    );
+    // A search's rates lie in its bracket: the checks below hold its
+    // lowest to the per-stream floor and its highest to the delivery cap.
+    let (rate, top) = match (&s.rate, &search) {
+        (_, Some(search)) => (search.min, search.max),
+        (Some(_), None) if searching => (1, 1),
+        (Some(toml::Value::Integer(n)), None) if *n >= 0 => {
+            let rate = required_rate(Some(*n as u64), prefix, 1000, problems);
+            (rate, rate)
+        }
+        (None, _) => (required_rate(None, prefix, 1000, problems), 0),
+        (Some(other), None) => {
+            problems.push(
+                key("rate"),
+                format!("{other} is neither a rate in msg/s nor \"search\""),
+            );
+            (1, 1)
+        }
+    };
     let list = |v: Option<OneOrMany<usize>>, name: &str, max: usize, problems: &mut Problems| {
         let values = v.map(|l| l.0).unwrap_or_else(|| vec![1]);
         if values.is_empty() {
@@ -149,10 +179,8 @@ pub(super) fn read(
         );
     }
     let share = FilterShape::mean_share(&filters, subjects);
-    let deliveries = rate as f64
-        * (common.duration + common.warmup).as_secs_f64()
-        * most_durables as f64
-        * share;
+    let deliveries =
+        top as f64 * (common.duration + common.warmup).as_secs_f64() * most_durables as f64 * share;
     if deliveries > MAX_DELIVERIES {
         problems.push(
             key("rate"),
@@ -171,6 +199,7 @@ pub(super) fn read(
         connections,
         publish,
         consumer,
+        search,
     })
 }
 

@@ -4,7 +4,8 @@ use serde::Deserialize;
 
 use super::arrival::ArrivalSpec;
 use super::common::{ConsumerSection, PublishKeys, SizeSpec, Timing, common_plan, publish_plan};
-use super::{Dur, LatencyPlan, MsgId, Problems, SearchPlan, Slo, SloOn, read_section};
+use super::search::SearchSection;
+use super::{Dur, LatencyPlan, MsgId, Problems, SearchPlan, SloOn, read_section};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -27,15 +28,6 @@ struct LatencySection {
     pub_ack_timeout: Option<Dur>,
     #[serde(default)]
     consumer: ConsumerSection,
-}
-
-/// `search = { min = 1000, max = 200000, precision = "5%" }`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SearchSection {
-    min: Option<u64>,
-    max: Option<u64>,
-    precision: Option<String>,
 }
 
 fn default_msg_id() -> MsgId {
@@ -160,8 +152,7 @@ fn rates_or_search(
     prefix: &str,
     problems: &mut Problems,
 ) -> (Vec<u64>, Option<SearchPlan>) {
-    let key = |k: &str| format!("{prefix}.{k}");
-    let searching = matches!(&rates, Some(toml::Value::String(s)) if s == "search");
+    let searching = super::search::asks_search(rates.as_ref());
     let list = match rates {
         None => Vec::new(),
         Some(toml::Value::Array(items)) => items
@@ -178,116 +169,25 @@ fn rates_or_search(
                 }
             })
             .collect(),
-        Some(toml::Value::String(s)) if s == "search" => Vec::new(),
+        Some(_) if searching => Vec::new(),
         Some(other) => {
             problems.push(
-                key("rates"),
+                format!("{prefix}.rates"),
                 format!("{other} is neither a list of msg/s nor \"search\""),
             );
             Vec::new()
         }
     };
-    if !searching {
-        for name in ["slo", "search"] {
-            let given = if name == "slo" {
-                slo.is_some()
-            } else {
-                search.is_some()
-            };
-            if given {
-                problems.push(key(name), "applies only with rates = \"search\"");
-            }
-        }
-        return (list, None);
-    }
-    let Some(slo) = slo else {
-        problems.push(
-            key("slo"),
-            "missing; a search needs an objective, e.g. slo = { p99 = \"5ms\" } \
-             (on = \"pub_ack\" for PubAck latency)",
-        );
-        return (list, None);
-    };
-    let slo = read_slo(slo, &key("slo"), problems);
-    let search = search.unwrap_or(SearchSection {
-        min: None,
-        max: None,
-        precision: None,
-    });
-    let min = search.min.unwrap_or(1_000);
-    let max = search.max.unwrap_or(200_000);
-    problems.range(&key("search.min"), min, 1, MAX_RATE, " msg/s");
-    problems.range(&key("search.max"), max, min.max(1), MAX_RATE, " msg/s");
-    let precision = match search.precision.as_deref().map(super::parse_percent) {
-        None => 0.05,
-        Some(Ok(p)) => p,
-        Some(Err(e)) => {
-            problems.push(key("search.precision"), e);
-            0.05
-        }
-    };
-    problems.range(&key("search.precision"), precision, 0.005, 0.5, "");
-    let plan = slo.map(|slo| SearchPlan {
+    let search = super::search::read(
+        searching,
         slo,
-        min,
-        max,
-        precision,
-    });
-    (list, plan)
-}
-
-/// `{ p99 = "5ms" }`, `{ "p99.9" = "20ms", on = "pub_ack" }`: one
-/// percentile and its limit.
-fn read_slo(table: toml::Table, key: &str, problems: &mut Problems) -> Option<Slo> {
-    let mut on = SloOn::E2e;
-    let mut objective = None;
-    for (name, value) in table {
-        if name == "on" {
-            match value.as_str() {
-                Some("e2e") => on = SloOn::E2e,
-                Some("pub_ack") => on = SloOn::PubAck,
-                _ => problems.push(
-                    format!("{key}.on"),
-                    format!("{value} is not \"e2e\" or \"pub_ack\""),
-                ),
-            }
-            continue;
-        }
-        let quantile = name
-            .strip_prefix('p')
-            .and_then(|p| p.parse::<f64>().ok())
-            .filter(|p| *p > 0.0 && *p < 100.0);
-        let limit = value.as_str().map(super::parse_duration);
-        match (quantile, limit) {
-            (Some(q), Some(Ok(limit))) if objective.is_none() => {
-                objective = Some((q / 100.0, limit))
-            }
-            (Some(_), Some(Ok(_))) => problems.push(
-                key,
-                "names more than one percentile; a search holds one objective",
-            ),
-            (None, _) => problems.push(
-                format!("{key}.{name}"),
-                "is not a percentile like p99 or \"p99.9\" (or on = \"e2e\" | \"pub_ack\")",
-            ),
-            (_, Some(Err(e))) => problems.push(format!("{key}.{name}"), e),
-            (_, None) => problems.push(
-                format!("{key}.{name}"),
-                "must be a duration such as \"5ms\"",
-            ),
-        }
-    }
-    match objective {
-        Some((quantile, limit)) => Some(Slo {
-            quantile,
-            limit,
-            on,
-        }),
-        None => {
-            problems.push(key, "names no percentile; e.g. slo = { p99 = \"5ms\" }");
-            None
-        }
-    }
+        search,
+        "rates",
+        &[SloOn::E2e, SloOn::PubAck],
+        prefix,
+        problems,
+    );
+    (list, search)
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ mod redelivery;
 mod replay;
 mod restart;
 mod resume;
+mod search;
 mod stream;
 
 use std::fmt;

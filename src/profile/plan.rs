@@ -193,8 +193,7 @@ impl ScenarioPlan {
     fn estimated_duration_on_one_stream(&self) -> Duration {
         let c = self.common();
         let variants = match self {
-            // A search: about a dozen probes.
-            ScenarioPlan::Latency(p) if p.search.is_some() => 12,
+            ScenarioPlan::Latency(p) if p.search.is_some() => SEARCH_PROBES,
             ScenarioPlan::Latency(p) => p.rates.len() * (1 + usize::from(p.core_baseline)),
             ScenarioPlan::Publish(p) => p.variant_count(),
             ScenarioPlan::Redelivery(p) => 1 + usize::from(p.baseline),
@@ -203,6 +202,7 @@ impl ScenarioPlan {
             ScenarioPlan::Restart(_) => 1,
             ScenarioPlan::Replay(p) => return p.estimated_duration(),
             ScenarioPlan::Dlq(p) => p.retentions.len() + usize::from(p.baseline),
+            ScenarioPlan::Fanout(p) if p.search.is_some() => p.variants().len() * SEARCH_PROBES,
             ScenarioPlan::Fanout(p) => p.variants().len(),
             // Count-based: about 100k messages a second, plus the fill.
             ScenarioPlan::Ack(p) => {
@@ -490,10 +490,16 @@ pub struct PublishScenarioPlan {
     pub reference: Vec<Reference>,
     /// Read the stream back after each variant and check every stored message.
     pub verify_stored: bool,
+    /// `rates = "search"`: per msg_id mode, the highest rate whose PubAck
+    /// latency holds the SLO.
+    pub search: Option<SearchPlan>,
 }
 
 impl PublishScenarioPlan {
     pub fn variant_count(&self) -> usize {
+        if self.search.is_some() {
+            return SEARCH_PROBES * self.msg_ids.len();
+        }
         let own = self.rates.len() * self.msg_ids.len();
         // References run at the "max" rate only.
         let max_rates = self.rates.iter().filter(|r| **r == Rate::Max).count();
@@ -879,6 +885,9 @@ pub struct LatencyPlan {
     pub core_baseline: bool,
 }
 
+/// Probes a search usually takes (measured: 12 to 15), for estimates.
+pub const SEARCH_PROBES: usize = 13;
+
 /// A search for the maximum sustainable rate under an SLO.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchPlan {
@@ -926,6 +935,14 @@ impl SloOn {
         match self {
             SloOn::E2e => "e2e_latency",
             SloOn::PubAck => "pub_ack_latency",
+        }
+    }
+
+    /// As a profile writes it: `on = "e2e"`.
+    pub fn key(self) -> &'static str {
+        match self {
+            SloOn::E2e => "e2e",
+            SloOn::PubAck => "pub_ack",
         }
     }
 }
@@ -1070,6 +1087,9 @@ pub struct FanoutPlan {
     pub connections: usize,
     pub publish: PublishPlan,
     pub consumer: ConsumerPlan,
+    /// `rate = "search"`: per (S, D) pair, the highest total rate that
+    /// holds the SLO (`rate` is then the search's lowest).
+    pub search: Option<SearchPlan>,
 }
 
 impl FanoutPlan {

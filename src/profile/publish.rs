@@ -8,8 +8,10 @@ use serde::Deserialize;
 use super::common::{
     OneOrMany, PublishKeys, RateSpec, SizeSpec, Timing, common_plan, has_repeats, publish_plan,
 };
+use super::search::SearchSection;
 use super::{
-    Dur, MsgId, Problems, PublishMode, PublishScenarioPlan, Rate, RatePer, Reference, read_section,
+    Dur, MsgId, Problems, PublishMode, PublishScenarioPlan, Rate, RatePer, Reference, SloOn,
+    read_section,
 };
 
 #[derive(Deserialize)]
@@ -19,7 +21,9 @@ struct PublishSection {
     duration: Option<Dur>,
     warmup: Option<Dur>,
     drain_timeout: Option<Dur>,
-    rates: Option<Vec<RateSpec>>,
+    rates: Option<toml::Value>,
+    slo: Option<toml::Table>,
+    search: Option<SearchSection>,
     rate_per: Option<RatePer>,
     publishers: Option<usize>,
     mode: Option<PublishMode>,
@@ -60,13 +64,44 @@ pub(super) fn read(
         prefix,
         problems,
     );
-    let rates: Vec<Rate> = s
-        .rates
-        .unwrap_or_default()
-        .into_iter()
-        .map(|r| r.0)
-        .collect();
-    if rates.is_empty() {
+    let searching = super::search::asks_search(s.rates.as_ref());
+    let search = super::search::read(
+        searching,
+        s.slo,
+        s.search,
+        "rates",
+        &[SloOn::PubAck],
+        prefix,
+        problems,
+    );
+    // `wrong`: a problem already says what is wrong with the list.
+    let (rates, wrong): (Vec<Rate>, bool) = match s.rates {
+        Some(toml::Value::Array(items)) => {
+            let given = items.len();
+            let rates: Vec<Rate> = items
+                .into_iter()
+                .enumerate()
+                .filter_map(|(i, v)| match RateSpec::deserialize(v) {
+                    Ok(r) => Some(r.0),
+                    Err(e) => {
+                        problems.push(format!("{prefix}.rates[{i}]"), e.to_string());
+                        None
+                    }
+                })
+                .collect();
+            let wrong = rates.len() < given;
+            (rates, wrong)
+        }
+        Some(other) if !searching => {
+            problems.push(
+                format!("{prefix}.rates"),
+                format!("{other} is neither a list of msg/s or \"max\" nor \"search\""),
+            );
+            (Vec::new(), true)
+        }
+        _ => (Vec::new(), false),
+    };
+    if rates.is_empty() && !searching && !wrong {
         problems.push(
             format!("{prefix}.rates"),
             "missing or empty; list msg/s or \"max\" per variant, e.g. rates = [10000, \"max\"]",
@@ -136,10 +171,16 @@ pub(super) fn read(
             "reference publishers do not inject duplicates; compare without duplicates",
         );
     }
+    if !reference.is_empty() && searching {
+        problems.push(
+            format!("{prefix}.reference"),
+            "reference publishers run at rate \"max\", which a search does not try",
+        );
+    }
     if has_repeats(&reference) {
         problems.push(format!("{prefix}.reference"), "lists a reference twice");
     }
-    if !reference.is_empty() && !rates.contains(&Rate::Max) {
+    if !reference.is_empty() && !searching && !rates.contains(&Rate::Max) {
         problems.push(
             format!("{prefix}.reference"),
             "reference publishers run at rate \"max\" only: add \"max\" to rates",
@@ -152,8 +193,11 @@ pub(super) fn read(
         );
     }
     let rate_per = s.rate_per.unwrap_or(RatePer::Total);
+    // A search tries rates up to its bracket's top.
+    let top = search.as_ref().map(|s| Rate::PerSecond(s.max));
     let messages = rates
         .iter()
+        .chain(top.as_ref())
         .map(|r| match (*r, rate_per) {
             (Rate::PerSecond(r), RatePer::Total) => r as f64,
             (Rate::PerSecond(r), RatePer::Publisher) => r as f64 * publish.publishers as f64,
@@ -175,5 +219,6 @@ pub(super) fn read(
         publish,
         reference,
         verify_stored: s.verify_stored.unwrap_or(true),
+        search,
     })
 }

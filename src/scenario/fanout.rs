@@ -38,28 +38,67 @@ pub async fn run(
         if ctx.stop.is_cancelled() {
             break;
         }
-        let started = Instant::now();
-        let mut result = VariantResult::new(format!("s{streams}-d{durables}"));
-        describe(plan, streams, durables, &mut result);
-        if ctx.workers.is_some() {
-            result
-                .warnings
-                .push("a fanout variant runs in this process only: the workers sat it out".into());
+        let pair = format!("s{streams}-d{durables}");
+        match &plan.search {
+            Some(search) => {
+                // Per pair: the highest total rate its durables keep up with.
+                let probe = async |rate, name| {
+                    one_variant(ctx, scenario, plan, rate, (streams, durables), name).await
+                };
+                let prefix = format!("{pair}.");
+                super::search::run(ctx, scenario, search, &prefix, sink, probe).await?;
+            }
+            None => {
+                let result =
+                    one_variant(ctx, scenario, plan, plan.rate, (streams, durables), pair).await;
+                sink.record(scenario, result)?;
+            }
         }
-        if let Err(e) =
-            run_variant(ctx, scenario.name(), plan, streams, durables, &mut result).await
-        {
-            result.error = Some(format!("{e:#}"));
-        }
-        result.elapsed = started.elapsed();
-        sink.record(scenario, result)?;
     }
     Ok(())
 }
 
-fn describe(plan: &FanoutPlan, streams: usize, durables: usize, r: &mut VariantResult) {
-    r.param("rate", per_stream(plan, streams) * streams as u64);
-    r.param("rate_per_stream", per_stream(plan, streams));
+/// One variant: `streams` streams with `durables` durables each, fed
+/// `rate` msg/s in all; described, run, its error kept, timed.
+async fn one_variant(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &FanoutPlan,
+    rate: u64,
+    (streams, durables): (usize, usize),
+    name: String,
+) -> VariantResult {
+    let started = Instant::now();
+    let mut result = VariantResult::new(name);
+    describe(plan, rate, streams, durables, &mut result);
+    if ctx.workers.is_some() {
+        result
+            .warnings
+            .push("a fanout variant runs in this process only: the workers sat it out".into());
+    }
+    let shape = Shape {
+        rate,
+        streams,
+        durables,
+    };
+    if let Err(e) = run_variant(ctx, scenario.name(), plan, shape, &mut result).await {
+        result.error = Some(format!("{e:#}"));
+    }
+    result.elapsed = started.elapsed();
+    result
+}
+
+/// What one variant runs: the total rate over its streams and durables.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    rate: u64,
+    streams: usize,
+    durables: usize,
+}
+
+fn describe(plan: &FanoutPlan, rate: u64, streams: usize, durables: usize, r: &mut VariantResult) {
+    r.param("rate", per_stream(rate, streams) * streams as u64);
+    r.param("rate_per_stream", per_stream(rate, streams));
     r.param("streams", streams);
     r.param("durables_per_stream", durables);
     r.param("consumers", streams * durables);
@@ -76,8 +115,8 @@ fn describe(plan: &FanoutPlan, streams: usize, durables: usize, r: &mut VariantR
 }
 
 /// Each stream's share of the total rate.
-fn per_stream(plan: &FanoutPlan, streams: usize) -> u64 {
-    (plan.rate / streams.max(1) as u64).max(1)
+fn per_stream(rate: u64, streams: usize) -> u64 {
+    (rate / streams.max(1) as u64).max(1)
 }
 
 /// What provisioning measured: the server's memory before and after each
@@ -95,11 +134,10 @@ async fn run_variant(
     ctx: &RunContext,
     scenario: &str,
     plan: &FanoutPlan,
-    streams: usize,
-    durables: usize,
+    shape: Shape,
     result: &mut VariantResult,
 ) -> Result<()> {
-    let spec = spec(ctx, scenario, plan, &result.name, streams, durables);
+    let spec = spec(ctx, scenario, plan, &result.name, shape);
     let names: Vec<String> = spec.streams.iter().map(|s| s.name.clone()).collect();
 
     let provisioned = provision(ctx, plan, &spec).await;
@@ -134,8 +172,11 @@ fn spec(
     scenario: &str,
     plan: &FanoutPlan,
     variant: &str,
-    streams: usize,
-    durables: usize,
+    Shape {
+        rate,
+        streams,
+        durables,
+    }: Shape,
 ) -> FanoutSpec {
     let streams = (0..streams)
         .map(|i| {
@@ -153,7 +194,7 @@ fn spec(
             }
         })
         .collect::<Vec<_>>();
-    let per_stream = per_stream(plan, streams.len());
+    let per_stream = per_stream(rate, streams.len());
     FanoutSpec {
         label: format!("{scenario} {variant}"),
         streams,

@@ -11,12 +11,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::search::RateSearch;
 use super::{VariantNames, checks, provision_durable, record_stream};
 use crate::drive::RunContext;
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
 use crate::metrics::{Direction, Metric, latency_metrics};
-use crate::profile::{LatencyPlan, MsgId, ScenarioPlan, SearchPlan, format_duration};
+use crate::profile::{LatencyPlan, MsgId, ScenarioPlan, format_duration};
 use crate::variant::{Invariant, VariantResult, VariantSink};
 
 pub async fn run(
@@ -26,7 +25,8 @@ pub async fn run(
     sink: &mut dyn VariantSink,
 ) -> Result<()> {
     if let Some(search) = &plan.search {
-        return run_search(ctx, scenario, plan, search, sink).await;
+        let probe = async |rate, name| one_variant(ctx, scenario, plan, rate, name, false).await;
+        return super::search::run(ctx, scenario, search, "", sink, probe).await;
     }
     for &rate in &plan.rates {
         if ctx.stop.is_cancelled() {
@@ -244,220 +244,6 @@ fn per_step(o: &DriveOutcome, arrival: &crate::profile::ArrivalPlan, r: &mut Var
         }
         r.parts.push(part);
         start = end;
-    }
-}
-
-/// `rates = "search"`: probes chosen by [`RateSearch`], each a variant
-/// of its own (the latency curve of every rate tried), then a `search`
-/// variant with the answer, `max_sustainable_rate`, and what limited it.
-async fn run_search(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &LatencyPlan,
-    search: &SearchPlan,
-    sink: &mut dyn VariantSink,
-) -> Result<()> {
-    let started = Instant::now();
-    let mut s = RateSearch::new(search.min, search.max, search.precision);
-    let mut verdicts: Vec<(u64, Verdict)> = Vec::new();
-    while let Some(rate) = s.next_rate() {
-        if ctx.stop.is_cancelled() {
-            break;
-        }
-        let name = if s.is_confirmation(rate) {
-            format!("rate-{rate}-again")
-        } else {
-            format!("rate-{rate}")
-        };
-        let mut result = one_variant(ctx, scenario, plan, rate, name, false).await;
-        let shared = matches!(ctx.server_cpu, crate::cpu::ServerCpu::Processes(_));
-        let verdict = Verdict::judge(&result, rate, &search.slo, shared);
-        result.param("search_verdict", verdict.describe());
-        ctx.progress
-            .println(&format!("search: {rate} msg/s {}", verdict.describe()));
-        s.record(rate, verdict.passed());
-        verdicts.push((rate, verdict));
-        sink.record(scenario, result)?;
-    }
-
-    let mut r = VariantResult::new("search");
-    r.param("slo", search.slo.describe());
-    r.param("bracket", format!("{}..{} msg/s", search.min, search.max));
-    r.param("precision", search.precision);
-    r.param(
-        "tried",
-        verdicts
-            .iter()
-            .map(|(rate, v)| format!("{rate}: {}", v.describe()))
-            .collect::<Vec<_>>(),
-    );
-    match s.answer() {
-        Some(Some(rate)) => {
-            r.metrics.push(Metric::new(
-                "max_sustainable_rate",
-                "msg/s",
-                rate as f64,
-                Direction::Higher,
-            ));
-            let (tag, why) = match s.first_failure() {
-                Some(f) => verdicts
-                    .iter()
-                    .rev()
-                    .find(|(rate, _)| *rate == f)
-                    .map(|(_, v)| v.limit())
-                    .unwrap_or(("unknown", String::new())),
-                None => (
-                    "search_max",
-                    format!(
-                        "the bracket's top, {} msg/s, held: raise search.max to look higher",
-                        search.max
-                    ),
-                ),
-            };
-            r.param("limited_by", tag);
-            r.param("limiting_factor", &why);
-            ctx.progress.println(&format!(
-                "search: max sustainable rate {rate} msg/s for {}; limited by {why}",
-                search.slo.describe()
-            ));
-            // Found and run again; after three failed confirmations the
-            // search settles for a rate that passed once, and says so.
-            let passes = verdicts
-                .iter()
-                .filter(|(x, v)| *x == rate && v.passed())
-                .count();
-            r.param("confirmed", passes >= 2);
-            if passes < 2 {
-                r.warnings.push(format!(
-                    "{rate} msg/s passed once and was not confirmed: three confirmations above it \
-                     failed, so the knee is noisy here (lengthen duration)"
-                ));
-            }
-        }
-        Some(None) => {
-            r.error = Some(format!(
-                "no rate in {}..{} msg/s holds {}: the lowest failed ({})",
-                search.min,
-                search.max,
-                search.slo.describe(),
-                verdicts
-                    .first()
-                    .map(|(_, v)| v.describe())
-                    .unwrap_or_default()
-            ));
-        }
-        None => r
-            .warnings
-            .push("interrupted: the search stopped before its answer".into()),
-    }
-    r.elapsed = started.elapsed();
-    sink.record(scenario, r)
-}
-
-/// A probe's outcome against the search's conditions: the generator kept
-/// its schedule, every invariant held, the SLO held.
-#[derive(Debug, Clone)]
-enum Verdict {
-    Pass { value_us: f64 },
-    Fail { limit: &'static str, why: String },
-}
-
-impl Verdict {
-    /// `shared_host`: the server runs on this host (jsbench started it),
-    /// so client and server draw on the same cores.
-    fn judge(
-        r: &VariantResult,
-        rate: u64,
-        slo: &crate::profile::Slo,
-        shared_host: bool,
-    ) -> Verdict {
-        let metric = |name: &str| r.metrics.iter().find(|m| m.name == name).map(|m| m.value);
-        // Cores each side used at this rate, from CPU per message.
-        let cores = |name: &str| metric(name).map_or(0.0, |us| us * rate as f64 / 1e6);
-        let (client, server) = (cores("client_cpu_per_msg"), cores("server_cpu_per_msg"));
-        let available = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-        let cpu = format!("client {client:.2} cores, server {server:.2} of {available:.0}");
-        if let Some(e) = &r.error {
-            return Verdict::Fail {
-                limit: "errors",
-                why: format!("the variant failed: {e}"),
-            };
-        }
-        let broken = r.broken();
-        if !broken.is_empty() {
-            return Verdict::Fail {
-                limit: "errors",
-                why: format!("invariants failed: {}", broken.join(", ")),
-            };
-        }
-        let achieved = metric("publish_rate").unwrap_or(0.0);
-        let behind = r
-            .warnings
-            .iter()
-            .any(|w| w.starts_with("the load generator fell behind"));
-        if behind || achieved < 0.97 * rate as f64 {
-            let limit = if server > client {
-                "server_cpu"
-            } else {
-                "client_cpu"
-            };
-            return Verdict::Fail {
-                limit,
-                why: format!(
-                    "the generator could not keep its schedule: {achieved:.0} of {rate} msg/s ({cpu})"
-                ),
-            };
-        }
-        let value_us = r
-            .histograms
-            .iter()
-            .find(|(name, _)| name == slo.on.histogram())
-            .map_or(f64::INFINITY, |(_, h)| {
-                h.quantile(slo.quantile) as f64 / 1e3
-            });
-        let limit_us = slo.limit.as_secs_f64() * 1e6;
-        if value_us <= limit_us {
-            return Verdict::Pass { value_us };
-        }
-        let limit = if server >= 0.8 * available {
-            "server_cpu"
-        } else if client >= 0.8 * available {
-            "client_cpu"
-        } else if shared_host && client + server >= 0.8 * available {
-            // One host's cores, shared by the generator and the server.
-            "host_cpu"
-        } else {
-            "slo"
-        };
-        Verdict::Fail {
-            limit,
-            why: format!(
-                "p{} {} = {:.0} us > {:.0} us ({cpu})",
-                slo.quantile * 100.0,
-                slo.on.histogram(),
-                value_us,
-                limit_us
-            ),
-        }
-    }
-
-    fn passed(&self) -> bool {
-        matches!(self, Verdict::Pass { .. })
-    }
-
-    fn describe(&self) -> String {
-        match self {
-            Verdict::Pass { value_us } => format!("held ({value_us:.0} us)"),
-            Verdict::Fail { why, .. } => format!("failed: {why}"),
-        }
-    }
-
-    /// What limited the rate: a tag and the evidence.
-    fn limit(&self) -> (&'static str, String) {
-        match self {
-            Verdict::Pass { .. } => ("none", String::new()),
-            Verdict::Fail { limit, why } => (limit, why.clone()),
-        }
     }
 }
 

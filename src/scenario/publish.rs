@@ -47,6 +47,9 @@ pub async fn run(
     plan: &PublishScenarioPlan,
     sink: &mut dyn VariantSink,
 ) -> Result<()> {
+    if let Some(search) = &plan.search {
+        return run_searches(ctx, scenario, plan, search, sink).await;
+    }
     let mut without_id: HashMap<String, Figures> = HashMap::new();
     for &rate in &plan.rates {
         let rate_label = rate.label();
@@ -63,10 +66,7 @@ pub async fn run(
             if ctx.stop.is_cancelled() {
                 return Ok(());
             }
-            let id_label = match msg_id {
-                MsgId::None => "none",
-                MsgId::Unique => "unique",
-            };
+            let id_label = id_label(msg_id);
             let mut refs = References::default();
             if references && plan.reference.contains(&Reference::Idiomatic) {
                 let variant = format!("rate-{rate_label}.id-{id_label}.idiomatic");
@@ -85,11 +85,8 @@ pub async fn run(
                 sink.record(scenario, result)?;
             }
 
-            let started = Instant::now();
-            let mut result = VariantResult::new(format!("rate-{rate_label}.id-{id_label}"));
-            describe(plan, rate, msg_id, &mut result);
-            let figures = run_variant(ctx, scenario.name(), plan, rate, msg_id, &mut result).await;
-            result.elapsed = started.elapsed();
+            let name = format!("rate-{rate_label}.id-{id_label}");
+            let (mut result, figures) = own_variant(ctx, scenario, plan, rate, msg_id, name).await;
             if raw {
                 let variant = format!("rate-{rate_label}.id-{id_label}.raw-after");
                 let (after, figures) =
@@ -117,6 +114,59 @@ pub async fn run(
         }
     }
     Ok(())
+}
+
+/// `rates = "search"`: per msg_id mode, a search for the highest rate
+/// whose PubAck latency holds the SLO, its probes and answer named
+/// `id-<mode>.`.
+async fn run_searches(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &PublishScenarioPlan,
+    search: &crate::profile::SearchPlan,
+    sink: &mut dyn VariantSink,
+) -> Result<()> {
+    for &msg_id in &plan.msg_ids {
+        if ctx.stop.is_cancelled() {
+            break;
+        }
+        let probe = async |rate, name| {
+            let (mut result, figures) =
+                own_variant(ctx, scenario, plan, Rate::PerSecond(rate), msg_id, name).await;
+            if let Err(e) = figures {
+                result.error = Some(format!("{e:#}"));
+            }
+            result
+        };
+        let prefix = format!("id-{}.", id_label(msg_id));
+        super::search::run(ctx, scenario, search, &prefix, sink, probe).await?;
+    }
+    Ok(())
+}
+
+/// jsbench's own publisher at `rate` with `msg_id`: described, run, timed;
+/// its figures (or why there are none) for the comparisons.
+async fn own_variant(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &PublishScenarioPlan,
+    rate: Rate,
+    msg_id: MsgId,
+    name: String,
+) -> (VariantResult, Result<Figures>) {
+    let started = Instant::now();
+    let mut result = VariantResult::new(name);
+    describe(plan, rate, msg_id, &mut result);
+    let figures = run_variant(ctx, scenario.name(), plan, rate, msg_id, &mut result).await;
+    result.elapsed = started.elapsed();
+    (result, figures)
+}
+
+fn id_label(msg_id: MsgId) -> &'static str {
+    match msg_id {
+        MsgId::None => "none",
+        MsgId::Unique => "unique",
+    }
 }
 
 fn describe(plan: &PublishScenarioPlan, rate: Rate, msg_id: MsgId, r: &mut VariantResult) {

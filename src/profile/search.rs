@@ -1,0 +1,230 @@
+//! `rates = "search"` (`rate = "search"` where a scenario has one rate):
+//! the objective (`slo`) and bounds (`search`) of a search for the highest
+//! sustainable rate, read the same way by every scenario that searches.
+
+use serde::Deserialize;
+
+use super::{Problems, SearchPlan, Slo, SloOn};
+
+/// `search = { min = 1000, max = 200000, precision = "5%" }`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct SearchSection {
+    min: Option<u64>,
+    max: Option<u64>,
+    precision: Option<String>,
+}
+
+/// Highest rate a search may try.
+const MAX_RATE: u64 = 10_000_000;
+
+/// Whether a rate key's value asks for a search.
+pub fn asks_search(rate: Option<&toml::Value>) -> bool {
+    matches!(rate, Some(toml::Value::String(s)) if s == "search")
+}
+
+/// The search a scenario's keys describe, or `None` (with problems when
+/// `slo` or `search` are given without a search, or are wrong).
+/// `rate_key` names the scenario's rate key in messages; `measured` lists
+/// the latencies the scenario records, the first being the default
+/// objective.
+pub fn read(
+    searching: bool,
+    slo: Option<toml::Table>,
+    search: Option<SearchSection>,
+    rate_key: &str,
+    measured: &[SloOn],
+    prefix: &str,
+    problems: &mut Problems,
+) -> Option<SearchPlan> {
+    let key = |k: &str| format!("{prefix}.{k}");
+    if !searching {
+        if slo.is_some() {
+            problems.push(
+                key("slo"),
+                format!("applies only with {rate_key} = \"search\""),
+            );
+        }
+        if search.is_some() {
+            problems.push(
+                key("search"),
+                format!("applies only with {rate_key} = \"search\""),
+            );
+        }
+        return None;
+    }
+    let Some(slo) = slo else {
+        problems.push(
+            key("slo"),
+            format!(
+                "missing; a search needs an objective, e.g. slo = {{ p99 = \"5ms\" }} (on {})",
+                names(measured)
+            ),
+        );
+        return None;
+    };
+    let slo = read_slo(slo, &key("slo"), measured, problems);
+    let search = search.unwrap_or_default();
+    let min = search.min.unwrap_or(1_000);
+    let max = search.max.unwrap_or(200_000);
+    problems.range(&key("search.min"), min, 1, MAX_RATE, " msg/s");
+    problems.range(&key("search.max"), max, min.max(1), MAX_RATE, " msg/s");
+    let precision = match search.precision.as_deref().map(super::parse_percent) {
+        None => 0.05,
+        Some(Ok(p)) => p,
+        Some(Err(e)) => {
+            problems.push(key("search.precision"), e);
+            0.05
+        }
+    };
+    problems.range(&key("search.precision"), precision, 0.005, 0.5, "");
+    slo.map(|slo| SearchPlan {
+        slo,
+        min,
+        max,
+        precision,
+    })
+}
+
+/// `"e2e" or "pub_ack"`, as a profile writes them.
+fn names(measured: &[SloOn]) -> String {
+    measured
+        .iter()
+        .map(|m| format!("\"{}\"", m.key()))
+        .collect::<Vec<_>>()
+        .join(" or ")
+}
+
+/// `{ p99 = "5ms" }`, `{ "p99.9" = "20ms", on = "pub_ack" }`: one
+/// percentile and its limit.
+fn read_slo(
+    table: toml::Table,
+    key: &str,
+    measured: &[SloOn],
+    problems: &mut Problems,
+) -> Option<Slo> {
+    let mut on = measured[0];
+    let mut objective = None;
+    for (name, value) in table {
+        if name == "on" {
+            match measured.iter().find(|m| value.as_str() == Some(m.key())) {
+                Some(m) => on = *m,
+                None => problems.push(
+                    format!("{key}.on"),
+                    format!(
+                        "{value} is not a latency this scenario measures: {}",
+                        names(measured)
+                    ),
+                ),
+            }
+            continue;
+        }
+        let quantile = name
+            .strip_prefix('p')
+            .and_then(|p| p.parse::<f64>().ok())
+            .filter(|p| *p > 0.0 && *p < 100.0);
+        let limit = value.as_str().map(super::parse_duration);
+        match (quantile, limit) {
+            (Some(q), Some(Ok(limit))) if objective.is_none() => {
+                objective = Some((q / 100.0, limit))
+            }
+            (Some(_), Some(Ok(_))) => problems.push(
+                key,
+                "names more than one percentile; a search holds one objective",
+            ),
+            (None, _) => problems.push(
+                format!("{key}.{name}"),
+                format!(
+                    "is not a percentile like p99 or \"p99.9\" (or on = {})",
+                    names(measured)
+                ),
+            ),
+            (_, Some(Err(e))) => problems.push(format!("{key}.{name}"), e),
+            (_, None) => problems.push(
+                format!("{key}.{name}"),
+                "must be a duration such as \"5ms\"",
+            ),
+        }
+    }
+    match objective {
+        Some((quantile, limit)) => Some(Slo {
+            quantile,
+            limit,
+            on,
+        }),
+        None => {
+            problems.push(key, "names no percentile; e.g. slo = { p99 = \"5ms\" }");
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::profile::{ScenarioPlan, SloOn, one_scenario};
+
+    #[test]
+    fn publish_searches_on_pub_ack_and_fanout_on_either() {
+        let ScenarioPlan::Publish(p) = one_scenario(
+            "publish",
+            "rates = \"search\"\nslo = { p99 = \"2ms\" }\nmsg_id = [\"none\", \"unique\"]\n",
+        )
+        .unwrap() else {
+            unreachable!()
+        };
+        assert_eq!(p.search.as_ref().unwrap().slo.on, SloOn::PubAck);
+        assert!(p.rates.is_empty());
+        assert_eq!(p.variant_count(), 2 * crate::profile::SEARCH_PROBES);
+
+        let ScenarioPlan::Fanout(f) = one_scenario(
+            "fanout",
+            "rate = \"search\"\nslo = { p99 = \"20ms\", on = \"pub_ack\" }\n\
+             search = { min = 500, max = 8000 }\nstreams = 2\ndurables = [1, 4]\n",
+        )
+        .unwrap() else {
+            unreachable!()
+        };
+        let s = f.search.unwrap();
+        assert_eq!((s.slo.on, s.min, s.max), (SloOn::PubAck, 500, 8000));
+    }
+
+    #[test]
+    fn a_search_a_scenario_cannot_run_names_its_key() {
+        for (kind, body, expected) in [
+            (
+                "publish",
+                "rates = \"search\"\nslo = { p99 = \"2ms\", on = \"e2e\" }\n",
+                "scenario[0].slo.on",
+            ),
+            (
+                "publish",
+                "rates = \"search\"\nslo = { p99 = \"2ms\" }\nreference = \"raw\"\n",
+                "scenario[0].reference",
+            ),
+            ("publish", "rates = \"search\"\n", "scenario[0].slo"),
+            ("publish", "rates = [\"fast\"]\n", "scenario[0].rates"),
+            (
+                "publish",
+                "rates = [1000]\nsearch = { max = 5000 }\n",
+                "only with rates = \"search\"",
+            ),
+            ("fanout", "rate = \"quick\"\n", "scenario[0].rate"),
+            (
+                "fanout",
+                "rate = 1000\nslo = { p99 = \"5ms\" }\n",
+                "only with rate = \"search\"",
+            ),
+            (
+                "fanout",
+                "rate = \"search\"\nslo = { p99 = \"5ms\" }\nstreams = 50\nsearch = { min = 10 }\n",
+                "under 1 msg/s per stream",
+            ),
+        ] {
+            let e = match one_scenario(kind, body) {
+                Ok(_) => panic!("{kind}: {body} was accepted"),
+                Err(e) => e,
+            };
+            assert!(e.contains(expected), "{kind}: {body}: {e}");
+        }
+    }
+}
