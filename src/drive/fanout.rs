@@ -142,8 +142,7 @@ pub async fn drive_fanout(ctx: &RunContext, spec: &FanoutSpec) -> Result<FanoutO
         .enumerate()
         .flat_map(|(s, stream)| (0..stream.durables.len()).map(move |d| (s, d)))
         .collect();
-    let per_stream =
-        ((spec.rate as f64) * (spec.warmup + spec.duration).as_secs_f64()).round() as u64;
+    let schedules = schedules(spec);
 
     let (scenario, variant) = spec.label.split_once(' ').unwrap_or(("", &spec.label));
     crate::live::variant_started(scenario, variant);
@@ -177,7 +176,7 @@ pub async fn drive_fanout(ctx: &RunContext, spec: &FanoutSpec) -> Result<FanoutO
             // Set once the clock starts.
             record_from_ns: 0,
             timeline_origin_ns: 0,
-            expected_messages: per_stream,
+            expected_messages: schedules[s].count(),
             log_events: false,
             js_api_prefix: ctx.connect.js_api.prefix(),
             crash: None,
@@ -213,7 +212,7 @@ pub async fn drive_fanout(ctx: &RunContext, spec: &FanoutSpec) -> Result<FanoutO
     let publishers =
         join_all(
             spec.streams.iter().enumerate().map(|(s, stream)| {
-                let config = publisher_config(spec, s, stream, per_stream);
+                let config = publisher_config(spec, s, stream, schedules[s].clone());
                 let stop = publish_stop.clone();
                 async move {
                     Publisher::start(&ctx.connect, &format!("publisher-{s}"), config, stop).await
@@ -226,8 +225,11 @@ pub async fn drive_fanout(ctx: &RunContext, spec: &FanoutSpec) -> Result<FanoutO
 
     // Timed from here. Many publisher threads wake for their first send:
     // a longer lead-in.
-    let t0_ns = clock::now_ns()
-        + (LEAD_IN + Duration::from_millis(2) * spec.streams.len() as u32).as_nanos() as u64;
+    let t0_ns = super::align_start(
+        &spec.publish.arrival,
+        clock::now_ns()
+            + (LEAD_IN + Duration::from_millis(2) * spec.streams.len() as u32).as_nanos() as u64,
+    );
     let record_from_ns = t0_ns + spec.warmup.as_nanos() as u64;
     let timing = Timing {
         t0_ns,
@@ -455,27 +457,53 @@ pub async fn drive_fanout(ctx: &RunContext, spec: &FanoutSpec) -> Result<FanoutO
     })
 }
 
-/// The stream's publisher: its share of the rate over its subjects.
+/// Each stream's schedule. Steady: its own share of the rate. A shape:
+/// the streams together follow it at the total rate, stream s taking
+/// arrivals s, s + S, s + 2S, ... of it (Poisson in sum; a step or a burst
+/// reaches every stream at once).
+fn schedules(spec: &FanoutSpec) -> Vec<Schedule> {
+    let streams = spec.streams.len().max(1) as u64;
+    let span = spec.warmup + spec.duration;
+    let total = spec.rate * streams;
+    let shared: Option<Arc<[u64]>> =
+        crate::profile::arrival_offsets(&spec.publish.arrival, Some(total), span).map(Arc::from);
+    (0..streams)
+        .map(|s| match &shared {
+            None => Schedule {
+                // Set by `go`.
+                t0_ns: 0,
+                total_rate: Some(spec.rate),
+                stride: 1,
+                offset: 0,
+                total_messages: ((spec.rate as f64) * span.as_secs_f64()).round() as u64,
+                end_ns: u64::MAX,
+                arrivals: None,
+            },
+            Some(arrivals) => Schedule {
+                t0_ns: 0,
+                total_rate: Some(total),
+                stride: streams,
+                offset: s,
+                total_messages: arrivals.len() as u64,
+                end_ns: u64::MAX,
+                arrivals: Some(arrivals.clone()),
+            },
+        })
+        .collect()
+}
+
+/// The stream's publisher: its schedule over its subjects.
 fn publisher_config(
     spec: &FanoutSpec,
     index: usize,
     stream: &FanStream,
-    messages: u64,
+    schedule: Schedule,
 ) -> PublisherConfig {
     PublisherConfig {
         index: index as u16,
         subjects: stream.subjects.clone(),
         message_size: spec.publish.message_size,
-        schedule: Schedule {
-            // Set by `go`.
-            t0_ns: 0,
-            total_rate: Some(spec.rate),
-            stride: 1,
-            offset: 0,
-            total_messages: messages,
-            end_ns: u64::MAX,
-            arrivals: None,
-        },
+        schedule,
         window: spec.publish.pub_ack_window,
         msg_id: spec.publish.msg_id,
         msg_id_prefix: format!("{}-{index}-", spec.msg_id_prefix),

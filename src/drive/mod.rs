@@ -108,6 +108,17 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
     }
 }
 
+/// When a schedule starts: at `t0_ns`, or for steps on the next whole
+/// second. Steps are measured from the per-second histograms; starting on a
+/// whole second puts each step's seconds inside it.
+pub fn align_start(arrival: &crate::profile::ArrivalPlan, t0_ns: u64) -> u64 {
+    if matches!(arrival, crate::profile::ArrivalPlan::Steps(_)) {
+        t0_ns.div_ceil(crate::histogram::INTERVAL_NS) * crate::histogram::INTERVAL_NS
+    } else {
+        t0_ns
+    }
+}
+
 /// Runs `share` of the variant in this process, phase by phase, with
 /// `peers` running the rest. When this process leads, the peers' parts
 /// join the outcome, which then reads as if one process had run everything.
@@ -120,13 +131,11 @@ pub async fn drive_share<P: Peers>(
     let (scenario, variant) = spec.label.split_once(' ').unwrap_or(("", &spec.label));
     crate::live::variant_started(scenario, variant);
     let connected = connect::connect(ctx, spec, share).await?;
-    let mut t0_ns = peers.start_time(spec, LEAD_IN).await?;
-    if matches!(spec.publish.arrival, crate::profile::ArrivalPlan::Steps(_)) {
-        // Steps are measured from the per-second histograms: starting on a
-        // whole second puts each step's seconds inside it. Every process
-        // rounds the same agreed t0 the same way.
-        t0_ns = t0_ns.div_ceil(crate::histogram::INTERVAL_NS) * crate::histogram::INTERVAL_NS;
-    }
+    // Every process rounds the same agreed t0 the same way.
+    let t0_ns = align_start(
+        &spec.publish.arrival,
+        peers.start_time(spec, LEAD_IN).await?,
+    );
     let mut variant = Variant::new(ctx, spec, share, t0_ns, connected.messages);
     variant.start_consumers(connected.consumer_clients);
     let publishers = start::start_publishers(connected.publishers, variant.timing);

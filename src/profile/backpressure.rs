@@ -2,10 +2,11 @@
 
 use serde::Deserialize;
 
+use super::arrival::ArrivalSpec;
 use super::behaviour::BehaviourSection;
 use super::common::{
-    ConsumerSection, PublishKeys, SizeSpec, Timing, common_plan, publish_plan,
-    require_explicit_ack, required_rate,
+    ConsumerSection, PublishKeys, SizeSpec, Timing, common_plan, paced_rate, publish_plan,
+    require_explicit_ack,
 };
 use super::{BackpressurePlan, Dur, MsgId, Problems, read_section};
 
@@ -17,6 +18,8 @@ struct BackpressureSection {
     warmup: Option<Dur>,
     drain_timeout: Option<Dur>,
     rate: Option<u64>,
+    #[serde(default)]
+    arrival: ArrivalSpec,
     publishers: Option<usize>,
     message_size: Option<SizeSpec>,
     max_ack_pending: Option<Vec<i64>>,
@@ -45,8 +48,8 @@ pub(super) fn read(
         prefix,
         problems,
     );
-    let rate = required_rate(s.rate, prefix, 2000, problems);
-    let publish = publish_plan(
+    let (rate, arrival) = paced_rate(s.rate, &s.arrival, &common, prefix, 2000, problems);
+    let mut publish = publish_plan(
         PublishKeys {
             publishers: s.publishers,
             message_size: s.message_size,
@@ -56,6 +59,7 @@ pub(super) fn read(
         prefix,
         problems,
     );
+    publish.arrival = arrival;
     let consumer = s.consumer.validate(prefix, false, problems);
     require_explicit_ack(&consumer, "backpressure", prefix, problems);
     let behaviour = s.behaviour.validate(prefix, &consumer, problems);

@@ -6,9 +6,10 @@ use serde::Deserialize;
 
 use std::collections::BTreeMap;
 
+use super::arrival::ArrivalSpec;
 use super::{
-    AckPolicy, CommonPlan, ConsumerKind, ConsumerPlan, Dur, MsgId, Problems, PublishMode,
-    PublishPlan, PullSweep, PullTuning, PushPlan, Rate, ServerPlan, SizePlan, Storage,
+    AckPolicy, ArrivalPlan, CommonPlan, ConsumerKind, ConsumerPlan, Dur, MsgId, Problems,
+    PublishMode, PublishPlan, PullSweep, PullTuning, PushPlan, Rate, ServerPlan, SizePlan, Storage,
     is_safe_name,
 };
 use crate::stamp::STAMP_LEN;
@@ -166,6 +167,45 @@ pub fn required_rate(
             rate
         }
     }
+}
+
+/// `rate` and `arrival` of a paced scenario together: a steady or Poisson
+/// arrival at the required `rate`, or a shape that sets its own (steps,
+/// ramp, bursts, gaps), which then stands for the rate: the variant runs at
+/// the shape's mean.
+pub fn paced_rate(
+    rate: Option<u64>,
+    arrival: &ArrivalSpec,
+    common: &CommonPlan,
+    prefix: &str,
+    example: u64,
+    problems: &mut Problems,
+) -> (u64, ArrivalPlan) {
+    let arrival = arrival.validate(&format!("{prefix}.arrival"), problems);
+    if arrival.uses_rate() {
+        return (required_rate(rate, prefix, example, problems), arrival);
+    }
+    if rate.is_some() {
+        problems.push(
+            format!("{prefix}.rate"),
+            format!(
+                "arrival = \"{}\" sets its own rate; remove rate (or use a steady or poisson arrival)",
+                arrival.name()
+            ),
+        );
+    }
+    let rate = if problems.is_empty() {
+        shape_mean_rate(&arrival, common.duration + common.warmup)
+    } else {
+        1
+    };
+    (rate, arrival)
+}
+
+/// The mean msg/s of a shape that sets its own rate, over `span`.
+pub fn shape_mean_rate(arrival: &ArrivalPlan, span: Duration) -> u64 {
+    let planned = super::arrival_count(arrival, None, span);
+    ((planned as f64 / span.as_secs_f64().max(1e-9)).round() as u64).max(1)
 }
 
 /// Scenarios that judge every message's fate (or its survival) need the

@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::arrival::ArrivalSpec;
 use super::behaviour::BehaviourSection;
 use super::common::{
-    ConsumerSection, OneOrMany, PublishKeys, SizeSpec, Timing, common_plan, publish_plan,
-    require_explicit_ack, required_rate,
+    ConsumerSection, OneOrMany, PublishKeys, SizeSpec, Timing, common_plan, paced_rate,
+    publish_plan, require_explicit_ack,
 };
 use super::{
     Capture, DlqHandlerPlan, DlqPlan, Dur, MsgId, OriginalGet, Problems, Retention, read_section,
@@ -22,6 +23,8 @@ struct DlqSection {
     warmup: Option<Dur>,
     drain_timeout: Option<Dur>,
     rate: Option<u64>,
+    #[serde(default)]
+    arrival: ArrivalSpec,
     publishers: Option<usize>,
     message_size: Option<SizeSpec>,
     msg_id: Option<MsgId>,
@@ -64,9 +67,9 @@ pub(super) fn read(table: toml::Table, prefix: &str, problems: &mut Problems) ->
         prefix,
         problems,
     );
-    let rate = required_rate(s.rate, prefix, 500, problems);
+    let (rate, arrival) = paced_rate(s.rate, &s.arrival, &common, prefix, 500, problems);
     // Ids by default: the copies must show that Nats-Msg-Id was dropped.
-    let publish = publish_plan(
+    let mut publish = publish_plan(
         PublishKeys {
             publishers: s.publishers,
             message_size: s.message_size,
@@ -77,6 +80,7 @@ pub(super) fn read(table: toml::Table, prefix: &str, problems: &mut Problems) ->
         prefix,
         problems,
     );
+    publish.arrival = arrival;
     let consumer = s.consumer.validate(prefix, false, problems);
     require_explicit_ack(&consumer, "dlq", prefix, problems);
     let behaviour = s.behaviour.validate(prefix, &consumer, problems);

@@ -2,6 +2,7 @@
 
 use serde::Deserialize;
 
+use super::arrival::ArrivalSpec;
 use super::common::{
     ConsumerSection, OneOrMany, PublishKeys, SizeSpec, Timing, common_plan, has_repeats,
     publish_plan, require_explicit_ack, required_rate,
@@ -19,6 +20,8 @@ struct FanoutSection {
     rate: Option<toml::Value>,
     slo: Option<toml::Table>,
     search: Option<SearchSection>,
+    #[serde(default)]
+    arrival: ArrivalSpec,
     streams: Option<OneOrMany<usize>>,
     durables: Option<OneOrMany<usize>>,
     subjects: Option<usize>,
@@ -72,7 +75,23 @@ pub(super) fn read(
     );
     // A search's rates lie in its bracket: the checks below hold its
     // lowest to the per-stream floor and its highest to the delivery cap.
+    let arrival = s.arrival.validate(&key("arrival"), problems);
     let (rate, top) = match (&s.rate, &search) {
+        (None, None) if !arrival.uses_rate() && problems.is_empty() => {
+            let rate = super::common::shape_mean_rate(&arrival, common.duration + common.warmup);
+            (rate, rate)
+        }
+        (None, None) if !arrival.uses_rate() => (1, 1),
+        (Some(_), _) if !arrival.uses_rate() => {
+            problems.push(
+                key("rate"),
+                format!(
+                    "arrival = \"{}\" sets its own rate; remove rate (or use a steady or poisson arrival)",
+                    arrival.name()
+                ),
+            );
+            (1, 1)
+        }
         (_, Some(search)) => (search.min, search.max),
         (Some(_), None) if searching => (1, 1),
         (Some(toml::Value::Integer(n)), None) if *n >= 0 => {
@@ -150,7 +169,7 @@ pub(super) fn read(
             ),
         );
     }
-    let publish = publish_plan(
+    let mut publish = publish_plan(
         PublishKeys {
             message_size: s.message_size,
             msg_id: s.msg_id,
@@ -162,6 +181,7 @@ pub(super) fn read(
         prefix,
         problems,
     );
+    publish.arrival = arrival;
     let consumer = s.consumer.validate(prefix, false, problems);
     // Every durable's check counts acks against deliveries and asks the
     // server for nothing pending.

@@ -69,13 +69,11 @@ pub(super) fn read(
                 ),
             );
         }
-        let span = common.duration + common.warmup;
-        let planned = if problems.is_empty() {
-            super::arrival_count(&arrival, None, span)
+        rates = vec![if problems.is_empty() {
+            super::common::shape_mean_rate(&arrival, common.duration + common.warmup)
         } else {
-            0
-        };
-        rates = vec![((planned as f64 / span.as_secs_f64().max(1e-9)).round() as u64).max(1)];
+            1
+        }];
     }
     if rates.is_empty() && search.is_none() {
         problems.push(

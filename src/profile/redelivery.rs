@@ -2,10 +2,11 @@
 
 use serde::Deserialize;
 
+use super::arrival::ArrivalSpec;
 use super::behaviour::BehaviourSection;
 use super::common::{
-    ConsumerSection, PublishKeys, SizeSpec, Timing, common_plan, publish_plan,
-    require_explicit_ack, required_rate,
+    ConsumerSection, PublishKeys, SizeSpec, Timing, common_plan, paced_rate, publish_plan,
+    require_explicit_ack,
 };
 use super::{Dur, MsgId, Problems, RedeliveryPlan, read_section};
 
@@ -17,6 +18,8 @@ struct RedeliverySection {
     warmup: Option<Dur>,
     drain_timeout: Option<Dur>,
     rate: Option<u64>,
+    #[serde(default)]
+    arrival: ArrivalSpec,
     publishers: Option<usize>,
     message_size: Option<SizeSpec>,
     baseline: Option<bool>,
@@ -43,8 +46,8 @@ pub(super) fn read(
         prefix,
         problems,
     );
-    let rate = required_rate(s.rate, prefix, 200, problems);
-    let publish = publish_plan(
+    let (rate, arrival) = paced_rate(s.rate, &s.arrival, &common, prefix, 200, problems);
+    let mut publish = publish_plan(
         PublishKeys {
             publishers: s.publishers,
             message_size: s.message_size,
@@ -54,6 +57,7 @@ pub(super) fn read(
         prefix,
         problems,
     );
+    publish.arrival = arrival;
     let consumer = s.consumer.validate(prefix, false, problems);
     require_explicit_ack(&consumer, "redelivery", prefix, problems);
     let behaviour = s.behaviour.validate(prefix, &consumer, problems);

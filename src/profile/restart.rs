@@ -4,9 +4,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::arrival::ArrivalSpec;
 use super::common::{
-    ConsumerSection, PublishKeys, SizeSpec, Timing, common_plan, publish_plan,
-    require_explicit_ack, required_rate,
+    ConsumerSection, PublishKeys, SizeSpec, Timing, common_plan, paced_rate, publish_plan,
+    require_explicit_ack,
 };
 use super::{Dur, MsgId, Problems, RestartPlan, read_section};
 use super::{FaultKind, FaultNode};
@@ -19,6 +20,8 @@ struct RestartSection {
     warmup: Option<Dur>,
     drain_timeout: Option<Dur>,
     rate: Option<u64>,
+    #[serde(default)]
+    arrival: ArrivalSpec,
     publishers: Option<usize>,
     message_size: Option<SizeSpec>,
     pub_ack_window: Option<usize>,
@@ -50,7 +53,7 @@ pub(super) fn read(
         prefix,
         problems,
     );
-    let rate = required_rate(s.rate, prefix, 500, problems);
+    let (rate, arrival) = paced_rate(s.rate, &s.arrival, &common, prefix, 500, problems);
     let down_for = s.down_for.map(|d| d.0).unwrap_or(Duration::from_secs(1));
     problems.range(
         &key("down_for"),
@@ -74,6 +77,7 @@ pub(super) fn read(
         prefix,
         problems,
     );
+    publish.arrival = arrival;
     let resend_after = s
         .resend_after
         .map(|d| d.0)

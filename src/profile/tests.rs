@@ -781,3 +781,25 @@ fn push_keys_belong_to_push_and_pull_keys_to_pull() {
         .collect();
     assert_eq!(names, ["pull", "push"]);
 }
+
+/// Every paced scenario takes `arrival`; a shape that sets its own
+/// rate refuses a `rate` beside it, and a Poisson arrival needs one.
+#[test]
+fn every_paced_scenario_reads_a_shape_and_refuses_a_rate_beside_it() {
+    for kind in ["redelivery", "backpressure", "restart", "dlq", "fanout"] {
+        let ramp = "arrival = { pattern = \"ramp\", from = 10, to = 90 }\n";
+        let e = match crate::profile::one_scenario(kind, &format!("rate = 100\n{ramp}")) {
+            Ok(_) => panic!("{kind}: rate beside a ramp accepted"),
+            Err(e) => e,
+        };
+        assert!(
+            e.contains("scenario[0].rate") && e.contains("sets its own rate"),
+            "{kind}: {e}"
+        );
+        let e = match crate::profile::one_scenario(kind, "arrival = \"poisson\"\n") {
+            Ok(_) => panic!("{kind}: poisson without a rate accepted"),
+            Err(e) => e,
+        };
+        assert!(e.contains("scenario[0].rate"), "{kind}: {e}");
+    }
+}

@@ -63,6 +63,7 @@ pub async fn run(
 
 fn describe(plan: &BackpressurePlan, c: &ConsumerPlan, r: &mut VariantResult) {
     r.param("rate", plan.rate);
+    super::shape::describe(&plan.publish.arrival, r);
     r.param("duration", format_duration(plan.common.duration));
     r.param("max_ack_pending", c.max_ack_pending);
     r.param("ack_wait", format_duration(c.ack_wait));
@@ -115,6 +116,12 @@ async fn run_variant(
         fates::early_tolerance(delivery_p999),
     );
     measure(&outcome, &analysis, plan, consumer, result);
+    super::shape::per_step(
+        &outcome.e2e_intended,
+        outcome.t0_ns,
+        &plan.publish.arrival,
+        result,
+    );
     verify(&outcome, &analysis, stored, result);
     deleted.context("cleaning up after the variant")?;
     Ok(())

@@ -146,6 +146,7 @@ fn describe(plan: &DlqPlan, v: &Variant, r: &mut VariantResult) {
     let h = &plan.handler;
     r.param("retention", v.retention);
     r.param("rate", plan.rate);
+    super::shape::describe(&plan.publish.arrival, r);
     r.param("duration", format_duration(plan.common.duration));
     r.param("warmup", format_duration(plan.common.warmup));
     r.param("publishers", plan.publish.publishers);
@@ -358,6 +359,12 @@ async fn run_variant(
     // Measure and verify.
     let figures = measure(
         &outcome, &analysis, &expected, &evidence, plan, baseline, result,
+    );
+    super::shape::per_step(
+        &outcome.e2e_intended,
+        outcome.t0_ns,
+        &plan.publish.arrival,
+        result,
     );
     verify(
         &outcome,

@@ -99,6 +99,7 @@ struct Shape {
 fn describe(plan: &FanoutPlan, rate: u64, streams: usize, durables: usize, r: &mut VariantResult) {
     r.param("rate", per_stream(rate, streams) * streams as u64);
     r.param("rate_per_stream", per_stream(rate, streams));
+    super::shape::describe(&plan.publish.arrival, r);
     r.param("streams", streams);
     r.param("durables_per_stream", durables);
     r.param("consumers", streams * durables);
@@ -386,6 +387,7 @@ fn measure(o: &FanoutOutcome, p: &Provisioned, spec: &FanoutSpec, r: &mut Varian
         r.metrics.extend(latency_metrics(name, &recorder.summary()));
         r.histograms.push((name.to_string(), recorder.clone()));
     }
+    super::shape::per_step(&e2e, publish.t0_ns, &spec.publish.arrival, r);
     r.metrics.push(metric(
         "drain_time",
         "ms",

@@ -105,7 +105,12 @@ async fn run_core_variant(
     spec.msg_id_prefix = format!("{}-{scenario}-{variant}", ctx.names.token());
     let outcome = drive(ctx, &spec).await?;
     measure(&outcome, rate, result);
-    per_step(&outcome, &plan.publish.arrival, result);
+    super::shape::per_step(
+        &outcome.e2e_intended,
+        outcome.t0_ns,
+        &plan.publish.arrival,
+        result,
+    );
     verify_core(&outcome, result);
     Ok(())
 }
@@ -156,9 +161,7 @@ fn variant_name(plan: &LatencyPlan, rate: u64, core: bool) -> String {
 
 fn describe(plan: &LatencyPlan, rate: u64, r: &mut VariantResult) {
     r.param("rate", rate);
-    if !plan.publish.arrival.is_steady() {
-        r.param("arrival", plan.publish.arrival.to_string());
-    }
+    super::shape::describe(&plan.publish.arrival, r);
     r.param("duration", format_duration(plan.common.duration));
     r.param("warmup", format_duration(plan.common.warmup));
     r.param("publishers", plan.publish.publishers);
@@ -206,45 +209,15 @@ async fn run_variant(
 
     // Measure and verify.
     measure(&outcome, rate, result);
-    per_step(&outcome, &plan.publish.arrival, result);
+    super::shape::per_step(
+        &outcome.e2e_intended,
+        outcome.t0_ns,
+        &plan.publish.arrival,
+        result,
+    );
     verify(&outcome, plan.publish.msg_id, stored, result);
     deleted.context("cleaning up after the variant")?;
     Ok(())
-}
-
-/// With `arrival = { pattern = "steps", ... }`: each step's end-to-end
-/// latency, from the interval histograms (each second counted in the step
-/// it began in), as a parts row and a `step<i>.e2e_latency.p99` metric.
-fn per_step(o: &DriveOutcome, arrival: &crate::profile::ArrivalPlan, r: &mut VariantResult) {
-    let crate::profile::ArrivalPlan::Steps(steps) = arrival else {
-        return;
-    };
-    let mut start = o.t0_ns;
-    for (i, (rate, length)) in steps.iter().enumerate() {
-        let end = start + length.as_nanos() as u64;
-        let h = o.e2e_intended.seconds_between(start, end);
-        let us = |ns: u64| (ns as f64 / 100.0).round() / 10.0;
-        let mut part = crate::variant::Part::new(
-            "step",
-            &format!("{}: {rate}/s for {}", i + 1, format_duration(*length)),
-        );
-        part.set("rate", rate);
-        part.set("starts_s", (start - o.t0_ns) as f64 / 1e9);
-        part.set("latencies", h.len());
-        part.set("e2e_p50_us", us(h.value_at_quantile(0.5)));
-        part.set("e2e_p99_us", us(h.value_at_quantile(0.99)));
-        part.set("e2e_max_us", us(h.max()));
-        if !h.is_empty() {
-            r.metrics.push(Metric::new(
-                format!("step{}.e2e_latency.p99", i + 1),
-                "us",
-                us(h.value_at_quantile(0.99)),
-                Direction::Lower,
-            ));
-        }
-        r.parts.push(part);
-        start = end;
-    }
 }
 
 fn measure(o: &DriveOutcome, rate: u64, r: &mut VariantResult) {

@@ -13,6 +13,7 @@ pub mod replay;
 pub mod restart;
 pub mod resume;
 pub mod search;
+pub mod shape;
 
 use anyhow::Result;
 

@@ -97,6 +97,7 @@ async fn variant(
 fn describe(plan: &RedeliveryPlan, behaviour: &BehaviourPlan, r: &mut VariantResult) {
     let c = &plan.consumer;
     r.param("rate", plan.rate);
+    super::shape::describe(&plan.publish.arrival, r);
     r.param("duration", format_duration(plan.common.duration));
     r.param("publishers", plan.publish.publishers);
     r.param("consumers", c.consumers);
@@ -168,6 +169,12 @@ async fn run_variant(
         fates::early_tolerance(delivery_p999),
     );
     let figures = measure(&outcome, &analysis, &advisories, baseline, result);
+    super::shape::per_step(
+        &outcome.e2e_intended,
+        outcome.t0_ns,
+        &plan.publish.arrival,
+        result,
+    );
     verify(&outcome, &analysis, &advisories, stored, result);
     deleted.context("cleaning up after the variant")?;
     Ok(figures)

@@ -41,6 +41,7 @@ pub async fn run(
     ));
     result.param("fault", plan.fault);
     result.param("rate", plan.rate);
+    super::shape::describe(&plan.publish.arrival, &mut result);
     result.param("duration", format_duration(plan.common.duration));
     result.param("kill_after", format_duration(plan.kill_after));
     result.param("down_for", format_duration(plan.down_for));
@@ -118,6 +119,12 @@ async fn run_variant(
 
     // Measure and verify.
     measure(ctx, &outcome, result);
+    super::shape::per_step(
+        &outcome.e2e_intended,
+        outcome.t0_ns,
+        &plan.publish.arrival,
+        result,
+    );
     verify(&outcome, &read, result);
     deleted.context("cleaning up after the variant")?;
     Ok(())
