@@ -165,7 +165,6 @@ impl Saboteur {
         let copy = dlq.get_raw_message(seq).await.unwrap();
         copy.headers
             .get("Nats-Dlq-Origin-Seq")
-            .or_else(|| copy.headers.get("Dlq-Origin-Seq"))
             .unwrap()
             .as_str()
             .parse()

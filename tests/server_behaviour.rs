@@ -369,3 +369,99 @@ async fn a_message_naked_with_a_delay_holds_its_max_ack_pending_slot() {
         start.elapsed()
     );
 }
+
+/// A header under `Nats-` that the server does not interpret, as the seed's
+/// DLQ pattern writes (`Nats-Dlq-Origin-Seq`), is stored as it is: the DLQ
+/// copies use the seed's names by default.
+#[tokio::test]
+async fn an_unknown_nats_header_is_stored_as_it_is() {
+    let server = common::server();
+    let js = context(&server).await;
+    let stream = js
+        .create_stream(stream::Config {
+            name: "NATSHDR".into(),
+            subjects: vec!["natshdr".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("Nats-Dlq-Origin-Seq", "42");
+    headers.insert("Nats-Dlq-Reason", "max_deliveries");
+    let ack = js
+        .publish_with_headers("natshdr", headers, "x".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let stored = stream.get_raw_message(ack.sequence).await.unwrap();
+    assert_eq!(
+        stored
+            .headers
+            .get("Nats-Dlq-Origin-Seq")
+            .map(|v| v.as_str()),
+        Some("42")
+    );
+    assert_eq!(
+        stored.headers.get("Nats-Dlq-Reason").map(|v| v.as_str()),
+        Some("max_deliveries")
+    );
+}
+
+/// The consumer-create request with `"pedantic": true`, sent by hand
+/// (async-nats has no flag for it): the server's answer.
+async fn create_pedantic(
+    server: &jsbench::server::EmbeddedServer,
+    stream: &str,
+    config: serde_json::Value,
+) -> serde_json::Value {
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let name = config["durable_name"].as_str().unwrap().to_string();
+    let request = serde_json::json!({
+        "stream_name": stream,
+        "config": config,
+        "action": "create",
+        "pedantic": true,
+    });
+    let reply = client
+        .request(
+            format!("$JS.API.CONSUMER.CREATE.{stream}.{name}"),
+            request.to_string().into(),
+        )
+        .await
+        .unwrap();
+    serde_json::from_slice(&reply.payload).unwrap()
+}
+
+/// Without pedantic the server rewrites AckWait to BackOff[0] in silence
+/// (pinned above); with it, the same consumer is refused with 10157, and
+/// one whose AckWait equals BackOff[0] is created unchanged.
+#[tokio::test]
+async fn pedantic_refuses_what_the_server_would_rewrite() {
+    let server = common::server();
+    let js = context(&server).await;
+    js.create_stream(stream::Config {
+        name: "PEDANTIC".into(),
+        subjects: vec!["pedantic".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let config = |name: &str, ack_wait_ms: u64| {
+        serde_json::json!({
+            "durable_name": name,
+            "ack_policy": "explicit",
+            "ack_wait": ack_wait_ms * 1_000_000,
+            "backoff": [200_000_000u64, 400_000_000u64],
+            "max_deliver": 3,
+        })
+    };
+    let refused = create_pedantic(&server, "PEDANTIC", config("rewritten", 30_000)).await;
+    assert_eq!(refused["error"]["err_code"], 10157, "{refused}");
+    let description = refused["error"]["description"].as_str().unwrap();
+    assert!(description.contains("pedantic"), "{description}");
+
+    let created = create_pedantic(&server, "PEDANTIC", config("matching", 200)).await;
+    assert!(created.get("error").is_none(), "{created}");
+    assert_eq!(created["config"]["ack_wait"], 200_000_000u64);
+}

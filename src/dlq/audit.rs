@@ -16,7 +16,7 @@ use async_nats::jetstream::{self, consumer::pull::OrderedConfig, message::Stream
 use bytes::Bytes;
 use futures::StreamExt;
 
-use super::copy::{ORIGIN_CONSUMER, ORIGIN_SEQ, ORIGIN_STREAM, REASON, is_publish_control, pairs};
+use super::copy::{OriginHeaders, is_publish_control, pairs};
 use super::{Key, Watched};
 use crate::advisory::Kind;
 
@@ -181,6 +181,7 @@ pub fn check(
     originals: &BTreeMap<Key, Original>,
     watched: &[Watched],
     prefix: &str,
+    names: &OriginHeaders,
 ) -> Audit {
     let mut a = Audit {
         letters: letters.len() as u64,
@@ -190,9 +191,9 @@ pub fn check(
     for letter in letters {
         let header = |name: &str| letter.headers.get(name).map(|v| v.as_str().to_string());
         let origin = (
-            header(ORIGIN_STREAM),
-            header(ORIGIN_CONSUMER),
-            header(ORIGIN_SEQ).and_then(|s| s.parse::<u64>().ok()),
+            header(&names.stream),
+            header(&names.consumer),
+            header(&names.seq).and_then(|s| s.parse::<u64>().ok()),
         );
         let (Some(stream), Some(consumer), Some(seq)) = origin else {
             a.unexpected(format!(
@@ -241,7 +242,7 @@ pub fn check(
             ));
             continue;
         }
-        let want = expected_headers(&original.headers, &stream, &consumer, seq, *kind);
+        let want = expected_headers(&original.headers, (&stream, &consumer, seq, *kind), names);
         let got = pairs(&letter.headers);
         if got != want {
             let extra: Vec<_> = got.iter().filter(|h| !want.contains(h)).collect();
@@ -265,24 +266,20 @@ pub fn check(
 /// headers and the dedup id, as sorted pairs.
 fn expected_headers(
     original: &[(String, String)],
-    stream: &str,
-    consumer: &str,
-    seq: u64,
-    kind: Kind,
+    (stream, consumer, seq, kind): (&str, &str, u64, Kind),
+    names: &OriginHeaders,
 ) -> Vec<(String, String)> {
     let mut want: Vec<(String, String)> = original
         .iter()
         .filter(|(name, _)| !is_publish_control(name))
-        .filter(|(name, _)| {
-            ![ORIGIN_STREAM, ORIGIN_CONSUMER, ORIGIN_SEQ, REASON].contains(&name.as_str())
-        })
+        .filter(|(name, _)| !names.all().contains(&name.as_str()))
         .cloned()
         .collect();
     want.extend([
-        (ORIGIN_STREAM.to_string(), stream.to_string()),
-        (ORIGIN_CONSUMER.to_string(), consumer.to_string()),
-        (ORIGIN_SEQ.to_string(), seq.to_string()),
-        (REASON.to_string(), kind.name().to_string()),
+        (names.stream.clone(), stream.to_string()),
+        (names.consumer.clone(), consumer.to_string()),
+        (names.seq.clone(), seq.to_string()),
+        (names.reason.clone(), kind.name().to_string()),
         (
             "Nats-Msg-Id".to_string(),
             format!("{stream}.{consumer}.{seq}"),
@@ -325,7 +322,7 @@ mod tests {
             seq: of.sequence,
             kind: Kind::MaxDeliveries,
         };
-        let mut headers = dead_letter_headers(&of.headers, &origin);
+        let mut headers = dead_letter_headers(&of.headers, &origin, &OriginHeaders::default());
         tweak(&mut headers);
         DeadLetter {
             dlq_seq,
@@ -345,7 +342,14 @@ mod tests {
         let expected =
             BTreeMap::from([((0, 3), Kind::MaxDeliveries), ((0, 5), Kind::MaxDeliveries)]);
         let letters = [letter(1, &o3, |_| {}), letter(2, &o5, |_| {})];
-        let a = check(&letters, &expected, &originals, &watched(), "p.dlq");
+        let a = check(
+            &letters,
+            &expected,
+            &originals,
+            &watched(),
+            "p.dlq",
+            &OriginHeaders::default(),
+        );
         assert_eq!(a.once, 2);
         assert_eq!(a.compared, 2);
         assert_eq!(
@@ -398,7 +402,14 @@ mod tests {
                 payload: Bytes::new(),
             },
         ];
-        let a = check(&letters, &expected, &originals, &watched(), "p.dlq");
+        let a = check(
+            &letters,
+            &expected,
+            &originals,
+            &watched(),
+            "p.dlq",
+            &OriginHeaders::default(),
+        );
         assert_eq!(a.missing, vec![9]);
         assert_eq!(a.repeated, vec![(3, 2)]);
         assert_eq!(a.unexpected_count, 2, "{:?}", a.unexpected);
@@ -413,13 +424,27 @@ mod tests {
         let originals = BTreeMap::from([((0, 3), Original::stored(&o3))]);
         let expected = BTreeMap::from([((0, 3), Kind::MaxDeliveries)]);
         let letters = [letter(1, &o3, |h| h.insert("Nats-Msg-Id", "p-3"))];
-        let a = check(&letters, &expected, &originals, &watched(), "p.dlq");
+        let a = check(
+            &letters,
+            &expected,
+            &originals,
+            &watched(),
+            "p.dlq",
+            &OriginHeaders::default(),
+        );
         assert_eq!(a.mismatched_count, 1, "{a:?}");
         let payload = [DeadLetter {
             payload: Bytes::from_static(b"other"),
             ..letter(1, &o3, |_| {})
         }];
-        let a = check(&payload, &expected, &originals, &watched(), "p.dlq");
+        let a = check(
+            &payload,
+            &expected,
+            &originals,
+            &watched(),
+            "p.dlq",
+            &OriginHeaders::default(),
+        );
         assert!(a.mismatched[0].contains("payload"), "{a:?}");
     }
 
@@ -438,10 +463,24 @@ mod tests {
         let expected = BTreeMap::from([((0, 3), Kind::MaxDeliveries)]);
         let letters = [letter(1, &read_by_handler, |_| {})];
         let against_handler = BTreeMap::from([((0, 3), Original::stored(&read_by_handler))]);
-        let a = check(&letters, &expected, &against_handler, &watched(), "p.dlq");
+        let a = check(
+            &letters,
+            &expected,
+            &against_handler,
+            &watched(),
+            "p.dlq",
+            &OriginHeaders::default(),
+        );
         assert_eq!(a.mismatched_count, 0, "circular: it passes");
         let against_consumer = BTreeMap::from([((0, 3), Original::seen(&seen))]);
-        let a = check(&letters, &expected, &against_consumer, &watched(), "p.dlq");
+        let a = check(
+            &letters,
+            &expected,
+            &against_consumer,
+            &watched(),
+            "p.dlq",
+            &OriginHeaders::default(),
+        );
         assert_eq!(a.mismatched_count, 1, "{:?}", a.mismatched);
     }
 }

@@ -16,14 +16,7 @@ use async_nats::header::{HeaderValue, NATS_MESSAGE_ID};
 use crate::advisory::Kind;
 pub use crate::consume::header_pairs as pairs;
 
-/// The stream the original was stored in.
-pub const ORIGIN_STREAM: &str = "Dlq-Origin-Stream";
-/// The consumer that gave up on it.
-pub const ORIGIN_CONSUMER: &str = "Dlq-Origin-Consumer";
-/// Its stream sequence: the key back to the original.
-pub const ORIGIN_SEQ: &str = "Dlq-Origin-Seq";
-/// `max_deliveries` or `terminated`: which advisory dead-lettered it.
-pub const REASON: &str = "Dlq-Reason";
+pub use crate::profile::OriginHeaders;
 
 /// Publish-control headers, matched without regard to case (a proxy or a
 /// client may have changed it; the cost of dropping a look-alike user
@@ -101,8 +94,12 @@ impl Origin<'_> {
 }
 
 /// The copy's headers: the original's minus publish control, then where it
-/// came from and the dedup id.
-pub fn dead_letter_headers(original: &HeaderMap, origin: &Origin) -> HeaderMap {
+/// came from (under `names`) and the dedup id.
+pub fn dead_letter_headers(
+    original: &HeaderMap,
+    origin: &Origin,
+    names: &OriginHeaders,
+) -> HeaderMap {
     let mut out = HeaderMap::new();
     for (name, values) in original.iter() {
         if is_publish_control(name.as_ref()) {
@@ -112,13 +109,13 @@ pub fn dead_letter_headers(original: &HeaderMap, origin: &Origin) -> HeaderMap {
             out.append(name.clone(), v.clone());
         }
     }
-    out.insert(ORIGIN_STREAM, origin.stream);
-    out.insert(ORIGIN_CONSUMER, origin.consumer);
+    out.insert(names.stream.as_str(), origin.stream);
+    out.insert(names.consumer.as_str(), origin.consumer);
     out.insert(
-        ORIGIN_SEQ,
+        names.seq.as_str(),
         HeaderValue::from(origin.seq.to_string().as_str()),
     );
-    out.insert(REASON, origin.kind.name());
+    out.insert(names.reason.as_str(), origin.kind.name());
     out.insert(NATS_MESSAGE_ID, HeaderValue::from(origin.msg_id().as_str()));
     out
 }
@@ -165,7 +162,7 @@ mod tests {
             "Nats-Msg-Id-Extra",
             "Nats-Expected-",
             "Nats-Counter-Sources",
-            "Dlq-Origin-Seq",
+            "Nats-Dlq-Origin-Seq",
             "X-Nats-Msg-Id",
         ] {
             assert!(!is_publish_control(name), "{name}");
@@ -182,14 +179,14 @@ mod tests {
         original.insert("Order-Id", "o-9");
         original.append("Tag", "a");
         original.append("Tag", "b");
-        let copy = dead_letter_headers(&original, &origin());
+        let copy = dead_letter_headers(&original, &origin(), &OriginHeaders::default());
         assert_eq!(
             pairs(&copy),
             vec![
-                ("Dlq-Origin-Consumer".into(), "worker".into()),
-                ("Dlq-Origin-Seq".into(), "42".into()),
-                ("Dlq-Origin-Stream".into(), "SRC".into()),
-                ("Dlq-Reason".into(), "max_deliveries".into()),
+                ("Nats-Dlq-Origin-Consumer".into(), "worker".into()),
+                ("Nats-Dlq-Origin-Seq".into(), "42".into()),
+                ("Nats-Dlq-Origin-Stream".into(), "SRC".into()),
+                ("Nats-Dlq-Reason".into(), "max_deliveries".into()),
                 ("Nats-Msg-Id".into(), "SRC.worker.42".into()),
                 ("Order-Id".into(), "o-9".into()),
                 ("Tag".into(), "a".into()),
@@ -205,10 +202,28 @@ mod tests {
     #[test]
     fn an_original_that_was_a_dead_letter_itself_gets_new_origin_headers() {
         let mut original = HeaderMap::new();
-        original.insert(ORIGIN_SEQ, "7");
-        let copy = dead_letter_headers(&original, &origin());
-        let seqs: Vec<&str> = copy.get_all(ORIGIN_SEQ).map(|v| v.as_str()).collect();
+        original.insert("Nats-Dlq-Origin-Seq", "7");
+        let copy = dead_letter_headers(&original, &origin(), &OriginHeaders::default());
+        let seqs: Vec<&str> = copy
+            .get_all("Nats-Dlq-Origin-Seq")
+            .map(|v| v.as_str())
+            .collect();
         assert_eq!(seqs, ["42"]);
+    }
+
+    #[test]
+    fn the_origin_headers_take_the_names_a_profile_gives() {
+        let names = OriginHeaders {
+            seq: "X-Origin-Seq".into(),
+            ..OriginHeaders::default()
+        };
+        let copy = dead_letter_headers(&HeaderMap::new(), &origin(), &names);
+        assert_eq!(copy.get("X-Origin-Seq").map(|v| v.as_str()), Some("42"));
+        assert!(copy.get("Nats-Dlq-Origin-Seq").is_none());
+        assert_eq!(
+            copy.get("Nats-Dlq-Origin-Stream").map(|v| v.as_str()),
+            Some("SRC")
+        );
     }
 
     #[test]

@@ -388,7 +388,8 @@ async fn dead_letter(
         }
         Err(Get::Failed(e)) => return Step::retry(shared, format!("get: {e}")),
     };
-    let headers = copy::dead_letter_headers(&original.headers, &origin);
+    let headers =
+        copy::dead_letter_headers(&original.headers, &origin, &shared.plan.origin_headers);
     let publish = PublishMessage::build()
         .payload(original.payload.clone())
         .headers(headers);
@@ -517,6 +518,7 @@ mod tests {
                 get: OriginalGet::Raw,
                 erase: false,
                 restart_after: None,
+                origin_headers: Default::default(),
             },
             terminated,
         )

@@ -12,7 +12,8 @@ use super::common::{
     publish_plan, require_explicit_ack,
 };
 use super::{
-    Capture, DlqHandlerPlan, DlqPlan, Dur, MsgId, OriginalGet, Problems, Retention, read_section,
+    Capture, DlqHandlerPlan, DlqPlan, Dur, MsgId, OriginHeaders, OriginalGet, Problems, Retention,
+    read_section,
 };
 
 #[derive(Deserialize)]
@@ -51,6 +52,60 @@ struct HandlerSection {
     get: Option<OriginalGet>,
     erase: Option<bool>,
     restart_after: Option<u64>,
+    #[serde(default)]
+    origin_headers: OriginHeadersSection,
+}
+
+/// `origin_headers = { seq = "X-Origin-Seq" }`: any of the four names.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct OriginHeadersSection {
+    stream: Option<String>,
+    consumer: Option<String>,
+    seq: Option<String>,
+    reason: Option<String>,
+}
+
+impl OriginHeadersSection {
+    fn validate(self, key: &str, problems: &mut Problems) -> OriginHeaders {
+        let d = OriginHeaders::default();
+        let names = OriginHeaders {
+            stream: self.stream.unwrap_or(d.stream),
+            consumer: self.consumer.unwrap_or(d.consumer),
+            seq: self.seq.unwrap_or(d.seq),
+            reason: self.reason.unwrap_or(d.reason),
+        };
+        for (field, name) in ["stream", "consumer", "seq", "reason"]
+            .iter()
+            .zip(names.all())
+        {
+            let path = format!("{key}.{field}");
+            // A header name: printable ASCII without spaces or colons.
+            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic() && b != b':') {
+                problems.push(
+                    path,
+                    format!("{name:?} is not a header name (printable ASCII, no spaces or ':')"),
+                );
+            } else if crate::dlq::copy::is_publish_control(name) {
+                problems.push(
+                    path,
+                    format!("{name} instructs the stream on publish (the DLQ stream would obey it); choose another name"),
+                );
+            } else if names
+                .all()
+                .iter()
+                .filter(|n| n.eq_ignore_ascii_case(name))
+                .count()
+                > 1
+            {
+                problems.push(
+                    path,
+                    format!("{name} names two origin headers; each needs its own"),
+                );
+            }
+        }
+        names
+    }
 }
 
 pub(super) fn read(table: toml::Table, prefix: &str, problems: &mut Problems) -> Option<DlqPlan> {
@@ -131,13 +186,14 @@ pub(super) fn read(table: toml::Table, prefix: &str, problems: &mut Problems) ->
         );
     }
 
-    let h = &s.handler;
+    let h = s.handler;
     let hkey = |k: &str| format!("{prefix}.handler.{k}");
     let handler = DlqHandlerPlan {
         ack_wait: h.ack_wait.map_or(Duration::from_secs(2), |d| d.0),
         retry_delay: h.retry_delay.map_or(Duration::from_millis(250), |d| d.0),
         concurrency: h.concurrency.unwrap_or(1),
         get: h.get.unwrap_or(OriginalGet::Raw),
+        origin_headers: h.origin_headers.validate(&hkey("origin_headers"), problems),
         erase: h.erase.unwrap_or(false),
         restart_after: h.restart_after,
     };
@@ -237,7 +293,50 @@ mod tests {
         assert_eq!(d.handler.ack_wait, Duration::from_secs(2));
         assert_eq!(d.handler.get, OriginalGet::Raw);
         assert_eq!(d.handler.restart_after, None);
+        assert_eq!(
+            d.handler.origin_headers.seq, "Nats-Dlq-Origin-Seq",
+            "the seed's"
+        );
         assert_eq!(p.estimated_duration(), Duration::from_secs(20));
+    }
+
+    #[test]
+    fn origin_header_names_are_read_and_checked() {
+        let handler =
+            |names: &str| format!("{DLQ}{POISON}[scenario.handler]\norigin_headers = {names}\n");
+        let p = parse("d.toml", &handler("{ seq = \"X-Origin-Seq\" }")).unwrap();
+        let ScenarioPlan::Dlq(d) = &p.scenarios[0] else {
+            panic!("dlq")
+        };
+        assert_eq!(d.handler.origin_headers.seq, "X-Origin-Seq");
+        assert_eq!(d.handler.origin_headers.stream, "Nats-Dlq-Origin-Stream");
+        for (names, field, says) in [
+            ("{ seq = \"Nats-Msg-Id\" }", "seq", "instructs the stream"),
+            (
+                "{ reason = \"Nats-Expected-Stream\" }",
+                "reason",
+                "instructs the stream",
+            ),
+            (
+                "{ stream = \"Origin Stream\" }",
+                "stream",
+                "not a header name",
+            ),
+            ("{ consumer = \"\" }", "consumer", "not a header name"),
+            (
+                "{ seq = \"A\", stream = \"a\" }",
+                "seq",
+                "names two origin headers",
+            ),
+        ] {
+            let ps = problems(&handler(names));
+            let path = format!("scenario[0].handler.origin_headers.{field}");
+            assert!(
+                ps.iter()
+                    .any(|p| p.path == path && p.message.contains(says)),
+                "{names}: {ps:?}"
+            );
+        }
     }
 
     #[test]

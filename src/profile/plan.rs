@@ -1065,6 +1065,39 @@ pub struct DlqHandlerPlan {
     /// Kill the handler after this many copies (persisted, not yet
     /// acknowledged) and start a new one; `None` never.
     pub restart_after: Option<u64>,
+    /// The names of the headers that say where a copy came from.
+    pub origin_headers: OriginHeaders,
+}
+
+/// The headers a dead-letter copy carries about its original. The seed's
+/// pattern names the sequence `Nats-Dlq-Origin-Seq`; the rest follow it.
+/// nats-server 2.15 stores `Nats-` headers it does not know as they are
+/// (pinned in tests/server_behaviour.rs), so the default is the seed's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OriginHeaders {
+    pub stream: String,
+    pub consumer: String,
+    pub seq: String,
+    /// `max_deliveries` or `terminated`: which advisory dead-lettered it.
+    pub reason: String,
+}
+
+impl Default for OriginHeaders {
+    fn default() -> Self {
+        OriginHeaders {
+            stream: "Nats-Dlq-Origin-Stream".into(),
+            consumer: "Nats-Dlq-Origin-Consumer".into(),
+            seq: "Nats-Dlq-Origin-Seq".into(),
+            reason: "Nats-Dlq-Reason".into(),
+        }
+    }
+}
+
+impl OriginHeaders {
+    /// Every name, in a fixed order.
+    pub fn all(&self) -> [&str; 4] {
+        [&self.stream, &self.consumer, &self.seq, &self.reason]
+    }
 }
 
 /// The `fanout` scenario: S streams of F subjects each, one publisher

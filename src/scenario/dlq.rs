@@ -171,6 +171,7 @@ fn describe(plan: &DlqPlan, v: &Variant, r: &mut VariantResult) {
     r.param("handler.get", h.get);
     r.param("handler.erase", h.erase);
     r.param("handler.restart_after", v.restart_after);
+    r.param("handler.origin_headers", &h.origin_headers);
 }
 
 /// Everything read back after the load, before the streams go.
@@ -184,6 +185,8 @@ struct Evidence {
     other: Option<OtherEnd>,
     watched: Vec<Watched>,
     dlq_prefix: String,
+    /// What the copies name their origin headers.
+    origin_headers: crate::profile::OriginHeaders,
 }
 
 async fn run_variant(
@@ -320,6 +323,7 @@ async fn run_variant(
         other: other_end,
         watched,
         dlq_prefix,
+        origin_headers: plan.handler.origin_headers.clone(),
     };
     for name in &names {
         result.streams.extend(
@@ -762,6 +766,7 @@ fn verify(
                 &originals,
                 &e.watched,
                 &e.dlq_prefix,
+                &e.origin_headers,
             ))
         }
         (Err(err), _) | (_, Err(err)) => Err(err.clone()),
