@@ -290,13 +290,46 @@ impl Provisioner {
         &self,
         stream: &stream::Stream,
         config: consumer::Config,
+        pedantic: bool,
     ) -> Result<()> {
         let name = config.durable_name.clone().unwrap_or_default();
+        if pedantic {
+            let stream_name = stream.cached_info().config.name.clone();
+            return self
+                .create_pedantic(&stream_name, config)
+                .await
+                .with_context(|| format!("creating durable consumer {name} (pedantic)"));
+        }
         stream
             .create_consumer(config)
             .await
             .map(|_| ())
             .with_context(|| format!("creating durable consumer {name}"))
+    }
+
+    /// The consumer-create request with `"pedantic": true`, which async-nats
+    /// has no call for: the server then answers a config it would change
+    /// (AckWait to BackOff[0]) with error 10157 instead of creating it.
+    async fn create_pedantic(&self, stream: &str, config: consumer::Config) -> Result<()> {
+        let name = config.durable_name.clone().unwrap_or_default();
+        let request = serde_json::json!({
+            "stream_name": stream,
+            "config": config,
+            "action": "create",
+            "pedantic": true,
+        });
+        let answer: async_nats::jetstream::response::Response<serde_json::Value> = self
+            .js
+            .request(format!("CONSUMER.CREATE.{stream}.{name}"), &request)
+            .await
+            .context("sending the create request")?;
+        match answer {
+            async_nats::jetstream::response::Response::Ok(_) => Ok(()),
+            async_nats::jetstream::response::Response::Err { error } => Err(anyhow::anyhow!(
+                "the server refused it: {error}; in pedantic mode it refuses what it would \
+                 otherwise change, e.g. an ack_wait other than backoff[0]"
+            )),
+        }
     }
 
     /// Deletes one stream this run created (a variant is done with it).

@@ -465,3 +465,27 @@ async fn pedantic_refuses_what_the_server_would_rewrite() {
     assert!(created.get("error").is_none(), "{created}");
     assert_eq!(created["config"]["ack_wait"], 200_000_000u64);
 }
+
+/// jsbench's `pedantic = true` sends that flag: a BackOff whose first entry
+/// is not the AckWait fails the variant with the server's 10157, naming
+/// pedantic mode; the same consumer with a matching AckWait runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pedantic_consumer_fails_its_variant_instead_of_being_rewritten() {
+    let server = common::server();
+    let body = |ack_wait: &str| {
+        format!(
+            "[[scenario]]\nkind = \"latency\"\nduration = \"1s\"\nrates = [100]\n\
+             [scenario.consumer]\npedantic = true\nack_wait = \"{ack_wait}\"\n\
+             backoff = [\"200ms\", \"400ms\"]\nmax_deliver = 3\n"
+        )
+    };
+    let summary = common::run_profile(&server, "pedantic", &body("30s")).await;
+    let (_, v) = summary.variants().next().unwrap();
+    let error = v.error.as_deref().expect("refused");
+    assert!(
+        error.contains("pedantic") && error.contains("10157"),
+        "{error}"
+    );
+    let summary = common::run_profile(&server, "pedantic", &body("200ms")).await;
+    common::assert_all_passed(&summary);
+}

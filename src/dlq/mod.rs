@@ -210,6 +210,7 @@ impl Pipeline {
                     deliver_policy: consumer::DeliverPolicy::All,
                     ..Default::default()
                 },
+                false,
             )
             .await?;
         let shared = Arc::new(handler::Shared::new(

@@ -558,6 +558,7 @@ pub struct ConsumerSection {
     backoff: Option<Vec<Dur>>,
     max_deliver: Option<i64>,
     filter_subject: Option<String>,
+    pedantic: Option<bool>,
 }
 
 impl ConsumerSection {
@@ -746,6 +747,7 @@ impl ConsumerSection {
                 .unwrap_or_default(),
             max_deliver: self.max_deliver.unwrap_or(-1),
             filter: self.filter_subject.clone(),
+            pedantic: self.pedantic.unwrap_or(false),
             pull: PullTuning {
                 max_bytes: max_bytes.map(|b| b.0 as usize),
                 expires: expires.map(|d| d.0),

@@ -593,6 +593,11 @@ pub struct ConsumerPlan {
     /// Keys given as lists: each combination runs every variant once.
     #[serde(default)]
     pub sweep: PullSweep,
+    /// Create the durable with the create request's `pedantic` flag: the
+    /// server refuses a config it would otherwise change in silence
+    /// (AckWait rewritten to BackOff[0]) instead of creating it.
+    #[serde(default)]
+    pub pedantic: bool,
 }
 
 pub fn kind_name(kind: ConsumerKind) -> &'static str {
@@ -734,6 +739,7 @@ impl ConsumerPlan {
             max_waiting: None,
             push: PushPlan::default(),
             sweep: PullSweep::default(),
+            pedantic: false,
         }
     }
 

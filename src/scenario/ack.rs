@@ -174,6 +174,7 @@ async fn variant(
         .create_consumer(
             target.stream,
             durable_config(&durable, &consumer_plan, target.base),
+            consumer_plan.pedantic,
         )
         .await?;
 

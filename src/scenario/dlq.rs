@@ -221,7 +221,7 @@ async fn run_variant(
         .await?;
     let c = &plan.consumer;
     ctx.provisioner
-        .create_consumer(&stream, durable_config(&durable, c, &base))
+        .create_consumer(&stream, durable_config(&durable, c, &base), c.pedantic)
         .await?;
     let other = if v.retention == Retention::Interest {
         let name = ctx.names.durable(scenario, &format!("{variant}_other"));
@@ -229,6 +229,7 @@ async fn run_variant(
             .create_consumer(
                 &stream,
                 durable_config(&name, &ConsumerPlan::simple(), &base),
+                false,
             )
             .await?;
         Some(name)

@@ -241,8 +241,11 @@ async fn provision(ctx: &RunContext, plan: &FanoutPlan, spec: &FanoutSpec) -> Re
     let started = Instant::now();
     let durables = spec.streams.iter().zip(&created).flat_map(|(s, handle)| {
         s.durables.iter().map(move |d| {
-            ctx.provisioner
-                .create_consumer(handle, durable_config(plan, s, d))
+            ctx.provisioner.create_consumer(
+                handle,
+                durable_config(plan, s, d),
+                plan.consumer.pedantic,
+            )
         })
     });
     let done: Vec<Result<()>> = futures::stream::iter(durables)

@@ -55,6 +55,7 @@ pub async fn provision_durable(
         .create_consumer(
             &stream,
             crate::provision::durable_config(&names.durable, consumer, &names.base),
+            consumer.pedantic,
         )
         .await?;
     Ok(names)
