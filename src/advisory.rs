@@ -1,6 +1,7 @@
 //! JetStream advisories about a consumer's messages, watched while a
-//! scenario runs: MAX_DELIVERIES (a message ran out of deliveries) and
-//! MSG_TERMINATED (a consumer termed it). Advisories are transient: only a
+//! scenario runs: MAX_DELIVERIES (a message ran out of deliveries),
+//! MSG_TERMINATED (a consumer termed it, with the reason it gave) and
+//! MSG_NAKED (a consumer nak'ed a delivery). Advisories are transient: only a
 //! subscriber that is listening when one fires sees it, so the watch starts
 //! before any load. [`parse_event`] reads every field the dead-letter
 //! handler needs from one captured in a stream.
@@ -25,12 +26,16 @@ pub struct Advisory {
     pub received_ns: u64,
     /// The server's own time stamp of the advisory, ns since the epoch.
     pub server_ns: Option<u64>,
+    /// The reason a term gave (MSG_TERMINATED only; empty when none).
+    pub reason: String,
 }
 
 #[derive(Debug, Clone, Default)]
 pub struct Advisories {
     pub max_deliveries: Vec<Advisory>,
     pub terminated: Vec<Advisory>,
+    /// One per nak'ed delivery.
+    pub naked: Vec<Advisory>,
     /// Advisories that did not parse.
     pub malformed: u64,
 }
@@ -48,6 +53,8 @@ struct Wire {
     stream: String,
     #[serde(default)]
     consumer: String,
+    #[serde(default)]
+    reason: String,
 }
 
 /// Which advisory an [`Event`] is.
@@ -55,6 +62,7 @@ struct Wire {
 pub enum Kind {
     MaxDeliveries,
     Terminated,
+    Naked,
 }
 
 impl Kind {
@@ -63,6 +71,7 @@ impl Kind {
         match self {
             Kind::MaxDeliveries => "io.nats.jetstream.advisory.v1.max_deliver",
             Kind::Terminated => "io.nats.jetstream.advisory.v1.terminated",
+            Kind::Naked => "io.nats.jetstream.advisory.v1.nak",
         }
     }
 
@@ -70,6 +79,16 @@ impl Kind {
         match self {
             Kind::MaxDeliveries => "max_deliveries",
             Kind::Terminated => "terminated",
+            Kind::Naked => "naked",
+        }
+    }
+
+    /// The event's token in the advisory subject.
+    pub fn event(&self) -> &'static str {
+        match self {
+            Kind::MaxDeliveries => "MAX_DELIVERIES",
+            Kind::Terminated => "MSG_TERMINATED",
+            Kind::Naked => "MSG_NAKED",
         }
     }
 }
@@ -112,26 +131,25 @@ pub struct AdvisoryWatch {
 }
 
 impl AdvisoryWatch {
-    /// Subscribes to both advisories of `stream`/`consumer`.
+    /// Subscribes to the three advisories of `stream`/`consumer`.
     pub async fn start(client: &Client, stream: &str, consumer: &str) -> Result<AdvisoryWatch> {
-        let max = client
-            .subscribe(format!(
-                "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{stream}.{consumer}"
-            ))
-            .await
-            .context("subscribing to MAX_DELIVERIES advisories")?;
-        let term = client
-            .subscribe(format!(
-                "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.{stream}.{consumer}"
-            ))
-            .await
-            .context("subscribing to MSG_TERMINATED advisories")?;
+        let mut subscribers = Vec::new();
+        for kind in [Kind::MaxDeliveries, Kind::Terminated, Kind::Naked] {
+            let event = kind.event();
+            let subscriber = client
+                .subscribe(format!(
+                    "$JS.EVENT.ADVISORY.CONSUMER.{event}.{stream}.{consumer}"
+                ))
+                .await
+                .with_context(|| format!("subscribing to {event} advisories"))?;
+            subscribers.push((kind, subscriber));
+        }
         client
             .flush()
             .await
             .context("flushing advisory subscriptions")?;
         let stop = CancellationToken::new();
-        let task = tokio::spawn(watch(max, term, stop.clone()));
+        let task = tokio::spawn(watch(subscribers, stop.clone()));
         Ok(AdvisoryWatch { stop, task })
     }
 
@@ -143,22 +161,26 @@ impl AdvisoryWatch {
     }
 }
 
-async fn watch(mut max: Subscriber, mut term: Subscriber, stop: CancellationToken) -> Advisories {
+async fn watch(subscribers: Vec<(Kind, Subscriber)>, stop: CancellationToken) -> Advisories {
+    let mut all = futures::stream::select_all(
+        subscribers
+            .into_iter()
+            .map(|(kind, s)| s.map(move |m| (kind, m))),
+    );
     let mut out = Advisories::default();
     loop {
-        let (message, is_max) = tokio::select! {
+        let (kind, message) = tokio::select! {
             _ = stop.cancelled() => break,
-            Some(m) = max.next() => (m, true),
-            Some(m) = term.next() => (m, false),
+            Some(next) = all.next() => next,
             else => break,
         };
         match parse(&message.payload) {
             Some(mut advisory) => {
                 advisory.received_ns = clock::now_ns();
-                if is_max {
-                    out.max_deliveries.push(advisory);
-                } else {
-                    out.terminated.push(advisory);
+                match kind {
+                    Kind::MaxDeliveries => out.max_deliveries.push(advisory),
+                    Kind::Terminated => out.terminated.push(advisory),
+                    Kind::Naked => out.naked.push(advisory),
                 }
             }
             None => out.malformed += 1,
@@ -183,6 +205,7 @@ fn from_wire(wire: &Wire) -> Advisory {
         deliveries: wire.deliveries,
         received_ns: 0,
         server_ns,
+        reason: wire.reason.clone(),
     }
 }
 

@@ -67,6 +67,18 @@ async fn every_behaviour_ends_as_planned_with_matching_advisories() {
         "consumer info sampled"
     );
     assert_eq!(plan.ledger.termed as f64, metric(plan, "observed.termed"));
+    // Every nak advised, every term advised with jsbench's reason.
+    assert!(plan.ledger.naks > 0);
+    assert_eq!(metric(plan, "advisories.naked"), plan.ledger.naks as f64);
+    let reasons = plan
+        .invariants
+        .iter()
+        .find(|i| i.name == "MSG_TERMINATED advisories carry the reason")
+        .unwrap();
+    assert!(
+        reasons.passed && reasons.detail.contains("jsbench: planned term"),
+        "{reasons:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

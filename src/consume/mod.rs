@@ -618,7 +618,13 @@ async fn respond(message: Message, job: Job) -> Answer {
         Action::Ack => Some(AckKind::Ack),
         Action::Nak => Some(AckKind::Nak(None)),
         Action::NakDelay(d) => Some(AckKind::Nak(Some(d))),
-        Action::Term => Some(AckKind::Term),
+        Action::Term => {
+            // With a reason, which the MSG_TERMINATED advisory carries.
+            let started = clock::now_ns();
+            let result = term_with_reason(&message, TERM_REASON, job.double_ack).await;
+            let rtt = (job.double_ack && result.is_ok()).then(|| clock::now_ns() - started);
+            return answer(&job, started, result.map_err(|e| format!("term: {e}")), rtt);
+        }
         Action::Ignore => None,
         Action::InProgressThenAck { hold, every } => {
             let until = tokio::time::Instant::now() + hold;
@@ -663,6 +669,35 @@ async fn respond(message: Message, job: Job) -> Answer {
 
 /// The answer of a delivery whose work was done when its client crashed.
 const UNACKED: &str = "crashed after processing, before the ack";
+
+/// The reason jsbench's consumers give when a behaviour plan terms a
+/// message; the MSG_TERMINATED advisory must carry it back.
+pub const TERM_REASON: &str = "jsbench: planned term";
+
+/// A term with its reason, which the server puts in the MSG_TERMINATED
+/// advisory (async-nats' `AckKind::Term` carries none); `double` waits for
+/// the server to confirm it, as a double ack does.
+pub async fn term_with_reason(
+    message: &Message,
+    reason: &str,
+    double: bool,
+) -> Result<(), async_nats::Error> {
+    let reply = message
+        .reply
+        .clone()
+        .ok_or("the message has no reply subject")?;
+    let payload = bytes::Bytes::from(format!("+TERM {reason}"));
+    let client = message.context.client();
+    if double {
+        let confirm = client.request(reply, payload);
+        tokio::time::timeout(Duration::from_secs(5), confirm)
+            .await
+            .map_err(|_| "the server did not confirm the term within 5 s")??;
+    } else {
+        client.publish(reply, payload).await?;
+    }
+    Ok(())
+}
 
 fn answer(
     job: &Job,

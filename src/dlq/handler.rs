@@ -226,7 +226,7 @@ pub(super) async fn run(
                 if running.is_empty() {
                     busy_since = clock::now_ns();
                 }
-                running.push(work(message, &client, &js, &streams, shared, incarnation));
+                running.push(work(message, &js, &streams, shared, incarnation));
             }
             Some(Err(e)) => {
                 report.stream_errors += 1;
@@ -263,7 +263,6 @@ fn keep(report: &mut HandlerReport, attempt: Attempt, original: Option<StreamMes
 /// Handles one advisory delivery from receipt to answer.
 async fn work(
     message: Message,
-    client: &Client,
     js: &jetstream::Context,
     streams: &[Stream<()>],
     shared: &Shared,
@@ -310,7 +309,7 @@ async fn work(
         Answer::None => return (attempt, original),
         Answer::Ack => message.ack().await,
         Answer::Nak(delay) => message.ack_with(AckKind::Nak(Some(delay))).await,
-        Answer::Term(reason) => term(client, &message, &reason).await,
+        Answer::Term(reason) => crate::consume::term_with_reason(&message, &reason, false).await,
     };
     attempt.answered_ns = clock::now_ns();
     match sent {
@@ -326,19 +325,6 @@ async fn work(
         Err(e) => attempt.answer_error = Some(e.to_string()),
     }
     (attempt, original)
-}
-
-/// A term with its reason, which the server puts in the MSG_TERMINATED
-/// advisory (async-nats' `AckKind::Term` carries none).
-async fn term(client: &Client, message: &Message, reason: &str) -> Result<(), async_nats::Error> {
-    let reply = message
-        .reply
-        .clone()
-        .ok_or("the advisory has no reply subject")?;
-    client
-        .publish(reply, format!("+TERM {reason}").into())
-        .await?;
-    Ok(())
 }
 
 /// The dead-letter steps for an advisory about a watched consumer.
@@ -534,6 +520,7 @@ mod tests {
                 deliveries: 3,
                 received_ns: 0,
                 server_ns: None,
+                reason: String::new(),
             },
         }
     }

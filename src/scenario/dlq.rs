@@ -547,6 +547,8 @@ fn latencies(
                     l.term_dlq.record_between(t, persisted);
                 }
             }
+            // A nak dead-letters nothing: the pipeline never expects one.
+            Kind::Naked => {}
         }
     }
     l

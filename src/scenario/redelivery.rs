@@ -11,7 +11,7 @@
 //! exactly MaxDeliver deliveries), that the MAX_DELIVERIES and
 //! MSG_TERMINATED advisories match, and that nothing is lost.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,6 +22,7 @@ use crate::advisory::{Advisories, AdvisoryWatch};
 use crate::drive::RunContext;
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
 use crate::fates::{self, Analysis};
+use crate::ledger::Event;
 use crate::metrics::{Direction, Metric, count, latency_metrics, ratio};
 use crate::profile::{BehaviourPlan, RedeliveryPlan, ScenarioPlan, format_duration};
 use crate::variant::{Invariant, VariantResult, VariantSink};
@@ -237,6 +238,8 @@ fn measure(
         "advisories.terminated",
         advisories.terminated.len() as u64,
     ));
+    r.metrics
+        .push(count("advisories.naked", advisories.naked.len() as u64));
     r.metrics.push(Metric::new(
         "completion_time",
         "ms",
@@ -349,6 +352,134 @@ fn verify(
             ),
         ));
     }
+    r.invariants
+        .push(naks_advised(&o.ledger, &advisories.naked));
+    r.invariants.push(term_reasons(&advisories.terminated));
     r.invariants.push(checks::stream_holds(stored, c));
     r.invariants.push(checks::nothing_pending(o));
+}
+
+/// Every nak jsbench sent, message by message, against the MSG_NAKED
+/// advisories the server sent for it: one each, none for a message never
+/// nak'ed.
+fn naks_advised(
+    ledger: &crate::ledger::LedgerShard,
+    naked: &[crate::advisory::Advisory],
+) -> Invariant {
+    let mut advised: BTreeMap<u64, u64> = BTreeMap::new();
+    for a in naked {
+        *advised.entry(a.stream_seq).or_default() += 1;
+    }
+    let mut sent_total = 0;
+    let (mut fewer, mut more) = (Vec::new(), Vec::new());
+    for seq in 1..=ledger
+        .max_seq()
+        .max(advised.keys().last().copied().unwrap_or(0))
+    {
+        let sent = u64::from(ledger.count(seq, Event::Naked));
+        sent_total += sent;
+        let got = advised.get(&seq).copied().unwrap_or(0);
+        if got < sent {
+            fewer.push(seq);
+        } else if got > sent {
+            more.push(seq);
+        }
+    }
+    let few = |v: &[u64]| {
+        v.iter()
+            .take(5)
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Invariant::check(
+        "MSG_NAKED advisories = naks sent",
+        fewer.is_empty() && more.is_empty(),
+        format!(
+            "{} advisories for {sent_total} naks; messages with fewer: {} [{}], with more: {} [{}]",
+            naked.len(),
+            fewer.len(),
+            few(&fewer),
+            more.len(),
+            few(&more)
+        ),
+    )
+}
+
+/// Every MSG_TERMINATED advisory carries the reason jsbench's term gave.
+fn term_reasons(terminated: &[crate::advisory::Advisory]) -> Invariant {
+    let other: Vec<&str> = terminated
+        .iter()
+        .filter(|a| a.reason != crate::consume::TERM_REASON)
+        .map(|a| a.reason.as_str())
+        .collect();
+    if terminated.is_empty() {
+        return Invariant::not_applicable(
+            "MSG_TERMINATED advisories carry the reason",
+            "nothing was termed",
+        );
+    }
+    Invariant::check(
+        "MSG_TERMINATED advisories carry the reason",
+        other.is_empty(),
+        format!(
+            "{} of {} carry {:?}; others: {:?}",
+            terminated.len() - other.len(),
+            terminated.len(),
+            crate::consume::TERM_REASON,
+            other.iter().take(3).collect::<Vec<_>>()
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::advisory::Advisory;
+
+    fn advisory(seq: u64, reason: &str) -> Advisory {
+        Advisory {
+            stream_seq: seq,
+            deliveries: 1,
+            received_ns: 0,
+            server_ns: None,
+            reason: reason.into(),
+        }
+    }
+
+    /// The nak reconciliation, with the server's side forged: a nak it
+    /// never advised, and an advisory for a message jsbench never nak'ed.
+    #[test]
+    fn a_nak_without_its_advisory_or_an_advisory_without_a_nak_fails() {
+        let mut ledger = crate::ledger::LedgerShard::new();
+        ledger.mark(3, Event::Naked);
+        ledger.mark(3, Event::Naked);
+        ledger.mark(5, Event::Naked);
+        let held = |naked: &[Advisory]| naks_advised(&ledger, naked).passed;
+        let all = [advisory(3, ""), advisory(3, ""), advisory(5, "")];
+        assert!(held(&all));
+        let missing = naks_advised(&ledger, &all[1..]);
+        assert!(!missing.passed);
+        assert!(
+            missing.detail.contains("with fewer: 1 [3]"),
+            "{}",
+            missing.detail
+        );
+        let extra = naks_advised(&ledger, &[&all[..], &[advisory(9, "")]].concat());
+        assert!(!extra.passed);
+        assert!(
+            extra.detail.contains("with more: 1 [9]"),
+            "{}",
+            extra.detail
+        );
+    }
+
+    #[test]
+    fn a_term_advised_without_jsbench_reason_fails() {
+        let ours = advisory(4, crate::consume::TERM_REASON);
+        assert!(term_reasons(std::slice::from_ref(&ours)).passed);
+        let theirs = term_reasons(&[ours, advisory(6, "")]);
+        assert!(!theirs.passed);
+        assert!(theirs.detail.contains("1 of 2"), "{}", theirs.detail);
+    }
 }
