@@ -482,6 +482,9 @@ pub fn footprint(profile: &Profile) -> Footprint {
             ScenarioPlan::Restart(p) => {
                 (paced(p.rate as f64, &p.publish), p.consumer.max_ack_pending)
             }
+            ScenarioPlan::Outage(p) => {
+                (paced(p.rate as f64, &p.publish), p.consumer.max_ack_pending)
+            }
             ScenarioPlan::Backpressure(p) => {
                 let largest = p.max_ack_pending.iter().copied().max().unwrap_or(0);
                 let expiry = if p.expiry_ack_waits.is_empty() {

@@ -489,3 +489,89 @@ async fn a_pedantic_consumer_fails_its_variant_instead_of_being_rewritten() {
     let summary = common::run_profile(&server, "pedantic", &body("200ms")).await;
     common::assert_all_passed(&summary);
 }
+
+/// Messages published every 5 ms to a consumer (AckWait 1 s) that, for
+/// its first 2 s, naks with a 300 ms delay every delivery (`nak_all`) or
+/// only the first message's, acking the rest; returns when the first
+/// message was delivered.
+async fn first_message_under_naks(name: &str, nak_all: bool) -> Vec<Duration> {
+    let server = common::server();
+    let js = context(&server).await;
+    let stream = js
+        .create_stream(stream::Config {
+            name: name.into(),
+            subjects: vec![name.to_lowercase()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let consumer = stream
+        .create_consumer(jetstream::consumer::pull::Config {
+            durable_name: Some("c".into()),
+            ack_policy: jetstream::consumer::AckPolicy::Explicit,
+            ack_wait: Duration::from_secs(1),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let publisher = {
+        let (js, subject) = (js.clone(), name.to_lowercase());
+        tokio::spawn(async move {
+            loop {
+                js.publish(subject.clone(), "x".into()).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    };
+    let mut messages = consumer.messages().await.unwrap();
+    let start = Instant::now();
+    let mut first = Vec::new();
+    while start.elapsed() < Duration::from_millis(3500) {
+        let next = tokio::time::timeout(
+            Duration::from_millis(500),
+            futures::StreamExt::next(&mut messages),
+        );
+        let Ok(Some(Ok(m))) = next.await else {
+            continue;
+        };
+        let seq = m.info().unwrap().stream_sequence;
+        if seq == 1 {
+            first.push(start.elapsed());
+        }
+        let naking = start.elapsed() < Duration::from_secs(2) && (nak_all || seq == 1);
+        if naking {
+            let delay = Duration::from_millis(300);
+            m.ack_with(jetstream::AckKind::Nak(Some(delay)))
+                .await
+                .unwrap();
+        } else {
+            m.ack().await.unwrap();
+        }
+    }
+    publisher.abort();
+    first
+}
+
+/// A nak with delay among acks comes back after its delay; but while naks
+/// with a delay arrive more often than the delay (every delivery nak'ed,
+/// as a consumer riding out an outage does), no nak'ed message comes back
+/// at all: the first, nak'ed at once with 300 ms, returned only when the
+/// naks stopped 2 s later. The outage scenario's nak_delay pattern shows
+/// it under load (docs/scenarios/outage.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn naks_with_delay_arriving_faster_than_the_delay_hold_back_every_redelivery() {
+    let alone = first_message_under_naks("NAKONE", false).await;
+    assert!(alone.len() >= 2, "{alone:?}");
+    assert!(
+        near(alone[1] - alone[0], Duration::from_millis(300)),
+        "{alone:?}"
+    );
+
+    let all = first_message_under_naks("NAKALL", true).await;
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert!(
+        all[1] >= Duration::from_secs(2) && all[1] < Duration::from_millis(2400),
+        "redelivered at {:?}, the naks stopped at 2 s",
+        all[1]
+    );
+}

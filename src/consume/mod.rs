@@ -54,6 +54,29 @@ pub struct ConsumerConfig {
     /// Keep a copy of every message the behaviour plans to dead-letter
     /// (exhausted or termed), as first seen (the dlq scenario's audit).
     pub keep_doomed: bool,
+    /// A dependency outage: deliveries received inside it get its answer
+    /// instead of the behaviour plan's.
+    pub outage: Option<Outage>,
+}
+
+/// When the handlers' dependency is down, ns on [`crate::clock`], and
+/// what they answer meanwhile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outage {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub answer: Action,
+}
+
+impl ConsumerConfig {
+    /// What to do with a delivery received at `now_ns`.
+    #[inline]
+    fn action(&self, seq: u64, delivery: u32, now_ns: u64) -> Action {
+        match self.outage {
+            Some(o) if (o.start_ns..o.end_ns).contains(&now_ns) => o.answer,
+            _ => self.behaviour.action(seq, delivery),
+        }
+    }
 }
 
 /// A crash on demand: cancelled when the client must die.
@@ -323,7 +346,7 @@ pub async fn run_bound(
                     delivery,
                     published_ns,
                     received_ns: now,
-                    action: config.behaviour.action(seq, delivery),
+                    action: config.action(seq, delivery, now),
                     processing: config.behaviour.processing_time(seq, delivery),
                     double_ack: config.plan.double_ack,
                     skip_ack: config.crash.is_some().then(|| skip_ack.clone()),
@@ -735,6 +758,7 @@ mod tests {
             js_api_prefix: "$JS.API".into(),
             crash: None,
             keep_doomed: false,
+            outage: None,
         }
     }
 

@@ -36,6 +36,7 @@ impl Variant<'_> {
             mut client_cpu,
             server_cpu,
             fault,
+            pause,
             ..
         } = published;
         errors.extend(task_errors(share, &sends, &acks, &consumers));
@@ -70,6 +71,7 @@ impl Variant<'_> {
         outcome.telemetry = telemetry;
         outcome.crash = crash.and_then(|c| c.outcome());
         outcome.fault = fault;
+        outcome.pause = pause;
         outcome.client_cpu = client_cpu;
         outcome.server_cpu = server_cpu;
         outcome.interrupted = ctx.stop.is_cancelled();

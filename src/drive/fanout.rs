@@ -181,6 +181,7 @@ pub async fn drive_fanout(ctx: &RunContext, spec: &FanoutSpec) -> Result<FanoutO
             js_api_prefix: ctx.connect.js_api.prefix(),
             crash: None,
             keep_doomed: false,
+            outage: None,
         })
         .collect();
     let binding = Instant::now();

@@ -29,6 +29,7 @@ mod drain;
 mod fanout;
 mod fault;
 mod outcome;
+mod pause;
 mod peers;
 mod sample;
 mod spec;
@@ -55,10 +56,10 @@ pub use fanout::{
 };
 pub use outcome::{
     Attribution, ConsumerSample, ConsumerState, CrashOutcome, DriveOutcome, FaultOutcome,
-    attribute, evicted_below, evicted_count, held_sequences, rate, stream_eviction,
+    PauseOutcome, attribute, evicted_below, evicted_count, held_sequences, rate, stream_eviction,
 };
 pub use peers::{Alone, Exchange, LocalReports, PeerCounts, PeerPart, Peers, PublisherPart};
-pub use spec::{ConsumerSpec, CrashPlan, DriveSpec, FaultPlan, Share};
+pub use spec::{ConsumerSpec, CrashPlan, DriveSpec, FaultPlan, OutagePlan, Share};
 
 /// What every scenario needs from the run.
 pub struct RunContext {

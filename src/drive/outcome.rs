@@ -29,6 +29,20 @@ pub struct FaultOutcome {
     pub election_gap: Option<Duration>,
 }
 
+/// What the consumer pause looked like.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PauseOutcome {
+    /// When jsbench asked, and when the server answered, ns on
+    /// [`crate::clock`]: no delivery may leave the server after the answer.
+    pub requested_ns: u64,
+    pub answered_ns: u64,
+    /// When the pause was to end (the server resumes on its own then).
+    pub planned_end_ns: u64,
+    /// The server's answer: paused, and for how long.
+    pub paused: bool,
+    pub remaining: Option<Duration>,
+}
+
 /// What the crash and the rebind looked like.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CrashOutcome {
@@ -100,6 +114,8 @@ pub struct DriveOutcome {
     pub crash: Option<CrashOutcome>,
     /// The planned server kill, when there was one.
     pub fault: Option<FaultOutcome>,
+    /// The planned consumer pause, when there was one.
+    pub pause: Option<PauseOutcome>,
     /// CPU jsbench used from the start of publishing to the last PubAck.
     pub client_cpu: Duration,
     /// CPU the server used over the same span, when it can be measured.
@@ -501,6 +517,7 @@ pub(super) fn merge(
         ack_rtt,
         crash: None,
         fault: None,
+        pause: None,
         client_cpu: Duration::ZERO,
         server_cpu: None,
         interrupted: false,

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::connect::Meters;
 use super::start::ClientProgress;
-use super::{ConsumerSample, ConsumerState, FaultOutcome, Peers, Variant, fault};
+use super::{ConsumerSample, ConsumerState, FaultOutcome, PauseOutcome, Peers, Variant, fault};
 use crate::clock;
 use crate::cpu;
 use crate::load::{AckReport, Publisher, PublisherProgress, SendReport};
@@ -36,6 +36,8 @@ pub(super) struct Published {
     pub server_cpu: Option<Duration>,
     /// The planned server kill, when there was one.
     pub fault: Option<FaultOutcome>,
+    /// The planned consumer pause, when there was one.
+    pub pause: Option<PauseOutcome>,
 }
 
 impl Published {
@@ -65,13 +67,14 @@ impl Variant<'_> {
             last: (Instant::now(), 0),
         };
         let mut fault = None;
+        let mut pause = None;
         let finishing = join_all(publishers.into_iter().map(Publisher::finish));
         tokio::pin!(finishing);
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         let results = loop {
             tokio::select! {
                 results = &mut finishing => break results,
-                _ = tick.tick() => self.tick(peers, &mut pace, &publish_stop, &mut fault).await?,
+                _ = tick.tick() => self.tick(peers, &mut pace, &publish_stop, (&mut fault, &mut pause)).await?,
             }
         };
         let client_cpu = cpu::own_cpu_time().saturating_sub(meters.client_cpu_start);
@@ -98,6 +101,7 @@ impl Variant<'_> {
             client_cpu,
             server_cpu,
             fault,
+            pause,
         })
     }
 
@@ -125,7 +129,7 @@ impl Variant<'_> {
         peers: &mut P,
         pace: &mut Pace,
         publish_stop: &CancellationToken,
-        fault: &mut Option<FaultOutcome>,
+        (fault, pause): (&mut Option<FaultOutcome>, &mut Option<PauseOutcome>),
     ) -> Result<()> {
         let (ctx, spec) = (self.ctx, self.spec);
         let local_sent: u64 = pace
@@ -160,6 +164,17 @@ impl Variant<'_> {
         {
             self.bar.phase("server down");
             *fault = Some(fault::inject(ctx, spec, plan).await?);
+        }
+        if let Some(consumer) = &spec.consumer
+            && let Some(plan) = consumer.outage.filter(|o| o.pause)
+            && pause.is_none()
+            && peers.watches_server()
+        {
+            let (start, end) = super::pause::window(&plan, self.timing.t0_ns);
+            if clock::now_ns() >= start {
+                self.bar.phase("consumer paused");
+                *pause = Some(super::pause::pause(ctx, spec, &consumer.durable, end).await?);
+            }
         }
         if self.consumers.failed() {
             // A consumer ended on its own: it failed. Stop publishing.

@@ -69,6 +69,22 @@ pub struct ConsumerSpec {
     /// scenario's core baseline; [`crate::consume::core`]).
     #[serde(default)]
     pub core: bool,
+    /// A dependency outage the handlers see (the outage scenario).
+    #[serde(default)]
+    pub outage: Option<OutagePlan>,
+}
+
+/// A downstream dependency down for a while: every delivery the handlers
+/// get meanwhile is answered with `answer`, and with `pause` the durable is
+/// paused for the outage (`pause_until` its planned end) as soon as it
+/// begins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct OutagePlan {
+    /// From the start of the schedule.
+    pub after: Duration,
+    pub lasts: Duration,
+    pub answer: crate::profile::Action,
+    pub pause: bool,
 }
 
 /// When and how the first consumer client crashes, and when a new client
@@ -101,6 +117,7 @@ impl ConsumerSpec {
             crash: None,
             keep_doomed: false,
             core: false,
+            outage: None,
         }
     }
 
@@ -115,6 +132,7 @@ impl ConsumerSpec {
             crash: None,
             keep_doomed: false,
             core: false,
+            outage: None,
         }
     }
 

@@ -187,6 +187,14 @@ impl Launcher {
             js_api_prefix: self.js_api_prefix.clone(),
             crash,
             keep_doomed: self.spec.keep_doomed,
+            outage: self.spec.outage.map(|o| {
+                let start_ns = self.t0_ns + o.after.as_nanos() as u64;
+                consume::Outage {
+                    start_ns,
+                    end_ns: start_ns + o.lasts.as_nanos() as u64,
+                    answer: o.answer,
+                }
+            }),
         };
         // The client moves into the task: when the task ends, its
         // connection closes, which is what a crash must do.

@@ -25,6 +25,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("routes", include_str!("../../profiles/routes.toml")),
     ("search", include_str!("../../profiles/search.toml")),
     ("shapes", include_str!("../../profiles/shapes.toml")),
+    ("outage", include_str!("../../profiles/outage.toml")),
 ];
 
 pub fn bundled(name: &str) -> Option<&'static str> {

@@ -18,6 +18,7 @@ mod dlq;
 mod duration;
 mod fanout;
 mod latency;
+mod outage;
 mod plan;
 mod publish;
 mod redelivery;
@@ -317,6 +318,7 @@ pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
             "replay" => replay::read(table, &prefix, &mut local).map(ScenarioPlan::Replay),
             "dlq" => dlq::read(table, &prefix, &mut local).map(ScenarioPlan::Dlq),
             "fanout" => fanout::read(table, &prefix, &mut local).map(ScenarioPlan::Fanout),
+            "outage" => outage::read(table, &prefix, &mut local).map(ScenarioPlan::Outage),
             other => {
                 local.push(
                     format!("{prefix}.kind"),
@@ -403,6 +405,7 @@ pub const KINDS: &[&str] = &[
     "restart",
     "dlq",
     "fanout",
+    "outage",
 ];
 
 pub(crate) const NAME_RULE: &str =

@@ -92,6 +92,7 @@ pub enum ScenarioPlan {
     Replay(super::ReplayPlan),
     Dlq(DlqPlan),
     Fanout(FanoutPlan),
+    Outage(OutageScenarioPlan),
 }
 
 impl ScenarioPlan {
@@ -107,6 +108,7 @@ impl ScenarioPlan {
             ScenarioPlan::Replay(p) => &p.common,
             ScenarioPlan::Dlq(p) => &p.common,
             ScenarioPlan::Fanout(p) => &p.common,
+            ScenarioPlan::Outage(p) => &p.common,
         }
     }
 
@@ -122,6 +124,7 @@ impl ScenarioPlan {
             ScenarioPlan::Replay(p) => &mut p.common,
             ScenarioPlan::Dlq(p) => &mut p.common,
             ScenarioPlan::Fanout(p) => &mut p.common,
+            ScenarioPlan::Outage(p) => &mut p.common,
         }
     }
 
@@ -140,6 +143,7 @@ impl ScenarioPlan {
             ScenarioPlan::Restart(p) => Some(&p.consumer),
             ScenarioPlan::Dlq(p) => Some(&p.consumer),
             ScenarioPlan::Fanout(p) => Some(&p.consumer),
+            ScenarioPlan::Outage(p) => Some(&p.consumer),
             ScenarioPlan::Publish(_) | ScenarioPlan::Replay(_) => None,
         }
     }
@@ -154,6 +158,7 @@ impl ScenarioPlan {
             ScenarioPlan::Restart(p) => Some(&mut p.consumer),
             ScenarioPlan::Dlq(p) => Some(&mut p.consumer),
             ScenarioPlan::Fanout(p) => Some(&mut p.consumer),
+            ScenarioPlan::Outage(p) => Some(&mut p.consumer),
             ScenarioPlan::Publish(_) | ScenarioPlan::Replay(_) => None,
         }
     }
@@ -204,6 +209,7 @@ impl ScenarioPlan {
             ScenarioPlan::Dlq(p) => p.retentions.len() + usize::from(p.baseline),
             ScenarioPlan::Fanout(p) if p.search.is_some() => p.variants().len() * SEARCH_PROBES,
             ScenarioPlan::Fanout(p) => p.variants().len(),
+            ScenarioPlan::Outage(p) => p.patterns.len(),
             // Count-based: about 100k messages a second, plus the fill.
             ScenarioPlan::Ack(p) => {
                 let each = Duration::from_secs_f64(p.messages as f64 / 100_000.0);
@@ -1103,6 +1109,43 @@ impl OriginHeaders {
     /// Every name, in a fixed order.
     pub fn all(&self) -> [&str; 4] {
         [&self.stream, &self.consumer, &self.seq, &self.reason]
+    }
+}
+
+/// The `outage` scenario: load at a fixed rate while the consumer's
+/// downstream dependency goes down for `lasts` from `after`; one variant
+/// per pattern of riding it out.
+#[derive(Debug, Clone)]
+pub struct OutageScenarioPlan {
+    pub common: CommonPlan,
+    pub rate: u64,
+    pub publish: PublishPlan,
+    pub consumer: ConsumerPlan,
+    /// From the start of the schedule.
+    pub after: Duration,
+    pub lasts: Duration,
+    /// The nak delay of the nak-with-delay pattern.
+    pub retry: Duration,
+    pub patterns: Vec<OutagePattern>,
+}
+
+/// How a consumer rides out a dependency outage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutagePattern {
+    /// Pause the durable until the dependency is back; deliveries already
+    /// in hand are left unanswered (their ack deadlines run on).
+    Pause,
+    /// Keep consuming and nak every delivery with a delay of `retry`.
+    NakDelay,
+}
+
+impl OutagePattern {
+    pub fn label(self) -> &'static str {
+        match self {
+            OutagePattern::Pause => "pause",
+            OutagePattern::NakDelay => "nak_delay",
+        }
     }
 }
 

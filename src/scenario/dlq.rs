@@ -445,6 +445,7 @@ impl Other {
             js_api_prefix: ctx.connect.js_api.prefix(),
             crash: None,
             keep_doomed: false,
+            outage: None,
         };
         let task = tokio::spawn(consume::run(client, config, progress.clone(), stop.clone()));
         Ok(Other {

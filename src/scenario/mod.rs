@@ -7,6 +7,7 @@ pub mod checks;
 pub mod dlq;
 pub mod fanout;
 pub mod latency;
+pub mod outage;
 pub mod publish;
 pub mod redelivery;
 pub mod replay;
@@ -173,5 +174,6 @@ async fn run_on_stream(
         ScenarioPlan::Replay(p) => replay::run(ctx, plan, p, sink).await,
         ScenarioPlan::Dlq(p) => dlq::run(ctx, plan, p, sink).await,
         ScenarioPlan::Fanout(p) => fanout::run(ctx, plan, p, sink).await,
+        ScenarioPlan::Outage(p) => outage::run(ctx, plan, p, sink).await,
     }
 }

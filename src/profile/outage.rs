@@ -1,0 +1,138 @@
+//! `kind = "outage"`: keys and checks.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::arrival::ArrivalSpec;
+use super::common::{
+    ConsumerSection, OneOrMany, PublishKeys, SizeSpec, Timing, common_plan, paced_rate,
+    publish_plan, require_explicit_ack,
+};
+use super::{Dur, MsgId, OutagePattern, OutageScenarioPlan, Problems, read_section};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OutageSection {
+    name: Option<String>,
+    duration: Option<Dur>,
+    warmup: Option<Dur>,
+    drain_timeout: Option<Dur>,
+    rate: Option<u64>,
+    #[serde(default)]
+    arrival: ArrivalSpec,
+    publishers: Option<usize>,
+    message_size: Option<SizeSpec>,
+    outage: Option<WindowSection>,
+    patterns: Option<OneOrMany<OutagePattern>>,
+    retry: Option<Dur>,
+    #[serde(default)]
+    consumer: ConsumerSection,
+}
+
+/// `outage = { after = "3s", lasts = "3s" }`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WindowSection {
+    after: Dur,
+    lasts: Dur,
+}
+
+pub(super) fn read(
+    table: toml::Table,
+    prefix: &str,
+    problems: &mut Problems,
+) -> Option<OutageScenarioPlan> {
+    let s: OutageSection = read_section(table, prefix, problems)?;
+    let key = |k: &str| format!("{prefix}.{k}");
+    let mut common = common_plan(
+        "outage",
+        Timing {
+            name: s.name,
+            duration: s.duration,
+            warmup: s.warmup,
+            drain_timeout: s.drain_timeout,
+        },
+        prefix,
+        problems,
+    );
+    let (rate, arrival) = paced_rate(s.rate, &s.arrival, &common, prefix, 500, problems);
+    let mut publish = publish_plan(
+        PublishKeys {
+            publishers: s.publishers,
+            message_size: s.message_size,
+            msg_id: MsgId::None,
+            ..Default::default()
+        },
+        prefix,
+        problems,
+    );
+    publish.arrival = arrival;
+    let consumer = s.consumer.validate(prefix, false, problems);
+    require_explicit_ack(&consumer, "outage", prefix, problems);
+    if !consumer.backoff.is_empty() || consumer.max_deliver != -1 {
+        problems.push(
+            key("consumer"),
+            "an outage scenario redelivers until the dependency is back: drop backoff and \
+             max_deliver, or a message would be given up on during the outage",
+        );
+    }
+    let span = common.warmup + common.duration;
+    let (after, lasts) = match s.outage {
+        Some(w) => (w.after.0, w.lasts.0),
+        None => {
+            problems.push(
+                key("outage"),
+                "missing; when the dependency goes down and for how long, e.g. \
+                 outage = { after = \"3s\", lasts = \"3s\" }",
+            );
+            (Duration::ZERO, Duration::from_secs(1))
+        }
+    };
+    if after.is_zero() || after + lasts >= span {
+        problems.push(
+            key("outage.after"),
+            format!(
+                "the outage must begin after the start and end before publishing does \
+                 (warmup + duration = {})",
+                super::format_duration(span)
+            ),
+        );
+    }
+    problems.range(
+        &key("outage.lasts"),
+        lasts.as_secs_f64(),
+        0.1,
+        3_600.0,
+        " seconds",
+    );
+    let retry = s.retry.map_or(Duration::from_millis(500), |d| d.0);
+    problems.range(&key("retry"), retry.as_secs_f64(), 0.001, 600.0, " seconds");
+    let patterns = s
+        .patterns
+        .map(|p| p.0)
+        .unwrap_or_else(|| vec![OutagePattern::Pause, OutagePattern::NakDelay]);
+    if patterns.is_empty() || super::common::has_repeats(&patterns) {
+        problems.push(
+            key("patterns"),
+            "list \"pause\", \"nak_delay\" or both, each once",
+        );
+    }
+    if s.drain_timeout.is_none() {
+        // The backlog of the outage drains after it: room for it and for
+        // the last redeliveries.
+        common.drain_timeout = common
+            .drain_timeout
+            .max(lasts * 2 + consumer.ack_wait + retry + Duration::from_secs(10));
+    }
+    Some(OutageScenarioPlan {
+        common,
+        rate,
+        publish,
+        consumer,
+        after,
+        lasts,
+        retry,
+        patterns,
+    })
+}

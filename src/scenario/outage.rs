@@ -1,0 +1,458 @@
+//! `outage`: the consumer's downstream dependency goes down for a while
+//! under a steady load, and the consumer rides it out one of two ways the
+//! seeds describe, one variant each:
+//!
+//! - `pause`: the durable is paused (`pause_until` the outage's end) as
+//!   soon as the outage begins; what the handlers already hold is left
+//!   unanswered, so its ack deadlines run on while the durable is paused.
+//! - `nak_delay`: the consumer keeps pulling and naks every delivery with
+//!   a delay of `retry` until the dependency is back.
+//!
+//! Measures what each costs: deliveries and redeliveries during the
+//! outage, how soon deliveries resume after it, how long the backlog it
+//! left takes to drain, and how late the messages stored during it end.
+//! Verifies that nothing is lost, every message is acked once in the end,
+//! nothing is left pending, and (pause) that nothing was delivered while
+//! the durable was paused.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use super::{VariantNames, checks, provision_durable, record_stream};
+use crate::consume::events::DeliveryEvent;
+use crate::drive::{
+    ConsumerSpec, DriveOutcome, DriveSpec, OutagePlan, PauseOutcome, RunContext, drive,
+};
+use crate::histogram::Recorder;
+use crate::metrics::{Direction, Metric, count, latency_metrics};
+use crate::profile::{
+    Action, BehaviourPlan, OutagePattern, OutageScenarioPlan, ScenarioPlan, format_duration,
+};
+use crate::variant::{Invariant, VariantResult, VariantSink};
+
+/// How long after the server answered the pause a delivery may still
+/// arrive: it left the server before the pause (on the wire, or in the
+/// client's buffer behind the handlers).
+pub const PAUSE_GRACE: Duration = Duration::from_millis(100);
+
+const SAMPLE_EVERY: Duration = Duration::from_millis(250);
+
+pub async fn run(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &OutageScenarioPlan,
+    sink: &mut dyn VariantSink,
+) -> Result<()> {
+    for &pattern in &plan.patterns {
+        if ctx.stop.is_cancelled() {
+            break;
+        }
+        let started = Instant::now();
+        let mut result = VariantResult::new(pattern.label());
+        describe(plan, pattern, &mut result);
+        if let Err(e) = run_variant(ctx, scenario.name(), plan, pattern, &mut result).await {
+            result.error = Some(format!("{e:#}"));
+        }
+        result.elapsed = started.elapsed();
+        sink.record(scenario, result)?;
+    }
+    Ok(())
+}
+
+fn describe(plan: &OutageScenarioPlan, pattern: OutagePattern, r: &mut VariantResult) {
+    let c = &plan.consumer;
+    r.param("pattern", pattern.label());
+    r.param("rate", plan.rate);
+    super::shape::describe(&plan.publish.arrival, r);
+    r.param("duration", format_duration(plan.common.duration));
+    r.param("warmup", format_duration(plan.common.warmup));
+    r.param("outage_after", format_duration(plan.after));
+    r.param("outage_lasts", format_duration(plan.lasts));
+    if pattern == OutagePattern::NakDelay {
+        r.param("retry", format_duration(plan.retry));
+    }
+    r.param("ack_wait", format_duration(c.ack_wait));
+    r.param("max_ack_pending", c.max_ack_pending);
+    r.param("consumers", c.consumers);
+    r.param("read", c.kind);
+}
+
+/// What the handlers answer during the outage under each pattern.
+fn plan_for(plan: &OutageScenarioPlan, pattern: OutagePattern) -> OutagePlan {
+    OutagePlan {
+        after: plan.after,
+        lasts: plan.lasts,
+        answer: match pattern {
+            // Left unanswered: the dependency is down and the durable is
+            // paused; the ack deadline brings it back.
+            OutagePattern::Pause => Action::Ignore,
+            OutagePattern::NakDelay => Action::NakDelay(plan.retry),
+        },
+        pause: pattern == OutagePattern::Pause,
+    }
+}
+
+async fn run_variant(
+    ctx: &RunContext,
+    scenario: &str,
+    plan: &OutageScenarioPlan,
+    pattern: OutagePattern,
+    result: &mut VariantResult,
+) -> Result<()> {
+    // Provision.
+    let variant = result.name.clone();
+    let c = &plan.consumer;
+    let VariantNames {
+        stream: stream_name,
+        base,
+        durable,
+    } = provision_durable(ctx, scenario, &variant, c).await?;
+
+    // Drive.
+    let mut consumer = ConsumerSpec::observed(
+        durable,
+        c.clone(),
+        Arc::new(BehaviourPlan::all_ack()),
+        SAMPLE_EVERY,
+    );
+    consumer.outage = Some(plan_for(plan, pattern));
+    let spec = DriveSpec::paced(
+        format!("{scenario} {variant}"),
+        &stream_name,
+        format!("{base}.0"),
+        &plan.publish,
+        &plan.common,
+        plan.rate,
+        consumer,
+    );
+    let outcome = drive(ctx, &spec).await;
+    let stored = record_stream(ctx, &stream_name, result).await;
+    let deleted = ctx.provisioner.delete_stream(&stream_name).await;
+    let outcome = outcome?;
+
+    // Measure and verify.
+    let start = outcome.t0_ns + plan.after.as_nanos() as u64;
+    let window = Window {
+        start,
+        end: start + plan.lasts.as_nanos() as u64,
+        ack_wait: c.ack_wait,
+    };
+    let figures = Figures::of(&outcome.events, &window, outcome.pause.as_ref());
+    measure(&outcome, &figures, &window, plan.rate, result);
+    verify(&outcome, &figures, pattern, stored, result);
+    deleted.context("cleaning up after the variant")?;
+    Ok(())
+}
+
+/// The outage, ns on [`crate::clock`], and the durable's ack deadline.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    start: u64,
+    end: u64,
+    ack_wait: Duration,
+}
+
+/// What the delivery log says about the outage.
+#[derive(Debug, Default)]
+struct Figures {
+    messages: u64,
+    deliveries: u64,
+    /// Deliveries received during the outage.
+    in_outage: u64,
+    /// Of them, received after `grace_from` (the pause's answer plus
+    /// [`PAUSE_GRACE`]); `None` without a pause.
+    while_paused: Option<u64>,
+    /// From the outage's end to the first delivery after it.
+    resume: Option<Duration>,
+    /// From the outage's end to the last ack of a message stored before it.
+    drain: Option<Duration>,
+    /// Store to final answer of the messages stored during the outage.
+    outage_messages: Recorder,
+    /// Deliveries the handlers held unanswered through the outage, and
+    /// when each came back: after its ack deadline by, and after the
+    /// outage's end by.
+    held: u64,
+    held_back_after_deadline: Recorder,
+    held_back_after_end: Recorder,
+}
+
+impl Figures {
+    fn of(events: &[DeliveryEvent], w: &Window, pause: Option<&PauseOutcome>) -> Figures {
+        let mut f = Figures::default();
+        let inside = |t: u64| (w.start..w.end).contains(&t);
+        f.while_paused = pause.map(|p| {
+            let from = p.answered_ns + PAUSE_GRACE.as_nanos() as u64;
+            events
+                .iter()
+                .filter(|e| (from..w.end).contains(&e.received_ns))
+                .count() as u64
+        });
+        let mut by_seq: BTreeMap<u64, Vec<&DeliveryEvent>> = BTreeMap::new();
+        for e in events {
+            by_seq.entry(e.seq).or_default().push(e);
+        }
+        f.messages = by_seq.len() as u64;
+        f.deliveries = events.len() as u64;
+        f.in_outage = events.iter().filter(|e| inside(e.received_ns)).count() as u64;
+        f.resume = events
+            .iter()
+            .map(|e| e.received_ns)
+            .filter(|&t| t >= w.end)
+            .min()
+            .map(|t| Duration::from_nanos(t - w.end));
+        let mut last_ack = None::<u64>;
+        for deliveries in by_seq.values() {
+            let last = deliveries.last().expect("one delivery at least");
+            if last.published_ns < w.end {
+                last_ack = last_ack.max(Some(last.answered_ns));
+            }
+            if inside(last.published_ns) || inside(deliveries[0].published_ns) {
+                f.outage_messages
+                    .record_between(deliveries[0].published_ns, last.answered_ns);
+            }
+            for pair in deliveries.windows(2) {
+                // Received inside and never answered (the pause pattern
+                // ignores): held until the deadline brought it back.
+                let (held, next) = (pair[0], pair[1]);
+                if inside(held.received_ns) && held.answered_ns == held.received_ns {
+                    f.held += 1;
+                    let deadline = held.received_ns + w.ack_wait.as_nanos() as u64;
+                    f.held_back_after_deadline
+                        .record_between(deadline, next.received_ns);
+                    f.held_back_after_end
+                        .record_between(w.end, next.received_ns);
+                }
+            }
+        }
+        f.drain = last_ack.map(|t| Duration::from_nanos(t.saturating_sub(w.end)));
+        f
+    }
+}
+
+fn measure(o: &DriveOutcome, f: &Figures, w: &Window, rate: u64, r: &mut VariantResult) {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    r.metrics.push(Metric::new(
+        "target_rate",
+        "msg/s",
+        rate as f64,
+        Direction::None,
+    ));
+    r.metrics.push(Metric::new(
+        "publish_rate",
+        "msg/s",
+        o.publish_rate(),
+        Direction::None,
+    ));
+    r.metrics.push(count("deliveries_in_outage", f.in_outage));
+    r.metrics.push(count(
+        "redeliveries",
+        f.deliveries.saturating_sub(f.messages),
+    ));
+    if f.messages > 0 {
+        r.metrics.push(Metric::new(
+            "deliveries_per_message",
+            "x",
+            f.deliveries as f64 / f.messages as f64,
+            Direction::Lower,
+        ));
+    }
+    if let Some(d) = f.resume {
+        r.metrics
+            .push(Metric::new("time_to_resume", "ms", ms(d), Direction::Lower));
+    }
+    if let Some(d) = f.drain {
+        r.metrics.push(Metric::new(
+            "backlog_drain_time",
+            "ms",
+            ms(d),
+            Direction::Lower,
+        ));
+    }
+    if let Some(p) = &o.pause {
+        r.metrics.push(Metric::new(
+            "pause_request",
+            "ms",
+            (p.answered_ns - p.requested_ns) as f64 / 1e6,
+            Direction::Lower,
+        ));
+        r.metrics.push(Metric::new(
+            "pause_late",
+            "ms",
+            p.requested_ns.saturating_sub(w.start) as f64 / 1e6,
+            Direction::None,
+        ));
+    }
+    if f.held > 0 {
+        r.metrics.push(count("held_in_outage", f.held));
+    }
+    for (name, recorder) in [
+        ("outage_message_delay", &f.outage_messages),
+        ("held_back_after_deadline", &f.held_back_after_deadline),
+        ("held_back_after_end", &f.held_back_after_end),
+        ("e2e_latency", &o.e2e_intended),
+    ] {
+        if recorder.count() > 0 {
+            r.metrics.extend(latency_metrics(name, &recorder.summary()));
+            r.histograms.push((name.to_string(), recorder.clone()));
+        }
+    }
+    r.ledger = o.counts;
+    checks::server_figures(o, r);
+    r.timelines
+        .insert("published".into(), o.published_timeline.clone());
+    r.timelines
+        .insert("delivered".into(), o.delivered_timeline.clone());
+    if o.interrupted {
+        r.warnings
+            .push("interrupted: the variant stopped early; its counts cover what was sent".into());
+    }
+    r.warnings.extend(o.errors.iter().cloned());
+}
+
+fn verify(
+    o: &DriveOutcome,
+    f: &Figures,
+    pattern: OutagePattern,
+    stored: Option<u64>,
+    r: &mut VariantResult,
+) {
+    let c = &o.counts;
+    r.invariants.push(checks::nothing_lost(o));
+    r.invariants.push(Invariant::equal(
+        "every message acked once",
+        c.acked,
+        c.persisted,
+    ));
+    match (pattern, &o.pause) {
+        (OutagePattern::Pause, Some(p)) => {
+            r.invariants.push(Invariant::check(
+                "the server paused the durable",
+                p.paused,
+                format!(
+                    "the pause was answered in {:.1} ms, with {} of it left",
+                    (p.answered_ns.saturating_sub(p.requested_ns)) as f64 / 1e6,
+                    p.remaining
+                        .map_or("nothing".into(), |d| format!("{:.3} s", d.as_secs_f64()))
+                ),
+            ));
+            r.invariants.push(nothing_while_paused(f));
+        }
+        (OutagePattern::Pause, None) => r.invariants.push(Invariant::check(
+            "the server paused the durable",
+            false,
+            "no pause was made (the run ended before the outage?)",
+        )),
+        (OutagePattern::NakDelay, _) => {
+            let why = "the nak_delay pattern does not pause the durable";
+            r.invariants.push(Invariant::not_applicable(
+                "the server paused the durable",
+                why,
+            ));
+            r.invariants.push(Invariant::not_applicable(
+                "nothing delivered while paused",
+                why,
+            ));
+        }
+    }
+    r.invariants.push(checks::stream_holds(stored, c));
+    r.invariants.push(checks::nothing_pending(o));
+    r.invariants.push(checks::publishers_finished(o));
+}
+
+fn nothing_while_paused(f: &Figures) -> Invariant {
+    let n = f.while_paused.unwrap_or(0);
+    Invariant::check(
+        "nothing delivered while paused",
+        n == 0,
+        format!(
+            "{n} deliveries from {} ms after the pause's answer to the outage's end; \
+             {} during the outage in all",
+            PAUSE_GRACE.as_millis(),
+            f.in_outage
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(seq: u64, delivery: u32, received_ms: u64, answered_ms: u64) -> DeliveryEvent {
+        let ms = 1_000_000;
+        DeliveryEvent {
+            seq,
+            delivery,
+            consumer: 0,
+            published_ns: received_ms * ms,
+            received_ns: received_ms * ms,
+            answered_ns: answered_ms * ms,
+        }
+    }
+
+    /// The pause check with the server's side forged: a delivery that
+    /// arrives well after the server answered the pause fails it; one
+    /// inside the grace (sent before the pause) does not.
+    #[test]
+    fn a_delivery_while_paused_fails_and_one_sent_before_the_pause_does_not() {
+        let ms = 1_000_000;
+        let w = Window {
+            start: 1_000 * ms,
+            end: 2_000 * ms,
+            ack_wait: Duration::from_millis(300),
+        };
+        let pause = PauseOutcome {
+            requested_ns: 1_001 * ms,
+            answered_ns: 1_002 * ms,
+            planned_end_ns: w.end,
+            paused: true,
+            remaining: None,
+        };
+        // Held at 1,050 ms (inside the grace), back after the end.
+        let held = [event(1, 1, 1_050, 1_050), event(1, 2, 2_003, 2_004)];
+        let f = Figures::of(&held, &w, Some(&pause));
+        assert!(nothing_while_paused(&f).passed);
+        assert_eq!(f.held, 1);
+        assert_eq!(f.resume, Some(Duration::from_millis(3)));
+        // Delivered again at 1,500 ms: while paused.
+        let leaked = [event(1, 1, 1_050, 1_050), event(1, 2, 1_500, 1_501)];
+        let f = Figures::of(&leaked, &w, Some(&pause));
+        let check = nothing_while_paused(&f);
+        assert!(!check.passed);
+        assert!(check.detail.starts_with("1 deliveries"), "{}", check.detail);
+    }
+
+    /// The counting checks, with the outcome forged: an ack jsbench never
+    /// sent, and a pause the server answered as not paused.
+    #[test]
+    fn a_missing_ack_or_a_refused_pause_fails_the_variant() {
+        let failing = |o: &DriveOutcome| {
+            let mut r = VariantResult::new("pause");
+            verify(
+                o,
+                &Figures::default(),
+                OutagePattern::Pause,
+                Some(3),
+                &mut r,
+            );
+            r.broken().into_iter().map(String::from).collect::<Vec<_>>()
+        };
+        let mut o = DriveOutcome::settled(3);
+        o.counts.published = 3;
+        o.counts.persisted = 3;
+        o.counts.delivered = 3;
+        o.counts.acked = 3;
+        o.pause = Some(PauseOutcome {
+            paused: true,
+            ..Default::default()
+        });
+        assert!(failing(&o).is_empty(), "{:?}", failing(&o));
+        o.counts.acked = 2;
+        assert_eq!(failing(&o), ["every message acked once"]);
+        o.counts.acked = 3;
+        o.pause.as_mut().unwrap().paused = false;
+        assert_eq!(failing(&o), ["the server paused the durable"]);
+    }
+}
