@@ -157,23 +157,27 @@ impl VariantSink for OnStream<'_> {
     }
 }
 
-/// Runs `plan`: the profile's, or one pull combination of it.
+/// Runs `plan`: the profile's, or one pull combination of it. Each
+/// scenario's future is boxed: together they would be as large as the
+/// largest, and a debug build runs the whole run's future on a test
+/// thread's stack.
 async fn run_on_stream(
     ctx: &RunContext,
     plan: &ScenarioPlan,
     sink: &mut dyn VariantSink,
 ) -> Result<()> {
-    match plan {
-        ScenarioPlan::Latency(p) => latency::run(ctx, plan, p, sink).await,
-        ScenarioPlan::Publish(p) => publish::run(ctx, plan, p, sink).await,
-        ScenarioPlan::Ack(p) => ack::run(ctx, plan, p, sink).await,
-        ScenarioPlan::Redelivery(p) => redelivery::run(ctx, plan, p, sink).await,
-        ScenarioPlan::Backpressure(p) => backpressure::run(ctx, plan, p, sink).await,
-        ScenarioPlan::Resume(p) => resume::run(ctx, plan, p, sink).await,
-        ScenarioPlan::Restart(p) => restart::run(ctx, plan, p, sink).await,
-        ScenarioPlan::Replay(p) => replay::run(ctx, plan, p, sink).await,
-        ScenarioPlan::Dlq(p) => dlq::run(ctx, plan, p, sink).await,
-        ScenarioPlan::Fanout(p) => fanout::run(ctx, plan, p, sink).await,
-        ScenarioPlan::Outage(p) => outage::run(ctx, plan, p, sink).await,
-    }
+    let run: futures::future::LocalBoxFuture<'_, Result<()>> = match plan {
+        ScenarioPlan::Latency(p) => Box::pin(latency::run(ctx, plan, p, sink)),
+        ScenarioPlan::Publish(p) => Box::pin(publish::run(ctx, plan, p, sink)),
+        ScenarioPlan::Ack(p) => Box::pin(ack::run(ctx, plan, p, sink)),
+        ScenarioPlan::Redelivery(p) => Box::pin(redelivery::run(ctx, plan, p, sink)),
+        ScenarioPlan::Backpressure(p) => Box::pin(backpressure::run(ctx, plan, p, sink)),
+        ScenarioPlan::Resume(p) => Box::pin(resume::run(ctx, plan, p, sink)),
+        ScenarioPlan::Restart(p) => Box::pin(restart::run(ctx, plan, p, sink)),
+        ScenarioPlan::Replay(p) => Box::pin(replay::run(ctx, plan, p, sink)),
+        ScenarioPlan::Dlq(p) => Box::pin(dlq::run(ctx, plan, p, sink)),
+        ScenarioPlan::Fanout(p) => Box::pin(fanout::run(ctx, plan, p, sink)),
+        ScenarioPlan::Outage(p) => Box::pin(outage::run(ctx, plan, p, sink)),
+    };
+    run.await
 }
