@@ -218,6 +218,7 @@ pub fn header_pairs(headers: &async_nats::HeaderMap) -> Vec<(String, String)> {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SeenMessage {
     pub seq: u64,
+    pub subject: String,
     pub payload: Vec<u8>,
     /// Sorted name-value pairs.
     pub headers: Vec<(String, String)>,
@@ -481,6 +482,7 @@ fn receive(
     if config.keep_doomed && !seen_here && doomed(config, seq) {
         report.doomed.push(SeenMessage {
             seq,
+            subject: message.subject.to_string(),
             payload: message.payload.to_vec(),
             headers: message
                 .headers

@@ -148,6 +148,7 @@ impl Audit {
 /// An original as a copy is compared with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Original {
+    pub subject: String,
     pub payload: Bytes,
     /// Sorted name-value pairs.
     pub headers: Vec<(String, String)>,
@@ -157,6 +158,7 @@ impl Original {
     /// As the stream holds it now (limits and interest keep it).
     pub fn stored(m: &StreamMessage) -> Original {
         Original {
+            subject: m.subject.to_string(),
             payload: m.payload.clone(),
             headers: pairs(&m.headers),
         }
@@ -167,6 +169,7 @@ impl Original {
     /// handler read of it is the handler's own word.
     pub fn seen(m: &crate::consume::SeenMessage) -> Original {
         Original {
+            subject: m.subject.clone(),
             payload: Bytes::from(m.payload.clone()),
             headers: m.headers.clone(),
         }
@@ -242,7 +245,7 @@ pub fn check(
             ));
             continue;
         }
-        let want = expected_headers(&original.headers, (&stream, &consumer, seq, *kind), names);
+        let want = expected_headers(original, (&stream, &consumer, seq, *kind), names);
         let got = pairs(&letter.headers);
         if got != want {
             let extra: Vec<_> = got.iter().filter(|h| !want.contains(h)).collect();
@@ -265,11 +268,12 @@ pub fn check(
 /// The original's headers without publish control, plus the origin
 /// headers and the dedup id, as sorted pairs.
 fn expected_headers(
-    original: &[(String, String)],
+    original: &Original,
     (stream, consumer, seq, kind): (&str, &str, u64, Kind),
     names: &OriginHeaders,
 ) -> Vec<(String, String)> {
     let mut want: Vec<(String, String)> = original
+        .headers
         .iter()
         .filter(|(name, _)| !is_publish_control(name))
         .filter(|(name, _)| !names.all().contains(&name.as_str()))
@@ -279,6 +283,7 @@ fn expected_headers(
         (names.stream.clone(), stream.to_string()),
         (names.consumer.clone(), consumer.to_string()),
         (names.seq.clone(), seq.to_string()),
+        (names.subject.clone(), original.subject.clone()),
         (names.reason.clone(), kind.name().to_string()),
         (
             "Nats-Msg-Id".to_string(),
@@ -322,7 +327,12 @@ mod tests {
             seq: of.sequence,
             kind: Kind::MaxDeliveries,
         };
-        let mut headers = dead_letter_headers(&of.headers, &origin, &OriginHeaders::default());
+        let mut headers = dead_letter_headers(
+            &of.headers,
+            of.subject.as_str(),
+            &origin,
+            &OriginHeaders::default(),
+        );
         tweak(&mut headers);
         DeadLetter {
             dlq_seq,
@@ -456,6 +466,7 @@ mod tests {
         let mut read_by_handler = original(3);
         read_by_handler.payload = Bytes::from_static(b"something else");
         let seen = crate::consume::SeenMessage {
+            subject: delivered.subject.to_string(),
             seq: 3,
             payload: delivered.payload.to_vec(),
             headers: pairs(&delivered.headers),

@@ -97,6 +97,7 @@ impl Origin<'_> {
 /// came from (under `names`) and the dedup id.
 pub fn dead_letter_headers(
     original: &HeaderMap,
+    subject: &str,
     origin: &Origin,
     names: &OriginHeaders,
 ) -> HeaderMap {
@@ -115,6 +116,7 @@ pub fn dead_letter_headers(
         names.seq.as_str(),
         HeaderValue::from(origin.seq.to_string().as_str()),
     );
+    out.insert(names.subject.as_str(), subject);
     out.insert(names.reason.as_str(), origin.kind.name());
     out.insert(NATS_MESSAGE_ID, HeaderValue::from(origin.msg_id().as_str()));
     out
@@ -179,13 +181,15 @@ mod tests {
         original.insert("Order-Id", "o-9");
         original.append("Tag", "a");
         original.append("Tag", "b");
-        let copy = dead_letter_headers(&original, &origin(), &OriginHeaders::default());
+        let copy =
+            dead_letter_headers(&original, "orders.eu", &origin(), &OriginHeaders::default());
         assert_eq!(
             pairs(&copy),
             vec![
                 ("Nats-Dlq-Origin-Consumer".into(), "worker".into()),
                 ("Nats-Dlq-Origin-Seq".into(), "42".into()),
                 ("Nats-Dlq-Origin-Stream".into(), "SRC".into()),
+                ("Nats-Dlq-Origin-Subject".into(), "orders.eu".into()),
                 ("Nats-Dlq-Reason".into(), "max_deliveries".into()),
                 ("Nats-Msg-Id".into(), "SRC.worker.42".into()),
                 ("Order-Id".into(), "o-9".into()),
@@ -203,7 +207,8 @@ mod tests {
     fn an_original_that_was_a_dead_letter_itself_gets_new_origin_headers() {
         let mut original = HeaderMap::new();
         original.insert("Nats-Dlq-Origin-Seq", "7");
-        let copy = dead_letter_headers(&original, &origin(), &OriginHeaders::default());
+        let copy =
+            dead_letter_headers(&original, "orders.eu", &origin(), &OriginHeaders::default());
         let seqs: Vec<&str> = copy
             .get_all("Nats-Dlq-Origin-Seq")
             .map(|v| v.as_str())
@@ -217,7 +222,7 @@ mod tests {
             seq: "X-Origin-Seq".into(),
             ..OriginHeaders::default()
         };
-        let copy = dead_letter_headers(&HeaderMap::new(), &origin(), &names);
+        let copy = dead_letter_headers(&HeaderMap::new(), "orders.eu", &origin(), &names);
         assert_eq!(copy.get("X-Origin-Seq").map(|v| v.as_str()), Some("42"));
         assert!(copy.get("Nats-Dlq-Origin-Seq").is_none());
         assert_eq!(

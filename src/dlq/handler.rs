@@ -374,8 +374,12 @@ async fn dead_letter(
         }
         Err(Get::Failed(e)) => return Step::retry(shared, format!("get: {e}")),
     };
-    let headers =
-        copy::dead_letter_headers(&original.headers, &origin, &shared.plan.origin_headers);
+    let headers = copy::dead_letter_headers(
+        &original.headers,
+        original.subject.as_str(),
+        &origin,
+        &shared.plan.origin_headers,
+    );
     let publish = PublishMessage::build()
         .payload(original.payload.clone())
         .headers(headers);

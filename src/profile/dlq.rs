@@ -63,6 +63,7 @@ struct OriginHeadersSection {
     stream: Option<String>,
     consumer: Option<String>,
     seq: Option<String>,
+    subject: Option<String>,
     reason: Option<String>,
 }
 
@@ -73,9 +74,10 @@ impl OriginHeadersSection {
             stream: self.stream.unwrap_or(d.stream),
             consumer: self.consumer.unwrap_or(d.consumer),
             seq: self.seq.unwrap_or(d.seq),
+            subject: self.subject.unwrap_or(d.subject),
             reason: self.reason.unwrap_or(d.reason),
         };
-        for (field, name) in ["stream", "consumer", "seq", "reason"]
+        for (field, name) in ["stream", "consumer", "seq", "subject", "reason"]
             .iter()
             .zip(names.all())
         {

@@ -1090,6 +1090,9 @@ pub struct OriginHeaders {
     pub stream: String,
     pub consumer: String,
     pub seq: String,
+    /// The subject the original was published to: where a redrive sends
+    /// it back.
+    pub subject: String,
     /// `max_deliveries` or `terminated`: which advisory dead-lettered it.
     pub reason: String,
 }
@@ -1100,6 +1103,7 @@ impl Default for OriginHeaders {
             stream: "Nats-Dlq-Origin-Stream".into(),
             consumer: "Nats-Dlq-Origin-Consumer".into(),
             seq: "Nats-Dlq-Origin-Seq".into(),
+            subject: "Nats-Dlq-Origin-Subject".into(),
             reason: "Nats-Dlq-Reason".into(),
         }
     }
@@ -1107,8 +1111,14 @@ impl Default for OriginHeaders {
 
 impl OriginHeaders {
     /// Every name, in a fixed order.
-    pub fn all(&self) -> [&str; 4] {
-        [&self.stream, &self.consumer, &self.seq, &self.reason]
+    pub fn all(&self) -> [&str; 5] {
+        [
+            &self.stream,
+            &self.consumer,
+            &self.seq,
+            &self.subject,
+            &self.reason,
+        ]
     }
 }
 
