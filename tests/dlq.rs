@@ -429,6 +429,9 @@ async fn limits_dead_letters_poison_and_termed_once_keeping_originals_and_skippi
     assert_eq!(metric(&v, "originals.deleted"), 0.0);
 }
 
+/// A work queue's originals are gone once copied: the DLQ is the only
+/// copy, and the redrive after the run sends each back, the durable (now
+/// acking everything) reads each once, and a second redrive stores nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workqueue_originals_are_deleted_once_their_copies_are_persisted() {
     let server = common::server();
@@ -436,7 +439,7 @@ async fn workqueue_originals_are_deleted_once_their_copies_are_persisted() {
         &server,
         "workqueue",
         &body(
-            "retention = \"workqueue\"\nbaseline = false\ncapture = \"stream\"\n",
+            "retention = \"workqueue\"\nbaseline = false\ncapture = \"stream\"\nredrive = true\n",
             "",
             "",
             "get = \"direct\"\n",
@@ -455,6 +458,19 @@ async fn workqueue_originals_are_deleted_once_their_copies_are_persisted() {
         .iter()
         .find(|i| i.name.starts_with("workqueue"));
     assert!(retention.is_some_and(|i| i.passed), "{:?}", v.invariants);
+    let letters = metric(&v, "dead_letters.in_dlq");
+    assert_eq!(metric(&v, "redriven"), letters);
+    assert_eq!(metric(&v, "redrive_second_pass_duplicates"), letters);
+    assert!(metric(&v, "redrive_rate") > 0.0);
+    assert!(metric(&v, "redrive_e2e_latency.p50") > 0.0);
+    for name in [
+        "every dead letter redriven",
+        "a second redrive stores nothing",
+        "every redriven message consumed once",
+    ] {
+        let i = v.invariants.iter().find(|i| i.name == name).unwrap();
+        assert!(i.passed && i.applicable, "{i:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

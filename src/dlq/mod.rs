@@ -24,10 +24,12 @@
 //! - [`copy`]: what a dead-letter copy holds, and which headers it drops.
 //! - [`handler`]: the handler, a durable consumer of the advisory stream.
 //! - [`audit`]: the DLQ stream read back and checked against the originals.
+//! - [`redrive`]: the dead letters sent back onto their original subjects.
 
 pub mod audit;
 pub mod copy;
 pub mod handler;
+pub mod redrive;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -32,6 +32,7 @@ struct DlqSection {
     headers: Option<BTreeMap<String, String>>,
     retention: Option<OneOrMany<Retention>>,
     baseline: Option<bool>,
+    redrive: Option<bool>,
     capture: Option<Capture>,
     terminated: Option<bool>,
     #[serde(default)]
@@ -258,6 +259,7 @@ pub(super) fn read(table: toml::Table, prefix: &str, problems: &mut Problems) ->
         behaviour,
         retentions,
         baseline: s.baseline.unwrap_or(true),
+        redrive: s.redrive.unwrap_or(false),
         capture: s.capture.unwrap_or(Capture::Account),
         terminated,
         handler,

@@ -1245,6 +1245,10 @@ pub struct DlqPlan {
     /// Dead-letter termed messages too (MSG_TERMINATED advisories).
     pub terminated: bool,
     pub handler: DlqHandlerPlan,
+    /// After each variant, send the dead letters back onto their original
+    /// subjects (twice: the second must store nothing) and read them with
+    /// the durable, healthy now.
+    pub redrive: bool,
 }
 
 /// The `backpressure` scenario: the same load against a sweep of
