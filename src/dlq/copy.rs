@@ -16,21 +16,7 @@ use async_nats::header::{HeaderValue, NATS_MESSAGE_ID};
 use crate::advisory::Kind;
 pub use crate::consume::header_pairs as pairs;
 
-pub use crate::profile::OriginHeaders;
-
-/// Publish-control headers, matched without regard to case (a proxy or a
-/// client may have changed it; the cost of dropping a look-alike user
-/// header is smaller than that of a copy the DLQ stream refuses).
-const CONTROL: &[&str] = &[
-    "Nats-Msg-Id",
-    "Nats-TTL",
-    "Nats-Rollup",
-    "Nats-Incr",
-    "Nats-Schedule",
-    "Nats-Required-Api-Level",
-];
-/// Families of publish-control headers.
-const CONTROL_PREFIXES: &[&str] = &["Nats-Expected-", "Nats-Batch-", "Nats-Schedule-"];
+pub use crate::profile::{OriginHeaders, is_publish_control};
 
 /// Headers a direct get adds to its answer about the stored message; they
 /// were never the original's.
@@ -43,14 +29,6 @@ const DIRECT_GET: &[&str] = &[
     "Nats-Num-Pending",
     "Nats-UpTo-Sequence",
 ];
-
-/// Whether a header instructs the stream on publish and must not be copied.
-pub fn is_publish_control(name: &str) -> bool {
-    CONTROL.iter().any(|c| c.eq_ignore_ascii_case(name))
-        || CONTROL_PREFIXES.iter().any(|p| {
-            name.len() > p.len() && name.as_bytes()[..p.len()].eq_ignore_ascii_case(p.as_bytes())
-        })
-}
 
 /// Removes what a direct get added, leaving the stored message's headers.
 pub fn strip_direct_get(headers: &HeaderMap) -> HeaderMap {

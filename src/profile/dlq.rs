@@ -89,7 +89,7 @@ impl OriginHeadersSection {
                     path,
                     format!("{name:?} is not a header name (printable ASCII, no spaces or ':')"),
                 );
-            } else if crate::dlq::copy::is_publish_control(name) {
+            } else if super::is_publish_control(name) {
                 problems.push(
                     path,
                     format!("{name} instructs the stream on publish (the DLQ stream would obey it); choose another name"),

@@ -1109,6 +1109,30 @@ impl Default for OriginHeaders {
     }
 }
 
+/// Publish-control headers: instructions to the stream a message is
+/// published to, as nats-server 2.15 interprets them (a DLQ copy drops
+/// them; an origin header may not be one). Matched without regard to case
+/// (a proxy or a client may have changed it; the cost of dropping a look-alike user
+/// header is smaller than that of a copy the DLQ stream refuses).
+const CONTROL: &[&str] = &[
+    "Nats-Msg-Id",
+    "Nats-TTL",
+    "Nats-Rollup",
+    "Nats-Incr",
+    "Nats-Schedule",
+    "Nats-Required-Api-Level",
+];
+/// Families of publish-control headers.
+const CONTROL_PREFIXES: &[&str] = &["Nats-Expected-", "Nats-Batch-", "Nats-Schedule-"];
+
+/// Whether a header instructs the stream on publish and must not be copied.
+pub fn is_publish_control(name: &str) -> bool {
+    CONTROL.iter().any(|c| c.eq_ignore_ascii_case(name))
+        || CONTROL_PREFIXES.iter().any(|p| {
+            name.len() > p.len() && name.as_bytes()[..p.len()].eq_ignore_ascii_case(p.as_bytes())
+        })
+}
+
 impl OriginHeaders {
     /// Every name, in a fixed order.
     pub fn all(&self) -> [&str; 5] {
