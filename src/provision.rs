@@ -285,6 +285,28 @@ impl Provisioner {
         Ok(stream)
     }
 
+    /// Creates a key-value bucket (its stream `KV_<bucket>` deleted with
+    /// the run's streams): an idempotent consumer's dedup store.
+    pub async fn create_kv(&self, bucket: &str) -> Result<()> {
+        let stream = format!("KV_{bucket}");
+        if self.js.get_stream(&stream).await.is_ok() {
+            return Err(anyhow!(
+                "stream {stream} already exists; jsbench never touches streams it did not create"
+            ));
+        }
+        self.js
+            .create_key_value(async_nats::jetstream::kv::Config {
+                bucket: bucket.to_string(),
+                description: "created by jsbench; deleted when its run ends".into(),
+                history: 1,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| anyhow!("creating key-value bucket {bucket}: {e}"))?;
+        self.created.lock().expect("not poisoned").push(stream);
+        Ok(())
+    }
+
     /// Creates a durable, pull or push ([`durable_config`]).
     pub async fn create_consumer(
         &self,

@@ -41,3 +41,41 @@ async fn every_crash_point_redelivers_exactly_the_unacked_work() {
         }
     }
 }
+
+/// Crashing after the work and before the ack: handlers without a dedup
+/// store apply that work twice; with one (a KV bucket both clients share)
+/// the repeat finds its key and is suppressed, so every message's work is
+/// applied exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotent_consumer_applies_no_work_twice_across_a_crash() {
+    let server = common::server();
+    let summary = run_profile(
+        &server,
+        "idempotent",
+        "[[scenario]]\nkind = \"resume\"\nduration = \"1500ms\"\nrate = 200\ncrash_after = \"700ms\"\n\
+         rebind_after = \"200ms\"\ncrash_at = \"after_processing\"\nidempotent = [false, true]\n\
+         [scenario.consumer]\nack_wait = \"500ms\"\nbatch = 20\n\
+         [scenario.behaviour]\nprocessing = \"20ms\"\nhandlers = 4\n",
+    )
+    .await;
+    assert_all_passed(&summary);
+    let variants: Vec<_> = summary.variants().map(|(_, v)| v).collect();
+    let (plain, idempotent) = (variants[0], variants[1]);
+    assert_eq!(idempotent.name, "after-processing.idempotent");
+    let redone = metric(plain, "processed_unacked");
+    assert!(redone > 0.0, "work was done and not acked");
+    assert_eq!(metric(plain, "work_done_twice"), redone);
+    assert_eq!(metric(idempotent, "work_done_twice"), 0.0);
+    assert_eq!(
+        metric(idempotent, "work_suppressed"),
+        metric(idempotent, "processed_unacked")
+    );
+    assert!(metric(idempotent, "dedup_check.p50") > 0.0);
+    assert!(metric(idempotent, "dedup_store_bytes_per_key") > 0.0);
+    let applied = idempotent
+        .invariants
+        .iter()
+        .find(|i| i.name == "every message's work applied once")
+        .unwrap();
+    assert!(applied.passed && applied.applicable, "{applied:?}");
+}

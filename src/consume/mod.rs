@@ -57,6 +57,9 @@ pub struct ConsumerConfig {
     /// A dependency outage: deliveries received inside it get its answer
     /// instead of the behaviour plan's.
     pub outage: Option<Outage>,
+    /// An idempotent consumer's dedup store: the KV bucket in which a
+    /// message's key is created as its work's effect is applied.
+    pub dedup: Option<String>,
 }
 
 /// When the handlers' dependency is down, ns on [`crate::clock`], and
@@ -148,6 +151,47 @@ pub struct ConsumerReport {
     /// outage as this client saw it.
     pub max_gap_ns: u64,
     pub max_gap_end_ns: u64,
+    /// What the work of each delivery did (logged deliveries, or an
+    /// idempotent consumer's).
+    #[serde(default)]
+    pub effects: Effects,
+}
+
+/// The effects of the work handlers did: applied (a sequence once per
+/// application), or suppressed by the dedup store as already applied.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct Effects {
+    pub applied: Vec<u64>,
+    pub suppressed: u64,
+    /// Dedup store requests that failed: the delivery was left unanswered.
+    pub store_errors: u64,
+    /// Round trip of the dedup store's create, per checked delivery.
+    pub check: Recorder,
+}
+
+impl Effects {
+    /// Sequences whose work was applied more than once.
+    pub fn applied_twice(&self) -> u64 {
+        let mut seqs = self.applied.clone();
+        seqs.sort_unstable();
+        seqs.chunk_by(|a, b| a == b).filter(|c| c.len() > 1).count() as u64
+    }
+
+    pub fn merge(&mut self, other: &Effects) {
+        self.applied.extend_from_slice(&other.applied);
+        self.suppressed += other.suppressed;
+        self.store_errors += other.store_errors;
+        self.check.merge(&other.check);
+    }
+}
+
+/// What applying a delivery's work did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Effect {
+    Applied,
+    /// The dedup store already held the key: the work was done before.
+    Suppressed,
+    StoreFailed,
 }
 
 impl ConsumerReport {
@@ -193,6 +237,7 @@ impl ConsumerReport {
             crashed: None,
             max_gap_ns: 0,
             max_gap_end_ns: 0,
+            effects: Effects::default(),
         }
     }
 }
@@ -244,6 +289,9 @@ struct Answer {
     /// Whether the answer reached the server (or needed sending at all).
     result: Result<(), String>,
     ack_rtt_ns: Option<u64>,
+    /// What the work did, for deliveries whose work completed; with the
+    /// dedup store's round trip.
+    effect: Option<(Effect, Option<u64>)>,
 }
 
 /// Reads the durable until `stop` is cancelled.
@@ -298,6 +346,15 @@ pub async fn run_bound(
     // Set when crashing after processing: handlers finish but do not ack.
     let skip_ack = Arc::new(AtomicBool::new(false));
     let crash_at = config.crash.as_ref().map(|c| c.at.clone());
+    let dedup = match &config.dedup {
+        Some(bucket) => Some(Arc::new(
+            jetstream::with_prefix(client.clone(), &config.js_api_prefix)
+                .get_key_value(bucket)
+                .await
+                .with_context(|| format!("opening the dedup store {bucket}"))?,
+        )),
+        None => None,
+    };
     let crashed = async {
         match &crash_at {
             Some(at) => at.cancelled().await,
@@ -351,6 +408,9 @@ pub async fn run_bound(
                     processing: config.behaviour.processing_time(seq, delivery),
                     double_ack: config.plan.double_ack,
                     skip_ack: config.crash.is_some().then(|| skip_ack.clone()),
+                    dedup: dedup
+                        .as_ref()
+                        .map(|s| (s.clone(), business_key(&message, seq))),
                 };
                 if handlers == 1 {
                     let answer = respond(message, job).await;
@@ -432,6 +492,10 @@ async fn crash<F: std::future::Future<Output = Answer>>(
             while let Some(a) = running.next().await {
                 if a.result.as_ref().is_err_and(|e| e == UNACKED) {
                     crash.processed_unacked.push(a.seq);
+                    // The work was done: its effect counts.
+                    if let Some((effect, check)) = a.effect {
+                        note_effect(config, report, a.seq, effect, check);
+                    }
                     continue;
                 }
                 *answered += 1;
@@ -602,6 +666,9 @@ fn record_answer(
     if let Some(rtt) = answer.ack_rtt_ns {
         report.ack_rtt.record(rtt);
     }
+    if let Some((effect, check)) = answer.effect {
+        note_effect(config, report, answer.seq, effect, check);
+    }
     if config.log_events {
         report.events.push(DeliveryEvent {
             seq: answer.seq,
@@ -611,6 +678,44 @@ fn record_answer(
             received_ns: answer.received_ns,
             answered_ns: answer.answered_ns,
         });
+    }
+}
+
+/// Counts what a delivery's work did.
+fn note_effect(
+    config: &ConsumerConfig,
+    report: &mut ConsumerReport,
+    seq: u64,
+    effect: Effect,
+    check_ns: Option<u64>,
+) {
+    if let Some(ns) = check_ns {
+        report.effects.check.record(ns);
+    }
+    match effect {
+        Effect::Applied if config.log_events || config.dedup.is_some() => {
+            report.effects.applied.push(seq)
+        }
+        Effect::Applied => {}
+        Effect::Suppressed => report.effects.suppressed += 1,
+        Effect::StoreFailed => report.effects.store_errors += 1,
+    }
+}
+
+/// The key an idempotent consumer dedups by: the Nats-Msg-Id when the
+/// publisher set one, else the business key the payload's stamp carries
+/// (publisher and message number), which a republished copy keeps too.
+fn business_key(message: &Message, seq: u64) -> String {
+    let id = message
+        .headers
+        .as_ref()
+        .and_then(|h| h.get(async_nats::header::NATS_MESSAGE_ID));
+    if let Some(id) = id {
+        return id.as_str().to_string();
+    }
+    match Stamp::read(&message.payload) {
+        Some(s) => format!("p{}-{}", s.publisher, s.publisher_seq),
+        None => format!("seq-{seq}"),
     }
 }
 
@@ -625,6 +730,8 @@ struct Job {
     double_ack: bool,
     /// When set after the work is done, the client is crashing: no answer.
     skip_ack: Option<Arc<AtomicBool>>,
+    /// The dedup store and the message's key in it (idempotent consumers).
+    dedup: Option<(Arc<jetstream::kv::Store>, String)>,
 }
 
 /// Works on a delivery for its processing time, then answers as planned.
@@ -632,13 +739,51 @@ async fn respond(message: Message, job: Job) -> Answer {
     if !job.processing.is_zero() {
         tokio::time::sleep(job.processing).await;
     }
-    if job
+    // Work that succeeded has its effect now (held work, after its hold).
+    let mut effect = None;
+    if job.action == Action::Ack {
+        effect = Some(apply(&job).await);
+    }
+    let mut a = if effect.is_some_and(|(e, _)| e == Effect::StoreFailed) {
+        answer(&job, job.received_ns, Err(STORE_FAILED.into()), None)
+    } else if job
         .skip_ack
         .as_ref()
         .is_some_and(|s| s.load(Ordering::Acquire))
     {
-        return answer(&job, job.received_ns, Err(UNACKED.into()), None);
-    }
+        answer(&job, job.received_ns, Err(UNACKED.into()), None)
+    } else {
+        answer_as_planned(&message, &job, &mut effect).await
+    };
+    a.effect = effect;
+    a
+}
+
+/// The effect of a delivery's work: applied, or with a dedup store, its
+/// key created first and the work suppressed when it already was.
+async fn apply(job: &Job) -> (Effect, Option<u64>) {
+    let Some((store, key)) = &job.dedup else {
+        return (Effect::Applied, None);
+    };
+    let started = clock::now_ns();
+    let effect = match store.create(key, bytes::Bytes::new()).await {
+        Ok(_) => Effect::Applied,
+        Err(e) if e.kind() == jetstream::kv::CreateErrorKind::AlreadyExists => Effect::Suppressed,
+        Err(_) => Effect::StoreFailed,
+    };
+    (effect, Some(clock::now_ns() - started))
+}
+
+/// A delivery whose work failed for want of its dedup store: unanswered,
+/// so the server redelivers it.
+const STORE_FAILED: &str = "the dedup store failed: left for redelivery";
+
+/// Answers as the plan says, once the work is done.
+async fn answer_as_planned(
+    message: &Message,
+    job: &Job,
+    effect: &mut Option<(Effect, Option<u64>)>,
+) -> Answer {
     let kind = match job.action {
         Action::Ack => Some(AckKind::Ack),
         Action::Nak => Some(AckKind::Nak(None)),
@@ -646,9 +791,9 @@ async fn respond(message: Message, job: Job) -> Answer {
         Action::Term => {
             // With a reason, which the MSG_TERMINATED advisory carries.
             let started = clock::now_ns();
-            let result = term_with_reason(&message, TERM_REASON, job.double_ack).await;
+            let result = term_with_reason(message, TERM_REASON, job.double_ack).await;
             let rtt = (job.double_ack && result.is_ok()).then(|| clock::now_ns() - started);
-            return answer(&job, started, result.map_err(|e| format!("term: {e}")), rtt);
+            return answer(job, started, result.map_err(|e| format!("term: {e}")), rtt);
         }
         Action::Ignore => None,
         Action::InProgressThenAck { hold, every } => {
@@ -661,19 +806,19 @@ async fn respond(message: Message, job: Job) -> Answer {
                 }
                 tokio::time::sleep_until(next).await;
                 if let Err(e) = message.ack_with(AckKind::Progress).await {
-                    return answer(
-                        &job,
-                        job.received_ns,
-                        Err(format!("in progress: {e}")),
-                        None,
-                    );
+                    return answer(job, job.received_ns, Err(format!("in progress: {e}")), None);
                 }
+            }
+            let applied = apply(job).await;
+            *effect = Some(applied);
+            if applied.0 == Effect::StoreFailed {
+                return answer(job, job.received_ns, Err(STORE_FAILED.into()), None);
             }
             Some(AckKind::Ack)
         }
     };
     let Some(kind) = kind else {
-        return answer(&job, job.received_ns, Ok(()), None);
+        return answer(job, job.received_ns, Ok(()), None);
     };
     let started = clock::now_ns();
     if job.double_ack {
@@ -681,14 +826,14 @@ async fn respond(message: Message, job: Job) -> Answer {
         let done = clock::now_ns();
         let rtt = result.is_ok().then_some(done - started);
         answer(
-            &job,
+            job,
             started,
             result.map_err(|e| format!("double ack: {e}")),
             rtt,
         )
     } else {
         let result = message.ack_with(kind).await;
-        answer(&job, started, result.map_err(|e| format!("ack: {e}")), None)
+        answer(job, started, result.map_err(|e| format!("ack: {e}")), None)
     }
 }
 
@@ -739,6 +884,7 @@ fn answer(
         action: job.action,
         result,
         ack_rtt_ns,
+        effect: None,
     }
 }
 
@@ -761,6 +907,7 @@ mod tests {
             crash: None,
             keep_doomed: false,
             outage: None,
+            dedup: None,
         }
     }
 
@@ -774,6 +921,7 @@ mod tests {
             action: Action::Ack,
             result: Ok(()),
             ack_rtt_ns: None,
+            effect: None,
         }
     }
 

@@ -182,6 +182,7 @@ pub async fn drive_fanout(ctx: &RunContext, spec: &FanoutSpec) -> Result<FanoutO
             crash: None,
             keep_doomed: false,
             outage: None,
+            dedup: None,
         })
         .collect();
     let binding = Instant::now();

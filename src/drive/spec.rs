@@ -72,6 +72,9 @@ pub struct ConsumerSpec {
     /// A dependency outage the handlers see (the outage scenario).
     #[serde(default)]
     pub outage: Option<OutagePlan>,
+    /// Idempotent handlers: the KV bucket they dedup in.
+    #[serde(default)]
+    pub dedup: Option<String>,
 }
 
 /// A downstream dependency down for a while: every delivery the handlers
@@ -118,6 +121,7 @@ impl ConsumerSpec {
             keep_doomed: false,
             core: false,
             outage: None,
+            dedup: None,
         }
     }
 
@@ -133,6 +137,7 @@ impl ConsumerSpec {
             keep_doomed: false,
             core: false,
             outage: None,
+            dedup: None,
         }
     }
 

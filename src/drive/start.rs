@@ -195,6 +195,7 @@ impl Launcher {
                     answer: o.answer,
                 }
             }),
+            dedup: self.spec.dedup.clone(),
         };
         // The client moves into the task: when the task ends, its
         // connection closes, which is what a crash must do.

@@ -203,7 +203,7 @@ impl ScenarioPlan {
             ScenarioPlan::Publish(p) => p.variant_count(),
             ScenarioPlan::Redelivery(p) => 1 + usize::from(p.baseline),
             ScenarioPlan::Backpressure(p) => p.max_ack_pending.len() + p.expiry_ack_waits.len(),
-            ScenarioPlan::Resume(p) => p.crash_at.len(),
+            ScenarioPlan::Resume(p) => p.crash_at.len() * p.idempotent.len(),
             ScenarioPlan::Restart(_) => 1,
             ScenarioPlan::Replay(p) => return p.estimated_duration(),
             ScenarioPlan::Dlq(p) => p.retentions.len() + usize::from(p.baseline),
@@ -1309,6 +1309,9 @@ pub struct ResumePlan {
     pub crash_at: Vec<CrashPoint>,
     /// From the crash to the new client's bind (a restart's downtime).
     pub rebind_after: Duration,
+    /// Each crash point runs once per entry: handlers without (false) and
+    /// with (true) a dedup store that makes their work idempotent.
+    pub idempotent: Vec<bool>,
 }
 
 /// The `restart` scenario: a server jsbench started is killed with SIGKILL

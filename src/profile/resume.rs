@@ -5,10 +5,11 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::CrashPoint;
+use super::arrival::ArrivalSpec;
 use super::behaviour::BehaviourSection;
 use super::common::{
-    ConsumerSection, OneOrMany, PublishKeys, SizeSpec, Timing, common_plan, publish_plan,
-    require_explicit_ack, required_rate,
+    ConsumerSection, OneOrMany, PublishKeys, SizeSpec, Timing, common_plan, paced_rate,
+    publish_plan, require_explicit_ack,
 };
 use super::{Dur, MsgId, Problems, ResumePlan, read_section};
 
@@ -20,11 +21,14 @@ struct ResumeSection {
     warmup: Option<Dur>,
     drain_timeout: Option<Dur>,
     rate: Option<u64>,
+    #[serde(default)]
+    arrival: ArrivalSpec,
     publishers: Option<usize>,
     message_size: Option<SizeSpec>,
     crash_after: Option<Dur>,
     crash_at: Option<OneOrMany<CrashPoint>>,
     rebind_after: Option<Dur>,
+    idempotent: Option<OneOrMany<bool>>,
     #[serde(default)]
     consumer: ConsumerSection,
     #[serde(default)]
@@ -49,8 +53,8 @@ pub(super) fn read(
         prefix,
         problems,
     );
-    let rate = required_rate(s.rate, prefix, 300, problems);
-    let publish = publish_plan(
+    let (rate, arrival) = paced_rate(s.rate, &s.arrival, &common, prefix, 300, problems);
+    let mut publish = publish_plan(
         PublishKeys {
             publishers: s.publishers,
             message_size: s.message_size,
@@ -60,6 +64,7 @@ pub(super) fn read(
         prefix,
         problems,
     );
+    publish.arrival = arrival;
     let consumer = s.consumer.validate(prefix, false, problems);
     require_explicit_ack(&consumer, "resume", prefix, problems);
     // With one client, what the server holds unacked after the crash is
@@ -121,6 +126,13 @@ pub(super) fn read(
             .drain_timeout
             .max(consumer.ack_wait * 3 + rebind_after);
     }
+    let idempotent = s.idempotent.map(|i| i.0).unwrap_or_else(|| vec![false]);
+    if idempotent.is_empty() || super::common::has_repeats(&idempotent) {
+        problems.push(
+            key("idempotent"),
+            "false, true, or [false, true] (each once): handlers without and with a dedup store",
+        );
+    }
     Some(ResumePlan {
         common,
         rate,
@@ -130,5 +142,6 @@ pub(super) fn read(
         crash_after,
         crash_at,
         rebind_after,
+        idempotent,
     })
 }

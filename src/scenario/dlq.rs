@@ -623,6 +623,7 @@ impl Other {
             crash: None,
             keep_doomed: false,
             outage: None,
+            dedup: None,
         };
         let task = tokio::spawn(consume::run(client, config, progress.clone(), stop.clone()));
         Ok(Other {
