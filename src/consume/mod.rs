@@ -98,6 +98,13 @@ pub struct CrashReport {
     pub in_hand: u64,
     /// Sequences whose work was done but never acked.
     pub processed_unacked: Vec<u64>,
+    /// A graceful drain: deliveries the client had received and not yet
+    /// started, finished after the stop.
+    #[serde(default)]
+    pub drained: u64,
+    /// When the client was done and closed, ns on [`crate::clock`].
+    #[serde(default)]
+    pub stopped_ns: u64,
 }
 
 /// Counters the run loop reads while consumers run; each is written by its
@@ -369,6 +376,12 @@ pub async fn run_bound(
             _ = stop.cancelled() => break,
             _ = &mut crashed => {
                 let point = config.crash.as_ref().map(|c| c.point);
+                if point == Some(CrashPoint::Drain) {
+                    let drained = drain(&config, &mut report, (&mut source, &mut running), respond, (&dedup, &skip_ack), (&progress, &mut finished, &mut answered)).await;
+                    let _ = client.flush().await;
+                    report.crashed = Some(drained);
+                    return Ok(report);
+                }
                 let report_crash = crash(point, &config, &mut report, &mut running, &skip_ack, &progress, &mut finished, &mut answered).await;
                 report.crashed = Some(report_crash);
                 return Ok(report);
@@ -399,19 +412,12 @@ pub async fn run_bound(
 
         match config.plan.ack {
             AckPolicy::Explicit => {
-                let job = Job {
-                    seq,
-                    delivery,
-                    published_ns,
-                    received_ns: now,
-                    action: config.action(seq, delivery, now),
-                    processing: config.behaviour.processing_time(seq, delivery),
-                    double_ack: config.plan.double_ack,
-                    skip_ack: config.crash.is_some().then(|| skip_ack.clone()),
-                    dedup: dedup
-                        .as_ref()
-                        .map(|s| (s.clone(), business_key(&message, seq))),
-                };
+                let job = Job::new(
+                    &config,
+                    &message,
+                    (seq, delivery, published_ns, now),
+                    (&dedup, &skip_ack),
+                );
                 if handlers == 1 {
                     let answer = respond(message, job).await;
                     answered += 1;
@@ -481,7 +487,7 @@ async fn crash<F: std::future::Future<Output = Answer>>(
     let mut crash = CrashReport {
         at_ns: clock::now_ns(),
         in_hand: running.len() as u64,
-        processed_unacked: Vec::new(),
+        ..CrashReport::default()
     };
     match point.unwrap_or(CrashPoint::DuringProcessing) {
         CrashPoint::DuringProcessing => {}
@@ -503,7 +509,10 @@ async fn crash<F: std::future::Future<Output = Answer>>(
                 record_answer(config, report, finished, progress, a);
             }
         }
+        // A drain never gets here: the run loop finishes it.
+        CrashPoint::Drain => {}
     }
+    crash.stopped_ns = clock::now_ns();
     crash
 }
 
@@ -719,6 +728,51 @@ fn business_key(message: &Message, seq: u64) -> String {
     }
 }
 
+/// A graceful stop: the client stops reading, works on and acks what it
+/// had already received beside what its handlers held (`start` begins a
+/// job), and closes. What the server sends it after the stop is left to
+/// its ack deadline.
+async fn drain<F: std::future::Future<Output = Answer>>(
+    config: &ConsumerConfig,
+    report: &mut ConsumerReport,
+    (source, running): (&mut Source, &mut FuturesUnordered<F>),
+    start: fn(Message, Job) -> F,
+    (dedup, skip_ack): (&Option<Arc<jetstream::kv::Store>>, &Arc<AtomicBool>),
+    (progress, finished, answered): (&ConsumerProgress, &mut Finished, &mut u64),
+) -> CrashReport {
+    let mut out = CrashReport {
+        at_ns: clock::now_ns(),
+        in_hand: running.len() as u64,
+        ..CrashReport::default()
+    };
+    // Already received: ready without a wait.
+    let mut received = Vec::new();
+    while let Some(Some(Ok(m))) = futures::FutureExt::now_or_never(source.next()) {
+        received.push(m);
+    }
+    for message in received {
+        let now = clock::now_ns();
+        let Some((seq, delivery, published_ns)) = receive(config, report, &message, now) else {
+            continue;
+        };
+        out.drained += 1;
+        let job = Job::new(
+            config,
+            &message,
+            (seq, delivery, published_ns, now),
+            (dedup, skip_ack),
+        );
+        running.push(start(message, job));
+    }
+    while let Some(a) = running.next().await {
+        *answered += 1;
+        progress.answered.store(*answered, Ordering::Relaxed);
+        record_answer(config, report, finished, progress, a);
+    }
+    out.stopped_ns = clock::now_ns();
+    out
+}
+
 /// What a handler does with one delivery.
 struct Job {
     seq: u64,
@@ -732,6 +786,31 @@ struct Job {
     skip_ack: Option<Arc<AtomicBool>>,
     /// The dedup store and the message's key in it (idempotent consumers).
     dedup: Option<(Arc<jetstream::kv::Store>, String)>,
+}
+
+impl Job {
+    /// The job of a delivery received at `now`: the behaviour plan's (or
+    /// the outage's) answer, its processing time, its dedup key.
+    fn new(
+        config: &ConsumerConfig,
+        message: &Message,
+        (seq, delivery, published_ns, now): (u64, u32, u64, u64),
+        (dedup, skip_ack): (&Option<Arc<jetstream::kv::Store>>, &Arc<AtomicBool>),
+    ) -> Job {
+        Job {
+            seq,
+            delivery,
+            published_ns,
+            received_ns: now,
+            action: config.action(seq, delivery, now),
+            processing: config.behaviour.processing_time(seq, delivery),
+            double_ack: config.plan.double_ack,
+            skip_ack: config.crash.is_some().then(|| skip_ack.clone()),
+            dedup: dedup
+                .as_ref()
+                .map(|s| (s.clone(), business_key(message, seq))),
+        }
+    }
 }
 
 /// Works on a delivery for its processing time, then answers as planned.

@@ -1365,6 +1365,10 @@ pub enum CrashPoint {
     /// Handlers finish their work but the client dies before acking it:
     /// that work will run twice (the seed's fourth case).
     AfterProcessing,
+    /// Not a crash: a graceful stop. The client stops pulling, finishes
+    /// and acks what its handlers hold and what it has already received,
+    /// then closes its connection.
+    Drain,
 }
 
 /// Which server a restart kills.

@@ -105,6 +105,7 @@ pub(super) fn read(
             CrashPoint::BeforeProcessing,
             CrashPoint::DuringProcessing,
             CrashPoint::AfterProcessing,
+            CrashPoint::Drain,
         ]
     });
     if crash_at.is_empty() {

@@ -44,6 +44,7 @@ pub async fn run(
             CrashPoint::BeforeProcessing => "before-processing",
             CrashPoint::DuringProcessing => "during-processing",
             CrashPoint::AfterProcessing => "after-processing",
+            CrashPoint::Drain => "graceful-drain",
         };
         let name = if idempotent {
             format!("{name}.idempotent")
@@ -212,6 +213,17 @@ fn measure(o: &DriveOutcome, rec: &Recovery, r: &mut VariantResult) {
     if let Some(c) = &rec.crash {
         let at = c.report.at_ns;
         r.metrics.push(count("in_hand_at_crash", c.report.in_hand));
+        // From the crash (or the stop) until the client was gone: a drain
+        // finishes its work first.
+        r.metrics.push(Metric::new(
+            "time_to_stop",
+            "ms",
+            ms(c.report.stopped_ns.saturating_sub(at)),
+            Direction::Lower,
+        ));
+        if c.report.drained > 0 {
+            r.metrics.push(count("drained", c.report.drained));
+        }
         if let Some(pending) = c.ack_pending_after {
             r.metrics.push(count("unacked_at_crash", pending));
         }
@@ -398,6 +410,7 @@ mod tests {
                     at_ns: 1,
                     in_hand: 2,
                     processed_unacked: vec![7],
+                    ..CrashReport::default()
                 },
                 ack_pending_after: Some(2),
                 rebound_ns: 2,
