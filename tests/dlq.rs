@@ -569,3 +569,50 @@ async fn keep_deletes_an_account_wide_capture_that_would_break_the_next_variant(
     // The rest was kept, as asked.
     assert!(!summary.run.kept_streams.is_empty());
 }
+
+/// The seed's warning: a stream limit evicts poison originals before the
+/// handler reads them. The handler starts 1.5 s late on a stream keeping
+/// its last 100 messages (500 ms at 200 msg/s; a poison message is
+/// exhausted about 200 ms after it is stored, so its advisory is sent
+/// first): the earlier poison originals are gone by then, the handler
+/// terms their advisories, and those dead letters are lost and counted,
+/// every one below the first sequence the stream kept; the later ones are
+/// copied as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn originals_evicted_before_the_handler_are_counted_as_lost_dead_letters() {
+    let server = common::server();
+    let summary = run_profile(
+        &server,
+        "evicted",
+        &format!(
+            "{}[scenario.stream]\nmax_msgs = 100\n",
+            body(
+                "retention = \"limits\"\nbaseline = false\ncapture = \"stream\"\n",
+                "",
+                "",
+                "start_after = \"1500ms\"\n",
+            )
+        ),
+    )
+    .await;
+    assert_all_passed(&summary);
+    let v = only(&summary, "limits");
+    let lost = metric(&v, "dead_letters.lost_to_eviction");
+    assert!(lost > 3.0, "{lost} originals evicted first");
+    assert!(
+        metric(&v, "dead_letters.in_dlq") > 3.0,
+        "the later ones copied"
+    );
+    assert_eq!(metric(&v, "originals.gone"), lost);
+    assert_eq!(
+        metric(&v, "dead_letters.expected") + lost,
+        metric(&v, "observed.exhausted")
+    );
+    let gone = v
+        .invariants
+        .iter()
+        .find(|i| i.name == "originals found gone were evicted by the stream's limits")
+        .unwrap();
+    assert!(gone.passed && gone.applicable, "{gone:?}");
+    assert!(v.warnings.iter().any(|w| w.contains("dead letters lost")));
+}

@@ -314,7 +314,13 @@ async fn work(
     attempt.answered_ns = clock::now_ns();
     match sent {
         Ok(()) => {
-            if let (Some(w), Outcome::Copied { .. }) = (attempt.watched, &attempt.outcome) {
+            // Copied, or termed because its original is gone: nothing
+            // more to do for that message either way.
+            let finished = matches!(
+                attempt.outcome,
+                Outcome::Copied { .. } | Outcome::OriginalGone
+            );
+            if let (Some(w), true) = (attempt.watched, finished) {
                 shared
                     .done
                     .lock()
@@ -509,6 +515,7 @@ mod tests {
                 erase: false,
                 restart_after: None,
                 origin_headers: Default::default(),
+                start_after: Duration::ZERO,
             },
             terminated,
         )

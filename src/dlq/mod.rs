@@ -290,6 +290,12 @@ async fn supervise(
     let prefix = connect.js_api.prefix();
     let mut reports = Vec::new();
     let mut errors = Vec::new();
+    // A handler that starts late (a backlog, a deploy): the advisories wait
+    // in their stream, the originals in theirs, unless its limits evict them.
+    tokio::select! {
+        _ = stop.cancelled() => return (reports, errors),
+        _ = tokio::time::sleep(shared.plan.start_after) => {}
+    }
     for incarnation in 0u32.. {
         let client = match connect.connect(&format!("dlq-handler-{incarnation}")).await {
             Ok(c) => c,

@@ -53,6 +53,7 @@ struct HandlerSection {
     get: Option<OriginalGet>,
     erase: Option<bool>,
     restart_after: Option<u64>,
+    start_after: Option<Dur>,
     #[serde(default)]
     origin_headers: OriginHeadersSection,
 }
@@ -199,6 +200,7 @@ pub(super) fn read(table: toml::Table, prefix: &str, problems: &mut Problems) ->
         origin_headers: h.origin_headers.validate(&hkey("origin_headers"), problems),
         erase: h.erase.unwrap_or(false),
         restart_after: h.restart_after,
+        start_after: h.start_after.map_or(Duration::ZERO, |d| d.0),
     };
     problems.range(
         &hkey("ack_wait"),
@@ -212,6 +214,13 @@ pub(super) fn read(table: toml::Table, prefix: &str, problems: &mut Problems) ->
         handler.retry_delay.as_secs_f64(),
         0.001,
         60.0,
+        " seconds",
+    );
+    problems.range(
+        &hkey("start_after"),
+        handler.start_after.as_secs_f64(),
+        0.0,
+        600.0,
         " seconds",
     );
     problems.range(

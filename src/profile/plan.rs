@@ -1079,6 +1079,9 @@ pub struct DlqHandlerPlan {
     pub restart_after: Option<u64>,
     /// The names of the headers that say where a copy came from.
     pub origin_headers: OriginHeaders,
+    /// From the pipeline's start until the handler first reads: a handler
+    /// behind, whose originals a stream limit may evict meanwhile.
+    pub start_after: Duration,
 }
 
 /// The headers a dead-letter copy carries about its original. The seed's

@@ -174,6 +174,52 @@ fn describe(plan: &DlqPlan, v: &Variant, r: &mut VariantResult) {
     r.param("handler.origin_headers", &h.origin_headers);
 }
 
+/// The seed's warning, measured: a dead letter whose original a stream
+/// limit evicted before the handler read it cannot be copied; the handler
+/// terms its advisory and the letter is lost. Every original the handler
+/// found gone must lie below the first sequence the stream kept.
+fn originals_gone(o: &DriveOutcome, gone: &BTreeSet<u64>, r: &mut VariantResult) {
+    const NAME: &str = "originals found gone were evicted by the stream's limits";
+    r.metrics
+        .push(count("dead_letters.lost_to_eviction", gone.len() as u64));
+    if gone.is_empty() {
+        r.invariants.push(Invariant::not_applicable(
+            NAME,
+            "the handler found every original it looked for",
+        ));
+        return;
+    }
+    let first_kept = o.eviction.as_ref().map(|e| e.first_kept);
+    let unexplained: Vec<u64> = gone
+        .iter()
+        .copied()
+        .filter(|&s| first_kept.is_none_or(|f| s >= f))
+        .collect();
+    r.warnings.push(format!(
+        "{} dead letters lost: the stream's limits evicted their originals before the handler \
+         read them (the handler termed their advisories)",
+        gone.len()
+    ));
+    r.invariants.push(Invariant::check(
+        NAME,
+        unexplained.is_empty(),
+        match first_kept {
+            Some(f) => format!(
+                "{} originals gone, {} of them below the first sequence the stream kept ({f}); \
+                 not evicted: {:?}",
+                gone.len(),
+                gone.len() - unexplained.len(),
+                &unexplained[..unexplained.len().min(5)]
+            ),
+            None => format!(
+                "{} originals gone, and the stream has no limit that evicts: {:?}",
+                gone.len(),
+                &unexplained[..unexplained.len().min(5)]
+            ),
+        },
+    ));
+}
+
 /// How long the healthy durable may take to read a redrive, and how long
 /// it must then stay quiet (a second delivery of a redriven message would
 /// come within it).
@@ -347,6 +393,8 @@ struct Evidence {
     dlq_prefix: String,
     /// What the copies name their origin headers.
     origin_headers: crate::profile::OriginHeaders,
+    /// Sequences whose original the handler found gone.
+    gone: BTreeSet<u64>,
 }
 
 async fn run_variant(
@@ -436,7 +484,8 @@ async fn run_variant(
         &plan.common,
         plan.rate,
         ConsumerSpec {
-            keep_doomed: v.retention == Retention::Workqueue,
+            // The audit's record of originals that may be gone by then.
+            keep_doomed: true,
             ..ConsumerSpec::observed(durable, c.clone(), behaviour.clone(), SAMPLE_EVERY)
         },
     );
@@ -467,6 +516,13 @@ async fn run_variant(
         };
     let keys: BTreeSet<Key> = expected.keys().copied().collect();
     let pipeline_report = pipeline.finish(js, &keys, deadline).await;
+    // Originals the handler found gone have no copy to expect: the seed
+    // warns that a stream limit may evict them first.
+    let gone: BTreeSet<u64> = pipeline_report
+        .attempts()
+        .filter(|a| a.watched == Some(WATCHED) && matches!(a.outcome, Outcome::OriginalGone))
+        .map(|a| a.seq)
+        .collect();
     let other_end = match (other, &outcome) {
         (Some(Ok(o)), Ok(out)) => Some(o.finish(out.counts.persisted, deadline).await),
         (Some(Ok(o)), Err(_)) => Some(o.finish(0, Instant::now()).await),
@@ -486,6 +542,7 @@ async fn run_variant(
         watched,
         dlq_prefix,
         origin_headers: plan.handler.origin_headers.clone(),
+        gone,
     };
     let redriven = match (&evidence.contents, plan.redrive) {
         (_, false) => None,
@@ -534,6 +591,11 @@ async fn run_variant(
     }
     let outcome = outcome?;
     let analysis = analysis.expect("analysed when driven");
+    // A copy is due for every dead letter whose original the handler got.
+    let expected: BTreeMap<Key, Kind> = expected
+        .into_iter()
+        .filter(|(k, _)| !evidence.gone.contains(&k.1))
+        .collect();
 
     // Measure and verify.
     let figures = measure(
@@ -911,6 +973,7 @@ fn verify(
 ) {
     let c = &o.counts;
     checks::fate_invariants(o, a, r);
+    originals_gone(o, &e.gone, r);
 
     // The DLQ, read back.
     let letters = match &e.contents {
@@ -927,20 +990,30 @@ fn verify(
             // A work queue's originals are gone once copied: the copies are
             // held to what the consumer saw at delivery, not to what the
             // handler itself read before deleting them.
+            // As the consumer saw them at delivery: a work queue's are
+            // deleted once copied, and a stream's limits may evict others
+            // after their copy was made.
+            let mut seen = BTreeMap::new();
+            for m in o.consumers.iter().flat_map(|c| &c.doomed) {
+                seen.entry((WATCHED, m.seq))
+                    .or_insert_with(|| audit::Original::seen(m));
+            }
+            // Otherwise as the stream holds them now: the copy is held to
+            // the stored original, not to the handler's own reading of it.
             let originals: BTreeMap<Key, audit::Original> = if retention == Retention::Workqueue {
-                let mut seen = BTreeMap::new();
-                for m in o.consumers.iter().flat_map(|c| &c.doomed) {
-                    seen.entry((WATCHED, m.seq))
-                        .or_insert_with(|| audit::Original::seen(m));
-                }
                 seen
             } else {
-                now.iter()
+                let mut stored: BTreeMap<Key, audit::Original> = now
+                    .iter()
                     .filter_map(|(seq, m)| {
                         m.as_ref()
                             .map(|m| ((WATCHED, *seq), audit::Original::stored(m)))
                     })
-                    .collect()
+                    .collect();
+                for (key, original) in seen {
+                    stored.entry(key).or_insert(original);
+                }
+                stored
             };
             Ok(audit::check(
                 letters,
@@ -969,15 +1042,24 @@ fn verify(
             format!("the originals could not be read: {err}"),
         )),
         (Ok(now), Retention::Limits) => {
+            // Unless the stream's limits evicted them, before the handler
+            // read them or after.
+            let first_kept = o.eviction.as_ref().map_or(0, |ev| ev.first_kept);
             let present = now.values().filter(|m| m.is_some()).count();
+            let evicted = now
+                .iter()
+                .filter(|(seq, m)| m.is_none() && **seq < first_kept)
+                .count();
             r.invariants.push(Invariant::check(
                 "limits: originals remain",
-                present == expected.len() && stored == Some(c.persisted),
+                present + evicted == now.len() && stored == Some(c.persisted - c.evicted),
                 format!(
-                    "{present} of {} dead-lettered originals still readable; the stream holds {} of {} messages",
-                    expected.len(),
+                    "{present} of {} dead-lettered originals still readable, {evicted} evicted by the \
+                     stream's limits; the stream holds {} of {} messages ({} evicted)",
+                    now.len(),
                     show(stored),
-                    c.persisted
+                    c.persisted,
+                    c.evicted
                 ),
             ));
         }
@@ -1031,7 +1113,12 @@ fn verify(
     let p = &e.pipeline;
     let stories = p.stories();
     let advised: BTreeSet<Key> = stories.keys().copied().collect();
-    let wanted: BTreeSet<Key> = expected.keys().copied().collect();
+    // Every dead letter is advised, its original found or gone.
+    let wanted: BTreeSet<Key> = expected
+        .keys()
+        .copied()
+        .chain(e.gone.iter().map(|&seq| (WATCHED, seq)))
+        .collect();
     let missing = wanted.difference(&advised).count();
     let extra = advised.difference(&wanted).count();
     r.invariants.push(Invariant::check(
@@ -1233,5 +1320,30 @@ mod tests {
         d.first.stored = 1;
         d.first.failed = 1;
         assert_eq!(broken(d), ["every dead letter redriven"]);
+    }
+
+    /// The gone check with the stream's side forged: an original the
+    /// handler found gone though the stream kept everything from below it,
+    /// or though the stream has no limit that evicts.
+    #[test]
+    fn an_original_gone_without_an_eviction_fails_its_check() {
+        let gone = BTreeSet::from([5]);
+        let check = |first_kept: Option<u64>| {
+            let mut o = DriveOutcome::settled(10);
+            o.eviction = first_kept.map(|first_kept| crate::readback::Eviction {
+                limits: vec!["max_msgs 5".into()],
+                reached: vec!["max_msgs 5: holds 5".into()],
+                evicted: first_kept - 1,
+                first_kept,
+                held: 5,
+            });
+            let mut r = VariantResult::new("v");
+            originals_gone(&o, &gone, &mut r);
+            r.broken().into_iter().map(String::from).collect::<Vec<_>>()
+        };
+        assert!(check(Some(6)).is_empty());
+        let name = "originals found gone were evicted by the stream's limits";
+        assert_eq!(check(Some(3)), [name]);
+        assert_eq!(check(None), [name]);
     }
 }
