@@ -1037,3 +1037,39 @@ async fn a_message_replayed_into_the_core_subject_fails_every_message_received_o
         "3001 received, 3000 answered",
     );
 }
+
+/// The handler's other path: the source cannot be read (its direct gets
+/// switched off under the run), which is not "gone". The handler naks each
+/// advisory with its retry delay and keeps trying, terms none, and the
+/// dead letters it could not copy fail the exactly-once check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_source_leaves_advisories_nakd_for_retry_not_termed() {
+    let server = common::server();
+    let body = dlq("drain_timeout = \"3s\"\n").replace(
+        "[scenario.handler]\n",
+        "[scenario.handler]\nget = \"direct\"\nretry_delay = \"100ms\"\n",
+    );
+    let summary = sabotaged(&server, "unreadable", &body, |s| async move {
+        let source = s.stream_ending("_LIMITS").await;
+        let mut config = source.cached_info().config.clone();
+        config.allow_direct = false;
+        s.js.update_stream(config).await.unwrap();
+    })
+    .await;
+    let copies = failed(
+        &summary,
+        "every dead letter in the DLQ exactly once",
+        "missing",
+    );
+    assert!(copies.detail.contains("missing"), "{}", copies.detail);
+    let (_, v) = summary.variants().next().unwrap();
+    assert!(
+        common::metric(v, "handler.retries") > 0.0,
+        "nak'ed for retry"
+    );
+    assert_eq!(
+        common::metric(v, "originals.gone"),
+        0.0,
+        "none termed as gone"
+    );
+}
