@@ -341,7 +341,7 @@ struct RunArgs {
     /// Serve live metrics at http://ADDR/metrics (Prometheus text) while the run
     /// goes on, e.g. 127.0.0.1:9464: messages sent and received, in flight,
     /// end-to-end percentiles since the last scrape, variants and invariants
-    /// so far (docs/results.md)
+    /// so far (docs/results.md); port 0 takes a free port and prints it
     #[arg(long, value_name = "ADDR")]
     metrics_listen: Option<std::net::SocketAddr>,
 

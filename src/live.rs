@@ -20,6 +20,18 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 const BUCKETS: usize = 4 * 32 + 1;
 
 static ON: AtomicBool = AtomicBool::new(false);
+/// Where `--metrics-listen` listens, once bound (port 0 picks one).
+static ADDRESS: Mutex<Option<std::net::SocketAddr>> = Mutex::new(None);
+
+/// Records where the metrics are served.
+pub fn set_address(addr: std::net::SocketAddr) {
+    *ADDRESS.lock().expect("not poisoned") = Some(addr);
+}
+
+/// Where the metrics are served, once the listener is bound.
+pub fn address() -> Option<std::net::SocketAddr> {
+    *ADDRESS.lock().expect("not poisoned")
+}
 static LIVE: Live = Live::new();
 
 struct Live {

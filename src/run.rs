@@ -370,6 +370,10 @@ async fn serve_metrics(addr: std::net::SocketAddr) -> Result<MetricsServer> {
         crate::error::UsageError(format!("--metrics-listen {addr}: cannot listen there: {e}"))
     })?;
     crate::live::enable();
+    if let Ok(bound) = listener.local_addr() {
+        crate::live::set_address(bound);
+        eprintln!("jsbench: metrics at http://{bound}/metrics");
+    }
     let task = tokio::spawn(async move {
         loop {
             let Ok((mut socket, _)) = listener.accept().await else {

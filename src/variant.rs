@@ -169,6 +169,17 @@ impl VariantResult {
         }
     }
 
+    /// A latency histogram: its percentile metrics (`<name>.p50` ...) and
+    /// the histogram itself; nothing for an empty one.
+    pub fn latency(&mut self, name: &str, recorder: &Recorder) {
+        if recorder.count() == 0 {
+            return;
+        }
+        self.metrics
+            .extend(crate::metrics::latency_metrics(name, &recorder.summary()));
+        self.histograms.push((name.to_string(), recorder.clone()));
+    }
+
     pub fn param(&mut self, key: &str, value: impl Serialize) {
         self.params.insert(
             key.to_string(),

@@ -6,14 +6,6 @@ mod common;
 use std::io::{Read, Write};
 use std::time::Duration;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn get(port: u16, path: &str) -> String {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
@@ -40,12 +32,14 @@ async fn metrics_are_served_while_the_run_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let body = common::latency_body("[1000]", "4s", "0s", "");
     let profile = common::profile(dir.path(), "live", &body);
-    let port = free_port();
     let mut options = common::options(server.url(), &profile, dir.path());
-    options.metrics_listen = Some(([127, 0, 0, 1], port).into());
+    // Port 0: the listener picks a free one and says which, so no other
+    // test's server can take it between a probe and the bind.
+    options.metrics_listen = Some(([127, 0, 0, 1], 0).into());
     // The scraper beside the run (the run itself stays on this task).
     let scraper = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(2500)).await;
+        let port = jsbench::live::address().expect("the listener bound").port();
         let first = tokio::task::spawn_blocking(move || get(port, "/metrics"))
             .await
             .unwrap();
@@ -63,6 +57,7 @@ async fn metrics_are_served_while_the_run_goes_on() {
         .unwrap();
     assert!(outcome.passed);
     let (first, second, other) = scraper.await.unwrap();
+    let port = jsbench::live::address().unwrap().port();
 
     assert!(first.starts_with("HTTP/1.1 200 OK"), "{first}");
     assert!(first.contains("# TYPE jsbench_messages_published_total counter"));

@@ -299,6 +299,22 @@ mod tests {
     use super::super::copy::{Origin, dead_letter_headers};
     use super::*;
 
+    /// The audit with the tests' watched consumer, prefix and header names.
+    fn audited(
+        letters: &[DeadLetter],
+        expected: &BTreeMap<Key, Kind>,
+        originals: &BTreeMap<Key, Original>,
+    ) -> Audit {
+        check(
+            letters,
+            expected,
+            originals,
+            &watched(),
+            "p.dlq",
+            &OriginHeaders::default(),
+        )
+    }
+
     fn watched() -> Vec<Watched> {
         vec![Watched {
             stream: "SRC".into(),
@@ -352,14 +368,7 @@ mod tests {
         let expected =
             BTreeMap::from([((0, 3), Kind::MaxDeliveries), ((0, 5), Kind::MaxDeliveries)]);
         let letters = [letter(1, &o3, |_| {}), letter(2, &o5, |_| {})];
-        let a = check(
-            &letters,
-            &expected,
-            &originals,
-            &watched(),
-            "p.dlq",
-            &OriginHeaders::default(),
-        );
+        let a = audited(&letters, &expected, &originals);
         assert_eq!(a.once, 2);
         assert_eq!(a.compared, 2);
         assert_eq!(
@@ -412,14 +421,7 @@ mod tests {
                 payload: Bytes::new(),
             },
         ];
-        let a = check(
-            &letters,
-            &expected,
-            &originals,
-            &watched(),
-            "p.dlq",
-            &OriginHeaders::default(),
-        );
+        let a = audited(&letters, &expected, &originals);
         assert_eq!(a.missing, vec![9]);
         assert_eq!(a.repeated, vec![(3, 2)]);
         assert_eq!(a.unexpected_count, 2, "{:?}", a.unexpected);
@@ -434,27 +436,13 @@ mod tests {
         let originals = BTreeMap::from([((0, 3), Original::stored(&o3))]);
         let expected = BTreeMap::from([((0, 3), Kind::MaxDeliveries)]);
         let letters = [letter(1, &o3, |h| h.insert("Nats-Msg-Id", "p-3"))];
-        let a = check(
-            &letters,
-            &expected,
-            &originals,
-            &watched(),
-            "p.dlq",
-            &OriginHeaders::default(),
-        );
+        let a = audited(&letters, &expected, &originals);
         assert_eq!(a.mismatched_count, 1, "{a:?}");
         let payload = [DeadLetter {
             payload: Bytes::from_static(b"other"),
             ..letter(1, &o3, |_| {})
         }];
-        let a = check(
-            &payload,
-            &expected,
-            &originals,
-            &watched(),
-            "p.dlq",
-            &OriginHeaders::default(),
-        );
+        let a = audited(&payload, &expected, &originals);
         assert!(a.mismatched[0].contains("payload"), "{a:?}");
     }
 
@@ -474,24 +462,10 @@ mod tests {
         let expected = BTreeMap::from([((0, 3), Kind::MaxDeliveries)]);
         let letters = [letter(1, &read_by_handler, |_| {})];
         let against_handler = BTreeMap::from([((0, 3), Original::stored(&read_by_handler))]);
-        let a = check(
-            &letters,
-            &expected,
-            &against_handler,
-            &watched(),
-            "p.dlq",
-            &OriginHeaders::default(),
-        );
+        let a = audited(&letters, &expected, &against_handler);
         assert_eq!(a.mismatched_count, 0, "circular: it passes");
         let against_consumer = BTreeMap::from([((0, 3), Original::seen(&seen))]);
-        let a = check(
-            &letters,
-            &expected,
-            &against_consumer,
-            &watched(),
-            "p.dlq",
-            &OriginHeaders::default(),
-        );
+        let a = audited(&letters, &expected, &against_consumer);
         assert_eq!(a.mismatched_count, 1, "{:?}", a.mismatched);
     }
 }

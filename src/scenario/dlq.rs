@@ -314,13 +314,8 @@ fn redrive_results(redriven: &Result<Redriven>, r: &mut VariantResult) {
     r.metrics.push(count("redriven", first.stored));
     r.metrics
         .push(count("redrive_second_pass_duplicates", second.duplicates));
-    for (name, recorder) in [
-        ("redrive_pub_ack_latency", &first.pub_ack),
-        ("redrive_e2e_latency", &got.e2e),
-    ] {
-        r.metrics.extend(latency_metrics(name, &recorder.summary()));
-        r.histograms.push((name.to_string(), recorder.clone()));
-    }
+    r.latency("redrive_pub_ack_latency", &first.pub_ack);
+    r.latency("redrive_e2e_latency", &got.e2e);
     let errors = |p: &redrive::Pass| {
         if p.errors.is_empty() {
             String::new()

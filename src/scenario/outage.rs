@@ -27,7 +27,7 @@ use crate::drive::{
     ConsumerSpec, DriveOutcome, DriveSpec, OutagePlan, PauseOutcome, RunContext, drive,
 };
 use crate::histogram::Recorder;
-use crate::metrics::{Direction, Metric, count, latency_metrics};
+use crate::metrics::{Direction, Metric, count};
 use crate::profile::{
     Action, BehaviourPlan, OutagePattern, OutageScenarioPlan, ScenarioPlan, format_duration,
 };
@@ -288,17 +288,10 @@ fn measure(o: &DriveOutcome, f: &Figures, w: &Window, rate: u64, r: &mut Variant
     if f.held > 0 {
         r.metrics.push(count("held_in_outage", f.held));
     }
-    for (name, recorder) in [
-        ("outage_message_delay", &f.outage_messages),
-        ("held_back_after_deadline", &f.held_back_after_deadline),
-        ("held_back_after_end", &f.held_back_after_end),
-        ("e2e_latency", &o.e2e_intended),
-    ] {
-        if recorder.count() > 0 {
-            r.metrics.extend(latency_metrics(name, &recorder.summary()));
-            r.histograms.push((name.to_string(), recorder.clone()));
-        }
-    }
+    r.latency("outage_message_delay", &f.outage_messages);
+    r.latency("held_back_after_deadline", &f.held_back_after_deadline);
+    r.latency("held_back_after_end", &f.held_back_after_end);
+    r.latency("e2e_latency", &o.e2e_intended);
     r.ledger = o.counts;
     checks::server_figures(o, r);
     r.timelines

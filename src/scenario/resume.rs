@@ -299,11 +299,7 @@ fn effects(o: &DriveOutcome) -> Effects {
 fn measure_effects(e: &Effects, store: Option<(u64, u64)>, r: &mut VariantResult) {
     r.metrics.push(count("work_done_twice", e.applied_twice()));
     r.metrics.push(count("work_suppressed", e.suppressed));
-    if e.check.count() > 0 {
-        r.metrics
-            .extend(latency_metrics("dedup_check", &e.check.summary()));
-        r.histograms.push(("dedup_check".into(), e.check.clone()));
-    }
+    r.latency("dedup_check", &e.check);
     if let Some((bytes, keys)) = store.filter(|s| s.1 > 0) {
         r.metrics.push(Metric::new(
             "dedup_store_bytes_per_key",
