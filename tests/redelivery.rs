@@ -131,4 +131,32 @@ async fn processing_longer_than_the_ack_deadline_is_caught() {
         "{failed:?}"
     );
     assert_eq!(summary.verdict, "failed");
+    // The work the expired deliveries did is done again, and applied again.
+    assert!(metric(v, "work_done_twice") > 0.0);
+}
+
+/// The same slow handlers with a dedup store: the redeliveries still come
+/// (the deadline is still too short), but the work they repeat finds its
+/// key and is not applied again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotent_handlers_apply_expired_work_once() {
+    let server = common::server();
+    let summary = run_profile(
+        &server,
+        "slow-idempotent",
+        "[[scenario]]\nkind = \"redelivery\"\nduration = \"500ms\"\nrate = 20\nbaseline = false\n\
+         idempotent = true\n[scenario.consumer]\nack_wait = \"100ms\"\n\
+         [scenario.behaviour]\nprocessing = \"250ms\"\nhandlers = 4\n",
+    )
+    .await;
+    let (_, v) = summary.variants().next().unwrap();
+    assert!(metric(v, "unplanned_redeliveries") > 0.0);
+    assert_eq!(metric(v, "work_done_twice"), 0.0);
+    assert!(metric(v, "work_suppressed") > 0.0);
+    let applied = v
+        .invariants
+        .iter()
+        .find(|i| i.name == "every message's work applied once")
+        .unwrap();
+    assert!(applied.passed && applied.applicable, "{applied:?}");
 }

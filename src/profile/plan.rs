@@ -1012,6 +1012,9 @@ pub struct RedeliveryPlan {
     pub behaviour: BehaviourPlan,
     /// Run a clean all-ack variant first, for the overhead.
     pub baseline: bool,
+    /// Handlers with a dedup store: work redelivered after it was done
+    /// (an ack deadline that expired mid-work) is not applied again.
+    pub idempotent: bool,
 }
 
 /// How a dlq variant's source stream retains messages.

@@ -23,6 +23,7 @@ struct RedeliverySection {
     publishers: Option<usize>,
     message_size: Option<SizeSpec>,
     baseline: Option<bool>,
+    idempotent: Option<bool>,
     #[serde(default)]
     consumer: ConsumerSection,
     #[serde(default)]
@@ -78,5 +79,6 @@ pub(super) fn read(
         consumer,
         behaviour,
         baseline: s.baseline.unwrap_or(true),
+        idempotent: s.idempotent.unwrap_or(false),
     })
 }

@@ -6,6 +6,7 @@ pub mod backpressure;
 pub mod checks;
 pub mod dlq;
 pub mod fanout;
+pub mod idempotence;
 pub mod latency;
 pub mod outage;
 pub mod publish;

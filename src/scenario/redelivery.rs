@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::{VariantNames, checks, provision_durable, record_stream};
+use super::{VariantNames, checks, idempotence, provision_durable, record_stream};
 use crate::advisory::{Advisories, AdvisoryWatch};
 use crate::drive::RunContext;
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
@@ -144,6 +144,11 @@ async fn run_variant(
 
     // Drive.
     let behaviour = Arc::new(behaviour);
+    let mut consumer = ConsumerSpec::observed(durable, c.clone(), behaviour.clone(), SAMPLE_EVERY);
+    if plan.idempotent {
+        consumer.dedup = Some(idempotence::store(ctx, scenario, &variant).await?);
+    }
+    let bucket = consumer.dedup.clone();
     let spec = DriveSpec::paced(
         format!("{scenario} {variant}"),
         &stream_name,
@@ -151,13 +156,15 @@ async fn run_variant(
         &plan.publish,
         &plan.common,
         plan.rate,
-        ConsumerSpec::observed(durable, c.clone(), behaviour.clone(), SAMPLE_EVERY),
+        consumer,
     );
     let outcome = drive(ctx, &spec).await;
     // Advisories for the last exhausted messages follow their final deadline.
     let advisories = watch.finish(Duration::from_millis(500)).await;
     let stored = record_stream(ctx, &stream_name, result).await;
     let deleted = ctx.provisioner.delete_stream(&stream_name).await;
+    let (store, dropped) = idempotence::finish(ctx, bucket.as_deref()).await;
+    let deleted = deleted.and(dropped);
     let outcome = outcome?;
 
     // Measure and verify.
@@ -177,6 +184,7 @@ async fn run_variant(
         result,
     );
     verify(&outcome, &analysis, &advisories, stored, result);
+    idempotence::measure(&outcome, store, result);
     deleted.context("cleaning up after the variant")?;
     Ok(figures)
 }

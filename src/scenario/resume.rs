@@ -12,8 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::{VariantNames, checks, provision_durable, record_stream};
-use crate::consume::Effects;
+use super::{VariantNames, checks, idempotence, provision_durable, record_stream};
 use crate::drive::RunContext;
 use crate::drive::{ConsumerSpec, CrashOutcome, CrashPlan, DriveOutcome, DriveSpec, drive};
 use crate::ledger::Event;
@@ -101,11 +100,10 @@ async fn run_variant(
     });
     // Idempotent handlers: a dedup store both clients share, as a database
     // outside the crashed process would be.
-    let bucket = idempotent.then(|| ctx.names.stream(scenario, &format!("{variant}-dedup")));
-    if let Some(bucket) = &bucket {
-        ctx.provisioner.create_kv(bucket).await?;
-        consumer.dedup = Some(bucket.clone());
+    if idempotent {
+        consumer.dedup = Some(idempotence::store(ctx, scenario, &variant).await?);
     }
+    let bucket = consumer.dedup.clone();
     let spec = DriveSpec::paced(
         format!("{scenario} {variant}"),
         &stream_name,
@@ -117,26 +115,16 @@ async fn run_variant(
     );
     let outcome = drive(ctx, &spec).await;
     let stored = record_stream(ctx, &stream_name, result).await;
-    let mut deleted = ctx.provisioner.delete_stream(&stream_name).await;
-    let mut store_bytes = None;
-    if let Some(bucket) = &bucket {
-        let store = format!("KV_{bucket}");
-        store_bytes = ctx
-            .provisioner
-            .stream_info(&store)
-            .await
-            .map(|i| (i.state.bytes, i.state.messages));
-        deleted = deleted.and(ctx.provisioner.delete_stream(&store).await);
-    }
+    let deleted = ctx.provisioner.delete_stream(&stream_name).await;
+    let (store, dropped) = idempotence::finish(ctx, bucket.as_deref()).await;
+    let deleted = deleted.and(dropped);
     let outcome = outcome?;
 
     // Measure and verify.
     let recovery = Recovery::of(&outcome);
     measure(&outcome, &recovery, result);
-    let effects = effects(&outcome);
-    measure_effects(&effects, store_bytes, result);
+    idempotence::measure(&outcome, store, result);
     verify(&outcome, &recovery, stored, result);
-    verify_effects(&outcome, &effects, store_bytes.map(|s| s.1), result);
     deleted.context("cleaning up after the variant")?;
     Ok(())
 }
@@ -285,61 +273,6 @@ fn measure(o: &DriveOutcome, rec: &Recovery, r: &mut VariantResult) {
     checks::drive_records(o, SAMPLE_EVERY, r);
 }
 
-/// What every client's work did, together.
-fn effects(o: &DriveOutcome) -> Effects {
-    let mut all = Effects::default();
-    for c in &o.consumers {
-        all.merge(&c.effects);
-    }
-    all
-}
-
-/// Work applied twice, and what the dedup store cost: its check per
-/// delivery and its size per key (`store`: bytes and keys, when idempotent).
-fn measure_effects(e: &Effects, store: Option<(u64, u64)>, r: &mut VariantResult) {
-    r.metrics.push(count("work_done_twice", e.applied_twice()));
-    r.metrics.push(count("work_suppressed", e.suppressed));
-    r.latency("dedup_check", &e.check);
-    if let Some((bytes, keys)) = store.filter(|s| s.1 > 0) {
-        r.metrics.push(Metric::new(
-            "dedup_store_bytes_per_key",
-            "B",
-            bytes as f64 / keys as f64,
-            Direction::Lower,
-        ));
-    }
-}
-
-/// An idempotent consumer's promise: each message's work applied exactly
-/// once, crash or not. The store's keys are the record of what was
-/// applied: a handler killed between its key's creation and its report
-/// applied the work without saying so (a crash mid-work does that), and
-/// its redelivery is then rightly suppressed. `keys`: the store's key
-/// count, `None` without a store.
-fn verify_effects(o: &DriveOutcome, e: &Effects, keys: Option<u64>, r: &mut VariantResult) {
-    let name = "every message's work applied once";
-    let Some(keys) = keys else {
-        r.invariants.push(Invariant::not_applicable(
-            name,
-            "handlers without a dedup store: work done again is applied again (work_done_twice)",
-        ));
-        return;
-    };
-    let twice = e.applied_twice();
-    r.invariants.push(Invariant::check(
-        name,
-        twice == 0 && keys == o.counts.persisted && e.store_errors == 0,
-        format!(
-            "the store holds {keys} keys for {} messages; handlers reported {} applied \
-             ({twice} more than once) and {} repeats suppressed; {} store errors",
-            o.counts.persisted,
-            e.applied.len(),
-            e.suppressed,
-            e.store_errors
-        ),
-    ));
-}
-
 fn verify(o: &DriveOutcome, rec: &Recovery, stored: Option<u64>, r: &mut VariantResult) {
     let c = &o.counts;
     r.invariants.push(Invariant::check(
@@ -460,32 +393,5 @@ mod tests {
             failing(&o, &rec),
             ["lost = 0", "stream holds every persisted message"]
         );
-    }
-
-    /// The idempotent check with the effects forged: a message's work
-    /// applied twice, and one whose key the store lacks.
-    #[test]
-    fn work_applied_twice_or_never_fails_the_idempotent_check() {
-        let mut o = DriveOutcome::settled(3);
-        o.counts.persisted = 3;
-        let failing = |e: &Effects, keys: u64| {
-            let mut r = VariantResult::new("t");
-            verify_effects(&o, e, Some(keys), &mut r);
-            r.broken().into_iter().map(String::from).collect::<Vec<_>>()
-        };
-        let once = Effects {
-            applied: vec![1, 2, 3],
-            suppressed: 1,
-            ..Default::default()
-        };
-        assert!(failing(&once, 3).is_empty());
-        let twice = Effects {
-            applied: vec![1, 2, 3, 2],
-            ..Default::default()
-        };
-        assert_eq!(twice.applied_twice(), 1);
-        assert_eq!(failing(&twice, 3), ["every message's work applied once"]);
-        // A key missing from the store: one message's work never applied.
-        assert_eq!(failing(&once, 2), ["every message's work applied once"]);
     }
 }
