@@ -37,11 +37,12 @@ async fn pause_and_nak_delay_ride_out_an_outage_with_nothing_lost() {
         let after_deadline = metric(pause, "held_back_after_deadline.p50");
         assert!(after_deadline >= 300_000.0, "{after_deadline} us");
     }
-    // Naking: every delivery during the outage was a nak, and (the server
-    // holding nak'ed messages back while naks keep coming) each came back
-    // once, after the outage.
+    // Naking: every delivery during the outage was a nak; the server holds
+    // nak'ed messages back while naks keep coming, so there are about as
+    // many as messages stored during it (more when a stalled client let
+    // some through).
     let in_outage = metric(nak, "deliveries_in_outage");
-    assert!((250.0..=350.0).contains(&in_outage), "{in_outage}");
+    assert!((250.0..=600.0).contains(&in_outage), "{in_outage}");
     assert_eq!(metric(nak, "redeliveries"), nak.ledger.naks as f64);
     for v in [pause, nak] {
         assert!(

@@ -490,11 +490,18 @@ async fn a_pedantic_consumer_fails_its_variant_instead_of_being_rewritten() {
     common::assert_all_passed(&summary);
 }
 
+/// What a consumer saw under naks: when the first message was delivered,
+/// and how many redeliveries (of any message) arrived while it was naking.
+struct UnderNaks {
+    first: Vec<Duration>,
+    redelivered_while_naking: u64,
+    naked: u64,
+}
+
 /// Messages published every 5 ms to a consumer (AckWait 1 s) that, for
 /// its first 2 s, naks with a 300 ms delay every delivery (`nak_all`) or
-/// only the first message's, acking the rest; returns when the first
-/// message was delivered.
-async fn first_message_under_naks(name: &str, nak_all: bool) -> Vec<Duration> {
+/// only the first message's, acking the rest.
+async fn under_naks(name: &str, nak_all: bool) -> UnderNaks {
     let server = common::server();
     let js = context(&server).await;
     let stream = js
@@ -525,7 +532,11 @@ async fn first_message_under_naks(name: &str, nak_all: bool) -> Vec<Duration> {
     };
     let mut messages = consumer.messages().await.unwrap();
     let start = Instant::now();
-    let mut first = Vec::new();
+    let mut seen = UnderNaks {
+        first: Vec::new(),
+        redelivered_while_naking: 0,
+        naked: 0,
+    };
     while start.elapsed() < Duration::from_millis(3500) {
         let next = tokio::time::timeout(
             Duration::from_millis(500),
@@ -534,12 +545,17 @@ async fn first_message_under_naks(name: &str, nak_all: bool) -> Vec<Duration> {
         let Ok(Some(Ok(m))) = next.await else {
             continue;
         };
-        let seq = m.info().unwrap().stream_sequence;
+        let info = m.info().unwrap();
+        let seq = info.stream_sequence;
         if seq == 1 {
-            first.push(start.elapsed());
+            seen.first.push(start.elapsed());
         }
         let naking = start.elapsed() < Duration::from_secs(2) && (nak_all || seq == 1);
+        if start.elapsed() < Duration::from_secs(2) && info.delivered > 1 {
+            seen.redelivered_while_naking += 1;
+        }
         if naking {
+            seen.naked += 1;
             let delay = Duration::from_millis(300);
             m.ack_with(jetstream::AckKind::Nak(Some(delay)))
                 .await
@@ -549,29 +565,41 @@ async fn first_message_under_naks(name: &str, nak_all: bool) -> Vec<Duration> {
         }
     }
     publisher.abort();
-    first
+    seen
 }
 
 /// A nak with delay among acks comes back after its delay; but while naks
 /// with a delay arrive more often than the delay (every delivery nak'ed,
-/// as a consumer riding out an outage does), no nak'ed message comes back
-/// at all: the first, nak'ed at once with 300 ms, returned only when the
-/// naks stopped 2 s later. The outage scenario's nak_delay pattern shows
-/// it under load (docs/scenarios/outage.md).
+/// as a consumer riding out an outage does), the nak'ed messages are held
+/// back: honoured delays would redeliver each message nak'ed in the first
+/// 2 s about every 300 ms (over a thousand redeliveries); at most a tenth
+/// of that came, and the first message came back once the naks stopped
+/// (in a quiet run, not before). A client stalled past the delay lets the
+/// held ones through, so the bound is loose on a loaded machine. The
+/// outage scenario's nak_delay pattern shows it under load
+/// (docs/scenarios/outage.md).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn naks_with_delay_arriving_faster_than_the_delay_hold_back_every_redelivery() {
-    let alone = first_message_under_naks("NAKONE", false).await;
+    let alone = under_naks("NAKONE", false).await.first;
     assert!(alone.len() >= 2, "{alone:?}");
     assert!(
         near(alone[1] - alone[0], Duration::from_millis(300)),
         "{alone:?}"
     );
 
-    let all = first_message_under_naks("NAKALL", true).await;
-    assert_eq!(all.len(), 2, "{all:?}");
+    let all = under_naks("NAKALL", true).await;
+    // Each of ~400 messages nak'ed from its first delivery on would come
+    // back every 300 ms until 2 s: about 3 times each on average.
+    let honoured = all.naked.saturating_sub(all.redelivered_while_naking) * 3;
     assert!(
-        all[1] >= Duration::from_secs(2) && all[1] < Duration::from_millis(2400),
-        "redelivered at {:?}, the naks stopped at 2 s",
-        all[1]
+        all.redelivered_while_naking * 10 < honoured,
+        "{} redeliveries while naking; honoured delays would give about {honoured}",
+        all.redelivered_while_naking
+    );
+    let back = all.first.iter().find(|t| **t >= Duration::from_secs(2));
+    assert!(
+        back.is_some_and(|t| *t < Duration::from_millis(2400)),
+        "the first message back after the naks stopped at 2 s: {:?}",
+        all.first
     );
 }
