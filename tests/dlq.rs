@@ -571,7 +571,7 @@ async fn keep_deletes_an_account_wide_capture_that_would_break_the_next_variant(
 }
 
 /// The seed's warning: a stream limit evicts poison originals before the
-/// handler reads them. The handler starts 1.5 s late on a stream keeping
+/// handler reads them. The handler starts 2.5 s late on a stream keeping
 /// its last 100 messages (500 ms at 200 msg/s; a poison message is
 /// exhausted about 200 ms after it is stored, so its advisory is sent
 /// first): the earlier poison originals are gone by then, the handler
@@ -590,7 +590,7 @@ async fn originals_evicted_before_the_handler_are_counted_as_lost_dead_letters()
                 "retention = \"limits\"\nbaseline = false\ncapture = \"stream\"\n",
                 "",
                 "",
-                "start_after = \"1500ms\"\n",
+                "start_after = \"2500ms\"\n",
             )
         ),
     )

@@ -30,7 +30,9 @@ async fn pause_and_nak_delay_ride_out_an_outage_with_nothing_lost() {
         metric(pause, "deliveries_in_outage") == held,
         "all of them held"
     );
-    assert!(held < 20.0, "{held} deliveries before the pause took");
+    // The pause is asked on the run loop's next 100 ms tick: at 200 msg/s
+    // up to 20 deliveries, more on a loaded machine.
+    assert!(held < 60.0, "{held} deliveries before the pause took");
     if held > 0.0 {
         // Its 1 s deadline expired about 0.5 s before the 1.5 s pause
         // ended; it came back at the end, not at the deadline.

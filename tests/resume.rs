@@ -82,10 +82,9 @@ async fn an_idempotent_consumer_applies_no_work_twice_across_a_crash() {
     assert!(redone > 0.0, "work was done and not acked");
     assert_eq!(metric(plain, "work_done_twice"), redone);
     assert_eq!(metric(idempotent, "work_done_twice"), 0.0);
-    assert_eq!(
-        metric(idempotent, "work_suppressed"),
-        metric(idempotent, "processed_unacked")
-    );
+    // Every repeat of done work suppressed (and a handler killed between
+    // its key's creation and its report adds one more).
+    assert!(metric(idempotent, "work_suppressed") >= metric(idempotent, "processed_unacked"));
     assert!(metric(idempotent, "dedup_check.p50") > 0.0);
     assert!(metric(idempotent, "dedup_store_bytes_per_key") > 0.0);
     let applied = idempotent
