@@ -381,9 +381,18 @@ async fn serve_metrics(addr: std::net::SocketAddr) -> Result<MetricsServer> {
             };
             tokio::spawn(async move {
                 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-                let mut request = [0u8; 1024];
-                let n = socket.read(&mut request).await.unwrap_or(0);
-                let line = String::from_utf8_lossy(&request[..n]);
+                // The request may come in pieces: read until its headers
+                // end (or 1 KiB, or 2 s), not just the first piece.
+                let mut request = Vec::with_capacity(1024);
+                let mut chunk = [0u8; 1024];
+                let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 1024 {
+                    match tokio::time::timeout_at(deadline, socket.read(&mut chunk)).await {
+                        Ok(Ok(n)) if n > 0 => request.extend_from_slice(&chunk[..n]),
+                        _ => break,
+                    }
+                }
+                let line = String::from_utf8_lossy(&request);
                 let (status, body) = if line.starts_with("GET /metrics") {
                     ("200 OK", crate::live::exposition())
                 } else {

@@ -8,7 +8,20 @@ use std::time::Duration;
 
 fn get(port: u16, path: &str) -> String {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    // Whole, as a scraper sends it: the server reads until the headers end.
+    let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    s.write_all(request.as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+/// A request sent in two pieces 50 ms apart, as a slow client might.
+fn get_in_pieces(port: u16) -> String {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(b"GET /met").unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    s.write_all(b"rics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     out
@@ -50,13 +63,16 @@ async fn metrics_are_served_while_the_run_goes_on() {
         let other = tokio::task::spawn_blocking(move || get(port, "/other"))
             .await
             .unwrap();
-        (first, second, other)
+        let pieces = tokio::task::spawn_blocking(move || get_in_pieces(port))
+            .await
+            .unwrap();
+        (first, second, other, pieces)
     });
     let outcome = jsbench::run::run(options, tokio_util::sync::CancellationToken::new())
         .await
         .unwrap();
     assert!(outcome.passed);
-    let (first, second, other) = scraper.await.unwrap();
+    let (first, second, other, pieces) = scraper.await.unwrap();
     let port = jsbench::live::address().unwrap().port();
 
     assert!(first.starts_with("HTTP/1.1 200 OK"), "{first}");
@@ -77,6 +93,7 @@ async fn metrics_are_served_while_the_run_goes_on() {
     let between = sample(&second, "jsbench_e2e_latency_samples ");
     assert!((200.0..=900.0).contains(&between), "about 500: {between}");
     assert!(other.starts_with("HTTP/1.1 404"), "{other}");
+    assert!(pieces.starts_with("HTTP/1.1 200 OK"), "{pieces}");
     // Once the run returns, the listener goes (its task is aborted, which
     // takes effect at the runtime's next turn).
     let mut closed = false;
