@@ -21,7 +21,8 @@ fn get_in_pieces(port: u16) -> String {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.write_all(b"GET /met").unwrap();
     std::thread::sleep(Duration::from_millis(50));
-    s.write_all(b"rics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    s.write_all(b"rics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     out
