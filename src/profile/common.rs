@@ -185,21 +185,35 @@ pub fn paced_rate(
     if arrival.uses_rate() {
         return (required_rate(rate, prefix, example, problems), arrival);
     }
-    if rate.is_some() {
+    let rate = shaped_rate(&arrival, rate.is_some(), "rate", common, prefix, problems);
+    (rate, arrival)
+}
+
+/// The rate of a shape that sets its own: its mean over warm-up and
+/// duration. A rate given beside it (`rate_key`: `rate` or `rates`) is
+/// refused.
+pub fn shaped_rate(
+    arrival: &ArrivalPlan,
+    rate_given: bool,
+    rate_key: &str,
+    common: &CommonPlan,
+    prefix: &str,
+    problems: &mut Problems,
+) -> u64 {
+    if rate_given {
         problems.push(
-            format!("{prefix}.rate"),
+            format!("{prefix}.{rate_key}"),
             format!(
-                "arrival = \"{}\" sets its own rate; remove rate (or use a steady or poisson arrival)",
+                "arrival = \"{}\" sets its own rate; remove {rate_key} (or use a steady or poisson arrival)",
                 arrival.name()
             ),
         );
     }
-    let rate = if problems.is_empty() {
-        shape_mean_rate(&arrival, common.duration + common.warmup)
+    if problems.is_empty() {
+        shape_mean_rate(arrival, common.duration + common.warmup)
     } else {
         1
-    };
-    (rate, arrival)
+    }
 }
 
 /// The mean msg/s of a shape that sets its own rate, over `span`.

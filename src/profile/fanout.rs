@@ -77,20 +77,16 @@ pub(super) fn read(
     // lowest to the per-stream floor and its highest to the delivery cap.
     let arrival = s.arrival.validate(&key("arrival"), problems);
     let (rate, top) = match (&s.rate, &search) {
-        (None, None) if !arrival.uses_rate() && problems.is_empty() => {
-            let rate = super::common::shape_mean_rate(&arrival, common.duration + common.warmup);
-            (rate, rate)
-        }
-        (None, None) if !arrival.uses_rate() => (1, 1),
-        (Some(_), _) if !arrival.uses_rate() => {
-            problems.push(
-                key("rate"),
-                format!(
-                    "arrival = \"{}\" sets its own rate; remove rate (or use a steady or poisson arrival)",
-                    arrival.name()
-                ),
+        (given, _) if !arrival.uses_rate() => {
+            let rate = super::common::shaped_rate(
+                &arrival,
+                given.is_some(),
+                "rate",
+                &common,
+                prefix,
+                problems,
             );
-            (1, 1)
+            (rate, rate)
         }
         (_, Some(search)) => (search.min, search.max),
         (Some(_), None) if searching => (1, 1),

@@ -59,21 +59,10 @@ pub(super) fn read(
     let (mut rates, search) = rates_or_search(s.rates, s.slo, s.search, prefix, problems);
     if shaped {
         // The shape sets the rate: one variant at its mean.
-        if !rates.is_empty() || search.is_some() {
-            problems.push(
-                format!("{prefix}.rates"),
-                format!(
-                    "arrival = \"{}\" sets its own rate; remove rates (or use a steady or \
-                     poisson arrival with a list of rates)",
-                    arrival.name()
-                ),
-            );
-        }
-        rates = vec![if problems.is_empty() {
-            super::common::shape_mean_rate(&arrival, common.duration + common.warmup)
-        } else {
-            1
-        }];
+        let given = !rates.is_empty() || search.is_some();
+        rates = vec![super::common::shaped_rate(
+            &arrival, given, "rates", &common, prefix, problems,
+        )];
     }
     if rates.is_empty() && search.is_none() {
         problems.push(
