@@ -33,7 +33,7 @@ fn consumer_bookkeeping(c: &mut Criterion) {
     // As a consumer keeps them: with per-second interval histograms.
     let mut e2e_intended = Recorder::with_intervals();
     let mut e2e_sent = Recorder::with_intervals();
-    let mut ledger = LedgerShard::with_capacity(MESSAGES, &[Event::Delivered, Event::Acked]);
+    let mut ledger = LedgerShard::new();
     let mut timeline = Timeline::per_second(now);
     let mut seq = 0u64;
     group.bench_function("per_delivery", |b| {
@@ -52,7 +52,7 @@ fn consumer_bookkeeping(c: &mut Criterion) {
     group.bench_function("stamp_read", |b| {
         b.iter(|| Stamp::read(black_box(&payload)))
     });
-    let mut marks = LedgerShard::with_capacity(MESSAGES, &[Event::Delivered]);
+    let mut marks = LedgerShard::new();
     let mut s = 0u64;
     group.bench_function("ledger_mark", |b| {
         b.iter(|| {

@@ -48,6 +48,104 @@ pub fn own_peak_rss() -> u64 {
     (own_rusage().ru_maxrss.max(0) as u64) * 1024
 }
 
+/// The memory this process holds resident now, in bytes (from
+/// /proc/self/statm; 0 where it cannot be read).
+pub fn own_rss() -> u64 {
+    let Ok(statm) = std::fs::read_to_string("/proc/self/statm") else {
+        return 0;
+    };
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages * if page > 0 { page as u64 } else { 4096 }
+}
+
+/// The client's resident memory over a variant against the messages it
+/// had published by then: memory that grows with the messages a run
+/// moves (a per-message record kept forever) shows as a slope, which a
+/// long run multiplies, while what a run sets up once does not.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct MemoryTrace {
+    pub samples: Vec<MemorySample>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct MemorySample {
+    /// ns on [`crate::clock`].
+    pub at_ns: u64,
+    /// Messages published by then.
+    pub messages: u64,
+    /// Resident bytes.
+    pub rss: u64,
+}
+
+/// The trace keeps one sample a second: /proc is read on the run loop,
+/// never on a hot path.
+const MEMORY_EVERY_NS: u64 = 1_000_000_000;
+
+impl MemoryTrace {
+    /// Takes a sample when a second has passed since the last.
+    pub fn note(&mut self, now_ns: u64, messages: u64) {
+        if self
+            .samples
+            .last()
+            .is_some_and(|s| now_ns < s.at_ns + MEMORY_EVERY_NS)
+        {
+            return;
+        }
+        self.samples.push(MemorySample {
+            at_ns: now_ns,
+            messages,
+            rss: own_rss(),
+        });
+    }
+
+    pub fn peak(&self) -> Option<u64> {
+        self.samples.iter().map(|s| s.rss).max()
+    }
+
+    /// Least-squares slope of resident bytes against messages published,
+    /// in bytes per message, over the samples after the first
+    /// `warmup_share` of the messages (allocators, buffers and the
+    /// client's queues grow to their working size first). `None` with
+    /// fewer than 10 samples after the warm-up.
+    pub fn slope_after(&self, warmup_share: f64) -> Option<f64> {
+        let last = self.samples.last()?.messages;
+        let from = (last as f64 * warmup_share) as u64;
+        let points: Vec<(f64, f64)> = self
+            .samples
+            .iter()
+            .filter(|s| s.messages >= from)
+            .map(|s| (s.messages as f64, s.rss as f64))
+            .collect();
+        if points.len() < 10 {
+            return None;
+        }
+        let n = points.len() as f64;
+        let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+        let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+        let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+        let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+        (sxx > 0.0).then(|| sxy / sxx)
+    }
+
+    /// Messages the samples after the warm-up span.
+    pub fn span_after(&self, warmup_share: f64) -> u64 {
+        let Some(last) = self.samples.last().map(|s| s.messages) else {
+            return 0;
+        };
+        let from = (last as f64 * warmup_share) as u64;
+        self.samples
+            .iter()
+            .find(|s| s.messages >= from)
+            .map_or(0, |s| last - s.messages)
+    }
+}
+
 /// This process's resource usage so far.
 fn own_rusage() -> libc::rusage {
     // SAFETY: getrusage writes into the struct we own.

@@ -248,6 +248,22 @@ impl Recorder {
         }
     }
 
+    /// Bytes the recorder holds: its histogram (fixed by its bounds and
+    /// precision, whatever it records) and, with intervals, the second
+    /// being filled and the compressed seconds before it (which grow with
+    /// the run's length, not its message count).
+    pub fn bytes(&self) -> (u64, u64) {
+        let counts = |h: &Histogram<u64>| (h.distinct_values() * std::mem::size_of::<u64>()) as u64;
+        let intervals = self.intervals.as_ref().map_or(0, |iv| {
+            counts(&iv.current)
+                + iv.done
+                    .iter()
+                    .map(|(_, b)| b.capacity() as u64)
+                    .sum::<u64>()
+        });
+        (counts(&self.histogram), intervals)
+    }
+
     pub fn count(&self) -> u64 {
         self.histogram.len()
     }

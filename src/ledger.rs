@@ -7,6 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::tally::Tally;
+
 /// Something that happened to a stream sequence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {
@@ -28,13 +30,14 @@ const EVENTS: usize = 6;
 
 /// Per-task counts of events by stream sequence.
 ///
-/// Counts live in dense vectors indexed by sequence (jsbench creates its own
-/// streams, so sequences start at 1 and stay dense); a vector grows by
-/// doubling, so marking is allocation-free except for amortised growth, and
-/// `with_capacity` removes even that when the message count is known.
+/// One [`Tally`] per event, indexed by sequence (jsbench creates its own
+/// streams, so sequences start at 1 and stay dense): marking is an
+/// increment, and what the task has moved past seals into a form that
+/// costs next to nothing when every message fared the same, so a shard's
+/// memory stays flat over tens of millions of messages.
 #[derive(Debug, Clone, Default)]
 pub struct LedgerShard {
-    counts: [Vec<u16>; EVENTS],
+    counts: [Tally; EVENTS],
 }
 
 impl LedgerShard {
@@ -42,60 +45,29 @@ impl LedgerShard {
         Self::default()
     }
 
-    /// A shard that can mark sequences up to `max_seq` for `events` without growing.
-    pub fn with_capacity(max_seq: u64, events: &[Event]) -> Self {
-        let mut shard = Self::default();
-        for &e in events {
-            shard.counts[e as usize] = vec![0; max_seq as usize + 1];
-        }
-        shard
-    }
-
     #[inline]
     pub fn mark(&mut self, seq: u64, event: Event) {
-        let v = &mut self.counts[event as usize];
-        let i = seq as usize;
-        if i >= v.len() {
-            let len = (i + 1).max(v.len() * 2).max(1024);
-            v.resize(len, 0);
-        }
-        v[i] = v[i].saturating_add(1);
+        self.counts[event as usize].mark(seq);
     }
 
     pub fn count(&self, seq: u64, event: Event) -> u16 {
-        self.counts[event as usize]
-            .get(seq as usize)
-            .copied()
-            .unwrap_or(0)
+        self.counts[event as usize].get(seq)
     }
 
     pub fn merge(&mut self, other: &LedgerShard) {
         for (mine, theirs) in self.counts.iter_mut().zip(&other.counts) {
-            if mine.len() < theirs.len() {
-                mine.resize(theirs.len(), 0);
-            }
-            for (m, t) in mine.iter_mut().zip(theirs) {
-                *m = m.saturating_add(*t);
-            }
+            mine.merge(theirs);
         }
     }
 
-    /// Bytes its counts hold (capacity, not length: what the allocator
-    /// gave them).
+    /// Bytes its counts hold.
     pub fn bytes(&self) -> u64 {
-        self.counts
-            .iter()
-            .map(|v| (v.capacity() * std::mem::size_of::<u16>()) as u64)
-            .sum()
+        self.counts.iter().map(Tally::bytes).sum()
     }
 
     /// Highest sequence any event was marked for.
     pub fn max_seq(&self) -> u64 {
-        self.counts
-            .iter()
-            .filter_map(|v| v.iter().rposition(|&c| c > 0))
-            .max()
-            .unwrap_or(0) as u64
+        self.counts.iter().map(Tally::last).max().unwrap_or(0)
     }
 
     /// Sequences that were persisted but never delivered, up to `limit` of them.
@@ -109,40 +81,43 @@ impl LedgerShard {
     }
 
     /// The counts every scenario reports, from the merged shard.
+    /// Sequences in a run of [`Tally::runs`] fare alike, so each run is
+    /// counted once, times its length.
     pub fn counts(&self) -> LedgerCounts {
         let mut c = LedgerCounts::default();
-        for seq in 1..=self.max_seq() {
+        let tallies: Vec<&Tally> = self.counts.iter().collect();
+        Tally::runs(&tallies, self.max_seq(), |seq, n| {
             let persisted = self.count(seq, Event::Persisted);
             let deliveries = u64::from(self.count(seq, Event::Delivered));
             let acks = self.count(seq, Event::Acked);
-            c.duplicates += u64::from(self.count(seq, Event::Duplicate));
-            c.deliveries += deliveries;
+            c.duplicates += n * u64::from(self.count(seq, Event::Duplicate));
+            c.deliveries += n * deliveries;
             if persisted > 0 {
-                c.persisted += 1;
+                c.persisted += n;
                 if persisted > 1 {
-                    c.persisted_twice += 1;
+                    c.persisted_twice += n;
                 }
                 if deliveries == 0 {
-                    c.lost += 1;
+                    c.lost += n;
                 }
             } else if deliveries > 0 {
-                c.delivered_unconfirmed += 1;
+                c.delivered_unconfirmed += n;
             }
             if deliveries > 0 {
-                c.delivered += 1;
+                c.delivered += n;
             }
             if deliveries > 1 {
-                c.redelivered += 1;
-                c.redeliveries += deliveries - 1;
+                c.redelivered += n;
+                c.redeliveries += n * (deliveries - 1);
             }
             if acks > 0 {
-                c.acked += 1;
+                c.acked += n;
             }
             if self.count(seq, Event::Termed) > 0 {
-                c.termed += 1;
+                c.termed += n;
             }
-            c.naks += u64::from(self.count(seq, Event::Naked));
-        }
+            c.naks += n * u64::from(self.count(seq, Event::Naked));
+        });
         c
     }
 }
@@ -151,65 +126,31 @@ impl LedgerShard {
 /// sequence, not as counts: consumers on different workers share one
 /// durable, so only the merged per-sequence ledger can tell a message
 /// delivered twice on two hosts from two messages delivered once.
-/// Each event's vector goes as deflated little-endian u16s in base64:
-/// runs of equal counts, the common case, compress to almost nothing.
+/// Each event goes as its [`Tally`]'s wire form.
 #[derive(Serialize, Deserialize)]
 struct ShardWire {
-    events: Vec<String>,
+    events: Vec<Tally>,
 }
 
 impl Serialize for LedgerShard {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use base64::Engine as _;
-        use std::io::Write as _;
-        let mut events = Vec::with_capacity(EVENTS);
-        for v in &self.counts {
-            // Trailing zeros carry nothing: the capacity of a shard is not
-            // part of what it recorded.
-            let used = v.iter().rposition(|&c| c > 0).map_or(0, |i| i + 1);
-            let mut raw = Vec::with_capacity(used * 2);
-            for c in &v[..used] {
-                raw.extend_from_slice(&c.to_le_bytes());
-            }
-            let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
-            z.write_all(&raw).map_err(serde::ser::Error::custom)?;
-            let packed = z.finish().map_err(serde::ser::Error::custom)?;
-            events.push(base64::engine::general_purpose::STANDARD.encode(packed));
+        ShardWire {
+            events: self.counts.to_vec(),
         }
-        ShardWire { events }.serialize(s)
+        .serialize(s)
     }
 }
 
 impl<'de> Deserialize<'de> for LedgerShard {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        use base64::Engine as _;
-        use serde::de::Error as _;
-        use std::io::Read as _;
         let wire = ShardWire::deserialize(d)?;
-        if wire.events.len() != EVENTS {
-            return Err(D::Error::custom(format!(
-                "a ledger shard has {EVENTS} event vectors, this one {}",
-                wire.events.len()
-            )));
-        }
-        let mut shard = LedgerShard::new();
-        for (slot, text) in shard.counts.iter_mut().zip(&wire.events) {
-            let packed = base64::engine::general_purpose::STANDARD
-                .decode(text)
-                .map_err(|e| D::Error::custom(format!("ledger shard is not base64: {e}")))?;
-            let mut raw = Vec::new();
-            flate2::read::DeflateDecoder::new(packed.as_slice())
-                .read_to_end(&mut raw)
-                .map_err(|e| D::Error::custom(format!("ledger shard does not inflate: {e}")))?;
-            if raw.len() % 2 != 0 {
-                return Err(D::Error::custom("ledger shard has an odd byte count"));
-            }
-            *slot = raw
-                .chunks_exact(2)
-                .map(|b| u16::from_le_bytes([b[0], b[1]]))
-                .collect();
-        }
-        Ok(shard)
+        let found = wire.events.len();
+        let counts: [Tally; EVENTS] = wire.events.try_into().map_err(|_| {
+            serde::de::Error::custom(format!(
+                "a ledger shard has {EVENTS} event vectors, this one {found}"
+            ))
+        })?;
+        Ok(LedgerShard { counts })
     }
 }
 
@@ -217,20 +158,20 @@ impl<'de> Deserialize<'de> for LedgerShard {
 /// saw at their first delivery, so the messages whose first delivery no
 /// client saw (it died with a crashed client) can be told apart when the
 /// shards merge.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// A [`Tally`] of 0s and 1s: a consumer that saw every sequence in order
+/// holds almost nothing for the chunks it has left behind.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SeqSet {
-    words: Vec<u64>,
+    members: Tally,
 }
 
 impl SeqSet {
     #[inline]
     pub fn insert(&mut self, seq: u64) {
-        let word = (seq / 64) as usize;
-        if word >= self.words.len() {
-            let len = (word + 1).max(self.words.len() * 2).max(16);
-            self.words.resize(len, 0);
+        if !self.contains(seq) {
+            self.members.mark(seq);
         }
-        self.words[word] |= 1 << (seq % 64);
     }
 
     /// Inserts `seq`; whether it was not there before.
@@ -241,19 +182,50 @@ impl SeqSet {
         fresh
     }
 
+    #[inline]
     pub fn contains(&self, seq: u64) -> bool {
-        self.words
-            .get((seq / 64) as usize)
-            .is_some_and(|w| w & (1 << (seq % 64)) != 0)
+        self.members.get(seq) > 0
     }
 
     pub fn merge(&mut self, other: &SeqSet) {
-        if self.words.len() < other.words.len() {
-            self.words.resize(other.words.len(), 0);
+        self.members.merge_with(&other.members, u16::max);
+    }
+
+    /// Bytes the set holds.
+    pub fn bytes(&self) -> u64 {
+        self.members.bytes()
+    }
+}
+
+/// Crosses processes as the sorted members, in runs `[first, last]`: a
+/// consumer's set is mostly long runs.
+impl Serialize for SeqSet {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for (seq, c) in self.members.values().enumerate() {
+            let seq = seq as u64;
+            if c == 0 {
+                continue;
+            }
+            match runs.last_mut() {
+                Some((_, last)) if *last + 1 == seq => *last = seq,
+                _ => runs.push((seq, seq)),
+            }
         }
-        for (mine, theirs) in self.words.iter_mut().zip(&other.words) {
-            *mine |= theirs;
+        runs.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for SeqSet {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let runs = Vec::<(u64, u64)>::deserialize(d)?;
+        let mut set = SeqSet::default();
+        for (first, last) in runs {
+            for seq in first..=last {
+                set.insert(seq);
+            }
         }
+        Ok(set)
     }
 }
 
@@ -380,7 +352,7 @@ mod tests {
 
     #[test]
     fn duplicates_and_double_persists_are_counted() {
-        let mut s = LedgerShard::with_capacity(2, &[Event::Persisted, Event::Duplicate]);
+        let mut s = LedgerShard::new();
         s.mark(1, Event::Persisted);
         s.mark(1, Event::Duplicate);
         s.mark(2, Event::Persisted);
@@ -394,7 +366,7 @@ mod tests {
 
     #[test]
     fn a_shard_round_trips_sequence_for_sequence() {
-        let mut s = LedgerShard::with_capacity(100_000, &[Event::Persisted, Event::Delivered]);
+        let mut s = LedgerShard::new();
         for seq in (1..=50_000).step_by(3) {
             s.mark(seq, Event::Persisted);
             s.mark(seq, Event::Delivered);
@@ -414,8 +386,8 @@ mod tests {
     }
 
     #[test]
-    fn grows_past_its_capacity() {
-        let mut s = LedgerShard::with_capacity(4, &[Event::Delivered]);
+    fn marks_far_ahead() {
+        let mut s = LedgerShard::new();
         s.mark(100_000, Event::Delivered);
         assert_eq!(s.count(100_000, Event::Delivered), 1);
         assert_eq!(s.max_seq(), 100_000);

@@ -68,6 +68,7 @@ pub mod secret;
 pub mod server;
 pub mod spread;
 pub mod stamp;
+pub mod tally;
 pub mod target;
 pub mod telemetry;
 pub mod timeline;

@@ -4,6 +4,8 @@
 //! the promise.
 
 use std::collections::HashMap;
+
+use crate::tally::Tally;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -103,14 +105,15 @@ impl ReadBack {
     }
 
     /// Compares with `confirmed[publisher][message]` copies the PubAcks promised.
-    pub fn reconcile(&self, confirmed: &[&[u8]]) -> Reconciliation {
+    pub fn reconcile(&self, confirmed: &[&Tally]) -> Reconciliation {
         let mut r = Reconciliation::default();
         let publishers = confirmed.len().max(self.by_origin.len());
+        let none = Tally::new();
         for p in 0..publishers {
-            let want = confirmed.get(p).copied().unwrap_or(&[]);
+            let want = confirmed.get(p).copied().unwrap_or(&none);
             let have: &[u8] = self.by_origin.get(p).map_or(&[], |v| v.as_slice());
-            for m in 0..want.len().max(have.len()) {
-                let w = u64::from(want.get(m).copied().unwrap_or(0));
+            for m in 0..(want.end() as usize).max(have.len()) {
+                let w = u64::from(want.get(m as u64));
                 let h = u64::from(have.get(m).copied().unwrap_or(0));
                 r.missing += w.saturating_sub(h);
                 r.unconfirmed += h.saturating_sub(w);
@@ -342,8 +345,8 @@ mod tests {
             present: Vec::new(),
             ..Default::default()
         };
-        let confirmed_a = [1u8, 1, 1, 1];
-        let confirmed_b = [1u8, 1];
+        let confirmed_a = Tally::from_values([1, 1, 1, 1]);
+        let confirmed_b = Tally::from_values([1, 1]);
         let r = read.reconcile(&[&confirmed_a, &confirmed_b]);
         // publisher 0: message 2 stored twice but confirmed once, message 3 missing;
         // publisher 1: message 1 missing.
@@ -355,7 +358,7 @@ mod tests {
             }
         );
         assert_eq!(
-            read.reconcile(&[&[1, 1, 2, 0], &[1]]),
+            read.reconcile(&[&Tally::from_values([1, 1, 2, 0]), &Tally::from_values([1])]),
             Reconciliation::default()
         );
     }

@@ -233,10 +233,7 @@ impl ConsumerReport {
             late_firsts: Vec::new(),
             doomed: Vec::new(),
             ack_rtt: Recorder::new(),
-            ledger: LedgerShard::with_capacity(
-                config.expected_messages,
-                &[Event::Delivered, Event::Acked],
-            ),
+            ledger: LedgerShard::new(),
             timeline: Timeline::per_second(config.timeline_origin_ns),
             first_ns: 0,
             last_ns: 0,

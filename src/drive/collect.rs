@@ -69,6 +69,7 @@ impl Variant<'_> {
         outcome.server_state = drained.server_state;
         outcome.samples = samples;
         outcome.telemetry = telemetry;
+        outcome.memory = self.memory;
         outcome.crash = crash.and_then(|c| c.outcome());
         outcome.fault = fault;
         outcome.pause = pause;

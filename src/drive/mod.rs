@@ -169,6 +169,8 @@ struct Variant<'a> {
     /// The other processes' clients' unanswered deliveries, as last
     /// reported: the sampler's client-side view of ack pending.
     peer_in_flight: Arc<AtomicU64>,
+    /// This process's resident memory, sampled on the run loop.
+    memory: crate::cpu::MemoryTrace,
 }
 
 impl<'a> Variant<'a> {
@@ -197,6 +199,7 @@ impl<'a> Variant<'a> {
             sampler: None,
             telemetry: None,
             peer_in_flight: Arc::new(AtomicU64::new(0)),
+            memory: Default::default(),
         }
     }
 }

@@ -132,6 +132,8 @@ pub struct DriveOutcome {
     pub eviction: Option<Eviction>,
     /// The servers' monitoring endpoints over the variant, when known.
     pub telemetry: Option<crate::telemetry::Telemetry>,
+    /// This process's resident memory while the publishers ran.
+    pub memory: crate::cpu::MemoryTrace,
 }
 
 impl DriveOutcome {
@@ -525,6 +527,7 @@ pub(super) fn merge(
         client_drop_cause: None,
         eviction: None,
         telemetry: None,
+        memory: Default::default(),
     }
 }
 

@@ -138,6 +138,7 @@ impl Variant<'_> {
             .map(|p| p.sent.load(Ordering::Relaxed))
             .sum();
         let local = self.consumers.progress.counts(local_sent, 0);
+        self.memory.note(clock::now_ns(), local_sent);
         let exchange = peers.exchange(local, ctx.stop.is_cancelled()).await;
         self.peer_in_flight
             .store(exchange.others.in_flight, Ordering::Relaxed);

@@ -368,16 +368,24 @@ pub fn server_figures(o: &DriveOutcome, r: &mut VariantResult) {
 }
 
 /// What the ledgers cost: the bytes every task's shard and their merge
-/// held, per persisted message (each task keeps a dense counter per
-/// sequence and event it marks).
+/// held at the end, with the per-message records beside them (each
+/// consumer's set of first deliveries, each publisher's stored count per
+/// message), per persisted message.
 pub fn ledger_cost(o: &DriveOutcome, r: &mut VariantResult) {
     use crate::metrics::{Direction, Metric};
     let stored = o.counts.persisted;
     if stored == 0 {
         return;
     }
-    let shards: u64 = o.acks.iter().map(|a| a.ledger.bytes()).sum::<u64>()
-        + o.consumers.iter().map(|c| c.ledger.bytes()).sum::<u64>()
+    let shards: u64 = o
+        .acks
+        .iter()
+        .map(|a| a.ledger.bytes() + a.stored_by_message.bytes())
+        .sum::<u64>()
+        + o.consumers
+            .iter()
+            .map(|c| c.ledger.bytes() + c.first_deliveries.bytes())
+            .sum::<u64>()
         + o.ledger.bytes();
     r.metrics.push(Metric::new(
         "ledger_bytes_per_msg",
@@ -387,11 +395,100 @@ pub fn ledger_cost(o: &DriveOutcome, r: &mut VariantResult) {
     ));
 }
 
+/// The client's side of a variant: what its ledgers and its memory cost.
+pub fn client_figures(o: &DriveOutcome, r: &mut VariantResult) {
+    ledger_cost(o, r);
+    client_memory(o, r);
+}
+
+/// Share of a variant's messages taken as the client's warm-up before its
+/// memory is expected to stay flat.
+const MEMORY_WARMUP_SHARE: f64 = 0.2;
+/// The memory check applies once this many messages follow the warm-up:
+/// over fewer, a slope is noise.
+const MEMORY_CHECK_MESSAGES: u64 = 1_000_000;
+/// Growth allowed after the warm-up, bytes per message (1 MB per million):
+/// a per-message record kept for the whole run costs more (the old dense
+/// ledger cost 12-15), while the per-second interval histograms (a few
+/// KB a second) stay below it at any rate above a few thousand msg/s.
+const MEMORY_SLOPE_LIMIT: f64 = 1.0;
+
+/// The client's memory over the variant: peak resident, its slope against
+/// messages after the warm-up, and what the histograms hold; the
+/// "client memory flat" check once enough messages have passed.
+pub fn client_memory(o: &DriveOutcome, r: &mut VariantResult) {
+    use crate::metrics::{Direction, Metric};
+    if let Some(peak) = o.memory.peak() {
+        r.metrics.push(Metric::new(
+            "client_rss_peak",
+            "MB",
+            peak as f64 / 1e6,
+            Direction::Lower,
+        ));
+    }
+    let recorders = [
+        &o.send_lag,
+        &o.pub_ack_intended,
+        &o.pub_ack_sent,
+        &o.e2e_intended,
+        &o.e2e_sent,
+    ];
+    let (fixed, intervals) = recorders
+        .iter()
+        .map(|h| h.bytes())
+        .fold((0, 0), |(f, i), (a, b)| (f + a, i + b));
+    r.metrics.push(Metric::new(
+        "histogram_bytes",
+        "KB",
+        fixed as f64 / 1e3,
+        Direction::None,
+    ));
+    r.metrics.push(Metric::new(
+        "interval_log_bytes",
+        "KB",
+        intervals as f64 / 1e3,
+        Direction::None,
+    ));
+    let span = o.memory.span_after(MEMORY_WARMUP_SHARE);
+    let slope = o.memory.slope_after(MEMORY_WARMUP_SHARE);
+    if let Some(slope) = slope {
+        r.metrics.push(Metric::new(
+            "client_rss_slope",
+            "MB/Mmsg",
+            slope,
+            Direction::Lower,
+        ));
+    }
+    r.invariants.push(memory_flat(slope, span));
+}
+
+fn memory_flat(slope: Option<f64>, span: u64) -> Invariant {
+    const NAME: &str = "client memory flat";
+    match slope {
+        Some(slope) if span >= MEMORY_CHECK_MESSAGES => Invariant::check(
+            NAME,
+            slope <= MEMORY_SLOPE_LIMIT,
+            format!(
+                "resident memory grew {slope:.2} MB per million messages over the {span} messages \
+                 after the first {:.0}% (limit {MEMORY_SLOPE_LIMIT} MB)",
+                MEMORY_WARMUP_SHARE * 100.0
+            ),
+        )
+        .client_side(),
+        _ => Invariant::not_applicable(
+            NAME,
+            format!(
+                "{span} messages after the warm-up; the slope is checked from {MEMORY_CHECK_MESSAGES}"
+            ),
+        ),
+    }
+}
+
 /// The ledger, the per-second and sampled timelines, the drive's warnings,
 /// the server's figures, and whether every publisher finished.
 pub fn drive_records(o: &DriveOutcome, sample_every: Duration, r: &mut VariantResult) {
     server_figures(o, r);
-    ledger_cost(o, r);
+    client_figures(o, r);
     r.invariants.push(publishers_finished(o));
     r.ledger = o.counts;
     r.timelines
@@ -428,5 +525,60 @@ mod across_tests {
         assert!(across(&[], "durables").is_none());
         let client = vec![("d".to_string(), Invariant::equal("n", 1, 1).client_side())];
         assert!(across(&client, "durables").unwrap().client_side);
+    }
+}
+
+#[cfg(test)]
+mod memory_tests {
+    use super::*;
+    use crate::cpu::{MemorySample, MemoryTrace};
+
+    /// A trace of `n` one-second samples over 5 million messages whose
+    /// resident memory grows `bytes_per_msg` a message after a 20 MB start.
+    fn trace(bytes_per_msg: f64, messages: u64) -> MemoryTrace {
+        let n = 60u64;
+        MemoryTrace {
+            samples: (0..=n)
+                .map(|i| {
+                    let m = messages * i / n;
+                    MemorySample {
+                        at_ns: i * 1_000_000_000,
+                        messages: m,
+                        // Some jitter, as an allocator gives.
+                        rss: 20_000_000 + (m as f64 * bytes_per_msg) as u64 + (i % 3) * 4096,
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    fn check(t: &MemoryTrace) -> Invariant {
+        memory_flat(
+            t.slope_after(MEMORY_WARMUP_SHARE),
+            t.span_after(MEMORY_WARMUP_SHARE),
+        )
+    }
+
+    #[test]
+    fn memory_that_grows_with_messages_fails_and_flat_memory_passes() {
+        // The old dense ledger: about 15 bytes a message.
+        let growing = check(&trace(15.0, 5_000_000));
+        assert!(!growing.passed && growing.applicable, "{growing:?}");
+        assert!(
+            growing.detail.contains("15.00 MB per million"),
+            "{}",
+            growing.detail
+        );
+        let flat = check(&trace(0.0, 5_000_000));
+        assert!(flat.passed && flat.applicable, "{flat:?}");
+        let slope = trace(15.0, 5_000_000).slope_after(0.2).unwrap();
+        assert!((slope - 15.0).abs() < 0.1, "{slope}");
+    }
+
+    #[test]
+    fn a_short_run_cannot_tell_and_says_so() {
+        let short = check(&trace(15.0, 100_000));
+        assert!(!short.applicable, "{short:?}");
+        assert!(!check(&MemoryTrace::default()).applicable);
     }
 }

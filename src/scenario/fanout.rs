@@ -435,6 +435,7 @@ fn measure(o: &FanoutOutcome, p: &Provisioned, spec: &FanoutSpec, r: &mut Varian
         ));
     }
     checks::server_figures(publish, r);
+    checks::client_figures(publish, r);
     r.timelines
         .insert("published".into(), publish.published_timeline.clone());
 

@@ -264,7 +264,7 @@ fn measure(o: &DriveOutcome, rate: u64, r: &mut VariantResult) {
     ));
     r.ledger = o.counts;
     checks::server_figures(o, r);
-    checks::ledger_cost(o, r);
+    checks::client_figures(o, r);
     if o.counts.persisted > 0 {
         r.metrics.push(Metric::new(
             "client_cpu_per_msg",

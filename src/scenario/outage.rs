@@ -294,6 +294,7 @@ fn measure(o: &DriveOutcome, f: &Figures, w: &Window, rate: u64, r: &mut Variant
     r.latency("e2e_latency", &o.e2e_intended);
     r.ledger = o.counts;
     checks::server_figures(o, r);
+    checks::client_figures(o, r);
     r.timelines
         .insert("published".into(), o.published_timeline.clone());
     r.timelines

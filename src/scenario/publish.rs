@@ -275,11 +275,8 @@ async fn run_variant(
     let figures = measure(&outcome, total_rate(plan, rate), result);
     let reconciliation = match read_back {
         Some(Ok(read)) => {
-            let confirmed: Vec<&[u8]> = outcome
-                .acks
-                .iter()
-                .map(|a| a.stored_by_message.as_slice())
-                .collect();
+            let confirmed: Vec<&crate::tally::Tally> =
+                outcome.acks.iter().map(|a| &a.stored_by_message).collect();
             result.param("read_back_messages", read.messages);
             Some(Ok((
                 read.reconcile(&confirmed),

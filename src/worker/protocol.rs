@@ -19,7 +19,7 @@ use crate::drive::{DriveSpec, PublisherPart, Share};
 /// Bumped whenever a message of this module changes shape: a worker and a
 /// coordinator with different protocol versions cannot work together even
 /// when their jsbench versions claim they can (a development build).
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// The group used when none is named.
 pub const DEFAULT_GROUP: &str = "default";

@@ -12,6 +12,7 @@ use super::{AckReport, PublisherConfig, SendKind, Shared};
 use crate::clock;
 use crate::histogram::Recorder;
 use crate::ledger::{Event, LedgerShard};
+use crate::tally::Tally;
 
 #[derive(Deserialize)]
 struct PubAckWire {
@@ -151,16 +152,8 @@ pub(super) async fn read_acks(
         from_intended: Recorder::with_intervals(),
         from_sent: Recorder::with_intervals(),
         // Indexed by stream sequence, which all publishers share.
-        ledger: LedgerShard::with_capacity(
-            config.schedule.total_messages,
-            &[Event::Persisted, Event::Duplicate],
-        ),
-        stored_by_message: Vec::with_capacity(
-            config
-                .schedule
-                .total_messages
-                .div_ceil(config.schedule.stride) as usize,
-        ),
+        ledger: LedgerShard::new(),
+        stored_by_message: Tally::new(),
     };
     let mut last_response_ns = 0u64;
     loop {
@@ -245,12 +238,9 @@ pub(super) async fn read_acks(
                 );
                 if let Some(slot) = slot {
                     if !duplicate {
-                        let m = slot.message.load(Ordering::Relaxed) as usize;
-                        let counts = &mut report.stored_by_message;
-                        if m >= counts.len() {
-                            counts.resize((m + 1).max(counts.len() * 2), 0);
-                        }
-                        counts[m] = counts[m].saturating_add(1);
+                        report
+                            .stored_by_message
+                            .mark(slot.message.load(Ordering::Relaxed));
                     }
                     let intended = slot.intended.load(Ordering::Relaxed);
                     let sent = slot.sent.load(Ordering::Relaxed);

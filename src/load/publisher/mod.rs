@@ -45,6 +45,7 @@ use crate::histogram::Recorder;
 use crate::ledger::LedgerShard;
 use crate::profile::{MsgId, SizePlan};
 use crate::schedule::{Pacer, Schedule};
+use crate::tally::Tally;
 use crate::timeline::Timeline;
 use acks::read_acks;
 pub use message::{IdBuilder, MessageBuilder};
@@ -173,7 +174,7 @@ pub struct AckReport {
     pub ledger: LedgerShard,
     /// Per message number, how many times a PubAck confirmed it stored
     /// (once, or twice after a late retry): what a read-back must find.
-    pub stored_by_message: Vec<u8>,
+    pub stored_by_message: Tally,
 }
 
 /// What a send was, recorded for the PubAck reader.
