@@ -3,7 +3,7 @@
 //!
 //! A plain vector of counters costs its width per message forever: at two
 //! bytes a counter and several counters per message, 50 million messages
-//! would hold hundreds of megabytes. Here indexes live in chunks of 65,536.
+//! would hold hundreds of megabytes. Here indexes live in chunks of 4,096.
 //! The chunk an index lands in is a dense vector while it fills (marking is
 //! an increment, no allocation); once the writer has moved two chunks past
 //! it, it is sealed into the smallest form that says the same thing:
@@ -20,12 +20,15 @@
 //! redelivery long after its first delivery) opens it again; it is sealed
 //! again the next time the writer reaches a new chunk.
 
-const CHUNK_BITS: u32 = 16;
+/// 4,096 indexes a chunk: a dense chunk is 8 KB, small enough that a short
+/// run's open chunks cost little and a late mark reopens cheaply, and the
+/// table of chunks costs a few bytes per thousand indexes.
+const CHUNK_BITS: u32 = 12;
 const CHUNK: usize = 1 << CHUNK_BITS;
 const WORDS: usize = CHUNK / 64;
 /// A sealed chunk keeps at most this many differing indexes as a list;
 /// beyond it a bitmap or the dense vector is smaller.
-const MAX_EXCEPTIONS: usize = 256;
+const MAX_EXCEPTIONS: usize = 64;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Chunk {
@@ -126,7 +129,7 @@ impl Tally {
     }
 
     /// Adds one to `index`'s count. Allocation-free except when a chunk
-    /// opens (once per 65,536 indexes written in order).
+    /// opens (once per 4,096 indexes written in order).
     #[inline]
     pub fn mark(&mut self, index: u64) {
         let (c, offset) = split(index);
