@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::{Result, anyhow};
+use anyhow::{Context, Result, anyhow};
 use async_nats::{Client, ConnectErrorKind, ConnectOptions, ServerAddr, jetstream};
 use serde::{Deserialize, Serialize};
 
@@ -372,6 +372,17 @@ impl ConnectSettings {
     /// Opens one connection named `<name> <role>`; fails within the connect
     /// timeout when no server answers, and says plainly when the server
     /// refused the credentials or the certificate.
+    /// Connects with the connection's task on `runtime`: its socket I/O
+    /// then runs (and is counted) on that runtime's threads, not the
+    /// caller's.
+    pub async fn connect_on(&self, runtime: &tokio::runtime::Handle, role: &str) -> Result<Client> {
+        let (settings, role) = (self.clone(), role.to_string());
+        runtime
+            .spawn(async move { settings.connect(&role).await })
+            .await
+            .context("joining a connect task")?
+    }
+
     pub async fn connect(&self, role: &str) -> Result<Client> {
         let options = self.options(role)?;
         let servers = self.servers.clone();

@@ -13,7 +13,12 @@ use std::time::{Duration, Instant};
 
 /// User plus system CPU time of a process, from /proc/<pid>/stat.
 pub fn process_cpu_time(pid: u32) -> Option<Duration> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat_cpu_time(&format!("/proc/{pid}/stat"))
+}
+
+/// User plus system CPU time from a process's or thread's stat file.
+fn stat_cpu_time(path: &str) -> Option<Duration> {
+    let stat = std::fs::read_to_string(path).ok()?;
     // The command name (field 2) may contain spaces; fields after it are plain.
     let rest = &stat[stat.rfind(')')? + 2..];
     let fields: Vec<&str> = rest.split(' ').collect();
@@ -38,6 +43,88 @@ pub fn own_cpu_time() -> Duration {
     let usage = own_rusage();
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1_000);
     tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// CPU time the calling thread has used, in nanoseconds' resolution: a
+/// publisher's sending thread reads it as it ends, since a thread that
+/// has ended can no longer be read from /proc.
+pub fn this_thread_cpu() -> Duration {
+    // SAFETY: clock_gettime writes into the struct we own.
+    let ts = unsafe {
+        let mut ts: libc::timespec = std::mem::zeroed();
+        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts);
+        ts
+    };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// CPU time used so far by this process's threads whose names start with
+/// `prefix` (the runtimes of [`crate::runtimes`]), from each thread's
+/// schedstat (nanoseconds), or its stat ticks where schedstat is missing.
+pub fn threads_cpu(prefix: &str) -> Duration {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Duration::ZERO;
+    };
+    tasks
+        .filter_map(|t| t.ok())
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm"))
+                .is_ok_and(|name| name.trim_end().starts_with(prefix))
+        })
+        .filter_map(|t| {
+            let on_cpu = std::fs::read_to_string(t.path().join("schedstat"))
+                .ok()
+                .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+                .map(Duration::from_nanos);
+            on_cpu.or_else(|| {
+                let tid = t.file_name().to_str()?.parse::<u32>().ok()?;
+                stat_cpu_time(&format!("/proc/self/task/{tid}/stat"))
+            })
+        })
+        .sum()
+}
+
+/// The client's CPU over a variant: the whole process, and the threads of
+/// the publish and consume runtimes apart (publishers' sending threads
+/// report their own, see [`this_thread_cpu`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ClientCpu {
+    pub process: Duration,
+    pub publish_io: Duration,
+    pub consume: Duration,
+}
+
+impl ClientCpu {
+    /// The CPU used so far, to subtract a later reading from.
+    pub fn now() -> ClientCpu {
+        ClientCpu {
+            process: own_cpu_time(),
+            publish_io: threads_cpu(crate::runtimes::PUBLISH_THREADS),
+            consume: threads_cpu(crate::runtimes::CONSUME_THREADS),
+        }
+    }
+
+    pub fn total(&self) -> Duration {
+        self.process
+    }
+
+    /// What was used since `start`.
+    pub fn since(start: ClientCpu) -> ClientCpu {
+        let now = ClientCpu::now();
+        ClientCpu {
+            process: now.process.saturating_sub(start.process),
+            publish_io: now.publish_io.saturating_sub(start.publish_io),
+            consume: now.consume.saturating_sub(start.consume),
+        }
+    }
+}
+
+impl std::ops::AddAssign for ClientCpu {
+    fn add_assign(&mut self, other: ClientCpu) {
+        self.process += other.process;
+        self.publish_io += other.publish_io;
+        self.consume += other.consume;
+    }
 }
 
 /// The most memory this process has held resident so far (its high-water
@@ -271,7 +358,14 @@ pub struct VarzSampler {
     stop: Arc<AtomicBool>,
     /// Integrated CPU nanoseconds; `u64::MAX` once a sample failed.
     total_ns: Arc<AtomicU64>,
-    thread: std::thread::JoinHandle<()>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// A meter dropped unread (its variant failed) stops its thread too.
+impl Drop for VarzSampler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
 }
 
 impl VarzSampler {
@@ -303,14 +397,16 @@ impl VarzSampler {
         VarzSampler {
             stop,
             total_ns,
-            thread,
+            thread: Some(thread),
         }
     }
 
     /// Stops sampling; the last interval is closed by one more sample.
-    fn stop(self) -> Option<Duration> {
+    fn stop(mut self) -> Option<Duration> {
         self.stop.store(true, Ordering::Relaxed);
-        let _ = self.thread.join();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
         let ns = self.total_ns.load(Ordering::Relaxed);
         (ns != u64::MAX).then(|| Duration::from_nanos(ns))
     }

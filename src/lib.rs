@@ -62,6 +62,7 @@ pub mod replay;
 pub mod report;
 pub mod results;
 pub mod run;
+pub mod runtimes;
 pub mod scenario;
 pub mod schedule;
 pub mod secret;

@@ -20,6 +20,9 @@ impl Variant<'_> {
         drained: Drained,
     ) -> Result<DriveOutcome> {
         let (ctx, share) = (self.ctx, self.share);
+        // The drain is over: what the variant cost both sides ends here.
+        let mut client_cpu = crate::cpu::ClientCpu::since(published.meters.client_cpu_start);
+        let server_cpu = published.meters.server_cpu.stop();
         let samples = match self.sampler {
             Some(s) => s.finish().await,
             None => Vec::new(),
@@ -33,8 +36,6 @@ impl Variant<'_> {
         let Published {
             mut sends,
             mut acks,
-            mut client_cpu,
-            server_cpu,
             fault,
             pause,
             ..

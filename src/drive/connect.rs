@@ -2,8 +2,6 @@
 //! before anything is timed, so a slow connect never eats into the
 //! schedule; the CPU meters start just before the publishers connect.
 
-use std::time::Duration;
-
 use anyhow::Result;
 use futures::future::join_all;
 use tokio_util::sync::CancellationToken;
@@ -29,7 +27,7 @@ pub(super) struct Connected {
 /// CPU meters, started before the publishers connect and read when the
 /// last one has finished.
 pub(super) struct Meters {
-    pub client_cpu_start: Duration,
+    pub client_cpu_start: cpu::ClientCpu,
     pub server_cpu: CpuMeter,
 }
 
@@ -45,12 +43,11 @@ pub(super) async fn connect(
         None => spec.messages(),
     };
 
-    let consumer_clients = join_all(
-        share
-            .consumers
-            .iter()
-            .map(|i| async move { ctx.connect.connect(&format!("consumer-{i}")).await }),
-    )
+    let consumer_clients = join_all(share.consumers.iter().map(|i| async move {
+        ctx.connect
+            .connect_on(crate::runtimes::consume(), &format!("consumer-{i}"))
+            .await
+    }))
     .await
     .into_iter()
     .collect::<Result<Vec<_>>>()?;
@@ -62,7 +59,7 @@ pub(super) async fn connect(
         late_margin: late_retry_margin(spec.publish.duplicate_window),
     };
     let meters = Meters {
-        client_cpu_start: cpu::own_cpu_time(),
+        client_cpu_start: cpu::ClientCpu::now(),
         server_cpu: ctx.server_cpu.start(),
     };
     let publish_stop = ctx.stop.child_token();

@@ -74,7 +74,10 @@ impl CrashState {
         .map(|s| s.num_ack_pending as u64);
         let rebind_at = clock::instant_at(crash.at_ns + self.plan.rebind_after.as_nanos() as u64);
         tokio::time::sleep_until(rebind_at.into()).await;
-        let client = ctx.connect.connect("consumer-rebound").await?;
+        let client = ctx
+            .connect
+            .connect_on(crate::runtimes::consume(), "consumer-rebound")
+            .await?;
         let index = progress.len() - 1;
         let rebound_ns = clock::now_ns();
         tasks.push(launcher.spawn(client, index, progress[index].clone(), None));

@@ -149,9 +149,11 @@ pub async fn drive_fanout(ctx: &RunContext, spec: &FanoutSpec) -> Result<FanoutO
 
     // Connect.
     let connections = spec.connections.min(durables.len()).max(1);
-    let clients = join_all(
-        (0..connections).map(|i| async move { ctx.connect.connect(&format!("fanout-{i}")).await }),
-    )
+    let clients = join_all((0..connections).map(|i| async move {
+        ctx.connect
+            .connect_on(crate::runtimes::consume(), &format!("fanout-{i}"))
+            .await
+    }))
     .await
     .into_iter()
     .collect::<Result<Vec<_>>>()?;
@@ -208,7 +210,7 @@ pub async fn drive_fanout(ctx: &RunContext, spec: &FanoutSpec) -> Result<FanoutO
     let bind_time = binding.elapsed();
 
     // Publishers, connected and waiting for the clock.
-    let client_cpu_start = cpu::own_cpu_time();
+    let client_cpu_start = cpu::ClientCpu::now();
     let server_cpu = ctx.server_cpu.start();
     let publish_stop = ctx.stop.child_token();
     let publishers =
@@ -250,7 +252,7 @@ pub async fn drive_fanout(ctx: &RunContext, spec: &FanoutSpec) -> Result<FanoutO
         .map(|(k, (config, bound))| {
             config.record_from_ns = record_from_ns;
             config.timeline_origin_ns = t0_ns;
-            tokio::spawn(consume::run_bound(
+            crate::runtimes::consume().spawn(consume::run_bound(
                 clients[k % connections].clone(),
                 bound,
                 config.clone(),
@@ -297,8 +299,6 @@ pub async fn drive_fanout(ctx: &RunContext, spec: &FanoutSpec) -> Result<FanoutO
             }
         }
     };
-    let client_cpu = cpu::own_cpu_time().saturating_sub(client_cpu_start);
-    let server_cpu = server_cpu.stop();
     let (sends, acks) = reports(results)?;
 
     // Drain: each durable until it has finished what its filter selected.
@@ -438,8 +438,9 @@ pub async fn drive_fanout(ctx: &RunContext, spec: &FanoutSpec) -> Result<FanoutO
         sum.publish_errors += c.publish_errors;
         sum.refused_by_limit += c.refused_by_limit;
     }
-    publish.client_cpu = client_cpu;
-    publish.server_cpu = server_cpu;
+    // From the publishers' connect to the end of the drain.
+    publish.client_cpu = cpu::ClientCpu::since(client_cpu_start);
+    publish.server_cpu = server_cpu.stop();
     publish.telemetry = telemetry;
     publish.interrupted = ctx.stop.is_cancelled();
     publish.drained = drained;

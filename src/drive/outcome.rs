@@ -116,8 +116,10 @@ pub struct DriveOutcome {
     pub fault: Option<FaultOutcome>,
     /// The planned consumer pause, when there was one.
     pub pause: Option<PauseOutcome>,
-    /// CPU jsbench used from the start of publishing to the last PubAck.
-    pub client_cpu: Duration,
+    /// CPU jsbench used from the publishers' connect to the end of the
+    /// drain (every process's, in a run with workers): everything a
+    /// message cost this side, its delivery and ack included.
+    pub client_cpu: crate::cpu::ClientCpu,
     /// CPU the server used over the same span, when it can be measured.
     pub server_cpu: Option<Duration>,
     pub interrupted: bool,
@@ -520,7 +522,7 @@ pub(super) fn merge(
         crash: None,
         fault: None,
         pause: None,
-        client_cpu: Duration::ZERO,
+        client_cpu: Default::default(),
         server_cpu: None,
         interrupted: false,
         errors: Vec::new(),

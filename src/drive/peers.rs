@@ -57,7 +57,7 @@ pub struct PeerPart {
     pub publishers: Vec<PublisherPart>,
     pub consumers: Vec<ConsumerReport>,
     pub errors: Vec<String>,
-    pub client_cpu: Duration,
+    pub client_cpu: crate::cpu::ClientCpu,
 }
 
 /// This process's own task reports, once its phases are done.

@@ -15,7 +15,6 @@ use super::connect::Meters;
 use super::start::ClientProgress;
 use super::{ConsumerSample, ConsumerState, FaultOutcome, PauseOutcome, Peers, Variant, fault};
 use crate::clock;
-use crate::cpu;
 use crate::load::{AckReport, Publisher, PublisherProgress, SendReport};
 
 /// What the publish phase leaves: every publisher's reports, what was
@@ -30,10 +29,8 @@ pub(super) struct Published {
     pub stored: u64,
     /// When this process (and, leading, every process) had published.
     pub end: Instant,
-    /// CPU jsbench used from the start of publishing to the last PubAck.
-    pub client_cpu: Duration,
-    /// CPU the server used over the same span, when it can be measured.
-    pub server_cpu: Option<Duration>,
+    /// Read once the drain has ended too.
+    pub meters: Meters,
     /// The planned server kill, when there was one.
     pub fault: Option<FaultOutcome>,
     /// The planned consumer pause, when there was one.
@@ -77,8 +74,6 @@ impl Variant<'_> {
                 _ = tick.tick() => self.tick(peers, &mut pace, &publish_stop, (&mut fault, &mut pause)).await?,
             }
         };
-        let client_cpu = cpu::own_cpu_time().saturating_sub(meters.client_cpu_start);
-        let server_cpu = meters.server_cpu.stop();
         let (sends, acks) = reports(results)?;
         let local_stored = acks
             .iter()
@@ -98,8 +93,7 @@ impl Variant<'_> {
             local_stored,
             stored: self.spec.preloaded + local_stored + peer_stored,
             end: Instant::now(),
-            client_cpu,
-            server_cpu,
+            meters,
             fault,
             pause,
         })

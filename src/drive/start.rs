@@ -200,7 +200,7 @@ impl Launcher {
         // The client moves into the task: when the task ends, its
         // connection closes, which is what a crash must do.
         if self.spec.core {
-            return tokio::spawn(consume::core::run(
+            return crate::runtimes::consume().spawn(consume::core::run(
                 client,
                 self.subject.clone(),
                 config,
@@ -208,6 +208,6 @@ impl Launcher {
                 self.stop.clone(),
             ));
         }
-        tokio::spawn(consume::run(client, config, progress, self.stop.clone()))
+        crate::runtimes::consume().spawn(consume::run(client, config, progress, self.stop.clone()))
     }
 }

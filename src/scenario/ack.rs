@@ -243,6 +243,8 @@ async fn variant(
     r.timelines
         .insert("delivered".into(), outcome.delivered_timeline.clone());
     r.warnings.extend(outcome.errors.iter().cloned());
+    checks::server_figures(&outcome, r);
+    checks::client_figures(&outcome, r);
 
     let cause = attribution.as_ref().and_then(|a| a.cause.as_deref());
     verify(&counts, &ledger, mode, cause, &outcome, r);

@@ -395,10 +395,90 @@ pub fn ledger_cost(o: &DriveOutcome, r: &mut VariantResult) {
     ));
 }
 
-/// The client's side of a variant: what its ledgers and its memory cost.
+/// The client's side of a variant: what its CPU, its ledgers and its
+/// memory cost.
 pub fn client_figures(o: &DriveOutcome, r: &mut VariantResult) {
+    cpu_figures(o, r);
     ledger_cost(o, r);
     client_memory(o, r);
+}
+
+/// CPU per message on each side of the wire, from the publishers' connect
+/// to the end of the drain: the client's whole process, its publishers
+/// (their sending threads and the publish runtime's connection I/O and
+/// PubAck readers) and its consumers (the consume runtime) apart, and the
+/// server's. A message is one stored, or in a variant that only reads,
+/// one read. A scenario that already reported its own client or server
+/// figure keeps it. When the client spends more per message than the
+/// server, the load generator may be what limits the figures: a warning
+/// says so.
+pub fn cpu_figures(o: &DriveOutcome, r: &mut VariantResult) {
+    let messages = if o.counts.persisted > 0 {
+        o.counts.persisted
+    } else {
+        o.counts.delivered
+    };
+    let senders: Duration = o.sends.iter().map(|s| s.thread_cpu).sum();
+    let split = CpuSplit {
+        client: o.client_cpu.total(),
+        publisher: (!o.sends.is_empty()).then_some(senders + o.client_cpu.publish_io),
+        consumer: (!o.consumers.is_empty()).then_some(o.client_cpu.consume),
+        server: o.server_cpu,
+    };
+    cpu_per_message(&split, messages, r);
+}
+
+/// CPU a variant used, each side's from the same window.
+pub struct CpuSplit {
+    /// The whole client process.
+    pub client: Duration,
+    /// Its publishers, when the variant has any.
+    pub publisher: Option<Duration>,
+    /// Its consumers, when the variant has any.
+    pub consumer: Option<Duration>,
+    /// The server, when it can be read.
+    pub server: Option<Duration>,
+}
+
+/// Reports `split` per message (µs), the client's share of a message's
+/// CPU, and the warning when the client spends more than the server.
+/// Figures a scenario already reported stay as they are.
+pub fn cpu_per_message(split: &CpuSplit, messages: u64, r: &mut VariantResult) {
+    use crate::metrics::{Direction, Metric};
+    if messages == 0 {
+        return;
+    }
+    let per_message = |d: Duration| d.as_secs_f64() * 1e6 / messages as f64;
+    for (name, cpu) in [
+        ("client_cpu_per_msg", Some(split.client)),
+        ("publisher_cpu_per_msg", split.publisher),
+        ("consumer_cpu_per_msg", split.consumer),
+        ("server_cpu_per_msg", split.server),
+    ] {
+        if let Some(cpu) = cpu
+            && !r.metrics.iter().any(|m| m.name == name)
+        {
+            r.metrics
+                .push(Metric::new(name, "us", per_message(cpu), Direction::Lower));
+        }
+    }
+    let value = |name: &str| r.metrics.iter().find(|m| m.name == name).map(|m| m.value);
+    if let (Some(client), Some(server)) = (value("client_cpu_per_msg"), value("server_cpu_per_msg"))
+        && client + server > 0.0
+    {
+        r.metrics.push(Metric::new(
+            "client_cpu_share",
+            "ratio",
+            client / (client + server),
+            Direction::None,
+        ));
+        if client > server {
+            r.warnings.push(format!(
+                "the client used more CPU per message ({client:.1} µs) than the server \
+                 ({server:.1} µs): the load generator may be the limit"
+            ));
+        }
+    }
 }
 
 /// Share of a variant's messages taken as the client's warm-up before its

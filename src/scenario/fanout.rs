@@ -430,7 +430,7 @@ fn measure(o: &FanoutOutcome, p: &Provisioned, spec: &FanoutSpec, r: &mut Varian
         r.metrics.push(metric(
             "client_cpu_per_delivery",
             "us",
-            publish.client_cpu.as_secs_f64() * 1e6 / counts.deliveries as f64,
+            publish.client_cpu.total().as_secs_f64() * 1e6 / counts.deliveries as f64,
             Direction::Lower,
         ));
     }

@@ -265,14 +265,6 @@ fn measure(o: &DriveOutcome, rate: u64, r: &mut VariantResult) {
     r.ledger = o.counts;
     checks::server_figures(o, r);
     checks::client_figures(o, r);
-    if o.counts.persisted > 0 {
-        r.metrics.push(Metric::new(
-            "client_cpu_per_msg",
-            "us",
-            o.client_cpu.as_secs_f64() * 1e6 / o.counts.persisted as f64,
-            Direction::Lower,
-        ));
-    }
     r.timelines
         .insert("published".into(), o.published_timeline.clone());
     r.timelines

@@ -340,7 +340,7 @@ fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) -> Figu
         r.metrics.extend(latency_metrics(name, &recorder.summary()));
         r.histograms.push((name.to_string(), recorder.clone()));
     }
-    let client_us = per_message_us(o.client_cpu, sent);
+    let client_us = per_message_us(o.client_cpu.total(), sent);
     let server_us = o.server_cpu.map(|c| per_message_us(c, sent));
     r.metrics.push(Metric::new(
         "client_cpu_per_msg",
@@ -352,6 +352,7 @@ fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) -> Figu
         r.metrics
             .push(Metric::new("server_cpu_per_msg", "us", s, Direction::Lower));
     }
+    super::checks::client_figures(o, r);
     let retries = o.sends_sum(|s| s.retries);
     let late = o.sends_sum(|s| s.late_retries);
     r.metrics.push(count("duplicates_injected", retries));

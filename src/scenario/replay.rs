@@ -426,7 +426,9 @@ async fn replay_variant(
             },
     };
 
-    // Drive.
+    // Drive, metering both sides' CPU over the whole read.
+    let client_start = crate::cpu::ClientCpu::now();
+    let server_meter = ctx.server_cpu.start();
     let (log, live) = match v.live {
         Live::No => (
             read::replay(&t.client, &t.js, spec, ctx.stop.clone()).await?,
@@ -476,6 +478,19 @@ async fn replay_variant(
     };
 
     // Measure and verify.
+    let client = crate::cpu::ClientCpu::since(client_start).total();
+    // The reader runs on the run's own runtime: what the live publishers
+    // (if any) did not use is the reading's.
+    let publisher = live
+        .as_ref()
+        .map(|o| o.sends.iter().map(|s| s.thread_cpu).sum::<Duration>() + o.client_cpu.publish_io);
+    let split = super::checks::CpuSplit {
+        client,
+        publisher,
+        consumer: Some(client.saturating_sub(publisher.unwrap_or_default())),
+        server: server_meter.stop(),
+    };
+    super::checks::cpu_per_message(&split, log.deliveries.len() as u64, r);
     r.param("selected", expected.len());
     r.param("recording_messages", recording.len());
     measure(&v, &log, live.as_ref(), r);

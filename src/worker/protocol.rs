@@ -9,8 +9,6 @@
 //! something goes wrong), except a worker's results, which are deflated
 //! JSON sent in chunks that fit the server's max_payload.
 
-use std::time::Duration;
-
 use serde::{Deserialize, Serialize};
 
 use crate::consume::ConsumerReport;
@@ -186,7 +184,7 @@ pub struct PartReport {
     pub publishers: Vec<PublisherPart>,
     pub consumers: Vec<ConsumerReport>,
     pub errors: Vec<String>,
-    pub client_cpu: Duration,
+    pub client_cpu: crate::cpu::ClientCpu,
     /// This part's own ledger counts, for the per-process table.
     pub counts: super::merge::PartCounts,
 }

@@ -120,6 +120,10 @@ pub struct SendReport {
     pub interrupted: bool,
     /// Actual send time minus intended send time: the generator's own lag.
     pub send_lag: Recorder,
+    /// CPU the sending thread used over its life (with, when they share
+    /// its thread, the PubAck reader and the connection).
+    #[serde(default)]
+    pub thread_cpu: Duration,
     pub timeline: Timeline,
     pub first_sent_ns: u64,
     pub last_sent_ns: u64,
@@ -339,10 +343,10 @@ impl Publisher {
         let mut ready = None;
         let mut reader = None;
         if placement != Placement::AllOnThread {
-            let client = connect.connect(role).await?;
+            let client = connect.connect_on(crate::runtimes::publish(), role).await?;
             let (inbox, subscription) = subscribe_acks(&client).await?;
             let local = if placement == Placement::Apart {
-                reader = Some(tokio::spawn(read_acks(
+                reader = Some(crate::runtimes::publish().spawn(read_acks(
                     subscription,
                     shared.clone(),
                     config.clone(),
@@ -402,6 +406,10 @@ impl Publisher {
                     let acks = match reader {
                         Some(reader) => reader.await.ok(),
                         None => None,
+                    };
+                    let sends = SendReport {
+                        thread_cpu: crate::cpu::this_thread_cpu(),
+                        ..sends
                     };
                     Some((sends, acks))
                 })

@@ -58,6 +58,7 @@ pub(super) async fn send_all(
         stalled: None,
         interrupted: false,
         send_lag: Recorder::with_intervals(),
+        thread_cpu: Duration::ZERO,
         timeline: Timeline::per_second(config.timeline_origin_ns),
         first_sent_ns: 0,
         last_sent_ns: 0,
