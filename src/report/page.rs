@@ -34,6 +34,7 @@ h3 { margin-top: 1.4em; }
 table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
 th, td { border: 1px solid #d0d0d0; padding: 3px 8px; text-align: left; vertical-align: top; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.warn { background: #fff3cd; }
 th { background: #f2f2f2; }
 .banner { padding: 14px 18px; margin: 16px 0; border-radius: 4px; font-size: 1.3em; font-weight: bold; }
 .verdict-passed { background: #e3f4e8; border: 2px solid #2e7d32; color: #1b5e20; }
@@ -402,6 +403,7 @@ fn scenario_section(
                 }
             }
         }
+        cpu_table(h, variants);
         metrics_table(h, variants);
         ledger_table(h, variants);
         params_table(h, variants);
@@ -517,6 +519,55 @@ fn metrics_table(h: &mut Html, variants: &[VariantReport]) {
                         })
                         .unwrap_or_else(|| "–".into());
                     h.text_el("td", &[("class", "num")], &cell);
+                }
+            });
+        }
+    });
+}
+
+/// Who paid for a message: the client's CPU per message (publishers and
+/// consumers apart) beside the server's, and the client's share of the
+/// two. A share above one half means the load generator worked harder
+/// than the server it measured.
+fn cpu_table(h: &mut Html, variants: &[VariantReport]) {
+    const ROWS: [(&str, &str); 5] = [
+        ("client share of a message's CPU", "client_cpu_share"),
+        ("client, whole process (µs/msg)", "client_cpu_per_msg"),
+        ("of which publishers (µs/msg)", "publisher_cpu_per_msg"),
+        ("of which consumers (µs/msg)", "consumer_cpu_per_msg"),
+        ("server (µs/msg)", "server_cpu_per_msg"),
+    ];
+    if !variants
+        .iter()
+        .any(|v| v.metric("client_cpu_share").is_some())
+    {
+        return;
+    }
+    h.text_el("h3", &[], "CPU per message: client and server");
+    h.el("table", &[("class", "metrics cpu")], |h| {
+        header_row(h, "CPU", variants);
+        for (label, name) in ROWS {
+            h.el("tr", &[], |h| {
+                h.text_el("th", &[], label);
+                for v in variants {
+                    let cell = v.metric(name).map_or_else(
+                        || "–".into(),
+                        |m| {
+                            if name == "client_cpu_share" {
+                                format!("{:.0}%", m.value * 100.0)
+                            } else {
+                                format!("{:.2}", m.value)
+                            }
+                        },
+                    );
+                    let class = if name == "client_cpu_share"
+                        && v.metric(name).is_some_and(|m| m.value > 0.5)
+                    {
+                        "num warn"
+                    } else {
+                        "num"
+                    };
+                    h.text_el("td", &[("class", class)], &cell);
                 }
             });
         }
