@@ -349,6 +349,17 @@ struct RunArgs {
     #[arg(long, value_enum, default_value = "auto")]
     progress: ProgressArg,
 
+    /// Worker threads for publishers' connections and PubAck readers (each
+    /// publisher also sends from a thread of its own); default one per core.
+    /// See docs/sizing.md
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256), help_heading = "Threads")]
+    publisher_threads: Option<u16>,
+
+    /// Worker threads for consumer clients, their connections and handlers;
+    /// default one per core
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256), help_heading = "Threads")]
+    consumer_threads: Option<u16>,
+
     /// Wait for N `jsbench worker` processes and split every variant's publishers and
     /// consumer clients among them and this process (needs a profile with several of each)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64), help_heading = "Workers")]
@@ -485,6 +496,13 @@ fn dispatch(cli: Cli) -> Result<i32> {
                     ProgressArg::Never => ProgressMode::Never,
                 },
             };
+            if args.publisher_threads.is_some() || args.consumer_threads.is_some() {
+                let (publish, consume) = crate::runtimes::threads_default();
+                crate::runtimes::set_threads(
+                    args.publisher_threads.map_or(publish, usize::from),
+                    args.consumer_threads.map_or(consume, usize::from),
+                );
+            }
             let runtime = runtime()?;
             let stop = CancellationToken::new();
             let interrupts = Interrupts::register(&runtime)?;

@@ -185,6 +185,8 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
                 repeat: profile.repeat,
                 workers: Vec::new(),
                 peak_rss: None,
+                ledger_bytes_per_msg: None,
+                client_threads: None,
             };
             let mut writer = ResultsWriter::create(&options.out, run_meta)?;
             let lost_before = match &workers {
@@ -302,6 +304,14 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
             let summary = writer.summary_mut();
             summary.run.finished_at = Some(rfc3339(time::OffsetDateTime::now_utc()));
             summary.run.peak_rss = Some(crate::cpu::own_peak_rss());
+            summary.run.ledger_bytes_per_msg = summary
+                .scenarios
+                .iter()
+                .flat_map(|s| &s.variants)
+                .filter_map(|v| v.metric("ledger_bytes_per_msg"))
+                .map(|m| m.value)
+                .reduce(f64::max);
+            summary.run.client_threads = Some(crate::runtimes::threads());
             summary.run.kept_streams = ctx.provisioner.created();
             summary.run.server.log_problems = target.log_problems();
             if target.is_external() {

@@ -52,6 +52,14 @@ pub struct RunMetadata {
     /// invocation included).
     #[serde(default)]
     pub peak_rss: Option<u64>,
+    /// The largest ledger cost of any variant, bytes per message (each
+    /// variant's own is its `ledger_bytes_per_msg` metric).
+    #[serde(default)]
+    pub ledger_bytes_per_msg: Option<f64>,
+    /// Worker threads of the publish and consume runtimes
+    /// (`--publisher-threads`, `--consumer-threads`).
+    #[serde(default)]
+    pub client_threads: Option<(usize, usize)>,
 }
 
 fn one() -> usize {
