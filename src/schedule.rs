@@ -117,19 +117,39 @@ impl Pacer {
     }
 
     /// Blocks the calling thread until `deadline_ns` (on [`crate::clock`]);
-    /// returns at once when the deadline has passed.
+    /// returns at once when the deadline has passed. Returns the clock
+    /// reading that found the deadline reached, which is the send time: a
+    /// second read right after would only add its own cost.
     #[inline]
-    pub fn wait_until(&self, deadline_ns: u64) {
+    pub fn wait_until(&self, deadline_ns: u64) -> u64 {
         let now = clock::now_ns();
         if now >= deadline_ns {
-            return;
+            return now;
         }
         let remaining = deadline_ns - now;
         if remaining > self.spin_ns {
             std::thread::sleep(Duration::from_nanos(remaining - self.spin_ns));
         }
-        while clock::now_ns() < deadline_ns {
+        loop {
+            let now = clock::now_ns();
+            if now >= deadline_ns {
+                return now;
+            }
             std::hint::spin_loop();
+        }
+    }
+
+    /// Waits for a message's intended time, if it has one, and returns
+    /// `(intended, sent)`. Unpaced (`None`), the loop is closed: the
+    /// intended time is the send time, so one clock read gives both.
+    #[inline]
+    pub fn send_at(&self, intended_ns: Option<u64>) -> (u64, u64) {
+        match intended_ns {
+            Some(t) => (t, self.wait_until(t)),
+            None => {
+                let now = clock::now_ns();
+                (now, now)
+            }
         }
     }
 }
@@ -221,8 +241,9 @@ mod tests {
         let pacer = Pacer::new(Some(Duration::from_micros(500)));
         for _ in 0..20 {
             let deadline = clock::now_ns() + 300_000;
-            pacer.wait_until(deadline);
-            assert!(clock::now_ns() >= deadline);
+            let woke = pacer.wait_until(deadline);
+            assert!(woke >= deadline);
+            assert!(clock::now_ns() >= woke);
         }
     }
 }

@@ -47,7 +47,7 @@ use crate::profile::{MsgId, SizePlan};
 use crate::schedule::{Pacer, Schedule};
 use crate::timeline::Timeline;
 use acks::read_acks;
-pub use message::{IdBuilder, MessageBuilder};
+pub use message::{Composer, IdBuilder, MessageBuilder, Outgoing};
 use send::send_all;
 
 #[derive(Debug, Clone)]
