@@ -75,6 +75,9 @@ pub struct PublisherConfig {
     /// the same Nats-Msg-Id (as a publisher that lost its PubAck to a
     /// server crash would); `None` never resends.
     pub resend_after: Option<Duration>,
+    /// How often a paced sender wakes to send what is due; `None` by the
+    /// rate (see [`crate::schedule::Pacer::for_schedule`]).
+    pub wake_every: Option<Duration>,
 }
 
 /// Which sends retry an earlier message.

@@ -27,7 +27,7 @@ pub(super) async fn send_all(
     stop: CancellationToken,
 ) -> SendReport {
     let schedule = config.schedule;
-    let pacer = Pacer::new(schedule.interval());
+    let pacer = Pacer::for_schedule(schedule.interval(), config.wake_every, schedule.t0_ns);
     let subjects: Vec<Subject> = config
         .subjects
         .iter()
