@@ -90,20 +90,91 @@ impl Schedule {
 /// tens of microseconds; the pacer sleeps until shortly before the deadline
 /// and spins the rest, but spins at most a tenth of the interval so that a
 /// fast publisher never burns a core the server needs.
+///
+/// Every wake-up costs the machine being measured: a sleep, a spin, and a
+/// wake of the client's connection task that then writes one message per
+/// syscall. With batching ([`Pacer::batched`]) the pacer wakes only on a
+/// grid of `wake_every` and sends, back to back, every message whose
+/// intended time has come; nothing is sent before its intended time, and the
+/// times stay absolute, so the wait for the next wake-up is charged to each
+/// message's send lag and to every latency measured from the intended time.
 #[derive(Debug, Clone, Copy)]
 pub struct Pacer {
     spin_ns: u64,
+    /// Wake-ups fall on `grid_origin_ns + n * wake_every_ns`; 0 wakes for
+    /// every message.
+    wake_every_ns: u64,
+    grid_origin_ns: u64,
 }
 
 /// Typical oversleep of a thread sleep on the machines this was measured on.
 const SLEEP_OVERSHOOT_NS: u64 = 60_000;
 
+/// The batching of `wake_every = "auto"` (see [`Pacer::for_schedule`]).
+pub const AUTO_WAKE_EVERY: Duration = Duration::from_nanos(SLEEP_OVERSHOOT_NS);
+
 impl Pacer {
+    /// A pacer that wakes for every message.
     pub fn new(interval: Option<Duration>) -> Self {
         let interval_ns = interval.map(|d| d.as_nanos() as u64).unwrap_or(0);
         Pacer {
             spin_ns: SLEEP_OVERSHOOT_NS.min(interval_ns / 10),
+            wake_every_ns: 0,
+            grid_origin_ns: 0,
         }
+    }
+
+    /// A pacer that wakes at most once per `wake_every` (on a grid from
+    /// `origin_ns`, the schedule's start) and never spins: the batch already
+    /// spends up to `wake_every` of precision, so a spin would buy nothing.
+    /// A `wake_every` of zero, or one no longer than the interval between
+    /// messages, wakes for every message as [`Pacer::new`] does.
+    pub fn batched(interval: Option<Duration>, wake_every: Duration, origin_ns: u64) -> Self {
+        let every = wake_every.as_nanos() as u64;
+        let interval_ns = interval.map_or(0, |d| d.as_nanos() as u64);
+        if every == 0 || every <= interval_ns {
+            return Pacer::new(interval);
+        }
+        Pacer {
+            spin_ns: 0,
+            wake_every_ns: every,
+            grid_origin_ns: origin_ns,
+        }
+    }
+
+    /// The pacer for a schedule with `interval` between this publisher's
+    /// messages: `wake_every` as a profile gives it, or by the rate when
+    /// `None`. The rule: wake for every message while the interval is at
+    /// least [`AUTO_WAKE_EVERY`]; below it a sleep cannot honour the
+    /// interval anyway (it oversleeps by about that much), so wake every
+    /// [`AUTO_WAKE_EVERY`] and send what is due, without the spin.
+    pub fn for_schedule(
+        interval: Option<Duration>,
+        wake_every: Option<Duration>,
+        origin_ns: u64,
+    ) -> Self {
+        let every = wake_every.unwrap_or(match interval {
+            Some(i) if i < AUTO_WAKE_EVERY => AUTO_WAKE_EVERY,
+            _ => Duration::ZERO,
+        });
+        Pacer::batched(interval, every, origin_ns)
+    }
+
+    /// Whether the pacer sends messages in batches.
+    pub fn batches(&self) -> bool {
+        self.wake_every_ns > 0
+    }
+
+    /// When the pacer wakes to send a message intended at `intended_ns`:
+    /// the message's own time without batching, else the first grid point
+    /// at or after it. Never before the intended time.
+    #[inline]
+    pub fn wake_for(&self, intended_ns: u64) -> u64 {
+        if self.wake_every_ns == 0 || intended_ns <= self.grid_origin_ns {
+            return intended_ns;
+        }
+        let since = intended_ns - self.grid_origin_ns;
+        self.grid_origin_ns + since.div_ceil(self.wake_every_ns) * self.wake_every_ns
     }
 
     /// Sets a 1 µs timer slack for the calling thread (Linux), so sleeps end
@@ -117,19 +188,56 @@ impl Pacer {
     }
 
     /// Blocks the calling thread until `deadline_ns` (on [`crate::clock`]);
-    /// returns at once when the deadline has passed.
+    /// returns at once when the deadline has passed. Returns the clock
+    /// reading that found the deadline reached, which is the send time: a
+    /// second read right after would only add its own cost.
     #[inline]
-    pub fn wait_until(&self, deadline_ns: u64) {
+    pub fn wait_until(&self, deadline_ns: u64) -> u64 {
         let now = clock::now_ns();
         if now >= deadline_ns {
-            return;
+            return now;
         }
         let remaining = deadline_ns - now;
         if remaining > self.spin_ns {
             std::thread::sleep(Duration::from_nanos(remaining - self.spin_ns));
         }
-        while clock::now_ns() < deadline_ns {
+        loop {
+            let now = clock::now_ns();
+            if now >= deadline_ns {
+                return now;
+            }
             std::hint::spin_loop();
+        }
+    }
+
+    /// What a batching pacer does at `now_ns` for a message intended at
+    /// `intended_ns`: `None` sends it now (it is due, and goes with the
+    /// current wake-up), `Some(t)` sleeps until the wake-up at `t` first.
+    #[inline]
+    pub fn wake_needed(&self, intended_ns: u64, now_ns: u64) -> Option<u64> {
+        (now_ns < intended_ns).then(|| self.wake_for(intended_ns))
+    }
+
+    /// Waits for a message's intended time, if it has one, and returns
+    /// `(intended, sent)`. Unpaced (`None`), the loop is closed: the
+    /// intended time is the send time, so one clock read gives both.
+    /// Batched, a message already due goes at once (it belongs to the
+    /// current wake-up); one not yet due waits for its grid point.
+    #[inline]
+    pub fn send_at(&self, intended_ns: Option<u64>) -> (u64, u64) {
+        match intended_ns {
+            Some(t) if self.wake_every_ns == 0 => (t, self.wait_until(t)),
+            Some(t) => {
+                let mut now = clock::now_ns();
+                while let Some(wake) = self.wake_needed(t, now) {
+                    now = self.wait_until(wake);
+                }
+                (t, now)
+            }
+            None => {
+                let now = clock::now_ns();
+                (now, now)
+            }
         }
     }
 }
@@ -215,14 +323,156 @@ mod tests {
         assert_eq!(times(1), [10, 500], "messages 1, 3");
     }
 
+    /// Drives `pacer` over `intended` on a simulated clock: a sleep ends
+    /// `oversleep` after its deadline and a send takes `send_cost`. Returns
+    /// each message's wake-up (0 before the first sleep) and send time.
+    fn simulate(
+        pacer: &Pacer,
+        intended: &[u64],
+        oversleep: u64,
+        send_cost: u64,
+    ) -> Vec<(u32, u64)> {
+        let (mut now, mut wake) = (0u64, 0u32);
+        intended
+            .iter()
+            .map(|&t| {
+                while let Some(deadline) = pacer.wake_needed(t, now) {
+                    assert!(deadline > now, "a wake-up is always ahead");
+                    now = deadline + oversleep;
+                    wake += 1;
+                }
+                let sent = (wake, now);
+                now += send_cost;
+                sent
+            })
+            .collect()
+    }
+
+    fn wakes(sends: &[(u32, u64)]) -> Vec<Vec<usize>> {
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        for (i, &(wake, _)) in sends.iter().enumerate() {
+            match groups.last_mut() {
+                Some(g) if sends[g[0]].0 == wake => g.push(i),
+                _ => groups.push(vec![i]),
+            }
+        }
+        groups
+    }
+
+    #[test]
+    fn a_wake_up_sends_every_message_due_and_nothing_early() {
+        // 20k msg/s (50 us apart), a wake-up every 200 us from t = 0.
+        let interval = Duration::from_micros(50);
+        let pacer = Pacer::batched(Some(interval), Duration::from_micros(200), 0);
+        assert!(pacer.batches());
+        let intended: Vec<u64> = (0..13).map(|j| j * 50_000).collect();
+        let sends = simulate(&pacer, &intended, 0, 0);
+        assert_eq!(
+            wakes(&sends),
+            [
+                vec![0],
+                vec![1, 2, 3, 4],
+                vec![5, 6, 7, 8],
+                vec![9, 10, 11, 12]
+            ],
+            "each wake-up sends the messages due since the last"
+        );
+        for (&(_, sent), &t) in sends.iter().zip(&intended) {
+            assert!(sent >= t, "sent at {sent}, intended {t}");
+            assert!(sent - t < 200_000, "no message waits a whole period");
+        }
+        // A late wake-up (an oversleep of 60 us) also sends what came due
+        // while it slept; the intended times stay where they were.
+        let sends = simulate(&pacer, &intended, 60_000, 1_000);
+        assert_eq!(
+            wakes(&sends)[1],
+            [1, 2, 3, 4, 5],
+            "250 us was due by 260 us"
+        );
+        for (&(_, sent), &t) in sends.iter().zip(&intended) {
+            assert!(sent >= t, "sent at {sent}, intended {t}");
+        }
+    }
+
+    #[test]
+    fn a_sender_behind_its_schedule_sends_without_sleeping() {
+        let pacer = Pacer::batched(
+            Some(Duration::from_micros(50)),
+            Duration::from_micros(200),
+            0,
+        );
+        // Each send takes 80 us: every message is already due when its turn comes.
+        let intended: Vec<u64> = (0..10).map(|j| j * 50_000).collect();
+        let sends = simulate(&pacer, &intended, 0, 80_000);
+        assert!(sends.iter().all(|&(wake, _)| wake == 0), "{sends:?}");
+    }
+
+    #[test]
+    fn wake_ups_fall_on_the_grid_and_never_before_the_intended_time() {
+        let pacer = Pacer::batched(
+            Some(Duration::from_micros(50)),
+            Duration::from_micros(200),
+            1_000,
+        );
+        assert_eq!(pacer.wake_for(1_000), 1_000, "the origin is a grid point");
+        assert_eq!(pacer.wake_for(1_001), 201_000);
+        assert_eq!(pacer.wake_for(201_000), 201_000);
+        assert_eq!(pacer.wake_for(500), 500, "before the grid: its own time");
+        assert_eq!(pacer.wake_needed(201_000, 201_000), None, "due: send now");
+        assert_eq!(pacer.wake_needed(150_000, 100_000), Some(201_000));
+    }
+
+    #[test]
+    fn without_batching_the_pacer_wakes_for_every_message() {
+        for pacer in [
+            Pacer::batched(Some(Duration::from_micros(500)), Duration::ZERO, 0),
+            // A period no longer than the interval would batch nothing.
+            Pacer::batched(
+                Some(Duration::from_micros(500)),
+                Duration::from_micros(500),
+                0,
+            ),
+        ] {
+            assert!(!pacer.batches());
+            let intended: Vec<u64> = (0..5).map(|j| j * 500_000).collect();
+            let sends = simulate(&pacer, &intended, 0, 0);
+            assert_eq!(wakes(&sends).len(), 5);
+            assert!(sends.iter().zip(&intended).all(|(&(_, s), &t)| s == t));
+        }
+    }
+
+    #[test]
+    fn auto_batches_only_intervals_a_sleep_cannot_honour() {
+        let at = |interval: Duration| Pacer::for_schedule(Some(interval), None, 0).batches();
+        assert!(
+            !at(AUTO_WAKE_EVERY),
+            "an interval a sleep can keep: per message"
+        );
+        assert!(!at(AUTO_WAKE_EVERY * 10));
+        assert!(at(AUTO_WAKE_EVERY / 2));
+        assert!(!Pacer::for_schedule(None, None, 0).batches(), "unpaced");
+        let explicit =
+            Pacer::for_schedule(Some(AUTO_WAKE_EVERY * 10), Some(AUTO_WAKE_EVERY * 40), 0);
+        assert!(
+            explicit.batches(),
+            "a profile's wake_every wins over the rule"
+        );
+        let off = Pacer::for_schedule(Some(AUTO_WAKE_EVERY / 2), Some(Duration::ZERO), 0);
+        assert!(
+            !off.batches(),
+            "wake_every = \"0s\" wakes for every message"
+        );
+    }
+
     #[test]
     fn pacer_never_returns_early() {
         Pacer::tighten_timer_slack();
         let pacer = Pacer::new(Some(Duration::from_micros(500)));
         for _ in 0..20 {
             let deadline = clock::now_ns() + 300_000;
-            pacer.wait_until(deadline);
-            assert!(clock::now_ns() >= deadline);
+            let woke = pacer.wait_until(deadline);
+            assert!(woke >= deadline);
+            assert!(clock::now_ns() >= woke);
         }
     }
 }

@@ -211,6 +211,7 @@ async fn an_unpaced_publisher_sends_nothing_before_t0() {
         pub_ack_timeout: Duration::from_secs(10),
         timeline_origin_ns: 0,
         resend_after: None,
+        wake_every: None,
     };
     let stop = tokio_util::sync::CancellationToken::new();
     let mut publisher = Publisher::start(&settings, "publisher-0", config, stop)

@@ -89,6 +89,7 @@ pub(super) async fn connect(
             pub_ack_timeout: spec.publish.pub_ack_timeout,
             timeline_origin_ns: 0,
             resend_after: spec.publish.resend_after,
+            wake_every: spec.publish.wake_every,
         };
         let stop = publish_stop.clone();
         starting.push(async move {

@@ -517,6 +517,7 @@ fn publisher_config(
         pub_ack_timeout: spec.publish.pub_ack_timeout,
         timeline_origin_ns: 0,
         resend_after: None,
+        wake_every: spec.publish.wake_every,
     }
 }
 

@@ -6,7 +6,7 @@ pub mod reference;
 mod sizes;
 
 pub use publisher::{
-    AckReport, IdBuilder, MessageBuilder, Publisher, PublisherConfig, PublisherProgress, RetryPlan,
-    SendReport, Timing,
+    AckReport, Composer, IdBuilder, MessageBuilder, Outgoing, Publisher, PublisherConfig,
+    PublisherProgress, RetryPlan, SendReport, Timing,
 };
 pub use sizes::message_size;

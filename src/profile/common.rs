@@ -253,6 +253,42 @@ pub struct PublishKeys {
     pub duplicates: Option<f64>,
     pub late_duplicates: Option<f64>,
     pub duplicate_window: Option<Dur>,
+    /// `"auto"` or a duration; see [`parse_wake_every`].
+    pub wake_every: Option<String>,
+}
+
+/// Longest `wake_every` a profile may ask for: every message may wait this
+/// long for its wake-up, which latency from the intended time then shows.
+const MAX_WAKE_EVERY: Duration = Duration::from_millis(100);
+
+/// `wake_every = "auto"` (by rate, the default), `"0s"` (wake for every
+/// message) or a duration such as `"200us"`: how often a paced publisher
+/// wakes to send every message that is due.
+fn parse_wake_every(text: Option<&str>, key: &str, problems: &mut Problems) -> Option<Duration> {
+    let text = text?.trim();
+    if text == "auto" {
+        return None;
+    }
+    match super::duration::parse_duration(text) {
+        Ok(d) if d <= MAX_WAKE_EVERY => Some(d),
+        Ok(d) => {
+            problems.push(
+                key,
+                format!(
+                    "{d:?} is out of range; allowed 0s..={MAX_WAKE_EVERY:?}, or \"auto\" \
+                     (every message may wait this long for its wake-up)"
+                ),
+            );
+            None
+        }
+        Err(e) => {
+            problems.push(
+                key,
+                format!("{e}; or \"auto\" to wake by the rate (docs/pacing.md)"),
+            );
+            None
+        }
+    }
 }
 
 pub fn publish_plan(k: PublishKeys, prefix: &str, problems: &mut Problems) -> PublishPlan {
@@ -356,6 +392,7 @@ pub fn publish_plan(k: PublishKeys, prefix: &str, problems: &mut Problems) -> Pu
         86_400.0,
         " seconds",
     );
+    let wake_every = parse_wake_every(k.wake_every.as_deref(), &path("wake_every"), problems);
     PublishPlan {
         publishers,
         mode,
@@ -370,6 +407,7 @@ pub fn publish_plan(k: PublishKeys, prefix: &str, problems: &mut Problems) -> Pu
         duplicate_window,
         resend_after: None,
         arrival: super::ArrivalPlan::Steady,
+        wake_every,
     }
 }
 

@@ -26,6 +26,7 @@ struct LatencySection {
     msg_id: MsgId,
     pub_ack_window: Option<usize>,
     pub_ack_timeout: Option<Dur>,
+    wake_every: Option<String>,
     #[serde(default)]
     consumer: ConsumerSection,
 }
@@ -90,6 +91,7 @@ pub(super) fn read(
             msg_id: s.msg_id,
             pub_ack_window: s.pub_ack_window,
             pub_ack_timeout: s.pub_ack_timeout,
+            wake_every: s.wake_every,
             ..Default::default()
         },
         prefix,

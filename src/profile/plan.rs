@@ -275,6 +275,11 @@ pub struct PublishPlan {
     /// When each message is due: steady at the rate unless a scenario
     /// offers an irregular pattern (replay records one).
     pub arrival: ArrivalPlan,
+    /// How often a paced publisher wakes to send what is due: `None` by
+    /// the rate ([`crate::schedule::Pacer::for_schedule`]), zero for every
+    /// message. Older plans (a worker of an earlier version) have none.
+    #[serde(default)]
+    pub wake_every: Option<Duration>,
 }
 
 impl PublishPlan {
@@ -300,6 +305,7 @@ impl PublishPlan {
             duplicate_window: Duration::from_secs(120),
             resend_after: None,
             arrival: ArrivalPlan::Steady,
+            wake_every: None,
         }
     }
 }

@@ -36,6 +36,7 @@ struct PublishSection {
     duplicates: Option<f64>,
     late_duplicates: Option<f64>,
     duplicate_window: Option<Dur>,
+    wake_every: Option<String>,
     reference: Option<OneOrMany<Reference>>,
     verify_stored: Option<bool>,
 }
@@ -140,6 +141,7 @@ pub(super) fn read(
             duplicates: s.duplicates,
             late_duplicates: s.late_duplicates,
             duplicate_window: s.duplicate_window,
+            wake_every: s.wake_every,
         },
         prefix,
         problems,

@@ -803,3 +803,29 @@ fn every_paced_scenario_reads_a_shape_and_refuses_a_rate_beside_it() {
         assert!(e.contains("scenario[0].rate"), "{kind}: {e}");
     }
 }
+
+#[test]
+fn wake_every_is_auto_by_default_a_duration_or_refused_by_name() {
+    let wake = |line: &str| {
+        let p = parse("test.toml", &format!("{GOOD}{line}")).unwrap();
+        let ScenarioPlan::Latency(l) = &p.scenarios[0] else {
+            panic!("latency")
+        };
+        l.publish.wake_every
+    };
+    assert_eq!(wake(""), None, "the rate decides");
+    assert_eq!(wake("wake_every = \"auto\"\n"), None);
+    assert_eq!(wake("wake_every = \"0s\"\n"), Some(Duration::ZERO));
+    assert_eq!(
+        wake("wake_every = \"200us\"\n"),
+        Some(Duration::from_micros(200))
+    );
+    for (line, says) in [
+        ("wake_every = \"soon\"\n", "auto"),
+        ("wake_every = \"2s\"\n", "out of range"),
+    ] {
+        let p = only_problem(&format!("{GOOD}{line}"));
+        assert_eq!(p.path, "scenario[0].wake_every", "{line}");
+        assert!(p.message.contains(says), "{line}: {}", p.message);
+    }
+}

@@ -2,10 +2,119 @@
 //! benches/hot_path.rs): payload and reply subject out of one arena, the
 //! Nats-Msg-Id without `format!`.
 
-use async_nats::{HeaderValue, Subject};
+use async_nats::header::{HeaderName, NATS_MESSAGE_ID};
+use async_nats::{HeaderMap, HeaderValue, Subject};
 use bytes::{BufMut, Bytes, BytesMut};
 
+use crate::histogram::Recorder;
 use crate::stamp::{STAMP_LEN, Stamp};
+
+/// A publisher's per-message work between "it is time" and handing the
+/// message to the client: stamp, payload and reply subject, headers, and the
+/// send-lag record. The sending loop and `benches/hot_path.rs` both call
+/// [`Composer::compose`], so the bench cannot drift from what a run pays.
+pub struct Composer {
+    builder: MessageBuilder,
+    /// Present when every message carries a Nats-Msg-Id.
+    ids: Option<IdBuilder>,
+    extra_headers: Vec<(HeaderName, HeaderValue)>,
+    publisher: u16,
+    /// Messages intended before this (the warm-up) leave no lag record.
+    record_from_ns: u64,
+    send_lag: Recorder,
+}
+
+/// One message, ready for `publish_with_reply[_and_headers]`.
+pub struct Outgoing {
+    pub payload: Bytes,
+    pub reply: Subject,
+    /// `None` when the message carries no header at all: the cheaper
+    /// publish without a header block.
+    pub headers: Option<HeaderMap>,
+}
+
+impl Composer {
+    /// `msg_id_prefix` is `Some` when every message carries a Nats-Msg-Id
+    /// (`<prefix><message number>`); `extra_headers` were validated with the
+    /// profile.
+    pub fn new(
+        inbox: &str,
+        msg_id_prefix: Option<&str>,
+        extra_headers: &[(String, String)],
+        publisher: u16,
+        record_from_ns: u64,
+        send_lag: Recorder,
+    ) -> anyhow::Result<Self> {
+        let extra_headers = extra_headers
+            .iter()
+            .map(|(k, v)| {
+                let name: HeaderName = k
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("header name {k:?}: {e}"))?;
+                Ok((name, HeaderValue::from(v.as_str())))
+            })
+            .collect::<anyhow::Result<_>>()?;
+        Ok(Composer {
+            builder: MessageBuilder::new(inbox),
+            ids: msg_id_prefix.map(IdBuilder::new),
+            extra_headers,
+            publisher,
+            record_from_ns,
+            send_lag,
+        })
+    }
+
+    /// Builds message `message` as send number `send`, intended at
+    /// `intended` and sent at `sent` (ns on [`crate::clock`]). `scheduled`
+    /// is false for a resend, which is outside the schedule and so leaves no
+    /// send-lag record.
+    #[inline]
+    pub fn compose(
+        &mut self,
+        intended: u64,
+        sent: u64,
+        message: u64,
+        send: u64,
+        size: usize,
+        scheduled: bool,
+    ) -> Outgoing {
+        let (payload, reply) = self.builder.build(
+            Stamp {
+                intended_ns: intended,
+                sent_ns: sent,
+                publisher: self.publisher,
+                publisher_seq: message,
+            },
+            send,
+            size,
+        );
+        let headers = if self.ids.is_none() && self.extra_headers.is_empty() {
+            None
+        } else {
+            let mut headers = HeaderMap::new();
+            if let Some(ids) = &mut self.ids {
+                headers.insert(NATS_MESSAGE_ID, ids.value(message));
+            }
+            for (name, value) in &self.extra_headers {
+                headers.insert(name.clone(), value.clone());
+            }
+            Some(headers)
+        };
+        if scheduled && intended >= self.record_from_ns {
+            self.send_lag.record_between(intended, sent);
+        }
+        Outgoing {
+            payload,
+            reply,
+            headers,
+        }
+    }
+
+    /// The send lag recorded so far, for the report.
+    pub fn into_send_lag(self) -> Recorder {
+        self.send_lag
+    }
+}
 
 /// Builds payloads and reply subjects out of one reusable arena: a 64 KiB
 /// buffer that many messages are split off, so there is one allocation per

@@ -48,7 +48,7 @@ use crate::schedule::{Pacer, Schedule};
 use crate::tally::Tally;
 use crate::timeline::Timeline;
 use acks::read_acks;
-pub use message::{IdBuilder, MessageBuilder};
+pub use message::{Composer, IdBuilder, MessageBuilder, Outgoing};
 use send::send_all;
 
 #[derive(Debug, Clone)]
@@ -76,6 +76,9 @@ pub struct PublisherConfig {
     /// the same Nats-Msg-Id (as a publisher that lost its PubAck to a
     /// server crash would); `None` never resends.
     pub resend_after: Option<Duration>,
+    /// How often a paced sender wakes to send what is due; `None` by the
+    /// rate (see [`crate::schedule::Pacer::for_schedule`]).
+    pub wake_every: Option<Duration>,
 }
 
 /// Which sends retry an earlier message.

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use async_nats::{Client, HeaderMap, HeaderValue, Subject};
+use async_nats::{Client, Subject};
 use tokio_util::sync::CancellationToken;
 
-use super::message::{IdBuilder, MessageBuilder};
+use super::message::{Composer, Outgoing};
 use super::retry::{RetryChooser, scan_overdue};
 use super::{PublisherConfig, SendKind, SendReport, Shared};
 use crate::clock;
@@ -17,7 +17,6 @@ use crate::histogram::Recorder;
 use crate::load::sizes::message_size;
 use crate::profile::MsgId;
 use crate::schedule::Pacer;
-use crate::stamp::Stamp;
 use crate::timeline::Timeline;
 
 pub(super) async fn send_all(
@@ -28,23 +27,11 @@ pub(super) async fn send_all(
     stop: CancellationToken,
 ) -> SendReport {
     let schedule = config.schedule;
-    let pacer = Pacer::new(schedule.interval());
+    let pacer = Pacer::for_schedule(schedule.interval(), config.wake_every, schedule.t0_ns);
     let subjects: Vec<Subject> = config
         .subjects
         .iter()
         .map(|s| Subject::from(s.as_str()))
-        .collect();
-    let mut builder = MessageBuilder::new(&inbox);
-    let mut ids = IdBuilder::new(&config.msg_id_prefix);
-    let extra_headers: Vec<(async_nats::header::HeaderName, HeaderValue)> = config
-        .headers
-        .iter()
-        .map(|(k, v)| {
-            (
-                k.parse().expect("header names are validated"),
-                HeaderValue::from(v.as_str()),
-            )
-        })
         .collect();
     let mut chooser = RetryChooser::new(config.retries, config.seed, config.index);
     let mut report = SendReport {
@@ -57,12 +44,27 @@ pub(super) async fn send_all(
         first_error: None,
         stalled: None,
         interrupted: false,
-        send_lag: Recorder::with_intervals(),
+        send_lag: Recorder::new(),
         thread_cpu: Duration::ZERO,
         timeline: Timeline::per_second(config.timeline_origin_ns),
         first_sent_ns: 0,
         last_sent_ns: 0,
         last_intended_ns: 0,
+    };
+
+    let mut composer = match Composer::new(
+        &inbox,
+        (config.msg_id == MsgId::Unique).then_some(config.msg_id_prefix.as_str()),
+        &config.headers,
+        config.index,
+        config.record_from_ns,
+        Recorder::with_intervals(),
+    ) {
+        Ok(composer) => composer,
+        Err(e) => {
+            report.first_error = Some(format!("building messages: {e:#}"));
+            return finish(&client, &shared, report).await;
+        }
     };
 
     let count = schedule.count();
@@ -141,14 +143,7 @@ pub(super) async fn send_all(
         let (kind, m, intended, sent) = match resends.pop_front() {
             Some((m, intended)) => (SendKind::Resend, m, intended, clock::now_ns()),
             None => {
-                let intended = match schedule.intended_ns(j) {
-                    Some(t) => {
-                        pacer.wait_until(t);
-                        t
-                    }
-                    None => clock::now_ns(),
-                };
-                let sent = clock::now_ns();
+                let (intended, sent) = pacer.send_at(schedule.intended_ns(j));
                 if schedule.ended(sent) {
                     schedule_done = true;
                     continue;
@@ -168,31 +163,20 @@ pub(super) async fn send_all(
         slot.send.store(k, Ordering::Release);
 
         let size = message_size(&config.message_size, config.seed, config.index, m);
-        let (payload, reply) = builder.build(
-            Stamp {
-                intended_ns: intended,
-                sent_ns: sent,
-                publisher: config.index,
-                publisher_seq: m,
-            },
-            k,
-            size,
-        );
+        let Outgoing {
+            payload,
+            reply,
+            headers,
+        } = composer.compose(intended, sent, m, k, size, kind != SendKind::Resend);
         k += 1;
         let subject = subjects[(m % subjects.len() as u64) as usize].clone();
-        let result = if config.msg_id == MsgId::None && extra_headers.is_empty() {
-            client.publish_with_reply(subject, reply, payload).await
-        } else {
-            let mut headers = HeaderMap::new();
-            if config.msg_id == MsgId::Unique {
-                headers.insert(async_nats::header::NATS_MESSAGE_ID, ids.value(m));
+        let result = match headers {
+            None => client.publish_with_reply(subject, reply, payload).await,
+            Some(headers) => {
+                client
+                    .publish_with_reply_and_headers(subject, reply, headers, payload)
+                    .await
             }
-            for (name, value) in &extra_headers {
-                headers.insert(name.clone(), value.clone());
-            }
-            client
-                .publish_with_reply_and_headers(subject, reply, headers, payload)
-                .await
         };
         if let Err(e) = result {
             report.first_error = Some(format!("publish failed: {e}"));
@@ -218,12 +202,15 @@ pub(super) async fn send_all(
             report.last_intended_ns = intended;
         }
         shared.progress.sent.store(report.sent, Ordering::Relaxed);
-        if intended >= config.record_from_ns && kind != SendKind::Resend {
-            report.send_lag.record_between(intended, sent);
-        }
         report.timeline.mark(sent);
     }
-    // Hand the buffered publishes to the server before saying we are done.
+    report.send_lag = composer.into_send_lag();
+    finish(&client, &shared, report).await
+}
+
+/// Hands the buffered publishes to the server, then tells the reader how
+/// many were sent.
+async fn finish(client: &Client, shared: &Shared, report: SendReport) -> SendReport {
     let _ = client.flush().await;
     shared.finished.store(report.sent, Ordering::Release);
     shared.finished_notify.notify_one();
