@@ -223,6 +223,13 @@ pub struct SeqSet {
 }
 
 impl SeqSet {
+    /// Room for sequences up to `max_seq` without growing on the hot path.
+    pub fn with_capacity(max_seq: u64) -> SeqSet {
+        SeqSet {
+            words: vec![0; (max_seq / 64 + 1) as usize],
+        }
+    }
+
     #[inline]
     pub fn insert(&mut self, seq: u64) {
         let word = (seq / 64) as usize;
