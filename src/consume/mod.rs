@@ -11,6 +11,7 @@
 
 pub mod core;
 pub mod events;
+pub mod reference;
 mod source;
 
 use std::sync::Arc;

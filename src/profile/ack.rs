@@ -2,9 +2,10 @@
 
 use serde::Deserialize;
 
-use super::common::{ConsumerSection, OneOrMany, SizeSpec};
+use super::common::{ConsumerSection, OneOrMany, SizeSpec, has_repeats};
 use super::{
-    AckMode, AckPolicy, AckScenarioPlan, CommonPlan, ConsumerKind, Dur, Problems, read_section,
+    AckMode, AckPolicy, AckScenarioPlan, CommonPlan, ConsumeReference, ConsumerKind, Dur, Problems,
+    read_section,
 };
 
 #[derive(Deserialize)]
@@ -16,6 +17,7 @@ struct AckSection {
     acks: Option<OneOrMany<AckMode>>,
     reads: Option<OneOrMany<ConsumerKind>>,
     drain_timeout: Option<Dur>,
+    reference: Option<OneOrMany<ConsumeReference>>,
     #[serde(default)]
     consumer: ConsumerSection,
 }
@@ -94,6 +96,14 @@ pub(super) fn read(
             "the ack scenario does not redeliver: drop backoff and max_deliver",
         );
     }
+    let reference = s.reference.map(|r| r.0).unwrap_or_default();
+    check_reference(
+        &reference,
+        (&modes, &reads),
+        consumer.consumers,
+        prefix,
+        problems,
+    );
     let drain_timeout = s
         .drain_timeout
         .map(|d| d.0)
@@ -112,5 +122,38 @@ pub(super) fn read(
         modes,
         reads,
         consumer,
+        reference,
     })
+}
+
+/// References run beside one variant, the explicit-ack consume, with one
+/// client: anything else would have nothing to pair them with.
+fn check_reference(
+    reference: &[ConsumeReference],
+    (modes, reads): (&[AckMode], &[ConsumerKind]),
+    consumers: usize,
+    prefix: &str,
+    problems: &mut Problems,
+) {
+    if reference.is_empty() {
+        return;
+    }
+    let key = format!("{prefix}.reference");
+    if has_repeats(reference) {
+        problems.push(key.clone(), "lists a reference twice");
+    }
+    if !modes.contains(&AckMode::Explicit) || !reads.contains(&ConsumerKind::Pull) {
+        problems.push(
+            key.clone(),
+            "consume references run before and after the explicit-ack consume variant: \
+             add \"explicit\" to acks and \"pull\" to reads",
+        );
+    }
+    if consumers != 1 {
+        problems.push(
+            key,
+            "consume references read with one client: set consumer.consumers = 1 \
+             or drop reference",
+        );
+    }
 }

@@ -999,11 +999,37 @@ pub struct AckScenarioPlan {
     pub reads: Vec<ConsumerKind>,
     /// `kind`, `ack` and `double_ack` are set per variant.
     pub consumer: ConsumerPlan,
+    /// Consume loops run before and after the explicit-ack consume
+    /// variant, on the same stream, to tell what jsbench's consumer costs
+    /// or gains over the code a user would write.
+    pub reference: Vec<ConsumeReference>,
 }
 
 impl AckScenarioPlan {
     pub fn variant_count(&self) -> usize {
-        self.modes.len() * self.reads.len()
+        self.modes.len() * self.reads.len() + 2 * self.reference.len()
+    }
+}
+
+/// A consume loop read beside jsbench's consumer: the yardstick that says
+/// whether jsbench's recording, not the server, sets its consume rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConsumeReference {
+    /// `consumer.messages()` with its defaults and `ack().await` per
+    /// message: what a user of async-nats writes first.
+    Idiomatic,
+    /// Pull requests and acks as core NATS publishes, no client library
+    /// machinery: the client's ceiling for an explicit-ack consume.
+    Raw,
+}
+
+impl ConsumeReference {
+    pub fn label(self) -> &'static str {
+        match self {
+            ConsumeReference::Idiomatic => "idiomatic",
+            ConsumeReference::Raw => "raw",
+        }
     }
 }
 

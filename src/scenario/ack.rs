@@ -4,18 +4,20 @@
 //! run. Double ack waits for the server to confirm each ack, so its round
 //! trip is measured too.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
 use async_nats::jetstream::stream;
 
 use super::checks;
+use crate::consume::reference::{self, ReferenceConfig, ReferenceReport};
 use crate::drive::RunContext;
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
 use crate::ledger::{LedgerCounts, LedgerShard};
 use crate::metrics::{Direction, Metric, latency_metrics};
 use crate::profile::{
-    AckMode, AckPolicy, AckScenarioPlan, ConsumerKind, MsgId, PublishPlan, ScenarioPlan,
+    AckMode, AckPolicy, AckScenarioPlan, ConsumeReference, ConsumerKind, MsgId, PublishPlan,
+    ScenarioPlan,
 };
 use crate::provision::{durable_config, stream_config};
 use crate::variant::{Invariant, VariantResult, VariantSink};
@@ -49,10 +51,27 @@ pub async fn run(
     // Explicit acks run first: the other modes report their rate against it.
     let mut modes = plan.modes.clone();
     modes.sort_by_key(|m| *m != AckMode::Explicit);
+    let target = Target {
+        stream: &stream,
+        name: &stream_name,
+        base: &base,
+    };
     for &read in &plan.reads {
         for &mode in &modes {
             if ctx.stop.is_cancelled() {
                 break;
+            }
+            // The references pair with the explicit-ack consume: before it
+            // in the profile's order, after it in reverse, so each one's
+            // mean sits on jsbench's run and a drift over them cancels.
+            let paired = read == ConsumerKind::Pull && mode == AckMode::Explicit;
+            let references: &[ConsumeReference] = if paired { &plan.reference } else { &[] };
+            let mut rates = ReferenceRates::default();
+            for &kind in references {
+                let (result, rate) =
+                    run_reference(ctx, scenario, plan, &target, kind, "before").await;
+                rates.note(kind, rate);
+                sink.record(scenario, result)?;
             }
             let started = Instant::now();
             let read_label = match read {
@@ -68,12 +87,15 @@ pub async fn run(
             result.param("batch", plan.consumer.batch);
             result.param("ack_every", plan.consumer.ack_every);
             result.param("consumers", plan.consumer.consumers);
-            let target = Target {
-                stream: &stream,
-                name: &stream_name,
-                base: &base,
-            };
-            match variant(ctx, name, plan, &target, (read, mode), &fill, &mut result).await {
+            let own = variant(ctx, name, plan, &target, (read, mode), &fill, &mut result).await;
+            result.elapsed = started.elapsed();
+            for &kind in references.iter().rev() {
+                let (after, rate) =
+                    run_reference(ctx, scenario, plan, &target, kind, "after").await;
+                rates.note(kind, rate);
+                sink.record(scenario, after)?;
+            }
+            match own {
                 Ok(rate) => {
                     if mode == AckMode::Explicit {
                         explicit_rate.insert(read, rate);
@@ -89,10 +111,10 @@ pub async fn run(
                             Direction::None,
                         ));
                     }
+                    rates.compare(rate, &mut result);
                 }
                 Err(e) => result.error = Some(format!("{e:#}")),
             }
-            result.elapsed = started.elapsed();
             sink.record(scenario, result)?;
         }
     }
@@ -249,6 +271,205 @@ async fn variant(
     let cause = attribution.as_ref().and_then(|a| a.cause.as_deref());
     verify(&counts, &ledger, mode, cause, &outcome, r);
     Ok(rate)
+}
+
+/// The reference loops' rates, each run before and after jsbench's
+/// explicit-ack consume.
+#[derive(Debug, Default)]
+struct ReferenceRates {
+    runs: Vec<(ConsumeReference, f64)>,
+}
+
+impl ReferenceRates {
+    /// A run that failed has no rate, and leaves the mean to the other.
+    fn note(&mut self, kind: ConsumeReference, rate: Option<f64>) {
+        if let Some(rate) = rate.filter(|r| *r > 0.0) {
+            self.runs.push((kind, rate));
+        }
+    }
+
+    /// The mean of `kind`'s runs before and after.
+    fn mean(&self, kind: ConsumeReference) -> Option<f64> {
+        let rates: Vec<f64> = self
+            .runs
+            .iter()
+            .filter(|(k, _)| *k == kind)
+            .map(|(_, r)| *r)
+            .collect();
+        (!rates.is_empty()).then(|| rates.iter().sum::<f64>() / rates.len() as f64)
+    }
+
+    /// `vs_<reference>.consume_ratio` on jsbench's variant, and a warning
+    /// when jsbench's consumer reads slower than the raw loop: then its
+    /// own recording, not the server, sets the rate it reports.
+    fn compare(&self, mine: f64, r: &mut VariantResult) {
+        for kind in [ConsumeReference::Raw, ConsumeReference::Idiomatic] {
+            let Some(theirs) = self.mean(kind) else {
+                continue;
+            };
+            r.metrics.push(Metric::new(
+                format!("vs_{}.consume_ratio", kind.label()),
+                "ratio",
+                mine / theirs,
+                Direction::Higher,
+            ));
+            if kind == ConsumeReference::Raw && mine < theirs {
+                r.warnings.push(format!(
+                    "jsbench's consumer read {:.0}% as fast as the raw consume loop (mean of before and after): \
+                     its own work, not the server, limits the consume rate measured here",
+                    100.0 * mine / theirs
+                ));
+            }
+        }
+    }
+}
+
+/// Runs a reference loop on a fresh durable over the filled stream and
+/// records it as a variant of its own, `<when>` jsbench's.
+async fn run_reference(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &AckScenarioPlan,
+    target: &Target<'_>,
+    kind: ConsumeReference,
+    when: &str,
+) -> (VariantResult, Option<f64>) {
+    let started = Instant::now();
+    let mut result = VariantResult::new(format!("consume.explicit.{}-{when}", kind.label()));
+    result.param("messages", plan.messages);
+    result.param("message_size", plan.message_size);
+    result.param("read", "consume");
+    result.param("ack", AckMode::Explicit.label());
+    result.param(
+        "consumer",
+        match kind {
+            ConsumeReference::Idiomatic => "consumer.messages() and ack().await (reference)",
+            ConsumeReference::Raw => "raw pull requests and +ACK publishes (reference)",
+        },
+    );
+    if kind == ConsumeReference::Raw {
+        result.param("batch", plan.consumer.batch);
+    }
+    let rate = match reference_variant(ctx, scenario.name(), plan, target, kind, &mut result).await
+    {
+        Ok(rate) => Some(rate),
+        Err(e) => {
+            result.error = Some(format!("{e:#}"));
+            None
+        }
+    };
+    result.elapsed = started.elapsed();
+    (result, rate)
+}
+
+async fn reference_variant(
+    ctx: &RunContext,
+    scenario: &str,
+    plan: &AckScenarioPlan,
+    target: &Target<'_>,
+    kind: ConsumeReference,
+    r: &mut VariantResult,
+) -> Result<f64> {
+    let durable = ctx.names.durable(scenario, &r.name);
+    let mut consumer_plan = plan.consumer.clone();
+    consumer_plan.kind = ConsumerKind::Pull;
+    consumer_plan.ack = AckPolicy::Explicit;
+    consumer_plan.double_ack = false;
+    ctx.provisioner
+        .create_consumer(
+            target.stream,
+            durable_config(&durable, &consumer_plan, target.base),
+            consumer_plan.pedantic,
+        )
+        .await?;
+    let client = ctx
+        .connect
+        .connect(&format!("reference-consume-{}", kind.label()))
+        .await?;
+    let config = ReferenceConfig {
+        stream: target.name.to_string(),
+        durable,
+        js_api_prefix: ctx.connect.js_api.prefix(),
+        messages: plan.messages,
+        batch: plan.consumer.batch,
+        idle: plan.common.drain_timeout,
+        read_at_most: None,
+    };
+    let stop = ctx.stop.child_token();
+    let client_cpu = crate::cpu::ClientCpu::now();
+    let server_cpu = ctx.server_cpu.start();
+    let report = match kind {
+        ConsumeReference::Idiomatic => reference::idiomatic(client, config, stop).await,
+        ConsumeReference::Raw => reference::raw(client, config, stop).await,
+    }
+    .with_context(|| format!("the {} consume reference", kind.label()))?;
+    // The loop runs on the run's own runtime: the whole process is its.
+    let client = crate::cpu::ClientCpu::since(client_cpu).total();
+    let split = checks::CpuSplit {
+        client,
+        publisher: None,
+        consumer: Some(client),
+        server: server_cpu.stop(),
+    };
+    checks::cpu_per_message(&split, report.seen, r);
+    let rate = reference_rate(&report);
+    r.metrics.push(Metric::new(
+        "consume_rate",
+        "msg/s",
+        rate,
+        Direction::Higher,
+    ));
+    r.metrics.push(Metric::new(
+        "consume_throughput",
+        "MB/s",
+        rate * plan.message_size as f64 / 1e6,
+        Direction::Higher,
+    ));
+    r.ledger = LedgerCounts {
+        published: plan.messages,
+        persisted: plan.messages,
+        delivered: report.seen,
+        deliveries: report.received,
+        redeliveries: report.duplicates,
+        acked: report.acked,
+        lost: plan.messages.saturating_sub(report.seen),
+        ..LedgerCounts::default()
+    };
+    if let Some(e) = &report.first_error {
+        r.warnings
+            .push(format!("{} errors; the first: {e}", report.errors));
+    }
+    r.invariants
+        .extend(reference_invariants(&report, plan.messages));
+    Ok(rate)
+}
+
+/// The rule jsbench's consume rate follows
+/// ([`crate::drive::DriveOutcome::consume_rate`]): every delivery, first
+/// to last.
+fn reference_rate(report: &ReferenceReport) -> f64 {
+    crate::drive::rate(
+        report.received,
+        Duration::from_nanos(report.last_ns.saturating_sub(report.first_ns)),
+    )
+}
+
+/// What a reference must show for its rate to mean anything: it read the
+/// whole stream, each message once, and acked what it read. Public so a
+/// test can judge a reference made to lose messages.
+pub fn reference_invariants(report: &ReferenceReport, messages: u64) -> Vec<Invariant> {
+    let once = report.seen == messages && report.duplicates == 0;
+    vec![
+        Invariant::check(
+            "every message read once",
+            once,
+            format!(
+                "{} of {messages} messages read, {} read again",
+                report.seen, report.duplicates
+            ),
+        ),
+        Invariant::equal("every delivery acked", report.acked, report.received).client_side(),
+    ]
 }
 
 /// `counts` and `ledger` hold the fill's PubAcks and the read's deliveries.
