@@ -26,6 +26,8 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("search", include_str!("../../profiles/search.toml")),
     ("shapes", include_str!("../../profiles/shapes.toml")),
     ("outage", include_str!("../../profiles/outage.toml")),
+    ("pacing", include_str!("../../profiles/pacing.toml")),
+    ("soak", include_str!("../../profiles/soak.toml")),
 ];
 
 pub fn bundled(name: &str) -> Option<&'static str> {
