@@ -72,12 +72,16 @@ impl LedgerShard {
 
     /// Sequences that were persisted but never delivered, up to `limit` of them.
     pub fn lost_sequences(&self, limit: usize) -> Vec<u64> {
-        (1..=self.max_seq())
-            .filter(|&s| {
-                self.count(s, Event::Persisted) > 0 && self.count(s, Event::Delivered) == 0
-            })
-            .take(limit)
-            .collect()
+        self.undelivered().take(limit).collect()
+    }
+
+    /// Sequences that were persisted but never delivered, in order, without
+    /// a list as long as the losses (millions, when a long run's consumer
+    /// fell behind).
+    pub fn undelivered(&self) -> impl Iterator<Item = u64> + '_ {
+        (1..=self.max_seq()).filter(|&s| {
+            self.count(s, Event::Persisted) > 0 && self.count(s, Event::Delivered) == 0
+        })
     }
 
     /// The counts every scenario reports, from the merged shard.

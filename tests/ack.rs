@@ -1,5 +1,6 @@
 //! The ack scenario against a real server: every ack mode by consume and by
-//! fetch reads the whole pre-filled stream, nothing lost or redelivered.
+//! fetch reads the whole pre-filled stream, nothing lost or redelivered;
+//! the consume references read it too, and are held to reading it all.
 
 mod common;
 
@@ -55,5 +56,131 @@ async fn every_ack_mode_reads_everything_and_double_ack_is_timed() {
             "{}",
             v.name
         );
+    }
+}
+
+/// The consume references read the same stream before and after jsbench's
+/// explicit-ack consume, every message once, and jsbench's variant carries
+/// its ratios to them (their values are the machine's; none is asserted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consume_references_read_everything_once_beside_jsbench() {
+    let server = common::server();
+    let summary = run_profile(
+        &server,
+        "acks",
+        "[[scenario]]\nkind = \"ack\"\nmessages = 2000\nacks = [\"explicit\", \"none\"]\n\
+         reference = [\"idiomatic\", \"raw\"]\n[scenario.consumer]\nbatch = 100\n",
+    )
+    .await;
+    assert_all_passed(&summary);
+    let names: Vec<&str> = summary.variants().map(|(_, v)| v.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "consume.explicit.idiomatic-before",
+            "consume.explicit.raw-before",
+            "consume.explicit.raw-after",
+            "consume.explicit.idiomatic-after",
+            "consume.explicit",
+            "consume.none",
+        ]
+    );
+    for (_, v) in summary.variants() {
+        assert_eq!(v.ledger.delivered, 2000, "{}", v.name);
+        assert!(metric(v, "consume_rate") > 0.0, "{}", v.name);
+        if v.name.contains('-') {
+            let once = v
+                .invariants
+                .iter()
+                .find(|i| i.name == "every message read once")
+                .unwrap_or_else(|| panic!("{} has no read-once invariant", v.name));
+            assert!(once.passed, "{}: {}", v.name, once.detail);
+            assert_eq!(v.ledger.deliveries, 2000, "{}: nothing read twice", v.name);
+        }
+    }
+    let (_, jsbench) = summary
+        .variants()
+        .find(|(_, v)| v.name == "consume.explicit")
+        .unwrap();
+    for ratio in ["vs_raw.consume_ratio", "vs_idiomatic.consume_ratio"] {
+        assert!(metric(jsbench, ratio) > 0.0, "{ratio}");
+    }
+    // Every variant, references included, says what a message cost each side.
+    for (_, v) in summary.variants() {
+        for name in [
+            "client_cpu_per_msg",
+            "consumer_cpu_per_msg",
+            "client_cpu_share",
+        ] {
+            assert!(metric(v, name) > 0.0, "{}: {name}", v.name);
+        }
+    }
+    let (_, none) = summary
+        .variants()
+        .find(|(_, v)| v.name == "consume.none")
+        .unwrap();
+    assert!(
+        none.metric("vs_raw.consume_ratio").is_none(),
+        "paired with explicit acks only"
+    );
+}
+
+/// A reference that stops one message short fails "every message read
+/// once": its rate would otherwise be a rate over less work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reference_that_misses_a_message_fails_its_invariant() {
+    use async_nats::jetstream::{self, consumer};
+    use jsbench::consume::reference::{self, ReferenceConfig};
+    use jsbench::scenario::ack::reference_invariants;
+
+    let server = common::server();
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    let stream = js
+        .create_stream(jetstream::stream::Config {
+            name: "REF".into(),
+            subjects: vec!["ref".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    for _ in 0..50 {
+        js.publish("ref", "x".into()).await.unwrap().await.unwrap();
+    }
+    for (i, raw) in [true, false].into_iter().enumerate() {
+        let durable = format!("D{i}");
+        stream
+            .create_consumer(consumer::pull::Config {
+                durable_name: Some(durable.clone()),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let config = ReferenceConfig {
+            stream: "REF".into(),
+            durable,
+            js_api_prefix: "$JS.API".into(),
+            messages: 50,
+            batch: 10,
+            idle: std::time::Duration::from_secs(10),
+            read_at_most: Some(49),
+        };
+        let stop = tokio_util::sync::CancellationToken::new();
+        let report = if raw {
+            reference::raw(client.clone(), config, stop).await
+        } else {
+            reference::idiomatic(client.clone(), config, stop).await
+        }
+        .unwrap();
+        assert_eq!((report.seen, report.duplicates), (49, 0), "raw: {raw}");
+        let invariants = reference_invariants(&report, 50);
+        let once = invariants
+            .iter()
+            .find(|i| i.name == "every message read once")
+            .unwrap();
+        assert!(!once.passed, "raw: {raw}: {}", once.detail);
+        assert_eq!(once.detail, "49 of 50 messages read, 0 read again");
+        // What it did read, it acked.
+        assert!(invariants.iter().all(|i| i.passed || i.name == once.name));
     }
 }

@@ -66,12 +66,33 @@ async fn every_message_is_accounted_for_and_only_the_window_is_recorded() {
         let published: u64 = v.timelines["published"].counts.iter().sum();
         assert_eq!(published, total);
         // What the ledgers cost: a publisher's shard and a consumer's,
-        // grown by doubling from 1,024 sequences, and their merge.
+        // in chunks of 4,096 sequences, and their merge.
         let ledger = v.metric("ledger_bytes_per_msg").unwrap().value;
         assert!(ledger > 0.0 && ledger < 200.0, "{ledger} bytes a message");
+        // Both roles' CPU read from their own threads, within the whole
+        // process's, and the server's beside it.
+        let cpu = |name: &str| v.metric(name).unwrap_or_else(|| panic!("{name}")).value;
+        let (client, publisher, consumer) = (
+            cpu("client_cpu_per_msg"),
+            cpu("publisher_cpu_per_msg"),
+            cpu("consumer_cpu_per_msg"),
+        );
+        assert!(publisher > 0.0 && consumer > 0.0, "{publisher} {consumer}");
+        assert!(
+            publisher + consumer <= client * 1.05,
+            "{publisher} + {consumer} > {client}"
+        );
+        assert!(cpu("server_cpu_per_msg") > 0.0);
+        let share = cpu("client_cpu_share");
+        assert!(share > 0.0 && share < 1.0, "{share}");
     }
     let rss = summary.run.peak_rss.expect("peak RSS recorded");
     assert!(rss > 1 << 20, "{rss} bytes");
+    assert_eq!(
+        summary.run.client_threads,
+        Some(jsbench::runtimes::threads())
+    );
+    assert!(summary.run.ledger_bytes_per_msg.is_some());
     // The streams are gone: nothing left behind on the server.
     let client = async_nats::connect(server.url()).await.unwrap();
     let js = async_nats::jetstream::new(client);

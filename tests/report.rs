@@ -83,6 +83,8 @@ fn run_writes_charts_and_an_offline_report_and_report_redraws_them() {
         "rate-1000",
         "nats-server 2.15.1",
         "e2e_latency.p99 (us)",
+        "CPU per message: client and server",
+        "client share of a message&#39;s CPU",
     ] {
         assert!(html.contains(text), "report.html shows {text:?}");
     }

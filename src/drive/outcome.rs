@@ -233,6 +233,12 @@ impl DriveOutcome {
         self.sends.iter().map(field).sum()
     }
 
+    /// The publishers' CPU: their sending threads and the publish
+    /// runtime's connection I/O and PubAck readers.
+    pub fn publisher_cpu(&self) -> Duration {
+        self.sends.iter().map(|s| s.thread_cpu).sum::<Duration>() + self.client_cpu.publish_io
+    }
+
     /// The publishing span: first actual send to last, over every
     /// publisher (resends are outside the schedule and left out of both).
     /// Senders start at t0, paced or not, so the lead-in before t0 is in
@@ -415,28 +421,25 @@ pub fn attribute(
     evicted_below: u64,
 ) -> Option<Attribution> {
     let state = state?;
-    let mut undelivered = ledger.lost_sequences(usize::MAX);
-    undelivered.retain(|&seq| seq >= evicted_below);
-    let delivered_by_server: Vec<u64> = undelivered
-        .iter()
-        .copied()
-        .filter(|&seq| seq <= state.delivered_stream_seq && held.contains(seq))
-        .collect();
-    let still_to_deliver = undelivered
-        .iter()
-        .filter(|&&seq| seq > state.delivered_stream_seq)
-        .count() as u64;
+    let (mut undelivered, mut delivered_by_server, mut still_to_deliver) = (0u64, 0u64, 0u64);
+    for seq in ledger.undelivered().filter(|&seq| seq >= evicted_below) {
+        undelivered += 1;
+        if seq > state.delivered_stream_seq {
+            still_to_deliver += 1;
+        } else if held.contains(seq) {
+            delivered_by_server += 1;
+        }
+    }
     let abandoned = if client_failure.is_some() {
         still_to_deliver
     } else {
         0
     };
-    let client_dropped = delivered_by_server.len() as u64 + abandoned;
+    let client_dropped = delivered_by_server + abandoned;
     let mut cause = Vec::new();
-    if !delivered_by_server.is_empty() {
+    if delivered_by_server > 0 {
         cause.push(format!(
-            "{} delivered by the server (up to stream sequence {}), still in the stream, never seen by a client",
-            delivered_by_server.len(),
+            "{delivered_by_server} delivered by the server (up to stream sequence {}), still in the stream, never seen by a client",
             state.delivered_stream_seq
         ));
     }
@@ -451,7 +454,7 @@ pub fn attribute(
         cause.push(format!("client error: {e}"));
     }
     Some(Attribution {
-        lost: undelivered.len() as u64 - client_dropped,
+        lost: undelivered - client_dropped,
         client_dropped,
         cause: (!cause.is_empty()).then(|| cause.join("; ")),
     })

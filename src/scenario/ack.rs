@@ -212,18 +212,7 @@ async fn variant(
 
     // Measure.
     let rate = outcome.consume_rate();
-    r.metrics.push(Metric::new(
-        "consume_rate",
-        "msg/s",
-        rate,
-        Direction::Higher,
-    ));
-    r.metrics.push(Metric::new(
-        "consume_throughput",
-        "MB/s",
-        rate * plan.message_size as f64 / 1e6,
-        Direction::Higher,
-    ));
+    consume_figures(rate, plan.message_size, r);
     if mode == AckMode::Double {
         r.metrics.extend(latency_metrics(
             "double_ack_rtt",
@@ -324,6 +313,23 @@ impl ReferenceRates {
     }
 }
 
+/// The rate a variant read at, in messages and in bytes: jsbench's
+/// variants and the references report it alike.
+fn consume_figures(rate: f64, message_size: usize, r: &mut VariantResult) {
+    r.metrics.push(Metric::new(
+        "consume_rate",
+        "msg/s",
+        rate,
+        Direction::Higher,
+    ));
+    r.metrics.push(Metric::new(
+        "consume_throughput",
+        "MB/s",
+        rate * message_size as f64 / 1e6,
+        Direction::Higher,
+    ));
+}
+
 /// Runs a reference loop on a fresh durable over the filled stream and
 /// records it as a variant of its own, `<when>` jsbench's.
 async fn run_reference(
@@ -413,18 +419,7 @@ async fn reference_variant(
     };
     checks::cpu_per_message(&split, report.seen, r);
     let rate = reference_rate(&report);
-    r.metrics.push(Metric::new(
-        "consume_rate",
-        "msg/s",
-        rate,
-        Direction::Higher,
-    ));
-    r.metrics.push(Metric::new(
-        "consume_throughput",
-        "MB/s",
-        rate * plan.message_size as f64 / 1e6,
-        Direction::Higher,
-    ));
+    consume_figures(rate, plan.message_size, r);
     r.ledger = LedgerCounts {
         published: plan.messages,
         persisted: plan.messages,

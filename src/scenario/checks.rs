@@ -418,10 +418,9 @@ pub fn cpu_figures(o: &DriveOutcome, r: &mut VariantResult) {
     } else {
         o.counts.delivered
     };
-    let senders: Duration = o.sends.iter().map(|s| s.thread_cpu).sum();
     let split = CpuSplit {
         client: o.client_cpu.total(),
-        publisher: (!o.sends.is_empty()).then_some(senders + o.client_cpu.publish_io),
+        publisher: (!o.sends.is_empty()).then(|| o.publisher_cpu()),
         consumer: (!o.consumers.is_empty()).then_some(o.client_cpu.consume),
         server: o.server_cpu,
     };
@@ -660,5 +659,73 @@ mod memory_tests {
         let short = check(&trace(15.0, 100_000));
         assert!(!short.applicable, "{short:?}");
         assert!(!check(&MemoryTrace::default()).applicable);
+    }
+}
+
+#[cfg(test)]
+mod cpu_tests {
+    use super::*;
+
+    fn figures(client_ms: u64, server_ms: u64) -> VariantResult {
+        let mut r = VariantResult::new("v");
+        let split = CpuSplit {
+            client: Duration::from_millis(client_ms),
+            publisher: Some(Duration::from_millis(client_ms / 2)),
+            consumer: Some(Duration::from_millis(client_ms / 4)),
+            server: Some(Duration::from_millis(server_ms)),
+        };
+        cpu_per_message(&split, 1_000, &mut r);
+        r
+    }
+
+    fn value(r: &VariantResult, name: &str) -> f64 {
+        r.metrics.iter().find(|m| m.name == name).unwrap().value
+    }
+
+    fn close(got: f64, want: f64) {
+        assert!((got - want).abs() < 1e-9, "{got} != {want}");
+    }
+
+    #[test]
+    fn a_client_that_outspends_the_server_is_warned_about() {
+        let r = figures(30, 10);
+        close(value(&r, "client_cpu_per_msg"), 30.0);
+        close(value(&r, "publisher_cpu_per_msg"), 15.0);
+        close(value(&r, "consumer_cpu_per_msg"), 7.0);
+        close(value(&r, "server_cpu_per_msg"), 10.0);
+        close(value(&r, "client_cpu_share"), 0.75);
+        assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+        assert!(r.warnings[0].contains("load generator may be the limit"));
+
+        let r = figures(10, 30);
+        close(value(&r, "client_cpu_share"), 0.25);
+        assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    }
+
+    #[test]
+    fn a_figure_the_scenario_reported_stays_and_nothing_comes_of_no_messages() {
+        let mut r = VariantResult::new("v");
+        r.metrics.push(crate::metrics::Metric::new(
+            "client_cpu_per_msg",
+            "us",
+            1.0,
+            crate::metrics::Direction::Lower,
+        ));
+        let split = CpuSplit {
+            client: Duration::from_secs(1),
+            publisher: None,
+            consumer: None,
+            server: None,
+        };
+        cpu_per_message(&split, 10, &mut r);
+        assert_eq!(
+            r.metrics.len(),
+            1,
+            "no duplicate, no share without a server"
+        );
+        close(value(&r, "client_cpu_per_msg"), 1.0);
+        let mut empty = VariantResult::new("v");
+        cpu_per_message(&split, 0, &mut empty);
+        assert!(empty.metrics.is_empty());
     }
 }

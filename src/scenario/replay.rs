@@ -481,9 +481,7 @@ async fn replay_variant(
     let client = crate::cpu::ClientCpu::since(client_start).total();
     // The reader runs on the run's own runtime: what the live publishers
     // (if any) did not use is the reading's.
-    let publisher = live
-        .as_ref()
-        .map(|o| o.sends.iter().map(|s| s.thread_cpu).sum::<Duration>() + o.client_cpu.publish_io);
+    let publisher = live.as_ref().map(DriveOutcome::publisher_cpu);
     let split = super::checks::CpuSplit {
         client,
         publisher,
