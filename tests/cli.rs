@@ -360,5 +360,10 @@ fn embedded_publish_run_measures_server_cpu_and_prints_the_price_of_dedup() {
             "{}: server {server} client {client}",
             v.name
         );
+        // The client's share of a message's CPU, from the same window.
+        let share = v.metric("client_cpu_share").expect("client share").value;
+        let expected = client / (client + server);
+        assert!((share - expected).abs() < 1e-9, "{share} vs {expected}");
+        assert!(v.metric("publisher_cpu_per_msg").unwrap().value > 0.0);
     }
 }

@@ -70,7 +70,8 @@ async fn every_message_is_accounted_for_and_only_the_window_is_recorded() {
         let ledger = v.metric("ledger_bytes_per_msg").unwrap().value;
         assert!(ledger > 0.0 && ledger < 200.0, "{ledger} bytes a message");
         // Both roles' CPU read from their own threads, within the whole
-        // process's, and the server's beside it.
+        // process's (a server the test started gives no CPU reading
+        // without --monitor: its figure and the share are absent).
         let cpu = |name: &str| v.metric(name).unwrap_or_else(|| panic!("{name}")).value;
         let (client, publisher, consumer) = (
             cpu("client_cpu_per_msg"),
@@ -82,9 +83,8 @@ async fn every_message_is_accounted_for_and_only_the_window_is_recorded() {
             publisher + consumer <= client * 1.05,
             "{publisher} + {consumer} > {client}"
         );
-        assert!(cpu("server_cpu_per_msg") > 0.0);
-        let share = cpu("client_cpu_share");
-        assert!(share > 0.0 && share < 1.0, "{share}");
+        assert!(v.metric("server_cpu_per_msg").is_none());
+        assert!(v.metric("client_cpu_share").is_none());
     }
     let rss = summary.run.peak_rss.expect("peak RSS recorded");
     assert!(rss > 1 << 20, "{rss} bytes");
