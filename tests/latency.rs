@@ -67,8 +67,14 @@ async fn every_message_is_accounted_for_and_only_the_window_is_recorded() {
         assert_eq!(published, total);
         // What the ledgers cost: a publisher's shard and a consumer's,
         // in chunks of 4,096 sequences, and their merge.
+        // A run this short holds open chunks only: a fixed cost, read here
+        // as a total (a few 8 KB chunks per event and shard at most).
         let ledger = v.metric("ledger_bytes_per_msg").unwrap().value;
-        assert!(ledger > 0.0 && ledger < 200.0, "{ledger} bytes a message");
+        let held = ledger * v.ledger.persisted as f64;
+        assert!(
+            ledger > 0.0 && held < 256.0 * 1024.0,
+            "{ledger} bytes a message, {held} in all"
+        );
         // Both roles' CPU read from their own threads, within the whole
         // process's (a server the test started gives no CPU reading
         // without --monitor: its figure and the share are absent).
@@ -357,10 +363,9 @@ async fn a_step_profile_reports_each_steps_latency() {
         .map(|r| r.unwrap()[4].parse().unwrap())
         .collect();
     // A message belongs to the second its latency ended in: the last of a
-    // step may land in the next.
+    // step may land in the next, as many as its latency spans (a loaded
+    // 2-core machine held step 2's last 9 of 2,000 past its end): 1% and 2.
     assert_eq!(counts.len(), 2, "{table}");
-    assert!(
-        counts[0].abs_diff(500) <= 2 && counts[1].abs_diff(2000) <= 2,
-        "{table}"
-    );
+    let near = |count: u64, sent: u64| count.abs_diff(sent) <= 2 + sent / 100;
+    assert!(near(counts[0], 500) && near(counts[1], 2000), "{table}");
 }
