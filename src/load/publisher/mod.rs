@@ -446,14 +446,19 @@ impl Publisher {
     }
 
     /// Waits for the schedule to end and the last PubAck (or its timeout).
+    /// A publisher finished without [`Publisher::go`] (its variant failed
+    /// first) ends at once: its thread sees the start dropped.
     pub async fn finish(self) -> Result<(SendReport, AckReport)> {
-        let thread = self.thread;
+        let Publisher {
+            thread, reader, go, ..
+        } = self;
+        drop(go);
         let (sends, local_acks) = tokio::task::spawn_blocking(move || thread.join())
             .await
             .context("joining a publisher thread")?
             .map_err(|_| anyhow!("a publisher thread panicked"))?
             .ok_or_else(|| anyhow!("a publisher thread never started"))?;
-        let acks = match (self.reader, local_acks) {
+        let acks = match (reader, local_acks) {
             (Some(reader), _) => reader.await.context("joining a PubAck reader")?,
             (None, Some(acks)) => acks,
             (None, None) => return Err(anyhow!("a PubAck reader panicked")),
