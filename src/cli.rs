@@ -507,8 +507,12 @@ fn dispatch(cli: Cli) -> Result<i32> {
             let stop = CancellationToken::new();
             let interrupts = Interrupts::register(&runtime)?;
             runtime.spawn(interrupts.watch(stop.clone()));
-            let outcome = runtime.block_on(run(options, stop))?;
-            Ok(outcome.exit_code())
+            let outcome = runtime.block_on(run(options, stop));
+            // Everything measured is written by now: a task still blocked
+            // (a publisher thread a failed variant left waiting) must not
+            // keep the process from exiting with its status.
+            runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+            Ok(outcome?.exit_code())
         }
         // An ab folder holds ab.json where a run's holds summary.json.
         Command::Report { dir } if dir.join("ab.json").is_file() => crate::ab::render_folder(&dir),
