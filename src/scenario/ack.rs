@@ -16,8 +16,8 @@ use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
 use crate::ledger::{LedgerCounts, LedgerShard};
 use crate::metrics::{Direction, Metric, latency_metrics};
 use crate::profile::{
-    AckMode, AckPolicy, AckScenarioPlan, ConsumeReference, ConsumerKind, MsgId, PublishPlan,
-    ScenarioPlan,
+    AckMode, AckPolicy, AckScenarioPlan, ConsumeReference, ConsumerKind, ConsumerPlan, MsgId,
+    PublishPlan, ScenarioPlan,
 };
 use crate::provision::{durable_config, stream_config};
 use crate::variant::{Invariant, VariantResult, VariantSink};
@@ -192,13 +192,7 @@ async fn variant(
         AckMode::Explicit | AckMode::Double => AckPolicy::Explicit,
     };
     consumer_plan.double_ack = mode == AckMode::Double;
-    ctx.provisioner
-        .create_consumer(
-            target.stream,
-            durable_config(&durable, &consumer_plan, target.base),
-            consumer_plan.pedantic,
-        )
-        .await?;
+    create_durable(ctx, target, &durable, &consumer_plan).await?;
 
     // Drive: read everything.
     let spec = DriveSpec::consume_only(
@@ -313,6 +307,24 @@ impl ReferenceRates {
     }
 }
 
+/// Creates a fresh durable over the filled stream: jsbench's variants and
+/// the references each read on one of their own.
+async fn create_durable(
+    ctx: &RunContext,
+    target: &Target<'_>,
+    durable: &str,
+    consumer_plan: &ConsumerPlan,
+) -> Result<()> {
+    ctx.provisioner
+        .create_consumer(
+            target.stream,
+            durable_config(durable, consumer_plan, target.base),
+            consumer_plan.pedantic,
+        )
+        .await?;
+    Ok(())
+}
+
 /// The rate a variant read at, in messages and in bytes: jsbench's
 /// variants and the references report it alike.
 fn consume_figures(rate: f64, message_size: usize, r: &mut VariantResult) {
@@ -381,13 +393,7 @@ async fn reference_variant(
     consumer_plan.kind = ConsumerKind::Pull;
     consumer_plan.ack = AckPolicy::Explicit;
     consumer_plan.double_ack = false;
-    ctx.provisioner
-        .create_consumer(
-            target.stream,
-            durable_config(&durable, &consumer_plan, target.base),
-            consumer_plan.pedantic,
-        )
-        .await?;
+    create_durable(ctx, target, &durable, &consumer_plan).await?;
     let client = ctx
         .connect
         .connect(&format!("reference-consume-{}", kind.label()))
