@@ -145,8 +145,9 @@ pub fn analyse(
             continue;
         }
         *a.delivered_times.entry(mine.len() as u32).or_default() += 1;
+        let mut sent = mine[0].received_ns;
         for pair in mine.windows(2) {
-            a.pair(seq, pair[0], pair[1], behaviour, consumer);
+            sent = a.pair(seq, sent, pair[0], pair[1], behaviour, consumer);
         }
         let observed = observe(seq, mine, ledger, behaviour, consumer);
         a.observed.add(observed);
@@ -190,17 +191,31 @@ impl Analysis {
         }
     }
 
+    /// Measures the redelivery `next` of `this`, whose server-side send is
+    /// estimated at `sent`, and returns the estimate for `next`'s.
+    ///
+    /// A delivery read late (the client busy, a stalled core) would make the
+    /// one after it look early by as much, since an ack deadline runs from
+    /// the server's send, not from the client's read. So a redelivery read
+    /// later than the configuration promised it by more than the tolerance
+    /// is taken as sent at the promise plus the tolerance: a stall does not
+    /// carry over, while a redelivery the server sent early is still read
+    /// early and judged so. The price: after a step the server itself sent
+    /// late by X beyond the tolerance, an early step by up to X goes unseen
+    /// (the late one shows in `late`).
     fn pair(
         &mut self,
         seq: u64,
+        sent: u64,
         this: DeliveryEvent,
         next: DeliveryEvent,
         behaviour: &BehaviourPlan,
         consumer: &ConsumerPlan,
-    ) {
+    ) -> u64 {
         let action = behaviour.action(seq, this.delivery);
         let Some((cause, expected)) = expected_redelivery(action, this.delivery, consumer) else {
             self.unplanned_redeliveries += 1;
+            let sent = next.received_ns;
             // Delivery n + 1 after expiries cannot come before every
             // deadline of deliveries 1..=n has run, each from a send that
             // followed the store: the server held the message that long at
@@ -213,13 +228,13 @@ impl Analysis {
                 self.time_to_expired_answer
                     .record(this.answered_ns.saturating_sub(this.published_ns));
             }
-            return;
+            return sent;
         };
         // A nak starts the server's timer when it arrives; an ack deadline
         // runs from the delivery.
         let from = match cause {
             Cause::Nak | Cause::NakDelay => this.answered_ns,
-            Cause::AckWait | Cause::Backoff => this.received_ns,
+            Cause::AckWait | Cause::Backoff => sent,
         };
         let measured = next.received_ns.saturating_sub(from);
         let expected = expected.as_nanos() as u64;
@@ -233,6 +248,8 @@ impl Analysis {
                 stats.early_beyond_tolerance += 1;
             }
         }
+        next.received_ns
+            .min(from + expected + self.tolerance.as_nanos() as u64)
     }
 
     /// Per cause: the count, the measured delay and how much later (or
@@ -391,6 +408,31 @@ mod tests {
         assert_eq!(a.mismatches, 2);
         let early = [event(1, 1, 0, 2), event(1, 2, 55, 55), event(1, 3, 95, 95)];
         let a = analyse(&early, &ledger, &plan(), &c, EARLY_TOLERANCE);
+        assert_eq!(a.early(), 1);
+    }
+
+    #[test]
+    fn a_redelivery_read_late_does_not_make_the_next_one_look_early() {
+        let mut ledger = LedgerShard::new();
+        ledger.mark(1, Event::Persisted);
+        // Nak'ed at 2 ms with a 50 ms delay: sent about 52 ms, but read at
+        // 85 ms (the client stalled); its 100 ms deadline runs from the
+        // send, so the next delivery comes at 153 ms: 68 ms after the read,
+        // on time after the send.
+        let stalled = [
+            event(1, 1, 0, 2),
+            event(1, 2, 85, 85),
+            event(1, 3, 153, 153),
+        ];
+        let a = analyse(&stalled, &ledger, &plan(), &consumer(), EARLY_TOLERANCE);
+        assert_eq!(a.early(), 0);
+        // Read at the same instant but sent 40 ms before the deadline.
+        let early = [
+            event(1, 1, 0, 2),
+            event(1, 2, 85, 85),
+            event(1, 3, 113, 113),
+        ];
+        let a = analyse(&early, &ledger, &plan(), &consumer(), EARLY_TOLERANCE);
         assert_eq!(a.early(), 1);
     }
 

@@ -39,12 +39,16 @@ async fn pause_and_nak_delay_ride_out_an_outage_with_nothing_lost() {
         let after_deadline = metric(pause, "held_back_after_deadline.p50");
         assert!(after_deadline >= 300_000.0, "{after_deadline} us");
     }
-    // Naking: every delivery during the outage was a nak; the server holds
-    // nak'ed messages back while naks keep coming, so there are about as
-    // many as messages stored during it (more when a stalled client let
-    // some through).
+    // Naking: every delivery during the outage was a nak. At least each of
+    // the ~300 messages stored during it came once. At most, with every
+    // 300 ms delay honoured, a message first delivered t into the 1.5 s
+    // outage comes back floor((1.5 - t) / 0.3) more times: 3 deliveries on
+    // average, 900 in all. The server usually holds nak'ed messages back
+    // while naks keep coming (about 300 then), less so on a loaded
+    // machine (602 seen in CI); a nak whose delay was ignored would give
+    // thousands.
     let in_outage = metric(nak, "deliveries_in_outage");
-    assert!((250.0..=600.0).contains(&in_outage), "{in_outage}");
+    assert!((250.0..=1000.0).contains(&in_outage), "{in_outage}");
     assert_eq!(metric(nak, "redeliveries"), nak.ledger.naks as f64);
     for v in [pause, nak] {
         assert!(
