@@ -218,28 +218,24 @@ impl VariantResult {
             if name != "e2e_latency" && name != "pub_ack_latency" {
                 continue;
             }
-            let intervals = h.intervals();
-            let Some(&(first, _)) = intervals.first() else {
+            // p50, p99 and max of each second, a few bytes a second.
+            let mut seconds: Vec<(u64, [u64; 3])> = Vec::new();
+            h.for_each_second(|second, hist| {
+                let (p50, p99) = (hist.value_at_quantile(0.5), hist.value_at_quantile(0.99));
+                seconds.push((second, [p50, p99, hist.max()]));
+            });
+            let (Some(&(first, _)), Some(&(last, _))) = (seconds.first(), seconds.last()) else {
                 continue;
             };
-            let last = intervals.last().map_or(first, |i| i.0);
-            for (suffix, quantile) in [
-                ("p50_us", Some(0.5)),
-                ("p99_us", Some(0.99)),
-                ("max_us", None),
-            ] {
+            for (k, suffix) in ["p50_us", "p99_us", "max_us"].into_iter().enumerate() {
                 let mut t = Timeline {
                     origin_ns: first * crate::histogram::INTERVAL_NS,
                     bucket_ns: crate::histogram::INTERVAL_NS,
                     counts: vec![0; (last - first + 1) as usize],
                 };
-                for (second, hist) in &intervals {
-                    let ns = match quantile {
-                        Some(q) => hist.value_at_quantile(q),
-                        None => hist.max(),
-                    };
+                for (second, values) in &seconds {
                     // A gauge: 0 would read as "no sample".
-                    t.counts[(second - first) as usize] = (ns / 1_000).max(1);
+                    t.counts[(second - first) as usize] = (values[k] / 1_000).max(1);
                 }
                 self.timelines.insert(format!("{name}.{suffix}"), t);
             }
