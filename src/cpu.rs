@@ -195,6 +195,11 @@ impl MemoryTrace {
         self.samples.iter().map(|s| s.rss).max()
     }
 
+    /// Messages published by the last sample.
+    pub fn messages(&self) -> u64 {
+        self.samples.last().map_or(0, |s| s.messages)
+    }
+
     /// Least-squares slope of resident bytes against messages published,
     /// in bytes per message, over the samples after the first
     /// `warmup_share` of the messages (allocators, buffers and the

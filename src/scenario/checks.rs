@@ -484,12 +484,15 @@ pub fn cpu_per_message(split: &CpuSplit, messages: u64, r: &mut VariantResult) {
 /// memory is expected to stay flat.
 const MEMORY_WARMUP_SHARE: f64 = 0.2;
 /// The memory check applies once this many messages follow the warm-up:
-/// over fewer, a slope is noise.
-const MEMORY_CHECK_MESSAGES: u64 = 1_000_000;
-/// Growth allowed after the warm-up, bytes per message (1 MB per million):
-/// a per-message record kept for the whole run costs more (the old dense
-/// ledger cost 12-15), while the per-second interval histograms (a few
-/// KB a second) stay below it at any rate above a few thousand msg/s.
+/// over fewer, the allocator's own warm-up reads as growth (0.55 and 0.91
+/// MB per million over the 1.4 million after the warm-up of two 60 s runs
+/// at 30k msg/s, against 0.24 over 40 million in the soak).
+const MEMORY_CHECK_MESSAGES: u64 = 5_000_000;
+/// Growth allowed after the warm-up, bytes per message (1 MB per million),
+/// beyond what the per-second interval histograms add by design (about 4
+/// KB a second, which at 1k msg/s alone is 4 MB per million): a
+/// per-message record kept for the whole run costs more (the old dense
+/// ledger cost 12-15).
 const MEMORY_SLOPE_LIMIT: f64 = 1.0;
 
 /// The client's memory over the variant: peak resident, its slope against
@@ -530,6 +533,8 @@ pub fn client_memory(o: &DriveOutcome, r: &mut VariantResult) {
     ));
     let span = o.memory.span_after(MEMORY_WARMUP_SHARE);
     let slope = o.memory.slope_after(MEMORY_WARMUP_SHARE);
+    // They grow with seconds, so by this much a message at the run's rate.
+    let by_design = intervals as f64 / o.memory.messages().max(1) as f64;
     if let Some(slope) = slope {
         r.metrics.push(Metric::new(
             "client_rss_slope",
@@ -538,18 +543,21 @@ pub fn client_memory(o: &DriveOutcome, r: &mut VariantResult) {
             Direction::Lower,
         ));
     }
-    r.invariants.push(memory_flat(slope, span));
+    r.invariants.push(memory_flat(slope, span, by_design));
 }
 
-fn memory_flat(slope: Option<f64>, span: u64) -> Invariant {
+/// `slope` and `by_design` (the interval histograms' growth) in bytes a
+/// message, which is MB per million.
+fn memory_flat(slope: Option<f64>, span: u64, by_design: f64) -> Invariant {
     const NAME: &str = "client memory flat";
     match slope {
         Some(slope) if span >= MEMORY_CHECK_MESSAGES => Invariant::check(
             NAME,
-            slope <= MEMORY_SLOPE_LIMIT,
+            slope - by_design <= MEMORY_SLOPE_LIMIT,
             format!(
                 "resident memory grew {slope:.2} MB per million messages over the {span} messages \
-                 after the first {:.0}% (limit {MEMORY_SLOPE_LIMIT} MB)",
+                 after the first {:.0}%, {by_design:.2} of it the per-second histograms (limit \
+                 {MEMORY_SLOPE_LIMIT} MB beyond them)",
                 MEMORY_WARMUP_SHARE * 100.0
             ),
         )
@@ -632,26 +640,43 @@ mod memory_tests {
     }
 
     fn check(t: &MemoryTrace) -> Invariant {
+        check_by_design(t, 0.0)
+    }
+
+    fn check_by_design(t: &MemoryTrace, by_design: f64) -> Invariant {
         memory_flat(
             t.slope_after(MEMORY_WARMUP_SHARE),
             t.span_after(MEMORY_WARMUP_SHARE),
+            by_design,
         )
     }
 
     #[test]
     fn memory_that_grows_with_messages_fails_and_flat_memory_passes() {
         // The old dense ledger: about 15 bytes a message.
-        let growing = check(&trace(15.0, 5_000_000));
+        let growing = check(&trace(15.0, 10_000_000));
         assert!(!growing.passed && growing.applicable, "{growing:?}");
         assert!(
             growing.detail.contains("15.00 MB per million"),
             "{}",
             growing.detail
         );
-        let flat = check(&trace(0.0, 5_000_000));
+        let flat = check(&trace(0.0, 10_000_000));
         assert!(flat.passed && flat.applicable, "{flat:?}");
-        let slope = trace(15.0, 5_000_000).slope_after(0.2).unwrap();
+        let slope = trace(15.0, 10_000_000).slope_after(0.2).unwrap();
         assert!((slope - 15.0).abs() < 0.1, "{slope}");
+    }
+
+    #[test]
+    fn the_per_second_histograms_growth_is_allowed_and_no_more() {
+        // A slow run: 4 KB a second at 1k msg/s is 4 bytes a message.
+        let slow = trace(4.0, 10_000_000);
+        let allowed = check_by_design(&slow, 4.0);
+        assert!(allowed.passed && allowed.applicable, "{allowed:?}");
+        assert!(allowed.detail.contains("4.00 of it"), "{}", allowed.detail);
+        // The same growth with no histograms to explain it, or more of it.
+        assert!(!check(&slow).passed);
+        assert!(!check_by_design(&trace(6.0, 10_000_000), 4.0).passed);
     }
 
     #[test]
