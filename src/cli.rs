@@ -509,8 +509,9 @@ fn dispatch(cli: Cli) -> Result<i32> {
             runtime.spawn(interrupts.watch(stop.clone()));
             let outcome = runtime.block_on(run(options, stop));
             // Everything measured is written by now: a task still blocked
-            // (a publisher thread a failed variant left waiting) must not
-            // keep the process from exiting with its status.
+            // (a failed variant's publishers get 15 s to stop, and one
+            // that does not is left behind) must not keep the process from
+            // exiting with its status.
             runtime.shutdown_timeout(std::time::Duration::from_secs(5));
             Ok(outcome?.exit_code())
         }

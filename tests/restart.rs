@@ -254,3 +254,37 @@ fn restart_refuses_a_server_it_did_not_start_before_running_anything() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(summary.is_none(), "nothing ran, so nothing was written");
 }
+
+/// A variant that fails mid-run (here a follower asked of a single server,
+/// 500 ms into 60 s) stops its publishers before the run goes on: they
+/// once kept sending for the whole schedule, into the next variant's
+/// measurement, and their threads outlived the run. In-process, so the
+/// publisher threads (`jsb-pub-<n>`) can be counted when it returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_variant_failing_mid_run_stops_its_publishers() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = common::profile(
+        dir.path(),
+        "restart",
+        "[[scenario]]\nkind = \"restart\"\nduration = \"60s\"\nrate = 100\n\
+         kill_after = \"500ms\"\ndown_for = \"500ms\"\nnode = \"follower\"\n",
+    );
+    let mut options = common::options("", &profile, dir.path());
+    options.connection = jsbench::connect::ConnectionRequest::default();
+    let outcome = jsbench::run::run(options, tokio_util::sync::CancellationToken::new())
+        .await
+        .expect("the run records the failed variant");
+    let v = common::summary(&outcome.results[0]);
+    let error = only_variant(&v).error.clone().unwrap_or_default();
+    assert!(error.contains("no follower"), "{error}");
+    let publishers: Vec<String> = std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|name| name.trim().to_string())
+        .filter(|name| {
+            name.strip_prefix("jsb-pub-")
+                .is_some_and(|n| n.chars().all(|c| c.is_ascii_digit()))
+        })
+        .collect();
+    assert!(publishers.is_empty(), "still running: {publishers:?}");
+}

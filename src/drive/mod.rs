@@ -138,6 +138,9 @@ pub async fn drive_share<P: Peers>(
         peers.start_time(spec, LEAD_IN).await?,
     );
     let mut variant = Variant::new(ctx, spec, share, t0_ns, connected.messages);
+    // However the variant ends, failed included, its consumer clients end
+    // with it rather than read on into the next one.
+    let _consumers_stop = variant.consumers.stop.clone().drop_guard();
     variant.start_consumers(connected.consumer_clients);
     let publishers = start::start_publishers(connected.publishers, variant.timing);
     let published = variant

@@ -12,6 +12,10 @@ use futures::future::join_all;
 use tokio_util::sync::CancellationToken;
 
 use super::connect::Meters;
+
+/// How long a failed variant waits for its stopped publishers: their last
+/// PubAcks, up to the default PubAck timeout, and some slack.
+const STOP_AFTER_FAILURE: Duration = Duration::from_secs(15);
 use super::start::ClientProgress;
 use super::{ConsumerSample, ConsumerState, FaultOutcome, PauseOutcome, Peers, Variant, fault};
 use crate::clock;
@@ -71,7 +75,18 @@ impl Variant<'_> {
         let results = loop {
             tokio::select! {
                 results = &mut finishing => break results,
-                _ = tick.tick() => self.tick(peers, &mut pace, &publish_stop, (&mut fault, &mut pause)).await?,
+                _ = tick.tick() => {
+                    if let Err(e) = self.tick(peers, &mut pace, &publish_stop, (&mut fault, &mut pause)).await {
+                        // A variant that failed mid-run (a fault it could
+                        // not inject, a pause the server refused) stops its
+                        // publishers and waits for them: left running, they
+                        // published into the next variant's measurement
+                        // and their threads outlived the run.
+                        publish_stop.cancel();
+                        let _ = tokio::time::timeout(STOP_AFTER_FAILURE, &mut finishing).await;
+                        return Err(e);
+                    }
+                }
             }
         };
         let (sends, acks) = reports(results)?;
