@@ -63,7 +63,7 @@ pub(super) async fn send_all(
         Ok(composer) => composer,
         Err(e) => {
             report.first_error = Some(format!("building messages: {e:#}"));
-            return finish(&client, &shared, report).await;
+            return finish(&client, &shared, report, config.pub_ack_timeout).await;
         }
     };
 
@@ -170,13 +170,38 @@ pub(super) async fn send_all(
         } = composer.compose(intended, sent, m, k, size, kind != SendKind::Resend);
         k += 1;
         let subject = subjects[(m % subjects.len() as u64) as usize].clone();
-        let result = match headers {
-            None => client.publish_with_reply(subject, reply, payload).await,
-            Some(headers) => {
-                client
-                    .publish_with_reply_and_headers(subject, reply, headers, payload)
-                    .await
+        let publish = async {
+            match headers {
+                None => client.publish_with_reply(subject, reply, payload).await,
+                Some(headers) => {
+                    client
+                        .publish_with_reply_and_headers(subject, reply, headers, payload)
+                        .await
+                }
             }
+        };
+        tokio::pin!(publish);
+        // Nearly always ready at once: room in the client's queue. When
+        // not, the server has stopped taking messages (gone, or a client
+        // reconnecting forever), and nothing else would end this wait:
+        // the PubAck timeout and the stop are checked here too, off the
+        // common path, so the first poll pays for no timer.
+        let result = match futures::poll!(&mut publish) {
+            std::task::Poll::Ready(result) => result,
+            std::task::Poll::Pending => tokio::select! {
+                result = &mut publish => result,
+                _ = stop.cancelled() => {
+                    report.interrupted = true;
+                    break;
+                }
+                _ = tokio::time::sleep(config.pub_ack_timeout) => {
+                    report.first_error = Some(format!(
+                        "a publish waited {:?} for room in the client's queue: the server does not take messages",
+                        config.pub_ack_timeout
+                    ));
+                    break;
+                }
+            },
         };
         if let Err(e) = result {
             report.first_error = Some(format!("publish failed: {e}"));
@@ -205,13 +230,24 @@ pub(super) async fn send_all(
         report.timeline.mark(sent);
     }
     report.send_lag = composer.into_send_lag();
-    finish(&client, &shared, report).await
+    finish(&client, &shared, report, config.pub_ack_timeout).await
 }
 
-/// Hands the buffered publishes to the server, then tells the reader how
-/// many were sent.
-async fn finish(client: &Client, shared: &Shared, report: SendReport) -> SendReport {
-    let _ = client.flush().await;
+/// Hands the buffered publishes to the server (waiting up to `timeout`: a
+/// client whose server is gone reconnects forever and its flush with it),
+/// then tells the reader how many were sent.
+async fn finish(
+    client: &Client,
+    shared: &Shared,
+    mut report: SendReport,
+    timeout: Duration,
+) -> SendReport {
+    if tokio::time::timeout(timeout, client.flush()).await.is_err() && report.first_error.is_none()
+    {
+        report.first_error = Some(format!(
+            "the last publishes were not flushed within {timeout:?}: the server does not take them"
+        ));
+    }
     shared.finished.store(report.sent, Ordering::Release);
     shared.finished_notify.notify_one();
     report
