@@ -92,6 +92,18 @@ async fn one_message(
     name: &str,
     configure: impl FnOnce(&mut jetstream::consumer::pull::Config),
 ) -> jetstream::consumer::PullConsumer {
+    stored(js, name, 1, configure).await
+}
+
+/// A stream `name` (subject: the name in lower case) holding `messages`
+/// messages, and an explicit-ack pull durable on it configured by
+/// `configure`.
+async fn stored(
+    js: &jetstream::Context,
+    name: &str,
+    messages: usize,
+    configure: impl FnOnce(&mut jetstream::consumer::pull::Config),
+) -> jetstream::consumer::PullConsumer {
     let stream = js
         .create_stream(stream::Config {
             name: name.into(),
@@ -100,11 +112,13 @@ async fn one_message(
         })
         .await
         .unwrap();
-    js.publish(name.to_lowercase(), "x".into())
-        .await
-        .unwrap()
-        .await
-        .unwrap();
+    for _ in 0..messages {
+        js.publish(name.to_lowercase(), "x".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
     let mut config = jetstream::consumer::pull::Config {
         durable_name: Some("c".into()),
         ack_policy: jetstream::consumer::AckPolicy::Explicit,
@@ -321,26 +335,7 @@ async fn max_deliveries_advisory_arrives_after_the_last_deadline_with_its_fields
 async fn a_message_naked_with_a_delay_holds_its_max_ack_pending_slot() {
     let server = common::server();
     let js = context(&server).await;
-    let stream = js
-        .create_stream(stream::Config {
-            name: "HOLD".into(),
-            subjects: vec!["hold".into()],
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    for _ in 0..2 {
-        js.publish("hold", "x".into()).await.unwrap().await.unwrap();
-    }
-    let consumer = stream
-        .create_consumer(jetstream::consumer::pull::Config {
-            durable_name: Some("c".into()),
-            ack_policy: jetstream::consumer::AckPolicy::Explicit,
-            max_ack_pending: 1,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let consumer = stored(&js, "HOLD", 2, |c| c.max_ack_pending = 1).await;
     let mut messages = consumer.messages().await.unwrap();
     let first = futures::StreamExt::next(&mut messages)
         .await
@@ -504,30 +499,7 @@ struct HeldBack {
 async fn held_back_by_naks(name: &str) -> HeldBack {
     let server = common::server();
     let js = context(&server).await;
-    let stream = js
-        .create_stream(stream::Config {
-            name: name.into(),
-            subjects: vec![name.to_lowercase()],
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    for _ in 0..2 {
-        js.publish(name.to_lowercase(), "x".into())
-            .await
-            .unwrap()
-            .await
-            .unwrap();
-    }
-    let consumer = stream
-        .create_consumer(jetstream::consumer::pull::Config {
-            durable_name: Some("c".into()),
-            ack_policy: jetstream::consumer::AckPolicy::Explicit,
-            ack_wait: Duration::from_secs(30),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let consumer = stored(&js, name, 2, |c| c.ack_wait = Duration::from_secs(30)).await;
     let mut messages = consumer.messages().await.unwrap();
     let mut first = Vec::new();
     while first.len() < 2 {
@@ -584,23 +556,7 @@ async fn held_back_by_naks(name: &str) -> HeldBack {
 async fn first_message_under_naks(name: &str) -> Vec<Duration> {
     let server = common::server();
     let js = context(&server).await;
-    let stream = js
-        .create_stream(stream::Config {
-            name: name.into(),
-            subjects: vec![name.to_lowercase()],
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    let consumer = stream
-        .create_consumer(jetstream::consumer::pull::Config {
-            durable_name: Some("c".into()),
-            ack_policy: jetstream::consumer::AckPolicy::Explicit,
-            ack_wait: Duration::from_secs(1),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let consumer = stored(&js, name, 0, |c| c.ack_wait = Duration::from_secs(1)).await;
     let publisher = {
         let (js, subject) = (js.clone(), name.to_lowercase());
         tokio::spawn(async move {
