@@ -142,8 +142,8 @@ impl Recorder {
     }
 
     /// Calls `f` with each second's histogram (of jsbench's clock), merged
-    /// across every recorder folded in, seconds in order; never without
-    /// intervals. One second is decompressed at a time: holding them all
+    /// across every recorder folded in, seconds in order; not at all for
+    /// a recorder without intervals. One second is decompressed at a time: holding them all
     /// (about 40 KB each) took 70 MB at the end of a 28-minute soak whose
     /// drive never passed 35 MB, and would grow with every hour.
     pub fn for_each_second(&self, mut f: impl FnMut(u64, &Histogram<u64>)) {

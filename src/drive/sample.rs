@@ -12,14 +12,14 @@ use futures::future::join_all;
 use tokio_util::sync::CancellationToken;
 
 use super::connect::Meters;
-
-/// How long a failed variant waits for its stopped publishers: their last
-/// PubAcks, up to the default PubAck timeout, and some slack.
-const STOP_AFTER_FAILURE: Duration = Duration::from_secs(15);
 use super::start::ClientProgress;
 use super::{ConsumerSample, ConsumerState, FaultOutcome, PauseOutcome, Peers, Variant, fault};
 use crate::clock;
 use crate::load::{AckReport, Publisher, PublisherProgress, SendReport};
+
+/// How long a failed variant waits for its stopped publishers: their last
+/// PubAcks, up to the default PubAck timeout, and some slack.
+const STOP_AFTER_FAILURE: Duration = Duration::from_secs(15);
 
 /// What the publish phase leaves: every publisher's reports, what was
 /// stored, and the meters read when the last publisher finished.
