@@ -52,6 +52,25 @@ pub fn count(name: impl Into<String>, value: u64) -> Metric {
     Metric::new(name, "count", value as f64, Direction::None)
 }
 
+/// `<what>_rate` (msg/s) and `<what>_throughput` (MB/s), both better
+/// higher: every phase that moves messages reports its pace in these two.
+pub fn rate_and_throughput(what: &str, msgs_per_s: f64, bytes_per_s: f64) -> [Metric; 2] {
+    [
+        Metric::new(
+            format!("{what}_rate"),
+            "msg/s",
+            msgs_per_s,
+            Direction::Higher,
+        ),
+        Metric::new(
+            format!("{what}_throughput"),
+            "MB/s",
+            bytes_per_s / 1e6,
+            Direction::Higher,
+        ),
+    ]
+}
+
 /// `value / base`, 0 when there is no base: a ratio against a variant that
 /// measured nothing must not read as infinitely worse.
 pub fn ratio(name: impl Into<String>, value: f64, base: f64, direction: Direction) -> Metric {

@@ -328,17 +328,10 @@ async fn create_durable(
 /// The rate a variant read at, in messages and in bytes: jsbench's
 /// variants and the references report it alike.
 fn consume_figures(rate: f64, message_size: usize, r: &mut VariantResult) {
-    r.metrics.push(Metric::new(
-        "consume_rate",
-        "msg/s",
+    r.metrics.extend(crate::metrics::rate_and_throughput(
+        "consume",
         rate,
-        Direction::Higher,
-    ));
-    r.metrics.push(Metric::new(
-        "consume_throughput",
-        "MB/s",
-        rate * message_size as f64 / 1e6,
-        Direction::Higher,
+        rate * message_size as f64,
     ));
 }
 

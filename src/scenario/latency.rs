@@ -228,17 +228,10 @@ fn measure(o: &DriveOutcome, rate: u64, r: &mut VariantResult) {
         rate as f64,
         Direction::None,
     ));
-    r.metrics.push(Metric::new(
-        "publish_rate",
-        "msg/s",
+    r.metrics.extend(crate::metrics::rate_and_throughput(
+        "publish",
         publish_rate,
-        Direction::Higher,
-    ));
-    r.metrics.push(Metric::new(
-        "publish_throughput",
-        "MB/s",
-        o.sent_bytes() as f64 / o.publish_span().as_secs_f64().max(1e-9) / 1e6,
-        Direction::Higher,
+        o.sent_bytes() as f64 / o.publish_span().as_secs_f64().max(1e-9),
     ));
     r.metrics.push(Metric::new(
         "consume_rate",

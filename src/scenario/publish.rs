@@ -317,17 +317,10 @@ fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) -> Figu
             Direction::None,
         ));
     }
-    r.metrics.push(Metric::new(
-        "publish_rate",
-        "msg/s",
+    r.metrics.extend(crate::metrics::rate_and_throughput(
+        "publish",
         publish_rate,
-        Direction::Higher,
-    ));
-    r.metrics.push(Metric::new(
-        "publish_throughput",
-        "MB/s",
-        o.sent_bytes() as f64 / o.publish_span().as_secs_f64().max(1e-9) / 1e6,
-        Direction::Higher,
+        o.sent_bytes() as f64 / o.publish_span().as_secs_f64().max(1e-9),
     ));
     let mut recorders = vec![
         ("pub_ack_latency", &o.pub_ack_intended),
@@ -747,17 +740,10 @@ async fn reference_variant(
     // connections sent side by side from one start.
     let span = reports.iter().map(|r| r.span).max().unwrap_or_default();
     let rate = crate::drive::rate(sent, span);
-    result.metrics.push(Metric::new(
-        "publish_rate",
-        "msg/s",
+    result.metrics.extend(crate::metrics::rate_and_throughput(
+        "publish",
         rate,
-        Direction::Higher,
-    ));
-    result.metrics.push(Metric::new(
-        "publish_throughput",
-        "MB/s",
-        rate * size as f64 / 1e6,
-        Direction::Higher,
+        rate * size as f64,
     ));
     let client_us = per_message_us(client_cpu, sent);
     let server_us = server_cpu.map(|c| per_message_us(c, sent));

@@ -259,17 +259,10 @@ async fn record(
         plan.rate as f64,
         Direction::None,
     ));
-    r.metrics.push(Metric::new(
-        "publish_rate",
-        "msg/s",
+    r.metrics.extend(crate::metrics::rate_and_throughput(
+        "publish",
         outcome.publish_rate(),
-        Direction::Higher,
-    ));
-    r.metrics.push(Metric::new(
-        "publish_throughput",
-        "MB/s",
-        outcome.sent_bytes() as f64 / outcome.publish_span().as_secs_f64().max(1e-9) / 1e6,
-        Direction::Higher,
+        outcome.sent_bytes() as f64 / outcome.publish_span().as_secs_f64().max(1e-9),
     ));
     r.metrics
         .extend(latency_metrics("send_lag", &outcome.send_lag.summary()));
@@ -589,17 +582,10 @@ fn measure(v: &Replay, log: &ReplayLog, live: Option<&DriveOutcome>, r: &mut Var
             if let Some(last) = d.last() {
                 let took = last.received_ns.saturating_sub(log.requested_ns);
                 r.metrics.push(ms("catch_up_time", took));
-                r.metrics.push(Metric::new(
-                    "catch_up_rate",
-                    "msg/s",
+                r.metrics.extend(crate::metrics::rate_and_throughput(
+                    "catch_up",
                     d.len() as f64 / seconds(took),
-                    Direction::Higher,
-                ));
-                r.metrics.push(Metric::new(
-                    "catch_up_throughput",
-                    "MB/s",
-                    log.bytes as f64 / seconds(took) / 1e6,
-                    Direction::Higher,
+                    log.bytes as f64 / seconds(took),
                 ));
             }
         }
