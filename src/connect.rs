@@ -7,6 +7,7 @@
 //! [`Secret`] and never reach a message, a log or a results file.
 
 pub mod context;
+pub mod environment;
 pub mod options;
 
 use std::collections::BTreeMap;
@@ -21,9 +22,8 @@ use serde::{Deserialize, Serialize};
 pub use crate::secret::Secret;
 use crate::url;
 pub use crate::url::redact;
-pub use options::{
-    ConnectionFlags, ConnectionRequest, Environment, Resolution, resolve, resolve_all,
-};
+pub use environment::Environment;
+pub use options::{ConnectionFlags, ConnectionRequest, Resolution, resolve, resolve_all};
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct NodeInfo {

@@ -1,10 +1,15 @@
-//! The crate's layers, held to the table in docs/development.md: every
-//! module imports only from its own layer and the layers below it, no
-//! imports run in a loop, and every module has a layer.
+//! The crate's layers, held to the table in docs/development.md, down to
+//! the file: every top-level module imports only from its own layer and
+//! the layers below it, every module has a layer, and no imports run in a
+//! loop, between top-level modules or between the files inside a folder.
 //!
-//! Imports are read from the source text (`crate::x`, `use crate::{x, y}`,
-//! and `super::x` where `super` is the crate root), with comments and
-//! `#[cfg(test)]` code left out: tests may reach anywhere.
+//! Imports are read from the source text (`crate::x::y`, `super::x`,
+//! `self::x`, grouped `use` lists), with comments and `#[cfg(test)]` code
+//! left out: tests may reach anywhere. A name a folder's `mod.rs` (or
+//! `x.rs` beside `x/`) re-exports is followed to the file that defines it,
+//! so `super::Item` counts as an import of the sibling that holds `Item`.
+//! A file's imports of the folders around it (its parent's own items) and
+//! a folder's of its own files are how Rust modules are built, not loops.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -12,13 +17,23 @@ use std::path::{Path, PathBuf};
 
 const TABLE: &str = "docs/development.md";
 
-/// An arrow from one top-level module to another, with where it was seen.
+/// A module's path inside the crate: `["drive", "sample"]`.
+type ModPath = Vec<String>;
+
+/// An arrow from one module (file) to another, with where it was seen.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Import {
-    from: String,
-    to: String,
+    from: ModPath,
+    to: ModPath,
     file: String,
     line: usize,
+}
+
+impl Import {
+    /// The same arrow between the top-level modules.
+    fn heads(&self) -> (String, String) {
+        (self.from[0].clone(), self.to[0].clone())
+    }
 }
 
 /// Module name -> (layer number, layer name), from the `## Layers` table.
@@ -97,78 +112,127 @@ fn without_comment(line: &str) -> &str {
     line
 }
 
-/// The top-level modules a line names through the crate root.
-fn crate_paths(line: &str, depth: usize) -> Vec<String> {
-    let mut names = Vec::new();
-    let mut rest = line;
-    while let Some(i) = rest.find("crate::") {
-        let before = &rest[..i];
-        rest = &rest[i + "crate::".len()..];
-        // `jsbench::crate::` does not occur; `$crate::` (macros) would be
-        // the crate too.
-        if before.ends_with(|c: char| c.is_alphanumeric() || c == '_') {
-            continue;
-        }
-        names.extend(path_heads(rest));
-    }
-    // `super::super::x` at depth 2 is `crate::x`.
-    let mut rest = line;
-    while let Some(i) = rest.find("super::") {
-        let before = &rest[..i];
-        let mut after = &rest[i..];
-        let mut ups = 0;
-        while let Some(tail) = after.strip_prefix("super::") {
-            ups += 1;
-            after = tail;
-        }
-        rest = after;
-        if before.ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':') {
-            continue;
-        }
-        if ups >= depth {
-            names.extend(path_heads(after));
-        }
-    }
-    names
+fn ident(s: &str) -> String {
+    s.chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect()
 }
 
-/// `x::...` gives `x`; `{x, y::z}` gives `x` and `y`.
-fn path_heads(text: &str) -> Vec<String> {
-    let ident = |s: &str| -> String {
-        s.chars()
-            .take_while(|c| c.is_alphanumeric() || *c == '_')
-            .collect()
-    };
-    let Some(group) = text.strip_prefix('{') else {
-        return vec![ident(text)];
-    };
-    let mut heads = Vec::new();
-    let mut depth = 0;
-    let mut start = 0;
+/// The paths a `a::b::{c, d::e}` text names, each as its segments:
+/// `[a, b, c]` and `[a, b, d, e]`; `self` in a group names the group's
+/// own prefix, `*` is kept as a segment.
+fn expand(text: &str) -> Vec<Vec<String>> {
+    let mut prefix = Vec::new();
+    let mut rest = text;
+    loop {
+        if let Some(group) = rest.strip_prefix('{') {
+            let mut out = Vec::new();
+            for item in split_group(group) {
+                for mut tail in expand(item.trim()) {
+                    if tail.first().is_some_and(|s| s == "self") {
+                        tail.remove(0);
+                    }
+                    let mut path = prefix.clone();
+                    path.extend(tail);
+                    out.push(path);
+                }
+            }
+            return out;
+        }
+        if rest.starts_with('*') {
+            prefix.push("*".to_string());
+            return vec![prefix];
+        }
+        let segment = ident(rest);
+        if segment.is_empty() {
+            return if prefix.is_empty() {
+                Vec::new()
+            } else {
+                vec![prefix]
+            };
+        }
+        rest = &rest[segment.len()..];
+        prefix.push(segment);
+        match rest.strip_prefix("::") {
+            Some(after) => rest = after,
+            None => return vec![prefix],
+        }
+    }
+}
+
+/// The items of a `{...}` group (its text after the `{`), up to its `}`.
+fn split_group(group: &str) -> Vec<&str> {
+    let mut items = Vec::new();
+    let (mut depth, mut start) = (0, 0);
     for (i, c) in group.char_indices() {
         match c {
             '{' => depth += 1,
             '}' if depth == 0 => {
-                heads.push(ident(group[start..i].trim()));
+                items.push(&group[start..i]);
                 break;
             }
             '}' => depth -= 1,
             ',' if depth == 0 => {
-                heads.push(ident(group[start..i].trim()));
+                items.push(&group[start..i]);
                 start = i + 1;
             }
             _ => {}
         }
     }
-    heads.retain(|h| !h.is_empty() && h != "self");
-    heads
+    items.retain(|s| !s.trim().is_empty());
+    items
+}
+
+/// Every path a line names from the crate root, `super` or `self`, made
+/// absolute for a file of module `module`: `super::x` in
+/// `drive::sample` is `["drive", "x"]`.
+fn absolute_paths(line: &str, module: &[String]) -> Vec<ModPath> {
+    let mut found = Vec::new();
+    let bytes = line.as_bytes();
+    let mut i = 0;
+    while i < line.len() {
+        let rest = &line[i..];
+        let starts_word = i == 0 || {
+            let c = bytes[i - 1] as char;
+            !(c.is_alphanumeric() || c == '_' || c == ':' || c == '$')
+        };
+        let base: Option<(ModPath, &str)> = if !starts_word {
+            None
+        } else if let Some(after) = rest.strip_prefix("crate::") {
+            Some((Vec::new(), after))
+        } else if rest.starts_with("super::") {
+            let mut after = rest;
+            let mut up = module.to_vec();
+            while let Some(tail) = after.strip_prefix("super::") {
+                up.pop();
+                after = tail;
+            }
+            Some((up, after))
+        } else if let Some(after) = rest.strip_prefix("self::") {
+            Some((module.to_vec(), after))
+        } else {
+            None
+        };
+        match base {
+            Some((base, after)) => {
+                for tail in expand(after) {
+                    let mut path = base.clone();
+                    path.extend(tail);
+                    found.push(path);
+                }
+                i = line.len() - after.len();
+            }
+            None => i += rest.chars().next().map_or(1, char::len_utf8),
+        }
+    }
+    found
 }
 
 /// The module path of a file under src/: `src/drive/sample.rs` is
 /// `["drive", "sample"]`, `src/drive/mod.rs` is `["drive"]`.
-fn module_path(src: &Path, file: &Path) -> Vec<String> {
+fn module_path(src: &Path, file: &Path) -> ModPath {
     let relative = file.strip_prefix(src).expect("under src");
-    let mut parts: Vec<String> = relative
+    let mut parts: ModPath = relative
         .with_extension("")
         .components()
         .map(|c| c.as_os_str().to_string_lossy().into_owned())
@@ -190,67 +254,218 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Every arrow between top-level modules in the sources under `src`.
-fn imports(src: &Path) -> Vec<Import> {
-    let mut files = Vec::new();
-    rust_files(src, &mut files);
-    files.sort();
-    let mut found = Vec::new();
-    for file in files {
-        let path = module_path(src, &file);
-        // The crate root and the binary only declare and call; test
-        // modules in files of their own may reach anywhere.
-        if path.len() == 1 && (path[0] == "lib" || path[0] == "main") {
-            continue;
-        }
-        if path.last().is_some_and(|p| p == "tests") {
-            continue;
-        }
-        let text = fs::read_to_string(&file).expect("a source file is readable");
-        let shown = file
-            .strip_prefix(src.parent().unwrap_or(src))
-            .unwrap_or(&file);
-        found.extend(file_imports(&text, &path, &shown.display().to_string()));
-    }
-    found
+/// One source file: where it is shown, and its production lines.
+struct SourceFile {
+    shown: String,
+    lines: Vec<String>,
 }
 
-fn file_imports(text: &str, path: &[String], file: &str) -> Vec<Import> {
-    let from = path[0].clone();
-    let mut found = Vec::new();
-    for (n, line) in production_lines(text).iter().enumerate() {
-        for to in crate_paths(line, path.len()) {
-            if to != from && !to.is_empty() {
-                found.push(Import {
-                    from: from.clone(),
-                    to,
-                    file: file.to_string(),
-                    line: n + 1,
-                });
+/// Every module file of the crate but its root and the binary (they only
+/// declare and call) and test modules in files of their own.
+struct Crate {
+    files: BTreeMap<ModPath, SourceFile>,
+    /// Per module: a name it re-exports -> the module that defines it.
+    reexports: BTreeMap<ModPath, BTreeMap<String, ModPath>>,
+}
+
+impl Crate {
+    fn read(src: &Path) -> Crate {
+        let mut paths = Vec::new();
+        rust_files(src, &mut paths);
+        paths.sort();
+        let mut files = BTreeMap::new();
+        for file in paths {
+            let module = module_path(src, &file);
+            if module.len() == 1 && (module[0] == "lib" || module[0] == "main") {
+                continue;
+            }
+            if module.last().is_some_and(|p| p == "tests") {
+                continue;
+            }
+            let text = fs::read_to_string(&file).expect("a source file is readable");
+            let shown = file
+                .strip_prefix(src.parent().unwrap_or(src))
+                .unwrap_or(&file)
+                .display()
+                .to_string();
+            files.insert(
+                module,
+                SourceFile {
+                    shown,
+                    lines: production_lines(&text),
+                },
+            );
+        }
+        Crate::from_files(files)
+    }
+
+    fn from_files(files: BTreeMap<ModPath, SourceFile>) -> Crate {
+        let mut krate = Crate {
+            files,
+            reexports: BTreeMap::new(),
+        };
+        let mut reexports = BTreeMap::new();
+        for (module, file) in &krate.files {
+            let mut names = BTreeMap::new();
+            for line in &file.lines {
+                let Some(used) = pub_use(line) else { continue };
+                let mut targets = absolute_paths(used, module);
+                if targets.is_empty() {
+                    // A child by its bare name: `pub use outcome::{...}`.
+                    for tail in expand(used) {
+                        let mut path = module.clone();
+                        path.extend(tail);
+                        targets.push(path);
+                    }
+                }
+                for path in targets {
+                    let Some((item, prefix)) = path.split_last() else {
+                        continue;
+                    };
+                    let Some(defining) = krate.longest_module(prefix) else {
+                        continue;
+                    };
+                    if item == "*" {
+                        for name in krate.defined_names(&defining) {
+                            names.insert(name, defining.clone());
+                        }
+                    } else {
+                        names.insert(item.clone(), defining);
+                    }
+                }
+            }
+            reexports.insert(module.clone(), names);
+        }
+        krate.reexports = reexports;
+        krate
+    }
+
+    /// The longest prefix of `path` that is a module file of the crate.
+    fn longest_module(&self, path: &[String]) -> Option<ModPath> {
+        (1..=path.len())
+            .rev()
+            .map(|n| path[..n].to_vec())
+            .find(|p| self.files.contains_key(p))
+    }
+
+    /// The names a module defines in public (for a glob re-export).
+    fn defined_names(&self, module: &ModPath) -> Vec<String> {
+        let Some(file) = self.files.get(module) else {
+            return Vec::new();
+        };
+        let mut names = Vec::new();
+        for line in &file.lines {
+            let Some(rest) = line.trim_start().strip_prefix("pub ") else {
+                continue;
+            };
+            let rest = rest
+                .trim_start_matches("async ")
+                .trim_start_matches("const fn ");
+            for kind in [
+                "struct ", "enum ", "fn ", "const ", "static ", "type ", "trait ",
+            ] {
+                if let Some(name) = rest.strip_prefix(kind) {
+                    names.push(ident(name));
+                }
             }
         }
+        names
     }
-    found
+
+    /// The module a path names: its longest module prefix, followed
+    /// through that module's re-exports to the module defining the item.
+    fn resolve(&self, path: &[String]) -> Option<ModPath> {
+        let mut module = self.longest_module(path)?;
+        let mut item = path.get(module.len()).cloned();
+        // Re-exports may chain (a folder re-exporting a sub-folder's).
+        for _ in 0..8 {
+            let Some(name) = &item else { break };
+            let Some(next) = self.reexports.get(&module).and_then(|r| r.get(name)) else {
+                break;
+            };
+            if *next == module {
+                break;
+            }
+            module = next.clone();
+            item = Some(name.clone());
+        }
+        Some(module)
+    }
+
+    /// Every arrow between two module files, but a file's arrows to the
+    /// folders around it and a folder's to its own files.
+    fn imports(&self) -> Vec<Import> {
+        let mut found = Vec::new();
+        for (module, file) in &self.files {
+            for (n, line) in file.lines.iter().enumerate() {
+                for path in absolute_paths(line, module) {
+                    if path.is_empty() {
+                        continue;
+                    }
+                    let Some(to) = self.resolve(&path) else {
+                        // Nothing of the crate below the root: a name the
+                        // crate root declares, checked by the table.
+                        if let Some(head) = path.first() {
+                            found.push(Import {
+                                from: module.clone(),
+                                to: vec![head.clone()],
+                                file: file.shown.clone(),
+                                line: n + 1,
+                            });
+                        }
+                        continue;
+                    };
+                    if to.starts_with(module) || module.starts_with(&to) {
+                        continue;
+                    }
+                    found.push(Import {
+                        from: module.clone(),
+                        to,
+                        file: file.shown.clone(),
+                        line: n + 1,
+                    });
+                }
+            }
+        }
+        // One arrow per line and target, however many names it takes.
+        found.sort();
+        found.dedup();
+        found
+    }
+}
+
+/// The path of a `pub use` line (`pub(crate) use` too), without its `;`.
+fn pub_use(line: &str) -> Option<&str> {
+    let t = line.trim_start();
+    let rest = t
+        .strip_prefix("pub use ")
+        .or_else(|| t.strip_prefix("pub(crate) use "))
+        .or_else(|| t.strip_prefix("pub(super) use "))?;
+    Some(rest.trim_end().trim_end_matches(';'))
 }
 
 /// Imports that go up a layer, or name a module the table does not have.
 fn upward(imports: &[Import], layers: &BTreeMap<String, (u32, String)>) -> Vec<String> {
     let mut problems = Vec::new();
     for i in imports {
-        match (layers.get(&i.from), layers.get(&i.to)) {
+        let (from_head, to_head) = i.heads();
+        if from_head == to_head {
+            continue;
+        }
+        match (layers.get(&from_head), layers.get(&to_head)) {
             (Some((from, from_name)), Some((to, to_name))) if to > from => {
                 problems.push(format!(
-                    "{}:{}: `{}` (layer {from} {from_name}) imports crate::{} (layer {to} {to_name}), a layer above it",
-                    i.file, i.line, i.from, i.to
+                    "{}:{}: `{from_head}` (layer {from} {from_name}) imports crate::{to_head} (layer {to} {to_name}), a layer above it",
+                    i.file, i.line
                 ));
             }
             (None, _) => problems.push(format!(
-                "{}:{}: module `{}` has no layer in {TABLE}",
-                i.file, i.line, i.from
+                "{}:{}: module `{from_head}` has no layer in {TABLE}",
+                i.file, i.line
             )),
             (_, None) => problems.push(format!(
-                "{}:{}: crate::{} has no layer in {TABLE}",
-                i.file, i.line, i.to
+                "{}:{}: crate::{to_head} has no layer in {TABLE}",
+                i.file, i.line
             )),
             _ => {}
         }
@@ -258,29 +473,30 @@ fn upward(imports: &[Import], layers: &BTreeMap<String, (u32, String)>) -> Vec<S
     problems
 }
 
-/// One loop of imports between modules, if there is any.
-fn find_cycle(imports: &[Import]) -> Option<Vec<String>> {
-    let mut edges: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    for i in imports {
-        edges.entry(&i.from).or_default().insert(&i.to);
+/// One loop in a graph of arrows, if there is any, as the nodes in order
+/// (the first repeated at the end).
+fn find_cycle<N: Ord + Clone>(edges: &[(N, N)]) -> Option<Vec<N>> {
+    let mut next: BTreeMap<&N, BTreeSet<&N>> = BTreeMap::new();
+    for (from, to) in edges {
+        next.entry(from).or_default().insert(to);
     }
-    fn visit<'a>(
-        node: &'a str,
-        edges: &BTreeMap<&'a str, BTreeSet<&'a str>>,
-        stack: &mut Vec<&'a str>,
-        done: &mut BTreeSet<&'a str>,
-    ) -> Option<Vec<String>> {
+    fn visit<'a, M: Ord + Clone>(
+        node: &'a M,
+        next: &BTreeMap<&'a M, BTreeSet<&'a M>>,
+        stack: &mut Vec<&'a M>,
+        done: &mut BTreeSet<&'a M>,
+    ) -> Option<Vec<M>> {
         if let Some(at) = stack.iter().position(|n| *n == node) {
-            let mut cycle: Vec<String> = stack[at..].iter().map(|s| s.to_string()).collect();
-            cycle.push(node.to_string());
+            let mut cycle: Vec<M> = stack[at..].iter().map(|n| (*n).clone()).collect();
+            cycle.push(node.clone());
             return Some(cycle);
         }
         if done.contains(node) {
             return None;
         }
         stack.push(node);
-        for next in edges.get(node).into_iter().flatten() {
-            if let Some(cycle) = visit(next, edges, stack, done) {
+        for to in next.get(node).into_iter().flatten().copied() {
+            if let Some(cycle) = visit(to, next, stack, done) {
                 return Some(cycle);
             }
         }
@@ -289,27 +505,79 @@ fn find_cycle(imports: &[Import]) -> Option<Vec<String>> {
         None
     }
     let mut done = BTreeSet::new();
-    for node in edges.keys() {
-        if let Some(cycle) = visit(node, &edges, &mut Vec::new(), &mut done) {
+    for node in next.keys().copied() {
+        if let Some(cycle) = visit(node, &next, &mut Vec::new(), &mut done) {
             return Some(cycle);
         }
     }
     None
 }
 
+/// A loop as evidence: each arrow with the file and line it was seen at.
+fn evidence(cycle: &[ModPath], imports: &[Import], level: fn(&ModPath) -> ModPath) -> String {
+    cycle
+        .windows(2)
+        .map(|w| {
+            let i = imports
+                .iter()
+                .find(|i| level(&i.from) == w[0] && level(&i.to) == w[1])
+                .expect("an arrow of the loop");
+            format!(
+                "{} -> {} ({}:{})",
+                w[0].join("::"),
+                w[1].join("::"),
+                i.file,
+                i.line
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn head(m: &ModPath) -> ModPath {
+    m[..1].to_vec()
+}
+
+fn whole(m: &ModPath) -> ModPath {
+    m.clone()
+}
+
+/// A loop between top-level modules.
+fn module_loop(imports: &[Import]) -> Option<String> {
+    let edges: Vec<(ModPath, ModPath)> = imports
+        .iter()
+        .filter(|i| i.from[0] != i.to[0])
+        .map(|i| (head(&i.from), head(&i.to)))
+        .collect();
+    find_cycle(&edges).map(|c| evidence(&c, imports, head))
+}
+
+/// A loop between files.
+fn file_loop(imports: &[Import]) -> Option<String> {
+    let edges: Vec<(ModPath, ModPath)> = imports
+        .iter()
+        .map(|i| (i.from.clone(), i.to.clone()))
+        .collect();
+    find_cycle(&edges).map(|c| evidence(&c, imports, whole))
+}
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn the_crate() -> Crate {
+    Crate::read(&root().join("src"))
 }
 
 #[test]
 fn no_module_imports_from_a_layer_above_it() {
     let layers = read_layers(&fs::read_to_string(root().join(TABLE)).expect("the layer table"));
     assert!(
-        layers.len() > 20,
+        layers.len() > 8,
         "the ## Layers table of {TABLE} names only {} modules",
         layers.len()
     );
-    let problems = upward(&imports(&root().join("src")), &layers);
+    let problems = upward(&the_crate().imports(), &layers);
     assert!(
         problems.is_empty(),
         "imports against the layers of {TABLE}:\n{}",
@@ -318,24 +586,24 @@ fn no_module_imports_from_a_layer_above_it() {
 }
 
 #[test]
-fn no_imports_run_in_a_loop() {
-    let found = imports(&root().join("src"));
+fn no_imports_run_in_a_loop_between_modules() {
+    let found = the_crate().imports();
     assert!(found.len() > 100, "only {} imports found", found.len());
-    if let Some(cycle) = find_cycle(&found) {
-        let evidence: Vec<String> = cycle
-            .windows(2)
-            .map(|w| {
-                let i = found
-                    .iter()
-                    .find(|i| i.from == w[0] && i.to == w[1])
-                    .expect("an edge of the cycle");
-                format!("{} -> {} ({}:{})", w[0], w[1], i.file, i.line)
-            })
-            .collect();
-        panic!(
-            "modules import each other in a loop:\n{}",
-            evidence.join("\n")
-        );
+    if let Some(evidence) = module_loop(&found) {
+        panic!("modules import each other in a loop:\n{evidence}");
+    }
+}
+
+#[test]
+fn no_imports_run_in_a_loop_between_files() {
+    let krate = the_crate();
+    assert!(
+        krate.files.len() > 100,
+        "only {} files read",
+        krate.files.len()
+    );
+    if let Some(evidence) = file_loop(&krate.imports()) {
+        panic!("files import each other in a loop:\n{evidence}");
     }
 }
 
@@ -367,6 +635,29 @@ fn sample_layers() -> BTreeMap<String, (u32, String)> {
     )
 }
 
+/// A crate made of these files: module path (`a::b`) and source text.
+fn sample_crate(files: &[(&str, &str)]) -> Crate {
+    Crate::from_files(
+        files
+            .iter()
+            .map(|(module, text)| {
+                let path: ModPath = module.split("::").map(String::from).collect();
+                (
+                    path,
+                    SourceFile {
+                        shown: format!("src/{}.rs", module.replace("::", "/")),
+                        lines: production_lines(text),
+                    },
+                )
+            })
+            .collect(),
+    )
+}
+
+fn names(imports: &[Import]) -> BTreeSet<String> {
+    imports.iter().map(|i| i.to.join("::")).collect()
+}
+
 #[test]
 fn the_table_is_read_from_its_section_only() {
     let layers = sample_layers();
@@ -378,9 +669,11 @@ fn the_table_is_read_from_its_section_only() {
 
 #[test]
 fn an_import_from_above_is_reported_with_its_file_and_line() {
-    let text = "use std::fmt;\n\nuse crate::cli::exit_code;\n";
-    let found = file_imports(text, &["clock".to_string()], "src/clock.rs");
-    let problems = upward(&found, &sample_layers());
+    let krate = sample_crate(&[
+        ("clock", "use std::fmt;\n\nuse crate::cli::exit_code;\n"),
+        ("cli", "pub fn exit_code() {}\n"),
+    ]);
+    let problems = upward(&krate.imports(), &sample_layers());
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(problems[0].starts_with("src/clock.rs:3:"), "{problems:?}");
     assert!(problems[0].contains("crate::cli"), "{problems:?}");
@@ -403,54 +696,120 @@ mod tests {
 mod more;
 fn g() { crate::clock::x(); }
 "#;
-    let found = file_imports(
-        text,
-        &["drive".into(), "sample".into()],
-        "src/drive/sample.rs",
-    );
-    let names: BTreeSet<&str> = found.iter().map(|i| i.to.as_str()).collect();
-    assert_eq!(names, BTreeSet::from(["cli", "clock", "run"]));
-    let run_lines: Vec<usize> = found
-        .iter()
-        .filter(|i| i.to == "run")
-        .map(|i| i.line)
-        .collect();
+    let krate = sample_crate(&[
+        ("drive::sample", text),
+        ("drive", ""),
+        ("cli", ""),
+        ("clock", ""),
+        ("run", ""),
+        ("report", ""),
+    ]);
+    let found = krate.imports();
     assert_eq!(
-        run_lines,
+        names(&found),
+        BTreeSet::from(["cli", "clock", "run"].map(String::from))
+    );
+    let lines = |to: &str| -> Vec<usize> {
+        found
+            .iter()
+            .filter(|i| i.to == [to.to_string()])
+            .map(|i| i.line)
+            .collect()
+    };
+    assert_eq!(
+        lines("run"),
         vec![3],
         "only the super::super import, not the test's"
     );
-    let cli_lines: Vec<usize> = found
-        .iter()
-        .filter(|i| i.to == "cli")
-        .map(|i| i.line)
-        .collect();
     assert_eq!(
-        cli_lines,
+        lines("cli"),
         vec![2, 5],
         "after a string holding //, the code still counts"
     );
-    // `super::x` one level down is a sibling, not the crate root.
-    let sibling = file_imports(
-        "use super::spec::DriveSpec;\n",
-        &["drive".into(), "x".into()],
-        "f",
+}
+
+#[test]
+fn a_sibling_is_found_by_its_path_and_through_the_folders_reexports() {
+    let krate = sample_crate(&[
+        (
+            "drive",
+            "mod spec;\nmod outcome;\npub use outcome::{DriveOutcome, merge};\npub struct RunContext;\n",
+        ),
+        ("drive::spec", "use super::outcome::Attribution;\n"),
+        (
+            "drive::outcome",
+            "pub struct DriveOutcome;\npub fn merge() {}\n",
+        ),
+        (
+            "drive::sample",
+            "use super::{DriveOutcome, RunContext};\nfn f() { crate::drive::merge(); }\n",
+        ),
+    ]);
+    let found = krate.imports();
+    let from = |m: &str| -> BTreeSet<String> {
+        found
+            .iter()
+            .filter(|i| i.from.join("::") == m)
+            .map(|i| i.to.join("::"))
+            .collect()
+    };
+    assert_eq!(
+        from("drive::spec"),
+        BTreeSet::from(["drive::outcome".to_string()])
     );
-    assert!(sibling.is_empty(), "{sibling:?}");
+    // `RunContext` is the folder's own: no arrow; `DriveOutcome` and
+    // `merge` are its sibling's, re-exported.
+    assert_eq!(
+        from("drive::sample"),
+        BTreeSet::from(["drive::outcome".to_string()])
+    );
+    assert!(
+        from("drive").is_empty(),
+        "a folder's arrows to its own files"
+    );
 }
 
 #[test]
 fn a_loop_between_modules_is_found() {
-    let edge = |from: &str, to: &str| Import {
-        from: from.into(),
-        to: to.into(),
-        file: "f".into(),
-        line: 1,
-    };
+    let edge = |from: &str, to: &str| (from.to_string(), to.to_string());
     let straight = [edge("a", "b"), edge("b", "c"), edge("a", "c")];
     assert_eq!(find_cycle(&straight), None);
     let looped = [edge("a", "b"), edge("b", "c"), edge("c", "a")];
     let cycle = find_cycle(&looped).expect("a -> b -> c -> a");
     assert_eq!(cycle.first(), cycle.last());
     assert_eq!(cycle.len(), 4);
+}
+
+#[test]
+fn a_loop_between_sibling_files_is_found_with_its_evidence() {
+    let krate = sample_crate(&[
+        ("worker", "mod clock;\nmod merge;\nmod protocol;\n"),
+        ("worker::clock", "use super::protocol::Command;\n"),
+        ("worker::merge", "fn f() { super::clock::pair(); }\n"),
+        (
+            "worker::protocol",
+            "pub struct Command { c: super::merge::PartCounts }\n",
+        ),
+    ]);
+    let found = krate.imports();
+    assert_eq!(
+        module_loop(&found),
+        None,
+        "one top-level module: no loop between modules"
+    );
+    let evidence = file_loop(&found).expect("clock -> protocol -> merge -> clock");
+    assert!(
+        evidence.contains("worker::protocol -> worker::merge (src/worker/protocol.rs:1)"),
+        "{evidence}"
+    );
+    let mended = sample_crate(&[
+        ("worker", "mod clock;\nmod merge;\nmod protocol;\n"),
+        ("worker::clock", "use super::protocol::Command;\n"),
+        ("worker::merge", "fn f() { super::clock::pair(); }\n"),
+        (
+            "worker::protocol",
+            "pub struct Command;\npub struct PartCounts;\n",
+        ),
+    ]);
+    assert_eq!(file_loop(&mended.imports()), None);
 }

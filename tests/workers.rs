@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use common::jsbench;
 use futures::StreamExt;
 use jsbench::results::summary::{Summary, VariantReport};
-use jsbench::worker::merge::{DriveRecord, PartCounts};
+use jsbench::worker::merge::DriveRecord;
+use jsbench::worker::protocol::PartCounts;
 use jsbench::worker::protocol::{self, Announce, Command, Identity};
 
 /// A jsbench process that is killed when the test ends, however it ends,

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::Secret;
-use super::options::Environment;
+use super::environment::Environment;
 use crate::error::UsageError;
 
 /// One context file, read and checked.

@@ -8,8 +8,8 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use tokio_util::sync::CancellationToken;
 
-use super::sample::consumer_state;
-use super::start::Launcher;
+use super::launch::Launcher;
+use super::state::consumer_state;
 use super::{CrashOutcome, CrashPlan, RunContext};
 use crate::clock;
 use crate::consume::{ConsumerProgress, ConsumerReport};

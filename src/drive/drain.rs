@@ -6,9 +6,9 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use async_nats::jetstream;
 
-use super::sample::{Published, consumer_state};
+use super::sample::Published;
+use super::state::settled_state;
 use super::{ConsumerState, Peers, Variant};
 
 /// The drain allowed after a Ctrl-C: enough for in-flight messages.
@@ -101,22 +101,5 @@ impl Variant<'_> {
         )
         .await;
         Ok(drained)
-    }
-}
-
-/// Polls consumer info until nothing is pending or `until` passes.
-pub(super) async fn settled_state(
-    js: &jetstream::Context,
-    stream: &str,
-    durable: &str,
-    until: Instant,
-) -> Option<ConsumerState> {
-    loop {
-        let state = consumer_state(js, stream, durable).await;
-        let settled = state.is_some_and(|s| s.num_pending == 0 && s.num_ack_pending == 0);
-        if settled || Instant::now() >= until {
-            return state;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

@@ -23,9 +23,9 @@ use futures::StreamExt;
 use futures::future::join_all;
 
 use super::collect::finish_telemetry;
-use super::drain::settled_state;
 use super::outcome::merge;
 use super::sample::reports;
+use super::state::settled_state;
 use super::{ConsumerState, DriveOutcome, LEAD_IN, RunContext};
 use crate::clock;
 use crate::consume::{self, ConsumerConfig, ConsumerProgress, ConsumerReport};

@@ -14,7 +14,9 @@
 //!
 //! - [`spec`](DriveSpec): the load, the consumer's crash plan, the
 //!   server kill, and the [`Share`] one process runs.
-//! - `connect`, `start`, `sample`, `drain`, `collect`: the phases, in order.
+//! - `connect`, `start`, `sample`, `drain`, `collect`: the phases, in order;
+//!   `launch` starts a consumer client and keeps the clients' counters,
+//!   `state` asks the server how the durable stands.
 //! - [`fanout`](drive_fanout): the same phases for many streams and
 //!   durables at once, one outcome per stream and per durable.
 //! - `crash`, `fault`: the consumer crash and the server kill, timed from
@@ -28,12 +30,14 @@ mod crash;
 mod drain;
 mod fanout;
 mod fault;
+mod launch;
 mod outcome;
 mod pause;
 mod peers;
 mod sample;
 mod spec;
 mod start;
+mod state;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;

@@ -12,8 +12,9 @@ use futures::future::join_all;
 use tokio_util::sync::CancellationToken;
 
 use super::connect::Meters;
-use super::start::ClientProgress;
-use super::{ConsumerSample, ConsumerState, FaultOutcome, PauseOutcome, Peers, Variant, fault};
+use super::launch::ClientProgress;
+use super::state::consumer_state;
+use super::{ConsumerSample, FaultOutcome, PauseOutcome, Peers, Variant, fault};
 use crate::clock;
 use crate::load::{AckReport, Publisher, PublisherProgress, SendReport};
 
@@ -215,25 +216,6 @@ struct Pace {
     sent: Vec<Arc<PublisherProgress>>,
     started: Instant,
     last: (Instant, u64),
-}
-
-/// The durable as the server sees it now; `None` when it cannot say.
-pub(super) async fn consumer_state(
-    js: &jetstream::Context,
-    stream: &str,
-    durable: &str,
-) -> Option<ConsumerState> {
-    let stream = js.get_stream(stream).await.ok()?;
-    // Pull or push alike.
-    let consumer: jetstream::consumer::Consumer<jetstream::consumer::Config> =
-        stream.get_consumer(durable).await.ok()?;
-    let info = consumer.get_info().await.ok()?;
-    Some(ConsumerState {
-        num_pending: info.num_pending,
-        num_ack_pending: info.num_ack_pending,
-        num_redelivered: info.num_redelivered,
-        delivered_stream_seq: info.delivered.stream_sequence,
-    })
 }
 
 /// Samples consumer info on a fixed interval, from the control connection.

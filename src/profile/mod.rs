@@ -25,6 +25,7 @@ mod redelivery;
 mod replay;
 mod restart;
 mod resume;
+mod scenario;
 mod search;
 mod stream;
 
@@ -39,6 +40,7 @@ pub use duration::{Dur, format_duration, parse_duration};
 pub use plan::*;
 pub use publish::late_retry_margin;
 pub use replay::{REPLAY_MAX_ACK_PENDING, ReplayDeliver, ReplayPace, ReplayPlan, ReplayReader};
+pub use scenario::{Profile, ScenarioPlan};
 pub use stream::{
     Bytes, Compression, Discard, Placement, StreamLimits, StreamPlan, StreamSettings,
     retention_name, storage_name,

@@ -728,7 +728,7 @@ impl Crew {
     }
 
     /// Stops every worker of the drive and fetches its results.
-    async fn fetch_parts(&mut self, local_counts: super::merge::PartCounts) -> Vec<PartReport> {
+    async fn fetch_parts(&mut self, local_counts: super::protocol::PartCounts) -> Vec<PartReport> {
         self.check_liveness();
         let drive = self.drive;
         let stops =
@@ -813,7 +813,7 @@ impl Crew {
         }
     }
 
-    fn build_record(&self, local_counts: Option<super::merge::PartCounts>) -> DriveRecord {
+    fn build_record(&self, local_counts: Option<super::protocol::PartCounts>) -> DriveRecord {
         let host = crate::about::host()
             .hostname
             .unwrap_or_else(|| "localhost".into());

@@ -9,46 +9,12 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::protocol::PartCounts;
 use crate::consume::ConsumerReport;
 use crate::ledger::{Event, LedgerShard};
 use crate::load::{AckReport, SendReport};
 use crate::metrics::{Direction, Metric};
 use crate::variant::VariantResult;
-
-/// What one process did in a drive: only counts that add up across
-/// processes. "Lost" or "redelivered" are not among them: a message
-/// published here and delivered there, or delivered once here and once
-/// there, is judged only in the merged ledger.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PartCounts {
-    /// Publishes sent.
-    pub published: u64,
-    /// Publishes without a PubAck in time, or with an error.
-    pub publish_errors: u64,
-    /// Distinct sequences this process's PubAcks confirmed.
-    pub persisted: u64,
-    /// PubAcks flagged duplicate.
-    pub duplicates: u64,
-    /// Deliveries received, redeliveries included.
-    pub deliveries: u64,
-    /// Acks, naks and terms sent.
-    pub acks: u64,
-    pub naks: u64,
-    pub terms: u64,
-}
-
-impl std::ops::AddAssign for PartCounts {
-    fn add_assign(&mut self, o: PartCounts) {
-        self.published += o.published;
-        self.publish_errors += o.publish_errors;
-        self.persisted += o.persisted;
-        self.duplicates += o.duplicates;
-        self.deliveries += o.deliveries;
-        self.acks += o.acks;
-        self.naks += o.naks;
-        self.terms += o.terms;
-    }
-}
 
 /// One process's counts, from the task reports it merges.
 pub fn part_counts(
