@@ -8,13 +8,13 @@ use std::hint::black_box;
 use async_nats::HeaderMap;
 use async_nats::header::NATS_MESSAGE_ID;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use jsbench::clock;
-use jsbench::histogram::Recorder;
-use jsbench::ledger::{Event, LedgerShard};
 use jsbench::load::{Composer, IdBuilder};
-use jsbench::schedule::{Pacer, Schedule};
-use jsbench::stamp::Stamp;
-use jsbench::timeline::Timeline;
+use jsbench::record::clock;
+use jsbench::record::histogram::Recorder;
+use jsbench::record::ledger::{Event, LedgerShard};
+use jsbench::record::schedule::{Pacer, Schedule};
+use jsbench::record::stamp::Stamp;
+use jsbench::record::timeline::Timeline;
 
 const MESSAGES: u64 = 100_000;
 

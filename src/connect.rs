@@ -19,9 +19,9 @@ use anyhow::{Context, Result, anyhow};
 use async_nats::{Client, ConnectErrorKind, ConnectOptions, ServerAddr, jetstream};
 use serde::{Deserialize, Serialize};
 
-pub use crate::secret::Secret;
-use crate::url;
-pub use crate::url::redact;
+pub use crate::system::secret::Secret;
+use crate::system::url;
+pub use crate::system::url::redact;
 pub use environment::Environment;
 pub use options::{ConnectionFlags, ConnectionRequest, Resolution, resolve, resolve_all};
 
@@ -156,7 +156,7 @@ pub struct ConnectSettings {
     links: Arc<Mutex<LinkEvents>>,
 }
 
-/// Disconnect and (re)connect times, [`crate::clock`] nanoseconds, the
+/// Disconnect and (re)connect times, [`crate::record::clock`] nanoseconds, the
 /// first [`MAX_LINK_EVENTS`] of each.
 #[derive(Debug, Clone, Default)]
 pub struct LinkEvents {
@@ -325,7 +325,7 @@ impl ConnectSettings {
                     }
                 }
                 async_nats::Event::Disconnected | async_nats::Event::Connected => {
-                    let now = crate::clock::now_ns();
+                    let now = crate::record::clock::now_ns();
                     let mut links = links.lock().expect("not poisoned");
                     let list = if matches!(event, async_nats::Event::Connected) {
                         &mut links.connected_ns
@@ -560,7 +560,8 @@ mod tests {
     fn bad_url_is_a_usage_error() {
         let err = ConnectSettings::new("nats://bad host:x", Duration::from_secs(1)).unwrap_err();
         assert!(
-            err.downcast_ref::<crate::error::UsageError>().is_some(),
+            err.downcast_ref::<crate::system::error::UsageError>()
+                .is_some(),
             "{err:#}"
         );
     }

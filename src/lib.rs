@@ -4,75 +4,53 @@
 //! # Layers
 //!
 //! The crate reads bottom-up; each module imports only from its own layer
-//! and those below it, and `tests/layers.rs` holds it to the table in
-//! docs/development.md. From the wire up:
+//! and those below it, no imports run in a loop (between files neither),
+//! and `tests/layers.rs` holds it to the table in docs/development.md.
+//! From the wire up:
 //!
-//! 1. ground: the hot-path recorders [`histogram`], [`ledger`] and
-//!    [`timeline`], timed by one [`clock`] and the payload [`stamp`]; the
-//!    open-loop [`schedule`]; [`random`]; [`metrics`] and their [`spread`];
-//!    [`cpu`] meters; [`http`], [`url`], [`secret`]; [`about`] this build;
-//!    [`error`] and [`progress`], the user-facing edges.
+//! 1. ground: [`record`], the hot-path recorders (histograms, the ledger,
+//!    timelines) timed by one clock and the payload stamp, the open-loop
+//!    schedule, named metrics and their spread; [`system`], CPU and memory
+//!    meters, the runtimes, URLs and secrets, what this build is, exit
+//!    statuses, progress bars and the live counters.
 //! 2. plan: [`profile`], TOML profiles validated into the typed plan.
-//! 3. the outside world: the embedded [`server`] and cluster, the servers a
-//!    run may kill ([`fault`]), which server a run measures ([`target`]),
-//!    [`connect`]ions as natscli describes them, and run-scoped streams and
-//!    consumers ([`provision`]).
-//! 4. engines: open-loop publishers ([`load`]), durable consumers
-//!    ([`consume`]) and what they do with deliveries ([`behaviour`],
-//!    [`fates`]), the advisory-built dead-letter pipeline ([`dlq`]), replay
-//!    readers and pacing ([`replay`]), [`advisory`] watchers, [`readback`].
+//! 3. the outside world: the [`server`] under test (embedded, a local
+//!    cluster, or the user's; the faults jsbench may inject into it, the
+//!    relays its routes go through, its monitoring endpoints), the
+//!    [`connect`]ions as natscli describes them, and the JetStream
+//!    [`streams`] a run creates, reads back and hears advisories from.
+//! 4. engines: open-loop publishers ([`load`]), durable consumers and what
+//!    they do with deliveries ([`consume`]), the advisory-built
+//!    dead-letter pipeline ([`dlq`]), replay readers and pacing
+//!    ([`replay`]).
 //! 5. [`drive`]: one variant's load, in phases every scenario shares; and
 //!    what a [`variant`] produced.
 //! 6. [`worker`]: `jsbench worker` and `run --workers N`, drive's phases
 //!    composed over NATS on other processes and hosts.
 //! 7. [`scenario`]: one module per scenario, each reading as provision,
 //!    drive, measure, verify.
-//! 8. what a run leaves behind: [`results`], [`report`], and [`compare`].
+//! 8. what a run leaves behind: [`results`], [`report`], [`compare`], and
+//!    the paired comparisons of [`ab`].
 //! 9. [`run`]: profiles, server, scenarios, results, clean-up.
 //! 10. [`cli`]: arguments into typed options, and exit statuses.
 
 pub mod ab;
-pub mod about;
-pub mod advisory;
-pub mod behaviour;
 pub mod cli;
-pub mod clock;
 pub mod compare;
 pub mod connect;
 pub mod consume;
-pub mod cpu;
 pub mod dlq;
 pub mod drive;
-pub mod error;
-pub mod fates;
-pub mod fault;
-pub mod histogram;
-pub mod http;
-pub mod ledger;
-pub mod live;
 pub mod load;
-pub mod metrics;
 pub mod profile;
-pub mod progress;
-pub mod provision;
-pub mod random;
-pub mod readback;
-pub mod relay;
+pub mod record;
 pub mod replay;
 pub mod report;
 pub mod results;
 pub mod run;
-pub mod runtimes;
 pub mod scenario;
-pub mod schedule;
-pub mod secret;
 pub mod server;
-pub mod spread;
-pub mod stamp;
-pub mod tally;
-pub mod target;
-pub mod telemetry;
-pub mod timeline;
-pub mod url;
+pub mod streams;
+pub mod system;
 pub mod variant;
 pub mod worker;

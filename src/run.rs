@@ -9,15 +9,15 @@ use tokio_util::sync::CancellationToken;
 
 use crate::connect::{ConnectionRequest, resolve_all};
 use crate::drive::{Distribute, RunContext};
-use crate::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
 use crate::profile::{self, Profile};
-use crate::progress::{Progress, ProgressMode};
-use crate::provision::{self, Names, Provisioner};
 use crate::report::terminal;
 use crate::results::summary::{ProfileInfo, RunMetadata, ServerInfo};
 use crate::results::{ResultsWriter, metadata};
 use crate::scenario;
-use crate::target::{Target, check_faults, check_replicas};
+use crate::server::target::{Target, check_faults, check_replicas};
+use crate::streams::provision::{self, Names, Provisioner};
+use crate::system::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
+use crate::system::progress::{Progress, ProgressMode};
 use crate::variant::{VariantResult, VariantSink};
 use crate::worker::coordinator::{Annotate, RecruitOptions, recruit};
 
@@ -138,7 +138,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
                 break;
             }
             let started = time::OffsetDateTime::now_utc();
-            let tool = crate::about::tool();
+            let tool = crate::system::about::tool();
             let mut server_plan = profile.server;
             if let Some(r) = replicas_override {
                 server_plan.replicas = r;
@@ -174,7 +174,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
                     connection: Some(connect.info()),
                     stream_max_bytes,
                 },
-                host: crate::about::host(),
+                host: crate::system::about::host(),
                 profile: ProfileInfo {
                     name: profile.name.clone(),
                     source: profile.source.clone(),
@@ -303,7 +303,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
             }
             let summary = writer.summary_mut();
             summary.run.finished_at = Some(rfc3339(time::OffsetDateTime::now_utc()));
-            summary.run.peak_rss = Some(crate::cpu::own_peak_rss());
+            summary.run.peak_rss = Some(crate::system::cpu::own_peak_rss());
             summary.run.ledger_bytes_per_msg = summary
                 .scenarios
                 .iter()
@@ -311,7 +311,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
                 .filter_map(|v| v.metric("ledger_bytes_per_msg"))
                 .map(|m| m.value)
                 .reduce(f64::max);
-            summary.run.client_threads = Some(crate::runtimes::threads());
+            summary.run.client_threads = Some(crate::system::runtimes::threads());
             summary.run.kept_streams = ctx.provisioner.created();
             summary.run.server.log_problems = target.log_problems();
             if target.is_external() {
@@ -373,15 +373,17 @@ fn rfc3339(t: time::OffsetDateTime) -> String {
         .unwrap_or_else(|_| t.unix_timestamp().to_string())
 }
 
-/// Serves `GET /metrics` ([`crate::live::exposition`]) on `addr` until the
+/// Serves `GET /metrics` ([`crate::system::live::exposition`]) on `addr` until the
 /// returned guard is dropped.
 async fn serve_metrics(addr: std::net::SocketAddr) -> Result<MetricsServer> {
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
-        crate::error::UsageError(format!("--metrics-listen {addr}: cannot listen there: {e}"))
+        crate::system::error::UsageError(format!(
+            "--metrics-listen {addr}: cannot listen there: {e}"
+        ))
     })?;
-    crate::live::enable();
+    crate::system::live::enable();
     if let Ok(bound) = listener.local_addr() {
-        crate::live::set_address(bound);
+        crate::system::live::set_address(bound);
         eprintln!("jsbench: metrics at http://{bound}/metrics");
     }
     let task = tokio::spawn(async move {
@@ -404,7 +406,7 @@ async fn serve_metrics(addr: std::net::SocketAddr) -> Result<MetricsServer> {
                 }
                 let line = String::from_utf8_lossy(&request);
                 let (status, body) = if line.starts_with("GET /metrics") {
-                    ("200 OK", crate::live::exposition())
+                    ("200 OK", crate::system::live::exposition())
                 } else {
                     (
                         "404 Not Found",

@@ -8,12 +8,12 @@ use std::time::Duration;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-use crate::histogram::Recorder;
-use crate::ledger::LedgerCounts;
-use crate::metrics::Metric;
 use crate::profile::ScenarioPlan;
-use crate::provision::StreamPlacement;
-use crate::timeline::Timeline;
+use crate::record::histogram::Recorder;
+use crate::record::ledger::LedgerCounts;
+use crate::record::metrics::Metric;
+use crate::record::timeline::Timeline;
+use crate::streams::provision::StreamPlacement;
 
 /// A delivery guarantee checked after a variant, with the evidence.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -175,8 +175,10 @@ impl VariantResult {
         if recorder.count() == 0 {
             return;
         }
-        self.metrics
-            .extend(crate::metrics::latency_metrics(name, &recorder.summary()));
+        self.metrics.extend(crate::record::metrics::latency_metrics(
+            name,
+            &recorder.summary(),
+        ));
         self.histograms.push((name.to_string(), recorder.clone()));
     }
 
@@ -229,8 +231,8 @@ impl VariantResult {
             };
             for (k, suffix) in ["p50_us", "p99_us", "max_us"].into_iter().enumerate() {
                 let mut t = Timeline {
-                    origin_ns: first * crate::histogram::INTERVAL_NS,
-                    bucket_ns: crate::histogram::INTERVAL_NS,
+                    origin_ns: first * crate::record::histogram::INTERVAL_NS,
+                    bucket_ns: crate::record::histogram::INTERVAL_NS,
                     counts: vec![0; (last - first + 1) as usize],
                 };
                 for (second, values) in &seconds {

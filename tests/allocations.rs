@@ -5,12 +5,12 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use jsbench::clock;
-use jsbench::histogram::Recorder;
-use jsbench::ledger::{Event, LedgerShard};
 use jsbench::load::{IdBuilder, MessageBuilder};
-use jsbench::stamp::Stamp;
-use jsbench::timeline::Timeline;
+use jsbench::record::clock;
+use jsbench::record::histogram::Recorder;
+use jsbench::record::ledger::{Event, LedgerShard};
+use jsbench::record::stamp::Stamp;
+use jsbench::record::timeline::Timeline;
 
 struct Counting;
 

@@ -211,7 +211,7 @@ fn run_against_an_existing_server_writes_summary_csv_and_histograms() {
             "{hgrm}"
         );
         let encoded = std::fs::read_to_string(results.join(&h.hdr_file)).unwrap();
-        let back = jsbench::histogram::Recorder::from_base64(&encoded).unwrap();
+        let back = jsbench::record::histogram::Recorder::from_base64(&encoded).unwrap();
         assert_eq!(back.count(), h.count);
     }
 }

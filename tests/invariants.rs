@@ -776,7 +776,7 @@ fn healthy_seq() -> u64 {
     (1..100)
         .find(|&seq| {
             plan.behaviour.fate(seq, plan.consumer.max_deliver).outcome
-                == jsbench::behaviour::Outcome::Acked
+                == jsbench::consume::behaviour::Outcome::Acked
         })
         .unwrap()
 }

@@ -96,7 +96,7 @@ async fn every_message_is_accounted_for_and_only_the_window_is_recorded() {
     assert!(rss > 1 << 20, "{rss} bytes");
     assert_eq!(
         summary.run.client_threads,
-        Some(jsbench::runtimes::threads())
+        Some(jsbench::system::runtimes::threads())
     );
     assert!(summary.run.ledger_bytes_per_msg.is_some());
     // The streams are gone: nothing left behind on the server.

@@ -53,7 +53,9 @@ async fn metrics_are_served_while_the_run_goes_on() {
     // The scraper beside the run (the run itself stays on this task).
     let scraper = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(2500)).await;
-        let port = jsbench::live::address().expect("the listener bound").port();
+        let port = jsbench::system::live::address()
+            .expect("the listener bound")
+            .port();
         let first = tokio::task::spawn_blocking(move || get(port, "/metrics"))
             .await
             .unwrap();
@@ -74,7 +76,7 @@ async fn metrics_are_served_while_the_run_goes_on() {
         .unwrap();
     assert!(outcome.passed);
     let (first, second, other, pieces) = scraper.await.unwrap();
-    let port = jsbench::live::address().unwrap().port();
+    let port = jsbench::system::live::address().unwrap().port();
 
     assert!(first.starts_with("HTTP/1.1 200 OK"), "{first}");
     assert!(first.contains("# TYPE jsbench_messages_published_total counter"));

@@ -149,7 +149,7 @@ proptest! {
 
     #[test]
     fn any_server_url_list_parses_or_is_refused(text in text()) {
-        let _ = jsbench::url::parse_list(&text, "--server");
+        let _ = jsbench::system::url::parse_list(&text, "--server");
     }
 
     #[test]

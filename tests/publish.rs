@@ -171,11 +171,11 @@ async fn fan_out_sizes_headers_and_per_publisher_rates() {
 async fn an_unpaced_publisher_sends_nothing_before_t0() {
     use std::time::Duration;
 
-    use jsbench::clock;
     use jsbench::connect::ConnectSettings;
     use jsbench::load::{Publisher, PublisherConfig, RetryPlan, Timing};
     use jsbench::profile::{MsgId, SizePlan};
-    use jsbench::schedule::Schedule;
+    use jsbench::record::clock;
+    use jsbench::record::schedule::Schedule;
 
     let server = common::server();
     let settings = ConnectSettings::new(server.url(), Duration::from_secs(5)).unwrap();

@@ -73,6 +73,6 @@ fn cpu_time_of_the_server_is_readable() {
 fn varz_cpu_is_readable_from_the_monitoring_port() {
     let server = common::server();
     let monitor = server.monitor_url().expect("monitoring is on");
-    let cpu = jsbench::cpu::varz_cpu_percent(monitor);
+    let cpu = jsbench::system::cpu::varz_cpu_percent(monitor);
     assert!(cpu.is_some_and(|c| c >= 0.0), "{cpu:?}");
 }

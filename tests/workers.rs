@@ -644,9 +644,9 @@ fn a_worker_in_its_own_network_namespace_joins_through_a_unix_socket() {
     let url = worker_url(&mut coord);
     let port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
     let socket = dir.path().join("nats.sock");
-    let _outside = jsbench::relay::Relay::start(
-        jsbench::relay::Endpoint::Unix(socket.clone()),
-        jsbench::relay::Endpoint::Tcp(([127, 0, 0, 1], port).into()),
+    let _outside = jsbench::server::relay::Relay::start(
+        jsbench::server::relay::Endpoint::Unix(socket.clone()),
+        jsbench::server::relay::Endpoint::Tcp(([127, 0, 0, 1], port).into()),
     )
     .unwrap();
     let inside = if port == 4222 { 4223 } else { 4222 };

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::stats::{self, Interval};
-use crate::metrics::{Direction, Metric};
+use crate::record::metrics::{Direction, Metric};
 use crate::results::summary::Summary;
 
 /// A metric across slices: which profile, scenario, variant and name.
@@ -264,7 +264,7 @@ pub fn judge(track: &Track, rule: &Rule) -> Judgement {
         .collect();
     let bases: Vec<f64> = track.pairs.iter().filter_map(|p| p.0).collect();
     let news: Vec<f64> = track.pairs.iter().filter_map(|p| p.1).collect();
-    let base_median = crate::spread::median(&bases);
+    let base_median = crate::record::spread::median(&bases);
     let mut j = Judgement {
         key: track.key.clone(),
         unit: track.unit.clone(),
@@ -277,7 +277,7 @@ pub fn judge(track: &Track, rule: &Rule) -> Judgement {
             .filter(|r| r.is_finite())
             .collect(),
         base_median,
-        new_median: crate::spread::median(&news),
+        new_median: crate::record::spread::median(&news),
         ratio: None,
         low: None,
         high: None,

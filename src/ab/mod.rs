@@ -29,13 +29,13 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::about;
 use crate::compare::Failure;
 use crate::connect::{ConnectionRequest, resolve_all};
-use crate::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, UsageError};
 use crate::profile::{self, Profile, format_duration};
 use crate::results::summary::Summary;
 use crate::server::{EmbeddedCluster, EmbeddedServer, ServerOptions};
+use crate::system::about;
+use crate::system::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, UsageError};
 use judge::{Judgement, Rule, Verdict};
 use slice::{Side, SliceError, SliceResult, Target};
 
@@ -546,7 +546,7 @@ impl Servers {
         };
         let pinned = |pid: u32| -> Result<()> {
             if pin {
-                crate::cpu::pin_process(pid, &[0]).context("pinning a server to CPU 0")?;
+                crate::system::cpu::pin_process(pid, &[0]).context("pinning a server to CPU 0")?;
             }
             Ok(())
         };

@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow};
 use tokio_util::sync::CancellationToken;
 
-use crate::error::UsageError;
 use crate::profile::{Profile, format_duration};
 use crate::results::read_summary;
 use crate::results::summary::Summary;
+use crate::system::error::UsageError;
 
 /// What one side is: the jsbench that runs its slices, the nats-server
 /// binary it brings (`None`: the one both sides share), and where its
@@ -193,7 +193,7 @@ pub async fn run(
         // SAFETY: the closure only calls sched_setaffinity on a CPU set
         // built on its stack: async-signal-safe between fork and exec.
         unsafe {
-            command.pre_exec(move || crate::cpu::pin_this_thread(&cpus));
+            command.pre_exec(move || crate::system::cpu::pin_this_thread(&cpus));
         }
     }
     let started = Instant::now();
@@ -229,7 +229,7 @@ pub async fn run(
     let summaries = read_results(dir)?;
     // 0: every invariant held; 1: one broke (the results say which).
     // Anything else means the slice measured nothing worth pairing.
-    if exit == crate::error::EXIT_USAGE {
+    if exit == crate::system::error::EXIT_USAGE {
         return Err(UsageError(format!(
             "the {} side's jsbench ({}) refused its slice as bad input (exit 2); the last lines of {}:\n{}",
             side.role,

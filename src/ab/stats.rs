@@ -163,7 +163,7 @@ mod tests {
         for t in 0..trials as u64 {
             let d: Vec<f64> = (0..10)
                 .map(|i| {
-                    let x = crate::random::unit(7, t, i);
+                    let x = crate::record::random::unit(7, t, i);
                     (x - 0.5) * 0.2
                 })
                 .collect();

@@ -16,9 +16,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::error::{EXIT_FAILED, EXIT_OK, UsageError};
-use crate::metrics::Direction;
+use crate::record::metrics::Direction;
 use crate::results::summary::{SCHEMA_VERSION, Summary};
+use crate::system::error::{EXIT_FAILED, EXIT_OK, UsageError};
 pub use render::Format;
 use rule::{Side, Verdict};
 

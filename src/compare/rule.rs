@@ -35,7 +35,7 @@
 
 use serde::Serialize;
 
-use crate::metrics::Direction;
+use crate::record::metrics::Direction;
 
 /// One run's view of a metric.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -50,7 +50,7 @@ pub struct Side {
 }
 
 impl Side {
-    pub fn of(metric: &crate::metrics::Metric) -> Side {
+    pub fn of(metric: &crate::record::metrics::Metric) -> Side {
         match metric.spread {
             Some(s) => Side {
                 value: metric.value,
@@ -163,14 +163,14 @@ pub fn judge(direction: Direction, base: &Side, new: &Side, threshold: f64) -> V
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::Metric;
-    use crate::spread::Spread;
+    use crate::record::metrics::Metric;
+    use crate::record::spread::Spread;
 
     fn side(values: &[f64]) -> Side {
         let mut m = Metric::new(
             "m",
             "us",
-            crate::spread::median(values).unwrap(),
+            crate::record::spread::median(values).unwrap(),
             Direction::Lower,
         );
         if values.len() > 1 {

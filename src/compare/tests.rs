@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use super::*;
-use crate::metrics::Metric;
-use crate::spread::{Spread, median};
+use crate::record::metrics::Metric;
+use crate::record::spread::{Spread, median};
 use crate::variant::Invariant;
 
 /// A metric as a run with these repetitions would record it.
@@ -36,7 +36,7 @@ fn summary(metrics: Vec<Metric>) -> Summary {
             "name": "latency", "kind": "latency",
             "variants": [{
                 "name": "rate-1000", "passed": true, "params": {}, "metrics": metrics,
-                "histograms": [], "ledger": crate::ledger::LedgerCounts::default(),
+                "histograms": [], "ledger": crate::record::ledger::LedgerCounts::default(),
                 "invariants": [Invariant::equal("lost = 0", 0, 0)], "warnings": [],
                 "timelines": {}, "error": null, "elapsed_s": 1.0,
             }],

@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::Secret;
 use super::environment::Environment;
-use crate::error::UsageError;
+use crate::system::error::UsageError;
 
 /// One context file, read and checked.
 #[derive(Debug, Clone, Default, PartialEq)]

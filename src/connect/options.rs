@@ -29,9 +29,9 @@ use std::time::Duration;
 use super::context::{self, Context};
 use super::environment::Environment;
 use super::{Auth, ConnectSettings, JsApi, Secret, TlsSettings};
-use crate::error::UsageError;
 use crate::profile::{ConnectionPlan, parse_duration};
-use crate::url::{self, UrlCredentials};
+use crate::system::error::UsageError;
+use crate::system::url::{self, UrlCredentials};
 
 /// Default bound on each connection attempt.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);

@@ -18,9 +18,9 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use super::{ConsumerConfig, ConsumerProgress, ConsumerReport};
-use crate::clock;
-use crate::ledger::Event;
-use crate::stamp::Stamp;
+use crate::record::clock;
+use crate::record::ledger::Event;
+use crate::record::stamp::Stamp;
 
 /// Reads `subject` until `stop` is cancelled.
 pub async fn run(
@@ -67,7 +67,7 @@ pub async fn run(
         report.first_deliveries.insert(seq);
         report.note_delivery(now);
         if stamp.intended_ns >= config.record_from_ns {
-            crate::live::record_e2e(now.saturating_sub(stamp.intended_ns));
+            crate::system::live::record_e2e(now.saturating_sub(stamp.intended_ns));
             report.e2e_intended.record_between(stamp.intended_ns, now);
             report.e2e_sent.record_between(stamp.sent_ns, now);
         }

@@ -9,8 +9,10 @@
 //! stays in the loop, on task-local recorders: nothing is locked, and with
 //! no processing time an answer is a queued publish, not a round trip.
 
+pub mod behaviour;
 pub mod core;
 pub mod events;
+pub mod fates;
 pub mod reference;
 mod source;
 
@@ -25,12 +27,12 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use tokio_util::sync::CancellationToken;
 
-use crate::clock;
-use crate::histogram::Recorder;
-use crate::ledger::{Event, LedgerShard, SeqSet};
 use crate::profile::{AckPolicy, Action, BehaviourPlan, ConsumerPlan, CrashPoint};
-use crate::stamp::Stamp;
-use crate::timeline::Timeline;
+use crate::record::clock;
+use crate::record::histogram::Recorder;
+use crate::record::ledger::{Event, LedgerShard, SeqSet};
+use crate::record::stamp::Stamp;
+use crate::record::timeline::Timeline;
 pub use events::DeliveryEvent;
 use source::Source;
 
@@ -63,7 +65,7 @@ pub struct ConsumerConfig {
     pub dedup: Option<String>,
 }
 
-/// When the handlers' dependency is down, ns on [`crate::clock`], and
+/// When the handlers' dependency is down, ns on [`crate::record::clock`], and
 /// what they answer meanwhile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Outage {
@@ -93,7 +95,7 @@ pub struct Crash {
 /// What a crashed client left behind.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CrashReport {
-    /// When it crashed, ns on [`crate::clock`].
+    /// When it crashed, ns on [`crate::record::clock`].
     pub at_ns: u64,
     /// Deliveries its handlers held (working or waiting to ack) at the crash.
     pub in_hand: u64,
@@ -103,7 +105,7 @@ pub struct CrashReport {
     /// started, finished after the stop.
     #[serde(default)]
     pub drained: u64,
-    /// When the client was done and closed, ns on [`crate::clock`].
+    /// When the client was done and closed, ns on [`crate::record::clock`].
     #[serde(default)]
     pub stopped_ns: u64,
 }
@@ -565,7 +567,7 @@ fn receive(
     match Stamp::read(&message.payload) {
         Some(stamp) if stamp.intended_ns >= config.record_from_ns => {
             if delivery == 1 {
-                crate::live::record_e2e(now.saturating_sub(stamp.intended_ns));
+                crate::system::live::record_e2e(now.saturating_sub(stamp.intended_ns));
                 report.e2e_intended.record_between(stamp.intended_ns, now);
                 report.e2e_sent.record_between(stamp.sent_ns, now);
             } else if !seen_here {
@@ -588,7 +590,7 @@ fn receive(
 fn doomed(config: &ConsumerConfig, seq: u64) -> bool {
     matches!(
         config.behaviour.fate(seq, config.plan.max_deliver).outcome,
-        crate::behaviour::Outcome::Exhausted | crate::behaviour::Outcome::Termed
+        crate::consume::behaviour::Outcome::Exhausted | crate::consume::behaviour::Outcome::Termed
     )
 }
 

@@ -28,8 +28,8 @@ use bytes::Bytes;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::clock;
-use crate::ledger::SeqSet;
+use crate::record::clock;
+use crate::record::ledger::SeqSet;
 
 /// What a reference loop reads and how.
 #[derive(Debug, Clone)]
@@ -64,7 +64,7 @@ pub struct ReferenceReport {
     pub acked: u64,
     pub errors: u64,
     pub first_error: Option<String>,
-    /// First and last delivery, ns on [`crate::clock`].
+    /// First and last delivery, ns on [`crate::record::clock`].
     pub first_ns: u64,
     pub last_ns: u64,
     /// Status messages of the raw loop: pull requests that expired or

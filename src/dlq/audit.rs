@@ -18,7 +18,7 @@ use futures::StreamExt;
 
 use super::copy::{OriginHeaders, is_publish_control, pairs};
 use super::{Key, Watched};
-use crate::advisory::Kind;
+use crate::streams::advisory::Kind;
 
 /// One message of the DLQ stream as read back.
 #[derive(Debug, Clone)]

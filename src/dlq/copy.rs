@@ -13,8 +13,8 @@
 use async_nats::HeaderMap;
 use async_nats::header::{HeaderValue, NATS_MESSAGE_ID};
 
-use crate::advisory::Kind;
 pub use crate::consume::header_pairs as pairs;
+use crate::streams::advisory::Kind;
 
 pub use crate::profile::{OriginHeaders, is_publish_control};
 

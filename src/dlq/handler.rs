@@ -30,9 +30,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::Watched;
 use super::copy::{self, Origin};
-use crate::advisory::{Event, Kind, parse_event};
-use crate::clock;
 use crate::profile::{DlqHandlerPlan, OriginalGet};
+use crate::record::clock;
+use crate::streams::advisory::{Event, Kind, parse_event};
 
 /// Advisories requested per pull, per advisory worked on at once: enough
 /// to keep the handler busy, few enough that a killed handler strands few
@@ -488,7 +488,7 @@ async fn delete(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::advisory::Advisory;
+    use crate::streams::advisory::Advisory;
 
     fn shared(terminated: bool) -> Shared {
         Shared::new(

@@ -42,7 +42,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::connect::ConnectSettings;
 use crate::profile::{Capture, DlqHandlerPlan, ServerPlan};
-use crate::provision::{Names, Provisioner};
+use crate::streams::provision::{Names, Provisioner};
 pub use handler::{Attempt, HandlerReport, Outcome};
 
 /// A consumer whose exhausted messages the pipeline dead-letters.
@@ -168,7 +168,7 @@ impl Pipeline {
         server: &ServerPlan,
         spec: PipelineSpec,
     ) -> Result<Pipeline> {
-        let storage = crate::provision::storage_type(server.storage);
+        let storage = crate::streams::provision::storage_type(server.storage);
         let advisories = provisioner
             .create_stream(stream::Config {
                 name: spec.advisory_stream.clone(),

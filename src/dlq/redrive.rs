@@ -21,8 +21,8 @@ use futures::stream::FuturesUnordered;
 
 use super::audit::DeadLetter;
 use super::copy::OriginHeaders;
-use crate::clock;
-use crate::histogram::Recorder;
+use crate::record::clock;
+use crate::record::histogram::Recorder;
 
 /// PubAcks a redrive waits for at once.
 const WINDOW: usize = 256;

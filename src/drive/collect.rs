@@ -21,7 +21,8 @@ impl Variant<'_> {
     ) -> Result<DriveOutcome> {
         let (ctx, share) = (self.ctx, self.share);
         // The drain is over: what the variant cost both sides ends here.
-        let mut client_cpu = crate::cpu::ClientCpu::since(published.meters.client_cpu_start);
+        let mut client_cpu =
+            crate::system::cpu::ClientCpu::since(published.meters.client_cpu_start);
         let server_cpu = published.meters.server_cpu.stop();
         let samples = match self.sampler {
             Some(s) => s.finish().await,
@@ -91,8 +92,8 @@ impl Variant<'_> {
 /// Stops the telemetry sampler (its thread does blocking HTTP) and takes
 /// what it sampled.
 pub(super) async fn finish_telemetry(
-    sampler: Option<crate::telemetry::TelemetrySampler>,
-) -> Result<Option<crate::telemetry::Telemetry>> {
+    sampler: Option<crate::server::telemetry::TelemetrySampler>,
+) -> Result<Option<crate::server::telemetry::Telemetry>> {
     match sampler {
         Some(t) => tokio::task::spawn_blocking(move || t.finish())
             .await

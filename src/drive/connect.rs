@@ -7,10 +7,10 @@ use futures::future::join_all;
 use tokio_util::sync::CancellationToken;
 
 use super::{DriveSpec, RunContext, Share};
-use crate::cpu::{self, CpuMeter};
 use crate::load::{Publisher, PublisherConfig, RetryPlan};
 use crate::profile::late_retry_margin;
-use crate::schedule::Schedule;
+use crate::record::schedule::Schedule;
+use crate::system::cpu::{self, CpuMeter};
 
 /// This process's clients, connected and not started.
 pub(super) struct Connected {
@@ -45,7 +45,7 @@ pub(super) async fn connect(
 
     let consumer_clients = join_all(share.consumers.iter().map(|i| async move {
         ctx.connect
-            .connect_on(crate::runtimes::consume(), &format!("consumer-{i}"))
+            .connect_on(crate::system::runtimes::consume(), &format!("consumer-{i}"))
             .await
     }))
     .await

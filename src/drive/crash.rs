@@ -11,8 +11,8 @@ use tokio_util::sync::CancellationToken;
 use super::launch::Launcher;
 use super::state::consumer_state;
 use super::{CrashOutcome, CrashPlan, RunContext};
-use crate::clock;
 use crate::consume::{ConsumerProgress, ConsumerReport};
+use crate::record::clock;
 
 pub(super) struct CrashState {
     plan: CrashPlan,
@@ -76,7 +76,7 @@ impl CrashState {
         tokio::time::sleep_until(rebind_at.into()).await;
         let client = ctx
             .connect
-            .connect_on(crate::runtimes::consume(), "consumer-rebound")
+            .connect_on(crate::system::runtimes::consume(), "consumer-rebound")
             .await?;
         let index = progress.len() - 1;
         let rebound_ns = clock::now_ns();

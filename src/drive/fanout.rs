@@ -27,14 +27,14 @@ use super::outcome::merge;
 use super::sample::reports;
 use super::state::settled_state;
 use super::{ConsumerState, DriveOutcome, LEAD_IN, RunContext};
-use crate::clock;
 use crate::consume::{self, ConsumerConfig, ConsumerProgress, ConsumerReport};
-use crate::cpu;
-use crate::ledger::{Event, LedgerShard};
 use crate::load::{Publisher, PublisherConfig, RetryPlan, Timing};
 use crate::profile::{BehaviourPlan, ConsumerPlan, PublishPlan};
-use crate::readback::{self, ReadBack, Reconciliation};
-use crate::schedule::Schedule;
+use crate::record::clock;
+use crate::record::ledger::{Event, LedgerShard};
+use crate::record::schedule::Schedule;
+use crate::streams::readback::{self, ReadBack, Reconciliation};
+use crate::system::cpu;
 
 /// One fan-out variant's load.
 #[derive(Debug, Clone)]
@@ -145,13 +145,13 @@ pub async fn drive_fanout(ctx: &RunContext, spec: &FanoutSpec) -> Result<FanoutO
     let schedules = schedules(spec);
 
     let (scenario, variant) = spec.label.split_once(' ').unwrap_or(("", &spec.label));
-    crate::live::variant_started(scenario, variant);
+    crate::system::live::variant_started(scenario, variant);
 
     // Connect.
     let connections = spec.connections.min(durables.len()).max(1);
     let clients = join_all((0..connections).map(|i| async move {
         ctx.connect
-            .connect_on(crate::runtimes::consume(), &format!("fanout-{i}"))
+            .connect_on(crate::system::runtimes::consume(), &format!("fanout-{i}"))
             .await
     }))
     .await
@@ -252,7 +252,7 @@ pub async fn drive_fanout(ctx: &RunContext, spec: &FanoutSpec) -> Result<FanoutO
         .map(|(k, (config, bound))| {
             config.record_from_ns = record_from_ns;
             config.timeline_origin_ns = t0_ns;
-            crate::runtimes::consume().spawn(consume::run_bound(
+            crate::system::runtimes::consume().spawn(consume::run_bound(
                 clients[k % connections].clone(),
                 bound,
                 config.clone(),
@@ -266,8 +266,10 @@ pub async fn drive_fanout(ctx: &RunContext, spec: &FanoutSpec) -> Result<FanoutO
     for p in &mut publishers {
         p.go(timing);
     }
-    let telemetry =
-        crate::telemetry::TelemetrySampler::start(&ctx.monitors, crate::telemetry::SAMPLE_EVERY);
+    let telemetry = crate::server::telemetry::TelemetrySampler::start(
+        &ctx.monitors,
+        crate::server::telemetry::SAMPLE_EVERY,
+    );
 
     // Publish.
     let sent_progress: Vec<_> = publishers.iter().map(|p| p.progress.clone()).collect();
@@ -290,7 +292,7 @@ pub async fn drive_fanout(ctx: &RunContext, spec: &FanoutSpec) -> Result<FanoutO
                 let now = Instant::now();
                 let rate = sent.saturating_sub(last.1) as f64 / now.duration_since(last.0).as_secs_f64().max(1e-3);
                 last = (now, sent);
-                crate::live::progress(sent, received(), 0);
+                crate::system::live::progress(sent, received(), 0);
                 bar.update(started.elapsed(), sent, received(), rate);
                 if tasks.iter().any(|t| t.is_finished()) {
                     // A consumer ended on its own: it failed.

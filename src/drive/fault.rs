@@ -11,9 +11,9 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 
 use super::{DriveSpec, FaultOutcome, FaultPlan, RunContext};
-use crate::clock;
 use crate::profile::{FaultKind, FaultNode};
-use crate::relay::Block;
+use crate::record::clock;
+use crate::server::relay::Block;
 
 /// Kills the planned node, waits out the downtime (and, for a stream
 /// leader, the election of a new one), and starts it again. The caller's

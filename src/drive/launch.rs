@@ -100,7 +100,7 @@ impl Launcher {
         // The client moves into the task: when the task ends, its
         // connection closes, which is what a crash must do.
         if self.spec.core {
-            return crate::runtimes::consume().spawn(consume::core::run(
+            return crate::system::runtimes::consume().spawn(consume::core::run(
                 client,
                 self.subject.clone(),
                 config,
@@ -108,6 +108,11 @@ impl Launcher {
                 self.stop.clone(),
             ));
         }
-        crate::runtimes::consume().spawn(consume::run(client, config, progress, self.stop.clone()))
+        crate::system::runtimes::consume().spawn(consume::run(
+            client,
+            config,
+            progress,
+            self.stop.clone(),
+        ))
     }
 }

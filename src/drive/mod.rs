@@ -48,12 +48,12 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use crate::connect::ConnectSettings;
-use crate::cpu::ServerCpu;
-use crate::fault::FaultHandle;
 use crate::load::Timing;
 use crate::profile::{ServerPlan, StreamSettings};
-use crate::progress::{Progress, VariantBar};
-use crate::provision::{Names, Provisioner};
+use crate::server::fault::FaultHandle;
+use crate::streams::provision::{Names, Provisioner};
+use crate::system::cpu::ServerCpu;
+use crate::system::progress::{Progress, VariantBar};
 
 pub use fanout::{
     DurablePart, FanDurable, FanStream, FanoutOutcome, FanoutSpec, StreamPart, drive_fanout,
@@ -81,7 +81,7 @@ pub struct RunContext {
     /// Where the server's CPU time is read from.
     pub server_cpu: ServerCpu,
     /// The servers' monitoring endpoints, sampled during every variant.
-    pub monitors: Vec<crate::telemetry::Monitor>,
+    pub monitors: Vec<crate::server::telemetry::Monitor>,
     /// The servers scenarios may kill and restart; `None` for a server
     /// jsbench did not start.
     pub faults: Option<FaultHandle>,
@@ -118,7 +118,8 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
 /// whole second puts each step's seconds inside it.
 pub fn align_start(arrival: &crate::profile::ArrivalPlan, t0_ns: u64) -> u64 {
     if matches!(arrival, crate::profile::ArrivalPlan::Steps(_)) {
-        t0_ns.div_ceil(crate::histogram::INTERVAL_NS) * crate::histogram::INTERVAL_NS
+        t0_ns.div_ceil(crate::record::histogram::INTERVAL_NS)
+            * crate::record::histogram::INTERVAL_NS
     } else {
         t0_ns
     }
@@ -134,7 +135,7 @@ pub async fn drive_share<P: Peers>(
     peers: &mut P,
 ) -> Result<DriveOutcome> {
     let (scenario, variant) = spec.label.split_once(' ').unwrap_or(("", &spec.label));
-    crate::live::variant_started(scenario, variant);
+    crate::system::live::variant_started(scenario, variant);
     let connected = connect::connect(ctx, spec, share).await?;
     // Every process rounds the same agreed t0 the same way.
     let t0_ns = align_start(
@@ -172,12 +173,12 @@ struct Variant<'a> {
     sampler: Option<sample::Sampler>,
     /// The servers' telemetry, when this process watches the server and
     /// their endpoints are known.
-    telemetry: Option<crate::telemetry::TelemetrySampler>,
+    telemetry: Option<crate::server::telemetry::TelemetrySampler>,
     /// The other processes' clients' unanswered deliveries, as last
     /// reported: the sampler's client-side view of ack pending.
     peer_in_flight: Arc<AtomicU64>,
     /// This process's resident memory, sampled on the run loop.
-    memory: crate::cpu::MemoryTrace,
+    memory: crate::system::cpu::MemoryTrace,
 }
 
 impl<'a> Variant<'a> {

@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::consume::{ConsumerReport, CrashReport, DeliveryEvent, LateFirst};
-use crate::histogram::Recorder;
-use crate::ledger::{LedgerCounts, LedgerShard, SeqSet};
 use crate::load::{AckReport, SendReport};
-use crate::readback::{Eviction, evictions};
-use crate::timeline::Timeline;
+use crate::record::histogram::Recorder;
+use crate::record::ledger::{LedgerCounts, LedgerShard, SeqSet};
+use crate::record::timeline::Timeline;
+use crate::streams::readback::{Eviction, evictions};
 use async_nats::jetstream;
 
 /// What the kill and the restart looked like.
@@ -33,7 +33,7 @@ pub struct FaultOutcome {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PauseOutcome {
     /// When jsbench asked, and when the server answered, ns on
-    /// [`crate::clock`]: no delivery may leave the server after the answer.
+    /// [`crate::record::clock`]: no delivery may leave the server after the answer.
     pub requested_ns: u64,
     pub answered_ns: u64,
     /// When the pause was to end (the server resumes on its own then).
@@ -50,7 +50,7 @@ pub struct CrashOutcome {
     /// The server's ack pending once the crashed client was gone: what
     /// must be redelivered.
     pub ack_pending_after: Option<u64>,
-    /// When the new client bound, ns on [`crate::clock`].
+    /// When the new client bound, ns on [`crate::record::clock`].
     pub rebound_ns: u64,
 }
 
@@ -119,7 +119,7 @@ pub struct DriveOutcome {
     /// CPU jsbench used from the publishers' connect to the end of the
     /// drain (every process's, in a run with workers): everything a
     /// message cost this side, its delivery and ack included.
-    pub client_cpu: crate::cpu::ClientCpu,
+    pub client_cpu: crate::system::cpu::ClientCpu,
     /// CPU the server used over the same span, when it can be measured.
     pub server_cpu: Option<Duration>,
     pub interrupted: bool,
@@ -130,12 +130,12 @@ pub struct DriveOutcome {
     /// client saw them.
     pub client_drop_cause: Option<String>,
     /// What the stream removed by its own limits, when it has any that
-    /// evict ([`crate::readback::evictions`]).
+    /// evict ([`crate::streams::readback::evictions`]).
     pub eviction: Option<Eviction>,
     /// The servers' monitoring endpoints over the variant, when known.
-    pub telemetry: Option<crate::telemetry::Telemetry>,
+    pub telemetry: Option<crate::server::telemetry::Telemetry>,
     /// This process's resident memory while the publishers ran.
-    pub memory: crate::cpu::MemoryTrace,
+    pub memory: crate::system::cpu::MemoryTrace,
 }
 
 impl DriveOutcome {
@@ -602,10 +602,10 @@ mod tests {
     fn what_no_client_saw_is_the_servers_loss_only_when_the_server_still_held_it() {
         let mut ledger = LedgerShard::new();
         for seq in 1..=10 {
-            ledger.mark(seq, crate::ledger::Event::Persisted);
+            ledger.mark(seq, crate::record::ledger::Event::Persisted);
         }
         for seq in [1, 2, 3, 4, 5, 8] {
-            ledger.mark(seq, crate::ledger::Event::Delivered);
+            ledger.mark(seq, crate::record::ledger::Event::Delivered);
         }
         // The server delivered up to 7: 6 and 7 went out and no client saw
         // them; 9 and 10 it still held.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use super::{DriveSpec, OutagePlan, PauseOutcome, RunContext};
-use crate::clock;
+use crate::record::clock;
 
 /// Pauses the variant's durable until `end_ns` (on [`clock`]).
 pub(super) async fn pause(

@@ -15,10 +15,10 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use super::spec::DriveSpec;
-use crate::clock;
 use crate::consume::ConsumerReport;
 use crate::load::{AckReport, SendReport};
-use crate::progress::VariantBar;
+use crate::record::clock;
+use crate::system::progress::VariantBar;
 
 /// What one process of a variant reports to the others while it runs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -57,7 +57,7 @@ pub struct PeerPart {
     pub publishers: Vec<PublisherPart>,
     pub consumers: Vec<ConsumerReport>,
     pub errors: Vec<String>,
-    pub client_cpu: crate::cpu::ClientCpu,
+    pub client_cpu: crate::system::cpu::ClientCpu,
 }
 
 /// This process's own task reports, once its phases are done.

@@ -15,8 +15,8 @@ use super::connect::Meters;
 use super::launch::ClientProgress;
 use super::state::consumer_state;
 use super::{ConsumerSample, FaultOutcome, PauseOutcome, Peers, Variant, fault};
-use crate::clock;
 use crate::load::{AckReport, Publisher, PublisherProgress, SendReport};
+use crate::record::clock;
 
 /// How long a failed variant waits for its stopped publishers: their last
 /// PubAcks, up to the default PubAck timeout, and some slack.
@@ -58,9 +58,9 @@ impl Variant<'_> {
     ) -> Result<Published> {
         self.sampler = self.start_sampler(peers.watches_server());
         if peers.watches_server() {
-            self.telemetry = crate::telemetry::TelemetrySampler::start(
+            self.telemetry = crate::server::telemetry::TelemetrySampler::start(
                 &self.ctx.monitors,
-                crate::telemetry::SAMPLE_EVERY,
+                crate::server::telemetry::SAMPLE_EVERY,
             );
         }
         let mut pace = Pace {
@@ -161,7 +161,7 @@ impl Variant<'_> {
             / now.duration_since(pace.last.0).as_secs_f64().max(1e-3);
         pace.last = (now, sent);
         let received = local.received + exchange.others.received;
-        crate::live::progress(sent, received, local.in_flight + exchange.others.in_flight);
+        crate::system::live::progress(sent, received, local.in_flight + exchange.others.in_flight);
         self.bar.update(
             pace.started.elapsed(),
             sent,

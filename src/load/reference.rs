@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{IdBuilder, MessageBuilder};
 use crate::profile::MsgId;
-use crate::stamp::Stamp;
+use crate::record::stamp::Stamp;
 
 #[derive(Debug, Clone, Default)]
 pub struct ReferenceReport {

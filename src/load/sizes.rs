@@ -3,7 +3,7 @@
 //! every run of a profile sends the same sizes.
 
 use crate::profile::SizePlan;
-use crate::random;
+use crate::record::random;
 
 #[inline]
 pub fn message_size(plan: &SizePlan, seed: u64, publisher: u16, message: u64) -> usize {

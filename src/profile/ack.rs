@@ -64,7 +64,7 @@ pub(super) fn read(
     problems.range(
         &format!("{prefix}.message_size"),
         size,
-        crate::stamp::STAMP_LEN,
+        crate::record::stamp::STAMP_LEN,
         super::common::MAX_MESSAGE_SIZE,
         " bytes",
     );

@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use super::ArrivalPlan;
-use crate::random;
+use crate::record::random;
 
 /// More offsets than this are refused (80 MB of table): a pattern that dense
 /// belongs to a steady rate.

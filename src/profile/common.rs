@@ -12,7 +12,7 @@ use super::{
     PublishMode, PublishPlan, PullSweep, PullTuning, PushPlan, Rate, ServerPlan, SizePlan, Storage,
     is_safe_name,
 };
-use crate::stamp::STAMP_LEN;
+use crate::record::stamp::STAMP_LEN;
 
 /// `[server]`: how streams are stored.
 #[derive(Debug, Deserialize)]

@@ -9,7 +9,7 @@
 use serde::Deserialize;
 
 use super::{ConnectionPlan, Dur, Problems};
-use crate::url;
+use crate::system::url;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

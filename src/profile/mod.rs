@@ -132,14 +132,14 @@ pub fn load(spec: &str) -> Result<Profile, anyhow::Error> {
             return Ok(parse(&format!("{spec} (bundled)"), text)?);
         }
         let names: Vec<&str> = BUNDLED.iter().map(|(n, _)| *n).collect();
-        return Err(crate::error::UsageError(format!(
+        return Err(crate::system::error::UsageError(format!(
             "no bundled profile named {spec:?}; bundled profiles are: {} (or give a path to a .toml file)",
             names.join(", ")
         ))
         .into());
     }
     let text = std::fs::read_to_string(path).map_err(|e| {
-        crate::error::UsageError(format!("cannot read profile {}: {e}", path.display()))
+        crate::system::error::UsageError(format!("cannot read profile {}: {e}", path.display()))
     })?;
     Ok(parse(&path.display().to_string(), &text)?)
 }

@@ -106,7 +106,7 @@ pub struct PublishPlan {
     /// offers an irregular pattern (replay records one).
     pub arrival: ArrivalPlan,
     /// How often a paced publisher wakes to send what is due: `None` by
-    /// the rate ([`crate::schedule::Pacer::for_schedule`]), zero for every
+    /// the rate ([`crate::record::schedule::Pacer::for_schedule`]), zero for every
     /// message. Older plans (a worker of an earlier version) have none.
     #[serde(default)]
     pub wake_every: Option<Duration>,

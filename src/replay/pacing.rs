@@ -21,8 +21,8 @@
 //! quantiles from both. The same analysis compares a recording's intended
 //! send times with its server timestamps (how well the pattern was recorded).
 
-use crate::histogram::Recorder;
-use crate::timeline::Timeline;
+use crate::record::histogram::Recorder;
+use crate::record::timeline::Timeline;
 
 /// A distribution of signed nanoseconds: late (≥ 0) and early (< 0, kept as
 /// magnitudes) in two histograms.

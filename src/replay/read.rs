@@ -24,10 +24,10 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::recording::origin;
-use crate::clock;
 use crate::profile::{REPLAY_MAX_ACK_PENDING, ReplayPace, ReplayReader};
-use crate::stamp::Stamp;
-use crate::timeline::Timeline;
+use crate::record::clock;
+use crate::record::stamp::Stamp;
+use crate::record::timeline::Timeline;
 
 /// Messages per pull request of a durable replay.
 const PULL_BATCH: usize = 500;
@@ -65,7 +65,7 @@ pub struct Delivery {
     pub seq: u64,
     /// The server's timestamp of the message, ns since the epoch.
     pub published_ns: u64,
-    /// When jsbench received it, ns on [`crate::clock`].
+    /// When jsbench received it, ns on [`crate::record::clock`].
     pub received_ns: u64,
     /// Messages the server still had pending for the consumer after this one.
     pub pending: u64,
@@ -88,7 +88,7 @@ pub enum End {
 /// Everything one replay delivered.
 #[derive(Debug, Clone)]
 pub struct ReplayLog {
-    /// When the consumer was asked for, ns on [`crate::clock`]: catching
+    /// When the consumer was asked for, ns on [`crate::record::clock`]: catching
     /// up includes creating the consumer.
     pub requested_ns: u64,
     pub deliveries: Vec<Delivery>,

@@ -19,7 +19,7 @@ use async_nats::jetstream::{
 use futures::StreamExt;
 
 use crate::profile::ReplayDeliver;
-use crate::stamp::Stamp;
+use crate::record::stamp::Stamp;
 
 /// One stored message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,7 +32,7 @@ pub struct Recorded {
     /// The stamp's origin (publisher and message number); `u64::MAX`
     /// without a stamp.
     pub origin: u64,
-    /// The stamp's intended send time, ns on [`crate::clock`]; 0 without.
+    /// The stamp's intended send time, ns on [`crate::record::clock`]; 0 without.
     pub intended_ns: u64,
 }
 

@@ -10,10 +10,10 @@ use std::path::{Component, Path, PathBuf};
 
 use anyhow::Result;
 
-use crate::error::UsageError;
-use crate::histogram::Recorder;
+use crate::record::histogram::Recorder;
 use crate::results::read_summary;
 use crate::results::summary::{ScenarioReport, Summary, VariantReport};
+use crate::system::error::UsageError;
 
 /// Histograms keyed by (scenario, variant, histogram name).
 type HistogramKey = (String, String, String);

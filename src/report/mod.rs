@@ -21,8 +21,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::error::{EXIT_FAILED, EXIT_OK, UsageError};
 use crate::results::write_atomic;
+use crate::system::error::{EXIT_FAILED, EXIT_OK, UsageError};
 use data::ResultsData;
 use page::PageChart;
 

@@ -7,11 +7,11 @@ use std::path::Path;
 use super::charts::{self, Scale, Stroke, draw, latency};
 use super::data::ResultsData;
 use super::page;
-use crate::histogram::Recorder;
-use crate::ledger::LedgerCounts;
-use crate::metrics::{Direction, Metric, latency_metrics};
+use crate::record::histogram::Recorder;
+use crate::record::ledger::LedgerCounts;
+use crate::record::metrics::{Direction, Metric, latency_metrics};
+use crate::record::timeline::Timeline;
 use crate::results::summary::{HistogramReport, SCHEMA_VERSION, Summary};
-use crate::timeline::Timeline;
 use crate::variant::Invariant;
 
 /// A latency histogram: `n` values from `base_us` with a tail.
@@ -491,14 +491,14 @@ fn missing_or_corrupt_histograms_are_usage_errors_naming_the_file() {
         .join("histograms/latency.rate-1000.e2e_latency.hdr");
     std::fs::write(&hdr, "garbage!").unwrap();
     let e = super::render_folder(dir.path()).unwrap_err();
-    assert_eq!(crate::cli::exit_code(&e), crate::error::EXIT_USAGE);
+    assert_eq!(crate::cli::exit_code(&e), crate::system::error::EXIT_USAGE);
     assert!(
         format!("{e:#}").contains("latency.rate-1000.e2e_latency.hdr"),
         "{e:#}"
     );
     std::fs::remove_file(&hdr).unwrap();
     let e = super::render_folder(dir.path()).unwrap_err();
-    assert_eq!(crate::cli::exit_code(&e), crate::error::EXIT_USAGE);
+    assert_eq!(crate::cli::exit_code(&e), crate::system::error::EXIT_USAGE);
     assert!(
         format!("{e:#}").contains("latency.rate-1000.e2e_latency.hdr"),
         "{e:#}"
@@ -506,7 +506,7 @@ fn missing_or_corrupt_histograms_are_usage_errors_naming_the_file() {
 
     std::fs::write(dir.path().join("summary.json"), "{ not json").unwrap();
     let e = super::render_folder(dir.path()).unwrap_err();
-    assert_eq!(crate::cli::exit_code(&e), crate::error::EXIT_USAGE);
+    assert_eq!(crate::cli::exit_code(&e), crate::system::error::EXIT_USAGE);
     assert!(format!("{e:#}").contains("summary.json"), "{e:#}");
 }
 

@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use super::summary::Summary;
 use super::write_atomic;
-use crate::metrics::{Direction, Metric};
+use crate::record::metrics::{Direction, Metric};
 
 /// The folder inside a results folder.
 pub const DIR: &str = "ci";
@@ -200,7 +200,7 @@ mod tests {
                 "name": name, "unit": unit, "value": value, "direction": direction,
             });
             if !reps.is_empty() {
-                let s = crate::spread::Spread::of(reps).unwrap();
+                let s = crate::record::spread::Spread::of(reps).unwrap();
                 m["repetitions"] = serde_json::json!(reps);
                 m["spread"] = serde_json::to_value(s).unwrap();
             }
@@ -209,7 +209,7 @@ mod tests {
         let variant = |name: &str, passed: bool, metrics: Vec<serde_json::Value>| {
             serde_json::json!({
                 "name": name, "passed": passed, "params": {}, "metrics": metrics,
-                "histograms": [], "ledger": crate::ledger::LedgerCounts::default(),
+                "histograms": [], "ledger": crate::record::ledger::LedgerCounts::default(),
                 "invariants": [], "warnings": [], "timelines": {}, "error": null,
                 "elapsed_s": 1.0,
             })

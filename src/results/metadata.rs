@@ -1,7 +1,7 @@
 //! The name of a run's folder, from when it started and which code ran
-//! ([`crate::about`] says which code and which machine).
+//! ([`crate::system::about`] says which code and which machine).
 
-use crate::about::ToolInfo;
+use crate::system::about::ToolInfo;
 
 /// The folder name: `<utc>-<sha7|nogit>-<profile>`, sortable by time.
 pub fn run_id(started: time::OffsetDateTime, tool: &ToolInfo, profile: &str) -> String {

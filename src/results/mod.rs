@@ -19,9 +19,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::error::UsageError;
-use crate::histogram::Recorder;
 use crate::profile::ScenarioPlan;
+use crate::record::histogram::Recorder;
+use crate::system::error::UsageError;
 use crate::variant::{VariantResult, VariantSink};
 use summary::{
     HistogramReport, RunMetadata, SCHEMA_VERSION, ScenarioReport, Summary, VariantReport,
@@ -107,7 +107,7 @@ impl ResultsWriter {
         index: usize,
     ) -> Result<()> {
         let mut variant = variant;
-        crate::live::variant_done(
+        crate::system::live::variant_done(
             variant.passed(),
             variant.broken().len() as u64,
             &variant.ledger,
@@ -314,7 +314,7 @@ pub fn read_summary(path: &Path) -> Result<Summary> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::{Direction, Metric};
+    use crate::record::metrics::{Direction, Metric};
     use crate::variant::Invariant;
 
     fn run_metadata(repeat: usize) -> RunMetadata {

@@ -9,7 +9,7 @@
 //! one's own ledger) stays in `repetitions[]`.
 
 use super::summary::{RepetitionReport, VariantReport};
-use crate::spread::{Spread, median};
+use crate::record::spread::{Spread, median};
 use crate::variant::Invariant;
 
 /// The report of a variant's first recorded repetition (`index` of `of`),
@@ -170,10 +170,10 @@ mod tests {
 
     use serde_json::Value;
 
-    use crate::ledger::LedgerCounts;
+    use crate::record::ledger::LedgerCounts;
 
     use super::*;
-    use crate::metrics::{Direction, Metric};
+    use crate::record::metrics::{Direction, Metric};
 
     fn report(p50: f64, rate: f64, invariant_passed: bool, lost: u64) -> VariantReport {
         VariantReport {

@@ -7,12 +7,12 @@ use serde::{Deserialize, Serialize};
 
 // Parts of the schema that lower layers fill in are defined where they are
 // made, and named here so the whole schema reads from this file.
-pub use crate::about::{HostInfo, SCHEMA_VERSION, ToolInfo};
 pub use crate::connect::{ConnectionInfo, NodeInfo};
-use crate::ledger::LedgerCounts;
-use crate::metrics::Metric;
-pub use crate::provision::{PeerInfo, SizedMaxBytes, StreamPlacement};
-use crate::timeline::Timeline;
+use crate::record::ledger::LedgerCounts;
+use crate::record::metrics::Metric;
+use crate::record::timeline::Timeline;
+pub use crate::streams::provision::{PeerInfo, SizedMaxBytes, StreamPlacement};
+pub use crate::system::about::{HostInfo, SCHEMA_VERSION, ToolInfo};
 use crate::variant::Invariant;
 pub use crate::worker::WorkerInfo;
 

@@ -13,13 +13,13 @@ use super::checks;
 use crate::consume::reference::{self, ReferenceConfig, ReferenceReport};
 use crate::drive::RunContext;
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
-use crate::ledger::{LedgerCounts, LedgerShard};
-use crate::metrics::{Direction, Metric, latency_metrics};
 use crate::profile::{
     AckMode, AckPolicy, AckScenarioPlan, ConsumeReference, ConsumerKind, ConsumerPlan, MsgId,
     PublishPlan, ScenarioPlan,
 };
-use crate::provision::{durable_config, stream_config};
+use crate::record::ledger::{LedgerCounts, LedgerShard};
+use crate::record::metrics::{Direction, Metric, latency_metrics};
+use crate::streams::provision::{durable_config, stream_config};
 use crate::variant::{Invariant, VariantResult, VariantSink};
 
 pub async fn run(
@@ -328,11 +328,12 @@ async fn create_durable(
 /// The rate a variant read at, in messages and in bytes: jsbench's
 /// variants and the references report it alike.
 fn consume_figures(rate: f64, message_size: usize, r: &mut VariantResult) {
-    r.metrics.extend(crate::metrics::rate_and_throughput(
-        "consume",
-        rate,
-        rate * message_size as f64,
-    ));
+    r.metrics
+        .extend(crate::record::metrics::rate_and_throughput(
+            "consume",
+            rate,
+            rate * message_size as f64,
+        ));
 }
 
 /// Runs a reference loop on a fresh durable over the filled stream and
@@ -401,7 +402,7 @@ async fn reference_variant(
         read_at_most: None,
     };
     let stop = ctx.stop.child_token();
-    let client_cpu = crate::cpu::ClientCpu::now();
+    let client_cpu = crate::system::cpu::ClientCpu::now();
     let server_cpu = ctx.server_cpu.start();
     let report = match kind {
         ConsumeReference::Idiomatic => reference::idiomatic(client, config, stop).await,
@@ -409,7 +410,7 @@ async fn reference_variant(
     }
     .with_context(|| format!("the {} consume reference", kind.label()))?;
     // The loop runs on the run's own runtime: the whole process is its.
-    let client = crate::cpu::ClientCpu::since(client_cpu).total();
+    let client = crate::system::cpu::ClientCpu::since(client_cpu).total();
     let split = checks::CpuSplit {
         client,
         publisher: None,

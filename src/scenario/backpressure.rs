@@ -16,11 +16,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use super::{VariantNames, checks, provision_durable, record_stream};
+use crate::consume::fates::{self, Analysis};
 use crate::drive::RunContext;
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
-use crate::fates::{self, Analysis};
-use crate::metrics::{Direction, Metric, count, latency_metrics};
 use crate::profile::{Action, BackpressurePlan, ConsumerPlan, ScenarioPlan, format_duration};
+use crate::record::metrics::{Direction, Metric, count, latency_metrics};
 use crate::variant::{Invariant, VariantResult, VariantSink};
 
 /// How often consumer info is sampled while a variant runs.
@@ -195,7 +195,7 @@ fn measure(
 
     // The processing time the handlers really took (a timer sleeps at least
     // as long as asked, often a millisecond more), and the bound from it.
-    let mut handled = crate::histogram::Recorder::new();
+    let mut handled = crate::record::histogram::Recorder::new();
     for e in &o.events {
         handled.record_between(e.received_ns, e.answered_ns);
     }

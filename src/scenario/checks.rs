@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
+use crate::consume::fates::Analysis;
 use crate::drive::DriveOutcome;
-use crate::fates::Analysis;
-use crate::metrics::count;
+use crate::record::metrics::count;
 use crate::variant::{Invariant, VariantResult};
 
 /// `planned.<fate>` and `observed.<fate>` counts, and the early tolerance
@@ -147,7 +147,7 @@ pub fn across(parts: &[(String, Invariant)], what: &str) -> Option<Invariant> {
 /// The stream's message count (from stream info) equals what PubAcks
 /// confirmed, less what its own limits evicted: nothing stored behind
 /// jsbench's back, nothing missing.
-pub fn stream_holds(stored: Option<u64>, c: &crate::ledger::LedgerCounts) -> Invariant {
+pub fn stream_holds(stored: Option<u64>, c: &crate::record::ledger::LedgerCounts) -> Invariant {
     const NAME: &str = "stream holds every persisted message";
     match stored {
         Some(n) if c.evicted > 0 || c.removed_by_ack > 0 => Invariant::check(
@@ -290,7 +290,7 @@ pub fn publishers_finished(o: &DriveOutcome) -> Invariant {
 /// and CPU over time, and the meta leader when it moved. Nothing when no
 /// endpoint is known (a server jsbench did not start, without --monitor).
 pub fn server_figures(o: &DriveOutcome, r: &mut VariantResult) {
-    use crate::metrics::{Direction, Metric};
+    use crate::record::metrics::{Direction, Metric};
     let stored = o.counts.persisted;
     if let Some(cpu) = o.server_cpu.filter(|_| stored > 0)
         && !r.metrics.iter().any(|m| m.name == "server_cpu_per_msg")
@@ -311,7 +311,7 @@ pub fn server_figures(o: &DriveOutcome, r: &mut VariantResult) {
             "{} sample(s) of {} node(s) every {} ms, {} failed",
             t.samples.len(),
             t.nodes.len(),
-            crate::telemetry::SAMPLE_EVERY.as_millis(),
+            crate::server::telemetry::SAMPLE_EVERY.as_millis(),
             t.failed
         ),
     );
@@ -372,7 +372,7 @@ pub fn server_figures(o: &DriveOutcome, r: &mut VariantResult) {
 /// consumer's set of first deliveries, each publisher's stored count per
 /// message), per persisted message.
 pub fn ledger_cost(o: &DriveOutcome, r: &mut VariantResult) {
-    use crate::metrics::{Direction, Metric};
+    use crate::record::metrics::{Direction, Metric};
     let stored = o.counts.persisted;
     if stored == 0 {
         return;
@@ -443,7 +443,7 @@ pub struct CpuSplit {
 /// CPU, and the warning when the client spends more than the server.
 /// Figures a scenario already reported stay as they are.
 pub fn cpu_per_message(split: &CpuSplit, messages: u64, r: &mut VariantResult) {
-    use crate::metrics::{Direction, Metric};
+    use crate::record::metrics::{Direction, Metric};
     if messages == 0 {
         return;
     }
@@ -499,7 +499,7 @@ const MEMORY_SLOPE_LIMIT: f64 = 1.0;
 /// messages after the warm-up, and what the histograms hold; the
 /// "client memory flat" check once enough messages have passed.
 pub fn client_memory(o: &DriveOutcome, r: &mut VariantResult) {
-    use crate::metrics::{Direction, Metric};
+    use crate::record::metrics::{Direction, Metric};
     if let Some(peak) = o.memory.peak() {
         r.metrics.push(Metric::new(
             "client_rss_peak",
@@ -618,7 +618,7 @@ mod across_tests {
 #[cfg(test)]
 mod memory_tests {
     use super::*;
-    use crate::cpu::{MemorySample, MemoryTrace};
+    use crate::system::cpu::{MemorySample, MemoryTrace};
 
     /// A trace of `n` one-second samples over 5 million messages whose
     /// resident memory grows `bytes_per_msg` a message after a 20 MB start.
@@ -730,11 +730,11 @@ mod cpu_tests {
     #[test]
     fn a_figure_the_scenario_reported_stays_and_nothing_comes_of_no_messages() {
         let mut r = VariantResult::new("v");
-        r.metrics.push(crate::metrics::Metric::new(
+        r.metrics.push(crate::record::metrics::Metric::new(
             "client_cpu_per_msg",
             "us",
             1.0,
-            crate::metrics::Direction::Lower,
+            crate::record::metrics::Direction::Lower,
         ));
         let split = CpuSplit {
             client: Duration::from_secs(1),

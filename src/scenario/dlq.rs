@@ -28,21 +28,21 @@ use anyhow::{Context, Result};
 use async_nats::jetstream::stream;
 
 use super::checks;
-use crate::advisory::Kind;
+use crate::consume::fates::{self, Analysis};
 use crate::consume::{self, ConsumerConfig, ConsumerProgress, ConsumerReport};
 use crate::dlq::audit::{self, Audit};
 use crate::dlq::{Key, Outcome, Pipeline, PipelineReport, PipelineSpec, Watched, redrive};
 use crate::drive::RunContext;
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
-use crate::fates::{self, Analysis};
-use crate::histogram::Recorder;
-use crate::ledger::Event;
-use crate::metrics::{Direction, Metric, count, latency_metrics, ratio};
 use crate::profile::{
     BehaviourPlan, Capture, ConsumerPlan, DlqPlan, OriginalGet, Retention, ScenarioPlan,
     ServerPlan, format_duration,
 };
-use crate::provision::{durable_config, placement};
+use crate::record::histogram::Recorder;
+use crate::record::ledger::Event;
+use crate::record::metrics::{Direction, Metric, count, latency_metrics, ratio};
+use crate::streams::advisory::Kind;
+use crate::streams::provision::{durable_config, placement};
 use crate::variant::{Invariant, VariantResult, VariantSink};
 
 /// How often consumer info is sampled while a variant runs.
@@ -410,8 +410,12 @@ async fn run_variant(
     let stream = ctx
         .provisioner
         .create_stream({
-            let config =
-                crate::provision::stream_config(&stream_name, &base, &ctx.server, &ctx.stream);
+            let config = crate::streams::provision::stream_config(
+                &stream_name,
+                &base,
+                &ctx.server,
+                &ctx.stream,
+            );
             stream::Config {
                 retention: match v.retention {
                     Retention::Limits => stream::RetentionPolicy::Limits,
@@ -673,7 +677,7 @@ impl Other {
             behaviour: Arc::new(BehaviourPlan::all_ack()),
             // Its latency is not this scenario's subject.
             record_from_ns: u64::MAX,
-            timeline_origin_ns: crate::clock::now_ns(),
+            timeline_origin_ns: crate::record::clock::now_ns(),
             expected_messages: messages,
             log_events: false,
             js_api_prefix: ctx.connect.js_api.prefix(),
@@ -1325,7 +1329,7 @@ mod tests {
         let gone = BTreeSet::from([5]);
         let check = |first_kept: Option<u64>| {
             let mut o = DriveOutcome::settled(10);
-            o.eviction = first_kept.map(|first_kept| crate::readback::Eviction {
+            o.eviction = first_kept.map(|first_kept| crate::streams::readback::Eviction {
                 limits: vec!["max_msgs 5".into()],
                 reached: vec!["max_msgs 5: holds 5".into()],
                 evicted: first_kept - 1,

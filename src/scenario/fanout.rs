@@ -20,9 +20,9 @@ use super::checks;
 use crate::drive::{
     DriveOutcome, FanDurable, FanStream, FanoutOutcome, FanoutSpec, RunContext, drive_fanout,
 };
-use crate::histogram::Recorder;
-use crate::metrics::{Direction, Metric, latency_metrics};
 use crate::profile::{FanoutPlan, ScenarioPlan, format_duration};
+use crate::record::histogram::Recorder;
+use crate::record::metrics::{Direction, Metric, latency_metrics};
 use crate::variant::{Invariant, Part, VariantResult, VariantSink};
 
 /// Requests to the server at once while creating streams and durables.
@@ -148,7 +148,9 @@ async fn run_variant(
     };
     for name in &names {
         if let Some(info) = ctx.provisioner.stream_info(name).await {
-            result.streams.push(crate::provision::placement(&info));
+            result
+                .streams
+                .push(crate::streams::provision::placement(&info));
         }
     }
     let mut deleted = Ok(());
@@ -224,7 +226,7 @@ async fn provision(ctx: &RunContext, plan: &FanoutPlan, spec: &FanoutSpec) -> Re
             .map_or("", |(b, _)| b)
             .to_string();
         ctx.provisioner
-            .create_stream(crate::provision::stream_config(
+            .create_stream(crate::streams::provision::stream_config(
                 &s.name,
                 &base,
                 &ctx.server,
@@ -267,7 +269,7 @@ fn durable_config(
     durable: &FanDurable,
 ) -> async_nats::jetstream::consumer::Config {
     let base = stream.subjects[0].rsplit_once('.').map_or("", |(b, _)| b);
-    let mut config = crate::provision::durable_config(&durable.name, &plan.consumer, base);
+    let mut config = crate::streams::provision::durable_config(&durable.name, &plan.consumer, base);
     let subjects: Vec<String> = durable
         .filters
         .iter()
@@ -285,7 +287,7 @@ fn durable_config(
 /// known.
 async fn memory_now(ctx: &RunContext) -> Option<u64> {
     let monitors = ctx.monitors.clone();
-    tokio::task::spawn_blocking(move || crate::telemetry::memory_now(&monitors))
+    tokio::task::spawn_blocking(move || crate::server::telemetry::memory_now(&monitors))
         .await
         .ok()
         .flatten()
@@ -315,7 +317,7 @@ fn measure(o: &FanoutOutcome, p: &Provisioned, spec: &FanoutSpec, r: &mut Varian
     let mut e2e_sent = Recorder::new();
     // Deliveries are the durables' counts summed; publishing is the
     // streams', not the durables' dues.
-    let mut counts = crate::ledger::LedgerCounts::default();
+    let mut counts = crate::record::ledger::LedgerCounts::default();
     let (mut first_ns, mut last_ns) = (u64::MAX, 0u64);
     let mut durable_rates = Vec::new();
     let mut durable_p99s = Vec::new();
@@ -629,7 +631,7 @@ fn due_unknown(d: &crate::drive::DurablePart, name: &str) -> Option<Invariant> {
 /// Every message a PubAck confirmed is in the stream, and nothing else:
 /// the read-back the durables' dues were taken from, checked against the
 /// publisher.
-fn stream_holds(stored: &Result<crate::readback::Reconciliation, String>) -> Invariant {
+fn stream_holds(stored: &Result<crate::streams::readback::Reconciliation, String>) -> Invariant {
     const NAME: &str = "stream holds every PubAcked message, and no other";
     match stored {
         Ok(s) => Invariant::check(

@@ -9,7 +9,7 @@ use anyhow::Result;
 
 use crate::consume::Effects;
 use crate::drive::{DriveOutcome, RunContext};
-use crate::metrics::{Direction, Metric, count};
+use crate::record::metrics::{Direction, Metric, count};
 use crate::variant::{Invariant, VariantResult};
 
 /// Creates the variant's dedup store; its bucket name.

@@ -14,8 +14,8 @@ use anyhow::{Context, Result};
 use super::{VariantNames, checks, provision_durable, record_stream};
 use crate::drive::RunContext;
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
-use crate::metrics::{Direction, Metric, latency_metrics};
 use crate::profile::{LatencyPlan, MsgId, ScenarioPlan, format_duration};
+use crate::record::metrics::{Direction, Metric, latency_metrics};
 use crate::variant::{Invariant, VariantResult, VariantSink};
 
 pub async fn run(
@@ -228,11 +228,12 @@ fn measure(o: &DriveOutcome, rate: u64, r: &mut VariantResult) {
         rate as f64,
         Direction::None,
     ));
-    r.metrics.extend(crate::metrics::rate_and_throughput(
-        "publish",
-        publish_rate,
-        o.sent_bytes() as f64 / o.publish_span().as_secs_f64().max(1e-9),
-    ));
+    r.metrics
+        .extend(crate::record::metrics::rate_and_throughput(
+            "publish",
+            publish_rate,
+            o.sent_bytes() as f64 / o.publish_span().as_secs_f64().max(1e-9),
+        ));
     r.metrics.push(Metric::new(
         "consume_rate",
         "msg/s",

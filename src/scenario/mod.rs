@@ -46,7 +46,7 @@ pub async fn provision_durable(
     };
     let stream = ctx
         .provisioner
-        .create_stream(crate::provision::stream_config(
+        .create_stream(crate::streams::provision::stream_config(
             &names.stream,
             &names.base,
             &ctx.server,
@@ -56,7 +56,7 @@ pub async fn provision_durable(
     ctx.provisioner
         .create_consumer(
             &stream,
-            crate::provision::durable_config(&names.durable, consumer, &names.base),
+            crate::streams::provision::durable_config(&names.durable, consumer, &names.base),
             consumer.pedantic,
         )
         .await?;
@@ -70,7 +70,7 @@ pub async fn provision_durable(
 pub async fn record_stream(ctx: &RunContext, stream: &str, r: &mut VariantResult) -> Option<u64> {
     let info = ctx.provisioner.stream_info(stream).await;
     r.streams
-        .extend(info.as_ref().map(crate::provision::placement));
+        .extend(info.as_ref().map(crate::streams::provision::placement));
     info.map(|i| i.state.messages)
 }
 
@@ -91,7 +91,7 @@ pub async fn run(
             if !first {
                 // With --keep the previous combination's streams are still
                 // there under the same variant names.
-                ctx.names = crate::provision::Names::generate();
+                ctx.names = crate::streams::provision::Names::generate();
             }
             first = false;
             ctx.stream = settings.clone();

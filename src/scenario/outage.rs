@@ -26,11 +26,11 @@ use crate::consume::events::DeliveryEvent;
 use crate::drive::{
     ConsumerSpec, DriveOutcome, DriveSpec, OutagePlan, PauseOutcome, RunContext, drive,
 };
-use crate::histogram::Recorder;
-use crate::metrics::{Direction, Metric, count};
 use crate::profile::{
     Action, BehaviourPlan, OutagePattern, OutageScenarioPlan, ScenarioPlan, format_duration,
 };
+use crate::record::histogram::Recorder;
+use crate::record::metrics::{Direction, Metric, count};
 use crate::variant::{Invariant, VariantResult, VariantSink};
 
 /// How long after the server answered the pause a delivery may still
@@ -147,7 +147,7 @@ async fn run_variant(
     Ok(())
 }
 
-/// The outage, ns on [`crate::clock`], and the durable's ack deadline.
+/// The outage, ns on [`crate::record::clock`], and the durable's ack deadline.
 #[derive(Debug, Clone, Copy)]
 struct Window {
     start: u64,

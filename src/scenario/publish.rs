@@ -20,16 +20,16 @@ use async_nats::jetstream::stream;
 use futures::future::join_all;
 
 use super::record_stream;
-use crate::cpu;
 use crate::drive::RunContext;
 use crate::drive::{DriveOutcome, DriveSpec, drive};
 use crate::load::reference::{self, ReferenceConfig, ReferenceReport};
-use crate::metrics::{Direction, Metric, count, latency_metrics, ratio};
 use crate::profile::{
     MsgId, PublishScenarioPlan, Rate, RatePer, Reference, ScenarioPlan, SizePlan, format_duration,
 };
-use crate::provision;
-use crate::readback::{self, Reconciliation};
+use crate::record::metrics::{Direction, Metric, count, latency_metrics, ratio};
+use crate::streams::provision;
+use crate::streams::readback::{self, Reconciliation};
+use crate::system::cpu;
 use crate::variant::{Invariant, VariantResult, VariantSink};
 
 /// The figures a variant is compared on.
@@ -275,7 +275,7 @@ async fn run_variant(
     let figures = measure(&outcome, total_rate(plan, rate), result);
     let reconciliation = match read_back {
         Some(Ok(read)) => {
-            let confirmed: Vec<&crate::tally::Tally> =
+            let confirmed: Vec<&crate::record::tally::Tally> =
                 outcome.acks.iter().map(|a| &a.stored_by_message).collect();
             result.param("read_back_messages", read.messages);
             Some(Ok((
@@ -317,11 +317,12 @@ fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) -> Figu
             Direction::None,
         ));
     }
-    r.metrics.extend(crate::metrics::rate_and_throughput(
-        "publish",
-        publish_rate,
-        o.sent_bytes() as f64 / o.publish_span().as_secs_f64().max(1e-9),
-    ));
+    r.metrics
+        .extend(crate::record::metrics::rate_and_throughput(
+            "publish",
+            publish_rate,
+            o.sent_bytes() as f64 / o.publish_span().as_secs_f64().max(1e-9),
+        ));
     let mut recorders = vec![
         ("pub_ack_latency", &o.pub_ack_intended),
         ("pub_ack_latency_actual", &o.pub_ack_sent),
@@ -740,11 +741,13 @@ async fn reference_variant(
     // connections sent side by side from one start.
     let span = reports.iter().map(|r| r.span).max().unwrap_or_default();
     let rate = crate::drive::rate(sent, span);
-    result.metrics.extend(crate::metrics::rate_and_throughput(
-        "publish",
-        rate,
-        rate * size as f64,
-    ));
+    result
+        .metrics
+        .extend(crate::record::metrics::rate_and_throughput(
+            "publish",
+            rate,
+            rate * size as f64,
+        ));
     let client_us = per_message_us(client_cpu, sent);
     let server_us = server_cpu.map(|c| per_message_us(c, sent));
     result.metrics.push(Metric::new(

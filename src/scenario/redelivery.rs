@@ -18,13 +18,13 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use super::{VariantNames, checks, idempotence, provision_durable, record_stream};
-use crate::advisory::{Advisories, AdvisoryWatch};
+use crate::consume::fates::{self, Analysis};
 use crate::drive::RunContext;
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
-use crate::fates::{self, Analysis};
-use crate::ledger::Event;
-use crate::metrics::{Direction, Metric, count, latency_metrics, ratio};
 use crate::profile::{BehaviourPlan, RedeliveryPlan, ScenarioPlan, format_duration};
+use crate::record::ledger::Event;
+use crate::record::metrics::{Direction, Metric, count, latency_metrics, ratio};
+use crate::streams::advisory::{Advisories, AdvisoryWatch};
 use crate::variant::{Invariant, VariantResult, VariantSink};
 
 /// How often consumer info is sampled while a variant runs.
@@ -331,7 +331,7 @@ fn verify(
         a.unplanned_redeliveries,
         0,
     ));
-    let seqs = |list: &[crate::advisory::Advisory]| {
+    let seqs = |list: &[crate::streams::advisory::Advisory]| {
         list.iter().map(|x| x.stream_seq).collect::<BTreeSet<u64>>()
     };
     let exhausted: BTreeSet<u64> = a.exhausted.iter().copied().collect();
@@ -371,8 +371,8 @@ fn verify(
 /// advisories the server sent for it: one each, none for a message never
 /// nak'ed.
 fn naks_advised(
-    ledger: &crate::ledger::LedgerShard,
-    naked: &[crate::advisory::Advisory],
+    ledger: &crate::record::ledger::LedgerShard,
+    naked: &[crate::streams::advisory::Advisory],
 ) -> Invariant {
     let mut advised: BTreeMap<u64, u64> = BTreeMap::new();
     for a in naked {
@@ -415,7 +415,7 @@ fn naks_advised(
 }
 
 /// Every MSG_TERMINATED advisory carries the reason jsbench's term gave.
-fn term_reasons(terminated: &[crate::advisory::Advisory]) -> Invariant {
+fn term_reasons(terminated: &[crate::streams::advisory::Advisory]) -> Invariant {
     let other: Vec<&str> = terminated
         .iter()
         .filter(|a| a.reason != crate::consume::TERM_REASON)
@@ -443,7 +443,7 @@ fn term_reasons(terminated: &[crate::advisory::Advisory]) -> Invariant {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::advisory::Advisory;
+    use crate::streams::advisory::Advisory;
 
     fn advisory(seq: u64, reason: &str) -> Advisory {
         Advisory {
@@ -459,7 +459,7 @@ mod tests {
     /// never advised, and an advisory for a message jsbench never nak'ed.
     #[test]
     fn a_nak_without_its_advisory_or_an_advisory_without_a_nak_fails() {
-        let mut ledger = crate::ledger::LedgerShard::new();
+        let mut ledger = crate::record::ledger::LedgerShard::new();
         ledger.mark(3, Event::Naked);
         ledger.mark(3, Event::Naked);
         ledger.mark(5, Event::Naked);

@@ -30,12 +30,12 @@ use tokio::sync::watch;
 use super::record_stream;
 use crate::drive::RunContext;
 use crate::drive::{DriveOutcome, DriveSpec, drive};
-use crate::histogram::Recorder;
-use crate::ledger::{Event, LedgerCounts};
-use crate::metrics::{Direction, Metric, count, latency_metrics};
 use crate::profile::{
     ArrivalPlan, ReplayDeliver, ReplayPace, ReplayPlan, ReplayReader, ScenarioPlan, format_duration,
 };
+use crate::record::histogram::Recorder;
+use crate::record::ledger::{Event, LedgerCounts};
+use crate::record::metrics::{Direction, Metric, count, latency_metrics};
 use crate::replay::pacing::{self, GAP_CLASSES, Pacing, Signed};
 use crate::replay::read::{self, Delivery, End, ReplayLog, ReplaySpec};
 use crate::replay::recording::{self, Recorded, Start, select};
@@ -140,7 +140,7 @@ pub async fn run(
     let stream_name = ctx.names.stream(name, "rec");
     let base = ctx.names.subject(name, "rec");
     ctx.provisioner
-        .create_stream(crate::provision::stream_config(
+        .create_stream(crate::streams::provision::stream_config(
             &stream_name,
             &base,
             &ctx.server,
@@ -259,11 +259,12 @@ async fn record(
         plan.rate as f64,
         Direction::None,
     ));
-    r.metrics.extend(crate::metrics::rate_and_throughput(
-        "publish",
-        outcome.publish_rate(),
-        outcome.sent_bytes() as f64 / outcome.publish_span().as_secs_f64().max(1e-9),
-    ));
+    r.metrics
+        .extend(crate::record::metrics::rate_and_throughput(
+            "publish",
+            outcome.publish_rate(),
+            outcome.sent_bytes() as f64 / outcome.publish_span().as_secs_f64().max(1e-9),
+        ));
     r.metrics
         .extend(latency_metrics("send_lag", &outcome.send_lag.summary()));
     r.histograms
@@ -420,7 +421,7 @@ async fn replay_variant(
     };
 
     // Drive, metering both sides' CPU over the whole read.
-    let client_start = crate::cpu::ClientCpu::now();
+    let client_start = crate::system::cpu::ClientCpu::now();
     let server_meter = ctx.server_cpu.start();
     let (log, live) = match v.live {
         Live::No => (
@@ -471,7 +472,7 @@ async fn replay_variant(
     };
 
     // Measure and verify.
-    let client = crate::cpu::ClientCpu::since(client_start).total();
+    let client = crate::system::cpu::ClientCpu::since(client_start).total();
     // The reader runs on the run's own runtime: what the live publishers
     // (if any) did not use is the reading's.
     let publisher = live.as_ref().map(DriveOutcome::publisher_cpu);
@@ -582,11 +583,12 @@ fn measure(v: &Replay, log: &ReplayLog, live: Option<&DriveOutcome>, r: &mut Var
             if let Some(last) = d.last() {
                 let took = last.received_ns.saturating_sub(log.requested_ns);
                 r.metrics.push(ms("catch_up_time", took));
-                r.metrics.extend(crate::metrics::rate_and_throughput(
-                    "catch_up",
-                    d.len() as f64 / seconds(took),
-                    log.bytes as f64 / seconds(took),
-                ));
+                r.metrics
+                    .extend(crate::record::metrics::rate_and_throughput(
+                        "catch_up",
+                        d.len() as f64 / seconds(took),
+                        log.bytes as f64 / seconds(took),
+                    ));
             }
         }
         (_, Live::Tail) => live_tail(log, live, r),
@@ -988,7 +990,7 @@ mod tests {
             errors: Vec::new(),
             end: End::Reached,
             server_state: Some((0, 0)),
-            timeline: crate::timeline::Timeline::per_second(0),
+            timeline: crate::record::timeline::Timeline::per_second(0),
         };
         (recording, expected, log)
     }

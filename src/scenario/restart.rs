@@ -18,9 +18,9 @@ use anyhow::{Context, Result};
 use super::{VariantNames, checks, provision_durable, record_stream};
 use crate::drive::RunContext;
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, FaultPlan, drive};
-use crate::metrics::{Direction, Metric, count, latency_metrics};
 use crate::profile::{RestartPlan, ScenarioPlan, format_duration};
-use crate::readback::{self, ReadBack};
+use crate::record::metrics::{Direction, Metric, count, latency_metrics};
+use crate::streams::readback::{self, ReadBack};
 use crate::variant::{Invariant, VariantResult, VariantSink};
 
 /// How often consumer info is sampled while a variant runs.
@@ -340,7 +340,7 @@ fn fault_happened(o: &DriveOutcome) -> Invariant {
 mod tests {
     use super::*;
     use crate::drive::FaultOutcome;
-    use crate::ledger::Event;
+    use crate::record::ledger::Event;
 
     /// Three messages confirmed and read back after a kill and a restart.
     fn clean() -> (DriveOutcome, ReadBack) {

@@ -15,10 +15,10 @@ use anyhow::{Context, Result};
 use super::{VariantNames, checks, idempotence, provision_durable, record_stream};
 use crate::drive::RunContext;
 use crate::drive::{ConsumerSpec, CrashOutcome, CrashPlan, DriveOutcome, DriveSpec, drive};
-use crate::ledger::Event;
-use crate::metrics::{Direction, Metric, count, latency_metrics};
 use crate::profile::CrashPoint;
 use crate::profile::{ResumePlan, ScenarioPlan, format_duration};
+use crate::record::ledger::Event;
+use crate::record::metrics::{Direction, Metric, count, latency_metrics};
 use crate::variant::{Invariant, VariantResult, VariantSink};
 
 /// How often consumer info is sampled while a variant runs.

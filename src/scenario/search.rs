@@ -13,8 +13,8 @@ use std::time::Instant;
 use anyhow::Result;
 
 use crate::drive::RunContext;
-use crate::metrics::{Direction, Metric};
 use crate::profile::{ScenarioPlan, SearchPlan};
+use crate::record::metrics::{Direction, Metric};
 use crate::variant::{VariantResult, VariantSink};
 
 /// Where a search stands.
@@ -159,7 +159,7 @@ pub async fn run(
             ""
         };
         let mut result = probe(rate, format!("{prefix}rate-{rate}{again}")).await;
-        let shared = matches!(ctx.server_cpu, crate::cpu::ServerCpu::Processes(_));
+        let shared = matches!(ctx.server_cpu, crate::system::cpu::ServerCpu::Processes(_));
         let verdict = Verdict::judge(&result, rate, &search.slo, shared);
         result.param("search_verdict", verdict.describe());
         ctx.progress.println(&format!(

@@ -2,9 +2,9 @@
 //! rate), and for a step load each step's latency, read from the
 //! per-second histograms. Shared by every paced scenario.
 
-use crate::histogram::Recorder;
-use crate::metrics::{Direction, Metric};
 use crate::profile::{ArrivalPlan, format_duration};
+use crate::record::histogram::Recorder;
+use crate::record::metrics::{Direction, Metric};
 use crate::variant::{Part, VariantResult};
 
 /// Records an arrival other than steady among the variant's parameters.

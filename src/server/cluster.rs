@@ -15,8 +15,8 @@ use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
 use super::{EmbeddedServer, ServerOptions};
-use crate::http;
-use crate::relay::{ANY_PEER, Block, Endpoint, Relay};
+use crate::server::relay::{ANY_PEER, Block, Endpoint, Relay};
+use crate::system::http;
 
 /// Sizes `--cluster` accepts: odd, so the cluster keeps a quorum when one
 /// node is slow.

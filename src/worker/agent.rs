@@ -15,14 +15,14 @@ use super::protocol::{
     self, Announce, Command, Identity, PartReport, Progress, Reply, announce_subject, beat_subject,
     progress_subject, worker_subject,
 };
-use crate::clock;
 use crate::connect::{ConnectSettings, ConnectionRequest, resolve};
 use crate::drive::{
     DriveSpec, Exchange, LocalReports, PeerCounts, PeerPart, Peers, PublisherPart, RunContext,
     Share, drive_share,
 };
-use crate::error::{EXIT_FAILED, EXIT_OK, UsageError};
-use crate::progress::VariantBar;
+use crate::record::clock;
+use crate::system::error::{EXIT_FAILED, EXIT_OK, UsageError};
+use crate::system::progress::VariantBar;
 
 /// A worker gives up a run whose coordinator has been silent this long
 /// (it died, or lost its connection), and waits for the next one.
@@ -61,7 +61,7 @@ fn default_id() -> String {
 }
 
 fn host_name() -> String {
-    crate::about::host()
+    crate::system::about::host()
         .hostname
         .unwrap_or_else(|| "localhost".into())
 }
@@ -413,17 +413,20 @@ async fn run_part(
     let result = async {
         let control = settings.connect("worker jetstream").await?;
         let ctx = RunContext {
-            provisioner: crate::provision::Provisioner::new(settings.jetstream(control), true),
+            provisioner: crate::streams::provision::Provisioner::new(
+                settings.jetstream(control),
+                true,
+            ),
             connect: settings.clone(),
-            names: crate::provision::Names::from_token("worker"),
+            names: crate::streams::provision::Names::from_token("worker"),
             server: crate::profile::ServerPlan {
                 storage: crate::profile::Storage::File,
                 replicas: 1,
             },
             stream: Default::default(),
-            progress: crate::progress::Progress::hidden(),
+            progress: crate::system::progress::Progress::hidden(),
             stop: orders.abort.clone(),
-            server_cpu: crate::cpu::ServerCpu::Unavailable,
+            server_cpu: crate::system::cpu::ServerCpu::Unavailable,
             monitors: Vec::new(),
             faults: None,
             workers: None,

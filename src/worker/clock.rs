@@ -17,7 +17,7 @@ use anyhow::{Context, Result, anyhow};
 use serde::{Deserialize, Serialize};
 
 use super::protocol::{Command, Reply};
-use crate::clock;
+use crate::record::clock;
 
 /// One exchange: coordinator send and receive (`t0`, `t3`, its clock),
 /// worker receive and send (`t1`, `t2`, the worker's clock), all ns.

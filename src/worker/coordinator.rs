@@ -23,7 +23,7 @@ use crate::drive::{
     Peers, RunContext, Share, drive_share,
 };
 use crate::profile::ScenarioPlan;
-use crate::progress::VariantBar;
+use crate::system::progress::VariantBar;
 use crate::variant::{VariantResult, VariantSink};
 
 /// A worker of a distributed run, as the coordinator saw it.
@@ -145,11 +145,13 @@ pub async fn recruit(
     client: &Client,
     options: &RecruitOptions,
     urls: &str,
-    progress: &crate::progress::Progress,
+    progress: &crate::system::progress::Progress,
 ) -> Result<Workers> {
     let group = &options.group;
     let me = Identity::current();
-    let run = crate::provision::Names::generate().token().to_lowercase();
+    let run = crate::streams::provision::Names::generate()
+        .token()
+        .to_lowercase();
     let mut announces = client
         .subscribe(announce_subject(group))
         .await
@@ -422,7 +424,7 @@ impl Peers for Crew {
 
     async fn start_time(&mut self, spec: &DriveSpec, lead_in: Duration) -> Result<u64> {
         self.prepare(spec).await?;
-        let t0 = crate::clock::now_ns() + (lead_in + REMOTE_LEAD_IN).as_nanos() as u64;
+        let t0 = crate::record::clock::now_ns() + (lead_in + REMOTE_LEAD_IN).as_nanos() as u64;
         self.go(t0).await;
         Ok(t0)
     }
@@ -814,7 +816,7 @@ impl Crew {
     }
 
     fn build_record(&self, local_counts: Option<super::protocol::PartCounts>) -> DriveRecord {
-        let host = crate::about::host()
+        let host = crate::system::about::host()
             .hostname
             .unwrap_or_else(|| "localhost".into());
         let mut processes = vec![Participation {

@@ -11,9 +11,9 @@ use serde::{Deserialize, Serialize};
 
 use super::protocol::PartCounts;
 use crate::consume::ConsumerReport;
-use crate::ledger::{Event, LedgerShard};
 use crate::load::{AckReport, SendReport};
-use crate::metrics::{Direction, Metric};
+use crate::record::ledger::{Event, LedgerShard};
+use crate::record::metrics::{Direction, Metric};
 use crate::variant::VariantResult;
 
 /// One process's counts, from the task reports it merges.

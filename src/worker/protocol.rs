@@ -67,10 +67,10 @@ pub struct Identity {
 
 impl Identity {
     pub fn current() -> Identity {
-        let tool = crate::about::tool();
+        let tool = crate::system::about::tool();
         Identity {
             jsbench_version: tool.version,
-            schema_version: crate::about::SCHEMA_VERSION,
+            schema_version: crate::system::about::SCHEMA_VERSION,
             protocol_version: PROTOCOL_VERSION,
             git_commit: tool.git_commit,
         }
@@ -184,7 +184,7 @@ pub struct PartReport {
     pub publishers: Vec<PublisherPart>,
     pub consumers: Vec<ConsumerReport>,
     pub errors: Vec<String>,
-    pub client_cpu: crate::cpu::ClientCpu,
+    pub client_cpu: crate::system::cpu::ClientCpu,
     /// This part's own ledger counts, for the per-process table.
     pub counts: PartCounts,
 }

@@ -75,7 +75,7 @@ pub fn options(server: &str, profile: &Path, out: &Path) -> jsbench::run::RunOpt
         monitor: None,
         metrics_listen: None,
         fail_fast: false,
-        progress: jsbench::progress::ProgressMode::Never,
+        progress: jsbench::system::progress::ProgressMode::Never,
         workers: None,
     }
 }

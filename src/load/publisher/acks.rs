@@ -9,10 +9,10 @@ use futures::StreamExt;
 use serde::Deserialize;
 
 use super::{AckReport, PublisherConfig, SendKind, Shared};
-use crate::clock;
-use crate::histogram::Recorder;
-use crate::ledger::{Event, LedgerShard};
-use crate::tally::Tally;
+use crate::record::clock;
+use crate::record::histogram::Recorder;
+use crate::record::ledger::{Event, LedgerShard};
+use crate::record::tally::Tally;
 
 #[derive(Deserialize)]
 struct PubAckWire {

@@ -6,8 +6,8 @@ use async_nats::header::{HeaderName, NATS_MESSAGE_ID};
 use async_nats::{HeaderMap, HeaderValue, Subject};
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::histogram::Recorder;
-use crate::stamp::{STAMP_LEN, Stamp};
+use crate::record::histogram::Recorder;
+use crate::record::stamp::{STAMP_LEN, Stamp};
 
 /// A publisher's per-message work between "it is time" and handing the
 /// message to the client: stamp, payload and reply subject, headers, and the
@@ -65,7 +65,7 @@ impl Composer {
     }
 
     /// Builds message `message` as send number `send`, intended at
-    /// `intended` and sent at `sent` (ns on [`crate::clock`]). `scheduled`
+    /// `intended` and sent at `sent` (ns on [`crate::record::clock`]). `scheduled`
     /// is false for a resend, which is outside the schedule and so leaves no
     /// send-lag record.
     #[inline]

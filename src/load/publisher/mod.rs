@@ -9,7 +9,7 @@
 //! the moment it arrives rather than when a busy sender gets round to it.
 //!
 //! Sending runs on a dedicated OS thread so that the pacer can sleep with
-//! microsecond precision (see [`crate::schedule::Pacer`]); the PubAck reader
+//! microsecond precision (see [`crate::record::schedule::Pacer`]); the PubAck reader
 //! runs on the main runtime. The two share only atomics: the number of
 //! responses (which opens the window) and a ring of send records.
 //!
@@ -41,12 +41,12 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::connect::ConnectSettings;
-use crate::histogram::Recorder;
-use crate::ledger::LedgerShard;
 use crate::profile::{MsgId, SizePlan};
-use crate::schedule::{Pacer, Schedule};
-use crate::tally::Tally;
-use crate::timeline::Timeline;
+use crate::record::histogram::Recorder;
+use crate::record::ledger::LedgerShard;
+use crate::record::schedule::{Pacer, Schedule};
+use crate::record::tally::Tally;
+use crate::record::timeline::Timeline;
 use acks::read_acks;
 pub use message::{Composer, IdBuilder, MessageBuilder, Outgoing};
 use send::send_all;
@@ -77,7 +77,7 @@ pub struct PublisherConfig {
     /// server crash would); `None` never resends.
     pub resend_after: Option<Duration>,
     /// How often a paced sender wakes to send what is due; `None` by the
-    /// rate (see [`crate::schedule::Pacer::for_schedule`]).
+    /// rate (see [`crate::record::schedule::Pacer::for_schedule`]).
     pub wake_every: Option<Duration>,
 }
 
@@ -161,7 +161,7 @@ pub struct AckReport {
     pub unavailable: u64,
     pub first_unavailable: Option<String>,
     /// The longest time without a PubAck while sends were outstanding, and
-    /// when it ended (ns on [`crate::clock`]).
+    /// when it ended (ns on [`crate::record::clock`]).
     pub max_gap_ns: u64,
     pub max_gap_end_ns: u64,
     pub errors: u64,
@@ -346,10 +346,12 @@ impl Publisher {
         let mut ready = None;
         let mut reader = None;
         if placement != Placement::AllOnThread {
-            let client = connect.connect_on(crate::runtimes::publish(), role).await?;
+            let client = connect
+                .connect_on(crate::system::runtimes::publish(), role)
+                .await?;
             let (inbox, subscription) = subscribe_acks(&client).await?;
             let local = if placement == Placement::Apart {
-                reader = Some(crate::runtimes::publish().spawn(read_acks(
+                reader = Some(crate::system::runtimes::publish().spawn(read_acks(
                     subscription,
                     shared.clone(),
                     config.clone(),
@@ -411,7 +413,7 @@ impl Publisher {
                         None => None,
                     };
                     let sends = SendReport {
-                        thread_cpu: crate::cpu::this_thread_cpu(),
+                        thread_cpu: crate::system::cpu::this_thread_cpu(),
                         ..sends
                     };
                     Some((sends, acks))

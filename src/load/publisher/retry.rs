@@ -5,8 +5,8 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 
 use super::{RetryPlan, SendKind, Shared};
-use crate::clock;
-use crate::random;
+use crate::record::clock;
+use crate::record::random;
 
 /// Chooses, per send, a new message or a retry of an earlier one.
 pub(super) struct RetryChooser {

@@ -12,12 +12,12 @@ use tokio_util::sync::CancellationToken;
 use super::message::{Composer, Outgoing};
 use super::retry::{RetryChooser, scan_overdue};
 use super::{PublisherConfig, SendKind, SendReport, Shared};
-use crate::clock;
-use crate::histogram::Recorder;
 use crate::load::sizes::message_size;
 use crate::profile::MsgId;
-use crate::schedule::Pacer;
-use crate::timeline::Timeline;
+use crate::record::clock;
+use crate::record::histogram::Recorder;
+use crate::record::schedule::Pacer;
+use crate::record::timeline::Timeline;
 
 pub(super) async fn send_all(
     client: Client,

@@ -3,11 +3,11 @@
 //! future scenario that records `e2e_latency` or a `published` timeline gets
 //! these charts for free.
 
-use crate::histogram::Recorder;
 use crate::profile::parse_duration;
+use crate::record::histogram::Recorder;
+use crate::record::timeline::Timeline;
 use crate::report::data::ScenarioData;
 use crate::results::summary::VariantReport;
-use crate::timeline::Timeline;
 
 use super::axis::NINES_RANGE;
 use super::{Axis, Chart, Scale, Series, Stroke, Unit, safe_stem};

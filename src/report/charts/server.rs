@@ -3,8 +3,8 @@
 //! timelines): what the load cost the server while the latency charts show
 //! what the clients saw. Scenarios run without an endpoint have none.
 
+use crate::record::timeline::Timeline;
 use crate::report::data::ScenarioData;
-use crate::timeline::Timeline;
 
 use super::{Axis, Chart, Scale, Series, Stroke, Unit, safe_stem};
 

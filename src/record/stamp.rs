@@ -6,7 +6,7 @@
 //!
 //! Layout, little-endian:
 //! `[0..8)` intended send time, `[8..16)` actual send time (both ns on
-//! [`crate::clock`]), `[16..24)` origin: publisher index (high 16 bits) and
+//! [`crate::record::clock`]), `[16..24)` origin: publisher index (high 16 bits) and
 //! the publisher's own message number (low 48 bits).
 
 /// Bytes the stamp occupies; the smallest message jsbench can send.

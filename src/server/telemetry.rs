@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::clock;
-use crate::timeline::Timeline;
+use crate::record::clock;
+use crate::record::timeline::Timeline;
 
 /// How often each endpoint is asked: fine enough for memory and CPU over
 /// a variant of seconds, coarse enough that the asking costs the server
@@ -156,7 +156,7 @@ struct Routez {
 }
 
 fn get<T: serde::de::DeserializeOwned>(url: &str, path: &str) -> Option<T> {
-    let body = crate::http::get(&format!("{}{path}", url.trim_end_matches('/'))).ok()?;
+    let body = crate::system::http::get(&format!("{}{path}", url.trim_end_matches('/'))).ok()?;
     serde_json::from_str(&body).ok()
 }
 

@@ -59,7 +59,7 @@ pub fn this_thread_cpu() -> Duration {
 }
 
 /// CPU time used so far by this process's threads whose names start with
-/// `prefix` (the runtimes of [`crate::runtimes`]), from each thread's
+/// `prefix` (the runtimes of [`crate::system::runtimes`]), from each thread's
 /// schedstat (nanoseconds), or its stat ticks where schedstat is missing.
 pub fn threads_cpu(prefix: &str) -> Duration {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
@@ -99,8 +99,8 @@ impl ClientCpu {
     pub fn now() -> ClientCpu {
         ClientCpu {
             process: own_cpu_time(),
-            publish_io: threads_cpu(crate::runtimes::PUBLISH_THREADS),
-            consume: threads_cpu(crate::runtimes::CONSUME_THREADS),
+            publish_io: threads_cpu(crate::system::runtimes::PUBLISH_THREADS),
+            consume: threads_cpu(crate::system::runtimes::CONSUME_THREADS),
         }
     }
 
@@ -162,7 +162,7 @@ pub struct MemoryTrace {
 
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MemorySample {
-    /// ns on [`crate::clock`].
+    /// ns on [`crate::record::clock`].
     pub at_ns: u64,
     /// Messages published by then.
     pub messages: u64,
@@ -420,7 +420,7 @@ impl VarzSampler {
 /// The `cpu` field of `<url>/varz`, by a plain HTTP/1.0 GET (the server then
 /// answers with the whole body and closes). `None` when unreachable.
 pub fn varz_cpu_percent(url: &str) -> Option<f64> {
-    let body = crate::http::get(&format!("{}/varz", url.trim_end_matches('/'))).ok()?;
+    let body = crate::system::http::get(&format!("{}/varz", url.trim_end_matches('/'))).ok()?;
     let varz: serde_json::Value = serde_json::from_str(&body).ok()?;
     varz.get("cpu")?.as_f64()
 }

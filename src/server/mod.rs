@@ -7,6 +7,10 @@
 //! local JetStream cluster.
 
 mod cluster;
+pub mod fault;
+pub mod relay;
+pub mod target;
+pub mod telemetry;
 
 pub use cluster::{CLUSTER_SIZES, EmbeddedCluster};
 
@@ -321,7 +325,7 @@ impl EmbeddedServer {
     /// CPU time (user + system) the server process has used so far, from
     /// /proc; the embedded server's own accounting of what a run cost it.
     pub fn cpu_time(&self) -> Option<Duration> {
-        crate::cpu::process_cpu_time(self.pid())
+        crate::system::cpu::process_cpu_time(self.pid())
     }
 
     /// The server's log so far (the last `max` bytes).

@@ -1,20 +1,25 @@
 //! The command line: raw arguments become typed options once, here; the
 //! work lives in the library.
 
+mod profiles;
+mod relay;
+mod serve;
+mod signals;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Parser, Subcommand, ValueEnum};
-use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
 use crate::connect::{ConnectionFlags, ConnectionRequest, Environment};
-use crate::error::{self, EXIT_INTERRUPTED, EXIT_OK, UsageError};
-use crate::profile::{self, BUNDLED, format_duration, parse_duration};
-use crate::progress::ProgressMode;
+use crate::profile::{self, parse_duration};
 use crate::run::{RunOptions, run};
-use crate::server::{CLUSTER_SIZES, EmbeddedCluster, EmbeddedServer};
+use crate::server::CLUSTER_SIZES;
+use crate::system::error::{self, EXIT_OK, UsageError};
+use crate::system::progress::ProgressMode;
+use signals::{Interrupts, runtime};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -91,10 +96,10 @@ Documentation: docs/workers.md (workers across network stacks)"
     Relay {
         /// Where to accept connections: 127.0.0.1:PORT or unix:PATH
         #[arg(long, value_name = "ENDPOINT")]
-        listen: crate::relay::Endpoint,
+        listen: crate::server::relay::Endpoint,
         /// Where to relay them: 127.0.0.1:PORT or unix:PATH
         #[arg(long, value_name = "ENDPOINT")]
-        to: crate::relay::Endpoint,
+        to: crate::server::relay::Endpoint,
     },
     /// List the bundled profiles, or print one
     #[command(
@@ -447,9 +452,9 @@ pub fn main() -> i32 {
 
 fn dispatch(cli: Cli) -> Result<i32> {
     match cli.command {
-        Command::Profiles { name } => profiles(name.as_deref()),
-        Command::Server(args) => serve(args.cluster),
-        Command::Relay { listen, to } => relay(listen, to),
+        Command::Profiles { name } => profiles::command(name.as_deref()),
+        Command::Server(args) => serve::command(args.cluster),
+        Command::Relay { listen, to } => relay::command(listen, to),
         Command::Worker(args) => {
             let options = crate::worker::agent::WorkerOptions {
                 connection: ConnectionRequest {
@@ -497,8 +502,8 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 },
             };
             if args.publisher_threads.is_some() || args.consumer_threads.is_some() {
-                let (publish, consume) = crate::runtimes::threads_default();
-                crate::runtimes::set_threads(
+                let (publish, consume) = crate::system::runtimes::threads_default();
+                crate::system::runtimes::set_threads(
                     args.publisher_threads.map_or(publish, usize::from),
                     args.consumer_threads.map_or(consume, usize::from),
                 );
@@ -570,121 +575,6 @@ fn dispatch(cli: Cli) -> Result<i32> {
             only: args.only,
         }),
     }
-}
-
-fn runtime() -> Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("jsb-worker")
-        .build()?)
-}
-
-/// Ctrl-C (SIGINT) and SIGTERM, registered before any work starts so that
-/// no early signal kills jsbench with its server half-stopped.
-struct Interrupts {
-    int: Signal,
-    term: Signal,
-}
-
-impl Interrupts {
-    fn register(runtime: &tokio::runtime::Runtime) -> Result<Self> {
-        runtime.block_on(async {
-            Ok(Interrupts {
-                int: signal(SignalKind::interrupt()).context("installing the Ctrl-C handler")?,
-                term: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
-            })
-        })
-    }
-
-    async fn next(&mut self) {
-        tokio::select! {
-            _ = self.int.recv() => {}
-            _ = self.term.recv() => {}
-        }
-    }
-
-    /// First signal: stop measuring, write results, clean up. Second: give up now.
-    async fn watch(mut self, stop: CancellationToken) {
-        self.next().await;
-        eprintln!("\ninterrupted: finishing up and writing results (Ctrl-C again to abort)");
-        stop.cancel();
-        self.next().await;
-        std::process::exit(EXIT_INTERRUPTED);
-    }
-}
-
-fn profiles(name: Option<&str>) -> Result<i32> {
-    if let Some(name) = name {
-        let text = profile::bundled(name).ok_or_else(|| {
-            let names: Vec<&str> = BUNDLED.iter().map(|(n, _)| *n).collect();
-            UsageError(format!(
-                "no bundled profile named {name:?}; bundled: {}",
-                names.join(", ")
-            ))
-        })?;
-        print!("{text}");
-        return Ok(EXIT_OK);
-    }
-    let width = BUNDLED.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
-    for (name, text) in BUNDLED {
-        let p = profile::parse(name, text)?;
-        let mut kinds: Vec<&str> = p.scenarios.iter().map(|s| s.kind()).collect();
-        kinds.dedup();
-        println!(
-            "{name:<width$}  ~{:>5}  {:<12}  {}",
-            format_duration(Duration::from_secs(p.estimated_duration().as_secs())),
-            kinds.join(","),
-            p.description
-        );
-    }
-    Ok(EXIT_OK)
-}
-
-fn serve(cluster: Option<usize>) -> Result<i32> {
-    let runtime = runtime()?;
-    let mut interrupts = Interrupts::register(&runtime)?;
-    if let Some(size) = cluster {
-        let cluster = EmbeddedCluster::start(size)?;
-        // One line, comma-separated: what -s and NATS_URL take.
-        println!("{}", cluster.urls());
-        for (name, node) in cluster.members() {
-            eprintln!(
-                "{name}: nats-server {} on {} (monitoring {})",
-                node.version(),
-                node.url(),
-                node.monitor_url().unwrap_or("off")
-            );
-        }
-        eprintln!(
-            "cluster {} with {size} JetStream nodes and a meta leader; Ctrl-C stops them and removes their stores",
-            cluster.name()
-        );
-        runtime.block_on(interrupts.next());
-        drop(cluster);
-        return Ok(EXIT_OK);
-    }
-    let server = EmbeddedServer::start()?;
-    println!("{}", server.url());
-    eprintln!(
-        "nats-server {} with JetStream on {} (monitoring {}); Ctrl-C stops it and removes its store",
-        server.version(),
-        server.url(),
-        server.monitor_url().unwrap_or("off")
-    );
-    runtime.block_on(interrupts.next());
-    drop(server);
-    Ok(EXIT_OK)
-}
-
-fn relay(listen: crate::relay::Endpoint, to: crate::relay::Endpoint) -> Result<i32> {
-    let runtime = runtime()?;
-    let mut interrupts = Interrupts::register(&runtime)?;
-    let relay = crate::relay::Relay::start(listen.clone(), to.clone())
-        .with_context(|| format!("listening on {listen:?}"))?;
-    eprintln!("relaying {:?} to {to:?}; Ctrl-C stops it", relay.listen());
-    runtime.block_on(interrupts.next());
-    drop(relay);
-    Ok(EXIT_OK)
 }
 
 /// The exit status for an error that ended a command: a usage error or a

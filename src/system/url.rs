@@ -5,8 +5,8 @@
 
 use async_nats::ServerAddr;
 
-use crate::error::UsageError;
-use crate::secret::Secret;
+use crate::system::error::UsageError;
+use crate::system::secret::Secret;
 
 /// One server URL, split into what async-nats connects to and what may be
 /// shown.

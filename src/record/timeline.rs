@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Timeline {
-    /// Start of bucket 0, ns on [`crate::clock`].
+    /// Start of bucket 0, ns on [`crate::record::clock`].
     pub origin_ns: u64,
     pub bucket_ns: u64,
     pub counts: Vec<u64>,

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Result, anyhow};
 
-use crate::relay::Block;
+use crate::server::relay::Block;
 use crate::server::{EmbeddedCluster, EmbeddedServer};
 
 /// How long a restarted node may take to accept connections again.

@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::tally::Tally;
+use crate::record::tally::Tally;
 
 /// Something that happened to a stream sequence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

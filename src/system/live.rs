@@ -138,7 +138,11 @@ pub fn progress(sent: u64, received: u64, in_flight: u64) {
 }
 
 /// A variant is done: what it counted, and whether it passed.
-pub fn variant_done(passed: bool, invariants_failed: u64, ledger: &crate::ledger::LedgerCounts) {
+pub fn variant_done(
+    passed: bool,
+    invariants_failed: u64,
+    ledger: &crate::record::ledger::LedgerCounts,
+) {
     if !on() {
         return;
     }

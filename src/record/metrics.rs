@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::histogram::LatencySummary;
-use crate::spread::Spread;
+use crate::record::histogram::LatencySummary;
+use crate::record::spread::Spread;
 
 /// Which way is better, so `compare` can call a change a regression.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -9,12 +9,12 @@ use crate::connect::Resolution;
 use std::sync::Arc;
 
 use crate::connect::NodeInfo;
-use crate::cpu::ServerCpu;
-use crate::error::UsageError;
-use crate::fault::FaultHandle;
 use crate::profile::Profile;
+use crate::server::fault::FaultHandle;
+use crate::server::telemetry::{Monitor, monitors_from_list};
 use crate::server::{EmbeddedCluster, EmbeddedServer};
-use crate::telemetry::{Monitor, monitors_from_list};
+use crate::system::cpu::ServerCpu;
+use crate::system::error::UsageError;
 
 /// The server under test: ours on loopback (one node or a cluster), or
 /// the user's.

@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::clock;
+use crate::record::clock;
 
 /// The send times of one publisher among `stride` that share a total rate.
 ///
@@ -23,7 +23,7 @@ use crate::clock;
 /// interleave evenly instead of bursting together.
 #[derive(Debug, Clone)]
 pub struct Schedule {
-    /// Start of the schedule, ns on [`crate::clock`].
+    /// Start of the schedule, ns on [`crate::record::clock`].
     pub t0_ns: u64,
     /// Total messages per second across all publishers; `None` sends as fast
     /// as the server takes them (closed loop: the intended time is the send time).
@@ -34,7 +34,7 @@ pub struct Schedule {
     pub offset: u64,
     /// Total messages across all publishers (paced schedules).
     pub total_messages: u64,
-    /// When an unpaced schedule stops, ns on [`crate::clock`].
+    /// When an unpaced schedule stops, ns on [`crate::record::clock`].
     pub end_ns: u64,
     /// Offsets from `t0_ns` of every message by global number, for an
     /// irregular arrival pattern (then `total_rate` is its mean rate, which
@@ -187,7 +187,7 @@ impl Pacer {
         }
     }
 
-    /// Blocks the calling thread until `deadline_ns` (on [`crate::clock`]);
+    /// Blocks the calling thread until `deadline_ns` (on [`crate::record::clock`]);
     /// returns at once when the deadline has passed. Returns the clock
     /// reading that found the deadline reached, which is the send time: a
     /// second read right after would only add its own cost.

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::clock;
+use crate::record::clock;
 
 /// One advisory, as received.
 #[derive(Debug, Clone, PartialEq, Eq)]

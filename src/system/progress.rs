@@ -26,7 +26,7 @@ impl Progress {
         if enabled {
             // The bar shows the running variant's p99 from the live
             // histogram.
-            crate::live::enable();
+            crate::system::live::enable();
         }
         Progress { enabled }
     }
@@ -101,7 +101,7 @@ impl VariantBar {
             return;
         }
         self.bar.set_position(elapsed.as_millis() as u64);
-        let (p99, failed) = crate::live::so_far();
+        let (p99, failed) = crate::system::live::so_far();
         self.bar
             .set_message(status_line(sent, received, rate, p99, failed));
     }

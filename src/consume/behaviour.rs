@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::profile::{Action, BehaviourPlan, ConsumerPlan, MessageClass, ProcessingPlan};
-use crate::random;
+use crate::record::random;
 
 /// How a message's story ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

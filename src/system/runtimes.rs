@@ -3,7 +3,7 @@
 //! threads, and each can be given as many threads as a host allows.
 //!
 //! A publisher's sender is an OS thread of its own (see
-//! [`crate::schedule::Pacer`]); its connection's socket I/O and, when
+//! [`crate::record::schedule::Pacer`]); its connection's socket I/O and, when
 //! paced, its PubAck reader run on the publish runtime (threads named
 //! `jsb-pub-io`). Consumer clients, their connections and their handlers
 //! run on the consume runtime (`jsb-consume`). What is left on the main

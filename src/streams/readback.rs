@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use crate::tally::Tally;
+use crate::record::tally::Tally;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -13,7 +13,7 @@ use async_nats::jetstream::{self, consumer::pull::OrderedConfig};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
-use crate::stamp::Stamp;
+use crate::record::stamp::Stamp;
 
 /// What the stream holds, by origin.
 #[derive(Debug, Clone, Default)]
@@ -53,8 +53,11 @@ impl ReadBack {
     /// (stored, or named as the original of a duplicate) must be present.
     /// Returns the confirmed sequences missing, and the sequences present
     /// that no PubAck confirmed.
-    pub fn reconcile_sequences(&self, ledger: &crate::ledger::LedgerShard) -> Reconciliation {
-        use crate::ledger::Event;
+    pub fn reconcile_sequences(
+        &self,
+        ledger: &crate::record::ledger::LedgerShard,
+    ) -> Reconciliation {
+        use crate::record::ledger::Event;
         let confirmed = |seq: u64| {
             ledger.count(seq, Event::Persisted) > 0 || ledger.count(seq, Event::Duplicate) > 0
         };
@@ -250,9 +253,9 @@ pub fn head_limits(config: &jetstream::stream::Config) -> Vec<String> {
 /// limit that evicts from the head.
 pub fn evictions(
     info: &jetstream::stream::Info,
-    ledger: &crate::ledger::LedgerShard,
+    ledger: &crate::record::ledger::LedgerShard,
 ) -> Option<Eviction> {
-    use crate::ledger::Event;
+    use crate::record::ledger::Event;
     let limits = head_limits(&info.config);
     if limits.is_empty() {
         return None;
@@ -365,7 +368,7 @@ mod tests {
 
     #[test]
     fn a_confirmed_sequence_missing_after_a_restart_is_found() {
-        use crate::ledger::{Event, LedgerShard};
+        use crate::record::ledger::{Event, LedgerShard};
         let mut ledger = LedgerShard::new();
         // 1 and 2 confirmed; 3 named as the original of a duplicate; 4
         // never answered (the server died first).

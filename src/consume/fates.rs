@@ -6,12 +6,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::behaviour::{Cause, Fate, Outcome, expected_redelivery};
 use crate::consume::DeliveryEvent;
-use crate::histogram::Recorder;
-use crate::ledger::{Event, LedgerShard};
-use crate::metrics::{Direction, Metric, latency_metrics};
+use crate::consume::behaviour::{Cause, Fate, Outcome, expected_redelivery};
 use crate::profile::{BehaviourPlan, ConsumerPlan};
+use crate::record::histogram::Recorder;
+use crate::record::ledger::{Event, LedgerShard};
+use crate::record::metrics::{Direction, Metric, latency_metrics};
 
 /// The least earliness that counts as an early redelivery rather than
 /// jitter. A redelivery delay is measured between two receive times, and a

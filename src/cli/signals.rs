@@ -1,0 +1,48 @@
+//! The runtime every command runs on, and the signals that end it.
+
+use anyhow::{Context, Result};
+use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio_util::sync::CancellationToken;
+
+use crate::system::error::EXIT_INTERRUPTED;
+
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("jsb-worker")
+        .build()?)
+}
+
+/// Ctrl-C (SIGINT) and SIGTERM, registered before any work starts so that
+/// no early signal kills jsbench with its server half-stopped.
+pub struct Interrupts {
+    int: Signal,
+    term: Signal,
+}
+
+impl Interrupts {
+    pub fn register(runtime: &tokio::runtime::Runtime) -> Result<Self> {
+        runtime.block_on(async {
+            Ok(Interrupts {
+                int: signal(SignalKind::interrupt()).context("installing the Ctrl-C handler")?,
+                term: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+            })
+        })
+    }
+
+    pub async fn next(&mut self) {
+        tokio::select! {
+            _ = self.int.recv() => {}
+            _ = self.term.recv() => {}
+        }
+    }
+
+    /// First signal: stop measuring, write results, clean up. Second: give up now.
+    pub async fn watch(mut self, stop: CancellationToken) {
+        self.next().await;
+        eprintln!("\ninterrupted: finishing up and writing results (Ctrl-C again to abort)");
+        stop.cancel();
+        self.next().await;
+        std::process::exit(EXIT_INTERRUPTED);
+    }
+}

@@ -1,0 +1,14 @@
+//! The system ground: this build and host, CPU and memory meters, the
+//! runtimes each role runs on, URLs and secrets, the small HTTP reader,
+//! exit statuses, progress bars and the live counters behind
+//! `--metrics-listen`.
+
+pub mod about;
+pub mod cpu;
+pub mod error;
+pub mod http;
+pub mod live;
+pub mod progress;
+pub mod runtimes;
+pub mod secret;
+pub mod url;
