@@ -775,7 +775,7 @@ fn healthy_seq() -> u64 {
     };
     (1..100)
         .find(|&seq| {
-            plan.behaviour.fate(seq, plan.consumer.max_deliver).outcome
+            plan.load.behaviour.fate(seq, plan.load.consumer.max_deliver).outcome
                 == jsbench::consume::behaviour::Outcome::Acked
         })
         .unwrap()

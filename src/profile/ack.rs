@@ -2,40 +2,35 @@
 
 use serde::Deserialize;
 
-use super::common::{ConsumerSection, OneOrMany, SizeSpec, has_repeats};
-use super::{
-    AckMode, AckPolicy, AckScenarioPlan, CommonPlan, ConsumeReference, ConsumerKind, Dur, Problems,
-    read_section,
-};
+use super::common::{OneOrMany, SizeSpec, has_repeats};
+use super::shared::{Offer, split};
+use super::{AckMode, AckPolicy, AckScenarioPlan, ConsumeReference, ConsumerKind, Problems};
 
+/// Counted, not timed: each variant consumes `messages`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct AckSection {
-    name: Option<String>,
     messages: Option<u64>,
     message_size: Option<SizeSpec>,
     acks: Option<OneOrMany<AckMode>>,
     reads: Option<OneOrMany<ConsumerKind>>,
-    drain_timeout: Option<Dur>,
     reference: Option<OneOrMany<ConsumeReference>>,
-    #[serde(default)]
-    consumer: ConsumerSection,
 }
+
+const OFFER: Offer = Offer::TIMING
+    .less(&["duration", "warmup"])
+    .and(&["consumer"]);
+
+/// How long a variant may take to consume what it filled, by default.
+const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
 pub(super) fn read(
     table: toml::Table,
     prefix: &str,
     problems: &mut Problems,
 ) -> Option<AckScenarioPlan> {
-    let s: AckSection = read_section(table, prefix, problems)?;
-    if let Some(name) = &s.name
-        && !super::is_safe_name(name)
-    {
-        problems.push(
-            format!("{prefix}.name"),
-            format!("{name:?} {}", super::NAME_RULE),
-        );
-    }
+    let (mut shared, s) = split::<AckSection>(table, OFFER, prefix, problems)?;
+    let common = shared.counted("ack", DRAIN_TIMEOUT, problems);
     let messages = s.messages.unwrap_or(0);
     if s.messages.is_none() {
         problems.push(
@@ -83,7 +78,7 @@ pub(super) fn read(
     if modes.is_empty() || reads.is_empty() {
         problems.push(prefix, "acks and reads need at least one entry each");
     }
-    let consumer = s.consumer.validate(prefix, true, problems);
+    let consumer = shared.consumer(true, problems);
     if consumer.ack != AckPolicy::Explicit || consumer.double_ack {
         problems.push(
             format!("{prefix}.consumer"),
@@ -104,19 +99,8 @@ pub(super) fn read(
         prefix,
         problems,
     );
-    let drain_timeout = s
-        .drain_timeout
-        .map(|d| d.0)
-        .unwrap_or(std::time::Duration::from_secs(120));
     Some(AckScenarioPlan {
-        common: CommonPlan {
-            kind: "ack",
-            name: s.name,
-            duration: std::time::Duration::ZERO,
-            warmup: std::time::Duration::ZERO,
-            drain_timeout,
-            stream: Default::default(),
-        },
+        common,
         messages,
         message_size: size,
         modes,

@@ -223,12 +223,6 @@ impl ArrivalSpec {
             }
         }
     }
-
-    /// Whether the pattern takes its mean rate from `rate` (steady, Poisson)
-    /// rather than setting it itself (bursts, gaps).
-    pub fn uses_rate(&self) -> bool {
-        matches!(self.0.pattern, Pattern::Steady | Pattern::Poisson)
-    }
 }
 
 impl Default for ArrivalSpec {

@@ -2,33 +2,15 @@
 
 use serde::Deserialize;
 
-use super::arrival::ArrivalSpec;
-use super::behaviour::BehaviourSection;
-use super::common::{
-    ConsumerSection, PublishKeys, SizeSpec, Timing, common_plan, paced_rate, publish_plan,
-    require_explicit_ack,
-};
-use super::{BackpressurePlan, Dur, MsgId, Problems, read_section};
+use super::shared::{Offer, Paced, split};
+use super::{BackpressurePlan, Dur, Problems};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BackpressureSection {
-    name: Option<String>,
-    duration: Option<Dur>,
-    warmup: Option<Dur>,
-    drain_timeout: Option<Dur>,
-    rate: Option<u64>,
-    #[serde(default)]
-    arrival: ArrivalSpec,
-    publishers: Option<usize>,
-    message_size: Option<SizeSpec>,
     max_ack_pending: Option<Vec<i64>>,
     expiry_ack_waits: Option<Vec<Dur>>,
     expiry_max_ack_pending: Option<i64>,
-    #[serde(default)]
-    consumer: ConsumerSection,
-    #[serde(default)]
-    behaviour: BehaviourSection,
 }
 
 pub(super) fn read(
@@ -36,33 +18,9 @@ pub(super) fn read(
     prefix: &str,
     problems: &mut Problems,
 ) -> Option<BackpressurePlan> {
-    let s: BackpressureSection = read_section(table, prefix, problems)?;
-    let mut common = common_plan(
-        "backpressure",
-        Timing {
-            name: s.name,
-            duration: s.duration,
-            warmup: s.warmup,
-            drain_timeout: s.drain_timeout,
-        },
-        prefix,
-        problems,
-    );
-    let (rate, arrival) = paced_rate(s.rate, &s.arrival, &common, prefix, 2000, problems);
-    let mut publish = publish_plan(
-        PublishKeys {
-            publishers: s.publishers,
-            message_size: s.message_size,
-            msg_id: MsgId::None,
-            ..Default::default()
-        },
-        prefix,
-        problems,
-    );
-    publish.arrival = arrival;
-    let consumer = s.consumer.validate(prefix, false, problems);
-    require_explicit_ack(&consumer, "backpressure", prefix, problems);
-    let behaviour = s.behaviour.validate(prefix, &consumer, problems);
+    let (mut shared, s) = split::<BackpressureSection>(table, Offer::PACED, prefix, problems)?;
+    let mut common = shared.common("backpressure", problems);
+    let load = shared.paced(&common, Paced::of("backpressure", 2000), problems);
     let max_ack_pending = s.max_ack_pending.unwrap_or_default();
     let expiry_ack_waits: Vec<_> = s
         .expiry_ack_waits
@@ -102,7 +60,8 @@ pub(super) fn read(
         10_000_000,
         "",
     );
-    if behaviour
+    if load
+        .behaviour
         .classes
         .iter()
         .any(|c| c.name == "poison" || c.name == "term")
@@ -112,15 +71,12 @@ pub(super) fn read(
             "backpressure measures completed work: poison and term classes belong in the redelivery scenario",
         );
     }
-    if s.drain_timeout.is_none() {
+    if !shared.drain_timeout_given() {
         common.drain_timeout = common.drain_timeout.max(common.duration * 4);
     }
     Some(BackpressurePlan {
         common,
-        rate,
-        publish,
-        consumer,
-        behaviour,
+        load,
         max_ack_pending,
         expiry_ack_waits,
         expiry_max_ack_pending,

@@ -10,7 +10,6 @@ use super::arrival::ArrivalSpec;
 use super::{
     AckPolicy, ArrivalPlan, CommonPlan, ConsumerKind, ConsumerPlan, Dur, MsgId, Problems,
     PublishMode, PublishPlan, PullSweep, PullTuning, PushPlan, Rate, ServerPlan, SizePlan, Storage,
-    is_safe_name,
 };
 use crate::record::stamp::STAMP_LEN;
 
@@ -65,76 +64,6 @@ pub const MAX_MESSAGE_SIZE: usize = 1024 * 1024;
 /// Upper bound on outstanding PubAcks per publisher: their replies queue in
 /// one async-nats subscription, whose capacity is 65,536.
 pub const MAX_PUB_ACK_WINDOW: usize = 50_000;
-
-/// Keys every scenario kind accepts about timing.
-pub struct Timing {
-    pub name: Option<String>,
-    pub duration: Option<Dur>,
-    pub warmup: Option<Dur>,
-    pub drain_timeout: Option<Dur>,
-}
-
-pub fn common_plan(
-    kind: &'static str,
-    t: Timing,
-    prefix: &str,
-    problems: &mut Problems,
-) -> CommonPlan {
-    if let Some(name) = &t.name
-        && !is_safe_name(name)
-    {
-        problems.push(
-            format!("{prefix}.name"),
-            format!("{name:?} {}", super::NAME_RULE),
-        );
-    }
-    let duration = match t.duration {
-        Some(d) => d.0,
-        None => {
-            problems.push(
-                format!("{prefix}.duration"),
-                "missing; e.g. duration = \"10s\"",
-            );
-            Duration::ZERO
-        }
-    };
-    if t.duration.is_some() {
-        problems.range(
-            &format!("{prefix}.duration"),
-            duration.as_secs_f64(),
-            0.1,
-            86_400.0,
-            " seconds",
-        );
-    }
-    let warmup = t.warmup.map(|d| d.0).unwrap_or(Duration::ZERO);
-    problems.range(
-        &format!("{prefix}.warmup"),
-        warmup.as_secs_f64(),
-        0.0,
-        3_600.0,
-        " seconds",
-    );
-    let drain_timeout = t
-        .drain_timeout
-        .map(|d| d.0)
-        .unwrap_or(Duration::from_secs(30));
-    problems.range(
-        &format!("{prefix}.drain_timeout"),
-        drain_timeout.as_secs_f64(),
-        0.1,
-        3_600.0,
-        " seconds",
-    );
-    CommonPlan {
-        kind,
-        name: t.name,
-        duration,
-        warmup,
-        drain_timeout,
-        stream: Default::default(),
-    }
-}
 
 /// Whether a list names one value twice (a rate, a policy): a variant
 /// would run twice under one name.

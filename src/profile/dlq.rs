@@ -1,47 +1,30 @@
-//! `kind = "dlq"`: keys and checks.
+//! `kind = "dlq"`: its keys beside the shared paced load.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::arrival::ArrivalSpec;
-use super::behaviour::BehaviourSection;
-use super::common::{
-    ConsumerSection, OneOrMany, PublishKeys, SizeSpec, Timing, common_plan, paced_rate,
-    publish_plan, require_explicit_ack,
-};
+use super::common::OneOrMany;
+use super::shared::{Offer, Paced, split};
 use super::{
     Capture, DlqHandlerPlan, DlqPlan, Dur, MsgId, OriginHeaders, OriginalGet, Problems, Retention,
-    read_section,
 };
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct DlqSection {
-    name: Option<String>,
-    duration: Option<Dur>,
-    warmup: Option<Dur>,
-    drain_timeout: Option<Dur>,
-    rate: Option<u64>,
-    #[serde(default)]
-    arrival: ArrivalSpec,
-    publishers: Option<usize>,
-    message_size: Option<SizeSpec>,
-    msg_id: Option<MsgId>,
-    headers: Option<BTreeMap<String, String>>,
     retention: Option<OneOrMany<Retention>>,
     baseline: Option<bool>,
     redrive: Option<bool>,
     capture: Option<Capture>,
     terminated: Option<bool>,
     #[serde(default)]
-    consumer: ConsumerSection,
-    #[serde(default)]
-    behaviour: BehaviourSection,
-    #[serde(default)]
     handler: HandlerSection,
 }
+
+/// The paced load with ids (their dropping is part of the check) and
+/// headers a copy must carry.
+const OFFER: Offer = Offer::PACED.and(&["msg_id", "headers"]);
 
 /// `[scenario.handler]`.
 #[derive(Debug, Default, Deserialize)]
@@ -113,36 +96,19 @@ impl OriginHeadersSection {
 }
 
 pub(super) fn read(table: toml::Table, prefix: &str, problems: &mut Problems) -> Option<DlqPlan> {
-    let s: DlqSection = read_section(table, prefix, problems)?;
+    let (mut shared, s) = split::<DlqSection>(table, OFFER, prefix, problems)?;
     let key = |k: &str| format!("{prefix}.{k}");
-    let mut common = common_plan(
-        "dlq",
-        Timing {
-            name: s.name,
-            duration: s.duration,
-            warmup: s.warmup,
-            drain_timeout: s.drain_timeout,
+    let mut common = shared.common("dlq", problems);
+    let load = shared.paced(
+        &common,
+        Paced {
+            // Ids by default: the copies must show that Nats-Msg-Id was dropped.
+            msg_id: MsgId::Unique,
+            ..Paced::of("dlq", 500)
         },
-        prefix,
         problems,
     );
-    let (rate, arrival) = paced_rate(s.rate, &s.arrival, &common, prefix, 500, problems);
-    // Ids by default: the copies must show that Nats-Msg-Id was dropped.
-    let mut publish = publish_plan(
-        PublishKeys {
-            publishers: s.publishers,
-            message_size: s.message_size,
-            headers: s.headers,
-            msg_id: s.msg_id.unwrap_or(MsgId::Unique),
-            ..Default::default()
-        },
-        prefix,
-        problems,
-    );
-    publish.arrival = arrival;
-    let consumer = s.consumer.validate(prefix, false, problems);
-    require_explicit_ack(&consumer, "dlq", prefix, problems);
-    let behaviour = s.behaviour.validate(prefix, &consumer, problems);
+    let (rate, consumer, behaviour) = (load.rate, &load.consumer, &load.behaviour);
     let terminated = s.terminated.unwrap_or(false);
     let fraction = |name: &str| {
         behaviour
@@ -252,7 +218,7 @@ pub(super) fn read(table: toml::Table, prefix: &str, problems: &mut Problems) ->
         }
     }
 
-    if s.drain_timeout.is_none() {
+    if !shared.drain_timeout_given() {
         // Long enough for a poison message to run through every deadline.
         let longest: Duration = (1..=consumer.max_deliver.max(1) as u32)
             .map(|n| consumer.ack_deadline(n))
@@ -262,10 +228,7 @@ pub(super) fn read(table: toml::Table, prefix: &str, problems: &mut Problems) ->
     }
     Some(DlqPlan {
         common,
-        rate,
-        publish,
-        consumer,
-        behaviour,
+        load,
         retentions,
         baseline: s.baseline.unwrap_or(true),
         redrive: s.redrive.unwrap_or(false),
@@ -302,7 +265,7 @@ mod tests {
         assert!(d.baseline);
         assert_eq!(d.capture, Capture::Account);
         assert!(!d.terminated);
-        assert_eq!(d.publish.msg_id, MsgId::Unique, "a dedup id to drop");
+        assert_eq!(d.load.publish.msg_id, MsgId::Unique, "a dedup id to drop");
         assert_eq!(d.handler.ack_wait, Duration::from_secs(2));
         assert_eq!(d.handler.get, OriginalGet::Raw);
         assert_eq!(d.handler.restart_after, None);
@@ -372,7 +335,7 @@ mod tests {
         assert_eq!(d.handler.concurrency, 4);
         assert_eq!(d.handler.get, OriginalGet::Direct);
         assert_eq!(d.handler.restart_after, Some(5));
-        assert_eq!(d.publish.headers.len(), 1);
+        assert_eq!(d.load.publish.headers.len(), 1);
     }
 
     #[test]

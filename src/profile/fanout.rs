@@ -1,40 +1,35 @@
-//! `kind = "fanout"`: keys and checks.
+//! `kind = "fanout"`: its streams, durables and rate beside the shared keys.
 
 use serde::Deserialize;
 
-use super::arrival::ArrivalSpec;
-use super::common::{
-    ConsumerSection, OneOrMany, PublishKeys, SizeSpec, Timing, common_plan, has_repeats,
-    publish_plan, require_explicit_ack, required_rate,
-};
+use super::common::{OneOrMany, has_repeats, require_explicit_ack, required_rate};
 use super::search::SearchSection;
-use super::{Dur, FanoutPlan, FilterShape, MsgId, Problems, SloOn, read_section};
+use super::shared::{Offer, split};
+use super::{FanoutPlan, FilterShape, MsgId, Problems, SloOn};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FanoutSection {
-    name: Option<String>,
-    duration: Option<Dur>,
-    warmup: Option<Dur>,
-    drain_timeout: Option<Dur>,
     rate: Option<toml::Value>,
     slo: Option<toml::Table>,
     search: Option<SearchSection>,
-    #[serde(default)]
-    arrival: ArrivalSpec,
     streams: Option<OneOrMany<usize>>,
     durables: Option<OneOrMany<usize>>,
     subjects: Option<usize>,
     filters: Option<OneOrMany<FilterShape>>,
     connections: Option<usize>,
-    message_size: Option<SizeSpec>,
-    #[serde(default)]
-    msg_id: MsgId,
-    pub_ack_window: Option<usize>,
-    pub_ack_timeout: Option<Dur>,
-    #[serde(default)]
-    consumer: ConsumerSection,
 }
+
+/// One publisher per stream: fanout offers no `publishers`, and reads
+/// `rate` itself (a number or "search").
+const OFFER: Offer = Offer::TIMING.and(&[
+    "arrival",
+    "message_size",
+    "msg_id",
+    "pub_ack_window",
+    "pub_ack_timeout",
+    "consumer",
+]);
 
 /// Most streams, durables per stream, and consumers in all, one variant
 /// may ask for: past these the limits are the account's, not jsbench's.
@@ -50,19 +45,9 @@ pub(super) fn read(
     prefix: &str,
     problems: &mut Problems,
 ) -> Option<FanoutPlan> {
-    let s: FanoutSection = read_section(table, prefix, problems)?;
+    let (mut shared, s) = split::<FanoutSection>(table, OFFER, prefix, problems)?;
     let key = |k: &str| format!("{prefix}.{k}");
-    let common = common_plan(
-        "fanout",
-        Timing {
-            name: s.name,
-            duration: s.duration,
-            warmup: s.warmup,
-            drain_timeout: s.drain_timeout,
-        },
-        prefix,
-        problems,
-    );
+    let common = shared.common("fanout", problems);
     let searching = super::search::asks_search(s.rate.as_ref());
     let search = super::search::read(
         searching,
@@ -75,7 +60,7 @@ pub(super) fn read(
     );
     // A search's rates lie in its bracket: the checks below hold its
     // lowest to the per-stream floor and its highest to the delivery cap.
-    let arrival = s.arrival.validate(&key("arrival"), problems);
+    let arrival = shared.arrival(problems);
     let (rate, top) = match (&s.rate, &search) {
         (given, _) if !arrival.uses_rate() => {
             let rate = super::common::shaped_rate(
@@ -165,20 +150,10 @@ pub(super) fn read(
             ),
         );
     }
-    let mut publish = publish_plan(
-        PublishKeys {
-            message_size: s.message_size,
-            msg_id: s.msg_id,
-            pub_ack_window: s.pub_ack_window,
-            pub_ack_timeout: s.pub_ack_timeout,
-            subjects: Some(subjects),
-            ..Default::default()
-        },
-        prefix,
-        problems,
-    );
+    let mut publish = shared.publish(MsgId::None, None, problems);
+    publish.subjects = subjects;
     publish.arrival = arrival;
-    let consumer = s.consumer.validate(prefix, false, problems);
+    let consumer = shared.consumer(false, problems);
     // Every durable's check counts acks against deliveries and asks the
     // server for nothing pending.
     require_explicit_ack(&consumer, "fanout", prefix, problems);

@@ -1,39 +1,32 @@
-//! `kind = "latency"`: keys and checks.
+//! `kind = "latency"`: its rates beside the shared keys.
 
 use serde::Deserialize;
 
-use super::arrival::ArrivalSpec;
-use super::common::{ConsumerSection, PublishKeys, SizeSpec, Timing, common_plan, publish_plan};
+use super::common::require_explicit_ack;
 use super::search::SearchSection;
-use super::{Dur, LatencyPlan, MsgId, Problems, SearchPlan, SloOn, read_section};
+use super::shared::{Offer, split};
+use super::{LatencyPlan, MsgId, Problems, SearchPlan, SloOn};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LatencySection {
-    name: Option<String>,
-    duration: Option<Dur>,
-    warmup: Option<Dur>,
-    drain_timeout: Option<Dur>,
     rates: Option<toml::Value>,
     slo: Option<toml::Table>,
     search: Option<SearchSection>,
     core_baseline: Option<bool>,
-    #[serde(default)]
-    arrival: ArrivalSpec,
-    publishers: Option<usize>,
-    message_size: Option<SizeSpec>,
-    #[serde(default = "default_msg_id")]
-    msg_id: MsgId,
-    pub_ack_window: Option<usize>,
-    pub_ack_timeout: Option<Dur>,
-    wake_every: Option<String>,
-    #[serde(default)]
-    consumer: ConsumerSection,
 }
 
-fn default_msg_id() -> MsgId {
-    MsgId::None
-}
+/// Latency's publishers are configured in full; its rates are its own.
+const OFFER: Offer = Offer::TIMING.and(&[
+    "arrival",
+    "publishers",
+    "message_size",
+    "msg_id",
+    "pub_ack_window",
+    "pub_ack_timeout",
+    "wake_every",
+    "consumer",
+]);
 
 /// Highest rate a latency variant may ask for.
 const MAX_RATE: u64 = 10_000_000;
@@ -43,19 +36,9 @@ pub(super) fn read(
     prefix: &str,
     problems: &mut Problems,
 ) -> Option<LatencyPlan> {
-    let s: LatencySection = read_section(table, prefix, problems)?;
-    let common = common_plan(
-        "latency",
-        Timing {
-            name: s.name,
-            duration: s.duration,
-            warmup: s.warmup,
-            drain_timeout: s.drain_timeout,
-        },
-        prefix,
-        problems,
-    );
-    let arrival = s.arrival.validate(&format!("{prefix}.arrival"), problems);
+    let (mut shared, s) = split::<LatencySection>(table, OFFER, prefix, problems)?;
+    let common = shared.common("latency", problems);
+    let arrival = shared.arrival(problems);
     let shaped = !arrival.uses_rate();
     let (mut rates, search) = rates_or_search(s.rates, s.slo, s.search, prefix, problems);
     if shaped {
@@ -84,25 +67,12 @@ pub(super) fn read(
             "lists a rate twice; each rate is one variant",
         );
     }
-    let publish = publish_plan(
-        PublishKeys {
-            publishers: s.publishers,
-            message_size: s.message_size,
-            msg_id: s.msg_id,
-            pub_ack_window: s.pub_ack_window,
-            pub_ack_timeout: s.pub_ack_timeout,
-            wake_every: s.wake_every,
-            ..Default::default()
-        },
-        prefix,
-        problems,
-    );
-    let mut publish = publish;
+    let mut publish = shared.publish(MsgId::None, None, problems);
     publish.arrival = arrival;
-    let consumer = s.consumer.validate(prefix, false, problems);
+    let consumer = shared.consumer(false, problems);
     // Its checks count acks against deliveries and ask the server for
     // nothing pending: both need every delivery acked on its own.
-    super::common::require_explicit_ack(&consumer, "latency", prefix, problems);
+    require_explicit_ack(&consumer, "latency", prefix, problems);
     let messages = rates
         .iter()
         .map(|&r| r as f64 * (common.duration + common.warmup).as_secs_f64())

@@ -27,6 +27,7 @@ mod restart;
 mod resume;
 mod scenario;
 mod search;
+mod shared;
 mod stream;
 
 use std::fmt;
@@ -41,6 +42,7 @@ pub use plan::*;
 pub use publish::late_retry_margin;
 pub use replay::{REPLAY_MAX_ACK_PENDING, ReplayDeliver, ReplayPace, ReplayPlan, ReplayReader};
 pub use scenario::{Profile, ScenarioPlan};
+pub use shared::{Offer, Paced, PacedLoad, Shared, split};
 pub use stream::{
     Bytes, Compression, Discard, Placement, StreamLimits, StreamPlan, StreamSettings,
     retention_name, storage_name,
@@ -84,12 +86,12 @@ impl std::error::Error for ProfileError {}
 
 /// Collects problems while validating, so a user fixes them all in one go.
 #[derive(Debug, Default)]
-pub(crate) struct Problems {
+pub struct Problems {
     list: Vec<Problem>,
 }
 
 impl Problems {
-    pub(crate) fn push(&mut self, path: impl Into<String>, message: impl Into<String>) {
+    pub fn push(&mut self, path: impl Into<String>, message: impl Into<String>) {
         self.list.push(Problem {
             path: path.into(),
             line: None,
@@ -98,7 +100,7 @@ impl Problems {
     }
 
     /// Checks `min <= value <= max`, naming the allowed range otherwise.
-    pub(crate) fn range<T: PartialOrd + fmt::Display + Copy>(
+    pub fn range<T: PartialOrd + fmt::Display + Copy>(
         &mut self,
         path: &str,
         value: T,
@@ -114,11 +116,11 @@ impl Problems {
         }
     }
 
-    pub(crate) fn extend(&mut self, other: Problems) {
+    pub fn extend(&mut self, other: Problems) {
         self.list.extend(other.list);
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.list.is_empty()
     }
 }

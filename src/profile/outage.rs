@@ -1,33 +1,19 @@
-//! `kind = "outage"`: keys and checks.
+//! `kind = "outage"`: its keys beside the shared paced load.
 
 use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::arrival::ArrivalSpec;
-use super::common::{
-    ConsumerSection, OneOrMany, PublishKeys, SizeSpec, Timing, common_plan, paced_rate,
-    publish_plan, require_explicit_ack,
-};
-use super::{Dur, MsgId, OutagePattern, OutageScenarioPlan, Problems, read_section};
+use super::common::{OneOrMany, has_repeats};
+use super::shared::{Offer, Paced, split};
+use super::{Dur, OutagePattern, OutageScenarioPlan, Problems};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct OutageSection {
-    name: Option<String>,
-    duration: Option<Dur>,
-    warmup: Option<Dur>,
-    drain_timeout: Option<Dur>,
-    rate: Option<u64>,
-    #[serde(default)]
-    arrival: ArrivalSpec,
-    publishers: Option<usize>,
-    message_size: Option<SizeSpec>,
     outage: Option<WindowSection>,
     patterns: Option<OneOrMany<OutagePattern>>,
     retry: Option<Dur>,
-    #[serde(default)]
-    consumer: ConsumerSection,
 }
 
 /// `outage = { after = "3s", lasts = "3s" }`.
@@ -43,33 +29,12 @@ pub(super) fn read(
     prefix: &str,
     problems: &mut Problems,
 ) -> Option<OutageScenarioPlan> {
-    let s: OutageSection = read_section(table, prefix, problems)?;
+    let (mut shared, s) =
+        split::<OutageSection>(table, Offer::PACED.less(&["behaviour"]), prefix, problems)?;
     let key = |k: &str| format!("{prefix}.{k}");
-    let mut common = common_plan(
-        "outage",
-        Timing {
-            name: s.name,
-            duration: s.duration,
-            warmup: s.warmup,
-            drain_timeout: s.drain_timeout,
-        },
-        prefix,
-        problems,
-    );
-    let (rate, arrival) = paced_rate(s.rate, &s.arrival, &common, prefix, 500, problems);
-    let mut publish = publish_plan(
-        PublishKeys {
-            publishers: s.publishers,
-            message_size: s.message_size,
-            msg_id: MsgId::None,
-            ..Default::default()
-        },
-        prefix,
-        problems,
-    );
-    publish.arrival = arrival;
-    let consumer = s.consumer.validate(prefix, false, problems);
-    require_explicit_ack(&consumer, "outage", prefix, problems);
+    let mut common = shared.common("outage", problems);
+    let load = shared.paced(&common, Paced::of("outage", 500), problems);
+    let consumer = &load.consumer;
     if !consumer.backoff.is_empty() || consumer.max_deliver != -1 {
         problems.push(
             key("consumer"),
@@ -112,13 +77,13 @@ pub(super) fn read(
         .patterns
         .map(|p| p.0)
         .unwrap_or_else(|| vec![OutagePattern::Pause, OutagePattern::NakDelay]);
-    if patterns.is_empty() || super::common::has_repeats(&patterns) {
+    if patterns.is_empty() || has_repeats(&patterns) {
         problems.push(
             key("patterns"),
             "list \"pause\", \"nak_delay\" or both, each once",
         );
     }
-    if s.drain_timeout.is_none() {
+    if !shared.drain_timeout_given() {
         // The backlog of the outage drains after it: room for it and for
         // the last redeliveries.
         common.drain_timeout = common
@@ -127,9 +92,7 @@ pub(super) fn read(
     }
     Some(OutageScenarioPlan {
         common,
-        rate,
-        publish,
-        consumer,
+        load,
         after,
         lasts,
         retry,

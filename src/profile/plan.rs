@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::StreamPlan;
+use super::shared::PacedLoad;
 use serde::Serialize;
 
 /// What `jsbench ab` judges in a profile (`[ab]`); its flags override.
@@ -868,10 +869,7 @@ impl ConsumeReference {
 #[derive(Debug, Clone)]
 pub struct RedeliveryPlan {
     pub common: CommonPlan,
-    pub rate: u64,
-    pub publish: PublishPlan,
-    pub consumer: ConsumerPlan,
-    pub behaviour: BehaviourPlan,
+    pub load: PacedLoad,
     /// Run a clean all-ack variant first, for the overhead.
     pub baseline: bool,
     /// Handlers with a dedup store: work redelivered after it was done
@@ -1020,9 +1018,7 @@ impl OriginHeaders {
 #[derive(Debug, Clone)]
 pub struct OutageScenarioPlan {
     pub common: CommonPlan,
-    pub rate: u64,
-    pub publish: PublishPlan,
-    pub consumer: ConsumerPlan,
+    pub load: PacedLoad,
     /// From the start of the schedule.
     pub after: Duration,
     pub lasts: Duration,
@@ -1125,10 +1121,7 @@ impl FilterShape {
 #[derive(Debug, Clone)]
 pub struct DlqPlan {
     pub common: CommonPlan,
-    pub rate: u64,
-    pub publish: PublishPlan,
-    pub consumer: ConsumerPlan,
-    pub behaviour: BehaviourPlan,
+    pub load: PacedLoad,
     /// One variant each.
     pub retentions: Vec<Retention>,
     /// Run a poison-free variant first, for the effect on healthy latency.
@@ -1149,12 +1142,9 @@ pub struct DlqPlan {
 #[derive(Debug, Clone)]
 pub struct BackpressurePlan {
     pub common: CommonPlan,
-    /// Offered load, total msg/s.
-    pub rate: u64,
-    pub publish: PublishPlan,
-    /// `max_ack_pending` and `ack_wait` are set per variant.
-    pub consumer: ConsumerPlan,
-    pub behaviour: BehaviourPlan,
+    /// The offered load; the consumer's `max_ack_pending` and `ack_wait`
+    /// are set per variant.
+    pub load: PacedLoad,
     /// One variant each, at the consumer's AckWait.
     pub max_ack_pending: Vec<i64>,
     /// One variant each, at `expiry_max_ack_pending`.
@@ -1167,10 +1157,7 @@ pub struct BackpressurePlan {
 #[derive(Debug, Clone)]
 pub struct ResumePlan {
     pub common: CommonPlan,
-    pub rate: u64,
-    pub publish: PublishPlan,
-    pub consumer: ConsumerPlan,
-    pub behaviour: BehaviourPlan,
+    pub load: PacedLoad,
     /// From the start of the schedule to the crash.
     pub crash_after: Duration,
     /// One variant each.
@@ -1187,10 +1174,9 @@ pub struct ResumePlan {
 #[derive(Debug, Clone)]
 pub struct RestartPlan {
     pub common: CommonPlan,
-    pub rate: u64,
-    /// Ids are unique and overdue messages are resent (`resend_after`).
-    pub publish: PublishPlan,
-    pub consumer: ConsumerPlan,
+    /// Ids are unique and overdue messages are resent
+    /// (`publish.resend_after`).
+    pub load: PacedLoad,
     /// From the start of the schedule to the kill.
     pub kill_after: Duration,
     /// From the kill to the restart.

@@ -5,22 +5,19 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::common::{
-    OneOrMany, PublishKeys, RateSpec, SizeSpec, Timing, common_plan, has_repeats, publish_plan,
-};
+use super::common::{OneOrMany, PublishKeys, RateSpec, SizeSpec, has_repeats, publish_plan};
 use super::search::SearchSection;
+use super::shared::{Offer, split};
 use super::{
-    Dur, MsgId, Problems, PublishMode, PublishScenarioPlan, Rate, RatePer, Reference, SloOn,
-    read_section,
+    CommonPlan, Dur, MsgId, Problems, PublishMode, PublishPlan, PublishScenarioPlan, Rate, RatePer,
+    Reference, SearchPlan, SloOn,
 };
 
+/// Every publish key is the publish scenario's own: it offers them all,
+/// lists included (`msg_id = ["none", "unique"]`).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PublishSection {
-    name: Option<String>,
-    duration: Option<Dur>,
-    warmup: Option<Dur>,
-    drain_timeout: Option<Dur>,
     rates: Option<toml::Value>,
     slo: Option<toml::Table>,
     search: Option<SearchSection>,
@@ -53,18 +50,8 @@ pub(super) fn read(
     prefix: &str,
     problems: &mut Problems,
 ) -> Option<PublishScenarioPlan> {
-    let s: PublishSection = read_section(table, prefix, problems)?;
-    let common = common_plan(
-        "publish",
-        Timing {
-            name: s.name,
-            duration: s.duration,
-            warmup: s.warmup,
-            drain_timeout: s.drain_timeout,
-        },
-        prefix,
-        problems,
-    );
+    let (mut shared, s) = split::<PublishSection>(table, Offer::TIMING, prefix, problems)?;
+    let common = shared.common("publish", problems);
     let searching = super::search::asks_search(s.rates.as_ref());
     let search = super::search::read(
         searching,
@@ -75,8 +62,74 @@ pub(super) fn read(
         prefix,
         problems,
     );
+    let rates = rates(s.rates, searching, prefix, problems);
+    let msg_ids = s.msg_id.map(|m| m.0).unwrap_or_else(|| vec![MsgId::None]);
+    if msg_ids.is_empty() {
+        problems.push(
+            format!("{prefix}.msg_id"),
+            "lists no mode; use \"none\", \"unique\" or both",
+        );
+    }
+    for list_has_twice in [has_repeats(&rates), has_repeats(&msg_ids)] {
+        if list_has_twice {
+            problems.push(
+                format!("{prefix}.rates"),
+                "a rate or msg_id mode is listed twice",
+            );
+        }
+    }
+    let publish = publish_plan(
+        PublishKeys {
+            publishers: s.publishers,
+            mode: s.mode,
+            pub_ack_window: s.pub_ack_window,
+            pub_ack_timeout: s.pub_ack_timeout,
+            message_size: s.message_size,
+            subjects: s.subjects,
+            headers: s.headers,
+            msg_id: msg_ids.first().copied().unwrap_or(MsgId::None),
+            duplicates: s.duplicates,
+            late_duplicates: s.late_duplicates,
+            duplicate_window: s.duplicate_window,
+            wake_every: s.wake_every,
+        },
+        prefix,
+        problems,
+    );
+    check_retries(&publish, &msg_ids, &common, prefix, problems);
+    let reference = s.reference.map(|r| r.0).unwrap_or_default();
+    check_references(&reference, &publish, (&rates, searching), prefix, problems);
+    let rate_per = s.rate_per.unwrap_or(RatePer::Total);
+    check_ledger_size(
+        &rates,
+        search.as_ref(),
+        rate_per,
+        &publish,
+        &common,
+        prefix,
+        problems,
+    );
+    Some(PublishScenarioPlan {
+        common,
+        rates,
+        rate_per,
+        msg_ids,
+        publish,
+        reference,
+        verify_stored: s.verify_stored.unwrap_or(true),
+        search,
+    })
+}
+
+/// `rates = [...]`: msg/s or "max" each; empty when the scenario searches.
+fn rates(
+    given: Option<toml::Value>,
+    searching: bool,
+    prefix: &str,
+    problems: &mut Problems,
+) -> Vec<Rate> {
     // `wrong`: a problem already says what is wrong with the list.
-    let (rates, wrong): (Vec<Rate>, bool) = match s.rates {
+    let (rates, wrong): (Vec<Rate>, bool) = match given {
         Some(toml::Value::Array(items)) => {
             let given = items.len();
             let rates: Vec<Rate> = items
@@ -113,39 +166,18 @@ pub(super) fn read(
             problems.range(&format!("{prefix}.rates[{i}]"), r, 1, 10_000_000, " msg/s");
         }
     }
-    let msg_ids = s.msg_id.map(|m| m.0).unwrap_or_else(|| vec![MsgId::None]);
-    if msg_ids.is_empty() {
-        problems.push(
-            format!("{prefix}.msg_id"),
-            "lists no mode; use \"none\", \"unique\" or both",
-        );
-    }
-    for list_has_twice in [has_repeats(&rates), has_repeats(&msg_ids)] {
-        if list_has_twice {
-            problems.push(
-                format!("{prefix}.rates"),
-                "a rate or msg_id mode is listed twice",
-            );
-        }
-    }
-    let publish = publish_plan(
-        PublishKeys {
-            publishers: s.publishers,
-            mode: s.mode,
-            pub_ack_window: s.pub_ack_window,
-            pub_ack_timeout: s.pub_ack_timeout,
-            message_size: s.message_size,
-            subjects: s.subjects,
-            headers: s.headers,
-            msg_id: msg_ids.first().copied().unwrap_or(MsgId::None),
-            duplicates: s.duplicates,
-            late_duplicates: s.late_duplicates,
-            duplicate_window: s.duplicate_window,
-            wake_every: s.wake_every,
-        },
-        prefix,
-        problems,
-    );
+    rates
+}
+
+/// Retries find their original by its Nats-Msg-Id, and late ones wait
+/// out the duplicate window inside the run.
+fn check_retries(
+    publish: &PublishPlan,
+    msg_ids: &[MsgId],
+    common: &CommonPlan,
+    prefix: &str,
+    problems: &mut Problems,
+) {
     let retries = publish.duplicates > 0.0 || publish.late_duplicates > 0.0;
     if retries && msg_ids != [MsgId::Unique] {
         problems.push(
@@ -166,37 +198,59 @@ pub(super) fn read(
             );
         }
     }
-    let reference = s.reference.map(|r| r.0).unwrap_or_default();
+}
+
+/// Reference publishers run at rate "max", one fixed size, no retries.
+fn check_references(
+    reference: &[Reference],
+    publish: &PublishPlan,
+    (rates, searching): (&[Rate], bool),
+    prefix: &str,
+    problems: &mut Problems,
+) {
+    let key = format!("{prefix}.reference");
+    let retries = publish.duplicates > 0.0 || publish.late_duplicates > 0.0;
     if !reference.is_empty() && retries {
         problems.push(
-            format!("{prefix}.reference"),
+            &key,
             "reference publishers do not inject duplicates; compare without duplicates",
         );
     }
     if !reference.is_empty() && searching {
         problems.push(
-            format!("{prefix}.reference"),
+            &key,
             "reference publishers run at rate \"max\", which a search does not try",
         );
     }
-    if has_repeats(&reference) {
-        problems.push(format!("{prefix}.reference"), "lists a reference twice");
+    if has_repeats(reference) {
+        problems.push(&key, "lists a reference twice");
     }
     if !reference.is_empty() && !searching && !rates.contains(&Rate::Max) {
         problems.push(
-            format!("{prefix}.reference"),
+            &key,
             "reference publishers run at rate \"max\" only: add \"max\" to rates",
         );
     }
     if !reference.is_empty() && !matches!(publish.message_size, super::SizePlan::Fixed(_)) {
         problems.push(
-            format!("{prefix}.reference"),
+            &key,
             "reference publishers send one fixed size: use a fixed message_size",
         );
     }
-    let rate_per = s.rate_per.unwrap_or(RatePer::Total);
-    // A search tries rates up to its bracket's top.
-    let top = search.as_ref().map(|s| Rate::PerSecond(s.max));
+}
+
+/// The ledger holds at most 500 million messages a variant; a search
+/// tries rates up to its bracket's top.
+fn check_ledger_size(
+    rates: &[Rate],
+    search: Option<&SearchPlan>,
+    rate_per: RatePer,
+    publish: &PublishPlan,
+    common: &CommonPlan,
+    prefix: &str,
+    problems: &mut Problems,
+) {
+    let top = search.map(|s| Rate::PerSecond(s.max));
     let messages = rates
         .iter()
         .chain(top.as_ref())
@@ -213,14 +267,4 @@ pub(super) fn read(
             format!("a variant would publish {messages:.0} messages; the ledger holds at most 500 million"),
         );
     }
-    Some(PublishScenarioPlan {
-        common,
-        rates,
-        rate_per,
-        msg_ids,
-        publish,
-        reference,
-        verify_stored: s.verify_stored.unwrap_or(true),
-        search,
-    })
 }

@@ -7,13 +7,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::arrival::ArrivalSpec;
-use super::common::{
-    OneOrMany, PublishKeys, SizeSpec, Timing, common_plan, has_repeats, publish_plan,
-};
-use super::{
-    ArrivalPlan, CommonPlan, Dur, MsgId, Problems, PublishPlan, format_duration, read_section,
-};
+use super::common::{OneOrMany, has_repeats};
+use super::shared::{Offer, Shared, split};
+use super::{ArrivalPlan, CommonPlan, Dur, MsgId, Problems, PublishPlan, format_duration};
 use super::{MAX_ARRIVALS, arrival_count};
 
 /// MaxAckPending of a replay's durable: far above what one client keeps
@@ -156,16 +152,7 @@ impl ReplayPlan {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ReplaySection {
-    name: Option<String>,
-    duration: Option<Dur>,
-    drain_timeout: Option<Dur>,
-    rate: Option<u64>,
-    #[serde(default)]
-    arrival: ArrivalSpec,
-    publishers: Option<usize>,
-    message_size: Option<SizeSpec>,
     subjects: Option<usize>,
-    pub_ack_window: Option<usize>,
     instant: Option<OneOrMany<ReplayDeliver>>,
     original: Option<OneOrMany<ReplayDeliver>>,
     consumers: Option<OneOrMany<ReplayReader>>,
@@ -176,6 +163,15 @@ struct ReplaySection {
     live_duration: Option<Dur>,
 }
 
+/// The record phase has no warm-up; its publishers take a window but no ids.
+const OFFER: Offer = Offer::TIMING.less(&["warmup"]).and(&[
+    "rate",
+    "arrival",
+    "publishers",
+    "message_size",
+    "pub_ack_window",
+]);
+
 const MAX_RATE: u64 = 1_000_000;
 
 pub(super) fn read(
@@ -183,184 +179,17 @@ pub(super) fn read(
     prefix: &str,
     problems: &mut Problems,
 ) -> Option<ReplayPlan> {
-    let s: ReplaySection = read_section(table, prefix, problems)?;
+    let (mut shared, s) = split::<ReplaySection>(table, OFFER, prefix, problems)?;
     let key = |k: &str| format!("{prefix}.{k}");
-    let common = common_plan(
-        "replay",
-        Timing {
-            name: s.name,
-            duration: s.duration,
-            warmup: None,
-            drain_timeout: s.drain_timeout,
-        },
-        prefix,
-        problems,
-    );
-    let mut publish = publish_plan(
-        PublishKeys {
-            publishers: s.publishers,
-            pub_ack_window: s.pub_ack_window,
-            message_size: s.message_size,
-            subjects: Some(s.subjects.unwrap_or(4)),
-            msg_id: MsgId::None,
-            ..Default::default()
-        },
-        prefix,
-        problems,
-    );
-    publish.arrival = s.arrival.validate(&key("arrival"), problems);
-    // A replay at the original pace is silent for as long as the longest
-    // recorded gap: the drain timeout must outlast it.
-    let longest_gap = match &publish.arrival {
-        ArrivalPlan::Bursts { spacing, pause, .. } => (*spacing).max(*pause),
-        ArrivalPlan::Gaps(gaps) => gaps.iter().copied().max().unwrap_or_default(),
-        ArrivalPlan::Steps(steps) => {
-            let slowest = steps.iter().map(|s| s.0).min().unwrap_or(1);
-            Duration::from_secs_f64(1.0 / slowest.max(1) as f64)
-        }
-        ArrivalPlan::Ramp { from, to } => {
-            Duration::from_secs_f64(1.0 / (*from).min(*to).max(1) as f64)
-        }
-        ArrivalPlan::Steady | ArrivalPlan::Poisson { .. } => Duration::ZERO,
-    };
-    let mut common = common;
-    if s.drain_timeout.is_none() {
-        common.drain_timeout = common
-            .drain_timeout
-            .max(longest_gap + Duration::from_secs(10));
-    } else if common.drain_timeout <= longest_gap {
-        problems.push(
-            key("drain_timeout"),
-            format!(
-                "{} is not longer than the pattern's longest gap ({}), which a replay at the \
-                 original pace waits out",
-                format_duration(common.drain_timeout),
-                format_duration(longest_gap)
-            ),
-        );
-    }
-
-    // The recording's size and mean rate.
-    let span = common.duration;
-    let rate = match (s.arrival.uses_rate(), s.rate) {
-        (true, Some(r)) => {
-            problems.range(&key("rate"), r, 1, MAX_RATE, " msg/s");
-            r
-        }
-        (true, None) => {
-            problems.push(
-                key("rate"),
-                "missing; the recording's mean msg/s, e.g. rate = 500",
-            );
-            1
-        }
-        (false, Some(_)) => {
-            problems.push(
-                key("rate"),
-                "bursts and gaps set their own rate; remove rate or use arrival = \"poisson\"",
-            );
-            1
-        }
-        (false, None) => 1,
-    };
-    let planned = if problems.is_empty() && !span.is_zero() {
-        arrival_count(&publish.arrival, Some(rate), span)
-    } else {
-        0
-    };
-    let rate = if s.arrival.uses_rate() {
-        rate
-    } else {
-        ((planned as f64 / span.as_secs_f64().max(1e-9)).round() as u64).max(1)
-    };
-    if problems.is_empty() && planned < 2 {
-        problems.push(
-            key("duration"),
-            format!(
-                "the recording would hold {planned} message(s); a replay needs at least 2 \
-                 (a longer duration or a denser pattern)"
-            ),
-        );
-    }
-    if planned >= MAX_ARRIVALS {
-        problems.push(
-            key("duration"),
-            format!(
-                "the recording would hold {MAX_ARRIVALS} messages or more; at most {MAX_ARRIVALS}"
-            ),
-        );
-    }
-
-    // What is replayed, and how.
-    let instant = s.instant.map_or(vec![ReplayDeliver::All], |l| l.0);
-    let original = s.original.map_or(vec![ReplayDeliver::All], |l| l.0);
-    let readers = s
-        .consumers
-        .map_or(vec![ReplayReader::Ordered, ReplayReader::Pull], |l| l.0);
-    let live_tail = s.live_tail.unwrap_or(false);
-    for (name, list) in [("instant", &instant), ("original", &original)] {
-        if has_repeats(list) {
-            problems.push(key(name), "lists a deliver policy twice");
-        }
-    }
-    if instant.is_empty() && original.is_empty() && !live_tail {
-        problems.push(
-            key("instant"),
-            "instant and original are both empty: list deliver policies to replay, e.g. \
-             instant = [\"all\", \"by_start_time\"]",
-        );
-    }
-    if readers.is_empty() {
-        problems.push(
-            key("consumers"),
-            "lists no consumer; use \"ordered\", \"pull\" or both",
-        );
-    } else if has_repeats(&readers) {
-        problems.push(key("consumers"), "lists a consumer twice");
-    }
-    let listed = |d: ReplayDeliver| instant.contains(&d) || original.contains(&d);
-    if listed(ReplayDeliver::LastPerSubject) && publish.subjects < 2 {
-        problems.push(
-            key("subjects"),
-            "last_per_subject replays each subject's last message: record over subjects >= 2",
-        );
-    }
-    let start_sequence = match s.start_sequence {
-        Some(seq) => {
-            if !listed(ReplayDeliver::ByStartSequence) {
-                problems.push(key("start_sequence"), "applies to by_start_sequence only");
-            } else if planned > 0 {
-                problems.range(
-                    &key("start_sequence"),
-                    seq,
-                    1,
-                    planned,
-                    " (a sequence of the recording)",
-                );
-            }
-            seq
-        }
-        None => planned / 2 + 1,
-    };
-    let start_time = match s.start_time {
-        Some(t) => {
-            if !listed(ReplayDeliver::ByStartTime) {
-                problems.push(key("start_time"), "applies to by_start_time only");
-            } else if t.0 >= span && !span.is_zero() {
-                problems.push(
-                    key("start_time"),
-                    format!(
-                        "{} is not inside the recording; allowed 0s up to duration ({})",
-                        format_duration(t.0),
-                        format_duration(span)
-                    ),
-                );
-            }
-            t.0
-        }
-        None => span / 2,
-    };
-    let live = live_tail || listed(ReplayDeliver::New);
+    let mut common = shared.common("replay", problems);
+    let mut publish = shared.publish(MsgId::None, None, problems);
+    publish.subjects = s.subjects.unwrap_or(4);
+    problems.range(&key("subjects"), publish.subjects, 1, 10_000, " subjects");
+    publish.arrival = shared.arrival(problems);
+    drain_outlasts_the_longest_gap(&mut common, &publish.arrival, &shared, prefix, problems);
+    let (rate, planned) = recording(&common, &publish.arrival, shared.rate(), prefix, problems);
+    let replays = Replays::read(&s, &publish, (planned, common.duration), prefix, problems);
+    let live = replays.live_tail || replays.listed(ReplayDeliver::New);
     let live_rate = s.live_rate.unwrap_or(rate);
     let live_duration = s.live_duration.map_or(Duration::from_secs(2), |d| d.0);
     if !live {
@@ -386,15 +215,209 @@ pub(super) fn read(
         rate,
         publish,
         planned_messages: planned,
-        instant,
-        original,
-        readers,
-        start_sequence,
-        start_time,
-        live_tail,
+        instant: replays.instant,
+        original: replays.original,
+        readers: replays.readers,
+        start_sequence: replays.start_sequence,
+        start_time: replays.start_time,
+        live_tail: replays.live_tail,
         live_rate,
         live_duration,
     })
+}
+
+/// A replay at the original pace is silent for as long as the longest
+/// recorded gap: the drain timeout must outlast it (by default it does).
+fn drain_outlasts_the_longest_gap(
+    common: &mut CommonPlan,
+    arrival: &ArrivalPlan,
+    shared: &Shared,
+    prefix: &str,
+    problems: &mut Problems,
+) {
+    let longest_gap = match arrival {
+        ArrivalPlan::Bursts { spacing, pause, .. } => (*spacing).max(*pause),
+        ArrivalPlan::Gaps(gaps) => gaps.iter().copied().max().unwrap_or_default(),
+        ArrivalPlan::Steps(steps) => {
+            let slowest = steps.iter().map(|s| s.0).min().unwrap_or(1);
+            Duration::from_secs_f64(1.0 / slowest.max(1) as f64)
+        }
+        ArrivalPlan::Ramp { from, to } => {
+            Duration::from_secs_f64(1.0 / (*from).min(*to).max(1) as f64)
+        }
+        ArrivalPlan::Steady | ArrivalPlan::Poisson { .. } => Duration::ZERO,
+    };
+    if !shared.drain_timeout_given() {
+        common.drain_timeout = common
+            .drain_timeout
+            .max(longest_gap + Duration::from_secs(10));
+    } else if common.drain_timeout <= longest_gap {
+        problems.push(
+            format!("{prefix}.drain_timeout"),
+            format!(
+                "{} is not longer than the pattern's longest gap ({}), which a replay at the \
+                 original pace waits out",
+                format_duration(common.drain_timeout),
+                format_duration(longest_gap)
+            ),
+        );
+    }
+}
+
+/// The recording's mean rate and its size in messages.
+fn recording(
+    common: &CommonPlan,
+    arrival: &ArrivalPlan,
+    given: Option<u64>,
+    prefix: &str,
+    problems: &mut Problems,
+) -> (u64, u64) {
+    let key = |k: &str| format!("{prefix}.{k}");
+    let span = common.duration;
+    let rate = match (arrival.uses_rate(), given) {
+        (true, Some(r)) => {
+            problems.range(&key("rate"), r, 1, MAX_RATE, " msg/s");
+            r
+        }
+        (true, None) => {
+            problems.push(
+                key("rate"),
+                "missing; the recording's mean msg/s, e.g. rate = 500",
+            );
+            1
+        }
+        (false, Some(_)) => {
+            problems.push(
+                key("rate"),
+                "bursts and gaps set their own rate; remove rate or use arrival = \"poisson\"",
+            );
+            1
+        }
+        (false, None) => 1,
+    };
+    let planned = if problems.is_empty() && !span.is_zero() {
+        arrival_count(arrival, Some(rate), span)
+    } else {
+        0
+    };
+    let rate = if arrival.uses_rate() {
+        rate
+    } else {
+        ((planned as f64 / span.as_secs_f64().max(1e-9)).round() as u64).max(1)
+    };
+    if problems.is_empty() && planned < 2 {
+        problems.push(
+            key("duration"),
+            format!(
+                "the recording would hold {planned} message(s); a replay needs at least 2 \
+                 (a longer duration or a denser pattern)"
+            ),
+        );
+    }
+    if planned >= MAX_ARRIVALS {
+        problems.push(
+            key("duration"),
+            format!(
+                "the recording would hold {MAX_ARRIVALS} messages or more; at most {MAX_ARRIVALS}"
+            ),
+        );
+    }
+    (rate, planned)
+}
+
+/// What is replayed, and how: the deliver policies per pacing, the
+/// readers, where the by-start policies start.
+struct Replays {
+    instant: Vec<ReplayDeliver>,
+    original: Vec<ReplayDeliver>,
+    readers: Vec<ReplayReader>,
+    live_tail: bool,
+    start_sequence: u64,
+    start_time: Duration,
+}
+
+impl Replays {
+    fn listed(&self, d: ReplayDeliver) -> bool {
+        self.instant.contains(&d) || self.original.contains(&d)
+    }
+
+    /// `(planned, span)`: the recording's messages and duration.
+    fn read(
+        s: &ReplaySection,
+        publish: &PublishPlan,
+        (planned, span): (u64, Duration),
+        prefix: &str,
+        problems: &mut Problems,
+    ) -> Replays {
+        let key = |k: &str| format!("{prefix}.{k}");
+        let mut r = Replays {
+            instant: s.instant.clone().map_or(vec![ReplayDeliver::All], |l| l.0),
+            original: s.original.clone().map_or(vec![ReplayDeliver::All], |l| l.0),
+            readers: s
+                .consumers
+                .clone()
+                .map_or(vec![ReplayReader::Ordered, ReplayReader::Pull], |l| l.0),
+            live_tail: s.live_tail.unwrap_or(false),
+            start_sequence: planned / 2 + 1,
+            start_time: span / 2,
+        };
+        for (name, list) in [("instant", &r.instant), ("original", &r.original)] {
+            if has_repeats(list) {
+                problems.push(key(name), "lists a deliver policy twice");
+            }
+        }
+        if r.instant.is_empty() && r.original.is_empty() && !r.live_tail {
+            problems.push(
+                key("instant"),
+                "instant and original are both empty: list deliver policies to replay, e.g. \
+                 instant = [\"all\", \"by_start_time\"]",
+            );
+        }
+        if r.readers.is_empty() {
+            problems.push(
+                key("consumers"),
+                "lists no consumer; use \"ordered\", \"pull\" or both",
+            );
+        } else if has_repeats(&r.readers) {
+            problems.push(key("consumers"), "lists a consumer twice");
+        }
+        if r.listed(ReplayDeliver::LastPerSubject) && publish.subjects < 2 {
+            problems.push(
+                key("subjects"),
+                "last_per_subject replays each subject's last message: record over subjects >= 2",
+            );
+        }
+        if let Some(seq) = s.start_sequence {
+            if !r.listed(ReplayDeliver::ByStartSequence) {
+                problems.push(key("start_sequence"), "applies to by_start_sequence only");
+            } else if planned > 0 {
+                problems.range(
+                    &key("start_sequence"),
+                    seq,
+                    1,
+                    planned,
+                    " (a sequence of the recording)",
+                );
+            }
+            r.start_sequence = seq;
+        }
+        if let Some(t) = s.start_time {
+            if !r.listed(ReplayDeliver::ByStartTime) {
+                problems.push(key("start_time"), "applies to by_start_time only");
+            } else if t.0 >= span && !span.is_zero() {
+                problems.push(
+                    key("start_time"),
+                    format!(
+                        "{} is not inside the recording; allowed 0s up to duration ({})",
+                        format_duration(t.0),
+                        format_duration(span)
+                    ),
+                );
+            }
+            r.start_time = t.0;
+        }
+        r
+    }
 }
 
 #[cfg(test)]

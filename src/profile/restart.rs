@@ -1,59 +1,36 @@
-//! `kind = "restart"`: keys and checks.
+//! `kind = "restart"`: its keys beside the shared paced load.
 
 use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::arrival::ArrivalSpec;
-use super::common::{
-    ConsumerSection, PublishKeys, SizeSpec, Timing, common_plan, paced_rate, publish_plan,
-    require_explicit_ack,
-};
-use super::{Dur, MsgId, Problems, RestartPlan, read_section};
-use super::{FaultKind, FaultNode};
+use super::shared::{Offer, Paced, split};
+use super::{Dur, FaultKind, FaultNode, MsgId, Problems, RestartPlan};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RestartSection {
-    name: Option<String>,
-    duration: Option<Dur>,
-    warmup: Option<Dur>,
-    drain_timeout: Option<Dur>,
-    rate: Option<u64>,
-    #[serde(default)]
-    arrival: ArrivalSpec,
-    publishers: Option<usize>,
-    message_size: Option<SizeSpec>,
-    pub_ack_window: Option<usize>,
-    pub_ack_timeout: Option<Dur>,
     resend_after: Option<Dur>,
     kill_after: Option<Dur>,
     down_for: Option<Dur>,
     node: Option<FaultNode>,
     fault: Option<FaultKind>,
-    #[serde(default)]
-    consumer: ConsumerSection,
 }
+
+/// Restart's publishers set their window and timeout; nothing in the
+/// client's hands is planned to fail.
+const OFFER: Offer = Offer::PACED
+    .and(&["pub_ack_window", "pub_ack_timeout"])
+    .less(&["behaviour"]);
 
 pub(super) fn read(
     table: toml::Table,
     prefix: &str,
     problems: &mut Problems,
 ) -> Option<RestartPlan> {
-    let s: RestartSection = read_section(table, prefix, problems)?;
+    let (mut shared, s) = split::<RestartSection>(table, OFFER, prefix, problems)?;
     let key = |k: &str| format!("{prefix}.{k}");
-    let mut common = common_plan(
-        "restart",
-        Timing {
-            name: s.name,
-            duration: s.duration,
-            warmup: s.warmup,
-            drain_timeout: s.drain_timeout,
-        },
-        prefix,
-        problems,
-    );
-    let (rate, arrival) = paced_rate(s.rate, &s.arrival, &common, prefix, 500, problems);
+    let mut common = shared.common("restart", problems);
     let down_for = s.down_for.map(|d| d.0).unwrap_or(Duration::from_secs(1));
     problems.range(
         &key("down_for"),
@@ -62,22 +39,17 @@ pub(super) fn read(
         600.0,
         " seconds",
     );
-    let mut publish = publish_plan(
-        PublishKeys {
-            publishers: s.publishers,
-            message_size: s.message_size,
+    let mut load = shared.paced(
+        &common,
+        Paced {
+            // Unique ids: a resend must find its original stored.
             msg_id: MsgId::Unique,
-            pub_ack_window: s.pub_ack_window,
             // PubAcks stop for the whole outage; give up only well after it.
-            pub_ack_timeout: s
-                .pub_ack_timeout
-                .or(Some(super::Dur(down_for * 4 + Duration::from_secs(10)))),
-            ..Default::default()
+            pub_ack_timeout: Some(down_for * 4 + Duration::from_secs(10)),
+            ..Paced::of("restart", 500)
         },
-        prefix,
         problems,
     );
-    publish.arrival = arrival;
     let resend_after = s
         .resend_after
         .map(|d| d.0)
@@ -89,9 +61,7 @@ pub(super) fn read(
         60.0,
         " seconds",
     );
-    publish.resend_after = Some(resend_after);
-    let consumer = s.consumer.validate(prefix, false, problems);
-    require_explicit_ack(&consumer, "restart", prefix, problems);
+    load.publish.resend_after = Some(resend_after);
     let kill_after = s.kill_after.map(|d| d.0).unwrap_or_default();
     if s.kill_after.is_none() {
         problems.push(
@@ -104,16 +74,14 @@ pub(super) fn read(
             "must come before the end of warmup + duration, while the load runs",
         );
     }
-    if s.drain_timeout.is_none() {
+    if !shared.drain_timeout_given() {
         common.drain_timeout = common
             .drain_timeout
-            .max(consumer.ack_wait * 2 + down_for * 2);
+            .max(load.consumer.ack_wait * 2 + down_for * 2);
     }
     Some(RestartPlan {
         common,
-        rate,
-        publish,
-        consumer,
+        load,
         kill_after,
         down_for,
         node: s.node.unwrap_or(FaultNode::Server),

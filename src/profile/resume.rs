@@ -1,38 +1,21 @@
-//! `kind = "resume"`: keys and checks.
+//! `kind = "resume"`: its keys beside the shared paced load.
 
 use std::time::Duration;
 
 use serde::Deserialize;
 
 use super::CrashPoint;
-use super::arrival::ArrivalSpec;
-use super::behaviour::BehaviourSection;
-use super::common::{
-    ConsumerSection, OneOrMany, PublishKeys, SizeSpec, Timing, common_plan, paced_rate,
-    publish_plan, require_explicit_ack,
-};
-use super::{Dur, MsgId, Problems, ResumePlan, read_section};
+use super::common::OneOrMany;
+use super::shared::{Offer, Paced, split};
+use super::{Dur, Problems, ResumePlan};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ResumeSection {
-    name: Option<String>,
-    duration: Option<Dur>,
-    warmup: Option<Dur>,
-    drain_timeout: Option<Dur>,
-    rate: Option<u64>,
-    #[serde(default)]
-    arrival: ArrivalSpec,
-    publishers: Option<usize>,
-    message_size: Option<SizeSpec>,
     crash_after: Option<Dur>,
     crash_at: Option<OneOrMany<CrashPoint>>,
     rebind_after: Option<Dur>,
     idempotent: Option<OneOrMany<bool>>,
-    #[serde(default)]
-    consumer: ConsumerSection,
-    #[serde(default)]
-    behaviour: BehaviourSection,
 }
 
 pub(super) fn read(
@@ -40,33 +23,11 @@ pub(super) fn read(
     prefix: &str,
     problems: &mut Problems,
 ) -> Option<ResumePlan> {
-    let s: ResumeSection = read_section(table, prefix, problems)?;
+    let (mut shared, s) = split::<ResumeSection>(table, Offer::PACED, prefix, problems)?;
     let key = |k: &str| format!("{prefix}.{k}");
-    let mut common = common_plan(
-        "resume",
-        Timing {
-            name: s.name,
-            duration: s.duration,
-            warmup: s.warmup,
-            drain_timeout: s.drain_timeout,
-        },
-        prefix,
-        problems,
-    );
-    let (rate, arrival) = paced_rate(s.rate, &s.arrival, &common, prefix, 300, problems);
-    let mut publish = publish_plan(
-        PublishKeys {
-            publishers: s.publishers,
-            message_size: s.message_size,
-            msg_id: MsgId::None,
-            ..Default::default()
-        },
-        prefix,
-        problems,
-    );
-    publish.arrival = arrival;
-    let consumer = s.consumer.validate(prefix, false, problems);
-    require_explicit_ack(&consumer, "resume", prefix, problems);
+    let mut common = shared.common("resume", problems);
+    let load = shared.paced(&common, Paced::of("resume", 300), problems);
+    let (consumer, behaviour) = (&load.consumer, &load.behaviour);
     // With one client, what the server holds unacked after the crash is
     // exactly what the crashed client took with it.
     if consumer.consumers != 1 {
@@ -75,7 +36,6 @@ pub(super) fn read(
             "resume crashes the one client bound to the durable; use 1",
         );
     }
-    let behaviour = s.behaviour.validate(prefix, &consumer, problems);
     if !behaviour.classes.is_empty() {
         problems.push(
             key("behaviour"),
@@ -122,7 +82,7 @@ pub(super) fn read(
         600.0,
         " seconds",
     );
-    if s.drain_timeout.is_none() {
+    if !shared.drain_timeout_given() {
         common.drain_timeout = common
             .drain_timeout
             .max(consumer.ack_wait * 3 + rebind_after);
@@ -136,10 +96,7 @@ pub(super) fn read(
     }
     Some(ResumePlan {
         common,
-        rate,
-        publish,
-        consumer,
-        behaviour,
+        load,
         crash_after,
         crash_at,
         rebind_after,

@@ -96,13 +96,13 @@ impl ScenarioPlan {
         match self {
             ScenarioPlan::Latency(p) => Some(&p.consumer),
             ScenarioPlan::Ack(p) => Some(&p.consumer),
-            ScenarioPlan::Redelivery(p) => Some(&p.consumer),
-            ScenarioPlan::Backpressure(p) => Some(&p.consumer),
-            ScenarioPlan::Resume(p) => Some(&p.consumer),
-            ScenarioPlan::Restart(p) => Some(&p.consumer),
-            ScenarioPlan::Dlq(p) => Some(&p.consumer),
+            ScenarioPlan::Redelivery(p) => Some(&p.load.consumer),
+            ScenarioPlan::Backpressure(p) => Some(&p.load.consumer),
+            ScenarioPlan::Resume(p) => Some(&p.load.consumer),
+            ScenarioPlan::Restart(p) => Some(&p.load.consumer),
+            ScenarioPlan::Dlq(p) => Some(&p.load.consumer),
             ScenarioPlan::Fanout(p) => Some(&p.consumer),
-            ScenarioPlan::Outage(p) => Some(&p.consumer),
+            ScenarioPlan::Outage(p) => Some(&p.load.consumer),
             ScenarioPlan::Publish(_) | ScenarioPlan::Replay(_) => None,
         }
     }
@@ -111,13 +111,13 @@ impl ScenarioPlan {
         match self {
             ScenarioPlan::Latency(p) => Some(&mut p.consumer),
             ScenarioPlan::Ack(p) => Some(&mut p.consumer),
-            ScenarioPlan::Redelivery(p) => Some(&mut p.consumer),
-            ScenarioPlan::Backpressure(p) => Some(&mut p.consumer),
-            ScenarioPlan::Resume(p) => Some(&mut p.consumer),
-            ScenarioPlan::Restart(p) => Some(&mut p.consumer),
-            ScenarioPlan::Dlq(p) => Some(&mut p.consumer),
+            ScenarioPlan::Redelivery(p) => Some(&mut p.load.consumer),
+            ScenarioPlan::Backpressure(p) => Some(&mut p.load.consumer),
+            ScenarioPlan::Resume(p) => Some(&mut p.load.consumer),
+            ScenarioPlan::Restart(p) => Some(&mut p.load.consumer),
+            ScenarioPlan::Dlq(p) => Some(&mut p.load.consumer),
             ScenarioPlan::Fanout(p) => Some(&mut p.consumer),
-            ScenarioPlan::Outage(p) => Some(&mut p.consumer),
+            ScenarioPlan::Outage(p) => Some(&mut p.load.consumer),
             ScenarioPlan::Publish(_) | ScenarioPlan::Replay(_) => None,
         }
     }

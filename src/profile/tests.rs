@@ -461,13 +461,13 @@ fn redelivery_reads_behaviours_into_classes_with_scripts() {
         panic!("redelivery")
     };
     assert!(r.baseline);
-    assert_eq!(r.consumer.ack_deadline(1), Duration::from_millis(100));
+    assert_eq!(r.load.consumer.ack_deadline(1), Duration::from_millis(100));
     assert_eq!(
-        r.consumer.ack_deadline(9),
+        r.load.consumer.ack_deadline(9),
         Duration::from_secs(1),
         "the last entry repeats"
     );
-    let b = &r.behaviour;
+    let b = &r.load.behaviour;
     assert_eq!((b.seed, b.handlers), (3, 4));
     let names: Vec<&str> = b.classes.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["nak", "nak_delay", "transient", "poison"]);

@@ -34,12 +34,12 @@ pub async fn run(
 ) -> Result<()> {
     let mut points = Vec::new();
     for &map in &plan.max_ack_pending {
-        let mut consumer = plan.consumer.clone();
+        let mut consumer = plan.load.consumer.clone();
         consumer.max_ack_pending = map;
         points.push((format!("map-{map}"), consumer));
     }
     for &ack_wait in &plan.expiry_ack_waits {
-        let mut consumer = plan.consumer.clone();
+        let mut consumer = plan.load.consumer.clone();
         consumer.max_ack_pending = plan.expiry_max_ack_pending;
         consumer.ack_wait = ack_wait;
         points.push((format!("expiry-{}", format_duration(ack_wait)), consumer));
@@ -62,17 +62,17 @@ pub async fn run(
 }
 
 fn describe(plan: &BackpressurePlan, c: &ConsumerPlan, r: &mut VariantResult) {
-    r.param("rate", plan.rate);
-    super::shape::describe(&plan.publish.arrival, r);
+    r.param("rate", plan.load.rate);
+    super::shape::describe(&plan.load.publish.arrival, r);
     r.param("duration", format_duration(plan.common.duration));
     r.param("max_ack_pending", c.max_ack_pending);
     r.param("ack_wait", format_duration(c.ack_wait));
     r.param("consumers", c.consumers);
     r.param("batch", c.batch);
     r.param("read", c.kind);
-    r.param("processing", plan.behaviour.processing.to_string());
-    r.param("handlers", plan.behaviour.handlers);
-    r.param("classes", &plan.behaviour.classes);
+    r.param("processing", plan.load.behaviour.processing.to_string());
+    r.param("handlers", plan.load.behaviour.handlers);
+    r.param("classes", &plan.load.behaviour.classes);
 }
 
 async fn run_variant(
@@ -91,14 +91,14 @@ async fn run_variant(
     } = provision_durable(ctx, scenario, &variant, consumer).await?;
 
     // Drive.
-    let behaviour = Arc::new(plan.behaviour.clone());
+    let behaviour = Arc::new(plan.load.behaviour.clone());
     let spec = DriveSpec::paced(
         format!("{scenario} {variant}"),
         &stream_name,
         format!("{base}.0"),
-        &plan.publish,
+        &plan.load.publish,
         &plan.common,
-        plan.rate,
+        plan.load.rate,
         ConsumerSpec::observed(durable, consumer.clone(), behaviour.clone(), SAMPLE_EVERY),
     );
     let outcome = drive(ctx, &spec).await;
@@ -119,7 +119,7 @@ async fn run_variant(
     super::shape::per_step(
         &outcome.e2e_intended,
         outcome.t0_ns,
-        &plan.publish.arrival,
+        &plan.load.publish.arrival,
         result,
     );
     verify(&outcome, &analysis, stored, result);
@@ -161,12 +161,12 @@ fn measure(
     } else {
         a.observed.acked as f64 / span.as_secs_f64()
     };
-    let concurrency = (c.consumers * plan.behaviour.handlers) as f64;
+    let concurrency = (c.consumers * plan.load.behaviour.handlers) as f64;
     let limit = bound(
-        plan.rate as f64,
+        plan.load.rate as f64,
         concurrency,
         c.max_ack_pending as f64,
-        plan.behaviour.processing.mean(),
+        plan.load.behaviour.processing.mean(),
     );
     r.metrics.push(Metric::new(
         "publish_rate",
@@ -204,7 +204,7 @@ fn measure(
         .extend(latency_metrics("processing_measured", &measured));
     r.histograms.push(("processing_measured".into(), handled));
     let limit_measured = bound(
-        plan.rate as f64,
+        plan.load.rate as f64,
         concurrency,
         c.max_ack_pending as f64,
         Duration::from_secs_f64(measured.mean_us / 1e6),
@@ -295,6 +295,7 @@ fn measure(
     }
     // Messages nak'ed with a delay hold a MaxAckPending slot for the delay.
     let held: f64 = plan
+        .load
         .behaviour
         .classes
         .iter()
@@ -310,7 +311,7 @@ fn measure(
             _ => None,
         })
         .sum::<f64>()
-        * plan.rate as f64;
+        * plan.load.rate as f64;
     if held > 0.0 {
         r.metrics.push(Metric::new(
             "slots_held_by_delayed_naks",

@@ -72,7 +72,7 @@ pub async fn run(
         // The same load and pipeline, every message acked at once.
         let clean = BehaviourPlan {
             classes: Vec::new(),
-            ..plan.behaviour.clone()
+            ..plan.load.behaviour.clone()
         };
         let (result, figures) = variant(
             ctx,
@@ -101,7 +101,7 @@ pub async fn run(
             Variant {
                 name: retention.label(),
                 retention: *retention,
-                behaviour: plan.behaviour.clone(),
+                behaviour: plan.load.behaviour.clone(),
                 restart_after: plan.handler.restart_after,
             },
             baseline,
@@ -142,15 +142,15 @@ async fn variant(
 }
 
 fn describe(plan: &DlqPlan, v: &Variant, r: &mut VariantResult) {
-    let c = &plan.consumer;
+    let c = &plan.load.consumer;
     let h = &plan.handler;
     r.param("retention", v.retention);
-    r.param("rate", plan.rate);
-    super::shape::describe(&plan.publish.arrival, r);
+    r.param("rate", plan.load.rate);
+    super::shape::describe(&plan.load.publish.arrival, r);
     r.param("duration", format_duration(plan.common.duration));
     r.param("warmup", format_duration(plan.common.warmup));
-    r.param("publishers", plan.publish.publishers);
-    r.param("msg_id", plan.publish.msg_id);
+    r.param("publishers", plan.load.publish.publishers);
+    r.param("msg_id", plan.load.publish.msg_id);
     r.param("consumers", c.consumers);
     r.param("ack_wait", format_duration(c.ack_wait));
     r.param(
@@ -427,7 +427,7 @@ async fn run_variant(
             }
         })
         .await?;
-    let c = &plan.consumer;
+    let c = &plan.load.consumer;
     ctx.provisioner
         .create_consumer(&stream, durable_config(&durable, c, &base), c.pedantic)
         .await?;
@@ -479,9 +479,9 @@ async fn run_variant(
         format!("{scenario} {variant}"),
         &stream_name,
         format!("{base}.0"),
-        &plan.publish,
+        &plan.load.publish,
         &plan.common,
-        plan.rate,
+        plan.load.rate,
         ConsumerSpec {
             // The audit's record of originals that may be gone by then.
             keep_doomed: true,
@@ -603,7 +603,7 @@ async fn run_variant(
     super::shape::per_step(
         &outcome.e2e_intended,
         outcome.t0_ns,
-        &plan.publish.arrival,
+        &plan.load.publish.arrival,
         result,
     );
     verify(
@@ -814,7 +814,7 @@ fn measure(
     r.histograms
         .push(("e2e_latency".into(), o.e2e_intended.clone()));
 
-    let l = latencies(o, a, expected, &e.pipeline, &plan.consumer);
+    let l = latencies(o, a, expected, &e.pipeline, &plan.load.consumer);
     for (name, h) in [
         ("dlq_latency", &l.dlq),
         ("dlq_after_deadline", &l.dlq_after_deadline),

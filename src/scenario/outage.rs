@@ -63,10 +63,10 @@ pub async fn run(
 }
 
 fn describe(plan: &OutageScenarioPlan, pattern: OutagePattern, r: &mut VariantResult) {
-    let c = &plan.consumer;
+    let c = &plan.load.consumer;
     r.param("pattern", pattern.label());
-    r.param("rate", plan.rate);
-    super::shape::describe(&plan.publish.arrival, r);
+    r.param("rate", plan.load.rate);
+    super::shape::describe(&plan.load.publish.arrival, r);
     r.param("duration", format_duration(plan.common.duration));
     r.param("warmup", format_duration(plan.common.warmup));
     r.param("outage_after", format_duration(plan.after));
@@ -104,7 +104,7 @@ async fn run_variant(
 ) -> Result<()> {
     // Provision.
     let variant = result.name.clone();
-    let c = &plan.consumer;
+    let c = &plan.load.consumer;
     let VariantNames {
         stream: stream_name,
         base,
@@ -123,9 +123,9 @@ async fn run_variant(
         format!("{scenario} {variant}"),
         &stream_name,
         format!("{base}.0"),
-        &plan.publish,
+        &plan.load.publish,
         &plan.common,
-        plan.rate,
+        plan.load.rate,
         consumer,
     );
     let outcome = drive(ctx, &spec).await;
@@ -141,7 +141,7 @@ async fn run_variant(
         ack_wait: c.ack_wait,
     };
     let figures = Figures::of(&outcome.events, &window, outcome.pause.as_ref());
-    measure(&outcome, &figures, &window, plan.rate, result);
+    measure(&outcome, &figures, &window, plan.load.rate, result);
     verify(&outcome, &figures, pattern, stored, result);
     deleted.context("cleaning up after the variant")?;
     Ok(())

@@ -50,7 +50,7 @@ pub async fn run(
         // The same load, processing time and handlers, every message acked at once.
         let clean = BehaviourPlan {
             classes: Vec::new(),
-            ..plan.behaviour.clone()
+            ..plan.load.behaviour.clone()
         };
         let (result, figures) = variant(ctx, scenario, plan, "baseline", clean, None).await;
         baseline = figures;
@@ -62,7 +62,7 @@ pub async fn run(
             scenario,
             plan,
             "plan",
-            plan.behaviour.clone(),
+            plan.load.behaviour.clone(),
             baseline,
         )
         .await;
@@ -96,11 +96,11 @@ async fn variant(
 }
 
 fn describe(plan: &RedeliveryPlan, behaviour: &BehaviourPlan, r: &mut VariantResult) {
-    let c = &plan.consumer;
-    r.param("rate", plan.rate);
-    super::shape::describe(&plan.publish.arrival, r);
+    let c = &plan.load.consumer;
+    r.param("rate", plan.load.rate);
+    super::shape::describe(&plan.load.publish.arrival, r);
     r.param("duration", format_duration(plan.common.duration));
-    r.param("publishers", plan.publish.publishers);
+    r.param("publishers", plan.load.publish.publishers);
     r.param("consumers", c.consumers);
     r.param("read", c.kind);
     r.param("ack_wait", format_duration(c.ack_wait));
@@ -129,7 +129,7 @@ async fn run_variant(
 ) -> Result<Figures> {
     // Provision.
     let variant = result.name.clone();
-    let c = &plan.consumer;
+    let c = &plan.load.consumer;
     let VariantNames {
         stream: stream_name,
         base,
@@ -153,9 +153,9 @@ async fn run_variant(
         format!("{scenario} {variant}"),
         &stream_name,
         format!("{base}.0"),
-        &plan.publish,
+        &plan.load.publish,
         &plan.common,
-        plan.rate,
+        plan.load.rate,
         consumer,
     );
     let outcome = drive(ctx, &spec).await;
@@ -180,7 +180,7 @@ async fn run_variant(
     super::shape::per_step(
         &outcome.e2e_intended,
         outcome.t0_ns,
-        &plan.publish.arrival,
+        &plan.load.publish.arrival,
         result,
     );
     verify(&outcome, &analysis, &advisories, stored, result);

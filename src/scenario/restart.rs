@@ -40,8 +40,8 @@ pub async fn run(
         word(serde_json::to_value(plan.node)?)
     ));
     result.param("fault", plan.fault);
-    result.param("rate", plan.rate);
-    super::shape::describe(&plan.publish.arrival, &mut result);
+    result.param("rate", plan.load.rate);
+    super::shape::describe(&plan.load.publish.arrival, &mut result);
     result.param("duration", format_duration(plan.common.duration));
     result.param("kill_after", format_duration(plan.kill_after));
     result.param("down_for", format_duration(plan.down_for));
@@ -49,9 +49,9 @@ pub async fn run(
     result.param("replicas", ctx.server.replicas);
     result.param(
         "resend_after",
-        plan.publish.resend_after.map(format_duration),
+        plan.load.publish.resend_after.map(format_duration),
     );
-    result.param("ack_wait", format_duration(plan.consumer.ack_wait));
+    result.param("ack_wait", format_duration(plan.load.consumer.ack_wait));
     if let Err(e) = run_variant(ctx, scenario.name(), plan, &mut result).await {
         result.error = Some(format!("{e:#}"));
     }
@@ -77,18 +77,18 @@ async fn run_variant(
         stream: stream_name,
         base,
         durable,
-    } = provision_durable(ctx, scenario, &variant, &plan.consumer).await?;
+    } = provision_durable(ctx, scenario, &variant, &plan.load.consumer).await?;
 
     // Drive, with the kill and the restart.
-    let mut consumer = ConsumerSpec::acking(durable, plan.consumer.clone());
+    let mut consumer = ConsumerSpec::acking(durable, plan.load.consumer.clone());
     consumer.sample_every = Some(SAMPLE_EVERY);
     let mut spec = DriveSpec::paced(
         format!("{scenario} {variant}"),
         &stream_name,
         format!("{base}.0"),
-        &plan.publish,
+        &plan.load.publish,
         &plan.common,
-        plan.rate,
+        plan.load.rate,
         consumer,
     );
     spec.msg_id_prefix = format!("{}-{scenario}-{variant}", ctx.names.token());
@@ -122,7 +122,7 @@ async fn run_variant(
     super::shape::per_step(
         &outcome.e2e_intended,
         outcome.t0_ns,
-        &plan.publish.arrival,
+        &plan.load.publish.arrival,
         result,
     );
     verify(&outcome, &read, result);

@@ -51,16 +51,16 @@ pub async fn run(
             name.to_string()
         };
         let mut result = VariantResult::new(name);
-        result.param("rate", plan.rate);
+        result.param("rate", plan.load.rate);
         result.param("duration", format_duration(plan.common.duration));
         result.param("crash_after", format_duration(plan.crash_after));
         result.param("crash_at", point);
         result.param("rebind_after", format_duration(plan.rebind_after));
-        result.param("ack_wait", format_duration(plan.consumer.ack_wait));
-        result.param("processing", plan.behaviour.processing.to_string());
-        result.param("handlers", plan.behaviour.handlers);
+        result.param("ack_wait", format_duration(plan.load.consumer.ack_wait));
+        result.param("processing", plan.load.behaviour.processing.to_string());
+        result.param("handlers", plan.load.behaviour.handlers);
         result.param("idempotent", idempotent);
-        super::shape::describe(&plan.publish.arrival, &mut result);
+        super::shape::describe(&plan.load.publish.arrival, &mut result);
         let run = (point, idempotent);
         if let Err(e) = run_variant(ctx, scenario.name(), plan, run, &mut result).await {
             result.error = Some(format!("{e:#}"));
@@ -84,13 +84,13 @@ async fn run_variant(
         stream: stream_name,
         base,
         durable,
-    } = provision_durable(ctx, scenario, &variant, &plan.consumer).await?;
+    } = provision_durable(ctx, scenario, &variant, &plan.load.consumer).await?;
 
     // Drive, with the crash and the rebind.
     let mut consumer = ConsumerSpec::observed(
         durable,
-        plan.consumer.clone(),
-        Arc::new(plan.behaviour.clone()),
+        plan.load.consumer.clone(),
+        Arc::new(plan.load.behaviour.clone()),
         SAMPLE_EVERY,
     );
     consumer.crash = Some(CrashPlan {
@@ -108,9 +108,9 @@ async fn run_variant(
         format!("{scenario} {variant}"),
         &stream_name,
         format!("{base}.0"),
-        &plan.publish,
+        &plan.load.publish,
         &plan.common,
-        plan.rate,
+        plan.load.rate,
         consumer,
     );
     let outcome = drive(ctx, &spec).await;

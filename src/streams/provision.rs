@@ -15,8 +15,8 @@ use async_nats::jetstream::{self, consumer, stream};
 use serde::{Deserialize, Serialize};
 
 use crate::profile::{
-    AckPolicy, Compression, ConsumerKind, ConsumerPlan, Discard, Profile, PublishPlan, Rate,
-    RatePer, Retention, ScenarioPlan, ServerPlan, Storage, StreamSettings,
+    AckPolicy, Compression, ConsumerKind, ConsumerPlan, Discard, PacedLoad, Profile, PublishPlan,
+    Rate, RatePer, Retention, ScenarioPlan, ServerPlan, Storage, StreamSettings,
 };
 
 /// Where a stream's replicas live, from stream info at the end of a variant:
@@ -468,6 +468,13 @@ pub fn footprint(profile: &Profile) -> Footprint {
             let span = (common.warmup + common.duration).as_secs_f64();
             (rate * span) as u64 * (plan.message_size.mean() as u64 + PER_MESSAGE_OVERHEAD)
         };
+        // The paced load: what it stores, and the MaxAckPending it asks for.
+        let paced_load = |load: &PacedLoad| {
+            (
+                paced(load.rate as f64, &load.publish),
+                load.consumer.max_ack_pending,
+            )
+        };
         let (bytes, max_ack_pending) = match scenario {
             ScenarioPlan::Latency(p) => {
                 let fattest = p.rates.iter().copied().max().unwrap_or(0) as f64;
@@ -495,18 +502,10 @@ pub fn footprint(profile: &Profile) -> Footprint {
                 let per_message = p.message_size as u64 + PER_MESSAGE_OVERHEAD;
                 (p.messages * per_message, p.consumer.max_ack_pending)
             }
-            ScenarioPlan::Redelivery(p) => {
-                (paced(p.rate as f64, &p.publish), p.consumer.max_ack_pending)
-            }
-            ScenarioPlan::Resume(p) => {
-                (paced(p.rate as f64, &p.publish), p.consumer.max_ack_pending)
-            }
-            ScenarioPlan::Restart(p) => {
-                (paced(p.rate as f64, &p.publish), p.consumer.max_ack_pending)
-            }
-            ScenarioPlan::Outage(p) => {
-                (paced(p.rate as f64, &p.publish), p.consumer.max_ack_pending)
-            }
+            ScenarioPlan::Redelivery(p) => paced_load(&p.load),
+            ScenarioPlan::Resume(p) => paced_load(&p.load),
+            ScenarioPlan::Restart(p) => paced_load(&p.load),
+            ScenarioPlan::Outage(p) => paced_load(&p.load),
             ScenarioPlan::Backpressure(p) => {
                 let largest = p.max_ack_pending.iter().copied().max().unwrap_or(0);
                 let expiry = if p.expiry_ack_waits.is_empty() {
@@ -514,7 +513,7 @@ pub fn footprint(profile: &Profile) -> Footprint {
                 } else {
                     p.expiry_max_ack_pending
                 };
-                (paced(p.rate as f64, &p.publish), largest.max(expiry))
+                (paced_load(&p.load).0, largest.max(expiry))
             }
             ScenarioPlan::Replay(p) => {
                 // One stream: the recording, plus what the live variants append.
@@ -551,7 +550,7 @@ pub fn footprint(profile: &Profile) -> Footprint {
                 // durable, the handler's and (interest) a second one.
                 need.streams = need.streams.max(3);
                 need.consumers = need.consumers.max(3);
-                (paced(p.rate as f64, &p.publish), p.consumer.max_ack_pending)
+                paced_load(&p.load)
             }
         };
         need.bytes = need.bytes.max(bytes);

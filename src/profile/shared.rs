@@ -1,0 +1,524 @@
+//! The keys many scenario kinds share, read in one place: the timing, and
+//! the paced load most scenarios drive (a rate or an arrival shape,
+//! publishers, message size and ids, the durable, its clients' behaviour).
+//!
+//! A kind names the shared keys it offers ([`Offer`]); [`split`] reads
+//! those here and hands the rest of the table to the kind's own section.
+//! serde's `flatten` would read both at once but does not combine with
+//! `deny_unknown_fields`, so the split checks unknown keys itself: a key is
+//! unknown when neither the offer nor the kind's section has it, and the
+//! error lists every key the kind accepts.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+use super::arrival::ArrivalSpec;
+use super::behaviour::BehaviourSection;
+use super::common::{
+    ConsumerSection, PublishKeys, SizeSpec, paced_rate, publish_plan, require_explicit_ack,
+};
+use super::{
+    ArrivalPlan, BehaviourPlan, CommonPlan, ConsumerPlan, Dur, MsgId, NAME_RULE, Problems,
+    PublishPlan, is_safe_name, read_section,
+};
+
+/// How long a drain waits for the last deliveries, when the profile does
+/// not say.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Every shared key, as a profile writes it; a kind reads the ones it
+/// offers.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SharedSection {
+    name: Option<String>,
+    duration: Option<Dur>,
+    warmup: Option<Dur>,
+    drain_timeout: Option<Dur>,
+    rate: Option<u64>,
+    #[serde(default)]
+    arrival: ArrivalSpec,
+    publishers: Option<usize>,
+    message_size: Option<SizeSpec>,
+    msg_id: Option<MsgId>,
+    headers: Option<BTreeMap<String, String>>,
+    pub_ack_window: Option<usize>,
+    pub_ack_timeout: Option<Dur>,
+    wake_every: Option<String>,
+    #[serde(default)]
+    consumer: ConsumerSection,
+    #[serde(default)]
+    behaviour: BehaviourSection,
+}
+
+/// The timing keys.
+const TIMING_KEYS: &[&str] = &["name", "duration", "warmup", "drain_timeout"];
+
+/// The keys of the paced load: timing, `rate` (or an `arrival` shape that
+/// sets it), publishers and message size, the durable's `consumer` table
+/// and its clients' `behaviour`.
+const PACED_KEYS: &[&str] = &[
+    "name",
+    "duration",
+    "warmup",
+    "drain_timeout",
+    "rate",
+    "arrival",
+    "publishers",
+    "message_size",
+    "consumer",
+    "behaviour",
+];
+
+/// The shared keys a kind accepts.
+#[derive(Debug, Clone, Copy)]
+pub struct Offer {
+    keys: &'static [&'static str],
+    extra: &'static [&'static str],
+    less: &'static [&'static str],
+}
+
+impl Offer {
+    /// The paced load.
+    pub const PACED: Offer = Offer {
+        keys: PACED_KEYS,
+        extra: &[],
+        less: &[],
+    };
+
+    /// The timing keys alone: `name`, `duration`, `warmup`, `drain_timeout`.
+    pub const TIMING: Offer = Offer {
+        keys: TIMING_KEYS,
+        extra: &[],
+        less: &[],
+    };
+
+    /// These shared keys besides.
+    pub const fn and(self, extra: &'static [&'static str]) -> Offer {
+        Offer { extra, ..self }
+    }
+
+    /// Without these.
+    pub const fn less(self, less: &'static [&'static str]) -> Offer {
+        Offer { less, ..self }
+    }
+
+    fn keys(&self) -> Vec<&'static str> {
+        self.keys
+            .iter()
+            .chain(self.extra)
+            .copied()
+            .filter(|k| !self.less.contains(k))
+            .collect()
+    }
+
+    pub fn accepts(&self, key: &str) -> bool {
+        self.keys().contains(&key)
+    }
+}
+
+/// The shared keys of one scenario table, read; what the kind's reader
+/// turns into its plan's shared parts.
+pub struct Shared {
+    section: SharedSection,
+    prefix: String,
+    offer: Offer,
+}
+
+/// What a paced kind asks of its shared load beyond the keys.
+#[derive(Debug, Clone, Copy)]
+pub struct Paced {
+    /// Names the kind in its checks' messages.
+    pub kind: &'static str,
+    /// A sensible `rate` for the kind, shown when it is missing.
+    pub example_rate: u64,
+    /// The Nats-Msg-Id mode when the kind does not offer `msg_id` or the
+    /// profile omits it.
+    pub msg_id: MsgId,
+    /// The PubAck timeout when the profile omits it; `None`: the default.
+    pub pub_ack_timeout: Option<Duration>,
+}
+
+impl Paced {
+    /// A kind that publishes without ids, with the default PubAck timeout.
+    pub const fn of(kind: &'static str, example_rate: u64) -> Paced {
+        Paced {
+            kind,
+            example_rate,
+            msg_id: MsgId::None,
+            pub_ack_timeout: None,
+        }
+    }
+}
+
+/// The load most scenarios drive, read from the shared keys: messages
+/// published at `rate` (or in the arrival shape `publish.arrival`, whose
+/// mean `rate` then is) into the variant's stream, read by one explicit-ack
+/// durable whose clients follow `behaviour`.
+#[derive(Debug, Clone)]
+pub struct PacedLoad {
+    /// Total msg/s.
+    pub rate: u64,
+    pub publish: PublishPlan,
+    pub consumer: ConsumerPlan,
+    /// All acked, for a kind that offers no `behaviour`.
+    pub behaviour: BehaviourPlan,
+}
+
+/// Splits a scenario table (its `kind` and `stream` already taken): the
+/// shared keys `offer` names are read here, the rest into the kind's own
+/// section `K`. Every unknown key, every malformed value of either part is
+/// a problem; `None` when either part could not be read.
+pub fn split<K: DeserializeOwned>(
+    mut table: toml::Table,
+    offer: Offer,
+    prefix: &str,
+    problems: &mut Problems,
+) -> Option<(Shared, K)> {
+    let own = fields_of::<K>();
+    let allowed: Vec<&str> = offer
+        .keys()
+        .into_iter()
+        .chain(own.iter().copied())
+        .collect();
+    let unknown: Vec<String> = table
+        .keys()
+        .filter(|k| !allowed.contains(&k.as_str()))
+        .cloned()
+        .collect();
+    let expected: Vec<String> = allowed.iter().map(|k| format!("`{k}`")).collect();
+    for key in &unknown {
+        // Reported once, here; the other keys are still read and checked.
+        table.remove(key);
+        problems.push(
+            format!("{prefix}.{key}"),
+            format!(
+                "unknown field `{key}`, expected one of {}",
+                expected.join(", ")
+            ),
+        );
+    }
+    let shared_keys: Vec<String> = table.keys().filter(|k| offer.accepts(k)).cloned().collect();
+    let mut shared = toml::Table::new();
+    for key in shared_keys {
+        if let Some(value) = table.remove(&key) {
+            shared.insert(key, value);
+        }
+    }
+    let section = read_section::<SharedSection>(shared, prefix, problems);
+    let kind = read_section::<K>(table, prefix, problems);
+    if !unknown.is_empty() {
+        return None;
+    }
+    Some((
+        Shared {
+            section: section?,
+            prefix: prefix.to_string(),
+            offer,
+        },
+        kind?,
+    ))
+}
+
+impl Shared {
+    fn key(&self, key: &str) -> String {
+        format!("{}.{key}", self.prefix)
+    }
+
+    /// `name`, `duration` (required), `warmup`, `drain_timeout`, checked.
+    pub fn common(&mut self, kind: &'static str, problems: &mut Problems) -> CommonPlan {
+        let mut common = self.counted(kind, DRAIN_TIMEOUT, problems);
+        let key = |k: &str| format!("{}.{k}", self.prefix);
+        match self.section.duration {
+            Some(d) => {
+                common.duration = d.0;
+                problems.range(
+                    &key("duration"),
+                    d.0.as_secs_f64(),
+                    0.1,
+                    86_400.0,
+                    " seconds",
+                );
+            }
+            None => problems.push(key("duration"), "missing; e.g. duration = \"10s\""),
+        }
+        common.warmup = self.section.warmup.map_or(Duration::ZERO, |d| d.0);
+        problems.range(
+            &key("warmup"),
+            common.warmup.as_secs_f64(),
+            0.0,
+            3_600.0,
+            " seconds",
+        );
+        common
+    }
+
+    /// `name` and `drain_timeout` (by default `drain`) of a kind that
+    /// runs for a count of messages rather than for a time.
+    pub fn counted(
+        &mut self,
+        kind: &'static str,
+        drain: Duration,
+        problems: &mut Problems,
+    ) -> CommonPlan {
+        let key = |k: &str| format!("{}.{k}", self.prefix);
+        let name = self.section.name.take();
+        if let Some(name) = &name
+            && !is_safe_name(name)
+        {
+            problems.push(key("name"), format!("{name:?} {NAME_RULE}"));
+        }
+        let drain_timeout = self.section.drain_timeout.map_or(drain, |d| d.0);
+        problems.range(
+            &key("drain_timeout"),
+            drain_timeout.as_secs_f64(),
+            0.1,
+            3_600.0,
+            " seconds",
+        );
+        CommonPlan {
+            kind,
+            name,
+            duration: Duration::ZERO,
+            warmup: Duration::ZERO,
+            drain_timeout,
+            stream: Default::default(),
+        }
+    }
+
+    /// Whether the profile set `drain_timeout`: a kind that derives its
+    /// own from its other keys keeps the profile's.
+    pub fn drain_timeout_given(&self) -> bool {
+        self.section.drain_timeout.is_some()
+    }
+
+    /// `rate` as given.
+    pub fn rate(&self) -> Option<u64> {
+        self.section.rate
+    }
+
+    /// `arrival`, checked.
+    pub fn arrival(&self, problems: &mut Problems) -> ArrivalPlan {
+        self.section
+            .arrival
+            .validate(&self.key("arrival"), problems)
+    }
+
+    /// `rate` and `arrival` together: a steady or Poisson arrival at the
+    /// required rate, or a shape that sets its own, whose mean stands for
+    /// the rate.
+    pub fn paced_rate(
+        &self,
+        common: &CommonPlan,
+        example: u64,
+        problems: &mut Problems,
+    ) -> (u64, ArrivalPlan) {
+        paced_rate(
+            self.section.rate,
+            &self.section.arrival,
+            common,
+            &self.prefix,
+            example,
+            problems,
+        )
+    }
+
+    /// The publish keys offered (publishers, message size, ids, headers,
+    /// the PubAck window and timeout, wake_every), with `msg_id` and
+    /// `pub_ack_timeout` defaulting as given; a steady arrival.
+    pub fn publish(
+        &mut self,
+        msg_id: MsgId,
+        pub_ack_timeout: Option<Duration>,
+        problems: &mut Problems,
+    ) -> PublishPlan {
+        let s = &mut self.section;
+        publish_plan(
+            PublishKeys {
+                publishers: s.publishers,
+                message_size: s.message_size.take(),
+                msg_id: s.msg_id.unwrap_or(msg_id),
+                headers: s.headers.take(),
+                pub_ack_window: s.pub_ack_window,
+                pub_ack_timeout: s.pub_ack_timeout.or(pub_ack_timeout.map(Dur)),
+                wake_every: s.wake_every.take(),
+                ..Default::default()
+            },
+            &self.prefix,
+            problems,
+        )
+    }
+
+    /// `[scenario.consumer]`, checked (`ack_per_variant`: the kind sets
+    /// `ack` per variant itself).
+    pub fn consumer(&self, ack_per_variant: bool, problems: &mut Problems) -> ConsumerPlan {
+        self.section
+            .consumer
+            .validate(&self.prefix, ack_per_variant, problems)
+    }
+
+    /// `[scenario.behaviour]`, checked against the durable; every message
+    /// acked at once when the kind does not offer it.
+    pub fn behaviour(&self, consumer: &ConsumerPlan, problems: &mut Problems) -> BehaviourPlan {
+        if !self.offer.accepts("behaviour") {
+            return BehaviourPlan::all_ack();
+        }
+        self.section
+            .behaviour
+            .validate(&self.prefix, consumer, problems)
+    }
+
+    /// The paced load: the rate or arrival, the publishers, the durable
+    /// (explicit acks: the kind judges every message's fate) and its
+    /// clients' behaviour.
+    pub fn paced(&mut self, common: &CommonPlan, p: Paced, problems: &mut Problems) -> PacedLoad {
+        let (rate, arrival) = self.paced_rate(common, p.example_rate, problems);
+        let mut publish = self.publish(p.msg_id, p.pub_ack_timeout, problems);
+        publish.arrival = arrival;
+        let consumer = self.consumer(false, problems);
+        require_explicit_ack(&consumer, p.kind, &self.prefix, problems);
+        let behaviour = self.behaviour(&consumer, problems);
+        PacedLoad {
+            rate,
+            publish,
+            consumer,
+            behaviour,
+        }
+    }
+}
+
+/// The field names of a struct that derives `Deserialize`, as serde's
+/// derive lists them: what the kind's own section accepts.
+pub fn fields_of<T: DeserializeOwned>() -> &'static [&'static str] {
+    use serde::de::{self, Visitor};
+
+    /// Answers the derive's one question and stops.
+    struct Fields(Option<&'static [&'static str]>);
+
+    #[derive(Debug)]
+    struct Stop;
+    impl std::fmt::Display for Stop {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("fields read")
+        }
+    }
+    impl std::error::Error for Stop {}
+    impl de::Error for Stop {
+        fn custom<M: std::fmt::Display>(_: M) -> Self {
+            Stop
+        }
+    }
+
+    impl<'de> de::Deserializer<'de> for &mut Fields {
+        type Error = Stop;
+        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Stop> {
+            Err(Stop)
+        }
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Stop> {
+            self.0 = Some(fields);
+            Err(Stop)
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+            bytes byte_buf option unit unit_struct newtype_struct seq tuple
+            tuple_struct map enum identifier ignored_any
+        }
+    }
+
+    let mut fields = Fields(None);
+    let _ = T::deserialize(&mut fields);
+    fields.0.unwrap_or(&[])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Own {
+        baseline: Option<bool>,
+        retry: Option<Dur>,
+    }
+
+    fn table(text: &str) -> toml::Table {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn a_section_names_its_own_fields() {
+        assert_eq!(fields_of::<Own>(), ["baseline", "retry"]);
+    }
+
+    #[test]
+    fn offered_keys_are_read_here_and_the_rest_by_the_kind() {
+        let mut problems = Problems::default();
+        let (mut shared, own) = split::<Own>(
+            table("rate = 300\nbaseline = false\n[consumer]\nack_wait = \"2s\"\n"),
+            Offer::PACED,
+            "scenario[0]",
+            &mut problems,
+        )
+        .expect("both parts read");
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(own.baseline, Some(false));
+        assert_eq!(shared.section.rate, Some(300));
+        assert_eq!(
+            shared.consumer(false, &mut problems).ack_wait,
+            Duration::from_secs(2)
+        );
+        assert!(!shared.drain_timeout_given());
+        let common = shared.common("t", &mut problems);
+        assert!(!problems.is_empty(), "duration is missing: {problems:?}");
+        assert_eq!(common.kind, "t");
+    }
+
+    #[test]
+    fn a_key_neither_part_takes_is_unknown_and_the_error_lists_both_parts() {
+        let mut problems = Problems::default();
+        let read = split::<Own>(
+            table("rats = 3\nmsg_id = \"unique\"\n"),
+            Offer::PACED,
+            "scenario[0]",
+            &mut problems,
+        );
+        assert!(read.is_none());
+        let list = problems.list;
+        assert_eq!(list.len(), 2, "{list:?}");
+        assert_eq!(list[0].path, "scenario[0].msg_id", "not offered: {list:?}");
+        assert_eq!(list[1].path, "scenario[0].rats");
+        assert!(
+            list[1]
+                .message
+                .starts_with("unknown field `rats`, expected one of")
+        );
+        assert!(list[1].message.contains("`rate`") && list[1].message.contains("`baseline`"));
+        // Offered once asked for.
+        let mut problems = Problems::default();
+        let offer = Offer::PACED.and(&["msg_id"]).less(&["behaviour"]);
+        assert!(offer.accepts("msg_id") && !offer.accepts("behaviour"));
+        assert!(split::<Own>(table("msg_id = \"unique\"\n"), offer, "s", &mut problems).is_some());
+    }
+
+    #[test]
+    fn a_malformed_shared_value_keeps_its_full_path() {
+        let mut problems = Problems::default();
+        let read = split::<Own>(
+            table("[consumer]\nack_wait = \"30 seconds\"\n"),
+            Offer::PACED,
+            "scenario[2]",
+            &mut problems,
+        );
+        assert!(read.is_none());
+        assert_eq!(problems.list[0].path, "scenario[2].consumer.ack_wait");
+    }
+}
