@@ -9,11 +9,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::connect::{ConnectionRequest, resolve_all};
 use crate::drive::{Distribute, RunContext};
-use crate::profile::{self, Profile};
+use crate::profile;
 use crate::report::terminal;
 use crate::results::summary::{ProfileInfo, RunMetadata, ServerInfo};
 use crate::results::{ResultsWriter, metadata};
-use crate::scenario;
+use crate::scenario::{self, Profile};
 use crate::server::target::{Target, check_faults, check_replicas};
 use crate::streams::provision::{self, Names, Provisioner};
 use crate::system::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
@@ -73,7 +73,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
     let profiles: Vec<Profile> = options
         .profiles
         .iter()
-        .map(|p| profile::load(p))
+        .map(|p| scenario::load(p))
         .collect::<Result<_>>()?;
     let named: Vec<(&str, Option<&profile::ConnectionPlan>)> = profiles
         .iter()
@@ -85,14 +85,15 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
     }
     let replicas_override = options.replicas.or(options.cluster);
     check_replicas(&profiles, replicas_override, &resolution, options.cluster)?;
-    check_faults(&profiles, &resolution, options.cluster)?;
+    let faults = scenario::faults(&profiles);
+    check_faults(&faults, &resolution, options.cluster)?;
     // Bound before anything starts, so a taken port fails first; served
     // until the run returns.
     let _metrics = match options.metrics_listen {
         Some(addr) => Some(serve_metrics(addr).await?),
         None => None,
     };
-    let target = Target::start(&resolution, options.cluster, &profiles)?;
+    let target = Target::start(&resolution, options.cluster, &faults)?;
     let connect = resolution.settings(&target.urls())?;
     let control = connect.connect("control").await?;
     let js = connect.jetstream(control.clone());
@@ -143,7 +144,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
             if let Some(r) = replicas_override {
                 server_plan.replicas = r;
             }
-            let need = provision::footprint(profile);
+            let need = scenario::footprint(profile);
             let too_small = provision::check_account(&account, &need, &server_plan);
             if !too_small.is_empty() {
                 return Err(anyhow!(
@@ -259,7 +260,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
                         }
                         None => &mut repetition,
                     };
-                    if let Err(e) = scenario::run(&mut ctx, plan, sink).await {
+                    if let Err(e) = plan.run(&mut ctx, sink).await {
                         // What the scenario measured is already written; its
                         // error joins it, and the next scenario runs unless
                         // asked not to.
@@ -269,7 +270,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
                         }
                         let mut result = VariantResult::new("scenario");
                         result.error = Some(format!("{e:#}"));
-                        sink.record(plan, result)?;
+                        sink.record(&plan.common, result)?;
                         eprintln!("error: {e:#}");
                         if options.fail_fast {
                             failure = Some(e);

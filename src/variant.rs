@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-use crate::profile::ScenarioPlan;
+use crate::profile::CommonPlan;
 use crate::record::histogram::Recorder;
 use crate::record::ledger::LedgerCounts;
 use crate::record::metrics::Metric;
@@ -252,5 +252,5 @@ impl VariantResult {
 /// Receives each variant as soon as it is done, so a later failure or a
 /// Ctrl-C never loses an earlier result.
 pub trait VariantSink {
-    fn record(&mut self, scenario: &ScenarioPlan, variant: VariantResult) -> Result<()>;
+    fn record(&mut self, scenario: &CommonPlan, variant: VariantResult) -> Result<()>;
 }

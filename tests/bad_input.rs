@@ -235,7 +235,7 @@ fn an_unknown_scenario_kind_exits_2_listing_the_kinds() {
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
     assert!(stderr.contains("scenario[0].kind"), "{stderr}");
-    for kind in jsbench::profile::KINDS {
+    for kind in jsbench::scenario::KINDS {
         assert!(stderr.contains(kind), "{kind} listed: {stderr}");
     }
     assert!(!dir.path().join("results").exists(), "nothing ran");

@@ -768,14 +768,17 @@ async fn an_advisory_for_a_healthy_message_is_caught_by_the_audit() {
 
 /// A sequence the dlq test plan (seed 0, a tenth poison) leaves healthy.
 fn healthy_seq() -> u64 {
-    use jsbench::profile::parse;
+    use jsbench::scenario::parse;
     let profile = parse("p", &format!("name = \"p\"\n{}", dlq(""))).unwrap();
-    let jsbench::profile::ScenarioPlan::Dlq(plan) = &profile.scenarios[0] else {
+    let jsbench::scenario::KindPlan::Dlq(plan) = &profile.scenarios[0].kind else {
         panic!("a dlq plan");
     };
     (1..100)
         .find(|&seq| {
-            plan.load.behaviour.fate(seq, plan.load.consumer.max_deliver).outcome
+            plan.load
+                .behaviour
+                .fate(seq, plan.load.consumer.max_deliver)
+                .outcome
                 == jsbench::consume::behaviour::Outcome::Acked
         })
         .unwrap()

@@ -132,7 +132,7 @@ proptest! {
 
     #[test]
     fn any_profile_text_is_a_profile_or_a_named_problem(text in text()) {
-        if let Err(e) = jsbench::profile::parse("p.toml", &text) {
+        if let Err(e) = jsbench::scenario::parse("p.toml", &text) {
             prop_assert!(!e.problems.is_empty());
             prop_assert!(e.to_string().contains("p.toml"));
         }
@@ -140,7 +140,7 @@ proptest! {
 
     #[test]
     fn a_profile_with_wrong_values_names_the_keys(text in profile()) {
-        if let Err(e) = jsbench::profile::parse("p.toml", &text) {
+        if let Err(e) = jsbench::scenario::parse("p.toml", &text) {
             for p in &e.problems {
                 prop_assert!(!p.message.is_empty(), "{text}\n{e}");
             }

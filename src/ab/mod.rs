@@ -31,8 +31,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::compare::Failure;
 use crate::connect::{ConnectionRequest, resolve_all};
-use crate::profile::{self, Profile, format_duration};
+use crate::profile::{self, format_duration};
 use crate::results::summary::Summary;
+use crate::scenario::{self, Profile};
 use crate::server::{EmbeddedCluster, EmbeddedServer, ServerOptions};
 use crate::system::about;
 use crate::system::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, UsageError};
@@ -187,7 +188,7 @@ pub async fn command(options: AbOptions, stop: CancellationToken) -> Result<i32>
     let profiles: Vec<Profile> = options
         .profiles
         .iter()
-        .map(|p| profile::load(p))
+        .map(|p| scenario::load(p))
         .collect::<Result<_>>()?;
     let rule = rule(&options, &profiles)?;
     let named: Vec<(&str, Option<&profile::ConnectionPlan>)> = profiles

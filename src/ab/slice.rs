@@ -14,9 +14,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow};
 use tokio_util::sync::CancellationToken;
 
-use crate::profile::{Profile, format_duration};
+use crate::profile::format_duration;
 use crate::results::read_summary;
 use crate::results::summary::Summary;
+use crate::scenario::Profile;
 use crate::system::error::UsageError;
 
 /// What one side is: the jsbench that runs its slices, the nats-server
@@ -369,7 +370,7 @@ messages = 1000
         let text = slice_profile(PROFILE, Some(Duration::from_millis(1500)), &|_| true)
             .unwrap()
             .unwrap();
-        let parsed = crate::profile::parse("slice", &text).expect("a valid profile");
+        let parsed = crate::scenario::parse("slice", &text).expect("a valid profile");
         assert_eq!(parsed.repeat, 1);
         assert!(parsed.ab.is_none(), "[ab] is ab's own: {text}");
         assert_eq!(parsed.scenarios.len(), 2);
@@ -383,7 +384,7 @@ messages = 1000
         let text = slice_profile(PROFILE, None, &|s| s == "acks")
             .unwrap()
             .unwrap();
-        let parsed = crate::profile::parse("slice", &text).unwrap();
+        let parsed = crate::scenario::parse("slice", &text).unwrap();
         assert_eq!(parsed.scenarios.len(), 1);
         assert_eq!(parsed.scenarios[0].name(), "acks");
         assert!(!text.contains("duration"), "{text}");

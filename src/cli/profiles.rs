@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::Result;
 
 use crate::profile::{self, BUNDLED, format_duration};
+use crate::scenario;
 use crate::system::error::{EXIT_OK, UsageError};
 
 pub fn command(name: Option<&str>) -> Result<i32> {
@@ -22,12 +23,14 @@ pub fn command(name: Option<&str>) -> Result<i32> {
     }
     let width = BUNDLED.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
     for (name, text) in BUNDLED {
-        let p = profile::parse(name, text)?;
+        let p = scenario::parse(name, text)?;
         let mut kinds: Vec<&str> = p.scenarios.iter().map(|s| s.kind()).collect();
         kinds.dedup();
         println!(
             "{name:<width$}  ~{:>5}  {:<12}  {}",
-            format_duration(Duration::from_secs(p.estimated_duration().as_secs())),
+            format_duration(Duration::from_secs(
+                scenario::estimated_duration(&p).as_secs()
+            )),
             kinds.join(","),
             p.description
         );

@@ -6,28 +6,18 @@
 //! scenarios run from. Every problem names the file, the field path and what
 //! is allowed, and all problems are reported at once.
 
-mod ack;
-mod arrival;
+pub mod arrival;
 mod arrival_times;
-mod backpressure;
-mod behaviour;
+pub mod behaviour;
 mod bundled;
-mod common;
+pub mod common;
 mod connection;
-mod dlq;
 mod duration;
-mod fanout;
-mod latency;
-mod outage;
+mod kinds;
 mod plan;
-mod publish;
-mod redelivery;
 mod replay;
-mod restart;
-mod resume;
-mod scenario;
-mod search;
-mod shared;
+pub mod search;
+pub mod shared;
 mod stream;
 
 use std::fmt;
@@ -38,10 +28,9 @@ use serde::Deserialize;
 pub use arrival_times::{MAX_ARRIVALS, arrival_count, arrival_offsets};
 pub use bundled::{BUNDLED, bundled};
 pub use duration::{Dur, format_duration, parse_duration};
+pub use kinds::{Kinds, Profile, Section};
 pub use plan::*;
-pub use publish::late_retry_margin;
-pub use replay::{REPLAY_MAX_ACK_PENDING, ReplayDeliver, ReplayPace, ReplayPlan, ReplayReader};
-pub use scenario::{Profile, ScenarioPlan};
+pub use replay::{REPLAY_MAX_ACK_PENDING, ReplayDeliver, ReplayPace, ReplayReader};
 pub use shared::{Offer, Paced, PacedLoad, Shared, split};
 pub use stream::{
     Bytes, Compression, Discard, Placement, StreamLimits, StreamPlan, StreamSettings,
@@ -125,13 +114,14 @@ impl Problems {
     }
 }
 
-/// Loads a profile by bundled name ("quick") or by path ("my.toml").
-pub fn load(spec: &str) -> Result<Profile, anyhow::Error> {
+/// Loads a profile by bundled name ("quick") or by path ("my.toml"), its
+/// scenarios read by the kinds `K` names.
+pub fn load<K: Kinds>(spec: &str) -> Result<Profile<K::Scenario>, anyhow::Error> {
     let path = Path::new(spec);
     let looks_like_path = spec.ends_with(".toml") || spec.contains('/') || path.exists();
     if !looks_like_path {
         if let Some(text) = bundled(spec) {
-            return Ok(parse(&format!("{spec} (bundled)"), text)?);
+            return Ok(parse::<K>(&format!("{spec} (bundled)"), text)?);
         }
         let names: Vec<&str> = BUNDLED.iter().map(|(n, _)| *n).collect();
         return Err(crate::system::error::UsageError(format!(
@@ -143,7 +133,7 @@ pub fn load(spec: &str) -> Result<Profile, anyhow::Error> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         crate::system::error::UsageError(format!("cannot read profile {}: {e}", path.display()))
     })?;
-    Ok(parse(&path.display().to_string(), &text)?)
+    Ok(parse::<K>(&path.display().to_string(), &text)?)
 }
 
 /// The top level of a profile file; scenario tables are read per kind.
@@ -220,28 +210,14 @@ pub fn parse_percent(text: &str) -> Result<f64, String> {
 /// estimate, few enough that a typo (`repeat = 1000`) is caught.
 pub const MAX_REPEAT: i64 = 100;
 
-/// Parses and validates profile text; `source` names it in errors.
-pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
+/// Parses and validates profile text, its scenarios read by the kinds `K`
+/// names; `source` names it in errors.
+pub fn parse<K: Kinds>(source: &str, text: &str) -> Result<Profile<K::Scenario>, ProfileError> {
     let fail = |problems: Vec<Problem>| ProfileError {
         source: source.to_string(),
         problems,
     };
-    let deserializer = toml::Deserializer::parse(text).map_err(|e| {
-        fail(vec![Problem {
-            path: String::new(),
-            line: e.span().map(|s| line_of(text, s.start)),
-            message: e.message().trim().to_string(),
-        }])
-    })?;
-    let file: FileSection = serde_path_to_error::deserialize(deserializer).map_err(|e| {
-        let line = e.inner().span().map(|s| line_of(text, s.start));
-        fail(vec![Problem {
-            path: path_text(e.path()),
-            line,
-            message: e.inner().message().trim().to_string(),
-        }])
-    })?;
-
+    let file = read_file(text).map_err(|p| fail(vec![p]))?;
     let mut problems = Problems::default();
     if !is_safe_name(&file.name) {
         problems.push("name", format!("{:?} {NAME_RULE}", file.name));
@@ -261,122 +237,15 @@ pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
             "scenario",
             format!(
                 "a profile needs at least one [[scenario]] table; kinds: {}",
-                KINDS.join(", ")
+                K::NAMES.join(", ")
             ),
         );
     }
-
     let mut scenarios = Vec::new();
-    for (i, mut table) in file.scenarios.into_iter().enumerate() {
-        let prefix = format!("scenario[{i}]");
-        let mut local = Problems::default();
-        let kind = match table.remove("kind") {
-            Some(toml::Value::String(kind)) => kind,
-            Some(other) => {
-                local.push(
-                    format!("{prefix}.kind"),
-                    format!("must be a string, found {}", other.type_str()),
-                );
-                problems.extend(local);
-                continue;
-            }
-            None => {
-                local.push(
-                    format!("{prefix}.kind"),
-                    format!("missing; one of: {}", KINDS.join(", ")),
-                );
-                problems.extend(local);
-                continue;
-            }
-        };
-        let stream = match table.remove("stream") {
-            None => Some(stream::StreamPlan::default()),
-            Some(toml::Value::Table(t)) => {
-                let path = format!("{prefix}.stream");
-                read_section::<stream::StreamSection>(t, &path, &mut local)
-                    .map(|s| s.validate(&prefix, &mut local))
-            }
-            Some(other) => {
-                local.push(
-                    format!("{prefix}.stream"),
-                    format!(
-                        "must be a table ([scenario.stream]), found {}",
-                        other.type_str()
-                    ),
-                );
-                None
-            }
-        };
-        let plan = match kind.as_str() {
-            "latency" => latency::read(table, &prefix, &mut local).map(ScenarioPlan::Latency),
-            "publish" => publish::read(table, &prefix, &mut local).map(ScenarioPlan::Publish),
-            "ack" => ack::read(table, &prefix, &mut local).map(ScenarioPlan::Ack),
-            "redelivery" => {
-                redelivery::read(table, &prefix, &mut local).map(ScenarioPlan::Redelivery)
-            }
-            "backpressure" => {
-                backpressure::read(table, &prefix, &mut local).map(ScenarioPlan::Backpressure)
-            }
-            "resume" => resume::read(table, &prefix, &mut local).map(ScenarioPlan::Resume),
-            "restart" => restart::read(table, &prefix, &mut local).map(ScenarioPlan::Restart),
-            "replay" => replay::read(table, &prefix, &mut local).map(ScenarioPlan::Replay),
-            "dlq" => dlq::read(table, &prefix, &mut local).map(ScenarioPlan::Dlq),
-            "fanout" => fanout::read(table, &prefix, &mut local).map(ScenarioPlan::Fanout),
-            "outage" => outage::read(table, &prefix, &mut local).map(ScenarioPlan::Outage),
-            other => {
-                local.push(
-                    format!("{prefix}.kind"),
-                    format!(
-                        "unknown scenario kind {other:?}; one of: {} (one page each in docs/scenarios/)",
-                        KINDS.join(", ")
-                    ),
-                );
-                None
-            }
-        };
-        if let Some(s) = &stream
-            && !s.retention.is_empty()
-            && !RETENTION_KINDS.contains(&kind.as_str())
-        {
-            local.push(
-                format!("{prefix}.stream.retention"),
-                format!(
-                    "applies to {} scenarios; a {kind} scenario reads its stream back or sets retention itself (dlq: retentions)",
-                    RETENTION_KINDS.join(", ")
-                ),
-            );
-        }
-        problems.extend(local);
-        if let (Some(mut plan), Some(stream)) = (plan, stream) {
-            plan.common_mut().stream = stream;
-            scenarios.push(plan);
-        }
+    for (i, table) in file.scenarios.into_iter().enumerate() {
+        scenarios.extend(read_scenario::<K>(i, table, &server, &mut problems));
     }
-    name_scenarios(&mut scenarios, &mut problems);
-    for (i, s) in scenarios.iter().enumerate() {
-        if !matches!(s, ScenarioPlan::Restart(_)) {
-            continue;
-        }
-        let listed = &s.common().stream.storage;
-        let (path, memory) = if listed.is_empty() {
-            (
-                "server.storage".to_string(),
-                server.storage == Storage::Memory,
-            )
-        } else {
-            (
-                format!("scenario[{i}].stream.storage"),
-                listed.contains(&Storage::Memory),
-            )
-        };
-        if memory {
-            problems.push(
-                path,
-                "a restart scenario kills the server: its streams need storage = \"file\" to survive",
-            );
-        }
-    }
-
+    name_scenarios::<K>(&mut scenarios, &mut problems);
     if !problems.is_empty() {
         let mut list = problems.list;
         for p in &mut list {
@@ -397,25 +266,108 @@ pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
     })
 }
 
-/// Scenario kinds a profile may name.
-pub const KINDS: &[&str] = &[
-    "latency",
-    "publish",
-    "ack",
-    "redelivery",
-    "replay",
-    "backpressure",
-    "resume",
-    "restart",
-    "dlq",
-    "fanout",
-    "outage",
-];
+/// The file's top level as serde reads it: a TOML or shape error stops
+/// here, with its line.
+fn read_file(text: &str) -> Result<FileSection, Problem> {
+    let deserializer = toml::Deserializer::parse(text).map_err(|e| Problem {
+        path: String::new(),
+        line: e.span().map(|s| line_of(text, s.start)),
+        message: e.message().trim().to_string(),
+    })?;
+    serde_path_to_error::deserialize(deserializer).map_err(|e| Problem {
+        path: path_text(e.path()),
+        line: e.inner().span().map(|s| line_of(text, s.start)),
+        message: e.inner().message().trim().to_string(),
+    })
+}
 
-pub(crate) const NAME_RULE: &str =
+/// One `[[scenario]]` table: its `kind`, its `[scenario.stream]`, and the
+/// rest read by that kind. `None` when it cannot be read; its problems
+/// join the profile's.
+fn read_scenario<K: Kinds>(
+    i: usize,
+    mut table: toml::Table,
+    server: &ServerPlan,
+    problems: &mut Problems,
+) -> Option<K::Scenario> {
+    let prefix = format!("scenario[{i}]");
+    let kind = match table.remove("kind") {
+        Some(toml::Value::String(kind)) => kind,
+        Some(other) => {
+            problems.push(
+                format!("{prefix}.kind"),
+                format!("must be a string, found {}", other.type_str()),
+            );
+            return None;
+        }
+        None => {
+            problems.push(
+                format!("{prefix}.kind"),
+                format!("missing; one of: {}", K::NAMES.join(", ")),
+            );
+            return None;
+        }
+    };
+    let stream = match table.remove("stream") {
+        None => Some(stream::StreamPlan::default()),
+        Some(toml::Value::Table(t)) => {
+            let path = format!("{prefix}.stream");
+            read_section::<stream::StreamSection>(t, &path, problems)
+                .map(|s| s.validate(&prefix, problems))
+        }
+        Some(other) => {
+            problems.push(
+                format!("{prefix}.stream"),
+                format!(
+                    "must be a table ([scenario.stream]), found {}",
+                    other.type_str()
+                ),
+            );
+            None
+        }
+    };
+    if !K::NAMES.contains(&kind.as_str()) {
+        problems.push(
+            format!("{prefix}.kind"),
+            format!(
+                "unknown scenario kind {kind:?}; one of: {} (one page each in docs/scenarios/)",
+                K::NAMES.join(", ")
+            ),
+        );
+        return None;
+    }
+    if let Some(s) = &stream
+        && !s.retention.is_empty()
+        && !K::accepts_retention(&kind)
+    {
+        let accepting: Vec<&str> = K::NAMES
+            .iter()
+            .copied()
+            .filter(|k| K::accepts_retention(k))
+            .collect();
+        problems.push(
+            format!("{prefix}.stream.retention"),
+            format!(
+                "applies to {} scenarios; a {kind} scenario reads its stream back or sets retention itself (dlq: retentions)",
+                accepting.join(", ")
+            ),
+        );
+    }
+    let section = Section {
+        table,
+        prefix: &prefix,
+        server,
+        stream: stream.as_ref(),
+    };
+    let mut plan = K::read(&kind, section, problems)?;
+    K::common_mut(&mut plan).stream = stream?;
+    Some(plan)
+}
+
+pub const NAME_RULE: &str =
     "must be 1-32 characters of letters, digits, '-' and '_' (it names streams and files)";
 
-pub(crate) fn is_safe_name(name: &str) -> bool {
+pub fn is_safe_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 32
         && name
@@ -425,10 +377,10 @@ pub(crate) fn is_safe_name(name: &str) -> bool {
 
 /// Gives unnamed scenarios their kind as name ("latency", "latency-2") and
 /// rejects explicit duplicates: names key the results.
-fn name_scenarios(scenarios: &mut [ScenarioPlan], problems: &mut Problems) {
+fn name_scenarios<K: Kinds>(scenarios: &mut [K::Scenario], problems: &mut Problems) {
     let mut seen: Vec<String> = Vec::new();
     for (i, s) in scenarios.iter_mut().enumerate() {
-        let common = s.common_mut();
+        let common = K::common_mut(s);
         match &common.name {
             Some(name) => {
                 if seen.contains(name) {
@@ -456,12 +408,7 @@ fn name_scenarios(scenarios: &mut [ScenarioPlan], problems: &mut Problems) {
     }
 }
 
-/// The scenario kinds whose checks account for a work-queue or interest
-/// stream removing what was acknowledged: the others read their stream
-/// back afterwards, or choose their retention per variant (dlq).
-const RETENTION_KINDS: [&str; 4] = ["latency", "redelivery", "backpressure", "resume"];
-
-pub(crate) fn read_section<T: serde::de::DeserializeOwned>(
+pub fn read_section<T: serde::de::DeserializeOwned>(
     table: toml::Table,
     prefix: &str,
     problems: &mut Problems,
@@ -562,17 +509,6 @@ fn locate(text: &str, path: &str) -> Option<usize> {
         table = wanted.trim_matches(|c| c == '[' || c == ']').to_string();
     }
     header.map(|h| h + 1)
-}
-
-/// The one scenario of a profile made of `body` under a `kind` scenario
-/// with a 1 s duration, or the profile's error text: what a kind's own
-/// unit tests read.
-#[cfg(test)]
-pub(crate) fn one_scenario(kind: &str, body: &str) -> Result<ScenarioPlan, String> {
-    let text = format!("name = \"t\"\n[[scenario]]\nkind = \"{kind}\"\nduration = \"1s\"\n{body}");
-    parse("test", &text)
-        .map(|mut p| p.scenarios.remove(0))
-        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use super::StreamPlan;
-use super::shared::PacedLoad;
 use serde::Serialize;
 
 /// What `jsbench ab` judges in a profile (`[ab]`); its flags override.
@@ -65,6 +64,13 @@ pub struct CommonPlan {
     pub drain_timeout: Duration,
     /// `[scenario.stream]`: the settings of the scenario's streams.
     pub stream: StreamPlan,
+}
+
+impl CommonPlan {
+    /// The scenario's name: given, or its kind's (filled in when read).
+    pub fn name(&self) -> &str {
+        self.name.as_deref().unwrap_or(self.kind)
+    }
 }
 
 /// Whether and how publishes carry a Nats-Msg-Id header.
@@ -139,6 +145,13 @@ impl PublishPlan {
             wake_every: None,
         }
     }
+}
+
+/// How much later than the duplicate window a late retry is sent: the
+/// window runs from when the server stored the original, a little after it
+/// was sent. Measured: a 500 ms window expired after about 512 ms.
+pub fn late_retry_margin(window: Duration) -> Duration {
+    (window / 5).max(Duration::from_millis(250))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -317,51 +330,6 @@ pub enum Reference {
     Idiomatic,
     /// Core NATS publish without JetStream: the client's ceiling.
     Core,
-}
-
-/// The `publish` scenario: publishers only, every variant of rate and
-/// Nats-Msg-Id mode, duplicates injected on demand.
-#[derive(Debug, Clone)]
-pub struct PublishScenarioPlan {
-    pub common: CommonPlan,
-    pub rates: Vec<Rate>,
-    pub rate_per: RatePer,
-    /// One variant each, back to back, so the price of dedup is measured in one run.
-    pub msg_ids: Vec<MsgId>,
-    /// `msg_id` is replaced per variant.
-    pub publish: PublishPlan,
-    pub reference: Vec<Reference>,
-    /// Read the stream back after each variant and check every stored message.
-    pub verify_stored: bool,
-    /// `rates = "search"`: per msg_id mode, the highest rate whose PubAck
-    /// latency holds the SLO.
-    pub search: Option<SearchPlan>,
-}
-
-impl PublishScenarioPlan {
-    pub fn variant_count(&self) -> usize {
-        if self.search.is_some() {
-            return SEARCH_PROBES * self.msg_ids.len();
-        }
-        let own = self.rates.len() * self.msg_ids.len();
-        // References run at the "max" rate only.
-        let max_rates = self.rates.iter().filter(|r| **r == Rate::Max).count();
-        let per_id = |r: Reference, runs: usize| {
-            if self.reference.contains(&r) {
-                max_rates * self.msg_ids.len() * runs
-            } else {
-                0
-            }
-        };
-        // The raw reference runs before and after each of jsbench's.
-        let minimal = per_id(Reference::Idiomatic, 1) + per_id(Reference::Raw, 2);
-        let core = if self.reference.contains(&Reference::Core) {
-            max_rates
-        } else {
-            0
-        };
-        own + minimal + core
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
@@ -718,25 +686,6 @@ impl BehaviourPlan {
     }
 }
 
-/// The `latency` scenario: fixed-rate publishers and a durable pull consumer,
-/// one variant per rate.
-#[derive(Debug, Clone)]
-pub struct LatencyPlan {
-    pub common: CommonPlan,
-    /// Total msg/s across publishers; one variant each. Empty with
-    /// `search`.
-    pub rates: Vec<u64>,
-    pub publish: PublishPlan,
-    pub consumer: ConsumerPlan,
-    /// `rates = "search"`: find the highest rate that holds the SLO.
-    pub search: Option<SearchPlan>,
-    /// Each rate also over core NATS (no stream): what JetStream adds.
-    pub core_baseline: bool,
-}
-
-/// Probes a search usually takes (measured: 12 to 15), for estimates.
-pub const SEARCH_PROBES: usize = 13;
-
 /// A search for the maximum sustainable rate under an SLO.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchPlan {
@@ -794,87 +743,6 @@ impl SloOn {
             SloOn::PubAck => "pub_ack",
         }
     }
-}
-
-/// How a variant of the `ack` scenario acknowledges.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AckMode {
-    None,
-    /// Ack every `ack_every`-th message with AckAll.
-    All,
-    Explicit,
-    /// Explicit, each ack confirmed by the server.
-    Double,
-}
-
-impl AckMode {
-    pub fn label(&self) -> &'static str {
-        match self {
-            AckMode::None => "none",
-            AckMode::All => "all",
-            AckMode::Explicit => "explicit",
-            AckMode::Double => "double",
-        }
-    }
-}
-
-/// The `ack` scenario: one pre-filled stream, read by a fresh durable per
-/// ack mode and read mode, side by side.
-#[derive(Debug, Clone)]
-pub struct AckScenarioPlan {
-    pub common: CommonPlan,
-    pub messages: u64,
-    pub message_size: usize,
-    pub modes: Vec<AckMode>,
-    pub reads: Vec<ConsumerKind>,
-    /// `kind`, `ack` and `double_ack` are set per variant.
-    pub consumer: ConsumerPlan,
-    /// Consume loops run before and after the explicit-ack consume
-    /// variant, on the same stream, to tell what jsbench's consumer costs
-    /// or gains over the code a user would write.
-    pub reference: Vec<ConsumeReference>,
-}
-
-impl AckScenarioPlan {
-    pub fn variant_count(&self) -> usize {
-        self.modes.len() * self.reads.len() + 2 * self.reference.len()
-    }
-}
-
-/// A consume loop read beside jsbench's consumer: the yardstick that says
-/// whether jsbench's recording, not the server, sets its consume rate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ConsumeReference {
-    /// `consumer.messages()` with its defaults and `ack().await` per
-    /// message: what a user of async-nats writes first.
-    Idiomatic,
-    /// Pull requests and acks as core NATS publishes, no client library
-    /// machinery: the client's ceiling for an explicit-ack consume.
-    Raw,
-}
-
-impl ConsumeReference {
-    pub fn label(self) -> &'static str {
-        match self {
-            ConsumeReference::Idiomatic => "idiomatic",
-            ConsumeReference::Raw => "raw",
-        }
-    }
-}
-
-/// The `redelivery` scenario: load at a fixed rate, consumers following a
-/// behaviour plan, and (optionally first) the same load all acked.
-#[derive(Debug, Clone)]
-pub struct RedeliveryPlan {
-    pub common: CommonPlan,
-    pub load: PacedLoad,
-    /// Run a clean all-ack variant first, for the overhead.
-    pub baseline: bool,
-    /// Handlers with a dedup store: work redelivered after it was done
-    /// (an ack deadline that expired mid-work) is not applied again.
-    pub idempotent: bool,
 }
 
 /// How a dlq variant's source stream retains messages.
@@ -1010,180 +878,6 @@ impl OriginHeaders {
             &self.reason,
         ]
     }
-}
-
-/// The `outage` scenario: load at a fixed rate while the consumer's
-/// downstream dependency goes down for `lasts` from `after`; one variant
-/// per pattern of riding it out.
-#[derive(Debug, Clone)]
-pub struct OutageScenarioPlan {
-    pub common: CommonPlan,
-    pub load: PacedLoad,
-    /// From the start of the schedule.
-    pub after: Duration,
-    pub lasts: Duration,
-    /// The nak delay of the nak-with-delay pattern.
-    pub retry: Duration,
-    pub patterns: Vec<OutagePattern>,
-}
-
-/// How a consumer rides out a dependency outage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OutagePattern {
-    /// Pause the durable until the dependency is back; deliveries already
-    /// in hand are left unanswered (their ack deadlines run on).
-    Pause,
-    /// Keep consuming and nak every delivery with a delay of `retry`.
-    NakDelay,
-}
-
-impl OutagePattern {
-    pub fn label(self) -> &'static str {
-        match self {
-            OutagePattern::Pause => "pause",
-            OutagePattern::NakDelay => "nak_delay",
-        }
-    }
-}
-
-/// The `fanout` scenario: S streams of F subjects each, one publisher
-/// per stream at its share of the rate, and D durables per stream, each
-/// filtering as `filters` says; one variant per (S, D) pair.
-#[derive(Debug, Clone)]
-pub struct FanoutPlan {
-    pub common: CommonPlan,
-    /// Total msg/s over all streams; each stream gets `rate / S`.
-    pub rate: u64,
-    /// Stream counts to run (each one or more variants).
-    pub streams: Vec<usize>,
-    /// Durables per stream to run.
-    pub durables: Vec<usize>,
-    /// Subjects per stream.
-    pub subjects: usize,
-    /// Durable k of a stream filters as `filters[k % len]`.
-    pub filters: Vec<FilterShape>,
-    /// Connections the durables share, round-robin.
-    pub connections: usize,
-    pub publish: PublishPlan,
-    pub consumer: ConsumerPlan,
-    /// `rate = "search"`: per (S, D) pair, the highest total rate that
-    /// holds the SLO (`rate` is then the search's lowest).
-    pub search: Option<SearchPlan>,
-}
-
-impl FanoutPlan {
-    /// Every (streams, durables per stream) pair, streams outer.
-    pub fn variants(&self) -> Vec<(usize, usize)> {
-        self.streams
-            .iter()
-            .flat_map(|&s| self.durables.iter().map(move |&d| (s, d)))
-            .collect()
-    }
-}
-
-/// What a fanout durable filters on, among its stream's F subjects.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FilterShape {
-    /// Durable k: subject k mod F (`filter_subject`).
-    One,
-    /// Durable k: subjects k and k+1 mod F (`filter_subjects`).
-    Two,
-    /// No filter: every subject.
-    All,
-}
-
-impl FilterShape {
-    /// The subject indices durable `k` of a stream with `subjects` reads.
-    pub fn subjects(self, k: usize, subjects: usize) -> Vec<usize> {
-        match self {
-            FilterShape::One => vec![k % subjects],
-            FilterShape::Two => vec![k % subjects, (k + 1) % subjects],
-            FilterShape::All => (0..subjects).collect(),
-        }
-    }
-
-    /// The mean share of a stream's messages a durable reads when the
-    /// durables cycle through `shapes`.
-    pub fn mean_share(shapes: &[FilterShape], subjects: usize) -> f64 {
-        let share = |s: &FilterShape| match s {
-            FilterShape::One => 1.0 / subjects as f64,
-            FilterShape::Two => (2.0 / subjects as f64).min(1.0),
-            FilterShape::All => 1.0,
-        };
-        shapes.iter().map(share).sum::<f64>() / shapes.len().max(1) as f64
-    }
-}
-
-/// The `dlq` scenario: load at a fixed rate with a fraction of poison
-/// messages, and the advisory-built dead-letter queue, per retention.
-#[derive(Debug, Clone)]
-pub struct DlqPlan {
-    pub common: CommonPlan,
-    pub load: PacedLoad,
-    /// One variant each.
-    pub retentions: Vec<Retention>,
-    /// Run a poison-free variant first, for the effect on healthy latency.
-    pub baseline: bool,
-    pub capture: Capture,
-    /// Dead-letter termed messages too (MSG_TERMINATED advisories).
-    pub terminated: bool,
-    pub handler: DlqHandlerPlan,
-    /// After each variant, send the dead letters back onto their original
-    /// subjects (twice: the second must store nothing) and read them with
-    /// the durable, healthy now.
-    pub redrive: bool,
-}
-
-/// The `backpressure` scenario: the same load against a sweep of
-/// MaxAckPending values, and optionally against a sweep of AckWait values
-/// at a large MaxAckPending, where messages can expire in the client.
-#[derive(Debug, Clone)]
-pub struct BackpressurePlan {
-    pub common: CommonPlan,
-    /// The offered load; the consumer's `max_ack_pending` and `ack_wait`
-    /// are set per variant.
-    pub load: PacedLoad,
-    /// One variant each, at the consumer's AckWait.
-    pub max_ack_pending: Vec<i64>,
-    /// One variant each, at `expiry_max_ack_pending`.
-    pub expiry_ack_waits: Vec<Duration>,
-    pub expiry_max_ack_pending: i64,
-}
-
-/// The `resume` scenario: a consumer client crashes under load with work
-/// in hand, and a new client binds to the same durable.
-#[derive(Debug, Clone)]
-pub struct ResumePlan {
-    pub common: CommonPlan,
-    pub load: PacedLoad,
-    /// From the start of the schedule to the crash.
-    pub crash_after: Duration,
-    /// One variant each.
-    pub crash_at: Vec<CrashPoint>,
-    /// From the crash to the new client's bind (a restart's downtime).
-    pub rebind_after: Duration,
-    /// Each crash point runs once per entry: handlers without (false) and
-    /// with (true) a dedup store that makes their work idempotent.
-    pub idempotent: Vec<bool>,
-}
-
-/// The `restart` scenario: a server jsbench started is killed with SIGKILL
-/// under load and started again on its store.
-#[derive(Debug, Clone)]
-pub struct RestartPlan {
-    pub common: CommonPlan,
-    /// Ids are unique and overdue messages are resent
-    /// (`publish.resend_after`).
-    pub load: PacedLoad,
-    /// From the start of the schedule to the kill.
-    pub kill_after: Duration,
-    /// From the kill to the restart.
-    pub down_for: Duration,
-    pub node: FaultNode,
-    /// What happens to the node: killed, or its routes cut or paused.
-    pub fault: FaultKind,
 }
 
 /// What the restart scenario does to its node.

@@ -161,27 +161,35 @@ fn read_slo(
 
 #[cfg(test)]
 mod tests {
-    use crate::profile::{ScenarioPlan, SloOn, one_scenario};
+    use crate::profile::SloOn;
+    use crate::scenario::{KindPlan, one_scenario};
 
     #[test]
     fn publish_searches_on_pub_ack_and_fanout_on_either() {
-        let ScenarioPlan::Publish(p) = one_scenario(
+        let KindPlan::Publish(p) = one_scenario(
             "publish",
             "rates = \"search\"\nslo = { p99 = \"2ms\" }\nmsg_id = [\"none\", \"unique\"]\n",
         )
-        .unwrap() else {
+        .unwrap()
+        .kind
+        else {
             unreachable!()
         };
         assert_eq!(p.search.as_ref().unwrap().slo.on, SloOn::PubAck);
         assert!(p.rates.is_empty());
-        assert_eq!(p.variant_count(), 2 * crate::profile::SEARCH_PROBES);
+        assert_eq!(
+            p.variant_count(),
+            2 * crate::scenario::search::SEARCH_PROBES
+        );
 
-        let ScenarioPlan::Fanout(f) = one_scenario(
+        let KindPlan::Fanout(f) = one_scenario(
             "fanout",
             "rate = \"search\"\nslo = { p99 = \"20ms\", on = \"pub_ack\" }\n\
              search = { min = 500, max = 8000 }\nstreams = 2\ndurables = [1, 4]\n",
         )
-        .unwrap() else {
+        .unwrap()
+        .kind
+        else {
             unreachable!()
         };
         let s = f.search.unwrap();

@@ -1,6 +1,8 @@
 use std::time::Duration;
 
 use super::*;
+use crate::scenario::ack::AckMode;
+use crate::scenario::{KindPlan, one_scenario, parse};
 
 const GOOD: &str = r#"
 name = "t"
@@ -32,17 +34,20 @@ fn minimal_profile_gets_defaults() {
             replicas: 1
         }
     );
-    let ScenarioPlan::Latency(l) = &p.scenarios[0] else {
+    let KindPlan::Latency(l) = &p.scenarios[0].kind else {
         panic!("latency")
     };
-    assert_eq!(l.common.name.as_deref(), Some("latency"));
-    assert_eq!(l.common.duration, Duration::from_secs(2));
-    assert_eq!(l.common.warmup, Duration::ZERO);
+    assert_eq!(p.scenarios[0].common.name.as_deref(), Some("latency"));
+    assert_eq!(p.scenarios[0].common.duration, Duration::from_secs(2));
+    assert_eq!(p.scenarios[0].common.warmup, Duration::ZERO);
     assert_eq!(l.rates, vec![100, 200]);
     assert_eq!(l.publish.message_size, SizePlan::Fixed(128));
     assert_eq!(l.publish.msg_id, MsgId::None);
     assert_eq!(l.consumer.ack_wait, Duration::from_secs(30));
-    assert_eq!(p.estimated_duration(), Duration::from_secs(4));
+    assert_eq!(
+        crate::scenario::estimated_duration(&p),
+        Duration::from_secs(4)
+    );
 }
 
 #[test]
@@ -64,7 +69,10 @@ fn repeat_defaults_to_one_and_multiplies_the_estimate() {
     )
     .unwrap();
     assert_eq!(p.repeat, 3);
-    assert_eq!(p.estimated_duration(), Duration::from_secs(12));
+    assert_eq!(
+        crate::scenario::estimated_duration(&p),
+        Duration::from_secs(12)
+    );
 }
 
 #[test]
@@ -237,9 +245,9 @@ fn every_profile_file_is_bundled_and_valid() {
 fn quick_profile_stays_well_under_a_minute() {
     let p = parse("quick", bundled("quick").unwrap()).unwrap();
     assert!(
-        p.estimated_duration() <= Duration::from_secs(30),
+        crate::scenario::estimated_duration(&p) <= Duration::from_secs(30),
         "{:?}",
-        p.estimated_duration()
+        crate::scenario::estimated_duration(&p)
     );
 }
 
@@ -282,7 +290,7 @@ rates = [1000, "max"]
 #[test]
 fn publish_profile_gets_defaults_and_reads_max() {
     let p = parse("p.toml", PUBLISH).unwrap();
-    let ScenarioPlan::Publish(s) = &p.scenarios[0] else {
+    let KindPlan::Publish(s) = &p.scenarios[0].kind else {
         panic!("publish")
     };
     assert_eq!(s.rates, vec![Rate::PerSecond(1000), Rate::Max]);
@@ -302,7 +310,7 @@ fn publish_keys_are_read_in_all_their_forms() {
          headers = {{ \"X-A\" = \"1\" }}\n"
     );
     let p = parse("p.toml", &text).unwrap();
-    let ScenarioPlan::Publish(s) = &p.scenarios[0] else {
+    let KindPlan::Publish(s) = &p.scenarios[0].kind else {
         panic!("publish")
     };
     assert_eq!(s.msg_ids, vec![MsgId::None, MsgId::Unique]);
@@ -321,7 +329,7 @@ fn publish_keys_are_read_in_all_their_forms() {
     let with_reference =
         format!("{PUBLISH}msg_id = [\"none\", \"unique\"]\nreference = \"minimal\"\n");
     let p = parse("p.toml", &with_reference).unwrap();
-    let ScenarioPlan::Publish(s) = &p.scenarios[0] else {
+    let KindPlan::Publish(s) = &p.scenarios[0].kind else {
         panic!("publish")
     };
     // `minimal` is the old name of the idiomatic loop.
@@ -457,7 +465,7 @@ fn redelivery_reads_behaviours_into_classes_with_scripts() {
          transient = {{ fraction = 0.1, failures = 2, fail = \"ignore\" }}\npoison = {{ fraction = 0.05 }}\n"
     );
     let p = parse("r.toml", &text).unwrap();
-    let ScenarioPlan::Redelivery(r) = &p.scenarios[0] else {
+    let KindPlan::Redelivery(r) = &p.scenarios[0].kind else {
         panic!("redelivery")
     };
     assert!(r.baseline);
@@ -480,7 +488,7 @@ fn redelivery_reads_behaviours_into_classes_with_scripts() {
         "poison fails by ignoring by default"
     );
     assert!(
-        r.common.drain_timeout > Duration::from_secs(3),
+        p.scenarios[0].common.drain_timeout > Duration::from_secs(3),
         "long enough for every BackOff step"
     );
 }
@@ -537,7 +545,7 @@ fn ack_scenario_reads_modes_and_allows_ack_every() {
          reads = \"fetch\"\n[scenario.consumer]\nack_every = 10\n",
     )
     .unwrap();
-    let ScenarioPlan::Ack(a) = &p.scenarios[0] else {
+    let KindPlan::Ack(a) = &p.scenarios[0].kind else {
         panic!("ack")
     };
     assert_eq!(a.modes, vec![AckMode::Double, AckMode::All]);
@@ -564,7 +572,7 @@ fn backpressure_needs_a_sweep_and_completed_work() {
         &format!("{base}max_ack_pending = [1, 10]\nexpiry_ack_waits = [\"100ms\"]\n"),
     )
     .unwrap();
-    let ScenarioPlan::Backpressure(b) = &p.scenarios[0] else {
+    let KindPlan::Backpressure(b) = &p.scenarios[0].kind else {
         panic!("backpressure")
     };
     assert_eq!(b.max_ack_pending, vec![1, 10]);
@@ -622,7 +630,7 @@ fn stream_settings_are_read_with_lists_as_variants() {
         ),
     )
     .unwrap();
-    let stream = &p.scenarios[0].common().stream;
+    let stream = &p.scenarios[0].common.stream;
     assert_eq!(stream.storage, [Storage::File, Storage::Memory]);
     assert_eq!(stream.discard, [Discard::Old, Discard::New]);
     let l = &stream.limits;
@@ -635,7 +643,10 @@ fn stream_settings_are_read_with_lists_as_variants() {
     assert_eq!(l.allow_direct, Some(true));
     assert_eq!(l.placement.as_ref().unwrap().tags, ["ssd"]);
     // Two rates on four streams: eight variants of 2 s.
-    assert_eq!(p.estimated_duration(), Duration::from_secs(16));
+    assert_eq!(
+        crate::scenario::estimated_duration(&p),
+        Duration::from_secs(16)
+    );
 }
 
 #[test]
@@ -678,7 +689,7 @@ fn pull_keys_sweep_as_lists_and_are_checked_one_by_one() {
     )
     .unwrap();
     let plan = &p.scenarios[0];
-    let c = plan.consumer().unwrap();
+    let c = plan.kind.consumer().unwrap();
     assert_eq!(c.batch, 10, "the first of a list until swept");
     assert_eq!(c.pull.max_bytes, Some(1 << 20));
     assert_eq!(c.pull.idle_heartbeat, Some(Duration::from_millis(500)));
@@ -695,7 +706,7 @@ fn pull_keys_sweep_as_lists_and_are_checked_one_by_one() {
             "batch-500.expires-10s"
         ]
     );
-    let last = combos[3].1.consumer().unwrap();
+    let last = combos[3].1.kind.consumer().unwrap();
     assert_eq!(
         (last.batch, last.pull.expires),
         (500, Some(Duration::from_secs(10)))
@@ -706,7 +717,10 @@ fn pull_keys_sweep_as_lists_and_are_checked_one_by_one() {
         "a combination sweeps no further"
     );
     // Two rates, four pull combinations, 2 s each.
-    assert_eq!(p.estimated_duration(), Duration::from_secs(16));
+    assert_eq!(
+        crate::scenario::estimated_duration(&p),
+        Duration::from_secs(16)
+    );
     // Nothing swept: the plan itself, unnamed.
     let plain = parse("test.toml", GOOD).unwrap();
     let combos = plain.scenarios[0].pull_combinations();
@@ -742,7 +756,7 @@ fn retention_is_for_scenarios_whose_checks_allow_for_it() {
         &format!("{GOOD}[scenario.stream]\nretention = [\"limits\", \"interest\"]\n"),
     )
     .unwrap();
-    assert_eq!(ok.scenarios[0].common().stream.combinations(), 2);
+    assert_eq!(ok.scenarios[0].common.stream.combinations(), 2);
 }
 
 #[test]
@@ -753,7 +767,7 @@ fn push_keys_belong_to_push_and_pull_keys_to_pull() {
         &with("kind = \"push\"\nconsumers = 3\nflow_control = true"),
     )
     .unwrap();
-    let c = p.scenarios[0].consumer().unwrap();
+    let c = p.scenarios[0].kind.consumer().unwrap();
     assert_eq!(c.kind, ConsumerKind::Push);
     assert!(
         c.push.queue,
@@ -788,7 +802,7 @@ fn push_keys_belong_to_push_and_pull_keys_to_pull() {
 fn every_paced_scenario_reads_a_shape_and_refuses_a_rate_beside_it() {
     for kind in ["redelivery", "backpressure", "restart", "dlq", "fanout"] {
         let ramp = "arrival = { pattern = \"ramp\", from = 10, to = 90 }\n";
-        let e = match crate::profile::one_scenario(kind, &format!("rate = 100\n{ramp}")) {
+        let e = match one_scenario(kind, &format!("rate = 100\n{ramp}")) {
             Ok(_) => panic!("{kind}: rate beside a ramp accepted"),
             Err(e) => e,
         };
@@ -796,7 +810,7 @@ fn every_paced_scenario_reads_a_shape_and_refuses_a_rate_beside_it() {
             e.contains("scenario[0].rate") && e.contains("sets its own rate"),
             "{kind}: {e}"
         );
-        let e = match crate::profile::one_scenario(kind, "arrival = \"poisson\"\n") {
+        let e = match one_scenario(kind, "arrival = \"poisson\"\n") {
             Ok(_) => panic!("{kind}: poisson without a rate accepted"),
             Err(e) => e,
         };
@@ -808,7 +822,7 @@ fn every_paced_scenario_reads_a_shape_and_refuses_a_rate_beside_it() {
 fn wake_every_is_auto_by_default_a_duration_or_refused_by_name() {
     let wake = |line: &str| {
         let p = parse("test.toml", &format!("{GOOD}{line}")).unwrap();
-        let ScenarioPlan::Latency(l) = &p.scenarios[0] else {
+        let KindPlan::Latency(l) = &p.scenarios[0].kind else {
             panic!("latency")
         };
         l.publish.wake_every

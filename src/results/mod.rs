@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::profile::ScenarioPlan;
+use crate::profile::CommonPlan;
 use crate::record::histogram::Recorder;
 use crate::system::error::UsageError;
 use crate::variant::{VariantResult, VariantSink};
@@ -81,11 +81,7 @@ impl ResultsWriter {
     }
 
     /// Stores one finished variant and rewrites the folder.
-    pub fn record_variant(
-        &mut self,
-        scenario: &ScenarioPlan,
-        variant: VariantResult,
-    ) -> Result<()> {
+    pub fn record_variant(&mut self, scenario: &CommonPlan, variant: VariantResult) -> Result<()> {
         self.record_repetition(scenario, variant, 1)
     }
 
@@ -102,7 +98,7 @@ impl ResultsWriter {
     /// earlier repetitions when the run repeats, and rewrites the folder.
     pub fn record_repetition(
         &mut self,
-        scenario: &ScenarioPlan,
+        scenario: &CommonPlan,
         variant: VariantResult,
         index: usize,
     ) -> Result<()> {
@@ -180,7 +176,7 @@ impl ResultsWriter {
             None => {
                 self.summary.scenarios.push(ScenarioReport {
                     name: name.to_string(),
-                    kind: scenario.kind().to_string(),
+                    kind: scenario.kind.to_string(),
                     variants: Vec::new(),
                 });
                 self.summary.scenarios.last_mut().expect("just pushed")
@@ -212,7 +208,7 @@ impl ResultsWriter {
 }
 
 impl VariantSink for ResultsWriter {
-    fn record(&mut self, scenario: &ScenarioPlan, variant: VariantResult) -> Result<()> {
+    fn record(&mut self, scenario: &CommonPlan, variant: VariantResult) -> Result<()> {
         self.record_variant(scenario, variant)
     }
 }
@@ -225,7 +221,7 @@ pub struct Repetition<'a> {
 }
 
 impl VariantSink for Repetition<'_> {
-    fn record(&mut self, scenario: &ScenarioPlan, variant: VariantResult) -> Result<()> {
+    fn record(&mut self, scenario: &CommonPlan, variant: VariantResult) -> Result<()> {
         self.writer.record_repetition(scenario, variant, self.index)
     }
 }
@@ -351,12 +347,12 @@ mod tests {
     #[test]
     fn every_repetition_is_on_disk_as_soon_as_it_is_recorded() {
         let parent = tempfile::tempdir().unwrap();
-        let profile = crate::profile::parse(
+        let profile = crate::scenario::parse(
             "t",
             "name = \"t\"\nrepeat = 2\n[[scenario]]\nkind = \"latency\"\nduration = \"1s\"\nrates = [100]\n",
         )
         .unwrap();
-        let plan = &profile.scenarios[0];
+        let plan = &profile.scenarios[0].common;
         let mut writer = ResultsWriter::create(parent.path(), run_metadata(2)).unwrap();
         let dir = writer.dir().to_path_buf();
 
@@ -402,14 +398,14 @@ mod tests {
     #[test]
     fn single_runs_keep_the_plain_form() {
         let parent = tempfile::tempdir().unwrap();
-        let profile = crate::profile::parse(
+        let profile = crate::scenario::parse(
             "t",
             "name = \"t\"\n[[scenario]]\nkind = \"latency\"\nduration = \"1s\"\nrates = [100]\n",
         )
         .unwrap();
         let mut writer = ResultsWriter::create(parent.path(), run_metadata(1)).unwrap();
         writer
-            .record_variant(&profile.scenarios[0], variant(200, 0))
+            .record_variant(&profile.scenarios[0].common, variant(200, 0))
             .unwrap();
         let json = fs::read_to_string(writer.dir().join("summary.json")).unwrap();
         assert!(!json.contains("\"repetitions\""), "{json}");

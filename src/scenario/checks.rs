@@ -7,8 +7,29 @@ use std::time::Duration;
 
 use crate::consume::fates::Analysis;
 use crate::drive::DriveOutcome;
+use crate::profile::{BehaviourPlan, ConsumerPlan};
 use crate::record::metrics::count;
 use crate::variant::{Invariant, VariantResult};
+
+/// Every persisted message delivered at least once.
+pub const NOTHING_LOST: &str = "lost = 0";
+/// The stream's count equals what PubAcks confirmed, less its limits'.
+pub const STREAM_HOLDS: &str = "stream holds every persisted message";
+/// The durable shows nothing pending once the drive has settled.
+pub const NOTHING_PENDING: &str = "server reports nothing pending";
+
+/// Every message's fate in a drive against the behaviour planned for it,
+/// a redelivery held early only beyond this drive's delivery p99.9.
+pub fn fates(o: &DriveOutcome, behaviour: &BehaviourPlan, consumer: &ConsumerPlan) -> Analysis {
+    let delivery_p999 = Duration::from_nanos(o.e2e_intended.quantile(0.999));
+    crate::consume::fates::analyse(
+        &o.events,
+        &o.ledger,
+        behaviour,
+        consumer,
+        crate::consume::fates::early_tolerance(delivery_p999),
+    )
+}
 
 /// `planned.<fate>` and `observed.<fate>` counts, and the early tolerance
 /// the analysis used.
@@ -49,7 +70,7 @@ pub fn fate_invariants(o: &DriveOutcome, a: &Analysis, r: &mut VariantResult) {
     ));
     // Never delivered, as the server's loss; what the clients missed is
     // their own count.
-    r.invariants.push(Invariant::equal("lost = 0", c.lost, 0));
+    r.invariants.push(nothing_lost(o));
     r.invariants.push(nothing_dropped_by_client(
         c.client_dropped,
         o.client_drop_cause.as_deref(),
@@ -100,7 +121,7 @@ pub fn nothing_lost(o: &DriveOutcome) -> Invariant {
             o.ledger.lost_sequences(10)
         )
     };
-    Invariant::check("lost = 0", c.lost == 0, detail)
+    Invariant::check(NOTHING_LOST, c.lost == 0, detail)
 }
 
 /// One invariant over many parts of a variant (each durable, each
@@ -148,7 +169,7 @@ pub fn across(parts: &[(String, Invariant)], what: &str) -> Option<Invariant> {
 /// confirmed, less what its own limits evicted: nothing stored behind
 /// jsbench's back, nothing missing.
 pub fn stream_holds(stored: Option<u64>, c: &crate::record::ledger::LedgerCounts) -> Invariant {
-    const NAME: &str = "stream holds every persisted message";
+    const NAME: &str = STREAM_HOLDS;
     match stored {
         Some(n) if c.evicted > 0 || c.removed_by_ack > 0 => Invariant::check(
             NAME,
@@ -242,7 +263,7 @@ pub fn server_clock(ctx: &crate::drive::RunContext, r: &mut VariantResult) {
 /// The durable shows nothing pending once the drive has settled.
 pub fn nothing_pending(o: &DriveOutcome) -> Invariant {
     Invariant::check(
-        "server reports nothing pending",
+        NOTHING_PENDING,
         o.server_state
             .is_some_and(|s| s.num_pending == 0 && s.num_ack_pending == 0),
         match o.server_state {
@@ -573,7 +594,7 @@ fn memory_flat(slope: Option<f64>, span: u64, by_design: f64) -> Invariant {
 
 /// The ledger, the per-second and sampled timelines, the drive's warnings,
 /// the server's figures, and whether every publisher finished.
-pub fn drive_records(o: &DriveOutcome, sample_every: Duration, r: &mut VariantResult) {
+pub fn drive_records(o: &DriveOutcome, sample_every: Option<Duration>, r: &mut VariantResult) {
     server_figures(o, r);
     client_figures(o, r);
     r.invariants.push(publishers_finished(o));
@@ -582,7 +603,9 @@ pub fn drive_records(o: &DriveOutcome, sample_every: Duration, r: &mut VariantRe
         .insert("published".into(), o.published_timeline.clone());
     r.timelines
         .insert("delivered".into(), o.delivered_timeline.clone());
-    r.timelines.extend(o.sample_timelines(sample_every));
+    if let Some(every) = sample_every {
+        r.timelines.extend(o.sample_timelines(every));
+    }
     if o.interrupted {
         r.warnings
             .push("interrupted: the variant stopped early; its counts cover what was sent".into());

@@ -1,13 +1,19 @@
-//! Scenarios: one module per row of the design's scenario table, each
-//! reading as provision, drive, measure, verify.
+//! Scenarios: one folder per scenario kind, each holding its plan (the
+//! keys it reads), its run (provision, drive, measure, verify) and what
+//! its table shows; beside them the mechanics several share. A kind is
+//! one row of the registry below, and adding one touches its folder, its
+//! row and its docs page (docs/development.md, "Adding a scenario").
 
 pub mod ack;
 pub mod backpressure;
 pub mod checks;
+mod combinations;
 pub mod dlq;
 pub mod fanout;
 pub mod idempotence;
+mod kind;
 pub mod latency;
+pub mod lifecycle;
 pub mod outage;
 pub mod publish;
 pub mod redelivery;
@@ -17,168 +23,260 @@ pub mod resume;
 pub mod search;
 pub mod shape;
 
+use std::time::Duration;
+
 use anyhow::Result;
+use futures::future::LocalBoxFuture;
+
+pub use kind::ScenarioKind;
 
 use crate::drive::RunContext;
-use crate::profile::ScenarioPlan;
-use crate::variant::{VariantResult, VariantSink};
+use crate::profile::{
+    self, CommonPlan, ConsumerPlan, FaultKind, Kinds, Problems, ProfileError, Section,
+};
+use crate::server::target::Fault;
+use crate::streams::provision::{Footprint, Need};
+use crate::variant::VariantSink;
 
-/// The names of a variant's stream, its subjects and its durable.
-pub struct VariantNames {
-    pub stream: String,
-    /// Subjects are `<base>.<n>`.
-    pub base: String,
-    pub durable: String,
-}
+/// Declares the registry: one row per kind, `Variant => module::Kind`.
+/// It makes the enum of the kinds' plans (so every match over them stays
+/// exhaustive) and the calls that reach a kind through its row.
+macro_rules! registry {
+    ($($variant:ident => $module:ident::$kind:ident),* $(,)?) => {
+        /// A scenario's own plan, of its kind.
+        #[derive(Debug, Clone)]
+        pub enum KindPlan {
+            $($variant(<$module::$kind as ScenarioKind>::Plan),)*
+        }
 
-/// The provision step most scenarios share: the variant's stream (storage
-/// and replicas from the server plan) and one pull durable reading it.
-pub async fn provision_durable(
-    ctx: &RunContext,
-    scenario: &str,
-    variant: &str,
-    consumer: &crate::profile::ConsumerPlan,
-) -> Result<VariantNames> {
-    let names = VariantNames {
-        stream: ctx.names.stream(scenario, variant),
-        base: ctx.names.subject(scenario, variant),
-        durable: ctx.names.durable(scenario, variant),
-    };
-    let stream = ctx
-        .provisioner
-        .create_stream(crate::streams::provision::stream_config(
-            &names.stream,
-            &names.base,
-            &ctx.server,
-            &ctx.stream,
-        ))
-        .await?;
-    ctx.provisioner
-        .create_consumer(
-            &stream,
-            crate::streams::provision::durable_config(&names.durable, consumer, &names.base),
-            consumer.pedantic,
-        )
-        .await?;
-    Ok(names)
-}
+        /// Every kind a profile may name, in the registry's order.
+        pub const KINDS: &[&str] = &[$(<$module::$kind as ScenarioKind>::NAME,)*];
 
-/// How many messages a variant's stream holds after its drive, with its
-/// placement (leader, replicas) added to the results: asked whatever the
-/// drive's fate, so a failed variant still says where it ran. `None` when
-/// stream info is unavailable, which the stream-holds check reports.
-pub async fn record_stream(ctx: &RunContext, stream: &str, r: &mut VariantResult) -> Option<u64> {
-    let info = ctx.provisioner.stream_info(stream).await;
-    r.streams
-        .extend(info.as_ref().map(crate::streams::provision::placement));
-    info.map(|i| i.state.messages)
-}
-
-/// Runs one scenario of a profile: all its variants once per combination
-/// of its `[scenario.stream]` lists (storage, retention, discard) and of
-/// its consumer's swept keys (kind, pull tuning), each combination's
-/// variants named with its suffix and on streams of their own names.
-pub async fn run(
-    ctx: &mut RunContext,
-    plan: &ScenarioPlan,
-    sink: &mut dyn VariantSink,
-) -> Result<()> {
-    let streams = plan.common().stream.settings();
-    let pulls = plan.pull_combinations();
-    let mut first = true;
-    for settings in streams {
-        for (pull_suffix, pulled) in &pulls {
-            if !first {
-                // With --keep the previous combination's streams are still
-                // there under the same variant names.
-                ctx.names = crate::streams::provision::Names::generate();
+        impl KindPlan {
+            /// Reads a table of the kind named `kind`, one of [`KINDS`].
+            fn read(
+                kind: &str,
+                section: Section<'_>,
+                problems: &mut Problems,
+            ) -> Option<(CommonPlan, KindPlan)> {
+                $(if kind == <$module::$kind as ScenarioKind>::NAME {
+                    return <$module::$kind as ScenarioKind>::read(section, problems)
+                        .map(|(common, plan)| (common, KindPlan::$variant(plan)));
+                })*
+                None
             }
-            first = false;
-            ctx.stream = settings.clone();
-            let suffix: Vec<&str> = [settings.suffix.as_deref(), pull_suffix.as_deref()]
-                .into_iter()
-                .flatten()
-                .collect();
-            let mut labelled = OnStream {
-                inner: &mut *sink,
-                recorded: plan,
-                settings: &ctx.stream,
-                suffix: (!suffix.is_empty()).then(|| suffix.join(".")),
-                pull: pull_suffix.as_ref().and(pulled.consumer()),
-                default_storage: ctx.server.storage,
-            };
-            let result = run_on_stream(ctx, pulled, &mut labelled).await;
-            ctx.stream = Default::default();
-            result?;
-        }
-    }
-    Ok(())
-}
 
-/// Names each variant for its stream's and pull keys' combination,
-/// records the settings it ran on among its parameters, and hands it on
-/// under the profile's scenario plan (`recorded`): the results hold one
-/// scenario whichever combination ran.
-struct OnStream<'a> {
-    inner: &'a mut dyn VariantSink,
-    recorded: &'a ScenarioPlan,
-    settings: &'a crate::profile::StreamSettings,
-    suffix: Option<String>,
-    /// The consumer plan of a swept pull combination.
-    pull: Option<&'a crate::profile::ConsumerPlan>,
-    default_storage: crate::profile::Storage,
-}
+            fn accepts_retention(kind: &str) -> bool {
+                $(if kind == <$module::$kind as ScenarioKind>::NAME {
+                    return <$module::$kind as ScenarioKind>::RETENTION;
+                })*
+                false
+            }
 
-impl VariantSink for OnStream<'_> {
-    fn record(&mut self, _ran: &ScenarioPlan, mut variant: VariantResult) -> Result<()> {
-        let s = self.settings;
-        if let Some(suffix) = &self.suffix {
-            variant.name = format!("{}.{suffix}", variant.name);
-        }
-        if let Some(c) = self.pull {
-            variant.param("consumer_kind", crate::profile::kind_name(c.kind));
-            variant.param("batch", c.batch);
-            variant.param("pull", c.pull);
-            if let Some(w) = c.max_waiting {
-                variant.param("max_waiting", w);
+            /// Runs every variant of the scenario; boxed, since together
+            /// the kinds' futures would be as large as the largest, and a
+            /// debug build runs a whole run's future on a test thread's
+            /// stack.
+            fn run<'a>(
+                &'a self,
+                ctx: &'a RunContext,
+                scenario: &'a ScenarioPlan,
+                sink: &'a mut dyn VariantSink,
+            ) -> LocalBoxFuture<'a, Result<()>> {
+                match self {
+                    $(KindPlan::$variant(p) => {
+                        Box::pin(<$module::$kind as ScenarioKind>::run(ctx, scenario, p, sink))
+                    })*
+                }
+            }
+
+            fn need(&self, common: &CommonPlan) -> Need {
+                match self {
+                    $(KindPlan::$variant(p) => <$module::$kind as ScenarioKind>::need(p, common),)*
+                }
+            }
+
+            fn estimated_duration(&self, common: &CommonPlan) -> Duration {
+                match self {
+                    $(KindPlan::$variant(p) => {
+                        <$module::$kind as ScenarioKind>::estimated_duration(p, common)
+                    })*
+                }
+            }
+
+            pub fn consumer(&self) -> Option<&ConsumerPlan> {
+                match self {
+                    $(KindPlan::$variant(p) => <$module::$kind as ScenarioKind>::consumer(p),)*
+                }
+            }
+
+            fn consumer_mut(&mut self) -> Option<&mut ConsumerPlan> {
+                match self {
+                    $(KindPlan::$variant(p) => <$module::$kind as ScenarioKind>::consumer_mut(p),)*
+                }
+            }
+
+            pub fn faults(&self) -> Option<FaultKind> {
+                match self {
+                    $(KindPlan::$variant(p) => <$module::$kind as ScenarioKind>::faults(p),)*
+                }
             }
         }
-        let storage = s.storage.unwrap_or(self.default_storage);
-        variant.param("stream.storage", crate::profile::storage_name(storage));
-        if let Some(r) = s.retention {
-            variant.param("stream.retention", crate::profile::retention_name(r));
-        }
-        if let Some(d) = s.discard {
-            variant.param("stream.discard", d);
-        }
-        if s.limits != Default::default() {
-            variant.param("stream.limits", &s.limits);
-        }
-        self.inner.record(self.recorded, variant)
+    };
+}
+
+registry! {
+    Latency => latency::Latency,
+    Publish => publish::Publish,
+    Ack => ack::Ack,
+    Redelivery => redelivery::Redelivery,
+    Replay => replay::Replay,
+    Backpressure => backpressure::Backpressure,
+    Resume => resume::Resume,
+    Restart => restart::Restart,
+    Dlq => dlq::Dlq,
+    Fanout => fanout::Fanout,
+    Outage => outage::Outage,
+}
+
+/// One `[[scenario]]` of a profile: the keys every scenario has, and its
+/// kind's own plan.
+#[derive(Debug, Clone)]
+pub struct ScenarioPlan {
+    pub common: CommonPlan,
+    pub kind: KindPlan,
+}
+
+/// A profile with its scenarios read by the registry.
+pub type Profile = profile::Profile<ScenarioPlan>;
+
+/// The registry, as the profile layer reads scenarios through it.
+pub struct Registry;
+
+impl Kinds for Registry {
+    type Scenario = ScenarioPlan;
+    const NAMES: &'static [&'static str] = KINDS;
+
+    fn read(kind: &str, section: Section<'_>, problems: &mut Problems) -> Option<ScenarioPlan> {
+        KindPlan::read(kind, section, problems).map(|(common, kind)| ScenarioPlan { common, kind })
+    }
+
+    fn accepts_retention(kind: &str) -> bool {
+        KindPlan::accepts_retention(kind)
+    }
+
+    fn common_mut(scenario: &mut ScenarioPlan) -> &mut CommonPlan {
+        &mut scenario.common
     }
 }
 
-/// Runs `plan`: the profile's, or one pull combination of it. Each
-/// scenario's future is boxed: together they would be as large as the
-/// largest, and a debug build runs the whole run's future on a test
-/// thread's stack.
-async fn run_on_stream(
-    ctx: &RunContext,
-    plan: &ScenarioPlan,
-    sink: &mut dyn VariantSink,
-) -> Result<()> {
-    let run: futures::future::LocalBoxFuture<'_, Result<()>> = match plan {
-        ScenarioPlan::Latency(p) => Box::pin(latency::run(ctx, plan, p, sink)),
-        ScenarioPlan::Publish(p) => Box::pin(publish::run(ctx, plan, p, sink)),
-        ScenarioPlan::Ack(p) => Box::pin(ack::run(ctx, plan, p, sink)),
-        ScenarioPlan::Redelivery(p) => Box::pin(redelivery::run(ctx, plan, p, sink)),
-        ScenarioPlan::Backpressure(p) => Box::pin(backpressure::run(ctx, plan, p, sink)),
-        ScenarioPlan::Resume(p) => Box::pin(resume::run(ctx, plan, p, sink)),
-        ScenarioPlan::Restart(p) => Box::pin(restart::run(ctx, plan, p, sink)),
-        ScenarioPlan::Replay(p) => Box::pin(replay::run(ctx, plan, p, sink)),
-        ScenarioPlan::Dlq(p) => Box::pin(dlq::run(ctx, plan, p, sink)),
-        ScenarioPlan::Fanout(p) => Box::pin(fanout::run(ctx, plan, p, sink)),
-        ScenarioPlan::Outage(p) => Box::pin(outage::run(ctx, plan, p, sink)),
-    };
-    run.await
+/// Loads a profile by bundled name or path, every scenario read by its kind.
+pub fn load(spec: &str) -> Result<Profile> {
+    profile::load::<Registry>(spec)
+}
+
+/// Parses and validates profile text; `source` names it in errors.
+pub fn parse(source: &str, text: &str) -> Result<Profile, ProfileError> {
+    profile::parse::<Registry>(source, text)
+}
+
+impl ScenarioPlan {
+    /// Unique within the profile.
+    pub fn name(&self) -> &str {
+        self.common.name()
+    }
+
+    pub fn kind(&self) -> &'static str {
+        self.common.kind
+    }
+
+    /// The plan once per combination of its swept pull keys, with the
+    /// suffix that names it; itself, unnamed, when nothing is swept.
+    pub fn pull_combinations(&self) -> Vec<(Option<String>, ScenarioPlan)> {
+        let Some(consumer) = self.kind.consumer().filter(|c| c.sweep.combinations() > 1) else {
+            return vec![(None, self.clone())];
+        };
+        consumer
+            .sweep
+            .apply(consumer)
+            .into_iter()
+            .map(|(suffix, c)| {
+                let mut plan = self.clone();
+                if let Some(slot) = plan.kind.consumer_mut() {
+                    *slot = c;
+                }
+                (suffix, plan)
+            })
+            .collect()
+    }
+
+    /// Timed phases only (warm-up included); set-up, drain and read-back
+    /// come on top. Every variant runs once per stream and pull
+    /// combination.
+    pub fn estimated_duration(&self) -> Duration {
+        let pulls = self.kind.consumer().map_or(1, |c| c.sweep.combinations());
+        self.kind.estimated_duration(&self.common)
+            * (self.common.stream.combinations() * pulls) as u32
+    }
+
+    /// What the scenario puts into the account at most at once.
+    pub fn need(&self) -> Need {
+        self.kind.need(&self.common)
+    }
+
+    /// Runs one scenario of a profile: every variant once per combination
+    /// of its `[scenario.stream]` lists and of its swept pull keys.
+    pub async fn run(&self, ctx: &mut RunContext, sink: &mut dyn VariantSink) -> Result<()> {
+        combinations::run(ctx, self, sink).await
+    }
+}
+
+/// How long a profile's measured phases take (warm-up included), without
+/// set-up and drain; what `jsbench profiles` shows.
+pub fn estimated_duration(profile: &Profile) -> Duration {
+    profile
+        .scenarios
+        .iter()
+        .map(ScenarioPlan::estimated_duration)
+        .sum::<Duration>()
+        * profile.repeat as u32
+}
+
+/// What a profile puts into the account at most at once: its largest
+/// scenario's need.
+pub fn footprint(profile: &Profile) -> Footprint {
+    Footprint::of(
+        profile
+            .scenarios
+            .iter()
+            .map(|s| (s.need(), &s.common.stream)),
+    )
+}
+
+/// The scenarios that inject a fault into the servers: what the target
+/// must allow before anything starts.
+pub fn faults(profiles: &[Profile]) -> Vec<Fault<'_>> {
+    profiles
+        .iter()
+        .flat_map(|p| {
+            p.scenarios.iter().filter_map(move |s| {
+                s.kind.faults().map(|kind| Fault {
+                    profile: &p.name,
+                    scenario: s.name(),
+                    kind,
+                })
+            })
+        })
+        .collect()
+}
+
+/// The one scenario of a profile made of `body` under a `kind` scenario
+/// with a 1 s duration, or the profile's error text: what a kind's own
+/// unit tests read.
+#[cfg(test)]
+pub(crate) fn one_scenario(kind: &str, body: &str) -> Result<ScenarioPlan, String> {
+    let text = format!("name = \"t\"\n[[scenario]]\nkind = \"{kind}\"\nduration = \"1s\"\n{body}");
+    parse("test", &text)
+        .map(|mut p| p.scenarios.remove(0))
+        .map_err(|e| e.to_string())
 }

@@ -12,10 +12,14 @@ use std::time::Instant;
 
 use anyhow::Result;
 
+use super::ScenarioPlan;
 use crate::drive::RunContext;
-use crate::profile::{ScenarioPlan, SearchPlan};
+use crate::profile::SearchPlan;
 use crate::record::metrics::{Direction, Metric};
 use crate::variant::{VariantResult, VariantSink};
+
+/// Probes a search usually takes (measured: 12 to 15), for estimates.
+pub const SEARCH_PROBES: usize = 13;
 
 /// Where a search stands.
 #[derive(Debug, Clone)]
@@ -168,7 +172,7 @@ pub async fn run(
         ));
         s.record(rate, verdict.passed());
         verdicts.push((rate, verdict));
-        sink.record(scenario, result)?;
+        sink.record(&scenario.common, result)?;
     }
 
     let mut r = VariantResult::new(format!("{prefix}search"));
@@ -242,7 +246,7 @@ pub async fn run(
             .push("interrupted: the search stopped before its answer".into()),
     }
     r.elapsed = started.elapsed();
-    sink.record(scenario, r)
+    sink.record(&scenario.common, r)
 }
 
 /// A probe's outcome against the search's conditions: the generator kept

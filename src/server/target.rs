@@ -9,7 +9,7 @@ use crate::connect::Resolution;
 use std::sync::Arc;
 
 use crate::connect::NodeInfo;
-use crate::profile::Profile;
+use crate::profile::{FaultKind, Profile};
 use crate::server::fault::FaultHandle;
 use crate::server::telemetry::{Monitor, monitors_from_list};
 use crate::server::{EmbeddedCluster, EmbeddedServer};
@@ -26,18 +26,18 @@ pub enum Target {
 
 impl Target {
     /// Starts what has to be started: nothing for a named server. A
-    /// cluster for `profiles` with a route fault runs its routes through
+    /// cluster whose routes a scenario faults (`faults`) runs them through
     /// relays.
     pub fn start(
         resolution: &Resolution,
         cluster: Option<usize>,
-        profiles: &[Profile],
+        faults: &[Fault<'_>],
     ) -> Result<Self> {
         Ok(match (&resolution.remote, cluster) {
             (Some(_), _) => Target::External,
             (None, Some(n)) => {
                 let options = crate::server::ServerOptions {
-                    relay_routes: route_faults(profiles).next().is_some(),
+                    relay_routes: faults.iter().any(|f| f.kind.is_route()),
                     ..Default::default()
                 };
                 Target::Cluster(Arc::new(EmbeddedCluster::start_with(n, &options)?))
@@ -163,54 +163,47 @@ impl Target {
     }
 }
 
-/// Killing a server is only ever done to one jsbench started: refuse a
-/// restart scenario aimed at a given server before anything runs.
-/// The restart scenarios that cut or pause routes, as (profile, scenario).
-fn route_faults(profiles: &[Profile]) -> impl Iterator<Item = (&str, &str)> {
-    profiles.iter().flat_map(|p| {
-        p.scenarios.iter().filter_map(move |s| match s {
-            crate::profile::ScenarioPlan::Restart(r) if r.fault.is_route() => {
-                Some((p.name.as_str(), s.name()))
-            }
-            _ => None,
-        })
-    })
+/// A scenario of a profile that injects a fault into the servers.
+#[derive(Debug, Clone, Copy)]
+pub struct Fault<'a> {
+    pub profile: &'a str,
+    pub scenario: &'a str,
+    pub kind: FaultKind,
 }
 
+/// Killing a server is only ever done to one jsbench started: refuse a
+/// scenario that kills aimed at a given server, and a route fault without
+/// a local cluster, before anything runs.
 pub fn check_faults(
-    profiles: &[Profile],
+    faults: &[Fault<'_>],
     resolution: &Resolution,
     cluster: Option<usize>,
 ) -> Result<(), UsageError> {
     if resolution.remote.is_none() {
-        if let (Some((profile, scenario)), None) = (route_faults(profiles).next(), cluster) {
+        if let (Some(f), None) = (faults.iter().find(|f| f.kind.is_route()), cluster) {
             return Err(UsageError(format!(
-                "profile {profile}, scenario {scenario}: a route fault cuts a node off from its \
-                 peers, so it needs a local cluster: add --cluster 3"
+                "profile {}, scenario {}: a route fault cuts a node off from its \
+                 peers, so it needs a local cluster: add --cluster 3",
+                f.profile, f.scenario
             )));
         }
         return Ok(());
     }
-    for p in profiles {
-        for s in &p.scenarios {
-            if matches!(s, crate::profile::ScenarioPlan::Restart(_)) {
-                return Err(UsageError(format!(
-                    "profile {}, scenario {}: the restart scenario kills servers, so it runs \
-                     only on servers jsbench starts itself (the embedded default or --cluster N), \
-                     never on one given with -s/--server, a context or NATS_URL",
-                    p.name,
-                    s.common().name.as_deref().unwrap_or("restart")
-                )));
-            }
-        }
+    if let Some(f) = faults.first() {
+        return Err(UsageError(format!(
+            "profile {}, scenario {}: the restart scenario kills servers, so it runs \
+             only on servers jsbench starts itself (the embedded default or --cluster N), \
+             never on one given with -s/--server, a context or NATS_URL",
+            f.profile, f.scenario
+        )));
     }
     Ok(())
 }
 
 /// Replicated streams need as many servers: refuse before starting
 /// anything rather than fail at the first stream.
-pub fn check_replicas(
-    profiles: &[Profile],
+pub fn check_replicas<S>(
+    profiles: &[Profile<S>],
     replicas_override: Option<usize>,
     resolution: &Resolution,
     cluster: Option<usize>,

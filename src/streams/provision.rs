@@ -15,8 +15,8 @@ use async_nats::jetstream::{self, consumer, stream};
 use serde::{Deserialize, Serialize};
 
 use crate::profile::{
-    AckPolicy, Compression, ConsumerKind, ConsumerPlan, Discard, PacedLoad, Profile, PublishPlan,
-    Rate, RatePer, Retention, ScenarioPlan, ServerPlan, Storage, StreamSettings,
+    AckPolicy, CommonPlan, Compression, ConsumerKind, ConsumerPlan, Discard, PacedLoad,
+    PublishPlan, Retention, ServerPlan, Storage, StreamPlan, StreamSettings,
 };
 
 /// Where a stream's replicas live, from stream info at the end of a variant:
@@ -438,126 +438,94 @@ impl Footprint {
 
 /// Bytes a stored message costs beyond its payload: subject, headers and
 /// the store's own record (an estimate; dedup ids add about 40 more).
-const PER_MESSAGE_OVERHEAD: u64 = 100;
+pub const PER_MESSAGE_OVERHEAD: u64 = 100;
 
 /// What a "max" rate may reach, for sizing only: more than this machine's
 /// kind has been measured to publish.
-const MAX_RATE_ESTIMATE: f64 = 500_000.0;
+pub const MAX_RATE_ESTIMATE: f64 = 500_000.0;
 
-pub fn footprint(profile: &Profile) -> Footprint {
-    let mut need = Footprint {
-        streams: 1,
-        consumers: 1,
-        bytes: 0,
-        total_bytes: 0,
-        max_ack_pending: 0,
-        file: false,
-        memory: false,
-    };
-    for scenario in &profile.scenarios {
-        let common = scenario.common();
-        for storage in &common.stream.storage {
-            match storage {
-                Storage::File => need.file = true,
-                Storage::Memory => need.memory = true,
-            }
+/// What one scenario puts into the account at most at once: its largest
+/// variant's streams, consumers and stored bytes, and the MaxAckPending
+/// its durables ask for. Each kind says its own (the registry row's
+/// sizing); most are [`Need::paced`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Need {
+    pub streams: usize,
+    pub consumers: usize,
+    /// Stored bytes of the largest stream, one replica.
+    pub bytes: u64,
+    /// Stored bytes over all the variant's streams, one replica: `bytes`
+    /// but for a fan-out, whose streams share its load.
+    pub total_bytes: u64,
+    pub max_ack_pending: i64,
+}
+
+impl Need {
+    /// One stream and one durable: `rate` msg/s of `publish`'s mean size
+    /// for the scenario's warm-up and duration, read with `max_ack_pending`.
+    pub fn paced(
+        rate: f64,
+        common: &CommonPlan,
+        publish: &PublishPlan,
+        max_ack_pending: i64,
+    ) -> Need {
+        let bytes = stored_bytes(rate, common, publish);
+        Need {
+            streams: 1,
+            consumers: 1,
+            bytes,
+            total_bytes: bytes,
+            max_ack_pending,
         }
-        // Stored bytes of a variant publishing `rate` for warm-up plus
-        // duration, messages of `plan`'s mean size.
-        let paced = |rate: f64, plan: &PublishPlan| {
-            let span = (common.warmup + common.duration).as_secs_f64();
-            (rate * span) as u64 * (plan.message_size.mean() as u64 + PER_MESSAGE_OVERHEAD)
-        };
-        // The paced load: what it stores, and the MaxAckPending it asks for.
-        let paced_load = |load: &PacedLoad| {
-            (
-                paced(load.rate as f64, &load.publish),
-                load.consumer.max_ack_pending,
-            )
-        };
-        let (bytes, max_ack_pending) = match scenario {
-            ScenarioPlan::Latency(p) => {
-                let fattest = p.rates.iter().copied().max().unwrap_or(0) as f64;
-                (paced(fattest, &p.publish), p.consumer.max_ack_pending)
-            }
-            ScenarioPlan::Publish(p) => {
-                let per_publisher = if p.rate_per == RatePer::Publisher {
-                    p.publish.publishers as f64
-                } else {
-                    1.0
-                };
-                let fattest = p
-                    .rates
-                    .iter()
-                    .map(|r| match r {
-                        Rate::PerSecond(r) => *r as f64 * per_publisher,
-                        Rate::Max => MAX_RATE_ESTIMATE,
-                    })
-                    .fold(0.0, f64::max);
-                (paced(fattest, &p.publish), 0)
-            }
-            ScenarioPlan::Ack(p) => {
-                // Every variant's durable lives until the scenario's stream goes.
-                need.consumers = need.consumers.max(p.variant_count());
-                let per_message = p.message_size as u64 + PER_MESSAGE_OVERHEAD;
-                (p.messages * per_message, p.consumer.max_ack_pending)
-            }
-            ScenarioPlan::Redelivery(p) => paced_load(&p.load),
-            ScenarioPlan::Resume(p) => paced_load(&p.load),
-            ScenarioPlan::Restart(p) => paced_load(&p.load),
-            ScenarioPlan::Outage(p) => paced_load(&p.load),
-            ScenarioPlan::Backpressure(p) => {
-                let largest = p.max_ack_pending.iter().copied().max().unwrap_or(0);
-                let expiry = if p.expiry_ack_waits.is_empty() {
-                    0
-                } else {
-                    p.expiry_max_ack_pending
-                };
-                (paced_load(&p.load).0, largest.max(expiry))
-            }
-            ScenarioPlan::Replay(p) => {
-                // One stream: the recording, plus what the live variants append.
-                let live_variants = p.readers.len()
-                    * (usize::from(p.live_tail)
-                        + [&p.instant, &p.original]
-                            .iter()
-                            .filter(|l| l.contains(&crate::profile::ReplayDeliver::New))
-                            .count());
-                let live =
-                    p.live_rate as f64 * p.live_duration.as_secs_f64() * live_variants as f64;
-                let per_message = p.publish.message_size.mean() as u64 + PER_MESSAGE_OVERHEAD;
-                // A replay's own consumer, and an ordered one the server may still hold.
-                need.consumers = need.consumers.max(2);
-                (
-                    (p.planned_messages + live as u64) * per_message,
-                    crate::profile::REPLAY_MAX_ACK_PENDING,
-                )
-            }
-            ScenarioPlan::Fanout(p) => {
-                let fewest = p.streams.iter().copied().min().unwrap_or(1).max(1);
-                let most = p.streams.iter().copied().max().unwrap_or(1);
-                let durables = p.durables.iter().copied().max().unwrap_or(1);
-                need.streams = need.streams.max(most);
-                need.consumers = need.consumers.max(most * durables);
-                need.total_bytes = need.total_bytes.max(paced(p.rate as f64, &p.publish));
-                (
-                    paced(p.rate as f64 / fewest as f64, &p.publish),
-                    p.consumer.max_ack_pending,
-                )
-            }
-            ScenarioPlan::Dlq(p) => {
-                // The source, the advisory capture and the DLQ stream; the
-                // durable, the handler's and (interest) a second one.
-                need.streams = need.streams.max(3);
-                need.consumers = need.consumers.max(3);
-                paced_load(&p.load)
-            }
-        };
-        need.bytes = need.bytes.max(bytes);
-        need.total_bytes = need.total_bytes.max(bytes);
-        need.max_ack_pending = need.max_ack_pending.max(max_ack_pending);
     }
-    need
+
+    /// The shared paced load's: its rate, its publishers, its durable.
+    pub fn of_load(load: &PacedLoad, common: &CommonPlan) -> Need {
+        Need::paced(
+            load.rate as f64,
+            common,
+            &load.publish,
+            load.consumer.max_ack_pending,
+        )
+    }
+}
+
+/// What `rate` msg/s of `publish`'s mean size store over the scenario's
+/// warm-up and duration, one replica.
+pub fn stored_bytes(rate: f64, common: &CommonPlan, publish: &PublishPlan) -> u64 {
+    let span = (common.warmup + common.duration).as_secs_f64();
+    (rate * span) as u64 * (publish.message_size.mean() as u64 + PER_MESSAGE_OVERHEAD)
+}
+
+impl Footprint {
+    /// A profile's footprint: the largest need of its scenarios (each runs
+    /// alone, and deletes what it made), with the storage kinds their
+    /// `[scenario.stream]` lists name.
+    pub fn of<'a>(scenarios: impl IntoIterator<Item = (Need, &'a StreamPlan)>) -> Footprint {
+        let mut need = Footprint {
+            streams: 1,
+            consumers: 1,
+            bytes: 0,
+            total_bytes: 0,
+            max_ack_pending: 0,
+            file: false,
+            memory: false,
+        };
+        for (n, stream) in scenarios {
+            for storage in &stream.storage {
+                match storage {
+                    Storage::File => need.file = true,
+                    Storage::Memory => need.memory = true,
+                }
+            }
+            need.streams = need.streams.max(n.streams);
+            need.consumers = need.consumers.max(n.consumers);
+            need.bytes = need.bytes.max(n.bytes);
+            need.total_bytes = need.total_bytes.max(n.total_bytes).max(n.bytes);
+            need.max_ack_pending = need.max_ack_pending.max(n.max_ack_pending);
+        }
+        need
+    }
 }
 
 /// Checks the account's JetStream limits against what a profile needs,

@@ -22,7 +22,7 @@ use crate::drive::{
     Alone, Distribute, DriveOutcome, DriveSpec, Exchange, LocalReports, PeerCounts, PeerPart,
     Peers, RunContext, Share, drive_share,
 };
-use crate::profile::ScenarioPlan;
+use crate::profile::CommonPlan;
 use crate::system::progress::VariantBar;
 use crate::variant::{VariantResult, VariantSink};
 
@@ -941,9 +941,9 @@ pub struct Annotate<'a> {
 }
 
 impl VariantSink for Annotate<'_> {
-    fn record(&mut self, scenario: &ScenarioPlan, mut variant: VariantResult) -> Result<()> {
+    fn record(&mut self, scenario: &CommonPlan, mut variant: VariantResult) -> Result<()> {
         annotate(&mut variant, self.workers.take_log());
-        if let Some(note) = super::merge::coordinator_side(scenario.kind())
+        if let Some(note) = super::merge::coordinator_side(scenario.kind)
             && variant.name != "scenario"
         {
             variant.param("workers_coordinator_side", note);

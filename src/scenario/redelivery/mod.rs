@@ -11,21 +11,26 @@
 //! exactly MaxDeliver deliveries), that the MAX_DELIVERIES and
 //! MSG_TERMINATED advisories match, and that nothing is lost.
 
+pub mod plan;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
-use super::{VariantNames, checks, idempotence, provision_durable, record_stream};
+use super::lifecycle::{Durable, Work, drive_durable, variant};
+use super::{ScenarioKind, ScenarioPlan, checks};
 use crate::consume::fates::{self, Analysis};
-use crate::drive::RunContext;
-use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
-use crate::profile::{BehaviourPlan, RedeliveryPlan, ScenarioPlan, format_duration};
+use crate::drive::{ConsumerSpec, DriveOutcome, RunContext};
+use crate::profile::{BehaviourPlan, CommonPlan, ConsumerPlan, Problems, Section, format_duration};
 use crate::record::ledger::Event;
 use crate::record::metrics::{Direction, Metric, count, latency_metrics, ratio};
-use crate::streams::advisory::{Advisories, AdvisoryWatch};
+use crate::streams::advisory::Advisories;
+use crate::streams::provision::Need;
 use crate::variant::{Invariant, VariantResult, VariantSink};
+
+pub use plan::Plan;
 
 /// How often consumer info is sampled while a variant runs.
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);
@@ -39,10 +44,48 @@ struct Figures {
     completion: Duration,
 }
 
-pub async fn run(
+/// The registry's row for `redelivery`: what happens when a message fails.
+pub struct Redelivery;
+
+impl ScenarioKind for Redelivery {
+    const NAME: &'static str = "redelivery";
+    const RETENTION: bool = true;
+    type Plan = Plan;
+
+    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
+        plan::read(section, problems)
+    }
+
+    fn run<'a>(
+        ctx: &'a RunContext,
+        scenario: &'a ScenarioPlan,
+        plan: &'a Plan,
+        sink: &'a mut dyn VariantSink,
+    ) -> impl Future<Output = Result<()>> + 'a {
+        run(ctx, scenario, plan, sink)
+    }
+
+    fn need(plan: &Plan, common: &CommonPlan) -> Need {
+        Need::of_load(&plan.load, common)
+    }
+
+    fn estimated_duration(plan: &Plan, common: &CommonPlan) -> Duration {
+        (common.duration + common.warmup) * (1 + u32::from(plan.baseline))
+    }
+
+    fn consumer(plan: &Plan) -> Option<&ConsumerPlan> {
+        Some(&plan.load.consumer)
+    }
+
+    fn consumer_mut(plan: &mut Plan) -> Option<&mut ConsumerPlan> {
+        Some(&mut plan.load.consumer)
+    }
+}
+
+async fn run(
     ctx: &RunContext,
     scenario: &ScenarioPlan,
-    plan: &RedeliveryPlan,
+    plan: &Plan,
     sink: &mut dyn VariantSink,
 ) -> Result<()> {
     let mut baseline = None;
@@ -52,54 +95,72 @@ pub async fn run(
             classes: Vec::new(),
             ..plan.load.behaviour.clone()
         };
-        let (result, figures) = variant(ctx, scenario, plan, "baseline", clean, None).await;
+        let (result, figures) = one_variant(ctx, scenario, plan, "baseline", clean, None).await;
         baseline = figures;
-        sink.record(scenario, result)?;
+        sink.record(&scenario.common, result)?;
     }
     if !ctx.stop.is_cancelled() {
-        let (result, _) = variant(
-            ctx,
-            scenario,
-            plan,
-            "plan",
-            plan.load.behaviour.clone(),
-            baseline,
-        )
-        .await;
-        sink.record(scenario, result)?;
+        let behaviour = plan.load.behaviour.clone();
+        let (result, _) = one_variant(ctx, scenario, plan, "plan", behaviour, baseline).await;
+        sink.record(&scenario.common, result)?;
     }
     Ok(())
 }
 
-async fn variant(
+/// The load with the durable's clients following `behaviour`, the
+/// advisories watched; its figures for the plan variant's overhead.
+async fn one_variant(
     ctx: &RunContext,
     scenario: &ScenarioPlan,
-    plan: &RedeliveryPlan,
+    plan: &Plan,
     name: &str,
     behaviour: BehaviourPlan,
     baseline: Option<Figures>,
 ) -> (VariantResult, Option<Figures>) {
-    let started = Instant::now();
-    let mut result = VariantResult::new(name);
-    describe(plan, &behaviour, &mut result);
-    super::checks::server_clock(ctx, &mut result);
-    let figures =
-        match run_variant(ctx, scenario.name(), plan, behaviour, baseline, &mut result).await {
-            Ok(f) => Some(f),
-            Err(e) => {
-                result.error = Some(format!("{e:#}"));
-                None
-            }
+    variant(name, async |r| {
+        describe(&scenario.common, plan, &behaviour, r);
+        checks::server_clock(ctx, r);
+        let load = &plan.load;
+        let behaviour = Arc::new(behaviour);
+        let reader = |durable| {
+            ConsumerSpec::observed(
+                durable,
+                load.consumer.clone(),
+                behaviour.clone(),
+                SAMPLE_EVERY,
+            )
         };
-    result.elapsed = started.elapsed();
-    (result, figures)
+        let durable = Durable {
+            advisories: true,
+            work: if plan.idempotent {
+                Work::Idempotent
+            } else {
+                Work::Counted
+            },
+            ..Durable::new(
+                &scenario.common,
+                (load.rate, &load.publish),
+                &load.consumer,
+                reader,
+            )
+        };
+        drive_durable(ctx, scenario, r, durable, |d, r| {
+            let o = &d.outcome;
+            let analysis = checks::fates(o, &behaviour, &load.consumer);
+            let figures = measure(o, &analysis, &d.advisories, baseline, r);
+            verify(o, &analysis, &d.advisories, d.stored, r);
+            figures
+        })
+        .await
+    })
+    .await
 }
 
-fn describe(plan: &RedeliveryPlan, behaviour: &BehaviourPlan, r: &mut VariantResult) {
+fn describe(common: &CommonPlan, plan: &Plan, behaviour: &BehaviourPlan, r: &mut VariantResult) {
     let c = &plan.load.consumer;
     r.param("rate", plan.load.rate);
     super::shape::describe(&plan.load.publish.arrival, r);
-    r.param("duration", format_duration(plan.common.duration));
+    r.param("duration", format_duration(common.duration));
     r.param("publishers", plan.load.publish.publishers);
     r.param("consumers", c.consumers);
     r.param("read", c.kind);
@@ -117,76 +178,6 @@ fn describe(plan: &RedeliveryPlan, behaviour: &BehaviourPlan, r: &mut VariantRes
     r.param("handlers", behaviour.handlers);
     r.param("seed", behaviour.seed);
     r.param("classes", &behaviour.classes);
-}
-
-async fn run_variant(
-    ctx: &RunContext,
-    scenario: &str,
-    plan: &RedeliveryPlan,
-    behaviour: BehaviourPlan,
-    baseline: Option<Figures>,
-    result: &mut VariantResult,
-) -> Result<Figures> {
-    // Provision.
-    let variant = result.name.clone();
-    let c = &plan.load.consumer;
-    let VariantNames {
-        stream: stream_name,
-        base,
-        durable,
-    } = provision_durable(ctx, scenario, &variant, c).await?;
-    let watch = AdvisoryWatch::start(
-        &ctx.provisioner.jetstream().client(),
-        &stream_name,
-        &durable,
-    )
-    .await?;
-
-    // Drive.
-    let behaviour = Arc::new(behaviour);
-    let mut consumer = ConsumerSpec::observed(durable, c.clone(), behaviour.clone(), SAMPLE_EVERY);
-    if plan.idempotent {
-        consumer.dedup = Some(idempotence::store(ctx, scenario, &variant).await?);
-    }
-    let bucket = consumer.dedup.clone();
-    let spec = DriveSpec::paced(
-        format!("{scenario} {variant}"),
-        &stream_name,
-        format!("{base}.0"),
-        &plan.load.publish,
-        &plan.common,
-        plan.load.rate,
-        consumer,
-    );
-    let outcome = drive(ctx, &spec).await;
-    // Advisories for the last exhausted messages follow their final deadline.
-    let advisories = watch.finish(Duration::from_millis(500)).await;
-    let stored = record_stream(ctx, &stream_name, result).await;
-    let deleted = ctx.provisioner.delete_stream(&stream_name).await;
-    let (store, dropped) = idempotence::finish(ctx, bucket.as_deref()).await;
-    let deleted = deleted.and(dropped);
-    let outcome = outcome?;
-
-    // Measure and verify.
-    let delivery_p999 = Duration::from_nanos(outcome.e2e_intended.quantile(0.999));
-    let analysis = fates::analyse(
-        &outcome.events,
-        &outcome.ledger,
-        &behaviour,
-        c,
-        fates::early_tolerance(delivery_p999),
-    );
-    let figures = measure(&outcome, &analysis, &advisories, baseline, result);
-    super::shape::per_step(
-        &outcome.e2e_intended,
-        outcome.t0_ns,
-        &plan.load.publish.arrival,
-        result,
-    );
-    verify(&outcome, &analysis, &advisories, stored, result);
-    idempotence::measure(&outcome, store, result);
-    deleted.context("cleaning up after the variant")?;
-    Ok(figures)
 }
 
 fn measure(
@@ -286,7 +277,6 @@ fn measure(
             Direction::Lower,
         ));
     }
-    checks::drive_records(o, SAMPLE_EVERY, r);
     mine
 }
 

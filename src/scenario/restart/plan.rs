@@ -4,8 +4,26 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::shared::{Offer, Paced, split};
-use super::{Dur, FaultKind, FaultNode, MsgId, Problems, RestartPlan};
+use crate::profile::shared::{Offer, Paced, split};
+use crate::profile::{
+    CommonPlan, Dur, FaultKind, FaultNode, MsgId, PacedLoad, Problems, Section, Storage,
+};
+
+/// The `restart` scenario: a server jsbench started is killed with SIGKILL
+/// under load and started again on its store.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Ids are unique and overdue messages are resent
+    /// (`publish.resend_after`).
+    pub load: PacedLoad,
+    /// From the start of the schedule to the kill.
+    pub kill_after: Duration,
+    /// From the kill to the restart.
+    pub down_for: Duration,
+    pub node: FaultNode,
+    /// What happens to the node: killed, or its routes cut or paused.
+    pub fault: FaultKind,
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -17,17 +35,38 @@ struct RestartSection {
     fault: Option<FaultKind>,
 }
 
+/// A restart kills the server: its streams must survive it, on file
+/// storage (the profile's, or every one `[scenario.stream]` lists).
+fn needs_file_storage(section: &Section<'_>, problems: &mut Problems) {
+    let listed = section.stream.map(|s| s.storage.as_slice()).unwrap_or(&[]);
+    let (path, memory) = if listed.is_empty() {
+        (
+            "server.storage".to_string(),
+            section.server.storage == Storage::Memory,
+        )
+    } else {
+        (
+            format!("{}.stream.storage", section.prefix),
+            listed.contains(&Storage::Memory),
+        )
+    };
+    if memory {
+        problems.push(
+            path,
+            "a restart scenario kills the server: its streams need storage = \"file\" to survive",
+        );
+    }
+}
+
 /// Restart's publishers set their window and timeout; nothing in the
 /// client's hands is planned to fail.
 const OFFER: Offer = Offer::PACED
     .and(&["pub_ack_window", "pub_ack_timeout"])
     .less(&["behaviour"]);
 
-pub(super) fn read(
-    table: toml::Table,
-    prefix: &str,
-    problems: &mut Problems,
-) -> Option<RestartPlan> {
+pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
+    needs_file_storage(&section, problems);
+    let (table, prefix) = (section.table, section.prefix);
     let (mut shared, s) = split::<RestartSection>(table, OFFER, prefix, problems)?;
     let key = |k: &str| format!("{prefix}.{k}");
     let mut common = shared.common("restart", problems);
@@ -79,12 +118,12 @@ pub(super) fn read(
             .drain_timeout
             .max(load.consumer.ack_wait * 2 + down_for * 2);
     }
-    Some(RestartPlan {
-        common,
+    let plan = Plan {
         load,
         kill_after,
         down_for,
         node: s.node.unwrap_or(FaultNode::Server),
         fault: s.fault.unwrap_or_default(),
-    })
+    };
+    Some((common, plan))
 }

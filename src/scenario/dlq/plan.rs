@@ -4,11 +4,31 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::common::OneOrMany;
-use super::shared::{Offer, Paced, split};
-use super::{
-    Capture, DlqHandlerPlan, DlqPlan, Dur, MsgId, OriginHeaders, OriginalGet, Problems, Retention,
+use crate::profile::common::OneOrMany;
+use crate::profile::shared::{Offer, Paced, split};
+use crate::profile::{
+    Capture, CommonPlan, DlqHandlerPlan, Dur, MsgId, OriginHeaders, OriginalGet, PacedLoad,
+    Problems, Retention, Section,
 };
+
+/// The `dlq` scenario: load at a fixed rate with a fraction of poison
+/// messages, and the advisory-built dead-letter queue, per retention.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub load: PacedLoad,
+    /// One variant each.
+    pub retentions: Vec<Retention>,
+    /// Run a poison-free variant first, for the effect on healthy latency.
+    pub baseline: bool,
+    pub capture: Capture,
+    /// Dead-letter termed messages too (MSG_TERMINATED advisories).
+    pub terminated: bool,
+    pub handler: DlqHandlerPlan,
+    /// After each variant, send the dead letters back onto their original
+    /// subjects (twice: the second must store nothing) and read them with
+    /// the durable, healthy now.
+    pub redrive: bool,
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -73,7 +93,7 @@ impl OriginHeadersSection {
                     path,
                     format!("{name:?} is not a header name (printable ASCII, no spaces or ':')"),
                 );
-            } else if super::is_publish_control(name) {
+            } else if crate::profile::is_publish_control(name) {
                 problems.push(
                     path,
                     format!("{name} instructs the stream on publish (the DLQ stream would obey it); choose another name"),
@@ -95,7 +115,8 @@ impl OriginHeadersSection {
     }
 }
 
-pub(super) fn read(table: toml::Table, prefix: &str, problems: &mut Problems) -> Option<DlqPlan> {
+pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
+    let (table, prefix) = (section.table, section.prefix);
     let (mut shared, s) = split::<DlqSection>(table, OFFER, prefix, problems)?;
     let key = |k: &str| format!("{prefix}.{k}");
     let mut common = shared.common("dlq", problems);
@@ -226,8 +247,7 @@ pub(super) fn read(table: toml::Table, prefix: &str, problems: &mut Problems) ->
             + behaviour.processing.mean() * 4;
         common.drain_timeout = common.drain_timeout.max(longest + Duration::from_secs(10));
     }
-    Some(DlqPlan {
-        common,
+    let plan = Plan {
         load,
         retentions,
         baseline: s.baseline.unwrap_or(true),
@@ -235,27 +255,29 @@ pub(super) fn read(table: toml::Table, prefix: &str, problems: &mut Problems) ->
         capture: s.capture.unwrap_or(Capture::Account),
         terminated,
         handler,
-    })
+    };
+    Some((common, plan))
 }
 
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
-    use super::super::{Capture, MsgId, OriginalGet, Retention, ScenarioPlan, parse};
+    use crate::profile::{Capture, MsgId, OriginalGet, Problem, Retention};
+    use crate::scenario::{KindPlan, parse};
 
     const DLQ: &str = "name = \"d\"\n[[scenario]]\nkind = \"dlq\"\nduration = \"5s\"\nrate = 100\n";
     const POISON: &str =
         "[scenario.consumer]\nmax_deliver = 3\n[scenario.behaviour]\npoison = { fraction = 0.1 }\n";
 
-    fn problems(text: &str) -> Vec<super::super::Problem> {
+    fn problems(text: &str) -> Vec<Problem> {
         parse("d.toml", text).expect_err("refused").problems
     }
 
     #[test]
     fn defaults_cover_every_retention_the_seed_discusses() {
         let p = parse("d.toml", &format!("{DLQ}{POISON}")).unwrap();
-        let ScenarioPlan::Dlq(d) = &p.scenarios[0] else {
+        let KindPlan::Dlq(d) = &p.scenarios[0].kind else {
             panic!("dlq")
         };
         assert_eq!(
@@ -273,7 +295,10 @@ mod tests {
             d.handler.origin_headers.seq, "Nats-Dlq-Origin-Seq",
             "the seed's"
         );
-        assert_eq!(p.estimated_duration(), Duration::from_secs(20));
+        assert_eq!(
+            crate::scenario::estimated_duration(&p),
+            Duration::from_secs(20)
+        );
     }
 
     #[test]
@@ -281,7 +306,7 @@ mod tests {
         let handler =
             |names: &str| format!("{DLQ}{POISON}[scenario.handler]\norigin_headers = {names}\n");
         let p = parse("d.toml", &handler("{ seq = \"X-Origin-Seq\" }")).unwrap();
-        let ScenarioPlan::Dlq(d) = &p.scenarios[0] else {
+        let KindPlan::Dlq(d) = &p.scenarios[0].kind else {
             panic!("dlq")
         };
         assert_eq!(d.handler.origin_headers.seq, "X-Origin-Seq");
@@ -327,7 +352,7 @@ mod tests {
             ),
         )
         .unwrap();
-        let ScenarioPlan::Dlq(d) = &p.scenarios[0] else {
+        let KindPlan::Dlq(d) = &p.scenarios[0].kind else {
             panic!("dlq")
         };
         assert_eq!(d.retentions, [Retention::Workqueue]);

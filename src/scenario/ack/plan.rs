@@ -1,10 +1,77 @@
 //! `kind = "ack"`: keys and checks.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-use super::common::{OneOrMany, SizeSpec, has_repeats};
-use super::shared::{Offer, split};
-use super::{AckMode, AckPolicy, AckScenarioPlan, ConsumeReference, ConsumerKind, Problems};
+use crate::profile::common::{OneOrMany, SizeSpec, has_repeats};
+use crate::profile::shared::{Offer, split};
+use crate::profile::{AckPolicy, CommonPlan, ConsumerKind, ConsumerPlan, Problems, Section};
+
+/// How a variant of the `ack` scenario acknowledges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AckMode {
+    None,
+    /// Ack every `ack_every`-th message with AckAll.
+    All,
+    Explicit,
+    /// Explicit, each ack confirmed by the server.
+    Double,
+}
+
+impl AckMode {
+    pub fn label(&self) -> &'static str {
+        match self {
+            AckMode::None => "none",
+            AckMode::All => "all",
+            AckMode::Explicit => "explicit",
+            AckMode::Double => "double",
+        }
+    }
+}
+
+/// The `ack` scenario: one pre-filled stream, read by a fresh durable per
+/// ack mode and read mode, side by side.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub messages: u64,
+    pub message_size: usize,
+    pub modes: Vec<AckMode>,
+    pub reads: Vec<ConsumerKind>,
+    /// `kind`, `ack` and `double_ack` are set per variant.
+    pub consumer: ConsumerPlan,
+    /// Consume loops run before and after the explicit-ack consume
+    /// variant, on the same stream, to tell what jsbench's consumer costs
+    /// or gains over the code a user would write.
+    pub reference: Vec<ConsumeReference>,
+}
+
+impl Plan {
+    pub fn variant_count(&self) -> usize {
+        self.modes.len() * self.reads.len() + 2 * self.reference.len()
+    }
+}
+
+/// A consume loop read beside jsbench's consumer: the yardstick that says
+/// whether jsbench's recording, not the server, sets its consume rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConsumeReference {
+    /// `consumer.messages()` with its defaults and `ack().await` per
+    /// message: what a user of async-nats writes first.
+    Idiomatic,
+    /// Pull requests and acks as core NATS publishes, no client library
+    /// machinery: the client's ceiling for an explicit-ack consume.
+    Raw,
+}
+
+impl ConsumeReference {
+    pub fn label(self) -> &'static str {
+        match self {
+            ConsumeReference::Idiomatic => "idiomatic",
+            ConsumeReference::Raw => "raw",
+        }
+    }
+}
 
 /// Counted, not timed: each variant consumes `messages`.
 #[derive(Deserialize)]
@@ -24,11 +91,8 @@ const OFFER: Offer = Offer::TIMING
 /// How long a variant may take to consume what it filled, by default.
 const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
-pub(super) fn read(
-    table: toml::Table,
-    prefix: &str,
-    problems: &mut Problems,
-) -> Option<AckScenarioPlan> {
+pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
+    let (table, prefix) = (section.table, section.prefix);
     let (mut shared, s) = split::<AckSection>(table, OFFER, prefix, problems)?;
     let common = shared.counted("ack", DRAIN_TIMEOUT, problems);
     let messages = s.messages.unwrap_or(0);
@@ -60,7 +124,7 @@ pub(super) fn read(
         &format!("{prefix}.message_size"),
         size,
         crate::record::stamp::STAMP_LEN,
-        super::common::MAX_MESSAGE_SIZE,
+        crate::profile::common::MAX_MESSAGE_SIZE,
         " bytes",
     );
     let modes = s.acks.map(|m| m.0).unwrap_or_else(|| {
@@ -99,15 +163,15 @@ pub(super) fn read(
         prefix,
         problems,
     );
-    Some(AckScenarioPlan {
-        common,
+    let plan = Plan {
         messages,
         message_size: size,
         modes,
         reads,
         consumer,
         reference,
-    })
+    };
+    Some((common, plan))
 }
 
 /// References run beside one variant, the explicit-ack consume, with one

@@ -2,10 +2,27 @@
 
 use serde::Deserialize;
 
-use super::common::require_explicit_ack;
-use super::search::SearchSection;
-use super::shared::{Offer, split};
-use super::{LatencyPlan, MsgId, Problems, SearchPlan, SloOn};
+use crate::profile::common::require_explicit_ack;
+use crate::profile::search::SearchSection;
+use crate::profile::shared::{Offer, split};
+use crate::profile::{
+    CommonPlan, ConsumerPlan, MsgId, Problems, PublishPlan, SearchPlan, Section, SloOn,
+};
+
+/// The `latency` scenario: fixed-rate publishers and a durable pull consumer,
+/// one variant per rate.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Total msg/s across publishers; one variant each. Empty with
+    /// `search`.
+    pub rates: Vec<u64>,
+    pub publish: PublishPlan,
+    pub consumer: ConsumerPlan,
+    /// `rates = "search"`: find the highest rate that holds the SLO.
+    pub search: Option<SearchPlan>,
+    /// Each rate also over core NATS (no stream): what JetStream adds.
+    pub core_baseline: bool,
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -31,11 +48,8 @@ const OFFER: Offer = Offer::TIMING.and(&[
 /// Highest rate a latency variant may ask for.
 const MAX_RATE: u64 = 10_000_000;
 
-pub(super) fn read(
-    table: toml::Table,
-    prefix: &str,
-    problems: &mut Problems,
-) -> Option<LatencyPlan> {
+pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
+    let (table, prefix) = (section.table, section.prefix);
     let (mut shared, s) = split::<LatencySection>(table, OFFER, prefix, problems)?;
     let common = shared.common("latency", problems);
     let arrival = shared.arrival(problems);
@@ -44,7 +58,7 @@ pub(super) fn read(
     if shaped {
         // The shape sets the rate: one variant at its mean.
         let given = !rates.is_empty() || search.is_some();
-        rates = vec![super::common::shaped_rate(
+        rates = vec![crate::profile::common::shaped_rate(
             &arrival, given, "rates", &common, prefix, problems,
         )];
     }
@@ -92,14 +106,14 @@ pub(super) fn read(
             "applies to a list of rates, not to a search",
         );
     }
-    Some(LatencyPlan {
-        common,
+    let plan = Plan {
         rates,
         publish,
         consumer,
         search,
         core_baseline,
-    })
+    };
+    Some((common, plan))
 }
 
 /// `rates = [..]`, or `rates = "search"` with its `slo` and `search`
@@ -111,7 +125,7 @@ fn rates_or_search(
     prefix: &str,
     problems: &mut Problems,
 ) -> (Vec<u64>, Option<SearchPlan>) {
-    let searching = super::search::asks_search(rates.as_ref());
+    let searching = crate::profile::search::asks_search(rates.as_ref());
     let list = match rates {
         None => Vec::new(),
         Some(toml::Value::Array(items)) => items
@@ -137,7 +151,7 @@ fn rates_or_search(
             Vec::new()
         }
     };
-    let search = super::search::read(
+    let search = crate::profile::search::read(
         searching,
         slo,
         search,
@@ -151,11 +165,13 @@ fn rates_or_search(
 
 #[cfg(test)]
 mod tests {
-    use crate::profile::{ScenarioPlan, SloOn, one_scenario};
+    use super::Plan;
+    use crate::profile::SloOn;
+    use crate::scenario::{KindPlan, one_scenario};
 
-    fn read(body: &str) -> Result<crate::profile::LatencyPlan, String> {
-        match one_scenario("latency", body)? {
-            ScenarioPlan::Latency(l) => Ok(l),
+    fn read(body: &str) -> Result<Plan, String> {
+        match one_scenario("latency", body)?.kind {
+            KindPlan::Latency(l) => Ok(l),
             _ => unreachable!(),
         }
     }

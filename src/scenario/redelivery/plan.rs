@@ -2,8 +2,20 @@
 
 use serde::Deserialize;
 
-use super::shared::{Offer, Paced, split};
-use super::{Problems, RedeliveryPlan};
+use crate::profile::shared::{Offer, Paced, split};
+use crate::profile::{CommonPlan, PacedLoad, Problems, Section};
+
+/// The `redelivery` scenario: load at a fixed rate, consumers following a
+/// behaviour plan, and (optionally first) the same load all acked.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub load: PacedLoad,
+    /// Run a clean all-ack variant first, for the overhead.
+    pub baseline: bool,
+    /// Handlers with a dedup store: work redelivered after it was done
+    /// (an ack deadline that expired mid-work) is not applied again.
+    pub idempotent: bool,
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -12,11 +24,8 @@ struct RedeliverySection {
     idempotent: Option<bool>,
 }
 
-pub(super) fn read(
-    table: toml::Table,
-    prefix: &str,
-    problems: &mut Problems,
-) -> Option<RedeliveryPlan> {
+pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
+    let (table, prefix) = (section.table, section.prefix);
     let (mut shared, s) = split::<RedeliverySection>(table, Offer::PACED, prefix, problems)?;
     let mut common = shared.common("redelivery", problems);
     let load = shared.paced(&common, Paced::of("redelivery", 200), problems);
@@ -31,10 +40,10 @@ pub(super) fn read(
             .drain_timeout
             .max(longest + std::time::Duration::from_secs(10));
     }
-    Some(RedeliveryPlan {
-        common,
+    let plan = Plan {
         load,
         baseline: s.baseline.unwrap_or(true),
         idempotent: s.idempotent.unwrap_or(false),
-    })
+    };
+    Some((common, plan))
 }

@@ -19,19 +19,22 @@
 //! extra), each delivery is the recorded message, and the server has nothing
 //! left pending.
 
+pub mod plan;
+
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
 use async_nats::Client;
 use async_nats::jetstream::{self, consumer::DeliverPolicy};
 use tokio::sync::watch;
 
-use super::record_stream;
-use crate::drive::RunContext;
-use crate::drive::{DriveOutcome, DriveSpec, drive};
+use super::lifecycle::{each, record_stream, variant};
+use super::{ScenarioKind, ScenarioPlan};
+use crate::drive::{DriveOutcome, DriveSpec, RunContext, drive};
 use crate::profile::{
-    ArrivalPlan, ReplayDeliver, ReplayPace, ReplayPlan, ReplayReader, ScenarioPlan, format_duration,
+    ArrivalPlan, CommonPlan, Problems, REPLAY_MAX_ACK_PENDING, ReplayDeliver, ReplayPace,
+    ReplayReader, Section, format_duration,
 };
 use crate::record::histogram::Recorder;
 use crate::record::ledger::{Event, LedgerCounts};
@@ -39,7 +42,10 @@ use crate::record::metrics::{Direction, Metric, count, latency_metrics};
 use crate::replay::pacing::{self, GAP_CLASSES, Pacing, Signed};
 use crate::replay::read::{self, Delivery, End, ReplayLog, ReplaySpec};
 use crate::replay::recording::{self, Recorded, Start, select};
+use crate::streams::provision::{Need, PER_MESSAGE_OVERHEAD};
 use crate::variant::{Invariant, VariantResult, VariantSink};
+
+pub use plan::Plan;
 
 /// How long a replay keeps reading after its last selected message, to
 /// catch a delivery that should not come.
@@ -56,7 +62,7 @@ const MIN_CLASS_GAPS: u64 = 20;
 
 /// One replay variant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Replay {
+struct OneReplay {
     pace: ReplayPace,
     deliver: ReplayDeliver,
     reader: ReplayReader,
@@ -73,7 +79,7 @@ enum Live {
     Tail,
 }
 
-impl Replay {
+impl OneReplay {
     fn name(&self) -> String {
         let deliver = match self.live {
             Live::Tail => "live_tail",
@@ -85,7 +91,7 @@ impl Replay {
 
 /// The variants in the order they run: replays of the recording first,
 /// then those that append to the stream.
-fn variants(plan: &ReplayPlan) -> Vec<Replay> {
+fn variants(plan: &Plan) -> Vec<OneReplay> {
     let mut still = Vec::new();
     let mut live = Vec::new();
     for (pace, list) in [
@@ -95,7 +101,7 @@ fn variants(plan: &ReplayPlan) -> Vec<Replay> {
         for &deliver in list {
             for &reader in &plan.readers {
                 let new = deliver == ReplayDeliver::New;
-                let v = Replay {
+                let v = OneReplay {
                     pace,
                     deliver,
                     reader,
@@ -107,7 +113,7 @@ fn variants(plan: &ReplayPlan) -> Vec<Replay> {
     }
     if plan.live_tail {
         for &reader in &plan.readers {
-            live.push(Replay {
+            live.push(OneReplay {
                 pace: ReplayPace::Instant,
                 deliver: ReplayDeliver::All,
                 reader,
@@ -119,9 +125,11 @@ fn variants(plan: &ReplayPlan) -> Vec<Replay> {
     still
 }
 
-/// What every variant of the scenario shares.
-struct Target<'a> {
+/// What every variant of the scenario shares: the recorded stream, and
+/// how long a read may go without a delivery.
+struct Stage<'a> {
     scenario: &'a str,
+    common: &'a CommonPlan,
     stream: &'a str,
     base: &'a str,
     subjects: Vec<String>,
@@ -129,10 +137,56 @@ struct Target<'a> {
     js: jetstream::Context,
 }
 
-pub async fn run(
+/// The registry's row for `replay`: instant catch-up against original pacing.
+pub struct Replay;
+
+impl ScenarioKind for Replay {
+    const NAME: &'static str = "replay";
+    type Plan = Plan;
+
+    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
+        plan::read(section, problems)
+    }
+
+    fn run<'a>(
+        ctx: &'a RunContext,
+        scenario: &'a ScenarioPlan,
+        plan: &'a Plan,
+        sink: &'a mut dyn VariantSink,
+    ) -> impl Future<Output = Result<()>> + 'a {
+        run(ctx, scenario, plan, sink)
+    }
+
+    fn need(plan: &Plan, _common: &CommonPlan) -> Need {
+        // One stream: the recording, plus what the live variants append.
+        let live_variants = plan.readers.len()
+            * (usize::from(plan.live_tail)
+                + [&plan.instant, &plan.original]
+                    .iter()
+                    .filter(|l| l.contains(&ReplayDeliver::New))
+                    .count());
+        let live = plan.live_rate as f64 * plan.live_duration.as_secs_f64() * live_variants as f64;
+        let per_message = plan.publish.message_size.mean() as u64 + PER_MESSAGE_OVERHEAD;
+        let bytes = (plan.planned_messages + live as u64) * per_message;
+        Need {
+            streams: 1,
+            // A replay's own consumer, and an ordered one the server may still hold.
+            consumers: 2,
+            bytes,
+            total_bytes: bytes,
+            max_ack_pending: REPLAY_MAX_ACK_PENDING,
+        }
+    }
+
+    fn estimated_duration(plan: &Plan, common: &CommonPlan) -> Duration {
+        plan.estimated_duration(common)
+    }
+}
+
+async fn run(
     ctx: &RunContext,
     scenario: &ScenarioPlan,
-    plan: &ReplayPlan,
+    plan: &Plan,
     sink: &mut dyn VariantSink,
 ) -> Result<()> {
     // Provision.
@@ -148,8 +202,9 @@ pub async fn run(
         ))
         .await?;
     let client = ctx.connect.connect("replay").await?;
-    let target = Target {
+    let target = Stage {
         scenario: name,
+        common: &scenario.common,
         stream: &stream_name,
         base: &base,
         subjects: (0..plan.publish.subjects)
@@ -160,36 +215,26 @@ pub async fn run(
     };
 
     // Record.
-    let started = Instant::now();
-    let mut result = VariantResult::new("record");
-    describe_record(plan, &mut result);
-    let recording = match record(ctx, plan, &target, &mut result).await {
-        Ok(recording) => Some(recording),
-        Err(e) => {
-            result.error = Some(format!("{e:#}"));
-            None
-        }
-    };
-    result.elapsed = started.elapsed();
-    sink.record(scenario, result)?;
+    let (result, recording) = variant("record", async |r| {
+        describe_record(&scenario.common, plan, r);
+        record(ctx, plan, &target, r).await
+    })
+    .await;
+    sink.record(&scenario.common, result)?;
 
     // Replay.
     if let Some(mut recording) = recording.filter(|r| !r.is_empty()) {
-        for v in variants(plan) {
-            if ctx.stop.is_cancelled() {
-                break;
-            }
-            let started = Instant::now();
-            let mut result = VariantResult::new(v.name());
-            describe_replay(plan, &v, &mut result);
-            super::checks::server_clock(ctx, &mut result);
-            if let Err(e) = replay_variant(ctx, plan, &target, &mut recording, v, &mut result).await
-            {
-                result.error = Some(format!("{e:#}"));
-            }
-            result.elapsed = started.elapsed();
-            sink.record(scenario, result)?;
-        }
+        let recording = &mut recording;
+        each(ctx, scenario, sink, variants(plan), async |v| {
+            let (result, _) = variant(v.name(), async |r| {
+                describe_replay(plan, &v, r);
+                super::checks::server_clock(ctx, r);
+                replay_variant(ctx, plan, &target, recording, v, r).await
+            })
+            .await;
+            result
+        })
+        .await?;
     }
     ctx.provisioner
         .delete_stream(&stream_name)
@@ -197,17 +242,17 @@ pub async fn run(
         .context("cleaning up after the scenario")
 }
 
-fn describe_record(plan: &ReplayPlan, r: &mut VariantResult) {
+fn describe_record(common: &CommonPlan, plan: &Plan, r: &mut VariantResult) {
     r.param("arrival", plan.publish.arrival.to_string());
     r.param("rate", plan.rate);
-    r.param("duration", format_duration(plan.common.duration));
+    r.param("duration", format_duration(common.duration));
     r.param("planned_messages", plan.planned_messages);
     r.param("publishers", plan.publish.publishers);
     r.param("message_size", plan.publish.message_size.to_string());
     r.param("subjects", plan.publish.subjects);
 }
 
-fn describe_replay(plan: &ReplayPlan, v: &Replay, r: &mut VariantResult) {
+fn describe_replay(plan: &Plan, v: &OneReplay, r: &mut VariantResult) {
     r.param("replay_policy", v.pace.label());
     r.param("deliver_policy", v.deliver.label());
     r.param("consumer", v.reader.label());
@@ -225,8 +270,8 @@ fn describe_replay(plan: &ReplayPlan, v: &Replay, r: &mut VariantResult) {
 /// Publishes the pattern and reads the stream back as the recording.
 async fn record(
     ctx: &RunContext,
-    plan: &ReplayPlan,
-    t: &Target<'_>,
+    plan: &Plan,
+    t: &Stage<'_>,
     r: &mut VariantResult,
 ) -> Result<Vec<Recorded>> {
     let spec = DriveSpec {
@@ -239,8 +284,8 @@ async fn record(
         count: None,
         preloaded: 0,
         warmup: Duration::ZERO,
-        duration: plan.common.duration,
-        drain_timeout: plan.common.drain_timeout,
+        duration: t.common.duration,
+        drain_timeout: t.common.drain_timeout,
         msg_id_prefix: String::new(),
         seed: 0x5eed,
         fault: None,
@@ -370,10 +415,10 @@ fn recorded_gaps(recording: &[Recorded]) -> Recorder {
 
 async fn replay_variant(
     ctx: &RunContext,
-    plan: &ReplayPlan,
-    t: &Target<'_>,
+    plan: &Plan,
+    t: &Stage<'_>,
     recording: &mut Vec<Recorded>,
-    v: Replay,
+    v: OneReplay,
     r: &mut VariantResult,
 ) -> Result<()> {
     // Provision: the consumer is created by the reader; here, what it must deliver.
@@ -411,7 +456,7 @@ async fn replay_variant(
         filter: (v.deliver == ReplayDeliver::LastPerSubject).then(|| format!("{}.*", t.base)),
         until_seq: target_rx,
         settle: SETTLE,
-        idle: plan.common.drain_timeout,
+        idle: t.common.drain_timeout,
         capacity: selected_now.len()
             + if v.live == Live::No {
                 0
@@ -492,12 +537,12 @@ async fn replay_variant(
 
 /// When the live-tail consumer is created: a quarter into the live
 /// publishing, after the drive's 200 ms lead-in.
-fn live_lead(plan: &ReplayPlan) -> Duration {
+fn live_lead(plan: &Plan) -> Duration {
     Duration::from_millis(200) + plan.live_duration / 4
 }
 
 /// The publisher of the live variants: steady at `live_rate`.
-fn live_spec(plan: &ReplayPlan, t: &Target<'_>, variant: &str) -> DriveSpec {
+fn live_spec(plan: &Plan, t: &Stage<'_>, variant: &str) -> DriveSpec {
     let mut publish = plan.publish.clone();
     publish.arrival = ArrivalPlan::Steady;
     DriveSpec {
@@ -511,7 +556,7 @@ fn live_spec(plan: &ReplayPlan, t: &Target<'_>, variant: &str) -> DriveSpec {
         preloaded: 0,
         warmup: Duration::ZERO,
         duration: plan.live_duration,
-        drain_timeout: plan.common.drain_timeout,
+        drain_timeout: t.common.drain_timeout,
         msg_id_prefix: String::new(),
         seed: 0x11fe,
         fault: None,
@@ -556,7 +601,7 @@ fn signed_metrics(name: &str, s: &Signed) -> Vec<Metric> {
     ]
 }
 
-fn measure(v: &Replay, log: &ReplayLog, live: Option<&DriveOutcome>, r: &mut VariantResult) {
+fn measure(v: &OneReplay, log: &ReplayLog, live: Option<&DriveOutcome>, r: &mut VariantResult) {
     let d = &log.deliveries;
     r.metrics.push(count("messages", d.len() as u64));
     if let Some(first) = d.first() {
@@ -786,7 +831,7 @@ fn replay_ledger(log: &ReplayLog, live: Option<&DriveOutcome>) -> LedgerCounts {
 }
 
 fn verify(
-    v: &Replay,
+    v: &OneReplay,
     log: &ReplayLog,
     expected: &[u64],
     recording: &[Recorded],
@@ -998,7 +1043,7 @@ mod tests {
     /// The names of the invariants `verify` fails for `log`.
     fn failing(reader: ReplayReader, log: &ReplayLog) -> Vec<String> {
         let (recording, expected, _) = clean();
-        let v = Replay {
+        let v = OneReplay {
             pace: ReplayPace::Instant,
             deliver: ReplayDeliver::ByStartSequence,
             reader,
@@ -1090,7 +1135,7 @@ mod tests {
         let mut live = DriveOutcome::empty();
         live.counts.published = 3;
         live.counts.persisted = 2;
-        let v = Replay {
+        let v = OneReplay {
             pace: ReplayPace::Instant,
             deliver: ReplayDeliver::New,
             reader: ReplayReader::Pull,
@@ -1103,16 +1148,16 @@ mod tests {
 
     #[test]
     fn variants_replay_the_recording_first_and_append_last() {
-        let plan = crate::profile::parse(
+        let plan = crate::scenario::parse(
             "t",
             "name = \"t\"\n[[scenario]]\nkind = \"replay\"\nduration = \"1s\"\nrate = 100\n\
              instant = [\"new\", \"all\"]\noriginal = [\"last\"]\nconsumers = [\"pull\"]\nlive_tail = true\n",
         )
         .unwrap();
-        let ScenarioPlan::Replay(plan) = &plan.scenarios[0] else {
+        let super::super::KindPlan::Replay(plan) = &plan.scenarios[0].kind else {
             panic!("replay")
         };
-        let names: Vec<String> = variants(plan).iter().map(Replay::name).collect();
+        let names: Vec<String> = variants(plan).iter().map(OneReplay::name).collect();
         assert_eq!(
             names,
             [

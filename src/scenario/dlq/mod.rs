@@ -19,6 +19,8 @@
 //! handler killed after a copy and before its ack still leaves one copy;
 //! and that nothing is lost.
 
+pub mod plan;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -27,23 +29,24 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use async_nats::jetstream::stream;
 
-use super::checks;
+use super::{ScenarioKind, ScenarioPlan, checks};
 use crate::consume::fates::{self, Analysis};
 use crate::consume::{self, ConsumerConfig, ConsumerProgress, ConsumerReport};
 use crate::dlq::audit::{self, Audit};
 use crate::dlq::{Key, Outcome, Pipeline, PipelineReport, PipelineSpec, Watched, redrive};
-use crate::drive::RunContext;
-use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
+use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, RunContext, drive};
 use crate::profile::{
-    BehaviourPlan, Capture, ConsumerPlan, DlqPlan, OriginalGet, Retention, ScenarioPlan,
+    BehaviourPlan, Capture, CommonPlan, ConsumerPlan, OriginalGet, Problems, Retention, Section,
     ServerPlan, format_duration,
 };
 use crate::record::histogram::Recorder;
 use crate::record::ledger::Event;
 use crate::record::metrics::{Direction, Metric, count, latency_metrics, ratio};
 use crate::streams::advisory::Kind;
-use crate::streams::provision::{durable_config, placement};
+use crate::streams::provision::{Need, durable_config, placement};
 use crate::variant::{Invariant, VariantResult, VariantSink};
+
+pub use plan::Plan;
 
 /// How often consumer info is sampled while a variant runs.
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);
@@ -61,10 +64,54 @@ struct Figures {
     e2e_p99_us: f64,
 }
 
-pub async fn run(
+/// The registry's row for `dlq`: the advisory-built dead-letter queue.
+pub struct Dlq;
+
+impl ScenarioKind for Dlq {
+    const NAME: &'static str = "dlq";
+    type Plan = Plan;
+
+    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
+        plan::read(section, problems)
+    }
+
+    fn run<'a>(
+        ctx: &'a RunContext,
+        scenario: &'a ScenarioPlan,
+        plan: &'a Plan,
+        sink: &'a mut dyn VariantSink,
+    ) -> impl Future<Output = Result<()>> + 'a {
+        run(ctx, scenario, plan, sink)
+    }
+
+    fn need(plan: &Plan, common: &CommonPlan) -> Need {
+        Need {
+            // The source, the advisory capture and the DLQ stream; the
+            // durable, the handler's and (interest) a second one.
+            streams: 3,
+            consumers: 3,
+            ..Need::of_load(&plan.load, common)
+        }
+    }
+
+    fn estimated_duration(plan: &Plan, common: &CommonPlan) -> Duration {
+        (common.duration + common.warmup)
+            * (plan.retentions.len() + usize::from(plan.baseline)) as u32
+    }
+
+    fn consumer(plan: &Plan) -> Option<&ConsumerPlan> {
+        Some(&plan.load.consumer)
+    }
+
+    fn consumer_mut(plan: &mut Plan) -> Option<&mut ConsumerPlan> {
+        Some(&mut plan.load.consumer)
+    }
+}
+
+async fn run(
     ctx: &RunContext,
     scenario: &ScenarioPlan,
-    plan: &DlqPlan,
+    plan: &Plan,
     sink: &mut dyn VariantSink,
 ) -> Result<()> {
     let mut baseline = None;
@@ -74,9 +121,9 @@ pub async fn run(
             classes: Vec::new(),
             ..plan.load.behaviour.clone()
         };
-        let (result, figures) = variant(
+        let (result, figures) = one_variant(
             ctx,
-            scenario.name(),
+            scenario,
             plan,
             Variant {
                 name: "baseline",
@@ -88,15 +135,15 @@ pub async fn run(
         )
         .await;
         baseline = figures;
-        sink.record(scenario, result)?;
+        sink.record(&scenario.common, result)?;
     }
     for retention in &plan.retentions {
         if ctx.stop.is_cancelled() {
             break;
         }
-        let (result, _) = variant(
+        let (result, _) = one_variant(
             ctx,
-            scenario.name(),
+            scenario,
             plan,
             Variant {
                 name: retention.label(),
@@ -107,7 +154,7 @@ pub async fn run(
             baseline,
         )
         .await;
-        sink.record(scenario, result)?;
+        sink.record(&scenario.common, result)?;
     }
     Ok(())
 }
@@ -119,36 +166,29 @@ struct Variant {
     restart_after: Option<u64>,
 }
 
-async fn variant(
+async fn one_variant(
     ctx: &RunContext,
-    scenario: &str,
-    plan: &DlqPlan,
+    scenario: &ScenarioPlan,
+    plan: &Plan,
     v: Variant,
     baseline: Option<Figures>,
 ) -> (VariantResult, Option<Figures>) {
-    let started = Instant::now();
-    let mut result = VariantResult::new(v.name);
-    describe(plan, &v, &mut result);
-    super::checks::server_clock(ctx, &mut result);
-    let figures = match run_variant(ctx, scenario, plan, v, baseline, &mut result).await {
-        Ok(f) => Some(f),
-        Err(e) => {
-            result.error = Some(format!("{e:#}"));
-            None
-        }
-    };
-    result.elapsed = started.elapsed();
-    (result, figures)
+    super::lifecycle::variant(v.name, async |r| {
+        describe(&scenario.common, plan, &v, r);
+        super::checks::server_clock(ctx, r);
+        run_variant(ctx, scenario, plan, v, baseline, r).await
+    })
+    .await
 }
 
-fn describe(plan: &DlqPlan, v: &Variant, r: &mut VariantResult) {
+fn describe(common: &CommonPlan, plan: &Plan, v: &Variant, r: &mut VariantResult) {
     let c = &plan.load.consumer;
     let h = &plan.handler;
     r.param("retention", v.retention);
     r.param("rate", plan.load.rate);
     super::shape::describe(&plan.load.publish.arrival, r);
-    r.param("duration", format_duration(plan.common.duration));
-    r.param("warmup", format_duration(plan.common.warmup));
+    r.param("duration", format_duration(common.duration));
+    r.param("warmup", format_duration(common.warmup));
     r.param("publishers", plan.load.publish.publishers);
     r.param("msg_id", plan.load.publish.msg_id);
     r.param("consumers", c.consumers);
@@ -394,12 +434,13 @@ struct Evidence {
 
 async fn run_variant(
     ctx: &RunContext,
-    scenario: &str,
-    plan: &DlqPlan,
+    scenario: &ScenarioPlan,
+    plan: &Plan,
     v: Variant,
     baseline: Option<Figures>,
     result: &mut VariantResult,
 ) -> Result<Figures> {
+    let (common, scenario) = (&scenario.common, scenario.name());
     // Provision: the source stream and its durable, a second durable on an
     // interest stream, the pipeline.
     let variant = result.name.clone();
@@ -480,7 +521,7 @@ async fn run_variant(
         &stream_name,
         format!("{base}.0"),
         &plan.load.publish,
-        &plan.common,
+        common,
         plan.load.rate,
         ConsumerSpec {
             // The audit's record of originals that may be gone by then.
@@ -511,7 +552,7 @@ async fn run_variant(
         + if ctx.stop.is_cancelled() {
             INTERRUPTED_WAIT
         } else {
-            plan.common.drain_timeout
+            common.drain_timeout
         };
     let keys: BTreeSet<Key> = expected.keys().copied().collect();
     let pipeline_report = pipeline.finish(js, &keys, deadline).await;
@@ -799,7 +840,7 @@ fn measure(
     a: &Analysis,
     expected: &BTreeMap<Key, Kind>,
     e: &Evidence,
-    plan: &DlqPlan,
+    plan: &Plan,
     baseline: Option<Figures>,
     r: &mut VariantResult,
 ) -> Figures {
@@ -942,7 +983,7 @@ fn measure(
             Direction::Lower,
         ));
     }
-    checks::drive_records(o, SAMPLE_EVERY, r);
+    checks::drive_records(o, Some(SAMPLE_EVERY), r);
     r.warnings.extend(p.errors.iter().cloned());
     let malformed: Vec<&str> = p
         .attempts()

@@ -6,39 +6,77 @@
 //! and that nothing is lost. Crashing after processing but before the ack
 //! runs that work twice, and the scenario says how often.
 
+pub mod plan;
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
-use super::{VariantNames, checks, idempotence, provision_durable, record_stream};
-use crate::drive::RunContext;
-use crate::drive::{ConsumerSpec, CrashOutcome, CrashPlan, DriveOutcome, DriveSpec, drive};
-use crate::profile::CrashPoint;
-use crate::profile::{ResumePlan, ScenarioPlan, format_duration};
+use super::lifecycle::{Durable, Work, drive_durable, each, variant};
+use super::{ScenarioKind, ScenarioPlan, checks};
+use crate::drive::{ConsumerSpec, CrashOutcome, CrashPlan, DriveOutcome, RunContext};
+use crate::profile::{CommonPlan, ConsumerPlan, CrashPoint, Problems, Section, format_duration};
 use crate::record::ledger::Event;
 use crate::record::metrics::{Direction, Metric, count, latency_metrics};
+use crate::streams::provision::Need;
 use crate::variant::{Invariant, VariantResult, VariantSink};
+
+pub use plan::Plan;
 
 /// How often consumer info is sampled while a variant runs.
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);
 
-pub async fn run(
+/// The registry's row for `resume`: a consumer crashing and a new one resuming.
+pub struct Resume;
+
+impl ScenarioKind for Resume {
+    const NAME: &'static str = "resume";
+    const RETENTION: bool = true;
+    type Plan = Plan;
+
+    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
+        plan::read(section, problems)
+    }
+
+    fn run<'a>(
+        ctx: &'a RunContext,
+        scenario: &'a ScenarioPlan,
+        plan: &'a Plan,
+        sink: &'a mut dyn VariantSink,
+    ) -> impl Future<Output = Result<()>> + 'a {
+        run(ctx, scenario, plan, sink)
+    }
+
+    fn need(plan: &Plan, common: &CommonPlan) -> Need {
+        Need::of_load(&plan.load, common)
+    }
+
+    fn estimated_duration(plan: &Plan, common: &CommonPlan) -> Duration {
+        (common.duration + common.warmup) * (plan.crash_at.len() * plan.idempotent.len()) as u32
+    }
+
+    fn consumer(plan: &Plan) -> Option<&ConsumerPlan> {
+        Some(&plan.load.consumer)
+    }
+
+    fn consumer_mut(plan: &mut Plan) -> Option<&mut ConsumerPlan> {
+        Some(&mut plan.load.consumer)
+    }
+}
+
+async fn run(
     ctx: &RunContext,
     scenario: &ScenarioPlan,
-    plan: &ResumePlan,
+    plan: &Plan,
     sink: &mut dyn VariantSink,
 ) -> Result<()> {
     let runs = plan
         .crash_at
         .iter()
         .flat_map(|&p| plan.idempotent.iter().map(move |&i| (p, i)));
-    for (point, idempotent) in runs {
-        if ctx.stop.is_cancelled() {
-            break;
-        }
-        let started = Instant::now();
+    each(ctx, scenario, sink, runs, async |(point, idempotent)| {
         let name = match point {
             CrashPoint::BeforeProcessing => "before-processing",
             CrashPoint::DuringProcessing => "during-processing",
@@ -50,83 +88,77 @@ pub async fn run(
         } else {
             name.to_string()
         };
-        let mut result = VariantResult::new(name);
-        result.param("rate", plan.load.rate);
-        result.param("duration", format_duration(plan.common.duration));
-        result.param("crash_after", format_duration(plan.crash_after));
-        result.param("crash_at", point);
-        result.param("rebind_after", format_duration(plan.rebind_after));
-        result.param("ack_wait", format_duration(plan.load.consumer.ack_wait));
-        result.param("processing", plan.load.behaviour.processing.to_string());
-        result.param("handlers", plan.load.behaviour.handlers);
-        result.param("idempotent", idempotent);
-        super::shape::describe(&plan.load.publish.arrival, &mut result);
-        let run = (point, idempotent);
-        if let Err(e) = run_variant(ctx, scenario.name(), plan, run, &mut result).await {
-            result.error = Some(format!("{e:#}"));
-        }
-        result.elapsed = started.elapsed();
-        sink.record(scenario, result)?;
-    }
-    Ok(())
+        let (result, _) = variant(name, async |r| {
+            describe(&scenario.common, plan, (point, idempotent), r);
+            one_variant(ctx, scenario, plan, (point, idempotent), r).await
+        })
+        .await;
+        result
+    })
+    .await
 }
 
-async fn run_variant(
-    ctx: &RunContext,
-    scenario: &str,
-    plan: &ResumePlan,
+fn describe(
+    common: &CommonPlan,
+    plan: &Plan,
     (point, idempotent): (CrashPoint, bool),
-    result: &mut VariantResult,
+    r: &mut VariantResult,
+) {
+    r.param("rate", plan.load.rate);
+    r.param("duration", format_duration(common.duration));
+    r.param("crash_after", format_duration(plan.crash_after));
+    r.param("crash_at", point);
+    r.param("rebind_after", format_duration(plan.rebind_after));
+    r.param("ack_wait", format_duration(plan.load.consumer.ack_wait));
+    r.param("processing", plan.load.behaviour.processing.to_string());
+    r.param("handlers", plan.load.behaviour.handlers);
+    r.param("idempotent", idempotent);
+    super::shape::describe(&plan.load.publish.arrival, r);
+}
+
+/// The load, with the first client crashing at `point` and a new one
+/// binding in its place; idempotent handlers share a dedup store, as a
+/// database outside the crashed process would be.
+async fn one_variant(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &Plan,
+    (point, idempotent): (CrashPoint, bool),
+    r: &mut VariantResult,
 ) -> Result<()> {
-    // Provision.
-    let variant = result.name.clone();
-    let VariantNames {
-        stream: stream_name,
-        base,
-        durable,
-    } = provision_durable(ctx, scenario, &variant, &plan.load.consumer).await?;
-
-    // Drive, with the crash and the rebind.
-    let mut consumer = ConsumerSpec::observed(
-        durable,
-        plan.load.consumer.clone(),
-        Arc::new(plan.load.behaviour.clone()),
-        SAMPLE_EVERY,
-    );
-    consumer.crash = Some(CrashPlan {
-        after: plan.crash_after,
-        point,
-        rebind_after: plan.rebind_after,
-    });
-    // Idempotent handlers: a dedup store both clients share, as a database
-    // outside the crashed process would be.
-    if idempotent {
-        consumer.dedup = Some(idempotence::store(ctx, scenario, &variant).await?);
-    }
-    let bucket = consumer.dedup.clone();
-    let spec = DriveSpec::paced(
-        format!("{scenario} {variant}"),
-        &stream_name,
-        format!("{base}.0"),
-        &plan.load.publish,
-        &plan.common,
-        plan.load.rate,
-        consumer,
-    );
-    let outcome = drive(ctx, &spec).await;
-    let stored = record_stream(ctx, &stream_name, result).await;
-    let deleted = ctx.provisioner.delete_stream(&stream_name).await;
-    let (store, dropped) = idempotence::finish(ctx, bucket.as_deref()).await;
-    let deleted = deleted.and(dropped);
-    let outcome = outcome?;
-
-    // Measure and verify.
-    let recovery = Recovery::of(&outcome);
-    measure(&outcome, &recovery, result);
-    idempotence::measure(&outcome, store, result);
-    verify(&outcome, &recovery, stored, result);
-    deleted.context("cleaning up after the variant")?;
-    Ok(())
+    let load = &plan.load;
+    let reader = |durable| ConsumerSpec {
+        crash: Some(CrashPlan {
+            after: plan.crash_after,
+            point,
+            rebind_after: plan.rebind_after,
+        }),
+        ..ConsumerSpec::observed(
+            durable,
+            load.consumer.clone(),
+            Arc::new(load.behaviour.clone()),
+            SAMPLE_EVERY,
+        )
+    };
+    let durable = Durable {
+        work: if idempotent {
+            Work::Idempotent
+        } else {
+            Work::Counted
+        },
+        ..Durable::new(
+            &scenario.common,
+            (load.rate, &load.publish),
+            &load.consumer,
+            reader,
+        )
+    };
+    drive_durable(ctx, scenario, r, durable, |d, r| {
+        let recovery = Recovery::of(&d.outcome);
+        measure(&d.outcome, &recovery, r);
+        verify(&d.outcome, &recovery, d.stored, r);
+    })
+    .await
 }
 
 /// What the crash cost, read from the delivery log.
@@ -270,18 +302,17 @@ fn measure(o: &DriveOutcome, rec: &Recovery, r: &mut VariantResult) {
         o.drain_time.as_secs_f64() * 1e3,
         Direction::Lower,
     ));
-    checks::drive_records(o, SAMPLE_EVERY, r);
 }
 
 fn verify(o: &DriveOutcome, rec: &Recovery, stored: Option<u64>, r: &mut VariantResult) {
     let c = &o.counts;
-    r.invariants.push(Invariant::check(
-        "lost = 0",
-        c.lost == 0 && c.acked == c.persisted,
-        format!(
-            "{} persisted, {} acked, {} never delivered",
-            c.persisted, c.acked, c.lost
-        ),
+    r.invariants.push(checks::nothing_lost(o));
+    // Stronger than nothing lost: after the crash and the rebind, every
+    // message is also acked (none left to an expired deadline).
+    r.invariants.push(Invariant::equal(
+        "every persisted message acked",
+        c.acked,
+        c.persisted,
     ));
     r.invariants.push(checks::nothing_dropped_by_client(
         c.client_dropped,
@@ -391,7 +422,10 @@ mod tests {
         o.counts.acked = 2;
         assert_eq!(
             failing(&o, &rec),
-            ["lost = 0", "stream holds every persisted message"]
+            [
+                "every persisted message acked",
+                "stream holds every persisted message"
+            ]
         );
     }
 }

@@ -1,17 +1,63 @@
 //! `kind = "publish"`: keys and checks.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::common::{OneOrMany, PublishKeys, RateSpec, SizeSpec, has_repeats, publish_plan};
-use super::search::SearchSection;
-use super::shared::{Offer, split};
-use super::{
-    CommonPlan, Dur, MsgId, Problems, PublishMode, PublishPlan, PublishScenarioPlan, Rate, RatePer,
-    Reference, SearchPlan, SloOn,
+use crate::profile::common::{
+    OneOrMany, PublishKeys, RateSpec, SizeSpec, has_repeats, publish_plan,
 };
+use crate::profile::search::SearchSection;
+use crate::profile::shared::{Offer, split};
+use crate::profile::{
+    CommonPlan, Dur, MsgId, Problems, PublishMode, PublishPlan, Rate, RatePer, Reference,
+    SearchPlan, Section, SloOn, late_retry_margin,
+};
+use crate::scenario::search::SEARCH_PROBES;
+
+/// The `publish` scenario: publishers only, every variant of rate and
+/// Nats-Msg-Id mode, duplicates injected on demand.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub rates: Vec<Rate>,
+    pub rate_per: RatePer,
+    /// One variant each, back to back, so the price of dedup is measured in one run.
+    pub msg_ids: Vec<MsgId>,
+    /// `msg_id` is replaced per variant.
+    pub publish: PublishPlan,
+    pub reference: Vec<Reference>,
+    /// Read the stream back after each variant and check every stored message.
+    pub verify_stored: bool,
+    /// `rates = "search"`: per msg_id mode, the highest rate whose PubAck
+    /// latency holds the SLO.
+    pub search: Option<SearchPlan>,
+}
+
+impl Plan {
+    pub fn variant_count(&self) -> usize {
+        if self.search.is_some() {
+            return SEARCH_PROBES * self.msg_ids.len();
+        }
+        let own = self.rates.len() * self.msg_ids.len();
+        // References run at the "max" rate only.
+        let max_rates = self.rates.iter().filter(|r| **r == Rate::Max).count();
+        let per_id = |r: Reference, runs: usize| {
+            if self.reference.contains(&r) {
+                max_rates * self.msg_ids.len() * runs
+            } else {
+                0
+            }
+        };
+        // The raw reference runs before and after each of jsbench's.
+        let minimal = per_id(Reference::Idiomatic, 1) + per_id(Reference::Raw, 2);
+        let core = if self.reference.contains(&Reference::Core) {
+            max_rates
+        } else {
+            0
+        };
+        own + minimal + core
+    }
+}
 
 /// Every publish key is the publish scenario's own: it offers them all,
 /// lists included (`msg_id = ["none", "unique"]`).
@@ -38,22 +84,12 @@ struct PublishSection {
     verify_stored: Option<bool>,
 }
 
-/// How much later than the duplicate window a late retry is sent: the
-/// window runs from when the server stored the original, a little after it
-/// was sent. Measured: a 500 ms window expired after about 512 ms.
-pub fn late_retry_margin(window: Duration) -> Duration {
-    (window / 5).max(Duration::from_millis(250))
-}
-
-pub(super) fn read(
-    table: toml::Table,
-    prefix: &str,
-    problems: &mut Problems,
-) -> Option<PublishScenarioPlan> {
+pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
+    let (table, prefix) = (section.table, section.prefix);
     let (mut shared, s) = split::<PublishSection>(table, Offer::TIMING, prefix, problems)?;
     let common = shared.common("publish", problems);
-    let searching = super::search::asks_search(s.rates.as_ref());
-    let search = super::search::read(
+    let searching = crate::profile::search::asks_search(s.rates.as_ref());
+    let search = crate::profile::search::read(
         searching,
         s.slo,
         s.search,
@@ -109,8 +145,7 @@ pub(super) fn read(
         prefix,
         problems,
     );
-    Some(PublishScenarioPlan {
-        common,
+    let plan = Plan {
         rates,
         rate_per,
         msg_ids,
@@ -118,7 +153,8 @@ pub(super) fn read(
         reference,
         verify_stored: s.verify_stored.unwrap_or(true),
         search,
-    })
+    };
+    Some((common, plan))
 }
 
 /// `rates = [...]`: msg/s or "max" each; empty when the scenario searches.
@@ -193,7 +229,7 @@ fn check_retries(
                 format!(
                     "late retries wait out the duplicate window ({} plus a margin); make warmup + duration \
                      longer than twice that or the window shorter",
-                    super::format_duration(publish.duplicate_window)
+                    crate::profile::format_duration(publish.duplicate_window)
                 ),
             );
         }
@@ -231,7 +267,8 @@ fn check_references(
             "reference publishers run at rate \"max\" only: add \"max\" to rates",
         );
     }
-    if !reference.is_empty() && !matches!(publish.message_size, super::SizePlan::Fixed(_)) {
+    if !reference.is_empty() && !matches!(publish.message_size, crate::profile::SizePlan::Fixed(_))
+    {
         problems.push(
             &key,
             "reference publishers send one fixed size: use a fixed message_size",

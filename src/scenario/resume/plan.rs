@@ -4,10 +4,25 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::CrashPoint;
-use super::common::OneOrMany;
-use super::shared::{Offer, Paced, split};
-use super::{Dur, Problems, ResumePlan};
+use crate::profile::common::OneOrMany;
+use crate::profile::shared::{Offer, Paced, split};
+use crate::profile::{CommonPlan, CrashPoint, Dur, PacedLoad, Problems, Section};
+
+/// The `resume` scenario: a consumer client crashes under load with work
+/// in hand, and a new client binds to the same durable.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub load: PacedLoad,
+    /// From the start of the schedule to the crash.
+    pub crash_after: Duration,
+    /// One variant each.
+    pub crash_at: Vec<CrashPoint>,
+    /// From the crash to the new client's bind (a restart's downtime).
+    pub rebind_after: Duration,
+    /// Each crash point runs once per entry: handlers without (false) and
+    /// with (true) a dedup store that makes their work idempotent.
+    pub idempotent: Vec<bool>,
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -18,11 +33,8 @@ struct ResumeSection {
     idempotent: Option<OneOrMany<bool>>,
 }
 
-pub(super) fn read(
-    table: toml::Table,
-    prefix: &str,
-    problems: &mut Problems,
-) -> Option<ResumePlan> {
+pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
+    let (table, prefix) = (section.table, section.prefix);
     let (mut shared, s) = split::<ResumeSection>(table, Offer::PACED, prefix, problems)?;
     let key = |k: &str| format!("{prefix}.{k}");
     let mut common = shared.common("resume", problems);
@@ -88,18 +100,18 @@ pub(super) fn read(
             .max(consumer.ack_wait * 3 + rebind_after);
     }
     let idempotent = s.idempotent.map(|i| i.0).unwrap_or_else(|| vec![false]);
-    if idempotent.is_empty() || super::common::has_repeats(&idempotent) {
+    if idempotent.is_empty() || crate::profile::common::has_repeats(&idempotent) {
         problems.push(
             key("idempotent"),
             "false, true, or [false, true] (each once): handlers without and with a dedup store",
         );
     }
-    Some(ResumePlan {
-        common,
+    let plan = Plan {
         load,
         crash_after,
         crash_at,
         rebind_after,
         idempotent,
-    })
+    };
+    Some((common, plan))
 }

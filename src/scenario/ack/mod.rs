@@ -4,28 +4,78 @@
 //! run. Double ack waits for the server to confirm each ack, so its round
 //! trip is measured too.
 
-use std::time::{Duration, Instant};
+pub mod plan;
+
+use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
 use async_nats::jetstream::stream;
 
-use super::checks;
+use super::lifecycle::variant;
+use super::{ScenarioKind, ScenarioPlan, checks};
 use crate::consume::reference::{self, ReferenceConfig, ReferenceReport};
-use crate::drive::RunContext;
-use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
+use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, RunContext, drive};
 use crate::profile::{
-    AckMode, AckPolicy, AckScenarioPlan, ConsumeReference, ConsumerKind, ConsumerPlan, MsgId,
-    PublishPlan, ScenarioPlan,
+    AckPolicy, CommonPlan, ConsumerKind, ConsumerPlan, MsgId, Problems, PublishPlan, Section,
 };
 use crate::record::ledger::{LedgerCounts, LedgerShard};
 use crate::record::metrics::{Direction, Metric, latency_metrics};
-use crate::streams::provision::{durable_config, stream_config};
+use crate::streams::provision::{Need, PER_MESSAGE_OVERHEAD, durable_config, stream_config};
 use crate::variant::{Invariant, VariantResult, VariantSink};
 
-pub async fn run(
+pub use plan::{AckMode, ConsumeReference, Plan};
+
+/// The registry's row for `ack`: what acknowledging costs a consumer.
+pub struct Ack;
+
+impl ScenarioKind for Ack {
+    const NAME: &'static str = "ack";
+    type Plan = Plan;
+
+    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
+        plan::read(section, problems)
+    }
+
+    fn run<'a>(
+        ctx: &'a RunContext,
+        scenario: &'a ScenarioPlan,
+        plan: &'a Plan,
+        sink: &'a mut dyn VariantSink,
+    ) -> impl Future<Output = Result<()>> + 'a {
+        run(ctx, scenario, plan, sink)
+    }
+
+    fn need(plan: &Plan, _common: &CommonPlan) -> Need {
+        let bytes = plan.messages * (plan.message_size as u64 + PER_MESSAGE_OVERHEAD);
+        Need {
+            streams: 1,
+            // Every variant's durable lives until the scenario's stream goes.
+            consumers: plan.variant_count(),
+            bytes,
+            total_bytes: bytes,
+            max_ack_pending: plan.consumer.max_ack_pending,
+        }
+    }
+
+    fn estimated_duration(plan: &Plan, _common: &CommonPlan) -> Duration {
+        // Count-based: about 100k messages a second, plus the fill.
+        let each = Duration::from_secs_f64(plan.messages as f64 / 100_000.0);
+        each * (plan.variant_count() as u32 + 1)
+    }
+
+    fn consumer(plan: &Plan) -> Option<&ConsumerPlan> {
+        Some(&plan.consumer)
+    }
+
+    fn consumer_mut(plan: &mut Plan) -> Option<&mut ConsumerPlan> {
+        Some(&mut plan.consumer)
+    }
+}
+
+async fn run(
     ctx: &RunContext,
     scenario: &ScenarioPlan,
-    plan: &AckScenarioPlan,
+    plan: &Plan,
     sink: &mut dyn VariantSink,
 ) -> Result<()> {
     let name = scenario.name();
@@ -35,13 +85,13 @@ pub async fn run(
         .provisioner
         .create_stream(stream_config(&stream_name, &base, &ctx.server, &ctx.stream))
         .await?;
-    let fill = fill(ctx, name, &stream_name, &format!("{base}.0"), plan).await;
+    let fill = fill(ctx, scenario, &stream_name, &format!("{base}.0"), plan).await;
     let fill = match fill {
         Ok(fill) => fill,
         Err(e) => {
             let mut result = VariantResult::new("fill");
             result.error = Some(format!("{e:#}"));
-            sink.record(scenario, result)?;
+            sink.record(&scenario.common, result)?;
             ctx.provisioner.delete_stream(&stream_name).await?;
             return Ok(());
         }
@@ -51,10 +101,11 @@ pub async fn run(
     // Explicit acks run first: the other modes report their rate against it.
     let mut modes = plan.modes.clone();
     modes.sort_by_key(|m| *m != AckMode::Explicit);
-    let target = Target {
+    let target = Filled {
         stream: &stream,
         name: &stream_name,
         base: &base,
+        drain_timeout: scenario.common.drain_timeout,
     };
     for &read in &plan.reads {
         for &mode in &modes {
@@ -71,51 +122,48 @@ pub async fn run(
                 let (result, rate) =
                     run_reference(ctx, scenario, plan, &target, kind, "before").await;
                 rates.note(kind, rate);
-                sink.record(scenario, result)?;
+                sink.record(&scenario.common, result)?;
             }
-            let started = Instant::now();
             let read_label = match read {
                 ConsumerKind::Pull => "consume",
                 ConsumerKind::Fetch => "fetch",
                 ConsumerKind::Push => "push",
             };
-            let mut result = VariantResult::new(format!("{read_label}.{}", mode.label()));
-            result.param("messages", plan.messages);
-            result.param("message_size", plan.message_size);
-            result.param("read", read_label);
-            result.param("ack", mode.label());
-            result.param("batch", plan.consumer.batch);
-            result.param("ack_every", plan.consumer.ack_every);
-            result.param("consumers", plan.consumer.consumers);
-            let own = variant(ctx, name, plan, &target, (read, mode), &fill, &mut result).await;
-            result.elapsed = started.elapsed();
+            let (mut result, rate) = variant(format!("{read_label}.{}", mode.label()), async |r| {
+                r.param("messages", plan.messages);
+                r.param("message_size", plan.message_size);
+                r.param("read", read_label);
+                r.param("ack", mode.label());
+                r.param("batch", plan.consumer.batch);
+                r.param("ack_every", plan.consumer.ack_every);
+                r.param("consumers", plan.consumer.consumers);
+                consume_variant(ctx, name, plan, &target, (read, mode), &fill, r).await
+            })
+            .await;
             for &kind in references.iter().rev() {
                 let (after, rate) =
                     run_reference(ctx, scenario, plan, &target, kind, "after").await;
                 rates.note(kind, rate);
-                sink.record(scenario, after)?;
+                sink.record(&scenario.common, after)?;
             }
-            match own {
-                Ok(rate) => {
-                    if mode == AckMode::Explicit {
-                        explicit_rate.insert(read, rate);
-                    }
-                    if mode != AckMode::Explicit
-                        && let Some(base) = explicit_rate.get(&read)
-                        && *base > 0.0
-                    {
-                        result.metrics.push(Metric::new(
-                            "vs_explicit.throughput_ratio",
-                            "ratio",
-                            rate / base,
-                            Direction::None,
-                        ));
-                    }
-                    rates.compare(rate, &mut result);
+            if let Some(rate) = rate {
+                if mode == AckMode::Explicit {
+                    explicit_rate.insert(read, rate);
                 }
-                Err(e) => result.error = Some(format!("{e:#}")),
+                if mode != AckMode::Explicit
+                    && let Some(base) = explicit_rate.get(&read)
+                    && *base > 0.0
+                {
+                    result.metrics.push(Metric::new(
+                        "vs_explicit.throughput_ratio",
+                        "ratio",
+                        rate / base,
+                        Direction::None,
+                    ));
+                }
+                rates.compare(rate, &mut result);
             }
-            sink.record(scenario, result)?;
+            sink.record(&scenario.common, result)?;
         }
     }
     ctx.provisioner
@@ -127,13 +175,13 @@ pub async fn run(
 /// Publishes the messages every variant reads, as fast as the server takes them.
 async fn fill(
     ctx: &RunContext,
-    scenario: &str,
+    scenario: &ScenarioPlan,
     stream: &str,
     subject: &str,
-    plan: &AckScenarioPlan,
+    plan: &Plan,
 ) -> Result<DriveOutcome> {
     let spec = DriveSpec {
-        label: format!("{scenario} fill"),
+        label: format!("{} fill", scenario.name()),
         subjects: vec![subject.to_string()],
         stream: stream.to_string(),
         publish: PublishPlan::simple(
@@ -149,7 +197,7 @@ async fn fill(
         preloaded: 0,
         warmup: std::time::Duration::ZERO,
         duration: std::time::Duration::ZERO,
-        drain_timeout: plan.common.drain_timeout,
+        drain_timeout: scenario.common.drain_timeout,
         msg_id_prefix: String::new(),
         seed: 1,
         fault: None,
@@ -167,17 +215,19 @@ async fn fill(
 }
 
 /// The filled stream every variant reads.
-struct Target<'a> {
+struct Filled<'a> {
     stream: &'a stream::Stream,
     name: &'a str,
     base: &'a str,
+    /// How long a read may go without a delivery.
+    drain_timeout: std::time::Duration,
 }
 
-async fn variant(
+async fn consume_variant(
     ctx: &RunContext,
     scenario: &str,
-    plan: &AckScenarioPlan,
-    target: &Target<'_>,
+    plan: &Plan,
+    target: &Filled<'_>,
     (read, mode): (ConsumerKind, AckMode),
     fill: &DriveOutcome,
     r: &mut VariantResult,
@@ -200,7 +250,7 @@ async fn variant(
         target.name.to_string(),
         ConsumerSpec::acking(durable, consumer_plan),
         plan.messages,
-        plan.common.drain_timeout,
+        target.drain_timeout,
     );
     let outcome = drive(ctx, &spec).await?;
 
@@ -311,7 +361,7 @@ impl ReferenceRates {
 /// the references each read on one of their own.
 async fn create_durable(
     ctx: &RunContext,
-    target: &Target<'_>,
+    target: &Filled<'_>,
     durable: &str,
     consumer_plan: &ConsumerPlan,
 ) -> Result<()> {
@@ -341,44 +391,37 @@ fn consume_figures(rate: f64, message_size: usize, r: &mut VariantResult) {
 async fn run_reference(
     ctx: &RunContext,
     scenario: &ScenarioPlan,
-    plan: &AckScenarioPlan,
-    target: &Target<'_>,
+    plan: &Plan,
+    target: &Filled<'_>,
     kind: ConsumeReference,
     when: &str,
 ) -> (VariantResult, Option<f64>) {
-    let started = Instant::now();
-    let mut result = VariantResult::new(format!("consume.explicit.{}-{when}", kind.label()));
-    result.param("messages", plan.messages);
-    result.param("message_size", plan.message_size);
-    result.param("read", "consume");
-    result.param("ack", AckMode::Explicit.label());
-    result.param(
-        "consumer",
-        match kind {
-            ConsumeReference::Idiomatic => "consumer.messages() and ack().await (reference)",
-            ConsumeReference::Raw => "raw pull requests and +ACK publishes (reference)",
-        },
-    );
-    if kind == ConsumeReference::Raw {
-        result.param("batch", plan.consumer.batch);
-    }
-    let rate = match reference_variant(ctx, scenario.name(), plan, target, kind, &mut result).await
-    {
-        Ok(rate) => Some(rate),
-        Err(e) => {
-            result.error = Some(format!("{e:#}"));
-            None
+    let name = format!("consume.explicit.{}-{when}", kind.label());
+    variant(name, async |r| {
+        r.param("messages", plan.messages);
+        r.param("message_size", plan.message_size);
+        r.param("read", "consume");
+        r.param("ack", AckMode::Explicit.label());
+        r.param(
+            "consumer",
+            match kind {
+                ConsumeReference::Idiomatic => "consumer.messages() and ack().await (reference)",
+                ConsumeReference::Raw => "raw pull requests and +ACK publishes (reference)",
+            },
+        );
+        if kind == ConsumeReference::Raw {
+            r.param("batch", plan.consumer.batch);
         }
-    };
-    result.elapsed = started.elapsed();
-    (result, rate)
+        reference_variant(ctx, scenario.name(), plan, target, kind, r).await
+    })
+    .await
 }
 
 async fn reference_variant(
     ctx: &RunContext,
     scenario: &str,
-    plan: &AckScenarioPlan,
-    target: &Target<'_>,
+    plan: &Plan,
+    target: &Filled<'_>,
     kind: ConsumeReference,
     r: &mut VariantResult,
 ) -> Result<f64> {
@@ -398,7 +441,7 @@ async fn reference_variant(
         js_api_prefix: ctx.connect.js_api.prefix(),
         messages: plan.messages,
         batch: plan.consumer.batch,
-        idle: plan.common.drain_timeout,
+        idle: target.drain_timeout,
         read_at_most: None,
     };
     let stop = ctx.stop.child_token();

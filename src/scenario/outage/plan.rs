@@ -2,11 +2,45 @@
 
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-use super::common::{OneOrMany, has_repeats};
-use super::shared::{Offer, Paced, split};
-use super::{Dur, OutagePattern, OutageScenarioPlan, Problems};
+use crate::profile::common::{OneOrMany, has_repeats};
+use crate::profile::shared::{Offer, Paced, split};
+use crate::profile::{CommonPlan, Dur, PacedLoad, Problems, Section};
+
+/// The `outage` scenario: load at a fixed rate while the consumer's
+/// downstream dependency goes down for `lasts` from `after`; one variant
+/// per pattern of riding it out.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub load: PacedLoad,
+    /// From the start of the schedule.
+    pub after: Duration,
+    pub lasts: Duration,
+    /// The nak delay of the nak-with-delay pattern.
+    pub retry: Duration,
+    pub patterns: Vec<OutagePattern>,
+}
+
+/// How a consumer rides out a dependency outage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutagePattern {
+    /// Pause the durable until the dependency is back; deliveries already
+    /// in hand are left unanswered (their ack deadlines run on).
+    Pause,
+    /// Keep consuming and nak every delivery with a delay of `retry`.
+    NakDelay,
+}
+
+impl OutagePattern {
+    pub fn label(self) -> &'static str {
+        match self {
+            OutagePattern::Pause => "pause",
+            OutagePattern::NakDelay => "nak_delay",
+        }
+    }
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -24,11 +58,8 @@ struct WindowSection {
     lasts: Dur,
 }
 
-pub(super) fn read(
-    table: toml::Table,
-    prefix: &str,
-    problems: &mut Problems,
-) -> Option<OutageScenarioPlan> {
+pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
+    let (table, prefix) = (section.table, section.prefix);
     let (mut shared, s) =
         split::<OutageSection>(table, Offer::PACED.less(&["behaviour"]), prefix, problems)?;
     let key = |k: &str| format!("{prefix}.{k}");
@@ -60,7 +91,7 @@ pub(super) fn read(
             format!(
                 "the outage must begin after the start and end before publishing does \
                  (warmup + duration = {})",
-                super::format_duration(span)
+                crate::profile::format_duration(span)
             ),
         );
     }
@@ -90,12 +121,12 @@ pub(super) fn read(
             .drain_timeout
             .max(lasts * 2 + consumer.ack_wait + retry + Duration::from_secs(10));
     }
-    Some(OutageScenarioPlan {
-        common,
+    let plan = Plan {
         load,
         after,
         lasts,
         retry,
         patterns,
-    })
+    };
+    Some((common, plan))
 }

@@ -7,74 +7,127 @@
 //! and achieved against target rate. Verifies that nothing was lost, nothing
 //! redelivered, and that the server agrees.
 
-use std::time::{Duration, Instant};
+pub mod plan;
 
-use anyhow::{Context, Result};
+use std::time::Duration;
 
-use super::{VariantNames, checks, provision_durable, record_stream};
-use crate::drive::RunContext;
-use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
-use crate::profile::{LatencyPlan, MsgId, ScenarioPlan, format_duration};
+use anyhow::Result;
+
+use super::lifecycle::{Durable, drive_durable, each, variant};
+use super::{ScenarioKind, ScenarioPlan, checks};
+use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, RunContext, drive};
+use crate::profile::{CommonPlan, ConsumerPlan, MsgId, Problems, Section, format_duration};
 use crate::record::metrics::{Direction, Metric, latency_metrics};
+use crate::scenario::search::SEARCH_PROBES;
+use crate::streams::provision::Need;
 use crate::variant::{Invariant, VariantResult, VariantSink};
 
-pub async fn run(
+pub use plan::Plan;
+
+/// The registry's row for `latency`: end-to-end latency at paced rates.
+pub struct Latency;
+
+impl ScenarioKind for Latency {
+    const NAME: &'static str = "latency";
+    const RETENTION: bool = true;
+    type Plan = Plan;
+
+    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
+        plan::read(section, problems)
+    }
+
+    fn run<'a>(
+        ctx: &'a RunContext,
+        scenario: &'a ScenarioPlan,
+        plan: &'a Plan,
+        sink: &'a mut dyn VariantSink,
+    ) -> impl Future<Output = Result<()>> + 'a {
+        run(ctx, scenario, plan, sink)
+    }
+
+    fn need(plan: &Plan, common: &CommonPlan) -> Need {
+        let fattest = plan.rates.iter().copied().max().unwrap_or(0) as f64;
+        Need::paced(
+            fattest,
+            common,
+            &plan.publish,
+            plan.consumer.max_ack_pending,
+        )
+    }
+
+    fn estimated_duration(plan: &Plan, common: &CommonPlan) -> Duration {
+        let variants = match plan.search {
+            Some(_) => SEARCH_PROBES,
+            None => plan.rates.len() * (1 + usize::from(plan.core_baseline)),
+        };
+        (common.duration + common.warmup) * variants as u32
+    }
+
+    fn consumer(plan: &Plan) -> Option<&ConsumerPlan> {
+        Some(&plan.consumer)
+    }
+
+    fn consumer_mut(plan: &mut Plan) -> Option<&mut ConsumerPlan> {
+        Some(&mut plan.consumer)
+    }
+}
+
+async fn run(
     ctx: &RunContext,
     scenario: &ScenarioPlan,
-    plan: &LatencyPlan,
+    plan: &Plan,
     sink: &mut dyn VariantSink,
 ) -> Result<()> {
     if let Some(search) = &plan.search {
         let probe = async |rate, name| one_variant(ctx, scenario, plan, rate, name, false).await;
         return super::search::run(ctx, scenario, search, "", sink, probe).await;
     }
-    for &rate in &plan.rates {
-        if ctx.stop.is_cancelled() {
-            break;
-        }
-        let name = variant_name(plan, rate, false);
-        sink.record(
-            scenario,
-            one_variant(ctx, scenario, plan, rate, name, false).await,
-        )?;
-        if plan.core_baseline && !ctx.stop.is_cancelled() {
-            let name = variant_name(plan, rate, true);
-            sink.record(
-                scenario,
-                one_variant(ctx, scenario, plan, rate, name, true).await,
-            )?;
-        }
-    }
-    Ok(())
+    // Each rate, and after it the same rate over core NATS when asked.
+    let variants = plan.rates.iter().flat_map(|&rate| {
+        std::iter::once((rate, false)).chain(plan.core_baseline.then_some((rate, true)))
+    });
+    each(ctx, scenario, sink, variants, async |(rate, core)| {
+        let name = variant_name(plan, rate, core);
+        one_variant(ctx, scenario, plan, rate, name, core).await
+    })
+    .await
 }
 
 /// One variant at `rate`, named `name`, through a stream or (`core`) over
-/// core NATS: described, run, its error kept, timed.
+/// core NATS.
 async fn one_variant(
     ctx: &RunContext,
     scenario: &ScenarioPlan,
-    plan: &LatencyPlan,
+    plan: &Plan,
     rate: u64,
     name: String,
     core: bool,
 ) -> VariantResult {
-    let started = Instant::now();
-    let mut result = VariantResult::new(name);
-    describe(plan, rate, &mut result);
-    let ran = if core {
-        result.param("consumers", 1);
-        result.param(
-            "transport",
-            "core NATS: no stream; the subscriber answers each message",
-        );
-        run_core_variant(ctx, scenario.name(), plan, rate, &mut result).await
-    } else {
-        run_variant(ctx, scenario.name(), plan, rate, &mut result).await
-    };
-    if let Err(e) = ran {
-        result.error = Some(format!("{e:#}"));
-    }
-    result.elapsed = started.elapsed();
+    let (result, _) = variant(name, async |r| {
+        describe(&scenario.common, plan, rate, r);
+        if core {
+            r.param("consumers", 1);
+            r.param(
+                "transport",
+                "core NATS: no stream; the subscriber answers each message",
+            );
+            core_variant(ctx, scenario, plan, rate, r).await
+        } else {
+            let reader = |durable| ConsumerSpec::acking(durable, plan.consumer.clone());
+            let durable = Durable::new(
+                &scenario.common,
+                (rate, &plan.publish),
+                &plan.consumer,
+                reader,
+            );
+            drive_durable(ctx, scenario, r, durable, |d, r| {
+                measure(&d.outcome, rate, r);
+                verify(&d.outcome, plan.publish.msg_id, d.stored, r);
+            })
+            .await
+        }
+    })
+    .await;
     result
 }
 
@@ -82,36 +135,37 @@ async fn one_variant(
 /// schedule to a subject no stream captures, read by one plain subscriber
 /// that answers each message in place of a PubAck
 /// ([`crate::consume::core`]). Its "PubAck" latency is that round trip.
-async fn run_core_variant(
+async fn core_variant(
     ctx: &RunContext,
-    scenario: &str,
-    plan: &LatencyPlan,
+    scenario: &ScenarioPlan,
+    plan: &Plan,
     rate: u64,
-    result: &mut VariantResult,
+    r: &mut VariantResult,
 ) -> Result<()> {
-    let variant = result.name.clone();
+    let (name, variant) = (scenario.name(), r.name.clone());
     // Every subscriber would get every message: one.
     let mut consumer = plan.consumer.clone();
     consumer.consumers = 1;
     let mut spec = DriveSpec::paced(
-        format!("{scenario} {variant}"),
+        format!("{name} {variant}"),
         "",
-        format!("{}.0", ctx.names.subject(scenario, &variant)),
+        format!("{}.0", ctx.names.subject(name, &variant)),
         &plan.publish,
-        &plan.common,
+        &scenario.common,
         rate,
         ConsumerSpec::core(consumer),
     );
-    spec.msg_id_prefix = format!("{}-{scenario}-{variant}", ctx.names.token());
+    spec.msg_id_prefix = format!("{}-{name}-{variant}", ctx.names.token());
     let outcome = drive(ctx, &spec).await?;
-    measure(&outcome, rate, result);
+    measure(&outcome, rate, r);
     super::shape::per_step(
         &outcome.e2e_intended,
         outcome.t0_ns,
         &plan.publish.arrival,
-        result,
+        r,
     );
-    verify_core(&outcome, result);
+    verify_core(&outcome, r);
+    checks::drive_records(&outcome, None, r);
     Ok(())
 }
 
@@ -134,11 +188,10 @@ fn verify_core(o: &DriveOutcome, r: &mut VariantResult) {
         malformed,
         0,
     ));
-    r.invariants.push(checks::publishers_finished(o));
     for name in [
-        "lost = 0",
-        "stream holds every persisted message",
-        "server reports nothing pending",
+        checks::NOTHING_LOST,
+        checks::STREAM_HOLDS,
+        checks::NOTHING_PENDING,
     ] {
         r.invariants.push(Invariant::not_applicable(
             name,
@@ -149,7 +202,7 @@ fn verify_core(o: &DriveOutcome, r: &mut VariantResult) {
 
 /// `rate-<n>`, or the shape's name when the arrival sets the rate; its
 /// core baseline `core-<n>` or `core-<shape>`.
-fn variant_name(plan: &LatencyPlan, rate: u64, core: bool) -> String {
+fn variant_name(plan: &Plan, rate: u64, core: bool) -> String {
     let arrival = &plan.publish.arrival;
     match (core, arrival.uses_rate()) {
         (false, true) => format!("rate-{rate}"),
@@ -159,11 +212,11 @@ fn variant_name(plan: &LatencyPlan, rate: u64, core: bool) -> String {
     }
 }
 
-fn describe(plan: &LatencyPlan, rate: u64, r: &mut VariantResult) {
+fn describe(common: &CommonPlan, plan: &Plan, rate: u64, r: &mut VariantResult) {
     r.param("rate", rate);
     super::shape::describe(&plan.publish.arrival, r);
-    r.param("duration", format_duration(plan.common.duration));
-    r.param("warmup", format_duration(plan.common.warmup));
+    r.param("duration", format_duration(common.duration));
+    r.param("warmup", format_duration(common.warmup));
     r.param("publishers", plan.publish.publishers);
     r.param("message_size", plan.publish.message_size.to_string());
     r.param("msg_id", plan.publish.msg_id);
@@ -174,50 +227,6 @@ fn describe(plan: &LatencyPlan, rate: u64, r: &mut VariantResult) {
     r.param("batch", plan.consumer.batch);
     r.param("max_ack_pending", plan.consumer.max_ack_pending);
     r.param("ack_wait", format_duration(plan.consumer.ack_wait));
-}
-
-async fn run_variant(
-    ctx: &RunContext,
-    scenario: &str,
-    plan: &LatencyPlan,
-    rate: u64,
-    result: &mut VariantResult,
-) -> Result<()> {
-    // Provision.
-    let variant = result.name.clone();
-    let VariantNames {
-        stream: stream_name,
-        base,
-        durable,
-    } = provision_durable(ctx, scenario, &variant, &plan.consumer).await?;
-
-    // Drive.
-    let mut spec = DriveSpec::paced(
-        format!("{scenario} {variant}"),
-        &stream_name,
-        format!("{base}.0"),
-        &plan.publish,
-        &plan.common,
-        rate,
-        ConsumerSpec::acking(durable, plan.consumer.clone()),
-    );
-    spec.msg_id_prefix = format!("{}-{scenario}-{variant}", ctx.names.token());
-    let outcome = drive(ctx, &spec).await;
-    let stored = record_stream(ctx, &stream_name, result).await;
-    let deleted = ctx.provisioner.delete_stream(&stream_name).await;
-    let outcome = outcome?;
-
-    // Measure and verify.
-    measure(&outcome, rate, result);
-    super::shape::per_step(
-        &outcome.e2e_intended,
-        outcome.t0_ns,
-        &plan.publish.arrival,
-        result,
-    );
-    verify(&outcome, plan.publish.msg_id, stored, result);
-    deleted.context("cleaning up after the variant")?;
-    Ok(())
 }
 
 fn measure(o: &DriveOutcome, rate: u64, r: &mut VariantResult) {
@@ -256,14 +265,6 @@ fn measure(o: &DriveOutcome, rate: u64, r: &mut VariantResult) {
         o.drain_time.as_secs_f64() * 1e3,
         Direction::Lower,
     ));
-    r.ledger = o.counts;
-    checks::server_figures(o, r);
-    checks::client_figures(o, r);
-    r.timelines
-        .insert("published".into(), o.published_timeline.clone());
-    r.timelines
-        .insert("delivered".into(), o.delivered_timeline.clone());
-
     let behind = publish_rate < 0.97 * rate as f64 || o.final_lag() > Duration::from_millis(10);
     if behind && !o.interrupted {
         r.warnings.push(format!(
@@ -273,11 +274,6 @@ fn measure(o: &DriveOutcome, rate: u64, r: &mut VariantResult) {
             o.send_lag.summary().p99_us
         ));
     }
-    if o.interrupted {
-        r.warnings
-            .push("interrupted: the variant stopped early; its counts cover what was sent".into());
-    }
-    r.warnings.extend(o.errors.iter().cloned());
 }
 
 fn verify(o: &DriveOutcome, msg_id: MsgId, stored: Option<u64>, r: &mut VariantResult) {
@@ -317,7 +313,6 @@ fn verify(o: &DriveOutcome, msg_id: MsgId, stored: Option<u64>, r: &mut VariantR
     checks::evictions(o, r);
     checks::refusals(o, r);
     r.invariants.push(checks::nothing_pending(o));
-    r.invariants.push(checks::publishers_finished(o));
 }
 
 #[cfg(test)]

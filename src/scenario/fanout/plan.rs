@@ -1,11 +1,81 @@
 //! `kind = "fanout"`: its streams, durables and rate beside the shared keys.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-use super::common::{OneOrMany, has_repeats, require_explicit_ack, required_rate};
-use super::search::SearchSection;
-use super::shared::{Offer, split};
-use super::{FanoutPlan, FilterShape, MsgId, Problems, SloOn};
+use crate::profile::common::{OneOrMany, has_repeats, require_explicit_ack, required_rate};
+use crate::profile::search::SearchSection;
+use crate::profile::shared::{Offer, split};
+use crate::profile::{
+    CommonPlan, ConsumerPlan, MsgId, Problems, PublishPlan, SearchPlan, Section, SloOn,
+};
+
+/// The `fanout` scenario: S streams of F subjects each, one publisher
+/// per stream at its share of the rate, and D durables per stream, each
+/// filtering as `filters` says; one variant per (S, D) pair.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Total msg/s over all streams; each stream gets `rate / S`.
+    pub rate: u64,
+    /// Stream counts to run (each one or more variants).
+    pub streams: Vec<usize>,
+    /// Durables per stream to run.
+    pub durables: Vec<usize>,
+    /// Subjects per stream.
+    pub subjects: usize,
+    /// Durable k of a stream filters as `filters[k % len]`.
+    pub filters: Vec<FilterShape>,
+    /// Connections the durables share, round-robin.
+    pub connections: usize,
+    pub publish: PublishPlan,
+    pub consumer: ConsumerPlan,
+    /// `rate = "search"`: per (S, D) pair, the highest total rate that
+    /// holds the SLO (`rate` is then the search's lowest).
+    pub search: Option<SearchPlan>,
+}
+
+impl Plan {
+    /// Every (streams, durables per stream) pair, streams outer.
+    pub fn variants(&self) -> Vec<(usize, usize)> {
+        self.streams
+            .iter()
+            .flat_map(|&s| self.durables.iter().map(move |&d| (s, d)))
+            .collect()
+    }
+}
+
+/// What a fanout durable filters on, among its stream's F subjects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FilterShape {
+    /// Durable k: subject k mod F (`filter_subject`).
+    One,
+    /// Durable k: subjects k and k+1 mod F (`filter_subjects`).
+    Two,
+    /// No filter: every subject.
+    All,
+}
+
+impl FilterShape {
+    /// The subject indices durable `k` of a stream with `subjects` reads.
+    pub fn subjects(self, k: usize, subjects: usize) -> Vec<usize> {
+        match self {
+            FilterShape::One => vec![k % subjects],
+            FilterShape::Two => vec![k % subjects, (k + 1) % subjects],
+            FilterShape::All => (0..subjects).collect(),
+        }
+    }
+
+    /// The mean share of a stream's messages a durable reads when the
+    /// durables cycle through `shapes`.
+    pub fn mean_share(shapes: &[FilterShape], subjects: usize) -> f64 {
+        let share = |s: &FilterShape| match s {
+            FilterShape::One => 1.0 / subjects as f64,
+            FilterShape::Two => (2.0 / subjects as f64).min(1.0),
+            FilterShape::All => 1.0,
+        };
+        shapes.iter().map(share).sum::<f64>() / shapes.len().max(1) as f64
+    }
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -40,16 +110,13 @@ const MAX_CONSUMERS: usize = 10_000;
 /// ledger live in this process until the variant ends.
 const MAX_DELIVERIES: f64 = 50e6;
 
-pub(super) fn read(
-    table: toml::Table,
-    prefix: &str,
-    problems: &mut Problems,
-) -> Option<FanoutPlan> {
+pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
+    let (table, prefix) = (section.table, section.prefix);
     let (mut shared, s) = split::<FanoutSection>(table, OFFER, prefix, problems)?;
     let key = |k: &str| format!("{prefix}.{k}");
     let common = shared.common("fanout", problems);
-    let searching = super::search::asks_search(s.rate.as_ref());
-    let search = super::search::read(
+    let searching = crate::profile::search::asks_search(s.rate.as_ref());
+    let search = crate::profile::search::read(
         searching,
         s.slo,
         s.search,
@@ -63,7 +130,7 @@ pub(super) fn read(
     let arrival = shared.arrival(problems);
     let (rate, top) = match (&s.rate, &search) {
         (given, _) if !arrival.uses_rate() => {
-            let rate = super::common::shaped_rate(
+            let rate = crate::profile::common::shaped_rate(
                 &arrival,
                 given.is_some(),
                 "rate",
@@ -180,8 +247,7 @@ pub(super) fn read(
             ),
         );
     }
-    Some(FanoutPlan {
-        common,
+    let plan = Plan {
         rate,
         streams,
         durables,
@@ -191,16 +257,18 @@ pub(super) fn read(
         publish,
         consumer,
         search,
-    })
+    };
+    Some((common, plan))
 }
 
 #[cfg(test)]
 mod tests {
-    use crate::profile::{FilterShape, ScenarioPlan, one_scenario};
+    use super::{FilterShape, Plan};
+    use crate::scenario::{KindPlan, one_scenario};
 
-    fn fanout(body: &str) -> Result<crate::profile::FanoutPlan, String> {
-        match one_scenario("fanout", body)? {
-            ScenarioPlan::Fanout(f) => Ok(f),
+    fn fanout(body: &str) -> Result<Plan, String> {
+        match one_scenario("fanout", body)?.kind {
+            KindPlan::Fanout(f) => Ok(f),
             _ => unreachable!(),
         }
     }

@@ -10,26 +10,79 @@
 //! wasted. Each such expiry is counted, checked to be consistent with an
 //! expired deadline, and the AckWait at which they stop is visible.
 
+pub mod plan;
+
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
-use super::{VariantNames, checks, provision_durable, record_stream};
-use crate::consume::fates::{self, Analysis};
-use crate::drive::RunContext;
-use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, drive};
-use crate::profile::{Action, BackpressurePlan, ConsumerPlan, ScenarioPlan, format_duration};
+use super::lifecycle::{Durable, drive_durable, each, variant};
+use super::{ScenarioKind, ScenarioPlan, checks};
+use crate::consume::fates::Analysis;
+use crate::drive::{ConsumerSpec, DriveOutcome, RunContext};
+use crate::profile::{Action, CommonPlan, ConsumerPlan, Problems, Section, format_duration};
 use crate::record::metrics::{Direction, Metric, count, latency_metrics};
+use crate::streams::provision::Need;
 use crate::variant::{Invariant, VariantResult, VariantSink};
+
+pub use plan::Plan;
 
 /// How often consumer info is sampled while a variant runs.
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);
 
-pub async fn run(
+/// The registry's row for `backpressure`: MaxAckPending against Little's law.
+pub struct Backpressure;
+
+impl ScenarioKind for Backpressure {
+    const NAME: &'static str = "backpressure";
+    const RETENTION: bool = true;
+    type Plan = Plan;
+
+    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
+        plan::read(section, problems)
+    }
+
+    fn run<'a>(
+        ctx: &'a RunContext,
+        scenario: &'a ScenarioPlan,
+        plan: &'a Plan,
+        sink: &'a mut dyn VariantSink,
+    ) -> impl Future<Output = Result<()>> + 'a {
+        run(ctx, scenario, plan, sink)
+    }
+
+    fn need(plan: &Plan, common: &CommonPlan) -> Need {
+        let largest = plan.max_ack_pending.iter().copied().max().unwrap_or(0);
+        let expiry = if plan.expiry_ack_waits.is_empty() {
+            0
+        } else {
+            plan.expiry_max_ack_pending
+        };
+        Need {
+            max_ack_pending: largest.max(expiry),
+            ..Need::of_load(&plan.load, common)
+        }
+    }
+
+    fn estimated_duration(plan: &Plan, common: &CommonPlan) -> Duration {
+        (common.duration + common.warmup)
+            * (plan.max_ack_pending.len() + plan.expiry_ack_waits.len()) as u32
+    }
+
+    fn consumer(plan: &Plan) -> Option<&ConsumerPlan> {
+        Some(&plan.load.consumer)
+    }
+
+    fn consumer_mut(plan: &mut Plan) -> Option<&mut ConsumerPlan> {
+        Some(&mut plan.load.consumer)
+    }
+}
+
+async fn run(
     ctx: &RunContext,
     scenario: &ScenarioPlan,
-    plan: &BackpressurePlan,
+    plan: &Plan,
     sink: &mut dyn VariantSink,
 ) -> Result<()> {
     let mut points = Vec::new();
@@ -44,27 +97,22 @@ pub async fn run(
         consumer.ack_wait = ack_wait;
         points.push((format!("expiry-{}", format_duration(ack_wait)), consumer));
     }
-    for (name, consumer) in points {
-        if ctx.stop.is_cancelled() {
-            break;
-        }
-        let started = Instant::now();
-        let mut result = VariantResult::new(name);
-        describe(plan, &consumer, &mut result);
-        super::checks::server_clock(ctx, &mut result);
-        if let Err(e) = run_variant(ctx, scenario.name(), plan, &consumer, &mut result).await {
-            result.error = Some(format!("{e:#}"));
-        }
-        result.elapsed = started.elapsed();
-        sink.record(scenario, result)?;
-    }
-    Ok(())
+    each(ctx, scenario, sink, points, async |(name, consumer)| {
+        let (result, _) = variant(name, async |r| {
+            describe(&scenario.common, plan, &consumer, r);
+            checks::server_clock(ctx, r);
+            one_variant(ctx, scenario, plan, &consumer, r).await
+        })
+        .await;
+        result
+    })
+    .await
 }
 
-fn describe(plan: &BackpressurePlan, c: &ConsumerPlan, r: &mut VariantResult) {
+fn describe(common: &CommonPlan, plan: &Plan, c: &ConsumerPlan, r: &mut VariantResult) {
     r.param("rate", plan.load.rate);
     super::shape::describe(&plan.load.publish.arrival, r);
-    r.param("duration", format_duration(plan.common.duration));
+    r.param("duration", format_duration(common.duration));
     r.param("max_ack_pending", c.max_ack_pending);
     r.param("ack_wait", format_duration(c.ack_wait));
     r.param("consumers", c.consumers);
@@ -75,56 +123,32 @@ fn describe(plan: &BackpressurePlan, c: &ConsumerPlan, r: &mut VariantResult) {
     r.param("classes", &plan.load.behaviour.classes);
 }
 
-async fn run_variant(
+/// The load against one MaxAckPending and AckWait (`consumer`).
+async fn one_variant(
     ctx: &RunContext,
-    scenario: &str,
-    plan: &BackpressurePlan,
+    scenario: &ScenarioPlan,
+    plan: &Plan,
     consumer: &ConsumerPlan,
-    result: &mut VariantResult,
+    r: &mut VariantResult,
 ) -> Result<()> {
-    // Provision.
-    let variant = result.name.clone();
-    let VariantNames {
-        stream: stream_name,
-        base,
-        durable,
-    } = provision_durable(ctx, scenario, &variant, consumer).await?;
-
-    // Drive.
-    let behaviour = Arc::new(plan.load.behaviour.clone());
-    let spec = DriveSpec::paced(
-        format!("{scenario} {variant}"),
-        &stream_name,
-        format!("{base}.0"),
-        &plan.load.publish,
-        &plan.common,
-        plan.load.rate,
-        ConsumerSpec::observed(durable, consumer.clone(), behaviour.clone(), SAMPLE_EVERY),
-    );
-    let outcome = drive(ctx, &spec).await;
-    let stored = record_stream(ctx, &stream_name, result).await;
-    let deleted = ctx.provisioner.delete_stream(&stream_name).await;
-    let outcome = outcome?;
-
-    // Measure and verify.
-    let delivery_p999 = Duration::from_nanos(outcome.e2e_intended.quantile(0.999));
-    let analysis = fates::analyse(
-        &outcome.events,
-        &outcome.ledger,
-        &behaviour,
+    let load = &plan.load;
+    let behaviour = Arc::new(load.behaviour.clone());
+    let reader = |durable| {
+        ConsumerSpec::observed(durable, consumer.clone(), behaviour.clone(), SAMPLE_EVERY)
+    };
+    let durable = Durable::new(
+        &scenario.common,
+        (load.rate, &load.publish),
         consumer,
-        fates::early_tolerance(delivery_p999),
+        reader,
     );
-    measure(&outcome, &analysis, plan, consumer, result);
-    super::shape::per_step(
-        &outcome.e2e_intended,
-        outcome.t0_ns,
-        &plan.load.publish.arrival,
-        result,
-    );
-    verify(&outcome, &analysis, stored, result);
-    deleted.context("cleaning up after the variant")?;
-    Ok(())
+    drive_durable(ctx, scenario, r, durable, |d, r| {
+        let o = &d.outcome;
+        let analysis = checks::fates(o, &behaviour, consumer);
+        measure(o, &analysis, plan, consumer, r);
+        verify(o, &analysis, d.stored, r);
+    })
+    .await
 }
 
 /// Little's law for a consumer: it cannot complete faster than messages
@@ -138,13 +162,7 @@ pub fn bound(rate: f64, concurrency: f64, max_ack_pending: f64, processing: Dura
     rate.min(concurrency / t).min(max_ack_pending / t)
 }
 
-fn measure(
-    o: &DriveOutcome,
-    a: &Analysis,
-    plan: &BackpressurePlan,
-    c: &ConsumerPlan,
-    r: &mut VariantResult,
-) {
+fn measure(o: &DriveOutcome, a: &Analysis, plan: &Plan, c: &ConsumerPlan, r: &mut VariantResult) {
     let first = o
         .consumers
         .iter()
@@ -326,12 +344,11 @@ fn measure(
         o.drain_time.as_secs_f64() * 1e3,
         Direction::Lower,
     ));
-    checks::drive_records(o, SAMPLE_EVERY, r);
 }
 
 fn verify(o: &DriveOutcome, a: &Analysis, stored: Option<u64>, r: &mut VariantResult) {
     let c = &o.counts;
-    r.invariants.push(Invariant::equal("lost = 0", c.lost, 0));
+    r.invariants.push(checks::nothing_lost(o));
     r.invariants.push(checks::nothing_dropped_by_client(
         c.client_dropped,
         o.client_drop_cause.as_deref(),

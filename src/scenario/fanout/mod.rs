@@ -11,27 +11,86 @@
 //! each durable received every message its filter selects (as the stream
 //! holds them), nothing else, once, acked, with nothing left pending.
 
+pub mod plan;
+
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use futures::StreamExt;
 
-use super::checks;
+use super::lifecycle::variant;
+use super::{ScenarioKind, ScenarioPlan, checks};
 use crate::drive::{
     DriveOutcome, FanDurable, FanStream, FanoutOutcome, FanoutSpec, RunContext, drive_fanout,
 };
-use crate::profile::{FanoutPlan, ScenarioPlan, format_duration};
+use crate::profile::{CommonPlan, ConsumerPlan, Problems, Section, format_duration};
 use crate::record::histogram::Recorder;
 use crate::record::metrics::{Direction, Metric, latency_metrics};
+use crate::scenario::search::SEARCH_PROBES;
+use crate::streams::provision::{Need, stored_bytes};
 use crate::variant::{Invariant, Part, VariantResult, VariantSink};
+
+pub use plan::{FilterShape, Plan};
 
 /// Requests to the server at once while creating streams and durables.
 const AT_ONCE: usize = 16;
 
-pub async fn run(
+/// The registry's row for `fanout`: many streams, many filtered durables.
+pub struct Fanout;
+
+impl ScenarioKind for Fanout {
+    const NAME: &'static str = "fanout";
+    type Plan = Plan;
+
+    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
+        plan::read(section, problems)
+    }
+
+    fn run<'a>(
+        ctx: &'a RunContext,
+        scenario: &'a ScenarioPlan,
+        plan: &'a Plan,
+        sink: &'a mut dyn VariantSink,
+    ) -> impl Future<Output = Result<()>> + 'a {
+        run(ctx, scenario, plan, sink)
+    }
+
+    fn need(plan: &Plan, common: &CommonPlan) -> Need {
+        let fewest = plan.streams.iter().copied().min().unwrap_or(1).max(1);
+        let most = plan.streams.iter().copied().max().unwrap_or(1);
+        let durables = plan.durables.iter().copied().max().unwrap_or(1);
+        Need {
+            streams: most,
+            consumers: most * durables,
+            bytes: stored_bytes(plan.rate as f64 / fewest as f64, common, &plan.publish),
+            total_bytes: stored_bytes(plan.rate as f64, common, &plan.publish),
+            max_ack_pending: plan.consumer.max_ack_pending,
+        }
+    }
+
+    fn estimated_duration(plan: &Plan, common: &CommonPlan) -> Duration {
+        let variants = plan.variants().len();
+        let probes = if plan.search.is_some() {
+            SEARCH_PROBES
+        } else {
+            1
+        };
+        (common.duration + common.warmup) * (variants * probes) as u32
+    }
+
+    fn consumer(plan: &Plan) -> Option<&ConsumerPlan> {
+        Some(&plan.consumer)
+    }
+
+    fn consumer_mut(plan: &mut Plan) -> Option<&mut ConsumerPlan> {
+        Some(&mut plan.consumer)
+    }
+}
+
+async fn run(
     ctx: &RunContext,
     scenario: &ScenarioPlan,
-    plan: &FanoutPlan,
+    plan: &Plan,
     sink: &mut dyn VariantSink,
 ) -> Result<()> {
     for (streams, durables) in plan.variants() {
@@ -51,7 +110,7 @@ pub async fn run(
             None => {
                 let result =
                     one_variant(ctx, scenario, plan, plan.rate, (streams, durables), pair).await;
-                sink.record(scenario, result)?;
+                sink.record(&scenario.common, result)?;
             }
         }
     }
@@ -59,32 +118,29 @@ pub async fn run(
 }
 
 /// One variant: `streams` streams with `durables` durables each, fed
-/// `rate` msg/s in all; described, run, its error kept, timed.
+/// `rate` msg/s in all.
 async fn one_variant(
     ctx: &RunContext,
     scenario: &ScenarioPlan,
-    plan: &FanoutPlan,
+    plan: &Plan,
     rate: u64,
     (streams, durables): (usize, usize),
     name: String,
 ) -> VariantResult {
-    let started = Instant::now();
-    let mut result = VariantResult::new(name);
-    describe(plan, rate, streams, durables, &mut result);
-    if ctx.workers.is_some() {
-        result
-            .warnings
-            .push("a fanout variant runs in this process only: the workers sat it out".into());
-    }
-    let shape = Shape {
-        rate,
-        streams,
-        durables,
-    };
-    if let Err(e) = run_variant(ctx, scenario.name(), plan, shape, &mut result).await {
-        result.error = Some(format!("{e:#}"));
-    }
-    result.elapsed = started.elapsed();
+    let (result, _) = variant(name, async |r| {
+        describe(&scenario.common, plan, rate, (streams, durables), r);
+        if ctx.workers.is_some() {
+            r.warnings
+                .push("a fanout variant runs in this process only: the workers sat it out".into());
+        }
+        let shape = Shape {
+            rate,
+            streams,
+            durables,
+        };
+        run_variant(ctx, scenario, plan, shape, r).await
+    })
+    .await;
     result
 }
 
@@ -96,7 +152,13 @@ struct Shape {
     durables: usize,
 }
 
-fn describe(plan: &FanoutPlan, rate: u64, streams: usize, durables: usize, r: &mut VariantResult) {
+fn describe(
+    common: &CommonPlan,
+    plan: &Plan,
+    rate: u64,
+    (streams, durables): (usize, usize),
+    r: &mut VariantResult,
+) {
     r.param("rate", per_stream(rate, streams) * streams as u64);
     r.param("rate_per_stream", per_stream(rate, streams));
     super::shape::describe(&plan.publish.arrival, r);
@@ -106,8 +168,8 @@ fn describe(plan: &FanoutPlan, rate: u64, streams: usize, durables: usize, r: &m
     r.param("subjects_per_stream", plan.subjects);
     r.param("filters", &plan.filters);
     r.param("connections", plan.connections.min(streams * durables));
-    r.param("duration", format_duration(plan.common.duration));
-    r.param("warmup", format_duration(plan.common.warmup));
+    r.param("duration", format_duration(common.duration));
+    r.param("warmup", format_duration(common.warmup));
     r.param("message_size", plan.publish.message_size.to_string());
     r.param("msg_id", plan.publish.msg_id);
     r.param("consumer_kind", plan.consumer.kind);
@@ -133,18 +195,19 @@ struct Provisioned {
 
 async fn run_variant(
     ctx: &RunContext,
-    scenario: &str,
-    plan: &FanoutPlan,
+    scenario: &ScenarioPlan,
+    plan: &Plan,
     shape: Shape,
     result: &mut VariantResult,
 ) -> Result<()> {
     let spec = spec(ctx, scenario, plan, &result.name, shape);
     let names: Vec<String> = spec.streams.iter().map(|s| s.name.clone()).collect();
 
+    // Provision, and drive only what was provisioned.
     let provisioned = provision(ctx, plan, &spec).await;
     let outcome = match &provisioned {
-        Ok(_) => Some(drive_fanout(ctx, &spec).await),
-        Err(_) => None,
+        Ok(_) => drive_fanout(ctx, &spec).await.map(Some),
+        Err(_) => Ok(None),
     };
     for name in &names {
         if let Some(info) = ctx.provisioner.stream_info(name).await {
@@ -161,7 +224,9 @@ async fn run_variant(
         }
     }
     let provisioned = provisioned?;
-    let outcome = outcome.expect("driven once provisioned")?;
+    let Some(outcome) = outcome? else {
+        anyhow::bail!("the variant was not driven: its provisioning failed");
+    };
 
     measure(&outcome, &provisioned, &spec, result);
     verify(&outcome, result);
@@ -172,8 +237,8 @@ async fn run_variant(
 /// The variant's streams, subjects and durables, named for the run.
 fn spec(
     ctx: &RunContext,
-    scenario: &str,
-    plan: &FanoutPlan,
+    scenario: &ScenarioPlan,
+    plan: &Plan,
     variant: &str,
     Shape {
         rate,
@@ -181,6 +246,7 @@ fn spec(
         durables,
     }: Shape,
 ) -> FanoutSpec {
+    let (common, scenario) = (&scenario.common, scenario.name());
     let streams = (0..streams)
         .map(|i| {
             let part = format!("{variant}-{i}");
@@ -204,9 +270,9 @@ fn spec(
         publish: plan.publish.clone(),
         consumer: plan.consumer.clone(),
         rate: per_stream,
-        warmup: plan.common.warmup,
-        duration: plan.common.duration,
-        drain_timeout: plan.common.drain_timeout,
+        warmup: common.warmup,
+        duration: common.duration,
+        drain_timeout: common.drain_timeout,
         connections: plan.connections,
         msg_id_prefix: format!("{}-{scenario}-{variant}", ctx.names.token()),
     }
@@ -214,7 +280,7 @@ fn spec(
 
 /// Creates every stream, then every durable, a few requests at a time,
 /// reading the server's memory before, between and after.
-async fn provision(ctx: &RunContext, plan: &FanoutPlan, spec: &FanoutSpec) -> Result<Provisioned> {
+async fn provision(ctx: &RunContext, plan: &Plan, spec: &FanoutSpec) -> Result<Provisioned> {
     let mut p = Provisioned {
         mem_before: memory_now(ctx).await,
         ..Default::default()
@@ -264,7 +330,7 @@ async fn provision(ctx: &RunContext, plan: &FanoutPlan, spec: &FanoutSpec) -> Re
 /// on its subjects (one as `filter_subject`, several as
 /// `filter_subjects`, all of them as no filter).
 fn durable_config(
-    plan: &FanoutPlan,
+    plan: &Plan,
     stream: &FanStream,
     durable: &FanDurable,
 ) -> async_nats::jetstream::consumer::Config {
@@ -648,7 +714,7 @@ fn stream_holds(stored: &Result<crate::streams::readback::Reconciliation, String
 
 #[cfg(test)]
 mod tests {
-    use crate::profile::FilterShape;
+    use super::FilterShape;
 
     #[test]
     fn durables_cycle_through_the_filter_shapes() {

@@ -15,23 +15,25 @@
 //! nothing is left pending, and (pause) that nothing was delivered while
 //! the durable was paused.
 
+pub mod plan;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
-use super::{VariantNames, checks, provision_durable, record_stream};
+use super::lifecycle::{Durable, drive_durable, each, variant};
+use super::{ScenarioKind, ScenarioPlan, checks};
 use crate::consume::events::DeliveryEvent;
-use crate::drive::{
-    ConsumerSpec, DriveOutcome, DriveSpec, OutagePlan, PauseOutcome, RunContext, drive,
-};
-use crate::profile::{
-    Action, BehaviourPlan, OutagePattern, OutageScenarioPlan, ScenarioPlan, format_duration,
-};
+use crate::drive::{ConsumerSpec, DriveOutcome, OutagePlan, PauseOutcome, RunContext};
+use crate::profile::{Action, CommonPlan, ConsumerPlan, Problems, Section, format_duration};
 use crate::record::histogram::Recorder;
 use crate::record::metrics::{Direction, Metric, count};
+use crate::streams::provision::Need;
 use crate::variant::{Invariant, VariantResult, VariantSink};
+
+pub use plan::{OutagePattern, Plan};
 
 /// How long after the server answered the pause a delivery may still
 /// arrive: it left the server before the pause (on the wire, or in the
@@ -40,35 +42,73 @@ pub const PAUSE_GRACE: Duration = Duration::from_millis(100);
 
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);
 
-pub async fn run(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &OutageScenarioPlan,
-    sink: &mut dyn VariantSink,
-) -> Result<()> {
-    for &pattern in &plan.patterns {
-        if ctx.stop.is_cancelled() {
-            break;
-        }
-        let started = Instant::now();
-        let mut result = VariantResult::new(pattern.label());
-        describe(plan, pattern, &mut result);
-        if let Err(e) = run_variant(ctx, scenario.name(), plan, pattern, &mut result).await {
-            result.error = Some(format!("{e:#}"));
-        }
-        result.elapsed = started.elapsed();
-        sink.record(scenario, result)?;
+/// The registry's row for `outage`: a dependency down under steady load.
+pub struct Outage;
+
+impl ScenarioKind for Outage {
+    const NAME: &'static str = "outage";
+    type Plan = Plan;
+
+    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
+        plan::read(section, problems)
     }
-    Ok(())
+
+    fn run<'a>(
+        ctx: &'a RunContext,
+        scenario: &'a ScenarioPlan,
+        plan: &'a Plan,
+        sink: &'a mut dyn VariantSink,
+    ) -> impl Future<Output = Result<()>> + 'a {
+        run(ctx, scenario, plan, sink)
+    }
+
+    fn need(plan: &Plan, common: &CommonPlan) -> Need {
+        Need::of_load(&plan.load, common)
+    }
+
+    fn estimated_duration(plan: &Plan, common: &CommonPlan) -> Duration {
+        (common.duration + common.warmup) * plan.patterns.len() as u32
+    }
+
+    fn consumer(plan: &Plan) -> Option<&ConsumerPlan> {
+        Some(&plan.load.consumer)
+    }
+
+    fn consumer_mut(plan: &mut Plan) -> Option<&mut ConsumerPlan> {
+        Some(&mut plan.load.consumer)
+    }
 }
 
-fn describe(plan: &OutageScenarioPlan, pattern: OutagePattern, r: &mut VariantResult) {
+async fn run(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &Plan,
+    sink: &mut dyn VariantSink,
+) -> Result<()> {
+    each(
+        ctx,
+        scenario,
+        sink,
+        plan.patterns.iter().copied(),
+        async |pattern| {
+            let (result, _) = variant(pattern.label(), async |r| {
+                describe(&scenario.common, plan, pattern, r);
+                one_variant(ctx, scenario, plan, pattern, r).await
+            })
+            .await;
+            result
+        },
+    )
+    .await
+}
+
+fn describe(common: &CommonPlan, plan: &Plan, pattern: OutagePattern, r: &mut VariantResult) {
     let c = &plan.load.consumer;
     r.param("pattern", pattern.label());
     r.param("rate", plan.load.rate);
     super::shape::describe(&plan.load.publish.arrival, r);
-    r.param("duration", format_duration(plan.common.duration));
-    r.param("warmup", format_duration(plan.common.warmup));
+    r.param("duration", format_duration(common.duration));
+    r.param("warmup", format_duration(common.warmup));
     r.param("outage_after", format_duration(plan.after));
     r.param("outage_lasts", format_duration(plan.lasts));
     if pattern == OutagePattern::NakDelay {
@@ -81,7 +121,7 @@ fn describe(plan: &OutageScenarioPlan, pattern: OutagePattern, r: &mut VariantRe
 }
 
 /// What the handlers answer during the outage under each pattern.
-fn plan_for(plan: &OutageScenarioPlan, pattern: OutagePattern) -> OutagePlan {
+fn plan_for(plan: &Plan, pattern: OutagePattern) -> OutagePlan {
     OutagePlan {
         after: plan.after,
         lasts: plan.lasts,
@@ -95,56 +135,44 @@ fn plan_for(plan: &OutageScenarioPlan, pattern: OutagePattern) -> OutagePlan {
     }
 }
 
-async fn run_variant(
+/// The load, with the handlers seeing the dependency down for the outage
+/// (and, paused, the durable paused for it).
+async fn one_variant(
     ctx: &RunContext,
-    scenario: &str,
-    plan: &OutageScenarioPlan,
+    scenario: &ScenarioPlan,
+    plan: &Plan,
     pattern: OutagePattern,
-    result: &mut VariantResult,
+    r: &mut VariantResult,
 ) -> Result<()> {
-    // Provision.
-    let variant = result.name.clone();
-    let c = &plan.load.consumer;
-    let VariantNames {
-        stream: stream_name,
-        base,
-        durable,
-    } = provision_durable(ctx, scenario, &variant, c).await?;
-
-    // Drive.
-    let mut consumer = ConsumerSpec::observed(
-        durable,
-        c.clone(),
-        Arc::new(BehaviourPlan::all_ack()),
-        SAMPLE_EVERY,
-    );
-    consumer.outage = Some(plan_for(plan, pattern));
-    let spec = DriveSpec::paced(
-        format!("{scenario} {variant}"),
-        &stream_name,
-        format!("{base}.0"),
-        &plan.load.publish,
-        &plan.common,
-        plan.load.rate,
-        consumer,
-    );
-    let outcome = drive(ctx, &spec).await;
-    let stored = record_stream(ctx, &stream_name, result).await;
-    let deleted = ctx.provisioner.delete_stream(&stream_name).await;
-    let outcome = outcome?;
-
-    // Measure and verify.
-    let start = outcome.t0_ns + plan.after.as_nanos() as u64;
-    let window = Window {
-        start,
-        end: start + plan.lasts.as_nanos() as u64,
-        ack_wait: c.ack_wait,
+    let load = &plan.load;
+    let reader = |durable| ConsumerSpec {
+        outage: Some(plan_for(plan, pattern)),
+        ..ConsumerSpec::observed(
+            durable,
+            load.consumer.clone(),
+            Arc::new(load.behaviour.clone()),
+            SAMPLE_EVERY,
+        )
     };
-    let figures = Figures::of(&outcome.events, &window, outcome.pause.as_ref());
-    measure(&outcome, &figures, &window, plan.load.rate, result);
-    verify(&outcome, &figures, pattern, stored, result);
-    deleted.context("cleaning up after the variant")?;
-    Ok(())
+    let durable = Durable::new(
+        &scenario.common,
+        (load.rate, &load.publish),
+        &load.consumer,
+        reader,
+    );
+    drive_durable(ctx, scenario, r, durable, |d, r| {
+        let o = &d.outcome;
+        let start = o.t0_ns + plan.after.as_nanos() as u64;
+        let window = Window {
+            start,
+            end: start + plan.lasts.as_nanos() as u64,
+            ack_wait: load.consumer.ack_wait,
+        };
+        let figures = Figures::of(&o.events, &window, o.pause.as_ref());
+        measure(o, &figures, &window, load.rate, r);
+        verify(o, &figures, pattern, d.stored, r);
+    })
+    .await
 }
 
 /// The outage, ns on [`crate::record::clock`], and the durable's ack deadline.
@@ -292,18 +320,6 @@ fn measure(o: &DriveOutcome, f: &Figures, w: &Window, rate: u64, r: &mut Variant
     r.latency("held_back_after_deadline", &f.held_back_after_deadline);
     r.latency("held_back_after_end", &f.held_back_after_end);
     r.latency("e2e_latency", &o.e2e_intended);
-    r.ledger = o.counts;
-    checks::server_figures(o, r);
-    checks::client_figures(o, r);
-    r.timelines
-        .insert("published".into(), o.published_timeline.clone());
-    r.timelines
-        .insert("delivered".into(), o.delivered_timeline.clone());
-    if o.interrupted {
-        r.warnings
-            .push("interrupted: the variant stopped early; its counts cover what was sent".into());
-    }
-    r.warnings.extend(o.errors.iter().cloned());
 }
 
 fn verify(
@@ -353,7 +369,6 @@ fn verify(
     }
     r.invariants.push(checks::stream_holds(stored, c));
     r.invariants.push(checks::nothing_pending(o));
-    r.invariants.push(checks::publishers_finished(o));
 }
 
 fn nothing_while_paused(f: &Figures) -> Invariant {

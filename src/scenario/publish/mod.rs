@@ -12,25 +12,30 @@
 //! sets the limit), the idiomatic async-nats loop (what jsbench gains over
 //! the obvious client code), and core publish (no persistence).
 
+pub mod plan;
+
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use async_nats::jetstream::stream;
 use futures::future::join_all;
 
-use super::record_stream;
-use crate::drive::RunContext;
-use crate::drive::{DriveOutcome, DriveSpec, drive};
+use super::lifecycle::{record_stream, variant};
+use super::{ScenarioKind, ScenarioPlan};
+use crate::drive::{DriveOutcome, DriveSpec, RunContext, drive};
 use crate::load::reference::{self, ReferenceConfig, ReferenceReport};
 use crate::profile::{
-    MsgId, PublishScenarioPlan, Rate, RatePer, Reference, ScenarioPlan, SizePlan, format_duration,
+    CommonPlan, MsgId, Problems, Rate, RatePer, Reference, Section, SizePlan, format_duration,
 };
 use crate::record::metrics::{Direction, Metric, count, latency_metrics, ratio};
 use crate::streams::provision;
+use crate::streams::provision::{MAX_RATE_ESTIMATE, Need};
 use crate::streams::readback::{self, Reconciliation};
 use crate::system::cpu;
 use crate::variant::{Invariant, VariantResult, VariantSink};
+
+pub use plan::Plan;
 
 /// The figures a variant is compared on.
 #[derive(Debug, Clone, Copy)]
@@ -41,10 +46,51 @@ struct Figures {
     server_us_per_msg: Option<f64>,
 }
 
-pub async fn run(
+/// The registry's row for `publish`: what a publish costs, with and without ids.
+pub struct Publish;
+
+impl ScenarioKind for Publish {
+    const NAME: &'static str = "publish";
+    type Plan = Plan;
+
+    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
+        plan::read(section, problems)
+    }
+
+    fn run<'a>(
+        ctx: &'a RunContext,
+        scenario: &'a ScenarioPlan,
+        plan: &'a Plan,
+        sink: &'a mut dyn VariantSink,
+    ) -> impl Future<Output = Result<()>> + 'a {
+        run(ctx, scenario, plan, sink)
+    }
+
+    fn need(plan: &Plan, common: &CommonPlan) -> Need {
+        let per_publisher = match plan.rate_per {
+            RatePer::Publisher => plan.publish.publishers as f64,
+            RatePer::Total => 1.0,
+        };
+        let fattest = plan
+            .rates
+            .iter()
+            .map(|r| match r {
+                Rate::PerSecond(r) => *r as f64 * per_publisher,
+                Rate::Max => MAX_RATE_ESTIMATE,
+            })
+            .fold(0.0, f64::max);
+        Need::paced(fattest, common, &plan.publish, 0)
+    }
+
+    fn estimated_duration(plan: &Plan, common: &CommonPlan) -> Duration {
+        (common.duration + common.warmup) * plan.variant_count() as u32
+    }
+}
+
+async fn run(
     ctx: &RunContext,
     scenario: &ScenarioPlan,
-    plan: &PublishScenarioPlan,
+    plan: &Plan,
     sink: &mut dyn VariantSink,
 ) -> Result<()> {
     if let Some(search) = &plan.search {
@@ -60,7 +106,7 @@ pub async fn run(
             let (result, figures) =
                 run_reference(ctx, scenario, plan, Reference::Core, MsgId::None, &variant).await;
             core = figures;
-            sink.record(scenario, result)?;
+            sink.record(&scenario.common, result)?;
         }
         for &msg_id in &plan.msg_ids {
             if ctx.stop.is_cancelled() {
@@ -74,7 +120,7 @@ pub async fn run(
                     run_reference(ctx, scenario, plan, Reference::Idiomatic, msg_id, &variant)
                         .await;
                 refs.idiomatic = figures;
-                sink.record(scenario, result)?;
+                sink.record(&scenario.common, result)?;
             }
             let raw = references && plan.reference.contains(&Reference::Raw);
             if raw {
@@ -82,7 +128,7 @@ pub async fn run(
                 let (result, figures) =
                     run_reference(ctx, scenario, plan, Reference::Raw, msg_id, &variant).await;
                 refs.raw_before = figures;
-                sink.record(scenario, result)?;
+                sink.record(&scenario.common, result)?;
             }
 
             let name = format!("rate-{rate_label}.id-{id_label}");
@@ -92,25 +138,22 @@ pub async fn run(
                 let (after, figures) =
                     run_reference(ctx, scenario, plan, Reference::Raw, msg_id, &variant).await;
                 refs.raw_after = figures;
-                sink.record(scenario, after)?;
+                sink.record(&scenario.common, after)?;
             }
             refs.core = core;
-            match figures {
-                Ok(figures) => {
-                    compare(
-                        &mut result,
-                        figures,
-                        (rate, msg_id),
-                        without_id.get(&rate_label),
-                        &refs,
-                    );
-                    if msg_id == MsgId::None {
-                        without_id.insert(rate_label.clone(), figures);
-                    }
+            if let Some(figures) = figures {
+                compare(
+                    &mut result,
+                    figures,
+                    (rate, msg_id),
+                    without_id.get(&rate_label),
+                    &refs,
+                );
+                if msg_id == MsgId::None {
+                    without_id.insert(rate_label.clone(), figures);
                 }
-                Err(e) => result.error = Some(format!("{e:#}")),
             }
-            sink.record(scenario, result)?;
+            sink.record(&scenario.common, result)?;
         }
     }
     Ok(())
@@ -122,7 +165,7 @@ pub async fn run(
 async fn run_searches(
     ctx: &RunContext,
     scenario: &ScenarioPlan,
-    plan: &PublishScenarioPlan,
+    plan: &Plan,
     search: &crate::profile::SearchPlan,
     sink: &mut dyn VariantSink,
 ) -> Result<()> {
@@ -131,12 +174,9 @@ async fn run_searches(
             break;
         }
         let probe = async |rate, name| {
-            let (mut result, figures) =
-                own_variant(ctx, scenario, plan, Rate::PerSecond(rate), msg_id, name).await;
-            if let Err(e) = figures {
-                result.error = Some(format!("{e:#}"));
-            }
-            result
+            own_variant(ctx, scenario, plan, Rate::PerSecond(rate), msg_id, name)
+                .await
+                .0
         };
         let prefix = format!("id-{}.", id_label(msg_id));
         super::search::run(ctx, scenario, search, &prefix, sink, probe).await?;
@@ -144,22 +184,21 @@ async fn run_searches(
     Ok(())
 }
 
-/// jsbench's own publisher at `rate` with `msg_id`: described, run, timed;
-/// its figures (or why there are none) for the comparisons.
+/// jsbench's own publisher at `rate` with `msg_id`, and its figures for
+/// the comparisons.
 async fn own_variant(
     ctx: &RunContext,
     scenario: &ScenarioPlan,
-    plan: &PublishScenarioPlan,
+    plan: &Plan,
     rate: Rate,
     msg_id: MsgId,
     name: String,
-) -> (VariantResult, Result<Figures>) {
-    let started = Instant::now();
-    let mut result = VariantResult::new(name);
-    describe(plan, rate, msg_id, &mut result);
-    let figures = run_variant(ctx, scenario.name(), plan, rate, msg_id, &mut result).await;
-    result.elapsed = started.elapsed();
-    (result, figures)
+) -> (VariantResult, Option<Figures>) {
+    variant(name, async |r| {
+        describe(&scenario.common, plan, rate, msg_id, r);
+        run_variant(ctx, scenario, plan, rate, msg_id, r).await
+    })
+    .await
 }
 
 fn id_label(msg_id: MsgId) -> &'static str {
@@ -169,12 +208,12 @@ fn id_label(msg_id: MsgId) -> &'static str {
     }
 }
 
-fn describe(plan: &PublishScenarioPlan, rate: Rate, msg_id: MsgId, r: &mut VariantResult) {
+fn describe(common: &CommonPlan, plan: &Plan, rate: Rate, msg_id: MsgId, r: &mut VariantResult) {
     let p = &plan.publish;
     r.param("rate", rate.label());
     r.param("rate_per", plan.rate_per);
-    r.param("duration", format_duration(plan.common.duration));
-    r.param("warmup", format_duration(plan.common.warmup));
+    r.param("duration", format_duration(common.duration));
+    r.param("warmup", format_duration(common.warmup));
     r.param("publishers", p.publishers);
     r.param("mode", p.mode);
     r.param("pub_ack_window", p.pub_ack_window);
@@ -205,7 +244,7 @@ fn stream_config(ctx: &RunContext, name: &str, base: &str, window: Duration) -> 
     }
 }
 
-fn total_rate(plan: &PublishScenarioPlan, rate: Rate) -> Option<u64> {
+fn total_rate(plan: &Plan, rate: Rate) -> Option<u64> {
     match (rate, plan.rate_per) {
         (Rate::PerSecond(r), RatePer::Total) => Some(r),
         (Rate::PerSecond(r), RatePer::Publisher) => Some(r * plan.publish.publishers as u64),
@@ -215,12 +254,13 @@ fn total_rate(plan: &PublishScenarioPlan, rate: Rate) -> Option<u64> {
 
 async fn run_variant(
     ctx: &RunContext,
-    scenario: &str,
-    plan: &PublishScenarioPlan,
+    scenario: &ScenarioPlan,
+    plan: &Plan,
     rate: Rate,
     msg_id: MsgId,
     result: &mut VariantResult,
 ) -> Result<Figures> {
+    let (common, scenario) = (&scenario.common, scenario.name());
     // Provision.
     let variant = result.name.clone();
     let stream_name = ctx.names.stream(scenario, &variant);
@@ -248,9 +288,9 @@ async fn run_variant(
         rate: total_rate(plan, rate),
         count: None,
         preloaded: 0,
-        warmup: plan.common.warmup,
-        duration: plan.common.duration,
-        drain_timeout: plan.common.drain_timeout,
+        warmup: common.warmup,
+        duration: common.duration,
+        drain_timeout: common.drain_timeout,
         msg_id_prefix: format!("{}-{scenario}-{variant}", ctx.names.token()),
         seed: 0x9e37_79b9,
         fault: None,
@@ -387,7 +427,7 @@ fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) -> Figu
 
 fn verify(
     o: &DriveOutcome,
-    plan: &PublishScenarioPlan,
+    plan: &Plan,
     stored: Option<u64>,
     reconciliation: Option<Result<(Reconciliation, bool, u64), String>>,
     r: &mut VariantResult,
@@ -630,42 +670,35 @@ fn compare(
 async fn run_reference(
     ctx: &RunContext,
     scenario: &ScenarioPlan,
-    plan: &PublishScenarioPlan,
+    plan: &Plan,
     kind: Reference,
     msg_id: MsgId,
     variant: &str,
 ) -> (VariantResult, Option<Figures>) {
-    let started = Instant::now();
-    let mut result = VariantResult::new(variant);
-    describe(plan, Rate::Max, msg_id, &mut result);
-    result.param(
-        "publisher",
-        match kind {
-            Reference::Raw => "jsbench's path without measurement (reference)",
-            Reference::Idiomatic => "idiomatic async-nats loop (reference)",
-            Reference::Core => "core NATS publish, no stream (reference)",
-        },
-    );
-    let figures =
-        match reference_variant(ctx, scenario.name(), plan, kind, msg_id, &mut result).await {
-            Ok(f) => Some(f),
-            Err(e) => {
-                result.error = Some(format!("{e:#}"));
-                None
-            }
-        };
-    result.elapsed = started.elapsed();
-    (result, figures)
+    super::lifecycle::variant(variant, async |r| {
+        describe(&scenario.common, plan, Rate::Max, msg_id, r);
+        r.param(
+            "publisher",
+            match kind {
+                Reference::Raw => "jsbench's path without measurement (reference)",
+                Reference::Idiomatic => "idiomatic async-nats loop (reference)",
+                Reference::Core => "core NATS publish, no stream (reference)",
+            },
+        );
+        reference_variant(ctx, scenario, plan, kind, msg_id, r).await
+    })
+    .await
 }
 
 async fn reference_variant(
     ctx: &RunContext,
-    scenario: &str,
-    plan: &PublishScenarioPlan,
+    scenario: &ScenarioPlan,
+    plan: &Plan,
     kind: Reference,
     msg_id: MsgId,
     result: &mut VariantResult,
 ) -> Result<Figures> {
+    let (common, scenario) = (&scenario.common, scenario.name());
     let variant = result.name.clone();
     let stream_name = ctx.names.stream(scenario, &variant);
     let base = ctx.names.subject(scenario, &variant);
@@ -691,7 +724,7 @@ async fn reference_variant(
     .await
     .into_iter()
     .collect::<Result<Vec<_>>>()?;
-    let duration = plan.common.warmup + plan.common.duration;
+    let duration = common.warmup + common.duration;
     let client_cpu = cpu::own_cpu_time();
     let server_cpu = ctx.server_cpu.start();
     let tasks: Vec<_> = clients

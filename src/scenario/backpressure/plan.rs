@@ -1,9 +1,26 @@
 //! `kind = "backpressure"`: keys and checks.
 
+use std::time::Duration;
+
 use serde::Deserialize;
 
-use super::shared::{Offer, Paced, split};
-use super::{BackpressurePlan, Dur, Problems};
+use crate::profile::shared::{Offer, Paced, split};
+use crate::profile::{CommonPlan, Dur, PacedLoad, Problems, Section};
+
+/// The `backpressure` scenario: the same load against a sweep of
+/// MaxAckPending values, and optionally against a sweep of AckWait values
+/// at a large MaxAckPending, where messages can expire in the client.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The offered load; the consumer's `max_ack_pending` and `ack_wait`
+    /// are set per variant.
+    pub load: PacedLoad,
+    /// One variant each, at the consumer's AckWait.
+    pub max_ack_pending: Vec<i64>,
+    /// One variant each, at `expiry_max_ack_pending`.
+    pub expiry_ack_waits: Vec<Duration>,
+    pub expiry_max_ack_pending: i64,
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -13,11 +30,8 @@ struct BackpressureSection {
     expiry_max_ack_pending: Option<i64>,
 }
 
-pub(super) fn read(
-    table: toml::Table,
-    prefix: &str,
-    problems: &mut Problems,
-) -> Option<BackpressurePlan> {
+pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
+    let (table, prefix) = (section.table, section.prefix);
     let (mut shared, s) = split::<BackpressureSection>(table, Offer::PACED, prefix, problems)?;
     let mut common = shared.common("backpressure", problems);
     let load = shared.paced(&common, Paced::of("backpressure", 2000), problems);
@@ -74,11 +88,11 @@ pub(super) fn read(
     if !shared.drain_timeout_given() {
         common.drain_timeout = common.drain_timeout.max(common.duration * 4);
     }
-    Some(BackpressurePlan {
-        common,
+    let plan = Plan {
         load,
         max_ack_pending,
         expiry_ack_waits,
         expiry_max_ack_pending,
-    })
+    };
+    Some((common, plan))
 }

@@ -11,59 +11,110 @@
 //! the stream back, that every message that got a PubAck is still there,
 //! that nothing was stored twice, and that consumers lost nothing.
 
-use std::time::{Duration, Instant};
+pub mod plan;
 
-use anyhow::{Context, Result};
+use std::time::Duration;
 
-use super::{VariantNames, checks, provision_durable, record_stream};
-use crate::drive::RunContext;
-use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, FaultPlan, drive};
-use crate::profile::{RestartPlan, ScenarioPlan, format_duration};
+use anyhow::Result;
+
+use super::lifecycle::{Durable, drive_durable, variant};
+use super::{ScenarioKind, ScenarioPlan, checks};
+use crate::drive::{ConsumerSpec, DriveOutcome, FaultPlan, RunContext};
+use crate::profile::{CommonPlan, ConsumerPlan, FaultKind, Problems, Section, format_duration};
 use crate::record::metrics::{Direction, Metric, count, latency_metrics};
-use crate::streams::readback::{self, ReadBack};
+use crate::streams::provision::Need;
+use crate::streams::readback::ReadBack;
 use crate::variant::{Invariant, VariantResult, VariantSink};
+
+pub use plan::Plan;
 
 /// How often consumer info is sampled while a variant runs.
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);
 
-pub async fn run(
+/// The registry's row for `restart`: a server killed (or cut off) and back.
+pub struct Restart;
+
+impl ScenarioKind for Restart {
+    const NAME: &'static str = "restart";
+    type Plan = Plan;
+
+    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
+        plan::read(section, problems)
+    }
+
+    fn run<'a>(
+        ctx: &'a RunContext,
+        scenario: &'a ScenarioPlan,
+        plan: &'a Plan,
+        sink: &'a mut dyn VariantSink,
+    ) -> impl Future<Output = Result<()>> + 'a {
+        run(ctx, scenario, plan, sink)
+    }
+
+    fn need(plan: &Plan, common: &CommonPlan) -> Need {
+        Need::of_load(&plan.load, common)
+    }
+
+    fn estimated_duration(_plan: &Plan, common: &CommonPlan) -> Duration {
+        common.duration + common.warmup
+    }
+
+    fn consumer(plan: &Plan) -> Option<&ConsumerPlan> {
+        Some(&plan.load.consumer)
+    }
+
+    fn consumer_mut(plan: &mut Plan) -> Option<&mut ConsumerPlan> {
+        Some(&mut plan.load.consumer)
+    }
+
+    fn faults(plan: &Plan) -> Option<FaultKind> {
+        Some(plan.fault)
+    }
+}
+
+async fn run(
     ctx: &RunContext,
     scenario: &ScenarioPlan,
-    plan: &RestartPlan,
+    plan: &Plan,
     sink: &mut dyn VariantSink,
 ) -> Result<()> {
-    let started = Instant::now();
     let word = |v: serde_json::Value| v.as_str().unwrap_or("").to_string();
-    let mut result = VariantResult::new(format!(
+    let name = format!(
         "{}-{}",
         word(serde_json::to_value(plan.fault)?),
         word(serde_json::to_value(plan.node)?)
-    ));
-    result.param("fault", plan.fault);
-    result.param("rate", plan.load.rate);
-    super::shape::describe(&plan.load.publish.arrival, &mut result);
-    result.param("duration", format_duration(plan.common.duration));
-    result.param("kill_after", format_duration(plan.kill_after));
-    result.param("down_for", format_duration(plan.down_for));
-    result.param("node", plan.node);
-    result.param("replicas", ctx.server.replicas);
-    result.param(
+    );
+    let (result, _) = variant(name, async |r| {
+        describe(ctx, &scenario.common, plan, r);
+        one_variant(ctx, scenario, plan, r).await
+    })
+    .await;
+    sink.record(&scenario.common, result)
+}
+
+fn describe(ctx: &RunContext, common: &CommonPlan, plan: &Plan, r: &mut VariantResult) {
+    r.param("fault", plan.fault);
+    r.param("rate", plan.load.rate);
+    super::shape::describe(&plan.load.publish.arrival, r);
+    r.param("duration", format_duration(common.duration));
+    r.param("kill_after", format_duration(plan.kill_after));
+    r.param("down_for", format_duration(plan.down_for));
+    r.param("node", plan.node);
+    r.param("replicas", ctx.server.replicas);
+    r.param(
         "resend_after",
         plan.load.publish.resend_after.map(format_duration),
     );
-    result.param("ack_wait", format_duration(plan.load.consumer.ack_wait));
-    if let Err(e) = run_variant(ctx, scenario.name(), plan, &mut result).await {
-        result.error = Some(format!("{e:#}"));
-    }
-    result.elapsed = started.elapsed();
-    sink.record(scenario, result)
+    r.param("ack_wait", format_duration(plan.load.consumer.ack_wait));
 }
 
-async fn run_variant(
+/// The load with the kill (or the route fault) and the restart, the
+/// stream read back afterwards.
+async fn one_variant(
     ctx: &RunContext,
-    scenario: &str,
-    plan: &RestartPlan,
-    result: &mut VariantResult,
+    scenario: &ScenarioPlan,
+    plan: &Plan,
+    r: &mut VariantResult,
 ) -> Result<()> {
     if ctx.faults.is_none() {
         anyhow::bail!(
@@ -71,63 +122,31 @@ async fn run_variant(
              (the embedded server or --cluster), never on one given with --server"
         );
     }
-    // Provision.
-    let variant = result.name.clone();
-    let VariantNames {
-        stream: stream_name,
-        base,
-        durable,
-    } = provision_durable(ctx, scenario, &variant, &plan.load.consumer).await?;
-
-    // Drive, with the kill and the restart.
-    let mut consumer = ConsumerSpec::acking(durable, plan.load.consumer.clone());
-    consumer.sample_every = Some(SAMPLE_EVERY);
-    let mut spec = DriveSpec::paced(
-        format!("{scenario} {variant}"),
-        &stream_name,
-        format!("{base}.0"),
-        &plan.load.publish,
-        &plan.common,
-        plan.load.rate,
-        consumer,
-    );
-    spec.msg_id_prefix = format!("{}-{scenario}-{variant}", ctx.names.token());
-    spec.fault = Some(FaultPlan {
-        after: plan.kill_after,
-        node: plan.node,
-        down_for: plan.down_for,
-        kind: plan.fault,
-    });
-    let outcome = drive(ctx, &spec).await;
-    record_stream(ctx, &stream_name, result).await;
-    let read = match &outcome {
-        Ok(_) => Some(
-            readback::read_stream(
-                ctx.provisioner.jetstream(),
-                &stream_name,
-                Duration::from_secs(5),
-            )
-            .await,
-        ),
-        Err(_) => None,
+    let load = &plan.load;
+    let reader = |durable| ConsumerSpec {
+        sample_every: Some(SAMPLE_EVERY),
+        ..ConsumerSpec::acking(durable, load.consumer.clone())
     };
-    let deleted = ctx.provisioner.delete_stream(&stream_name).await;
-    let outcome = outcome?;
-    let read = read
-        .expect("read after a drive")
-        .context("reading the stream back")?;
-
-    // Measure and verify.
-    measure(ctx, &outcome, result);
-    super::shape::per_step(
-        &outcome.e2e_intended,
-        outcome.t0_ns,
-        &plan.load.publish.arrival,
-        result,
-    );
-    verify(&outcome, &read, result);
-    deleted.context("cleaning up after the variant")?;
-    Ok(())
+    let durable = Durable {
+        read_back: true,
+        fault: Some(FaultPlan {
+            after: plan.kill_after,
+            node: plan.node,
+            down_for: plan.down_for,
+            kind: plan.fault,
+        }),
+        ..Durable::new(
+            &scenario.common,
+            (load.rate, &load.publish),
+            &load.consumer,
+            reader,
+        )
+    };
+    drive_durable(ctx, scenario, r, durable, |d, r| {
+        measure(ctx, &d.outcome, r);
+        verify(&d.outcome, d.read.as_ref(), r);
+    })
+    .await
 }
 
 fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
@@ -257,14 +276,21 @@ fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
         o.drain_time.as_secs_f64() * 1e3,
         Direction::Lower,
     ));
-    checks::drive_records(o, SAMPLE_EVERY, r);
 }
 
-fn verify(o: &DriveOutcome, read: &ReadBack, r: &mut VariantResult) {
+fn verify(o: &DriveOutcome, read: Option<&ReadBack>, r: &mut VariantResult) {
     let c = &o.counts;
+    let Some(read) = read else {
+        r.invariants.push(Invariant::check(
+            SURVIVED,
+            false,
+            "the stream was not read back",
+        ));
+        return;
+    };
     let rec = read.reconcile_sequences(&o.ledger);
     r.invariants.push(Invariant::check(
-        "every PubAcked message survived the restart",
+        SURVIVED,
         rec.missing == 0 && read.complete,
         format!(
             "{} confirmed messages missing after the restart ({} read back{})",
@@ -298,14 +324,7 @@ fn verify(o: &DriveOutcome, read: &ReadBack, r: &mut VariantResult) {
             c.publish_errors
         ),
     ));
-    r.invariants.push(Invariant::check(
-        "lost = 0",
-        c.lost == 0,
-        format!(
-            "{} persisted, {} delivered, {} never delivered",
-            c.persisted, c.delivered, c.lost
-        ),
-    ));
+    r.invariants.push(checks::nothing_lost(o));
     r.invariants.push(checks::nothing_dropped_by_client(
         c.client_dropped,
         o.client_drop_cause.as_deref(),
@@ -313,6 +332,9 @@ fn verify(o: &DriveOutcome, read: &ReadBack, r: &mut VariantResult) {
     r.invariants.push(fault_happened(o));
     r.invariants.push(checks::nothing_pending(o));
 }
+
+/// Every message a PubAck confirmed is still stored after the fault.
+const SURVIVED: &str = "every PubAcked message survived the restart";
 
 /// The planned fault happened and ended: the node was killed and came
 /// back, or its routes were cut (or paused) and let through again.
@@ -370,7 +392,7 @@ mod tests {
 
     fn failing(o: &DriveOutcome, read: &ReadBack) -> Vec<String> {
         let mut r = VariantResult::new("t");
-        verify(o, read, &mut r);
+        verify(o, Some(read), &mut r);
         r.broken().into_iter().map(String::from).collect()
     }
 
