@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use crate::connect::{ConnectionRequest, resolve_all};
 use crate::drive::{Distribute, RunContext};
 use crate::profile;
+use crate::record::names;
 use crate::report::terminal;
 use crate::results::summary::{ProfileInfo, RunMetadata, ServerInfo};
 use crate::results::{ResultsWriter, metadata};
@@ -309,7 +310,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
                 .scenarios
                 .iter()
                 .flat_map(|s| &s.variants)
-                .filter_map(|v| v.metric("ledger_bytes_per_msg"))
+                .filter_map(|v| v.metric(names::LEDGER_BYTES_PER_MSG))
                 .map(|m| m.value)
                 .reduce(f64::max);
             summary.run.client_threads = Some(crate::system::runtimes::threads());

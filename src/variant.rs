@@ -12,6 +12,7 @@ use crate::profile::CommonPlan;
 use crate::record::histogram::Recorder;
 use crate::record::ledger::LedgerCounts;
 use crate::record::metrics::Metric;
+use crate::record::names;
 use crate::record::timeline::Timeline;
 use crate::streams::provision::StreamPlacement;
 
@@ -217,7 +218,7 @@ impl VariantResult {
     /// complete, for every scenario alike.
     pub fn add_interval_timelines(&mut self) {
         for (name, h) in &self.histograms {
-            if name != "e2e_latency" && name != "pub_ack_latency" {
+            if name != names::E2E_LATENCY && name != names::PUB_ACK_LATENCY {
                 continue;
             }
             // p50, p99 and max of each second, a few bytes a second.
@@ -229,7 +230,7 @@ impl VariantResult {
             let (Some(&(first, _)), Some(&(last, _))) = (seconds.first(), seconds.last()) else {
                 continue;
             };
-            for (k, suffix) in ["p50_us", "p99_us", "max_us"].into_iter().enumerate() {
+            for (k, (q, _)) in names::PER_SECOND.into_iter().enumerate() {
                 let mut t = Timeline {
                     origin_ns: first * crate::record::histogram::INTERVAL_NS,
                     bucket_ns: crate::record::histogram::INTERVAL_NS,
@@ -239,7 +240,7 @@ impl VariantResult {
                     // A gauge: 0 would read as "no sample".
                     t.counts[(second - first) as usize] = (values[k] / 1_000).max(1);
                 }
-                self.timelines.insert(format!("{name}.{suffix}"), t);
+                self.timelines.insert(names::per_second(name, q), t);
             }
         }
     }

@@ -42,6 +42,8 @@ pub enum Cause {
 }
 
 impl Cause {
+    pub const ALL: [Cause; 4] = [Cause::Nak, Cause::NakDelay, Cause::AckWait, Cause::Backoff];
+
     pub fn name(&self) -> &'static str {
         match self {
             Cause::Nak => "nak",

@@ -13,6 +13,21 @@ use crate::record::histogram::Recorder;
 use crate::record::ledger::{Event, LedgerShard};
 use crate::record::metrics::{Direction, Metric, latency_metrics};
 
+/// Families of figures per redelivery cause, `<family>.<cause>`
+/// ([`per_cause`]): redeliveries, their delay (a histogram), how late
+/// against the configured delay (a histogram), how many came early.
+pub const REDELIVERIES: &str = "redeliveries";
+pub const REDELIVERY_DELAY: &str = "redelivery_delay";
+pub const REDELIVERY_LATE: &str = "redelivery_late";
+pub const REDELIVERY_EARLY: &str = "redelivery_early";
+pub const REDELIVERY_EARLY_BEYOND_TOLERANCE: &str = "redelivery_early_beyond_tolerance";
+pub const REDELIVERY_EARLY_BY: &str = "redelivery_early_by";
+
+/// A family's figure for one cause: `redelivery_late.nak_delay`.
+pub fn per_cause(family: &str, cause: Cause) -> String {
+    format!("{family}.{}", cause.name())
+}
+
 /// The least earliness that counts as an early redelivery rather than
 /// jitter. A redelivery delay is measured between two receive times, and a
 /// delivery can wait in the client (behind a burst, on a busy core) before
@@ -261,35 +276,29 @@ impl Analysis {
         let mut metrics = Vec::new();
         let mut histograms = Vec::new();
         for (cause, stats) in &self.delays {
-            let name = cause.name();
-            metrics.push(count(
-                format!("redeliveries.{name}"),
-                stats.measured.count(),
-            ));
+            let name = |family: &str| per_cause(family, *cause);
+            metrics.push(count(name(REDELIVERIES), stats.measured.count()));
             metrics.extend(latency_metrics(
-                &format!("redelivery_delay.{name}"),
+                &name(REDELIVERY_DELAY),
                 &stats.measured.summary(),
             ));
             metrics.extend(latency_metrics(
-                &format!("redelivery_late.{name}"),
+                &name(REDELIVERY_LATE),
                 &stats.late.summary(),
             ));
+            metrics.push(count(name(REDELIVERY_EARLY), stats.early.count()));
             metrics.push(count(
-                format!("redelivery_early.{name}"),
-                stats.early.count(),
-            ));
-            metrics.push(count(
-                format!("redelivery_early_beyond_tolerance.{name}"),
+                name(REDELIVERY_EARLY_BEYOND_TOLERANCE),
                 stats.early_beyond_tolerance,
             ));
-            histograms.push((format!("redelivery_delay.{name}"), stats.measured.clone()));
-            histograms.push((format!("redelivery_late.{name}"), stats.late.clone()));
+            histograms.push((name(REDELIVERY_DELAY), stats.measured.clone()));
+            histograms.push((name(REDELIVERY_LATE), stats.late.clone()));
             if stats.early.count() > 0 {
                 metrics.extend(latency_metrics(
-                    &format!("redelivery_early_by.{name}"),
+                    &name(REDELIVERY_EARLY_BY),
                     &stats.early.summary(),
                 ));
-                histograms.push((format!("redelivery_early_by.{name}"), stats.early.clone()));
+                histograms.push((name(REDELIVERY_EARLY_BY), stats.early.clone()));
             }
         }
         (metrics, histograms)

@@ -3,8 +3,10 @@
 
 use std::time::Duration;
 
-use super::StreamPlan;
 use serde::Serialize;
+
+use super::StreamPlan;
+use crate::record::names;
 
 /// What `jsbench ab` judges in a profile (`[ab]`); its flags override.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -731,8 +733,8 @@ impl SloOn {
     /// The histogram of a latency variant it reads.
     pub fn histogram(self) -> &'static str {
         match self {
-            SloOn::E2e => "e2e_latency",
-            SloOn::PubAck => "pub_ack_latency",
+            SloOn::E2e => names::E2E_LATENCY,
+            SloOn::PubAck => names::PUB_ACK_LATENCY,
         }
     }
 

@@ -1,9 +1,11 @@
 //! Named, unit-carrying, direction-aware numbers: the unit of comparison
 //! between runs. Everything a scenario reports ends up as a [`Metric`].
 
+use names::Pace;
 use serde::{Deserialize, Serialize};
 
 use crate::record::histogram::LatencySummary;
+use crate::record::names;
 use crate::record::spread::Spread;
 
 /// Which way is better, so `compare` can call a change a regression.
@@ -52,18 +54,13 @@ pub fn count(name: impl Into<String>, value: u64) -> Metric {
     Metric::new(name, "count", value as f64, Direction::None)
 }
 
-/// `<what>_rate` (msg/s) and `<what>_throughput` (MB/s), both better
-/// higher: every phase that moves messages reports its pace in these two.
-pub fn rate_and_throughput(what: &str, msgs_per_s: f64, bytes_per_s: f64) -> [Metric; 2] {
+/// A phase's rate (msg/s) and throughput (MB/s), both better higher:
+/// every phase that moves messages reports its pace in these two.
+pub fn rate_and_throughput(pace: Pace, msgs_per_s: f64, bytes_per_s: f64) -> [Metric; 2] {
     [
+        Metric::new(pace.rate, "msg/s", msgs_per_s, Direction::Higher),
         Metric::new(
-            format!("{what}_rate"),
-            "msg/s",
-            msgs_per_s,
-            Direction::Higher,
-        ),
-        Metric::new(
-            format!("{what}_throughput"),
+            pace.throughput,
             "MB/s",
             bytes_per_s / 1e6,
             Direction::Higher,

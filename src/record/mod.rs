@@ -7,6 +7,7 @@ pub mod clock;
 pub mod histogram;
 pub mod ledger;
 pub mod metrics;
+pub mod names;
 pub mod random;
 pub mod schedule;
 pub mod spread;

@@ -6,11 +6,11 @@
 //! invariant and error sit above everything else, each failed row is red,
 //! and each scenario heading carries its own verdict.
 
-use crate::results::summary::{Summary, VariantReport};
-
 use super::charts::axis::format_micros;
 use super::charts::safe_stem;
 use super::html::{Html, Trusted};
+use crate::record::names;
+use crate::results::summary::{Summary, VariantReport};
 
 /// A chart as the page shows it.
 pub enum PageChart {
@@ -531,15 +531,15 @@ fn metrics_table(h: &mut Html, variants: &[VariantReport]) {
 /// than the server it measured.
 fn cpu_table(h: &mut Html, variants: &[VariantReport]) {
     const ROWS: [(&str, &str); 5] = [
-        ("client share of a message's CPU", "client_cpu_share"),
-        ("client, whole process (µs/msg)", "client_cpu_per_msg"),
-        ("of which publishers (µs/msg)", "publisher_cpu_per_msg"),
-        ("of which consumers (µs/msg)", "consumer_cpu_per_msg"),
-        ("server (µs/msg)", "server_cpu_per_msg"),
+        ("client share of a message's CPU", names::CLIENT_CPU_SHARE),
+        ("client, whole process (µs/msg)", names::CLIENT_CPU_PER_MSG),
+        ("of which publishers (µs/msg)", names::PUBLISHER_CPU_PER_MSG),
+        ("of which consumers (µs/msg)", names::CONSUMER_CPU_PER_MSG),
+        ("server (µs/msg)", names::SERVER_CPU_PER_MSG),
     ];
     if !variants
         .iter()
-        .any(|v| v.metric("client_cpu_share").is_some())
+        .any(|v| v.metric(names::CLIENT_CPU_SHARE).is_some())
     {
         return;
     }
@@ -553,14 +553,14 @@ fn cpu_table(h: &mut Html, variants: &[VariantReport]) {
                     let cell = v.metric(name).map_or_else(
                         || "–".into(),
                         |m| {
-                            if name == "client_cpu_share" {
+                            if name == names::CLIENT_CPU_SHARE {
                                 format!("{:.0}%", m.value * 100.0)
                             } else {
                                 format!("{:.2}", m.value)
                             }
                         },
                     );
-                    let class = if name == "client_cpu_share"
+                    let class = if name == names::CLIENT_CPU_SHARE
                         && v.metric(name).is_some_and(|m| m.value > 0.5)
                     {
                         "num warn"

@@ -2,7 +2,12 @@
 
 use std::fmt::Write as _;
 
+use crate::consume::behaviour::Cause;
+use crate::consume::fates::{self, per_cause};
+use crate::record::names;
 use crate::results::summary::{Summary, VariantReport};
+use crate::scenario::table::{Cell, Show};
+use crate::scenario::{self, dlq, publish, redelivery, replay};
 
 /// Formats microseconds with a unit that keeps three significant digits.
 pub fn format_us(us: f64) -> String {
@@ -33,11 +38,11 @@ pub fn render(summary: &Summary) -> String {
             _ => String::new(),
         };
         let _ = writeln!(out, "\n{} ({}{repeated})", scenario.name, scenario.kind);
-        let columns = columns(&scenario.kind);
+        let columns = scenario::columns(&scenario.kind);
         let mut rows: Vec<Vec<String>> =
             vec![columns.iter().map(|c| c.header.to_string()).collect()];
         for v in &scenario.variants {
-            rows.push(columns.iter().map(|c| (c.cell)(v)).collect());
+            rows.push(columns.iter().map(|c| cell(&c.cell, v)).collect());
         }
         out.push_str(&table(&rows));
         for v in &scenario.variants {
@@ -55,7 +60,11 @@ pub fn render(summary: &Summary) -> String {
             for w in &v.warnings {
                 let _ = writeln!(out, "  warning {}: {w}", v.name);
             }
-            if let Some(m) = v.metrics.iter().find(|m| m.name == "clock_uncertainty") {
+            if let Some(m) = v
+                .metrics
+                .iter()
+                .find(|m| m.name == names::CLOCK_UNCERTAINTY)
+            {
                 let _ = writeln!(
                     out,
                     "  clocks {}: latencies between processes are within ±{} of the truth (worker clock offsets, corrected)",
@@ -143,11 +152,6 @@ fn workers(list: &[crate::results::summary::WorkerInfo]) -> String {
     )
 }
 
-struct Column {
-    header: &'static str,
-    cell: fn(&VariantReport) -> String,
-}
-
 fn value(v: &VariantReport, name: &str) -> Option<f64> {
     v.metric(name).map(|m| m.value)
 }
@@ -161,11 +165,6 @@ fn ms(v: &VariantReport, name: &str) -> String {
     value(v, name).map_or("-".into(), |ms| format_us(ms * 1e3))
 }
 
-/// A count, without decimals.
-fn whole(v: &VariantReport, name: &str) -> String {
-    value(v, name).map_or("-".into(), |x| format!("{x:.0}"))
-}
-
 fn rate(v: &VariantReport, name: &str) -> String {
     value(v, name)
         .map(format_rate)
@@ -174,10 +173,7 @@ fn rate(v: &VariantReport, name: &str) -> String {
 
 /// A signed microsecond metric (early is negative) with its sign.
 fn signed_us(v: &VariantReport, name: &str) -> String {
-    value(v, name).map_or("-".into(), |x| {
-        let sign = if x < 0.0 { "-" } else { "+" };
-        format!("{sign}{}", format_us(x.abs()))
-    })
+    value(v, name).map_or("-".into(), |x| shown(x, Show::SignedUs))
 }
 
 fn verdict(v: &VariantReport) -> String {
@@ -191,459 +187,81 @@ fn verdict(v: &VariantReport) -> String {
     .into()
 }
 
-/// The columns that matter for a scenario kind.
-fn columns(kind: &str) -> Vec<Column> {
-    let variant = Column {
-        header: "variant",
-        cell: |v| v.name.clone(),
-    };
-    let target = Column {
-        header: "target/s",
-        cell: |v| rate(v, "target_rate"),
-    };
-    let achieved = Column {
-        header: "achieved/s",
-        cell: |v| rate(v, "publish_rate"),
-    };
-    let lost = Column {
-        header: "lost",
-        cell: |v| match v.ledger.client_dropped {
+/// A number as its column shows it.
+fn shown(x: f64, show: Show) -> String {
+    match show {
+        Show::Us => format_us(x),
+        Show::SignedUs => {
+            let sign = if x < 0.0 { "-" } else { "+" };
+            format!("{sign}{}", format_us(x.abs()))
+        }
+        Show::Ms => format_us(x * 1e3),
+        Show::Whole => format!("{x:.0}"),
+        Show::Rate => format_rate(x),
+        Show::Decimals(n) => format!("{x:.n$}"),
+        Show::Times(n) => format!("x{x:.n$}"),
+        Show::Percent => format!("{:.0}%", x * 100.0),
+        Show::MicrosPerMsg => format!("{x:.2}us"),
+    }
+}
+
+/// One variant's cell of a column, `-` where it lacks the figure.
+fn cell(c: &Cell, v: &VariantReport) -> String {
+    let missing = || "-".to_string();
+    match *c {
+        Cell::Variant => v.name.clone(),
+        Cell::Verdict => verdict(v),
+        Cell::Lost => match v.ledger.client_dropped {
             0 => v.ledger.lost.to_string(),
             dropped => format!("{} (+{dropped} dropped by client)", v.ledger.lost),
         },
-    };
-    let end = Column {
-        header: "verdict",
-        cell: verdict,
-    };
-    match kind {
-        "publish" => vec![
-            variant,
-            target,
-            achieved,
-            Column {
-                header: "MB/s",
-                cell: |v| value(v, "publish_throughput").map_or("-".into(), |x| format!("{x:.1}")),
-            },
-            Column {
-                header: "pubAck p50",
-                cell: |v| us(v, "pub_ack_latency.p50"),
-            },
-            Column {
-                header: "p99",
-                cell: |v| us(v, "pub_ack_latency.p99"),
-            },
-            Column {
-                header: "max",
-                cell: |v| us(v, "pub_ack_latency.max"),
-            },
-            Column {
-                header: "client/msg",
-                cell: |v| {
-                    value(v, "client_cpu_per_msg").map_or("-".into(), |x| format!("{x:.2}us"))
-                },
-            },
-            Column {
-                header: "server/msg",
-                cell: |v| {
-                    value(v, "server_cpu_per_msg").map_or("-".into(), |x| format!("{x:.2}us"))
-                },
-            },
-            Column {
-                header: "dups flagged/injected",
-                cell: |v| match (
-                    value(v, "duplicates_flagged"),
-                    value(v, "duplicates_injected"),
-                ) {
-                    (Some(f), Some(i)) => format!("{f:.0}/{i:.0}"),
-                    _ => "-".into(),
-                },
-            },
-            end,
-        ],
-        "ack" => vec![
-            variant,
-            Column {
-                header: "consumed/s",
-                cell: |v| rate(v, "consume_rate"),
-            },
-            Column {
-                header: "MB/s",
-                cell: |v| value(v, "consume_throughput").map_or("-".into(), |x| format!("{x:.1}")),
-            },
-            Column {
-                header: "vs explicit",
-                cell: |v| {
-                    value(v, "vs_explicit.throughput_ratio")
-                        .map_or("-".into(), |x| format!("x{x:.2}"))
-                },
-            },
-            Column {
-                header: "double-ack p50",
-                cell: |v| us(v, "double_ack_rtt.p50"),
-            },
-            Column {
-                header: "p99",
-                cell: |v| us(v, "double_ack_rtt.p99"),
-            },
-            lost,
-            end,
-        ],
-        "resume" => vec![
-            variant,
-            Column {
-                header: "unacked at crash",
-                cell: |v| whole(v, "unacked_at_crash"),
-            },
-            Column {
-                header: "redelivered",
-                cell: |v| whole(v, "redelivered"),
-            },
-            Column {
-                header: "ran twice",
-                cell: |v| whole(v, "work_ran_twice"),
-            },
-            Column {
-                header: "resumed after",
-                cell: |v| ms(v, "time_to_resume"),
-            },
-            Column {
-                header: "redelivered after",
-                cell: |v| ms(v, "time_to_first_redelivery"),
-            },
-            Column {
-                header: "e2e max after",
-                cell: |v| us(v, "e2e_latency_after_rebind.max"),
-            },
-            lost,
-            end,
-        ],
-        "restart" => vec![
-            variant,
-            Column {
-                header: "faulted",
-                cell: |v| {
-                    v.params
-                        .get("killed_node")
-                        .and_then(|x| x.as_str())
-                        .unwrap_or("-")
-                        .to_string()
-                },
-            },
-            Column {
-                header: "outage pub",
-                cell: |v| ms(v, "outage.publish"),
-            },
-            Column {
-                header: "outage consume",
-                cell: |v| ms(v, "outage.consume"),
-            },
-            Column {
-                header: "election",
-                cell: |v| ms(v, "election_gap"),
-            },
-            Column {
-                // After the restart, or after a route fault's heal.
-                header: "acks after back",
-                cell: |v| match value(v, "acks_resumed_after_restart") {
-                    Some(_) => ms(v, "acks_resumed_after_restart"),
-                    None => ms(v, "acks_resumed_after_heal"),
-                },
-            },
-            Column {
-                header: "resends (found stored)",
-                cell: |v| match (value(v, "resends"), value(v, "resends_found_stored")) {
-                    (Some(r), Some(f)) => format!("{r:.0} ({f:.0})"),
-                    _ => "-".into(),
-                },
-            },
-            Column {
-                header: "pubAck p99",
-                cell: |v| us(v, "pub_ack_latency.p99"),
-            },
-            lost,
-            end,
-        ],
-        "replay" => vec![
-            variant,
-            Column {
-                header: "msgs",
-                cell: |v| whole(v, "messages"),
-            },
-            Column {
-                header: "first",
-                cell: |v| whole(v, "first_seq"),
-            },
-            Column {
-                header: "msg/s",
-                cell: |v| {
-                    ["catch_up_rate", "publish_rate", "delivery_rate"]
-                        .iter()
-                        .find_map(|m| value(v, m))
-                        .map_or("-".into(), format_rate)
-                },
-            },
-            Column {
-                header: "MB/s",
-                cell: |v| {
-                    ["catch_up_throughput", "publish_throughput"]
-                        .iter()
-                        .find_map(|m| value(v, m))
-                        .map_or("-".into(), |x| format!("{x:.1}"))
-                },
-            },
-            Column {
-                header: "to tail",
-                cell: |v| ms(v, "time_to_live_tail"),
-            },
-            Column {
-                header: "gap err p50",
-                cell: |v| signed_us(v, "gap_error.p50"),
-            },
-            Column {
-                header: "p99",
-                cell: |v| signed_us(v, "gap_error.p99"),
-            },
-            Column {
-                header: "drift end",
-                cell: |v| signed_us(v, "drift.final"),
-            },
-            Column {
-                header: "ratio",
-                cell: |v| value(v, "duration_ratio").map_or("-".into(), |x| format!("x{x:.3}")),
-            },
-            lost,
-            end,
-        ],
-        "backpressure" => vec![
-            variant,
-            Column {
-                header: "max_ack_pending",
-                cell: |v| {
-                    v.params
-                        .get("max_ack_pending")
-                        .map_or("-".into(), |x| x.to_string())
-                },
-            },
-            Column {
-                header: "ack_wait",
-                cell: |v| {
-                    v.params
-                        .get("ack_wait")
-                        .and_then(|x| x.as_str())
-                        .unwrap_or("-")
-                        .to_string()
-                },
-            },
-            Column {
-                header: "done/s",
-                cell: |v| rate(v, "throughput"),
-            },
-            Column {
-                header: "bound/s",
-                cell: |v| rate(v, "bound"),
-            },
-            Column {
-                header: "efficiency",
-                cell: |v| {
-                    value(v, "efficiency").map_or("-".into(), |x| format!("{:.0}%", x * 100.0))
-                },
-            },
-            Column {
-                header: "vs measured",
-                cell: |v| {
-                    value(v, "efficiency_measured")
-                        .map_or("-".into(), |x| format!("{:.0}%", x * 100.0))
-                },
-            },
-            Column {
-                header: "e2e p50",
-                cell: |v| us(v, "e2e_latency.p50"),
-            },
-            Column {
-                header: "p99",
-                cell: |v| us(v, "e2e_latency.p99"),
-            },
-            Column {
-                header: "at cap",
-                cell: |v| {
-                    value(v, "time_at_cap").map_or("-".into(), |x| format!("{:.0}%", x * 100.0))
-                },
-            },
-            Column {
-                header: "redelivered (expired)",
-                cell: |v| match (value(v, "redeliveries"), value(v, "redeliveries.expired")) {
-                    (Some(r), Some(e)) => format!("{r:.0} ({e:.0})"),
-                    _ => "-".into(),
-                },
-            },
-            end,
-        ],
-        "redelivery" => vec![
-            variant,
-            achieved,
-            Column {
-                header: "deliveries/msg",
-                cell: |v| {
-                    value(v, "deliveries_per_message").map_or("-".into(), |x| format!("{x:.2}"))
-                },
-            },
-            Column {
-                header: "e2e p50",
-                cell: |v| us(v, "e2e_latency.p50"),
-            },
-            Column {
-                header: "p99",
-                cell: |v| us(v, "e2e_latency.p99"),
-            },
-            Column {
-                header: "acked/termed/exhausted",
-                cell: |v| match (
-                    value(v, "observed.acked"),
-                    value(v, "observed.termed"),
-                    value(v, "observed.exhausted"),
-                ) {
-                    (Some(a), Some(t), Some(e)) => format!("{a:.0}/{t:.0}/{e:.0}"),
-                    _ => "-".into(),
-                },
-            },
-            Column {
-                header: "advisories",
-                cell: |v| match (
-                    value(v, "advisories.max_deliveries"),
-                    value(v, "advisories.terminated"),
-                ) {
-                    (Some(m), Some(t)) => format!("{m:.0}+{t:.0}"),
-                    _ => "-".into(),
-                },
-            },
-            lost,
-            end,
-        ],
-        "dlq" => vec![
-            variant,
-            achieved,
-            Column {
-                header: "e2e p50",
-                cell: |v| us(v, "e2e_latency.p50"),
-            },
-            Column {
-                header: "p99",
-                cell: |v| us(v, "e2e_latency.p99"),
-            },
-            Column {
-                header: "in DLQ/dead",
-                cell: |v| match (
-                    value(v, "dead_letters.in_dlq"),
-                    value(v, "dead_letters.expected"),
-                ) {
-                    (Some(d), Some(e)) => format!("{d:.0}/{e:.0}"),
-                    _ => "-".into(),
-                },
-            },
-            Column {
-                header: "DLQ p50",
-                cell: |v| us(v, "dlq_latency.p50"),
-            },
-            Column {
-                header: "p99",
-                cell: |v| us(v, "dlq_latency.p99"),
-            },
-            Column {
-                header: "after deadline p50",
-                cell: |v| us(v, "dlq_after_deadline.p50"),
-            },
-            Column {
-                header: "p99",
-                cell: |v| us(v, "dlq_after_deadline.p99"),
-            },
-            Column {
-                header: "handler/s",
-                cell: |v| rate(v, "handler_capacity"),
-            },
-            lost,
-            end,
-        ],
-        _ => vec![
-            variant,
-            target,
-            achieved,
-            Column {
-                header: "e2e p50",
-                cell: |v| us(v, "e2e_latency.p50"),
-            },
-            Column {
-                header: "p90",
-                cell: |v| us(v, "e2e_latency.p90"),
-            },
-            Column {
-                header: "p99",
-                cell: |v| us(v, "e2e_latency.p99"),
-            },
-            Column {
-                header: "p99.9",
-                cell: |v| us(v, "e2e_latency.p99.9"),
-            },
-            Column {
-                header: "max",
-                cell: |v| us(v, "e2e_latency.max"),
-            },
-            Column {
-                header: "pubAck p50",
-                cell: |v| us(v, "pub_ack_latency.p50"),
-            },
-            Column {
-                header: "p99",
-                cell: |v| us(v, "pub_ack_latency.p99"),
-            },
-            lost,
-            end,
-        ],
+        Cell::Metric(name, show) => value(v, name).map_or_else(missing, |x| shown(x, show)),
+        Cell::Quantile(histogram, q, show) => {
+            value(v, &names::quantile(histogram, q)).map_or_else(missing, |x| shown(x, show))
+        }
+        Cell::FirstOf(list, show) => list
+            .iter()
+            .find_map(|m| value(v, m))
+            .map_or_else(missing, |x| shown(x, show)),
+        Cell::Counts(list, sep) => list
+            .iter()
+            .map(|m| value(v, m).map(|x| format!("{x:.0}")))
+            .collect::<Option<Vec<_>>>()
+            .map_or_else(missing, |parts| parts.join(sep)),
+        Cell::CountAndPart(whole, part) => match (value(v, whole), value(v, part)) {
+            (Some(w), Some(p)) => format!("{w:.0} ({p:.0})"),
+            _ => missing(),
+        },
+        Cell::Param(name) => match v.params.get(name) {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+            None => missing(),
+        },
     }
 }
 
 /// Ratios a variant carries, in words.
 fn comparisons(v: &VariantReport) -> Vec<String> {
     let mut lines = Vec::new();
-    if let Some(t) = value(v, "dedup_price.throughput_ratio") {
-        let mut parts = vec![format!("throughput x{t:.2}")];
-        if let Some(p) = value(v, "dedup_price.p99_ratio") {
-            parts.push(format!("PubAck p99 x{p:.2}"));
-        }
-        if let Some(c) = value(v, "dedup_price.client_cpu_per_msg") {
-            parts.push(format!("client CPU {c:+.2}us/msg"));
-        }
-        if let Some(s) = value(v, "dedup_price.server_cpu_per_msg") {
-            parts.push(format!("server CPU {s:+.2}us/msg"));
-        }
-        lines.push(format!("price of dedup (vs no id): {}", parts.join(", ")));
-    }
-    if let Some(m) = value(v, "vs_raw.throughput_ratio") {
-        lines.push(format!(
-            "jsbench / its own path without measurement (raw, before and after): {m:.2}x throughput"
-        ));
-    }
-    if let Some(m) = value(v, "vs_idiomatic.throughput_ratio") {
-        lines.push(format!(
-            "jsbench / idiomatic async-nats loop: {m:.2}x throughput"
-        ));
-    }
-    if let Some(c) = value(v, "vs_core.throughput_ratio") {
-        lines.push(format!("jsbench / core publish: {c:.2}x throughput"));
-    }
-    for cause in ["nak", "nak_delay", "ack_wait", "backoff"] {
-        if let Some(n) = value(v, &format!("redeliveries.{cause}")) {
+    publish_comparisons(v, &mut lines);
+    for cause in Cause::ALL {
+        let name = |family| per_cause(family, cause);
+        let late = |q| us(v, &names::quantile(&name(fates::REDELIVERY_LATE), q));
+        if let Some(n) = value(v, &name(fates::REDELIVERIES)) {
             lines.push(format!(
-                "{cause} redeliveries {n:.0}: later than configured by p50 {} p99 {} max {}, early {}",
-                us(v, &format!("redelivery_late.{cause}.p50")),
-                us(v, &format!("redelivery_late.{cause}.p99")),
-                us(v, &format!("redelivery_late.{cause}.max")),
-                value(v, &format!("redelivery_early.{cause}")).unwrap_or(0.0)
+                "{} redeliveries {n:.0}: later than configured by p50 {} p99 {} max {}, early {}",
+                cause.name(),
+                late("p50"),
+                late("p99"),
+                late("max"),
+                value(v, &name(fates::REDELIVERY_EARLY)).unwrap_or(0.0)
             ));
         }
     }
-    if v.metric("gap_error.p50").is_some() {
-        let within = |q: &str| match value(v, &format!("smallest_gap_within_1ms.{q}")) {
+    if v.metric(&names::quantile(replay::GAP_ERROR, "p50"))
+        .is_some()
+    {
+        let within = |q: &str| match value(v, &format!("{}.{q}", replay::SMALLEST_GAP_WITHIN_1MS)) {
             Some(0.0) => "every gap".to_string(),
             Some(gap) => format!("gaps above {}", format_us(gap)),
             None => "no gap size".to_string(),
@@ -653,41 +271,77 @@ fn comparisons(v: &VariantReport) -> Vec<String> {
              are not paced (median error {})",
             within("p50"),
             within("p99"),
-            signed_us(v, "gap_error_by_gap.le_1ms.p50")
+            signed_us(v, &format!("{}.le_1ms.p50", replay::GAP_ERROR_BY_GAP))
         ));
     }
     if let (Some(p50), Some(p99), Some(d)) = (
-        value(v, "overhead.e2e_p50_ratio"),
-        value(v, "overhead.e2e_p99_ratio"),
-        value(v, "overhead.deliveries_ratio"),
+        value(v, redelivery::OVERHEAD_E2E_P50),
+        value(v, redelivery::OVERHEAD_E2E_P99),
+        value(v, redelivery::OVERHEAD_DELIVERIES),
     ) {
         lines.push(format!(
             "overhead vs baseline: deliveries x{d:.2}, e2e p50 x{p50:.2}, p99 x{p99:.2}, completion +{}",
-            ms(v, "overhead.completion_time")
+            ms(v, redelivery::OVERHEAD_COMPLETION)
         ));
     }
+    dlq_comparisons(v, &mut lines);
+    lines
+}
+
+/// The price of dedup, and jsbench's publisher against the reference loops.
+fn publish_comparisons(v: &VariantReport, lines: &mut Vec<String>) {
+    if let Some(t) = value(v, publish::DEDUP_PRICE_THROUGHPUT) {
+        let mut parts = vec![format!("throughput x{t:.2}")];
+        if let Some(p) = value(v, publish::DEDUP_PRICE_P99) {
+            parts.push(format!("PubAck p99 x{p:.2}"));
+        }
+        if let Some(c) = value(v, publish::DEDUP_PRICE_CLIENT_CPU) {
+            parts.push(format!("client CPU {c:+.2}us/msg"));
+        }
+        if let Some(s) = value(v, publish::DEDUP_PRICE_SERVER_CPU) {
+            parts.push(format!("server CPU {s:+.2}us/msg"));
+        }
+        lines.push(format!("price of dedup (vs no id): {}", parts.join(", ")));
+    }
+    if let Some(m) = value(v, publish::VS_RAW_THROUGHPUT) {
+        lines.push(format!(
+            "jsbench / its own path without measurement (raw, before and after): {m:.2}x throughput"
+        ));
+    }
+    if let Some(m) = value(v, publish::VS_IDIOMATIC_THROUGHPUT) {
+        lines.push(format!(
+            "jsbench / idiomatic async-nats loop: {m:.2}x throughput"
+        ));
+    }
+    if let Some(c) = value(v, publish::VS_CORE_THROUGHPUT) {
+        lines.push(format!("jsbench / core publish: {c:.2}x throughput"));
+    }
+}
+
+/// Where a dead letter's time goes, and healthy messages against the
+/// poison-free baseline.
+fn dlq_comparisons(v: &VariantReport, lines: &mut Vec<String>) {
     if let (Some(advisory), Some(handler)) = (
-        value(v, "advisory_after_deadline.p50"),
-        value(v, "handler_latency.p50"),
+        value(v, &names::quantile(dlq::ADVISORY_AFTER_DEADLINE, "p50")),
+        value(v, &names::quantile(dlq::HANDLER_LATENCY, "p50")),
     ) {
         lines.push(format!(
             "dead letters: advisory {} after the final deadline, handler {} to the DLQ PubAck (p50); handler capacity {}/s, {} restart(s), {} copies flagged duplicate",
             format_us(advisory),
             format_us(handler),
-            rate(v, "handler_capacity"),
-            value(v, "handler.restarts").unwrap_or(0.0),
-            value(v, "copies.duplicates_flagged").unwrap_or(0.0)
+            rate(v, dlq::HANDLER_CAPACITY),
+            value(v, dlq::HANDLER_RESTARTS).unwrap_or(0.0),
+            value(v, dlq::COPIES_DUPLICATES_FLAGGED).unwrap_or(0.0)
         ));
     }
     if let (Some(p50), Some(p99)) = (
-        value(v, "vs_baseline.e2e_p50_ratio"),
-        value(v, "vs_baseline.e2e_p99_ratio"),
+        value(v, dlq::VS_BASELINE_E2E_P50),
+        value(v, dlq::VS_BASELINE_E2E_P99),
     ) {
         lines.push(format!(
             "healthy messages vs the poison-free baseline: e2e p50 x{p50:.2}, p99 x{p99:.2}"
         ));
     }
-    lines
 }
 
 /// Left-aligned first column, right-aligned numbers.

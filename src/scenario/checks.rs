@@ -9,6 +9,7 @@ use crate::consume::fates::Analysis;
 use crate::drive::DriveOutcome;
 use crate::profile::{BehaviourPlan, ConsumerPlan};
 use crate::record::metrics::count;
+use crate::record::names;
 use crate::variant::{Invariant, VariantResult};
 
 /// Every persisted message delivered at least once.
@@ -31,20 +32,41 @@ pub fn fates(o: &DriveOutcome, behaviour: &BehaviourPlan, consumer: &ConsumerPla
     )
 }
 
-/// `planned.<fate>` and `observed.<fate>` counts, and the early tolerance
-/// the analysis used.
+/// How many messages were planned to end, and did end, acked, termed or
+/// exhausted after MaxDeliver deliveries.
+pub const PLANNED_ACKED: &str = "planned.acked";
+pub const PLANNED_TERMED: &str = "planned.termed";
+pub const PLANNED_EXHAUSTED: &str = "planned.exhausted";
+pub const OBSERVED_ACKED: &str = "observed.acked";
+pub const OBSERVED_TERMED: &str = "observed.termed";
+pub const OBSERVED_EXHAUSTED: &str = "observed.exhausted";
+
+/// The planned and observed fate counts, and the early tolerance the
+/// analysis used.
 pub fn fate_metrics(a: &Analysis, r: &mut VariantResult) {
     r.param(
         "early_tolerance",
         crate::profile::format_duration(a.tolerance),
     );
-    for (name, planned, observed) in [
-        ("acked", a.planned.acked, a.observed.acked),
-        ("termed", a.planned.termed, a.observed.termed),
-        ("exhausted", a.planned.exhausted, a.observed.exhausted),
+    for (names, planned, observed) in [
+        (
+            (PLANNED_ACKED, OBSERVED_ACKED),
+            a.planned.acked,
+            a.observed.acked,
+        ),
+        (
+            (PLANNED_TERMED, OBSERVED_TERMED),
+            a.planned.termed,
+            a.observed.termed,
+        ),
+        (
+            (PLANNED_EXHAUSTED, OBSERVED_EXHAUSTED),
+            a.planned.exhausted,
+            a.observed.exhausted,
+        ),
     ] {
-        r.metrics.push(count(format!("planned.{name}"), planned));
-        r.metrics.push(count(format!("observed.{name}"), observed));
+        r.metrics.push(count(names.0, planned));
+        r.metrics.push(count(names.1, observed));
     }
 }
 
@@ -314,10 +336,13 @@ pub fn server_figures(o: &DriveOutcome, r: &mut VariantResult) {
     use crate::record::metrics::{Direction, Metric};
     let stored = o.counts.persisted;
     if let Some(cpu) = o.server_cpu.filter(|_| stored > 0)
-        && !r.metrics.iter().any(|m| m.name == "server_cpu_per_msg")
+        && !r
+            .metrics
+            .iter()
+            .any(|m| m.name == names::SERVER_CPU_PER_MSG)
     {
         r.metrics.push(Metric::new(
-            "server_cpu_per_msg",
+            names::SERVER_CPU_PER_MSG,
             "us",
             cpu.as_secs_f64() * 1e6 / stored as f64,
             Direction::Lower,
@@ -409,7 +434,7 @@ pub fn ledger_cost(o: &DriveOutcome, r: &mut VariantResult) {
             .sum::<u64>()
         + o.ledger.bytes();
     r.metrics.push(Metric::new(
-        "ledger_bytes_per_msg",
+        names::LEDGER_BYTES_PER_MSG,
         "bytes",
         shards as f64 / stored as f64,
         Direction::Lower,
@@ -470,10 +495,10 @@ pub fn cpu_per_message(split: &CpuSplit, messages: u64, r: &mut VariantResult) {
     }
     let per_message = |d: Duration| d.as_secs_f64() * 1e6 / messages as f64;
     for (name, cpu) in [
-        ("client_cpu_per_msg", Some(split.client)),
-        ("publisher_cpu_per_msg", split.publisher),
-        ("consumer_cpu_per_msg", split.consumer),
-        ("server_cpu_per_msg", split.server),
+        (names::CLIENT_CPU_PER_MSG, Some(split.client)),
+        (names::PUBLISHER_CPU_PER_MSG, split.publisher),
+        (names::CONSUMER_CPU_PER_MSG, split.consumer),
+        (names::SERVER_CPU_PER_MSG, split.server),
     ] {
         if let Some(cpu) = cpu
             && !r.metrics.iter().any(|m| m.name == name)
@@ -483,11 +508,13 @@ pub fn cpu_per_message(split: &CpuSplit, messages: u64, r: &mut VariantResult) {
         }
     }
     let value = |name: &str| r.metrics.iter().find(|m| m.name == name).map(|m| m.value);
-    if let (Some(client), Some(server)) = (value("client_cpu_per_msg"), value("server_cpu_per_msg"))
-        && client + server > 0.0
+    if let (Some(client), Some(server)) = (
+        value(names::CLIENT_CPU_PER_MSG),
+        value(names::SERVER_CPU_PER_MSG),
+    ) && client + server > 0.0
     {
         r.metrics.push(Metric::new(
-            "client_cpu_share",
+            names::CLIENT_CPU_SHARE,
             "ratio",
             client / (client + server),
             Direction::None,
@@ -600,9 +627,9 @@ pub fn drive_records(o: &DriveOutcome, sample_every: Option<Duration>, r: &mut V
     r.invariants.push(publishers_finished(o));
     r.ledger = o.counts;
     r.timelines
-        .insert("published".into(), o.published_timeline.clone());
+        .insert(names::PUBLISHED.into(), o.published_timeline.clone());
     r.timelines
-        .insert("delivered".into(), o.delivered_timeline.clone());
+        .insert(names::DELIVERED.into(), o.delivered_timeline.clone());
     if let Some(every) = sample_every {
         r.timelines.extend(o.sample_timelines(every));
     }

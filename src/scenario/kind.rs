@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::ScenarioPlan;
+use super::table::Column;
 use crate::drive::RunContext;
 use crate::profile::{CommonPlan, ConsumerPlan, FaultKind, Problems, Section};
 use crate::streams::provision::Need;
@@ -22,6 +23,8 @@ pub trait ScenarioKind {
     /// removing what was acknowledged, so a profile may set
     /// `[scenario.stream] retention` for it.
     const RETENTION: bool = false;
+    /// Its table in the terminal, by the figures its module reports.
+    const COLUMNS: &'static [Column];
     /// The kind's own plan, beside the keys every scenario has.
     type Plan: std::fmt::Debug + Clone;
 

@@ -22,6 +22,7 @@ pub mod restart;
 pub mod resume;
 pub mod search;
 pub mod shape;
+pub mod table;
 
 use std::time::Duration;
 
@@ -51,6 +52,15 @@ macro_rules! registry {
 
         /// Every kind a profile may name, in the registry's order.
         pub const KINDS: &[&str] = &[$(<$module::$kind as ScenarioKind>::NAME,)*];
+
+        /// The terminal table of the kind summary.json names `kind`; a
+        /// kind this build does not know reads as a paced load.
+        pub fn columns(kind: &str) -> &'static [table::Column] {
+            $(if kind == <$module::$kind as ScenarioKind>::NAME {
+                return <$module::$kind as ScenarioKind>::COLUMNS;
+            })*
+            table::PACED
+        }
 
         impl KindPlan {
             /// Reads a table of the kind named `kind`, one of [`KINDS`].
@@ -113,6 +123,12 @@ macro_rules! registry {
             fn consumer_mut(&mut self) -> Option<&mut ConsumerPlan> {
                 match self {
                     $(KindPlan::$variant(p) => <$module::$kind as ScenarioKind>::consumer_mut(p),)*
+                }
+            }
+
+            pub fn columns(&self) -> &'static [table::Column] {
+                match self {
+                    $(KindPlan::$variant(_) => <$module::$kind as ScenarioKind>::COLUMNS,)*
                 }
             }
 
@@ -279,4 +295,65 @@ pub(crate) fn one_scenario(kind: &str, body: &str) -> Result<ScenarioPlan, Strin
     parse("test", &text)
         .map(|mut p| p.scenarios.remove(0))
         .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::consume::behaviour::Cause;
+    use crate::consume::fates;
+    use crate::record::names;
+
+    /// The metric names a profile's `[ab] judge` may name, from the
+    /// constants the scenarios write them under.
+    fn reported() -> Vec<String> {
+        let mut histograms: Vec<String> = names::HISTOGRAMS.iter().map(|h| h.to_string()).collect();
+        histograms.push(ack::DOUBLE_ACK_RTT.to_string());
+        for family in [fates::REDELIVERY_DELAY, fates::REDELIVERY_LATE] {
+            histograms.extend(Cause::ALL.map(|c| fates::per_cause(family, c)));
+        }
+        let mut all: Vec<String> = names::VALUES.iter().map(|v| v.to_string()).collect();
+        for h in &histograms {
+            all.extend(names::QUANTILES.iter().map(|q| names::quantile(h, q)));
+        }
+        all
+    }
+
+    /// A renamed figure fails here rather than leave a bundled profile's
+    /// `[ab]` judging nothing.
+    #[test]
+    fn every_bundled_ab_judge_pattern_names_a_figure_jsbench_reports() {
+        let reported = reported();
+        let mut judged = 0;
+        for (name, text) in profile::BUNDLED {
+            let p = parse(name, text).unwrap_or_else(|e| panic!("{e}"));
+            for pattern in p.ab.iter().flat_map(|ab| &ab.judge) {
+                let metric = pattern.rsplit('/').next().unwrap_or(pattern);
+                judged += 1;
+                assert!(
+                    reported.iter().any(|r| crate::compare::glob(metric, r)),
+                    "profile {name}: [ab] judge {pattern:?} names no figure jsbench reports"
+                );
+            }
+        }
+        assert!(
+            judged > 5,
+            "only {judged} judge patterns in the bundled profiles"
+        );
+        assert!(
+            !reported
+                .iter()
+                .any(|r| crate::compare::glob("renamed_rate", r))
+        );
+    }
+
+    #[test]
+    fn every_kind_has_a_table_that_names_and_judges_its_variants() {
+        for kind in KINDS {
+            let columns = columns(kind);
+            assert_eq!(columns.first(), Some(&table::VARIANT), "{kind}");
+            assert_eq!(columns.last(), Some(&table::VERDICT), "{kind}");
+        }
+        assert_eq!(columns("a-kind-from-elsewhere"), table::PACED);
+    }
 }

@@ -16,6 +16,7 @@ use super::ScenarioPlan;
 use crate::drive::RunContext;
 use crate::profile::SearchPlan;
 use crate::record::metrics::{Direction, Metric};
+use crate::record::names;
 use crate::variant::{VariantResult, VariantSink};
 
 /// Probes a search usually takes (measured: 12 to 15), for estimates.
@@ -269,13 +270,14 @@ impl Verdict {
         let metric = |name: &str| r.metrics.iter().find(|m| m.name == name).map(|m| m.value);
         // What the variant aimed at (a fan-out rounds it to whole msg/s per
         // stream; a publish at rate_per = "publisher" multiplies it).
-        let target = metric("target_rate").unwrap_or(rate as f64);
+        let target = metric(names::TARGET_RATE).unwrap_or(rate as f64);
         // Cores each side used at this rate: CPU per message times the
         // rate, or (a fan-out) CPU per delivery times deliveries a second.
         let cores = |side: &str| {
             let per_msg = metric(&format!("{side}_cpu_per_msg")).map(|us| us * target);
-            let per_delivery =
-                || Some(metric(&format!("{side}_cpu_per_delivery"))? * metric("consume_rate")?);
+            let per_delivery = || {
+                Some(metric(&format!("{side}_cpu_per_delivery"))? * metric(names::CONSUME.rate)?)
+            };
             per_msg.or_else(per_delivery).unwrap_or(0.0) / 1e6
         };
         let (client, server) = (cores("client"), cores("server"));
@@ -294,7 +296,7 @@ impl Verdict {
                 why: format!("invariants failed: {}", broken.join(", ")),
             };
         }
-        let achieved = metric("publish_rate").unwrap_or(0.0);
+        let achieved = metric(names::PUBLISH.rate).unwrap_or(0.0);
         let behind = r
             .warnings
             .iter()

@@ -20,6 +20,11 @@ use serde::{Deserialize, Serialize};
 use crate::record::clock;
 use crate::record::timeline::Timeline;
 
+/// The timelines of the servers' memory (MB) and CPU (% of a core),
+/// summed over the nodes.
+pub const SERVER_MEM_MB: &str = "server.mem_mb";
+pub const SERVER_CPU_PCT: &str = "server.cpu_pct";
+
 /// How often each endpoint is asked: fine enough for memory and CPU over
 /// a variant of seconds, coarse enough that the asking costs the server
 /// (and the shared cores) next to nothing.
@@ -387,8 +392,8 @@ impl Telemetry {
         };
         let mb = |s: &NodeSample| s.mem_bytes as f64 / 1e6;
         let mut all = vec![
-            series("server.mem_mb".into(), &|s| Some(mb(s))),
-            series("server.cpu_pct".into(), &|s| Some(s.cpu_pct)),
+            series(SERVER_MEM_MB.into(), &|s| Some(mb(s))),
+            series(SERVER_CPU_PCT.into(), &|s| Some(s.cpu_pct)),
         ];
         if self.nodes.len() > 1 {
             for (i, node) in self.nodes.iter().enumerate() {

@@ -14,6 +14,7 @@ use crate::consume::ConsumerReport;
 use crate::load::{AckReport, SendReport};
 use crate::record::ledger::{Event, LedgerShard};
 use crate::record::metrics::{Direction, Metric};
+use crate::record::names;
 use crate::variant::VariantResult;
 
 /// One process's counts, from the task reports it merges.
@@ -176,7 +177,7 @@ pub fn annotate(result: &mut VariantResult, drives: Vec<DriveRecord>) {
         .max()
     {
         result.metrics.push(Metric::new(
-            "clock_uncertainty",
+            names::CLOCK_UNCERTAINTY,
             "us",
             bound as f64 / 1_000.0,
             Direction::None,

@@ -3,14 +3,15 @@
 //! future scenario that records `e2e_latency` or a `published` timeline gets
 //! these charts for free.
 
+use super::axis::NINES_RANGE;
+use super::{Axis, Chart, Scale, Series, Stroke, Unit, safe_stem};
 use crate::profile::parse_duration;
 use crate::record::histogram::Recorder;
+use crate::record::names;
 use crate::record::timeline::Timeline;
 use crate::report::data::ScenarioData;
 use crate::results::summary::VariantReport;
-
-use super::axis::NINES_RANGE;
-use super::{Axis, Chart, Scale, Series, Stroke, Unit, safe_stem};
+use crate::scenario::dlq::{DLQ_AFTER_DEADLINE, DLQ_LATENCY};
 
 /// Points per percentile curve: smooth at 960 px, cheap to draw.
 const CURVE_POINTS: usize = 160;
@@ -27,23 +28,23 @@ pub struct Family<'a> {
 pub fn e2e_latency(s: &ScenarioData) -> Option<Chart> {
     percentile_chart(
         s,
-        "e2e_latency",
+        names::E2E_LATENCY,
         "End-to-end latency by percentile",
         "Publish to receipt, per variant (one colour each). Solid: from the intended send \
          time (corrected for coordinated omission: includes any delay of the load generator); \
          dashed: from the actual send time.",
-        &intended_and_actual("e2e_latency", "e2e_latency_actual"),
+        &intended_and_actual(names::E2E_LATENCY, names::E2E_LATENCY_ACTUAL),
     )
 }
 
 pub fn pub_ack_latency(s: &ScenarioData) -> Option<Chart> {
     percentile_chart(
         s,
-        "pub_ack_latency",
+        names::PUB_ACK_LATENCY,
         "PubAck latency by percentile",
         "Publish to the server's acknowledgement (the message is persisted), per variant. \
          Solid: from the intended send time; dashed: from the actual send time.",
-        &intended_and_actual("pub_ack_latency", "pub_ack_latency_actual"),
+        &intended_and_actual(names::PUB_ACK_LATENCY, names::PUB_ACK_LATENCY_ACTUAL),
     )
 }
 
@@ -53,7 +54,7 @@ pub fn pub_ack_latency(s: &ScenarioData) -> Option<Chart> {
 fn e2e_per_second(s: &ScenarioData, what: &str, key: &str) -> Option<Chart> {
     super::server::over_time(
         s,
-        &format!("e2e_latency.{key}_us"),
+        &names::per_second(names::E2E_LATENCY, key),
         &format!("End-to-end {what} per second"),
         &format!("{what} of each second (us)"),
         &format!(
@@ -80,13 +81,13 @@ pub fn e2e_max_over_time(s: &ScenarioData) -> Option<Chart> {
 pub fn send_lag(s: &ScenarioData) -> Option<Chart> {
     percentile_chart(
         s,
-        "send_lag",
+        names::SEND_LAG,
         "Load generator send lag by percentile",
         "Actual minus intended send time of each message: how far the open-loop generator \
          ran behind its schedule. Large values mean the intended-send latencies above include \
          the generator's own delay.",
         &[Family {
-            histogram: "send_lag",
+            histogram: names::SEND_LAG,
             label: "",
             stroke: Stroke::Solid,
         }],
@@ -98,7 +99,7 @@ pub fn send_lag(s: &ScenarioData) -> Option<Chart> {
 pub fn dlq_latency(s: &ScenarioData) -> Option<Chart> {
     percentile_chart(
         s,
-        "dlq_latency",
+        DLQ_LATENCY,
         "Dead-letter latency by percentile",
         "Per variant (one colour each), time until a poison message's copy is persisted in the \
          DLQ stream. Solid: from its final delivery, which includes the final ack deadline the \
@@ -106,12 +107,12 @@ pub fn dlq_latency(s: &ScenarioData) -> Option<Chart> {
          the advisory and the handler add.",
         &[
             Family {
-                histogram: "dlq_latency",
+                histogram: DLQ_LATENCY,
                 label: "from final delivery",
                 stroke: Stroke::Solid,
             },
             Family {
-                histogram: "dlq_after_deadline",
+                histogram: DLQ_AFTER_DEADLINE,
                 label: "from final deadline",
                 stroke: Stroke::Dashed,
             },
@@ -208,7 +209,10 @@ pub fn percentile_curve(h: &Recorder) -> Vec<(f64, f64)> {
 pub fn throughput_over_time(s: &ScenarioData) -> Option<Chart> {
     let mut series = Vec::new();
     for (i, v) in s.variants().iter().enumerate() {
-        for (name, stroke) in [("published", Stroke::Solid), ("delivered", Stroke::Dashed)] {
+        for (name, stroke) in [
+            (names::PUBLISHED, Stroke::Solid),
+            (names::DELIVERED, Stroke::Dashed),
+        ] {
             if let Some(t) = v.timelines.get(name).filter(|t| t.total() > 0) {
                 series.push(Series {
                     label: join_label(&v.name, name),
@@ -302,12 +306,28 @@ pub fn latency_vs_throughput(s: &ScenarioData) -> Option<Chart> {
         "End-to-end latency from the intended send time at each variant's achieved publish \
          rate; one point per variant. Dashed, marked core: the same schedule over core NATS \
          with no stream (core_baseline), what the transport alone takes.",
-        ("publish_rate", "achieved publish rate", "msg/s"),
+        (names::PUBLISH.rate, "achieved publish rate", "msg/s"),
         &[
-            ("e2e_latency.p50", "p50", Stroke::Solid),
-            ("e2e_latency.p99", "p99", Stroke::Solid),
-            ("e2e_latency.p99.9", "p99.9", Stroke::Solid),
-            ("e2e_latency.max", "max", Stroke::Dashed),
+            (
+                names::quantile(names::E2E_LATENCY, "p50"),
+                "p50",
+                Stroke::Solid,
+            ),
+            (
+                names::quantile(names::E2E_LATENCY, "p99"),
+                "p99",
+                Stroke::Solid,
+            ),
+            (
+                names::quantile(names::E2E_LATENCY, "p99.9"),
+                "p99.9",
+                Stroke::Solid,
+            ),
+            (
+                names::quantile(names::E2E_LATENCY, "max"),
+                "max",
+                Stroke::Dashed,
+            ),
         ],
     )
 }
@@ -321,7 +341,7 @@ pub fn sweep_chart(
     title: &str,
     caption: &str,
     x: (&str, &str, &str),
-    lines: &[(&str, &str, Stroke)],
+    lines: &[(String, &str, Stroke)],
 ) -> Option<Chart> {
     // A core baseline's variants make curves of their own, dashed.
     let (core, jetstream): (Vec<VariantReport>, Vec<VariantReport>) = s
@@ -335,7 +355,8 @@ pub fn sweep_chart(
             lines
                 .iter()
                 .enumerate()
-                .filter_map(move |(i, &(metric, label, stroke))| {
+                .filter_map(move |(i, (metric, label, stroke))| {
+                    let (label, stroke) = (*label, *stroke);
                     let points = sweep_points(variants, x.0, metric);
                     (points.len() >= 2).then(|| Series {
                         label: format!("{prefix}{label}"),

@@ -7,6 +7,7 @@ use crate::replay::pacing::{self, GAP_CLASSES, Signed};
 use crate::report::data::ScenarioData;
 
 use super::{Axis, Chart, Scale, Series, Stroke, Unit, safe_stem};
+use crate::scenario::replay::{GAP_ERROR_BY_GAP, GAP_ERROR_EARLY, GAP_ERROR_LATE};
 
 /// Points on the signed distribution curve.
 const CURVE_POINTS: usize = 201;
@@ -71,8 +72,8 @@ pub fn drift(s: &ScenarioData) -> Option<Chart> {
 pub fn gap_error(s: &ScenarioData) -> Option<Chart> {
     let mut series = Vec::new();
     for (i, v) in s.variants().iter().enumerate() {
-        let late = s.histogram(v, "gap_error.late");
-        let early = s.histogram(v, "gap_error.early");
+        let late = s.histogram(v, GAP_ERROR_LATE);
+        let early = s.histogram(v, GAP_ERROR_EARLY);
         if late.is_none() && early.is_none() {
             continue;
         }
@@ -127,7 +128,7 @@ pub fn gap_error_by_gap(s: &ScenarioData) -> Option<Chart> {
             let points: Vec<(f64, f64)> = GAP_CLASSES
                 .iter()
                 .filter_map(|c| {
-                    let m = v.metric(&format!("gap_error_by_gap.{}.{stat}", c.name))?;
+                    let m = v.metric(&format!("{GAP_ERROR_BY_GAP}.{}.{stat}", c.name))?;
                     Some((class_middle_us(c.above_ns, c.up_to_ns), m.value))
                 })
                 .collect();

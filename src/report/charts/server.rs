@@ -7,6 +7,7 @@ use crate::record::timeline::Timeline;
 use crate::report::data::ScenarioData;
 
 use super::{Axis, Chart, Scale, Series, Stroke, Unit, safe_stem};
+use crate::server::telemetry::{SERVER_CPU_PCT, SERVER_MEM_MB};
 
 /// A gauge timeline as points at each sample's time (buckets that got no
 /// sample are left out rather than drawn as zero).
@@ -69,7 +70,7 @@ pub(super) fn over_time(
 pub fn memory(s: &ScenarioData) -> Option<Chart> {
     over_time(
         s,
-        "server.mem_mb",
+        SERVER_MEM_MB,
         "Server memory",
         "resident memory (MB)",
         "nats-server's resident memory as its /varz reports it, every 500 ms of each variant \
@@ -82,7 +83,7 @@ pub fn memory(s: &ScenarioData) -> Option<Chart> {
 pub fn cpu(s: &ScenarioData) -> Option<Chart> {
     over_time(
         s,
-        "server.cpu_pct",
+        SERVER_CPU_PCT,
         "Server CPU",
         "CPU (% of one core)",
         "nats-server's CPU as its /varz reports it (100% is one core; summed over the nodes of \

@@ -12,6 +12,7 @@ use anyhow::{Context, Result, anyhow};
 use async_nats::jetstream::stream;
 
 use super::lifecycle::variant;
+use super::table::{self, Cell, Column, Show};
 use super::{ScenarioKind, ScenarioPlan, checks};
 use crate::consume::reference::{self, ReferenceConfig, ReferenceReport};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, RunContext, drive};
@@ -20,16 +21,43 @@ use crate::profile::{
 };
 use crate::record::ledger::{LedgerCounts, LedgerShard};
 use crate::record::metrics::{Direction, Metric, latency_metrics};
+use crate::record::names;
 use crate::streams::provision::{Need, PER_MESSAGE_OVERHEAD, durable_config, stream_config};
 use crate::variant::{Invariant, VariantResult, VariantSink};
 
 pub use plan::{AckMode, ConsumeReference, Plan};
+
+/// The figures this scenario reports that its table, the charts and
+/// report.html read, by name.
+/// The double ack's round trip, a histogram.
+pub const DOUBLE_ACK_RTT: &str = "double_ack_rtt";
+/// An ack mode's consume rate against explicit acks'.
+pub const VS_EXPLICIT_THROUGHPUT: &str = "vs_explicit.throughput_ratio";
 
 /// The registry's row for `ack`: what acknowledging costs a consumer.
 pub struct Ack;
 
 impl ScenarioKind for Ack {
     const NAME: &'static str = "ack";
+    const COLUMNS: &'static [Column] = &[
+        table::VARIANT,
+        Column {
+            header: "consumed/s",
+            cell: Cell::Metric(names::CONSUME.rate, Show::Rate),
+        },
+        Column {
+            header: "MB/s",
+            cell: Cell::Metric(names::CONSUME.throughput, Show::Decimals(1)),
+        },
+        Column {
+            header: "vs explicit",
+            cell: Cell::Metric(VS_EXPLICIT_THROUGHPUT, Show::Times(2)),
+        },
+        table::quantile("double-ack p50", DOUBLE_ACK_RTT, "p50"),
+        table::quantile("p99", DOUBLE_ACK_RTT, "p99"),
+        table::LOST,
+        table::VERDICT,
+    ];
     type Plan = Plan;
 
     fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
@@ -155,7 +183,7 @@ async fn run(
                     && *base > 0.0
                 {
                     result.metrics.push(Metric::new(
-                        "vs_explicit.throughput_ratio",
+                        VS_EXPLICIT_THROUGHPUT,
                         "ratio",
                         rate / base,
                         Direction::None,
@@ -258,12 +286,10 @@ async fn consume_variant(
     let rate = outcome.consume_rate();
     consume_figures(rate, plan.message_size, r);
     if mode == AckMode::Double {
-        r.metrics.extend(latency_metrics(
-            "double_ack_rtt",
-            &outcome.ack_rtt.summary(),
-        ));
+        r.metrics
+            .extend(latency_metrics(DOUBLE_ACK_RTT, &outcome.ack_rtt.summary()));
         r.histograms
-            .push(("double_ack_rtt".into(), outcome.ack_rtt.clone()));
+            .push((DOUBLE_ACK_RTT.into(), outcome.ack_rtt.clone()));
     }
     let mut ledger = LedgerShard::new();
     ledger.merge(&fill.ledger);
@@ -296,7 +322,7 @@ async fn consume_variant(
     counts.evicted = crate::drive::evicted_count(eviction.as_ref());
     r.ledger = counts;
     r.timelines
-        .insert("delivered".into(), outcome.delivered_timeline.clone());
+        .insert(names::DELIVERED.into(), outcome.delivered_timeline.clone());
     r.warnings.extend(outcome.errors.iter().cloned());
     checks::server_figures(&outcome, r);
     checks::client_figures(&outcome, r);
@@ -380,7 +406,7 @@ async fn create_durable(
 fn consume_figures(rate: f64, message_size: usize, r: &mut VariantResult) {
     r.metrics
         .extend(crate::record::metrics::rate_and_throughput(
-            "consume",
+            names::CONSUME,
             rate,
             rate * message_size as f64,
         ));

@@ -18,15 +18,28 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::lifecycle::{Durable, drive_durable, each, variant};
+use super::table::{self, Cell, Column, Show};
 use super::{ScenarioKind, ScenarioPlan, checks};
 use crate::consume::fates::Analysis;
 use crate::drive::{ConsumerSpec, DriveOutcome, RunContext};
 use crate::profile::{Action, CommonPlan, ConsumerPlan, Problems, Section, format_duration};
 use crate::record::metrics::{Direction, Metric, count, latency_metrics};
+use crate::record::names;
 use crate::streams::provision::Need;
 use crate::variant::{Invariant, VariantResult, VariantSink};
 
 pub use plan::Plan;
+
+/// The figures this scenario reports that its table, the charts and
+/// report.html read, by name.
+/// Completed messages a second, and the Little's-law bound.
+pub const THROUGHPUT: &str = "throughput";
+pub const BOUND: &str = "bound";
+pub const EFFICIENCY: &str = "efficiency";
+pub const EFFICIENCY_MEASURED: &str = "efficiency_measured";
+pub const TIME_AT_CAP: &str = "time_at_cap";
+pub const REDELIVERIES: &str = "redeliveries";
+pub const REDELIVERIES_EXPIRED: &str = "redeliveries.expired";
 
 /// How often consumer info is sampled while a variant runs.
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);
@@ -37,6 +50,44 @@ pub struct Backpressure;
 impl ScenarioKind for Backpressure {
     const NAME: &'static str = "backpressure";
     const RETENTION: bool = true;
+    const COLUMNS: &'static [Column] = &[
+        table::VARIANT,
+        Column {
+            header: "max_ack_pending",
+            cell: Cell::Param("max_ack_pending"),
+        },
+        Column {
+            header: "ack_wait",
+            cell: Cell::Param("ack_wait"),
+        },
+        Column {
+            header: "done/s",
+            cell: Cell::Metric(THROUGHPUT, Show::Rate),
+        },
+        Column {
+            header: "bound/s",
+            cell: Cell::Metric(BOUND, Show::Rate),
+        },
+        Column {
+            header: "efficiency",
+            cell: Cell::Metric(EFFICIENCY, Show::Percent),
+        },
+        Column {
+            header: "vs measured",
+            cell: Cell::Metric(EFFICIENCY_MEASURED, Show::Percent),
+        },
+        table::quantile("e2e p50", names::E2E_LATENCY, "p50"),
+        table::quantile("p99", names::E2E_LATENCY, "p99"),
+        Column {
+            header: "at cap",
+            cell: Cell::Metric(TIME_AT_CAP, Show::Percent),
+        },
+        Column {
+            header: "redelivered (expired)",
+            cell: Cell::CountAndPart(REDELIVERIES, REDELIVERIES_EXPIRED),
+        },
+        table::VERDICT,
+    ];
     type Plan = Plan;
 
     fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
@@ -187,29 +238,31 @@ fn measure(o: &DriveOutcome, a: &Analysis, plan: &Plan, c: &ConsumerPlan, r: &mu
         plan.load.behaviour.processing.mean(),
     );
     r.metrics.push(Metric::new(
-        "publish_rate",
+        names::PUBLISH.rate,
         "msg/s",
         o.publish_rate(),
         Direction::None,
     ));
     r.metrics.push(Metric::new(
-        "throughput",
+        THROUGHPUT,
         "msg/s",
         throughput,
         Direction::Higher,
     ));
     r.metrics
-        .push(Metric::new("bound", "msg/s", limit, Direction::None));
+        .push(Metric::new(BOUND, "msg/s", limit, Direction::None));
     r.metrics.push(Metric::new(
-        "efficiency",
+        EFFICIENCY,
         "ratio",
         if limit > 0.0 { throughput / limit } else { 0.0 },
         Direction::Higher,
     ));
-    r.metrics
-        .extend(latency_metrics("e2e_latency", &o.e2e_intended.summary()));
+    r.metrics.extend(latency_metrics(
+        names::E2E_LATENCY,
+        &o.e2e_intended.summary(),
+    ));
     r.histograms
-        .push(("e2e_latency".into(), o.e2e_intended.clone()));
+        .push((names::E2E_LATENCY.into(), o.e2e_intended.clone()));
 
     // The processing time the handlers really took (a timer sleeps at least
     // as long as asked, often a millisecond more), and the bound from it.
@@ -234,7 +287,7 @@ fn measure(o: &DriveOutcome, a: &Analysis, plan: &Plan, c: &ConsumerPlan, r: &mu
         Direction::None,
     ));
     r.metrics.push(Metric::new(
-        "efficiency_measured",
+        EFFICIENCY_MEASURED,
         "ratio",
         if limit_measured > 0.0 {
             throughput / limit_measured
@@ -255,12 +308,8 @@ fn measure(o: &DriveOutcome, a: &Analysis, plan: &Plan, c: &ConsumerPlan, r: &mu
     } else {
         at_cap as f64 / samples.len() as f64
     };
-    r.metrics.push(Metric::new(
-        "time_at_cap",
-        "ratio",
-        fraction,
-        Direction::None,
-    ));
+    r.metrics
+        .push(Metric::new(TIME_AT_CAP, "ratio", fraction, Direction::None));
     let mean = |v: &dyn Fn(&crate::drive::ConsumerSample) -> u64| {
         if samples.is_empty() {
             0.0
@@ -293,11 +342,11 @@ fn measure(o: &DriveOutcome, a: &Analysis, plan: &Plan, c: &ConsumerPlan, r: &mu
         .sum();
     r.metrics.push(count("deliveries", deliveries));
     r.metrics
-        .push(count("redeliveries", deliveries.saturating_sub(a.messages)));
+        .push(count(REDELIVERIES, deliveries.saturating_sub(a.messages)));
     let (metrics, histograms) = a.delay_metrics();
     r.metrics.extend(metrics);
     r.histograms.extend(histograms);
-    r.metrics.push(count("redeliveries.expired", a.expiries));
+    r.metrics.push(count(REDELIVERIES_EXPIRED, a.expiries));
     r.param("early_tolerance", format_duration(a.tolerance));
     r.metrics
         .push(count("wasted_deliveries", a.unplanned_redeliveries));

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use async_nats::jetstream::stream;
 
+use super::table::{self, Cell, Column, Show};
 use super::{ScenarioKind, ScenarioPlan, checks};
 use crate::consume::fates::{self, Analysis};
 use crate::consume::{self, ConsumerConfig, ConsumerProgress, ConsumerReport};
@@ -42,11 +43,29 @@ use crate::profile::{
 use crate::record::histogram::Recorder;
 use crate::record::ledger::Event;
 use crate::record::metrics::{Direction, Metric, count, latency_metrics, ratio};
+use crate::record::names;
 use crate::streams::advisory::Kind;
 use crate::streams::provision::{Need, durable_config, placement};
 use crate::variant::{Invariant, VariantResult, VariantSink};
 
 pub use plan::Plan;
+
+/// The figures this scenario reports that its table, the charts and
+/// report.html read, by name.
+/// Dead letters due, and those found in the DLQ.
+pub const DEAD_LETTERS_EXPECTED: &str = "dead_letters.expected";
+pub const DEAD_LETTERS_IN_DLQ: &str = "dead_letters.in_dlq";
+/// From the final delivery to the copy's PubAck, a histogram.
+pub const DLQ_LATENCY: &str = "dlq_latency";
+pub const DLQ_AFTER_DEADLINE: &str = "dlq_after_deadline";
+pub const ADVISORY_AFTER_DEADLINE: &str = "advisory_after_deadline";
+pub const HANDLER_LATENCY: &str = "handler_latency";
+pub const HANDLER_CAPACITY: &str = "handler_capacity";
+pub const HANDLER_RESTARTS: &str = "handler.restarts";
+pub const COPIES_DUPLICATES_FLAGGED: &str = "copies.duplicates_flagged";
+/// Healthy messages against the poison-free baseline.
+pub const VS_BASELINE_E2E_P50: &str = "vs_baseline.e2e_p50_ratio";
+pub const VS_BASELINE_E2E_P99: &str = "vs_baseline.e2e_p99_ratio";
 
 /// How often consumer info is sampled while a variant runs.
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);
@@ -69,6 +88,26 @@ pub struct Dlq;
 
 impl ScenarioKind for Dlq {
     const NAME: &'static str = "dlq";
+    const COLUMNS: &'static [Column] = &[
+        table::VARIANT,
+        table::ACHIEVED,
+        table::quantile("e2e p50", names::E2E_LATENCY, "p50"),
+        table::quantile("p99", names::E2E_LATENCY, "p99"),
+        Column {
+            header: "in DLQ/dead",
+            cell: Cell::Counts(&[DEAD_LETTERS_IN_DLQ, DEAD_LETTERS_EXPECTED], "/"),
+        },
+        table::quantile("DLQ p50", DLQ_LATENCY, "p50"),
+        table::quantile("p99", DLQ_LATENCY, "p99"),
+        table::quantile("after deadline p50", DLQ_AFTER_DEADLINE, "p50"),
+        table::quantile("p99", DLQ_AFTER_DEADLINE, "p99"),
+        Column {
+            header: "handler/s",
+            cell: Cell::Metric(HANDLER_CAPACITY, Show::Rate),
+        },
+        table::LOST,
+        table::VERDICT,
+    ];
     type Plan = Plan;
 
     fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
@@ -845,23 +884,23 @@ fn measure(
     r: &mut VariantResult,
 ) -> Figures {
     r.metrics.push(Metric::new(
-        "publish_rate",
+        names::PUBLISH.rate,
         "msg/s",
         o.publish_rate(),
         Direction::Higher,
     ));
     let e2e = o.e2e_intended.summary();
-    r.metrics.extend(latency_metrics("e2e_latency", &e2e));
+    r.metrics.extend(latency_metrics(names::E2E_LATENCY, &e2e));
     r.histograms
-        .push(("e2e_latency".into(), o.e2e_intended.clone()));
+        .push((names::E2E_LATENCY.into(), o.e2e_intended.clone()));
 
     let l = latencies(o, a, expected, &e.pipeline, &plan.load.consumer);
     for (name, h) in [
-        ("dlq_latency", &l.dlq),
-        ("dlq_after_deadline", &l.dlq_after_deadline),
+        (DLQ_LATENCY, &l.dlq),
+        (DLQ_AFTER_DEADLINE, &l.dlq_after_deadline),
         ("advisory_latency", &l.advisory),
-        ("advisory_after_deadline", &l.advisory_after_deadline),
-        ("handler_latency", &l.handler),
+        (ADVISORY_AFTER_DEADLINE, &l.advisory_after_deadline),
+        (HANDLER_LATENCY, &l.handler),
         ("term_dlq_latency", &l.term_dlq),
     ] {
         if h.count() > 0 {
@@ -896,7 +935,7 @@ fn measure(
     let attempts = p.attempts().count() as u64;
     let busy = p.busy().as_secs_f64();
     r.metrics.push(Metric::new(
-        "handler_capacity",
+        HANDLER_CAPACITY,
         "msg/s",
         if busy > 0.0 {
             attempts as f64 / busy
@@ -917,9 +956,9 @@ fn measure(
     ));
     let redelivered = p.attempts().filter(|at| at.delivery > 1).count() as u64;
     for (name, v) in [
-        ("dead_letters.expected", expected.len() as u64),
+        (DEAD_LETTERS_EXPECTED, expected.len() as u64),
         (
-            "dead_letters.in_dlq",
+            DEAD_LETTERS_IN_DLQ,
             e.contents.as_ref().map_or(0, |c| c.letters.len() as u64),
         ),
         ("advisories.handled", attempts),
@@ -937,7 +976,7 @@ fn measure(
             p.attempts().filter(|at| at.persisted_ns.is_some()).count() as u64,
         ),
         (
-            "copies.duplicates_flagged",
+            COPIES_DUPLICATES_FLAGGED,
             p.count(|o| {
                 matches!(
                     o,
@@ -960,7 +999,7 @@ fn measure(
             "handler.retries",
             p.count(|o| matches!(o, Outcome::Retried(_))),
         ),
-        ("handler.restarts", p.restarts() as u64),
+        (HANDLER_RESTARTS, p.restarts() as u64),
     ] {
         r.metrics.push(count(name, v));
     }
@@ -971,13 +1010,13 @@ fn measure(
     };
     if let Some(b) = baseline {
         r.metrics.push(ratio(
-            "vs_baseline.e2e_p50_ratio",
+            VS_BASELINE_E2E_P50,
             mine.e2e_p50_us,
             b.e2e_p50_us,
             Direction::Lower,
         ));
         r.metrics.push(ratio(
-            "vs_baseline.e2e_p99_ratio",
+            VS_BASELINE_E2E_P99,
             mine.e2e_p99_us,
             b.e2e_p99_us,
             Direction::Lower,

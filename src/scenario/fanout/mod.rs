@@ -19,6 +19,7 @@ use anyhow::{Context, Result};
 use futures::StreamExt;
 
 use super::lifecycle::variant;
+use super::table::{self, Column};
 use super::{ScenarioKind, ScenarioPlan, checks};
 use crate::drive::{
     DriveOutcome, FanDurable, FanStream, FanoutOutcome, FanoutSpec, RunContext, drive_fanout,
@@ -26,6 +27,7 @@ use crate::drive::{
 use crate::profile::{CommonPlan, ConsumerPlan, Problems, Section, format_duration};
 use crate::record::histogram::Recorder;
 use crate::record::metrics::{Direction, Metric, latency_metrics};
+use crate::record::names;
 use crate::scenario::search::SEARCH_PROBES;
 use crate::streams::provision::{Need, stored_bytes};
 use crate::variant::{Invariant, Part, VariantResult, VariantSink};
@@ -40,6 +42,7 @@ pub struct Fanout;
 
 impl ScenarioKind for Fanout {
     const NAME: &'static str = "fanout";
+    const COLUMNS: &'static [Column] = table::PACED;
     type Plan = Plan;
 
     fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
@@ -366,13 +369,13 @@ fn measure(o: &FanoutOutcome, p: &Provisioned, spec: &FanoutSpec, r: &mut Varian
     let metric =
         |name: &str, unit: &str, value: f64, direction| Metric::new(name, unit, value, direction);
     r.metrics.push(metric(
-        "target_rate",
+        names::TARGET_RATE,
         "msg/s",
         (spec.rate * streams as u64) as f64,
         Direction::None,
     ));
     r.metrics.push(metric(
-        "publish_rate",
+        names::PUBLISH.rate,
         "msg/s",
         publish.publish_rate(),
         Direction::Higher,
@@ -411,7 +414,7 @@ fn measure(o: &FanoutOutcome, p: &Provisioned, spec: &FanoutSpec, r: &mut Varian
     r.ledger = counts;
     let span = Duration::from_nanos(last_ns.saturating_sub(first_ns));
     r.metrics.push(metric(
-        "consume_rate",
+        names::CONSUME.rate,
         "msg/s",
         crate::drive::rate(counts.deliveries, span),
         Direction::Higher,
@@ -449,11 +452,11 @@ fn measure(o: &FanoutOutcome, p: &Provisioned, spec: &FanoutSpec, r: &mut Varian
         }
     }
     for (name, recorder) in [
-        ("e2e_latency", &e2e),
-        ("e2e_latency_actual", &e2e_sent),
-        ("pub_ack_latency", &publish.pub_ack_intended),
-        ("pub_ack_latency_actual", &publish.pub_ack_sent),
-        ("send_lag", &publish.send_lag),
+        (names::E2E_LATENCY, &e2e),
+        (names::E2E_LATENCY_ACTUAL, &e2e_sent),
+        (names::PUB_ACK_LATENCY, &publish.pub_ack_intended),
+        (names::PUB_ACK_LATENCY_ACTUAL, &publish.pub_ack_sent),
+        (names::SEND_LAG, &publish.send_lag),
     ] {
         r.metrics.extend(latency_metrics(name, &recorder.summary()));
         r.histograms.push((name.to_string(), recorder.clone()));
@@ -505,7 +508,7 @@ fn measure(o: &FanoutOutcome, p: &Provisioned, spec: &FanoutSpec, r: &mut Varian
     checks::server_figures(publish, r);
     checks::client_figures(publish, r);
     r.timelines
-        .insert("published".into(), publish.published_timeline.clone());
+        .insert(names::PUBLISHED.into(), publish.published_timeline.clone());
 
     parts(o, r);
 
@@ -590,9 +593,9 @@ fn parts(o: &FanoutOutcome, r: &mut VariantResult) {
     for s in &o.streams {
         let c = &s.outcome.counts;
         let mut part = Part::new("stream", &s.name);
-        part.set("published", c.published);
+        part.set(names::PUBLISHED, c.published);
         part.set("persisted", c.persisted);
-        part.set("publish_rate", s.outcome.publish_rate().round());
+        part.set(names::PUBLISH.rate, s.outcome.publish_rate().round());
         part.set(
             "pub_ack_p99_us",
             us(s.outcome.pub_ack_intended.summary().p99_us),
@@ -606,12 +609,12 @@ fn parts(o: &FanoutOutcome, r: &mut VariantResult) {
         part.set("stream", &s.name);
         part.set("filter", d.filters.join(" "));
         part.set("due", c.persisted);
-        part.set("delivered", c.delivered);
+        part.set(names::DELIVERED, c.delivered);
         part.set("redelivered", c.redelivered);
         part.set("lost", c.lost);
         part.set("client_dropped", c.client_dropped);
         part.set("outside_filter", c.delivered_unconfirmed);
-        part.set("consume_rate", d.outcome.consume_rate().round());
+        part.set(names::CONSUME.rate, d.outcome.consume_rate().round());
         part.set("e2e_p50_us", us(e2e.p50_us));
         part.set("e2e_p99_us", us(e2e.p99_us));
         part.set("e2e_max_us", us(e2e.max_us));

@@ -14,10 +14,12 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::lifecycle::{Durable, drive_durable, each, variant};
+use super::table::{self, Column};
 use super::{ScenarioKind, ScenarioPlan, checks};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, RunContext, drive};
 use crate::profile::{CommonPlan, ConsumerPlan, MsgId, Problems, Section, format_duration};
 use crate::record::metrics::{Direction, Metric, latency_metrics};
+use crate::record::names;
 use crate::scenario::search::SEARCH_PROBES;
 use crate::streams::provision::Need;
 use crate::variant::{Invariant, VariantResult, VariantSink};
@@ -30,6 +32,7 @@ pub struct Latency;
 impl ScenarioKind for Latency {
     const NAME: &'static str = "latency";
     const RETENTION: bool = true;
+    const COLUMNS: &'static [Column] = table::PACED;
     type Plan = Plan;
 
     fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
@@ -232,29 +235,29 @@ fn describe(common: &CommonPlan, plan: &Plan, rate: u64, r: &mut VariantResult) 
 fn measure(o: &DriveOutcome, rate: u64, r: &mut VariantResult) {
     let publish_rate = o.publish_rate();
     r.metrics.push(Metric::new(
-        "target_rate",
+        names::TARGET_RATE,
         "msg/s",
         rate as f64,
         Direction::None,
     ));
     r.metrics
         .extend(crate::record::metrics::rate_and_throughput(
-            "publish",
+            names::PUBLISH,
             publish_rate,
             o.sent_bytes() as f64 / o.publish_span().as_secs_f64().max(1e-9),
         ));
     r.metrics.push(Metric::new(
-        "consume_rate",
+        names::CONSUME.rate,
         "msg/s",
         o.consume_rate(),
         Direction::Higher,
     ));
     for (name, recorder) in [
-        ("e2e_latency", &o.e2e_intended),
-        ("e2e_latency_actual", &o.e2e_sent),
-        ("pub_ack_latency", &o.pub_ack_intended),
-        ("pub_ack_latency_actual", &o.pub_ack_sent),
-        ("send_lag", &o.send_lag),
+        (names::E2E_LATENCY, &o.e2e_intended),
+        (names::E2E_LATENCY_ACTUAL, &o.e2e_sent),
+        (names::PUB_ACK_LATENCY, &o.pub_ack_intended),
+        (names::PUB_ACK_LATENCY_ACTUAL, &o.pub_ack_sent),
+        (names::SEND_LAG, &o.send_lag),
     ] {
         r.metrics.extend(latency_metrics(name, &recorder.summary()));
         r.histograms.push((name.to_string(), recorder.clone()));

@@ -24,12 +24,14 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::lifecycle::{Durable, drive_durable, each, variant};
+use super::table::{self, Column};
 use super::{ScenarioKind, ScenarioPlan, checks};
 use crate::consume::events::DeliveryEvent;
 use crate::drive::{ConsumerSpec, DriveOutcome, OutagePlan, PauseOutcome, RunContext};
 use crate::profile::{Action, CommonPlan, ConsumerPlan, Problems, Section, format_duration};
 use crate::record::histogram::Recorder;
 use crate::record::metrics::{Direction, Metric, count};
+use crate::record::names;
 use crate::streams::provision::Need;
 use crate::variant::{Invariant, VariantResult, VariantSink};
 
@@ -47,6 +49,7 @@ pub struct Outage;
 
 impl ScenarioKind for Outage {
     const NAME: &'static str = "outage";
+    const COLUMNS: &'static [Column] = table::PACED;
     type Plan = Plan;
 
     fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
@@ -263,13 +266,13 @@ impl Figures {
 fn measure(o: &DriveOutcome, f: &Figures, w: &Window, rate: u64, r: &mut VariantResult) {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     r.metrics.push(Metric::new(
-        "target_rate",
+        names::TARGET_RATE,
         "msg/s",
         rate as f64,
         Direction::None,
     ));
     r.metrics.push(Metric::new(
-        "publish_rate",
+        names::PUBLISH.rate,
         "msg/s",
         o.publish_rate(),
         Direction::None,
@@ -319,7 +322,7 @@ fn measure(o: &DriveOutcome, f: &Figures, w: &Window, rate: u64, r: &mut Variant
     r.latency("outage_message_delay", &f.outage_messages);
     r.latency("held_back_after_deadline", &f.held_back_after_deadline);
     r.latency("held_back_after_end", &f.held_back_after_end);
-    r.latency("e2e_latency", &o.e2e_intended);
+    r.latency(names::E2E_LATENCY, &o.e2e_intended);
 }
 
 fn verify(

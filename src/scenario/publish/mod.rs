@@ -22,6 +22,7 @@ use async_nats::jetstream::stream;
 use futures::future::join_all;
 
 use super::lifecycle::{record_stream, variant};
+use super::table::{self, Cell, Column, Show};
 use super::{ScenarioKind, ScenarioPlan};
 use crate::drive::{DriveOutcome, DriveSpec, RunContext, drive};
 use crate::load::reference::{self, ReferenceConfig, ReferenceReport};
@@ -29,6 +30,7 @@ use crate::profile::{
     CommonPlan, MsgId, Problems, Rate, RatePer, Reference, Section, SizePlan, format_duration,
 };
 use crate::record::metrics::{Direction, Metric, count, latency_metrics, ratio};
+use crate::record::names;
 use crate::streams::provision;
 use crate::streams::provision::{MAX_RATE_ESTIMATE, Need};
 use crate::streams::readback::{self, Reconciliation};
@@ -36,6 +38,22 @@ use crate::system::cpu;
 use crate::variant::{Invariant, VariantResult, VariantSink};
 
 pub use plan::Plan;
+
+/// The figures this scenario reports that its table, the charts and
+/// report.html read, by name.
+/// Retries injected with an earlier message's id.
+pub const DUPLICATES_INJECTED: &str = "duplicates_injected";
+/// PubAcks that flagged a duplicate.
+pub const DUPLICATES_FLAGGED: &str = "duplicates_flagged";
+/// With ids against without: the price of dedup.
+pub const DEDUP_PRICE_THROUGHPUT: &str = "dedup_price.throughput_ratio";
+pub const DEDUP_PRICE_P99: &str = "dedup_price.p99_ratio";
+pub const DEDUP_PRICE_CLIENT_CPU: &str = "dedup_price.client_cpu_per_msg";
+pub const DEDUP_PRICE_SERVER_CPU: &str = "dedup_price.server_cpu_per_msg";
+/// jsbench's publisher against the reference loops.
+pub const VS_RAW_THROUGHPUT: &str = "vs_raw.throughput_ratio";
+pub const VS_IDIOMATIC_THROUGHPUT: &str = "vs_idiomatic.throughput_ratio";
+pub const VS_CORE_THROUGHPUT: &str = "vs_core.throughput_ratio";
 
 /// The figures a variant is compared on.
 #[derive(Debug, Clone, Copy)]
@@ -51,6 +69,31 @@ pub struct Publish;
 
 impl ScenarioKind for Publish {
     const NAME: &'static str = "publish";
+    const COLUMNS: &'static [Column] = &[
+        table::VARIANT,
+        table::TARGET,
+        table::ACHIEVED,
+        Column {
+            header: "MB/s",
+            cell: Cell::Metric(names::PUBLISH.throughput, Show::Decimals(1)),
+        },
+        table::quantile("pubAck p50", names::PUB_ACK_LATENCY, "p50"),
+        table::quantile("p99", names::PUB_ACK_LATENCY, "p99"),
+        table::quantile("max", names::PUB_ACK_LATENCY, "max"),
+        Column {
+            header: "client/msg",
+            cell: Cell::Metric(names::CLIENT_CPU_PER_MSG, Show::MicrosPerMsg),
+        },
+        Column {
+            header: "server/msg",
+            cell: Cell::Metric(names::SERVER_CPU_PER_MSG, Show::MicrosPerMsg),
+        },
+        Column {
+            header: "dups flagged/injected",
+            cell: Cell::Counts(&[DUPLICATES_FLAGGED, DUPLICATES_INJECTED], "/"),
+        },
+        table::VERDICT,
+    ];
     type Plan = Plan;
 
     fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
@@ -351,7 +394,7 @@ fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) -> Figu
     let sent = o.sent();
     if let Some(target) = target {
         r.metrics.push(Metric::new(
-            "target_rate",
+            names::TARGET_RATE,
             "msg/s",
             target as f64,
             Direction::None,
@@ -359,16 +402,16 @@ fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) -> Figu
     }
     r.metrics
         .extend(crate::record::metrics::rate_and_throughput(
-            "publish",
+            names::PUBLISH,
             publish_rate,
             o.sent_bytes() as f64 / o.publish_span().as_secs_f64().max(1e-9),
         ));
     let mut recorders = vec![
-        ("pub_ack_latency", &o.pub_ack_intended),
-        ("pub_ack_latency_actual", &o.pub_ack_sent),
+        (names::PUB_ACK_LATENCY, &o.pub_ack_intended),
+        (names::PUB_ACK_LATENCY_ACTUAL, &o.pub_ack_sent),
     ];
     if target.is_some() {
-        recorders.push(("send_lag", &o.send_lag));
+        recorders.push((names::SEND_LAG, &o.send_lag));
     }
     for (name, recorder) in recorders {
         r.metrics.extend(latency_metrics(name, &recorder.summary()));
@@ -377,21 +420,25 @@ fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) -> Figu
     let client_us = per_message_us(o.client_cpu.total(), sent);
     let server_us = o.server_cpu.map(|c| per_message_us(c, sent));
     r.metrics.push(Metric::new(
-        "client_cpu_per_msg",
+        names::CLIENT_CPU_PER_MSG,
         "us",
         client_us,
         Direction::Lower,
     ));
     if let Some(s) = server_us {
-        r.metrics
-            .push(Metric::new("server_cpu_per_msg", "us", s, Direction::Lower));
+        r.metrics.push(Metric::new(
+            names::SERVER_CPU_PER_MSG,
+            "us",
+            s,
+            Direction::Lower,
+        ));
     }
     super::checks::client_figures(o, r);
     let retries = o.sends_sum(|s| s.retries);
     let late = o.sends_sum(|s| s.late_retries);
-    r.metrics.push(count("duplicates_injected", retries));
+    r.metrics.push(count(DUPLICATES_INJECTED, retries));
     r.metrics
-        .push(count("duplicates_flagged", o.acks_sum(|a| a.duplicates)));
+        .push(count(DUPLICATES_FLAGGED, o.acks_sum(|a| a.duplicates)));
     if late > 0 {
         r.metrics.push(count("late_retries", late));
         r.metrics
@@ -399,7 +446,7 @@ fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) -> Figu
     }
     r.ledger = o.counts;
     r.timelines
-        .insert("published".into(), o.published_timeline.clone());
+        .insert(names::PUBLISHED.into(), o.published_timeline.clone());
 
     if let Some(target) = target {
         let behind =
@@ -582,26 +629,26 @@ fn compare(
 ) {
     if let (MsgId::Unique, Some(base)) = (msg_id, without_id) {
         r.metrics.push(ratio(
-            "dedup_price.throughput_ratio",
+            DEDUP_PRICE_THROUGHPUT,
             mine.rate,
             base.rate,
             Direction::Higher,
         ));
         r.metrics.push(ratio(
-            "dedup_price.p99_ratio",
+            DEDUP_PRICE_P99,
             mine.p99_us,
             base.p99_us,
             Direction::Lower,
         ));
         r.metrics.push(Metric::new(
-            "dedup_price.client_cpu_per_msg",
+            DEDUP_PRICE_CLIENT_CPU,
             "us",
             mine.client_us_per_msg - base.client_us_per_msg,
             Direction::Lower,
         ));
         if let (Some(m), Some(b)) = (mine.server_us_per_msg, base.server_us_per_msg) {
             r.metrics.push(Metric::new(
-                "dedup_price.server_cpu_per_msg",
+                DEDUP_PRICE_SERVER_CPU,
                 "us",
                 m - b,
                 Direction::Lower,
@@ -610,7 +657,7 @@ fn compare(
     }
     if let Some(raw) = refs.raw() {
         r.metrics.push(ratio(
-            "vs_raw.throughput_ratio",
+            VS_RAW_THROUGHPUT,
             mine.rate,
             raw.rate,
             Direction::Higher,
@@ -630,7 +677,7 @@ fn compare(
     }
     if let Some(m) = refs.idiomatic {
         r.metrics.push(ratio(
-            "vs_idiomatic.throughput_ratio",
+            VS_IDIOMATIC_THROUGHPUT,
             mine.rate,
             m.rate,
             Direction::Higher,
@@ -644,7 +691,7 @@ fn compare(
     }
     if let Some(c) = refs.core {
         r.metrics.push(ratio(
-            "vs_core.throughput_ratio",
+            VS_CORE_THROUGHPUT,
             mine.rate,
             c.rate,
             Direction::None,
@@ -777,22 +824,25 @@ async fn reference_variant(
     result
         .metrics
         .extend(crate::record::metrics::rate_and_throughput(
-            "publish",
+            names::PUBLISH,
             rate,
             rate * size as f64,
         ));
     let client_us = per_message_us(client_cpu, sent);
     let server_us = server_cpu.map(|c| per_message_us(c, sent));
     result.metrics.push(Metric::new(
-        "client_cpu_per_msg",
+        names::CLIENT_CPU_PER_MSG,
         "us",
         client_us,
         Direction::Lower,
     ));
     if let Some(s) = server_us {
-        result
-            .metrics
-            .push(Metric::new("server_cpu_per_msg", "us", s, Direction::Lower));
+        result.metrics.push(Metric::new(
+            names::SERVER_CPU_PER_MSG,
+            "us",
+            s,
+            Direction::Lower,
+        ));
     }
     result.ledger.published = sent;
     result.ledger.publish_errors = errors;

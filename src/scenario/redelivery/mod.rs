@@ -20,17 +20,30 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::lifecycle::{Durable, Work, drive_durable, variant};
+use super::table::{self, Cell, Column, Show};
 use super::{ScenarioKind, ScenarioPlan, checks};
 use crate::consume::fates::{self, Analysis};
 use crate::drive::{ConsumerSpec, DriveOutcome, RunContext};
 use crate::profile::{BehaviourPlan, CommonPlan, ConsumerPlan, Problems, Section, format_duration};
 use crate::record::ledger::Event;
 use crate::record::metrics::{Direction, Metric, count, latency_metrics, ratio};
+use crate::record::names;
 use crate::streams::advisory::Advisories;
 use crate::streams::provision::Need;
 use crate::variant::{Invariant, VariantResult, VariantSink};
 
 pub use plan::Plan;
+
+/// The figures this scenario reports that its table, the charts and
+/// report.html read, by name.
+pub const DELIVERIES_PER_MESSAGE: &str = "deliveries_per_message";
+pub const ADVISORIES_MAX_DELIVERIES: &str = "advisories.max_deliveries";
+pub const ADVISORIES_TERMINATED: &str = "advisories.terminated";
+/// The plan variant against the all-acked baseline.
+pub const OVERHEAD_E2E_P50: &str = "overhead.e2e_p50_ratio";
+pub const OVERHEAD_E2E_P99: &str = "overhead.e2e_p99_ratio";
+pub const OVERHEAD_DELIVERIES: &str = "overhead.deliveries_ratio";
+pub const OVERHEAD_COMPLETION: &str = "overhead.completion_time";
 
 /// How often consumer info is sampled while a variant runs.
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);
@@ -50,6 +63,33 @@ pub struct Redelivery;
 impl ScenarioKind for Redelivery {
     const NAME: &'static str = "redelivery";
     const RETENTION: bool = true;
+    const COLUMNS: &'static [Column] = &[
+        table::VARIANT,
+        table::ACHIEVED,
+        Column {
+            header: "deliveries/msg",
+            cell: Cell::Metric(DELIVERIES_PER_MESSAGE, Show::Decimals(2)),
+        },
+        table::quantile("e2e p50", names::E2E_LATENCY, "p50"),
+        table::quantile("p99", names::E2E_LATENCY, "p99"),
+        Column {
+            header: "acked/termed/exhausted",
+            cell: Cell::Counts(
+                &[
+                    checks::OBSERVED_ACKED,
+                    checks::OBSERVED_TERMED,
+                    checks::OBSERVED_EXHAUSTED,
+                ],
+                "/",
+            ),
+        },
+        Column {
+            header: "advisories",
+            cell: Cell::Counts(&[ADVISORIES_MAX_DELIVERIES, ADVISORIES_TERMINATED], "+"),
+        },
+        table::LOST,
+        table::VERDICT,
+    ];
     type Plan = Plan;
 
     fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
@@ -188,21 +228,21 @@ fn measure(
     r: &mut VariantResult,
 ) -> Figures {
     r.metrics.push(Metric::new(
-        "publish_rate",
+        names::PUBLISH.rate,
         "msg/s",
         o.publish_rate(),
         Direction::Higher,
     ));
     r.metrics.push(Metric::new(
-        "delivery_rate",
+        names::DELIVERY_RATE,
         "msg/s",
         o.consume_rate(),
         Direction::None,
     ));
     let e2e = o.e2e_intended.summary();
-    r.metrics.extend(latency_metrics("e2e_latency", &e2e));
+    r.metrics.extend(latency_metrics(names::E2E_LATENCY, &e2e));
     r.histograms
-        .push(("e2e_latency".into(), o.e2e_intended.clone()));
+        .push((names::E2E_LATENCY.into(), o.e2e_intended.clone()));
     let deliveries: u64 = a
         .delivered_times
         .iter()
@@ -214,7 +254,7 @@ fn measure(
         0.0
     };
     r.metrics.push(Metric::new(
-        "deliveries_per_message",
+        DELIVERIES_PER_MESSAGE,
         "count",
         per_message,
         Direction::Lower,
@@ -230,11 +270,11 @@ fn measure(
         .push(count("unplanned_redeliveries", a.unplanned_redeliveries));
     checks::fate_metrics(a, r);
     r.metrics.push(count(
-        "advisories.max_deliveries",
+        ADVISORIES_MAX_DELIVERIES,
         advisories.max_deliveries.len() as u64,
     ));
     r.metrics.push(count(
-        "advisories.terminated",
+        ADVISORIES_TERMINATED,
         advisories.terminated.len() as u64,
     ));
     r.metrics
@@ -253,25 +293,25 @@ fn measure(
     };
     if let Some(b) = baseline {
         r.metrics.push(ratio(
-            "overhead.e2e_p50_ratio",
+            OVERHEAD_E2E_P50,
             mine.e2e_p50_us,
             b.e2e_p50_us,
             Direction::Lower,
         ));
         r.metrics.push(ratio(
-            "overhead.e2e_p99_ratio",
+            OVERHEAD_E2E_P99,
             mine.e2e_p99_us,
             b.e2e_p99_us,
             Direction::Lower,
         ));
         r.metrics.push(ratio(
-            "overhead.deliveries_ratio",
+            OVERHEAD_DELIVERIES,
             mine.deliveries_per_message,
             b.deliveries_per_message,
             Direction::Lower,
         ));
         r.metrics.push(Metric::new(
-            "overhead.completion_time",
+            OVERHEAD_COMPLETION,
             "ms",
             (mine.completion.as_secs_f64() - b.completion.as_secs_f64()) * 1e3,
             Direction::Lower,

@@ -30,6 +30,7 @@ use async_nats::jetstream::{self, consumer::DeliverPolicy};
 use tokio::sync::watch;
 
 use super::lifecycle::{each, record_stream, variant};
+use super::table::{self, Cell, Column, Show};
 use super::{ScenarioKind, ScenarioPlan};
 use crate::drive::{DriveOutcome, DriveSpec, RunContext, drive};
 use crate::profile::{
@@ -39,6 +40,7 @@ use crate::profile::{
 use crate::record::histogram::Recorder;
 use crate::record::ledger::{Event, LedgerCounts};
 use crate::record::metrics::{Direction, Metric, count, latency_metrics};
+use crate::record::names;
 use crate::replay::pacing::{self, GAP_CLASSES, Pacing, Signed};
 use crate::replay::read::{self, Delivery, End, ReplayLog, ReplaySpec};
 use crate::replay::recording::{self, Recorded, Start, select};
@@ -46,6 +48,21 @@ use crate::streams::provision::{Need, PER_MESSAGE_OVERHEAD};
 use crate::variant::{Invariant, VariantResult, VariantSink};
 
 pub use plan::Plan;
+
+/// The figures this scenario reports that its table, the charts and
+/// report.html read, by name.
+/// Messages a replay delivered, and the first sequence.
+pub const MESSAGES: &str = "messages";
+pub const FIRST_SEQ: &str = "first_seq";
+pub const TIME_TO_LIVE_TAIL: &str = "time_to_live_tail";
+/// Replayed gap against recorded gap, signed µs; `.late` and `.early` histograms.
+pub const GAP_ERROR: &str = "gap_error";
+pub const GAP_ERROR_LATE: &str = "gap_error.late";
+pub const GAP_ERROR_EARLY: &str = "gap_error.early";
+pub const GAP_ERROR_BY_GAP: &str = "gap_error_by_gap";
+pub const DRIFT_FINAL: &str = "drift.final";
+pub const DURATION_RATIO: &str = "duration_ratio";
+pub const SMALLEST_GAP_WITHIN_1MS: &str = "smallest_gap_within_1ms";
 
 /// How long a replay keeps reading after its last selected message, to
 /// catch a delivery that should not come.
@@ -142,6 +159,57 @@ pub struct Replay;
 
 impl ScenarioKind for Replay {
     const NAME: &'static str = "replay";
+    const COLUMNS: &'static [Column] = &[
+        table::VARIANT,
+        Column {
+            header: "msgs",
+            cell: Cell::Metric(MESSAGES, Show::Whole),
+        },
+        Column {
+            header: "first",
+            cell: Cell::Metric(FIRST_SEQ, Show::Whole),
+        },
+        Column {
+            header: "msg/s",
+            cell: Cell::FirstOf(
+                &[
+                    names::CATCH_UP.rate,
+                    names::PUBLISH.rate,
+                    names::DELIVERY_RATE,
+                ],
+                Show::Rate,
+            ),
+        },
+        Column {
+            header: "MB/s",
+            cell: Cell::FirstOf(
+                &[names::CATCH_UP.throughput, names::PUBLISH.throughput],
+                Show::Decimals(1),
+            ),
+        },
+        Column {
+            header: "to tail",
+            cell: Cell::Metric(TIME_TO_LIVE_TAIL, Show::Ms),
+        },
+        Column {
+            header: "gap err p50",
+            cell: Cell::Quantile(GAP_ERROR, "p50", Show::SignedUs),
+        },
+        Column {
+            header: "p99",
+            cell: Cell::Quantile(GAP_ERROR, "p99", Show::SignedUs),
+        },
+        Column {
+            header: "drift end",
+            cell: Cell::Metric(DRIFT_FINAL, Show::SignedUs),
+        },
+        Column {
+            header: "ratio",
+            cell: Cell::Metric(DURATION_RATIO, Show::Times(3)),
+        },
+        table::LOST,
+        table::VERDICT,
+    ];
     type Plan = Plan;
 
     fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
@@ -297,23 +365,25 @@ async fn record(
     // Measure.
     let planned = spec.messages();
     r.metrics.push(count("planned_messages", planned));
-    r.metrics.push(count("messages", recording.len() as u64));
+    r.metrics.push(count(MESSAGES, recording.len() as u64));
     r.metrics.push(Metric::new(
-        "target_rate",
+        names::TARGET_RATE,
         "msg/s",
         plan.rate as f64,
         Direction::None,
     ));
     r.metrics
         .extend(crate::record::metrics::rate_and_throughput(
-            "publish",
+            names::PUBLISH,
             outcome.publish_rate(),
             outcome.sent_bytes() as f64 / outcome.publish_span().as_secs_f64().max(1e-9),
         ));
-    r.metrics
-        .extend(latency_metrics("send_lag", &outcome.send_lag.summary()));
+    r.metrics.extend(latency_metrics(
+        names::SEND_LAG,
+        &outcome.send_lag.summary(),
+    ));
     r.histograms
-        .push(("send_lag".into(), outcome.send_lag.clone()));
+        .push((names::SEND_LAG.into(), outcome.send_lag.clone()));
     // How the server stored the pattern: its gaps, and their distance from
     // the intended ones (publisher lag and PubAck path included).
     let stored: Vec<(u64, u64)> = recording
@@ -337,7 +407,7 @@ async fn record(
         .extend(signed_metrics("record_gap_error", &fidelity.gap_error));
     r.ledger = outcome.counts;
     r.timelines
-        .insert("published".into(), outcome.published_timeline.clone());
+        .insert(names::PUBLISHED.into(), outcome.published_timeline.clone());
     if outcome.interrupted {
         r.warnings
             .push("interrupted: the recording covers what was sent".into());
@@ -603,9 +673,9 @@ fn signed_metrics(name: &str, s: &Signed) -> Vec<Metric> {
 
 fn measure(v: &OneReplay, log: &ReplayLog, live: Option<&DriveOutcome>, r: &mut VariantResult) {
     let d = &log.deliveries;
-    r.metrics.push(count("messages", d.len() as u64));
+    r.metrics.push(count(MESSAGES, d.len() as u64));
     if let Some(first) = d.first() {
-        r.metrics.push(count("first_seq", first.seq));
+        r.metrics.push(count(FIRST_SEQ, first.seq));
         r.metrics.push(ms(
             "time_to_first",
             first.received_ns.saturating_sub(log.requested_ns),
@@ -616,7 +686,7 @@ fn measure(v: &OneReplay, log: &ReplayLog, live: Option<&DriveOutcome>, r: &mut 
     {
         let span = last.received_ns.saturating_sub(first.received_ns);
         r.metrics.push(Metric::new(
-            "delivery_rate",
+            names::DELIVERY_RATE,
             "msg/s",
             (d.len() - 1) as f64 / (span as f64 / 1e9).max(1e-9),
             Direction::Higher,
@@ -630,7 +700,7 @@ fn measure(v: &OneReplay, log: &ReplayLog, live: Option<&DriveOutcome>, r: &mut 
                 r.metrics.push(ms("catch_up_time", took));
                 r.metrics
                     .extend(crate::record::metrics::rate_and_throughput(
-                        "catch_up",
+                        names::CATCH_UP,
                         d.len() as f64 / seconds(took),
                         log.bytes as f64 / seconds(took),
                     ));
@@ -649,7 +719,8 @@ fn measure(v: &OneReplay, log: &ReplayLog, live: Option<&DriveOutcome>, r: &mut 
         ));
     }
     if v.pace == ReplayPace::Original || v.live != Live::No {
-        r.timelines.insert("delivered".into(), log.timeline.clone());
+        r.timelines
+            .insert(names::DELIVERED.into(), log.timeline.clone());
     }
     let ledger = replay_ledger(log, live);
     r.ledger = ledger;
@@ -684,17 +755,17 @@ fn live_tail(log: &ReplayLog, live: Option<&DriveOutcome>, r: &mut VariantResult
     };
     let tail = d[at].received_ns;
     let took = tail.saturating_sub(log.requested_ns);
-    r.metrics.push(ms("time_to_live_tail", took));
+    r.metrics.push(ms(TIME_TO_LIVE_TAIL, took));
     r.metrics.push(count("caught_up_messages", at as u64 + 1));
     r.metrics.push(Metric::new(
-        "catch_up_rate",
+        names::CATCH_UP.rate,
         "msg/s",
         (at + 1) as f64 / (took as f64 / 1e9).max(1e-9),
         Direction::Higher,
     ));
     let bytes_per_message = log.bytes as f64 / d.len().max(1) as f64;
     r.metrics.push(Metric::new(
-        "catch_up_throughput",
+        names::CATCH_UP.throughput,
         "MB/s",
         (at + 1) as f64 * bytes_per_message / (took as f64 / 1e9).max(1e-9) / 1e6,
         Direction::Higher,
@@ -734,11 +805,12 @@ fn original(log: &ReplayLog, r: &mut VariantResult) {
         return;
     }
     pacing_metrics(&p, r);
-    for (name, s) in [("gap_error", &p.gap_error), ("drift", &p.drift)] {
-        r.histograms
-            .push((format!("{name}.late"), s.late().clone()));
-        r.histograms
-            .push((format!("{name}.early"), s.early().clone()));
+    for (late, early, s) in [
+        (GAP_ERROR_LATE, GAP_ERROR_EARLY, &p.gap_error),
+        ("drift.late", "drift.early", &p.drift),
+    ] {
+        r.histograms.push((late.into(), s.late().clone()));
+        r.histograms.push((early.into(), s.early().clone()));
     }
     r.histograms
         .push(("original_gap".into(), p.original_gaps.clone()));
@@ -748,12 +820,8 @@ fn original(log: &ReplayLog, r: &mut VariantResult) {
 
 fn pacing_metrics(p: &Pacing, r: &mut VariantResult) {
     if let Some(ratio) = p.duration_ratio() {
-        r.metrics.push(Metric::new(
-            "duration_ratio",
-            "ratio",
-            ratio,
-            Direction::None,
-        ));
+        r.metrics
+            .push(Metric::new(DURATION_RATIO, "ratio", ratio, Direction::None));
     }
     r.metrics.push(Metric::new(
         "original_span",
@@ -767,10 +835,10 @@ fn pacing_metrics(p: &Pacing, r: &mut VariantResult) {
         p.replayed_span_ns as f64 / 1e9,
         Direction::None,
     ));
-    r.metrics.extend(signed_metrics("gap_error", &p.gap_error));
+    r.metrics.extend(signed_metrics(GAP_ERROR, &p.gap_error));
     r.metrics.extend(signed_metrics("drift", &p.drift));
     r.metrics.push(Metric::new(
-        "drift.final",
+        DRIFT_FINAL,
         "us",
         p.final_drift_ns as f64 / 1e3,
         Direction::None,
@@ -779,7 +847,7 @@ fn pacing_metrics(p: &Pacing, r: &mut VariantResult) {
         if errors.count() == 0 {
             continue;
         }
-        let prefix = format!("gap_error_by_gap.{}", class.name);
+        let prefix = format!("{GAP_ERROR_BY_GAP}.{}", class.name);
         r.metrics
             .push(count(format!("{prefix}.count"), errors.count()));
         r.metrics.push(Metric::new(
@@ -803,7 +871,7 @@ fn pacing_metrics(p: &Pacing, r: &mut VariantResult) {
     for (suffix, q) in [("p50", 0.5), ("p99", 0.99)] {
         if let Some(gap) = p.smallest_gap_within(WITHIN.as_nanos() as u64, q, MIN_CLASS_GAPS) {
             r.metrics.push(Metric::new(
-                format!("smallest_gap_within_1ms.{suffix}"),
+                format!("{SMALLEST_GAP_WITHIN_1MS}.{suffix}"),
                 "us",
                 gap as f64 / 1e3,
                 Direction::Lower,

@@ -18,15 +18,31 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::lifecycle::{Durable, drive_durable, variant};
+use super::table::{self, Cell, Column, Show};
 use super::{ScenarioKind, ScenarioPlan, checks};
 use crate::drive::{ConsumerSpec, DriveOutcome, FaultPlan, RunContext};
 use crate::profile::{CommonPlan, ConsumerPlan, FaultKind, Problems, Section, format_duration};
 use crate::record::metrics::{Direction, Metric, count, latency_metrics};
+use crate::record::names;
 use crate::streams::provision::Need;
 use crate::streams::readback::ReadBack;
 use crate::variant::{Invariant, VariantResult, VariantSink};
 
 pub use plan::Plan;
+
+/// The figures this scenario reports that its table, the charts and
+/// report.html read, by name.
+/// The node the fault hit (a parameter).
+pub const KILLED_NODE: &str = "killed_node";
+/// The longest gap the publishers and the consumers saw, ms.
+pub const OUTAGE_PUBLISH: &str = "outage.publish";
+pub const OUTAGE_CONSUME: &str = "outage.consume";
+pub const ELECTION_GAP: &str = "election_gap";
+/// From the node back (restarted, or its routes healed) to the first PubAck, ms.
+pub const ACKS_RESUMED_AFTER_RESTART: &str = "acks_resumed_after_restart";
+pub const ACKS_RESUMED_AFTER_HEAL: &str = "acks_resumed_after_heal";
+pub const RESENDS: &str = "resends";
+pub const RESENDS_FOUND_STORED: &str = "resends_found_stored";
 
 /// How often consumer info is sampled while a variant runs.
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);
@@ -36,6 +52,40 @@ pub struct Restart;
 
 impl ScenarioKind for Restart {
     const NAME: &'static str = "restart";
+    const COLUMNS: &'static [Column] = &[
+        table::VARIANT,
+        Column {
+            header: "faulted",
+            cell: Cell::Param(KILLED_NODE),
+        },
+        Column {
+            header: "outage pub",
+            cell: Cell::Metric(OUTAGE_PUBLISH, Show::Ms),
+        },
+        Column {
+            header: "outage consume",
+            cell: Cell::Metric(OUTAGE_CONSUME, Show::Ms),
+        },
+        Column {
+            header: "election",
+            cell: Cell::Metric(ELECTION_GAP, Show::Ms),
+        },
+        Column {
+            // After the restart, or after a route fault's heal.
+            header: "acks after back",
+            cell: Cell::FirstOf(
+                &[ACKS_RESUMED_AFTER_RESTART, ACKS_RESUMED_AFTER_HEAL],
+                Show::Ms,
+            ),
+        },
+        Column {
+            header: "resends (found stored)",
+            cell: Cell::CountAndPart(RESENDS, RESENDS_FOUND_STORED),
+        },
+        table::quantile("pubAck p99", names::PUB_ACK_LATENCY, "p99"),
+        table::LOST,
+        table::VERDICT,
+    ];
     type Plan = Plan;
 
     fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
@@ -154,7 +204,7 @@ fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
     // Distinct messages over the schedule's span: resends are counted apart.
     let resends = o.sends_sum(|s| s.resends);
     r.metrics.push(Metric::new(
-        "publish_rate",
+        names::PUBLISH.rate,
         "msg/s",
         crate::drive::rate(o.sent().saturating_sub(resends), o.publish_span()),
         Direction::None,
@@ -162,8 +212,8 @@ fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
     // From each message's first intended send: a message resent through
     // the outage carries the outage in its latency.
     for (name, recorder) in [
-        ("e2e_latency", &o.e2e_intended),
-        ("pub_ack_latency", &o.pub_ack_intended),
+        (names::E2E_LATENCY, &o.e2e_intended),
+        (names::PUB_ACK_LATENCY, &o.pub_ack_intended),
     ] {
         r.metrics.extend(latency_metrics(name, &recorder.summary()));
         r.histograms.push((name.to_string(), recorder.clone()));
@@ -177,19 +227,19 @@ fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
     let publish_gap = o.acks.iter().map(|a| a.max_gap_ns).max().unwrap_or(0);
     let consume_gap = o.consumers.iter().map(|c| c.max_gap_ns).max().unwrap_or(0);
     r.metrics.push(Metric::new(
-        "outage.publish",
+        OUTAGE_PUBLISH,
         "ms",
         ms(publish_gap),
         Direction::Lower,
     ));
     r.metrics.push(Metric::new(
-        "outage.consume",
+        OUTAGE_CONSUME,
         "ms",
         ms(consume_gap),
         Direction::Lower,
     ));
     if let Some(f) = &o.fault {
-        r.param("killed_node", &f.node);
+        r.param(KILLED_NODE, &f.node);
         // Which node each client was attached to: a client on the faulted
         // node is cut off with it, which the outages show.
         let clients = o.sends.len() + o.consumers.len();
@@ -198,7 +248,11 @@ fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
         r.param("clients_on", on);
         // A kill ends at the restart; a route fault when the routes are
         // let through again.
-        let end = if f.kind.is_route() { "heal" } else { "restart" };
+        let (end, acks_resumed) = if f.kind.is_route() {
+            ("heal", ACKS_RESUMED_AFTER_HEAL)
+        } else {
+            ("restart", ACKS_RESUMED_AFTER_RESTART)
+        };
         r.metrics.push(Metric::new(
             format!("{end}_time"),
             "ms",
@@ -210,7 +264,7 @@ fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
         let resumed = o.acks.iter().map(|a| a.max_gap_end_ns).max().unwrap_or(0);
         if resumed > f.restarted_ns {
             r.metrics.push(Metric::new(
-                format!("acks_resumed_after_{end}"),
+                acks_resumed,
                 "ms",
                 ms(resumed - f.restarted_ns),
                 Direction::Lower,
@@ -249,7 +303,7 @@ fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
         }
         if let Some(gap) = f.election_gap {
             r.metrics.push(Metric::new(
-                "election_gap",
+                ELECTION_GAP,
                 "ms",
                 gap.as_secs_f64() * 1e3,
                 Direction::Lower,
@@ -260,11 +314,11 @@ fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
             r.param("leader_after", &f.leader_after);
         }
     }
-    r.metrics.push(count("resends", resends));
+    r.metrics.push(count(RESENDS, resends));
     r.metrics
         .push(count("resends_stored", o.acks_sum(|a| a.resent_stored)));
     r.metrics.push(count(
-        "resends_found_stored",
+        RESENDS_FOUND_STORED,
         o.acks_sum(|a| a.resent_duplicates),
     ));
     r.metrics

@@ -15,15 +15,30 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::lifecycle::{Durable, Work, drive_durable, each, variant};
+use super::table::{self, Cell, Column, Show};
 use super::{ScenarioKind, ScenarioPlan, checks};
 use crate::drive::{ConsumerSpec, CrashOutcome, CrashPlan, DriveOutcome, RunContext};
 use crate::profile::{CommonPlan, ConsumerPlan, CrashPoint, Problems, Section, format_duration};
 use crate::record::ledger::Event;
 use crate::record::metrics::{Direction, Metric, count, latency_metrics};
+use crate::record::names;
 use crate::streams::provision::Need;
 use crate::variant::{Invariant, VariantResult, VariantSink};
 
 pub use plan::Plan;
+
+/// The figures this scenario reports that its table, the charts and
+/// report.html read, by name.
+/// What the server held unacked once the crashed client was gone.
+pub const UNACKED_AT_CRASH: &str = "unacked_at_crash";
+pub const REDELIVERED: &str = "redelivered";
+pub const WORK_RAN_TWICE: &str = "work_ran_twice";
+/// From the crash to the first delivery to the new client, ms.
+pub const TIME_TO_RESUME: &str = "time_to_resume";
+pub const TIME_TO_FIRST_REDELIVERY: &str = "time_to_first_redelivery";
+/// End-to-end latency seen by the crashed client and by its replacement.
+pub const E2E_LATENCY_BEFORE_CRASH: &str = "e2e_latency_before_crash";
+pub const E2E_LATENCY_AFTER_REBIND: &str = "e2e_latency_after_rebind";
 
 /// How often consumer info is sampled while a variant runs.
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);
@@ -34,6 +49,32 @@ pub struct Resume;
 impl ScenarioKind for Resume {
     const NAME: &'static str = "resume";
     const RETENTION: bool = true;
+    const COLUMNS: &'static [Column] = &[
+        table::VARIANT,
+        Column {
+            header: "unacked at crash",
+            cell: Cell::Metric(UNACKED_AT_CRASH, Show::Whole),
+        },
+        Column {
+            header: "redelivered",
+            cell: Cell::Metric(REDELIVERED, Show::Whole),
+        },
+        Column {
+            header: "ran twice",
+            cell: Cell::Metric(WORK_RAN_TWICE, Show::Whole),
+        },
+        Column {
+            header: "resumed after",
+            cell: Cell::Metric(TIME_TO_RESUME, Show::Ms),
+        },
+        Column {
+            header: "redelivered after",
+            cell: Cell::Metric(TIME_TO_FIRST_REDELIVERY, Show::Ms),
+        },
+        table::quantile("e2e max after", E2E_LATENCY_AFTER_REBIND, "max"),
+        table::LOST,
+        table::VERDICT,
+    ];
     type Plan = Plan;
 
     fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
@@ -215,15 +256,17 @@ impl Recovery {
 fn measure(o: &DriveOutcome, rec: &Recovery, r: &mut VariantResult) {
     let ms = |ns: u64| ns as f64 / 1e6;
     r.metrics.push(Metric::new(
-        "publish_rate",
+        names::PUBLISH.rate,
         "msg/s",
         o.publish_rate(),
         Direction::None,
     ));
-    r.metrics
-        .extend(latency_metrics("e2e_latency", &o.e2e_intended.summary()));
+    r.metrics.extend(latency_metrics(
+        names::E2E_LATENCY,
+        &o.e2e_intended.summary(),
+    ));
     r.histograms
-        .push(("e2e_latency".into(), o.e2e_intended.clone()));
+        .push((names::E2E_LATENCY.into(), o.e2e_intended.clone()));
     // Latencies taken at a later delivery: the first went to a client that
     // never saw it. These are the fault's slowest messages.
     r.metrics.push(count(
@@ -245,16 +288,16 @@ fn measure(o: &DriveOutcome, rec: &Recovery, r: &mut VariantResult) {
             r.metrics.push(count("drained", c.report.drained));
         }
         if let Some(pending) = c.ack_pending_after {
-            r.metrics.push(count("unacked_at_crash", pending));
+            r.metrics.push(count(UNACKED_AT_CRASH, pending));
         }
         r.metrics.push(count(
             "processed_unacked",
             c.report.processed_unacked.len() as u64,
         ));
-        r.metrics.push(count("work_ran_twice", rec.ran_twice));
+        r.metrics.push(count(WORK_RAN_TWICE, rec.ran_twice));
         if let Some(first) = rec.first_after_rebind_ns {
             r.metrics.push(Metric::new(
-                "time_to_resume",
+                TIME_TO_RESUME,
                 "ms",
                 ms(first.saturating_sub(at)),
                 Direction::Lower,
@@ -268,7 +311,7 @@ fn measure(o: &DriveOutcome, rec: &Recovery, r: &mut VariantResult) {
         }
         if let (Some(first), Some(last)) = (rec.first_redelivery_ns, rec.last_redelivery_ns) {
             r.metrics.push(Metric::new(
-                "time_to_first_redelivery",
+                TIME_TO_FIRST_REDELIVERY,
                 "ms",
                 ms(first.saturating_sub(at)),
                 Direction::Lower,
@@ -282,18 +325,16 @@ fn measure(o: &DriveOutcome, rec: &Recovery, r: &mut VariantResult) {
         }
     }
     r.metrics
-        .push(count("redelivered", rec.redelivered.len() as u64));
+        .push(count(REDELIVERED, rec.redelivered.len() as u64));
     // The latency spike: what the crashed client saw before against what
     // its replacement saw while catching up.
-    for (label, report) in [
-        ("before_crash", o.consumers.first()),
-        ("after_rebind", o.consumers.last()),
+    for (name, report) in [
+        (E2E_LATENCY_BEFORE_CRASH, o.consumers.first()),
+        (E2E_LATENCY_AFTER_REBIND, o.consumers.last()),
     ] {
         if let Some(report) = report {
-            r.metrics.extend(latency_metrics(
-                &format!("e2e_latency_{label}"),
-                &report.e2e_intended.summary(),
-            ));
+            r.metrics
+                .extend(latency_metrics(name, &report.e2e_intended.summary()));
         }
     }
     r.metrics.push(Metric::new(
