@@ -7,19 +7,20 @@ use std::sync::Arc;
 use anyhow::{Context, Result, anyhow};
 use tokio_util::sync::CancellationToken;
 
-use crate::connect::{ConnectionRequest, resolve_all};
+use crate::connect::{ConnectSettings, ConnectionRequest, Resolution, resolve_all};
 use crate::drive::{Distribute, RunContext};
-use crate::profile;
+use crate::profile::{self, ServerPlan};
 use crate::record::names;
 use crate::report::terminal;
 use crate::results::summary::{ProfileInfo, RunMetadata, ServerInfo};
 use crate::results::{ResultsWriter, metadata};
 use crate::scenario::{self, Profile};
 use crate::server::target::{Target, check_faults, check_replicas};
-use crate::streams::provision::{self, Names, Provisioner};
+use crate::streams::provision::{self, Names, Provisioner, SizedMaxBytes};
 use crate::system::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
 use crate::system::progress::{Progress, ProgressMode};
 use crate::variant::{VariantResult, VariantSink};
+use crate::worker::Workers;
 use crate::worker::coordinator::{Annotate, RecruitOptions, recruit};
 
 #[derive(Debug, Clone)]
@@ -71,6 +72,47 @@ impl RunOutcome {
 
 pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutcome> {
     // Bad input fails before anything starts.
+    let (profiles, resolution) = validate(&options)?;
+    let faults = scenario::faults(&profiles);
+    check_faults(&faults, &resolution, options.cluster)?;
+    // Bound before anything starts, so a taken port fails first; served
+    // until the run returns.
+    let _metrics = match options.metrics_listen {
+        Some(addr) => Some(serve_metrics(addr).await?),
+        None => None,
+    };
+    let target = Target::start(&resolution, options.cluster, &faults)?;
+    let session = Session::open(&options, &stop, &target, &resolution).await?;
+    let mut outcome = RunOutcome {
+        results: Vec::new(),
+        passed: true,
+        interrupted: false,
+    };
+    // Every way out of the profiles below dismisses the workers, so they
+    // wait for the next run at once instead of noticing the silence.
+    let profiles_run = async {
+        for profile in &profiles {
+            if stop.is_cancelled() {
+                break;
+            }
+            session.run_profile(profile, &mut outcome).await?;
+        }
+        Ok::<(), anyhow::Error>(())
+    }
+    .await;
+    if let Some(w) = &session.workers {
+        w.dismiss().await;
+    }
+    profiles_run?;
+    outcome.interrupted = stop.is_cancelled();
+    drop(session);
+    drop(target);
+    Ok(outcome)
+}
+
+/// Every profile loaded and checked against the connection and the
+/// replicas asked for: all bad input, before anything starts.
+fn validate(options: &RunOptions) -> Result<(Vec<Profile>, Resolution)> {
     let profiles: Vec<Profile> = options
         .profiles
         .iter()
@@ -86,288 +128,388 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
     }
     let replicas_override = options.replicas.or(options.cluster);
     check_replicas(&profiles, replicas_override, &resolution, options.cluster)?;
-    let faults = scenario::faults(&profiles);
-    check_faults(&faults, &resolution, options.cluster)?;
-    // Bound before anything starts, so a taken port fails first; served
-    // until the run returns.
-    let _metrics = match options.metrics_listen {
-        Some(addr) => Some(serve_metrics(addr).await?),
-        None => None,
-    };
-    let target = Target::start(&resolution, options.cluster, &faults)?;
-    let connect = resolution.settings(&target.urls())?;
-    let control = connect.connect("control").await?;
-    let js = connect.jetstream(control.clone());
-    let account = js.query_account().await.map_err(|e| {
-        if let Some(denied) = connect
-            .take_refusals()
-            .into_iter()
-            .find(|r| r.contains("Permissions Violation"))
-        {
-            return anyhow!(
-                "{} may not use JetStream on {}: the server said '{denied}'; jsbench needs \
-                 publish on $JS.API.> (or the domain's API prefix), $JS.ACK.> and its subjects \
-                 (jsb.>), and subscribe on _INBOX.> and jsb.>",
-                connect.who(),
+    Ok((profiles, resolution))
+}
+
+/// What every profile of a run shares: the server under test and the
+/// control connection to it, its account, and the workers recruited.
+struct Session<'a> {
+    options: &'a RunOptions,
+    stop: &'a CancellationToken,
+    target: &'a Target,
+    connect: ConnectSettings,
+    /// Holds the control connection open for the run.
+    js: async_nats::jetstream::Context,
+    account: async_nats::jetstream::account::Account,
+    info: async_nats::ServerInfo,
+    cluster_size: Option<usize>,
+    progress: Progress,
+    workers: Option<Arc<Workers>>,
+}
+
+impl<'a> Session<'a> {
+    /// Connects to the target, asks for its JetStream account (a refusal
+    /// named for what jsbench needs), and recruits the workers asked for.
+    async fn open(
+        options: &'a RunOptions,
+        stop: &'a CancellationToken,
+        target: &'a Target,
+        resolution: &Resolution,
+    ) -> Result<Session<'a>> {
+        let connect = resolution.settings(&target.urls())?;
+        let control = connect.connect("control").await?;
+        let js = connect.jetstream(control.clone());
+        let account = js.query_account().await.map_err(|e| {
+            if let Some(denied) = connect
+                .take_refusals()
+                .into_iter()
+                .find(|r| r.contains("Permissions Violation"))
+            {
+                return anyhow!(
+                    "{} may not use JetStream on {}: the server said '{denied}'; jsbench needs \
+                     publish on $JS.API.> (or the domain's API prefix), $JS.ACK.> and its subjects \
+                     (jsb.>), and subscribe on _INBOX.> and jsb.>",
+                    connect.who(),
+                    connect.display_urls()
+                );
+            }
+            anyhow!(
+                "JetStream is not available on {}: {e}; start nats-server with -js, or check the account's JetStream limits",
                 connect.display_urls()
-            );
-        }
-        anyhow!(
-            "JetStream is not available on {}: {e}; start nats-server with -js, or check the account's JetStream limits",
-            connect.display_urls()
-        )
-    })?;
-    let info = control.server_info();
-    let cluster_size = target.cluster_size(&info);
+            )
+        })?;
+        let info = control.server_info();
+        let cluster_size = target.cluster_size(&info);
+        let progress = Progress::new(options.progress);
+        let workers = match &options.workers {
+            Some(w) => Some(Arc::new(
+                recruit(&control, w, &connect.display_urls(), &progress).await?,
+            )),
+            None => None,
+        };
+        Ok(Session {
+            options,
+            stop,
+            target,
+            connect,
+            js,
+            account,
+            info,
+            cluster_size,
+            progress,
+            workers,
+        })
+    }
 
-    let progress = Progress::new(options.progress);
-    let workers = match &options.workers {
-        Some(w) => Some(std::sync::Arc::new(
-            recruit(&control, w, &connect.display_urls(), &progress).await?,
-        )),
-        None => None,
-    };
-    let mut outcome = RunOutcome {
-        results: Vec::new(),
-        passed: true,
-        interrupted: false,
-    };
-    // Every way out of the profiles below dismisses the workers, so they
-    // wait for the next run at once instead of noticing the silence.
-    let profiles_run = async {
-        for profile in &profiles {
-            if stop.is_cancelled() {
-                break;
+    /// One profile: its account check, its results folder, its scenarios,
+    /// its summary, report and table; an error after the folder exists
+    /// says where its results are.
+    async fn run_profile(&self, profile: &Profile, outcome: &mut RunOutcome) -> Result<()> {
+        let mut server_plan = profile.server;
+        if let Some(r) = self.options.replicas.or(self.options.cluster) {
+            server_plan.replicas = r;
+        }
+        let stream_max_bytes = self.check_account(profile, &server_plan)?;
+        let mut writer = ResultsWriter::create(
+            &self.options.out,
+            self.metadata(profile, &server_plan, stream_max_bytes),
+        )?;
+        let lost_before = match &self.workers {
+            Some(w) => w.lost().await,
+            None => 0,
+        };
+        self.announce(profile, &server_plan, stream_max_bytes, &writer);
+        let mut ctx = self.context(server_plan, stream_max_bytes);
+        let failure = self.run_scenarios(profile, &mut ctx, &mut writer).await?;
+        let cleanup_failures = ctx.provisioner.teardown().await;
+        let mut lost_worker = false;
+        if let Some(w) = &self.workers {
+            w.remeasure().await;
+            writer.summary_mut().run.workers = w.info().await;
+            lost_worker = w.lost().await > lost_before;
+        }
+        let clean = failure.is_none() && cleanup_failures.is_empty() && !lost_worker;
+        let passed = self.conclude(&mut writer, &ctx, clean, lost_worker)?;
+        println!("{}", terminal::render(writer.summary()));
+        for f in &cleanup_failures {
+            eprintln!("warning: clean-up failed: {f}");
+        }
+        println!("results: {}", writer.dir().display());
+        outcome.results.push(writer.dir().to_path_buf());
+        outcome.passed &= passed;
+        match failure {
+            Some(e) => {
+                Err(e).with_context(|| format!("results so far are in {}", writer.dir().display()))
             }
-            let started = time::OffsetDateTime::now_utc();
-            let tool = crate::system::about::tool();
-            let mut server_plan = profile.server;
-            if let Some(r) = replicas_override {
-                server_plan.replicas = r;
-            }
-            let need = scenario::footprint(profile);
-            let too_small = provision::check_account(&account, &need, &server_plan);
-            if !too_small.is_empty() {
-                return Err(anyhow!(
-                    "the account's JetStream limits on {} are too small for profile {}:\n  - {}",
-                    connect.display_urls(),
-                    profile.name,
-                    too_small.join("\n  - ")
-                ));
-            }
-            let stream_max_bytes = provision::size_max_bytes(&account, &need, &server_plan);
-            let run_meta = RunMetadata {
-                id: metadata::run_id(started, &tool, &profile.name),
-                started_at: rfc3339(started),
-                finished_at: None,
-                tool,
-                server: ServerInfo {
-                    mode: target.mode().into(),
-                    version: info.version.clone(),
-                    urls: connect.display_urls(),
-                    server_name: info.server_name.clone(),
-                    cluster: info.cluster.clone(),
-                    jetstream_domain: info.domain.clone(),
-                    storage: format!("{:?}", server_plan.storage).to_lowercase(),
-                    replicas: server_plan.replicas,
-                    log_problems: Vec::new(),
-                    cluster_size,
-                    nodes: target.nodes(&info),
-                    connection: Some(connect.info()),
-                    stream_max_bytes,
-                },
-                host: crate::system::about::host(),
-                profile: ProfileInfo {
-                    name: profile.name.clone(),
-                    source: profile.source.clone(),
-                    description: profile.description.clone(),
-                    text: profile.text.clone(),
-                },
-                kept_streams: Vec::new(),
-                repeat: profile.repeat,
-                workers: Vec::new(),
-                peak_rss: None,
-                ledger_bytes_per_msg: None,
-                client_threads: None,
-            };
-            let mut writer = ResultsWriter::create(&options.out, run_meta)?;
-            let lost_before = match &workers {
-                Some(w) => w.lost().await,
-                None => 0,
-            };
-            let topology = match (&info.cluster, cluster_size) {
-                (Some(name), Some(n)) => {
-                    format!(" (cluster {name}, {n} nodes, R{})", server_plan.replicas)
-                }
-                _ => format!(" (R{})", server_plan.replicas),
-            };
-            progress.println(&format!(
-                "jsbench: profile {} against nats-server {}{topology} at {} -> {}",
+            None => Ok(()),
+        }
+    }
+
+    /// The account's limits against what the profile puts into it at
+    /// most; the max_bytes jsbench must set when the account requires one.
+    fn check_account(
+        &self,
+        profile: &Profile,
+        server_plan: &ServerPlan,
+    ) -> Result<Option<SizedMaxBytes>> {
+        let need = scenario::footprint(profile);
+        let too_small = provision::check_account(&self.account, &need, server_plan);
+        if !too_small.is_empty() {
+            return Err(anyhow!(
+                "the account's JetStream limits on {} are too small for profile {}:\n  - {}",
+                self.connect.display_urls(),
                 profile.name,
-                info.version,
-                connect.describe(),
-                writer.dir().display()
+                too_small.join("\n  - ")
             ));
-            if let Some(m) = &stream_max_bytes {
-                progress.println(&format!(
-                    "jsbench: the account requires max_bytes on every stream: jsbench's streams set {:.1} MiB ({})",
-                    m.bytes as f64 / (1 << 20) as f64,
-                    m.basis()
-                ));
-            }
+        }
+        Ok(provision::size_max_bytes(&self.account, &need, server_plan))
+    }
 
-            let mut ctx = RunContext {
-                connect: connect.clone(),
-                provisioner: Provisioner::new(js.clone(), options.keep)
-                    .with_max_bytes(stream_max_bytes.map(|m| m.bytes)),
-                names: Names::generate(),
-                server: server_plan,
-                stream: Default::default(),
-                progress: progress.clone(),
-                stop: stop.clone(),
-                server_cpu: target.server_cpu(options.monitor.as_deref()),
-                monitors: target.monitors(options.monitor.as_deref()),
-                faults: target.faults(),
-                workers: workers.clone().map(|w| w as Arc<dyn Distribute>),
-            };
-            let mut failure = None;
-            'scenarios: for plan in &profile.scenarios {
-                // Repetitions of one scenario run back to back, each through
-                // all its variants, so a drift of the machine spreads over the
-                // variants alike; results are folded in after every variant.
-                for index in 1..=profile.repeat {
-                    if stop.is_cancelled() {
-                        break 'scenarios;
+    /// What the results folder says about the run before it starts.
+    fn metadata(
+        &self,
+        profile: &Profile,
+        server_plan: &ServerPlan,
+        stream_max_bytes: Option<SizedMaxBytes>,
+    ) -> RunMetadata {
+        let started = time::OffsetDateTime::now_utc();
+        let tool = crate::system::about::tool();
+        let info = &self.info;
+        RunMetadata {
+            id: metadata::run_id(started, &tool, &profile.name),
+            started_at: rfc3339(started),
+            finished_at: None,
+            tool,
+            server: ServerInfo {
+                mode: self.target.mode().into(),
+                version: info.version.clone(),
+                urls: self.connect.display_urls(),
+                server_name: info.server_name.clone(),
+                cluster: info.cluster.clone(),
+                jetstream_domain: info.domain.clone(),
+                storage: format!("{:?}", server_plan.storage).to_lowercase(),
+                replicas: server_plan.replicas,
+                log_problems: Vec::new(),
+                cluster_size: self.cluster_size,
+                nodes: self.target.nodes(info),
+                connection: Some(self.connect.info()),
+                stream_max_bytes,
+            },
+            host: crate::system::about::host(),
+            profile: ProfileInfo {
+                name: profile.name.clone(),
+                source: profile.source.clone(),
+                description: profile.description.clone(),
+                text: profile.text.clone(),
+            },
+            kept_streams: Vec::new(),
+            repeat: profile.repeat,
+            workers: Vec::new(),
+            peak_rss: None,
+            ledger_bytes_per_msg: None,
+            client_threads: None,
+        }
+    }
+
+    /// One line for the profile, and one for a max_bytes the account
+    /// forced on jsbench's streams.
+    fn announce(
+        &self,
+        profile: &Profile,
+        server_plan: &ServerPlan,
+        stream_max_bytes: Option<SizedMaxBytes>,
+        writer: &ResultsWriter,
+    ) {
+        let topology = match (&self.info.cluster, self.cluster_size) {
+            (Some(name), Some(n)) => {
+                format!(" (cluster {name}, {n} nodes, R{})", server_plan.replicas)
+            }
+            _ => format!(" (R{})", server_plan.replicas),
+        };
+        self.progress.println(&format!(
+            "jsbench: profile {} against nats-server {}{topology} at {} -> {}",
+            profile.name,
+            self.info.version,
+            self.connect.describe(),
+            writer.dir().display()
+        ));
+        if let Some(m) = &stream_max_bytes {
+            self.progress.println(&format!(
+                "jsbench: the account requires max_bytes on every stream: jsbench's streams set {:.1} MiB ({})",
+                m.bytes as f64 / (1 << 20) as f64,
+                m.basis()
+            ));
+        }
+    }
+
+    /// What every scenario of the profile needs from the run.
+    fn context(
+        &self,
+        server_plan: ServerPlan,
+        stream_max_bytes: Option<SizedMaxBytes>,
+    ) -> RunContext {
+        let monitor = self.options.monitor.as_deref();
+        RunContext {
+            connect: self.connect.clone(),
+            provisioner: Provisioner::new(self.js.clone(), self.options.keep)
+                .with_max_bytes(stream_max_bytes.map(|m| m.bytes)),
+            names: Names::generate(),
+            server: server_plan,
+            stream: Default::default(),
+            progress: self.progress.clone(),
+            stop: self.stop.clone(),
+            server_cpu: self.target.server_cpu(monitor),
+            monitors: self.target.monitors(monitor),
+            faults: self.target.faults(),
+            workers: self.workers.clone().map(|w| w as Arc<dyn Distribute>),
+        }
+    }
+
+    /// Every scenario, each repetition back to back (a drift of the
+    /// machine spreads over the variants alike); the error that ends the
+    /// profile early under --fail-fast.
+    async fn run_scenarios(
+        &self,
+        profile: &Profile,
+        ctx: &mut RunContext,
+        writer: &mut ResultsWriter,
+    ) -> Result<Option<anyhow::Error>> {
+        'scenarios: for plan in &profile.scenarios {
+            for index in 1..=profile.repeat {
+                if self.stop.is_cancelled() {
+                    break 'scenarios;
+                }
+                let mut name = plan.name().to_string();
+                if profile.repeat > 1 {
+                    name = format!("{name} (repetition {index} of {})", profile.repeat);
+                    self.progress.println(&format!("jsbench: scenario {name}"));
+                    // Fresh stream names: with --keep the last
+                    // repetition's streams are still there.
+                    if index > 1 {
+                        ctx.names = Names::generate();
                     }
-                    let mut name = plan.name().to_string();
-                    if profile.repeat > 1 {
-                        name = format!("{name} (repetition {index} of {})", profile.repeat);
-                        progress.println(&format!("jsbench: scenario {name}"));
-                        // Fresh stream names: with --keep the last
-                        // repetition's streams are still there.
-                        if index > 1 {
-                            ctx.names = Names::generate();
-                        }
-                    }
-                    let mut repetition = writer.repetition(index);
-                    let mut annotated;
-                    let sink: &mut dyn VariantSink = match &workers {
-                        Some(w) => {
-                            annotated = Annotate {
-                                inner: &mut repetition,
-                                workers: w,
-                            };
-                            &mut annotated
-                        }
-                        None => &mut repetition,
-                    };
-                    if let Err(e) = plan.run(&mut ctx, sink).await {
-                        // What the scenario measured is already written; its
-                        // error joins it, and the next scenario runs unless
-                        // asked not to.
-                        let mut e = e.context(format!("scenario {name}"));
-                        for refusal in ctx.connect.take_refusals() {
-                            e = e.context(format!("the server refused: {refusal}"));
-                        }
-                        let mut result = VariantResult::new("scenario");
-                        result.error = Some(format!("{e:#}"));
-                        sink.record(&plan.common, result)?;
-                        eprintln!("error: {e:#}");
-                        if options.fail_fast {
-                            failure = Some(e);
-                            break 'scenarios;
-                        }
-                        continue 'scenarios;
-                    }
-                    // A variant that failed its invariants or recorded an
-                    // error fails the scenario as much as an error returned.
-                    let failed = writer
-                        .summary()
-                        .scenarios
-                        .iter()
-                        .find(|s| s.name == plan.name())
-                        .is_some_and(|s| s.variants.iter().any(|v| !v.passed));
-                    if failed && options.fail_fast {
-                        failure = Some(anyhow!(
+                }
+                match self.run_repetition(plan, &name, index, ctx, writer).await? {
+                    Ran::Passed => {}
+                    Ran::Errored(e) if self.options.fail_fast => return Ok(Some(e)),
+                    Ran::Errored(_) => continue 'scenarios,
+                    Ran::Failed if self.options.fail_fast => {
+                        return Ok(Some(anyhow!(
                             "scenario {name} failed; --fail-fast skipped the scenarios after it"
-                        ));
-                        break 'scenarios;
+                        )));
                     }
+                    Ran::Failed => {}
                 }
-            }
-
-            let cleanup_failures = ctx.provisioner.teardown().await;
-            let mut lost_worker = false;
-            if let Some(w) = &workers {
-                w.remeasure().await;
-                writer.summary_mut().run.workers = w.info().await;
-                lost_worker = w.lost().await > lost_before;
-            }
-            let summary = writer.summary_mut();
-            summary.run.finished_at = Some(rfc3339(time::OffsetDateTime::now_utc()));
-            summary.run.peak_rss = Some(crate::system::cpu::own_peak_rss());
-            summary.run.ledger_bytes_per_msg = summary
-                .scenarios
-                .iter()
-                .flat_map(|s| &s.variants)
-                .filter_map(|v| v.metric(names::LEDGER_BYTES_PER_MSG))
-                .map(|m| m.value)
-                .reduce(f64::max);
-            summary.run.client_threads = Some(crate::system::runtimes::threads());
-            summary.run.kept_streams = ctx.provisioner.created();
-            summary.run.server.log_problems = target.log_problems();
-            if target.is_external() {
-                summary.run.server.nodes = connect.seen_servers();
-            }
-            let passed = failure.is_none()
-                && summary.passed()
-                && cleanup_failures.is_empty()
-                && !lost_worker;
-            summary.verdict = if stop.is_cancelled() {
-                "interrupted"
-            } else if lost_worker {
-                "incomplete"
-            } else if passed {
-                "passed"
-            } else {
-                "failed"
-            }
-            .into();
-            writer.write()?;
-            // Pictures come after the data is safe; failing to draw one never
-            // fails the run or touches the data files.
-            match crate::report::render_folder(writer.dir()) {
-                Ok(rendered) => {
-                    for w in &rendered.warnings {
-                        eprintln!("warning: {w}");
-                    }
-                }
-                Err(e) => eprintln!("warning: charts and report.html not written: {e:#}"),
-            }
-
-            println!("{}", terminal::render(writer.summary()));
-            for f in &cleanup_failures {
-                eprintln!("warning: clean-up failed: {f}");
-            }
-            println!("results: {}", writer.dir().display());
-            outcome.results.push(writer.dir().to_path_buf());
-            outcome.passed &= passed;
-            if let Some(e) = failure {
-                return Err(e)
-                    .with_context(|| format!("results so far are in {}", writer.dir().display()));
             }
         }
-        Ok::<(), anyhow::Error>(())
+        Ok(None)
     }
-    .await;
-    if let Some(w) = &workers {
-        w.dismiss().await;
+
+    /// One repetition of a scenario, recorded as repetition `index`; a
+    /// scenario's error is recorded beside what it measured.
+    async fn run_repetition(
+        &self,
+        plan: &scenario::ScenarioPlan,
+        name: &str,
+        index: usize,
+        ctx: &mut RunContext,
+        writer: &mut ResultsWriter,
+    ) -> Result<Ran> {
+        let mut repetition = writer.repetition(index);
+        let mut annotated;
+        let sink: &mut dyn VariantSink = match &self.workers {
+            Some(w) => {
+                annotated = Annotate {
+                    inner: &mut repetition,
+                    workers: w,
+                };
+                &mut annotated
+            }
+            None => &mut repetition,
+        };
+        if let Err(e) = plan.run(ctx, sink).await {
+            // What the scenario measured is already written; its error
+            // joins it, and the next scenario runs unless asked not to.
+            let mut e = e.context(format!("scenario {name}"));
+            for refusal in ctx.connect.take_refusals() {
+                e = e.context(format!("the server refused: {refusal}"));
+            }
+            let mut result = VariantResult::new("scenario");
+            result.error = Some(format!("{e:#}"));
+            sink.record(&plan.common, result)?;
+            eprintln!("error: {e:#}");
+            return Ok(Ran::Errored(e));
+        }
+        // A variant that failed its invariants or recorded an error fails
+        // the scenario as much as an error returned.
+        let failed = writer
+            .summary()
+            .scenarios
+            .iter()
+            .find(|s| s.name == plan.name())
+            .is_some_and(|s| s.variants.iter().any(|v| !v.passed));
+        Ok(if failed { Ran::Failed } else { Ran::Passed })
     }
-    profiles_run?;
-    outcome.interrupted = stop.is_cancelled();
-    drop(control);
-    drop(target);
-    Ok(outcome)
+
+    /// The summary's last word: what the run cost, what it kept, the
+    /// servers' log, the verdict; written, then drawn. Whether it passed
+    /// (`clean`: no failure, no clean-up failure, no worker lost).
+    fn conclude(
+        &self,
+        writer: &mut ResultsWriter,
+        ctx: &RunContext,
+        clean: bool,
+        lost_worker: bool,
+    ) -> Result<bool> {
+        let summary = writer.summary_mut();
+        summary.run.finished_at = Some(rfc3339(time::OffsetDateTime::now_utc()));
+        summary.run.peak_rss = Some(crate::system::cpu::own_peak_rss());
+        summary.run.ledger_bytes_per_msg = summary
+            .scenarios
+            .iter()
+            .flat_map(|s| &s.variants)
+            .filter_map(|v| v.metric(names::LEDGER_BYTES_PER_MSG))
+            .map(|m| m.value)
+            .reduce(f64::max);
+        summary.run.client_threads = Some(crate::system::runtimes::threads());
+        summary.run.kept_streams = ctx.provisioner.created();
+        summary.run.server.log_problems = self.target.log_problems();
+        if self.target.is_external() {
+            summary.run.server.nodes = self.connect.seen_servers();
+        }
+        let passed = clean && summary.passed();
+        summary.verdict = if self.stop.is_cancelled() {
+            "interrupted"
+        } else if lost_worker {
+            "incomplete"
+        } else if passed {
+            "passed"
+        } else {
+            "failed"
+        }
+        .into();
+        writer.write()?;
+        // Pictures come after the data is safe; failing to draw one never
+        // fails the run or touches the data files.
+        match crate::report::render_folder(writer.dir()) {
+            Ok(rendered) => {
+                for w in &rendered.warnings {
+                    eprintln!("warning: {w}");
+                }
+            }
+            Err(e) => eprintln!("warning: charts and report.html not written: {e:#}"),
+        }
+        Ok(passed)
+    }
+}
+
+/// How one repetition of a scenario went.
+enum Ran {
+    Passed,
+    /// A variant failed an invariant or recorded an error.
+    Failed,
+    /// The scenario itself returned an error.
+    Errored(anyhow::Error),
 }
 
 fn rfc3339(t: time::OffsetDateTime) -> String {

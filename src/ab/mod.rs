@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::compare::Failure;
-use crate::connect::{ConnectionRequest, resolve_all};
+use crate::connect::{ConnectionRequest, Resolution, resolve_all};
 use crate::profile::{self, format_duration};
 use crate::results::summary::Summary;
 use crate::scenario::{self, Profile};
@@ -205,6 +205,56 @@ pub async fn command(options: AbOptions, stop: CancellationToken) -> Result<i32>
         )
         .into());
     }
+    let slice_cpus = slice_cpus(&options, given)?;
+    // Servers ab starts itself outlive every slice and stop when the
+    // comparison ends: one both sides share, or one per side.
+    let mut servers = Servers::default();
+    let (base, new, target_name) = sides(&options, given, &mut servers)?;
+    let (dir, mut report) = start(
+        &options,
+        &profiles,
+        rule,
+        &resolution,
+        (&base, &new),
+        target_name,
+    )?;
+    let _servers = servers;
+    let clock = Instant::now();
+    let pairs = Pairs {
+        options: &options,
+        profiles: &profiles,
+        dir: &dir,
+        sides: (&base, &new),
+        slice_cpus: slice_cpus.as_deref(),
+        stop: &stop,
+    };
+    let (slices, failure) = run_pairs(&pairs, &mut report, clock).await?;
+    report.elapsed_s = clock.elapsed().as_secs_f64();
+    report.finished_at = Some(rfc3339(time::OffsetDateTime::now_utc()));
+    if slices.len() < report.pairs_needed {
+        report.notes.push(format!(
+            "only {} pair(s) ran; {} are needed to decide anything at {:.0}% confidence: raise --budget, shorten the profile or pass --slice",
+            slices.len(),
+            report.pairs_needed,
+            report.rule.confidence * 100.0
+        ));
+    }
+    conclude(&mut report);
+    write_report(&dir, &report)?;
+    if let Err(e) = chart::write(&dir, &report) {
+        eprintln!("warning: the ab chart and report.html were not written: {e:#}");
+    }
+    println!("{}", render::terminal(&report));
+    println!("results: {}", dir.display());
+    if let Some(e) = failure {
+        return Err(e.context(format!("results so far are in {}", dir.display())));
+    }
+    Ok(report.exit_code)
+}
+
+/// The CPUs the slices run on: the flags checked against this machine
+/// and the server (`given`: one ab did not start).
+fn slice_cpus(options: &AbOptions, given: bool) -> Result<Option<Vec<usize>>> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if options.pin && (cores < 2 || given) {
         return Err(UsageError(format!(
@@ -224,11 +274,14 @@ pub async fn command(options: AbOptions, stop: CancellationToken) -> Result<i32>
         (true, _) => Some((1..cores).collect()),
         (false, cpus) => cpus.clone(),
     };
+    Ok(slice_cpus)
+}
+
+/// The two sides, and what they run against: each side's own server, or
+/// one both share (the given one, or one ab starts in `servers`).
+fn sides(options: &AbOptions, given: bool, servers: &mut Servers) -> Result<(Side, Side, String)> {
     let this = std::env::current_exe().context("finding this jsbench's own binary")?;
-    // Servers ab starts itself outlive every slice and stop when the
-    // comparison ends: one both sides share, or one per side.
-    let mut servers = Servers::default();
-    let (base, new, target_name) = match &options.sides {
+    Ok(match &options.sides {
         Sides::Server { base, new } => {
             slice::check_executable("base", "server", base)?;
             slice::check_executable("new", "server", new)?;
@@ -287,8 +340,18 @@ pub async fn command(options: AbOptions, stop: CancellationToken) -> Result<i32>
                 name,
             )
         }
-    };
+    })
+}
 
+/// The comparison's folder and its report as it starts, announced.
+fn start(
+    options: &AbOptions,
+    profiles: &[Profile],
+    rule: Rule,
+    resolution: &Resolution,
+    (base, new): (&Side, &Side),
+    target_name: String,
+) -> Result<(PathBuf, AbReport)> {
     let started_at = time::OffsetDateTime::now_utc();
     let tool = about::tool();
     let names: Vec<&str> = profiles.iter().map(|p| p.name.as_str()).collect();
@@ -297,8 +360,7 @@ pub async fn command(options: AbOptions, stop: CancellationToken) -> Result<i32>
     let dir = options.out.join(&id);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
 
-    let _servers = servers;
-    let mut report = AbReport {
+    let report = AbReport {
         schema_version: AB_SCHEMA_VERSION,
         id,
         started_at: rfc3339(started_at),
@@ -307,8 +369,8 @@ pub async fn command(options: AbOptions, stop: CancellationToken) -> Result<i32>
         host: about::host(),
         profiles: names.iter().map(|s| s.to_string()).collect(),
         sides_kind: options.sides.kind().into(),
-        base: side_info(&base),
-        new: side_info(&new),
+        base: side_info(base),
+        new: side_info(new),
         target: target_name,
         budget_s: options.budget.as_secs_f64(),
         slice_s: options.slice.map(|d| d.as_secs_f64()),
@@ -327,14 +389,42 @@ pub async fn command(options: AbOptions, stop: CancellationToken) -> Result<i32>
         "jsbench ab: {} ({}), BASE {} vs NEW {}, against {}; up to {} in pairs of slices -> {}",
         names.join(", "),
         report.sides_kind,
-        describe(&base),
-        describe(&new),
+        describe(base),
+        describe(new),
         report.target,
         format_duration(options.budget),
         dir.display()
     );
 
-    let clock = Instant::now();
+    Ok((dir, report))
+}
+
+/// What every pair of slices runs with.
+struct Pairs<'a> {
+    options: &'a AbOptions,
+    profiles: &'a [Profile],
+    dir: &'a Path,
+    sides: (&'a Side, &'a Side),
+    slice_cpus: Option<&'a [usize]>,
+    stop: &'a CancellationToken,
+}
+
+/// Pairs of slices, BASE and NEW in ABBA order, judged after each, until
+/// the budget, a decision, a failure or a stop; the slices, and the error
+/// that ended them.
+async fn run_pairs(
+    pairs: &Pairs<'_>,
+    report: &mut AbReport,
+    clock: Instant,
+) -> Result<(Vec<(SliceResult, SliceResult)>, Option<anyhow::Error>)> {
+    let Pairs {
+        options,
+        profiles,
+        dir,
+        sides: (base, new),
+        slice_cpus,
+        stop,
+    } = *pairs;
     let mut slices: Vec<(SliceResult, SliceResult)> = Vec::new();
     let mut longest_pair = Duration::ZERO;
     let mut failure: Option<anyhow::Error> = None;
@@ -351,12 +441,12 @@ pub async fn command(options: AbOptions, stop: CancellationToken) -> Result<i32>
             report.stopped = Some(Stopped::Budget);
             break;
         }
-        let undecided = undecided_scenarios(&report, &profiles, slices.len());
+        let undecided = undecided_scenarios(report, profiles, slices.len());
         let slice_profiles = match &running {
             Some((paths, set)) if *set == undecided => paths.clone(),
             _ => {
                 let folder = dir.join("profiles").join(format!("from-pair-{index:03}"));
-                let paths = slice::write_profiles(&profiles, options.slice, &folder, &|p, s| {
+                let paths = slice::write_profiles(profiles, options.slice, &folder, &|p, s| {
                     undecided.iter().any(|(up, us)| up == p && us == s)
                 })?;
                 running = Some((paths.clone(), undecided.clone()));
@@ -366,17 +456,17 @@ pub async fn command(options: AbOptions, stop: CancellationToken) -> Result<i32>
         // ABBA: every other pair starts with NEW, so a linear drift
         // weighs on both sides alike.
         let order = if index % 2 == 1 {
-            [&base, &new]
+            [base, new]
         } else {
-            [&new, &base]
+            [new, base]
         };
         let pair_start = Instant::now();
         let limit = (options.budget * 2).max(Duration::from_secs(600));
         let mut done: Vec<SliceResult> = Vec::new();
         for side in order {
             let slice_dir = dir.join("slices").join(format!("{index:03}-{}", side.role));
-            let cpus = slice_cpus.as_deref();
-            match slice::run(side, &slice_profiles, &slice_dir, limit, cpus, &stop).await {
+            let cpus = slice_cpus;
+            match slice::run(side, &slice_profiles, &slice_dir, limit, cpus, stop).await {
                 Ok(result) => done.push(result),
                 Err(e) => {
                     failure = Some(e);
@@ -410,8 +500,8 @@ pub async fn command(options: AbOptions, stop: CancellationToken) -> Result<i32>
         report.pairs.push(PairRecord {
             index,
             order: format!("{},{}", order[0].role, order[1].role),
-            base: record(&dir, &b),
-            new: record(&dir, &n),
+            base: record(dir, &b),
+            new: record(dir, &n),
         });
         eprintln!(
             "jsbench ab: pair {index} ({}): base {:.1}s, new {:.1}s",
@@ -420,8 +510,8 @@ pub async fn command(options: AbOptions, stop: CancellationToken) -> Result<i32>
             n.elapsed.as_secs_f64(),
         );
         slices.push((b, n));
-        fill_sides(&mut report, &slices);
-        judge_all(&mut report, &slices);
+        fill_sides(report, &slices);
+        judge_all(report, &slices);
         report.elapsed_s = clock.elapsed().as_secs_f64();
         let judged = report.judged().count();
         let decided = report.judged().filter(|m| m.verdict.decided()).count();
@@ -431,7 +521,7 @@ pub async fn command(options: AbOptions, stop: CancellationToken) -> Result<i32>
             format_duration(Duration::from_secs(clock.elapsed().as_secs())),
             format_duration(options.budget),
         );
-        write_report(&dir, &report)?;
+        write_report(dir, report)?;
         let failed = !report.failures.is_empty()
             || report.count(Verdict::Regressed) > 0
             || report.count(Verdict::MissingInNew) > 0;
@@ -445,27 +535,7 @@ pub async fn command(options: AbOptions, stop: CancellationToken) -> Result<i32>
         }
     }
 
-    report.elapsed_s = clock.elapsed().as_secs_f64();
-    report.finished_at = Some(rfc3339(time::OffsetDateTime::now_utc()));
-    if slices.len() < report.pairs_needed {
-        report.notes.push(format!(
-            "only {} pair(s) ran; {} are needed to decide anything at {:.0}% confidence: raise --budget, shorten the profile or pass --slice",
-            slices.len(),
-            report.pairs_needed,
-            report.rule.confidence * 100.0
-        ));
-    }
-    conclude(&mut report);
-    write_report(&dir, &report)?;
-    if let Err(e) = chart::write(&dir, &report) {
-        eprintln!("warning: the ab chart and report.html were not written: {e:#}");
-    }
-    println!("{}", render::terminal(&report));
-    println!("results: {}", dir.display());
-    if let Some(e) = failure {
-        return Err(e.context(format!("results so far are in {}", dir.display())));
-    }
-    Ok(report.exit_code)
+    Ok((slices, failure))
 }
 
 /// Smallest change of a rate that counts when neither a flag nor the
