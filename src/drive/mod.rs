@@ -32,6 +32,7 @@ mod fanout;
 mod fault;
 mod launch;
 mod outcome;
+mod pace;
 mod pause;
 mod peers;
 mod sample;

@@ -13,9 +13,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::connect::Meters;
 use super::launch::ClientProgress;
+use super::pace::Pace;
 use super::state::consumer_state;
 use super::{ConsumerSample, FaultOutcome, PauseOutcome, Peers, Variant, fault};
-use crate::load::{AckReport, Publisher, PublisherProgress, SendReport};
+use crate::load::{AckReport, Publisher, SendReport};
 use crate::record::clock;
 
 /// How long a failed variant waits for its stopped publishers: their last
@@ -63,11 +64,7 @@ impl Variant<'_> {
                 crate::server::telemetry::SAMPLE_EVERY,
             );
         }
-        let mut pace = Pace {
-            sent: publishers.iter().map(|p| p.progress.clone()).collect(),
-            started: Instant::now(),
-            last: (Instant::now(), 0),
-        };
+        let mut pace = Pace::of(&publishers);
         let mut fault = None;
         let mut pause = None;
         let finishing = join_all(publishers.into_iter().map(Publisher::finish));
@@ -142,11 +139,7 @@ impl Variant<'_> {
         (fault, pause): (&mut Option<FaultOutcome>, &mut Option<PauseOutcome>),
     ) -> Result<()> {
         let (ctx, spec) = (self.ctx, self.spec);
-        let local_sent: u64 = pace
-            .sent
-            .iter()
-            .map(|p| p.sent.load(Ordering::Relaxed))
-            .sum();
+        let local_sent = pace.local_sent();
         let local = self.consumers.progress.counts(local_sent, 0);
         self.memory.note(clock::now_ns(), local_sent);
         let exchange = peers.exchange(local, ctx.stop.is_cancelled()).await;
@@ -155,18 +148,11 @@ impl Variant<'_> {
         if exchange.halt {
             publish_stop.cancel();
         }
-        let sent = local_sent + exchange.others.sent;
-        let now = Instant::now();
-        let rate = sent.saturating_sub(pace.last.1) as f64
-            / now.duration_since(pace.last.0).as_secs_f64().max(1e-3);
-        pace.last = (now, sent);
-        let received = local.received + exchange.others.received;
-        crate::system::live::progress(sent, received, local.in_flight + exchange.others.in_flight);
-        self.bar.update(
-            pace.started.elapsed(),
-            sent,
+        pace.show(
+            &self.bar,
+            local_sent + exchange.others.sent,
             local.received + exchange.others.received,
-            rate,
+            local.in_flight + exchange.others.in_flight,
         );
         self.consumers.advance_crash(ctx).await?;
         if let Some(plan) = spec.fault
@@ -208,14 +194,6 @@ pub(super) fn reports(
         acks.push(a);
     }
     Ok((sends, acks))
-}
-
-/// The publish phase's view of its progress: what the publishers have
-/// sent, since when, and at the last tick.
-struct Pace {
-    sent: Vec<Arc<PublisherProgress>>,
-    started: Instant,
-    last: (Instant, u64),
 }
 
 /// Samples consumer info on a fixed interval, from the control connection.
