@@ -1,0 +1,85 @@
+//! The interest variant's second consumer.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+
+use crate::consume::{self, ConsumerConfig, ConsumerProgress, ConsumerReport};
+use crate::drive::RunContext;
+use crate::profile::{BehaviourPlan, ConsumerPlan};
+
+/// The consumer of an interest stream that acks everything: the one whose
+/// interest keeps an original alive until it has acked it.
+pub(super) struct Other {
+    progress: Arc<ConsumerProgress>,
+    stop: tokio_util::sync::CancellationToken,
+    task: tokio::task::JoinHandle<Result<ConsumerReport>>,
+}
+
+/// What the other consumer did.
+pub(super) struct OtherEnd {
+    pub report: Result<ConsumerReport, String>,
+}
+
+impl OtherEnd {
+    pub fn failed(e: anyhow::Error) -> Self {
+        OtherEnd {
+            report: Err(format!("{e:#}")),
+        }
+    }
+}
+
+impl Other {
+    pub async fn start(
+        ctx: &RunContext,
+        stream: &str,
+        durable: String,
+        messages: u64,
+    ) -> Result<Other> {
+        let client = ctx.connect.connect("consumer-other").await?;
+        let progress = Arc::new(ConsumerProgress::default());
+        let stop = tokio_util::sync::CancellationToken::new();
+        let config = ConsumerConfig {
+            index: 0,
+            stream: stream.to_string(),
+            durable,
+            plan: ConsumerPlan::simple(),
+            behaviour: Arc::new(BehaviourPlan::all_ack()),
+            // Its latency is not this scenario's subject.
+            record_from_ns: u64::MAX,
+            timeline_origin_ns: crate::record::clock::now_ns(),
+            expected_messages: messages,
+            log_events: false,
+            js_api_prefix: ctx.connect.js_api.prefix(),
+            crash: None,
+            keep_doomed: false,
+            outage: None,
+            dedup: None,
+        };
+        let task = tokio::spawn(consume::run(client, config, progress.clone(), stop.clone()));
+        Ok(Other {
+            progress,
+            stop,
+            task,
+        })
+    }
+
+    /// Waits until it has acked `stored` messages (or `deadline`), then stops it.
+    pub async fn finish(self, stored: u64, deadline: Instant) -> OtherEnd {
+        while self.progress.finished.load(Ordering::Relaxed) < stored
+            && Instant::now() < deadline
+            && !self.task.is_finished()
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        self.stop.cancel();
+        let report = match self.task.await {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(e)) => Err(format!("{e:#}")),
+            Err(e) => Err(format!("the consumer task failed: {e}")),
+        };
+        OtherEnd { report }
+    }
+}

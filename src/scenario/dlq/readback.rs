@@ -1,0 +1,83 @@
+//! What a variant reads back after the load, before its streams go: the
+//! pipeline's work, the DLQ stream, the originals, the other consumer.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use async_nats::jetstream::message::StreamMessage;
+
+use super::other::{Other, OtherEnd};
+use super::{Driven, INTERRUPTED_WAIT, Plan, Provisioned, WATCHED};
+use crate::dlq::audit;
+use crate::dlq::{Key, Outcome, Pipeline, PipelineReport, Watched};
+use crate::drive::RunContext;
+use crate::profile::{CommonPlan, OriginHeaders};
+
+/// Everything read back after the load, before the streams go.
+pub(super) struct Evidence {
+    pub pipeline: PipelineReport,
+    pub contents: Result<audit::DlqContents>,
+    /// The expected originals as the source holds them now.
+    pub now: Result<BTreeMap<u64, Option<StreamMessage>>>,
+    /// Messages in the source stream at the end.
+    pub stored: Option<u64>,
+    pub other: Option<OtherEnd>,
+    pub watched: Vec<Watched>,
+    pub dlq_prefix: String,
+    /// What the copies name their origin headers.
+    pub origin_headers: OriginHeaders,
+    /// Sequences whose original the handler found gone.
+    pub gone: BTreeSet<u64>,
+}
+
+/// Waits for the pipeline to copy what the fates expect (or the drain
+/// timeout; after a Ctrl-C, a short wait) and for the other consumer to
+/// ack what was persisted, then reads the DLQ and the originals.
+pub(super) async fn read_back(
+    ctx: &RunContext,
+    common: &CommonPlan,
+    plan: &Plan,
+    set: &Provisioned,
+    driven: &Driven,
+    pipeline: Pipeline,
+    other: Option<Result<Other>>,
+) -> Evidence {
+    let js = ctx.provisioner.jetstream();
+    let deadline = Instant::now()
+        + if ctx.stop.is_cancelled() {
+            INTERRUPTED_WAIT
+        } else {
+            common.drain_timeout
+        };
+    let keys: BTreeSet<Key> = driven.expected.keys().copied().collect();
+    let pipeline = pipeline.finish(js, &keys, deadline).await;
+    // Originals the handler found gone have no copy to expect: the seed
+    // warns that a stream limit may evict them first.
+    let gone: BTreeSet<u64> = pipeline
+        .attempts()
+        .filter(|a| a.watched == Some(WATCHED) && matches!(a.outcome, Outcome::OriginalGone))
+        .map(|a| a.seq)
+        .collect();
+    let other = match (other, &driven.outcome) {
+        (Some(Ok(o)), Ok((out, _))) => Some(o.finish(out.counts.persisted, deadline).await),
+        (Some(Ok(o)), Err(_)) => Some(o.finish(0, Instant::now()).await),
+        (Some(Err(e)), _) => Some(OtherEnd::failed(e)),
+        (None, _) => None,
+    };
+    Evidence {
+        contents: audit::read(js, &set.streams[2], Duration::from_secs(2)).await,
+        now: audit::originals(js, &set.stream, driven.expected.keys().map(|k| k.1)).await,
+        stored: ctx
+            .provisioner
+            .stream_info(&set.stream)
+            .await
+            .map(|i| i.state.messages),
+        pipeline,
+        other,
+        watched: set.watched.clone(),
+        dlq_prefix: set.dlq_prefix.clone(),
+        origin_headers: plan.handler.origin_headers.clone(),
+        gone,
+    }
+}

@@ -1,0 +1,449 @@
+//! The DLQ, the originals, the handler, checked.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use async_nats::jetstream::message::StreamMessage;
+
+use super::WATCHED;
+use super::readback::Evidence;
+use crate::consume::fates::Analysis;
+use crate::dlq::audit::{self, Audit};
+use crate::dlq::{Key, Outcome};
+use crate::drive::DriveOutcome;
+use crate::profile::Retention;
+use crate::record::ledger::Event;
+use crate::record::metrics::count;
+use crate::scenario::checks;
+use crate::streams::advisory::Kind;
+use crate::variant::{Invariant, VariantResult};
+
+/// The originals as the source holds them now, or why they could not be read.
+type Now<'a> = Result<&'a BTreeMap<u64, Option<StreamMessage>>, String>;
+
+/// Every guarantee of a variant: the fates, the originals found gone, the
+/// DLQ read back, the originals as the retention says, the handler (and
+/// its restart), nothing left pending.
+pub(super) fn verify(
+    o: &DriveOutcome,
+    a: &Analysis,
+    expected: &BTreeMap<Key, Kind>,
+    e: &Evidence,
+    retention: Retention,
+    restart_after: Option<u64>,
+    r: &mut VariantResult,
+) {
+    checks::fate_invariants(o, a, r);
+    originals_gone(o, &e.gone, r);
+    let now: Now = e.now.as_ref().map_err(|err| format!("{err:#}"));
+    let audit = audit_dlq(o, expected, e, retention, &now);
+    dlq_invariants(&audit, expected, r);
+    r.invariants
+        .push(originals_as_retained(o, expected, e, retention, &now));
+    handler_invariants(expected, e, r);
+    if let Some(n) = restart_after {
+        r.invariants.push(restarted_handler(n, expected, e, &audit));
+    }
+    r.invariants.push(checks::nothing_pending(o));
+}
+
+/// The DLQ read back and held to its originals; an error when the DLQ or
+/// the originals could not be read whole.
+fn audit_dlq(
+    o: &DriveOutcome,
+    expected: &BTreeMap<Key, Kind>,
+    e: &Evidence,
+    retention: Retention,
+    now: &Now,
+) -> Result<Audit, String> {
+    let letters = match &e.contents {
+        Ok(contents) if contents.complete => contents.letters.as_slice(),
+        Ok(contents) => {
+            return Err(format!(
+                "the DLQ stream could not be read to its end ({} read)",
+                contents.letters.len()
+            ));
+        }
+        Err(err) => return Err(format!("{err:#}")),
+    };
+    let now = now.as_ref().map_err(|err| err.clone())?;
+    // As the consumer saw them at delivery: a work queue's are deleted once
+    // copied, and a stream's limits may evict others after their copy was
+    // made; a copy is held to what the consumer saw, not to what the
+    // handler itself read before deleting.
+    let mut seen = BTreeMap::new();
+    for m in o.consumers.iter().flat_map(|c| &c.doomed) {
+        seen.entry((WATCHED, m.seq))
+            .or_insert_with(|| audit::Original::seen(m));
+    }
+    // Otherwise as the stream holds them now: the copy is held to the
+    // stored original, not to the handler's own reading of it.
+    let originals: BTreeMap<Key, audit::Original> = if retention == Retention::Workqueue {
+        seen
+    } else {
+        let mut stored: BTreeMap<Key, audit::Original> = now
+            .iter()
+            .filter_map(|(seq, m)| {
+                m.as_ref()
+                    .map(|m| ((WATCHED, *seq), audit::Original::stored(m)))
+            })
+            .collect();
+        for (key, original) in seen {
+            stored.entry(key).or_insert(original);
+        }
+        stored
+    };
+    Ok(audit::check(
+        letters,
+        expected,
+        &originals,
+        &e.watched,
+        &e.dlq_prefix,
+        &e.origin_headers,
+    ))
+}
+
+/// The originals, as the retention says: kept (limits), deleted once
+/// copied (work queue), kept until every consumer acks (interest).
+fn originals_as_retained(
+    o: &DriveOutcome,
+    expected: &BTreeMap<Key, Kind>,
+    e: &Evidence,
+    retention: Retention,
+    now: &Now,
+) -> Invariant {
+    let c = &o.counts;
+    let stored = e.stored;
+    match (now, retention) {
+        // Unreadable originals fail the retention's own check.
+        (Err(err), _) => Invariant::check(
+            match retention {
+                Retention::Limits => "limits: originals remain",
+                Retention::Workqueue => "workqueue: originals deleted once copied",
+                Retention::Interest => "interest: originals remain until every consumer acks",
+            },
+            false,
+            format!("the originals could not be read: {err}"),
+        ),
+        (Ok(now), Retention::Limits) => {
+            // Unless the stream's limits evicted them, before the handler
+            // read them or after.
+            let first_kept = o.eviction.as_ref().map_or(0, |ev| ev.first_kept);
+            let present = now.values().filter(|m| m.is_some()).count();
+            let evicted = now
+                .iter()
+                .filter(|(seq, m)| m.is_none() && **seq < first_kept)
+                .count();
+            Invariant::check(
+                "limits: originals remain",
+                present + evicted == now.len() && stored == Some(c.persisted - c.evicted),
+                format!(
+                    "{present} of {} dead-lettered originals still readable, {evicted} evicted by the \
+                     stream's limits; the stream holds {} of {} messages ({} evicted)",
+                    now.len(),
+                    show(stored),
+                    c.persisted,
+                    c.evicted
+                ),
+            )
+        }
+        (Ok(now), Retention::Workqueue) => {
+            let present = now.values().filter(|m| m.is_some()).count();
+            Invariant::check(
+                "workqueue: originals deleted once copied",
+                present == 0 && stored == Some(0),
+                format!(
+                    "{present} of {} dead-lettered originals still readable; the stream holds {} messages (acked ones are removed by the server, dead-lettered ones by the handler)",
+                    expected.len(),
+                    show(stored)
+                ),
+            )
+        }
+        (Ok(now), Retention::Interest) => interest_originals(o, expected, e, now),
+    }
+}
+
+/// An interest stream keeps a dead-lettered original while the other
+/// consumer has not acked it; once both have, the server removes it.
+fn interest_originals(
+    o: &DriveOutcome,
+    expected: &BTreeMap<Key, Kind>,
+    e: &Evidence,
+    now: &BTreeMap<u64, Option<StreamMessage>>,
+) -> Invariant {
+    let c = &o.counts;
+    let stored = e.stored;
+    let present = now.values().filter(|m| m.is_some()).count();
+    let other = match e.other.as_ref().map(|o| &o.report) {
+        Some(Ok(report)) => {
+            let acked = (1..=o.ledger.max_seq())
+                .filter(|&s| {
+                    o.ledger.count(s, Event::Persisted) > 0
+                        && report.ledger.count(s, Event::Acked) > 0
+                })
+                .count() as u64;
+            Ok(acked)
+        }
+        Some(Err(err)) => Err(err.clone()),
+        None => Err("the other consumer did not run".into()),
+    };
+    let acked = other.as_ref().copied().unwrap_or(0);
+    Invariant::check(
+        "interest: originals remain until every consumer acks",
+        present == expected.len() && stored == Some(expected.len() as u64) && acked == c.persisted,
+        match other {
+            Ok(acked) => format!(
+                "the other consumer acked {acked} of {}; {present} of {} dead-lettered originals still readable; the stream holds {} messages (the acked-by-both are removed)",
+                c.persisted,
+                expected.len(),
+                show(stored)
+            ),
+            Err(err) => format!("the other consumer: {err}"),
+        },
+    )
+}
+
+/// The handler heard one advisory per dead letter (its original found or
+/// gone) and answered every one.
+fn handler_invariants(expected: &BTreeMap<Key, Kind>, e: &Evidence, r: &mut VariantResult) {
+    let p = &e.pipeline;
+    let advised: BTreeSet<Key> = p.stories().keys().copied().collect();
+    let wanted: BTreeSet<Key> = expected
+        .keys()
+        .copied()
+        .chain(e.gone.iter().map(|&seq| (WATCHED, seq)))
+        .collect();
+    let missing = wanted.difference(&advised).count();
+    let extra = advised.difference(&wanted).count();
+    r.invariants.push(Invariant::check(
+        "one advisory per dead letter, others skipped",
+        missing == 0 && extra == 0,
+        format!(
+            "advisories for {} of {} dead letters, {extra} for other messages of the watched consumer; {} about other streams or consumers skipped, {} malformed termed",
+            wanted.len() - missing,
+            wanted.len(),
+            p.count(|o| matches!(o, Outcome::Foreign)),
+            p.count(|o| matches!(o, Outcome::Malformed(_)))
+        ),
+    ));
+    r.invariants.push(Invariant::check(
+        "the handler answered every advisory",
+        p.errors.is_empty() && p.handler_state == Some((0, 0)),
+        match p.handler_state {
+            Some((pending, ack_pending)) => format!(
+                "handler durable: num_pending {pending}, num_ack_pending {ack_pending}{}",
+                if p.errors.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {}", p.errors.join("; "))
+                }
+            ),
+            None => format!("handler durable info unavailable; {}", p.errors.join("; ")),
+        },
+    ));
+}
+
+/// A handler killed after copy `n`, before its delete and ack: the
+/// advisory comes back to a new handler, and the DLQ still holds the
+/// letter once (its second copy flagged duplicate by the server).
+fn restarted_handler(
+    n: u64,
+    expected: &BTreeMap<Key, Kind>,
+    e: &Evidence,
+    audit: &Result<Audit, String>,
+) -> Invariant {
+    let p = &e.pipeline;
+    let killed: Vec<(u64, bool)> = p
+        .attempts()
+        .filter_map(|at| match at.outcome {
+            Outcome::Killed { .. } => at.watched.map(|w| (at.seq, w == WATCHED)),
+            _ => None,
+        })
+        .collect();
+    let detail;
+    let passed = match killed.as_slice() {
+        [(seq, true)] => {
+            let story = p
+                .stories()
+                .get(&(WATCHED, *seq))
+                .copied()
+                .unwrap_or_default();
+            let once = audit
+                .as_ref()
+                .is_ok_and(|a| !a.missing.contains(seq) && !a.repeated.iter().any(|x| x.0 == *seq));
+            detail = format!(
+                "killed after copy {n} (sequence {seq}), before its delete and ack; a new handler got the advisory again ({} deliveries, {} copies published, {} flagged duplicate); the DLQ holds it {}",
+                story.deliveries,
+                story.published,
+                story.duplicates,
+                if once { "once" } else { "not exactly once" }
+            );
+            p.restarts() == 1 && story.deliveries >= 2 && story.done && once
+        }
+        [] => {
+            detail = format!(
+                "no restart: the handler made fewer than {n} copies ({} dead letters)",
+                expected.len()
+            );
+            false
+        }
+        more => {
+            detail = format!("{} kills, expected one", more.len());
+            false
+        }
+    };
+    Invariant::check(
+        "a restarted handler still dead-letters exactly once",
+        passed,
+        detail,
+    )
+}
+
+fn dlq_invariants(
+    audit: &Result<Audit, String>,
+    expected: &BTreeMap<Key, Kind>,
+    r: &mut VariantResult,
+) {
+    let a = match audit {
+        Ok(a) => a,
+        Err(err) => {
+            for name in [
+                "every dead letter in the DLQ exactly once",
+                "copies hold the original payload and headers",
+                "no other message in the DLQ",
+            ] {
+                r.invariants
+                    .push(Invariant::check(name, false, err.clone()));
+            }
+            return;
+        }
+    };
+    r.invariants.push(Invariant::check(
+        "every dead letter in the DLQ exactly once",
+        a.missing.is_empty() && a.repeated.is_empty() && a.once == expected.len() as u64,
+        format!(
+            "{} of {} found once; missing {}; more than once {}",
+            a.once,
+            expected.len(),
+            listed(&a.missing),
+            listed(
+                &a.repeated
+                    .iter()
+                    .map(|(s, n)| format!("{s} x{n}"))
+                    .collect::<Vec<_>>()
+            )
+        ),
+    ));
+    r.invariants.push(Invariant::check(
+        "copies hold the original payload and headers",
+        a.mismatched_count == 0,
+        if a.mismatched_count == 0 {
+            format!(
+                "{} copies equal their original, publish-control headers dropped, origin headers added",
+                a.compared
+            )
+        } else {
+            format!("{} differ: {}", a.mismatched_count, a.mismatched.join("; "))
+        },
+    ));
+    r.invariants.push(Invariant::check(
+        "no other message in the DLQ",
+        a.unexpected_count == 0,
+        if a.unexpected_count == 0 {
+            format!("{} messages in the DLQ, all dead letters", a.letters)
+        } else {
+            format!("{} others: {}", a.unexpected_count, a.unexpected.join("; "))
+        },
+    ));
+}
+
+fn listed<T: std::fmt::Display>(items: &[T]) -> String {
+    if items.is_empty() {
+        return "none".into();
+    }
+    let shown: Vec<String> = items.iter().take(10).map(|i| i.to_string()).collect();
+    if items.len() > 10 {
+        format!("{} and {} more", shown.join(", "), items.len() - 10)
+    } else {
+        shown.join(", ")
+    }
+}
+
+pub(super) fn show(n: Option<u64>) -> String {
+    n.map_or("(unknown)".into(), |n| n.to_string())
+}
+
+/// The seed's warning, measured: a dead letter whose original a stream
+/// limit evicted before the handler read it cannot be copied; the handler
+/// terms its advisory and the letter is lost. Every original the handler
+/// found gone must lie below the first sequence the stream kept.
+pub(super) fn originals_gone(o: &DriveOutcome, gone: &BTreeSet<u64>, r: &mut VariantResult) {
+    const NAME: &str = "originals found gone were evicted by the stream's limits";
+    r.metrics
+        .push(count("dead_letters.lost_to_eviction", gone.len() as u64));
+    if gone.is_empty() {
+        r.invariants.push(Invariant::not_applicable(
+            NAME,
+            "the handler found every original it looked for",
+        ));
+        return;
+    }
+    let first_kept = o.eviction.as_ref().map(|e| e.first_kept);
+    let unexplained: Vec<u64> = gone
+        .iter()
+        .copied()
+        .filter(|&s| first_kept.is_none_or(|f| s >= f))
+        .collect();
+    r.warnings.push(format!(
+        "{} dead letters lost: the stream's limits evicted their originals before the handler \
+         read them (the handler termed their advisories)",
+        gone.len()
+    ));
+    r.invariants.push(Invariant::check(
+        NAME,
+        unexplained.is_empty(),
+        match first_kept {
+            Some(f) => format!(
+                "{} originals gone, {} of them below the first sequence the stream kept ({f}); \
+                 not evicted: {:?}",
+                gone.len(),
+                gone.len() - unexplained.len(),
+                &unexplained[..unexplained.len().min(5)]
+            ),
+            None => format!(
+                "{} originals gone, and the stream has no limit that evicts: {:?}",
+                gone.len(),
+                &unexplained[..unexplained.len().min(5)]
+            ),
+        },
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The gone check with the stream's side forged: an original the
+    /// handler found gone though the stream kept everything from below it,
+    /// or though the stream has no limit that evicts.
+    #[test]
+    fn an_original_gone_without_an_eviction_fails_its_check() {
+        let gone = BTreeSet::from([5]);
+        let check = |first_kept: Option<u64>| {
+            let mut o = DriveOutcome::settled(10);
+            o.eviction = first_kept.map(|first_kept| crate::streams::readback::Eviction {
+                limits: vec!["max_msgs 5".into()],
+                reached: vec!["max_msgs 5: holds 5".into()],
+                evicted: first_kept - 1,
+                first_kept,
+                held: 5,
+            });
+            let mut r = VariantResult::new("v");
+            originals_gone(&o, &gone, &mut r);
+            r.broken().into_iter().map(String::from).collect::<Vec<_>>()
+        };
+        assert!(check(Some(6)).is_empty());
+        let name = "originals found gone were evicted by the stream's limits";
+        assert_eq!(check(Some(3)), [name]);
+        assert_eq!(check(None), [name]);
+    }
+}
