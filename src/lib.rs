@@ -1,6 +1,11 @@
 //! jsbench: throughput, latency and delivery-guarantee benchmarks for NATS
 //! JetStream's reliable-delivery machinery.
 //!
+//! Comments name the two articles jsbench began from as "the delivery
+//! article" (acks, BackOff, MaxDeliver, the advisory-built DLQ, replay)
+//! and "the restarts article" (durable consumers surviving a crash);
+//! docs/README.md, "Sources", gives their titles.
+//!
 //! # Layers
 //!
 //! The crate reads bottom-up; each module imports only from its own layer

@@ -570,7 +570,7 @@ async fn keep_deletes_an_account_wide_capture_that_would_break_the_next_variant(
     assert!(!summary.run.kept_streams.is_empty());
 }
 
-/// The seed's warning: a stream limit evicts poison originals before the
+/// The delivery article's warning: a stream limit evicts poison originals before the
 /// handler reads them. The handler starts 2.5 s late on a stream keeping
 /// its last 100 messages (500 ms at 200 msg/s; a poison message is
 /// exhausted about 200 ms after it is stored, so its advisory is sent

@@ -266,7 +266,7 @@ async fn a_nak_with_delay_uses_its_delay() {
 
 #[tokio::test]
 async fn a_nak_with_delay_on_a_backoff_consumer_waits_longer_on_later_deliveries() {
-    // The seed warns that later naks "can wait longer than that delay";
+    // The delivery article warns that later naks "can wait longer than that delay";
     // 2.15.1 waits d - BackOff[0] + BackOff[n-1] after delivery n. jsbench
     // still expects d (what was asked for) and reports the excess as late.
     let server = common::server();
@@ -365,9 +365,9 @@ async fn a_message_naked_with_a_delay_holds_its_max_ack_pending_slot() {
     );
 }
 
-/// A header under `Nats-` that the server does not interpret, as the seed's
+/// A header under `Nats-` that the server does not interpret, as the delivery article's
 /// DLQ pattern writes (`Nats-Dlq-Origin-Seq`), is stored as it is: the DLQ
-/// copies use the seed's names by default.
+/// copies use the delivery article's names by default.
 #[tokio::test]
 async fn an_unknown_nats_header_is_stored_as_it_is() {
     let server = common::server();

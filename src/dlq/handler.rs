@@ -457,7 +457,7 @@ async fn get(stream: &Stream<()>, seq: u64, how: OriginalGet) -> Result<StreamMe
 /// Deletes `seq` from `stream`; `Ok(false)` when it was already gone.
 ///
 /// async-nats' `delete_message` asks for a secure erase (it sends no
-/// `no_erase`), which overwrites the stored message; the seed's
+/// `no_erase`), which overwrites the stored message; the delivery article's
 /// `DeleteMsg` (nats.go) removes it. With `erase = false` this is the
 /// seed's delete, with `erase = true` the secure one.
 async fn delete(

@@ -1,4 +1,4 @@
-//! The dead-letter queue NATS does not ship, built as the seed builds it:
+//! The dead-letter queue NATS does not ship, built as the delivery article builds it:
 //! MaxDeliver bounds redelivery, the server's MAX_DELIVERIES advisory (and,
 //! as an option, MSG_TERMINATED) is captured in a stream, and a handler
 //! reads each captured advisory, gets the original by stream sequence and
@@ -9,11 +9,11 @@
 //!
 //! Everything is run-scoped. The advisory stream and the DLQ stream are
 //! `JSB_<token>_<scenario>_<variant>-ADVISORIES` and `...-DLQ`; copies go to
-//! `jsb.<token>.<scenario>.<variant>.dlq.<stream>.<consumer>`, the seed's
+//! `jsb.<token>.<scenario>.<variant>.dlq.<stream>.<consumer>`, the delivery article's
 //! `dlq.<stream>.<consumer>` under the run's own subject prefix, so neither
 //! another run nor a team's own `dlq.>` stream ever captures jsbench's dead
 //! letters (or the other way round). The one subject jsbench cannot scope
-//! is the advisory's: with `capture = "account"` (the seed's
+//! is the advisory's: with `capture = "account"` (the delivery article's
 //! `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>`) the capture stream
 //! collects every advisory in the account, the handler acks and counts the
 //! ones about streams it does not watch and never touches those streams;

@@ -1,5 +1,5 @@
 //! Redrive: once the defect is fixed, the dead letters go back onto their
-//! original subjects (the seed's "replay the affected messages back onto
+//! original subjects (the delivery article's "replay the affected messages back onto
 //! their original subject"), and the now-healthy consumer processes them.
 //!
 //! Each copy keeps the original's payload and headers without the origin

@@ -775,7 +775,7 @@ impl Retention {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Capture {
-    /// The seed's `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>`: every
+    /// The delivery article's `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>`: every
     /// stream's advisories in the account; the handler skips the others.
     Account,
     /// Only the advisories of the consumers jsbench dead-letters: leaves
@@ -817,10 +817,10 @@ pub struct DlqHandlerPlan {
     pub start_after: Duration,
 }
 
-/// The headers a dead-letter copy carries about its original. The seed's
+/// The headers a dead-letter copy carries about its original. The delivery article's
 /// pattern names the sequence `Nats-Dlq-Origin-Seq`; the rest follow it.
 /// nats-server 2.15 stores `Nats-` headers it does not know as they are
-/// (pinned in tests/server_behaviour.rs), so the default is the seed's.
+/// (pinned in tests/server_behaviour.rs), so the default is the delivery article's.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct OriginHeaders {
     pub stream: String,
@@ -913,7 +913,7 @@ pub enum CrashPoint {
     /// Handlers are stopped mid-work: nothing in hand is acked.
     DuringProcessing,
     /// Handlers finish their work but the client dies before acking it:
-    /// that work will run twice (the seed's fourth case).
+    /// that work will run twice (the restarts article's fourth case).
     AfterProcessing,
     /// Not a crash: a graceful stop. The client stops pulling, finishes
     /// and acks what its handlers hold and what it has already received,

@@ -18,26 +18,18 @@
 //! a nines-axis distribution, [`latency::sweep_chart`] any metrics into a
 //! curve over the variants' achieved rates.
 //!
-//! The charts the design names for scenarios that do not exist yet, and the
-//! data each would be keyed on once its scenario records it:
+//! The catalogue draws latency distributions (e2e, PubAck, send lag, the
+//! DLQ's final delivery to persistence), latency and throughput over time,
+//! latency against throughput, replay pacing (drift and gap error) and
+//! the servers' CPU and memory. Two figures the design asks for have their
+//! data recorded but no chart yet:
 //!
-//! - redelivery delay against expected, per cause: histograms of the
-//!   measured delay per cause (e.g. `redelivery_delay.ack_wait`,
-//!   `redelivery_delay.nak_delay`, `redelivery_delay.backoff`) drawn with
-//!   `percentile_chart`, plus the expected delay per cause as a reference
-//!   series ([`Stroke::Reference`]); or the error histograms
-//!   (`redelivery_error.<cause>`) alone.
-//! - MaxAckPending sweep: one variant per MaxAckPending, metrics
-//!   `consume_rate` and `e2e_latency.p99` against the variant parameter
-//!   `max_ack_pending`, and the Little's-law bound
-//!   `min(rate, max_ack_pending / processing time)` as a reference series.
-//! - replay pacing: done, in [`replay`]: drift against the recording from
-//!   the sampled series timelines (`pacing.original_us`,
-//!   `pacing.replayed_us`), the signed gap error from the histograms
-//!   `gap_error.late` and `gap_error.early`, and the error per gap size from
-//!   the `gap_error_by_gap.<class>.abs_p99` metrics.
-//! - DLQ latency: the histogram of final delivery to DLQ persistence
-//!   (`dlq_latency`) through `percentile_chart`.
+//! - redelivery delay against expected, per cause: the `redelivery_delay`
+//!   histograms per cause (consume::fates) through `percentile_chart`,
+//!   with the configured delay as a [`Stroke::Reference`] series;
+//! - the MaxAckPending curve: backpressure's consume rate against the
+//!   variant parameter `max_ack_pending`, with its Little's-law `bound` as
+//!   a reference series.
 
 pub mod axis;
 pub mod draw;

@@ -1,4 +1,4 @@
-//! `dlq`: the dead-letter queue of the seed, under load. A stream takes a
+//! `dlq`: the dead-letter queue of the delivery article, under load. A stream takes a
 //! fixed rate; its consumer follows a behaviour plan in which a fraction of
 //! messages are poison (they fail every delivery and run out of
 //! MaxDeliver); the [`crate::dlq`] pipeline captures the MAX_DELIVERIES

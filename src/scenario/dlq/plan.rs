@@ -293,7 +293,7 @@ mod tests {
         assert_eq!(d.handler.restart_after, None);
         assert_eq!(
             d.handler.origin_headers.seq, "Nats-Dlq-Origin-Seq",
-            "the seed's"
+            "the delivery article's"
         );
         assert_eq!(
             crate::scenario::estimated_duration(&p),

@@ -52,7 +52,7 @@ pub(super) async fn read_back(
         };
     let keys: BTreeSet<Key> = driven.expected.keys().copied().collect();
     let pipeline = pipeline.finish(js, &keys, deadline).await;
-    // Originals the handler found gone have no copy to expect: the seed
+    // Originals the handler found gone have no copy to expect: the delivery article
     // warns that a stream limit may evict them first.
     let gone: BTreeSet<u64> = pipeline
         .attempts()

@@ -372,7 +372,7 @@ pub(super) fn show(n: Option<u64>) -> String {
     n.map_or("(unknown)".into(), |n| n.to_string())
 }
 
-/// The seed's warning, measured: a dead letter whose original a stream
+/// The delivery article's warning, measured: a dead letter whose original a stream
 /// limit evicted before the handler read it cannot be copied; the handler
 /// terms its advisory and the letter is lost. Every original the handler
 /// found gone must lie below the first sequence the stream kept.

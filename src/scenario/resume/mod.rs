@@ -1,4 +1,4 @@
-//! `resume`: the second seed's story. A consumer client working under load
+//! `resume`: the restarts article's story. A consumer client working under load
 //! crashes with work in hand (its connection closes, nothing more is acked)
 //! and a new client binds to the same durable. Measures how long until work
 //! resumes, what was redelivered, and the latency spike; verifies that the
