@@ -144,9 +144,6 @@ pub enum Outcome {
 pub struct HandlerReport {
     pub incarnation: u32,
     pub attempts: Vec<Attempt>,
-    /// Originals as read before they were deleted (work queues), for the
-    /// audit of the copies.
-    pub originals: Vec<((usize, u64), StreamMessage)>,
     /// Time with at least one advisory in hand.
     pub busy: Duration,
     pub stream_errors: u64,
@@ -207,12 +204,12 @@ pub(super) async fn run(
             biased;
             _ = stop.cancelled() => break,
             Some(done) = running.next(), if !running.is_empty() => {
-                let (attempt, original): (Attempt, Option<StreamMessage>) = done;
+                let attempt: Attempt = done;
                 if running.is_empty() {
                     report.busy += Duration::from_nanos(clock::now_ns() - busy_since);
                 }
                 let killed = matches!(attempt.outcome, Outcome::Killed { .. });
-                keep(&mut report, attempt, original);
+                report.attempts.push(attempt);
                 if killed {
                     report.killed = true;
                     break;
@@ -244,20 +241,13 @@ pub(super) async fn run(
     }
     // Stopped: finish what is in hand, so no advisory is left half done.
     let _ = tokio::time::timeout(Duration::from_secs(5), async {
-        while let Some((attempt, original)) = running.next().await {
-            keep(&mut report, attempt, original);
+        while let Some(attempt) = running.next().await {
+            report.attempts.push(attempt);
         }
     })
     .await;
     let _ = client.flush().await;
     Ok(report)
-}
-
-fn keep(report: &mut HandlerReport, attempt: Attempt, original: Option<StreamMessage>) {
-    if let (Some(w), Some(original)) = (attempt.watched, original) {
-        report.originals.push(((w, attempt.seq), original));
-    }
-    report.attempts.push(attempt);
 }
 
 /// Handles one advisory delivery from receipt to answer.
@@ -267,7 +257,7 @@ async fn work(
     streams: &[Stream<()>],
     shared: &Shared,
     incarnation: u32,
-) -> (Attempt, Option<StreamMessage>) {
+) -> Attempt {
     let received_ns = clock::now_ns();
     let mut attempt = Attempt {
         incarnation,
@@ -282,7 +272,6 @@ async fn work(
         outcome: Outcome::Foreign,
         answer_error: None,
     };
-    let mut original = None;
     let answer = match parse_event(&message.payload) {
         Err(reason) => {
             attempt.outcome = Outcome::Malformed(reason.clone());
@@ -299,14 +288,13 @@ async fn work(
                     let step = dead_letter(js, &streams[w], shared, w, &event).await;
                     attempt.persisted_ns = step.persisted_ns;
                     attempt.outcome = step.outcome;
-                    original = step.original;
                     step.answer
                 }
             }
         }
     };
     let sent = match answer {
-        Answer::None => return (attempt, original),
+        Answer::None => return attempt,
         Answer::Ack => message.ack().await,
         Answer::Nak(delay) => message.ack_with(AckKind::Nak(Some(delay))).await,
         Answer::Term(reason) => crate::consume::term_with_reason(&message, &reason, false).await,
@@ -330,7 +318,7 @@ async fn work(
         }
         Err(e) => attempt.answer_error = Some(e.to_string()),
     }
-    (attempt, original)
+    attempt
 }
 
 /// The dead-letter steps for an advisory about a watched consumer.
@@ -338,8 +326,6 @@ struct Step {
     outcome: Outcome,
     answer: Answer,
     persisted_ns: Option<u64>,
-    /// The original, kept when this attempt deleted it.
-    original: Option<StreamMessage>,
 }
 
 impl Step {
@@ -348,7 +334,6 @@ impl Step {
             outcome: Outcome::Retried(what),
             answer: Answer::Nak(shared.plan.retry_delay),
             persisted_ns: None,
-            original: None,
         }
     }
 }
@@ -375,7 +360,6 @@ async fn dead_letter(
                 outcome: Outcome::OriginalGone,
                 answer: Answer::Term(format!("original {}/{seq} is gone", watched.stream)),
                 persisted_ns: None,
-                original: None,
             };
         }
         Err(Get::Failed(e)) => return Step::retry(shared, format!("get: {e}")),
@@ -407,7 +391,6 @@ async fn dead_letter(
             outcome: Outcome::Killed { duplicate },
             answer: Answer::None,
             persisted_ns,
-            original: None,
         };
     }
     let mut deleted = false;
@@ -423,7 +406,6 @@ async fn dead_letter(
         outcome: Outcome::Copied { duplicate, deleted },
         answer: Answer::Ack,
         persisted_ns,
-        original: deleted.then_some(original),
     }
 }
 

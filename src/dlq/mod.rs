@@ -36,7 +36,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
-use async_nats::jetstream::{self, consumer, message::StreamMessage, stream};
+use async_nats::jetstream::{self, consumer, stream};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -366,17 +366,6 @@ impl PipelineReport {
                 }
                 Outcome::Killed { duplicate } => s.duplicates += u64::from(duplicate),
                 _ => {}
-            }
-        }
-        out
-    }
-
-    /// Originals the handler read before deleting them.
-    pub fn deleted_originals(&self) -> BTreeMap<Key, &StreamMessage> {
-        let mut out = BTreeMap::new();
-        for r in &self.incarnations {
-            for (key, m) in &r.originals {
-                out.entry(*key).or_insert(m);
             }
         }
         out

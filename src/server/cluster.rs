@@ -221,12 +221,6 @@ impl EmbeddedCluster {
         Ok(())
     }
 
-    /// The server names of the open route connections into each node's
-    /// relay (empty without relays).
-    pub fn relayed_peers(&self) -> Vec<Vec<Option<String>>> {
-        self.relays.iter().map(Relay::peers).collect()
-    }
-
     pub fn nodes(&self) -> &[EmbeddedServer] {
         &self.nodes
     }
