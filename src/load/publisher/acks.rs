@@ -8,7 +8,7 @@ use async_nats::Subscriber;
 use futures::StreamExt;
 use serde::Deserialize;
 
-use super::{AckReport, PublisherConfig, SendKind, Shared};
+use super::{AckReport, PublisherConfig, SendKind, Shared, Slot};
 use crate::record::clock;
 use crate::record::histogram::Recorder;
 use crate::record::ledger::{Event, LedgerShard};
@@ -124,85 +124,124 @@ fn classify(message: &async_nats::Message) -> Response {
     }
 }
 
+/// Reads the publisher's PubAcks until every send is settled (answered or
+/// given up), the PubAck timeout passes without one, or the subscription
+/// closes: wait for the next, take it, and at the end report.
 pub(super) async fn read_acks(
     mut subscription: Subscriber,
     shared: Arc<Shared>,
     config: PublisherConfig,
 ) -> AckReport {
-    let mut report = AckReport {
-        responses: 0,
-        acked: 0,
-        duplicates: 0,
-        late_stored: 0,
-        retries_stored: 0,
-        late_flagged: 0,
-        unexpected_duplicates: 0,
-        resent_stored: 0,
-        resent_duplicates: 0,
-        late_responses: 0,
-        unavailable: 0,
-        first_unavailable: None,
-        max_gap_ns: 0,
-        max_gap_end_ns: 0,
-        errors: 0,
-        first_error: None,
-        refused_by_limit: 0,
-        first_refusal: None,
-        missing: 0,
-        from_intended: Recorder::with_intervals(),
-        from_sent: Recorder::with_intervals(),
-        // Indexed by stream sequence, which all publishers share.
-        ledger: LedgerShard::new(),
-        stored_by_message: Tally::new(),
-    };
-    let mut last_response_ns = 0u64;
-    loop {
-        let finished = shared.finished.load(Ordering::Acquire);
-        let settled = report.responses + shared.abandoned.load(Ordering::Acquire);
-        if finished != u64::MAX && settled >= finished {
-            break;
+    let mut reader = Reader::new(&shared, &config);
+    while let Some(message) = reader.next_ack(&mut subscription).await {
+        reader.take(&message);
+    }
+    reader.finish(subscription).await
+}
+
+/// The reader's state between PubAcks: what it has counted so far and when
+/// the last answer came. Every per-ack step is a method on it, so the state
+/// stays in place (borrowed, never moved or allocated) across the steps.
+struct Reader<'a> {
+    shared: &'a Shared,
+    config: &'a PublisherConfig,
+    report: AckReport,
+    /// When the last answered PubAck came (ns on [`clock`]); 0 before the first.
+    last_response_ns: u64,
+}
+
+impl<'a> Reader<'a> {
+    /// Set-up: nothing counted yet, the histograms and the ledger empty.
+    fn new(shared: &'a Shared, config: &'a PublisherConfig) -> Self {
+        let report = AckReport {
+            responses: 0,
+            acked: 0,
+            duplicates: 0,
+            late_stored: 0,
+            retries_stored: 0,
+            late_flagged: 0,
+            unexpected_duplicates: 0,
+            resent_stored: 0,
+            resent_duplicates: 0,
+            late_responses: 0,
+            unavailable: 0,
+            first_unavailable: None,
+            max_gap_ns: 0,
+            max_gap_end_ns: 0,
+            errors: 0,
+            first_error: None,
+            refused_by_limit: 0,
+            first_refusal: None,
+            missing: 0,
+            from_intended: Recorder::with_intervals(),
+            from_sent: Recorder::with_intervals(),
+            // Indexed by stream sequence, which all publishers share.
+            ledger: LedgerShard::new(),
+            stored_by_message: Tally::new(),
+        };
+        Reader {
+            shared,
+            config,
+            report,
+            last_response_ns: 0,
         }
-        let next = if finished == u64::MAX {
-            tokio::select! {
-                message = subscription.next() => message,
-                _ = shared.finished_notify.notified() => continue,
+    }
+
+    /// The next PubAck, or `None` when reading ends: every send settled, or
+    /// (once the sender is done) none came within the PubAck timeout, or
+    /// the subscription closed. The sends never answered count as missing.
+    /// While the sender still sends, it waits without a timeout and looks
+    /// again when the sender says it is done.
+    async fn next_ack(&mut self, subscription: &mut Subscriber) -> Option<async_nats::Message> {
+        loop {
+            let finished = self.shared.finished.load(Ordering::Acquire);
+            let settled = self.report.responses + self.shared.abandoned.load(Ordering::Acquire);
+            if finished != u64::MAX && settled >= finished {
+                return None;
             }
-        } else {
-            match tokio::time::timeout(config.pub_ack_timeout, subscription.next()).await {
-                Ok(message) => message,
-                Err(_) => {
-                    report.missing = finished.saturating_sub(settled);
-                    break;
+            let next = if finished == u64::MAX {
+                tokio::select! {
+                    message = subscription.next() => message,
+                    _ = self.shared.finished_notify.notified() => continue,
                 }
-            }
-        };
-        let Some(message) = next else {
-            report
-                .first_error
-                .get_or_insert_with(|| "the PubAck subscription closed".into());
-            if finished != u64::MAX {
-                report.missing = finished.saturating_sub(settled);
-            }
-            break;
-        };
+            } else {
+                match tokio::time::timeout(self.config.pub_ack_timeout, subscription.next()).await {
+                    Ok(message) => message,
+                    Err(_) => {
+                        self.report.missing = finished.saturating_sub(settled);
+                        return None;
+                    }
+                }
+            };
+            let Some(message) = next else {
+                self.closed(finished, settled);
+                return None;
+            };
+            return Some(message);
+        }
+    }
+
+    /// The subscription ended before every send was settled: an error, and
+    /// (if the sender is done) the unsettled sends are missing.
+    fn closed(&mut self, finished: u64, settled: u64) {
+        self.report
+            .first_error
+            .get_or_insert_with(|| "the PubAck subscription closed".into());
+        if finished != u64::MAX {
+            self.report.missing = finished.saturating_sub(settled);
+        }
+    }
+
+    /// One PubAck: find its send, classify it, and count it. An
+    /// "unavailable" the sender will resend is not an answer; otherwise the
+    /// first answer to a send owns it and later ones count as late.
+    #[inline]
+    fn take(&mut self, message: &async_nats::Message) {
         let now = clock::now_ns();
-        let token = message.subject.rsplit('.').next().unwrap_or("");
-        let slot = token.parse::<u64>().ok().and_then(|k| {
-            let slot = shared.slot(k);
-            (slot.send.load(Ordering::Acquire) == k).then_some(slot)
-        });
-        let response = classify(&message);
-        if let (Response::Unavailable(text), Some(slot), Some(_)) =
-            (&response, slot, config.resend_after)
-        {
-            // Not an answer: the sender resends it shortly.
-            if !slot.answered.load(Ordering::Acquire) {
-                slot.unavailable.store(true, Ordering::Release);
-                report.unavailable += 1;
-                report.first_unavailable.get_or_insert_with(|| text.clone());
-                shared.window_open.notify_one();
-                continue;
-            }
+        let slot = self.slot_of(message);
+        let response = classify(message);
+        if self.defer_unavailable(&response, slot) {
+            return;
         }
         // The first to mark a send answered owns it: a PubAck that arrives
         // after the sender gave up and resent is late, and counts only as
@@ -211,46 +250,12 @@ pub(super) async fn read_acks(
         // when sends are given up and resent; otherwise it is the only one.
         let first = match slot {
             Some(s) => !s.answered.swap(true, Ordering::AcqRel),
-            None => config.resend_after.is_none(),
+            None => self.config.resend_after.is_none(),
         };
         match response {
-            Response::Stored { seq, duplicate } => {
-                let kind = slot.map(|s| s.kind.load(Ordering::Relaxed));
-                let is = |k: Option<u8>, kind: SendKind| k == Some(kind as u8);
-                match (kind, duplicate) {
-                    _ if !first => report.late_responses += 1,
-                    (k, true) if is(k, SendKind::Retry) => report.duplicates += 1,
-                    (k, true) if is(k, SendKind::LateRetry) => report.late_flagged += 1,
-                    (k, true) if is(k, SendKind::Resend) => report.resent_duplicates += 1,
-                    (_, true) => report.unexpected_duplicates += 1,
-                    (k, false) if is(k, SendKind::Retry) => report.retries_stored += 1,
-                    (k, false) if is(k, SendKind::LateRetry) => report.late_stored += 1,
-                    (k, false) if is(k, SendKind::Resend) => report.resent_stored += 1,
-                    (_, false) => report.acked += 1,
-                }
-                report.ledger.mark(
-                    seq,
-                    if duplicate {
-                        Event::Duplicate
-                    } else {
-                        Event::Persisted
-                    },
-                );
-                if let Some(slot) = slot {
-                    if !duplicate {
-                        report
-                            .stored_by_message
-                            .mark(slot.message.load(Ordering::Relaxed));
-                    }
-                    let intended = slot.intended.load(Ordering::Relaxed);
-                    let sent = slot.sent.load(Ordering::Relaxed);
-                    if first && intended >= shared.record_from_ns.load(Ordering::Relaxed) {
-                        report.from_intended.record_between(intended, now);
-                        report.from_sent.record_between(sent, now);
-                    }
-                }
-            }
+            Response::Stored { seq, duplicate } => self.stored(seq, duplicate, slot, first, now),
             Response::RefusedByLimit(text) => {
+                let report = &mut self.report;
                 if first {
                     report.errors += 1;
                     report.refused_by_limit += 1;
@@ -260,6 +265,7 @@ pub(super) async fn read_acks(
                 }
             }
             Response::Failed(text) | Response::Unavailable(text) => {
+                let report = &mut self.report;
                 if first {
                     report.errors += 1;
                     report.first_error.get_or_insert(text);
@@ -268,23 +274,110 @@ pub(super) async fn read_acks(
                 }
             }
         }
-        if !first {
-            continue;
+        if first {
+            self.answered(now);
         }
-        if last_response_ns > 0 && now - last_response_ns > report.max_gap_ns {
-            report.max_gap_ns = now - last_response_ns;
+    }
+
+    /// The send a PubAck answers, by the token ending its reply subject;
+    /// `None` when its slot has since been reused by a later send.
+    #[inline]
+    fn slot_of(&self, message: &async_nats::Message) -> Option<&'a Slot> {
+        let shared: &'a Shared = self.shared;
+        let token = message.subject.rsplit('.').next().unwrap_or("");
+        token.parse::<u64>().ok().and_then(|k| {
+            let slot = shared.slot(k);
+            (slot.send.load(Ordering::Acquire) == k).then_some(slot)
+        })
+    }
+
+    /// An "unavailable" for a send not yet answered, when the sender
+    /// resends: not an answer, so flag the send for the sender to resend
+    /// shortly and wake it. True when the PubAck was taken that way.
+    #[inline]
+    fn defer_unavailable(&mut self, response: &Response, slot: Option<&Slot>) -> bool {
+        if let (Response::Unavailable(text), Some(slot), Some(_)) =
+            (response, slot, self.config.resend_after)
+            && !slot.answered.load(Ordering::Acquire)
+        {
+            slot.unavailable.store(true, Ordering::Release);
+            self.report.unavailable += 1;
+            self.report
+                .first_unavailable
+                .get_or_insert_with(|| text.clone());
+            self.shared.window_open.notify_one();
+            return true;
+        }
+        false
+    }
+
+    /// A PubAck saying the server stored the message (or flagged it
+    /// duplicate): which count it goes to depends on what the send was; the
+    /// ledger and the tally keep what the server stored, and the first
+    /// answer past the warm-up is recorded as latency.
+    #[inline]
+    fn stored(&mut self, seq: u64, duplicate: bool, slot: Option<&Slot>, first: bool, now: u64) {
+        let report = &mut self.report;
+        let kind = slot.map(|s| s.kind.load(Ordering::Relaxed));
+        let is = |k: Option<u8>, kind: SendKind| k == Some(kind as u8);
+        match (kind, duplicate) {
+            _ if !first => report.late_responses += 1,
+            (k, true) if is(k, SendKind::Retry) => report.duplicates += 1,
+            (k, true) if is(k, SendKind::LateRetry) => report.late_flagged += 1,
+            (k, true) if is(k, SendKind::Resend) => report.resent_duplicates += 1,
+            (_, true) => report.unexpected_duplicates += 1,
+            (k, false) if is(k, SendKind::Retry) => report.retries_stored += 1,
+            (k, false) if is(k, SendKind::LateRetry) => report.late_stored += 1,
+            (k, false) if is(k, SendKind::Resend) => report.resent_stored += 1,
+            (_, false) => report.acked += 1,
+        }
+        report.ledger.mark(
+            seq,
+            if duplicate {
+                Event::Duplicate
+            } else {
+                Event::Persisted
+            },
+        );
+        if let Some(slot) = slot {
+            if !duplicate {
+                report
+                    .stored_by_message
+                    .mark(slot.message.load(Ordering::Relaxed));
+            }
+            let intended = slot.intended.load(Ordering::Relaxed);
+            let sent = slot.sent.load(Ordering::Relaxed);
+            if first && intended >= self.shared.record_from_ns.load(Ordering::Relaxed) {
+                report.from_intended.record_between(intended, now);
+                report.from_sent.record_between(sent, now);
+            }
+        }
+    }
+
+    /// A send answered (first answer only): the longest gap between
+    /// answers, the response count the progress display and the sender
+    /// read, and a wake-up for the sender, whose window may now be open.
+    #[inline]
+    fn answered(&mut self, now: u64) {
+        let report = &mut self.report;
+        if self.last_response_ns > 0 && now - self.last_response_ns > report.max_gap_ns {
+            report.max_gap_ns = now - self.last_response_ns;
             report.max_gap_end_ns = now;
         }
-        last_response_ns = now;
+        self.last_response_ns = now;
         report.responses += 1;
-        shared
+        self.shared
             .progress
             .responses
             .store(report.responses, Ordering::Release);
-        shared.window_open.notify_one();
+        self.shared.window_open.notify_one();
     }
-    let _ = subscription.unsubscribe().await;
-    report
+
+    /// The tail: leave the subscription and hand back what was counted.
+    async fn finish(self, mut subscription: Subscriber) -> AckReport {
+        let _ = subscription.unsubscribe().await;
+        self.report
+    }
 }
 
 #[cfg(test)]
