@@ -121,6 +121,39 @@ impl BehaviourSection {
         problems: &mut Problems,
     ) -> BehaviourPlan {
         let p = format!("{prefix}.behaviour");
+        let processing = self.processing_plan(&p, problems);
+        let handlers = self.handlers.unwrap_or(1);
+        problems.range(
+            &format!("{p}.handlers"),
+            handlers,
+            1,
+            10_000,
+            " concurrent messages per consumer",
+        );
+        let mut classes = Classes {
+            prefix: &p,
+            list: Vec::new(),
+        };
+        self.first_delivery_classes(&mut classes, problems);
+        if let Some(spec) = &self.transient {
+            transient_class(spec, &mut classes, problems);
+        }
+        if let Some(spec) = &self.poison {
+            poison_class(spec, consumer, &mut classes, problems);
+        }
+        let classes = classes.list;
+        self.check_classes_together(&p, consumer, &classes, problems);
+        BehaviourPlan {
+            seed: self.seed.unwrap_or(1),
+            classes,
+            processing,
+            handlers,
+        }
+    }
+
+    /// The processing time each delivery takes: a distribution needs the
+    /// bounds that define it, and a mean above a minute is refused.
+    fn processing_plan(&self, p: &str, problems: &mut Problems) -> ProcessingPlan {
         let key = |k: &str| format!("{p}.{k}");
         let processing = match &self.processing {
             None => ProcessingPlan::Fixed(Duration::ZERO),
@@ -160,42 +193,18 @@ impl BehaviourSection {
                 "processing times above a minute are not supported",
             );
         }
-        let handlers = self.handlers.unwrap_or(1);
-        problems.range(
-            &key("handlers"),
-            handlers,
-            1,
-            10_000,
-            " concurrent messages per consumer",
-        );
+        processing
+    }
 
-        let mut classes = Vec::new();
-        let mut class = |problems: &mut Problems,
-                         name: &str,
-                         fraction: f64,
-                         script: Vec<Action>,
-                         then: Action| {
-            problems.range(
-                &format!("{p}.{name}"),
-                fraction,
-                0.0,
-                1.0,
-                " (a fraction of messages)",
-            );
-            if fraction > 0.0 {
-                classes.push(MessageClass {
-                    name: name.to_string(),
-                    fraction,
-                    script,
-                    then,
-                });
-            }
-        };
+    /// The classes whose outcome is settled by their first delivery's action
+    /// (nak, nak_delay, term, ignore, in_progress), in the order the plan
+    /// lists them.
+    fn first_delivery_classes(&self, classes: &mut Classes, problems: &mut Problems) {
         if let Some(f) = self.nak {
-            class(problems, "nak", f, vec![Action::Nak], Action::Ack);
+            classes.add(problems, "nak", f, vec![Action::Nak], Action::Ack);
         }
         if let Some(n) = &self.nak_delay {
-            class(
+            classes.add(
                 problems,
                 "nak_delay",
                 n.fraction,
@@ -204,13 +213,13 @@ impl BehaviourSection {
             );
         }
         if let Some(f) = self.term {
-            class(problems, "term", f, Vec::new(), Action::Term);
+            classes.add(problems, "term", f, Vec::new(), Action::Term);
         }
         if let Some(f) = self.ignore {
-            class(problems, "ignore", f, vec![Action::Ignore], Action::Ack);
+            classes.add(problems, "ignore", f, vec![Action::Ignore], Action::Ack);
         }
         if let Some(ip) = &self.in_progress {
-            class(
+            classes.add(
                 problems,
                 "in_progress",
                 ip.fraction,
@@ -221,68 +230,28 @@ impl BehaviourSection {
                 },
             );
         }
-        let mut failing = Vec::new();
-        if let Some(t) = &self.transient {
-            failing.push(("transient", t));
-        }
-        if let Some(t) = &self.poison {
-            failing.push(("poison", t));
-        }
-        for (name, spec) in failing {
-            let fail = match (spec.fail.unwrap_or(Failure::Ignore), spec.delay) {
-                (Failure::Nak, _) => Action::Nak,
-                (Failure::Ignore, _) => Action::Ignore,
-                (Failure::NakDelay, Some(d)) => Action::NakDelay(d.0),
-                (Failure::NakDelay, None) => {
-                    problems.push(
-                        format!("{p}.{name}.delay"),
-                        "fail = \"nak_delay\" needs a delay",
-                    );
-                    Action::NakDelay(Duration::ZERO)
-                }
-            };
-            if name == "transient" {
-                let failures = spec.failures.unwrap_or(1);
-                problems.range(
-                    &format!("{p}.transient.failures"),
-                    failures,
-                    1,
-                    1_000,
-                    " deliveries",
-                );
-                class(
-                    problems,
-                    name,
-                    spec.fraction,
-                    vec![fail; failures as usize],
-                    Action::Ack,
-                );
-            } else {
-                if spec.failures.is_some() {
-                    problems.push(
-                        format!("{p}.poison.failures"),
-                        "poison messages fail on every delivery",
-                    );
-                }
-                if consumer.max_deliver < 1 {
-                    problems.push(
-                        format!("{p}.poison"),
-                        "poison messages never succeed: set consumer.max_deliver so they end",
-                    );
-                }
-                class(problems, name, spec.fraction, Vec::new(), fail);
-            }
-        }
+    }
+
+    /// Checks that need every class at once, or the consumer: the fractions
+    /// share one whole, scripted actions need explicit acks, and in-progress
+    /// signals must beat the ack deadline.
+    fn check_classes_together(
+        &self,
+        p: &str,
+        consumer: &ConsumerPlan,
+        classes: &[MessageClass],
+        problems: &mut Problems,
+    ) {
         let total: f64 = classes.iter().map(|c| c.fraction).sum();
         if total > 1.0 + 1e-9 {
             problems.push(
-                &p,
+                p,
                 format!("the class fractions add up to {total:.3}; at most 1"),
             );
         }
         if !classes.is_empty() && consumer.ack != AckPolicy::Explicit {
             problems.push(
-                &p,
+                p,
                 "naks, terms and in-progress need consumer.ack = \"explicit\"",
             );
         }
@@ -294,11 +263,104 @@ impl BehaviourSection {
                 "must be shorter than the ack deadline, or the message is redelivered anyway",
             );
         }
-        BehaviourPlan {
-            seed: self.seed.unwrap_or(1),
-            classes,
-            processing,
-            handlers,
+    }
+}
+
+/// The message classes as they are read: each class's fraction is checked
+/// where it is added, and a class with no share of the messages is left out.
+struct Classes<'a> {
+    /// `….behaviour`, which each class's field name extends.
+    prefix: &'a str,
+    list: Vec<MessageClass>,
+}
+
+impl Classes<'_> {
+    /// One class: its fraction is checked, and it is kept if it has a share.
+    fn add(
+        &mut self,
+        problems: &mut Problems,
+        name: &str,
+        fraction: f64,
+        script: Vec<Action>,
+        then: Action,
+    ) {
+        problems.range(
+            &format!("{}.{name}", self.prefix),
+            fraction,
+            0.0,
+            1.0,
+            " (a fraction of messages)",
+        );
+        if fraction > 0.0 {
+            self.list.push(MessageClass {
+                name: name.to_string(),
+                fraction,
+                script,
+                then,
+            });
         }
     }
+}
+
+/// How a transient or poison delivery fails (`fail`, ignore by default); a
+/// delayed nak needs its delay.
+fn failure_action(prefix: &str, name: &str, spec: &FailingSpec, problems: &mut Problems) -> Action {
+    match (spec.fail.unwrap_or(Failure::Ignore), spec.delay) {
+        (Failure::Nak, _) => Action::Nak,
+        (Failure::Ignore, _) => Action::Ignore,
+        (Failure::NakDelay, Some(d)) => Action::NakDelay(d.0),
+        (Failure::NakDelay, None) => {
+            problems.push(
+                format!("{prefix}.{name}.delay"),
+                "fail = \"nak_delay\" needs a delay",
+            );
+            Action::NakDelay(Duration::ZERO)
+        }
+    }
+}
+
+/// Transient messages fail a set number of deliveries, then are acked.
+fn transient_class(spec: &FailingSpec, classes: &mut Classes, problems: &mut Problems) {
+    let p = classes.prefix;
+    let fail = failure_action(p, "transient", spec, problems);
+    let failures = spec.failures.unwrap_or(1);
+    problems.range(
+        &format!("{p}.transient.failures"),
+        failures,
+        1,
+        1_000,
+        " deliveries",
+    );
+    classes.add(
+        problems,
+        "transient",
+        spec.fraction,
+        vec![fail; failures as usize],
+        Action::Ack,
+    );
+}
+
+/// Poison messages fail every delivery, so only the consumer's max_deliver
+/// ends them.
+fn poison_class(
+    spec: &FailingSpec,
+    consumer: &ConsumerPlan,
+    classes: &mut Classes,
+    problems: &mut Problems,
+) {
+    let p = classes.prefix;
+    let fail = failure_action(p, "poison", spec, problems);
+    if spec.failures.is_some() {
+        problems.push(
+            format!("{p}.poison.failures"),
+            "poison messages fail on every delivery",
+        );
+    }
+    if consumer.max_deliver < 1 {
+        problems.push(
+            format!("{p}.poison"),
+            "poison messages never succeed: set consumer.max_deliver so they end",
+        );
+    }
+    classes.add(problems, "poison", spec.fraction, Vec::new(), fail);
 }
