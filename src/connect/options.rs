@@ -212,6 +212,17 @@ struct Origins {
 }
 
 impl Origins {
+    /// The profile's and the context's names, as origins mention them.
+    fn new(profile_name: &str, context: Option<&Context>) -> Self {
+        Origins {
+            profile: format!("profile {profile_name}"),
+            context: match context {
+                Some(c) => format!("context {}", c.name),
+                None => "context".into(),
+            },
+        }
+    }
+
     fn of(&self, source: Source, field: &str) -> String {
         let (flag, env) = match field {
             "url" => ("--server", "NATS_URL"),
@@ -339,67 +350,20 @@ pub fn resolve(
     let flags = flags_layer(&request.flags);
     let mut env_layer = env_layer(env)?;
     let profile_layer = profile.map(|p| profile_layer(p, env)).unwrap_or_default();
-
-    // Which context, if any.
-    let mut context_spec: Option<(String, String)> = None;
-    if let Some(spec) = &request.flags.context {
-        context_spec = Some((spec.clone(), "--context".into()));
-    } else if let Some(spec) = env.get("NATS_CONTEXT") {
-        context_spec = Some((spec.to_string(), "NATS_CONTEXT".into()));
-    } else if let Some(spec) = profile.and_then(|p| p.context.clone()) {
-        context_spec = Some((spec, format!("profile {profile_name} connection.context")));
-    }
+    let mut context_spec = context_spec(request, profile_name, profile);
 
     if local_cluster {
-        let named = [
-            (flags.url.is_some(), "--server"),
-            (request.flags.context.is_some(), "--context"),
-            (profile_layer.url.is_some(), "the profile's connection.url"),
-            (
-                profile.is_some_and(|p| p.context.is_some()),
-                "the profile's connection.context",
-            ),
-        ];
-        if let Some((_, what)) = named.iter().find(|(set, _)| *set) {
-            return Err(UsageError(format!(
-                "--cluster starts a local cluster; it cannot be combined with {what}, which names \
-                 another server"
-            )));
-        }
-        for (var, set) in [
-            ("NATS_URL", env_layer.url.is_some()),
-            ("NATS_CONTEXT", env.get("NATS_CONTEXT").is_some()),
-        ] {
-            if set {
-                notes.push(format!("--cluster starts local servers; ignoring {var}"));
-            }
-        }
+        refuse_named_server(request, profile, &flags, &profile_layer)?;
+        notes.extend(ignored_for_cluster(&env_layer, env));
         env_layer.url = None;
         context_spec = None;
     }
 
     let context = match &context_spec {
-        Some((spec, _)) => {
-            let c = context::load(spec, env)?;
-            if !c.ignored.is_empty() {
-                notes.push(format!(
-                    "context {} ({}): ignoring fields jsbench does not know: {}",
-                    c.name,
-                    c.path.display(),
-                    c.ignored.join(", ")
-                ));
-            }
-            Some(c)
-        }
+        Some((spec, _)) => Some(load_context(spec, env, &mut notes)?),
         None => None,
     };
-    let origins = Origins {
-        profile: format!("profile {profile_name}"),
-        context: match &context {
-            Some(c) => format!("context {}", c.name),
-            None => "context".into(),
-        },
-    };
+    let origins = Origins::new(profile_name, context.as_ref());
     let context_layer = context.as_ref().map(context_layer).unwrap_or_default();
     let mut layers = [
         (Source::Flag, flags),
@@ -412,24 +376,7 @@ pub fn resolve(
     let name = pick(&layers, |l| l.name.clone()).map_or_else(|| "jsbench".into(), |(n, _)| n);
 
     let Some((urls, url_source)) = pick(&layers, |l| l.url.clone()) else {
-        // No server named anywhere: the embedded server, which needs no
-        // credentials. Credentials typed for this run would be silently
-        // unused, so they are an error; ambient ones are simply not used.
-        let explicit: Vec<String> = [Source::Flag, Source::Profile]
-            .iter()
-            .flat_map(|&source| {
-                let layer = &layers.iter().find(|(s, _)| *s == source).expect("layer").1;
-                set_fields(layer).into_iter().map(move |f| (source, f))
-            })
-            .map(|(source, f)| origins.of(source, f))
-            .collect();
-        if !explicit.is_empty() {
-            return Err(UsageError(format!(
-                "{} given, but no server to use it with: jsbench starts its own server unless \
-                 -s/--server, --context or the profile's connection.url names one",
-                explicit.join(", ")
-            )));
-        }
+        refuse_unused_settings(&layers, &origins)?;
         return Ok(Resolution {
             remote: None,
             timeout,
@@ -439,8 +386,138 @@ pub fn resolve(
     };
 
     let parsed = url::parse_list(&urls, &origins.of(url_source, "url"))?;
-    // Credentials inside the URL count as the URL's source giving them,
-    // below any user or token that source gives explicitly.
+    adopt_url_credentials(&mut layers, url_source, &parsed);
+
+    let mut sources = BTreeMap::new();
+    sources.insert("url".to_string(), origins.of(url_source, "url"));
+    let auth = resolve_auth(&layers, &origins, &mut sources, &mut notes)?;
+    let tls = resolve_tls(&layers, &origins, &mut sources, &parsed)?;
+    let js_api = resolve_js_api(&layers, &origins, &mut sources)?;
+    record_timeout_and_name_sources(&layers, &origins, &mut sources);
+
+    let mut settings = ConnectSettings::from_parsed(parsed, timeout);
+    settings.auth = auth;
+    settings.tls = tls;
+    settings.name = name.clone();
+    settings.js_api = js_api;
+    settings.inbox_prefix = pick(&layers, |l| l.inbox_prefix.clone()).map(|(p, _)| p);
+    settings.context = context.as_ref().map(|c| c.name.clone());
+    settings.sources = sources;
+    Ok(Resolution {
+        remote: Some(settings),
+        timeout,
+        name,
+        notes,
+    })
+}
+
+/// Which context is named, if any, and by what: `--context`, else
+/// `NATS_CONTEXT`, else the profile's `connection.context`.
+fn context_spec(
+    request: &ConnectionRequest,
+    profile_name: &str,
+    profile: Option<&ConnectionPlan>,
+) -> Option<(String, String)> {
+    if let Some(spec) = &request.flags.context {
+        Some((spec.clone(), "--context".into()))
+    } else if let Some(spec) = request.env.get("NATS_CONTEXT") {
+        Some((spec.to_string(), "NATS_CONTEXT".into()))
+    } else {
+        profile
+            .and_then(|p| p.context.clone())
+            .map(|spec| (spec, format!("profile {profile_name} connection.context")))
+    }
+}
+
+/// `--cluster` starts local servers: a server named on purpose, by a flag
+/// or the profile, contradicts it and is an error.
+fn refuse_named_server(
+    request: &ConnectionRequest,
+    profile: Option<&ConnectionPlan>,
+    flags: &Layer,
+    profile_layer: &Layer,
+) -> Result<(), UsageError> {
+    let named = [
+        (flags.url.is_some(), "--server"),
+        (request.flags.context.is_some(), "--context"),
+        (profile_layer.url.is_some(), "the profile's connection.url"),
+        (
+            profile.is_some_and(|p| p.context.is_some()),
+            "the profile's connection.context",
+        ),
+    ];
+    if let Some((_, what)) = named.iter().find(|(set, _)| *set) {
+        return Err(UsageError(format!(
+            "--cluster starts a local cluster; it cannot be combined with {what}, which names \
+             another server"
+        )));
+    }
+    Ok(())
+}
+
+/// With `--cluster`, a server named by the environment is ambient rather
+/// than asked for: it is set aside with a note instead of an error.
+fn ignored_for_cluster(env_layer: &Layer, env: &Environment) -> Vec<String> {
+    let mut notes = Vec::new();
+    for (var, set) in [
+        ("NATS_URL", env_layer.url.is_some()),
+        ("NATS_CONTEXT", env.get("NATS_CONTEXT").is_some()),
+    ] {
+        if set {
+            notes.push(format!("--cluster starts local servers; ignoring {var}"));
+        }
+    }
+    notes
+}
+
+/// Loads the named context; fields jsbench does not know are named in a
+/// note rather than dropped silently.
+fn load_context(
+    spec: &str,
+    env: &Environment,
+    notes: &mut Vec<String>,
+) -> Result<Context, UsageError> {
+    let c = context::load(spec, env)?;
+    if !c.ignored.is_empty() {
+        notes.push(format!(
+            "context {} ({}): ignoring fields jsbench does not know: {}",
+            c.name,
+            c.path.display(),
+            c.ignored.join(", ")
+        ));
+    }
+    Ok(c)
+}
+
+/// No server named anywhere: the embedded server, which needs no
+/// credentials. Credentials typed for this run would be silently unused, so
+/// they are an error; ambient ones are simply not used.
+fn refuse_unused_settings(layers: &[(Source, Layer)], origins: &Origins) -> Result<(), UsageError> {
+    let explicit: Vec<String> = [Source::Flag, Source::Profile]
+        .iter()
+        .flat_map(|&source| {
+            let layer = &layers.iter().find(|(s, _)| *s == source).expect("layer").1;
+            set_fields(layer).into_iter().map(move |f| (source, f))
+        })
+        .map(|(source, f)| origins.of(source, f))
+        .collect();
+    if !explicit.is_empty() {
+        return Err(UsageError(format!(
+            "{} given, but no server to use it with: jsbench starts its own server unless \
+             -s/--server, --context or the profile's connection.url names one",
+            explicit.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// Credentials inside the URL count as the URL's source giving them,
+/// below any user or token that source gives explicitly.
+fn adopt_url_credentials(
+    layers: &mut [(Source, Layer)],
+    url_source: Source,
+    parsed: &[url::ParsedUrl],
+) {
     if let Some(credentials) = parsed.iter().find_map(|u| u.credentials.clone()) {
         let layer = &mut layers
             .iter_mut()
@@ -457,14 +534,17 @@ pub fn resolve(
             }
         }
     }
+}
 
-    let mut sources = BTreeMap::new();
-    sources.insert("url".to_string(), origins.of(url_source, "url"));
-    let auth = resolve_auth(&layers, &origins, &mut sources, &mut notes)?;
-    let tls = resolve_tls(&layers, &origins, &mut sources, &parsed)?;
-
-    let domain = pick(&layers, |l| l.js_domain.clone());
-    let prefix = pick(&layers, |l| l.js_api_prefix.clone());
+/// Where JetStream's API lives: a domain, from any source, wins over an API
+/// prefix (which only a context gives), else the default.
+fn resolve_js_api(
+    layers: &[(Source, Layer)],
+    origins: &Origins,
+    sources: &mut BTreeMap<String, String>,
+) -> Result<JsApi, UsageError> {
+    let domain = pick(layers, |l| l.js_domain.clone());
+    let prefix = pick(layers, |l| l.js_api_prefix.clone());
     let js_api = match (domain, prefix) {
         (Some((d, s)), _) => {
             check_domain(&d, &origins.of(s, "jetstream_domain"))?;
@@ -480,32 +560,28 @@ pub fn resolve(
         }
         (None, None) => JsApi::Default,
     };
+    Ok(js_api)
+}
+
+/// Where the timeout and connection name came from, for the named server's
+/// settings; their values are picked earlier, as the embedded server uses
+/// them too.
+fn record_timeout_and_name_sources(
+    layers: &[(Source, Layer)],
+    origins: &Origins,
+    sources: &mut BTreeMap<String, String>,
+) {
     for (field, value) in [
-        ("timeout", pick(&layers, |l| l.timeout).map(|(_, s)| s)),
+        ("timeout", pick(layers, |l| l.timeout).map(|(_, s)| s)),
         (
             "connection_name",
-            pick(&layers, |l| l.name.clone()).map(|(_, s)| s),
+            pick(layers, |l| l.name.clone()).map(|(_, s)| s),
         ),
     ] {
         if let Some(s) = value {
             sources.insert(field.into(), origins.of(s, field));
         }
     }
-
-    let mut settings = ConnectSettings::from_parsed(parsed, timeout);
-    settings.auth = auth;
-    settings.tls = tls;
-    settings.name = name.clone();
-    settings.js_api = js_api;
-    settings.inbox_prefix = pick(&layers, |l| l.inbox_prefix.clone()).map(|(p, _)| p);
-    settings.context = context.as_ref().map(|c| c.name.clone());
-    settings.sources = sources;
-    Ok(Resolution {
-        remote: Some(settings),
-        timeout,
-        name,
-        notes,
-    })
 }
 
 /// Resolves the connection of every profile of one run. They share one
