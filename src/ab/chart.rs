@@ -11,7 +11,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::AbReport;
-use super::judge::{Judgement, Verdict};
+use super::judge::{Judgement, PairedVerdict};
 use crate::report::charts::draw::Ticked;
 use crate::report::fonts::{self, FAMILY};
 use crate::report::html::{Html, Trusted};
@@ -24,11 +24,11 @@ const LABELS: u32 = 470;
 /// are drawn at the edge.
 const REACH: f64 = 4.0;
 
-fn colour(verdict: Verdict) -> RGBColor {
+fn colour(verdict: PairedVerdict) -> RGBColor {
     match verdict {
-        Verdict::Regressed | Verdict::MissingInNew => RGBColor(213, 94, 0),
-        Verdict::Improved => RGBColor(0, 158, 115),
-        Verdict::Unchanged => RGBColor(0, 114, 178),
+        PairedVerdict::Regressed | PairedVerdict::MissingInNew => RGBColor(213, 94, 0),
+        PairedVerdict::Improved => RGBColor(0, 158, 115),
+        PairedVerdict::Unchanged => RGBColor(0, 114, 178),
         _ => RGBColor(230, 159, 0),
     }
 }
@@ -37,12 +37,12 @@ fn colour(verdict: Verdict) -> RGBColor {
 fn rows(report: &AbReport) -> Vec<&Judgement> {
     let mut rows: Vec<&Judgement> = report
         .judged()
-        .filter(|m| m.verdict != Verdict::MissingInNew)
+        .filter(|m| m.verdict != PairedVerdict::MissingInNew)
         .collect();
     rows.sort_by_key(|m| match m.verdict {
-        Verdict::Regressed => 0,
-        Verdict::Undecided | Verdict::TooFewPairs => 1,
-        Verdict::Improved => 2,
+        PairedVerdict::Regressed => 0,
+        PairedVerdict::Undecided | PairedVerdict::TooFewPairs => 1,
+        PairedVerdict::Improved => 2,
         _ => 3,
     });
     rows

@@ -121,7 +121,7 @@ impl Rule {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Verdict {
+pub enum PairedVerdict {
     Regressed,
     Improved,
     Unchanged,
@@ -135,27 +135,27 @@ pub enum Verdict {
     MissingInNew,
 }
 
-impl Verdict {
+impl PairedVerdict {
     pub fn label(self) -> &'static str {
         match self {
-            Verdict::Regressed => "regressed",
-            Verdict::Improved => "improved",
-            Verdict::Unchanged => "unchanged",
-            Verdict::Undecided => "undecided",
-            Verdict::TooFewPairs => "too few pairs",
-            Verdict::NotJudged => "not judged",
-            Verdict::MissingInNew => "missing in NEW",
+            PairedVerdict::Regressed => "regressed",
+            PairedVerdict::Improved => "improved",
+            PairedVerdict::Unchanged => "unchanged",
+            PairedVerdict::Undecided => "undecided",
+            PairedVerdict::TooFewPairs => "too few pairs",
+            PairedVerdict::NotJudged => "not judged",
+            PairedVerdict::MissingInNew => "missing in NEW",
         }
     }
 
     /// Whether more pairs could change it.
     pub fn decided(self) -> bool {
-        !matches!(self, Verdict::Undecided | Verdict::TooFewPairs)
+        !matches!(self, PairedVerdict::Undecided | PairedVerdict::TooFewPairs)
     }
 
     /// Whether it fails the comparison.
     pub fn fails(self) -> bool {
-        matches!(self, Verdict::Regressed | Verdict::MissingInNew)
+        matches!(self, PairedVerdict::Regressed | PairedVerdict::MissingInNew)
     }
 }
 
@@ -188,7 +188,7 @@ pub struct Judgement {
     pub low: Option<f64>,
     pub high: Option<f64>,
     pub coverage: Option<f64>,
-    pub verdict: Verdict,
+    pub verdict: PairedVerdict,
 }
 
 /// Every metric of the pairs' summaries, in BASE's order.
@@ -282,10 +282,10 @@ pub fn judge(track: &Track, rule: &Rule) -> Judgement {
         low: None,
         high: None,
         coverage: None,
-        verdict: Verdict::NotJudged,
+        verdict: PairedVerdict::NotJudged,
     };
     if !bases.is_empty() && news.is_empty() {
-        j.verdict = Verdict::MissingInNew;
+        j.verdict = PairedVerdict::MissingInNew;
         return j;
     }
     let Some(class) = track.class else {
@@ -305,7 +305,7 @@ pub fn judge(track: &Track, rule: &Rule) -> Judgement {
         return j;
     };
     let Some(interval) = stats::hodges_lehmann(&logs, rule.confidence) else {
-        j.verdict = Verdict::TooFewPairs;
+        j.verdict = PairedVerdict::TooFewPairs;
         return j;
     };
     j.ratio = Some(interval.estimate.exp());
@@ -325,7 +325,7 @@ fn to_us(value: f64, unit: &str) -> f64 {
 }
 
 /// The verdict of an interval of log ratios against a threshold.
-fn verdict(direction: Direction, interval: &Interval, threshold: f64) -> Verdict {
+fn verdict(direction: Direction, interval: &Interval, threshold: f64) -> PairedVerdict {
     let limit = (1.0 + threshold).ln();
     // "Worse" is positive: a rise for lower-is-better, a drop otherwise.
     let (low, high) = match direction {
@@ -333,13 +333,13 @@ fn verdict(direction: Direction, interval: &Interval, threshold: f64) -> Verdict
         _ => (interval.low, interval.high),
     };
     if low > limit {
-        Verdict::Regressed
+        PairedVerdict::Regressed
     } else if high < -limit {
-        Verdict::Improved
+        PairedVerdict::Improved
     } else if -limit <= low && high <= limit {
-        Verdict::Unchanged
+        PairedVerdict::Unchanged
     } else {
-        Verdict::Undecided
+        PairedVerdict::Undecided
     }
 }
 
@@ -391,14 +391,14 @@ mod tests {
             Direction::Higher,
             &pairs(10, 1e5, 0.90),
         );
-        assert_eq!(judge(&down, &rule()).verdict, Verdict::Regressed);
+        assert_eq!(judge(&down, &rule()).verdict, PairedVerdict::Regressed);
         let up = track(
             "publish_rate",
             "msg/s",
             Direction::Higher,
             &pairs(10, 1e5, 1.10),
         );
-        assert_eq!(judge(&up, &rule()).verdict, Verdict::Improved);
+        assert_eq!(judge(&up, &rule()).verdict, PairedVerdict::Improved);
     }
 
     #[test]
@@ -410,7 +410,7 @@ mod tests {
             &pairs(10, 800.0, 1.15),
         );
         let j = judge(&up, &rule());
-        assert_eq!(j.verdict, Verdict::Regressed);
+        assert_eq!(j.verdict, PairedVerdict::Regressed);
         let ratio = j.ratio.unwrap();
         assert!((1.13..1.17).contains(&ratio), "{j:?}");
         assert!(j.low.unwrap() > 1.05, "{j:?}");
@@ -442,10 +442,10 @@ mod tests {
             latency: 1.1,
             ..rule()
         };
-        assert_eq!(judge(&halved, &strict).verdict, Verdict::Regressed);
-        assert_eq!(judge(&doubled, &strict).verdict, Verdict::Regressed);
-        assert_eq!(judge(&halved, &lax).verdict, Verdict::Unchanged);
-        assert_eq!(judge(&doubled, &lax).verdict, Verdict::Unchanged);
+        assert_eq!(judge(&halved, &strict).verdict, PairedVerdict::Regressed);
+        assert_eq!(judge(&doubled, &strict).verdict, PairedVerdict::Regressed);
+        assert_eq!(judge(&halved, &lax).verdict, PairedVerdict::Unchanged);
+        assert_eq!(judge(&doubled, &lax).verdict, PairedVerdict::Unchanged);
     }
 
     #[test]
@@ -456,7 +456,7 @@ mod tests {
             Direction::Higher,
             &pairs(10, 1e5, 1.0),
         );
-        assert_eq!(judge(&flat, &rule()).verdict, Verdict::Unchanged);
+        assert_eq!(judge(&flat, &rule()).verdict, PairedVerdict::Unchanged);
         // At the threshold itself: the interval straddles it.
         let edge = track(
             "publish_rate",
@@ -464,14 +464,14 @@ mod tests {
             Direction::Higher,
             &pairs(10, 1e5, 0.97),
         );
-        assert_eq!(judge(&edge, &rule()).verdict, Verdict::Undecided);
+        assert_eq!(judge(&edge, &rule()).verdict, PairedVerdict::Undecided);
         // Wild noise around no change.
         let noisy: Vec<(f64, f64)> = [1.3, 0.7, 1.2, 0.8, 1.25, 0.75, 1.1, 0.9, 1.0, 1.05]
             .iter()
             .map(|r| (1e5, 1e5 * r))
             .collect();
         let noisy = track("publish_rate", "msg/s", Direction::Higher, &noisy);
-        assert_eq!(judge(&noisy, &rule()).verdict, Verdict::Undecided);
+        assert_eq!(judge(&noisy, &rule()).verdict, PairedVerdict::Undecided);
     }
 
     #[test]
@@ -482,8 +482,8 @@ mod tests {
             Direction::Higher,
             &pairs(7, 1e5, 0.5),
         );
-        assert_eq!(judge(&t, &rule()).verdict, Verdict::TooFewPairs);
-        assert!(!Verdict::TooFewPairs.decided());
+        assert_eq!(judge(&t, &rule()).verdict, PairedVerdict::TooFewPairs);
+        assert!(!PairedVerdict::TooFewPairs.decided());
     }
 
     #[test]
@@ -528,7 +528,7 @@ mod tests {
     fn latencies_at_the_clock_resolution_are_not_judged() {
         let tiny = track("send_lag.p50", "us", Direction::Lower, &pairs(10, 0.1, 3.0));
         let j = judge(&tiny, &rule());
-        assert_eq!(j.verdict, Verdict::NotJudged);
+        assert_eq!(j.verdict, PairedVerdict::NotJudged);
         assert_eq!(j.class, None);
     }
 
@@ -544,7 +544,7 @@ mod tests {
             p.1 = None;
         }
         let j = judge(&missing, &rule());
-        assert_eq!(j.verdict, Verdict::MissingInNew);
+        assert_eq!(j.verdict, PairedVerdict::MissingInNew);
         assert!(j.verdict.fails());
         let zero = track(
             "publish_rate",
@@ -552,6 +552,6 @@ mod tests {
             Direction::Higher,
             &pairs(8, 1e5, 0.0),
         );
-        assert_eq!(judge(&zero, &rule()).verdict, Verdict::Regressed);
+        assert_eq!(judge(&zero, &rule()).verdict, PairedVerdict::Regressed);
     }
 }

@@ -37,8 +37,8 @@ use crate::scenario::{self, Profile};
 use crate::server::{EmbeddedCluster, EmbeddedServer, ServerOptions};
 use crate::system::about;
 use crate::system::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, UsageError};
-use judge::{Judgement, Rule, Verdict};
-use slice::{Side, SliceError, SliceResult, Target};
+use judge::{Judgement, PairedVerdict, Rule};
+use slice::{Side, SliceError, SliceResult, SliceTarget};
 
 /// What the two sides are.
 #[derive(Debug, Clone)]
@@ -170,14 +170,14 @@ pub struct AbReport {
 pub const AB_SCHEMA_VERSION: u32 = 1;
 
 impl AbReport {
-    pub fn count(&self, verdict: Verdict) -> usize {
+    pub fn count(&self, verdict: PairedVerdict) -> usize {
         self.metrics.iter().filter(|m| m.verdict == verdict).count()
     }
 
     pub fn judged(&self) -> impl Iterator<Item = &Judgement> {
         self.metrics
             .iter()
-            .filter(|m| m.verdict != Verdict::NotJudged)
+            .filter(|m| m.verdict != PairedVerdict::NotJudged)
     }
 }
 
@@ -517,14 +517,14 @@ async fn run_pairs(
         let decided = report.judged().filter(|m| m.verdict.decided()).count();
         eprintln!(
             "jsbench ab: {decided} of {judged} judged metrics decided, {} regressed; {} of {}",
-            report.count(Verdict::Regressed),
+            report.count(PairedVerdict::Regressed),
             format_duration(Duration::from_secs(clock.elapsed().as_secs())),
             format_duration(options.budget),
         );
         write_report(dir, report)?;
         let failed = !report.failures.is_empty()
-            || report.count(Verdict::Regressed) > 0
-            || report.count(Verdict::MissingInNew) > 0;
+            || report.count(PairedVerdict::Regressed) > 0
+            || report.count(PairedVerdict::MissingInNew) > 0;
         if failed {
             report.stopped = Some(Stopped::Failed);
             break;
@@ -610,7 +610,7 @@ impl Servers {
         binary: Option<&PathBuf>,
         cluster: Option<usize>,
         pin: bool,
-    ) -> Result<Target> {
+    ) -> Result<SliceTarget> {
         let options = ServerOptions {
             binary: binary.cloned(),
             ..Default::default()
@@ -627,7 +627,7 @@ impl Servers {
                 for node in c.nodes() {
                     pinned(node.pid())?;
                 }
-                let t = Target::Started {
+                let t = SliceTarget::Started {
                     urls: c.urls(),
                     monitor: c.nodes()[0].monitor_url().map(str::to_string),
                 };
@@ -637,7 +637,7 @@ impl Servers {
             None => {
                 let s = EmbeddedServer::start_with(&options)?;
                 pinned(s.pid())?;
-                let t = Target::Started {
+                let t = SliceTarget::Started {
                     urls: s.url().to_string(),
                     monitor: s.monitor_url().map(str::to_string),
                 };
@@ -756,8 +756,8 @@ fn judge_all(report: &mut AbReport, slices: &[(SliceResult, SliceResult)]) {
 
 /// The verdict and exit status from the judgements, and notes on BASE.
 fn conclude(report: &mut AbReport) {
-    let regressed = report.count(Verdict::Regressed);
-    let missing = report.count(Verdict::MissingInNew);
+    let regressed = report.count(PairedVerdict::Regressed);
+    let missing = report.count(PairedVerdict::MissingInNew);
     let (verdict, code) = if report.stopped == Some(Stopped::Interrupted) {
         ("interrupted", EXIT_INTERRUPTED)
     } else if !report.failures.is_empty() {
@@ -773,7 +773,8 @@ fn conclude(report: &mut AbReport) {
     };
     report.verdict = verdict.into();
     report.exit_code = code;
-    let undecided = report.count(Verdict::Undecided) + report.count(Verdict::TooFewPairs);
+    let undecided =
+        report.count(PairedVerdict::Undecided) + report.count(PairedVerdict::TooFewPairs);
     if undecided > 0 && report.stopped != Some(Stopped::Decided) {
         report.notes.push(format!(
             "{undecided} judged metric(s) stayed undecided: their intervals straddle the threshold; more pairs (--budget) would narrow them"

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::judge::{Judgement, Verdict};
+use super::judge::{Judgement, PairedVerdict};
 use super::{AbReport, Stopped};
 use crate::compare::render::{aligned, failure_lines, failure_list, md};
 use crate::report::page::format_value;
@@ -19,7 +19,7 @@ fn change(ratio: f64) -> String {
 }
 
 fn headline(r: &AbReport) -> String {
-    let regressed = r.count(Verdict::Regressed);
+    let regressed = r.count(PairedVerdict::Regressed);
     match r.verdict.as_str() {
         "invariants failed" => format!(
             "FAILED: {} broken check(s) in NEW's slices{}",
@@ -32,7 +32,7 @@ fn headline(r: &AbReport) -> String {
         ),
         "missing in NEW" => format!(
             "FAILED: {} metric(s) measured by BASE and never by NEW",
-            r.count(Verdict::MissingInNew)
+            r.count(PairedVerdict::MissingInNew)
         ),
         "regression" => format!("REGRESSION: {regressed} metric(s) regressed"),
         "interrupted" => "interrupted: the pairs so far are judged below".into(),
@@ -85,12 +85,12 @@ fn method_line(r: &AbReport) -> String {
 
 fn order(m: &Judgement) -> u8 {
     match m.verdict {
-        Verdict::MissingInNew => 0,
-        Verdict::Regressed => 1,
-        Verdict::Undecided | Verdict::TooFewPairs => 2,
-        Verdict::Improved => 3,
-        Verdict::Unchanged => 4,
-        Verdict::NotJudged => 5,
+        PairedVerdict::MissingInNew => 0,
+        PairedVerdict::Regressed => 1,
+        PairedVerdict::Undecided | PairedVerdict::TooFewPairs => 2,
+        PairedVerdict::Improved => 3,
+        PairedVerdict::Unchanged => 4,
+        PairedVerdict::NotJudged => 5,
     }
 }
 
@@ -113,7 +113,7 @@ fn rows(r: &AbReport, with_profile: bool) -> Vec<Vec<String>> {
                 interval,
                 m.ratios.len().to_string(),
                 match m.verdict {
-                    Verdict::Regressed => "REGRESSED".into(),
+                    PairedVerdict::Regressed => "REGRESSED".into(),
                     v => v.label().into(),
                 },
             ]
@@ -127,17 +127,17 @@ const HEADER: [&str; 7] = [
 
 fn counts(r: &AbReport) -> String {
     [
-        Verdict::Regressed,
-        Verdict::Improved,
-        Verdict::Unchanged,
-        Verdict::Undecided,
-        Verdict::TooFewPairs,
-        Verdict::MissingInNew,
+        PairedVerdict::Regressed,
+        PairedVerdict::Improved,
+        PairedVerdict::Unchanged,
+        PairedVerdict::Undecided,
+        PairedVerdict::TooFewPairs,
+        PairedVerdict::MissingInNew,
     ]
     .iter()
     .filter_map(|v| {
         let n = r.count(*v);
-        (n > 0 || matches!(v, Verdict::Regressed | Verdict::Unchanged))
+        (n > 0 || matches!(v, PairedVerdict::Regressed | PairedVerdict::Unchanged))
             .then(|| format!("{n} {}", v.label()))
     })
     .collect::<Vec<_>>()

@@ -29,13 +29,13 @@ pub struct Side {
     pub role: &'static str,
     pub jsbench: PathBuf,
     pub server: Option<PathBuf>,
-    pub target: Target,
+    pub target: SliceTarget,
 }
 
 /// Where slices send their load: one server for both sides, unless each
 /// side brings its own.
 #[derive(Debug, Clone)]
-pub enum Target {
+pub enum SliceTarget {
     /// A server (or cluster) `ab` started: its client URLs and a
     /// monitoring URL for server CPU.
     Started {
@@ -178,13 +178,13 @@ pub async fn run(
         .stderr(log)
         .kill_on_drop(true);
     match &side.target {
-        Target::Started { urls, monitor } => {
+        SliceTarget::Started { urls, monitor } => {
             command.args(["--server", urls]);
             if let Some(m) = monitor {
                 command.args(["--monitor", m]);
             }
         }
-        Target::Given { args, env } => {
+        SliceTarget::Given { args, env } => {
             command.args(args);
             command.envs(env.iter().map(|(k, v)| (k, v)));
         }
@@ -297,7 +297,7 @@ fn tail(path: &Path, lines: usize) -> String {
 
 /// The connection flags a slice needs to reach a server the user named:
 /// the flags as given, secrets moved to the environment.
-pub fn given_target(flags: &crate::connect::ConnectionFlags) -> Target {
+pub fn given_target(flags: &crate::connect::ConnectionFlags) -> SliceTarget {
     let mut args = Vec::new();
     let mut env = Vec::new();
     let mut flag = |name: &str, value: Option<String>| {
@@ -327,7 +327,7 @@ pub fn given_target(flags: &crate::connect::ConnectionFlags) -> Target {
     if let Some(t) = &flags.token {
         env.push(("NATS_TOKEN".into(), t.clone()));
     }
-    Target::Given { args, env }
+    SliceTarget::Given { args, env }
 }
 
 /// Why a side's binary cannot serve, if it cannot: checked before anything runs.
@@ -400,7 +400,7 @@ messages = 1000
             tlsfirst: true,
             ..Default::default()
         };
-        let Target::Given { args, env } = given_target(&flags) else {
+        let SliceTarget::Given { args, env } = given_target(&flags) else {
             panic!("a given target");
         };
         assert!(args.iter().all(|a| !a.contains("hunter2")), "{args:?}");
