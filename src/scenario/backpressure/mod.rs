@@ -21,9 +21,9 @@ use super::lifecycle::{Durable, drive_durable, each, variant};
 use super::table::{self, Cell, Column, Show};
 use super::{ScenarioKind, ScenarioPlan, checks};
 use crate::consume::fates::Analysis;
-use crate::drive::{ConsumerSpec, DriveOutcome, RunContext};
+use crate::drive::{ConsumerSample, ConsumerSpec, DriveOutcome, RunContext};
 use crate::profile::{Action, CommonPlan, ConsumerPlan, Problems, Section, format_duration};
-use crate::record::metrics::{Direction, Metric, count, latency_metrics};
+use crate::record::metrics::{Direction, Metric, count, latency_metrics, ratio};
 use crate::record::names;
 use crate::streams::provision::Need;
 use crate::variant::{Invariant, VariantResult, VariantSink};
@@ -213,7 +213,34 @@ pub fn bound(rate: f64, concurrency: f64, max_ack_pending: f64, processing: Dura
     rate.min(concurrency / t).min(max_ack_pending / t)
 }
 
+/// A point's figures, by what they are about: its pace against Little's
+/// law, its latency, the bound again at the processing time the handlers
+/// really took, MaxAckPending's hold on the durable, the redeliveries it
+/// caused, the slots delayed naks hold, and how long the drain took.
 fn measure(o: &DriveOutcome, a: &Analysis, plan: &Plan, c: &ConsumerPlan, r: &mut VariantResult) {
+    let throughput = completion_rate(o, a);
+    efficiency(o, throughput, plan, c, r);
+    r.metrics.extend(latency_metrics(
+        names::E2E_LATENCY,
+        &o.e2e_intended.summary(),
+    ));
+    r.histograms
+        .push((names::E2E_LATENCY.into(), o.e2e_intended.clone()));
+    measured_efficiency(o, throughput, plan, c, r);
+    ack_pending(&o.samples, c.max_ack_pending as u64, r);
+    redeliveries(a, r);
+    delayed_nak_slots(plan, r);
+    r.metrics.push(Metric::new(
+        "completion_time",
+        "ms",
+        o.drain_time.as_secs_f64() * 1e3,
+        Direction::Lower,
+    ));
+}
+
+/// Completed messages a second: every acked message over the span from
+/// the first delivery to the last, the figure the bound is judged against.
+fn completion_rate(o: &DriveOutcome, a: &Analysis) -> f64 {
     let first = o
         .consumers
         .iter()
@@ -225,18 +252,37 @@ fn measure(o: &DriveOutcome, a: &Analysis, plan: &Plan, c: &ConsumerPlan, r: &mu
         (Some(f), Some(l)) if l > f => Duration::from_nanos(l - f),
         _ => Duration::ZERO,
     };
-    let throughput = if span.is_zero() {
+    if span.is_zero() {
         0.0
     } else {
         a.observed.acked as f64 / span.as_secs_f64()
-    };
+    }
+}
+
+/// This point's Little's-law bound at a given processing time: the same
+/// rate, handlers and MaxAckPending whether the processing time is the
+/// planned one or the one measured.
+fn point_bound(plan: &Plan, c: &ConsumerPlan, processing: Duration) -> f64 {
     let concurrency = (c.consumers * plan.load.behaviour.handlers) as f64;
-    let limit = bound(
+    bound(
         plan.load.rate as f64,
         concurrency,
         c.max_ack_pending as f64,
-        plan.load.behaviour.processing.mean(),
-    );
+        processing,
+    )
+}
+
+/// The point's pace against Little's law: the rate it was offered, the
+/// completions it made, the bound from the planned processing time, and
+/// how close it came to it.
+fn efficiency(
+    o: &DriveOutcome,
+    throughput: f64,
+    plan: &Plan,
+    c: &ConsumerPlan,
+    r: &mut VariantResult,
+) {
+    let limit = point_bound(plan, c, plan.load.behaviour.processing.mean());
     r.metrics.push(Metric::new(
         names::PUBLISH.rate,
         "msg/s",
@@ -251,21 +297,20 @@ fn measure(o: &DriveOutcome, a: &Analysis, plan: &Plan, c: &ConsumerPlan, r: &mu
     ));
     r.metrics
         .push(Metric::new(BOUND, "msg/s", limit, Direction::None));
-    r.metrics.push(Metric::new(
-        EFFICIENCY,
-        "ratio",
-        if limit > 0.0 { throughput / limit } else { 0.0 },
-        Direction::Higher,
-    ));
-    r.metrics.extend(latency_metrics(
-        names::E2E_LATENCY,
-        &o.e2e_intended.summary(),
-    ));
-    r.histograms
-        .push((names::E2E_LATENCY.into(), o.e2e_intended.clone()));
+    r.metrics
+        .push(ratio(EFFICIENCY, throughput, limit, Direction::Higher));
+}
 
-    // The processing time the handlers really took (a timer sleeps at least
-    // as long as asked, often a millisecond more), and the bound from it.
+/// The processing time the handlers really took (a timer sleeps at least
+/// as long as asked, often a millisecond more), and the bound and the
+/// efficiency from it, so a timer's oversleep does not read as a gap.
+fn measured_efficiency(
+    o: &DriveOutcome,
+    throughput: f64,
+    plan: &Plan,
+    c: &ConsumerPlan,
+    r: &mut VariantResult,
+) {
     let mut handled = crate::record::histogram::Recorder::new();
     for e in &o.events {
         handled.record_between(e.received_ns, e.answered_ns);
@@ -274,34 +319,28 @@ fn measure(o: &DriveOutcome, a: &Analysis, plan: &Plan, c: &ConsumerPlan, r: &mu
     r.metrics
         .extend(latency_metrics("processing_measured", &measured));
     r.histograms.push(("processing_measured".into(), handled));
-    let limit_measured = bound(
-        plan.load.rate as f64,
-        concurrency,
-        c.max_ack_pending as f64,
-        Duration::from_secs_f64(measured.mean_us / 1e6),
-    );
+    let limit_measured = point_bound(plan, c, Duration::from_secs_f64(measured.mean_us / 1e6));
     r.metrics.push(Metric::new(
         "bound_measured",
         "msg/s",
         limit_measured,
         Direction::None,
     ));
-    r.metrics.push(Metric::new(
+    r.metrics.push(ratio(
         EFFICIENCY_MEASURED,
-        "ratio",
-        if limit_measured > 0.0 {
-            throughput / limit_measured
-        } else {
-            0.0
-        },
+        throughput,
+        limit_measured,
         Direction::Higher,
     ));
+}
 
-    // Ack pending: the server's view, the client's, and time at the cap.
-    let samples = &o.samples;
+/// Ack pending over the run, from the consumer info samples: the share
+/// of them at the cap, the server's view on average and at most, and the
+/// client's messages in flight.
+fn ack_pending(samples: &[ConsumerSample], max_ack_pending: u64, r: &mut VariantResult) {
     let at_cap = samples
         .iter()
-        .filter(|s| s.num_ack_pending >= c.max_ack_pending as u64)
+        .filter(|s| s.num_ack_pending >= max_ack_pending)
         .count();
     let fraction = if samples.is_empty() {
         0.0
@@ -310,7 +349,7 @@ fn measure(o: &DriveOutcome, a: &Analysis, plan: &Plan, c: &ConsumerPlan, r: &mu
     };
     r.metrics
         .push(Metric::new(TIME_AT_CAP, "ratio", fraction, Direction::None));
-    let mean = |v: &dyn Fn(&crate::drive::ConsumerSample) -> u64| {
+    let mean = |v: &dyn Fn(&ConsumerSample) -> u64| {
         if samples.is_empty() {
             0.0
         } else {
@@ -333,8 +372,12 @@ fn measure(o: &DriveOutcome, a: &Analysis, plan: &Plan, c: &ConsumerPlan, r: &mu
         mean(&|s| s.client_in_flight),
         Direction::None,
     ));
+}
 
-    // Redeliveries by cause; expiries are the waste.
+/// Redeliveries by cause: those the behaviour planned (their delays) and
+/// the expired ack deadlines, which are the waste, with how long an
+/// expired message waited for its answer.
+fn redeliveries(a: &Analysis, r: &mut VariantResult) {
     let deliveries: u64 = a
         .delivered_times
         .iter()
@@ -360,7 +403,11 @@ fn measure(o: &DriveOutcome, a: &Analysis, plan: &Plan, c: &ConsumerPlan, r: &mu
             a.time_to_expired_answer.clone(),
         ));
     }
-    // Messages nak'ed with a delay hold a MaxAckPending slot for the delay.
+}
+
+/// Messages nak'ed with a delay hold a MaxAckPending slot for the delay:
+/// how many slots the behaviour's delayed naks hold on average, when any.
+fn delayed_nak_slots(plan: &Plan, r: &mut VariantResult) {
     let held: f64 = plan
         .load
         .behaviour
@@ -387,12 +434,6 @@ fn measure(o: &DriveOutcome, a: &Analysis, plan: &Plan, c: &ConsumerPlan, r: &mu
             Direction::None,
         ));
     }
-    r.metrics.push(Metric::new(
-        "completion_time",
-        "ms",
-        o.drain_time.as_secs_f64() * 1e3,
-        Direction::Lower,
-    ));
 }
 
 fn verify(o: &DriveOutcome, a: &Analysis, stored: Option<u64>, r: &mut VariantResult) {
