@@ -26,6 +26,7 @@ use crate::drive::{
 };
 use crate::profile::{CommonPlan, ConsumerPlan, Problems, Section, format_duration};
 use crate::record::histogram::Recorder;
+use crate::record::ledger::LedgerCounts;
 use crate::record::metrics::{Direction, Metric, latency_metrics};
 use crate::record::names;
 use crate::scenario::search::SEARCH_PROBES;
@@ -362,31 +363,71 @@ async fn memory_now(ctx: &RunContext) -> Option<u64> {
         .flatten()
 }
 
+/// A variant's figures, by what they are about: its rates, the spread of
+/// its durables, its latencies, what creating its streams and durables
+/// cost the server (time, memory), CPU per delivery, the drive's records,
+/// a row per stream and per durable, and what fell short of the plan.
 fn measure(o: &FanoutOutcome, p: &Provisioned, spec: &FanoutSpec, r: &mut VariantResult) {
     let publish = &o.publish;
     let streams = spec.streams.len();
     let consumers: usize = spec.streams.iter().map(|s| s.durables.len()).sum();
-    let metric =
-        |name: &str, unit: &str, value: f64, direction| Metric::new(name, unit, value, direction);
-    r.metrics.push(metric(
-        names::TARGET_RATE,
+    let target = (spec.rate * streams as u64) as f64;
+    let delivered = delivered(o);
+    r.ledger = delivered.counts;
+    rates(publish, target, &delivered, r);
+    across_durables(
+        "durable_consume_rate",
         "msg/s",
-        (spec.rate * streams as u64) as f64,
-        Direction::None,
-    ));
-    r.metrics.push(metric(
-        names::PUBLISH.rate,
-        "msg/s",
-        publish.publish_rate(),
+        delivered.durable_rates,
         Direction::Higher,
+        r,
+    );
+    across_durables(
+        "durable_e2e_p99",
+        "us",
+        delivered.durable_p99s,
+        Direction::Lower,
+        r,
+    );
+    latencies(publish, &delivered.e2e, &delivered.e2e_sent, r);
+    super::shape::per_step(&delivered.e2e, publish.t0_ns, &spec.publish.arrival, r);
+    r.metrics.push(Metric::new(
+        "drain_time",
+        "ms",
+        o.drain_time.as_secs_f64() * 1e3,
+        Direction::Lower,
     ));
+    creation_times(o, p, consumers, r);
+    server_memory(p, streams, consumers, r);
+    cpu_per_delivery(publish, delivered.counts.deliveries, r);
+    checks::server_figures(publish, r);
+    checks::client_figures(publish, r);
+    r.timelines
+        .insert(names::PUBLISHED.into(), publish.published_timeline.clone());
+    parts(o, r);
+    shortfalls(o, target, r);
+}
 
-    // Every durable's deliveries together.
+/// Every durable's deliveries together, and each durable's own rate and
+/// p99 for their spread.
+struct Delivered {
+    e2e: Recorder,
+    e2e_sent: Recorder,
+    /// Deliveries are the durables' counts summed; publishing is the
+    /// streams', not the durables' dues.
+    counts: LedgerCounts,
+    /// From the first delivery of any durable to the last.
+    span: Duration,
+    durable_rates: Vec<f64>,
+    durable_p99s: Vec<f64>,
+}
+
+/// Sums the durables' outcomes into the variant's: one latency histogram
+/// over every delivery, one ledger, one span.
+fn delivered(o: &FanoutOutcome) -> Delivered {
     let mut e2e = Recorder::new();
     let mut e2e_sent = Recorder::new();
-    // Deliveries are the durables' counts summed; publishing is the
-    // streams', not the durables' dues.
-    let mut counts = crate::record::ledger::LedgerCounts::default();
+    let mut counts = LedgerCounts::default();
     let (mut first_ns, mut last_ns) = (u64::MAX, 0u64);
     let mut durable_rates = Vec::new();
     let mut durable_p99s = Vec::new();
@@ -404,56 +445,87 @@ fn measure(o: &FanoutOutcome, p: &Provisioned, spec: &FanoutSpec, r: &mut Varian
         durable_rates.push(d.outcome.consume_rate());
         durable_p99s.push(d.outcome.e2e_intended.summary().p99_us);
     }
-    let sent = &publish.counts;
+    let sent = &o.publish.counts;
     counts.published = sent.published;
     counts.publish_errors = sent.publish_errors;
     counts.persisted = sent.persisted;
     counts.persisted_twice = sent.persisted_twice;
     counts.duplicates = sent.duplicates;
     counts.refused_by_limit = sent.refused_by_limit;
-    r.ledger = counts;
-    let span = Duration::from_nanos(last_ns.saturating_sub(first_ns));
-    r.metrics.push(metric(
-        names::CONSUME.rate,
+    Delivered {
+        e2e,
+        e2e_sent,
+        counts,
+        span: Duration::from_nanos(last_ns.saturating_sub(first_ns)),
+        durable_rates,
+        durable_p99s,
+    }
+}
+
+/// The variant's pace: the total rate planned, published and consumed
+/// over every durable, and how many deliveries each message fanned out to.
+fn rates(publish: &DriveOutcome, target: f64, d: &Delivered, r: &mut VariantResult) {
+    r.metrics.push(Metric::new(
+        names::TARGET_RATE,
         "msg/s",
-        crate::drive::rate(counts.deliveries, span),
+        target,
+        Direction::None,
+    ));
+    r.metrics.push(Metric::new(
+        names::PUBLISH.rate,
+        "msg/s",
+        publish.publish_rate(),
         Direction::Higher,
     ));
-    if counts.persisted > 0 {
-        r.metrics.push(metric(
+    r.metrics.push(Metric::new(
+        names::CONSUME.rate,
+        "msg/s",
+        crate::drive::rate(d.counts.deliveries, d.span),
+        Direction::Higher,
+    ));
+    if d.counts.persisted > 0 {
+        r.metrics.push(Metric::new(
             "deliveries_per_message",
             "x",
-            counts.deliveries as f64 / counts.persisted as f64,
+            d.counts.deliveries as f64 / d.counts.persisted as f64,
             Direction::None,
         ));
     }
-    for (name, values, direction) in [
-        (
-            "durable_consume_rate",
-            &mut durable_rates,
-            Direction::Higher,
-        ),
-        ("durable_e2e_p99", &mut durable_p99s, Direction::Lower),
-    ] {
-        let unit = if name.ends_with("rate") {
-            "msg/s"
-        } else {
-            "us"
-        };
-        values.sort_by(f64::total_cmp);
-        if let (Some(&min), Some(&max)) = (values.first(), values.last()) {
-            let median = values[values.len() / 2];
-            r.metrics
-                .push(metric(&format!("{name}_min"), unit, min, direction));
-            r.metrics
-                .push(metric(&format!("{name}_median"), unit, median, direction));
-            r.metrics
-                .push(metric(&format!("{name}_max"), unit, max, direction));
-        }
+}
+
+/// How one figure spreads across the durables (`<name>_min`, `_median`,
+/// `_max`): a slow durable hides in the aggregate, not here. Nothing
+/// without durables.
+fn across_durables(
+    name: &str,
+    unit: &str,
+    mut values: Vec<f64>,
+    direction: Direction,
+    r: &mut VariantResult,
+) {
+    values.sort_by(f64::total_cmp);
+    if let (Some(&min), Some(&max)) = (values.first(), values.last()) {
+        let median = values[values.len() / 2];
+        r.metrics
+            .push(Metric::new(format!("{name}_min"), unit, min, direction));
+        r.metrics.push(Metric::new(
+            format!("{name}_median"),
+            unit,
+            median,
+            direction,
+        ));
+        r.metrics
+            .push(Metric::new(format!("{name}_max"), unit, max, direction));
     }
+}
+
+/// The latency families, each with its histogram: end to end over every
+/// durable (from the intended and the actual send), PubAck the same two
+/// ways, and the generator's own send lag.
+fn latencies(publish: &DriveOutcome, e2e: &Recorder, e2e_sent: &Recorder, r: &mut VariantResult) {
     for (name, recorder) in [
-        (names::E2E_LATENCY, &e2e),
-        (names::E2E_LATENCY_ACTUAL, &e2e_sent),
+        (names::E2E_LATENCY, e2e),
+        (names::E2E_LATENCY_ACTUAL, e2e_sent),
         (names::PUB_ACK_LATENCY, &publish.pub_ack_intended),
         (names::PUB_ACK_LATENCY_ACTUAL, &publish.pub_ack_sent),
         (names::SEND_LAG, &publish.send_lag),
@@ -461,58 +533,58 @@ fn measure(o: &FanoutOutcome, p: &Provisioned, spec: &FanoutSpec, r: &mut Varian
         r.metrics.extend(latency_metrics(name, &recorder.summary()));
         r.histograms.push((name.to_string(), recorder.clone()));
     }
-    super::shape::per_step(&e2e, publish.t0_ns, &spec.publish.arrival, r);
-    r.metrics.push(metric(
-        "drain_time",
-        "ms",
-        o.drain_time.as_secs_f64() * 1e3,
-        Direction::Lower,
-    ));
+}
 
-    // The server's cost of streams and durables.
-    r.metrics.push(metric(
+/// What creating the variant cost the server in time: every stream, a
+/// durable on average, and binding the durables to their clients.
+fn creation_times(o: &FanoutOutcome, p: &Provisioned, durables: usize, r: &mut VariantResult) {
+    r.metrics.push(Metric::new(
         "create_streams_time",
         "ms",
         p.create_streams.as_secs_f64() * 1e3,
         Direction::Lower,
     ));
-    r.metrics.push(metric(
+    r.metrics.push(Metric::new(
         "create_durable_time",
         "ms",
-        p.create_durables.as_secs_f64() * 1e3 / consumers.max(1) as f64,
+        p.create_durables.as_secs_f64() * 1e3 / durables.max(1) as f64,
         Direction::Lower,
     ));
-    r.metrics.push(metric(
+    r.metrics.push(Metric::new(
         "bind_durables_time",
         "ms",
         o.bind_time.as_secs_f64() * 1e3,
         Direction::Lower,
     ));
-    server_memory(p, streams, consumers, r);
-    if let Some(cpu) = publish.server_cpu.filter(|_| counts.deliveries > 0) {
-        r.metrics.push(metric(
+}
+
+/// CPU per delivery on each side, the server's when it is known: a
+/// fan-out's work is its deliveries, not its messages. Nothing without
+/// deliveries.
+fn cpu_per_delivery(publish: &DriveOutcome, deliveries: u64, r: &mut VariantResult) {
+    if let Some(cpu) = publish.server_cpu.filter(|_| deliveries > 0) {
+        r.metrics.push(Metric::new(
             "server_cpu_per_delivery",
             "us",
-            cpu.as_secs_f64() * 1e6 / counts.deliveries as f64,
+            cpu.as_secs_f64() * 1e6 / deliveries as f64,
             Direction::Lower,
         ));
     }
-    if counts.deliveries > 0 {
-        r.metrics.push(metric(
+    if deliveries > 0 {
+        r.metrics.push(Metric::new(
             "client_cpu_per_delivery",
             "us",
-            publish.client_cpu.total().as_secs_f64() * 1e6 / counts.deliveries as f64,
+            publish.client_cpu.total().as_secs_f64() * 1e6 / deliveries as f64,
             Direction::Lower,
         ));
     }
-    checks::server_figures(publish, r);
-    checks::client_figures(publish, r);
-    r.timelines
-        .insert(names::PUBLISHED.into(), publish.published_timeline.clone());
+}
 
-    parts(o, r);
-
-    let target = (spec.rate * streams as u64) as f64;
+/// What kept the variant short of its plan, as warnings: a generator that
+/// fell behind, a run interrupted, the publishers' errors, and durable
+/// clients that failed.
+fn shortfalls(o: &FanoutOutcome, target: f64, r: &mut VariantResult) {
+    let publish = &o.publish;
     if publish.publish_rate() < 0.97 * target && !o.interrupted {
         r.warnings.push(format!(
             "the load generator fell behind: achieved {:.0} of {target:.0} msg/s",
