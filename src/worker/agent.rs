@@ -231,23 +231,21 @@ async fn serve_run(
         worker: id.to_string(),
         ..Default::default()
     }));
-    let heartbeat = {
-        let (client, latest, subject) =
-            (client.clone(), latest.clone(), progress_subject(group, run));
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(PROGRESS_EVERY);
-            loop {
-                tick.tick().await;
-                let p = latest.lock().expect("not poisoned").clone();
-                if let Ok(bytes) = serde_json::to_vec(&p) {
-                    let _ = client.publish(subject.clone(), bytes.into()).await;
-                }
-            }
-        })
+    let _stop_heartbeat = AbortOnDrop(spawn_heartbeat(
+        client,
+        &latest,
+        progress_subject(group, run),
+    ));
+    let mut following = Following {
+        client,
+        settings,
+        group,
+        id,
+        run,
+        latest,
+        current: None,
     };
-    let _stop_heartbeat = AbortOnDrop(heartbeat);
     let mut last_beat = Instant::now();
-    let mut current: Option<Current> = None;
     let mut watchdog = tokio::time::interval(Duration::from_secs(1));
     let ended = loop {
         tokio::select! {
@@ -263,118 +261,213 @@ async fn serve_run(
                 let Some(msg) = msg else {
                     return Err(anyhow!("the worker's subscription closed"));
                 };
-                let reply = msg.reply.clone();
-                let command = match serde_json::from_slice::<Command>(&msg.payload) {
-                    Ok(c) => c,
-                    Err(e) => {
-                        respond(client, reply.as_ref(), &Reply::Failed { error: format!("unknown command: {e}") }).await;
-                        continue;
-                    }
-                };
-                match command {
-                    Command::Ping => {
-                        respond(client, reply.as_ref(), &Reply::Pong { received_ns, sent_ns: clock::now_ns() }).await;
-                    }
-                    Command::Adjust { ns } => {
-                        clock::adjust(ns);
-                        respond(client, reply.as_ref(), &Reply::Ok).await;
-                    }
-                    Command::Recruit { .. } => {
-                        respond(client, reply.as_ref(), &Reply::Refused { reason: format!("worker {id} is busy in run {run}") }).await;
-                    }
-                    Command::Refuse { .. } => {}
-                    Command::Prepare { drive, spec, share } => {
-                        eprintln!(
-                            "jsbench worker {id}: {}: publishers {:?}, consumer clients {:?}",
-                            spec.label, share.publishers, share.consumers
-                        );
-                        if let Some(c) = current.take() {
-                            c.abort();
-                        }
-                        let (go_tx, go_rx) = oneshot::channel();
-                        let c = Current {
-                            drive,
-                            go: Some(go_tx),
-                            stop: CancellationToken::new(),
-                            halt: CancellationToken::new(),
-                            abort: CancellationToken::new(),
-                            result: Arc::default(),
-                        };
-                        let orders = Orders {
-                            client: client.clone(),
-                            drive,
-                            ready_reply: reply,
-                            go: Some(go_rx),
-                            stop: c.stop.clone(),
-                            halt: c.halt.clone(),
-                            abort: c.abort.clone(),
-                            latest: latest.clone(),
-                            progress_subject: progress_subject(group, run),
-                        };
-                        tokio::spawn(run_part(settings.clone(), id.to_string(), *spec, share, orders, c.result.clone()));
-                        current = Some(c);
-                    }
-                    Command::Go { drive, t0_ns } => {
-                        let sent = current
-                            .as_mut()
-                            .filter(|c| c.drive == drive)
-                            .and_then(|c| c.go.take())
-                            .is_some_and(|go| go.send(t0_ns).is_ok());
-                        let answer = if sent {
-                            Reply::Ok
-                        } else {
-                            Reply::Failed { error: format!("drive {drive} is not prepared here") }
-                        };
-                        respond(client, reply.as_ref(), &answer).await;
-                    }
-                    Command::Stop { drive } => {
-                        if let Some(c) = current.as_ref().filter(|c| c.drive == drive) {
-                            c.stop.cancel();
-                        }
-                        respond(client, reply.as_ref(), &Reply::Ok).await;
-                    }
-                    Command::Fetch { drive, chunk } => {
-                        let payload = match current.as_ref().filter(|c| c.drive == drive) {
-                            None => error_chunk(&format!("drive {drive} is not this worker's current drive")),
-                            Some(c) => match &*c.result.lock().expect("not poisoned") {
-                                None => vec![protocol::chunk::NOT_READY],
-                                Some(Err(e)) => error_chunk(e),
-                                Some(Ok(bytes)) => {
-                                    let size = chunk_size(client);
-                                    let total = bytes.len().div_ceil(size).max(1) as u32;
-                                    let from = (chunk as usize * size).min(bytes.len());
-                                    let to = (from + size).min(bytes.len());
-                                    protocol::chunk::data(total, chunk, &bytes[from..to])
-                                }
-                            },
-                        };
-                        if let Some(r) = reply {
-                            let _ = client.publish(r, payload.into()).await;
-                        }
-                    }
-                    Command::Halt { drive } => {
-                        if let Some(c) = current.as_ref().filter(|c| c.drive == drive) {
-                            c.halt.cancel();
-                        }
-                    }
-                    Command::Abort { drive } => {
-                        if let Some(c) = current.as_ref().filter(|c| c.drive == drive) {
-                            c.abort();
-                        }
-                    }
-                    Command::Dismiss => {
-                        respond(client, reply.as_ref(), &Reply::Ok).await;
-                        let _ = client.flush().await;
-                        break "over";
-                    }
+                if let Some(ended) = following.obey(msg, received_ns).await {
+                    break ended;
                 }
             }
         }
     };
-    if let Some(c) = current.take() {
+    if let Some(c) = following.current.take() {
         c.abort();
     }
     Ok((ended, ended == "over"))
+}
+
+/// The worker's proof of life during a run: its latest progress,
+/// published on an interval whether or not a drive is under way.
+fn spawn_heartbeat(
+    client: &Client,
+    latest: &Arc<Mutex<Progress>>,
+    subject: String,
+) -> tokio::task::JoinHandle<()> {
+    let (client, latest) = (client.clone(), latest.clone());
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(PROGRESS_EVERY);
+        loop {
+            tick.tick().await;
+            let p = latest.lock().expect("not poisoned").clone();
+            if let Ok(bytes) = serde_json::to_vec(&p) {
+                let _ = client.publish(subject.clone(), bytes.into()).await;
+            }
+        }
+    })
+}
+
+/// One run as this worker follows it: what answering the coordinator's
+/// commands needs, and the drive in hand.
+struct Following<'a> {
+    client: &'a Client,
+    settings: &'a ConnectSettings,
+    group: &'a str,
+    id: &'a str,
+    run: &'a str,
+    /// What the heartbeat publishes; each drive's orders update it.
+    latest: Arc<Mutex<Progress>>,
+    current: Option<Current>,
+}
+
+impl Following<'_> {
+    /// Answers one command of the run; says how the run ended when the
+    /// command ends it (a dismissal).
+    async fn obey(&mut self, msg: async_nats::Message, received_ns: u64) -> Option<&'static str> {
+        let client = self.client;
+        let reply = msg.reply.clone();
+        let command = match serde_json::from_slice::<Command>(&msg.payload) {
+            Ok(c) => c,
+            Err(e) => {
+                respond(
+                    client,
+                    reply.as_ref(),
+                    &Reply::Failed {
+                        error: format!("unknown command: {e}"),
+                    },
+                )
+                .await;
+                return None;
+            }
+        };
+        match command {
+            Command::Ping => {
+                respond(
+                    client,
+                    reply.as_ref(),
+                    &Reply::Pong {
+                        received_ns,
+                        sent_ns: clock::now_ns(),
+                    },
+                )
+                .await;
+            }
+            Command::Adjust { ns } => {
+                clock::adjust(ns);
+                respond(client, reply.as_ref(), &Reply::Ok).await;
+            }
+            Command::Recruit { .. } => {
+                let (id, run) = (self.id, self.run);
+                let reason = format!("worker {id} is busy in run {run}");
+                respond(client, reply.as_ref(), &Reply::Refused { reason }).await;
+            }
+            Command::Refuse { .. } => {}
+            Command::Prepare { drive, spec, share } => self.prepare(drive, spec, share, reply),
+            Command::Go { drive, t0_ns } => {
+                let answer = self.go(drive, t0_ns);
+                respond(client, reply.as_ref(), &answer).await;
+            }
+            Command::Stop { drive } => {
+                if let Some(c) = self.in_hand(drive) {
+                    c.stop.cancel();
+                }
+                respond(client, reply.as_ref(), &Reply::Ok).await;
+            }
+            Command::Fetch { drive, chunk } => {
+                let payload = self.results_chunk(drive, chunk);
+                if let Some(r) = reply {
+                    let _ = client.publish(r, payload.into()).await;
+                }
+            }
+            Command::Halt { drive } => {
+                if let Some(c) = self.in_hand(drive) {
+                    c.halt.cancel();
+                }
+            }
+            Command::Abort { drive } => {
+                if let Some(c) = self.in_hand(drive) {
+                    c.abort();
+                }
+            }
+            Command::Dismiss => {
+                respond(client, reply.as_ref(), &Reply::Ok).await;
+                let _ = client.flush().await;
+                return Some("over");
+            }
+        }
+        None
+    }
+
+    /// The drive in hand, if it is the one a command names.
+    fn in_hand(&self, drive: u64) -> Option<&Current> {
+        self.current.as_ref().filter(|c| c.drive == drive)
+    }
+
+    /// Gives up the drive in hand, if any, and starts connecting this
+    /// one's share in the background; the share says "ready" on `reply`
+    /// once its clients are connected.
+    fn prepare(&mut self, drive: u64, spec: Box<DriveSpec>, share: Share, reply: Option<Subject>) {
+        let id = self.id;
+        eprintln!(
+            "jsbench worker {id}: {}: publishers {:?}, consumer clients {:?}",
+            spec.label, share.publishers, share.consumers
+        );
+        if let Some(c) = self.current.take() {
+            c.abort();
+        }
+        let (go_tx, go_rx) = oneshot::channel();
+        let c = Current {
+            drive,
+            go: Some(go_tx),
+            stop: CancellationToken::new(),
+            halt: CancellationToken::new(),
+            abort: CancellationToken::new(),
+            result: Arc::default(),
+        };
+        let orders = Orders {
+            client: self.client.clone(),
+            drive,
+            ready_reply: reply,
+            go: Some(go_rx),
+            stop: c.stop.clone(),
+            halt: c.halt.clone(),
+            abort: c.abort.clone(),
+            latest: self.latest.clone(),
+            progress_subject: progress_subject(self.group, self.run),
+        };
+        tokio::spawn(run_part(
+            self.settings.clone(),
+            self.id.to_string(),
+            *spec,
+            share,
+            orders,
+            c.result.clone(),
+        ));
+        self.current = Some(c);
+    }
+
+    /// Hands the start time to the drive in hand, once; the answer says
+    /// whether it took it.
+    fn go(&mut self, drive: u64, t0_ns: u64) -> Reply {
+        let sent = self
+            .current
+            .as_mut()
+            .filter(|c| c.drive == drive)
+            .and_then(|c| c.go.take())
+            .is_some_and(|go| go.send(t0_ns).is_ok());
+        if sent {
+            Reply::Ok
+        } else {
+            Reply::Failed {
+                error: format!("drive {drive} is not prepared here"),
+            }
+        }
+    }
+
+    /// One chunk of the drive's packed results, "not ready" while they are
+    /// assembled, or why there are none.
+    fn results_chunk(&self, drive: u64, chunk: u32) -> Vec<u8> {
+        match self.in_hand(drive) {
+            None => error_chunk(&format!("drive {drive} is not this worker's current drive")),
+            Some(c) => match &*c.result.lock().expect("not poisoned") {
+                None => vec![protocol::chunk::NOT_READY],
+                Some(Err(e)) => error_chunk(e),
+                Some(Ok(bytes)) => {
+                    let size = chunk_size(self.client);
+                    let total = bytes.len().div_ceil(size).max(1) as u32;
+                    let from = (chunk as usize * size).min(bytes.len());
+                    let to = (from + size).min(bytes.len());
+                    protocol::chunk::data(total, chunk, &bytes[from..to])
+                }
+            },
+        }
+    }
 }
 
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
