@@ -156,9 +156,67 @@ pub async fn recruit(
         .subscribe(announce_subject(group))
         .await
         .context("subscribing to worker announcements")?;
+    let (heard, listener) = listen_for_progress(client, group, &run).await?;
+    let beat = spawn_beat(client, group, &run);
+    progress.println(&format!(
+        "jsbench: waiting up to {} for {} worker{} in group {group}; on each host run:\n  jsbench worker -s {urls} --group {group}",
+        crate::profile::format_duration(options.timeout),
+        options.count,
+        if options.count == 1 { "" } else { "s" },
+    ));
+    let mut recruiter = Recruiter {
+        client,
+        group,
+        me,
+        run,
+        heard,
+        progress,
+        refused: Vec::new(),
+    };
+    let deadline = tokio::time::Instant::now() + options.timeout;
+    let mut members: Vec<Member> = Vec::new();
+    while members.len() < options.count {
+        let msg = match tokio::time::timeout_at(deadline, announces.next()).await {
+            Ok(Some(msg)) => msg,
+            Ok(None) => return Err(anyhow!("the announcement subscription closed")),
+            Err(_) => return Err(recruiter.too_few(options, urls, members.len())),
+        };
+        let Ok(announce) = serde_json::from_slice::<Announce>(&msg.payload) else {
+            progress.println("warning: ignored a malformed worker announcement");
+            continue;
+        };
+        if members.iter().any(|m| m.announce.id == announce.id) {
+            continue;
+        }
+        if let Some(member) = recruiter.enlist(announce).await? {
+            members.push(member);
+        }
+    }
+    drop(announces);
+    Ok(Workers {
+        crew: tokio::sync::Mutex::new(Crew::new(
+            client,
+            options,
+            recruiter.run,
+            members,
+            recruiter.heard,
+            vec![listener, beat],
+        )),
+        log: Mutex::new(Vec::new()),
+    })
+}
+
+/// Keeps each worker's latest progress and when it came, from the moment
+/// recruiting starts: how the coordinator tells who is still there and
+/// how far each has got.
+async fn listen_for_progress(
+    client: &Client,
+    group: &str,
+    run: &str,
+) -> Result<(Heard, tokio::task::JoinHandle<()>)> {
     let heard: Heard = Arc::default();
     let mut progress_sub = client
-        .subscribe(progress_subject(group, &run))
+        .subscribe(progress_subject(group, run))
         .await
         .context("subscribing to worker progress")?;
     let listener = {
@@ -174,126 +232,55 @@ pub async fn recruit(
             }
         })
     };
-    let beat = {
-        let (client, subject) = (client.clone(), beat_subject(group, &run));
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(BEAT_EVERY);
-            loop {
-                tick.tick().await;
-                let _ = client.publish(subject.clone(), "beat".into()).await;
-            }
-        })
-    };
-    progress.println(&format!(
-        "jsbench: waiting up to {} for {} worker{} in group {group}; on each host run:\n  jsbench worker -s {urls} --group {group}",
-        crate::profile::format_duration(options.timeout),
-        options.count,
-        if options.count == 1 { "" } else { "s" },
-    ));
-    let deadline = tokio::time::Instant::now() + options.timeout;
-    let mut members: Vec<Member> = Vec::new();
-    let mut refused: Vec<String> = Vec::new();
-    while members.len() < options.count {
-        let msg = match tokio::time::timeout_at(deadline, announces.next()).await {
-            Ok(Some(msg)) => msg,
-            Ok(None) => return Err(anyhow!("the announcement subscription closed")),
-            Err(_) => {
-                let mut text = format!(
-                    "only {} of {} workers joined within {} (group {group} on {urls}); start them with `jsbench worker -s {urls} --group {group}`, or give --workers-timeout more time",
-                    members.len(),
-                    options.count,
-                    crate::profile::format_duration(options.timeout)
-                );
-                if !refused.is_empty() {
-                    text.push_str(&format!("; refused: {}", refused.join("; ")));
-                }
-                return Err(anyhow!(text));
-            }
-        };
-        let Ok(announce) = serde_json::from_slice::<Announce>(&msg.payload) else {
-            progress.println("warning: ignored a malformed worker announcement");
-            continue;
-        };
-        if members.iter().any(|m| m.announce.id == announce.id) {
-            continue;
+    Ok((heard, listener))
+}
+
+/// The coordinator's proof of life: a worker gives its run up when the
+/// beat stops.
+fn spawn_beat(client: &Client, group: &str, run: &str) -> tokio::task::JoinHandle<()> {
+    let (client, subject) = (client.clone(), beat_subject(group, run));
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(BEAT_EVERY);
+        loop {
+            tick.tick().await;
+            let _ = client.publish(subject.clone(), "beat".into()).await;
         }
-        let subject = worker_subject(group, &announce.id);
-        if let Some(differs) = me.mismatch(&announce.identity) {
-            let reason = format!(
-                "worker {} ({}, pid {}) refused: it runs {differs} (this coordinator's); run the same jsbench release on every host",
-                announce.id, announce.host, announce.pid
-            );
-            let refuse = serde_json::to_vec(&Command::Refuse {
-                reason: reason.clone(),
-            })?;
-            let _ = client.publish(subject, refuse.into()).await;
-            if !refused.contains(&reason) {
-                progress.println(&format!("warning: {reason}"));
-                refused.push(reason);
-            }
-            continue;
+    })
+}
+
+/// What the steps of recruiting share: who recruits for which run, where
+/// the workers' progress is kept, and the reasons workers were refused
+/// (a recruiting that times out lists them).
+struct Recruiter<'a> {
+    client: &'a Client,
+    group: &'a str,
+    me: Identity,
+    run: String,
+    heard: Heard,
+    progress: &'a crate::system::progress::Progress,
+    refused: Vec<String>,
+}
+
+impl Recruiter<'_> {
+    /// Takes one announced worker through joining: its release checked,
+    /// its recruit answered, its clock settled; `None` when it was
+    /// refused, declined or was let go.
+    async fn enlist(&mut self, announce: Announce) -> Result<Option<Member>> {
+        let subject = worker_subject(self.group, &announce.id);
+        if self.refuse_mismatch(&announce, &subject).await? {
+            return Ok(None);
         }
-        let recruit = Command::Recruit {
-            run: run.clone(),
-            coordinator: me.clone(),
+        if !self.ask_to_join(&announce, &subject).await {
+            return Ok(None);
+        }
+        let Some(estimate) = self.settle_clock(&announce, &subject).await? else {
+            return Ok(None);
         };
-        match request(client, &subject, &recruit, COMMAND_TIMEOUT).await {
-            Ok(Reply::Joined) => {}
-            Ok(Reply::Refused { reason }) => {
-                progress.println(&format!(
-                    "warning: worker {} declined: {reason}",
-                    announce.id
-                ));
-                refused.push(reason);
-                continue;
-            }
-            Ok(other) => {
-                progress.println(&format!(
-                    "warning: worker {} answered a recruit with {other:?}; skipped",
-                    announce.id
-                ));
-                continue;
-            }
-            Err(e) => {
-                progress.println(&format!(
-                    "warning: worker {} did not answer its recruit ({e:#}); skipped",
-                    announce.id
-                ));
-                continue;
-            }
-        }
-        // The offset is measured, then corrected on the worker, so every
-        // stamp it writes is on this process's time base.
-        // A worker whose clock cannot be settled is let go, not trusted:
-        // its latencies would carry an unknown error.
-        let settled = async {
-            let estimate = clock::measure(client, &subject, clock::EXCHANGES).await?;
-            let correction = Command::Adjust {
-                ns: -estimate.offset_ns,
-            };
-            match request(client, &subject, &correction, COMMAND_TIMEOUT).await? {
-                Reply::Ok => Ok(estimate),
-                other => Err(anyhow!("it answered {other:?} to its clock correction")),
-            }
-        }
-        .await;
-        let estimate = match settled {
-            Ok(estimate) => estimate,
-            Err(e) => {
-                progress.println(&format!(
-                    "warning: worker {} let go: its clock could not be measured and corrected: {e:#}",
-                    announce.id
-                ));
-                let dismiss = serde_json::to_vec(&Command::Dismiss)?;
-                let _ = client.publish(subject, dismiss.into()).await;
-                continue;
-            }
-        };
-        heard
+        self.heard
             .lock()
             .expect("not poisoned")
             .insert(announce.id.clone(), (Instant::now(), Progress::default()));
-        progress.println(&format!(
+        self.progress.println(&format!(
             "jsbench: worker {} joined ({}, pid {}, {} cores): clock offset {} ± {} (RTT {}), corrected",
             announce.id,
             announce.host,
@@ -303,19 +290,144 @@ pub async fn recruit(
             us(estimate.uncertainty_ns),
             us(estimate.rtt_ns),
         ));
-        members.push(Member {
+        Ok(Some(Member {
             announce,
             subject,
             clock: estimate,
             residual: None,
             lost: None,
-        });
+        }))
     }
-    drop(announces);
-    Ok(Workers {
-        crew: tokio::sync::Mutex::new(Crew {
+
+    /// Refuses a worker of another release, telling it why and warning
+    /// once per reason: its results could not be merged with this
+    /// process's. Says whether it was refused.
+    async fn refuse_mismatch(&mut self, announce: &Announce, subject: &str) -> Result<bool> {
+        let Some(differs) = self.me.mismatch(&announce.identity) else {
+            return Ok(false);
+        };
+        let reason = format!(
+            "worker {} ({}, pid {}) refused: it runs {differs} (this coordinator's); run the same jsbench release on every host",
+            announce.id, announce.host, announce.pid
+        );
+        let refuse = serde_json::to_vec(&Command::Refuse {
+            reason: reason.clone(),
+        })?;
+        let _ = self
+            .client
+            .publish(subject.to_string(), refuse.into())
+            .await;
+        if !self.refused.contains(&reason) {
+            self.progress.println(&format!("warning: {reason}"));
+            self.refused.push(reason);
+        }
+        Ok(true)
+    }
+
+    /// Asks a compatible worker to join this run; says whether it did. A
+    /// worker that declines, answers otherwise or not at all is skipped
+    /// with a warning.
+    async fn ask_to_join(&mut self, announce: &Announce, subject: &str) -> bool {
+        let recruit = Command::Recruit {
+            run: self.run.clone(),
+            coordinator: self.me.clone(),
+        };
+        match request(self.client, subject, &recruit, COMMAND_TIMEOUT).await {
+            Ok(Reply::Joined) => true,
+            Ok(Reply::Refused { reason }) => {
+                self.progress.println(&format!(
+                    "warning: worker {} declined: {reason}",
+                    announce.id
+                ));
+                self.refused.push(reason);
+                false
+            }
+            Ok(other) => {
+                self.progress.println(&format!(
+                    "warning: worker {} answered a recruit with {other:?}; skipped",
+                    announce.id
+                ));
+                false
+            }
+            Err(e) => {
+                self.progress.println(&format!(
+                    "warning: worker {} did not answer its recruit ({e:#}); skipped",
+                    announce.id
+                ));
+                false
+            }
+        }
+    }
+
+    /// Puts a joined worker on this process's time base. A worker whose
+    /// clock cannot be settled is let go, not trusted: its latencies would
+    /// carry an unknown error.
+    async fn settle_clock(
+        &self,
+        announce: &Announce,
+        subject: &str,
+    ) -> Result<Option<ClockEstimate>> {
+        match correct_clock(self.client, subject).await {
+            Ok(estimate) => Ok(Some(estimate)),
+            Err(e) => {
+                self.progress.println(&format!(
+                    "warning: worker {} let go: its clock could not be measured and corrected: {e:#}",
+                    announce.id
+                ));
+                let dismiss = serde_json::to_vec(&Command::Dismiss)?;
+                let _ = self
+                    .client
+                    .publish(subject.to_string(), dismiss.into())
+                    .await;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Why recruiting gave up: how many joined, how to start the rest, and
+    /// whom it refused.
+    fn too_few(&self, options: &RecruitOptions, urls: &str, joined: usize) -> anyhow::Error {
+        let group = self.group;
+        let mut text = format!(
+            "only {} of {} workers joined within {} (group {group} on {urls}); start them with `jsbench worker -s {urls} --group {group}`, or give --workers-timeout more time",
+            joined,
+            options.count,
+            crate::profile::format_duration(options.timeout)
+        );
+        if !self.refused.is_empty() {
+            text.push_str(&format!("; refused: {}", self.refused.join("; ")));
+        }
+        anyhow!(text)
+    }
+}
+
+/// The offset is measured, then corrected on the worker, so every stamp
+/// it writes is on this process's time base.
+async fn correct_clock(client: &Client, subject: &str) -> Result<ClockEstimate> {
+    let estimate = clock::measure(client, subject, clock::EXCHANGES).await?;
+    let correction = Command::Adjust {
+        ns: -estimate.offset_ns,
+    };
+    match request(client, subject, &correction, COMMAND_TIMEOUT).await? {
+        Reply::Ok => Ok(estimate),
+        other => Err(anyhow!("it answered {other:?} to its clock correction")),
+    }
+}
+
+impl Crew {
+    /// The crew as recruiting leaves it: every member joined, no drive
+    /// led yet, and the progress listener and the beat to stop with it.
+    fn new(
+        client: &Client,
+        options: &RecruitOptions,
+        run: String,
+        members: Vec<Member>,
+        heard: Heard,
+        tasks: Vec<tokio::task::JoinHandle<()>>,
+    ) -> Crew {
+        Crew {
             client: client.clone(),
-            group: group.clone(),
+            group: options.group.clone(),
             run,
             members,
             heard,
@@ -329,10 +441,9 @@ pub async fn recruit(
             parts: Vec::new(),
             record: None,
             halted: 0,
-            tasks: vec![listener, beat],
-        }),
-        log: Mutex::new(Vec::new()),
-    })
+            tasks,
+        }
+    }
 }
 
 fn us(ns: u64) -> String {
