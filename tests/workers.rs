@@ -703,3 +703,38 @@ fn a_worker_in_its_own_network_namespace_joins_through_a_unix_socket() {
     let (_, v) = summary.variants().next().unwrap();
     assert_counts_add_up(v, 2);
 }
+
+/// A recruiting that finds too few workers stops what it started: its
+/// beat told workers the run was alive and kept doing so, in a process
+/// that had given the run up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recruiting_that_fails_stops_its_beat() {
+    let server = common::server();
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let options = jsbench::worker::coordinator::RecruitOptions {
+        count: 1,
+        group: "lonely".into(),
+        timeout: Duration::from_millis(300),
+        silence: Duration::from_secs(5),
+    };
+    let progress = jsbench::system::progress::Progress::hidden();
+    let mut beats = client
+        .subscribe(protocol::beat_subject("lonely", "*"))
+        .await
+        .unwrap();
+    client.flush().await.unwrap();
+    let recruited =
+        jsbench::worker::coordinator::recruit(&client, &options, server.url(), &progress).await;
+    let Err(e) = recruited else {
+        panic!("recruited a worker nobody started")
+    };
+    assert!(format!("{e:#}").contains("lonely"), "{e:#}");
+    // Beats sent while recruiting may still be in flight: take them, then
+    // listen for three beat intervals.
+    while tokio::time::timeout(Duration::from_millis(200), beats.next())
+        .await
+        .is_ok()
+    {}
+    let after = tokio::time::timeout(Duration::from_millis(1_500), beats.next()).await;
+    assert!(after.is_err(), "the failed recruiting still beats");
+}

@@ -12,8 +12,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::merge::part_counts;
 use super::protocol::{
-    self, Announce, Command, Identity, PartReport, Progress, Reply, announce_subject, beat_subject,
-    progress_subject, worker_subject,
+    self, Announce, Command, Heartbeat, Identity, PartReport, Reply, announce_subject,
+    beat_subject, progress_subject, worker_subject,
 };
 use crate::connect::{ConnectSettings, ConnectionRequest, resolve};
 use crate::drive::{
@@ -227,7 +227,7 @@ async fn serve_run(
         .subscribe(beat_subject(group, run))
         .await
         .context("subscribing to the coordinator's beat")?;
-    let latest = Arc::new(Mutex::new(Progress {
+    let latest = Arc::new(Mutex::new(Heartbeat {
         worker: id.to_string(),
         ..Default::default()
     }));
@@ -277,7 +277,7 @@ async fn serve_run(
 /// published on an interval whether or not a drive is under way.
 fn spawn_heartbeat(
     client: &Client,
-    latest: &Arc<Mutex<Progress>>,
+    latest: &Arc<Mutex<Heartbeat>>,
     subject: String,
 ) -> tokio::task::JoinHandle<()> {
     let (client, latest) = (client.clone(), latest.clone());
@@ -302,7 +302,7 @@ struct Following<'a> {
     id: &'a str,
     run: &'a str,
     /// What the heartbeat publishes; each drive's orders update it.
-    latest: Arc<Mutex<Progress>>,
+    latest: Arc<Mutex<Heartbeat>>,
     current: Option<Current>,
 }
 
@@ -571,7 +571,7 @@ pub struct Orders {
     stop: CancellationToken,
     halt: CancellationToken,
     abort: CancellationToken,
-    latest: Arc<Mutex<Progress>>,
+    latest: Arc<Mutex<Heartbeat>>,
     progress_subject: String,
 }
 

@@ -15,8 +15,8 @@ use tokio_util::sync::CancellationToken;
 use super::clock::{self, ClockEstimate};
 use super::merge::{DriveRecord, Participation, annotate, part_counts};
 use super::protocol::{
-    self, Announce, Command, Identity, PartReport, Progress, Reply, announce_subject, beat_subject,
-    progress_subject, worker_subject,
+    self, Announce, Command, Heartbeat, Identity, PartReport, Reply, announce_subject,
+    beat_subject, progress_subject, worker_subject,
 };
 use crate::drive::{
     Alone, Distribute, DriveOutcome, DriveSpec, Exchange, LocalReports, PeerCounts, PeerPart,
@@ -103,7 +103,7 @@ struct Member {
 }
 
 /// Heard from each worker: when, and its last progress.
-type Heard = Arc<Mutex<HashMap<String, (Instant, Progress)>>>;
+type Heard = Arc<Mutex<HashMap<String, (Instant, Heartbeat)>>>;
 
 struct Part {
     member: usize,
@@ -128,12 +128,19 @@ pub struct Crew {
     record: Option<DriveRecord>,
     /// The last drive told to halt.
     halted: u64,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// The progress listener and the beat, for as long as the crew lives;
+    /// held only to be dropped with it.
+    _tasks: Background,
 }
 
-impl Drop for Crew {
+/// Tasks that live as long as their owner: a recruiting that fails, or a
+/// crew that is dropped, stops its beat (workers then give the run up)
+/// and its listener, instead of leaving them running in the process.
+struct Background(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for Background {
     fn drop(&mut self) {
-        for t in &self.tasks {
+        for t in &self.0 {
             t.abort();
         }
     }
@@ -157,7 +164,7 @@ pub async fn recruit(
         .await
         .context("subscribing to worker announcements")?;
     let (heard, listener) = listen_for_progress(client, group, &run).await?;
-    let beat = spawn_beat(client, group, &run);
+    let tasks = Background(vec![listener, spawn_beat(client, group, &run)]);
     progress.println(&format!(
         "jsbench: waiting up to {} for {} worker{} in group {group}; on each host run:\n  jsbench worker -s {urls} --group {group}",
         crate::profile::format_duration(options.timeout),
@@ -200,7 +207,7 @@ pub async fn recruit(
             recruiter.run,
             members,
             recruiter.heard,
-            vec![listener, beat],
+            tasks,
         )),
         log: Mutex::new(Vec::new()),
     })
@@ -223,7 +230,7 @@ async fn listen_for_progress(
         let heard = heard.clone();
         tokio::spawn(async move {
             while let Some(msg) = progress_sub.next().await {
-                if let Ok(p) = serde_json::from_slice::<Progress>(&msg.payload) {
+                if let Ok(p) = serde_json::from_slice::<Heartbeat>(&msg.payload) {
                     heard
                         .lock()
                         .expect("not poisoned")
@@ -279,7 +286,7 @@ impl Recruiter<'_> {
         self.heard
             .lock()
             .expect("not poisoned")
-            .insert(announce.id.clone(), (Instant::now(), Progress::default()));
+            .insert(announce.id.clone(), (Instant::now(), Heartbeat::default()));
         self.progress.println(&format!(
             "jsbench: worker {} joined ({}, pid {}, {} cores): clock offset {} ± {} (RTT {}), corrected",
             announce.id,
@@ -423,7 +430,7 @@ impl Crew {
         run: String,
         members: Vec<Member>,
         heard: Heard,
-        tasks: Vec<tokio::task::JoinHandle<()>>,
+        tasks: Background,
     ) -> Crew {
         Crew {
             client: client.clone(),
@@ -441,7 +448,7 @@ impl Crew {
             parts: Vec::new(),
             record: None,
             halted: 0,
-            tasks,
+            _tasks: tasks,
         }
     }
 }

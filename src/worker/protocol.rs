@@ -162,7 +162,7 @@ pub enum Reply {
 /// counts for the coordinator's progress display and drain, and proof of
 /// life (silence means the worker is gone).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Progress {
+pub struct Heartbeat {
     pub worker: String,
     /// The drive these counts belong to; 0 between drives.
     pub drive: u64,
@@ -307,13 +307,13 @@ mod tests {
         let bytes = chunk::data(3, 1, b"abc");
         assert_eq!(chunk::parse(&bytes), Some((3, 1, &b"abc"[..])));
         assert_eq!(chunk::parse(&[chunk::NOT_READY]), None);
-        let progress = Progress {
+        let progress = Heartbeat {
             worker: "w".into(),
             drive: 2,
             sent: 10,
             ..Default::default()
         };
-        let back: Progress = unpack(&pack(&progress).unwrap()).unwrap();
+        let back: Heartbeat = unpack(&pack(&progress).unwrap()).unwrap();
         assert_eq!(back, progress);
     }
 
