@@ -1,6 +1,6 @@
 //! `outage`: the consumer's downstream dependency goes down for a while
 //! under a steady load, and the consumer rides it out one of two ways the
-//! seeds describe, one variant each:
+//! source articles describe, one variant each:
 //!
 //! - `pause`: the durable is paused (`pause_until` the outage's end) as
 //!   soon as the outage begins; what the handlers already hold is left
