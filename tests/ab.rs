@@ -1,9 +1,9 @@
 //! `jsbench ab` end to end on the embedded server: an A/A comparison that
 //! decides "unchanged", a NEW build whose nak delays doubled caught as a
 //! regression, a NEW build that breaks a guarantee failed whatever its
-//! numbers, and bad input refused before anything runs. The confidence is
-//! lowered to 75% so three pairs decide: the method is the same as CI's,
-//! only cheaper.
+//! numbers, a comparison that could not decide exiting 3, and bad input
+//! refused. The confidence is lowered to 50% so four pairs decide: the
+//! method is the same as CI's, only cheaper.
 
 mod common;
 
@@ -54,9 +54,9 @@ fn ab(dir: &Path, extra: &[&str]) -> (i32, String, String, Value, PathBuf) {
         .arg(&profile)
         .args([
             "--confidence",
-            "75%",
+            "50%",
             "--pairs",
-            "6",
+            "4",
             "--only",
             "redelivery_delay.nak_delay.p50",
         ])
@@ -91,10 +91,14 @@ fn the_same_build_twice_is_unchanged_and_the_folder_holds_every_slice() {
     let (code, stdout, stderr, report, folder) = ab(dir.path(), &[]);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert_eq!(report["verdict"], "ok");
-    assert_eq!(report["stopped"], "decided", "{stdout}");
+    assert_eq!(report["stopped"], "pairs", "{stdout}");
     assert_eq!(report["pairs_needed"], 3);
+    // The warm-up pair ran and was left out of the judgement.
+    let warmup = &report["warmup"];
+    assert_eq!(warmup["index"], 0);
+    assert!(folder.join(warmup["new"]["dir"].as_str().unwrap()).is_dir());
     let pairs = report["pairs"].as_array().unwrap();
-    assert_eq!(pairs.len(), 3, "{stdout}");
+    assert_eq!(pairs.len(), 4, "{stdout}");
     // ABBA: the second pair starts with NEW.
     assert_eq!(pairs[0]["order"], "base,new");
     assert_eq!(pairs[1]["order"], "new,base");
@@ -105,9 +109,12 @@ fn the_same_build_twice_is_unchanged_and_the_folder_holds_every_slice() {
             assert_eq!(p[side]["exit"], 0);
         }
     }
+    let looks = report["looks"].as_array().unwrap();
+    assert_eq!(looks.len(), 1, "one final look at 4 pairs");
+    assert_eq!(looks[0]["pairs"], 4);
     let m = metric(&report, "redelivery_delay.nak_delay.p50");
     assert_eq!(m["verdict"], "unchanged", "{m}");
-    assert_eq!(m["ratios"].as_array().unwrap().len(), 3);
+    assert_eq!(m["ratios"].as_array().unwrap().len(), 4);
     let ratio = m["ratio"].as_f64().unwrap();
     assert!((0.95..1.05).contains(&ratio), "{m}");
     for file in ["ab.md", "report.html", "charts/ab.svg", "charts/ab.png"] {
@@ -148,11 +155,7 @@ fn a_build_whose_nak_delays_doubled_is_a_regression() {
     );
     assert_eq!(code, 1, "{stdout}\n{stderr}");
     assert_eq!(report["verdict"], "regression");
-    assert_eq!(
-        report["stopped"], "failed",
-        "stops at the first decisive look"
-    );
-    assert_eq!(report["pairs"].as_array().unwrap().len(), 3);
+    assert_eq!(report["pairs"].as_array().unwrap().len(), 4);
     let m = metric(&report, "redelivery_delay.nak_delay.p50");
     assert_eq!(m["verdict"], "regressed", "{m}");
     let ratio = m["ratio"].as_f64().unwrap();
@@ -187,15 +190,44 @@ fn a_build_that_breaks_a_guarantee_fails_whatever_its_numbers() {
     assert_eq!(code, 1, "{stdout}\n{stderr}");
     assert_eq!(report["verdict"], "invariants failed", "{stdout}");
     assert!(!report["failures"].as_array().unwrap().is_empty());
-    assert_eq!(report["stopped"], "failed");
-    assert_eq!(
-        report["pairs"].as_array().unwrap().len(),
-        1,
-        "the first broken pair decides"
-    );
+    let check = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "error")
+        .expect("the planted error judged as a check");
+    assert_eq!(check["verdict"], "fails_in_new", "{check}");
+    assert_eq!(check["new_only"], 4, "{check}");
     assert!(
         stdout.contains("FAILED in NEW") && stdout.contains("a planted failure"),
         "{stdout}"
+    );
+}
+
+#[test]
+fn a_comparison_that_judged_nothing_is_inconclusive_never_a_pass() {
+    // The budget ends after the warm-up pair: no pair was judged.
+    let dir = tempfile::tempdir().unwrap();
+    let (code, stdout, stderr, report, _) = ab(dir.path(), &["--budget", "1s"]);
+    assert_eq!(code, 3, "{stdout}\n{stderr}");
+    assert_eq!(report["verdict"], "inconclusive");
+    assert_eq!(report["stopped"], "budget");
+    assert!(report["pairs"].as_array().unwrap().is_empty());
+    assert!(stdout.contains("INCONCLUSIVE"), "{stdout}");
+    let notes = report["notes"].to_string();
+    assert!(notes.contains("nothing was judged"), "{notes}");
+}
+
+#[test]
+fn a_pattern_that_selects_nothing_is_bad_input_found_after_the_warm_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, stdout, stderr, report, _) = ab(dir.path(), &["--only", "no_such_metric"]);
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
+    assert_eq!(report["verdict"], "bad input");
+    assert_eq!(report["stopped"], "bad_input");
+    assert!(
+        stderr.contains("'no_such_metric'") && stderr.contains("redelivery_delay"),
+        "names the pattern and what there is: {stderr}"
     );
 }
 

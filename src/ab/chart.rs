@@ -101,9 +101,8 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, report: &AbReport) ->
     let mut chart = ChartBuilder::on(root)
         .caption(
             format!(
-                "NEW/BASE per pair, with {:.0}% intervals ({} pairs)",
-                report.rule.confidence * 100.0,
-                report.pairs.len()
+                "NEW/BASE per pair, with simultaneous intervals ({} judged pairs)",
+                report.looks.last().map_or(0, |l| l.pairs)
             ),
             (FAMILY, 20),
         )
@@ -250,10 +249,11 @@ fn page(report: &AbReport, svg: &str) -> String {
             h.text_el(
                 "p",
                 &[],
-                "Each dot is one pair's NEW/BASE; the bar is the interval of their centre \
-                 (orange: undecided or regressed, blue: unchanged, green: improved), the black \
-                 tick its estimate, the grey band the threshold. A regression is a bar wholly \
-                 right of the band for a latency, wholly left of it for a rate.",
+                "Each dot is one pair's NEW/BASE; the bar is the interval of their centre at \
+                 the level the metrics share at the last look (orange: undecided or regressed, \
+                 blue: unchanged, green: improved), the black tick its estimate, the grey band \
+                 the threshold. A regression is a bar wholly beyond half the band on the worse \
+                 side (right for a latency or a cost, left for a rate).",
             );
             h.trusted(&Trusted::inline_svg(svg));
         });

@@ -1,26 +1,38 @@
-//! Which metrics a paired comparison judges, and its verdict on each.
+//! Which metrics and checks a paired comparison judges, and its verdict on
+//! each, with the false alarms of the whole comparison bounded.
 //!
-//! Each pair of slices gives, per metric, the ratio NEW/BASE. A metric's
-//! verdict rests on the confidence interval of the centre of its log
-//! ratios ([`super::stats`]), against a threshold:
+//! Each pair gives, per metric, the ratio NEW/BASE, judged in logs (×0.5 is
+//! as far from ×1 as ×2) by signed-rank tests on the pairs
+//! ([`super::stats`]) against the metric's threshold τ:
 //!
-//! - **regressed** when the whole interval lies beyond the threshold on
-//!   the worse side (a drop for a rate, a rise for a latency): the change
-//!   is real *and* larger than the threshold;
-//! - **improved**, the same on the better side;
-//! - **unchanged** when the whole interval lies within the threshold: any
-//!   change is smaller than it;
-//! - **undecided** otherwise: more pairs would tell.
+//! - **regressed**: NEW is worse than BASE by more than τ/2, beyond what
+//!   the pairs' noise explains (a one-sided test, corrected across metrics);
+//! - **improved**: the same on the better side;
+//! - **unchanged**: NEW is not worse than BASE by τ or more (a one-sided
+//!   test of "worse by τ", rejected);
+//! - **undecided**: neither yet: more pairs would tell.
 //!
-//! Log ratios make the judgement symmetric (×0.5 is as far from ×1 as ×2)
-//! and pairing makes it sharp: noise that moves both slices of a pair (a
-//! neighbour's load, a warm cache) cancels in their ratio.
+//! Between τ/2 and τ lies the indifference zone: a change there may end as
+//! regressed or unchanged, and both are true statements. A regression of τ
+//! is what the comparison is built to catch; one of τ/2 or less is never
+//! called a regression by noise alone more often than the budget allows.
+//!
+//! **Error control.** Everything that can fail a run (a regression, a
+//! metric gone from NEW, a check NEW breaks) is a test in one of three
+//! families, which share the false-alarm rate α = 1 − confidence: metrics
+//! α/2 (Holm across them), absences α/4 and checks α/4 (Tarone's
+//! correction, then Bonferroni: their tests are discrete, and one that
+//! cannot reach significance does not dilute the others). Across looks the
+//! rate is spent, not reused: interim looks at 8, 16, 32, ... judged pairs
+//! spend 1/8, 1/16, 1/32, ... of it, and the final look the remaining 3/4
+//! ([`spend`]). By the union bound the chance that a comparison of two
+//! identical builds fails is at most α, however many metrics and looks.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::stats::{self, Interval};
+use super::stats;
 use crate::record::metrics::{Direction, Metric};
 use crate::results::summary::Summary;
 
@@ -54,35 +66,53 @@ pub enum Class {
     Throughput,
     /// A latency percentile (p50, p90, p99, p99.9).
     Latency,
+    /// CPU time per message: where a slower build shows first on a noisy
+    /// machine, since it does not wait on the other side's scheduling.
+    Cost,
 }
 
 /// The rule every metric is judged by.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Rule {
-    /// Smallest change that counts for a rate, as a fraction (0.03 for 3%).
+    /// The change a comparison is built to catch for a rate, as a fraction
+    /// (0.05 for 5%); half of it is the smallest change it calls a regression.
     pub throughput: f64,
     /// The same for a latency percentile.
     pub latency: f64,
-    /// Confidence of each interval (0.99): held at every look.
+    /// The same for CPU per message.
+    #[serde(default = "default_cost")]
+    pub cost: f64,
+    /// 1 − the family-wise false-alarm rate: 0.99 fails at most one
+    /// comparison in a hundred of identical builds.
     pub confidence: f64,
     /// `--only` patterns; empty judges the default set.
     pub only: Vec<String>,
+}
+
+fn default_cost() -> f64 {
+    0.05
 }
 
 /// Latencies below this are at the resolution of the clocks that time
 /// them: their ratios are noise, so they are shown, never judged.
 pub const LATENCY_FLOOR_US: f64 = 10.0;
 
+/// The param a rate search's probes carry: they are how the answer was
+/// found, not figures to compare (the search's answer is).
+pub use crate::scenario::search::PROBE_PARAM;
+
 impl Rule {
     /// The class a metric is judged in, or `None` for a metric shown only:
-    /// by default rates and latency percentiles p50 to p99.9 with a
-    /// direction; with `--only`, any directional metric that matches.
+    /// by default rates, latency percentiles p50 to p99.9 and CPU per
+    /// message, each with a direction; with `--only`, any directional
+    /// metric that matches.
     pub fn class(&self, key: &Key, metric: &Metric) -> Option<Class> {
         if metric.direction == Direction::None {
             return None;
         }
         let class = match metric.unit.as_str() {
             "msg/s" | "MB/s" => Class::Throughput,
+            "us" | "ms" | "s" if key.metric.ends_with("cpu_per_msg") => Class::Cost,
             "us" | "ms" | "s" => Class::Latency,
             _ if !self.only.is_empty() => Class::Throughput,
             _ => return None,
@@ -101,21 +131,98 @@ impl Rule {
         Some(class)
     }
 
+    /// Whether a pattern selects the metric: `*` a wildcard, with a `/`
+    /// matching `scenario/variant/metric`, else the metric's name.
+    pub fn pattern_selects(pattern: &str, key: &Key) -> bool {
+        if pattern.contains('/') {
+            crate::compare::glob(pattern, &key.label(false))
+        } else {
+            crate::compare::glob(pattern, &key.metric)
+        }
+    }
+
     fn selects(&self, key: &Key) -> bool {
-        self.only.iter().any(|p| {
-            if p.contains('/') {
-                crate::compare::glob(p, &key.label(false))
-            } else {
-                crate::compare::glob(p, &key.metric)
-            }
-        })
+        self.only.iter().any(|p| Self::pattern_selects(p, key))
     }
 
     pub fn threshold(&self, class: Class) -> f64 {
         match class {
             Class::Throughput => self.throughput,
             Class::Latency => self.latency,
+            Class::Cost => self.cost,
         }
+    }
+
+    /// The family-wise false-alarm rate.
+    pub fn alpha(&self) -> f64 {
+        1.0 - self.confidence
+    }
+}
+
+/// Which look at the pairs this is: interim looks come at 8, 16, 32, ...
+/// judged pairs; the final one when the budget or `--pairs` ends the run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Look {
+    pub pairs: usize,
+    /// The interim look's number (1 at 8 pairs, 2 at 16, ...); `None` for
+    /// the final look.
+    pub interim: Option<u32>,
+    /// The false-alarm rate this look spends, of every family together.
+    pub alpha: f64,
+}
+
+/// The first interim look, in judged pairs.
+pub const FIRST_LOOK: usize = 8;
+
+impl Look {
+    /// The interim look at `pairs`, if one falls there.
+    pub fn interim(pairs: usize, rule: &Rule) -> Option<Look> {
+        if pairs < FIRST_LOOK
+            || !pairs.is_multiple_of(FIRST_LOOK)
+            || !(pairs / FIRST_LOOK).is_power_of_two()
+        {
+            return None;
+        }
+        let number = (pairs / FIRST_LOOK).trailing_zeros() + 1;
+        Some(Look {
+            pairs,
+            interim: Some(number),
+            alpha: spend(rule.alpha(), Some(number)),
+        })
+    }
+
+    pub fn last(pairs: usize, rule: &Rule) -> Look {
+        Look {
+            pairs,
+            interim: None,
+            alpha: spend(rule.alpha(), None),
+        }
+    }
+
+    /// The metric family's share: Holm across the judged metrics at it.
+    pub fn metrics_alpha(&self) -> f64 {
+        self.alpha / 2.0
+    }
+
+    /// Absences' and checks' shares.
+    pub fn missing_alpha(&self) -> f64 {
+        self.alpha / 4.0
+    }
+
+    pub fn checks_alpha(&self) -> f64 {
+        self.alpha / 4.0
+    }
+}
+
+/// The false-alarm rate a look may spend out of `alpha`: interim look `j`
+/// spends `alpha / 2^(j+2)` (1/8, 1/16, ...: together less than a quarter),
+/// the final look three quarters. The early looks can stop a comparison
+/// whose answer is already plain; most of the rate is kept for the last,
+/// where the pairs are most.
+pub fn spend(alpha: f64, interim: Option<u32>) -> f64 {
+    match interim {
+        Some(j) => alpha / 2f64.powi(j as i32 + 2),
+        None => alpha * 0.75,
     }
 }
 
@@ -125,13 +232,15 @@ pub enum PairedVerdict {
     Regressed,
     Improved,
     Unchanged,
-    /// The interval straddles the threshold: more pairs would tell.
+    /// Neither regressed nor within the threshold yet: more pairs would tell.
     Undecided,
-    /// Fewer pairs than the confidence needs.
+    /// Fewer pairs than any decision at this look's rate needs.
     TooFewPairs,
-    /// Shown for reading: no direction, not selected, or below the floor.
+    /// Shown for reading: no direction, not selected, a probe, below the
+    /// latency floor, or a unit that differs between the sides.
     NotJudged,
-    /// Measured in BASE's slices, never in NEW's.
+    /// Present in BASE's slices and absent from NEW's more often than
+    /// chance allows.
     MissingInNew,
 }
 
@@ -148,57 +257,95 @@ impl PairedVerdict {
         }
     }
 
-    /// Whether more pairs could change it.
     pub fn decided(self) -> bool {
         !matches!(self, PairedVerdict::Undecided | PairedVerdict::TooFewPairs)
     }
 
-    /// Whether it fails the comparison.
     pub fn fails(self) -> bool {
         matches!(self, PairedVerdict::Regressed | PairedVerdict::MissingInNew)
     }
 }
 
-/// One metric's values, pair by pair (`None` where a slice lacked it).
+/// One metric's values across the pairs.
 #[derive(Debug, Clone)]
 pub struct Track {
     pub key: Key,
     pub unit: String,
     pub direction: Direction,
     pub class: Option<Class>,
+    /// BASE's and NEW's value in each pair, where measured.
     pub pairs: Vec<(Option<f64>, Option<f64>)>,
+    /// Why it is not judged, when its class alone does not say.
+    pub why_not: Option<String>,
 }
 
-/// The judgement of one metric.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Judgement {
     pub key: Key,
     pub unit: String,
     pub direction: Direction,
     pub class: Option<Class>,
-    /// The threshold it was judged against (a fraction), when judged.
     pub threshold: Option<f64>,
-    /// NEW/BASE per pair where both slices measured it (and BASE is not 0).
+    /// NEW/BASE of each pair with both.
     pub ratios: Vec<f64>,
-    /// Median BASE and NEW values, for reading.
     pub base_median: Option<f64>,
     pub new_median: Option<f64>,
-    /// Hodges–Lehmann estimate of the ratio, and its interval.
+    /// The Hodges–Lehmann estimate of NEW/BASE and its interval, at the
+    /// metric family's Bonferroni level for this look (`coverage`).
     pub ratio: Option<f64>,
     pub low: Option<f64>,
     pub high: Option<f64>,
     pub coverage: Option<f64>,
+    /// One-sided p-values: worse by more than τ/2; better by more than
+    /// τ/2; worse by τ or more (rejected: unchanged).
+    #[serde(default)]
+    pub p_worse: Option<f64>,
+    #[serde(default)]
+    pub p_better: Option<f64>,
+    #[serde(default)]
+    pub p_within: Option<f64>,
+    /// The pairs' log ratios' spread (interquartile range / 1.349).
+    #[serde(default)]
+    pub spread: Option<f64>,
+    /// The smallest regression this many pairs would flag in 9 runs of 10,
+    /// at the final look's rate, as a fraction (0.07 for 7%).
+    #[serde(default)]
+    pub detectable: Option<f64>,
+    /// About how many pairs would decide it, when it is undecided.
+    #[serde(default)]
+    pub pairs_to_decide: Option<usize>,
+    /// Pairs in which each side measured it.
+    #[serde(default)]
+    pub present: (usize, usize),
+    /// Why it is not judged, where its class does not say.
+    #[serde(default)]
+    pub why_not: Option<String>,
     pub verdict: PairedVerdict,
 }
 
-/// Every metric of the pairs' summaries, in BASE's order.
+/// Every metric of the pairs, in the order first seen. A count missing
+/// from a variant a side ran is zero; probes of a rate search are shown,
+/// not judged; a unit that differs between the sides is not judged.
 pub fn tracks(pairs: &[(&[Summary], &[Summary])], rule: &Rule) -> Vec<Track> {
-    let mut order: Vec<Key> = Vec::new();
-    let mut tracks: BTreeMap<Key, Track> = BTreeMap::new();
-    let index = |summaries: &[Summary]| -> BTreeMap<Key, Metric> {
-        let mut out = BTreeMap::new();
+    struct Side {
+        metrics: BTreeMap<Key, Metric>,
+        /// (profile, scenario, variant) that ran.
+        variants: BTreeSet<(String, String, String)>,
+        probes: BTreeSet<(String, String, String)>,
+    }
+    let index = |summaries: &[Summary]| -> Side {
+        let mut side = Side {
+            metrics: BTreeMap::new(),
+            variants: BTreeSet::new(),
+            probes: BTreeSet::new(),
+        };
         for s in summaries {
             for (sc, v) in s.variants() {
+                let id = (s.run.profile.name.clone(), sc.name.clone(), v.name.clone());
+                if v.params.contains_key(PROBE_PARAM) {
+                    side.probes.insert(id.clone());
+                }
+                side.variants.insert(id);
                 for m in &v.metrics {
                     let key = Key {
                         profile: s.run.profile.name.clone(),
@@ -206,29 +353,60 @@ pub fn tracks(pairs: &[(&[Summary], &[Summary])], rule: &Rule) -> Vec<Track> {
                         variant: v.name.clone(),
                         metric: m.name.clone(),
                     };
-                    out.insert(key, m.clone());
+                    side.metrics.insert(key, m.clone());
                 }
             }
         }
-        out
+        side
     };
-    let indexed: Vec<_> = pairs.iter().map(|(b, n)| (index(b), index(n))).collect();
+    let indexed: Vec<(Side, Side)> = pairs.iter().map(|(b, n)| (index(b), index(n))).collect();
+    let mut order: Vec<Key> = Vec::new();
+    let mut tracks: BTreeMap<Key, Track> = BTreeMap::new();
+    let mut units: BTreeMap<Key, (BTreeSet<String>, BTreeSet<String>)> = BTreeMap::new();
     for (i, (base, new)) in indexed.iter().enumerate() {
-        for (key, m) in base.iter().chain(new.iter()) {
+        for (key, m) in base.metrics.iter().chain(new.metrics.iter()) {
+            let id = (
+                key.profile.clone(),
+                key.scenario.clone(),
+                key.variant.clone(),
+            );
             let track = tracks.entry(key.clone()).or_insert_with(|| {
                 order.push(key.clone());
+                let probe = base.probes.contains(&id) || new.probes.contains(&id);
                 Track {
                     key: key.clone(),
                     unit: m.unit.clone(),
                     direction: m.direction,
-                    class: rule.class(key, m),
+                    class: if probe { None } else { rule.class(key, m) },
                     pairs: vec![(None, None); pairs.len()],
+                    why_not: probe.then(|| "a rate search's probe".to_string()),
                 }
             });
-            track.pairs[i] = (
-                base.get(key).map(|m| m.value),
-                new.get(key).map(|m| m.value),
-            );
+            let value = |side: &Side| match side.metrics.get(key) {
+                Some(m) => Some(m.value),
+                // A count a variant did not report is a count of none.
+                None if m.unit == "count" && side.variants.contains(&id) => Some(0.0),
+                None => None,
+            };
+            track.pairs[i] = (value(base), value(new));
+            let u = units.entry(key.clone()).or_default();
+            if let Some(m) = base.metrics.get(key) {
+                u.0.insert(m.unit.clone());
+            }
+            if let Some(m) = new.metrics.get(key) {
+                u.1.insert(m.unit.clone());
+            }
+        }
+    }
+    for (key, (b, n)) in units {
+        if !b.is_empty() && !n.is_empty() && b != n {
+            let t = tracks.get_mut(&key).expect("every unit seen has a track");
+            t.class = None;
+            t.why_not = Some(format!(
+                "its unit differs: BASE {}, NEW {}",
+                b.into_iter().collect::<Vec<_>>().join("/"),
+                n.into_iter().collect::<Vec<_>>().join("/")
+            ));
         }
     }
     order
@@ -237,9 +415,8 @@ pub fn tracks(pairs: &[(&[Summary], &[Summary])], rule: &Rule) -> Vec<Track> {
         .collect()
 }
 
-/// How far NEW is from BASE, in log units: `ln(new / base)`; equal values
-/// (zeros included) are 0; a zero on one side only is far beyond any
-/// threshold; negative values have no ratio.
+/// A log ratio NEW/BASE; a side at zero is far off rather than infinite,
+/// so a rate that fell to nothing still reads as a regression.
 fn log_ratio(base: f64, new: f64) -> Option<f64> {
     const FAR: f64 = 20.0;
     if base == new {
@@ -255,8 +432,94 @@ fn log_ratio(base: f64, new: f64) -> Option<f64> {
     }
 }
 
-/// Judges one metric over the pairs so far.
-pub fn judge(track: &Track, rule: &Rule) -> Judgement {
+fn to_us(value: f64, unit: &str) -> f64 {
+    match unit {
+        "ms" => value * 1e3,
+        "s" => value * 1e6,
+        _ => value,
+    }
+}
+
+/// The log ratios in the worse direction: a rise for a latency or a cost,
+/// a fall for a rate.
+fn worse_logs(direction: Direction, logs: &[f64]) -> Vec<f64> {
+    match direction {
+        Direction::Higher => logs.iter().map(|d| -d).collect(),
+        _ => logs.to_vec(),
+    }
+}
+
+/// The interquartile range over 1.349: the spread of normal noise, which
+/// one wild pair does not move.
+pub fn spread(values: &[f64]) -> Option<f64> {
+    if values.len() < 4 {
+        return None;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let q = |f: f64| {
+        let x = f * (v.len() - 1) as f64;
+        let (i, frac) = (x.floor() as usize, x.fract());
+        v[i] + (v[(i + 1).min(v.len() - 1)] - v[i]) * frac
+    };
+    Some((q(0.75) - q(0.25)) / 1.349)
+}
+
+/// Hodges–Lehmann's efficiency against the mean under normal noise: its
+/// standard error is that of a mean of 0.955 n pairs.
+const HL_EFFICIENCY: f64 = 0.955;
+
+/// The whole comparison's metric verdicts at `look`: each judged metric's
+/// tests, Holm across them for regressions and improvements, and the
+/// absences tested on their own.
+pub fn judge_metrics(tracks: &[Track], rule: &Rule, look: &Look) -> Vec<Judgement> {
+    let mut out: Vec<Judgement> = tracks.iter().map(|t| describe(t, rule)).collect();
+    let judged: Vec<usize> = (0..out.len()).filter(|&i| out[i].class.is_some()).collect();
+    let m = judged.len().max(1);
+    let alpha = look.metrics_alpha();
+    // Each metric's tests and interval at the family's Bonferroni level.
+    for &i in &judged {
+        test(&mut out[i], tracks[i].direction, rule, alpha / m as f64);
+    }
+    let tested: Vec<usize> = judged
+        .iter()
+        .copied()
+        .filter(|&i| out[i].p_worse.is_some())
+        .collect();
+    let p = |f: fn(&Judgement) -> Option<f64>| -> Vec<f64> {
+        tested.iter().map(|&i| f(&out[i]).unwrap_or(1.0)).collect()
+    };
+    let regressed = stats::holm(&p(|j| j.p_worse), alpha);
+    let improved = stats::holm(&p(|j| j.p_better), alpha);
+    for (k, &i) in tested.iter().enumerate() {
+        let j = &mut out[i];
+        // Not even the most lenient test at this look can reject.
+        let hopeless = stats::smallest_p(j.ratios.len()) > alpha;
+        j.verdict = if regressed[k] {
+            PairedVerdict::Regressed
+        } else if improved[k] {
+            PairedVerdict::Improved
+        } else if j.p_within.is_some_and(|p| p <= alpha) {
+            PairedVerdict::Unchanged
+        } else if hopeless {
+            PairedVerdict::TooFewPairs
+        } else {
+            PairedVerdict::Undecided
+        };
+    }
+    // Judged, but no pair measured it on both sides.
+    for &i in &judged {
+        if out[i].p_worse.is_none() {
+            out[i].verdict = PairedVerdict::TooFewPairs;
+        }
+    }
+    missing(tracks, &mut out, look.missing_alpha());
+    out
+}
+
+/// A metric as the pairs show it, before any test: its medians, ratios,
+/// class and threshold (none below the latency floor).
+fn describe(track: &Track, rule: &Rule) -> Judgement {
     let both: Vec<(f64, f64)> = track
         .pairs
         .iter()
@@ -265,6 +528,7 @@ pub fn judge(track: &Track, rule: &Rule) -> Judgement {
     let bases: Vec<f64> = track.pairs.iter().filter_map(|p| p.0).collect();
     let news: Vec<f64> = track.pairs.iter().filter_map(|p| p.1).collect();
     let base_median = crate::record::spread::median(&bases);
+    let new_median = crate::record::spread::median(&news);
     let mut j = Judgement {
         key: track.key.clone(),
         unit: track.unit.clone(),
@@ -277,80 +541,238 @@ pub fn judge(track: &Track, rule: &Rule) -> Judgement {
             .filter(|r| r.is_finite())
             .collect(),
         base_median,
-        new_median: crate::record::spread::median(&news),
+        new_median,
         ratio: None,
         low: None,
         high: None,
         coverage: None,
+        p_worse: None,
+        p_better: None,
+        p_within: None,
+        spread: None,
+        detectable: None,
+        pairs_to_decide: None,
+        present: (bases.len(), news.len()),
+        why_not: track.why_not.clone(),
         verdict: PairedVerdict::NotJudged,
     };
-    if !bases.is_empty() && news.is_empty() {
-        j.verdict = PairedVerdict::MissingInNew;
-        return j;
-    }
-    let Some(class) = track.class else {
-        return j;
-    };
-    if class == Class::Latency
-        && base_median.is_some_and(|m| to_us(m, &track.unit) < LATENCY_FLOOR_US)
-    {
+    // Under the clocks' resolution on both sides: ratios of noise.
+    let floor = |m: Option<f64>| m.is_none_or(|m| to_us(m, &track.unit) < LATENCY_FLOOR_US);
+    if track.class == Some(Class::Latency) && floor(base_median) && floor(new_median) {
         j.class = None;
         j.threshold = None;
-        return j;
+        j.why_not = Some(format!(
+            "below {LATENCY_FLOOR_US} µs on both sides, the clocks' resolution"
+        ));
     }
-    let logs: Option<Vec<f64>> = both.iter().map(|&(b, n)| log_ratio(b, n)).collect();
-    let Some(logs) = logs else {
-        j.class = None;
-        j.threshold = None;
-        return j;
-    };
-    let Some(interval) = stats::hodges_lehmann(&logs, rule.confidence) else {
-        j.verdict = PairedVerdict::TooFewPairs;
-        return j;
-    };
-    j.ratio = Some(interval.estimate.exp());
-    j.low = Some(interval.low.exp());
-    j.high = Some(interval.high.exp());
-    j.coverage = Some(interval.coverage);
-    j.verdict = verdict(track.direction, &interval, rule.threshold(class));
     j
 }
 
-fn to_us(value: f64, unit: &str) -> f64 {
-    match unit {
-        "ms" => value * 1e3,
-        "s" => value * 1e6,
-        _ => value,
+/// A judged metric's one-sided tests, its interval at `level` per side,
+/// its spread and what more pairs would buy.
+fn test(j: &mut Judgement, direction: Direction, rule: &Rule, level: f64) {
+    let Some(class) = j.class else { return };
+    let tau = rule.threshold(class);
+    let logs: Option<Vec<f64>> = j.ratios.iter().map(|&r| log_ratio(1.0, r)).collect();
+    let Some(logs) = logs.filter(|l| !l.is_empty()) else {
+        return;
+    };
+    let worse = worse_logs(direction, &logs);
+    let half = (1.0 + tau / 2.0).ln();
+    let full = (1.0 + tau).ln();
+    j.p_worse = stats::p_above(&worse, half);
+    j.p_better = stats::p_below(&worse, -half);
+    j.p_within = stats::p_below(&worse, full);
+    if let Some(i) = stats::hodges_lehmann(&logs, 1.0 - 2.0 * level) {
+        j.ratio = Some(i.estimate.exp());
+        j.low = Some(i.low.exp());
+        j.high = Some(i.high.exp());
+        j.coverage = Some(i.coverage);
+    } else if let Some(i) = stats::hodges_lehmann(&logs, 0.0) {
+        j.ratio = Some(i.estimate.exp());
+    }
+    j.spread = spread(&logs);
+    if let (Some(sigma), Some(ratio)) = (j.spread, j.ratio) {
+        let n = logs.len() as f64;
+        let z = stats::normal_quantile(1.0 - level);
+        let se = |n: f64| sigma / (HL_EFFICIENCY * n).sqrt();
+        let detectable = half + (z + stats::normal_quantile(0.9)) * se(n);
+        j.detectable = Some(detectable.exp() - 1.0);
+        let est = match direction {
+            Direction::Higher => -ratio.ln(),
+            _ => ratio.ln(),
+        };
+        // The decision nearer the estimate: unchanged below τ/2, else
+        // regressed; pairs until its bound would clear on average.
+        let gap = if est < half { full - est } else { est - half };
+        if gap > 0.0 && sigma > 0.0 {
+            let needed = (z * sigma / gap).powi(2) / HL_EFFICIENCY;
+            j.pairs_to_decide = Some(needed.ceil().max(n) as usize);
+        }
     }
 }
 
-/// The verdict of an interval of log ratios against a threshold.
-fn verdict(direction: Direction, interval: &Interval, threshold: f64) -> PairedVerdict {
-    let limit = (1.0 + threshold).ln();
-    // "Worse" is positive: a rise for lower-is-better, a drop otherwise.
-    let (low, high) = match direction {
-        Direction::Higher => (-interval.high, -interval.low),
-        _ => (interval.low, interval.high),
-    };
-    if low > limit {
-        PairedVerdict::Regressed
-    } else if high < -limit {
-        PairedVerdict::Improved
-    } else if -limit <= low && high <= limit {
-        PairedVerdict::Unchanged
-    } else {
-        PairedVerdict::Undecided
+/// Metrics present in BASE's slices and absent from NEW's: a sign test on
+/// the pairs where only one side measured it, Tarone-corrected across the
+/// judged metrics. A metric that appears only when something happens (a
+/// redelivery, a reconnect) is absent from one side now and then by chance;
+/// only a systematic absence fails.
+fn missing(tracks: &[Track], out: &mut [Judgement], alpha: f64) {
+    let judged: Vec<usize> = (0..out.len()).filter(|&i| out[i].class.is_some()).collect();
+    let tests: Vec<(usize, f64, f64)> = judged
+        .iter()
+        .map(|&i| {
+            let only_base = tracks[i]
+                .pairs
+                .iter()
+                .filter(|(b, n)| b.is_some() && n.is_none())
+                .count();
+            let only_new = tracks[i]
+                .pairs
+                .iter()
+                .filter(|(b, n)| b.is_none() && n.is_some())
+                .count();
+            let n = only_base + only_new;
+            (i, stats::sign_test(only_base, n), 0.5f64.powi(n as i32))
+        })
+        .collect();
+    let p: Vec<f64> = tests.iter().map(|t| t.1).collect();
+    let smallest: Vec<f64> = tests.iter().map(|t| t.2).collect();
+    for (k, rejected) in stats::tarone(&p, &smallest, alpha).into_iter().enumerate() {
+        if rejected {
+            out[tests[k].0].verdict = PairedVerdict::MissingInNew;
+        }
     }
+}
+
+/// A check (an invariant, or a variant's error) across the pairs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CheckJudgement {
+    pub profile: String,
+    pub scenario: String,
+    pub variant: String,
+    pub check: String,
+    /// Pairs in which only NEW broke it, only BASE, and both.
+    pub new_only: usize,
+    pub base_only: usize,
+    pub both: usize,
+    /// One-sided sign test on the pairs where only one side broke it.
+    pub p: f64,
+    pub verdict: CheckVerdict,
+    /// What NEW (or else BASE) said when it broke it, the first time.
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckVerdict {
+    /// NEW breaks it where BASE does not, more often than chance allows.
+    FailsInNew,
+    /// Broken on both sides: the environment's, not a build's.
+    Environment,
+    /// Broken by BASE only.
+    BaseOnly,
+    /// Broken by NEW in some pairs, not yet more often than chance allows.
+    Suspect,
+}
+
+impl CheckVerdict {
+    pub fn label(self) -> &'static str {
+        match self {
+            CheckVerdict::FailsInNew => "fails in NEW",
+            CheckVerdict::Environment => "broken on both sides",
+            CheckVerdict::BaseOnly => "broken in BASE only",
+            CheckVerdict::Suspect => "broken in NEW, not yet significant",
+        }
+    }
+}
+
+/// Every check either side broke in any pair, judged in pairs: NEW fails a
+/// check when it breaks it where BASE does not more often than chance
+/// allows (a sign test on those pairs, Tarone-corrected across checks).
+pub fn judge_checks(pairs: &[(&[Summary], &[Summary])], look: &Look) -> Vec<CheckJudgement> {
+    type CheckKey = (String, String, String, String);
+    let broken = |summaries: &[Summary]| -> BTreeMap<CheckKey, String> {
+        let mut out = BTreeMap::new();
+        for s in summaries {
+            for f in crate::compare::failures_of(s) {
+                out.entry((s.run.profile.name.clone(), f.scenario, f.variant, f.check))
+                    .or_insert(f.detail);
+            }
+        }
+        out
+    };
+    // Per check: pairs broken by NEW only, BASE only, both; what each said.
+    type Tally = (usize, usize, usize, Option<String>, Option<String>);
+    let mut seen: BTreeMap<CheckKey, Tally> = BTreeMap::new();
+    for (b, n) in pairs {
+        let (b, n) = (broken(b), broken(n));
+        let keys: BTreeSet<&CheckKey> = b.keys().chain(n.keys()).collect();
+        for key in keys {
+            let e = seen.entry(key.clone()).or_default();
+            match (b.get(key), n.get(key)) {
+                (Some(_), Some(_)) => e.2 += 1,
+                (None, Some(_)) => e.0 += 1,
+                (Some(_), None) => e.1 += 1,
+                (None, None) => {}
+            }
+            if e.3.is_none() {
+                e.3 = n.get(key).cloned();
+            }
+            if e.4.is_none() {
+                e.4 = b.get(key).cloned();
+            }
+        }
+    }
+    let mut out: Vec<CheckJudgement> = seen
+        .into_iter()
+        .map(
+            |((profile, scenario, variant, check), (new_only, base_only, both, nd, bd))| {
+                CheckJudgement {
+                    profile,
+                    scenario,
+                    variant,
+                    check,
+                    new_only,
+                    base_only,
+                    both,
+                    p: stats::sign_test(new_only, new_only + base_only),
+                    verdict: CheckVerdict::Suspect,
+                    detail: nd.or(bd).unwrap_or_default(),
+                }
+            },
+        )
+        .collect();
+    let p: Vec<f64> = out.iter().map(|c| c.p).collect();
+    let smallest: Vec<f64> = out
+        .iter()
+        .map(|c| 0.5f64.powi((c.new_only + c.base_only) as i32))
+        .collect();
+    let rejected = stats::tarone(&p, &smallest, look.checks_alpha());
+    for (c, rejected) in out.iter_mut().zip(rejected) {
+        c.verdict = if rejected {
+            CheckVerdict::FailsInNew
+        } else if c.both > 0 || (c.new_only > 0 && c.base_only > 0) {
+            CheckVerdict::Environment
+        } else if c.new_only == 0 {
+            CheckVerdict::BaseOnly
+        } else {
+            CheckVerdict::Suspect
+        };
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::variant::Invariant;
 
     fn rule() -> Rule {
         Rule {
-            throughput: 0.03,
-            latency: 0.05,
+            throughput: 0.05,
+            latency: 0.10,
+            cost: 0.05,
             confidence: 0.99,
             only: Vec::new(),
         }
@@ -370,108 +792,54 @@ mod tests {
             unit: unit.into(),
             direction,
             pairs: pairs.iter().map(|&(b, n)| (Some(b), Some(n))).collect(),
+            why_not: None,
         }
     }
 
-    /// `n` pairs whose NEW/BASE ratios wobble by ±1% around `ratio`.
+    /// `n` pairs of NEW at `ratio` times BASE, with a 2% wobble.
     fn pairs(n: usize, base: f64, ratio: f64) -> Vec<(f64, f64)> {
         (0..n)
             .map(|i| {
-                let wobble = [1.0, 1.01, 0.99, 1.005, 0.995][i % 5];
+                let wobble = [1.0, 1.02, 0.98, 1.01, 0.99][i % 5];
                 (base, base * ratio * wobble)
             })
             .collect()
     }
 
-    #[test]
-    fn a_rate_drop_beyond_the_threshold_regresses_and_a_rise_improves() {
-        let down = track(
-            "publish_rate",
-            "msg/s",
-            Direction::Higher,
-            &pairs(10, 1e5, 0.90),
-        );
-        assert_eq!(judge(&down, &rule()).verdict, PairedVerdict::Regressed);
-        let up = track(
-            "publish_rate",
-            "msg/s",
-            Direction::Higher,
-            &pairs(10, 1e5, 1.10),
-        );
-        assert_eq!(judge(&up, &rule()).verdict, PairedVerdict::Improved);
+    fn verdict(t: &Track) -> PairedVerdict {
+        let look = Look::last(t.pairs.len(), &rule());
+        judge_metrics(std::slice::from_ref(t), &rule(), &look)[0].verdict
     }
 
     #[test]
-    fn a_latency_rise_beyond_the_threshold_regresses() {
-        let up = track(
-            "e2e_latency.p99",
-            "us",
-            Direction::Lower,
-            &pairs(10, 800.0, 1.15),
-        );
-        let j = judge(&up, &rule());
-        assert_eq!(j.verdict, PairedVerdict::Regressed);
-        let ratio = j.ratio.unwrap();
-        assert!((1.13..1.17).contains(&ratio), "{j:?}");
-        assert!(j.low.unwrap() > 1.05, "{j:?}");
-    }
-
-    #[test]
-    fn the_judgement_is_symmetric_in_log_ratio() {
-        // Halving a rate is as far as doubling a latency: both regress at
-        // a 90% threshold, and neither at 110%.
-        let halved = track(
-            "publish_rate",
-            "msg/s",
-            Direction::Higher,
-            &pairs(10, 1e5, 0.5),
-        );
-        let doubled = track(
-            "e2e_latency.p50",
-            "us",
-            Direction::Lower,
-            &pairs(10, 500.0, 2.0),
-        );
-        let strict = Rule {
-            throughput: 0.9,
-            latency: 0.9,
-            ..rule()
-        };
-        let lax = Rule {
-            throughput: 1.1,
-            latency: 1.1,
-            ..rule()
-        };
-        assert_eq!(judge(&halved, &strict).verdict, PairedVerdict::Regressed);
-        assert_eq!(judge(&doubled, &strict).verdict, PairedVerdict::Regressed);
-        assert_eq!(judge(&halved, &lax).verdict, PairedVerdict::Unchanged);
-        assert_eq!(judge(&doubled, &lax).verdict, PairedVerdict::Unchanged);
-    }
-
-    #[test]
-    fn small_or_noisy_changes_are_unchanged_or_undecided_never_regressed() {
-        let flat = track(
-            "publish_rate",
-            "msg/s",
-            Direction::Higher,
-            &pairs(10, 1e5, 1.0),
-        );
-        assert_eq!(judge(&flat, &rule()).verdict, PairedVerdict::Unchanged);
-        // At the threshold itself: the interval straddles it.
-        let edge = track(
-            "publish_rate",
-            "msg/s",
-            Direction::Higher,
-            &pairs(10, 1e5, 0.97),
-        );
-        assert_eq!(judge(&edge, &rule()).verdict, PairedVerdict::Undecided);
-        // Wild noise around no change.
-        let noisy: Vec<(f64, f64)> = [1.3, 0.7, 1.2, 0.8, 1.25, 0.75, 1.1, 0.9, 1.0, 1.05]
-            .iter()
-            .map(|r| (1e5, 1e5 * r))
+    fn a_rate_drop_beyond_half_the_threshold_regresses_and_a_rise_improves() {
+        let h = Direction::Higher;
+        let down = track("publish_rate", "msg/s", h, &pairs(20, 1e5, 0.93));
+        assert_eq!(verdict(&down), PairedVerdict::Regressed);
+        let up = track("publish_rate", "msg/s", h, &pairs(20, 1e5, 1.07));
+        assert_eq!(verdict(&up), PairedVerdict::Improved);
+        let flat = track("publish_rate", "msg/s", h, &pairs(20, 1e5, 1.0));
+        assert_eq!(verdict(&flat), PairedVerdict::Unchanged);
+        // In the indifference zone with little noise: a 4% drop is a real
+        // one beyond half the threshold, and said so.
+        let zone = track("publish_rate", "msg/s", h, &pairs(20, 1e5, 0.96));
+        assert_eq!(verdict(&zone), PairedVerdict::Regressed);
+        // The same drop in noise: no claim either way yet.
+        let noisy: Vec<(f64, f64)> = (0..20)
+            .map(|i| (1e5, 1e5 * 0.96 * [1.08, 0.92, 1.05, 0.95, 1.0][i % 5]))
             .collect();
-        let noisy = track("publish_rate", "msg/s", Direction::Higher, &noisy);
-        assert_eq!(judge(&noisy, &rule()).verdict, PairedVerdict::Undecided);
+        let noisy = track("publish_rate", "msg/s", h, &noisy);
+        assert_eq!(verdict(&noisy), PairedVerdict::Undecided);
+    }
+
+    #[test]
+    fn latencies_and_costs_regress_upwards() {
+        let l = Direction::Lower;
+        let p99 = track("e2e_latency.p99", "us", l, &pairs(20, 800.0, 1.15));
+        assert_eq!(verdict(&p99), PairedVerdict::Regressed);
+        let cpu = track("client_cpu_per_msg", "us", l, &pairs(20, 30.0, 1.06));
+        assert_eq!(cpu.class, Some(Class::Cost));
+        assert_eq!(verdict(&cpu), PairedVerdict::Regressed);
     }
 
     #[test]
@@ -480,78 +848,246 @@ mod tests {
             "publish_rate",
             "msg/s",
             Direction::Higher,
-            &pairs(7, 1e5, 0.5),
+            &pairs(5, 1e5, 0.5),
         );
-        assert_eq!(judge(&t, &rule()).verdict, PairedVerdict::TooFewPairs);
+        assert_eq!(verdict(&t), PairedVerdict::TooFewPairs);
         assert!(!PairedVerdict::TooFewPairs.decided());
     }
 
     #[test]
-    fn only_rates_and_latency_percentiles_are_judged_by_default() {
-        let r = rule();
-        let class = |metric: &str, unit: &str, direction| {
-            let key = Key {
-                profile: "p".into(),
-                scenario: "s".into(),
-                variant: "v".into(),
-                metric: metric.into(),
-            };
-            r.class(&key, &Metric::new(metric, unit, 1.0, direction))
-        };
-        assert_eq!(
-            class("publish_rate", "msg/s", Direction::Higher),
-            Some(Class::Throughput)
-        );
-        assert_eq!(
-            class("e2e_latency.p99.9", "us", Direction::Lower),
-            Some(Class::Latency)
-        );
-        assert_eq!(class("e2e_latency.max", "us", Direction::Lower), None);
-        assert_eq!(class("e2e_latency.mean", "us", Direction::Lower), None);
-        assert_eq!(class("target_rate", "msg/s", Direction::None), None);
-        assert_eq!(class("lost", "count", Direction::Lower), None);
-        let only = Rule {
-            only: vec!["*.max".into()],
-            ..rule()
-        };
-        let key = Key {
-            profile: "p".into(),
-            scenario: "s".into(),
-            variant: "v".into(),
-            metric: "e2e_latency.max".into(),
-        };
-        let max = Metric::new("e2e_latency.max", "us", 1.0, Direction::Lower);
-        assert_eq!(only.class(&key, &max), Some(Class::Latency));
-    }
-
-    #[test]
-    fn latencies_at_the_clock_resolution_are_not_judged() {
-        let tiny = track("send_lag.p50", "us", Direction::Lower, &pairs(10, 0.1, 3.0));
-        let j = judge(&tiny, &rule());
-        assert_eq!(j.verdict, PairedVerdict::NotJudged);
-        assert_eq!(j.class, None);
-    }
-
-    #[test]
-    fn a_metric_missing_in_new_fails_and_a_zero_rate_regresses() {
-        let mut missing = track(
+    fn many_metrics_share_the_false_alarm_rate() {
+        // A 4% drop at 12 pairs is a regression beyond 2.5% when judged
+        // alone; among 40 metrics the same evidence is not enough.
+        let t = track(
             "publish_rate",
             "msg/s",
             Direction::Higher,
-            &pairs(8, 1e5, 1.0),
+            &pairs(12, 1e5, 0.955),
         );
-        for p in &mut missing.pairs {
+        let look = Look::last(12, &rule());
+        assert_eq!(
+            judge_metrics(std::slice::from_ref(&t), &rule(), &look)[0].verdict,
+            PairedVerdict::Regressed
+        );
+        let mut many = vec![t.clone()];
+        for i in 0..39 {
+            let mut other = track(
+                "e2e_latency.p50",
+                "us",
+                Direction::Lower,
+                &pairs(12, 500.0, 1.0),
+            );
+            other.key.variant = format!("v{i}");
+            many.push(other);
+        }
+        assert_ne!(
+            judge_metrics(&many, &rule(), &look)[0].verdict,
+            PairedVerdict::Regressed
+        );
+    }
+
+    #[test]
+    fn looks_spend_the_rate_and_never_more_than_it() {
+        let r = rule();
+        let looks: Vec<Look> = (1..=1024).filter_map(|n| Look::interim(n, &r)).collect();
+        assert_eq!(
+            looks.iter().map(|l| l.pairs).collect::<Vec<_>>(),
+            vec![8, 16, 32, 64, 128, 256, 512, 1024]
+        );
+        let spent: f64 = looks.iter().map(|l| l.alpha).sum::<f64>() + Look::last(2000, &r).alpha;
+        assert!(spent <= r.alpha() + 1e-15, "{spent}");
+        assert!(Look::last(10, &r).alpha >= 0.75 * r.alpha() - 1e-15);
+        assert_eq!(Look::interim(12, &r), None);
+    }
+
+    #[test]
+    fn only_a_systematic_absence_fails() {
+        let h = Direction::Higher;
+        let mut gone = track("publish_rate", "msg/s", h, &pairs(20, 1e5, 1.0));
+        for p in &mut gone.pairs {
             p.1 = None;
         }
-        let j = judge(&missing, &rule());
+        let look = Look::last(20, &rule());
+        let j = &judge_metrics(std::slice::from_ref(&gone), &rule(), &look)[0];
         assert_eq!(j.verdict, PairedVerdict::MissingInNew);
         assert!(j.verdict.fails());
-        let zero = track(
-            "publish_rate",
+        let mut flaky = track("publish_rate", "msg/s", h, &pairs(20, 1e5, 1.0));
+        flaky.pairs[3].1 = None;
+        flaky.pairs[11].1 = None;
+        let j = &judge_metrics(std::slice::from_ref(&flaky), &rule(), &look)[0];
+        assert_eq!(j.verdict, PairedVerdict::Unchanged, "{j:?}");
+        // Shown metrics are never missing.
+        let mut shown = track(
+            "target_rate",
             "msg/s",
-            Direction::Higher,
-            &pairs(8, 1e5, 0.0),
+            Direction::None,
+            &pairs(20, 1e5, 1.0),
         );
-        assert_eq!(judge(&zero, &rule()).verdict, PairedVerdict::Regressed);
+        for p in &mut shown.pairs {
+            p.1 = None;
+        }
+        let j = &judge_metrics(std::slice::from_ref(&shown), &rule(), &look)[0];
+        assert_eq!(j.verdict, PairedVerdict::NotJudged);
+    }
+
+    #[test]
+    fn the_latency_floor_takes_both_sides() {
+        let l = Direction::Lower;
+        let tiny = track("send_lag.p50", "us", l, &pairs(20, 0.1, 3.0));
+        assert_eq!(verdict(&tiny), PairedVerdict::NotJudged);
+        // BASE under the floor, NEW far above it: judged, and regressed.
+        let grown = track("send_lag.p50", "us", l, &pairs(20, 5.0, 10.0));
+        assert_eq!(verdict(&grown), PairedVerdict::Regressed);
+    }
+
+    #[test]
+    fn undecided_metrics_say_what_would_decide_them() {
+        let noisy: Vec<(f64, f64)> = (0..16)
+            .map(|i| {
+                (
+                    1e5,
+                    1e5 * [1.15, 0.85, 1.1, 0.9, 1.05, 0.95, 1.0, 0.97][i % 8],
+                )
+            })
+            .collect();
+        let t = track("publish_rate", "msg/s", Direction::Higher, &noisy);
+        let j = &judge_metrics(std::slice::from_ref(&t), &rule(), &Look::last(16, &rule()))[0];
+        assert_eq!(j.verdict, PairedVerdict::Undecided);
+        assert!(j.pairs_to_decide.unwrap() > 16, "{j:?}");
+        assert!(j.detectable.unwrap() > 0.05, "{j:?}");
+    }
+
+    /// One variant: scenario, variant, metrics, broken checks, params.
+    type Variant<'a> = (&'a str, &'a str, Vec<Metric>, &'a [&'a str], &'a [&'a str]);
+
+    /// A run of profile "ci" with these variants.
+    fn summary(variants: &[Variant<'_>]) -> Summary {
+        let mut scenarios: Vec<serde_json::Value> = Vec::new();
+        for (scenario, variant, metrics, broken, params) in variants {
+            let invariants: Vec<Invariant> = broken
+                .iter()
+                .map(|b| Invariant::check(b, false, "broken".to_string()))
+                .collect();
+            let params: serde_json::Map<String, serde_json::Value> = params
+                .iter()
+                .map(|p| (p.to_string(), serde_json::json!("x")))
+                .collect();
+            scenarios.push(serde_json::json!({
+                "name": scenario, "kind": "latency",
+                "variants": [{
+                    "name": variant, "passed": broken.is_empty(), "params": params,
+                    "metrics": metrics, "histograms": [],
+                    "ledger": crate::record::ledger::LedgerCounts::default(),
+                    "invariants": invariants, "warnings": [], "timelines": {},
+                    "error": null, "elapsed_s": 1.0,
+                }],
+            }));
+        }
+        let json = serde_json::json!({
+            "schema_version": crate::results::summary::SCHEMA_VERSION,
+            "run": {
+                "id": "r", "started_at": "t", "finished_at": "t",
+                "tool": {"name": "jsbench", "version": "0", "git_commit": null, "git_dirty": false},
+                "server": {"mode": "embedded", "version": "2.15.1", "urls": "u", "server_name": "s",
+                           "cluster": null, "jetstream_domain": null, "storage": "file", "replicas": 1},
+                "host": {"os": "linux", "arch": "x86_64", "cores": 2, "memory_bytes": null,
+                         "cpu_model": "cpu", "hostname": "h"},
+                "profile": {"name": "ci", "source": "ci", "description": "", "text": ""},
+                "repeat": 1,
+            },
+            "scenarios": scenarios,
+            "verdict": "passed",
+        });
+        serde_json::from_value(json).unwrap()
+    }
+
+    fn rate(v: f64) -> Metric {
+        Metric::new("publish_rate", "msg/s", v, Direction::Higher)
+    }
+
+    #[test]
+    fn tracks_read_counts_as_zero_skip_probes_and_refuse_changed_units() {
+        let count = |v: u64| crate::record::metrics::count("redelivered", v);
+        let base = summary(&[
+            ("s", "v", vec![rate(1e5), count(3)], &[], &[]),
+            ("search", "rate-1000", vec![rate(1e3)], &[], &[PROBE_PARAM]),
+            (
+                "lat",
+                "v",
+                vec![Metric::new(
+                    "e2e_latency.p50",
+                    "us",
+                    100.0,
+                    Direction::Lower,
+                )],
+                &[],
+                &[],
+            ),
+        ]);
+        let new = summary(&[
+            ("s", "v", vec![rate(1e5)], &[], &[]),
+            ("search", "rate-1000", vec![rate(1e3)], &[], &[PROBE_PARAM]),
+            (
+                "lat",
+                "v",
+                vec![Metric::new("e2e_latency.p50", "ms", 0.1, Direction::Lower)],
+                &[],
+                &[],
+            ),
+        ]);
+        let pairs = [(std::slice::from_ref(&base), std::slice::from_ref(&new))];
+        let t = tracks(&pairs, &rule());
+        let get = |s: &str, m: &str| {
+            t.iter()
+                .find(|t| t.key.scenario == s && t.key.metric == m)
+                .unwrap()
+        };
+        assert_eq!(get("s", "redelivered").pairs, vec![(Some(3.0), Some(0.0))]);
+        let probe = get("search", "publish_rate");
+        assert_eq!(probe.class, None);
+        assert!(probe.why_not.as_deref().unwrap().contains("probe"));
+        let lat = get("lat", "e2e_latency.p50");
+        assert_eq!(lat.class, None);
+        assert!(
+            lat.why_not.as_deref().unwrap().contains("BASE us, NEW ms"),
+            "{lat:?}"
+        );
+    }
+
+    #[test]
+    fn checks_are_judged_in_pairs() {
+        let ok = summary(&[("s", "v", vec![rate(1e5)], &[], &[])]);
+        let lost = summary(&[("s", "v", vec![rate(1e5)], &["lost = 0"], &[])]);
+        let flaky = summary(&[("s", "v", vec![rate(1e5)], &["stream holds"], &[])]);
+        let look = Look::last(20, &rule());
+        let judge = |pairs: Vec<(&Summary, &Summary)>| {
+            let pairs: Vec<(&[Summary], &[Summary])> = pairs
+                .into_iter()
+                .map(|(b, n)| (std::slice::from_ref(b), std::slice::from_ref(n)))
+                .collect();
+            judge_checks(&pairs, &look)
+        };
+        // NEW loses messages in every pair, BASE never: it fails.
+        let c = judge((0..20).map(|_| (&ok, &lost)).collect());
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].verdict, CheckVerdict::FailsInNew);
+        assert_eq!((c[0].new_only, c[0].base_only), (20, 0));
+        // Once in twenty: suspect, not a failure.
+        let once: Vec<_> = (0..20)
+            .map(|i| (&ok, if i == 5 { &lost } else { &ok }))
+            .collect();
+        assert_eq!(judge(once)[0].verdict, CheckVerdict::Suspect);
+        // Flaky on both sides: the environment's.
+        let both: Vec<_> = (0..20)
+            .map(|i| match i % 7 {
+                0 => (&flaky, &ok),
+                3 => (&ok, &flaky),
+                _ => (&ok, &ok),
+            })
+            .collect();
+        assert_eq!(judge(both)[0].verdict, CheckVerdict::Environment);
+        // BASE's failures are kept and said.
+        let base: Vec<_> = (0..20).map(|_| (&lost, &ok)).collect();
+        assert_eq!(judge(base)[0].verdict, CheckVerdict::BaseOnly);
     }
 }

@@ -36,8 +36,10 @@ use crate::results::summary::Summary;
 use crate::scenario::{self, Profile};
 use crate::server::{EmbeddedCluster, EmbeddedServer, ServerOptions};
 use crate::system::about;
-use crate::system::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, UsageError};
-use judge::{Judgement, PairedVerdict, Rule};
+use crate::system::error::{
+    EXIT_FAILED, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError,
+};
+use judge::{CheckJudgement, CheckVerdict, Judgement, Look, PairedVerdict, Rule};
 use slice::{Side, SliceError, SliceResult, SliceTarget};
 
 /// What the two sides are.
@@ -103,6 +105,9 @@ pub enum Stopped {
     Interrupted,
     /// A slice refused its input or could not run.
     SliceFailed,
+    /// A `--only` or `[ab] judge` pattern matched no metric of the
+    /// warm-up pair: bad input, found once the metrics were known.
+    BadInput,
 }
 
 /// One pair of slices.
@@ -153,21 +158,34 @@ pub struct AbReport {
     pub budget_s: f64,
     pub slice_s: Option<f64>,
     pub rule: Rule,
-    /// The fewest pairs the confidence can decide with.
+    /// The fewest judged pairs with which any metric can be decided at
+    /// the first look (the signed-rank test's smallest p-value against the
+    /// look's rate).
     pub pairs_needed: usize,
+    /// The pair run first and not judged: the sides' first slices warm
+    /// caches, page in binaries and fill the server's free lists.
+    #[serde(default)]
+    pub warmup: Option<PairRecord>,
     pub pairs: Vec<PairRecord>,
+    /// The looks taken so far, each with the false-alarm rate it spent.
+    #[serde(default)]
+    pub looks: Vec<Look>,
     pub stopped: Option<Stopped>,
     pub elapsed_s: f64,
     pub metrics: Vec<Judgement>,
-    /// Broken invariants and variant errors in NEW's slices.
+    /// Broken invariants and variant errors in NEW's slices, as they came.
     pub failures: Vec<Failure>,
+    /// Every check either side broke, judged in pairs.
+    #[serde(default)]
+    pub checks: Vec<CheckJudgement>,
     pub notes: Vec<String>,
-    /// regression, invariants failed, missing in NEW, ok, interrupted.
+    /// regression, invariants failed, missing in NEW, inconclusive, bad
+    /// input, failed, ok, interrupted.
     pub verdict: String,
     pub exit_code: i32,
 }
 
-pub const AB_SCHEMA_VERSION: u32 = 1;
+pub const AB_SCHEMA_VERSION: u32 = 2;
 
 impl AbReport {
     pub fn count(&self, verdict: PairedVerdict) -> usize {
@@ -178,6 +196,13 @@ impl AbReport {
         self.metrics
             .iter()
             .filter(|m| m.verdict != PairedVerdict::NotJudged)
+    }
+
+    /// Checks NEW breaks where BASE does not, beyond chance.
+    pub fn failing_checks(&self) -> impl Iterator<Item = &CheckJudgement> {
+        self.checks
+            .iter()
+            .filter(|c| c.verdict == CheckVerdict::FailsInNew)
     }
 }
 
@@ -231,14 +256,7 @@ pub async fn command(options: AbOptions, stop: CancellationToken) -> Result<i32>
     let (slices, failure) = run_pairs(&pairs, &mut report, clock).await?;
     report.elapsed_s = clock.elapsed().as_secs_f64();
     report.finished_at = Some(rfc3339(time::OffsetDateTime::now_utc()));
-    if slices.len() < report.pairs_needed {
-        report.notes.push(format!(
-            "only {} pair(s) ran; {} are needed to decide anything at {:.0}% confidence: raise --budget, shorten the profile or pass --slice",
-            slices.len(),
-            report.pairs_needed,
-            report.rule.confidence * 100.0
-        ));
-    }
+    last_look(&mut report, &slices);
     conclude(&mut report);
     write_report(&dir, &report)?;
     if let Err(e) = chart::write(&dir, &report) {
@@ -374,13 +392,16 @@ fn start(
         target: target_name,
         budget_s: options.budget.as_secs_f64(),
         slice_s: options.slice.map(|d| d.as_secs_f64()),
-        pairs_needed: stats::pairs_needed(rule.confidence),
+        pairs_needed: pairs_needed(&rule),
         rule,
+        warmup: None,
         pairs: Vec::new(),
+        looks: Vec::new(),
         stopped: None,
         elapsed_s: 0.0,
         metrics: Vec::new(),
         failures: Vec::new(),
+        checks: Vec::new(),
         notes: resolution.notes.clone(),
         verdict: "running".into(),
         exit_code: EXIT_OK,
@@ -409,14 +430,104 @@ struct Pairs<'a> {
     stop: &'a CancellationToken,
 }
 
-/// Pairs of slices, BASE and NEW in ABBA order, judged after each, until
-/// the budget, a decision, a failure or a stop; the slices, and the error
-/// that ended them.
+/// The fewest judged pairs that can decide one metric at the final look:
+/// below it the signed-rank test cannot reach the look's rate whatever
+/// the pairs say.
+fn pairs_needed(rule: &Rule) -> usize {
+    (1..=1024)
+        .find(|&n| stats::smallest_p(n) <= Look::last(n, rule).metrics_alpha())
+        .unwrap_or(1024)
+}
+
+/// The warm-up pair, then pairs of slices, BASE and NEW in ABBA order,
+/// looked at after 8, 16, 32, ... pairs, until the budget, a decision, a
+/// failure or a stop; the judged slices, and the error that ended them.
 async fn run_pairs(
     pairs: &Pairs<'_>,
     report: &mut AbReport,
     clock: Instant,
 ) -> Result<(Vec<(SliceResult, SliceResult)>, Option<anyhow::Error>)> {
+    let options = pairs.options;
+    let mut slices: Vec<(SliceResult, SliceResult)> = Vec::new();
+    let mut running = Running::default();
+    let warm = match run_pair(pairs, report, &mut running, 0).await {
+        Ok(pair) => pair,
+        Err(stop) => return Ok((slices, stop)),
+    };
+    let mut longest_pair = warm.2;
+    report.warmup = Some(pair_record(pairs.dir, 0, &warm.0, &warm.1));
+    if let Some(e) = unmatched_patterns(&report.rule, &warm.0, &warm.1) {
+        report.stopped = Some(Stopped::BadInput);
+        report.notes.push(format!("{e}"));
+        return Ok((slices, Some(e.into())));
+    }
+    write_report(pairs.dir, report)?;
+    // A block of two pairs (AB, then BA) is started only when it fits
+    // whole, so the pairs judged are always balanced.
+    let max_pairs = options.max_pairs.map(|n| n.next_multiple_of(2));
+    loop {
+        let index = slices.len() + 1;
+        if max_pairs.is_some_and(|max| slices.len() >= max) {
+            report.stopped = Some(Stopped::Pairs);
+            break;
+        }
+        if index % 2 == 1 && clock.elapsed() + longest_pair * 2 > options.budget {
+            report.stopped = Some(Stopped::Budget);
+            break;
+        }
+        let (b, n, elapsed) = match run_pair(pairs, report, &mut running, index).await {
+            Ok(pair) => pair,
+            Err(stop) => return Ok((slices, stop)),
+        };
+        longest_pair = longest_pair.max(elapsed);
+        report.pairs.push(pair_record(pairs.dir, index, &b, &n));
+        slices.push((b, n));
+        fill_sides(report, &slices);
+        report.elapsed_s = clock.elapsed().as_secs_f64();
+        let Some(look) = Look::interim(slices.len(), &report.rule) else {
+            write_report(pairs.dir, report)?;
+            continue;
+        };
+        judge_at(report, &slices, look);
+        let judged = report.judged().count();
+        let decided = report.judged().filter(|m| m.verdict.decided()).count();
+        eprintln!(
+            "jsbench ab: look {} at pair {index}: {decided} of {judged} judged metrics decided, {} regressed; {} of {}",
+            report.looks.len(),
+            report.count(PairedVerdict::Regressed),
+            format_duration(Duration::from_secs(clock.elapsed().as_secs())),
+            format_duration(options.budget),
+        );
+        write_report(pairs.dir, report)?;
+        if failed(report) {
+            report.stopped = Some(Stopped::Failed);
+            break;
+        }
+        if judged > 0 && decided == judged {
+            report.stopped = Some(Stopped::Decided);
+            break;
+        }
+    }
+    Ok((slices, None))
+}
+
+/// The slice profiles a pair runs, kept while the scenarios they hold stay
+/// the same: scenarios whose judged metrics are all decided leave them,
+/// so the budget goes to the ones still undecided.
+#[derive(Default)]
+struct Running {
+    profiles: Option<(Vec<PathBuf>, Vec<ScenarioRef>)>,
+}
+
+/// One pair: BASE then NEW, or NEW then BASE for an even `index` (the
+/// warm-up pair is 0). On a stop, `report.stopped` says why and the error
+/// that ended it, if it was one, comes back.
+async fn run_pair(
+    pairs: &Pairs<'_>,
+    report: &mut AbReport,
+    running: &mut Running,
+    index: usize,
+) -> Result<(SliceResult, SliceResult, Duration), Option<anyhow::Error>> {
     let Pairs {
         options,
         profiles,
@@ -425,123 +536,177 @@ async fn run_pairs(
         slice_cpus,
         stop,
     } = *pairs;
-    let mut slices: Vec<(SliceResult, SliceResult)> = Vec::new();
-    let mut longest_pair = Duration::ZERO;
-    let mut failure: Option<anyhow::Error> = None;
-    // Scenarios whose judged metrics are all decided leave the slices, so
-    // the budget goes to the ones still undecided.
-    let mut running: Option<(Vec<PathBuf>, Vec<ScenarioRef>)> = None;
-    loop {
-        let index = slices.len() + 1;
-        if options.max_pairs.is_some_and(|max| slices.len() >= max) {
-            report.stopped = Some(Stopped::Pairs);
-            break;
-        }
-        if !slices.is_empty() && clock.elapsed() + longest_pair > options.budget {
-            report.stopped = Some(Stopped::Budget);
-            break;
-        }
-        let undecided = undecided_scenarios(report, profiles, slices.len());
-        let slice_profiles = match &running {
-            Some((paths, set)) if *set == undecided => paths.clone(),
-            _ => {
-                let folder = dir.join("profiles").join(format!("from-pair-{index:03}"));
-                let paths = slice::write_profiles(profiles, options.slice, &folder, &|p, s| {
-                    undecided.iter().any(|(up, us)| up == p && us == s)
-                })?;
-                running = Some((paths.clone(), undecided.clone()));
-                paths
-            }
-        };
-        // ABBA: every other pair starts with NEW, so a linear drift
-        // weighs on both sides alike.
-        let order = if index % 2 == 1 {
-            [base, new]
-        } else {
-            [new, base]
-        };
-        let pair_start = Instant::now();
-        let limit = (options.budget * 2).max(Duration::from_secs(600));
-        let mut done: Vec<SliceResult> = Vec::new();
-        for side in order {
-            let slice_dir = dir.join("slices").join(format!("{index:03}-{}", side.role));
-            let cpus = slice_cpus;
-            match slice::run(side, &slice_profiles, &slice_dir, limit, cpus, stop).await {
-                Ok(result) => done.push(result),
-                Err(e) => {
-                    failure = Some(e);
-                    break;
-                }
-            }
-        }
-        if let Some(e) = failure.take() {
-            let interrupted = matches!(
-                e.downcast_ref::<SliceError>(),
-                Some(SliceError::Interrupted)
-            );
-            report.stopped = Some(if interrupted {
-                Stopped::Interrupted
-            } else {
-                Stopped::SliceFailed
+    let undecided = undecided_scenarios(report, profiles);
+    let slice_profiles = match &running.profiles {
+        Some((paths, set)) if *set == undecided => paths.clone(),
+        _ => {
+            let folder = dir.join("profiles").join(format!("from-pair-{index:03}"));
+            let written = slice::write_profiles(profiles, options.slice, &folder, &|p, s| {
+                undecided.iter().any(|(up, us)| up == p && us == s)
             });
-            if !interrupted {
-                failure = Some(e);
-            }
-            break;
+            let paths = written.map_err(Some)?;
+            running.profiles = Some((paths.clone(), undecided.clone()));
+            paths
         }
-        longest_pair = longest_pair.max(pair_start.elapsed());
-        let first = done.remove(0);
-        let second = done.remove(0);
-        let (b, n) = if order[0].role == "base" {
-            (first, second)
-        } else {
-            (second, first)
+    };
+    // ABBA: every other pair starts with NEW, so a linear drift weighs on
+    // both sides alike.
+    let order = if index % 2 == 1 || index == 0 {
+        [base, new]
+    } else {
+        [new, base]
+    };
+    let started = Instant::now();
+    let limit = (options.budget * 2).max(Duration::from_secs(600));
+    let mut done: Vec<SliceResult> = Vec::new();
+    for side in order {
+        let name = match index {
+            0 => format!("warmup-{}", side.role),
+            i => format!("{i:03}-{}", side.role),
         };
-        report.pairs.push(PairRecord {
-            index,
-            order: format!("{},{}", order[0].role, order[1].role),
-            base: record(dir, &b),
-            new: record(dir, &n),
-        });
-        eprintln!(
-            "jsbench ab: pair {index} ({}): base {:.1}s, new {:.1}s",
-            report.pairs[index - 1].order,
-            b.elapsed.as_secs_f64(),
-            n.elapsed.as_secs_f64(),
-        );
-        slices.push((b, n));
-        fill_sides(report, &slices);
-        judge_all(report, &slices);
-        report.elapsed_s = clock.elapsed().as_secs_f64();
-        let judged = report.judged().count();
-        let decided = report.judged().filter(|m| m.verdict.decided()).count();
-        eprintln!(
-            "jsbench ab: {decided} of {judged} judged metrics decided, {} regressed; {} of {}",
-            report.count(PairedVerdict::Regressed),
-            format_duration(Duration::from_secs(clock.elapsed().as_secs())),
-            format_duration(options.budget),
-        );
-        write_report(dir, report)?;
-        let failed = !report.failures.is_empty()
-            || report.count(PairedVerdict::Regressed) > 0
-            || report.count(PairedVerdict::MissingInNew) > 0;
-        if failed {
-            report.stopped = Some(Stopped::Failed);
-            break;
-        }
-        if slices.len() >= report.pairs_needed && decided == judged {
-            report.stopped = Some(Stopped::Decided);
-            break;
+        let slice_dir = dir.join("slices").join(name);
+        match slice::run(side, &slice_profiles, &slice_dir, limit, slice_cpus, stop).await {
+            Ok(result) => done.push(result),
+            Err(e) => {
+                let interrupted = matches!(
+                    e.downcast_ref::<SliceError>(),
+                    Some(SliceError::Interrupted)
+                );
+                report.stopped = Some(if interrupted {
+                    Stopped::Interrupted
+                } else {
+                    Stopped::SliceFailed
+                });
+                return Err((!interrupted).then_some(e));
+            }
         }
     }
-
-    Ok((slices, failure))
+    let elapsed = started.elapsed();
+    let second = done.pop().expect("two slices ran");
+    let first = done.pop().expect("two slices ran");
+    let (b, n) = if order[0].role == "base" {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    let which = match index {
+        0 => "warm-up pair (not judged)".to_string(),
+        i => format!("pair {i}"),
+    };
+    eprintln!(
+        "jsbench ab: {which} ({},{}): base {:.1}s, new {:.1}s",
+        order[0].role,
+        order[1].role,
+        b.elapsed.as_secs_f64(),
+        n.elapsed.as_secs_f64(),
+    );
+    Ok((b, n, elapsed))
 }
 
-/// Smallest change of a rate that counts when neither a flag nor the
-/// profile says: about what a paired comparison of 5 minutes resolves
-/// here (docs/ab.md).
-pub const DEFAULT_THRESHOLD: f64 = 0.02;
+fn pair_record(dir: &Path, index: usize, b: &SliceResult, n: &SliceResult) -> PairRecord {
+    PairRecord {
+        index,
+        order: if index % 2 == 1 || index == 0 {
+            "base,new".into()
+        } else {
+            "new,base".into()
+        },
+        base: record(dir, b),
+        new: record(dir, n),
+    }
+}
+
+/// The first `--only` or `[ab] judge` pattern that selects no metric the
+/// warm-up pair measured, as the bad input it is: a comparison that
+/// judges nothing must not pass.
+fn unmatched_patterns(rule: &Rule, base: &SliceResult, new: &SliceResult) -> Option<UsageError> {
+    if rule.only.is_empty() {
+        return None;
+    }
+    let pairs = [(base.summaries.as_slice(), new.summaries.as_slice())];
+    // Examples: what the default rule would judge first, then the rest.
+    let plain = Rule {
+        only: Vec::new(),
+        ..rule.clone()
+    };
+    let mut tracks = judge::tracks(&pairs, &plain);
+    tracks.sort_by_key(|t| t.class.is_none());
+    let keys: Vec<judge::Key> = tracks.into_iter().map(|t| t.key).collect();
+    let with_profile = keys
+        .iter()
+        .map(|k| &k.profile)
+        .collect::<std::collections::BTreeSet<_>>()
+        .len()
+        > 1;
+    let pattern = rule
+        .only
+        .iter()
+        .find(|p| !keys.iter().any(|k| Rule::pattern_selects(p, k)))?;
+    let mut examples: Vec<String> = keys.iter().map(|k| k.label(with_profile)).collect();
+    examples.truncate(12);
+    Some(UsageError(format!(
+        "the pattern '{pattern}' (--only or [ab] judge) selects no metric the profiles measure; \
+         they measure, for example: {}",
+        examples.join(", ")
+    )))
+}
+
+/// Every metric and check judged at `look` over the pairs so far.
+fn judge_at(report: &mut AbReport, slices: &[(SliceResult, SliceResult)], look: Look) {
+    let pairs: Vec<(&[Summary], &[Summary])> = slices
+        .iter()
+        .map(|(b, n)| (b.summaries.as_slice(), n.summaries.as_slice()))
+        .collect();
+    let tracks = judge::tracks(&pairs, &report.rule);
+    report.metrics = judge::judge_metrics(&tracks, &report.rule, &look);
+    report.checks = judge::judge_checks(&pairs, &look);
+    report.failures = slices
+        .iter()
+        .enumerate()
+        .flat_map(|(i, (_, n))| {
+            n.summaries.iter().flat_map(move |s| {
+                crate::compare::failures_of(s)
+                    .into_iter()
+                    .map(move |mut f| {
+                        f.detail = format!("pair {}: {}", i + 1, f.detail);
+                        f
+                    })
+            })
+        })
+        .collect();
+    report.looks.push(look);
+}
+
+/// The final look, unless an interim look already ended the comparison
+/// with a decision: the pairs so far (an odd last pair left out, so ABBA
+/// stays balanced), every metric and check judged at the rate kept for it.
+fn last_look(report: &mut AbReport, slices: &[(SliceResult, SliceResult)]) {
+    let decided_early = matches!(report.stopped, Some(Stopped::Decided | Stopped::Failed))
+        && report.looks.last().is_some_and(|l| l.pairs == slices.len());
+    if decided_early || report.stopped == Some(Stopped::BadInput) {
+        return;
+    }
+    let even = slices.len() - slices.len() % 2;
+    if even < slices.len() {
+        report.notes.push(format!(
+            "pair {} was left out of the judgement: an odd last pair would unbalance ABBA",
+            slices.len()
+        ));
+    }
+    if even == 0 {
+        return;
+    }
+    judge_at(report, &slices[..even], Look::last(even, &report.rule));
+}
+
+fn failed(report: &AbReport) -> bool {
+    report.failing_checks().next().is_some() || report.metrics.iter().any(|m| m.verdict.fails())
+}
+
+/// The change of a rate (and of CPU per message) a comparison is built to
+/// catch when neither a flag nor the profile says; half of it is the
+/// smallest it calls a regression (docs/ab.md).
+pub const DEFAULT_THRESHOLD: f64 = 0.05;
 /// The same for latency percentiles, whose pairs scatter more.
 pub const DEFAULT_LATENCY_THRESHOLD: f64 = 0.10;
 
@@ -582,9 +747,11 @@ fn rule(options: &AbOptions, profiles: &[Profile]) -> Result<Rule> {
     } else {
         options.only.clone()
     };
+    let throughput =
+        agreed(options.threshold, "threshold", |a| a.threshold)?.unwrap_or(DEFAULT_THRESHOLD);
     Ok(Rule {
-        throughput: agreed(options.threshold, "threshold", |a| a.threshold)?
-            .unwrap_or(DEFAULT_THRESHOLD),
+        throughput,
+        cost: throughput,
         latency: agreed(options.latency_threshold, "latency_threshold", |a| {
             a.latency_threshold
         })?
@@ -678,19 +845,15 @@ fn side_info(side: &Side) -> SideInfo {
 type ScenarioRef = (String, String);
 
 /// The (profile, scenario) names a slice must still run: every scenario
-/// until enough pairs ran to decide anything, then those with a judged
-/// metric still undecided.
-fn undecided_scenarios(
-    report: &AbReport,
-    profiles: &[Profile],
-    pairs: usize,
-) -> Vec<(String, String)> {
+/// until a look has judged them, then those with a judged metric still
+/// undecided.
+fn undecided_scenarios(report: &AbReport, profiles: &[Profile]) -> Vec<(String, String)> {
     let all = profiles.iter().flat_map(|p| {
         p.scenarios
             .iter()
             .map(move |s| (p.name.clone(), s.name().to_string()))
     });
-    if pairs < report.pairs_needed {
+    if report.looks.is_empty() {
         return all.collect();
     }
     all.filter(|(p, s)| {
@@ -728,58 +891,109 @@ fn record(dir: &Path, slice: &SliceResult) -> SliceRecord {
     }
 }
 
-/// Every metric judged over the pairs so far, and NEW's broken checks.
-fn judge_all(report: &mut AbReport, slices: &[(SliceResult, SliceResult)]) {
-    let pairs: Vec<(&[Summary], &[Summary])> = slices
-        .iter()
-        .map(|(b, n)| (b.summaries.as_slice(), n.summaries.as_slice()))
-        .collect();
-    report.metrics = judge::tracks(&pairs, &report.rule)
-        .iter()
-        .map(|t| judge::judge(t, &report.rule))
-        .collect();
-    report.failures = slices
-        .iter()
-        .enumerate()
-        .flat_map(|(i, (_, n))| {
-            n.summaries.iter().flat_map(move |s| {
-                crate::compare::failures_of(s)
-                    .into_iter()
-                    .map(move |mut f| {
-                        f.detail = format!("pair {}: {}", i + 1, f.detail);
-                        f
-                    })
-            })
-        })
-        .collect();
-}
-
-/// The verdict and exit status from the judgements, and notes on BASE.
+/// The verdict and exit status from the judgements, and the notes a
+/// reader needs to act on them: what stayed undecided and what would
+/// decide it, and the checks broken on BASE's side or on both.
 fn conclude(report: &mut AbReport) {
-    let regressed = report.count(PairedVerdict::Regressed);
-    let missing = report.count(PairedVerdict::MissingInNew);
+    let judged = report.judged().count();
+    let undecided: Vec<&Judgement> = report.judged().filter(|m| !m.verdict.decided()).collect();
     let (verdict, code) = if report.stopped == Some(Stopped::Interrupted) {
         ("interrupted", EXIT_INTERRUPTED)
-    } else if !report.failures.is_empty() {
+    } else if report.stopped == Some(Stopped::BadInput) {
+        ("bad input", EXIT_USAGE)
+    } else if report.failing_checks().next().is_some() {
         ("invariants failed", EXIT_FAILED)
-    } else if missing > 0 {
+    } else if report.count(PairedVerdict::MissingInNew) > 0 {
         ("missing in NEW", EXIT_FAILED)
-    } else if regressed > 0 {
+    } else if report.count(PairedVerdict::Regressed) > 0 {
         ("regression", EXIT_FAILED)
     } else if report.stopped == Some(Stopped::SliceFailed) {
         ("failed", EXIT_FAILED)
+    } else if judged == 0 || !undecided.is_empty() {
+        ("inconclusive", EXIT_INCONCLUSIVE)
     } else {
         ("ok", EXIT_OK)
     };
+    let mut notes = Vec::new();
+    if verdict == "inconclusive" {
+        notes.extend(inconclusive_notes(report, judged, &undecided));
+    }
+    notes.extend(check_notes(report));
+    report.notes.extend(notes);
     report.verdict = verdict.into();
     report.exit_code = code;
-    let undecided =
-        report.count(PairedVerdict::Undecided) + report.count(PairedVerdict::TooFewPairs);
-    if undecided > 0 && report.stopped != Some(Stopped::Decided) {
-        report.notes.push(format!(
-            "{undecided} judged metric(s) stayed undecided: their intervals straddle the threshold; more pairs (--budget) would narrow them"
-        ));
+}
+
+/// Why a comparison could not decide, and what would.
+fn inconclusive_notes(report: &AbReport, judged: usize, undecided: &[&Judgement]) -> Vec<String> {
+    let pairs = report.looks.last().map_or(0, |l| l.pairs);
+    if judged == 0 {
+        return vec![format!(
+            "nothing was judged: no metric with a direction was measured ({} pair(s)); a comparison that judged nothing is inconclusive",
+            pairs
+        )];
     }
+    let with_profile = report.profiles.len() > 1;
+    let mut notes = vec![format!(
+        "inconclusive: {} of {judged} judged metric(s) undecided after {pairs} pair(s){}",
+        undecided.len(),
+        if pairs < report.pairs_needed {
+            format!(
+                " (at least {} pairs are needed to decide anything at {:.0}% confidence)",
+                report.pairs_needed,
+                report.rule.confidence * 100.0
+            )
+        } else {
+            String::new()
+        }
+    )];
+    for m in undecided {
+        let mut line = format!("  {}: {}", m.key.label(with_profile), m.verdict.label());
+        if let Some(r) = m.ratio {
+            line += &format!(", NEW/BASE ×{r:.3}");
+        }
+        if let Some(s) = m.spread {
+            line += &format!(", pair spread {:.1}%", s * 100.0);
+        }
+        if let Some(d) = m.detectable {
+            line += &format!(
+                "; these pairs would flag a regression of {:.1}% or more in 9 runs of 10",
+                d * 100.0
+            );
+        }
+        if let Some(n) = m.pairs_to_decide {
+            line += &format!("; about {n} pairs would decide it");
+        }
+        notes.push(line);
+    }
+    notes.push(
+        "raise --budget, shorten the profile or pass --slice; an inconclusive comparison exits 3, never 0"
+            .into(),
+    );
+    notes
+}
+
+/// Checks broken on BASE's side, on both, or by NEW not yet beyond chance.
+fn check_notes(report: &AbReport) -> Vec<String> {
+    report
+        .checks
+        .iter()
+        .filter(|c| c.verdict != CheckVerdict::FailsInNew)
+        .map(|c| {
+            format!(
+                "{}/{}: '{}' {}: NEW only in {} pair(s), BASE only in {}, both in {} (sign test p = {:.3}); {}",
+                c.scenario,
+                c.variant,
+                c.check,
+                c.verdict.label(),
+                c.new_only,
+                c.base_only,
+                c.both,
+                c.p,
+                c.detail
+            )
+        })
+        .collect()
 }
 
 /// `jsbench report` on an ab folder: ab.md, the chart and report.html

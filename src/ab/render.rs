@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use super::judge::{Judgement, PairedVerdict};
 use super::{AbReport, Stopped};
+use crate::compare::Failure;
 use crate::compare::render::{aligned, failure_lines, failure_list, md};
 use crate::report::page::format_value;
 
@@ -20,10 +21,10 @@ fn change(ratio: f64) -> String {
 
 fn headline(r: &AbReport) -> String {
     let regressed = r.count(PairedVerdict::Regressed);
+    let failing = r.failing_checks().count();
     match r.verdict.as_str() {
         "invariants failed" => format!(
-            "FAILED: {} broken check(s) in NEW's slices{}",
-            r.failures.len(),
+            "FAILED: {failing} check(s) NEW breaks where BASE holds them, beyond chance{}",
             if regressed > 0 {
                 format!(", and {regressed} regression(s)")
             } else {
@@ -31,13 +32,18 @@ fn headline(r: &AbReport) -> String {
             }
         ),
         "missing in NEW" => format!(
-            "FAILED: {} metric(s) measured by BASE and never by NEW",
+            "FAILED: {} metric(s) BASE measures and NEW, systematically, does not",
             r.count(PairedVerdict::MissingInNew)
         ),
         "regression" => format!("REGRESSION: {regressed} metric(s) regressed"),
         "interrupted" => "interrupted: the pairs so far are judged below".into(),
         "failed" => "FAILED: a slice could not run (see the error)".into(),
-        _ => "no regression".into(),
+        "bad input" => "BAD INPUT: a pattern selects no metric (see the note)".into(),
+        "inconclusive" => format!(
+            "INCONCLUSIVE: {} judged metric(s) undecided; nothing passed",
+            r.judged().filter(|m| !m.verdict.decided()).count()
+        ),
+        _ => "no regression: every judged metric decided".into(),
     }
 }
 
@@ -49,6 +55,7 @@ fn stopped(r: &AbReport) -> &'static str {
         Some(Stopped::Interrupted) => "interrupted",
         Some(Stopped::Failed) => "NEW failed: more pairs could not change it",
         Some(Stopped::SliceFailed) => "a slice failed",
+        Some(Stopped::BadInput) => "a pattern matched no metric",
         None => "running",
     }
 }
@@ -72,15 +79,33 @@ fn side_line(role: &str, s: &super::SideInfo) -> String {
 
 fn method_line(r: &AbReport) -> String {
     format!(
-        "{} pair(s) of slices in ABBA order against {}, {:.0}s ({}); per metric the median NEW/BASE ratio of the pairs (Hodges–Lehmann) with its {:.0}% signed-rank interval; a regression is an interval wholly beyond {} for rates, {} for latency percentiles",
-        r.pairs.len(),
+        "{} judged pair(s) of slices in ABBA order after a warm-up pair, against {}, {:.0}s ({}); per metric the NEW/BASE ratio of the pairs (Hodges–Lehmann); regressed when worse than half the threshold beyond chance, unchanged when not worse by the threshold ({} for rates and CPU per message, {} for latency percentiles); at most {} false alarm(s) in 100 comparisons of identical builds, over every metric, check and look (Holm, Tarone, looks at 8, 16, 32, ... pairs)",
+        r.looks.last().map_or(0, |l| l.pairs),
         r.target,
         r.elapsed_s,
         stopped(r),
-        r.rule.confidence * 100.0,
         percent(r.rule.throughput),
         percent(r.rule.latency),
+        format!("{:.2}", r.rule.alpha() * 100.0)
+            .trim_end_matches('0')
+            .trim_end_matches('.'),
     )
+}
+
+/// NEW's broken checks that count: those it breaks where BASE does not,
+/// beyond chance.
+fn failing(r: &AbReport) -> Vec<Failure> {
+    r.failing_checks()
+        .map(|c| Failure {
+            scenario: c.scenario.clone(),
+            variant: c.variant.clone(),
+            check: c.check.clone(),
+            detail: format!(
+                "broken by NEW alone in {} pair(s), by BASE alone in {}: {}",
+                c.new_only, c.base_only, c.detail
+            ),
+        })
+        .collect()
 }
 
 fn order(m: &Judgement) -> u8 {
@@ -155,8 +180,8 @@ pub fn terminal(r: &AbReport) -> String {
     }
     failure_lines(
         &mut out,
-        "FAILED in NEW (a broken guarantee is never noise)",
-        &r.failures,
+        "FAILED in NEW (broken where BASE holds, beyond chance)",
+        &failing(r),
     );
     let mut table = vec![HEADER.map(String::from).to_vec()];
     table.extend(rows(r, with_profile));
@@ -177,7 +202,7 @@ pub fn markdown(r: &AbReport) -> String {
     for note in &r.notes {
         let _ = writeln!(out, "- note: {}", md(note));
     }
-    failure_list(&mut out, "Broken checks in NEW", &r.failures);
+    failure_list(&mut out, "Checks NEW breaks where BASE holds", &failing(r));
     let _ = writeln!(out, "\n{}\n", counts(r));
     let _ = writeln!(out, "| {} |", HEADER.join(" | "));
     let _ = writeln!(out, "|---|---:|---:|---:|---|---:|---|");

@@ -306,11 +306,36 @@ pub fn compare(base: &Input, new: &Input, judged: &Judged, fail_on: FailOn) -> R
         ));
     }
     let metrics = match_metrics(&base.summary, &new.summary, judged, &mut notes);
-    let mut missing: Vec<Failure> = metrics
+    let probes = probe_variants(&base.summary);
+    // Only a metric that would be judged can be missing: a count or a
+    // figure that exists only when something happened (a redelivery, a
+    // reconnect, a rate a search probed) may be absent for good reasons,
+    // and with `--fail-on invariants` no figure gates the run.
+    let gating = fail_on == FailOn::Regressions;
+    let (missing_judged, missing_shown): (Vec<&MetricComparison>, Vec<&MetricComparison>) = metrics
         .iter()
-        .filter(|m| {
-            m.verdict == Verdict::Missing && judged.selects(&m.scenario, &m.variant, &m.metric)
-        })
+        .filter(|m| m.verdict == Verdict::Missing)
+        .partition(|m| {
+            gating
+                && m.direction != Direction::None
+                && judged.selects(&m.scenario, &m.variant, &m.metric)
+                && !probes.contains(&(m.scenario.clone(), m.variant.clone()))
+        });
+    if !missing_shown.is_empty() {
+        let names: Vec<String> = missing_shown
+            .iter()
+            .take(8)
+            .map(|m| format!("{}/{}/{}", m.scenario, m.variant, m.metric))
+            .collect();
+        notes.push(format!(
+            "{} figure(s) of BASE are absent in NEW and not judged (no direction, not selected, a search's probe, or --fail-on invariants): {}{}",
+            missing_shown.len(),
+            names.join(", "),
+            if missing_shown.len() > names.len() { ", ..." } else { "" }
+        ));
+    }
+    let mut missing: Vec<Failure> = missing_judged
+        .iter()
         .map(|m| Failure {
             scenario: m.scenario.clone(),
             variant: m.variant.clone(),
@@ -318,7 +343,9 @@ pub fn compare(base: &Input, new: &Input, judged: &Judged, fail_on: FailOn) -> R
             detail: "measured in BASE, absent in NEW".into(),
         })
         .collect();
-    missing.extend(emptied_histograms(&base.summary, &new.summary));
+    if gating {
+        missing.extend(emptied_histograms(&base.summary, &new.summary, &probes));
+    }
     let mut counts = Counts::default();
     for m in &metrics {
         *match m.verdict {
@@ -357,10 +384,27 @@ pub fn compare(base: &Input, new: &Input, judged: &Judged, fail_on: FailOn) -> R
     })
 }
 
+/// The (scenario, variant) of a rate search's probes: how its answer was
+/// found, not figures to hold a build to.
+fn probe_variants(summary: &Summary) -> std::collections::BTreeSet<(String, String)> {
+    summary
+        .variants()
+        .filter(|(_, v)| v.params.contains_key(crate::scenario::search::PROBE_PARAM))
+        .map(|(s, v)| (s.name.clone(), v.name.clone()))
+        .collect()
+}
+
 /// Histograms with samples in BASE that NEW has not, or has empty.
-fn emptied_histograms(base: &Summary, new: &Summary) -> Vec<Failure> {
+fn emptied_histograms(
+    base: &Summary,
+    new: &Summary,
+    probes: &std::collections::BTreeSet<(String, String)>,
+) -> Vec<Failure> {
     let mut out = Vec::new();
     for (s, v) in base.variants() {
+        if probes.contains(&(s.name.clone(), v.name.clone())) {
+            continue;
+        }
         let in_new = new
             .variants()
             .find(|(ns, nv)| ns.name == s.name && nv.name == v.name)

@@ -244,6 +244,46 @@ fn a_metric_missing_in_new_fails_and_an_added_one_is_listed() {
 }
 
 #[test]
+fn only_a_figure_that_would_be_judged_can_be_missing() {
+    // A count BASE reported and NEW did not (nothing happened to count),
+    // and a figure under --fail-on invariants: listed, never fatal.
+    let mut base = standard(&BASE_P50, &BASE_RATE);
+    base.scenarios[0].variants[0]
+        .metrics
+        .push(crate::record::metrics::count("reconnected_after_kill", 1));
+    let new = standard(&BASE_P50, &BASE_RATE);
+    let c = judge(base.clone(), new.clone());
+    assert_eq!(c.exit_code, 0, "{:?}", c.missing);
+    assert!(
+        c.notes.iter().any(|n| n.contains("reconnected_after_kill")),
+        "{:?}",
+        c.notes
+    );
+    let mut no_rate = new.clone();
+    no_rate.scenarios[0].variants[0]
+        .metrics
+        .retain(|m| m.name != "publish_rate");
+    let c = compare(
+        &input("BASE", base.clone()),
+        &input("NEW", no_rate),
+        &Judged::threshold(0.10),
+        FailOn::Invariants,
+    )
+    .unwrap();
+    assert_eq!(c.exit_code, 0, "{:?}", c.missing);
+    // A rate search's probe is how an answer was found, not a figure.
+    let mut probing = base.clone();
+    probing.scenarios[0].variants[0]
+        .params
+        .insert(crate::scenario::search::PROBE_PARAM.into(), "passed".into());
+    let mut gone = probing.clone();
+    gone.scenarios[0].variants[0]
+        .metrics
+        .retain(|m| m.name != "publish_rate");
+    assert_eq!(judge(probing, gone).exit_code, 0);
+}
+
+#[test]
 fn a_histogram_that_new_left_empty_fails() {
     let with_histogram = |count: u64| {
         let mut s = standard(&BASE_P50, &BASE_RATE);

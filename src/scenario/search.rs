@@ -137,6 +137,10 @@ impl RateSearch {
     }
 }
 
+/// The param every probe of a search carries: its verdict. What reads
+/// results back tells probes (how an answer was found) from figures by it.
+pub const PROBE_PARAM: &str = "search_verdict";
+
 /// Runs a search: probes chosen by [`RateSearch`], each a variant of its
 /// own that `probe(rate, name)` runs (the latency curve of every rate
 /// tried), then a `<prefix>search` variant with the answer,
@@ -166,7 +170,7 @@ pub async fn run(
         let mut result = probe(rate, format!("{prefix}rate-{rate}{again}")).await;
         let shared = matches!(ctx.server_cpu, crate::system::cpu::ServerCpu::Processes(_));
         let verdict = Verdict::judge(&result, rate, &search.slo, shared);
-        result.param("search_verdict", verdict.describe());
+        result.param(PROBE_PARAM, verdict.describe());
         ctx.progress.println(&format!(
             "{prefix}search: {rate} msg/s {}",
             verdict.describe()

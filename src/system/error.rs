@@ -13,6 +13,9 @@ pub const EXIT_FAILED: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
 /// Exit status: interrupted by Ctrl-C (results so far were written).
 pub const EXIT_INTERRUPTED: i32 = 130;
+/// A comparison that could not decide: too few pairs, or a judged metric
+/// still undecided when the budget ran out. Never a pass.
+pub const EXIT_INCONCLUSIVE: i32 = 3;
 
 /// Input the user must fix: a bad flag value, an unknown profile, a path
 /// that cannot be read. Exits with [`EXIT_USAGE`].
