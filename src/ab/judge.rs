@@ -33,6 +33,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::stats;
+use super::tails::TailEstimate;
 use crate::record::metrics::{Direction, Metric};
 use crate::results::summary::Summary;
 
@@ -320,8 +321,28 @@ pub struct Judgement {
     /// Why it is not judged, where its class does not say.
     #[serde(default)]
     pub why_not: Option<String>,
+    /// For a tail judged from merged histograms: the samples behind it.
+    #[serde(default)]
+    pub tail: Option<TailReport>,
     pub verdict: PairedVerdict,
 }
+
+/// A tail percentile judged from the pairs' histograms merged per side:
+/// how many samples each side's percentile rests on, and whether a single
+/// window could have resolved it at all.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TailReport {
+    pub pairs: usize,
+    pub samples: (u64, u64),
+    pub beyond: (u64, u64),
+    pub window_samples: u64,
+    /// A window holds fewer than 10 / (1 - q) samples: its own percentile
+    /// rests on under ten, which is why the windows are merged first.
+    pub windows_too_short: bool,
+}
+
+/// Tail percentiles estimated from merged histograms, by metric.
+pub type Tails = BTreeMap<Key, (f64, TailEstimate)>;
 
 /// Every metric of the pairs, in the order first seen. A count missing
 /// from a variant a side ran is zero; probes of a rate search are shown,
@@ -472,14 +493,20 @@ const HL_EFFICIENCY: f64 = 0.955;
 /// The whole comparison's metric verdicts at `look`: each judged metric's
 /// tests, Holm across them for regressions and improvements, and the
 /// absences tested on their own.
-pub fn judge_metrics(tracks: &[Track], rule: &Rule, look: &Look) -> Vec<Judgement> {
+/// `tails` holds the tail percentiles (p99, p99.9) whose histograms the
+/// pairs carry, with their quantile: those are judged merged.
+pub fn judge_metrics(tracks: &[Track], rule: &Rule, look: &Look, tails: &Tails) -> Vec<Judgement> {
     let mut out: Vec<Judgement> = tracks.iter().map(|t| describe(t, rule)).collect();
     let judged: Vec<usize> = (0..out.len()).filter(|&i| out[i].class.is_some()).collect();
     let m = judged.len().max(1);
     let alpha = look.metrics_alpha();
     // Each metric's tests and interval at the family's Bonferroni level.
     for &i in &judged {
-        test(&mut out[i], tracks[i].direction, rule, alpha / m as f64);
+        let level = alpha / m as f64;
+        match tails.get(&out[i].key) {
+            Some((q, tail)) => test_tail(&mut out[i], *q, tail, rule, level),
+            None => test(&mut out[i], tracks[i].direction, rule, level),
+        }
     }
     let tested: Vec<usize> = judged
         .iter()
@@ -494,7 +521,7 @@ pub fn judge_metrics(tracks: &[Track], rule: &Rule, look: &Look) -> Vec<Judgemen
     for (k, &i) in tested.iter().enumerate() {
         let j = &mut out[i];
         // Not even the most lenient test at this look can reject.
-        let hopeless = stats::smallest_p(j.ratios.len()) > alpha;
+        let hopeless = j.tail.is_none() && stats::smallest_p(j.ratios.len()) > alpha;
         j.verdict = if regressed[k] {
             PairedVerdict::Regressed
         } else if improved[k] {
@@ -554,6 +581,7 @@ fn describe(track: &Track, rule: &Rule) -> Judgement {
         pairs_to_decide: None,
         present: (bases.len(), news.len()),
         why_not: track.why_not.clone(),
+        tail: None,
         verdict: PairedVerdict::NotJudged,
     };
     // Under the clocks' resolution on both sides: ratios of noise.
@@ -610,6 +638,48 @@ fn test(j: &mut Judgement, direction: Direction, rule: &Rule, level: f64) {
             j.pairs_to_decide = Some(needed.ceil().max(n) as usize);
         }
     }
+}
+
+/// A tail percentile judged from merged histograms: the ratio of NEW's
+/// merged percentile to BASE's, its spread from resampled pairs, and
+/// one-sided tests in its normal form (a resampled ratio of percentiles
+/// over thousands of samples is close to normal in logs; A/A runs check
+/// the coverage, docs/ab.md).
+fn test_tail(j: &mut Judgement, q: f64, tail: &TailEstimate, rule: &Rule, level: f64) {
+    let Some(class) = j.class else { return };
+    let tau = rule.threshold(class);
+    let half = (1.0 + tau / 2.0).ln();
+    let full = (1.0 + tau).ln();
+    // Latencies: worse is up.
+    let worse = tail.log_ratio;
+    let sd = tail.sd.max(1e-9);
+    let above = |shift: f64| 1.0 - stats::normal_cdf((worse - shift) / sd);
+    j.p_worse = Some(above(half));
+    j.p_better = Some(stats::normal_cdf((worse + half) / sd));
+    j.p_within = Some(stats::normal_cdf((worse - full) / sd));
+    let z = stats::normal_quantile(1.0 - level);
+    j.ratio = Some(worse.exp());
+    j.low = Some((worse - z * sd).exp());
+    j.high = Some((worse + z * sd).exp());
+    j.coverage = Some(1.0 - 2.0 * level);
+    j.spread = Some(sd * (tail.pairs as f64).sqrt());
+    j.detectable = Some((half + (z + stats::normal_quantile(0.9)) * sd).exp() - 1.0);
+    let gap = if worse < half {
+        full - worse
+    } else {
+        worse - half
+    };
+    if gap > 0.0 {
+        let needed = tail.pairs as f64 * (z * sd / gap).powi(2);
+        j.pairs_to_decide = Some(needed.ceil().max(tail.pairs as f64) as usize);
+    }
+    j.tail = Some(TailReport {
+        pairs: tail.pairs,
+        samples: tail.samples,
+        beyond: tail.beyond,
+        window_samples: tail.window_samples,
+        windows_too_short: (tail.window_samples as f64) < 10.0 / (1.0 - q),
+    });
 }
 
 /// Metrics present in BASE's slices and absent from NEW's: a sign test on
@@ -808,7 +878,7 @@ mod tests {
 
     fn verdict(t: &Track) -> PairedVerdict {
         let look = Look::last(t.pairs.len(), &rule());
-        judge_metrics(std::slice::from_ref(t), &rule(), &look)[0].verdict
+        judge_metrics(std::slice::from_ref(t), &rule(), &look, &Tails::new())[0].verdict
     }
 
     #[test]
@@ -866,7 +936,7 @@ mod tests {
         );
         let look = Look::last(12, &rule());
         assert_eq!(
-            judge_metrics(std::slice::from_ref(&t), &rule(), &look)[0].verdict,
+            judge_metrics(std::slice::from_ref(&t), &rule(), &look, &Tails::new())[0].verdict,
             PairedVerdict::Regressed
         );
         let mut many = vec![t.clone()];
@@ -881,7 +951,7 @@ mod tests {
             many.push(other);
         }
         assert_ne!(
-            judge_metrics(&many, &rule(), &look)[0].verdict,
+            judge_metrics(&many, &rule(), &look, &Tails::new())[0].verdict,
             PairedVerdict::Regressed
         );
     }
@@ -908,13 +978,13 @@ mod tests {
             p.1 = None;
         }
         let look = Look::last(20, &rule());
-        let j = &judge_metrics(std::slice::from_ref(&gone), &rule(), &look)[0];
+        let j = &judge_metrics(std::slice::from_ref(&gone), &rule(), &look, &Tails::new())[0];
         assert_eq!(j.verdict, PairedVerdict::MissingInNew);
         assert!(j.verdict.fails());
         let mut flaky = track("publish_rate", "msg/s", h, &pairs(20, 1e5, 1.0));
         flaky.pairs[3].1 = None;
         flaky.pairs[11].1 = None;
-        let j = &judge_metrics(std::slice::from_ref(&flaky), &rule(), &look)[0];
+        let j = &judge_metrics(std::slice::from_ref(&flaky), &rule(), &look, &Tails::new())[0];
         assert_eq!(j.verdict, PairedVerdict::Unchanged, "{j:?}");
         // Shown metrics are never missing.
         let mut shown = track(
@@ -926,7 +996,7 @@ mod tests {
         for p in &mut shown.pairs {
             p.1 = None;
         }
-        let j = &judge_metrics(std::slice::from_ref(&shown), &rule(), &look)[0];
+        let j = &judge_metrics(std::slice::from_ref(&shown), &rule(), &look, &Tails::new())[0];
         assert_eq!(j.verdict, PairedVerdict::NotJudged);
     }
 
@@ -951,10 +1021,79 @@ mod tests {
             })
             .collect();
         let t = track("publish_rate", "msg/s", Direction::Higher, &noisy);
-        let j = &judge_metrics(std::slice::from_ref(&t), &rule(), &Look::last(16, &rule()))[0];
+        let j = &judge_metrics(
+            std::slice::from_ref(&t),
+            &rule(),
+            &Look::last(16, &rule()),
+            &Tails::new(),
+        )[0];
         assert_eq!(j.verdict, PairedVerdict::Undecided);
         assert!(j.pairs_to_decide.unwrap() > 16, "{j:?}");
         assert!(j.detectable.unwrap() > 0.05, "{j:?}");
+    }
+
+    #[test]
+    fn a_tail_is_judged_from_its_merged_histograms_when_the_pairs_carry_them() {
+        // Per pair the p99 looks unchanged; the merged histograms say it
+        // rose by half, with a spread that leaves no doubt.
+        let t = track(
+            "e2e_latency.p99",
+            "us",
+            Direction::Lower,
+            &pairs(20, 800.0, 1.0),
+        );
+        let tail = |log_ratio: f64| TailEstimate {
+            log_ratio,
+            sd: 0.05,
+            samples: (150_000, 150_000),
+            beyond: (1_500, 1_500),
+            window_samples: 7_500,
+            pairs: 20,
+        };
+        let look = Look::last(20, &rule());
+        let judged = |log_ratio: f64| {
+            let tails = Tails::from([(t.key.clone(), (0.99, tail(log_ratio)))]);
+            judge_metrics(std::slice::from_ref(&t), &rule(), &look, &tails).remove(0)
+        };
+        let risen = judged(1.5f64.ln());
+        assert_eq!(risen.verdict, PairedVerdict::Regressed, "{risen:?}");
+        let report = risen.tail.expect("the samples behind it are stated");
+        assert_eq!(report.beyond, (1_500, 1_500));
+        assert!(!report.windows_too_short);
+        // No change, but sd 0.05 leaves "worse by 10%" at p = 0.03: too
+        // likely to rule out at the final look's 0.4%.
+        assert_eq!(judged(0.0).verdict, PairedVerdict::Undecided);
+        let tight = Tails::from([(
+            t.key.clone(),
+            (
+                0.99,
+                TailEstimate {
+                    sd: 0.02,
+                    ..tail(0.0)
+                },
+            ),
+        )]);
+        let j = judge_metrics(std::slice::from_ref(&t), &rule(), &look, &tight).remove(0);
+        assert_eq!(j.verdict, PairedVerdict::Unchanged);
+        // A wide spread: no claim yet, and how many pairs would make one.
+        let wide = Tails::from([(
+            t.key.clone(),
+            (
+                0.999,
+                TailEstimate {
+                    sd: 0.4,
+                    window_samples: 500,
+                    ..tail(0.02)
+                },
+            ),
+        )]);
+        let j = judge_metrics(std::slice::from_ref(&t), &rule(), &look, &wide).remove(0);
+        assert_eq!(j.verdict, PairedVerdict::Undecided);
+        assert!(j.pairs_to_decide.unwrap() > 20);
+        assert!(
+            j.tail.unwrap().windows_too_short,
+            "500 samples cannot resolve a p99.9"
+        );
     }
 
     /// One variant: scenario, variant, metrics, broken checks, params.

@@ -12,7 +12,9 @@
 //!
 //! - [`slice`]: one side's run of the profiles, as a child process.
 //! - [`judge`]: which metrics are judged, and the verdict on each.
-//! - [`stats`]: Hodges–Lehmann estimates and signed-rank intervals.
+//! - [`stats`]: Hodges–Lehmann estimates, signed-rank tests and intervals,
+//!   the sign test, Holm's and Tarone's corrections.
+//! - [`tails`]: p99 and p99.9 from the pairs' histograms merged per side.
 //! - [`render`]: ab.json, the Markdown table, the terminal table.
 //! - [`chart`]: the paired ratios with their intervals, and report.html.
 
@@ -21,6 +23,7 @@ pub mod judge;
 pub mod render;
 pub mod slice;
 pub mod stats;
+pub mod tails;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -658,7 +661,8 @@ fn judge_at(report: &mut AbReport, slices: &[(SliceResult, SliceResult)], look: 
         .map(|(b, n)| (b.summaries.as_slice(), n.summaries.as_slice()))
         .collect();
     let tracks = judge::tracks(&pairs, &report.rule);
-    report.metrics = judge::judge_metrics(&tracks, &report.rule, &look);
+    let tails = merged_tails(&tracks, slices, &mut report.notes);
+    report.metrics = judge::judge_metrics(&tracks, &report.rule, &look, &tails);
     report.checks = judge::judge_checks(&pairs, &look);
     report.failures = slices
         .iter()
@@ -676,6 +680,47 @@ fn judge_at(report: &mut AbReport, slices: &[(SliceResult, SliceResult)], look: 
         .collect();
     report.looks.push(look);
 }
+
+/// Judged tails (p99, p99.9) whose histograms at least [`MERGED_PAIRS`]
+/// pairs carry on both sides, estimated from the merged histograms.
+fn merged_tails(
+    tracks: &[judge::Track],
+    slices: &[(SliceResult, SliceResult)],
+    notes: &mut Vec<String>,
+) -> judge::Tails {
+    let hists: Vec<(&tails::PairHistograms, &tails::PairHistograms)> = slices
+        .iter()
+        .map(|(b, n)| (&b.histograms, &n.histograms))
+        .collect();
+    let mut out = judge::Tails::new();
+    for t in tracks
+        .iter()
+        .filter(|t| t.class == Some(judge::Class::Latency))
+    {
+        let Some((name, q)) = tails::tail_of(&t.key.metric) else {
+            continue;
+        };
+        let key = (
+            t.key.profile.clone(),
+            t.key.scenario.clone(),
+            t.key.variant.clone(),
+            name.to_string(),
+        );
+        match tails::Merged::of(&hists, &key) {
+            Ok(Some(merged)) => {
+                if let Some(e) = merged.estimate(q).filter(|e| e.pairs >= MERGED_PAIRS) {
+                    out.insert(t.key.clone(), (q, e));
+                }
+            }
+            Ok(None) => {}
+            Err(e) => notes.push(format!("{}: judged per pair: {e:#}", t.key.label(true))),
+        }
+    }
+    out
+}
+
+/// The fewest pairs a merged tail is judged on; below it, per pair.
+const MERGED_PAIRS: usize = 4;
 
 /// The final look, unless an interim look already ended the comparison
 /// with a decision: the pairs so far (an odd last pair left out, so ABBA

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow};
 use tokio_util::sync::CancellationToken;
 
+use super::tails::PairHistograms;
 use crate::profile::format_duration;
 use crate::results::read_summary;
 use crate::results::summary::Summary;
@@ -127,6 +128,8 @@ pub struct SliceResult {
     pub exit: i32,
     pub elapsed: Duration,
     pub summaries: Vec<Summary>,
+    /// Every histogram the slice wrote, base64, for tails judged merged.
+    pub histograms: PairHistograms,
 }
 
 /// How a slice may end besides with results.
@@ -227,7 +230,7 @@ pub async fn run(
     };
     let elapsed = started.elapsed();
     let exit = status.code().unwrap_or(-1);
-    let summaries = read_results(dir)?;
+    let (summaries, histograms) = read_results(dir)?;
     // 0: every invariant held; 1: one broke (the results say which).
     // Anything else means the slice measured nothing worth pairing.
     if exit == crate::system::error::EXIT_USAGE {
@@ -261,6 +264,7 @@ pub async fn run(
         exit,
         elapsed,
         summaries,
+        histograms,
     })
 }
 
@@ -275,18 +279,36 @@ fn interrupt(child: &tokio::process::Child) {
     }
 }
 
-/// Every results folder a slice wrote, by name.
-fn read_results(dir: &Path) -> Result<Vec<Summary>> {
+/// Every results folder a slice wrote, by name, and the histograms they
+/// hold.
+fn read_results(dir: &Path) -> Result<(Vec<Summary>, PairHistograms)> {
     let mut folders: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("reading {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.join("summary.json").is_file())
         .collect();
     folders.sort();
-    folders
-        .iter()
-        .map(|f| read_summary(&f.join("summary.json")))
-        .collect()
+    let mut summaries = Vec::new();
+    let mut histograms = PairHistograms::new();
+    for folder in &folders {
+        let summary = read_summary(&folder.join("summary.json"))?;
+        for (s, v) in summary.variants() {
+            for h in v.histograms.iter().filter(|h| !h.hdr_file.is_empty()) {
+                let path = folder.join(&h.hdr_file);
+                let text = std::fs::read_to_string(&path)
+                    .with_context(|| format!("reading {}", path.display()))?;
+                let key = (
+                    summary.run.profile.name.clone(),
+                    s.name.clone(),
+                    v.name.clone(),
+                    h.name.clone(),
+                );
+                histograms.insert(key, text.trim().to_string());
+            }
+        }
+        summaries.push(summary);
+    }
+    Ok((summaries, histograms))
 }
 
 fn tail(path: &Path, lines: usize) -> String {
