@@ -135,16 +135,22 @@ different profiles, set-ups or schema versions).",
     Compare(CompareArgs),
     /// Compare two builds (of jsbench or nats-server) in interleaved, paired slices
     #[command(
-        long_about = "Runs the profiles for two sides in alternating slices (ABBA order) against one \
-server, and judges each metric by the confidence interval of its paired ratios NEW/BASE: noise that \
-moves both slices of a pair cancels in their ratio, so a few percent is visible on a shared machine \
-where unpaired runs move 15-30%. A side is a jsbench binary (--base-jsbench/--new-jsbench, two \
-commits' builds; an older build runs its slices as a plain `run`), a nats-server binary \
-(--base-server/--new-server, started as each slice's embedded server), or, with neither, this build \
-twice: an A/A run that shows the noise. A regression is an interval wholly beyond the threshold; \
-the comparison stops once every judged metric is decided, or at --budget. Writes ab.json, ab.md \
-(a CI job summary), report.html and every slice's results. Exit status: 0 no regression, 1 a \
-regression, a metric missing in NEW or a broken invariant in NEW, 2 bad input, 130 interrupted.",
+        long_about = "Runs the profiles for two sides in alternating slices (ABBA order, after a warm-up \
+pair that is not judged) against one server, and judges each metric by its paired ratios NEW/BASE: \
+noise that moves both slices of a pair cancels in their ratio, so a few percent is visible on a \
+shared machine where unpaired runs move 15-30%. A side is a jsbench binary \
+(--base-jsbench/--new-jsbench, two commits' builds; an older build runs its slices as a plain `run`), \
+a nats-server binary (--base-server/--new-server, started as each slice's embedded server), or, with \
+neither, this build twice: an A/A run that shows the noise. A metric regressed when NEW is worse by \
+more than half its threshold beyond chance, is unchanged when it is not worse by the threshold; \
+p99 and p99.9 are judged from the pairs' histograms merged per side. The false-alarm rate (1 - \
+--confidence) holds over every metric, check and look (at 8, 16, 32, ... pairs). A check fails NEW \
+when NEW breaks it where BASE holds it more often than chance allows. The comparison stops once \
+every judged metric is decided, at a failure, or at --budget. Writes ab.json, ab.md (a CI job \
+summary), report.html and every slice's results. Exit status: 0 no regression and every judged \
+metric decided, 1 a regression, a metric systematically missing in NEW or a check NEW breaks, 2 bad \
+input (a pattern that selects no metric included), 3 inconclusive (too few pairs, or a judged metric \
+still undecided at the budget: never a pass), 130 interrupted.",
         after_help = "Examples:\n  \
 jsbench ab ci                                           A/A: this build twice, the noise floor\n  \
 jsbench ab ci --base-jsbench old/jsbench --new-jsbench target/release/jsbench\n  \
@@ -199,19 +205,21 @@ struct AbArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     slice: Option<Duration>,
 
-    /// Smallest change of a rate that counts: a regression is an interval wholly beyond it
-    /// [default: the profile's [ab] threshold, else 2%]
+    /// The change of a rate (or of CPU per message) to catch: NEW worse by more than half of
+    /// it is a regression, not worse by it is unchanged [default: the profile's [ab]
+    /// threshold, else 5%]
     #[arg(long, value_name = "PERCENT", value_parser = crate::compare::parse_threshold)]
     threshold: Option<f64>,
     /// The same for latency percentiles (p50, p90, p99, p99.9) [default: the profile's, else 10%]
     #[arg(long, value_name = "PERCENT", value_parser = crate::compare::parse_threshold)]
     latency_threshold: Option<f64>,
-    /// Confidence of each interval, held at every look
+    /// 1 - the false-alarm rate of the whole comparison: over every metric, check and look
     #[arg(long, value_name = "PERCENT", default_value = "99%", value_parser = confidence)]
     confidence: f64,
     /// Judge only metrics whose name matches (`*` a wildcard; with a `/`,
-    /// scenario/variant/metric); repeatable. Default: the profile's [ab] judge list,
-    /// else every rate and latency percentile
+    /// scenario/variant/metric); repeatable; one that selects nothing is bad input.
+    /// Default: the profile's [ab] judge list, else every rate, latency percentile and CPU
+    /// per message
     #[arg(long, value_name = "PATTERN")]
     only: Vec<String>,
 
