@@ -1,5 +1,8 @@
 //! `jsbench run`: validate every profile, bring up the server, run the
 //! scenarios, write the results, clean up: in that order, on every way out.
+//! [`side`] serves the same run turn by turn to `jsbench ab`.
+
+pub mod side;
 
 use std::path::PathBuf;
 use std::sync::Arc;
