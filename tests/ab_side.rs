@@ -112,11 +112,16 @@ async fn one_warm_process_answers_turn_after_turn_and_cleans_up_on_quit() {
             .unwrap();
         assert_eq!(reported.count, histogram.count());
         let overhead = turn.elapsed.saturating_sub(DURATION + WARMUP);
+        // The variant's own time (provision, lead-in, drive, drain,
+        // delete) against the turn's: the rest is the side's and the
+        // protocol's.
         eprintln!(
-            "turn {n}: {:.3}s for {}ms of duration+warmup: {:.3}s beyond them",
+            "turn {n}: {:.3}s for {}ms of duration+warmup: {:.3}s beyond them \
+             (the variant took {:.3}s of the turn)",
             turn.elapsed.as_secs_f64(),
             (DURATION + WARMUP).as_millis(),
-            overhead.as_secs_f64()
+            overhead.as_secs_f64(),
+            variant.elapsed_s
         );
         overheads.push(overhead);
     }
