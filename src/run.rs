@@ -1,5 +1,8 @@
 //! `jsbench run`: validate every profile, bring up the server, run the
 //! scenarios, write the results, clean up: in that order, on every way out.
+//! [`side`] serves the same run turn by turn to `jsbench ab`.
+
+pub mod side;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,7 +15,7 @@ use crate::drive::{Distribute, RunContext};
 use crate::profile::{self, ServerPlan};
 use crate::record::names;
 use crate::report::terminal;
-use crate::results::summary::{ProfileInfo, RunMetadata, ServerInfo};
+use crate::results::summary::{ProfileInfo, RunMetadata, ServerInfo, Summary};
 use crate::results::{ResultsWriter, metadata};
 use crate::scenario::{self, Profile};
 use crate::server::target::{Target, check_faults, check_replicas};
@@ -205,10 +208,7 @@ impl<'a> Session<'a> {
     /// its summary, report and table; an error after the folder exists
     /// says where its results are.
     async fn run_profile(&self, profile: &Profile, outcome: &mut RunOutcome) -> Result<()> {
-        let mut server_plan = profile.server;
-        if let Some(r) = self.options.replicas.or(self.options.cluster) {
-            server_plan.replicas = r;
-        }
+        let server_plan = self.server_plan(profile);
         let stream_max_bytes = self.check_account(profile, &server_plan)?;
         let mut writer = ResultsWriter::create(
             &self.options.out,
@@ -243,6 +243,16 @@ impl<'a> Session<'a> {
             }
             None => Ok(()),
         }
+    }
+
+    /// The profile's server settings, with the replicas the command line
+    /// asked for.
+    fn server_plan(&self, profile: &Profile) -> ServerPlan {
+        let mut server_plan = profile.server;
+        if let Some(r) = self.options.replicas.or(self.options.cluster) {
+            server_plan.replicas = r;
+        }
+        server_plan
     }
 
     /// The account's limits against what the profile puts into it at
@@ -416,28 +426,8 @@ impl<'a> Session<'a> {
         writer: &mut ResultsWriter,
     ) -> Result<Ran> {
         let mut repetition = writer.repetition(index);
-        let mut annotated;
-        let sink: &mut dyn VariantSink = match &self.workers {
-            Some(w) => {
-                annotated = Annotate {
-                    inner: &mut repetition,
-                    workers: w,
-                };
-                &mut annotated
-            }
-            None => &mut repetition,
-        };
-        if let Err(e) = plan.run(ctx, sink).await {
-            // What the scenario measured is already written; its error
-            // joins it, and the next scenario runs unless asked not to.
-            let mut e = e.context(format!("scenario {name}"));
-            for refusal in ctx.connect.take_refusals() {
-                e = e.context(format!("the server refused: {refusal}"));
-            }
-            let mut result = VariantResult::new("scenario");
-            result.error = Some(format!("{e:#}"));
-            sink.record(&plan.common, result)?;
-            eprintln!("error: {e:#}");
+        if let Some(e) = self.run_scenario(plan, name, ctx, &mut repetition).await? {
+            // The next scenario runs unless asked not to.
             return Ok(Ran::Errored(e));
         }
         // A variant that failed its invariants or recorded an error fails
@@ -451,6 +441,41 @@ impl<'a> Session<'a> {
         Ok(if failed { Ran::Failed } else { Ran::Passed })
     }
 
+    /// Runs one scenario into `sink`, each variant annotated with the
+    /// workers' part when there are workers. A scenario's error is recorded
+    /// beside what it measured, as a variant of its own, and returned.
+    async fn run_scenario(
+        &self,
+        plan: &scenario::ScenarioPlan,
+        name: &str,
+        ctx: &mut RunContext,
+        sink: &mut dyn VariantSink,
+    ) -> Result<Option<anyhow::Error>> {
+        let mut annotated;
+        let sink: &mut dyn VariantSink = match &self.workers {
+            Some(w) => {
+                annotated = Annotate {
+                    inner: sink,
+                    workers: w,
+                };
+                &mut annotated
+            }
+            None => sink,
+        };
+        let Err(e) = plan.run(ctx, sink).await else {
+            return Ok(None);
+        };
+        let mut e = e.context(format!("scenario {name}"));
+        for refusal in ctx.connect.take_refusals() {
+            e = e.context(format!("the server refused: {refusal}"));
+        }
+        let mut result = VariantResult::new("scenario");
+        result.error = Some(format!("{e:#}"));
+        sink.record(&plan.common, result)?;
+        eprintln!("error: {e:#}");
+        Ok(Some(e))
+    }
+
     /// The summary's last word: what the run cost, what it kept, the
     /// servers' log, the verdict; written, then drawn. Whether it passed
     /// (`clean`: no failure, no clean-up failure, no worker lost).
@@ -461,7 +486,31 @@ impl<'a> Session<'a> {
         clean: bool,
         lost_worker: bool,
     ) -> Result<bool> {
-        let summary = writer.summary_mut();
+        let passed = self.finish(writer.summary_mut(), ctx, clean, lost_worker);
+        writer.write()?;
+        // Pictures come after the data is safe; failing to draw one never
+        // fails the run or touches the data files.
+        match crate::report::render_folder(writer.dir()) {
+            Ok(rendered) => {
+                for w in &rendered.warnings {
+                    eprintln!("warning: {w}");
+                }
+            }
+            Err(e) => eprintln!("warning: charts and report.html not written: {e:#}"),
+        }
+        Ok(passed)
+    }
+
+    /// Fills in what the summary can say only at the end (what the run
+    /// cost, what it kept, the servers' log) and its verdict; whether it
+    /// passed.
+    fn finish(
+        &self,
+        summary: &mut Summary,
+        ctx: &RunContext,
+        clean: bool,
+        lost_worker: bool,
+    ) -> bool {
         summary.run.finished_at = Some(rfc3339(time::OffsetDateTime::now_utc()));
         summary.run.peak_rss = Some(crate::system::cpu::own_peak_rss());
         summary.run.ledger_bytes_per_msg = summary
@@ -488,18 +537,7 @@ impl<'a> Session<'a> {
             "failed"
         }
         .into();
-        writer.write()?;
-        // Pictures come after the data is safe; failing to draw one never
-        // fails the run or touches the data files.
-        match crate::report::render_folder(writer.dir()) {
-            Ok(rendered) => {
-                for w in &rendered.warnings {
-                    eprintln!("warning: {w}");
-                }
-            }
-            Err(e) => eprintln!("warning: charts and report.html not written: {e:#}"),
-        }
-        Ok(passed)
+        passed
     }
 }
 

@@ -11,6 +11,8 @@
 //! metric is decided, or at its budget.
 //!
 //! - [`slice`]: one side's run of the profiles, as a child process.
+//! - [`window`]: one side kept warm in a process of its own, a scenario
+//!   per turn (`jsbench ab-side`).
 //! - [`judge`]: which metrics are judged, and the verdict on each.
 //! - [`stats`]: Hodges–Lehmann estimates, signed-rank tests and intervals,
 //!   the sign test, Holm's and Tarone's corrections.
@@ -24,6 +26,7 @@ pub mod render;
 pub mod slice;
 pub mod stats;
 pub mod tails;
+pub mod window;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

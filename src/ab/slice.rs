@@ -7,6 +7,7 @@
 //! `--progress`, and the connection flags it already had. Each slice makes
 //! its own streams and runs its own warm-up, exactly as a run would.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -169,45 +170,17 @@ pub async fn run(
     let log_path = dir.join("jsbench.log");
     let log = std::fs::File::create(&log_path)
         .with_context(|| format!("creating {}", log_path.display()))?;
-    let mut command = tokio::process::Command::new(&side.jsbench);
+    let mut run_args: Vec<OsString> = vec!["run".into()];
+    run_args.extend(profiles.iter().map(|p| p.as_os_str().to_owned()));
+    run_args.extend(["-o".into(), dir.as_os_str().to_owned()]);
+    run_args.extend(["--progress".into(), "never".into()]);
+    let mut command = command(side, &run_args, cpus);
     command
-        .arg("run")
-        .args(profiles)
-        .arg("-o")
-        .arg(dir)
-        .args(["--progress", "never"])
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
-        .stderr(log)
-        .kill_on_drop(true);
-    match &side.target {
-        SliceTarget::Started { urls, monitor } => {
-            command.args(["--server", urls]);
-            if let Some(m) = monitor {
-                command.args(["--monitor", m]);
-            }
-        }
-        SliceTarget::Given { args, env } => {
-            command.args(args);
-            command.envs(env.iter().map(|(k, v)| (k, v)));
-        }
-    }
-    if let Some(cpus) = cpus {
-        let cpus = cpus.to_vec();
-        // SAFETY: the closure only calls sched_setaffinity on a CPU set
-        // built on its stack: async-signal-safe between fork and exec.
-        unsafe {
-            command.pre_exec(move || crate::system::cpu::pin_this_thread(&cpus));
-        }
-    }
+        .stderr(log);
     let started = Instant::now();
-    let mut child = command.spawn().map_err(|e| {
-        UsageError(format!(
-            "cannot start the {} side's jsbench {}: {e}",
-            side.role,
-            side.jsbench.display()
-        ))
-    })?;
+    let mut child = spawn(side, &mut command)?;
     let status = tokio::select! {
         status = child.wait() => status.context("waiting for a slice")?,
         _ = stop.cancelled() => {
@@ -268,9 +241,57 @@ pub async fn run(
     })
 }
 
+/// `<side's jsbench> <args> <target>`: the side's connection flags after
+/// the command's own arguments, secrets in the environment, pinned to
+/// `cpus`, and killed if the caller lets go of it.
+pub(super) fn command(
+    side: &Side,
+    args: &[OsString],
+    cpus: Option<&[usize]>,
+) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(&side.jsbench);
+    command.args(args).kill_on_drop(true);
+    match &side.target {
+        SliceTarget::Started { urls, monitor } => {
+            command.args(["--server", urls]);
+            if let Some(m) = monitor {
+                command.args(["--monitor", m]);
+            }
+        }
+        SliceTarget::Given { args, env } => {
+            command.args(args);
+            command.envs(env.iter().map(|(k, v)| (k, v)));
+        }
+    }
+    if let Some(cpus) = cpus {
+        let cpus = cpus.to_vec();
+        // SAFETY: the closure only calls sched_setaffinity on a CPU set
+        // built on its stack: async-signal-safe between fork and exec.
+        unsafe {
+            command.pre_exec(move || crate::system::cpu::pin_this_thread(&cpus));
+        }
+    }
+    command
+}
+
+/// Starts the side's jsbench; a binary that cannot start is bad input.
+pub(super) fn spawn(
+    side: &Side,
+    command: &mut tokio::process::Command,
+) -> Result<tokio::process::Child> {
+    command.spawn().map_err(|e| {
+        UsageError(format!(
+            "cannot start the {} side's jsbench {}: {e}",
+            side.role,
+            side.jsbench.display()
+        ))
+        .into()
+    })
+}
+
 /// Asks the child to stop as Ctrl-C would: it drains, writes what it
 /// measured and stops its server.
-fn interrupt(child: &tokio::process::Child) {
+pub(super) fn interrupt(child: &tokio::process::Child) {
     if let Some(pid) = child.id() {
         // SAFETY: kill has no memory effects; the pid is our own child's.
         unsafe {
@@ -311,7 +332,8 @@ fn read_results(dir: &Path) -> Result<(Vec<Summary>, PairHistograms)> {
     Ok((summaries, histograms))
 }
 
-fn tail(path: &Path, lines: usize) -> String {
+/// The last `lines` lines of a side's log, to quote in an error.
+pub(super) fn tail(path: &Path, lines: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")

@@ -159,6 +159,24 @@ scripts/ab-commits.sh main                              this checkout against ma
 Documentation: docs/ab.md (the method, the sides, detection power measured here), docs/compare.md"
     )]
     Ab(Box<AbArgs>),
+    /// One side of `jsbench ab`, kept warm: a scenario per request on stdin (src/ab/window.rs)
+    #[command(hide = true)]
+    AbSide(Box<AbSideArgs>),
+}
+
+/// `jsbench ab-side`: what `ab` starts per side; not for people.
+#[derive(clap::Args, Debug)]
+struct AbSideArgs {
+    /// Bundled profile names or paths to TOML files
+    #[arg(value_name = "PROFILE", required = true)]
+    profiles: Vec<String>,
+
+    #[command(flatten)]
+    connection: ConnectionFlags,
+
+    /// Monitoring URLs of an external server, as `run --monitor` takes them
+    #[arg(long, value_name = "URL", env = "JSBENCH_MONITOR_URL")]
+    monitor: Option<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -567,6 +585,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
             runtime.spawn(interrupts.watch(stop.clone()));
             runtime.block_on(crate::ab::command(options, stop))
         }
+        Command::AbSide(args) => ab_side(*args),
         Command::Compare(args) => crate::compare::command(&crate::compare::CompareOptions {
             base: args.base,
             new: args.new,
@@ -583,6 +602,27 @@ fn dispatch(cli: Cli) -> Result<i32> {
             only: args.only,
         }),
     }
+}
+
+/// Serves `ab` on stdin and stdout until told to quit; Ctrl-C stops the
+/// turn running, which is answered before the side exits.
+fn ab_side(args: AbSideArgs) -> Result<i32> {
+    let options = crate::run::side::SideOptions {
+        profiles: args.profiles,
+        connection: ConnectionRequest {
+            flags: args.connection,
+            env: Environment::from_process(),
+        },
+        monitor: args.monitor,
+    };
+    let runtime = runtime()?;
+    let stop = CancellationToken::new();
+    let interrupts = Interrupts::register(&runtime)?;
+    runtime.spawn(interrupts.watch(stop.clone()));
+    let code = runtime.block_on(crate::run::side::serve(options, stop));
+    // As after a run: a task still blocked must not hold up the exit.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+    code
 }
 
 /// The exit status for an error that ended a command: a usage error or a

@@ -7,6 +7,7 @@
 //! never loses what was already measured.
 
 pub mod ci;
+mod collected;
 pub mod metadata;
 pub mod repetitions;
 pub mod summary;
@@ -23,9 +24,9 @@ use crate::profile::CommonPlan;
 use crate::record::histogram::Recorder;
 use crate::system::error::UsageError;
 use crate::variant::{VariantResult, VariantSink};
-use summary::{
-    HistogramReport, RunMetadata, SCHEMA_VERSION, ScenarioReport, Summary, VariantReport,
-};
+use summary::{HistogramReport, RunMetadata, ScenarioReport, Summary, VariantReport};
+
+pub use collected::Collected;
 
 pub struct ResultsWriter {
     dir: PathBuf,
@@ -56,12 +57,7 @@ impl ResultsWriter {
         }
         let writer = ResultsWriter {
             dir,
-            summary: Summary {
-                schema_version: SCHEMA_VERSION,
-                run,
-                scenarios: Vec::new(),
-                verdict: "running".into(),
-            },
+            summary: Summary::new(run),
             pooled: HashMap::new(),
         };
         writer.write()?;
@@ -102,86 +98,14 @@ impl ResultsWriter {
         variant: VariantResult,
         index: usize,
     ) -> Result<()> {
-        let mut variant = variant;
-        crate::system::live::variant_done(
-            variant.passed(),
-            variant.broken().len() as u64,
-            &variant.ledger,
-        );
-        variant.warn_clamped_histograms();
-        variant.add_interval_timelines();
         let repeat = self.summary.run.repeat;
-        let mut histograms = Vec::new();
-        for (name, recorder) in &variant.histograms {
-            let stem = format!("{}.{}.{}", scenario.name(), variant.name, name);
-            let recorder = if repeat > 1 {
-                let pooled = self.pooled.entry(stem.clone()).or_default();
-                pooled.merge(recorder);
-                &*pooled
-            } else {
-                recorder
-            };
-            let hgrm_file = format!("histograms/{stem}.hgrm");
-            let hdr_file = format!("histograms/{stem}.hdr");
-            write_atomic(&self.dir.join(&hgrm_file), recorder.to_hgrm().as_bytes())?;
-            write_atomic(
-                &self.dir.join(&hdr_file),
-                (recorder.to_base64() + "\n").as_bytes(),
-            )?;
-            let hlog_file = match recorder.to_interval_log() {
-                Some(log) => {
-                    let file = format!("histograms/{stem}.hlog");
-                    write_atomic(&self.dir.join(&file), &log)?;
-                    Some(file)
-                }
-                None => None,
-            };
-            histograms.push(HistogramReport {
-                name: name.clone(),
-                count: recorder.count(),
-                hgrm_file,
-                hdr_file,
-                hlog_file,
-            });
-        }
-        let parts_file = if variant.parts.is_empty() {
-            None
-        } else {
-            let file = format!("parts/{}.{}.csv", scenario.name(), variant.name);
-            fs::create_dir_all(self.dir.join("parts"))
-                .with_context(|| format!("creating {}", self.dir.join("parts").display()))?;
-            write_atomic(&self.dir.join(&file), &parts_csv(&variant.parts)?)?;
-            Some(file)
+        let mut folder = Folder {
+            dir: &self.dir,
+            pooled: &mut self.pooled,
+            repeat,
         };
-        let report = VariantReport {
-            passed: variant.passed(),
-            name: variant.name,
-            params: variant.params,
-            metrics: variant.metrics,
-            histograms,
-            ledger: variant.ledger,
-            invariants: variant.invariants,
-            warnings: variant.warnings,
-            timelines: variant.timelines,
-            error: variant.error,
-            elapsed_s: variant.elapsed.as_secs_f64(),
-            streams: variant.streams,
-            parts_file,
-            repetitions: Vec::new(),
-        };
-        let name = scenario.name();
-        let position = self.summary.scenarios.iter().position(|s| s.name == name);
-        let scenario_report = match position {
-            Some(i) => &mut self.summary.scenarios[i],
-            None => {
-                self.summary.scenarios.push(ScenarioReport {
-                    name: name.to_string(),
-                    kind: scenario.kind.to_string(),
-                    variants: Vec::new(),
-                });
-                self.summary.scenarios.last_mut().expect("just pushed")
-            }
-        };
+        let report = variant_report(scenario, variant, &mut folder)?;
+        let scenario_report = scenario_entry(&mut self.summary, scenario);
         let earlier = scenario_report
             .variants
             .iter_mut()
@@ -223,6 +147,148 @@ pub struct Repetition<'a> {
 impl VariantSink for Repetition<'_> {
     fn record(&mut self, scenario: &CommonPlan, variant: VariantResult) -> Result<()> {
         self.writer.record_repetition(scenario, variant, self.index)
+    }
+}
+
+/// Where a finished variant's histograms and parts table go: the files of
+/// a results folder, or memory for a process that writes nothing
+/// ([`Collected`]); the rest of the conversion is the same for both.
+trait Store {
+    fn histogram(
+        &mut self,
+        scenario: &str,
+        variant: &str,
+        name: &str,
+        recorder: &Recorder,
+    ) -> Result<HistogramReport>;
+
+    /// The parts table's file, if the store writes one.
+    fn parts(
+        &mut self,
+        scenario: &str,
+        variant: &str,
+        parts: &[crate::variant::Part],
+    ) -> Result<Option<String>>;
+}
+
+/// A finished variant as the summary reports it: counted in the live
+/// metrics, its clamped histograms warned about, its latencies over time
+/// added, its histograms and parts handed to `store`.
+fn variant_report(
+    scenario: &CommonPlan,
+    mut variant: VariantResult,
+    store: &mut dyn Store,
+) -> Result<VariantReport> {
+    crate::system::live::variant_done(
+        variant.passed(),
+        variant.broken().len() as u64,
+        &variant.ledger,
+    );
+    variant.warn_clamped_histograms();
+    variant.add_interval_timelines();
+    let mut histograms = Vec::new();
+    for (name, recorder) in &variant.histograms {
+        histograms.push(store.histogram(scenario.name(), &variant.name, name, recorder)?);
+    }
+    let parts_file = if variant.parts.is_empty() {
+        None
+    } else {
+        store.parts(scenario.name(), &variant.name, &variant.parts)?
+    };
+    Ok(VariantReport {
+        passed: variant.passed(),
+        name: variant.name,
+        params: variant.params,
+        metrics: variant.metrics,
+        histograms,
+        ledger: variant.ledger,
+        invariants: variant.invariants,
+        warnings: variant.warnings,
+        timelines: variant.timelines,
+        error: variant.error,
+        elapsed_s: variant.elapsed.as_secs_f64(),
+        streams: variant.streams,
+        parts_file,
+        repetitions: Vec::new(),
+    })
+}
+
+/// The summary's report of `scenario`, added at the end the first time
+/// one of its variants arrives.
+fn scenario_entry<'s>(summary: &'s mut Summary, scenario: &CommonPlan) -> &'s mut ScenarioReport {
+    let name = scenario.name();
+    match summary.scenarios.iter().position(|s| s.name == name) {
+        Some(i) => &mut summary.scenarios[i],
+        None => {
+            summary.scenarios.push(ScenarioReport {
+                name: name.to_string(),
+                kind: scenario.kind.to_string(),
+                variants: Vec::new(),
+            });
+            summary.scenarios.last_mut().expect("just pushed")
+        }
+    }
+}
+
+/// A results folder's histograms/ and parts/: with `repeat`, a histogram's
+/// files hold every repetition so far, pooled.
+struct Folder<'a> {
+    dir: &'a Path,
+    pooled: &'a mut HashMap<String, Recorder>,
+    repeat: usize,
+}
+
+impl Store for Folder<'_> {
+    fn histogram(
+        &mut self,
+        scenario: &str,
+        variant: &str,
+        name: &str,
+        recorder: &Recorder,
+    ) -> Result<HistogramReport> {
+        let stem = format!("{scenario}.{variant}.{name}");
+        let recorder = if self.repeat > 1 {
+            let pooled = self.pooled.entry(stem.clone()).or_default();
+            pooled.merge(recorder);
+            &*pooled
+        } else {
+            recorder
+        };
+        let hgrm_file = format!("histograms/{stem}.hgrm");
+        let hdr_file = format!("histograms/{stem}.hdr");
+        write_atomic(&self.dir.join(&hgrm_file), recorder.to_hgrm().as_bytes())?;
+        write_atomic(
+            &self.dir.join(&hdr_file),
+            (recorder.to_base64() + "\n").as_bytes(),
+        )?;
+        let hlog_file = match recorder.to_interval_log() {
+            Some(log) => {
+                let file = format!("histograms/{stem}.hlog");
+                write_atomic(&self.dir.join(&file), &log)?;
+                Some(file)
+            }
+            None => None,
+        };
+        Ok(HistogramReport {
+            name: name.to_string(),
+            count: recorder.count(),
+            hgrm_file,
+            hdr_file,
+            hlog_file,
+        })
+    }
+
+    fn parts(
+        &mut self,
+        scenario: &str,
+        variant: &str,
+        parts: &[crate::variant::Part],
+    ) -> Result<Option<String>> {
+        let file = format!("parts/{scenario}.{variant}.csv");
+        fs::create_dir_all(self.dir.join("parts"))
+            .with_context(|| format!("creating {}", self.dir.join("parts").display()))?;
+        write_atomic(&self.dir.join(&file), &parts_csv(parts)?)?;
+        Ok(Some(file))
     }
 }
 

@@ -176,6 +176,16 @@ pub struct HistogramReport {
 }
 
 impl Summary {
+    /// A summary before any variant has finished: its verdict says so.
+    pub fn new(run: RunMetadata) -> Summary {
+        Summary {
+            schema_version: SCHEMA_VERSION,
+            run,
+            scenarios: Vec::new(),
+            verdict: "running".into(),
+        }
+    }
+
     pub fn variants(&self) -> impl Iterator<Item = (&ScenarioReport, &VariantReport)> {
         self.scenarios
             .iter()
