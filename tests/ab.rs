@@ -38,7 +38,7 @@ nak_delay = { fraction = 0.5, delay = "100ms" }
 fn wrapper(dir: &Path, name: &str, sed: &str) -> PathBuf {
     let path = dir.join(name);
     let script = format!(
-        "#!/bin/sh\n# run PROFILE -o ...: the profile edited, the rest as given\nprofile=\"$2\"\npatched=\"$profile.{name}.toml\"\nsed '{sed}' \"$profile\" > \"$patched\"\nshift 2\nexec {} run \"$patched\" \"$@\"\n",
+        "#!/bin/sh\n# run|ab-side PROFILE ...: the profile edited, the rest as given\ncommand=\"$1\"\nprofile=\"$2\"\npatched=\"$profile.{name}.toml\"\nsed '{sed}' \"$profile\" > \"$patched\"\nshift 2\nexec {} \"$command\" \"$patched\" \"$@\"\n",
         env!("CARGO_BIN_EXE_jsbench")
     );
     std::fs::write(&path, script).unwrap();
@@ -86,26 +86,34 @@ fn metric<'a>(report: &'a Value, name: &str) -> &'a Value {
 }
 
 #[test]
-fn the_same_build_twice_is_unchanged_and_the_folder_holds_every_slice() {
+fn the_same_build_twice_is_unchanged_and_the_folder_holds_every_turn() {
     let dir = tempfile::tempdir().unwrap();
     let (code, stdout, stderr, report, folder) = ab(dir.path(), &[]);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert_eq!(report["verdict"], "ok");
     assert_eq!(report["stopped"], "pairs", "{stdout}");
     assert_eq!(report["pairs_needed"], 3);
+    // Both sides stayed warm and took turns; every turn is kept.
+    assert_eq!(report["mode"], "windows", "{stdout}");
     // The warm-up pair ran and was left out of the judgement.
     let warmup = &report["warmup"];
     assert_eq!(warmup["index"], 0);
-    assert!(folder.join(warmup["new"]["dir"].as_str().unwrap()).is_dir());
+    assert!(
+        folder
+            .join(warmup["new"]["dir"].as_str().unwrap())
+            .is_file()
+    );
     let pairs = report["pairs"].as_array().unwrap();
     assert_eq!(pairs.len(), 4, "{stdout}");
     // ABBA: the second pair starts with NEW.
     assert_eq!(pairs[0]["order"], "base,new");
     assert_eq!(pairs[1]["order"], "new,base");
     for p in pairs {
+        assert_eq!(p["unit"], "nak:nak-delay");
         for side in ["base", "new"] {
-            let slice = folder.join(p[side]["dir"].as_str().unwrap());
-            assert!(slice.join("jsbench.log").is_file(), "{}", slice.display());
+            let turn = folder.join(p[side]["dir"].as_str().unwrap());
+            let kept: Value = serde_json::from_slice(&std::fs::read(&turn).unwrap()).unwrap();
+            assert_eq!(kept["summary"]["scenarios"][0]["name"], "nak-delay");
             assert_eq!(p[side]["exit"], 0);
         }
     }
@@ -178,9 +186,11 @@ fn a_build_that_breaks_a_guarantee_fails_whatever_its_numbers() {
     )
     .unwrap();
     std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // The planted failure edits a slice's results folder: slices.
     let (code, stdout, stderr, report, _) = ab(
         dir.path(),
         &[
+            "--slices",
             "--base-jsbench",
             env!("CARGO_BIN_EXE_jsbench"),
             "--new-jsbench",
@@ -188,6 +198,7 @@ fn a_build_that_breaks_a_guarantee_fails_whatever_its_numbers() {
         ],
     );
     assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert_eq!(report["mode"], "slices");
     assert_eq!(report["verdict"], "invariants failed", "{stdout}");
     assert!(!report["failures"].as_array().unwrap().is_empty());
     let check = report["checks"]
@@ -202,6 +213,40 @@ fn a_build_that_breaks_a_guarantee_fails_whatever_its_numbers() {
         stdout.contains("FAILED in NEW") && stdout.contains("a planted failure"),
         "{stdout}"
     );
+}
+
+#[test]
+fn a_build_without_ab_side_is_compared_in_slices() {
+    // An older build: `ab-side` refused as clap refuses an unknown
+    // subcommand, `run` as it always was.
+    let dir = tempfile::tempdir().unwrap();
+    let old = dir.path().join("old");
+    std::fs::write(
+        &old,
+        format!(
+            "#!/bin/sh
+if [ \"$1\" = ab-side ]; then echo \"error: unrecognized subcommand 'ab-side'\" >&2; exit 2; fi
+exec {} \"$@\"\n",
+            env!("CARGO_BIN_EXE_jsbench")
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (code, stdout, stderr, report, folder) = ab(
+        dir.path(),
+        &[
+            "--base-jsbench",
+            old.to_str().unwrap(),
+            "--new-jsbench",
+            env!("CARGO_BIN_EXE_jsbench"),
+        ],
+    );
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert_eq!(report["mode"], "slices");
+    let notes = report["notes"].to_string();
+    assert!(notes.contains("has no `ab-side`"), "{notes}");
+    let slice = folder.join(report["pairs"][0]["base"]["dir"].as_str().unwrap());
+    assert!(slice.join("jsbench.log").is_file(), "{}", slice.display());
 }
 
 #[test]
@@ -296,16 +341,15 @@ fn bad_input_is_refused_before_anything_runs() {
 }
 
 #[test]
-fn slices_reach_a_given_server_with_the_flags_they_were_given() {
+fn sides_reach_a_given_server_with_the_flags_they_were_given() {
     let server = common::server();
     let dir = tempfile::tempdir().unwrap();
     let (code, stdout, stderr, report, folder) = ab(dir.path(), &["-s", server.url()]);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert_eq!(report["target"], "the given server");
-    // Every slice measured that server, as an external one.
-    let slice = folder.join(report["pairs"][0]["new"]["dir"].as_str().unwrap());
-    let run = common::results_dir(&slice);
-    let summary = common::summary(&run);
-    assert_eq!(summary.run.server.mode, "external");
-    assert_eq!(summary.run.server.urls, server.url());
+    // Every turn measured that server, as an external one.
+    let turn = folder.join(report["pairs"][0]["new"]["dir"].as_str().unwrap());
+    let kept: Value = serde_json::from_slice(&std::fs::read(&turn).unwrap()).unwrap();
+    assert_eq!(kept["summary"]["run"]["server"]["mode"], "external");
+    assert_eq!(kept["summary"]["run"]["server"]["urls"], server.url());
 }

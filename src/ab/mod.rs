@@ -12,7 +12,8 @@
 //!
 //! - [`slice`]: one side's run of the profiles, as a child process.
 //! - [`window`]: one side kept warm in a process of its own, a scenario
-//!   per turn (`jsbench ab-side`).
+//!   per turn (`jsbench ab-side`); [`warm`]: the two sides taking turns in
+//!   pairs.
 //! - [`judge`]: which metrics are judged, and the verdict on each.
 //! - [`stats`]: Hodges–Lehmann estimates, signed-rank tests and intervals,
 //!   the sign test, Holm's and Tarone's corrections.
@@ -26,6 +27,7 @@ pub mod render;
 pub mod slice;
 pub mod stats;
 pub mod tails;
+pub mod warm;
 pub mod window;
 
 use std::path::{Path, PathBuf};
@@ -92,6 +94,8 @@ pub struct AbOptions {
     pub pin: bool,
     /// Confine the slices (not the servers) to these CPUs.
     pub slice_cpus: Option<Vec<usize>>,
+    /// Whole slices even where both sides could stay warm.
+    pub slices_only: bool,
 }
 
 /// Why the pairs stopped.
@@ -122,6 +126,10 @@ pub struct PairRecord {
     pub index: usize,
     /// `base,new` or `new,base`.
     pub order: String,
+    /// With warm sides: the scenario both turns ran, `profile:scenario`
+    /// (the warm-up pair ran every scenario).
+    #[serde(default)]
+    pub unit: Option<String>,
     pub base: SliceRecord,
     pub new: SliceRecord,
 }
@@ -157,6 +165,9 @@ pub struct AbReport {
     pub host: about::HostInfo,
     pub profiles: Vec<String>,
     pub sides_kind: String,
+    /// `windows` (warm sides taking turns) or `slices` (a process per slice).
+    #[serde(default)]
+    pub mode: String,
     pub base: SideInfo,
     pub new: SideInfo,
     /// embedded, cluster of N, the given server, or each slice's own.
@@ -259,7 +270,15 @@ pub async fn command(options: AbOptions, stop: CancellationToken) -> Result<i32>
         slice_cpus: slice_cpus.as_deref(),
         stop: &stop,
     };
-    let (slices, failure) = run_pairs(&pairs, &mut report, clock).await?;
+    let mut source = open_source(&pairs, &mut report).await?;
+    let (slices, failure) = run_pairs(&pairs, &mut source, &mut report, clock).await?;
+    if let Source::Windows(sides) = source
+        && let Err(e) = sides.quit().await
+    {
+        report
+            .notes
+            .push(format!("a warm side did not end cleanly: {e:#}"));
+    }
     report.elapsed_s = clock.elapsed().as_secs_f64();
     report.finished_at = Some(rfc3339(time::OffsetDateTime::now_utc()));
     last_look(&mut report, &slices);
@@ -393,6 +412,7 @@ fn start(
         host: about::host(),
         profiles: names.iter().map(|s| s.to_string()).collect(),
         sides_kind: options.sides.kind().into(),
+        mode: "slices".into(),
         base: side_info(base),
         new: side_info(new),
         target: target_name,
@@ -450,18 +470,18 @@ fn pairs_needed(rule: &Rule) -> usize {
 /// failure or a stop; the judged slices, and the error that ended them.
 async fn run_pairs(
     pairs: &Pairs<'_>,
+    source: &mut Source,
     report: &mut AbReport,
     clock: Instant,
 ) -> Result<(Vec<(SliceResult, SliceResult)>, Option<anyhow::Error>)> {
     let options = pairs.options;
     let mut slices: Vec<(SliceResult, SliceResult)> = Vec::new();
-    let mut running = Running::default();
-    let warm = match run_pair(pairs, report, &mut running, 0).await {
+    let warm = match run_pair(pairs, source, report, 0).await {
         Ok(pair) => pair,
         Err(stop) => return Ok((slices, stop)),
     };
     let mut longest_pair = warm.2;
-    report.warmup = Some(pair_record(pairs.dir, 0, &warm.0, &warm.1));
+    report.warmup = Some(pair_record(pairs.dir, 0, None, &warm.0, &warm.1));
     if let Some(e) = unmatched_patterns(&report.rule, &warm.0, &warm.1) {
         report.stopped = Some(Stopped::BadInput);
         report.notes.push(format!("{e}"));
@@ -481,12 +501,15 @@ async fn run_pairs(
             report.stopped = Some(Stopped::Budget);
             break;
         }
-        let (b, n, elapsed) = match run_pair(pairs, report, &mut running, index).await {
+        let unit = source.unit(report, pairs.profiles, index);
+        let (b, n, elapsed) = match run_pair(pairs, source, report, index).await {
             Ok(pair) => pair,
             Err(stop) => return Ok((slices, stop)),
         };
         longest_pair = longest_pair.max(elapsed);
-        report.pairs.push(pair_record(pairs.dir, index, &b, &n));
+        report
+            .pairs
+            .push(pair_record(pairs.dir, index, unit.as_ref(), &b, &n));
         slices.push((b, n));
         fill_sides(report, &slices);
         report.elapsed_s = clock.elapsed().as_secs_f64();
@@ -509,7 +532,11 @@ async fn run_pairs(
             report.stopped = Some(Stopped::Failed);
             break;
         }
-        if judged > 0 && decided == judged {
+        // Every judged metric decided, or nothing left that a pair could
+        // decide (no scenario holds an undecided judged metric).
+        if (judged > 0 && decided == judged)
+            || undecided_scenarios(report, pairs.profiles).is_empty()
+        {
             report.stopped = Some(Stopped::Decided);
             break;
         }
@@ -517,21 +544,114 @@ async fn run_pairs(
     Ok((slices, None))
 }
 
-/// The slice profiles a pair runs, kept while the scenarios they hold stay
-/// the same: scenarios whose judged metrics are all decided leave them,
-/// so the budget goes to the ones still undecided.
-#[derive(Default)]
-struct Running {
-    profiles: Option<(Vec<PathBuf>, Vec<ScenarioRef>)>,
+/// Where pairs come from: whole slices, or turns of two warm sides.
+enum Source {
+    /// A process per slice; the slice profiles kept while the scenarios
+    /// they hold stay the same (scenarios whose judged metrics are all
+    /// decided leave them, so the budget goes to the ones still undecided).
+    Slices(Option<(Vec<PathBuf>, Vec<ScenarioRef>)>),
+    /// BASE's and NEW's warm sides.
+    Windows(Box<warm::Sides>),
 }
 
-/// One pair: BASE then NEW, or NEW then BASE for an even `index` (the
-/// warm-up pair is 0). On a stop, `report.stopped` says why and the error
-/// that ended it, if it was one, comes back.
+impl Source {
+    /// The scenario a judged pair runs with warm sides: each undecided
+    /// scenario in turn, a block of two pairs (AB, BA) each, so a
+    /// scenario's pairs lie close in time; `None` with slices (a slice
+    /// runs every undecided scenario).
+    fn unit(&self, report: &AbReport, profiles: &[Profile], index: usize) -> Option<ScenarioRef> {
+        let Source::Windows(_) = self else {
+            return None;
+        };
+        let units = undecided_scenarios(report, profiles);
+        let block = (index.max(1) - 1) / 2;
+        units.get(block % units.len().max(1)).cloned()
+    }
+}
+
+/// Warm sides when both builds can stay up (`jsbench ab-side`), else
+/// slices, with a note saying why.
+async fn open_source(pairs: &Pairs<'_>, report: &mut AbReport) -> Result<Source> {
+    if pairs.options.slices_only {
+        report.notes.push("--slices: a process per slice".into());
+        return Ok(Source::Slices(None));
+    }
+    let folder = pairs.dir.join("profiles").join("windows");
+    let profiles =
+        slice::write_profiles(pairs.profiles, pairs.options.slice, &folder, &|_, _| true)?;
+    let logs = pairs.dir.join("windows");
+    std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
+    let (base, new) = pairs.sides;
+    let opened =
+        warm::Sides::open((base, new), &profiles, &logs, pairs.slice_cpus, pairs.stop).await?;
+    match opened {
+        Ok(sides) => {
+            report.mode = "windows".into();
+            Ok(Source::Windows(Box::new(sides)))
+        }
+        Err(why) => {
+            report.notes.push(format!("slices, not warm sides: {why}"));
+            Ok(Source::Slices(None))
+        }
+    }
+}
+
+/// One pair, from whichever source: BASE then NEW, or NEW then BASE for
+/// an even `index` (the warm-up pair is 0).
 async fn run_pair(
     pairs: &Pairs<'_>,
+    source: &mut Source,
     report: &mut AbReport,
-    running: &mut Running,
+    index: usize,
+) -> Result<(SliceResult, SliceResult, Duration), Option<anyhow::Error>> {
+    let unit = source.unit(report, pairs.profiles, index);
+    match source {
+        Source::Slices(running) => slice_pair(pairs, running, report, index).await,
+        Source::Windows(sides) => {
+            let units = match (index, unit) {
+                (0, _) => undecided_scenarios(report, pairs.profiles),
+                (_, Some(unit)) => vec![unit],
+                (_, None) => Vec::new(),
+            };
+            let order = order_of(index);
+            let result = sides
+                .pair(&units, order, pairs.dir, index, pairs.stop)
+                .await;
+            match result {
+                Ok(pair) => Ok(pair),
+                Err(e) => {
+                    let interrupted = matches!(
+                        e.downcast_ref::<SliceError>(),
+                        Some(SliceError::Interrupted)
+                    );
+                    report.stopped = Some(if interrupted {
+                        Stopped::Interrupted
+                    } else {
+                        Stopped::SliceFailed
+                    });
+                    Err((!interrupted).then_some(e))
+                }
+            }
+        }
+    }
+}
+
+/// Whether BASE goes first: in odd pairs and the warm-up pair (ABBA: every
+/// other pair starts with NEW, so a linear drift weighs on both sides alike).
+fn order_of(index: usize) -> warm::Order {
+    if index % 2 == 1 || index == 0 {
+        warm::Order::BaseFirst
+    } else {
+        warm::Order::NewFirst
+    }
+}
+
+/// One pair of slices. On a stop, `report.stopped` says why and the error
+/// that ended it, if it was one, comes back.
+async fn slice_pair(
+    pairs: &Pairs<'_>,
+    running: &mut Option<(Vec<PathBuf>, Vec<ScenarioRef>)>,
+    report: &mut AbReport,
     index: usize,
 ) -> Result<(SliceResult, SliceResult, Duration), Option<anyhow::Error>> {
     let Pairs {
@@ -543,7 +663,7 @@ async fn run_pair(
         stop,
     } = *pairs;
     let undecided = undecided_scenarios(report, profiles);
-    let slice_profiles = match &running.profiles {
+    let slice_profiles = match running {
         Some((paths, set)) if *set == undecided => paths.clone(),
         _ => {
             let folder = dir.join("profiles").join(format!("from-pair-{index:03}"));
@@ -551,16 +671,13 @@ async fn run_pair(
                 undecided.iter().any(|(up, us)| up == p && us == s)
             });
             let paths = written.map_err(Some)?;
-            running.profiles = Some((paths.clone(), undecided.clone()));
+            *running = Some((paths.clone(), undecided.clone()));
             paths
         }
     };
-    // ABBA: every other pair starts with NEW, so a linear drift weighs on
-    // both sides alike.
-    let order = if index % 2 == 1 || index == 0 {
-        [base, new]
-    } else {
-        [new, base]
+    let order = match order_of(index) {
+        warm::Order::BaseFirst => [base, new],
+        warm::Order::NewFirst => [new, base],
     };
     let started = Instant::now();
     let limit = (options.budget * 2).max(Duration::from_secs(600));
@@ -609,14 +726,20 @@ async fn run_pair(
     Ok((b, n, elapsed))
 }
 
-fn pair_record(dir: &Path, index: usize, b: &SliceResult, n: &SliceResult) -> PairRecord {
+fn pair_record(
+    dir: &Path,
+    index: usize,
+    unit: Option<&ScenarioRef>,
+    b: &SliceResult,
+    n: &SliceResult,
+) -> PairRecord {
     PairRecord {
         index,
-        order: if index % 2 == 1 || index == 0 {
-            "base,new".into()
-        } else {
-            "new,base".into()
+        order: match order_of(index) {
+            warm::Order::BaseFirst => "base,new".into(),
+            warm::Order::NewFirst => "new,base".into(),
         },
+        unit: unit.map(|(p, s)| format!("{p}:{s}")),
         base: record(dir, b),
         new: record(dir, n),
     }

@@ -250,6 +250,11 @@ struct AbArgs {
     #[arg(long, value_name = "LIST", value_parser = cpu_list)]
     slice_cpus: Option<CpuList>,
 
+    /// Run a process per slice even where both sides can stay warm and take turns
+    /// (by default a side that knows `ab-side` stays up for the whole comparison)
+    #[arg(long)]
+    slices: bool,
+
     #[command(flatten)]
     connection: ConnectionFlags,
 
@@ -578,6 +583,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 only: args.only,
                 pin: args.pin,
                 slice_cpus: args.slice_cpus.map(|c| c.0),
+                slices_only: args.slices,
             };
             let runtime = runtime()?;
             let stop = CancellationToken::new();

@@ -1,0 +1,175 @@
+//! Two warm sides taking turns: a pair is one scenario run by BASE and by
+//! NEW back to back in processes that stay up, connected, for the whole
+//! comparison, so a pair costs the scenario's own time, not a process
+//! start, a connection and a warm-up of the whole profile.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow};
+use tokio_util::sync::CancellationToken;
+
+use super::slice::{Side, SliceResult};
+use super::tails::PairHistograms;
+use super::window::{SideProcess, Turn};
+use crate::results::summary::Summary;
+
+/// Which side runs first in a pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    BaseFirst,
+    NewFirst,
+}
+
+/// BASE's and NEW's side processes, and the longest turn so far (a turn
+/// gets ten times it, at least a minute, before it is called stuck).
+pub struct Sides {
+    base: SideProcess,
+    new: SideProcess,
+    longest: Duration,
+}
+
+impl Sides {
+    /// Starts both sides; `Ok(Err(why))` when one cannot stay warm (a
+    /// build that predates `ab-side`): the comparison then runs slices.
+    pub async fn open(
+        (base, new): (&Side, &Side),
+        profiles: &[PathBuf],
+        logs: &Path,
+        cpus: Option<&[usize]>,
+        stop: &CancellationToken,
+    ) -> Result<Result<Sides, String>> {
+        let b = SideProcess::start(base, profiles, &logs.join("base.log"), cpus, stop).await?;
+        let Some(b) = b else {
+            return Ok(Err(format!(
+                "BASE's jsbench ({}) has no `ab-side`",
+                base.jsbench.display()
+            )));
+        };
+        let n = SideProcess::start(new, profiles, &logs.join("new.log"), cpus, stop).await?;
+        let Some(n) = n else {
+            let _ = b.quit().await;
+            return Ok(Err(format!(
+                "NEW's jsbench ({}) has no `ab-side`",
+                new.jsbench.display()
+            )));
+        };
+        Ok(Ok(Sides {
+            base: b,
+            new: n,
+            longest: Duration::ZERO,
+        }))
+    }
+
+    /// One pair: each of `units` (profile, scenario) run by both sides in
+    /// `order`, every turn kept as `windows/NNN-<side>-<scenario>.json`.
+    pub async fn pair(
+        &mut self,
+        units: &[(String, String)],
+        order: Order,
+        dir: &Path,
+        index: usize,
+        stop: &CancellationToken,
+    ) -> Result<(SliceResult, SliceResult, Duration)> {
+        let started = Instant::now();
+        let mut base = Collected::default();
+        let mut new = Collected::default();
+        for (profile, scenario) in units {
+            for role in match order {
+                Order::BaseFirst => ["base", "new"],
+                Order::NewFirst => ["new", "base"],
+            } {
+                let limit = (self.longest * 10).max(Duration::from_secs(60));
+                let side = if role == "base" {
+                    &mut self.base
+                } else {
+                    &mut self.new
+                };
+                let turn = side
+                    .turn(profile, scenario, limit, stop)
+                    .await
+                    .with_context(|| format!("the {role} side's turn at {profile}:{scenario}"))?;
+                self.longest = self.longest.max(turn.elapsed);
+                let file = dir
+                    .join("windows")
+                    .join(format!("{index:03}-{role}-{scenario}.json"));
+                let collected = if role == "base" { &mut base } else { &mut new };
+                collected.add(profile, turn, &file, dir)?;
+            }
+        }
+        Ok((base.finish(dir), new.finish(dir), started.elapsed()))
+    }
+
+    /// Both sides told to end, and waited for.
+    pub async fn quit(self) -> Result<()> {
+        let (b, n) = tokio::join!(self.base.quit(), self.new.quit());
+        b.context("BASE's side")?;
+        n.context("NEW's side")
+    }
+}
+
+/// One side's turns of a pair, as a slice would have reported them.
+#[derive(Default)]
+struct Collected {
+    summaries: Vec<Summary>,
+    histograms: PairHistograms,
+    elapsed: Duration,
+    files: Vec<PathBuf>,
+    failed: bool,
+}
+
+impl Collected {
+    /// Keeps a turn: its summary, its histograms under the profile's name,
+    /// and the turn on disk (nothing measured is lost).
+    fn add(&mut self, profile: &str, turn: Turn, file: &Path, dir: &Path) -> Result<()> {
+        let json = serde_json::json!({
+            "summary": &turn.summary,
+            "histograms": &turn.histograms,
+            "elapsed_s": turn.elapsed.as_secs_f64(),
+        });
+        if let Some(parent) = file.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
+        }
+        std::fs::write(file, serde_json::to_vec(&json)?)
+            .with_context(|| format!("writing {}", file.display()))?;
+        for (name, text) in turn.histograms {
+            let mut parts = name.splitn(3, '/');
+            let (Some(scenario), Some(variant), Some(hist)) =
+                (parts.next(), parts.next(), parts.next())
+            else {
+                return Err(anyhow!(
+                    "a side named a histogram '{name}', not scenario/variant/name"
+                ));
+            };
+            self.histograms.insert(
+                (
+                    profile.to_string(),
+                    scenario.into(),
+                    variant.into(),
+                    hist.into(),
+                ),
+                text,
+            );
+        }
+        self.failed |= turn.summary.verdict != "passed";
+        self.summaries.push(turn.summary);
+        self.elapsed += turn.elapsed;
+        self.files
+            .push(file.strip_prefix(dir).unwrap_or(file).to_path_buf());
+        Ok(())
+    }
+
+    fn finish(self, dir: &Path) -> SliceResult {
+        SliceResult {
+            dir: match self.files.as_slice() {
+                [one] => dir.join(one),
+                _ => dir.join("windows"),
+            },
+            exit: i32::from(self.failed),
+            elapsed: self.elapsed,
+            summaries: self.summaries,
+            histograms: self.histograms,
+        }
+    }
+}
