@@ -46,6 +46,9 @@ pub struct RunOptions {
     /// Monitoring endpoint of an external server (`http://host:8222`), for
     /// server CPU per message.
     pub monitor: Option<String>,
+    /// Processes of an external server on this host: server CPU from
+    /// /proc instead of /varz.
+    pub server_pids: Vec<u32>,
     /// Serve live metrics (Prometheus text) here while the run goes on.
     pub metrics_listen: Option<std::net::SocketAddr>,
     pub progress: ProgressMode,
@@ -368,10 +371,11 @@ impl<'a> Session<'a> {
             stream: Default::default(),
             progress: self.progress.clone(),
             stop: self.stop.clone(),
-            server_cpu: self.target.server_cpu(monitor),
+            server_cpu: self.target.server_cpu(monitor, &self.options.server_pids),
             monitors: self.target.monitors(monitor),
             faults: self.target.faults(),
             workers: self.workers.clone().map(|w| w as Arc<dyn Distribute>),
+            lead_in: crate::drive::LEAD_IN,
         }
     }
 

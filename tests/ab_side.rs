@@ -27,6 +27,7 @@ fn side(jsbench: &Path, server: &EmbeddedServer) -> Side {
         target: SliceTarget::Started {
             urls: server.url().to_string(),
             monitor: None,
+            pids: vec![server.pid()],
         },
     }
 }
@@ -97,6 +98,8 @@ async fn one_warm_process_answers_turn_after_turn_and_cleans_up_on_quit() {
         let variant = &scenario.variants[0];
         assert_eq!(variant.name, "rate-200");
         assert!(common::metric(variant, "e2e_latency.p50") > 0.0);
+        // The server's CPU from /proc, through the pid ab hands the side.
+        assert!(common::metric(variant, "server_cpu_per_msg") > 0.0);
         assert!(!variant.invariants.is_empty());
         common::assert_all_passed(summary);
         let text = turn

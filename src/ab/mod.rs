@@ -30,6 +30,7 @@ pub mod tails;
 pub mod warm;
 pub mod window;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -433,7 +434,7 @@ fn start(
         exit_code: EXIT_OK,
     };
     eprintln!(
-        "jsbench ab: {} ({}), BASE {} vs NEW {}, against {}; up to {} in pairs of slices -> {}",
+        "jsbench ab: {} ({}), BASE {} vs NEW {}, against {}; up to {} in pairs -> {}",
         names.join(", "),
         report.sides_kind,
         describe(base),
@@ -476,11 +477,18 @@ async fn run_pairs(
 ) -> Result<(Vec<(SliceResult, SliceResult)>, Option<anyhow::Error>)> {
     let options = pairs.options;
     let mut slices: Vec<(SliceResult, SliceResult)> = Vec::new();
+    let warm_units = match source {
+        Source::Windows(_) => undecided_scenarios(report, pairs.profiles).len().max(1),
+        Source::Slices(_) => 1,
+    };
     let warm = match run_pair(pairs, source, report, 0).await {
         Ok(pair) => pair,
         Err(stop) => return Ok((slices, stop)),
     };
-    let mut longest_pair = warm.2;
+    // The longest pair of each unit so far, for whether the next block
+    // fits; before a unit's first, the warm-up pair's share per unit.
+    let mut longest: BTreeMap<Option<ScenarioRef>, Duration> = BTreeMap::new();
+    let first_guess = warm.2 / warm_units as u32;
     report.warmup = Some(pair_record(pairs.dir, 0, None, &warm.0, &warm.1));
     if let Some(e) = unmatched_patterns(&report.rule, &warm.0, &warm.1) {
         report.stopped = Some(Stopped::BadInput);
@@ -497,16 +505,18 @@ async fn run_pairs(
             report.stopped = Some(Stopped::Pairs);
             break;
         }
-        if index % 2 == 1 && clock.elapsed() + longest_pair * 2 > options.budget {
+        let unit = source.unit(report, pairs.profiles, index);
+        let expected = longest.get(&unit).copied().unwrap_or(first_guess);
+        if index % 2 == 1 && clock.elapsed() + expected * 2 > options.budget {
             report.stopped = Some(Stopped::Budget);
             break;
         }
-        let unit = source.unit(report, pairs.profiles, index);
         let (b, n, elapsed) = match run_pair(pairs, source, report, index).await {
             Ok(pair) => pair,
             Err(stop) => return Ok((slices, stop)),
         };
-        longest_pair = longest_pair.max(elapsed);
+        let slot = longest.entry(unit.clone()).or_default();
+        *slot = (*slot).max(elapsed);
         report
             .pairs
             .push(pair_record(pairs.dir, index, unit.as_ref(), &b, &n));
@@ -587,9 +597,13 @@ async fn open_source(pairs: &Pairs<'_>, report: &mut AbReport) -> Result<Source>
     match opened {
         Ok(sides) => {
             report.mode = "windows".into();
+            eprintln!(
+                "jsbench ab: both sides warm (jsbench ab-side): a pair is one scenario, run by each side in turn"
+            );
             Ok(Source::Windows(Box::new(sides)))
         }
         Err(why) => {
+            eprintln!("jsbench ab: slices, a process each: {why}");
             report.notes.push(format!("slices, not warm sides: {why}"));
             Ok(Source::Slices(None))
         }
@@ -615,7 +629,7 @@ async fn run_pair(
             };
             let order = order_of(index);
             let result = sides
-                .pair(&units, order, pairs.dir, index, pairs.stop)
+                .pair(pairs.sides, &units, order, pairs.dir, index, pairs.stop)
                 .await;
             match result {
                 Ok(pair) => Ok(pair),
@@ -968,6 +982,7 @@ impl Servers {
                 let t = SliceTarget::Started {
                     urls: c.urls(),
                     monitor: c.nodes()[0].monitor_url().map(str::to_string),
+                    pids: c.nodes().iter().map(|n| n.pid()).collect(),
                 };
                 self.clusters.push(c);
                 t
@@ -978,6 +993,7 @@ impl Servers {
                 let t = SliceTarget::Started {
                     urls: s.url().to_string(),
                     monitor: s.monitor_url().map(str::to_string),
+                    pids: vec![s.pid()],
                 };
                 self.servers.push(s);
                 t

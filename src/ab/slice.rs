@@ -43,6 +43,8 @@ pub enum SliceTarget {
     Started {
         urls: String,
         monitor: Option<String>,
+        /// Its processes: a warm side's turn waits for them to go quiet.
+        pids: Vec<u32>,
     },
     /// A server the user named: the connection flags go to every slice
     /// (secrets through the environment, never the command line).
@@ -252,7 +254,7 @@ pub(super) fn command(
     let mut command = tokio::process::Command::new(&side.jsbench);
     command.args(args).kill_on_drop(true);
     match &side.target {
-        SliceTarget::Started { urls, monitor } => {
+        SliceTarget::Started { urls, monitor, .. } => {
             command.args(["--server", urls]);
             if let Some(m) = monitor {
                 command.args(["--monitor", m]);

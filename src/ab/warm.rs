@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow};
 use tokio_util::sync::CancellationToken;
 
-use super::slice::{Side, SliceResult};
+use super::slice::{Side, SliceResult, SliceTarget};
 use super::tails::PairHistograms;
 use super::window::{SideProcess, Turn};
 use crate::results::summary::Summary;
@@ -65,6 +65,7 @@ impl Sides {
     /// `order`, every turn kept as `windows/NNN-<side>-<scenario>.json`.
     pub async fn pair(
         &mut self,
+        (base_side, new_side): (&Side, &Side),
         units: &[(String, String)],
         order: Order,
         dir: &Path,
@@ -80,6 +81,7 @@ impl Sides {
                 Order::NewFirst => ["new", "base"],
             } {
                 let limit = (self.longest * 10).max(Duration::from_secs(60));
+                settle(if role == "base" { base_side } else { new_side }).await;
                 let side = if role == "base" {
                     &mut self.base
                 } else {
@@ -97,7 +99,23 @@ impl Sides {
                 collected.add(profile, turn, &file, dir)?;
             }
         }
-        Ok((base.finish(dir), new.finish(dir), started.elapsed()))
+        let (base, new) = (base.finish(dir), new.finish(dir));
+        let names: Vec<&str> = units.iter().map(|(_, s)| s.as_str()).collect();
+        eprintln!(
+            "jsbench ab: {} ({}, {}): base {:.1}s, new {:.1}s",
+            match index {
+                0 => "warm-up pair (not judged)".to_string(),
+                i => format!("pair {i}"),
+            },
+            names.join(", "),
+            match order {
+                Order::BaseFirst => "base,new",
+                Order::NewFirst => "new,base",
+            },
+            base.elapsed.as_secs_f64(),
+            new.elapsed.as_secs_f64(),
+        );
+        Ok((base, new, started.elapsed()))
     }
 
     /// Both sides told to end, and waited for.
@@ -105,6 +123,34 @@ impl Sides {
         let (b, n) = tokio::join!(self.base.quit(), self.new.quit());
         b.context("BASE's side")?;
         n.context("NEW's side")
+    }
+}
+
+/// Turns follow each other at once, so what the server still does for the
+/// last one (deleting its streams' files, compacting, flushing) would fall
+/// into the next one's measurement: before a turn, the server's processes
+/// must spend under a tenth of a core over 50 ms (at most 2 s of waiting).
+/// A server ab did not start has no process to read: a fixed 100 ms.
+async fn settle(side: &Side) {
+    const QUIET: Duration = Duration::from_millis(5);
+    const LOOK: Duration = Duration::from_millis(50);
+    let SliceTarget::Started { pids, .. } = &side.target else {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        return;
+    };
+    let cpu = || -> Option<Duration> {
+        pids.iter()
+            .map(|&p| crate::system::cpu::process_cpu_time(p))
+            .sum::<Option<Duration>>()
+    };
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        let Some(before) = cpu() else { return };
+        tokio::time::sleep(LOOK).await;
+        let Some(after) = cpu() else { return };
+        if after.saturating_sub(before) < QUIET {
+            return;
+        }
     }
 }
 

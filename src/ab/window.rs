@@ -123,6 +123,15 @@ impl SideProcess {
             std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
         let mut args: Vec<OsString> = vec!["ab-side".into()];
         args.extend(profiles.iter().map(|p| p.as_os_str().to_owned()));
+        // A server ab started: its CPU read from /proc, exact per variant,
+        // instead of /varz, whose figure lags (only ab-side knows the flag:
+        // a slice's older build would refuse it).
+        if let super::slice::SliceTarget::Started { pids, .. } = &side.target {
+            for pid in pids {
+                args.push("--server-pid".into());
+                args.push(pid.to_string().into());
+            }
+        }
         let mut command = slice::command(side, &args, cpus);
         command
             .stdin(Stdio::piped())

@@ -177,6 +177,11 @@ struct AbSideArgs {
     /// Monitoring URLs of an external server, as `run --monitor` takes them
     #[arg(long, value_name = "URL", env = "JSBENCH_MONITOR_URL")]
     monitor: Option<String>,
+
+    /// Process ids of the external server's processes on this host, whose CPU time is
+    /// read from /proc per variant (ab passes the servers it started)
+    #[arg(long = "server-pid", value_name = "PID")]
+    server_pids: Vec<u32>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -525,6 +530,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 out: args.out,
                 keep: args.keep,
                 monitor: args.monitor,
+                server_pids: Vec::new(),
                 metrics_listen: args.metrics_listen,
                 fail_fast: args.fail_fast,
                 progress: match args.progress {
@@ -620,6 +626,7 @@ fn ab_side(args: AbSideArgs) -> Result<i32> {
             env: Environment::from_process(),
         },
         monitor: args.monitor,
+        server_pids: args.server_pids,
     };
     let runtime = runtime()?;
     let stop = CancellationToken::new();

@@ -29,7 +29,7 @@ use super::outcome::merge;
 use super::pace::Pace;
 use super::sample::reports;
 use super::state::settled_state;
-use super::{ConsumerState, DriveOutcome, LEAD_IN, RunContext};
+use super::{ConsumerState, DriveOutcome, RunContext};
 use crate::consume::{self, ConsumerConfig, ConsumerProgress, ConsumerReport};
 use crate::load::{AckReport, Publisher, PublisherConfig, RetryPlan, SendReport, Timing};
 use crate::profile::{BehaviourPlan, ConsumerPlan, PublishPlan};
@@ -147,7 +147,7 @@ pub async fn drive_fanout(ctx: &RunContext, spec: &FanoutSpec) -> Result<FanoutO
     crate::system::live::variant_started(scenario, variant);
     let bar = ctx
         .progress
-        .variant(&spec.label, spec.warmup + spec.duration + LEAD_IN);
+        .variant(&spec.label, spec.warmup + spec.duration + ctx.lead_in);
     let run = Fanout::new(spec);
     let connected = run.connect(ctx, &bar).await?;
     let bind_time = connected.bind_time;
@@ -316,7 +316,7 @@ impl<'a> Fanout<'a> {
             .into_iter()
             .collect::<Result<Vec<_>>>()?;
         // Many publisher threads wake for their first send: a longer lead-in.
-        let lead_in = LEAD_IN + Duration::from_millis(2) * spec.streams.len() as u32;
+        let lead_in = ctx.lead_in + Duration::from_millis(2) * spec.streams.len() as u32;
         let t0_ns = super::align_start(
             &spec.publish.arrival,
             clock::now_ns() + lead_in.as_nanos() as u64,

@@ -89,6 +89,9 @@ pub struct RunContext {
     /// Workers recruited with `run --workers N`: every drive is split
     /// among them and this process.
     pub workers: Option<Arc<dyn Distribute>>,
+    /// From agreeing on t0 to the first intended send: [`LEAD_IN`], or
+    /// less in a process that keeps its code and connections warm.
+    pub lead_in: Duration,
 }
 
 /// A way of running a drive over several processes. The worker layer
@@ -103,7 +106,7 @@ pub trait Distribute: Send + Sync {
 
 /// Lead time between scheduling t0 and the first intended send, so every
 /// publisher thread is up before its first message is due.
-const LEAD_IN: Duration = Duration::from_millis(200);
+pub const LEAD_IN: Duration = Duration::from_millis(200);
 
 /// Runs one variant's load: in this process, or split with the run's
 /// workers when it has some.
@@ -141,7 +144,7 @@ pub async fn drive_share<P: Peers>(
     // Every process rounds the same agreed t0 the same way.
     let t0_ns = align_start(
         &spec.publish.arrival,
-        peers.start_time(spec, LEAD_IN).await?,
+        peers.start_time(spec, ctx.lead_in).await?,
     );
     let mut variant = Variant::new(ctx, spec, share, t0_ns, connected.messages);
     // However the variant ends, failed included, its consumer clients end
@@ -203,7 +206,7 @@ impl<'a> Variant<'a> {
             expected: messages + spec.preloaded,
             bar: ctx
                 .progress
-                .variant(&spec.label, spec.warmup + spec.duration + LEAD_IN),
+                .variant(&spec.label, spec.warmup + spec.duration + ctx.lead_in),
             consumers: start::Consumers::default(),
             sampler: None,
             telemetry: None,

@@ -30,6 +30,8 @@ pub struct SideOptions {
     pub connection: ConnectionRequest,
     /// Monitoring endpoint of an external server, for server CPU.
     pub monitor: Option<String>,
+    /// The external server's processes on this host: server CPU from /proc.
+    pub server_pids: Vec<u32>,
 }
 
 /// A profile ready for any of its scenarios: its account checked and its
@@ -55,6 +57,7 @@ pub async fn serve(options: SideOptions, stop: CancellationToken) -> Result<i32>
         keep: false,
         fail_fast: false,
         monitor: options.monitor,
+        server_pids: options.server_pids,
         metrics_listen: None,
         progress: ProgressMode::Never,
         workers: None,
@@ -157,13 +160,20 @@ fn read_stdin() -> tokio::sync::mpsc::Receiver<String> {
     receive
 }
 
+/// The lead-in of a warm side's drives (a run's is [`crate::drive::LEAD_IN`]).
+const WARM_LEAD_IN: std::time::Duration = std::time::Duration::from_millis(40);
+
 impl Session<'_> {
     /// Checks the profile's account and builds the context every turn of
     /// it runs in.
     fn warm(&self, profile: Profile) -> Result<Warm> {
         let server_plan = self.server_plan(&profile);
         let stream_max_bytes = self.check_account(&profile, &server_plan)?;
-        let ctx = self.context(server_plan, stream_max_bytes);
+        let mut ctx = self.context(server_plan, stream_max_bytes);
+        // The side's clients connect before each drive's t0 as a run's
+        // do, in a process whose code is already warm: a fifth of a run's
+        // lead-in is time enough, and a turn is shorter by the rest.
+        ctx.lead_in = WARM_LEAD_IN;
         self.progress.println(&format!(
             "jsbench ab-side: profile {} against nats-server {} (R{}) at {}",
             profile.name,

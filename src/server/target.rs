@@ -102,12 +102,14 @@ impl Target {
 
     /// Where the server's CPU time is read: the processes jsbench started,
     /// or an external server's monitoring endpoint when one is given.
-    pub fn server_cpu(&self, monitor: Option<&str>) -> ServerCpu {
+    pub fn server_cpu(&self, monitor: Option<&str>, pids: &[u32]) -> ServerCpu {
         match (self, monitor) {
             (Target::Embedded(s), _) => ServerCpu::Processes(vec![s.pid()]),
             (Target::Cluster(c), _) => {
                 ServerCpu::Processes(c.members().map(|(_, s)| s.pid()).collect())
             }
+            // An external server whose processes are on this host (ab's).
+            (Target::External, _) if !pids.is_empty() => ServerCpu::Processes(pids.to_vec()),
             (Target::External, Some(list)) => ServerCpu::Varz(
                 monitors_from_list(list)
                     .into_iter()

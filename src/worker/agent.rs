@@ -523,6 +523,7 @@ async fn run_part(
             monitors: Vec::new(),
             faults: None,
             workers: None,
+            lead_in: crate::drive::LEAD_IN,
         };
         let outcome = drive_share(&ctx, &spec, &share, &mut orders).await?;
         let counts = part_counts(&outcome.sends, &outcome.acks, &outcome.consumers);

@@ -73,6 +73,7 @@ pub fn options(server: &str, profile: &Path, out: &Path) -> jsbench::run::RunOpt
         out: out.to_path_buf(),
         keep: false,
         monitor: None,
+        server_pids: Vec::new(),
         metrics_listen: None,
         fail_fast: false,
         progress: jsbench::system::progress::ProgressMode::Never,
