@@ -20,10 +20,12 @@
 //! - [`tails`]: p99 and p99.9 from the pairs' histograms merged per side.
 //! - [`render`]: ab.json, the Markdown table, the terminal table.
 //! - [`chart`]: the paired ratios with their intervals, and report.html.
+//! - [`simulate`]: detection power from A/A comparisons, by the same judge.
 
 pub mod chart;
 pub mod judge;
 pub mod render;
+pub mod simulate;
 pub mod slice;
 pub mod stats;
 pub mod tails;

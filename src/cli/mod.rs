@@ -162,9 +162,25 @@ Documentation: docs/ab.md (the method, the sides, detection power measured here)
     /// One side of `jsbench ab`, kept warm: a scenario per request on stdin (src/ab/window.rs)
     #[command(hide = true)]
     AbSide(Box<AbSideArgs>),
+    /// Detection power of `jsbench ab`, simulated from A/A comparisons (docs/ab.md)
+    #[command(hide = true)]
+    AbSimulate(AbSimulateArgs),
 }
 
 /// `jsbench ab-side`: what `ab` starts per side; not for people.
+#[derive(clap::Args, Debug)]
+struct AbSimulateArgs {
+    /// ab folders of A/A comparisons (each holds an ab.json)
+    #[arg(value_name = "FOLDER", required = true)]
+    folders: Vec<PathBuf>,
+    /// Simulated comparisons per row
+    #[arg(long, default_value_t = 400)]
+    runs: usize,
+    /// Planted effects, each a change in the metric's worse direction
+    #[arg(long, value_delimiter = ',', default_value = "5%,10%,20%", value_parser = crate::compare::parse_threshold)]
+    effects: Vec<f64>,
+}
+
 #[derive(clap::Args, Debug)]
 struct AbSideArgs {
     /// Bundled profile names or paths to TOML files
@@ -598,6 +614,13 @@ fn dispatch(cli: Cli) -> Result<i32> {
             runtime.block_on(crate::ab::command(options, stop))
         }
         Command::AbSide(args) => ab_side(*args),
+        Command::AbSimulate(args) => {
+            print!(
+                "{}",
+                crate::ab::simulate::command(&args.folders, args.runs, &args.effects)?
+            );
+            Ok(EXIT_OK)
+        }
         Command::Compare(args) => crate::compare::command(&crate::compare::CompareOptions {
             base: args.base,
             new: args.new,

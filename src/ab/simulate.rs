@@ -1,0 +1,345 @@
+//! What `jsbench ab` can detect, simulated from measured noise with the
+//! very judge that runs it.
+//!
+//! Planted regressions measure power one effect at a time, five minutes a
+//! try. The A/A comparisons already made hold this machine's noise: every
+//! pair's NEW/BASE ratio per metric. A simulated comparison draws, for each
+//! judged metric, as many pairs as a real one got (with replacement, from
+//! every A/A comparison pooled), moves one metric's NEW side by a planted
+//! factor in its worse direction, and judges the pairs with
+//! [`super::judge::judge_metrics`] at every look a real comparison takes
+//! (interim looks at 8, 16, ... pairs, then the final one). Power is the
+//! share of simulated comparisons that call the planted metric regressed;
+//! a false alarm, a regression called with nothing planted. Each metric's
+//! pooled log ratios are centred on zero first: two identical builds
+//! differ by nothing, and a few runs' sampling error in the centre would
+//! otherwise read as an effect in every draw.
+//!
+//! What it cannot know: tails a real comparison judges from merged
+//! histograms are judged here from their per-pair ratios (more noise, so
+//! less power than a real run has); an effect that changes the noise as
+//! well as the centre; and the correlation between metrics of one pair.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+
+use super::AbReport;
+use super::judge::{self, Judgement, Look, PairedVerdict, Rule, Tails, Track};
+use crate::record::metrics::Direction;
+use crate::system::error::UsageError;
+
+/// A judged metric's pooled A/A ratios, and how many pairs a comparison gave it.
+struct Pool {
+    template: Judgement,
+    ratios: Vec<f64>,
+    pairs: usize,
+}
+
+/// Reads every A/A comparison, pools each judged metric's ratios and prints
+/// the table: per metric, its A/A false alarms and its power against each
+/// planted effect, and the smallest effect flagged in 9 runs of 10.
+pub fn command(folders: &[PathBuf], runs: usize, effects: &[f64]) -> Result<String> {
+    let reports: Vec<AbReport> = folders
+        .iter()
+        .map(|f| {
+            let path = f.join("ab.json");
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| UsageError(format!("cannot read {}: {e}", path.display())))?;
+            serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))
+        })
+        .collect::<Result<_>>()?;
+    let Some(first) = reports.first() else {
+        return Err(UsageError("ab-simulate needs at least one ab folder".into()).into());
+    };
+    let rule = first.rule.clone();
+    let pools = pool(&reports);
+    if pools.is_empty() {
+        return Err(
+            UsageError("the ab folders judged no metric: nothing to simulate".into()).into(),
+        );
+    }
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} A/A comparison(s) pooled; {runs} simulated comparisons per row; false-alarm rate {:.2}%; pairs per metric as the comparisons got them (median)\n",
+        reports.len(),
+        rule.alpha() * 100.0
+    );
+    let _ = writeln!(
+        out,
+        "| metric | pairs | spread | false alarms (any metric) | {} | flagged 9 in 10 from |",
+        effects
+            .iter()
+            .map(|e| format!("{:+}%", e * 100.0))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    let _ = writeln!(
+        out,
+        "|---|---:|---:|---:|{}---:|",
+        "---:|".repeat(effects.len())
+    );
+    let keys: Vec<String> = pools.keys().cloned().collect();
+    let any_alarm = false_alarms(&pools, &rule, runs);
+    for key in &keys {
+        let p = &pools[key];
+        let powers: Vec<f64> = effects
+            .iter()
+            .map(|&e| power(&pools, key, e, &rule, runs))
+            .collect();
+        let smallest = smallest_flagged(&pools, key, &rule, runs / 4);
+        let _ = writeln!(
+            out,
+            "| `{key}` | {} | {} | {:.1}% | {} | {} |",
+            p.pairs,
+            judge::spread(&logs(&p.ratios)).map_or("–".into(), |s| format!("{:.1}%", s * 100.0)),
+            any_alarm * 100.0,
+            powers
+                .iter()
+                .map(|p| format!("{:.0}%", p * 100.0))
+                .collect::<Vec<_>>()
+                .join(" | "),
+            smallest.map_or("none up to ×3".into(), |s| format!("{:+.0}%", s * 100.0)),
+        );
+    }
+    Ok(out)
+}
+
+fn logs(ratios: &[f64]) -> Vec<f64> {
+    ratios
+        .iter()
+        .filter(|r| **r > 0.0)
+        .map(|r| r.ln())
+        .collect()
+}
+
+/// Every judged metric's ratios over all the comparisons.
+fn pool(reports: &[AbReport]) -> BTreeMap<String, Pool> {
+    let mut pools: BTreeMap<String, (Judgement, Vec<f64>, Vec<usize>)> = BTreeMap::new();
+    for r in reports {
+        for m in r.metrics.iter().filter(|m| m.class.is_some()) {
+            let e = pools
+                .entry(m.key.label(reports[0].profiles.len() > 1))
+                .or_insert_with(|| (m.clone(), Vec::new(), Vec::new()));
+            e.1.extend(
+                m.ratios
+                    .iter()
+                    .copied()
+                    .filter(|r| r.is_finite() && *r > 0.0),
+            );
+            e.2.push(m.ratios.len());
+        }
+    }
+    pools
+        .into_iter()
+        .filter(|(_, (_, ratios, _))| !ratios.is_empty())
+        .map(|(k, (template, ratios, mut counts))| {
+            counts.sort_unstable();
+            let pairs = counts[counts.len() / 2].max(1);
+            // Identical builds differ by nothing: the pool's own centre is
+            // the sampling error of a few runs, and left in it would read
+            // as an effect in every draw.
+            let centre = crate::record::spread::median(&logs(&ratios)).unwrap_or(0.0);
+            let ratios = ratios.iter().map(|r| r / centre.exp()).collect();
+            (
+                k,
+                Pool {
+                    template,
+                    ratios,
+                    pairs,
+                },
+            )
+        })
+        .collect()
+}
+
+/// One simulated comparison: each metric's pairs drawn, `plant` (metric,
+/// factor in its worse direction) applied; whether each metric was called
+/// regressed at any look.
+fn simulate(
+    pools: &BTreeMap<String, Pool>,
+    plant: Option<(&str, f64)>,
+    rule: &Rule,
+    seed: u64,
+) -> BTreeMap<String, bool> {
+    let drawn: Vec<(&String, Vec<f64>)> = pools
+        .iter()
+        .enumerate()
+        .map(|(m, (key, p))| {
+            let worse = match (plant, p.template.direction) {
+                (Some((k, f)), Direction::Higher) if k == key => 1.0 / f,
+                (Some((k, f)), _) if k == key => f,
+                _ => 1.0,
+            };
+            let ratios = (0..p.pairs as u64)
+                .map(|i| {
+                    let u = crate::record::random::unit(seed, m as u64, i);
+                    p.ratios[((u * p.ratios.len() as f64) as usize).min(p.ratios.len() - 1)] * worse
+                })
+                .collect();
+            (key, ratios)
+        })
+        .collect();
+    let total: usize = drawn.iter().map(|(_, r)| r.len()).sum();
+    let mut flagged: BTreeMap<String, bool> = pools.keys().map(|k| (k.clone(), false)).collect();
+    // The looks of a real comparison, by its total pairs; each metric has
+    // the share of its pairs the comparison had reached by then.
+    let mut looks: Vec<Look> = (1..=total).filter_map(|n| Look::interim(n, rule)).collect();
+    looks.push(Look::last(total, rule));
+    for look in looks {
+        let tracks: Vec<Track> = drawn
+            .iter()
+            .map(|(key, ratios)| {
+                let p = &pools[*key];
+                let upto = (ratios.len() * look.pairs)
+                    .div_ceil(total.max(1))
+                    .min(ratios.len());
+                Track {
+                    key: p.template.key.clone(),
+                    unit: p.template.unit.clone(),
+                    direction: p.template.direction,
+                    class: p.template.class,
+                    // At BASE's own level: a latency floor reads the values.
+                    pairs: ratios[..upto]
+                        .iter()
+                        .map(|&r| {
+                            let b = p.template.base_median.unwrap_or(1.0);
+                            (Some(b), Some(b * r))
+                        })
+                        .collect(),
+                    why_not: None,
+                }
+            })
+            .collect();
+        let judged = judge::judge_metrics(&tracks, rule, &look, &Tails::new());
+        for ((key, _), j) in drawn.iter().zip(&judged) {
+            if j.verdict == PairedVerdict::Regressed {
+                flagged.insert((*key).clone(), true);
+            }
+        }
+        if judged.iter().any(|j| j.verdict.fails()) {
+            break;
+        }
+    }
+    flagged
+}
+
+/// The share of simulated A/A comparisons with any metric regressed.
+fn false_alarms(pools: &BTreeMap<String, Pool>, rule: &Rule, runs: usize) -> f64 {
+    let alarms = (0..runs as u64)
+        .filter(|&r| simulate(pools, None, rule, 0xA11A + r).values().any(|f| *f))
+        .count();
+    alarms as f64 / runs as f64
+}
+
+/// The share of simulated comparisons that call `key` regressed when it
+/// is `effect` worse.
+fn power(pools: &BTreeMap<String, Pool>, key: &str, effect: f64, rule: &Rule, runs: usize) -> f64 {
+    let hits = (0..runs as u64)
+        .filter(|&r| simulate(pools, Some((key, 1.0 + effect)), rule, 0xB0B + r)[key])
+        .count();
+    hits as f64 / runs as f64
+}
+
+/// The smallest effect (on a grid from 2% to +200%) flagged in 9 of 10.
+fn smallest_flagged(
+    pools: &BTreeMap<String, Pool>,
+    key: &str,
+    rule: &Rule,
+    runs: usize,
+) -> Option<f64> {
+    const GRID: [f64; 14] = [
+        0.02, 0.03, 0.05, 0.07, 0.10, 0.15, 0.20, 0.25, 0.30, 0.40, 0.50, 0.75, 1.0, 2.0,
+    ];
+    GRID.into_iter()
+        .find(|&e| power(pools, key, e, rule, runs.max(20)) >= 0.9)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ab::judge::{Class, Key};
+
+    fn pool(metric: &str, unit: &str, direction: Direction, class: Class, wobble: f64) -> Pool {
+        let key = Key {
+            profile: "ci".into(),
+            scenario: "s".into(),
+            variant: "v".into(),
+            metric: metric.into(),
+        };
+        let template = Judgement {
+            key,
+            unit: unit.into(),
+            direction,
+            class: Some(class),
+            threshold: None,
+            ratios: Vec::new(),
+            base_median: Some(500.0),
+            new_median: None,
+            ratio: None,
+            low: None,
+            high: None,
+            coverage: None,
+            p_worse: None,
+            p_better: None,
+            p_within: None,
+            spread: None,
+            detectable: None,
+            pairs_to_decide: None,
+            present: (0, 0),
+            why_not: None,
+            tail: None,
+            verdict: PairedVerdict::Unchanged,
+        };
+        let ratios = (0..40)
+            .map(|i| 1.0 + wobble * f64::from(i % 9 - 4) / 4.0)
+            .collect();
+        Pool {
+            template,
+            ratios,
+            pairs: 24,
+        }
+    }
+
+    #[test]
+    fn a_planted_regression_is_found_and_nothing_planted_is_quiet() {
+        let rule = Rule {
+            throughput: 0.05,
+            latency: 0.10,
+            cost: 0.05,
+            confidence: 0.99,
+            only: Vec::new(),
+        };
+        let pools = BTreeMap::from([
+            (
+                "rate".to_string(),
+                pool(
+                    "publish_rate",
+                    "msg/s",
+                    Direction::Higher,
+                    Class::Throughput,
+                    0.02,
+                ),
+            ),
+            (
+                "p50".to_string(),
+                pool(
+                    "e2e_latency.p50",
+                    "us",
+                    Direction::Lower,
+                    Class::Latency,
+                    0.02,
+                ),
+            ),
+        ]);
+        assert_eq!(false_alarms(&pools, &rule, 50), 0.0);
+        assert_eq!(power(&pools, "rate", 0.20, &rule, 50), 1.0);
+        assert_eq!(power(&pools, "p50", 0.30, &rule, 50), 1.0);
+        // Within the noise and under half the threshold: never flagged.
+        assert_eq!(power(&pools, "rate", 0.01, &rule, 50), 0.0);
+        assert!(smallest_flagged(&pools, "rate", &rule, 20).is_some_and(|e| e <= 0.10));
+    }
+}
