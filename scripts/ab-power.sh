@@ -19,9 +19,10 @@
 #
 # Writes OUT/runs.tsv (one line per ab run) and OUT/power.md (the table:
 # the true effect as the pooled pairs of all tries measured it, and how many
-# tries flagged it; then, from the A/A pairs, the smallest regression of
-# every judged metric flagged in 9 of 10 simulated runs). A second run skips
-# the runs runs.tsv already has.
+# tries flagged it; A/A runs count false alarms (exit 1) and inconclusive
+# ones (exit 3) apart; then, from the A/A pairs, every judged metric's
+# power against planted effects by `jsbench ab-simulate`). A second run
+# skips the runs runs.tsv already has.
 #
 # `touch OUT/PAUSE` holds the next run until the file is removed, so the
 # machine can be used for something else without a run measuring it.
@@ -57,7 +58,9 @@ size_wrapper() {
     local scenario=$1 size=$2 path=$out/bin/$1-size-$2.sh
     cat > "$path" <<EOF
 #!/bin/sh
-# jsbench whose $scenario scenario sends $size-byte messages
+# jsbench whose $scenario scenario sends $size-byte messages, as a warm
+# side (ab-side) or a slice (run) alike
+command="\$1"
 profile="\$2"
 patched="\$profile.$scenario-$size.toml"
 awk -v want="$scenario" -v size="$size" '
@@ -67,7 +70,7 @@ awk -v want="$scenario" -v size="$size" '
     { print }
 ' "\$profile" > "\$patched"
 shift 2
-exec "$jsbench" run "\$patched" "\$@"
+exec "$jsbench" "\$command" "\$patched" "\$@"
 EOF
     chmod +x "$path"
     echo "$path"
@@ -160,17 +163,21 @@ for config, target in targets.items():
                 ratios += m["ratios"]
     effect = f"{(statistics.median(ratios) - 1) * 100:+.1f}% ({len(ratios)} pairs)" if ratios else "-"
     if config == "aa":
-        flagged = sum(1 for r in runs if r["exit"] != "0")
-        what = "false alarms"
+        flagged = sum(1 for r in runs if r["exit"] == "1")
+        undecided = sum(1 for r in runs if r["exit"] == "3")
+        what = f"false alarms, {undecided} inconclusive"
     else:
         flagged = sum(1 for r in runs if r["exit"] == "1" and target in r["regressed"])
         what = "caught"
     seconds = statistics.median(int(r["seconds"]) for r in runs)
     print(f"| {config} | {target} | {effect} | {flagged} {what} | {len(runs)} | {seconds:.0f} s |")
 PY
-# The smallest regression each judged metric would show, simulated from
-# the A/A pairs (scripts/ab-power-sim.py says how and what it cannot know).
-if grep -q '^aa' "$out/runs.tsv"; then
-    { echo; python3 "$root/scripts/ab-power-sim.py" "$out"; } >> "$out/power.md"
+# Each judged metric's power against planted effects and its false alarms,
+# simulated from the A/A pairs by the judge ab runs (src/ab/simulate.rs
+# says how and what it cannot know).
+aa_folders=$(awk -F'\t' '$1 == "aa" && $8 != "" { print $8 }' "$out/runs.tsv")
+if [[ -n $aa_folders ]]; then
+    # shellcheck disable=SC2086
+    { echo; "$jsbench" ab-simulate $aa_folders --runs 400; } >> "$out/power.md"
 fi
 cat "$out/power.md"
