@@ -1033,9 +1033,11 @@ fn side_info(side: &Side) -> SideInfo {
 /// A scenario by its profile's name and its own.
 type ScenarioRef = (String, String);
 
-/// The (profile, scenario) names a slice must still run: every scenario
-/// until a look has judged them, then those with a judged metric still
-/// undecided.
+/// The (profile, scenario) names the pairs must still run: every scenario
+/// until a look has judged it, then those with a judged metric still
+/// undecided. A scenario no judged pair has measured yet stays (with warm
+/// sides the scenarios take turns, and a look may come before a
+/// scenario's first turn).
 fn undecided_scenarios(report: &AbReport, profiles: &[Profile]) -> Vec<(String, String)> {
     let all = profiles.iter().flat_map(|p| {
         p.scenarios
@@ -1046,9 +1048,13 @@ fn undecided_scenarios(report: &AbReport, profiles: &[Profile]) -> Vec<(String, 
         return all.collect();
     }
     all.filter(|(p, s)| {
-        report
-            .judged()
-            .any(|m| &m.key.profile == p && &m.key.scenario == s && !m.verdict.decided())
+        let mut metrics = report
+            .metrics
+            .iter()
+            .filter(|m| &m.key.profile == p && &m.key.scenario == s)
+            .peekable();
+        metrics.peek().is_none()
+            || metrics.any(|m| m.verdict != PairedVerdict::NotJudged && !m.verdict.decided())
     })
     .collect()
 }

@@ -79,8 +79,13 @@ fn side_line(role: &str, s: &super::SideInfo) -> String {
 
 fn method_line(r: &AbReport) -> String {
     format!(
-        "{} judged pair(s) of slices in ABBA order after a warm-up pair, against {}, {:.0}s ({}); per metric the NEW/BASE ratio of the pairs (Hodges–Lehmann); regressed when worse than half the threshold beyond chance, unchanged when not worse by the threshold ({} for rates and CPU per message, {} for latency percentiles); at most {} false alarm(s) in 100 comparisons of identical builds, over every metric, check and look (Holm, Tarone, looks at 8, 16, 32, ... pairs)",
+        "{} judged pair(s) of {} in ABBA order after a warm-up pair, against {}, {:.0}s ({}); per metric the NEW/BASE ratio of the pairs (Hodges–Lehmann); regressed when worse than half the threshold beyond chance, unchanged when not worse by the threshold ({} for rates and CPU per message, {} for latency percentiles); at most {} false alarm(s) in 100 comparisons of identical builds, over every metric, check and look (Holm, Tarone, looks at 8, 16, 32, ... pairs)",
         r.looks.last().map_or(0, |l| l.pairs),
+        if r.mode == "windows" {
+            "warm turns"
+        } else {
+            "slices"
+        },
         r.target,
         r.elapsed_s,
         stopped(r),
