@@ -633,23 +633,24 @@ async fn run_pair(
             let result = sides
                 .pair(pairs.sides, &units, order, pairs.dir, index, pairs.stop)
                 .await;
-            match result {
-                Ok(pair) => Ok(pair),
-                Err(e) => {
-                    let interrupted = matches!(
-                        e.downcast_ref::<SliceError>(),
-                        Some(SliceError::Interrupted)
-                    );
-                    report.stopped = Some(if interrupted {
-                        Stopped::Interrupted
-                    } else {
-                        Stopped::SliceFailed
-                    });
-                    Err((!interrupted).then_some(e))
-                }
-            }
+            result.map_err(|e| stopped_by(report, e))
         }
     }
+}
+
+/// What stopped a pair, in the report: a Ctrl-C (kept quiet: what was
+/// measured is judged) or a side that failed (its error comes back).
+fn stopped_by(report: &mut AbReport, e: anyhow::Error) -> Option<anyhow::Error> {
+    let interrupted = matches!(
+        e.downcast_ref::<SliceError>(),
+        Some(SliceError::Interrupted)
+    );
+    report.stopped = Some(if interrupted {
+        Stopped::Interrupted
+    } else {
+        Stopped::SliceFailed
+    });
+    (!interrupted).then_some(e)
 }
 
 /// Whether BASE goes first: in odd pairs and the warm-up pair (ABBA: every
@@ -706,18 +707,7 @@ async fn slice_pair(
         let slice_dir = dir.join("slices").join(name);
         match slice::run(side, &slice_profiles, &slice_dir, limit, slice_cpus, stop).await {
             Ok(result) => done.push(result),
-            Err(e) => {
-                let interrupted = matches!(
-                    e.downcast_ref::<SliceError>(),
-                    Some(SliceError::Interrupted)
-                );
-                report.stopped = Some(if interrupted {
-                    Stopped::Interrupted
-                } else {
-                    Stopped::SliceFailed
-                });
-                return Err((!interrupted).then_some(e));
-            }
+            Err(e) => return Err(stopped_by(report, e)),
         }
     }
     let elapsed = started.elapsed();
