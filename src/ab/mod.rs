@@ -92,6 +92,8 @@ pub struct AbOptions {
     pub threshold: Option<f64>,
     pub latency_threshold: Option<f64>,
     pub confidence: f64,
+    /// The chance a metric worse by its threshold passes as unchanged.
+    pub miss: f64,
     pub only: Vec<String>,
     /// Keep the servers on CPU 0 and the slices on the other CPUs.
     pub pin: bool,
@@ -934,6 +936,7 @@ fn rule(options: &AbOptions, profiles: &[Profile]) -> Result<Rule> {
         })?
         .unwrap_or(DEFAULT_LATENCY_THRESHOLD),
         confidence: options.confidence,
+        miss: options.miss,
         only,
     })
 }

@@ -79,7 +79,7 @@ fn side_line(role: &str, s: &super::SideInfo) -> String {
 
 fn method_line(r: &AbReport) -> String {
     format!(
-        "{} judged pair(s) of {} in ABBA order after a warm-up pair, against {}, {:.0}s ({}); per metric the NEW/BASE ratio of the pairs (Hodges–Lehmann); regressed when worse than half the threshold beyond chance, unchanged when not worse by the threshold ({} for rates and CPU per message, {} for latency percentiles); at most {} false alarm(s) in 100 comparisons of identical builds, over every metric, check and look (Holm, Tarone, looks at 8, 16, 32, ... pairs)",
+        "{} judged pair(s) of {} in ABBA order after a warm-up pair, against {}, {:.0}s ({}); per metric the NEW/BASE ratio of the pairs (Hodges–Lehmann); regressed when worse than half the threshold beyond chance, unchanged when not worse by the threshold ({} for rates and CPU per message, {} for latency percentiles; the interval's worse end, one-sided, a change of the threshold passing at most {:.0} time(s) in 100 per metric); at most {} false alarm(s) in 100 comparisons of identical builds, over every metric, check and look (Holm, Tarone, looks at 8, 16, 32, ... pairs)",
         r.looks.last().map_or(0, |l| l.pairs),
         if r.mode == "windows" {
             "warm turns"
@@ -91,6 +91,7 @@ fn method_line(r: &AbReport) -> String {
         stopped(r),
         percent(r.rule.throughput),
         percent(r.rule.latency),
+        r.rule.miss * 100.0,
         format!("{:.2}", r.rule.alpha() * 100.0)
             .trim_end_matches('0')
             .trim_end_matches('.'),

@@ -38,11 +38,28 @@ struct Pool {
     pairs: usize,
 }
 
+/// What to simulate.
+pub struct Options<'a> {
+    /// A/A comparisons' folders.
+    pub folders: &'a [PathBuf],
+    pub runs: usize,
+    pub effects: &'a [f64],
+    /// Patterns (scenario/variant/metric) that keep a judged metric; empty
+    /// keeps every one.
+    pub only: &'a [String],
+    /// Pairs per metric instead of what the comparisons gave.
+    pub pairs: Option<usize>,
+}
+
 /// Reads every A/A comparison, pools each judged metric's ratios and prints
-/// the table: per metric, its A/A false alarms and its power against each
-/// planted effect, and the smallest effect flagged in 9 runs of 10.
-pub fn command(folders: &[PathBuf], runs: usize, effects: &[f64]) -> Result<String> {
-    let reports: Vec<AbReport> = folders
+/// the table: what share of simulated A/A comparisons fail and pass; per
+/// metric, how often a change of its threshold still passes, its power
+/// against each planted effect, and the smallest effect flagged in 9 runs
+/// of 10.
+pub fn command(options: &Options) -> Result<String> {
+    let (runs, effects) = (options.runs, options.effects);
+    let reports: Vec<AbReport> = options
+        .folders
         .iter()
         .map(|f| {
             let path = f.join("ab.json");
@@ -55,7 +72,13 @@ pub fn command(folders: &[PathBuf], runs: usize, effects: &[f64]) -> Result<Stri
         return Err(UsageError("ab-simulate needs at least one ab folder".into()).into());
     };
     let rule = first.rule.clone();
-    let pools = pool(&reports);
+    let mut pools = pool(&reports);
+    if !options.only.is_empty() {
+        pools.retain(|k, _| options.only.iter().any(|p| crate::compare::glob(p, k)));
+    }
+    if let Some(n) = options.pairs {
+        pools.values_mut().for_each(|p| p.pairs = n);
+    }
     if pools.is_empty() {
         return Err(
             UsageError("the ab folders judged no metric: nothing to simulate".into()).into(),
@@ -64,13 +87,22 @@ pub fn command(folders: &[PathBuf], runs: usize, effects: &[f64]) -> Result<Stri
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{} A/A comparison(s) pooled; {runs} simulated comparisons per row; false-alarm rate {:.2}%; pairs per metric as the comparisons got them (median)\n",
+        "{} A/A comparison(s) pooled; {runs} simulated comparisons per row; false-alarm rate {:.2}%, miss rate {:.0}%; pairs per metric as the comparisons got them (median)\n",
         reports.len(),
-        rule.alpha() * 100.0
+        rule.alpha() * 100.0,
+        rule.miss * 100.0
+    );
+    let keys: Vec<String> = pools.keys().cloned().collect();
+    let (any_alarm, aa_passed) = false_alarms(&pools, &rule, runs);
+    let _ = writeln!(
+        out,
+        "simulated A/A comparisons: {:.1}% fail (a false alarm), {:.1}% pass, the rest end inconclusive\n",
+        any_alarm * 100.0,
+        aa_passed * 100.0
     );
     let _ = writeln!(
         out,
-        "| metric | pairs | spread | false alarms (any metric) | {} | flagged 9 in 10 from |",
+        "| metric | pairs | spread | passed when worse by τ | {} | flagged 9 in 10 from |",
         effects
             .iter()
             .map(|e| format!("{:+}%", e * 100.0))
@@ -82,8 +114,6 @@ pub fn command(folders: &[PathBuf], runs: usize, effects: &[f64]) -> Result<Stri
         "|---|---:|---:|---:|{}---:|",
         "---:|".repeat(effects.len())
     );
-    let keys: Vec<String> = pools.keys().cloned().collect();
-    let any_alarm = false_alarms(&pools, &rule, runs);
     for key in &keys {
         let p = &pools[key];
         let powers: Vec<f64> = effects
@@ -96,7 +126,7 @@ pub fn command(folders: &[PathBuf], runs: usize, effects: &[f64]) -> Result<Stri
             "| `{key}` | {} | {} | {:.1}% | {} | {} |",
             p.pairs,
             judge::spread(&logs(&p.ratios)).map_or("–".into(), |s| format!("{:.1}%", s * 100.0)),
-            any_alarm * 100.0,
+            passed_at_threshold(&pools, key, &rule, runs) * 100.0,
             powers
                 .iter()
                 .map(|p| format!("{:.0}%", p * 100.0))
@@ -156,15 +186,24 @@ fn pool(reports: &[AbReport]) -> BTreeMap<String, Pool> {
         .collect()
 }
 
+/// What one simulated comparison ended with.
+struct Outcome {
+    /// Whether each metric was called regressed at some look.
+    flagged: BTreeMap<String, bool>,
+    /// Whether it passed: at a look every judged metric decided, none
+    /// failing (the look where a real comparison stops with exit 0).
+    passed: bool,
+}
+
 /// One simulated comparison: each metric's pairs drawn, `plant` (metric,
-/// factor in its worse direction) applied; whether each metric was called
-/// regressed at any look.
+/// factor in its worse direction) applied, judged look by look until a
+/// failure or a pass, as a real comparison stops.
 fn simulate(
     pools: &BTreeMap<String, Pool>,
     plant: Option<(&str, f64)>,
     rule: &Rule,
     seed: u64,
-) -> BTreeMap<String, bool> {
+) -> Outcome {
     let drawn: Vec<(&String, Vec<f64>)> = pools
         .iter()
         .enumerate()
@@ -223,23 +262,49 @@ fn simulate(
         if judged.iter().any(|j| j.verdict.fails()) {
             break;
         }
+        let live = || judged.iter().filter(|j| j.class.is_some());
+        if live().count() > 0 && live().all(|j| j.verdict.decided()) {
+            return Outcome {
+                flagged,
+                passed: true,
+            };
+        }
     }
-    flagged
+    Outcome {
+        flagged,
+        passed: false,
+    }
 }
 
-/// The share of simulated A/A comparisons with any metric regressed.
-fn false_alarms(pools: &BTreeMap<String, Pool>, rule: &Rule, runs: usize) -> f64 {
-    let alarms = (0..runs as u64)
-        .filter(|&r| simulate(pools, None, rule, 0xA11A + r).values().any(|f| *f))
+/// The shares of simulated A/A comparisons with any metric regressed, and
+/// that passed.
+fn false_alarms(pools: &BTreeMap<String, Pool>, rule: &Rule, runs: usize) -> (f64, f64) {
+    let outcomes: Vec<Outcome> = (0..runs as u64)
+        .map(|r| simulate(pools, None, rule, 0xA11A + r))
+        .collect();
+    let share =
+        |f: fn(&Outcome) -> bool| outcomes.iter().filter(|o| f(o)).count() as f64 / runs as f64;
+    (
+        share(|o| o.flagged.values().any(|f| *f)),
+        share(|o| o.passed),
+    )
+}
+
+/// The share of simulated comparisons that pass when `key` is worse by
+/// its whole threshold: the miss rate the pass promises to hold.
+fn passed_at_threshold(pools: &BTreeMap<String, Pool>, key: &str, rule: &Rule, runs: usize) -> f64 {
+    let tau = pools[key].template.threshold.unwrap_or(rule.throughput);
+    let passed = (0..runs as u64)
+        .filter(|&r| simulate(pools, Some((key, 1.0 + tau)), rule, 0x7A0 + r).passed)
         .count();
-    alarms as f64 / runs as f64
+    passed as f64 / runs as f64
 }
 
 /// The share of simulated comparisons that call `key` regressed when it
 /// is `effect` worse.
 fn power(pools: &BTreeMap<String, Pool>, key: &str, effect: f64, rule: &Rule, runs: usize) -> f64 {
     let hits = (0..runs as u64)
-        .filter(|&r| simulate(pools, Some((key, 1.0 + effect)), rule, 0xB0B + r)[key])
+        .filter(|&r| simulate(pools, Some((key, 1.0 + effect)), rule, 0xB0B + r).flagged[key])
         .count();
     hits as f64 / runs as f64
 }
@@ -311,6 +376,7 @@ mod tests {
             latency: 0.10,
             cost: 0.05,
             confidence: 0.99,
+            miss: 0.10,
             only: Vec::new(),
         };
         let pools = BTreeMap::from([
@@ -335,7 +401,13 @@ mod tests {
                 ),
             ),
         ]);
-        assert_eq!(false_alarms(&pools, &rule, 50), 0.0);
+        let (alarms, passed) = false_alarms(&pools, &rule, 50);
+        assert_eq!(alarms, 0.0);
+        // Spread of a few percent over 24 pairs: identical builds pass.
+        assert!(passed >= 0.9, "A/A passed {passed}");
+        // Worse by the whole threshold: the pass lets it through at most
+        // about β (10%) of the time.
+        assert!(passed_at_threshold(&pools, "rate", &rule, 50) <= 0.2);
         assert_eq!(power(&pools, "rate", 0.20, &rule, 50), 1.0);
         assert_eq!(power(&pools, "p50", 0.30, &rule, 50), 1.0);
         // Within the noise and under half the threshold: never flagged.

@@ -142,7 +142,8 @@ shared machine where unpaired runs move 15-30%. A side is a jsbench binary \
 (--base-jsbench/--new-jsbench, two commits' builds; an older build runs its slices as a plain `run`), \
 a nats-server binary (--base-server/--new-server, started as each slice's embedded server), or, with \
 neither, this build twice: an A/A run that shows the noise. A metric regressed when NEW is worse by \
-more than half its threshold beyond chance, is unchanged when it is not worse by the threshold; \
+more than half its threshold beyond chance, is unchanged when it is not worse by the threshold (a \
+one-sided test per metric at --miss-rate: a change of the threshold passes at most 1 time in 10); \
 p99 and p99.9 are judged from the pairs' histograms merged per side. The false-alarm rate (1 - \
 --confidence) holds over every metric, check and look (at 8, 16, 32, ... pairs). A check fails NEW \
 when NEW breaks it where BASE holds it more often than chance allows. The comparison stops once \
@@ -167,7 +168,7 @@ Documentation: docs/ab.md (the method, the sides, detection power measured here)
     AbSimulate(AbSimulateArgs),
 }
 
-/// `jsbench ab-side`: what `ab` starts per side; not for people.
+/// `jsbench ab-simulate`: what the docs' power table is drawn with.
 #[derive(clap::Args, Debug)]
 struct AbSimulateArgs {
     /// ab folders of A/A comparisons (each holds an ab.json)
@@ -179,6 +180,14 @@ struct AbSimulateArgs {
     /// Planted effects, each a change in the metric's worse direction
     #[arg(long, value_delimiter = ',', default_value = "5%,10%,20%", value_parser = crate::compare::parse_threshold)]
     effects: Vec<f64>,
+    /// Simulate only the judged metrics whose scenario/variant/metric matches (`*` a
+    /// wildcard): the judge list a profile would have
+    #[arg(long, value_name = "PATTERN")]
+    only: Vec<String>,
+    /// Give every metric this many pairs instead of what the comparisons gave it: the
+    /// budget or rotation a profile would have
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(4..=10000))]
+    pairs: Option<u32>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -255,6 +264,10 @@ struct AbArgs {
     /// 1 - the false-alarm rate of the whole comparison: over every metric, check and look
     #[arg(long, value_name = "PERCENT", default_value = "99%", value_parser = confidence)]
     confidence: f64,
+    /// The chance that a metric NEW makes worse by its threshold still passes as unchanged,
+    /// per metric (passing needs every judged metric unchanged, so no correction across them)
+    #[arg(long, value_name = "PERCENT", default_value = "10%", value_parser = miss_rate)]
+    miss_rate: f64,
     /// Judge only metrics whose name matches (`*` a wildcard; with a `/`,
     /// scenario/variant/metric); repeatable; one that selects nothing is bad input.
     /// Default: the profile's [ab] judge list, else every rate, latency percentile and CPU
@@ -318,6 +331,15 @@ fn confidence(text: &str) -> Result<f64, String> {
         Ok(value)
     } else {
         Err(format!("{text:?}: a confidence is between 50% and 99.99%"))
+    }
+}
+
+fn miss_rate(text: &str) -> Result<f64, String> {
+    let value = crate::compare::parse_threshold(text)?;
+    if value > 0.0 && value <= 0.5 {
+        Ok(value)
+    } else {
+        Err(format!("{text:?}: a miss rate is above 0% and at most 50%"))
     }
 }
 
@@ -602,6 +624,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 threshold: args.threshold,
                 latency_threshold: args.latency_threshold,
                 confidence: args.confidence,
+                miss: args.miss_rate,
                 only: args.only,
                 pin: args.pin,
                 slice_cpus: args.slice_cpus.map(|c| c.0),
@@ -617,7 +640,13 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::AbSimulate(args) => {
             print!(
                 "{}",
-                crate::ab::simulate::command(&args.folders, args.runs, &args.effects)?
+                crate::ab::simulate::command(&crate::ab::simulate::Options {
+                    folders: &args.folders,
+                    runs: args.runs,
+                    effects: &args.effects,
+                    only: &args.only,
+                    pairs: args.pairs.map(|n| n as usize),
+                })?
             );
             Ok(EXIT_OK)
         }
