@@ -137,8 +137,8 @@ different profiles, set-ups or schema versions).",
     #[command(
         long_about = "Runs the profiles for two sides in alternating slices (ABBA order, after a warm-up \
 pair that is not judged) against one server, and judges each metric by its paired ratios NEW/BASE: \
-noise that moves both slices of a pair cancels in their ratio, so a few percent is visible on a \
-shared machine where unpaired runs move 15-30%. A side is a jsbench binary \
+noise that moves both turns of a pair cancels in their ratio (what remains, and so the smallest \
+change caught, depends on the machine: docs/ab.md measures it). A side is a jsbench binary \
 (--base-jsbench/--new-jsbench, two commits' builds; an older build runs its slices as a plain `run`), \
 a nats-server binary (--base-server/--new-server, started as each slice's embedded server), or, with \
 neither, this build twice: an A/A run that shows the noise. A metric regressed when NEW is worse by \
