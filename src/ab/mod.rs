@@ -180,9 +180,9 @@ pub struct AbReport {
     pub budget_s: f64,
     pub slice_s: Option<f64>,
     pub rule: Rule,
-    /// The fewest judged pairs with which any metric can be decided at
+    /// The fewest judged pairs with which a regression can be flagged at
     /// the first look (the signed-rank test's smallest p-value against the
-    /// look's rate).
+    /// look's rate); "unchanged", held to the miss rate, can need fewer.
     pub pairs_needed: usize,
     /// The pair run first and not judged: the sides' first slices warm
     /// caches, page in binaries and fill the server's free lists.
@@ -1156,7 +1156,7 @@ fn inconclusive_notes(report: &AbReport, judged: usize, undecided: &[&Judgement]
         undecided.len(),
         if pairs < report.pairs_needed {
             format!(
-                " (at least {} pairs are needed to decide anything at {:.0}% confidence)",
+                " (at least {} pairs are needed to flag a regression at {:.0}% confidence)",
                 report.pairs_needed,
                 report.rule.confidence * 100.0
             )
