@@ -485,7 +485,7 @@ async fn run_pairs(
         Source::Windows(_) => undecided_scenarios(report, pairs.profiles).len().max(1),
         Source::Slices(_) => 1,
     };
-    let warm = match run_pair(pairs, source, report, 0).await {
+    let warm = match run_pair(pairs, source, report, 0, order_of(0)).await {
         Ok(pair) => pair,
         Err(stop) => return Ok((slices, stop)),
     };
@@ -493,7 +493,13 @@ async fn run_pairs(
     // fits; before a unit's first, the warm-up pair's share per unit.
     let mut longest: BTreeMap<Option<ScenarioRef>, Duration> = BTreeMap::new();
     let first_guess = warm.2 / warm_units as u32;
-    report.warmup = Some(pair_record(report, pairs.dir, 0, None, (&warm.0, &warm.1)));
+    report.warmup = Some(pair_record(
+        pairs.dir,
+        0,
+        order_of(0),
+        None,
+        (&warm.0, &warm.1),
+    ));
     if let Some(e) = unmatched_patterns(&report.rule, &warm.0, &warm.1) {
         report.stopped = Some(Stopped::BadInput);
         report.notes.push(format!("{e}"));
@@ -515,16 +521,17 @@ async fn run_pairs(
             report.stopped = Some(Stopped::Budget);
             break;
         }
-        let (b, n, elapsed) = match run_pair(pairs, source, report, index).await {
+        let order = order_in(report, index, unit.as_ref());
+        let (b, n, elapsed) = match run_pair(pairs, source, report, index, order).await {
             Ok(pair) => pair,
             Err(stop) => return Ok((slices, stop)),
         };
         let slot = longest.entry(unit.clone()).or_default();
         *slot = (*slot).max(elapsed);
         report.pairs.push(pair_record(
-            report,
             pairs.dir,
             index,
+            order,
             unit.as_ref(),
             (&b, &n),
         ));
@@ -618,24 +625,24 @@ async fn open_source(pairs: &Pairs<'_>, report: &mut AbReport) -> Result<Source>
     }
 }
 
-/// One pair, from whichever source: BASE then NEW, or NEW then BASE for
-/// an even `index` (the warm-up pair is 0).
+/// One pair, from whichever source, its sides run in `order` (the
+/// warm-up pair is index 0).
 async fn run_pair(
     pairs: &Pairs<'_>,
     source: &mut Source,
     report: &mut AbReport,
     index: usize,
+    order: warm::Order,
 ) -> Result<(SliceResult, SliceResult, Duration), Option<anyhow::Error>> {
     let unit = source.unit(report, pairs.profiles, index);
     match source {
-        Source::Slices(running) => slice_pair(pairs, running, report, index).await,
+        Source::Slices(running) => slice_pair(pairs, running, report, (index, order)).await,
         Source::Windows(sides) => {
             let units = match (index, unit) {
                 (0, _) => undecided_scenarios(report, pairs.profiles),
                 (_, Some(unit)) => vec![unit],
                 (_, None) => Vec::new(),
             };
-            let order = order_in(report, index, units.first().filter(|_| index > 0));
             let result = sides
                 .pair(pairs.sides, &units, order, pairs.dir, index, pairs.stop)
                 .await;
@@ -700,7 +707,7 @@ async fn slice_pair(
     pairs: &Pairs<'_>,
     running: &mut Option<(Vec<PathBuf>, Vec<ScenarioRef>)>,
     report: &mut AbReport,
-    index: usize,
+    (index, order): (usize, warm::Order),
 ) -> Result<(SliceResult, SliceResult, Duration), Option<anyhow::Error>> {
     let Pairs {
         options,
@@ -723,7 +730,7 @@ async fn slice_pair(
             paths
         }
     };
-    let order = match order_of(index) {
+    let order = match order {
         warm::Order::BaseFirst => [base, new],
         warm::Order::NewFirst => [new, base],
     };
@@ -764,15 +771,15 @@ async fn slice_pair(
 }
 
 fn pair_record(
-    report: &AbReport,
     dir: &Path,
     index: usize,
+    order: warm::Order,
     unit: Option<&ScenarioRef>,
     (b, n): (&SliceResult, &SliceResult),
 ) -> PairRecord {
     PairRecord {
         index,
-        order: match order_in(report, index, unit) {
+        order: match order {
             warm::Order::BaseFirst => "base,new".into(),
             warm::Order::NewFirst => "new,base".into(),
         },
