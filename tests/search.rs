@@ -30,7 +30,7 @@ fn names(summary: &Summary) -> Vec<&str> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_search_whose_top_holds_doubles_to_it_confirms_it_and_says_so() {
     let server = common::server();
-    let summary = common::run_profile(&server, "search", &body("{ p99 = \"2s\" }")).await;
+    let summary = common::run_profile(&server, "search", &body("{ p90 = \"2s\" }")).await;
     common::assert_all_passed(&summary);
     assert_eq!(
         names(&summary),
@@ -45,7 +45,8 @@ async fn a_search_whose_top_holds_doubles_to_it_confirms_it_and_says_so() {
     let v = search_variant(&summary);
     assert_eq!(common::metric(v, "max_sustainable_rate"), 2000.0);
     assert_eq!(v.params["limited_by"], "search_max");
-    assert_eq!(v.params["slo"], "p99 <= 2s on e2e_latency");
+    assert_eq!(v.params["slo"], "p90 <= 2s on e2e_latency");
+    assert_eq!(v.params["answer_held"], "2 of 2");
     // Every probe says how it was judged, beside its latency curve.
     let (_, probe) = summary.variants().next().unwrap();
     let verdict = probe.params["search_verdict"].as_str().unwrap();
@@ -62,13 +63,14 @@ async fn a_search_whose_lowest_rate_fails_reports_no_rate_and_why() {
         &body("{ p50 = \"1us\", on = \"pub_ack\" }"),
     )
     .await;
-    assert_eq!(names(&summary), ["rate-500", "search"]);
+    // The failure is confirmed as a pass would be: probed again.
+    assert_eq!(names(&summary), ["rate-500", "rate-500-again", "search"]);
     let v = search_variant(&summary);
     assert!(v.metric("max_sustainable_rate").is_none());
     let error = v.error.as_deref().unwrap();
     assert!(
-        error.contains("no rate in 500..2000 msg/s holds p50 <= 1us on pub_ack_latency")
-            && error.contains("pub_ack_latency ="),
+        error.contains("no rate in 500..2000 msg/s holds p50 <= 1us on pub_ack_latency: 500 msg/s failed 2 of 2 probes")
+            && (error.contains("pub_ack_latency =") || error.contains("send lag p50")),
         "{error}"
     );
     assert_eq!(summary.verdict, "failed");
@@ -80,7 +82,7 @@ async fn a_search_whose_lowest_rate_fails_reports_no_rate_and_why() {
 async fn publish_and_fanout_search_per_mode_and_per_pair() {
     let server = common::server();
     let publish = "[[scenario]]\nkind = \"publish\"\nduration = \"1s\"\nrates = \"search\"\n\
-                   slo = { p99 = \"2s\" }\nmsg_id = [\"none\", \"unique\"]\n\
+                   slo = { p90 = \"2s\" }\nmsg_id = [\"none\", \"unique\"]\n\
                    search = { min = 500, max = 1000, precision = \"25%\" }\n";
     let summary = common::run_profile(&server, "publish-search", publish).await;
     common::assert_all_passed(&summary);
@@ -101,28 +103,38 @@ async fn publish_and_fanout_search_per_mode_and_per_pair() {
             "{}",
             v.name
         );
-        assert_eq!(v.params["slo"], "p99 <= 2s on pub_ack_latency");
+        assert_eq!(v.params["slo"], "p90 <= 2s on pub_ack_latency");
     }
 
     // A fan-out whose lowest rate cannot hold a 1 us median: its pair's
-    // search fails with the evidence, the probe kept beside it.
+    // search fails with the evidence, each probe kept beside it.
     let fanout = "[[scenario]]\nkind = \"fanout\"\nduration = \"1s\"\nrate = \"search\"\n\
                   slo = { p50 = \"1us\" }\nstreams = 2\ndurables = 2\n\
                   search = { min = 200, max = 400 }\n";
     let summary = common::run_profile(&server, "fanout-search", fanout).await;
-    assert_eq!(names(&summary), ["s2-d2.rate-200", "s2-d2.search"]);
+    assert_eq!(
+        names(&summary),
+        ["s2-d2.rate-200", "s2-d2.rate-200-again", "s2-d2.search"]
+    );
     let (_, probe) = summary.variants().next().unwrap();
     assert!(
         probe.passed && probe.invariants.iter().all(|i| i.passed),
         "{:?}",
         probe.invariants
     );
+    // Failed by the objective, or by the generator's own send lag where
+    // that is over half of it (1 us is): either way with the figure.
     let verdict = probe.params["search_verdict"].as_str().unwrap();
-    assert!(verdict.contains("e2e_latency ="), "{verdict}");
-    let (_, v) = summary.variants().nth(1).unwrap();
+    assert!(
+        verdict.contains("e2e_latency =") || verdict.contains("send lag p50"),
+        "{verdict}"
+    );
+    let (_, v) = summary.variants().nth(2).unwrap();
     let error = v.error.as_deref().unwrap();
     assert!(
-        error.contains("no rate in 200..400 msg/s holds p50 <= 1us on e2e_latency"),
+        error.contains(
+            "no rate in 200..400 msg/s holds p50 <= 1us on e2e_latency: 200 msg/s failed 2 of 2"
+        ),
         "{error}"
     );
 }

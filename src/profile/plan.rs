@@ -708,6 +708,13 @@ pub struct Slo {
 }
 
 impl Slo {
+    /// Samples the percentile needs to be judged: ten beyond it (1,000
+    /// for a p99, 10,000 for a p99.9), so that one or two outliers do not
+    /// set it.
+    pub fn min_samples(&self) -> u64 {
+        (10.0 / (1.0 - self.quantile)).round() as u64
+    }
+
     /// `p99 <= 5ms on e2e_latency`.
     pub fn describe(&self) -> String {
         format!(

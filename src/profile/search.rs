@@ -86,6 +86,42 @@ pub fn read(
     })
 }
 
+/// Holds a search's lowest rate to enough samples for its objective: a
+/// probe of `duration` at `search.min` records about min x duration x
+/// `deliveries` end-to-end latencies (one PubAck per message), and a
+/// percentile judged on fewer than ten beyond it is one or two outliers
+/// ([`Slo::min_samples`]; probes that still fall short fail as
+/// "samples"). `deliveries`: each message's deliveries, at
+/// the fewest (a fan-out's durables per stream).
+pub fn check_samples(
+    search: Option<&SearchPlan>,
+    duration: std::time::Duration,
+    deliveries: usize,
+    prefix: &str,
+    problems: &mut Problems,
+) {
+    let Some(search) = search else { return };
+    let needed = search.slo.min_samples() as f64;
+    let per_message = match search.slo.on {
+        SloOn::E2e => deliveries.max(1) as f64,
+        SloOn::PubAck => 1.0,
+    };
+    let recorded = search.min as f64 * duration.as_secs_f64() * per_message;
+    if recorded < needed {
+        problems.push(
+            format!("{prefix}.search.min"),
+            format!(
+                "{} msg/s for {} records about {recorded:.0} latencies, and p{} needs at least \
+                 {needed:.0}: raise search.min to {:.0} or lengthen duration",
+                search.min,
+                super::format_duration(duration),
+                search.slo.quantile * 100.0,
+                (needed / duration.as_secs_f64() / per_message).ceil()
+            ),
+        );
+    }
+}
+
 /// `"e2e" or "pub_ack"`, as a profile writes them.
 fn names(measured: &[SloOn]) -> String {
     measured
@@ -185,7 +221,7 @@ mod tests {
         let KindPlan::Fanout(f) = one_scenario(
             "fanout",
             "rate = \"search\"\nslo = { p99 = \"20ms\", on = \"pub_ack\" }\n\
-             search = { min = 500, max = 8000 }\nstreams = 2\ndurables = [1, 4]\n",
+             search = { min = 1000, max = 8000 }\nstreams = 2\ndurables = [1, 4]\n",
         )
         .unwrap()
         .kind
@@ -193,7 +229,7 @@ mod tests {
             unreachable!()
         };
         let s = f.search.unwrap();
-        assert_eq!((s.slo.on, s.min, s.max), (SloOn::PubAck, 500, 8000));
+        assert_eq!((s.slo.on, s.min, s.max), (SloOn::PubAck, 1000, 8000));
     }
 
     #[test]
@@ -226,6 +262,12 @@ mod tests {
                 "fanout",
                 "rate = \"search\"\nslo = { p99 = \"5ms\" }\nstreams = 50\nsearch = { min = 10 }\n",
                 "under 1 msg/s per stream",
+            ),
+            (
+                "latency",
+                "rates = \"search\"\nslo = { \"p99.9\" = \"5ms\" }\nsearch = { min = 1000 }\n",
+                "scenario[0].search.min (line 7): 1000 msg/s for 1s records about 1000 latencies, \
+                 and p99.9 needs at least 10000: raise search.min to 10000",
             ),
         ] {
             let e = match one_scenario(kind, body) {

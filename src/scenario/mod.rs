@@ -20,6 +20,7 @@ pub mod redelivery;
 pub mod replay;
 pub mod restart;
 pub mod resume;
+pub mod schedule;
 pub mod search;
 pub mod shape;
 pub mod table;

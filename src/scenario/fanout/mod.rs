@@ -585,11 +585,9 @@ fn cpu_per_delivery(publish: &DriveOutcome, deliveries: u64, r: &mut VariantResu
 /// clients that failed.
 fn shortfalls(o: &FanoutOutcome, target: f64, r: &mut VariantResult) {
     let publish = &o.publish;
-    if publish.publish_rate() < 0.97 * target && !o.interrupted {
-        r.warnings.push(format!(
-            "the load generator fell behind: achieved {:.0} of {target:.0} msg/s",
-            publish.publish_rate()
-        ));
+    if !o.interrupted {
+        r.warnings
+            .extend(super::schedule::fell_behind(publish, target));
     }
     if o.interrupted {
         r.warnings

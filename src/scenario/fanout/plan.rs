@@ -155,26 +155,8 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
             (1, 1)
         }
     };
-    let list = |v: Option<OneOrMany<usize>>, name: &str, max: usize, problems: &mut Problems| {
-        let values = v.map(|l| l.0).unwrap_or_else(|| vec![1]);
-        if values.is_empty() {
-            problems.push(key(name), "an empty list; give a count or a list of counts");
-        }
-        for (i, &n) in values.iter().enumerate() {
-            let path = if values.len() > 1 {
-                format!("{}[{i}]", key(name))
-            } else {
-                key(name)
-            };
-            problems.range(&path, n, 1, max, "");
-        }
-        if has_repeats(&values) {
-            problems.push(key(name), "lists a count twice; each count is one variant");
-        }
-        values
-    };
-    let streams = list(s.streams, "streams", MAX_STREAMS, problems);
-    let durables = list(s.durables, "durables", MAX_DURABLES, problems);
+    let streams = counts(s.streams, "streams", MAX_STREAMS, prefix, problems);
+    let durables = counts(s.durables, "durables", MAX_DURABLES, prefix, problems);
     let subjects = s.subjects.unwrap_or(4);
     problems.range(&key("subjects"), subjects, 1, 64, " subjects per stream");
     let filters = s.filters.map(|f| f.0).unwrap_or_else(|| {
@@ -200,6 +182,14 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
     problems.range(&key("connections"), connections, 1, 1_000, " connections");
     let most_streams = streams.iter().copied().max().unwrap_or(1);
     let most_durables = durables.iter().copied().max().unwrap_or(1);
+    let fewest_durables = durables.iter().copied().min().unwrap_or(1);
+    crate::profile::search::check_samples(
+        search.as_ref(),
+        common.duration,
+        fewest_durables,
+        prefix,
+        problems,
+    );
     if most_streams * most_durables > MAX_CONSUMERS {
         problems.push(
             key("durables"),
@@ -259,6 +249,34 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
         search,
     };
     Some((common, plan))
+}
+
+/// `streams` or `durables`: a count or a list of distinct counts, each
+/// within 1..=max (1 when absent).
+fn counts(
+    v: Option<OneOrMany<usize>>,
+    name: &str,
+    max: usize,
+    prefix: &str,
+    problems: &mut Problems,
+) -> Vec<usize> {
+    let key = format!("{prefix}.{name}");
+    let values = v.map(|l| l.0).unwrap_or_else(|| vec![1]);
+    if values.is_empty() {
+        problems.push(&key, "an empty list; give a count or a list of counts");
+    }
+    for (i, &n) in values.iter().enumerate() {
+        let path = if values.len() > 1 {
+            format!("{key}[{i}]")
+        } else {
+            key.clone()
+        };
+        problems.range(&path, n, 1, max, "");
+    }
+    if has_repeats(&values) {
+        problems.push(&key, "lists a count twice; each count is one variant");
+    }
+    values
 }
 
 #[cfg(test)]

@@ -268,15 +268,8 @@ fn measure(o: &DriveOutcome, rate: u64, r: &mut VariantResult) {
         o.drain_time.as_secs_f64() * 1e3,
         Direction::Lower,
     ));
-    let behind = publish_rate < 0.97 * rate as f64 || o.final_lag() > Duration::from_millis(10);
-    if behind && !o.interrupted {
-        r.warnings.push(format!(
-            "the load generator fell behind: achieved {publish_rate:.0} of {rate} msg/s, last message \
-             sent {:.1} ms late, send lag p99 {:.0} us; latency from the intended send includes that delay",
-            o.final_lag().as_secs_f64() * 1e3,
-            o.send_lag.summary().p99_us
-        ));
-    }
+    r.warnings
+        .extend(super::schedule::fell_behind(o, rate as f64));
 }
 
 fn verify(o: &DriveOutcome, msg_id: MsgId, stored: Option<u64>, r: &mut VariantResult) {

@@ -55,6 +55,7 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
     let arrival = shared.arrival(problems);
     let shaped = !arrival.uses_rate();
     let (mut rates, search) = rates_or_search(s.rates, s.slo, s.search, prefix, problems);
+    crate::profile::search::check_samples(search.as_ref(), common.duration, 1, prefix, problems);
     if shaped {
         // The shape sets the rate: one variant at its mean.
         let given = !rates.is_empty() || search.is_some();
@@ -179,9 +180,9 @@ mod tests {
     #[test]
     fn a_search_reads_its_objective_and_bounds() {
         let l =
-            read("rates = \"search\"\nslo = { \"p99.9\" = \"20ms\", on = \"pub_ack\" }\n").unwrap();
+            read("rates = \"search\"\nslo = { \"p98.5\" = \"20ms\", on = \"pub_ack\" }\n").unwrap();
         let s = l.search.unwrap();
-        assert!((s.slo.quantile - 0.999).abs() < 1e-12);
+        assert!((s.slo.quantile - 0.985).abs() < 1e-12);
         assert_eq!(s.slo.limit, std::time::Duration::from_millis(20));
         assert_eq!(s.slo.on, SloOn::PubAck);
         assert_eq!((s.min, s.max, s.precision), (1_000, 200_000, 0.05));

@@ -449,15 +449,8 @@ fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) -> Figu
         .insert(names::PUBLISHED.into(), o.published_timeline.clone());
 
     if let Some(target) = target {
-        let behind =
-            publish_rate < 0.97 * target as f64 || o.final_lag() > Duration::from_millis(10);
-        if behind && !o.interrupted {
-            r.warnings.push(format!(
-                "the load generator fell behind: achieved {publish_rate:.0} of {target} msg/s, last \
-                 message sent {:.1} ms late",
-                o.final_lag().as_secs_f64() * 1e3
-            ));
-        }
+        r.warnings
+            .extend(super::schedule::fell_behind(o, target as f64));
     }
     if o.interrupted {
         r.warnings

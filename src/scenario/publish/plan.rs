@@ -98,6 +98,7 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
         prefix,
         problems,
     );
+    crate::profile::search::check_samples(search.as_ref(), common.duration, 1, prefix, problems);
     let rates = rates(s.rates, searching, prefix, problems);
     let msg_ids = s.msg_id.map(|m| m.0).unwrap_or_else(|| vec![MsgId::None]);
     if msg_ids.is_empty() {
