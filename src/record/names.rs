@@ -66,6 +66,9 @@ pub const PUBLISHER_CPU_PER_MSG: &str = "publisher_cpu_per_msg";
 pub const CONSUMER_CPU_PER_MSG: &str = "consumer_cpu_per_msg";
 pub const SERVER_CPU_PER_MSG: &str = "server_cpu_per_msg";
 pub const CLIENT_CPU_SHARE: &str = "client_cpu_share";
+/// The busiest publisher's sending thread: its CPU over its sending span,
+/// in cores (near 1, that thread is what limits the rate).
+pub const SENDER_THREAD_LOAD: &str = "sender_thread_load";
 /// What the ledgers cost, bytes per persisted message.
 pub const LEDGER_BYTES_PER_MSG: &str = "ledger_bytes_per_msg";
 /// How far latencies between processes may be off (worker clocks), µs.

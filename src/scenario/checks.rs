@@ -471,6 +471,28 @@ pub fn cpu_figures(o: &DriveOutcome, r: &mut VariantResult) {
         server: o.server_cpu,
     };
     cpu_per_message(&split, messages, r);
+    sender_thread_load(o, r);
+}
+
+/// The busiest sending thread's CPU over its own span, first send to
+/// last, in cores: a publisher is one thread, so near 1 that thread is the
+/// limit however many cores the host has to spare.
+fn sender_thread_load(o: &DriveOutcome, r: &mut VariantResult) {
+    use crate::record::metrics::{Direction, Metric};
+    let load = o
+        .sends
+        .iter()
+        .filter(|s| s.last_sent_ns > s.first_sent_ns)
+        .map(|s| s.thread_cpu.as_secs_f64() * 1e9 / (s.last_sent_ns - s.first_sent_ns) as f64)
+        .reduce(f64::max);
+    if let Some(load) = load {
+        r.metrics.push(Metric::new(
+            names::SENDER_THREAD_LOAD,
+            "cores",
+            load,
+            Direction::None,
+        ));
+    }
 }
 
 /// CPU a variant used, each side's from the same window.

@@ -255,14 +255,14 @@ pub async fn run(
     let started = Instant::now();
     let mut s = RateSearch::new(search.min, search.max, search.precision);
     let mut verdicts: Vec<(u64, Verdict)> = Vec::new();
+    let capacity = Capacity::of(ctx);
     while let Some(rate) = s.next_rate() {
         if ctx.stop.is_cancelled() {
             break;
         }
         let again = ["", "-again", "-third"][s.repeats(rate) as usize];
         let mut result = probe(rate, format!("{prefix}rate-{rate}{again}")).await;
-        let shared = matches!(ctx.server_cpu, crate::system::cpu::ServerCpu::Processes(_));
-        let verdict = Verdict::judge(&result, rate, &search.slo, shared);
+        let verdict = Verdict::judge(&result, rate, &search.slo, &capacity);
         result.param(PROBE_PARAM, verdict.describe());
         ctx.progress.println(&format!(
             "{prefix}search: {rate} msg/s {}",
@@ -401,6 +401,111 @@ fn answer(
     why
 }
 
+/// What each role of a probe may use: the capacity its CPU is judged
+/// against when a probe fails.
+#[derive(Debug, Clone)]
+struct Capacity {
+    /// The server runs on this host (jsbench started it), so client and
+    /// server draw on the same cores.
+    shared_host: bool,
+    /// This host's cores.
+    host: f64,
+    /// The server's own cores (its processes' allowed CPUs, or /varz's).
+    server: Option<f64>,
+    /// The consume runtime's threads.
+    consumer_threads: f64,
+}
+
+impl Capacity {
+    fn of(ctx: &RunContext) -> Capacity {
+        Capacity {
+            shared_host: matches!(ctx.server_cpu, crate::system::cpu::ServerCpu::Processes(_)),
+            host: crate::system::cores::host() as f64,
+            server: crate::system::cores::server(&ctx.server_cpu).map(|n| n as f64),
+            consumer_threads: crate::system::runtimes::threads().1 as f64,
+        }
+    }
+}
+
+/// A role at this share of its capacity or more is what limits the rate;
+/// a sending thread at this share of its one core.
+const SATURATED: f64 = 0.8;
+const SENDER_SATURATED: f64 = 0.9;
+
+/// Cores each role of a probe used (CPU per message times the rate, or a
+/// fan-out's CPU per delivery times deliveries a second; a sending
+/// thread's from its own clock), each beside its capacity. `None`: not
+/// measured.
+#[derive(Debug, Clone)]
+struct Loads {
+    client: Option<f64>,
+    sender: Option<f64>,
+    consumer: Option<f64>,
+    server: Option<f64>,
+    capacity: Capacity,
+}
+
+impl Loads {
+    fn read(r: &VariantResult, target: f64, capacity: &Capacity) -> Loads {
+        let metric = |name: &str| r.metrics.iter().find(|m| m.name == name).map(|m| m.value);
+        let cores = |side: &str| {
+            let per_msg = metric(&format!("{side}_cpu_per_msg")).map(|us| us * target);
+            let per_delivery = || {
+                Some(metric(&format!("{side}_cpu_per_delivery"))? * metric(names::CONSUME.rate)?)
+            };
+            per_msg.or_else(per_delivery).map(|us| us / 1e6)
+        };
+        Loads {
+            client: cores("client"),
+            sender: metric(names::SENDER_THREAD_LOAD),
+            consumer: cores("consumer"),
+            server: cores("server"),
+            capacity: capacity.clone(),
+        }
+    }
+
+    /// The role at its capacity, if one is: a sending thread near its
+    /// core, the server near its cores, the consumers near their
+    /// threads; where client and server share a host, the two near its
+    /// cores; elsewhere, the client near this host's.
+    fn saturated(&self) -> Option<&'static str> {
+        let c = &self.capacity;
+        let at = |used: Option<f64>, of: Option<f64>, share: f64| matches!((used, of), (Some(u), Some(n)) if u >= share * n);
+        if at(self.sender, Some(1.0), SENDER_SATURATED) {
+            Some("sender_thread")
+        } else if at(self.server, c.server, SATURATED) {
+            Some("server_cpu")
+        } else if at(self.consumer, Some(c.consumer_threads), SATURATED) {
+            Some("consumer_cpu")
+        } else if c.shared_host
+            && at(
+                self.client.zip(self.server).map(|(a, b)| a + b),
+                Some(c.host),
+                SATURATED,
+            )
+        {
+            Some("host_cpu")
+        } else if !c.shared_host && at(self.client, Some(c.host), SATURATED) {
+            Some("client_cpu")
+        } else {
+            None
+        }
+    }
+
+    /// `client 0.92 cores of 2 (busiest sending thread 0.61), server 0.80
+    /// of 2`, with "not measured" where a side was not.
+    fn describe(&self) -> String {
+        let c = &self.capacity;
+        let of = |used: Option<f64>| used.map_or("not measured".to_string(), |u| format!("{u:.2}"));
+        let server_cores = c.server.map_or("?".to_string(), |n| format!("{n:.0}"));
+        let mut text = format!("client {} cores of {:.0}", of(self.client), c.host);
+        if let Some(sender) = self.sender {
+            text += &format!(" (busiest sending thread {sender:.2})");
+        }
+        text + &format!(", server {} of {server_cores}", of(self.server))
+    }
+}
+
 /// A probe's outcome against the search's conditions: the generator kept
 /// its schedule, every invariant held, the SLO held.
 #[derive(Debug, Clone)]
@@ -410,30 +515,18 @@ enum Verdict {
 }
 
 impl Verdict {
-    /// `shared_host`: the server runs on this host (jsbench started it),
-    /// so client and server draw on the same cores.
     fn judge(
         r: &VariantResult,
         rate: u64,
         slo: &crate::profile::Slo,
-        shared_host: bool,
+        capacity: &Capacity,
     ) -> Verdict {
         let metric = |name: &str| r.metrics.iter().find(|m| m.name == name).map(|m| m.value);
         // What the variant aimed at (a fan-out rounds it to whole msg/s per
         // stream; a publish at rate_per = "publisher" multiplies it).
         let target = metric(names::TARGET_RATE).unwrap_or(rate as f64);
-        // Cores each side used at this rate: CPU per message times the
-        // rate, or (a fan-out) CPU per delivery times deliveries a second.
-        let cores = |side: &str| {
-            let per_msg = metric(&format!("{side}_cpu_per_msg")).map(|us| us * target);
-            let per_delivery = || {
-                Some(metric(&format!("{side}_cpu_per_delivery"))? * metric(names::CONSUME.rate)?)
-            };
-            per_msg.or_else(per_delivery).unwrap_or(0.0) / 1e6
-        };
-        let (client, server) = (cores("client"), cores("server"));
-        let available = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-        let cpu = format!("client {client:.2} cores, server {server:.2} of {available:.0}");
+        let loads = Loads::read(r, target, capacity);
+        let cpu = loads.describe();
         if let Some(e) = &r.error {
             return Verdict::Fail {
                 limit: "errors",
@@ -462,11 +555,10 @@ impl Verdict {
                 .any(|w| w.starts_with(super::schedule::FELL_BEHIND)),
         };
         if behind || achieved < super::schedule::RATE_SHARE * target {
-            let limit = if server > client {
-                "server_cpu"
-            } else {
-                "client_cpu"
-            };
+            // Behind with no role at its capacity: something else held
+            // the generator back (a full PubAck window, a descheduled
+            // thread), and the loads say so.
+            let limit = loads.saturated().unwrap_or("unknown");
             let lag = lag_us.map_or(String::new(), |lag| {
                 format!(", send lag p{} {lag:.0} us", slo.quantile * 100.0)
             });
@@ -499,16 +591,13 @@ impl Verdict {
         if value_us <= limit_us {
             return Verdict::Pass { value_us };
         }
-        let limit = if server >= 0.8 * available {
-            "server_cpu"
-        } else if client >= 0.8 * available {
-            "client_cpu"
-        } else if shared_host && client + server >= 0.8 * available {
-            // One host's cores, shared by the generator and the server.
-            "host_cpu"
-        } else {
+        // Over the objective with every role under its capacity: the
+        // latency broke first, unless a side was not measured.
+        let limit = loads.saturated().unwrap_or(if loads.server.is_some() {
             "slo"
-        };
+        } else {
+            "unknown"
+        });
         Verdict::Fail {
             limit,
             why: format!(
@@ -738,7 +827,7 @@ mod tests {
     fn a_percentile_on_too_few_samples_or_none_fails_as_samples() {
         // An empty histogram read as 0 us and held every objective.
         for (samples, quantile) in [(0, 0.99), (999, 0.99), (9_999, 0.999)] {
-            match Verdict::judge(&probe(samples, None), 2000, &slo(quantile), true) {
+            match Verdict::judge(&probe(samples, None), 2000, &slo(quantile), &two_cores()) {
                 Verdict::Fail { limit, why } => {
                     assert_eq!(limit, "samples", "{why}");
                     assert!(
@@ -749,7 +838,7 @@ mod tests {
                 v => panic!("{samples} samples for p{quantile}: {v:?}"),
             }
         }
-        assert!(Verdict::judge(&probe(1_000, None), 2000, &slo(0.99), true).passed());
+        assert!(Verdict::judge(&probe(1_000, None), 2000, &slo(0.99), &two_cores()).passed());
         assert_eq!(slo(0.999).min_samples(), 10_000);
     }
 
@@ -761,7 +850,7 @@ mod tests {
             lag.record(if i % 50 == 0 { 3_000_000 } else { 20_000 });
         }
         r.histograms.push((names::SEND_LAG.into(), lag));
-        match Verdict::judge(&r, 2000, &slo(0.99), true) {
+        match Verdict::judge(&r, 2000, &slo(0.99), &two_cores()) {
             Verdict::Fail { why, .. } => assert!(why.contains("send lag p99 3"), "{why}"),
             v => panic!("3 ms of send lag against 5 ms: {v:?}"),
         }
@@ -769,7 +858,7 @@ mod tests {
             limit: std::time::Duration::from_secs(2),
             ..slo(0.99)
         };
-        assert!(Verdict::judge(&r, 2000, &loose, true).passed());
+        assert!(Verdict::judge(&r, 2000, &loose, &two_cores()).passed());
     }
 
     #[test]
@@ -778,9 +867,95 @@ mod tests {
             "{}: achieved 1990 of 2000 msg/s",
             super::super::schedule::FELL_BEHIND
         );
-        match Verdict::judge(&probe(5_000, Some(&behind)), 2000, &slo(0.99), true) {
+        match Verdict::judge(&probe(5_000, Some(&behind)), 2000, &slo(0.99), &two_cores()) {
             Verdict::Fail { why, .. } => assert!(why.contains("could not keep"), "{why}"),
             v => panic!("{v:?}"),
         }
+    }
+
+    fn two_cores() -> Capacity {
+        Capacity {
+            shared_host: true,
+            host: 2.0,
+            server: Some(2.0),
+            consumer_threads: 2.0,
+        }
+    }
+
+    /// A probe at 10,000 msg/s over a 5 ms p99 (8 ms) with these CPU
+    /// figures (µs a message) and, when given, its busiest sending thread.
+    fn over_slo(client: f64, server: Option<f64>, sender: Option<f64>) -> VariantResult {
+        let mut r = probe(0, None);
+        for _ in 0..5_000 {
+            r.histograms[0].1.record(8_000_000);
+        }
+        r.metrics[0].value = 10_000.0;
+        let us = |name: &str, v: f64| Metric::new(name, "us", v, Direction::Lower);
+        r.metrics.push(us(names::CLIENT_CPU_PER_MSG, client));
+        r.metrics
+            .extend(server.map(|v| us(names::SERVER_CPU_PER_MSG, v)));
+        r.metrics.extend(
+            sender.map(|v| Metric::new(names::SENDER_THREAD_LOAD, "cores", v, Direction::None)),
+        );
+        r
+    }
+
+    fn limit(r: &VariantResult, capacity: &Capacity) -> &'static str {
+        Verdict::judge(r, 10_000, &slo(0.99), capacity).limit().0
+    }
+
+    #[test]
+    fn each_role_is_judged_against_its_own_capacity() {
+        let sixteen = Capacity {
+            host: 16.0,
+            server: Some(16.0),
+            consumer_threads: 16.0,
+            ..two_cores()
+        };
+        // One publisher's thread at a core on a 16-core host: 1.1 cores
+        // of the process read as "slo", cores to spare.
+        assert_eq!(
+            limit(&over_slo(110.0, Some(50.0), Some(0.95)), &sixteen),
+            "sender_thread"
+        );
+        // A remote server on 4 cores using 3.5 of them, this host 2:
+        // its cores are its own.
+        let remote = Capacity {
+            shared_host: false,
+            server: Some(4.0),
+            ..two_cores()
+        };
+        assert_eq!(
+            limit(&over_slo(50.0, Some(350.0), None), &remote),
+            "server_cpu"
+        );
+        assert_eq!(limit(&over_slo(50.0, Some(350.0), None), &sixteen), "slo");
+        // On one host of 2, client 0.9 and server 0.8: the host.
+        assert_eq!(
+            limit(&over_slo(90.0, Some(80.0), None), &two_cores()),
+            "host_cpu"
+        );
+        // Nothing near its capacity: the objective broke first.
+        assert_eq!(
+            limit(&over_slo(30.0, Some(40.0), Some(0.3)), &two_cores()),
+            "slo"
+        );
+        // The server not measured: no telling whether it was the limit.
+        let blind = Capacity {
+            server: None,
+            ..remote
+        };
+        assert_eq!(limit(&over_slo(30.0, None, None), &blind), "unknown");
+    }
+
+    #[test]
+    fn a_schedule_missed_with_no_role_at_capacity_is_unknown_not_the_larger_side() {
+        let mut r = over_slo(30.0, Some(40.0), Some(0.3));
+        r.metrics[0].value = 9_000.0;
+        // It said client_cpu (or server_cpu) by whichever used more.
+        assert_eq!(limit(&r, &two_cores()), "unknown");
+        let mut r = over_slo(30.0, Some(170.0), Some(0.3));
+        r.metrics[0].value = 9_000.0;
+        assert_eq!(limit(&r, &two_cores()), "server_cpu");
     }
 }

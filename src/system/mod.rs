@@ -4,6 +4,7 @@
 //! `--metrics-listen`.
 
 pub mod about;
+pub mod cores;
 pub mod cpu;
 pub mod error;
 pub mod http;
