@@ -592,7 +592,8 @@ async fn serve_metrics(addr: std::net::SocketAddr) -> Result<MetricsServer> {
                 }
                 let line = String::from_utf8_lossy(&request);
                 let (status, body) = if line.starts_with("GET /metrics") {
-                    ("200 OK", crate::system::live::exposition())
+                    let scraper = crate::system::live::scraper_of(&line);
+                    ("200 OK", crate::system::live::exposition(&scraper))
                 } else {
                     (
                         "404 Not Found",

@@ -145,15 +145,8 @@ impl Rule {
         if !self.only.is_empty() {
             return self.selects(key).then_some(class);
         }
-        if class == Class::Latency {
-            let percentile = [".p50", ".p90", ".p99", ".p99.9"]
-                .iter()
-                .any(|p| key.metric.ends_with(p));
-            if !percentile {
-                return None;
-            }
-        }
-        Some(class)
+        crate::record::metrics::judged_by_default(&key.metric, &metric.unit, metric.direction)
+            .then_some(class)
     }
 
     /// Whether a pattern selects the metric: `*` a wildcard, with a `/`

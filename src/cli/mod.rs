@@ -127,7 +127,9 @@ included), and prints the summary table. Exit status: 0 all drawn, 1 a chart fai
         long_about = "Matches the metrics of two results folders (or summary.json files) by scenario, \
 variant and name and judges each by its direction: a regression is a change beyond --threshold \
 that is also outside the min..max range of both runs' repetitions (profile key `repeat`). \
-Invariant failures in NEW are always a failure and are listed first. Exit status: 0 no \
+Judged are the metrics --only names, else those the profile's [ab] judge names, else the \
+figures of merit (rates, CPU per message, latency p50 to p99.9); the rest are shown, and the \
+output says how many were judged. Invariant failures in NEW are always a failure and are listed first. Exit status: 0 no \
 regression, 1 a regression or an invariant failure in NEW, 2 unusable input (a missing file, \
 different profiles, set-ups or schema versions).",
         after_help = "Documentation: docs/compare.md (the regression rule, noise, baselines, scripts/ci-compare.sh, CI formats)"
@@ -363,7 +365,8 @@ struct CompareArgs {
     fail_on: FailOnArg,
     /// Judge only metrics whose name matches (`*` is a wildcard; with a `/`,
     /// the pattern matches scenario/variant/metric); repeatable. The others
-    /// are shown as not judged
+    /// are shown as not judged. Without it: the profile's [ab] judge, else
+    /// rates, CPU per message and latency p50 to p99.9
     #[arg(long, value_name = "PATTERN")]
     only: Vec<String>,
 }

@@ -204,7 +204,7 @@ pub struct Judged {
     pub threshold: f64,
     /// Patterns (`*` matches any run of characters) on the metric name, or
     /// on `scenario/variant/metric` when the pattern holds a `/`; empty
-    /// judges every metric.
+    /// judges the default set ([`Selection`]).
     pub only: Vec<String>,
 }
 
@@ -215,16 +215,57 @@ impl Judged {
             only: Vec::new(),
         }
     }
+}
 
-    fn selects(&self, scenario: &str, variant: &str, metric: &str) -> bool {
-        self.only.is_empty()
-            || self.only.iter().any(|p| {
-                if p.contains('/') {
-                    glob(p, &format!("{scenario}/{variant}/{metric}"))
-                } else {
-                    glob(p, metric)
-                }
-            })
+/// Who chose the metrics a comparison judged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JudgedBy {
+    /// `--only`.
+    Only,
+    /// The profile's `[ab] judge`, as BASE recorded it.
+    Profile,
+    /// The figures of merit ([`crate::record::metrics::judged_by_default`]).
+    Default,
+}
+
+/// The metrics a comparison judges: `--only`, else the profile's `[ab]
+/// judge`, else the figures of merit, the set `jsbench ab` judges too.
+/// Every metric judged at the threshold with no correction, two runs of
+/// one build regressed somewhere every time.
+#[derive(Debug, Clone, Serialize)]
+pub struct Selection {
+    pub from: JudgedBy,
+    pub patterns: Vec<String>,
+}
+
+impl Selection {
+    fn of(judged: &Judged, base: &Summary) -> Selection {
+        let profile = crate::profile::ab_judge(&base.run.profile.text);
+        let (from, patterns) = if !judged.only.is_empty() {
+            (JudgedBy::Only, judged.only.clone())
+        } else if !profile.is_empty() {
+            (JudgedBy::Profile, profile)
+        } else {
+            (JudgedBy::Default, Vec::new())
+        };
+        Selection { from, patterns }
+    }
+
+    /// Whether the metric (named by its scenario, variant and name, with
+    /// the unit and direction NEW reports) is judged.
+    fn selects(&self, at: (&str, &str, &str), unit: &str, direction: Direction) -> bool {
+        let (scenario, variant, metric) = at;
+        if self.from == JudgedBy::Default {
+            return crate::record::metrics::judged_by_default(metric, unit, direction);
+        }
+        self.patterns.iter().any(|p| {
+            if p.contains('/') {
+                glob(p, &format!("{scenario}/{variant}/{metric}"))
+            } else {
+                glob(p, metric)
+            }
+        })
     }
 }
 
@@ -251,6 +292,9 @@ pub fn glob(pattern: &str, text: &str) -> bool {
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Counts {
+    /// Metrics held to the threshold: regressed, improved, within noise
+    /// or unchanged.
+    pub judged: usize,
     pub regressed: usize,
     pub improved: usize,
     pub within_noise: usize,
@@ -266,6 +310,8 @@ pub struct Comparison {
     pub base: RunRef,
     pub new: RunRef,
     pub judged: Judged,
+    /// Which metrics were judged, and who chose them.
+    pub selection: Selection,
     /// `regression`, `invariants failed` or `ok`.
     pub result: &'static str,
     pub exit_code: i32,
@@ -305,7 +351,8 @@ pub fn compare(base: &Input, new: &Input, judged: &Judged, fail_on: FailOn) -> R
             base_failures[0].check
         ));
     }
-    let metrics = match_metrics(&base.summary, &new.summary, judged, &mut notes);
+    let selection = Selection::of(judged, &base.summary);
+    let metrics = match_metrics(&base.summary, &new.summary, judged, &selection, &mut notes);
     let probes = probe_variants(&base.summary);
     // Only a metric that would be judged can be missing: a count or a
     // figure that exists only when something happened (a redelivery, a
@@ -318,7 +365,7 @@ pub fn compare(base: &Input, new: &Input, judged: &Judged, fail_on: FailOn) -> R
         .partition(|m| {
             gating
                 && m.direction != Direction::None
-                && judged.selects(&m.scenario, &m.variant, &m.metric)
+                && selection.selects((&m.scenario, &m.variant, &m.metric), &m.unit, m.direction)
                 && !probes.contains(&(m.scenario.clone(), m.variant.clone()))
         });
     if !missing_shown.is_empty() {
@@ -359,6 +406,7 @@ pub fn compare(base: &Input, new: &Input, judged: &Judged, fail_on: FailOn) -> R
             Verdict::Added => &mut counts.added,
         } += 1;
     }
+    counts.judged = counts.regressed + counts.improved + counts.within_noise + counts.unchanged;
     let regressed = counts.regressed > 0 && fail_on == FailOn::Regressions;
     let (result, exit_code) = if !failures.is_empty() {
         ("invariants failed", EXIT_FAILED)
@@ -373,6 +421,7 @@ pub fn compare(base: &Input, new: &Input, judged: &Judged, fail_on: FailOn) -> R
         base: RunRef::of(base),
         new: RunRef::of(new),
         judged: judged.clone(),
+        selection,
         result,
         exit_code,
         failures,
@@ -599,6 +648,7 @@ fn match_metrics(
     base: &Summary,
     new: &Summary,
     judged: &Judged,
+    selection: &Selection,
     notes: &mut Vec<String>,
 ) -> Vec<MetricComparison> {
     let find = |summary: &Summary, scenario: &str, variant: &str, metric: &str| {
@@ -618,7 +668,8 @@ fn match_metrics(
                     let new_side = Side::of(n);
                     let verdict = if n.direction == Direction::None {
                         Verdict::Context
-                    } else if !judged.selects(&s.name, &v.name, &b.name) {
+                    } else if !selection.selects((&s.name, &v.name, &b.name), &n.unit, n.direction)
+                    {
                         Verdict::Ignored
                     } else if n.unit != b.unit {
                         notes.push(format!(

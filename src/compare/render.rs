@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use anyhow::{Context, Result};
 
 use super::rule::{Side, Verdict};
-use super::{Comparison, Failure, MetricComparison};
+use super::{Comparison, Failure, JudgedBy, MetricComparison};
 use crate::report::page::format_with_range;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,14 +76,18 @@ fn run_line(role: &str, r: &super::RunRef) -> String {
 }
 
 fn rule_line(c: &Comparison) -> String {
-    let only = if c.judged.only.is_empty() {
-        String::new()
-    } else {
-        format!("; judged: {}", c.judged.only.join(", "))
+    let patterns = c.selection.patterns.join(", ");
+    let which = match c.selection.from {
+        JudgedBy::Only => format!("{patterns} (--only)"),
+        JudgedBy::Profile => format!("{patterns} (the profile's [ab] judge)"),
+        JudgedBy::Default => {
+            "the figures of merit (rates, CPU per message, latency p50 to p99.9)".to_string()
+        }
     };
     format!(
-        "a regression is a change beyond {} that is also outside the min..max range of both runs' repetitions{only}",
-        percent(c.judged.threshold)
+        "a regression is a change beyond {} that is also outside the min..max range of both runs' repetitions; {} judged: {which}",
+        percent(c.judged.threshold),
+        c.counts.judged
     )
 }
 

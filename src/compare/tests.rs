@@ -510,3 +510,104 @@ fn ranges_name_a_shared_unit_once() {
         "201 µs (199..230 µs)"
     );
 }
+
+/// A run with figures of merit and figures that are not: the tails beyond
+/// p99.9, a maximum, a drain time, a ratio.
+fn with_tails(scale: f64, profile: &str) -> Summary {
+    let mut s = summary(vec![
+        metric("publish_rate", "msg/s", Direction::Higher, &BASE_RATE),
+        metric("e2e_latency.p50", "us", Direction::Lower, &BASE_P50),
+        metric(
+            "publisher_cpu_per_msg",
+            "us",
+            Direction::Lower,
+            &[5.0, 5.1, 5.2],
+        ),
+        metric(
+            "e2e_latency.p99.99",
+            "us",
+            Direction::Lower,
+            &[900.0 * scale, 910.0 * scale, 920.0 * scale],
+        ),
+        metric(
+            "e2e_latency.max",
+            "us",
+            Direction::Lower,
+            &[1e4 * scale, 1.1e4 * scale, 1.2e4 * scale],
+        ),
+        metric(
+            "drain_time",
+            "ms",
+            Direction::Lower,
+            &[2.0 * scale, 2.1 * scale, 2.2 * scale],
+        ),
+        metric(
+            "overhead.e2e_p99_ratio",
+            "ratio",
+            Direction::Lower,
+            &[1.0 * scale, 1.01 * scale, 1.02 * scale],
+        ),
+    ]);
+    s.run.profile.text = profile.to_string();
+    s
+}
+
+#[test]
+fn by_default_only_the_figures_of_merit_are_judged_and_counted() {
+    // Judging every metric at 10% with no correction, two runs of one build
+    // "regress" somewhere in the tails every time; by default compare
+    // judges the figures ab judges: rates, CPU per message, p50 to p99.9.
+    let profile = "name = \"ci\"\nrepeat = 3\n";
+    let c = judge(with_tails(1.0, profile), with_tails(3.0, profile));
+    for shown in [
+        "e2e_latency.p99.99",
+        "e2e_latency.max",
+        "drain_time",
+        "overhead.e2e_p99_ratio",
+    ] {
+        assert_eq!(verdict_of(&c, shown), Verdict::Ignored, "{shown}");
+    }
+    assert_eq!(c.exit_code, 0);
+    assert_eq!((c.counts.judged, c.counts.not_judged), (3, 4));
+    assert_eq!(c.selection.from, JudgedBy::Default);
+    let table = render::render(&c, Format::Table).unwrap();
+    assert!(table.contains("3 judged: the figures of merit"), "{table}");
+    let md = render::render(&c, Format::Markdown).unwrap();
+    assert!(md.contains("3 judged"), "{md}");
+    let json: serde_json::Value =
+        serde_json::from_str(&render::render(&c, Format::Json).unwrap()).unwrap();
+    assert_eq!(json["counts"]["judged"], 3);
+    assert_eq!(json["selection"]["from"], "default");
+}
+
+#[test]
+fn the_profiles_ab_judge_is_the_default_set_and_only_overrides_it() {
+    let profile =
+        "name = \"ci\"\nrepeat = 3\n[ab]\njudge = [\"latency/*/drain_time\", \"*.max\"]\n";
+    let c = judge(with_tails(1.0, profile), with_tails(3.0, profile));
+    assert_eq!(verdict_of(&c, "drain_time"), Verdict::Regressed);
+    assert_eq!(verdict_of(&c, "e2e_latency.max"), Verdict::Regressed);
+    assert_eq!(verdict_of(&c, "e2e_latency.p50"), Verdict::Ignored);
+    assert_eq!(c.counts.judged, 2);
+    assert_eq!(c.exit_code, 1);
+    assert_eq!(c.selection.from, JudgedBy::Profile);
+    let table = render::render(&c, Format::Table).unwrap();
+    assert!(
+        table.contains("2 judged: latency/*/drain_time, *.max (the profile's [ab] judge)"),
+        "{table}"
+    );
+    let only = Judged {
+        threshold: 0.10,
+        only: vec!["*.p50".into()],
+    };
+    let c = compare(
+        &input("BASE", with_tails(1.0, profile)),
+        &input("NEW", with_tails(3.0, profile)),
+        &only,
+        FailOn::Regressions,
+    )
+    .unwrap();
+    assert_eq!(verdict_of(&c, "drain_time"), Verdict::Ignored);
+    assert_eq!((c.counts.judged, c.exit_code), (1, 0));
+    assert_eq!(c.selection.from, JudgedBy::Only);
+}

@@ -194,6 +194,20 @@ impl AbSection {
     }
 }
 
+/// The `[ab] judge` patterns of a profile's text as a summary records it,
+/// the rest unread: `jsbench compare` judges by them too. Empty when the
+/// profile has none (or the text no longer reads).
+pub fn ab_judge(text: &str) -> Vec<String> {
+    #[derive(Deserialize)]
+    struct WithAb {
+        ab: Option<AbSection>,
+    }
+    toml::from_str::<WithAb>(text)
+        .ok()
+        .and_then(|p| p.ab?.judge)
+        .unwrap_or_default()
+}
+
 /// A percentage: `10%`, `2.5%` or a bare `10`, 0..=1000%, as a fraction.
 pub fn parse_percent(text: &str) -> Result<f64, String> {
     let number = text.trim().trim_end_matches('%').trim();

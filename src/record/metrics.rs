@@ -35,6 +35,28 @@ pub struct Metric {
     pub spread: Option<Spread>,
 }
 
+/// Whether a metric is a figure of merit judged when nobody says which
+/// (no `--only`, no `[ab] judge`): a rate, CPU per message, or a latency
+/// percentile from p50 to p99.9. Beyond p99.9, maxima, drain times, counts
+/// and ratios move by tens of percent between runs of one build here;
+/// judged too, two such runs would regress somewhere every time. `jsbench
+/// ab` and `jsbench compare` judge by this one rule.
+pub fn judged_by_default(name: &str, unit: &str, direction: Direction) -> bool {
+    if direction == Direction::None {
+        return false;
+    }
+    match unit {
+        "msg/s" | "MB/s" => true,
+        "us" | "ms" | "s" => {
+            name.ends_with("cpu_per_msg")
+                || [".p50", ".p90", ".p99", ".p99.9"]
+                    .iter()
+                    .any(|p| name.ends_with(p))
+        }
+        _ => false,
+    }
+}
+
 impl Metric {
     pub fn new(name: impl Into<String>, unit: &str, value: f64, direction: Direction) -> Self {
         Metric {

@@ -5,10 +5,12 @@
 //!
 //! Only figures of merit go out: a metric whose direction is `none` (a
 //! configured rate, a count of injected duplicates) is context, and a
-//! dashboard would chart it as if it could regress. Variants that failed
-//! (an invariant broke, or the variant could not complete) contribute no
-//! numbers: their numbers describe a broken run, and `jsbench run` and
-//! `jsbench compare` already fail loudly on them.
+//! dashboard would chart it as if it could regress. A variant that broke
+//! an invariant goes out too, marked: left out, a change that both slows
+//! a path and breaks a guarantee would show on a dashboard as a gap, not
+//! as the jump it is. Each variant also goes out as `invariants_failed`
+//! (0 when all held), the mark a tool can chart and set a threshold on. A
+//! variant that could not complete (an error) has no figures to chart.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -70,37 +72,81 @@ pub fn write(dir: &Path, summary: &Summary) -> Result<()> {
     write_atomic(&ci.join(BENCHER), &json)
 }
 
-/// The metrics worth tracking, with their benchmark names.
-fn tracked(summary: &Summary) -> impl Iterator<Item = (String, &Metric)> {
-    summary
-        .variants()
-        .filter(|(_, v)| v.passed && v.error.is_none())
-        .flat_map(|(s, v)| {
-            v.metrics
-                .iter()
-                .filter(|m| m.direction != Direction::None && m.value.is_finite())
-                .map(move |m| (format!("{}/{}/{}", s.name, v.name, m.name), m))
+/// One figure that goes out: its benchmark name, the metric, and the
+/// invariants its variant broke (empty when all held).
+struct Tracked {
+    name: String,
+    metric: Metric,
+    broken: Vec<String>,
+}
+
+impl Tracked {
+    /// What a tool shows beside a figure of a variant that broke an
+    /// invariant, so nobody reads it as a healthy run's.
+    fn mark(&self) -> Option<String> {
+        (!self.broken.is_empty()).then(|| {
+            format!(
+                "INVARIANTS BROKEN ({}): the guarantees did not hold in this run",
+                self.broken.join(", ")
+            )
         })
+    }
+}
+
+/// The metrics worth tracking, with their benchmark names, and each
+/// completed variant's count of broken invariants after its metrics.
+fn tracked(summary: &Summary) -> Vec<Tracked> {
+    let mut out = Vec::new();
+    for (s, v) in summary.variants().filter(|(_, v)| v.error.is_none()) {
+        let broken: Vec<String> = v
+            .invariants
+            .iter()
+            .filter(|i| !i.passed)
+            .map(|i| i.name.clone())
+            .collect();
+        let failed = Metric::new(
+            "invariants_failed",
+            "invariants",
+            broken.len() as f64,
+            Direction::Lower,
+        );
+        let figures = v
+            .metrics
+            .iter()
+            .filter(|m| m.direction != Direction::None && m.value.is_finite())
+            .chain([&failed]);
+        for m in figures {
+            out.push(Tracked {
+                name: format!("{}/{}/{}", s.name, v.name, m.name),
+                metric: m.clone(),
+                broken: broken.clone(),
+            });
+        }
+    }
+    out
 }
 
 /// (bigger is better, smaller is better) entries, in summary order.
 pub fn github_action_benchmark(summary: &Summary) -> (Vec<ActionBenchmark>, Vec<ActionBenchmark>) {
     let mut bigger = Vec::new();
     let mut smaller = Vec::new();
-    for (name, m) in tracked(summary) {
+    for t in tracked(summary) {
+        let m = &t.metric;
+        let repetitions = (!m.repetitions.is_empty()).then(|| {
+            let values: Vec<String> = m.repetitions.iter().map(|v| number(*v)).collect();
+            format!(
+                "median of {} repetitions: {}",
+                m.repetitions.len(),
+                values.join(", ")
+            )
+        });
+        let extra: Vec<String> = t.mark().into_iter().chain(repetitions).collect();
         let entry = ActionBenchmark {
-            name,
+            name: t.name.clone(),
             unit: m.unit.clone(),
             value: m.value,
             range: m.spread.map(|s| format!("± {}", number(s.mad))),
-            extra: (!m.repetitions.is_empty()).then(|| {
-                let values: Vec<String> = m.repetitions.iter().map(|v| number(*v)).collect();
-                format!(
-                    "median of {} repetitions: {}",
-                    m.repetitions.len(),
-                    values.join(", ")
-                )
-            }),
+            extra: (!extra.is_empty()).then(|| extra.join("; ")),
         };
         match m.direction {
             Direction::Higher => bigger.push(entry),
@@ -111,10 +157,15 @@ pub fn github_action_benchmark(summary: &Summary) -> (Vec<ActionBenchmark>, Vec<
 }
 
 /// Bencher Metric Format: value the median, lower and upper the min and
-/// max of the repetitions, units converted by [`bencher_measure`].
+/// max of the repetitions, units converted by [`bencher_measure`]. The
+/// format has no room for a note, so a broken variant is marked only by
+/// its `invariants_failed` benchmark.
 pub fn bencher(summary: &Summary) -> BencherReport {
     let mut report = BencherReport::new();
-    for (name, m) in tracked(summary) {
+    for Tracked {
+        name, metric: m, ..
+    } in tracked(summary)
+    {
         let (slug, factor) = bencher_measure(&m.unit, m.direction);
         report.entry(name).or_default().insert(
             slug,
@@ -192,8 +243,9 @@ mod tests {
     use super::*;
     use crate::results::summary::Summary;
 
-    /// A summary with one repeated variant that passed, one that failed,
-    /// and metrics in both directions and none.
+    /// A summary with one repeated variant that passed, one that broke an
+    /// invariant, one that could not complete, and metrics in both
+    /// directions and none.
     pub(crate) fn fixture() -> Summary {
         let metric = |name: &str, unit: &str, value: f64, direction: &str, reps: &[f64]| {
             let mut m = serde_json::json!({
@@ -206,14 +258,24 @@ mod tests {
             }
             m
         };
-        let variant = |name: &str, passed: bool, metrics: Vec<serde_json::Value>| {
-            serde_json::json!({
-                "name": name, "passed": passed, "params": {}, "metrics": metrics,
-                "histograms": [], "ledger": crate::record::ledger::LedgerCounts::default(),
-                "invariants": [], "warnings": [], "timelines": {}, "error": null,
-                "elapsed_s": 1.0,
-            })
-        };
+        let held = |name: &str, passed: bool| serde_json::json!({"name": name, "passed": passed, "detail": ""});
+        let variant =
+            |name: &str, invariants: Vec<serde_json::Value>, metrics: Vec<serde_json::Value>| {
+                let passed = invariants.iter().all(|i| i["passed"] == true);
+                serde_json::json!({
+                    "name": name, "passed": passed, "params": {}, "metrics": metrics,
+                    "histograms": [], "ledger": crate::record::ledger::LedgerCounts::default(),
+                    "invariants": invariants, "warnings": [], "timelines": {}, "error": null,
+                    "elapsed_s": 1.0,
+                })
+            };
+        let mut errored = variant(
+            "rate-9000",
+            vec![],
+            vec![metric("publish_rate", "msg/s", 10.0, "higher", &[])],
+        );
+        errored["passed"] = false.into();
+        errored["error"] = "could not connect".into();
         let json = serde_json::json!({
             "schema_version": 1,
             "run": {
@@ -229,7 +291,7 @@ mod tests {
             "scenarios": [{
                 "name": "latency", "kind": "latency",
                 "variants": [
-                    variant("rate-1000", true, vec![
+                    variant("rate-1000", vec![held("lost = 0", true)], vec![
                         metric("target_rate", "msg/s", 1000.0, "none", &[]),
                         metric("publish_rate", "msg/s", 999.5, "higher", &[999.0, 999.5, 1000.0]),
                         metric("publish_throughput", "MB/s", 0.128, "higher", &[]),
@@ -237,9 +299,10 @@ mod tests {
                         metric("drain_time", "ms", 2.5, "lower", &[]),
                         metric("overhead.e2e_p99_ratio", "ratio", 1.05, "lower", &[]),
                     ]),
-                    variant("rate-5000", false, vec![
+                    variant("rate-5000", vec![held("lost = 0", false), held("in order", false)], vec![
                         metric("e2e_latency.p50", "us", 999.0, "lower", &[]),
                     ]),
+                    errored,
                 ],
             }],
             "verdict": "failed",
@@ -281,6 +344,23 @@ mod tests {
     "name": "latency/rate-1000/overhead.e2e_p99_ratio",
     "unit": "ratio",
     "value": 1.05
+  },
+  {
+    "name": "latency/rate-1000/invariants_failed",
+    "unit": "invariants",
+    "value": 0.0
+  },
+  {
+    "name": "latency/rate-5000/e2e_latency.p50",
+    "unit": "us",
+    "value": 999.0,
+    "extra": "INVARIANTS BROKEN (lost = 0, in order): the guarantees did not hold in this run"
+  },
+  {
+    "name": "latency/rate-5000/invariants_failed",
+    "unit": "invariants",
+    "value": 2.0,
+    "extra": "INVARIANTS BROKEN (lost = 0, in order): the guarantees did not hold in this run"
   }
 ]"#;
         assert_eq!(
@@ -308,6 +388,11 @@ mod tests {
       "upper_value": 230000.0
     }
   },
+  "latency/rate-1000/invariants_failed": {
+    "invariants-lower-is-better": {
+      "value": 0.0
+    }
+  },
   "latency/rate-1000/overhead.e2e_p99_ratio": {
     "ratio-lower-is-better": {
       "value": 1.05
@@ -323,6 +408,16 @@ mod tests {
   "latency/rate-1000/publish_throughput": {
     "mb-per-s-higher-is-better": {
       "value": 0.128
+    }
+  },
+  "latency/rate-5000/e2e_latency.p50": {
+    "latency": {
+      "value": 999000.0
+    }
+  },
+  "latency/rate-5000/invariants_failed": {
+    "invariants-lower-is-better": {
+      "value": 2.0
     }
   }
 }"#;

@@ -26,6 +26,7 @@ use crate::streams::provision::{Need, PER_MESSAGE_OVERHEAD, durable_config, stre
 use crate::variant::{Invariant, VariantResult, VariantSink};
 
 pub use plan::{AckMode, ConsumeReference, Plan};
+use plan::{Pass, passes};
 
 /// The figures this scenario reports that its table, the charts and
 /// report.html read, by name.
@@ -125,10 +126,6 @@ async fn run(
         }
     };
 
-    let mut explicit_rate = std::collections::HashMap::new();
-    // Explicit acks run first: the other modes report their rate against it.
-    let mut modes = plan.modes.clone();
-    modes.sort_by_key(|m| *m != AckMode::Explicit);
     let target = Filled {
         stream: &stream,
         name: &stream_name,
@@ -136,68 +133,104 @@ async fn run(
         drain_timeout: scenario.common.drain_timeout,
     };
     for &read in &plan.reads {
-        for &mode in &modes {
-            if ctx.stop.is_cancelled() {
-                break;
-            }
-            // The references pair with the explicit-ack consume: before it
-            // in the profile's order, after it in reverse, so each one's
-            // mean sits on jsbench's run and a drift over them cancels.
-            let paired = read == ConsumerKind::Pull && mode == AckMode::Explicit;
-            let references: &[ConsumeReference] = if paired { &plan.reference } else { &[] };
-            let mut rates = ReferenceRates::default();
-            for &kind in references {
-                let (result, rate) =
-                    run_reference(ctx, scenario, plan, &target, kind, "before").await;
-                rates.note(kind, rate);
-                sink.record(&scenario.common, result)?;
-            }
-            let read_label = match read {
-                ConsumerKind::Pull => "consume",
-                ConsumerKind::Fetch => "fetch",
-                ConsumerKind::Push => "push",
-            };
-            let (mut result, rate) = variant(format!("{read_label}.{}", mode.label()), async |r| {
-                r.param("messages", plan.messages);
-                r.param("message_size", plan.message_size);
-                r.param("read", read_label);
-                r.param("ack", mode.label());
-                r.param("batch", plan.consumer.batch);
-                r.param("ack_every", plan.consumer.ack_every);
-                r.param("consumers", plan.consumer.consumers);
-                consume_variant(ctx, name, plan, &target, (read, mode), &fill, r).await
-            })
-            .await;
-            for &kind in references.iter().rev() {
-                let (after, rate) =
-                    run_reference(ctx, scenario, plan, &target, kind, "after").await;
-                rates.note(kind, rate);
-                sink.record(&scenario.common, after)?;
-            }
-            if let Some(rate) = rate {
-                if mode == AckMode::Explicit {
-                    explicit_rate.insert(read, rate);
-                }
-                if mode != AckMode::Explicit
-                    && let Some(base) = explicit_rate.get(&read)
-                    && *base > 0.0
-                {
-                    result.metrics.push(Metric::new(
-                        VS_EXPLICIT_THROUGHPUT,
-                        "ratio",
-                        rate / base,
-                        Direction::None,
-                    ));
-                }
-                rates.compare(rate, &mut result);
-            }
-            sink.record(&scenario.common, result)?;
+        if ctx.stop.is_cancelled() {
+            break;
         }
+        run_read(ctx, scenario, plan, &target, &fill, read, sink).await?;
     }
     ctx.provisioner
         .delete_stream(&stream_name)
         .await
         .context("cleaning up after the scenario")
+}
+
+/// Every mode of one read mode in both passes ([`passes`]). Each run keeps
+/// its own rate; a mode's `vs_explicit` ratio, on its listed-order run, is
+/// the mean of its two rates over the mean of explicit's two. The runs are
+/// recorded once both passes are done (or a stop cut them short), when
+/// the means are known; the references as they finish.
+async fn run_read(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &Plan,
+    target: &Filled<'_>,
+    fill: &DriveOutcome,
+    read: ConsumerKind,
+    sink: &mut dyn VariantSink,
+) -> Result<()> {
+    let read_label = match read {
+        ConsumerKind::Pull => "consume",
+        ConsumerKind::Fetch => "fetch",
+        ConsumerKind::Push => "push",
+    };
+    let mut ran: Vec<(AckMode, Pass, VariantResult)> = Vec::new();
+    let mut rates = Rates::<AckMode>::default();
+    for (mode, pass) in passes(&plan.modes) {
+        if ctx.stop.is_cancelled() {
+            break;
+        }
+        // The references pair with the listed-order explicit-ack consume:
+        // before it in the profile's order, after it in reverse, so each
+        // one's mean sits on jsbench's run and a drift over them cancels.
+        let paired =
+            read == ConsumerKind::Pull && mode == AckMode::Explicit && pass == Pass::Listed;
+        let references: &[ConsumeReference] = if paired { &plan.reference } else { &[] };
+        let mut reference_rates = Rates::<ConsumeReference>::default();
+        for &kind in references {
+            let (result, rate) = run_reference(ctx, scenario, plan, target, kind, "before").await;
+            reference_rates.note(kind, rate);
+            sink.record(&scenario.common, result)?;
+        }
+        let suffix = if pass == Pass::Reversed {
+            ".reversed"
+        } else {
+            ""
+        };
+        let name = format!("{read_label}.{}{suffix}", mode.label());
+        let (mut result, rate) = variant(name, async |r| {
+            r.param("messages", plan.messages);
+            r.param("message_size", plan.message_size);
+            r.param("read", read_label);
+            r.param("ack", mode.label());
+            r.param("batch", plan.consumer.batch);
+            r.param("ack_every", plan.consumer.ack_every);
+            r.param("consumers", plan.consumer.consumers);
+            consume_variant(ctx, scenario.name(), plan, target, (read, mode), fill, r).await
+        })
+        .await;
+        for &kind in references.iter().rev() {
+            let (after, rate) = run_reference(ctx, scenario, plan, target, kind, "after").await;
+            reference_rates.note(kind, rate);
+            sink.record(&scenario.common, after)?;
+        }
+        rates.note(mode, rate);
+        if let Some(rate) = rate {
+            reference_rates.compare(rate, &mut result);
+        }
+        ran.push((mode, pass, result));
+    }
+    for (mode, pass, mut result) in ran {
+        if pass == Pass::Listed
+            && mode != AckMode::Explicit
+            && let Some(ratio) = rates.vs_explicit(mode)
+        {
+            result.metrics.push(Metric::new(
+                VS_EXPLICIT_THROUGHPUT,
+                "ratio",
+                ratio,
+                Direction::None,
+            ));
+        }
+        sink.record(&scenario.common, result)?;
+    }
+    Ok(())
+}
+
+impl Rates<AckMode> {
+    /// `mode`'s mean rate over explicit acks' mean rate.
+    fn vs_explicit(&self, mode: AckMode) -> Option<f64> {
+        Some(self.mean(mode)? / self.mean(AckMode::Explicit)?)
+    }
 }
 
 /// Publishes the messages every variant reads, as fast as the server takes them.
@@ -332,23 +365,30 @@ async fn consume_variant(
     Ok(rate)
 }
 
-/// The reference loops' rates, each run before and after jsbench's
-/// explicit-ack consume.
-#[derive(Debug, Default)]
-struct ReferenceRates {
-    runs: Vec<(ConsumeReference, f64)>,
+/// The rates read by each of several loops (reference loops, or ack
+/// modes), each run twice around a point (before and after jsbench's
+/// explicit-ack consume; in the listed order and reversed).
+#[derive(Debug)]
+struct Rates<K> {
+    runs: Vec<(K, f64)>,
 }
 
-impl ReferenceRates {
+impl<K> Default for Rates<K> {
+    fn default() -> Self {
+        Rates { runs: Vec::new() }
+    }
+}
+
+impl<K: PartialEq + Copy> Rates<K> {
     /// A run that failed has no rate, and leaves the mean to the other.
-    fn note(&mut self, kind: ConsumeReference, rate: Option<f64>) {
+    fn note(&mut self, kind: K, rate: Option<f64>) {
         if let Some(rate) = rate.filter(|r| *r > 0.0) {
             self.runs.push((kind, rate));
         }
     }
 
-    /// The mean of `kind`'s runs before and after.
-    fn mean(&self, kind: ConsumeReference) -> Option<f64> {
+    /// The mean of `kind`'s runs.
+    fn mean(&self, kind: K) -> Option<f64> {
         let rates: Vec<f64> = self
             .runs
             .iter()
@@ -357,7 +397,9 @@ impl ReferenceRates {
             .collect();
         (!rates.is_empty()).then(|| rates.iter().sum::<f64>() / rates.len() as f64)
     }
+}
 
+impl Rates<ConsumeReference> {
     /// `vs_<reference>.consume_ratio` on jsbench's variant, and a warning
     /// when jsbench's consumer reads slower than the raw loop: then its
     /// own recording, not the server, sets the rate it reports.
@@ -575,6 +617,43 @@ fn verify(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_modes_run_in_the_listed_order_then_reversed() {
+        use AckMode::*;
+        let listed = [None, All, Explicit, Double];
+        let order: Vec<(AckMode, Pass)> = passes(&listed);
+        let (first, second): (Vec<_>, Vec<_>) = order.iter().partition(|(_, p)| *p == Pass::Listed);
+        let modes = |v: Vec<&(AckMode, Pass)>| v.into_iter().map(|(m, _)| *m).collect::<Vec<_>>();
+        assert_eq!(modes(first), listed);
+        assert_eq!(modes(second), [Double, Explicit, All, None]);
+        // Every mode's two runs centre on the same position.
+        for mode in listed {
+            let at: usize = order
+                .iter()
+                .enumerate()
+                .filter(|(_, (m, _))| *m == mode)
+                .map(|(i, _)| i)
+                .sum();
+            assert_eq!(at, 7, "{mode:?}");
+        }
+        assert_eq!(passes(&[Explicit]), [(Explicit, Pass::Listed)]);
+    }
+
+    #[test]
+    fn a_mode_is_compared_with_explicit_by_the_means_of_their_runs() {
+        let mut rates = Rates::<AckMode>::default();
+        rates.note(AckMode::Explicit, Some(100.0));
+        rates.note(AckMode::None, Some(300.0));
+        rates.note(AckMode::None, Some(100.0));
+        rates.note(AckMode::Explicit, Some(300.0));
+        assert_eq!(rates.vs_explicit(AckMode::None), Some(1.0));
+        // A failed run leaves the mean to the other.
+        rates.note(AckMode::All, None);
+        rates.note(AckMode::All, Some(400.0));
+        assert_eq!(rates.vs_explicit(AckMode::All), Some(2.0));
+        assert_eq!(rates.vs_explicit(AckMode::Double), None);
+    }
 
     /// jsbench's own ack count is the only witness of "every delivery
     /// acked": a real server cannot make jsbench skip an ack, so the counts

@@ -47,8 +47,33 @@ pub struct Plan {
 
 impl Plan {
     pub fn variant_count(&self) -> usize {
-        self.modes.len() * self.reads.len() + 2 * self.reference.len()
+        passes(&self.modes).len() * self.reads.len() + 2 * self.reference.len()
     }
+}
+
+/// Which pass over the modes a run belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pass {
+    /// The modes in the profile's order.
+    Listed,
+    /// The modes again, in reverse.
+    Reversed,
+}
+
+/// The runs of one read mode: the modes in the profile's order, then in
+/// reverse, as the references bracket the explicit-ack consume. Run once
+/// each, the first mode always met the coldest caches and every mode a
+/// drift of the machine at its own point; mirrored, each mode's two runs
+/// centre on the same point, so the mean of its two rates carries neither.
+/// A single mode has nothing to be compared with and runs once.
+pub fn passes(modes: &[AckMode]) -> Vec<(AckMode, Pass)> {
+    let listed = modes.iter().map(|&m| (m, Pass::Listed));
+    if modes.len() < 2 {
+        return listed.collect();
+    }
+    listed
+        .chain(modes.iter().rev().map(|&m| (m, Pass::Reversed)))
+        .collect()
 }
 
 /// A consume loop read beside jsbench's consumer: the yardstick that says
