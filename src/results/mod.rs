@@ -456,9 +456,14 @@ mod tests {
         )
         .unwrap();
         assert_eq!(pooled.count(), 20);
-        // A failed variant contributes nothing to the CI files.
+        // A variant that broke an invariant goes to the CI files marked,
+        // with its count of broken invariants beside its figures.
         let smaller = fs::read_to_string(dir.join(ci::DIR).join(ci::SMALLER_IS_BETTER)).unwrap();
-        assert_eq!(smaller.trim(), "[]");
+        assert!(
+            smaller.contains("latency/rate-100/invariants_failed")
+                && smaller.contains("INVARIANTS BROKEN (lost = 0)"),
+            "{smaller}"
+        );
     }
 
     #[test]
