@@ -85,6 +85,9 @@ impl Variant<'_> {
                 .attribute_losses(ctx.provisioner.jetstream(), &self.spec.stream)
                 .await;
         }
+        // The merge above holds every report and its copy at once: the
+        // peak often falls here, after the run loop's last sample.
+        outcome.memory.close();
         Ok(outcome)
     }
 }

@@ -134,7 +134,8 @@ pub struct DriveOutcome {
     pub eviction: Option<Eviction>,
     /// The servers' monitoring endpoints over the variant, when known.
     pub telemetry: Option<crate::server::telemetry::Telemetry>,
-    /// This process's resident memory while the publishers ran.
+    /// This process's resident memory: sampled while the publishers ran,
+    /// its peak from the variant's start to the end of collect.
     pub memory: crate::system::cpu::MemoryTrace,
 }
 

@@ -686,6 +686,7 @@ mod memory_tests {
                     }
                 })
                 .collect(),
+            high_water: None,
         }
     }
 

@@ -151,6 +151,23 @@ pub fn own_rss() -> u64 {
     pages * if page > 0 { page as u64 } else { 4096 }
 }
 
+/// The most memory this process has held resident since the high-water
+/// mark was last reset ([`reset_peak_rss`]), in bytes, from VmHWM in
+/// /proc/self/status; `None` where it cannot be read.
+fn peak_rss_since_reset() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Sets this process's high-water mark of resident memory to what it holds
+/// now (Linux 4.0 and later), so the next [`peak_rss_since_reset`] covers
+/// from here on; false where the kernel refuses.
+fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
 /// The client's resident memory over a variant against the messages it
 /// had published by then: memory that grows with the messages a run
 /// moves (a per-message record kept forever) shows as a slope, which a
@@ -158,6 +175,12 @@ pub fn own_rss() -> u64 {
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MemoryTrace {
     pub samples: Vec<MemorySample>,
+    /// The kernel's high-water mark since the first sample, which reset it,
+    /// as last read: memory taken and handed back between two samples (the
+    /// collect phase merging every report) counts in the peak. `None`
+    /// where the mark cannot be reset, and the samples alone give the peak.
+    #[serde(default)]
+    pub high_water: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -175,7 +198,9 @@ pub struct MemorySample {
 const MEMORY_EVERY_NS: u64 = 1_000_000_000;
 
 impl MemoryTrace {
-    /// Takes a sample when a second has passed since the last.
+    /// Takes a sample when a second has passed since the last. The first
+    /// resets the kernel's high-water mark, from which [`Self::peak`]
+    /// then counts.
     pub fn note(&mut self, now_ns: u64, messages: u64) {
         if self
             .samples
@@ -184,15 +209,35 @@ impl MemoryTrace {
         {
             return;
         }
+        if self.samples.is_empty() {
+            self.high_water = reset_peak_rss().then_some(0);
+        }
         self.samples.push(MemorySample {
             at_ns: now_ns,
             messages,
             rss: own_rss(),
         });
+        self.read_high_water();
     }
 
+    /// Reads the high-water mark once more, however soon after the last
+    /// sample: the end of the span the peak covers.
+    pub fn close(&mut self) {
+        self.read_high_water();
+    }
+
+    fn read_high_water(&mut self) {
+        if let Some(mark) = &mut self.high_water {
+            *mark = (*mark).max(peak_rss_since_reset().unwrap_or(0));
+        }
+    }
+
+    /// The most memory held resident from the first sample to the last
+    /// reading: the kernel's high-water mark where it could be reset, else
+    /// the largest sample.
     pub fn peak(&self) -> Option<u64> {
-        self.samples.iter().map(|s| s.rss).max()
+        let sampled = self.samples.iter().map(|s| s.rss).max()?;
+        Some(sampled.max(self.high_water.unwrap_or(0)))
     }
 
     /// Messages published by the last sample.
@@ -472,6 +517,28 @@ mod tests {
         // /proc counts in clock ticks (10 ms): a tick may fall either side.
         assert!(spent >= Duration::from_millis(20), "{spent:?}");
         assert!(ServerCpu::Unavailable.start().stop().is_none());
+    }
+
+    #[test]
+    fn a_peak_between_two_samples_is_the_traces_peak() {
+        // Memory taken and handed back between two samples, as the collect
+        // phase's merge does after the run loop's last sample.
+        let mut trace = MemoryTrace::default();
+        trace.note(0, 0);
+        let before = own_rss();
+        const HELD: usize = 64 << 20;
+        let mut held = vec![0u8; HELD];
+        for page in held.chunks_mut(4096) {
+            page[0] = 1;
+        }
+        std::hint::black_box(&held);
+        drop(held);
+        trace.note(2 * MEMORY_EVERY_NS, 1);
+        let peak = trace.peak().unwrap();
+        assert!(
+            peak >= before + (HELD as u64) * 9 / 10,
+            "peak {peak} B, {before} B before holding {HELD} B"
+        );
     }
 
     #[test]
