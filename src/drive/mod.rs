@@ -60,7 +60,7 @@ pub use fanout::{
     DurablePart, FanDurable, FanStream, FanoutOutcome, FanoutSpec, StreamPart, drive_fanout,
 };
 pub use outcome::{
-    Attribution, ConsumerSample, ConsumerState, CrashOutcome, DriveOutcome, FaultOutcome,
+    Attribution, ConsumerSample, CpuAfterWarmup, ConsumerState, CrashOutcome, DriveOutcome, FaultOutcome,
     PauseOutcome, attribute, evicted_below, evicted_count, held_sequences, rate, stream_eviction,
 };
 pub use peers::{Alone, Exchange, LocalReports, PeerCounts, PeerPart, Peers, PublisherPart};
