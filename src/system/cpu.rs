@@ -7,8 +7,6 @@
 //! other server only through the `cpu` percentage of its `/varz` monitoring
 //! endpoint, sampled and integrated over the measured span.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// User plus system CPU time of a process, from /proc/<pid>/stat.
@@ -370,11 +368,15 @@ impl ServerCpu {
 
     pub fn describe(&self) -> String {
         match self {
-            ServerCpu::Processes(pids) => format!("process accounting of pids {pids:?}"),
+            ServerCpu::Processes(pids) => {
+                format!("process accounting (/proc) of pids {pids:?}, read at both ends of the span")
+            }
             ServerCpu::Varz(urls) => {
                 format!(
-                    "/varz cpu% of {}, summed, sampled every 250 ms",
-                    urls.join(", ")
+                    "/varz cpu% of {}, summed, sampled every {} ms and integrated to the stop \
+                     (the server's cpu% is an average over its own recent past: it lags)",
+                    urls.join(", "),
+                    VARZ_EVERY.as_millis()
                 )
             }
             ServerCpu::Unavailable => "unavailable".into(),
@@ -392,73 +394,77 @@ pub enum CpuMeter {
 }
 
 impl CpuMeter {
+    /// The CPU used from the start to now.
     pub fn stop(self) -> Option<Duration> {
+        self.stop_at(Instant::now())
+    }
+
+    /// The CPU used from the start to `at` (now, or just before): process
+    /// accounting is read now; /varz is integrated up to `at` exactly.
+    pub fn stop_at(self, at: Instant) -> Option<Duration> {
         match self {
             CpuMeter::Processes { pids, start } => {
                 Some(total_cpu_time(&pids)?.saturating_sub(start?))
             }
-            CpuMeter::Varz(sampler) => sampler.stop(),
+            CpuMeter::Varz(sampler) => sampler.stop(at),
             CpuMeter::Unavailable => None,
         }
     }
 }
 
-/// Integrates `/varz` cpu% over time on a background thread.
+/// Integrates `/varz` cpu% over time on a background thread, every
+/// [`VARZ_EVERY`], from the start to the stop's instant exactly: the
+/// stop wakes the thread, whose last interval ends at that instant rather
+/// than at its next sample. The server's cpu% is itself an average over
+/// its own recent past, so the figure still lags the load; process
+/// accounting ([`ServerCpu::Processes`]) does not.
 pub struct VarzSampler {
-    stop: Arc<AtomicBool>,
-    /// Integrated CPU nanoseconds; `u64::MAX` once a sample failed.
-    total_ns: Arc<AtomicU64>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    /// Sends the stop's instant; dropped unread (its variant failed), it
+    /// ends the thread too.
+    stop: std::sync::mpsc::Sender<Instant>,
+    /// Integrated CPU nanoseconds; `None` once a sample failed.
+    thread: std::thread::JoinHandle<Option<u64>>,
 }
 
-/// A meter dropped unread (its variant failed) stops its thread too.
-impl Drop for VarzSampler {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-    }
-}
+/// How often a [`VarzSampler`] reads /varz.
+const VARZ_EVERY: Duration = Duration::from_millis(250);
 
 impl VarzSampler {
     fn start(urls: &[String]) -> VarzSampler {
-        let stop = Arc::new(AtomicBool::new(false));
-        let total_ns = Arc::new(AtomicU64::new(0));
-        let (s, t, urls) = (stop.clone(), total_ns.clone(), urls.to_vec());
+        let started = Instant::now();
+        let (stop, stopped) = std::sync::mpsc::channel::<Instant>();
+        let urls = urls.to_vec();
         // Every node's cpu%, summed; `None` if any does not answer.
         let sum = move || -> Option<f64> { urls.iter().map(|u| varz_cpu_percent(u)).sum() };
         let thread = std::thread::spawn(move || {
-            let mut last = Instant::now();
-            let mut last_cpu = sum();
-            while !s.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(250));
-                let now = Instant::now();
-                let cpu = sum();
-                match (last_cpu, cpu) {
-                    (Some(a), Some(b)) if t.load(Ordering::Relaxed) != u64::MAX => {
-                        let dt = now.duration_since(last).as_secs_f64();
-                        let ns = (a + b) / 2.0 / 100.0 * dt * 1e9;
-                        t.fetch_add(ns as u64, Ordering::Relaxed);
-                    }
-                    _ => t.store(u64::MAX, Ordering::Relaxed),
+            // The first reading stands for the start, however late the
+            // thread got to it.
+            let (mut last, mut last_cpu) = (started, sum()?);
+            let mut total_ns = 0f64;
+            loop {
+                let wait = (last + VARZ_EVERY).saturating_duration_since(Instant::now());
+                let end = match stopped.recv_timeout(wait) {
+                    Ok(at) => Some(at),
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => None,
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return None,
+                };
+                let cpu = sum()?;
+                let until = end.unwrap_or_else(Instant::now).max(last);
+                let dt = until.duration_since(last).as_secs_f64();
+                total_ns += (last_cpu + cpu) / 2.0 / 100.0 * dt * 1e9;
+                if end.is_some() {
+                    return Some(total_ns as u64);
                 }
-                last = now;
-                last_cpu = cpu;
+                (last, last_cpu) = (until, cpu);
             }
         });
-        VarzSampler {
-            stop,
-            total_ns,
-            thread: Some(thread),
-        }
+        VarzSampler { stop, thread }
     }
 
-    /// Stops sampling; the last interval is closed by one more sample.
-    fn stop(mut self) -> Option<Duration> {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-        let ns = self.total_ns.load(Ordering::Relaxed);
-        (ns != u64::MAX).then(|| Duration::from_nanos(ns))
+    /// The integral from the start to `at`.
+    fn stop(self, at: Instant) -> Option<Duration> {
+        let _ = self.stop.send(at);
+        self.thread.join().ok().flatten().map(Duration::from_nanos)
     }
 }
 
@@ -539,6 +545,56 @@ mod tests {
             peak >= before + (HELD as u64) * 9 / 10,
             "peak {peak} B, {before} B before holding {HELD} B"
         );
+    }
+
+    /// A /varz that always says one core busy: `cpu` 100.
+    fn busy_varz() -> String {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                // The whole request first: closing on unread bytes resets
+                // the connection under the client's read.
+                let mut request = Vec::new();
+                let mut byte = [0u8; 1];
+                while !request.ends_with(b"\r\n\r\n")
+                    && std::io::Read::read(&mut stream, &mut byte).is_ok_and(|n| n == 1)
+                {
+                    request.push(byte[0]);
+                }
+                let body = r#"{"cpu":100.0}"#;
+                let _ = std::io::Write::write_all(
+                    &mut stream,
+                    format!("HTTP/1.0 200 OK\r\n\r\n{body}").as_bytes(),
+                );
+            }
+        });
+        url
+    }
+
+    #[test]
+    fn the_varz_integral_ends_at_the_stop() {
+        // One core busy throughout: the integral is the time it covers,
+        // which must lie within the calls that start and stop it. A
+        // sampler that closed its last interval with a sample up to 250 ms
+        // after the stop covered more.
+        let url = busy_varz();
+        assert_eq!(varz_cpu_percent(&url), Some(100.0));
+        let meter = ServerCpu::Varz(vec![url]);
+        for _ in 0..3 {
+            let started = Instant::now();
+            let running = meter.start();
+            std::thread::sleep(Duration::from_millis(20));
+            let stop = Instant::now();
+            let cpu = running.stop_at(stop).expect("the fake /varz answers");
+            let window = stop - started;
+            assert!(cpu > Duration::ZERO, "it integrated something");
+            assert!(
+                cpu <= window,
+                "{cpu:?} of one core in {window:?} from start to stop"
+            );
+        }
     }
 
     #[test]
