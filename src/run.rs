@@ -627,7 +627,11 @@ struct ServerCpuMethod<'a> {
 
 impl VariantSink for ServerCpuMethod<'_> {
     fn record(&mut self, scenario: &profile::CommonPlan, mut variant: VariantResult) -> Result<()> {
-        if variant.metrics.iter().any(|m| m.name.contains("server_cpu")) {
+        if variant
+            .metrics
+            .iter()
+            .any(|m| m.name.contains("server_cpu"))
+        {
             variant.param("server_cpu_method", &self.method);
         }
         self.inner.record(scenario, variant)

@@ -368,6 +368,9 @@ fn embedded_publish_run_measures_server_cpu_and_prints_the_price_of_dedup() {
         // How the server's figure was read: its own process, at both ends.
         let method = v.params.get("server_cpu_method").and_then(|m| m.as_str());
         let method = method.unwrap_or_default();
-        assert!(method.starts_with("process accounting (/proc)"), "{method:?}");
+        assert!(
+            method.starts_with("process accounting (/proc)"),
+            "{method:?}"
+        );
     }
 }

@@ -296,8 +296,15 @@ async fn a_max_rate_counts_from_the_end_of_the_warm_up() {
         end_ns: record_from + 300_000_000,
     });
     let (send, ack) = publisher.finish().await.unwrap();
-    assert!(send.sent > send.measured, "the warm-up's sends are not counted");
-    assert!(send.measured > 100, "it published after the warm-up: {}", send.measured);
+    assert!(
+        send.sent > send.measured,
+        "the warm-up's sends are not counted"
+    );
+    assert!(
+        send.measured > 100,
+        "it published after the warm-up: {}",
+        send.measured
+    );
     assert!(send.first_measured_ns >= record_from);
     assert_eq!(
         send.measured_bytes,

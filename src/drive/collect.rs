@@ -24,12 +24,14 @@ impl Variant<'_> {
         let mut client_cpu =
             crate::system::cpu::ClientCpu::since(published.meters.client_cpu_start);
         let server_cpu = published.meters.server_cpu.stop();
-        let after_warmup = published.meters.after_warmup.map(|(client, server)| {
-            super::CpuAfterWarmup {
-                client: crate::system::cpu::ClientCpu::since(client),
-                server: server.stop(),
-            }
-        });
+        let after_warmup =
+            published
+                .meters
+                .after_warmup
+                .map(|(client, server)| super::CpuAfterWarmup {
+                    client: crate::system::cpu::ClientCpu::since(client),
+                    server: server.stop(),
+                });
         let samples = match self.sampler {
             Some(s) => s.finish().await,
             None => Vec::new(),

@@ -60,8 +60,9 @@ pub use fanout::{
     DurablePart, FanDurable, FanStream, FanoutOutcome, FanoutSpec, StreamPart, drive_fanout,
 };
 pub use outcome::{
-    Attribution, ConsumerSample, CpuAfterWarmup, ConsumerState, CrashOutcome, DriveOutcome, FaultOutcome,
-    PauseOutcome, attribute, evicted_below, evicted_count, held_sequences, rate, stream_eviction,
+    Attribution, ConsumerSample, ConsumerState, CpuAfterWarmup, CrashOutcome, DriveOutcome,
+    FaultOutcome, PauseOutcome, attribute, evicted_below, evicted_count, held_sequences, rate,
+    stream_eviction,
 };
 pub use peers::{Alone, Exchange, LocalReports, PeerCounts, PeerPart, Peers, PublisherPart};
 pub use spec::{ConsumerSpec, CrashPlan, DriveSpec, FaultPlan, OutagePlan, Share};

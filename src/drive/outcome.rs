@@ -708,7 +708,13 @@ mod tests {
     #[test]
     fn a_rate_counts_the_sends_after_the_warm_up_and_no_resend() {
         let second = 1_000_000_000;
-        let o = merge(vec![max_rate_send(second)], Vec::new(), Vec::new(), 0, second);
+        let o = merge(
+            vec![max_rate_send(second)],
+            Vec::new(),
+            Vec::new(),
+            0,
+            second,
+        );
         assert!(
             (o.publish_rate() - 1000.0).abs() < 1e-6,
             "1,001 sends over the second after the warm-up: {}",

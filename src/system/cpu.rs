@@ -369,7 +369,9 @@ impl ServerCpu {
     pub fn describe(&self) -> String {
         match self {
             ServerCpu::Processes(pids) => {
-                format!("process accounting (/proc) of pids {pids:?}, read at both ends of the span")
+                format!(
+                    "process accounting (/proc) of pids {pids:?}, read at both ends of the span"
+                )
             }
             ServerCpu::Varz(urls) => {
                 format!(

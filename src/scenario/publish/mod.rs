@@ -427,7 +427,11 @@ fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) -> Figu
             o.record_from_ns.saturating_sub(o.t0_ns) as f64 / 1e6,
         ),
     );
-    if let Some(server) = o.telemetry.as_ref().and_then(|t| t.in_msgs_rate(first, last)) {
+    if let Some(server) = o
+        .telemetry
+        .as_ref()
+        .and_then(|t| t.in_msgs_rate(first, last))
+    {
         r.metrics.push(Metric::new(
             SERVER_IN_MSGS_RATE,
             "msg/s",
