@@ -466,6 +466,10 @@ impl<'a> Session<'a> {
             }
             None => sink,
         };
+        let sink = &mut ServerCpuMethod {
+            inner: sink,
+            method: ctx.server_cpu.describe(),
+        };
         let Err(e) = plan.run(ctx, sink).await else {
             return Ok(None);
         };
@@ -614,6 +618,27 @@ async fn serve_metrics(addr: std::net::SocketAddr) -> Result<MetricsServer> {
 }
 
 /// Stops the metrics listener when the run returns.
+/// Names how the server's CPU was read beside every variant reporting a
+/// figure from it: process accounting and /varz differ in window and lag,
+/// and a comparison across methods compares those too.
+struct ServerCpuMethod<'a> {
+    inner: &'a mut dyn VariantSink,
+    method: String,
+}
+
+impl VariantSink for ServerCpuMethod<'_> {
+    fn record(&mut self, scenario: &profile::CommonPlan, mut variant: VariantResult) -> Result<()> {
+        if variant
+            .metrics
+            .iter()
+            .any(|m| m.name.contains("server_cpu"))
+        {
+            variant.param("server_cpu_method", &self.method);
+        }
+        self.inner.record(scenario, variant)
+    }
+}
+
 struct MetricsServer(tokio::task::JoinHandle<()>);
 
 impl Drop for MetricsServer {

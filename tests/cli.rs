@@ -365,5 +365,12 @@ fn embedded_publish_run_measures_server_cpu_and_prints_the_price_of_dedup() {
         let expected = client / (client + server);
         assert!((share - expected).abs() < 1e-9, "{share} vs {expected}");
         assert!(v.metric("publisher_cpu_per_msg").unwrap().value > 0.0);
+        // How the server's figure was read: its own process, at both ends.
+        let method = v.params.get("server_cpu_method").and_then(|m| m.as_str());
+        let method = method.unwrap_or_default();
+        assert!(
+            method.starts_with("process accounting (/proc)"),
+            "{method:?}"
+        );
     }
 }

@@ -76,6 +76,7 @@ async fn sync_and_async_max_rate_publish_everything_with_and_without_ids() {
         assert!(v.ledger.published > 100, "{}: {:?}", v.name, v.ledger);
         assert_eq!(v.ledger.persisted, v.ledger.published);
         assert!(metric(v, "publish_rate") > 0.0);
+        assert!(metric(v, "publish_acked_rate") > 0.0);
         assert!(metric(v, "client_cpu_per_msg") > 0.0);
         assert!(
             v.metric("server_cpu_per_msg").is_none(),
@@ -232,4 +233,85 @@ async fn an_unpaced_publisher_sends_nothing_before_t0() {
         (send.first_sent_ns - handed) / 1_000_000
     );
     assert_eq!(ack.acked, send.sent);
+}
+
+/// A rate counts the sends intended from the end of the warm-up, never the
+/// warm-up's (the PubAck window's first burst at `max` among them), and
+/// the PubAcks confirming exactly those sends give the acknowledged rate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_max_rate_counts_from_the_end_of_the_warm_up() {
+    use std::time::Duration;
+
+    use jsbench::connect::ConnectSettings;
+    use jsbench::load::{Publisher, PublisherConfig, RetryPlan, Timing};
+    use jsbench::profile::{MsgId, SizePlan};
+    use jsbench::record::clock;
+    use jsbench::record::schedule::Schedule;
+
+    let server = common::server();
+    let settings = ConnectSettings::new(server.url(), Duration::from_secs(5)).unwrap();
+    let client = settings.connect("setup").await.unwrap();
+    let js = settings.jetstream(client);
+    js.create_stream(async_nats::jetstream::stream::Config {
+        name: "WARMUP".into(),
+        subjects: vec!["warmup.>".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let config = PublisherConfig {
+        index: 0,
+        subjects: vec!["warmup.1".into()],
+        message_size: SizePlan::Fixed(128),
+        schedule: Schedule {
+            t0_ns: 0,
+            total_rate: None,
+            stride: 1,
+            offset: 0,
+            total_messages: 0,
+            end_ns: u64::MAX,
+            arrivals: None,
+        },
+        window: 256,
+        msg_id: MsgId::None,
+        msg_id_prefix: String::new(),
+        headers: Vec::new(),
+        retries: RetryPlan::default(),
+        seed: 1,
+        record_from_ns: 0,
+        pub_ack_timeout: Duration::from_secs(10),
+        timeline_origin_ns: 0,
+        resend_after: None,
+        wake_every: None,
+    };
+    let stop = tokio_util::sync::CancellationToken::new();
+    let mut publisher = Publisher::start(&settings, "publisher-0", config, stop)
+        .await
+        .unwrap();
+    let t0 = clock::now_ns() + 100_000_000;
+    let record_from = t0 + 300_000_000;
+    publisher.go(Timing {
+        t0_ns: t0,
+        record_from_ns: record_from,
+        end_ns: record_from + 300_000_000,
+    });
+    let (send, ack) = publisher.finish().await.unwrap();
+    assert!(
+        send.sent > send.measured,
+        "the warm-up's sends are not counted"
+    );
+    assert!(
+        send.measured > 100,
+        "it published after the warm-up: {}",
+        send.measured
+    );
+    assert!(send.first_measured_ns >= record_from);
+    assert_eq!(
+        send.measured_bytes,
+        128 * send.measured,
+        "the bytes of the counted sends"
+    );
+    assert_eq!(ack.measured_acked, send.measured);
+    assert!(ack.first_measured_ack_ns > send.first_measured_ns);
+    assert!(ack.last_measured_ack_ns >= ack.first_measured_ack_ns);
 }

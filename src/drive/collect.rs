@@ -24,6 +24,14 @@ impl Variant<'_> {
         let mut client_cpu =
             crate::system::cpu::ClientCpu::since(published.meters.client_cpu_start);
         let server_cpu = published.meters.server_cpu.stop();
+        let after_warmup =
+            published
+                .meters
+                .after_warmup
+                .map(|(client, server)| super::CpuAfterWarmup {
+                    client: crate::system::cpu::ClientCpu::since(client),
+                    server: server.stop(),
+                });
         let samples = match self.sampler {
             Some(s) => s.finish().await,
             None => Vec::new(),
@@ -57,6 +65,7 @@ impl Variant<'_> {
         for part in &parts {
             client_cpu += part.client_cpu;
         }
+        let after_warmup = after_warmup.filter(|_| parts.is_empty());
         (sends, acks) = by_publisher(share, sends, acks, parts, &mut consumers, &mut errors);
 
         let mut outcome = merge(
@@ -77,6 +86,7 @@ impl Variant<'_> {
         outcome.pause = pause;
         outcome.client_cpu = client_cpu;
         outcome.server_cpu = server_cpu;
+        outcome.cpu_after_warmup = after_warmup;
         outcome.interrupted = ctx.stop.is_cancelled();
         outcome.errors = errors;
         // A core baseline has no stream to ask.
@@ -85,6 +95,9 @@ impl Variant<'_> {
                 .attribute_losses(ctx.provisioner.jetstream(), &self.spec.stream)
                 .await;
         }
+        // The merge above holds every report and its copy at once: the
+        // peak often falls here, after the run loop's last sample.
+        outcome.memory.close();
         Ok(outcome)
     }
 }

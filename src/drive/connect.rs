@@ -25,10 +25,13 @@ pub(super) struct Connected {
 }
 
 /// CPU meters, started before the publishers connect and read when the
-/// last one has finished.
+/// drain has ended.
 pub(super) struct Meters {
     pub client_cpu_start: cpu::ClientCpu,
     pub server_cpu: CpuMeter,
+    /// Both sides again from the end of the warm-up, taken by the run
+    /// loop: what the sends a rate counts cost.
+    pub after_warmup: Option<(cpu::ClientCpu, CpuMeter)>,
 }
 
 pub(super) async fn connect(
@@ -61,6 +64,7 @@ pub(super) async fn connect(
     let meters = Meters {
         client_cpu_start: cpu::ClientCpu::now(),
         server_cpu: ctx.server_cpu.start(),
+        after_warmup: None,
     };
     let publish_stop = ctx.stop.child_token();
     let mut starting = Vec::new();

@@ -302,6 +302,7 @@ impl<'a> Fanout<'a> {
         let meters = Meters {
             client_cpu_start: cpu::ClientCpu::now(),
             server_cpu: ctx.server_cpu.start(),
+            after_warmup: None,
         };
         let publish_stop = ctx.stop.child_token();
         let mut publishers =

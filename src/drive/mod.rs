@@ -60,8 +60,9 @@ pub use fanout::{
     DurablePart, FanDurable, FanStream, FanoutOutcome, FanoutSpec, StreamPart, drive_fanout,
 };
 pub use outcome::{
-    Attribution, ConsumerSample, ConsumerState, CrashOutcome, DriveOutcome, FaultOutcome,
-    PauseOutcome, attribute, evicted_below, evicted_count, held_sequences, rate, stream_eviction,
+    Attribution, ConsumerSample, ConsumerState, CpuAfterWarmup, CrashOutcome, DriveOutcome,
+    FaultOutcome, PauseOutcome, attribute, evicted_below, evicted_count, held_sequences, rate,
+    stream_eviction,
 };
 pub use peers::{Alone, Exchange, LocalReports, PeerCounts, PeerPart, Peers, PublisherPart};
 pub use spec::{ConsumerSpec, CrashPlan, DriveSpec, FaultPlan, OutagePlan, Share};
@@ -181,7 +182,8 @@ struct Variant<'a> {
     /// The other processes' clients' unanswered deliveries, as last
     /// reported: the sampler's client-side view of ack pending.
     peer_in_flight: Arc<AtomicU64>,
-    /// This process's resident memory, sampled on the run loop.
+    /// This process's resident memory, sampled on the run loop, its peak
+    /// from the variant's start to the end of collect.
     memory: crate::system::cpu::MemoryTrace,
 }
 
@@ -194,6 +196,9 @@ impl<'a> Variant<'a> {
         messages: u64,
     ) -> Self {
         let record_from_ns = t0_ns + spec.warmup.as_nanos() as u64;
+        // The first sample starts the peak's span, which collect closes.
+        let mut memory = crate::system::cpu::MemoryTrace::default();
+        memory.note(crate::record::clock::now_ns(), 0);
         Variant {
             ctx,
             spec,
@@ -211,7 +216,7 @@ impl<'a> Variant<'a> {
             sampler: None,
             telemetry: None,
             peer_in_flight: Arc::new(AtomicU64::new(0)),
-            memory: Default::default(),
+            memory,
         }
     }
 }

@@ -54,6 +54,13 @@ pub struct CrashOutcome {
     pub rebound_ns: u64,
 }
 
+/// CPU from the end of the warm-up to the end of the drain.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CpuAfterWarmup {
+    pub client: crate::system::cpu::ClientCpu,
+    pub server: Option<Duration>,
+}
+
 /// Consumer info at one moment of the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConsumerSample {
@@ -122,6 +129,11 @@ pub struct DriveOutcome {
     pub client_cpu: crate::system::cpu::ClientCpu,
     /// CPU the server used over the same span, when it can be measured.
     pub server_cpu: Option<Duration>,
+    /// Both sides' CPU from the end of the warm-up to the end of the
+    /// drain: what the sends a rate counts cost. `None` in a run with
+    /// workers (their CPU is known over the whole span only) or one that
+    /// ended within its warm-up.
+    pub cpu_after_warmup: Option<CpuAfterWarmup>,
     pub interrupted: bool,
     /// Errors the tasks reported; each makes the variant suspect.
     pub errors: Vec<String>,
@@ -134,7 +146,8 @@ pub struct DriveOutcome {
     pub eviction: Option<Eviction>,
     /// The servers' monitoring endpoints over the variant, when known.
     pub telemetry: Option<crate::server::telemetry::Telemetry>,
-    /// This process's resident memory while the publishers ran.
+    /// This process's resident memory: sampled while the publishers ran,
+    /// its peak from the variant's start to the end of collect.
     pub memory: crate::system::cpu::MemoryTrace,
 }
 
@@ -239,26 +252,52 @@ impl DriveOutcome {
         self.sends.iter().map(|s| s.thread_cpu).sum::<Duration>() + self.client_cpu.publish_io
     }
 
-    /// The publishing span: first actual send to last, over every
-    /// publisher (resends are outside the schedule and left out of both).
-    /// Senders start at t0, paced or not, so the lead-in before t0 is in
-    /// neither the span nor the count.
+    /// The sends a rate counts ([`SendReport::measured`]): scheduled,
+    /// intended from the end of the warm-up.
+    pub fn measured_sends(&self) -> u64 {
+        self.sends_sum(|s| s.measured)
+    }
+
+    /// The publishing span: from the first send a rate counts to the last
+    /// scheduled send, over every publisher. The warm-up (and with it the
+    /// PubAck window's first burst at `max`) and the lead-in before t0 are
+    /// in neither the span nor the count; resends are outside both.
     pub fn publish_span(&self) -> Duration {
-        let first = self
-            .sends
-            .iter()
-            .filter(|s| s.sent > 0)
-            .map(|s| s.first_sent_ns)
-            .min()
-            .unwrap_or(0);
-        let last = self.sends.iter().map(|s| s.last_sent_ns).max().unwrap_or(0);
+        let (first, last) = self.publish_window();
         Duration::from_nanos(last.saturating_sub(first))
+    }
+
+    /// The publishing span's ends, ns on [`crate::record::clock`]; (0, 0)
+    /// when nothing was counted.
+    pub fn publish_window(&self) -> (u64, u64) {
+        let measured = || self.sends.iter().filter(|s| s.measured > 0);
+        let first = measured().map(|s| s.first_measured_ns).min().unwrap_or(0);
+        let last = measured().map(|s| s.last_sent_ns).max().unwrap_or(0);
+        (first, last)
     }
 
     /// Achieved publish rate over the publishing span: `n` sends span
     /// `n - 1` intervals.
     pub fn publish_rate(&self) -> f64 {
-        rate(self.sent(), self.publish_span())
+        rate(self.measured_sends(), self.publish_span())
+    }
+
+    /// Payload bytes a second over the publishing span, of the sends the
+    /// rate counts.
+    pub fn publish_throughput(&self) -> f64 {
+        self.sends_sum(|s| s.measured_bytes) as f64 / self.publish_span().as_secs_f64().max(1e-9)
+    }
+
+    /// The rate PubAcks confirmed the sends a rate counts, from the first
+    /// such PubAck to the last: what the server took, beside what was sent.
+    pub fn acked_rate(&self) -> f64 {
+        let acked = || self.acks.iter().filter(|a| a.measured_acked > 0);
+        let first = acked().map(|a| a.first_measured_ack_ns).min().unwrap_or(0);
+        let last = acked().map(|a| a.last_measured_ack_ns).max().unwrap_or(0);
+        rate(
+            self.acks_sum(|a| a.measured_acked),
+            Duration::from_nanos(last.saturating_sub(first)),
+        )
     }
 
     /// Achieved delivery rate across consumers, first to last delivery.
@@ -527,6 +566,7 @@ pub(super) fn merge(
         pause: None,
         client_cpu: Default::default(),
         server_cpu: None,
+        cpu_after_warmup: None,
         interrupted: false,
         errors: Vec::new(),
         client_drop_cause: None,
@@ -648,6 +688,39 @@ mod tests {
         // loss; 9 and 10, beyond the last delivery, are still the server's.
         let evicted = attribute(&ledger, Some(state), None, &SeqSet::default(), 7).unwrap();
         assert_eq!((evicted.lost, evicted.client_dropped), (3, 0));
+    }
+
+    /// A publisher at `max` over a 1 s warm-up and a 1 s window: 4,000
+    /// sends in the warm-up (the PubAck window's first burst among them),
+    /// 1,001 after it, and 50 resends of overdue PubAcks.
+    fn max_rate_send(warmup_ns: u64) -> SendReport {
+        serde_json::from_value(serde_json::json!({
+            "sent": 4000 + 1001 + 50, "bytes": (4000 + 1001 + 50) * 100,
+            "retries": 0, "late_retries": 0, "late_retried": [], "resends": 50,
+            "first_error": null, "stalled": null, "interrupted": false,
+            "send_lag": Recorder::new(), "timeline": Timeline::per_second(0),
+            "first_sent_ns": 0, "last_sent_ns": 2 * warmup_ns, "last_intended_ns": 2 * warmup_ns,
+            "measured": 1001, "measured_bytes": 1001 * 100, "first_measured_ns": warmup_ns,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_rate_counts_the_sends_after_the_warm_up_and_no_resend() {
+        let second = 1_000_000_000;
+        let o = merge(
+            vec![max_rate_send(second)],
+            Vec::new(),
+            Vec::new(),
+            0,
+            second,
+        );
+        assert!(
+            (o.publish_rate() - 1000.0).abs() < 1e-6,
+            "1,001 sends over the second after the warm-up: {}",
+            o.publish_rate()
+        );
+        assert_eq!(o.publish_span(), Duration::from_secs(1));
     }
 
     #[test]

@@ -54,7 +54,7 @@ impl Variant<'_> {
         &mut self,
         peers: &mut P,
         publishers: Vec<Publisher>,
-        meters: Meters,
+        mut meters: Meters,
         publish_stop: CancellationToken,
     ) -> Result<Published> {
         self.sampler = self.start_sampler(peers.watches_server());
@@ -70,9 +70,17 @@ impl Variant<'_> {
         let finishing = join_all(publishers.into_iter().map(Publisher::finish));
         tokio::pin!(finishing);
         let mut tick = tokio::time::interval(Duration::from_millis(100));
+        let warmup_end = tokio::time::sleep(Duration::from_nanos(
+            self.timing.record_from_ns.saturating_sub(clock::now_ns()),
+        ));
+        tokio::pin!(warmup_end);
         let results = loop {
             tokio::select! {
                 results = &mut finishing => break results,
+                _ = &mut warmup_end, if meters.after_warmup.is_none() => {
+                    meters.after_warmup =
+                        Some((crate::system::cpu::ClientCpu::now(), self.ctx.server_cpu.start()));
+                }
                 _ = tick.tick() => {
                     if let Err(e) = self.tick(peers, &mut pace, &publish_stop, (&mut fault, &mut pause)).await {
                         // A variant that failed mid-run (a fault it could

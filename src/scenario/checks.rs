@@ -708,6 +708,7 @@ mod memory_tests {
                     }
                 })
                 .collect(),
+            high_water: None,
         }
     }
 

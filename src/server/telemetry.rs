@@ -306,6 +306,25 @@ impl Telemetry {
             .sum()
     }
 
+    /// Messages a second the server took in (`/varz` in_msgs) between its
+    /// first and its last sample inside `from_ns..=to_ns`: the server's
+    /// own count of a publish rate. A single server only (a cluster's
+    /// nodes count what their routes bring too); `None` with fewer than
+    /// two samples inside.
+    pub fn in_msgs_rate(&self, from_ns: u64, to_ns: u64) -> Option<f64> {
+        if self.nodes.len() != 1 {
+            return None;
+        }
+        let inside = || {
+            self.samples
+                .iter()
+                .filter(|s| (from_ns..=to_ns).contains(&s.at_ns))
+        };
+        let (first, last) = (inside().next()?, inside().next_back()?);
+        let span = last.at_ns.checked_sub(first.at_ns).filter(|&d| d > 0)?;
+        Some(last.in_msgs.saturating_sub(first.in_msgs) as f64 * 1e9 / span as f64)
+    }
+
     /// The meta leader each time it changed, with seconds from `origin_ns`:
     /// the first entry is who led at the start.
     pub fn meta_leaders(&self, origin_ns: u64) -> Vec<(f64, String)> {
@@ -434,6 +453,27 @@ mod tests {
             meta_leader: Some(leader.into()),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn the_servers_inbound_rate_is_read_between_the_samples_inside_a_window() {
+        let one = |samples: &[(u32, u64)]| Telemetry {
+            nodes: vec!["n1".into()],
+            samples: samples
+                .iter()
+                .map(|&(tick, n)| at(tick, 0, 0, n, "n1"))
+                .collect(),
+            ..Default::default()
+        };
+        // Samples at 1.0, 1.5, 2.0, 2.5 and 3.0 s; the window from 1.2 s
+        // to 2.6 s holds 1.5 (100) to 2.5 (1,100): 1,000 in a second.
+        let t = one(&[(0, 0), (1, 100), (2, 600), (3, 1100), (4, 1200)]);
+        let rate = t.in_msgs_rate(1_200_000_000, 2_600_000_000).unwrap();
+        assert!((rate - 1000.0).abs() < 1e-9, "{rate}");
+        assert_eq!(t.in_msgs_rate(1_200_000_000, 1_900_000_000), None);
+        let mut two = t.clone();
+        two.nodes.push("n2".into());
+        assert_eq!(two.in_msgs_rate(0, u64::MAX), None, "routes count too");
     }
 
     #[test]

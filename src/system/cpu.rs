@@ -7,8 +7,6 @@
 //! other server only through the `cpu` percentage of its `/varz` monitoring
 //! endpoint, sampled and integrated over the measured span.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// User plus system CPU time of a process, from /proc/<pid>/stat.
@@ -151,6 +149,23 @@ pub fn own_rss() -> u64 {
     pages * if page > 0 { page as u64 } else { 4096 }
 }
 
+/// The most memory this process has held resident since the high-water
+/// mark was last reset ([`reset_peak_rss`]), in bytes, from VmHWM in
+/// /proc/self/status; `None` where it cannot be read.
+fn peak_rss_since_reset() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Sets this process's high-water mark of resident memory to what it holds
+/// now (Linux 4.0 and later), so the next [`peak_rss_since_reset`] covers
+/// from here on; false where the kernel refuses.
+fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
 /// The client's resident memory over a variant against the messages it
 /// had published by then: memory that grows with the messages a run
 /// moves (a per-message record kept forever) shows as a slope, which a
@@ -158,6 +173,12 @@ pub fn own_rss() -> u64 {
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MemoryTrace {
     pub samples: Vec<MemorySample>,
+    /// The kernel's high-water mark since the first sample, which reset it,
+    /// as last read: memory taken and handed back between two samples (the
+    /// collect phase merging every report) counts in the peak. `None`
+    /// where the mark cannot be reset, and the samples alone give the peak.
+    #[serde(default)]
+    pub high_water: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -175,7 +196,9 @@ pub struct MemorySample {
 const MEMORY_EVERY_NS: u64 = 1_000_000_000;
 
 impl MemoryTrace {
-    /// Takes a sample when a second has passed since the last.
+    /// Takes a sample when a second has passed since the last. The first
+    /// resets the kernel's high-water mark, from which [`Self::peak`]
+    /// then counts.
     pub fn note(&mut self, now_ns: u64, messages: u64) {
         if self
             .samples
@@ -184,15 +207,35 @@ impl MemoryTrace {
         {
             return;
         }
+        if self.samples.is_empty() {
+            self.high_water = reset_peak_rss().then_some(0);
+        }
         self.samples.push(MemorySample {
             at_ns: now_ns,
             messages,
             rss: own_rss(),
         });
+        self.read_high_water();
     }
 
+    /// Reads the high-water mark once more, however soon after the last
+    /// sample: the end of the span the peak covers.
+    pub fn close(&mut self) {
+        self.read_high_water();
+    }
+
+    fn read_high_water(&mut self) {
+        if let Some(mark) = &mut self.high_water {
+            *mark = (*mark).max(peak_rss_since_reset().unwrap_or(0));
+        }
+    }
+
+    /// The most memory held resident from the first sample to the last
+    /// reading: the kernel's high-water mark where it could be reset, else
+    /// the largest sample.
     pub fn peak(&self) -> Option<u64> {
-        self.samples.iter().map(|s| s.rss).max()
+        let sampled = self.samples.iter().map(|s| s.rss).max()?;
+        Some(sampled.max(self.high_water.unwrap_or(0)))
     }
 
     /// Messages published by the last sample.
@@ -325,11 +368,17 @@ impl ServerCpu {
 
     pub fn describe(&self) -> String {
         match self {
-            ServerCpu::Processes(pids) => format!("process accounting of pids {pids:?}"),
+            ServerCpu::Processes(pids) => {
+                format!(
+                    "process accounting (/proc) of pids {pids:?}, read at both ends of the span"
+                )
+            }
             ServerCpu::Varz(urls) => {
                 format!(
-                    "/varz cpu% of {}, summed, sampled every 250 ms",
-                    urls.join(", ")
+                    "/varz cpu% of {}, summed, sampled every {} ms and integrated to the stop \
+                     (the server's cpu% is an average over its own recent past: it lags)",
+                    urls.join(", "),
+                    VARZ_EVERY.as_millis()
                 )
             }
             ServerCpu::Unavailable => "unavailable".into(),
@@ -347,73 +396,77 @@ pub enum CpuMeter {
 }
 
 impl CpuMeter {
+    /// The CPU used from the start to now.
     pub fn stop(self) -> Option<Duration> {
+        self.stop_at(Instant::now())
+    }
+
+    /// The CPU used from the start to `at` (now, or just before): process
+    /// accounting is read now; /varz is integrated up to `at` exactly.
+    pub fn stop_at(self, at: Instant) -> Option<Duration> {
         match self {
             CpuMeter::Processes { pids, start } => {
                 Some(total_cpu_time(&pids)?.saturating_sub(start?))
             }
-            CpuMeter::Varz(sampler) => sampler.stop(),
+            CpuMeter::Varz(sampler) => sampler.stop(at),
             CpuMeter::Unavailable => None,
         }
     }
 }
 
-/// Integrates `/varz` cpu% over time on a background thread.
+/// Integrates `/varz` cpu% over time on a background thread, every
+/// [`VARZ_EVERY`], from the start to the stop's instant exactly: the
+/// stop wakes the thread, whose last interval ends at that instant rather
+/// than at its next sample. The server's cpu% is itself an average over
+/// its own recent past, so the figure still lags the load; process
+/// accounting ([`ServerCpu::Processes`]) does not.
 pub struct VarzSampler {
-    stop: Arc<AtomicBool>,
-    /// Integrated CPU nanoseconds; `u64::MAX` once a sample failed.
-    total_ns: Arc<AtomicU64>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    /// Sends the stop's instant; dropped unread (its variant failed), it
+    /// ends the thread too.
+    stop: std::sync::mpsc::Sender<Instant>,
+    /// Integrated CPU nanoseconds; `None` once a sample failed.
+    thread: std::thread::JoinHandle<Option<u64>>,
 }
 
-/// A meter dropped unread (its variant failed) stops its thread too.
-impl Drop for VarzSampler {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-    }
-}
+/// How often a [`VarzSampler`] reads /varz.
+const VARZ_EVERY: Duration = Duration::from_millis(250);
 
 impl VarzSampler {
     fn start(urls: &[String]) -> VarzSampler {
-        let stop = Arc::new(AtomicBool::new(false));
-        let total_ns = Arc::new(AtomicU64::new(0));
-        let (s, t, urls) = (stop.clone(), total_ns.clone(), urls.to_vec());
+        let started = Instant::now();
+        let (stop, stopped) = std::sync::mpsc::channel::<Instant>();
+        let urls = urls.to_vec();
         // Every node's cpu%, summed; `None` if any does not answer.
         let sum = move || -> Option<f64> { urls.iter().map(|u| varz_cpu_percent(u)).sum() };
         let thread = std::thread::spawn(move || {
-            let mut last = Instant::now();
-            let mut last_cpu = sum();
-            while !s.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(250));
-                let now = Instant::now();
-                let cpu = sum();
-                match (last_cpu, cpu) {
-                    (Some(a), Some(b)) if t.load(Ordering::Relaxed) != u64::MAX => {
-                        let dt = now.duration_since(last).as_secs_f64();
-                        let ns = (a + b) / 2.0 / 100.0 * dt * 1e9;
-                        t.fetch_add(ns as u64, Ordering::Relaxed);
-                    }
-                    _ => t.store(u64::MAX, Ordering::Relaxed),
+            // The first reading stands for the start, however late the
+            // thread got to it.
+            let (mut last, mut last_cpu) = (started, sum()?);
+            let mut total_ns = 0f64;
+            loop {
+                let wait = (last + VARZ_EVERY).saturating_duration_since(Instant::now());
+                let end = match stopped.recv_timeout(wait) {
+                    Ok(at) => Some(at),
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => None,
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return None,
+                };
+                let cpu = sum()?;
+                let until = end.unwrap_or_else(Instant::now).max(last);
+                let dt = until.duration_since(last).as_secs_f64();
+                total_ns += (last_cpu + cpu) / 2.0 / 100.0 * dt * 1e9;
+                if end.is_some() {
+                    return Some(total_ns as u64);
                 }
-                last = now;
-                last_cpu = cpu;
+                (last, last_cpu) = (until, cpu);
             }
         });
-        VarzSampler {
-            stop,
-            total_ns,
-            thread: Some(thread),
-        }
+        VarzSampler { stop, thread }
     }
 
-    /// Stops sampling; the last interval is closed by one more sample.
-    fn stop(mut self) -> Option<Duration> {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-        let ns = self.total_ns.load(Ordering::Relaxed);
-        (ns != u64::MAX).then(|| Duration::from_nanos(ns))
+    /// The integral from the start to `at`.
+    fn stop(self, at: Instant) -> Option<Duration> {
+        let _ = self.stop.send(at);
+        self.thread.join().ok().flatten().map(Duration::from_nanos)
     }
 }
 
@@ -472,6 +525,78 @@ mod tests {
         // /proc counts in clock ticks (10 ms): a tick may fall either side.
         assert!(spent >= Duration::from_millis(20), "{spent:?}");
         assert!(ServerCpu::Unavailable.start().stop().is_none());
+    }
+
+    #[test]
+    fn a_peak_between_two_samples_is_the_traces_peak() {
+        // Memory taken and handed back between two samples, as the collect
+        // phase's merge does after the run loop's last sample.
+        let mut trace = MemoryTrace::default();
+        trace.note(0, 0);
+        let before = own_rss();
+        const HELD: usize = 64 << 20;
+        let mut held = vec![0u8; HELD];
+        for page in held.chunks_mut(4096) {
+            page[0] = 1;
+        }
+        std::hint::black_box(&held);
+        drop(held);
+        trace.note(2 * MEMORY_EVERY_NS, 1);
+        let peak = trace.peak().unwrap();
+        assert!(
+            peak >= before + (HELD as u64) * 9 / 10,
+            "peak {peak} B, {before} B before holding {HELD} B"
+        );
+    }
+
+    /// A /varz that always says one core busy: `cpu` 100.
+    fn busy_varz() -> String {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                // The whole request first: closing on unread bytes resets
+                // the connection under the client's read.
+                let mut request = Vec::new();
+                let mut byte = [0u8; 1];
+                while !request.ends_with(b"\r\n\r\n")
+                    && std::io::Read::read(&mut stream, &mut byte).is_ok_and(|n| n == 1)
+                {
+                    request.push(byte[0]);
+                }
+                let body = r#"{"cpu":100.0}"#;
+                let _ = std::io::Write::write_all(
+                    &mut stream,
+                    format!("HTTP/1.0 200 OK\r\n\r\n{body}").as_bytes(),
+                );
+            }
+        });
+        url
+    }
+
+    #[test]
+    fn the_varz_integral_ends_at_the_stop() {
+        // One core busy throughout: the integral is the time it covers,
+        // which must lie within the calls that start and stop it. A
+        // sampler that closed its last interval with a sample up to 250 ms
+        // after the stop covered more.
+        let url = busy_varz();
+        assert_eq!(varz_cpu_percent(&url), Some(100.0));
+        let meter = ServerCpu::Varz(vec![url]);
+        for _ in 0..3 {
+            let started = Instant::now();
+            let running = meter.start();
+            std::thread::sleep(Duration::from_millis(20));
+            let stop = Instant::now();
+            let cpu = running.stop_at(stop).expect("the fake /varz answers");
+            let window = stop - started;
+            assert!(cpu > Duration::ZERO, "it integrated something");
+            assert!(
+                cpu <= window,
+                "{cpu:?} of one core in {window:?} from start to stop"
+            );
+        }
     }
 
     #[test]

@@ -173,6 +173,9 @@ impl<'a> Reader<'a> {
             refused_by_limit: 0,
             first_refusal: None,
             missing: 0,
+            measured_acked: 0,
+            first_measured_ack_ns: 0,
+            last_measured_ack_ns: 0,
             from_intended: Recorder::with_intervals(),
             from_sent: Recorder::with_intervals(),
             // Indexed by stream sequence, which all publishers share.
@@ -350,6 +353,13 @@ impl<'a> Reader<'a> {
             if first && intended >= self.shared.record_from_ns.load(Ordering::Relaxed) {
                 report.from_intended.record_between(intended, now);
                 report.from_sent.record_between(sent, now);
+                if !is(kind, SendKind::Resend) {
+                    if report.measured_acked == 0 {
+                        report.first_measured_ack_ns = now;
+                    }
+                    report.measured_acked += 1;
+                    report.last_measured_ack_ns = now;
+                }
             }
         }
     }

@@ -129,8 +129,19 @@ pub struct SendReport {
     pub thread_cpu: Duration,
     pub timeline: Timeline,
     pub first_sent_ns: u64,
+    /// The last scheduled send (resends are outside the schedule).
     pub last_sent_ns: u64,
     pub last_intended_ns: u64,
+    /// Scheduled sends (no resend) intended from the end of the warm-up:
+    /// what a rate counts, so neither the warm-up nor the PubAck window's
+    /// first burst, nor a resend, makes a rate look faster.
+    #[serde(default)]
+    pub measured: u64,
+    #[serde(default)]
+    pub measured_bytes: u64,
+    /// When the first of them was sent.
+    #[serde(default)]
+    pub first_measured_ns: u64,
 }
 
 /// What the PubAck reader measured.
@@ -174,6 +185,15 @@ pub struct AckReport {
     pub first_refusal: Option<String>,
     /// Sent but never answered within the PubAck timeout.
     pub missing: u64,
+    /// First answers saying stored (or duplicate) to the sends a rate
+    /// counts ([`SendReport::measured`]), and when the first and the last
+    /// of them came: the acknowledged rate.
+    #[serde(default)]
+    pub measured_acked: u64,
+    #[serde(default)]
+    pub first_measured_ack_ns: u64,
+    #[serde(default)]
+    pub last_measured_ack_ns: u64,
     /// PubAck latency from the intended send time.
     pub from_intended: Recorder,
     /// PubAck latency from the actual send time.

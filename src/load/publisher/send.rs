@@ -50,6 +50,9 @@ pub(super) async fn send_all(
         first_sent_ns: 0,
         last_sent_ns: 0,
         last_intended_ns: 0,
+        measured: 0,
+        measured_bytes: 0,
+        first_measured_ns: 0,
     };
 
     let mut composer = match Composer::new(
@@ -225,6 +228,13 @@ pub(super) async fn send_all(
         if kind != SendKind::Resend {
             report.last_sent_ns = sent;
             report.last_intended_ns = intended;
+            if intended >= config.record_from_ns {
+                if report.measured == 0 {
+                    report.first_measured_ns = sent;
+                }
+                report.measured += 1;
+                report.measured_bytes += size as u64;
+            }
         }
         shared.progress.sent.store(report.sent, Ordering::Relaxed);
         report.timeline.mark(sent);

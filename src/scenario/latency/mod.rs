@@ -244,7 +244,7 @@ fn measure(o: &DriveOutcome, rate: u64, r: &mut VariantResult) {
         .extend(crate::record::metrics::rate_and_throughput(
             names::PUBLISH,
             publish_rate,
-            o.sent_bytes() as f64 / o.publish_span().as_secs_f64().max(1e-9),
+            o.publish_throughput(),
         ));
     r.metrics.push(Metric::new(
         names::CONSUME.rate,

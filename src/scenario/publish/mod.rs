@@ -50,6 +50,11 @@ pub const DEDUP_PRICE_THROUGHPUT: &str = "dedup_price.throughput_ratio";
 pub const DEDUP_PRICE_P99: &str = "dedup_price.p99_ratio";
 pub const DEDUP_PRICE_CLIENT_CPU: &str = "dedup_price.client_cpu_per_msg";
 pub const DEDUP_PRICE_SERVER_CPU: &str = "dedup_price.server_cpu_per_msg";
+/// PubAcks a second confirming the sends the publish rate counts.
+pub const PUBLISH_ACKED_RATE: &str = "publish_acked_rate";
+/// The server's own count of it: /varz in_msgs between its first and last
+/// sample inside the publishing span.
+pub const SERVER_IN_MSGS_RATE: &str = "server_in_msgs_rate";
 /// jsbench's publisher against the reference loops.
 pub const VS_RAW_THROUGHPUT: &str = "vs_raw.throughput_ratio";
 pub const VS_IDIOMATIC_THROUGHPUT: &str = "vs_idiomatic.throughput_ratio";
@@ -391,7 +396,6 @@ fn per_message_us(cpu: Duration, messages: u64) -> f64 {
 
 fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) -> Figures {
     let publish_rate = o.publish_rate();
-    let sent = o.sent();
     if let Some(target) = target {
         r.metrics.push(Metric::new(
             names::TARGET_RATE,
@@ -404,8 +408,37 @@ fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) -> Figu
         .extend(crate::record::metrics::rate_and_throughput(
             names::PUBLISH,
             publish_rate,
-            o.sent_bytes() as f64 / o.publish_span().as_secs_f64().max(1e-9),
+            o.publish_throughput(),
         ));
+    r.metrics.push(Metric::new(
+        PUBLISH_ACKED_RATE,
+        "msg/s",
+        o.acked_rate(),
+        Direction::Higher,
+    ));
+    let (first, last) = o.publish_window();
+    r.param(
+        "publish_rate_window",
+        format!(
+            "{} sends from {:.1} ms to {:.1} ms after t0 (the warm-up ends at {:.1} ms), resends apart",
+            o.measured_sends(),
+            first.saturating_sub(o.t0_ns) as f64 / 1e6,
+            last.saturating_sub(o.t0_ns) as f64 / 1e6,
+            o.record_from_ns.saturating_sub(o.t0_ns) as f64 / 1e6,
+        ),
+    );
+    if let Some(server) = o
+        .telemetry
+        .as_ref()
+        .and_then(|t| t.in_msgs_rate(first, last))
+    {
+        r.metrics.push(Metric::new(
+            SERVER_IN_MSGS_RATE,
+            "msg/s",
+            server,
+            Direction::None,
+        ));
+    }
     let mut recorders = vec![
         (names::PUB_ACK_LATENCY, &o.pub_ack_intended),
         (names::PUB_ACK_LATENCY_ACTUAL, &o.pub_ack_sent),
@@ -417,8 +450,15 @@ fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) -> Figu
         r.metrics.extend(latency_metrics(name, &recorder.summary()));
         r.histograms.push((name.to_string(), recorder.clone()));
     }
-    let client_us = per_message_us(o.client_cpu.total(), sent);
-    let server_us = o.server_cpu.map(|c| per_message_us(c, sent));
+    // What the sends the rate counts cost: both sides from the end of the
+    // warm-up to the end of the drain. With workers only the whole span's
+    // CPU is known, over every send.
+    let (client_cpu, server_cpu, sent) = match o.cpu_after_warmup {
+        Some(c) => (c.client.total(), c.server, o.measured_sends()),
+        None => (o.client_cpu.total(), o.server_cpu, o.sent()),
+    };
+    let client_us = per_message_us(client_cpu, sent);
+    let server_us = server_cpu.map(|c| per_message_us(c, sent));
     r.metrics.push(Metric::new(
         names::CLIENT_CPU_PER_MSG,
         "us",
@@ -437,6 +477,10 @@ fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) -> Figu
     let retries = o.sends_sum(|s| s.retries);
     let late = o.sends_sum(|s| s.late_retries);
     r.metrics.push(count(DUPLICATES_INJECTED, retries));
+    let resends = o.sends_sum(|s| s.resends);
+    if resends > 0 {
+        r.metrics.push(count("resends", resends));
+    }
     r.metrics
         .push(count(DUPLICATES_FLAGGED, o.acks_sum(|a| a.duplicates)));
     if late > 0 {

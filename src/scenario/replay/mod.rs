@@ -376,7 +376,7 @@ async fn record(
         .extend(crate::record::metrics::rate_and_throughput(
             names::PUBLISH,
             outcome.publish_rate(),
-            outcome.sent_bytes() as f64 / outcome.publish_span().as_secs_f64().max(1e-9),
+            outcome.publish_throughput(),
         ));
     r.metrics.extend(latency_metrics(
         names::SEND_LAG,

@@ -202,11 +202,10 @@ async fn one_variant(
 fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
     let ms = |ns: u64| ns as f64 / 1e6;
     // Distinct messages over the schedule's span: resends are counted apart.
-    let resends = o.sends_sum(|s| s.resends);
     r.metrics.push(Metric::new(
         names::PUBLISH.rate,
         "msg/s",
-        crate::drive::rate(o.sent().saturating_sub(resends), o.publish_span()),
+        o.publish_rate(),
         Direction::None,
     ));
     // From each message's first intended send: a message resent through
@@ -314,7 +313,7 @@ fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
             r.param("leader_after", &f.leader_after);
         }
     }
-    r.metrics.push(count(RESENDS, resends));
+    r.metrics.push(count(RESENDS, o.sends_sum(|s| s.resends)));
     r.metrics
         .push(count("resends_stored", o.acks_sum(|a| a.resent_stored)));
     r.metrics.push(count(
