@@ -156,10 +156,6 @@ fn value(v: &VariantReport, name: &str) -> Option<f64> {
     v.metric(name).map(|m| m.value)
 }
 
-fn us(v: &VariantReport, name: &str) -> String {
-    value(v, name).map(format_us).unwrap_or_else(|| "-".into())
-}
-
 /// A metric in ms, shown on the µs-to-seconds scale of the latencies.
 fn ms(v: &VariantReport, name: &str) -> String {
     value(v, name).map_or("-".into(), |ms| format_us(ms * 1e3))
@@ -246,11 +242,12 @@ fn comparisons(v: &VariantReport) -> Vec<String> {
     publish_comparisons(v, &mut lines);
     for cause in Cause::ALL {
         let name = |family| per_cause(family, cause);
-        let late = |q| us(v, &names::quantile(&name(fates::REDELIVERY_LATE), q));
+        let late = |q| signed_us(v, &names::quantile(&name(fates::REDELIVERY_LATE), q));
         if let Some(n) = value(v, &name(fates::REDELIVERIES)) {
             lines.push(format!(
-                "{} redeliveries {n:.0}: later than configured by p50 {} p99 {} max {}, early {}",
+                "{} redeliveries {n:.0}: later than configured by min {} p50 {} p99 {} max {}, early {}",
                 cause.name(),
+                late("min"),
                 late("p50"),
                 late("p99"),
                 late("max"),

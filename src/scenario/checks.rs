@@ -20,15 +20,14 @@ pub const STREAM_HOLDS: &str = "stream holds every persisted message";
 pub const NOTHING_PENDING: &str = "server reports nothing pending";
 
 /// Every message's fate in a drive against the behaviour planned for it,
-/// a redelivery held early only beyond this drive's delivery p99.9.
+/// a redelivery held early beyond a tolerance the drive does not set.
 pub fn fates(o: &DriveOutcome, behaviour: &BehaviourPlan, consumer: &ConsumerPlan) -> Analysis {
-    let delivery_p999 = Duration::from_nanos(o.e2e_intended.quantile(0.999));
     crate::consume::fates::analyse(
         &o.events,
         &o.ledger,
         behaviour,
         consumer,
-        crate::consume::fates::early_tolerance(delivery_p999),
+        crate::consume::fates::EarlyTolerance::measured(),
     )
 }
 
@@ -44,10 +43,7 @@ pub const OBSERVED_EXHAUSTED: &str = "observed.exhausted";
 /// The planned and observed fate counts, and the early tolerance the
 /// analysis used.
 pub fn fate_metrics(a: &Analysis, r: &mut VariantResult) {
-    r.param(
-        "early_tolerance",
-        crate::profile::format_duration(a.tolerance),
-    );
+    r.param("early_tolerance", a.tolerance.describe());
     for (names, planned, observed) in [
         (
             (PLANNED_ACKED, OBSERVED_ACKED),

@@ -454,7 +454,7 @@ async fn drive_load(
             &o.ledger,
             &behaviour,
             c,
-            fates::early_tolerance(Duration::from_nanos(o.e2e_intended.quantile(0.999))),
+            fates::EarlyTolerance::measured(),
         );
         (o, analysis)
     });
