@@ -207,10 +207,16 @@ fn cell(c: &Cell, v: &VariantReport) -> String {
     match *c {
         Cell::Variant => v.name.clone(),
         Cell::Verdict => verdict(v),
-        Cell::Lost => match v.ledger.client_dropped {
-            0 => v.ledger.lost.to_string(),
-            dropped => format!("{} (+{dropped} dropped by client)", v.ledger.lost),
-        },
+        Cell::Lost => {
+            let mut lost = v.ledger.lost.to_string();
+            if v.ledger.client_dropped > 0 {
+                lost.push_str(&format!(" (+{} dropped by client)", v.ledger.client_dropped));
+            }
+            if v.ledger.unattributed > 0 {
+                lost.push_str(&format!(" (+{} unattributed)", v.ledger.unattributed));
+            }
+            lost
+        }
         Cell::Metric(name, show) => value(v, name).map_or_else(missing, |x| shown(x, show)),
         Cell::Quantile(histogram, q, show) => {
             value(v, &names::quantile(histogram, q)).map_or_else(missing, |x| shown(x, show))
