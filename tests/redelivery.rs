@@ -126,7 +126,10 @@ async fn backoff_redeliveries_by_fetch_across_two_clients() {
             })
         })
         .collect();
-    assert!(!judged.is_empty(), "the ci profile judges no BackOff figure");
+    assert!(
+        !judged.is_empty(),
+        "the ci profile judges no BackOff figure"
+    );
     for m in judged {
         assert!(m.name.starts_with("redelivery_off_by."), "{}", m.name);
         assert_eq!(m.direction, jsbench::record::metrics::Direction::Lower);

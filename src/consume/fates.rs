@@ -514,7 +514,13 @@ mod tests {
             let at = if seq == 4 { 55 } else { 51 };
             events.extend([event(seq, 1, 0, 2), event(seq, 2, at, at)]);
         }
-        let a = analyse(&events, &ledger, &nak_delay_plan(50), &consumer(), TOLERANCE);
+        let a = analyse(
+            &events,
+            &ledger,
+            &nak_delay_plan(50),
+            &consumer(),
+            TOLERANCE,
+        );
         let (metrics, histograms) = a.delay_metrics();
         let value = |name: &str| {
             metrics
@@ -539,7 +545,11 @@ mod tests {
             .find(|m| m.name == "redelivery_late.nak_delay.p90")
             .unwrap();
         assert_eq!(late.direction, Direction::None, "early is not better");
-        assert!(histograms.iter().any(|(n, h)| n == "redelivery_off_by.nak_delay" && h.count() == 4));
+        assert!(
+            histograms
+                .iter()
+                .any(|(n, h)| n == "redelivery_off_by.nak_delay" && h.count() == 4)
+        );
     }
 
     #[test]

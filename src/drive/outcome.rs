@@ -405,7 +405,10 @@ pub async fn held_sequences(
         Some(&last) if asked.len() == HELD_LOOKUPS => last,
         _ => u64::MAX,
     };
-    for seq in asked.into_iter().filter(|&seq| seq <= state.delivered_stream_seq) {
+    for seq in asked
+        .into_iter()
+        .filter(|&seq| seq <= state.delivered_stream_seq)
+    {
         if handle.get_raw_message(seq).await.is_ok() {
             holding.held.insert(seq);
         }
@@ -751,7 +754,10 @@ mod tests {
             deleted: 0,
         });
         let a = judge(whole);
-        assert_eq!((a.lost, a.client_dropped, a.unattributed), (0, never_seen, 0));
+        assert_eq!(
+            (a.lost, a.client_dropped, a.unattributed),
+            (0, never_seen, 0)
+        );
         // Purged below 11,000: those beyond the lookups are gone, the
         // server's loss; the rest held.
         let purged = Some(StreamSpan {

@@ -210,7 +210,10 @@ fn cell(c: &Cell, v: &VariantReport) -> String {
         Cell::Lost => {
             let mut lost = v.ledger.lost.to_string();
             if v.ledger.client_dropped > 0 {
-                lost.push_str(&format!(" (+{} dropped by client)", v.ledger.client_dropped));
+                lost.push_str(&format!(
+                    " (+{} dropped by client)",
+                    v.ledger.client_dropped
+                ));
             }
             if v.ledger.unattributed > 0 {
                 lost.push_str(&format!(" (+{} unattributed)", v.ledger.unattributed));
