@@ -559,8 +559,9 @@ const MEMORY_SLOPE_LIMIT: f64 = 1.0;
 /// 1.3 MB in the two 60 s runs above, the old dense ledger would have grown
 /// 17-21 MB.
 const SHORT_RUN_GROWTH_LIMIT: f64 = 8e6;
-/// The recorders whose interval histograms the drive keeps.
-const INTERVAL_RECORDERS: u64 = 5;
+/// Sets of interval histograms the drive keeps: five recorders by the
+/// second values ended in, end-to-end latency again by the second it began.
+const INTERVAL_RECORDERS: u64 = 6;
 /// What the drive keeps a second beside the interval histograms, by design:
 /// its timelines (a count a second each, a few dozen across publishers and
 /// consumers: under 512 bytes), the servers' telemetry (two samples a

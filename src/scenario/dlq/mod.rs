@@ -289,7 +289,8 @@ async fn run_variant(
     );
     super::shape::per_step(
         &outcome.e2e_intended,
-        outcome.t0_ns,
+        (outcome.t0_ns, outcome.record_from_ns),
+        true,
         &plan.load.publish.arrival,
         result,
     );
