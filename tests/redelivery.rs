@@ -105,6 +105,35 @@ async fn backoff_redeliveries_by_fetch_across_two_clients() {
         metric(v, "messages_delivered_3x"),
         metric(v, "observed.exhausted")
     );
+    // The ci profile's BackOff judge selects a figure that counts an early
+    // redelivery as worse: how far off the configured delay, either way.
+    let ci: toml::Value = toml::from_str(include_str!("../profiles/ci.toml")).unwrap();
+    let judged: Vec<&jsbench::record::metrics::Metric> = ci["ab"]["judge"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .filter(|p| p.starts_with("backoff/"))
+        .flat_map(|p| {
+            v.metrics.iter().filter(move |m| {
+                let key = jsbench::ab::judge::Key {
+                    profile: "ci".into(),
+                    scenario: "backoff".into(),
+                    variant: v.name.clone(),
+                    metric: m.name.clone(),
+                };
+                jsbench::ab::judge::Rule::pattern_selects(p, &key)
+            })
+        })
+        .collect();
+    assert!(
+        !judged.is_empty(),
+        "the ci profile judges no BackOff figure"
+    );
+    for m in judged {
+        assert!(m.name.starts_with("redelivery_off_by."), "{}", m.name);
+        assert_eq!(m.direction, jsbench::record::metrics::Direction::Lower);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,14 +11,18 @@ use crate::consume::behaviour::{Cause, Fate, Outcome, expected_redelivery};
 use crate::profile::{BehaviourPlan, ConsumerPlan};
 use crate::record::histogram::Recorder;
 use crate::record::ledger::{Event, LedgerShard};
-use crate::record::metrics::{Direction, Metric, latency_metrics};
+use crate::record::metrics::{Direction, Metric, latency_metrics, signed_latency_metrics};
+use crate::record::signed::Signed;
 
 /// Families of figures per redelivery cause, `<family>.<cause>`
 /// ([`per_cause`]): redeliveries, their delay (a histogram), how late
-/// against the configured delay (a histogram), how many came early.
+/// against the configured delay (signed, early negative; histograms of its
+/// late part and of its early part, `redelivery_early_by`), how far off
+/// either way (what a comparison judges), how many came early.
 pub const REDELIVERIES: &str = "redeliveries";
 pub const REDELIVERY_DELAY: &str = "redelivery_delay";
 pub const REDELIVERY_LATE: &str = "redelivery_late";
+pub const REDELIVERY_OFF_BY: &str = "redelivery_off_by";
 pub const REDELIVERY_EARLY: &str = "redelivery_early";
 pub const REDELIVERY_EARLY_BEYOND_TOLERANCE: &str = "redelivery_early_beyond_tolerance";
 pub const REDELIVERY_EARLY_BY: &str = "redelivery_early_by";
@@ -28,27 +32,50 @@ pub fn per_cause(family: &str, cause: Cause) -> String {
     format!("{family}.{}", cause.name())
 }
 
-/// The least earliness that counts as an early redelivery rather than
-/// jitter. A redelivery delay is measured between two receive times, and a
-/// delivery can wait in the client (behind a burst, on a busy core) before
-/// jsbench reads it: up to 10 ms was seen in a debug build on a loaded
-/// 2-core machine. Scenarios widen it to the run's own delivery latency
-/// (see [`early_tolerance`]), up to [`EARLY_TOLERANCE_CAP`]; anything
-/// earlier still lands in the `early` histogram.
-pub const EARLY_TOLERANCE: Duration = Duration::from_millis(10);
+/// The most earliness forgiven, whatever the delay. An ack deadline runs
+/// from the server's send, which jsbench sees only when it reads the
+/// delivery: a read that waited in the client (behind a burst, on a busy
+/// core) makes the next redelivery look early by as much, and up to 10 ms
+/// was seen in a debug build on a loaded 2-core machine.
+pub const EARLY_TOLERANCE_CAP: Duration = Duration::from_millis(10);
 
-/// The widest the tolerance gets, whatever the run's latency: beyond it an
-/// overloaded run would tolerate anything, and its early redeliveries would
-/// go unseen.
-pub const EARLY_TOLERANCE_CAP: Duration = Duration::from_millis(50);
+/// The share of its configured delay a redelivery may come early by:
+/// relative, so a delay of a few milliseconds can be caught early too.
+pub const EARLY_TOLERANCE_DIVISOR: u32 = 10;
 
-/// The earliness tolerated in a run whose first deliveries took up to
-/// `delivery_p999` from intended send to receipt: a redelivery cannot look
-/// earlier than configured by more than a delivery can lag, within
-/// [`EARLY_TOLERANCE`]..[`EARLY_TOLERANCE_CAP`]. Scenarios report the value
-/// they used.
-pub fn early_tolerance(delivery_p999: Duration) -> Duration {
-    delivery_p999.clamp(EARLY_TOLERANCE, EARLY_TOLERANCE_CAP)
+/// The earliness forgiven a redelivery, from nothing the run under test
+/// sets: a tenth of its configured delay, at most [`EARLY_TOLERANCE_CAP`],
+/// never under the clock's measured resolution (two readings closer than
+/// that cannot be ordered). A run's own latency would widen it exactly when
+/// the server is slow, and a fixed floor would hide every early redelivery
+/// of a delay under it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EarlyTolerance {
+    pub resolution: Duration,
+}
+
+impl EarlyTolerance {
+    /// With this process's clock resolution.
+    pub fn measured() -> Self {
+        EarlyTolerance {
+            resolution: Duration::from_nanos(crate::record::clock::resolution_ns()),
+        }
+    }
+
+    /// The earliness forgiven a redelivery configured after `delay`.
+    pub fn of(&self, delay: Duration) -> Duration {
+        (delay / EARLY_TOLERANCE_DIVISOR)
+            .min(EARLY_TOLERANCE_CAP)
+            .max(self.resolution)
+    }
+
+    /// The rule in words, for a result's params and its invariant.
+    pub fn describe(&self) -> String {
+        format!(
+            "1/{EARLY_TOLERANCE_DIVISOR} of the configured delay, at most {:?}, at least the clock's resolution {:?}",
+            EARLY_TOLERANCE_CAP, self.resolution
+        )
+    }
 }
 
 /// Measured redelivery delays of one cause.
@@ -57,11 +84,10 @@ pub struct DelayStats {
     /// Delay from the nak (or the delivery, for an expired deadline) to the
     /// redelivery.
     pub measured: Recorder,
-    /// How much later than configured, for redeliveries on time or late.
-    pub late: Recorder,
-    /// How much earlier than configured, for redeliveries before time.
-    pub early: Recorder,
-    /// Redeliveries earlier than configured by more than [`EARLY_TOLERANCE`].
+    /// Measured minus configured: late positive, early negative, so an
+    /// early server shows in the same figures as a late one.
+    pub lateness: Signed,
+    /// Redeliveries earlier than configured by more than the tolerance.
     pub early_beyond_tolerance: u64,
 }
 
@@ -121,8 +147,8 @@ pub struct Analysis {
     pub termed: Vec<u64>,
     /// Receive time of each exhausted message's final delivery, by sequence.
     pub final_delivery_ns: BTreeMap<u64, u64>,
-    /// Earliness below this is jitter, not an early redelivery.
-    pub tolerance: Duration,
+    /// Earliness within this is jitter, not an early redelivery.
+    pub tolerance: EarlyTolerance,
 }
 
 /// Pairs the deliveries (ordered by sequence, then delivery) of every
@@ -132,7 +158,7 @@ pub fn analyse(
     ledger: &LedgerShard,
     behaviour: &BehaviourPlan,
     consumer: &ConsumerPlan,
-    tolerance: Duration,
+    tolerance: EarlyTolerance,
 ) -> Analysis {
     let mut a = Analysis {
         tolerance,
@@ -252,24 +278,22 @@ impl Analysis {
             Cause::AckWait | Cause::Backoff => sent,
         };
         let measured = next.received_ns.saturating_sub(from);
+        let tolerance = self.tolerance.of(expected).as_nanos() as u64;
         let expected = expected.as_nanos() as u64;
         let stats = self.delays.entry(cause).or_default();
         stats.measured.record(measured);
-        if measured >= expected {
-            stats.late.record(measured - expected);
-        } else {
-            stats.early.record(expected - measured);
-            if expected - measured > self.tolerance.as_nanos() as u64 {
-                stats.early_beyond_tolerance += 1;
-            }
+        stats.lateness.record(measured as i64 - expected as i64);
+        if expected.saturating_sub(measured) > tolerance {
+            stats.early_beyond_tolerance += 1;
         }
-        next.received_ns
-            .min(from + expected + self.tolerance.as_nanos() as u64)
+        next.received_ns.min(from + expected + tolerance)
     }
 
-    /// Per cause: the count, the measured delay and how much later (or
-    /// earlier) than configured, as metrics (`redeliveries.<cause>`,
-    /// `redelivery_delay.<cause>.*`, `redelivery_late.<cause>.*`,
+    /// Per cause: the count, the measured delay, how much later than
+    /// configured (signed: early is negative, shown only, since an early
+    /// server must not read as a prompt one) and how far off either way
+    /// (lower is better, what `compare` and `ab` judge), as metrics
+    /// (`redelivery_late.<cause>.*`, `redelivery_off_by.<cause>.*`,
     /// `redelivery_early.<cause>`, ...) and histograms.
     pub fn delay_metrics(&self) -> (Vec<Metric>, Vec<(String, Recorder)>) {
         let count = |name: String, v: u64| Metric::new(name, "count", v as f64, Direction::None);
@@ -277,28 +301,32 @@ impl Analysis {
         let mut histograms = Vec::new();
         for (cause, stats) in &self.delays {
             let name = |family: &str| per_cause(family, *cause);
+            let (late, early) = (stats.lateness.late(), stats.lateness.early());
+            let off_by = stats.lateness.magnitude();
             metrics.push(count(name(REDELIVERIES), stats.measured.count()));
             metrics.extend(latency_metrics(
                 &name(REDELIVERY_DELAY),
                 &stats.measured.summary(),
             ));
-            metrics.extend(latency_metrics(
+            metrics.extend(signed_latency_metrics(
                 &name(REDELIVERY_LATE),
-                &stats.late.summary(),
+                &stats.lateness,
             ));
-            metrics.push(count(name(REDELIVERY_EARLY), stats.early.count()));
+            metrics.extend(latency_metrics(&name(REDELIVERY_OFF_BY), &off_by.summary()));
+            metrics.push(count(name(REDELIVERY_EARLY), early.count()));
             metrics.push(count(
                 name(REDELIVERY_EARLY_BEYOND_TOLERANCE),
                 stats.early_beyond_tolerance,
             ));
             histograms.push((name(REDELIVERY_DELAY), stats.measured.clone()));
-            histograms.push((name(REDELIVERY_LATE), stats.late.clone()));
-            if stats.early.count() > 0 {
+            histograms.push((name(REDELIVERY_LATE), late.clone()));
+            histograms.push((name(REDELIVERY_OFF_BY), off_by));
+            if early.count() > 0 {
                 metrics.extend(latency_metrics(
                     &name(REDELIVERY_EARLY_BY),
-                    &stats.early.summary(),
+                    &early.summary(),
                 ));
-                histograms.push((name(REDELIVERY_EARLY_BY), stats.early.clone()));
+                histograms.push((name(REDELIVERY_EARLY_BY), early.clone()));
             }
         }
         (metrics, histograms)
@@ -355,6 +383,11 @@ mod tests {
         }
     }
 
+    /// A clock of microsecond resolution.
+    const TOLERANCE: EarlyTolerance = EarlyTolerance {
+        resolution: Duration::from_micros(1),
+    };
+
     fn consumer() -> ConsumerPlan {
         let mut c = ConsumerPlan::simple();
         c.ack_wait = Duration::from_millis(100);
@@ -384,16 +417,16 @@ mod tests {
             event(1, 2, 55, 55),
             event(1, 3, 156, 156),
         ];
-        let a = analyse(&events, &ledger, &plan(), &consumer(), EARLY_TOLERANCE);
+        let a = analyse(&events, &ledger, &plan(), &consumer(), TOLERANCE);
         assert_eq!(a.mismatches, 0, "{:?}", a.examples);
         assert_eq!(a.observed.exhausted, 1);
         assert_eq!(a.exhausted, vec![1]);
         assert_eq!(a.final_delivery_ns[&1], 156_000_000);
         let nak = &a.delays[&Cause::NakDelay];
         assert_eq!(nak.measured.count(), 1);
-        assert!((nak.late.quantile(0.5) as i64 - 3_000_000).abs() < 10_000);
+        assert!((nak.lateness.quantile_ns(0.5) - 3_000_000).abs() < 10_000);
         let wait = &a.delays[&Cause::AckWait];
-        assert!((wait.late.quantile(0.5) as i64 - 1_000_000).abs() < 10_000);
+        assert!((wait.lateness.quantile_ns(0.5) - 1_000_000).abs() < 10_000);
         assert_eq!(a.early(), 0);
         assert_eq!(a.delivered_times[&3], 1);
     }
@@ -408,7 +441,7 @@ mod tests {
         let events = [event(1, 1, 0, 2), event(1, 2, 55, 55)];
         let mut c = consumer();
         c.ack_wait = Duration::from_millis(100);
-        let a = analyse(&events, &ledger, &plan(), &c, EARLY_TOLERANCE);
+        let a = analyse(&events, &ledger, &plan(), &c, TOLERANCE);
         assert_eq!(a.observed.undelivered, 1, "seq 2 never delivered");
         assert_eq!(
             a.observed.unfinished, 1,
@@ -416,7 +449,7 @@ mod tests {
         );
         assert_eq!(a.mismatches, 2);
         let early = [event(1, 1, 0, 2), event(1, 2, 55, 55), event(1, 3, 95, 95)];
-        let a = analyse(&early, &ledger, &plan(), &c, EARLY_TOLERANCE);
+        let a = analyse(&early, &ledger, &plan(), &c, TOLERANCE);
         assert_eq!(a.early(), 1);
     }
 
@@ -433,7 +466,7 @@ mod tests {
             event(1, 2, 85, 85),
             event(1, 3, 153, 153),
         ];
-        let a = analyse(&stalled, &ledger, &plan(), &consumer(), EARLY_TOLERANCE);
+        let a = analyse(&stalled, &ledger, &plan(), &consumer(), TOLERANCE);
         assert_eq!(a.early(), 0);
         // Read at the same instant but sent 40 ms before the deadline.
         let early = [
@@ -441,19 +474,91 @@ mod tests {
             event(1, 2, 85, 85),
             event(1, 3, 113, 113),
         ];
-        let a = analyse(&early, &ledger, &plan(), &consumer(), EARLY_TOLERANCE);
+        let a = analyse(&early, &ledger, &plan(), &consumer(), TOLERANCE);
+        assert_eq!(a.early(), 1);
+    }
+
+    fn nak_delay_plan(delay_ms: u64) -> BehaviourPlan {
+        let mut p = plan();
+        p.classes[0].script = vec![Action::NakDelay(Duration::from_millis(delay_ms))];
+        p
+    }
+
+    #[test]
+    fn a_short_delay_redelivered_early_is_flagged_however_slow_the_run() {
+        let mut ledger = LedgerShard::new();
+        ledger.mark(1, Event::Persisted);
+        // Nak'ed at 2 ms with a 10 ms delay, redelivered at 4 ms: 8 ms
+        // early, most of the delay. A run whose deliveries took 40 ms at
+        // p99.9 must not forgive it either: the tolerance knows nothing of
+        // the run.
+        let events = [event(1, 1, 0, 2), event(1, 2, 4, 4)];
+        let a = analyse(
+            &events,
+            &ledger,
+            &nak_delay_plan(10),
+            &consumer(),
+            TOLERANCE,
+        );
         assert_eq!(a.early(), 1);
     }
 
     #[test]
-    fn the_early_tolerance_follows_the_run_within_its_cap() {
-        assert_eq!(early_tolerance(Duration::from_millis(1)), EARLY_TOLERANCE);
-        assert_eq!(
-            early_tolerance(Duration::from_millis(30)),
-            Duration::from_millis(30)
+    fn early_redeliveries_count_in_the_lateness_as_negative_and_in_the_miss() {
+        let mut ledger = LedgerShard::new();
+        let mut events = Vec::new();
+        // Four naks with a 50 ms delay answered at 2 ms: three redelivered
+        // 1 ms early, one 3 ms late.
+        for seq in 1..=4 {
+            ledger.mark(seq, Event::Persisted);
+            let at = if seq == 4 { 55 } else { 51 };
+            events.extend([event(seq, 1, 0, 2), event(seq, 2, at, at)]);
+        }
+        let a = analyse(
+            &events,
+            &ledger,
+            &nak_delay_plan(50),
+            &consumer(),
+            TOLERANCE,
         );
-        // An overloaded run's tail does not buy it a blind eye.
-        assert_eq!(early_tolerance(Duration::from_secs(2)), EARLY_TOLERANCE_CAP);
+        let (metrics, histograms) = a.delay_metrics();
+        let value = |name: &str| {
+            metrics
+                .iter()
+                .find(|m| m.name == name)
+                .unwrap_or_else(|| panic!("{name} in {metrics:?}"))
+                .value
+        };
+        // The median is early: an early server does not read as a prompt one.
+        assert!((value("redelivery_late.nak_delay.p50") + 1_000.0).abs() < 10.0);
+        assert!((value("redelivery_late.nak_delay.max") - 3_000.0).abs() < 10.0);
+        // Off by, either way: what a comparison judges.
+        assert!((value("redelivery_off_by.nak_delay.p50") - 1_000.0).abs() < 10.0);
+        assert!((value("redelivery_off_by.nak_delay.max") - 3_000.0).abs() < 10.0);
+        let off_by = metrics
+            .iter()
+            .find(|m| m.name == "redelivery_off_by.nak_delay.p90")
+            .unwrap();
+        assert_eq!(off_by.direction, Direction::Lower);
+        let late = metrics
+            .iter()
+            .find(|m| m.name == "redelivery_late.nak_delay.p90")
+            .unwrap();
+        assert_eq!(late.direction, Direction::None, "early is not better");
+        assert!(
+            histograms
+                .iter()
+                .any(|(n, h)| n == "redelivery_off_by.nak_delay" && h.count() == 4)
+        );
+    }
+
+    #[test]
+    fn the_early_tolerance_follows_the_configured_delay_within_its_bounds() {
+        let t = TOLERANCE;
+        assert_eq!(t.of(Duration::from_millis(50)), Duration::from_millis(5));
+        assert_eq!(t.of(Duration::from_secs(30)), EARLY_TOLERANCE_CAP);
+        assert_eq!(t.of(Duration::from_nanos(50)), t.resolution);
+        assert!(t.describe().contains("1/10 of the configured delay"));
     }
 
     #[test]
@@ -477,7 +582,7 @@ mod tests {
             event(2, 1, 0, 150),
             event(2, 2, 60, 150),
         ];
-        let a = analyse(&events, &ledger, &acking, &consumer(), EARLY_TOLERANCE_CAP);
+        let a = analyse(&events, &ledger, &acking, &consumer(), TOLERANCE);
         assert_eq!(a.unplanned_redeliveries, 2);
         assert_eq!(a.expiries, 1, "only seq 1 expired");
     }

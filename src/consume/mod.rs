@@ -230,7 +230,7 @@ impl ConsumerReport {
             stream_errors: 0,
             ack_errors: 0,
             first_error: None,
-            e2e_intended: Recorder::with_intervals(),
+            e2e_intended: Recorder::with_start_intervals(),
             e2e_sent: Recorder::with_intervals(),
             first_deliveries: SeqSet::default(),
             late_firsts: Vec::new(),

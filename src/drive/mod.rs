@@ -61,8 +61,8 @@ pub use fanout::{
 };
 pub use outcome::{
     Attribution, ConsumerSample, ConsumerState, CpuAfterWarmup, CrashOutcome, DriveOutcome,
-    FaultOutcome, PauseOutcome, attribute, evicted_below, evicted_count, held_sequences, rate,
-    stream_eviction,
+    FaultOutcome, HELD_LOOKUPS, Holding, PauseOutcome, StreamSpan, attribute, evicted_below,
+    evicted_count, held_sequences, rate, stream_eviction,
 };
 pub use peers::{Alone, Exchange, LocalReports, PeerCounts, PeerPart, Peers, PublisherPart};
 pub use spec::{ConsumerSpec, CrashPlan, DriveSpec, FaultPlan, OutagePlan, Share};

@@ -184,11 +184,11 @@ impl DriveOutcome {
                     .find(|e| e.starts_with("consumer"))
                     .cloned()
             });
-        let held = held_sequences(js, stream, &self.ledger, self.server_state).await;
         let info = match js.get_stream(stream).await {
             Ok(mut handle) => handle.info().await.ok().cloned(),
             Err(_) => None,
         };
+        let held = held_sequences(js, stream, &self.ledger, self.server_state).await;
         self.eviction = info.as_ref().and_then(|i| evictions(i, &self.ledger));
         // A work-queue or interest stream (one durable) removes what was
         // acknowledged or terminated.
@@ -205,6 +205,7 @@ impl DriveOutcome {
         ) {
             self.counts.lost = a.lost;
             self.counts.client_dropped = a.client_dropped;
+            self.counts.unattributed = a.unattributed;
             self.client_drop_cause = a.cause;
         }
         self.counts.evicted = evicted_count(self.eviction.as_ref());
@@ -375,35 +376,83 @@ pub struct Attribution {
     /// The clients': delivered by the server and never seen, or still held
     /// by the server for clients that had stopped asking.
     pub client_dropped: u64,
+    /// Never seen, and neither the lookups nor the stream's state can
+    /// tell whether the stream still holds them: nobody's loss proven.
+    pub unattributed: u64,
     pub cause: Option<String>,
 }
 
-/// The never-seen sequences the server says it delivered that the stream
-/// still holds: delivered and waiting, not gone. Asked one by one (there
-/// are none in a healthy run), at most [`HELD_LOOKUPS`] of them.
+/// What the stream says of the never-seen sequences the server says it
+/// delivered: the first [`HELD_LOOKUPS`] asked for one by one (there are
+/// none in a healthy run), the rest judged from the stream's state.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Holding {
+    /// Every never-seen sequence up to this one was asked for.
+    pub asked_through: u64,
+    /// Those of them the stream returned.
+    pub held: SeqSet,
+    /// The stream's first and last sequence and how many between them are
+    /// deleted, when it answered.
+    pub span: Option<StreamSpan>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamSpan {
+    pub first: u64,
+    pub last: u64,
+    pub deleted: u64,
+}
+
+impl Holding {
+    /// Whether the stream holds `seq`; `None` when nothing can tell: past
+    /// the lookups, a sequence inside a stream with deletions in it.
+    pub fn holds(&self, seq: u64) -> Option<bool> {
+        if seq <= self.asked_through {
+            return Some(self.held.contains(seq));
+        }
+        let span = self.span?;
+        if seq < span.first || seq > span.last {
+            Some(false)
+        } else {
+            (span.deleted == 0).then_some(true)
+        }
+    }
+}
+
+/// Asks the stream which never-seen sequences the server delivered it
+/// still holds: delivered and waiting, not gone ([`Holding`]).
 pub async fn held_sequences(
     js: &jetstream::Context,
     stream: &str,
     ledger: &LedgerShard,
     state: Option<ConsumerState>,
-) -> SeqSet {
-    let mut held = SeqSet::default();
+) -> Holding {
+    let mut holding = Holding::default();
     let Some(state) = state else {
-        return held;
+        return holding;
     };
-    let Ok(handle) = js.get_stream_no_info(stream).await else {
-        return held;
+    let Ok(mut handle) = js.get_stream(stream).await else {
+        return holding;
     };
-    let asked = ledger
-        .lost_sequences(HELD_LOOKUPS)
+    holding.span = handle.info().await.ok().map(|i| StreamSpan {
+        first: i.state.first_sequence,
+        last: i.state.last_sequence,
+        deleted: i.state.deleted_count.unwrap_or(0),
+    });
+    let asked = ledger.lost_sequences(HELD_LOOKUPS);
+    holding.asked_through = match asked.last() {
+        Some(&last) if asked.len() == HELD_LOOKUPS => last,
+        _ => u64::MAX,
+    };
+    for seq in asked
         .into_iter()
-        .filter(|&seq| seq <= state.delivered_stream_seq);
-    for seq in asked {
+        .filter(|&seq| seq <= state.delivered_stream_seq)
+    {
         if handle.get_raw_message(seq).await.is_ok() {
-            held.insert(seq);
+            holding.held.insert(seq);
         }
     }
-    held
+    holding
 }
 
 /// What the stream removed by its own limits, from its info now: below the
@@ -437,13 +486,14 @@ pub fn evicted_count(eviction: Option<&Eviction>) -> u64 {
 pub const HELD_LOOKUPS: usize = 10_000;
 
 /// Splits the persisted, never-seen sequences of `ledger` between the
-/// server and the clients, given the durable's `state` and the sequences
-/// the stream still `held` (from [`held_sequences`]):
+/// server and the clients, given the durable's `state` and what the stream
+/// still holds (from [`held_sequences`]):
 ///
 /// - up to the durable's last delivered sequence, a message the stream
 ///   still holds went out and no client saw it: the clients dropped it; one
 ///   the stream no longer holds is gone without a client having seen it (a
-///   delete, a purge, a limit): the server's loss;
+///   delete, a purge, a limit): the server's loss; one nothing can tell
+///   of is unattributed, never lost;
 /// - beyond it the server still had it to deliver: abandoned by the clients
 ///   when one of them failed (`client_failure`: it stopped pulling, lost its
 ///   stream), else the server's loss;
@@ -456,17 +506,22 @@ pub fn attribute(
     ledger: &LedgerShard,
     state: Option<ConsumerState>,
     client_failure: Option<String>,
-    held: &SeqSet,
+    holding: &Holding,
     evicted_below: u64,
 ) -> Option<Attribution> {
     let state = state?;
     let (mut undelivered, mut delivered_by_server, mut still_to_deliver) = (0u64, 0u64, 0u64);
+    let mut unattributed = 0u64;
     for seq in ledger.undelivered().filter(|&seq| seq >= evicted_below) {
         undelivered += 1;
         if seq > state.delivered_stream_seq {
             still_to_deliver += 1;
-        } else if held.contains(seq) {
-            delivered_by_server += 1;
+        } else {
+            match holding.holds(seq) {
+                Some(true) => delivered_by_server += 1,
+                Some(false) => {}
+                None => unattributed += 1,
+            }
         }
     }
     let abandoned = if client_failure.is_some() {
@@ -493,8 +548,9 @@ pub fn attribute(
         cause.push(format!("client error: {e}"));
     }
     Some(Attribution {
-        lost: undelivered - client_dropped,
+        lost: undelivered - client_dropped - unattributed,
         client_dropped,
+        unattributed,
         cause: (!cause.is_empty()).then(|| cause.join("; ")),
     })
 }
@@ -638,6 +694,21 @@ mod tests {
         r
     }
 
+    fn set(seqs: impl Iterator<Item = u64>) -> SeqSet {
+        let mut set = SeqSet::default();
+        seqs.for_each(|seq| set.insert(seq));
+        set
+    }
+
+    /// Every never-seen sequence asked for, `held` found.
+    fn asked(held: &[u64]) -> Holding {
+        Holding {
+            asked_through: u64::MAX,
+            held: set(held.iter().copied()),
+            span: None,
+        }
+    }
+
     #[test]
     fn what_no_client_saw_is_the_servers_loss_only_when_the_server_still_held_it() {
         let mut ledger = LedgerShard::new();
@@ -654,9 +725,7 @@ mod tests {
             ..ConsumerState::default()
         };
         // The stream still holds 6 and 7: they went out and waited.
-        let mut held = SeqSet::default();
-        held.insert(6);
-        held.insert(7);
+        let held = asked(&[6, 7]);
         let healthy = attribute(&ledger, Some(state), None, &held, 0).unwrap();
         assert_eq!((healthy.lost, healthy.client_dropped), (2, 2));
         assert!(
@@ -680,13 +749,13 @@ mod tests {
         assert!(failed.cause.unwrap().contains("missed idle heartbeat"));
         // Purged before anyone saw them: below the durable's last delivered
         // sequence, but gone from the stream: the server's loss.
-        let purged = attribute(&ledger, Some(state), None, &SeqSet::default(), 0).unwrap();
+        let purged = attribute(&ledger, Some(state), None, &asked(&[]), 0).unwrap();
         assert_eq!((purged.lost, purged.client_dropped), (4, 0));
         // Without the durable's state, nothing is attributed.
         assert_eq!(attribute(&ledger, None, None, &held, 0), None);
         // Evicted by the stream's limits below sequence 7: 6 is neither's
         // loss; 9 and 10, beyond the last delivery, are still the server's.
-        let evicted = attribute(&ledger, Some(state), None, &SeqSet::default(), 7).unwrap();
+        let evicted = attribute(&ledger, Some(state), None, &asked(&[]), 7).unwrap();
         assert_eq!((evicted.lost, evicted.client_dropped), (3, 0));
     }
 
@@ -721,6 +790,64 @@ mod tests {
             o.publish_rate()
         );
         assert_eq!(o.publish_span(), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn never_seen_sequences_beyond_the_lookups_are_never_called_lost() {
+        let mut ledger = LedgerShard::new();
+        let never_seen = HELD_LOOKUPS as u64 + 2_000;
+        for seq in 1..=never_seen {
+            ledger.mark(seq, crate::record::ledger::Event::Persisted);
+        }
+        let state = ConsumerState {
+            delivered_stream_seq: never_seen,
+            ..ConsumerState::default()
+        };
+        // The server delivered all of them; the first HELD_LOOKUPS were
+        // asked for one by one and found.
+        let looked_up = Holding {
+            asked_through: HELD_LOOKUPS as u64,
+            held: set(1..=HELD_LOOKUPS as u64),
+            span: None,
+        };
+        let judge = |span: Option<StreamSpan>| {
+            let holding = Holding {
+                span,
+                ..looked_up.clone()
+            };
+            attribute(&ledger, Some(state), None, &holding, 0).unwrap()
+        };
+        // Without the stream's state the rest cannot be told: unattributed.
+        let a = judge(None);
+        assert_eq!((a.lost, a.unattributed), (0, 2_000), "{a:?}");
+        // With it: nothing deleted inside the stream, so it holds them all.
+        let whole = Some(StreamSpan {
+            first: 1,
+            last: never_seen,
+            deleted: 0,
+        });
+        let a = judge(whole);
+        assert_eq!(
+            (a.lost, a.client_dropped, a.unattributed),
+            (0, never_seen, 0)
+        );
+        // Purged below 11,000: those beyond the lookups are gone, the
+        // server's loss; the rest held.
+        let purged = Some(StreamSpan {
+            first: 11_000,
+            last: never_seen,
+            deleted: 0,
+        });
+        let a = judge(purged);
+        assert_eq!((a.lost, a.unattributed), (999, 0), "{a:?}");
+        // Deletions inside the stream: what was not looked up cannot be told.
+        let holed = Some(StreamSpan {
+            first: 1,
+            last: never_seen,
+            deleted: 5,
+        });
+        let a = judge(holed);
+        assert_eq!((a.lost, a.unattributed), (0, 2_000), "{a:?}");
     }
 
     #[test]

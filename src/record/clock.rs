@@ -66,6 +66,26 @@ pub fn now_ns() -> u64 {
         .wrapping_add_signed(CORRECTION_NS.load(Ordering::Relaxed))
 }
 
+/// The smallest step this clock was seen to take: the least positive
+/// difference between successive readings, over a thousand of them (once
+/// per process). Two instants closer than this cannot be told apart, so a
+/// judgement of "earlier than" never tolerates less.
+pub fn resolution_ns() -> u64 {
+    static RESOLUTION: LazyLock<u64> = LazyLock::new(|| {
+        let mut least = u64::MAX;
+        let mut last = monotonic_ns();
+        for _ in 0..1_000 {
+            let now = monotonic_ns();
+            if now > last {
+                least = least.min(now - last);
+            }
+            last = now;
+        }
+        least.max(1)
+    });
+    *RESOLUTION
+}
+
 /// The `Instant` that corresponds to a timestamp of this clock, for sleeping
 /// until an intended send time.
 pub fn instant_at(ns: u64) -> Instant {
@@ -115,6 +135,15 @@ mod tests {
             t + slack >= before && t <= after + slack,
             "{before} {t} {after}"
         );
+    }
+
+    #[test]
+    fn the_resolution_is_a_step_the_clock_takes() {
+        // Positive and below a millisecond on any host jsbench runs on: a
+        // coarser clock could not time the sub-millisecond latencies it
+        // reports.
+        let r = resolution_ns();
+        assert!((1..1_000_000).contains(&r), "{r} ns");
     }
 
     #[test]

@@ -29,6 +29,10 @@ pub struct Recorder {
     /// With [`Recorder::with_intervals`]: the same values again, one
     /// histogram per second of their end time.
     intervals: Option<Box<Intervals>>,
+    /// With [`Recorder::with_start_intervals`]: again, one histogram per
+    /// second of their start time (the intended send), which is where a
+    /// step of a load shape must count them.
+    starts: Option<Box<Starts>>,
 }
 
 /// Width of an interval of the interval log: one second of jsbench's
@@ -36,6 +40,13 @@ pub struct Recorder {
 /// cuts its intervals at the same instants without knowing when the run
 /// began.
 pub const INTERVAL_NS: u64 = 1_000_000_000;
+/// What a finished second of a recorder's interval histograms may hold, by
+/// design: one histogram at [`INTERVAL_SIGFIG`] digits, compressed. A
+/// second of values spread evenly over seven decades (1 µs to 10 s, wider
+/// than any second measured here) takes 1.2 KB with its vector's spare
+/// capacity; the soak's took 870 bytes on average (7.3 MB over 1,680 s and
+/// five recorders).
+pub const INTERVAL_BYTES_PER_SECOND: u64 = 2_048;
 /// Interval histograms are coarser than the whole run's (1% against 0.1%):
 /// a second's few thousand values need no more, and a recorder keeps one
 /// in memory while it fills.
@@ -90,6 +101,62 @@ impl Intervals {
     }
 }
 
+/// Seconds of values' starts open at once: values arrive out of their
+/// starts' order (a backlog's, several publishers' lags), so a few seconds
+/// stay open and the earliest closes when one more opens.
+const OPEN_STARTS: usize = 4;
+
+/// Per-second histograms keyed by when each value began.
+#[derive(Clone, Default)]
+struct Starts {
+    open: Vec<(u64, Histogram<u64>)>,
+    /// (second, V2 + deflate bytes); a second closed early and opened again
+    /// appears twice.
+    done: Vec<(u64, Vec<u8>)>,
+}
+
+impl Starts {
+    #[inline]
+    fn record(&mut self, start_ns: u64, value: u64) {
+        let second = start_ns / INTERVAL_NS;
+        let i = match self.open.iter().position(|(s, _)| *s == second) {
+            Some(i) => i,
+            None if self.open.len() < OPEN_STARTS => {
+                let h = Histogram::new_with_bounds(1, HIGHEST_NS, INTERVAL_SIGFIG)
+                    .expect("constant histogram bounds are valid");
+                self.open.push((second, h));
+                self.open.len() - 1
+            }
+            None => {
+                let (i, _) = self
+                    .open
+                    .iter()
+                    .enumerate()
+                    .min_by_key(|(_, (s, _))| *s)
+                    .expect("OPEN_STARTS > 0");
+                let (closed, h) = &mut self.open[i];
+                self.done.push((*closed, compress(h)));
+                h.reset();
+                *closed = second;
+                i
+            }
+        };
+        self.open[i].1.saturating_record(value);
+    }
+
+    /// Every second's values, open or closed, compressed.
+    fn all(&self) -> Vec<(u64, Vec<u8>)> {
+        let mut all = self.done.clone();
+        all.extend(
+            self.open
+                .iter()
+                .filter(|(_, h)| !h.is_empty())
+                .map(|(s, h)| (*s, compress(h))),
+        );
+        all
+    }
+}
+
 fn compress(h: &Histogram<u64>) -> Vec<u8> {
     let mut bytes = Vec::new();
     V2DeflateSerializer::new()
@@ -128,6 +195,18 @@ impl Recorder {
             saturated: 0,
             negative: 0,
             intervals: None,
+            starts: None,
+        }
+    }
+
+    /// A recorder with intervals ([`Recorder::with_intervals`]) that also
+    /// keeps one histogram per second of the values' start times (what
+    /// [`Recorder::record_between`] is given as `from`), for
+    /// [`Recorder::split_by_start`].
+    pub fn with_start_intervals() -> Self {
+        Recorder {
+            starts: Some(Box::default()),
+            ..Recorder::with_intervals()
         }
     }
 
@@ -190,6 +269,29 @@ impl Recorder {
             }
         });
         sum
+    }
+
+    /// The values split by the second they began in, for `spans` of
+    /// `[from_ns, to_ns)`: a second counts in the span it begins in, so
+    /// spans of whole seconds split exactly. Empty without start intervals
+    /// ([`Recorder::with_start_intervals`]). At the intervals' precision.
+    pub fn split_by_start(&self, spans: &[(u64, u64)]) -> Vec<Histogram<u64>> {
+        let empty = Histogram::new_with_bounds(1, HIGHEST_NS, INTERVAL_SIGFIG)
+            .expect("constant histogram bounds are valid");
+        let mut out = vec![empty; spans.len()];
+        let Some(starts) = &self.starts else {
+            return out;
+        };
+        for (second, bytes) in starts.all() {
+            let at = second * INTERVAL_NS;
+            let Some(i) = spans.iter().position(|&(a, b)| at >= a && at < b) else {
+                continue;
+            };
+            if let Ok(h) = decompress(&bytes) {
+                let _ = out[i].add(&h);
+            }
+        }
+        out
     }
 
     /// The intervals as a standard HdrHistogram interval log (".hlog"):
@@ -255,6 +357,9 @@ impl Recorder {
         if let Some(iv) = &mut self.intervals {
             iv.record(to_ns, value);
         }
+        if let Some(starts) = &mut self.starts {
+            starts.record(from_ns, value);
+        }
     }
 
     pub fn merge(&mut self, other: &Recorder) {
@@ -269,6 +374,10 @@ impl Recorder {
                 .get_or_insert_with(|| Box::new(Intervals::new()));
             mine.done.extend(theirs.all());
         }
+        if let Some(theirs) = &other.starts {
+            let mine = self.starts.get_or_insert_with(Box::default);
+            mine.done.extend(theirs.all());
+        }
     }
 
     /// Bytes the recorder holds: its histogram (fixed by its bounds and
@@ -277,14 +386,29 @@ impl Recorder {
     /// the run's length, not its message count).
     pub fn bytes(&self) -> (u64, u64) {
         let counts = |h: &Histogram<u64>| (h.distinct_values() * std::mem::size_of::<u64>()) as u64;
-        let intervals = self.intervals.as_ref().map_or(0, |iv| {
-            counts(&iv.current)
-                + iv.done
-                    .iter()
-                    .map(|(_, b)| b.capacity() as u64)
-                    .sum::<u64>()
+        let done = |d: &[(u64, Vec<u8>)]| d.iter().map(|(_, b)| b.capacity() as u64).sum::<u64>();
+        let intervals = self
+            .intervals
+            .as_ref()
+            .map_or(0, |iv| counts(&iv.current) + done(&iv.done));
+        let starts = self.starts.as_ref().map_or(0, |st| {
+            st.open.iter().map(|(_, h)| counts(h)).sum::<u64>() + done(&st.done)
         });
-        (counts(&self.histogram), intervals)
+        (counts(&self.histogram), intervals + starts)
+    }
+
+    /// The interval histograms' finished seconds (one per recorder and
+    /// second, merged recorders' kept apart): how many, and the bytes they
+    /// hold. What grows with a run's length, against
+    /// [`INTERVAL_BYTES_PER_SECOND`].
+    pub fn interval_seconds(&self) -> (u64, u64) {
+        let done = |d: &[(u64, Vec<u8>)]| {
+            let bytes = d.iter().map(|(_, b)| b.capacity() as u64).sum::<u64>();
+            (d.len() as u64, bytes)
+        };
+        let (a, b) = self.intervals.as_ref().map_or((0, 0), |iv| done(&iv.done));
+        let (c, d) = self.starts.as_ref().map_or((0, 0), |st| done(&st.done));
+        (a + c, b + d)
     }
 
     pub fn count(&self) -> u64 {
@@ -418,6 +542,33 @@ struct RecorderWire {
     /// (second, base64 of the compressed histogram), when it keeps them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     intervals: Option<Vec<(u64, String)>>,
+    /// The same by the second the values began in, when it keeps them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    starts: Option<Vec<(u64, String)>>,
+}
+
+fn to_wire(seconds: Vec<(u64, Vec<u8>)>) -> Vec<(u64, String)> {
+    seconds
+        .into_iter()
+        .map(|(second, bytes)| {
+            (
+                second,
+                base64::engine::general_purpose::STANDARD.encode(bytes),
+            )
+        })
+        .collect()
+}
+
+fn from_wire(seconds: Vec<(u64, String)>) -> Result<Vec<(u64, Vec<u8>)>> {
+    seconds
+        .into_iter()
+        .map(|(second, text)| {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .context("interval histogram is not valid base64")?;
+            Ok((second, bytes))
+        })
+        .collect()
 }
 
 impl Serialize for Recorder {
@@ -426,17 +577,8 @@ impl Serialize for Recorder {
             histogram: self.to_base64(),
             saturated: self.saturated,
             negative: self.negative,
-            intervals: self.intervals.as_ref().map(|iv| {
-                iv.all()
-                    .into_iter()
-                    .map(|(second, bytes)| {
-                        (
-                            second,
-                            base64::engine::general_purpose::STANDARD.encode(bytes),
-                        )
-                    })
-                    .collect()
-            }),
+            intervals: self.intervals.as_ref().map(|iv| to_wire(iv.all())),
+            starts: self.starts.as_ref().map(|st| to_wire(st.all())),
         }
         .serialize(s)
     }
@@ -451,13 +593,15 @@ impl<'de> Deserialize<'de> for Recorder {
         recorder.negative = wire.negative;
         if let Some(list) = wire.intervals {
             let mut iv = Intervals::new();
-            for (second, text) in list {
-                let bytes = base64::engine::general_purpose::STANDARD
-                    .decode(text)
-                    .map_err(serde::de::Error::custom)?;
-                iv.done.push((second, bytes));
-            }
+            iv.done = from_wire(list).map_err(serde::de::Error::custom)?;
             recorder.intervals = Some(Box::new(iv));
+        }
+        if let Some(list) = wire.starts {
+            let done = from_wire(list).map_err(serde::de::Error::custom)?;
+            recorder.starts = Some(Box::new(Starts {
+                open: Vec::new(),
+                done,
+            }));
         }
         Ok(recorder)
     }
@@ -480,6 +624,52 @@ pub struct LatencySummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_split_by_the_second_they_began_in_whatever_their_order() {
+        // Starts in seconds 10..20 arriving round-robin (more seconds open
+        // than OPEN_STARTS), every value ending in second 30; then merged
+        // and sent as a worker sends it.
+        let mut r = Recorder::with_start_intervals();
+        for k in 0..1_000u64 {
+            let start = (10 + k % 10) * INTERVAL_NS + k;
+            r.record_between(start, 30 * INTERVAL_NS);
+        }
+        let mut merged = Recorder::new();
+        merged.merge(&serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap());
+        let spans = [
+            (10 * INTERVAL_NS, 12 * INTERVAL_NS),
+            (12 * INTERVAL_NS, 20 * INTERVAL_NS),
+        ];
+        let split = merged.split_by_start(&spans);
+        assert_eq!((split[0].len(), split[1].len()), (200, 800));
+        // By end time all of them fall in second 30.
+        assert_eq!(
+            merged
+                .seconds_between(30 * INTERVAL_NS, 31 * INTERVAL_NS)
+                .len(),
+            1_000
+        );
+    }
+
+    #[test]
+    fn a_busy_second_fits_the_interval_design() {
+        // 100k values received in one second, spread evenly in log space
+        // over seven decades (1 µs to 10 s), then the next second opens and
+        // closes it.
+        let mut r = Recorder::with_intervals();
+        let at = 20 * INTERVAL_NS;
+        let n = 100_000u64;
+        for k in 0..n {
+            let ns = 1_000.0 * 10f64.powf(7.0 * k as f64 / n as f64);
+            r.record_between(at - ns as u64, at);
+        }
+        r.record_between(at + INTERVAL_NS, at + INTERVAL_NS + 1);
+        let (seconds, bytes) = r.interval_seconds();
+        eprintln!("one busy second: {bytes} bytes");
+        assert_eq!(seconds, 1);
+        assert!(bytes <= INTERVAL_BYTES_PER_SECOND, "{bytes} bytes");
+    }
 
     #[test]
     fn merge_adds_counts_and_keeps_extremes() {

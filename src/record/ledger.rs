@@ -272,6 +272,11 @@ pub struct LedgerCounts {
     /// the server's.
     #[serde(default)]
     pub client_dropped: u64,
+    /// Persisted messages no client saw of which nothing could tell whether
+    /// the stream still held them (beyond the sequences looked up one by
+    /// one, in a stream with deletions): neither counted lost nor dropped.
+    #[serde(default)]
+    pub unattributed: u64,
     /// Delivered sequences whose PubAck never arrived (stored, but the
     /// publisher could not know it).
     pub delivered_unconfirmed: u64,

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::record::histogram::LatencySummary;
 use crate::record::names;
+use crate::record::signed::Signed;
 use crate::record::spread::Spread;
 
 /// Which way is better, so `compare` can call a change a regression.
@@ -115,6 +116,28 @@ pub fn latency_metrics(name: &str, s: &LatencySummary) -> Vec<Metric> {
         m("p99.99", s.p9999_us),
         m("max", s.max_us),
         m("mean", s.mean_us),
+    ]
+}
+
+/// The percentiles [`latency_metrics`] gives, of a signed distribution
+/// (µs, early negative), plus its `min`. Shown, never judged: neither
+/// direction is better, so a judge takes the magnitude instead.
+pub fn signed_latency_metrics(name: &str, s: &Signed) -> Vec<Metric> {
+    if s.count() == 0 {
+        return Vec::new();
+    }
+    let m = |suffix: &str, ns: f64| {
+        Metric::new(format!("{name}.{suffix}"), "us", ns / 1e3, Direction::None)
+    };
+    vec![
+        m("min", s.min_ns() as f64),
+        m("p50", s.quantile_ns(0.50) as f64),
+        m("p90", s.quantile_ns(0.90) as f64),
+        m("p99", s.quantile_ns(0.99) as f64),
+        m("p99.9", s.quantile_ns(0.999) as f64),
+        m("p99.99", s.quantile_ns(0.9999) as f64),
+        m("max", s.max_ns() as f64),
+        m("mean", s.mean_ns()),
     ]
 }
 

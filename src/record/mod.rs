@@ -10,6 +10,7 @@ pub mod metrics;
 pub mod names;
 pub mod random;
 pub mod schedule;
+pub mod signed;
 pub mod spread;
 pub mod stamp;
 pub mod tally;

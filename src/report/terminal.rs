@@ -156,10 +156,6 @@ fn value(v: &VariantReport, name: &str) -> Option<f64> {
     v.metric(name).map(|m| m.value)
 }
 
-fn us(v: &VariantReport, name: &str) -> String {
-    value(v, name).map(format_us).unwrap_or_else(|| "-".into())
-}
-
 /// A metric in ms, shown on the µs-to-seconds scale of the latencies.
 fn ms(v: &VariantReport, name: &str) -> String {
     value(v, name).map_or("-".into(), |ms| format_us(ms * 1e3))
@@ -211,10 +207,19 @@ fn cell(c: &Cell, v: &VariantReport) -> String {
     match *c {
         Cell::Variant => v.name.clone(),
         Cell::Verdict => verdict(v),
-        Cell::Lost => match v.ledger.client_dropped {
-            0 => v.ledger.lost.to_string(),
-            dropped => format!("{} (+{dropped} dropped by client)", v.ledger.lost),
-        },
+        Cell::Lost => {
+            let mut lost = v.ledger.lost.to_string();
+            if v.ledger.client_dropped > 0 {
+                lost.push_str(&format!(
+                    " (+{} dropped by client)",
+                    v.ledger.client_dropped
+                ));
+            }
+            if v.ledger.unattributed > 0 {
+                lost.push_str(&format!(" (+{} unattributed)", v.ledger.unattributed));
+            }
+            lost
+        }
         Cell::Metric(name, show) => value(v, name).map_or_else(missing, |x| shown(x, show)),
         Cell::Quantile(histogram, q, show) => {
             value(v, &names::quantile(histogram, q)).map_or_else(missing, |x| shown(x, show))
@@ -246,11 +251,12 @@ fn comparisons(v: &VariantReport) -> Vec<String> {
     publish_comparisons(v, &mut lines);
     for cause in Cause::ALL {
         let name = |family| per_cause(family, cause);
-        let late = |q| us(v, &names::quantile(&name(fates::REDELIVERY_LATE), q));
+        let late = |q| signed_us(v, &names::quantile(&name(fates::REDELIVERY_LATE), q));
         if let Some(n) = value(v, &name(fates::REDELIVERIES)) {
             lines.push(format!(
-                "{} redeliveries {n:.0}: later than configured by p50 {} p99 {} max {}, early {}",
+                "{} redeliveries {n:.0}: later than configured by min {} p50 {} p99 {} max {}, early {}",
                 cause.name(),
+                late("min"),
                 late("p50"),
                 late("p99"),
                 late("max"),

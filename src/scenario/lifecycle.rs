@@ -252,7 +252,13 @@ pub async fn drive_durable<T, R: FnOnce(String) -> ConsumerSpec>(
     // Measure and verify.
     let judged = judge(&driven, r);
     let o = &driven.outcome;
-    shape::per_step(&o.e2e_intended, o.t0_ns, &d.publish.arrival, r);
+    shape::per_step(
+        &o.e2e_intended,
+        (o.t0_ns, o.record_from_ns),
+        true,
+        &d.publish.arrival,
+        r,
+    );
     checks::drive_records(o, sample_every, r);
     if d.work != Work::Uncounted {
         idempotence::measure(o, store, r);

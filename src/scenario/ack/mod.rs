@@ -351,6 +351,7 @@ async fn consume_variant(
     if let Some(a) = &attribution {
         counts.lost = a.lost;
         counts.client_dropped = a.client_dropped;
+        counts.unattributed = a.unattributed;
     }
     counts.evicted = crate::drive::evicted_count(eviction.as_ref());
     r.ledger = counts;
@@ -587,18 +588,7 @@ fn verify(
     outcome: &DriveOutcome,
     r: &mut VariantResult,
 ) {
-    let lost = if counts.lost == 0 {
-        format!("all {} messages delivered", counts.persisted)
-    } else {
-        format!(
-            "{} of {} never delivered (first: {:?})",
-            counts.lost,
-            counts.persisted,
-            ledger.lost_sequences(10)
-        )
-    };
-    r.invariants
-        .push(Invariant::check("lost = 0", counts.lost == 0, lost));
+    r.invariants.push(checks::nothing_lost_of(counts, ledger));
     r.invariants.push(checks::nothing_dropped_by_client(
         counts.client_dropped,
         drop_cause,

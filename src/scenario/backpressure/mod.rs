@@ -390,7 +390,7 @@ fn redeliveries(a: &Analysis, r: &mut VariantResult) {
     r.metrics.extend(metrics);
     r.histograms.extend(histograms);
     r.metrics.push(count(REDELIVERIES_EXPIRED, a.expiries));
-    r.param("early_tolerance", format_duration(a.tolerance));
+    r.param("early_tolerance", a.tolerance.describe());
     r.metrics
         .push(count("wasted_deliveries", a.unplanned_redeliveries));
     if a.expiries > 0 {

@@ -289,7 +289,8 @@ async fn run_variant(
     );
     super::shape::per_step(
         &outcome.e2e_intended,
-        outcome.t0_ns,
+        (outcome.t0_ns, outcome.record_from_ns),
+        true,
         &plan.load.publish.arrival,
         result,
     );
@@ -454,7 +455,7 @@ async fn drive_load(
             &o.ledger,
             &behaviour,
             c,
-            fates::early_tolerance(Duration::from_nanos(o.e2e_intended.quantile(0.999))),
+            fates::EarlyTolerance::measured(),
         );
         (o, analysis)
     });

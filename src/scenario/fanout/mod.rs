@@ -390,7 +390,15 @@ fn measure(o: &FanoutOutcome, p: &Provisioned, spec: &FanoutSpec, r: &mut Varian
         r,
     );
     latencies(publish, &delivered.e2e, &delivered.e2e_sent, r);
-    super::shape::per_step(&delivered.e2e, publish.t0_ns, &spec.publish.arrival, r);
+    // Durables filter subjects, so a message's deliveries vary: no count
+    // per step to hold them to.
+    super::shape::per_step(
+        &delivered.e2e,
+        (publish.t0_ns, publish.record_from_ns),
+        false,
+        &spec.publish.arrival,
+        r,
+    );
     r.metrics.push(Metric::new(
         "drain_time",
         "ms",

@@ -163,7 +163,8 @@ async fn core_variant(
     measure(&outcome, rate, r);
     super::shape::per_step(
         &outcome.e2e_intended,
-        outcome.t0_ns,
+        (outcome.t0_ns, outcome.record_from_ns),
+        true,
         &plan.publish.arrival,
         r,
     );

@@ -22,7 +22,7 @@ use anyhow::Result;
 use super::lifecycle::{Durable, Work, drive_durable, variant};
 use super::table::{self, Cell, Column, Show};
 use super::{ScenarioKind, ScenarioPlan, checks};
-use crate::consume::fates::{self, Analysis};
+use crate::consume::fates::Analysis;
 use crate::drive::{ConsumerSpec, DriveOutcome, RunContext};
 use crate::profile::{BehaviourPlan, CommonPlan, ConsumerPlan, Problems, Section, format_duration};
 use crate::record::ledger::Event;
@@ -338,7 +338,7 @@ fn verify(
                 "{} {} (up to {:.1} ms early)",
                 s.early_beyond_tolerance,
                 cause.name(),
-                s.early.summary().max_us / 1e3
+                s.lateness.min_ns().unsigned_abs() as f64 / 1e6
             )
         })
         .collect();
@@ -347,10 +347,8 @@ fn verify(
         early.is_empty(),
         if early.is_empty() {
             format!(
-                "within {:?} of the configured delay or later (the tolerance: this run's delivery p99.9, within {:?}..{:?})",
-                a.tolerance,
-                fates::EARLY_TOLERANCE,
-                fates::EARLY_TOLERANCE_CAP
+                "none earlier than configured by more than the tolerance ({})",
+                a.tolerance.describe()
             )
         } else {
             early.join(", ")
