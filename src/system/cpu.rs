@@ -374,10 +374,14 @@ impl ServerCpu {
                 )
             }
             ServerCpu::Varz(urls) => {
+                // The count, not the addresses: the method travels into
+                // report.html, which names no URL (a staging address would
+                // leak with every shared report).
                 format!(
-                    "/varz cpu% of {}, summed, sampled every {} ms and integrated to the stop \
-                     (the server's cpu% is an average over its own recent past: it lags)",
-                    urls.join(", "),
+                    "/varz cpu% of {} monitoring endpoint(s) (--monitor), summed, sampled every \
+                     {} ms and integrated to the stop (the server's cpu% is an average over its \
+                     own recent past: it lags)",
+                    urls.len(),
                     VARZ_EVERY.as_millis()
                 )
             }
