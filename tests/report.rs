@@ -62,8 +62,11 @@ fn run_writes_charts_and_an_offline_report_and_report_redraws_them() {
     assert!(html.starts_with("<!DOCTYPE html>"));
     // Self-contained: no URL at all, nothing loaded from anywhere.
     if let Some(at) = html.find("http://").or_else(|| html.find("https://")) {
-        let end = html.len().min(at + 120);
-        panic!("report.html names a URL: {}", &html[at.saturating_sub(120)..end]);
+        // By characters: the report holds multi-byte text (≤, µ).
+        let before: Vec<char> = html[..at].chars().rev().take(120).collect();
+        let before: String = before.into_iter().rev().collect();
+        let after: String = html[at..].chars().take(120).collect();
+        panic!("report.html names a URL: {before}{after}");
     }
     assert!(!html.contains(" src="), "report.html loads a resource");
     assert!(!html.contains("<link"), "report.html links a resource");
