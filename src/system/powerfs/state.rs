@@ -361,7 +361,10 @@ impl State {
             .map(|(p, i)| (p.clone(), *i))
             .collect();
         for (path, ino) in moved {
-            let renamed = new.join(path.strip_prefix(&old).unwrap_or(Path::new("")));
+            let renamed = match path.strip_prefix(&old) {
+                Ok(rest) if !rest.as_os_str().is_empty() => new.join(rest),
+                _ => new.clone(),
+            };
             self.by_path.remove(&path);
             self.by_path.insert(renamed.clone(), ino);
             if let Some(node) = self.nodes.get_mut(&ino) {
