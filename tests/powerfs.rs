@@ -164,3 +164,18 @@ fn a_clean_unmount_syncs_everything() {
     assert!(!is_mounted(&f.mnt));
     assert_eq!(fs::read(f.backing.join("kept")).unwrap(), b"all of it");
 }
+
+#[test]
+fn a_mountpoint_that_is_no_directory_is_refused_by_name_and_nothing_is_mounted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    let file = root.join("not-a-directory");
+    fs::write(&file, b"").unwrap();
+    let err = match PowerFs::mount(&root, &file) {
+        Ok(_) => panic!("mounting on a regular file succeeded"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(err.contains("is not a directory"), "{err}");
+    assert!(err.contains(file.to_str().unwrap()), "{err}");
+    assert!(!is_mounted(&file));
+}

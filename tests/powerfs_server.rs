@@ -38,11 +38,8 @@ fn server_on_mount(config: Option<&str>) -> (tempfile::TempDir, Mounted, Embedde
     (tmp, mounted, server)
 }
 
-/// Creates a file-storage stream and publishes `n` messages one at a
-/// time, each waiting for its PubAck; returns how many were acked (and
-/// prints the rate, the figure docs/durability.md quotes).
-async fn publish_acked(server: &EmbeddedServer, n: u64) -> u64 {
-    let started = std::time::Instant::now();
+/// Creates the file-storage stream the tests publish to.
+async fn create_stream(server: &EmbeddedServer) -> jetstream::Context {
     let client = async_nats::connect(server.url()).await.unwrap();
     let js = jetstream::new(client);
     js.create_stream(stream::Config {
@@ -53,6 +50,14 @@ async fn publish_acked(server: &EmbeddedServer, n: u64) -> u64 {
     })
     .await
     .unwrap();
+    js
+}
+
+/// Publishes `n` messages one at a time, each waiting for its PubAck;
+/// returns how many were acked (and prints the rate, the figure
+/// docs/durability.md quotes).
+async fn publish(js: &jetstream::Context, n: u64) -> u64 {
+    let started = std::time::Instant::now();
     let mut acked = 0;
     for i in 0..n {
         let ack = js
@@ -67,6 +72,10 @@ async fn publish_acked(server: &EmbeddedServer, n: u64) -> u64 {
     let rate = acked as f64 / started.elapsed().as_secs_f64();
     eprintln!("{acked} PubAcks one at a time on the power-loss mount: {rate:.0} msg/s");
     acked
+}
+
+async fn publish_acked(server: &EmbeddedServer, n: u64) -> u64 {
+    publish(&create_stream(server).await, n).await
 }
 
 /// SIGKILL, then the power cut; the report of what the cut dropped.
@@ -135,4 +144,21 @@ async fn a_kill_alone_keeps_every_message_the_power_cut_drops() {
     let backing = mounted.backing();
     mounted.unmount().unwrap();
     assert_eq!(survivors(&backing).await, Some(acked));
+}
+
+#[tokio::test]
+async fn with_the_default_sync_an_older_stream_survives_the_cut_and_the_test_counts_its_messages() {
+    let (_tmp, mounted, server) = server_on_mount(None);
+    let js = create_stream(&server).await;
+    // The stream older than the sync interval: its files reached the disk.
+    mounted.sync_all().unwrap();
+    let acked = publish(&js, 1000).await;
+    let (backing, report) = crash(&server, mounted);
+    let left = survivors(&backing).await;
+    eprintln!(
+        "default sync, stream synced before: {acked} acked, {left:?} survived; the cut dropped {} bytes in {:?}",
+        report.unsynced_bytes, report.unsynced_files
+    );
+    let left = left.expect("a stream whose files were synced survives the cut");
+    assert!(left <= acked);
 }

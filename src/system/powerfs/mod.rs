@@ -55,6 +55,13 @@ impl PowerFs {
         let mountpoint = mountpoint
             .canonicalize()
             .with_context(|| format!("the mountpoint {}", mountpoint.display()))?;
+        // The kernel would mount a FUSE root over a regular file too; the
+        // layer's root is a directory, so a file there is a mistake.
+        for (what, dir) in [("backing directory", &backing), ("mountpoint", &mountpoint)] {
+            if !dir.is_dir() {
+                bail!("the {what} {} is not a directory", dir.display());
+            }
+        }
         let state = Arc::new(Mutex::new(State::new(&backing)));
         let ops = PowerFsOps {
             state: state.clone(),
