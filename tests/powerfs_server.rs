@@ -102,7 +102,7 @@ async fn survivors(store: &Path) -> Option<u64> {
 #[tokio::test]
 async fn with_sync_always_every_pub_acked_message_survives_a_power_cut() {
     let (_tmp, mounted, server) = server_on_mount(Some("jetstream { sync_interval: always }\n"));
-    let acked = publish_acked(&server, 200).await;
+    let acked = publish_acked(&server, 1000).await;
     let (backing, report) = crash(&server, mounted);
     let left = survivors(&backing).await;
     eprintln!("sync always: {acked} acked, {left:?} survived, cut dropped {report:?}");
