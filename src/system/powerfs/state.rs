@@ -415,6 +415,22 @@ mod tests {
     }
 
     #[test]
+    fn a_renamed_directory_carries_its_files_unsynced_bytes_to_the_new_path() {
+        let (dir, mut s, _) = state();
+        let d = s.mkdir(ROOT, Path::new("d"), 0o755).unwrap();
+        let inner = s.create(d, Path::new("g"), 0o644, true).unwrap();
+        s.write(inner, 0, b"kept", false).unwrap();
+        s.rename((ROOT, Path::new("d")), (ROOT, Path::new("e")))
+            .unwrap();
+        assert_eq!(s.lookup(ROOT, Path::new("e")).unwrap(), d);
+        let e = s.lookup(ROOT, Path::new("e")).unwrap();
+        assert_eq!(s.lookup(e, Path::new("g")).unwrap(), inner);
+        assert_eq!(s.sync(inner).unwrap(), 4);
+        assert_eq!(fs::read(dir.path().join("e/g")).unwrap(), b"kept");
+        assert!(s.lookup(ROOT, Path::new("d")).is_err());
+    }
+
+    #[test]
     fn an_append_lands_at_the_logical_end_whatever_the_offset() {
         let (_dir, mut s, ino) = state();
         s.write(ino, 0, b"abc", false).unwrap();
