@@ -179,3 +179,16 @@ fn a_mountpoint_that_is_no_directory_is_refused_by_name_and_nothing_is_mounted()
     assert!(err.contains(file.to_str().unwrap()), "{err}");
     assert!(!is_mounted(&file));
 }
+
+#[test]
+fn a_backing_directory_inside_the_mountpoint_is_refused_rather_than_hanging() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    fs::create_dir(root.join("inner")).unwrap();
+    let err = match PowerFs::mount(&root.join("inner"), &root) {
+        Ok(_) => panic!("a mount over its own backing directory succeeded"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(err.contains("lies inside the mountpoint"), "{err}");
+    assert!(!is_mounted(&root));
+}

@@ -62,6 +62,15 @@ impl PowerFs {
                 bail!("the {what} {} is not a directory", dir.display());
             }
         }
+        // A backing directory seen through its own mount would have the
+        // FUSE thread wait on itself: a hang, not an error.
+        if backing.starts_with(&mountpoint) {
+            bail!(
+                "the backing directory {} lies inside the mountpoint {}",
+                backing.display(),
+                mountpoint.display()
+            );
+        }
         let state = Arc::new(Mutex::new(State::new(&backing)));
         let ops = PowerFsOps {
             state: state.clone(),
