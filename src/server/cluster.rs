@@ -76,6 +76,13 @@ impl EmbeddedCluster {
     }
 
     fn try_start(size: usize, options: &ServerOptions) -> Result<Self> {
+        if let Some(dir) = &options.store_dir {
+            // One directory for every node would be one store fought over.
+            bail!(
+                "store_dir {} names one server's store; a cluster's nodes each keep their own",
+                dir.display()
+            );
+        }
         let token = format!("{:06x}", (std::process::id() as u64 ^ nanos()) & 0xFF_FFFF);
         let name = format!("jsbench-{token}");
         let ports = free_ports(size)?;

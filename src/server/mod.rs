@@ -113,6 +113,11 @@ pub struct ServerOptions {
     /// route can be cut or paused (a route fault); off otherwise, sparing
     /// every replicated byte the extra hop.
     pub relay_routes: bool,
+    /// The JetStream store in this directory instead of the throw-away one:
+    /// a store on a power-loss mount (crate::system::powerfs), or one
+    /// restarted on what a power cut left. The caller owns it; the server
+    /// never removes it.
+    pub store_dir: Option<PathBuf>,
 }
 
 impl Default for ServerOptions {
@@ -123,6 +128,7 @@ impl Default for ServerOptions {
             extra_args: Vec::new(),
             binary: None,
             relay_routes: false,
+            store_dir: None,
         }
     }
 }
@@ -171,7 +177,10 @@ impl EmbeddedServer {
             .prefix("jsbench-server-")
             .tempdir()
             .context("creating a temporary directory for the embedded server")?;
-        let store = dir.path().join("store");
+        let store = options
+            .store_dir
+            .clone()
+            .unwrap_or_else(|| dir.path().join("store"));
         let log_path = dir.path().join("server.log");
         let log = fs::File::create(&log_path)
             .with_context(|| format!("creating {}", log_path.display()))?;
