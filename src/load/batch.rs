@@ -213,10 +213,12 @@ async fn send_batch(
     payload: &Bytes,
 ) -> Result<impl Future<Output = Result<async_nats::Message, async_nats::RequestError>> + use<>> {
     let id = batch.to_string();
+    // A `Subject` clones by reference count; a `String` would allocate per message.
+    let subject = async_nats::Subject::from(config.subject.as_str());
     for index in 1..config.size {
         client
             .publish_with_headers(
-                config.subject.clone(),
+                subject.clone(),
                 headers(config, &id, index),
                 payload.clone(),
             )
@@ -225,7 +227,7 @@ async fn send_batch(
     }
     let mut last = headers(config, &id, config.size);
     last.insert(BATCH_COMMIT, "1");
-    let (client, subject, payload) = (client.clone(), config.subject.clone(), payload.clone());
+    let (client, payload) = (client.clone(), payload.clone());
     Ok(async move { client.request_with_headers(subject, last, payload).await })
 }
 
