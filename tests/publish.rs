@@ -315,3 +315,83 @@ async fn a_max_rate_counts_from_the_end_of_the_warm_up() {
     assert!(ack.first_measured_ack_ns > send.first_measured_ns);
     assert!(ack.last_measured_ack_ns >= ack.first_measured_ack_ns);
 }
+
+/// What every atomic batch variant must show: whole batches of its size,
+/// all committed and read back whole, a commit latency.
+fn assert_batches_whole(summary: &jsbench::results::summary::Summary) {
+    assert_all_passed(summary);
+    for (_, v) in summary
+        .variants()
+        .filter(|(_, v)| v.name.contains("batch-"))
+    {
+        let size: u64 = v.name.rsplit('-').next().unwrap().parse().unwrap();
+        assert!(v.ledger.published > 0, "{}", v.name);
+        assert_eq!(v.ledger.persisted, v.ledger.published, "{}", v.name);
+        assert_eq!(
+            metric(v, "batches_committed") as u64 * size,
+            v.ledger.published,
+            "{}",
+            v.name
+        );
+        assert!(metric(v, "batch_commit_latency.p50") > 0.0, "{}", v.name);
+        assert!(metric(v, "publish_rate") > 0.0, "{}", v.name);
+        for name in [
+            "every batch committed",
+            "every committed batch stored whole, contiguous and once (read back)",
+            "nothing stored from a failed batch (read back)",
+        ] {
+            let check = v.invariants.iter().find(|i| i.name == name);
+            assert!(check.is_some_and(|c| c.passed), "{}: {name}", v.name);
+        }
+    }
+}
+
+/// Paced atomic batches beside windowed publishing in one run, with and
+/// without Nats-Msg-Id: batches leave on the message rate's schedule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paced_atomic_batches_run_beside_windowed_publishing_and_are_stored_whole() {
+    let server = common::server();
+    let summary = run_profile(
+        &server,
+        "batches",
+        &publish(
+            "duration = \"500ms\"\nrates = [1000]\nmsg_id = [\"none\", \"unique\"]\n\
+             batch = [10, 100]\n",
+        ),
+    )
+    .await;
+    let names: Vec<&str> = summary.variants().map(|(_, v)| v.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "rate-1000.id-none",
+            "rate-1000.id-none.batch-10",
+            "rate-1000.id-none.batch-100",
+            "rate-1000.id-unique",
+            "rate-1000.id-unique.batch-10",
+            "rate-1000.id-unique.batch-100",
+        ]
+    );
+    assert_batches_whole(&summary);
+    for (_, v) in summary
+        .variants()
+        .filter(|(_, v)| v.name.contains("batch-"))
+    {
+        // 1000 msg/s for 0.5 s, in whole batches.
+        assert_eq!(v.ledger.published, 500, "{}", v.name);
+        assert_eq!(metric(v, "target_rate"), 1000.0, "{}", v.name);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn atomic_batches_at_max_rate_are_stored_whole() {
+    let server = common::server();
+    let summary = run_profile(
+        &server,
+        "batches-max",
+        &publish("duration = \"500ms\"\nrates = [\"max\"]\nmsg_id = \"unique\"\nbatch = 100\n"),
+    )
+    .await;
+    assert_eq!(summary.variants().count(), 2);
+    assert_batches_whole(&summary);
+}

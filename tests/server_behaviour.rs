@@ -638,3 +638,230 @@ async fn naks_with_delay_arriving_faster_than_the_delay_hold_back_every_redelive
         held.naks.len()
     );
 }
+
+// Atomic batch publish (ADR-50, nats-server 2.12+). The batch scenario
+// counts a batch as stored whole or not at all, reads one PubAck per batch
+// at the commit, and names a failed batch by the server's error code: each
+// of those assumptions is pinned here.
+
+/// The server's error codes for a refused batch, from its errors.json.
+const ATOMIC_DISABLED: u64 = 10174;
+const ATOMIC_INCOMPLETE: u64 = 10176;
+const ATOMIC_TOO_LARGE: u64 = 10199;
+const WRONG_LAST_SEQUENCE: u64 = 10071;
+
+/// A stream `name` on subject `name` in lower case, atomic batches allowed
+/// or not.
+async fn atomic_stream(js: &jetstream::Context, name: &str, allow: bool) -> stream::Stream {
+    js.create_stream(stream::Config {
+        name: name.into(),
+        subjects: vec![name.to_lowercase()],
+        allow_atomic_publish: allow,
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+}
+
+fn batch_headers(id: &str, sequence: usize, commit: bool) -> async_nats::HeaderMap {
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("Nats-Batch-Id", id);
+    headers.insert("Nats-Batch-Sequence", sequence.to_string().as_str());
+    if commit {
+        headers.insert("Nats-Batch-Commit", "1");
+    }
+    headers
+}
+
+/// Publishes messages 1..n of batch `id` without a reply (as the scenario
+/// does: the commit's reply speaks for the batch) and returns the commit's
+/// reply, or `None` when `commit` is false. `extra` adds headers to message
+/// `extra.0`.
+async fn send_batch(
+    client: &async_nats::Client,
+    subject: &str,
+    id: &str,
+    n: usize,
+    commit: bool,
+    extra: Option<(usize, &str, &str)>,
+) -> Option<serde_json::Value> {
+    for sequence in 1..=n {
+        let last = sequence == n && commit;
+        let mut headers = batch_headers(id, sequence, last);
+        if let Some((at, name, value)) = extra
+            && at == sequence
+        {
+            headers.insert(name, value);
+        }
+        if last {
+            let reply = client
+                .request_with_headers(subject.to_string(), headers, "x".into())
+                .await
+                .unwrap();
+            return Some(serde_json::from_slice(&reply.payload).unwrap());
+        }
+        client
+            .publish_with_headers(subject.to_string(), headers, "x".into())
+            .await
+            .unwrap();
+    }
+    client.flush().await.unwrap();
+    None
+}
+
+fn err_code(reply: &serde_json::Value) -> Option<u64> {
+    reply["error"]["err_code"].as_u64()
+}
+
+async fn stored_count(js: &jetstream::Context, name: &str) -> u64 {
+    let mut s = js.get_stream(name).await.unwrap();
+    s.info().await.unwrap().state.messages
+}
+
+#[tokio::test]
+async fn a_committed_batch_is_stored_whole_and_contiguous_with_one_ack_naming_it() {
+    let server = common::server();
+    let js = context(&server).await;
+    let client = async_nats::connect(server.url()).await.unwrap();
+    atomic_stream(&js, "ATOMIC", true).await;
+    // Half the batch, then a plain publish, then the rest: the plain one is
+    // stored at once and the batch after it, in one piece.
+    for sequence in 1..=5 {
+        client
+            .publish_with_headers("atomic", batch_headers("b1", sequence, false), "x".into())
+            .await
+            .unwrap();
+    }
+    client.flush().await.unwrap();
+    let plain = js
+        .publish("atomic", "plain".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    assert_eq!(
+        plain.sequence, 1,
+        "the plain publish is not held behind the batch"
+    );
+    for sequence in 6..=10 {
+        let headers = batch_headers("b1", sequence, sequence == 10);
+        if sequence < 10 {
+            client
+                .publish_with_headers("atomic", headers, "x".into())
+                .await
+                .unwrap();
+            continue;
+        }
+        let reply = client
+            .request_with_headers("atomic", headers, "x".into())
+            .await
+            .unwrap();
+        let ack: jetstream::publish::PublishAck = serde_json::from_slice(&reply.payload)
+            .unwrap_or_else(|e| panic!("{e}: {:?}", reply.payload));
+        assert_eq!(ack.sequence, 11, "the ack names the batch's last sequence");
+        assert_eq!(ack.batch_id.as_deref(), Some("b1"));
+        assert_eq!(ack.batch_size, Some(10));
+    }
+    let stream = js.get_stream("ATOMIC").await.unwrap();
+    for (sequence, batch_sequence) in (2..=11).zip(1..) {
+        let message = stream.get_raw_message(sequence).await.unwrap();
+        let headers = message.headers;
+        assert_eq!(
+            headers.get("Nats-Batch-Sequence").map(|v| v.as_str()),
+            Some(batch_sequence.to_string().as_str()),
+            "stream sequence {sequence} holds batch message {batch_sequence}"
+        );
+    }
+    assert_eq!(stored_count(&js, "ATOMIC").await, 11);
+}
+
+#[tokio::test]
+async fn a_failing_expected_last_sequence_in_a_batch_stores_none_of_it() {
+    let server = common::server();
+    let js = context(&server).await;
+    let client = async_nats::connect(server.url()).await.unwrap();
+    atomic_stream(&js, "EXPECT", true).await;
+    let wrong = Some((3, "Nats-Expected-Last-Sequence", "99"));
+    let reply = send_batch(&client, "expect", "e1", 5, true, wrong)
+        .await
+        .unwrap();
+    assert_eq!(err_code(&reply), Some(WRONG_LAST_SEQUENCE), "{reply}");
+    assert_eq!(stored_count(&js, "EXPECT").await, 0);
+}
+
+#[tokio::test]
+async fn a_batch_over_the_servers_limit_of_1000_stores_none_of_it() {
+    let server = common::server();
+    let js = context(&server).await;
+    let client = async_nats::connect(server.url()).await.unwrap();
+    atomic_stream(&js, "LARGE", true).await;
+    let full = send_batch(&client, "large", "full", 1000, true, None)
+        .await
+        .unwrap();
+    assert_eq!(full["count"], 1000, "1000 is still allowed: {full}");
+    let reply = send_batch(&client, "large", "over", 1001, true, None)
+        .await
+        .unwrap();
+    assert_eq!(err_code(&reply), Some(ATOMIC_TOO_LARGE), "{reply}");
+    assert_eq!(
+        stored_count(&js, "LARGE").await,
+        1000,
+        "only the batch of 1000"
+    );
+}
+
+#[tokio::test]
+async fn a_stream_without_allow_atomic_refuses_a_batch() {
+    let server = common::server();
+    let js = context(&server).await;
+    let client = async_nats::connect(server.url()).await.unwrap();
+    atomic_stream(&js, "NOATOMIC", false).await;
+    let reply = send_batch(&client, "noatomic", "n1", 3, true, None)
+        .await
+        .unwrap();
+    assert_eq!(err_code(&reply), Some(ATOMIC_DISABLED), "{reply}");
+    assert_eq!(stored_count(&js, "NOATOMIC").await, 0);
+}
+
+#[tokio::test]
+async fn an_abandoned_batch_stores_nothing_and_cannot_be_committed_later() {
+    let dir = tempfile::tempdir().unwrap();
+    // The default is 10 s; a one-second limit keeps the test short and
+    // pins that the server honours the setting.
+    let server = common::server_with_config(
+        dir.path(),
+        "jetstream { limits { batch { timeout: \"1s\" } } }",
+    );
+    let js = context(&server).await;
+    let client = async_nats::connect(server.url()).await.unwrap();
+    atomic_stream(&js, "ABANDON", true).await;
+    let mut advisories = client
+        .subscribe("$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED.ABANDON")
+        .await
+        .unwrap();
+    let opened = Instant::now();
+    send_batch(&client, "abandon", "a1", 3, false, None).await;
+    let advisory = tokio::time::timeout(
+        Duration::from_secs(5),
+        futures::StreamExt::next(&mut advisories),
+    )
+    .await
+    .expect("an abandonment advisory within 5 s")
+    .unwrap();
+    let kept = opened.elapsed();
+    eprintln!(
+        "an idle batch was abandoned after {kept:?}: {}",
+        String::from_utf8_lossy(&advisory.payload)
+    );
+    assert!(
+        kept >= Duration::from_millis(900),
+        "abandoned early, at {kept:?}"
+    );
+    let late = client
+        .request_with_headers("abandon", batch_headers("a1", 4, true), "x".into())
+        .await
+        .unwrap();
+    let late: serde_json::Value = serde_json::from_slice(&late.payload).unwrap();
+    assert_eq!(err_code(&late), Some(ATOMIC_INCOMPLETE), "{late}");
+    assert_eq!(stored_count(&js, "ABANDON").await, 0);
+}

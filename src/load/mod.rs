@@ -1,6 +1,7 @@
 //! Load generation: open-loop publishers that are never the bottleneck they
 //! measure, and reference publishers that prove it.
 
+pub mod batch;
 mod publisher;
 pub mod reference;
 mod sizes;

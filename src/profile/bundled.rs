@@ -7,6 +7,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("default", include_str!("../../profiles/default.toml")),
     ("publish", include_str!("../../profiles/publish.toml")),
     ("dedup", include_str!("../../profiles/dedup.toml")),
+    ("batches", include_str!("../../profiles/batches.toml")),
     ("ack", include_str!("../../profiles/ack.toml")),
     ("redelivery", include_str!("../../profiles/redelivery.toml")),
     (

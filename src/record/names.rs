@@ -40,6 +40,9 @@ pub const PUB_ACK_LATENCY: &str = "pub_ack_latency";
 pub const PUB_ACK_LATENCY_ACTUAL: &str = "pub_ack_latency_actual";
 /// How late the generator sent each message against its schedule.
 pub const SEND_LAG: &str = "send_lag";
+/// An atomic batch's first message's intended send to its commit's PubAck:
+/// what a batch costs its writer, beside [`PUB_ACK_LATENCY`] per message.
+pub const BATCH_COMMIT_LATENCY: &str = "batch_commit_latency";
 
 /// The suffixes of a latency histogram's metrics, as
 /// [`crate::record::metrics::latency_metrics`] writes them.
@@ -105,4 +108,5 @@ pub const HISTOGRAMS: &[&str] = &[
     PUB_ACK_LATENCY,
     PUB_ACK_LATENCY_ACTUAL,
     SEND_LAG,
+    BATCH_COMMIT_LATENCY,
 ];

@@ -3,5 +3,6 @@
 //! and the advisories the server sends about deliveries.
 
 pub mod advisory;
+pub mod batches;
 pub mod provision;
 pub mod readback;

@@ -12,6 +12,7 @@
 //! sets the limit), the idiomatic async-nats loop (what jsbench gains over
 //! the obvious client code), and core publish (no persistence).
 
+pub mod batch;
 pub mod plan;
 
 use std::collections::HashMap;
@@ -85,6 +86,8 @@ impl ScenarioKind for Publish {
         table::quantile("pubAck p50", names::PUB_ACK_LATENCY, "p50"),
         table::quantile("p99", names::PUB_ACK_LATENCY, "p99"),
         table::quantile("max", names::PUB_ACK_LATENCY, "max"),
+        table::quantile("commit p50", names::BATCH_COMMIT_LATENCY, "p50"),
+        table::quantile("p99", names::BATCH_COMMIT_LATENCY, "p99"),
         Column {
             header: "client/msg",
             cell: Cell::Metric(names::CLIENT_CPU_PER_MSG, Show::MicrosPerMsg),
@@ -202,6 +205,17 @@ async fn run(
                 }
             }
             sink.record(&scenario.common, result)?;
+            for &size in &plan.batches {
+                if ctx.stop.is_cancelled() {
+                    return Ok(());
+                }
+                let name = format!("rate-{rate_label}.id-{id_label}.batch-{size}");
+                let (result, _) = variant(name, async |r| {
+                    batch::run_variant(ctx, scenario, plan, (rate, msg_id, size), r).await
+                })
+                .await;
+                sink.record(&scenario.common, result)?;
+            }
         }
     }
     Ok(())

@@ -31,6 +31,9 @@ pub struct Plan {
     /// `rates = "search"`: per msg_id mode, the highest rate whose PubAck
     /// latency holds the SLO.
     pub search: Option<SearchPlan>,
+    /// `batch = [...]`: atomic batch sizes, each a variant per rate and
+    /// msg_id mode beside the windowed one.
+    pub batches: Vec<usize>,
 }
 
 impl Plan {
@@ -55,7 +58,8 @@ impl Plan {
         } else {
             0
         };
-        own + minimal + core
+        let batches = self.rates.len() * self.msg_ids.len() * self.batches.len();
+        own + minimal + core + batches
     }
 }
 
@@ -82,6 +86,7 @@ struct PublishSection {
     wake_every: Option<String>,
     reference: Option<OneOrMany<Reference>>,
     verify_stored: Option<bool>,
+    batch: Option<OneOrMany<usize>>,
 }
 
 pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
@@ -146,7 +151,10 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
         prefix,
         problems,
     );
+    let batches = s.batch.map(|b| b.0).unwrap_or_default();
+    check_batches(&batches, &publish, searching, prefix, problems);
     let plan = Plan {
+        batches,
         rates,
         rate_per,
         msg_ids,
@@ -237,6 +245,46 @@ fn check_retries(
     }
 }
 
+/// Atomic batches hold 1 to 1000 messages (the server's limit), of one
+/// fixed size, and the batch publisher injects no retries.
+fn check_batches(
+    batches: &[usize],
+    publish: &PublishPlan,
+    searching: bool,
+    prefix: &str,
+    problems: &mut Problems,
+) {
+    if batches.is_empty() {
+        return;
+    }
+    let key = format!("{prefix}.batch");
+    let most = crate::load::batch::MAX_ATOMIC_BATCH;
+    for (i, &size) in batches.iter().enumerate() {
+        problems.range(&format!("{key}[{i}]"), size, 1, most, " messages");
+    }
+    if has_repeats(batches) {
+        problems.push(&key, "lists a batch size twice");
+    }
+    if publish.duplicates > 0.0 || publish.late_duplicates > 0.0 {
+        problems.push(
+            &key,
+            "atomic batches inject no duplicates; set duplicates and late_duplicates to 0",
+        );
+    }
+    if searching {
+        problems.push(
+            &key,
+            "a rate search does not run atomic batches; list rates",
+        );
+    }
+    if !matches!(publish.message_size, crate::profile::SizePlan::Fixed(_)) {
+        problems.push(
+            &key,
+            "atomic batches send one fixed size: use a fixed message_size",
+        );
+    }
+}
+
 /// Reference publishers run at rate "max", one fixed size, no retries.
 fn check_references(
     reference: &[Reference],
@@ -304,5 +352,45 @@ fn check_ledger_size(
             format!("{prefix}.duration"),
             format!("a variant would publish {messages:.0} messages; the ledger holds at most 500 million"),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::scenario::{KindPlan, one_scenario};
+
+    fn batches(body: &str) -> Result<Vec<usize>, String> {
+        one_scenario("publish", &format!("rates = [1000]\n{body}")).map(|p| match p.kind {
+            KindPlan::Publish(plan) => plan.batches,
+            _ => unreachable!("a publish section"),
+        })
+    }
+
+    #[test]
+    fn batch_sizes_are_read_as_one_or_many() {
+        assert_eq!(batches("batch = [1, 10, 1000]"), Ok(vec![1, 10, 1000]));
+        assert_eq!(batches("batch = 100"), Ok(vec![100]));
+        assert_eq!(batches(""), Ok(vec![]));
+    }
+
+    #[test]
+    fn a_batch_size_outside_the_servers_limit_is_named() {
+        let e = batches("batch = [10, 1001]").unwrap_err();
+        assert!(e.contains("batch[1]") && e.contains("1..=1000"), "{e}");
+        let e = batches("batch = [0]").unwrap_err();
+        assert!(e.contains("batch[0]"), "{e}");
+    }
+
+    #[test]
+    fn batches_refuse_duplicates_and_varying_sizes() {
+        let e = batches("batch = [10]\nmsg_id = \"unique\"\nduplicates = 0.1").unwrap_err();
+        assert!(e.contains("batch") && e.contains("no duplicates"), "{e}");
+        let e = batches(
+            "batch = [10]\nmessage_size = { distribution = \"uniform\", min = 10, max = 20 }",
+        )
+        .unwrap_err();
+        assert!(e.contains("one fixed size"), "{e}");
+        let e = batches("batch = [10, 10]").unwrap_err();
+        assert!(e.contains("twice"), "{e}");
     }
 }

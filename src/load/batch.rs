@@ -1,0 +1,325 @@
+//! An open-loop publisher of atomic batches (ADR-50, nats-server 2.12+).
+//!
+//! Only the commit asks for a reply: the server answers nothing else of an
+//! atomic batch that jsbench needs (a refused batch is refused at its
+//! commit too, pinned in tests/server_behaviour.rs), and a reply per
+//! message would cost what the batch exists to save. Commits are answered
+//! asynchronously, up to `window` outstanding, below the server's limit of
+//! 50 batches in flight per stream.
+//!
+//! Paced, batch `b` leaves at its first message's intended time
+//! `t0 + b·size/rate`, so the rate stays in messages per second whatever
+//! the batch size, and the commit latency is taken from that instant: a
+//! sender that falls behind is charged for it. At max rate the intended
+//! time is the first message's send time; a reply is then timed when the
+//! sender next polls for it, up to one batch's sending late.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use async_nats::{Client, HeaderMap};
+use bytes::Bytes;
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
+use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::profile::MsgId;
+use crate::record::clock;
+use crate::record::histogram::Recorder;
+use crate::streams::batches::{BATCH_COMMIT, BATCH_ID, BATCH_SEQUENCE, CommittedBatch};
+
+/// The server's largest atomic batch (its default `max_msgs`).
+pub const MAX_ATOMIC_BATCH: usize = 1000;
+
+#[derive(Debug, Clone)]
+pub struct BatchConfig {
+    /// Every message of every batch goes to this subject.
+    pub subject: String,
+    pub size: usize,
+    /// Messages per second; `None` sends batches back to back.
+    pub rate: Option<u64>,
+    /// Start of the schedule and of the measurement, and the end of sending,
+    /// ns on [`crate::record::clock`].
+    pub t0_ns: u64,
+    pub record_from_ns: u64,
+    pub end_ns: u64,
+    pub message_size: usize,
+    /// `Unique` gives every message a Nats-Msg-Id of its own.
+    pub msg_id: MsgId,
+    /// Commits awaiting their PubAck before the sender waits.
+    pub window: usize,
+    pub ack_timeout: Duration,
+}
+
+/// A batch the server refused at its commit, or whose commit went
+/// unanswered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FailedBatch {
+    pub batch: u64,
+    /// The server's `err_code`; `None` when no answer came.
+    pub code: Option<u64>,
+    pub detail: String,
+}
+
+#[derive(Debug, Default)]
+pub struct BatchReport {
+    /// From each batch's first intended send to its commit's PubAck;
+    /// batches intended before the warm-up ended are left out.
+    pub commit_latency: Recorder,
+    pub committed: Vec<CommittedBatch>,
+    pub failed: Vec<FailedBatch>,
+    pub batches_sent: u64,
+    pub messages_sent: u64,
+    /// Messages of committed batches intended after the warm-up, and when
+    /// the last of their PubAcks came.
+    pub measured_messages: u64,
+    pub last_measured_ack_ns: u64,
+    pub interrupted: bool,
+}
+
+impl BatchReport {
+    /// Messages stored a second from the end of the warm-up to the last
+    /// measured commit, or to the end of sending when that comes later: a
+    /// paced batch stands for the messages of the interval it opens, so a
+    /// last big batch committed early must not lift the rate above the
+    /// target.
+    pub fn stored_rate(&self, record_from_ns: u64, end_ns: u64) -> f64 {
+        let span = self
+            .last_measured_ack_ns
+            .max(end_ns)
+            .saturating_sub(record_from_ns);
+        if span == 0 {
+            0.0
+        } else {
+            self.measured_messages as f64 * 1e9 / span as f64
+        }
+    }
+
+    /// Batches whose commit got no answer: their fate is unknown.
+    pub fn unanswered(&self) -> Vec<u64> {
+        self.failed
+            .iter()
+            .filter(|f| f.code.is_none())
+            .map(|f| f.batch)
+            .collect()
+    }
+}
+
+/// The parts of a commit's reply jsbench reads.
+#[derive(Deserialize)]
+struct Reply {
+    #[serde(default)]
+    seq: u64,
+    batch: Option<String>,
+    count: Option<u64>,
+    error: Option<ApiError>,
+}
+
+#[derive(Deserialize)]
+struct ApiError {
+    #[serde(default)]
+    err_code: u64,
+    #[serde(default)]
+    description: String,
+}
+
+/// What a commit's future yields: the batch, its first message's intended
+/// time, and the reply or why none came.
+type Answer = (u64, u64, Result<async_nats::Message, String>);
+
+/// Publishes batches of `config.size` from `t0_ns` until `end_ns` (or
+/// `stop`), then waits for every outstanding commit.
+pub async fn publish_batches(
+    client: &Client,
+    config: &BatchConfig,
+    stop: &CancellationToken,
+) -> Result<BatchReport> {
+    if config.size == 0 || config.size > MAX_ATOMIC_BATCH {
+        bail!(
+            "an atomic batch holds 1 to {MAX_ATOMIC_BATCH} messages, not {}",
+            config.size
+        );
+    }
+    let payload = Bytes::from(vec![b'x'; config.message_size]);
+    let mut report = BatchReport {
+        committed: Vec::with_capacity(1024),
+        ..Default::default()
+    };
+    let mut pending = FuturesUnordered::new();
+    let window = config.window.max(1);
+    // The schedule starts at t0 at max rate too: the warm-up is timed from it.
+    tokio::time::sleep_until(clock::instant_at(config.t0_ns).into()).await;
+    for batch in 0u64.. {
+        if stop.is_cancelled() {
+            report.interrupted = true;
+            break;
+        }
+        let intended = match config.rate {
+            Some(rate) => {
+                let offset = u128::from(batch) * config.size as u128 * 1_000_000_000;
+                config.t0_ns + (offset / u128::from(rate.max(1))) as u64
+            }
+            None => clock::now_ns(),
+        };
+        if intended >= config.end_ns {
+            break;
+        }
+        if config.rate.is_some() {
+            let due = tokio::time::sleep_until(clock::instant_at(intended).into());
+            tokio::pin!(due);
+            loop {
+                tokio::select! {
+                    _ = &mut due => break,
+                    Some(answer) = pending.next(), if !pending.is_empty() => {
+                        settle(config, &mut report, answer);
+                    }
+                }
+            }
+        }
+        while pending.len() >= window {
+            if let Some(answer) = pending.next().await {
+                settle(config, &mut report, answer);
+            }
+        }
+        let commit = send_batch(client, config, batch, &payload).await?;
+        let timeout = config.ack_timeout;
+        pending.push(async move {
+            let reply = match tokio::time::timeout(timeout, commit).await {
+                Ok(Ok(message)) => Ok(message),
+                Ok(Err(e)) => Err(format!("the commit's request failed: {e}")),
+                Err(_) => Err(format!("no PubAck within {timeout:?}")),
+            };
+            (batch, intended, reply)
+        });
+        report.batches_sent += 1;
+        report.messages_sent += config.size as u64;
+        while let Some(Some(answer)) = pending.next().now_or_never() {
+            settle(config, &mut report, answer);
+        }
+    }
+    while let Some(answer) = pending.next().await {
+        settle(config, &mut report, answer);
+    }
+    Ok(report)
+}
+
+/// Sends every message of `batch` but the last, and returns the commit's
+/// request (sent when first polled).
+async fn send_batch(
+    client: &Client,
+    config: &BatchConfig,
+    batch: u64,
+    payload: &Bytes,
+) -> Result<impl Future<Output = Result<async_nats::Message, async_nats::RequestError>> + use<>> {
+    let id = batch.to_string();
+    // A `Subject` clones by reference count; a `String` would allocate per message.
+    let subject = async_nats::Subject::from(config.subject.as_str());
+    for index in 1..config.size {
+        client
+            .publish_with_headers(
+                subject.clone(),
+                headers(config, &id, index),
+                payload.clone(),
+            )
+            .await
+            .with_context(|| format!("sending message {index} of batch {batch}"))?;
+    }
+    let mut last = headers(config, &id, config.size);
+    last.insert(BATCH_COMMIT, "1");
+    let (client, payload) = (client.clone(), payload.clone());
+    Ok(async move { client.request_with_headers(subject, last, payload).await })
+}
+
+fn headers(config: &BatchConfig, id: &str, index: usize) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    h.insert(BATCH_ID, id);
+    let index = index.to_string();
+    h.insert(BATCH_SEQUENCE, index.as_str());
+    if config.msg_id == MsgId::Unique {
+        h.insert(
+            async_nats::header::NATS_MESSAGE_ID,
+            format!("{id}.{index}").as_str(),
+        );
+    }
+    h
+}
+
+/// Books a commit's answer: committed (with its PubAck's sequence and
+/// count), refused (with the server's code) or unanswered.
+fn settle(config: &BatchConfig, report: &mut BatchReport, (batch, intended, reply): Answer) {
+    let now = clock::now_ns();
+    let failed = |code, detail| FailedBatch {
+        batch,
+        code,
+        detail,
+    };
+    let message = match reply {
+        Ok(message) => message,
+        Err(detail) => return report.failed.push(failed(None, detail)),
+    };
+    let reply: Reply = match serde_json::from_slice(&message.payload) {
+        Ok(reply) => reply,
+        Err(e) => {
+            let text = String::from_utf8_lossy(&message.payload).into_owned();
+            return report
+                .failed
+                .push(failed(None, format!("an unreadable PubAck ({e}): {text}")));
+        }
+    };
+    if let Some(e) = reply.error {
+        let detail = format!("refused with {}: {}", e.err_code, e.description);
+        return report.failed.push(failed(Some(e.err_code), detail));
+    }
+    if reply.batch.as_deref().and_then(|b| b.parse().ok()) != Some(batch) {
+        let detail = format!("the PubAck named batch {:?}", reply.batch);
+        return report.failed.push(failed(None, detail));
+    }
+    let count = reply.count.unwrap_or(0);
+    report.committed.push(CommittedBatch {
+        batch,
+        last_seq: reply.seq,
+        count,
+    });
+    if intended >= config.record_from_ns {
+        report.commit_latency.record_between(intended, now);
+        report.measured_messages += count;
+        report.last_measured_ack_ns = report.last_measured_ack_ns.max(now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stored_rate_runs_to_the_later_of_the_last_commit_and_the_end() {
+        let report = BatchReport {
+            measured_messages: 500,
+            last_measured_ack_ns: 1_425_000_000,
+            ..Default::default()
+        };
+        // Sending ran from 1 s to 1.5 s; the last batch committed early.
+        assert_eq!(report.stored_rate(1_000_000_000, 1_500_000_000), 1000.0);
+        // Committing lagged past the end: the rate falls with it.
+        let late = BatchReport {
+            last_measured_ack_ns: 2_000_000_000,
+            ..report
+        };
+        assert_eq!(late.stored_rate(1_000_000_000, 1_500_000_000), 500.0);
+    }
+
+    #[test]
+    fn unanswered_batches_are_those_without_a_server_code() {
+        let failed = |batch, code| FailedBatch {
+            batch,
+            code,
+            detail: String::new(),
+        };
+        let report = BatchReport {
+            failed: vec![failed(1, Some(10071)), failed(2, None)],
+            ..Default::default()
+        };
+        assert_eq!(report.unanswered(), vec![2]);
+    }
+}

@@ -1,0 +1,291 @@
+//! Reading atomic batches (ADR-50) back from a stream and auditing them
+//! against what their commits' PubAcks promised.
+//!
+//! A committed batch's PubAck names only its last sequence and its count,
+//! so "stored whole, contiguous and once" can only be checked by reading
+//! the stream: the server keeps each message's `Nats-Batch-Id` and
+//! `Nats-Batch-Sequence` headers (pinned in tests/server_behaviour.rs), and
+//! those tell which batch every stored message came from.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use async_nats::jetstream::{self, consumer::pull::OrderedConfig};
+use futures::StreamExt;
+
+/// The headers an atomic batch message carries (ADR-50).
+pub const BATCH_ID: &str = "Nats-Batch-Id";
+pub const BATCH_SEQUENCE: &str = "Nats-Batch-Sequence";
+pub const BATCH_COMMIT: &str = "Nats-Batch-Commit";
+
+/// A batch the server committed, as its PubAck told it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommittedBatch {
+    /// The publisher's batch number (its `Nats-Batch-Id`).
+    pub batch: u64,
+    /// The PubAck's sequence: the batch's last message.
+    pub last_seq: u64,
+    /// The PubAck's `count`.
+    pub count: u64,
+}
+
+/// One stored message, by the batch headers it was stored with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredBatchMessage {
+    pub seq: u64,
+    /// `None` when the message carries no batch id jsbench could read.
+    pub batch: Option<u64>,
+    pub index: Option<u64>,
+}
+
+/// Reads every message's stream sequence and batch headers with an ordered
+/// consumer, stopping at the end of the stream or after `idle` without a
+/// message; the flag says whether the end was reached.
+pub async fn read_batches(
+    js: &jetstream::Context,
+    stream: &str,
+    idle: Duration,
+) -> Result<(Vec<StoredBatchMessage>, bool)> {
+    let mut handle = js
+        .get_stream(stream)
+        .await
+        .with_context(|| format!("opening stream {stream} to read its batches back"))?;
+    let info = handle.info().await.context("reading stream info")?;
+    let mut read = Vec::with_capacity(info.state.messages as usize);
+    if info.state.messages == 0 {
+        return Ok((read, true));
+    }
+    let consumer = handle
+        .create_consumer(OrderedConfig::default())
+        .await
+        .with_context(|| format!("creating an ordered consumer on {stream}"))?;
+    let mut messages = consumer
+        .messages()
+        .await
+        .with_context(|| format!("reading {stream} back"))?;
+    while let Ok(Some(next)) = tokio::time::timeout(idle, messages.next()).await {
+        let next = next.with_context(|| format!("reading {stream} back"))?;
+        let Ok(info) = next.info() else { continue };
+        let (seq, last) = (info.stream_sequence, info.pending == 0);
+        let header = |name: &str| {
+            next.headers
+                .as_ref()
+                .and_then(|h| h.get(name))
+                .and_then(|v| v.as_str().parse::<u64>().ok())
+        };
+        read.push(StoredBatchMessage {
+            seq,
+            batch: header(BATCH_ID),
+            index: header(BATCH_SEQUENCE),
+        });
+        if last {
+            return Ok((read, true));
+        }
+    }
+    Ok((read, false))
+}
+
+/// What the read-back showed against the commits, with each breach named
+/// by its batch.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct BatchAudit {
+    /// Committed batches found whole, contiguous and once.
+    pub whole: u64,
+    /// Breaches of "every committed batch stored whole, contiguous, once".
+    pub broken: Vec<String>,
+    /// Breaches of "nothing stored from a refused or uncommitted batch".
+    pub leaked: Vec<String>,
+    /// Messages stored by batches whose commit went unanswered (a timeout:
+    /// the server may have stored them or not, both are allowed).
+    pub unanswered_stored: u64,
+}
+
+/// Holds the stored messages against the commits: each committed batch
+/// must sit in `count` consecutive sequences ending at its PubAck's, in
+/// batch order, with nothing of it anywhere else, and `count` must be the
+/// `size` sent; no refused batch and no batch never committed may have
+/// stored anything. `unanswered` batches may have either fate.
+pub fn audit(
+    size: u64,
+    committed: &[CommittedBatch],
+    unanswered: &[u64],
+    stored: &[StoredBatchMessage],
+) -> BatchAudit {
+    let mut a = BatchAudit::default();
+    let mut by_batch: BTreeMap<u64, Vec<(u64, Option<u64>)>> = BTreeMap::new();
+    for m in stored {
+        match m.batch {
+            Some(b) => by_batch.entry(b).or_default().push((m.seq, m.index)),
+            None => a
+                .leaked
+                .push(format!("stream sequence {} carries no batch id", m.seq)),
+        }
+    }
+    for c in committed {
+        let mut found = by_batch.remove(&c.batch).unwrap_or_default();
+        found.sort_unstable();
+        match whole(size, c, &found) {
+            Ok(()) => a.whole += 1,
+            Err(why) => a.broken.push(format!(
+                "batch {} (PubAck sequence {}, count {}): {why}",
+                c.batch, c.last_seq, c.count
+            )),
+        }
+    }
+    for b in unanswered {
+        a.unanswered_stored += by_batch.remove(b).map_or(0, |m| m.len() as u64);
+    }
+    for (batch, found) in by_batch {
+        let seqs: Vec<u64> = found.iter().map(|f| f.0).take(5).collect();
+        a.leaked.push(format!(
+            "batch {batch} was not committed, yet {} of its messages are stored (sequences {seqs:?}{})",
+            found.len(),
+            if found.len() > 5 { "..." } else { "" }
+        ));
+    }
+    a
+}
+
+/// Why a committed batch's stored messages are not its whole self, once,
+/// in consecutive sequences ending at its PubAck's.
+fn whole(size: u64, c: &CommittedBatch, found: &[(u64, Option<u64>)]) -> Result<(), String> {
+    if c.count != size {
+        return Err(format!("the PubAck counted {} of {size} sent", c.count));
+    }
+    if found.len() as u64 != size {
+        return Err(format!("{} of its {size} messages stored", found.len()));
+    }
+    let first = c.last_seq + 1 - size.min(c.last_seq);
+    for (k, (seq, index)) in found.iter().enumerate() {
+        let k = k as u64;
+        if *seq != first + k || *index != Some(k + 1) {
+            return Err(format!(
+                "expected message {} at sequence {}, found message {} at sequence {seq}",
+                k + 1,
+                first + k,
+                index.map_or("without a batch sequence".to_string(), |i| i.to_string())
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(batch: u64, first_seq: u64, n: u64) -> Vec<StoredBatchMessage> {
+        (0..n)
+            .map(|k| StoredBatchMessage {
+                seq: first_seq + k,
+                batch: Some(batch),
+                index: Some(k + 1),
+            })
+            .collect()
+    }
+
+    fn committed(batch: u64, last_seq: u64, count: u64) -> CommittedBatch {
+        CommittedBatch {
+            batch,
+            last_seq,
+            count,
+        }
+    }
+
+    /// Two batches of 3 at sequences 1-3 and 4-6.
+    fn clean() -> (Vec<CommittedBatch>, Vec<StoredBatchMessage>) {
+        let mut s = stored(0, 1, 3);
+        s.extend(stored(1, 4, 3));
+        (vec![committed(0, 3, 3), committed(1, 6, 3)], s)
+    }
+
+    #[test]
+    fn a_clean_read_back_passes() {
+        let (c, s) = clean();
+        let a = audit(3, &c, &[], &s);
+        assert_eq!(a.whole, 2);
+        assert!(a.broken.is_empty() && a.leaked.is_empty(), "{a:?}");
+    }
+
+    #[test]
+    fn a_missing_message_names_its_batch() {
+        let (c, mut s) = clean();
+        s.remove(4);
+        let a = audit(3, &c, &[], &s);
+        assert_eq!(a.whole, 1);
+        assert!(a.broken[0].starts_with("batch 1 "), "{a:?}");
+        assert!(a.broken[0].contains("2 of its 3"), "{a:?}");
+    }
+
+    #[test]
+    fn a_batch_split_by_a_foreign_message_is_not_contiguous() {
+        let (c, mut s) = clean();
+        // Batch 1's second message stored one sequence late.
+        s[4].seq = 7;
+        let a = audit(3, &c, &[], &s);
+        assert!(
+            a.broken[0].contains("expected message 2 at sequence 5"),
+            "{a:?}"
+        );
+    }
+
+    #[test]
+    fn a_batch_stored_twice_is_caught() {
+        let (c, mut s) = clean();
+        s.extend(stored(0, 7, 3));
+        let a = audit(3, &c, &[], &s);
+        assert!(a.broken[0].starts_with("batch 0 "), "{a:?}");
+        assert!(a.broken[0].contains("6 of its 3"), "{a:?}");
+    }
+
+    #[test]
+    fn out_of_order_messages_are_caught() {
+        let (c, mut s) = clean();
+        s[0].index = Some(2);
+        s[1].index = Some(1);
+        let a = audit(3, &c, &[], &s);
+        assert!(a.broken[0].starts_with("batch 0 "), "{a:?}");
+    }
+
+    #[test]
+    fn a_pub_ack_counting_less_than_sent_is_caught() {
+        let (mut c, s) = clean();
+        c[1].count = 2;
+        let a = audit(3, &c, &[], &s);
+        assert!(a.broken[0].contains("counted 2 of 3"), "{a:?}");
+    }
+
+    #[test]
+    fn anything_stored_from_a_refused_batch_is_named() {
+        let (c, mut s) = clean();
+        s.extend(stored(2, 7, 1));
+        let a = audit(3, &c, &[], &s);
+        assert_eq!(a.leaked.len(), 1, "{a:?}");
+        assert!(
+            a.leaked[0].starts_with("batch 2 was not committed"),
+            "{a:?}"
+        );
+    }
+
+    #[test]
+    fn an_unanswered_batch_may_be_stored() {
+        let (c, mut s) = clean();
+        s.extend(stored(2, 7, 3));
+        let a = audit(3, &c, &[2], &s);
+        assert!(a.leaked.is_empty(), "{a:?}");
+        assert_eq!(a.unanswered_stored, 3);
+    }
+
+    #[test]
+    fn a_message_without_a_batch_id_is_named() {
+        let (c, mut s) = clean();
+        s.push(StoredBatchMessage {
+            seq: 7,
+            batch: None,
+            index: None,
+        });
+        let a = audit(3, &c, &[], &s);
+        assert!(a.leaked[0].contains("sequence 7"), "{a:?}");
+    }
+}
