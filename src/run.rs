@@ -640,10 +640,13 @@ struct ServerCpuMethod<'a> {
 
 impl VariantSink for ServerCpuMethod<'_> {
     fn record(&mut self, scenario: &profile::CommonPlan, mut variant: VariantResult) -> Result<()> {
-        if variant
-            .metrics
-            .iter()
-            .any(|m| m.name.contains("server_cpu"))
+        // A combination that restarted the server named its new process
+        // already; the scenario's start would name the old one.
+        if !variant.params.contains_key("server_cpu_method")
+            && variant
+                .metrics
+                .iter()
+                .any(|m| m.name.contains("server_cpu"))
         {
             variant.param("server_cpu_method", &self.method);
         }

@@ -47,6 +47,7 @@ pub(super) async fn run(
                 pull: pull_suffix.as_ref().and(pulled.kind.consumer()),
                 default_storage: ctx.server.storage,
                 persistence: &persistence,
+                server_cpu_method: ctx.server_cpu.describe(),
             };
             let result = pulled.kind.run(ctx, pulled, &mut labelled).await;
             ctx.stream = Default::default();
@@ -113,6 +114,9 @@ struct OnStream<'a> {
     /// What the server said of its sync setting and API level before the
     /// combination ran.
     persistence: &'a Persistence,
+    /// How the server's CPU is read for this combination: after a restart
+    /// for its sync setting, from the new process.
+    server_cpu_method: String,
 }
 
 impl VariantSink for OnStream<'_> {
@@ -142,6 +146,13 @@ impl VariantSink for OnStream<'_> {
             s.persist
                 .map_or("default (unset)", crate::profile::persist_name),
         );
+        if variant
+            .metrics
+            .iter()
+            .any(|m| m.name.contains("server_cpu"))
+        {
+            variant.param("server_cpu_method", &self.server_cpu_method);
+        }
         let p = self.persistence;
         variant.param("server.sync", p.sync_label());
         match (&p.sync_interval, p.sync_always) {
