@@ -407,4 +407,10 @@ fn a_sync_setting_for_a_server_jsbench_did_not_start_is_refused_by_key() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("server.sync"), "{stderr}");
     assert!(summary.is_none(), "nothing ran");
+    // A local cluster keeps one setting: a list is refused before it starts.
+    let (out, summary) = run_embedded(dir.path(), PERSIST_SWEEP, &["--cluster", "3"]);
+    let (_, stderr) = common::text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("one server.sync"), "{stderr}");
+    assert!(summary.is_none(), "nothing ran");
 }
