@@ -1,7 +1,8 @@
 //! A scenario runs once per combination of its `[scenario.stream]` lists
-//! (storage, retention, discard) and of its consumer's swept pull keys;
-//! each combination's variants are named with its suffix and run on
-//! streams of their own names.
+//! (persist, storage, retention, discard, and a `[server] sync` list) and
+//! of its consumer's swept pull keys; each combination's variants are
+//! named with its suffix and run on streams of their own names, on a
+//! server jsbench started brought to the combination's sync setting first.
 
 use anyhow::{Context, Result, anyhow};
 
