@@ -18,7 +18,8 @@ use crate::report::terminal;
 use crate::results::summary::{ProfileInfo, RunMetadata, ServerInfo, Summary};
 use crate::results::{ResultsWriter, metadata};
 use crate::scenario::{self, Profile};
-use crate::server::target::{Target, check_faults, check_replicas};
+use crate::server::target::{Target, check_faults, check_replicas, check_sync};
+use crate::server::telemetry::read_persistence;
 use crate::streams::provision::{self, Names, Provisioner, SizedMaxBytes};
 use crate::system::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
 use crate::system::progress::{Progress, ProgressMode};
@@ -81,13 +82,15 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
     let (profiles, resolution) = validate(&options)?;
     let faults = scenario::faults(&profiles);
     check_faults(&faults, &resolution, options.cluster)?;
+    check_sync(&profiles, &resolution, options.cluster)?;
     // Bound before anything starts, so a taken port fails first; served
     // until the run returns.
     let _metrics = match options.metrics_listen {
         Some(addr) => Some(serve_metrics(addr).await?),
         None => None,
     };
-    let target = Target::start(&resolution, options.cluster, &faults)?;
+    let sync = profiles.first().and_then(|p| p.server.sync);
+    let target = Target::start(&resolution, options.cluster, &faults, sync)?;
     let session = Session::open(&options, &stop, &target, &resolution).await?;
     let mut outcome = RunOutcome {
         results: Vec::new(),
@@ -213,10 +216,18 @@ impl<'a> Session<'a> {
     async fn run_profile(&self, profile: &Profile, outcome: &mut RunOutcome) -> Result<()> {
         let server_plan = self.server_plan(profile);
         let stream_max_bytes = self.check_account(profile, &server_plan)?;
-        let mut writer = ResultsWriter::create(
-            &self.options.out,
-            self.metadata(profile, &server_plan, stream_max_bytes),
-        )?;
+        // A server jsbench started runs with this profile's sync before
+        // the metadata reads it back (a list switches it per variant).
+        if let Some(faults) = self.target.faults() {
+            let sync = server_plan.sync.unwrap_or(profile::SyncSetting::Default);
+            tokio::task::spawn_blocking(move || faults.set_sync(sync))
+                .await
+                .context("joining the server restart")??;
+        }
+        let mut metadata = self.metadata(profile, &server_plan, stream_max_bytes);
+        let monitors = self.target.monitors(self.options.monitor.as_deref());
+        metadata.server.persistence = Some(read_persistence(&monitors, &self.js).await?);
+        let mut writer = ResultsWriter::create(&self.options.out, metadata)?;
         let lost_before = match &self.workers {
             Some(w) => w.lost().await,
             None => 0,
@@ -307,6 +318,7 @@ impl<'a> Session<'a> {
                 nodes: self.target.nodes(info),
                 connection: Some(self.connect.info()),
                 stream_max_bytes,
+                persistence: None,
             },
             host: crate::system::about::host(),
             profile: ProfileInfo {
@@ -628,10 +640,13 @@ struct ServerCpuMethod<'a> {
 
 impl VariantSink for ServerCpuMethod<'_> {
     fn record(&mut self, scenario: &profile::CommonPlan, mut variant: VariantResult) -> Result<()> {
-        if variant
-            .metrics
-            .iter()
-            .any(|m| m.name.contains("server_cpu"))
+        // A combination that restarted the server named its new process
+        // already; the scenario's start would name the old one.
+        if !variant.params.contains_key("server_cpu_method")
+            && variant
+                .metrics
+                .iter()
+                .any(|m| m.name.contains("server_cpu"))
         {
             variant.param("server_cpu_method", &self.method);
         }

@@ -395,3 +395,102 @@ async fn atomic_batches_at_max_rate_are_stored_whole() {
     assert_eq!(summary.variants().count(), 2);
     assert_batches_whole(&summary);
 }
+
+/// Runs `body` with `jsbench run` on the embedded server (no server named
+/// anywhere), or with `extra` flags; the output and the summary if any.
+fn run_embedded(
+    dir: &std::path::Path,
+    body: &str,
+    extra: &[&str],
+) -> (
+    std::process::Output,
+    Option<jsbench::results::summary::Summary>,
+) {
+    let profile = common::profile(dir, "persist", body);
+    let out_dir = dir.join("results");
+    let out = common::run(
+        common::jsbench()
+            .args(["run", profile.to_str().unwrap()])
+            .args(extra)
+            .args(["--progress", "never", "-o"])
+            .arg(&out_dir)
+            .env_remove("NATS_URL")
+            .env_remove("NATS_CONTEXT"),
+    );
+    let summary = std::fs::read_dir(&out_dir)
+        .ok()
+        .and_then(|mut d| d.next())
+        .map(|_| common::summary(&common::results_dir(&out_dir)));
+    (out, summary)
+}
+
+const PERSIST_SWEEP: &str = r#"
+[server]
+sync = ["default", "always"]
+[[scenario]]
+kind = "publish"
+duration = "1s"
+rates = [200]
+[scenario.stream]
+persist = ["default", "async"]
+"#;
+
+/// One run, four settings: each variant ran on the server the sync value
+/// asked for (restarted in between, as /varz says) and a stream whose info
+/// reports the persist mode asked for, and nothing PubAcked was lost.
+#[test]
+fn sync_and_persist_variants_run_in_one_run_each_on_the_setting_it_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, summary) = run_embedded(dir.path(), PERSIST_SWEEP, &[]);
+    let (stdout, stderr) = common::text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let summary = summary.expect("a results folder");
+    common::assert_all_passed(&summary);
+    let run_sync = summary.run.server.persistence.as_ref().expect("stated");
+    assert_eq!(run_sync.sync_always, Some(false), "{run_sync:?}");
+    assert!(run_sync.api_level.is_some(), "{run_sync:?}");
+    let variants: Vec<_> = summary.variants().map(|(_, v)| v).collect();
+    assert_eq!(variants.len(), 4);
+    for v in variants {
+        let always = v.name.contains("sync-always");
+        let asynchronous = v.name.contains("persist-async");
+        assert_eq!(v.params["server.sync_always"], always, "{}", v.name);
+        assert_eq!(
+            v.params["server.sync"],
+            if always { "always" } else { "every 2m" },
+            "{}",
+            v.name
+        );
+        let stream = &v.streams[0];
+        assert_eq!(stream.replicas, 1);
+        assert_eq!(stream.storage.as_deref(), Some("file"));
+        assert_eq!(
+            stream.persist_mode.as_deref(),
+            Some(if asynchronous { "async" } else { "default" }),
+            "{}",
+            v.name
+        );
+    }
+}
+
+/// The sync setting is applied by starting the server with it: a server
+/// jsbench did not start is refused before anything runs, naming the key.
+#[test]
+fn a_sync_setting_for_a_server_jsbench_did_not_start_is_refused_by_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, summary) = run_embedded(
+        dir.path(),
+        PERSIST_SWEEP,
+        &["--server", "nats://127.0.0.1:1"],
+    );
+    let (_, stderr) = common::text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("server.sync"), "{stderr}");
+    assert!(summary.is_none(), "nothing ran");
+    // A local cluster keeps one setting: a list is refused before it starts.
+    let (out, summary) = run_embedded(dir.path(), PERSIST_SWEEP, &["--cluster", "3"]);
+    let (_, stderr) = common::text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("one server.sync"), "{stderr}");
+    assert!(summary.is_none(), "nothing ran");
+}

@@ -865,3 +865,110 @@ async fn an_abandoned_batch_stores_nothing_and_cannot_be_committed_later() {
     assert_eq!(err_code(&late), Some(ATOMIC_INCOMPLETE), "{late}");
     assert_eq!(stored_count(&js, "ABANDON").await, 0);
 }
+
+/// The server's refusal of a stream config: its error code and text.
+async fn refusal(js: &jetstream::Context, config: stream::Config) -> (u64, String) {
+    let e = js
+        .create_stream(config)
+        .await
+        .expect_err("the server should refuse the stream");
+    match e.kind() {
+        jetstream::context::CreateStreamErrorKind::JetStream(e) => {
+            (e.error_code().0, e.to_string())
+        }
+        other => panic!("not a JetStream refusal: {other:?}"),
+    }
+}
+
+/// Asynchronous persistence (ADR-56) is a stream setting the server keeps
+/// and reports, left out for the default; jsbench states what the info
+/// says, so the field name and values are pinned here.
+#[tokio::test]
+async fn an_async_persist_stream_reports_it_and_the_default_leaves_it_unset() {
+    let server = common::server();
+    let js = context(&server).await;
+    let config = |name: &str, persist| stream::Config {
+        name: name.into(),
+        subjects: vec![format!("{}.>", name.to_lowercase())],
+        persist_mode: persist,
+        ..Default::default()
+    };
+    let mut fast = js
+        .create_stream(config("ASYNC", Some(stream::PersistenceMode::Async)))
+        .await
+        .unwrap();
+    assert_eq!(
+        fast.info().await.unwrap().config.persist_mode,
+        Some(stream::PersistenceMode::Async)
+    );
+    let mut plain = js.create_stream(config("PLAIN", None)).await.unwrap();
+    assert_eq!(plain.info().await.unwrap().config.persist_mode, None);
+    // Memory streams have nothing to flush: refused, error 10052.
+    let (code, text) = refusal(
+        &js,
+        stream::Config {
+            storage: stream::StorageType::Memory,
+            ..config("MEM", Some(stream::PersistenceMode::Async))
+        },
+    )
+    .await;
+    assert_eq!(code, 10052, "{text}");
+    assert!(text.contains("only supported on file storage"), "{text}");
+}
+
+/// R1 only: on a cluster the server refuses async persistence for a
+/// replicated stream with error 10052 (stream invalid config), which is
+/// why jsbench refuses `persist = "async"` with replicas above 1.
+#[tokio::test]
+async fn async_persist_is_refused_on_a_replicated_stream() {
+    let cluster = jsbench::server::EmbeddedCluster::start(3)
+        .unwrap_or_else(|e| panic!("cannot start the cluster: {e:#}"));
+    let client = async_nats::connect(cluster.nodes()[0].url()).await.unwrap();
+    let js = jetstream::new(client);
+    let (code, text) = refusal(
+        &js,
+        stream::Config {
+            name: "ASYNC_R3".into(),
+            subjects: vec!["async_r3".into()],
+            num_replicas: 3,
+            persist_mode: Some(stream::PersistenceMode::Async),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(code, 10052, "{text}");
+    assert!(
+        text.contains("not supported on replicated streams"),
+        "{text}"
+    );
+}
+
+/// /varz reports the sync setting the configuration file set (an
+/// interval in nanoseconds, `sync_always` for always) and the API level;
+/// a clean restart with another setting changes what it reports.
+#[test]
+fn varz_shows_the_sync_setting_the_config_set() {
+    use jsbench::profile::SyncSetting;
+    use jsbench::server::telemetry::{Monitor, persistence};
+    let server = common::server_with(&jsbench::server::ServerOptions {
+        sync: Some(SyncSetting::Interval(Duration::from_millis(250))),
+        ..Default::default()
+    });
+    let monitors = [Monitor {
+        node: "n".into(),
+        url: server.monitor_url().unwrap().to_string(),
+    }];
+    let p = persistence(&monitors).expect("/varz answers");
+    assert_eq!(p.sync_interval.as_deref(), Some("250ms"));
+    assert_eq!(p.sync_always, Some(false));
+    assert!(
+        p.api_level.unwrap_or(0) >= 2,
+        "ADR-56 needs API level 2: {p:?}"
+    );
+    server
+        .restart_with_sync(SyncSetting::Always, Duration::from_secs(20))
+        .unwrap();
+    let p = persistence(&monitors).expect("/varz answers after the restart");
+    assert_eq!(p.sync_always, Some(true), "{p:?}");
+    assert_eq!(server.sync(), SyncSetting::Always);
+}

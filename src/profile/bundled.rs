@@ -29,6 +29,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("outage", include_str!("../../profiles/outage.toml")),
     ("pacing", include_str!("../../profiles/pacing.toml")),
     ("soak", include_str!("../../profiles/soak.toml")),
+    ("durability", include_str!("../../profiles/durability.toml")),
 ];
 
 pub fn bundled(name: &str) -> Option<&'static str> {

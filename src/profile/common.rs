@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use super::arrival::ArrivalSpec;
 use super::{
     AckPolicy, ArrivalPlan, CommonPlan, ConsumerKind, ConsumerPlan, Dur, MsgId, Problems,
-    PublishMode, PublishPlan, PullSweep, PullTuning, PushPlan, Rate, ServerPlan, SizePlan, Storage,
+    PublishMode, PublishPlan, PullSweep, PullTuning, PushPlan, Rate, SYNC_HELP, ServerPlan,
+    SizePlan, Storage, SyncSetting,
 };
 use crate::record::stamp::STAMP_LEN;
 
@@ -21,6 +22,7 @@ pub struct ServerSection {
     storage: Storage,
     #[serde(default = "one")]
     replicas: usize,
+    sync: Option<OneOrMany<String>>,
 }
 
 impl Default for ServerSection {
@@ -28,6 +30,7 @@ impl Default for ServerSection {
         ServerSection {
             storage: default_storage(),
             replicas: 1,
+            sync: None,
         }
     }
 }
@@ -41,6 +44,36 @@ pub(crate) fn one() -> usize {
 }
 
 impl ServerSection {
+    /// `[server] sync`, every value read; a list runs every scenario once
+    /// per value, the embedded server restarted between them.
+    pub fn syncs(&self, problems: &mut Problems) -> Vec<SyncSetting> {
+        let given = items(&self.sync);
+        if self.sync.is_some() && given.is_empty() {
+            problems.push("server.sync", format!("lists no setting; use {SYNC_HELP}"));
+        }
+        let syncs: Vec<SyncSetting> = given
+            .iter()
+            .enumerate()
+            .filter_map(|(i, text)| {
+                let key = if given.len() > 1 {
+                    format!("server.sync[{i}]")
+                } else {
+                    "server.sync".to_string()
+                };
+                SyncSetting::parse(text)
+                    .map_err(|e| problems.push(key, e))
+                    .ok()
+            })
+            .collect();
+        if has_repeats(&syncs) {
+            problems.push(
+                "server.sync",
+                "lists a setting twice; each value is one set of variants",
+            );
+        }
+        syncs
+    }
+
     pub fn validate(&self, problems: &mut Problems) -> ServerPlan {
         if ![1, 3, 5].contains(&self.replicas) {
             problems.push(
@@ -54,6 +87,9 @@ impl ServerSection {
         ServerPlan {
             storage: self.storage,
             replicas: self.replicas,
+            sync: items(&self.sync)
+                .first()
+                .and_then(|t| SyncSetting::parse(t).ok()),
         }
     }
 }

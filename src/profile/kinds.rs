@@ -3,7 +3,7 @@
 //! `[ab]`, each scenario's `kind` and `[scenario.stream]`); each scenario
 //! kind reads its own keys, in the layer above, through [`Kinds`].
 
-use super::{AbPlan, CommonPlan, ConnectionPlan, Problems, ServerPlan, StreamPlan};
+use super::{AbPlan, CommonPlan, ConnectionPlan, Problems, ServerPlan, StreamPlan, SyncSetting};
 
 /// A validated profile, its scenarios of type `S` (the scenario layer's
 /// plan).
@@ -18,6 +18,8 @@ pub struct Profile<S> {
     /// How often each scenario runs, one after the other (`repeat`, 1..=100).
     pub repeat: usize,
     pub server: ServerPlan,
+    /// Every value of `[server] sync` (`server.sync` is the first).
+    pub syncs: Vec<SyncSetting>,
     /// `[connection]`: the server the profile is meant for, if it names one.
     pub connection: Option<ConnectionPlan>,
     /// `[ab]`: what `jsbench ab` judges, and how strictly.

@@ -33,8 +33,8 @@ pub use plan::*;
 pub use replay::{REPLAY_MAX_ACK_PENDING, ReplayDeliver, ReplayPace, ReplayReader};
 pub use shared::{Offer, Paced, PacedLoad, Shared, split};
 pub use stream::{
-    Bytes, Compression, Discard, Placement, StreamLimits, StreamPlan, StreamSettings,
-    retention_name, storage_name,
+    Bytes, Compression, Discard, PersistMode, Placement, StreamLimits, StreamPlan, StreamSettings,
+    persist_name, retention_name, storage_name,
 };
 
 /// A profile that cannot be run, with every problem found in it.
@@ -244,6 +244,7 @@ pub fn parse<K: Kinds>(source: &str, text: &str) -> Result<Profile<K::Scenario>,
         " runs of each scenario",
     );
     let server = file.server.validate(&mut problems);
+    let syncs = file.server.syncs(&mut problems);
     let connection = file.connection.as_ref().map(|c| c.validate(&mut problems));
     let ab = file.ab.as_ref().map(|a| a.validate(&mut problems));
     if file.scenarios.is_empty() {
@@ -257,7 +258,11 @@ pub fn parse<K: Kinds>(source: &str, text: &str) -> Result<Profile<K::Scenario>,
     }
     let mut scenarios = Vec::new();
     for (i, table) in file.scenarios.into_iter().enumerate() {
-        scenarios.extend(read_scenario::<K>(i, table, &server, &mut problems));
+        let read = read_scenario::<K>(i, table, &server, &mut problems);
+        scenarios.extend(read.map(|mut plan| {
+            sweep_syncs::<K>(&mut plan, &syncs, &server, i, &mut problems);
+            plan
+        }));
     }
     name_scenarios::<K>(&mut scenarios, &mut problems);
     if !problems.is_empty() {
@@ -274,10 +279,47 @@ pub fn parse<K: Kinds>(source: &str, text: &str) -> Result<Profile<K::Scenario>,
         text: text.to_string(),
         repeat: file.repeat as usize,
         server,
+        syncs,
         connection,
         ab,
         scenarios,
     })
+}
+
+/// A `[server] sync` list becomes every scenario's outermost sweep; an
+/// async persist mode is checked against the server's storage and
+/// replicas, which nats-server would refuse.
+fn sweep_syncs<K: Kinds>(
+    plan: &mut K::Scenario,
+    syncs: &[SyncSetting],
+    server: &ServerPlan,
+    i: usize,
+    problems: &mut Problems,
+) {
+    let stream = &mut K::common_mut(plan).stream;
+    if syncs.len() > 1 {
+        stream.sync = syncs.to_vec();
+    }
+    if !stream.persist.contains(&PersistMode::Async) {
+        return;
+    }
+    let key = format!("scenario[{i}].stream.persist");
+    if server.replicas > 1 {
+        problems.push(
+            &key,
+            format!(
+                "\"async\" is for R1 streams only; nats-server refuses it on replicated streams \
+                 ([server] replicas = {})",
+                server.replicas
+            ),
+        );
+    }
+    if stream.storage.is_empty() && server.storage == Storage::Memory {
+        problems.push(
+            key,
+            "\"async\" applies to file streams only, and [server] storage = \"memory\"",
+        );
+    }
 }
 
 /// The file's top level as serde reads it: a TOML or shape error stops

@@ -23,6 +23,70 @@ pub struct AbPlan {
 pub struct ServerPlan {
     pub storage: Storage,
     pub replicas: usize,
+    /// `[server] sync`, its first value: what a server jsbench starts runs
+    /// with; `None` leaves the server's own default (a 2 min interval).
+    pub sync: Option<SyncSetting>,
+}
+
+/// When the server fsyncs its file store (`jetstream { sync_interval }`):
+/// a PubAck promises the write was flushed to the OS, not that it reached
+/// the disk, so this decides what a power loss may take after an ack, and
+/// what a rate costs. Server-wide: a server jsbench starts is (re)started
+/// with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncSetting {
+    /// The server's own default: an fsync every 2 minutes.
+    Default,
+    /// An fsync after every write (`sync_interval: always`).
+    Always,
+    /// An fsync every this long.
+    Interval(Duration),
+}
+
+/// What `[server] sync` takes, for its error messages.
+pub const SYNC_HELP: &str = "\"default\" (the server's 2 min interval), \"always\" (fsync every write) or an interval such as \"10s\"";
+
+impl SyncSetting {
+    /// Reads `"default"`, `"always"` or a duration (`"10s"`).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text.trim() {
+            "default" => Ok(SyncSetting::Default),
+            "always" => Ok(SyncSetting::Always),
+            other => match super::parse_duration(other) {
+                Ok(d) if d.is_zero() => Err(format!(
+                    "{other:?}: an interval must be above 0; {SYNC_HELP}"
+                )),
+                Ok(d) => Ok(SyncSetting::Interval(d)),
+                Err(_) => Err(format!("{other:?} is not a sync setting; {SYNC_HELP}")),
+            },
+        }
+    }
+
+    /// The name variants and results use: `default`, `always`, `10s`.
+    pub fn label(&self) -> String {
+        match self {
+            SyncSetting::Default => "default".into(),
+            SyncSetting::Always => "always".into(),
+            SyncSetting::Interval(d) => super::format_duration(*d),
+        }
+    }
+
+    /// The `sync_interval` value of the server's configuration; `None`
+    /// for the default, which the configuration leaves out.
+    pub fn config_value(&self) -> Option<String> {
+        match self {
+            SyncSetting::Default => None,
+            SyncSetting::Always => Some("always".into()),
+            // The server parses Go durations: whole milliseconds always read.
+            SyncSetting::Interval(d) => Some(format!("{}ms", d.as_millis().max(1))),
+        }
+    }
+}
+
+impl Serialize for SyncSetting {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.label())
+    }
 }
 
 /// A profile's `[connection]`, with natscli's context field names; paths

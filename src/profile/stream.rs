@@ -26,6 +26,7 @@ pub(super) struct StreamSection {
     compression: Option<Compression>,
     allow_direct: Option<bool>,
     placement: Option<PlacementSection>,
+    persist: Option<OneOrMany<PersistMode>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -44,6 +45,18 @@ pub enum Discard {
     Old,
     /// Refuse new publishes.
     New,
+}
+
+/// The stream's persist mode (ADR-56, nats-server 2.12+): `async` sends
+/// the PubAck before the write is flushed, trading what a crash may take
+/// for rate; R1 file streams only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PersistMode {
+    /// Flushed before the PubAck (the server's default; left unset).
+    Default,
+    /// Flushed in the background; the PubAck may come first.
+    Async,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,6 +124,12 @@ pub struct StreamPlan {
     pub retention: Vec<Retention>,
     /// Empty: the server's default (old).
     pub discard: Vec<Discard>,
+    /// Empty: the server's default persist mode, left unset.
+    pub persist: Vec<PersistMode>,
+    /// `[server] sync` when it lists several settings: server-wide, but
+    /// swept here beside the stream's lists because each value is a set of
+    /// variants (run on a restarted server).
+    pub sync: Vec<super::SyncSetting>,
     pub limits: StreamLimits,
 }
 
@@ -137,6 +156,10 @@ pub struct StreamSettings {
     /// `None`: limits.
     pub retention: Option<Retention>,
     pub discard: Option<Discard>,
+    /// `None`: unset, the server's default.
+    pub persist: Option<PersistMode>,
+    /// `None`: the profile's single `[server] sync`, if any.
+    pub sync: Option<super::SyncSetting>,
     pub limits: StreamLimits,
     /// Appended to the names of the variants run on this stream
     /// (`rate-1000.memory.discard-new`); `None` when the lists hold one
@@ -145,54 +168,83 @@ pub struct StreamSettings {
 }
 
 impl StreamPlan {
-    /// Every combination of storage, retention and discard, in that
-    /// order.
+    /// Every combination of sync, persist mode, storage, retention and
+    /// discard, in that order: sync outermost, so a server restarts once
+    /// per sync value.
     pub fn settings(&self) -> Vec<StreamSettings> {
-        fn options<T: Copy>(list: &[T]) -> Vec<Option<T>> {
-            if list.is_empty() {
-                vec![None]
-            } else {
-                list.iter().copied().map(Some).collect()
-            }
-        }
-        let (storages, retentions, discards) = (
-            options(&self.storage),
-            options(&self.retention),
-            options(&self.discard),
-        );
         let mut all = Vec::new();
-        for storage in &storages {
-            for retention in &retentions {
-                for discard in &discards {
-                    let mut parts = Vec::new();
-                    if let (true, Some(s)) = (storages.len() > 1, storage) {
-                        parts.push(storage_name(*s).to_string());
+        for sync in options(&self.sync) {
+            for persist in options(&self.persist) {
+                for storage in options(&self.storage) {
+                    for retention in options(&self.retention) {
+                        for discard in options(&self.discard) {
+                            let mut settings = StreamSettings {
+                                storage,
+                                retention,
+                                discard,
+                                persist,
+                                sync,
+                                limits: self.limits.clone(),
+                                suffix: None,
+                            };
+                            settings.suffix = self.suffix_of(&settings);
+                            all.push(settings);
+                        }
                     }
-                    if let (true, Some(r)) = (retentions.len() > 1, retention) {
-                        parts.push(retention_name(*r).to_string());
-                    }
-                    if let (true, Some(d)) = (discards.len() > 1, discard) {
-                        parts.push(match d {
-                            Discard::Old => "discard-old".to_string(),
-                            Discard::New => "discard-new".to_string(),
-                        });
-                    }
-                    all.push(StreamSettings {
-                        storage: *storage,
-                        retention: *retention,
-                        discard: *discard,
-                        limits: self.limits.clone(),
-                        suffix: (!parts.is_empty()).then(|| parts.join(".")),
-                    });
                 }
             }
         }
         all
     }
 
+    /// The names of the swept values in `settings` (`sync-always.persist-
+    /// async.memory`), `None` when nothing is swept.
+    fn suffix_of(&self, s: &StreamSettings) -> Option<String> {
+        let mut parts = Vec::new();
+        if let (true, Some(v)) = (self.sync.len() > 1, s.sync) {
+            parts.push(format!("sync-{}", v.label()));
+        }
+        if let (true, Some(p)) = (self.persist.len() > 1, s.persist) {
+            parts.push(format!("persist-{}", persist_name(p)));
+        }
+        if let (true, Some(v)) = (self.storage.len() > 1, s.storage) {
+            parts.push(storage_name(v).to_string());
+        }
+        if let (true, Some(r)) = (self.retention.len() > 1, s.retention) {
+            parts.push(retention_name(r).to_string());
+        }
+        if let (true, Some(d)) = (self.discard.len() > 1, s.discard) {
+            parts.push(match d {
+                Discard::Old => "discard-old".to_string(),
+                Discard::New => "discard-new".to_string(),
+            });
+        }
+        (!parts.is_empty()).then(|| parts.join("."))
+    }
+
     /// How many streams (and so runs of every variant) the lists ask for.
     pub fn combinations(&self) -> usize {
-        self.storage.len().max(1) * self.retention.len().max(1) * self.discard.len().max(1)
+        self.sync.len().max(1)
+            * self.persist.len().max(1)
+            * self.storage.len().max(1)
+            * self.retention.len().max(1)
+            * self.discard.len().max(1)
+    }
+}
+
+/// Each value of a list once, or one `None` for an empty list.
+fn options<T: Copy>(list: &[T]) -> Vec<Option<T>> {
+    if list.is_empty() {
+        vec![None]
+    } else {
+        list.iter().copied().map(Some).collect()
+    }
+}
+
+pub fn persist_name(persist: PersistMode) -> &'static str {
+    match persist {
+        PersistMode::Default => "default",
+        PersistMode::Async => "async",
     }
 }
 
@@ -221,10 +273,12 @@ impl StreamSection {
         let storage = self.storage.map(|s| s.0).unwrap_or_default();
         let retention = self.retention.map(|r| r.0).unwrap_or_default();
         let discard = self.discard.map(|d| d.0).unwrap_or_default();
+        let persist = self.persist.map(|p| p.0).unwrap_or_default();
         for (key, repeated) in [
             ("storage", has_repeats(&storage)),
             ("retention", has_repeats(&retention)),
             ("discard", has_repeats(&discard)),
+            ("persist", has_repeats(&persist)),
         ] {
             if repeated {
                 problems.push(
@@ -300,10 +354,19 @@ impl StreamSection {
                 "names no cluster and no tags; give one or leave placement out",
             );
         }
+        if persist.contains(&PersistMode::Async) && storage.contains(&Storage::Memory) {
+            problems.push(
+                format!("{prefix}.persist"),
+                "\"async\" applies to file streams only (nats-server refuses it on memory storage); \
+                 sweep storage in a scenario of its own",
+            );
+        }
         StreamPlan {
             storage,
             retention,
             discard,
+            persist,
+            sync: Vec::new(),
             limits: StreamLimits {
                 discard_new_per_subject,
                 max_age: self.max_age.map(|d| d.0),
@@ -344,6 +407,7 @@ mod tests {
                 max_msgs: Some(10),
                 ..Default::default()
             },
+            ..Default::default()
         };
         let suffixes: Vec<_> = plan
             .settings()

@@ -31,7 +31,8 @@ fn minimal_profile_gets_defaults() {
         p.server,
         ServerPlan {
             storage: Storage::File,
-            replicas: 1
+            replicas: 1,
+            sync: None,
         }
     );
     let KindPlan::Latency(l) = &p.scenarios[0].kind else {
@@ -842,4 +843,78 @@ fn wake_every_is_auto_by_default_a_duration_or_refused_by_name() {
         assert_eq!(p.path, "scenario[0].wake_every", "{line}");
         assert!(p.message.contains(says), "{line}: {}", p.message);
     }
+}
+
+const SWEEP: &str = r#"
+name = "t"
+[[scenario]]
+kind = "publish"
+duration = "1s"
+rates = ["max"]
+"#;
+
+/// A `[server] sync` list sweeps every scenario, outermost, beside the
+/// stream's persist modes; the first value is what the server starts with.
+#[test]
+fn sync_and_persist_lists_sweep_the_variants() {
+    let text = SWEEP.replace(
+        "name = \"t\"",
+        "name = \"t\"\n[server]\nsync = [\"default\", \"always\", \"250ms\"]",
+    ) + "[scenario.stream]\npersist = [\"default\", \"async\"]\n";
+    let p = parse("test.toml", &text).unwrap();
+    assert_eq!(p.server.sync, Some(SyncSetting::Default));
+    assert_eq!(p.syncs.len(), 3);
+    let stream = &p.scenarios[0].common.stream;
+    assert_eq!(stream.combinations(), 6);
+    let suffixes: Vec<String> = stream
+        .settings()
+        .into_iter()
+        .map(|s| s.suffix.unwrap())
+        .collect();
+    assert_eq!(suffixes[0], "sync-default.persist-default");
+    assert_eq!(suffixes[3], "sync-always.persist-async");
+    assert_eq!(suffixes[5], "sync-250ms.persist-async");
+    assert_eq!(
+        SyncSetting::Interval(Duration::from_millis(250)).config_value(),
+        Some("250ms".to_string())
+    );
+    // One value: the server starts with it, nothing is swept.
+    let one = parse(
+        "test.toml",
+        &SWEEP.replace("name = \"t\"", "name = \"t\"\n[server]\nsync = \"always\""),
+    )
+    .unwrap();
+    assert_eq!(one.server.sync, Some(SyncSetting::Always));
+    assert_eq!(one.scenarios[0].common.stream.combinations(), 1);
+}
+
+#[test]
+fn bad_sync_and_persist_values_are_named_by_key() {
+    let bad = only_problem(&SWEEP.replace(
+        "name = \"t\"",
+        "name = \"t\"\n[server]\nsync = [\"always\", \"sometimes\"]",
+    ));
+    assert_eq!(bad.path, "server.sync[1]");
+    assert!(
+        bad.message.contains("\"sometimes\" is not a sync setting"),
+        "{bad:?}"
+    );
+    let zero =
+        only_problem(&SWEEP.replace("name = \"t\"", "name = \"t\"\n[server]\nsync = \"0s\""));
+    assert_eq!(zero.path, "server.sync");
+    let replicated = only_problem(
+        &(SWEEP.replace("name = \"t\"", "name = \"t\"\n[server]\nreplicas = 3")
+            + "[scenario.stream]\npersist = \"async\"\n"),
+    );
+    assert_eq!(replicated.path, "scenario[0].stream.persist");
+    assert!(
+        replicated.message.contains("R1 streams only"),
+        "{replicated:?}"
+    );
+    let memory = only_problem(
+        &(SWEEP.to_string() + "[scenario.stream]\npersist = \"async\"\nstorage = \"memory\"\n"),
+    );
+    assert_eq!(memory.path, "scenario[0].stream.persist");
+    let unknown = only_problem(&(SWEEP.to_string() + "[scenario.stream]\npersist = \"lazy\"\n"));
+    assert!(unknown.path.contains("persist"), "{unknown:?}");
 }

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::server::telemetry::Persistence;
+
 // Parts of the schema that lower layers fill in are defined where they are
 // made, and named here so the whole schema reads from this file.
 pub use crate::connect::{ConnectionInfo, NodeInfo};
@@ -97,6 +99,11 @@ pub struct ServerInfo {
     /// requires one, and how it was sized; `None`: streams unlimited.
     #[serde(default)]
     pub stream_max_bytes: Option<SizedMaxBytes>,
+    /// The server's sync setting and JetStream API level as it reported
+    /// them when the profile started (a `[server] sync` list changes the
+    /// setting per variant: each variant's `server.*` params say which).
+    #[serde(default)]
+    pub persistence: Option<Persistence>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

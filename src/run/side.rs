@@ -17,7 +17,7 @@ use crate::profile::ServerPlan;
 use crate::report::terminal;
 use crate::results::Collected;
 use crate::scenario::{self, Profile};
-use crate::server::target::{Target, check_faults};
+use crate::server::target::{Target, check_faults, check_sync};
 use crate::streams::provision::{Names, SizedMaxBytes};
 use crate::system::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
 use crate::system::progress::ProgressMode;
@@ -65,7 +65,9 @@ pub async fn serve(options: SideOptions, stop: CancellationToken) -> Result<i32>
     let (profiles, resolution) = validate(&options)?;
     let faults = scenario::faults(&profiles);
     check_faults(&faults, &resolution, None)?;
-    let target = Target::start(&resolution, None, &faults)?;
+    check_sync(&profiles, &resolution, None)?;
+    let sync = profiles.first().and_then(|p| p.server.sync);
+    let target = Target::start(&resolution, None, &faults, sync)?;
     let session = Session::open(&options, &stop, &target, &resolution).await?;
     let mut warm = Vec::new();
     for profile in profiles {

@@ -1,13 +1,17 @@
 //! A scenario runs once per combination of its `[scenario.stream]` lists
-//! (storage, retention, discard) and of its consumer's swept pull keys;
-//! each combination's variants are named with its suffix and run on
-//! streams of their own names.
+//! (persist, storage, retention, discard, and a `[server] sync` list) and
+//! of its consumer's swept pull keys; each combination's variants are
+//! named with its suffix and run on streams of their own names, on a
+//! server jsbench started brought to the combination's sync setting first.
 
-use anyhow::Result;
+use anyhow::{Context, Result, anyhow};
 
 use super::ScenarioPlan;
 use crate::drive::RunContext;
-use crate::profile::CommonPlan;
+use crate::profile::{CommonPlan, StreamSettings, SyncSetting};
+use crate::server::fault::RESTART_TIMEOUT;
+use crate::server::telemetry::{self, Persistence};
+use crate::system::cpu::ServerCpu;
 use crate::variant::{VariantResult, VariantSink};
 
 /// Runs one scenario of a profile: all its variants once per combination
@@ -30,6 +34,7 @@ pub(super) async fn run(
                 ctx.names = crate::streams::provision::Names::generate();
             }
             first = false;
+            let persistence = server_persistence(ctx, &settings).await?;
             ctx.stream = settings.clone();
             let suffix: Vec<&str> = [settings.suffix.as_deref(), pull_suffix.as_deref()]
                 .into_iter()
@@ -42,6 +47,8 @@ pub(super) async fn run(
                 suffix: (!suffix.is_empty()).then(|| suffix.join(".")),
                 pull: pull_suffix.as_ref().and(pulled.kind.consumer()),
                 default_storage: ctx.server.storage,
+                persistence: &persistence,
+                server_cpu_method: ctx.server_cpu.describe(),
             };
             let result = pulled.kind.run(ctx, pulled, &mut labelled).await;
             ctx.stream = Default::default();
@@ -49,6 +56,48 @@ pub(super) async fn run(
         }
     }
     Ok(())
+}
+
+/// Brings a server jsbench started to the combination's sync setting
+/// (restarting it when it runs another), then reads back what the server
+/// says it runs with: /varz, or for a server without a monitoring URL the
+/// API level from the account info and the sync setting as unknown.
+async fn server_persistence(
+    ctx: &mut RunContext,
+    settings: &StreamSettings,
+) -> Result<Persistence> {
+    if let Some(faults) = ctx.faults.clone() {
+        let wanted = settings
+            .sync
+            .or(ctx.server.sync)
+            .unwrap_or(SyncSetting::Default);
+        let handle = faults.clone();
+        tokio::task::spawn_blocking(move || handle.set_sync(wanted))
+            .await
+            .context("joining the server restart")??;
+        if let ServerCpu::Processes(_) = ctx.server_cpu {
+            ctx.server_cpu = ServerCpu::Processes(faults.pids());
+        }
+        wait_for_jetstream(ctx).await?;
+    }
+    telemetry::read_persistence(&ctx.monitors, ctx.provisioner.jetstream()).await
+}
+
+/// After a restart the clients reconnect on their own; the first variant
+/// waits until JetStream answers again rather than fail its stream create.
+async fn wait_for_jetstream(ctx: &RunContext) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + RESTART_TIMEOUT;
+    loop {
+        match ctx.provisioner.jetstream().query_account().await {
+            Ok(_) => return Ok(()),
+            Err(e) if tokio::time::Instant::now() > deadline => {
+                return Err(anyhow!(
+                    "JetStream did not answer within {RESTART_TIMEOUT:?} after the server restarted with a new sync setting: {e}"
+                ));
+            }
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+        }
+    }
 }
 
 /// Names each variant for its stream's and pull keys' combination,
@@ -63,6 +112,12 @@ struct OnStream<'a> {
     /// The consumer plan of a swept pull combination.
     pull: Option<&'a crate::profile::ConsumerPlan>,
     default_storage: crate::profile::Storage,
+    /// What the server said of its sync setting and API level before the
+    /// combination ran.
+    persistence: &'a Persistence,
+    /// How the server's CPU is read for this combination: after a restart
+    /// for its sync setting, from the new process.
+    server_cpu_method: String,
 }
 
 impl VariantSink for OnStream<'_> {
@@ -86,6 +141,31 @@ impl VariantSink for OnStream<'_> {
         }
         if let Some(d) = s.discard {
             variant.param("stream.discard", d);
+        }
+        variant.param(
+            "stream.persist_mode",
+            s.persist
+                .map_or("default (unset)", crate::profile::persist_name),
+        );
+        if variant
+            .metrics
+            .iter()
+            .any(|m| m.name.contains("server_cpu"))
+        {
+            variant.param("server_cpu_method", &self.server_cpu_method);
+        }
+        let p = self.persistence;
+        variant.param("server.sync", p.sync_label());
+        match (&p.sync_interval, p.sync_always) {
+            (Some(interval), Some(always)) => {
+                variant.param("server.sync_interval", interval);
+                variant.param("server.sync_always", always);
+            }
+            _ => variant.param("server.sync_source", &p.source),
+        }
+        match p.api_level {
+            Some(level) => variant.param("server.api_level", level),
+            None => variant.param("server.api_level", "unknown"),
         }
         if s.limits != Default::default() {
             variant.param("stream.limits", &s.limits);

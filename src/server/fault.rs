@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Result, anyhow};
 
+use crate::profile::SyncSetting;
 use crate::server::relay::Block;
 use crate::server::{EmbeddedCluster, EmbeddedServer};
 
@@ -26,6 +27,10 @@ pub trait Faults: Send + Sync {
     fn block_routes(&self, node: usize, how: Block) -> Result<()>;
     /// Lets node `node`'s routes through again.
     fn heal_routes(&self, node: usize) -> Result<()>;
+    /// Makes the servers run with `sync`, restarting them if they do not.
+    fn set_sync(&self, sync: SyncSetting) -> Result<()>;
+    /// The server processes now: a restart gives them new ids.
+    fn pids(&self) -> Vec<u32>;
 }
 
 impl Faults for EmbeddedServer {
@@ -51,6 +56,14 @@ impl Faults for EmbeddedServer {
 
     fn heal_routes(&self, node: usize) -> Result<()> {
         self.block_routes(node, Block::Cut)
+    }
+
+    fn set_sync(&self, sync: SyncSetting) -> Result<()> {
+        self.restart_with_sync(sync, RESTART_TIMEOUT)
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        vec![self.pid()]
     }
 }
 
@@ -87,6 +100,25 @@ impl Faults for EmbeddedCluster {
 
     fn heal_routes(&self, node: usize) -> Result<()> {
         EmbeddedCluster::block_routes(self, node, None)
+    }
+
+    /// A cluster keeps the one setting it started with: restarting every
+    /// node between variants would measure a fresh election as much as
+    /// the setting.
+    fn set_sync(&self, sync: SyncSetting) -> Result<()> {
+        match self.nodes().iter().find(|n| n.sync() != sync) {
+            None => Ok(()),
+            Some(node) => Err(anyhow!(
+                "the local cluster runs with sync {} and keeps it for the run; sync {} needs \
+                 a run of its own ([server] sync lists one value on a cluster)",
+                node.sync().label(),
+                sync.label()
+            )),
+        }
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        self.nodes().iter().map(EmbeddedServer::pid).collect()
     }
 }
 

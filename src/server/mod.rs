@@ -25,6 +25,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use serde::Deserialize;
 
+use crate::profile::SyncSetting;
+
 /// The server version the project pins (scripts/setup.sh installs it).
 pub const PINNED_VERSION: &str = "2.15.1";
 
@@ -118,6 +120,9 @@ pub struct ServerOptions {
     /// restarted on what a power cut left. The caller owns it; the server
     /// never removes it.
     pub store_dir: Option<PathBuf>,
+    /// The file store's fsync policy; `None` leaves the server's default
+    /// and starts it without a configuration file of jsbench's.
+    pub sync: Option<SyncSetting>,
 }
 
 impl Default for ServerOptions {
@@ -129,6 +134,7 @@ impl Default for ServerOptions {
             binary: None,
             relay_routes: false,
             store_dir: None,
+            sync: None,
         }
     }
 }
@@ -149,6 +155,8 @@ pub struct EmbeddedServer {
     binary: PathBuf,
     /// Log offset where the lines worth reporting start.
     log_start: u64,
+    /// The sync setting it was last started with.
+    sync: Mutex<SyncSetting>,
 }
 
 #[derive(Deserialize)]
@@ -195,6 +203,9 @@ impl EmbeddedServer {
         if options.jetstream {
             args.push("-js".into());
         }
+        if let Some(sync) = options.sync {
+            args.extend(sync_config(dir.path(), sync)?);
+        }
         args.extend(options.extra_args.iter().cloned());
         let child = spawn(&binary, &args, log)?;
 
@@ -207,6 +218,7 @@ impl EmbeddedServer {
             version,
             binary,
             log_start: 0,
+            sync: Mutex::new(options.sync.unwrap_or(SyncSetting::Default)),
         };
         server
             .wait_ready(options.ready_timeout)
@@ -331,6 +343,56 @@ impl EmbeddedServer {
         }
     }
 
+    /// The sync setting the server was last started with.
+    pub fn sync(&self) -> SyncSetting {
+        *self.sync.lock().expect("not poisoned")
+    }
+
+    /// Stops the server cleanly (SIGTERM, so its store is flushed and
+    /// synced: no variant inherits the last one's unsynced writes) and
+    /// starts it again on the same store and ports with `sync`: the
+    /// setting is read only at start-up, and a server-wide one cannot vary
+    /// per stream. Nothing happens when it already runs with `sync`.
+    pub fn restart_with_sync(&self, sync: SyncSetting, timeout: Duration) -> Result<()> {
+        if self.sync() == sync {
+            return Ok(());
+        }
+        let config = sync_config(self.dir.path(), sync)?;
+        {
+            let mut args = self.restart_args.lock().expect("not poisoned");
+            if !args.windows(2).any(|w| w == config.as_slice()) {
+                args.extend(config);
+            }
+        }
+        self.terminate();
+        self.restart(timeout)
+            .with_context(|| format!("restarting nats-server with sync {}", sync.label()))?;
+        *self.sync.lock().expect("not poisoned") = sync;
+        Ok(())
+    }
+
+    /// SIGTERM, then SIGKILL if the server has not exited within ten
+    /// seconds (a clean shutdown syncs the whole store).
+    fn terminate(&self) {
+        let mut child = self.child.lock().expect("not poisoned");
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        // SAFETY: kill(2) on our own child's pid; no memory is touched.
+        unsafe {
+            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
     /// CPU time (user + system) the server process has used so far, from
     /// /proc; the embedded server's own accounting of what a run cost it.
     pub fn cpu_time(&self) -> Option<Duration> {
@@ -402,6 +464,20 @@ impl EmbeddedServer {
         let _ = child.kill();
         let _ = child.wait();
     }
+}
+
+/// Writes the configuration file that carries `sync` (nats-server has no
+/// flag for it) into `dir`, and returns the arguments that load it. The
+/// command-line flags jsbench passes beside it (store, ports) win over it.
+fn sync_config(dir: &Path, sync: SyncSetting) -> Result<Vec<String>> {
+    let path = dir.join("sync.conf");
+    let body = match sync.config_value() {
+        Some(value) => format!("jetstream {{\n  sync_interval: {value}\n}}\n"),
+        None => String::new(),
+    };
+    fs::write(&path, format!("# jsbench: sync {}\n{body}", sync.label()))
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(vec!["-c".into(), path.display().to_string()])
 }
 
 /// Starts nats-server with `args`, its log going to `log`.

@@ -9,7 +9,7 @@ use crate::connect::Resolution;
 use std::sync::Arc;
 
 use crate::connect::NodeInfo;
-use crate::profile::{FaultKind, Profile};
+use crate::profile::{FaultKind, Profile, SyncSetting};
 use crate::server::fault::FaultHandle;
 use crate::server::telemetry::{Monitor, monitors_from_list};
 use crate::server::{EmbeddedCluster, EmbeddedServer};
@@ -28,21 +28,22 @@ impl Target {
     /// Starts what has to be started: nothing for a named server. A
     /// cluster whose routes a scenario faults (`faults`) runs them through
     /// relays.
+    /// It starts with `sync` (the first profile's first `[server] sync`).
     pub fn start(
         resolution: &Resolution,
         cluster: Option<usize>,
         faults: &[Fault<'_>],
+        sync: Option<SyncSetting>,
     ) -> Result<Self> {
+        let options = crate::server::ServerOptions {
+            relay_routes: faults.iter().any(|f| f.kind.is_route()),
+            sync,
+            ..Default::default()
+        };
         Ok(match (&resolution.remote, cluster) {
             (Some(_), _) => Target::External,
-            (None, Some(n)) => {
-                let options = crate::server::ServerOptions {
-                    relay_routes: faults.iter().any(|f| f.kind.is_route()),
-                    ..Default::default()
-                };
-                Target::Cluster(Arc::new(EmbeddedCluster::start_with(n, &options)?))
-            }
-            (None, None) => Target::Embedded(Arc::new(EmbeddedServer::start()?)),
+            (None, Some(n)) => Target::Cluster(Arc::new(EmbeddedCluster::start_with(n, &options)?)),
+            (None, None) => Target::Embedded(Arc::new(EmbeddedServer::start_with(&options)?)),
         })
     }
 
@@ -197,6 +198,42 @@ pub fn check_faults(
              only on servers jsbench starts itself (the embedded default or --cluster N), \
              never on one given with -s/--server, a context or NATS_URL",
             f.profile, f.scenario
+        )));
+    }
+    Ok(())
+}
+
+/// `[server] sync` is applied by starting the server with it, so only
+/// to servers jsbench starts; a local cluster keeps one setting for the
+/// run (see [`crate::server::fault::Faults::set_sync`]).
+pub fn check_sync<S>(
+    profiles: &[Profile<S>],
+    resolution: &Resolution,
+    cluster: Option<usize>,
+) -> Result<(), UsageError> {
+    let asked = |p: &Profile<S>| p.server.sync.is_some();
+    if resolution.remote.is_some() {
+        if let Some(p) = profiles.iter().find(|p| asked(p)) {
+            return Err(UsageError(format!(
+                "profile {}: server.sync sets how a server jsbench starts syncs its store; \
+                 a server given with -s/--server, a context or NATS_URL keeps its operator's \
+                 setting: remove server.sync (the server's own setting is read from /varz with \
+                 --monitor and stated in the results)",
+                p.name
+            )));
+        }
+        return Ok(());
+    }
+    if cluster.is_some()
+        && let Some(p) = profiles
+            .iter()
+            .find(|p| p.syncs.len() > 1 || p.server.sync != profiles[0].server.sync)
+    {
+        return Err(UsageError(format!(
+            "profile {}: a local cluster runs with one server.sync for the whole run \
+             (restarting every node between variants would measure elections too): list \
+             one value, the same in every profile, or run without --cluster",
+            p.name
         )));
     }
     Ok(())

@@ -154,6 +154,122 @@ struct JszMeta {
     leader: Option<String>,
 }
 
+/// What a server states of its own durability settings and JetStream API
+/// level: a PubAck's promise depends on them, so every result names them,
+/// read from the server rather than from what jsbench asked for.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Persistence {
+    /// The fsync interval (`"2m"`), `None` when unknown.
+    pub sync_interval: Option<String>,
+    /// Whether every write is fsynced (`sync: always`), `None` when unknown.
+    pub sync_always: Option<bool>,
+    /// The JetStream API level (ADR-44), `None` when unknown.
+    pub api_level: Option<u64>,
+    /// Where the figures were read, or why they are unknown.
+    pub source: String,
+}
+
+impl Persistence {
+    /// For a server without a monitoring endpoint: the API level from the
+    /// JetStream account info, the sync setting said to be unknown (the
+    /// JetStream API does not expose it).
+    pub fn from_account(api_level: Option<u64>) -> Self {
+        Persistence {
+            sync_interval: None,
+            sync_always: None,
+            api_level,
+            source: "unknown sync setting: no monitoring URL (--monitor) to read /varz; \
+                     API level from the JetStream account info"
+                .into(),
+        }
+    }
+
+    /// One line: `sync always`, `sync every 2m`, or `sync unknown`.
+    pub fn sync_label(&self) -> String {
+        match (self.sync_always, &self.sync_interval) {
+            (Some(true), _) => "always".into(),
+            (Some(false), Some(i)) => format!("every {i}"),
+            _ => "unknown".into(),
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+struct VarzJetStream {
+    #[serde(default)]
+    jetstream: Option<VarzJs>,
+}
+
+#[derive(Deserialize, Default)]
+struct VarzJs {
+    #[serde(default)]
+    config: Option<VarzJsConfig>,
+    #[serde(default)]
+    stats: Option<VarzJsStats>,
+}
+
+#[derive(Deserialize, Default)]
+struct VarzJsConfig {
+    /// Nanoseconds; left out when zero.
+    #[serde(default)]
+    sync_interval: u64,
+    #[serde(default)]
+    sync_always: bool,
+}
+
+#[derive(Deserialize, Default)]
+struct VarzJsStats {
+    #[serde(default)]
+    api: Option<VarzApi>,
+}
+
+#[derive(Deserialize, Default)]
+struct VarzApi {
+    #[serde(default)]
+    level: Option<u64>,
+}
+
+/// The first answering node's /varz `jetstream.config` sync settings and
+/// API level; `None` when no node answers or JetStream is off. Blocking:
+/// call off the runtime.
+pub fn persistence(monitors: &[Monitor]) -> Option<Persistence> {
+    monitors.iter().find_map(|m| {
+        let varz: VarzJetStream = get(&m.url, "/varz")?;
+        let js = varz.jetstream?;
+        let config = js.config?;
+        Some(Persistence {
+            sync_interval: Some(crate::profile::format_duration(Duration::from_nanos(
+                config.sync_interval,
+            ))),
+            sync_always: Some(config.sync_always),
+            api_level: js.stats.and_then(|s| s.api).and_then(|a| a.level),
+            source: format!("/varz of {}", m.node),
+        })
+    })
+}
+
+/// What the server under test says of its persistence: /varz of the first
+/// monitor that answers, else the API level from the JetStream account
+/// info and the sync setting stated unknown.
+pub async fn read_persistence(
+    monitors: &[Monitor],
+    js: &async_nats::jetstream::Context,
+) -> anyhow::Result<Persistence> {
+    let monitors = monitors.to_vec();
+    let read = tokio::task::spawn_blocking(move || persistence(&monitors))
+        .await
+        .map_err(|e| anyhow::anyhow!("joining the /varz read: {e}"))?;
+    if let Some(p) = read {
+        return Ok(p);
+    }
+    let level = js
+        .query_account()
+        .await
+        .ok()
+        .map(|a| a.requests.level as u64);
+    Ok(Persistence::from_account(level))
+}
+
 #[derive(Deserialize)]
 struct Routez {
     #[serde(default)]

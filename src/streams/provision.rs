@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::profile::{
     AckPolicy, CommonPlan, Compression, ConsumerKind, ConsumerPlan, Discard, PacedLoad,
-    PublishPlan, Retention, ServerPlan, Storage, StreamPlan, StreamSettings,
+    PersistMode, PublishPlan, Retention, ServerPlan, Storage, StreamPlan, StreamSettings,
 };
 
 /// Where a stream's replicas live, from stream info at the end of a variant:
@@ -26,6 +26,13 @@ pub struct StreamPlacement {
     pub stream: String,
     /// Configured replicas.
     pub replicas: usize,
+    /// Storage as the server reports it (`file`, `memory`).
+    #[serde(default)]
+    pub storage: Option<String>,
+    /// Persist mode as the server reports it: `async`, or `default`
+    /// (the server leaves the field out then).
+    #[serde(default)]
+    pub persist_mode: Option<String>,
     pub cluster: Option<String>,
     pub leader: Option<String>,
     /// The other replicas, as the leader sees them.
@@ -85,6 +92,12 @@ pub fn stream_config(
         placement: l.placement.as_ref().map(|p| stream::Placement {
             cluster: p.cluster.clone(),
             tags: p.tags.clone(),
+        }),
+        // "default" is sent as such: a server that does not know the field
+        // then refuses it rather than silently persisting otherwise.
+        persist_mode: settings.persist.map(|p| match p {
+            PersistMode::Default => stream::PersistenceMode::Default,
+            PersistMode::Async => stream::PersistenceMode::Async,
         }),
         ..Default::default()
     }
@@ -725,6 +738,20 @@ pub fn placement(info: &stream::Info) -> StreamPlacement {
     StreamPlacement {
         stream: info.config.name.clone(),
         replicas: info.config.num_replicas,
+        storage: Some(
+            match info.config.storage {
+                stream::StorageType::File => "file",
+                stream::StorageType::Memory => "memory",
+            }
+            .into(),
+        ),
+        persist_mode: Some(
+            match info.config.persist_mode {
+                Some(stream::PersistenceMode::Async) => "async",
+                Some(stream::PersistenceMode::Default) | None => "default",
+            }
+            .into(),
+        ),
         cluster: cluster.and_then(|c| c.name.clone()),
         leader: cluster.and_then(|c| c.leader.clone()),
         peers: cluster
@@ -787,6 +814,7 @@ mod tests {
     const FILE_R1: ServerPlan = ServerPlan {
         storage: Storage::File,
         replicas: 1,
+        sync: None,
     };
 
     #[test]

@@ -515,6 +515,7 @@ async fn run_part(
             server: crate::profile::ServerPlan {
                 storage: crate::profile::Storage::File,
                 replicas: 1,
+                sync: None,
             },
             stream: Default::default(),
             progress: crate::system::progress::Progress::hidden(),
