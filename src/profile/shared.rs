@@ -438,6 +438,27 @@ pub fn fields_of<T: DeserializeOwned>() -> &'static [&'static str] {
     fields.0.unwrap_or(&[])
 }
 
+/// A kind that kills the server needs its streams on file storage (the
+/// profile's, or every one `[scenario.stream]` lists) to survive it;
+/// `why` says so in the kind's words.
+pub fn needs_file_storage(section: &super::Section<'_>, problems: &mut Problems, why: &str) {
+    let listed = section.stream.map(|s| s.storage.as_slice()).unwrap_or(&[]);
+    let (path, memory) = if listed.is_empty() {
+        (
+            "server.storage".to_string(),
+            section.server.storage == super::Storage::Memory,
+        )
+    } else {
+        (
+            format!("{}.stream.storage", section.prefix),
+            listed.contains(&super::Storage::Memory),
+        )
+    };
+    if memory {
+        problems.push(path, why);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,10 +4,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::profile::shared::{Offer, Paced, split};
-use crate::profile::{
-    CommonPlan, Dur, FaultKind, FaultNode, MsgId, PacedLoad, Problems, Section, Storage,
-};
+use crate::profile::shared::{Offer, Paced, needs_file_storage, split};
+use crate::profile::{CommonPlan, Dur, FaultKind, FaultNode, MsgId, PacedLoad, Problems, Section};
 
 /// The `restart` scenario: a server jsbench started is killed with SIGKILL
 /// under load and started again on its store.
@@ -35,29 +33,6 @@ struct RestartSection {
     fault: Option<FaultKind>,
 }
 
-/// A restart kills the server: its streams must survive it, on file
-/// storage (the profile's, or every one `[scenario.stream]` lists).
-fn needs_file_storage(section: &Section<'_>, problems: &mut Problems) {
-    let listed = section.stream.map(|s| s.storage.as_slice()).unwrap_or(&[]);
-    let (path, memory) = if listed.is_empty() {
-        (
-            "server.storage".to_string(),
-            section.server.storage == Storage::Memory,
-        )
-    } else {
-        (
-            format!("{}.stream.storage", section.prefix),
-            listed.contains(&Storage::Memory),
-        )
-    };
-    if memory {
-        problems.push(
-            path,
-            "a restart scenario kills the server: its streams need storage = \"file\" to survive",
-        );
-    }
-}
-
 /// Restart's publishers set their window and timeout; nothing in the
 /// client's hands is planned to fail.
 const OFFER: Offer = Offer::PACED
@@ -65,7 +40,11 @@ const OFFER: Offer = Offer::PACED
     .less(&["behaviour"]);
 
 pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-    needs_file_storage(&section, problems);
+    needs_file_storage(
+        &section,
+        problems,
+        "a restart scenario kills the server: its streams need storage = \"file\" to survive",
+    );
     let (table, prefix) = (section.table, section.prefix);
     let (mut shared, s) = split::<RestartSection>(table, OFFER, prefix, problems)?;
     let key = |k: &str| format!("{prefix}.{k}");
