@@ -173,8 +173,13 @@ fn signed_us(v: &VariantReport, name: &str) -> String {
 }
 
 fn verdict(v: &VariantReport) -> String {
+    // A variant whose every check could not apply proved nothing: it
+    // never reads as a pass.
+    let nothing_applied = !v.invariants.is_empty() && v.invariants.iter().all(|i| !i.applicable);
     if v.error.is_some() {
         "ERROR"
+    } else if nothing_applied {
+        "n/a"
     } else if v.passed {
         "ok"
     } else {
