@@ -15,6 +15,7 @@ mod kind;
 pub mod latency;
 pub mod lifecycle;
 pub mod outage;
+pub mod power;
 pub mod publish;
 pub mod redelivery;
 pub mod replay;
@@ -154,6 +155,7 @@ registry! {
     Dlq => dlq::Dlq,
     Fanout => fanout::Fanout,
     Outage => outage::Outage,
+    Power => power::Power,
 }
 
 /// One `[[scenario]]` of a profile: the keys every scenario has, and its

@@ -1,0 +1,553 @@
+//! `power`: what a PubAck survives. Every variant starts a server of its
+//! own whose JetStream store is on the power-loss filesystem
+//! ([`crate::system::powerfs`]: writes kept in memory until fsync), with
+//! the sync setting the run is on (its `[server] sync`, swept like every
+//! scenario's) and the stream's persist mode from `[scenario.stream]`.
+//! It publishes at a steady rate with a unique Nats-Msg-Id per message,
+//! then, publishers still sending, kills the server with SIGKILL (`cut =
+//! "kill"`), or kills it and cuts the power (`"power"`: the unsynced
+//! writes dropped). Publishing stops at the kill: the PubAcks received
+//! before it are the ledger's "acked". The server is then started on what
+//! survived, the recovery timed (from the restart to the stream answering,
+//! present or gone), and the stream read back and reconciled by
+//! (publisher, message number), since a restarted stream may hand out
+//! the sequences of lost messages again.
+//!
+//! Why a server of its own: the cut destroys its store, and a run's other
+//! scenarios must not inherit that; and the mount makes the run's server
+//! slower for everything else. So it runs only when jsbench may start
+//! servers: against a server given with `--server`, on a local cluster
+//! (not built yet: a cluster's nodes get mounts on another branch), or on
+//! a host where FUSE cannot be mounted, every variant reports "not
+//! applicable" with the reason, never a pass.
+//!
+//! The invariant "every PubAcked message survived the cut" applies where
+//! the setting promises it ([`cut::promise`]): a SIGKILL without async
+//! persistence, a power cut under sync always. Elsewhere it reads "not
+//! applicable" with what was promised, and the loss is a finding,
+//! `lost_after_puback`, never a failure. The server is reached through
+//! [`PowerTarget`], the seam a cluster with a mount per node implements.
+
+mod cut;
+pub mod plan;
+pub mod reconcile;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use super::lifecycle::{each, variant};
+use super::table::{self, Cell, Column, Show};
+use super::{ScenarioKind, ScenarioPlan};
+use crate::connect::ConnectSettings;
+use crate::drive::{DriveOutcome, DriveSpec, FaultPlan, RunContext, drive};
+use crate::profile::{
+    CommonPlan, FaultKind, FaultNode, Problems, Section, SyncSetting, format_duration,
+};
+use crate::record::metrics::{Direction, Metric, count};
+use crate::record::names;
+use crate::server::power::{MountRefused, PowerTarget, PoweredServer};
+use crate::streams::provision::{Need, Provisioner, stream_config};
+use crate::streams::readback::{self, ReadBack};
+use crate::system::cpu::ServerCpu;
+use crate::system::powerfs::CutReport;
+use crate::variant::{Invariant, VariantResult, VariantSink};
+
+pub use plan::{Cut, Plan};
+use reconcile::{StreamState, Survey};
+
+/// The figures this scenario reports that its table reads, by name.
+pub const CUT: &str = "cut";
+/// "held", "FAILED" or "not applicable": the survival invariant's state.
+pub const PROMISE: &str = "promise";
+pub const ACKED: &str = "acked";
+/// PubAcked messages missing after the restart: the server's loss.
+pub const LOST_AFTER_PUBACK: &str = "lost_after_puback";
+pub const UNACKED_STORED: &str = "unacked_stored";
+/// From the restart command to the stream answering (present or gone), ms.
+pub const RECOVERY: &str = "recovery_time";
+/// From the restart command to the server accepting connections, ms.
+pub const SERVER_READY: &str = "server_ready_time";
+/// Bytes written and never fsynced, dropped by the power cut.
+pub const CUT_BYTES: &str = "cut_unsynced_bytes";
+
+/// From the planned kill to the end of the publishers' schedule: they
+/// must still be sending when it comes (the drive looks every 100 ms).
+const SEND_PAST_KILL: Duration = Duration::from_secs(2);
+/// How long a restarted server may take to answer for the stream.
+const RECOVERY_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long the read-back waits for the next message.
+const READ_IDLE: Duration = Duration::from_secs(5);
+
+/// The registry's row for `power`.
+pub struct Power;
+
+impl ScenarioKind for Power {
+    const NAME: &'static str = "power";
+    const COLUMNS: &'static [Column] = &[
+        table::VARIANT,
+        Column {
+            header: "promise",
+            cell: Cell::Param(PROMISE),
+        },
+        Column {
+            header: "acked",
+            cell: Cell::Metric(ACKED, Show::Whole),
+        },
+        Column {
+            header: "lost after PubAck",
+            cell: Cell::Metric(LOST_AFTER_PUBACK, Show::Whole),
+        },
+        Column {
+            header: "rate",
+            cell: Cell::Metric(names::PUBLISH.rate, Show::Rate),
+        },
+        table::quantile("pubAck p50", names::PUB_ACK_LATENCY, "p50"),
+        table::quantile("p99", names::PUB_ACK_LATENCY, "p99"),
+        Column {
+            header: "recovery",
+            cell: Cell::Metric(RECOVERY, Show::Ms),
+        },
+        table::VERDICT,
+    ];
+    type Plan = Plan;
+
+    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
+        plan::read(section, problems)
+    }
+
+    fn run<'a>(
+        ctx: &'a RunContext,
+        scenario: &'a ScenarioPlan,
+        plan: &'a Plan,
+        sink: &'a mut dyn VariantSink,
+    ) -> impl Future<Output = Result<()>> + 'a {
+        run(ctx, scenario, plan, sink)
+    }
+
+    /// Its streams live on servers of its own; the run's holds nothing.
+    fn need(_plan: &Plan, _common: &CommonPlan) -> Need {
+        Need {
+            streams: 0,
+            consumers: 0,
+            bytes: 0,
+            total_bytes: 0,
+            max_ack_pending: 0,
+        }
+    }
+
+    fn estimated_duration(plan: &Plan, common: &CommonPlan) -> Duration {
+        (common.duration + common.warmup) * plan.cuts.len() as u32
+    }
+}
+
+async fn run(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &Plan,
+    sink: &mut dyn VariantSink,
+) -> Result<()> {
+    let sync = ctx
+        .stream
+        .sync
+        .or(ctx.server.sync)
+        .unwrap_or(SyncSetting::Default);
+    let why_not = not_applicable_here(ctx);
+    each(ctx, scenario, sink, plan.cuts.clone(), async |cut| {
+        let (result, _) = variant(cut.word(), async |r| {
+            describe(ctx, &scenario.common, plan, cut, sync, r);
+            let promise = cut::promise(cut, sync, ctx.stream.persist);
+            r.param(
+                "promised",
+                match &promise {
+                    Ok(p) => p.to_string(),
+                    Err(why) => why.clone(),
+                },
+            );
+            match &why_not {
+                Some(why) => {
+                    not_applicable(r, why);
+                    Ok(())
+                }
+                None => one_variant(ctx, scenario, plan, (cut, sync, promise), r).await,
+            }
+        })
+        .await;
+        result
+    })
+    .await
+}
+
+/// Why no variant can run against this run's target, if so.
+fn not_applicable_here(ctx: &RunContext) -> Option<String> {
+    match &ctx.faults {
+        None => Some(
+            "the power scenario kills and cuts a server of its own, which jsbench starts; \
+             it does not run against a server given with --server"
+                .into(),
+        ),
+        Some(f) if f.node_names().len() > 1 => Some(
+            "power cuts on a local cluster's nodes are not built yet (issue 33 item 4); \
+             run the power scenario on the embedded server"
+                .into(),
+        ),
+        Some(_) => PoweredServer::available()
+            .err()
+            .map(|e| format!("the power-loss filesystem cannot be mounted here: {e:#}")),
+    }
+}
+
+/// The variant records why it could not run, as "not applicable".
+fn not_applicable(r: &mut VariantResult, why: &str) {
+    r.param(PROMISE, "not applicable");
+    r.param("not_applicable", why);
+    r.invariants.push(Invariant::not_applicable(
+        reconcile::SURVIVED,
+        format!("not applicable: {why}"),
+    ));
+}
+
+fn describe(
+    ctx: &RunContext,
+    common: &CommonPlan,
+    plan: &Plan,
+    cut: Cut,
+    sync: SyncSetting,
+    r: &mut VariantResult,
+) {
+    r.param(CUT, cut.word());
+    r.param("rate", plan.load.rate);
+    r.param("duration", format_duration(common.duration));
+    r.param("warmup", format_duration(common.warmup));
+    r.param("sync_asked", sync.label());
+    r.param(
+        "persist_asked",
+        ctx.stream
+            .persist
+            .map_or("default (unset)", crate::profile::persist_name),
+    );
+    r.param(
+        "pub_ack_timeout",
+        format_duration(plan.load.publish.pub_ack_timeout),
+    );
+}
+
+/// One variant on a server of its own: started on a fresh mount,
+/// loaded, cut, restarted and reconciled.
+async fn one_variant(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &Plan,
+    (cut, sync, promise): (Cut, SyncSetting, Result<&'static str, String>),
+    r: &mut VariantResult,
+) -> Result<()> {
+    // Started on this worker thread, which outlives the server: a server
+    // dies with the thread that spawned it.
+    let powered = match tokio::task::block_in_place(|| PoweredServer::start(sync)) {
+        Ok(p) => Arc::new(p),
+        Err(e) if e.downcast_ref::<MountRefused>().is_some() => {
+            not_applicable(
+                r,
+                &format!("the power-loss filesystem cannot be mounted here: {e:#}"),
+            );
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
+    let target: Arc<dyn PowerTarget> = powered.clone();
+    let result = cut_and_recover(ctx, scenario, plan, (cut, promise), &target, r).await;
+    drop(target);
+    // Stopping the server and unmounting block for a moment.
+    tokio::task::block_in_place(|| drop(powered));
+    result
+}
+
+/// The variant's own run context: its server, its connections, its
+/// stop (cancelled at the kill), the cut as the drive's fault; no workers.
+async fn variant_context(
+    ctx: &RunContext,
+    target: &Arc<dyn PowerTarget>,
+    faults: Arc<cut::CutAtKill>,
+) -> Result<RunContext> {
+    let connect = ConnectSettings::new(&target.urls(), ctx.connect.timeout)?;
+    let control = connect.connect("control").await?;
+    let js = connect.jetstream(control);
+    let mut server = ctx.server;
+    server.replicas = 1;
+    Ok(RunContext {
+        provisioner: Provisioner::new(js, false),
+        connect,
+        names: ctx.names.clone(),
+        server,
+        stream: ctx.stream.clone(),
+        progress: ctx.progress.clone(),
+        stop: faults.stop.clone(),
+        server_cpu: ServerCpu::Processes(target.pids()),
+        monitors: target.monitors(),
+        faults: Some(faults),
+        workers: None,
+        lead_in: ctx.lead_in,
+    })
+}
+
+async fn cut_and_recover(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &Plan,
+    (cut, promise): (Cut, Result<&'static str, String>),
+    target: &Arc<dyn PowerTarget>,
+    r: &mut VariantResult,
+) -> Result<()> {
+    let common = &scenario.common;
+    let faults = Arc::new(cut::CutAtKill {
+        target: target.clone(),
+        cut,
+        stop: ctx.stop.child_token(),
+        report: Mutex::new(None),
+    });
+    let vctx = variant_context(ctx, target, faults.clone()).await?;
+    let stated =
+        crate::server::telemetry::read_persistence(&vctx.monitors, vctx.provisioner.jetstream())
+            .await?;
+    r.param("variant_server.sync", stated.sync_label());
+    r.param("variant_server.source", &stated.source);
+
+    // Provision.
+    let variant = r.name.clone();
+    let stream = vctx.names.stream(scenario.name(), &variant);
+    let base = vctx.names.subject(scenario.name(), &variant);
+    vctx.provisioner
+        .create_stream(stream_config(&stream, &base, &vctx.server, &vctx.stream))
+        .await?;
+
+    // Drive: the kill comes at the end of the duration, the publishers'
+    // schedule running on past it.
+    let spec = DriveSpec {
+        label: format!("{} {variant}", scenario.name()),
+        subjects: vec![format!("{base}.0")],
+        stream: stream.clone(),
+        publish: plan.load.publish.clone(),
+        consumer: None,
+        rate: Some(plan.load.rate),
+        count: None,
+        preloaded: 0,
+        warmup: common.warmup,
+        duration: common.duration + SEND_PAST_KILL,
+        drain_timeout: common.drain_timeout,
+        msg_id_prefix: format!("{}-{}-{variant}", vctx.names.token(), scenario.name()),
+        seed: plan.load.rate,
+        fault: Some(FaultPlan {
+            after: common.warmup + common.duration,
+            node: FaultNode::Server,
+            down_for: Duration::ZERO,
+            kind: FaultKind::Kill,
+        }),
+    };
+    let o = drive(&vctx, &spec).await?;
+    let dropped = faults
+        .report
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take();
+    if cut == Cut::Power && dropped.is_none() {
+        bail!("the power was never cut: the kill did not happen while the load ran");
+    }
+
+    // Recover, read back, reconcile.
+    let recovery = recover(&vctx.connect, target, &stream).await?;
+    measure(&o, &recovery, dropped.as_ref(), r);
+    verify(&o, &recovery, &promise, r);
+    Ok(())
+}
+
+/// What the restart found and how long it took.
+struct Recovery {
+    ready: Duration,
+    readable: Duration,
+    survey: Survey,
+}
+
+/// Starts the server on what survived and waits until it answers for the
+/// stream: found, or definitely not found (JetStream restores its streams
+/// before the server takes clients). Then reads the stream back.
+async fn recover(
+    connect: &ConnectSettings,
+    target: &Arc<dyn PowerTarget>,
+    stream: &str,
+) -> Result<Recovery> {
+    let started = Instant::now();
+    tokio::task::block_in_place(|| target.restart(0))
+        .context("restarting the server on what survived")?;
+    let ready = started.elapsed();
+    let client = connect.connect("recovery").await?;
+    let js = connect.jetstream(client);
+    let state = loop {
+        match js.get_stream(stream).await {
+            Ok(s) => {
+                let state = &s.cached_info().state;
+                break Some(StreamState {
+                    messages: state.messages,
+                    first_seq: state.first_sequence,
+                    last_seq: state.last_sequence,
+                });
+            }
+            Err(e) if stream_not_found(&e) => break None,
+            Err(e) if started.elapsed() > RECOVERY_TIMEOUT => {
+                bail!(
+                    "the restarted server did not answer for stream {stream} within {RECOVERY_TIMEOUT:?}: {e}"
+                )
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    };
+    let readable = started.elapsed();
+    let read = match state {
+        Some(_) => readback::read_stream(&js, stream, READ_IDLE)
+            .await
+            .context("reading the stream back after the restart")?,
+        None => ReadBack {
+            complete: true,
+            ..Default::default()
+        },
+    };
+    Ok(Recovery {
+        ready,
+        readable,
+        survey: Survey {
+            stream: state,
+            read,
+        },
+    })
+}
+
+fn stream_not_found(e: &async_nats::jetstream::context::GetStreamError) -> bool {
+    use async_nats::jetstream::context::GetStreamErrorKind;
+    matches!(e.kind(), GetStreamErrorKind::JetStream(j)
+        if j.error_code() == async_nats::jetstream::ErrorCode::STREAM_NOT_FOUND)
+}
+
+fn measure(o: &DriveOutcome, rec: &Recovery, dropped: Option<&CutReport>, r: &mut VariantResult) {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let confirmed: Vec<_> = o.acks.iter().map(|a| &a.stored_by_message).collect();
+    let c = reconcile::reconcile(&rec.survey, &confirmed);
+    r.ledger = o.counts;
+    r.ledger.lost = c.lost_after_puback;
+    // Paced: the achieved rates say whether the setting kept up, from
+    // the first send (PubAck) after the warm-up to the last before the kill.
+    r.metrics.push(Metric::new(
+        names::PUBLISH.rate,
+        "msg/s",
+        o.publish_rate(),
+        Direction::None,
+    ));
+    r.metrics.push(Metric::new(
+        "acked_rate",
+        "msg/s",
+        o.acked_rate(),
+        Direction::Higher,
+    ));
+    // From each message's intended send to its PubAck, after the warm-up.
+    r.latency(names::PUB_ACK_LATENCY, &o.pub_ack_intended);
+    r.metrics
+        .push(count(names::PUBLISHED, o.sends_sum(|s| s.sent)));
+    r.metrics.push(count(ACKED, c.acked));
+    r.metrics.push(Metric::new(
+        LOST_AFTER_PUBACK,
+        "count",
+        c.lost_after_puback as f64,
+        Direction::Lower,
+    ));
+    r.metrics.push(count(UNACKED_STORED, c.unacked_stored));
+    r.metrics.push(count("stored_twice", c.stored_twice));
+    r.metrics.push(Metric::new(
+        SERVER_READY,
+        "ms",
+        ms(rec.ready),
+        Direction::Lower,
+    ));
+    r.metrics.push(Metric::new(
+        RECOVERY,
+        "ms",
+        ms(rec.readable),
+        Direction::Lower,
+    ));
+    match &rec.survey.stream {
+        Some(s) => {
+            r.param("stream_after", "present");
+            r.param("stream_after.messages", s.messages);
+            r.param("stream_after.first_seq", s.first_seq);
+            r.param("stream_after.last_seq", s.last_seq);
+        }
+        None => r.param("stream_after", "gone"),
+    }
+    r.param("last_acked_seq", o.ledger.max_seq());
+    if let Some(f) = &o.fault {
+        let after = f.killed_ns.saturating_sub(o.t0_ns);
+        r.param("killed_after_t0_ms", after / 1_000_000);
+    }
+    if let Some(d) = dropped {
+        r.metrics.push(count(CUT_BYTES, d.unsynced_bytes));
+        let files: Vec<String> = d
+            .unsynced_files
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect();
+        r.param("cut_unsynced_files", files);
+    }
+}
+
+fn verify(
+    o: &DriveOutcome,
+    rec: &Recovery,
+    promise: &Result<&'static str, String>,
+    r: &mut VariantResult,
+) {
+    let confirmed: Vec<_> = o.acks.iter().map(|a| &a.stored_by_message).collect();
+    let c = reconcile::reconcile(&rec.survey, &confirmed);
+    let checks = reconcile::verify(&rec.survey, &c, promise);
+    r.param(PROMISE, checks[0].state());
+    r.invariants.extend(checks);
+    let killed_after = o
+        .fault
+        .as_ref()
+        .map(|f| Duration::from_nanos(f.killed_ns.saturating_sub(o.t0_ns)));
+    let interrupted: Vec<bool> = o.sends.iter().map(|s| s.interrupted).collect();
+    r.invariants
+        .push(killed_under_load(killed_after, &interrupted));
+}
+
+/// The kill came while every publisher still had messages to send: the
+/// ledger's "acked" is what was confirmed before a kill under load.
+/// `killed_after`: from t0 to the kill, `None` when it never came;
+/// `interrupted`: per publisher, whether the kill stopped it mid-schedule.
+fn killed_under_load(killed_after: Option<Duration>, interrupted: &[bool]) -> Invariant {
+    let stopped = interrupted.iter().filter(|&&i| i).count();
+    Invariant::check(
+        "the server was killed under load",
+        killed_after.is_some() && stopped == interrupted.len() && stopped > 0,
+        match killed_after {
+            Some(after) => format!(
+                "killed {} ms after t0; {stopped} of {} publishers stopped mid-schedule",
+                after.as_millis(),
+                interrupted.len()
+            ),
+            None => "the kill never happened: the publishers finished first".into(),
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kill_after_the_load_or_none_at_all_fails_killed_under_load() {
+        let at = Some(Duration::from_secs(3));
+        assert!(killed_under_load(at, &[true, true]).passed);
+        assert!(!killed_under_load(at, &[true, false]).passed);
+        assert!(!killed_under_load(at, &[]).passed);
+        let check = killed_under_load(None, &[true]);
+        assert!(!check.passed && check.detail.contains("never happened"));
+    }
+}

@@ -1,0 +1,130 @@
+//! `kind = "power"`: its keys beside the shared paced load.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::profile::shared::{Offer, Paced, needs_file_storage, split};
+use crate::profile::{CommonPlan, MsgId, PacedLoad, Problems, Section};
+
+/// How a variant's server goes down at the end of its load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Cut {
+    /// SIGKILL alone: the process dies, what it wrote stays in the page
+    /// cache (the mount's memory) and reaches the restarted server.
+    Kill,
+    /// SIGKILL, then the power: whatever was not fsynced is gone.
+    Power,
+}
+
+impl Cut {
+    pub fn word(self) -> &'static str {
+        match self {
+            Cut::Kill => "kill",
+            Cut::Power => "power",
+        }
+    }
+}
+
+/// The `power` scenario: a steady load on a server of the variant's own
+/// whose store is on the power-loss filesystem, then the cut, the restart
+/// and the reconciliation.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Paced, with a unique Nats-Msg-Id per message.
+    pub load: PacedLoad,
+    /// One variant per cut, in this order.
+    pub cuts: Vec<Cut>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PowerSection {
+    cut: Option<Vec<Cut>>,
+}
+
+/// The paced publishers with their window and timeout; no durable reads
+/// (the stream is read back after the restart instead).
+const OFFER: Offer = Offer::PACED
+    .and(&["pub_ack_window", "pub_ack_timeout"])
+    .less(&["consumer", "behaviour"]);
+
+/// The PubAck timeout when the profile sets none: every send still
+/// unanswered at the kill waits this long (twice: the flush, then the
+/// PubAck) before the variant goes on to the restart, so it is short;
+/// a PubAck on the mount takes milliseconds at the rates this runs.
+pub const PUB_ACK_TIMEOUT: Duration = Duration::from_secs(2);
+
+pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
+    needs_file_storage(
+        &section,
+        problems,
+        "the power scenario kills the server and cuts its power: its streams need \
+         storage = \"file\" (a memory stream has nothing to survive with)",
+    );
+    let (table, prefix) = (section.table, section.prefix);
+    let (mut shared, s) = split::<PowerSection>(table, OFFER, prefix, problems)?;
+    let common = shared.common("power", problems);
+    let load = shared.paced(
+        &common,
+        Paced {
+            // Read back by (publisher, number): a loss is named whatever
+            // sequences the restarted stream hands out.
+            msg_id: MsgId::Unique,
+            pub_ack_timeout: Some(PUB_ACK_TIMEOUT),
+            ..Paced::of("power", 500)
+        },
+        problems,
+    );
+    let cuts = s.cut.unwrap_or_else(|| vec![Cut::Kill, Cut::Power]);
+    if cuts.is_empty() {
+        problems.push(
+            format!("{prefix}.cut"),
+            "empty; list \"kill\", \"power\" or both, e.g. cut = [\"kill\", \"power\"]",
+        );
+    }
+    for (i, c) in cuts.iter().enumerate() {
+        if cuts[..i].contains(c) {
+            problems.push(
+                format!("{prefix}.cut"),
+                format!("\"{}\" is listed twice", c.word()),
+            );
+        }
+    }
+    Some((common, Plan { load, cuts }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::{KindPlan, one_scenario};
+
+    fn plan(body: &str) -> Result<Plan, String> {
+        one_scenario("power", body).map(|s| match s.kind {
+            KindPlan::Power(p) => p,
+            other => panic!("{other:?}"),
+        })
+    }
+
+    #[test]
+    fn cuts_default_to_both_and_bad_ones_are_named() {
+        let p = plan("rate = 200\n").unwrap();
+        assert_eq!(p.cuts, [Cut::Kill, Cut::Power]);
+        assert_eq!(p.load.publish.msg_id, MsgId::Unique);
+        assert_eq!(p.load.publish.pub_ack_timeout, PUB_ACK_TIMEOUT);
+        let e = plan("cut = [\"fire\"]\n").unwrap_err();
+        assert!(e.contains("scenario[0].cut") && e.contains("fire"), "{e}");
+        let e = plan("cut = []\n").unwrap_err();
+        assert!(e.contains("scenario[0].cut") && e.contains("empty"), "{e}");
+        let e = plan("cut = [\"kill\", \"kill\"]\n").unwrap_err();
+        assert!(e.contains("listed twice"), "{e}");
+        let e = plan("consumer = { ack = \"none\" }\n").unwrap_err();
+        assert!(e.contains("unknown field `consumer`"), "{e}");
+        let e = plan("[scenario.stream]\nstorage = [\"memory\"]\n").unwrap_err();
+        assert!(
+            e.contains("storage = \\\"file\\\"") || e.contains("storage = \"file\""),
+            "{e}"
+        );
+    }
+}

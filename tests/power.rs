@@ -1,0 +1,135 @@
+//! The power scenario end to end: a server of the variant's own on the
+//! power-loss filesystem, loaded, killed, its power cut, restarted and
+//! reconciled. Under sync always every PubAcked message survives the
+//! cut (the invariant held); under the default sync the loss is reported
+//! as a finding and the run still passes; against a server given with
+//! --server every variant is "not applicable", never a pass. Needs root,
+//! /dev/fuse and the pinned server; fails, never skips, without them.
+
+mod common;
+
+use std::path::Path;
+use std::process::Output;
+
+use common::{jsbench, metric, run, text};
+use jsbench::results::summary::{Summary, VariantReport};
+use jsbench::system::powerfs::PowerFs;
+
+const SURVIVED: &str = "every PubAcked message survived the cut";
+
+/// Runs `body` with `jsbench run` (`extra` args) and returns the output
+/// and the results folder's summary.
+fn run_power(dir: &Path, body: &str, extra: &[&str]) -> (Output, Summary) {
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let profile = common::profile(dir, "power", body);
+    let out_dir = dir.join("results");
+    let out = run(jsbench()
+        .args(["run", profile.to_str().unwrap()])
+        .args(extra)
+        .args(["--progress", "never", "-o"])
+        .arg(&out_dir)
+        .env_remove("NATS_URL")
+        .env_remove("NATS_CONTEXT")
+        .env("TMPDIR", &tmp));
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    (out, common::summary(&common::results_dir(&out_dir)))
+}
+
+fn variant<'a>(summary: &'a Summary, name: &str) -> &'a VariantReport {
+    summary
+        .variants()
+        .map(|(_, v)| v)
+        .find(|v| v.name == name)
+        .unwrap_or_else(|| panic!("no variant {name}"))
+}
+
+fn survival(v: &VariantReport) -> &jsbench::variant::Invariant {
+    v.invariants
+        .iter()
+        .find(|i| i.name == SURVIVED)
+        .unwrap_or_else(|| panic!("{} has no survival check", v.name))
+}
+
+/// One run, one power cut per sync setting: 1 s at 300 msg/s each.
+#[test]
+fn a_power_cut_keeps_every_pub_ack_under_sync_always_and_the_default_loss_is_a_finding() {
+    PowerFs::available().unwrap_or_else(|e| {
+        panic!(
+            "the power scenario needs the power-loss filesystem (run as root with /dev/fuse): {e:#}"
+        )
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let (_, summary) = run_power(
+        dir.path(),
+        "[server]\nsync = [\"default\", \"always\"]\n\
+         [[scenario]]\nkind = \"power\"\nduration = \"1s\"\nrate = 300\n\
+         cut = [\"power\"]\npub_ack_timeout = \"1s\"\n",
+        &[],
+    );
+    common::assert_all_passed(&summary);
+
+    let always = variant(&summary, "power.sync-always");
+    let held = survival(always);
+    assert!(held.applicable && held.passed, "{held:?}");
+    assert!(
+        metric(always, "acked") >= 250.0,
+        "{}",
+        metric(always, "acked")
+    );
+    assert_eq!(metric(always, "lost_after_puback"), 0.0);
+    assert_eq!(always.params["variant_server.sync"], "always");
+    assert_eq!(always.params["stream_after"], "present");
+
+    // The default sync never fsynced the fresh stream: the cut took it,
+    // and every PubAcked message with it. A finding, not a failure.
+    let default = variant(&summary, "power.sync-default");
+    let finding = survival(default);
+    assert!(!finding.applicable, "{finding:?}");
+    assert!(
+        finding.detail.contains("fsyncs every 2 minutes"),
+        "{}",
+        finding.detail
+    );
+    let acked = metric(default, "acked");
+    assert!(acked >= 250.0, "{acked}");
+    assert_eq!(metric(default, "lost_after_puback"), acked);
+    assert_eq!(default.params["stream_after"], "gone");
+    assert!(metric(default, "cut_unsynced_bytes") > 0.0);
+    for v in [always, default] {
+        assert!(metric(v, "recovery_time") > 0.0);
+        assert!(v.metric("pub_ack_latency.p99").is_some(), "{}", v.name);
+    }
+}
+
+/// A server jsbench did not start cannot be killed or cut: every variant
+/// says so, and the terminal shows n/a rather than ok.
+#[test]
+fn against_a_server_given_with_server_every_variant_is_not_applicable() {
+    let server = common::server();
+    let dir = tempfile::tempdir().unwrap();
+    let (out, summary) = run_power(
+        dir.path(),
+        "[[scenario]]\nkind = \"power\"\nduration = \"1s\"\nrate = 100\n",
+        &["--server", server.url()],
+    );
+    let variants: Vec<&VariantReport> = summary.variants().map(|(_, v)| v).collect();
+    assert_eq!(variants.len(), 2, "kill and power");
+    for v in variants {
+        let check = survival(v);
+        assert!(!check.applicable, "{check:?}");
+        assert!(check.detail.contains("--server"), "{}", check.detail);
+        assert!(v.metrics.is_empty(), "{}: nothing measured", v.name);
+    }
+    let (stdout, _) = text(&out);
+    let rows: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("  kill ") || l.starts_with("  power "))
+        .collect();
+    assert_eq!(rows.len(), 2, "{stdout}");
+    assert!(
+        rows.iter().all(|r| r.trim_end().ends_with("n/a")),
+        "{stdout}"
+    );
+}
