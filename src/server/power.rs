@@ -32,6 +32,9 @@ pub trait PowerTarget: Send + Sync {
     /// The power goes under a node already killed: its unsynced writes
     /// are dropped and a fresh mount shows what the backing disk kept.
     fn cut_power(&self, node: usize) -> Result<CutReport>;
+    /// Writes every unsynced byte of the node's store to its disk, as the
+    /// server's own interval would; returns the bytes written.
+    fn sync_all(&self, node: usize) -> Result<u64>;
     /// Starts the node again on its store (what the mount now shows),
     /// its ports unchanged, and waits until it accepts connections.
     fn restart(&self, node: usize) -> Result<()>;
@@ -154,6 +157,14 @@ impl PowerTarget for PoweredServer {
                 .context("mounting the power-loss filesystem again after the cut")?,
         );
         Ok(report)
+    }
+
+    fn sync_all(&self, node: usize) -> Result<u64> {
+        Self::only(node)?;
+        let slot = self.mount.lock().unwrap_or_else(|p| p.into_inner());
+        slot.as_ref()
+            .ok_or_else(|| anyhow!("the power-loss mount is gone"))?
+            .sync_all()
     }
 
     fn restart(&self, node: usize) -> Result<()> {

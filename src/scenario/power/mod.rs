@@ -181,18 +181,25 @@ async fn run(
 
 /// Why no variant can run against this run's target, if so.
 fn not_applicable_here(ctx: &RunContext) -> Option<String> {
-    match &ctx.faults {
+    let nodes = ctx.faults.as_ref().map(|f| f.node_names().len());
+    why_not(nodes, PoweredServer::available)
+}
+
+/// `nodes`: the servers jsbench started for the run, `None` for a server
+/// given with --server; `available`: whether FUSE can be mounted here.
+fn why_not(nodes: Option<usize>, available: impl FnOnce() -> Result<()>) -> Option<String> {
+    match nodes {
         None => Some(
             "the power scenario kills and cuts a server of its own, which jsbench starts; \
              it does not run against a server given with --server"
                 .into(),
         ),
-        Some(f) if f.node_names().len() > 1 => Some(
+        Some(n) if n > 1 => Some(
             "power cuts on a local cluster's nodes are not built yet (issue 33 item 4); \
              run the power scenario on the embedded server"
                 .into(),
         ),
-        Some(_) => PoweredServer::available()
+        Some(_) => available()
             .err()
             .map(|e| format!("the power-loss filesystem cannot be mounted here: {e:#}")),
     }
@@ -231,6 +238,7 @@ fn describe(
         "pub_ack_timeout",
         format_duration(plan.load.publish.pub_ack_timeout),
     );
+    r.param("sync_before_load", plan.sync_before_load);
 }
 
 /// One variant on a server of its own: started on a fresh mount,
@@ -320,6 +328,13 @@ async fn cut_and_recover(
     vctx.provisioner
         .create_stream(stream_config(&stream, &base, &vctx.server, &vctx.stream))
         .await?;
+    if plan.sync_before_load {
+        // As the 2-minute sync would have done for an older stream: its
+        // files reach the disk before the load, so a cut can take its
+        // messages but not the stream.
+        let synced = tokio::task::block_in_place(|| target.sync_all(0))?;
+        r.param("synced_before_load_bytes", synced);
+    }
 
     // Drive: the kill comes at the end of the duration, the publishers'
     // schedule running on past it.
@@ -350,8 +365,15 @@ async fn cut_and_recover(
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .take();
+    if o.fault.is_none() {
+        // No kill (the publishers finished first, or the run was
+        // stopped): nothing to recover from, and the check says so.
+        let interrupted: Vec<bool> = o.sends.iter().map(|s| s.interrupted).collect();
+        r.invariants.push(killed_under_load(None, &interrupted));
+        return Ok(());
+    }
     if cut == Cut::Power && dropped.is_none() {
-        bail!("the power was never cut: the kill did not happen while the load ran");
+        bail!("the server was killed but its power never cut");
     }
 
     // Recover, read back, reconcile.
@@ -540,6 +562,22 @@ fn killed_under_load(killed_after: Option<Duration>, interrupted: &[bool]) -> In
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each target jsbench cannot cut says why; only the embedded server
+    /// on a host that mounts FUSE runs the variants.
+    #[test]
+    fn a_user_server_a_cluster_or_a_host_without_fuse_is_not_applicable_with_its_reason() {
+        let fine = || Ok(());
+        assert_eq!(why_not(Some(1), fine), None);
+        assert!(why_not(None, fine).unwrap().contains("--server"));
+        assert!(why_not(Some(3), fine).unwrap().contains("cluster"));
+        let no_fuse = || Err(anyhow::anyhow!("no /dev/fuse"));
+        let why = why_not(Some(1), no_fuse).unwrap();
+        assert!(
+            why.contains("cannot be mounted") && why.contains("no /dev/fuse"),
+            "{why}"
+        );
+    }
 
     #[test]
     fn a_kill_after_the_load_or_none_at_all_fails_killed_under_load() {

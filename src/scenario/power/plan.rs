@@ -36,12 +36,17 @@ pub struct Plan {
     pub load: PacedLoad,
     /// One variant per cut, in this order.
     pub cuts: Vec<Cut>,
+    /// Sync the new stream's files before the load, as the server's
+    /// interval would have for a stream older than it: the cut may then
+    /// take the messages but not the stream itself.
+    pub sync_before_load: bool,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PowerSection {
     cut: Option<Vec<Cut>>,
+    sync_before_load: Option<bool>,
 }
 
 /// The paced publishers with their window and timeout; no durable reads
@@ -92,7 +97,12 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
             );
         }
     }
-    Some((common, Plan { load, cuts }))
+    let plan = Plan {
+        load,
+        cuts,
+        sync_before_load: s.sync_before_load.unwrap_or(false),
+    };
+    Some((common, plan))
 }
 
 #[cfg(test)]
@@ -111,6 +121,14 @@ mod tests {
     fn cuts_default_to_both_and_bad_ones_are_named() {
         let p = plan("rate = 200\n").unwrap();
         assert_eq!(p.cuts, [Cut::Kill, Cut::Power]);
+        assert!(!p.sync_before_load);
+        assert!(
+            plan("rate = 9\nsync_before_load = true\n")
+                .unwrap()
+                .sync_before_load
+        );
+        let e = plan("sync_before_load = \"yes\"\n").unwrap_err();
+        assert!(e.contains("scenario[0].sync_before_load"), "{e}");
         assert_eq!(p.load.publish.msg_id, MsgId::Unique);
         assert_eq!(p.load.publish.pub_ack_timeout, PUB_ACK_TIMEOUT);
         let e = plan("cut = [\"fire\"]\n").unwrap_err();
