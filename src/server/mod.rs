@@ -8,6 +8,7 @@
 
 mod cluster;
 pub mod fault;
+pub mod power;
 pub mod relay;
 pub mod target;
 pub mod telemetry;

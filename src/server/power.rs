@@ -1,0 +1,311 @@
+//! Embedded servers whose stores sit on power-loss mounts
+//! (crate::system::powerfs), one mount per node: one server or a local
+//! cluster, each node's power cut alone or all at once, and restarted on
+//! what its cut left.
+//!
+//! A SIGKILL keeps every written byte (the page cache outlives the
+//! process), so only a cut shows what a PubAck is worth; on a cluster the
+//! question is also whose copy survives, which needs each node's store on
+//! a mount of its own, cut on its own. The owner holds mounts and servers
+//! together because their order matters: a node is killed before its
+//! mount is cut (as the power would), and remounted on the same path
+//! before it restarts, so its command line (store, ports, routes) stays
+//! valid and it rejoins as the same peer. Semantics: docs/durability.md.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+
+use super::{EmbeddedCluster, EmbeddedServer, ServerOptions};
+use crate::system::http;
+use crate::system::powerfs::{CutReport, Mounted, PowerFs};
+
+/// One node's store: the backing directory (the disk) and the mount the
+/// server writes through (the disk's volatile cache), absent after a cut
+/// until the node is restarted.
+struct Store {
+    backing: PathBuf,
+    mountpoint: PathBuf,
+    mounted: Option<Mounted>,
+}
+
+impl Store {
+    fn remount(&mut self) -> Result<()> {
+        if self.mounted.is_none() {
+            self.mounted = Some(PowerFs::mount(&self.backing, &self.mountpoint)?);
+        }
+        Ok(())
+    }
+}
+
+enum Servers {
+    One(EmbeddedServer),
+    Cluster(EmbeddedCluster),
+}
+
+/// One server or a local cluster, every node's store on its own
+/// power-loss mount. Dropping it stops the servers (cleanly: their stores
+/// synced), then unmounts, then removes the directories.
+pub struct PowerLossServers {
+    // Field order is drop order: servers stop before their mounts go.
+    servers: Servers,
+    stores: Vec<Store>,
+    _dir: tempfile::TempDir,
+}
+
+/// What one node holds of a stream, from its own `/jsz`: a replica's
+/// state, not the leader's view of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+pub struct ReplicaState {
+    #[serde(default)]
+    pub messages: u64,
+    #[serde(default)]
+    pub first_seq: u64,
+    #[serde(default)]
+    pub last_seq: u64,
+}
+
+impl PowerLossServers {
+    /// Starts `nodes` servers (1, or a cluster size `--cluster` accepts)
+    /// with `options` (its sync setting for every node), each on a fresh
+    /// power-loss mount. Fails, naming why, where FUSE cannot be mounted:
+    /// a scenario reports that as "not applicable", never as a pass.
+    pub fn start(nodes: usize, options: &ServerOptions) -> Result<Self> {
+        PowerFs::available().context("the power-loss mounts cannot be made on this host")?;
+        if options.store_dir.is_some() {
+            bail!("store_dir is chosen here: one power-loss mount per node");
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("jsbench-power-")
+            .tempdir()
+            .context("creating the directory for the power-loss mounts")?;
+        let mut stores = Vec::with_capacity(nodes);
+        for i in 1..=nodes {
+            stores.push(new_store(dir.path(), i)?);
+        }
+        let paths: Vec<PathBuf> = stores.iter().map(|s| s.mountpoint.clone()).collect();
+        let servers = if nodes == 1 {
+            Servers::One(EmbeddedServer::start_with(&ServerOptions {
+                store_dir: Some(paths[0].clone()),
+                ..options.clone()
+            })?)
+        } else {
+            Servers::Cluster(EmbeddedCluster::start_on(nodes, options, &paths)?)
+        };
+        Ok(PowerLossServers {
+            servers,
+            stores,
+            _dir: dir,
+        })
+    }
+
+    pub fn nodes(&self) -> &[EmbeddedServer] {
+        match &self.servers {
+            Servers::One(server) => std::slice::from_ref(server),
+            Servers::Cluster(cluster) => cluster.nodes(),
+        }
+    }
+
+    /// The cluster, when there is one (its names, its route faults).
+    pub fn cluster(&self) -> Option<&EmbeddedCluster> {
+        match &self.servers {
+            Servers::One(_) => None,
+            Servers::Cluster(cluster) => Some(cluster),
+        }
+    }
+
+    /// Node `node`'s server name as streams report their leader and peers.
+    pub fn node_name(&self, node: usize) -> Option<String> {
+        match &self.servers {
+            Servers::One(_) => None,
+            Servers::Cluster(cluster) => cluster.members().nth(node).map(|(name, _)| name),
+        }
+    }
+
+    /// The index of the node whose server name is `name`.
+    pub fn node_named(&self, name: &str) -> Option<usize> {
+        (0..self.nodes().len()).find(|&i| self.node_name(i).as_deref() == Some(name))
+    }
+
+    /// Every node's client URL, comma-separated.
+    pub fn urls(&self) -> String {
+        let urls: Vec<&str> = self.nodes().iter().map(EmbeddedServer::url).collect();
+        urls.join(",")
+    }
+
+    fn node(&self, node: usize) -> Result<&EmbeddedServer> {
+        self.nodes()
+            .get(node)
+            .with_context(|| format!("there is no node {node} of {}", self.nodes().len()))
+    }
+
+    /// SIGKILL alone: the node's unsynced writes stay in its mount, as a
+    /// page cache outlives a killed process.
+    pub fn kill(&self, node: usize) -> Result<()> {
+        self.node(node)?.kill()
+    }
+
+    /// Node `node` loses its power: SIGKILL, then its mount drops every
+    /// unsynced write and goes. The report says what was dropped.
+    pub fn cut_power(&mut self, node: usize) -> Result<CutReport> {
+        self.kill(node)?;
+        self.cut_mount(node)
+    }
+
+    /// Every node loses its power at the same moment: all are killed
+    /// before any mount is cut, so no node sees another's cut.
+    pub fn cut_power_all(&mut self) -> Result<Vec<CutReport>> {
+        for node in 0..self.nodes().len() {
+            self.kill(node)?;
+        }
+        (0..self.stores.len()).map(|n| self.cut_mount(n)).collect()
+    }
+
+    fn cut_mount(&mut self, node: usize) -> Result<CutReport> {
+        let store = &mut self.stores[node];
+        let Some(mounted) = store.mounted.take() else {
+            return Ok(CutReport::default());
+        };
+        mounted
+            .cut_power()
+            .with_context(|| format!("cutting the power of node {}", node + 1))
+    }
+
+    /// Starts node `node` again on what its store kept (remounted first
+    /// if it was cut) on the same ports and routes, and waits until the
+    /// cluster is ready again (a meta leader every node agrees on and
+    /// which sees every peer current).
+    pub fn restart(&mut self, node: usize, timeout: Duration) -> Result<()> {
+        self.start_node(node, timeout)?;
+        self.wait_ready(timeout)
+    }
+
+    /// Starts every node again (each remounted if it was cut) and waits
+    /// until the cluster is ready. Nodes start one after another without
+    /// waiting for the cluster in between: none can be ready alone.
+    pub fn restart_all(&mut self, timeout: Duration) -> Result<()> {
+        for node in 0..self.stores.len() {
+            self.start_node(node, timeout)?;
+        }
+        self.wait_ready(timeout)
+    }
+
+    fn start_node(&mut self, node: usize, timeout: Duration) -> Result<()> {
+        self.stores
+            .get_mut(node)
+            .with_context(|| format!("there is no node {node}"))?
+            .remount()
+            .with_context(|| format!("remounting node {}'s store", node + 1))?;
+        self.node(node)?
+            .restart(timeout)
+            .with_context(|| format!("restarting node {} on what its store kept", node + 1))
+    }
+
+    fn wait_ready(&self, timeout: Duration) -> Result<()> {
+        match &self.servers {
+            Servers::One(_) => Ok(()),
+            Servers::Cluster(cluster) => cluster.wait_ready(timeout),
+        }
+    }
+
+    /// What node `node` holds of `stream`, by its own `/jsz`; `None` when
+    /// it holds no such stream.
+    pub fn replica(&self, node: usize, stream: &str) -> Result<Option<ReplicaState>> {
+        Ok(self.stream_on(node, stream)?.map(|s| s.state))
+    }
+
+    /// The leader of `stream` as node `node` knows it (`None` during an
+    /// election), from its `/jsz`: asking a running node's monitoring port
+    /// answers at once, where a JetStream API request waits out the
+    /// client's timeout while no leader can answer it.
+    pub fn leader_seen_by(&self, node: usize, stream: &str) -> Result<Option<String>> {
+        Ok(self
+            .stream_on(node, stream)?
+            .and_then(|s| s.cluster)
+            .and_then(|c| c.leader)
+            .filter(|l| !l.is_empty()))
+    }
+
+    fn stream_on(&self, node: usize, stream: &str) -> Result<Option<StreamDetail>> {
+        let monitor = self
+            .node(node)?
+            .monitor_url()
+            .context("a node without a monitoring port")?;
+        let body = http::get(&format!("{monitor}/jsz?accounts=true&streams=true"))?;
+        stream_in(body, stream).with_context(|| format!("reading node {}'s /jsz", node + 1))
+    }
+
+    /// Waits until every node holds `stream` with `last_seq` as its last
+    /// sequence: the cut node has caught up from its peers.
+    pub fn wait_replicas_at(&self, stream: &str, last_seq: u64, timeout: Duration) -> Result<()> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let states: Vec<Option<ReplicaState>> = (0..self.nodes().len())
+                .map(|n| self.replica(n, stream).ok().flatten())
+                .collect();
+            if states
+                .iter()
+                .all(|s| s.is_some_and(|s| s.last_seq == last_seq))
+            {
+                return Ok(());
+            }
+            if std::time::Instant::now() > deadline {
+                bail!(
+                    "the replicas of {stream} did not all reach sequence {last_seq} within \
+                     {timeout:?}; each node holds: {states:?}"
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn new_store(dir: &Path, node: usize) -> Result<Store> {
+    let backing = dir.join(format!("n{node}-disk"));
+    let mountpoint = dir.join(format!("n{node}-store"));
+    for d in [&backing, &mountpoint] {
+        std::fs::create_dir(d).with_context(|| format!("creating {}", d.display()))?;
+    }
+    let mounted = PowerFs::mount(&backing, &mountpoint)?;
+    Ok(Store {
+        backing,
+        mountpoint,
+        mounted: Some(mounted),
+    })
+}
+
+#[derive(Deserialize)]
+struct Jsz {
+    #[serde(default)]
+    account_details: Vec<AccountDetail>,
+}
+
+#[derive(Deserialize)]
+struct AccountDetail {
+    #[serde(default)]
+    stream_detail: Vec<StreamDetail>,
+}
+
+#[derive(Deserialize)]
+struct StreamDetail {
+    name: String,
+    #[serde(default)]
+    state: ReplicaState,
+    cluster: Option<StreamCluster>,
+}
+
+#[derive(Deserialize)]
+struct StreamCluster {
+    leader: Option<String>,
+}
+
+fn stream_in(body: String, stream: &str) -> Result<Option<StreamDetail>> {
+    let jsz: Jsz = serde_json::from_str(&body).context("parsing /jsz")?;
+    Ok(jsz
+        .account_details
+        .into_iter()
+        .flat_map(|a| a.stream_detail)
+        .find(|s| s.name == stream))
+}
