@@ -154,6 +154,19 @@ impl PowerLossServers {
         self.cut_mount(node)
     }
 
+    /// Syncs every mounted store, as the server's periodic sync would
+    /// have done for a stream older than its interval; returns the bytes
+    /// that reached the backing directories.
+    pub fn sync_all(&self) -> Result<u64> {
+        let mut synced = 0;
+        for store in &self.stores {
+            if let Some(mounted) = &store.mounted {
+                synced += mounted.sync_all()?;
+            }
+        }
+        Ok(synced)
+    }
+
     /// Every node loses its power at the same moment: all are killed
     /// before any mount is cut, so no node sees another's cut.
     pub fn cut_power_all(&mut self) -> Result<Vec<CutReport>> {
