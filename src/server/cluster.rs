@@ -311,3 +311,29 @@ fn nanos() -> u64 {
         .map(|d| d.subsec_nanos() as u64)
         .unwrap_or(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Refused before any server starts: no nats-server is needed.
+    #[test]
+    fn per_node_stores_are_refused_when_miscounted_or_shared() {
+        let (a, b) = (PathBuf::from("/srv/a"), PathBuf::from("/srv/b"));
+        let options = ServerOptions::default();
+        let e = EmbeddedCluster::start_on(3, &options, &[a.clone(), b.clone()])
+            .err()
+            .unwrap();
+        assert!(
+            format!("{e:#}").contains("2 store directories for a cluster of 3 nodes"),
+            "{e:#}"
+        );
+        let e = EmbeddedCluster::start_on(3, &options, &[a.clone(), b, a])
+            .err()
+            .unwrap();
+        assert!(
+            format!("{e:#}").contains("/srv/a is given to two nodes"),
+            "{e:#}"
+        );
+    }
+}

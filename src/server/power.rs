@@ -73,10 +73,13 @@ impl PowerLossServers {
     /// power-loss mount. Fails, naming why, where FUSE cannot be mounted:
     /// a scenario reports that as "not applicable", never as a pass.
     pub fn start(nodes: usize, options: &ServerOptions) -> Result<Self> {
-        PowerFs::available().context("the power-loss mounts cannot be made on this host")?;
-        if options.store_dir.is_some() {
-            bail!("store_dir is chosen here: one power-loss mount per node");
+        if let Some(dir) = &options.store_dir {
+            bail!(
+                "store_dir {} is refused: the stores are chosen here, one power-loss mount per node",
+                dir.display()
+            );
         }
+        PowerFs::available().context("the power-loss mounts cannot be made on this host")?;
         let dir = tempfile::Builder::new()
             .prefix("jsbench-power-")
             .tempdir()
@@ -321,4 +324,46 @@ fn stream_in(body: String, stream: &str) -> Result<Option<StreamDetail>> {
         .into_iter()
         .flat_map(|a| a.stream_detail)
         .find(|s| s.name == stream))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const JSZ: &str = r#"{"account_details":[{"name":"$G","stream_detail":[
+        {"name":"OTHER","state":{"messages":1,"first_seq":1,"last_seq":1}},
+        {"name":"POWER","cluster":{"name":"c","leader":"c-n2"},
+         "state":{"messages":499,"bytes":83000,"first_seq":2,"last_seq":500}}]}]}"#;
+
+    #[test]
+    fn a_nodes_replica_and_its_leader_are_read_from_its_jsz() {
+        let power = stream_in(JSZ.into(), "POWER").unwrap().unwrap();
+        let want = ReplicaState {
+            messages: 499,
+            first_seq: 2,
+            last_seq: 500,
+        };
+        assert_eq!(power.state, want);
+        assert_eq!(
+            power.cluster.and_then(|c| c.leader).as_deref(),
+            Some("c-n2")
+        );
+        assert!(stream_in(JSZ.into(), "GONE").unwrap().is_none());
+        // A server between elections lists no stream_detail at all.
+        assert!(stream_in("{}".into(), "POWER").unwrap().is_none());
+        assert!(stream_in("not json".into(), "POWER").is_err());
+    }
+
+    #[test]
+    fn a_store_directory_of_the_callers_is_refused_by_name() {
+        let options = ServerOptions {
+            store_dir: Some("/srv/store".into()),
+            ..Default::default()
+        };
+        let e = PowerLossServers::start(3, &options).err().unwrap();
+        assert!(
+            format!("{e:#}").contains("store_dir /srv/store is refused"),
+            "{e:#}"
+        );
+    }
 }
