@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream::{self, stream};
 use jsbench::profile::SyncSetting;
 use jsbench::server::ServerOptions;
+use jsbench::server::fault::Faults;
 use jsbench::server::power::{PowerLossServers, ReplicaState};
 use jsbench::system::powerfs::CutReport;
 
@@ -147,12 +148,7 @@ fn assert_dropped_messages_of(report: &CutReport, stream: &str, acked: u64) {
 
 /// Restarts `node` on what its cut kept and waits for the cluster and
 /// every replica of the stream at `last`, printing both times.
-fn restart_and_catch_up(
-    servers: &mut PowerLossServers,
-    node: usize,
-    last: u64,
-    report: &CutReport,
-) {
+fn restart_and_catch_up(servers: &PowerLossServers, node: usize, last: u64, report: &CutReport) {
     let started = Instant::now();
     servers
         .restart(node, WAIT)
@@ -175,7 +171,7 @@ fn restart_and_catch_up(
 #[test]
 fn one_node_cut_keeps_every_pub_acked_message_follower_then_leader() {
     let rt = runtime();
-    let mut servers = start(3, SyncSetting::Default);
+    let servers = start(3, SyncSetting::Default);
     let (leader, last) = rt.block_on(async {
         let js = connect(&servers).await;
         let leader = create(&js, STREAM, 3).await;
@@ -187,7 +183,7 @@ fn one_node_cut_keeps_every_pub_acked_message_follower_then_leader() {
     eprintln!("the follower, node {}:", follower + 1);
     let report = servers.cut_power(follower).unwrap();
     assert_dropped_messages_of(&report, STREAM, last);
-    restart_and_catch_up(&mut servers, follower, last, &report);
+    restart_and_catch_up(&servers, follower, last, &report);
     assert_every_replica_holds(&servers, STREAM, last, "the follower's power cut");
 
     eprintln!("the stream leader, node {}:", leader + 1);
@@ -197,7 +193,7 @@ fn one_node_cut_keeps_every_pub_acked_message_follower_then_leader() {
     let new = new_leader(&servers, leader);
     eprintln!("new stream leader {new} {:?} after the cut", cut.elapsed());
     let last = rt.block_on(async { publish(&connect(&servers).await, STREAM, last, 100).await });
-    restart_and_catch_up(&mut servers, leader, last, &report);
+    restart_and_catch_up(&servers, leader, last, &report);
     assert_every_replica_holds(&servers, STREAM, last, "the leader's power cut");
 }
 
@@ -212,7 +208,7 @@ fn all_nodes_cut(
     before_publishing: impl Fn(&PowerLossServers, &str),
 ) -> (Vec<CutReport>, PowerLossServers) {
     let rt = runtime();
-    let mut servers = start(3, sync);
+    let servers = start(3, sync);
     rt.block_on(async {
         let js = connect(&servers).await;
         for stream in streams {
@@ -313,14 +309,19 @@ fn all_nodes_cut_with_the_default_sync_loses_a_young_stream_and_an_older_ones_me
 #[test]
 fn one_server_on_a_mount_keeps_every_pub_acked_message_with_sync_always() {
     let rt = runtime();
-    let mut servers = start(1, SyncSetting::Always);
+    let servers = start(1, SyncSetting::Always);
     let last = rt.block_on(async {
         let js = connect(&servers).await;
         create(&js, STREAM, 1).await;
         publish(&js, STREAM, 0, 200).await
     });
     let report = servers.cut_power(0).unwrap();
-    servers.restart(0, WAIT).unwrap();
+    let before = servers.pids();
+    // Through the seam a scenario that kills and restarts nodes uses.
+    let faults: &dyn Faults = &servers;
+    assert_eq!(faults.node_names(), ["server"]);
+    faults.restart(0).unwrap();
+    assert_ne!(faults.pids(), before, "a restart starts a new process");
     eprintln!("one server, sync always: the cut dropped {report:?}");
     assert_every_replica_holds(&servers, STREAM, last, "a power cut with sync always");
 }

@@ -13,12 +13,16 @@
 //! valid and it rejoins as the same peer. Semantics: docs/durability.md.
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
+use super::fault::{Faults, RESTART_TIMEOUT};
+use super::relay::Block;
 use super::{EmbeddedCluster, EmbeddedServer, ServerOptions};
+use crate::profile::SyncSetting;
 use crate::system::http;
 use crate::system::powerfs::{CutReport, Mounted, PowerFs};
 
@@ -51,7 +55,8 @@ enum Servers {
 pub struct PowerLossServers {
     // Field order is drop order: servers stop before their mounts go.
     servers: Servers,
-    stores: Vec<Store>,
+    /// One lock per node: a cut or a restart of one node waits for no other.
+    stores: Vec<Mutex<Store>>,
     _dir: tempfile::TempDir,
 }
 
@@ -89,6 +94,7 @@ impl PowerLossServers {
             stores.push(new_store(dir.path(), i)?);
         }
         let paths: Vec<PathBuf> = stores.iter().map(|s| s.mountpoint.clone()).collect();
+        let stores = stores.into_iter().map(Mutex::new).collect();
         let servers = if nodes == 1 {
             Servers::One(EmbeddedServer::start_with(&ServerOptions {
                 store_dir: Some(paths[0].clone()),
@@ -116,6 +122,13 @@ impl PowerLossServers {
         match &self.servers {
             Servers::One(_) => None,
             Servers::Cluster(cluster) => Some(cluster),
+        }
+    }
+
+    fn faults(&self) -> &dyn Faults {
+        match &self.servers {
+            Servers::One(server) => server,
+            Servers::Cluster(cluster) => cluster,
         }
     }
 
@@ -152,7 +165,7 @@ impl PowerLossServers {
 
     /// Node `node` loses its power: SIGKILL, then its mount drops every
     /// unsynced write and goes. The report says what was dropped.
-    pub fn cut_power(&mut self, node: usize) -> Result<CutReport> {
+    pub fn cut_power(&self, node: usize) -> Result<CutReport> {
         self.kill(node)?;
         self.cut_mount(node)
     }
@@ -163,7 +176,7 @@ impl PowerLossServers {
     pub fn sync_all(&self) -> Result<u64> {
         let mut synced = 0;
         for store in &self.stores {
-            if let Some(mounted) = &store.mounted {
+            if let Some(mounted) = &lock(store).mounted {
                 synced += mounted.sync_all()?;
             }
         }
@@ -172,16 +185,15 @@ impl PowerLossServers {
 
     /// Every node loses its power at the same moment: all are killed
     /// before any mount is cut, so no node sees another's cut.
-    pub fn cut_power_all(&mut self) -> Result<Vec<CutReport>> {
+    pub fn cut_power_all(&self) -> Result<Vec<CutReport>> {
         for node in 0..self.nodes().len() {
             self.kill(node)?;
         }
         (0..self.stores.len()).map(|n| self.cut_mount(n)).collect()
     }
 
-    fn cut_mount(&mut self, node: usize) -> Result<CutReport> {
-        let store = &mut self.stores[node];
-        let Some(mounted) = store.mounted.take() else {
+    fn cut_mount(&self, node: usize) -> Result<CutReport> {
+        let Some(mounted) = lock(&self.stores[node]).mounted.take() else {
             return Ok(CutReport::default());
         };
         mounted
@@ -193,7 +205,7 @@ impl PowerLossServers {
     /// if it was cut) on the same ports and routes, and waits until the
     /// cluster is ready again (a meta leader every node agrees on and
     /// which sees every peer current).
-    pub fn restart(&mut self, node: usize, timeout: Duration) -> Result<()> {
+    pub fn restart(&self, node: usize, timeout: Duration) -> Result<()> {
         self.start_node(node, timeout)?;
         self.wait_ready(timeout)
     }
@@ -201,17 +213,19 @@ impl PowerLossServers {
     /// Starts every node again (each remounted if it was cut) and waits
     /// until the cluster is ready. Nodes start one after another without
     /// waiting for the cluster in between: none can be ready alone.
-    pub fn restart_all(&mut self, timeout: Duration) -> Result<()> {
+    pub fn restart_all(&self, timeout: Duration) -> Result<()> {
         for node in 0..self.stores.len() {
             self.start_node(node, timeout)?;
         }
         self.wait_ready(timeout)
     }
 
-    fn start_node(&mut self, node: usize, timeout: Duration) -> Result<()> {
-        self.stores
-            .get_mut(node)
-            .with_context(|| format!("there is no node {node}"))?
+    fn start_node(&self, node: usize, timeout: Duration) -> Result<()> {
+        let store = self
+            .stores
+            .get(node)
+            .with_context(|| format!("there is no node {node}"))?;
+        lock(store)
             .remount()
             .with_context(|| format!("remounting node {}'s store", node + 1))?;
         self.node(node)?
@@ -276,6 +290,44 @@ impl PowerLossServers {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+}
+
+/// The faults the other scenarios inject, on mounts: a kill keeps the
+/// unsynced writes (a page cache outlives a killed process), and a restart
+/// also waits for the cluster, so a run can hand these servers to any
+/// scenario that kills and restarts nodes.
+impl Faults for PowerLossServers {
+    fn node_names(&self) -> Vec<String> {
+        self.faults().node_names()
+    }
+
+    fn kill(&self, node: usize) -> Result<()> {
+        PowerLossServers::kill(self, node)
+    }
+
+    fn restart(&self, node: usize) -> Result<()> {
+        PowerLossServers::restart(self, node, RESTART_TIMEOUT)
+    }
+
+    fn block_routes(&self, node: usize, how: Block) -> Result<()> {
+        self.faults().block_routes(node, how)
+    }
+
+    fn heal_routes(&self, node: usize) -> Result<()> {
+        self.faults().heal_routes(node)
+    }
+
+    fn set_sync(&self, sync: SyncSetting) -> Result<()> {
+        self.faults().set_sync(sync)
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        self.faults().pids()
+    }
+}
+
+fn lock(store: &Mutex<Store>) -> std::sync::MutexGuard<'_, Store> {
+    store.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn new_store(dir: &Path, node: usize) -> Result<Store> {
