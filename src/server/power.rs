@@ -21,7 +21,7 @@ use serde::Deserialize;
 
 use super::fault::{Faults, RESTART_TIMEOUT};
 use super::relay::Block;
-use super::{EmbeddedCluster, EmbeddedServer, ServerOptions};
+use super::{CLUSTER_SIZES, EmbeddedCluster, EmbeddedServer, ServerOptions};
 use crate::profile::SyncSetting;
 use crate::system::http;
 use crate::system::powerfs::{CutReport, Mounted, PowerFs};
@@ -83,6 +83,9 @@ impl PowerLossServers {
                 "store_dir {} is refused: the stores are chosen here, one power-loss mount per node",
                 dir.display()
             );
+        }
+        if nodes != 1 && !CLUSTER_SIZES.contains(&nodes) {
+            bail!("power-loss mounts under one server or a cluster of 3 or 5 nodes, not {nodes}");
         }
         PowerFs::available().context("the power-loss mounts cannot be made on this host")?;
         let dir = tempfile::Builder::new()
@@ -407,7 +410,7 @@ mod tests {
     }
 
     #[test]
-    fn a_store_directory_of_the_callers_is_refused_by_name() {
+    fn a_store_directory_of_the_callers_and_an_even_cluster_are_refused_by_name() {
         let options = ServerOptions {
             store_dir: Some("/srv/store".into()),
             ..Default::default()
