@@ -133,3 +133,49 @@ fn against_a_server_given_with_server_every_variant_is_not_applicable() {
         "{stdout}"
     );
 }
+
+/// On a local cluster the variant's servers are three nodes, each on its
+/// own mount: the stream leader's cut alone keeps every PubAck (the
+/// quorum's other two hold them, and the struck node catches up from
+/// them), where all three cut at once under the default sync is a
+/// finding. 1 s at 300 msg/s each.
+#[test]
+fn on_a_cluster_the_leaders_cut_keeps_every_pub_ack_and_a_cut_of_all_three_is_a_finding() {
+    PowerFs::available().unwrap_or_else(|e| {
+        panic!(
+            "the power scenario needs the power-loss filesystem (run as root with /dev/fuse): {e:#}"
+        )
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let (_, summary) = run_power(
+        dir.path(),
+        "[server]\nreplicas = 3\n\
+         [[scenario]]\nkind = \"power\"\nduration = \"1s\"\nrate = 300\n\
+         cut = [\"power_leader\", \"power\"]\npub_ack_timeout = \"1s\"\n",
+        &["--cluster", "3"],
+    );
+    common::assert_all_passed(&summary);
+
+    let leader = variant(&summary, "power_leader");
+    let held = survival(leader);
+    assert!(held.applicable && held.passed, "{held:?}");
+    assert!(
+        held.detail.contains("quorum") || leader.params["promised"].to_string().contains("quorum")
+    );
+    let acked = metric(leader, "acked");
+    assert!(acked >= 250.0, "{acked}");
+    assert_eq!(metric(leader, "lost_after_puback"), 0.0);
+    assert_eq!(leader.params["nodes"], 3);
+    let struck = leader.params["struck_nodes"].as_array().unwrap();
+    assert_eq!(struck.len(), 1, "{struck:?}");
+    // The struck node caught up after the stream answered again.
+    assert!(metric(leader, "caught_up_time") >= metric(leader, "recovery_time"));
+    assert!(metric(leader, "cut_unsynced_bytes") > 0.0);
+
+    let all = variant(&summary, "power");
+    let finding = survival(all);
+    assert!(!finding.applicable, "{finding:?}");
+    assert!(finding.detail.contains("2 minutes"), "{}", finding.detail);
+    assert_eq!(all.params["struck_nodes"].as_array().unwrap().len(), 3);
+    assert!(all.metric("caught_up_time").is_none());
+}

@@ -9,6 +9,7 @@
 //! "insufficient resources" and would look like a jsbench bug.
 
 use std::net::TcpListener;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -58,6 +59,15 @@ impl EmbeddedCluster {
     }
 
     pub fn start_with(size: usize, options: &ServerOptions) -> Result<Self> {
+        Self::start_on(size, options, &[])
+    }
+
+    /// Starts `size` nodes, node i keeping its JetStream store in
+    /// `stores[i]` (a power-loss mount, or what a cut left), which the
+    /// caller owns and the nodes never remove: a restarted node must find
+    /// its own store again, so each node is given one, never a shared one.
+    /// An empty `stores` gives each node a throw-away store.
+    pub fn start_on(size: usize, options: &ServerOptions, stores: &[PathBuf]) -> Result<Self> {
         if !CLUSTER_SIZES.contains(&size) {
             bail!("a local cluster has 3 or 5 nodes, not {size}");
         }
@@ -67,7 +77,7 @@ impl EmbeddedCluster {
         // of ports is tried.
         let mut last = None;
         for _ in 0..3 {
-            match Self::try_start(size, options) {
+            match Self::try_start(size, options, stores) {
                 Ok(cluster) => return Ok(cluster),
                 Err(e) => last = Some(e),
             }
@@ -75,11 +85,28 @@ impl EmbeddedCluster {
         Err(last.expect("at least one attempt"))
     }
 
-    fn try_start(size: usize, options: &ServerOptions) -> Result<Self> {
+    fn try_start(size: usize, options: &ServerOptions, stores: &[PathBuf]) -> Result<Self> {
         if let Some(dir) = &options.store_dir {
             // One directory for every node would be one store fought over.
             bail!(
-                "store_dir {} names one server's store; a cluster's nodes each keep their own",
+                "store_dir {} names one server's store; a cluster's nodes each keep their own \
+                 (give one per node to EmbeddedCluster::start_on)",
+                dir.display()
+            );
+        }
+        if !stores.is_empty() && stores.len() != size {
+            bail!(
+                "{} store directories for a cluster of {size} nodes: one per node",
+                stores.len()
+            );
+        }
+        if let Some(dir) = stores
+            .iter()
+            .enumerate()
+            .find_map(|(i, d)| stores[..i].contains(d).then_some(d))
+        {
+            bail!(
+                "the store directory {} is given to two nodes; each keeps its own",
                 dir.display()
             );
         }
@@ -117,6 +144,7 @@ impl EmbeddedCluster {
             let node_name = format!("{name}-n{}", i + 1);
             let mut node_options = options.clone();
             node_options.jetstream = true;
+            node_options.store_dir = stores.get(i).cloned();
             node_options.extra_args.extend([
                 "--name".to_string(),
                 node_name.clone(),
@@ -142,7 +170,7 @@ impl EmbeddedCluster {
             nodes,
             relays,
         };
-        cluster.wait_for_meta_leader(options.ready_timeout)?;
+        cluster.wait_ready(options.ready_timeout)?;
         for node in &mut cluster.nodes {
             // Route retries while the others were starting are expected;
             // only what happens from now on belongs in the results.
@@ -152,8 +180,9 @@ impl EmbeddedCluster {
     }
 
     /// Waits until every node agrees on a meta leader and the leader sees
-    /// every other node as current.
-    fn wait_for_meta_leader(&self, timeout: Duration) -> Result<()> {
+    /// every other node as current: at start-up, and again after nodes were
+    /// restarted, since a node's open client port says nothing of that.
+    pub fn wait_ready(&self, timeout: Duration) -> Result<()> {
         let deadline = Instant::now() + timeout;
         let size = self.nodes.len();
         let mut last = String::from("no answer from the monitoring endpoints yet");
@@ -281,4 +310,30 @@ fn nanos() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos() as u64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Refused before any server starts: no nats-server is needed.
+    #[test]
+    fn per_node_stores_are_refused_when_miscounted_or_shared() {
+        let (a, b) = (PathBuf::from("/srv/a"), PathBuf::from("/srv/b"));
+        let options = ServerOptions::default();
+        let e = EmbeddedCluster::start_on(3, &options, &[a.clone(), b.clone()])
+            .err()
+            .unwrap();
+        assert!(
+            format!("{e:#}").contains("2 store directories for a cluster of 3 nodes"),
+            "{e:#}"
+        );
+        let e = EmbeddedCluster::start_on(3, &options, &[a.clone(), b, a])
+            .err()
+            .unwrap();
+        assert!(
+            format!("{e:#}").contains("/srv/a is given to two nodes"),
+            "{e:#}"
+        );
+    }
 }

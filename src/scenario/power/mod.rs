@@ -47,11 +47,13 @@ use crate::profile::{
 };
 use crate::record::metrics::{Direction, Metric, count};
 use crate::record::names;
-use crate::server::power::{MountRefused, PowerTarget, PoweredServer};
+use crate::server::ServerOptions;
+use crate::server::fault::{Faults, RESTART_TIMEOUT};
+use crate::server::power::{MountRefused, PowerLossServers};
 use crate::streams::provision::{Need, Provisioner, stream_config};
 use crate::streams::readback::{self, ReadBack};
 use crate::system::cpu::ServerCpu;
-use crate::system::powerfs::CutReport;
+use crate::system::powerfs::{CutReport, PowerFs};
 use crate::variant::{Invariant, VariantResult, VariantSink};
 
 pub use plan::{Cut, Plan};
@@ -69,6 +71,9 @@ pub const UNACKED_STORED: &str = "unacked_stored";
 pub const RECOVERY: &str = "recovery_time";
 /// From the restart command to the server accepting connections, ms.
 pub const SERVER_READY: &str = "server_ready_time";
+/// From the restart command to every node holding the stream's last
+/// sequence again (a cluster whose cut spared some nodes), ms.
+pub const CAUGHT_UP: &str = "caught_up_time";
 /// Bytes written and never fsynced, dropped by the power cut.
 pub const CUT_BYTES: &str = "cut_unsynced_bytes";
 
@@ -153,11 +158,14 @@ async fn run(
         .sync
         .or(ctx.server.sync)
         .unwrap_or(SyncSetting::Default);
-    let why_not = not_applicable_here(ctx);
+    let nodes = ctx.faults.as_ref().map(|f| f.node_names().len());
+    let why_not = why_not(nodes, PowerFs::available);
+    let nodes = nodes.unwrap_or(1);
     each(ctx, scenario, sink, plan.cuts.clone(), async |cut| {
         let (result, _) = variant(cut.word(), async |r| {
             describe(ctx, &scenario.common, plan, cut, sync, r);
-            let promise = cut::promise(cut, sync, ctx.stream.persist);
+            r.param("nodes", nodes);
+            let promise = cut::promise(cut, sync, ctx.stream.persist, nodes);
             r.param(
                 "promised",
                 match &promise {
@@ -165,24 +173,21 @@ async fn run(
                     Err(why) => why.clone(),
                 },
             );
+            let why_not = why_not
+                .clone()
+                .or_else(|| variant_not_applicable(cut, nodes, ctx.stream.persist));
             match &why_not {
                 Some(why) => {
                     not_applicable(r, why);
                     Ok(())
                 }
-                None => one_variant(ctx, scenario, plan, (cut, sync, promise), r).await,
+                None => one_variant(ctx, scenario, plan, (cut, sync, nodes, promise), r).await,
             }
         })
         .await;
         result
     })
     .await
-}
-
-/// Why no variant can run against this run's target, if so.
-fn not_applicable_here(ctx: &RunContext) -> Option<String> {
-    let nodes = ctx.faults.as_ref().map(|f| f.node_names().len());
-    why_not(nodes, PoweredServer::available)
 }
 
 /// `nodes`: the servers jsbench started for the run, `None` for a server
@@ -194,15 +199,33 @@ fn why_not(nodes: Option<usize>, available: impl FnOnce() -> Result<()>) -> Opti
              it does not run against a server given with --server"
                 .into(),
         ),
-        Some(n) if n > 1 => Some(
-            "power cuts on a local cluster's nodes are not built yet (issue 33 item 4); \
-             run the power scenario on the embedded server"
-                .into(),
-        ),
         Some(_) => available()
             .err()
             .map(|e| format!("the power-loss filesystem cannot be mounted here: {e:#}")),
     }
+}
+
+/// Why this variant cannot run on `nodes` servers, if so.
+fn variant_not_applicable(
+    cut: Cut,
+    nodes: usize,
+    persist: Option<crate::profile::PersistMode>,
+) -> Option<String> {
+    if cut == Cut::PowerLeader && nodes == 1 {
+        return Some(
+            "power_leader cuts one node of a cluster (run with --cluster 3); \
+             on one server that is cut = \"power\""
+                .into(),
+        );
+    }
+    if nodes > 1 && persist == Some(crate::profile::PersistMode::Async) {
+        return Some(
+            "persist_mode async (ADR-56) is for R1 streams only: the server refuses \
+             it on a replicated stream (10052)"
+                .into(),
+        );
+    }
+    None
 }
 
 /// The variant records why it could not run, as "not applicable".
@@ -241,18 +264,24 @@ fn describe(
     r.param("sync_before_load", plan.sync_before_load);
 }
 
-/// One variant on a server of its own: started on a fresh mount,
-/// loaded, cut, restarted and reconciled.
+/// One variant on servers of its own (one, or a cluster of as many nodes
+/// as the run's): started on fresh mounts, loaded, cut, restarted and
+/// reconciled.
 async fn one_variant(
     ctx: &RunContext,
     scenario: &ScenarioPlan,
     plan: &Plan,
-    (cut, sync, promise): (Cut, SyncSetting, Result<&'static str, String>),
+    (cut, sync, nodes, promise): (Cut, SyncSetting, usize, Result<&'static str, String>),
     r: &mut VariantResult,
 ) -> Result<()> {
-    // Started on this worker thread, which outlives the server: a server
+    let options = ServerOptions {
+        sync: Some(sync),
+        ..Default::default()
+    };
+    // Started on this worker thread, which outlives the servers: a server
     // dies with the thread that spawned it.
-    let powered = match tokio::task::block_in_place(|| PoweredServer::start(sync)) {
+    let start = || PowerLossServers::start(nodes, &options);
+    let powered = match tokio::task::block_in_place(start) {
         Ok(p) => Arc::new(p),
         Err(e) if e.downcast_ref::<MountRefused>().is_some() => {
             not_applicable(
@@ -263,26 +292,24 @@ async fn one_variant(
         }
         Err(e) => return Err(e),
     };
-    let target: Arc<dyn PowerTarget> = powered.clone();
-    let result = cut_and_recover(ctx, scenario, plan, (cut, promise), &target, r).await;
-    drop(target);
-    // Stopping the server and unmounting block for a moment.
+    let result = cut_and_recover(ctx, scenario, plan, (cut, promise), &powered, r).await;
+    // Stopping the servers and unmounting block for a moment.
     tokio::task::block_in_place(|| drop(powered));
     result
 }
 
-/// The variant's own run context: its server, its connections, its
+/// The variant's own run context: its servers, its connections, its
 /// stop (cancelled at the kill), the cut as the drive's fault; no workers.
 async fn variant_context(
     ctx: &RunContext,
-    target: &Arc<dyn PowerTarget>,
+    servers: &PowerLossServers,
     faults: Arc<cut::CutAtKill>,
 ) -> Result<RunContext> {
-    let connect = ConnectSettings::new(&target.urls(), ctx.connect.timeout)?;
+    let connect = ConnectSettings::new(&servers.urls(), ctx.connect.timeout)?;
     let control = connect.connect("control").await?;
     let js = connect.jetstream(control);
     let mut server = ctx.server;
-    server.replicas = 1;
+    server.replicas = servers.nodes().len();
     Ok(RunContext {
         provisioner: Provisioner::new(js, false),
         connect,
@@ -291,8 +318,8 @@ async fn variant_context(
         stream: ctx.stream.clone(),
         progress: ctx.progress.clone(),
         stop: faults.stop.clone(),
-        server_cpu: ServerCpu::Processes(target.pids()),
-        monitors: target.monitors(),
+        server_cpu: ServerCpu::Processes(Faults::pids(&*faults)),
+        monitors: servers.monitors(),
         faults: Some(faults),
         workers: None,
         lead_in: ctx.lead_in,
@@ -304,17 +331,20 @@ async fn cut_and_recover(
     scenario: &ScenarioPlan,
     plan: &Plan,
     (cut, promise): (Cut, Result<&'static str, String>),
-    target: &Arc<dyn PowerTarget>,
+    servers: &Arc<PowerLossServers>,
     r: &mut VariantResult,
 ) -> Result<()> {
     let common = &scenario.common;
+    let variant = r.name.clone();
+    let stream = ctx.names.stream(scenario.name(), &variant);
     let faults = Arc::new(cut::CutAtKill {
-        target: target.clone(),
+        servers: servers.clone(),
         cut,
+        stream: stream.clone(),
         stop: ctx.stop.child_token(),
-        report: Mutex::new(None),
+        struck: Mutex::new(None),
     });
-    let vctx = variant_context(ctx, target, faults.clone()).await?;
+    let vctx = variant_context(ctx, servers, faults.clone()).await?;
     let stated =
         crate::server::telemetry::read_persistence(&vctx.monitors, vctx.provisioner.jetstream())
             .await?;
@@ -322,8 +352,6 @@ async fn cut_and_recover(
     r.param("variant_server.source", &stated.source);
 
     // Provision.
-    let variant = r.name.clone();
-    let stream = vctx.names.stream(scenario.name(), &variant);
     let base = vctx.names.subject(scenario.name(), &variant);
     vctx.provisioner
         .create_stream(stream_config(&stream, &base, &vctx.server, &vctx.stream))
@@ -332,7 +360,7 @@ async fn cut_and_recover(
         // As the 2-minute sync would have done for an older stream: its
         // files reach the disk before the load, so a cut can take its
         // messages but not the stream.
-        let synced = tokio::task::block_in_place(|| target.sync_all(0))?;
+        let synced = tokio::task::block_in_place(|| servers.sync_all())?;
         r.param("synced_before_load_bytes", synced);
     }
 
@@ -360,25 +388,26 @@ async fn cut_and_recover(
         }),
     };
     let o = drive(&vctx, &spec).await?;
-    let dropped = faults
-        .report
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .take();
-    if o.fault.is_none() {
+    let struck = faults.struck();
+    if o.fault.is_none() || struck.is_none() {
         // No kill (the publishers finished first, or the run was
         // stopped): nothing to recover from, and the check says so.
         let interrupted: Vec<bool> = o.sends.iter().map(|s| s.interrupted).collect();
         r.invariants.push(killed_under_load(None, &interrupted));
         return Ok(());
     }
-    if cut == Cut::Power && dropped.is_none() {
+    let struck = struck.unwrap_or_default();
+    if cut != Cut::Kill && struck.dropped.is_none() {
         bail!("the server was killed but its power never cut");
     }
+    let names: Vec<String> = (struck.nodes.iter())
+        .map(|&n| servers.node_name(n).unwrap_or_else(|| "server".into()))
+        .collect();
+    r.param("struck_nodes", names);
 
     // Recover, read back, reconcile.
-    let recovery = recover(&vctx.connect, target, &stream).await?;
-    measure(&o, &recovery, dropped.as_ref(), r);
+    let recovery = recover(&vctx.connect, servers, &struck.nodes, &stream).await?;
+    measure(&o, &recovery, struck.dropped.as_ref(), r);
     verify(&o, &recovery, &promise, r);
     Ok(())
 }
@@ -387,6 +416,12 @@ async fn cut_and_recover(
 struct Recovery {
     ready: Duration,
     readable: Duration,
+    /// A cluster after a cut that spared some nodes: until every node
+    /// holds the stream up to its last sequence again.
+    caught_up: Option<Duration>,
+    /// The stream's state in the first answer after the restart: on a
+    /// cluster it may come from a replica not yet current.
+    first_answer: Option<StreamState>,
     survey: Survey,
 }
 
@@ -395,35 +430,38 @@ struct Recovery {
 /// before the server takes clients). Then reads the stream back.
 async fn recover(
     connect: &ConnectSettings,
-    target: &Arc<dyn PowerTarget>,
+    servers: &PowerLossServers,
+    struck: &[usize],
     stream: &str,
 ) -> Result<Recovery> {
     let started = Instant::now();
-    tokio::task::block_in_place(|| target.restart(0))
-        .context("restarting the server on what survived")?;
+    let every = struck.len() == servers.nodes().len();
+    tokio::task::block_in_place(|| {
+        if every {
+            servers.restart_all(RESTART_TIMEOUT)
+        } else {
+            struck
+                .iter()
+                .try_for_each(|&n| servers.restart(n, RESTART_TIMEOUT))
+        }
+    })
+    .context("restarting the servers on what survived")?;
     let ready = started.elapsed();
     let client = connect.connect("recovery").await?;
     let js = connect.jetstream(client);
-    let state = loop {
-        match js.get_stream(stream).await {
-            Ok(s) => {
-                let state = &s.cached_info().state;
-                break Some(StreamState {
-                    messages: state.messages,
-                    first_seq: state.first_sequence,
-                    last_seq: state.last_sequence,
-                });
-            }
-            Err(e) if stream_not_found(&e) => break None,
-            Err(e) if started.elapsed() > RECOVERY_TIMEOUT => {
-                bail!(
-                    "the restarted server did not answer for stream {stream} within {RECOVERY_TIMEOUT:?}: {e}"
-                )
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
-        }
-    };
+    let mut state = stream_state(&js, stream, started).await?;
+    let first_answer = state;
     let readable = started.elapsed();
+    let mut caught_up = None;
+    if state.is_some() && !every {
+        // The nodes the cut spared hold the whole stream; the struck one
+        // catches up from them. The stream's own answer may come from a
+        // replica not yet current, so the state is asked again after.
+        tokio::task::block_in_place(|| catch_up(servers, stream))
+            .context("waiting for the struck node to catch up")?;
+        caught_up = Some(started.elapsed());
+        state = stream_state(&js, stream, started).await?;
+    }
     let read = match state {
         Some(_) => readback::read_stream(&js, stream, READ_IDLE)
             .await
@@ -436,11 +474,52 @@ async fn recover(
     Ok(Recovery {
         ready,
         readable,
+        caught_up,
+        first_answer,
         survey: Survey {
             stream: state,
             read,
         },
     })
+}
+
+/// The stream as the restarted servers answer for it: found, or
+/// definitely not found, retried until `RECOVERY_TIMEOUT` from `started`.
+async fn stream_state(
+    js: &async_nats::jetstream::Context,
+    stream: &str,
+    started: Instant,
+) -> Result<Option<StreamState>> {
+    loop {
+        match js.get_stream(stream).await {
+            Ok(s) => {
+                let state = &s.cached_info().state;
+                return Ok(Some(StreamState {
+                    messages: state.messages,
+                    first_seq: state.first_sequence,
+                    last_seq: state.last_sequence,
+                }));
+            }
+            Err(e) if stream_not_found(&e) => return Ok(None),
+            Err(e) if started.elapsed() > RECOVERY_TIMEOUT => {
+                bail!(
+                    "the restarted server did not answer for stream {stream} within {RECOVERY_TIMEOUT:?}: {e}"
+                )
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+}
+
+/// Waits until every node holds the stream up to the furthest sequence
+/// any node holds (a survivor's, which the struck node must reach).
+fn catch_up(servers: &PowerLossServers, stream: &str) -> Result<()> {
+    let furthest = (0..servers.nodes().len())
+        .filter_map(|n| servers.replica(n, stream).ok().flatten())
+        .map(|r| r.last_seq)
+        .max()
+        .unwrap_or(0);
+    servers.wait_replicas_at(stream, furthest, RECOVERY_TIMEOUT)
 }
 
 fn stream_not_found(e: &async_nats::jetstream::context::GetStreamError) -> bool {
@@ -494,6 +573,18 @@ fn measure(o: &DriveOutcome, rec: &Recovery, dropped: Option<&CutReport>, r: &mu
         ms(rec.readable),
         Direction::Lower,
     ));
+    if let (Some(first), Some(_)) = (rec.first_answer, rec.caught_up) {
+        r.param("stream_first_answer.messages", first.messages);
+        r.param("stream_first_answer.last_seq", first.last_seq);
+    }
+    if let Some(caught_up) = rec.caught_up {
+        r.metrics.push(Metric::new(
+            CAUGHT_UP,
+            "ms",
+            ms(caught_up),
+            Direction::Lower,
+        ));
+    }
     match &rec.survey.stream {
         Some(s) => {
             r.param("stream_after", "present");
@@ -570,13 +661,25 @@ mod tests {
         let fine = || Ok(());
         assert_eq!(why_not(Some(1), fine), None);
         assert!(why_not(None, fine).unwrap().contains("--server"));
-        assert!(why_not(Some(3), fine).unwrap().contains("cluster"));
+        assert_eq!(why_not(Some(3), fine), None);
         let no_fuse = || Err(anyhow::anyhow!("no /dev/fuse"));
         let why = why_not(Some(1), no_fuse).unwrap();
         assert!(
             why.contains("cannot be mounted") && why.contains("no /dev/fuse"),
             "{why}"
         );
+    }
+
+    #[test]
+    fn a_leader_cut_on_one_server_and_async_persistence_on_a_cluster_are_not_applicable() {
+        use crate::profile::PersistMode::Async;
+        assert_eq!(variant_not_applicable(Cut::PowerLeader, 3, None), None);
+        assert_eq!(variant_not_applicable(Cut::Power, 3, None), None);
+        assert_eq!(variant_not_applicable(Cut::Power, 1, Some(Async)), None);
+        let why = variant_not_applicable(Cut::PowerLeader, 1, None).unwrap();
+        assert!(why.contains("cluster"), "{why}");
+        let why = variant_not_applicable(Cut::Kill, 3, Some(Async)).unwrap();
+        assert!(why.contains("10052"), "{why}");
     }
 
     #[test]

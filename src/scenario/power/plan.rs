@@ -9,13 +9,17 @@ use crate::profile::{CommonPlan, MsgId, PacedLoad, Problems, Section};
 
 /// How a variant's server goes down at the end of its load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum Cut {
     /// SIGKILL alone: the process dies, what it wrote stays in the page
     /// cache (the mount's memory) and reaches the restarted server.
     Kill,
-    /// SIGKILL, then the power: whatever was not fsynced is gone.
+    /// SIGKILL, then the power: whatever was not fsynced is gone. On a
+    /// cluster every node at once, as when a site loses its power.
     Power,
+    /// On a cluster, the stream leader's node alone loses its power; the
+    /// others keep theirs (not applicable to one server: that is `power`).
+    PowerLeader,
 }
 
 impl Cut {
@@ -23,6 +27,15 @@ impl Cut {
         match self {
             Cut::Kill => "kill",
             Cut::Power => "power",
+            Cut::PowerLeader => "power_leader",
+        }
+    }
+
+    /// Which nodes it strikes, as the drive's fault names them.
+    pub fn strikes(self) -> &'static str {
+        match self {
+            Cut::Kill | Cut::Power => "every node",
+            Cut::PowerLeader => "the stream leader's node",
         }
     }
 }
@@ -86,7 +99,8 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
     if cuts.is_empty() {
         problems.push(
             format!("{prefix}.cut"),
-            "empty; list \"kill\", \"power\" or both, e.g. cut = [\"kill\", \"power\"]",
+            "empty; list \"kill\", \"power\" or \"power_leader\" (a cluster's), \
+             e.g. cut = [\"kill\", \"power\"]",
         );
     }
     for (i, c) in cuts.iter().enumerate() {
@@ -133,6 +147,8 @@ mod tests {
         assert_eq!(p.load.publish.pub_ack_timeout, PUB_ACK_TIMEOUT);
         let e = plan("cut = [\"fire\"]\n").unwrap_err();
         assert!(e.contains("scenario[0].cut") && e.contains("fire"), "{e}");
+        let p = plan("rate = 200\ncut = [\"power_leader\", \"power\"]\n").unwrap();
+        assert_eq!(p.cuts, [Cut::PowerLeader, Cut::Power]);
         let e = plan("cut = []\n").unwrap_err();
         assert!(e.contains("scenario[0].cut") && e.contains("empty"), "{e}");
         let e = plan("cut = [\"kill\", \"kill\"]\n").unwrap_err();
