@@ -494,3 +494,101 @@ fn a_sync_setting_for_a_server_jsbench_did_not_start_is_refused_by_key() {
     assert!(stderr.contains("one server.sync"), "{stderr}");
     assert!(summary.is_none(), "nothing ran");
 }
+
+/// What every fast-ingest batch variant must show: every batch committed,
+/// every message acknowledged and read back once, in order, the flow the
+/// server granted, and ack latencies.
+fn assert_fast_batches_held(summary: &jsbench::results::summary::Summary) {
+    assert_all_passed(summary);
+    for (_, v) in summary
+        .variants()
+        .filter(|(_, v)| v.name.contains(".fast-"))
+    {
+        assert!(v.ledger.published > 0, "{}", v.name);
+        assert_eq!(v.ledger.persisted, v.ledger.published, "{}", v.name);
+        assert!(metric(v, "fast_ack_latency.p50") > 0.0, "{}", v.name);
+        assert!(metric(v, "batch_commit_latency.p50") > 0.0, "{}", v.name);
+        assert_eq!(
+            metric(v, "fast_gaps") + metric(v, "fast_errors"),
+            0.0,
+            "{}",
+            v.name
+        );
+        for name in [
+            "every fast batch committed",
+            "every acknowledged message stored once, in order (read back)",
+            "nothing stored that was not sent (read back)",
+            "every message sent reached the server (no gap or error reported)",
+        ] {
+            let check = v.invariants.iter().find(|i| i.name == name);
+            assert!(check.is_some_and(|c| c.passed), "{}: {name}", v.name);
+        }
+    }
+}
+
+/// Paced fast batches beside windowed and atomic publishing in one run,
+/// both gap modes and two outstanding-ack settings: batches of 250 at
+/// 2,000 msg/s with a flow of 100 get flow acks at 100 and 200 and the
+/// PubAck at 250.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paced_fast_batches_run_beside_windowed_and_atomic_publishing() {
+    let server = common::server();
+    let summary = run_profile(
+        &server,
+        "fast",
+        &publish(
+            "duration = \"500ms\"\nrates = [2000]\nbatch = 100\nfast_batch = 250\n\
+             fast_acks = [1, 2]\nfast_flow = 100\nfast_gap = [\"fail\", \"ok\"]\n",
+        ),
+    )
+    .await;
+    let names: Vec<&str> = summary.variants().map(|(_, v)| v.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "rate-2000.id-none",
+            "rate-2000.id-none.batch-100",
+            "rate-2000.id-none.fast-250.acks-1.gap-fail",
+            "rate-2000.id-none.fast-250.acks-1.gap-ok",
+            "rate-2000.id-none.fast-250.acks-2.gap-fail",
+            "rate-2000.id-none.fast-250.acks-2.gap-ok",
+        ]
+    );
+    assert_fast_batches_held(&summary);
+    for (_, v) in summary
+        .variants()
+        .filter(|(_, v)| v.name.contains(".fast-"))
+    {
+        // 2000 msg/s for 0.5 s: four whole batches.
+        assert_eq!(v.ledger.published, 1000, "{}", v.name);
+        assert_eq!(metric(v, "fast_batches_committed"), 4.0, "{}", v.name);
+        assert_eq!(
+            metric(v, "fast_flow_first"),
+            100.0,
+            "a lone publisher gets its flow"
+        );
+        assert_eq!(metric(v, "fast_flow_acks"), 8.0, "{}", v.name);
+        assert_eq!(metric(v, "target_rate"), 2000.0, "{}", v.name);
+    }
+}
+
+/// At max rate with one ack outstanding and a flow of 50 the sender must
+/// stop for acks, and still every acknowledged message is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fast_batches_at_max_rate_wait_for_the_flow_and_are_stored_once_in_order() {
+    let server = common::server();
+    let summary = run_profile(
+        &server,
+        "fast-max",
+        &publish(
+            "duration = \"500ms\"\nrates = [\"max\"]\nmsg_id = \"unique\"\nfast_batch = 2000\n\
+             fast_acks = 1\nfast_flow = 50\n",
+        ),
+    )
+    .await;
+    assert_eq!(summary.variants().count(), 2);
+    assert_fast_batches_held(&summary);
+    let (_, v) = summary.variants().nth(1).unwrap();
+    assert!(metric(v, "fast_waits") > 0.0, "{}", v.name);
+    assert!(metric(v, "client_cpu_per_msg") > 0.0, "{}", v.name);
+}
