@@ -592,3 +592,55 @@ async fn fast_batches_at_max_rate_wait_for_the_flow_and_are_stored_once_in_order
     assert!(metric(v, "fast_waits") > 0.0, "{}", v.name);
     assert!(metric(v, "client_cpu_per_msg") > 0.0, "{}", v.name);
 }
+
+/// A stream full at 450 messages (discard new) refuses a fast batch's
+/// message mid-batch: with gap `fail` the server ends that batch at the
+/// last message it stored and refuses the next batch's start, and the
+/// variant names both by the server's code, while every acknowledged
+/// message is still read back once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fast_batch_refused_by_a_full_stream_fails_by_the_servers_code() {
+    let server = common::server();
+    let summary = run_profile(
+        &server,
+        "fast-full",
+        &publish(
+            "duration = \"500ms\"\nrates = [2000]\nfast_batch = 300\nfast_flow = 100\n\
+             [scenario.stream]\nmax_msgs = 450\ndiscard = \"new\"\n",
+        ),
+    )
+    .await;
+    let (_, v) = summary
+        .variants()
+        .find(|(_, v)| v.name.contains(".fast-"))
+        .expect("the fast variant");
+    let check = |name: &str| {
+        let c = v.invariants.iter().find(|i| i.name == name).unwrap();
+        eprintln!("{name}: {} ({})", c.passed, c.detail);
+        (c.passed, c.detail.clone())
+    };
+    let (committed, why) = check("every fast batch committed");
+    assert!(
+        !committed
+            && why.starts_with("1 of 3 batches")
+            && why.contains("batch 2: refused with 10077 at batch sequence 1"),
+        "{why}"
+    );
+    let (reached, why) = check("every message sent reached the server (no gap or error reported)");
+    assert!(
+        !reached && why.contains("batch 1 message 151, with 10077"),
+        "{why}"
+    );
+    let (once, why) = check("every acknowledged message stored once, in order (read back)");
+    assert!(once && why.starts_with("450 of 450 acknowledged"), "{why}");
+    assert!(check("nothing stored that was not sent (read back)").0);
+    assert!(
+        v.warnings
+            .iter()
+            .any(|w| w.contains("sending stopped: batch 2 was refused")),
+        "the refusal stops the publisher: {:?}",
+        v.warnings
+    );
+    assert_eq!(metric(v, "fast_batches_committed"), 2.0);
+    assert_eq!(v.ledger.persisted, 450);
+}

@@ -20,7 +20,10 @@
 //!   `<prefix>.>` and every answer comes on the subject of the message
 //!   that caused it.
 //! - The start is answered with a flow ack `{"type":"ack","seq":0,
-//!   "msgs":N}` (or a PubAck-shaped error): the client must wait for it.
+//!   "msgs":N}`: the client must wait for it. A start refused before the
+//!   message is looked at (10205, 10206, 10211) gets a PubAck-shaped error
+//!   instead; one refused by the message's checks (10077, a full stream
+//!   with discard new) gets the flow ack first and the error after it.
 //!   N is `min(500, flow)` for the stream's only open batch and 1 for any
 //!   other, ramped by doubling towards `500 / open batches` and halved
 //!   when more publishers arrive. Thereafter the server sends
@@ -164,7 +167,7 @@ impl FastReport {
 
     /// Batches without a PubAck, refused or unanswered.
     pub fn failed(&self) -> impl Iterator<Item = &FastBatchOutcome> {
-        self.batches.iter().filter(|b| b.failure.is_some())
+        self.batches.iter().filter(|b| b.commit.is_none())
     }
 }
 
@@ -236,6 +239,9 @@ pub async fn publish_fast(
         }
         if config.rate.is_some() {
             f.answer_until(intended).await;
+            if f.report.stopped.is_some() {
+                break;
+            }
         }
         f.send_next(intended).await?;
     }
@@ -398,19 +404,14 @@ impl<'a> Fast<'a> {
     }
 
     /// The ADR's rule: a client waits for the first flow ack of a batch
-    /// before sending on, to learn the flow the server grants it. A refusal
-    /// stops the publisher: every later batch would meet it too.
+    /// before sending on, to learn the flow the server grants it.
     async fn await_start(&mut self, batch: u64) -> Result<()> {
         self.acked = 0;
         self.granted = false;
         let settled = |f: &Self| f.granted || f.report.batches[batch as usize].failure.is_some();
         if !self.wait_for(settled).await {
             self.give_up(batch, "no answer to the batch's first message");
-        }
-        if let Some((code, why)) = &self.report.batches[batch as usize].failure {
-            let code = code.map_or("no code".into(), |c| c.to_string());
-            self.report.stopped = Some(format!("batch {batch} was refused ({code}): {why}"));
-            self.seq = 0;
+            self.report.stopped = Some(format!("batch {batch}'s first message got no answer"));
         }
         Ok(())
     }
@@ -594,10 +595,24 @@ impl<'a> Fast<'a> {
         let config = self.config;
         let b = &mut self.report.batches[batch as usize];
         if let Some(e) = answer.error {
+            if b.commit.is_some() || b.failure.is_some() {
+                // A message sent after its batch ended (a gap-fail, a
+                // refused start) finds no batch (10208): an error of that
+                // message, not the batch's.
+                b.errors.push((seq, e.err_code));
+                self.report.errors += 1;
+                return;
+            }
             let why = format!(
                 "refused with {} at batch sequence {seq}: {}",
                 e.err_code, e.description
             );
+            // The server answers a start with its flow ack before it checks
+            // the message, so a refused first message shows here, maybe
+            // after more were sent. A refusal stops the publisher: every
+            // later batch would likely meet it too (a full stream, a
+            // disabled feature, too many open batches).
+            self.report.stopped = Some(format!("batch {batch} was {why}"));
             b.failure = Some((Some(e.err_code), why));
             if self.open_batch() == Some(batch) {
                 self.seq = 0;

@@ -308,7 +308,7 @@ fn committed(report: &FastReport) -> Invariant {
                 failed.len(),
                 report.batches.len(),
                 b.batch,
-                b.failure.as_ref().map_or("", |f| f.1.as_str())
+                b.failure.as_ref().map_or("no PubAck", |f| f.1.as_str())
             ),
         },
     )
