@@ -89,7 +89,20 @@ pub async fn run_variant(
         ack_timeout: plan.publish.pub_ack_timeout,
     };
     describe(plan, &fast, v, r);
+    // The server's CPU from the end of the warm-up, as the client's runs
+    // from the first message intended after it: both to the last PubAck.
+    let server_cpu = ctx.server_cpu.clone();
+    let meter = tokio::spawn(async move {
+        tokio::time::sleep_until(clock::instant_at(record_from).into()).await;
+        server_cpu.start()
+    });
     let report = publish_fast(&client, &fast, &ctx.stop).await;
+    let server_used = if meter.is_finished() {
+        meter.await.ok().and_then(|m| m.stop())
+    } else {
+        meter.abort();
+        None
+    };
     let stored = record_stream(ctx, &stream_name, r).await;
     let read = match &report {
         Ok(_) => Some(
@@ -104,7 +117,7 @@ pub async fn run_variant(
     };
     let deleted = ctx.provisioner.delete_stream(&stream_name).await;
     let report = report?;
-    measure(&report, &fast, r);
+    measure(&report, &fast, server_used, r);
     let audited = read.map(|read| {
         read.map(|(messages, complete)| {
             (
@@ -147,7 +160,12 @@ fn describe(plan: &Plan, c: &FastConfig, v: FastVariant, r: &mut VariantResult) 
     );
 }
 
-fn measure(report: &FastReport, c: &FastConfig, r: &mut VariantResult) {
+fn measure(
+    report: &FastReport,
+    c: &FastConfig,
+    server_cpu: Option<Duration>,
+    r: &mut VariantResult,
+) {
     if let Some(target) = c.rate {
         r.metrics.push(Metric::new(
             names::TARGET_RATE,
@@ -170,18 +188,21 @@ fn measure(report: &FastReport, c: &FastConfig, r: &mut VariantResult) {
         r.metrics.extend(latency_metrics(name, &latency.summary()));
         r.histograms.push((name.to_string(), latency.clone()));
     }
-    // The whole jsbench process, from the first message intended after
-    // the warm-up to the last PubAck, over the messages sent in that span.
+    // Per message sent after the warm-up: the whole jsbench process from
+    // the first such message to the last PubAck, the server from the end
+    // of the warm-up to the same instant.
     if let Some((cpu, messages)) = report.client_cpu
         && messages > 0
     {
-        let per = cpu.as_secs_f64() * 1e6 / messages as f64;
-        r.metrics.push(Metric::new(
-            names::CLIENT_CPU_PER_MSG,
-            "us",
-            per,
-            Direction::Lower,
-        ));
+        let per = |cpu: Duration| cpu.as_secs_f64() * 1e6 / messages as f64;
+        let server = server_cpu.map(|s| (names::SERVER_CPU_PER_MSG, per(s)));
+        for (name, value) in [(names::CLIENT_CPU_PER_MSG, per(cpu))]
+            .into_iter()
+            .chain(server)
+        {
+            r.metrics
+                .push(Metric::new(name, "us", value, Direction::Lower));
+        }
     }
     let committed = report.batches.iter().filter(|b| b.commit.is_some());
     let acked: u64 = report
