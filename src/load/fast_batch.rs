@@ -298,9 +298,10 @@ impl<'a> Fast<'a> {
             config.record_from_ns,
             Recorder::new(),
         )?;
-        // The server never lets more than flow·outstanding messages of the
-        // open batch go unacked; twice that covers the batch settling
-        // behind it.
+        // The sender never lets more than flow·outstanding messages of the
+        // open batch go unacked (the server grants no more than the flow
+        // asked for); twice that covers the batch settling behind it. An
+        // ack for a slot reused since is not timed (`record_ack`).
         let ring = (usize::from(config.flow) * usize::from(config.outstanding) * 2 + 16)
             .next_power_of_two()
             .min(1 << 20);
