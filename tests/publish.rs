@@ -548,10 +548,10 @@ async fn paced_fast_batches_run_beside_windowed_and_atomic_publishing() {
         [
             "rate-2000.id-none",
             "rate-2000.id-none.batch-100",
-            "rate-2000.id-none.fast-250.acks-1.gap-fail",
-            "rate-2000.id-none.fast-250.acks-1.gap-ok",
-            "rate-2000.id-none.fast-250.acks-2.gap-fail",
-            "rate-2000.id-none.fast-250.acks-2.gap-ok",
+            "rate-2000.id-none.fast-250.acks-1.flow-100.gap-fail",
+            "rate-2000.id-none.fast-250.acks-1.flow-100.gap-ok",
+            "rate-2000.id-none.fast-250.acks-2.flow-100.gap-fail",
+            "rate-2000.id-none.fast-250.acks-2.flow-100.gap-ok",
         ]
     );
     assert_fast_batches_held(&summary);

@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use super::Plan;
+use super::fast_keys::FastPlan;
 use crate::drive::RunContext;
 use crate::load::fast_batch::{FastConfig, FastReport, GapMode, publish_fast};
 use crate::profile::{MsgId, Rate, format_duration};
@@ -36,25 +37,49 @@ pub const FAST_GAPS: &str = "fast_gaps";
 pub const FAST_ERRORS: &str = "fast_errors";
 
 /// One variant's settings: rate, msg_id mode, batch size, acks
-/// outstanding, gap mode.
+/// outstanding, flow asked for, gap mode.
 #[derive(Debug, Clone, Copy)]
 pub struct FastVariant {
     pub rate: Rate,
     pub msg_id: MsgId,
     pub size: u64,
     pub outstanding: u16,
+    pub flow: u16,
     pub gap: GapMode,
 }
 
 impl FastVariant {
     pub fn name(&self, rate_label: &str, id_label: &str) -> String {
         format!(
-            "rate-{rate_label}.id-{id_label}.fast-{}.acks-{}.gap-{}",
+            "rate-{rate_label}.id-{id_label}.fast-{}.acks-{}.flow-{}.gap-{}",
             self.size,
             self.outstanding,
+            self.flow,
             self.gap.label()
         )
     }
+}
+
+/// Every variant `plan` asks for at `rate` and `msg_id`, sizes outermost.
+pub fn variants(plan: &FastPlan, rate: Rate, msg_id: MsgId) -> Vec<FastVariant> {
+    let mut all = Vec::with_capacity(plan.variants());
+    for &size in &plan.sizes {
+        for &outstanding in &plan.outstanding {
+            for &flow in &plan.flows {
+                for &gap in &plan.gaps {
+                    all.push(FastVariant {
+                        rate,
+                        msg_id,
+                        size,
+                        outstanding,
+                        flow,
+                        gap,
+                    });
+                }
+            }
+        }
+    }
+    all
 }
 
 pub async fn run_variant(
@@ -77,7 +102,7 @@ pub async fn run_variant(
     let fast = FastConfig {
         subject: format!("{base}.0"),
         size: v.size,
-        flow: plan.fast.flow,
+        flow: v.flow,
         outstanding: v.outstanding,
         gap: v.gap,
         rate: super::total_rate(plan, v.rate),

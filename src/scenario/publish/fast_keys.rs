@@ -11,18 +11,21 @@ use crate::record::stamp::STAMP_LEN;
 pub const DEFAULT_FLOW: u16 = 500;
 
 /// The fast-ingest variants a publish scenario adds: one per size,
-/// outstanding-ack setting and gap mode, for every rate and msg_id mode.
+/// outstanding-ack setting, flow and gap mode, for every rate and msg_id
+/// mode.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FastPlan {
     pub sizes: Vec<u64>,
     pub outstanding: Vec<u16>,
-    pub flow: u16,
+    /// The flows asked for: with one publisher the server grants each
+    /// (up to 500), so this sweeps the flow the server asks for.
+    pub flows: Vec<u16>,
     pub gaps: Vec<GapMode>,
 }
 
 impl FastPlan {
     pub fn variants(&self) -> usize {
-        self.sizes.len() * self.outstanding.len() * self.gaps.len()
+        self.sizes.len() * self.outstanding.len() * self.flows.len() * self.gaps.len()
     }
 }
 
@@ -30,7 +33,7 @@ impl FastPlan {
 pub struct FastKeys {
     pub fast_batch: Option<OneOrMany<u64>>,
     pub fast_acks: Option<OneOrMany<u64>>,
-    pub fast_flow: Option<u64>,
+    pub fast_flow: Option<OneOrMany<u64>>,
     pub fast_gap: Option<OneOrMany<GapMode>>,
 }
 
@@ -73,14 +76,14 @@ pub fn read(
             " acks outstanding",
         );
     }
-    let flow = keys.fast_flow.unwrap_or(u64::from(DEFAULT_FLOW));
-    problems.range(
-        &format!("{prefix}.fast_flow"),
-        flow,
-        1,
-        65_535,
-        " messages per ack",
-    );
+    let flows = keys
+        .fast_flow
+        .map(|f| f.0)
+        .unwrap_or_else(|| vec![u64::from(DEFAULT_FLOW)]);
+    for (i, &flow) in flows.iter().enumerate() {
+        let key = format!("{prefix}.fast_flow[{i}]");
+        problems.range(&key, flow, 1, 65_535, " messages per ack");
+    }
     let gaps = keys
         .fast_gap
         .map(|g| g.0)
@@ -88,19 +91,23 @@ pub fn read(
     let lists = [
         ("fast_batch", has_repeats(&sizes)),
         ("fast_acks", has_repeats(&outstanding)),
+        ("fast_flow", has_repeats(&flows)),
         ("fast_gap", has_repeats(&gaps)),
     ];
     for (name, _) in lists.iter().filter(|l| l.1) {
         problems.push(format!("{prefix}.{name}"), "lists a value twice");
     }
-    if [outstanding.is_empty(), gaps.is_empty()].contains(&true) {
-        problems.push(&key, "fast_acks and fast_gap need at least one value each");
+    if [outstanding.is_empty(), flows.is_empty(), gaps.is_empty()].contains(&true) {
+        problems.push(
+            &key,
+            "fast_acks, fast_flow and fast_gap need at least one value each",
+        );
     }
     check_publish(publish, searching, &key, problems);
     FastPlan {
         sizes,
         outstanding: outstanding.iter().map(|&a| a.min(65_535) as u16).collect(),
-        flow: flow.clamp(1, 65_535) as u16,
+        flows: flows.iter().map(|&f| f.clamp(1, 65_535) as u16).collect(),
         gaps,
     }
 }
@@ -147,13 +154,13 @@ mod tests {
         let plan = fast("fast_batch = [500, 10000]").unwrap();
         assert_eq!(plan.sizes, vec![500, 10_000]);
         assert_eq!(plan.outstanding, vec![2]);
-        assert_eq!(plan.flow, DEFAULT_FLOW);
+        assert_eq!(plan.flows, vec![DEFAULT_FLOW]);
         assert_eq!(plan.gaps, vec![GapMode::Fail]);
         let plan = fast(
-            "fast_batch = 100\nfast_acks = [1, 3]\nfast_flow = 50\nfast_gap = [\"fail\", \"ok\"]",
+            "fast_batch = 100\nfast_acks = [1, 3]\nfast_flow = [50, 500]\nfast_gap = [\"fail\", \"ok\"]",
         )
         .unwrap();
-        assert_eq!(plan.variants(), 4);
+        assert_eq!(plan.variants(), 8);
         assert_eq!(fast("").unwrap(), FastPlan::default());
     }
 
@@ -167,7 +174,7 @@ mod tests {
         let e = fast("fast_batch = 10\nfast_acks = [2, 4]").unwrap_err();
         assert!(e.contains("fast_acks[1]") && e.contains("1..=3"), "{e}");
         let e = fast("fast_batch = 10\nfast_flow = 70000").unwrap_err();
-        assert!(e.contains("fast_flow") && e.contains("1..=65535"), "{e}");
+        assert!(e.contains("fast_flow[0]") && e.contains("1..=65535"), "{e}");
         let e = fast("fast_batch = 10\nfast_gap = \"maybe\"").unwrap_err();
         assert!(e.contains("fast_gap") && e.contains("maybe"), "{e}");
     }

@@ -235,27 +235,16 @@ async fn run_fast(
     (rate, msg_id): (Rate, MsgId),
     sink: &mut dyn VariantSink,
 ) -> Result<()> {
-    for &size in &plan.fast.sizes {
-        for &outstanding in &plan.fast.outstanding {
-            for &gap in &plan.fast.gaps {
-                if ctx.stop.is_cancelled() {
-                    return Ok(());
-                }
-                let v = fast::FastVariant {
-                    rate,
-                    msg_id,
-                    size,
-                    outstanding,
-                    gap,
-                };
-                let name = v.name(&rate.label(), id_label(msg_id));
-                let (result, _) = variant(name, async |r| {
-                    fast::run_variant(ctx, scenario, plan, v, r).await
-                })
-                .await;
-                sink.record(&scenario.common, result)?;
-            }
+    for v in fast::variants(&plan.fast, rate, msg_id) {
+        if ctx.stop.is_cancelled() {
+            return Ok(());
         }
+        let name = v.name(&rate.label(), id_label(msg_id));
+        let (result, _) = variant(name, async |r| {
+            fast::run_variant(ctx, scenario, plan, v, r).await
+        })
+        .await;
+        sink.record(&scenario.common, result)?;
     }
     Ok(())
 }

@@ -93,7 +93,7 @@ struct PublishSection {
     batch: Option<OneOrMany<usize>>,
     fast_batch: Option<OneOrMany<u64>>,
     fast_acks: Option<OneOrMany<u64>>,
-    fast_flow: Option<u64>,
+    fast_flow: Option<OneOrMany<u64>>,
     fast_gap: Option<OneOrMany<crate::load::fast_batch::GapMode>>,
 }
 
