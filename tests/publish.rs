@@ -569,6 +569,8 @@ async fn paced_fast_batches_run_beside_windowed_and_atomic_publishing() {
         );
         assert_eq!(metric(v, "fast_flow_acks"), 8.0, "{}", v.name);
         assert_eq!(metric(v, "target_rate"), 2000.0, "{}", v.name);
+        // Paced: how late the sender left, held back by the flow or not.
+        assert!(v.metric("send_lag.p50").is_some(), "{}", v.name);
     }
 }
 
@@ -591,6 +593,10 @@ async fn fast_batches_at_max_rate_wait_for_the_flow_and_are_stored_once_in_order
     let (_, v) = summary.variants().nth(1).unwrap();
     assert!(metric(v, "fast_waits") > 0.0, "{}", v.name);
     assert!(metric(v, "client_cpu_per_msg") > 0.0, "{}", v.name);
+    assert!(
+        v.metric("send_lag.p50").is_none(),
+        "no schedule to lag at max"
+    );
 }
 
 /// A stream full at 450 messages (discard new) refuses a fast batch's

@@ -125,6 +125,9 @@ pub struct FastReport {
     pub ack_latency: Recorder,
     /// A batch's first intended send to its commit's PubAck.
     pub commit_latency: Recorder,
+    /// How late each message after the warm-up left against its intended
+    /// time (paced: the sender held back by the flow shows here).
+    pub send_lag: Recorder,
     pub batches: Vec<FastBatchOutcome>,
     pub messages_sent: u64,
     /// Flow acks naming a message (a batch's start is answered by one
@@ -246,6 +249,11 @@ pub async fn publish_fast(
         f.send_next(intended).await?;
     }
     f.finish().await?;
+    let composer = std::mem::replace(
+        &mut f.composer,
+        Composer::new("_", None, &[], 0, 0, Recorder::new())?,
+    );
+    f.report.send_lag = composer.into_send_lag();
     if let Some(from) = f.first_measured {
         let used = crate::system::cpu::own_cpu_time().saturating_sub(f.cpu_from);
         f.report.client_cpu = Some((used, f.report.messages_sent - from));

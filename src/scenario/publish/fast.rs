@@ -206,10 +206,14 @@ fn measure(
             rate,
             rate * c.message_size as f64,
         ));
-    for (name, latency) in [
+    let mut recorders = vec![
         (names::FAST_ACK_LATENCY, &report.ack_latency),
         (names::BATCH_COMMIT_LATENCY, &report.commit_latency),
-    ] {
+    ];
+    if c.rate.is_some() {
+        recorders.push((names::SEND_LAG, &report.send_lag));
+    }
+    for (name, latency) in recorders {
         r.metrics.extend(latency_metrics(name, &latency.summary()));
         r.histograms.push((name.to_string(), latency.clone()));
     }
