@@ -650,3 +650,71 @@ async fn a_fast_batch_refused_by_a_full_stream_fails_by_the_servers_code() {
     assert_eq!(metric(v, "fast_batches_committed"), 2.0);
     assert_eq!(v.ledger.persisted, 450);
 }
+
+/// Another batch open on the same stream makes the server ask for less:
+/// each of the publisher's batches starts at an ack per message and is
+/// ramped by doubling to 500 / 2 open batches = 250. The publisher follows
+/// (it waits by the flow granted, not the 500 it asked for), and every
+/// acknowledged message is still stored once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fast_publisher_follows_the_flow_the_server_asks_for() {
+    use jsbench::load::fast_batch::{FastConfig, GapMode, publish_fast};
+    use jsbench::record::clock;
+    use jsbench::streams::fast_batches::{audit, read_stamps};
+    let server = common::server();
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client.clone());
+    js.create_stream(async_nats::jetstream::stream::Config {
+        name: "SHARED".into(),
+        subjects: vec!["shared".into()],
+        allow_batch_publish: true,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    // A batch left open (the server keeps it 10 s, past this test's use).
+    let other = client.new_inbox();
+    client
+        .publish_with_reply(
+            "shared",
+            format!("{other}.other.500.fail.1.0.$FI"),
+            "x".into(),
+        )
+        .await
+        .unwrap();
+    client.flush().await.unwrap();
+    let t0 = clock::now_ns() + 50_000_000;
+    let config = FastConfig {
+        subject: "shared".into(),
+        size: 5000,
+        flow: 500,
+        outstanding: 2,
+        gap: GapMode::Fail,
+        rate: None,
+        t0_ns: t0,
+        record_from_ns: t0,
+        end_ns: t0 + 500_000_000,
+        message_size: 64,
+        msg_id_prefix: None,
+        ack_timeout: std::time::Duration::from_secs(5),
+    };
+    let stop = tokio_util::sync::CancellationToken::new();
+    let report = publish_fast(&client, &config, &stop).await.unwrap();
+    assert_eq!(report.flow_first, 1, "a second open batch starts at 1");
+    assert_eq!(report.flow_max, 250, "ramped to 500 / 2 open batches");
+    assert!(report.waits > 0);
+    assert_eq!(report.failed().count(), 0, "{:?}", report.batches.first());
+    let (stored, complete) = read_stamps(&js, "SHARED", std::time::Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert!(complete);
+    let a = audit(&report.batches, report.messages_sent, &stored);
+    assert!(a.held(), "{a:?}");
+    assert_eq!(a.acked, report.messages_sent);
+    assert_eq!(
+        a.foreign.len(),
+        1,
+        "the other batch's one message: {:?}",
+        a.foreign
+    );
+}
