@@ -127,12 +127,13 @@ struct Reply {
     error: Option<ApiError>,
 }
 
+/// The server's error in a reply, as atomic and fast batches both read it.
 #[derive(Deserialize)]
-struct ApiError {
+pub(crate) struct ApiError {
     #[serde(default)]
-    err_code: u64,
+    pub(crate) err_code: u64,
     #[serde(default)]
-    description: String,
+    pub(crate) description: String,
 }
 
 /// What a commit's future yields: the batch, its first message's intended

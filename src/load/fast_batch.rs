@@ -67,6 +67,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::load::Composer;
+use crate::load::batch::ApiError;
 use crate::record::clock;
 use crate::record::histogram::Recorder;
 use crate::record::stamp::STAMP_LEN;
@@ -186,14 +187,6 @@ struct Answer {
     last_seq: Option<u64>,
     count: Option<u64>,
     error: Option<ApiError>,
-}
-
-#[derive(Deserialize)]
-struct ApiError {
-    #[serde(default)]
-    err_code: u64,
-    #[serde(default)]
-    description: String,
 }
 
 /// Publishes fast batches from `t0_ns` until `end_ns` (or `stop`), ends

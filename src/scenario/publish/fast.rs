@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use super::Plan;
+use super::batch::first_three;
 use super::fast_keys::FastPlan;
 use crate::drive::RunContext;
 use crate::load::fast_batch::{FastConfig, FastReport, GapMode, publish_fast};
@@ -389,16 +390,6 @@ fn no_gaps(report: &FastReport) -> Invariant {
                 "; the first, batch {b} message {seq}, with {code}"
             ))
         ),
-    )
-}
-
-fn first_three(list: &[String]) -> String {
-    if list.is_empty() {
-        return String::new();
-    }
-    format!(
-        ": {}",
-        list.iter().take(3).cloned().collect::<Vec<_>>().join("; ")
     )
 }
 
