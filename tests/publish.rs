@@ -494,3 +494,227 @@ fn a_sync_setting_for_a_server_jsbench_did_not_start_is_refused_by_key() {
     assert!(stderr.contains("one server.sync"), "{stderr}");
     assert!(summary.is_none(), "nothing ran");
 }
+
+/// What every fast-ingest batch variant must show: every batch committed,
+/// every message acknowledged and read back once, in order, the flow the
+/// server granted, and ack latencies.
+fn assert_fast_batches_held(summary: &jsbench::results::summary::Summary) {
+    assert_all_passed(summary);
+    for (_, v) in summary
+        .variants()
+        .filter(|(_, v)| v.name.contains(".fast-"))
+    {
+        assert!(v.ledger.published > 0, "{}", v.name);
+        assert_eq!(v.ledger.persisted, v.ledger.published, "{}", v.name);
+        assert!(metric(v, "fast_ack_latency.p50") > 0.0, "{}", v.name);
+        assert!(metric(v, "batch_commit_latency.p50") > 0.0, "{}", v.name);
+        assert_eq!(
+            metric(v, "fast_gaps") + metric(v, "fast_errors"),
+            0.0,
+            "{}",
+            v.name
+        );
+        for name in [
+            "every fast batch committed",
+            "every acknowledged message stored once, in order (read back)",
+            "nothing stored that was not sent (read back)",
+            "every message sent reached the server (no gap or error reported)",
+        ] {
+            let check = v.invariants.iter().find(|i| i.name == name);
+            assert!(check.is_some_and(|c| c.passed), "{}: {name}", v.name);
+        }
+    }
+}
+
+/// Paced fast batches beside windowed and atomic publishing in one run,
+/// both gap modes and two outstanding-ack settings: batches of 250 at
+/// 2,000 msg/s with a flow of 100 get flow acks at 100 and 200 and the
+/// PubAck at 250.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paced_fast_batches_run_beside_windowed_and_atomic_publishing() {
+    let server = common::server();
+    let summary = run_profile(
+        &server,
+        "fast",
+        &publish(
+            "duration = \"500ms\"\nrates = [2000]\nbatch = 100\nfast_batch = 250\n\
+             fast_acks = [1, 2]\nfast_flow = 100\nfast_gap = [\"fail\", \"ok\"]\n",
+        ),
+    )
+    .await;
+    let names: Vec<&str> = summary.variants().map(|(_, v)| v.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "rate-2000.id-none",
+            "rate-2000.id-none.batch-100",
+            "rate-2000.id-none.fast-250.acks-1.flow-100.gap-fail",
+            "rate-2000.id-none.fast-250.acks-1.flow-100.gap-ok",
+            "rate-2000.id-none.fast-250.acks-2.flow-100.gap-fail",
+            "rate-2000.id-none.fast-250.acks-2.flow-100.gap-ok",
+        ]
+    );
+    assert_fast_batches_held(&summary);
+    for (_, v) in summary
+        .variants()
+        .filter(|(_, v)| v.name.contains(".fast-"))
+    {
+        // 2000 msg/s for 0.5 s: four whole batches.
+        assert_eq!(v.ledger.published, 1000, "{}", v.name);
+        assert_eq!(metric(v, "fast_batches_committed"), 4.0, "{}", v.name);
+        assert_eq!(
+            metric(v, "fast_flow_first"),
+            100.0,
+            "a lone publisher gets its flow"
+        );
+        assert_eq!(metric(v, "fast_flow_acks"), 8.0, "{}", v.name);
+        assert_eq!(metric(v, "target_rate"), 2000.0, "{}", v.name);
+        // Paced: how late the sender left, held back by the flow or not.
+        assert!(v.metric("send_lag.p50").is_some(), "{}", v.name);
+    }
+}
+
+/// At max rate with one ack outstanding and a flow of 50 the sender must
+/// stop for acks, and still every acknowledged message is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fast_batches_at_max_rate_wait_for_the_flow_and_are_stored_once_in_order() {
+    let server = common::server();
+    let summary = run_profile(
+        &server,
+        "fast-max",
+        &publish(
+            "duration = \"500ms\"\nrates = [\"max\"]\nmsg_id = \"unique\"\nfast_batch = 2000\n\
+             fast_acks = 1\nfast_flow = 50\n",
+        ),
+    )
+    .await;
+    assert_eq!(summary.variants().count(), 2);
+    assert_fast_batches_held(&summary);
+    let (_, v) = summary.variants().nth(1).unwrap();
+    assert!(metric(v, "fast_waits") > 0.0, "{}", v.name);
+    assert!(metric(v, "client_cpu_per_msg") > 0.0, "{}", v.name);
+    assert!(
+        v.metric("send_lag.p50").is_none(),
+        "no schedule to lag at max"
+    );
+}
+
+/// A stream full at 450 messages (discard new) refuses a fast batch's
+/// message mid-batch: with gap `fail` the server ends that batch at the
+/// last message it stored and refuses the next batch's start, and the
+/// variant names both by the server's code, while every acknowledged
+/// message is still read back once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fast_batch_refused_by_a_full_stream_fails_by_the_servers_code() {
+    let server = common::server();
+    let summary = run_profile(
+        &server,
+        "fast-full",
+        &publish(
+            "duration = \"500ms\"\nrates = [2000]\nfast_batch = 300\nfast_flow = 100\n\
+             [scenario.stream]\nmax_msgs = 450\ndiscard = \"new\"\n",
+        ),
+    )
+    .await;
+    let (_, v) = summary
+        .variants()
+        .find(|(_, v)| v.name.contains(".fast-"))
+        .expect("the fast variant");
+    let check = |name: &str| {
+        let c = v.invariants.iter().find(|i| i.name == name).unwrap();
+        eprintln!("{name}: {} ({})", c.passed, c.detail);
+        (c.passed, c.detail.clone())
+    };
+    let (committed, why) = check("every fast batch committed");
+    assert!(
+        !committed
+            && why.starts_with("1 of 3 batches")
+            && why.contains("batch 2: refused with 10077 at batch sequence 1"),
+        "{why}"
+    );
+    let (reached, why) = check("every message sent reached the server (no gap or error reported)");
+    assert!(
+        !reached && why.contains("batch 1 message 151, with 10077"),
+        "{why}"
+    );
+    let (once, why) = check("every acknowledged message stored once, in order (read back)");
+    assert!(once && why.starts_with("450 of 450 acknowledged"), "{why}");
+    assert!(check("nothing stored that was not sent (read back)").0);
+    assert!(
+        v.warnings
+            .iter()
+            .any(|w| w.contains("sending stopped: batch 2 was refused")),
+        "the refusal stops the publisher: {:?}",
+        v.warnings
+    );
+    assert_eq!(metric(v, "fast_batches_committed"), 2.0);
+    assert_eq!(v.ledger.persisted, 450);
+}
+
+/// Another batch open on the same stream makes the server ask for less:
+/// each of the publisher's batches starts at an ack per message and is
+/// ramped by doubling to 500 / 2 open batches = 250. The publisher follows
+/// (it waits by the flow granted, not the 500 it asked for), and every
+/// acknowledged message is still stored once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fast_publisher_follows_the_flow_the_server_asks_for() {
+    use jsbench::load::fast_batch::{FastConfig, GapMode, publish_fast};
+    use jsbench::record::clock;
+    use jsbench::streams::fast_batches::{audit, read_stamps};
+    let server = common::server();
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client.clone());
+    js.create_stream(async_nats::jetstream::stream::Config {
+        name: "SHARED".into(),
+        subjects: vec!["shared".into()],
+        allow_batch_publish: true,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    // A batch left open (the server keeps it 10 s, past this test's use).
+    let other = client.new_inbox();
+    client
+        .publish_with_reply(
+            "shared",
+            format!("{other}.other.500.fail.1.0.$FI"),
+            "x".into(),
+        )
+        .await
+        .unwrap();
+    client.flush().await.unwrap();
+    let t0 = clock::now_ns() + 50_000_000;
+    let config = FastConfig {
+        subject: "shared".into(),
+        size: 5000,
+        flow: 500,
+        outstanding: 2,
+        gap: GapMode::Fail,
+        rate: None,
+        t0_ns: t0,
+        record_from_ns: t0,
+        end_ns: t0 + 500_000_000,
+        message_size: 64,
+        msg_id_prefix: None,
+        ack_timeout: std::time::Duration::from_secs(5),
+    };
+    let stop = tokio_util::sync::CancellationToken::new();
+    let report = publish_fast(&client, &config, &stop).await.unwrap();
+    assert_eq!(report.flow_first, 1, "a second open batch starts at 1");
+    assert_eq!(report.flow_max, 250, "ramped to 500 / 2 open batches");
+    assert!(report.waits > 0);
+    assert_eq!(report.failed().count(), 0, "{:?}", report.batches.first());
+    let (stored, complete) = read_stamps(&js, "SHARED", std::time::Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert!(complete);
+    let a = audit(&report.batches, report.messages_sent, &stored);
+    assert!(a.held(), "{a:?}");
+    assert_eq!(a.acked, report.messages_sent);
+    assert_eq!(
+        a.foreign.len(),
+        1,
+        "the other batch's one message: {:?}",
+        a.foreign
+    );
+}

@@ -972,3 +972,266 @@ fn varz_shows_the_sync_setting_the_config_set() {
     assert_eq!(p.sync_always, Some(true), "{p:?}");
     assert_eq!(server.sync(), SyncSetting::Always);
 }
+
+// Fast-ingest batch publish (ADR-50's later revisions, nats-server 2.14,
+// API level 4). The fast batch variants drive the protocol below and audit
+// the stream by it: the control state travels in the reply subject
+// `<prefix>.<id>.<flow>.<gap>.<batch seq>.<op>.$FI`, the server answers on
+// that subject with flow acks, gap and error notices, and one PubAck at the
+// commit; each of those is pinned here.
+
+const FAST_DISABLED: u64 = 10205;
+const FAST_INVALID_PATTERN: u64 = 10206;
+const FAST_UNKNOWN_ID: u64 = 10208;
+const FAST_TOO_MANY_INFLIGHT: u64 = 10211;
+
+/// A stream `name` on subject `name` in lower case, fast batches allowed
+/// (`allow_batched`) or not.
+async fn fast_stream(js: &jetstream::Context, name: &str, allow: bool) {
+    js.create_stream(stream::Config {
+        name: name.into(),
+        subjects: vec![name.to_lowercase()],
+        allow_batch_publish: allow,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+}
+
+/// One client with its control inbox `<inbox>.>` subscribed.
+struct FastProbe {
+    client: async_nats::Client,
+    inbox: String,
+    replies: async_nats::Subscriber,
+}
+
+impl FastProbe {
+    async fn new(server: &jsbench::server::EmbeddedServer) -> FastProbe {
+        let client = async_nats::connect(server.url()).await.unwrap();
+        let inbox = client.new_inbox();
+        let replies = client.subscribe(format!("{inbox}.>")).await.unwrap();
+        FastProbe {
+            client,
+            inbox,
+            replies,
+        }
+    }
+
+    /// Sends message `seq` of batch `id` with operation `op` (0 start,
+    /// 1 append, 2 commit, 3 commit without storing, 4 ping).
+    async fn send(&self, subject: &str, id: &str, flow: u16, gap: &str, seq: u64, op: u8) {
+        let reply = format!("{}.{id}.{flow}.{gap}.{seq}.{op}.$FI", self.inbox);
+        self.client
+            .publish_with_reply(subject.to_string(), reply, format!("m{seq}").into())
+            .await
+            .unwrap();
+        self.client.flush().await.unwrap();
+    }
+
+    /// The next control message and the subject it came on.
+    async fn next(&mut self) -> (serde_json::Value, String) {
+        let m = tokio::time::timeout(
+            Duration::from_secs(5),
+            futures::StreamExt::next(&mut self.replies),
+        )
+        .await
+        .expect("a control message within 5 s")
+        .unwrap();
+        let value =
+            serde_json::from_slice(&m.payload).unwrap_or_else(|e| panic!("{e}: {:?}", m.payload));
+        (value, m.subject.to_string())
+    }
+
+    /// Control messages until the commit's PubAck (one without a `type`).
+    async fn until_pub_ack(&mut self) -> (Vec<serde_json::Value>, serde_json::Value) {
+        let mut seen = Vec::new();
+        loop {
+            let (value, _) = self.next().await;
+            if value.get("type").is_none() {
+                return (seen, value);
+            }
+            seen.push(value);
+        }
+    }
+}
+
+/// The payloads stored in `name`, in stream order, and whether any message
+/// carries a header.
+async fn stored_payloads(js: &jetstream::Context, name: &str) -> (Vec<String>, bool) {
+    let stream = js.get_stream(name).await.unwrap();
+    let (mut payloads, mut headers) = (Vec::new(), false);
+    for seq in 1..=stored_count(js, name).await {
+        let m = stream.get_raw_message(seq).await.unwrap();
+        headers |= !m.headers.is_empty();
+        payloads.push(String::from_utf8_lossy(&m.payload).into_owned());
+    }
+    (payloads, headers)
+}
+
+#[tokio::test]
+async fn a_fast_batch_is_stored_in_order_with_paced_flow_acks_and_one_pub_ack() {
+    let server = common::server();
+    let js = context(&server).await;
+    fast_stream(&js, "FAST", true).await;
+    let mut probe = FastProbe::new(&server).await;
+    probe.send("fast", "f1", 2, "fail", 1, 0).await;
+    let (first, on) = probe.next().await;
+    assert_eq!(
+        first,
+        serde_json::json!({"type": "ack", "seq": 0, "msgs": 2})
+    );
+    assert!(
+        on.ends_with(".f1.2.fail.1.0.$FI"),
+        "answered on the message's own reply subject: {on}"
+    );
+    for seq in 2..10 {
+        probe.send("fast", "f1", 2, "fail", seq, 1).await;
+    }
+    probe.send("fast", "f1", 2, "fail", 10, 2).await;
+    let (flow, ack) = probe.until_pub_ack().await;
+    // A lone publisher gets the flow it asked for: an ack every 2 messages.
+    let acked: Vec<u64> = flow.iter().map(|f| f["seq"].as_u64().unwrap()).collect();
+    assert_eq!(acked, vec![2, 4, 6, 8], "{flow:?}");
+    assert!(flow.iter().all(|f| f["type"] == "ack" && f["msgs"] == 2));
+    assert_eq!(ack["seq"], 10, "{ack}");
+    assert_eq!(ack["batch"], "f1", "{ack}");
+    assert_eq!(ack["count"], 10, "{ack}");
+    let (payloads, headers) = stored_payloads(&js, "FAST").await;
+    let sent: Vec<String> = (1..=10).map(|s| format!("m{s}")).collect();
+    assert_eq!(payloads, sent, "stored once, in batch order");
+    assert!(
+        !headers,
+        "nothing stored names the batch: jsbench stamps the payload to audit it"
+    );
+}
+
+#[tokio::test]
+async fn a_fast_batch_asks_at_most_500_and_a_second_batch_starts_at_one() {
+    let server = common::server();
+    let js = context(&server).await;
+    fast_stream(&js, "FLOW", true).await;
+    let mut a = FastProbe::new(&server).await;
+    a.send("flow", "a", 1000, "fail", 1, 0).await;
+    assert_eq!(a.next().await.0["msgs"], 500, "capped at 500");
+    let mut b = FastProbe::new(&server).await;
+    b.send("flow", "b", 1000, "fail", 1, 0).await;
+    assert_eq!(
+        b.next().await.0["msgs"],
+        1,
+        "a second batch in flight ramps up from an ack per message"
+    );
+}
+
+#[tokio::test]
+async fn a_gap_ends_a_fast_batch_with_gap_fail_and_is_skipped_with_gap_ok() {
+    let server = common::server();
+    let js = context(&server).await;
+    fast_stream(&js, "GAPS", true).await;
+    let mut probe = FastProbe::new(&server).await;
+    // fail: messages 1, 2, then 4. The gap is reported, the batch ends at
+    // 2 with its PubAck, and a message after it finds no batch.
+    probe.send("gaps", "g1", 100, "fail", 1, 0).await;
+    probe.next().await;
+    probe.send("gaps", "g1", 100, "fail", 2, 1).await;
+    probe.send("gaps", "g1", 100, "fail", 4, 1).await;
+    let (notices, ack) = probe.until_pub_ack().await;
+    assert_eq!(
+        notices,
+        vec![serde_json::json!({"type": "gap", "last_seq": 3, "seq": 4})]
+    );
+    assert_eq!(
+        (ack["seq"].as_u64(), ack["count"].as_u64()),
+        (Some(2), Some(2)),
+        "{ack}"
+    );
+    probe.send("gaps", "g1", 100, "fail", 5, 1).await;
+    let (late, _) = probe.next().await;
+    assert_eq!(err_code(&late), Some(FAST_UNKNOWN_ID), "{late}");
+    // ok: the same gap is reported and the batch goes on; its commit
+    // counts the sequence reached, gaps included.
+    probe.send("gaps", "g2", 100, "ok", 1, 0).await;
+    probe.next().await;
+    probe.send("gaps", "g2", 100, "ok", 2, 1).await;
+    probe.send("gaps", "g2", 100, "ok", 4, 1).await;
+    probe.send("gaps", "g2", 100, "ok", 5, 2).await;
+    let (notices, ack) = probe.until_pub_ack().await;
+    assert_eq!(
+        notices,
+        vec![serde_json::json!({"type": "gap", "last_seq": 3, "seq": 4})]
+    );
+    assert_eq!(
+        (ack["seq"].as_u64(), ack["count"].as_u64()),
+        (Some(6), Some(5)),
+        "{ack}"
+    );
+    let (payloads, _) = stored_payloads(&js, "GAPS").await;
+    assert_eq!(payloads, ["m1", "m2", "m1", "m2", "m4", "m5"]);
+}
+
+#[tokio::test]
+async fn an_end_of_batch_commit_stores_nothing_and_a_ping_resends_the_flow() {
+    let server = common::server();
+    let js = context(&server).await;
+    fast_stream(&js, "EOB", true).await;
+    let mut probe = FastProbe::new(&server).await;
+    probe.send("eob", "e1", 10, "fail", 1, 0).await;
+    probe.next().await;
+    probe.send("eob", "e1", 10, "fail", 2, 1).await;
+    // A ping carries the highest sequence sent and answers with the last
+    // flow ack, sequence 0 here (none has been due).
+    probe.send("eob", "e1", 10, "fail", 2, 4).await;
+    assert_eq!(
+        probe.next().await.0,
+        serde_json::json!({"type": "ack", "seq": 0, "msgs": 10})
+    );
+    // The end-of-batch commit takes the next sequence and is not stored.
+    probe.send("eob", "e1", 10, "fail", 3, 3).await;
+    let (_, ack) = probe.until_pub_ack().await;
+    assert_eq!(
+        (ack["seq"].as_u64(), ack["count"].as_u64()),
+        (Some(2), Some(2)),
+        "{ack}"
+    );
+    assert_eq!(stored_payloads(&js, "EOB").await.0, ["m1", "m2"]);
+}
+
+#[tokio::test]
+async fn fast_batches_are_refused_by_code_when_disabled_malformed_or_over_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    // The default is 1,000 per stream; two keep the test short and pin
+    // that the server honours the setting.
+    let server = common::server_with_config(
+        dir.path(),
+        "jetstream { limits { batch { max_inflight_per_stream: 2 } } }",
+    );
+    let js = context(&server).await;
+    fast_stream(&js, "NOFAST", false).await;
+    fast_stream(&js, "LIMIT", true).await;
+    let mut probe = FastProbe::new(&server).await;
+    probe.send("nofast", "d1", 10, "fail", 1, 0).await;
+    let (reply, _) = probe.next().await;
+    assert_eq!(err_code(&reply), Some(FAST_DISABLED), "{reply}");
+    probe.send("limit", "p1", 10, "maybe", 1, 0).await;
+    let (reply, _) = probe.next().await;
+    assert_eq!(err_code(&reply), Some(FAST_INVALID_PATTERN), "{reply}");
+    for id in ["l1", "l2"] {
+        probe.send("limit", id, 10, "fail", 1, 0).await;
+        assert_eq!(probe.next().await.0["type"], "ack");
+    }
+    probe.send("limit", "l3", 10, "fail", 1, 0).await;
+    // Flow acks of the open batches may come first: the refusal is the
+    // answer on the third batch's subject.
+    let reply = loop {
+        let (reply, on) = probe.next().await;
+        if on.contains(".l3.") {
+            break reply;
+        }
+    };
+    assert_eq!(err_code(&reply), Some(FAST_TOO_MANY_INFLIGHT), "{reply}");
+    assert_eq!(stored_count(&js, "NOFAST").await, 0);
+    assert_eq!(
+        stored_count(&js, "LIMIT").await,
+        2,
+        "the two open batches' first messages"
+    );
+}

@@ -85,15 +85,12 @@ impl BatchReport {
     /// last big batch committed early must not lift the rate above the
     /// target.
     pub fn stored_rate(&self, record_from_ns: u64, end_ns: u64) -> f64 {
-        let span = self
-            .last_measured_ack_ns
-            .max(end_ns)
-            .saturating_sub(record_from_ns);
-        if span == 0 {
-            0.0
-        } else {
-            self.measured_messages as f64 * 1e9 / span as f64
-        }
+        stored_rate(
+            self.measured_messages,
+            self.last_measured_ack_ns,
+            record_from_ns,
+            end_ns,
+        )
     }
 
     /// Batches whose commit got no answer: their fate is unknown.
@@ -103,6 +100,20 @@ impl BatchReport {
             .filter(|f| f.code.is_none())
             .map(|f| f.batch)
             .collect()
+    }
+}
+
+/// `messages` acknowledged a second, from the end of the warm-up to the
+/// later of the last measured ack and the end of sending: a paced batch
+/// stands for the messages of the interval it opens, so a last batch
+/// acknowledged early must not lift the rate above the target, and a
+/// server that falls behind lowers it.
+pub fn stored_rate(messages: u64, last_ack_ns: u64, record_from_ns: u64, end_ns: u64) -> f64 {
+    let span = last_ack_ns.max(end_ns).saturating_sub(record_from_ns);
+    if span == 0 {
+        0.0
+    } else {
+        messages as f64 * 1e9 / span as f64
     }
 }
 
@@ -116,12 +127,13 @@ struct Reply {
     error: Option<ApiError>,
 }
 
+/// The server's error in a reply, as atomic and fast batches both read it.
 #[derive(Deserialize)]
-struct ApiError {
+pub(crate) struct ApiError {
     #[serde(default)]
-    err_code: u64,
+    pub(crate) err_code: u64,
     #[serde(default)]
-    description: String,
+    pub(crate) description: String,
 }
 
 /// What a commit's future yields: the batch, its first message's intended

@@ -2,6 +2,7 @@
 //! measure, and reference publishers that prove it.
 
 pub mod batch;
+pub mod fast_batch;
 mod publisher;
 pub mod reference;
 mod sizes;

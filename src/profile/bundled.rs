@@ -30,6 +30,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("pacing", include_str!("../../profiles/pacing.toml")),
     ("soak", include_str!("../../profiles/soak.toml")),
     ("durability", include_str!("../../profiles/durability.toml")),
+    ("power-r3", include_str!("../../profiles/power-r3.toml")),
 ];
 
 pub fn bundled(name: &str) -> Option<&'static str> {

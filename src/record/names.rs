@@ -43,6 +43,9 @@ pub const SEND_LAG: &str = "send_lag";
 /// An atomic batch's first message's intended send to its commit's PubAck:
 /// what a batch costs its writer, beside [`PUB_ACK_LATENCY`] per message.
 pub const BATCH_COMMIT_LATENCY: &str = "batch_commit_latency";
+/// A fast-ingest batch message's intended send to the flow ack naming it:
+/// how far behind the sender the server's persistence runs.
+pub const FAST_ACK_LATENCY: &str = "fast_ack_latency";
 
 /// The suffixes of a latency histogram's metrics, as
 /// [`crate::record::metrics::latency_metrics`] writes them.
@@ -109,4 +112,5 @@ pub const HISTOGRAMS: &[&str] = &[
     PUB_ACK_LATENCY_ACTUAL,
     SEND_LAG,
     BATCH_COMMIT_LATENCY,
+    FAST_ACK_LATENCY,
 ];

@@ -47,10 +47,39 @@ pub async fn read_batches(
     stream: &str,
     idle: Duration,
 ) -> Result<(Vec<StoredBatchMessage>, bool)> {
+    read_each(js, stream, idle, |seq, message| {
+        let header = |name: &str| {
+            message
+                .headers
+                .as_ref()
+                .and_then(|h| h.get(name))
+                .and_then(|v| v.as_str().parse::<u64>().ok())
+        };
+        StoredBatchMessage {
+            seq,
+            batch: header(BATCH_ID),
+            index: header(BATCH_SEQUENCE),
+        }
+    })
+    .await
+}
+
+/// Reads the whole stream in sequence order with an ordered consumer and
+/// keeps what `keep` makes of each message and its stream sequence,
+/// stopping at the end of the stream or after `idle` without a message;
+/// the flag says whether the end was reached. Atomic batches are audited by
+/// their headers, fast-ingest batches by their payload stamps: both read
+/// the stream this one way.
+pub async fn read_each<T>(
+    js: &jetstream::Context,
+    stream: &str,
+    idle: Duration,
+    mut keep: impl FnMut(u64, &async_nats::Message) -> T,
+) -> Result<(Vec<T>, bool)> {
     let mut handle = js
         .get_stream(stream)
         .await
-        .with_context(|| format!("opening stream {stream} to read its batches back"))?;
+        .with_context(|| format!("opening stream {stream} to read it back"))?;
     let info = handle.info().await.context("reading stream info")?;
     let mut read = Vec::with_capacity(info.state.messages as usize);
     if info.state.messages == 0 {
@@ -68,17 +97,7 @@ pub async fn read_batches(
         let next = next.with_context(|| format!("reading {stream} back"))?;
         let Ok(info) = next.info() else { continue };
         let (seq, last) = (info.stream_sequence, info.pending == 0);
-        let header = |name: &str| {
-            next.headers
-                .as_ref()
-                .and_then(|h| h.get(name))
-                .and_then(|v| v.as_str().parse::<u64>().ok())
-        };
-        read.push(StoredBatchMessage {
-            seq,
-            batch: header(BATCH_ID),
-            index: header(BATCH_SEQUENCE),
-        });
+        read.push(keep(seq, &next.message));
         if last {
             return Ok((read, true));
         }

@@ -4,5 +4,6 @@
 
 pub mod advisory;
 pub mod batches;
+pub mod fast_batches;
 pub mod provision;
 pub mod readback;

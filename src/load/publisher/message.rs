@@ -110,6 +110,11 @@ impl Composer {
         }
     }
 
+    /// See [`MessageBuilder::set_reply`].
+    pub fn set_reply(&mut self, prefix: &str, suffix: &'static str) {
+        self.builder.set_reply(prefix, suffix);
+    }
+
     /// The send lag recorded so far, for the report.
     pub fn into_send_lag(self) -> Recorder {
         self.send_lag
@@ -122,6 +127,8 @@ impl Composer {
 pub struct MessageBuilder {
     arena: BytesMut,
     reply_prefix: Vec<u8>,
+    /// After the number: a fast-ingest batch's `.<op>.$FI`, else empty.
+    reply_suffix: &'static [u8],
 }
 
 impl MessageBuilder {
@@ -130,7 +137,20 @@ impl MessageBuilder {
         MessageBuilder {
             arena: BytesMut::with_capacity(64 * 1024),
             reply_prefix: format!("{inbox}.").into_bytes(),
+            reply_suffix: b"",
         }
+    }
+
+    /// Replies go to `<prefix>.<n><suffix>` from now on: a fast-ingest
+    /// batch carries its id, flow and gap mode before the number and its
+    /// operation after it, and changes them per batch and per operation.
+    /// The prefix's buffer is reused, so this allocates nothing once it has
+    /// grown to the longest prefix.
+    pub fn set_reply(&mut self, prefix: &str, suffix: &'static str) {
+        self.reply_prefix.clear();
+        self.reply_prefix.extend_from_slice(prefix.as_bytes());
+        self.reply_prefix.push(b'.');
+        self.reply_suffix = suffix.as_bytes();
     }
 
     /// The payload of `size` bytes (stamp, then filler) and the reply
@@ -139,7 +159,7 @@ impl MessageBuilder {
     pub fn build(&mut self, stamp: Stamp, send: u64, size: usize) -> (Bytes, Subject) {
         let mut digits = [0u8; 20];
         self.arena
-            .reserve(size + self.reply_prefix.len() + digits.len());
+            .reserve(size + self.reply_prefix.len() + digits.len() + self.reply_suffix.len());
         let mut head = [0u8; STAMP_LEN];
         stamp.write(&mut head);
         self.arena.extend_from_slice(&head);
@@ -147,8 +167,9 @@ impl MessageBuilder {
         let payload = self.arena.split().freeze();
         self.arena.extend_from_slice(&self.reply_prefix);
         self.arena.extend_from_slice(decimal(send, &mut digits));
-        // SAFETY: the bytes are the prefix, copied from a `&str`, and ASCII
-        // digits: valid UTF-8 by construction, so the check `try_from`
+        self.arena.extend_from_slice(self.reply_suffix);
+        // SAFETY: the bytes are the prefix and suffix, copied from `&str`s,
+        // and ASCII digits: valid UTF-8 by construction, so the check `try_from`
         // would repeat on every message (25 ns of the bench's 150) is skipped.
         let reply = unsafe { Subject::from_bytes_unchecked(self.arena.split().freeze()) };
         (payload, reply)
@@ -215,6 +236,17 @@ mod tests {
         assert_eq!(reply.as_str(), "_INBOX.abc.99");
         let (second, _) = builder.build(stamp, 100, 40);
         assert_eq!(payload, second, "earlier messages are not overwritten");
+    }
+
+    #[test]
+    fn a_fast_batch_reply_carries_its_prefix_number_and_operation() {
+        let mut builder = MessageBuilder::new("_INBOX.abc");
+        builder.set_reply("_INBOX.abc.b7.500.fail", ".1.$FI");
+        let (_, reply) = builder.build(Stamp::default(), 12, 24);
+        assert_eq!(reply.as_str(), "_INBOX.abc.b7.500.fail.12.1.$FI");
+        builder.set_reply("_INBOX.abc.b8.500.ok", ".0.$FI");
+        let (_, reply) = builder.build(Stamp::default(), 1, 24);
+        assert_eq!(reply.as_str(), "_INBOX.abc.b8.500.ok.1.0.$FI");
     }
 
     #[test]

@@ -234,7 +234,9 @@ fn verify(
 const WHOLE: &str = "every committed batch stored whole, contiguous and once (read back)";
 const NOTHING_FAILED: &str = "nothing stored from a failed batch (read back)";
 
-fn first_three(list: &[String]) -> String {
+/// The first three breaches of a check, for its evidence: atomic and fast
+/// batch variants both list theirs this way.
+pub(super) fn first_three(list: &[String]) -> String {
     if list.is_empty() {
         return String::new();
     }

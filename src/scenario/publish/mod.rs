@@ -13,6 +13,8 @@
 //! the obvious client code), and core publish (no persistence).
 
 pub mod batch;
+pub mod fast;
+pub mod fast_keys;
 pub mod plan;
 
 use std::collections::HashMap;
@@ -88,6 +90,8 @@ impl ScenarioKind for Publish {
         table::quantile("max", names::PUB_ACK_LATENCY, "max"),
         table::quantile("commit p50", names::BATCH_COMMIT_LATENCY, "p50"),
         table::quantile("p99", names::BATCH_COMMIT_LATENCY, "p99"),
+        table::quantile("flow ack p50", names::FAST_ACK_LATENCY, "p50"),
+        table::quantile("p99", names::FAST_ACK_LATENCY, "p99"),
         Column {
             header: "client/msg",
             cell: Cell::Metric(names::CLIENT_CPU_PER_MSG, Show::MicrosPerMsg),
@@ -216,7 +220,31 @@ async fn run(
                 .await;
                 sink.record(&scenario.common, result)?;
             }
+            run_fast(ctx, scenario, plan, (rate, msg_id), sink).await?;
         }
+    }
+    Ok(())
+}
+
+/// The fast-ingest batch variants of one rate and msg_id mode: every
+/// size, outstanding-ack setting and gap mode.
+async fn run_fast(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &Plan,
+    (rate, msg_id): (Rate, MsgId),
+    sink: &mut dyn VariantSink,
+) -> Result<()> {
+    for v in fast::variants(&plan.fast, rate, msg_id) {
+        if ctx.stop.is_cancelled() {
+            return Ok(());
+        }
+        let name = v.name(&rate.label(), id_label(msg_id));
+        let (result, _) = variant(name, async |r| {
+            fast::run_variant(ctx, scenario, plan, v, r).await
+        })
+        .await;
+        sink.record(&scenario.common, result)?;
     }
     Ok(())
 }

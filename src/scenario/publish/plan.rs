@@ -34,6 +34,9 @@ pub struct Plan {
     /// `batch = [...]`: atomic batch sizes, each a variant per rate and
     /// msg_id mode beside the windowed one.
     pub batches: Vec<usize>,
+    /// `fast_batch = [...]` and its settings: fast-ingest batch variants
+    /// beside the windowed and atomic ones.
+    pub fast: super::fast_keys::FastPlan,
 }
 
 impl Plan {
@@ -59,7 +62,8 @@ impl Plan {
             0
         };
         let batches = self.rates.len() * self.msg_ids.len() * self.batches.len();
-        own + minimal + core + batches
+        let fast = self.rates.len() * self.msg_ids.len() * self.fast.variants();
+        own + minimal + core + batches + fast
     }
 }
 
@@ -87,6 +91,10 @@ struct PublishSection {
     reference: Option<OneOrMany<Reference>>,
     verify_stored: Option<bool>,
     batch: Option<OneOrMany<usize>>,
+    fast_batch: Option<OneOrMany<u64>>,
+    fast_acks: Option<OneOrMany<u64>>,
+    fast_flow: Option<OneOrMany<u64>>,
+    fast_gap: Option<OneOrMany<crate::load::fast_batch::GapMode>>,
 }
 
 pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
@@ -153,8 +161,16 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
     );
     let batches = s.batch.map(|b| b.0).unwrap_or_default();
     check_batches(&batches, &publish, searching, prefix, problems);
+    let fast_keys = super::fast_keys::FastKeys {
+        fast_batch: s.fast_batch,
+        fast_acks: s.fast_acks,
+        fast_flow: s.fast_flow,
+        fast_gap: s.fast_gap,
+    };
+    let fast = super::fast_keys::read(fast_keys, &publish, searching, prefix, problems);
     let plan = Plan {
         batches,
+        fast,
         rates,
         rate_per,
         msg_ids,
