@@ -15,18 +15,19 @@
 //!
 //! Why a server of its own: the cut destroys its store, and a run's other
 //! scenarios must not inherit that; and the mount makes the run's server
-//! slower for everything else. So it runs only when jsbench may start
-//! servers: against a server given with `--server`, on a local cluster
-//! (not built yet: a cluster's nodes get mounts on another branch), or on
-//! a host where FUSE cannot be mounted, every variant reports "not
+//! slower for everything else. On a local cluster the variant's servers
+//! are as many nodes, each on its own mount: `kill` and `power` strike
+//! them all, `power_leader` the stream leader's alone. It runs only when
+//! jsbench may start servers: against a server given with `--server`, or
+//! on a host where FUSE cannot be mounted, every variant reports "not
 //! applicable" with the reason, never a pass.
 //!
 //! The invariant "every PubAcked message survived the cut" applies where
 //! the setting promises it ([`cut::promise`]): a SIGKILL without async
-//! persistence, a power cut under sync always. Elsewhere it reads "not
-//! applicable" with what was promised, and the loss is a finding,
-//! `lost_after_puback`, never a failure. The server is reached through
-//! [`PowerTarget`], the seam a cluster with a mount per node implements.
+//! persistence, a power cut under sync always, one node's cut of a
+//! replicated stream. Elsewhere it reads "not applicable" with what was
+//! promised, and the loss is a finding, `lost_after_puback`, never a
+//! failure.
 
 mod cut;
 pub mod plan;
