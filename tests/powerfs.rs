@@ -72,7 +72,7 @@ fn a_power_cut_loses_the_unsynced_write_and_keeps_the_synced_one() {
     assert_eq!(report.unsynced_bytes, 13, "{report:?}");
     assert_eq!(
         report.unsynced_files,
-        vec![PathBuf::from("a"), PathBuf::from("b")]
+        vec![(PathBuf::from("a"), 9), (PathBuf::from("b"), 4)]
     );
     assert!(!is_mounted(&f.mnt), "the mount is gone after the cut");
     assert_eq!(fs::read(f.backing.join("a")).unwrap(), b"synced");

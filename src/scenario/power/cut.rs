@@ -92,9 +92,9 @@ impl Faults for CutAtKill {
                     sum.unsynced_bytes += r.unsynced_bytes;
                     let name = self.servers.node_name(n);
                     sum.unsynced_files
-                        .extend(r.unsynced_files.into_iter().map(|f| match &name {
-                            Some(name) => std::path::Path::new(name).join(f),
-                            None => f,
+                        .extend(r.unsynced_files.into_iter().map(|(f, bytes)| match &name {
+                            Some(name) => (std::path::Path::new(name).join(f), bytes),
+                            None => (f, bytes),
                         }));
                 }
                 Some(sum)

@@ -605,7 +605,7 @@ fn measure(o: &DriveOutcome, rec: &Recovery, dropped: Option<&CutReport>, r: &mu
         let files: Vec<String> = d
             .unsynced_files
             .iter()
-            .map(|f| f.display().to_string())
+            .map(|(f, bytes)| format!("{} ({bytes} B)", f.display()))
             .collect();
         r.param("cut_unsynced_files", files);
     }

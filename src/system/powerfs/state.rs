@@ -54,8 +54,10 @@ impl Node {
 pub struct CutReport {
     /// Bytes written but never synced (overlapping rewrites count each time).
     pub unsynced_bytes: u64,
-    /// The files that had them, relative to the mount, sorted.
-    pub unsynced_files: Vec<PathBuf>,
+    /// The files that had them, relative to the mount, sorted, each with
+    /// its own unsynced bytes: a test can then tell a file's in-flight tail
+    /// from a file that was never synced.
+    pub unsynced_files: Vec<(PathBuf, u64)>,
 }
 
 /// Every node the kernel knows, by inode and by path.
@@ -314,7 +316,7 @@ impl State {
             let bytes = node.unsynced_bytes();
             if bytes > 0 && !node.unlinked {
                 report.unsynced_bytes += bytes;
-                report.unsynced_files.push(node.path.clone());
+                report.unsynced_files.push((node.path.clone(), bytes));
             }
             node.dirty.clear();
             node.file = None;
@@ -438,6 +440,6 @@ mod tests {
         assert_eq!(s.read(ino, 1, 3).unwrap(), b"bcd");
         let report = s.cut();
         assert_eq!(report.unsynced_bytes, 5);
-        assert_eq!(report.unsynced_files, vec![PathBuf::from("f")]);
+        assert_eq!(report.unsynced_files, vec![(PathBuf::from("f"), 5)]);
     }
 }
