@@ -1235,3 +1235,209 @@ async fn fast_batches_are_refused_by_code_when_disabled_malformed_or_over_the_li
         "the two open batches' first messages"
     );
 }
+
+// ---- issue 34: per-message TTL and subject delete markers ----
+//
+// What the ttl scenario (src/scenario/ttl/) assumes of ADR-43: which
+// `Nats-TTL` values a stream takes, that a marker's TTL raises a shorter
+// message TTL, when a marker is written and what it carries, that the
+// marker leaves none of its own, and that "never" outlives max_age.
+
+/// Publishes `payload` on `subject` with `Nats-TTL: ttl`: the stream
+/// sequence, or the refusal's error code.
+async fn publish_ttl(js: &jetstream::Context, subject: &str, ttl: &str) -> Result<u64, String> {
+    let sent = js
+        .send_publish(
+            subject.to_string(),
+            PublishMessage::build()
+                .payload("x".into())
+                .header("Nats-TTL", ttl),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    sent.await.map(|a| a.sequence).map_err(|e| e.to_string())
+}
+
+async fn ttl_stream(js: &jetstream::Context, name: &str, tweak: impl FnOnce(&mut stream::Config)) {
+    let mut config = stream::Config {
+        name: name.into(),
+        subjects: vec![format!("{}.*", name.to_lowercase())],
+        allow_message_ttl: true,
+        ..Default::default()
+    };
+    tweak(&mut config);
+    js.create_stream(config).await.unwrap();
+}
+
+/// The message at `seq` as a message get sees it, `None` once it is gone.
+async fn get_seq(
+    js: &jetstream::Context,
+    stream_name: &str,
+    seq: u64,
+) -> Option<jetstream::message::StreamMessage> {
+    let s = js.get_stream_no_info(stream_name).await.unwrap();
+    match s.get_raw_message(seq).await {
+        Ok(m) => Some(m),
+        Err(e) if e.kind() == stream::RawMessageErrorKind::NoMessageFound => None,
+        Err(e) => panic!("message get {stream_name} {seq}: {e}"),
+    }
+}
+
+/// Polls until `seq` is gone, at most `within`; how long that took.
+async fn until_gone(js: &jetstream::Context, name: &str, seq: u64, within: Duration) -> Duration {
+    let start = Instant::now();
+    while get_seq(js, name, seq).await.is_some() {
+        assert!(
+            start.elapsed() < within,
+            "{name} {seq} still stored after {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    start.elapsed()
+}
+
+fn header<'a>(m: &'a jetstream::message::StreamMessage, name: &str) -> Option<&'a str> {
+    m.headers.get(name).map(|v| v.as_str())
+}
+
+#[tokio::test]
+async fn a_message_ttl_needs_a_stream_that_allows_it_and_whole_seconds_from_one() {
+    let server = common::server();
+    let js = context(&server).await;
+    js.create_stream(stream::Config {
+        name: "NOTTL".into(),
+        subjects: vec!["nottl.*".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let refused = publish_ttl(&js, "nottl.a", "5s").await;
+    assert!(
+        refused.as_ref().is_err_and(|e| e.contains("10166")),
+        "a stream without allow_msg_ttl refuses Nats-TTL (10166): {refused:?}"
+    );
+    ttl_stream(&js, "TTLS", |_| {}).await;
+    // Go durations of a second or more, plain seconds, and "never" are taken.
+    for ok in ["5s", "1m", "2", "never", "NEVER"] {
+        let r = publish_ttl(&js, "ttls.a", ok).await;
+        assert!(r.is_ok(), "Nats-TTL {ok:?}: {r:?}");
+    }
+    // Under a second, zero (even a plain 0, though the server's parser
+    // reads it as "no TTL"), negative numbers and words are refused
+    // (10165): the scenario writes whole seconds from one.
+    for bad in ["500ms", "0s", "0", "-1", "soon"] {
+        let r = publish_ttl(&js, "ttls.a", bad).await;
+        assert!(
+            r.as_ref().is_err_and(|e| e.contains("10165")),
+            "Nats-TTL {bad:?}: {r:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_marker_ttl_must_be_a_second_and_switches_on_message_ttls_and_rollups() {
+    let server = common::server();
+    let js = context(&server).await;
+    let short = js
+        .create_stream(stream::Config {
+            name: "SHORT".into(),
+            subjects: vec!["short.*".into()],
+            allow_message_ttl: true,
+            subject_delete_marker_ttl: Some(Duration::from_millis(500)),
+            ..Default::default()
+        })
+        .await;
+    assert!(short.is_err(), "a marker TTL under 1 s is refused");
+    let mut s = js
+        .create_stream(stream::Config {
+            name: "ON".into(),
+            subjects: vec!["on.*".into()],
+            subject_delete_marker_ttl: Some(Duration::from_secs(1)),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let config = s.info().await.unwrap().config.clone();
+    assert!(config.allow_message_ttl, "switched on, not refused");
+    assert!(config.allow_rollup, "markers are written as roll-ups");
+}
+
+#[tokio::test]
+async fn a_marker_ttl_raises_a_shorter_message_ttl_unless_one_message_per_subject() {
+    let server = common::server();
+    let js = context(&server).await;
+    ttl_stream(&js, "RAISE", |c| {
+        c.subject_delete_marker_ttl = Some(Duration::from_secs(5))
+    })
+    .await;
+    ttl_stream(&js, "ONE", |c| {
+        c.subject_delete_marker_ttl = Some(Duration::from_secs(5));
+        c.max_messages_per_subject = 1;
+    })
+    .await;
+    let raised = publish_ttl(&js, "raise.a", "1s").await.unwrap();
+    let m = get_seq(&js, "RAISE", raised).await.unwrap();
+    assert_eq!(header(&m, "Nats-TTL"), Some("5"), "rewritten in seconds");
+    let longer = publish_ttl(&js, "raise.b", "7s").await.unwrap();
+    let m = get_seq(&js, "RAISE", longer).await.unwrap();
+    assert_eq!(header(&m, "Nats-TTL"), Some("7s"), "a longer one is kept as sent");
+    let kept = publish_ttl(&js, "one.a", "1s").await.unwrap();
+    let m = get_seq(&js, "ONE", kept).await.unwrap();
+    assert_eq!(header(&m, "Nats-TTL"), Some("1s"));
+    let gone = until_gone(&js, "ONE", kept, Duration::from_secs(10)).await;
+    assert!(gone < Duration::from_secs(4), "expired at its own 1 s: {gone:?}");
+}
+
+#[tokio::test]
+async fn the_last_message_of_a_subject_to_expire_leaves_a_marker_that_leaves_none() {
+    let server = common::server();
+    let js = context(&server).await;
+    ttl_stream(&js, "SDM", |c| {
+        c.subject_delete_marker_ttl = Some(Duration::from_secs(1))
+    })
+    .await;
+    let first = publish_ttl(&js, "sdm.a", "1").await.unwrap();
+    let second = publish_ttl(&js, "sdm.a", "3").await.unwrap();
+    let never = publish_ttl(&js, "sdm.b", "never").await.unwrap();
+    let alone = publish_ttl(&js, "sdm.c", "1").await.unwrap();
+    until_gone(&js, "SDM", first, Duration::from_secs(10)).await;
+    until_gone(&js, "SDM", alone, Duration::from_secs(10)).await;
+    // sdm.c's only message expired: one marker, the next sequence; sdm.a
+    // still holds `second`, so its first message's expiry left none.
+    let marker = get_seq(&js, "SDM", alone + 1)
+        .await
+        .expect("a marker after sdm.c's expiry");
+    assert_eq!(marker.subject.as_str(), "sdm.c");
+    assert_eq!(header(&marker, "Nats-Marker-Reason"), Some("MaxAge"), "for a TTL too");
+    assert_eq!(header(&marker, "Nats-TTL"), Some("1s"));
+    assert_eq!(header(&marker, "Nats-Rollup"), Some("sub"));
+    assert!(marker.payload.is_empty());
+    let expired = until_gone(&js, "SDM", second, Duration::from_secs(10)).await;
+    let m = js.get_stream_no_info("SDM").await.unwrap();
+    let last_a = m.get_last_raw_message_by_subject("sdm.a").await.unwrap();
+    assert_eq!(header(&last_a, "Nats-Marker-Reason"), Some("MaxAge"));
+    assert!(last_a.sequence > alone + 1, "sdm.a's marker came after sdm.c's");
+    // Both markers expire after their own 1 s and leave nothing behind;
+    // `never` stays.
+    until_gone(&js, "SDM", last_a.sequence, Duration::from_secs(10)).await;
+    until_gone(&js, "SDM", alone + 1, Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut info = js.get_stream("SDM").await.unwrap();
+    let state = info.info().await.unwrap().state.clone();
+    assert_eq!(state.messages, 1, "only `never` left after {expired:?}: {state:?}");
+    assert_eq!(state.last_sequence, last_a.sequence, "no marker of a marker");
+    assert!(get_seq(&js, "SDM", never).await.is_some());
+}
+
+#[tokio::test]
+async fn never_outlives_max_age_and_a_longer_ttl_goes_at_max_age() {
+    let server = common::server();
+    let js = context(&server).await;
+    ttl_stream(&js, "AGE", |c| c.max_age = Duration::from_secs(1)).await;
+    let plain = publish_ttl(&js, "age.a", "30").await.unwrap();
+    let never = publish_ttl(&js, "age.b", "never").await.unwrap();
+    let gone = until_gone(&js, "AGE", plain, Duration::from_secs(10)).await;
+    assert!(gone < Duration::from_secs(5), "max_age wins over a longer TTL: {gone:?}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(get_seq(&js, "AGE", never).await.is_some(), "never is never");
+}
