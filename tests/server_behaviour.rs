@@ -1322,9 +1322,8 @@ async fn a_message_ttl_needs_a_stream_that_allows_it_and_whole_seconds_from_one(
         let r = publish_ttl(&js, "ttls.a", ok).await;
         assert!(r.is_ok(), "Nats-TTL {ok:?}: {r:?}");
     }
-    // Under a second, zero (even a plain 0, though the server's parser
-    // reads it as "no TTL"), negative numbers and words are refused
-    // (10165): the scenario writes whole seconds from one.
+    // Under a second, zero (a plain 0 too), negative numbers and words
+    // are refused (10165): the scenario writes whole seconds from one.
     for bad in ["500ms", "0s", "0", "-1", "soon"] {
         let r = publish_ttl(&js, "ttls.a", bad).await;
         assert!(
