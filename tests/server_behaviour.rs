@@ -1379,12 +1379,19 @@ async fn a_marker_ttl_raises_a_shorter_message_ttl_unless_one_message_per_subjec
     assert_eq!(header(&m, "Nats-TTL"), Some("5"), "rewritten in seconds");
     let longer = publish_ttl(&js, "raise.b", "7s").await.unwrap();
     let m = get_seq(&js, "RAISE", longer).await.unwrap();
-    assert_eq!(header(&m, "Nats-TTL"), Some("7s"), "a longer one is kept as sent");
+    assert_eq!(
+        header(&m, "Nats-TTL"),
+        Some("7s"),
+        "a longer one is kept as sent"
+    );
     let kept = publish_ttl(&js, "one.a", "1s").await.unwrap();
     let m = get_seq(&js, "ONE", kept).await.unwrap();
     assert_eq!(header(&m, "Nats-TTL"), Some("1s"));
     let gone = until_gone(&js, "ONE", kept, Duration::from_secs(10)).await;
-    assert!(gone < Duration::from_secs(4), "expired at its own 1 s: {gone:?}");
+    assert!(
+        gone < Duration::from_secs(4),
+        "expired at its own 1 s: {gone:?}"
+    );
 }
 
 #[tokio::test]
@@ -1407,7 +1414,11 @@ async fn the_last_message_of_a_subject_to_expire_leaves_a_marker_that_leaves_non
         .await
         .expect("a marker after sdm.c's expiry");
     assert_eq!(marker.subject.as_str(), "sdm.c");
-    assert_eq!(header(&marker, "Nats-Marker-Reason"), Some("MaxAge"), "for a TTL too");
+    assert_eq!(
+        header(&marker, "Nats-Marker-Reason"),
+        Some("MaxAge"),
+        "for a TTL too"
+    );
     assert_eq!(header(&marker, "Nats-TTL"), Some("1s"));
     assert_eq!(header(&marker, "Nats-Rollup"), Some("sub"));
     assert!(marker.payload.is_empty());
@@ -1415,7 +1426,10 @@ async fn the_last_message_of_a_subject_to_expire_leaves_a_marker_that_leaves_non
     let m = js.get_stream_no_info("SDM").await.unwrap();
     let last_a = m.get_last_raw_message_by_subject("sdm.a").await.unwrap();
     assert_eq!(header(&last_a, "Nats-Marker-Reason"), Some("MaxAge"));
-    assert!(last_a.sequence > alone + 1, "sdm.a's marker came after sdm.c's");
+    assert!(
+        last_a.sequence > alone + 1,
+        "sdm.a's marker came after sdm.c's"
+    );
     // Both markers expire after their own 1 s and leave nothing behind;
     // `never` stays.
     until_gone(&js, "SDM", last_a.sequence, Duration::from_secs(10)).await;
@@ -1423,8 +1437,14 @@ async fn the_last_message_of_a_subject_to_expire_leaves_a_marker_that_leaves_non
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let mut info = js.get_stream("SDM").await.unwrap();
     let state = info.info().await.unwrap().state.clone();
-    assert_eq!(state.messages, 1, "only `never` left after {expired:?}: {state:?}");
-    assert_eq!(state.last_sequence, last_a.sequence, "no marker of a marker");
+    assert_eq!(
+        state.messages, 1,
+        "only `never` left after {expired:?}: {state:?}"
+    );
+    assert_eq!(
+        state.last_sequence, last_a.sequence,
+        "no marker of a marker"
+    );
     assert!(get_seq(&js, "SDM", never).await.is_some());
 }
 
@@ -1436,7 +1456,10 @@ async fn never_outlives_max_age_and_a_longer_ttl_goes_at_max_age() {
     let plain = publish_ttl(&js, "age.a", "30").await.unwrap();
     let never = publish_ttl(&js, "age.b", "never").await.unwrap();
     let gone = until_gone(&js, "AGE", plain, Duration::from_secs(10)).await;
-    assert!(gone < Duration::from_secs(5), "max_age wins over a longer TTL: {gone:?}");
+    assert!(
+        gone < Duration::from_secs(5),
+        "max_age wins over a longer TTL: {gone:?}"
+    );
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(get_seq(&js, "AGE", never).await.is_some(), "never is never");
 }

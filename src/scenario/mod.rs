@@ -25,6 +25,7 @@ pub mod schedule;
 pub mod search;
 pub mod shape;
 pub mod table;
+pub mod ttl;
 
 use std::time::Duration;
 
@@ -156,6 +157,7 @@ registry! {
     Fanout => fanout::Fanout,
     Outage => outage::Outage,
     Power => power::Power,
+    Ttl => ttl::TtlKind,
 }
 
 /// One `[[scenario]]` of a profile: the keys every scenario has, and its
@@ -316,7 +318,9 @@ mod tests {
         for family in [fates::REDELIVERY_DELAY, fates::REDELIVERY_OFF_BY] {
             histograms.extend(Cause::ALL.map(|c| fates::per_cause(family, c)));
         }
+        histograms.extend(ttl::HISTOGRAMS.iter().map(|h| h.to_string()));
         let mut all: Vec<String> = names::VALUES.iter().map(|v| v.to_string()).collect();
+        all.extend(ttl::VALUES.iter().map(|v| v.to_string()));
         for h in &histograms {
             all.extend(names::QUANTILES.iter().map(|q| names::quantile(h, q)));
         }

@@ -4,6 +4,7 @@
 
 pub mod advisory;
 pub mod batches;
+pub mod expiry;
 pub mod fast_batches;
 pub mod provision;
 pub mod readback;

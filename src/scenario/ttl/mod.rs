@@ -1,0 +1,435 @@
+//! `kind = "ttl"`: per-message TTL and subject delete markers (ADR-43).
+//!
+//! Provision: a stream that allows per-message TTLs, with subject delete
+//! markers or without (one variant each), max_age from
+//! `[scenario.stream]`. Drive: `messages` published at `rate` with mixed
+//! `Nats-TTL`s over `subjects` subjects. Measure: every message polled by
+//! sequence from just before its deadline until a message get finds it
+//! gone (the expiry lag: that reply's instant minus the stored time plus
+//! the TTL, resolved to the poll interval); every marker followed live
+//! (its delay: its stored time minus the deadline of its subject's last
+//! message); a late reader started between two deadline groups. Verify:
+//! nothing removed before its deadline, every expired message removed,
+//! nothing delivered after its deadline, every unexpired one delivered,
+//! every marker accounted for. A `cost` variant weighs what pending TTLs
+//! cost the server (cost.rs).
+
+mod cost;
+pub mod plan;
+mod verify;
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use async_nats::jetstream::stream;
+use tokio_util::sync::CancellationToken;
+
+use super::lifecycle::{each, record_stream, variant};
+use super::table::{self, Cell, Column, Show};
+use super::{ScenarioKind, ScenarioPlan};
+use crate::drive::RunContext;
+use crate::profile::{CommonPlan, Problems, Section};
+use crate::record::clock::now_ns;
+use crate::record::metrics::{Direction, Metric, count};
+use crate::streams::expiry::{
+    self, LateRead, Polled, Polling, Tracked, Ttl, TtlLoad, ttl_stream_config,
+};
+use crate::streams::provision::{Need, stream_config};
+use crate::variant::{VariantResult, VariantSink};
+
+pub use plan::Plan;
+pub use verify::{
+    DELIVERY_TOLERANCE, EXPIRED_REMOVED, MARKERS_ACCOUNTED, NOTHING_DELIVERED_LATE,
+    NOTHING_REMOVED_EARLY, UNEXPIRED_DELIVERED,
+};
+
+/// A message's deadline (stored time + TTL) to the reply of the first
+/// message get that found it gone.
+pub const EXPIRY_LAG: &str = "expiry_lag";
+/// The deadline of a subject's last message to its marker's stored time.
+pub const MARKER_DELAY: &str = "marker_delay";
+/// The histograms this kind reports, for the `[ab] judge` check.
+pub const HISTOGRAMS: &[&str] = &[EXPIRY_LAG, MARKER_DELAY];
+/// The cost variant's figures ([`cost`]).
+pub const SERVER_BYTES_PER_TTL_MSG: &str = "server_bytes_per_ttl_msg";
+pub const SERVER_BYTES_PER_PLAIN_MSG: &str = "server_bytes_per_plain_msg";
+pub const EXPIRY_CPU_PER_MSG: &str = "expiry_cpu_per_msg";
+pub const VALUES: &[&str] = &[
+    SERVER_BYTES_PER_TTL_MSG,
+    SERVER_BYTES_PER_PLAIN_MSG,
+    EXPIRY_CPU_PER_MSG,
+];
+
+/// A message is first asked for at least this long before its deadline.
+const MIN_LEAD: Duration = Duration::from_millis(250);
+/// A message still stored this long after its deadline is given up on.
+const GIVE_UP: Duration = Duration::from_secs(5);
+/// Message gets in flight at once.
+const CONCURRENCY: usize = 32;
+/// How long the marker follower keeps reading after the last expiry.
+const MARKER_GRACE: Duration = Duration::from_secs(2);
+/// The late reader stops after this long without a delivery.
+const READ_IDLE: Duration = Duration::from_secs(2);
+/// The stream's per-message cost on top of the payload, for sizing.
+const PER_MESSAGE_OVERHEAD: u64 = 100;
+
+pub struct TtlKind;
+
+impl ScenarioKind for TtlKind {
+    const NAME: &'static str = "ttl";
+    const COLUMNS: &'static [Column] = &[
+        table::VARIANT,
+        Column {
+            header: "published",
+            cell: Cell::Metric("published", Show::Whole),
+        },
+        table::quantile("expiry lag p50", EXPIRY_LAG, "p50"),
+        table::quantile("p99", EXPIRY_LAG, "p99"),
+        table::quantile("max", EXPIRY_LAG, "max"),
+        table::quantile("marker p50", MARKER_DELAY, "p50"),
+        Column {
+            header: "markers",
+            cell: Cell::Metric("markers_seen", Show::Whole),
+        },
+        Column {
+            header: "late past deadline",
+            cell: Cell::Metric("late_reader_past_deadline", Show::Whole),
+        },
+        Column {
+            header: "B/ttl msg",
+            cell: Cell::Metric(SERVER_BYTES_PER_TTL_MSG, Show::Decimals(0)),
+        },
+        Column {
+            header: "expiry cpu",
+            cell: Cell::Metric(EXPIRY_CPU_PER_MSG, Show::MicrosPerMsg),
+        },
+        table::VERDICT,
+    ];
+    type Plan = Plan;
+
+    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
+        plan::read(section, problems)
+    }
+
+    fn run<'a>(
+        ctx: &'a RunContext,
+        scenario: &'a ScenarioPlan,
+        plan: &'a Plan,
+        sink: &'a mut dyn VariantSink,
+    ) -> impl Future<Output = Result<()>> + 'a {
+        run(ctx, scenario, plan, sink)
+    }
+
+    fn need(plan: &Plan, _common: &CommonPlan) -> Need {
+        let each = plan.message_size as u64 + PER_MESSAGE_OVERHEAD;
+        let bytes = plan.messages.max(plan.cost_messages) * each;
+        Need {
+            // The cost variant keeps its two streams at once.
+            streams: if plan.cost_messages > 0 { 2 } else { 1 },
+            consumers: 2,
+            bytes,
+            total_bytes: bytes + plan.cost_messages * each,
+            max_ack_pending: 0,
+        }
+    }
+
+    fn estimated_duration(plan: &Plan, _common: &CommonPlan) -> Duration {
+        let longest = plan
+            .ttls
+            .iter()
+            .filter_map(|t| match t {
+                Ttl::Secs(s) => Some(*s),
+                Ttl::Never => None,
+            })
+            .max()
+            .unwrap_or(0);
+        let publish = Duration::from_secs_f64(plan.messages as f64 / plan.rate as f64);
+        let each = publish + Duration::from_secs(longest + 1);
+        let cost = match plan.cost_messages {
+            0 => Duration::ZERO,
+            n => plan.cost_ttl + Duration::from_secs_f64(n as f64 / 50_000.0),
+        };
+        each * plan.markers.len() as u32 + cost
+    }
+}
+
+async fn run(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &Plan,
+    sink: &mut dyn VariantSink,
+) -> Result<()> {
+    let mut variants: Vec<Option<Option<Duration>>> =
+        plan.markers.iter().map(|m| Some(*m)).collect();
+    if plan.cost_messages > 0 {
+        variants.push(None);
+    }
+    each(ctx, scenario, sink, variants, async |v| match v {
+        Some(markers) => expiry_variant(ctx, scenario, plan, markers).await,
+        None => cost::weigh_variant(ctx, scenario, plan).await,
+    })
+    .await
+}
+
+fn variant_name(markers: Option<Duration>) -> String {
+    match markers {
+        None => "markers-off".into(),
+        Some(d) => format!("markers-{}s", d.as_secs()),
+    }
+}
+
+/// How long a message published with `ttl` lives by the server's rules
+/// (pinned in tests/server_behaviour.rs): a marker TTL raises a shorter
+/// TTL unless the stream keeps one message per subject; max_age removes a
+/// longer-lived message at its age; "never" outlives max_age.
+pub fn lifetime(
+    ttl: Ttl,
+    markers: Option<Duration>,
+    max_age: Duration,
+    per_subject: i64,
+) -> Option<u64> {
+    let Ttl::Secs(secs) = ttl else {
+        return None;
+    };
+    let raised = match markers {
+        Some(m) if per_subject != 1 => secs.max(m.as_secs()),
+        _ => secs,
+    };
+    let ns = raised * 1_000_000_000;
+    Some(match max_age.as_nanos() as u64 {
+        0 => ns,
+        age => ns.min(age),
+    })
+}
+
+async fn expiry_variant(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &Plan,
+    markers: Option<Duration>,
+) -> VariantResult {
+    let (result, _) = variant(variant_name(markers), async |r| {
+        describe(plan, markers, r);
+        // Provision.
+        let stream_name = ctx.names.stream(scenario.name(), &r.name);
+        let base = ctx.names.subject(scenario.name(), &r.name);
+        let config = ttl_stream_config(
+            stream_config(&stream_name, &base, &ctx.server, &ctx.stream),
+            markers,
+        );
+        let rules = (markers, config.max_age, config.max_messages_per_subject);
+        let stream = ctx.provisioner.create_stream(config).await?;
+        // Drive and watch.
+        let seen = observe(ctx, plan, (&stream, &base), rules, r).await;
+        record_stream(ctx, &stream_name, r).await;
+        let deleted = ctx.provisioner.delete_stream(&stream_name).await;
+        // Measure and verify.
+        let seen = seen?;
+        let observed = verify::Observed {
+            tracked: &seen.tracked,
+            late: seen.late.as_ref(),
+            markers: seen.markers.as_ref(),
+            give_up: GIVE_UP,
+            watched_until_ns: seen.watched_until_ns,
+        };
+        verify::measure(&observed, r);
+        r.invariants.extend(verify::verify(&observed));
+        r.metrics.push(count("gets", seen.polled.gets));
+        r.metrics.push(count("get_errors", seen.polled.errors));
+        deleted.context("cleaning up after the variant")?;
+        Ok(())
+    })
+    .await;
+    result
+}
+
+fn describe(plan: &Plan, markers: Option<Duration>, r: &mut VariantResult) {
+    r.param("messages", plan.messages);
+    r.param("rate", plan.rate);
+    r.param("subjects", plan.subjects);
+    let ttls: Vec<String> = plan.ttls.iter().map(Ttl::label).collect();
+    r.param("ttls", ttls);
+    r.param(
+        "markers",
+        markers.map_or("off".to_string(), |m| format!("{}s", m.as_secs())),
+    );
+    r.param("poll_ms", plan.poll.as_millis() as u64);
+    r.param("late_reader", plan.late_reader);
+    if let Some(m) = markers {
+        for t in &plan.ttls {
+            if let Ttl::Secs(s) = t
+                && *s < m.as_secs()
+            {
+                r.warnings.push(format!(
+                    "Nats-TTL {s}s is raised to the marker TTL {}s by the server (ADR-43): \
+                     its deadlines are counted from {}s",
+                    m.as_secs(),
+                    m.as_secs()
+                ));
+            }
+        }
+    }
+}
+
+/// What one variant saw.
+struct Seen {
+    tracked: Vec<Tracked>,
+    late: Option<LateRead>,
+    markers: Option<verify::MarkerWatch>,
+    polled: Polled,
+    watched_until_ns: u64,
+}
+
+/// Publishes the load, then watches it expire: the poller, the late
+/// reader and the marker follower run side by side.
+async fn observe(
+    ctx: &RunContext,
+    plan: &Plan,
+    (stream, base): (&stream::Stream, &str),
+    (markers, max_age, per_subject): (Option<Duration>, Duration, i64),
+    r: &mut VariantResult,
+) -> Result<Seen> {
+    let lifetime = move |t: Ttl| lifetime(t, markers, max_age, per_subject);
+    let load = TtlLoad {
+        base,
+        messages: plan.messages,
+        rate: plan.rate,
+        subjects: plan.subjects,
+        ttls: &plan.ttls,
+        lifetime: &lifetime,
+        message_size: plan.message_size,
+    };
+    let started = now_ns();
+    let mut tracked = expiry::publish(ctx.provisioner.jetstream(), &load, &ctx.stop).await?;
+    let span = now_ns().saturating_sub(started);
+    r.metrics.push(count("published", tracked.len() as u64));
+    r.metrics.push(Metric::new(
+        "publish_span",
+        "s",
+        span as f64 / 1e9,
+        Direction::None,
+    ));
+    let last_seq = tracked.last().map_or(0, |t| t.seq);
+    let late_at = plan.late_reader.then(|| late_reader_at(&tracked)).flatten();
+    let polling = Polling {
+        every: plan.poll,
+        lead: MIN_LEAD.max(plan.poll * 2),
+        give_up_after: GIVE_UP,
+        concurrency: CONCURRENCY,
+    };
+    let done = CancellationToken::new();
+    let watching = async {
+        let polled = expiry::watch(stream, &mut tracked, polling, &ctx.stop).await;
+        let until = now_ns();
+        if markers.is_some() {
+            tokio::time::sleep(MARKER_GRACE).await;
+        }
+        done.cancel();
+        polled.map(|p| (p, until))
+    };
+    let following = async {
+        match markers {
+            Some(ttl) => {
+                let seen = expiry::follow_markers(stream, base, last_seq + 1, done.clone()).await;
+                Some(seen.map(|seen| verify::MarkerWatch {
+                    ttl,
+                    seen,
+                    until_ns: now_ns(),
+                }))
+            }
+            None => None,
+        }
+    };
+    let reading = async {
+        let at = late_at?;
+        let wait = at.saturating_sub(now_ns());
+        tokio::time::sleep(Duration::from_nanos(wait)).await;
+        Some(expiry::read_late(stream, last_seq, READ_IDLE).await)
+    };
+    let (watched, followed, read) = tokio::join!(watching, following, reading);
+    let (polled, watched_until_ns) = watched?;
+    Ok(Seen {
+        tracked,
+        late: read.transpose()?,
+        markers: followed.transpose()?,
+        polled,
+        watched_until_ns,
+    })
+}
+
+/// When the late reader starts: midway between the latest deadline of
+/// the shortest-lived messages and the earliest of the next group, so
+/// some have expired and some have not; with one group, two delivery
+/// tolerances after its last deadline. `None` when nothing expires.
+fn late_reader_at(tracked: &[Tracked]) -> Option<u64> {
+    let mut lifetimes: Vec<u64> = tracked.iter().filter_map(|t| t.ttl_ns).collect();
+    lifetimes.sort_unstable();
+    lifetimes.dedup();
+    let first = *lifetimes.first()?;
+    let latest_first = tracked
+        .iter()
+        .filter(|t| t.ttl_ns == Some(first))
+        .map(|t| t.acked_ns + first)
+        .max()?;
+    match lifetimes.get(1) {
+        Some(&second) => {
+            let earliest_second = tracked
+                .iter()
+                .filter(|t| t.ttl_ns == Some(second))
+                .map(|t| t.sent_ns + second)
+                .min()?;
+            Some(latest_first / 2 + earliest_second / 2)
+        }
+        None => Some(latest_first + 2 * DELIVERY_TOLERANCE.as_nanos() as u64),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lifetime_follows_the_servers_rules() {
+        let s = Duration::from_secs;
+        let ns = |secs: u64| Some(secs * 1_000_000_000);
+        assert_eq!(lifetime(Ttl::Secs(2), None, Duration::ZERO, -1), ns(2));
+        assert_eq!(lifetime(Ttl::Never, Some(s(5)), s(1), -1), None);
+        assert_eq!(
+            lifetime(Ttl::Secs(2), Some(s(5)), Duration::ZERO, -1),
+            ns(5),
+            "raised"
+        );
+        assert_eq!(
+            lifetime(Ttl::Secs(2), Some(s(5)), Duration::ZERO, 1),
+            ns(2),
+            "one per subject"
+        );
+        assert_eq!(
+            lifetime(Ttl::Secs(9), None, s(4), -1),
+            ns(4),
+            "max_age first"
+        );
+    }
+
+    fn at(seq: u64, ttl_s: u64, sent_s: u64) -> Tracked {
+        Tracked {
+            seq,
+            ttl_ns: Some(ttl_s * 1_000_000_000),
+            sent_ns: sent_s * 1_000_000_000,
+            acked_ns: sent_s * 1_000_000_000 + 1_000_000,
+            ..Tracked::default()
+        }
+    }
+
+    #[test]
+    fn the_late_reader_starts_between_the_first_two_deadline_groups() {
+        let tracked = [at(1, 2, 0), at(2, 6, 0), at(3, 2, 1), at(4, 6, 1)];
+        let start = late_reader_at(&tracked).unwrap();
+        // Group 2 s ends at 3.001 s, group 6 s starts at 6 s.
+        assert_eq!(start, 3_001_000_000 / 2 + 3_000_000_000);
+        let one = [at(1, 2, 0)];
+        assert_eq!(late_reader_at(&one).unwrap(), 2_001_000_000 + 2_000_000_000);
+        let never = [Tracked::default()];
+        assert_eq!(late_reader_at(&never), None);
+    }
+}

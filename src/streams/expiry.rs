@@ -1,0 +1,409 @@
+//! Messages that expire (ADR-43): a stream that allows per-message TTLs,
+//! messages published with `Nats-TTL`, and the three ways their going is
+//! watched: each message polled by sequence until a message get finds it
+//! gone, the subject delete markers followed as the server writes them,
+//! and a late reader that reads the stream while some deadlines have
+//! passed and others have not.
+//!
+//! Every instant here is [`crate::record::clock::now_ns`], nanoseconds
+//! since the epoch, and is compared with the server's stored timestamps:
+//! on loopback both read one host's clock; against a remote server the
+//! comparison carries the two hosts' clock offset.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow};
+use async_nats::jetstream::consumer::{DeliverPolicy, pull::OrderedConfig};
+use async_nats::jetstream::message::{PublishMessage, StreamMessage};
+use async_nats::jetstream::stream::{self, RawMessageErrorKind};
+use async_nats::jetstream::{self as js, context::PublishAckFuture};
+use bytes::Bytes;
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
+use tokio_util::sync::CancellationToken;
+
+use crate::record::clock::now_ns;
+
+pub const TTL_HEADER: &str = "Nats-TTL";
+pub const MARKER_REASON: &str = "Nats-Marker-Reason";
+
+/// A message's TTL as published: whole seconds (the server truncates a
+/// fraction and refuses less than one), or never.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Ttl {
+    Secs(u64),
+    Never,
+}
+
+impl Ttl {
+    /// The `Nats-TTL` value: plain seconds, or `never`.
+    pub fn header(&self) -> String {
+        match self {
+            Ttl::Secs(s) => s.to_string(),
+            Ttl::Never => "never".into(),
+        }
+    }
+
+    pub fn label(&self) -> String {
+        match self {
+            Ttl::Secs(s) => format!("{s}s"),
+            Ttl::Never => "never".into(),
+        }
+    }
+}
+
+/// The stream `base` made to take per-message TTLs and, with `markers`,
+/// to leave a subject delete marker of that TTL when a subject's last
+/// message expires. Markers are written as subject roll-ups, so roll-ups
+/// are allowed with them: a pedantic server refuses markers without.
+pub fn ttl_stream_config(mut base: stream::Config, markers: Option<Duration>) -> stream::Config {
+    base.allow_message_ttl = true;
+    if let Some(ttl) = markers {
+        base.subject_delete_marker_ttl = Some(ttl);
+        base.allow_rollup = true;
+        base.deny_purge = false;
+    }
+    base
+}
+
+/// One published message and what was seen of it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Tracked {
+    pub seq: u64,
+    /// Its subject's index: `<base>.<subject>`.
+    pub subject: u32,
+    /// How long it should live, by the server's rules (its own TTL raised
+    /// to the marker TTL, capped by max_age); `None`: never.
+    pub ttl_ns: Option<u64>,
+    /// Just before the publish call.
+    pub sent_ns: u64,
+    /// When its PubAck was read: the stored time is no later.
+    pub acked_ns: u64,
+    /// The stream's timestamp, from the first message get that found it.
+    pub stored_ns: Option<u64>,
+    /// The reply of the last message get that found it.
+    pub last_present_ns: Option<u64>,
+    /// The reply of the first message get that found it gone.
+    pub gone_ns: Option<u64>,
+}
+
+impl Tracked {
+    /// Its deadline, the stored time plus its TTL; before the stored time
+    /// is known, the send plus its TTL, the earliest it can be.
+    pub fn deadline_ns(&self) -> Option<u64> {
+        let ttl = self.ttl_ns?;
+        Some(self.stored_ns.unwrap_or(self.sent_ns) + ttl)
+    }
+
+    /// The latest its deadline can be: the PubAck bounds the stored time.
+    fn latest_deadline_ns(&self) -> Option<u64> {
+        let ttl = self.ttl_ns?;
+        Some(self.stored_ns.unwrap_or(self.acked_ns) + ttl)
+    }
+}
+
+/// What [`publish`] sends.
+pub struct TtlLoad<'a> {
+    /// Subjects are `<base>.<n>`, n from 0 to `subjects - 1`.
+    pub base: &'a str,
+    pub messages: u64,
+    /// msg/s, paced from the first send.
+    pub rate: u64,
+    pub subjects: u32,
+    /// Message `i` gets `ttls[i % len]`.
+    pub ttls: &'a [Ttl],
+    /// The lifetime the server gives a TTL (see [`Tracked::ttl_ns`]).
+    pub lifetime: &'a dyn Fn(Ttl) -> Option<u64>,
+    pub message_size: usize,
+}
+
+/// PubAcks outstanding before the publisher waits.
+const PUB_ACK_WINDOW: usize = 256;
+
+/// Publishes the load at its rate, subjects and TTLs round-robin, and
+/// returns every message with its sequence, in publish order. A refused
+/// message is an error: the scenario's accounting needs every one.
+pub async fn publish(
+    js: &js::Context,
+    load: &TtlLoad<'_>,
+    stop: &CancellationToken,
+) -> Result<Vec<Tracked>> {
+    // Subjects and headers built once: the loop only clones them.
+    let subjects: Vec<String> = (0..load.subjects)
+        .map(|n| format!("{}.{n}", load.base))
+        .collect();
+    let values: Vec<String> = load.ttls.iter().map(Ttl::header).collect();
+    let payload = Bytes::from(vec![b'x'; load.message_size]);
+    let mut tracked = Vec::with_capacity(load.messages as usize);
+    let mut acks = FuturesUnordered::new();
+    let start = tokio::time::Instant::now();
+    for i in 0..load.messages {
+        if stop.is_cancelled() {
+            break;
+        }
+        let due = start + Duration::from_secs_f64(i as f64 / load.rate as f64);
+        tokio::time::sleep_until(due).await;
+        let k = (i % load.ttls.len() as u64) as usize;
+        let subject = (i % load.subjects as u64) as u32;
+        tracked.push(Tracked {
+            subject,
+            ttl_ns: (load.lifetime)(load.ttls[k]),
+            sent_ns: now_ns(),
+            ..Tracked::default()
+        });
+        let message = PublishMessage::build()
+            .payload(payload.clone())
+            .header(TTL_HEADER, values[k].as_str());
+        let ack = js
+            .send_publish(subjects[subject as usize].clone(), message)
+            .await
+            .with_context(|| format!("publishing message {i} with Nats-TTL"))?;
+        acks.push(ack_of(i as usize, ack));
+        while let Some(Some(done)) = acks.next().now_or_never() {
+            settle(&mut tracked, done)?;
+        }
+        while acks.len() >= PUB_ACK_WINDOW {
+            if let Some(done) = acks.next().await {
+                settle(&mut tracked, done)?;
+            }
+        }
+    }
+    while let Some(done) = acks.next().await {
+        settle(&mut tracked, done)?;
+    }
+    Ok(tracked)
+}
+
+type Acked = (usize, Result<u64, String>, u64);
+
+async fn ack_of(i: usize, ack: PublishAckFuture) -> Acked {
+    let r = ack.await.map(|a| a.sequence).map_err(|e| e.to_string());
+    (i, r, now_ns())
+}
+
+fn settle(tracked: &mut [Tracked], (i, r, at): Acked) -> Result<()> {
+    let seq = r.map_err(|e| anyhow!("message {i}: the server refused it: {e}"))?;
+    tracked[i].seq = seq;
+    tracked[i].acked_ns = at;
+    Ok(())
+}
+
+/// How [`watch`] polls.
+#[derive(Debug, Clone, Copy)]
+pub struct Polling {
+    /// From one round of message gets to the next: the resolution of
+    /// every "seen gone" instant.
+    pub every: Duration,
+    /// A message is first asked for this long before the latest its
+    /// deadline can be, so it is seen present just before it.
+    pub lead: Duration,
+    /// A message still stored this long after its deadline is given up on.
+    pub give_up_after: Duration,
+    /// Message gets in flight at once.
+    pub concurrency: usize,
+}
+
+/// What watching cost: message gets sent and those that failed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Polled {
+    pub gets: u64,
+    pub errors: u64,
+}
+
+/// Polls each message with a deadline, from `lead` before it, every
+/// `every`, until a message get finds it gone (or it is given up on);
+/// then asks once for each message that never expires. Fills the stored,
+/// present and gone instants of `tracked`.
+pub async fn watch(
+    stream: &stream::Stream,
+    tracked: &mut [Tracked],
+    p: Polling,
+    stop: &CancellationToken,
+) -> Result<Polled> {
+    let mut polled = Polled::default();
+    let give_up = tracked
+        .iter()
+        .filter_map(Tracked::latest_deadline_ns)
+        .max()
+        .map(|d| d + p.give_up_after.as_nanos() as u64);
+    let lead = p.lead.as_nanos() as u64;
+    let mut tick = tokio::time::Instant::now();
+    while let Some(give_up) = give_up {
+        let now = now_ns();
+        let due: Vec<usize> = (0..tracked.len())
+            .filter(|&i| {
+                let t = &tracked[i];
+                t.gone_ns.is_none() && t.latest_deadline_ns().is_some_and(|d| d <= now + lead)
+            })
+            .collect();
+        let waiting = tracked
+            .iter()
+            .any(|t| t.gone_ns.is_none() && t.ttl_ns.is_some());
+        if !waiting || now > give_up || stop.is_cancelled() {
+            break;
+        }
+        get_round(stream, tracked, &due, p.concurrency, &mut polled).await?;
+        tick += p.every;
+        tokio::time::sleep_until(tick.max(tokio::time::Instant::now())).await;
+    }
+    let never: Vec<usize> = (0..tracked.len())
+        .filter(|&i| tracked[i].ttl_ns.is_none())
+        .collect();
+    get_round(stream, tracked, &never, p.concurrency, &mut polled).await?;
+    Ok(polled)
+}
+
+/// One message get for each of `due`, `concurrency` at once. Errors other
+/// than "no message" are counted; ten in a row of every get are fatal.
+async fn get_round(
+    stream: &stream::Stream,
+    tracked: &mut [Tracked],
+    due: &[usize],
+    concurrency: usize,
+    polled: &mut Polled,
+) -> Result<()> {
+    let seqs: Vec<(usize, u64)> = due.iter().map(|&i| (i, tracked[i].seq)).collect();
+    let replies: Vec<_> = futures::stream::iter(seqs)
+        .map(|(i, seq)| async move {
+            let r = stream.get_raw_message(seq).await;
+            (i, r, now_ns())
+        })
+        .buffer_unordered(concurrency.max(1))
+        .collect()
+        .await;
+    let mut errors = 0;
+    for (i, reply, at) in replies {
+        polled.gets += 1;
+        let t = &mut tracked[i];
+        match reply {
+            Ok(m) => {
+                t.stored_ns.get_or_insert(stored_ns(&m));
+                t.last_present_ns = Some(at);
+            }
+            Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => {
+                t.gone_ns.get_or_insert(at);
+            }
+            Err(e) => {
+                errors += 1;
+                polled.errors += 1;
+                if errors >= 10 && errors == due.len() {
+                    return Err(anyhow!("message get of sequence {}: {e}", t.seq));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn stored_ns(m: &StreamMessage) -> u64 {
+    m.time.unix_timestamp_nanos().max(0) as u64
+}
+
+/// A message the marker follower read: a subject delete marker, or
+/// anything else the stream gained after the load (an extra).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MarkerSeen {
+    pub seq: u64,
+    /// Its subject's index under the base; `None` for a subject outside it.
+    pub subject: Option<u32>,
+    pub stored_ns: u64,
+    /// `Nats-Marker-Reason`; `None` on a message that is no marker.
+    pub reason: Option<String>,
+    /// Its own `Nats-TTL`.
+    pub ttl: Option<String>,
+}
+
+/// Reads every message the stream stores from `from_seq` on, each as a
+/// marker (or an extra), until `done` is cancelled.
+pub async fn follow_markers(
+    stream: &stream::Stream,
+    base: &str,
+    from_seq: u64,
+    done: CancellationToken,
+) -> Result<Vec<MarkerSeen>> {
+    let consumer = stream
+        .create_consumer(OrderedConfig {
+            deliver_policy: DeliverPolicy::ByStartSequence {
+                start_sequence: from_seq,
+            },
+            ..Default::default()
+        })
+        .await
+        .context("creating the marker follower")?;
+    let mut messages = consumer.messages().await.context("following markers")?;
+    let prefix = format!("{base}.");
+    let mut seen = Vec::new();
+    loop {
+        let next = tokio::select! {
+            next = messages.next() => next,
+            _ = done.cancelled() => break,
+        };
+        let Some(next) = next else { break };
+        let m = next.context("following markers")?;
+        let info = m.info().map_err(|e| anyhow!("a marker's metadata: {e}"))?;
+        let header = |name: &str| {
+            m.headers
+                .as_ref()
+                .and_then(|h| h.get(name))
+                .map(|v| v.as_str().to_string())
+        };
+        seen.push(MarkerSeen {
+            seq: info.stream_sequence,
+            subject: m
+                .subject
+                .as_str()
+                .strip_prefix(&prefix)
+                .and_then(|n| n.parse().ok()),
+            stored_ns: info.published.unix_timestamp_nanos().max(0) as u64,
+            reason: header(MARKER_REASON),
+            ttl: header(TTL_HEADER),
+        });
+    }
+    Ok(seen)
+}
+
+/// What the late reader received: the sequences up to the load's last
+/// and when each arrived.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LateRead {
+    /// Just before the reader was created.
+    pub start_ns: u64,
+    /// When the last delivery came, or the start if none did.
+    pub end_ns: u64,
+    /// (sequence, received at), in delivery order.
+    pub delivered: Vec<(u64, u64)>,
+}
+
+/// Reads the stream from its start with a fresh ordered consumer until
+/// nothing is pending (or nothing arrives for `idle`); keeps sequences up
+/// to `last_seq`, leaving markers to their follower.
+pub async fn read_late(stream: &stream::Stream, last_seq: u64, idle: Duration) -> Result<LateRead> {
+    let mut read = LateRead {
+        start_ns: now_ns(),
+        ..LateRead::default()
+    };
+    read.end_ns = read.start_ns;
+    let consumer = stream
+        .create_consumer(OrderedConfig::default())
+        .await
+        .context("creating the late reader")?;
+    let mut messages = consumer.messages().await.context("reading late")?;
+    loop {
+        let m = match tokio::time::timeout(idle, messages.next()).await {
+            Ok(Some(m)) => m.context("reading late")?,
+            Ok(None) | Err(_) => break,
+        };
+        let at = now_ns();
+        let info = m
+            .info()
+            .map_err(|e| anyhow!("a late delivery's metadata: {e}"))?;
+        read.end_ns = at;
+        if info.stream_sequence <= last_seq {
+            read.delivered.push((info.stream_sequence, at));
+        }
+        if info.pending == 0 {
+            break;
+        }
+    }
+    Ok(read)
+}
