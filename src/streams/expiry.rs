@@ -227,13 +227,17 @@ pub async fn watch(
         .max()
         .map(|d| d + p.give_up_after.as_nanos() as u64);
     let lead = p.lead.as_nanos() as u64;
+    let every = p.every.as_nanos() as u64;
     let mut tick = tokio::time::Instant::now();
     while let Some(give_up) = give_up {
         let now = now_ns();
         let due: Vec<usize> = (0..tracked.len())
             .filter(|&i| {
                 let t = &tracked[i];
-                t.gone_ns.is_none() && t.latest_deadline_ns().is_some_and(|d| d <= now + lead)
+                // Asked once `lead` ahead for its stored time, then from
+                // one round before its deadline on.
+                let ahead = if t.stored_ns.is_some() { every } else { lead };
+                t.gone_ns.is_none() && t.latest_deadline_ns().is_some_and(|d| d <= now + ahead)
             })
             .collect();
         let waiting = tracked

@@ -46,10 +46,14 @@ pub use verify::{
 /// A message's deadline (stored time + TTL) to the reply of the first
 /// message get that found it gone.
 pub const EXPIRY_LAG: &str = "expiry_lag";
+/// How much of each expiry lag is uncertain: from the later of the
+/// deadline and the last message get that still found the message, to
+/// the reply that found it gone. The removal lies in that window.
+pub const EXPIRY_WINDOW: &str = "expiry_window";
 /// The deadline of a subject's last message to its marker's stored time.
 pub const MARKER_DELAY: &str = "marker_delay";
 /// The histograms this kind reports, for the `[ab] judge` check.
-pub const HISTOGRAMS: &[&str] = &[EXPIRY_LAG, MARKER_DELAY];
+pub const HISTOGRAMS: &[&str] = &[EXPIRY_LAG, EXPIRY_WINDOW, MARKER_DELAY];
 /// The cost variant's figures ([`cost`]).
 pub const SERVER_BYTES_PER_TTL_MSG: &str = "server_bytes_per_ttl_msg";
 pub const SERVER_BYTES_PER_PLAIN_MSG: &str = "server_bytes_per_plain_msg";

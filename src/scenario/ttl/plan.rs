@@ -66,11 +66,12 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
     problems.range(&key("subjects"), subjects, 1, 1_000_000, " subjects");
     let ttls = match &s.ttls {
         Some(list) => ttls(&list.0, &key("ttls"), problems),
-        None => vec![Ttl::Secs(2), Ttl::Secs(4), Ttl::Secs(6)],
+        None => vec![Ttl::Secs(4), Ttl::Secs(8)],
     };
     if !ttls.iter().any(|t| matches!(t, Ttl::Secs(_))) {
         problems.push(key("ttls"), "needs at least one TTL that expires");
     }
+    publish_before_deadlines((messages, rate), &ttls, prefix, problems);
     let markers = match &s.markers {
         Some(list) => markers(&list.0, &key("markers"), problems),
         None => vec![None],
@@ -102,6 +103,39 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
         cost_ttl,
     };
     Some((common, plan))
+}
+
+/// Every message is watched from before its deadline, and the watch
+/// begins once the last is published: the publish phase must end a
+/// second before the shortest TTL's first deadline.
+fn publish_before_deadlines(
+    (messages, rate): (u64, u64),
+    ttls: &[Ttl],
+    prefix: &str,
+    problems: &mut Problems,
+) {
+    let Some(shortest) = ttls
+        .iter()
+        .filter_map(|t| match t {
+            Ttl::Secs(s) => Some(*s),
+            Ttl::Never => None,
+        })
+        .min()
+    else {
+        return;
+    };
+    let span = messages as f64 / rate.max(1) as f64;
+    if span + 1.0 > shortest as f64 {
+        problems.push(
+            format!("{prefix}.messages"),
+            format!(
+                "{messages} messages at {rate} msg/s take {span:.1} s to publish, but the \
+                 shortest TTL is {shortest}s: the watch starts after the last publish and \
+                 must see every message before its deadline, so publishing must end a second \
+                 before it; lower messages, raise rate or lengthen the TTLs"
+            ),
+        );
+    }
 }
 
 fn whole_seconds(d: Duration, key: &str, problems: &mut Problems) -> Option<u64> {
@@ -166,6 +200,7 @@ fn markers(list: &[String], key: &str, problems: &mut Problems) -> Vec<Option<Du
 
 #[cfg(test)]
 mod tests {
+    use super::Ttl;
     use crate::scenario::{KindPlan, one_scenario};
 
     fn plan(body: &str) -> Result<super::Plan, String> {
@@ -185,7 +220,7 @@ mod tests {
         let KindPlan::Ttl(p) = &p.scenarios[0].kind else {
             unreachable!()
         };
-        assert_eq!(p.ttls.len(), 3);
+        assert_eq!(p.ttls, [Ttl::Secs(4), Ttl::Secs(8)]);
         assert_eq!(p.markers, [None]);
         assert!(p.late_reader);
     }
@@ -214,6 +249,15 @@ mod tests {
 
     #[test]
     fn a_profile_reads_into_the_plan() {
+        let slow = "name = \"t\"\n[[scenario]]\nkind = \"ttl\"\nmessages = 3000\nrate = 1000\n\
+                    ttls = [\"3s\", \"9s\"]\n";
+        let e = crate::scenario::parse("test", slow)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("messages") && e.contains("3.0 s to publish"),
+            "{e}"
+        );
         let text = "name = \"t\"\n[[scenario]]\nkind = \"ttl\"\nmessages = 10\n\
                     ttls = [\"2s\", \"never\"]\nmarkers = [\"off\", \"3s\"]\nsubjects = 5\n";
         let p = crate::scenario::parse("test", text).unwrap();

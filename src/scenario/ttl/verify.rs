@@ -30,6 +30,10 @@ pub const EXPIRY_REASON: &str = "MaxAge";
 /// (`late_reader_past_deadline`), and beyond this they are a violation.
 pub const DELIVERY_TOLERANCE: Duration = Duration::from_secs(1);
 
+/// A marker is stored as its subject's last message goes (the roll-up
+/// that removes it); the follower is given this long to read it.
+pub const MARKER_SETTLE: Duration = Duration::from_secs(1);
+
 /// Sequences shown in an invariant's evidence.
 const SHOWN: usize = 10;
 
@@ -62,19 +66,32 @@ pub struct Observed<'a> {
 /// marker was stored, what the late reader got.
 pub fn measure(o: &Observed<'_>, r: &mut VariantResult) {
     let mut lag = Recorder::new();
+    let mut window = Recorder::new();
     let mut unknown = 0;
     for t in o.tracked {
         match (t.stored_ns, t.deadline_ns(), t.gone_ns) {
             (Some(_), Some(deadline), Some(gone)) if gone >= deadline => {
-                lag.record(gone - deadline)
+                lag.record(gone - deadline);
+                // The removal came after the last get that found it (or
+                // its deadline, if later) and before this reply.
+                let from = t.last_present_ns.map_or(deadline, |p| p.max(deadline));
+                window.record_between(from, gone);
             }
             (None, Some(_), Some(_)) => unknown += 1,
             _ => {}
         }
     }
     r.latency(super::EXPIRY_LAG, &lag);
+    r.latency(super::EXPIRY_WINDOW, &window);
     r.metrics.push(count("expired_seen", lag.count()));
     r.metrics.push(count("expired_timestamp_unknown", unknown));
+    if unknown > 0 {
+        r.warnings.push(format!(
+            "{unknown} messages were already gone at their first message get: their stored \
+             time is unknown and their lag not recorded (did max_age cut a lifetime below the \
+             publish phase?)"
+        ));
+    }
     if let Some(m) = o.markers {
         let last = last_deadlines(o.tracked);
         let mut delay = Recorder::new();
@@ -144,32 +161,35 @@ pub fn removed_early(tracked: &[Tracked]) -> Invariant {
     Invariant::check(NOTHING_REMOVED_EARLY, early.is_empty(), detail)
 }
 
-/// Every message whose deadline passed, more than `give_up` before the
-/// watch ended, was seen gone.
+/// Every message whose deadline passed before the watch ended was seen
+/// gone; one still stored `give_up` after its deadline is a failure (one
+/// within it, of a watch cut short, is only counted).
 pub fn expired_removed(o: &Observed<'_>) -> Invariant {
     let give_up = o.give_up.as_nanos() as u64;
     let due: Vec<&Tracked> = o
         .tracked
         .iter()
-        .filter(|t| {
+        .filter(|t| t.deadline_ns().is_some_and(|d| d <= o.watched_until_ns))
+        .collect();
+    let (stayed, pending): (Vec<&Tracked>, Vec<&Tracked>) =
+        due.iter().filter(|t| t.gone_ns.is_none()).partition(|t| {
             t.deadline_ns()
                 .is_some_and(|d| d + give_up <= o.watched_until_ns)
-        })
-        .collect();
-    let stayed: Vec<String> = due
-        .iter()
-        .filter(|t| t.gone_ns.is_none())
-        .map(|t| t.seq.to_string())
-        .collect();
+        });
+    let stayed: Vec<String> = stayed.iter().map(|t| t.seq.to_string()).collect();
     let detail = if stayed.is_empty() {
         format!(
-            "{} messages past their deadline by {:?} all seen gone",
+            "{} of {} messages past their deadline when the watch ended seen gone{}",
+            due.len() - pending.len(),
             due.len(),
-            o.give_up
+            match pending.len() {
+                0 => String::new(),
+                n => format!(" ({n} not yet, within {:?} of their deadline)", o.give_up),
+            }
         )
     } else {
         format!(
-            "the server still stored {} of {} messages {:?} after their deadline: {}",
+            "the server still stored {} of {} expired messages {:?} after their deadline: {}",
             stayed.len(),
             due.len(),
             o.give_up,
@@ -303,8 +323,20 @@ fn last_deadlines(tracked: &[Tracked]) -> BTreeMap<u32, Option<u64>> {
     last
 }
 
-/// One marker for each subject whose messages all expired before the
-/// follower stopped, with the reason of an expiry, and nothing else:
+/// Per subject, when its last message was seen gone; `None` while one
+/// was not.
+fn last_gone(tracked: &[Tracked]) -> BTreeMap<u32, Option<u64>> {
+    let mut last: BTreeMap<u32, Option<u64>> = BTreeMap::new();
+    for t in tracked {
+        let entry = last.entry(t.subject).or_insert(Some(0));
+        *entry = entry.zip(t.gone_ns).map(|(a, b)| a.max(b));
+    }
+    last
+}
+
+/// One marker for each subject whose messages were all seen gone at
+/// least [`MARKER_SETTLE`] before the follower stopped (or whose last
+/// deadline passed `give_up` before it), with the reason of an expiry, and nothing else:
 /// each missing, doubled or extra one named. Not applicable without
 /// markers.
 pub fn markers_accounted(o: &Observed<'_>) -> Invariant {
@@ -313,9 +345,15 @@ pub fn markers_accounted(o: &Observed<'_>) -> Invariant {
     };
     let give_up = o.give_up.as_nanos() as u64;
     let last = last_deadlines(o.tracked);
+    let gone = last_gone(o.tracked);
+    let settle = MARKER_SETTLE.as_nanos() as u64;
     let owed: Vec<u32> = last
         .iter()
-        .filter(|(_, d)| d.is_some_and(|d| d + give_up <= m.until_ns))
+        .filter(|&(s, d)| {
+            let Some(d) = *d else { return false };
+            let all_gone = gone.get(s).copied().flatten();
+            d + give_up <= m.until_ns || all_gone.is_some_and(|g| g + settle <= m.until_ns)
+        })
         .map(|(&s, _)| s)
         .collect();
     let mut got: BTreeMap<u32, Vec<&MarkerSeen>> = BTreeMap::new();

@@ -242,4 +242,10 @@ fn a_missing_extra_doubled_or_foreign_marker_fails_and_is_named() {
         "sequence 5 is no expiry marker",
     );
     assert!(!markers_accounted(&observed(&tracked, None, None)).applicable);
+    // Owed as soon as its subject was seen gone a settle before the
+    // follower stopped, long before the give-up.
+    let mut m = markers(&tracked);
+    m.until_ns = 16 * S;
+    m.seen.remove(0);
+    failed(&check(&m), MARKERS_ACCOUNTED, "no marker for 1 subjects: 0");
 }
