@@ -88,6 +88,13 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
         50_000_000,
         " messages",
     );
+    if markers.is_empty() && cost_messages == 0 {
+        problems.push(
+            key("markers"),
+            "no variant to run: give \"off\" or a marker TTL, e.g. markers = [\"off\", \"2s\"], \
+             or cost_messages for the cost variant alone",
+        );
+    }
     let cost_ttl = s.cost_ttl.map_or(Duration::from_secs(30), |d| d.0);
     whole_seconds(cost_ttl, &key("cost_ttl"), problems);
     let plan = Plan {
@@ -172,12 +179,6 @@ fn ttls(list: &[String], key: &str, problems: &mut Problems) -> Vec<Ttl> {
 }
 
 fn markers(list: &[String], key: &str, problems: &mut Problems) -> Vec<Option<Duration>> {
-    if list.is_empty() {
-        problems.push(
-            key,
-            "needs \"off\" or a marker TTL, e.g. markers = [\"off\", \"2s\"]",
-        );
-    }
     let mut out = Vec::new();
     for (i, text) in list.iter().enumerate() {
         let at = format!("{key}[{i}]");
