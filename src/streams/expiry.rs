@@ -128,9 +128,10 @@ pub async fn publish(
     load: &TtlLoad<'_>,
     stop: &CancellationToken,
 ) -> Result<Vec<Tracked>> {
-    // Subjects and headers built once: the loop only clones them.
-    let subjects: Vec<String> = (0..load.subjects)
-        .map(|n| format!("{}.{n}", load.base))
+    // Subjects and TTL values built once: a subject's clone is a
+    // reference count.
+    let subjects: Vec<async_nats::Subject> = (0..load.subjects)
+        .map(|n| async_nats::Subject::from(format!("{}.{n}", load.base)))
         .collect();
     let values: Vec<String> = load.ttls.iter().map(Ttl::header).collect();
     let payload = Bytes::from(vec![b'x'; load.message_size]);
