@@ -10,6 +10,7 @@ pub mod checks;
 mod combinations;
 pub mod dlq;
 pub mod fanout;
+pub mod filtered;
 pub mod idempotence;
 mod kind;
 pub mod latency;
@@ -156,6 +157,7 @@ registry! {
     Fanout => fanout::Fanout,
     Outage => outage::Outage,
     Power => power::Power,
+    Filtered => filtered::Filtered,
 }
 
 /// One `[[scenario]]` of a profile: the keys every scenario has, and its

@@ -5,5 +5,6 @@
 pub mod advisory;
 pub mod batches;
 pub mod fast_batches;
+pub mod filter;
 pub mod provision;
 pub mod readback;
