@@ -97,6 +97,7 @@ const MAX_SUBJECTS: u32 = 1_000_000;
 
 pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
     let (table, prefix) = (section.table, section.prefix);
+    let stream_limit = section.stream.and_then(|s| s.limits.max_msgs_per_subject);
     let (mut shared, s) = split::<FilteredSection>(table, OFFER, prefix, problems)?;
     let common = shared.counted("filtered", DRAIN_TIMEOUT, problems);
     let key = |k: &str| format!("{prefix}.{k}");
@@ -146,7 +147,7 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
     let rare_every = s.rare_every.unwrap_or(1000);
     problems.range(&key("rare_every"), rare_every, 2, 100_000_000, " messages");
     let consumer = shared.consumer(true, problems);
-    check_consumer(&consumer, &common, prefix, problems);
+    check_owned(&consumer, stream_limit, prefix, problems);
     let plan = Plan {
         messages,
         message_size,
@@ -179,10 +180,10 @@ fn read_size(size: Option<SizeSpec>, key: &str, problems: &mut Problems) -> usiz
 
 /// The scenario owns the durable's filter and the stream's per-subject
 /// limit: a profile that sets either too is refused, never overridden.
-fn check_consumer(c: &ConsumerPlan, common: &CommonPlan, prefix: &str, problems: &mut Problems) {
+fn check_owned(c: &ConsumerPlan, stream_limit: Option<i64>, prefix: &str, problems: &mut Problems) {
     if let Some(filter) = &c.filter {
         problems.push(
-            format!("{prefix}.consumer.filter"),
+            format!("{prefix}.consumer.filter_subject"),
             format!(
                 "is {filter:?}, but the filtered scenario sets each durable's filter from \
                  {prefix}.filters; drop it"
@@ -195,7 +196,7 @@ fn check_consumer(c: &ConsumerPlan, common: &CommonPlan, prefix: &str, problems:
             "the filtered scenario does not redeliver: drop backoff and max_deliver",
         );
     }
-    if let Some(m) = common.stream.limits.max_msgs_per_subject {
+    if let Some(m) = stream_limit {
         problems.push(
             format!("{prefix}.stream.max_msgs_per_subject"),
             format!(
@@ -209,13 +210,18 @@ fn check_consumer(c: &ConsumerPlan, common: &CommonPlan, prefix: &str, problems:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::{KindPlan, one_scenario};
+    use crate::scenario::{KindPlan, parse};
 
+    /// Counted, not timed: the kind takes no duration, so not
+    /// `one_scenario`'s profile.
     fn plan(body: &str) -> Result<Plan, String> {
-        one_scenario("filtered", body).map(|s| match s.kind {
-            KindPlan::Filtered(p) => p,
-            other => panic!("{other:?}"),
-        })
+        let text = format!("name = \"t\"\n[[scenario]]\nkind = \"filtered\"\n{body}");
+        parse("test", &text)
+            .map(|mut p| match p.scenarios.remove(0).kind {
+                KindPlan::Filtered(p) => p,
+                other => panic!("{other:?}"),
+            })
+            .map_err(|e| e.to_string())
     }
 
     #[test]
@@ -255,7 +261,10 @@ mod tests {
 
     #[test]
     fn a_consumer_filter_is_refused_not_overridden() {
-        let e = plan("messages = 1000\n[scenario.consumer]\nfilter = \"x\"\n").unwrap_err();
-        assert!(e.contains("consumer.filter") && e.contains("\"x\""), "{e}");
+        let e = plan("messages = 1000\n[scenario.consumer]\nfilter_subject = \"x\"\n").unwrap_err();
+        assert!(
+            e.contains("consumer.filter_subject") && e.contains("\"x\""),
+            "{e}"
+        );
     }
 }
