@@ -76,7 +76,7 @@ impl Layout {
         let c = u64::from(self.cardinality.max(1));
         match self.rare_every {
             0 => (j % c) as u32,
-            n if j % n == 0 => self.cardinality,
+            n if j.is_multiple_of(n) => self.cardinality,
             n => ((j - j / n - 1) % c) as u32,
         }
     }
