@@ -73,14 +73,16 @@ async fn every_shape_reads_what_its_filter_selects_and_the_curve_keeps_its_shape
     assert_eq!(delivered("star.subjects-1000.max-3"), 3_000);
 
     // The curve's shape on 2.15.1, bounds wide enough for a debug build
-    // beside two busy loops: single filters read about as fast as none,
-    // several filter subjects read far slower.
+    // beside two busy loops: a single filter reads within a few times the
+    // unfiltered rate (0.3x for a wildcard over 1,000 subjects in a
+    // release build, 0.5x in a debug one; the 1% of issues 7014 and 7852
+    // is far below), several filter subjects read far slower.
     let ratio = |name: &str| metric(variant(name), "vs_none.rate_ratio");
     for shape in ["star", "tail", "all"] {
         let r = ratio(&format!("{shape}.subjects-1000"));
         assert!(
-            (0.2..=5.0).contains(&r),
-            "{shape}/none = {r:.3}: outside 0.2-5, a single filter's cost changed"
+            (0.1..=5.0).contains(&r),
+            "{shape}/none = {r:.3}: outside 0.1-5, a single filter's cost changed"
         );
     }
     let several = ratio("several.subjects-1000");
