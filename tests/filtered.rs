@@ -45,10 +45,18 @@ async fn every_shape_reads_what_its_filter_selects_and_the_curve_keeps_its_shape
         for point in ["subjects-1000", "subjects-1000.max-3"] {
             let v = variant(&format!("{shape}.{point}"));
             assert!(metric(v, "consume_rate") > 0.0, "{}", v.name);
-            // Read in clock ticks: the three messages of a rare subject
-            // under max-per-subject may cost the server less than one.
-            let cpu = metric(v, "server_cpu_per_msg");
-            assert!(cpu > 0.0 || point.contains("max"), "{}: {cpu}", v.name);
+            // Read in clock ticks: a read that cost the server under ten
+            // of them reports no figure, and says so.
+            match v.metric("server_cpu_per_msg") {
+                Some(cpu) => assert!(cpu > 0.0, "{}: {cpu}", v.name),
+                None => {
+                    let why = v.params["server_cpu_per_msg_from"].to_string();
+                    assert!(why.contains("not reported"), "{}: {why}", v.name);
+                    // Several filter subjects cost the server tens of µs a
+                    // delivery: always enough ticks.
+                    assert_ne!(shape, "several", "{}: {why}", v.name);
+                }
+            }
             assert_eq!(v.ledger.redelivered, 0, "{}", v.name);
             assert_eq!(
                 v.metric("vs_none.rate_ratio").is_some(),
