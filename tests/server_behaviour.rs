@@ -1308,8 +1308,9 @@ async fn overlapping_and_doubled_filters_are_refused_and_an_outside_one_selects_
     .await;
     // JSConsumerOverlappingSubjectFilters.
     assert_eq!(err_code(&overlapping), Some(10138), "{overlapping}");
-    // Not refused on 2.15.1 (older servers said 10093): a filter outside
-    // the stream's subjects makes a durable that selects nothing.
+    // Not refused on 2.15.1 (the server still defines 10093,
+    // JSConsumerFilterNotSubsetErr, and no longer returns it): a filter
+    // outside the stream's subjects makes a durable that selects nothing.
     let outside = create("outside", serde_json::json!({ "filter_subject": "g.x" })).await;
     assert!(outside.get("error").is_none(), "{outside}");
     assert_eq!(outside["num_pending"], 0, "{outside}");
