@@ -1307,6 +1307,36 @@ async fn a_message_ttl_needs_a_stream_that_allows_it_and_whole_seconds_from_one(
     js.create_stream(stream::Config {
         name: "NOTTL".into(),
         subjects: vec!["nottl.*".into()],
+// ---- issue 34: filtered consumption at scale ----
+
+/// A consumer-create request sent by hand, so the server's refusal comes
+/// back whole (its err_code) rather than through a client's error type.
+async fn filtered_create(
+    server: &jsbench::server::EmbeddedServer,
+    stream: &str,
+    config: serde_json::Value,
+) -> serde_json::Value {
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let name = config["durable_name"].as_str().unwrap().to_string();
+    let request =
+        serde_json::json!({ "stream_name": stream, "config": config, "action": "create" });
+    let reply = client
+        .request(
+            format!("$JS.API.CONSUMER.CREATE.{stream}.{name}"),
+            request.to_string().into(),
+        )
+        .await
+        .unwrap();
+    serde_json::from_slice(&reply.payload).unwrap()
+}
+
+/// The filtered scenario's stream: `f.>`, ten messages on `f.d.0`..`f.d.4`
+/// in turn and every fifth on `f.rare`, as its layout lays them out.
+async fn filtered_stream(js: &jetstream::Context, max_per_subject: i64) {
+    js.create_stream(stream::Config {
+        name: "FILTERED".into(),
+        subjects: vec!["f.>".into()],
+        max_messages_per_subject: max_per_subject,
         ..Default::default()
     })
     .await
@@ -1462,4 +1492,126 @@ async fn never_outlives_max_age_and_a_longer_ttl_goes_at_max_age() {
     );
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(get_seq(&js, "AGE", never).await.is_some(), "never is never");
+    for m in 0..20u64 {
+        let subject = if m % 5 == 0 {
+            "f.rare".to_string()
+        } else {
+            format!("f.d.{}", (m - m / 5 - 1) % 5)
+        };
+        js.publish(subject, "x".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+}
+
+/// Filter sets the scenario never sends: entries that overlap and a
+/// filter given both as filter_subject and filter_subjects are refused by
+/// code; a filter outside the stream's subjects is accepted and selects
+/// nothing.
+#[tokio::test]
+async fn overlapping_and_doubled_filters_are_refused_and_an_outside_one_selects_nothing() {
+    let server = common::server();
+    let js = context(&server).await;
+    filtered_stream(&js, -1).await;
+    let create = |name: &str, filter: serde_json::Value| {
+        let mut config = serde_json::json!({ "durable_name": name, "ack_policy": "explicit" });
+        config
+            .as_object_mut()
+            .unwrap()
+            .extend(filter.as_object().unwrap().clone());
+        filtered_create(&server, "FILTERED", config)
+    };
+    let overlapping = create(
+        "overlapping",
+        serde_json::json!({ "filter_subjects": ["f.d.*", "f.d.1"] }),
+    )
+    .await;
+    // JSConsumerOverlappingSubjectFilters.
+    assert_eq!(err_code(&overlapping), Some(10138), "{overlapping}");
+    // Not refused on 2.15.1 (the server still defines 10093,
+    // JSConsumerFilterNotSubsetErr, and no longer returns it): a filter
+    // outside the stream's subjects makes a durable that selects nothing.
+    let outside = create("outside", serde_json::json!({ "filter_subject": "g.x" })).await;
+    assert!(outside.get("error").is_none(), "{outside}");
+    assert_eq!(outside["num_pending"], 0, "{outside}");
+    let doubled = create(
+        "doubled",
+        serde_json::json!({ "filter_subject": "f.rare", "filter_subjects": ["f.d.*"] }),
+    )
+    .await;
+    // JSConsumerDuplicateFilterSubjects.
+    assert_eq!(err_code(&doubled), Some(10136), "{doubled}");
+    // The scenario's own several-entry set, disjoint, is accepted.
+    let several = create(
+        "several",
+        serde_json::json!({ "filter_subjects": ["f.d.*", "f.rare"] }),
+    )
+    .await;
+    assert!(several.get("error").is_none(), "{several}");
+}
+
+/// The server's own count of what each shape selects matches the
+/// scenario's layout (num_pending before any delivery), a filter equal to
+/// the stream's subject is kept as given, and max_msgs_per_subject keeps
+/// each subject's newest.
+#[tokio::test]
+async fn a_filtered_durable_counts_pending_only_what_its_filter_selects() {
+    let server = common::server();
+    let js = context(&server).await;
+    filtered_stream(&js, -1).await;
+    let pending = |name: &'static str, filter: serde_json::Value| {
+        let server = &server;
+        async move {
+            let mut config = serde_json::json!({ "durable_name": name, "ack_policy": "explicit" });
+            config
+                .as_object_mut()
+                .unwrap()
+                .extend(filter.as_object().unwrap().clone());
+            let reply = filtered_create(server, "FILTERED", config).await;
+            assert!(reply.get("error").is_none(), "{reply}");
+            (
+                reply["num_pending"].as_u64().unwrap(),
+                reply["config"].clone(),
+            )
+        }
+    };
+    assert_eq!(pending("none", serde_json::json!({})).await.0, 20);
+    assert_eq!(
+        pending("literal", serde_json::json!({ "filter_subject": "f.rare" }))
+            .await
+            .0,
+        4
+    );
+    assert_eq!(
+        pending("star", serde_json::json!({ "filter_subject": "f.d.*" }))
+            .await
+            .0,
+        16
+    );
+    assert_eq!(
+        pending("tail", serde_json::json!({ "filter_subject": "f.d.>" }))
+            .await
+            .0,
+        16
+    );
+    let (all, config) = pending("all", serde_json::json!({ "filter_subject": "f.>" })).await;
+    assert_eq!(all, 20);
+    assert_eq!(config["filter_subject"], "f.>", "{config}");
+    let several = serde_json::json!({ "filter_subjects": ["f.d.*", "f.rare"] });
+    assert_eq!(pending("several", several).await.0, 20);
+
+    let server = common::server();
+    let js = context(&server).await;
+    filtered_stream(&js, 1).await;
+    let mut s = js.get_stream("FILTERED").await.unwrap();
+    let info = s.info().await.unwrap().clone();
+    // Six subjects, the newest of each: sequences 16 (f.rare) and 15..20.
+    assert_eq!(info.state.messages, 6);
+    assert_eq!(
+        s.get_raw_message(16).await.unwrap().subject.as_str(),
+        "f.rare"
+    );
+    assert!(s.get_raw_message(11).await.is_err(), "an older f.rare kept");
 }

@@ -209,6 +209,42 @@ impl DriveSpec {
         }
     }
 
+    /// A fill: `messages` published as fast as the server takes them to
+    /// `subjects` round-robin, nobody reading, before a consumer starts,
+    /// so a consume measured afterwards is measured alone. One publisher
+    /// on one connection: stream sequence *m* + 1 is message *m* unless
+    /// a publish was retried.
+    pub fn fill(
+        label: String,
+        stream: &str,
+        subjects: Vec<String>,
+        (messages, message_size): (u64, usize),
+        drain_timeout: Duration,
+    ) -> Self {
+        DriveSpec {
+            label,
+            subjects,
+            stream: stream.to_string(),
+            publish: PublishPlan::simple(
+                1,
+                message_size,
+                crate::profile::MsgId::None,
+                4096,
+                Duration::from_secs(10),
+            ),
+            consumer: None,
+            rate: None,
+            count: Some(messages),
+            preloaded: 0,
+            warmup: Duration::ZERO,
+            duration: Duration::ZERO,
+            drain_timeout,
+            msg_id_prefix: String::new(),
+            seed: 1,
+            fault: None,
+        }
+    }
+
     /// A spec that publishes nothing and only consumes what is stored.
     pub fn consume_only(
         label: String,

@@ -32,6 +32,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("durability", include_str!("../../profiles/durability.toml")),
     ("power-r3", include_str!("../../profiles/power-r3.toml")),
     ("ttl", include_str!("../../profiles/ttl.toml")),
+    ("filtered", include_str!("../../profiles/filtered.toml")),
 ];
 
 pub fn bundled(name: &str) -> Option<&'static str> {

@@ -10,6 +10,7 @@ pub mod checks;
 mod combinations;
 pub mod dlq;
 pub mod fanout;
+pub mod filtered;
 pub mod idempotence;
 mod kind;
 pub mod latency;
@@ -158,6 +159,7 @@ registry! {
     Outage => outage::Outage,
     Power => power::Power,
     Ttl => ttl::TtlKind,
+    Filtered => filtered::Filtered,
 }
 
 /// One `[[scenario]]` of a profile: the keys every scenario has, and its

@@ -6,5 +6,6 @@ pub mod advisory;
 pub mod batches;
 pub mod expiry;
 pub mod fast_batches;
+pub mod filter;
 pub mod provision;
 pub mod readback;

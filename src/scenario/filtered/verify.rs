@@ -1,0 +1,210 @@
+//! The filtered scenario's guarantees, judged from what jsbench knows on
+//! its own side (the set a filter selects, computed by
+//! [`crate::streams::filter::due`]) against what the consumer saw (the
+//! ledger) and what the server says it still holds (the attribution).
+
+use crate::drive::Attribution;
+use crate::record::ledger::{Event, LedgerShard};
+use crate::streams::filter::Sequences;
+use crate::variant::Invariant;
+
+pub const DELIVERED_ONCE: &str = "every matching message delivered once";
+pub const NOTHING_OUTSIDE: &str = "nothing outside the filter delivered";
+pub const STREAM_KEPT: &str = "the stream kept what max_per_subject keeps";
+
+/// How many sequences an invariant's evidence names at most.
+const EXAMPLES: usize = 10;
+
+/// What a filtered consume left: the sequences due, the consumer's
+/// ledger, and who lost what was never seen (`None`: the durable's state
+/// was unavailable, nothing can be attributed).
+pub struct Observed<'a> {
+    pub due: &'a Sequences,
+    pub ledger: &'a LedgerShard,
+    pub attribution: Option<&'a Attribution>,
+}
+
+pub fn verify(o: &Observed<'_>) -> Vec<Invariant> {
+    vec![delivered_once(o), nothing_outside(o)]
+}
+
+/// Each due sequence delivered exactly once; a missing one is the
+/// server's (never sent while the client asked, or gone from the stream)
+/// or the client's (sent, still held, never seen), as the attribution says.
+fn delivered_once(o: &Observed<'_>) -> Invariant {
+    let (mut missing, mut twice) = (Vec::new(), Vec::new());
+    for seq in o.due.iter() {
+        match o.ledger.count(seq, Event::Delivered) {
+            0 => missing.push(seq),
+            1 => {}
+            _ => twice.push(seq),
+        }
+    }
+    let due = o.due.len();
+    if missing.is_empty() && twice.is_empty() {
+        return Invariant::check(
+            DELIVERED_ONCE,
+            true,
+            format!("all {due} matching messages delivered, none twice"),
+        );
+    }
+    let mut detail = Vec::new();
+    if !missing.is_empty() {
+        let who = match o.attribution {
+            Some(a) => format!(
+                "{} the server's (never delivered while the client kept asking, or gone from \
+                 the stream), {} the client's (delivered, still held, never seen), {} unattributed",
+                a.lost, a.client_dropped, a.unattributed
+            ),
+            None => "nobody's proven: the durable's state was unavailable".to_string(),
+        };
+        detail.push(format!(
+            "{} of {due} matching messages never delivered: {who} (first sequences: {:?})",
+            missing.len(),
+            &missing[..missing.len().min(EXAMPLES)]
+        ));
+    }
+    if !twice.is_empty() {
+        detail.push(format!(
+            "{} delivered more than once (first sequences: {:?})",
+            twice.len(),
+            &twice[..twice.len().min(EXAMPLES)]
+        ));
+    }
+    Invariant::check(DELIVERED_ONCE, false, detail.join("; "))
+}
+
+/// No delivery of a sequence the filter does not select (or the stream
+/// no longer keeps).
+fn nothing_outside(o: &Observed<'_>) -> Invariant {
+    let outside: Vec<u64> = (1..=o.ledger.max_seq())
+        .filter(|&seq| !o.due.contains(seq) && o.ledger.count(seq, Event::Delivered) > 0)
+        .collect();
+    let detail = if outside.is_empty() {
+        format!(
+            "every delivery among the {} sequences the filter selects",
+            o.due.len()
+        )
+    } else {
+        format!(
+            "{} sequence(s) delivered that the filter does not select (first: {:?})",
+            outside.len(),
+            &outside[..outside.len().min(EXAMPLES)]
+        )
+    };
+    Invariant::check(NOTHING_OUTSIDE, outside.is_empty(), detail)
+}
+
+/// The stream holds as many messages as max_per_subject keeps of the fill
+/// (`expected`, from [`crate::streams::filter::stored`]); `held` as its
+/// info said, `None` when it did not answer.
+pub fn stream_kept(held: Option<u64>, expected: u64, max_per_subject: u64) -> Invariant {
+    let limit = match max_per_subject {
+        0 => "no per-subject limit".to_string(),
+        m => format!("max_msgs_per_subject {m}"),
+    };
+    match held {
+        Some(held) => Invariant::check(
+            STREAM_KEPT,
+            held == expected,
+            format!("{held} held, {expected} expected under {limit}"),
+        ),
+        None => Invariant::check(
+            STREAM_KEPT,
+            false,
+            format!("stream info unavailable; {expected} expected under {limit}"),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn due(seqs: &[u64]) -> Sequences {
+        let mut s = Sequences::default();
+        for &q in seqs {
+            s.insert(q);
+        }
+        s
+    }
+
+    fn delivered(seqs: &[u64]) -> LedgerShard {
+        let mut l = LedgerShard::new();
+        for &q in seqs {
+            l.mark(q, Event::Delivered);
+        }
+        l
+    }
+
+    fn judge(due: &Sequences, ledger: &LedgerShard, a: Option<&Attribution>) -> Vec<Invariant> {
+        verify(&Observed {
+            due,
+            ledger,
+            attribution: a,
+        })
+    }
+
+    #[test]
+    fn a_clean_consume_holds_both() {
+        let d = due(&[1, 3, 5]);
+        let all = judge(&d, &delivered(&[1, 3, 5]), None);
+        assert!(all.iter().all(|i| i.passed), "{all:?}");
+    }
+
+    #[test]
+    fn a_matching_message_never_delivered_fails_naming_the_server() {
+        let d = due(&[1, 3, 5]);
+        let a = Attribution {
+            lost: 1,
+            client_dropped: 0,
+            unattributed: 0,
+            cause: None,
+        };
+        let all = judge(&d, &delivered(&[1, 5]), Some(&a));
+        let i = &all[0];
+        assert!(!i.passed);
+        assert!(i.detail.contains("1 of 3"), "{}", i.detail);
+        assert!(i.detail.contains("1 the server's"), "{}", i.detail);
+        assert!(i.detail.contains("[3]"), "{}", i.detail);
+        assert!(all[1].passed);
+    }
+
+    #[test]
+    fn a_message_the_client_dropped_fails_naming_the_client() {
+        let a = Attribution {
+            lost: 0,
+            client_dropped: 1,
+            unattributed: 0,
+            cause: None,
+        };
+        let i = &judge(&due(&[2]), &delivered(&[]), Some(&a))[0];
+        assert!(!i.passed);
+        assert!(i.detail.contains("1 the client's"), "{}", i.detail);
+    }
+
+    #[test]
+    fn a_matching_message_delivered_twice_fails() {
+        let mut l = delivered(&[1, 3]);
+        l.mark(3, Event::Delivered);
+        let i = &judge(&due(&[1, 3]), &l, None)[0];
+        assert!(!i.passed);
+        assert!(i.detail.contains("more than once"), "{}", i.detail);
+    }
+
+    #[test]
+    fn a_delivery_outside_the_filter_fails() {
+        let all = judge(&due(&[1, 3]), &delivered(&[1, 2, 3]), None);
+        assert!(all[0].passed);
+        assert!(!all[1].passed);
+        assert!(all[1].detail.contains("[2]"), "{}", all[1].detail);
+    }
+
+    #[test]
+    fn a_stream_keeping_other_than_max_per_subject_says_fails() {
+        assert!(stream_kept(Some(30), 30, 3).passed);
+        let i = stream_kept(Some(31), 30, 3);
+        assert!(!i.passed && i.detail.contains("max_msgs_per_subject 3"));
+        assert!(!stream_kept(None, 30, 0).passed);
+    }
+}
