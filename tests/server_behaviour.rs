@@ -1307,36 +1307,6 @@ async fn a_message_ttl_needs_a_stream_that_allows_it_and_whole_seconds_from_one(
     js.create_stream(stream::Config {
         name: "NOTTL".into(),
         subjects: vec!["nottl.*".into()],
-// ---- issue 34: filtered consumption at scale ----
-
-/// A consumer-create request sent by hand, so the server's refusal comes
-/// back whole (its err_code) rather than through a client's error type.
-async fn filtered_create(
-    server: &jsbench::server::EmbeddedServer,
-    stream: &str,
-    config: serde_json::Value,
-) -> serde_json::Value {
-    let client = async_nats::connect(server.url()).await.unwrap();
-    let name = config["durable_name"].as_str().unwrap().to_string();
-    let request =
-        serde_json::json!({ "stream_name": stream, "config": config, "action": "create" });
-    let reply = client
-        .request(
-            format!("$JS.API.CONSUMER.CREATE.{stream}.{name}"),
-            request.to_string().into(),
-        )
-        .await
-        .unwrap();
-    serde_json::from_slice(&reply.payload).unwrap()
-}
-
-/// The filtered scenario's stream: `f.>`, ten messages on `f.d.0`..`f.d.4`
-/// in turn and every fifth on `f.rare`, as its layout lays them out.
-async fn filtered_stream(js: &jetstream::Context, max_per_subject: i64) {
-    js.create_stream(stream::Config {
-        name: "FILTERED".into(),
-        subjects: vec!["f.>".into()],
-        max_messages_per_subject: max_per_subject,
         ..Default::default()
     })
     .await
@@ -1492,6 +1462,42 @@ async fn never_outlives_max_age_and_a_longer_ttl_goes_at_max_age() {
     );
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(get_seq(&js, "AGE", never).await.is_some(), "never is never");
+}
+
+// ---- issue 34: filtered consumption at scale ----
+
+/// A consumer-create request sent by hand, so the server's refusal comes
+/// back whole (its err_code) rather than through a client's error type.
+async fn filtered_create(
+    server: &jsbench::server::EmbeddedServer,
+    stream: &str,
+    config: serde_json::Value,
+) -> serde_json::Value {
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let name = config["durable_name"].as_str().unwrap().to_string();
+    let request =
+        serde_json::json!({ "stream_name": stream, "config": config, "action": "create" });
+    let reply = client
+        .request(
+            format!("$JS.API.CONSUMER.CREATE.{stream}.{name}"),
+            request.to_string().into(),
+        )
+        .await
+        .unwrap();
+    serde_json::from_slice(&reply.payload).unwrap()
+}
+
+/// The filtered scenario's stream: `f.>`, ten messages on `f.d.0`..`f.d.4`
+/// in turn and every fifth on `f.rare`, as its layout lays them out.
+async fn filtered_stream(js: &jetstream::Context, max_per_subject: i64) {
+    js.create_stream(stream::Config {
+        name: "FILTERED".into(),
+        subjects: vec!["f.>".into()],
+        max_messages_per_subject: max_per_subject,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
     for m in 0..20u64 {
         let subject = if m % 5 == 0 {
             "f.rare".to_string()
