@@ -22,6 +22,7 @@ pub mod replay;
 pub mod restart;
 pub mod resume;
 pub mod schedule;
+pub mod scheduled;
 pub mod search;
 pub mod shape;
 pub mod table;
@@ -156,6 +157,7 @@ registry! {
     Fanout => fanout::Fanout,
     Outage => outage::Outage,
     Power => power::Power,
+    Scheduled => scheduled::Scheduled,
 }
 
 /// One `[[scenario]]` of a profile: the keys every scenario has, and its

@@ -7,3 +7,4 @@ pub mod batches;
 pub mod fast_batches;
 pub mod provision;
 pub mod readback;
+pub mod schedules;
