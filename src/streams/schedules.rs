@@ -24,6 +24,7 @@ use async_nats::jetstream::{self, consumer, stream};
 use futures::StreamExt;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -192,46 +193,64 @@ pub struct Firing {
 }
 
 /// A consumer reading every message the schedules fire, from the start of
-/// the stream, as a task: an ordered consumer, so a server restart
-/// resumes it where it was.
+/// the stream, as a task: an ordered consumer, made again from the next
+/// sequence when it fails or when told to (a server restart can leave it
+/// waiting on a consumer the server forgot).
 pub struct Watcher {
     stop: CancellationToken,
+    reset: Arc<Notify>,
     seen: Arc<AtomicU64>,
-    task: JoinHandle<Result<Vec<Firing>>>,
+    task: JoinHandle<Vec<Firing>>,
+}
+
+/// How long the watcher waits before making its consumer again after
+/// failing to.
+const RETRY: Duration = Duration::from_millis(100);
+
+type Messages = consumer::pull::Ordered;
+
+async fn ordered(stream: &stream::Stream, base: &str, from: u64) -> Result<Messages> {
+    stream
+        .create_consumer(consumer::pull::OrderedConfig {
+            filter_subject: format!("{base}.fired.*"),
+            deliver_policy: consumer::DeliverPolicy::ByStartSequence {
+                start_sequence: from,
+            },
+            ..Default::default()
+        })
+        .await
+        .context("creating the ordered consumer that watches firings")?
+        .messages()
+        .await
+        .context("reading the firings")
 }
 
 impl Watcher {
     pub async fn start(stream: &stream::Stream, base: &str, expected: usize) -> Result<Watcher> {
-        let consumer = stream
-            .create_consumer(consumer::pull::OrderedConfig {
-                filter_subject: format!("{base}.fired.*"),
-                ..Default::default()
-            })
-            .await
-            .context("creating the ordered consumer that watches firings")?;
-        let mut messages = consumer.messages().await.context("reading the firings")?;
+        let first = ordered(stream, base, 1).await?;
         let stop = CancellationToken::new();
+        let reset = Arc::new(Notify::new());
         let seen = Arc::new(AtomicU64::new(0));
-        let (stop2, seen2) = (stop.clone(), seen.clone());
-        let task = tokio::spawn(async move {
-            let mut firings = Vec::with_capacity(expected);
-            loop {
-                let m = tokio::select! {
-                    _ = stop2.cancelled() => break,
-                    m = messages.next() => m,
-                };
-                let Some(m) = m else { break };
-                // An ordered consumer recreates itself after an error (a
-                // restart's missed heartbeats); what it yielded is kept.
-                let Ok(m) = m else { continue };
-                if let Some(f) = firing(&m) {
-                    firings.push(f);
-                    seen2.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-            Ok(firings)
-        });
-        Ok(Watcher { stop, seen, task })
+        let (stream, base) = (stream.clone(), base.to_string());
+        let task = tokio::spawn(watch(
+            (stream, base, first),
+            stop.clone(),
+            reset.clone(),
+            seen.clone(),
+            expected,
+        ));
+        Ok(Watcher {
+            stop,
+            reset,
+            seen,
+            task,
+        })
+    }
+
+    /// Makes the consumer again from the sequence after the last firing
+    /// seen: after a restart.
+    pub fn reset(&self) {
+        self.reset.notify_one();
     }
 
     /// Firings received so far.
@@ -244,8 +263,48 @@ impl Watcher {
         self.stop.cancel();
         self.task
             .await
-            .map_err(|e| anyhow!("the firing watcher failed: {e}"))?
+            .map_err(|e| anyhow!("the firing watcher failed: {e}"))
     }
+}
+
+async fn watch(
+    (stream, base, first): (stream::Stream, String, Messages),
+    stop: CancellationToken,
+    reset: Arc<Notify>,
+    seen: Arc<AtomicU64>,
+    expected: usize,
+) -> Vec<Firing> {
+    let mut firings: Vec<Firing> = Vec::with_capacity(expected);
+    let mut messages = Some(first);
+    loop {
+        let Some(m) = messages.as_mut() else {
+            let from = firings.iter().map(|f| f.stream_seq).max().unwrap_or(0) + 1;
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                made = ordered(&stream, &base, from) => match made {
+                    Ok(m) => messages = Some(m),
+                    Err(_) => tokio::time::sleep(RETRY).await,
+                },
+            }
+            continue;
+        };
+        let next = tokio::select! {
+            _ = stop.cancelled() => break,
+            _ = reset.notified() => None,
+            m = m.next() => m,
+        };
+        match next {
+            Some(Ok(m)) => {
+                if let Some(f) = firing(&m) {
+                    firings.push(f);
+                    seen.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            // Failed, ended or told to: made again from the next sequence.
+            _ => messages = None,
+        }
+    }
+    firings
 }
 
 fn firing(m: &jetstream::Message) -> Option<Firing> {

@@ -337,7 +337,9 @@ async fn wait(
 ) -> Result<(i128, Option<(i128, i128)>)> {
     let grace = plan.grace.as_nanos() as i128;
     let restart = if shape == Shape::Restart {
-        Some(kill_and_restart(ctx, plan, t0 + plan.lead.as_nanos() as i128).await?)
+        let times = kill_and_restart(ctx, plan, t0 + plan.lead.as_nanos() as i128).await?;
+        watcher.reset();
+        Some(times)
     } else {
         None
     };
