@@ -421,3 +421,67 @@ fn verify(shape: Shape, o: &Observed, r: &mut VariantResult) {
         ));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    const KILLED: &str = "the server was killed and came back";
+
+    fn observed(restart: Option<(i128, i128)>) -> Observed {
+        Observed {
+            audit: audit(&[], &[], 0, &BTreeMap::new()),
+            schedules: 0,
+            left: Some(0),
+            first_due: 0,
+            restart,
+        }
+    }
+
+    fn killed_state(o: &Observed) -> bool {
+        let mut r = VariantResult::new("restart");
+        verify(Shape::Restart, o, &mut r);
+        r.invariants
+            .iter()
+            .find(|i| i.name == KILLED)
+            .unwrap()
+            .passed
+    }
+
+    #[test]
+    fn a_restart_that_did_not_happen_fails_killed_and_came_back() {
+        assert!(!killed_state(&observed(None)));
+        assert!(!killed_state(&observed(Some((5, 5)))));
+        assert!(killed_state(&observed(Some((5, 6)))));
+        let mut r = VariantResult::new("at");
+        verify(Shape::At, &observed(None), &mut r);
+        assert!(r.invariants.iter().all(|i| i.name != KILLED));
+    }
+
+    #[test]
+    fn restart_schedules_are_due_inside_the_outage() {
+        let p = match crate::scenario::one_scenario(
+            "scheduled",
+            "variants = [\"restart\"]\nschedules = 10\nlead = \"2s\"\ndown_for = \"4s\"\n",
+        )
+        .unwrap()
+        .kind
+        {
+            crate::scenario::KindPlan::Scheduled(p) => p,
+            _ => unreachable!(),
+        };
+        let common = crate::scenario::one_scenario("scheduled", "")
+            .unwrap()
+            .common;
+        let s = 1_000_000_000;
+        let kill = 100 * s + 2 * s;
+        for (_, pattern) in patterns(Shape::Restart, &p, &common, 100 * s) {
+            let Pattern::At(due) = pattern else {
+                panic!("{pattern:?}")
+            };
+            assert!(due >= kill + s / 2 && due <= kill + 4 * s - s / 2, "{due}");
+        }
+    }
+}
