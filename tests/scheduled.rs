@@ -9,7 +9,7 @@ mod common;
 use common::{assert_all_passed, jsbench, metric, run, run_profile, text};
 use jsbench::results::summary::VariantReport;
 
-fn invariant_state<'a>(v: &'a VariantReport, name: &str) -> (bool, bool) {
+fn invariant_state(v: &VariantReport, name: &str) -> (bool, bool) {
     let i = v
         .invariants
         .iter()

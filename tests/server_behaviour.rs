@@ -1253,6 +1253,9 @@ async fn sched_stream(js: &jetstream::Context, name: &str, allow: bool) -> strea
     .unwrap()
 }
 
+/// A schedule's headers, name and value.
+type SchedHeaders<'a> = Vec<(&'a str, &'a str)>;
+
 /// Publishes a schedule by request and returns the server's JSON answer.
 async fn sched_publish(
     client: &async_nats::Client,
@@ -1312,7 +1315,7 @@ async fn bad_schedules_are_refused_with_their_adr_51_codes() {
     sched_stream(&js, "SCHEDON", true).await;
     let at = format!("@at {}", sched_rfc3339(sched_now() + 60_000_000_000));
     let target = "schedon.fired.1";
-    let cases: [(&str, Vec<(&str, &str)>, u64); 6] = [
+    let cases: [(&str, SchedHeaders, u64); 6] = [
         // Schedules not allowed on the stream.
         (
             "schedoff.sched.1",

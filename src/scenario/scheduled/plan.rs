@@ -135,13 +135,13 @@ fn check(plan: &Plan, prefix: &str, problems: &mut Problems) {
     );
     // The server refuses `@every` under a second (10189).
     problems.range(&key("every"), secs(plan.every), 1.0, 3_600.0, " seconds");
-    if plan.every.subsec_nanos() % 1_000_000 != 0 {
+    if !plan.every.subsec_nanos().is_multiple_of(1_000_000) {
         problems.push(
             key("every"),
             "whole milliseconds only: it is sent as \"@every <n>ms\"",
         );
     }
-    if plan.cron_step == 0 || 60 % plan.cron_step != 0 || plan.cron_step == 60 {
+    if plan.cron_step == 0 || !60u32.is_multiple_of(plan.cron_step) || plan.cron_step == 60 {
         problems.push(
             key("cron_step"),
             format!(
