@@ -318,10 +318,12 @@ mod tests {
         for family in [fates::REDELIVERY_DELAY, fates::REDELIVERY_OFF_BY] {
             histograms.extend(Cause::ALL.map(|c| fates::per_cause(family, c)));
         }
+        histograms.extend([scheduled::FIRING_ERROR, scheduled::RECEIPT_ERROR].map(String::from));
         let mut all: Vec<String> = names::VALUES.iter().map(|v| v.to_string()).collect();
         for h in &histograms {
             all.extend(names::QUANTILES.iter().map(|q| names::quantile(h, q)));
         }
+        all.push(scheduled::FIRING_RATE.to_string());
         all
     }
 
