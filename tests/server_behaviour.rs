@@ -1473,3 +1473,78 @@ async fn an_every_schedule_is_due_from_its_stored_time_rounded_to_the_second() {
             .is_ok()
     );
 }
+
+/// Messages the stream holds on `subject`.
+async fn sched_count(s: &stream::Stream, subject: &str) -> u64 {
+    use futures::StreamExt;
+    let mut subjects = s.info_with_subjects(subject).await.unwrap();
+    let mut n = 0;
+    while let Some(entry) = subjects.next().await {
+        n += entry.unwrap().1 as u64;
+    }
+    n
+}
+
+#[tokio::test]
+async fn an_every_schedule_that_missed_firings_while_down_fires_once_and_skips_ahead() {
+    let server = common::server();
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    let s = sched_stream(&js, "SCHEDDOWN", true).await;
+    sched_publish(
+        &client,
+        "scheddown.sched.1",
+        &[
+            ("Nats-Schedule", "@every 1s"),
+            ("Nats-Schedule-Target", "scheddown.fired.1"),
+        ],
+    )
+    .await;
+    sched_last(&s, "scheddown.fired.1", Duration::from_secs(10))
+        .await
+        .expect("fired before the outage");
+    // One more may fire between this count and the kill.
+    let fired_before = sched_count(&s, "scheddown.fired.1").await;
+    server.kill().unwrap();
+    let before = Instant::now();
+    // Five due times pass while the server is down.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    server.restart(Duration::from_secs(30)).unwrap();
+    let down = before.elapsed();
+    let back = sched_now();
+    let s = js.get_stream("SCHEDDOWN").await.unwrap();
+    // The first firing after the restart names a next time a whole second
+    // ahead of it: the schedule skipped the missed due times.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let first_after = loop {
+        let m = s
+            .get_last_raw_message_by_subject("scheddown.fired.1")
+            .await
+            .unwrap();
+        if sched_ns(m.time) >= back - 1_000_000_000 {
+            break m;
+        }
+        assert!(Instant::now() < deadline, "no firing after the restart");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let next = time::OffsetDateTime::parse(
+        first_after
+            .headers
+            .get("Nats-Schedule-Next")
+            .unwrap()
+            .as_str(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    assert!(
+        sched_ns(next) > sched_ns(first_after.time),
+        "the next due time lies ahead of the catch-up firing"
+    );
+    let after = sched_count(&s, "scheddown.fired.1").await;
+    // At most: one before the kill, the catch-up, one on the new grid.
+    assert!(
+        after <= fired_before + 3,
+        "{} firings right after {down:?} down: the missed due times are not fired one by one",
+        after - fired_before
+    );
+}
