@@ -145,10 +145,12 @@ impl ScenarioKind for Scheduled {
     }
 }
 
-/// From the first due time to the last, or the watch of the repeating.
+/// From the first due time to the last, or the watch of the repeating
+/// (which always waits out its grace).
 fn variant_span(shape: Shape, plan: &Plan, common: &CommonPlan) -> Duration {
     match shape {
-        Shape::At | Shape::Every | Shape::Cron => common.duration,
+        Shape::At => common.duration,
+        Shape::Every | Shape::Cron => common.duration + plan.grace,
         Shape::Burst => Duration::ZERO,
         Shape::Restart => plan.down_for,
     }
