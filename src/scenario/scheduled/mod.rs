@@ -324,8 +324,9 @@ async fn first_dues(
 }
 
 /// Waits for the firings: the repeating ones for `duration` after
-/// publishing, the others until all came or `grace` after the last was
-/// due; `restart` kills the server first and starts it again. Returns the
+/// publishing and `grace` more, the others until all came or none came
+/// for `grace` after the last was due; `restart` kills the server first
+/// and starts it again. Returns the
 /// cutoff (due times after it are not expected) and the restart's kill
 /// and back times.
 async fn wait(
@@ -350,11 +351,27 @@ async fn wait(
     } else {
         dues.iter().map(|d| d.first_ns).max().unwrap_or(published)
     };
-    // One firing each for the one-off schedules: all in, no need to wait.
+    // One firing each for the one-off schedules: all in, no need to wait;
+    // while they still come (a burst stored slower than `grace` on a busy
+    // host), none is called lost.
     let all = dues.len() as u64;
-    while now_ns() < cutoff + grace && !ctx.stop.is_cancelled() {
-        if !shape.repeats() && watcher.seen() >= all {
-            break;
+    let (mut seen, mut came) = (watcher.seen(), now_ns());
+    while !ctx.stop.is_cancelled() {
+        let now = now_ns();
+        if shape.repeats() {
+            if now >= cutoff + grace {
+                break;
+            }
+        } else {
+            if watcher.seen() >= all {
+                break;
+            }
+            if watcher.seen() > seen {
+                (seen, came) = (watcher.seen(), now);
+            }
+            if now >= cutoff.max(came) + grace {
+                break;
+            }
         }
         tokio::time::sleep(POLL).await;
     }
