@@ -275,7 +275,9 @@ async fn fire(
     let published = now_ns();
     let dues = first_dues(shape, stream, &specs, &seqs).await?;
     let first_due = dues.iter().map(|d| d.first_ns).min().unwrap_or(published);
-    if published > first_due {
+    // A repeating schedule's first due time is the server's to choose,
+    // possibly before the last one is stored; a one-off's is ours.
+    if !shape.repeats() && published > first_due {
         r.warnings.push(format!(
             "the last schedule was stored {} ms after the first was due: raise `lead`",
             (published - first_due) / 1_000_000
