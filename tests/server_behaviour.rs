@@ -1482,6 +1482,38 @@ async fn filtered_create(
             format!("$JS.API.CONSUMER.CREATE.{stream}.{name}"),
             request.to_string().into(),
         )
+// ---- issue 34: scheduled messages (ADR-51) ----
+
+/// A stream on `<name>.sched.*` and `<name>.fired.*` that allows
+/// schedules (or not): what the scheduled scenario provisions.
+async fn sched_stream(js: &jetstream::Context, name: &str, allow: bool) -> stream::Stream {
+    let base = name.to_lowercase();
+    js.create_stream(stream::Config {
+        name: name.into(),
+        subjects: vec![format!("{base}.sched.*"), format!("{base}.fired.*")],
+        allow_message_schedules: allow,
+        allow_rollup: allow,
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+}
+
+/// A schedule's headers, name and value.
+type SchedHeaders<'a> = Vec<(&'a str, &'a str)>;
+
+/// Publishes a schedule by request and returns the server's JSON answer.
+async fn sched_publish(
+    client: &async_nats::Client,
+    subject: &str,
+    headers: &[(&str, &str)],
+) -> serde_json::Value {
+    let mut h = async_nats::HeaderMap::new();
+    for (k, v) in headers {
+        h.insert(*k, *v);
+    }
+    let reply = client
+        .request_with_headers(subject.to_string(), h, "body".into())
         .await
         .unwrap();
     serde_json::from_slice(&reply.payload).unwrap()
@@ -1620,4 +1652,278 @@ async fn a_filtered_durable_counts_pending_only_what_its_filter_selects() {
         "f.rare"
     );
     assert!(s.get_raw_message(11).await.is_err(), "an older f.rare kept");
+fn sched_ns(t: time::OffsetDateTime) -> i128 {
+    t.unix_timestamp_nanos()
+}
+
+fn sched_rfc3339(ns: i128) -> String {
+    time::OffsetDateTime::from_unix_timestamp_nanos(ns)
+        .unwrap()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap()
+}
+
+fn sched_now() -> i128 {
+    sched_ns(time::OffsetDateTime::now_utc())
+}
+
+/// The last message on `subject`, waiting up to `within` for one.
+async fn sched_last(
+    s: &stream::Stream,
+    subject: &str,
+    within: Duration,
+) -> Option<async_nats::jetstream::message::StreamMessage> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Ok(m) = s.get_last_raw_message_by_subject(subject).await {
+            return Some(m);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn bad_schedules_are_refused_with_their_adr_51_codes() {
+    let server = common::server();
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    sched_stream(&js, "SCHEDOFF", false).await;
+    sched_stream(&js, "SCHEDON", true).await;
+    let at = format!("@at {}", sched_rfc3339(sched_now() + 60_000_000_000));
+    let target = "schedon.fired.1";
+    let cases: [(&str, SchedHeaders, u64); 6] = [
+        // Schedules not allowed on the stream.
+        (
+            "schedoff.sched.1",
+            vec![
+                ("Nats-Schedule", at.as_str()),
+                ("Nats-Schedule-Target", "schedoff.fired.1"),
+            ],
+            10188,
+        ),
+        // A pattern the server does not read.
+        (
+            "schedon.sched.1",
+            vec![("Nats-Schedule", "@soon"), ("Nats-Schedule-Target", target)],
+            10189,
+        ),
+        // @every under the one-second minimum.
+        (
+            "schedon.sched.1",
+            vec![
+                ("Nats-Schedule", "@every 500ms"),
+                ("Nats-Schedule-Target", target),
+            ],
+            10189,
+        ),
+        // No target.
+        (
+            "schedon.sched.1",
+            vec![("Nats-Schedule", at.as_str())],
+            10190,
+        ),
+        // A target outside the stream.
+        (
+            "schedon.sched.1",
+            vec![
+                ("Nats-Schedule", at.as_str()),
+                ("Nats-Schedule-Target", "elsewhere"),
+            ],
+            10190,
+        ),
+        // A time zone on an @at schedule.
+        (
+            "schedon.sched.1",
+            vec![
+                ("Nats-Schedule", at.as_str()),
+                ("Nats-Schedule-Target", target),
+                ("Nats-Schedule-Time-Zone", "Europe/Amsterdam"),
+            ],
+            10189,
+        ),
+    ];
+    for (subject, headers, code) in cases {
+        let reply = sched_publish(&client, subject, &headers).await;
+        assert_eq!(err_code(&reply), Some(code), "{headers:?}: {reply}");
+    }
+    assert_eq!(stored_count(&js, "SCHEDOFF").await, 0);
+    assert_eq!(stored_count(&js, "SCHEDON").await, 0);
+}
+
+#[tokio::test]
+async fn an_at_schedule_keeps_its_fraction_of_a_second_fires_once_and_removes_itself() {
+    let server = common::server();
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    let s = sched_stream(&js, "SCHEDAT", true).await;
+    // 1.3 to 2.3 s ahead, three tenths past a whole second.
+    let now = sched_now();
+    let due = now - now.rem_euclid(1_000_000_000) + 2_300_000_000;
+    let at = format!("@at {}", sched_rfc3339(due));
+    let reply = sched_publish(
+        &client,
+        "schedat.sched.1",
+        &[
+            ("Nats-Schedule", at.as_str()),
+            ("Nats-Schedule-Target", "schedat.fired.1"),
+            ("X-Carried", "yes"),
+        ],
+    )
+    .await;
+    assert_eq!(reply["seq"], 1, "{reply}");
+    let fired = sched_last(&s, "schedat.fired.1", Duration::from_secs(10))
+        .await
+        .expect("the schedule fired");
+    let stored = sched_ns(fired.time);
+    assert!(
+        stored >= due,
+        "stored {} ns before its due time: the fraction of a second is kept, never rounded down",
+        due - stored
+    );
+    let h = &fired.headers;
+    assert_eq!(h.get("Nats-Scheduler").unwrap().as_str(), "schedat.sched.1");
+    assert_eq!(h.get("Nats-Schedule-Next").unwrap().as_str(), "purge");
+    assert_eq!(
+        h.get("X-Carried").unwrap().as_str(),
+        "yes",
+        "headers carried"
+    );
+    assert!(
+        h.get("Nats-Schedule").is_none(),
+        "schedule headers stripped"
+    );
+    assert_eq!(&fired.payload[..], b"body");
+    // The schedule purged itself; nothing fires again.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert!(
+        s.get_last_raw_message_by_subject("schedat.sched.1")
+            .await
+            .is_err(),
+        "the fired @at schedule is gone"
+    );
+    assert_eq!(
+        stored_count(&js, "SCHEDAT").await,
+        1,
+        "one firing, nothing else"
+    );
+}
+
+#[tokio::test]
+async fn an_every_schedule_is_due_from_its_stored_time_rounded_to_the_second() {
+    let server = common::server();
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    let s = sched_stream(&js, "SCHEDEVERY", true).await;
+    let reply = sched_publish(
+        &client,
+        "schedevery.sched.1",
+        &[
+            ("Nats-Schedule", "@every 1s"),
+            ("Nats-Schedule-Target", "schedevery.fired.1"),
+        ],
+    )
+    .await;
+    let seq = reply["seq"].as_u64().unwrap();
+    let ts = sched_ns(s.get_raw_message(seq).await.unwrap().time);
+    let second = 1_000_000_000;
+    // Go's Round: to the nearest second, halves up.
+    let first_due = (ts + second / 2).div_euclid(second) * second + second;
+    let fired = sched_last(&s, "schedevery.fired.1", Duration::from_secs(10))
+        .await
+        .expect("the schedule fired");
+    let next = time::OffsetDateTime::parse(
+        fired.headers.get("Nats-Schedule-Next").unwrap().as_str(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    let next = sched_ns(next);
+    assert_eq!(next % second, 0, "the next time is a whole second");
+    // The first firing is due one interval before the next it names:
+    // round(stored) + 1 s, not stored + 1 s.
+    assert_eq!(next - second, first_due, "stored at {ts}");
+    assert!(sched_ns(fired.time) >= first_due, "not early");
+    // The schedule stays for the next firing.
+    assert!(
+        s.get_last_raw_message_by_subject("schedevery.sched.1")
+            .await
+            .is_ok()
+    );
+}
+
+/// Messages the stream holds on `subject`.
+async fn sched_count(s: &stream::Stream, subject: &str) -> u64 {
+    use futures::StreamExt;
+    let mut subjects = s.info_with_subjects(subject).await.unwrap();
+    let mut n = 0;
+    while let Some(entry) = subjects.next().await {
+        n += entry.unwrap().1 as u64;
+    }
+    n
+}
+
+#[tokio::test]
+async fn an_every_schedule_that_missed_firings_while_down_fires_once_and_skips_ahead() {
+    let server = common::server();
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    let s = sched_stream(&js, "SCHEDDOWN", true).await;
+    sched_publish(
+        &client,
+        "scheddown.sched.1",
+        &[
+            ("Nats-Schedule", "@every 1s"),
+            ("Nats-Schedule-Target", "scheddown.fired.1"),
+        ],
+    )
+    .await;
+    sched_last(&s, "scheddown.fired.1", Duration::from_secs(10))
+        .await
+        .expect("fired before the outage");
+    // One more may fire between this count and the kill.
+    let fired_before = sched_count(&s, "scheddown.fired.1").await;
+    server.kill().unwrap();
+    let before = Instant::now();
+    // Five due times pass while the server is down.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    server.restart(Duration::from_secs(30)).unwrap();
+    let down = before.elapsed();
+    let back = sched_now();
+    let s = js.get_stream("SCHEDDOWN").await.unwrap();
+    // The first firing after the restart names a next time a whole second
+    // ahead of it: the schedule skipped the missed due times.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let first_after = loop {
+        let m = s
+            .get_last_raw_message_by_subject("scheddown.fired.1")
+            .await
+            .unwrap();
+        if sched_ns(m.time) >= back - 1_000_000_000 {
+            break m;
+        }
+        assert!(Instant::now() < deadline, "no firing after the restart");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let next = time::OffsetDateTime::parse(
+        first_after
+            .headers
+            .get("Nats-Schedule-Next")
+            .unwrap()
+            .as_str(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    assert!(
+        sched_ns(next) > sched_ns(first_after.time),
+        "the next due time lies ahead of the catch-up firing"
+    );
+    let after = sched_count(&s, "scheddown.fired.1").await;
+    // At most: one before the kill, the catch-up, one on the new grid.
+    assert!(
+        after <= fired_before + 3,
+        "{} firings right after {down:?} down: the missed due times are not fired one by one",
+        after - fired_before
+    );
 }

@@ -33,6 +33,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("power-r3", include_str!("../../profiles/power-r3.toml")),
     ("ttl", include_str!("../../profiles/ttl.toml")),
     ("filtered", include_str!("../../profiles/filtered.toml")),
+    ("scheduled", include_str!("../../profiles/scheduled.toml")),
 ];
 
 pub fn bundled(name: &str) -> Option<&'static str> {

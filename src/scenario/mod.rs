@@ -23,6 +23,7 @@ pub mod replay;
 pub mod restart;
 pub mod resume;
 pub mod schedule;
+pub mod scheduled;
 pub mod search;
 pub mod shape;
 pub mod table;
@@ -160,6 +161,7 @@ registry! {
     Power => power::Power,
     Ttl => ttl::TtlKind,
     Filtered => filtered::Filtered,
+    Scheduled => scheduled::Scheduled,
 }
 
 /// One `[[scenario]]` of a profile: the keys every scenario has, and its
@@ -321,11 +323,13 @@ mod tests {
             histograms.extend(Cause::ALL.map(|c| fates::per_cause(family, c)));
         }
         histograms.extend(ttl::HISTOGRAMS.iter().map(|h| h.to_string()));
+        histograms.extend([scheduled::FIRING_ERROR, scheduled::RECEIPT_ERROR].map(String::from));
         let mut all: Vec<String> = names::VALUES.iter().map(|v| v.to_string()).collect();
         all.extend(ttl::VALUES.iter().map(|v| v.to_string()));
         for h in &histograms {
             all.extend(names::QUANTILES.iter().map(|q| names::quantile(h, q)));
         }
+        all.push(scheduled::FIRING_RATE.to_string());
         all
     }
 

@@ -9,3 +9,4 @@ pub mod fast_batches;
 pub mod filter;
 pub mod provision;
 pub mod readback;
+pub mod schedules;
