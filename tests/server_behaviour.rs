@@ -1482,38 +1482,6 @@ async fn filtered_create(
             format!("$JS.API.CONSUMER.CREATE.{stream}.{name}"),
             request.to_string().into(),
         )
-// ---- issue 34: scheduled messages (ADR-51) ----
-
-/// A stream on `<name>.sched.*` and `<name>.fired.*` that allows
-/// schedules (or not): what the scheduled scenario provisions.
-async fn sched_stream(js: &jetstream::Context, name: &str, allow: bool) -> stream::Stream {
-    let base = name.to_lowercase();
-    js.create_stream(stream::Config {
-        name: name.into(),
-        subjects: vec![format!("{base}.sched.*"), format!("{base}.fired.*")],
-        allow_message_schedules: allow,
-        allow_rollup: allow,
-        ..Default::default()
-    })
-    .await
-    .unwrap()
-}
-
-/// A schedule's headers, name and value.
-type SchedHeaders<'a> = Vec<(&'a str, &'a str)>;
-
-/// Publishes a schedule by request and returns the server's JSON answer.
-async fn sched_publish(
-    client: &async_nats::Client,
-    subject: &str,
-    headers: &[(&str, &str)],
-) -> serde_json::Value {
-    let mut h = async_nats::HeaderMap::new();
-    for (k, v) in headers {
-        h.insert(*k, *v);
-    }
-    let reply = client
-        .request_with_headers(subject.to_string(), h, "body".into())
         .await
         .unwrap();
     serde_json::from_slice(&reply.payload).unwrap()
@@ -1652,6 +1620,45 @@ async fn a_filtered_durable_counts_pending_only_what_its_filter_selects() {
         "f.rare"
     );
     assert!(s.get_raw_message(11).await.is_err(), "an older f.rare kept");
+}
+
+// ---- issue 34: scheduled messages (ADR-51) ----
+
+/// A stream on `<name>.sched.*` and `<name>.fired.*` that allows
+/// schedules (or not): what the scheduled scenario provisions.
+async fn sched_stream(js: &jetstream::Context, name: &str, allow: bool) -> stream::Stream {
+    let base = name.to_lowercase();
+    js.create_stream(stream::Config {
+        name: name.into(),
+        subjects: vec![format!("{base}.sched.*"), format!("{base}.fired.*")],
+        allow_message_schedules: allow,
+        allow_rollup: allow,
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+}
+
+/// A schedule's headers, name and value.
+type SchedHeaders<'a> = Vec<(&'a str, &'a str)>;
+
+/// Publishes a schedule by request and returns the server's JSON answer.
+async fn sched_publish(
+    client: &async_nats::Client,
+    subject: &str,
+    headers: &[(&str, &str)],
+) -> serde_json::Value {
+    let mut h = async_nats::HeaderMap::new();
+    for (k, v) in headers {
+        h.insert(*k, *v);
+    }
+    let reply = client
+        .request_with_headers(subject.to_string(), h, "body".into())
+        .await
+        .unwrap();
+    serde_json::from_slice(&reply.payload).unwrap()
+}
+
 fn sched_ns(t: time::OffsetDateTime) -> i128 {
     t.unix_timestamp_nanos()
 }
