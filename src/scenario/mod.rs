@@ -16,6 +16,7 @@ pub mod latency;
 pub mod lifecycle;
 pub mod outage;
 pub mod power;
+pub mod priority;
 pub mod publish;
 pub mod redelivery;
 pub mod replay;
@@ -156,6 +157,7 @@ registry! {
     Fanout => fanout::Fanout,
     Outage => outage::Outage,
     Power => power::Power,
+    Priority => priority::Priority,
 }
 
 /// One `[[scenario]]` of a profile: the keys every scenario has, and its
@@ -317,6 +319,7 @@ mod tests {
             histograms.extend(Cause::ALL.map(|c| fates::per_cause(family, c)));
         }
         let mut all: Vec<String> = names::VALUES.iter().map(|v| v.to_string()).collect();
+        all.extend(priority::JUDGED.iter().map(|v| v.to_string()));
         for h in &histograms {
             all.extend(names::QUANTILES.iter().map(|q| names::quantile(h, q)));
         }

@@ -5,5 +5,6 @@
 pub mod advisory;
 pub mod batches;
 pub mod fast_batches;
+pub mod pins;
 pub mod provision;
 pub mod readback;
