@@ -31,6 +31,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("soak", include_str!("../../profiles/soak.toml")),
     ("durability", include_str!("../../profiles/durability.toml")),
     ("power-r3", include_str!("../../profiles/power-r3.toml")),
+    ("priority", include_str!("../../profiles/priority.toml")),
 ];
 
 pub fn bundled(name: &str) -> Option<&'static str> {

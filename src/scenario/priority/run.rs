@@ -480,8 +480,13 @@ fn shares(
         (all > 0).then(|| hit as f64 / all as f64)
     };
     if let Some(s) = share(&mut o.deliveries.iter()) {
-        r.metrics
-            .push(Metric::new(name, "ratio", s, Direction::None));
+        // The highest level's share falls when the server hands lower
+        // levels what the highest could take: judged, higher is better.
+        let direction = match name {
+            LEVEL0_SHARE => Direction::Higher,
+            _ => Direction::None,
+        };
+        r.metrics.push(Metric::new(name, "ratio", s, direction));
     }
     if let ArrivalPlan::Steps(steps) = arrival {
         for i in 0..steps.len() {
