@@ -1550,10 +1550,8 @@ mod priority_groups {
         .await;
         loop {
             let m = low.next(Duration::from_secs(3)).await.unwrap();
-            if let Some(s) = m.status {
-                if s.as_u16() == 400 {
-                    break;
-                }
+            if m.status.is_some_and(|s| s.as_u16() == 400) {
+                break;
             }
         }
     }

@@ -375,7 +375,7 @@ fn measure(plan: &Plan, o: &Observed, r: &mut VariantResult) {
     for c in 0..plan.clients {
         let n = o.deliveries.iter().filter(|d| d.client == c).count();
         r.metrics.push(crate::record::metrics::count(
-            &format!("client{c}.deliveries"),
+            format!("client{c}.deliveries"),
             n as u64,
         ));
     }

@@ -196,12 +196,12 @@ pub fn next_pin(events: &[PinEvent], from_ns: u64) -> Option<(u64, &str)> {
 fn pin_at(events: &[PinEvent], at_ns: u64) -> Option<&str> {
     events
         .iter()
+        .rev()
         .filter(|e| e.received_ns <= at_ns)
-        .filter_map(|e| match &e.change {
+        .find_map(|e| match &e.change {
             PinChange::Pinned { id } => Some(id.as_str()),
             _ => None,
         })
-        .last()
 }
 
 /// The killed client's last pull sent before it was killed.
