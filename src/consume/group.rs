@@ -68,6 +68,8 @@ pub struct GroupDelivery {
     /// The publisher's intended send time (from the payload's stamp).
     pub intended_ns: u64,
     pub acked: bool,
+    /// When the ack was published (0 when not acked).
+    pub acked_ns: u64,
 }
 
 /// How a pull request ended.
@@ -321,6 +323,14 @@ impl Loop {
         }
         if kill.is_cancelled() {
             self.report.killed_at_ns.get_or_insert(clock::now_ns());
+            // What reached the client but was not yet taken up died with
+            // it, unacked: counted, or its return would look unexplained.
+            while let Ok((received_ns, m)) = self.rx.try_recv() {
+                if let Reply::Message(t) = classify(&m) {
+                    let d = self.record(received_ns, &m, t);
+                    self.report.deliveries.push(d);
+                }
+            }
         }
         Ok(self.report)
     }
@@ -409,27 +419,7 @@ impl Loop {
         t: AckTokens,
         kill: &CancellationToken,
     ) -> Result<()> {
-        let pin = pin_of(m.headers.as_ref()).map(|p| self.pin_index(p));
-        if self.config.pinned && pin.is_some() {
-            self.pin = pin;
-        }
-        self.report.ledger.mark(t.stream_seq, Event::Delivered);
-        self.progress.received.fetch_add(1, Ordering::Relaxed);
-        self.progress
-            .last_received_ns
-            .store(received_ns, Ordering::Relaxed);
-        let intended_ns = Stamp::read(&m.payload).map_or(0, |s| s.intended_ns);
-        let mut d = GroupDelivery {
-            client: self.config.index,
-            received_ns,
-            stream_seq: t.stream_seq,
-            consumer_seq: t.consumer_seq,
-            delivered: t.delivered,
-            pending: t.pending,
-            pin,
-            intended_ns,
-            acked: false,
-        };
+        let mut d = self.record(received_ns, m, t);
         if !self.config.processing.is_zero() {
             tokio::select! {
                 _ = kill.cancelled() => {}
@@ -446,9 +436,36 @@ impl Loop {
             self.report.ledger.mark(t.stream_seq, Event::Acked);
             self.progress.acked.fetch_add(1, Ordering::Relaxed);
             d.acked = true;
+            d.acked_ns = clock::now_ns();
         }
         self.report.deliveries.push(d);
         Ok(())
+    }
+
+    /// A delivery as received, not yet acked.
+    fn record(&mut self, received_ns: u64, m: &async_nats::Message, t: AckTokens) -> GroupDelivery {
+        let pin = pin_of(m.headers.as_ref()).map(|p| self.pin_index(p));
+        if self.config.pinned && pin.is_some() {
+            self.pin = pin;
+        }
+        self.report.ledger.mark(t.stream_seq, Event::Delivered);
+        self.progress.received.fetch_add(1, Ordering::Relaxed);
+        self.progress
+            .last_received_ns
+            .store(received_ns, Ordering::Relaxed);
+        let intended_ns = Stamp::read(&m.payload).map_or(0, |s| s.intended_ns);
+        GroupDelivery {
+            client: self.config.index,
+            received_ns,
+            stream_seq: t.stream_seq,
+            consumer_seq: t.consumer_seq,
+            delivered: t.delivered,
+            pending: t.pending,
+            pin,
+            intended_ns,
+            acked: false,
+            acked_ns: 0,
+        }
     }
 
     /// The index of `pin` among the pins this client was handed; a new

@@ -400,8 +400,7 @@ fn measure_pinned(timeout: Duration, o: &Observed, r: &mut VariantResult) {
     let outside = verify::outside_pin(&o.deliveries).len() as u64;
     r.metrics
         .push(crate::record::metrics::count(OUTSIDE_PIN, outside));
-    let killed = o.killed.map(|k| k.0);
-    let (explained, unexplained) = verify::doubles(&o.deliveries, killed);
+    let (explained, unexplained) = verify::doubles(&o.deliveries, o.killed);
     r.metrics.push(crate::record::metrics::count(
         DOUBLE_DELIVERIES,
         (explained.len() + unexplained.len()) as u64,
@@ -409,6 +408,12 @@ fn measure_pinned(timeout: Duration, o: &Observed, r: &mut VariantResult) {
     r.metrics.push(crate::record::metrics::count(
         "wrong_pin_answers",
         o.wrong_pin,
+    ));
+    // What the killed client held came back with a delivery count above 1.
+    let returned = o.deliveries.iter().filter(|d| d.delivered > 1).count();
+    r.metrics.push(crate::record::metrics::count(
+        "redelivered",
+        returned as u64,
     ));
     if let Some((client, kill_ns)) = o.killed
         && let Some((pinned_ns, _)) = verify::next_pin(&o.events, kill_ns)
@@ -574,10 +579,8 @@ fn verify(plan: &Plan, o: &Observed, r: &mut VariantResult) {
                 priority_timeout_ns: p.priority_timeout.as_nanos() as u64,
             };
             r.invariants.push(verify::within_pin(&o.deliveries));
-            r.invariants.push(verify::doubles_explained(
-                &o.deliveries,
-                o.killed.map(|k| k.0),
-            ));
+            r.invariants
+                .push(verify::doubles_explained(&o.deliveries, o.killed));
             r.invariants.push(verify::pin_moves_after_kill(&run));
             r.invariants.push(verify::no_early_failover(&run));
             r.invariants.push(verify::pin_moves_after_unpin(&run));

@@ -143,14 +143,26 @@ pub fn within_pin(deliveries: &[GroupDelivery]) -> Invariant {
     Invariant::check(WITHIN_PIN, outside.is_empty(), detail)
 }
 
+/// How long before the kill an ack may have been published and still have
+/// died in the killed client's write buffer, as it would in a process
+/// killed: its message returns after AckWait like an unacked one.
+pub const ACK_FLUSH_NS: u64 = 100_000_000;
+
 /// Messages delivered to two or more clients: `(explained, unexplained)`
-/// sequences. Explained: an earlier delivery went unacked to the killed
-/// client, so AckWait handed it on.
-pub fn doubles(deliveries: &[GroupDelivery], killed: Option<usize>) -> (Vec<u64>, Vec<u64>) {
+/// sequences. Explained: every earlier delivery went to the killed client,
+/// unacked or acked within [`ACK_FLUSH_NS`] of the kill, so AckWait handed
+/// it on.
+pub fn doubles(deliveries: &[GroupDelivery], killed: Option<(usize, u64)>) -> (Vec<u64>, Vec<u64>) {
     let mut by_seq: BTreeMap<u64, Vec<&GroupDelivery>> = BTreeMap::new();
     for d in deliveries {
         by_seq.entry(d.stream_seq).or_default().push(d);
     }
+    let held = |d: &GroupDelivery| match killed {
+        Some((client, kill_ns)) => {
+            d.client == client && (!d.acked || d.acked_ns + ACK_FLUSH_NS >= kill_ns)
+        }
+        None => false,
+    };
     let (mut explained, mut unexplained) = (Vec::new(), Vec::new());
     for (seq, mut ds) in by_seq {
         ds.sort_by_key(|d| d.consumer_seq);
@@ -158,10 +170,7 @@ pub fn doubles(deliveries: &[GroupDelivery], killed: Option<usize>) -> (Vec<u64>
         if ds.iter().all(|d| d.client == first) {
             continue;
         }
-        let held_by_killed = ds[..ds.len() - 1]
-            .iter()
-            .all(|d| !d.acked && Some(d.client) == killed);
-        if held_by_killed {
+        if ds[..ds.len() - 1].iter().all(|d| held(d)) {
             explained.push(seq);
         } else {
             unexplained.push(seq);
@@ -170,18 +179,36 @@ pub fn doubles(deliveries: &[GroupDelivery], killed: Option<usize>) -> (Vec<u64>
     (explained, unexplained)
 }
 
-pub fn doubles_explained(deliveries: &[GroupDelivery], killed: Option<usize>) -> Invariant {
+pub fn doubles_explained(deliveries: &[GroupDelivery], killed: Option<(usize, u64)>) -> Invariant {
     let (explained, unexplained) = doubles(deliveries, killed);
     let detail = format!(
-        "{} messages delivered to two clients, {} of them held unacked by the killed client and returned after AckWait{}",
+        "{} messages delivered to two clients, {} of them held by the killed client (unacked, or acked in its last 100 ms) and returned after AckWait{}",
         explained.len() + unexplained.len(),
         explained.len(),
         unexplained
             .first()
-            .map(|s| format!("; unexplained, first stream seq {s}"))
+            .map(|&s| format!(
+                "; unexplained, first stream seq {s}: {}",
+                story(deliveries, s)
+            ))
             .unwrap_or_default()
     );
     Invariant::check(DOUBLES_EXPLAINED, unexplained.is_empty(), detail)
+}
+
+/// Each delivery of `seq` in the server's order: client, delivery count,
+/// whether it was acked.
+fn story(deliveries: &[GroupDelivery], seq: u64) -> String {
+    let mut ds: Vec<&GroupDelivery> = deliveries.iter().filter(|d| d.stream_seq == seq).collect();
+    ds.sort_by_key(|d| d.consumer_seq);
+    let parts: Vec<String> = ds
+        .iter()
+        .map(|d| {
+            let acked = if d.acked { "acked" } else { "not acked" };
+            format!("client {} (delivery {}, {acked})", d.client, d.delivered)
+        })
+        .collect();
+    parts.join(", then ")
 }
 
 /// The first PINNED advisory received after `from_ns`: when and its id.

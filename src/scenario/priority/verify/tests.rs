@@ -18,6 +18,7 @@ fn d(client: usize, cseq: u64, sseq: u64, pin: Option<u16>) -> GroupDelivery {
         pin,
         intended_ns: 0,
         acked: true,
+        acked_ns: cseq * MS,
     }
 }
 
@@ -119,17 +120,32 @@ fn deliveries_outside_the_pin_are_counted_in_the_servers_order() {
 
 #[test]
 fn a_double_delivery_not_held_by_the_killed_client_fails() {
+    let kill = Some((0, 500 * MS));
     let mut held = d(0, 1, 1, Some(0));
     held.acked = false;
     let ok = [held, d(1, 5, 1, Some(1))];
-    assert!(doubles_explained(&ok, Some(0)).passed);
-    assert_eq!(doubles(&ok, Some(0)), (vec![1], vec![]));
-    // Acked by the first client, delivered again to another.
-    let bad = [d(0, 1, 1, Some(0)), d(1, 5, 1, Some(1))];
-    let check = doubles_explained(&bad, Some(0));
+    assert!(doubles_explained(&ok, kill).passed);
+    assert_eq!(doubles(&ok, kill), (vec![1], vec![]));
+    // Acked by the killed client in its last 100 ms: the ack may have died
+    // with it.
+    let late_ack = [d(0, 450, 1, Some(0)), d(1, 600, 1, Some(1))];
+    assert!(doubles_explained(&late_ack, kill).passed);
+    // Acked long before the kill, delivered again to another.
+    let mut early_ack = d(0, 1, 1, Some(0));
+    early_ack.acked_ns = MS;
+    let bad = [early_ack, d(1, 600, 1, Some(1))];
+    let check = doubles_explained(&bad, kill);
     assert!(!check.passed, "{}", check.detail);
+    assert!(
+        check
+            .detail
+            .contains("client 0 (delivery 1, acked), then client 1"),
+        "{}",
+        check.detail
+    );
     // Unacked but by a client nobody killed.
-    assert!(!doubles_explained(&ok, Some(2)).passed);
+    assert!(!doubles_explained(&ok, Some((2, 500 * MS))).passed);
+    assert!(!doubles_explained(&ok, None).passed);
 }
 
 fn pin_run<'a>(
