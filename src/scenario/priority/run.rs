@@ -113,6 +113,8 @@ async fn drive(
         _ => None,
     };
     let stop = ctx.stop.child_token();
+    // An error on the way stops the clients already started.
+    let _stop_on_error = stop.clone().drop_guard();
     let api = ctx.connect.js_api.prefix();
     let mut clients = Vec::new();
     for i in 0..plan.clients {
