@@ -9,7 +9,8 @@
 //! the server's choice reached the client, not when the client got round
 //! to it. A client can be killed: it stops pulling and acking at once and
 //! drops its subscription, as a process that died would, leaving what it
-//! held unacked for AckWait to return.
+//! held unacked for AckWait to return; what it had already sent is
+//! flushed first, so its record is what the server received.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -323,6 +324,15 @@ impl Loop {
         }
         if kill.is_cancelled() {
             self.report.killed_at_ns.get_or_insert(clock::now_ns());
+            // What the client recorded as sent (its last pull, its last
+            // acks) reaches the server before it goes: otherwise a stall
+            // of the connection's writer on a busy machine drops them, and
+            // the record no longer says what the server saw. A real crash
+            // may also lose what is still in the write buffer.
+            self.client
+                .flush()
+                .await
+                .context("flushing a killed group client's last writes")?;
             // What reached the client but was not yet taken up died with
             // it, unacked: counted, or its return would look unexplained.
             while let Ok((received_ns, m)) = self.rx.try_recv() {

@@ -143,26 +143,15 @@ pub fn within_pin(deliveries: &[GroupDelivery]) -> Invariant {
     Invariant::check(WITHIN_PIN, outside.is_empty(), detail)
 }
 
-/// How long before the kill an ack may have been published and still have
-/// died in the killed client's write buffer, as it would in a process
-/// killed: its message returns after AckWait like an unacked one.
-pub const ACK_FLUSH_NS: u64 = 100_000_000;
-
 /// Messages delivered to two or more clients: `(explained, unexplained)`
-/// sequences. Explained: every earlier delivery went to the killed client,
-/// unacked or acked within [`ACK_FLUSH_NS`] of the kill, so AckWait handed
-/// it on.
+/// sequences. Explained: every earlier delivery went unacked to the killed
+/// client (whose acks are flushed before it goes), so AckWait handed it on.
 pub fn doubles(deliveries: &[GroupDelivery], killed: Option<(usize, u64)>) -> (Vec<u64>, Vec<u64>) {
     let mut by_seq: BTreeMap<u64, Vec<&GroupDelivery>> = BTreeMap::new();
     for d in deliveries {
         by_seq.entry(d.stream_seq).or_default().push(d);
     }
-    let held = |d: &GroupDelivery| match killed {
-        Some((client, kill_ns)) => {
-            d.client == client && (!d.acked || d.acked_ns + ACK_FLUSH_NS >= kill_ns)
-        }
-        None => false,
-    };
+    let held = |d: &GroupDelivery| killed.is_some_and(|(client, _)| d.client == client && !d.acked);
     let (mut explained, mut unexplained) = (Vec::new(), Vec::new());
     for (seq, mut ds) in by_seq {
         ds.sort_by_key(|d| d.consumer_seq);
@@ -182,7 +171,7 @@ pub fn doubles(deliveries: &[GroupDelivery], killed: Option<(usize, u64)>) -> (V
 pub fn doubles_explained(deliveries: &[GroupDelivery], killed: Option<(usize, u64)>) -> Invariant {
     let (explained, unexplained) = doubles(deliveries, killed);
     let detail = format!(
-        "{} messages delivered to two clients, {} of them held by the killed client (unacked, or acked in its last 100 ms) and returned after AckWait{}",
+        "{} messages delivered to two clients, {} of them held unacked by the killed client and returned after AckWait{}",
         explained.len() + unexplained.len(),
         explained.len(),
         unexplained
