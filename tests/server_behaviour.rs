@@ -1933,4 +1933,323 @@ async fn an_every_schedule_that_missed_firings_while_down_fires_once_and_skips_a
         "{} firings right after {down:?} down: the missed due times are not fired one by one",
         after - fired_before
     );
+// ---- issue 34: priority groups (ADR-42) ----
+//
+// What the priority scenario relies on, spoken in the raw pull protocol as
+// its clients speak it (src/consume/group.rs).
+
+mod priority_groups {
+    use std::time::Duration;
+
+    use async_nats::jetstream::{self, consumer, stream};
+    use futures::StreamExt;
+
+    use super::{common, context};
+
+    const API: &str = "$JS.API.CONSUMER";
+
+    async fn group_stream(
+        js: &jetstream::Context,
+        name: &str,
+        policy: consumer::PriorityPolicy,
+        messages: usize,
+    ) {
+        js.create_stream(stream::Config {
+            name: name.into(),
+            subjects: vec![format!("{name}.>")],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        js.create_consumer_on_stream(
+            consumer::pull::Config {
+                durable_name: Some("D".into()),
+                ack_policy: consumer::AckPolicy::Explicit,
+                priority_policy: policy,
+                priority_groups: vec!["g".into()],
+                priority_timeout: Duration::from_millis(500),
+                ..Default::default()
+            },
+            name,
+        )
+        .await
+        .unwrap();
+        for i in 0..messages {
+            js.publish(format!("{name}.x"), i.to_string().into())
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+        }
+    }
+
+    /// A pull client: its inbox and what came to it.
+    struct Puller {
+        client: async_nats::Client,
+        inbox: String,
+        sub: async_nats::Subscriber,
+    }
+
+    impl Puller {
+        async fn new(url: &str) -> Puller {
+            let client = async_nats::connect(url).await.unwrap();
+            let inbox = client.new_inbox();
+            let sub = client.subscribe(inbox.clone()).await.unwrap();
+            client.flush().await.unwrap();
+            Puller { client, inbox, sub }
+        }
+
+        async fn pull(&self, stream: &str, body: serde_json::Value) {
+            self.client
+                .publish_with_reply(
+                    format!("{API}.MSG.NEXT.{stream}.D"),
+                    self.inbox.clone(),
+                    body.to_string().into(),
+                )
+                .await
+                .unwrap();
+            self.client.flush().await.unwrap();
+        }
+
+        async fn next(&mut self, within: Duration) -> Option<async_nats::Message> {
+            tokio::time::timeout(within, self.sub.next())
+                .await
+                .ok()
+                .flatten()
+        }
+    }
+
+    /// The next PINNED or UNPINNED advisory (the consumer's other
+    /// advisories, its creation among them, share the wildcard).
+    async fn next_pin_advisory(sub: &mut async_nats::Subscriber) -> serde_json::Value {
+        loop {
+            let m = tokio::time::timeout(Duration::from_secs(10), sub.next())
+                .await
+                .expect("a pin advisory within 10 s")
+                .unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
+            if v["type"]
+                .as_str()
+                .is_some_and(|t| t.contains("consumer_group_"))
+            {
+                return v;
+            }
+        }
+    }
+
+    fn pin_of(m: &async_nats::Message) -> Option<String> {
+        m.headers
+            .as_ref()?
+            .get("Nats-Pin-Id")
+            .map(|v| v.as_str().to_string())
+    }
+
+    #[tokio::test]
+    async fn a_pinned_group_delivers_to_one_client_and_refuses_a_stale_pin_with_423() {
+        let server = common::server();
+        let js = context(&server).await;
+        let admin = js.client();
+        let mut advisories = admin
+            .subscribe("$JS.EVENT.ADVISORY.CONSUMER.*.PIN.D")
+            .await
+            .unwrap();
+        admin.flush().await.unwrap();
+        group_stream(&js, "PIN", consumer::PriorityPolicy::PinnedClient, 4).await;
+        let mut a = Puller::new(server.url()).await;
+        let mut b = Puller::new(server.url()).await;
+        let expires = Duration::from_millis(300).as_nanos() as u64;
+        a.pull(
+            "PIN",
+            serde_json::json!({"batch": 1, "expires": expires, "group": "g"}),
+        )
+        .await;
+        let first = a.next(Duration::from_secs(2)).await.unwrap();
+        let pin = pin_of(&first).expect("a delivery carries Nats-Pin-Id");
+        let v = next_pin_advisory(&mut advisories).await;
+        assert_eq!(
+            v["type"],
+            "io.nats.jetstream.advisory.v1.consumer_group_pinned"
+        );
+        assert_eq!(v["pinned_id"], pin.as_str());
+        assert_eq!(v["group"], "g");
+        // Without a pin, B waits: its request expires unanswered by a message.
+        b.pull(
+            "PIN",
+            serde_json::json!({"batch": 1, "expires": expires, "group": "g"}),
+        )
+        .await;
+        let waited = b.next(Duration::from_secs(2)).await.unwrap();
+        assert_eq!(waited.status.map(|s| s.as_u16()), Some(408), "{waited:?}");
+        // With a pin that is not the group's, B is refused at once.
+        b.pull(
+            "PIN",
+            serde_json::json!({"batch": 1, "expires": expires, "group": "g", "id": "WRONG"}),
+        )
+        .await;
+        let refused = b.next(Duration::from_secs(2)).await.unwrap();
+        assert_eq!(refused.status.map(|s| s.as_u16()), Some(423));
+        assert_eq!(refused.description.as_deref(), Some("Nats-Pin-Id mismatch"));
+        // A, pulling with its pin, keeps receiving under it.
+        a.pull(
+            "PIN",
+            serde_json::json!({"batch": 1, "expires": expires, "group": "g", "id": pin}),
+        )
+        .await;
+        let second = a.next(Duration::from_secs(2)).await.unwrap();
+        assert_eq!(pin_of(&second), Some(pin));
+    }
+
+    #[tokio::test]
+    async fn the_pin_moves_priority_timeout_after_the_last_pull_and_on_unpin() {
+        let server = common::server();
+        let js = context(&server).await;
+        let admin = js.client();
+        let mut advisories = admin
+            .subscribe("$JS.EVENT.ADVISORY.CONSUMER.*.MOVE.D")
+            .await
+            .unwrap();
+        admin.flush().await.unwrap();
+        group_stream(&js, "MOVE", consumer::PriorityPolicy::PinnedClient, 10).await;
+        let mut a = Puller::new(server.url()).await;
+        let mut b = Puller::new(server.url()).await;
+        let expires = Duration::from_millis(200).as_nanos() as u64;
+        let body = serde_json::json!({"batch": 1, "expires": expires, "group": "g"});
+        a.pull("MOVE", body.clone()).await;
+        let pin_a = pin_of(&a.next(Duration::from_secs(2)).await.unwrap()).unwrap();
+        let last_pull = std::time::Instant::now();
+        next_pin_advisory(&mut advisories).await; // A pinned
+        // A stops pulling; B keeps asking without a pin.
+        let mut moved = None;
+        while moved.is_none() && last_pull.elapsed() < Duration::from_secs(10) {
+            b.pull("MOVE", body.clone()).await;
+            while let Some(m) = b.next(Duration::from_millis(400)).await {
+                if m.status.is_none() {
+                    moved = Some((last_pull.elapsed(), pin_of(&m).unwrap()));
+                    break;
+                }
+                if m.status.map(|s| s.as_u16()) == Some(408) {
+                    break;
+                }
+            }
+        }
+        let (after, pin_b) = moved.expect("B pinned within 10 s");
+        assert_ne!(pin_b, pin_a);
+        // priority_timeout is 500 ms: never sooner.
+        assert!(after >= Duration::from_millis(500), "{after:?}");
+        let v = next_pin_advisory(&mut advisories).await;
+        assert_eq!(
+            v["type"],
+            "io.nats.jetstream.advisory.v1.consumer_group_unpinned"
+        );
+        assert_eq!(v["reason"], "timeout");
+        let v = next_pin_advisory(&mut advisories).await;
+        assert_eq!(
+            v["pinned_id"],
+            pin_b.as_str(),
+            "the unpinned advisory comes first"
+        );
+        // The unpin API releases B's pin ("admin"); the next pull without a
+        // pin gets a new one.
+        let reply = admin
+            .request(
+                format!("{API}.UNPIN.MOVE.D"),
+                serde_json::json!({"group": "g"}).to_string().into(),
+            )
+            .await
+            .unwrap();
+        let r: serde_json::Value = serde_json::from_slice(&reply.payload).unwrap();
+        assert!(r.get("error").is_none(), "{r}");
+        let v = next_pin_advisory(&mut advisories).await;
+        assert_eq!(v["reason"], "admin");
+        a.pull("MOVE", body.clone()).await;
+        let pin_c = pin_of(&a.next(Duration::from_secs(2)).await.unwrap()).unwrap();
+        assert!(pin_c != pin_a && pin_c != pin_b);
+    }
+
+    #[tokio::test]
+    async fn an_overflow_pull_receives_once_pending_with_this_message_reaches_min_pending() {
+        let server = common::server();
+        let js = context(&server).await;
+        group_stream(&js, "OVER", consumer::PriorityPolicy::Overflow, 5).await;
+        let mut p = Puller::new(server.url()).await;
+        let expires = Duration::from_millis(300).as_nanos() as u64;
+        // 5 pending, asked for 6: nothing.
+        p.pull(
+            "OVER",
+            serde_json::json!({"batch": 1, "expires": expires, "group": "g", "min_pending": 6}),
+        )
+        .await;
+        let m = p.next(Duration::from_secs(2)).await.unwrap();
+        assert_eq!(m.status.map(|s| s.as_u16()), Some(408));
+        // Asked for 5: delivered, and the reply's pending says 4 remain.
+        p.pull(
+            "OVER",
+            serde_json::json!({"batch": 1, "expires": expires, "group": "g", "min_pending": 5}),
+        )
+        .await;
+        let m = p.next(Duration::from_secs(2)).await.unwrap();
+        assert!(m.status.is_none(), "{m:?}");
+        let t = jsbench::consume::group::ack_tokens(m.reply.as_deref().unwrap()).unwrap();
+        assert_eq!(t.pending, 4);
+        // min_pending on a consumer of another policy is a bad request.
+        let js2 = context(&server).await;
+        group_stream(&js2, "PLAIN", consumer::PriorityPolicy::PinnedClient, 1).await;
+        p.pull(
+            "PLAIN",
+            serde_json::json!({"batch": 1, "expires": expires, "group": "g", "min_pending": 1}),
+        )
+        .await;
+        let m = p.next(Duration::from_secs(2)).await.unwrap();
+        assert_eq!(m.status.map(|s| s.as_u16()), Some(400));
+    }
+
+    #[tokio::test]
+    async fn a_prioritized_group_serves_the_lowest_priority_number_first() {
+        let server = common::server();
+        let js = context(&server).await;
+        group_stream(&js, "PRIO", consumer::PriorityPolicy::Prioritized, 0).await;
+        let mut low = Puller::new(server.url()).await;
+        let mut high = Puller::new(server.url()).await;
+        let expires = Duration::from_secs(2).as_nanos() as u64;
+        // The lower level asks first; the higher level still wins.
+        low.pull(
+            "PRIO",
+            serde_json::json!({"batch": 5, "expires": expires, "group": "g", "priority": 1}),
+        )
+        .await;
+        high.pull(
+            "PRIO",
+            serde_json::json!({"batch": 2, "expires": expires, "group": "g", "priority": 0}),
+        )
+        .await;
+        // The server queues pull requests and registers them on its own
+        // goroutine: a flush does not mean registered. Let both settle.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        for i in 0..3 {
+            js.publish("PRIO.x", i.to_string().into())
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+        }
+        for want in ["0", "1"] {
+            let m = high.next(Duration::from_secs(2)).await.unwrap();
+            assert_eq!(m.payload, want);
+        }
+        // Level 0's batch is full: the third goes to level 1.
+        let m = low.next(Duration::from_secs(2)).await.unwrap();
+        assert_eq!(m.payload, "2");
+        // A priority above 9 is refused.
+        low.pull(
+            "PRIO",
+            serde_json::json!({"batch": 1, "expires": expires, "group": "g", "priority": 10}),
+        )
+        .await;
+        loop {
+            let m = low.next(Duration::from_secs(3)).await.unwrap();
+            if m.status.is_some_and(|s| s.as_u16() == 400) {
+                break;
+            }
+        }
+    }
 }

@@ -13,6 +13,7 @@ pub mod behaviour;
 pub mod core;
 pub mod events;
 pub mod fates;
+pub mod group;
 pub mod reference;
 mod source;
 

@@ -34,6 +34,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("ttl", include_str!("../../profiles/ttl.toml")),
     ("filtered", include_str!("../../profiles/filtered.toml")),
     ("scheduled", include_str!("../../profiles/scheduled.toml")),
+    ("priority", include_str!("../../profiles/priority.toml")),
 ];
 
 pub fn bundled(name: &str) -> Option<&'static str> {

@@ -17,6 +17,7 @@ pub mod latency;
 pub mod lifecycle;
 pub mod outage;
 pub mod power;
+pub mod priority;
 pub mod publish;
 pub mod redelivery;
 pub mod replay;
@@ -162,6 +163,7 @@ registry! {
     Ttl => ttl::TtlKind,
     Filtered => filtered::Filtered,
     Scheduled => scheduled::Scheduled,
+    Priority => priority::Priority,
 }
 
 /// One `[[scenario]]` of a profile: the keys every scenario has, and its
@@ -326,6 +328,7 @@ mod tests {
         histograms.extend([scheduled::FIRING_ERROR, scheduled::RECEIPT_ERROR].map(String::from));
         let mut all: Vec<String> = names::VALUES.iter().map(|v| v.to_string()).collect();
         all.extend(ttl::VALUES.iter().map(|v| v.to_string()));
+        all.extend(priority::JUDGED.iter().map(|v| v.to_string()));
         for h in &histograms {
             all.extend(names::QUANTILES.iter().map(|q| names::quantile(h, q)));
         }

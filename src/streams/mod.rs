@@ -7,6 +7,7 @@ pub mod batches;
 pub mod expiry;
 pub mod fast_batches;
 pub mod filter;
+pub mod pins;
 pub mod provision;
 pub mod readback;
 pub mod schedules;

@@ -1,0 +1,132 @@
+//! `kind = "priority"`: pull clients of one durable in a priority group
+//! (ADR-42), under one of the server's three policies.
+//!
+//! - pinned_client: one client at a time receives. The pinned client is
+//!   killed mid-load (it stops pulling and acking, its subscription gone)
+//!   and the time until another is pinned is measured against
+//!   priority_timeout; optionally the unpin API releases the pin later.
+//! - overflow: one client asks without thresholds, the others with
+//!   `min_pending` / `min_ack_pending`; a load that crosses the thresholds
+//!   (a step shape) shows when they start and stop receiving.
+//! - prioritized: each client pulls at a level; the share each level
+//!   receives while the higher levels keep up and when they fall behind.
+//!
+//! The run reads as provision (stream and durable with the policy), drive
+//! (clients, then the open-loop publishers, the kill and the unpin, the
+//! drain), measure and verify (verify.rs, over what the clients saw).
+
+pub mod plan;
+mod run;
+mod verify;
+
+use std::time::Duration;
+
+use anyhow::Result;
+
+use super::table::{self, Cell, Column, Show};
+use super::{ScenarioKind, ScenarioPlan};
+use crate::drive::RunContext;
+use crate::profile::{CommonPlan, Problems, Section};
+use crate::streams::provision::Need;
+use crate::variant::VariantSink;
+
+pub use plan::{Plan, Policy, PolicyPlan};
+pub use verify::GRACE_NS;
+
+/// Kill of the pinned client to the PINNED advisory of the next pin, ms.
+pub const FAILOVER_TIME: &str = "failover_time";
+/// The killed client's last pull to that advisory, ms: what
+/// priority_timeout bounds.
+pub const FAILOVER_AFTER_LAST_PULL: &str = "failover_after_last_pull";
+/// The unpin request sent to the next PINNED advisory, ms.
+pub const UNPIN_TO_NEW_PIN: &str = "unpin_to_new_pin";
+pub const OUTSIDE_PIN: &str = "deliveries_outside_pin";
+pub const DOUBLE_DELIVERIES: &str = "double_deliveries";
+/// The server's pending count (this message included) at the first
+/// delivery to an overflow client.
+pub const OVERFLOW_ONSET_PENDING: &str = "overflow_onset_pending";
+/// First delivery read with pending at the threshold to the first
+/// overflow delivery, ms.
+pub const OVERFLOW_ONSET_DELAY: &str = "overflow_onset_delay";
+pub const OVERFLOW_LAST_PENDING: &str = "overflow_last_pending";
+pub const OVERFLOW_SHARE: &str = "overflow_share";
+pub const LEVEL0_SHARE: &str = "level0_share";
+pub const INVERSIONS: &str = "priority_inversions";
+pub const DELIVERIES: &str = "deliveries";
+
+/// The figures a profile's `[ab] judge` may name.
+pub const JUDGED: &[&str] = &[
+    FAILOVER_TIME,
+    FAILOVER_AFTER_LAST_PULL,
+    UNPIN_TO_NEW_PIN,
+    OVERFLOW_ONSET_PENDING,
+    OVERFLOW_ONSET_DELAY,
+    OVERFLOW_SHARE,
+    LEVEL0_SHARE,
+];
+
+pub struct Priority;
+
+impl ScenarioKind for Priority {
+    const NAME: &'static str = "priority";
+    const COLUMNS: &'static [Column] = &[
+        table::VARIANT,
+        table::ACHIEVED,
+        Column {
+            header: "delivered",
+            cell: Cell::Metric(DELIVERIES, Show::Whole),
+        },
+        Column {
+            header: "failover",
+            cell: Cell::Metric(FAILOVER_TIME, Show::Ms),
+        },
+        Column {
+            header: "unpin->pin",
+            cell: Cell::Metric(UNPIN_TO_NEW_PIN, Show::Ms),
+        },
+        Column {
+            header: "outside pin",
+            cell: Cell::Metric(OUTSIDE_PIN, Show::Whole),
+        },
+        Column {
+            header: "doubles",
+            cell: Cell::Metric(DOUBLE_DELIVERIES, Show::Whole),
+        },
+        Column {
+            header: "onset pending",
+            cell: Cell::Metric(OVERFLOW_ONSET_PENDING, Show::Whole),
+        },
+        Column {
+            header: "overflow",
+            cell: Cell::Metric(OVERFLOW_SHARE, Show::Percent),
+        },
+        Column {
+            header: "level0",
+            cell: Cell::Metric(LEVEL0_SHARE, Show::Percent),
+        },
+        table::LOST,
+        table::VERDICT,
+    ];
+    type Plan = Plan;
+
+    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
+        plan::read(section, problems)
+    }
+
+    fn run<'a>(
+        ctx: &'a RunContext,
+        scenario: &'a ScenarioPlan,
+        plan: &'a Plan,
+        sink: &'a mut dyn VariantSink,
+    ) -> impl Future<Output = Result<()>> + 'a {
+        run::run(ctx, scenario, plan, sink)
+    }
+
+    fn need(plan: &Plan, common: &CommonPlan) -> Need {
+        Need::of_load(&plan.load, common)
+    }
+
+    fn estimated_duration(_plan: &Plan, common: &CommonPlan) -> Duration {
+        common.duration + common.warmup
+    }
+}

@@ -1,0 +1,363 @@
+//! `kind = "priority"`: keys and checks.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::profile::shared::{Offer, Paced, split};
+use crate::profile::{CommonPlan, Dur, PacedLoad, Problems, Section};
+
+/// The server's three priority policies (ADR-42).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Policy {
+    /// One client at a time receives; the pin moves when it stops pulling
+    /// for `priority_timeout`, or on the unpin API.
+    PinnedClient,
+    /// Clients that ask with `min_pending` / `min_ack_pending` receive only
+    /// past those thresholds.
+    Overflow,
+    /// The lowest priority number with a request open receives.
+    Prioritized,
+}
+
+impl Policy {
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::PinnedClient => "pinned_client",
+            Policy::Overflow => "overflow",
+            Policy::Prioritized => "prioritized",
+        }
+    }
+}
+
+/// The pinned client's fault: the pinned client killed, the pin released.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pinned {
+    pub priority_timeout: Duration,
+    /// From the schedule's start.
+    pub kill_after: Duration,
+    pub unpin_after: Option<Duration>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PolicyPlan {
+    Pinned(Pinned),
+    Overflow {
+        min_pending: u64,
+        min_ack_pending: u64,
+        /// Clients 0..clients - overflow_clients ask without thresholds.
+        overflow_clients: usize,
+    },
+    /// One level per client.
+    Prioritized {
+        levels: Vec<u8>,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The offered load; its consumer table sets the durable (AckWait,
+    /// MaxAckPending) and the pull batch.
+    pub load: PacedLoad,
+    pub policy: PolicyPlan,
+    pub clients: usize,
+    pub group: String,
+    /// Each pull request's expiry.
+    pub expires: Duration,
+    /// Held per message before the ack, so a client has a capacity the
+    /// load can exceed.
+    pub processing: Duration,
+}
+
+impl Plan {
+    pub fn policy(&self) -> Policy {
+        match self.policy {
+            PolicyPlan::Pinned(_) => Policy::PinnedClient,
+            PolicyPlan::Overflow { .. } => Policy::Overflow,
+            PolicyPlan::Prioritized { .. } => Policy::Prioritized,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PrioritySection {
+    policy: Option<Policy>,
+    clients: Option<usize>,
+    group: Option<String>,
+    expires: Option<Dur>,
+    processing: Option<Dur>,
+    priority_timeout: Option<Dur>,
+    kill_after: Option<Dur>,
+    unpin_after: Option<Dur>,
+    min_pending: Option<u64>,
+    min_ack_pending: Option<u64>,
+    overflow_clients: Option<usize>,
+    levels: Option<Vec<u8>>,
+}
+
+/// The keys only one policy reads: naming one under another is an error,
+/// never silently ignored.
+const POLICY_KEYS: &[(&str, Policy)] = &[
+    ("priority_timeout", Policy::PinnedClient),
+    ("kill_after", Policy::PinnedClient),
+    ("unpin_after", Policy::PinnedClient),
+    ("min_pending", Policy::Overflow),
+    ("min_ack_pending", Policy::Overflow),
+    ("overflow_clients", Policy::Overflow),
+    ("levels", Policy::Prioritized),
+];
+
+pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
+    let prefix = section.prefix;
+    let given: Vec<String> = section.table.keys().cloned().collect();
+    let offer = Offer::PACED.less(&["behaviour"]);
+    let (mut shared, s) = split::<PrioritySection>(section.table, offer, prefix, problems)?;
+    let mut common = shared.common("priority", problems);
+    let load = shared.paced(&common, Paced::of("priority", 500), problems);
+    if load.consumer.sweep.combinations() > 1 {
+        problems.push(
+            format!("{prefix}.consumer"),
+            "the priority scenario pulls with one batch and durable setting; give single values, not lists",
+        );
+    }
+    let Some(policy) = s.policy else {
+        problems.push(
+            format!("{prefix}.policy"),
+            "missing; one of \"pinned_client\", \"overflow\", \"prioritized\"",
+        );
+        return None;
+    };
+    for (key, owner) in POLICY_KEYS {
+        if *owner != policy && given.iter().any(|g| g == key) {
+            problems.push(
+                format!("{prefix}.{key}"),
+                format!(
+                    "only the {} policy reads it; this scenario's policy is {}",
+                    owner.name(),
+                    policy.name()
+                ),
+            );
+        }
+    }
+    let clients = s.clients.unwrap_or(3);
+    problems.range(&format!("{prefix}.clients"), clients, 2, 32, "");
+    let group = s.group.clone().unwrap_or_else(|| "jsbench".into());
+    if group.is_empty()
+        || group.len() > 16
+        || !group
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '/' || c == '=')
+    {
+        problems.push(
+            format!("{prefix}.group"),
+            format!(
+                "{group:?}: a group name is 1 to 16 letters, digits, '-', '_', '/' or '=' (the server's rule)"
+            ),
+        );
+    }
+    let expires = s.expires.map_or(Duration::from_secs(1), |d| d.0);
+    problems.range(
+        &format!("{prefix}.expires"),
+        expires.as_secs_f64(),
+        0.01,
+        60.0,
+        " seconds",
+    );
+    let processing = s.processing.map_or(Duration::ZERO, |d| d.0);
+    problems.range(
+        &format!("{prefix}.processing"),
+        processing.as_secs_f64(),
+        0.0,
+        10.0,
+        " seconds",
+    );
+    let span = common.warmup + common.duration;
+    let policy = match policy {
+        Policy::PinnedClient => PolicyPlan::Pinned(pinned(&s, expires, span, prefix, problems)),
+        Policy::Overflow => overflow(&s, clients, prefix, problems),
+        Policy::Prioritized => {
+            let levels = s
+                .levels
+                .clone()
+                .unwrap_or_else(|| (0..clients.min(10) as u8).collect());
+            if levels.len() != clients {
+                problems.push(
+                    format!("{prefix}.levels"),
+                    format!(
+                        "{} levels for {clients} clients: give one level per client",
+                        levels.len()
+                    ),
+                );
+            }
+            for (i, l) in levels.iter().enumerate() {
+                problems.range(&format!("{prefix}.levels[{i}]"), *l, 0, 9, "");
+            }
+            PolicyPlan::Prioritized { levels }
+        }
+    };
+    if !shared.drain_timeout_given() {
+        // The killed client's batch returns only after AckWait.
+        common.drain_timeout = common.drain_timeout.max(load.consumer.ack_wait * 3);
+    }
+    let plan = Plan {
+        load,
+        policy,
+        clients,
+        group,
+        expires,
+        processing,
+    };
+    Some((common, plan))
+}
+
+fn pinned(
+    s: &PrioritySection,
+    expires: Duration,
+    span: Duration,
+    prefix: &str,
+    problems: &mut Problems,
+) -> Pinned {
+    let priority_timeout = s.priority_timeout.map_or(Duration::from_secs(2), |d| d.0);
+    problems.range(
+        &format!("{prefix}.priority_timeout"),
+        priority_timeout.as_secs_f64(),
+        0.1,
+        600.0,
+        " seconds",
+    );
+    if expires >= priority_timeout {
+        problems.push(
+            format!("{prefix}.expires"),
+            format!(
+                "{expires:?} is not below priority_timeout {priority_timeout:?}: the pinned client would lose its pin between pulls"
+            ),
+        );
+    }
+    let kill_after = s.kill_after.map_or(span / 2, |d| d.0);
+    if kill_after.is_zero() || kill_after >= span {
+        problems.push(
+            format!("{prefix}.kill_after"),
+            format!("{kill_after:?} must fall inside the load (warm-up plus duration, {span:?})"),
+        );
+    }
+    let unpin_after = s.unpin_after.map(|d| d.0);
+    if let Some(u) = unpin_after
+        && (u.is_zero() || u >= span)
+    {
+        problems.push(
+            format!("{prefix}.unpin_after"),
+            format!("{u:?} must fall inside the load (warm-up plus duration, {span:?})"),
+        );
+    }
+    Pinned {
+        priority_timeout,
+        kill_after,
+        unpin_after,
+    }
+}
+
+fn overflow(
+    s: &PrioritySection,
+    clients: usize,
+    prefix: &str,
+    problems: &mut Problems,
+) -> PolicyPlan {
+    let min_pending = s.min_pending.unwrap_or(0);
+    let min_ack_pending = s.min_ack_pending.unwrap_or(0);
+    if min_pending == 0 && min_ack_pending == 0 {
+        problems.push(
+            format!("{prefix}.min_pending"),
+            "the overflow policy needs a threshold: set min_pending or min_ack_pending above 0",
+        );
+    }
+    let overflow_clients = s.overflow_clients.unwrap_or(clients.saturating_sub(1));
+    if overflow_clients == 0 || overflow_clients >= clients {
+        problems.push(
+            format!("{prefix}.overflow_clients"),
+            format!(
+                "{overflow_clients} of {clients} clients: at least one must ask with thresholds and one without"
+            ),
+        );
+    }
+    PolicyPlan::Overflow {
+        min_pending,
+        min_ack_pending,
+        overflow_clients,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::scenario::{KindPlan, one_scenario};
+
+    use super::*;
+
+    fn plan(body: &str) -> Result<Plan, String> {
+        one_scenario("priority", body).map(|s| match s.kind {
+            KindPlan::Priority(p) => p,
+            other => panic!("{other:?}"),
+        })
+    }
+
+    #[test]
+    fn each_policy_reads_its_keys() {
+        let p = plan("rate = 100\npolicy = \"pinned_client\"\npriority_timeout = \"2s\"\nkill_after = \"500ms\"\nunpin_after = \"800ms\"").unwrap();
+        assert_eq!(
+            p.policy,
+            PolicyPlan::Pinned(Pinned {
+                priority_timeout: Duration::from_secs(2),
+                kill_after: Duration::from_millis(500),
+                unpin_after: Some(Duration::from_millis(800)),
+            })
+        );
+        let p = plan("rate = 100\npolicy = \"overflow\"\nmin_pending = 50").unwrap();
+        assert_eq!(
+            p.policy,
+            PolicyPlan::Overflow {
+                min_pending: 50,
+                min_ack_pending: 0,
+                overflow_clients: 2
+            }
+        );
+        let p = plan("rate = 100\npolicy = \"prioritized\"\nclients = 2\nlevels = [0, 3]").unwrap();
+        assert_eq!(p.policy, PolicyPlan::Prioritized { levels: vec![0, 3] });
+    }
+
+    #[test]
+    fn bad_keys_are_named_with_their_values() {
+        let e = plan("rate = 100").unwrap_err();
+        assert!(e.contains("policy") && e.contains("missing"), "{e}");
+        let e = plan("rate = 100\npolicy = \"pinned\"").unwrap_err();
+        assert!(e.contains("policy"), "{e}");
+        let e = plan("rate = 100\npolicy = \"overflow\"\nmin_pending = 5\nkill_after = \"1s\"")
+            .unwrap_err();
+        assert!(
+            e.contains("kill_after") && e.contains("pinned_client"),
+            "{e}"
+        );
+        let e = plan("rate = 100\npolicy = \"overflow\"").unwrap_err();
+        assert!(e.contains("min_pending"), "{e}");
+        let e = plan(
+            "rate = 100\npolicy = \"pinned_client\"\npriority_timeout = \"1s\"\nexpires = \"1s\"",
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("expires") && e.contains("priority_timeout"),
+            "{e}"
+        );
+        let e = plan("rate = 100\npolicy = \"pinned_client\"\nkill_after = \"5s\"").unwrap_err();
+        assert!(e.contains("kill_after") && e.contains("5s"), "{e}");
+        let e = plan("rate = 100\npolicy = \"prioritized\"\nlevels = [0, 12]").unwrap_err();
+        assert!(e.contains("levels"), "{e}");
+        let e = plan("rate = 100\npolicy = \"prioritized\"\nclients = 3\nlevels = [0, 12, 1]")
+            .unwrap_err();
+        assert!(e.contains("levels[1]") && e.contains("12"), "{e}");
+        let e = plan("rate = 100\npolicy = \"prioritized\"\ngroup = \"a.b\"").unwrap_err();
+        assert!(e.contains("group") && e.contains("a.b"), "{e}");
+        let e =
+            plan("rate = 100\npolicy = \"overflow\"\nmin_pending = 1\nclients = 1").unwrap_err();
+        assert!(e.contains("clients"), "{e}");
+    }
+}

@@ -1,0 +1,608 @@
+//! One priority variant: provision, drive, measure, verify.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use async_nats::jetstream::consumer::PriorityPolicy;
+use futures::future::join_all;
+use tokio_util::sync::CancellationToken;
+
+use super::plan::{Plan, PolicyPlan};
+use super::verify::{self, PinRun};
+use super::*;
+use crate::consume::group::{GroupClient, GroupClientConfig, GroupDelivery, PullRecord};
+use crate::drive::align_start;
+use crate::load::{Publisher, PublisherConfig, RetryPlan, Timing};
+use crate::profile::ArrivalPlan;
+use crate::record::clock;
+use crate::record::ledger::LedgerShard;
+use crate::record::metrics::{Direction, Metric};
+use crate::record::names;
+use crate::record::schedule::Schedule;
+use crate::scenario::lifecycle::{each, record_stream, variant};
+use crate::streams::pins::{self, PinEvent, PinWatch};
+use crate::streams::provision::{durable_config, stream_config};
+use crate::variant::VariantResult;
+
+pub async fn run(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &Plan,
+    sink: &mut dyn VariantSink,
+) -> Result<()> {
+    let policy = plan.policy().name();
+    each(ctx, scenario, sink, [policy], async |name| {
+        let (result, _) = variant(name, async |r| {
+            r.param("policy", name);
+            r.param("clients", plan.clients);
+            r.param("processing_ms", plan.processing.as_secs_f64() * 1e3);
+            crate::scenario::shape::describe(&plan.load.publish.arrival, r);
+            one(ctx, scenario, plan, r).await
+        })
+        .await;
+        result
+    })
+    .await
+}
+
+/// What the drive left for measure and verify.
+pub struct Observed {
+    pub deliveries: Vec<GroupDelivery>,
+    pub pulls: Vec<PullRecord>,
+    pub events: Vec<PinEvent>,
+    pub ledger: LedgerShard,
+    pub killed: Option<(usize, u64)>,
+    pub unpin_ns: Option<u64>,
+    pub t0_ns: u64,
+    pub publish_rate: f64,
+    pub wrong_pin: u64,
+}
+
+async fn one(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &Plan,
+    r: &mut VariantResult,
+) -> Result<()> {
+    let variant = r.name.clone();
+    let stream = ctx.names.stream(scenario.name(), &variant);
+    let base = ctx.names.subject(scenario.name(), &variant);
+    let durable = ctx.names.durable(scenario.name(), &variant);
+    // Provision.
+    let created = ctx
+        .provisioner
+        .create_stream(stream_config(&stream, &base, &ctx.server, &ctx.stream))
+        .await?;
+    let mut config = durable_config(&durable, &plan.load.consumer, &base);
+    config.priority_groups = vec![plan.group.clone()];
+    config.priority_policy = match plan.policy {
+        PolicyPlan::Pinned(p) => {
+            config.priority_timeout = p.priority_timeout;
+            PriorityPolicy::PinnedClient
+        }
+        PolicyPlan::Overflow { .. } => PriorityPolicy::Overflow,
+        PolicyPlan::Prioritized { .. } => PriorityPolicy::Prioritized,
+    };
+    let driven = async {
+        ctx.provisioner
+            .create_consumer(&created, config, plan.load.consumer.pedantic)
+            .await?;
+        drive(ctx, scenario, plan, (&stream, &base, &durable)).await
+    }
+    .await;
+    record_stream(ctx, &stream, r).await;
+    let deleted = ctx.provisioner.delete_stream(&stream).await;
+    let observed = driven?;
+    measure(plan, &observed, r);
+    verify(plan, &observed, r);
+    deleted
+}
+
+/// Clients first, then the publishers; the kill and the unpin on their
+/// schedule; the drain until every persisted message is acked.
+async fn drive(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &Plan,
+    (stream, base, durable): (&str, &str, &str),
+) -> Result<Observed> {
+    let admin = ctx.provisioner.jetstream().client();
+    let watch = match plan.policy {
+        PolicyPlan::Pinned(_) => Some(PinWatch::start(&admin, stream, durable).await?),
+        _ => None,
+    };
+    let stop = ctx.stop.child_token();
+    // An error on the way stops the clients already started.
+    let _stop_on_error = stop.clone().drop_guard();
+    let api = ctx.connect.js_api.prefix();
+    let mut clients = Vec::new();
+    for i in 0..plan.clients {
+        let client = ctx
+            .connect
+            .connect_on(crate::system::runtimes::consume(), &format!("group-{i}"))
+            .await?;
+        let config = client_config(plan, i, &api, stream, durable);
+        clients.push(GroupClient::start(client, config, stop.clone()).await?);
+        if i == 0 {
+            // The first client takes the pin before the others ask.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let (publishers, t0_ns) = publish(ctx, scenario, plan, base).await?;
+    let (killed, unpin_ns) = faults(ctx, plan, &clients, t0_ns, (&api, stream, durable)).await?;
+    let mut acked = 0;
+    let mut publish_rate = 0.0;
+    let (mut ledger, mut first_error) = (LedgerShard::new(), None);
+    for p in publishers {
+        let (sends, acks) = p.finish().await?;
+        acked += acks.acked;
+        ledger.merge(&acks.ledger);
+        first_error = first_error.or(acks.first_error).or(sends.first_error);
+        let span = sends.last_sent_ns.saturating_sub(sends.first_sent_ns) as f64 / 1e9;
+        publish_rate += sends.sent as f64 / span.max(1e-9);
+    }
+    drain(&clients, acked, scenario.common.drain_timeout, &ctx.stop).await;
+    stop.cancel();
+    let mut observed = Observed {
+        deliveries: Vec::new(),
+        pulls: Vec::new(),
+        events: Vec::new(),
+        ledger,
+        killed,
+        unpin_ns,
+        t0_ns,
+        publish_rate,
+        wrong_pin: 0,
+    };
+    collect(clients, &mut observed).await?;
+    if let Some(w) = watch {
+        observed.events = w.finish().await?.0;
+    }
+    if let Some(e) = first_error {
+        anyhow::bail!("publishing failed: {e}");
+    }
+    Ok(observed)
+}
+
+fn client_config(
+    plan: &Plan,
+    index: usize,
+    api: &str,
+    stream: &str,
+    durable: &str,
+) -> GroupClientConfig {
+    let (min_pending, min_ack_pending, priority) = match &plan.policy {
+        PolicyPlan::Overflow {
+            min_pending,
+            min_ack_pending,
+            overflow_clients,
+        } if index >= plan.clients - overflow_clients => (*min_pending, *min_ack_pending, 0),
+        PolicyPlan::Prioritized { levels } => (0, 0, levels[index]),
+        _ => (0, 0, 0),
+    };
+    GroupClientConfig {
+        index,
+        api_prefix: api.to_string(),
+        stream: stream.to_string(),
+        consumer: durable.to_string(),
+        group: plan.group.clone(),
+        batch: plan.load.consumer.batch,
+        expires: plan.expires,
+        min_pending,
+        min_ack_pending,
+        priority,
+        processing: plan.processing,
+        pinned: matches!(plan.policy, PolicyPlan::Pinned(_)),
+    }
+}
+
+/// Starts the open-loop publishers; returns them and the schedule's start.
+async fn publish(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &Plan,
+    base: &str,
+) -> Result<(Vec<Publisher>, u64)> {
+    let load = &plan.load;
+    let common = &scenario.common;
+    let span = common.warmup + common.duration;
+    let arrivals = crate::profile::arrival_offsets(&load.publish.arrival, Some(load.rate), span)
+        .map(std::sync::Arc::<[u64]>::from);
+    let messages = match &arrivals {
+        Some(a) => a.len() as u64,
+        None => ((load.rate as f64) * span.as_secs_f64()).round().max(1.0) as u64,
+    };
+    let n = load.publish.publishers.max(1);
+    let mut publishers = Vec::new();
+    for i in 0..n {
+        let config = PublisherConfig {
+            index: i as u16,
+            subjects: vec![format!("{base}.0")],
+            message_size: load.publish.message_size,
+            schedule: Schedule {
+                t0_ns: 0,
+                total_rate: Some(load.rate),
+                stride: n as u64,
+                offset: i as u64,
+                total_messages: messages,
+                end_ns: u64::MAX,
+                arrivals: arrivals.clone(),
+            },
+            window: load.publish.pub_ack_window,
+            msg_id: load.publish.msg_id,
+            msg_id_prefix: format!("priority-{i}-"),
+            headers: load.publish.headers.clone(),
+            retries: RetryPlan::default(),
+            seed: load.rate,
+            record_from_ns: 0,
+            pub_ack_timeout: load.publish.pub_ack_timeout,
+            timeline_origin_ns: 0,
+            resend_after: None,
+            wake_every: load.publish.wake_every,
+        };
+        let stop = ctx.stop.child_token();
+        publishers.push(
+            Publisher::start(&ctx.connect, &format!("publisher-{i}"), config, stop)
+                .await
+                .context("starting a publisher")?,
+        );
+    }
+    let t0_ns = align_start(
+        &load.publish.arrival,
+        clock::now_ns() + ctx.lead_in.as_nanos() as u64,
+    );
+    let timing = Timing {
+        t0_ns,
+        record_from_ns: t0_ns + common.warmup.as_nanos() as u64,
+        end_ns: u64::MAX,
+    };
+    for p in &mut publishers {
+        p.go(timing);
+    }
+    Ok((publishers, t0_ns))
+}
+
+async fn sleep_until_ns(at_ns: u64) {
+    tokio::time::sleep_until(tokio::time::Instant::from_std(clock::instant_at(at_ns))).await;
+}
+
+/// Kills the pinned client (the one that received last: only the pinned
+/// one receives) and calls the unpin API, each at its time from `t0_ns`.
+async fn faults(
+    ctx: &RunContext,
+    plan: &Plan,
+    clients: &[GroupClient],
+    t0_ns: u64,
+    (api, stream, durable): (&str, &str, &str),
+) -> Result<(Option<(usize, u64)>, Option<u64>)> {
+    let PolicyPlan::Pinned(p) = plan.policy else {
+        return Ok((None, None));
+    };
+    let mut steps = vec![(p.kill_after, true)];
+    steps.extend(p.unpin_after.map(|u| (u, false)));
+    steps.sort();
+    let (mut killed, mut unpin_ns) = (None, None);
+    for (after, kill) in steps {
+        sleep_until_ns(t0_ns + after.as_nanos() as u64).await;
+        if ctx.stop.is_cancelled() {
+            break;
+        }
+        if kill {
+            let (i, c) = clients
+                .iter()
+                .enumerate()
+                .max_by_key(|(_, c)| c.progress.last_received_ns.load(Ordering::Relaxed))
+                .context("no client to kill")?;
+            c.kill();
+            killed = Some((i, clock::now_ns()));
+        } else {
+            let admin = ctx.provisioner.jetstream().client();
+            unpin_ns = Some(clock::now_ns());
+            pins::unpin(&admin, api, stream, durable, &plan.group).await?;
+        }
+    }
+    Ok((killed, unpin_ns))
+}
+
+/// Waits until the clients acked as many messages as were persisted (the
+/// killed client's share returns after AckWait), or the drain timeout.
+async fn drain(
+    clients: &[GroupClient],
+    persisted: u64,
+    timeout: Duration,
+    stop: &CancellationToken,
+) {
+    let deadline = tokio::time::Instant::now() + timeout;
+    while tokio::time::Instant::now() < deadline && !stop.is_cancelled() {
+        let acked: u64 = clients
+            .iter()
+            .map(|c| c.progress.acked.load(Ordering::Relaxed))
+            .sum();
+        if acked >= persisted {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Merges the clients' reports; each client's pin indices become indices
+/// into one table of every pin seen.
+async fn collect(clients: Vec<GroupClient>, o: &mut Observed) -> Result<()> {
+    let mut all_pins: Vec<String> = Vec::new();
+    for report in join_all(clients.into_iter().map(GroupClient::finish)).await {
+        let report = report?;
+        if let Some(s) = &report.first_status {
+            anyhow::bail!("a group client's pull failed: {s}");
+        }
+        let global: Vec<u16> = report
+            .pins
+            .iter()
+            .map(|p| match all_pins.iter().position(|q| q == p) {
+                Some(i) => i as u16,
+                None => {
+                    all_pins.push(p.clone());
+                    (all_pins.len() - 1) as u16
+                }
+            })
+            .collect();
+        o.deliveries
+            .extend(report.deliveries.iter().map(|d| GroupDelivery {
+                pin: d.pin.map(|p| global[p as usize]),
+                ..*d
+            }));
+        o.pulls.extend(report.pulls);
+        o.ledger.merge(&report.ledger);
+        o.wrong_pin += report.wrong_pin;
+    }
+    Ok(())
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+fn measure(plan: &Plan, o: &Observed, r: &mut VariantResult) {
+    r.metrics.push(Metric::new(
+        names::PUBLISH.rate,
+        "msg/s",
+        o.publish_rate,
+        Direction::Higher,
+    ));
+    r.metrics.push(crate::record::metrics::count(
+        DELIVERIES,
+        o.deliveries.len() as u64,
+    ));
+    r.ledger = o.ledger.counts();
+    for c in 0..plan.clients {
+        let n = o.deliveries.iter().filter(|d| d.client == c).count();
+        r.metrics.push(crate::record::metrics::count(
+            format!("client{c}.deliveries"),
+            n as u64,
+        ));
+    }
+    match &plan.policy {
+        PolicyPlan::Pinned(p) => measure_pinned(p.priority_timeout, o, r),
+        PolicyPlan::Overflow {
+            min_pending,
+            overflow_clients,
+            ..
+        } => {
+            let regular = plan.clients - overflow_clients;
+            measure_overflow(*min_pending, regular, &plan.load.publish.arrival, o, r)
+        }
+        PolicyPlan::Prioritized { levels } => {
+            measure_prioritized(levels, &plan.load.publish.arrival, o, r)
+        }
+    }
+}
+
+fn measure_pinned(timeout: Duration, o: &Observed, r: &mut VariantResult) {
+    r.param("priority_timeout_ms", timeout.as_secs_f64() * 1e3);
+    let outside = verify::outside_pin(&o.deliveries).len() as u64;
+    r.metrics
+        .push(crate::record::metrics::count(OUTSIDE_PIN, outside));
+    let (explained, unexplained) = verify::doubles(&o.deliveries, o.killed);
+    r.metrics.push(crate::record::metrics::count(
+        DOUBLE_DELIVERIES,
+        (explained.len() + unexplained.len()) as u64,
+    ));
+    r.metrics.push(crate::record::metrics::count(
+        "wrong_pin_answers",
+        o.wrong_pin,
+    ));
+    // What the killed client held came back with a delivery count above 1.
+    let returned = o.deliveries.iter().filter(|d| d.delivered > 1).count();
+    r.metrics.push(crate::record::metrics::count(
+        "redelivered",
+        returned as u64,
+    ));
+    if let Some((client, kill_ns)) = o.killed
+        && let Some((pinned_ns, _)) = verify::next_pin(&o.events, kill_ns)
+    {
+        let failover = pinned_ns - kill_ns;
+        r.metrics.push(Metric::new(
+            FAILOVER_TIME,
+            "ms",
+            ms(failover),
+            Direction::Lower,
+        ));
+        if let Some(last) = verify::last_pull_before(&o.pulls, client, kill_ns) {
+            let after = pinned_ns.saturating_sub(last);
+            r.metrics.push(Metric::new(
+                FAILOVER_AFTER_LAST_PULL,
+                "ms",
+                ms(after),
+                Direction::Lower,
+            ));
+            r.metrics.push(Metric::new(
+                "failover_over_priority_timeout",
+                "ratio",
+                after as f64 / timeout.as_nanos() as f64,
+                Direction::None,
+            ));
+        }
+    }
+    if let Some(unpin_ns) = o.unpin_ns
+        && let Some((pinned_ns, _)) = verify::next_pin(&o.events, unpin_ns)
+    {
+        r.metrics.push(Metric::new(
+            UNPIN_TO_NEW_PIN,
+            "ms",
+            ms(pinned_ns - unpin_ns),
+            Direction::Lower,
+        ));
+    }
+}
+
+/// The step (0-based) a message intended at `intended_ns` belongs to.
+fn step_of(arrival: &ArrivalPlan, t0_ns: u64, intended_ns: u64) -> Option<usize> {
+    let ArrivalPlan::Steps(steps) = arrival else {
+        return None;
+    };
+    let mut end = t0_ns;
+    for (i, (_, length)) in steps.iter().enumerate() {
+        end += length.as_nanos() as u64;
+        if intended_ns < end {
+            return Some(i);
+        }
+    }
+    Some(steps.len().saturating_sub(1))
+}
+
+/// The share of deliveries `chosen` took, overall and per step.
+fn shares(
+    name: &str,
+    arrival: &ArrivalPlan,
+    o: &Observed,
+    chosen: impl Fn(&GroupDelivery) -> bool,
+    r: &mut VariantResult,
+) {
+    let share = |ds: &mut dyn Iterator<Item = &GroupDelivery>| {
+        let (mut all, mut hit) = (0u64, 0u64);
+        for d in ds {
+            all += 1;
+            hit += u64::from(chosen(d));
+        }
+        (all > 0).then(|| hit as f64 / all as f64)
+    };
+    if let Some(s) = share(&mut o.deliveries.iter()) {
+        // The highest level's share falls when the server hands lower
+        // levels what the highest could take: judged, higher is better.
+        let direction = match name {
+            LEVEL0_SHARE => Direction::Higher,
+            _ => Direction::None,
+        };
+        r.metrics.push(Metric::new(name, "ratio", s, direction));
+    }
+    if let ArrivalPlan::Steps(steps) = arrival {
+        for i in 0..steps.len() {
+            let mut in_step = o
+                .deliveries
+                .iter()
+                .filter(|d| step_of(arrival, o.t0_ns, d.intended_ns) == Some(i));
+            if let Some(s) = share(&mut in_step) {
+                r.metrics.push(Metric::new(
+                    format!("step{}.{name}", i + 1),
+                    "ratio",
+                    s,
+                    Direction::None,
+                ));
+            }
+        }
+    }
+}
+
+fn measure_overflow(
+    min_pending: u64,
+    regular: usize,
+    arrival: &ArrivalPlan,
+    o: &Observed,
+    r: &mut VariantResult,
+) {
+    let mut ordered: Vec<&GroupDelivery> = o.deliveries.iter().collect();
+    ordered.sort_by_key(|d| d.consumer_seq);
+    let first = ordered.iter().find(|d| d.client >= regular);
+    let last = ordered.iter().rev().find(|d| d.client >= regular);
+    if let Some(f) = first {
+        r.metrics.push(Metric::new(
+            OVERFLOW_ONSET_PENDING,
+            "messages",
+            (f.pending + 1) as f64,
+            Direction::Lower,
+        ));
+        if min_pending > 0
+            && let Some(crossing) = ordered.iter().find(|d| d.pending + 1 >= min_pending)
+        {
+            r.metrics.push(Metric::new(
+                OVERFLOW_ONSET_DELAY,
+                "ms",
+                ms(f.received_ns.saturating_sub(crossing.received_ns)),
+                Direction::Lower,
+            ));
+        }
+    }
+    if let Some(l) = last {
+        r.metrics.push(Metric::new(
+            OVERFLOW_LAST_PENDING,
+            "messages",
+            (l.pending + 1) as f64,
+            Direction::None,
+        ));
+    }
+    shares(OVERFLOW_SHARE, arrival, o, |d| d.client >= regular, r);
+}
+
+fn measure_prioritized(levels: &[u8], arrival: &ArrivalPlan, o: &Observed, r: &mut VariantResult) {
+    let mut distinct: Vec<u8> = levels.to_vec();
+    distinct.sort();
+    distinct.dedup();
+    for (rank, level) in distinct.iter().enumerate() {
+        let name = format!("level{rank}_share");
+        r.param(&format!("level{rank}"), level);
+        shares(&name, arrival, o, |d| levels[d.client] == *level, r);
+    }
+    let found = verify::inversions(&o.deliveries, &o.pulls, levels).len() as u64;
+    r.metrics
+        .push(crate::record::metrics::count(INVERSIONS, found));
+}
+
+fn verify(plan: &Plan, o: &Observed, r: &mut VariantResult) {
+    r.invariants
+        .push(verify::nothing_lost(&o.ledger, &o.deliveries));
+    match &plan.policy {
+        PolicyPlan::Pinned(p) => {
+            let run = PinRun {
+                deliveries: &o.deliveries,
+                pulls: &o.pulls,
+                events: &o.events,
+                killed: o.killed,
+                unpin_ns: o.unpin_ns,
+                priority_timeout_ns: p.priority_timeout.as_nanos() as u64,
+            };
+            r.invariants.push(verify::within_pin(&o.deliveries));
+            r.invariants
+                .push(verify::doubles_explained(&o.deliveries, o.killed));
+            r.invariants.push(verify::pin_moves_after_kill(&run));
+            r.invariants.push(verify::no_early_failover(&run));
+            r.invariants.push(verify::pin_moves_after_unpin(&run));
+        }
+        PolicyPlan::Overflow {
+            min_pending,
+            min_ack_pending,
+            overflow_clients,
+        } => {
+            let regular = plan.clients - overflow_clients;
+            r.invariants.push(verify::overflow_threshold(
+                &o.deliveries,
+                |c| c >= regular,
+                *min_pending,
+                *min_ack_pending,
+            ));
+        }
+        PolicyPlan::Prioritized { levels } => {
+            r.invariants
+                .push(verify::priority_order(&o.deliveries, &o.pulls, levels));
+        }
+    }
+}
