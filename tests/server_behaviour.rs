@@ -1933,6 +1933,8 @@ async fn an_every_schedule_that_missed_firings_while_down_fires_once_and_skips_a
         "{} firings right after {down:?} down: the missed due times are not fired one by one",
         after - fired_before
     );
+}
+
 // ---- issue 34: priority groups (ADR-42) ----
 //
 // What the priority scenario relies on, spoken in the raw pull protocol as
