@@ -238,6 +238,7 @@ pub async fn command(options: AbOptions, stop: CancellationToken) -> Result<i32>
         .map(|p| scenario::load(p))
         .collect::<Result<_>>()?;
     let rule = rule(&options, &profiles)?;
+    let profiles = slice::without_faults(profiles)?;
     let named: Vec<(&str, Option<&profile::ConnectionPlan>)> = profiles
         .iter()
         .map(|p| (p.name.as_str(), p.connection.as_ref()))

@@ -54,6 +54,44 @@ pub enum SliceTarget {
     },
 }
 
+/// The profiles without their scenarios that kill, cut or pause the
+/// server: both sides' turns share the server ab started (or the user's),
+/// and a side refuses to fault a server it did not start, so such a
+/// scenario could only end the comparison. Each one left out is named on
+/// stderr with how to run it; a profile left with none is refused.
+pub fn without_faults(mut profiles: Vec<Profile>) -> Result<Vec<Profile>> {
+    let faulting: Vec<(String, String)> = crate::scenario::faults(&profiles)
+        .iter()
+        .map(|f| (f.profile.to_string(), f.scenario.to_string()))
+        .collect();
+    for p in &mut profiles {
+        let out: Vec<&str> = faulting
+            .iter()
+            .filter(|(profile, _)| *profile == p.name)
+            .map(|(_, scenario)| scenario.as_str())
+            .collect();
+        if out.is_empty() {
+            continue;
+        }
+        for scenario in &out {
+            eprintln!(
+                "note: ab leaves out scenario {scenario} of profile {}: it faults the server \
+                 both sides share; `jsbench run {}` runs it",
+                p.name, p.name
+            );
+        }
+        p.scenarios.retain(|s| !out.contains(&s.name()));
+        p.text = slice_profile(&p.text, None, &|s| !out.contains(&s))?.ok_or_else(|| {
+            UsageError(format!(
+                "profile {}: every scenario faults the server, which ab's sides share, so \
+                 there is nothing to compare; `jsbench run {}` runs it",
+                p.name, p.name
+            ))
+        })?;
+    }
+    Ok(profiles)
+}
+
 /// The profiles a slice runs, written into `dir`: each with the scenarios
 /// `keep` names (by profile and scenario name); a profile left with none
 /// is not written.
@@ -459,5 +497,30 @@ messages = 1000
             env,
             vec![("NATS_PASSWORD".to_string(), "hunter2".to_string())]
         );
+    }
+
+    #[test]
+    fn scenarios_that_fault_the_shared_server_are_left_out_and_a_profile_of_only_those_refused() {
+        let scheduled = crate::scenario::load("scheduled").unwrap();
+        let names = |p: &Profile| {
+            p.scenarios
+                .iter()
+                .map(|s| s.name().to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(&scheduled), ["firing", "catch-up"]);
+        let kept = without_faults(vec![scheduled]).unwrap();
+        assert_eq!(names(&kept[0]), ["firing"]);
+        assert!(kept[0].text.contains("firing") && !kept[0].text.contains("catch-up"));
+        let routes = crate::scenario::load("routes").unwrap();
+        let err = without_faults(vec![routes]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("profile routes: every scenario faults"),
+            "{err}"
+        );
+        let untouched = crate::scenario::load("quick").unwrap();
+        let text = untouched.text.clone();
+        assert_eq!(without_faults(vec![untouched]).unwrap()[0].text, text);
     }
 }
