@@ -2046,19 +2046,31 @@ mod priority_groups {
             .map(|v| v.as_str().to_string())
     }
 
-    #[tokio::test]
-    async fn a_pinned_group_delivers_to_one_client_and_refuses_a_stale_pin_with_423() {
-        let server = common::server();
-        let js = context(&server).await;
+    /// A pinned-client stream `name` with `count` messages, the group's
+    /// advisories subscribed before anything can be pinned, and two pull
+    /// clients that have not pulled yet.
+    async fn pinned_pair(
+        server: &jsbench::server::EmbeddedServer,
+        name: &str,
+        count: usize,
+    ) -> (jetstream::Context, async_nats::Subscriber, Puller, Puller) {
+        let js = context(server).await;
         let admin = js.client();
-        let mut advisories = admin
-            .subscribe("$JS.EVENT.ADVISORY.CONSUMER.*.PIN.D")
+        let advisories = admin
+            .subscribe(format!("$JS.EVENT.ADVISORY.CONSUMER.*.{name}.D"))
             .await
             .unwrap();
         admin.flush().await.unwrap();
-        group_stream(&js, "PIN", consumer::PriorityPolicy::PinnedClient, 4).await;
-        let mut a = Puller::new(server.url()).await;
-        let mut b = Puller::new(server.url()).await;
+        group_stream(&js, name, consumer::PriorityPolicy::PinnedClient, count).await;
+        let a = Puller::new(server.url()).await;
+        let b = Puller::new(server.url()).await;
+        (js, advisories, a, b)
+    }
+
+    #[tokio::test]
+    async fn a_pinned_group_delivers_to_one_client_and_refuses_a_stale_pin_with_423() {
+        let server = common::server();
+        let (_js, mut advisories, mut a, mut b) = pinned_pair(&server, "PIN", 4).await;
         let expires = Duration::from_millis(300).as_nanos() as u64;
         a.pull(
             "PIN",
@@ -2104,16 +2116,7 @@ mod priority_groups {
     #[tokio::test]
     async fn the_pin_moves_priority_timeout_after_the_last_pull_and_on_unpin() {
         let server = common::server();
-        let js = context(&server).await;
-        let admin = js.client();
-        let mut advisories = admin
-            .subscribe("$JS.EVENT.ADVISORY.CONSUMER.*.MOVE.D")
-            .await
-            .unwrap();
-        admin.flush().await.unwrap();
-        group_stream(&js, "MOVE", consumer::PriorityPolicy::PinnedClient, 10).await;
-        let mut a = Puller::new(server.url()).await;
-        let mut b = Puller::new(server.url()).await;
+        let (js, mut advisories, mut a, mut b) = pinned_pair(&server, "MOVE", 10).await;
         let expires = Duration::from_millis(200).as_nanos() as u64;
         let body = serde_json::json!({"batch": 1, "expires": expires, "group": "g"});
         a.pull("MOVE", body.clone()).await;
@@ -2152,7 +2155,8 @@ mod priority_groups {
         );
         // The unpin API releases B's pin ("admin"); the next pull without a
         // pin gets a new one.
-        let reply = admin
+        let reply = js
+            .client()
             .request(
                 format!("{API}.UNPIN.MOVE.D"),
                 serde_json::json!({"group": "g"}).to_string().into(),
