@@ -48,7 +48,13 @@ async fn every_shape_reads_what_its_filter_selects_and_the_curve_keeps_its_shape
             // Read in clock ticks: a read that cost the server under ten
             // of them reports no figure, and says so.
             match v.metric("server_cpu_per_msg") {
-                Some(cpu) => assert!(cpu.value > 0.0, "{}: {}", v.name, cpu.value),
+                Some(cpu) => {
+                    assert!(cpu.value > 0.0, "{}: {}", v.name, cpu.value);
+                    // A withheld figure must not come back from the
+                    // shared client figures (it once did, as 0 or 3,333 µs).
+                    let from = v.params["server_cpu_per_msg_from"].to_string();
+                    assert!(!from.contains("not reported"), "{}: {from}", v.name);
+                }
                 None => {
                     let why = v.params["server_cpu_per_msg_from"].to_string();
                     assert!(why.contains("not reported"), "{}: {why}", v.name);

@@ -457,7 +457,15 @@ pub fn ledger_cost(o: &DriveOutcome, r: &mut VariantResult) {
 /// The client's side of a variant: what its CPU, its ledgers and its
 /// memory cost.
 pub fn client_figures(o: &DriveOutcome, r: &mut VariantResult) {
-    cpu_figures(o, r);
+    client_figures_with(o, o.server_cpu, r);
+}
+
+/// [`client_figures`] with the server's CPU as the scenario judged it:
+/// `None` where it withheld the figure (a read too short for the clock's
+/// ticks), so that neither the server's figure nor the client's share of
+/// the CPU is made up from it here.
+pub fn client_figures_with(o: &DriveOutcome, server: Option<Duration>, r: &mut VariantResult) {
+    cpu_figures(o, server, r);
     ledger_cost(o, r);
     client_memory(o, r);
 }
@@ -471,7 +479,7 @@ pub fn client_figures(o: &DriveOutcome, r: &mut VariantResult) {
 /// figure keeps it. When the client spends more per message than the
 /// server, the load generator may be what limits the figures: a warning
 /// says so.
-pub fn cpu_figures(o: &DriveOutcome, r: &mut VariantResult) {
+fn cpu_figures(o: &DriveOutcome, server: Option<Duration>, r: &mut VariantResult) {
     let messages = if o.counts.persisted > 0 {
         o.counts.persisted
     } else {
@@ -481,7 +489,7 @@ pub fn cpu_figures(o: &DriveOutcome, r: &mut VariantResult) {
         client: o.client_cpu.total(),
         publisher: (!o.sends.is_empty()).then(|| o.publisher_cpu()),
         consumer: (!o.consumers.is_empty()).then_some(o.client_cpu.consume),
-        server: o.server_cpu,
+        server,
     };
     cpu_per_message(&split, messages, r);
     sender_thread_load(o, r);

@@ -436,7 +436,8 @@ fn measure(
     };
     r.metrics
         .push(Metric::new(MATCHED_SHARE, "ratio", share, Direction::None));
-    match o.server_cpu.filter(|_| o.counts.deliveries > 0) {
+    let server = o.server_cpu.filter(|_| o.counts.deliveries > 0);
+    match server {
         Some(cpu) if cpu >= MIN_SERVER_CPU => {
             r.metrics.push(Metric::new(
                 names::SERVER_CPU_PER_MSG,
@@ -463,7 +464,9 @@ fn measure(
     r.timelines
         .insert(names::DELIVERED.into(), o.delivered_timeline.clone());
     r.warnings.extend(o.errors.iter().cloned());
-    checks::client_figures(o, r);
+    // A withheld server figure stays withheld: the shared figures would
+    // otherwise divide the same few ticks by the messages read.
+    checks::client_figures_with(o, server.filter(|cpu| *cpu >= MIN_SERVER_CPU), r);
     rate
 }
 
