@@ -342,20 +342,10 @@ pub fn classify(message: &async_nats::Message) -> Reply {
     }
 }
 
-/// The stream sequence and delivery count of a `$JS.ACK` reply subject:
-/// `$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>`,
-/// or with `<domain>.<account hash>.` before the stream and a token after.
+/// The stream sequence and delivery count of a `$JS.ACK` reply subject,
+/// read by the one parser the priority-group client uses too.
 pub fn ack_info(reply: &str) -> Option<(u64, u64)> {
-    let rest = reply.strip_prefix("$JS.ACK.")?;
-    let tokens: Vec<&str> = rest.split('.').collect();
-    let at = match tokens.len() {
-        7 => 2,
-        n if n >= 9 => 4,
-        _ => return None,
-    };
-    let delivered = tokens[at].parse().ok()?;
-    let seq = tokens[at + 1].parse().ok()?;
-    Some((seq, delivered))
+    super::group::ack_tokens(reply).map(|t| (t.stream_seq, t.delivered))
 }
 
 #[cfg(test)]
