@@ -392,13 +392,9 @@ impl ConnectSettings {
         match attempt {
             Ok(Ok(client)) => {
                 let info = client.server_info();
-                self.attached
-                    .lock()
-                    .expect("not poisoned")
-                    .push((role.to_string(), info.server_name.clone()));
-                self.seen.lock().expect("not poisoned").insert(
-                    info.server_name.clone(),
-                    NodeInfo {
+                self.note_attached(
+                    role,
+                    &NodeInfo {
                         name: info.server_name.clone(),
                         version: info.version.clone(),
                         cluster: info.cluster.clone(),
@@ -414,6 +410,33 @@ impl ConnectSettings {
                 self.timeout * 2
             )),
         }
+    }
+
+    /// Records that `role` landed on `node`: the async-nats connections and
+    /// the direct ones ([`crate::wire`]) alike.
+    pub fn note_attached(&self, role: &str, node: &NodeInfo) {
+        self.attached
+            .lock()
+            .expect("not poisoned")
+            .push((role.to_string(), node.name.clone()));
+        self.seen
+            .lock()
+            .expect("not poisoned")
+            .insert(node.name.clone(), node.clone());
+    }
+
+    /// Keeps a server's refusal (an asynchronous `-ERR`) a direct
+    /// connection read, as the async-nats connections' event callback does.
+    pub fn note_refusal(&self, text: &str) {
+        let mut kept = self.refusals.lock().expect("not poisoned");
+        if kept.len() < MAX_REFUSALS && !kept.iter().any(|k| k == text) {
+            kept.push(text.to_string());
+        }
+    }
+
+    /// The servers to try, in order.
+    pub fn servers(&self) -> &[ServerAddr] {
+        &self.servers
     }
 
     /// Turns a connect error into advice that names the setting to check.

@@ -58,4 +58,5 @@ pub mod server;
 pub mod streams;
 pub mod system;
 pub mod variant;
+pub mod wire;
 pub mod worker;
