@@ -230,6 +230,8 @@ pub struct AckTokens {
     pub delivered: u64,
     pub stream_seq: u64,
     pub consumer_seq: u64,
+    /// When the server stored the message, ns since the Unix epoch.
+    pub timestamp_ns: u64,
     pub pending: u64,
 }
 
@@ -237,10 +239,17 @@ pub struct AckTokens {
 /// or its longer form with `<domain>.<account hash>.` before the stream and
 /// a token after the pending count.
 pub fn ack_tokens(reply: &str) -> Option<AckTokens> {
-    let rest = reply.strip_prefix("$JS.ACK.")?;
-    let mut tokens = [""; 12];
+    ack_tokens_of(reply.as_bytes())
+}
+
+/// [`ack_tokens`] on the bytes of a frame read in place (the direct
+/// consumer's): the same forms, no allocation.
+#[inline]
+pub fn ack_tokens_of(reply: &[u8]) -> Option<AckTokens> {
+    let rest = reply.strip_prefix(b"$JS.ACK.")?;
+    let mut tokens: [&[u8]; 12] = [b""; 12];
     let mut n = 0;
-    for t in rest.split('.') {
+    for t in rest.split(|&b| b == b'.') {
         *tokens.get_mut(n)? = t;
         n += 1;
     }
@@ -249,11 +258,12 @@ pub fn ack_tokens(reply: &str) -> Option<AckTokens> {
         9..=10 => 4,
         _ => return None,
     };
-    let num = |i: usize| tokens[at + i].parse().ok();
+    let num = |i: usize| crate::wire::frame::parse_u64(tokens[at + i]);
     Some(AckTokens {
         delivered: num(0)?,
         stream_seq: num(1)?,
         consumer_seq: num(2)?,
+        timestamp_ns: num(3)?,
         pending: num(4)?,
     })
 }
@@ -504,6 +514,7 @@ mod tests {
                 delivered: 2,
                 stream_seq: 42,
                 consumer_seq: 40,
+                timestamp_ns: 1700000000000000000,
                 pending: 7
             }
         );

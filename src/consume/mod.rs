@@ -11,6 +11,7 @@
 
 pub mod behaviour;
 pub mod core;
+pub mod direct;
 pub mod events;
 pub mod fates;
 pub mod group;
@@ -28,7 +29,7 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use tokio_util::sync::CancellationToken;
 
-use crate::profile::{AckPolicy, Action, BehaviourPlan, ConsumerPlan, CrashPoint};
+use crate::profile::{AckPolicy, Action, BehaviourPlan, ConsumerClient, ConsumerPlan, CrashPoint};
 use crate::record::clock;
 use crate::record::histogram::Recorder;
 use crate::record::ledger::{Event, LedgerShard, SeqSet};
@@ -166,6 +167,13 @@ pub struct ConsumerReport {
     /// idempotent consumer's).
     #[serde(default)]
     pub effects: Effects,
+    /// The client that read: "async-nats", or "direct" ([`direct`]).
+    #[serde(default = "async_nats_label")]
+    pub client: String,
+}
+
+fn async_nats_label() -> String {
+    ConsumerClient::AsyncNats.label().into()
 }
 
 /// The effects of the work handlers did: applied (a sequence once per
@@ -246,6 +254,7 @@ impl ConsumerReport {
             max_gap_ns: 0,
             max_gap_end_ns: 0,
             effects: Effects::default(),
+            client: async_nats_label(),
         }
     }
 }
@@ -544,6 +553,53 @@ fn receive(
     } else {
         0
     };
+    let arrival = Arrival {
+        seq,
+        delivery,
+        published_ns,
+        payload: &message.payload,
+    };
+    note_arrival(config, report, arrival, now, || SeenMessage {
+        seq,
+        subject: message.subject.to_string(),
+        payload: message.payload.to_vec(),
+        headers: message
+            .headers
+            .as_ref()
+            .map(header_pairs)
+            .unwrap_or_default(),
+    });
+    Some((seq, delivery, published_ns))
+}
+
+/// A delivery as its reply subject and payload describe it, whichever
+/// client read it.
+pub(crate) struct Arrival<'a> {
+    pub seq: u64,
+    /// 1 for a first delivery.
+    pub delivery: u32,
+    /// When the server stored it (0 unless deliveries are logged).
+    pub published_ns: u64,
+    pub payload: &'a [u8],
+}
+
+/// The bookkeeping every delivery gets, the same for every client: the
+/// ledger, the timeline, the latencies, a doomed message's copy
+/// (`copy` makes it, called only for one).
+#[inline]
+pub(crate) fn note_arrival(
+    config: &ConsumerConfig,
+    report: &mut ConsumerReport,
+    arrival: Arrival<'_>,
+    now: u64,
+    copy: impl FnOnce() -> SeenMessage,
+) {
+    let Arrival {
+        seq,
+        delivery,
+        payload,
+        ..
+    } = arrival;
     let seen_here = report.ledger.count(seq, Event::Delivered) > 0;
     report.ledger.mark(seq, Event::Delivered);
     report.note_delivery(now);
@@ -554,18 +610,9 @@ fn receive(
         report.first_deliveries.insert(seq);
     }
     if config.keep_doomed && !seen_here && doomed(config, seq) {
-        report.doomed.push(SeenMessage {
-            seq,
-            subject: message.subject.to_string(),
-            payload: message.payload.to_vec(),
-            headers: message
-                .headers
-                .as_ref()
-                .map(header_pairs)
-                .unwrap_or_default(),
-        });
+        report.doomed.push(copy());
     }
-    match Stamp::read(&message.payload) {
+    match Stamp::read(payload) {
         Some(stamp) if stamp.intended_ns >= config.record_from_ns => {
             if delivery == 1 {
                 crate::system::live::record_e2e(now.saturating_sub(stamp.intended_ns));
@@ -583,7 +630,6 @@ fn receive(
         Some(_) => {}
         None => report.malformed += 1,
     }
-    Some((seq, delivery, published_ns))
 }
 
 /// Whether the behaviour plans `seq` to end dead-lettered: exhausted, or

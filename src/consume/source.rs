@@ -33,11 +33,11 @@ pub enum Source {
 /// How long one pull request may wait on the server. A fetch without an
 /// expiry ends silently after 5 s (NOTES-async-nats.md); a consume request
 /// is re-issued by the client before it expires.
-const PULL_EXPIRES: Duration = Duration::from_secs(10);
+pub(super) const PULL_EXPIRES: Duration = Duration::from_secs(10);
 const FETCH_EXPIRES: Duration = Duration::from_millis(500);
 /// Idle heartbeats on consume: two missed ones (2 s) say the pull request
 /// is gone (its server died, a new consumer leader took over).
-const HEARTBEAT: Duration = Duration::from_secs(1);
+pub(super) const HEARTBEAT: Duration = Duration::from_secs(1);
 
 async fn consume(
     consumer: &PullConsumer,

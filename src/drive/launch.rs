@@ -64,6 +64,11 @@ pub(super) struct Launcher {
     pub expected: u64,
     pub js_api_prefix: String,
     pub stop: CancellationToken,
+    /// For the direct client's own connections.
+    pub settings: crate::connect::ConnectSettings,
+    /// The variant faults a server: the direct client, which does not
+    /// reconnect, stays out of it.
+    pub server_fault: bool,
 }
 
 impl Launcher {
@@ -108,11 +113,25 @@ impl Launcher {
                 self.stop.clone(),
             ));
         }
-        crate::system::runtimes::consume().spawn(consume::run(
-            client,
-            config,
-            progress,
-            self.stop.clone(),
-        ))
+        let hazards = consume::direct::Hazards {
+            server_fault: self.server_fault,
+            crash: self.spec.crash.is_some(),
+        };
+        match consume::direct::chosen(&config, &self.settings, hazards) {
+            // Its async-nats connection closes here, unused.
+            Ok(true) => crate::system::runtimes::consume().spawn(consume::direct::run(
+                self.settings.clone(),
+                config,
+                progress,
+                self.stop.clone(),
+            )),
+            Ok(false) => crate::system::runtimes::consume().spawn(consume::run(
+                client,
+                config,
+                progress,
+                self.stop.clone(),
+            )),
+            Err(e) => crate::system::runtimes::consume().spawn(async move { Err(e) }),
+        }
     }
 }

@@ -72,6 +72,8 @@ impl Variant<'_> {
             expected: self.expected,
             js_api_prefix: self.ctx.connect.js_api.prefix(),
             stop: self.consumers.stop.clone(),
+            settings: self.ctx.connect.clone(),
+            server_fault: spec.fault.is_some(),
         });
         let crash_plan = spec.consumer.as_ref().and_then(|c| c.crash);
         let consumers = &mut self.consumers;

@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 
 use super::arrival::ArrivalSpec;
 use super::{
-    AckPolicy, ArrivalPlan, CommonPlan, ConsumerKind, ConsumerPlan, Dur, MsgId, Problems,
-    PublishMode, PublishPlan, PullSweep, PullTuning, PushPlan, Rate, SYNC_HELP, ServerPlan,
-    SizePlan, Storage, SyncSetting,
+    AckPolicy, ArrivalPlan, CommonPlan, ConsumerClient, ConsumerKind, ConsumerPlan, Dur, MsgId,
+    Problems, PublishMode, PublishPlan, PullSweep, PullTuning, PushPlan, Rate, SYNC_HELP,
+    ServerPlan, SizePlan, Storage, SyncSetting,
 };
 use crate::record::stamp::STAMP_LEN;
 
@@ -576,6 +576,8 @@ pub struct ConsumerSection {
     max_deliver: Option<i64>,
     filter_subject: Option<String>,
     pedantic: Option<bool>,
+    client: Option<ConsumerClient>,
+    pulls_ahead: Option<usize>,
 }
 
 impl ConsumerSection {
@@ -715,6 +717,44 @@ impl ConsumerSection {
         }
     }
 
+    /// `client = "direct"` where the plan itself rules it out; what only a
+    /// scenario knows (its behaviour, faults, TLS) is checked when the
+    /// consumer starts ([`crate::consume::direct::unsuited`]).
+    fn validate_client(
+        &self,
+        plan: &ConsumerPlan,
+        key: &dyn Fn(&str) -> String,
+        problems: &mut Problems,
+    ) {
+        if let Some(n) = self.pulls_ahead {
+            problems.range(&key("pulls_ahead"), n, 1, 16, " pull requests");
+            if plan.client == ConsumerClient::AsyncNats {
+                problems.push(
+                    key("pulls_ahead"),
+                    "applies to the direct client; async-nats keeps its own requests",
+                );
+            }
+        }
+        if plan.client != ConsumerClient::Direct {
+            return;
+        }
+        let kinds = items(&self.kind);
+        let reason = if kinds.iter().any(|k| *k != ConsumerKind::Pull)
+            || (kinds.is_empty() && plan.kind != ConsumerKind::Pull)
+        {
+            Some("the direct client reads pull consumers only (kind = \"pull\")")
+        } else if plan.double_ack {
+            Some("the direct client does not confirm acks: double_ack stays with async-nats")
+        } else if self.max_bytes.is_some() {
+            Some("the direct client counts messages, not bytes: max_bytes stays with async-nats")
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            problems.push(key("client"), format!("\"direct\" cannot apply: {reason}"));
+        }
+    }
+
     /// `ack_per_variant`: the scenario sets `ack` per variant itself (the
     /// ack scenario), so `ack_every` is allowed whatever `ack` says here.
     pub fn validate(
@@ -781,8 +821,11 @@ impl ConsumerSection {
                 rate_limit: self.rate_limit,
             },
             sweep,
+            client: self.client.unwrap_or_default(),
+            pulls_ahead: self.pulls_ahead.unwrap_or(super::DEFAULT_PULLS_AHEAD),
         };
         problems.range(&key("consumers"), plan.consumers, 1, 256, " clients");
+        self.validate_client(&plan, &key, problems);
         self.validate_pull(&plan, &key, problems);
         self.validate_push(&plan, &key, problems);
         problems.range(

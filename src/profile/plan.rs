@@ -475,6 +475,47 @@ pub struct ConsumerPlan {
     /// (AckWait rewritten to BackOff[0]) instead of creating it.
     #[serde(default)]
     pub pedantic: bool,
+    /// Which client reads: jsbench's direct connection where it can do the
+    /// job, async-nats elsewhere ([`ConsumerClient`]).
+    #[serde(default)]
+    pub client: ConsumerClient,
+    /// The direct client's pull requests kept ahead: a new request of
+    /// `batch` goes out when fewer than `pulls_ahead * batch - batch / 2`
+    /// messages are owed (1: one request ahead at half the batch).
+    #[serde(default = "default_pulls_ahead")]
+    pub pulls_ahead: usize,
+}
+
+/// Measured in the ack profile (docs/self-benchmarks.md, "A consumer at
+/// the server's limit").
+pub const DEFAULT_PULLS_AHEAD: usize = 2;
+
+fn default_pulls_ahead() -> usize {
+    DEFAULT_PULLS_AHEAD
+}
+
+/// The client a durable consumer reads with (`[scenario.consumer] client`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConsumerClient {
+    /// Direct where the consumer's plan allows it, async-nats elsewhere.
+    #[default]
+    Auto,
+    /// A NATS connection read frame by frame, acks written in place
+    /// ([`crate::wire`]): pull consumers that ack every delivery at once.
+    Direct,
+    AsyncNats,
+}
+
+impl ConsumerClient {
+    /// The name results give the client that ran.
+    pub fn label(self) -> &'static str {
+        match self {
+            ConsumerClient::Auto => "auto",
+            ConsumerClient::Direct => "direct",
+            ConsumerClient::AsyncNats => "async-nats",
+        }
+    }
 }
 
 pub fn kind_name(kind: ConsumerKind) -> &'static str {
@@ -617,6 +658,8 @@ impl ConsumerPlan {
             push: PushPlan::default(),
             sweep: PullSweep::default(),
             pedantic: false,
+            client: ConsumerClient::Auto,
+            pulls_ahead: DEFAULT_PULLS_AHEAD,
         }
     }
 

@@ -468,6 +468,19 @@ pub fn client_figures_with(o: &DriveOutcome, server: Option<Duration>, r: &mut V
     cpu_figures(o, server, r);
     ledger_cost(o, r);
     client_memory(o, r);
+    consumer_client(o, r);
+}
+
+/// `consumer_client`: which client read ("direct", "async-nats"; both,
+/// comma-separated, when the clients differed), so a figure is never
+/// compared across clients unawares.
+fn consumer_client(o: &DriveOutcome, r: &mut VariantResult) {
+    let mut clients: Vec<&str> = o.consumers.iter().map(|c| c.client.as_str()).collect();
+    clients.sort_unstable();
+    clients.dedup();
+    if !clients.is_empty() {
+        r.param("consumer_client", clients.join(","));
+    }
 }
 
 /// CPU per message on each side of the wire, from the publishers' connect
