@@ -114,6 +114,25 @@ pub async fn run(
     progress: Arc<ConsumerProgress>,
     stop: CancellationToken,
 ) -> Result<ConsumerReport> {
+    run_with(settings, config, progress, stop, Sabotage::default()).await
+}
+
+/// A fault made on purpose, for the tests that must see what the direct
+/// client loses reported as its own.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Sabotage {
+    /// Acks written at most; the deliveries after go unanswered.
+    pub acks_at_most: Option<u64>,
+}
+
+/// [`run`] with a [`Sabotage`].
+pub async fn run_with(
+    settings: ConnectSettings,
+    config: ConsumerConfig,
+    progress: Arc<ConsumerProgress>,
+    stop: CancellationToken,
+    sabotage: Sabotage,
+) -> Result<ConsumerReport> {
     let role = format!("consumer-{} direct", config.index);
     let wire::Connection {
         mut reader,
@@ -126,6 +145,7 @@ pub async fn run(
         unique_token()
     );
     let mut state = Direct::new(config, progress, inbox.as_bytes());
+    state.acks_left = sabotage.acks_at_most.unwrap_or(u64::MAX);
     frame::put_sub(writer.buf(), &state.inbox, SID);
     state.top_up(writer.buf());
     let beat = state.heartbeat;
@@ -191,6 +211,7 @@ async fn finish(state: &mut Direct, writer: &mut wire::Writer, lost: Option<anyh
         }
     }
     if let Some(e) = lost {
+        state.report.stream_errors += 1;
         state.error(format!(
             "the direct consumer's connection failed ({} acks not written): {e:#}",
             state.unflushed.len()
@@ -250,6 +271,8 @@ pub struct Direct {
     /// Set by a status that ends the consumer (its durable deleted, a
     /// request the server will always refuse).
     fatal: Option<String>,
+    /// Explicit acks still to write ([`Sabotage`]; unbounded otherwise).
+    acks_left: u64,
 }
 
 impl Direct {
@@ -291,6 +314,7 @@ impl Direct {
             tail: Vec::new(),
             tail_arrival: None,
             fatal: None,
+            acks_left: u64::MAX,
         }
     }
 
@@ -426,10 +450,12 @@ impl Direct {
             .received
             .store(self.report.received, Ordering::Relaxed);
         match self.config.plan.ack {
-            AckPolicy::Explicit => {
+            AckPolicy::Explicit if self.acks_left > 0 => {
+                self.acks_left -= 1;
                 frame::put_pub(out, m.reply, b"", b"+ACK");
                 self.unflushed.push(sent);
             }
+            AckPolicy::Explicit => {}
             AckPolicy::All => {
                 if self
                     .report
@@ -535,5 +561,287 @@ fn seen(m: &Msg<'_>, seq: u64) -> SeenMessage {
         subject: String::from_utf8_lossy(m.subject).into_owned(),
         payload: m.payload.to_vec(),
         headers,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{BehaviourPlan, ConsumerPlan, MessageClass};
+    use crate::record::stamp::{STAMP_LEN, Stamp};
+
+    fn config(ack: AckPolicy) -> ConsumerConfig {
+        let mut plan = ConsumerPlan::simple();
+        plan.ack = ack;
+        plan.batch = 10;
+        plan.pulls_ahead = 1;
+        ConsumerConfig {
+            index: 0,
+            stream: "S".into(),
+            durable: "D".into(),
+            plan,
+            behaviour: Arc::new(BehaviourPlan::all_ack()),
+            record_from_ns: 0,
+            timeline_origin_ns: 0,
+            expected_messages: 16,
+            log_events: true,
+            js_api_prefix: "$JS.API".into(),
+            crash: None,
+            keep_doomed: false,
+            outage: None,
+            dedup: None,
+        }
+    }
+
+    fn direct(ack: AckPolicy) -> (Direct, Arc<ConsumerProgress>) {
+        let progress = Arc::new(ConsumerProgress::default());
+        (
+            Direct::new(config(ack), progress.clone(), b"_INBOX.t"),
+            progress,
+        )
+    }
+
+    /// A delivery of stream sequence `seq` as the server frames it.
+    fn delivery(seq: u64, delivered: u64) -> Vec<u8> {
+        let mut payload = vec![0u8; STAMP_LEN + 4];
+        Stamp {
+            intended_ns: 1,
+            sent_ns: 2,
+            publisher: 0,
+            publisher_seq: seq,
+        }
+        .write(&mut payload);
+        let reply = format!("$JS.ACK.S.D.{delivered}.{seq}.{seq}.1700000000000000000.0");
+        let mut out = format!("MSG s.0 1 {reply} {}\r\n", payload.len()).into_bytes();
+        out.extend_from_slice(&payload);
+        out.extend_from_slice(b"\r\n");
+        out
+    }
+
+    fn status(code: u16, text: &str, headers: &str) -> Vec<u8> {
+        let block = format!("NATS/1.0 {code} {text}\r\n{headers}\r\n");
+        format!(
+            "HMSG _INBOX.t 1 {} {}\r\n{block}\r\n",
+            block.len(),
+            block.len()
+        )
+        .into_bytes()
+    }
+
+    /// Feeds every frame of `bytes`; returns what the consumer wrote.
+    fn feed(d: &mut Direct, bytes: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut at = 0;
+        while let Some(head) = frame::parse(&bytes[at..]).unwrap() {
+            let whole = &bytes[at..at + head.len];
+            d.on_frame(frame::lend(whole, head), &mut out, 100);
+            at += head.len;
+        }
+        assert_eq!(at, bytes.len(), "every frame whole");
+        out
+    }
+
+    fn text(out: &[u8]) -> String {
+        String::from_utf8_lossy(out).into_owned()
+    }
+
+    #[test]
+    fn each_delivery_is_acked_in_one_buffer_and_counted_once_written() {
+        let (mut d, progress) = direct(AckPolicy::Explicit);
+        let mut out = Vec::new();
+        d.top_up(&mut out);
+        // One request ahead at half the batch: 10 owed, 1 request.
+        assert_eq!(d.owed(), 10);
+        assert_eq!(
+            text(&out),
+            "PUB $JS.API.CONSUMER.MSG.NEXT.S.D _INBOX.t 62\r\n\
+             {\"batch\":10,\"expires\":10000000000,\"idle_heartbeat\":1000000000}\r\n"
+        );
+        let bytes = [delivery(1, 1), delivery(2, 1), delivery(3, 2)].concat();
+        let out = feed(&mut d, &bytes);
+        assert_eq!(
+            text(&out),
+            "PUB $JS.ACK.S.D.1.1.1.1700000000000000000.0 4\r\n+ACK\r\n\
+             PUB $JS.ACK.S.D.1.2.2.1700000000000000000.0 4\r\n+ACK\r\n\
+             PUB $JS.ACK.S.D.2.3.3.1700000000000000000.0 4\r\n+ACK\r\n"
+        );
+        assert_eq!(d.owed(), 7);
+        let r = d.report();
+        assert_eq!((r.received, r.redeliveries, r.malformed), (3, 1, 0));
+        assert_eq!(r.ledger.count(2, Event::Delivered), 1);
+        // Not written yet: not acked, still in the client's hands.
+        assert_eq!(r.ledger.count(2, Event::Acked), 0);
+        assert_eq!(progress.answered.load(Ordering::Relaxed), 0);
+        d.flushed(500);
+        let r = d.report();
+        assert_eq!(r.ledger.count(2, Event::Acked), 1);
+        assert_eq!(progress.answered.load(Ordering::Relaxed), 3);
+        assert_eq!(progress.finished.load(Ordering::Relaxed), 3);
+        assert_eq!(r.events.len(), 3);
+        assert_eq!(r.events[0].answered_ns, 500);
+        assert_eq!(r.events[0].published_ns, 1_700_000_000_000_000_000);
+        assert_eq!(r.client, "direct");
+        // Below half the batch owed: the next request goes out.
+        let mut out = Vec::new();
+        d.top_up(&mut out);
+        assert!(out.is_empty(), "7 owed of 10: no request yet");
+        feed(
+            &mut d,
+            &[delivery(4, 1), delivery(5, 1), delivery(6, 1)].concat(),
+        );
+        d.top_up(&mut out);
+        assert_eq!(d.owed(), 14);
+        assert_eq!(text(&out).matches("MSG.NEXT").count(), 1);
+    }
+
+    #[test]
+    fn ack_all_acks_every_kth_and_covers_the_tail_at_the_end() {
+        let (mut d, progress) = direct(AckPolicy::All);
+        d.config.plan.ack_every = 2;
+        let bytes: Vec<u8> = (1..=5).flat_map(|s| delivery(s, 1)).collect();
+        let mut out = feed(&mut d, &bytes);
+        assert_eq!(text(&out).matches("+ACK").count(), 2);
+        assert!(text(&out).contains("$JS.ACK.S.D.1.4.4."));
+        d.cover_tail(&mut out);
+        assert_eq!(text(&out).matches("+ACK").count(), 3);
+        assert!(text(&out).ends_with("$JS.ACK.S.D.1.5.5.1700000000000000000.0 4\r\n+ACK\r\n"));
+        d.flushed(1);
+        assert_eq!(d.report().ledger.count(5, Event::Acked), 1);
+        assert_eq!(d.report().ledger.count(3, Event::Acked), 0);
+        assert_eq!(progress.finished.load(Ordering::Relaxed), 5);
+        // Covered once: a second end writes nothing more.
+        let mut more = Vec::new();
+        d.cover_tail(&mut more);
+        assert!(more.is_empty());
+    }
+
+    #[test]
+    fn ack_none_writes_nothing_and_ends_each_message() {
+        let (mut d, progress) = direct(AckPolicy::None);
+        let out = feed(&mut d, &[delivery(1, 1), delivery(2, 1)].concat());
+        assert!(out.is_empty());
+        d.flushed(1);
+        assert_eq!(progress.finished.load(Ordering::Relaxed), 2);
+        assert_eq!(d.report().ledger.count(1, Event::Acked), 0);
+    }
+
+    #[test]
+    fn statuses_release_what_their_request_owed_and_pings_are_answered() {
+        let (mut d, _) = direct(AckPolicy::Explicit);
+        d.config.plan.pulls_ahead = 3;
+        d.low_water = 25;
+        let mut out = Vec::new();
+        d.top_up(&mut out);
+        assert_eq!(d.owed(), 30, "three requests of 10");
+        let out = feed(&mut d, &status(100, "Idle Heartbeat", ""));
+        assert!(out.is_empty());
+        assert_eq!(d.owed(), 30);
+        feed(
+            &mut d,
+            &status(
+                408,
+                "Request Timeout",
+                "Nats-Pending-Messages: 7\r\nNats-Pending-Bytes: 0\r\n",
+            ),
+        );
+        assert_eq!(d.owed(), 23);
+        // Without the count: the whole batch.
+        feed(&mut d, &status(409, "Leadership Change", ""));
+        assert_eq!(d.owed(), 13);
+        feed(&mut d, &status(404, "No Messages", ""));
+        assert_eq!(d.owed(), 3);
+        assert_eq!(feed(&mut d, b"PING\r\n"), b"PONG\r\n");
+        assert!(d.fatal().is_none());
+        assert_eq!(d.report().stream_errors, 0);
+    }
+
+    #[test]
+    fn a_deleted_consumer_or_a_refused_request_ends_it_with_the_reason() {
+        for (code, why) in [
+            (409, "Consumer Deleted"),
+            (409, "Exceeded MaxRequestBatch of 5"),
+            (503, ""),
+        ] {
+            let (mut d, _) = direct(AckPolicy::Explicit);
+            feed(&mut d, &status(code, why, ""));
+            let fatal = d.fatal().expect("fatal").to_string();
+            assert!(fatal.contains(&format!("{code} {why}")), "{fatal}");
+            assert!(fatal.contains("direct consumer of D"), "{fatal}");
+            let mut out = Vec::new();
+            d.top_up(&mut out);
+            assert!(out.is_empty(), "no more requests after {fatal}");
+            assert_eq!(d.report().first_error.as_deref(), Some(fatal.as_str()));
+        }
+        let (mut d, _) = direct(AckPolicy::Explicit);
+        feed(
+            &mut d,
+            b"-ERR 'Permissions Violation for Subscription to \"x\"'\r\n",
+        );
+        assert_eq!(d.report().stream_errors, 1);
+        assert!(
+            d.report()
+                .first_error
+                .as_deref()
+                .unwrap()
+                .contains("Permissions Violation")
+        );
+    }
+
+    #[test]
+    fn two_silent_heartbeats_reissue_the_requests() {
+        let (mut d, _) = direct(AckPolicy::Explicit);
+        let mut out = Vec::new();
+        d.top_up(&mut out);
+        feed(&mut d, &status(100, "Idle Heartbeat", ""));
+        let mut out = Vec::new();
+        d.watch(0, &mut out);
+        d.watch(0, &mut out);
+        assert!(out.is_empty(), "one silent look is not yet a loss");
+        d.watch(0, &mut out);
+        assert_eq!(text(&out).matches("MSG.NEXT").count(), 1);
+        assert_eq!(d.owed(), 10);
+        assert_eq!(d.report().stream_errors, 1);
+    }
+
+    #[test]
+    fn a_reply_that_is_not_an_ack_subject_is_malformed() {
+        let (mut d, _) = direct(AckPolicy::Explicit);
+        let out = feed(&mut d, b"MSG s 1 _INBOX.x 2\r\nhi\r\n");
+        assert!(out.is_empty());
+        assert_eq!(d.report().malformed, 1);
+        assert_eq!(d.report().received, 0);
+    }
+
+    #[test]
+    fn direct_is_chosen_only_where_it_can_do_the_job() {
+        let settings =
+            ConnectSettings::new("nats://127.0.0.1:4222", Duration::from_secs(1)).unwrap();
+        let calm = Hazards::default();
+        let mut c = config(AckPolicy::Explicit);
+        assert!(chosen(&c, &settings, calm).unwrap());
+        c.plan.client = ConsumerClient::AsyncNats;
+        assert!(!chosen(&c, &settings, calm).unwrap());
+        c.plan.client = ConsumerClient::Auto;
+        let faulted = Hazards {
+            server_fault: true,
+            crash: false,
+        };
+        assert!(!chosen(&c, &settings, faulted).unwrap());
+        let mut behaviour = BehaviourPlan::all_ack();
+        behaviour.classes.push(MessageClass {
+            name: "nak".into(),
+            fraction: 0.1,
+            script: vec![Action::Nak],
+            then: Action::Ack,
+        });
+        c.behaviour = Arc::new(behaviour);
+        assert!(!chosen(&c, &settings, calm).unwrap());
+        c.plan.client = ConsumerClient::Direct;
+        let e = chosen(&c, &settings, calm).unwrap_err().to_string();
+        assert!(e.contains("scenario.consumer.client = \"direct\""), "{e}");
+        assert!(e.contains("naks"), "{e}");
+        let tls = ConnectSettings::new("tls://127.0.0.1:4222", Duration::from_secs(1)).unwrap();
+        let c = config(AckPolicy::Explicit);
+        assert!(!chosen(&c, &tls, calm).unwrap());
     }
 }

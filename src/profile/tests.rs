@@ -918,3 +918,41 @@ fn bad_sync_and_persist_values_are_named_by_key() {
     let unknown = only_problem(&(SWEEP.to_string() + "[scenario.stream]\npersist = \"lazy\"\n"));
     assert!(unknown.path.contains("persist"), "{unknown:?}");
 }
+
+#[test]
+fn the_consumer_client_is_read_and_direct_is_refused_where_the_plan_rules_it_out() {
+    let with = |consumer: &str| {
+        format!(
+            "name = \"t\"\n[[scenario]]\nkind = \"latency\"\nduration = \"2s\"\nrates = [100]\n\
+             [scenario.consumer]\n{consumer}\n"
+        )
+    };
+    let p = parse("test.toml", &with("client = \"direct\"\npulls_ahead = 3")).unwrap();
+    let consumer = p.scenarios[0].kind.consumer().unwrap();
+    assert_eq!(
+        (consumer.client, consumer.pulls_ahead),
+        (ConsumerClient::Direct, 3)
+    );
+    let p = parse("test.toml", GOOD).unwrap();
+    assert_eq!(
+        p.scenarios[0].kind.consumer().unwrap().client,
+        ConsumerClient::Auto
+    );
+    for (keys, why) in [
+        (
+            "client = \"direct\"\nkind = \"fetch\"",
+            "pull consumers only",
+        ),
+        ("client = \"direct\"\ndouble_ack = true", "double_ack"),
+        ("client = \"direct\"\nmax_bytes = 1000", "max_bytes"),
+    ] {
+        let p = only_problem(&with(keys));
+        assert_eq!(p.path, "scenario[0].consumer.client", "{keys}");
+        assert!(p.message.contains(why), "{keys}: {}", p.message);
+    }
+    let p = only_problem(&with("client = \"async-nats\"\npulls_ahead = 2"));
+    assert_eq!(p.path, "scenario[0].consumer.pulls_ahead");
+    let p = only_problem(&with("pulls_ahead = 0"));
+    assert_eq!(p.path, "scenario[0].consumer.pulls_ahead");
+    assert!(!problems(&with("client = \"sideways\"")).is_empty());
+}
