@@ -226,6 +226,13 @@ impl<'a> Fanout<'a> {
     /// bound late would find its first messages waiting.
     async fn connect(&self, ctx: &RunContext, bar: &VariantBar) -> Result<Connected> {
         let connections = self.spec.connections.min(self.durables.len()).max(1);
+        // Many durables share each connection here: async-nats' job.
+        if self.spec.consumer.client == crate::profile::ConsumerClient::Direct {
+            anyhow::bail!(
+                "scenario.consumer.client = \"direct\" cannot apply to {}: its durables share connections, which the direct client does not",
+                self.spec.label
+            );
+        }
         let clients = join_all((0..connections).map(|i| async move {
             ctx.connect
                 .connect_on(crate::system::runtimes::consume(), &format!("fanout-{i}"))
