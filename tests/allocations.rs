@@ -116,3 +116,81 @@ fn a_msg_id_costs_only_the_header_value() {
     // async-nats' HeaderValue owns a String: one allocation, no formatting.
     assert_eq!(count, N, "{count} allocations for {N} ids");
 }
+
+/// The direct consumer's whole per-delivery path: a frame parsed in place,
+/// its reply subject read, the bookkeeping, the `+ACK` appended, and the
+/// ack recorded once written.
+#[test]
+fn the_direct_consumer_allocates_nothing_per_delivery() {
+    use jsbench::consume::direct::Direct;
+    use jsbench::consume::{ConsumerConfig, ConsumerProgress};
+    use jsbench::profile::{BehaviourPlan, ConsumerPlan};
+    use jsbench::wire::frame;
+    use std::sync::Arc;
+
+    let now = clock::now_ns();
+    let config = ConsumerConfig {
+        index: 0,
+        stream: "S".into(),
+        durable: "D".into(),
+        plan: ConsumerPlan::simple(),
+        behaviour: Arc::new(BehaviourPlan::all_ack()),
+        record_from_ns: 0,
+        timeline_origin_ns: now,
+        expected_messages: N,
+        log_events: false,
+        js_api_prefix: "$JS.API".into(),
+        crash: None,
+        keep_doomed: false,
+        outage: None,
+        dedup: None,
+    };
+    let mut direct = Direct::new(config, Arc::new(ConsumerProgress::default()), b"_INBOX.a");
+    // One read's worth of deliveries, re-read with new sequences each round.
+    const PER_READ: u64 = 500;
+    let mut payload = vec![b'.'; 128];
+    Stamp {
+        intended_ns: now,
+        sent_ns: now,
+        publisher: 0,
+        publisher_seq: 1,
+    }
+    .write(&mut payload);
+    let reads: Vec<Vec<u8>> = (0..N / PER_READ)
+        .map(|r| {
+            let mut read = Vec::new();
+            for k in 1..=PER_READ {
+                let seq = r * PER_READ + k;
+                let reply = format!("$JS.ACK.S.D.1.{seq}.{seq}.1700000000000000000.0");
+                read.extend_from_slice(
+                    format!("MSG s.0 1 {reply} {}\r\n", payload.len()).as_bytes(),
+                );
+                read.extend_from_slice(&payload);
+                read.extend_from_slice(b"\r\n");
+            }
+            read
+        })
+        .collect();
+    let mut out = Vec::with_capacity(64 * 1024);
+    let count = allocations(|| {
+        for read in &reads {
+            let mut at = 0;
+            while let Some(head) = frame::parse(&read[at..]).unwrap() {
+                let whole = &read[at..at + head.len];
+                direct.on_frame(frame::lend(whole, head), &mut out, clock::now_ns());
+                at += head.len;
+            }
+            direct.flushed(clock::now_ns());
+            out.clear();
+        }
+    });
+    assert_eq!(direct.report().received, N);
+    assert_eq!(direct.report().ledger.counts().acked, N);
+    // As above, only the ledger's chunks (Delivered, Acked) and the first
+    // deliveries' set allocate, per 4,096 sequences.
+    let chunks = 3 * N.div_ceil(4_096);
+    assert!(
+        count <= 4 * chunks,
+        "{count} allocations in {N} deliveries, {chunks} chunks opened"
+    );
+}
