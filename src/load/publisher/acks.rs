@@ -511,4 +511,43 @@ mod tests {
             _ => panic!("garbage"),
         }
     }
+
+    /// A PubAck as the direct reader sees it: a frame lent from the read
+    /// buffer, classified from its status line and payload.
+    fn classify_frame(raw: &[u8]) -> Response {
+        use crate::wire::frame::{self, Frame};
+        let head = frame::parse(raw).unwrap().expect("a whole frame");
+        let Frame::Msg(m) = frame::lend(raw, head) else {
+            panic!("not a message")
+        };
+        classify_parts(m.status(), m.payload)
+    }
+
+    #[test]
+    fn classifies_pub_ack_frames() {
+        match classify_frame(b"MSG _INBOX.x.7 1 23\r\n{\"stream\":\"S\",\"seq\":42}\r\n") {
+            Response::Stored {
+                seq: 42,
+                duplicate: false,
+            } => {}
+            _ => panic!("plain ack"),
+        }
+        // No stream listens: the server's header-only 503.
+        match classify_frame(b"HMSG _INBOX.x.7 1 16 16\r\nNATS/1.0 503\r\n\r\n\r\n") {
+            Response::Unavailable(text) => assert!(text.contains("no responders"), "{text}"),
+            _ => panic!("no responders"),
+        }
+        match classify_frame(b"HMSG _INBOX.x.7 1 24 24\r\nNATS/1.0 408 Timeout\r\n\r\n\r\n") {
+            Response::Failed(text) => assert!(text.contains("408 Timeout"), "{text}"),
+            _ => panic!("another status"),
+        }
+        let err = br#"{"error":{"code":400,"err_code":10054,"description":"message size exceeds maximum allowed"}}"#;
+        let mut raw = format!("MSG _INBOX.x.7 1 {}\r\n", err.len()).into_bytes();
+        raw.extend_from_slice(err);
+        raw.extend_from_slice(b"\r\n");
+        match classify_frame(&raw) {
+            Response::RefusedByLimit(text) => assert!(text.contains("max_msg_size"), "{text}"),
+            _ => panic!("above max_msg_size"),
+        }
+    }
 }

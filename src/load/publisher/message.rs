@@ -389,6 +389,117 @@ mod tests {
         assert_eq!(ids.value(12345).as_str(), "run-lat-0-12345");
     }
 
+    /// `frames` as the server would relay them (`PUB s r n` as `MSG s 1 r
+    /// n`), read back by the wire parser: subject, reply, headers, payload.
+    fn read_back(frames: &[u8]) -> Vec<(Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>)> {
+        use crate::wire::frame::{self, Frame};
+        let mut relayed = Vec::new();
+        let mut rest = frames;
+        while !rest.is_empty() {
+            let eol = rest.windows(2).position(|w| w == b"\r\n").unwrap();
+            let line = std::str::from_utf8(&rest[..eol]).unwrap();
+            let mut fields: Vec<&str> = line.split(' ').collect();
+            let op = if fields[0] == "HPUB" { "HMSG" } else { "MSG" };
+            let sizes: Vec<usize> = fields[3..].iter().map(|n| n.parse().unwrap()).collect();
+            fields[0] = op;
+            fields.insert(2, "1");
+            relayed.extend_from_slice(fields.join(" ").as_bytes());
+            let body = eol + 2 + sizes.last().unwrap() + 2;
+            relayed.extend_from_slice(&rest[eol..body]);
+            rest = &rest[body..];
+        }
+        let mut out = Vec::new();
+        let mut at = 0;
+        while at < relayed.len() {
+            let head = frame::parse(&relayed[at..]).unwrap().expect("a whole frame");
+            let Frame::Msg(m) = frame::lend(&relayed[at..at + head.len], head) else {
+                panic!("not a message")
+            };
+            out.push((
+                m.subject.to_vec(),
+                m.reply.to_vec(),
+                m.headers.to_vec(),
+                m.payload.to_vec(),
+            ));
+            at += head.len;
+        }
+        out
+    }
+
+    fn composer(ids: Option<&str>, extra: &[(String, String)]) -> Composer {
+        Composer::new("_INBOX.abc", ids, extra, 3, 0, Recorder::new()).unwrap()
+    }
+
+    #[test]
+    fn a_frame_without_headers_is_a_pub_that_reads_back() {
+        let mut c = composer(None, &[]);
+        let mut out = Vec::new();
+        c.compose_frame(&mut out, b"s.1", 10, 20, 7, 99, 40, true);
+        c.compose_frame(&mut out, b"s.2", 11, 21, 8, 100, 8, true);
+        assert!(out.starts_with(b"PUB s.1 _INBOX.abc.99 40\r\n"));
+        let back = read_back(&out);
+        assert_eq!(back.len(), 2);
+        let (subject, reply, headers, payload) = &back[0];
+        assert_eq!((&subject[..], &reply[..], &headers[..]), (&b"s.1"[..], &b"_INBOX.abc.99"[..], &b""[..]));
+        assert_eq!(payload.len(), 40);
+        let stamp = Stamp::read(payload).unwrap();
+        assert_eq!((stamp.intended_ns, stamp.sent_ns, stamp.publisher, stamp.publisher_seq), (10, 20, 3, 7));
+        assert!(payload[STAMP_LEN..].iter().all(|&b| b == b'.'));
+        // A size below the stamp's carries the stamp whole, as `compose` does.
+        assert_eq!(back[1].3.len(), STAMP_LEN);
+        assert_eq!(back[1].1, b"_INBOX.abc.100");
+    }
+
+    #[test]
+    fn the_id_is_patched_in_for_every_digit_count() {
+        let extra = vec![("X-Run".to_string(), "r 1".to_string()), ("b".to_string(), String::new())];
+        let mut c = composer(Some("run-lat-0-"), &extra);
+        let mut numbers = vec![0u64, u64::MAX];
+        for d in 1..20 {
+            numbers.push(10u64.pow(d) - 1);
+            numbers.push(10u64.pow(d));
+        }
+        for &m in &numbers {
+            let mut out = Vec::new();
+            c.compose_frame(&mut out, b"s", 1, 2, m, m, 128, true);
+            let back = read_back(&out);
+            let (_, _, headers, payload) = &back[0];
+            let expected = format!("NATS/1.0\r\nX-Run: r 1\r\nb: \r\nNats-Msg-Id: run-lat-0-{m}\r\n\r\n");
+            assert_eq!(String::from_utf8_lossy(headers), expected, "message {m}");
+            assert_eq!(payload.len(), 128);
+            // The stamp keeps 48 bits of the number.
+            assert_eq!(Stamp::read(payload).unwrap().publisher_seq, m & ((1 << 48) - 1));
+            // What async-nats would have sent carries the same id.
+            let Outgoing { headers: Some(map), .. } = c.compose(1, 2, m, m, 128, true) else {
+                panic!("headers")
+            };
+            assert_eq!(map.get(NATS_MESSAGE_ID).unwrap().as_str(), format!("run-lat-0-{m}"));
+        }
+    }
+
+    #[test]
+    fn extra_headers_alone_make_a_fixed_block() {
+        let extra = vec![("X-A".to_string(), "1".to_string())];
+        let mut c = composer(None, &extra);
+        let mut out = Vec::new();
+        c.compose_frame(&mut out, b"s", 1, 2, 5, 6, 30, true);
+        c.compose_frame(&mut out, b"s", 1, 2, 123456, 7, 30, true);
+        for (_, _, headers, payload) in read_back(&out) {
+            assert_eq!(headers, b"NATS/1.0\r\nX-A: 1\r\n\r\n");
+            assert_eq!(payload.len(), 30);
+        }
+    }
+
+    #[test]
+    fn only_scheduled_sends_past_the_warm_up_leave_a_lag_record() {
+        let mut c = Composer::new("_INBOX.abc", None, &[], 0, 100, Recorder::new()).unwrap();
+        let mut out = Vec::new();
+        c.compose_frame(&mut out, b"s", 50, 60, 1, 1, 24, true);
+        c.compose_frame(&mut out, b"s", 150, 160, 2, 2, 24, false);
+        c.compose_frame(&mut out, b"s", 150, 170, 3, 3, 24, true);
+        assert_eq!(c.into_send_lag().count(), 1);
+    }
+
     #[test]
     fn decimal_digits() {
         let mut buf = [0u8; 20];

@@ -273,7 +273,7 @@ impl Shared {
 /// A running publisher: its sending thread and its PubAck reader.
 pub struct Publisher {
     /// `None` from the thread when it never started sending.
-    thread: std::thread::JoinHandle<Option<(SendReport, Option<AckReport>)>>,
+    thread: std::thread::JoinHandle<Option<(SendReport, Option<AckReport>, Link)>>,
     /// The reader, when it runs on the main runtime.
     reader: Option<tokio::task::JoinHandle<AckReport>>,
     /// Starts the schedule; taken by `go`.
@@ -493,7 +493,7 @@ impl Publisher {
                     config.record_from_ns = timing.record_from_ns;
                     config.timeline_origin_ns = timing.t0_ns;
                     let reader = local.map(|acks| tokio::spawn(acks.read(shared.clone(), config.clone())));
-                    let sends = send_all(link, config, inbox, shared, stop).await;
+                    let (sends, link) = send_all(link, config, inbox, shared, stop).await;
                     let acks = match reader {
                         Some(reader) => reader.await.ok(),
                         None => None,
@@ -502,7 +502,7 @@ impl Publisher {
                         thread_cpu: crate::system::cpu::this_thread_cpu(),
                         ..sends
                     };
-                    Some((sends, acks))
+                    Some((sends, acks, link))
                 })
             })
             .context("starting a publisher thread")?;
@@ -541,7 +541,7 @@ impl Publisher {
             thread, reader, go, ..
         } = self;
         drop(go);
-        let (sends, local_acks) = tokio::task::spawn_blocking(move || thread.join())
+        let (sends, local_acks, link) = tokio::task::spawn_blocking(move || thread.join())
             .await
             .context("joining a publisher thread")?
             .map_err(|_| anyhow!("a publisher thread panicked"))?
@@ -551,6 +551,8 @@ impl Publisher {
             (None, Some(acks)) => acks,
             (None, None) => return Err(anyhow!("a PubAck reader panicked")),
         };
+        // Closed only now: every PubAck has been read.
+        drop(link);
         Ok((sends, acks))
     }
 }

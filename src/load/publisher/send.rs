@@ -39,13 +39,16 @@ enum Halt {
     Failed(String),
 }
 
+/// Sends the schedule and reports; the link comes back so that it is
+/// dropped only once the PubAcks are read (a direct connection closed
+/// early would have the server discard PubAcks still on their way).
 pub(super) async fn send_all(
     mut link: Link,
     config: PublisherConfig,
     inbox: String,
     shared: Arc<Shared>,
     stop: CancellationToken,
-) -> SendReport {
+) -> (SendReport, Link) {
     let schedule = config.schedule.clone();
     let pacer = Pacer::for_schedule(schedule.interval(), config.wake_every, schedule.t0_ns);
     let subjects: Vec<Subject> = config
@@ -90,7 +93,8 @@ pub(super) async fn send_all(
         Ok(composer) => composer,
         Err(e) => {
             report.first_error = Some(format!("building messages: {e:#}"));
-            return finish(&mut link, &shared, report, &config, &stop).await;
+            let report = finish(&mut link, &shared, report, &config, &stop).await;
+            return (report, link);
         }
     };
 
@@ -259,7 +263,8 @@ pub(super) async fn send_all(
         report.timeline.mark(sent);
     }
     report.send_lag = composer.into_send_lag();
-    finish(&mut link, &shared, report, &config, &stop).await
+    let report = finish(&mut link, &shared, report, &config, &stop).await;
+    (report, link)
 }
 
 /// One message through async-nats. Nearly always ready at once: room in
