@@ -17,7 +17,11 @@ use tokio_util::sync::CancellationToken;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_direct_publisher_holds_every_invariant_and_says_so() {
     let server = common::server();
-    for (client, expected) in [("direct", "direct"), ("auto", "direct"), ("async-nats", "async-nats")] {
+    for (client, expected) in [
+        ("direct", "direct"),
+        ("auto", "direct"),
+        ("async-nats", "async-nats"),
+    ] {
         let extra = format!("msg_id = \"unique\"\nclient = \"{client}\"\n");
         let body = common::latency_body("[300]", "1s", "300ms", &extra);
         let summary = common::run_profile(&server, &format!("direct-{client}"), &body).await;
@@ -26,8 +30,16 @@ async fn a_direct_publisher_holds_every_invariant_and_says_so() {
             assert_eq!(v.params["publisher_client"], expected, "client = {client}");
             let total = 300 * 13 / 10;
             let l = &v.ledger;
-            assert_eq!((l.published, l.persisted, l.acked), (total, total, total), "{client}");
-            assert_eq!((l.lost, l.publish_errors, l.duplicates), (0, 0, 0), "{client}");
+            assert_eq!(
+                (l.published, l.persisted, l.acked),
+                (total, total, total),
+                "{client}"
+            );
+            assert_eq!(
+                (l.lost, l.publish_errors, l.duplicates),
+                (0, 0, 0),
+                "{client}"
+            );
         }
     }
 }
@@ -81,11 +93,20 @@ fn config(window: usize, drop_pub_acks: u64) -> PublisherConfig {
 
 /// Publishes 200 messages at 2k msg/s through a direct publisher whose
 /// reader drops the first `drop` PubAcks; its reports.
-async fn publish(url: &str, window: usize, drop: u64) -> (jsbench::load::SendReport, jsbench::load::AckReport) {
+async fn publish(
+    url: &str,
+    window: usize,
+    drop: u64,
+) -> (jsbench::load::SendReport, jsbench::load::AckReport) {
     let settings = settings(url);
-    let mut publisher = Publisher::start(&settings, "publisher-4", config(window, drop), CancellationToken::new())
-        .await
-        .expect("a direct publisher starts");
+    let mut publisher = Publisher::start(
+        &settings,
+        "publisher-4",
+        config(window, drop),
+        CancellationToken::new(),
+    )
+    .await
+    .expect("a direct publisher starts");
     let t0 = clock::now_ns() + 20_000_000;
     publisher.go(Timing {
         t0_ns: t0,
@@ -115,7 +136,13 @@ async fn a_lost_pub_ack_is_a_missing_send_of_its_publisher() {
     let (sends, acks) = publish(server.url(), 1000, 0).await;
     assert_eq!(sends.client, PublishClient::Direct);
     assert_eq!((sends.sent, sends.first_error.as_deref()), (200, None));
-    assert_eq!((acks.acked, acks.responses, acks.missing, acks.errors), (200, 200, 0, 0), "{:?} {:?}", acks.first_error, sends);
+    assert_eq!(
+        (acks.acked, acks.responses, acks.missing, acks.errors),
+        (200, 200, 0, 0),
+        "{:?} {:?}",
+        acks.first_error,
+        sends
+    );
     assert_eq!(acks.from_sent.count(), 200);
 
     // One PubAck lost: the send it answered is missing, in this
@@ -124,7 +151,13 @@ async fn a_lost_pub_ack_is_a_missing_send_of_its_publisher() {
     assert_eq!(sends.sent, 200);
     let mut stream = js.get_stream("DIRECT_DROP").await.unwrap();
     let stored = stream.info().await.unwrap().state.messages;
-    assert_eq!((acks.acked, acks.responses, acks.missing), (199, 199, 1), "stored {stored}, {:?} gap {}", acks.first_error, acks.max_gap_ns);
+    assert_eq!(
+        (acks.acked, acks.responses, acks.missing),
+        (199, 199, 1),
+        "stored {stored}, {:?} gap {}",
+        acks.first_error,
+        acks.max_gap_ns
+    );
 
     // A window of one (the sync placement, all on the sending thread): the
     // lost PubAck holds the window shut until the sender gives up, stalled.

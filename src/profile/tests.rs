@@ -930,7 +930,10 @@ fn client_is_auto_by_default_and_direct_is_refused_by_name_where_it_cannot_apply
     };
     assert_eq!(client(""), PublishClient::Auto);
     assert_eq!(client("client = \"direct\"\n"), PublishClient::Direct);
-    assert_eq!(client("client = \"async-nats\"\n"), PublishClient::AsyncNats);
+    assert_eq!(
+        client("client = \"async-nats\"\n"),
+        PublishClient::AsyncNats
+    );
     let p = only_problem(&format!("{GOOD}client = \"fast\"\n"));
     assert!(p.path.contains("client"), "{p:?}");
     // A restart kills the server; the direct client would not reconnect.
@@ -942,22 +945,50 @@ fn client_is_auto_by_default_and_direct_is_refused_by_name_where_it_cannot_apply
     assert_eq!(p.path, "scenario[0].client");
     assert!(p.message.contains("reconnect"), "{}", p.message);
     let auto = restart.replace("rate = 100\n", "rate = 100\nclient = \"auto\"\n");
-    assert!(parse("test.toml", &auto).is_ok(), "auto keeps async-nats there");
+    assert!(
+        parse("test.toml", &auto).is_ok(),
+        "auto keeps async-nats there"
+    );
     // Batches go through async-nats.
     let batched = "name = \"b\"\n[[scenario]]\nkind = \"publish\"\nduration = \"2s\"\nrates = [\"max\"]\n\
                    batch = [10]\nclient = \"direct\"\n";
     let all = problems(batched);
-    assert!(all.iter().any(|p| p.path == "scenario[0].client" && p.message.contains("batches")), "{all:?}");
+    assert!(
+        all.iter()
+            .any(|p| p.path == "scenario[0].client" && p.message.contains("batches")),
+        "{all:?}"
+    );
 }
 
 #[test]
 fn auto_resolves_to_direct_unless_tls_or_a_fault() {
-    assert_eq!(PublishClient::Auto.resolve(false, false).unwrap(), PublishClient::Direct);
-    assert_eq!(PublishClient::Auto.resolve(true, false).unwrap(), PublishClient::AsyncNats);
-    assert_eq!(PublishClient::Auto.resolve(false, true).unwrap(), PublishClient::AsyncNats);
-    let e = PublishClient::Direct.resolve(false, true).unwrap_err().to_string();
-    assert!(e.contains("client = \"direct\"") && e.contains("TLS"), "{e}");
-    let e = PublishClient::Direct.resolve(true, false).unwrap_err().to_string();
+    assert_eq!(
+        PublishClient::Auto.resolve(false, false).unwrap(),
+        PublishClient::Direct
+    );
+    assert_eq!(
+        PublishClient::Auto.resolve(true, false).unwrap(),
+        PublishClient::AsyncNats
+    );
+    assert_eq!(
+        PublishClient::Auto.resolve(false, true).unwrap(),
+        PublishClient::AsyncNats
+    );
+    let e = PublishClient::Direct
+        .resolve(false, true)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("client = \"direct\"") && e.contains("TLS"),
+        "{e}"
+    );
+    let e = PublishClient::Direct
+        .resolve(true, false)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("reconnect"), "{e}");
-    assert_eq!(PublishClient::AsyncNats.resolve(true, true).unwrap(), PublishClient::AsyncNats);
+    assert_eq!(
+        PublishClient::AsyncNats.resolve(true, true).unwrap(),
+        PublishClient::AsyncNats
+    );
 }

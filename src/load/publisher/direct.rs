@@ -97,7 +97,8 @@ pub(super) async fn read_acks(
                 }
             }
         };
-        let taken = filled.and_then(|_| take_frames(&mut conn, &mut reader, &shared, &config, &mut dropped));
+        let taken = filled
+            .and_then(|_| take_frames(&mut conn, &mut reader, &shared, &config, &mut dropped));
         // One wake for the sender per read, however many it answered.
         shared.window_open.notify_one();
         if let Err(e) = taken {
@@ -143,7 +144,12 @@ fn take_frames(
 /// and the sends it leaves unanswered counted missing once the sender
 /// (which fails on its next write, or gives up when its window stays
 /// shut for the PubAck timeout) is done.
-async fn lost(reader: &mut Reader<'_>, shared: &Shared, config: &PublisherConfig, e: anyhow::Error) {
+async fn lost(
+    reader: &mut Reader<'_>,
+    shared: &Shared,
+    config: &PublisherConfig,
+    e: anyhow::Error,
+) {
     reader.note_error(format!(
         "publisher {}: its direct connection failed (it does not reconnect): {e:#}",
         config.index

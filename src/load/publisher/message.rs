@@ -389,9 +389,11 @@ mod tests {
         assert_eq!(ids.value(12345).as_str(), "run-lat-0-12345");
     }
 
+    type Relayed = (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>);
+
     /// `frames` as the server would relay them (`PUB s r n` as `MSG s 1 r
     /// n`), read back by the wire parser: subject, reply, headers, payload.
-    fn read_back(frames: &[u8]) -> Vec<(Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>)> {
+    fn read_back(frames: &[u8]) -> Vec<Relayed> {
         use crate::wire::frame::{self, Frame};
         let mut relayed = Vec::new();
         let mut rest = frames;
@@ -411,7 +413,9 @@ mod tests {
         let mut out = Vec::new();
         let mut at = 0;
         while at < relayed.len() {
-            let head = frame::parse(&relayed[at..]).unwrap().expect("a whole frame");
+            let head = frame::parse(&relayed[at..])
+                .unwrap()
+                .expect("a whole frame");
             let Frame::Msg(m) = frame::lend(&relayed[at..at + head.len], head) else {
                 panic!("not a message")
             };
@@ -440,10 +444,21 @@ mod tests {
         let back = read_back(&out);
         assert_eq!(back.len(), 2);
         let (subject, reply, headers, payload) = &back[0];
-        assert_eq!((&subject[..], &reply[..], &headers[..]), (&b"s.1"[..], &b"_INBOX.abc.99"[..], &b""[..]));
+        assert_eq!(
+            (&subject[..], &reply[..], &headers[..]),
+            (&b"s.1"[..], &b"_INBOX.abc.99"[..], &b""[..])
+        );
         assert_eq!(payload.len(), 40);
         let stamp = Stamp::read(payload).unwrap();
-        assert_eq!((stamp.intended_ns, stamp.sent_ns, stamp.publisher, stamp.publisher_seq), (10, 20, 3, 7));
+        assert_eq!(
+            (
+                stamp.intended_ns,
+                stamp.sent_ns,
+                stamp.publisher,
+                stamp.publisher_seq
+            ),
+            (10, 20, 3, 7)
+        );
         assert!(payload[STAMP_LEN..].iter().all(|&b| b == b'.'));
         // A size below the stamp's carries the stamp whole, as `compose` does.
         assert_eq!(back[1].3.len(), STAMP_LEN);
@@ -452,7 +467,10 @@ mod tests {
 
     #[test]
     fn the_id_is_patched_in_for_every_digit_count() {
-        let extra = vec![("X-Run".to_string(), "r 1".to_string()), ("b".to_string(), String::new())];
+        let extra = vec![
+            ("X-Run".to_string(), "r 1".to_string()),
+            ("b".to_string(), String::new()),
+        ];
         let mut c = composer(Some("run-lat-0-"), &extra);
         let mut numbers = vec![0u64, u64::MAX];
         for d in 1..20 {
@@ -464,16 +482,26 @@ mod tests {
             c.compose_frame(&mut out, b"s", 1, 2, m, m, 128, true);
             let back = read_back(&out);
             let (_, _, headers, payload) = &back[0];
-            let expected = format!("NATS/1.0\r\nX-Run: r 1\r\nb: \r\nNats-Msg-Id: run-lat-0-{m}\r\n\r\n");
+            let expected =
+                format!("NATS/1.0\r\nX-Run: r 1\r\nb: \r\nNats-Msg-Id: run-lat-0-{m}\r\n\r\n");
             assert_eq!(String::from_utf8_lossy(headers), expected, "message {m}");
             assert_eq!(payload.len(), 128);
             // The stamp keeps 48 bits of the number.
-            assert_eq!(Stamp::read(payload).unwrap().publisher_seq, m & ((1 << 48) - 1));
+            assert_eq!(
+                Stamp::read(payload).unwrap().publisher_seq,
+                m & ((1 << 48) - 1)
+            );
             // What async-nats would have sent carries the same id.
-            let Outgoing { headers: Some(map), .. } = c.compose(1, 2, m, m, 128, true) else {
+            let Outgoing {
+                headers: Some(map), ..
+            } = c.compose(1, 2, m, m, 128, true)
+            else {
                 panic!("headers")
             };
-            assert_eq!(map.get(NATS_MESSAGE_ID).unwrap().as_str(), format!("run-lat-0-{m}"));
+            assert_eq!(
+                map.get(NATS_MESSAGE_ID).unwrap().as_str(),
+                format!("run-lat-0-{m}")
+            );
         }
     }
 

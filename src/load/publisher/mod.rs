@@ -453,7 +453,16 @@ impl Publisher {
         let mut ready = None;
         let mut reader = None;
         if placement != Placement::AllOnThread {
-            let (link, local) = connect_apart(connect, role, direct, placement, &shared, &config, &mut reader).await?;
+            let (link, local) = connect_apart(
+                connect,
+                role,
+                direct,
+                placement,
+                &shared,
+                &config,
+                &mut reader,
+            )
+            .await?;
             ready = Some((link, local));
         }
 
@@ -492,7 +501,8 @@ impl Publisher {
                     }
                     config.record_from_ns = timing.record_from_ns;
                     config.timeline_origin_ns = timing.t0_ns;
-                    let reader = local.map(|acks| tokio::spawn(acks.read(shared.clone(), config.clone())));
+                    let reader =
+                        local.map(|acks| tokio::spawn(acks.read(shared.clone(), config.clone())));
                     let (sends, link) = send_all(link, config, inbox, shared, stop).await;
                     let acks = match reader {
                         Some(reader) => reader.await.ok(),

@@ -217,7 +217,16 @@ pub(super) async fn send_all(
             Link::Direct(writer) => {
                 let subject = config.subjects[subject].as_bytes();
                 let scheduled = kind != SendKind::Resend;
-                composer.compose_frame(writer.buf(), subject, intended, sent, m, k, size, scheduled);
+                composer.compose_frame(
+                    writer.buf(),
+                    subject,
+                    intended,
+                    sent,
+                    m,
+                    k,
+                    size,
+                    scheduled,
+                );
                 // One write per wake-up: flush unless the next message is
                 // already due (it goes with this one), or the buffer is full.
                 let next_due = j < count && schedule.intended_ns(j).is_none_or(|t| t <= sent);
@@ -317,7 +326,11 @@ async fn publish_nats(
 /// first poll; a socket that stays full for the PubAck timeout, or the
 /// stop, ends the wait. A failed write is the end of the publisher: the
 /// direct connection does not reconnect, and says so.
-async fn flush(link: &mut Link, config: &PublisherConfig, stop: &CancellationToken) -> Result<(), Halt> {
+async fn flush(
+    link: &mut Link,
+    config: &PublisherConfig,
+    stop: &CancellationToken,
+) -> Result<(), Halt> {
     let Link::Direct(writer) = link else {
         return Ok(());
     };
