@@ -19,10 +19,16 @@ pub(super) fn parse(payload: &[u8]) -> Option<(u64, bool)> {
     let mut rest = &rest[close + 1..];
     let (mut seq, mut duplicate) = (None, false);
     while let Some(after) = rest.strip_prefix(b",") {
-        let (key, value, tail) = field(after)?;
+        let (key, value, tail) = field(after.trim_ascii_start())?;
         match key {
             b"seq" => seq = Some(parse_u64(value)?),
-            b"duplicate" => duplicate = value == b"true",
+            b"duplicate" => {
+                duplicate = match value {
+                    b"true" => true,
+                    b"false" => false,
+                    _ => return None,
+                }
+            }
             b"domain" if value.first() == Some(&b'"') => {}
             // An error, a batch's or a counter's fields: serde's to read.
             _ => return None,
@@ -44,6 +50,8 @@ fn field(text: &[u8]) -> Option<(&[u8], &[u8], &[u8])> {
     let key_end = memchr::memchr(b'"', text)?;
     let key = &text[..key_end];
     let value = text[key_end + 1..].strip_prefix(b":")?;
+    // The server writes a duplicate's flag as `"duplicate": true`.
+    let value = value.trim_ascii_start();
     let end = if value.first() == Some(&b'"') {
         let close = memchr::memchr2(b'"', b'\\', &value[1..])?;
         if value[1 + close] != b'"' {
@@ -67,9 +75,18 @@ mod tests {
     fn the_forms_a_server_stores_with_are_read() {
         // As nats-server 2.15.1 writes them (captured from its replies).
         assert_eq!(parse(br#"{"stream":"S","seq":42}"#), Some((42, false)));
+        // A duplicate, as stream.go appends it: a space after the colon.
+        assert_eq!(
+            parse(br#"{"stream":"jsb-lat","seq":7,"duplicate": true}"#),
+            Some((7, true))
+        );
         assert_eq!(
             parse(br#"{"stream":"jsb-lat","seq":7,"duplicate":true}"#),
             Some((7, true))
+        );
+        assert_eq!(
+            parse(br#"{"stream":"S","domain":"hub","seq":9,"duplicate": true}"#),
+            Some((9, true))
         );
         assert_eq!(
             parse(br#"{"stream":"S","domain":"hub","seq":18446744073709551615}"#),
@@ -87,6 +104,8 @@ mod tests {
             br#"{"stream":"S","seq":4,"val":"12"}"#,
             br#"{"stream":"a\"b","seq":1}"#,
             br#"{"stream":"S","seq":-1}"#,
+            br#"{"stream":"S","seq":1,"duplicate": truth}"#,
+            br#"{"stream":"S","seq":1,"duplicate":1}"#,
             br#"{"stream":"S","seq":1} "#,
             br#"{"stream":"S","seq":1"#,
             b"garbage",
