@@ -166,3 +166,49 @@ async fn a_lost_pub_ack_is_a_missing_send_of_its_publisher() {
     assert_eq!(acks.responses + acks.missing, sends.sent, "{acks:?}");
     assert!(acks.missing >= 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_direct_connection_is_an_error_naming_it_never_a_silent_loss() {
+    let server = common::server();
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    js.create_stream(async_nats::jetstream::stream::Config {
+        name: "DIRECT_LOST".into(),
+        subjects: vec!["direct.>".into()],
+        ..Default::default()
+    })
+    .await
+    .expect("a stream");
+    // 2,000 messages at 2k msg/s; the server dies a quarter of the way.
+    let mut config = config(1000, 0);
+    config.schedule.total_messages = 2_000;
+    let mut publisher = Publisher::start(
+        &settings(server.url()),
+        "publisher-4",
+        config,
+        CancellationToken::new(),
+    )
+    .await
+    .expect("a direct publisher starts");
+    let t0 = clock::now_ns() + 20_000_000;
+    publisher.go(Timing {
+        t0_ns: t0,
+        record_from_ns: t0,
+        end_ns: u64::MAX,
+    });
+    tokio::time::sleep(Duration::from_millis(270)).await;
+    server.kill().expect("the server is killed");
+    let (sends, acks) = tokio::time::timeout(Duration::from_secs(20), publisher.finish())
+        .await
+        .expect("the publisher ends within 20 s")
+        .expect("reports");
+    let errors = format!("{:?} / {:?}", sends.first_error, acks.first_error);
+    assert!(
+        errors.contains("publisher 4") && errors.contains("direct connection failed"),
+        "{errors}"
+    );
+    // Whatever was sent and not answered is missing: the counts close.
+    assert!(sends.sent < 2_000, "{sends:?}");
+    assert_eq!(acks.responses + acks.missing, sends.sent, "{errors}");
+    assert!(acks.missing > 0 || sends.stalled.is_some(), "{acks:?}");
+}
