@@ -194,3 +194,28 @@ fn the_direct_consumer_allocates_nothing_per_delivery() {
         "{count} allocations in {N} deliveries, {chunks} chunks opened"
     );
 }
+
+#[test]
+fn a_direct_frame_allocates_nothing_once_the_buffer_has_grown() {
+    use jsbench::load::Composer;
+    let extra = vec![("X-Run".to_string(), "a".to_string())];
+    let mut composer =
+        Composer::new("_INBOX.abc", Some("run-0-"), &extra, 0, 0, Recorder::new()).unwrap();
+    let mut frames: Vec<u8> = Vec::with_capacity(64 * 1024);
+    let mut send = |k: u64, frames: &mut Vec<u8>| {
+        composer.compose_frame(frames, b"s.1", k, k + 1, k, k, 128, true);
+        if frames.len() >= 32 * 1024 {
+            frames.clear();
+        }
+    };
+    // The lag histogram grows to the values it sees first.
+    for k in 0..N {
+        send(k, &mut frames);
+    }
+    let n = allocations(|| {
+        for k in N..2 * N {
+            send(k, &mut frames);
+        }
+    });
+    assert_eq!(n, 0, "{n} allocations in {N} frames");
+}

@@ -213,6 +213,8 @@ async fn an_unpaced_publisher_sends_nothing_before_t0() {
         timeline_origin_ns: 0,
         resend_after: None,
         wake_every: None,
+        client: jsbench::profile::PublishClient::Direct,
+        drop_pub_acks: 0,
     };
     let stop = tokio_util::sync::CancellationToken::new();
     let mut publisher = Publisher::start(&settings, "publisher-0", config, stop)
@@ -283,6 +285,8 @@ async fn a_max_rate_counts_from_the_end_of_the_warm_up() {
         timeline_origin_ns: 0,
         resend_after: None,
         wake_every: None,
+        client: jsbench::profile::PublishClient::Direct,
+        drop_pub_acks: 0,
     };
     let stop = tokio_util::sync::CancellationToken::new();
     let mut publisher = Publisher::start(&settings, "publisher-0", config, stop)

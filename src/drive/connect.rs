@@ -67,6 +67,10 @@ pub(super) async fn connect(
         after_warmup: None,
     };
     let publish_stop = ctx.stop.child_token();
+    let client = spec
+        .publish
+        .client
+        .resolve(spec.fault.is_some(), ctx.connect.tls.required)?;
     let mut starting = Vec::new();
     for &i in &share.publishers {
         let config = PublisherConfig {
@@ -94,6 +98,8 @@ pub(super) async fn connect(
             timeline_origin_ns: 0,
             resend_after: spec.publish.resend_after,
             wake_every: spec.publish.wake_every,
+            client,
+            drop_pub_acks: 0,
         };
         let stop = publish_stop.clone();
         starting.push(async move {

@@ -706,6 +706,9 @@ fn publisher_config(
         timeline_origin_ns: 0,
         resend_after: None,
         wake_every: spec.publish.wake_every,
+        // Kept on async-nats: the direct client is the paced drive's.
+        client: crate::profile::PublishClient::AsyncNats,
+        drop_pub_acks: 0,
     }
 }
 

@@ -220,6 +220,8 @@ pub struct PublishKeys {
     pub duplicate_window: Option<Dur>,
     /// `"auto"` or a duration; see [`parse_wake_every`].
     pub wake_every: Option<String>,
+    /// `"auto"`, `"direct"` or `"async-nats"`.
+    pub client: Option<super::PublishClient>,
 }
 
 /// Longest `wake_every` a profile may ask for: every message may wait this
@@ -373,6 +375,7 @@ pub fn publish_plan(k: PublishKeys, prefix: &str, problems: &mut Problems) -> Pu
         resend_after: None,
         arrival: super::ArrivalPlan::Steady,
         wake_every,
+        client: k.client.unwrap_or_default(),
     }
 }
 
@@ -899,5 +902,17 @@ impl ConsumerSection {
             );
         }
         plan
+    }
+}
+
+/// Refuses `client = "direct"` where the direct client cannot do the job
+/// (`why`: a fault it would not reconnect through, batches it does not
+/// send), naming the key; `auto` keeps async-nats there by itself.
+pub fn refuse_direct(publish: &PublishPlan, why: &str, prefix: &str, problems: &mut Problems) {
+    if publish.client == super::PublishClient::Direct {
+        problems.push(
+            format!("{prefix}.client"),
+            format!("\"direct\" cannot publish here: {why}; use \"auto\" or \"async-nats\""),
+        );
     }
 }

@@ -183,6 +183,56 @@ pub struct PublishPlan {
     /// message. Older plans (a worker of an earlier version) have none.
     #[serde(default)]
     pub wake_every: Option<Duration>,
+    /// Which client publishes (the `client` key); `auto` by default.
+    #[serde(default)]
+    pub client: PublishClient,
+}
+
+/// The client a publisher sends through. The direct one (the sending
+/// thread writes its own frames, [`crate::wire`]) costs a fraction of
+/// async-nats' per-message wake-ups but speaks plain TCP only and does not
+/// reconnect; `Auto` takes it wherever that cannot matter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PublishClient {
+    /// Direct unless the settings need TLS or the variant plans a fault
+    /// (a server killed, cut or paused) that a reconnect must ride out.
+    #[default]
+    Auto,
+    Direct,
+    AsyncNats,
+}
+
+impl PublishClient {
+    /// The client that publishes: `self`, with `Auto` resolved. A variant
+    /// planning a fault or settings needing TLS keep async-nats; asked for
+    /// `Direct` there (the plan refuses what it can see, so only TLS from
+    /// the command line or a context gets here), an error says why.
+    pub fn resolve(self, fault_planned: bool, tls: bool) -> anyhow::Result<PublishClient> {
+        match self {
+            PublishClient::AsyncNats => Ok(PublishClient::AsyncNats),
+            PublishClient::Auto if fault_planned || tls => Ok(PublishClient::AsyncNats),
+            PublishClient::Auto => Ok(PublishClient::Direct),
+            PublishClient::Direct if tls => anyhow::bail!(
+                "client = \"direct\": the connection settings require TLS, which the direct \
+                 client does not speak; use \"auto\" or \"async-nats\""
+            ),
+            PublishClient::Direct if fault_planned => anyhow::bail!(
+                "client = \"direct\": the variant plans a server fault and the direct client \
+                 does not reconnect; use \"auto\" or \"async-nats\""
+            ),
+            PublishClient::Direct => Ok(PublishClient::Direct),
+        }
+    }
+
+    /// As results name it (the `publisher_client` parameter).
+    pub fn name(self) -> &'static str {
+        match self {
+            PublishClient::Auto => "auto",
+            PublishClient::Direct => "direct",
+            PublishClient::AsyncNats => "async-nats",
+        }
+    }
 }
 
 impl PublishPlan {
@@ -209,6 +259,7 @@ impl PublishPlan {
             resend_after: None,
             arrival: ArrivalPlan::Steady,
             wake_every: None,
+            client: PublishClient::Auto,
         }
     }
 }

@@ -52,6 +52,7 @@ struct SharedSection {
     consumer: ConsumerSection,
     #[serde(default)]
     behaviour: BehaviourSection,
+    client: Option<super::PublishClient>,
 }
 
 /// The timing keys.
@@ -71,6 +72,7 @@ const PACED_KEYS: &[&str] = &[
     "message_size",
     "consumer",
     "behaviour",
+    "client",
 ];
 
 /// The shared keys a kind accepts.
@@ -345,6 +347,7 @@ impl Shared {
                 pub_ack_window: s.pub_ack_window,
                 pub_ack_timeout: s.pub_ack_timeout.or(pub_ack_timeout.map(Dur)),
                 wake_every: s.wake_every.take(),
+                client: s.client,
                 ..Default::default()
             },
             &self.prefix,

@@ -956,3 +956,77 @@ fn the_consumer_client_is_read_and_direct_is_refused_where_the_plan_rules_it_out
     assert_eq!(p.path, "scenario[0].consumer.pulls_ahead");
     assert!(!problems(&with("client = \"sideways\"")).is_empty());
 }
+
+#[test]
+fn client_is_auto_by_default_and_direct_is_refused_by_name_where_it_cannot_apply() {
+    let client = |line: &str| {
+        let p = parse("test.toml", &format!("{GOOD}{line}")).unwrap();
+        let KindPlan::Latency(l) = &p.scenarios[0].kind else {
+            panic!("latency")
+        };
+        l.publish.client
+    };
+    assert_eq!(client(""), PublishClient::Auto);
+    assert_eq!(client("client = \"direct\"\n"), PublishClient::Direct);
+    assert_eq!(
+        client("client = \"async-nats\"\n"),
+        PublishClient::AsyncNats
+    );
+    let p = only_problem(&format!("{GOOD}client = \"fast\"\n"));
+    assert!(p.path.contains("client"), "{p:?}");
+    // A restart kills the server; the direct client would not reconnect.
+    let restart = "name = \"r\"\n[[scenario]]\nkind = \"restart\"\nduration = \"4s\"\nrate = 100\n\
+                   kill_after = \"1s\"\n[scenario.stream]\nstorage = \"file\"\n";
+    assert!(parse("test.toml", restart).is_ok());
+    let forced = restart.replace("rate = 100\n", "rate = 100\nclient = \"direct\"\n");
+    let p = only_problem(&forced);
+    assert_eq!(p.path, "scenario[0].client");
+    assert!(p.message.contains("reconnect"), "{}", p.message);
+    let auto = restart.replace("rate = 100\n", "rate = 100\nclient = \"auto\"\n");
+    assert!(
+        parse("test.toml", &auto).is_ok(),
+        "auto keeps async-nats there"
+    );
+    // Batches go through async-nats.
+    let batched = "name = \"b\"\n[[scenario]]\nkind = \"publish\"\nduration = \"2s\"\nrates = [\"max\"]\n\
+                   batch = [10]\nclient = \"direct\"\n";
+    let all = problems(batched);
+    assert!(
+        all.iter()
+            .any(|p| p.path == "scenario[0].client" && p.message.contains("batches")),
+        "{all:?}"
+    );
+}
+
+#[test]
+fn auto_resolves_to_direct_unless_tls_or_a_fault() {
+    assert_eq!(
+        PublishClient::Auto.resolve(false, false).unwrap(),
+        PublishClient::Direct
+    );
+    assert_eq!(
+        PublishClient::Auto.resolve(true, false).unwrap(),
+        PublishClient::AsyncNats
+    );
+    assert_eq!(
+        PublishClient::Auto.resolve(false, true).unwrap(),
+        PublishClient::AsyncNats
+    );
+    let e = PublishClient::Direct
+        .resolve(false, true)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("client = \"direct\"") && e.contains("TLS"),
+        "{e}"
+    );
+    let e = PublishClient::Direct
+        .resolve(true, false)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("reconnect"), "{e}");
+    assert_eq!(
+        PublishClient::AsyncNats.resolve(true, true).unwrap(),
+        PublishClient::AsyncNats
+    );
+}

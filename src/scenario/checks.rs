@@ -789,7 +789,11 @@ pub fn drive_records(o: &DriveOutcome, sample_every: Option<Duration>, r: &mut V
         r.warnings
             .push("interrupted: the variant stopped early; its counts cover what was sent".into());
     }
-    r.warnings.extend(o.errors.iter().cloned());
+    r.warnings.extend(o.errors.iter().cloned()); // Which client published: direct, or async-nats (TLS, a planned fault,
+    // or asked for).
+    if let Some(sends) = o.sends.first() {
+        r.param("publisher_client", sends.client.name());
+    }
 }
 
 #[cfg(test)]

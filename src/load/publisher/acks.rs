@@ -33,7 +33,7 @@ struct ApiErrorWire {
     description: String,
 }
 
-enum Response {
+pub(super) enum Response {
     Stored {
         seq: u64,
         duplicate: bool,
@@ -75,21 +75,39 @@ fn refusal_hint(err_code: u32) -> &'static str {
 }
 
 fn classify(message: &async_nats::Message) -> Response {
-    if let Some(status) = message.status {
-        if status == async_nats::StatusCode::NO_RESPONDERS {
+    let status = message.status.map(|status| {
+        (
+            status.as_u16(),
+            message.description.as_deref().unwrap_or("").as_bytes(),
+        )
+    });
+    classify_parts(status, &message.payload)
+}
+
+/// Classifies a response from its status line (`NATS/1.0 503`, present
+/// only on a header-only reply) and its payload, however it was read: an
+/// async-nats `Message` or a frame lent by [`crate::wire`]. A plain PubAck
+/// is read by [`super::pub_ack::parse`] without allocating; anything else
+/// (errors included) by serde.
+pub(super) fn classify_parts(status: Option<(u16, &[u8])>, payload: &[u8]) -> Response {
+    if let Some((code, description)) = status {
+        if code == 503 {
             return Response::Unavailable(
                 "no responders: no stream captures the subject (or JetStream is unavailable)"
                     .into(),
             );
         }
-        if message.payload.is_empty() {
+        if payload.is_empty() {
             return Response::Failed(format!(
-                "status {status} {}",
-                message.description.as_deref().unwrap_or("")
+                "status {code} {}",
+                String::from_utf8_lossy(description)
             ));
         }
     }
-    match serde_json::from_slice::<PubAckWire>(&message.payload) {
+    if let Some((seq, duplicate)) = super::pub_ack::parse(payload) {
+        return Response::Stored { seq, duplicate };
+    }
+    match serde_json::from_slice::<PubAckWire>(payload) {
         Ok(PubAckWire { error: Some(e), .. }) => {
             let text = format!(
                 "JetStream error {} ({}): {}{}",
@@ -119,7 +137,7 @@ fn classify(message: &async_nats::Message) -> Response {
         },
         _ => Response::Failed(format!(
             "unreadable PubAck: {:?}",
-            String::from_utf8_lossy(&message.payload)
+            String::from_utf8_lossy(payload)
         )),
     }
 }
@@ -142,17 +160,20 @@ pub(super) async fn read_acks(
 /// The reader's state between PubAcks: what it has counted so far and when
 /// the last answer came. Every per-ack step is a method on it, so the state
 /// stays in place (borrowed, never moved or allocated) across the steps.
-struct Reader<'a> {
+pub(super) struct Reader<'a> {
     shared: &'a Shared,
     config: &'a PublisherConfig,
     report: AckReport,
     /// When the last answered PubAck came (ns on [`clock`]); 0 before the first.
     last_response_ns: u64,
+    /// Whether the caller wakes the sender once per batch of PubAcks
+    /// (the direct reader) rather than this per PubAck.
+    batched: bool,
 }
 
 impl<'a> Reader<'a> {
     /// Set-up: nothing counted yet, the histograms and the ledger empty.
-    fn new(shared: &'a Shared, config: &'a PublisherConfig) -> Self {
+    pub(super) fn new(shared: &'a Shared, config: &'a PublisherConfig) -> Self {
         let report = AckReport {
             responses: 0,
             acked: 0,
@@ -187,7 +208,14 @@ impl<'a> Reader<'a> {
             config,
             report,
             last_response_ns: 0,
+            batched: false,
         }
+    }
+
+    /// A reader whose caller wakes the sender once per batch it takes.
+    pub(super) fn batched(mut self) -> Self {
+        self.batched = true;
+        self
     }
 
     /// The next PubAck, or `None` when reading ends: every send settled, or
@@ -226,7 +254,7 @@ impl<'a> Reader<'a> {
 
     /// The subscription ended before every send was settled: an error, and
     /// (if the sender is done) the unsettled sends are missing.
-    fn closed(&mut self, finished: u64, settled: u64) {
+    pub(super) fn closed(&mut self, finished: u64, settled: u64) {
         self.report
             .first_error
             .get_or_insert_with(|| "the PubAck subscription closed".into());
@@ -241,8 +269,14 @@ impl<'a> Reader<'a> {
     #[inline]
     fn take(&mut self, message: &async_nats::Message) {
         let now = clock::now_ns();
-        let slot = self.slot_of(message);
-        let response = classify(message);
+        self.take_response(message.subject.as_bytes(), classify(message), now);
+    }
+
+    /// One classified PubAck that came at `now` to reply subject `subject`
+    /// (however it was read): as [`Reader::take`] describes.
+    #[inline]
+    pub(super) fn take_response(&mut self, subject: &[u8], response: Response, now: u64) {
+        let slot = self.slot_of(subject);
         if self.defer_unavailable(&response, slot) {
             return;
         }
@@ -285,10 +319,10 @@ impl<'a> Reader<'a> {
     /// The send a PubAck answers, by the token ending its reply subject;
     /// `None` when its slot has since been reused by a later send.
     #[inline]
-    fn slot_of(&self, message: &async_nats::Message) -> Option<&'a Slot> {
+    fn slot_of(&self, subject: &[u8]) -> Option<&'a Slot> {
         let shared: &'a Shared = self.shared;
-        let token = message.subject.rsplit('.').next().unwrap_or("");
-        token.parse::<u64>().ok().and_then(|k| {
+        let token = subject.rsplit(|&b| b == b'.').next().unwrap_or(b"");
+        crate::wire::frame::parse_u64(token).and_then(|k| {
             let slot = shared.slot(k);
             (slot.send.load(Ordering::Acquire) == k).then_some(slot)
         })
@@ -380,7 +414,29 @@ impl<'a> Reader<'a> {
             .progress
             .responses
             .store(report.responses, Ordering::Release);
-        self.shared.window_open.notify_one();
+        if !self.batched {
+            self.shared.window_open.notify_one();
+        }
+    }
+
+    /// Responses counted so far (first answers).
+    pub(super) fn responses(&self) -> u64 {
+        self.report.responses
+    }
+
+    /// Sends never answered: the reading ended without them.
+    pub(super) fn set_missing(&mut self, missing: u64) {
+        self.report.missing = missing;
+    }
+
+    /// An error that is not one PubAck's (the connection's); the first is kept.
+    pub(super) fn note_error(&mut self, text: String) {
+        self.report.first_error.get_or_insert(text);
+    }
+
+    /// What was counted, when there is no subscription to leave.
+    pub(super) fn into_report(self) -> AckReport {
+        self.report
     }
 
     /// The tail: leave the subscription and hand back what was counted.
@@ -453,6 +509,45 @@ mod tests {
         match classify(&message("garbage")) {
             Response::Failed(text) => assert!(text.contains("unreadable"), "{text}"),
             _ => panic!("garbage"),
+        }
+    }
+
+    /// A PubAck as the direct reader sees it: a frame lent from the read
+    /// buffer, classified from its status line and payload.
+    fn classify_frame(raw: &[u8]) -> Response {
+        use crate::wire::frame::{self, Frame};
+        let head = frame::parse(raw).unwrap().expect("a whole frame");
+        let Frame::Msg(m) = frame::lend(raw, head) else {
+            panic!("not a message")
+        };
+        classify_parts(m.status(), m.payload)
+    }
+
+    #[test]
+    fn classifies_pub_ack_frames() {
+        match classify_frame(b"MSG _INBOX.x.7 1 23\r\n{\"stream\":\"S\",\"seq\":42}\r\n") {
+            Response::Stored {
+                seq: 42,
+                duplicate: false,
+            } => {}
+            _ => panic!("plain ack"),
+        }
+        // No stream listens: the server's header-only 503.
+        match classify_frame(b"HMSG _INBOX.x.7 1 16 16\r\nNATS/1.0 503\r\n\r\n\r\n") {
+            Response::Unavailable(text) => assert!(text.contains("no responders"), "{text}"),
+            _ => panic!("no responders"),
+        }
+        match classify_frame(b"HMSG _INBOX.x.7 1 24 24\r\nNATS/1.0 408 Timeout\r\n\r\n\r\n") {
+            Response::Failed(text) => assert!(text.contains("408 Timeout"), "{text}"),
+            _ => panic!("another status"),
+        }
+        let err = br#"{"error":{"code":400,"err_code":10054,"description":"message size exceeds maximum allowed"}}"#;
+        let mut raw = format!("MSG _INBOX.x.7 1 {}\r\n", err.len()).into_bytes();
+        raw.extend_from_slice(err);
+        raw.extend_from_slice(b"\r\n");
+        match classify_frame(&raw) {
+            Response::RefusedByLimit(text) => assert!(text.contains("max_msg_size"), "{text}"),
+            _ => panic!("above max_msg_size"),
         }
     }
 }

@@ -24,10 +24,15 @@
 //! `message.rs`; `retry.rs` decides which sends repeat an earlier message
 //! (injected retries and resends of overdue ones); `acks.rs` reads the
 //! PubAcks. This file starts and joins the two sides and holds what they
-//! share.
+//! share. `direct.rs` is the same publisher over a connection it speaks
+//! itself ([`crate::wire`]): the sending thread writes its own frames, one
+//! system call per wake-up, and the PubAck reader takes all one read
+//! brought; `pub_ack.rs` reads a PubAck in place.
 
 mod acks;
+mod direct;
 mod message;
+mod pub_ack;
 mod retry;
 mod send;
 
@@ -41,7 +46,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::connect::ConnectSettings;
-use crate::profile::{MsgId, SizePlan};
+use crate::profile::{MsgId, PublishClient, SizePlan};
 use crate::record::histogram::Recorder;
 use crate::record::ledger::LedgerShard;
 use crate::record::schedule::{Pacer, Schedule};
@@ -49,7 +54,7 @@ use crate::record::tally::Tally;
 use crate::record::timeline::Timeline;
 use acks::read_acks;
 pub use message::{Composer, IdBuilder, MessageBuilder, Outgoing};
-use send::send_all;
+use send::{Link, send_all};
 
 #[derive(Debug, Clone)]
 pub struct PublisherConfig {
@@ -79,6 +84,14 @@ pub struct PublisherConfig {
     /// How often a paced sender wakes to send what is due; `None` by the
     /// rate (see [`crate::record::schedule::Pacer::for_schedule`]).
     pub wake_every: Option<Duration>,
+    /// Which client publishes: [`PublishClient::Direct`] or
+    /// [`PublishClient::AsyncNats`] (`Auto` is resolved by the drive and
+    /// is taken as async-nats here).
+    pub client: PublishClient,
+    /// Tests only (0 in every run): PubAcks the direct reader drops as if
+    /// lost on the way, so a test can see the loss reported.
+    #[doc(hidden)]
+    pub drop_pub_acks: u64,
 }
 
 /// Which sends retry an earlier message.
@@ -142,6 +155,9 @@ pub struct SendReport {
     /// When the first of them was sent.
     #[serde(default)]
     pub first_measured_ns: u64,
+    /// The client that published (`direct` or `async-nats`).
+    #[serde(default)]
+    pub client: PublishClient,
 }
 
 /// What the PubAck reader measured.
@@ -243,6 +259,9 @@ struct Shared {
     /// Messages sent, once the sender is done; `u64::MAX` until then.
     finished: AtomicU64,
     finished_notify: Notify,
+    /// Direct reader to sender: the server sent a PING, which the sender
+    /// (it owns the writing half) answers on its next pass.
+    pong_due: AtomicBool,
 }
 
 impl Shared {
@@ -254,7 +273,7 @@ impl Shared {
 /// A running publisher: its sending thread and its PubAck reader.
 pub struct Publisher {
     /// `None` from the thread when it never started sending.
-    thread: std::thread::JoinHandle<Option<(SendReport, Option<AckReport>)>>,
+    thread: std::thread::JoinHandle<Option<(SendReport, Option<AckReport>, Link)>>,
     /// The reader, when it runs on the main runtime.
     reader: Option<tokio::task::JoinHandle<AckReport>>,
     /// Starts the schedule; taken by `go`.
@@ -295,7 +314,9 @@ impl Placement {
     fn of(config: &PublisherConfig) -> Placement {
         if config.window == 1 {
             Placement::AllOnThread
-        } else if config.schedule.total_rate.is_none() {
+        } else if config.schedule.total_rate.is_none() && config.client != PublishClient::Direct {
+            // A direct sender never yields while its window is open, so a
+            // reader on its thread would time-stamp PubAcks late: apart.
             Placement::ReaderOnThread
         } else {
             Placement::Apart
@@ -317,6 +338,70 @@ pub(crate) async fn subscribe_acks(client: &Client) -> Result<(String, Subscribe
         .await
         .context("flushing the PubAck subscription")?;
     Ok((inbox, subscription))
+}
+
+/// Where a publisher's PubAcks come from, before its reader starts.
+enum Acks {
+    Nats(Subscriber),
+    Direct(crate::wire::Reader),
+}
+
+impl Acks {
+    async fn read(self, shared: Arc<Shared>, config: PublisherConfig) -> AckReport {
+        match self {
+            Acks::Nats(subscription) => read_acks(subscription, shared, config).await,
+            Acks::Direct(reader) => direct::read_acks(reader, shared, config).await,
+        }
+    }
+}
+
+/// Connects as `role` through the chosen client and subscribes for
+/// PubAcks: the link to send on (with the PubAck inbox) and the PubAcks'
+/// source. Called on the runtime that will drive the connection.
+async fn connect_link(
+    connect: &ConnectSettings,
+    role: &str,
+    direct: bool,
+) -> Result<((Link, String), Acks)> {
+    if direct {
+        let (reader, writer, inbox) = direct::connect(connect, role).await?;
+        return Ok(((Link::Direct(writer), inbox), Acks::Direct(reader)));
+    }
+    let client = connect.connect(role).await?;
+    let (inbox, subscription) = subscribe_acks(&client).await?;
+    Ok(((Link::Nats(client), inbox), Acks::Nats(subscription)))
+}
+
+/// The connection made before the thread starts, on the publish runtime
+/// (whose threads then drive its socket while the sender sleeps), and the
+/// PubAck reader started there when the placement keeps it apart;
+/// otherwise the PubAcks' source, for the thread to read.
+async fn connect_apart(
+    connect: &ConnectSettings,
+    role: &str,
+    direct: bool,
+    placement: Placement,
+    shared: &Arc<Shared>,
+    config: &PublisherConfig,
+    reader: &mut Option<tokio::task::JoinHandle<AckReport>>,
+) -> Result<((Link, String), Option<Acks>)> {
+    let runtime = crate::system::runtimes::publish();
+    let (link, acks) = if direct {
+        let (connect, role) = (connect.clone(), role.to_string());
+        runtime
+            .spawn(async move { connect_link(&connect, &role, true).await })
+            .await
+            .context("connecting a publisher")??
+    } else {
+        let client = connect.connect_on(runtime, role).await?;
+        let (inbox, subscription) = subscribe_acks(&client).await?;
+        ((Link::Nats(client), inbox), Acks::Nats(subscription))
+    };
+    if placement == Placement::Apart {
+        *reader = Some(runtime.spawn(acks.read(shared.clone(), config.clone())));
+        return Ok((link, None));
+    }
+    Ok((link, Some(acks)))
 }
 
 impl Publisher {
@@ -360,27 +445,25 @@ impl Publisher {
             abandoned: AtomicU64::new(0),
             finished: AtomicU64::new(u64::MAX),
             finished_notify: Notify::new(),
+            pong_due: AtomicBool::new(false),
         });
 
         // Connect here unless the connection belongs on the thread.
+        let direct = config.client == PublishClient::Direct;
         let mut ready = None;
         let mut reader = None;
         if placement != Placement::AllOnThread {
-            let client = connect
-                .connect_on(crate::system::runtimes::publish(), role)
-                .await?;
-            let (inbox, subscription) = subscribe_acks(&client).await?;
-            let local = if placement == Placement::Apart {
-                reader = Some(crate::system::runtimes::publish().spawn(read_acks(
-                    subscription,
-                    shared.clone(),
-                    config.clone(),
-                )));
-                None
-            } else {
-                Some(subscription)
-            };
-            ready = Some((client, inbox, local));
+            let (link, local) = connect_apart(
+                connect,
+                role,
+                direct,
+                placement,
+                &shared,
+                &config,
+                &mut reader,
+            )
+            .await?;
+            ready = Some((link, local));
         }
 
         let (started_tx, started_rx) = tokio::sync::oneshot::channel::<Result<()>>();
@@ -397,22 +480,15 @@ impl Publisher {
                     .expect("a current-thread runtime builds");
                 let shared = thread_shared;
                 runtime.block_on(async move {
-                    let (client, inbox, local) = match ready {
+                    let ((link, inbox), local) = match ready {
                         Some(ready) => ready,
-                        None => {
-                            let setup = async {
-                                let client = connect.connect(&role).await?;
-                                let (inbox, subscription) = subscribe_acks(&client).await?;
-                                Ok::<_, anyhow::Error>((client, inbox, Some(subscription)))
-                            };
-                            match setup.await {
-                                Ok(ready) => ready,
-                                Err(e) => {
-                                    let _ = started_tx.send(Err(e));
-                                    return None;
-                                }
+                        None => match connect_link(&connect, &role, direct).await {
+                            Ok((link, local)) => (link, Some(local)),
+                            Err(e) => {
+                                let _ = started_tx.send(Err(e));
+                                return None;
                             }
-                        }
+                        },
                     };
                     let _ = started_tx.send(Ok(()));
                     let Ok(timing) = go_rx.await else {
@@ -426,8 +502,8 @@ impl Publisher {
                     config.record_from_ns = timing.record_from_ns;
                     config.timeline_origin_ns = timing.t0_ns;
                     let reader =
-                        local.map(|s| tokio::spawn(read_acks(s, shared.clone(), config.clone())));
-                    let sends = send_all(client, config, inbox, shared, stop).await;
+                        local.map(|acks| tokio::spawn(acks.read(shared.clone(), config.clone())));
+                    let (sends, link) = send_all(link, config, inbox, shared, stop).await;
                     let acks = match reader {
                         Some(reader) => reader.await.ok(),
                         None => None,
@@ -436,7 +512,7 @@ impl Publisher {
                         thread_cpu: crate::system::cpu::this_thread_cpu(),
                         ..sends
                     };
-                    Some((sends, acks))
+                    Some((sends, acks, link))
                 })
             })
             .context("starting a publisher thread")?;
@@ -475,7 +551,7 @@ impl Publisher {
             thread, reader, go, ..
         } = self;
         drop(go);
-        let (sends, local_acks) = tokio::task::spawn_blocking(move || thread.join())
+        let (sends, local_acks, link) = tokio::task::spawn_blocking(move || thread.join())
             .await
             .context("joining a publisher thread")?
             .map_err(|_| anyhow!("a publisher thread panicked"))?
@@ -485,6 +561,8 @@ impl Publisher {
             (None, Some(acks)) => acks,
             (None, None) => return Err(anyhow!("a PubAck reader panicked")),
         };
+        // Closed only now: every PubAck has been read.
+        drop(link);
         Ok((sends, acks))
     }
 }

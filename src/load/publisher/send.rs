@@ -13,20 +13,43 @@ use super::message::{Composer, Outgoing};
 use super::retry::{RetryChooser, scan_overdue};
 use super::{PublisherConfig, SendKind, SendReport, Shared};
 use crate::load::sizes::message_size;
-use crate::profile::MsgId;
+use crate::profile::{MsgId, PublishClient};
 use crate::record::clock;
 use crate::record::histogram::Recorder;
 use crate::record::schedule::Pacer;
 use crate::record::timeline::Timeline;
+use crate::wire;
 
+/// What a publisher sends through.
+pub(super) enum Link {
+    /// async-nats: each publish goes through its channel to the
+    /// connection's task, which wakes to write it.
+    Nats(Client),
+    /// The sending thread's own frames, flushed once per wake-up.
+    Direct(wire::Writer),
+}
+
+/// A direct sender flushes before this much is buffered, whatever the
+/// schedule: an unpaced loop's writes are this size.
+const FLUSH_AT: usize = 32 * 1024;
+
+/// Why a send loop stopped early.
+enum Halt {
+    Interrupted,
+    Failed(String),
+}
+
+/// Sends the schedule and reports; the link comes back so that it is
+/// dropped only once the PubAcks are read (a direct connection closed
+/// early would have the server discard PubAcks still on their way).
 pub(super) async fn send_all(
-    client: Client,
+    mut link: Link,
     config: PublisherConfig,
     inbox: String,
     shared: Arc<Shared>,
     stop: CancellationToken,
-) -> SendReport {
-    let schedule = config.schedule;
+) -> (SendReport, Link) {
+    let schedule = config.schedule.clone();
     let pacer = Pacer::for_schedule(schedule.interval(), config.wake_every, schedule.t0_ns);
     let subjects: Vec<Subject> = config
         .subjects
@@ -53,6 +76,10 @@ pub(super) async fn send_all(
         measured: 0,
         measured_bytes: 0,
         first_measured_ns: 0,
+        client: match link {
+            Link::Nats(_) => PublishClient::AsyncNats,
+            Link::Direct(_) => PublishClient::Direct,
+        },
     };
 
     let mut composer = match Composer::new(
@@ -66,7 +93,8 @@ pub(super) async fn send_all(
         Ok(composer) => composer,
         Err(e) => {
             report.first_error = Some(format!("building messages: {e:#}"));
-            return finish(&client, &shared, report, config.pub_ack_timeout).await;
+            let report = finish(&mut link, &shared, report, &config, &stop).await;
+            return (report, link);
         }
     };
 
@@ -89,6 +117,11 @@ pub(super) async fn send_all(
             report.interrupted = true;
             break;
         }
+        if let Link::Direct(writer) = &mut link
+            && shared.pong_due.swap(false, Ordering::AcqRel)
+        {
+            writer.pong();
+        }
         if let Some(after) = resend_after {
             scan_overdue(&shared, &mut oldest, k, after, &mut resends, &mut abandoned);
         }
@@ -109,6 +142,10 @@ pub(super) async fn send_all(
                 report.stalled = Some(stall);
                 break;
             }
+            if let Err(halt) = flush(&mut link, &config, &stop).await {
+                halt.into_report(&mut report);
+                break;
+            }
             tokio::time::sleep(Duration::from_millis(5)).await;
             continue;
         }
@@ -119,6 +156,11 @@ pub(super) async fn send_all(
             let outstanding = k.saturating_sub(responses + abandoned);
             if outstanding < config.window as u64 {
                 break;
+            }
+            // What is buffered must go before PubAcks can come back.
+            if let Err(halt) = flush(&mut link, &config, &stop).await {
+                halt.into_report(&mut report);
+                break 'sending;
             }
             if let Err(stall) = note_progress(
                 &mut progress_at,
@@ -166,48 +208,38 @@ pub(super) async fn send_all(
         slot.send.store(k, Ordering::Release);
 
         let size = message_size(&config.message_size, config.seed, config.index, m);
-        let Outgoing {
-            payload,
-            reply,
-            headers,
-        } = composer.compose(intended, sent, m, k, size, kind != SendKind::Resend);
-        k += 1;
-        let subject = subjects[(m % subjects.len() as u64) as usize].clone();
-        let publish = async {
-            match headers {
-                None => client.publish_with_reply(subject, reply, payload).await,
-                Some(headers) => {
-                    client
-                        .publish_with_reply_and_headers(subject, reply, headers, payload)
-                        .await
+        let subject = (m % subjects.len() as u64) as usize;
+        let result = match &mut link {
+            Link::Nats(client) => {
+                let out = composer.compose(intended, sent, m, k, size, kind != SendKind::Resend);
+                publish_nats(client, subjects[subject].clone(), out, &config, &stop).await
+            }
+            Link::Direct(writer) => {
+                let subject = config.subjects[subject].as_bytes();
+                let scheduled = kind != SendKind::Resend;
+                composer.compose_frame(
+                    writer.buf(),
+                    subject,
+                    intended,
+                    sent,
+                    m,
+                    k,
+                    size,
+                    scheduled,
+                );
+                // One write per wake-up: flush unless the next message is
+                // already due (it goes with this one), or the buffer is full.
+                let next_due = j < count && schedule.intended_ns(j).is_none_or(|t| t <= sent);
+                if next_due && writer.pending() < FLUSH_AT {
+                    Ok(())
+                } else {
+                    flush(&mut link, &config, &stop).await
                 }
             }
         };
-        tokio::pin!(publish);
-        // Nearly always ready at once: room in the client's queue. When
-        // not, the server has stopped taking messages (gone, or a client
-        // reconnecting forever), and nothing else would end this wait:
-        // the PubAck timeout and the stop are checked here too, off the
-        // common path, so the first poll pays for no timer.
-        let result = match futures::poll!(&mut publish) {
-            std::task::Poll::Ready(result) => result,
-            std::task::Poll::Pending => tokio::select! {
-                result = &mut publish => result,
-                _ = stop.cancelled() => {
-                    report.interrupted = true;
-                    break;
-                }
-                _ = tokio::time::sleep(config.pub_ack_timeout) => {
-                    report.first_error = Some(format!(
-                        "a publish waited {:?} for room in the client's queue: the server does not take messages",
-                        config.pub_ack_timeout
-                    ));
-                    break;
-                }
-            },
-        };
-        if let Err(e) = result {
-            report.first_error = Some(format!("publish failed: {e}"));
+        k += 1;
+        if let Err(halt) = result {
+            halt.into_report(&mut report);
             break;
         }
         match kind {
@@ -240,20 +272,120 @@ pub(super) async fn send_all(
         report.timeline.mark(sent);
     }
     report.send_lag = composer.into_send_lag();
-    finish(&client, &shared, report, config.pub_ack_timeout).await
+    let report = finish(&mut link, &shared, report, &config, &stop).await;
+    (report, link)
 }
 
-/// Hands the buffered publishes to the server (waiting up to `timeout`: a
-/// client whose server is gone reconnects forever and its flush with it),
-/// then tells the reader how many were sent.
-async fn finish(
+/// One message through async-nats. Nearly always ready at once: room in
+/// the client's queue. When not, the server has stopped taking messages
+/// (gone, or a client reconnecting forever), and nothing else would end
+/// this wait: the PubAck timeout and the stop are checked here too, off
+/// the common path, so the first poll pays for no timer.
+#[inline]
+async fn publish_nats(
     client: &Client,
+    subject: Subject,
+    out: Outgoing,
+    config: &PublisherConfig,
+    stop: &CancellationToken,
+) -> Result<(), Halt> {
+    let Outgoing {
+        payload,
+        reply,
+        headers,
+    } = out;
+    let publish = async {
+        match headers {
+            None => client.publish_with_reply(subject, reply, payload).await,
+            Some(headers) => {
+                client
+                    .publish_with_reply_and_headers(subject, reply, headers, payload)
+                    .await
+            }
+        }
+    };
+    tokio::pin!(publish);
+    let result = match futures::poll!(&mut publish) {
+        std::task::Poll::Ready(result) => result,
+        std::task::Poll::Pending => tokio::select! {
+            result = &mut publish => result,
+            _ = stop.cancelled() => return Err(Halt::Interrupted),
+            _ = tokio::time::sleep(config.pub_ack_timeout) => {
+                return Err(Halt::Failed(format!(
+                    "a publish waited {:?} for room in the client's queue: the server does not take messages",
+                    config.pub_ack_timeout
+                )));
+            }
+        },
+    };
+    result.map_err(|e| Halt::Failed(format!("publish failed: {e}")))
+}
+
+/// Writes what a direct sender has buffered, on this thread (nothing to do
+/// for async-nats, which writes on its own). Nearly always done in the
+/// first poll; a socket that stays full for the PubAck timeout, or the
+/// stop, ends the wait. A failed write is the end of the publisher: the
+/// direct connection does not reconnect, and says so.
+async fn flush(
+    link: &mut Link,
+    config: &PublisherConfig,
+    stop: &CancellationToken,
+) -> Result<(), Halt> {
+    let Link::Direct(writer) = link else {
+        return Ok(());
+    };
+    let write = writer.flush();
+    tokio::pin!(write);
+    let result = match futures::poll!(&mut write) {
+        std::task::Poll::Ready(result) => result,
+        std::task::Poll::Pending => tokio::select! {
+            result = &mut write => result,
+            _ = stop.cancelled() => return Err(Halt::Interrupted),
+            _ = tokio::time::sleep(config.pub_ack_timeout) => Err(anyhow::anyhow!(
+                "a write waited {:?}: the server does not take messages",
+                config.pub_ack_timeout
+            )),
+        },
+    };
+    result.map_err(|e| {
+        Halt::Failed(format!(
+            "publisher {}: its direct connection failed (it does not reconnect): {e:#}",
+            config.index
+        ))
+    })
+}
+
+impl Halt {
+    fn into_report(self, report: &mut SendReport) {
+        match self {
+            Halt::Interrupted => report.interrupted = true,
+            Halt::Failed(text) => report.first_error = Some(text),
+        }
+    }
+}
+
+/// Hands the buffered publishes to the server (waiting up to the PubAck
+/// timeout: an async-nats client whose server is gone reconnects forever
+/// and its flush with it), then tells the reader how many were sent.
+async fn finish(
+    link: &mut Link,
     shared: &Shared,
     mut report: SendReport,
-    timeout: Duration,
+    config: &PublisherConfig,
+    stop: &CancellationToken,
 ) -> SendReport {
-    if tokio::time::timeout(timeout, client.flush()).await.is_err() && report.first_error.is_none()
-    {
+    let timeout = config.pub_ack_timeout;
+    let flushed = match link {
+        Link::Nats(client) => tokio::time::timeout(timeout, client.flush()).await.is_ok(),
+        Link::Direct(_) => match flush(link, config, stop).await {
+            Err(Halt::Failed(text)) => {
+                report.first_error.get_or_insert(text);
+                true
+            }
+            _ => true,
+        },
+    };
+    if !flushed && report.first_error.is_none() {
         report.first_error = Some(format!(
             "the last publishes were not flushed within {timeout:?}: the server does not take them"
         ));

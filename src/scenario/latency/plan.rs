@@ -43,6 +43,7 @@ const OFFER: Offer = Offer::TIMING.and(&[
     "pub_ack_timeout",
     "wake_every",
     "consumer",
+    "client",
 ]);
 
 /// Highest rate a latency variant may ask for.

@@ -95,6 +95,12 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
         },
         problems,
     );
+    crate::profile::common::refuse_direct(
+        &load.publish,
+        "the power scenario kills the server and the direct client does not reconnect",
+        prefix,
+        problems,
+    );
     let cuts = s.cut.unwrap_or_else(|| vec![Cut::Kill, Cut::Power]);
     if cuts.is_empty() {
         problems.push(

@@ -240,6 +240,9 @@ async fn publish(
             timeline_origin_ns: 0,
             resend_after: None,
             wake_every: load.publish.wake_every,
+            // Kept on async-nats: the direct client is the paced drive's.
+            client: crate::profile::PublishClient::AsyncNats,
+            drop_pub_acks: 0,
         };
         let stop = ctx.stop.child_token();
         publishers.push(

@@ -95,6 +95,7 @@ struct PublishSection {
     fast_acks: Option<OneOrMany<u64>>,
     fast_flow: Option<OneOrMany<u64>>,
     fast_gap: Option<OneOrMany<crate::load::fast_batch::GapMode>>,
+    client: Option<crate::profile::PublishClient>,
 }
 
 pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
@@ -142,6 +143,7 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
             late_duplicates: s.late_duplicates,
             duplicate_window: s.duplicate_window,
             wake_every: s.wake_every,
+            client: s.client,
         },
         prefix,
         problems,
@@ -168,6 +170,14 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
         fast_gap: s.fast_gap,
     };
     let fast = super::fast_keys::read(fast_keys, &publish, searching, prefix, problems);
+    if !batches.is_empty() || !fast.sizes.is_empty() {
+        crate::profile::common::refuse_direct(
+            &publish,
+            "atomic and fast-ingest batches are sent through async-nats",
+            prefix,
+            problems,
+        );
+    }
     let plan = Plan {
         batches,
         fast,

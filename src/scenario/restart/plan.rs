@@ -80,6 +80,12 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
         " seconds",
     );
     load.publish.resend_after = Some(resend_after);
+    crate::profile::common::refuse_direct(
+        &load.publish,
+        "the restart kills the server and the direct client does not reconnect",
+        prefix,
+        problems,
+    );
     let kill_after = s.kill_after.map(|d| d.0).unwrap_or_default();
     if s.kill_after.is_none() {
         problems.push(
