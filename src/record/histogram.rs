@@ -84,6 +84,10 @@ impl Intervals {
         self.current.saturating_record(value);
     }
 
+    /// Out of line: once a second, never per value, and named so the
+    /// instruction counts (benches/instructions.rs) can leave it out.
+    #[cold]
+    #[inline(never)]
     fn close(&mut self) {
         if !self.current.is_empty() {
             self.done.push((self.second, compress(&self.current)));
