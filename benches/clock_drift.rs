@@ -31,13 +31,22 @@ impl Series {
             (a + (x - mx) * (y - my), b + (x - mx) * (x - mx))
         });
         let slope_ns_per_s = num / den;
-        let max = self.samples.iter().map(|s| s.1.abs()).fold(0.0, f64::max);
+        let mut abs: Vec<f64> = self.samples.iter().map(|s| s.1.abs()).collect();
+        abs.sort_by(f64::total_cmp);
+        let p99 = abs[(abs.len() * 99 / 100).min(abs.len() - 1)];
+        let (at, max) = self
+            .samples
+            .iter()
+            .map(|s| (s.0, s.1.abs()))
+            .fold((0.0, 0.0), |a, b| if b.1 > a.1 { b } else { a });
         let last = self.samples.last().map_or(0.0, |s| s.1);
         println!(
-            "{:<34} end {:>10.0} ns  max |offset| {:>10.0} ns  drift {:>8.3} ppm  -> {:>10.1} us over 10 min",
+            "{:<34} end {:>9.0} ns  p99 |offset| {:>9.0} ns  max {:>9.0} ns (at {:>5.1} s)  drift {:>7.3} ppm  -> {:>8.1} us over 10 min",
             self.name,
             last,
+            p99,
             max,
+            at,
             slope_ns_per_s / 1_000.0,
             slope_ns_per_s * 600.0 / 1_000.0
         );
