@@ -46,8 +46,11 @@ const N2: u64 = 120_000;
 /// stops collecting on entry and resumes on return.
 const ONCE_IN_A_WHILE: &[&str] = &["*Intervals*close*", "*TscClock*reanchor*"];
 
-/// Every case: its name and how to run it `n` times.
-const CASES: &[(&str, fn(u64))] = &[
+/// A case's name and how to run it `n` times.
+type Case = (&'static str, fn(u64));
+
+/// Every case.
+const CASES: &[Case] = &[
     ("loop", |n| {
         measured(n, |i| {
             black_box(i);

@@ -8,9 +8,9 @@
 //! other hosts' wall clocks (workers, server timestamps).
 //!
 //! The monotonic clock is read through the cycle counter where the CPU and
-//! the kernel vouch for it ([`super::tsc`]: a third of `clock_gettime`'s
-//! cost a read, re-anchored to CLOCK_MONOTONIC four times a second so it
-//! stays within a fraction of a microsecond of it), and through
+//! the kernel vouch for it ([`super::tsc`]: 11 ns a read against
+//! `clock_gettime`'s 22-38, re-anchored to CLOCK_MONOTONIC four times a
+//! second so it stays within a fraction of a microsecond of it), and through
 //! `clock_gettime(CLOCK_MONOTONIC)` elsewhere, or when `JSBENCH_CLOCK` is
 //! `monotonic`. Both give the same time base: nanoseconds since the epoch
 //! as the wall clock read them at the anchor, advanced by CLOCK_MONOTONIC.

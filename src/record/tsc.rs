@@ -1,23 +1,27 @@
 //! The cycle counter as a clock that follows CLOCK_MONOTONIC.
 //!
-//! `clock_gettime(CLOCK_MONOTONIC)` through the vDSO costs 27-38 ns a read
+//! `clock_gettime(CLOCK_MONOTONIC)` through the vDSO costs 22-38 ns a read
 //! here (a fenced `rdtsc`, a sequence lock over the kernel's clock data and
 //! its arithmetic); every message reads it at least once. An unfenced
-//! `rdtsc` scaled by a multiplier of our own costs a third of that (figures
-//! in docs/self-benchmarks.md).
+//! `rdtsc` scaled by a multiplier of our own costs 11 ns, of which the
+//! counter itself is 10 (docs/self-benchmarks.md).
 //!
 //! A multiplier calibrated once drifts from the monotonic clock by the
 //! calibration's error, and further whenever the kernel slews its clock.
-//! Measured here over 60 s (docs/self-benchmarks.md, "The cycle-counter
-//! clock"), a one-shot calibration drifted by microseconds within the
-//! minute and would accumulate tens to hundreds over a ten-minute run,
-//! against the server's time stamps, the workers' offsets and the
-//! `Instant`s that paced sends sleep until. So the clock re-anchors: every
-//! quarter of a second (sooner while the process is young), whichever
-//! reader first finds the interval over reads both clocks and publishes a
-//! new segment whose slope steers the remaining offset to zero by the next
-//! re-anchoring, at most 500 ppm away from the measured rate, so the offset
-//! stays within a fraction of a microsecond.
+//! Measured here over 90 and 120 s (docs/self-benchmarks.md, "The
+//! cycle-counter clock"): calibrated for 1 ms, 0.8-1.0 ppm, 90 µs within
+//! two minutes and about 0.5 ms over a ten-minute run; for 100 ms, 0.01-0.06
+//! ppm, 7-35 µs over ten minutes. Either is more than the few microseconds
+//! the comparisons with the server's time stamps, the workers' offsets and
+//! the `Instant`s that paced sends sleep until can take. So the clock
+//! re-anchors: every quarter of a second (sooner while the process is
+//! young), whichever reader first finds the interval over reads both clocks
+//! and publishes a new segment whose slope steers the remaining offset to
+//! zero by the next re-anchoring, at most 500 ppm away from the measured
+//! rate. Measured the same way: 0.000 ppm, p99 of the offset 120 ns, 3 ns
+//! after two minutes; the largest offset, 12-14 µs, came in the first 0.2 s
+//! of the process (before any load starts: connecting and provisioning
+//! take longer).
 //!
 //! Readings never go backwards, also across threads: the map from ticks to
 //! nanoseconds is one continuous increasing function. A new segment starts
@@ -25,7 +29,10 @@
 //! reader accepts a published map only if no newer one appeared while it
 //! read the counter; a reader holding the older map therefore read the
 //! counter before the break point, where both maps agree. This relies on
-//! the counters of all cores being synchronised, which [`usable`] checks.
+//! the counters of all cores being synchronised, which [`unusable`]
+//! checks. The read is unfenced, so it may run a few dozen cycles ahead of
+//! the instructions before it: two stamps jsbench compares across threads
+//! (a send and its delivery) are a network round of microseconds apart.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
