@@ -69,6 +69,15 @@ fn consumer_bookkeeping(c: &mut Criterion) {
             r.record(black_box(v));
         })
     });
+    // What the clock is made of: the bare cycle counter (the floor of any
+    // reading) and the monotonic clock it follows (the clock before
+    // issue 35, and the fallback), read in the same session.
+    group.bench_function("cycle_counter", |b| {
+        b.iter(|| black_box(jsbench::record::tsc::ticks()))
+    });
+    group.bench_function("monotonic_read", |b| {
+        b.iter(|| black_box(jsbench::record::tsc::monotonic_ns()))
+    });
     group.finish();
 }
 

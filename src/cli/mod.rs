@@ -518,6 +518,10 @@ pub fn main() -> i32 {
             };
         }
     };
+    if let Err(e) = crate::record::clock::check_env() {
+        eprintln!("error: {e:#}");
+        return error::EXIT_USAGE;
+    }
     match dispatch(cli) {
         Ok(code) => code,
         Err(e) => {

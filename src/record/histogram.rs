@@ -52,13 +52,20 @@ pub const INTERVAL_BYTES_PER_SECOND: u64 = 2_048;
 /// in memory while it fills.
 const INTERVAL_SIGFIG: u8 = 2;
 
-/// Per-second histograms: the one being filled, and the finished ones
-/// compressed (a few hundred bytes each).
+/// Per-second histograms: the finished ones compressed (a few hundred
+/// bytes each), and the one being filled kept as the difference between
+/// the recorder's whole-run histogram and a copy of it taken when the
+/// second began. A value is thus recorded once, not twice (one
+/// HdrHistogram record is most of a delivery's bookkeeping:
+/// docs/self-benchmarks.md); the second's histogram is worked out when it
+/// closes or is asked for. Nested buckets make it exact: a bucket at three
+/// significant digits lies inside one at two.
 #[derive(Clone)]
 struct Intervals {
     /// The second being filled (`u64::MAX` before the first value).
     second: u64,
-    current: Histogram<u64>,
+    /// The whole-run histogram as it stood when `second` began.
+    snapshot: Histogram<u64>,
     /// (second, V2 + deflate bytes).
     done: Vec<(u64, Vec<u8>)>,
 }
@@ -67,35 +74,59 @@ impl Intervals {
     fn new() -> Self {
         Intervals {
             second: u64::MAX,
-            current: Histogram::new_with_bounds(1, HIGHEST_NS, INTERVAL_SIGFIG)
+            snapshot: Histogram::new_with_bounds(1, HIGHEST_NS, SIGFIG)
                 .expect("constant histogram bounds are valid"),
             done: Vec::new(),
         }
     }
 
-    /// Once a second per recorder, the finished second is compressed.
+    /// Before a value ending at `at_ns` goes into `whole`: once a second
+    /// per recorder, the finished second is compressed.
     #[inline]
-    fn record(&mut self, at_ns: u64, value: u64) {
+    fn enter(&mut self, at_ns: u64, whole: &Histogram<u64>) {
         let second = at_ns / INTERVAL_NS;
         if second != self.second {
-            self.close();
+            self.close(whole);
             self.second = second;
         }
-        self.current.saturating_record(value);
     }
 
-    fn close(&mut self) {
-        if !self.current.is_empty() {
-            self.done.push((self.second, compress(&self.current)));
-            self.current.reset();
+    /// Out of line: once a second, never per value, and named so the
+    /// instruction counts (benches/instructions.rs) can leave it out.
+    #[cold]
+    #[inline(never)]
+    fn close(&mut self, whole: &Histogram<u64>) {
+        let current = self.current(whole);
+        if !current.is_empty() {
+            self.done.push((self.second, compress(&current)));
         }
+        self.snapshot.clone_from(whole);
+    }
+
+    /// The second being filled, at the intervals' precision.
+    fn current(&self, whole: &Histogram<u64>) -> Histogram<u64> {
+        let mut current = Histogram::new_with_bounds(1, HIGHEST_NS, INTERVAL_SIGFIG)
+            .expect("constant histogram bounds are valid");
+        if whole.len() == self.snapshot.len() {
+            return current;
+        }
+        let mut diff = whole.clone();
+        // The snapshot is an earlier state of `whole`, which only grows.
+        if diff.subtract(&self.snapshot).is_err() {
+            diff = whole.clone();
+        }
+        for v in diff.iter_recorded() {
+            current.saturating_record_n(v.value_iterated_to(), v.count_at_value());
+        }
+        current
     }
 
     /// Every second's values, finished or not, compressed.
-    fn all(&self) -> Vec<(u64, Vec<u8>)> {
+    fn all(&self, whole: &Histogram<u64>) -> Vec<(u64, Vec<u8>)> {
         let mut all = self.done.clone();
-        if !self.current.is_empty() {
-            all.push((self.second, compress(&self.current)));
+        let current = self.current(whole);
+        if !current.is_empty() {
+            all.push((self.second, compress(&current)));
         }
         all
     }
@@ -229,7 +260,8 @@ impl Recorder {
         let Some(iv) = &self.intervals else {
             return;
         };
-        let open = (!iv.current.is_empty()).then(|| (iv.second, compress(&iv.current)));
+        let current = iv.current(&self.histogram);
+        let open = (!current.is_empty()).then(|| (iv.second, compress(&current)));
         let mut entries: Vec<(u64, &[u8])> = iv
             .done
             .iter()
@@ -305,7 +337,7 @@ impl Recorder {
             .done
             .iter()
             .map(|(second, _)| *second)
-            .chain((!iv.current.is_empty()).then_some(iv.second))
+            .chain((!iv.current(&self.histogram).is_empty()).then_some(iv.second))
             .min()?;
         let start = std::time::UNIX_EPOCH + std::time::Duration::from_secs(first);
         let mut out = Vec::new();
@@ -353,16 +385,21 @@ impl Recorder {
             self.negative += 1;
         }
         let value = to_ns.saturating_sub(from_ns);
-        self.record(value);
         if let Some(iv) = &mut self.intervals {
-            iv.record(to_ns, value);
+            iv.enter(to_ns, &self.histogram);
         }
+        self.record(value);
         if let Some(starts) = &mut self.starts {
             starts.record(from_ns, value);
         }
     }
 
     pub fn merge(&mut self, other: &Recorder) {
+        // The second being filled is the whole histogram's growth since
+        // its snapshot: close it before the whole takes other values.
+        if let Some(iv) = &mut self.intervals {
+            iv.close(&self.histogram);
+        }
         self.histogram
             .add(&other.histogram)
             .expect("histograms with equal bounds always add");
@@ -372,7 +409,10 @@ impl Recorder {
             let mine = self
                 .intervals
                 .get_or_insert_with(|| Box::new(Intervals::new()));
-            mine.done.extend(theirs.all());
+            mine.done.extend(theirs.all(&other.histogram));
+        }
+        if let Some(mine) = &mut self.intervals {
+            mine.snapshot.clone_from(&self.histogram);
         }
         if let Some(theirs) = &other.starts {
             let mine = self.starts.get_or_insert_with(Box::default);
@@ -390,7 +430,7 @@ impl Recorder {
         let intervals = self
             .intervals
             .as_ref()
-            .map_or(0, |iv| counts(&iv.current) + done(&iv.done));
+            .map_or(0, |iv| counts(&iv.snapshot) + done(&iv.done));
         let starts = self.starts.as_ref().map_or(0, |st| {
             st.open.iter().map(|(_, h)| counts(h)).sum::<u64>() + done(&st.done)
         });
@@ -577,7 +617,10 @@ impl Serialize for Recorder {
             histogram: self.to_base64(),
             saturated: self.saturated,
             negative: self.negative,
-            intervals: self.intervals.as_ref().map(|iv| to_wire(iv.all())),
+            intervals: self
+                .intervals
+                .as_ref()
+                .map(|iv| to_wire(iv.all(&self.histogram))),
             starts: self.starts.as_ref().map(|st| to_wire(st.all())),
         }
         .serialize(s)
@@ -594,6 +637,8 @@ impl<'de> Deserialize<'de> for Recorder {
         if let Some(list) = wire.intervals {
             let mut iv = Intervals::new();
             iv.done = from_wire(list).map_err(serde::de::Error::custom)?;
+            // Every value is in a finished second already.
+            iv.snapshot.clone_from(&recorder.histogram);
             recorder.intervals = Some(Box::new(iv));
         }
         if let Some(list) = wire.starts {
@@ -784,5 +829,44 @@ mod tests {
         let log = merged.to_interval_log().unwrap();
         assert!(String::from_utf8_lossy(&log).contains("#[StartTime: 1700000000"));
         assert!(Recorder::new().to_interval_log().is_none());
+    }
+
+    #[test]
+    fn each_second_holds_exactly_its_values_also_around_a_merge() {
+        // The open second is the whole histogram's growth since its
+        // snapshot: values merged in from another recorder, before or
+        // after, must land in their own seconds and nowhere else.
+        let base = 1_700_000_000 * INTERVAL_NS;
+        let mut want: Vec<Histogram<u64>> = (0..3)
+            .map(|_| Histogram::new_with_bounds(1, HIGHEST_NS, INTERVAL_SIGFIG).unwrap())
+            .collect();
+        let mut r = Recorder::with_intervals();
+        let mut other = Recorder::with_intervals();
+        for k in 1..3_000u64 {
+            let second = k * 3 / 3_000;
+            let at = base + second * INTERVAL_NS + k;
+            let value = k * k * 37 % 50_000_000 + 1;
+            let into = if k % 5 == 0 { &mut other } else { &mut r };
+            into.record_between(at - value, at);
+            want[second as usize].record(value).unwrap();
+            if k == 1_500 {
+                r.merge(&std::mem::take(&mut other));
+                other = Recorder::with_intervals();
+            }
+        }
+        r.merge(&other);
+        let mut got = vec![Histogram::new_with_bounds(1, HIGHEST_NS, INTERVAL_SIGFIG).unwrap(); 3];
+        r.for_each_second(|s, h| got[(s - 1_700_000_000) as usize].add(h).unwrap());
+        for (second, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g.len(), w.len(), "second {second}");
+            for q in [0.0, 0.25, 0.5, 0.9, 0.99, 1.0] {
+                assert_eq!(
+                    g.value_at_quantile(q),
+                    w.value_at_quantile(q),
+                    "second {second} q {q}"
+                );
+            }
+        }
+        assert_eq!(r.count(), 2_999);
     }
 }

@@ -15,3 +15,4 @@ pub mod spread;
 pub mod stamp;
 pub mod tally;
 pub mod timeline;
+pub mod tsc;

@@ -1,0 +1,367 @@
+//! jsbench's per-message work counted in instructions under Valgrind's
+//! callgrind: deterministic where the Criterion timings of hot_path.rs
+//! move by 10-20% between runs on a shared machine, so a change of a few
+//! percent in jsbench's own cost shows.
+//!
+//! The bench re-executes itself under `valgrind --tool=callgrind` once per
+//! case and iteration count, collecting only inside [`measured`] (set-up
+//! and process start are not counted) and, inside it, not in what runs
+//! once a second or once a quarter of a second rather than per message (a
+//! second's interval histogram compressed, the clock re-anchored), whose
+//! share would depend on how slowly Valgrind runs. A case is run for `N1`
+//! and `N2` iterations; `(Ir(N2) - Ir(N1)) / (N2 - N1)` is its count a
+//! message, with the loop's own few instructions in it (the `loop` case).
+//!
+//! ```sh
+//! cargo bench --bench instructions                          # the table
+//! cargo bench --bench instructions -- --save FILE           # and a baseline
+//! cargo bench --bench instructions -- --check FILE [--threshold 2]
+//! ```
+//!
+//! It writes target/instructions/customSmallerIsBetter.json
+//! (github-action-benchmark) and bencher.json (Bencher Metric Format);
+//! `--check` exits 1 when a count rose by more than the threshold (percent,
+//! default 2) against a saved file, 2 when the file does not fit.
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use jsbench::load::Composer;
+use jsbench::record::clock;
+use jsbench::record::histogram::Recorder;
+use jsbench::record::ledger::{Event, LedgerShard};
+use jsbench::record::schedule::{Pacer, Schedule};
+use jsbench::record::stamp::Stamp;
+use jsbench::record::timeline::Timeline;
+use jsbench::results::ci::{ActionBenchmark, BencherMetric};
+
+const CASE_ENV: &str = "JSBENCH_IR_CASE";
+const ITERATIONS_ENV: &str = "JSBENCH_IR_ITERATIONS";
+const N1: u64 = 20_000;
+const N2: u64 = 120_000;
+/// Functions outside the per-message count (see the module doc): callgrind
+/// stops collecting on entry and resumes on return.
+const ONCE_IN_A_WHILE: &[&str] = &["*Intervals*close*", "*TscClock*reanchor*"];
+
+/// A case's name and how to run it `n` times.
+type Case = (&'static str, fn(u64));
+
+/// Every case.
+const CASES: &[Case] = &[
+    ("loop", |n| {
+        measured(n, |i| {
+            black_box(i);
+        })
+    }),
+    ("clock/read", |n| {
+        measured(n, |_| {
+            black_box(clock::now_ns());
+        })
+    }),
+    ("consumer/per_delivery", consumer_per_delivery),
+    ("consumer/histogram_record", histogram_record),
+    ("consumer/ledger_mark", ledger_mark),
+    ("publisher/per_message", |n| publisher_per_message(n, None)),
+    ("publisher/per_message_with_id", |n| {
+        publisher_per_message(n, Some("101839ABCDEF-publish-rate-max.id-unique-0-"))
+    }),
+];
+
+/// The loop callgrind counts in. Never inlined: its symbol is what
+/// `--toggle-collect` names.
+#[inline(never)]
+fn measured(n: u64, mut f: impl FnMut(u64)) {
+    for i in 1..=n {
+        f(i);
+    }
+}
+
+/// As benches/hot_path.rs's `consumer/per_delivery`: what the consumer
+/// loop does per delivery besides the ack.
+fn consumer_per_delivery(n: u64) {
+    let mut payload = vec![b'.'; 128];
+    let now = clock::now_ns();
+    Stamp {
+        intended_ns: now - 250_000,
+        sent_ns: now - 200_000,
+        publisher: 3,
+        publisher_seq: 42,
+    }
+    .write(&mut payload);
+    let mut e2e_intended = Recorder::with_intervals();
+    let mut e2e_sent = Recorder::with_intervals();
+    let mut ledger = LedgerShard::new();
+    let mut timeline = Timeline::per_second(now);
+    measured(n, |seq| {
+        let t = clock::now_ns();
+        let stamp = Stamp::read(black_box(&payload)).unwrap();
+        ledger.mark(seq, Event::Delivered);
+        timeline.mark(t);
+        e2e_intended.record_between(stamp.intended_ns, t);
+        e2e_sent.record_between(stamp.sent_ns, t);
+        ledger.mark(seq, Event::Acked);
+    });
+    black_box((ledger, timeline, e2e_intended, e2e_sent));
+}
+
+fn histogram_record(n: u64) {
+    let mut r = Recorder::new();
+    let mut v = 1_000u64;
+    measured(n, |_| {
+        v = (v * 7 + 13) % 10_000_000;
+        r.record(black_box(v));
+    });
+    black_box(r);
+}
+
+fn ledger_mark(n: u64) {
+    let mut ledger = LedgerShard::new();
+    measured(n, |seq| ledger.mark(black_box(seq), Event::Delivered));
+    black_box(ledger);
+}
+
+/// As benches/hot_path.rs's `publisher/per_message` (and `_with_id`):
+/// the pacer's send time and the message composed, through the calls the
+/// sending loop makes.
+fn publisher_per_message(n: u64, msg_id: Option<&str>) {
+    let schedule = Schedule {
+        t0_ns: clock::now_ns(),
+        total_rate: None,
+        stride: 1,
+        offset: 0,
+        total_messages: 0,
+        end_ns: u64::MAX,
+        arrivals: None,
+    };
+    let pacer = Pacer::new(schedule.interval());
+    let mut composer = Composer::new(
+        "_INBOX.abcdefghijklmnopqrstuv",
+        msg_id,
+        &[],
+        0,
+        0,
+        Recorder::with_intervals(),
+    )
+    .expect("a composer without extra headers");
+    measured(n, |k| {
+        let (intended, sent) = pacer.send_at(schedule.intended_ns(k));
+        black_box(composer.compose(intended, sent, k, k, 128, true));
+    });
+}
+
+fn main() {
+    if let Ok(case) = std::env::var(CASE_ENV) {
+        return child(&case);
+    }
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--list") {
+        return; // `cargo bench -- --list` asks every target for its benches
+    }
+    match parent(&args) {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// Under callgrind: one case, `n` times, after a first call outside the
+/// count (the clock's calibration, first allocations).
+fn child(case: &str) {
+    let n: u64 = std::env::var(ITERATIONS_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{ITERATIONS_ENV} must be a whole number"));
+    let Some((_, run)) = CASES.iter().find(|(name, _)| *name == case) else {
+        panic!("{CASE_ENV}={case:?} names no case");
+    };
+    black_box(clock::now_ns());
+    run(n);
+}
+
+struct Options {
+    filter: Option<String>,
+    save: Option<PathBuf>,
+    check: Option<PathBuf>,
+    threshold_pct: f64,
+}
+
+fn options(args: &[String]) -> Result<Options> {
+    let mut o = Options {
+        filter: None,
+        save: None,
+        check: None,
+        threshold_pct: 2.0,
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut value = |flag: &str| {
+            it.next()
+                .cloned()
+                .with_context(|| format!("{flag} needs a value"))
+        };
+        match a.as_str() {
+            "--bench" => {}
+            "--save" => o.save = Some(value("--save")?.into()),
+            "--check" => o.check = Some(value("--check")?.into()),
+            "--threshold" => {
+                let v = value("--threshold")?;
+                o.threshold_pct = v
+                    .trim_end_matches('%')
+                    .parse()
+                    .with_context(|| format!("--threshold {v:?} is not a percentage"))?;
+            }
+            f if !f.starts_with('-') => o.filter = Some(f.to_string()),
+            f => bail!("{f}: unknown option (--save FILE, --check FILE, --threshold PCT)"),
+        }
+    }
+    Ok(o)
+}
+
+fn parent(args: &[String]) -> Result<i32> {
+    let o = options(args)?;
+    let exe = std::env::current_exe().context("finding the bench's own executable")?;
+    let dir = PathBuf::from("target/instructions");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut counts = BTreeMap::new();
+    println!(
+        "{:<34} {:>14} {:>14} {:>10}",
+        "case", "Ir(N1)", "Ir(N2)", "Ir/msg"
+    );
+    for (name, _) in CASES {
+        if o.filter
+            .as_ref()
+            .is_some_and(|f| !name.contains(f.as_str()))
+        {
+            continue;
+        }
+        let ir1 = callgrind(&exe, &dir, name, N1)?;
+        let ir2 = callgrind(&exe, &dir, name, N2)?;
+        let per = (ir2 as f64 - ir1 as f64) / (N2 - N1) as f64;
+        println!("{name:<34} {ir1:>14} {ir2:>14} {per:>10.2}");
+        counts.insert(name.to_string(), per);
+    }
+    println!("clock source: {}", clock::source());
+    write_ci(&dir, &counts)?;
+    if let Some(path) = &o.save {
+        let json = serde_json::to_vec_pretty(&counts).context("serialising the counts")?;
+        std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
+    }
+    match &o.check {
+        Some(path) => check(path, &counts, o.threshold_pct),
+        None => Ok(0),
+    }
+}
+
+/// Runs one case under callgrind; its instruction count.
+fn callgrind(exe: &Path, dir: &Path, case: &str, n: u64) -> Result<u64> {
+    let out = dir.join(format!("callgrind.{}.{n}.out", case.replace('/', "_")));
+    let mut cmd = Command::new("valgrind");
+    cmd.arg("--tool=callgrind")
+        .arg(format!("--callgrind-out-file={}", out.display()))
+        .arg("--collect-atstart=no")
+        .arg("--toggle-collect=*instructions*measured*");
+    for f in ONCE_IN_A_WHILE {
+        cmd.arg(format!("--toggle-collect={f}"));
+    }
+    let output = cmd
+        .arg(exe)
+        .env(CASE_ENV, case)
+        .env(ITERATIONS_ENV, n.to_string())
+        .output()
+        .context(
+            "running valgrind (install it: apt-get install valgrind; scripts/setup.sh does)",
+        )?;
+    if !output.status.success() {
+        bail!(
+            "valgrind on {case} ({n} iterations) failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let text =
+        std::fs::read_to_string(&out).with_context(|| format!("reading {}", out.display()))?;
+    let total = text
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("totals:")
+                .or_else(|| l.strip_prefix("summary:"))
+        })
+        .with_context(|| format!("{} has no totals line", out.display()))?;
+    total
+        .split_whitespace()
+        .next()
+        .and_then(|v| v.parse().ok())
+        .with_context(|| format!("{}: totals {total:?} is not a count", out.display()))
+}
+
+fn write_ci(dir: &Path, counts: &BTreeMap<String, f64>) -> Result<()> {
+    let action: Vec<ActionBenchmark> = counts
+        .iter()
+        .map(|(name, &value)| ActionBenchmark {
+            name: format!("instructions/{name}"),
+            unit: "instructions/message".into(),
+            value,
+            range: None,
+            extra: Some(format!("callgrind, (Ir({N2}) - Ir({N1})) / {}", N2 - N1)),
+        })
+        .collect();
+    let bencher: BTreeMap<String, BTreeMap<String, BencherMetric>> = counts
+        .iter()
+        .map(|(name, &value)| {
+            let metric = BencherMetric {
+                value,
+                lower_value: None,
+                upper_value: None,
+            };
+            (
+                format!("instructions/{name}"),
+                BTreeMap::from([("instructions".to_string(), metric)]),
+            )
+        })
+        .collect();
+    for (file, json) in [
+        (
+            "customSmallerIsBetter.json",
+            serde_json::to_vec_pretty(&action)?,
+        ),
+        ("bencher.json", serde_json::to_vec_pretty(&bencher)?),
+    ] {
+        let path = dir.join(file);
+        std::fs::write(&path, json).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// 1 when a case's count rose by more than `threshold_pct` against the
+/// saved counts; 2 when they share no case.
+fn check(path: &Path, counts: &BTreeMap<String, f64>, threshold_pct: f64) -> Result<i32> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let saved: BTreeMap<String, f64> = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a saved instruction count", path.display()))?;
+    let mut compared = 0;
+    let mut rose = 0;
+    for (name, &now) in counts {
+        let Some(&before) = saved.get(name) else {
+            continue;
+        };
+        compared += 1;
+        let change = (now - before) / before.max(1.0) * 100.0;
+        let verdict = if change > threshold_pct {
+            rose += 1;
+            "ROSE"
+        } else {
+            "ok"
+        };
+        println!("{name:<34} {before:>10.2} -> {now:>10.2}  {change:+6.2}%  {verdict}");
+    }
+    if compared == 0 {
+        eprintln!("error: {} shares no case with this run", path.display());
+        return Ok(2);
+    }
+    Ok(i32::from(rose > 0))
+}
