@@ -46,6 +46,9 @@ const N2: u64 = 120_000;
 /// stops collecting on entry and resumes on return.
 const ONCE_IN_A_WHILE: &[&str] = &["*Intervals*close*", "*TscClock*reanchor*"];
 
+/// A publisher's Nats-Msg-Id prefix, as a run names them.
+const ID_PREFIX: &str = "101839ABCDEF-publish-rate-max.id-unique-0-";
+
 /// A case's name and how to run it `n` times.
 type Case = (&'static str, fn(u64));
 
@@ -62,11 +65,20 @@ const CASES: &[Case] = &[
         })
     }),
     ("consumer/per_delivery", consumer_per_delivery),
+    ("consumer/direct_delivery", direct_delivery),
     ("consumer/histogram_record", histogram_record),
     ("consumer/ledger_mark", ledger_mark),
-    ("publisher/per_message", |n| publisher_per_message(n, None)),
+    ("publisher/per_message", |n| {
+        publisher_per_message(n, None, true)
+    }),
     ("publisher/per_message_with_id", |n| {
-        publisher_per_message(n, Some("101839ABCDEF-publish-rate-max.id-unique-0-"))
+        publisher_per_message(n, Some(ID_PREFIX), true)
+    }),
+    ("publisher/per_message_async_nats", |n| {
+        publisher_per_message(n, None, false)
+    }),
+    ("publisher/per_message_with_id_async_nats", |n| {
+        publisher_per_message(n, Some(ID_PREFIX), false)
     }),
 ];
 
@@ -123,10 +135,11 @@ fn ledger_mark(n: u64) {
     black_box(ledger);
 }
 
-/// As benches/hot_path.rs's `publisher/per_message` (and `_with_id`):
-/// the pacer's send time and the message composed, through the calls the
-/// sending loop makes.
-fn publisher_per_message(n: u64, msg_id: Option<&str>) {
+/// As benches/hot_path.rs's `publisher/per_message` (and `_with_id`,
+/// `_async_nats`): the pacer's send time and the message composed, through
+/// the calls the sending loop makes: a wire frame appended to the direct
+/// connection's buffer (`direct`), or async-nats' message and headers.
+fn publisher_per_message(n: u64, msg_id: Option<&str>, direct: bool) {
     let schedule = Schedule {
         t0_ns: clock::now_ns(),
         total_rate: None,
@@ -146,10 +159,84 @@ fn publisher_per_message(n: u64, msg_id: Option<&str>) {
         Recorder::with_intervals(),
     )
     .expect("a composer without extra headers");
+    let subject = b"jsb.101839ABCDEF.publish.rate-max.0";
+    let mut frames: Vec<u8> = Vec::with_capacity(64 * 1024);
     measured(n, |k| {
         let (intended, sent) = pacer.send_at(schedule.intended_ns(k));
-        black_box(composer.compose(intended, sent, k, k, 128, true));
+        if direct {
+            composer.compose_frame(&mut frames, subject, intended, sent, k, k, 128, true);
+            // Emptied as the sending thread's flush would.
+            if frames.len() >= 32 * 1024 {
+                black_box(&frames);
+                frames.clear();
+            }
+        } else {
+            black_box(composer.compose(intended, sent, k, k, 128, true));
+        }
     });
+}
+
+/// The direct consumer's whole per-delivery path (as
+/// tests/allocations.rs's): a MSG frame parsed in place from a read, its
+/// `$JS.ACK` reply read, the bookkeeping and the `+ACK` appended; once a
+/// read's worth (500), the acks flushed and recorded as written.
+fn direct_delivery(n: u64) {
+    use jsbench::consume::direct::Direct;
+    use jsbench::consume::{ConsumerConfig, ConsumerProgress};
+    use jsbench::profile::{BehaviourPlan, ConsumerPlan};
+    use jsbench::wire::frame;
+    use std::sync::Arc;
+
+    const PER_READ: u64 = 500;
+    let now = clock::now_ns();
+    let config = ConsumerConfig {
+        index: 0,
+        stream: "S".into(),
+        durable: "D".into(),
+        plan: ConsumerPlan::simple(),
+        behaviour: Arc::new(BehaviourPlan::all_ack()),
+        record_from_ns: 0,
+        timeline_origin_ns: now,
+        expected_messages: n,
+        log_events: false,
+        js_api_prefix: "$JS.API".into(),
+        crash: None,
+        keep_doomed: false,
+        outage: None,
+        dedup: None,
+    };
+    let mut direct = Direct::new(config, Arc::new(ConsumerProgress::default()), b"_INBOX.a");
+    let mut payload = vec![b'.'; 128];
+    Stamp {
+        intended_ns: now - 250_000,
+        sent_ns: now - 200_000,
+        publisher: 0,
+        publisher_seq: 1,
+    }
+    .write(&mut payload);
+    let mut read = Vec::with_capacity(n as usize * 220);
+    for seq in 1..=n {
+        let reply = format!("$JS.ACK.S.D.1.{seq}.{seq}.1700000000000000000.0");
+        read.extend_from_slice(format!("MSG s.0 1 {reply} {}\r\n", payload.len()).as_bytes());
+        read.extend_from_slice(&payload);
+        read.extend_from_slice(b"\r\n");
+    }
+    let mut out = Vec::with_capacity(64 * 1024);
+    let mut at = 0;
+    measured(n, |seq| {
+        let head = frame::parse(&read[at..])
+            .expect("a well-formed frame")
+            .expect("a whole frame");
+        let whole = &read[at..at + head.len];
+        direct.on_frame(frame::lend(whole, head), &mut out, clock::now_ns());
+        at += head.len;
+        if seq % PER_READ == 0 {
+            direct.flushed(clock::now_ns());
+            out.clear();
+        }
+    });
+    assert_eq!(direct.report().received, n);
+    black_box(direct);
 }
 
 fn main() {
