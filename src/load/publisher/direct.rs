@@ -131,7 +131,7 @@ fn take_frames(
             }
             Frame::Ping => shared.pong_due.store(true, Ordering::Release),
             Frame::Err(text) => reader.note_error(format!(
-                "publisher {}: the server said -ERR '{text}' on the direct connection",
+                "publisher {}: the server refused: {text} (-ERR on the direct connection)",
                 config.index
             )),
             Frame::Pong | Frame::Ok | Frame::Info(_) => {}
