@@ -54,18 +54,23 @@ const INTERVAL_SIGFIG: u8 = 2;
 
 /// Per-second histograms: the finished ones compressed (a few hundred
 /// bytes each), and the one being filled kept as the difference between
-/// the recorder's whole-run histogram and a copy of it taken when the
+/// the recorder's whole-run histogram and the buckets it held when the
 /// second began. A value is thus recorded once, not twice (one
 /// HdrHistogram record is most of a delivery's bookkeeping:
 /// docs/self-benchmarks.md); the second's histogram is worked out when it
 /// closes or is asked for. Nested buckets make it exact: a bucket at three
-/// significant digits lies inside one at two.
+/// significant digits lies inside one at two. The snapshot keeps only the
+/// non-empty buckets (a few hundred), not a copy of the 270 KB histogram:
+/// a fan-out keeps two recorders for each of up to 1,000 consumers.
 #[derive(Clone)]
 struct Intervals {
     /// The second being filled (`u64::MAX` before the first value).
     second: u64,
-    /// The whole-run histogram as it stood when `second` began.
-    snapshot: Histogram<u64>,
+    /// The whole-run histogram's non-empty buckets (value, count), in
+    /// value order, as they stood when `second` began.
+    snapshot: Vec<(u64, u64)>,
+    /// The number of values in `snapshot`.
+    snapshot_len: u64,
     /// (second, V2 + deflate bytes).
     done: Vec<(u64, Vec<u8>)>,
 }
@@ -74,8 +79,8 @@ impl Intervals {
     fn new() -> Self {
         Intervals {
             second: u64::MAX,
-            snapshot: Histogram::new_with_bounds(1, HIGHEST_NS, SIGFIG)
-                .expect("constant histogram bounds are valid"),
+            snapshot: Vec::new(),
+            snapshot_len: 0,
             done: Vec::new(),
         }
     }
@@ -100,23 +105,45 @@ impl Intervals {
         if !current.is_empty() {
             self.done.push((self.second, compress(&current)));
         }
-        self.snapshot.clone_from(whole);
+        self.take_snapshot(whole);
+    }
+
+    /// `whole`'s buckets as they stand now.
+    fn take_snapshot(&mut self, whole: &Histogram<u64>) {
+        self.snapshot.clear();
+        self.snapshot.extend(
+            whole
+                .iter_recorded()
+                .map(|v| (v.value_iterated_to(), v.count_at_value())),
+        );
+        self.snapshot_len = whole.len();
     }
 
     /// The second being filled, at the intervals' precision.
     fn current(&self, whole: &Histogram<u64>) -> Histogram<u64> {
         let mut current = Histogram::new_with_bounds(1, HIGHEST_NS, INTERVAL_SIGFIG)
             .expect("constant histogram bounds are valid");
-        if whole.len() == self.snapshot.len() {
+        if whole.len() == self.snapshot_len {
             return current;
         }
-        let mut diff = whole.clone();
-        // The snapshot is an earlier state of `whole`, which only grows.
-        if diff.subtract(&self.snapshot).is_err() {
-            diff = whole.clone();
-        }
-        for v in diff.iter_recorded() {
-            current.saturating_record_n(v.value_iterated_to(), v.count_at_value());
+        // The snapshot is an earlier state of `whole`, which only grows:
+        // each of its buckets is one of whole's, with a count no larger.
+        let mut before = self.snapshot.iter().peekable();
+        for v in whole.iter_recorded() {
+            let value = v.value_iterated_to();
+            let mut count = v.count_at_value();
+            while let Some(&&(at, n)) = before.peek() {
+                if at > value {
+                    break;
+                }
+                if at == value {
+                    count = count.saturating_sub(n);
+                }
+                before.next();
+            }
+            if count > 0 {
+                current.saturating_record_n(value, count);
+            }
         }
         current
     }
@@ -412,7 +439,7 @@ impl Recorder {
             mine.done.extend(theirs.all(&other.histogram));
         }
         if let Some(mine) = &mut self.intervals {
-            mine.snapshot.clone_from(&self.histogram);
+            mine.take_snapshot(&self.histogram);
         }
         if let Some(theirs) = &other.starts {
             let mine = self.starts.get_or_insert_with(Box::default);
@@ -427,10 +454,9 @@ impl Recorder {
     pub fn bytes(&self) -> (u64, u64) {
         let counts = |h: &Histogram<u64>| (h.distinct_values() * std::mem::size_of::<u64>()) as u64;
         let done = |d: &[(u64, Vec<u8>)]| d.iter().map(|(_, b)| b.capacity() as u64).sum::<u64>();
-        let intervals = self
-            .intervals
-            .as_ref()
-            .map_or(0, |iv| counts(&iv.snapshot) + done(&iv.done));
+        let intervals = self.intervals.as_ref().map_or(0, |iv| {
+            (iv.snapshot.capacity() * std::mem::size_of::<(u64, u64)>()) as u64 + done(&iv.done)
+        });
         let starts = self.starts.as_ref().map_or(0, |st| {
             st.open.iter().map(|(_, h)| counts(h)).sum::<u64>() + done(&st.done)
         });
@@ -638,7 +664,7 @@ impl<'de> Deserialize<'de> for Recorder {
             let mut iv = Intervals::new();
             iv.done = from_wire(list).map_err(serde::de::Error::custom)?;
             // Every value is in a finished second already.
-            iv.snapshot.clone_from(&recorder.histogram);
+            iv.take_snapshot(&recorder.histogram);
             recorder.intervals = Some(Box::new(iv));
         }
         if let Some(list) = wire.starts {
