@@ -11,6 +11,7 @@
 //! of offsets for an irregular arrival pattern (see
 //! [`crate::profile::arrival_offsets`]); either way they are absolute.
 
+use std::cell::Cell;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -98,9 +99,14 @@ impl Schedule {
 /// intended time has come; nothing is sent before its intended time, and the
 /// times stay absolute, so the wait for the next wake-up is charged to each
 /// message's send lag and to every latency measured from the intended time.
-#[derive(Debug, Clone, Copy)]
+///
+/// The spin is learnt: it starts at its cap and follows the 90th
+/// percentile of the sleeps' own oversleep, so a quiet host, whose sleeps
+/// end a few microseconds late, does not pay a busy host's 60 µs spin per
+/// message, and nine sends in ten still leave on time.
+#[derive(Debug, Clone)]
 pub struct Pacer {
-    spin_ns: u64,
+    spin: Spin,
     /// Wake-ups fall on `grid_origin_ns + n * wake_every_ns`; 0 wakes for
     /// every message.
     wake_every_ns: u64,
@@ -110,6 +116,50 @@ pub struct Pacer {
 /// Typical oversleep of a thread sleep on the machines this was measured on.
 const SLEEP_OVERSHOOT_NS: u64 = 60_000;
 
+/// The spin before a deadline, learnt as a running 90th percentile of the
+/// oversleeps seen (a stochastic quantile estimate: up nine steps when a
+/// sleep ended later than the spin covered, down one otherwise), between
+/// [`Spin::FLOOR_NS`] and `cap_ns`.
+#[derive(Debug, Clone)]
+pub struct Spin {
+    ns: Cell<u64>,
+    cap_ns: u64,
+}
+
+impl Spin {
+    /// One step of the estimate: from the 60 µs cap to a quiet host's few
+    /// microseconds in about 250 sleeps.
+    const STEP_NS: u64 = 250;
+    const FLOOR_NS: u64 = 1_000;
+
+    /// Starts at `cap_ns`: precise first, cheaper once the sleeps have
+    /// shown how late they end.
+    pub fn new(cap_ns: u64) -> Self {
+        Spin {
+            ns: Cell::new(cap_ns),
+            cap_ns,
+        }
+    }
+
+    /// The spin now.
+    pub fn ns(&self) -> u64 {
+        self.ns.get()
+    }
+
+    /// A sleep meant to end at `target_ns` ended at `woke_ns`.
+    pub fn learn(&self, target_ns: u64, woke_ns: u64) {
+        let over = woke_ns.saturating_sub(target_ns);
+        let spin = self.ns.get();
+        let next = if over > spin {
+            (spin + 9 * Self::STEP_NS).min(self.cap_ns)
+        } else {
+            spin.saturating_sub(Self::STEP_NS)
+                .max(Self::FLOOR_NS.min(self.cap_ns))
+        };
+        self.ns.set(next);
+    }
+}
+
 /// The batching of `wake_every = "auto"` (see [`Pacer::for_schedule`]).
 pub const AUTO_WAKE_EVERY: Duration = Duration::from_nanos(SLEEP_OVERSHOOT_NS);
 
@@ -118,7 +168,7 @@ impl Pacer {
     pub fn new(interval: Option<Duration>) -> Self {
         let interval_ns = interval.map(|d| d.as_nanos() as u64).unwrap_or(0);
         Pacer {
-            spin_ns: SLEEP_OVERSHOOT_NS.min(interval_ns / 10),
+            spin: Spin::new(SLEEP_OVERSHOOT_NS.min(interval_ns / 10)),
             wake_every_ns: 0,
             grid_origin_ns: 0,
         }
@@ -136,7 +186,7 @@ impl Pacer {
             return Pacer::new(interval);
         }
         Pacer {
-            spin_ns: 0,
+            spin: Spin::new(0),
             wake_every_ns: every,
             grid_origin_ns: origin_ns,
         }
@@ -198,8 +248,15 @@ impl Pacer {
             return now;
         }
         let remaining = deadline_ns - now;
-        if remaining > self.spin_ns {
-            std::thread::sleep(Duration::from_nanos(remaining - self.spin_ns));
+        let spin = self.spin.ns();
+        if remaining > spin {
+            let target = deadline_ns - spin;
+            std::thread::sleep(Duration::from_nanos(remaining - spin));
+            let woke = clock::now_ns();
+            self.spin.learn(target, woke);
+            if woke >= deadline_ns {
+                return woke;
+            }
         }
         loop {
             let now = clock::now_ns();
@@ -245,6 +302,47 @@ impl Pacer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Oversleeps spread evenly over 0..`top` µs, in a scrambled order.
+    fn oversleeps(top_us: u64) -> impl Iterator<Item = u64> {
+        (0..20_000u64).map(move |k| (k * 7_919 % 1_000) * top_us)
+    }
+
+    #[test]
+    fn the_spin_follows_the_ninetieth_percentile_of_the_oversleeps() {
+        let spin = Spin::new(60_000);
+        for over in oversleeps(20) {
+            spin.learn(1_000_000, 1_000_000 + over);
+        }
+        // p90 of 0..20 µs is 18 µs; the estimate wanders a few steps.
+        let ns = spin.ns();
+        assert!((16_000..=20_000).contains(&ns), "{ns} ns");
+        // A quiet host: the spin falls to its floor.
+        for _ in 0..1_000 {
+            spin.learn(1_000_000, 1_000_100);
+        }
+        assert_eq!(spin.ns(), Spin::FLOOR_NS);
+    }
+
+    #[test]
+    fn the_spin_never_passes_its_cap_and_a_batched_pacer_never_spins() {
+        let spin = Spin::new(30_000);
+        for _ in 0..100 {
+            spin.learn(0, 1_000_000);
+        }
+        assert_eq!(spin.ns(), 30_000);
+        let batched = Pacer::batched(
+            Some(Duration::from_micros(10)),
+            Duration::from_micros(60),
+            0,
+        );
+        batched.spin.learn(0, 1_000_000);
+        assert_eq!(batched.spin.ns(), 0);
+        // Per message at 1k msg/s the spin starts at the 60 µs cap; at
+        // 100k, at a tenth of the 10 µs interval.
+        assert_eq!(Pacer::new(Some(Duration::from_millis(1))).spin.ns(), 60_000);
+        assert_eq!(Pacer::new(Some(Duration::from_micros(10))).spin.ns(), 1_000);
+    }
 
     fn schedule(rate: u64, stride: u64, offset: u64, total: u64) -> Schedule {
         Schedule {
