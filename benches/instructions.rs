@@ -183,28 +183,12 @@ fn publisher_per_message(n: u64, msg_id: Option<&str>, direct: bool) {
 fn direct_delivery(n: u64) {
     use jsbench::consume::direct::Direct;
     use jsbench::consume::{ConsumerConfig, ConsumerProgress};
-    use jsbench::profile::{BehaviourPlan, ConsumerPlan};
     use jsbench::wire::frame;
     use std::sync::Arc;
 
     const PER_READ: u64 = 500;
     let now = clock::now_ns();
-    let config = ConsumerConfig {
-        index: 0,
-        stream: "S".into(),
-        durable: "D".into(),
-        plan: ConsumerPlan::simple(),
-        behaviour: Arc::new(BehaviourPlan::all_ack()),
-        record_from_ns: 0,
-        timeline_origin_ns: now,
-        expected_messages: n,
-        log_events: false,
-        js_api_prefix: "$JS.API".into(),
-        crash: None,
-        keep_doomed: false,
-        outage: None,
-        dedup: None,
-    };
+    let config = ConsumerConfig::acking_all("S", n, now);
     let mut direct = Direct::new(config, Arc::new(ConsumerProgress::default()), b"_INBOX.a");
     let mut payload = vec![b'.'; 128];
     Stamp {

@@ -124,27 +124,11 @@ fn a_msg_id_costs_only_the_header_value() {
 fn the_direct_consumer_allocates_nothing_per_delivery() {
     use jsbench::consume::direct::Direct;
     use jsbench::consume::{ConsumerConfig, ConsumerProgress};
-    use jsbench::profile::{BehaviourPlan, ConsumerPlan};
     use jsbench::wire::frame;
     use std::sync::Arc;
 
     let now = clock::now_ns();
-    let config = ConsumerConfig {
-        index: 0,
-        stream: "S".into(),
-        durable: "D".into(),
-        plan: ConsumerPlan::simple(),
-        behaviour: Arc::new(BehaviourPlan::all_ack()),
-        record_from_ns: 0,
-        timeline_origin_ns: now,
-        expected_messages: N,
-        log_events: false,
-        js_api_prefix: "$JS.API".into(),
-        crash: None,
-        keep_doomed: false,
-        outage: None,
-        dedup: None,
-    };
+    let config = ConsumerConfig::acking_all("S", N, now);
     let mut direct = Direct::new(config, Arc::new(ConsumerProgress::default()), b"_INBOX.a");
     // One read's worth of deliveries, re-read with new sequences each round.
     const PER_READ: u64 = 500;

@@ -15,7 +15,7 @@ use common::{assert_all_passed, run_profile};
 use jsbench::connect::ConnectSettings;
 use jsbench::consume::direct::{self, Sabotage};
 use jsbench::consume::{ConsumerConfig, ConsumerProgress, ConsumerReport};
-use jsbench::profile::{AckPolicy, BehaviourPlan, ConsumerClient, ConsumerPlan};
+use jsbench::profile::{AckPolicy, ConsumerClient, ConsumerPlan};
 use jsbench::record::ledger::Event;
 use jsbench::record::stamp::{STAMP_LEN, Stamp};
 use tokio_util::sync::CancellationToken;
@@ -112,22 +112,11 @@ fn config() -> ConsumerConfig {
     plan.ack = AckPolicy::Explicit;
     plan.batch = 64;
     plan.client = ConsumerClient::Direct;
+    // The per-second timeline counts from now.
+    let origin = jsbench::record::clock::now_ns();
     ConsumerConfig {
-        index: 0,
-        stream: "DIRECT".into(),
-        durable: "D".into(),
         plan,
-        behaviour: Arc::new(BehaviourPlan::all_ack()),
-        record_from_ns: 0,
-        // The per-second timeline counts from here.
-        timeline_origin_ns: jsbench::record::clock::now_ns(),
-        expected_messages: MESSAGES,
-        log_events: false,
-        js_api_prefix: "$JS.API".into(),
-        crash: None,
-        keep_doomed: false,
-        outage: None,
-        dedup: None,
+        ..ConsumerConfig::acking_all("DIRECT", MESSAGES, origin)
     }
 }
 

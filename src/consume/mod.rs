@@ -77,6 +77,27 @@ pub struct Outage {
 }
 
 impl ConsumerConfig {
+    /// A plain consumer acking everything at once, with nothing planned
+    /// around it: the one benches and tests drive the delivery path with.
+    pub fn acking_all(stream: &str, expected_messages: u64, timeline_origin_ns: u64) -> Self {
+        ConsumerConfig {
+            index: 0,
+            stream: stream.into(),
+            durable: "D".into(),
+            plan: ConsumerPlan::simple(),
+            behaviour: Arc::new(BehaviourPlan::all_ack()),
+            record_from_ns: 0,
+            timeline_origin_ns,
+            expected_messages,
+            log_events: false,
+            js_api_prefix: "$JS.API".into(),
+            crash: None,
+            keep_doomed: false,
+            outage: None,
+            dedup: None,
+        }
+    }
+
     /// What to do with a delivery received at `now_ns`.
     #[inline]
     fn action(&self, seq: u64, delivery: u32, now_ns: u64) -> Action {
@@ -1019,22 +1040,7 @@ mod tests {
     use super::*;
 
     fn config() -> ConsumerConfig {
-        ConsumerConfig {
-            index: 0,
-            stream: "S".into(),
-            durable: "D".into(),
-            plan: ConsumerPlan::simple(),
-            behaviour: Arc::new(BehaviourPlan::all_ack()),
-            record_from_ns: 0,
-            timeline_origin_ns: 0,
-            expected_messages: 16,
-            log_events: false,
-            js_api_prefix: "$JS.API".into(),
-            crash: None,
-            keep_doomed: false,
-            outage: None,
-            dedup: None,
-        }
+        ConsumerConfig::acking_all("S", 16, 0)
     }
 
     fn ack(seq: u64, delivery: u32) -> Answer {
