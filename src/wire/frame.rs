@@ -287,18 +287,37 @@ fn trim_start(b: &[u8]) -> &[u8] {
     &b[skip..]
 }
 
-/// Appends `PUB <subject> [reply] <size>\r\n<payload>\r\n`.
+/// Appends a `PUB` control line (`headers_len` 0) or an `HPUB` one:
+/// `PUB <subject> [reply] <size>\r\n` or
+/// `HPUB <subject> [reply] <header size> <total size>\r\n`. The caller
+/// writes the header block, the payload and the closing `\r\n`.
 #[inline]
-pub fn put_pub(out: &mut Vec<u8>, subject: &[u8], reply: &[u8], payload: &[u8]) {
-    out.extend_from_slice(b"PUB ");
+fn put_pub_line(
+    out: &mut Vec<u8>,
+    subject: &[u8],
+    reply: &[u8],
+    headers_len: usize,
+    payload_len: usize,
+) {
+    out.extend_from_slice(if headers_len == 0 { b"PUB " } else { b"HPUB " });
     out.extend_from_slice(subject);
     out.push(b' ');
     if !reply.is_empty() {
         out.extend_from_slice(reply);
         out.push(b' ');
     }
-    put_number(out, payload.len() as u64);
+    if headers_len > 0 {
+        put_number(out, headers_len as u64);
+        out.push(b' ');
+    }
+    put_number(out, (headers_len + payload_len) as u64);
     out.extend_from_slice(b"\r\n");
+}
+
+/// Appends `PUB <subject> [reply] <size>\r\n<payload>\r\n`.
+#[inline]
+pub fn put_pub(out: &mut Vec<u8>, subject: &[u8], reply: &[u8], payload: &[u8]) {
+    put_pub_line(out, subject, reply, 0, payload.len());
     out.extend_from_slice(payload);
     out.extend_from_slice(b"\r\n");
 }
@@ -308,17 +327,7 @@ pub fn put_pub(out: &mut Vec<u8>, subject: &[u8], reply: &[u8], payload: &[u8]) 
 /// its lines, and the blank line that ends it.
 #[inline]
 pub fn put_hpub(out: &mut Vec<u8>, subject: &[u8], reply: &[u8], headers: &[u8], payload: &[u8]) {
-    out.extend_from_slice(b"HPUB ");
-    out.extend_from_slice(subject);
-    out.push(b' ');
-    if !reply.is_empty() {
-        out.extend_from_slice(reply);
-        out.push(b' ');
-    }
-    put_number(out, headers.len() as u64);
-    out.push(b' ');
-    put_number(out, (headers.len() + payload.len()) as u64);
-    out.extend_from_slice(b"\r\n");
+    put_pub_line(out, subject, reply, headers.len(), payload.len());
     out.extend_from_slice(headers);
     out.extend_from_slice(payload);
     out.extend_from_slice(b"\r\n");
