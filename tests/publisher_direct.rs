@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use jsbench::connect::{ConnectSettings, ConnectionFlags, ConnectionRequest, Environment};
+use jsbench::connect::{ConnectSettings, ConnectionFlags};
 use jsbench::load::{Publisher, PublisherConfig, RetryPlan, Timing};
 use jsbench::profile::{MsgId, PublishClient, SizePlan};
 use jsbench::record::clock;
@@ -45,20 +45,10 @@ async fn a_direct_publisher_holds_every_invariant_and_says_so() {
 }
 
 fn settings(url: &str) -> ConnectSettings {
-    let resolution = jsbench::connect::options::resolve(
-        &ConnectionRequest {
-            flags: ConnectionFlags {
-                server: Some(url.to_string()),
-                ..Default::default()
-            },
-            env: Environment::empty(),
-        },
-        "t",
-        None,
-        false,
-    )
-    .expect("settings resolve");
-    resolution.remote.expect("a server was named")
+    common::connect_settings(ConnectionFlags {
+        server: Some(url.to_string()),
+        ..Default::default()
+    })
 }
 
 fn config(window: usize, drop_pub_acks: u64) -> PublisherConfig {

@@ -7,23 +7,11 @@ mod common;
 use std::time::Duration;
 
 use common::nats_auth::Decentralised;
-use jsbench::connect::{
-    ConnectSettings, ConnectionFlags, ConnectionRequest, Environment, options::resolve,
-};
+use jsbench::connect::{ConnectSettings, ConnectionFlags};
 use jsbench::wire::{self, Frame, frame};
 
 fn settings(flags: ConnectionFlags) -> ConnectSettings {
-    let resolution = resolve(
-        &ConnectionRequest {
-            flags,
-            env: Environment::empty(),
-        },
-        "t",
-        None,
-        false,
-    )
-    .expect("settings resolve");
-    resolution.remote.expect("a server was named")
+    common::connect_settings(flags)
 }
 
 fn flags(server: &str) -> ConnectionFlags {

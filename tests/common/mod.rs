@@ -133,3 +133,18 @@ pub fn server_with_config(dir: &Path, config: &str) -> EmbeddedServer {
         ..Default::default()
     })
 }
+
+/// The connection settings `flags` resolve to, with no environment: what
+/// a test hands to a direct connection (jsbench::wire) for its server.
+pub fn connect_settings(
+    flags: jsbench::connect::ConnectionFlags,
+) -> jsbench::connect::ConnectSettings {
+    let request = jsbench::connect::ConnectionRequest {
+        flags,
+        env: jsbench::connect::Environment::empty(),
+    };
+    jsbench::connect::options::resolve(&request, "t", None, false)
+        .expect("settings resolve")
+        .remote
+        .expect("a server was named")
+}
