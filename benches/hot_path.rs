@@ -8,47 +8,30 @@ use std::hint::black_box;
 use async_nats::HeaderMap;
 use async_nats::header::NATS_MESSAGE_ID;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use jsbench::load::{Composer, IdBuilder};
+use jsbench::load::IdBuilder;
 use jsbench::record::clock;
 use jsbench::record::histogram::Recorder;
 use jsbench::record::ledger::{Event, LedgerShard};
-use jsbench::record::schedule::{Pacer, Schedule};
 use jsbench::record::stamp::Stamp;
-use jsbench::record::timeline::Timeline;
+use support::{Bookkeeping, ID_PREFIX, SUBJECT, composer};
+
+mod support;
 
 const MESSAGES: u64 = 100_000;
 
 fn consumer_bookkeeping(c: &mut Criterion) {
     let mut group = c.benchmark_group("consumer");
     group.throughput(Throughput::Elements(1));
-    let mut payload = vec![b'.'; 128];
-    let now = clock::now_ns();
-    Stamp {
-        intended_ns: now - 250_000,
-        sent_ns: now - 200_000,
-        publisher: 3,
-        publisher_seq: 42,
-    }
-    .write(&mut payload);
-
     // As a consumer keeps them: with per-second interval histograms.
-    let mut e2e_intended = Recorder::with_intervals();
-    let mut e2e_sent = Recorder::with_intervals();
-    let mut ledger = LedgerShard::new();
-    let mut timeline = Timeline::per_second(now);
+    let mut bookkeeping = Bookkeeping::new();
     let mut seq = 0u64;
     group.bench_function("per_delivery", |b| {
         b.iter(|| {
             seq = seq % MESSAGES + 1;
-            let t = clock::now_ns();
-            let stamp = Stamp::read(black_box(&payload)).unwrap();
-            ledger.mark(seq, Event::Delivered);
-            timeline.mark(t);
-            e2e_intended.record_between(stamp.intended_ns, t);
-            e2e_sent.record_between(stamp.sent_ns, t);
-            ledger.mark(seq, Event::Acked);
+            bookkeeping.deliver(seq);
         })
     });
+    let payload = bookkeeping.payload().to_vec();
     group.bench_function("clock_read", |b| b.iter(|| black_box(clock::now_ns())));
     group.bench_function("stamp_read", |b| {
         b.iter(|| Stamp::read(black_box(&payload)))
@@ -85,39 +68,18 @@ fn publisher_bookkeeping(c: &mut Criterion) {
     let mut group = c.benchmark_group("publisher");
     group.throughput(Throughput::Elements(1));
     // An unpaced schedule, as a rate-max publisher runs: the closed loop
-    // whose per-message cost is the publisher's ceiling.
-    let schedule = Schedule {
-        t0_ns: clock::now_ns(),
-        total_rate: None,
-        stride: 1,
-        offset: 0,
-        total_messages: 0,
-        end_ns: u64::MAX,
-        arrivals: None,
-    };
-    let pacer = Pacer::new(schedule.interval());
-    // What the sending loop does per message, through the same calls.
-    let composer = |msg_id: Option<&str>| {
-        Composer::new(
-            "_INBOX.abcdefghijklmnopqrstuv",
-            msg_id,
-            &[],
-            0,
-            0,
-            Recorder::with_intervals(),
-        )
-        .expect("a composer without extra headers")
-    };
+    // whose per-message cost is the publisher's ceiling; what the sending
+    // loop does per message, through the same calls.
+    let (schedule, pacer) = support::unpaced();
     let mut plain = composer(None);
     let mut k = 0u64;
     // The direct sender's frame buffer, emptied as a flush would.
     let mut frames: Vec<u8> = Vec::with_capacity(64 * 1024);
-    let subject = b"jsb.101839ABCDEF.publish.rate-max.0";
     group.bench_function("per_message", |b| {
         b.iter(|| {
             k += 1;
             let (intended, sent) = pacer.send_at(schedule.intended_ns(k));
-            plain.compose_frame(&mut frames, subject, intended, sent, k, k, 128, true);
+            plain.compose_frame(&mut frames, SUBJECT, intended, sent, k, k, 128, true);
             if frames.len() >= 32 * 1024 {
                 black_box(&frames);
                 frames.clear();
@@ -146,12 +108,12 @@ fn publisher_bookkeeping(c: &mut Criterion) {
             .write(black_box(&mut stamped));
         })
     });
-    let mut with_id = composer(Some("101839ABCDEF-publish-rate-max.id-unique-0-"));
+    let mut with_id = composer(Some(ID_PREFIX));
     group.bench_function("per_message_with_id", |b| {
         b.iter(|| {
             k += 1;
             let (intended, sent) = pacer.send_at(schedule.intended_ns(k));
-            with_id.compose_frame(&mut frames, subject, intended, sent, k, k, 128, true);
+            with_id.compose_frame(&mut frames, SUBJECT, intended, sent, k, k, 128, true);
             if frames.len() >= 32 * 1024 {
                 black_box(&frames);
                 frames.clear();
@@ -166,7 +128,7 @@ fn publisher_bookkeeping(c: &mut Criterion) {
         })
     });
     // The header block alone, to show what the id path adds and why.
-    let mut ids = IdBuilder::new("101839ABCDEF-publish-rate-max.id-unique-0-");
+    let mut ids = IdBuilder::new(ID_PREFIX);
     group.bench_function("msg_id_header", |b| {
         b.iter(|| {
             k += 1;

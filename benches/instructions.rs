@@ -28,15 +28,15 @@ use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod support;
+
 use anyhow::{Context, Result, bail};
-use jsbench::load::Composer;
 use jsbench::record::clock;
 use jsbench::record::histogram::Recorder;
 use jsbench::record::ledger::{Event, LedgerShard};
-use jsbench::record::schedule::{Pacer, Schedule};
 use jsbench::record::stamp::Stamp;
-use jsbench::record::timeline::Timeline;
 use jsbench::results::ci::{ActionBenchmark, BencherMetric};
+use support::{Bookkeeping, ID_PREFIX, SUBJECT};
 
 const CASE_ENV: &str = "JSBENCH_IR_CASE";
 const ITERATIONS_ENV: &str = "JSBENCH_IR_ITERATIONS";
@@ -45,9 +45,6 @@ const N2: u64 = 120_000;
 /// Functions outside the per-message count (see the module doc): callgrind
 /// stops collecting on entry and resumes on return.
 const ONCE_IN_A_WHILE: &[&str] = &["*Intervals*close*", "*TscClock*reanchor*"];
-
-/// A publisher's Nats-Msg-Id prefix, as a run names them.
-const ID_PREFIX: &str = "101839ABCDEF-publish-rate-max.id-unique-0-";
 
 /// A case's name and how to run it `n` times.
 type Case = (&'static str, fn(u64));
@@ -94,29 +91,9 @@ fn measured(n: u64, mut f: impl FnMut(u64)) {
 /// As benches/hot_path.rs's `consumer/per_delivery`: what the consumer
 /// loop does per delivery besides the ack.
 fn consumer_per_delivery(n: u64) {
-    let mut payload = vec![b'.'; 128];
-    let now = clock::now_ns();
-    Stamp {
-        intended_ns: now - 250_000,
-        sent_ns: now - 200_000,
-        publisher: 3,
-        publisher_seq: 42,
-    }
-    .write(&mut payload);
-    let mut e2e_intended = Recorder::with_intervals();
-    let mut e2e_sent = Recorder::with_intervals();
-    let mut ledger = LedgerShard::new();
-    let mut timeline = Timeline::per_second(now);
-    measured(n, |seq| {
-        let t = clock::now_ns();
-        let stamp = Stamp::read(black_box(&payload)).unwrap();
-        ledger.mark(seq, Event::Delivered);
-        timeline.mark(t);
-        e2e_intended.record_between(stamp.intended_ns, t);
-        e2e_sent.record_between(stamp.sent_ns, t);
-        ledger.mark(seq, Event::Acked);
-    });
-    black_box((ledger, timeline, e2e_intended, e2e_sent));
+    let mut bookkeeping = Bookkeeping::new();
+    measured(n, |seq| bookkeeping.deliver(seq));
+    black_box(bookkeeping);
 }
 
 fn histogram_record(n: u64) {
@@ -140,31 +117,13 @@ fn ledger_mark(n: u64) {
 /// the calls the sending loop makes: a wire frame appended to the direct
 /// connection's buffer (`direct`), or async-nats' message and headers.
 fn publisher_per_message(n: u64, msg_id: Option<&str>, direct: bool) {
-    let schedule = Schedule {
-        t0_ns: clock::now_ns(),
-        total_rate: None,
-        stride: 1,
-        offset: 0,
-        total_messages: 0,
-        end_ns: u64::MAX,
-        arrivals: None,
-    };
-    let pacer = Pacer::new(schedule.interval());
-    let mut composer = Composer::new(
-        "_INBOX.abcdefghijklmnopqrstuv",
-        msg_id,
-        &[],
-        0,
-        0,
-        Recorder::with_intervals(),
-    )
-    .expect("a composer without extra headers");
-    let subject = b"jsb.101839ABCDEF.publish.rate-max.0";
+    let (schedule, pacer) = support::unpaced();
+    let mut composer = support::composer(msg_id);
     let mut frames: Vec<u8> = Vec::with_capacity(64 * 1024);
     measured(n, |k| {
         let (intended, sent) = pacer.send_at(schedule.intended_ns(k));
         if direct {
-            composer.compose_frame(&mut frames, subject, intended, sent, k, k, 128, true);
+            composer.compose_frame(&mut frames, SUBJECT, intended, sent, k, k, 128, true);
             // Emptied as the sending thread's flush would.
             if frames.len() >= 32 * 1024 {
                 black_box(&frames);
