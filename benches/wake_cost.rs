@@ -195,12 +195,7 @@ fn main() {
     );
     for interval_us in [1_000u64, 200, 50] {
         let interval_ns = interval_us * 1_000;
-        let timers = [
-            Timer::Sleep,
-            Timer::AbsoluteSleep,
-            Timer::Fd,
-            Timer::Ppoll,
-        ];
+        let timers = [Timer::Sleep, Timer::AbsoluteSleep, Timer::Fd, Timer::Ppoll];
         let (reading, writing) = data_wakes(interval_ns, wakes);
         let rows = timers
             .iter()

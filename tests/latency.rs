@@ -63,6 +63,19 @@ async fn every_message_is_accounted_for_and_only_the_window_is_recorded() {
         assert!(e2e > 0.0 && e2e <= max, "p50 {e2e} max {max}");
         let target = v.metric("target_rate").unwrap().value;
         assert_eq!(target, rate as f64);
+        // Each message split where the server stamped it: both hops
+        // measured, and their means add up to the end-to-end mean (no
+        // interval clamped below zero; the same messages on both sides).
+        let hop = |name: &str| common::metric(v, name);
+        assert!(
+            hop("ingest_latency.p50") > 0.0 && hop("deliver_latency.p50") > 0.0,
+            "{} {}",
+            hop("ingest_latency.p50"),
+            hop("deliver_latency.p50")
+        );
+        let means = hop("hops_mean_sum_ratio");
+        assert!((means - 1.0).abs() <= 0.01, "means add up to {means}");
+        assert!(v.warnings.is_empty(), "{:?}", v.warnings);
         let published: u64 = v.timelines["published"].counts.iter().sum();
         assert_eq!(published, total);
         // What the ledgers cost: a publisher's shard and a consumer's,

@@ -431,7 +431,7 @@ impl Direct {
         let arrival = Arrival {
             seq: tokens.stream_seq,
             delivery: tokens.delivered.max(1) as u32,
-            published_ns: if config.log_events {
+            published_ns: if config.log_events || config.hops {
                 tokens.timestamp_ns
             } else {
                 0
@@ -576,20 +576,9 @@ mod tests {
         plan.batch = 10;
         plan.pulls_ahead = 1;
         ConsumerConfig {
-            index: 0,
-            stream: "S".into(),
-            durable: "D".into(),
             plan,
-            behaviour: Arc::new(BehaviourPlan::all_ack()),
-            record_from_ns: 0,
-            timeline_origin_ns: 0,
-            expected_messages: 16,
             log_events: true,
-            js_api_prefix: "$JS.API".into(),
-            crash: None,
-            keep_doomed: false,
-            outage: None,
-            dedup: None,
+            ..ConsumerConfig::acking_all("S", 16, 0)
         }
     }
 

@@ -52,6 +52,9 @@ pub struct ConsumerConfig {
     pub expected_messages: u64,
     /// Keep a [`DeliveryEvent`] per delivery.
     pub log_events: bool,
+    /// Split each first delivery's latency at the server's stored time
+    /// stamp: sent to stamped (ingest), stamped to received (delivery).
+    pub hops: bool,
     /// JetStream API prefix (`$JS.API`, or a domain's `$JS.<domain>.API`).
     pub js_api_prefix: String,
     /// Makes this client crash on demand (the resume scenario).
@@ -90,6 +93,7 @@ impl ConsumerConfig {
             timeline_origin_ns,
             expected_messages,
             log_events: false,
+            hops: false,
             js_api_prefix: "$JS.API".into(),
             crash: None,
             keep_doomed: false,
@@ -160,6 +164,13 @@ pub struct ConsumerReport {
     pub e2e_intended: Recorder,
     /// Receive time minus actual send time, at delivery 1.
     pub e2e_sent: Recorder,
+    /// With `hops`, at delivery 1: the server's stored time stamp minus the
+    /// actual send time (ingest), and the receive time minus that stamp
+    /// (delivery). Their sum per message is `e2e_sent`'s value.
+    #[serde(default)]
+    pub ingest: Recorder,
+    #[serde(default)]
+    pub deliver: Recorder,
     /// Sequences this client saw at their first delivery.
     pub first_deliveries: SeqSet,
     /// This client's first sight of a sequence at a later delivery: the
@@ -262,6 +273,8 @@ impl ConsumerReport {
             first_error: None,
             e2e_intended: Recorder::with_start_intervals(),
             e2e_sent: Recorder::with_intervals(),
+            ingest: Recorder::new(),
+            deliver: Recorder::new(),
             first_deliveries: SeqSet::default(),
             late_firsts: Vec::new(),
             doomed: Vec::new(),
@@ -569,7 +582,7 @@ fn receive(
     };
     let seq = info.stream_sequence;
     let delivery = info.delivered.max(1) as u32;
-    let published_ns = if config.log_events {
+    let published_ns = if config.log_events || config.hops {
         info.published.unix_timestamp_nanos().max(0) as u64
     } else {
         0
@@ -599,7 +612,8 @@ pub(crate) struct Arrival<'a> {
     pub seq: u64,
     /// 1 for a first delivery.
     pub delivery: u32,
-    /// When the server stored it (0 unless deliveries are logged).
+    /// When the server stored it, on the server's wall clock (0 unless
+    /// deliveries are logged or latency is split into hops).
     pub published_ns: u64,
     pub payload: &'a [u8],
 }
@@ -618,8 +632,8 @@ pub(crate) fn note_arrival(
     let Arrival {
         seq,
         delivery,
+        published_ns,
         payload,
-        ..
     } = arrival;
     let seen_here = report.ledger.count(seq, Event::Delivered) > 0;
     report.ledger.mark(seq, Event::Delivered);
@@ -639,6 +653,11 @@ pub(crate) fn note_arrival(
                 crate::system::live::record_e2e(now.saturating_sub(stamp.intended_ns));
                 report.e2e_intended.record_between(stamp.intended_ns, now);
                 report.e2e_sent.record_between(stamp.sent_ns, now);
+                if config.hops && published_ns > 0 {
+                    let stored = crate::record::clock::from_wall(published_ns, now);
+                    report.ingest.record_between(stamp.sent_ns, stored);
+                    report.deliver.record_between(stored, now);
+                }
             } else if !seen_here {
                 report.late_firsts.push(LateFirst {
                     seq,

@@ -289,6 +289,7 @@ impl<'a> Fanout<'a> {
                 timeline_origin_ns: 0,
                 expected_messages: self.schedules[s].count(),
                 log_events: false,
+                hops: false,
                 js_api_prefix: ctx.connect.js_api.prefix(),
                 crash: None,
                 keep_doomed: false,

@@ -89,6 +89,7 @@ impl Launcher {
             timeline_origin_ns: self.t0_ns,
             expected_messages: self.expected,
             log_events: self.spec.log_events,
+            hops: self.spec.hops,
             js_api_prefix: self.js_api_prefix.clone(),
             crash,
             keep_doomed: self.spec.keep_doomed,

@@ -55,6 +55,10 @@ pub struct ConsumerSpec {
     pub behaviour: Arc<BehaviourPlan>,
     /// Keep a record of every delivery (for redelivery delays).
     pub log_events: bool,
+    /// Split each first delivery's latency at the server's stored time
+    /// stamp ([`crate::consume::ConsumerConfig::hops`]).
+    #[serde(default)]
+    pub hops: bool,
     /// Poll consumer info this often while the variant runs.
     pub sample_every: Option<Duration>,
     /// Crash the first client mid-run and bind a new one (resume).
@@ -116,6 +120,7 @@ impl ConsumerSpec {
             plan,
             behaviour,
             log_events: true,
+            hops: false,
             sample_every: Some(sample_every),
             crash: None,
             keep_doomed: false,
@@ -132,6 +137,7 @@ impl ConsumerSpec {
             plan,
             behaviour: Arc::new(BehaviourPlan::all_ack()),
             log_events: false,
+            hops: false,
             sample_every: None,
             crash: None,
             keep_doomed: false,

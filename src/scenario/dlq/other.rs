@@ -52,6 +52,7 @@ impl Other {
             timeline_origin_ns: crate::record::clock::now_ns(),
             expected_messages: messages,
             log_events: false,
+            hops: false,
             js_api_prefix: ctx.connect.js_api.prefix(),
             crash: None,
             keep_doomed: false,

@@ -7,6 +7,7 @@
 //! and achieved against target rate. Verifies that nothing was lost, nothing
 //! redelivered, and that the server agrees.
 
+mod hops;
 pub mod plan;
 
 use std::time::Duration;
@@ -24,6 +25,7 @@ use crate::scenario::search::SEARCH_PROBES;
 use crate::streams::provision::Need;
 use crate::variant::{Invariant, VariantResult, VariantSink};
 
+pub use hops::HISTOGRAMS as HOP_HISTOGRAMS;
 pub use plan::Plan;
 
 /// The registry's row for `latency`: end-to-end latency at paced rates.
@@ -116,7 +118,10 @@ async fn one_variant(
             );
             core_variant(ctx, scenario, plan, rate, r).await
         } else {
-            let reader = |durable| ConsumerSpec::acking(durable, plan.consumer.clone());
+            let reader = |durable| ConsumerSpec {
+                hops: plan.hops,
+                ..ConsumerSpec::acking(durable, plan.consumer.clone())
+            };
             let durable = Durable::new(
                 &scenario.common,
                 (rate, &plan.publish),
@@ -125,6 +130,9 @@ async fn one_variant(
             );
             drive_durable(ctx, scenario, r, durable, |d, r| {
                 measure(&d.outcome, rate, r);
+                if plan.hops {
+                    hops::measure(&d.outcome, r);
+                }
                 verify(&d.outcome, plan.publish.msg_id, d.stored, r);
             })
             .await
@@ -231,6 +239,7 @@ fn describe(common: &CommonPlan, plan: &Plan, rate: u64, r: &mut VariantResult) 
     r.param("batch", plan.consumer.batch);
     r.param("max_ack_pending", plan.consumer.max_ack_pending);
     r.param("ack_wait", format_duration(plan.consumer.ack_wait));
+    r.param("hops", plan.hops);
 }
 
 fn measure(o: &DriveOutcome, rate: u64, r: &mut VariantResult) {

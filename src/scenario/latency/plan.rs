@@ -22,6 +22,8 @@ pub struct Plan {
     pub search: Option<SearchPlan>,
     /// Each rate also over core NATS (no stream): what JetStream adds.
     pub core_baseline: bool,
+    /// Split end-to-end latency at the server's stored time stamp.
+    pub hops: bool,
 }
 
 #[derive(Deserialize)]
@@ -31,6 +33,7 @@ struct LatencySection {
     slo: Option<toml::Table>,
     search: Option<SearchSection>,
     core_baseline: Option<bool>,
+    hops: Option<bool>,
 }
 
 /// Latency's publishers are configured in full; its rates are its own.
@@ -114,6 +117,7 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
         consumer,
         search,
         core_baseline,
+        hops: s.hops.unwrap_or(true),
     };
     Some((common, plan))
 }

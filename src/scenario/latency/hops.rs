@@ -1,0 +1,152 @@
+//! End-to-end latency split where the server stamped the message: a
+//! stream's leader takes the stored time stamp as it accepts a message,
+//! before writing it (one server) or proposing it to its peers (a
+//! cluster: nats-server's `commitSingleMsg` stamps the proposal), and
+//! every delivery carries that stamp in its reply subject. So each first
+//! delivery's actual-send-to-receipt latency is two hops, measured for
+//! every message at no cost to the server:
+//!
+//! - ingest: the publisher's send (its stamp in the payload) to the
+//!   server's time stamp: the client's write, the network, the server's
+//!   read and its checks (limits, dedup);
+//! - delivery: the time stamp to the consumer's receipt: the write to the
+//!   store, on a cluster the replication to a quorum, the pull, the
+//!   network back and the client's read.
+//!
+//! Per message the two add up to the end-to-end latency exactly, so their
+//! means add up to its mean (checked: a gap means intervals below zero
+//! were clamped, the clocks disagreeing); their percentiles need not add
+//! up, and the ratio of the medians' sum to the total's is shown.
+//! The time stamp is the server's wall clock, put on this process's
+//! clock by [`crate::record::clock::from_wall`]: exact on one host, off
+//! by the hosts' NTP error against a remote server.
+
+use crate::drive::DriveOutcome;
+use crate::record::histogram::Recorder;
+use crate::record::metrics::{Direction, Metric, latency_metrics};
+use crate::variant::VariantResult;
+
+/// The two hops' histograms, each also reported as `<name>.p50` ...
+pub const INGEST_LATENCY: &str = "ingest_latency";
+pub const DELIVER_LATENCY: &str = "deliver_latency";
+pub const HISTOGRAMS: &[&str] = &[INGEST_LATENCY, DELIVER_LATENCY];
+/// The hops' means added, over the end-to-end mean (actual send): 1.0
+/// within the histograms' precision, since each message's hops add up to
+/// its latency. Anything else means the split is not of the same
+/// messages, or intervals below zero (the two clocks disagreeing) were
+/// recorded as zero.
+pub const MEAN_SUM_RATIO: &str = "hops_mean_sum_ratio";
+/// The hops' medians added, over the end-to-end median: near 1 when one
+/// hop is steady; shown, not checked (medians of parts need not add up).
+pub const MEDIAN_SUM_RATIO: &str = "hops_median_sum_ratio";
+
+/// How far the means may add up from the end-to-end mean: three
+/// significant digits per histogram value, so well under this.
+const MEAN_SUM_TOLERANCE: f64 = 0.01;
+
+pub fn measure(o: &DriveOutcome, r: &mut VariantResult) {
+    let (mut ingest, mut deliver) = (Recorder::new(), Recorder::new());
+    for c in &o.consumers {
+        ingest.merge(&c.ingest);
+        deliver.merge(&c.deliver);
+    }
+    let (i, d) = (ingest.summary(), deliver.summary());
+    let total = o.e2e_sent.summary();
+    if i.count == 0 || total.count == 0 {
+        r.warnings.push(
+            "hops: no first delivery carried the server's stored time stamp, so end-to-end \
+             latency was not split"
+                .into(),
+        );
+        return;
+    }
+    let ratio = |a: f64, b: f64, t: f64| (a + b) / t.max(f64::MIN_POSITIVE);
+    let mean_ratio = ratio(i.mean_us, d.mean_us, total.mean_us);
+    if let Some(w) = mean_sum_warning(mean_ratio, i.mean_us, d.mean_us, total.mean_us) {
+        r.warnings.push(w);
+    }
+    for (name, recorder) in [(INGEST_LATENCY, &ingest), (DELIVER_LATENCY, &deliver)] {
+        r.metrics.extend(latency_metrics(name, &recorder.summary()));
+        r.histograms.push((name.to_string(), recorder.clone()));
+    }
+    for (name, value) in [
+        (MEAN_SUM_RATIO, mean_ratio),
+        (MEDIAN_SUM_RATIO, ratio(i.p50_us, d.p50_us, total.p50_us)),
+    ] {
+        r.metrics
+            .push(Metric::new(name, "ratio", value, Direction::None));
+    }
+}
+
+/// A warning when the hops' means add up to more than
+/// [`MEAN_SUM_TOLERANCE`] away from the end-to-end mean.
+fn mean_sum_warning(ratio: f64, ingest: f64, deliver: f64, total: f64) -> Option<String> {
+    ((ratio - 1.0).abs() > MEAN_SUM_TOLERANCE).then(|| {
+        format!(
+            "hops: ingest mean {ingest:.1} us + delivery mean {deliver:.1} us = {:.1} us against \
+             {total:.1} us end to end ({:+.1}%): the split is not of the same messages, or \
+             intervals below zero were recorded as zero (the server's and this host's clocks \
+             disagree: a remote server)",
+            ingest + deliver,
+            (ratio - 1.0) * 100.0
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn means_that_add_up_pass_and_a_gap_is_named() {
+        assert_eq!(mean_sum_warning(1.005, 60.0, 40.5, 100.0), None);
+        let w = mean_sum_warning(0.9, 50.0, 40.0, 100.0).expect("a 10% gap is named");
+        assert!(w.contains("-10.0%") && w.contains("clocks"), "{w}");
+    }
+
+    #[test]
+    fn each_first_delivery_splits_into_hops_that_add_up_to_it() {
+        let mut o = DriveOutcome::settled(2);
+        let mut c = crate::consume::ConsumerReport::empty(
+            &crate::consume::ConsumerConfig::acking_all("S", 2, 0),
+        );
+        // Sent at 0, stamped at 30 us, received at 100 us.
+        c.ingest.record_between(0, 30_000);
+        c.deliver.record_between(30_000, 100_000);
+        o.e2e_sent.record_between(0, 100_000);
+        o.consumers.push(c);
+        let mut r = VariantResult::new("t");
+        measure(&o, &mut r);
+        let value = |n: &str| r.metrics.iter().find(|m| m.name == n).map(|m| m.value);
+        assert_eq!(value("ingest_latency.p50").map(|v| v.round()), Some(30.0));
+        assert_eq!(value("deliver_latency.p50").map(|v| v.round()), Some(70.0));
+        for name in [MEAN_SUM_RATIO, MEDIAN_SUM_RATIO] {
+            let ratio = value(name).expect("the ratio");
+            assert!((ratio - 1.0).abs() < 0.01, "{name} {ratio}");
+        }
+        assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+        // A delivery hop clamped at zero (stamped after its receipt, as a
+        // server clock ahead of this one would show) breaks the means' sum.
+        let mut skewed = DriveOutcome::settled(2);
+        let mut c = crate::consume::ConsumerReport::empty(
+            &crate::consume::ConsumerConfig::acking_all("S", 2, 0),
+        );
+        c.ingest.record_between(0, 130_000);
+        c.deliver.record_between(130_000, 100_000);
+        skewed.e2e_sent.record_between(0, 100_000);
+        skewed.consumers.push(c);
+        let mut r = VariantResult::new("t");
+        measure(&skewed, &mut r);
+        assert!(
+            r.warnings.iter().any(|w| w.contains("+30.0%")),
+            "{:?}",
+            r.warnings
+        );
+        // Without a time stamp there is nothing to split, and it says so.
+        let mut bare = DriveOutcome::settled(2);
+        bare.e2e_sent.record_between(0, 100_000);
+        let mut r = VariantResult::new("t");
+        measure(&bare, &mut r);
+        assert!(r.warnings[0].contains("not split"), "{:?}", r.warnings);
+    }
+}
