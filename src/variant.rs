@@ -217,31 +217,40 @@ impl VariantResult {
     /// report.html's latency over time. Called once the variant is
     /// complete, for every scenario alike.
     pub fn add_interval_timelines(&mut self) {
-        for (name, h) in &self.histograms {
-            if name != names::E2E_LATENCY && name != names::PUB_ACK_LATENCY {
-                continue;
-            }
-            // p50, p99 and max of each second, a few bytes a second.
-            let mut seconds: Vec<(u64, [u64; 3])> = Vec::new();
-            h.for_each_second(|second, hist| {
-                let (p50, p99) = (hist.value_at_quantile(0.5), hist.value_at_quantile(0.99));
-                seconds.push((second, [p50, p99, hist.max()]));
-            });
-            let (Some(&(first, _)), Some(&(last, _))) = (seconds.first(), seconds.last()) else {
-                continue;
+        self.add_per_second(names::E2E_LATENCY);
+        self.add_per_second(names::PUB_ACK_LATENCY);
+    }
+
+    /// p50, p99 and max of each second of the histogram `name` (one
+    /// recorded with intervals), as timelines `<name>.p50_us` ...: a
+    /// kind's own latency over time, by the same rule as the end-to-end
+    /// one. Nothing for a histogram without intervals or not there.
+    pub fn add_per_second(&mut self, name: &str) {
+        // The last of that name, as the timelines of earlier ones would
+        // be overwritten by it.
+        let Some((_, h)) = self.histograms.iter().rev().find(|(n, _)| n == name) else {
+            return;
+        };
+        // p50, p99 and max of each second, a few bytes a second.
+        let mut seconds: Vec<(u64, [u64; 3])> = Vec::new();
+        h.for_each_second(|second, hist| {
+            let (p50, p99) = (hist.value_at_quantile(0.5), hist.value_at_quantile(0.99));
+            seconds.push((second, [p50, p99, hist.max()]));
+        });
+        let (Some(&(first, _)), Some(&(last, _))) = (seconds.first(), seconds.last()) else {
+            return;
+        };
+        for (k, (q, _)) in names::PER_SECOND.into_iter().enumerate() {
+            let mut t = Timeline {
+                origin_ns: first * crate::record::histogram::INTERVAL_NS,
+                bucket_ns: crate::record::histogram::INTERVAL_NS,
+                counts: vec![0; (last - first + 1) as usize],
             };
-            for (k, (q, _)) in names::PER_SECOND.into_iter().enumerate() {
-                let mut t = Timeline {
-                    origin_ns: first * crate::record::histogram::INTERVAL_NS,
-                    bucket_ns: crate::record::histogram::INTERVAL_NS,
-                    counts: vec![0; (last - first + 1) as usize],
-                };
-                for (second, values) in &seconds {
-                    // A gauge: 0 would read as "no sample".
-                    t.counts[(second - first) as usize] = (values[k] / 1_000).max(1);
-                }
-                self.timelines.insert(names::per_second(name, q), t);
+            for (second, values) in &seconds {
+                // A gauge: 0 would read as "no sample".
+                t.counts[(second - first) as usize] = (values[k] / 1_000).max(1);
             }
+            self.timelines.insert(names::per_second(name, q), t);
         }
     }
 

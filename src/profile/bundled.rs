@@ -35,6 +35,10 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("filtered", include_str!("../../profiles/filtered.toml")),
     ("scheduled", include_str!("../../profiles/scheduled.toml")),
     ("priority", include_str!("../../profiles/priority.toml")),
+    (
+        "replication",
+        include_str!("../../profiles/replication.toml"),
+    ),
 ];
 
 pub fn bundled(name: &str) -> Option<&'static str> {

@@ -13,6 +13,7 @@ pub mod fanout;
 pub mod filtered;
 pub mod idempotence;
 mod kind;
+pub mod lag;
 pub mod latency;
 pub mod lifecycle;
 pub mod outage;
@@ -164,6 +165,7 @@ registry! {
     Filtered => filtered::Filtered,
     Scheduled => scheduled::Scheduled,
     Priority => priority::Priority,
+    Lag => lag::Lag,
 }
 
 /// One `[[scenario]]` of a profile: the keys every scenario has, and its

@@ -1,0 +1,632 @@
+//! `kind = "lag"`: replication lag through mirrors and sources.
+//!
+//! Provision: origin streams that republish what they store (headers
+//! only), and the copy the server fills from them: a mirror (`mirror`,
+//! and `cut` on a local cluster), an aggregate sourcing `origins` origins
+//! (`source`), or a source of a work-queue origin through a durable with
+//! `ack_policy = flow_control` that jsbench creates (`wq_source`, and
+//! `wq_paused` with that durable paused a while). Drive: `rate` msg/s
+//! round-robin over the origins for `duration`, the copy read from its
+//! first sequence as it fills. Measure, per message: the lag from stored
+//! in the origin (its stored time) to stored in the copy (a source's own
+//! stored time; a mirror keeps the origin's, so there: read from the
+//! copy), the PubAck's receipt to the copy's read, the copy's rate, and
+//! how soon a paused or cut-off copy caught up. Verify: every origin
+//! message in the copy once, nothing else; the origin's order where the
+//! copy keeps it; a work-queue origin drained by the flow-control acks.
+
+mod audit;
+mod fault;
+pub mod plan;
+mod publish;
+pub mod topology;
+pub mod watch;
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use async_nats::jetstream::stream;
+
+use self::audit::CopyAudit;
+use self::fault::Happened;
+use self::publish::{Load, Published};
+use self::topology::Topology;
+use self::watch::{Copied, CopyReader, OriginListener, Origins};
+use super::lifecycle::{each, variant};
+use super::table::{self, Cell, Column, Show};
+use super::{ScenarioKind, ScenarioPlan};
+use crate::drive::RunContext;
+use crate::profile::{CommonPlan, FaultKind, Problems, Section, format_duration};
+use crate::record::histogram::Recorder;
+use crate::record::metrics::{Direction, Metric, count};
+use crate::record::timeline::Timeline;
+use crate::streams::provision::{Need, placement};
+use crate::variant::{Invariant, VariantResult, VariantSink};
+
+pub use audit::{COUNT, CUT, DRAINED, ONCE, ORDER, PAUSED, PERSISTED};
+pub use plan::{Mode, Plan};
+
+/// Stored in the origin (its stored time) to stored in the copy (a
+/// source's stored time) or, for a mirror, which keeps the origin's
+/// stored time, read from the copy here. Server clocks of one host
+/// against each other (and, for a mirror, against jsbench's).
+pub const LAG: &str = "lag";
+/// A source's stored time to the copy's read here: what reading adds,
+/// the part of a mirror's lag that is not the copying.
+pub const READ_DELAY: &str = "copy_read_delay";
+/// The PubAck's receipt to the copy's read, both on jsbench's clock: the
+/// lag as a client sees it, no server clock involved.
+pub const ACK_TO_READ: &str = "pub_ack_to_copy_read";
+/// Messages stored in the copy over the span from its first to its last.
+pub const COPY_RATE: &str = "copy_rate";
+/// Messages the copy held.
+pub const COPIED: &str = "copied";
+/// Messages the origins stored (PubAck or their own republish), the
+/// primers (one per origin, before the load) included.
+pub const STORED: &str = "origin_stored";
+/// From the fault's end (pause over, routes healed) to the copy holding
+/// everything the origins stored before it, ms.
+pub const CATCH_UP: &str = "catch_up";
+/// From the copy holding every message to the work-queue origin found
+/// empty, ms: how long the flow-control acks trail the copy.
+pub const DRAIN: &str = "origin_drain";
+/// How long the pause or the cut lasted as injected, ms.
+pub const FAULT_LASTED: &str = "fault_lasted";
+/// Copied messages counted per second of their copy instant (a timeline).
+pub const COPIED_PER_SECOND: &str = "copied_per_second";
+
+/// How often the copy's progress and the origin's drain are polled.
+const POLL: Duration = Duration::from_millis(20);
+/// Missing messages looked up in their origin, at most.
+const LOOKUPS: usize = 1_000;
+
+const COLUMNS: &[Column] = &[
+    table::VARIANT,
+    Column {
+        header: "copied",
+        cell: Cell::Metric(COPIED, Show::Whole),
+    },
+    table::quantile("lag p50", LAG, "p50"),
+    table::quantile("p99", LAG, "p99"),
+    table::quantile("max", LAG, "max"),
+    table::quantile("ack→read p50", ACK_TO_READ, "p50"),
+    table::quantile("p99", ACK_TO_READ, "p99"),
+    Column {
+        header: "copy/s",
+        cell: Cell::Metric(COPY_RATE, Show::Rate),
+    },
+    Column {
+        header: "catch-up",
+        cell: Cell::Metric(CATCH_UP, Show::Ms),
+    },
+    Column {
+        header: "drain",
+        cell: Cell::Metric(DRAIN, Show::Ms),
+    },
+    table::LOST,
+    table::VERDICT,
+];
+
+/// The registry's row for `lag`: origins copied by the server.
+pub struct Lag;
+
+impl ScenarioKind for Lag {
+    const NAME: &'static str = "lag";
+    const COLUMNS: &'static [Column] = COLUMNS;
+    type Plan = Plan;
+
+    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
+        plan::read(section, problems)
+    }
+
+    fn run<'a>(
+        ctx: &'a RunContext,
+        scenario: &'a ScenarioPlan,
+        plan: &'a Plan,
+        sink: &'a mut dyn VariantSink,
+    ) -> impl Future<Output = Result<()>> + 'a {
+        run(ctx, scenario, plan, sink)
+    }
+
+    fn need(plan: &Plan, common: &CommonPlan) -> Need {
+        let messages = plan.rate as f64 * common.duration.as_secs_f64();
+        let bytes = messages as u64 * (plan.message_size as u64 + 200);
+        let origins = if plan.variants.contains(&Mode::Source) {
+            plan.origins
+        } else {
+            1
+        };
+        Need {
+            streams: origins + 1,
+            consumers: 2,
+            bytes,
+            total_bytes: 2 * bytes,
+            max_ack_pending: 0,
+        }
+    }
+
+    fn estimated_duration(plan: &Plan, common: &CommonPlan) -> Duration {
+        common.duration * plan.variants.len() as u32
+    }
+
+    fn faults(plan: &Plan) -> Option<FaultKind> {
+        plan.variants.contains(&Mode::Cut).then_some(FaultKind::Cut)
+    }
+}
+
+async fn run(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &Plan,
+    sink: &mut dyn VariantSink,
+) -> Result<()> {
+    each(
+        ctx,
+        scenario,
+        sink,
+        plan.variants.iter().copied(),
+        async |mode| {
+            let (result, _) = variant(mode.label(), async |r| {
+                describe(&scenario.common, plan, mode, r);
+                one_variant(ctx, &scenario.common, plan, mode, r).await
+            })
+            .await;
+            result
+        },
+    )
+    .await
+}
+
+fn describe(common: &CommonPlan, plan: &Plan, mode: Mode, r: &mut VariantResult) {
+    r.param("mode", mode.label());
+    r.param("rate", plan.rate);
+    r.param("message_size", plan.message_size);
+    r.param("published_for", format_duration(common.duration));
+    r.param("settle", format_duration(common.drain_timeout));
+    match mode {
+        Mode::Source => r.param("origins", plan.origins),
+        Mode::WqSource | Mode::WqPaused => {
+            r.param("sourcing", "durable, ack_policy flow_control");
+            r.param(
+                "sourcing_heartbeat",
+                format_duration(topology::SOURCING_HEARTBEAT),
+            );
+        }
+        Mode::Mirror | Mode::Cut => {}
+    }
+    if mode == Mode::WqPaused {
+        r.param("pause_after", format_duration(plan.pause_after));
+        r.param("pause_for", format_duration(plan.pause_for));
+    }
+    if mode == Mode::Cut {
+        r.param("cut_after", format_duration(plan.cut_after));
+        r.param("down_for", format_duration(plan.down_for));
+    }
+}
+
+/// What one variant saw.
+struct Observed {
+    published: Published,
+    /// Per origin: stored time by sequence, from its republish.
+    origin_stored: Vec<HashMap<u64, i128>>,
+    copied: Vec<Copied>,
+    copy_count: Option<u64>,
+    /// A work-queue origin: messages it still held at the end, and ms
+    /// from the copy's last message to its being found empty.
+    origin_left: Option<u64>,
+    drain_ms: Option<f64>,
+    fault: Option<Happened>,
+    /// Of the missing, how many their origin still holds.
+    origin_holds: Option<u64>,
+    names: Vec<String>,
+}
+
+/// The streams, the watchers, the load, the settling; the streams are
+/// deleted whatever happened.
+async fn one_variant(
+    ctx: &RunContext,
+    common: &CommonPlan,
+    plan: &Plan,
+    mode: Mode,
+    r: &mut VariantResult,
+) -> Result<()> {
+    let t = topology::plan(ctx, common, mode, plan.origins);
+    let outcome = observe(ctx, common, plan, mode, &t, r).await;
+    let deleted = delete_created(ctx, &t).await;
+    let observed = outcome?;
+    deleted?;
+    measure(mode, &observed, common.warmup, r);
+    verify(mode, &observed, r);
+    Ok(())
+}
+
+/// Deletes those of the variant's streams that were created.
+async fn delete_created(ctx: &RunContext, t: &Topology) -> Result<()> {
+    let created = ctx.provisioner.created();
+    let mut first = None;
+    for name in t.streams().iter().filter(|n| created.contains(n)) {
+        if let Err(e) = ctx.provisioner.delete_stream(name).await {
+            first.get_or_insert(e);
+        }
+    }
+    first.map_or(Ok(()), Err)
+}
+
+async fn observe(
+    ctx: &RunContext,
+    common: &CommonPlan,
+    plan: &Plan,
+    mode: Mode,
+    t: &Topology,
+    r: &mut VariantResult,
+) -> Result<Observed> {
+    let js = ctx.provisioner.jetstream();
+    let client = js.client();
+    let mut listeners = Vec::new();
+    for o in &t.origins {
+        listeners.push(OriginListener::start(&client, &o.base).await?);
+    }
+    let copy = topology::provision(ctx, mode, t).await?;
+    let names: Vec<String> = t.origins.iter().map(|o| o.name.clone()).collect();
+    let origins = Origins {
+        names: names.clone(),
+        mirror: mode.mirror(),
+    };
+    let expected = (plan.rate as f64 * common.duration.as_secs_f64()) as usize;
+    let reader = CopyReader::start(&copy, origins, expected).await?;
+    let subjects: Vec<String> = t.origins.iter().map(|o| o.subject()).collect();
+    publish::prime(js, &subjects).await?;
+    primed(&reader, subjects.len() as u64).await?;
+    let load = Load {
+        subjects: &subjects,
+        rate: plan.rate,
+        duration: common.warmup + common.duration,
+        message_size: plan.message_size,
+        window: plan.pub_ack_window,
+    };
+    let (published, fault) = tokio::join!(
+        publish::publish(js, &load, &ctx.stop),
+        inject(ctx, plan, mode, t)
+    );
+    let published = published?;
+    let fault = fault?;
+    // The primers are in the copy too.
+    let due = published.confirmed() + subjects.len() as u64;
+    settle(ctx, common, &reader, due).await;
+    let (origin_left, drain_ms) = if mode.work_queue() {
+        let (left, ms) = drain(ctx, common, &t.origins[0].name).await?;
+        (Some(left), ms)
+    } else {
+        (None, None)
+    };
+    let copied = reader.finish().await?;
+    let mut origin_stored = Vec::new();
+    for l in listeners {
+        origin_stored.push(l.finish().await?);
+    }
+    let copy_count = ctx.provisioner.stream_info(&t.copy).await.map(|i| {
+        r.streams.push(placement(&i));
+        i.state.messages
+    });
+    let mut o = Observed {
+        published,
+        origin_stored,
+        copied,
+        copy_count,
+        origin_left,
+        drain_ms,
+        fault,
+        origin_holds: None,
+        names,
+    };
+    o.origin_holds = Some(still_held(ctx, &o).await?);
+    Ok(o)
+}
+
+/// How long the copy may take to hold the primers.
+const PRIME_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Waits for the copy to hold the primers (one per origin).
+async fn primed(reader: &CopyReader, primers: u64) -> Result<()> {
+    let started = tokio::time::Instant::now();
+    while reader.seen() < primers {
+        if started.elapsed() >= PRIME_TIMEOUT {
+            return Err(anyhow::anyhow!(
+                "the copy held {} of the {primers} primer message(s) after {}: is the \
+                 server copying at all?",
+                reader.seen(),
+                format_duration(PRIME_TIMEOUT)
+            ));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    Ok(())
+}
+
+/// The variant's fault, from the first publish: none, a pause, a cut.
+async fn inject(
+    ctx: &RunContext,
+    plan: &Plan,
+    mode: Mode,
+    t: &Topology,
+) -> Result<Option<Happened>> {
+    match mode {
+        Mode::WqPaused => fault::pause(ctx, t, plan.pause_after, plan.pause_for)
+            .await
+            .map(Some),
+        Mode::Cut => fault::cut(ctx, t, plan.cut_after, plan.down_for)
+            .await
+            .map(Some),
+        Mode::Mirror | Mode::Source | Mode::WqSource => Ok(None),
+    }
+}
+
+/// Waits until the copy holds as many messages as were confirmed, or
+/// none came for `drain_timeout`.
+async fn settle(ctx: &RunContext, common: &CommonPlan, reader: &CopyReader, due: u64) {
+    let (mut seen, mut came) = (reader.seen(), tokio::time::Instant::now());
+    while !ctx.stop.is_cancelled() && reader.seen() < due {
+        if reader.seen() > seen {
+            (seen, came) = (reader.seen(), tokio::time::Instant::now());
+        }
+        if came.elapsed() >= common.drain_timeout {
+            break;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Polls a work-queue origin until it is empty, for `drain_timeout` plus
+/// the sourcing heartbeat (which paces the flow-control acks when the
+/// origin is idle) at most: what it still holds, and how long it took.
+async fn drain(ctx: &RunContext, common: &CommonPlan, origin: &str) -> Result<(u64, Option<f64>)> {
+    let js = ctx.provisioner.jetstream();
+    let mut s = js
+        .get_stream(origin)
+        .await
+        .with_context(|| format!("getting {origin} to watch it drain"))?;
+    let started = tokio::time::Instant::now();
+    let limit = common.drain_timeout + topology::SOURCING_HEARTBEAT;
+    loop {
+        let left = s
+            .info()
+            .await
+            .with_context(|| format!("stream info of {origin}"))?
+            .state
+            .messages;
+        if left == 0 {
+            return Ok((0, Some(started.elapsed().as_secs_f64() * 1e3)));
+        }
+        if started.elapsed() >= limit || ctx.stop.is_cancelled() {
+            return Ok((left, None));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Per origin, what it stored: confirmed by a PubAck, or republished.
+fn stored_sets(o: &Observed) -> Vec<BTreeSet<u64>> {
+    o.published
+        .acked
+        .iter()
+        .zip(&o.origin_stored)
+        .map(|(acked, republished)| acked.keys().chain(republished.keys()).copied().collect())
+        .collect()
+}
+
+/// Of the messages the copy is missing, how many their origin still
+/// holds (the first [`LOOKUPS`], by message get).
+async fn still_held(ctx: &RunContext, o: &Observed) -> Result<u64> {
+    let a = audit::audit(&stored_sets(o), &o.copied);
+    let js = ctx.provisioner.jetstream();
+    let mut held = 0;
+    let mut looked = 0;
+    for (origin, seqs) in &a.missing {
+        let s: stream::Stream<()> = js
+            .get_stream_no_info(&o.names[*origin])
+            .await
+            .with_context(|| {
+                format!(
+                    "getting {} to look for what the copy lacks",
+                    o.names[*origin]
+                )
+            })?;
+        for &seq in seqs {
+            if looked >= LOOKUPS {
+                return Ok(held);
+            }
+            looked += 1;
+            if s.get_raw_message(seq).await.is_ok() {
+                held += 1;
+            }
+        }
+    }
+    Ok(held)
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// The copy instant of a message: a source's stored time; a mirror's
+/// read here (its stored time is the origin's).
+fn copy_instant(mode: Mode, c: &Copied) -> u64 {
+    if mode.mirror() {
+        c.received_ns
+    } else {
+        c.stored_ns.max(0) as u64
+    }
+}
+
+fn measure(mode: Mode, o: &Observed, warmup: Duration, r: &mut VariantResult) {
+    let measured_from = o.published.started_ns + warmup.as_nanos() as u64;
+    let mut lag = Recorder::with_intervals();
+    let (mut read, mut ack_to_read) = (Recorder::new(), Recorder::new());
+    let mut per_second = Timeline::per_second(
+        o.copied
+            .first()
+            .map_or(0, |c| copy_instant(mode, c) / 1_000_000_000 * 1_000_000_000),
+    );
+    let mut unstamped = 0u64;
+    for c in &o.copied {
+        let Some(origin) = c.origin else { continue };
+        let at = copy_instant(mode, c);
+        per_second.mark(at);
+        let stored = o.origin_stored[origin].get(&c.origin_seq).copied();
+        // The primers and the warm-up: checked, not measured.
+        if stored.is_some_and(|s| (s.max(0) as u64) < measured_from) {
+            continue;
+        }
+        match stored {
+            Some(stored) => lag.record_between(stored.max(0) as u64, at),
+            None => unstamped += 1,
+        }
+        if !mode.mirror() {
+            read.record_between(c.stored_ns.max(0) as u64, c.received_ns);
+        }
+        if let Some(&acked) = o.published.acked[origin].get(&c.origin_seq) {
+            // A copy read before its PubAck came is no lag: zero.
+            ack_to_read.record(c.received_ns.saturating_sub(acked));
+        }
+    }
+    r.latency(LAG, &lag);
+    r.add_per_second(LAG);
+    r.latency(READ_DELAY, &read);
+    r.latency(ACK_TO_READ, &ack_to_read);
+    r.timelines.insert(COPIED_PER_SECOND.into(), per_second);
+    r.metrics.push(count(COPIED, o.copied.len() as u64));
+    let stored: usize = stored_sets(o).iter().map(BTreeSet::len).sum();
+    r.metrics.push(count(STORED, stored as u64));
+    r.metrics.push(Metric::new(
+        "publish_rate",
+        "msg/s",
+        o.published.sent as f64 / o.published.span_s.max(1e-9),
+        Direction::Higher,
+    ));
+    if let (Some(first), Some(last)) = (o.copied.first(), o.copied.last()) {
+        let span = copy_instant(mode, last).saturating_sub(copy_instant(mode, first));
+        if span > 0 {
+            let rate = (o.copied.len() - 1) as f64 / (span as f64 / 1e9);
+            r.metrics
+                .push(Metric::new(COPY_RATE, "msg/s", rate, Direction::Higher));
+        }
+    }
+    if let Some(ms_) = o.drain_ms {
+        r.metrics
+            .push(Metric::new(DRAIN, "ms", ms_, Direction::Lower));
+    }
+    if let Some(f) = &o.fault {
+        r.metrics.push(Metric::new(
+            FAULT_LASTED,
+            "ms",
+            ms(f.ended_ns.saturating_sub(f.began_ns)),
+            Direction::Lower,
+        ));
+    }
+    if let Some(f) = &o.fault
+        && let Some(caught) = caught_up(mode, o, f.ended_ns)
+    {
+        r.metrics.push(Metric::new(
+            CATCH_UP,
+            "ms",
+            ms(caught.saturating_sub(f.ended_ns)),
+            Direction::Lower,
+        ));
+    }
+    if unstamped > 0 {
+        r.warnings.push(format!(
+            "{unstamped} copied messages without their origin's stored time (the republish \
+             listener missed them): left out of {LAG}"
+        ));
+    }
+}
+
+/// When the copy held the last message its origins stored before
+/// `ended_ns`.
+fn caught_up(mode: Mode, o: &Observed, ended_ns: u64) -> Option<u64> {
+    o.copied
+        .iter()
+        .filter(|c| {
+            c.origin
+                .and_then(|origin| o.origin_stored[origin].get(&c.origin_seq))
+                .is_some_and(|&s| s.max(0) as u64 <= ended_ns)
+        })
+        .map(|c| copy_instant(mode, c))
+        .max()
+}
+
+fn verify(mode: Mode, o: &Observed, r: &mut VariantResult) {
+    let a: CopyAudit = audit::audit(&stored_sets(o), &o.copied);
+    let p = &o.published;
+    r.ledger.published = p.sent;
+    r.ledger.persisted = p.confirmed();
+    r.ledger.publish_errors = p.errors;
+    r.ledger.delivered = o.copied.len() as u64;
+    r.ledger.lost = a.missing_count();
+    r.invariants.push(Invariant::check(
+        PERSISTED,
+        p.errors == 0 && p.confirmed() == p.sent,
+        format!(
+            "{} of {} sent confirmed by a PubAck{}",
+            p.confirmed(),
+            p.sent,
+            p.first_error
+                .as_ref()
+                .map(|e| format!("; {} errors, the first: {e}", p.errors))
+                .unwrap_or_default()
+        ),
+    ));
+    r.invariants.extend(audit::invariants(
+        &a,
+        &o.names,
+        o.origin_holds,
+        o.copy_count,
+        // A mirror keeps the origin's sequences; a source copies each
+        // origin in its order (it retries from the first sequence it
+        // missed, never skips ahead).
+        true,
+    ));
+    r.invariants.push(drained(mode, o));
+    match (mode, &o.fault) {
+        (Mode::WqPaused, f) => r.invariants.push(Invariant::check(
+            PAUSED,
+            f.as_ref().and_then(|f| f.paused) == Some(true),
+            "the pause request answered paused: true",
+        )),
+        (Mode::Cut, f) => r.invariants.push(Invariant::check(
+            CUT,
+            f.as_ref().is_some_and(|f| f.cut.is_some()),
+            match f.as_ref().and_then(|f| f.cut.clone()) {
+                Some(node) => format!("{node}, the copy's leader, cut off and healed"),
+                None => "no node was cut".into(),
+            },
+        )),
+        _ => {}
+    }
+}
+
+fn drained(mode: Mode, o: &Observed) -> Invariant {
+    if !mode.work_queue() {
+        return Invariant::not_applicable(
+            DRAINED,
+            "a limits origin keeps what it stored; nothing is acknowledged away",
+        );
+    }
+    match o.origin_left {
+        Some(0) => Invariant::check(
+            DRAINED,
+            true,
+            "the origin held nothing once the copy had every message",
+        ),
+        Some(left) => Invariant::check(
+            DRAINED,
+            false,
+            format!(
+                "the origin still holds {left} after the copy settled: the sourcing durable \
+                 never acknowledged them (flow control)"
+            ),
+        ),
+        None => Invariant::check(DRAINED, false, "the origin's state was never read"),
+    }
+}

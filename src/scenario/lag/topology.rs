@@ -1,0 +1,176 @@
+//! The streams of one variant: its origins (run-scoped, republishing what
+//! they store for [`super::watch::OriginListener`]) and the copy the
+//! server fills from them: a mirror, an aggregate of sources, or a source
+//! of a work-queue origin through a durable jsbench creates itself
+//! (durable sourcing, ADR-60).
+
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, anyhow};
+use async_nats::jetstream::response::Response;
+use async_nats::jetstream::stream::{self, Republish, Source, StreamConsumerSource};
+
+use super::plan::Mode;
+use super::watch::stored_subject;
+use crate::drive::RunContext;
+use crate::profile::CommonPlan;
+use crate::streams::provision::stream_config;
+
+/// The flow-control durable's idle heartbeat: with nothing new to send,
+/// the origin's server asks for flow control this often, and the answer
+/// acknowledges (on a work-queue origin: removes) what the copy stored.
+pub const SOURCING_HEARTBEAT: Duration = Duration::from_secs(1);
+
+/// One origin stream.
+#[derive(Debug, Clone)]
+pub struct Origin {
+    pub name: String,
+    /// Its subjects are `<base>.*`; it is published to on `<base>.m`.
+    pub base: String,
+}
+
+impl Origin {
+    pub fn subject(&self) -> String {
+        format!("{}.m", self.base)
+    }
+}
+
+/// A variant's streams.
+#[derive(Debug, Clone)]
+pub struct Topology {
+    pub origins: Vec<Origin>,
+    pub copy: String,
+    /// The work-queue origin's sourcing durable, jsbench's.
+    pub durable: Option<String>,
+}
+
+impl Topology {
+    /// Every stream, copy first (deleted before what it copies from).
+    pub fn streams(&self) -> Vec<String> {
+        std::iter::once(self.copy.clone())
+            .chain(self.origins.iter().map(|o| o.name.clone()))
+            .collect()
+    }
+}
+
+/// The names of `mode`'s streams, before any is made.
+pub fn plan(ctx: &RunContext, common: &CommonPlan, mode: Mode, origins: usize) -> Topology {
+    let n = if mode == Mode::Source { origins } else { 1 };
+    let label = mode.label();
+    let origins = (0..n)
+        .map(|i| {
+            let part = format!("{label}_o{i}");
+            Origin {
+                name: ctx.names.stream(common.name(), &part),
+                base: ctx.names.subject(common.name(), &part),
+            }
+        })
+        .collect();
+    Topology {
+        origins,
+        copy: ctx.names.stream(common.name(), &format!("{label}_copy")),
+        durable: mode
+            .work_queue()
+            .then(|| ctx.names.durable(common.name(), label)),
+    }
+}
+
+/// Creates the origins, the work-queue origin's durable, then the copy.
+pub async fn provision(ctx: &RunContext, mode: Mode, t: &Topology) -> Result<stream::Stream> {
+    for o in &t.origins {
+        let mut config = stream_config(&o.name, &o.base, &ctx.server, &ctx.stream);
+        config.retention = if mode.work_queue() {
+            stream::RetentionPolicy::WorkQueue
+        } else {
+            stream::RetentionPolicy::Limits
+        };
+        config.republish = Some(Republish {
+            source: format!("{}.*", o.base),
+            destination: format!("{}.{{{{wildcard(1)}}}}", stored_subject(&o.base)),
+            headers_only: true,
+        });
+        ctx.provisioner.create_stream(config).await?;
+    }
+    if let Some(durable) = &t.durable {
+        create_sourcing_durable(ctx, &t.origins[0], durable).await?;
+    }
+    let first = &t.origins[0];
+    let mut config = stream_config(&t.copy, &first.base, &ctx.server, &ctx.stream);
+    config.subjects = Vec::new();
+    let source = |o: &Origin| Source {
+        name: o.name.clone(),
+        consumer: t
+            .durable
+            .as_ref()
+            .map(|d| StreamConsumerSource::new(d.clone(), deliver_subject(o))),
+        ..Default::default()
+    };
+    if mode.mirror() {
+        config.mirror = Some(source(first));
+    } else {
+        config.sources = Some(t.origins.iter().map(source).collect());
+    }
+    ctx.provisioner.create_stream(config).await
+}
+
+/// Where the sourcing durable delivers: beside the origin's subjects.
+fn deliver_subject(o: &Origin) -> String {
+    format!("{}_deliver", o.base)
+}
+
+/// The durable a work-queue origin is sourced through, as ADR-60 asks:
+/// push (a deliver subject), `ack_policy = flow_control`, flow control
+/// and an idle heartbeat, no ack wait, no back-off, max deliver unset.
+/// Sent as the API's JSON so every field is exactly what is named here.
+/// nats-server 2.15.1 refuses an ack wait or back-off (10221), a max
+/// deliver (10222) and a pull durable (10218); it turns flow control on
+/// and sets a heartbeat of its own when they are left out (tests/lag.rs).
+pub fn sourcing_durable_config(durable: &str, deliver: &str) -> serde_json::Value {
+    serde_json::json!({
+        "durable_name": durable,
+        "ack_policy": "flow_control",
+        "deliver_policy": "all",
+        "deliver_subject": deliver,
+        "flow_control": true,
+        "idle_heartbeat": SOURCING_HEARTBEAT.as_nanos() as u64,
+        "max_deliver": -1,
+        "description": "created by jsbench: a copy sources its origin through it",
+    })
+}
+
+async fn create_sourcing_durable(ctx: &RunContext, origin: &Origin, durable: &str) -> Result<()> {
+    let request = serde_json::json!({
+        "stream_name": origin.name,
+        "config": sourcing_durable_config(durable, &deliver_subject(origin)),
+        "action": "create",
+    });
+    let answer: Response<serde_json::Value> = ctx
+        .provisioner
+        .jetstream()
+        .request(
+            format!("CONSUMER.CREATE.{}.{durable}", origin.name),
+            &request,
+        )
+        .await
+        .with_context(|| format!("creating the sourcing durable {durable} on {}", origin.name))?;
+    match answer {
+        Response::Ok(_) => Ok(()),
+        Response::Err { error } => Err(anyhow!(
+            "the server refused the sourcing durable {durable} on {} (ack_policy flow_control, \
+             nats-server 2.14 or later): {error}",
+            origin.name
+        )),
+    }
+}
+
+/// Deletes the variant's streams, copy first; the first error is kept,
+/// the rest still deleted.
+pub async fn delete(ctx: &RunContext, t: &Topology) -> Result<()> {
+    let mut first = None;
+    for name in t.streams() {
+        if let Err(e) = ctx.provisioner.delete_stream(&name).await {
+            first.get_or_insert(e);
+        }
+    }
+    first.map_or(Ok(()), Err)
+}
