@@ -104,19 +104,27 @@ mod tests {
         assert!(w.contains("-10.0%") && w.contains("clocks"), "{w}");
     }
 
-    #[test]
-    fn each_first_delivery_splits_into_hops_that_add_up_to_it() {
+    /// One message sent at 0, stamped by the server at `stamped_ns` and
+    /// received at 100 µs, split and measured.
+    fn split(stamped_ns: Option<u64>) -> VariantResult {
         let mut o = DriveOutcome::settled(2);
         let mut c = crate::consume::ConsumerReport::empty(
             &crate::consume::ConsumerConfig::acking_all("S", 2, 0),
         );
-        // Sent at 0, stamped at 30 us, received at 100 us.
-        c.ingest.record_between(0, 30_000);
-        c.deliver.record_between(30_000, 100_000);
+        if let Some(stamped) = stamped_ns {
+            c.ingest.record_between(0, stamped);
+            c.deliver.record_between(stamped, 100_000);
+        }
         o.e2e_sent.record_between(0, 100_000);
         o.consumers.push(c);
         let mut r = VariantResult::new("t");
         measure(&o, &mut r);
+        r
+    }
+
+    #[test]
+    fn each_first_delivery_splits_into_hops_that_add_up_to_it() {
+        let r = split(Some(30_000));
         let value = |n: &str| r.metrics.iter().find(|m| m.name == n).map(|m| m.value);
         assert_eq!(value("ingest_latency.p50").map(|v| v.round()), Some(30.0));
         assert_eq!(value("deliver_latency.p50").map(|v| v.round()), Some(70.0));
@@ -127,26 +135,14 @@ mod tests {
         assert!(r.warnings.is_empty(), "{:?}", r.warnings);
         // A delivery hop clamped at zero (stamped after its receipt, as a
         // server clock ahead of this one would show) breaks the means' sum.
-        let mut skewed = DriveOutcome::settled(2);
-        let mut c = crate::consume::ConsumerReport::empty(
-            &crate::consume::ConsumerConfig::acking_all("S", 2, 0),
-        );
-        c.ingest.record_between(0, 130_000);
-        c.deliver.record_between(130_000, 100_000);
-        skewed.e2e_sent.record_between(0, 100_000);
-        skewed.consumers.push(c);
-        let mut r = VariantResult::new("t");
-        measure(&skewed, &mut r);
+        let r = split(Some(130_000));
         assert!(
             r.warnings.iter().any(|w| w.contains("+30.0%")),
             "{:?}",
             r.warnings
         );
         // Without a time stamp there is nothing to split, and it says so.
-        let mut bare = DriveOutcome::settled(2);
-        bare.e2e_sent.record_between(0, 100_000);
-        let mut r = VariantResult::new("t");
-        measure(&bare, &mut r);
+        let r = split(None);
         assert!(r.warnings[0].contains("not split"), "{:?}", r.warnings);
     }
 }
