@@ -671,22 +671,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
             runtime.shutdown_timeout(std::time::Duration::from_secs(5));
             Ok(outcome?.exit_code())
         }
-        Command::History(args) => crate::history::command(&crate::history::HistoryOptions {
-            paths: args.paths,
-            repo: args.repo,
-            rev: args.rev,
-            out: args.out,
-            rule: crate::history::analyse::Rule {
-                settings: crate::history::changepoint::Settings {
-                    alpha: args.alpha,
-                    permutations: args.permutations as usize,
-                    ..Default::default()
-                },
-                threshold: args.threshold,
-                window: args.window as usize,
-            },
-            append: args.append,
-        }),
+        Command::History(args) => history(args),
         // An ab folder holds ab.json where a run's holds summary.json.
         Command::Report { dir } if dir.join("ab.json").is_file() => crate::ab::render_folder(&dir),
         Command::Report { dir } => crate::report::command(&dir),
@@ -758,6 +743,26 @@ fn dispatch(cli: Cli) -> Result<i32> {
             only: args.only,
         }),
     }
+}
+
+/// `jsbench history`: its flags into the rule it judges by.
+fn history(args: HistoryArgs) -> Result<i32> {
+    crate::history::command(&crate::history::HistoryOptions {
+        paths: args.paths,
+        repo: args.repo,
+        rev: args.rev,
+        out: args.out,
+        rule: crate::history::analyse::Rule {
+            settings: crate::history::changepoint::Settings {
+                alpha: args.alpha,
+                permutations: args.permutations as usize,
+                ..Default::default()
+            },
+            threshold: args.threshold,
+            window: args.window as usize,
+        },
+        append: args.append,
+    })
 }
 
 /// Serves `ab` on stdin and stdout until told to quit; Ctrl-C stops the

@@ -13,7 +13,7 @@ use crate::report::page::format_value;
 
 pub const WIDTH: f64 = 460.0;
 pub const HEIGHT: f64 = 170.0;
-const LEFT: f64 = 64.0;
+const LEFT: f64 = 92.0;
 const RIGHT: f64 = 10.0;
 const TOP: f64 = 14.0;
 const BOTTOM: f64 = 22.0;

@@ -14,10 +14,11 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::ab::AbReport;
-use crate::compare::{self, Failure};
-use crate::record::metrics::Direction;
-use crate::results::summary::{HostInfo, Summary};
+use crate::compare::{Failure, VariantChecks, failures_in};
+use crate::record::metrics::{Direction, Metric};
+use crate::results::summary::{HostInfo, SCHEMA_VERSION};
 use crate::system::error::UsageError;
+use crate::variant::Invariant;
 
 /// The first field of every line: whose file this is and which layout.
 pub const FORMAT: &str = "jsbench-history/1";
@@ -149,23 +150,105 @@ fn read_folder(dir: &Path, loaded: &mut Loaded) -> Result<()> {
         loaded.records.extend(from_ab(&ab, report));
         return Ok(());
     }
-    let input = compare::load("history", dir)?;
-    match input.summary.verdict.as_str() {
+    let summary = read_summary(&dir.join("summary.json"))?;
+    match summary.verdict.as_str() {
         "running" | "interrupted" => loaded.notes.push(format!(
             "{} left out: its run is {} (its numbers are partial)",
             dir.display(),
-            input.summary.verdict
+            summary.verdict
         )),
-        _ => loaded.records.push(from_summary(&input.summary, report)),
+        _ => loaded.records.push(from_summary(&summary, report)),
     }
     Ok(())
 }
 
+/// The part of summary.json a history needs, every field that a version of
+/// jsbench may not have written defaulted: a history reaches back to old
+/// commits, whose summaries lack what was added since (a ledger count, the
+/// repeat, the connection), and must read them all.
+#[derive(Debug, Deserialize)]
+pub struct Lean {
+    pub schema_version: u32,
+    pub run: LeanRun,
+    #[serde(default)]
+    pub scenarios: Vec<LeanScenario>,
+    #[serde(default)]
+    pub verdict: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct LeanRun {
+    pub id: String,
+    pub started_at: String,
+    pub tool: LeanTool,
+    pub host: HostInfo,
+    #[serde(default)]
+    pub server: LeanServer,
+    pub profile: LeanProfile,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct LeanTool {
+    #[serde(default)]
+    pub git_commit: Option<String>,
+    #[serde(default)]
+    pub git_dirty: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct LeanServer {
+    #[serde(default)]
+    pub version: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct LeanProfile {
+    pub name: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct LeanScenario {
+    pub name: String,
+    #[serde(default)]
+    pub variants: Vec<LeanVariant>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct LeanVariant {
+    pub name: String,
+    #[serde(default)]
+    pub metrics: Vec<Metric>,
+    #[serde(default)]
+    pub invariants: Vec<Invariant>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// Reads a summary.json, naming the file and the field that is wrong; a
+/// summary from a newer schema is refused by name.
+pub fn read_summary(file: &Path) -> Result<Lean> {
+    let text = fs::read_to_string(file)
+        .map_err(|e| UsageError(format!("cannot read {}: {e}", file.display())))?;
+    let summary: Lean = serde_json::from_str(&text)
+        .map_err(|e| UsageError(format!("{} is not a jsbench summary: {e}", file.display())))?;
+    if summary.schema_version > SCHEMA_VERSION {
+        return Err(UsageError(format!(
+            "{} has summary schema version {}, written by a newer jsbench; this one reads up to {SCHEMA_VERSION}",
+            file.display(),
+            summary.schema_version
+        ))
+        .into());
+    }
+    Ok(summary)
+}
+
 /// A run's record from its summary.
-pub fn from_summary(summary: &Summary, report: Option<String>) -> Record {
+pub fn from_summary(summary: &Lean, report: Option<String>) -> Record {
     let run = &summary.run;
     let metrics = summary
-        .variants()
+        .scenarios
+        .iter()
+        .flat_map(|s| s.variants.iter().map(move |v| (s, v)))
         .flat_map(|(s, v)| {
             v.metrics
                 .iter()
@@ -180,6 +263,14 @@ pub fn from_summary(summary: &Summary, report: Option<String>) -> Record {
                 })
         })
         .collect();
+    let checks = summary.scenarios.iter().flat_map(|s| {
+        s.variants.iter().map(move |v| VariantChecks {
+            scenario: &s.name,
+            variant: &v.name,
+            error: v.error.as_deref(),
+            invariants: &v.invariants,
+        })
+    });
     Record {
         format: FORMAT.into(),
         id: run.id.clone(),
@@ -193,7 +284,7 @@ pub fn from_summary(summary: &Summary, report: Option<String>) -> Record {
         kind: "run".into(),
         report,
         metrics,
-        failures: compare::failures_of(summary),
+        failures: failures_in(checks, &summary.verdict),
     }
 }
 

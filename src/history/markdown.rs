@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use super::Outcome;
 use super::analyse::Analysed;
 use super::load::Record;
-use super::page::short;
+use super::table::{change_rows, short};
 use crate::compare::render::md;
 use crate::report::page::format_value;
 
@@ -38,7 +38,10 @@ pub fn render(outcome: &Outcome, records: &[Record]) -> String {
             let _ = writeln!(out, "| series | commits | before | after | change | p | |");
             let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---|");
             for row in rows {
-                let cells: Vec<String> = row.iter().map(|c| md(c)).collect();
+                let mut cells: Vec<String> = row.iter().map(|c| md(c)).collect();
+                if let Some(last) = cells.last_mut().filter(|c| c.ends_with("(fails)")) {
+                    *last = format!("**{last}**");
+                }
                 let _ = writeln!(out, "| {} |", cells.join(" | "));
             }
             out.push('\n');
@@ -91,39 +94,4 @@ fn outside_band(out: &mut String, analysed: &[Analysed]) {
         );
     }
     out.push('\n');
-}
-
-/// A row per change point, newest first: series, commit range, medians
-/// before and after, change, p-value, and what it means.
-pub fn change_rows(analysed: &[Analysed]) -> Vec<Vec<String>> {
-    let mut rows: Vec<(usize, Vec<String>)> = Vec::new();
-    for a in analysed {
-        let newest = a.changes.len().saturating_sub(1);
-        for (i, c) in a.changes.iter().enumerate() {
-            let meaning = match (c.regression, a.failed && i == newest) {
-                (true, true) => "**regression** (fails)",
-                (true, false) => "regression",
-                (false, _) => "improvement",
-            };
-            let unit = &a.series.unit;
-            rows.push((
-                c.position,
-                vec![
-                    a.series.label(),
-                    format!(
-                        "{}..{}",
-                        short(c.before_commit.as_deref(), false),
-                        short(c.after_commit.as_deref(), false)
-                    ),
-                    format_value(c.before, unit),
-                    format_value(c.after, unit),
-                    format!("{:+.1}%", c.change * 100.0),
-                    format!("{:.3}", c.p_value),
-                    meaning.to_string(),
-                ],
-            ));
-        }
-    }
-    rows.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1[0].cmp(&b.1[0])));
-    rows.into_iter().map(|r| r.1).collect()
 }

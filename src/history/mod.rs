@@ -7,7 +7,7 @@
 //! changepoint.rs is E-Divisive means with a seeded permutation test;
 //! analyse.rs turns splits into change points with commit ranges, sizes
 //! and the exit rule; chart.rs, page.rs and markdown.rs draw history.html
-//! and history.md. docs/history.md says why this method and what it
+//! and history.md, table.rs their shared rows. docs/history.md says why this method and what it
 //! costs.
 
 pub mod analyse;
@@ -17,6 +17,7 @@ pub mod load;
 pub mod markdown;
 pub mod page;
 pub mod series;
+pub mod table;
 
 use std::fs;
 use std::path::PathBuf;

@@ -10,10 +10,11 @@ use super::analyse::Analysed;
 use super::chart::{self, RunLabel};
 use super::load::Record;
 use super::series::Group;
+use super::table::short;
 use crate::report::html::{Html, Trusted};
 
 const CSS: &str = "body{font-family:sans-serif;margin:24px;color:#222}\
-table{border-collapse:collapse;margin:8px 0 16px}td,th{border:1px solid #ddd;padding:3px 8px;font-size:13px}\
+table{border-collapse:collapse;margin:8px 0 16px}td,th{border:1px solid #c8c8c8;padding:3px 8px;font-size:13px}\
 th{background:#f4f4f4;text-align:left}.grid{display:flex;flex-wrap:wrap;gap:12px}\
 figure{margin:0}figcaption{font-size:12px;font-family:monospace;margin-bottom:2px}\
 .bad{color:#b00000;font-weight:bold}.good{color:#006b3c}.muted{color:#777}";
@@ -158,14 +159,9 @@ fn relative(target: &Path, from: &Path) -> String {
     parts.join("/")
 }
 
-pub fn short(commit: Option<&str>, dirty: bool) -> String {
-    let s: String = commit.unwrap_or("nogit").chars().take(7).collect();
-    if dirty { format!("{s}+dirty") } else { s }
-}
-
 fn changes_table(h: &mut Html, analysed: &[Analysed]) {
     h.text_el("h3", &[], "Change points");
-    let rows = super::markdown::change_rows(analysed);
+    let rows = super::table::change_rows(analysed);
     if rows.is_empty() {
         h.text_el("p", &[], "None found.");
         return;
