@@ -15,10 +15,15 @@
 #   --no-draw  only build and run: do not append to the history file or draw
 #   after --   more arguments for each `jsbench run`
 #
-# Each commit is built once by scripts/lib/build-commit.sh, the same build
+# Each commit is built once by scripts/lib/build-commit.sh, the build
 # scripts/ab-commits.sh uses (worktrees under target/ab/worktrees, one shared
-# cargo target directory, binaries kept in target/ab/bin/<sha>/jsbench), so a
-# commit already built for a comparison is not built again. A commit that
+# cargo target directory). By default the history's builds are incremental
+# in one fixed worktree: neighbouring commits share most of their code, and a
+# whole release build of each took 5 to 15 minutes on a shared 2-core
+# machine. Every commit of a history is built the same way, so they compare;
+# the binaries (256 codegen units) are kept in target/ab/bin-incremental/
+# apart from ab's. JSBENCH_BUILD_INCREMENTAL=0 builds each whole, as ab does,
+# and shares ab's binaries (target/ab/bin/<sha>/jsbench). A commit that
 # does not build, or whose run fails to start, is skipped and said so; a run
 # that breaks an invariant is kept (the history marks it).
 #
@@ -33,6 +38,7 @@
 # Environment:
 #   JSBENCH_HISTORY_PROFILE  the profile to run (default: ci)
 #   JSBENCH_HISTORY_OUT      where the history goes (default: target/history)
+#   JSBENCH_BUILD_INCREMENTAL  1 (default) or 0, see above
 #   JSBENCH_BUILD_NICE       a prefix for the builds (default: "nice -n 10":
 #                            they share the machine with the runs' measurements)
 #   NATS_SERVER_BIN          the nats-server every run starts (default: this
@@ -73,6 +79,7 @@ out=$(cd "$out" && pwd)
 
 build_dir=$root/target/ab
 build_nice=${JSBENCH_BUILD_NICE-nice -n 10}
+build_incremental=${JSBENCH_BUILD_INCREMENTAL:-1}
 # shellcheck source=scripts/lib/build-commit.sh
 source "$root/scripts/lib/build-commit.sh"
 
