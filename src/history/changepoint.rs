@@ -28,7 +28,8 @@ pub struct Settings {
     /// The significance level of each split: in a series of pure noise, the
     /// chance of reporting any change point.
     pub alpha: f64,
-    /// Permutations per test; the smallest p-value is 1/(permutations+1).
+    /// Permutations per test, at least 5/alpha − 1; the smallest p-value
+    /// is 1/(permutations+1).
     pub permutations: usize,
     /// The fewest points on either side of a split.
     pub min_size: usize,
@@ -149,7 +150,11 @@ fn permutation_p(
     settings: &Settings,
     seed: u64,
 ) -> Option<f64> {
-    let total = settings.permutations.max(1);
+    // Enough permutations that the level can be reached at all, with room
+    // to spare: at least 5/alpha (499 at the default 0.01).
+    let total = settings
+        .permutations
+        .max((5.0 / settings.alpha).ceil() as usize - 1);
     // Significant iff (1 + exceed) / (1 + total) <= alpha.
     let allowed = settings.alpha * (total + 1) as f64 - 1.0;
     if allowed < 0.0 {

@@ -167,6 +167,20 @@ fn the_same_series_gives_the_same_answer_twice() {
 }
 
 #[test]
+fn a_strict_level_still_finds_a_clear_step() {
+    // alpha 0.001 with the default 499 permutations could never reach
+    // p <= 0.001: the permutations rise to what the level needs.
+    let strict = Settings {
+        alpha: 0.001,
+        ..settings()
+    };
+    let values = stepped(1, 30, 0.01, 15, 0.10);
+    let splits = detect(&values, &strict, 1);
+    assert_eq!(splits.iter().map(|s| s.index).collect::<Vec<_>>(), vec![15]);
+    assert!(splits[0].p_value <= 0.001, "{splits:?}");
+}
+
+#[test]
 fn best_split_puts_a_clean_step_exactly() {
     let values = [1.0, 1.1, 0.9, 1.0, 5.0, 5.1, 4.9, 5.0];
     assert_eq!(best_split(&values, 2).map(|s| s.index), Some(4));
