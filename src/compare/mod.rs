@@ -254,7 +254,7 @@ impl Selection {
 
     /// Whether the metric (named by its scenario, variant and name, with
     /// the unit and direction NEW reports) is judged.
-    fn selects(&self, at: (&str, &str, &str), unit: &str, direction: Direction) -> bool {
+    pub fn selects(&self, at: (&str, &str, &str), unit: &str, direction: Direction) -> bool {
         let (scenario, variant, metric) = at;
         if self.from == JudgedBy::Default {
             return crate::record::metrics::judged_by_default(metric, unit, direction);

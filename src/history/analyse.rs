@@ -6,7 +6,8 @@
 use super::changepoint::{self, Settings};
 use super::load::Record;
 use super::series::{Group, Series};
-use crate::record::metrics::{Direction, judged_by_default};
+use crate::compare::{JudgedBy, Selection};
+use crate::record::metrics::Direction;
 
 /// How a history is judged.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -80,7 +81,13 @@ fn analyse_series(group: &Group, s: &Series, records: &[Record], rule: &Rule) ->
     let values = s.values();
     let skip = values.len().saturating_sub(rule.window.max(1));
     let seed = changepoint::seed_of(&format!("{}\n{}\n{}", group.host, group.profile, s.label()));
-    let found = changepoint::detect(&values[skip..], &rule.settings, seed);
+    // A change in the code can only fall between two commits: runs of one
+    // commit are replicates, and a split among them is the machine's.
+    let commit_of = |point: usize| &records[group.runs[s.points[point].0]].commit;
+    let boundaries: Vec<bool> = (skip..values.len())
+        .map(|i| i == skip || commit_of(i) != commit_of(i - 1))
+        .collect();
+    let found = changepoint::detect(&values[skip..], &boundaries, &rule.settings, seed);
     let splits: Vec<usize> = found.iter().map(|sp| sp.index + skip).collect();
     let p_values: Vec<f64> = found.iter().map(|sp| sp.p_value).collect();
     let mut bounds = vec![0];
@@ -110,7 +117,11 @@ fn analyse_series(group: &Group, s: &Series, records: &[Record], rule: &Rule) ->
             }
         })
         .collect();
-    let gating = judged_by_default(&s.metric, &s.unit, s.direction);
+    let gating = selection(group, records).selects(
+        (&s.scenario, &s.variant, &s.metric),
+        &s.unit,
+        s.direction,
+    );
     let failed = gating
         && changes
             .last()
@@ -128,6 +139,22 @@ fn analyse_series(group: &Group, s: &Series, records: &[Record], rule: &Rule) ->
         gating,
         failed,
     }
+}
+
+/// The metrics whose regression fails the history: the newest run's
+/// profile's `[ab] judge`, else the figures of merit (rates, CPU per
+/// message, latency p50 to p99.9), the rule `compare` and `ab` judge by.
+fn selection(group: &Group, records: &[Record]) -> Selection {
+    let patterns = group
+        .runs
+        .last()
+        .map_or_else(Vec::new, |&i| records[i].judged.clone());
+    let from = if patterns.is_empty() {
+        JudgedBy::Default
+    } else {
+        JudgedBy::Profile
+    };
+    Selection { from, patterns }
 }
 
 /// Whether a relative change is for the worse, by the metric's direction.

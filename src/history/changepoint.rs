@@ -58,19 +58,33 @@ pub struct Split {
     pub p_value: f64,
 }
 
-/// The change points of `values`, in index order. `series_seed` tells
-/// series apart, so two series of one history do not share permutations.
-pub fn detect(values: &[f64], settings: &Settings, series_seed: u64) -> Vec<Split> {
+/// The change points of `values`, in index order. A split before index `i`
+/// is considered only where `boundaries[i]` (a new commit starts there;
+/// all true when every value is its own commit). `series_seed` tells series
+/// apart, so two series of one history do not share permutations.
+pub fn detect(
+    values: &[f64],
+    boundaries: &[bool],
+    settings: &Settings,
+    series_seed: u64,
+) -> Vec<Split> {
     let min = settings.min_size.max(2);
     let mut bounds = vec![0, values.len()];
     let mut found = Vec::new();
     for step in 0u64.. {
-        let Some((start, split)) = best_of_segments(values, &bounds, min) else {
+        let Some((start, split)) = best_of_segments(values, boundaries, &bounds, min) else {
             break;
         };
         let seed = random::mix(settings.seed ^ random::mix(series_seed ^ step));
-        let Some(p_value) = permutation_p(values, &bounds, min, split.statistic, settings, seed)
-        else {
+        let Some(p_value) = permutation_p(
+            values,
+            boundaries,
+            &bounds,
+            min,
+            split.statistic,
+            settings,
+            seed,
+        ) else {
             break;
         };
         let index = start + split.index;
@@ -88,16 +102,24 @@ pub fn detect(values: &[f64], settings: &Settings, series_seed: u64) -> Vec<Spli
 
 /// The best split over all segments: (the segment's start, the split
 /// within it).
-fn best_of_segments(values: &[f64], bounds: &[usize], min: usize) -> Option<(usize, Split)> {
+fn best_of_segments(
+    values: &[f64],
+    boundaries: &[bool],
+    bounds: &[usize],
+    min: usize,
+) -> Option<(usize, Split)> {
     bounds
         .windows(2)
-        .filter_map(|w| best_split(&values[w[0]..w[1]], min).map(|s| (w[0], s)))
+        .filter_map(|w| {
+            best_split(&values[w[0]..w[1]], &boundaries[w[0]..w[1]], min).map(|s| (w[0], s))
+        })
         .max_by(|a, b| a.1.statistic.total_cmp(&b.1.statistic))
 }
 
 /// The split of `x` with the largest statistic, at least `min` points on
-/// each side; `None` when `x` is too short to split.
-pub fn best_split(x: &[f64], min: usize) -> Option<Split> {
+/// each side and only where `allowed`; `None` when `x` is too short to
+/// split or allows no split.
+pub fn best_split(x: &[f64], allowed: &[bool], min: usize) -> Option<Split> {
     let n = x.len();
     if n < 2 * min || min < 2 {
         return None;
@@ -119,7 +141,8 @@ pub fn best_split(x: &[f64], min: usize) -> Option<Split> {
         let between = 2.0 * cross / (m * k);
         let inside = left / (m * (m - 1.0) / 2.0) + right / (k * (k - 1.0) / 2.0);
         let statistic = m * k / (m + k) * (between - inside);
-        if best.is_none_or(|b| statistic > b.statistic) {
+        if allowed.get(tau).copied().unwrap_or(true) && best.is_none_or(|b| statistic > b.statistic)
+        {
             best = Some(Split {
                 index: tau,
                 statistic,
@@ -144,6 +167,7 @@ pub fn best_split(x: &[f64], min: usize) -> Option<Split> {
 /// it stops as soon as it cannot be, so noise costs few permutations.
 fn permutation_p(
     values: &[f64],
+    boundaries: &[bool],
     bounds: &[usize],
     min: usize,
     observed: f64,
@@ -168,7 +192,7 @@ fn permutation_p(
         for (segment, w) in bounds.windows(2).enumerate() {
             let part = &mut shuffled[w[0]..w[1]];
             shuffle(part, seed, round, segment as u64);
-            if let Some(s) = best_split(part, min) {
+            if let Some(s) = best_split(part, &boundaries[w[0]..w[1]], min) {
                 largest = largest.max(s.statistic);
             }
         }

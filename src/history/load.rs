@@ -54,6 +54,11 @@ pub struct Record {
     /// Broken invariants and variant errors: events on the series.
     #[serde(default)]
     pub failures: Vec<Failure>,
+    /// The profile's `[ab] judge` patterns: the metrics whose regression
+    /// fails the history, as they fail `compare` and `ab` (empty: the
+    /// figures of merit).
+    #[serde(default)]
+    pub judged: Vec<String>,
 }
 
 /// One metric of one run.
@@ -204,6 +209,8 @@ pub struct LeanServer {
 #[derive(Debug, Deserialize)]
 pub struct LeanProfile {
     pub name: String,
+    #[serde(default)]
+    pub text: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -285,6 +292,7 @@ pub fn from_summary(summary: &Lean, report: Option<String>) -> Record {
         report,
         metrics,
         failures: failures_in(checks, &summary.verdict),
+        judged: crate::profile::ab_judge(&run.profile.text),
     }
 }
 
@@ -323,6 +331,7 @@ pub fn from_ab(ab: &AbReport, report: Option<String>) -> Vec<Record> {
                 })
                 .collect(),
             failures: ab.failures.clone(),
+            judged: ab.rule.only.clone(),
         })
         .collect()
 }

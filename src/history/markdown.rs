@@ -71,16 +71,18 @@ pub fn render(outcome: &Outcome, records: &[Record]) -> String {
 }
 
 fn outside_band(out: &mut String, analysed: &[Analysed]) {
+    // The judged series only: a CI summary is read, and 150 context and
+    // tail series would bury them (history.html flags every one).
     let outside: Vec<&Analysed> = analysed
         .iter()
-        .filter(|a| a.latest_outside_band())
+        .filter(|a| a.gating && a.latest_outside_band())
         .collect();
     if outside.is_empty() {
         return;
     }
     let _ = writeln!(
         out,
-        "Latest value outside its series' noise band (not a change point yet: too few runs after it to test):\n"
+        "Judged series whose latest value is outside their noise band (not a change point yet: too few runs after it to test):\n"
     );
     for a in outside {
         let (lo, hi) = a.band.unwrap_or_default();

@@ -32,6 +32,11 @@ fn stepped(seed: u64, n: usize, sigma: f64, at: usize, step: f64) -> Vec<f64> {
         .collect()
 }
 
+/// Every value its own commit: a split may fall anywhere.
+fn every(n: usize) -> Vec<bool> {
+    vec![true; n]
+}
+
 fn settings() -> Settings {
     Settings::default()
 }
@@ -41,7 +46,7 @@ fn false_positives(trials: u64, n: usize, noise: impl Fn(u64, u64) -> f64) -> us
     (0..trials)
         .filter(|&seed| {
             let values: Vec<f64> = (0..n as u64).map(|i| 100.0 + noise(seed, i)).collect();
-            !detect(&values, &settings(), seed).is_empty()
+            !detect(&values, &every(values.len()), &settings(), seed).is_empty()
         })
         .count()
 }
@@ -85,7 +90,7 @@ fn a_step_of_three_noise_deviations_is_found_where_it_is() {
     let mut hits = 0;
     for seed in 0..40 {
         let values = stepped(seed, 30, 0.02, 15, 0.06);
-        let splits = detect(&values, &settings(), seed);
+        let splits = detect(&values, &every(values.len()), &settings(), seed);
         if splits.iter().any(|s| s.index.abs_diff(15) <= 1) {
             hits += 1;
         }
@@ -100,7 +105,7 @@ fn larger_steps_are_found_more_often_than_smaller_ones() {
         (0..60)
             .filter(|&seed| {
                 let values = stepped(seed, 24, 0.02, 12, step);
-                detect(&values, &settings(), seed)
+                detect(&values, &every(values.len()), &settings(), seed)
                     .iter()
                     .any(|s| s.index.abs_diff(12) <= 2)
             })
@@ -122,7 +127,7 @@ fn two_steps_are_both_found_in_order() {
         .enumerate()
         .map(|(i, v)| if i >= 24 { v * 0.9 } else { *v })
         .collect();
-    let splits: Vec<usize> = detect(&values, &settings(), 7)
+    let splits: Vec<usize> = detect(&values, &every(values.len()), &settings(), 7)
         .iter()
         .map(|s| s.index)
         .collect();
@@ -141,7 +146,7 @@ fn slow_drift_shows_as_change_points_that_all_point_its_way() {
         let values: Vec<f64> = (0..40)
             .map(|i| 100.0 * (1.0 - 0.005 * i as f64) + 2.0 * normal(seed, i as u64))
             .collect();
-        let splits = detect(&values, &settings(), seed);
+        let splits = detect(&values, &every(values.len()), &settings(), seed);
         assert!(!splits.is_empty(), "seed {seed}: the drift went unseen");
         let mut bounds = vec![0];
         bounds.extend(splits.iter().map(|s| s.index));
@@ -161,8 +166,8 @@ fn slow_drift_shows_as_change_points_that_all_point_its_way() {
 fn the_same_series_gives_the_same_answer_twice() {
     let values = stepped(3, 40, 0.03, 25, 0.05);
     assert_eq!(
-        detect(&values, &settings(), 11),
-        detect(&values, &settings(), 11)
+        detect(&values, &every(40), &settings(), 11),
+        detect(&values, &every(40), &settings(), 11)
     );
 }
 
@@ -175,16 +180,31 @@ fn a_strict_level_still_finds_a_clear_step() {
         ..settings()
     };
     let values = stepped(1, 30, 0.01, 15, 0.10);
-    let splits = detect(&values, &strict, 1);
+    let splits = detect(&values, &every(30), &strict, 1);
     assert_eq!(splits.iter().map(|s| s.index).collect::<Vec<_>>(), vec![15]);
     assert!(splits[0].p_value <= 0.001, "{splits:?}");
 }
 
 #[test]
+fn a_split_falls_only_between_commits() {
+    // Two runs a commit; the step starts at the second run of commit 7
+    // (index 15), which only the machine could do: the split goes to a
+    // commit's start, 14 or 16, never inside one.
+    let values = stepped(2, 30, 0.01, 15, 0.10);
+    let starts: Vec<bool> = (0..30).map(|i| i % 2 == 0).collect();
+    let splits = detect(&values, &starts, &settings(), 2);
+    assert_eq!(splits.len(), 1, "{splits:?}");
+    assert!([14, 16].contains(&splits[0].index), "{splits:?}");
+    let mut nowhere = vec![false; 30];
+    nowhere[0] = true;
+    assert!(detect(&values, &nowhere, &settings(), 2).is_empty());
+}
+
+#[test]
 fn best_split_puts_a_clean_step_exactly() {
     let values = [1.0, 1.1, 0.9, 1.0, 5.0, 5.1, 4.9, 5.0];
-    assert_eq!(best_split(&values, 2).map(|s| s.index), Some(4));
-    assert_eq!(best_split(&values[..3], 2), None);
+    assert_eq!(best_split(&values, &every(8), 2).map(|s| s.index), Some(4));
+    assert_eq!(best_split(&values[..3], &every(3), 2), None);
 }
 
 fn record(i: usize, commit: &str, value: f64, failures: Vec<Failure>) -> Record {
@@ -219,6 +239,7 @@ fn record(i: usize, commit: &str, value: f64, failures: Vec<Failure>) -> Record 
             },
         ],
         failures,
+        judged: Vec::new(),
     }
 }
 
@@ -317,7 +338,7 @@ fn measure() {
                     let values: Vec<f64> = (0..before + after)
                         .map(|i| normal(seed, i as u64) + if i >= before { sigmas } else { 0.0 })
                         .collect();
-                    detect(&values, &settings(), seed)
+                    detect(&values, &every(values.len()), &settings(), seed)
                         .iter()
                         .any(|s| s.index.abs_diff(before) <= 1)
                 })
