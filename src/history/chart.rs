@@ -103,14 +103,21 @@ struct Scale {
 impl Scale {
     fn new(a: &Analysed, runs: usize) -> Scale {
         let mut values: Vec<f64> = a.series.values();
+        // A band below zero for a quantity that cannot be negative (a
+        // latency with a long tail of noise) is drawn down to zero only.
+        let floor = if values.iter().all(|v| *v >= 0.0) {
+            0.0
+        } else {
+            f64::NEG_INFINITY
+        };
         if let Some((lo, hi)) = a.band {
-            values.extend([lo, hi]);
+            values.extend([lo.max(floor), hi]);
         }
         let low = values.iter().copied().fold(f64::INFINITY, f64::min);
         let high = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let pad = ((high - low) * 0.08).max(high.abs() * 0.01).max(1e-9);
         Scale {
-            low: (low - pad).max(if low >= 0.0 { 0.0 } else { f64::NEG_INFINITY }),
+            low: (low - pad).max(floor),
             high: high + pad,
             step: (WIDTH - LEFT - RIGHT) / runs.max(1) as f64,
         }
@@ -132,7 +139,7 @@ fn band(out: &mut String, a: &Analysed, scale: &Scale) {
     };
     let x0 = scale.x(a.series.points[start].0) - scale.step / 2.0;
     let x1 = WIDTH - RIGHT;
-    let (y0, y1) = (scale.y(hi), scale.y(lo));
+    let (y0, y1) = (scale.y(hi), scale.y(lo.max(scale.low)));
     let _ = write!(
         out,
         r#"<rect x="{x0:.1}" y="{y0:.1}" width="{:.1}" height="{:.1}" fill="{BAND}" fill-opacity="0.25"><title>noise band: ±2σ around the latest segment's median</title></rect>"#,
