@@ -43,10 +43,21 @@ fn settings() -> Settings {
 
 /// How many of `trials` seeded series of `n` show any change point.
 fn false_positives(trials: u64, n: usize, noise: impl Fn(u64, u64) -> f64) -> usize {
+    false_positives_by_commit(trials, n, 1, noise)
+}
+
+/// The same with `runs` runs of each commit (splits only between commits).
+fn false_positives_by_commit(
+    trials: u64,
+    n: usize,
+    runs: usize,
+    noise: impl Fn(u64, u64) -> f64,
+) -> usize {
+    let starts: Vec<bool> = (0..n).map(|i| i % runs == 0).collect();
     (0..trials)
         .filter(|&seed| {
             let values: Vec<f64> = (0..n as u64).map(|i| 100.0 + noise(seed, i)).collect();
-            !detect(&values, &every(values.len()), &settings(), seed).is_empty()
+            !detect(&values, &starts, &settings(), seed).is_empty()
         })
         .count()
 }
@@ -65,6 +76,18 @@ fn pure_normal_noise_shows_change_points_at_most_at_the_stated_rate() {
     assert!(
         rate <= allowed(settings().alpha, trials),
         "{found} of {trials} noise series showed a change point ({rate:.3})"
+    );
+}
+
+#[test]
+fn noise_over_commits_of_four_runs_each_is_held_to_the_same_rate() {
+    // scripts/history-commits.sh's shape: every commit run in rounds.
+    let trials = 600;
+    let found = false_positives_by_commit(trials, 40, 4, |s, i| 2.0 * normal(s, i));
+    let rate = found as f64 / trials as f64;
+    assert!(
+        rate <= allowed(settings().alpha, trials),
+        "{found} of {trials} noise histories of 10 commits x 4 runs showed a change point ({rate:.3})"
     );
 }
 
