@@ -354,20 +354,23 @@ fn measure() {
             found as f64 / trials as f64
         );
     }
-    for (before, after) in [(12usize, 12usize), (20, 4), (10, 3)] {
+    // (runs before, runs after, runs a commit): the last is the real
+    // history's shape here, ten commits of four runs, the step halfway.
+    for (before, after, runs) in [(12usize, 12usize, 1), (20, 4, 1), (10, 3, 1), (20, 20, 4)] {
+        let starts: Vec<bool> = (0..before + after).map(|i| i % runs == 0).collect();
         for sigmas in [1.0, 1.5, 2.0, 2.5, 3.0, 4.0] {
             let hits = (0..400u64)
                 .filter(|&seed| {
                     let values: Vec<f64> = (0..before + after)
                         .map(|i| normal(seed, i as u64) + if i >= before { sigmas } else { 0.0 })
                         .collect();
-                    detect(&values, &every(values.len()), &settings(), seed)
+                    detect(&values, &starts, &settings(), seed)
                         .iter()
                         .any(|s| s.index.abs_diff(before) <= 1)
                 })
                 .count();
             println!(
-                "{before}+{after} runs, step {sigmas} sigma: found in {:.2}",
+                "{before}+{after} runs ({runs} a commit), step {sigmas} sigma: found in {:.2}",
                 hits as f64 / 400.0
             );
         }
