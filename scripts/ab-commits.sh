@@ -65,35 +65,9 @@ out=${JSBENCH_AB_OUT:-target/ab/results}
 ab_dir=$root/target/ab
 mkdir -p "$ab_dir/bin" "$ab_dir/worktrees" "$out"
 
-resolve() {
-    git rev-parse --verify --quiet "$1^{commit}" || {
-        echo "error: $1 is not a commit of this repository (fetch it first: git fetch origin $1)" >&2
-        exit 2
-    }
-}
-
-# Builds commit $1 (a full sha) unless its binary is already there; prints
-# the binary's path.
-build_commit() {
-    local sha=$1 bin="$ab_dir/bin/$1/jsbench" tree="$ab_dir/worktrees/$1"
-    if [[ -x $bin ]]; then
-        echo "ab-commits: ${sha:0:7} already built: $bin" >&2
-        echo "$bin"
-        return
-    fi
-    echo "ab-commits: building ${sha:0:7} in $tree" >&2
-    git worktree remove --force "$tree" >/dev/null 2>&1 || true
-    git worktree add --detach --force "$tree" "$sha" >&2
-    if ! (cd "$tree" && CARGO_TARGET_DIR="$ab_dir/cargo" cargo build --release --locked --quiet --bin jsbench >&2); then
-        git worktree remove --force "$tree" >/dev/null 2>&1 || true
-        echo "error: commit ${sha:0:7} does not build" >&2
-        exit 2
-    fi
-    mkdir -p "$(dirname "$bin")"
-    cp "$ab_dir/cargo/release/jsbench" "$bin"
-    git worktree remove --force "$tree" >/dev/null 2>&1 || true
-    echo "$bin"
-}
+build_dir=$ab_dir
+# shellcheck source=scripts/lib/build-commit.sh
+source "$root/scripts/lib/build-commit.sh"
 
 base_sha=$(resolve "$base_ref")
 base_bin=$(build_commit "$base_sha")

@@ -46,6 +46,7 @@ pub mod connect;
 pub mod consume;
 pub mod dlq;
 pub mod drive;
+pub mod history;
 pub mod load;
 pub mod profile;
 pub mod record;

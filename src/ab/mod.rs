@@ -1225,8 +1225,22 @@ fn check_notes(report: &AbReport) -> Vec<String> {
 /// drawn again from ab.json, and the table printed. Exit status 0, or 1
 /// when the chart failed.
 pub fn render_folder(dir: &Path) -> Result<i32> {
-    let path = dir.join("ab.json");
-    let text = std::fs::read_to_string(&path)
+    let report = read_report(&dir.join("ab.json"))?;
+    std::fs::write(dir.join("ab.md"), render::markdown(&report)).context("writing ab.md")?;
+    println!("{}", render::terminal(&report));
+    match chart::write(dir, &report) {
+        Ok(()) => Ok(EXIT_OK),
+        Err(e) => {
+            eprintln!("error: the ab chart and report.html were not written: {e:#}");
+            Ok(EXIT_FAILED)
+        }
+    }
+}
+
+/// Reads an ab.json, refusing one a newer jsbench wrote by name rather than
+/// as a confusing parse error (`report` and `history` read them).
+pub fn read_report(path: &Path) -> Result<AbReport> {
+    let text = std::fs::read_to_string(path)
         .map_err(|e| UsageError(format!("cannot read {}: {e}", path.display())))?;
     let report: AbReport = serde_json::from_str(&text).map_err(|e| {
         UsageError(format!(
@@ -1242,15 +1256,7 @@ pub fn render_folder(dir: &Path) -> Result<i32> {
         ))
         .into());
     }
-    std::fs::write(dir.join("ab.md"), render::markdown(&report)).context("writing ab.md")?;
-    println!("{}", render::terminal(&report));
-    match chart::write(dir, &report) {
-        Ok(()) => Ok(EXIT_OK),
-        Err(e) => {
-            eprintln!("error: the ab chart and report.html were not written: {e:#}");
-            Ok(EXIT_FAILED)
-        }
-    }
+    Ok(report)
 }
 
 fn write_report(dir: &Path, report: &AbReport) -> Result<()> {

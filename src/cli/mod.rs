@@ -162,12 +162,81 @@ scripts/ab-commits.sh main                              this checkout against ma
 Documentation: docs/ab.md (the method, the sides, detection power measured here), docs/compare.md"
     )]
     Ab(Box<AbArgs>),
+    /// Trends over many commits: change points per metric, history.html and a CI summary
+    #[command(
+        long_about = "Reads results over many commits (results folders, folders of them, ab folders, or \
+the JSON-lines history file CI appends to with --append), orders them by the repository's first-parent \
+line (--repo; without it by the time each run started) and groups them by machine class (architecture, \
+CPU model, cores, memory: never two machines in one series), profile, scenario, variant and metric. \
+Each series with a direction is searched for change points by E-Divisive means (Matteson and James \
+2014, the method of MongoDB's CI and Apache Otava) with a seeded permutation test: in pure noise a \
+series shows a change point with probability --alpha, and the same history gives the same answer \
+every time. Each change point has the commits it falls between, its size (median after against \
+median before) and its p-value; runs that broke an invariant are marked as events. Writes \
+history.html (a chart per metric with its change points, the latest value against the series' noise \
+band, links to each run's report.html) and history.md (for a CI job summary) to --out, and prints the \
+Markdown. Exit status: 0, or 1 when the newest change point of a figure of merit (a rate, CPU per \
+message, a latency p50 to p99.9) is a regression beyond --threshold; 2 bad input (a missing path, a \
+line that is not a history record, a --repo that is not a git repository, no runs). With --append FILE \
+it only appends the runs it read to FILE (each run once, by id) and exits 0.",
+        after_help = "Examples:\n  \
+jsbench history --append history.jsonl results/2026*-ci/   record runs in the history file\n  \
+jsbench history history.jsonl --repo . --out target/history   change points in git order\n  \
+jsbench history results/ --threshold 10%                   every results folder under results/\n  \
+scripts/history-commits.sh -n 10                           build and run the last 10 commits, then draw\n\n\
+Documentation: docs/history.md (the method, its false-positive rate and the smallest step found here, CI wiring)"
+    )]
+    History(HistoryArgs),
     /// One side of `jsbench ab`, kept warm: a scenario per request on stdin (src/ab/window.rs)
     #[command(hide = true)]
     AbSide(Box<AbSideArgs>),
     /// Detection power of `jsbench ab`, simulated from A/A comparisons (docs/ab.md)
     #[command(hide = true)]
     AbSimulate(AbSimulateArgs),
+}
+
+/// `jsbench history`.
+#[derive(clap::Args, Debug)]
+struct HistoryArgs {
+    /// Results folders, folders holding them, ab folders, summary.json or
+    /// ab.json files, or history files (JSON lines from --append)
+    #[arg(value_name = "PATH")]
+    paths: Vec<PathBuf>,
+    /// Order runs by this git repository's first-parent line (runs of other
+    /// commits are left out); without it, by the time each run started
+    #[arg(long, value_name = "DIR")]
+    repo: Option<PathBuf>,
+    /// The revision whose first-parent line orders the runs (with --repo)
+    #[arg(long, value_name = "REV", default_value = "HEAD")]
+    rev: String,
+    /// Where history.html and history.md are written
+    #[arg(short, long, value_name = "DIR", default_value = ".")]
+    out: PathBuf,
+    /// A regression fails the exit status only beyond this change, e.g. 5% or 2.5%
+    #[arg(long, value_name = "PERCENT", default_value = "5%", value_parser = crate::compare::parse_threshold)]
+    threshold: f64,
+    /// Significance of each change point: the chance that a series of pure
+    /// noise shows one (0.001 to 0.2)
+    #[arg(long, value_name = "P", default_value = "0.01", value_parser = parse_alpha)]
+    alpha: f64,
+    /// Permutations per significance test (99 to 100000)
+    #[arg(long, value_name = "N", default_value = "499", value_parser = clap::value_parser!(u32).range(99..=100_000))]
+    permutations: u32,
+    /// The newest runs of each series that are tested (older ones are drawn)
+    #[arg(long, value_name = "RUNS", default_value = "100", value_parser = clap::value_parser!(u32).range(6..=100_000))]
+    window: u32,
+    /// Append the runs read to this history file and exit, without analysing
+    #[arg(long, value_name = "FILE")]
+    append: Option<PathBuf>,
+}
+
+fn parse_alpha(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(a) if (0.001..=0.2).contains(&a) => Ok(a),
+        _ => Err(format!(
+            "{text:?} is not a significance level between 0.001 and 0.2"
+        )),
+    }
 }
 
 /// `jsbench ab-simulate`: what the docs' power table is drawn with.
@@ -602,6 +671,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
             runtime.shutdown_timeout(std::time::Duration::from_secs(5));
             Ok(outcome?.exit_code())
         }
+        Command::History(args) => history(args),
         // An ab folder holds ab.json where a run's holds summary.json.
         Command::Report { dir } if dir.join("ab.json").is_file() => crate::ab::render_folder(&dir),
         Command::Report { dir } => crate::report::command(&dir),
@@ -673,6 +743,26 @@ fn dispatch(cli: Cli) -> Result<i32> {
             only: args.only,
         }),
     }
+}
+
+/// `jsbench history`: its flags into the rule it judges by.
+fn history(args: HistoryArgs) -> Result<i32> {
+    crate::history::command(&crate::history::HistoryOptions {
+        paths: args.paths,
+        repo: args.repo,
+        rev: args.rev,
+        out: args.out,
+        rule: crate::history::analyse::Rule {
+            settings: crate::history::changepoint::Settings {
+                alpha: args.alpha,
+                permutations: args.permutations as usize,
+                ..Default::default()
+            },
+            threshold: args.threshold,
+            window: args.window as usize,
+        },
+        append: args.append,
+    })
 }
 
 /// Serves `ab` on stdin and stdout until told to quit; Ctrl-C stops the

@@ -254,7 +254,7 @@ impl Selection {
 
     /// Whether the metric (named by its scenario, variant and name, with
     /// the unit and direction NEW reports) is judged.
-    fn selects(&self, at: (&str, &str, &str), unit: &str, direction: Direction) -> bool {
+    pub fn selects(&self, at: (&str, &str, &str), unit: &str, direction: Direction) -> bool {
         let (scenario, variant, metric) = at;
         if self.from == JudgedBy::Default {
             return crate::record::metrics::judged_by_default(metric, unit, direction);
@@ -612,26 +612,51 @@ fn first_difference(a: &str, b: &str) -> Option<(usize, String, String)> {
 /// Every failed invariant and variant error of a run, and a failed run
 /// whose variants all passed (a scenario aborted before recording).
 pub fn failures_of(summary: &Summary) -> Vec<Failure> {
+    failures_in(
+        summary.variants().map(|(s, v)| VariantChecks {
+            scenario: &s.name,
+            variant: &v.name,
+            error: v.error.as_deref(),
+            invariants: &v.invariants,
+        }),
+        &summary.verdict,
+    )
+}
+
+/// What [`failures_in`] reads of a variant: `history` reads old summaries
+/// through a schema of its own and lists their failures by the same rule.
+pub struct VariantChecks<'a> {
+    pub scenario: &'a str,
+    pub variant: &'a str,
+    pub error: Option<&'a str>,
+    pub invariants: &'a [crate::variant::Invariant],
+}
+
+/// The failures of a run's variants and its verdict.
+pub fn failures_in<'a>(
+    variants: impl Iterator<Item = VariantChecks<'a>>,
+    verdict: &str,
+) -> Vec<Failure> {
     let mut out = Vec::new();
-    for (s, v) in summary.variants() {
-        if let Some(e) = &v.error {
+    for v in variants {
+        if let Some(e) = v.error {
             out.push(Failure {
-                scenario: s.name.clone(),
-                variant: v.name.clone(),
+                scenario: v.scenario.to_string(),
+                variant: v.variant.to_string(),
                 check: "error".into(),
-                detail: e.clone(),
+                detail: e.to_string(),
             });
         }
         for i in v.invariants.iter().filter(|i| !i.passed) {
             out.push(Failure {
-                scenario: s.name.clone(),
-                variant: v.name.clone(),
+                scenario: v.scenario.to_string(),
+                variant: v.variant.to_string(),
                 check: i.name.clone(),
                 detail: i.detail.clone(),
             });
         }
     }
-    if out.is_empty() && summary.verdict == "failed" {
+    if out.is_empty() && verdict == "failed" {
         out.push(Failure {
             scenario: "-".into(),
             variant: "-".into(),

@@ -120,6 +120,7 @@ pub fn assert_all_passed(summary: &Summary) {
     assert!(failed.is_empty(), "failed: {failed:#?}");
 }
 
+pub mod browser;
 pub mod nats_auth;
 pub mod pki;
 

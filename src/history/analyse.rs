@@ -1,0 +1,205 @@
+//! A series' change points with what a reader needs of each: the commits it
+//! falls between, its size against the segment before, its significance,
+//! whether it is a regression by the metric's direction; and the series'
+//! own noise band, the latest value held against it, and the exit rule.
+
+use super::changepoint::{self, Settings};
+use super::load::Record;
+use super::series::{Group, Series};
+use crate::compare::{JudgedBy, Selection};
+use crate::record::metrics::Direction;
+
+/// How a history is judged.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rule {
+    pub settings: Settings,
+    /// A regression fails the exit status only beyond this relative change
+    /// (0.05 for 5%).
+    pub threshold: f64,
+    /// The newest runs each series is analysed over: older history is
+    /// drawn, not tested, so a long history costs the same each time.
+    pub window: usize,
+}
+
+/// One change point.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    /// Position (in the group's runs) of the first run after the change.
+    pub position: usize,
+    /// The last commit before and the first after: the range to bisect.
+    pub before_commit: Option<String>,
+    pub after_commit: Option<String>,
+    /// Medians of the segments on either side.
+    pub before: f64,
+    pub after: f64,
+    /// (after − before) / |before|.
+    pub change: f64,
+    pub p_value: f64,
+    pub regression: bool,
+}
+
+/// A series with its findings.
+#[derive(Debug, Clone)]
+pub struct Analysed {
+    pub series: Series,
+    pub changes: Vec<Change>,
+    /// Segments between change points: (first point, end point), indexes
+    /// into `series.points`, with the segment's median.
+    pub segments: Vec<(usize, usize, f64)>,
+    /// The latest segment's median ± 2 robust standard deviations of the
+    /// series' noise (its values around their segment medians).
+    pub band: Option<(f64, f64)>,
+    pub latest: Option<f64>,
+    /// Figures of merit fail the exit status; context is drawn only.
+    pub gating: bool,
+    /// The newest change point is a regression beyond the threshold.
+    pub failed: bool,
+}
+
+impl Analysed {
+    pub fn latest_outside_band(&self) -> bool {
+        match (self.latest, self.band) {
+            (Some(v), Some((lo, hi))) => v < lo || v > hi,
+            _ => false,
+        }
+    }
+}
+
+/// Every series of a group with a direction (figures of merit and the
+/// metrics jsbench marks better one way); direction-less context is left
+/// out. The seed of each series is its group and label.
+pub fn analyse(group: &Group, records: &[Record], rule: &Rule) -> Vec<Analysed> {
+    group
+        .series
+        .iter()
+        .filter(|s| s.direction != Direction::None && !s.points.is_empty())
+        .map(|s| analyse_series(group, s, records, rule))
+        .collect()
+}
+
+fn analyse_series(group: &Group, s: &Series, records: &[Record], rule: &Rule) -> Analysed {
+    let values = s.values();
+    let skip = values.len().saturating_sub(rule.window.max(1));
+    let seed = changepoint::seed_of(&format!("{}\n{}\n{}", group.host, group.profile, s.label()));
+    // A change in the code can only fall between two commits: runs of one
+    // commit are replicates, and a split among them is the machine's.
+    let commit_of = |point: usize| &records[group.runs[s.points[point].0]].commit;
+    let boundaries: Vec<bool> = (skip..values.len())
+        .map(|i| i == skip || commit_of(i) != commit_of(i - 1))
+        .collect();
+    let found = changepoint::detect(&values[skip..], &boundaries, &rule.settings, seed);
+    let splits: Vec<usize> = found.iter().map(|sp| sp.index + skip).collect();
+    let p_values: Vec<f64> = found.iter().map(|sp| sp.p_value).collect();
+    let mut bounds = vec![0];
+    bounds.extend(&splits);
+    bounds.push(values.len());
+    let segments: Vec<(usize, usize, f64)> = bounds
+        .windows(2)
+        .map(|w| (w[0], w[1], median(&values[w[0]..w[1]])))
+        .collect();
+    let commit_at = |point: usize| records[group.runs[s.points[point].0]].commit.clone();
+    let changes: Vec<Change> = splits
+        .iter()
+        .zip(&p_values)
+        .enumerate()
+        .map(|(k, (&at, &p_value))| {
+            let (before, after) = (segments[k].2, segments[k + 1].2);
+            let change = relative(before, after);
+            Change {
+                position: s.points[at].0,
+                before_commit: commit_at(at - 1),
+                after_commit: commit_at(at),
+                before,
+                after,
+                change,
+                p_value,
+                regression: worse(s.direction, change),
+            }
+        })
+        .collect();
+    let gating = selection(group, records).selects(
+        (&s.scenario, &s.variant, &s.metric),
+        &s.unit,
+        s.direction,
+    );
+    let failed = gating
+        && changes
+            .last()
+            .is_some_and(|c| c.regression && c.change.abs() > rule.threshold);
+    let sigma = noise(&values, &segments);
+    let band = segments
+        .last()
+        .map(|&(_, _, m)| (m - 2.0 * sigma, m + 2.0 * sigma));
+    Analysed {
+        series: s.clone(),
+        changes,
+        segments,
+        band,
+        latest: values.last().copied(),
+        gating,
+        failed,
+    }
+}
+
+/// The metrics whose regression fails the history: the newest run's
+/// profile's `[ab] judge`, else the figures of merit (rates, CPU per
+/// message, latency p50 to p99.9), the rule `compare` and `ab` judge by.
+fn selection(group: &Group, records: &[Record]) -> Selection {
+    let patterns = group
+        .runs
+        .last()
+        .map_or_else(Vec::new, |&i| records[i].judged.clone());
+    let from = if patterns.is_empty() {
+        JudgedBy::Default
+    } else {
+        JudgedBy::Profile
+    };
+    Selection { from, patterns }
+}
+
+/// Whether a relative change is for the worse, by the metric's direction.
+pub fn worse(direction: Direction, change: f64) -> bool {
+    match direction {
+        Direction::Higher => change < 0.0,
+        Direction::Lower => change > 0.0,
+        Direction::None => false,
+    }
+}
+
+/// (after − before) / |before|; 0 when before is 0 and so is after.
+pub fn relative(before: f64, after: f64) -> f64 {
+    if before == 0.0 {
+        if after == 0.0 {
+            0.0
+        } else {
+            f64::INFINITY.copysign(after)
+        }
+    } else {
+        (after - before) / before.abs()
+    }
+}
+
+pub fn median(values: &[f64]) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// A robust standard deviation of the values around their segments'
+/// medians: 1.4826 × the median absolute residual (the normal's σ for
+/// normal noise, and unmoved by a few outliers).
+fn noise(values: &[f64], segments: &[(usize, usize, f64)]) -> f64 {
+    let residuals: Vec<f64> = segments
+        .iter()
+        .flat_map(|&(a, b, m)| values[a..b].iter().map(move |v| (v - m).abs()))
+        .collect();
+    1.4826 * median(&residuals)
+}

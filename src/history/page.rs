@@ -1,0 +1,234 @@
+//! history.html: one page, offline (inline SVG, no script, no URL it must
+//! fetch), a section per machine and profile: the result, the change
+//! points, the broken checks, a small chart per metric and the runs with
+//! links to their own report.html.
+
+use std::path::Path;
+
+use super::Outcome;
+use super::analyse::Analysed;
+use super::chart::{self, RunLabel};
+use super::load::Record;
+use super::series::Group;
+use super::table::short;
+use crate::report::html::{Html, Trusted};
+
+const CSS: &str = "body{font-family:sans-serif;margin:24px;color:#222}\
+table{border-collapse:collapse;margin:8px 0 16px}td,th{border:1px solid #c8c8c8;padding:3px 8px;font-size:13px}\
+th{background:#f4f4f4;text-align:left}.grid{display:flex;flex-wrap:wrap;gap:12px}\
+figure{margin:0}figcaption{font-size:12px;font-family:monospace;margin-bottom:2px}\
+.bad{color:#b00000;font-weight:bold}.good{color:#006b3c}.muted{color:#777}";
+
+/// The page for every group; links to reports are made relative to `out`
+/// (the folder history.html is written to) when they point at files.
+pub fn render(outcome: &Outcome, records: &[Record], out: &Path) -> String {
+    let mut h = Html::document();
+    h.el("html", &[("lang", "en")], |h| {
+        h.el("head", &[], |h| {
+            h.void("meta", &[("charset", "utf-8")]);
+            h.text_el("title", &[], "jsbench history");
+            h.el("style", &[], |h| {
+                h.trusted(&Trusted::css(CSS));
+            });
+        });
+        h.el("body", &[], |h| {
+            h.text_el("h1", &[], "jsbench history");
+            h.text_el("p", &[("class", outcome_class(outcome))], &outcome.headline);
+            for note in &outcome.notes {
+                h.text_el("p", &[("class", "muted")], note);
+            }
+            for (group, analysed) in &outcome.groups {
+                section(h, group, analysed, records, out);
+            }
+        });
+    });
+    h.finish()
+}
+
+fn outcome_class(outcome: &Outcome) -> &'static str {
+    if outcome.exit_code == 0 {
+        "good"
+    } else {
+        "bad"
+    }
+}
+
+fn section(h: &mut Html, group: &Group, analysed: &[Analysed], records: &[Record], out: &Path) {
+    let labels = run_labels(group, records, out);
+    h.el("section", &[], |h| {
+        h.text_el("h2", &[], &format!("{} on {}", group.profile, group.host));
+        h.text_el(
+            "p",
+            &[],
+            &format!(
+                "{} runs of {} commits; {} series with a direction, analysed by E-Divisive means",
+                group.runs.len(),
+                commit_count(group, records),
+                analysed.len()
+            ),
+        );
+        changes_table(h, analysed);
+        events_table(h, group, &labels);
+        h.text_el("h3", &[], "Series");
+        h.el("div", &[("class", "grid")], |h| {
+            for a in analysed {
+                let events: Vec<_> = group
+                    .events
+                    .iter()
+                    .filter(|e| e.touches(&a.series))
+                    .collect();
+                h.el("figure", &[], |h| {
+                    let flag = if a.failed {
+                        "  [regression]"
+                    } else if a.latest_outside_band() {
+                        "  [latest outside noise band]"
+                    } else {
+                        ""
+                    };
+                    h.text_el(
+                        "figcaption",
+                        &[],
+                        &format!(
+                            "{} ({}, {} is better){flag}",
+                            a.series.label(),
+                            a.series.unit,
+                            direction(a)
+                        ),
+                    );
+                    h.trusted(&Trusted::inline_svg(&chart::svg(a, &labels, &events)));
+                });
+            }
+        });
+        runs_table(h, &labels);
+    });
+}
+
+fn direction(a: &Analysed) -> &'static str {
+    match a.series.direction {
+        crate::record::metrics::Direction::Higher => "higher",
+        crate::record::metrics::Direction::Lower => "lower",
+        crate::record::metrics::Direction::None => "neither",
+    }
+}
+
+fn commit_count(group: &Group, records: &[Record]) -> usize {
+    let mut commits: Vec<_> = group.runs.iter().map(|&i| &records[i].commit).collect();
+    commits.dedup();
+    commits.len()
+}
+
+/// A short commit and a hover title per run; its report as a link.
+pub fn run_labels(group: &Group, records: &[Record], out: &Path) -> Vec<RunLabel> {
+    group
+        .runs
+        .iter()
+        .map(|&i| {
+            let r = &records[i];
+            let commit = short(r.commit.as_deref(), r.dirty);
+            RunLabel {
+                title: format!("{commit} {} ({})", r.started_at, r.verdict),
+                href: r.report.as_deref().map(|p| link(p, out)),
+                commit,
+            }
+        })
+        .collect()
+}
+
+/// A report path relative to the page when both are on this disk.
+fn link(report: &str, out: &Path) -> String {
+    if report.contains("://") {
+        return report.to_string();
+    }
+    let target = Path::new(report);
+    match (std::path::absolute(target), std::path::absolute(out)) {
+        (Ok(t), Ok(o)) => relative(&t, &o),
+        _ => report.to_string(),
+    }
+}
+
+fn relative(target: &Path, from: &Path) -> String {
+    let t: Vec<_> = target.components().collect();
+    let f: Vec<_> = from.components().collect();
+    let common = t.iter().zip(&f).take_while(|(a, b)| a == b).count();
+    let mut parts: Vec<String> = vec!["..".into(); f.len() - common];
+    parts.extend(
+        t[common..]
+            .iter()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned()),
+    );
+    parts.join("/")
+}
+
+fn changes_table(h: &mut Html, analysed: &[Analysed]) {
+    h.text_el("h3", &[], "Change points");
+    let rows = super::table::change_rows(analysed);
+    if rows.is_empty() {
+        h.text_el("p", &[], "None found.");
+        return;
+    }
+    h.el("table", &[], |h| {
+        h.el("tr", &[], |h| {
+            for head in ["series", "commits", "before", "after", "change", "p", ""] {
+                h.text_el("th", &[], head);
+            }
+        });
+        for row in rows {
+            h.el("tr", &[], |h| {
+                for (i, cell) in row.iter().enumerate() {
+                    let class = if i == 6 && cell.contains("regression") {
+                        "bad"
+                    } else {
+                        ""
+                    };
+                    h.text_el("td", &[("class", class)], cell);
+                }
+            });
+        }
+    });
+}
+
+fn events_table(h: &mut Html, group: &Group, labels: &[RunLabel]) {
+    if group.events.is_empty() {
+        return;
+    }
+    h.text_el("h3", &[("class", "bad")], "Broken checks");
+    h.el("table", &[], |h| {
+        h.el("tr", &[], |h| {
+            for head in ["run", "scenario / variant", "check", "detail"] {
+                h.text_el("th", &[], head);
+            }
+        });
+        for e in &group.events {
+            h.el("tr", &[], |h| {
+                h.text_el("td", &[], &labels[e.position].commit);
+                h.text_el(
+                    "td",
+                    &[],
+                    &format!("{}/{}", e.failure.scenario, e.failure.variant),
+                );
+                h.text_el("td", &[], &e.failure.check);
+                h.text_el("td", &[], &e.failure.detail);
+            });
+        }
+    });
+}
+
+fn runs_table(h: &mut Html, labels: &[RunLabel]) {
+    h.text_el("h3", &[], "Runs");
+    h.el("table", &[], |h| {
+        for (i, l) in labels.iter().enumerate() {
+            h.el("tr", &[], |h| {
+                h.text_el("td", &[], &(i + 1).to_string());
+                h.text_el("td", &[], &l.title);
+                h.el("td", &[], |h| match &l.href {
+                    Some(href) => {
+                        h.text_el("a", &[("href", href)], "report.html");
+                    }
+                    None => {
+                        h.text_el("span", &[("class", "muted")], "no report");
+                    }
+                });
+            });
+        }
+    });
+}
