@@ -14,12 +14,7 @@ use crate::compare::Failure;
 use crate::record::metrics::Direction;
 use crate::record::random;
 
-/// Standard normal noise from the seeded generator (Box–Muller).
-fn normal(seed: u64, i: u64) -> f64 {
-    let u1 = random::unit(seed, i, 1).max(1e-12);
-    let u2 = random::unit(seed, i, 2);
-    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
-}
+use random::normal;
 
 /// `n` values around 100 with noise `sigma` (relative to 100), plus `step`
 /// (a fraction of 100) from index `at` on.
@@ -338,41 +333,4 @@ fn different_machines_never_share_a_series() {
     let groups = series::group(&records, &series::order(&records, None, &mut Vec::new()));
     assert_eq!(groups.len(), 2);
     assert_eq!(groups.iter().map(|g| g.runs.len()).sum::<usize>(), 8);
-}
-
-/// The power table and false-positive rate docs/history.md quotes, larger
-/// than the tests above can afford: `cargo test --release --lib
-/// history::tests::measure -- --ignored --nocapture`.
-#[test]
-#[ignore]
-fn measure() {
-    let trials = 4000;
-    for n in [12usize, 24, 48] {
-        let found = false_positives(trials, n, normal);
-        println!(
-            "noise, n = {n}: {found} of {trials} = {:.4}",
-            found as f64 / trials as f64
-        );
-    }
-    // (runs before, runs after, runs a commit): the last is the real
-    // history's shape here, ten commits of four runs, the step halfway.
-    for (before, after, runs) in [(12usize, 12usize, 1), (20, 4, 1), (10, 3, 1), (20, 20, 4)] {
-        let starts: Vec<bool> = (0..before + after).map(|i| i % runs == 0).collect();
-        for sigmas in [1.0, 1.5, 2.0, 2.5, 3.0, 4.0] {
-            let hits = (0..400u64)
-                .filter(|&seed| {
-                    let values: Vec<f64> = (0..before + after)
-                        .map(|i| normal(seed, i as u64) + if i >= before { sigmas } else { 0.0 })
-                        .collect();
-                    detect(&values, &starts, &settings(), seed)
-                        .iter()
-                        .any(|s| s.index.abs_diff(before) <= 1)
-                })
-                .count();
-            println!(
-                "{before}+{after} runs ({runs} a commit), step {sigmas} sigma: found in {:.2}",
-                hits as f64 / 400.0
-            );
-        }
-    }
 }

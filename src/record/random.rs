@@ -19,6 +19,15 @@ pub fn unit(seed: u64, a: u64, b: u64) -> f64 {
     (h >> 11) as f64 / (1u64 << 53) as f64
 }
 
+/// A standard normal number for index `i` under `seed` (Box-Muller over
+/// two [`unit`] draws): the noise of the change-point method's synthetic
+/// series, in its tests and in benches/changepoint_power.rs alike.
+pub fn normal(seed: u64, i: u64) -> f64 {
+    let u1 = unit(seed, i, 1).max(1e-12);
+    let u2 = unit(seed, i, 2);
+    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+}
+
 /// A uniform integer in `0..n` (n > 0) for `(a, b)` under `seed`.
 #[inline]
 pub fn below(seed: u64, a: u64, b: u64, n: u64) -> u64 {
