@@ -1,131 +1,106 @@
-//! The origins' load: `rate` msg/s round-robin over the origins' subjects
-//! for `duration`, message `i` due at `t0 + i / rate` (open loop: a late
-//! send is sent at once, never skipped), at most `window` PubAcks awaited
-//! at once. What matters here is when each message was confirmed stored
-//! (the PubAck's receipt, jsbench's clock), by origin and sequence.
+//! The origins' load, as the shared drive runs it ([`crate::drive`]): the
+//! paced publishers with their PubAck window, no consumer on the origins
+//! (the server's copying is the only reader). One publisher per origin,
+//! each feeding its origin's one subject
+//! ([`PublishPlan::subject_per_publisher`]), so publisher *p*'s PubAcks
+//! are origin *p*'s stream sequences: what the copy audit expects.
 
-use std::collections::HashMap;
+use std::collections::BTreeSet;
 use std::time::Duration;
 
-use anyhow::{Context as _, Result};
+use anyhow::{Context as _, Result, anyhow};
 use async_nats::jetstream;
-use bytes::{BufMut, BytesMut};
-use futures::StreamExt;
-use futures::stream::FuturesUnordered;
-use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
-use crate::record::clock;
+use super::plan::Plan;
+use super::topology::Topology;
+use crate::drive::{DriveOutcome, DriveSpec};
+use crate::profile::{CommonPlan, MsgId, PublishPlan};
+use crate::record::ledger::{Event, LedgerShard};
 
-/// What the publishing left: per origin, the PubAck's receipt by sequence.
-#[derive(Debug, Default)]
-pub struct Published {
-    pub sent: u64,
-    /// Per origin: stream sequence -> PubAck received ([`clock`], Unix ns).
-    pub acked: Vec<HashMap<u64, u64>>,
-    /// Publishes answered with an error or never answered.
-    pub errors: u64,
-    pub first_error: Option<String>,
-    /// From the first send to the last PubAck, s.
-    pub span_s: f64,
-    /// The first send ([`clock`], Unix ns).
-    pub started_ns: u64,
+/// How long a publish may wait for its PubAck before it counts as missing.
+const PUB_ACK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `rate` msg/s over warm-up and duration, split evenly over one
+/// publisher per origin; nobody consumes.
+pub fn spec(common: &CommonPlan, plan: &Plan, label: &str, t: &Topology) -> DriveSpec {
+    let subjects: Vec<String> = t.origins.iter().map(|o| o.subject()).collect();
+    let mut publish = PublishPlan::simple(
+        subjects.len(),
+        plan.message_size,
+        MsgId::None,
+        plan.pub_ack_window,
+        PUB_ACK_TIMEOUT,
+    );
+    publish.subject_per_publisher = true;
+    DriveSpec {
+        label: format!("{} {label}", common.name()),
+        subjects,
+        // Asked only for what a stream's limits evicted: none here.
+        stream: t.origins[0].name.clone(),
+        publish,
+        consumer: None,
+        rate: Some(plan.rate),
+        count: None,
+        preloaded: 0,
+        warmup: common.warmup,
+        duration: common.duration,
+        drain_timeout: common.drain_timeout,
+        msg_id_prefix: String::new(),
+        seed: plan.rate,
+        fault: None,
+    }
 }
 
-/// The load, as [`publish`] reads it.
-pub struct Load<'a> {
-    pub subjects: &'a [String],
-    pub rate: u64,
-    /// Warm-up and measured time: published alike.
-    pub duration: Duration,
-    pub message_size: usize,
-    pub window: usize,
+/// Per origin, the sequences its publisher's PubAcks confirmed stored.
+pub fn acked(o: &DriveOutcome, origins: usize) -> Result<Vec<BTreeSet<u64>>> {
+    if o.acks.len() != origins {
+        return Err(anyhow!(
+            "the drive reported {} publishers for {origins} origins: which origin stored \
+             what cannot be told",
+            o.acks.len()
+        ));
+    }
+    Ok(o.acks.iter().map(|a| persisted(&a.ledger)).collect())
 }
 
-/// Publishes the load; stops early (keeping what it has) when `stop` is
-/// cancelled.
-pub async fn publish(
-    js: &jetstream::Context,
-    load: &Load<'_>,
-    stop: &CancellationToken,
-) -> Result<Published> {
-    let total = (load.rate as f64 * load.duration.as_secs_f64()).round() as u64;
-    let origins = load.subjects.len();
-    let mut out = Published {
-        acked: vec![HashMap::with_capacity(total as usize / origins + 1); origins],
-        started_ns: clock::now_ns(),
-        ..Published::default()
-    };
-    let start = Instant::now();
-    let mut inflight = FuturesUnordered::new();
-    let mut payload = BytesMut::with_capacity(load.message_size);
-    for i in 0..total {
-        let due = start + Duration::from_secs_f64(i as f64 / load.rate as f64);
-        // Acks are read while the next send waits, so their receipt is
-        // timed when they come, not when the window fills.
-        loop {
-            tokio::select! {
-                biased;
-                _ = stop.cancelled() => break,
-                Some(done) = inflight.next(), if !inflight.is_empty() => out.take(done),
-                _ = tokio::time::sleep_until(due), if inflight.len() < load.window => break,
-            }
-        }
-        if stop.is_cancelled() {
-            break;
-        }
-        let origin = (i % origins as u64) as usize;
-        payload.clear();
-        payload.put_u64_le(i);
-        payload.resize(load.message_size, 0);
-        let ack = js
-            .publish(load.subjects[origin].clone(), payload.split().freeze())
-            .await
-            .with_context(|| format!("publishing to {}", load.subjects[origin]))?;
-        out.sent += 1;
-        inflight.push(async move { (origin, ack.await.map_err(|e| e.to_string())) });
-    }
-    while let Some(done) = inflight.next().await {
-        out.take(done);
-    }
-    out.span_s = start.elapsed().as_secs_f64();
-    Ok(out)
+fn persisted(ledger: &LedgerShard) -> BTreeSet<u64> {
+    (1..=ledger.max_seq())
+        .filter(|&s| ledger.count(s, Event::Persisted) > 0)
+        .collect()
 }
 
-type Answer = (
-    usize,
-    std::result::Result<async_nats::jetstream::publish::PublishAck, String>,
-);
-
-impl Published {
-    fn take(&mut self, (origin, answer): Answer) {
-        match answer {
-            Ok(ack) => {
-                self.acked[origin].insert(ack.sequence, clock::now_ns());
-            }
-            Err(e) => {
-                self.errors += 1;
-                self.first_error.get_or_insert(e);
-            }
-        }
+/// The drive merges its publishers' ledgers by stream sequence, as if
+/// they shared one stream; here each fed an origin of its own, so the
+/// stored counts are each origin's, summed. Nothing was consumed: what
+/// the copy delivered and lost is the audit's to say.
+pub fn count_per_origin(o: &mut DriveOutcome) {
+    let (mut persisted, mut twice, mut duplicates) = (0, 0, 0);
+    for a in &o.acks {
+        let c = a.ledger.counts();
+        persisted += c.persisted;
+        twice += c.persisted_twice;
+        duplicates += c.duplicates;
     }
-
-    pub fn confirmed(&self) -> u64 {
-        self.acked.iter().map(|a| a.len() as u64).sum()
-    }
+    let c = &mut o.counts;
+    (c.persisted, c.persisted_twice, c.duplicates) = (persisted, twice, duplicates);
+    (c.lost, c.unattributed, c.client_dropped) = (0, 0, 0);
 }
 
 /// One message into each origin, confirmed: published before the load
 /// and awaited in the copy, so the load starts on a copy whose sourcing
 /// consumer is up (creating it takes the server 100-300 ms here, which
-/// the first messages would otherwise wait out as lag).
-pub async fn prime(js: &jetstream::Context, subjects: &[String]) -> Result<()> {
+/// the first messages would otherwise wait out as lag). Set-up, not
+/// load: its payload carries no stamp. The primers' sequences, by origin.
+pub async fn prime(js: &jetstream::Context, subjects: &[String]) -> Result<Vec<u64>> {
+    let mut seqs = Vec::new();
     for subject in subjects {
-        js.publish(subject.clone(), u64::MAX.to_le_bytes().to_vec().into())
+        let ack = js
+            .publish(subject.clone(), u64::MAX.to_le_bytes().to_vec().into())
             .await
             .with_context(|| format!("priming {subject}"))?
             .await
             .with_context(|| format!("the PubAck of the primer on {subject}"))?;
+        seqs.push(ack.sequence);
     }
-    Ok(())
+    Ok(seqs)
 }
