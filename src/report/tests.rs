@@ -540,6 +540,15 @@ fn assert_balanced(html: &str) {
     assert!(stack.is_empty(), "unclosed: {stack:?}");
 }
 
+/// A chart's series as (legend, stroke).
+fn lines(chart: &charts::Chart) -> Vec<(&str, Stroke)> {
+    chart
+        .series
+        .iter()
+        .map(|s| (s.label.as_str(), s.stroke))
+        .collect()
+}
+
 #[test]
 fn dead_letter_latency_is_drawn_from_the_final_delivery_and_the_final_deadline() {
     let (summary, mut histograms) = fixture();
@@ -563,11 +572,7 @@ fn dead_letter_latency_is_drawn_from_the_final_delivery_and_the_final_deadline()
     let d = data(summary, histograms);
     let chart = latency::dlq_latency(&d.scenarios().next().unwrap()).expect("a chart");
     assert_eq!(chart.stem, "latency.dlq_latency");
-    let lines: Vec<(&str, Stroke)> = chart
-        .series
-        .iter()
-        .map(|s| (s.label.as_str(), s.stroke))
-        .collect();
+    let lines = lines(&chart);
     assert_eq!(
         lines,
         [
@@ -595,11 +600,7 @@ fn replication_lag_is_drawn_by_percentile_and_per_second() {
     let d = data(summary, histograms);
     let scenario = d.scenarios().next().unwrap();
     let chart = latency::replication_lag(&scenario).expect("a percentile chart");
-    let lines: Vec<(&str, Stroke)> = chart
-        .series
-        .iter()
-        .map(|s| (s.label.as_str(), s.stroke))
-        .collect();
+    let lines = lines(&chart);
     assert_eq!(
         lines,
         [

@@ -32,23 +32,15 @@ pub fn spec(common: &CommonPlan, plan: &Plan, label: &str, t: &Topology) -> Driv
         PUB_ACK_TIMEOUT,
     );
     publish.subject_per_publisher = true;
-    DriveSpec {
-        label: format!("{} {label}", common.name()),
-        subjects,
+    DriveSpec::publish_only(
+        format!("{} {label}", common.name()),
         // Asked only for what a stream's limits evicted: none here.
-        stream: t.origins[0].name.clone(),
-        publish,
-        consumer: None,
-        rate: Some(plan.rate),
-        count: None,
-        preloaded: 0,
-        warmup: common.warmup,
-        duration: common.duration,
-        drain_timeout: common.drain_timeout,
-        msg_id_prefix: String::new(),
-        seed: plan.rate,
-        fault: None,
-    }
+        &t.origins[0].name,
+        subjects,
+        &publish,
+        common,
+        plan.rate,
+    )
 }
 
 /// Per origin, the sequences its publisher's PubAcks confirmed stored.
