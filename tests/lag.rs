@@ -63,7 +63,11 @@ async fn every_copy_holds_every_origin_message_once_in_order() {
         );
         let (p50, max) = (common::metric(v, "lag.p50"), common::metric(v, "lag.max"));
         assert!(p50 > 0.0 && p50 <= max, "{}: {p50} {max}", v.name);
-        assert!(common::metric(v, "pub_ack_to_copy_read.p50") > 0.0);
+        assert!(common::metric(v, "sent_to_copy_read.p50") > 0.0);
+        // The shared drive published: its PubAck latency and its rate.
+        assert!(common::metric(v, "pub_ack_latency.p50") > 0.0);
+        assert!(common::metric(v, "publish_rate") > 400.0, "{}", v.name);
+        assert!(invariant(v, "every publisher finished its schedule").passed);
         assert!(common::metric(v, lag::COPY_RATE) > 100.0, "{}", v.name);
     }
     let [mirror, source, wq, paused] = variants[..] else {

@@ -75,7 +75,7 @@ pub(super) async fn connect(
     for &i in &share.publishers {
         let config = PublisherConfig {
             index: i as u16,
-            subjects: spec.subjects.clone(),
+            subjects: publisher_subjects(spec, i),
             message_size: spec.publish.message_size,
             schedule: Schedule {
                 // Set by `go` once every publisher is connected.
@@ -117,4 +117,33 @@ pub(super) async fn connect(
         meters,
         messages,
     })
+}
+
+/// The subjects publisher `i` sends to: all of the spec's, round-robin, or
+/// with [`crate::profile::PublishPlan::subject_per_publisher`] its one.
+fn publisher_subjects(spec: &DriveSpec, i: usize) -> Vec<String> {
+    match spec.subjects.len() {
+        0 => Vec::new(),
+        n if spec.publish.subject_per_publisher => vec![spec.subjects[i % n].clone()],
+        _ => spec.subjects.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::publisher_subjects;
+    use crate::drive::DriveSpec;
+    use std::time::Duration;
+
+    #[test]
+    fn a_publisher_feeds_every_subject_or_its_own() {
+        let subjects = vec!["a".to_string(), "b".to_string()];
+        let mut spec = DriveSpec::fill("t".into(), "S", subjects, (4, 64), Duration::ZERO);
+        assert_eq!(publisher_subjects(&spec, 1), ["a", "b"]);
+        spec.publish.subject_per_publisher = true;
+        assert_eq!(publisher_subjects(&spec, 0), ["a"]);
+        assert_eq!(publisher_subjects(&spec, 3), ["b"]);
+        spec.subjects.clear();
+        assert!(publisher_subjects(&spec, 0).is_empty());
+    }
 }

@@ -198,11 +198,29 @@ impl DriveSpec {
         consumer: ConsumerSpec,
     ) -> Self {
         DriveSpec {
+            consumer: Some(consumer),
+            ..DriveSpec::publish_only(label, stream, vec![subject], publish, common, rate)
+        }
+    }
+
+    /// [`DriveSpec::paced`] with nobody consuming: `rate` msg/s over the
+    /// plan's warm-up and duration to `subjects`, for a variant whose
+    /// messages are read by something other than jsbench's consumers (a
+    /// server copying them elsewhere).
+    pub fn publish_only(
+        label: String,
+        stream: &str,
+        subjects: Vec<String>,
+        publish: &PublishPlan,
+        common: &CommonPlan,
+        rate: u64,
+    ) -> Self {
+        DriveSpec {
             label,
-            subjects: vec![subject],
+            subjects,
             stream: stream.to_string(),
             publish: publish.clone(),
-            consumer: Some(consumer),
+            consumer: None,
             rate: Some(rate),
             count: None,
             preloaded: 0,

@@ -376,6 +376,7 @@ pub fn publish_plan(k: PublishKeys, prefix: &str, problems: &mut Problems) -> Pu
         arrival: super::ArrivalPlan::Steady,
         wake_every,
         client: k.client.unwrap_or_default(),
+        subject_per_publisher: false,
     }
 }
 

@@ -186,6 +186,13 @@ pub struct PublishPlan {
     /// Which client publishes (the `client` key); `auto` by default.
     #[serde(default)]
     pub client: PublishClient,
+    /// Publisher p feeds only the subject `p mod subjects` instead of
+    /// every subject round-robin. A publisher's PubAcks are kept by stream
+    /// sequence (its ledger), so a variant publishing to several streams
+    /// at once, one subject each, gives each stream publishers of its own
+    /// to know what each stored. Set by scenarios, never a profile key.
+    #[serde(default)]
+    pub subject_per_publisher: bool,
 }
 
 /// The client a publisher sends through. The direct one (the sending
@@ -260,6 +267,7 @@ impl PublishPlan {
             arrival: ArrivalPlan::Steady,
             wake_every: None,
             client: PublishClient::Auto,
+            subject_per_publisher: false,
         }
     }
 }

@@ -540,6 +540,15 @@ fn assert_balanced(html: &str) {
     assert!(stack.is_empty(), "unclosed: {stack:?}");
 }
 
+/// A chart's series as (legend, stroke).
+fn lines(chart: &charts::Chart) -> Vec<(&str, Stroke)> {
+    chart
+        .series
+        .iter()
+        .map(|s| (s.label.as_str(), s.stroke))
+        .collect()
+}
+
 #[test]
 fn dead_letter_latency_is_drawn_from_the_final_delivery_and_the_final_deadline() {
     let (summary, mut histograms) = fixture();
@@ -563,11 +572,7 @@ fn dead_letter_latency_is_drawn_from_the_final_delivery_and_the_final_deadline()
     let d = data(summary, histograms);
     let chart = latency::dlq_latency(&d.scenarios().next().unwrap()).expect("a chart");
     assert_eq!(chart.stem, "latency.dlq_latency");
-    let lines: Vec<(&str, Stroke)> = chart
-        .series
-        .iter()
-        .map(|s| (s.label.as_str(), s.stroke))
-        .collect();
+    let lines = lines(&chart);
     assert_eq!(
         lines,
         [
@@ -575,4 +580,46 @@ fn dead_letter_latency_is_drawn_from_the_final_delivery_and_the_final_deadline()
             ("rate-1000 from final deadline", Stroke::Dashed),
         ]
     );
+}
+
+#[test]
+fn replication_lag_is_drawn_by_percentile_and_per_second() {
+    let (mut summary, mut histograms) = fixture();
+    for h in ["lag", "sent_to_copy_read"] {
+        histograms.push(("rate-1000".into(), h.into(), recorder(300, 50)));
+    }
+    let v = &mut summary.scenarios[0].variants[0];
+    for (key, us) in [("p50", 300), ("p99", 900), ("max", 2_000)] {
+        let seconds = Timeline {
+            origin_ns: 0,
+            bucket_ns: 1_000_000_000,
+            counts: vec![us, us + 10, us + 20],
+        };
+        v.timelines.insert(format!("lag.{key}_us"), seconds);
+    }
+    let d = data(summary, histograms);
+    let scenario = d.scenarios().next().unwrap();
+    let chart = latency::replication_lag(&scenario).expect("a percentile chart");
+    let lines = lines(&chart);
+    assert_eq!(
+        lines,
+        [
+            ("rate-1000 stored to stored", Stroke::Solid),
+            ("rate-1000 sent to read", Stroke::Dashed),
+        ]
+    );
+    let stems: Vec<String> = charts::charts_for(&scenario)
+        .into_iter()
+        .map(|c| c.stem)
+        .collect();
+    for stem in [
+        "latency.lag_p50_us",
+        "latency.lag_p99_us",
+        "latency.lag_max_us",
+    ] {
+        assert!(stems.iter().any(|s| s == stem), "{stem} in {stems:?}");
+    }
+    let p99 = latency::lag_p99_over_time(&scenario).unwrap();
+    assert_eq!(p99.series[0].points.len(), 3);
+    assert!(p99.caption.contains("origin stored to copy stored"));
 }

@@ -12,6 +12,7 @@ use crate::record::timeline::Timeline;
 use crate::report::data::ScenarioData;
 use crate::results::summary::VariantReport;
 use crate::scenario::dlq::{DLQ_AFTER_DEADLINE, DLQ_LATENCY};
+use crate::scenario::lag::{LAG, SENT_TO_READ};
 
 /// Points per percentile curve: smooth at 960 px, cheap to draw.
 const CURVE_POINTS: usize = 160;
@@ -48,34 +49,88 @@ pub fn pub_ack_latency(s: &ScenarioData) -> Option<Chart> {
     )
 }
 
-/// p50, p99 and max of each second of the end-to-end latency, per
-/// variant (the `e2e_latency.*_us` timelines, from the interval
-/// histograms): one chart each.
-fn e2e_per_second(s: &ScenarioData, what: &str, key: &str) -> Option<Chart> {
+/// p50, p99 or max (`key`) of each second of a latency, per variant
+/// (the `<histogram>.*_us` timelines [`crate::variant::VariantResult::add_per_second`]
+/// writes from the interval histograms): one chart each. `title` names
+/// the latency, `measured` says from which instant to which.
+fn per_second(
+    s: &ScenarioData,
+    (histogram, title, measured): (&str, &str, &str),
+    key: &str,
+) -> Option<Chart> {
     super::server::over_time(
         s,
-        &names::per_second(names::E2E_LATENCY, key),
-        &format!("End-to-end {what} per second"),
-        &format!("{what} of each second (us)"),
+        &names::per_second(histogram, key),
+        &format!("{title} {key} per second"),
+        &format!("{key} of each second (us)"),
         &format!(
-            "The {what} of each second's end-to-end latencies (from the intended send), per \
-             variant: a latency that changes during a run shows here, where the whole-run \
-             percentiles average it away. Every second's histogram is in histograms/*.hlog \
-             (HdrHistogram interval log)."
+            "The {key} of each second's {measured}, per variant: a latency that changes \
+             during a run shows here, where the whole-run percentiles average it away. Every \
+             second's histogram is in histograms/*.hlog (HdrHistogram interval log)."
         ),
     )
 }
 
+const E2E: (&str, &str, &str) = (
+    names::E2E_LATENCY,
+    "End-to-end",
+    "end-to-end latencies (from the intended send)",
+);
+
 pub fn e2e_p50_over_time(s: &ScenarioData) -> Option<Chart> {
-    e2e_per_second(s, "p50", "p50")
+    per_second(s, E2E, "p50")
 }
 
 pub fn e2e_p99_over_time(s: &ScenarioData) -> Option<Chart> {
-    e2e_per_second(s, "p99", "p99")
+    per_second(s, E2E, "p99")
 }
 
 pub fn e2e_max_over_time(s: &ScenarioData) -> Option<Chart> {
-    e2e_per_second(s, "max", "max")
+    per_second(s, E2E, "max")
+}
+
+/// The lag scenario's copies: stored in the origin to stored in the copy
+/// (solid), and the send to the copy's read here (dashed).
+pub fn replication_lag(s: &ScenarioData) -> Option<Chart> {
+    percentile_chart(
+        s,
+        LAG,
+        "Replication lag by percentile",
+        "Per variant (one colour each). Solid: from the origin's stored time to the copy's \
+         (a source's own stored time; a mirror keeps the origin's, so its copy instant is its \
+         read here). Dashed: from the publisher's send to the copy's read here, both on \
+         jsbench's clock.",
+        &[
+            Family {
+                histogram: LAG,
+                label: "stored to stored",
+                stroke: Stroke::Solid,
+            },
+            Family {
+                histogram: SENT_TO_READ,
+                label: "sent to read",
+                stroke: Stroke::Dashed,
+            },
+        ],
+    )
+}
+
+const REPLICATION: (&str, &str, &str) = (
+    LAG,
+    "Replication lag",
+    "replication lags (origin stored to copy stored, by the second of the copy instant)",
+);
+
+pub fn lag_p50_over_time(s: &ScenarioData) -> Option<Chart> {
+    per_second(s, REPLICATION, "p50")
+}
+
+pub fn lag_p99_over_time(s: &ScenarioData) -> Option<Chart> {
+    per_second(s, REPLICATION, "p99")
+}
+
+pub fn lag_max_over_time(s: &ScenarioData) -> Option<Chart> {
+    per_second(s, REPLICATION, "max")
 }
 
 pub fn send_lag(s: &ScenarioData) -> Option<Chart> {

@@ -108,6 +108,10 @@ pub const CATALOGUE: &[ChartFn] = &[
     replay::gap_error,
     replay::gap_error_by_gap,
     latency::dlq_latency,
+    latency::replication_lag,
+    latency::lag_p50_over_time,
+    latency::lag_p99_over_time,
+    latency::lag_max_over_time,
     server::memory,
     server::cpu,
 ];

@@ -198,6 +198,7 @@ mod tests {
                 origin_seq: s,
                 stored_ns: 0,
                 received_ns: 0,
+                sent_ns: None,
             })
             .collect()
     }

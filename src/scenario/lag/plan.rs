@@ -19,7 +19,8 @@ pub struct Plan {
     /// Messages a second into the origin(s), all told.
     pub rate: u64,
     pub message_size: usize,
-    /// Publishes awaiting their PubAck at once.
+    /// Publishes awaiting their PubAck at once, per origin (each origin
+    /// has a publisher of its own).
     pub pub_ack_window: usize,
     /// Origins the `source` variant's aggregate sources from.
     pub origins: usize,
@@ -121,11 +122,12 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
 fn check(plan: &Plan, common: &CommonPlan, prefix: &str, problems: &mut Problems) {
     let key = |k: &str| format!("{prefix}.{k}");
     problems.range(&key("rate"), plan.rate, 1, 200_000, " msg/s");
-    // The message number travels in the payload's first eight bytes.
+    // The publisher's stamp (send time, message number) fills the
+    // payload's first bytes.
     problems.range(
         &key("message_size"),
         plan.message_size,
-        8,
+        crate::record::stamp::STAMP_LEN,
         1 << 20,
         " bytes",
     );
@@ -176,7 +178,7 @@ mod tests {
     fn bad_keys_are_named_with_their_values() {
         for (body, needle) in [
             ("rate = 0", "0 is out of range"),
-            ("message_size = 4", "4 is out of range"),
+            ("message_size = 16", "16 is out of range"),
             ("origins = 40", "40 is out of range"),
             ("variants = [\"mirror\", \"mirror\"]", "list some"),
             ("variants = [\"leaf\"]", "leaf"),

@@ -12,7 +12,8 @@
 //! A copy is read by an ordered consumer from its first sequence: each
 //! delivery's reply subject carries the copy's stream sequence and stored
 //! time; a source's `Nats-Stream-Source` header names the origin stream and
-//! sequence it came from (a mirror keeps the origin's sequences).
+//! sequence it came from (a mirror keeps the origin's sequences); the
+//! payload's stamp, when it was sent.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,6 +29,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::record::clock;
+use crate::record::stamp::Stamp;
 
 /// The header a source adds to every message it copies:
 /// `<stream>[:<ident>] <seq> <filter> <transform> <subject> <id>`.
@@ -104,6 +106,10 @@ pub struct Copied {
     pub stored_ns: i128,
     /// When the reader here had it ([`clock`], Unix ns).
     pub received_ns: u64,
+    /// When jsbench's publisher sent it, from the stamp its payload
+    /// carries ([`clock`], Unix ns); `None` for a message without one
+    /// (a primer).
+    pub sent_ns: Option<u64>,
 }
 
 /// Reads a copy from its first sequence as it fills.
@@ -231,6 +237,7 @@ async fn read(
                     origin_seq,
                     stored_ns: info.published.unix_timestamp_nanos(),
                     received_ns,
+                    sent_ns: Stamp::read(&m.payload).map(|s| s.sent_ns),
                 });
                 seen.fetch_add(1, Ordering::Relaxed);
             }
