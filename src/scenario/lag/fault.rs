@@ -58,14 +58,14 @@ pub async fn pause(
     })
 }
 
-/// Leaders tried for the copy before giving up on one apart from the
-/// origin's and the client's node.
-const STEP_DOWNS: usize = 6;
+/// Leadership moves tried before giving up on a copy leader apart from
+/// the origin's, the client's and the publishers' nodes.
+const STEP_DOWNS: usize = 12;
 
 /// Cuts the routes of the node leading the copy `after` into the
 /// publishing, heals them `lasts` later. The copy's leadership is first
-/// moved (step-downs) off the node leading the origin and off the node
-/// jsbench's client is connected to, so the cut stops the copying and
+/// moved (step-downs) off the node leading the origin and off the nodes
+/// jsbench's client and publishers are connected to, so the cut stops the copying and
 /// nothing else: publishing goes on, the copy's other replicas elect a
 /// leader that resumes it.
 pub async fn cut(
@@ -77,13 +77,17 @@ pub async fn cut(
     let faults = ctx.faults.clone().ok_or_else(|| {
         anyhow!("the cut variant cuts a node's routes: run it on a local cluster (--cluster 3)")
     })?;
-    let node = copy_leader_apart(ctx, t).await?;
+    let started = tokio::time::Instant::now();
+    // Chosen once the publishers are connected: a publisher on the node
+    // cut off could publish nothing (no responders) until the heal.
+    let publishers = publisher_nodes(ctx, t.origins.len()).await;
+    let node = copy_leader_apart(ctx, t, &publishers).await?;
+    tokio::time::sleep(after.saturating_sub(started.elapsed())).await;
     let names = faults.node_names();
     let index = names
         .iter()
         .position(|n| *n == node)
         .ok_or_else(|| anyhow!("the copy's leader {node} is none of the cluster's {names:?}"))?;
-    tokio::time::sleep(after).await;
     let f = faults.clone();
     tokio::task::spawn_blocking(move || f.block_routes(index, Block::Cut))
         .await
@@ -116,24 +120,63 @@ async fn leader(js: &async_nats::jetstream::Context, name: &str) -> Result<Strin
         .ok_or_else(|| anyhow!("stream {name} has no leader: is this a cluster?"))
 }
 
-async fn copy_leader_apart(ctx: &RunContext, t: &Topology) -> Result<String> {
-    let js = ctx.provisioner.jetstream();
-    let origin = leader(js, &t.origins[0].name).await?;
-    let client = js.client().server_info().server_name;
-    for _ in 0..STEP_DOWNS {
-        let copy = leader(js, &t.copy).await?;
-        if copy != origin && copy != client {
-            return Ok(copy);
+/// The nodes the variant's `n` publishers landed on, once all have
+/// connected (the drive connects them as the fault starts), waiting
+/// [`PUBLISHERS_WAIT`] at most.
+async fn publisher_nodes(ctx: &RunContext, n: usize) -> Vec<String> {
+    let started = tokio::time::Instant::now();
+    loop {
+        let nodes: Vec<String> = ctx
+            .connect
+            .attached(n)
+            .into_iter()
+            .filter(|(role, _)| role.starts_with("publisher-"))
+            .map(|(_, node)| node)
+            .collect();
+        if nodes.len() >= n || started.elapsed() >= PUBLISHERS_WAIT {
+            return nodes;
         }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// How long the cut waits for the publishers to connect.
+const PUBLISHERS_WAIT: Duration = Duration::from_secs(5);
+
+/// The node to cut: the copy's leader, once it is on none of the nodes
+/// jsbench's client (which reads the copy) and publishers are connected
+/// to, and the origin's leader is elsewhere. On three nodes with client
+/// and publisher on two of them that is one node for the copy and
+/// another for the origin, so both leaderships are moved (step-downs)
+/// until they land so.
+async fn copy_leader_apart(
+    ctx: &RunContext,
+    t: &Topology,
+    publishers: &[String],
+) -> Result<String> {
+    let js = ctx.provisioner.jetstream();
+    let client = js.client().server_info().server_name;
+    let (mut copy, mut origin) = (String::new(), String::new());
+    for _ in 0..STEP_DOWNS {
+        copy = leader(js, &t.copy).await?;
+        origin = leader(js, &t.origins[0].name).await?;
+        let moving = if copy == client || publishers.contains(&copy) {
+            &t.copy
+        } else if copy == origin {
+            &t.origins[0].name
+        } else {
+            return Ok(copy);
+        };
         let _: serde_json::Value = js
-            .request(format!("STREAM.LEADER.STEPDOWN.{}", t.copy), &())
+            .request(format!("STREAM.LEADER.STEPDOWN.{moving}"), &())
             .await
-            .with_context(|| format!("moving the leadership of {}", t.copy))?;
+            .with_context(|| format!("moving the leadership of {moving}"))?;
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     Err(anyhow!(
-        "the copy {} kept its leader on the origin's ({origin}) or the client's ({client}) node \
-         after {STEP_DOWNS} step-downs; a cut would stop the publishing too",
+        "after {STEP_DOWNS} step-downs the copy {} leads on {copy}, which the origin's leader \
+         ({origin}), jsbench's client ({client}) or a publisher ({publishers:?}) shares; a cut \
+         there would stop the publishing or the reading too",
         t.copy
     ))
 }

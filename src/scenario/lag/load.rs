@@ -11,18 +11,20 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, anyhow};
 use async_nats::jetstream;
 
-use super::plan::Plan;
+use super::plan::{Mode, Plan};
 use super::topology::Topology;
 use crate::drive::{DriveOutcome, DriveSpec};
-use crate::profile::{CommonPlan, MsgId, PublishPlan};
+use crate::profile::{CommonPlan, MsgId, PublishClient, PublishPlan};
 use crate::record::ledger::{Event, LedgerShard};
 
 /// How long a publish may wait for its PubAck before it counts as missing.
 const PUB_ACK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `rate` msg/s over warm-up and duration, split evenly over one
-/// publisher per origin; nobody consumes.
-pub fn spec(common: &CommonPlan, plan: &Plan, label: &str, t: &Topology) -> DriveSpec {
+/// publisher per origin; nobody consumes. Through a route cut the
+/// publishers are async-nats': the direct client does not reconnect, and
+/// the drive, which plans no fault of its own here, would choose it.
+pub fn spec(common: &CommonPlan, plan: &Plan, mode: Mode, t: &Topology) -> DriveSpec {
     let subjects: Vec<String> = t.origins.iter().map(|o| o.subject()).collect();
     let mut publish = PublishPlan::simple(
         subjects.len(),
@@ -32,8 +34,11 @@ pub fn spec(common: &CommonPlan, plan: &Plan, label: &str, t: &Topology) -> Driv
         PUB_ACK_TIMEOUT,
     );
     publish.subject_per_publisher = true;
+    if mode == Mode::Cut {
+        publish.client = PublishClient::AsyncNats;
+    }
     DriveSpec::publish_only(
-        format!("{} {label}", common.name()),
+        format!("{} {}", common.name(), mode.label()),
         // Asked only for what a stream's limits evicted: none here.
         &t.origins[0].name,
         subjects,

@@ -286,7 +286,7 @@ async fn observe(
     let subjects: Vec<String> = t.origins.iter().map(|o| o.subject()).collect();
     let primers = load::prime(js, &subjects).await?;
     primed(&reader, subjects.len() as u64).await?;
-    let spec = load::spec(common, plan, mode.label(), t);
+    let spec = load::spec(common, plan, mode, t);
     let (outcome, fault) = tokio::join!(drive(ctx, &spec), inject(ctx, plan, mode, t));
     let mut outcome = outcome?;
     let fault = fault?;
