@@ -186,6 +186,12 @@ pub struct PublishPlan {
     /// Which client publishes (the `client` key); `auto` by default.
     #[serde(default)]
     pub client: PublishClient,
+    /// Every this many messages (by message number) carries
+    /// `Nats-Trace-Dest`, so the servers it crosses report its hops
+    /// ([`crate::drive::trace`]); 0 traces none. Set by the latency
+    /// scenario's own `trace_every` key, not a shared one.
+    #[serde(default)]
+    pub trace_every: u64,
 }
 
 /// The client a publisher sends through. The direct one (the sending
@@ -259,6 +265,7 @@ impl PublishPlan {
             resend_after: None,
             arrival: ArrivalPlan::Steady,
             wake_every: None,
+            trace_every: 0,
             client: PublishClient::Auto,
         }
     }
