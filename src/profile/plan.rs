@@ -188,7 +188,7 @@ pub struct PublishPlan {
     pub client: PublishClient,
     /// Every this many messages (by message number) carries
     /// `Nats-Trace-Dest`, so the servers it crosses report its hops
-    /// ([`crate::drive::trace`]); 0 traces none. Set by the latency
+    /// (the drive's trace collector); 0 traces none. Set by the latency
     /// scenario's own `trace_every` key, not a shared one.
     #[serde(default)]
     pub trace_every: u64,

@@ -29,7 +29,7 @@ pub struct Composer {
 }
 
 /// The `Nats-Trace-Dest` of every `every`th message (by message number):
-/// `<prefix><sent ns>`, so the collector ([`crate::drive::trace`]) reads
+/// `<prefix><sent ns>`, so the drive's trace collector reads
 /// the send time from the subject and needs no state shared with the
 /// sender. A sampled message is composed off the hot path into scratch
 /// buffers reused from one sample to the next; the rest pay one branch.

@@ -163,7 +163,7 @@ pub struct SendReport {
     #[serde(default)]
     pub client: PublishClient,
     /// Sends that carried `Nats-Trace-Dest` (`trace_every`): each should
-    /// bring the servers' trace events ([`crate::drive::trace`]).
+    /// bring the servers' trace events (the drive's trace collector).
     #[serde(default)]
     pub traced: u64,
 }
