@@ -49,7 +49,7 @@ struct Tracer {
 impl Tracer {
     #[inline(always)]
     fn samples(&self, message: u64) -> bool {
-        self.every != 0 && message % self.every == 0
+        self.every != 0 && message.is_multiple_of(self.every)
     }
 
     /// The header's value for a message sent at `sent`.
@@ -657,7 +657,7 @@ mod tests {
     /// header through async-nats; the others are unchanged.
     #[test]
     fn a_sampled_message_adds_the_trace_destination_to_its_block() {
-        let extra = vec![("X-A".to_string(), "1".to_string())];
+        let extra = [("X-A".to_string(), "1".to_string())];
         for (ids, extra, plain) in [
             (None, &[][..], ""),
             (None, &extra[..], "X-A: 1\r\n"),
