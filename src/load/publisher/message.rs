@@ -52,12 +52,17 @@ impl Tracer {
         self.every != 0 && message.is_multiple_of(self.every)
     }
 
-    /// The header's value for a message sent at `sent`.
-    fn destination(&self, sent: u64) -> String {
+    /// Adds the header for a message sent at `sent` (async-nats).
+    #[cold]
+    #[inline(never)]
+    fn add(&mut self, headers: &mut Option<HeaderMap>, sent: u64) {
         let mut digits = itoa::Buffer::new();
         let mut d = String::from_utf8_lossy(&self.prefix).into_owned();
         d.push_str(digits.format(sent));
-        d
+        headers
+            .get_or_insert_with(HeaderMap::new)
+            .insert(TRACE_DEST, d.as_str());
+        self.traced += 1;
     }
 }
 
@@ -137,7 +142,7 @@ impl Composer {
         let (payload, reply) = self
             .builder
             .build(self.stamp(intended, sent, message), send, size);
-        let headers = if self.ids.is_none() && self.extra_headers.is_empty() {
+        let mut headers = if self.ids.is_none() && self.extra_headers.is_empty() {
             None
         } else {
             let mut headers = HeaderMap::new();
@@ -149,14 +154,11 @@ impl Composer {
             }
             Some(headers)
         };
-        let headers = if self.trace.samples(message) {
-            self.trace.traced += 1;
-            let mut headers = headers.unwrap_or_default();
-            headers.insert(TRACE_DEST, self.trace.destination(sent).as_str());
-            Some(headers)
-        } else {
-            headers
-        };
+        if self.trace.samples(message) {
+            // In place: moving the headers through a branch cost 13
+            // instructions a message (2.3%, benches/instructions.rs).
+            self.trace.add(&mut headers, sent);
+        }
         self.record_lag(intended, sent, scheduled);
         Outgoing {
             payload,
