@@ -394,3 +394,34 @@ async fn a_step_profile_reports_each_steps_latency() {
         v.warnings
     );
 }
+
+/// `trace_every`: every tenth message carries `Nats-Trace-Dest`, the
+/// server's events for every one of them come back, and the hops they
+/// give are measured and add up near the stamp-based ingest hop (one
+/// server: `js` is taken where the stored stamp is).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_sampled_message_is_traced_into_its_hops() {
+    let server = common::server();
+    let body = common::latency_body("[200]", "1s", "200ms", "trace_every = 10\n");
+    let summary = common::run_profile(&server, "traced", &body).await;
+    let (_, v) = summary.variants().next().unwrap();
+    assert!(v.invariants.iter().all(|i| i.passed), "{:?}", v.invariants);
+    let check = v
+        .invariants
+        .iter()
+        .find(|i| i.name == "every sampled message traced")
+        .expect("the check");
+    assert!(check.applicable, "{check:?}");
+    // 240 messages, numbers 0..240: every tenth.
+    assert_eq!(common::metric(v, "trace_sampled"), 24.0);
+    for hop in ["trace_client_to_ingress", "trace_ingress_to_stored"] {
+        let p50 = common::metric(v, &format!("{hop}.p50"));
+        assert!(p50 > 0.0, "{hop} {p50}");
+    }
+    assert!(
+        v.metric("trace_route.p50").is_none(),
+        "one server: no route"
+    );
+    let ratio = common::metric(v, "trace_sum_vs_ingest");
+    assert!(ratio > 0.3 && ratio < 3.0, "{ratio}");
+}

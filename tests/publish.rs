@@ -214,6 +214,8 @@ async fn an_unpaced_publisher_sends_nothing_before_t0() {
         resend_after: None,
         wake_every: None,
         client: jsbench::profile::PublishClient::Direct,
+        trace_every: 0,
+        trace_prefix: String::new(),
         drop_pub_acks: 0,
     };
     let stop = tokio_util::sync::CancellationToken::new();
@@ -286,6 +288,8 @@ async fn a_max_rate_counts_from_the_end_of_the_warm_up() {
         resend_after: None,
         wake_every: None,
         client: jsbench::profile::PublishClient::Direct,
+        trace_every: 0,
+        trace_prefix: String::new(),
         drop_pub_acks: 0,
     };
     let stop = tokio_util::sync::CancellationToken::new();

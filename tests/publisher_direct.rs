@@ -77,6 +77,8 @@ fn config(window: usize, drop_pub_acks: u64) -> PublisherConfig {
         resend_after: None,
         wake_every: None,
         client: PublishClient::Direct,
+        trace_every: 0,
+        trace_prefix: String::new(),
         drop_pub_acks,
     }
 }

@@ -2259,3 +2259,86 @@ mod priority_groups {
         }
     }
 }
+
+/// Message tracing (ADR-41) as jsbench's `trace_every` reads it: a
+/// JetStream publish carrying `Nats-Trace-Dest` (without `Nats-Trace-Only`)
+/// is stored once and delivered as usual, and the one server sends one
+/// event to the destination with `in` then `js`, `in` no later; the stored
+/// copy's header is disabled, so its deliveries trace nothing again.
+#[tokio::test]
+async fn a_traced_publish_is_stored_once_and_one_server_reports_in_then_js() {
+    let server = common::server();
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    let stream = js
+        .create_stream(stream::Config {
+            name: "TRACED".into(),
+            subjects: vec!["traced".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut events = client.subscribe("_jsb.trace.pin.>").await.unwrap();
+    client.flush().await.unwrap();
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("Nats-Trace-Dest", "_jsb.trace.pin.0.1");
+    js.publish_with_headers("traced", headers, "x".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let event = tokio::time::timeout(
+        Duration::from_secs(2),
+        futures::StreamExt::next(&mut events),
+    )
+    .await
+    .expect("a trace event")
+    .unwrap();
+    assert_eq!(event.subject.as_str(), "_jsb.trace.pin.0.1");
+    let event: serde_json::Value = serde_json::from_slice(&event.payload).unwrap();
+    let steps = event["events"].as_array().unwrap();
+    let kinds: Vec<&str> = steps.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["in", "js"], "{event}");
+    assert_eq!(steps[1]["stream"], "TRACED");
+    assert!(event["request"]["header"].get("Nats-Trace-Hop").is_none());
+    let ts = |i: usize| {
+        time::OffsetDateTime::parse(
+            steps[i]["ts"].as_str().unwrap(),
+            &time::format_description::well_known::Rfc3339,
+        )
+        .unwrap()
+    };
+    assert!(ts(0) <= ts(1), "in {} after js {}", ts(0), ts(1));
+    // One event only: the server sends no other.
+    let more = tokio::time::timeout(
+        Duration::from_millis(300),
+        futures::StreamExt::next(&mut events),
+    )
+    .await;
+    assert!(more.is_err(), "a second event: {more:?}");
+
+    let mut info = stream.clone();
+    assert_eq!(info.info().await.unwrap().state.messages, 1);
+    let stored = stream.get_raw_message(1).await.unwrap();
+    let dest = stored.headers.get("Nats-Trace-Dest").map(|v| v.to_string());
+    assert_ne!(dest.as_deref(), Some("_jsb.trace.pin.0.1"));
+    assert_eq!(dest.as_deref(), Some("trace disabled"));
+    // A consumer receives it, and its delivery brings no second event.
+    let consumer = stream
+        .create_consumer(jetstream::consumer::pull::Config {
+            durable_name: Some("c".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut batch = consumer.fetch().max_messages(1).messages().await.unwrap();
+    let delivered = futures::StreamExt::next(&mut batch).await.unwrap().unwrap();
+    assert_eq!(&delivered.payload[..], b"x");
+    delivered.ack().await.unwrap();
+    let more = tokio::time::timeout(
+        Duration::from_millis(300),
+        futures::StreamExt::next(&mut events),
+    )
+    .await;
+    assert!(more.is_err(), "the delivery traced again: {more:?}");
+}

@@ -99,6 +99,8 @@ pub(super) async fn connect(
             resend_after: spec.publish.resend_after,
             wake_every: spec.publish.wake_every,
             client,
+            trace_every: spec.publish.trace_every,
+            trace_prefix: super::trace::subject_prefix(&spec.msg_id_prefix, i),
             drop_pub_acks: 0,
         };
         let stop = publish_stop.clone();

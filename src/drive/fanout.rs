@@ -709,6 +709,8 @@ fn publisher_config(
         wake_every: spec.publish.wake_every,
         // Kept on async-nats: the direct client is the paced drive's.
         client: crate::profile::PublishClient::AsyncNats,
+        trace_every: 0,
+        trace_prefix: String::new(),
         drop_pub_acks: 0,
     }
 }

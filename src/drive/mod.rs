@@ -23,6 +23,8 @@
 //!   inside the run-and-sample phase.
 //! - [`outcome`](DriveOutcome): what the phases measured, merged.
 //! - [`peers`](Peers): the seam with the other processes.
+//! - [`trace`]: the trace events of a sample of messages (`trace_every`),
+//!   collected beside the phases by the process that watches the server.
 
 mod collect;
 mod connect;
@@ -39,6 +41,7 @@ mod sample;
 mod spec;
 mod start;
 mod state;
+pub mod trace;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -152,12 +155,38 @@ pub async fn drive_share<P: Peers>(
     // with it rather than read on into the next one.
     let _consumers_stop = variant.consumers.stop.clone().drop_guard();
     variant.start_consumers(connected.consumer_clients);
+    let tracing = start_trace(ctx, spec, peers.watches_server(), variant.timing).await?;
     let publishers = start::start_publishers(connected.publishers, variant.timing);
     let published = variant
         .run_and_sample(peers, publishers, connected.meters, connected.publish_stop)
         .await?;
     let drained = variant.drain(peers, &published).await?;
-    variant.collect(peers, published, drained).await
+    let mut outcome = variant.collect(peers, published, drained).await?;
+    if let Some(collector) = tracing {
+        // Every process's traced sends: the merged outcome has them all.
+        let traced = outcome.sends.iter().map(|s| s.traced).sum();
+        outcome.trace = Some(collector.finish(traced).await?);
+    }
+    Ok(outcome)
+}
+
+/// With `trace_every`, the process that watches the server subscribes to
+/// the variant's trace events before any publisher starts: the subjects
+/// are the variant's, whichever process sent the message, so one
+/// subscription hears every process's sample.
+async fn start_trace(
+    ctx: &RunContext,
+    spec: &DriveSpec,
+    watches_server: bool,
+    timing: Timing,
+) -> Result<Option<trace::Collector>> {
+    if spec.publish.trace_every == 0 || !watches_server {
+        return Ok(None);
+    }
+    let client = ctx.connect.connect("trace").await?;
+    let collector =
+        trace::Collector::start(client, &spec.msg_id_prefix, timing.record_from_ns).await?;
+    Ok(Some(collector))
 }
 
 /// One variant in flight in this process: what its phases hand each other.

@@ -134,6 +134,9 @@ pub struct DriveOutcome {
     /// workers (their CPU is known over the whole span only) or one that
     /// ended within its warm-up.
     pub cpu_after_warmup: Option<CpuAfterWarmup>,
+    /// The sampled messages' trace events (`trace_every`); `None` when
+    /// nothing was traced.
+    pub trace: Option<super::trace::TraceOutcome>,
     pub interrupted: bool,
     /// Errors the tasks reported; each makes the variant suspect.
     pub errors: Vec<String>,
@@ -623,6 +626,7 @@ pub(super) fn merge(
         client_cpu: Default::default(),
         server_cpu: None,
         cpu_after_warmup: None,
+        trace: None,
         interrupted: false,
         errors: Vec::new(),
         client_drop_cause: None,

@@ -35,6 +35,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("filtered", include_str!("../../profiles/filtered.toml")),
     ("scheduled", include_str!("../../profiles/scheduled.toml")),
     ("priority", include_str!("../../profiles/priority.toml")),
+    ("trace", include_str!("../../profiles/trace.toml")),
     (
         "replication",
         include_str!("../../profiles/replication.toml"),

@@ -375,6 +375,7 @@ pub fn publish_plan(k: PublishKeys, prefix: &str, problems: &mut Problems) -> Pu
         resend_after: None,
         arrival: super::ArrivalPlan::Steady,
         wake_every,
+        trace_every: 0,
         client: k.client.unwrap_or_default(),
         subject_per_publisher: false,
     }

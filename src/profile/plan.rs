@@ -193,6 +193,12 @@ pub struct PublishPlan {
     /// to know what each stored. Set by scenarios, never a profile key.
     #[serde(default)]
     pub subject_per_publisher: bool,
+    /// Every this many messages (by message number) carries
+    /// `Nats-Trace-Dest`, so the servers it crosses report its hops
+    /// (the drive's trace collector); 0 traces none. Set by the latency
+    /// scenario's own `trace_every` key, not a shared one.
+    #[serde(default)]
+    pub trace_every: u64,
 }
 
 /// The client a publisher sends through. The direct one (the sending
@@ -266,6 +272,7 @@ impl PublishPlan {
             resend_after: None,
             arrival: ArrivalPlan::Steady,
             wake_every: None,
+            trace_every: 0,
             client: PublishClient::Auto,
             subject_per_publisher: false,
         }

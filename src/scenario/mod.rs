@@ -328,6 +328,7 @@ mod tests {
         }
         histograms.extend(ttl::HISTOGRAMS.iter().map(|h| h.to_string()));
         histograms.extend(latency::HOP_HISTOGRAMS.iter().map(|h| h.to_string()));
+        histograms.extend(latency::TRACE_HISTOGRAMS.iter().map(|h| h.to_string()));
         histograms.extend([scheduled::FIRING_ERROR, scheduled::RECEIPT_ERROR].map(String::from));
         let mut all: Vec<String> = names::VALUES.iter().map(|v| v.to_string()).collect();
         all.extend(ttl::VALUES.iter().map(|v| v.to_string()));

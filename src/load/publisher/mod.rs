@@ -88,6 +88,10 @@ pub struct PublisherConfig {
     /// [`PublishClient::AsyncNats`] (`Auto` is resolved by the drive and
     /// is taken as async-nats here).
     pub client: PublishClient,
+    /// Every this many messages carries `Nats-Trace-Dest` to
+    /// `<trace_prefix><sent ns>`; 0 none.
+    pub trace_every: u64,
+    pub trace_prefix: String,
     /// Tests only (0 in every run): PubAcks the direct reader drops as if
     /// lost on the way, so a test can see the loss reported.
     #[doc(hidden)]
@@ -158,6 +162,10 @@ pub struct SendReport {
     /// The client that published (`direct` or `async-nats`).
     #[serde(default)]
     pub client: PublishClient,
+    /// Sends that carried `Nats-Trace-Dest` (`trace_every`): each should
+    /// bring the servers' trace events (the drive's trace collector).
+    #[serde(default)]
+    pub traced: u64,
 }
 
 /// What the PubAck reader measured.

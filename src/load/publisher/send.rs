@@ -80,6 +80,7 @@ pub(super) async fn send_all(
             Link::Nats(_) => PublishClient::AsyncNats,
             Link::Direct(_) => PublishClient::Direct,
         },
+        traced: 0,
     };
 
     let mut composer = match Composer::new(
@@ -90,7 +91,10 @@ pub(super) async fn send_all(
         config.record_from_ns,
         Recorder::with_intervals(),
     ) {
-        Ok(composer) => composer,
+        Ok(mut composer) => {
+            composer.trace(config.trace_every, &config.trace_prefix);
+            composer
+        }
         Err(e) => {
             report.first_error = Some(format!("building messages: {e:#}"));
             let report = finish(&mut link, &shared, report, &config, &stop).await;
@@ -271,6 +275,7 @@ pub(super) async fn send_all(
         shared.progress.sent.store(report.sent, Ordering::Relaxed);
         report.timeline.mark(sent);
     }
+    report.traced = composer.traced();
     report.send_lag = composer.into_send_lag();
     let report = finish(&mut link, &shared, report, &config, &stop).await;
     (report, link)

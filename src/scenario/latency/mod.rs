@@ -9,6 +9,7 @@
 
 mod hops;
 pub mod plan;
+mod traced;
 
 use std::time::Duration;
 
@@ -27,6 +28,7 @@ use crate::variant::{Invariant, VariantResult, VariantSink};
 
 pub use hops::HISTOGRAMS as HOP_HISTOGRAMS;
 pub use plan::Plan;
+pub use traced::HISTOGRAMS as TRACE_HISTOGRAMS;
 
 /// The registry's row for `latency`: end-to-end latency at paced rates.
 pub struct Latency;
@@ -133,6 +135,7 @@ async fn one_variant(
                 if plan.hops {
                     hops::measure(&d.outcome, r);
                 }
+                traced::measure(&d.outcome, plan.publish.trace_every, r);
                 verify(&d.outcome, plan.publish.msg_id, d.stored, r);
             })
             .await
@@ -167,6 +170,9 @@ async fn core_variant(
         ConsumerSpec::core(consumer),
     );
     spec.msg_id_prefix = format!("{}-{name}-{variant}", ctx.names.token());
+    // No stream stores the message, so no server would send a `js` event:
+    // tracing is for the JetStream variants.
+    spec.publish.trace_every = 0;
     let outcome = drive(ctx, &spec).await?;
     measure(&outcome, rate, r);
     super::shape::per_step(
@@ -240,6 +246,9 @@ fn describe(common: &CommonPlan, plan: &Plan, rate: u64, r: &mut VariantResult) 
     r.param("max_ack_pending", plan.consumer.max_ack_pending);
     r.param("ack_wait", format_duration(plan.consumer.ack_wait));
     r.param("hops", plan.hops);
+    if plan.publish.trace_every > 0 {
+        r.param("trace_every", plan.publish.trace_every);
+    }
 }
 
 fn measure(o: &DriveOutcome, rate: u64, r: &mut VariantResult) {

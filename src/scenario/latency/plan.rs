@@ -34,6 +34,7 @@ struct LatencySection {
     search: Option<SearchSection>,
     core_baseline: Option<bool>,
     hops: Option<bool>,
+    trace_every: Option<toml::Value>,
 }
 
 /// Latency's publishers are configured in full; its rates are its own.
@@ -88,6 +89,7 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
     }
     let mut publish = shared.publish(MsgId::None, None, problems);
     publish.arrival = arrival;
+    publish.trace_every = trace_every(s.trace_every.as_ref(), prefix, problems);
     let consumer = shared.consumer(false, problems);
     // Its checks count acks against deliveries and ask the server for
     // nothing pending: both need every delivery acked on its own.
@@ -120,6 +122,29 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
         hops: s.hops.unwrap_or(true),
     };
     Some((common, plan))
+}
+
+/// `trace_every = N`: every Nth message traced through the servers
+/// ([`crate::drive::trace`]); absent or 0 traces none. A fraction or a
+/// negative number would leave it unclear which messages are sampled, so
+/// only whole numbers are taken.
+fn trace_every(value: Option<&toml::Value>, prefix: &str, problems: &mut Problems) -> u64 {
+    match value {
+        None => 0,
+        Some(v) => match v.as_integer() {
+            Some(n) if n >= 0 => n as u64,
+            _ => {
+                problems.push(
+                    format!("{prefix}.trace_every"),
+                    format!(
+                        "{v} is not a sampling interval: a whole number of messages >= 1 (1 traces \
+                         every message, 100 every hundredth), or 0 for none"
+                    ),
+                );
+                0
+            }
+        },
+    }
 }
 
 /// `rates = [..]`, or `rates = "search"` with its `slo` and `search`
@@ -195,6 +220,13 @@ mod tests {
     }
 
     #[test]
+    fn trace_every_is_read_into_the_publish_plan_and_off_by_default() {
+        assert_eq!(read("rates = [10]\n").unwrap().publish.trace_every, 0);
+        let l = read("rates = [10]\ntrace_every = 100\n").unwrap();
+        assert_eq!(l.publish.trace_every, 100);
+    }
+
+    #[test]
     fn a_shape_sets_one_variant_at_its_mean_rate() {
         let l = read(
             "warmup = \"1s\"\narrival = { pattern = \"steps\", steps = [{ rate = 1000, for = \"1s\" }, \
@@ -240,6 +272,18 @@ mod tests {
                 "only with rates = \"search\"",
             ),
             ("rates = \"fast\"\n", "scenario[0].rates"),
+            (
+                "rates = [10]\ntrace_every = 2.5\n",
+                "scenario[0].trace_every",
+            ),
+            (
+                "rates = [10]\ntrace_every = -1\n",
+                "scenario[0].trace_every",
+            ),
+            (
+                "rates = [10]\ntrace_every = \"often\"\n",
+                "scenario[0].trace_every",
+            ),
             (
                 "rates = [1000]\narrival = { pattern = \"ramp\", from = 1, to = 9 }\n",
                 "sets its own rate; remove rates",

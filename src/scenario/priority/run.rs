@@ -242,6 +242,8 @@ async fn publish(
             wake_every: load.publish.wake_every,
             // Kept on async-nats: the direct client is the paced drive's.
             client: crate::profile::PublishClient::AsyncNats,
+            trace_every: 0,
+            trace_prefix: String::new(),
             drop_pub_acks: 0,
         };
         let stop = ctx.stop.child_token();
