@@ -243,6 +243,67 @@ fn history_exits_1_on_a_newest_regression_0_on_noise_2_on_bad_input() {
     assert_eq!(code, Some(2), "{stderr}");
 }
 
+/// A real history: the ci profile run four times (in rounds) on each of
+/// this repository's ten commits 9493951..8afa059 on the project's 2-core
+/// machine, 2026-12-06, while other builds shared it; kept as the history
+/// file `jsbench history --append` writes, trimmed to the profile's
+/// judged metrics (docs/history.md, "What a real history showed").
+const REAL: &str = "tests/data/history-ci-10-commits.jsonl";
+
+#[test]
+fn a_real_history_of_ten_commits_reads_the_same_way_every_time() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let data = root.join(REAL);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("time");
+    // In time order the fourth round, which ran beside a compile, is a
+    // step down in both publish rates: the newest change points are
+    // regressions, and the broken checks are listed as events.
+    let (code, stdout, stderr) = history(&[&data], &["-o", out.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    let md = std::fs::read_to_string(out.join("history.md")).unwrap();
+    for series in [
+        "publish/rate-max.id-none/publish_rate -22.5%",
+        "publish/rate-max.id-unique/publish_rate -57.3%",
+    ] {
+        assert!(md.contains(series), "{series} in\n{md}");
+    }
+    assert_eq!(
+        md.matches("no redelivery earlier than configured").count(),
+        6,
+        "{md}"
+    );
+    assert!(out.join("history.html").is_file());
+    // In git order every commit's four runs sit together, the disturbed
+    // round spread over all ten: no change point, exit 0. A checkout
+    // without these commits (a shallow clone) cannot order them and says
+    // so with exit 2.
+    let sha = "9493951f041f2a3a4c80db975c9758c44c3f8ca4";
+    let known = Command::new("git")
+        .args(["-C", root.to_str().unwrap(), "cat-file", "-e"])
+        .arg(format!("{sha}^{{commit}}"))
+        .status()
+        .is_ok_and(|s| s.success());
+    let out = dir.path().join("git");
+    let (code, stdout, stderr) = history(
+        &[&data],
+        &[
+            "--repo",
+            root.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    if known {
+        assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+        let md = std::fs::read_to_string(out.join("history.md")).unwrap();
+        assert!(md.contains("No change points."), "{md}");
+    } else {
+        assert_eq!(code, Some(2), "{stdout}\n{stderr}");
+        assert!(stderr.contains("no runs to analyse"), "{stderr}");
+    }
+}
+
 #[test]
 fn history_html_shows_every_chart_with_its_change_point_in_a_browser() {
     let dir = tempfile::tempdir().unwrap();
