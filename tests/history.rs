@@ -133,6 +133,19 @@ fn history(args: &[&Path], extra: &[&str]) -> (Option<i32>, String, String) {
     (out.status.code(), stdout, stderr)
 }
 
+/// `jsbench history RUNS --repo REPO -o OUT`: the runs in git order.
+fn in_git(runs: &Path, repo: &Path, out: &Path) -> (Option<i32>, String, String) {
+    history(
+        &[runs],
+        &[
+            "--repo",
+            repo.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    )
+}
+
 #[test]
 fn history_exits_1_on_a_newest_regression_0_on_noise_2_on_bad_input() {
     let dir = tempfile::tempdir().unwrap();
@@ -142,15 +155,7 @@ fn history_exits_1_on_a_newest_regression_0_on_noise_2_on_bad_input() {
 
     // A 15% fall in the publish rate at commit 10 of 16.
     let runs = folders(&dir.path().join("fell"), &shas, 10, -0.15, Some(4));
-    let (code, stdout, stderr) = history(
-        &[&runs],
-        &[
-            "--repo",
-            repo.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-        ],
-    );
+    let (code, stdout, stderr) = in_git(&runs, &repo, &out);
     assert_eq!(code, Some(1), "{stdout}\n{stderr}");
     let range = format!("{}..{}", &shas[9][..7], &shas[10][..7]);
     assert!(
@@ -179,15 +184,7 @@ fn history_exits_1_on_a_newest_regression_0_on_noise_2_on_bad_input() {
         assert_eq!(code, Some(0), "{stderr}");
         assert!(stdout.contains(expected), "{stdout}");
     }
-    let (code, from_file, _) = history(
-        &[&file],
-        &[
-            "--repo",
-            repo.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-        ],
-    );
+    let (code, from_file, _) = in_git(&file, &repo, &out);
     assert_eq!(code, Some(1));
     assert!(from_file.contains(&range), "{from_file}");
 
@@ -205,15 +202,7 @@ fn history_exits_1_on_a_newest_regression_0_on_noise_2_on_bad_input() {
     );
     assert_eq!(code, Some(0), "{stdout}");
     let quiet = folders(&dir.path().join("quiet"), &shas, 16, 0.0, None);
-    let (code, stdout, _) = history(
-        &[&quiet],
-        &[
-            "--repo",
-            repo.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-        ],
-    );
+    let (code, stdout, _) = in_git(&quiet, &repo, &out);
     assert_eq!(code, Some(0), "{stdout}");
     assert!(stdout.contains("No change points"), "{stdout}");
 
@@ -285,15 +274,7 @@ fn a_real_history_of_ten_commits_reads_the_same_way_every_time() {
         .status()
         .is_ok_and(|s| s.success());
     let out = dir.path().join("git");
-    let (code, stdout, stderr) = history(
-        &[&data],
-        &[
-            "--repo",
-            root.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-        ],
-    );
+    let (code, stdout, stderr) = in_git(&data, root, &out);
     if known {
         assert_eq!(code, Some(0), "{stdout}\n{stderr}");
         let md = std::fs::read_to_string(out.join("history.md")).unwrap();
@@ -311,15 +292,7 @@ fn history_html_shows_every_chart_with_its_change_point_in_a_browser() {
     let shas = repository(&repo, 16);
     let runs = folders(&dir.path().join("fell"), &shas, 8, -0.2, Some(4));
     let out = dir.path().join("out");
-    let (code, stdout, stderr) = history(
-        &[&runs],
-        &[
-            "--repo",
-            repo.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-        ],
-    );
+    let (code, stdout, stderr) = in_git(&runs, &repo, &out);
     assert_eq!(code, Some(1), "{stdout}\n{stderr}");
 
     // 600 px wide: the charts (460 px) stack one under another.
