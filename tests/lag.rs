@@ -429,3 +429,52 @@ async fn nats_server_copies_as_pinned() {
 fn watch_header() -> &'static str {
     lag::watch::STREAM_SOURCE
 }
+
+/// The `cut` variant on the local 3-node cluster: the copy's leader cut
+/// off from its routes for a second while the origin is published to,
+/// then healed. Every origin message reaches the mirror once and in
+/// order, and the copying stalled for the cut (the lag's maximum holds
+/// at least half of it): the cut happened, on the node it had to be.
+#[test]
+fn a_mirror_cut_off_for_a_second_catches_up_with_every_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let profile = common::profile(
+        dir.path(),
+        "cut",
+        "[[scenario]]\nkind = \"lag\"\nduration = \"4s\"\ndrain_timeout = \"10s\"\nrate = 300\n\
+         variants = [\"cut\"]\ncut_after = \"1500ms\"\ndown_for = \"1s\"\n",
+    );
+    let out_dir = dir.path().join("results");
+    let out = common::run(
+        common::jsbench()
+            .args(["run", profile.to_str().unwrap(), "--cluster", "3"])
+            .args(["--progress", "never", "-o"])
+            .arg(&out_dir)
+            .env_remove("NATS_URL")
+            .env_remove("NATS_CONTEXT")
+            .env("TMPDIR", &tmp),
+    );
+    let (stdout, stderr) = common::text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let summary = common::summary(&common::results_dir(&out_dir));
+    let v = summary
+        .variants()
+        .map(|(_, v)| v)
+        .next()
+        .expect("the cut variant");
+    for name in [lag::CUT, lag::ONCE, lag::COUNT, lag::ORDER] {
+        assert!(
+            invariant(v, name).passed,
+            "{name}: {:?}",
+            invariant(v, name)
+        );
+    }
+    let max_ms = common::metric(v, "lag.max") / 1_000.0;
+    assert!(
+        max_ms >= 500.0,
+        "the copying never stalled: lag max {max_ms} ms"
+    );
+    assert!(common::metric(v, "catch_up") >= 0.0);
+}
