@@ -202,9 +202,8 @@ fn read_event(subject: &str, payload: &[u8]) -> Result<(u64, Seen)> {
 
 /// An RFC 3339 time (Go's `time.Time` in JSON) as ns since the epoch.
 fn wall_ns(ts: &str) -> Result<u64> {
-    let t = time::OffsetDateTime::parse(ts, &time::format_description::well_known::Rfc3339)
-        .with_context(|| format!("time {ts:?}"))?;
-    u64::try_from(t.unix_timestamp_nanos()).with_context(|| format!("time {ts:?} before 1970"))
+    let ns = clock::parse_server_time(ts).with_context(|| format!("time {ts:?}"))?;
+    u64::try_from(ns).with_context(|| format!("time {ts:?} before 1970"))
 }
 
 /// Subscribed to a variant's trace subjects, joining events as they come.

@@ -199,6 +199,17 @@ pub fn from_wall(wall_ns: u64, now_ns: u64) -> u64 {
     wall_ns.wrapping_add_signed(WALL_OFFSET_NS.load(Ordering::Relaxed))
 }
 
+/// A server's time stamp as nats-server writes it (Go's `time.Time` in
+/// RFC 3339, in advisories, trace events, schedules and the
+/// `Nats-Time-Stamp` header): nanoseconds since the epoch on its wall
+/// clock, for [`from_wall`] where it meets this clock. `None` when
+/// unreadable.
+pub fn parse_server_time(ts: &str) -> Option<i128> {
+    time::OffsetDateTime::parse(ts, &time::format_description::well_known::Rfc3339)
+        .ok()
+        .map(|t| t.unix_timestamp_nanos())
+}
+
 /// This clock minus the wall clock, from the tightest of five
 /// (reading, wall, reading) triples: a thread preempted between two reads
 /// would otherwise put its pause into every conversion until the next

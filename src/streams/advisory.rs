@@ -195,11 +195,11 @@ pub fn parse(payload: &[u8]) -> Option<Advisory> {
 }
 
 fn from_wire(wire: &Wire) -> Advisory {
-    let server_ns = wire.timestamp.as_deref().and_then(|t| {
-        time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339)
-            .ok()
-            .map(|t| t.unix_timestamp_nanos() as u64)
-    });
+    let server_ns = wire
+        .timestamp
+        .as_deref()
+        .and_then(crate::record::clock::parse_server_time)
+        .map(|ns| ns as u64);
     Advisory {
         stream_seq: wire.stream_seq,
         deliveries: wire.deliveries,

@@ -172,8 +172,9 @@ impl Next {
     fn parse(value: Option<&str>) -> Next {
         match value {
             Some("purge") => Next::Purge,
-            Some(t) => OffsetDateTime::parse(t, &Rfc3339)
-                .map_or(Next::Unreadable, |t| Next::At(t.unix_timestamp_nanos())),
+            Some(t) => {
+                crate::record::clock::parse_server_time(t).map_or(Next::Unreadable, Next::At)
+            }
             None => Next::Unreadable,
         }
     }

@@ -23,8 +23,6 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, anyhow};
 use async_nats::jetstream::{consumer, stream};
 use futures::StreamExt;
-use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -74,9 +72,9 @@ impl OriginListener {
                 let seq = h.get("Nats-Sequence").and_then(|v| v.as_str().parse().ok());
                 let at = h
                     .get("Nats-Time-Stamp")
-                    .and_then(|v| OffsetDateTime::parse(v.as_str(), &Rfc3339).ok());
+                    .and_then(|v| clock::parse_server_time(v.as_str()));
                 if let (Some(seq), Some(at)) = (seq, at) {
-                    stored.entry(seq).or_insert(at.unix_timestamp_nanos());
+                    stored.entry(seq).or_insert(at);
                 }
             }
             stored
