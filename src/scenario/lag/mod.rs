@@ -39,6 +39,7 @@ use super::table::{self, Cell, Column, Show};
 use super::{ScenarioKind, ScenarioPlan};
 use crate::drive::{DriveOutcome, RunContext, drive};
 use crate::profile::{CommonPlan, FaultKind, Problems, Section, format_duration};
+use crate::record::clock;
 use crate::record::histogram::Recorder;
 use crate::record::metrics::{Direction, Metric, count, rate_and_throughput};
 use crate::record::names;
@@ -480,17 +481,28 @@ fn measure(mode: Mode, o: &Observed, r: &mut VariantResult) {
         let Some(origin) = c.origin else { continue };
         let at = copy_instant(mode, c);
         per_second.mark(at);
-        let stored = o.origin_stored[origin].get(&c.origin_seq).copied();
+        // The origin's stamp on the server's wall clock, put on jsbench's
+        // where it meets jsbench's own readings: a mirror's read instant
+        // and the warm-up's end (a source's stored time is the server's
+        // too, and stays on its clock).
+        let stored = o.origin_stored[origin].get(&c.origin_seq).map(|&s| {
+            (
+                s.max(0) as u64,
+                clock::from_wall(s.max(0) as u64, c.received_ns),
+            )
+        });
         // The primers and the warm-up: checked, not measured.
-        if stored.is_some_and(|s| (s.max(0) as u64) < measured_from) {
+        if stored.is_some_and(|(_, local)| local < measured_from) {
             continue;
         }
         match stored {
-            Some(stored) => lag.record_between(stored.max(0) as u64, at),
+            Some((_, local)) if mode.mirror() => lag.record_between(local, at),
+            Some((server, _)) => lag.record_between(server, at),
             None => unstamped += 1,
         }
         if !mode.mirror() {
-            read.record_between(c.stored_ns.max(0) as u64, c.received_ns);
+            let stored = clock::from_wall(c.stored_ns.max(0) as u64, c.received_ns);
+            read.record_between(stored, c.received_ns);
         }
         if let Some(sent) = c.sent_ns {
             sent_to_read.record_between(sent, c.received_ns);
