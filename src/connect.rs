@@ -154,6 +154,9 @@ pub struct ConnectSettings {
     /// When connections of these settings dropped and came back: a server
     /// restart is measured from the clients' side with these.
     links: Arc<Mutex<LinkEvents>>,
+    /// Only the servers listed: those the cluster announces are not tried
+    /// ([`ConnectSettings::avoiding`]).
+    listed_only: bool,
 }
 
 /// Disconnect and (re)connect times, [`crate::record::clock`] nanoseconds, the
@@ -212,7 +215,41 @@ impl ConnectSettings {
             attached: Arc::default(),
             refusals: Arc::default(),
             links: Arc::default(),
+            listed_only: false,
         }
+    }
+
+    /// These settings without the server at `url`, and without the servers
+    /// a cluster announces: clients that must stay off one node (the node a
+    /// fault cuts off) connect to, and reconnect to, the others only. Every
+    /// record (landings, refusals, link events) stays shared with `self`.
+    pub fn avoiding(&self, url: &str) -> Result<Self> {
+        let avoided = url::parse_list(url, "the server to avoid")?;
+        let same = |a: &ServerAddr| {
+            avoided
+                .iter()
+                .any(|u| u.addr.host() == a.host() && u.addr.port() == a.port())
+        };
+        let kept: Vec<usize> = (0..self.servers.len())
+            .filter(|&i| !same(&self.servers[i]))
+            .collect();
+        if kept.len() == self.servers.len() {
+            return Err(anyhow!(
+                "{url} is none of the servers connected to ({})",
+                self.display_urls()
+            ));
+        }
+        if kept.is_empty() {
+            return Err(anyhow!(
+                "avoiding {url} leaves no server to connect to ({})",
+                self.display_urls()
+            ));
+        }
+        let mut settings = self.clone();
+        settings.servers = kept.iter().map(|&i| self.servers[i].clone()).collect();
+        settings.display = kept.iter().map(|&i| self.display[i].clone()).collect();
+        settings.listed_only = true;
+        Ok(settings)
     }
 
     /// The URLs with any credentials removed, for logs and results.
@@ -365,6 +402,9 @@ impl ConnectSettings {
         }
         if let Some(prefix) = &self.inbox_prefix {
             options = options.custom_inbox_prefix(prefix);
+        }
+        if self.listed_only {
+            options = options.ignore_discovered_servers();
         }
         Ok(options)
     }
@@ -559,6 +599,28 @@ fn reconnect_delay(attempts: usize) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn avoiding_a_server_keeps_the_others_and_the_shared_records() {
+        let s = ConnectSettings::new(
+            "nats://127.0.0.1:4222,nats://127.0.0.1:4223,nats://127.0.0.1:4224",
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        let off = s.avoiding("nats://127.0.0.1:4223").unwrap();
+        assert_eq!(
+            off.display_urls(),
+            "nats://127.0.0.1:4222,nats://127.0.0.1:4224"
+        );
+        assert!(off.listed_only && !s.listed_only);
+        off.note_refusal("denied");
+        assert_eq!(s.take_refusals(), vec!["denied".to_string()]);
+        let err = s.avoiding("nats://127.0.0.1:5000").unwrap_err();
+        assert!(err.to_string().contains("none of the servers"), "{err}");
+        let one = ConnectSettings::new("nats://127.0.0.1:4222", Duration::from_secs(1)).unwrap();
+        let err = one.avoiding("nats://127.0.0.1:4222").unwrap_err();
+        assert!(err.to_string().contains("leaves no server"), "{err}");
+    }
 
     #[test]
     fn credentials_in_urls_become_options_and_never_display() {

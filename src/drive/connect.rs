@@ -2,7 +2,7 @@
 //! before anything is timed, so a slow connect never eats into the
 //! schedule; the CPU meters start just before the publishers connect.
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use futures::future::join_all;
 use tokio_util::sync::CancellationToken;
 
@@ -46,8 +46,16 @@ pub(super) async fn connect(
         None => spec.messages(),
     };
 
+    let settings = match &spec.avoid_server {
+        Some(url) => ctx
+            .connect
+            .avoiding(url)
+            .with_context(|| format!("keeping the clients of {} off {url}", spec.label))?,
+        None => ctx.connect.clone(),
+    };
+    let settings = &settings;
     let consumer_clients = join_all(share.consumers.iter().map(|i| async move {
-        ctx.connect
+        settings
             .connect_on(crate::system::runtimes::consume(), &format!("consumer-{i}"))
             .await
     }))
@@ -105,7 +113,7 @@ pub(super) async fn connect(
         };
         let stop = publish_stop.clone();
         starting.push(async move {
-            Publisher::start(&ctx.connect, &format!("publisher-{i}"), config, stop).await
+            Publisher::start(settings, &format!("publisher-{i}"), config, stop).await
         });
     }
     let publishers = join_all(starting)

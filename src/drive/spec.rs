@@ -33,6 +33,11 @@ pub struct DriveSpec {
     pub seed: u64,
     /// Kill a server mid-run and start it again (restart).
     pub fault: Option<FaultPlan>,
+    /// A server URL the drive's clients stay off (connect and reconnect
+    /// to the others only): the node a scenario's own fault cuts off,
+    /// which must stop what the scenario measures and not the load.
+    #[serde(default)]
+    pub avoid_server: Option<String>,
 }
 
 /// When to kill which server, and for how long.
@@ -230,6 +235,7 @@ impl DriveSpec {
             msg_id_prefix: String::new(),
             seed: rate,
             fault: None,
+            avoid_server: None,
         }
     }
 
@@ -266,6 +272,7 @@ impl DriveSpec {
             msg_id_prefix: String::new(),
             seed: 1,
             fault: None,
+            avoid_server: None,
         }
     }
 
@@ -300,6 +307,7 @@ impl DriveSpec {
             msg_id_prefix: String::new(),
             seed: 0,
             fault: None,
+            avoid_server: None,
         }
     }
 }

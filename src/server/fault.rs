@@ -19,6 +19,9 @@ pub const RESTART_TIMEOUT: Duration = Duration::from_secs(30);
 pub trait Faults: Send + Sync {
     /// Server names, by node index (a single server is node 0).
     fn node_names(&self) -> Vec<String>;
+    /// Client URLs, by node index: where to connect to reach a node, or
+    /// what to avoid to stay off it.
+    fn client_urls(&self) -> Vec<String>;
     /// Kills node `node` with SIGKILL.
     fn kill(&self, node: usize) -> Result<()>;
     /// Starts node `node` again on its store and ports.
@@ -36,6 +39,10 @@ pub trait Faults: Send + Sync {
 impl Faults for EmbeddedServer {
     fn node_names(&self) -> Vec<String> {
         vec!["server".into()]
+    }
+
+    fn client_urls(&self) -> Vec<String> {
+        vec![self.url().to_string()]
     }
 
     fn kill(&self, node: usize) -> Result<()> {
@@ -78,6 +85,10 @@ fn only_node(node: usize) -> Result<()> {
 impl Faults for EmbeddedCluster {
     fn node_names(&self) -> Vec<String> {
         self.members().map(|(name, _)| name).collect()
+    }
+
+    fn client_urls(&self) -> Vec<String> {
+        self.nodes().iter().map(|n| n.url().to_string()).collect()
     }
 
     fn kill(&self, node: usize) -> Result<()> {

@@ -328,6 +328,10 @@ impl Faults for PowerLossServers {
         self.faults().node_names()
     }
 
+    fn client_urls(&self) -> Vec<String> {
+        self.faults().client_urls()
+    }
+
     fn kill(&self, node: usize) -> Result<()> {
         PowerLossServers::kill(self, node)
     }

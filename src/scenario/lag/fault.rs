@@ -1,7 +1,8 @@
 //! The faults a variant meets while the copy fills: the work-queue
 //! origin's sourcing durable paused (`wq_paused`), or the node leading the
-//! copy cut off from the cluster's routes (`cut`). Each returns when its
-//! fault began and ended (Unix ns on [`clock`]) and what the server said.
+//! copy cut off from the cluster's routes (`cut`), chosen and given the
+//! copy's leadership before the load. Each returns when its fault began
+//! and ended (Unix ns on [`clock`]) and what the server said.
 
 use std::time::Duration;
 
@@ -58,36 +59,128 @@ pub async fn pause(
     })
 }
 
-/// Leadership moves tried before giving up on a copy leader apart from
-/// the origin's, the client's and the publishers' nodes.
-const STEP_DOWNS: usize = 12;
+/// The node a `cut` variant cuts off, chosen and given the copy's
+/// leadership before any load.
+#[derive(Debug, Clone)]
+pub struct CutNode {
+    pub name: String,
+    index: usize,
+    /// Its client URL: the load's clients stay off it.
+    pub url: String,
+}
 
-/// Cuts the routes of the node leading the copy `after` into the
-/// publishing, heals them `lasts` later. The copy's leadership is first
-/// moved (step-downs) off the node leading the origin and off the nodes
-/// jsbench's client and publishers are connected to, so the cut stops the copying and
-/// nothing else: publishing goes on, the copy's other replicas elect a
-/// leader that resumes it.
-pub async fn cut(
-    ctx: &RunContext,
-    t: &Topology,
-    after: Duration,
-    lasts: Duration,
-) -> Result<Happened> {
+/// How long a moved leadership may take to settle where it was asked.
+const SETTLE: Duration = Duration::from_secs(15);
+
+/// Chooses the node to cut and moves the copy's leadership onto it,
+/// before the load: a node that leads no origin and is not the one
+/// jsbench's client (which reads the copy) is connected to. On three
+/// nodes with the client on one and an origin leading on another that
+/// leaves one; when the origins' leaders and the client cover every
+/// node, the origins' leaderships move to the client's node first. Each
+/// move names the new leader (a step-down with a preferred server), so
+/// where leadership lands is decided, not drawn, and nothing is moved
+/// while messages flow: a moved origin answers no publish until its new
+/// leader is elected. The load's clients then stay off the node
+/// ([`crate::drive::DriveSpec::avoid_server`]).
+pub async fn arrange_cut(ctx: &RunContext, t: &Topology) -> Result<CutNode> {
     let faults = ctx.faults.clone().ok_or_else(|| {
         anyhow!("the cut variant cuts a node's routes: run it on a local cluster (--cluster 3)")
     })?;
+    let (names, urls) = (faults.node_names(), faults.client_urls());
+    let js = ctx.provisioner.jetstream();
+    let client = js.client().server_info().server_name;
+    let origins: Vec<&str> = t.origins.iter().map(|o| o.name.as_str()).collect();
+    let mut leaders = Vec::new();
+    for o in &origins {
+        leaders.push(leader(js, o).await?);
+    }
+    let apart = |leaders: &[String]| {
+        names
+            .iter()
+            .position(|n| *n != client && !leaders.contains(n))
+    };
+    let index = match apart(&leaders) {
+        Some(i) => i,
+        None => {
+            for (o, l) in origins.iter().zip(&mut leaders) {
+                if *l != client {
+                    move_leader(js, o, &client).await?;
+                    *l = client.clone();
+                }
+            }
+            apart(&leaders).ok_or_else(|| {
+                anyhow!(
+                    "the cut needs a node apart from jsbench's client ({client}) and the                      origins' leaders: the cluster has only {names:?}"
+                )
+            })?
+        }
+    };
+    let name = names[index].clone();
+    if leader(js, &t.copy).await? != name {
+        move_leader(js, &t.copy, &name).await?;
+    }
+    let url = urls.get(index).cloned().ok_or_else(|| {
+        anyhow!("no client URL for node {name}: these servers cannot be cut one by one")
+    })?;
+    Ok(CutNode { name, index, url })
+}
+
+/// Asks `stream`'s leader to hand its leadership to `to`, and waits
+/// until it has.
+async fn move_leader(js: &async_nats::jetstream::Context, stream: &str, to: &str) -> Result<()> {
+    let body = serde_json::json!({ "placement": { "preferred": to } });
+    let answer: serde_json::Value = js
+        .request(format!("STREAM.LEADER.STEPDOWN.{stream}"), &body)
+        .await
+        .with_context(|| format!("moving the leadership of {stream} to {to}"))?;
+    if let Some(e) = answer.get("error") {
+        return Err(anyhow!(
+            "the server refused to move the leadership of {stream} to {to}: {e}"
+        ));
+    }
     let started = tokio::time::Instant::now();
-    // Chosen once the publishers are connected: a publisher on the node
-    // cut off could publish nothing (no responders) until the heal.
-    let publishers = publisher_nodes(ctx, t.origins.len()).await;
-    let node = copy_leader_apart(ctx, t, &publishers).await?;
-    tokio::time::sleep(after.saturating_sub(started.elapsed())).await;
-    let names = faults.node_names();
-    let index = names
-        .iter()
-        .position(|n| *n == node)
-        .ok_or_else(|| anyhow!("the copy's leader {node} is none of the cluster's {names:?}"))?;
+    loop {
+        // A new leader answers stream info; until then the old one may
+        // still, or nobody.
+        if leader(js, stream).await.ok().as_deref() == Some(to) {
+            return Ok(());
+        }
+        if started.elapsed() >= SETTLE {
+            return Err(anyhow!(
+                "the leadership of {stream} did not reach {to} within {SETTLE:?}"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Cuts the routes of `node` (leading the copy since [`arrange_cut`])
+/// `after` into the publishing, heals them `lasts` later: the copying
+/// stops and nothing else, the publishing goes on, the copy's other
+/// replicas elect a leader that resumes it. Fails, cutting nothing, if
+/// the copy's leadership left the node on its own meanwhile.
+pub async fn cut(
+    ctx: &RunContext,
+    t: &Topology,
+    node: &CutNode,
+    after: Duration,
+    lasts: Duration,
+) -> Result<Happened> {
+    let faults = ctx
+        .faults
+        .clone()
+        .ok_or_else(|| anyhow!("the cut variant runs on a local cluster (--cluster 3)"))?;
+    tokio::time::sleep(after).await;
+    let now = leader(ctx.provisioner.jetstream(), &t.copy).await?;
+    if now != node.name {
+        return Err(anyhow!(
+            "the copy {}'s leadership moved from {} to {now} on its own before the cut:              a cut there could stop the publishing too, so none was made",
+            t.copy,
+            node.name
+        ));
+    }
+    let index = node.index;
     let f = faults.clone();
     tokio::task::spawn_blocking(move || f.block_routes(index, Block::Cut))
         .await
@@ -101,7 +194,7 @@ pub async fn cut(
         began_ns,
         ended_ns: clock::now_ns(),
         paused: None,
-        cut: Some(node),
+        cut: Some(node.name.clone()),
     })
 }
 
@@ -118,65 +211,4 @@ async fn leader(js: &async_nats::jetstream::Context, name: &str) -> Result<Strin
         .as_ref()
         .and_then(|c| c.leader.clone())
         .ok_or_else(|| anyhow!("stream {name} has no leader: is this a cluster?"))
-}
-
-/// The nodes the variant's `n` publishers landed on, once all have
-/// connected (the drive connects them as the fault starts), waiting
-/// [`PUBLISHERS_WAIT`] at most.
-async fn publisher_nodes(ctx: &RunContext, n: usize) -> Vec<String> {
-    let started = tokio::time::Instant::now();
-    loop {
-        let nodes: Vec<String> = ctx
-            .connect
-            .attached(n)
-            .into_iter()
-            .filter(|(role, _)| role.starts_with("publisher-"))
-            .map(|(_, node)| node)
-            .collect();
-        if nodes.len() >= n || started.elapsed() >= PUBLISHERS_WAIT {
-            return nodes;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// How long the cut waits for the publishers to connect.
-const PUBLISHERS_WAIT: Duration = Duration::from_secs(5);
-
-/// The node to cut: the copy's leader, once it is on none of the nodes
-/// jsbench's client (which reads the copy) and publishers are connected
-/// to, and the origin's leader is elsewhere. On three nodes with client
-/// and publisher on two of them that is one node for the copy and
-/// another for the origin, so both leaderships are moved (step-downs)
-/// until they land so.
-async fn copy_leader_apart(
-    ctx: &RunContext,
-    t: &Topology,
-    publishers: &[String],
-) -> Result<String> {
-    let js = ctx.provisioner.jetstream();
-    let client = js.client().server_info().server_name;
-    let (mut copy, mut origin) = (String::new(), String::new());
-    for _ in 0..STEP_DOWNS {
-        copy = leader(js, &t.copy).await?;
-        origin = leader(js, &t.origins[0].name).await?;
-        let moving = if copy == client || publishers.contains(&copy) {
-            &t.copy
-        } else if copy == origin {
-            &t.origins[0].name
-        } else {
-            return Ok(copy);
-        };
-        let _: serde_json::Value = js
-            .request(format!("STREAM.LEADER.STEPDOWN.{moving}"), &())
-            .await
-            .with_context(|| format!("moving the leadership of {moving}"))?;
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    Err(anyhow!(
-        "after {STEP_DOWNS} step-downs the copy {} leads on {copy}, which the origin's leader \
-         ({origin}), jsbench's client ({client}) or a publisher ({publishers:?}) shares; a cut \
-         there would stop the publishing or the reading too",
-        t.copy
-    ))
 }

@@ -22,8 +22,10 @@ const PUB_ACK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `rate` msg/s over warm-up and duration, split evenly over one
 /// publisher per origin; nobody consumes. Through a route cut the
-/// publishers are async-nats': the direct client does not reconnect, and
-/// the drive, which plans no fault of its own here, would choose it.
+/// publishers stay off the node cut ([`DriveSpec::avoid_server`], set by
+/// the variant) and are async-nats' all the same: should their link drop
+/// they reconnect, where the direct client would end the run, and the
+/// drive, which plans no fault of its own here, would choose that one.
 pub fn spec(common: &CommonPlan, plan: &Plan, mode: Mode, t: &Topology) -> DriveSpec {
     let subjects: Vec<String> = t.origins.iter().map(|o| o.subject()).collect();
     let mut publish = PublishPlan::simple(

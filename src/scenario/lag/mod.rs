@@ -277,6 +277,10 @@ async fn observe(
         listeners.push(OriginListener::start(&client, &o.base).await?);
     }
     let copy = topology::provision(ctx, mode, t).await?;
+    let cut_node = match mode {
+        Mode::Cut => Some(fault::arrange_cut(ctx, t).await?),
+        _ => None,
+    };
     let names: Vec<String> = t.origins.iter().map(|o| o.name.clone()).collect();
     let origins = Origins {
         names: names.clone(),
@@ -287,8 +291,12 @@ async fn observe(
     let subjects: Vec<String> = t.origins.iter().map(|o| o.subject()).collect();
     let primers = load::prime(js, &subjects).await?;
     primed(&reader, subjects.len() as u64).await?;
-    let spec = load::spec(common, plan, mode, t);
-    let (outcome, fault) = tokio::join!(drive(ctx, &spec), inject(ctx, plan, mode, t));
+    let mut spec = load::spec(common, plan, mode, t);
+    spec.avoid_server = cut_node.as_ref().map(|n| n.url.clone());
+    let (outcome, fault) = tokio::join!(
+        drive(ctx, &spec),
+        inject(ctx, plan, mode, t, cut_node.as_ref())
+    );
     let mut outcome = outcome?;
     let fault = fault?;
     load::count_per_origin(&mut outcome);
@@ -358,14 +366,18 @@ async fn inject(
     plan: &Plan,
     mode: Mode,
     t: &Topology,
+    cut_node: Option<&fault::CutNode>,
 ) -> Result<Option<Happened>> {
     match mode {
         Mode::WqPaused => fault::pause(ctx, t, ctx.lead_in + plan.pause_after, plan.pause_for)
             .await
             .map(Some),
-        Mode::Cut => fault::cut(ctx, t, ctx.lead_in + plan.cut_after, plan.down_for)
-            .await
-            .map(Some),
+        Mode::Cut => {
+            let node = cut_node.expect("a cut variant's node, arranged before the load");
+            fault::cut(ctx, t, node, ctx.lead_in + plan.cut_after, plan.down_for)
+                .await
+                .map(Some)
+        }
         Mode::Mirror | Mode::Source | Mode::WqSource => Ok(None),
     }
 }
@@ -555,15 +567,35 @@ fn measure(mode: Mode, o: &Observed, r: &mut VariantResult) {
 }
 
 /// When the copy held the last message its origins stored before
-/// `ended_ns`.
+/// `ended_ns`; `None` when it never held them all (the copying had not
+/// caught up when the variant ended: no figure, the audit says what is
+/// missing).
 fn caught_up(mode: Mode, o: &Observed, ended_ns: u64) -> Option<u64> {
+    let before = |origin: usize, seq: &u64| {
+        o.origin_stored[origin]
+            .get(seq)
+            .is_some_and(|&s| s.max(0) as u64 <= ended_ns)
+    };
+    let due: usize = (0..o.origin_stored.len())
+        .map(|origin| {
+            o.origin_stored[origin]
+                .keys()
+                .filter(|s| before(origin, s))
+                .count()
+        })
+        .sum();
+    let held: BTreeSet<(usize, u64)> = o
+        .copied
+        .iter()
+        .filter_map(|c| c.origin.map(|origin| (origin, c.origin_seq)))
+        .filter(|(origin, seq)| before(*origin, seq))
+        .collect();
+    if held.len() < due {
+        return None;
+    }
     o.copied
         .iter()
-        .filter(|c| {
-            c.origin
-                .and_then(|origin| o.origin_stored[origin].get(&c.origin_seq))
-                .is_some_and(|&s| s.max(0) as u64 <= ended_ns)
-        })
+        .filter(|c| c.origin.is_some_and(|origin| before(origin, &c.origin_seq)))
         .map(|c| copy_instant(mode, c))
         .max()
 }

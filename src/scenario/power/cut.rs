@@ -72,6 +72,11 @@ impl Faults for CutAtKill {
         vec![self.cut.strikes().into()]
     }
 
+    /// One pseudo-node that strikes them all: no single URL reaches it.
+    fn client_urls(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// SIGKILL to every node struck at once, while the publishers still
     /// send; then the publishers are stopped and, for a power cut, the
     /// unsynced writes dropped (every node killed before any mount is

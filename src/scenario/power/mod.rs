@@ -387,6 +387,7 @@ async fn cut_and_recover(
             down_for: Duration::ZERO,
             kind: FaultKind::Kill,
         }),
+        avoid_server: None,
     };
     let o = drive(&vctx, &spec).await?;
     let struck = faults.struck();

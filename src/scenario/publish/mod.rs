@@ -384,6 +384,7 @@ async fn run_variant(
         msg_id_prefix: format!("{}-{scenario}-{variant}", ctx.names.token()),
         seed: 0x9e37_79b9,
         fault: None,
+        avoid_server: None,
     };
     let outcome = drive(ctx, &spec).await;
     let stored = record_stream(ctx, &stream_name, result).await;

@@ -357,6 +357,7 @@ async fn record(
         msg_id_prefix: String::new(),
         seed: 0x5eed,
         fault: None,
+        avoid_server: None,
     };
     let outcome = drive(ctx, &spec).await?;
     record_stream(ctx, t.stream, r).await;
@@ -630,6 +631,7 @@ fn live_spec(plan: &Plan, t: &Stage<'_>, variant: &str) -> DriveSpec {
         msg_id_prefix: String::new(),
         seed: 0x11fe,
         fault: None,
+        avoid_server: None,
     }
 }
 

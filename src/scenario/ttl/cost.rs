@@ -230,6 +230,7 @@ async fn fill(
         msg_id_prefix: String::new(),
         seed: 1,
         fault: None,
+        avoid_server: None,
     };
     let outcome = drive(ctx, &spec).await?;
     let stored = outcome.counts.persisted;
