@@ -40,6 +40,10 @@ pub const BUNDLED: &[(&str, &str)] = &[
         "replication",
         include_str!("../../profiles/replication.toml"),
     ),
+    (
+        "replication-faults",
+        include_str!("../../profiles/replication-faults.toml"),
+    ),
 ];
 
 pub fn bundled(name: &str) -> Option<&'static str> {

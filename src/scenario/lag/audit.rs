@@ -16,6 +16,7 @@ pub const DRAINED: &str = "work-queue origin drained by the flow-control acks";
 pub const PERSISTED: &str = "every publish persisted";
 pub const PAUSED: &str = "the server paused the sourcing durable";
 pub const CUT: &str = "the copy's node was cut off and healed";
+pub const KILL: &str = "the copy's leader was killed and restarted";
 
 /// Sequences named in evidence at most.
 const NAMED: usize = 5;

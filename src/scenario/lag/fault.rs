@@ -1,7 +1,7 @@
 //! The faults a variant meets while the copy fills: the work-queue
 //! origin's sourcing durable paused (`wq_paused`), or the node leading the
-//! copy cut off from the cluster's routes (`cut`), chosen and given the
-//! copy's leadership before the load. Each returns when its fault began
+//! copy cut off from the cluster's routes (`cut`) or killed and restarted
+//! (`kill`), chosen and given the copy's leadership before the load. Each returns when its fault began
 //! and ended (Unix ns on [`clock`]) and what the server said.
 
 use std::time::Duration;
@@ -21,8 +21,8 @@ pub struct Happened {
     pub ended_ns: u64,
     /// `wq_paused`: the server answered `paused: true`.
     pub paused: Option<bool>,
-    /// `cut`: the node cut off (it led the copy), healed again.
-    pub cut: Option<String>,
+    /// `cut`, `kill`: the node struck (it led the copy), back again.
+    pub struck: Option<String>,
 }
 
 /// Pauses the sourcing durable `after` into the publishing until `lasts`
@@ -55,14 +55,14 @@ pub async fn pause(
         began_ns,
         ended_ns: began_ns + lasts.as_nanos() as u64,
         paused: Some(answer.paused),
-        cut: None,
+        struck: None,
     })
 }
 
-/// The node a `cut` variant cuts off, chosen and given the copy's
-/// leadership before any load.
+/// The node a `cut` or `kill` variant strikes, chosen and given the
+/// copy's leadership before any load.
 #[derive(Debug, Clone)]
-pub struct CutNode {
+pub struct Struck {
     pub name: String,
     index: usize,
     /// Its client URL: the load's clients stay off it.
@@ -72,7 +72,7 @@ pub struct CutNode {
 /// How long a moved leadership may take to settle where it was asked.
 const SETTLE: Duration = Duration::from_secs(15);
 
-/// Chooses the node to cut and moves the copy's leadership onto it,
+/// Chooses the node to strike and moves the copy's leadership onto it,
 /// before the load: a node that leads no origin and is not the one
 /// jsbench's client (which reads the copy) is connected to. On three
 /// nodes with the client on one and an origin leading on another that
@@ -83,10 +83,8 @@ const SETTLE: Duration = Duration::from_secs(15);
 /// while messages flow: a moved origin answers no publish until its new
 /// leader is elected. The load's clients then stay off the node
 /// ([`crate::drive::DriveSpec::avoid_server`]).
-pub async fn arrange_cut(ctx: &RunContext, t: &Topology) -> Result<CutNode> {
-    let faults = ctx.faults.clone().ok_or_else(|| {
-        anyhow!("the cut variant cuts a node's routes: run it on a local cluster (--cluster 3)")
-    })?;
+pub async fn arrange(ctx: &RunContext, t: &Topology, how: Outage) -> Result<Struck> {
+    let faults = how.faults(ctx)?;
     let (names, urls) = (faults.node_names(), faults.client_urls());
     let js = ctx.provisioner.jetstream();
     let client = js.client().server_info().server_name;
@@ -111,7 +109,9 @@ pub async fn arrange_cut(ctx: &RunContext, t: &Topology) -> Result<CutNode> {
             }
             apart(&leaders).ok_or_else(|| {
                 anyhow!(
-                    "the cut needs a node apart from jsbench's client ({client}) and the                      origins' leaders: the cluster has only {names:?}"
+                    "the {} needs a node apart from jsbench's client ({client}) and the \
+                     origins' leaders: the cluster has only {names:?}",
+                    how.label()
                 )
             })?
         }
@@ -121,9 +121,9 @@ pub async fn arrange_cut(ctx: &RunContext, t: &Topology) -> Result<CutNode> {
         move_leader(js, &t.copy, &name).await?;
     }
     let url = urls.get(index).cloned().ok_or_else(|| {
-        anyhow!("no client URL for node {name}: these servers cannot be cut one by one")
+        anyhow!("no client URL for node {name}: these servers cannot be struck one by one")
     })?;
-    Ok(CutNode { name, index, url })
+    Ok(Struck { name, index, url })
 }
 
 /// Asks `stream`'s leader to hand its leadership to `to`, and waits
@@ -155,46 +155,83 @@ async fn move_leader(js: &async_nats::jetstream::Context, stream: &str, to: &str
     }
 }
 
-/// Cuts the routes of `node` (leading the copy since [`arrange_cut`])
-/// `after` into the publishing, heals them `lasts` later: the copying
-/// stops and nothing else, the publishing goes on, the copy's other
-/// replicas elect a leader that resumes it. Fails, cutting nothing, if
-/// the copy's leadership left the node on its own meanwhile.
-pub async fn cut(
+/// What befalls the copy's leader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outage {
+    /// Its routes cut at their relays, then healed: the node runs on,
+    /// alone; a cut shorter than an election keeps its leadership.
+    Cut,
+    /// SIGKILL, then started again on its store: the other replicas
+    /// elect a leader that resumes the copying.
+    Kill,
+}
+
+impl Outage {
+    fn label(self) -> &'static str {
+        match self {
+            Outage::Cut => "cut",
+            Outage::Kill => "kill",
+        }
+    }
+
+    fn faults(self, ctx: &RunContext) -> Result<crate::server::fault::FaultHandle> {
+        ctx.faults.clone().ok_or_else(|| {
+            anyhow!(
+                "the {} variant strikes one node of a cluster jsbench started: run it on a \
+                 local cluster (--cluster 3)",
+                self.label()
+            )
+        })
+    }
+}
+
+/// Strikes `node` (leading the copy since [`arrange`]) `after` into the
+/// publishing and ends the outage `lasts` later (heal, or restart): the
+/// copying stops and nothing else, the publishing goes on. Fails,
+/// striking nothing, if the copy's leadership left the node on its own
+/// meanwhile.
+pub async fn strike(
     ctx: &RunContext,
     t: &Topology,
-    node: &CutNode,
-    after: Duration,
-    lasts: Duration,
+    node: &Struck,
+    how: Outage,
+    (after, lasts): (Duration, Duration),
 ) -> Result<Happened> {
-    let faults = ctx
-        .faults
-        .clone()
-        .ok_or_else(|| anyhow!("the cut variant runs on a local cluster (--cluster 3)"))?;
+    let faults = how.faults(ctx)?;
     tokio::time::sleep(after).await;
     let now = leader(ctx.provisioner.jetstream(), &t.copy).await?;
     if now != node.name {
         return Err(anyhow!(
-            "the copy {}'s leadership moved from {} to {now} on its own before the cut:              a cut there could stop the publishing too, so none was made",
+            "the copy {}'s leadership moved from {} to {now} on its own before the {}: \
+             one there could stop the publishing too, so none was made",
             t.copy,
-            node.name
+            node.name,
+            how.label()
         ));
     }
     let index = node.index;
     let f = faults.clone();
-    tokio::task::spawn_blocking(move || f.block_routes(index, Block::Cut))
-        .await
-        .context("cutting the copy leader's routes")??;
+    tokio::task::spawn_blocking(move || match how {
+        Outage::Cut => f.block_routes(index, Block::Cut),
+        Outage::Kill => f.kill(index),
+    })
+    .await
+    .context("striking the copy's leader")?
+    .with_context(|| format!("{} of {}", how.label(), node.name))?;
     let began_ns = clock::now_ns();
     tokio::time::sleep(lasts).await;
-    tokio::task::spawn_blocking(move || faults.heal_routes(index))
-        .await
-        .context("healing the copy leader's routes")??;
+    tokio::task::spawn_blocking(move || match how {
+        Outage::Cut => faults.heal_routes(index),
+        Outage::Kill => faults.restart(index),
+    })
+    .await
+    .context("ending the outage of the copy's leader")?
+    .with_context(|| format!("ending the {} of {}", how.label(), node.name))?;
     Ok(Happened {
         began_ns,
         ended_ns: clock::now_ns(),
         paused: None,
-        cut: Some(node.name.clone()),
+        struck: Some(node.name.clone()),
     })
 }
 

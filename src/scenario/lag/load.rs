@@ -36,7 +36,7 @@ pub fn spec(common: &CommonPlan, plan: &Plan, mode: Mode, t: &Topology) -> Drive
         PUB_ACK_TIMEOUT,
     );
     publish.subject_per_publisher = true;
-    if mode == Mode::Cut {
+    if mode.outage().is_some() {
         publish.client = PublishClient::AsyncNats;
     }
     DriveSpec::publish_only(

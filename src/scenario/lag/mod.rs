@@ -47,7 +47,7 @@ use crate::record::timeline::Timeline;
 use crate::streams::provision::{Need, placement};
 use crate::variant::{Invariant, VariantResult, VariantSink};
 
-pub use audit::{COUNT, CUT, DRAINED, ONCE, ORDER, PAUSED, PERSISTED};
+pub use audit::{COUNT, CUT, DRAINED, KILL, ONCE, ORDER, PAUSED, PERSISTED};
 pub use plan::{Mode, Plan};
 
 /// Stored in the origin (its stored time) to stored in the copy (a
@@ -157,7 +157,14 @@ impl ScenarioKind for Lag {
     }
 
     fn faults(plan: &Plan) -> Option<FaultKind> {
-        plan.variants.contains(&Mode::Cut).then_some(FaultKind::Cut)
+        // A cut needs the route relays, which also allow a kill.
+        if plan.variants.contains(&Mode::Cut) {
+            Some(FaultKind::Cut)
+        } else {
+            plan.variants
+                .contains(&Mode::Kill)
+                .then_some(FaultKind::Kill)
+        }
     }
 }
 
@@ -199,13 +206,13 @@ fn describe(common: &CommonPlan, plan: &Plan, mode: Mode, r: &mut VariantResult)
                 format_duration(topology::SOURCING_HEARTBEAT),
             );
         }
-        Mode::Mirror | Mode::Cut => {}
+        Mode::Mirror | Mode::Cut | Mode::Kill => {}
     }
     if mode == Mode::WqPaused {
         r.param("pause_after", format_duration(plan.pause_after));
         r.param("pause_for", format_duration(plan.pause_for));
     }
-    if mode == Mode::Cut {
+    if mode.outage().is_some() {
         r.param("cut_after", format_duration(plan.cut_after));
         r.param("down_for", format_duration(plan.down_for));
     }
@@ -277,9 +284,9 @@ async fn observe(
         listeners.push(OriginListener::start(&client, &o.base).await?);
     }
     let copy = topology::provision(ctx, mode, t).await?;
-    let cut_node = match mode {
-        Mode::Cut => Some(fault::arrange_cut(ctx, t).await?),
-        _ => None,
+    let struck = match mode.outage() {
+        Some(how) => Some(fault::arrange(ctx, t, how).await?),
+        None => None,
     };
     let names: Vec<String> = t.origins.iter().map(|o| o.name.clone()).collect();
     let origins = Origins {
@@ -292,10 +299,10 @@ async fn observe(
     let primers = load::prime(js, &subjects).await?;
     primed(&reader, subjects.len() as u64).await?;
     let mut spec = load::spec(common, plan, mode, t);
-    spec.avoid_server = cut_node.as_ref().map(|n| n.url.clone());
+    spec.avoid_server = struck.as_ref().map(|n| n.url.clone());
     let (outcome, fault) = tokio::join!(
         drive(ctx, &spec),
-        inject(ctx, plan, mode, t, cut_node.as_ref())
+        inject(ctx, plan, mode, t, struck.as_ref())
     );
     let mut outcome = outcome?;
     let fault = fault?;
@@ -366,17 +373,18 @@ async fn inject(
     plan: &Plan,
     mode: Mode,
     t: &Topology,
-    cut_node: Option<&fault::CutNode>,
+    struck: Option<&fault::Struck>,
 ) -> Result<Option<Happened>> {
     match mode {
         Mode::WqPaused => fault::pause(ctx, t, ctx.lead_in + plan.pause_after, plan.pause_for)
             .await
             .map(Some),
-        Mode::Cut => {
-            let node = cut_node.expect("a cut variant's node, arranged before the load");
-            fault::cut(ctx, t, node, ctx.lead_in + plan.cut_after, plan.down_for)
-                .await
-                .map(Some)
+        Mode::Cut | Mode::Kill => {
+            let (node, how) = struck
+                .zip(mode.outage())
+                .expect("an outage variant's node, arranged before the load");
+            let when = (ctx.lead_in + plan.cut_after, plan.down_for);
+            fault::strike(ctx, t, node, how, when).await.map(Some)
         }
         Mode::Mirror | Mode::Source | Mode::WqSource => Ok(None),
     }
@@ -642,10 +650,18 @@ fn verify(mode: Mode, o: &Observed, r: &mut VariantResult) {
         )),
         (Mode::Cut, f) => r.invariants.push(Invariant::check(
             CUT,
-            f.as_ref().is_some_and(|f| f.cut.is_some()),
-            match f.as_ref().and_then(|f| f.cut.clone()) {
+            f.as_ref().is_some_and(|f| f.struck.is_some()),
+            match f.as_ref().and_then(|f| f.struck.clone()) {
                 Some(node) => format!("{node}, the copy's leader, cut off and healed"),
                 None => "no node was cut".into(),
+            },
+        )),
+        (Mode::Kill, f) => r.invariants.push(Invariant::check(
+            KILL,
+            f.as_ref().is_some_and(|f| f.struck.is_some()),
+            match f.as_ref().and_then(|f| f.struck.clone()) {
+                Some(node) => format!("{node}, the copy's leader, killed and restarted"),
+                None => "no node was killed".into(),
             },
         )),
         _ => {}

@@ -28,7 +28,8 @@ pub struct Plan {
     /// publish, and for how long.
     pub pause_after: Duration,
     pub pause_for: Duration,
-    /// `cut`: when the copy's node loses its routes, and for how long.
+    /// `cut`, `kill`: when the copy's node loses its routes (or is
+    /// killed), and for how long.
     pub cut_after: Duration,
     pub down_for: Duration,
 }
@@ -49,6 +50,9 @@ pub enum Mode {
     /// A mirror on a local cluster whose node's routes are cut for
     /// `down_for` (the node leading the mirror).
     Cut,
+    /// A mirror on a local cluster whose leader is killed (SIGKILL) and
+    /// started again on its store `down_for` later.
+    Kill,
 }
 
 impl Mode {
@@ -59,6 +63,7 @@ impl Mode {
             Mode::WqSource => "wq_source",
             Mode::WqPaused => "wq_paused",
             Mode::Cut => "cut",
+            Mode::Kill => "kill",
         }
     }
 
@@ -69,7 +74,16 @@ impl Mode {
 
     /// A mirror keeps the origin's sequence numbers, and so its order.
     pub fn mirror(self) -> bool {
-        matches!(self, Mode::Mirror | Mode::Cut)
+        matches!(self, Mode::Mirror | Mode::Cut | Mode::Kill)
+    }
+
+    /// The copy's leader struck on a local cluster.
+    pub fn outage(self) -> Option<super::fault::Outage> {
+        match self {
+            Mode::Cut => Some(super::fault::Outage::Cut),
+            Mode::Kill => Some(super::fault::Outage::Kill),
+            _ => None,
+        }
     }
 }
 
@@ -100,7 +114,8 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
     if variants.is_empty() || has_repeats(&variants) {
         problems.push(
             key("variants"),
-            "list some of \"mirror\", \"source\", \"wq_source\", \"wq_paused\", \"cut\", each once",
+            "list some of \"mirror\", \"source\", \"wq_source\", \"wq_paused\", \"cut\", \
+             \"kill\", each once",
         );
     }
     let third = common.duration / 3;
@@ -150,7 +165,7 @@ fn check(plan: &Plan, common: &CommonPlan, prefix: &str, problems: &mut Problems
     if plan.variants.contains(&Mode::WqPaused) {
         within("pause_for", plan.pause_after, plan.pause_for, problems);
     }
-    if plan.variants.contains(&Mode::Cut) {
+    if plan.variants.iter().any(|m| m.outage().is_some()) {
         within("down_for", plan.cut_after, plan.down_for, problems);
     }
 }
@@ -189,6 +204,10 @@ mod tests {
             ),
             (
                 "variants = [\"cut\"]\ndown_for = \"2s\"",
+                "ends after the 1s of publishing",
+            ),
+            (
+                "variants = [\"kill\"]\ndown_for = \"2s\"",
                 "ends after the 1s of publishing",
             ),
         ] {
