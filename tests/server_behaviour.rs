@@ -2342,3 +2342,100 @@ async fn a_traced_publish_is_stored_once_and_one_server_reports_in_then_js() {
     .await;
     assert!(more.is_err(), "the delivery traced again: {more:?}");
 }
+
+/// Message tracing on a cluster, as `trace_route` reads it: published to
+/// a server that does not lead the R3 stream, the message brings one
+/// event from that server (`in`, then `eg` to the leader over a route)
+/// and one from the leader, whose request carries `Nats-Trace-Hop` and
+/// whose `in` comes before its `js`. The leader's `js` is no earlier than
+/// the stored message's time stamp: the stamp is taken at the proposal,
+/// the event after the raft commit, which is why the traced hops' sum
+/// exceeds the stamp-based ingest on a cluster.
+#[tokio::test]
+async fn a_traced_publish_on_a_cluster_reports_the_route_to_the_leader() {
+    let cluster = jsbench::server::EmbeddedCluster::start(3)
+        .unwrap_or_else(|e| panic!("cannot start the cluster: {e:#}"));
+    let first = async_nats::connect(cluster.nodes()[0].url()).await.unwrap();
+    let js = jetstream::new(first);
+    let mut stream = js
+        .create_stream(stream::Config {
+            name: "TRACED_R3".into(),
+            subjects: vec!["traced_r3".into()],
+            num_replicas: 3,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let leader = stream
+        .info()
+        .await
+        .unwrap()
+        .cluster
+        .as_ref()
+        .and_then(|c| c.leader.clone())
+        .expect("an R3 stream has a leader");
+    let (_, follower) = cluster
+        .members()
+        .find(|(name, _)| *name != leader)
+        .expect("a node that does not lead");
+    let client = async_nats::connect(follower.url()).await.unwrap();
+    let mut events = client.subscribe("_jsb.trace.r3.>").await.unwrap();
+    client.flush().await.unwrap();
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("Nats-Trace-Dest", "_jsb.trace.r3.0.1");
+    jetstream::new(client.clone())
+        .publish_with_headers("traced_r3", headers, "x".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let mut by_server = std::collections::BTreeMap::new();
+    while let Ok(Some(event)) = tokio::time::timeout(
+        Duration::from_secs(1),
+        futures::StreamExt::next(&mut events),
+    )
+    .await
+    {
+        let event: serde_json::Value = serde_json::from_slice(&event.payload).unwrap();
+        let name = event["server"]["name"].as_str().unwrap().to_string();
+        by_server.insert(name, event);
+    }
+    assert_eq!(by_server.len(), 2, "{by_server:?}");
+    let kinds = |e: &serde_json::Value| -> Vec<String> {
+        e["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["type"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let at_leader = &by_server[&leader];
+    assert_eq!(kinds(at_leader), ["in", "js"], "{at_leader}");
+    assert!(
+        at_leader["request"]["header"]
+            .get("Nats-Trace-Hop")
+            .is_some(),
+        "{at_leader}"
+    );
+    let ingress = by_server
+        .iter()
+        .find(|(name, _)| **name != leader)
+        .map(|(_, e)| e)
+        .unwrap();
+    assert_eq!(kinds(ingress), ["in", "eg"], "{ingress}");
+    let ts = |s: &str| {
+        time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).unwrap()
+    };
+    let steps = at_leader["events"].as_array().unwrap();
+    let (leader_in, js_event) = (
+        ts(steps[0]["ts"].as_str().unwrap()),
+        ts(steps[1]["ts"].as_str().unwrap()),
+    );
+    assert!(leader_in <= js_event, "{at_leader}");
+    let stored = stream.get_raw_message(1).await.unwrap();
+    assert!(
+        stored.time <= js_event,
+        "stored at {} after the js event {js_event}",
+        stored.time
+    );
+}
