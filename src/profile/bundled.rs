@@ -37,6 +37,10 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("priority", include_str!("../../profiles/priority.toml")),
     ("trace", include_str!("../../profiles/trace.toml")),
     (
+        "hops-cluster",
+        include_str!("../../profiles/hops-cluster.toml"),
+    ),
+    (
         "replication",
         include_str!("../../profiles/replication.toml"),
     ),

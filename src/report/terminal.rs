@@ -7,7 +7,7 @@ use crate::consume::fates::{self, per_cause};
 use crate::record::names;
 use crate::results::summary::{Summary, VariantReport};
 use crate::scenario::table::{Cell, Show};
-use crate::scenario::{self, dlq, publish, redelivery, replay};
+use crate::scenario::{self, dlq, latency, publish, redelivery, replay};
 
 /// Formats microseconds with a unit that keeps three significant digits.
 pub fn format_us(us: f64) -> String {
@@ -254,6 +254,7 @@ fn cell(c: &Cell, v: &VariantReport) -> String {
 fn comparisons(v: &VariantReport) -> Vec<String> {
     let mut lines = Vec::new();
     publish_comparisons(v, &mut lines);
+    hop_lines(v, &mut lines);
     for cause in Cause::ALL {
         let name = |family| per_cause(family, cause);
         let late = |q| signed_us(v, &names::quantile(&name(fates::REDELIVERY_LATE), q));
@@ -297,6 +298,43 @@ fn comparisons(v: &VariantReport) -> Vec<String> {
     }
     dlq_comparisons(v, &mut lines);
     lines
+}
+
+/// Where the time went: every message's split at the server's stored
+/// stamp against its end to end (from the actual send), and the traced
+/// sample's hops against the stamp-based ingest, each with the ratio
+/// that says whether the parts add up.
+fn hop_lines(v: &VariantReport, lines: &mut Vec<String>) {
+    let p = |name: &str, q: &str| value(v, &names::quantile(name, q)).map_or("-".into(), format_us);
+    let both = |name: &str| format!("p50 {} p99 {}", p(name, "p50"), p(name, "p99"));
+    if value(v, &names::quantile(latency::INGEST_LATENCY, "p50")).is_some() {
+        lines.push(format!(
+            "hops: ingest (send to stored stamp) {}, delivery (stamp to receipt) {}, end to end \
+             {}; means' sum / total {}",
+            both(latency::INGEST_LATENCY),
+            both(latency::DELIVER_LATENCY),
+            both(names::E2E_LATENCY_ACTUAL),
+            value(v, latency::MEAN_SUM_RATIO).map_or("-".into(), |r| format!("{r:.2}"))
+        ));
+    }
+    if let Some(n) = value(v, latency::SAMPLED).filter(|&n| n > 0.0) {
+        let mut parts = vec![format!(
+            "client to ingress {}",
+            both(latency::CLIENT_TO_INGRESS)
+        )];
+        if value(v, &names::quantile(latency::ROUTE, "p50")).is_some() {
+            parts.push(format!("route to the leader {}", both(latency::ROUTE)));
+        }
+        parts.push(format!(
+            "ingress to stored {}",
+            both(latency::INGRESS_TO_STORED)
+        ));
+        lines.push(format!(
+            "traced ({n:.0} sampled): {}; means' sum / ingest {}",
+            parts.join(", "),
+            value(v, latency::SUM_VS_INGEST).map_or("-".into(), |r| format!("{r:.2}"))
+        ));
+    }
 }
 
 /// The price of dedup, and jsbench's publisher against the reference loops.
@@ -391,6 +429,72 @@ mod tests {
         assert_eq!(format_us(212.4), "212us");
         assert_eq!(format_us(1_234.0), "1.23ms");
         assert_eq!(format_us(2_500_000.0), "2.50s");
+    }
+
+    #[test]
+    fn hops_and_traced_hops_get_a_line_each_with_their_ratios() {
+        use crate::record::metrics::{Direction, Metric};
+        let us = |name: String, x: f64| Metric::new(&name, "us", x, Direction::Lower);
+        let q = |name: &str, p50: f64, p99: f64| {
+            [
+                us(names::quantile(name, "p50"), p50),
+                us(names::quantile(name, "p99"), p99),
+            ]
+        };
+        let mut v: VariantReport = serde_json::from_value(serde_json::json!({
+            "name": "rate-1000", "passed": true, "params": {}, "metrics": [],
+            "histograms": [],
+            "ledger": crate::record::ledger::LedgerCounts::default(), "invariants": [], "warnings": [],
+            "timelines": {}, "error": null, "elapsed_s": 1.0
+        }))
+        .unwrap();
+        assert!(comparisons(&v).is_empty());
+        v.metrics.extend(q(latency::INGEST_LATENCY, 70.0, 332.0));
+        v.metrics.extend(q(latency::DELIVER_LATENCY, 106.0, 425.0));
+        v.metrics.extend(q(names::E2E_LATENCY_ACTUAL, 178.0, 700.0));
+        v.metrics.push(Metric::new(
+            latency::MEAN_SUM_RATIO,
+            "ratio",
+            1.0,
+            Direction::None,
+        ));
+        let lines = comparisons(&v);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].contains("ingest (send to stored stamp) p50 70us p99 332us")
+                && lines[0].contains("means' sum / total 1.00"),
+            "{}",
+            lines[0]
+        );
+        v.metrics.push(Metric::new(
+            latency::SAMPLED,
+            "msgs",
+            1100.0,
+            Direction::None,
+        ));
+        v.metrics
+            .extend(q(latency::CLIENT_TO_INGRESS, 284.0, 3805.0));
+        v.metrics
+            .extend(q(latency::INGRESS_TO_STORED, 808.0, 4977.0));
+        v.metrics.push(Metric::new(
+            latency::SUM_VS_INGEST,
+            "ratio",
+            2.0,
+            Direction::None,
+        ));
+        let traced = comparisons(&v).pop().unwrap();
+        assert!(
+            traced.starts_with("traced (1100 sampled): client to ingress p50 284us")
+                && !traced.contains("route")
+                && traced.ends_with("means' sum / ingest 2.00"),
+            "{traced}"
+        );
+        v.metrics.extend(q(latency::ROUTE, 430.0, 3389.0));
+        let traced = comparisons(&v).pop().unwrap();
+        assert!(
+            traced.contains("route to the leader p50 430us p99 3.39ms"),
+            "{traced}"
+        );
     }
 
     #[test]

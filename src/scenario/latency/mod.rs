@@ -27,8 +27,10 @@ use crate::streams::provision::Need;
 use crate::variant::{Invariant, VariantResult, VariantSink};
 
 pub use hops::HISTOGRAMS as HOP_HISTOGRAMS;
+pub use hops::{DELIVER_LATENCY, INGEST_LATENCY, MEAN_SUM_RATIO};
 pub use plan::Plan;
 pub use traced::HISTOGRAMS as TRACE_HISTOGRAMS;
+pub use traced::{CLIENT_TO_INGRESS, INGRESS_TO_STORED, ROUTE, SAMPLED, SUM_VS_INGEST};
 
 /// The registry's row for `latency`: end-to-end latency at paced rates.
 pub struct Latency;
