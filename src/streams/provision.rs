@@ -162,6 +162,10 @@ pub fn durable_config(durable: &str, plan: &ConsumerPlan, base: &str) -> consume
 /// profile names none.
 const PUSH_HEARTBEAT: Duration = Duration::from_secs(5);
 
+/// How long a replicated stream create waits for a peer the meta leader
+/// still counts offline ([`Provisioner::create_placed`]).
+const PEER_OFFLINE_WAIT: Duration = Duration::from_secs(30);
+
 /// Run-scoped names: every stream, subject and durable of one run shares the
 /// run token, so runs never collide and their leftovers are recognisable.
 #[derive(Debug, Clone)]
@@ -283,7 +287,7 @@ impl Provisioner {
             ));
         }
         let replicas = config.num_replicas;
-        let stream = self.js.create_stream(config).await.map_err(|e| {
+        let stream = self.create_placed(config).await.map_err(|e| {
             let hint = if replicas > 1 && e.to_string().contains("insufficient resources") {
                 format!(
                     "; {replicas} replicas need {replicas} JetStream servers in the cluster \
@@ -296,6 +300,32 @@ impl Provisioner {
         })?;
         self.created.lock().expect("not poisoned").push(name);
         Ok(stream)
+    }
+
+    /// Creates the stream, waiting out a peer the meta leader still counts
+    /// offline: a node back from a cut rejoins its routes at once but is
+    /// counted online again only later, and until then a replicated stream
+    /// is refused with "no suitable peers for placement, peer offline"
+    /// (10005; the `kill` variant's first stream, right after the `cut`
+    /// variant healed its node, on the local cluster, even once /jsz
+    /// showed every peer current). Any other refusal, or one lasting
+    /// [`PEER_OFFLINE_WAIT`], is returned.
+    async fn create_placed(
+        &self,
+        config: stream::Config,
+    ) -> Result<stream::Stream, jetstream::context::CreateStreamError> {
+        let started = tokio::time::Instant::now();
+        loop {
+            match self.js.create_stream(config.clone()).await {
+                Err(e)
+                    if e.to_string().contains("peer offline")
+                        && started.elapsed() < PEER_OFFLINE_WAIT =>
+                {
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Creates a key-value bucket (its stream `KV_<bucket>` deleted with
