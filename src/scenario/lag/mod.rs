@@ -648,22 +648,21 @@ fn verify(mode: Mode, o: &Observed, r: &mut VariantResult) {
             f.as_ref().and_then(|f| f.paused) == Some(true),
             "the pause request answered paused: true",
         )),
-        (Mode::Cut, f) => r.invariants.push(Invariant::check(
-            CUT,
-            f.as_ref().is_some_and(|f| f.struck.is_some()),
-            match f.as_ref().and_then(|f| f.struck.clone()) {
-                Some(node) => format!("{node}, the copy's leader, cut off and healed"),
-                None => "no node was cut".into(),
-            },
-        )),
-        (Mode::Kill, f) => r.invariants.push(Invariant::check(
-            KILL,
-            f.as_ref().is_some_and(|f| f.struck.is_some()),
-            match f.as_ref().and_then(|f| f.struck.clone()) {
-                Some(node) => format!("{node}, the copy's leader, killed and restarted"),
-                None => "no node was killed".into(),
-            },
-        )),
+        (Mode::Cut | Mode::Kill, f) => {
+            let (name, done) = match mode {
+                Mode::Cut => (CUT, "cut off and healed"),
+                _ => (KILL, "killed and restarted"),
+            };
+            let struck = f.as_ref().and_then(|f| f.struck.clone());
+            r.invariants.push(Invariant::check(
+                name,
+                struck.is_some(),
+                match struck {
+                    Some(node) => format!("{node}, the copy's leader, {done}"),
+                    None => format!("no node was {done}"),
+                },
+            ));
+        }
         _ => {}
     }
 }
