@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, anyhow};
 use async_nats::jetstream::stream;
 
+use super::plan::Outage;
 use super::topology::Topology;
 use crate::drive::RunContext;
 use crate::record::clock;
@@ -84,7 +85,7 @@ const SETTLE: Duration = Duration::from_secs(15);
 /// leader is elected. The load's clients then stay off the node
 /// ([`crate::drive::DriveSpec::avoid_server`]).
 pub async fn arrange(ctx: &RunContext, t: &Topology, how: Outage) -> Result<Struck> {
-    let faults = how.faults(ctx)?;
+    let faults = faults(how, ctx)?;
     let (names, urls) = (faults.node_names(), faults.client_urls());
     let js = ctx.provisioner.jetstream();
     let client = js.client().server_info().server_name;
@@ -155,34 +156,15 @@ async fn move_leader(js: &async_nats::jetstream::Context, stream: &str, to: &str
     }
 }
 
-/// What befalls the copy's leader.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outage {
-    /// Its routes cut at their relays, then healed: the node runs on,
-    /// alone; a cut shorter than an election keeps its leadership.
-    Cut,
-    /// SIGKILL, then started again on its store: the other replicas
-    /// elect a leader that resumes the copying.
-    Kill,
-}
-
-impl Outage {
-    fn label(self) -> &'static str {
-        match self {
-            Outage::Cut => "cut",
-            Outage::Kill => "kill",
-        }
-    }
-
-    fn faults(self, ctx: &RunContext) -> Result<crate::server::fault::FaultHandle> {
-        ctx.faults.clone().ok_or_else(|| {
-            anyhow!(
-                "the {} variant strikes one node of a cluster jsbench started: run it on a \
-                 local cluster (--cluster 3)",
-                self.label()
-            )
-        })
-    }
+/// The fault handle an outage needs, or why there is none.
+fn faults(how: Outage, ctx: &RunContext) -> Result<crate::server::fault::FaultHandle> {
+    ctx.faults.clone().ok_or_else(|| {
+        anyhow!(
+            "the {} variant strikes one node of a cluster jsbench started: run it on a \
+             local cluster (--cluster 3)",
+            how.label()
+        )
+    })
 }
 
 /// Strikes `node` (leading the copy since [`arrange`]) `after` into the
@@ -197,7 +179,7 @@ pub async fn strike(
     how: Outage,
     (after, lasts): (Duration, Duration),
 ) -> Result<Happened> {
-    let faults = how.faults(ctx)?;
+    let faults = faults(how, ctx)?;
     tokio::time::sleep(after).await;
     let now = leader(ctx.provisioner.jetstream(), &t.copy).await?;
     if now != node.name {

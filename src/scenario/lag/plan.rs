@@ -78,11 +78,31 @@ impl Mode {
     }
 
     /// The copy's leader struck on a local cluster.
-    pub fn outage(self) -> Option<super::fault::Outage> {
+    pub fn outage(self) -> Option<Outage> {
         match self {
-            Mode::Cut => Some(super::fault::Outage::Cut),
-            Mode::Kill => Some(super::fault::Outage::Kill),
+            Mode::Cut => Some(Outage::Cut),
+            Mode::Kill => Some(Outage::Kill),
             _ => None,
+        }
+    }
+}
+
+/// What befalls the copy's leader in a `cut` or `kill` variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outage {
+    /// Its routes cut at their relays, then healed: the node runs on,
+    /// alone; a cut shorter than an election keeps its leadership.
+    Cut,
+    /// SIGKILL, then started again on its store: the other replicas
+    /// elect a leader that resumes the copying.
+    Kill,
+}
+
+impl Outage {
+    pub fn label(self) -> &'static str {
+        match self {
+            Outage::Cut => "cut",
+            Outage::Kill => "kill",
         }
     }
 }
