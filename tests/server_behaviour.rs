@@ -2342,3 +2342,87 @@ async fn a_traced_publish_is_stored_once_and_one_server_reports_in_then_js() {
     .await;
     assert!(more.is_err(), "the delivery traced again: {more:?}");
 }
+
+/// A leaf server (domain `leaf`) behind a relay to the embedded hub
+/// (domain `hub`): the hub's streams are reached from the leaf through
+/// `$JS.hub.API`, a mirror on the leaf copies one across the link, both
+/// `/leafz` report the link, and a delay set on the relay shows in a
+/// request across it (the link runs through it, not around it).
+#[tokio::test]
+async fn a_leaf_mirrors_a_hub_stream_across_domains_through_the_relay() {
+    use jsbench::server::leaf::{self, LEAF_NAME, LeafServer};
+    use jsbench::server::relay::Shape;
+    let (options, port) = leaf::hub_options(&Default::default()).unwrap();
+    let hub = common::server_with(&options);
+    let leaf = LeafServer::start(port, None, &Default::default()).unwrap();
+    let hub_js = context(&hub).await;
+    hub_js
+        .create_stream(stream::Config {
+            name: "ORIGIN".into(),
+            subjects: vec!["origin.>".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    for i in 0..3 {
+        hub_js
+            .publish(format!("origin.{i}"), "x".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let leaf_client = async_nats::connect(leaf.url()).await.unwrap();
+    // The hub's stream read from the leaf, through the hub's domain.
+    let across = jetstream::with_domain(leaf_client.clone(), "hub");
+    let origin = across.get_stream("ORIGIN").await.unwrap();
+    assert_eq!(
+        origin.get_raw_message(2).await.unwrap().subject.as_str(),
+        "origin.1"
+    );
+    let leaf_js = jetstream::new(leaf_client.clone());
+    leaf_js
+        .create_stream(stream::Config {
+            name: "COPY".into(),
+            mirror: Some(stream::Source {
+                name: "ORIGIN".into(),
+                external: Some(stream::External {
+                    api_prefix: "$JS.hub.API".into(),
+                    delivery_prefix: None,
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut copy = leaf_js.get_stream("COPY").await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while copy.info().await.unwrap().state.messages < 3 {
+        assert!(Instant::now() < deadline, "the mirror never held 3");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let links = leaf.links().unwrap();
+    assert_eq!(links.len(), 1, "{links:?}");
+    assert!(links[0].in_msgs > 0, "{links:?}");
+    let hub_leafz: serde_json::Value = serde_json::from_str(
+        &jsbench::system::http::get(&format!("{}/leafz", hub.monitor_url().unwrap())).unwrap(),
+    )
+    .unwrap();
+    // The hub names the leaf; the link starts uncompressed on loopback
+    // (s2_auto picks by round trip time).
+    let seen = &hub_leafz["leafs"][0];
+    assert_eq!(seen["name"], LEAF_NAME, "{hub_leafz}");
+    assert_eq!(seen["is_spoke"], false, "{hub_leafz}");
+    assert_eq!(seen["compression"], "s2_uncompressed", "{hub_leafz}");
+
+    let delay = Duration::from_millis(100);
+    leaf.shape(Shape {
+        bandwidth: None,
+        delay,
+    });
+    let start = Instant::now();
+    across.get_stream("ORIGIN").await.unwrap();
+    let took = start.elapsed();
+    assert!(took >= 2 * delay - Duration::from_millis(10), "{took:?}");
+}

@@ -552,6 +552,11 @@ struct ServerArgs {
     /// Start a local cluster of N JetStream nodes (3 or 5) with routes between them
     #[arg(long, value_name = "N", value_parser = cluster_size)]
     cluster: Option<usize>,
+
+    /// Also start a leafnode server (JetStream domain `leaf`) connected to the
+    /// server (domain `hub`; node 1 of a cluster) through a relay jsbench owns
+    #[arg(long)]
+    leafnode: bool,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy)]
@@ -603,7 +608,7 @@ pub fn main() -> i32 {
 fn dispatch(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Profiles { name } => profiles::command(name.as_deref()),
-        Command::Server(args) => serve::command(args.cluster),
+        Command::Server(args) => serve::command(args.cluster, args.leafnode),
         Command::Relay { listen, to } => relay::command(listen, to),
         Command::Worker(args) => {
             let options = crate::worker::agent::WorkerOptions {
