@@ -466,6 +466,12 @@ struct RunArgs {
     #[arg(long, value_name = "N", value_parser = cluster_size)]
     cluster: Option<usize>,
 
+    /// Start a leafnode server (JetStream domain `leaf`) connected to the server jsbench
+    /// starts (domain `hub`; node 1 of a cluster) through a relay jsbench can slow: the
+    /// lag scenario's `leaf` variant mirrors across it
+    #[arg(long)]
+    leafnode: bool,
+
     /// Stream replicas (1, 3 or 5), overriding the profile's and --cluster's
     #[arg(long, value_name = "N", value_parser = replicas)]
     replicas: Option<usize>,
@@ -645,6 +651,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
                     env: Environment::from_process(),
                 },
                 cluster: args.cluster,
+                leafnode: args.leafnode,
                 replicas: args.replicas,
                 out: args.out,
                 keep: args.keep,
