@@ -37,6 +37,17 @@ impl LeafSide {
         })
     }
 
+    /// How the link compresses now, from the leaf's `/leafz`: with the
+    /// server's default (`s2_auto`) it follows the round trip time, and a
+    /// compressed link carries more messages through the same bandwidth.
+    pub async fn compression(&self) -> Option<String> {
+        let leaf = self.leaf.clone();
+        let links = tokio::task::spawn_blocking(move || leaf.links())
+            .await
+            .ok()?;
+        links.ok()?.first().map(|l| l.compression.clone())
+    }
+
     /// Slows the link to the plan's `leaf_bandwidth` and `leaf_delay`
     /// until the returned guard is dropped.
     pub fn throttle(&self, plan: &Plan) -> Throttle {

@@ -338,6 +338,12 @@ async fn observe(
     }
     let due = acked.iter().map(|s| s.len() as u64).sum();
     settle(ctx, common, &reader, due).await;
+    if let Some(c) = match leaf {
+        Some(l) => l.compression().await,
+        None => None,
+    } {
+        r.param("leaf_compression", c);
+    }
     let (origin_left, drain_ms) = if mode.work_queue() {
         let (left, ms) = drain(ctx, common, &t.origins[0].name).await?;
         (Some(left), ms)
