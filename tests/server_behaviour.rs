@@ -2426,3 +2426,42 @@ async fn a_leaf_mirrors_a_hub_stream_across_domains_through_the_relay() {
     let took = start.elapsed();
     assert!(took >= 2 * delay - Duration::from_millis(10), "{took:?}");
 }
+
+/// A leaf pinging every 500 ms whose link is paused (held open, nothing
+/// passing) closes it as a stale connection within about three ping
+/// intervals (ping_max 2), its reconnections are held by the pause too
+/// (the hub does not advertise its own leafnode address, which a leaf
+/// would reconnect to around the relay), and the link is back within
+/// the 1 s reconnect interval after the pause ends.
+#[tokio::test]
+async fn a_paused_leaf_link_goes_stale_and_reconnects_through_the_relay() {
+    use jsbench::server::leaf::{self, LeafServer};
+    use jsbench::server::relay::{ANY_PEER, Block};
+    let (options, port) = leaf::hub_options(&Default::default()).unwrap();
+    let _hub = common::server_with(&options);
+    let ping = Duration::from_millis(500);
+    let leaf = LeafServer::start(port, Some(ping), &Default::default()).unwrap();
+    let links = || leaf.links().unwrap().len();
+    assert_eq!(links(), 1);
+    let paused = Instant::now();
+    leaf.relay().block(ANY_PEER, Block::Pause);
+    while links() > 0 {
+        assert!(paused.elapsed() < Duration::from_secs(5), "never stale");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let stale = paused.elapsed();
+    assert!(stale >= 2 * ping, "stale after {stale:?}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(links(), 0, "a reconnection went around the paused relay");
+    assert!(
+        leaf.server()
+            .log_tail(1 << 16)
+            .contains("Leafnode connection closed: Stale Connection"),
+        "{}",
+        leaf.server().log_tail(4096)
+    );
+    let healed = Instant::now();
+    leaf.relay().heal(ANY_PEER);
+    leaf.wait_connected(Duration::from_secs(5)).unwrap();
+    assert!(healed.elapsed() < Duration::from_secs(5));
+}

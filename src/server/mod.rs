@@ -546,7 +546,12 @@ impl ConfigFile {
         }
         match &self.leafnodes {
             Some(Leafnodes::Listen(port)) => {
-                text += &format!("leafnodes {{\n  listen: \"127.0.0.1:{port}\"\n}}\n");
+                // Not advertised: a leaf told the hub's own leafnode
+                // address would reconnect there, around the relay its
+                // link is slowed or paused in.
+                text += &format!(
+                    "leafnodes {{\n  listen: \"127.0.0.1:{port}\"\n  no_advertise: true\n}}\n"
+                );
             }
             Some(Leafnodes::Remote { url, ping_interval }) => {
                 if let Some(every) = ping_interval {
