@@ -2465,3 +2465,91 @@ async fn a_paused_leaf_link_goes_stale_and_reconnects_through_the_relay() {
     leaf.wait_connected(Duration::from_secs(5)).unwrap();
     assert!(healed.elapsed() < Duration::from_secs(5));
 }
+
+/// nats-server issue 7615 reproduced: a leaf pinging every 500 ms, its
+/// link held to 50 KB/s while a mirror on it copies 500 KB/s of
+/// incompressible messages from the hub. Its PINGs queue behind the
+/// data, the link goes stale, the leaf reconnects and the mirror fills
+/// it again: a loop, at least twice in 6 s. With the link let go, the
+/// mirror holds every message and the link stays up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leaf_link_slower_than_its_mirror_loops_through_stale_connections() {
+    use jsbench::server::leaf::{self, LeafServer};
+    use jsbench::server::relay::Shape;
+    let (options, port) = leaf::hub_options(&Default::default()).unwrap();
+    let hub = common::server_with(&options);
+    let leaf =
+        LeafServer::start(port, Some(Duration::from_millis(500)), &Default::default()).unwrap();
+    let stale = || {
+        leaf.server()
+            .log_tail(1 << 20)
+            .matches("Leafnode connection closed: Stale Connection")
+            .count()
+    };
+    let hub_js = context(&hub).await;
+    hub_js
+        .create_stream(stream::Config {
+            name: "O".into(),
+            subjects: vec!["o.>".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let leaf_js = jetstream::new(async_nats::connect(leaf.url()).await.unwrap());
+    let mut copy = leaf_js
+        .create_stream(stream::Config {
+            name: "C".into(),
+            mirror: Some(stream::Source {
+                name: "O".into(),
+                external: Some(stream::External {
+                    api_prefix: "$JS.hub.API".into(),
+                    delivery_prefix: None,
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    leaf.shape(Shape {
+        bandwidth: Some(50_000),
+        delay: Duration::from_millis(20),
+    });
+    // 512 B of pseudo-random bytes each: s2 cannot shrink them.
+    let mut x = 0x2545_f491_4f6c_dd1d_u64;
+    let mut published = 0u64;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(6) {
+        for _ in 0..100 {
+            let payload: Vec<u8> = (0..512)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            hub_js
+                .publish(format!("o.{published}"), payload.into())
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+            published += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let looped = stale();
+    assert!(looped >= 2, "stale {looped} times");
+    leaf.shape(Shape::default());
+    let lifted = Instant::now();
+    while copy.info().await.map_or(0, |i| i.state.messages) < published {
+        assert!(
+            lifted.elapsed() < Duration::from_secs(6),
+            "the mirror never caught up"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(stale() <= looped + 1, "still looping: {} stale", stale());
+}
