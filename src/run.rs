@@ -36,6 +36,8 @@ pub struct RunOptions {
     pub connection: ConnectionRequest,
     /// Start a local cluster of this many nodes instead of one server.
     pub cluster: Option<usize>,
+    /// Start a leafnode server beside the server jsbench starts.
+    pub leafnode: bool,
     /// Stream replicas, overriding the profiles (and `cluster`'s default).
     pub replicas: Option<usize>,
     /// Parent folder of the results folders.
@@ -90,8 +92,14 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
         None => None,
     };
     let sync = profiles.first().and_then(|p| p.server.sync);
-    let target = Target::start(&resolution, options.cluster, &faults, sync)?;
-    let session = Session::open(&options, &stop, &target, &resolution).await?;
+    let (target, leaf) = Target::start(
+        &resolution,
+        options.cluster,
+        &faults,
+        sync,
+        options.leafnode,
+    )?;
+    let session = Session::open(&options, &stop, &target, leaf.clone(), &resolution).await?;
     let mut outcome = RunOutcome {
         results: Vec::new(),
         passed: true,
@@ -115,6 +123,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
     profiles_run?;
     outcome.interrupted = stop.is_cancelled();
     drop(session);
+    drop(leaf);
     drop(target);
     Ok(outcome)
 }
@@ -146,6 +155,7 @@ struct Session<'a> {
     options: &'a RunOptions,
     stop: &'a CancellationToken,
     target: &'a Target,
+    leaf: Option<crate::server::LeafHandle>,
     connect: ConnectSettings,
     /// Holds the control connection open for the run.
     js: async_nats::jetstream::Context,
@@ -163,6 +173,7 @@ impl<'a> Session<'a> {
         options: &'a RunOptions,
         stop: &'a CancellationToken,
         target: &'a Target,
+        leaf: Option<crate::server::LeafHandle>,
         resolution: &Resolution,
     ) -> Result<Session<'a>> {
         let connect = resolution.settings(&target.urls())?;
@@ -200,6 +211,7 @@ impl<'a> Session<'a> {
             options,
             stop,
             target,
+            leaf,
             connect,
             js,
             account,
@@ -386,6 +398,7 @@ impl<'a> Session<'a> {
             server_cpu: self.target.server_cpu(monitor, &self.options.server_pids),
             monitors: self.target.monitors(monitor),
             faults: self.target.faults(),
+            leaf: self.leaf.clone(),
             workers: self.workers.clone().map(|w| w as Arc<dyn Distribute>),
             lead_in: crate::drive::LEAD_IN,
         }

@@ -504,3 +504,81 @@ fn struck_leader(variant: &str, down_for: &str, happened: &str, stalled_ms: f64)
     );
     assert!(common::metric(v, "catch_up") >= 0.0);
 }
+
+/// The `leaf` variant (`run --leafnode`): the origin on the hub, its
+/// mirror on the leaf server in domain `leaf`, through a link delayed
+/// 40 ms each way and held to 1 MB/s (ten times the load). Every origin
+/// message reaches the mirror once and in order, and the lag's median is
+/// at least the delay: a throttle that did nothing fails it.
+#[test]
+fn a_leaf_mirror_through_a_throttled_link_keeps_every_message_and_the_delay_shows() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let profile = common::profile(
+        dir.path(),
+        "leaf",
+        "[[scenario]]\nkind = \"lag\"\nduration = \"3s\"\ndrain_timeout = \"5s\"\nrate = 300\n\
+         variants = [\"leaf\"]\nleaf_delay = \"40ms\"\nleaf_bandwidth = \"1MB\"\n",
+    );
+    let out_dir = dir.path().join("results");
+    let out = common::run(
+        common::jsbench()
+            .args(["run", profile.to_str().unwrap(), "--leafnode"])
+            .args(["--progress", "never", "-o"])
+            .arg(&out_dir)
+            .env_remove("NATS_URL")
+            .env_remove("NATS_CONTEXT")
+            .env("TMPDIR", &tmp),
+    );
+    let (stdout, stderr) = common::text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let summary = common::summary(&common::results_dir(&out_dir));
+    let v = summary
+        .variants()
+        .map(|(_, v)| v)
+        .next()
+        .expect("the leaf variant");
+    for name in [lag::PERSISTED, lag::ONCE, lag::COUNT, lag::ORDER] {
+        assert!(
+            invariant(v, name).passed,
+            "{name}: {:?}",
+            invariant(v, name)
+        );
+    }
+    assert!(common::metric(v, "copied") >= 800.0, "{stdout}");
+    let p50_ms = common::metric(v, "lag.p50") / 1_000.0;
+    assert!(
+        p50_ms >= 40.0,
+        "the link was not delayed: lag p50 {p50_ms} ms"
+    );
+}
+
+/// Without `--leafnode` the variant says which flag it needs.
+#[test]
+fn the_leaf_variant_without_a_leafnode_names_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = common::profile(
+        dir.path(),
+        "noleaf",
+        "[[scenario]]\nkind = \"lag\"\nduration = \"1s\"\nrate = 10\nvariants = [\"leaf\"]\n",
+    );
+    let out_dir = dir.path().join("results");
+    let out = common::run(
+        common::jsbench()
+            .args(["run", profile.to_str().unwrap()])
+            .args(["--progress", "never", "-o"])
+            .arg(&out_dir)
+            .env_remove("NATS_URL")
+            .env_remove("NATS_CONTEXT"),
+    );
+    let (stdout, stderr) = common::text(&out);
+    assert_ne!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let all = format!("{stdout}{stderr}");
+    let summary = std::fs::read_to_string(common::results_dir(&out_dir).join("summary.json"))
+        .unwrap_or_default();
+    assert!(
+        all.contains("--leafnode") || summary.contains("--leafnode"),
+        "{all}\n{summary}"
+    );
+}

@@ -2439,3 +2439,214 @@ async fn a_traced_publish_on_a_cluster_reports_the_route_to_the_leader() {
         stored.time
     );
 }
+
+/// A leaf server (domain `leaf`) behind a relay to the embedded hub
+/// (domain `hub`): the hub's streams are reached from the leaf through
+/// `$JS.hub.API`, a mirror on the leaf copies one across the link, both
+/// `/leafz` report the link, and a delay set on the relay shows in a
+/// request across it (the link runs through it, not around it).
+#[tokio::test]
+async fn a_leaf_mirrors_a_hub_stream_across_domains_through_the_relay() {
+    use jsbench::server::leaf::{self, LEAF_NAME, LeafServer};
+    use jsbench::server::relay::Shape;
+    let (options, port) = leaf::hub_options(&Default::default()).unwrap();
+    let hub = common::server_with(&options);
+    let leaf = LeafServer::start(port, None, &Default::default()).unwrap();
+    let hub_js = context(&hub).await;
+    hub_js
+        .create_stream(stream::Config {
+            name: "ORIGIN".into(),
+            subjects: vec!["origin.>".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    for i in 0..3 {
+        hub_js
+            .publish(format!("origin.{i}"), "x".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let leaf_client = async_nats::connect(leaf.url()).await.unwrap();
+    // The hub's stream read from the leaf, through the hub's domain.
+    let across = jetstream::with_domain(leaf_client.clone(), "hub");
+    let origin = across.get_stream("ORIGIN").await.unwrap();
+    assert_eq!(
+        origin.get_raw_message(2).await.unwrap().subject.as_str(),
+        "origin.1"
+    );
+    let leaf_js = jetstream::new(leaf_client.clone());
+    leaf_js
+        .create_stream(stream::Config {
+            name: "COPY".into(),
+            mirror: Some(stream::Source {
+                name: "ORIGIN".into(),
+                external: Some(stream::External {
+                    api_prefix: "$JS.hub.API".into(),
+                    delivery_prefix: None,
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut copy = leaf_js.get_stream("COPY").await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while copy.info().await.unwrap().state.messages < 3 {
+        assert!(Instant::now() < deadline, "the mirror never held 3");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let links = leaf.links().unwrap();
+    assert_eq!(links.len(), 1, "{links:?}");
+    assert!(links[0].in_msgs > 0, "{links:?}");
+    let hub_leafz: serde_json::Value = serde_json::from_str(
+        &jsbench::system::http::get(&format!("{}/leafz", hub.monitor_url().unwrap())).unwrap(),
+    )
+    .unwrap();
+    // The hub names the leaf; the link starts uncompressed on loopback
+    // (s2_auto picks by round trip time).
+    let seen = &hub_leafz["leafs"][0];
+    assert_eq!(seen["name"], LEAF_NAME, "{hub_leafz}");
+    assert_eq!(seen["is_spoke"], false, "{hub_leafz}");
+    assert_eq!(seen["compression"], "s2_uncompressed", "{hub_leafz}");
+
+    let delay = Duration::from_millis(100);
+    leaf.shape(Shape {
+        bandwidth: None,
+        delay,
+    });
+    let start = Instant::now();
+    across.get_stream("ORIGIN").await.unwrap();
+    let took = start.elapsed();
+    assert!(took >= 2 * delay - Duration::from_millis(10), "{took:?}");
+}
+
+/// A leaf pinging every 500 ms whose link is paused (held open, nothing
+/// passing) closes it as a stale connection within about three ping
+/// intervals (ping_max 2), its reconnections are held by the pause too
+/// (the hub does not advertise its own leafnode address, which a leaf
+/// would reconnect to around the relay), and the link is back within
+/// the 1 s reconnect interval after the pause ends.
+#[tokio::test]
+async fn a_paused_leaf_link_goes_stale_and_reconnects_through_the_relay() {
+    use jsbench::server::leaf::{self, LeafServer};
+    use jsbench::server::relay::{ANY_PEER, Block};
+    let (options, port) = leaf::hub_options(&Default::default()).unwrap();
+    let _hub = common::server_with(&options);
+    let ping = Duration::from_millis(500);
+    let leaf = LeafServer::start(port, Some(ping), &Default::default()).unwrap();
+    let links = || leaf.links().unwrap().len();
+    assert_eq!(links(), 1);
+    let paused = Instant::now();
+    leaf.relay().block(ANY_PEER, Block::Pause);
+    while links() > 0 {
+        assert!(paused.elapsed() < Duration::from_secs(5), "never stale");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let stale = paused.elapsed();
+    assert!(stale >= 2 * ping, "stale after {stale:?}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(links(), 0, "a reconnection went around the paused relay");
+    assert!(
+        leaf.server()
+            .log_tail(1 << 16)
+            .contains("Leafnode connection closed: Stale Connection"),
+        "{}",
+        leaf.server().log_tail(4096)
+    );
+    let healed = Instant::now();
+    leaf.relay().heal(ANY_PEER);
+    leaf.wait_connected(Duration::from_secs(5)).unwrap();
+    assert!(healed.elapsed() < Duration::from_secs(5));
+}
+
+/// nats-server issue 7615 reproduced: a leaf pinging every 500 ms, its
+/// link held to 50 KB/s while a mirror on it copies 500 KB/s of
+/// incompressible messages from the hub. Its PINGs queue behind the
+/// data, the link goes stale, the leaf reconnects and the mirror fills
+/// it again: a loop, at least twice in 6 s. With the link let go, the
+/// mirror holds every message and the link stays up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leaf_link_slower_than_its_mirror_loops_through_stale_connections() {
+    use jsbench::server::leaf::{self, LeafServer};
+    use jsbench::server::relay::Shape;
+    let (options, port) = leaf::hub_options(&Default::default()).unwrap();
+    let hub = common::server_with(&options);
+    let leaf =
+        LeafServer::start(port, Some(Duration::from_millis(500)), &Default::default()).unwrap();
+    let stale = || {
+        leaf.server()
+            .log_tail(1 << 20)
+            .matches("Leafnode connection closed: Stale Connection")
+            .count()
+    };
+    let hub_js = context(&hub).await;
+    hub_js
+        .create_stream(stream::Config {
+            name: "O".into(),
+            subjects: vec!["o.>".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let leaf_js = jetstream::new(async_nats::connect(leaf.url()).await.unwrap());
+    let mut copy = leaf_js
+        .create_stream(stream::Config {
+            name: "C".into(),
+            mirror: Some(stream::Source {
+                name: "O".into(),
+                external: Some(stream::External {
+                    api_prefix: "$JS.hub.API".into(),
+                    delivery_prefix: None,
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    leaf.shape(Shape {
+        bandwidth: Some(50_000),
+        delay: Duration::from_millis(20),
+    });
+    // 512 B of pseudo-random bytes each: s2 cannot shrink them.
+    let mut x = 0x2545_f491_4f6c_dd1d_u64;
+    let mut published = 0u64;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(6) {
+        for _ in 0..100 {
+            let payload: Vec<u8> = (0..512)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            hub_js
+                .publish(format!("o.{published}"), payload.into())
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+            published += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let looped = stale();
+    assert!(looped >= 2, "stale {looped} times");
+    leaf.shape(Shape::default());
+    let lifted = Instant::now();
+    while copy.info().await.map_or(0, |i| i.state.messages) < published {
+        assert!(
+            lifted.elapsed() < Duration::from_secs(6),
+            "the mirror never caught up"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(stale() <= looped + 1, "still looping: {} stale", stale());
+}

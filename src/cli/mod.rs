@@ -466,6 +466,12 @@ struct RunArgs {
     #[arg(long, value_name = "N", value_parser = cluster_size)]
     cluster: Option<usize>,
 
+    /// Start a leafnode server (JetStream domain `leaf`) connected to the server jsbench
+    /// starts (domain `hub`; node 1 of a cluster) through a relay jsbench can slow: the
+    /// lag scenario's `leaf` variant mirrors across it
+    #[arg(long)]
+    leafnode: bool,
+
     /// Stream replicas (1, 3 or 5), overriding the profile's and --cluster's
     #[arg(long, value_name = "N", value_parser = replicas)]
     replicas: Option<usize>,
@@ -552,6 +558,11 @@ struct ServerArgs {
     /// Start a local cluster of N JetStream nodes (3 or 5) with routes between them
     #[arg(long, value_name = "N", value_parser = cluster_size)]
     cluster: Option<usize>,
+
+    /// Also start a leafnode server (JetStream domain `leaf`) connected to the
+    /// server (domain `hub`; node 1 of a cluster) through a relay jsbench owns
+    #[arg(long)]
+    leafnode: bool,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy)]
@@ -603,7 +614,7 @@ pub fn main() -> i32 {
 fn dispatch(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Profiles { name } => profiles::command(name.as_deref()),
-        Command::Server(args) => serve::command(args.cluster),
+        Command::Server(args) => serve::command(args.cluster, args.leafnode),
         Command::Relay { listen, to } => relay::command(listen, to),
         Command::Worker(args) => {
             let options = crate::worker::agent::WorkerOptions {
@@ -640,6 +651,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
                     env: Environment::from_process(),
                 },
                 cluster: args.cluster,
+                leafnode: args.leafnode,
                 replicas: args.replicas,
                 out: args.out,
                 keep: args.keep,

@@ -90,6 +90,9 @@ pub struct RunContext {
     /// The servers scenarios may kill and restart; `None` for a server
     /// jsbench did not start.
     pub faults: Option<FaultHandle>,
+    /// The leafnode server started beside the hub (`run --leafnode`), its
+    /// link's relay: the lag scenario's `leaf` variant mirrors across it.
+    pub leaf: Option<crate::server::LeafHandle>,
     /// Workers recruited with `run --workers N`: every drive is split
     /// among them and this process.
     pub workers: Option<Arc<dyn Distribute>>,

@@ -24,6 +24,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("fanout", include_str!("../../profiles/fanout.toml")),
     ("consumers", include_str!("../../profiles/consumers.toml")),
     ("routes", include_str!("../../profiles/routes.toml")),
+    ("leafnode", include_str!("../../profiles/leafnode.toml")),
     ("search", include_str!("../../profiles/search.toml")),
     ("shapes", include_str!("../../profiles/shapes.toml")),
     ("outage", include_str!("../../profiles/outage.toml")),

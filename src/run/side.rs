@@ -52,6 +52,7 @@ pub async fn serve(options: SideOptions, stop: CancellationToken) -> Result<i32>
         profiles: options.profiles,
         connection: options.connection,
         cluster: None,
+        leafnode: false,
         replicas: None,
         out: Default::default(),
         keep: false,
@@ -67,8 +68,8 @@ pub async fn serve(options: SideOptions, stop: CancellationToken) -> Result<i32>
     check_faults(&faults, &resolution, None)?;
     check_sync(&profiles, &resolution, None)?;
     let sync = profiles.first().and_then(|p| p.server.sync);
-    let target = Target::start(&resolution, None, &faults, sync)?;
-    let session = Session::open(&options, &stop, &target, &resolution).await?;
+    let (target, _) = Target::start(&resolution, None, &faults, sync, false)?;
+    let session = Session::open(&options, &stop, &target, None, &resolution).await?;
     let mut warm = Vec::new();
     for profile in profiles {
         warm.push(session.warm(profile)?);

@@ -145,6 +145,10 @@ impl EmbeddedCluster {
             let mut node_options = options.clone();
             node_options.jetstream = true;
             node_options.store_dir = stores.get(i).cloned();
+            if i > 0 {
+                // A hub's leafnode port is node 1's: one port, one node.
+                node_options.leafnodes = None;
+            }
             node_options.extra_args.extend([
                 "--name".to_string(),
                 node_name.clone(),

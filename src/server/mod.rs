@@ -8,12 +8,14 @@
 
 mod cluster;
 pub mod fault;
+pub mod leaf;
 pub mod power;
 pub mod relay;
 pub mod target;
 pub mod telemetry;
 
 pub use cluster::{CLUSTER_SIZES, EmbeddedCluster};
+pub use leaf::{LeafHandle, LeafServer};
 
 use std::fs;
 use std::io::{Read, Seek, SeekFrom};
@@ -124,6 +126,24 @@ pub struct ServerOptions {
     /// The file store's fsync policy; `None` leaves the server's default
     /// and starts it without a configuration file of jsbench's.
     pub sync: Option<SyncSetting>,
+    /// The JetStream domain: a hub and its leafnode each name theirs, so
+    /// a stream on one can be reached (and mirrored) from the other.
+    pub domain: Option<String>,
+    /// A `leafnodes` block: a hub's listen address or a leaf's remote.
+    pub leafnodes: Option<Leafnodes>,
+}
+
+/// The server's side of a leafnode connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Leafnodes {
+    /// A hub: accepts leafnodes on this loopback port.
+    Listen(u16),
+    /// A leaf: connects to the hub at this `nats-leaf://` URL, pinging it
+    /// this often when given (the server's default is two minutes).
+    Remote {
+        url: String,
+        ping_interval: Option<Duration>,
+    },
 }
 
 impl Default for ServerOptions {
@@ -136,6 +156,8 @@ impl Default for ServerOptions {
             relay_routes: false,
             store_dir: None,
             sync: None,
+            domain: None,
+            leafnodes: None,
         }
     }
 }
@@ -158,6 +180,10 @@ pub struct EmbeddedServer {
     log_start: u64,
     /// The sync setting it was last started with.
     sync: Mutex<SyncSetting>,
+    /// The rest of its configuration file, written again on a restart
+    /// with another sync setting. Boxed: rarely read, and a server is
+    /// held by value in enums beside smaller things.
+    config: Box<ConfigFile>,
 }
 
 #[derive(Deserialize)]
@@ -204,8 +230,19 @@ impl EmbeddedServer {
         if options.jetstream {
             args.push("-js".into());
         }
-        if let Some(sync) = options.sync {
-            args.extend(sync_config(dir.path(), sync)?);
+        let config = ConfigFile {
+            sync: None,
+            domain: options.domain.clone(),
+            leafnodes: options.leafnodes.clone(),
+        };
+        if options.sync.is_some() || !config.is_empty() {
+            args.extend(
+                ConfigFile {
+                    sync: options.sync,
+                    ..config.clone()
+                }
+                .write(dir.path())?,
+            );
         }
         args.extend(options.extra_args.iter().cloned());
         let child = spawn(&binary, &args, log)?;
@@ -220,6 +257,7 @@ impl EmbeddedServer {
             binary,
             log_start: 0,
             sync: Mutex::new(options.sync.unwrap_or(SyncSetting::Default)),
+            config: Box::new(config),
         };
         server
             .wait_ready(options.ready_timeout)
@@ -358,7 +396,11 @@ impl EmbeddedServer {
         if self.sync() == sync {
             return Ok(());
         }
-        let config = sync_config(self.dir.path(), sync)?;
+        let config = ConfigFile {
+            sync: Some(sync),
+            ..(*self.config).clone()
+        }
+        .write(self.dir.path())?;
         {
             let mut args = self.restart_args.lock().expect("not poisoned");
             if !args.windows(2).any(|w| w == config.as_slice()) {
@@ -467,18 +509,61 @@ impl EmbeddedServer {
     }
 }
 
-/// Writes the configuration file that carries `sync` (nats-server has no
-/// flag for it) into `dir`, and returns the arguments that load it. The
-/// command-line flags jsbench passes beside it (store, ports) win over it.
-fn sync_config(dir: &Path, sync: SyncSetting) -> Result<Vec<String>> {
-    let path = dir.join("sync.conf");
-    let body = match sync.config_value() {
-        Some(value) => format!("jetstream {{\n  sync_interval: {value}\n}}\n"),
-        None => String::new(),
-    };
-    fs::write(&path, format!("# jsbench: sync {}\n{body}", sync.label()))
-        .with_context(|| format!("writing {}", path.display()))?;
-    Ok(vec!["-c".into(), path.display().to_string()])
+/// What jsbench puts in a server's configuration file: what nats-server
+/// has no flag for (a sync interval, a JetStream domain, leafnodes).
+#[derive(Debug, Clone, Default)]
+struct ConfigFile {
+    sync: Option<SyncSetting>,
+    domain: Option<String>,
+    leafnodes: Option<Leafnodes>,
+}
+
+impl ConfigFile {
+    fn is_empty(&self) -> bool {
+        self.sync.is_none() && self.domain.is_none() && self.leafnodes.is_none()
+    }
+
+    /// Writes the file into `dir` and returns the arguments that load it.
+    /// The command-line flags jsbench passes beside it (store, ports) win
+    /// over it.
+    fn write(&self, dir: &Path) -> Result<Vec<String>> {
+        let path = dir.join("jsbench.conf");
+        fs::write(&path, self.text()).with_context(|| format!("writing {}", path.display()))?;
+        Ok(vec!["-c".into(), path.display().to_string()])
+    }
+
+    fn text(&self) -> String {
+        let mut text = String::from("# jsbench\n");
+        let mut jetstream = Vec::new();
+        if let Some(value) = self.sync.as_ref().and_then(SyncSetting::config_value) {
+            jetstream.push(format!("  sync_interval: {value}"));
+        }
+        if let Some(domain) = &self.domain {
+            jetstream.push(format!("  domain: {domain:?}"));
+        }
+        if !jetstream.is_empty() {
+            text += &format!("jetstream {{\n{}\n}}\n", jetstream.join("\n"));
+        }
+        match &self.leafnodes {
+            Some(Leafnodes::Listen(port)) => {
+                // Not advertised: a leaf told the hub's own leafnode
+                // address would reconnect there, around the relay its
+                // link is slowed or paused in.
+                text += &format!(
+                    "leafnodes {{\n  listen: \"127.0.0.1:{port}\"\n  no_advertise: true\n}}\n"
+                );
+            }
+            Some(Leafnodes::Remote { url, ping_interval }) => {
+                if let Some(every) = ping_interval {
+                    // Leafnode connections ping at the server-wide interval.
+                    text += &format!("ping_interval: \"{}ms\"\n", every.as_millis());
+                }
+                text += &format!("leafnodes {{\n  remotes: [ {{ url: {url:?} }} ]\n}}\n");
+            }
+            None => {}
+        }
+        text
+    }
 }
 
 /// Starts nats-server with `args`, its log going to `log`.

@@ -14,6 +14,15 @@
 //! A route connection is told apart by the server that opened it: the
 //! relay reads `"server_name":"..."` from the first bytes that server
 //! sends (its route INFO), and cuts or pauses by that name.
+//!
+//! A relay can also stand for a slow network ([`Shape`]): a one-way delay
+//! and a bandwidth per direction, set and changed while connections run
+//! (a leafnode link throttled to find where it stops keeping up). A
+//! shaped direction gets a second thread, a delay line: the reader stamps
+//! each chunk with when it arrived and queues it, the writer releases it
+//! at arrival + delay, paced to the bandwidth. A direction never shaped
+//! keeps the one thread that writes what it reads at once, so unshaped
+//! relays (every route relay) cost what they did.
 
 use std::collections::HashSet;
 use std::io::{self, Read, Write};
@@ -21,9 +30,10 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// One end of a relay.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,6 +75,32 @@ pub enum Block {
 /// Every connection of the relay's peers, by the name that opened them.
 pub const ANY_PEER: &str = "*";
 
+/// A slow network in one direction: what each connection's bytes go
+/// through. The default shapes nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Shape {
+    /// Bytes per second, per connection; `None` for as fast as loopback.
+    pub bandwidth: Option<u64>,
+    /// One way: a byte read now is written this much later.
+    pub delay: Duration,
+}
+
+impl Shape {
+    pub fn is_none(&self) -> bool {
+        self.bandwidth.is_none() && self.delay.is_zero()
+    }
+}
+
+/// Which way bytes flow through a relay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// From the connecting side to where the relay forwards (a leafnode's
+    /// traffic to its hub, a route's to the node behind the relay).
+    Upstream,
+    /// Back to the connecting side.
+    Downstream,
+}
+
 pub struct Relay {
     listen: Endpoint,
     shared: Arc<Shared>,
@@ -84,6 +120,8 @@ struct State {
     cut: HashSet<String>,
     paused: HashSet<String>,
     conns: Vec<Arc<Conn>>,
+    /// Upstream, downstream.
+    shape: [Shape; 2],
 }
 
 /// One relayed connection: both sockets, to shut down on a cut, and the
@@ -110,6 +148,15 @@ impl Conn {
 impl State {
     fn blocked(&self, peer: Option<&str>, set: &HashSet<String>) -> bool {
         set.contains(ANY_PEER) || peer.is_some_and(|p| set.contains(p))
+    }
+}
+
+impl Direction {
+    fn index(self) -> usize {
+        match self {
+            Direction::Upstream => 0,
+            Direction::Downstream => 1,
+        }
     }
 }
 
@@ -281,6 +328,27 @@ impl Relay {
         self.shared.changed.notify_all();
     }
 
+    /// Shapes both directions of every connection, open or to come, as
+    /// `shape` (the default lifts it): a symmetric link.
+    pub fn shape(&self, shape: Shape) {
+        self.shape_toward(Direction::Upstream, shape);
+        self.shape_toward(Direction::Downstream, shape);
+    }
+
+    /// Shapes one direction of every connection, open or to come. Bytes
+    /// already queued keep the arrival stamp they got, so a lifted delay
+    /// lets them out at once.
+    pub fn shape_toward(&self, direction: Direction, shape: Shape) {
+        let mut state = self.shared.state.lock().expect("not poisoned");
+        state.shape[direction.index()] = shape;
+        self.shared.changed.notify_all();
+    }
+
+    /// How `direction` is shaped now.
+    pub fn shaping(&self, direction: Direction) -> Shape {
+        self.shared.state.lock().expect("not poisoned").shape[direction.index()]
+    }
+
     /// The peers of the open connections (`None` before a peer named
     /// itself, or for a connection that is not a route).
     pub fn peers(&self) -> Vec<Option<String>> {
@@ -358,14 +426,14 @@ fn accept_loop(listener: Listener, to: Endpoint, shared: Arc<Shared>) {
             conn.close();
             continue;
         };
-        for (reader, writer, names) in [
-            (client_reader, upstream_writer, true),
-            (upstream_reader, client_writer, false),
+        for (reader, writer, direction) in [
+            (client_reader, upstream_writer, Direction::Upstream),
+            (upstream_reader, client_writer, Direction::Downstream),
         ] {
             let (this, shared) = (conn.clone(), shared.clone());
             let spawned = std::thread::Builder::new()
                 .name("relay-copy".into())
-                .spawn(move || copy(reader, writer, &this, &shared, names));
+                .spawn(move || copy(reader, writer, &this, &shared, direction));
             if spawned.is_err() {
                 conn.close();
             }
@@ -374,45 +442,158 @@ fn accept_loop(listener: Listener, to: Endpoint, shared: Arc<Shared>) {
 }
 
 /// Forwards `from` to `to` until either closes, holding while the
-/// connection's peer is paused; with `names`, learns the peer from the
-/// first bytes and closes the connection if that peer is cut.
-fn copy(mut from: Sock, mut to: Sock, conn: &Conn, shared: &Shared, names: bool) {
+/// connection's peer is paused; upstream, learns the peer from the first
+/// bytes and closes the connection if that peer is cut. Once the
+/// direction is shaped, chunks go through a delay line of their own
+/// thread for the rest of the connection (writing some directly and some
+/// through the line would reorder them).
+fn copy(
+    mut from: Sock,
+    mut to: Sock,
+    conn: &Arc<Conn>,
+    shared: &Arc<Shared>,
+    direction: Direction,
+) {
     let mut buf = vec![0u8; 64 * 1024];
     let mut seen: Vec<u8> = Vec::new();
+    let mut line: Option<SyncSender<Chunk>> = None;
     loop {
         let n = match from.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        if names && conn.peer().is_none() && seen.len() < NAME_WINDOW {
+        let arrived = Instant::now();
+        if direction == Direction::Upstream && conn.peer().is_none() && seen.len() < NAME_WINDOW {
             seen.extend_from_slice(&buf[..n]);
             if let Some(name) = server_name(&seen) {
                 *conn.peer.lock().expect("not poisoned") = Some(name);
             }
         }
-        // Hold while paused; give up when cut or stopped.
-        {
-            let mut state = shared.state.lock().expect("not poisoned");
-            loop {
-                let peer = conn.peer();
-                if shared.stop.load(Ordering::Relaxed) || state.blocked(peer.as_deref(), &state.cut)
-                {
-                    drop(state);
-                    conn.close();
-                    return;
-                }
-                if !state.blocked(peer.as_deref(), &state.paused) {
-                    break;
-                }
-                state = shared
-                    .changed
-                    .wait_timeout(state, POLL)
-                    .expect("not poisoned")
-                    .0;
-            }
+        let Some(shape) = hold(conn, shared, direction) else {
+            return;
+        };
+        if line.is_none() && !shape.is_none() {
+            let Some(sender) = delay_line(&to, conn, shared, direction) else {
+                break;
+            };
+            line = Some(sender);
         }
-        if to.write_all(&buf[..n]).is_err() {
+        let sent = match &line {
+            Some(sender) => sender.send((arrived, buf[..n].to_vec())).is_ok(),
+            None => to.write_all(&buf[..n]).is_ok(),
+        };
+        if !sent {
             break;
+        }
+    }
+    if line.is_none() {
+        conn.close();
+    }
+    // With a delay line, the line closes the connection once it has
+    // written what was queued: a close reaches the far side late too.
+}
+
+/// Waits while the connection's peer is paused and returns how its
+/// direction is shaped; `None` when it is cut or the relay stops (the
+/// connection is then closed).
+fn hold(conn: &Conn, shared: &Shared, direction: Direction) -> Option<Shape> {
+    let mut state = shared.state.lock().expect("not poisoned");
+    loop {
+        let peer = conn.peer();
+        if shared.stop.load(Ordering::Relaxed)
+            || conn.closed.load(Ordering::Relaxed)
+            || state.blocked(peer.as_deref(), &state.cut)
+        {
+            drop(state);
+            conn.close();
+            return None;
+        }
+        if !state.blocked(peer.as_deref(), &state.paused) {
+            return Some(state.shape[direction.index()]);
+        }
+        state = shared
+            .changed
+            .wait_timeout(state, POLL)
+            .expect("not poisoned")
+            .0;
+    }
+}
+
+/// Bytes read and when they arrived.
+type Chunk = (Instant, Vec<u8>);
+
+/// Chunks a delay line holds before its reader waits: a bounded queue, so
+/// a link slower than its sender backs up into the sender's socket as a
+/// real one would, rather than into memory.
+const LINE_CHUNKS: usize = 1024;
+/// A paced chunk is written in pieces of about this long at the
+/// bandwidth, so a large read leaves as a stream, not one late burst.
+const PACE_SLICE: Duration = Duration::from_millis(5);
+
+/// Starts the writer thread of a shaped direction; `None` if it could
+/// not be started.
+fn delay_line(
+    to: &Sock,
+    conn: &Arc<Conn>,
+    shared: &Arc<Shared>,
+    direction: Direction,
+) -> Option<SyncSender<Chunk>> {
+    let (sender, receiver) = sync_channel(LINE_CHUNKS);
+    let to = to.try_clone().ok()?;
+    let (conn, shared) = (conn.clone(), shared.clone());
+    std::thread::Builder::new()
+        .name("relay-line".into())
+        .spawn(move || release(receiver, to, &conn, &shared, direction))
+        .ok()?;
+    Some(sender)
+}
+
+/// Writes each chunk at its arrival + the delay, no faster than the
+/// bandwidth (read again before each piece, so a change applies at
+/// once), and closes the connection when the reader is gone and the
+/// line is empty.
+fn release(
+    chunks: Receiver<Chunk>,
+    mut to: Sock,
+    conn: &Conn,
+    shared: &Shared,
+    direction: Direction,
+) {
+    // When the link is free for the next byte: a token bucket one slice deep.
+    let mut free = Instant::now();
+    'chunks: while let Ok((arrived, bytes)) = chunks.recv() {
+        let mut rest = &bytes[..];
+        while !rest.is_empty() {
+            let Some(shape) = hold(conn, shared, direction) else {
+                return;
+            };
+            let due = arrived + shape.delay;
+            let now = Instant::now();
+            if due > now {
+                // Sleep in steps, so a lifted delay or a stop is seen.
+                std::thread::sleep((due - now).min(POLL));
+                continue;
+            }
+            let piece = match shape.bandwidth {
+                None => rest.len(),
+                Some(rate) => {
+                    let rate = rate.max(1);
+                    if free > now {
+                        std::thread::sleep((free - now).min(POLL));
+                        continue;
+                    }
+                    let slice = (rate as f64 * PACE_SLICE.as_secs_f64()) as usize;
+                    let piece = slice.clamp(1, rest.len());
+                    // Idle time does not bank more than one slice of credit.
+                    let start = free.max(now.checked_sub(PACE_SLICE).unwrap_or(now));
+                    free = start + Duration::from_secs_f64(piece as f64 / rate as f64);
+                    piece
+                }
+            };
+            if to.write_all(&rest[..piece]).is_err() {
+                break 'chunks;
+            }
+            rest = &rest[piece..];
         }
     }
     conn.close();
@@ -517,5 +698,95 @@ mod tests {
         let e = "10.0.0.1:4222".parse::<Endpoint>().unwrap_err();
         assert!(e.contains("not a loopback address"), "{e}");
         assert!("nonsense".parse::<Endpoint>().is_err());
+    }
+
+    /// Sends `bytes` through `s` from a thread of its own while reading
+    /// as many back, and returns how long the whole took.
+    fn echo_through(s: &TcpStream, bytes: usize) -> Duration {
+        let mut writer = s.try_clone().unwrap();
+        let mut reader = s.try_clone().unwrap();
+        reader
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let start = Instant::now();
+        let sending = std::thread::spawn(move || writer.write_all(&vec![7u8; bytes]));
+        let mut back = vec![0u8; bytes];
+        reader.read_exact(&mut back).unwrap();
+        sending.join().unwrap().unwrap();
+        assert!(back.iter().all(|b| *b == 7));
+        start.elapsed()
+    }
+
+    #[test]
+    fn a_delay_holds_each_way_and_lifting_it_applies_to_open_connections() {
+        let r = relay_to_echo();
+        assert!(r.shaping(Direction::Upstream).is_none());
+        let mut s = connect(&r);
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        assert_eq!(round_trip(&mut s, "fast").unwrap(), "fast");
+        let delay = Duration::from_millis(150);
+        r.shape(Shape {
+            bandwidth: None,
+            delay,
+        });
+        let start = Instant::now();
+        assert_eq!(round_trip(&mut s, "slow").unwrap(), "slow");
+        let took = start.elapsed();
+        // Lower bounds hold on a busy machine; the upper one is loose.
+        assert!(took >= 2 * delay - Duration::from_millis(10), "{took:?}");
+        assert!(took < Duration::from_secs(5), "{took:?}");
+        r.shape(Shape::default());
+        let start = Instant::now();
+        for _ in 0..5 {
+            assert_eq!(round_trip(&mut s, "again").unwrap(), "again");
+        }
+        assert!(start.elapsed() < 2 * delay, "{:?}", start.elapsed());
+    }
+
+    #[test]
+    fn a_bandwidth_paces_a_megabyte_to_about_a_second() {
+        let r = relay_to_echo();
+        let s = connect(&r);
+        let unshaped = echo_through(&s, 1 << 20);
+        r.shape_toward(
+            Direction::Upstream,
+            Shape {
+                bandwidth: Some(1 << 20),
+                delay: Duration::ZERO,
+            },
+        );
+        let shaped = echo_through(&s, 1 << 20);
+        assert!(shaped >= Duration::from_millis(900), "{shaped:?}");
+        assert!(shaped < Duration::from_secs(20), "{shaped:?}");
+        assert!(
+            unshaped < shaped,
+            "{unshaped:?} unshaped, {shaped:?} shaped"
+        );
+    }
+
+    #[test]
+    fn a_shaped_connection_is_still_paused_and_cut() {
+        let r = relay_to_echo();
+        r.shape(Shape {
+            bandwidth: Some(100_000),
+            delay: Duration::from_millis(20),
+        });
+        let mut a = connect(&r);
+        let hello = "INFO {\"server_id\":\"X\",\"server_name\":\"n1\"}\r\n";
+        a.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        assert_eq!(round_trip(&mut a, hello).unwrap(), hello);
+        r.block("n1", Block::Pause);
+        a.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        a.write_all(b"held").unwrap();
+        let mut buf = [0u8; 4];
+        assert!(a.read_exact(&mut buf).is_err(), "nothing passes a pause");
+        r.heal("n1");
+        a.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        a.read_exact(&mut buf).unwrap();
+        assert_eq!(&buf, b"held");
+        r.block("n1", Block::Cut);
+        let mut rest = Vec::new();
+        assert_eq!(a.read_to_end(&mut rest).unwrap_or(0), 0, "closed");
     }
 }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use crate::connect::NodeInfo;
 use crate::profile::{FaultKind, Profile, SyncSetting};
 use crate::server::fault::FaultHandle;
+use crate::server::leaf::{self, LeafHandle, LeafServer};
 use crate::server::telemetry::{Monitor, monitors_from_list};
 use crate::server::{EmbeddedCluster, EmbeddedServer};
 use crate::system::cpu::ServerCpu;
@@ -29,22 +30,47 @@ impl Target {
     /// cluster whose routes a scenario faults (`faults`) runs them through
     /// relays.
     /// It starts with `sync` (the first profile's first `[server] sync`).
+    /// With `leafnode`, a leaf server too, connected to it (node 1 of a
+    /// cluster) through a relay.
     pub fn start(
         resolution: &Resolution,
         cluster: Option<usize>,
         faults: &[Fault<'_>],
         sync: Option<SyncSetting>,
-    ) -> Result<Self> {
-        let options = crate::server::ServerOptions {
+        leafnode: bool,
+    ) -> Result<(Self, Option<LeafHandle>)> {
+        let mut options = crate::server::ServerOptions {
             relay_routes: faults.iter().any(|f| f.kind.is_route()),
             sync,
             ..Default::default()
         };
-        Ok(match (&resolution.remote, cluster) {
+        let hub_port = match (leafnode, &resolution.remote) {
+            (false, _) => None,
+            (true, Some(_)) => {
+                return Err(UsageError(
+                    "--leafnode starts a leaf server connected to a server jsbench starts;                      drop -s/--server (and NATS_URL, the context) or --leafnode"
+                        .into(),
+                )
+                .into());
+            }
+            (true, None) => {
+                let (hub, port) = leaf::hub_options(&options)?;
+                options = hub;
+                Some(port)
+            }
+        };
+        let target = match (&resolution.remote, cluster) {
             (Some(_), _) => Target::External,
             (None, Some(n)) => Target::Cluster(Arc::new(EmbeddedCluster::start_with(n, &options)?)),
             (None, None) => Target::Embedded(Arc::new(EmbeddedServer::start_with(&options)?)),
-        })
+        };
+        let leaf = hub_port
+            .map(|port| {
+                LeafServer::start(port, None, &crate::server::ServerOptions::default())
+                    .map(Arc::new)
+            })
+            .transpose()?;
+        Ok((target, leaf))
     }
 
     pub fn is_external(&self) -> bool {

@@ -523,6 +523,7 @@ async fn run_part(
             server_cpu: crate::system::cpu::ServerCpu::Unavailable,
             monitors: Vec::new(),
             faults: None,
+            leaf: None,
             workers: None,
             lead_in: crate::drive::LEAD_IN,
         };

@@ -69,6 +69,7 @@ pub fn options(server: &str, profile: &Path, out: &Path) -> jsbench::run::RunOpt
         profiles: vec![profile.display().to_string()],
         connection: jsbench::connect::ConnectionRequest::server(server),
         cluster: None,
+        leafnode: false,
         replicas: None,
         out: out.to_path_buf(),
         keep: false,

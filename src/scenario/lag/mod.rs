@@ -12,12 +12,16 @@
 //! in the origin (its stored time) to stored in the copy (a source's own
 //! stored time; a mirror keeps the origin's, so there: read from the
 //! copy), the send to the copy's read, the copy's rate, and how soon a
-//! paused or cut-off copy caught up. Verify: every origin
+//! paused or cut-off copy caught up. The `leaf` variant's mirror is on
+//! a leafnode server (`run --leafnode`), sourcing across JetStream domains
+//! through a link slowed to `leaf_bandwidth` and `leaf_delay` for the
+//! load, and read on the leaf. Verify: every origin
 //! message in the copy once, nothing else; the origin's order where the
 //! copy keeps it; a work-queue origin drained by the flow-control acks.
 
 mod audit;
 mod fault;
+mod leaf;
 mod load;
 pub mod plan;
 pub mod topology;
@@ -207,6 +211,15 @@ fn describe(common: &CommonPlan, plan: &Plan, mode: Mode, r: &mut VariantResult)
             );
         }
         Mode::Mirror | Mode::Cut | Mode::Kill => {}
+        Mode::Leaf => {
+            r.param("copy_on", "leafnode server, domain leaf");
+            r.param(
+                "leaf_bandwidth",
+                plan.leaf_bandwidth
+                    .map_or("unlimited".to_string(), |b| format!("{b} bytes/s")),
+            );
+            r.param("leaf_delay", format_duration(plan.leaf_delay));
+        }
     }
     if mode == Mode::WqPaused {
         r.param("pause_after", format_duration(plan.pause_after));
@@ -248,8 +261,12 @@ async fn one_variant(
     r: &mut VariantResult,
 ) -> Result<()> {
     let t = topology::plan(ctx, common, mode, plan.origins);
-    let outcome = observe(ctx, common, plan, mode, &t, r).await;
-    let deleted = delete_created(ctx, &t).await;
+    let leaf = match mode {
+        Mode::Leaf => Some(leaf::LeafSide::open(ctx).await?),
+        _ => None,
+    };
+    let outcome = observe(ctx, common, plan, mode, &t, leaf.as_ref(), r).await;
+    let deleted = delete_created(ctx, &t, leaf.as_ref()).await;
     let observed = outcome?;
     deleted?;
     measure(mode, &observed, r);
@@ -257,12 +274,23 @@ async fn one_variant(
     Ok(())
 }
 
-/// Deletes those of the variant's streams that were created.
-async fn delete_created(ctx: &RunContext, t: &Topology) -> Result<()> {
-    let created = ctx.provisioner.created();
+/// Deletes those of the variant's streams that were created, each where
+/// it was (the `leaf` variant's copy on the leaf).
+async fn delete_created(
+    ctx: &RunContext,
+    t: &Topology,
+    leaf: Option<&leaf::LeafSide>,
+) -> Result<()> {
     let mut first = None;
-    for name in t.streams().iter().filter(|n| created.contains(n)) {
-        if let Err(e) = ctx.provisioner.delete_stream(name).await {
+    for name in t.streams() {
+        let on = match leaf {
+            Some(l) if name == t.copy => &l.provisioner,
+            _ => &ctx.provisioner,
+        };
+        if !on.created().contains(&name) {
+            continue;
+        }
+        if let Err(e) = on.delete_stream(&name).await {
             first.get_or_insert(e);
         }
     }
@@ -275,6 +303,7 @@ async fn observe(
     plan: &Plan,
     mode: Mode,
     t: &Topology,
+    leaf: Option<&leaf::LeafSide>,
     r: &mut VariantResult,
 ) -> Result<Observed> {
     let js = ctx.provisioner.jetstream();
@@ -283,7 +312,7 @@ async fn observe(
     for o in &t.origins {
         listeners.push(OriginListener::start(&client, &o.base).await?);
     }
-    let copy = topology::provision(ctx, mode, t).await?;
+    let copy = topology::provision(ctx, mode, t, leaf).await?;
     let struck = match mode.outage() {
         Some(how) => Some(fault::arrange(ctx, t, how).await?),
         None => None,
@@ -298,6 +327,8 @@ async fn observe(
     let subjects: Vec<String> = t.origins.iter().map(|o| o.subject()).collect();
     let primers = load::prime(js, &subjects).await?;
     primed(&reader, subjects.len() as u64).await?;
+    // Slowed for the load and its settling; let go on the way out.
+    let _throttle = leaf.map(|l| l.throttle(plan));
     let mut spec = load::spec(common, plan, mode, t);
     spec.avoid_server = struck.as_ref().map(|n| n.url.clone());
     let (outcome, fault) = tokio::join!(
@@ -314,6 +345,12 @@ async fn observe(
     }
     let due = acked.iter().map(|s| s.len() as u64).sum();
     settle(ctx, common, &reader, due).await;
+    if let Some(c) = match leaf {
+        Some(l) => l.compression().await,
+        None => None,
+    } {
+        r.param("leaf_compression", c);
+    }
     let (origin_left, drain_ms) = if mode.work_queue() {
         let (left, ms) = drain(ctx, common, &t.origins[0].name).await?;
         (Some(left), ms)
@@ -325,7 +362,8 @@ async fn observe(
     for l in listeners {
         origin_stored.push(l.finish().await?);
     }
-    let copy_count = ctx.provisioner.stream_info(&t.copy).await.map(|i| {
+    let copy_on = leaf.map_or(&ctx.provisioner, |l| &l.provisioner);
+    let copy_count = copy_on.stream_info(&t.copy).await.map(|i| {
         r.streams.push(placement(&i));
         i.state.messages
     });
@@ -386,7 +424,7 @@ async fn inject(
             let when = (ctx.lead_in + plan.cut_after, plan.down_for);
             fault::strike(ctx, t, node, how, when).await.map(Some)
         }
-        Mode::Mirror | Mode::Source | Mode::WqSource => Ok(None),
+        Mode::Mirror | Mode::Source | Mode::WqSource | Mode::Leaf => Ok(None),
     }
 }
 

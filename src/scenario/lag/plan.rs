@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::profile::common::{OneOrMany, has_repeats};
 use crate::profile::shared::{Offer, split};
-use crate::profile::{CommonPlan, Dur, Problems, Section};
+use crate::profile::{Bytes, CommonPlan, Dur, Problems, Section};
 
 /// The `lag` scenario: an origin stream published to at `rate`, copied by
 /// the server into a mirror or a source, each copy read as it fills.
@@ -32,6 +32,11 @@ pub struct Plan {
     /// killed), and for how long.
     pub cut_after: Duration,
     pub down_for: Duration,
+    /// `leaf`: the link to the leafnode slowed to this many bytes a
+    /// second each way (`None`: as fast as loopback) ...
+    pub leaf_bandwidth: Option<u64>,
+    /// ... and delayed this much each way.
+    pub leaf_delay: Duration,
 }
 
 /// One variant: how the copy is made.
@@ -53,6 +58,10 @@ pub enum Mode {
     /// A mirror on a local cluster whose leader is killed (SIGKILL) and
     /// started again on its store `down_for` later.
     Kill,
+    /// A mirror on a leafnode server (`run --leafnode`) of an origin on
+    /// its hub, across JetStream domains, through a link slowed to
+    /// `leaf_bandwidth` and `leaf_delay`.
+    Leaf,
 }
 
 impl Mode {
@@ -64,6 +73,7 @@ impl Mode {
             Mode::WqPaused => "wq_paused",
             Mode::Cut => "cut",
             Mode::Kill => "kill",
+            Mode::Leaf => "leaf",
         }
     }
 
@@ -74,7 +84,7 @@ impl Mode {
 
     /// A mirror keeps the origin's sequence numbers, and so its order.
     pub fn mirror(self) -> bool {
-        matches!(self, Mode::Mirror | Mode::Cut | Mode::Kill)
+        matches!(self, Mode::Mirror | Mode::Cut | Mode::Kill | Mode::Leaf)
     }
 
     /// The copy's leader struck on a local cluster.
@@ -119,6 +129,8 @@ struct LagSection {
     pause_for: Option<Dur>,
     cut_after: Option<Dur>,
     down_for: Option<Dur>,
+    leaf_bandwidth: Option<Bytes>,
+    leaf_delay: Option<Dur>,
 }
 
 const OFFER: Offer = Offer::TIMING;
@@ -135,7 +147,7 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
         problems.push(
             key("variants"),
             "list some of \"mirror\", \"source\", \"wq_source\", \"wq_paused\", \"cut\", \
-             \"kill\", each once",
+             \"kill\", \"leaf\", each once",
         );
     }
     let third = common.duration / 3;
@@ -149,6 +161,8 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
         pause_for: s.pause_for.map_or(third, |d| d.0),
         cut_after: s.cut_after.map_or(third, |d| d.0),
         down_for: s.down_for.map_or(third, |d| d.0),
+        leaf_bandwidth: s.leaf_bandwidth.map(|b| b.0),
+        leaf_delay: s.leaf_delay.map_or(Duration::ZERO, |d| d.0),
     };
     check(&plan, &common, prefix, problems);
     Some((common, plan))
@@ -188,6 +202,18 @@ fn check(plan: &Plan, common: &CommonPlan, prefix: &str, problems: &mut Problems
     if plan.variants.iter().any(|m| m.outage().is_some()) {
         within("down_for", plan.cut_after, plan.down_for, problems);
     }
+    if let Some(b) = plan.leaf_bandwidth {
+        // Below a kilobyte a second the link carries less than its own
+        // pings and INFO, and nothing measurable.
+        problems.range(&key("leaf_bandwidth"), b, 1_000, 10_000_000_000, " bytes/s");
+    }
+    problems.range(
+        &key("leaf_delay"),
+        plan.leaf_delay.as_millis() as u64,
+        0,
+        60_000,
+        " ms",
+    );
 }
 
 #[cfg(test)]
@@ -207,6 +233,11 @@ mod tests {
         let p = plan("").unwrap();
         assert_eq!(p.variants, [Mode::Mirror, Mode::Source, Mode::WqSource]);
         assert_eq!((p.rate, p.message_size, p.origins), (1_000, 128, 2));
+        let p =
+            plan("variants = [\"leaf\"]\nleaf_bandwidth = \"1MB\"\nleaf_delay = \"30ms\"").unwrap();
+        assert_eq!(p.variants, [Mode::Leaf]);
+        assert_eq!(p.leaf_bandwidth, Some(1_000_000));
+        assert_eq!(p.leaf_delay, std::time::Duration::from_millis(30));
     }
 
     #[test]
@@ -216,7 +247,10 @@ mod tests {
             ("message_size = 16", "16 is out of range"),
             ("origins = 40", "40 is out of range"),
             ("variants = [\"mirror\", \"mirror\"]", "list some"),
-            ("variants = [\"leaf\"]", "leaf"),
+            ("variants = [\"hub\"]", "hub"),
+            ("leaf_bandwidth = 10", "10 is out of range"),
+            ("leaf_bandwidth = \"fast\"", "not a size"),
+            ("leaf_delay = \"2m\"", "120000 is out of range"),
             ("warmup = \"2h\"", "7200 is out of range"),
             (
                 "variants = [\"wq_paused\"]\npause_for = \"2s\"",

@@ -10,6 +10,7 @@ use anyhow::{Context as _, Result, anyhow};
 use async_nats::jetstream::response::Response;
 use async_nats::jetstream::stream::{self, Republish, Source, StreamConsumerSource};
 
+use super::leaf::LeafSide;
 use super::plan::Mode;
 use super::watch::stored_subject;
 use crate::drive::RunContext;
@@ -75,8 +76,14 @@ pub fn plan(ctx: &RunContext, common: &CommonPlan, mode: Mode, origins: usize) -
     }
 }
 
-/// Creates the origins, the work-queue origin's durable, then the copy.
-pub async fn provision(ctx: &RunContext, mode: Mode, t: &Topology) -> Result<stream::Stream> {
+/// Creates the origins, the work-queue origin's durable, then the copy;
+/// the `leaf` variant's copy on the leaf server, through `leaf`.
+pub async fn provision(
+    ctx: &RunContext,
+    mode: Mode,
+    t: &Topology,
+    leaf: Option<&LeafSide>,
+) -> Result<stream::Stream> {
     for o in &t.origins {
         let mut config = stream_config(&o.name, &o.base, &ctx.server, &ctx.stream);
         config.retention = if mode.work_queue() {
@@ -105,6 +112,13 @@ pub async fn provision(ctx: &RunContext, mode: Mode, t: &Topology) -> Result<str
             .map(|d| StreamConsumerSource::new(d.clone(), deliver_subject(o))),
         ..Default::default()
     };
+    if let Some(leaf) = leaf {
+        // One leaf server: one replica, wherever the hub's are.
+        config.mirror = Some(super::leaf::mirror_across(&first.name));
+        config.num_replicas = 1;
+        config.placement = None;
+        return leaf.provisioner.create_stream(config).await;
+    }
     if mode.mirror() {
         config.mirror = Some(source(first));
     } else {

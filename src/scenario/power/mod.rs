@@ -322,6 +322,7 @@ async fn variant_context(
         server_cpu: ServerCpu::Processes(Faults::pids(&*faults)),
         monitors: servers.monitors(),
         faults: Some(faults),
+        leaf: None,
         workers: None,
         lead_in: ctx.lead_in,
     })
