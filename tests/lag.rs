@@ -455,27 +455,19 @@ fn a_mirror_whose_leader_is_killed_resumes_with_every_message() {
     struck_leader("kill", "2s", lag::KILL, 1_000.0);
 }
 
-/// Runs `variant` (`cut` or `kill`) on a local 3-node cluster for 4 s at
-/// 300 msg/s, the outage 1.5 s in for `down_for`, and requires every
-/// copy invariant, the outage's own, and a lag maximum of at least
-/// `stalled_ms`.
-fn struck_leader(variant: &str, down_for: &str, happened: &str, stalled_ms: f64) {
+/// Runs the profile `body` as `name` with `args` on servers jsbench
+/// starts, requires exit 0, and returns the summary with the terminal
+/// output.
+fn run_one(name: &str, body: &str, args: &[&str]) -> (Summary, String) {
     let dir = tempfile::tempdir().unwrap();
     let tmp = dir.path().join("tmp");
     std::fs::create_dir(&tmp).unwrap();
-    let profile = common::profile(
-        dir.path(),
-        variant,
-        &format!(
-            "[[scenario]]\nkind = \"lag\"\nduration = \"4s\"\ndrain_timeout = \"90s\"\n\
-             rate = 300\nvariants = [\"{variant}\"]\ncut_after = \"1500ms\"\n\
-             down_for = \"{down_for}\"\n"
-        ),
-    );
+    let profile = common::profile(dir.path(), name, body);
     let out_dir = dir.path().join("results");
     let out = common::run(
         common::jsbench()
-            .args(["run", profile.to_str().unwrap(), "--cluster", "3"])
+            .args(["run", profile.to_str().unwrap()])
+            .args(args)
             .args(["--progress", "never", "-o"])
             .arg(&out_dir)
             .env_remove("NATS_URL")
@@ -484,7 +476,20 @@ fn struck_leader(variant: &str, down_for: &str, happened: &str, stalled_ms: f64)
     );
     let (stdout, stderr) = common::text(&out);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
-    let summary = common::summary(&common::results_dir(&out_dir));
+    (common::summary(&common::results_dir(&out_dir)), stdout)
+}
+
+/// Runs `variant` (`cut` or `kill`) on a local 3-node cluster for 4 s at
+/// 300 msg/s, the outage 1.5 s in for `down_for`, and requires every
+/// copy invariant, the outage's own, and a lag maximum of at least
+/// `stalled_ms`.
+fn struck_leader(variant: &str, down_for: &str, happened: &str, stalled_ms: f64) {
+    let body = format!(
+        "[[scenario]]\nkind = \"lag\"\nduration = \"4s\"\ndrain_timeout = \"90s\"\n\
+         rate = 300\nvariants = [\"{variant}\"]\ncut_after = \"1500ms\"\n\
+         down_for = \"{down_for}\"\n"
+    );
+    let (summary, stdout) = run_one(variant, &body, &["--cluster", "3"]);
     let v = summary
         .variants()
         .map(|(_, v)| v)
@@ -512,28 +517,12 @@ fn struck_leader(variant: &str, down_for: &str, happened: &str, stalled_ms: f64)
 /// at least the delay: a throttle that did nothing fails it.
 #[test]
 fn a_leaf_mirror_through_a_throttled_link_keeps_every_message_and_the_delay_shows() {
-    let dir = tempfile::tempdir().unwrap();
-    let tmp = dir.path().join("tmp");
-    std::fs::create_dir(&tmp).unwrap();
-    let profile = common::profile(
-        dir.path(),
+    let (summary, stdout) = run_one(
         "leaf",
         "[[scenario]]\nkind = \"lag\"\nduration = \"3s\"\ndrain_timeout = \"5s\"\nrate = 300\n\
          variants = [\"leaf\"]\nleaf_delay = \"40ms\"\nleaf_bandwidth = \"1MB\"\n",
+        &["--leafnode"],
     );
-    let out_dir = dir.path().join("results");
-    let out = common::run(
-        common::jsbench()
-            .args(["run", profile.to_str().unwrap(), "--leafnode"])
-            .args(["--progress", "never", "-o"])
-            .arg(&out_dir)
-            .env_remove("NATS_URL")
-            .env_remove("NATS_CONTEXT")
-            .env("TMPDIR", &tmp),
-    );
-    let (stdout, stderr) = common::text(&out);
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
-    let summary = common::summary(&common::results_dir(&out_dir));
     let v = summary
         .variants()
         .map(|(_, v)| v)

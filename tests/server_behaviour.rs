@@ -2479,18 +2479,7 @@ async fn a_leaf_mirrors_a_hub_stream_across_domains_through_the_relay() {
     );
     let leaf_js = jetstream::new(leaf_client.clone());
     leaf_js
-        .create_stream(stream::Config {
-            name: "COPY".into(),
-            mirror: Some(stream::Source {
-                name: "ORIGIN".into(),
-                external: Some(stream::External {
-                    api_prefix: "$JS.hub.API".into(),
-                    delivery_prefix: None,
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        })
+        .create_stream(mirror_of_the_hubs("COPY", "ORIGIN"))
         .await
         .unwrap();
     let mut copy = leaf_js.get_stream("COPY").await.unwrap();
@@ -2594,18 +2583,7 @@ async fn a_leaf_link_slower_than_its_mirror_loops_through_stale_connections() {
         .unwrap();
     let leaf_js = jetstream::new(async_nats::connect(leaf.url()).await.unwrap());
     let mut copy = leaf_js
-        .create_stream(stream::Config {
-            name: "C".into(),
-            mirror: Some(stream::Source {
-                name: "O".into(),
-                external: Some(stream::External {
-                    api_prefix: "$JS.hub.API".into(),
-                    delivery_prefix: None,
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        })
+        .create_stream(mirror_of_the_hubs("C", "O"))
         .await
         .unwrap();
     leaf.shape(Shape {
@@ -2649,4 +2627,20 @@ async fn a_leaf_link_slower_than_its_mirror_loops_through_stale_connections() {
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(stale() <= looped + 1, "still looping: {} stale", stale());
+}
+
+/// A stream on the leaf mirroring the hub's `origin` across the domains.
+fn mirror_of_the_hubs(name: &str, origin: &str) -> stream::Config {
+    stream::Config {
+        name: name.into(),
+        mirror: Some(stream::Source {
+            name: origin.into(),
+            external: Some(stream::External {
+                api_prefix: "$JS.hub.API".into(),
+                delivery_prefix: None,
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
 }
