@@ -309,8 +309,8 @@ fn hop_lines(v: &VariantReport, lines: &mut Vec<String>) {
     let both = |name: &str| format!("p50 {} p99 {}", p(name, "p50"), p(name, "p99"));
     if value(v, &names::quantile(latency::INGEST_LATENCY, "p50")).is_some() {
         lines.push(format!(
-            "hops: ingest (send to stored stamp) {}, delivery (stamp to receipt) {}, end to end \
-             {}; means' sum / total {}",
+            "hops: ingest (send to stored stamp) {}, delivery (stamp to receipt) {}, end to end from \
+             the actual send {}; means' sum / total {}",
             both(latency::INGEST_LATENCY),
             both(latency::DELIVER_LATENCY),
             both(names::E2E_LATENCY_ACTUAL),
