@@ -160,8 +160,9 @@ const PROBE_EVERY: Duration = Duration::from_millis(50);
 /// How long one such question waits for its answer.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// The stream's current leader, from stream info.
-async fn leader(js: &jetstream::Context, stream: &str) -> Option<String> {
+/// The stream's current leader, from stream info; `None` while it has
+/// none, or when the question went unanswered.
+pub async fn leader(js: &jetstream::Context, stream: &str) -> Option<String> {
     leader_within(js, stream, PROBE_TIMEOUT).await
 }
 

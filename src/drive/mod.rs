@@ -62,6 +62,7 @@ use crate::system::progress::{Progress, VariantBar};
 pub use fanout::{
     DurablePart, FanDurable, FanStream, FanoutOutcome, FanoutSpec, StreamPart, drive_fanout,
 };
+pub use fault::leader as stream_leader;
 pub use outcome::{
     Attribution, ConsumerSample, ConsumerState, CpuAfterWarmup, CrashOutcome, DriveOutcome,
     FaultOutcome, HELD_LOOKUPS, Holding, PauseOutcome, StreamSpan, attribute, evicted_below,

@@ -7,7 +7,6 @@
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, anyhow};
-use async_nats::jetstream::stream;
 
 use super::plan::Outage;
 use super::topology::Topology;
@@ -217,17 +216,9 @@ pub async fn strike(
     })
 }
 
+/// The stream's leader, or why there is none to strike or move.
 async fn leader(js: &async_nats::jetstream::Context, name: &str) -> Result<String> {
-    let mut s: stream::Stream = js
-        .get_stream(name)
-        .await
-        .with_context(|| format!("getting stream {name}"))?;
-    let info = s
-        .info()
-        .await
-        .with_context(|| format!("stream info of {name}"))?;
-    info.cluster
-        .as_ref()
-        .and_then(|c| c.leader.clone())
-        .ok_or_else(|| anyhow!("stream {name} has no leader: is this a cluster?"))
+    crate::drive::stream_leader(js, name).await.ok_or_else(|| {
+        anyhow!("stream {name} has no leader (or did not answer): is this a cluster?")
+    })
 }
