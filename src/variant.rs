@@ -254,6 +254,15 @@ impl VariantResult {
         }
     }
 
+    /// The value of the metric `name`, the last of that name.
+    pub fn metric(&self, name: &str) -> Option<f64> {
+        self.metrics
+            .iter()
+            .rev()
+            .find(|m| m.name == name)
+            .map(|m| m.value)
+    }
+
     pub fn passed(&self) -> bool {
         self.error.is_none() && self.invariants.iter().all(|i| i.passed)
     }

@@ -75,6 +75,14 @@ impl Variant<'_> {
             self.timing.t0_ns,
             self.timing.record_from_ns,
         );
+        if let Some(due) = &self.spec.due {
+            for seq in due.iter() {
+                outcome
+                    .ledger
+                    .mark(seq, crate::record::ledger::Event::Persisted);
+            }
+            outcome.counts = super::outcome::recount(&outcome);
+        }
         outcome.drained = drained.drained;
         outcome.drain_time = drained.time;
         outcome.server_state = drained.server_state;

@@ -559,6 +559,20 @@ pub fn attribute(
 }
 
 /// The outcome of the task reports, before the phases add what they saw.
+/// The ledger's counts with what the publishers report beside it.
+fn count(ledger: &LedgerShard, sends: &[SendReport], acks: &[AckReport]) -> LedgerCounts {
+    let mut counts = ledger.counts();
+    counts.published = sends.iter().map(|s| s.sent).sum();
+    counts.publish_errors = acks.iter().map(|a| a.errors + a.missing).sum();
+    counts.refused_by_limit = acks.iter().map(|a| a.refused_by_limit).sum();
+    counts
+}
+
+/// The counts again, once the ledger has changed after the merge.
+pub(super) fn recount(o: &DriveOutcome) -> LedgerCounts {
+    count(&o.ledger, &o.sends, &o.acks)
+}
+
 pub(super) fn merge(
     sends: Vec<SendReport>,
     acks: Vec<AckReport>,
@@ -594,10 +608,7 @@ pub(super) fn merge(
         logs.push(c.events.clone());
     }
     let late_first_latencies = record_late_firsts(&consumers, &mut e2e_intended, &mut e2e_sent);
-    let mut counts = ledger.counts();
-    counts.published = sends.iter().map(|s| s.sent).sum();
-    counts.publish_errors = acks.iter().map(|a| a.errors + a.missing).sum();
-    counts.refused_by_limit = acks.iter().map(|a| a.refused_by_limit).sum();
+    let counts = count(&ledger, &sends, &acks);
     DriveOutcome {
         t0_ns,
         record_from_ns,

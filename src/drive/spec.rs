@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::profile::{BehaviourPlan, CommonPlan, ConsumerPlan, CrashPoint, FaultNode, PublishPlan};
+use crate::record::ledger::SeqSet;
 
 /// One variant's load. It travels whole to workers, which each run the
 /// part of it their [`Share`] names.
@@ -25,6 +26,11 @@ pub struct DriveSpec {
     pub count: Option<u64>,
     /// Messages already in the stream that the consumers must also finish.
     pub preloaded: u64,
+    /// Which stored sequences those are (a fill read by a consume-only
+    /// drive): marked persisted before losses are attributed, so one never
+    /// delivered is lost and named as a published one would be.
+    #[serde(default)]
+    pub due: Option<SeqSet>,
     pub warmup: Duration,
     pub duration: Duration,
     pub drain_timeout: Duration,
@@ -229,6 +235,7 @@ impl DriveSpec {
             rate: Some(rate),
             count: None,
             preloaded: 0,
+            due: None,
             warmup: common.warmup,
             duration: common.duration,
             drain_timeout: common.drain_timeout,
@@ -266,6 +273,7 @@ impl DriveSpec {
             rate: None,
             count: Some(messages),
             preloaded: 0,
+            due: None,
             warmup: Duration::ZERO,
             duration: Duration::ZERO,
             drain_timeout,
@@ -276,12 +284,13 @@ impl DriveSpec {
         }
     }
 
-    /// A spec that publishes nothing and only consumes what is stored.
+    /// A spec that publishes nothing and only consumes what is stored:
+    /// the sequences `due`.
     pub fn consume_only(
         label: String,
         stream: String,
         consumer: ConsumerSpec,
-        preloaded: u64,
+        due: SeqSet,
         drain_timeout: Duration,
     ) -> Self {
         let mut publish = PublishPlan::simple(
@@ -300,7 +309,8 @@ impl DriveSpec {
             consumer: Some(consumer),
             rate: None,
             count: Some(0),
-            preloaded,
+            preloaded: due.len(),
+            due: Some(due),
             warmup: Duration::ZERO,
             duration: Duration::ZERO,
             drain_timeout,

@@ -168,6 +168,7 @@ impl<'de> Deserialize<'de> for LedgerShard {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SeqSet {
     members: Tally,
+    len: u64,
 }
 
 impl SeqSet {
@@ -175,6 +176,7 @@ impl SeqSet {
     pub fn insert(&mut self, seq: u64) {
         if !self.contains(seq) {
             self.members.mark(seq);
+            self.len += 1;
         }
     }
 
@@ -193,6 +195,25 @@ impl SeqSet {
 
     pub fn merge(&mut self, other: &SeqSet) {
         self.members.merge_with(&other.members, u16::max);
+        self.len = self.iter().count() as u64;
+    }
+
+    /// How many sequences it holds.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The members in order.
+    pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        self.members
+            .values()
+            .enumerate()
+            .filter(|&(_, c)| c > 0)
+            .map(|(seq, _)| seq as u64)
     }
 
     /// Bytes the set holds.
@@ -201,16 +222,22 @@ impl SeqSet {
     }
 }
 
+impl FromIterator<u64> for SeqSet {
+    fn from_iter<I: IntoIterator<Item = u64>>(seqs: I) -> Self {
+        let mut set = SeqSet::default();
+        for seq in seqs {
+            set.insert(seq);
+        }
+        set
+    }
+}
+
 /// Crosses processes as the sorted members, in runs `[first, last]`: a
 /// consumer's set is mostly long runs.
 impl Serialize for SeqSet {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut runs: Vec<(u64, u64)> = Vec::new();
-        for (seq, c) in self.members.values().enumerate() {
-            let seq = seq as u64;
-            if c == 0 {
-                continue;
-            }
+        for seq in self.iter() {
             match runs.last_mut() {
                 Some((_, last)) if *last + 1 == seq => *last = seq,
                 _ => runs.push((seq, seq)),

@@ -128,6 +128,26 @@ pub fn every_publish_persisted(name: &str, o: &DriveOutcome) -> Invariant {
     )
 }
 
+/// A fill ([`DriveSpec::fill`](crate::drive::DriveSpec::fill)) stored
+/// every message once and retried none: only then is stream sequence
+/// *m* + 1 message *m*, which every read checked against the fill assumes.
+pub fn filled_in_order(o: &DriveOutcome, messages: u64) -> anyhow::Result<()> {
+    let stored = o.counts.persisted;
+    let retried: u64 = o
+        .acks
+        .iter()
+        .map(|a| a.retries_stored + a.late_stored + a.resent_stored)
+        .sum();
+    if stored != messages || !o.errors.is_empty() || retried > 0 {
+        anyhow::bail!(
+            "filling the stream stored {stored} of {messages} messages, {retried} of them \
+             retried (what reads it needs every message stored in order, once): {}",
+            o.errors.join("; ")
+        );
+    }
+    Ok(())
+}
+
 /// Every persisted message delivered at least once (`lost` counts the
 /// server's losses; the clients' are `nothing_dropped_by_client`'s). Never
 /// seen messages nothing could attribute fail it too, named as such: that

@@ -1,9 +1,12 @@
-//! One variant's life, the same for every scenario: described, provisioned,
-//! driven, its stream recorded (and read back, its advisories and dedup
-//! store finished), its streams deleted, measured and verified. The timer,
-//! the error kept beside what was measured, and the clean-up's error live
-//! here once; a scenario says only what is its own: its variants, how its
-//! durable's clients read, its measure and its verify.
+//! One variant's life, the same for every scenario: described,
+//! provisioned, driven, its streams recorded (placement and what they
+//! hold), judged, and everything it created deleted, whatever happened.
+//! The timer, the error kept beside what was measured, the clean-up's
+//! error and the rule that a variant which checked nothing does not pass
+//! live here once. A kind says only what is its own ([`Lifecycle`]): its
+//! variants and, for one of them, what to provision, what load to drive
+//! and how to judge what came back; it creates through a [`Scope`], which
+//! deletes for it.
 
 use std::time::{Duration, Instant};
 
@@ -265,4 +268,476 @@ pub async fn drive_durable<T, R: FnOnce(String) -> ConsumerSpec>(
     }
     deleted.context("cleaning up after the variant")?;
     Ok(judged)
+}
+
+/// What the shared loop asks of a kind beyond its registry row: its
+/// variants, grouped by what they share, and how one of them runs.
+pub trait Lifecycle: super::ScenarioKind {
+    /// Variants that share what [`Lifecycle::setup`] provisions (a stream
+    /// filled once and read by each) and whose figures
+    /// [`Lifecycle::compare`] sets against each other; `()` for a kind
+    /// whose variants share nothing.
+    type Group;
+    /// What `setup` left for the group's variants.
+    type Shared;
+    /// One variant's parameters.
+    type Variant;
+    /// Records a group's variants together once all have run, after
+    /// `compare` has added the figures that set them against each other;
+    /// otherwise each is recorded as soon as it is done.
+    const COMPARES: bool = false;
+    /// Records the setup as a variant of its own (it measures and checks
+    /// something: replay's recording), not only when it fails.
+    const SETUP_RECORDED: bool = false;
+
+    /// The groups, in run order.
+    fn groups(plan: &Self::Plan) -> Vec<Self::Group>;
+
+    /// The name of a group's setup, which names its record.
+    fn setup_label(_plan: &Self::Plan, _group: &Self::Group) -> String {
+        "setup".into()
+    }
+
+    /// Provisions (and fills) what the group's variants share, in the
+    /// group's scope: deleted once they have all run.
+    fn setup(
+        s: &mut Scope<'_>,
+        r: &mut VariantResult,
+        plan: &Self::Plan,
+        group: &Self::Group,
+    ) -> impl Future<Output = Result<Self::Shared>>;
+
+    /// The group's variants, in run order, or the rate search that picks them.
+    fn variants(plan: &Self::Plan, group: &Self::Group) -> Variants<Self::Variant>;
+
+    /// A variant's name in the results.
+    fn label(plan: &Self::Plan, v: &Self::Variant) -> String;
+
+    /// One variant: provision through `s`, drive, measure and verify into
+    /// `r`. Whatever it created is deleted after it returns.
+    fn run(
+        s: &mut Scope<'_>,
+        r: &mut VariantResult,
+        plan: &Self::Plan,
+        shared: &mut Self::Shared,
+        v: &Self::Variant,
+    ) -> impl Future<Output = Result<()>>;
+
+    /// Figures that set a group's variants against each other (a ratio
+    /// against a baseline), once all have run; with [`Lifecycle::COMPARES`].
+    fn compare(
+        _plan: &Self::Plan,
+        _group: &Self::Group,
+        _done: &mut [(Self::Variant, VariantResult)],
+    ) {
+    }
+}
+
+/// A group's variants: a list, or a rate search whose probes are the
+/// variant `at(rate)` under the names the search gives them.
+pub enum Variants<V> {
+    List(Vec<V>),
+    Search {
+        search: crate::profile::SearchPlan,
+        /// Tells apart the searches of one scenario (`id-unique.`).
+        prefix: String,
+        at: Box<dyn Fn(u64) -> V>,
+    },
+}
+
+/// Runs every group of a kind's scenario, each variant recorded as soon as
+/// it is done (or, for a kind that compares, as soon as its group is), so
+/// a later failure or a Ctrl-C loses none.
+pub async fn run_kind<K: Lifecycle>(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &K::Plan,
+    sink: &mut dyn VariantSink,
+) -> Result<()> {
+    for group in K::groups(plan) {
+        if ctx.stop.is_cancelled() {
+            break;
+        }
+        let started = Instant::now();
+        let mut scope = Scope::new(ctx, scenario, K::setup_label(plan, &group));
+        let mut setup = VariantResult::new(scope.label());
+        let shared = K::setup(&mut scope, &mut setup, plan, &group).await;
+        let mut shared = match shared {
+            Ok(shared) => shared,
+            Err(e) => {
+                let closed = scope.close(&mut setup).await;
+                settle(&mut setup, Err(e), closed, started);
+                sink.record(&scenario.common, setup)?;
+                continue;
+            }
+        };
+        if K::SETUP_RECORDED {
+            settle(&mut setup, Ok(()), Ok(()), started);
+            sink.record(&scenario.common, setup)?;
+        }
+        let ran = run_group::<K>(ctx, scenario, plan, &group, &mut shared, sink).await;
+        let closed = scope.close(&mut VariantResult::new("")).await;
+        ran?;
+        closed.with_context(|| format!("cleaning up after {}", K::setup_label(plan, &group)))?;
+    }
+    Ok(())
+}
+
+async fn run_group<K: Lifecycle>(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &K::Plan,
+    group: &K::Group,
+    shared: &mut K::Shared,
+    sink: &mut dyn VariantSink,
+) -> Result<()> {
+    match K::variants(plan, group) {
+        Variants::List(list) => {
+            let mut done = Vec::new();
+            for v in list {
+                if ctx.stop.is_cancelled() {
+                    break;
+                }
+                let name = K::label(plan, &v);
+                let r = one::<K>(ctx, scenario, plan, shared, &v, name).await;
+                match K::COMPARES {
+                    true => done.push((v, r)),
+                    false => sink.record(&scenario.common, r)?,
+                }
+            }
+            K::compare(plan, group, &mut done);
+            for (_, r) in done {
+                sink.record(&scenario.common, r)?;
+            }
+            Ok(())
+        }
+        Variants::Search { search, prefix, at } => {
+            let probe =
+                async |rate, name| one::<K>(ctx, scenario, plan, shared, &at(rate), name).await;
+            super::search::run(ctx, scenario, &search, &prefix, sink, probe).await
+        }
+    }
+}
+
+/// One variant, timed, in a scope of its own.
+async fn one<K: Lifecycle>(
+    ctx: &RunContext,
+    scenario: &ScenarioPlan,
+    plan: &K::Plan,
+    shared: &mut K::Shared,
+    v: &K::Variant,
+    name: String,
+) -> VariantResult {
+    let started = Instant::now();
+    let mut r = VariantResult::new(name);
+    let mut scope = Scope::new(ctx, scenario, r.name.clone());
+    let ran = <K as Lifecycle>::run(&mut scope, &mut r, plan, shared, v).await;
+    let closed = scope.close(&mut r).await;
+    settle(&mut r, ran, closed, started);
+    r
+}
+
+/// The name of the check a variant fails when every other check it made
+/// was not applicable: it verified nothing, which is no pass.
+pub const SOMETHING_CHECKED: &str = "something was checked";
+
+/// What every variant's end has in common: its error (the run's, else the
+/// clean-up's) kept beside what it measured, the time it took, and a
+/// variant that checked nothing failing rather than passing in silence.
+fn settle(r: &mut VariantResult, ran: Result<()>, closed: Result<()>, started: Instant) {
+    let error = match (ran, closed) {
+        (Err(e), _) => Some(e),
+        (Ok(()), Err(e)) => Some(e.context("cleaning up after the variant")),
+        (Ok(()), Ok(())) => None,
+    };
+    match error {
+        Some(e) => r.error = Some(format!("{e:#}")),
+        None if r.invariants.iter().all(|i| !i.applicable) => {
+            let why: Vec<String> = r
+                .invariants
+                .iter()
+                .map(|i| format!("{}: {}", i.name, i.detail))
+                .collect();
+            r.invariants.push(crate::variant::Invariant::check(
+                SOMETHING_CHECKED,
+                false,
+                match why.is_empty() {
+                    true => "the variant made no check".to_string(),
+                    false => format!("no check applied ({})", why.join("; ")),
+                },
+            ));
+        }
+        None => {}
+    }
+    r.elapsed = started.elapsed();
+}
+
+/// What a variant (or a group's setup) creates on the server, deleted when
+/// it ends whatever happened; the run's own and its names with it.
+pub struct Scope<'a> {
+    pub ctx: &'a RunContext,
+    pub scenario: &'a ScenarioPlan,
+    label: String,
+    /// Streams created here (key-value buckets' included), in order.
+    created: Vec<String>,
+    /// Streams whose placement is in the result already.
+    placed: Vec<String>,
+}
+
+impl<'a> Scope<'a> {
+    pub fn new(ctx: &'a RunContext, scenario: &'a ScenarioPlan, label: impl Into<String>) -> Self {
+        Scope {
+            ctx,
+            scenario,
+            label: label.into(),
+            created: Vec::new(),
+            placed: Vec::new(),
+        }
+    }
+
+    /// The variant's (or setup's) name.
+    pub fn label(&self) -> String {
+        self.label.clone()
+    }
+
+    /// The run-scoped names of the variant's stream, subjects and durable.
+    pub fn names(&self) -> VariantNames {
+        let (scenario, names) = (self.scenario.name(), &self.ctx.names);
+        VariantNames {
+            stream: names.stream(scenario, &self.label),
+            base: names.subject(scenario, &self.label),
+            durable: names.durable(scenario, &self.label),
+        }
+    }
+
+    /// What the drive's progress bar and live counters call the variant.
+    pub fn drive_label(&self) -> String {
+        format!("{} {}", self.scenario.name(), self.label)
+    }
+
+    /// The variant's Nats-Msg-Id prefix: unique to the run.
+    pub fn msg_id_prefix(&self) -> String {
+        format!(
+            "{}-{}-{}",
+            self.ctx.names.token(),
+            self.scenario.name(),
+            self.label
+        )
+    }
+
+    /// Creates a stream, deleted when the scope ends.
+    pub async fn stream(
+        &mut self,
+        config: async_nats::jetstream::stream::Config,
+    ) -> Result<async_nats::jetstream::stream::Stream> {
+        let name = config.name.clone();
+        let stream = self.ctx.provisioner.create_stream(config).await?;
+        self.created.push(name);
+        Ok(stream)
+    }
+
+    /// The variant's stream as the run and `[scenario.stream]` configure it,
+    /// its subjects `<base>.>`-free: `<base>` itself, as every paced kind
+    /// publishes to `<base>.0`.
+    pub fn stream_config(&self) -> async_nats::jetstream::stream::Config {
+        let n = self.names();
+        crate::streams::provision::stream_config(
+            &n.stream,
+            &n.base,
+            &self.ctx.server,
+            &self.ctx.stream,
+        )
+    }
+
+    /// Creates a durable on one of the scope's streams (or the group's).
+    pub async fn durable(
+        &mut self,
+        stream: &async_nats::jetstream::stream::Stream,
+        config: async_nats::jetstream::consumer::Config,
+        pedantic: bool,
+    ) -> Result<()> {
+        self.ctx
+            .provisioner
+            .create_consumer(stream, config, pedantic)
+            .await
+    }
+
+    /// The topology most kinds have: the variant's stream and one durable
+    /// reading it as `consumer` says.
+    pub async fn stream_and_durable(&mut self, consumer: &ConsumerPlan) -> Result<VariantNames> {
+        let names = self.names();
+        let stream = self.stream(self.stream_config()).await?;
+        let config =
+            crate::streams::provision::durable_config(&names.durable, consumer, &names.base);
+        self.durable(&stream, config, consumer.pedantic).await?;
+        Ok(names)
+    }
+
+    /// A key-value bucket named for the variant and `suffix` (its stream
+    /// `KV_<bucket>` deleted when the scope ends).
+    pub async fn kv(&mut self, suffix: &str) -> Result<String> {
+        let bucket = self
+            .ctx
+            .names
+            .stream(self.scenario.name(), &format!("{}-{suffix}", self.label));
+        self.ctx.provisioner.create_kv(&bucket).await?;
+        self.created.push(format!("KV_{bucket}"));
+        Ok(bucket)
+    }
+
+    /// How many messages `stream` holds now, its placement added to the
+    /// result; `None` when the server does not answer, which every check
+    /// built on it must report as a failure, never as "not applicable".
+    pub async fn stored(&mut self, r: &mut VariantResult, stream: &str) -> Option<u64> {
+        let info = self.ctx.provisioner.stream_info(stream).await;
+        if !self.placed.iter().any(|p| p == stream) {
+            self.placed.push(stream.to_string());
+            r.streams
+                .extend(info.as_ref().map(crate::streams::provision::placement));
+        }
+        info.map(|i| i.state.messages)
+    }
+
+    /// Runs a load: in this process, or split with the run's workers.
+    pub async fn drive(&self, spec: &DriveSpec) -> Result<DriveOutcome> {
+        drive(self.ctx, spec).await
+    }
+
+    /// Records the placement of every stream created here not yet
+    /// recorded (key-value buckets aside), then deletes them all, in
+    /// reverse order; the first deletion's error.
+    async fn close(self, r: &mut VariantResult) -> Result<()> {
+        let mut first_error = None;
+        for name in self.created.iter().rev() {
+            if !name.starts_with("KV_") && !self.placed.contains(name) {
+                let info = self.ctx.provisioner.stream_info(name).await;
+                r.streams
+                    .extend(info.as_ref().map(crate::streams::provision::placement));
+            }
+            if let Err(e) = self.ctx.provisioner.delete_stream(name).await
+                && first_error.is_none()
+            {
+                first_error = Some(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// The paced drive of the variant's stream and one durable: what it asks
+/// of its life besides the load.
+pub struct Paced<'p> {
+    /// Total msg/s.
+    pub rate: u64,
+    pub publish: &'p PublishPlan,
+    /// The durable's clients (its name is the scope's to fill in), whose
+    /// plan provisions it.
+    pub reader: ConsumerSpec,
+    /// Watch the durable's MAX_DELIVERIES, MSG_TERMINATED and MSG_NAKED
+    /// advisories from before the drive until after it.
+    pub advisories: bool,
+    /// Read the stream back after a drive that completed.
+    pub read_back: bool,
+    pub work: Work,
+    /// A server killed, or its routes cut, mid-run.
+    pub fault: Option<FaultPlan>,
+}
+
+impl<'p> Paced<'p> {
+    /// `rate` msg/s of `publish` read by `reader`: no hook, no fault.
+    pub fn new(rate: u64, publish: &'p PublishPlan, reader: ConsumerSpec) -> Self {
+        Paced {
+            rate,
+            publish,
+            reader,
+            advisories: false,
+            read_back: false,
+            work: Work::Uncounted,
+            fault: None,
+        }
+    }
+}
+
+impl Scope<'_> {
+    /// The paced load most kinds drive: the variant's stream and durable
+    /// provisioned (and the hooks `d` asks for started), the drive, the
+    /// stream recorded, then `judge` (the kind's measure and verify) and
+    /// what every such variant reports after it: the per-step figures of a
+    /// step shape, the drive's records, the work's effects.
+    pub async fn drive_durable<T>(
+        &mut self,
+        r: &mut VariantResult,
+        d: Paced<'_>,
+        judge: impl FnOnce(&Driven, &mut VariantResult) -> T,
+    ) -> Result<T> {
+        // Provision.
+        let names = self.stream_and_durable(&d.reader.plan).await?;
+        let client = self.ctx.provisioner.jetstream().client();
+        let watch = match d.advisories {
+            true => Some(AdvisoryWatch::start(&client, &names.stream, &names.durable).await?),
+            false => None,
+        };
+        let mut reader = d.reader;
+        reader.durable = names.durable.clone();
+        if d.work == Work::Idempotent {
+            // A dedup store every client shares, as a database outside the
+            // client's process would be.
+            reader.dedup = Some(self.kv("dedup").await?);
+        }
+        let (bucket, sample_every) = (reader.dedup.clone(), reader.sample_every);
+
+        // Drive.
+        let subject = format!("{}.0", names.base);
+        let common = &self.scenario.common;
+        let mut spec = DriveSpec::paced(
+            self.drive_label(),
+            &names.stream,
+            subject,
+            d.publish,
+            common,
+            d.rate,
+            reader,
+        );
+        (spec.msg_id_prefix, spec.fault) = (self.msg_id_prefix(), d.fault);
+        let outcome = self.drive(&spec).await;
+
+        // Record and read back.
+        let advisories = match watch {
+            Some(w) => w.finish(ADVISORY_TAIL).await,
+            None => Advisories::default(),
+        };
+        let stored = self.stored(r, &names.stream).await;
+        let js = self.ctx.provisioner.jetstream();
+        let read = match (&outcome, d.read_back) {
+            (Ok(_), true) => Some(readback::read_stream(js, &names.stream, READ_IDLE).await),
+            _ => None,
+        };
+        let store = match &bucket {
+            Some(b) => self.ctx.provisioner.stream_info(&format!("KV_{b}")).await,
+            None => None,
+        };
+        let driven = Driven {
+            outcome: outcome?,
+            stored,
+            advisories,
+            read: read.transpose().context("reading the stream back")?,
+        };
+
+        // Measure and verify.
+        let judged = judge(&driven, r);
+        let o = &driven.outcome;
+        shape::per_step(
+            &o.e2e_intended,
+            (o.t0_ns, o.record_from_ns),
+            true,
+            &d.publish.arrival,
+            r,
+        );
+        checks::drive_records(o, sample_every, r);
+        if d.work != Work::Uncounted {
+            let store = store.map(|i| (i.state.bytes, i.state.messages));
+            idempotence::measure(o, store, r);
+        }
+        Ok(judged)
+    }
 }

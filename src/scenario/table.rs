@@ -80,6 +80,24 @@ pub const VERDICT: Column = Column {
 };
 
 /// `header` over one quantile of a latency histogram, in µs.
+impl Column {
+    /// A metric's value, shown as `show`.
+    pub const fn metric(header: &'static str, metric: &'static str, show: Show) -> Column {
+        Column {
+            header,
+            cell: Cell::Metric(metric, show),
+        }
+    }
+
+    /// A variant parameter, as written.
+    pub const fn param(header: &'static str, param: &'static str) -> Column {
+        Column {
+            header,
+            cell: Cell::Param(param),
+        }
+    }
+}
+
 pub const fn quantile(header: &'static str, histogram: &'static str, q: &'static str) -> Column {
     Column {
         header,

@@ -6,7 +6,6 @@ pub mod advisory;
 pub mod batches;
 pub mod expiry;
 pub mod fast_batches;
-pub mod filter;
 pub mod pins;
 pub mod provision;
 pub mod readback;

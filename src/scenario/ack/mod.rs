@@ -19,7 +19,7 @@ use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, RunContext, drive};
 use crate::profile::{
     AckPolicy, CommonPlan, ConsumerKind, ConsumerPlan, MsgId, Problems, PublishPlan, Section,
 };
-use crate::record::ledger::{LedgerCounts, LedgerShard};
+use crate::record::ledger::{Event, LedgerCounts, LedgerShard};
 use crate::record::metrics::{Direction, Metric, latency_metrics};
 use crate::record::names;
 use crate::streams::provision::{Need, PER_MESSAGE_OVERHEAD, durable_config, stream_config};
@@ -256,6 +256,7 @@ async fn fill(
         rate: None,
         count: Some(plan.messages),
         preloaded: 0,
+        due: None,
         warmup: std::time::Duration::ZERO,
         duration: std::time::Duration::ZERO,
         drain_timeout: scenario.common.drain_timeout,
@@ -306,12 +307,17 @@ async fn consume_variant(
     consumer_plan.double_ack = mode == AckMode::Double;
     create_durable(ctx, target, &durable, &consumer_plan).await?;
 
-    // Drive: read everything.
+    // Drive: read everything the fill stored; its PubAcks and the read's
+    // deliveries in one ledger, so the never-seen messages are told the
+    // server's or the client's.
+    let due = (1..=fill.ledger.max_seq())
+        .filter(|&seq| fill.ledger.count(seq, Event::Persisted) > 0)
+        .collect();
     let spec = DriveSpec::consume_only(
         format!("{scenario} {}", r.name),
         target.name.to_string(),
         ConsumerSpec::acking(durable, consumer_plan),
-        plan.messages,
+        due,
         target.drain_timeout,
     );
     let outcome = drive(ctx, &spec).await?;
@@ -325,36 +331,8 @@ async fn consume_variant(
         r.histograms
             .push((DOUBLE_ACK_RTT.into(), outcome.ack_rtt.clone()));
     }
-    let mut ledger = LedgerShard::new();
-    ledger.merge(&fill.ledger);
-    ledger.merge(&outcome.ledger);
-    let mut counts = ledger.counts();
+    let mut counts = outcome.counts;
     counts.published = fill.counts.published;
-    // The fill's PubAcks and the read's deliveries in one ledger: only now
-    // can the never-seen messages be told the server's or the client's.
-    let failure = outcome.consumers.iter().find_map(|c| c.first_error.clone());
-    let held = crate::drive::held_sequences(
-        ctx.provisioner.jetstream(),
-        target.name,
-        &ledger,
-        outcome.server_state,
-    )
-    .await;
-    let eviction =
-        crate::drive::stream_eviction(ctx.provisioner.jetstream(), target.name, &ledger).await;
-    let attribution = crate::drive::attribute(
-        &ledger,
-        outcome.server_state,
-        failure,
-        &held,
-        crate::drive::evicted_below(eviction.as_ref()),
-    );
-    if let Some(a) = &attribution {
-        counts.lost = a.lost;
-        counts.client_dropped = a.client_dropped;
-        counts.unattributed = a.unattributed;
-    }
-    counts.evicted = crate::drive::evicted_count(eviction.as_ref());
     r.ledger = counts;
     r.timelines
         .insert(names::DELIVERED.into(), outcome.delivered_timeline.clone());
@@ -362,8 +340,8 @@ async fn consume_variant(
     checks::server_figures(&outcome, r);
     checks::client_figures(&outcome, r);
 
-    let cause = attribution.as_ref().and_then(|a| a.cause.as_deref());
-    verify(&counts, &ledger, mode, cause, &outcome, r);
+    let cause = outcome.client_drop_cause.as_deref();
+    verify(&counts, &outcome.ledger, mode, cause, &outcome, r);
     Ok(rate)
 }
 

@@ -7,11 +7,11 @@
 //! rate is set against the unfiltered read of the same stream, and the
 //! server's CPU is divided by the deliveries it made.
 //!
-//! jsbench computes the set each filter selects itself
-//! ([`crate::streams::filter`]), so a consumer that skips a matching
-//! message, delivers one twice or delivers one outside its filter fails
-//! the variant.
+//! jsbench computes the set each filter selects itself ([`layout`]), so a
+//! consumer that skips a matching message, delivers one twice or delivers
+//! one outside its filter fails the variant.
 
+mod layout;
 pub mod plan;
 mod verify;
 
@@ -20,23 +20,21 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow};
 use async_nats::jetstream::stream;
 
-use super::lifecycle::variant;
-use super::table::{self, Cell, Column, Show};
+use super::lifecycle::{Lifecycle, Scope, Variants};
+use super::table::{self, Column, Show};
 use super::{ScenarioKind, ScenarioPlan, checks};
-use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, RunContext, drive};
+use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, RunContext};
 use crate::profile::{CommonPlan, ConsumerPlan, Problems, Section};
-use crate::record::ledger::{Event, LedgerShard};
+use crate::record::ledger::SeqSet;
 use crate::record::metrics::{Direction, Metric, rate_and_throughput};
 use crate::record::names;
-use crate::streams::filter::{self, Layout, Sequences};
-use crate::streams::provision::{Need, PER_MESSAGE_OVERHEAD, durable_config, stream_config};
-use crate::variant::{Invariant, VariantResult, VariantSink};
+use crate::streams::provision::{Need, PER_MESSAGE_OVERHEAD, durable_config};
+use crate::variant::{VariantResult, VariantSink};
 
+use layout::Layout;
 pub use plan::{Plan, Shape};
 pub use verify::{DELIVERED_ONCE, NOTHING_OUTSIDE, STREAM_KEPT};
 
-/// The figures this scenario reports that its table and `[ab]` judges
-/// read, by name.
 /// A shape's consume rate over the unfiltered read of the same stream.
 pub const VS_NONE_RATE: &str = "vs_none.rate_ratio";
 /// The share of the stored messages the filter selects.
@@ -60,30 +58,16 @@ impl ScenarioKind for Filtered {
     const NAME: &'static str = "filtered";
     const COLUMNS: &'static [Column] = &[
         table::VARIANT,
-        Column {
-            header: "subjects",
-            cell: Cell::Param("subjects"),
-        },
-        Column {
-            header: "max/subject",
-            cell: Cell::Param("max_per_subject"),
-        },
-        Column {
-            header: "matched",
-            cell: Cell::Metric(MATCHED_SHARE, Show::Percent),
-        },
-        Column {
-            header: "consumed/s",
-            cell: Cell::Metric(names::CONSUME.rate, Show::Rate),
-        },
-        Column {
-            header: "vs none",
-            cell: Cell::Metric(VS_NONE_RATE, Show::Times(2)),
-        },
-        Column {
-            header: "server µs/msg",
-            cell: Cell::Metric(names::SERVER_CPU_PER_MSG, Show::MicrosPerMsg),
-        },
+        Column::param("subjects", "subjects"),
+        Column::param("max/subject", "max_per_subject"),
+        Column::metric("matched", MATCHED_SHARE, Show::Percent),
+        Column::metric("consumed/s", names::CONSUME.rate, Show::Rate),
+        Column::metric("vs none", VS_NONE_RATE, Show::Times(2)),
+        Column::metric(
+            "server µs/msg",
+            names::SERVER_CPU_PER_MSG,
+            Show::MicrosPerMsg,
+        ),
         table::LOST,
         table::VERDICT,
     ];
@@ -99,7 +83,7 @@ impl ScenarioKind for Filtered {
         plan: &'a Plan,
         sink: &'a mut dyn VariantSink,
     ) -> impl Future<Output = Result<()>> + 'a {
-        run(ctx, scenario, plan, sink)
+        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
     }
 
     fn need(plan: &Plan, _common: &CommonPlan) -> Need {
@@ -136,30 +120,9 @@ impl ScenarioKind for Filtered {
     }
 }
 
-async fn run(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    sink: &mut dyn VariantSink,
-) -> Result<()> {
-    for &max_per_subject in &plan.max_per_subject {
-        for &cardinality in &plan.subjects {
-            if ctx.stop.is_cancelled() {
-                return Ok(());
-            }
-            let point = Point {
-                cardinality,
-                max_per_subject,
-            };
-            one_stream(ctx, scenario, plan, point, sink).await?;
-        }
-    }
-    Ok(())
-}
-
-/// One stream of the sweep.
+/// One stream of the sweep: its subject cardinality and max-per-subject.
 #[derive(Debug, Clone, Copy)]
-struct Point {
+pub struct Point {
     cardinality: u32,
     max_per_subject: u64,
 }
@@ -174,170 +137,171 @@ impl Point {
 }
 
 /// A filled stream every shape of a point reads.
-struct Filled {
+pub struct Filled {
     stream: stream::Stream,
     name: String,
     layout: Layout,
-    point: Point,
     /// The sequences the stream keeps of the fill.
-    stored: Sequences,
-    /// Whether it holds as many as `stored` says.
-    kept: Invariant,
-    drain_timeout: Duration,
+    stored: SeqSet,
+    /// How many it held when asked; `None`: it did not answer.
+    held: Option<u64>,
 }
 
-/// Provision, fill, read once per shape, and the ratios against the
-/// unfiltered read once all are done; the stream deleted whatever happens.
-async fn one_stream(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    point: Point,
-    sink: &mut dyn VariantSink,
-) -> Result<()> {
-    let name = ctx.names.stream(scenario.name(), &point.label());
-    let filled = match provision_and_fill(ctx, scenario, plan, point, &name).await {
-        Ok(filled) => filled,
-        Err(e) => {
-            let mut result = VariantResult::new(format!("fill.{}", point.label()));
-            result.error = Some(format!("{e:#}"));
-            sink.record(&scenario.common, result)?;
-            return ctx
-                .provisioner
-                .delete_stream(&name)
-                .await
-                .context("cleaning up after a failed fill");
-        }
-    };
-    let mut ran = Vec::new();
-    for &shape in &plan.filters {
-        if ctx.stop.is_cancelled() {
-            break;
-        }
-        let label = format!("{}.{}", shape.label(), point.label());
-        let (result, rate) = variant(label, async |r| {
-            consume_shape(ctx, scenario.name(), plan, &filled, shape, r).await
+impl Lifecycle for Filtered {
+    type Group = Point;
+    type Shared = Filled;
+    type Variant = (Point, Shape);
+    const COMPARES: bool = true;
+
+    fn groups(plan: &Plan) -> Vec<Point> {
+        let points = plan.max_per_subject.iter().flat_map(|&max_per_subject| {
+            plan.subjects.iter().map(move |&cardinality| Point {
+                cardinality,
+                max_per_subject,
+            })
+        });
+        points.collect()
+    }
+
+    fn setup_label(_plan: &Plan, point: &Point) -> String {
+        format!("fill.{}", point.label())
+    }
+
+    /// The point's stream, `<base>.>` with its max_msgs_per_subject,
+    /// filled by one publisher and checked to be laid out as jsbench
+    /// computes it.
+    async fn setup(
+        s: &mut Scope<'_>,
+        r: &mut VariantResult,
+        plan: &Plan,
+        point: &Point,
+    ) -> Result<Filled> {
+        let point_label = point.label();
+        let (name, base) = (
+            s.ctx.names.stream(s.scenario.name(), &point_label),
+            s.ctx.names.subject(s.scenario.name(), &point_label),
+        );
+        let layout = Layout {
+            base,
+            cardinality: point.cardinality,
+            rare_every: plan.rare_every,
+        };
+        let mut config = s.stream_config();
+        (config.name, config.subjects) = (name.clone(), vec![format!("{}.>", layout.base)]);
+        config.max_messages_per_subject = match point.max_per_subject {
+            0 => -1,
+            m => i64::try_from(m).unwrap_or(i64::MAX),
+        };
+        let stream = s.stream(config).await?;
+        let spec = DriveSpec::fill(
+            s.drive_label(),
+            &name,
+            layout.subjects(),
+            (plan.messages, plan.message_size),
+            s.scenario.common.drain_timeout,
+        );
+        checks::filled_in_order(&s.drive(&spec).await?, plan.messages)?;
+        let stored = layout::stored(&layout, plan.messages, point.max_per_subject);
+        probe_layout(&stream, &layout, &stored).await?;
+        let held = s.stored(r, &name).await;
+        Ok(Filled {
+            stream,
+            name,
+            layout,
+            stored,
+            held,
         })
-        .await;
-        ran.push((shape, result, rate));
     }
-    let none = ran
-        .iter()
-        .find(|(s, _, _)| *s == Shape::None)
-        .and_then(|(_, _, rate)| *rate)
-        .filter(|r| *r > 0.0);
-    for (shape, mut result, rate) in ran {
-        if let (Some(none), Some(rate), false) = (none, rate, shape == Shape::None) {
-            result.metrics.push(Metric::new(
-                VS_NONE_RATE,
-                "ratio",
-                rate / none,
-                Direction::Higher,
-            ));
+
+    fn variants(plan: &Plan, point: &Point) -> Variants<(Point, Shape)> {
+        Variants::List(plan.filters.iter().map(|&shape| (*point, shape)).collect())
+    }
+
+    fn label(_plan: &Plan, (point, shape): &(Point, Shape)) -> String {
+        format!("{}.{}", shape.label(), point.label())
+    }
+
+    /// A fresh durable with the shape's filter reads everything it
+    /// selects: its rate from first to last delivery, the server's CPU per
+    /// delivery, and the guarantees.
+    async fn run(
+        s: &mut Scope<'_>,
+        r: &mut VariantResult,
+        plan: &Plan,
+        filled: &mut Filled,
+        &(point, shape): &(Point, Shape),
+    ) -> Result<()> {
+        let filters = filled.layout.filters(shape);
+        describe(plan, filled, (point, shape), &filters, r);
+        let due = layout::due(&filled.layout, &filled.stored, &filters);
+
+        // Provision the durable.
+        let durable = s.names().durable;
+        let mut config = durable_config(&durable, &plan.consumer, &filled.layout.base);
+        match filters.as_slice() {
+            [] => {}
+            [one] => config.filter_subject = one.clone(),
+            several => config.filter_subjects = several.to_vec(),
         }
-        sink.record(&scenario.common, result)?;
-    }
-    ctx.provisioner
-        .delete_stream(&name)
-        .await
-        .context("cleaning up after the stream")
-}
+        s.durable(&filled.stream, config, plan.consumer.pedantic)
+            .await?;
 
-/// The point's stream, `<base>.>` with its max_msgs_per_subject, filled
-/// by one publisher and checked to be laid out as jsbench computes it.
-async fn provision_and_fill(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    point: Point,
-    name: &str,
-) -> Result<Filled> {
-    let layout = Layout {
-        base: ctx.names.subject(scenario.name(), &point.label()),
-        cardinality: point.cardinality,
-        rare_every: plan.rare_every,
-    };
-    let mut config = stream_config(name, &layout.base, &ctx.server, &ctx.stream);
-    config.subjects = vec![format!("{}.>", layout.base)];
-    config.max_messages_per_subject = match point.max_per_subject {
-        0 => -1,
-        m => i64::try_from(m).unwrap_or(i64::MAX),
-    };
-    let stream = ctx.provisioner.create_stream(config).await?;
-    let spec = DriveSpec::fill(
-        format!("{} fill {}", scenario.name(), point.label()),
-        name,
-        layout.subjects(),
-        (plan.messages, plan.message_size),
-        scenario.common.drain_timeout,
-    );
-    let outcome = drive(ctx, &spec).await?;
-    check_fill(&outcome, plan.messages)?;
-    let stored = filter::stored(&layout, plan.messages, point.max_per_subject);
-    probe_layout(ctx, name, &layout, &stored).await?;
-    let held = ctx.provisioner.stream_info(name).await;
-    let kept = verify::stream_kept(
-        held.map(|i| i.state.messages),
-        stored.len(),
-        point.max_per_subject,
-    );
-    Ok(Filled {
-        stream,
-        name: name.to_string(),
-        layout,
-        point,
-        stored,
-        kept,
-        drain_timeout: scenario.common.drain_timeout,
-    })
-}
+        // Drive: read everything due.
+        let spec = DriveSpec::consume_only(
+            s.drive_label(),
+            filled.name.clone(),
+            ConsumerSpec::acking(durable, plan.consumer.clone()),
+            due.clone(),
+            s.scenario.common.drain_timeout,
+        );
+        let o = s.drive(&spec).await?;
 
-/// Every message stored once and nothing retried: only then is stream
-/// sequence *m* + 1 message *m*, the premise of the layout.
-fn check_fill(o: &DriveOutcome, messages: u64) -> Result<()> {
-    let stored = o.counts.persisted;
-    let retried: u64 = o
-        .acks
-        .iter()
-        .map(|a| a.retries_stored + a.late_stored + a.resent_stored)
-        .sum();
-    if stored != messages || !o.errors.is_empty() || retried > 0 {
-        return Err(anyhow!(
-            "filling the stream stored {stored} of {messages} messages, {retried} of them \
-             retried (the layout needs every message stored in order, once): {}",
-            o.errors.join("; ")
+        // Measure, verify.
+        measure(&o, plan, (&due, &filled.stored), r);
+        r.ledger = o.counts;
+        r.invariants.extend(verify::verify(&due, &o));
+        r.invariants.push(verify::stream_kept(
+            filled.held,
+            filled.stored.len(),
+            point.max_per_subject,
         ));
+        r.invariants.push(checks::nothing_pending(&o));
+        Ok(())
     }
-    Ok(())
+
+    /// Each shape's rate against the unfiltered read of the same stream.
+    fn compare(_plan: &Plan, _point: &Point, done: &mut [((Point, Shape), VariantResult)]) {
+        let rate = |r: &VariantResult| r.metric(names::CONSUME.rate).filter(|&v| v > 0.0);
+        let Some(none) = done.iter().find(|((_, s), _)| *s == Shape::None) else {
+            return;
+        };
+        let Some(none) = rate(&none.1) else {
+            return;
+        };
+        for (_, r) in done.iter_mut().filter(|((_, s), _)| *s != Shape::None) {
+            if let Some(rate) = rate(r) {
+                let ratio = Metric::new(VS_NONE_RATE, "ratio", rate / none, Direction::Higher);
+                r.metrics.push(ratio);
+            }
+        }
+    }
 }
 
 /// Asks the stream for the subjects of a few kept sequences, spread over
 /// the fill, and compares them with the layout: a fill stored out of order
 /// would make every due set wrong.
-async fn probe_layout(
-    ctx: &RunContext,
-    stream: &str,
-    layout: &Layout,
-    stored: &Sequences,
-) -> Result<()> {
-    let handle = ctx
-        .provisioner
-        .jetstream()
-        .get_stream(stream)
-        .await
-        .with_context(|| format!("looking up stream {stream}"))?;
+async fn probe_layout(stream: &stream::Stream, layout: &Layout, stored: &SeqSet) -> Result<()> {
     let step = (stored.len() / LAYOUT_PROBES).max(1) as usize;
-    let probes: Vec<u64> = stored.iter().step_by(step).collect();
-    for seq in probes {
-        let message = handle
+    for seq in stored.iter().step_by(step) {
+        let message = stream
             .get_raw_message(seq)
             .await
-            .with_context(|| format!("reading back sequence {seq} of {stream}"))?;
+            .with_context(|| format!("reading back sequence {seq}"))?;
         let expected = layout.subject_name(layout.subject_of(seq - 1));
         if message.subject.as_str() != expected {
             return Err(anyhow!(
-                "sequence {seq} of {stream} is on {}, the layout says {expected}: the fill \
-                 was not stored in publish order",
+                "sequence {seq} is on {}, the layout says {expected}: the fill was not stored \
+                 in publish order",
                 message.subject
             ));
         }
@@ -345,71 +309,21 @@ async fn probe_layout(
     Ok(())
 }
 
-/// The filter subjects of `shape` over `layout`; empty for none.
-pub fn shape_filters(shape: Shape, layout: &Layout) -> Vec<String> {
-    let data = layout.data_prefix();
-    match shape {
-        Shape::None => Vec::new(),
-        Shape::Literal => vec![layout.rare_subject()],
-        Shape::Star => vec![format!("{data}.*")],
-        Shape::Tail => vec![format!("{data}.>")],
-        Shape::All => vec![format!("{}.>", layout.base)],
-        Shape::Several => vec![format!("{data}.*"), layout.rare_subject()],
-    }
-}
-
-/// A fresh durable with `shape`'s filter reads everything it selects:
-/// its rate from first to last delivery, the server's CPU per delivery,
-/// and the guarantees. Returns the rate.
-async fn consume_shape(
-    ctx: &RunContext,
-    scenario: &str,
+fn describe(
     plan: &Plan,
-    target: &Filled,
-    shape: Shape,
+    filled: &Filled,
+    (point, shape): (Point, Shape),
+    filters: &[String],
     r: &mut VariantResult,
-) -> Result<f64> {
-    let filters = shape_filters(shape, &target.layout);
-    describe(plan, target, shape, &filters, r);
-    let due = filter::due(&target.layout, &target.stored, &filters);
-
-    // Provision the durable.
-    let durable = ctx.names.durable(scenario, &r.name);
-    let mut config = durable_config(&durable, &plan.consumer, &target.layout.base);
-    match filters.as_slice() {
-        [] => {}
-        [one] => config.filter_subject = one.clone(),
-        several => config.filter_subjects = several.to_vec(),
-    }
-    ctx.provisioner
-        .create_consumer(&target.stream, config, plan.consumer.pedantic)
-        .await?;
-
-    // Drive: read everything due.
-    let spec = DriveSpec::consume_only(
-        format!("{scenario} {}", r.name),
-        target.name.clone(),
-        ConsumerSpec::acking(durable, plan.consumer.clone()),
-        due.len(),
-        target.drain_timeout,
-    );
-    let outcome = drive(ctx, &spec).await?;
-
-    // Measure, verify.
-    let rate = measure(&outcome, plan, (&due, &target.stored), r);
-    verify_consume(ctx, target, &due, &outcome, r).await;
-    Ok(rate)
-}
-
-fn describe(plan: &Plan, target: &Filled, shape: Shape, filters: &[String], r: &mut VariantResult) {
+) {
     r.param("messages", plan.messages);
     r.param("message_size", plan.message_size);
-    r.param("subjects", target.point.cardinality);
-    r.param("max_per_subject", target.point.max_per_subject);
+    r.param("subjects", point.cardinality);
+    r.param("max_per_subject", point.max_per_subject);
     r.param("rare_every", plan.rare_every);
     r.param("filter", shape.label());
     r.param("filter_subjects", filters);
-    r.param("stored", target.stored.len());
+    r.param("stored", filled.stored.len());
     r.param("batch", plan.consumer.batch);
     r.param("consumers", plan.consumer.consumers);
 }
@@ -421,28 +335,24 @@ fn describe(plan: &Plan, target: &Filled, shape: Shape, filters: &[String], r: &
 fn measure(
     o: &DriveOutcome,
     plan: &Plan,
-    (due, stored): (&Sequences, &Sequences),
+    (due, stored): (&SeqSet, &SeqSet),
     r: &mut VariantResult,
-) -> f64 {
+) {
     let rate = o.consume_rate();
-    r.metrics.extend(rate_and_throughput(
-        names::CONSUME,
-        rate,
-        rate * plan.message_size as f64,
-    ));
-    let share = match stored.len() {
-        0 => 0.0,
-        n => due.len() as f64 / n as f64,
-    };
+    let bytes = rate * plan.message_size as f64;
+    r.metrics
+        .extend(rate_and_throughput(names::CONSUME, rate, bytes));
+    let share = due.len() as f64 / stored.len().max(1) as f64;
     r.metrics
         .push(Metric::new(MATCHED_SHARE, "ratio", share, Direction::None));
     let server = o.server_cpu.filter(|_| o.counts.deliveries > 0);
     match server {
         Some(cpu) if cpu >= MIN_SERVER_CPU => {
+            let per = cpu.as_secs_f64() * 1e6 / o.counts.deliveries as f64;
             r.metrics.push(Metric::new(
                 names::SERVER_CPU_PER_MSG,
                 "us",
-                cpu.as_secs_f64() * 1e6 / o.counts.deliveries as f64,
+                per,
                 Direction::Lower,
             ));
             r.param(
@@ -467,66 +377,4 @@ fn measure(
     // A withheld server figure stays withheld: the shared figures would
     // otherwise divide the same few ticks by the messages read.
     checks::client_figures_with(o, server.filter(|cpu| *cpu >= MIN_SERVER_CPU), r);
-    rate
-}
-
-/// The due sequences as the ledger's persisted ones, the consumer's
-/// deliveries merged in: the never-seen ones are attributed to the server
-/// or the client as every other scenario's are, and the invariants judged.
-async fn verify_consume(
-    ctx: &RunContext,
-    target: &Filled,
-    due: &Sequences,
-    o: &DriveOutcome,
-    r: &mut VariantResult,
-) {
-    let mut ledger = LedgerShard::new();
-    for seq in due.iter() {
-        ledger.mark(seq, Event::Persisted);
-    }
-    ledger.merge(&o.ledger);
-    let failure = o.consumers.iter().find_map(|c| c.first_error.clone());
-    let js = ctx.provisioner.jetstream();
-    let held = crate::drive::held_sequences(js, &target.name, &ledger, o.server_state).await;
-    let attribution = crate::drive::attribute(&ledger, o.server_state, failure, &held, 0);
-    let mut counts = ledger.counts();
-    if let Some(a) = &attribution {
-        counts.lost = a.lost;
-        counts.client_dropped = a.client_dropped;
-        counts.unattributed = a.unattributed;
-    }
-    r.ledger = counts;
-    r.invariants.extend(verify::verify(&verify::Observed {
-        due,
-        ledger: &ledger,
-        attribution: attribution.as_ref(),
-    }));
-    r.invariants.push(target.kept.clone());
-    r.invariants.push(checks::nothing_pending(o));
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_shape_selects_what_its_doc_says() {
-        let layout = Layout {
-            base: "jsb.t".into(),
-            cardinality: 10,
-            rare_every: 10,
-        };
-        let stored = filter::stored(&layout, 1000, 0);
-        let share = |s| filter::due(&layout, &stored, &shape_filters(s, &layout)).len();
-        assert_eq!(share(Shape::None), 1000);
-        assert_eq!(share(Shape::Literal), 100);
-        assert_eq!(share(Shape::Star), 900);
-        assert_eq!(share(Shape::Tail), 900);
-        assert_eq!(share(Shape::All), 1000);
-        assert_eq!(share(Shape::Several), 1000);
-        assert_eq!(
-            shape_filters(Shape::Several, &layout),
-            ["jsb.t.d.*", "jsb.t.rare"]
-        );
-    }
 }

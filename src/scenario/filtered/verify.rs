@@ -1,11 +1,10 @@
 //! The filtered scenario's guarantees, judged from what jsbench knows on
 //! its own side (the set a filter selects, computed by
-//! [`crate::streams::filter::due`]) against what the consumer saw (the
-//! ledger) and what the server says it still holds (the attribution).
+//! [`super::layout::due`]) against what the consumer saw (the ledger) and
+//! what the server says it still holds (the drive's attribution).
 
-use crate::drive::Attribution;
-use crate::record::ledger::{Event, LedgerShard};
-use crate::streams::filter::Sequences;
+use crate::drive::DriveOutcome;
+use crate::record::ledger::{Event, LedgerCounts, LedgerShard, SeqSet};
 use crate::variant::Invariant;
 
 pub const DELIVERED_ONCE: &str = "every matching message delivered once";
@@ -18,14 +17,20 @@ const EXAMPLES: usize = 10;
 /// What a filtered consume left: the sequences due, the consumer's
 /// ledger, and who lost what was never seen (`None`: the durable's state
 /// was unavailable, nothing can be attributed).
-pub struct Observed<'a> {
-    pub due: &'a Sequences,
-    pub ledger: &'a LedgerShard,
-    pub attribution: Option<&'a Attribution>,
+struct Observed<'a> {
+    due: &'a SeqSet,
+    ledger: &'a LedgerShard,
+    attribution: Option<&'a LedgerCounts>,
 }
 
-pub fn verify(o: &Observed<'_>) -> Vec<Invariant> {
-    vec![delivered_once(o), nothing_outside(o)]
+/// Every due sequence delivered once, and nothing outside them.
+pub fn verify(due: &SeqSet, o: &DriveOutcome) -> Vec<Invariant> {
+    let o = Observed {
+        due,
+        ledger: &o.ledger,
+        attribution: o.server_state.map(|_| &o.counts),
+    };
+    vec![delivered_once(&o), nothing_outside(&o)]
 }
 
 /// Each due sequence delivered exactly once; a missing one is the
@@ -121,8 +126,8 @@ pub fn stream_kept(held: Option<u64>, expected: u64, max_per_subject: u64) -> In
 mod tests {
     use super::*;
 
-    fn due(seqs: &[u64]) -> Sequences {
-        let mut s = Sequences::default();
+    fn due(seqs: &[u64]) -> SeqSet {
+        let mut s = SeqSet::default();
         for &q in seqs {
             s.insert(q);
         }
@@ -137,12 +142,13 @@ mod tests {
         l
     }
 
-    fn judge(due: &Sequences, ledger: &LedgerShard, a: Option<&Attribution>) -> Vec<Invariant> {
-        verify(&Observed {
+    fn judge(due: &SeqSet, ledger: &LedgerShard, a: Option<&LedgerCounts>) -> Vec<Invariant> {
+        let o = Observed {
             due,
             ledger,
             attribution: a,
-        })
+        };
+        vec![delivered_once(&o), nothing_outside(&o)]
     }
 
     #[test]
@@ -155,11 +161,9 @@ mod tests {
     #[test]
     fn a_matching_message_never_delivered_fails_naming_the_server() {
         let d = due(&[1, 3, 5]);
-        let a = Attribution {
+        let a = LedgerCounts {
             lost: 1,
-            client_dropped: 0,
-            unattributed: 0,
-            cause: None,
+            ..Default::default()
         };
         let all = judge(&d, &delivered(&[1, 5]), Some(&a));
         let i = &all[0];
@@ -172,11 +176,9 @@ mod tests {
 
     #[test]
     fn a_message_the_client_dropped_fails_naming_the_client() {
-        let a = Attribution {
-            lost: 0,
+        let a = LedgerCounts {
             client_dropped: 1,
-            unattributed: 0,
-            cause: None,
+            ..Default::default()
         };
         let i = &judge(&due(&[2]), &delivered(&[]), Some(&a))[0];
         assert!(!i.passed);

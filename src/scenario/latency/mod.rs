@@ -15,10 +15,10 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use super::lifecycle::{Durable, drive_durable, each, variant};
+use super::lifecycle::{Lifecycle, Paced, Scope, Variants};
 use super::table::{self, Column};
 use super::{ScenarioKind, ScenarioPlan, checks};
-use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, RunContext, drive};
+use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, RunContext};
 use crate::profile::{CommonPlan, ConsumerPlan, MsgId, Problems, Section, format_duration};
 use crate::record::metrics::{Direction, Metric, latency_metrics};
 use crate::record::names;
@@ -51,7 +51,7 @@ impl ScenarioKind for Latency {
         plan: &'a Plan,
         sink: &'a mut dyn VariantSink,
     ) -> impl Future<Output = Result<()>> + 'a {
-        run(ctx, scenario, plan, sink)
+        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
     }
 
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
@@ -81,101 +81,115 @@ impl ScenarioKind for Latency {
     }
 }
 
-async fn run(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    sink: &mut dyn VariantSink,
-) -> Result<()> {
-    if let Some(search) = &plan.search {
-        let probe = async |rate, name| one_variant(ctx, scenario, plan, rate, name, false).await;
-        return super::search::run(ctx, scenario, search, "", sink, probe).await;
-    }
-    // Each rate, and after it the same rate over core NATS when asked.
-    let variants = plan.rates.iter().flat_map(|&rate| {
-        std::iter::once((rate, false)).chain(plan.core_baseline.then_some((rate, true)))
-    });
-    each(ctx, scenario, sink, variants, async |(rate, core)| {
-        let name = variant_name(plan, rate, core);
-        one_variant(ctx, scenario, plan, rate, name, core).await
-    })
-    .await
+/// A variant: its rate, through a stream or (`core`) over core NATS.
+#[derive(Debug, Clone, Copy)]
+pub struct Rate {
+    rate: u64,
+    core: bool,
 }
 
-/// One variant at `rate`, named `name`, through a stream or (`core`) over
-/// core NATS.
-async fn one_variant(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    rate: u64,
-    name: String,
-    core: bool,
-) -> VariantResult {
-    let (result, _) = variant(name, async |r| {
-        describe(&scenario.common, plan, rate, r);
+impl Lifecycle for Latency {
+    type Group = ();
+    type Shared = ();
+    type Variant = Rate;
+
+    fn groups(_plan: &Plan) -> Vec<()> {
+        vec![()]
+    }
+
+    async fn setup(_: &mut Scope<'_>, _: &mut VariantResult, _: &Plan, _: &()) -> Result<()> {
+        Ok(())
+    }
+
+    /// Each rate, and after it the same rate over core NATS when asked;
+    /// or the rates a search picks.
+    fn variants(plan: &Plan, _: &()) -> Variants<Rate> {
+        if let Some(search) = &plan.search {
+            let at = Box::new(|rate| Rate { rate, core: false });
+            let prefix = String::new();
+            return Variants::Search {
+                search: search.clone(),
+                prefix,
+                at,
+            };
+        }
+        let twins = |rate| [false, true].map(|core| Rate { rate, core });
+        let core = |v: &Rate| !v.core || plan.core_baseline;
+        Variants::List(
+            plan.rates
+                .iter()
+                .flat_map(|&r| twins(r))
+                .filter(core)
+                .collect(),
+        )
+    }
+
+    /// `rate-<n>`, or the shape's name when the arrival sets the rate; its
+    /// core baseline `core-<n>` or `core-<shape>`.
+    fn label(plan: &Plan, v: &Rate) -> String {
+        let arrival = &plan.publish.arrival;
+        match (v.core, arrival.uses_rate()) {
+            (false, true) => format!("rate-{}", v.rate),
+            (false, false) => arrival.name().to_string(),
+            (true, true) => format!("core-{}", v.rate),
+            (true, false) => format!("core-{}", arrival.name()),
+        }
+    }
+
+    async fn run(
+        s: &mut Scope<'_>,
+        r: &mut VariantResult,
+        plan: &Plan,
+        _: &mut (),
+        &Rate { rate, core }: &Rate,
+    ) -> Result<()> {
+        describe(&s.scenario.common, plan, rate, r);
         if core {
             r.param("consumers", 1);
             r.param(
                 "transport",
                 "core NATS: no stream; the subscriber answers each message",
             );
-            core_variant(ctx, scenario, plan, rate, r).await
-        } else {
-            let reader = |durable| ConsumerSpec {
-                hops: plan.hops,
-                ..ConsumerSpec::acking(durable, plan.consumer.clone())
-            };
-            let durable = Durable::new(
-                &scenario.common,
-                (rate, &plan.publish),
-                &plan.consumer,
-                reader,
-            );
-            drive_durable(ctx, scenario, r, durable, |d, r| {
-                measure(&d.outcome, rate, r);
-                if plan.hops {
-                    hops::measure(&d.outcome, r);
-                }
-                traced::measure(&d.outcome, plan.publish.trace_every, r);
-                verify(&d.outcome, plan.publish.msg_id, d.stored, r);
-            })
-            .await
+            return core_variant(s, plan, rate, r).await;
         }
-    })
-    .await;
-    result
+        let reader = ConsumerSpec {
+            hops: plan.hops,
+            ..ConsumerSpec::acking(String::new(), plan.consumer.clone())
+        };
+        s.drive_durable(r, Paced::new(rate, &plan.publish, reader), |d, r| {
+            measure(&d.outcome, rate, r);
+            if plan.hops {
+                hops::measure(&d.outcome, r);
+            }
+            traced::measure(&d.outcome, plan.publish.trace_every, r);
+            verify(&d.outcome, plan.publish.msg_id, d.stored, r);
+        })
+        .await
+    }
 }
 
 /// The core-NATS baseline at `rate`: the same publishers, stamps and
 /// schedule to a subject no stream captures, read by one plain subscriber
 /// that answers each message in place of a PubAck
 /// ([`crate::consume::core`]). Its "PubAck" latency is that round trip.
-async fn core_variant(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    rate: u64,
-    r: &mut VariantResult,
-) -> Result<()> {
-    let (name, variant) = (scenario.name(), r.name.clone());
+async fn core_variant(s: &Scope<'_>, plan: &Plan, rate: u64, r: &mut VariantResult) -> Result<()> {
     // Every subscriber would get every message: one.
     let mut consumer = plan.consumer.clone();
     consumer.consumers = 1;
     let mut spec = DriveSpec::paced(
-        format!("{name} {variant}"),
+        s.drive_label(),
         "",
-        format!("{}.0", ctx.names.subject(name, &variant)),
+        format!("{}.0", s.names().base),
         &plan.publish,
-        &scenario.common,
+        &s.scenario.common,
         rate,
         ConsumerSpec::core(consumer),
     );
-    spec.msg_id_prefix = format!("{}-{name}-{variant}", ctx.names.token());
+    spec.msg_id_prefix = s.msg_id_prefix();
     // No stream stores the message, so no server would send a `js` event:
     // tracing is for the JetStream variants.
     spec.publish.trace_every = 0;
-    let outcome = drive(ctx, &spec).await?;
+    let outcome = s.drive(&spec).await?;
     measure(&outcome, rate, r);
     super::shape::per_step(
         &outcome.e2e_intended,
@@ -217,18 +231,6 @@ fn verify_core(o: &DriveOutcome, r: &mut VariantResult) {
             name,
             "core NATS: no stream, no durable; a dropped message is a publish nobody answered",
         ));
-    }
-}
-
-/// `rate-<n>`, or the shape's name when the arrival sets the rate; its
-/// core baseline `core-<n>` or `core-<shape>`.
-fn variant_name(plan: &Plan, rate: u64, core: bool) -> String {
-    let arrival = &plan.publish.arrival;
-    match (core, arrival.uses_rate()) {
-        (false, true) => format!("rate-{rate}"),
-        (false, false) => arrival.name().to_string(),
-        (true, true) => format!("core-{rate}"),
-        (true, false) => format!("core-{}", arrival.name()),
     }
 }
 

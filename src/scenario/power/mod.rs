@@ -377,6 +377,7 @@ async fn cut_and_recover(
         rate: Some(plan.load.rate),
         count: None,
         preloaded: 0,
+        due: None,
         warmup: common.warmup,
         duration: common.duration + SEND_PAST_KILL,
         drain_timeout: common.drain_timeout,

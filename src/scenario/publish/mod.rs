@@ -378,6 +378,7 @@ async fn run_variant(
         rate: total_rate(plan, rate),
         count: None,
         preloaded: 0,
+        due: None,
         warmup: common.warmup,
         duration: common.duration,
         drain_timeout: common.drain_timeout,

@@ -224,6 +224,7 @@ async fn fill(
         rate: None,
         count: Some(plan.cost_messages),
         preloaded: 0,
+        due: None,
         warmup: Duration::ZERO,
         duration: Duration::ZERO,
         drain_timeout: scenario.common.drain_timeout,

@@ -9,6 +9,9 @@
 //! stream sequence *m* + 1, so the layout names every sequence's subject
 //! without reading the stream back.
 
+use super::plan::Shape;
+use crate::record::ledger::SeqSet;
+
 /// Whether `subject` matches `filter` under NATS rules: tokens split on
 /// `.`, `*` matches exactly one token, `>` as the last token matches one
 /// or more.
@@ -81,6 +84,19 @@ impl Layout {
         }
     }
 
+    /// The filter subjects of `shape` over this layout; empty for none.
+    pub fn filters(&self, shape: Shape) -> Vec<String> {
+        let data = self.data_prefix();
+        match shape {
+            Shape::None => Vec::new(),
+            Shape::Literal => vec![self.rare_subject()],
+            Shape::Star => vec![format!("{data}.*")],
+            Shape::Tail => vec![format!("{data}.>")],
+            Shape::All => vec![format!("{}.>", self.base)],
+            Shape::Several => vec![format!("{data}.*"), self.rare_subject()],
+        }
+    }
+
     /// The publish cycle a fill goes round by message number, one period.
     pub fn subjects(&self) -> Vec<String> {
         let names: Vec<String> = (0..self.subject_count() as u32)
@@ -92,54 +108,10 @@ impl Layout {
     }
 }
 
-/// A set of stream sequences, one bit each, with its size.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Sequences {
-    bits: Vec<u64>,
-    len: u64,
-}
-
-impl Sequences {
-    pub fn insert(&mut self, seq: u64) {
-        let (word, bit) = ((seq / 64) as usize, seq % 64);
-        if word >= self.bits.len() {
-            self.bits.resize(word + 1, 0);
-        }
-        if self.bits[word] & (1 << bit) == 0 {
-            self.bits[word] |= 1 << bit;
-            self.len += 1;
-        }
-    }
-
-    pub fn contains(&self, seq: u64) -> bool {
-        let word = (seq / 64) as usize;
-        self.bits
-            .get(word)
-            .is_some_and(|w| w & (1 << (seq % 64)) != 0)
-    }
-
-    pub fn len(&self) -> u64 {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// The members in order.
-    pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
-        self.bits.iter().enumerate().flat_map(|(i, &w)| {
-            (0..64u64)
-                .filter(move |b| w & (1 << b) != 0)
-                .map(move |b| i as u64 * 64 + b)
-        })
-    }
-}
-
 /// The sequences a stream keeps of `messages` laid out by `layout`, with
 /// `max_per_subject` (0: no limit) keeping each subject's newest only.
-pub fn stored(layout: &Layout, messages: u64, max_per_subject: u64) -> Sequences {
-    let mut kept = Sequences::default();
+pub fn stored(layout: &Layout, messages: u64, max_per_subject: u64) -> SeqSet {
+    let mut kept = SeqSet::default();
     let mut newer = vec![0u64; layout.subject_count()];
     for m in (0..messages).rev() {
         let id = layout.subject_of(m) as usize;
@@ -153,14 +125,14 @@ pub fn stored(layout: &Layout, messages: u64, max_per_subject: u64) -> Sequences
 
 /// The stored sequences a consumer with `filters` must deliver: all of
 /// them without a filter, else those whose subject matches any entry.
-pub fn due(layout: &Layout, stored: &Sequences, filters: &[String]) -> Sequences {
+pub fn due(layout: &Layout, stored: &SeqSet, filters: &[String]) -> SeqSet {
     let selected: Vec<bool> = (0..layout.subject_count() as u32)
         .map(|id| {
             let name = layout.subject_name(id);
             filters.is_empty() || filters.iter().any(|f| matches(f, &name))
         })
         .collect();
-    let mut due = Sequences::default();
+    let mut due = SeqSet::default();
     for seq in stored.iter() {
         if selected[layout.subject_of(seq - 1) as usize] {
             due.insert(seq);
@@ -224,6 +196,20 @@ mod tests {
     }
 
     #[test]
+    fn each_shape_selects_what_its_doc_says() {
+        let layout = layout(10, 10);
+        let stored = stored(&layout, 1000, 0);
+        let share = |s| due(&layout, &stored, &layout.filters(s)).len();
+        assert_eq!(share(Shape::None), 1000);
+        assert_eq!(share(Shape::Literal), 100);
+        assert_eq!(share(Shape::Star), 900);
+        assert_eq!(share(Shape::Tail), 900);
+        assert_eq!(share(Shape::All), 1000);
+        assert_eq!(share(Shape::Several), 1000);
+        assert_eq!(layout.filters(Shape::Several), ["jsb.t.d.*", "jsb.t.rare"]);
+    }
+
+    #[test]
     fn max_per_subject_keeps_each_subjects_newest() {
         let l = layout(2, 0);
         // Messages 0..6 go to 0,1,0,1,0,1: two each kept are the last four.
@@ -256,16 +242,5 @@ mod tests {
                 .collect::<Vec<_>>(),
             [9]
         );
-    }
-
-    #[test]
-    fn a_sequence_set_counts_each_member_once() {
-        let mut s = Sequences::default();
-        for seq in [5, 64, 5, 200] {
-            s.insert(seq);
-        }
-        assert_eq!(s.len(), 3);
-        assert!(s.contains(64) && !s.contains(63) && !s.contains(10_000));
-        assert_eq!(s.iter().collect::<Vec<_>>(), [5, 64, 200]);
     }
 }
