@@ -190,6 +190,7 @@ async fn an_unpaced_publisher_sends_nothing_before_t0() {
     .await
     .unwrap();
     let config = PublisherConfig {
+        subject_stride: 1,
         index: 0,
         subjects: vec!["leadin.1".into()],
         message_size: SizePlan::Fixed(128),
@@ -264,6 +265,7 @@ async fn a_max_rate_counts_from_the_end_of_the_warm_up() {
     .await
     .unwrap();
     let config = PublisherConfig {
+        subject_stride: 1,
         index: 0,
         subjects: vec!["warmup.1".into()],
         message_size: SizePlan::Fixed(128),

@@ -53,6 +53,7 @@ fn settings(url: &str) -> ConnectSettings {
 
 fn config(window: usize, drop_pub_acks: u64) -> PublisherConfig {
     PublisherConfig {
+        subject_stride: 1,
         index: 4,
         subjects: vec!["direct.drop".into()],
         message_size: SizePlan::Fixed(64),

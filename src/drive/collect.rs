@@ -39,8 +39,55 @@ impl Variant<'_> {
         let telemetry = finish_telemetry(self.telemetry).await?;
         let mut clients = self.consumers;
         let crash = clients.crash.take();
-        let (mut consumers, mut errors) = stop_consumers(clients).await?;
+        let reader_of = std::mem::take(&mut clients.reader_of);
+        let stopped = stop_consumers(clients).await?;
         self.bar.finish();
+        if !self.spec.is_simple() {
+            let timing = (self.timing.t0_ns, self.timing.record_from_ns);
+            let clients = stopped
+                .into_iter()
+                .map(|(k, report)| (reader_of.get(k).copied().unwrap_or(0), report))
+                .collect();
+            let sent = (published.sends.clone(), published.acks.clone());
+            let (mut whole, parts) =
+                super::parts::split(ctx, self.spec, sent, clients, &drained.states, timing).await;
+            whole
+                .errors
+                .extend(task_errors(share, &published.sends, &published.acks, &[]));
+            for refusal in ctx.connect.take_refusals() {
+                whole.errors.push(format!("the server refused: {refusal}"));
+            }
+            for p in &parts {
+                whole.errors.extend(p.durables.iter().filter_map(|d| {
+                    d.error
+                        .as_ref()
+                        .map(|e| format!("consumer of {}: {e}", d.name))
+                }));
+            }
+            whole.parts = parts;
+            whole.drained = drained.drained;
+            whole.drain_time = drained.time;
+            whole.server_state = drained.server_state;
+            whole.samples = samples;
+            whole.telemetry = telemetry;
+            whole.memory = self.memory;
+            whole.fault = published.fault;
+            whole.pause = published.pause;
+            whole.client_cpu = client_cpu;
+            whole.server_cpu = server_cpu;
+            whole.cpu_after_warmup = after_warmup;
+            whole.interrupted = ctx.stop.is_cancelled();
+            whole.memory.close();
+            return Ok(whole);
+        }
+        let mut consumers = Vec::new();
+        let mut errors = Vec::new();
+        for (i, (_, report)) in stopped.into_iter().enumerate() {
+            match report {
+                Ok(report) => consumers.push(report),
+                Err(e) => errors.push(format!("consumer {i}: {e}")),
+            }
+        }
 
         let Published {
             mut sends,
@@ -75,7 +122,7 @@ impl Variant<'_> {
             self.timing.t0_ns,
             self.timing.record_from_ns,
         );
-        if let Some(due) = &self.spec.due {
+        if let Some(due) = self.spec.streams.first().and_then(|s| s.due.as_ref()) {
             for seq in due.iter() {
                 outcome
                     .ledger
@@ -98,9 +145,9 @@ impl Variant<'_> {
         outcome.interrupted = ctx.stop.is_cancelled();
         outcome.errors = errors;
         // A core baseline has no stream to ask.
-        if !self.spec.consumer.as_ref().is_some_and(|c| c.core) {
+        if !self.spec.consumer().is_some_and(|c| c.core) {
             outcome
-                .attribute_losses(ctx.provisioner.jetstream(), &self.spec.stream)
+                .attribute_losses(ctx.provisioner.jetstream(), self.spec.stream())
                 .await;
         }
         // The merge above holds every report and its copy at once: the
@@ -125,19 +172,21 @@ pub(super) async fn finish_telemetry(
 }
 
 /// Ends every consumer client and joins its task: the reports of the
-/// crashed clients first, then one per client, and the error of each that
-/// failed.
-async fn stop_consumers(consumers: Consumers) -> Result<(Vec<ConsumerReport>, Vec<String>)> {
+/// crashed clients first (the first client's slot), then each client's
+/// report or error, by its progress slot.
+async fn stop_consumers(
+    consumers: Consumers,
+) -> Result<Vec<(usize, Result<ConsumerReport, String>)>> {
     consumers.stop.cancel();
-    let mut reports = consumers.crashed;
-    let mut errors = Vec::new();
+    let mut reports: Vec<_> = consumers.crashed.into_iter().map(|r| (0, Ok(r))).collect();
+    let crashed = reports.len();
     for (i, task) in consumers.tasks.into_iter().enumerate() {
-        match task.await.context("joining a consumer task")? {
-            Ok(report) => reports.push(report),
-            Err(e) => errors.push(format!("consumer {i}: {e:#}")),
-        }
+        let report = task.await.context("joining a consumer task")?;
+        // A crash moved the first client's task out: the others keep their slots.
+        let slot = if crashed > 0 { i + 1 } else { i };
+        reports.push((slot, report.map_err(|e| format!("{e:#}"))));
     }
-    Ok((reports, errors))
+    Ok(reports)
 }
 
 /// The first error each task of the share recorded, named by its index in

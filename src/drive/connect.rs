@@ -2,11 +2,16 @@
 //! before anything is timed, so a slow connect never eats into the
 //! schedule; the CPU meters start just before the publishers connect.
 
+use std::time::{Duration, Instant};
+
 use anyhow::{Context as _, Result};
+use futures::StreamExt;
 use futures::future::join_all;
 use tokio_util::sync::CancellationToken;
 
+use super::launch::Launcher;
 use super::{DriveSpec, RunContext, Share};
+use crate::consume;
 use crate::load::{Publisher, PublisherConfig, RetryPlan};
 use crate::profile::late_retry_margin;
 use crate::record::schedule::Schedule;
@@ -15,6 +20,9 @@ use crate::system::cpu::{self, CpuMeter};
 /// This process's clients, connected and not started.
 pub(super) struct Connected {
     pub consumer_clients: Vec<async_nats::Client>,
+    /// Each consumer client bound to its durable already, with how long
+    /// binding them all took: a load whose readers share connections.
+    pub bound: Option<(Vec<consume::Bound>, Duration)>,
     /// Waiting for their [`crate::load::Timing`].
     pub publishers: Vec<Publisher>,
     /// Stops the publishers early: a failed consumer, a halted run.
@@ -54,14 +62,23 @@ pub(super) async fn connect(
         None => ctx.connect.clone(),
     };
     let settings = &settings;
-    let consumer_clients = join_all(share.consumers.iter().map(|i| async move {
-        settings
-            .connect_on(crate::system::runtimes::consume(), &format!("consumer-{i}"))
+    let (consumer_clients, bound) = match spec.shared_connections {
+        None => {
+            let clients = join_all(share.consumers.iter().map(|i| async move {
+                settings
+                    .connect_on(crate::system::runtimes::consume(), &format!("consumer-{i}"))
+                    .await
+            }))
             .await
-    }))
-    .await
-    .into_iter()
-    .collect::<Result<Vec<_>>>()?;
+            .into_iter()
+            .collect::<Result<Vec<_>>>()?;
+            (clients, None)
+        }
+        Some(connections) => {
+            let (clients, bound) = bind_shared(ctx, spec, share, connections).await?;
+            (clients, Some(bound))
+        }
+    };
 
     let retries = RetryPlan {
         in_window: spec.publish.duplicates,
@@ -84,6 +101,7 @@ pub(super) async fn connect(
         let config = PublisherConfig {
             index: i as u16,
             subjects: publisher_subjects(spec, i),
+            subject_stride: spec.streams.len().max(1) as u64,
             message_size: spec.publish.message_size,
             schedule: Schedule {
                 // Set by `go` once every publisher is connected.
@@ -122,6 +140,7 @@ pub(super) async fn connect(
         .collect::<Result<Vec<_>>>()?;
     Ok(Connected {
         consumer_clients,
+        bound,
         publishers,
         publish_stop,
         meters,
@@ -129,13 +148,86 @@ pub(super) async fn connect(
     })
 }
 
-/// The subjects publisher `i` sends to: all of the spec's, round-robin, or
-/// with [`crate::profile::PublishPlan::subject_per_publisher`] its one.
+/// Durables bound at once: more only queue at the server's API.
+const BIND_AT_ONCE: usize = 32;
+/// How long binding every durable may take.
+const BIND_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The connections the readers' clients share, round-robin, and every
+/// client bound to its durable before anything is timed: binding a
+/// thousand takes the server seconds.
+async fn bind_shared(
+    ctx: &RunContext,
+    spec: &DriveSpec,
+    share: &Share,
+    connections: usize,
+) -> Result<(Vec<async_nats::Client>, (Vec<consume::Bound>, Duration))> {
+    // Many durables share each connection here: async-nats' job.
+    if spec
+        .readers
+        .iter()
+        .any(|r| r.consumer.plan.client == crate::profile::ConsumerClient::Direct)
+    {
+        anyhow::bail!(
+            "scenario.consumer.client = \"direct\" cannot apply to {}: its durables share \
+             connections, which the direct client does not",
+            spec.label
+        );
+    }
+    let connections = connections.min(share.consumers.len()).max(1);
+    let shared = join_all((0..connections).map(|i| async move {
+        ctx.connect
+            .connect_on(crate::system::runtimes::consume(), &format!("shared-{i}"))
+            .await
+    }))
+    .await
+    .into_iter()
+    .collect::<Result<Vec<_>>>()?;
+    let clients: Vec<_> = (0..share.consumers.len())
+        .map(|k| shared[k % connections].clone())
+        .collect();
+    let launcher = Launcher::new(ctx, spec, (0, 0), 0, CancellationToken::new());
+    let configs: Vec<_> = share
+        .consumers
+        .iter()
+        .map(|&i| launcher.config(spec.reader_of(i), i, None))
+        .collect();
+    let binding = Instant::now();
+    let binds: Vec<_> = (configs.iter().zip(&clients))
+        .map(|(config, client)| {
+            let (config, client) = (config.clone(), client.clone());
+            async move { consume::bind(&client, &config).await }
+        })
+        .collect();
+    let bound = futures::stream::iter(binds)
+        .buffered(BIND_AT_ONCE)
+        .collect::<Vec<_>>();
+    let bound = tokio::time::timeout(BIND_TIMEOUT, bound)
+        .await
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "binding {} durables took longer than {} s",
+                configs.len(),
+                BIND_TIMEOUT.as_secs()
+            )
+        })?
+        .into_iter()
+        .collect::<Result<Vec<_>>>()?;
+    Ok((clients, (bound, binding.elapsed())))
+}
+
+/// The subjects publisher `i` sends to: its stream's (publisher *i* feeds
+/// stream *i* mod *S*), round-robin, or with
+/// [`crate::profile::PublishPlan::subject_per_publisher`] its one.
 fn publisher_subjects(spec: &DriveSpec, i: usize) -> Vec<String> {
-    match spec.subjects.len() {
+    let Some(stream) = spec.streams.get(i % spec.streams.len().max(1)) else {
+        return Vec::new();
+    };
+    let subjects = &stream.subjects;
+    match subjects.len() {
         0 => Vec::new(),
-        n if spec.publish.subject_per_publisher => vec![spec.subjects[i % n].clone()],
-        _ => spec.subjects.clone(),
+        n if spec.publish.subject_per_publisher => vec![subjects[i % n].clone()],
+        _ => subjects.clone(),
     }
 }
 
@@ -153,7 +245,7 @@ mod tests {
         spec.publish.subject_per_publisher = true;
         assert_eq!(publisher_subjects(&spec, 0), ["a"]);
         assert_eq!(publisher_subjects(&spec, 3), ["b"]);
-        spec.subjects.clear();
+        spec.streams[0].subjects.clear();
         assert!(publisher_subjects(&spec, 0).is_empty());
     }
 }

@@ -65,13 +65,10 @@ impl CrashState {
         let crash = report.crashed.clone().unwrap_or_default();
         crashed.push(report);
         tokio::time::sleep(CRASH_SETTLE).await;
-        let ack_pending_after = consumer_state(
-            ctx.provisioner.jetstream(),
-            &launcher.stream,
-            &launcher.spec.durable,
-        )
-        .await
-        .map(|s| s.num_ack_pending as u64);
+        let (stream, durable) = launcher.first();
+        let ack_pending_after = consumer_state(ctx.provisioner.jetstream(), stream, durable)
+            .await
+            .map(|s| s.num_ack_pending as u64);
         let rebind_at = clock::instant_at(crash.at_ns + self.plan.rebind_after.as_nanos() as u64);
         tokio::time::sleep_until(rebind_at.into()).await;
         let client = ctx
@@ -80,7 +77,7 @@ impl CrashState {
             .await?;
         let index = progress.len() - 1;
         let rebound_ns = clock::now_ns();
-        tasks.push(launcher.spawn(client, index, progress[index].clone(), None));
+        tasks.push(launcher.spawn(client, (0, index), None, progress[index].clone(), None));
         self.outcome = Some(CrashOutcome {
             report: crash,
             ack_pending_after,

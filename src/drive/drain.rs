@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
+use futures::StreamExt;
 
 use super::sample::Published;
 use super::state::settled_state;
@@ -25,8 +26,11 @@ pub(super) struct Drained {
     pub drained: bool,
     /// From the last publish to the end of the drain.
     pub time: Duration,
-    /// The durable as the server saw it once settled.
+    /// The durable as the server saw it once settled (the first, when
+    /// there are several).
     pub server_state: Option<ConsumerState>,
+    /// Every durable so, in the spec's order, when there are several.
+    pub states: Vec<Option<ConsumerState>>,
 }
 
 impl Variant<'_> {
@@ -37,11 +41,12 @@ impl Variant<'_> {
     ) -> Result<Drained> {
         let (ctx, spec) = (self.ctx, self.spec);
         let mut drained = Drained {
-            drained: spec.consumer.is_none(),
+            drained: spec.readers.is_empty(),
             time: Duration::ZERO,
             server_state: None,
+            states: Vec::new(),
         };
-        let Some(c) = &spec.consumer else {
+        let Some(c) = spec.consumer() else {
             return Ok(drained);
         };
         if !peers.watches_server() {
@@ -69,9 +74,7 @@ impl Variant<'_> {
             let others = peers.counts();
             self.peer_in_flight
                 .store(others.in_flight, Ordering::Relaxed);
-            if self.consumers.progress.finished() + others.finished >= published.stored
-                && self.consumers.crash_done()
-            {
+            if self.finished(published, others.finished) && self.consumers.crash_done() {
                 drained.drained = true;
                 break;
             }
@@ -93,13 +96,87 @@ impl Variant<'_> {
         } else {
             Instant::now()
         };
-        drained.server_state = settled_state(
-            ctx.provisioner.jetstream(),
-            &spec.stream,
-            &c.durable,
-            settle_until,
-        )
-        .await;
+        let asks: Vec<_> = (spec.readers.iter())
+            .map(|r| {
+                let js = ctx.provisioner.jetstream().clone();
+                let stream = spec.streams[r.stream].name.clone();
+                let durable = r.consumer.durable.clone();
+                async move { settled_state(&js, &stream, &durable, settle_until).await }
+            })
+            .collect();
+        let states: Vec<_> = futures::stream::iter(asks)
+            .buffered(AT_ONCE)
+            .collect()
+            .await;
+        drained.server_state = states.first().copied().flatten();
+        if !spec.is_simple() {
+            drained.states = states;
+        }
         Ok(drained)
+    }
+
+    /// Whether every durable has finished what it is due: every stored
+    /// message of its stream (every process's, and the preload), or with a
+    /// filter, what its subjects got of a round-robin publisher's sends.
+    fn finished(&self, published: &Published, others_finished: u64) -> bool {
+        let spec = self.spec;
+        let progress = &self.consumers.progress.0;
+        if spec.is_simple() {
+            return self.consumers.progress.finished() + others_finished >= published.stored;
+        }
+        // A load of several streams or durables runs in one process.
+        let streams = spec.streams.len();
+        let on = |s: usize| {
+            published
+                .acks
+                .iter()
+                .enumerate()
+                .filter(move |(p, _)| p % streams == s)
+        };
+        spec.readers.iter().enumerate().all(|(r, reader)| {
+            let stream = &spec.streams[reader.stream];
+            let due: u64 = match &reader.filter {
+                Some(subjects) => {
+                    let sent = on(reader.stream)
+                        .map(|(p, _)| published.sends[p].sent)
+                        .sum();
+                    let len = stream.subjects.len();
+                    subjects.iter().map(|&f| on_subject(sent, len, f)).sum()
+                }
+                None => {
+                    let stored: u64 = on(reader.stream).map(|(_, a)| a.stored()).sum();
+                    stored + stream.preloaded
+                }
+            };
+            let finished: u64 = (self.consumers.reader_of.iter().zip(progress))
+                .filter(|(of, _)| **of == r)
+                .map(|(_, p)| p.finished.load(Ordering::Relaxed))
+                .sum();
+            finished >= due
+        })
+    }
+}
+
+/// Requests to the server at once when asking about every durable.
+const AT_ONCE: usize = 16;
+
+/// Messages `n` in `0..sent` with `n mod subjects == subject`: what one
+/// subject of a round-robin publisher received.
+pub(super) fn on_subject(sent: u64, subjects: usize, subject: usize) -> u64 {
+    let (f, s) = (subjects as u64, subject as u64);
+    if sent > s { (sent - s).div_ceil(f) } else { 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::on_subject;
+
+    #[test]
+    fn a_round_robin_publisher_splits_its_messages_over_its_subjects() {
+        // 10 messages over 4 subjects: 0,4,8 / 1,5,9 / 2,6 / 3,7.
+        let counts: Vec<u64> = (0..4).map(|f| on_subject(10, 4, f)).collect();
+        assert_eq!(counts, [3, 3, 2, 2]);
+        assert_eq!(on_subject(0, 4, 0), 0);
+        assert_eq!(on_subject(1, 4, 3), 0);
     }
 }

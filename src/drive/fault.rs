@@ -31,7 +31,7 @@ pub(super) async fn inject(
     })?;
     let names = faults.node_names();
     let js = ctx.provisioner.jetstream();
-    let leader_before = leader(js, &spec.stream).await;
+    let leader_before = leader(js, spec.stream()).await;
     let node = match plan.node {
         FaultNode::Server => 0,
         // A lone server leads every stream it has.
@@ -40,7 +40,7 @@ pub(super) async fn inject(
             let name = leader_before.clone().ok_or_else(|| {
                 anyhow::anyhow!(
                     "stream {} reports no leader to kill (is it replicated?)",
-                    spec.stream
+                    spec.stream()
                 )
             })?;
             names.iter().position(|n| *n == name).ok_or_else(|| {
@@ -48,11 +48,11 @@ pub(super) async fn inject(
             })?
         }
         FaultNode::Follower => {
-            let name = follower(js, &spec.stream).await.ok_or_else(|| {
+            let name = follower(js, spec.stream()).await.ok_or_else(|| {
                 anyhow::anyhow!(
                     "stream {} reports no follower to kill: a follower needs a replicated \
                      stream on a cluster (--cluster 3, replicas 3)",
-                    spec.stream
+                    spec.stream()
                 )
             })?;
             names.iter().position(|n| *n == name).ok_or_else(|| {
@@ -97,7 +97,7 @@ pub(super) async fn inject(
     // election; once healed, any answer does (it may have kept the lead).
     let healed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watcher = (plan.node == FaultNode::Leader && names.len() > 1).then(|| {
-        let (js, stream) = (js.clone(), spec.stream.clone());
+        let (js, stream) = (js.clone(), spec.stream().to_string());
         let (faulted, healed) = (faulted.clone(), healed.clone());
         tokio::spawn(async move {
             let deadline = tokio::time::Instant::now() + ELECTION_WATCH;
@@ -136,7 +136,7 @@ pub(super) async fn inject(
     } else if names.len() > 1 {
         // No election was due: who leads now says whether one happened
         // anyway.
-        outcome.leader_after = leader(js, &spec.stream).await;
+        outcome.leader_after = leader(js, spec.stream()).await;
     }
     Ok(outcome)
 }

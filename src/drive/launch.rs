@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use anyhow::Result;
 use tokio_util::sync::CancellationToken;
 
-use super::{ConsumerSpec, PeerCounts};
+use super::{ConsumerSpec, DriveSpec, PeerCounts};
 use crate::consume::{self, ConsumerConfig, ConsumerProgress, ConsumerReport, Crash};
 
 /// One counter slot per consumer client, and one more for a client that
@@ -53,15 +53,12 @@ impl ClientProgress {
     }
 }
 
-/// Everything needed to start a consumer client for a variant.
+/// Everything needed to start a consumer client of a variant, for each of
+/// its durables.
 pub(super) struct Launcher {
-    pub stream: String,
-    /// What a core subscriber reads.
-    pub subject: String,
-    pub spec: ConsumerSpec,
+    readers: Vec<ReaderLaunch>,
     pub record_from_ns: u64,
     pub t0_ns: u64,
-    pub expected: u64,
     pub js_api_prefix: String,
     pub stop: CancellationToken,
     /// For the direct client's own connections.
@@ -71,29 +68,78 @@ pub(super) struct Launcher {
     pub server_fault: bool,
 }
 
+/// One durable's part of the launch.
+struct ReaderLaunch {
+    stream: String,
+    /// What a core subscriber reads.
+    subject: String,
+    spec: ConsumerSpec,
+    /// Messages its clients size their ledger for.
+    expected: u64,
+}
+
 impl Launcher {
-    pub fn spawn(
-        &self,
-        client: async_nats::Client,
-        index: usize,
-        progress: Arc<ConsumerProgress>,
-        crash: Option<Crash>,
-    ) -> tokio::task::JoinHandle<Result<ConsumerReport>> {
-        let config = ConsumerConfig {
+    /// The launcher of `spec`'s readers on `timing`, each client sizing
+    /// its ledger for `expected` messages (its stream's share of them).
+    pub fn new(
+        ctx: &super::RunContext,
+        spec: &DriveSpec,
+        (t0_ns, record_from_ns): (u64, u64),
+        expected: u64,
+        stop: CancellationToken,
+    ) -> Launcher {
+        let streams = spec.streams.len().max(1) as u64;
+        let readers = spec
+            .readers
+            .iter()
+            .map(|r| {
+                let stream = spec.streams.get(r.stream);
+                ReaderLaunch {
+                    stream: stream.map(|s| s.name.clone()).unwrap_or_default(),
+                    subject: stream
+                        .and_then(|s| s.subjects.first().cloned())
+                        .unwrap_or_default(),
+                    spec: r.consumer.clone(),
+                    expected: expected.div_ceil(streams),
+                }
+            })
+            .collect();
+        Launcher {
+            readers,
+            record_from_ns,
+            t0_ns,
+            js_api_prefix: ctx.connect.js_api.prefix(),
+            stop,
+            settings: ctx.connect.clone(),
+            server_fault: spec.fault.is_some(),
+        }
+    }
+
+    /// The first durable's stream and name: the one a crash names.
+    pub fn first(&self) -> (&str, &str) {
+        self.readers
+            .first()
+            .map_or(("", ""), |r| (r.stream.as_str(), r.spec.durable.as_str()))
+    }
+
+    /// Client `index` of durable `reader`.
+    pub fn config(&self, reader: usize, index: usize, crash: Option<Crash>) -> ConsumerConfig {
+        let r = &self.readers[reader];
+        ConsumerConfig {
             index,
-            stream: self.stream.clone(),
-            durable: self.spec.durable.clone(),
-            plan: self.spec.plan.clone(),
-            behaviour: self.spec.behaviour.clone(),
+            stream: r.stream.clone(),
+            durable: r.spec.durable.clone(),
+            plan: r.spec.plan.clone(),
+            behaviour: r.spec.behaviour.clone(),
             record_from_ns: self.record_from_ns,
             timeline_origin_ns: self.t0_ns,
-            expected_messages: self.expected,
-            log_events: self.spec.log_events,
-            hops: self.spec.hops,
+            expected_messages: r.expected,
+            log_events: r.spec.log_events,
+            hops: r.spec.hops,
             js_api_prefix: self.js_api_prefix.clone(),
             crash,
-            keep_doomed: self.spec.keep_doomed,
-            outage: self.spec.outage.map(|o| {
+            keep_doomed: r.spec.keep_doomed,
+            outage: r.spec.outage.map(|o| {
                 let start_ns = self.t0_ns + o.after.as_nanos() as u64;
                 consume::Outage {
                     start_ns,
@@ -101,38 +147,62 @@ impl Launcher {
                     answer: o.answer,
                 }
             }),
-            dedup: self.spec.dedup.clone(),
-        };
+            dedup: r.spec.dedup.clone(),
+        }
+    }
+
+    /// Starts client `index` of durable `reader` on `client`, or on the
+    /// binding it already has.
+    pub fn spawn(
+        &self,
+        client: async_nats::Client,
+        (reader, index): (usize, usize),
+        bound: Option<consume::Bound>,
+        progress: Arc<ConsumerProgress>,
+        crash: Option<Crash>,
+    ) -> tokio::task::JoinHandle<Result<ConsumerReport>> {
+        let spec = &self.readers[reader].spec;
+        let config = self.config(reader, index, crash);
+        let runtime = crate::system::runtimes::consume();
+        let stop = self.stop.clone();
         // The client moves into the task: when the task ends, its
         // connection closes, which is what a crash must do.
-        if self.spec.core {
-            return crate::system::runtimes::consume().spawn(consume::core::run(
-                client,
-                self.subject.clone(),
-                config,
-                progress,
-                self.stop.clone(),
-            ));
+        if let Some(bound) = bound {
+            return runtime.spawn(consume::run_bound(client, bound, config, progress, stop));
+        }
+        if spec.core {
+            let subject = self.readers[reader].subject.clone();
+            return runtime.spawn(consume::core::run(client, subject, config, progress, stop));
         }
         let hazards = consume::direct::Hazards {
             server_fault: self.server_fault,
-            crash: self.spec.crash.is_some(),
+            crash: spec.crash.is_some(),
         };
         match consume::direct::chosen(&config, &self.settings, hazards) {
             // Its async-nats connection closes here, unused.
-            Ok(true) => crate::system::runtimes::consume().spawn(consume::direct::run(
+            Ok(true) => runtime.spawn(consume::direct::run(
                 self.settings.clone(),
                 config,
                 progress,
-                self.stop.clone(),
+                stop,
             )),
-            Ok(false) => crate::system::runtimes::consume().spawn(consume::run(
-                client,
-                config,
-                progress,
-                self.stop.clone(),
-            )),
-            Err(e) => crate::system::runtimes::consume().spawn(async move { Err(e) }),
+            Ok(false) => runtime.spawn(consume::run(client, config, progress, stop)),
+            Err(e) => runtime.spawn(async move { Err(e) }),
         }
+    }
+}
+
+impl DriveSpec {
+    /// The durable client `index` (of the whole variant) reads: readers'
+    /// clients are numbered one durable after the other.
+    pub fn reader_of(&self, index: usize) -> usize {
+        let mut first = 0;
+        for (r, reader) in self.readers.iter().enumerate() {
+            first += reader.consumer.plan.consumers;
+            if index < first {
+                return r;
+            }
+        }
+        self.readers.len().saturating_sub(1)
     }
 }

@@ -30,11 +30,11 @@ mod collect;
 mod connect;
 mod crash;
 mod drain;
-mod fanout;
 mod fault;
 mod launch;
 mod outcome;
 mod pace;
+mod parts;
 mod pause;
 mod peers;
 mod sample;
@@ -59,17 +59,16 @@ use crate::streams::provision::{Names, Provisioner};
 use crate::system::cpu::ServerCpu;
 use crate::system::progress::{Progress, VariantBar};
 
-pub use fanout::{
-    DurablePart, FanDurable, FanStream, FanoutOutcome, FanoutSpec, StreamPart, drive_fanout,
-};
 pub use fault::leader as stream_leader;
 pub use outcome::{
     Attribution, ConsumerSample, ConsumerState, CpuAfterWarmup, CrashOutcome, DriveOutcome,
-    FaultOutcome, HELD_LOOKUPS, Holding, PauseOutcome, StreamSpan, attribute, evicted_below,
-    evicted_count, held_sequences, rate, stream_eviction,
+    DurablePart, FaultOutcome, HELD_LOOKUPS, Holding, PauseOutcome, StreamPart, StreamSpan,
+    attribute, evicted_below, evicted_count, held_sequences, rate, stream_eviction,
 };
 pub use peers::{Alone, Exchange, LocalReports, PeerCounts, PeerPart, Peers, PublisherPart};
-pub use spec::{ConsumerSpec, CrashPlan, DriveSpec, FaultPlan, OutagePlan, Share};
+pub use spec::{
+    ConsumerSpec, CrashPlan, DriveSpec, FaultPlan, OutagePlan, Reader, Share, StreamLoad,
+};
 
 /// What every scenario needs from the run.
 pub struct RunContext {
@@ -150,15 +149,22 @@ pub async fn drive_share<P: Peers>(
     crate::system::live::variant_started(scenario, variant);
     let connected = connect::connect(ctx, spec, share).await?;
     // Every process rounds the same agreed t0 the same way.
+    // Many publisher threads wake for their first send: a longer lead-in.
+    let lead_in = ctx.lead_in
+        + Duration::from_millis(2) * (spec.streams.len() as u32).saturating_sub(1).min(500);
     let t0_ns = align_start(
         &spec.publish.arrival,
-        peers.start_time(spec, ctx.lead_in).await?,
+        peers.start_time(spec, lead_in).await?,
     );
     let mut variant = Variant::new(ctx, spec, share, t0_ns, connected.messages);
     // However the variant ends, failed included, its consumer clients end
     // with it rather than read on into the next one.
     let _consumers_stop = variant.consumers.stop.clone().drop_guard();
-    variant.start_consumers(connected.consumer_clients);
+    let bind_time = connected.bound.as_ref().map(|(_, took)| *took);
+    variant.start_consumers(
+        connected.consumer_clients,
+        connected.bound.map(|(bound, _)| bound),
+    );
     let tracing = start_trace(ctx, spec, peers.watches_server(), variant.timing).await?;
     let publishers = start::start_publishers(connected.publishers, variant.timing);
     let published = variant
@@ -166,6 +172,7 @@ pub async fn drive_share<P: Peers>(
         .await?;
     let drained = variant.drain(peers, &published).await?;
     let mut outcome = variant.collect(peers, published, drained).await?;
+    outcome.bind_time = bind_time;
     if let Some(collector) = tracing {
         // Every process's traced sends: the merged outcome has them all.
         let traced = outcome.sends.iter().map(|s| s.traced).sum();
@@ -241,7 +248,7 @@ impl<'a> Variant<'a> {
                 record_from_ns,
                 end_ns: record_from_ns + spec.duration.as_nanos() as u64,
             },
-            expected: messages + spec.preloaded,
+            expected: messages + spec.preloaded(),
             bar: ctx
                 .progress
                 .variant(&spec.label, spec.warmup + spec.duration + ctx.lead_in),

@@ -9,8 +9,44 @@ use crate::load::{AckReport, SendReport};
 use crate::record::histogram::Recorder;
 use crate::record::ledger::{LedgerCounts, LedgerShard, SeqSet};
 use crate::record::timeline::Timeline;
-use crate::streams::readback::{Eviction, evictions};
+use crate::streams::readback::{Eviction, Reconciliation, evictions};
 use async_nats::jetstream;
+
+/// One stream of a load of several: its publishers' outcome, what it
+/// holds against their PubAcks, and its durables.
+#[derive(Debug)]
+pub struct StreamPart {
+    pub name: String,
+    pub outcome: DriveOutcome,
+    /// PubAcks against what the stream holds, when it was read back.
+    pub stored: Option<Reconciliation>,
+    /// Why it could not be read back, when it was asked to be.
+    pub read_error: Option<String>,
+    pub durables: Vec<DurablePart>,
+}
+
+/// One durable of a load of several: its clients' deliveries against the
+/// messages of its stream its filter selects, its losses attributed.
+#[derive(Debug)]
+pub struct DurablePart {
+    pub name: String,
+    pub filters: Vec<String>,
+    pub outcome: DriveOutcome,
+    /// The client's error, when it failed.
+    pub error: Option<String>,
+    /// Whether its due is known: everything its stream stored, or what its
+    /// filter selects of the stream read back.
+    pub due_known: bool,
+}
+
+impl DriveOutcome {
+    /// Every durable of a load of several, with its stream.
+    pub fn durables(&self) -> impl Iterator<Item = (&StreamPart, &DurablePart)> {
+        self.parts
+            .iter()
+            .flat_map(|s| s.durables.iter().map(move |d| (s, d)))
+    }
+}
 
 /// What the kill and the restart looked like.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -147,6 +183,15 @@ pub struct DriveOutcome {
     /// What the stream removed by its own limits, when it has any that
     /// evict ([`crate::streams::readback::evictions`]).
     pub eviction: Option<Eviction>,
+    /// A load of several streams or durables: one part per stream (its
+    /// publishers, its durables), beside the whole above, which then holds
+    /// every publisher with the streams' counts summed (their sequences
+    /// repeat, so their ledgers are never merged into one). Empty for one
+    /// stream read by at most one durable.
+    pub parts: Vec<StreamPart>,
+    /// How long binding every durable took before the clock started, for
+    /// a load whose readers share connections.
+    pub bind_time: Option<Duration>,
     /// The servers' monitoring endpoints over the variant, when known.
     pub telemetry: Option<crate::server::telemetry::Telemetry>,
     /// This process's resident memory: sampled while the publishers ran,
@@ -642,6 +687,8 @@ pub(super) fn merge(
         errors: Vec::new(),
         client_drop_cause: None,
         eviction: None,
+        parts: Vec::new(),
+        bind_time: None,
         telemetry: None,
         memory: Default::default(),
     }

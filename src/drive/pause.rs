@@ -23,9 +23,9 @@ pub(super) async fn pause(
     let stream = ctx
         .provisioner
         .jetstream()
-        .get_stream_no_info(&spec.stream)
+        .get_stream_no_info(spec.stream())
         .await
-        .with_context(|| format!("getting stream {} to pause its durable", spec.stream))?;
+        .with_context(|| format!("getting stream {} to pause its durable", spec.stream()))?;
     let answer = stream
         .pause_consumer(durable, until)
         .await

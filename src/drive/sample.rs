@@ -96,10 +96,7 @@ impl Variant<'_> {
             }
         };
         let (sends, acks) = reports(results)?;
-        let local_stored = acks
-            .iter()
-            .map(|a| a.acked + a.late_stored + a.retries_stored)
-            .sum::<u64>();
+        let local_stored = acks.iter().map(AckReport::stored).sum::<u64>();
         // Other processes publish on their own slots of the schedule and
         // finish about when this one does; the drain starts once the last
         // of them has.
@@ -112,7 +109,7 @@ impl Variant<'_> {
             sends,
             acks,
             local_stored,
-            stored: self.spec.preloaded + local_stored + peer_stored,
+            stored: self.spec.preloaded() + local_stored + peer_stored,
             end: Instant::now(),
             meters,
             fault,
@@ -124,11 +121,11 @@ impl Variant<'_> {
     /// watches the server.
     fn start_sampler(&self, watches_server: bool) -> Option<Sampler> {
         let spec = self.spec;
-        let consumer = spec.consumer.as_ref().filter(|_| watches_server)?;
+        let consumer = spec.consumer().filter(|_| watches_server)?;
         let every = consumer.sample_every?;
         Some(Sampler::start(
             self.ctx.provisioner.jetstream().clone(),
-            &spec.stream,
+            spec.stream(),
             &consumer.durable,
             self.consumers.progress.clone(),
             self.peer_in_flight.clone(),
@@ -170,7 +167,7 @@ impl Variant<'_> {
             self.bar.phase("server down");
             *fault = Some(fault::inject(ctx, spec, plan).await?);
         }
-        if let Some(consumer) = &spec.consumer
+        if let Some(consumer) = spec.consumer()
             && let Some(plan) = consumer.outage.filter(|o| o.pause)
             && pause.is_none()
             && peers.watches_server()

@@ -7,30 +7,25 @@ use std::time::Duration;
 use crate::profile::{BehaviourPlan, CommonPlan, ConsumerPlan, CrashPoint, FaultNode, PublishPlan};
 use crate::record::ledger::SeqSet;
 
-/// One variant's load. It travels whole to workers, which each run the
-/// part of it their [`Share`] names.
+/// One variant's load: publishers feeding one stream or several, read by
+/// one durable or several. It travels whole to workers, which each run the
+/// part of it their [`Share`] names (a load of one stream and at most one
+/// durable; a larger one stays in the process that leads it).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct DriveSpec {
     /// Shown on the progress bar.
     pub label: String,
-    /// The stream's subjects, published to round-robin by message number.
-    pub subjects: Vec<String>,
-    pub stream: String,
+    /// The streams published into: publisher *p* feeds stream *p* mod *S*.
+    /// The first is the variant's stream, the one a fault or a pause names.
+    pub streams: Vec<StreamLoad>,
     pub publish: PublishPlan,
-    /// The durable to read, and how; `None` publishes only.
-    pub consumer: Option<ConsumerSpec>,
+    /// The durables read, and how; none: the load only publishes.
+    pub readers: Vec<Reader>,
     /// Total msg/s; `None` publishes as fast as the server accepts.
     pub rate: Option<u64>,
     /// With `rate = None`: publish exactly this many messages and stop (a
     /// fill) instead of running for warm-up plus duration.
     pub count: Option<u64>,
-    /// Messages already in the stream that the consumers must also finish.
-    pub preloaded: u64,
-    /// Which stored sequences those are (a fill read by a consume-only
-    /// drive): marked persisted before losses are attributed, so one never
-    /// delivered is lost and named as a published one would be.
-    #[serde(default)]
-    pub due: Option<SeqSet>,
     pub warmup: Duration,
     pub duration: Duration,
     pub drain_timeout: Duration,
@@ -44,6 +39,55 @@ pub struct DriveSpec {
     /// which must stop what the scenario measures and not the load.
     #[serde(default)]
     pub avoid_server: Option<String>,
+    /// The readers' clients share this many connections and every durable
+    /// is bound before the clock starts: a thousand durables would
+    /// otherwise want a thousand connections, and one bound late would
+    /// find its first messages waiting. `None`: a connection per client.
+    #[serde(default)]
+    pub shared_connections: Option<usize>,
+}
+
+/// One stream of a load.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct StreamLoad {
+    pub name: String,
+    /// Published to round-robin by message number.
+    pub subjects: Vec<String>,
+    /// Messages already in the stream that its readers must also finish.
+    pub preloaded: u64,
+    /// Which stored sequences those are (a fill read by a consume-only
+    /// drive): marked persisted before losses are attributed, so one never
+    /// delivered is lost and named as a published one would be.
+    #[serde(default)]
+    pub due: Option<SeqSet>,
+    /// Read the stream back once the load is over: what a filtered
+    /// reader is due is what the stream holds on its subjects.
+    #[serde(default)]
+    pub read_back: bool,
+}
+
+/// A durable of the load, on one of its streams.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Reader {
+    /// Index into [`DriveSpec::streams`].
+    pub stream: usize,
+    pub consumer: ConsumerSpec,
+    /// The stream subjects (indices) its durable's filter selects; `None`:
+    /// all of them.
+    #[serde(default)]
+    pub filter: Option<Vec<usize>>,
+}
+
+impl StreamLoad {
+    pub fn new(name: &str, subjects: Vec<String>) -> Self {
+        StreamLoad {
+            name: name.to_string(),
+            subjects,
+            preloaded: 0,
+            due: None,
+            read_back: false,
+        }
+    }
 }
 
 /// When to kill which server, and for how long.
@@ -183,6 +227,26 @@ impl DriveSpec {
         }
     }
 
+    /// The variant's stream: the first.
+    pub fn stream(&self) -> &str {
+        self.streams.first().map_or("", |s| s.name.as_str())
+    }
+
+    /// The first durable: the one a crash, a pause and consumer info name.
+    pub fn consumer(&self) -> Option<&ConsumerSpec> {
+        self.readers.first().map(|r| &r.consumer)
+    }
+
+    /// One stream and at most one durable: what workers can split.
+    pub fn is_simple(&self) -> bool {
+        self.streams.len() <= 1 && self.readers.len() <= 1
+    }
+
+    /// Messages already stored that the readers must also finish.
+    pub fn preloaded(&self) -> u64 {
+        self.streams.iter().map(|s| s.preloaded).sum()
+    }
+
     /// Intended send offsets of an irregular arrival pattern
     /// (`publish.arrival`, over warm-up plus duration; `rate` is its mean),
     /// or `None` for the steady schedule at `rate`.
@@ -209,7 +273,11 @@ impl DriveSpec {
         consumer: ConsumerSpec,
     ) -> Self {
         DriveSpec {
-            consumer: Some(consumer),
+            readers: vec![Reader {
+                stream: 0,
+                consumer,
+                filter: None,
+            }],
             ..DriveSpec::publish_only(label, stream, vec![subject], publish, common, rate)
         }
     }
@@ -228,14 +296,11 @@ impl DriveSpec {
     ) -> Self {
         DriveSpec {
             label,
-            subjects,
-            stream: stream.to_string(),
+            streams: vec![StreamLoad::new(stream, subjects)],
             publish: publish.clone(),
-            consumer: None,
+            readers: Vec::new(),
             rate: Some(rate),
             count: None,
-            preloaded: 0,
-            due: None,
             warmup: common.warmup,
             duration: common.duration,
             drain_timeout: common.drain_timeout,
@@ -243,6 +308,7 @@ impl DriveSpec {
             seed: rate,
             fault: None,
             avoid_server: None,
+            shared_connections: None,
         }
     }
 
@@ -260,8 +326,7 @@ impl DriveSpec {
     ) -> Self {
         DriveSpec {
             label,
-            subjects,
-            stream: stream.to_string(),
+            streams: vec![StreamLoad::new(stream, subjects)],
             publish: PublishPlan::simple(
                 1,
                 message_size,
@@ -269,11 +334,9 @@ impl DriveSpec {
                 4096,
                 Duration::from_secs(10),
             ),
-            consumer: None,
+            readers: Vec::new(),
             rate: None,
             count: Some(messages),
-            preloaded: 0,
-            due: None,
             warmup: Duration::ZERO,
             duration: Duration::ZERO,
             drain_timeout,
@@ -281,6 +344,7 @@ impl DriveSpec {
             seed: 1,
             fault: None,
             avoid_server: None,
+            shared_connections: None,
         }
     }
 
@@ -301,16 +365,22 @@ impl DriveSpec {
             Duration::from_secs(10),
         );
         publish.publishers = 0;
-        DriveSpec {
-            label,
-            subjects: Vec::new(),
-            stream,
-            publish,
-            consumer: Some(consumer),
-            rate: None,
-            count: Some(0),
+        let stream = StreamLoad {
             preloaded: due.len(),
             due: Some(due),
+            ..StreamLoad::new(&stream, Vec::new())
+        };
+        DriveSpec {
+            label,
+            streams: vec![stream],
+            publish,
+            readers: vec![Reader {
+                stream: 0,
+                consumer,
+                filter: None,
+            }],
+            rate: None,
+            count: Some(0),
             warmup: Duration::ZERO,
             duration: Duration::ZERO,
             drain_timeout,
@@ -318,6 +388,7 @@ impl DriveSpec {
             seed: 0,
             fault: None,
             avoid_server: None,
+            shared_connections: None,
         }
     }
 }
@@ -337,7 +408,7 @@ impl Share {
     pub fn all(spec: &DriveSpec) -> Share {
         Share {
             publishers: (0..spec.publish.publishers).collect(),
-            consumers: (0..spec.consumer.as_ref().map_or(0, |c| c.plan.consumers)).collect(),
+            consumers: (0..spec.readers.iter().map(|r| r.consumer.plan.consumers).sum()).collect(),
         }
     }
 

@@ -22,6 +22,9 @@ pub(super) struct Consumers {
     launcher: Option<Launcher>,
     pub tasks: Vec<JoinHandle<Result<ConsumerReport>>>,
     pub progress: ClientProgress,
+    /// The durable (index into the spec's readers) each progress slot's
+    /// client reads.
+    pub reader_of: Vec<usize>,
     pub crash: Option<CrashState>,
     /// The reports of clients that crashed as planned.
     pub crashed: Vec<ConsumerReport>,
@@ -59,29 +62,42 @@ impl Consumers {
 }
 
 impl Variant<'_> {
-    /// Spawns a task per consumer client of the share, the first one
-    /// armed to crash when the spec plans a crash.
-    pub(super) fn start_consumers(&mut self, clients: Vec<async_nats::Client>) {
+    /// Spawns a task per consumer client of the share (on the binding it
+    /// has when its connection is shared), the first one armed to crash
+    /// when the spec plans a crash.
+    pub(super) fn start_consumers(
+        &mut self,
+        clients: Vec<async_nats::Client>,
+        bound: Option<Vec<crate::consume::Bound>>,
+    ) {
         let spec = self.spec;
-        let launcher = spec.consumer.as_ref().map(|c| Launcher {
-            stream: spec.stream.clone(),
-            subject: spec.subjects.first().cloned().unwrap_or_default(),
-            spec: c.clone(),
-            record_from_ns: self.timing.record_from_ns,
-            t0_ns: self.timing.t0_ns,
-            expected: self.expected,
-            js_api_prefix: self.ctx.connect.js_api.prefix(),
-            stop: self.consumers.stop.clone(),
-            settings: self.ctx.connect.clone(),
-            server_fault: spec.fault.is_some(),
+        let timing = (self.timing.t0_ns, self.timing.record_from_ns);
+        let launcher = (!spec.readers.is_empty()).then(|| {
+            Launcher::new(
+                self.ctx,
+                spec,
+                timing,
+                self.expected,
+                self.consumers.stop.clone(),
+            )
         });
-        let crash_plan = spec.consumer.as_ref().and_then(|c| c.crash);
+        let crash_plan = spec.consumer().and_then(|c| c.crash);
         let consumers = &mut self.consumers;
+        consumers.reader_of = self
+            .share
+            .consumers
+            .iter()
+            .map(|&i| spec.reader_of(i))
+            .collect();
+        if crash_plan.is_some() {
+            consumers.reader_of.push(0);
+        }
         consumers.progress = ClientProgress(
-            (0..self.share.consumers.len() + usize::from(crash_plan.is_some()))
+            (0..consumers.reader_of.len())
                 .map(|_| Arc::new(ConsumerProgress::default()))
                 .collect(),
         );
+        let mut bound = bound.map(Vec::into_iter);
         if let Some(launcher) = &launcher {
             for (k, (client, &i)) in clients.into_iter().zip(&self.share.consumers).enumerate() {
                 let token = (k == 0).then(CancellationToken::new);
@@ -91,7 +107,8 @@ impl Variant<'_> {
                 });
                 consumers.tasks.push(launcher.spawn(
                     client,
-                    i,
+                    (consumers.reader_of[k], i),
+                    bound.as_mut().and_then(Iterator::next),
                     consumers.progress.0[k].clone(),
                     crash_signal,
                 ));

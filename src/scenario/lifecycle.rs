@@ -549,9 +549,32 @@ impl<'a> Scope<'a> {
         )
     }
 
+    /// Creates streams `at_once` at a time (a fan-out's hundred), each
+    /// deleted when the scope ends; the first refusal, once all answered.
+    pub async fn streams(
+        &mut self,
+        configs: Vec<async_nats::jetstream::stream::Config>,
+        at_once: usize,
+    ) -> Result<Vec<async_nats::jetstream::stream::Stream>> {
+        use futures::StreamExt;
+        let provisioner = &self.ctx.provisioner;
+        let names: Vec<String> = configs.iter().map(|c| c.name.clone()).collect();
+        let created: Vec<Result<_>> = futures::stream::iter(configs)
+            .map(|config| provisioner.create_stream(config))
+            .buffered(at_once)
+            .collect()
+            .await;
+        for (name, made) in names.into_iter().zip(&created) {
+            if made.is_ok() {
+                self.created.push(name);
+            }
+        }
+        created.into_iter().collect()
+    }
+
     /// Creates a durable on one of the scope's streams (or the group's).
     pub async fn durable(
-        &mut self,
+        &self,
         stream: &async_nats::jetstream::stream::Stream,
         config: async_nats::jetstream::consumer::Config,
         pedantic: bool,

@@ -487,9 +487,14 @@ pub fn local_only_reason(spec: &DriveSpec) -> Option<&'static str> {
             "it kills and restarts a server this process started, and times the outage from here",
         );
     }
-    if spec.consumer.as_ref().is_some_and(|c| c.crash.is_some()) {
+    if spec.consumer().is_some_and(|c| c.crash.is_some()) {
         return Some(
             "it crashes a consumer client and binds a new one in its place, a sequence timed in one process",
+        );
+    }
+    if !spec.is_simple() {
+        return Some(
+            "it publishes into several streams or reads several durables, whose counts one process keeps",
         );
     }
     None

@@ -61,6 +61,11 @@ pub struct PublisherConfig {
     pub index: u16,
     /// Messages go round-robin (by message number) to these subjects.
     pub subjects: Vec<String>,
+    /// Message *m* goes to subject (*m* / `subject_stride`) mod subjects:
+    /// one for a publisher that has its stream's schedule to itself, *S*
+    /// when *S* streams take turns over one schedule, so each stream's
+    /// messages still visit its subjects in turn.
+    pub subject_stride: u64,
     pub message_size: SizePlan,
     pub schedule: Schedule,
     /// Outstanding PubAcks allowed before the publisher waits.
@@ -226,6 +231,14 @@ pub struct AckReport {
     /// Per message number, how many times a PubAck confirmed it stored
     /// (once, or twice after a late retry): what a read-back must find.
     pub stored_by_message: Tally,
+}
+
+impl AckReport {
+    /// Messages the server confirmed it stored: new ones, and retries it
+    /// stored again.
+    pub fn stored(&self) -> u64 {
+        self.acked + self.late_stored + self.retries_stored
+    }
 }
 
 /// What a send was, recorded for the PubAck reader.

@@ -212,7 +212,7 @@ pub(super) async fn send_all(
         slot.send.store(k, Ordering::Release);
 
         let size = message_size(&config.message_size, config.seed, config.index, m);
-        let subject = (m % subjects.len() as u64) as usize;
+        let subject = (m / config.subject_stride.max(1) % subjects.len() as u64) as usize;
         let result = match &mut link {
             Link::Nats(client) => {
                 let out = composer.compose(intended, sent, m, k, size, kind != SendKind::Resend);

@@ -242,9 +242,13 @@ async fn fill(
     plan: &Plan,
 ) -> Result<DriveOutcome> {
     let spec = DriveSpec {
+        streams: vec![crate::drive::StreamLoad::new(
+            stream,
+            vec![subject.to_string()],
+        )],
+        readers: Vec::new(),
+        shared_connections: None,
         label: format!("{} fill", scenario.name()),
-        subjects: vec![subject.to_string()],
-        stream: stream.to_string(),
         publish: PublishPlan::simple(
             1,
             plan.message_size,
@@ -252,11 +256,8 @@ async fn fill(
             4096,
             std::time::Duration::from_secs(10),
         ),
-        consumer: None,
         rate: None,
         count: Some(plan.messages),
-        preloaded: 0,
-        due: None,
         warmup: std::time::Duration::ZERO,
         duration: std::time::Duration::ZERO,
         drain_timeout: scenario.common.drain_timeout,

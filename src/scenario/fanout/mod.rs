@@ -13,18 +13,17 @@
 
 pub mod plan;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use futures::StreamExt;
 
-use super::lifecycle::variant;
+use super::lifecycle::{Lifecycle, Scope, Variants};
 use super::table::{self, Column};
 use super::{ScenarioKind, ScenarioPlan, checks};
-use crate::drive::{
-    DriveOutcome, FanDurable, FanStream, FanoutOutcome, FanoutSpec, RunContext, drive_fanout,
-};
-use crate::profile::{CommonPlan, ConsumerPlan, Problems, Section, format_duration};
+use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, Reader, RunContext, StreamLoad};
+use crate::profile::{BehaviourPlan, CommonPlan, ConsumerPlan, Problems, Section, format_duration};
 use crate::record::histogram::Recorder;
 use crate::record::ledger::LedgerCounts;
 use crate::record::metrics::{Direction, Metric, latency_metrics};
@@ -56,7 +55,7 @@ impl ScenarioKind for Fanout {
         plan: &'a Plan,
         sink: &'a mut dyn VariantSink,
     ) -> impl Future<Output = Result<()>> + 'a {
-        run(ctx, scenario, plan, sink)
+        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
     }
 
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
@@ -91,78 +90,78 @@ impl ScenarioKind for Fanout {
     }
 }
 
-async fn run(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    sink: &mut dyn VariantSink,
-) -> Result<()> {
-    for (streams, durables) in plan.variants() {
-        if ctx.stop.is_cancelled() {
-            break;
-        }
-        let pair = format!("s{streams}-d{durables}");
-        match &plan.search {
-            Some(search) => {
-                // Per pair: the highest total rate its durables keep up with.
-                let probe = async |rate, name| {
-                    one_variant(ctx, scenario, plan, rate, (streams, durables), name).await
-                };
-                let prefix = format!("{pair}.");
-                super::search::run(ctx, scenario, search, &prefix, sink, probe).await?;
-            }
-            None => {
-                let result =
-                    one_variant(ctx, scenario, plan, plan.rate, (streams, durables), pair).await;
-                sink.record(&scenario.common, result)?;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// One variant: `streams` streams with `durables` durables each, fed
-/// `rate` msg/s in all.
-async fn one_variant(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    rate: u64,
-    (streams, durables): (usize, usize),
-    name: String,
-) -> VariantResult {
-    let (result, _) = variant(name, async |r| {
-        describe(&scenario.common, plan, rate, (streams, durables), r);
-        if ctx.workers.is_some() {
-            r.warnings
-                .push("a fanout variant runs in this process only: the workers sat it out".into());
-        }
-        let shape = Shape {
-            rate,
-            streams,
-            durables,
-        };
-        run_variant(ctx, scenario, plan, shape, r).await
-    })
-    .await;
-    result
-}
-
 /// What one variant runs: the total rate over its streams and durables.
 #[derive(Debug, Clone, Copy)]
-struct Shape {
+pub struct Shape {
     rate: u64,
     streams: usize,
     durables: usize,
 }
 
-fn describe(
-    common: &CommonPlan,
-    plan: &Plan,
-    rate: u64,
-    (streams, durables): (usize, usize),
-    r: &mut VariantResult,
-) {
+impl Lifecycle for Fanout {
+    /// A (streams, durables) pair: one variant, or one search.
+    type Group = (usize, usize);
+    type Shared = ();
+    type Variant = Shape;
+
+    fn groups(plan: &Plan) -> Vec<(usize, usize)> {
+        plan.variants()
+    }
+
+    async fn setup(
+        _: &mut Scope<'_>,
+        _: &mut VariantResult,
+        _: &Plan,
+        _: &(usize, usize),
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    /// The pair at the plan's rate, or per pair the highest total rate its
+    /// durables keep up with.
+    fn variants(plan: &Plan, &(streams, durables): &(usize, usize)) -> Variants<Shape> {
+        let at = move |rate| Shape {
+            rate,
+            streams,
+            durables,
+        };
+        match &plan.search {
+            Some(search) => Variants::Search {
+                search: search.clone(),
+                prefix: format!("s{streams}-d{durables}."),
+                at: Box::new(at),
+            },
+            None => Variants::List(vec![at(plan.rate)]),
+        }
+    }
+
+    fn label(_: &Plan, v: &Shape) -> String {
+        format!("s{}-d{}", v.streams, v.durables)
+    }
+
+    async fn run(
+        s: &mut Scope<'_>,
+        r: &mut VariantResult,
+        plan: &Plan,
+        _: &mut (),
+        &shape: &Shape,
+    ) -> Result<()> {
+        describe(&s.scenario.common, plan, shape, r);
+        let spec = spec(s, plan, shape);
+        let provisioned = provision(s, plan, &spec).await?;
+        let o = s.drive(&spec).await?;
+        measure(&o, &provisioned, &spec, r);
+        verify(&o, r);
+        Ok(())
+    }
+}
+
+fn describe(common: &CommonPlan, plan: &Plan, shape: Shape, r: &mut VariantResult) {
+    let Shape {
+        rate,
+        streams,
+        durables,
+    } = shape;
     r.param("rate", per_stream(rate, streams) * streams as u64);
     r.param("rate_per_stream", per_stream(rate, streams));
     super::shape::describe(&plan.publish.arrival, r);
@@ -197,128 +196,83 @@ struct Provisioned {
     create_durables: Duration,
 }
 
-async fn run_variant(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    shape: Shape,
-    result: &mut VariantResult,
-) -> Result<()> {
-    let spec = spec(ctx, scenario, plan, &result.name, shape);
-    let names: Vec<String> = spec.streams.iter().map(|s| s.name.clone()).collect();
-
-    // Provision, and drive only what was provisioned.
-    let provisioned = provision(ctx, plan, &spec).await;
-    let outcome = match &provisioned {
-        Ok(_) => drive_fanout(ctx, &spec).await.map(Some),
-        Err(_) => Ok(None),
-    };
-    for name in &names {
-        if let Some(info) = ctx.provisioner.stream_info(name).await {
-            result
-                .streams
-                .push(crate::streams::provision::placement(&info));
+/// The variant's load: S streams of the plan's subjects, each read back
+/// afterwards (a durable is due what its filter selects of what the
+/// stream holds), each fed by a publisher of its own at its share of the
+/// rate, and D durables on each, one client apiece, the clients sharing
+/// the plan's connections.
+fn spec(s: &Scope<'_>, plan: &Plan, shape: Shape) -> DriveSpec {
+    let (label, names) = (s.label(), &s.ctx.names);
+    let scenario = s.scenario.name();
+    let mut streams = Vec::new();
+    let mut readers = Vec::new();
+    for i in 0..shape.streams {
+        let part = format!("{label}-{i}");
+        let base = names.subject(scenario, &part);
+        let subjects = (0..plan.subjects).map(|f| format!("{base}.{f}")).collect();
+        let stream = names.stream(scenario, &part);
+        streams.push(StreamLoad {
+            read_back: true,
+            ..StreamLoad::new(&stream, subjects)
+        });
+        for k in 0..shape.durables {
+            let mut consumer = plan.consumer.clone();
+            consumer.consumers = 1;
+            let durable = names.durable(scenario, &format!("{part}-{k}"));
+            let filter = plan.filters[k % plan.filters.len()].subjects(k, plan.subjects);
+            readers.push(Reader {
+                stream: i,
+                consumer: ConsumerSpec {
+                    behaviour: Arc::new(BehaviourPlan::all_ack()),
+                    ..ConsumerSpec::acking(durable, consumer)
+                },
+                filter: Some(filter),
+            });
         }
     }
-    let mut deleted = Ok(());
-    for name in &names {
-        if ctx.provisioner.created().contains(name) {
-            let d = ctx.provisioner.delete_stream(name).await;
-            deleted = deleted.and(d);
-        }
-    }
-    let provisioned = provisioned?;
-    let Some(outcome) = outcome? else {
-        anyhow::bail!("the variant was not driven: its provisioning failed");
-    };
-
-    measure(&outcome, &provisioned, &spec, result);
-    verify(&outcome, result);
-    deleted.context("cleaning up after the variant")?;
-    Ok(())
-}
-
-/// The variant's streams, subjects and durables, named for the run.
-fn spec(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    variant: &str,
-    Shape {
-        rate,
+    let mut publish = plan.publish.clone();
+    publish.publishers = shape.streams;
+    let per_stream = per_stream(shape.rate, shape.streams);
+    let common = &s.scenario.common;
+    DriveSpec {
         streams,
-        durables,
-    }: Shape,
-) -> FanoutSpec {
-    let (common, scenario) = (&scenario.common, scenario.name());
-    let streams = (0..streams)
-        .map(|i| {
-            let part = format!("{variant}-{i}");
-            let base = ctx.names.subject(scenario, &part);
-            FanStream {
-                name: ctx.names.stream(scenario, &part),
-                subjects: (0..plan.subjects).map(|f| format!("{base}.{f}")).collect(),
-                durables: (0..durables)
-                    .map(|k| FanDurable {
-                        name: ctx.names.durable(scenario, &format!("{part}-{k}")),
-                        filters: plan.filters[k % plan.filters.len()].subjects(k, plan.subjects),
-                    })
-                    .collect(),
-            }
-        })
-        .collect::<Vec<_>>();
-    let per_stream = per_stream(rate, streams.len());
-    FanoutSpec {
-        label: format!("{scenario} {variant}"),
-        streams,
-        publish: plan.publish.clone(),
-        consumer: plan.consumer.clone(),
-        rate: per_stream,
-        warmup: common.warmup,
-        duration: common.duration,
-        drain_timeout: common.drain_timeout,
-        connections: plan.connections,
-        msg_id_prefix: format!("{}-{scenario}-{variant}", ctx.names.token()),
+        readers,
+        shared_connections: Some(plan.connections),
+        msg_id_prefix: s.msg_id_prefix(),
+        ..DriveSpec::publish_only(
+            s.drive_label(),
+            "",
+            Vec::new(),
+            &publish,
+            common,
+            per_stream * shape.streams as u64,
+        )
     }
 }
 
 /// Creates every stream, then every durable, a few requests at a time,
 /// reading the server's memory before, between and after.
-async fn provision(ctx: &RunContext, plan: &Plan, spec: &FanoutSpec) -> Result<Provisioned> {
+async fn provision(s: &mut Scope<'_>, plan: &Plan, spec: &DriveSpec) -> Result<Provisioned> {
+    let ctx = s.ctx;
     let mut p = Provisioned {
         mem_before: memory_now(ctx).await,
         ..Default::default()
     };
     let started = Instant::now();
-    let created: Vec<_> = futures::stream::iter(spec.streams.iter().map(|s| {
-        let base = s.subjects[0]
-            .rsplit_once('.')
-            .map_or("", |(b, _)| b)
-            .to_string();
-        ctx.provisioner
-            .create_stream(crate::streams::provision::stream_config(
-                &s.name,
-                &base,
-                &ctx.server,
-                &ctx.stream,
-            ))
-    }))
-    .buffered(AT_ONCE)
-    .collect()
-    .await;
-    let created = created.into_iter().collect::<Result<Vec<_>>>()?;
+    let configs = spec.streams.iter().map(|stream| {
+        let base = stream.subjects[0].rsplit_once('.').map_or("", |(b, _)| b);
+        crate::streams::provision::stream_config(&stream.name, base, &ctx.server, &ctx.stream)
+    });
+    let created = s.streams(configs.collect(), AT_ONCE).await?;
     p.create_streams = started.elapsed();
     p.mem_streams = memory_now(ctx).await;
 
     let started = Instant::now();
-    let durables = spec.streams.iter().zip(&created).flat_map(|(s, handle)| {
-        s.durables.iter().map(move |d| {
-            ctx.provisioner.create_consumer(
-                handle,
-                durable_config(plan, s, d),
-                plan.consumer.pedantic,
-            )
-        })
+    let s = &*s;
+    let durables = spec.readers.iter().map(|reader| {
+        let stream = &spec.streams[reader.stream];
+        let config = durable_config(plan, stream, reader);
+        s.durable(&created[reader.stream], config, plan.consumer.pedantic)
     });
     let done: Vec<Result<()>> = futures::stream::iter(durables)
         .buffered(AT_ONCE)
@@ -335,14 +289,13 @@ async fn provision(ctx: &RunContext, plan: &Plan, spec: &FanoutSpec) -> Result<P
 /// `filter_subjects`, all of them as no filter).
 fn durable_config(
     plan: &Plan,
-    stream: &FanStream,
-    durable: &FanDurable,
+    stream: &StreamLoad,
+    reader: &Reader,
 ) -> async_nats::jetstream::consumer::Config {
     let base = stream.subjects[0].rsplit_once('.').map_or("", |(b, _)| b);
-    let mut config = crate::streams::provision::durable_config(&durable.name, &plan.consumer, base);
-    let subjects: Vec<String> = durable
-        .filters
-        .iter()
+    let durable = &reader.consumer.durable;
+    let mut config = crate::streams::provision::durable_config(durable, &plan.consumer, base);
+    let subjects: Vec<String> = (reader.filter.iter().flatten())
         .map(|&f| stream.subjects[f].clone())
         .collect();
     match subjects.len() {
@@ -367,11 +320,11 @@ async fn memory_now(ctx: &RunContext) -> Option<u64> {
 /// its durables, its latencies, what creating its streams and durables
 /// cost the server (time, memory), CPU per delivery, the drive's records,
 /// a row per stream and per durable, and what fell short of the plan.
-fn measure(o: &FanoutOutcome, p: &Provisioned, spec: &FanoutSpec, r: &mut VariantResult) {
-    let publish = &o.publish;
+fn measure(o: &DriveOutcome, p: &Provisioned, spec: &DriveSpec, r: &mut VariantResult) {
+    let publish = o;
     let streams = spec.streams.len();
-    let consumers: usize = spec.streams.iter().map(|s| s.durables.len()).sum();
-    let target = (spec.rate * streams as u64) as f64;
+    let consumers = spec.readers.len();
+    let target = spec.rate.unwrap_or(0) as f64;
     let delivered = delivered(o);
     r.ledger = delivered.counts;
     rates(publish, target, &delivered, r);
@@ -432,7 +385,7 @@ struct Delivered {
 
 /// Sums the durables' outcomes into the variant's: one latency histogram
 /// over every delivery, one ledger, one span.
-fn delivered(o: &FanoutOutcome) -> Delivered {
+fn delivered(o: &DriveOutcome) -> Delivered {
     let mut e2e = Recorder::new();
     let mut e2e_sent = Recorder::new();
     let mut counts = LedgerCounts::default();
@@ -453,7 +406,7 @@ fn delivered(o: &FanoutOutcome) -> Delivered {
         durable_rates.push(d.outcome.consume_rate());
         durable_p99s.push(d.outcome.e2e_intended.summary().p99_us);
     }
-    let sent = &o.publish.counts;
+    let sent = &o.counts;
     counts.published = sent.published;
     counts.publish_errors = sent.publish_errors;
     counts.persisted = sent.persisted;
@@ -545,7 +498,7 @@ fn latencies(publish: &DriveOutcome, e2e: &Recorder, e2e_sent: &Recorder, r: &mu
 
 /// What creating the variant cost the server in time: every stream, a
 /// durable on average, and binding the durables to their clients.
-fn creation_times(o: &FanoutOutcome, p: &Provisioned, durables: usize, r: &mut VariantResult) {
+fn creation_times(o: &DriveOutcome, p: &Provisioned, durables: usize, r: &mut VariantResult) {
     r.metrics.push(Metric::new(
         "create_streams_time",
         "ms",
@@ -561,7 +514,7 @@ fn creation_times(o: &FanoutOutcome, p: &Provisioned, durables: usize, r: &mut V
     r.metrics.push(Metric::new(
         "bind_durables_time",
         "ms",
-        o.bind_time.as_secs_f64() * 1e3,
+        o.bind_time.unwrap_or_default().as_secs_f64() * 1e3,
         Direction::Lower,
     ));
 }
@@ -591,8 +544,8 @@ fn cpu_per_delivery(publish: &DriveOutcome, deliveries: u64, r: &mut VariantResu
 /// What kept the variant short of its plan, as warnings: a generator that
 /// fell behind, a run interrupted, the publishers' errors, and durable
 /// clients that failed.
-fn shortfalls(o: &FanoutOutcome, target: f64, r: &mut VariantResult) {
-    let publish = &o.publish;
+fn shortfalls(o: &DriveOutcome, target: f64, r: &mut VariantResult) {
+    let publish = o;
     if !o.interrupted {
         r.warnings
             .extend(super::schedule::fell_behind(publish, target));
@@ -666,9 +619,9 @@ fn server_memory(p: &Provisioned, streams: usize, durables: usize, r: &mut Varia
 }
 
 /// One row per stream and per durable.
-fn parts(o: &FanoutOutcome, r: &mut VariantResult) {
+fn parts(o: &DriveOutcome, r: &mut VariantResult) {
     let us = |v: f64| (v * 10.0).round() / 10.0;
-    for s in &o.streams {
+    for s in &o.parts {
         let c = &s.outcome.counts;
         let mut part = Part::new("stream", &s.name);
         part.set(names::PUBLISHED, c.published);
@@ -700,22 +653,15 @@ fn parts(o: &FanoutOutcome, r: &mut VariantResult) {
     }
 }
 
-fn verify(o: &FanoutOutcome, r: &mut VariantResult) {
-    let streams: Vec<(&str, &DriveOutcome, _)> = o
-        .streams
-        .iter()
-        .map(|s| (s.name.as_str(), &s.outcome, &s.stored))
-        .collect();
-    let per_stream: [fn(&DriveOutcome, &Result<_, String>) -> Invariant; 3] = [
-        |o, _| checks::every_publish_persisted("every publish persisted", o),
-        |_, stored| stream_holds(stored),
-        |o, _| checks::publishers_finished(o),
+fn verify(o: &DriveOutcome, r: &mut VariantResult) {
+    let per_stream: [fn(&crate::drive::StreamPart) -> Invariant; 3] = [
+        |s| checks::every_publish_persisted("every publish persisted", &s.outcome),
+        stream_holds,
+        |s| checks::publishers_finished(&s.outcome),
     ];
     for check in per_stream {
-        let parts: Vec<(String, Invariant)> = streams
-            .iter()
-            .map(|(name, outcome, stored)| (name.to_string(), check(outcome, stored)))
-            .collect();
+        let parts: Vec<(String, Invariant)> =
+            o.parts.iter().map(|s| (s.name.clone(), check(s))).collect();
         r.invariants.extend(checks::across(&parts, "streams"));
     }
     let per_durable: [fn(&crate::drive::DurablePart) -> Invariant; 7] = [
@@ -778,10 +724,10 @@ fn due_unknown(d: &crate::drive::DurablePart, name: &str) -> Option<Invariant> {
 /// Every message a PubAck confirmed is in the stream, and nothing else:
 /// the read-back the durables' dues were taken from, checked against the
 /// publisher.
-fn stream_holds(stored: &Result<crate::streams::readback::Reconciliation, String>) -> Invariant {
+fn stream_holds(part: &crate::drive::StreamPart) -> Invariant {
     const NAME: &str = "stream holds every PubAcked message, and no other";
-    match stored {
-        Ok(s) => Invariant::check(
+    match &part.stored {
+        Some(s) => Invariant::check(
             NAME,
             s.missing == 0 && s.unconfirmed == 0,
             format!(
@@ -789,7 +735,10 @@ fn stream_holds(stored: &Result<crate::streams::readback::Reconciliation, String
                 s.missing, s.unconfirmed
             ),
         ),
-        Err(e) => Invariant::check(NAME, false, format!("not read back: {e}")),
+        None => {
+            let why = part.read_error.as_deref().unwrap_or("not asked");
+            Invariant::check(NAME, false, format!("not read back: {why}"))
+        }
     }
 }
 

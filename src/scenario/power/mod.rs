@@ -369,15 +369,16 @@ async fn cut_and_recover(
     // Drive: the kill comes at the end of the duration, the publishers'
     // schedule running on past it.
     let spec = DriveSpec {
+        streams: vec![crate::drive::StreamLoad::new(
+            &stream,
+            vec![format!("{base}.0")],
+        )],
+        readers: Vec::new(),
+        shared_connections: None,
         label: format!("{} {variant}", scenario.name()),
-        subjects: vec![format!("{base}.0")],
-        stream: stream.clone(),
         publish: plan.load.publish.clone(),
-        consumer: None,
         rate: Some(plan.load.rate),
         count: None,
-        preloaded: 0,
-        due: None,
         warmup: common.warmup,
         duration: common.duration + SEND_PAST_KILL,
         drain_timeout: common.drain_timeout,

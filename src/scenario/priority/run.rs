@@ -217,6 +217,7 @@ async fn publish(
     let mut publishers = Vec::new();
     for i in 0..n {
         let config = PublisherConfig {
+            subject_stride: 1,
             index: i as u16,
             subjects: vec![format!("{base}.0")],
             message_size: load.publish.message_size,

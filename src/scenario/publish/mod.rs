@@ -368,17 +368,18 @@ async fn run_variant(
 
     // Drive.
     let spec = DriveSpec {
+        streams: vec![crate::drive::StreamLoad::new(
+            &stream_name,
+            (0..publish.subjects)
+                .map(|i| format!("{base}.{i}"))
+                .collect(),
+        )],
+        readers: Vec::new(),
+        shared_connections: None,
         label: format!("{scenario} {variant}"),
-        subjects: (0..publish.subjects)
-            .map(|i| format!("{base}.{i}"))
-            .collect(),
-        stream: stream_name.clone(),
         publish,
-        consumer: None,
         rate: total_rate(plan, rate),
         count: None,
-        preloaded: 0,
-        due: None,
         warmup: common.warmup,
         duration: common.duration,
         drain_timeout: common.drain_timeout,

@@ -343,15 +343,13 @@ async fn record(
     r: &mut VariantResult,
 ) -> Result<Vec<Recorded>> {
     let spec = DriveSpec {
+        streams: vec![crate::drive::StreamLoad::new(t.stream, t.subjects.clone())],
+        readers: Vec::new(),
+        shared_connections: None,
         label: format!("{} record", t.scenario),
-        subjects: t.subjects.clone(),
-        stream: t.stream.to_string(),
         publish: plan.publish.clone(),
-        consumer: None,
         rate: Some(plan.rate),
         count: None,
-        preloaded: 0,
-        due: None,
         warmup: Duration::ZERO,
         duration: t.common.duration,
         drain_timeout: t.common.drain_timeout,
@@ -618,15 +616,13 @@ fn live_spec(plan: &Plan, t: &Stage<'_>, variant: &str) -> DriveSpec {
     let mut publish = plan.publish.clone();
     publish.arrival = ArrivalPlan::Steady;
     DriveSpec {
+        streams: vec![crate::drive::StreamLoad::new(t.stream, t.subjects.clone())],
+        readers: Vec::new(),
+        shared_connections: None,
         label: format!("{} {variant}", t.scenario),
-        subjects: t.subjects.clone(),
-        stream: t.stream.to_string(),
         publish,
-        consumer: None,
         rate: Some(plan.live_rate),
         count: None,
-        preloaded: 0,
-        due: None,
         warmup: Duration::ZERO,
         duration: plan.live_duration,
         drain_timeout: t.common.drain_timeout,

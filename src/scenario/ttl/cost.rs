@@ -216,15 +216,16 @@ async fn fill(
         publish.headers = vec![(TTL_HEADER.to_string(), ttl.as_secs().to_string())];
     }
     let spec = DriveSpec {
+        streams: vec![crate::drive::StreamLoad::new(
+            stream,
+            vec![format!("{base}.0")],
+        )],
+        readers: Vec::new(),
+        shared_connections: None,
         label: format!("{} cost fill", scenario.name()),
-        subjects: vec![format!("{base}.0")],
-        stream: stream.to_string(),
         publish,
-        consumer: None,
         rate: None,
         count: Some(plan.cost_messages),
-        preloaded: 0,
-        due: None,
         warmup: Duration::ZERO,
         duration: Duration::ZERO,
         drain_timeout: scenario.common.drain_timeout,
