@@ -124,6 +124,17 @@ pub async fn drive(ctx: &RunContext, spec: &DriveSpec) -> Result<DriveOutcome> {
     }
 }
 
+/// Runs a load in this process alone, telling `t0` (ns on the clock) once
+/// its schedule is agreed: a kind that acts at instants of the load (kills
+/// a client of its own, calls an API) times them from it.
+pub async fn drive_announcing(
+    ctx: &RunContext,
+    spec: &DriveSpec,
+    t0: tokio::sync::watch::Sender<Option<u64>>,
+) -> Result<DriveOutcome> {
+    run_share(ctx, spec, &Share::all(spec), &mut Alone, Some(t0)).await
+}
+
 /// When a schedule starts: at `t0_ns`, or for steps on the next whole
 /// second. Steps are measured from the per-second histograms; starting on a
 /// whole second puts each step's seconds inside it.
@@ -145,17 +156,30 @@ pub async fn drive_share<P: Peers>(
     share: &Share,
     peers: &mut P,
 ) -> Result<DriveOutcome> {
+    run_share(ctx, spec, share, peers, None).await
+}
+
+async fn run_share<P: Peers>(
+    ctx: &RunContext,
+    spec: &DriveSpec,
+    share: &Share,
+    peers: &mut P,
+    announce: Option<tokio::sync::watch::Sender<Option<u64>>>,
+) -> Result<DriveOutcome> {
     let (scenario, variant) = spec.label.split_once(' ').unwrap_or(("", &spec.label));
     crate::system::live::variant_started(scenario, variant);
     let connected = connect::connect(ctx, spec, share).await?;
-    // Every process rounds the same agreed t0 the same way.
     // Many publisher threads wake for their first send: a longer lead-in.
+    // Every process rounds the same agreed t0 the same way.
     let lead_in = ctx.lead_in
         + Duration::from_millis(2) * (spec.streams.len() as u32).saturating_sub(1).min(500);
     let t0_ns = align_start(
         &spec.publish.arrival,
         peers.start_time(spec, lead_in).await?,
     );
+    if let Some(t0) = announce {
+        t0.send_replace(Some(t0_ns));
+    }
     let mut variant = Variant::new(ctx, spec, share, t0_ns, connected.messages);
     // However the variant ends, failed included, its consumer clients end
     // with it rather than read on into the next one.

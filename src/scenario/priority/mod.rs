@@ -23,12 +23,13 @@ use std::time::Duration;
 
 use anyhow::Result;
 
+use super::lifecycle::{Lifecycle, Scope, Variants};
 use super::table::{self, Cell, Column, Show};
 use super::{ScenarioKind, ScenarioPlan};
 use crate::drive::RunContext;
 use crate::profile::{CommonPlan, Problems, Section};
 use crate::streams::provision::Need;
-use crate::variant::VariantSink;
+use crate::variant::{VariantResult, VariantSink};
 
 pub use plan::{Plan, Policy, PolicyPlan};
 pub use verify::GRACE_NS;
@@ -119,7 +120,7 @@ impl ScenarioKind for Priority {
         plan: &'a Plan,
         sink: &'a mut dyn VariantSink,
     ) -> impl Future<Output = Result<()>> + 'a {
-        run::run(ctx, scenario, plan, sink)
+        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
     }
 
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
@@ -128,5 +129,38 @@ impl ScenarioKind for Priority {
 
     fn estimated_duration(_plan: &Plan, common: &CommonPlan) -> Duration {
         common.duration + common.warmup
+    }
+}
+
+impl Lifecycle for Priority {
+    type Group = ();
+    type Shared = ();
+    /// One variant, named for its policy.
+    type Variant = ();
+
+    fn groups(_: &Plan) -> Vec<()> {
+        vec![()]
+    }
+
+    async fn setup(_: &mut Scope<'_>, _: &mut VariantResult, _: &Plan, _: &()) -> Result<()> {
+        Ok(())
+    }
+
+    fn variants(_: &Plan, _: &()) -> Variants<()> {
+        Variants::List(vec![()])
+    }
+
+    fn label(plan: &Plan, _: &()) -> String {
+        plan.policy().name().to_string()
+    }
+
+    async fn run(
+        s: &mut Scope<'_>,
+        r: &mut VariantResult,
+        plan: &Plan,
+        _: &mut (),
+        _: &(),
+    ) -> Result<()> {
+        run::one(s, plan, r).await
     }
 }

@@ -194,6 +194,22 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
             for (i, l) in levels.iter().enumerate() {
                 problems.range(&format!("{prefix}.levels[{i}]"), *l, 0, 9, "");
             }
+            // A higher level's pull counts as open only from GRACE after
+            // it was sent to GRACE before it ended: a shorter one is never
+            // open, and the order check could not fail.
+            let shortest = Duration::from_nanos(2 * super::GRACE_NS);
+            if expires < shortest {
+                problems.push(
+                    format!("{prefix}.expires"),
+                    format!(
+                        "{expires:?} is too short to check priority order: a pull counts as open \
+                         from {:?} after it is sent to {:?} before it ends, so pulls need at \
+                         least {shortest:?}",
+                        shortest / 2,
+                        shortest / 2
+                    ),
+                );
+            }
             PolicyPlan::Prioritized { levels }
         }
     };
@@ -359,5 +375,15 @@ mod tests {
         let e =
             plan("rate = 100\npolicy = \"overflow\"\nmin_pending = 1\nclients = 1").unwrap_err();
         assert!(e.contains("clients"), "{e}");
+    }
+
+    #[test]
+    fn prioritized_pulls_too_short_to_check_priority_order_are_refused() {
+        let e = plan("rate = 100\npolicy = \"prioritized\"\nclients = 2\nexpires = \"400ms\"")
+            .unwrap_err();
+        assert!(e.contains("expires") && e.contains("priority order"), "{e}");
+        assert!(
+            plan("rate = 100\npolicy = \"prioritized\"\nclients = 2\nexpires = \"500ms\"").is_ok()
+        );
     }
 }

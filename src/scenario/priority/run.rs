@@ -12,39 +12,16 @@ use super::plan::{Plan, PolicyPlan};
 use super::verify::{self, PinRun};
 use super::*;
 use crate::consume::group::{GroupClient, GroupClientConfig, GroupDelivery, PullRecord};
-use crate::drive::align_start;
-use crate::load::{Publisher, PublisherConfig, RetryPlan, Timing};
+use crate::drive::{DriveSpec, RunContext, drive_announcing};
 use crate::profile::ArrivalPlan;
 use crate::record::clock;
 use crate::record::ledger::LedgerShard;
 use crate::record::metrics::{Direction, Metric};
 use crate::record::names;
-use crate::record::schedule::Schedule;
-use crate::scenario::lifecycle::{each, record_stream, variant};
+use crate::scenario::lifecycle::Scope;
 use crate::streams::pins::{self, PinEvent, PinWatch};
-use crate::streams::provision::{durable_config, stream_config};
+use crate::streams::provision::durable_config;
 use crate::variant::VariantResult;
-
-pub async fn run(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    sink: &mut dyn VariantSink,
-) -> Result<()> {
-    let policy = plan.policy().name();
-    each(ctx, scenario, sink, [policy], async |name| {
-        let (result, _) = variant(name, async |r| {
-            r.param("policy", name);
-            r.param("clients", plan.clients);
-            r.param("processing_ms", plan.processing.as_secs_f64() * 1e3);
-            crate::scenario::shape::describe(&plan.load.publish.arrival, r);
-            one(ctx, scenario, plan, r).await
-        })
-        .await;
-        result
-    })
-    .await
-}
 
 /// What the drive left for measure and verify.
 pub struct Observed {
@@ -59,22 +36,21 @@ pub struct Observed {
     pub wrong_pin: u64,
 }
 
-async fn one(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    r: &mut VariantResult,
-) -> Result<()> {
-    let variant = r.name.clone();
-    let stream = ctx.names.stream(scenario.name(), &variant);
-    let base = ctx.names.subject(scenario.name(), &variant);
-    let durable = ctx.names.durable(scenario.name(), &variant);
+/// One variant: the stream and its durable in the plan's priority group,
+/// the group clients, the load through the shared drive with the kill
+/// and the unpin at their instants, the drain until every persisted
+/// message is acked; measure and verify.
+pub async fn one(s: &mut Scope<'_>, plan: &Plan, r: &mut VariantResult) -> Result<()> {
+    let name = plan.policy().name();
+    r.param("policy", name);
+    r.param("clients", plan.clients);
+    r.param("processing_ms", plan.processing.as_secs_f64() * 1e3);
+    crate::scenario::shape::describe(&plan.load.publish.arrival, r);
+
     // Provision.
-    let created = ctx
-        .provisioner
-        .create_stream(stream_config(&stream, &base, &ctx.server, &ctx.stream))
-        .await?;
-    let mut config = durable_config(&durable, &plan.load.consumer, &base);
+    let n = s.names();
+    let stream = s.stream(s.stream_config()).await?;
+    let mut config = durable_config(&n.durable, &plan.load.consumer, &n.base);
     config.priority_groups = vec![plan.group.clone()];
     config.priority_policy = match plan.policy {
         PolicyPlan::Pinned(p) => {
@@ -84,29 +60,21 @@ async fn one(
         PolicyPlan::Overflow { .. } => PriorityPolicy::Overflow,
         PolicyPlan::Prioritized { .. } => PriorityPolicy::Prioritized,
     };
-    let driven = async {
-        ctx.provisioner
-            .create_consumer(&created, config, plan.load.consumer.pedantic)
-            .await?;
-        drive(ctx, scenario, plan, (&stream, &base, &durable)).await
-    }
-    .await;
-    record_stream(ctx, &stream, r).await;
-    let deleted = ctx.provisioner.delete_stream(&stream).await;
-    let observed = driven?;
+    s.durable(&stream, config, plan.load.consumer.pedantic)
+        .await?;
+
+    // Drive, measure, verify.
+    let observed = drive(s, plan, (&n.stream, &n.durable)).await?;
     measure(plan, &observed, r);
     verify(plan, &observed, r);
-    deleted
+    Ok(())
 }
 
-/// Clients first, then the publishers; the kill and the unpin on their
-/// schedule; the drain until every persisted message is acked.
-async fn drive(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    (stream, base, durable): (&str, &str, &str),
-) -> Result<Observed> {
+/// The group clients first, then the load, the kill and the unpin at
+/// their instants from its schedule's start; the drain until every
+/// persisted message is acked.
+async fn drive(s: &Scope<'_>, plan: &Plan, (stream, durable): (&str, &str)) -> Result<Observed> {
+    let ctx = s.ctx;
     let admin = ctx.provisioner.jetstream().client();
     let watch = match plan.policy {
         PolicyPlan::Pinned(_) => Some(PinWatch::start(&admin, stream, durable).await?),
@@ -129,29 +97,42 @@ async fn drive(
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
-    let (publishers, t0_ns) = publish(ctx, scenario, plan, base).await?;
-    let (killed, unpin_ns) = faults(ctx, plan, &clients, t0_ns, (&api, stream, durable)).await?;
-    let mut acked = 0;
-    let mut publish_rate = 0.0;
-    let (mut ledger, mut first_error) = (LedgerShard::new(), None);
-    for p in publishers {
-        let (sends, acks) = p.finish().await?;
-        acked += acks.acked;
-        ledger.merge(&acks.ledger);
-        first_error = first_error.or(acks.first_error).or(sends.first_error);
-        let span = sends.last_sent_ns.saturating_sub(sends.first_sent_ns) as f64 / 1e9;
-        publish_rate += sends.sent as f64 / span.max(1e-9);
-    }
-    drain(&clients, acked, scenario.common.drain_timeout, &ctx.stop).await;
+    let load = &plan.load;
+    let mut spec = DriveSpec::publish_only(
+        s.drive_label(),
+        stream,
+        vec![format!("{}.0", s.names().base)],
+        &load.publish,
+        &s.scenario.common,
+        load.rate,
+    );
+    spec.msg_id_prefix = s.msg_id_prefix();
+    let (t0, started) = tokio::sync::watch::channel(None);
+    let (outcome, faults) = tokio::join!(
+        drive_announcing(ctx, &spec, t0),
+        faults(ctx, plan, &clients, started, (&api, stream, durable))
+    );
+    let o = outcome?;
+    let (killed, unpin_ns) = faults?;
+    let publish_rate = o
+        .sends
+        .iter()
+        .map(|sends| {
+            let span = sends.last_sent_ns.saturating_sub(sends.first_sent_ns) as f64 / 1e9;
+            sends.sent as f64 / span.max(1e-9)
+        })
+        .sum();
+    let acked = o.acks.iter().map(|a| a.acked).sum();
+    drain(&clients, acked, s.scenario.common.drain_timeout, &ctx.stop).await;
     stop.cancel();
     let mut observed = Observed {
         deliveries: Vec::new(),
         pulls: Vec::new(),
         events: Vec::new(),
-        ledger,
+        ledger: o.ledger,
         killed,
         unpin_ns,
-        t0_ns,
+        t0_ns: o.t0_ns,
         publish_rate,
         wrong_pin: 0,
     };
@@ -159,7 +140,7 @@ async fn drive(
     if let Some(w) = watch {
         observed.events = w.finish().await?.0;
     }
-    if let Some(e) = first_error {
+    if let Some(e) = o.errors.first() {
         anyhow::bail!("publishing failed: {e}");
     }
     Ok(observed)
@@ -197,78 +178,6 @@ fn client_config(
     }
 }
 
-/// Starts the open-loop publishers; returns them and the schedule's start.
-async fn publish(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    base: &str,
-) -> Result<(Vec<Publisher>, u64)> {
-    let load = &plan.load;
-    let common = &scenario.common;
-    let span = common.warmup + common.duration;
-    let arrivals = crate::profile::arrival_offsets(&load.publish.arrival, Some(load.rate), span)
-        .map(std::sync::Arc::<[u64]>::from);
-    let messages = match &arrivals {
-        Some(a) => a.len() as u64,
-        None => ((load.rate as f64) * span.as_secs_f64()).round().max(1.0) as u64,
-    };
-    let n = load.publish.publishers.max(1);
-    let mut publishers = Vec::new();
-    for i in 0..n {
-        let config = PublisherConfig {
-            subject_stride: 1,
-            index: i as u16,
-            subjects: vec![format!("{base}.0")],
-            message_size: load.publish.message_size,
-            schedule: Schedule {
-                t0_ns: 0,
-                total_rate: Some(load.rate),
-                stride: n as u64,
-                offset: i as u64,
-                total_messages: messages,
-                end_ns: u64::MAX,
-                arrivals: arrivals.clone(),
-            },
-            window: load.publish.pub_ack_window,
-            msg_id: load.publish.msg_id,
-            msg_id_prefix: format!("priority-{i}-"),
-            headers: load.publish.headers.clone(),
-            retries: RetryPlan::default(),
-            seed: load.rate,
-            record_from_ns: 0,
-            pub_ack_timeout: load.publish.pub_ack_timeout,
-            timeline_origin_ns: 0,
-            resend_after: None,
-            wake_every: load.publish.wake_every,
-            // Kept on async-nats: the direct client is the paced drive's.
-            client: crate::profile::PublishClient::AsyncNats,
-            trace_every: 0,
-            trace_prefix: String::new(),
-            drop_pub_acks: 0,
-        };
-        let stop = ctx.stop.child_token();
-        publishers.push(
-            Publisher::start(&ctx.connect, &format!("publisher-{i}"), config, stop)
-                .await
-                .context("starting a publisher")?,
-        );
-    }
-    let t0_ns = align_start(
-        &load.publish.arrival,
-        clock::now_ns() + ctx.lead_in.as_nanos() as u64,
-    );
-    let timing = Timing {
-        t0_ns,
-        record_from_ns: t0_ns + common.warmup.as_nanos() as u64,
-        end_ns: u64::MAX,
-    };
-    for p in &mut publishers {
-        p.go(timing);
-    }
-    Ok((publishers, t0_ns))
-}
-
 async fn sleep_until_ns(at_ns: u64) {
     tokio::time::sleep_until(tokio::time::Instant::from_std(clock::instant_at(at_ns))).await;
 }
@@ -279,12 +188,18 @@ async fn faults(
     ctx: &RunContext,
     plan: &Plan,
     clients: &[GroupClient],
-    t0_ns: u64,
+    mut started: tokio::sync::watch::Receiver<Option<u64>>,
     (api, stream, durable): (&str, &str, &str),
 ) -> Result<(Option<(usize, u64)>, Option<u64>)> {
     let PolicyPlan::Pinned(p) = plan.policy else {
         return Ok((None, None));
     };
+    // The drive says when its schedule starts; a drive that failed first
+    // says nothing, and nothing is struck.
+    let Ok(t0) = started.wait_for(Option::is_some).await else {
+        return Ok((None, None));
+    };
+    let t0_ns = t0.unwrap_or_default();
     let mut steps = vec![(p.kill_after, true)];
     steps.extend(p.unpin_after.map(|u| (u, false)));
     steps.sort();
