@@ -216,35 +216,31 @@ async fn bind_shared(
     Ok((clients, (bound, binding.elapsed())))
 }
 
-/// The subjects publisher `i` sends to: its stream's (publisher *i* feeds
-/// stream *i* mod *S*), round-robin, or with
-/// [`crate::profile::PublishPlan::subject_per_publisher`] its one.
+/// The subjects publisher `i` sends to, round-robin: its stream's
+/// (publisher *i* feeds stream *i* mod *S*).
 fn publisher_subjects(spec: &DriveSpec, i: usize) -> Vec<String> {
-    let Some(stream) = spec.streams.get(i % spec.streams.len().max(1)) else {
-        return Vec::new();
-    };
-    let subjects = &stream.subjects;
-    match subjects.len() {
-        0 => Vec::new(),
-        n if spec.publish.subject_per_publisher => vec![subjects[i % n].clone()],
-        _ => subjects.clone(),
-    }
+    let streams = spec.streams.len().max(1);
+    spec.streams
+        .get(i % streams)
+        .map(|s| s.subjects.clone())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
 mod tests {
     use super::publisher_subjects;
-    use crate::drive::DriveSpec;
+    use crate::drive::{DriveSpec, StreamLoad};
     use std::time::Duration;
 
     #[test]
-    fn a_publisher_feeds_every_subject_or_its_own() {
+    fn a_publisher_feeds_every_subject_of_its_stream() {
         let subjects = vec!["a".to_string(), "b".to_string()];
         let mut spec = DriveSpec::fill("t".into(), "S", subjects, (4, 64), Duration::ZERO);
         assert_eq!(publisher_subjects(&spec, 1), ["a", "b"]);
-        spec.publish.subject_per_publisher = true;
-        assert_eq!(publisher_subjects(&spec, 0), ["a"]);
-        assert_eq!(publisher_subjects(&spec, 3), ["b"]);
+        spec.streams.push(StreamLoad::new("T", vec!["c".into()]));
+        assert_eq!(publisher_subjects(&spec, 0), ["a", "b"]);
+        assert_eq!(publisher_subjects(&spec, 3), ["c"]);
+        spec.streams.truncate(1);
         spec.streams[0].subjects.clear();
         assert!(publisher_subjects(&spec, 0).is_empty());
     }

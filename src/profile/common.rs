@@ -377,7 +377,6 @@ pub fn publish_plan(k: PublishKeys, prefix: &str, problems: &mut Problems) -> Pu
         wake_every,
         trace_every: 0,
         client: k.client.unwrap_or_default(),
-        subject_per_publisher: false,
     }
 }
 

@@ -186,13 +186,6 @@ pub struct PublishPlan {
     /// Which client publishes (the `client` key); `auto` by default.
     #[serde(default)]
     pub client: PublishClient,
-    /// Publisher p feeds only the subject `p mod subjects` instead of
-    /// every subject round-robin. A publisher's PubAcks are kept by stream
-    /// sequence (its ledger), so a variant publishing to several streams
-    /// at once, one subject each, gives each stream publishers of its own
-    /// to know what each stored. Set by scenarios, never a profile key.
-    #[serde(default)]
-    pub subject_per_publisher: bool,
     /// Every this many messages (by message number) carries
     /// `Nats-Trace-Dest`, so the servers it crosses report its hops
     /// (the drive's trace collector); 0 traces none. Set by the latency
@@ -274,7 +267,6 @@ impl PublishPlan {
             wake_every: None,
             trace_every: 0,
             client: PublishClient::Auto,
-            subject_per_publisher: false,
         }
     }
 }

@@ -482,6 +482,9 @@ pub struct Scope<'a> {
     created: Vec<String>,
     /// Streams whose placement is in the result already.
     placed: Vec<String>,
+    /// Streams created on another server's JetStream (a leafnode's),
+    /// through its own context.
+    elsewhere: Vec<(async_nats::jetstream::Context, String)>,
 }
 
 impl<'a> Scope<'a> {
@@ -492,6 +495,7 @@ impl<'a> Scope<'a> {
             label: label.into(),
             created: Vec::new(),
             placed: Vec::new(),
+            elsewhere: Vec::new(),
         }
     }
 
@@ -621,6 +625,19 @@ impl<'a> Scope<'a> {
         info.map(|i| i.state.messages)
     }
 
+    /// Creates a stream on another server's JetStream (a leafnode's, its
+    /// copy of a hub's stream), deleted when the scope ends like the rest.
+    pub async fn stream_on(
+        &mut self,
+        on: &crate::streams::provision::Provisioner,
+        config: async_nats::jetstream::stream::Config,
+    ) -> Result<async_nats::jetstream::stream::Stream> {
+        let name = config.name.clone();
+        let stream = on.create_stream(config).await?;
+        self.elsewhere.push((on.jetstream().clone(), name));
+        Ok(stream)
+    }
+
     /// Runs a load: in this process, or split with the run's workers.
     pub async fn drive(&self, spec: &DriveSpec) -> Result<DriveOutcome> {
         drive(self.ctx, spec).await
@@ -631,6 +648,18 @@ impl<'a> Scope<'a> {
     /// reverse order; the first deletion's error.
     async fn close(self, r: &mut VariantResult) -> Result<()> {
         let mut first_error = None;
+        // Copies first: they read from the streams below.
+        for (js, name) in self.elsewhere.iter().rev() {
+            if self.ctx.provisioner.keeps() {
+                break;
+            }
+            if let Err(e) = js.delete_stream(name).await
+                && first_error.is_none()
+            {
+                first_error =
+                    Some(anyhow::Error::new(e).context(format!("deleting stream {name}")));
+            }
+        }
         for name in self.created.iter().rev() {
             if !name.starts_with("KV_") && !self.placed.contains(name) {
                 let info = self.ctx.provisioner.stream_info(name).await;

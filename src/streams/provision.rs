@@ -269,6 +269,11 @@ impl Provisioner {
         &self.js
     }
 
+    /// Whether streams are kept when their run is done (`--keep`).
+    pub fn keeps(&self) -> bool {
+        self.keep
+    }
+
     /// Creates a stream that must not exist yet: an existing stream of the
     /// same name belongs to someone else and is left alone.
     pub async fn create_stream(&self, mut config: stream::Config) -> Result<stream::Stream> {

@@ -102,7 +102,6 @@ pub fn invariants(
     names: &[String],
     origin_holds: Option<u64>,
     copy_count: Option<u64>,
-    ordered: bool,
 ) -> Vec<Invariant> {
     let mut out = Vec::new();
     let missing = a.missing_count();
@@ -160,13 +159,22 @@ pub fn invariants(
     } else {
         Invariant::check(ONCE, false, problems.join("; "))
     });
+    // A failed lookup checks nothing, and says so as a failure.
     out.push(match copy_count {
         Some(n) => Invariant::equal(COUNT, n, a.expected),
-        None => Invariant::not_applicable(COUNT, "the copy's stream info did not answer"),
+        None => Invariant::check(
+            COUNT,
+            false,
+            format!(
+                "the copy's stream info did not answer ({} expected)",
+                a.expected
+            ),
+        ),
     });
-    out.push(if !ordered {
-        Invariant::not_applicable(ORDER, "this mode promises no order")
-    } else if a.out_of_order.is_empty() {
+    // A mirror keeps the origin's sequences; a source copies each origin
+    // in its order (it retries from the first sequence it missed, never
+    // skips ahead).
+    out.push(if a.out_of_order.is_empty() {
         Invariant::check(
             ORDER,
             true,
@@ -217,7 +225,7 @@ mod tests {
     fn a_whole_copy_in_order_holds_every_check() {
         let stored = [BTreeSet::from([1, 2, 3]), BTreeSet::from([1, 2])];
         let a = audit(&stored, &copied(&[(0, 1), (1, 1), (0, 2), (1, 2), (0, 3)]));
-        let inv = invariants(&a, &names(), Some(0), Some(5), true);
+        let inv = invariants(&a, &names(), Some(0), Some(5));
         assert!(inv.iter().all(|i| i.passed), "{inv:?}");
     }
 
@@ -225,14 +233,17 @@ mod tests {
     fn a_copy_out_of_order_fails_order_but_not_once() {
         let stored = [BTreeSet::from([1, 2, 3])];
         let a = audit(&stored, &copied(&[(0, 1), (0, 3), (0, 2)]));
-        let inv = invariants(&a, &names(), None, Some(3), true);
+        let inv = invariants(&a, &names(), None, Some(3));
         let (passed, _, detail) = state(&inv, ORDER);
         assert!(!passed && detail.contains("copy seqs 3"), "{detail}");
         assert!(state(&inv, ONCE).0);
-        // A mode that promises no order does not judge it.
-        let inv = invariants(&a, &names(), None, Some(3), false);
-        let (passed, applicable, _) = state(&inv, ORDER);
-        assert!(passed && !applicable);
+        // A copy whose count cannot be read fails its count check.
+        let inv = invariants(&a, &names(), None, None);
+        let (passed, applicable, detail) = state(&inv, COUNT);
+        assert!(
+            !passed && applicable && detail.contains("did not answer"),
+            "{detail}"
+        );
     }
 
     #[test]
@@ -247,7 +258,7 @@ mod tests {
         assert_eq!(a.missing, vec![(0, vec![2, 3, 4])]);
         assert_eq!(a.twice, vec![(0, 1)]);
         assert_eq!(a.strangers, vec![3, 1]);
-        let inv = invariants(&a, &names(), Some(1), Some(5), true);
+        let inv = invariants(&a, &names(), Some(1), Some(5));
         let (passed, _, detail) = state(&inv, ONCE);
         assert!(!passed);
         for needle in [
@@ -261,7 +272,7 @@ mod tests {
         }
         // Five held for five stored: the count alone cannot tell.
         assert!(state(&inv, COUNT).0);
-        let inv = invariants(&a, &names(), Some(3), Some(5), true);
+        let inv = invariants(&a, &names(), Some(3), Some(5));
         assert!(
             state(&inv, ONCE)
                 .2

@@ -32,7 +32,10 @@ impl LeafSide {
             .await
             .with_context(|| format!("connecting to the leaf server at {}", leaf.url()))?;
         Ok(LeafSide {
-            provisioner: Provisioner::new(async_nats::jetstream::new(client), false),
+            provisioner: Provisioner::new(
+                async_nats::jetstream::new(client),
+                ctx.provisioner.keeps(),
+            ),
             leaf,
         })
     }

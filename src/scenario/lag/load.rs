@@ -1,9 +1,8 @@
 //! The origins' load, as the shared drive runs it ([`crate::drive`]): the
 //! paced publishers with their PubAck window, no consumer on the origins
 //! (the server's copying is the only reader). One publisher per origin,
-//! each feeding its origin's one subject
-//! ([`PublishPlan::subject_per_publisher`]), so publisher *p*'s PubAcks
-//! are origin *p*'s stream sequences: what the copy audit expects.
+//! each feeding its origin's one subject, so publisher *p*'s PubAcks are
+//! origin *p*'s stream sequences: what the copy audit expects.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -13,9 +12,10 @@ use async_nats::jetstream;
 
 use super::plan::{Mode, Plan};
 use super::topology::Topology;
-use crate::drive::{DriveOutcome, DriveSpec};
-use crate::profile::{CommonPlan, MsgId, PublishClient, PublishPlan};
+use crate::drive::{DriveOutcome, DriveSpec, StreamLoad};
+use crate::profile::{MsgId, PublishClient, PublishPlan};
 use crate::record::ledger::{Event, LedgerShard};
+use crate::scenario::lifecycle::Scope;
 
 /// How long a publish may wait for its PubAck before it counts as missing.
 const PUB_ACK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -26,40 +26,48 @@ const PUB_ACK_TIMEOUT: Duration = Duration::from_secs(10);
 /// the variant) and are async-nats' all the same: should their link drop
 /// they reconnect, where the direct client would end the run, and the
 /// drive, which plans no fault of its own here, would choose that one.
-pub fn spec(common: &CommonPlan, plan: &Plan, mode: Mode, t: &Topology) -> DriveSpec {
-    let subjects: Vec<String> = t.origins.iter().map(|o| o.subject()).collect();
+pub fn spec(s: &Scope<'_>, plan: &Plan, mode: Mode, t: &Topology) -> DriveSpec {
     let mut publish = PublishPlan::simple(
-        subjects.len(),
+        t.origins.len(),
         plan.message_size,
         MsgId::None,
         plan.pub_ack_window,
         PUB_ACK_TIMEOUT,
     );
-    publish.subject_per_publisher = true;
     if mode.outage().is_some() {
         publish.client = PublishClient::AsyncNats;
     }
-    DriveSpec::publish_only(
-        format!("{} {}", common.name(), mode.label()),
-        // Asked only for what a stream's limits evicted: none here.
-        &t.origins[0].name,
-        subjects,
-        &publish,
-        common,
-        plan.rate,
-    )
+    let streams = t.origins.iter();
+    DriveSpec {
+        streams: streams
+            .map(|o| StreamLoad::new(&o.name, vec![o.subject()]))
+            .collect(),
+        ..DriveSpec::publish_only(
+            s.drive_label(),
+            "",
+            Vec::new(),
+            &publish,
+            &s.scenario.common,
+            plan.rate,
+        )
+    }
 }
 
-/// Per origin, the sequences its publisher's PubAcks confirmed stored.
+/// Per origin, the sequences its publisher's PubAcks confirmed stored:
+/// each origin's part of the load, or the one origin's whole.
 pub fn acked(o: &DriveOutcome, origins: usize) -> Result<Vec<BTreeSet<u64>>> {
-    if o.acks.len() != origins {
+    let ledgers: Vec<&LedgerShard> = match o.parts.is_empty() {
+        true => vec![&o.ledger],
+        false => o.parts.iter().map(|p| &p.outcome.ledger).collect(),
+    };
+    if ledgers.len() != origins {
         return Err(anyhow!(
-            "the drive reported {} publishers for {origins} origins: which origin stored \
+            "the drive reported {} streams for {origins} origins: which origin stored \
              what cannot be told",
-            o.acks.len()
+            ledgers.len()
         ));
     }
-    Ok(o.acks.iter().map(|a| persisted(&a.ledger)).collect())
+    Ok(ledgers.into_iter().map(persisted).collect())
 }
 
 fn persisted(ledger: &LedgerShard) -> BTreeSet<u64> {
@@ -68,20 +76,10 @@ fn persisted(ledger: &LedgerShard) -> BTreeSet<u64> {
         .collect()
 }
 
-/// The drive merges its publishers' ledgers by stream sequence, as if
-/// they shared one stream; here each fed an origin of its own, so the
-/// stored counts are each origin's, summed. Nothing was consumed: what
-/// the copy delivered and lost is the audit's to say.
-pub fn count_per_origin(o: &mut DriveOutcome) {
-    let (mut persisted, mut twice, mut duplicates) = (0, 0, 0);
-    for a in &o.acks {
-        let c = a.ledger.counts();
-        persisted += c.persisted;
-        twice += c.persisted_twice;
-        duplicates += c.duplicates;
-    }
+/// Nothing was consumed from the origins: what the copy delivered and
+/// lost is the audit's to say, not the drive's.
+pub fn uncounted_losses(o: &mut DriveOutcome) {
     let c = &mut o.counts;
-    (c.persisted, c.persisted_twice, c.duplicates) = (persisted, twice, duplicates);
     (c.lost, c.unattributed, c.client_dropped) = (0, 0, 0);
 }
 

@@ -38,7 +38,7 @@ use self::fault::Happened;
 use self::topology::Topology;
 use self::watch::{Copied, CopyReader, OriginListener, Origins};
 use super::checks;
-use super::lifecycle::{each, variant};
+use super::lifecycle::{Lifecycle, Scope, Variants};
 use super::table::{self, Cell, Column, Show};
 use super::{ScenarioKind, ScenarioPlan};
 use crate::drive::{DriveOutcome, RunContext, drive};
@@ -136,7 +136,7 @@ impl ScenarioKind for Lag {
         plan: &'a Plan,
         sink: &'a mut dyn VariantSink,
     ) -> impl Future<Output = Result<()>> + 'a {
-        run(ctx, scenario, plan, sink)
+        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
     }
 
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
@@ -172,27 +172,48 @@ impl ScenarioKind for Lag {
     }
 }
 
-async fn run(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    sink: &mut dyn VariantSink,
-) -> Result<()> {
-    each(
-        ctx,
-        scenario,
-        sink,
-        plan.variants.iter().copied(),
-        async |mode| {
-            let (result, _) = variant(mode.label(), async |r| {
-                describe(&scenario.common, plan, mode, r);
-                one_variant(ctx, &scenario.common, plan, mode, r).await
-            })
-            .await;
-            result
-        },
-    )
-    .await
+impl Lifecycle for Lag {
+    type Group = ();
+    type Shared = ();
+    type Variant = Mode;
+
+    fn groups(_: &Plan) -> Vec<()> {
+        vec![()]
+    }
+
+    async fn setup(_: &mut Scope<'_>, _: &mut VariantResult, _: &Plan, _: &()) -> Result<()> {
+        Ok(())
+    }
+
+    fn variants(plan: &Plan, _: &()) -> Variants<Mode> {
+        Variants::List(plan.variants.clone())
+    }
+
+    fn label(_: &Plan, mode: &Mode) -> String {
+        mode.label().to_string()
+    }
+
+    /// The streams, the watchers, the load, the settling; measure and
+    /// verify.
+    async fn run(
+        s: &mut Scope<'_>,
+        r: &mut VariantResult,
+        plan: &Plan,
+        _: &mut (),
+        &mode: &Mode,
+    ) -> Result<()> {
+        let common = &s.scenario.common;
+        describe(common, plan, mode, r);
+        let t = topology::plan(s.ctx, common, mode, plan.origins);
+        let leaf = match mode {
+            Mode::Leaf => Some(leaf::LeafSide::open(s.ctx).await?),
+            _ => None,
+        };
+        let observed = observe(s, plan, mode, &t, leaf.as_ref(), r).await?;
+        measure(mode, &observed, r);
+        verify(mode, &observed, r);
+        Ok(())
+    }
 }
 
 fn describe(common: &CommonPlan, plan: &Plan, mode: Mode, r: &mut VariantResult) {
@@ -251,68 +272,22 @@ struct Observed {
     names: Vec<String>,
 }
 
-/// The streams, the watchers, the load, the settling; the streams are
-/// deleted whatever happened.
-async fn one_variant(
-    ctx: &RunContext,
-    common: &CommonPlan,
-    plan: &Plan,
-    mode: Mode,
-    r: &mut VariantResult,
-) -> Result<()> {
-    let t = topology::plan(ctx, common, mode, plan.origins);
-    let leaf = match mode {
-        Mode::Leaf => Some(leaf::LeafSide::open(ctx).await?),
-        _ => None,
-    };
-    let outcome = observe(ctx, common, plan, mode, &t, leaf.as_ref(), r).await;
-    let deleted = delete_created(ctx, &t, leaf.as_ref()).await;
-    let observed = outcome?;
-    deleted?;
-    measure(mode, &observed, r);
-    verify(mode, &observed, r);
-    Ok(())
-}
-
-/// Deletes those of the variant's streams that were created, each where
-/// it was (the `leaf` variant's copy on the leaf).
-async fn delete_created(
-    ctx: &RunContext,
-    t: &Topology,
-    leaf: Option<&leaf::LeafSide>,
-) -> Result<()> {
-    let mut first = None;
-    for name in t.streams() {
-        let on = match leaf {
-            Some(l) if name == t.copy => &l.provisioner,
-            _ => &ctx.provisioner,
-        };
-        if !on.created().contains(&name) {
-            continue;
-        }
-        if let Err(e) = on.delete_stream(&name).await {
-            first.get_or_insert(e);
-        }
-    }
-    first.map_or(Ok(()), Err)
-}
-
 async fn observe(
-    ctx: &RunContext,
-    common: &CommonPlan,
+    s: &mut Scope<'_>,
     plan: &Plan,
     mode: Mode,
     t: &Topology,
     leaf: Option<&leaf::LeafSide>,
     r: &mut VariantResult,
 ) -> Result<Observed> {
+    let (ctx, common) = (s.ctx, &s.scenario.common);
     let js = ctx.provisioner.jetstream();
     let client = js.client();
     let mut listeners = Vec::new();
     for o in &t.origins {
         listeners.push(OriginListener::start(&client, &o.base).await?);
     }
-    let copy = topology::provision(ctx, mode, t, leaf).await?;
+    let copy = topology::provision(s, mode, t, leaf).await?;
     let struck = match mode.outage() {
         Some(how) => Some(fault::arrange(ctx, t, how).await?),
         None => None,
@@ -329,7 +304,7 @@ async fn observe(
     primed(&reader, subjects.len() as u64).await?;
     // Slowed for the load and its settling; let go on the way out.
     let _throttle = leaf.map(|l| l.throttle(plan));
-    let mut spec = load::spec(common, plan, mode, t);
+    let mut spec = load::spec(s, plan, mode, t);
     spec.avoid_server = struck.as_ref().map(|n| n.url.clone());
     let (outcome, fault) = tokio::join!(
         drive(ctx, &spec),
@@ -337,7 +312,7 @@ async fn observe(
     );
     let mut outcome = outcome?;
     let fault = fault?;
-    load::count_per_origin(&mut outcome);
+    load::uncounted_losses(&mut outcome);
     let mut acked = load::acked(&outcome, t.origins.len())?;
     // The primers are in the copy too.
     for (seqs, primer) in acked.iter_mut().zip(primers) {
@@ -362,11 +337,13 @@ async fn observe(
     for l in listeners {
         origin_stored.push(l.finish().await?);
     }
-    let copy_on = leaf.map_or(&ctx.provisioner, |l| &l.provisioner);
-    let copy_count = copy_on.stream_info(&t.copy).await.map(|i| {
-        r.streams.push(placement(&i));
-        i.state.messages
-    });
+    let copy_count = match leaf {
+        Some(l) => l.provisioner.stream_info(&t.copy).await.map(|i| {
+            r.streams.push(placement(&i));
+            i.state.messages
+        }),
+        None => s.stored(r, &t.copy).await,
+    };
     let mut o = Observed {
         outcome,
         acked,
@@ -674,10 +651,6 @@ fn verify(mode: Mode, o: &Observed, r: &mut VariantResult) {
         &o.names,
         o.origin_holds,
         o.copy_count,
-        // A mirror keeps the origin's sequences; a source copies each
-        // origin in its order (it retries from the first sequence it
-        // missed, never skips ahead).
-        true,
     ));
     r.invariants.push(drained(mode, o));
     match (mode, &o.fault) {

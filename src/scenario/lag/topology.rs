@@ -15,6 +15,7 @@ use super::plan::Mode;
 use super::watch::stored_subject;
 use crate::drive::RunContext;
 use crate::profile::CommonPlan;
+use crate::scenario::lifecycle::Scope;
 use crate::streams::provision::stream_config;
 
 /// The flow-control durable's idle heartbeat: with nothing new to send,
@@ -45,15 +46,6 @@ pub struct Topology {
     pub durable: Option<String>,
 }
 
-impl Topology {
-    /// Every stream, copy first (deleted before what it copies from).
-    pub fn streams(&self) -> Vec<String> {
-        std::iter::once(self.copy.clone())
-            .chain(self.origins.iter().map(|o| o.name.clone()))
-            .collect()
-    }
-}
-
 /// The names of `mode`'s streams, before any is made.
 pub fn plan(ctx: &RunContext, common: &CommonPlan, mode: Mode, origins: usize) -> Topology {
     let n = if mode == Mode::Source { origins } else { 1 };
@@ -77,13 +69,15 @@ pub fn plan(ctx: &RunContext, common: &CommonPlan, mode: Mode, origins: usize) -
 }
 
 /// Creates the origins, the work-queue origin's durable, then the copy;
-/// the `leaf` variant's copy on the leaf server, through `leaf`.
+/// the `leaf` variant's copy on the leaf server, through `leaf`. All in
+/// the variant's scope, which deletes them.
 pub async fn provision(
-    ctx: &RunContext,
+    s: &mut Scope<'_>,
     mode: Mode,
     t: &Topology,
     leaf: Option<&LeafSide>,
 ) -> Result<stream::Stream> {
+    let ctx = s.ctx;
     for o in &t.origins {
         let mut config = stream_config(&o.name, &o.base, &ctx.server, &ctx.stream);
         config.retention = if mode.work_queue() {
@@ -96,7 +90,7 @@ pub async fn provision(
             destination: format!("{}.{{{{wildcard(1)}}}}", stored_subject(&o.base)),
             headers_only: true,
         });
-        ctx.provisioner.create_stream(config).await?;
+        s.stream(config).await?;
     }
     if let Some(durable) = &t.durable {
         create_sourcing_durable(ctx, &t.origins[0], durable).await?;
@@ -117,14 +111,14 @@ pub async fn provision(
         config.mirror = Some(super::leaf::mirror_across(&first.name));
         config.num_replicas = 1;
         config.placement = None;
-        return leaf.provisioner.create_stream(config).await;
+        return s.stream_on(&leaf.provisioner, config).await;
     }
     if mode.mirror() {
         config.mirror = Some(source(first));
     } else {
         config.sources = Some(t.origins.iter().map(source).collect());
     }
-    ctx.provisioner.create_stream(config).await
+    s.stream(config).await
 }
 
 /// Where the sourcing durable delivers: beside the origin's subjects.
@@ -175,16 +169,4 @@ async fn create_sourcing_durable(ctx: &RunContext, origin: &Origin, durable: &st
             origin.name
         )),
     }
-}
-
-/// Deletes the variant's streams, copy first; the first error is kept,
-/// the rest still deleted.
-pub async fn delete(ctx: &RunContext, t: &Topology) -> Result<()> {
-    let mut first = None;
-    for name in t.streams() {
-        if let Err(e) = ctx.provisioner.delete_stream(&name).await {
-            first.get_or_insert(e);
-        }
-    }
-    first.map_or(Ok(()), Err)
 }
