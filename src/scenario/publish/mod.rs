@@ -444,7 +444,7 @@ async fn run_variant(
         Some(Ok((rec, _, _))) => rec.missing,
         _ => 0,
     };
-    verify(&outcome, plan, stored, reconciliation, result);
+    verify(&outcome, plan, msg_id, stored, reconciliation, result);
     Ok(())
 }
 
@@ -560,9 +560,11 @@ fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) {
     r.warnings.extend(o.errors.iter().cloned());
 }
 
+/// `msg_id` is the variant's: the profile's `msg_id` may list several.
 fn verify(
     o: &DriveOutcome,
     plan: &Plan,
+    msg_id: MsgId,
     stored: Option<u64>,
     reconciliation: Option<Result<(Reconciliation, bool, u64), String>>,
     r: &mut VariantResult,
@@ -581,7 +583,7 @@ fn verify(
             c.published, c.publish_errors
         ),
     ));
-    if plan.publish.msg_id == MsgId::None {
+    if msg_id == MsgId::None {
         let why = "no Nats-Msg-Id: the server cannot flag a duplicate";
         r.invariants.push(Invariant::not_applicable(
             "duplicates flagged = injected",
@@ -613,7 +615,7 @@ fn verify(
             ),
         ));
     }
-    r.invariants.push(if plan.publish.msg_id == MsgId::None {
+    r.invariants.push(if msg_id == MsgId::None {
         Invariant::not_applicable(
             "no fresh id flagged duplicate",
             "no Nats-Msg-Id: the server cannot flag a duplicate",
@@ -942,5 +944,41 @@ mod tests {
         let warned = warnings(Rate::Max, figures(3e5, 4.0, 3.5));
         assert!(warned[0].contains("may be the limit"), "{warned:?}");
         assert!(warnings(Rate::PerSecond(50_000), figures(5e4, 20.7, 15.1)).is_empty());
+    }
+
+    /// With `msg_id = ["none", "unique"]` the profile's publish plan holds
+    /// the first; the unique variant's dedup checks are still its own.
+    #[test]
+    fn the_variants_msg_id_decides_the_dedup_checks() {
+        use crate::scenario::{KindPlan, one_scenario};
+        let plan = match one_scenario("publish", "rates = [1000]\nmsg_id = [\"none\", \"unique\"]")
+            .unwrap()
+            .kind
+        {
+            KindPlan::Publish(plan) => plan,
+            _ => unreachable!("a publish section"),
+        };
+        let applicable = |msg_id| {
+            let mut r = VariantResult::new("t");
+            verify(
+                &DriveOutcome::settled(0),
+                &plan,
+                msg_id,
+                Some(0),
+                None,
+                &mut r,
+            );
+            let applies = r.invariants.iter().filter(|i| i.applicable);
+            applies.map(|i| i.name.clone()).collect::<Vec<_>>()
+        };
+        let (none, unique) = (applicable(MsgId::None), applicable(MsgId::Unique));
+        for name in [
+            "duplicates flagged = injected",
+            "no retry inside the window stored",
+            "no fresh id flagged duplicate",
+        ] {
+            assert!(!none.iter().any(|n| n == name), "{name}: {none:?}");
+            assert!(unique.iter().any(|n| n == name), "{name}: {unique:?}");
+        }
     }
 }
