@@ -101,14 +101,15 @@ async fn consume_references_read_everything_once_beside_jsbench() {
     .await;
     assert_all_passed(&summary);
     let names: Vec<&str> = summary.variants().map(|(_, v)| v.name.as_str()).collect();
+    // In the order they ran: the references around their paired run.
     assert_eq!(
         names,
         [
             "consume.explicit.idiomatic-before",
             "consume.explicit.raw-before",
+            "consume.explicit",
             "consume.explicit.raw-after",
             "consume.explicit.idiomatic-after",
-            "consume.explicit",
             "consume.none",
             "consume.none.reversed",
             "consume.explicit.reversed",

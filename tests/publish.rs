@@ -105,18 +105,19 @@ async fn reference_loops_run_beside_and_are_compared() {
     .await;
     assert_all_passed(&summary);
     let names: Vec<&str> = summary.variants().map(|(_, v)| v.name.as_str()).collect();
+    // In the order they ran: raw before and after jsbench's own.
     assert_eq!(
         names,
         [
             "rate-max.core",
             "rate-max.id-none.idiomatic",
             "rate-max.id-none.raw-before",
-            "rate-max.id-none.raw-after",
             "rate-max.id-none",
+            "rate-max.id-none.raw-after",
             "rate-max.id-unique.idiomatic",
             "rate-max.id-unique.raw-before",
-            "rate-max.id-unique.raw-after",
             "rate-max.id-unique",
+            "rate-max.id-unique.raw-after",
         ]
     );
     for (_, v) in summary.variants() {

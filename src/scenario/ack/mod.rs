@@ -8,21 +8,19 @@ pub mod plan;
 
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result, bail};
 use async_nats::jetstream::stream;
 
-use super::lifecycle::variant;
+use super::lifecycle::{Lifecycle, Scope, Variants};
 use super::table::{self, Cell, Column, Show};
 use super::{ScenarioKind, ScenarioPlan, checks};
 use crate::consume::reference::{self, ReferenceConfig, ReferenceReport};
-use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, RunContext, drive};
-use crate::profile::{
-    AckPolicy, CommonPlan, ConsumerKind, ConsumerPlan, MsgId, Problems, PublishPlan, Section,
-};
-use crate::record::ledger::{Event, LedgerCounts, LedgerShard};
+use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, RunContext};
+use crate::profile::{AckPolicy, CommonPlan, ConsumerKind, ConsumerPlan, Problems, Section};
+use crate::record::ledger::{Event, LedgerCounts, LedgerShard, SeqSet};
 use crate::record::metrics::{Direction, Metric, latency_metrics};
 use crate::record::names;
-use crate::streams::provision::{Need, PER_MESSAGE_OVERHEAD, durable_config, stream_config};
+use crate::streams::provision::{Need, PER_MESSAGE_OVERHEAD, durable_config};
 use crate::variant::{Invariant, VariantResult, VariantSink};
 
 pub use plan::{AckMode, ConsumeReference, Plan};
@@ -71,7 +69,7 @@ impl ScenarioKind for Ack {
         plan: &'a Plan,
         sink: &'a mut dyn VariantSink,
     ) -> impl Future<Output = Result<()>> + 'a {
-        run(ctx, scenario, plan, sink)
+        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
     }
 
     fn need(plan: &Plan, _common: &CommonPlan) -> Need {
@@ -101,203 +99,211 @@ impl ScenarioKind for Ack {
     }
 }
 
-async fn run(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    sink: &mut dyn VariantSink,
-) -> Result<()> {
-    let name = scenario.name();
-    let stream_name = ctx.names.stream(name, "data");
-    let base = ctx.names.subject(name, "data");
-    let stream = ctx
-        .provisioner
-        .create_stream(stream_config(&stream_name, &base, &ctx.server, &ctx.stream))
-        .await?;
-    let fill = fill(ctx, scenario, &stream_name, &format!("{base}.0"), plan).await;
-    let fill = match fill {
-        Ok(fill) => fill,
-        Err(e) => {
-            let mut result = VariantResult::new("fill");
-            result.error = Some(format!("{e:#}"));
-            sink.record(&scenario.common, result)?;
-            ctx.provisioner.delete_stream(&stream_name).await?;
-            return Ok(());
-        }
-    };
-
-    let target = Filled {
-        stream: &stream,
-        name: &stream_name,
-        base: &base,
-        drain_timeout: scenario.common.drain_timeout,
-    };
-    for &read in &plan.reads {
-        if ctx.stop.is_cancelled() {
-            break;
-        }
-        run_read(ctx, scenario, plan, &target, &fill, read, sink).await?;
-    }
-    ctx.provisioner
-        .delete_stream(&stream_name)
-        .await
-        .context("cleaning up after the scenario")
+/// What the fill left for every read: the stream, and which of its
+/// sequences the fill's PubAcks confirmed.
+pub struct Filled {
+    stream: stream::Stream,
+    name: String,
+    base: String,
+    /// What every read must deliver: the fill's PubAcks and the read's
+    /// deliveries in one ledger, so the never-seen messages are told the
+    /// server's or the client's.
+    due: SeqSet,
+    published: u64,
 }
 
-/// Every mode of one read mode in both passes ([`passes`]). Each run keeps
-/// its own rate; a mode's `vs_explicit` ratio, on its listed-order run, is
-/// the mean of its two rates over the mean of explicit's two. The runs are
-/// recorded once both passes are done (or a stop cut them short), when
-/// the means are known; the references as they finish.
-async fn run_read(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    target: &Filled<'_>,
-    fill: &DriveOutcome,
-    read: ConsumerKind,
-    sink: &mut dyn VariantSink,
-) -> Result<()> {
-    let read_label = match read {
+/// One read of the filled stream: jsbench's consumer in a read and ack
+/// mode on one pass, or a reference loop before or after jsbench's paired
+/// run.
+#[derive(Debug, Clone, Copy)]
+pub enum Read {
+    Mine(ConsumerKind, AckMode, Pass),
+    Reference(ConsumeReference, &'static str),
+}
+
+/// The references pair with the listed-order explicit-ack consume: before
+/// it in the profile's order, after it in reverse, so each one's mean sits
+/// on jsbench's run and a drift over them cancels.
+fn paired(read: ConsumerKind, mode: AckMode, pass: Pass) -> bool {
+    read == ConsumerKind::Pull && mode == AckMode::Explicit && pass == Pass::Listed
+}
+
+fn read_label(read: ConsumerKind) -> &'static str {
+    match read {
         ConsumerKind::Pull => "consume",
         ConsumerKind::Fetch => "fetch",
         ConsumerKind::Push => "push",
-    };
-    let mut ran: Vec<(AckMode, Pass, VariantResult)> = Vec::new();
-    let mut rates = Rates::<AckMode>::default();
-    for (mode, pass) in passes(&plan.modes) {
-        if ctx.stop.is_cancelled() {
-            break;
-        }
-        // The references pair with the listed-order explicit-ack consume:
-        // before it in the profile's order, after it in reverse, so each
-        // one's mean sits on jsbench's run and a drift over them cancels.
-        let paired =
-            read == ConsumerKind::Pull && mode == AckMode::Explicit && pass == Pass::Listed;
-        let references: &[ConsumeReference] = if paired { &plan.reference } else { &[] };
-        let mut reference_rates = Rates::<ConsumeReference>::default();
-        for &kind in references {
-            let (result, rate) = run_reference(ctx, scenario, plan, target, kind, "before").await;
-            reference_rates.note(kind, rate);
-            sink.record(&scenario.common, result)?;
-        }
-        let suffix = if pass == Pass::Reversed {
-            ".reversed"
-        } else {
-            ""
-        };
-        let name = format!("{read_label}.{}{suffix}", mode.label());
-        let (mut result, rate) = variant(name, async |r| {
-            r.param("messages", plan.messages);
-            r.param("message_size", plan.message_size);
-            r.param("read", read_label);
-            r.param("ack", mode.label());
-            r.param("batch", plan.consumer.batch);
-            r.param("ack_every", plan.consumer.ack_every);
-            r.param("consumers", plan.consumer.consumers);
-            consume_variant(ctx, scenario.name(), plan, target, (read, mode), fill, r).await
-        })
-        .await;
-        for &kind in references.iter().rev() {
-            let (after, rate) = run_reference(ctx, scenario, plan, target, kind, "after").await;
-            reference_rates.note(kind, rate);
-            sink.record(&scenario.common, after)?;
-        }
-        rates.note(mode, rate);
-        if let Some(rate) = rate {
-            reference_rates.compare(rate, &mut result);
-        }
-        ran.push((mode, pass, result));
-    }
-    for (mode, pass, mut result) in ran {
-        if pass == Pass::Listed
-            && mode != AckMode::Explicit
-            && let Some(ratio) = rates.vs_explicit(mode)
-        {
-            result.metrics.push(Metric::new(
-                VS_EXPLICIT_THROUGHPUT,
-                "ratio",
-                ratio,
-                Direction::None,
-            ));
-        }
-        sink.record(&scenario.common, result)?;
-    }
-    Ok(())
-}
-
-impl Rates<AckMode> {
-    /// `mode`'s mean rate over explicit acks' mean rate.
-    fn vs_explicit(&self, mode: AckMode) -> Option<f64> {
-        Some(self.mean(mode)? / self.mean(AckMode::Explicit)?)
     }
 }
 
-/// Publishes the messages every variant reads, as fast as the server takes them.
-async fn fill(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    stream: &str,
-    subject: &str,
-    plan: &Plan,
-) -> Result<DriveOutcome> {
-    let spec = DriveSpec {
-        streams: vec![crate::drive::StreamLoad::new(
+impl Lifecycle for Ack {
+    type Group = ();
+    type Shared = Filled;
+    type Variant = Read;
+    const COMPARES: bool = true;
+
+    fn groups(_plan: &Plan) -> Vec<()> {
+        vec![()]
+    }
+
+    fn setup_label(_plan: &Plan, _: &()) -> String {
+        "fill".into()
+    }
+
+    /// Publishes the messages every variant reads, as fast as the server
+    /// takes them. Reads go by the sequences the fill's PubAcks name, so a
+    /// retried publish is no reason to fail it
+    /// ([`checks::filled_in_order`] would).
+    async fn setup(
+        s: &mut Scope<'_>,
+        _: &mut VariantResult,
+        plan: &Plan,
+        _: &(),
+    ) -> Result<Filled> {
+        let names = s.names();
+        let stream = s.stream(s.stream_config()).await?;
+        let spec = DriveSpec::fill(
+            s.drive_label(),
+            &names.stream,
+            vec![format!("{}.0", names.base)],
+            (plan.messages, plan.message_size),
+            s.scenario.common.drain_timeout,
+        );
+        let fill = s.drive(&spec).await?;
+        let stored = fill.counts.persisted;
+        if stored != plan.messages || !fill.errors.is_empty() {
+            bail!(
+                "filling the stream stored {stored} of {} messages: {}",
+                plan.messages,
+                fill.errors.join("; ")
+            );
+        }
+        let ledger = &fill.ledger;
+        Ok(Filled {
             stream,
-            vec![subject.to_string()],
-        )],
-        readers: Vec::new(),
-        shared_connections: None,
-        label: format!("{} fill", scenario.name()),
-        publish: PublishPlan::simple(
-            1,
-            plan.message_size,
-            MsgId::None,
-            4096,
-            std::time::Duration::from_secs(10),
-        ),
-        rate: None,
-        count: Some(plan.messages),
-        warmup: std::time::Duration::ZERO,
-        duration: std::time::Duration::ZERO,
-        drain_timeout: scenario.common.drain_timeout,
-        msg_id_prefix: String::new(),
-        seed: 1,
-        fault: None,
-        avoid_server: None,
-    };
-    let outcome = drive(ctx, &spec).await?;
-    let stored = outcome.counts.persisted;
-    if stored != plan.messages || !outcome.errors.is_empty() {
-        return Err(anyhow!(
-            "filling the stream stored {stored} of {} messages: {}",
-            plan.messages,
-            outcome.errors.join("; ")
-        ));
+            name: names.stream,
+            base: names.base,
+            due: (1..=ledger.max_seq())
+                .filter(|&seq| ledger.count(seq, Event::Persisted) > 0)
+                .collect(),
+            published: fill.counts.published,
+        })
     }
-    Ok(outcome)
+
+    /// Per read mode, every ack mode in both passes ([`passes`]), the
+    /// references around their paired run.
+    fn variants(plan: &Plan, _: &()) -> Variants<Read> {
+        let mut list = Vec::new();
+        for &read in &plan.reads {
+            for (mode, pass) in passes(&plan.modes) {
+                let references: &[ConsumeReference] = match paired(read, mode, pass) {
+                    true => &plan.reference,
+                    false => &[],
+                };
+                let around = |when| move |&kind| Read::Reference(kind, when);
+                list.extend(references.iter().map(around("before")));
+                list.push(Read::Mine(read, mode, pass));
+                list.extend(references.iter().rev().map(around("after")));
+            }
+        }
+        Variants::List(list)
+    }
+
+    fn label(_plan: &Plan, v: &Read) -> String {
+        match *v {
+            Read::Mine(read, mode, pass) => {
+                let suffix = match pass {
+                    Pass::Listed => "",
+                    Pass::Reversed => ".reversed",
+                };
+                format!("{}.{}{suffix}", read_label(read), mode.label())
+            }
+            Read::Reference(kind, when) => format!("consume.explicit.{}-{when}", kind.label()),
+        }
+    }
+
+    async fn run(
+        s: &mut Scope<'_>,
+        r: &mut VariantResult,
+        plan: &Plan,
+        filled: &mut Filled,
+        v: &Read,
+    ) -> Result<()> {
+        match *v {
+            Read::Mine(read, mode, _) => consume_variant(s, plan, filled, (read, mode), r).await,
+            Read::Reference(kind, _) => reference_variant(s, plan, filled, kind, r).await,
+        }
+    }
+
+    /// Each run keeps its own rate; a mode's `vs_explicit` ratio, on its
+    /// listed-order run, is the mean of its two rates over the mean of
+    /// explicit's two; the paired run's `vs_<reference>` ratios are over
+    /// the mean of each reference's runs before and after it.
+    fn compare(_plan: &Plan, _: &(), done: &mut [(Read, VariantResult)]) {
+        let rate = |r: &VariantResult| r.metric(names::CONSUME.rate).filter(|_| r.error.is_none());
+        let mut modes = Rates::<(ConsumerKind, AckMode)>::default();
+        let mut references = Rates::<ConsumeReference>::default();
+        for (v, r) in done.iter() {
+            match *v {
+                Read::Mine(read, mode, _) => modes.note((read, mode), rate(r)),
+                Read::Reference(kind, _) => references.note(kind, rate(r)),
+            }
+        }
+        for (v, r) in done.iter_mut() {
+            let Read::Mine(read, mode, pass) = *v else {
+                continue;
+            };
+            if paired(read, mode, pass)
+                && let Some(rate) = rate(r)
+            {
+                references.compare(rate, r);
+            }
+            if pass == Pass::Listed
+                && mode != AckMode::Explicit
+                && let Some(ratio) = modes.vs_explicit(read, mode)
+            {
+                r.metrics.push(Metric::new(
+                    VS_EXPLICIT_THROUGHPUT,
+                    "ratio",
+                    ratio,
+                    Direction::None,
+                ));
+            }
+        }
+    }
 }
 
-/// The filled stream every variant reads.
-struct Filled<'a> {
-    stream: &'a stream::Stream,
-    name: &'a str,
-    base: &'a str,
-    /// How long a read may go without a delivery.
-    drain_timeout: std::time::Duration,
+impl Rates<(ConsumerKind, AckMode)> {
+    /// `mode`'s mean rate over explicit acks' mean rate, in one read mode.
+    fn vs_explicit(&self, read: ConsumerKind, mode: AckMode) -> Option<f64> {
+        Some(self.mean((read, mode))? / self.mean((read, AckMode::Explicit))?)
+    }
+}
+
+/// A fresh durable over the filled stream from its start, named for the
+/// variant: jsbench's variants and the references each read on one of
+/// their own.
+async fn durable(s: &mut Scope<'_>, filled: &Filled, consumer: &ConsumerPlan) -> Result<String> {
+    let durable = s.names().durable;
+    let config = durable_config(&durable, consumer, &filled.base);
+    s.durable(&filled.stream, config, consumer.pedantic).await?;
+    Ok(durable)
 }
 
 async fn consume_variant(
-    ctx: &RunContext,
-    scenario: &str,
+    s: &mut Scope<'_>,
     plan: &Plan,
-    target: &Filled<'_>,
+    filled: &Filled,
     (read, mode): (ConsumerKind, AckMode),
-    fill: &DriveOutcome,
     r: &mut VariantResult,
-) -> Result<f64> {
-    // Provision a fresh durable from the start of the stream.
-    let durable = ctx.names.durable(scenario, &r.name);
+) -> Result<()> {
+    r.param("messages", plan.messages);
+    r.param("message_size", plan.message_size);
+    r.param("read", read_label(read));
+    r.param("ack", mode.label());
+    r.param("batch", plan.consumer.batch);
+    r.param("ack_every", plan.consumer.ack_every);
+    r.param("consumers", plan.consumer.consumers);
     let mut consumer_plan = plan.consumer.clone();
     consumer_plan.kind = read;
     consumer_plan.ack = match mode {
@@ -306,26 +312,20 @@ async fn consume_variant(
         AckMode::Explicit | AckMode::Double => AckPolicy::Explicit,
     };
     consumer_plan.double_ack = mode == AckMode::Double;
-    create_durable(ctx, target, &durable, &consumer_plan).await?;
+    let durable = durable(s, filled, &consumer_plan).await?;
 
-    // Drive: read everything the fill stored; its PubAcks and the read's
-    // deliveries in one ledger, so the never-seen messages are told the
-    // server's or the client's.
-    let due = (1..=fill.ledger.max_seq())
-        .filter(|&seq| fill.ledger.count(seq, Event::Persisted) > 0)
-        .collect();
+    // Drive: read everything the fill stored.
     let spec = DriveSpec::consume_only(
-        format!("{scenario} {}", r.name),
-        target.name.to_string(),
+        s.drive_label(),
+        filled.name.clone(),
         ConsumerSpec::acking(durable, consumer_plan),
-        due,
-        target.drain_timeout,
+        filled.due.clone(),
+        s.scenario.common.drain_timeout,
     );
-    let outcome = drive(ctx, &spec).await?;
+    let outcome = s.drive(&spec).await?;
 
     // Measure.
-    let rate = outcome.consume_rate();
-    consume_figures(rate, plan.message_size, r);
+    consume_figures(outcome.consume_rate(), plan.message_size, r);
     if mode == AckMode::Double {
         r.metrics
             .extend(latency_metrics(DOUBLE_ACK_RTT, &outcome.ack_rtt.summary()));
@@ -333,7 +333,7 @@ async fn consume_variant(
             .push((DOUBLE_ACK_RTT.into(), outcome.ack_rtt.clone()));
     }
     let mut counts = outcome.counts;
-    counts.published = fill.counts.published;
+    counts.published = filled.published;
     r.ledger = counts;
     r.timelines
         .insert(names::DELIVERED.into(), outcome.delivered_timeline.clone());
@@ -343,7 +343,7 @@ async fn consume_variant(
 
     let cause = outcome.client_drop_cause.as_deref();
     verify(&counts, &outcome.ledger, mode, cause, &outcome, r);
-    Ok(rate)
+    Ok(())
 }
 
 /// The rates read by each of several loops (reference loops, or ack
@@ -406,24 +406,6 @@ impl Rates<ConsumeReference> {
     }
 }
 
-/// Creates a fresh durable over the filled stream: jsbench's variants and
-/// the references each read on one of their own.
-async fn create_durable(
-    ctx: &RunContext,
-    target: &Filled<'_>,
-    durable: &str,
-    consumer_plan: &ConsumerPlan,
-) -> Result<()> {
-    ctx.provisioner
-        .create_consumer(
-            target.stream,
-            durable_config(durable, consumer_plan, target.base),
-            consumer_plan.pedantic,
-        )
-        .await?;
-    Ok(())
-}
-
 /// The rate a variant read at, in messages and in bytes: jsbench's
 /// variants and the references report it alike.
 fn consume_figures(rate: f64, message_size: usize, r: &mut VariantResult) {
@@ -435,62 +417,46 @@ fn consume_figures(rate: f64, message_size: usize, r: &mut VariantResult) {
         ));
 }
 
-/// Runs a reference loop on a fresh durable over the filled stream and
-/// records it as a variant of its own, `<when>` jsbench's.
-async fn run_reference(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    target: &Filled<'_>,
-    kind: ConsumeReference,
-    when: &str,
-) -> (VariantResult, Option<f64>) {
-    let name = format!("consume.explicit.{}-{when}", kind.label());
-    variant(name, async |r| {
-        r.param("messages", plan.messages);
-        r.param("message_size", plan.message_size);
-        r.param("read", "consume");
-        r.param("ack", AckMode::Explicit.label());
-        r.param(
-            "consumer",
-            match kind {
-                ConsumeReference::Idiomatic => "consumer.messages() and ack().await (reference)",
-                ConsumeReference::Raw => "raw pull requests and +ACK publishes (reference)",
-            },
-        );
-        if kind == ConsumeReference::Raw {
-            r.param("batch", plan.consumer.batch);
-        }
-        reference_variant(ctx, scenario.name(), plan, target, kind, r).await
-    })
-    .await
-}
-
+/// A reference loop on a fresh durable over the filled stream, recorded as
+/// a variant of its own.
 async fn reference_variant(
-    ctx: &RunContext,
-    scenario: &str,
+    s: &mut Scope<'_>,
     plan: &Plan,
-    target: &Filled<'_>,
+    filled: &Filled,
     kind: ConsumeReference,
     r: &mut VariantResult,
-) -> Result<f64> {
-    let durable = ctx.names.durable(scenario, &r.name);
+) -> Result<()> {
+    r.param("messages", plan.messages);
+    r.param("message_size", plan.message_size);
+    r.param("read", "consume");
+    r.param("ack", AckMode::Explicit.label());
+    r.param(
+        "consumer",
+        match kind {
+            ConsumeReference::Idiomatic => "consumer.messages() and ack().await (reference)",
+            ConsumeReference::Raw => "raw pull requests and +ACK publishes (reference)",
+        },
+    );
+    if kind == ConsumeReference::Raw {
+        r.param("batch", plan.consumer.batch);
+    }
     let mut consumer_plan = plan.consumer.clone();
     consumer_plan.kind = ConsumerKind::Pull;
     consumer_plan.ack = AckPolicy::Explicit;
     consumer_plan.double_ack = false;
-    create_durable(ctx, target, &durable, &consumer_plan).await?;
+    let durable = durable(s, filled, &consumer_plan).await?;
+    let ctx = s.ctx;
     let client = ctx
         .connect
         .connect(&format!("reference-consume-{}", kind.label()))
         .await?;
     let config = ReferenceConfig {
-        stream: target.name.to_string(),
+        stream: filled.name.clone(),
         durable,
         js_api_prefix: ctx.connect.js_api.prefix(),
         messages: plan.messages,
         batch: plan.consumer.batch,
-        idle: target.drain_timeout,
+        idle: s.scenario.common.drain_timeout,
         read_at_most: None,
     };
     let stop = ctx.stop.child_token();
@@ -510,8 +476,7 @@ async fn reference_variant(
         server: server_cpu.stop(),
     };
     checks::cpu_per_message(&split, report.seen, r);
-    let rate = reference_rate(&report);
-    consume_figures(rate, plan.message_size, r);
+    consume_figures(reference_rate(&report), plan.message_size, r);
     r.ledger = LedgerCounts {
         published: plan.messages,
         persisted: plan.messages,
@@ -528,7 +493,7 @@ async fn reference_variant(
     }
     r.invariants
         .extend(reference_invariants(&report, plan.messages));
-    Ok(rate)
+    Ok(())
 }
 
 /// The rule jsbench's consume rate follows
@@ -612,17 +577,23 @@ mod tests {
 
     #[test]
     fn a_mode_is_compared_with_explicit_by_the_means_of_their_runs() {
-        let mut rates = Rates::<AckMode>::default();
-        rates.note(AckMode::Explicit, Some(100.0));
-        rates.note(AckMode::None, Some(300.0));
-        rates.note(AckMode::None, Some(100.0));
-        rates.note(AckMode::Explicit, Some(300.0));
-        assert_eq!(rates.vs_explicit(AckMode::None), Some(1.0));
+        use ConsumerKind::{Fetch, Pull};
+        let mut rates = Rates::<(ConsumerKind, AckMode)>::default();
+        rates.note((Pull, AckMode::Explicit), Some(100.0));
+        rates.note((Pull, AckMode::None), Some(300.0));
+        rates.note((Pull, AckMode::None), Some(100.0));
+        rates.note((Pull, AckMode::Explicit), Some(300.0));
+        assert_eq!(rates.vs_explicit(Pull, AckMode::None), Some(1.0));
         // A failed run leaves the mean to the other.
-        rates.note(AckMode::All, None);
-        rates.note(AckMode::All, Some(400.0));
-        assert_eq!(rates.vs_explicit(AckMode::All), Some(2.0));
-        assert_eq!(rates.vs_explicit(AckMode::Double), None);
+        rates.note((Pull, AckMode::All), None);
+        rates.note((Pull, AckMode::All), Some(400.0));
+        assert_eq!(rates.vs_explicit(Pull, AckMode::All), Some(2.0));
+        assert_eq!(rates.vs_explicit(Pull, AckMode::Double), None);
+        // Each read mode against its own explicit acks.
+        rates.note((Fetch, AckMode::None), Some(50.0));
+        assert_eq!(rates.vs_explicit(Fetch, AckMode::None), None);
+        rates.note((Fetch, AckMode::Explicit), Some(100.0));
+        assert_eq!(rates.vs_explicit(Fetch, AckMode::None), Some(0.5));
     }
 
     /// jsbench's own ack count is the only witness of "every delivery

@@ -10,17 +10,15 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use super::Plan;
-use crate::drive::RunContext;
 use crate::load::batch::{BatchConfig, BatchReport, publish_batches};
 use crate::profile::{MsgId, Rate, format_duration};
 use crate::record::clock;
 use crate::record::metrics::{Direction, Metric, count, latency_metrics};
 use crate::record::names;
-use crate::scenario::ScenarioPlan;
-use crate::scenario::lifecycle::record_stream;
+use crate::scenario::lifecycle::Scope;
 use crate::streams::batches::{BatchAudit, audit, read_batches};
 use crate::variant::{Invariant, VariantResult};
 
@@ -36,20 +34,17 @@ const COMMIT_WINDOW: usize = 32;
 
 /// One variant: batches of `size` at `rate` with `msg_id`.
 pub async fn run_variant(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
+    s: &mut Scope<'_>,
     plan: &Plan,
     (rate, msg_id, size): (Rate, MsgId, usize),
     r: &mut VariantResult,
 ) -> Result<()> {
-    let common = &scenario.common;
-    let (kind, variant) = (scenario.name(), r.name.clone());
-    let stream_name = ctx.names.stream(kind, &variant);
-    let base = ctx.names.subject(kind, &variant);
+    let (ctx, common) = (s.ctx, &s.scenario.common);
     describe(plan, (rate, msg_id, size), r);
-    let mut config = super::stream_config(ctx, &stream_name, &base, plan.publish.duplicate_window);
+    let mut config = super::stream_config(s, plan.publish.duplicate_window);
     config.allow_atomic_publish = true;
-    ctx.provisioner.create_stream(config).await?;
+    let (stream_name, base) = (config.name.clone(), s.names().base);
+    s.stream(config).await?;
     let client = ctx.connect.connect("batch publisher").await?;
     let t0 = clock::now_ns() + ctx.lead_in.as_nanos() as u64;
     let record_from = t0 + common.warmup.as_nanos() as u64;
@@ -66,19 +61,14 @@ pub async fn run_variant(
         ack_timeout: plan.publish.pub_ack_timeout,
     };
     let report = publish_batches(&client, &batches, &ctx.stop).await;
-    let stored = record_stream(ctx, &stream_name, r).await;
+    let stored = s.stored(r, &stream_name).await;
     let read = match &report {
-        Ok(_) => Some(
-            read_batches(
-                ctx.provisioner.jetstream(),
-                &stream_name,
-                Duration::from_secs(5),
-            )
-            .await,
-        ),
+        Ok(_) => {
+            let js = ctx.provisioner.jetstream();
+            Some(read_batches(js, &stream_name, Duration::from_secs(5)).await)
+        }
         Err(_) => None,
     };
-    let deleted = ctx.provisioner.delete_stream(&stream_name).await;
     let report = report?;
     measure(&report, &batches, r);
     let audited = read.map(|read| {
@@ -93,7 +83,6 @@ pub async fn run_variant(
         })
     });
     verify(&report, stored, audited, r);
-    deleted.context("cleaning up after the variant")?;
     Ok(())
 }
 

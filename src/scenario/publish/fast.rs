@@ -9,19 +9,17 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use super::Plan;
 use super::batch::first_three;
 use super::fast_keys::FastPlan;
-use crate::drive::RunContext;
 use crate::load::fast_batch::{FastConfig, FastReport, GapMode, publish_fast};
 use crate::profile::{MsgId, Rate, format_duration};
 use crate::record::clock;
 use crate::record::metrics::{Direction, Metric, count, latency_metrics};
 use crate::record::names;
-use crate::scenario::ScenarioPlan;
-use crate::scenario::lifecycle::record_stream;
+use crate::scenario::lifecycle::Scope;
 use crate::streams::fast_batches::{FastAudit, audit, read_stamps};
 use crate::variant::{Invariant, VariantResult};
 
@@ -84,19 +82,16 @@ pub fn variants(plan: &FastPlan, rate: Rate, msg_id: MsgId) -> Vec<FastVariant> 
 }
 
 pub async fn run_variant(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
+    s: &mut Scope<'_>,
     plan: &Plan,
     v: FastVariant,
     r: &mut VariantResult,
 ) -> Result<()> {
-    let common = &scenario.common;
-    let (kind, variant) = (scenario.name(), r.name.clone());
-    let stream_name = ctx.names.stream(kind, &variant);
-    let base = ctx.names.subject(kind, &variant);
-    let mut config = super::stream_config(ctx, &stream_name, &base, plan.publish.duplicate_window);
+    let (ctx, common) = (s.ctx, &s.scenario.common);
+    let mut config = super::stream_config(s, plan.publish.duplicate_window);
     config.allow_batch_publish = true;
-    ctx.provisioner.create_stream(config).await?;
+    let (stream_name, base) = (config.name.clone(), s.names().base);
+    s.stream(config).await?;
     let client = ctx.connect.connect("fast batch publisher").await?;
     let t0 = clock::now_ns() + ctx.lead_in.as_nanos() as u64;
     let record_from = t0 + common.warmup.as_nanos() as u64;
@@ -111,7 +106,7 @@ pub async fn run_variant(
         record_from_ns: record_from,
         end_ns: record_from + common.duration.as_nanos() as u64,
         message_size: plan.publish.message_size.max(),
-        msg_id_prefix: (v.msg_id == MsgId::Unique).then(|| format!("{variant}-")),
+        msg_id_prefix: (v.msg_id == MsgId::Unique).then(|| format!("{}-", s.label())),
         ack_timeout: plan.publish.pub_ack_timeout,
     };
     describe(plan, &fast, v, r);
@@ -129,19 +124,14 @@ pub async fn run_variant(
         meter.abort();
         None
     };
-    let stored = record_stream(ctx, &stream_name, r).await;
+    let stored = s.stored(r, &stream_name).await;
     let read = match &report {
-        Ok(_) => Some(
-            read_stamps(
-                ctx.provisioner.jetstream(),
-                &stream_name,
-                Duration::from_secs(5),
-            )
-            .await,
-        ),
+        Ok(_) => {
+            let js = ctx.provisioner.jetstream();
+            Some(read_stamps(js, &stream_name, Duration::from_secs(5)).await)
+        }
         Err(_) => None,
     };
-    let deleted = ctx.provisioner.delete_stream(&stream_name).await;
     let report = report?;
     measure(&report, &fast, server_used, r);
     let audited = read.map(|read| {
@@ -153,7 +143,6 @@ pub async fn run_variant(
         })
     });
     verify(&report, stored, audited, r);
-    deleted.context("cleaning up after the variant")?;
     Ok(())
 }
 

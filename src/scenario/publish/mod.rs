@@ -17,24 +17,23 @@ pub mod fast;
 pub mod fast_keys;
 pub mod plan;
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use async_nats::jetstream::stream;
 use futures::future::join_all;
 
-use super::lifecycle::{record_stream, variant};
+use super::lifecycle::{Lifecycle, Scope, Variants};
 use super::table::{self, Cell, Column, Show};
 use super::{ScenarioKind, ScenarioPlan};
-use crate::drive::{DriveOutcome, DriveSpec, RunContext, drive};
+use crate::drive::{DriveOutcome, DriveSpec, RunContext};
 use crate::load::reference::{self, ReferenceConfig, ReferenceReport};
 use crate::profile::{
-    CommonPlan, MsgId, Problems, Rate, RatePer, Reference, Section, SizePlan, format_duration,
+    CommonPlan, MsgId, Problems, Rate, RatePer, Reference, SearchPlan, Section, SizePlan,
+    format_duration,
 };
 use crate::record::metrics::{Direction, Metric, count, latency_metrics, ratio};
 use crate::record::names;
-use crate::streams::provision;
 use crate::streams::provision::{MAX_RATE_ESTIMATE, Need};
 use crate::streams::readback::{self, Reconciliation};
 use crate::system::cpu;
@@ -70,6 +69,24 @@ struct Figures {
     p99_us: f64,
     client_us_per_msg: f64,
     server_us_per_msg: Option<f64>,
+}
+
+impl Figures {
+    /// What a variant reported: none when it failed.
+    fn of(r: &VariantResult) -> Option<Figures> {
+        if r.error.is_some() {
+            return None;
+        }
+        let p99 = format!("{}.p99", names::PUB_ACK_LATENCY);
+        Some(Figures {
+            rate: r.metric(names::PUBLISH.rate)?,
+            // A reference has no PubAck histogram, and an empty one no
+            // percentiles: 0 either way, as its summary says.
+            p99_us: r.metric(&p99).unwrap_or(0.0),
+            client_us_per_msg: r.metric(names::CLIENT_CPU_PER_MSG)?,
+            server_us_per_msg: r.metric(names::SERVER_CPU_PER_MSG),
+        })
+    }
 }
 
 /// The registry's row for `publish`: what a publish costs, with and without ids.
@@ -118,7 +135,7 @@ impl ScenarioKind for Publish {
         plan: &'a Plan,
         sink: &'a mut dyn VariantSink,
     ) -> impl Future<Output = Result<()>> + 'a {
-        run(ctx, scenario, plan, sink)
+        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
     }
 
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
@@ -142,153 +159,181 @@ impl ScenarioKind for Publish {
     }
 }
 
-async fn run(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    sink: &mut dyn VariantSink,
-) -> Result<()> {
-    if let Some(search) = &plan.search {
-        return run_searches(ctx, scenario, plan, search, sink).await;
+/// The variants that share a rate (and so its comparisons), or one
+/// msg_id mode's rate search.
+#[derive(Debug, Clone)]
+pub enum Group {
+    Rate(Rate),
+    Search(MsgId, SearchPlan),
+}
+
+/// One variant: jsbench's own publisher, a reference loop (at `max` only;
+/// raw's two runs told apart by `-before` and `-after`), an atomic batch
+/// size or a fast-ingest setting.
+#[derive(Debug, Clone, Copy)]
+pub enum Run {
+    Own(Rate, MsgId),
+    Reference(Reference, MsgId, &'static str),
+    Batch(Rate, MsgId, usize),
+    Fast(fast::FastVariant),
+}
+
+impl Lifecycle for Publish {
+    type Group = Group;
+    type Shared = ();
+    type Variant = Run;
+    const COMPARES: bool = true;
+
+    /// Every rate; with `rates = "search"`, a search per msg_id mode.
+    fn groups(plan: &Plan) -> Vec<Group> {
+        match &plan.search {
+            Some(search) => plan
+                .msg_ids
+                .iter()
+                .map(|&m| Group::Search(m, search.clone()))
+                .collect(),
+            None => plan.rates.iter().map(|&r| Group::Rate(r)).collect(),
+        }
     }
-    let mut without_id: HashMap<String, Figures> = HashMap::new();
-    for &rate in &plan.rates {
-        let rate_label = rate.label();
-        let references = rate == Rate::Max;
-        let mut core = None;
-        if references && plan.reference.contains(&Reference::Core) {
-            let variant = format!("rate-{rate_label}.core");
-            let (result, figures) =
-                run_reference(ctx, scenario, plan, Reference::Core, MsgId::None, &variant).await;
-            core = figures;
-            sink.record(&scenario.common, result)?;
+
+    async fn setup(_: &mut Scope<'_>, _: &mut VariantResult, _: &Plan, _: &Group) -> Result<()> {
+        Ok(())
+    }
+
+    /// At a rate: core first (at `max`), then per msg_id mode the
+    /// idiomatic loop, raw before, jsbench's own, raw after, the atomic
+    /// batches and the fast-ingest ones. A search's probes and answer are
+    /// named `id-<mode>.`.
+    fn variants(plan: &Plan, group: &Group) -> Variants<Run> {
+        let rate = match group {
+            Group::Rate(rate) => *rate,
+            Group::Search(msg_id, search) => {
+                let msg_id = *msg_id;
+                return Variants::Search {
+                    search: search.clone(),
+                    prefix: format!("id-{}.", id_label(msg_id)),
+                    at: Box::new(move |rate| Run::Own(Rate::PerSecond(rate), msg_id)),
+                };
+            }
+        };
+        let with = |kind| rate == Rate::Max && plan.reference.contains(&kind);
+        let mut list = Vec::new();
+        if with(Reference::Core) {
+            list.push(Run::Reference(Reference::Core, MsgId::None, ""));
         }
         for &msg_id in &plan.msg_ids {
-            if ctx.stop.is_cancelled() {
-                return Ok(());
+            if with(Reference::Idiomatic) {
+                list.push(Run::Reference(Reference::Idiomatic, msg_id, ""));
             }
-            let id_label = id_label(msg_id);
-            let mut refs = References::default();
-            if references && plan.reference.contains(&Reference::Idiomatic) {
-                let variant = format!("rate-{rate_label}.id-{id_label}.idiomatic");
-                let (result, figures) =
-                    run_reference(ctx, scenario, plan, Reference::Idiomatic, msg_id, &variant)
-                        .await;
-                refs.idiomatic = figures;
-                sink.record(&scenario.common, result)?;
-            }
-            let raw = references && plan.reference.contains(&Reference::Raw);
-            if raw {
-                let variant = format!("rate-{rate_label}.id-{id_label}.raw-before");
-                let (result, figures) =
-                    run_reference(ctx, scenario, plan, Reference::Raw, msg_id, &variant).await;
-                refs.raw_before = figures;
-                sink.record(&scenario.common, result)?;
-            }
+            let raw =
+                |when| with(Reference::Raw).then_some(Run::Reference(Reference::Raw, msg_id, when));
+            list.extend(raw("-before"));
+            list.push(Run::Own(rate, msg_id));
+            list.extend(raw("-after"));
+            list.extend(
+                plan.batches
+                    .iter()
+                    .map(|&size| Run::Batch(rate, msg_id, size)),
+            );
+            list.extend(
+                fast::variants(&plan.fast, rate, msg_id)
+                    .into_iter()
+                    .map(Run::Fast),
+            );
+        }
+        Variants::List(list)
+    }
 
-            let name = format!("rate-{rate_label}.id-{id_label}");
-            let (mut result, figures) = own_variant(ctx, scenario, plan, rate, msg_id, name).await;
-            if raw {
-                let variant = format!("rate-{rate_label}.id-{id_label}.raw-after");
-                let (after, figures) =
-                    run_reference(ctx, scenario, plan, Reference::Raw, msg_id, &variant).await;
-                refs.raw_after = figures;
-                sink.record(&scenario.common, after)?;
+    fn label(_plan: &Plan, v: &Run) -> String {
+        match *v {
+            Run::Own(rate, msg_id) => format!("rate-{}.id-{}", rate.label(), id_label(msg_id)),
+            Run::Reference(Reference::Core, ..) => format!("rate-{}.core", Rate::Max.label()),
+            Run::Reference(kind, msg_id, when) => format!(
+                "rate-{}.id-{}.{}{when}",
+                Rate::Max.label(),
+                id_label(msg_id),
+                reference_label(kind)
+            ),
+            Run::Batch(rate, msg_id, size) => {
+                format!("rate-{}.id-{}.batch-{size}", rate.label(), id_label(msg_id))
             }
-            refs.core = core;
-            if let Some(figures) = figures {
-                compare(
-                    &mut result,
-                    figures,
-                    (rate, msg_id),
-                    without_id.get(&rate_label),
-                    &refs,
-                );
-                if msg_id == MsgId::None {
-                    without_id.insert(rate_label.clone(), figures);
-                }
-            }
-            sink.record(&scenario.common, result)?;
-            for &size in &plan.batches {
-                if ctx.stop.is_cancelled() {
-                    return Ok(());
-                }
-                let name = format!("rate-{rate_label}.id-{id_label}.batch-{size}");
-                let (result, _) = variant(name, async |r| {
-                    batch::run_variant(ctx, scenario, plan, (rate, msg_id, size), r).await
-                })
-                .await;
-                sink.record(&scenario.common, result)?;
-            }
-            run_fast(ctx, scenario, plan, (rate, msg_id), sink).await?;
+            Run::Fast(v) => v.name(&v.rate.label(), id_label(v.msg_id)),
         }
     }
-    Ok(())
-}
 
-/// The fast-ingest batch variants of one rate and msg_id mode: every
-/// size, outstanding-ack setting and gap mode.
-async fn run_fast(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    (rate, msg_id): (Rate, MsgId),
-    sink: &mut dyn VariantSink,
-) -> Result<()> {
-    for v in fast::variants(&plan.fast, rate, msg_id) {
-        if ctx.stop.is_cancelled() {
-            return Ok(());
+    async fn run(
+        s: &mut Scope<'_>,
+        r: &mut VariantResult,
+        plan: &Plan,
+        _: &mut (),
+        v: &Run,
+    ) -> Result<()> {
+        match *v {
+            Run::Own(rate, msg_id) => run_variant(s, plan, rate, msg_id, r).await,
+            Run::Reference(kind, msg_id, _) => reference_variant(s, plan, kind, msg_id, r).await,
+            Run::Batch(rate, msg_id, size) => {
+                batch::run_variant(s, plan, (rate, msg_id, size), r).await
+            }
+            Run::Fast(v) => fast::run_variant(s, plan, v, r).await,
         }
-        let name = v.name(&rate.label(), id_label(msg_id));
-        let (result, _) = variant(name, async |r| {
-            fast::run_variant(ctx, scenario, plan, v, r).await
-        })
-        .await;
-        sink.record(&scenario.common, result)?;
     }
-    Ok(())
-}
 
-/// `rates = "search"`: per msg_id mode, a search for the highest rate
-/// whose PubAck latency holds the SLO, its probes and answer named
-/// `id-<mode>.`.
-async fn run_searches(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    search: &crate::profile::SearchPlan,
-    sink: &mut dyn VariantSink,
-) -> Result<()> {
-    for &msg_id in &plan.msg_ids {
-        if ctx.stop.is_cancelled() {
-            break;
-        }
-        let probe = async |rate, name| {
-            own_variant(ctx, scenario, plan, Rate::PerSecond(rate), msg_id, name)
-                .await
-                .0
+    /// Each of jsbench's own variants against the id-less one run before
+    /// it at the same rate (the price of dedup) and the reference loops
+    /// around it; a variant that failed has no figures to compare.
+    fn compare(_plan: &Plan, group: &Group, done: &mut [(Run, VariantResult)]) {
+        let &Group::Rate(rate) = group else {
+            return;
         };
-        let prefix = format!("id-{}.", id_label(msg_id));
-        super::search::run(ctx, scenario, search, &prefix, sink, probe).await?;
+        let find = |want: &dyn Fn(&Run) -> bool| {
+            done.iter()
+                .find(|(v, _)| want(v))
+                .and_then(|(_, r)| Figures::of(r))
+        };
+        let core = find(&|v| matches!(v, Run::Reference(Reference::Core, ..)));
+        let mut without_id = None;
+        let mut sets = Vec::new();
+        for (i, (v, r)) in done.iter().enumerate() {
+            let Run::Own(_, msg_id) = *v else {
+                continue;
+            };
+            let Some(mine) = Figures::of(r) else {
+                continue;
+            };
+            let reference = |kind, when| {
+                find(
+                    &|v| matches!(*v, Run::Reference(k, m, w) if k == kind && m == msg_id && w == when),
+                )
+            };
+            let refs = References {
+                raw_before: reference(Reference::Raw, "-before"),
+                raw_after: reference(Reference::Raw, "-after"),
+                idiomatic: reference(Reference::Idiomatic, ""),
+                core,
+            };
+            sets.push((i, mine, msg_id, refs, without_id));
+            if msg_id == MsgId::None {
+                without_id = Some(mine);
+            }
+        }
+        for (i, mine, msg_id, refs, without_id) in sets {
+            ratios(
+                &mut done[i].1,
+                mine,
+                (rate, msg_id),
+                without_id.as_ref(),
+                &refs,
+            );
+        }
     }
-    Ok(())
 }
 
-/// jsbench's own publisher at `rate` with `msg_id`, and its figures for
-/// the comparisons.
-async fn own_variant(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    rate: Rate,
-    msg_id: MsgId,
-    name: String,
-) -> (VariantResult, Option<Figures>) {
-    variant(name, async |r| {
-        describe(&scenario.common, plan, rate, msg_id, r);
-        run_variant(ctx, scenario, plan, rate, msg_id, r).await
-    })
-    .await
+fn reference_label(kind: Reference) -> &'static str {
+    match kind {
+        Reference::Raw => "raw",
+        Reference::Idiomatic => "idiomatic",
+        Reference::Core => "core",
+    }
 }
 
 fn id_label(msg_id: MsgId) -> &'static str {
@@ -327,10 +372,10 @@ fn describe(common: &CommonPlan, plan: &Plan, rate: Rate, msg_id: MsgId, r: &mut
 
 /// The stream every publish variant gets: its own subjects, the profile's
 /// storage, replicas and duplicate window.
-fn stream_config(ctx: &RunContext, name: &str, base: &str, window: Duration) -> stream::Config {
+fn stream_config(s: &Scope<'_>, window: Duration) -> stream::Config {
     stream::Config {
         duplicate_window: window,
-        ..provision::stream_config(name, base, &ctx.server, &ctx.stream)
+        ..s.stream_config()
     }
 }
 
@@ -343,69 +388,42 @@ fn total_rate(plan: &Plan, rate: Rate) -> Option<u64> {
 }
 
 async fn run_variant(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
+    s: &mut Scope<'_>,
     plan: &Plan,
     rate: Rate,
     msg_id: MsgId,
     result: &mut VariantResult,
-) -> Result<Figures> {
-    let (common, scenario) = (&scenario.common, scenario.name());
+) -> Result<()> {
+    let common = &s.scenario.common;
+    describe(common, plan, rate, msg_id, result);
     // Provision.
-    let variant = result.name.clone();
-    let stream_name = ctx.names.stream(scenario, &variant);
-    let base = ctx.names.subject(scenario, &variant);
     let mut publish = plan.publish.clone();
     publish.msg_id = msg_id;
-    ctx.provisioner
-        .create_stream(stream_config(
-            ctx,
-            &stream_name,
-            &base,
-            publish.duplicate_window,
-        ))
-        .await?;
+    let config = stream_config(s, publish.duplicate_window);
+    let (stream_name, base) = (config.name.clone(), s.names().base);
+    s.stream(config).await?;
 
     // Drive.
-    let spec = DriveSpec {
-        streams: vec![crate::drive::StreamLoad::new(
-            &stream_name,
-            (0..publish.subjects)
-                .map(|i| format!("{base}.{i}"))
-                .collect(),
-        )],
-        readers: Vec::new(),
-        shared_connections: None,
-        label: format!("{scenario} {variant}"),
-        publish,
-        rate: total_rate(plan, rate),
-        count: None,
-        warmup: common.warmup,
-        duration: common.duration,
-        drain_timeout: common.drain_timeout,
-        msg_id_prefix: format!("{}-{scenario}-{variant}", ctx.names.token()),
-        seed: 0x9e37_79b9,
-        fault: None,
-        avoid_server: None,
-    };
-    let outcome = drive(ctx, &spec).await;
-    let stored = record_stream(ctx, &stream_name, result).await;
+    let subjects = (0..publish.subjects)
+        .map(|i| format!("{base}.{i}"))
+        .collect();
+    let label = s.drive_label();
+    let mut spec = DriveSpec::publish_only(label, &stream_name, subjects, &publish, common, 0);
+    (spec.rate, spec.seed) = (total_rate(plan, rate), 0x9e37_79b9);
+    spec.msg_id_prefix = s.msg_id_prefix();
+    let outcome = s.drive(&spec).await;
+    let stored = s.stored(result, &stream_name).await;
     let read_back = match (&outcome, plan.verify_stored) {
-        (Ok(_), true) => Some(
-            readback::read_stream(
-                ctx.provisioner.jetstream(),
-                &stream_name,
-                Duration::from_secs(5),
-            )
-            .await,
-        ),
+        (Ok(_), true) => {
+            let js = s.ctx.provisioner.jetstream();
+            Some(readback::read_stream(js, &stream_name, Duration::from_secs(5)).await)
+        }
         _ => None,
     };
-    let deleted = ctx.provisioner.delete_stream(&stream_name).await;
     let outcome = outcome?;
 
     // Measure and verify.
-    let figures = measure(&outcome, total_rate(plan, rate), result);
+    measure(&outcome, total_rate(plan, rate), result);
     let reconciliation = match read_back {
         Some(Ok(read)) => {
             let confirmed: Vec<&crate::record::tally::Tally> =
@@ -426,20 +444,29 @@ async fn run_variant(
         Some(Ok((rec, _, _))) => rec.missing,
         _ => 0,
     };
-    verify(&outcome, plan, stored, reconciliation, result);
-    deleted.context("cleaning up after the variant")?;
-    Ok(figures)
+    verify(&outcome, plan, msg_id, stored, reconciliation, result);
+    Ok(())
 }
 
-fn per_message_us(cpu: Duration, messages: u64) -> f64 {
-    if messages == 0 {
-        0.0
-    } else {
-        cpu.as_secs_f64() * 1e6 / messages as f64
+/// What each side's CPU cost a message sent, in µs: jsbench's variants
+/// and the references report it alike, before the shared client figures
+/// (which keep a figure already there).
+fn cpu_per_msg(client: Duration, server: Option<Duration>, sent: u64, r: &mut VariantResult) {
+    let per = |cpu: Duration| match sent {
+        0 => 0.0,
+        n => cpu.as_secs_f64() * 1e6 / n as f64,
+    };
+    let server = server.map(|s| (names::SERVER_CPU_PER_MSG, per(s)));
+    for (name, us) in [(names::CLIENT_CPU_PER_MSG, per(client))]
+        .into_iter()
+        .chain(server)
+    {
+        r.metrics
+            .push(Metric::new(name, "us", us, Direction::Lower));
     }
 }
 
-fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) -> Figures {
+fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) {
     let publish_rate = o.publish_rate();
     if let Some(target) = target {
         r.metrics.push(Metric::new(
@@ -502,22 +529,7 @@ fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) -> Figu
         Some(c) => (c.client.total(), c.server, o.measured_sends()),
         None => (o.client_cpu.total(), o.server_cpu, o.sent()),
     };
-    let client_us = per_message_us(client_cpu, sent);
-    let server_us = server_cpu.map(|c| per_message_us(c, sent));
-    r.metrics.push(Metric::new(
-        names::CLIENT_CPU_PER_MSG,
-        "us",
-        client_us,
-        Direction::Lower,
-    ));
-    if let Some(s) = server_us {
-        r.metrics.push(Metric::new(
-            names::SERVER_CPU_PER_MSG,
-            "us",
-            s,
-            Direction::Lower,
-        ));
-    }
+    cpu_per_msg(client_cpu, server_cpu, sent, r);
     super::checks::client_figures(o, r);
     let retries = o.sends_sum(|s| s.retries);
     let late = o.sends_sum(|s| s.late_retries);
@@ -546,17 +558,13 @@ fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) -> Figu
             .push("interrupted: the variant stopped early; its counts cover what was sent".into());
     }
     r.warnings.extend(o.errors.iter().cloned());
-    Figures {
-        rate: publish_rate,
-        p99_us: o.pub_ack_intended.summary().p99_us,
-        client_us_per_msg: client_us,
-        server_us_per_msg: server_us,
-    }
 }
 
+/// `msg_id` is the variant's: the profile's `msg_id` may list several.
 fn verify(
     o: &DriveOutcome,
     plan: &Plan,
+    msg_id: MsgId,
     stored: Option<u64>,
     reconciliation: Option<Result<(Reconciliation, bool, u64), String>>,
     r: &mut VariantResult,
@@ -575,7 +583,7 @@ fn verify(
             c.published, c.publish_errors
         ),
     ));
-    if plan.publish.msg_id == MsgId::None {
+    if msg_id == MsgId::None {
         let why = "no Nats-Msg-Id: the server cannot flag a duplicate";
         r.invariants.push(Invariant::not_applicable(
             "duplicates flagged = injected",
@@ -607,7 +615,7 @@ fn verify(
             ),
         ));
     }
-    r.invariants.push(if plan.publish.msg_id == MsgId::None {
+    r.invariants.push(if msg_id == MsgId::None {
         Invariant::not_applicable(
             "no fresh id flagged duplicate",
             "no Nats-Msg-Id: the server cannot flag a duplicate",
@@ -702,7 +710,7 @@ impl References {
 
 /// Adds the ratios against the id-less variant (the price of dedup) and the
 /// reference loops; warns when the load generator may be the limit.
-fn compare(
+fn ratios(
     r: &mut VariantResult,
     mine: Figures,
     (rate, msg_id): (Rate, MsgId),
@@ -795,52 +803,30 @@ fn compare(
 }
 
 /// Runs a reference loop on as many connections as the profile's
-/// publishers, for the same span, and records it as a variant of its own.
-async fn run_reference(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    kind: Reference,
-    msg_id: MsgId,
-    variant: &str,
-) -> (VariantResult, Option<Figures>) {
-    super::lifecycle::variant(variant, async |r| {
-        describe(&scenario.common, plan, Rate::Max, msg_id, r);
-        r.param(
-            "publisher",
-            match kind {
-                Reference::Raw => "jsbench's path without measurement (reference)",
-                Reference::Idiomatic => "idiomatic async-nats loop (reference)",
-                Reference::Core => "core NATS publish, no stream (reference)",
-            },
-        );
-        reference_variant(ctx, scenario, plan, kind, msg_id, r).await
-    })
-    .await
-}
-
+/// publishers, for the same span: a variant of its own.
 async fn reference_variant(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
+    s: &mut Scope<'_>,
     plan: &Plan,
     kind: Reference,
     msg_id: MsgId,
     result: &mut VariantResult,
-) -> Result<Figures> {
-    let (common, scenario) = (&scenario.common, scenario.name());
-    let variant = result.name.clone();
-    let stream_name = ctx.names.stream(scenario, &variant);
-    let base = ctx.names.subject(scenario, &variant);
+) -> Result<()> {
+    let (ctx, common) = (s.ctx, &s.scenario.common);
+    describe(common, plan, Rate::Max, msg_id, result);
+    result.param(
+        "publisher",
+        match kind {
+            Reference::Raw => "jsbench's path without measurement (reference)",
+            Reference::Idiomatic => "idiomatic async-nats loop (reference)",
+            Reference::Core => "core NATS publish, no stream (reference)",
+        },
+    );
+    let (variant, base) = (s.label(), s.names().base);
     let jetstream = kind != Reference::Core;
+    let config = stream_config(s, plan.publish.duplicate_window);
+    let stream_name = config.name.clone();
     if jetstream {
-        ctx.provisioner
-            .create_stream(stream_config(
-                ctx,
-                &stream_name,
-                &base,
-                plan.publish.duplicate_window,
-            ))
-            .await?;
+        s.stream(config).await?;
     }
     let size = match plan.publish.message_size {
         SizePlan::Fixed(n) => n,
@@ -884,16 +870,9 @@ async fn reference_variant(
     }
     let client_cpu = cpu::own_cpu_time().saturating_sub(client_cpu);
     let server_cpu = server_cpu.stop();
-    let stored = if jetstream {
-        let n = ctx
-            .provisioner
-            .stream_info(&stream_name)
-            .await
-            .map(|i| i.state.messages);
-        ctx.provisioner.delete_stream(&stream_name).await?;
-        n
-    } else {
-        None
+    let stored = match jetstream {
+        true => s.stored(result, &stream_name).await,
+        false => None,
     };
 
     let sent: u64 = reports.iter().map(|r| r.sent).sum();
@@ -910,22 +889,7 @@ async fn reference_variant(
             rate,
             rate * size as f64,
         ));
-    let client_us = per_message_us(client_cpu, sent);
-    let server_us = server_cpu.map(|c| per_message_us(c, sent));
-    result.metrics.push(Metric::new(
-        names::CLIENT_CPU_PER_MSG,
-        "us",
-        client_us,
-        Direction::Lower,
-    ));
-    if let Some(s) = server_us {
-        result.metrics.push(Metric::new(
-            names::SERVER_CPU_PER_MSG,
-            "us",
-            s,
-            Direction::Lower,
-        ));
-    }
+    cpu_per_msg(client_cpu, server_cpu, sent, result);
     result.ledger.published = sent;
     result.ledger.publish_errors = errors;
     for e in reports.iter().filter_map(|r| r.first_error.as_ref()) {
@@ -945,12 +909,7 @@ async fn reference_variant(
             acked,
         ));
     }
-    Ok(Figures {
-        rate,
-        p99_us: 0.0,
-        client_us_per_msg: client_us,
-        server_us_per_msg: server_us,
-    })
+    Ok(())
 }
 
 #[cfg(test)]
@@ -968,7 +927,7 @@ mod tests {
 
     fn warnings(rate: Rate, mine: Figures) -> Vec<String> {
         let mut r = VariantResult::new("t");
-        compare(
+        ratios(
             &mut r,
             mine,
             (rate, MsgId::None),
@@ -985,5 +944,41 @@ mod tests {
         let warned = warnings(Rate::Max, figures(3e5, 4.0, 3.5));
         assert!(warned[0].contains("may be the limit"), "{warned:?}");
         assert!(warnings(Rate::PerSecond(50_000), figures(5e4, 20.7, 15.1)).is_empty());
+    }
+
+    /// With `msg_id = ["none", "unique"]` the profile's publish plan holds
+    /// the first; the unique variant's dedup checks are still its own.
+    #[test]
+    fn the_variants_msg_id_decides_the_dedup_checks() {
+        use crate::scenario::{KindPlan, one_scenario};
+        let plan = match one_scenario("publish", "rates = [1000]\nmsg_id = [\"none\", \"unique\"]")
+            .unwrap()
+            .kind
+        {
+            KindPlan::Publish(plan) => plan,
+            _ => unreachable!("a publish section"),
+        };
+        let applicable = |msg_id| {
+            let mut r = VariantResult::new("t");
+            verify(
+                &DriveOutcome::settled(0),
+                &plan,
+                msg_id,
+                Some(0),
+                None,
+                &mut r,
+            );
+            let applies = r.invariants.iter().filter(|i| i.applicable);
+            applies.map(|i| i.name.clone()).collect::<Vec<_>>()
+        };
+        let (none, unique) = (applicable(MsgId::None), applicable(MsgId::Unique));
+        for name in [
+            "duplicates flagged = injected",
+            "no retry inside the window stored",
+            "no fresh id flagged duplicate",
+        ] {
+            assert!(!none.iter().any(|n| n == name), "{name}: {none:?}");
+            assert!(unique.iter().any(|n| n == name), "{name}: {unique:?}");
+        }
     }
 }
