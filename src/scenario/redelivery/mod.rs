@@ -211,27 +211,15 @@ impl Lifecycle for Redelivery {
         }
         // An empty histogram has no percentile metrics: 0, as its summary says.
         let of = |r: &VariantResult, name: &str| r.metric(name).unwrap_or(0.0);
-        let (p50, p99) = (format!("{E2E}.p50"), format!("{E2E}.p99"));
-        let mut overhead = Vec::new();
-        for (name, figure) in [
-            (OVERHEAD_E2E_P50, p50.as_str()),
-            (OVERHEAD_E2E_P99, &p99),
-            (OVERHEAD_DELIVERIES, DELIVERIES_PER_MESSAGE),
-        ] {
-            overhead.push(ratio(
-                name,
-                of(r, figure),
-                of(base, figure),
-                Direction::Lower,
-            ));
-        }
+        let against =
+            |name, figure: &str| ratio(name, of(r, figure), of(base, figure), Direction::Lower);
         let completion = of(r, COMPLETION_TIME) - of(base, COMPLETION_TIME);
-        overhead.push(Metric::new(
-            OVERHEAD_COMPLETION,
-            "ms",
-            completion,
-            Direction::Lower,
-        ));
+        let overhead = [
+            against(OVERHEAD_E2E_P50, &format!("{E2E}.p50")),
+            against(OVERHEAD_E2E_P99, &format!("{E2E}.p99")),
+            against(OVERHEAD_DELIVERIES, DELIVERIES_PER_MESSAGE),
+            Metric::new(OVERHEAD_COMPLETION, "ms", completion, Direction::Lower),
+        ];
         r.metrics.extend(overhead);
     }
 }
