@@ -113,6 +113,9 @@ impl Lifecycle for Outage {
         &pattern: &OutagePattern,
     ) -> Result<()> {
         describe(&s.scenario.common, plan, pattern, r);
+        // The outage's messages are told by their store times, and their
+        // delay runs from them: the server's clock beside jsbench's.
+        checks::server_clock(s.ctx, r);
         let load = &plan.load;
         let reader = ConsumerSpec {
             outage: Some(plan_for(plan, pattern)),
