@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use super::lifecycle::{Durable, drive_durable, each, variant};
+use super::lifecycle::{Lifecycle, Paced, Scope, Variants};
 use super::table::{self, Cell, Column, Show};
 use super::{ScenarioKind, ScenarioPlan, checks};
 use crate::consume::fates::Analysis;
@@ -100,7 +100,7 @@ impl ScenarioKind for Backpressure {
         plan: &'a Plan,
         sink: &'a mut dyn VariantSink,
     ) -> impl Future<Output = Result<()>> + 'a {
-        run(ctx, scenario, plan, sink)
+        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
     }
 
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
@@ -130,34 +130,70 @@ impl ScenarioKind for Backpressure {
     }
 }
 
-async fn run(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    sink: &mut dyn VariantSink,
-) -> Result<()> {
-    let mut points = Vec::new();
-    for &map in &plan.max_ack_pending {
-        let mut consumer = plan.load.consumer.clone();
-        consumer.max_ack_pending = map;
-        points.push((format!("map-{map}"), consumer));
+impl Lifecycle for Backpressure {
+    type Group = ();
+    type Shared = ();
+    /// A point of the sweeps: its name, and the consumer at its
+    /// MaxAckPending and AckWait.
+    type Variant = (String, ConsumerPlan);
+
+    fn groups(_plan: &Plan) -> Vec<()> {
+        vec![()]
     }
-    for &ack_wait in &plan.expiry_ack_waits {
-        let mut consumer = plan.load.consumer.clone();
-        consumer.max_ack_pending = plan.expiry_max_ack_pending;
-        consumer.ack_wait = ack_wait;
-        points.push((format!("expiry-{}", format_duration(ack_wait)), consumer));
+
+    async fn setup(_: &mut Scope<'_>, _: &mut VariantResult, _: &Plan, _: &()) -> Result<()> {
+        Ok(())
     }
-    each(ctx, scenario, sink, points, async |(name, consumer)| {
-        let (result, _) = variant(name, async |r| {
-            describe(&scenario.common, plan, &consumer, r);
-            checks::server_clock(ctx, r);
-            one_variant(ctx, scenario, plan, &consumer, r).await
+
+    /// The MaxAckPending sweep at the consumer's AckWait, then the
+    /// AckWait sweep at `expiry_max_ack_pending`.
+    fn variants(plan: &Plan, _: &()) -> Variants<(String, ConsumerPlan)> {
+        let mut points = Vec::new();
+        for &map in &plan.max_ack_pending {
+            let mut consumer = plan.load.consumer.clone();
+            consumer.max_ack_pending = map;
+            points.push((format!("map-{map}"), consumer));
+        }
+        for &ack_wait in &plan.expiry_ack_waits {
+            let mut consumer = plan.load.consumer.clone();
+            consumer.max_ack_pending = plan.expiry_max_ack_pending;
+            consumer.ack_wait = ack_wait;
+            points.push((format!("expiry-{}", format_duration(ack_wait)), consumer));
+        }
+        Variants::List(points)
+    }
+
+    fn label(_plan: &Plan, (name, _): &(String, ConsumerPlan)) -> String {
+        name.clone()
+    }
+
+    /// The load against the point's MaxAckPending and AckWait.
+    async fn run(
+        s: &mut Scope<'_>,
+        r: &mut VariantResult,
+        plan: &Plan,
+        _: &mut (),
+        (_, consumer): &(String, ConsumerPlan),
+    ) -> Result<()> {
+        describe(&s.scenario.common, plan, consumer, r);
+        checks::server_clock(s.ctx, r);
+        let load = &plan.load;
+        let behaviour = Arc::new(load.behaviour.clone());
+        let reader = ConsumerSpec::observed(
+            String::new(),
+            consumer.clone(),
+            behaviour.clone(),
+            SAMPLE_EVERY,
+        );
+        let paced = Paced::new(load.rate, &load.publish, reader);
+        s.drive_durable(r, paced, |d, r| {
+            let o = &d.outcome;
+            let analysis = checks::fates(o, &behaviour, consumer);
+            measure(o, &analysis, plan, consumer, r);
+            verify(o, &analysis, d.stored, r);
         })
-        .await;
-        result
-    })
-    .await
+        .await
+    }
 }
 
 fn describe(common: &CommonPlan, plan: &Plan, c: &ConsumerPlan, r: &mut VariantResult) {
@@ -172,34 +208,6 @@ fn describe(common: &CommonPlan, plan: &Plan, c: &ConsumerPlan, r: &mut VariantR
     r.param("processing", plan.load.behaviour.processing.to_string());
     r.param("handlers", plan.load.behaviour.handlers);
     r.param("classes", &plan.load.behaviour.classes);
-}
-
-/// The load against one MaxAckPending and AckWait (`consumer`).
-async fn one_variant(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    consumer: &ConsumerPlan,
-    r: &mut VariantResult,
-) -> Result<()> {
-    let load = &plan.load;
-    let behaviour = Arc::new(load.behaviour.clone());
-    let reader = |durable| {
-        ConsumerSpec::observed(durable, consumer.clone(), behaviour.clone(), SAMPLE_EVERY)
-    };
-    let durable = Durable::new(
-        &scenario.common,
-        (load.rate, &load.publish),
-        consumer,
-        reader,
-    );
-    drive_durable(ctx, scenario, r, durable, |d, r| {
-        let o = &d.outcome;
-        let analysis = checks::fates(o, &behaviour, consumer);
-        measure(o, &analysis, plan, consumer, r);
-        verify(o, &analysis, d.stored, r);
-    })
-    .await
 }
 
 /// Little's law for a consumer: it cannot complete faster than messages

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use super::lifecycle::{Durable, drive_durable, each, variant};
+use super::lifecycle::{Lifecycle, Paced, Scope, Variants};
 use super::table::{self, Column};
 use super::{ScenarioKind, ScenarioPlan, checks};
 use crate::consume::events::DeliveryEvent;
@@ -62,7 +62,7 @@ impl ScenarioKind for Outage {
         plan: &'a Plan,
         sink: &'a mut dyn VariantSink,
     ) -> impl Future<Output = Result<()>> + 'a {
-        run(ctx, scenario, plan, sink)
+        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
     }
 
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
@@ -82,27 +82,65 @@ impl ScenarioKind for Outage {
     }
 }
 
-async fn run(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    sink: &mut dyn VariantSink,
-) -> Result<()> {
-    each(
-        ctx,
-        scenario,
-        sink,
-        plan.patterns.iter().copied(),
-        async |pattern| {
-            let (result, _) = variant(pattern.label(), async |r| {
-                describe(&scenario.common, plan, pattern, r);
-                one_variant(ctx, scenario, plan, pattern, r).await
-            })
-            .await;
-            result
-        },
-    )
-    .await
+impl Lifecycle for Outage {
+    type Group = ();
+    type Shared = ();
+    type Variant = OutagePattern;
+
+    fn groups(_plan: &Plan) -> Vec<()> {
+        vec![()]
+    }
+
+    async fn setup(_: &mut Scope<'_>, _: &mut VariantResult, _: &Plan, _: &()) -> Result<()> {
+        Ok(())
+    }
+
+    fn variants(plan: &Plan, _: &()) -> Variants<OutagePattern> {
+        Variants::List(plan.patterns.clone())
+    }
+
+    fn label(_plan: &Plan, pattern: &OutagePattern) -> String {
+        pattern.label().to_string()
+    }
+
+    /// The load, with the handlers seeing the dependency down for the
+    /// outage (and, paused, the durable paused for it).
+    async fn run(
+        s: &mut Scope<'_>,
+        r: &mut VariantResult,
+        plan: &Plan,
+        _: &mut (),
+        &pattern: &OutagePattern,
+    ) -> Result<()> {
+        describe(&s.scenario.common, plan, pattern, r);
+        // The outage's messages are told by their store times, and their
+        // delay runs from them: the server's clock beside jsbench's.
+        checks::server_clock(s.ctx, r);
+        let load = &plan.load;
+        let reader = ConsumerSpec {
+            outage: Some(plan_for(plan, pattern)),
+            ..ConsumerSpec::observed(
+                String::new(),
+                load.consumer.clone(),
+                Arc::new(load.behaviour.clone()),
+                SAMPLE_EVERY,
+            )
+        };
+        let paced = Paced::new(load.rate, &load.publish, reader);
+        s.drive_durable(r, paced, |d, r| {
+            let o = &d.outcome;
+            let start = o.t0_ns + plan.after.as_nanos() as u64;
+            let window = Window {
+                start,
+                end: start + plan.lasts.as_nanos() as u64,
+                ack_wait: load.consumer.ack_wait,
+            };
+            let figures = Figures::of(&o.events, &window, o.pause.as_ref());
+            measure(o, &figures, &window, load.rate, r);
+            verify(o, &figures, pattern, d.stored, r);
+        })
+        .await
+    }
 }
 
 fn describe(common: &CommonPlan, plan: &Plan, pattern: OutagePattern, r: &mut VariantResult) {
@@ -136,46 +174,6 @@ fn plan_for(plan: &Plan, pattern: OutagePattern) -> OutagePlan {
         },
         pause: pattern == OutagePattern::Pause,
     }
-}
-
-/// The load, with the handlers seeing the dependency down for the outage
-/// (and, paused, the durable paused for it).
-async fn one_variant(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    pattern: OutagePattern,
-    r: &mut VariantResult,
-) -> Result<()> {
-    let load = &plan.load;
-    let reader = |durable| ConsumerSpec {
-        outage: Some(plan_for(plan, pattern)),
-        ..ConsumerSpec::observed(
-            durable,
-            load.consumer.clone(),
-            Arc::new(load.behaviour.clone()),
-            SAMPLE_EVERY,
-        )
-    };
-    let durable = Durable::new(
-        &scenario.common,
-        (load.rate, &load.publish),
-        &load.consumer,
-        reader,
-    );
-    drive_durable(ctx, scenario, r, durable, |d, r| {
-        let o = &d.outcome;
-        let start = o.t0_ns + plan.after.as_nanos() as u64;
-        let window = Window {
-            start,
-            end: start + plan.lasts.as_nanos() as u64,
-            ack_wait: load.consumer.ack_wait,
-        };
-        let figures = Figures::of(&o.events, &window, o.pause.as_ref());
-        measure(o, &figures, &window, load.rate, r);
-        verify(o, &figures, pattern, d.stored, r);
-    })
-    .await
 }
 
 /// The outage, ns on [`crate::record::clock`], and the durable's ack deadline.

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use super::lifecycle::{Durable, Work, drive_durable, variant};
+use super::lifecycle::{Lifecycle, Paced, Scope, Variants, Work};
 use super::table::{self, Cell, Column, Show};
 use super::{ScenarioKind, ScenarioPlan, checks};
 use crate::consume::fates::Analysis;
@@ -45,17 +45,12 @@ pub const OVERHEAD_E2E_P99: &str = "overhead.e2e_p99_ratio";
 pub const OVERHEAD_DELIVERIES: &str = "overhead.deliveries_ratio";
 pub const OVERHEAD_COMPLETION: &str = "overhead.completion_time";
 
+/// The figures the overhead sets against the baseline's.
+const E2E: &str = names::E2E_LATENCY;
+const COMPLETION_TIME: &str = "completion_time";
+
 /// How often consumer info is sampled while a variant runs.
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);
-
-/// What the plan variant is compared with.
-#[derive(Debug, Clone, Copy)]
-struct Figures {
-    e2e_p50_us: f64,
-    e2e_p99_us: f64,
-    deliveries_per_message: f64,
-    completion: Duration,
-}
 
 /// The registry's row for `redelivery`: what happens when a message fails.
 pub struct Redelivery;
@@ -102,7 +97,7 @@ impl ScenarioKind for Redelivery {
         plan: &'a Plan,
         sink: &'a mut dyn VariantSink,
     ) -> impl Future<Output = Result<()>> + 'a {
-        run(ctx, scenario, plan, sink)
+        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
     }
 
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
@@ -122,78 +117,111 @@ impl ScenarioKind for Redelivery {
     }
 }
 
-async fn run(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    sink: &mut dyn VariantSink,
-) -> Result<()> {
-    let mut baseline = None;
-    if plan.baseline {
-        // The same load, processing time and handlers, every message acked at once.
-        let clean = BehaviourPlan {
-            classes: Vec::new(),
-            ..plan.load.behaviour.clone()
-        };
-        let (result, figures) = one_variant(ctx, scenario, plan, "baseline", clean, None).await;
-        baseline = figures;
-        sink.record(&scenario.common, result)?;
-    }
-    if !ctx.stop.is_cancelled() {
-        let behaviour = plan.load.behaviour.clone();
-        let (result, _) = one_variant(ctx, scenario, plan, "plan", behaviour, baseline).await;
-        sink.record(&scenario.common, result)?;
-    }
-    Ok(())
+/// A variant: the same load all acked (the baseline), or with the
+/// consumers following the behaviour plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Run {
+    Baseline,
+    Plan,
 }
 
-/// The load with the durable's clients following `behaviour`, the
-/// advisories watched; its figures for the plan variant's overhead.
-async fn one_variant(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    name: &str,
-    behaviour: BehaviourPlan,
-    baseline: Option<Figures>,
-) -> (VariantResult, Option<Figures>) {
-    variant(name, async |r| {
-        describe(&scenario.common, plan, &behaviour, r);
-        checks::server_clock(ctx, r);
+impl Lifecycle for Redelivery {
+    type Group = ();
+    type Shared = ();
+    type Variant = Run;
+    /// The plan variant's overhead is set against the baseline's figures.
+    const COMPARES: bool = true;
+
+    fn groups(_plan: &Plan) -> Vec<()> {
+        vec![()]
+    }
+
+    async fn setup(_: &mut Scope<'_>, _: &mut VariantResult, _: &Plan, _: &()) -> Result<()> {
+        Ok(())
+    }
+
+    /// The baseline first, when asked, then the plan.
+    fn variants(plan: &Plan, _: &()) -> Variants<Run> {
+        let baseline = plan.baseline.then_some(Run::Baseline);
+        Variants::List(baseline.into_iter().chain([Run::Plan]).collect())
+    }
+
+    fn label(_plan: &Plan, v: &Run) -> String {
+        match v {
+            Run::Baseline => "baseline",
+            Run::Plan => "plan",
+        }
+        .into()
+    }
+
+    /// The load with the durable's clients following the behaviour (the
+    /// baseline's: the same load, processing time and handlers, every
+    /// message acked at once), the advisories watched.
+    async fn run(
+        s: &mut Scope<'_>,
+        r: &mut VariantResult,
+        plan: &Plan,
+        _: &mut (),
+        v: &Run,
+    ) -> Result<()> {
+        let behaviour = match v {
+            Run::Baseline => BehaviourPlan {
+                classes: Vec::new(),
+                ..plan.load.behaviour.clone()
+            },
+            Run::Plan => plan.load.behaviour.clone(),
+        };
+        describe(&s.scenario.common, plan, &behaviour, r);
+        checks::server_clock(s.ctx, r);
         let load = &plan.load;
         let behaviour = Arc::new(behaviour);
-        let reader = |durable| {
-            ConsumerSpec::observed(
-                durable,
-                load.consumer.clone(),
-                behaviour.clone(),
-                SAMPLE_EVERY,
-            )
-        };
-        let durable = Durable {
+        let reader = ConsumerSpec::observed(
+            String::new(),
+            load.consumer.clone(),
+            behaviour.clone(),
+            SAMPLE_EVERY,
+        );
+        let paced = Paced {
             advisories: true,
-            work: if plan.idempotent {
-                Work::Idempotent
-            } else {
-                Work::Counted
+            work: match plan.idempotent {
+                true => Work::Idempotent,
+                false => Work::Counted,
             },
-            ..Durable::new(
-                &scenario.common,
-                (load.rate, &load.publish),
-                &load.consumer,
-                reader,
-            )
+            ..Paced::new(load.rate, &load.publish, reader)
         };
-        drive_durable(ctx, scenario, r, durable, |d, r| {
+        s.drive_durable(r, paced, |d, r| {
             let o = &d.outcome;
             let analysis = checks::fates(o, &behaviour, &load.consumer);
-            let figures = measure(o, &analysis, &d.advisories, baseline, r);
+            measure(o, &analysis, &d.advisories, r);
             verify(o, &analysis, &d.advisories, d.stored, r);
-            figures
         })
         .await
-    })
-    .await
+    }
+
+    /// The plan variant's overhead against the baseline: its latency,
+    /// deliveries per message and completion time; from a baseline that
+    /// ran to its end, into a plan variant that measured them.
+    fn compare(_plan: &Plan, _: &(), done: &mut [(Run, VariantResult)]) {
+        let [(Run::Baseline, base), (Run::Plan, r)] = done else {
+            return;
+        };
+        let measured = |r: &VariantResult| r.metric(DELIVERIES_PER_MESSAGE).is_some();
+        if base.error.is_some() || !measured(base) || !measured(r) {
+            return;
+        }
+        // An empty histogram has no percentile metrics: 0, as its summary says.
+        let of = |r: &VariantResult, name: &str| r.metric(name).unwrap_or(0.0);
+        let against =
+            |name, figure: &str| ratio(name, of(r, figure), of(base, figure), Direction::Lower);
+        let completion = of(r, COMPLETION_TIME) - of(base, COMPLETION_TIME);
+        let overhead = [
+            against(OVERHEAD_E2E_P50, &format!("{E2E}.p50")),
+            against(OVERHEAD_E2E_P99, &format!("{E2E}.p99")),
+            against(OVERHEAD_DELIVERIES, DELIVERIES_PER_MESSAGE),
+            Metric::new(OVERHEAD_COMPLETION, "ms", completion, Direction::Lower),
+        ];
+        r.metrics.extend(overhead);
+    }
 }
 
 fn describe(common: &CommonPlan, plan: &Plan, behaviour: &BehaviourPlan, r: &mut VariantResult) {
@@ -220,13 +248,7 @@ fn describe(common: &CommonPlan, plan: &Plan, behaviour: &BehaviourPlan, r: &mut
     r.param("classes", &behaviour.classes);
 }
 
-fn measure(
-    o: &DriveOutcome,
-    a: &Analysis,
-    advisories: &Advisories,
-    baseline: Option<Figures>,
-    r: &mut VariantResult,
-) -> Figures {
+fn measure(o: &DriveOutcome, a: &Analysis, advisories: &Advisories, r: &mut VariantResult) {
     r.metrics.push(Metric::new(
         names::PUBLISH.rate,
         "msg/s",
@@ -239,10 +261,9 @@ fn measure(
         o.consume_rate(),
         Direction::None,
     ));
-    let e2e = o.e2e_intended.summary();
-    r.metrics.extend(latency_metrics(names::E2E_LATENCY, &e2e));
-    r.histograms
-        .push((names::E2E_LATENCY.into(), o.e2e_intended.clone()));
+    r.metrics
+        .extend(latency_metrics(E2E, &o.e2e_intended.summary()));
+    r.histograms.push((E2E.into(), o.e2e_intended.clone()));
     let deliveries: u64 = a
         .delivered_times
         .iter()
@@ -280,44 +301,11 @@ fn measure(
     r.metrics
         .push(count("advisories.naked", advisories.naked.len() as u64));
     r.metrics.push(Metric::new(
-        "completion_time",
+        COMPLETION_TIME,
         "ms",
         o.drain_time.as_secs_f64() * 1e3,
         Direction::Lower,
     ));
-    let mine = Figures {
-        e2e_p50_us: e2e.p50_us,
-        e2e_p99_us: e2e.p99_us,
-        deliveries_per_message: per_message,
-        completion: o.drain_time,
-    };
-    if let Some(b) = baseline {
-        r.metrics.push(ratio(
-            OVERHEAD_E2E_P50,
-            mine.e2e_p50_us,
-            b.e2e_p50_us,
-            Direction::Lower,
-        ));
-        r.metrics.push(ratio(
-            OVERHEAD_E2E_P99,
-            mine.e2e_p99_us,
-            b.e2e_p99_us,
-            Direction::Lower,
-        ));
-        r.metrics.push(ratio(
-            OVERHEAD_DELIVERIES,
-            mine.deliveries_per_message,
-            b.deliveries_per_message,
-            Direction::Lower,
-        ));
-        r.metrics.push(Metric::new(
-            OVERHEAD_COMPLETION,
-            "ms",
-            (mine.completion.as_secs_f64() - b.completion.as_secs_f64()) * 1e3,
-            Direction::Lower,
-        ));
-    }
-    mine
 }
 
 fn verify(
@@ -508,6 +496,65 @@ mod tests {
             "{}",
             extra.detail
         );
+    }
+
+    /// The plan variant's overhead, from the baseline's figures; none
+    /// from a baseline that failed, none into a plan that measured nothing.
+    #[test]
+    fn the_overhead_is_set_against_a_baseline_that_ran() {
+        let text =
+            "name = \"t\"\n[[scenario]]\nkind = \"redelivery\"\nduration = \"1s\"\nrate = 10\n";
+        let profile = crate::scenario::parse("test", text).unwrap();
+        let crate::scenario::KindPlan::Redelivery(plan) = &profile.scenarios[0].kind else {
+            unreachable!()
+        };
+        let measured = |name: &str, p50: f64, per_message: f64, completion: f64| {
+            let mut r = VariantResult::new(name);
+            for (metric, value) in [
+                ("e2e_latency.p50", p50),
+                ("e2e_latency.p99", p50 * 2.0),
+                (DELIVERIES_PER_MESSAGE, per_message),
+                (COMPLETION_TIME, completion),
+            ] {
+                r.metrics
+                    .push(Metric::new(metric, "", value, Direction::Lower));
+            }
+            r
+        };
+        let both = || {
+            [
+                (Run::Baseline, measured("baseline", 100.0, 1.0, 50.0)),
+                (Run::Plan, measured("plan", 300.0, 1.5, 80.0)),
+            ]
+        };
+        let mut done = both();
+        Redelivery::compare(plan, &(), &mut done);
+        let overhead = |r: &VariantResult| {
+            [
+                OVERHEAD_E2E_P50,
+                OVERHEAD_E2E_P99,
+                OVERHEAD_DELIVERIES,
+                OVERHEAD_COMPLETION,
+            ]
+            .map(|m| r.metric(m))
+        };
+        assert_eq!(
+            overhead(&done[1].1),
+            [Some(3.0), Some(3.0), Some(1.5), Some(30.0)]
+        );
+        assert_eq!(overhead(&done[0].1), [None; 4], "the baseline has none");
+
+        let mut failed = both();
+        failed[0].1.error = Some("cleaning up after the variant".into());
+        Redelivery::compare(plan, &(), &mut failed);
+        assert_eq!(overhead(&failed[1].1), [None; 4]);
+        let mut unmeasured = both();
+        unmeasured[1].1 = VariantResult::new("plan");
+        Redelivery::compare(plan, &(), &mut unmeasured);
+        assert_eq!(overhead(&unmeasured[1].1), [None; 4]);
+        let mut alone = [(Run::Plan, measured("plan", 300.0, 1.5, 80.0))];
+        Redelivery::compare(plan, &(), &mut alone);
+        assert_eq!(overhead(&alone[0].1), [None; 4]);
     }
 
     #[test]

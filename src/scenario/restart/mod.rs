@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use super::lifecycle::{Durable, drive_durable, variant};
+use super::lifecycle::{Lifecycle, Paced, Scope, Variants};
 use super::table::{self, Cell, Column, Show};
 use super::{ScenarioKind, ScenarioPlan, checks};
 use crate::drive::{ConsumerSpec, DriveOutcome, FaultPlan, RunContext};
@@ -98,7 +98,7 @@ impl ScenarioKind for Restart {
         plan: &'a Plan,
         sink: &'a mut dyn VariantSink,
     ) -> impl Future<Output = Result<()>> + 'a {
-        run(ctx, scenario, plan, sink)
+        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
     }
 
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
@@ -122,24 +122,72 @@ impl ScenarioKind for Restart {
     }
 }
 
-async fn run(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    sink: &mut dyn VariantSink,
-) -> Result<()> {
-    let word = |v: serde_json::Value| v.as_str().unwrap_or("").to_string();
-    let name = format!(
-        "{}-{}",
-        word(serde_json::to_value(plan.fault)?),
-        word(serde_json::to_value(plan.node)?)
-    );
-    let (result, _) = variant(name, async |r| {
-        describe(ctx, &scenario.common, plan, r);
-        one_variant(ctx, scenario, plan, r).await
-    })
-    .await;
-    sink.record(&scenario.common, result)
+impl Lifecycle for Restart {
+    type Group = ();
+    type Shared = ();
+    /// One variant: the plan's fault at its node.
+    type Variant = ();
+
+    fn groups(_plan: &Plan) -> Vec<()> {
+        vec![()]
+    }
+
+    async fn setup(_: &mut Scope<'_>, _: &mut VariantResult, _: &Plan, _: &()) -> Result<()> {
+        Ok(())
+    }
+
+    fn variants(_plan: &Plan, _: &()) -> Variants<()> {
+        Variants::List(vec![()])
+    }
+
+    /// `<fault>-<node>`, as the profile spells them: `kill-leader`.
+    fn label(plan: &Plan, _: &()) -> String {
+        let word = |v| match v {
+            Ok(serde_json::Value::String(s)) => s,
+            _ => String::new(),
+        };
+        let fault = word(serde_json::to_value(plan.fault));
+        format!("{fault}-{}", word(serde_json::to_value(plan.node)))
+    }
+
+    /// The load with the kill (or the route fault) and the restart, the
+    /// stream read back afterwards.
+    async fn run(
+        s: &mut Scope<'_>,
+        r: &mut VariantResult,
+        plan: &Plan,
+        _: &mut (),
+        _: &(),
+    ) -> Result<()> {
+        let ctx = s.ctx;
+        describe(ctx, &s.scenario.common, plan, r);
+        if ctx.faults.is_none() {
+            anyhow::bail!(
+                "the restart scenario kills servers, so it runs only on servers jsbench starts itself \
+                 (the embedded server or --cluster), never on one given with --server"
+            );
+        }
+        let load = &plan.load;
+        let reader = ConsumerSpec {
+            sample_every: Some(SAMPLE_EVERY),
+            ..ConsumerSpec::acking(String::new(), load.consumer.clone())
+        };
+        let paced = Paced {
+            read_back: true,
+            fault: Some(FaultPlan {
+                after: plan.kill_after,
+                node: plan.node,
+                down_for: plan.down_for,
+                kind: plan.fault,
+            }),
+            ..Paced::new(load.rate, &load.publish, reader)
+        };
+        s.drive_durable(r, paced, |d, r| {
+            measure(ctx, &d.outcome, r);
+            verify(&d.outcome, d.read.as_ref(), r);
+        })
+        .await
+    }
 }
 
 fn describe(ctx: &RunContext, common: &CommonPlan, plan: &Plan, r: &mut VariantResult) {
@@ -156,47 +204,6 @@ fn describe(ctx: &RunContext, common: &CommonPlan, plan: &Plan, r: &mut VariantR
         plan.load.publish.resend_after.map(format_duration),
     );
     r.param("ack_wait", format_duration(plan.load.consumer.ack_wait));
-}
-
-/// The load with the kill (or the route fault) and the restart, the
-/// stream read back afterwards.
-async fn one_variant(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    r: &mut VariantResult,
-) -> Result<()> {
-    if ctx.faults.is_none() {
-        anyhow::bail!(
-            "the restart scenario kills servers, so it runs only on servers jsbench starts itself \
-             (the embedded server or --cluster), never on one given with --server"
-        );
-    }
-    let load = &plan.load;
-    let reader = |durable| ConsumerSpec {
-        sample_every: Some(SAMPLE_EVERY),
-        ..ConsumerSpec::acking(durable, load.consumer.clone())
-    };
-    let durable = Durable {
-        read_back: true,
-        fault: Some(FaultPlan {
-            after: plan.kill_after,
-            node: plan.node,
-            down_for: plan.down_for,
-            kind: plan.fault,
-        }),
-        ..Durable::new(
-            &scenario.common,
-            (load.rate, &load.publish),
-            &load.consumer,
-            reader,
-        )
-    };
-    drive_durable(ctx, scenario, r, durable, |d, r| {
-        measure(ctx, &d.outcome, r);
-        verify(&d.outcome, d.read.as_ref(), r);
-    })
-    .await
 }
 
 fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use super::lifecycle::{Durable, Work, drive_durable, each, variant};
+use super::lifecycle::{Lifecycle, Paced, Scope, Variants, Work};
 use super::table::{self, Cell, Column, Show};
 use super::{ScenarioKind, ScenarioPlan, checks};
 use crate::drive::{ConsumerSpec, CrashOutcome, CrashPlan, DriveOutcome, RunContext};
@@ -87,7 +87,7 @@ impl ScenarioKind for Resume {
         plan: &'a Plan,
         sink: &'a mut dyn VariantSink,
     ) -> impl Future<Output = Result<()>> + 'a {
-        run(ctx, scenario, plan, sink)
+        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
     }
 
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
@@ -107,36 +107,78 @@ impl ScenarioKind for Resume {
     }
 }
 
-async fn run(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    sink: &mut dyn VariantSink,
-) -> Result<()> {
-    let runs = plan
-        .crash_at
-        .iter()
-        .flat_map(|&p| plan.idempotent.iter().map(move |&i| (p, i)));
-    each(ctx, scenario, sink, runs, async |(point, idempotent)| {
+impl Lifecycle for Resume {
+    type Group = ();
+    type Shared = ();
+    /// Where the client crashes, and whether its handlers are idempotent.
+    type Variant = (CrashPoint, bool);
+
+    fn groups(_plan: &Plan) -> Vec<()> {
+        vec![()]
+    }
+
+    async fn setup(_: &mut Scope<'_>, _: &mut VariantResult, _: &Plan, _: &()) -> Result<()> {
+        Ok(())
+    }
+
+    /// Each crash point, once per `idempotent` entry.
+    fn variants(plan: &Plan, _: &()) -> Variants<(CrashPoint, bool)> {
+        let idempotent = |p| plan.idempotent.iter().map(move |&i| (p, i));
+        Variants::List(plan.crash_at.iter().flat_map(|&p| idempotent(p)).collect())
+    }
+
+    fn label(_plan: &Plan, &(point, idempotent): &(CrashPoint, bool)) -> String {
         let name = match point {
             CrashPoint::BeforeProcessing => "before-processing",
             CrashPoint::DuringProcessing => "during-processing",
             CrashPoint::AfterProcessing => "after-processing",
             CrashPoint::Drain => "graceful-drain",
         };
-        let name = if idempotent {
-            format!("{name}.idempotent")
-        } else {
-            name.to_string()
+        match idempotent {
+            true => format!("{name}.idempotent"),
+            false => name.to_string(),
+        }
+    }
+
+    /// The load, with the first client crashing at `point` and a new one
+    /// binding in its place; idempotent handlers share a dedup store, as a
+    /// database outside the crashed process would be.
+    async fn run(
+        s: &mut Scope<'_>,
+        r: &mut VariantResult,
+        plan: &Plan,
+        _: &mut (),
+        &(point, idempotent): &(CrashPoint, bool),
+    ) -> Result<()> {
+        describe(&s.scenario.common, plan, (point, idempotent), r);
+        let load = &plan.load;
+        let reader = ConsumerSpec {
+            crash: Some(CrashPlan {
+                after: plan.crash_after,
+                point,
+                rebind_after: plan.rebind_after,
+            }),
+            ..ConsumerSpec::observed(
+                String::new(),
+                load.consumer.clone(),
+                Arc::new(load.behaviour.clone()),
+                SAMPLE_EVERY,
+            )
         };
-        let (result, _) = variant(name, async |r| {
-            describe(&scenario.common, plan, (point, idempotent), r);
-            one_variant(ctx, scenario, plan, (point, idempotent), r).await
+        let paced = Paced {
+            work: match idempotent {
+                true => Work::Idempotent,
+                false => Work::Counted,
+            },
+            ..Paced::new(load.rate, &load.publish, reader)
+        };
+        s.drive_durable(r, paced, |d, r| {
+            let recovery = Recovery::of(&d.outcome);
+            measure(&d.outcome, &recovery, r);
+            verify(&d.outcome, &recovery, d.stored, r);
         })
-        .await;
-        result
-    })
-    .await
+        .await
+    }
 }
 
 fn describe(
@@ -155,51 +197,6 @@ fn describe(
     r.param("handlers", plan.load.behaviour.handlers);
     r.param("idempotent", idempotent);
     super::shape::describe(&plan.load.publish.arrival, r);
-}
-
-/// The load, with the first client crashing at `point` and a new one
-/// binding in its place; idempotent handlers share a dedup store, as a
-/// database outside the crashed process would be.
-async fn one_variant(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    (point, idempotent): (CrashPoint, bool),
-    r: &mut VariantResult,
-) -> Result<()> {
-    let load = &plan.load;
-    let reader = |durable| ConsumerSpec {
-        crash: Some(CrashPlan {
-            after: plan.crash_after,
-            point,
-            rebind_after: plan.rebind_after,
-        }),
-        ..ConsumerSpec::observed(
-            durable,
-            load.consumer.clone(),
-            Arc::new(load.behaviour.clone()),
-            SAMPLE_EVERY,
-        )
-    };
-    let durable = Durable {
-        work: if idempotent {
-            Work::Idempotent
-        } else {
-            Work::Counted
-        },
-        ..Durable::new(
-            &scenario.common,
-            (load.rate, &load.publish),
-            &load.consumer,
-            reader,
-        )
-    };
-    drive_durable(ctx, scenario, r, durable, |d, r| {
-        let recovery = Recovery::of(&d.outcome);
-        measure(&d.outcome, &recovery, r);
-        verify(&d.outcome, &recovery, d.stored, r);
-    })
-    .await
 }
 
 /// What the crash cost, read from the delivery log.
