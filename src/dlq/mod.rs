@@ -35,14 +35,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, anyhow};
 use async_nats::jetstream::{self, consumer, stream};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::connect::ConnectSettings;
 use crate::profile::{Capture, DlqHandlerPlan, ServerPlan};
-use crate::streams::provision::{Names, Provisioner};
+use crate::streams::provision::Names;
 pub use handler::{Attempt, HandlerReport, Outcome};
 
 /// A consumer whose exhausted messages the pipeline dead-letters.
@@ -157,64 +157,65 @@ pub struct Story {
     pub done: bool,
 }
 
+impl PipelineSpec {
+    /// The advisory capture's stream, on `server`'s storage and replicas.
+    pub fn advisory_config(&self, server: &ServerPlan) -> stream::Config {
+        stream::Config {
+            name: self.advisory_stream.clone(),
+            subjects: self.advisory_subjects(),
+            storage: crate::streams::provision::storage_type(server.storage),
+            num_replicas: server.replicas,
+            ..Default::default()
+        }
+    }
+
+    /// Why the advisory stream was refused, with a hint when another
+    /// capture of the account's advisories is in the way.
+    pub fn capture_refused(&self, e: anyhow::Error) -> anyhow::Error {
+        let hint = if self.capture == Capture::Account && format!("{e:#}").contains("overlap") {
+            "; another stream in the account already captures MAX_DELIVERIES advisories \
+             (a DLQ of someone else's, or another jsbench run): set capture = \"stream\""
+        } else {
+            ""
+        };
+        anyhow!("{e:#}{hint}")
+    }
+
+    /// The DLQ stream, on `server`'s storage and replicas.
+    pub fn dlq_config(&self, server: &ServerPlan) -> stream::Config {
+        stream::Config {
+            name: self.dlq_stream.clone(),
+            subjects: vec![format!("{}.>", self.dlq_prefix)],
+            storage: crate::streams::provision::storage_type(server.storage),
+            num_replicas: server.replicas,
+            // Longer than any advisory's redelivery: a copy republished
+            // by a restarted handler must still be recognised.
+            duplicate_window: Duration::from_secs(120).max(self.handler.ack_wait * 10),
+            ..Default::default()
+        }
+    }
+
+    /// The handler's durable on the advisory stream.
+    pub fn handler_config(&self) -> consumer::Config {
+        consumer::Config {
+            durable_name: Some(self.handler_durable.clone()),
+            ack_policy: consumer::AckPolicy::Explicit,
+            ack_wait: self.handler.ack_wait,
+            max_ack_pending: 10_000,
+            deliver_policy: consumer::DeliverPolicy::All,
+            ..Default::default()
+        }
+    }
+}
+
 impl Pipeline {
-    /// Creates the advisory stream, the DLQ stream and the handler durable
-    /// (through the provisioner, so they are deleted with the run), then
-    /// starts the handler on its own connection. Call before any load:
-    /// advisories are transient.
-    pub async fn start(
-        provisioner: &Provisioner,
-        connect: &ConnectSettings,
-        server: &ServerPlan,
-        spec: PipelineSpec,
-    ) -> Result<Pipeline> {
-        let storage = crate::streams::provision::storage_type(server.storage);
-        let advisories = provisioner
-            .create_stream(stream::Config {
-                name: spec.advisory_stream.clone(),
-                subjects: spec.advisory_subjects(),
-                storage,
-                num_replicas: server.replicas,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| {
-                let hint = if spec.capture == Capture::Account
-                    && format!("{e:#}").contains("overlap")
-                {
-                    "; another stream in the account already captures MAX_DELIVERIES advisories \
-                     (a DLQ of someone else's, or another jsbench run): set capture = \"stream\""
-                } else {
-                    ""
-                };
-                anyhow!("{e:#}{hint}")
-            })?;
-        provisioner
-            .create_stream(stream::Config {
-                name: spec.dlq_stream.clone(),
-                subjects: vec![format!("{}.>", spec.dlq_prefix)],
-                storage,
-                num_replicas: server.replicas,
-                // Longer than any advisory's redelivery: a copy republished
-                // by a restarted handler must still be recognised.
-                duplicate_window: Duration::from_secs(120).max(spec.handler.ack_wait * 10),
-                ..Default::default()
-            })
-            .await?;
-        provisioner
-            .create_consumer(
-                &advisories,
-                consumer::Config {
-                    durable_name: Some(spec.handler_durable.clone()),
-                    ack_policy: consumer::AckPolicy::Explicit,
-                    ack_wait: spec.handler.ack_wait,
-                    max_ack_pending: 10_000,
-                    deliver_policy: consumer::DeliverPolicy::All,
-                    ..Default::default()
-                },
-                false,
-            )
-            .await?;
+    /// Starts the handler on its own connection, once the advisory stream
+    /// ([`PipelineSpec::advisory_config`]), the DLQ stream
+    /// ([`PipelineSpec::dlq_config`]) and the handler durable
+    /// ([`PipelineSpec::handler_config`]) exist: the caller creates them,
+    /// and deletes them whatever happens. Call before any load: advisories
+    /// are transient.
+    pub fn start(connect: &ConnectSettings, spec: PipelineSpec) -> Pipeline {
         let shared = Arc::new(handler::Shared::new(
             spec.watched.clone(),
             spec.dlq_prefix.clone(),
@@ -225,12 +226,12 @@ impl Pipeline {
         ));
         let stop = CancellationToken::new();
         let task = tokio::spawn(supervise(connect.clone(), shared.clone(), stop.clone()));
-        Ok(Pipeline {
+        Pipeline {
             spec,
             shared,
             stop,
             task,
-        })
+        }
     }
 
     /// Waits until every message in `expected` is dead-lettered and the

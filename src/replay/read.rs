@@ -214,7 +214,7 @@ pub async fn open(client: &Client, js: &jetstream::Context, spec: ReplaySpec) ->
 
 impl Opened {
     /// Reads until the target arrived (and `settle` passed), `idle` without
-    /// a delivery, or `stop`; then deletes the consumer.
+    /// a delivery, or `stop`; then deletes the consumer, even after an error.
     pub async fn read(self, stop: CancellationToken) -> Result<ReplayLog> {
         let Opened {
             client,
@@ -224,18 +224,20 @@ impl Opened {
             durable,
             requested_ns,
         } = self;
-        let log = read_log(&mut spec, &mut source, requested_ns, stop).await;
+        let mut log = read_log(&mut spec, &mut source, requested_ns, stop).await;
         drop(source);
-        let mut log = log?;
         let _ = client.flush().await;
-        if let Some(mut durable) = durable {
+        if let (Ok(log), Some(mut durable)) = (&mut log, durable) {
             log.server_state = settled(&mut durable).await;
         }
-        // The consumer is done; a failed delete only leaves it to the
-        // stream's deletion at the end of the scenario (or, ordered, to its
-        // inactivity threshold).
+        // The consumer is done, whatever the read's fate. The recorded
+        // stream outlives it (every replay of the scenario reads it), so
+        // without this each replay's durable would stay on it to the end.
+        // A failed delete only leaves it to the stream's deletion, which
+        // the scenario's scope makes whatever happens (or, ordered, to its
+        // inactivity threshold): no later replay reads it, each has its own.
         let _ = stream.delete_consumer(&spec.name).await;
-        Ok(log)
+        log
     }
 }
 

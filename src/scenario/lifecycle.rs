@@ -485,6 +485,8 @@ pub struct Scope<'a> {
     /// Streams created on another server's JetStream (a leafnode's),
     /// through its own context.
     elsewhere: Vec<(async_nats::jetstream::Context, String)>,
+    /// Streams deleted even under `--keep` ([`Scope::stream_never_kept`]).
+    never_kept: Vec<NeverKept>,
 }
 
 impl<'a> Scope<'a> {
@@ -496,6 +498,7 @@ impl<'a> Scope<'a> {
             created: Vec::new(),
             placed: Vec::new(),
             elsewhere: Vec::new(),
+            never_kept: Vec::new(),
         }
     }
 
@@ -666,7 +669,7 @@ impl<'a> Scope<'a> {
                 r.streams
                     .extend(info.as_ref().map(crate::streams::provision::placement));
             }
-            if let Err(e) = self.ctx.provisioner.delete_stream(name).await
+            if let Err(e) = self.delete(name, r).await
                 && first_error.is_none()
             {
                 first_error = Some(e);
@@ -791,5 +794,54 @@ impl Scope<'_> {
             idempotence::measure(o, store, r);
         }
         Ok(judged)
+    }
+}
+
+// What a kind needs of the Scope beyond the above (dlq): a stream that is
+// deleted when its scope ends even under `--keep`.
+
+/// A stream deleted even under `--keep`, and what the warning that says
+/// so calls it and why.
+struct NeverKept {
+    name: String,
+    what: String,
+    why: String,
+}
+
+impl Scope<'_> {
+    /// Creates a stream deleted when the scope ends even under `--keep`:
+    /// one whose subjects every later variant needs for itself (an
+    /// account-wide advisory capture), so that kept it would fail them all
+    /// (`why`). When `--keep` is overridden the result says so, naming the
+    /// stream as `what`.
+    pub async fn stream_never_kept(
+        &mut self,
+        config: async_nats::jetstream::stream::Config,
+        what: &str,
+        why: &str,
+    ) -> Result<async_nats::jetstream::stream::Stream> {
+        let name = config.name.clone();
+        let stream = self.stream(config).await?;
+        self.never_kept.push(NeverKept {
+            name,
+            what: what.into(),
+            why: why.into(),
+        });
+        Ok(stream)
+    }
+
+    /// Deletes one of the scope's streams: with `--keep` only one created
+    /// by [`Scope::stream_never_kept`], with a warning in `r`.
+    async fn delete(&self, name: &str, r: &mut VariantResult) -> Result<()> {
+        let Some(n) = self.never_kept.iter().find(|n| n.name == name) else {
+            return self.ctx.provisioner.delete_stream(name).await;
+        };
+        if self.ctx.provisioner.delete_stream_anyway(name).await? {
+            r.warnings.push(format!(
+                "--keep: stream {name} ({}) was deleted anyway; {}",
+                n.what, n.why
+            ));
+        }
+        Ok(())
     }
 }

@@ -26,6 +26,20 @@ pub(super) struct Figures {
     pub e2e_p99_us: f64,
 }
 
+impl Figures {
+    /// A variant's figures, read back from its result; `None` when it
+    /// measured nothing (its drive failed). A latency histogram that
+    /// recorded nothing reports no percentiles: 0, as its summary says.
+    pub fn of(r: &VariantResult) -> Option<Figures> {
+        r.metric(names::PUBLISH.rate)?;
+        let e2e = |q: &str| r.metric(&format!("{}.{q}", names::E2E_LATENCY));
+        Some(Figures {
+            e2e_p50_us: e2e("p50").unwrap_or(0.0),
+            e2e_p99_us: e2e("p99").unwrap_or(0.0),
+        })
+    }
+}
+
 /// Per-message latencies of the dead letters.
 #[derive(Default)]
 struct Latencies {
@@ -108,18 +122,18 @@ fn latencies(
     l
 }
 
-/// Every figure of a variant, in the order summary.json has always listed
-/// them: latencies, the handler, the counts, the comparison, the drive's
-/// records; and the handler's complaints as warnings.
+/// Every figure of a variant but the comparison with the baseline
+/// ([`against_baseline`], once the group has run): latencies, the handler,
+/// the counts, the drive's records; and the handler's complaints as
+/// warnings.
 pub(super) fn measure(
     o: &DriveOutcome,
     a: &Analysis,
     expected: &BTreeMap<Key, Kind>,
     e: &Evidence,
     plan: &Plan,
-    baseline: Option<Figures>,
     r: &mut VariantResult,
-) -> Figures {
+) {
     r.metrics.push(Metric::new(
         names::PUBLISH.rate,
         "msg/s",
@@ -137,16 +151,8 @@ pub(super) fn measure(
     handler_pace(&e.pipeline, r);
     counts(expected, e, r);
     checks::fate_metrics(a, r);
-    let mine = Figures {
-        e2e_p50_us: e2e.p50_us,
-        e2e_p99_us: e2e.p99_us,
-    };
-    if let Some(b) = baseline {
-        against_baseline(mine, b, r);
-    }
     checks::drive_records(o, Some(SAMPLE_EVERY), r);
     handler_warnings(&e.pipeline, r);
-    mine
 }
 
 /// Each dead-letter latency that saw a letter, with its histogram: a
@@ -271,7 +277,7 @@ fn counts(expected: &BTreeMap<Key, Kind>, e: &Evidence, r: &mut VariantResult) {
 
 /// A retention variant's end-to-end latency as a ratio of the baseline's:
 /// what the pipeline running beside the load costs it.
-fn against_baseline(mine: Figures, b: Figures, r: &mut VariantResult) {
+pub(super) fn against_baseline(mine: Figures, b: Figures, r: &mut VariantResult) {
     r.metrics.push(ratio(
         VS_BASELINE_E2E_P50,
         mine.e2e_p50_us,

@@ -30,23 +30,23 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use async_nats::jetstream::stream;
 
+use super::lifecycle::{Lifecycle, Scope, VariantNames, Variants};
 use super::table::{self, Cell, Column, Show};
 use super::{ScenarioKind, ScenarioPlan};
 use crate::consume::fates::{self, Analysis};
 use crate::dlq::{Key, Pipeline, PipelineSpec, Watched};
-use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, RunContext, drive};
+use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, RunContext};
 use crate::profile::{
     BehaviourPlan, Capture, CommonPlan, ConsumerPlan, OriginalGet, Problems, Retention, Section,
     ServerPlan, format_duration,
 };
 use crate::record::names;
 use crate::streams::advisory::Kind;
-use crate::streams::provision::{Need, durable_config, placement};
+use crate::streams::provision::{Need, durable_config};
 use crate::variant::{VariantResult, VariantSink};
-use measure::Figures;
 use other::Other;
 
 pub use plan::Plan;
@@ -115,7 +115,7 @@ impl ScenarioKind for Dlq {
         plan: &'a Plan,
         sink: &'a mut dyn VariantSink,
     ) -> impl Future<Output = Result<()>> + 'a {
-        run(ctx, scenario, plan, sink)
+        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
     }
 
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
@@ -142,77 +142,87 @@ impl ScenarioKind for Dlq {
     }
 }
 
-async fn run(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    sink: &mut dyn VariantSink,
-) -> Result<()> {
-    let mut baseline = None;
-    if plan.baseline {
-        // The same load and pipeline, every message acked at once.
-        let clean = BehaviourPlan {
-            classes: Vec::new(),
-            ..plan.load.behaviour.clone()
-        };
-        let (result, figures) = one_variant(
-            ctx,
-            scenario,
-            plan,
-            Variant {
-                name: "baseline",
-                retention: Retention::Limits,
-                behaviour: clean,
-                restart_after: None,
-            },
-            None,
-        )
-        .await;
-        baseline = figures;
-        sink.record(&scenario.common, result)?;
-    }
-    for retention in &plan.retentions {
-        if ctx.stop.is_cancelled() {
-            break;
-        }
-        let (result, _) = one_variant(
-            ctx,
-            scenario,
-            plan,
-            Variant {
-                name: retention.label(),
-                retention: *retention,
-                behaviour: plan.load.behaviour.clone(),
-                restart_after: plan.handler.restart_after,
-            },
-            baseline,
-        )
-        .await;
-        sink.record(&scenario.common, result)?;
-    }
-    Ok(())
-}
+/// The poison-free variant the retention variants are set against.
+const BASELINE: &str = "baseline";
 
-struct Variant {
+/// One variant: the source stream's retention and the consumer's
+/// behaviour (the baseline's acks everything at once).
+pub struct Variant {
     name: &'static str,
     retention: Retention,
     behaviour: BehaviourPlan,
     restart_after: Option<u64>,
 }
 
-async fn one_variant(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    v: Variant,
-    baseline: Option<Figures>,
-) -> (VariantResult, Option<Figures>) {
-    super::lifecycle::variant(v.name, async |r| {
-        describe(&scenario.common, plan, &v, r);
-        super::checks::server_clock(ctx, r);
-        run_variant(ctx, scenario, plan, v, baseline, r).await
-    })
-    .await
+impl Lifecycle for Dlq {
+    type Group = ();
+    type Shared = ();
+    type Variant = Variant;
+    /// The retention variants' latency is set against the baseline's.
+    const COMPARES: bool = true;
+
+    fn groups(_plan: &Plan) -> Vec<()> {
+        vec![()]
+    }
+
+    async fn setup(_: &mut Scope<'_>, _: &mut VariantResult, _: &Plan, _: &()) -> Result<()> {
+        Ok(())
+    }
+
+    /// The baseline first, when asked, then one variant per retention.
+    fn variants(plan: &Plan, _: &()) -> Variants<Variant> {
+        // The same load and pipeline, every message acked at once.
+        let clean = BehaviourPlan {
+            classes: Vec::new(),
+            ..plan.load.behaviour.clone()
+        };
+        let baseline = plan.baseline.then_some(Variant {
+            name: BASELINE,
+            retention: Retention::Limits,
+            behaviour: clean,
+            restart_after: None,
+        });
+        let retentions = plan.retentions.iter().map(|&retention| Variant {
+            name: retention.label(),
+            retention,
+            behaviour: plan.load.behaviour.clone(),
+            restart_after: plan.handler.restart_after,
+        });
+        Variants::List(baseline.into_iter().chain(retentions).collect())
+    }
+
+    fn label(_plan: &Plan, v: &Variant) -> String {
+        v.name.into()
+    }
+
+    async fn run(
+        s: &mut Scope<'_>,
+        r: &mut VariantResult,
+        plan: &Plan,
+        _: &mut (),
+        v: &Variant,
+    ) -> Result<()> {
+        describe(&s.scenario.common, plan, v, r);
+        super::checks::server_clock(s.ctx, r);
+        run_variant(s, r, plan, v).await
+    }
+
+    /// Each retention variant's end-to-end latency against the baseline's,
+    /// when the baseline ran through and the variant measured.
+    fn compare(_plan: &Plan, _: &(), done: &mut [(Variant, VariantResult)]) {
+        let baseline = done
+            .iter()
+            .find(|(v, r)| v.name == BASELINE && r.error.is_none())
+            .and_then(|(_, r)| measure::Figures::of(r));
+        let Some(baseline) = baseline else {
+            return;
+        };
+        for (_, r) in done.iter_mut().filter(|(v, _)| v.name != BASELINE) {
+            if let Some(mine) = measure::Figures::of(r) {
+                measure::against_baseline(mine, baseline, r);
+            }
+        }
+    }
 }
 
 fn describe(common: &CommonPlan, plan: &Plan, v: &Variant, r: &mut VariantResult) {
@@ -248,26 +258,23 @@ fn describe(common: &CommonPlan, plan: &Plan, v: &Variant, r: &mut VariantResult
     r.param("handler.origin_headers", &h.origin_headers);
 }
 
-/// One retention variant: provision, drive, read back, redrive, clean up,
-/// then measure and verify what was read.
+/// One variant: provision, drive, read back, redrive, then measure and
+/// verify what was read; its streams are the scope's to delete.
 async fn run_variant(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    v: Variant,
-    baseline: Option<Figures>,
+    s: &mut Scope<'_>,
     result: &mut VariantResult,
-) -> Result<Figures> {
-    let (set, pipeline) = provision(ctx, scenario.name(), plan, &v, &result.name).await?;
-    let (driven, other) = drive_load(ctx, scenario, plan, v.behaviour, &set).await;
-    let evidence =
-        readback::read_back(ctx, &scenario.common, plan, &set, &driven, pipeline, other).await;
+    plan: &Plan,
+    v: &Variant,
+) -> Result<()> {
+    let (set, pipeline) = provision(s, plan, v).await?;
+    let (driven, other) = drive_load(s, plan, v.behaviour.clone(), &set).await;
+    let evidence = readback::read_back(s, result, plan, &set, &driven, pipeline, other).await;
     let redriven = match (&evidence.contents, plan.redrive) {
         (_, false) => None,
         (Ok(contents), true) => Some(
             redriven::redrive(
-                ctx,
-                (&set.stream, &set.durable),
+                s.ctx,
+                (&set.names.stream, &set.names.durable),
                 &contents.letters,
                 &plan.handler.origin_headers,
             )
@@ -275,7 +282,10 @@ async fn run_variant(
         ),
         (Err(e), true) => Some(Err(anyhow::anyhow!("the DLQ could not be read: {e:#}"))),
     };
-    let deleted = clean_up(ctx, plan, &set.streams, result).await;
+    // Where the pipeline's streams were placed, after the source's.
+    for stream in [&set.spec.advisory_stream, &set.spec.dlq_stream] {
+        s.stored(result, stream).await;
+    }
     let (outcome, analysis) = driven.outcome?;
     // A copy is due for every dead letter whose original the handler got.
     let expected: BTreeMap<Key, Kind> = driven
@@ -284,9 +294,7 @@ async fn run_variant(
         .filter(|(k, _)| !evidence.gone.contains(&k.1))
         .collect();
 
-    let figures = measure::measure(
-        &outcome, &analysis, &expected, &evidence, plan, baseline, result,
-    );
+    measure::measure(&outcome, &analysis, &expected, &evidence, plan, result);
     super::shape::per_step(
         &outcome.e2e_intended,
         (outcome.t0_ns, outcome.record_from_ns),
@@ -306,41 +314,29 @@ async fn run_variant(
     if let Some(redriven) = &redriven {
         redriven::redrive_results(redriven, result);
     }
-    deleted.context("cleaning up after the variant")?;
-    Ok(figures)
+    Ok(())
 }
 
 /// What a variant provisioned, by name.
 struct Provisioned {
-    variant: String,
-    stream: String,
-    base: String,
-    durable: String,
+    /// The source stream, its subjects and its durable.
+    names: VariantNames,
     /// The interest variant's second durable, which acks everything.
     other: Option<String>,
-    /// The source, the advisory capture and the DLQ stream.
-    streams: [String; 3],
-    watched: Vec<Watched>,
-    dlq_prefix: String,
+    /// The pipeline's streams, durable and what it watches.
+    spec: PipelineSpec,
 }
 
 /// The source stream and its durable, a second durable on an interest
-/// stream, and the pipeline (advisory capture, DLQ stream, handler).
-async fn provision(
-    ctx: &RunContext,
-    scenario: &str,
-    plan: &Plan,
-    v: &Variant,
-    variant: &str,
-) -> Result<(Provisioned, Pipeline)> {
-    let stream_name = ctx.names.stream(scenario, variant);
-    let base = ctx.names.subject(scenario, variant);
-    let durable = ctx.names.durable(scenario, variant);
-    let config =
-        crate::streams::provision::stream_config(&stream_name, &base, &ctx.server, &ctx.stream);
-    let stream = ctx
-        .provisioner
-        .create_stream(stream::Config {
+/// stream, and the pipeline (advisory capture, DLQ stream, handler), all
+/// created through the scope: a provision that fails halfway leaves
+/// nothing behind, above all no account-wide capture that would overlap
+/// the next variant's.
+async fn provision(s: &mut Scope<'_>, plan: &Plan, v: &Variant) -> Result<(Provisioned, Pipeline)> {
+    let names = s.names();
+    let config = s.stream_config();
+    let stream = s
+        .stream(stream::Config {
             retention: match v.retention {
                 Retention::Limits => stream::RetentionPolicy::Limits,
                 Retention::Workqueue => stream::RetentionPolicy::WorkQueue,
@@ -351,31 +347,26 @@ async fn provision(
         })
         .await?;
     let c = &plan.load.consumer;
-    ctx.provisioner
-        .create_consumer(&stream, durable_config(&durable, c, &base), c.pedantic)
-        .await?;
+    let durable = durable_config(&names.durable, c, &names.base);
+    s.durable(&stream, durable, c.pedantic).await?;
     let other = if v.retention == Retention::Interest {
-        let name = ctx.names.durable(scenario, &format!("{variant}_other"));
-        ctx.provisioner
-            .create_consumer(
-                &stream,
-                durable_config(&name, &ConsumerPlan::simple(), &base),
-                false,
-            )
-            .await?;
+        let (scenario, variant) = (s.scenario.name(), s.label());
+        let name = s.ctx.names.durable(scenario, &format!("{variant}_other"));
+        let config = durable_config(&name, &ConsumerPlan::simple(), &names.base);
+        s.durable(&stream, config, false).await?;
         Some(name)
     } else {
         None
     };
     let spec = PipelineSpec::named(
-        &ctx.names,
-        scenario,
-        variant,
+        &s.ctx.names,
+        s.scenario.name(),
+        &s.label(),
         plan.capture,
         plan.terminated,
         vec![Watched {
-            stream: stream_name.clone(),
-            consumer: durable.clone(),
+            stream: names.stream.clone(),
+            consumer: names.durable.clone(),
             delete_original: v.retention == Retention::Workqueue,
         }],
         crate::profile::DlqHandlerPlan {
@@ -383,27 +374,27 @@ async fn provision(
             ..plan.handler.clone()
         },
     );
-    let set = Provisioned {
-        streams: [
-            stream_name.clone(),
-            spec.advisory_stream.clone(),
-            spec.dlq_stream.clone(),
-        ],
-        watched: spec.watched.clone(),
-        dlq_prefix: spec.dlq_prefix.clone(),
-        variant: variant.to_string(),
-        stream: stream_name,
-        base,
-        durable,
-        other,
-    };
     // The advisory capture and the DLQ live on the storage under test.
     let server = ServerPlan {
-        storage: ctx.stream.storage.unwrap_or(ctx.server.storage),
-        ..ctx.server
+        storage: s.ctx.stream.storage.unwrap_or(s.ctx.server.storage),
+        ..s.ctx.server
     };
-    let pipeline = Pipeline::start(&ctx.provisioner, &ctx.connect, &server, spec).await?;
-    Ok((set, pipeline))
+    let capture = spec.advisory_config(&server);
+    let advisories = match plan.capture {
+        // It holds every MAX_DELIVERIES subject of the account: kept, it
+        // would overlap the next variant's and fail it.
+        Capture::Account => {
+            let what = "the account-wide advisory capture";
+            let why = "kept, it would overlap the next variant's capture";
+            s.stream_never_kept(capture, what, why).await
+        }
+        Capture::Stream => s.stream(capture).await,
+    };
+    let advisories = advisories.map_err(|e| spec.capture_refused(e))?;
+    s.stream(spec.dlq_config(&server)).await?;
+    s.durable(&advisories, spec.handler_config(), false).await?;
+    let pipeline = Pipeline::start(&s.ctx.connect, spec.clone());
+    Ok((Provisioned { names, other, spec }, pipeline))
 }
 
 /// What the load did, and the dead letters it made.
@@ -417,39 +408,40 @@ struct Driven {
 /// The paced load through the variant's durable (and, on an interest
 /// stream, the other consumer beside it), and the fates of what it read.
 async fn drive_load(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
+    s: &Scope<'_>,
     plan: &Plan,
     behaviour: BehaviourPlan,
     set: &Provisioned,
 ) -> (Driven, Option<Result<Other>>) {
     let c = &plan.load.consumer;
     let behaviour = Arc::new(behaviour);
-    let variant = &set.variant;
     let mut spec = DriveSpec::paced(
-        format!("{} {variant}", scenario.name()),
-        &set.stream,
-        format!("{}.0", set.base),
+        s.drive_label(),
+        &set.names.stream,
+        format!("{}.0", set.names.base),
         &plan.load.publish,
-        &scenario.common,
+        &s.scenario.common,
         plan.load.rate,
         ConsumerSpec {
             // The audit's record of originals that may be gone by then.
             keep_doomed: true,
             ..ConsumerSpec::observed(
-                set.durable.clone(),
+                set.names.durable.clone(),
                 c.clone(),
                 behaviour.clone(),
                 SAMPLE_EVERY,
             )
         },
     );
-    spec.msg_id_prefix = variant.clone();
+    spec.msg_id_prefix = s.label();
     let other = match &set.other {
-        Some(name) => Some(Other::start(ctx, &set.stream, name.clone(), spec.messages()).await),
+        Some(name) => {
+            let messages = spec.messages();
+            Some(Other::start(s.ctx, &set.names.stream, name.clone(), messages).await)
+        }
         None => None,
     };
-    let outcome = drive(ctx, &spec).await.map(|o| {
+    let outcome = s.drive(&spec).await.map(|o| {
         let analysis = fates::analyse(
             &o.events,
             &o.ledger,
@@ -461,49 +453,6 @@ async fn drive_load(
     });
     let expected = expected(outcome.as_ref().ok().map(|(_, a)| a), plan.terminated);
     (Driven { outcome, expected }, other)
-}
-
-/// Records where the streams were placed, then deletes them; the first
-/// error is kept for after the measurement.
-async fn clean_up(
-    ctx: &RunContext,
-    plan: &Plan,
-    streams: &[String; 3],
-    result: &mut VariantResult,
-) -> Result<()> {
-    for name in streams {
-        result.streams.extend(
-            ctx.provisioner
-                .stream_info(name)
-                .await
-                .as_ref()
-                .map(placement),
-        );
-    }
-    let mut deleted = Ok(());
-    for name in streams {
-        // An account-wide capture holds every MAX_DELIVERIES subject: kept,
-        // it would overlap the next variant's and fail it.
-        let d = if plan.capture == Capture::Account && *name == streams[1] {
-            match ctx.provisioner.delete_stream_anyway(name).await {
-                Ok(true) => {
-                    result.warnings.push(format!(
-                        "--keep: stream {name} (the account-wide advisory capture) was deleted \
-                         anyway; kept, it would overlap the next variant's capture"
-                    ));
-                    Ok(())
-                }
-                Ok(false) => Ok(()),
-                Err(e) => Err(e),
-            }
-        } else {
-            ctx.provisioner.delete_stream(name).await
-        };
-        if deleted.is_ok() {
-            deleted = d;
-        }
-    }
-    deleted
 }
 
 /// The messages that must end up in the DLQ, and by which advisory.

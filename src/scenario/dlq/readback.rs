@@ -11,8 +11,9 @@ use super::other::{Other, OtherEnd};
 use super::{Driven, INTERRUPTED_WAIT, Plan, Provisioned, WATCHED};
 use crate::dlq::audit;
 use crate::dlq::{Key, Outcome, Pipeline, PipelineReport, Watched};
-use crate::drive::RunContext;
-use crate::profile::{CommonPlan, OriginHeaders};
+use crate::profile::OriginHeaders;
+use crate::scenario::lifecycle::Scope;
+use crate::variant::VariantResult;
 
 /// Everything read back after the load, before the streams go.
 pub(super) struct Evidence {
@@ -35,20 +36,20 @@ pub(super) struct Evidence {
 /// timeout; after a Ctrl-C, a short wait) and for the other consumer to
 /// ack what was persisted, then reads the DLQ and the originals.
 pub(super) async fn read_back(
-    ctx: &RunContext,
-    common: &CommonPlan,
+    s: &mut Scope<'_>,
+    r: &mut VariantResult,
     plan: &Plan,
     set: &Provisioned,
     driven: &Driven,
     pipeline: Pipeline,
     other: Option<Result<Other>>,
 ) -> Evidence {
-    let js = ctx.provisioner.jetstream();
+    let js = s.ctx.provisioner.jetstream();
     let deadline = Instant::now()
-        + if ctx.stop.is_cancelled() {
+        + if s.ctx.stop.is_cancelled() {
             INTERRUPTED_WAIT
         } else {
-            common.drain_timeout
+            s.scenario.common.drain_timeout
         };
     let keys: BTreeSet<Key> = driven.expected.keys().copied().collect();
     let pipeline = pipeline.finish(js, &keys, deadline).await;
@@ -65,18 +66,15 @@ pub(super) async fn read_back(
         (Some(Err(e)), _) => Some(OtherEnd::failed(e)),
         (None, _) => None,
     };
+    let source = &set.names.stream;
     Evidence {
-        contents: audit::read(js, &set.streams[2], Duration::from_secs(2)).await,
-        now: audit::originals(js, &set.stream, driven.expected.keys().map(|k| k.1)).await,
-        stored: ctx
-            .provisioner
-            .stream_info(&set.stream)
-            .await
-            .map(|i| i.state.messages),
+        contents: audit::read(js, &set.spec.dlq_stream, Duration::from_secs(2)).await,
+        now: audit::originals(js, source, driven.expected.keys().map(|k| k.1)).await,
+        stored: s.stored(r, source).await,
         pipeline,
         other,
-        watched: set.watched.clone(),
-        dlq_prefix: set.dlq_prefix.clone(),
+        watched: set.spec.watched.clone(),
+        dlq_prefix: set.spec.dlq_prefix.clone(),
         origin_headers: plan.handler.origin_headers.clone(),
         gone,
     }
