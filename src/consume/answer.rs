@@ -36,11 +36,47 @@ pub(super) struct Answer {
     pub(super) answered_ns: u64,
     pub(super) action: Action,
     /// Whether the answer reached the server (or needed sending at all).
-    pub(super) result: Result<(), String>,
+    pub(super) reply: Reply,
     pub(super) ack_rtt_ns: Option<u64>,
     /// What the work did, for deliveries whose work completed; with the
     /// dedup store's round trip.
     pub(super) effect: Option<(Effect, Option<u64>)>,
+}
+
+/// Whether a delivery's answer reached the server, and if not why: the
+/// run loop counts every unsent answer as an ack error, but a crash keeps
+/// the ones left unsent on purpose apart (their work was done).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Reply {
+    /// Sent, or none was needed (an ignored delivery).
+    Sent,
+    /// Left unanswered: the client crashed after the work, before the ack.
+    Unacked,
+    /// Left unanswered, so the server redelivers it: the work failed for
+    /// want of its dedup store.
+    StoreFailed,
+    /// The ack, nak, term or progress did not reach the server.
+    Failed(String),
+}
+
+impl Reply {
+    /// Why the answer was not sent, as the report's first error says it;
+    /// `None` when it was.
+    pub(super) fn error(&self) -> Option<&str> {
+        match self {
+            Reply::Sent => None,
+            Reply::Unacked => Some("crashed after processing, before the ack"),
+            Reply::StoreFailed => Some("the dedup store failed: left for redelivery"),
+            Reply::Failed(e) => Some(e),
+        }
+    }
+
+    fn sent_or(result: Result<(), impl std::fmt::Display>, what: &str) -> Reply {
+        match result {
+            Ok(()) => Reply::Sent,
+            Err(e) => Reply::Failed(format!("{what}: {e}")),
+        }
+    }
 }
 
 /// The key an idempotent consumer dedups by: the Nats-Msg-Id when the
@@ -111,13 +147,13 @@ pub(super) async fn respond(message: Message, job: Job) -> Answer {
         effect = Some(apply(&job).await);
     }
     let mut a = if effect.is_some_and(|(e, _)| e == Effect::StoreFailed) {
-        answer(&job, job.received_ns, Err(STORE_FAILED.into()), None)
+        answer(&job, job.received_ns, Reply::StoreFailed, None)
     } else if job
         .skip_ack
         .as_ref()
         .is_some_and(|s| s.load(Ordering::Acquire))
     {
-        answer(&job, job.received_ns, Err(UNACKED.into()), None)
+        answer(&job, job.received_ns, Reply::Unacked, None)
     } else {
         answer_as_planned(&message, &job, &mut effect).await
     };
@@ -140,10 +176,6 @@ async fn apply(job: &Job) -> (Effect, Option<u64>) {
     (effect, Some(clock::now_ns() - started))
 }
 
-/// A delivery whose work failed for want of its dedup store: unanswered,
-/// so the server redelivers it.
-const STORE_FAILED: &str = "the dedup store failed: left for redelivery";
-
 /// Answers as the plan says, once the work is done.
 async fn answer_as_planned(
     message: &Message,
@@ -159,7 +191,7 @@ async fn answer_as_planned(
             let started = clock::now_ns();
             let result = term_with_reason(message, TERM_REASON, job.double_ack).await;
             let rtt = (job.double_ack && result.is_ok()).then(|| clock::now_ns() - started);
-            return answer(job, started, result.map_err(|e| format!("term: {e}")), rtt);
+            return answer(job, started, Reply::sent_or(result, "term"), rtt);
         }
         Action::Ignore => None,
         Action::InProgressThenAck { hold, every } => {
@@ -172,39 +204,32 @@ async fn answer_as_planned(
                 }
                 tokio::time::sleep_until(next).await;
                 if let Err(e) = message.ack_with(AckKind::Progress).await {
-                    return answer(job, job.received_ns, Err(format!("in progress: {e}")), None);
+                    let failed = Reply::Failed(format!("in progress: {e}"));
+                    return answer(job, job.received_ns, failed, None);
                 }
             }
             let applied = apply(job).await;
             *effect = Some(applied);
             if applied.0 == Effect::StoreFailed {
-                return answer(job, job.received_ns, Err(STORE_FAILED.into()), None);
+                return answer(job, job.received_ns, Reply::StoreFailed, None);
             }
             Some(AckKind::Ack)
         }
     };
     let Some(kind) = kind else {
-        return answer(job, job.received_ns, Ok(()), None);
+        return answer(job, job.received_ns, Reply::Sent, None);
     };
     let started = clock::now_ns();
     if job.double_ack {
         let result = message.double_ack_with(kind).await;
         let done = clock::now_ns();
         let rtt = result.is_ok().then_some(done - started);
-        answer(
-            job,
-            started,
-            result.map_err(|e| format!("double ack: {e}")),
-            rtt,
-        )
+        answer(job, started, Reply::sent_or(result, "double ack"), rtt)
     } else {
         let result = message.ack_with(kind).await;
-        answer(job, started, result.map_err(|e| format!("ack: {e}")), None)
+        answer(job, started, Reply::sent_or(result, "ack"), None)
     }
 }
-
-/// The answer of a delivery whose work was done when its client crashed.
-pub(super) const UNACKED: &str = "crashed after processing, before the ack";
 
 /// The reason jsbench's consumers give when a behaviour plan terms a
 /// message; the MSG_TERMINATED advisory must carry it back.
@@ -235,12 +260,7 @@ pub async fn term_with_reason(
     Ok(())
 }
 
-fn answer(
-    job: &Job,
-    answered_ns: u64,
-    result: Result<(), String>,
-    ack_rtt_ns: Option<u64>,
-) -> Answer {
+fn answer(job: &Job, answered_ns: u64, reply: Reply, ack_rtt_ns: Option<u64>) -> Answer {
     Answer {
         seq: job.seq,
         delivery: job.delivery,
@@ -248,7 +268,7 @@ fn answer(
         received_ns: job.received_ns,
         answered_ns,
         action: job.action,
-        result,
+        reply,
         ack_rtt_ns,
         effect: None,
     }

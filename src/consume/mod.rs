@@ -36,7 +36,7 @@ use crate::record::histogram::Recorder;
 use crate::record::ledger::{Event, LedgerShard, SeqSet};
 use crate::record::stamp::Stamp;
 use crate::record::timeline::Timeline;
-use answer::{Answer, Effect, Job, UNACKED, respond};
+use answer::{Answer, Effect, Job, Reply, respond};
 pub use answer::{TERM_REASON, term_with_reason};
 pub use events::DeliveryEvent;
 use source::Source;
@@ -518,7 +518,7 @@ async fn crash<F: std::future::Future<Output = Answer>>(
                 skip_ack.store(true, Ordering::Release);
             }
             while let Some(a) = running.next().await {
-                if a.result.as_ref().is_err_and(|e| e == UNACKED) {
+                if a.reply == Reply::Unacked {
                     crash.processed_unacked.push(a.seq);
                     // The work was done: its effect counts.
                     if let Some((effect, check)) = a.effect {
@@ -707,11 +707,11 @@ fn record_answer(
     progress: &ConsumerProgress,
     answer: Answer,
 ) {
-    if let Err(e) = &answer.result {
+    if let Some(e) = answer.reply.error() {
         report.ack_errors += 1;
-        report.first_error.get_or_insert_with(|| e.clone());
+        report.first_error.get_or_insert_with(|| e.to_string());
     }
-    let sent = answer.result.is_ok();
+    let sent = answer.reply == Reply::Sent;
     let ended = match answer.action {
         Action::Ack | Action::InProgressThenAck { .. } => {
             if sent {
@@ -837,7 +837,7 @@ mod tests {
             received_ns: 0,
             answered_ns: 0,
             action: Action::Ack,
-            result: Ok(()),
+            reply: Reply::Sent,
             ack_rtt_ns: None,
             effect: None,
         }
