@@ -68,9 +68,9 @@ fn host_name() -> String {
 
 /// Runs the worker until `stop` (Ctrl-C), or after one run with `once`.
 pub async fn serve(options: WorkerOptions, stop: CancellationToken) -> Result<i32> {
-    protocol::check_name("--group", &options.group).map_err(UsageError)?;
+    protocol::check_name("--group", &options.group)?;
     let id = options.name.clone().unwrap_or_else(default_id);
-    protocol::check_name("--name", &id).map_err(UsageError)?;
+    protocol::check_name("--name", &id)?;
     let resolution = resolve(&options.connection, "worker", None, false)?;
     for note in &resolution.notes {
         eprintln!("note: {note}");
