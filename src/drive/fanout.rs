@@ -202,7 +202,7 @@ struct Drained {
 struct Collected {
     timing: Timing,
     meters: Meters,
-    reports: Vec<Result<ConsumerReport, String>>,
+    reports: Vec<Result<ConsumerReport>>,
     reads: Vec<Result<ReadBack>>,
     telemetry: Option<crate::server::telemetry::Telemetry>,
 }
@@ -478,10 +478,7 @@ impl<'a> Fanout<'a> {
         running.consumers_stop.cancel();
         let mut reports = Vec::new();
         for task in running.tasks {
-            reports.push(match task.await.context("joining a consumer task")? {
-                Ok(report) => Ok(report),
-                Err(e) => Err(format!("{e:#}")),
-            });
+            reports.push(task.await.context("joining a consumer task")?);
         }
         bar.phase("reading the streams back");
         let js = ctx.provisioner.jetstream();
@@ -531,14 +528,15 @@ impl<'a> Fanout<'a> {
             .zip(collected.reads)
         {
             let outcome = merge(vec![send], vec![ack], Vec::new(), t0_ns, record_from_ns);
-            let read = read.map_err(|e| format!("{e:#}"));
-            let stored = read
-                .as_ref()
-                .map(|r| r.reconcile_sequences(&outcome.ledger))
-                .map_err(Clone::clone);
+            let stored = match &read {
+                Ok(r) => Ok(r.reconcile_sequences(&outcome.ledger)),
+                Err(e) => Err(format!("{e:#}")),
+            };
             let mut parts = Vec::new();
             for durable in &stream.durables {
-                let report = reports.next().unwrap_or_else(|| Err("no report".into()));
+                let report = reports
+                    .next()
+                    .unwrap_or_else(|| Err(anyhow::anyhow!("no report")));
                 let state = states.next().flatten();
                 parts.push(
                     durable_part(
@@ -590,8 +588,8 @@ async fn durable_part(
     ctx: &RunContext,
     stream: &FanStream,
     durable: &FanDurable,
-    (report, state): (Result<ConsumerReport, String>, Option<ConsumerState>),
-    read: &Result<ReadBack, String>,
+    (report, state): (Result<ConsumerReport>, Option<ConsumerState>),
+    read: &Result<ReadBack>,
     timing: Timing,
 ) -> DurablePart {
     let filters: Vec<&str> = durable
@@ -601,7 +599,7 @@ async fn durable_part(
         .collect();
     let (report, error) = match report {
         Ok(r) => (Some(r), None),
-        Err(e) => (None, Some(e)),
+        Err(e) => (None, Some(format!("{e:#}"))),
     };
     let mut o = merge(
         Vec::new(),
