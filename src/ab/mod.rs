@@ -400,14 +400,14 @@ async fn open_source(pairs: &Pairs<'_>, report: &mut AbReport) -> Result<Source>
     let opened =
         warm::Sides::open((base, new), &profiles, &logs, pairs.slice_cpus, pairs.stop).await?;
     match opened {
-        Ok(sides) => {
+        warm::Opened::Warm(sides) => {
             report.mode = "windows".into();
             eprintln!(
                 "jsbench ab: both sides warm (jsbench ab-side): a pair is one scenario, run by each side in turn"
             );
-            Ok(Source::Windows(Box::new(sides)))
+            Ok(Source::Windows(sides))
         }
-        Err(why) => {
+        warm::Opened::Cold(why) => {
             eprintln!("jsbench ab: slices, a process each: {why}");
             report.notes.push(format!("slices, not warm sides: {why}"));
             Ok(Source::Slices(None))
