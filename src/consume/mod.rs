@@ -420,7 +420,7 @@ pub async fn run_bound(
             Some(Ok(message)) => message,
             Some(Err(e)) => {
                 report.stream_errors += 1;
-                report.first_error.get_or_insert(e);
+                report.first_error.get_or_insert_with(|| e.to_string());
                 continue;
             }
             None => break,
