@@ -18,6 +18,9 @@
 //! - [`stats`]: Hodges–Lehmann estimates, signed-rank tests and intervals,
 //!   the sign test, Holm's and Tarone's corrections.
 //! - [`tails`]: p99 and p99.9 from the pairs' histograms merged per side.
+//! - [`report`]: what ab.json holds, and the verdict and exit status read
+//!   from the judgements.
+//! - [`servers`]: the two sides and the servers ab starts for them.
 //! - [`render`]: ab.json, the Markdown table, the terminal table.
 //! - [`chart`]: the paired ratios with their intervals, and report.html.
 //! - [`simulate`]: detection power from A/A comparisons, by the same judge.
@@ -25,6 +28,8 @@
 pub mod chart;
 pub mod judge;
 pub mod render;
+pub mod report;
+mod servers;
 pub mod simulate;
 pub mod slice;
 pub mod stats;
@@ -37,21 +42,21 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::compare::Failure;
 use crate::connect::{ConnectionRequest, Resolution, resolve_all};
 use crate::profile::{self, format_duration};
 use crate::results::summary::Summary;
 use crate::scenario::{self, Profile};
-use crate::server::{EmbeddedCluster, EmbeddedServer, ServerOptions};
 use crate::system::about;
-use crate::system::error::{
-    EXIT_FAILED, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError,
+use crate::system::error::{EXIT_FAILED, EXIT_OK, UsageError};
+use judge::{Look, PairedVerdict, Rule};
+pub use report::{
+    AB_SCHEMA_VERSION, AbReport, PairRecord, SideInfo, SliceRecord, Stopped, read_report,
 };
-use judge::{CheckJudgement, CheckVerdict, Judgement, Look, PairedVerdict, Rule};
-use slice::{Side, SliceError, SliceResult, SliceTarget};
+use report::{conclude, fill_sides, pair_record, side_info};
+use servers::{Servers, describe, sides, slice_cpus};
+use slice::{Side, SliceError, SliceResult};
 
 /// What the two sides are.
 #[derive(Debug, Clone)]
@@ -101,131 +106,6 @@ pub struct AbOptions {
     pub slice_cpus: Option<Vec<usize>>,
     /// Whole slices even where both sides could stay warm.
     pub slices_only: bool,
-}
-
-/// Why the pairs stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Stopped {
-    /// Every judged metric was decided.
-    Decided,
-    /// A regression (or a broken check, or a metric gone) in NEW decided
-    /// the outcome: more pairs could not make it pass.
-    Failed,
-    /// The next pair would not have fit in the budget.
-    Budget,
-    /// `--pairs` reached.
-    Pairs,
-    /// Ctrl-C.
-    Interrupted,
-    /// A slice refused its input or could not run.
-    SliceFailed,
-    /// A `--only` or `[ab] judge` pattern matched no metric of the
-    /// warm-up pair: bad input, found once the metrics were known.
-    BadInput,
-}
-
-/// One pair of slices.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PairRecord {
-    pub index: usize,
-    /// `base,new` or `new,base`.
-    pub order: String,
-    /// With warm sides: the scenario both turns ran, `profile:scenario`
-    /// (the warm-up pair ran every scenario).
-    #[serde(default)]
-    pub unit: Option<String>,
-    pub base: SliceRecord,
-    pub new: SliceRecord,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SliceRecord {
-    /// Relative to the ab folder.
-    pub dir: String,
-    pub exit: i32,
-    pub elapsed_s: f64,
-}
-
-/// A side as the results describe it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SideInfo {
-    pub jsbench: String,
-    pub server: Option<String>,
-    /// From the side's first slice: its jsbench version and commit, and
-    /// the nats-server it measured.
-    pub jsbench_version: Option<String>,
-    pub git_commit: Option<String>,
-    pub server_version: Option<String>,
-}
-
-/// Everything `ab.json` holds.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct AbReport {
-    pub schema_version: u32,
-    pub id: String,
-    pub started_at: String,
-    pub finished_at: Option<String>,
-    pub tool: about::ToolInfo,
-    pub host: about::HostInfo,
-    pub profiles: Vec<String>,
-    pub sides_kind: String,
-    /// `windows` (warm sides taking turns) or `slices` (a process per slice).
-    #[serde(default)]
-    pub mode: String,
-    pub base: SideInfo,
-    pub new: SideInfo,
-    /// embedded, cluster of N, the given server, or each slice's own.
-    pub target: String,
-    pub budget_s: f64,
-    pub slice_s: Option<f64>,
-    pub rule: Rule,
-    /// The fewest judged pairs with which a regression can be flagged at
-    /// the first look (the signed-rank test's smallest p-value against the
-    /// look's rate); "unchanged", held to the miss rate, can need fewer.
-    pub pairs_needed: usize,
-    /// The pair run first and not judged: the sides' first slices warm
-    /// caches, page in binaries and fill the server's free lists.
-    #[serde(default)]
-    pub warmup: Option<PairRecord>,
-    pub pairs: Vec<PairRecord>,
-    /// The looks taken so far, each with the false-alarm rate it spent.
-    #[serde(default)]
-    pub looks: Vec<Look>,
-    pub stopped: Option<Stopped>,
-    pub elapsed_s: f64,
-    pub metrics: Vec<Judgement>,
-    /// Broken invariants and variant errors in NEW's slices, as they came.
-    pub failures: Vec<Failure>,
-    /// Every check either side broke, judged in pairs.
-    #[serde(default)]
-    pub checks: Vec<CheckJudgement>,
-    pub notes: Vec<String>,
-    /// regression, invariants failed, missing in NEW, inconclusive, bad
-    /// input, failed, ok, interrupted.
-    pub verdict: String,
-    pub exit_code: i32,
-}
-
-pub const AB_SCHEMA_VERSION: u32 = 2;
-
-impl AbReport {
-    pub fn count(&self, verdict: PairedVerdict) -> usize {
-        self.metrics.iter().filter(|m| m.verdict == verdict).count()
-    }
-
-    pub fn judged(&self) -> impl Iterator<Item = &Judgement> {
-        self.metrics
-            .iter()
-            .filter(|m| m.verdict != PairedVerdict::NotJudged)
-    }
-
-    /// Checks NEW breaks where BASE does not, beyond chance.
-    pub fn failing_checks(&self) -> impl Iterator<Item = &CheckJudgement> {
-        self.checks
-            .iter()
-            .filter(|c| c.verdict == CheckVerdict::FailsInNew)
-    }
 }
 
 /// `jsbench ab`: runs the pairs, writes the folder, prints the table;
@@ -299,97 +179,6 @@ pub async fn command(options: AbOptions, stop: CancellationToken) -> Result<i32>
         return Err(e.context(format!("results so far are in {}", dir.display())));
     }
     Ok(report.exit_code)
-}
-
-/// The CPUs the slices run on: the flags checked against this machine
-/// and the server (`given`: one ab did not start).
-fn slice_cpus(options: &AbOptions, given: bool) -> Result<Option<Vec<usize>>> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if options.pin && (cores < 2 || given) {
-        return Err(UsageError(format!(
-            "--pin keeps the servers jsbench ab starts on CPU 0 and the slices on the others: it \
-             needs 2 cores or more (this machine has {cores}) and servers ab starts itself (not a given server)"
-        ))
-        .into());
-    }
-    if let Some(cpu) = options.slice_cpus.iter().flatten().find(|c| **c >= cores) {
-        return Err(UsageError(format!(
-            "--slice-cpus names CPU {cpu}; this machine has CPUs 0 to {}",
-            cores - 1
-        ))
-        .into());
-    }
-    let slice_cpus: Option<Vec<usize>> = match (options.pin, &options.slice_cpus) {
-        (true, _) => Some((1..cores).collect()),
-        (false, cpus) => cpus.clone(),
-    };
-    Ok(slice_cpus)
-}
-
-/// The two sides, and what they run against: each side's own server, or
-/// one both share (the given one, or one ab starts in `servers`).
-fn sides(options: &AbOptions, given: bool, servers: &mut Servers) -> Result<(Side, Side, String)> {
-    let this = std::env::current_exe().context("finding this jsbench's own binary")?;
-    Ok(match &options.sides {
-        Sides::Server { base, new } => {
-            slice::check_executable("base", "server", base)?;
-            slice::check_executable("new", "server", new)?;
-            let b = servers.start(Some(base), options.cluster, options.pin)?;
-            let n = servers.start(Some(new), options.cluster, options.pin)?;
-            (
-                Side {
-                    role: "base",
-                    jsbench: this.clone(),
-                    server: Some(base.clone()),
-                    target: b,
-                },
-                Side {
-                    role: "new",
-                    jsbench: this,
-                    server: Some(new.clone()),
-                    target: n,
-                },
-                match options.cluster {
-                    Some(n) => format!("a cluster of {n} per side, each of its side's nats-server"),
-                    None => "an embedded nats-server per side, each its side's binary".into(),
-                },
-            )
-        }
-        sides => {
-            let (target, name) = if given {
-                (
-                    slice::given_target(&options.connection.flags),
-                    "the given server".to_string(),
-                )
-            } else {
-                let t = servers.start(None, options.cluster, options.pin)?;
-                (t, servers.describe())
-            };
-            let (b, n) = match sides {
-                Sides::Jsbench { base, new } => {
-                    slice::check_executable("base", "jsbench", base)?;
-                    slice::check_executable("new", "jsbench", new)?;
-                    (base.clone(), new.clone())
-                }
-                _ => (this.clone(), this),
-            };
-            (
-                Side {
-                    role: "base",
-                    jsbench: b,
-                    server: None,
-                    target: target.clone(),
-                },
-                Side {
-                    role: "new",
-                    jsbench: n,
-                    server: None,
-                    target,
-                },
-                name,
-            )
-        }
-    })
 }
 
 /// The comparison's folder and its report as it starts, announced.
@@ -611,14 +400,14 @@ async fn open_source(pairs: &Pairs<'_>, report: &mut AbReport) -> Result<Source>
     let opened =
         warm::Sides::open((base, new), &profiles, &logs, pairs.slice_cpus, pairs.stop).await?;
     match opened {
-        Ok(sides) => {
+        warm::Opened::Warm(sides) => {
             report.mode = "windows".into();
             eprintln!(
                 "jsbench ab: both sides warm (jsbench ab-side): a pair is one scenario, run by each side in turn"
             );
-            Ok(Source::Windows(Box::new(sides)))
+            Ok(Source::Windows(sides))
         }
-        Err(why) => {
+        warm::Opened::Cold(why) => {
             eprintln!("jsbench ab: slices, a process each: {why}");
             report.notes.push(format!("slices, not warm sides: {why}"));
             Ok(Source::Slices(None))
@@ -769,25 +558,6 @@ async fn slice_pair(
         n.elapsed.as_secs_f64(),
     );
     Ok((b, n, elapsed))
-}
-
-fn pair_record(
-    dir: &Path,
-    index: usize,
-    order: warm::Order,
-    unit: Option<&ScenarioRef>,
-    (b, n): (&SliceResult, &SliceResult),
-) -> PairRecord {
-    PairRecord {
-        index,
-        order: match order {
-            warm::Order::BaseFirst => "base,new".into(),
-            warm::Order::NewFirst => "new,base".into(),
-        },
-        unit: unit.map(|(p, s)| format!("{p}:{s}")),
-        base: record(dir, b),
-        new: record(dir, n),
-    }
 }
 
 /// The first `--only` or `[ab] judge` pattern that selects no metric the
@@ -978,88 +748,6 @@ fn rule(options: &AbOptions, profiles: &[Profile]) -> Result<Rule> {
     })
 }
 
-/// The servers and clusters ab started, stopped when it ends.
-#[derive(Default)]
-struct Servers {
-    servers: Vec<EmbeddedServer>,
-    clusters: Vec<EmbeddedCluster>,
-}
-
-impl Servers {
-    /// Starts a server (or a cluster) from `binary` (`None`: the one
-    /// jsbench finds), pinned to CPU 0 with `pin`; returns where slices
-    /// reach it.
-    fn start(
-        &mut self,
-        binary: Option<&PathBuf>,
-        cluster: Option<usize>,
-        pin: bool,
-    ) -> Result<SliceTarget> {
-        let options = ServerOptions {
-            binary: binary.cloned(),
-            ..Default::default()
-        };
-        let pinned = |pid: u32| -> Result<()> {
-            if pin {
-                crate::system::cpu::pin_process(pid, &[0]).context("pinning a server to CPU 0")?;
-            }
-            Ok(())
-        };
-        let target = match cluster {
-            Some(n) => {
-                let c = EmbeddedCluster::start_with(n, &options)?;
-                for node in c.nodes() {
-                    pinned(node.pid())?;
-                }
-                let t = SliceTarget::Started {
-                    urls: c.urls(),
-                    monitor: c.nodes()[0].monitor_url().map(str::to_string),
-                    pids: c.nodes().iter().map(|n| n.pid()).collect(),
-                };
-                self.clusters.push(c);
-                t
-            }
-            None => {
-                let s = EmbeddedServer::start_with(&options)?;
-                pinned(s.pid())?;
-                let t = SliceTarget::Started {
-                    urls: s.url().to_string(),
-                    monitor: s.monitor_url().map(str::to_string),
-                    pids: vec![s.pid()],
-                };
-                self.servers.push(s);
-                t
-            }
-        };
-        Ok(target)
-    }
-
-    fn describe(&self) -> String {
-        match (self.servers.first(), self.clusters.first()) {
-            (Some(s), _) => format!("an embedded nats-server {} at {}", s.version(), s.url()),
-            (None, Some(c)) => format!("an embedded cluster of {}", c.nodes().len()),
-            _ => "no server".into(),
-        }
-    }
-}
-
-fn describe(side: &Side) -> String {
-    match &side.server {
-        Some(s) => format!("nats-server {}", s.display()),
-        None => format!("jsbench {}", side.jsbench.display()),
-    }
-}
-
-fn side_info(side: &Side) -> SideInfo {
-    SideInfo {
-        jsbench: side.jsbench.display().to_string(),
-        server: side.server.as_ref().map(|s| s.display().to_string()),
-        jsbench_version: None,
-        git_commit: None,
-        server_version: None,
-    }
-}
-
 /// A scenario by its profile's name and its own.
 type ScenarioRef = (String, String);
 
@@ -1089,138 +777,6 @@ fn undecided_scenarios(report: &AbReport, profiles: &[Profile]) -> Vec<(String, 
     .collect()
 }
 
-/// Versions as the sides' first slices recorded them.
-fn fill_sides(report: &mut AbReport, slices: &[(SliceResult, SliceResult)]) {
-    let Some((b, n)) = slices.first() else {
-        return;
-    };
-    for (info, slice) in [(&mut report.base, b), (&mut report.new, n)] {
-        if let Some(s) = slice.summaries.first() {
-            info.jsbench_version = Some(s.run.tool.version.clone());
-            info.git_commit = s.run.tool.git_commit.clone();
-            info.server_version = Some(s.run.server.version.clone());
-        }
-    }
-}
-
-fn record(dir: &Path, slice: &SliceResult) -> SliceRecord {
-    SliceRecord {
-        dir: slice
-            .dir
-            .strip_prefix(dir)
-            .unwrap_or(&slice.dir)
-            .display()
-            .to_string(),
-        exit: slice.exit,
-        elapsed_s: slice.elapsed.as_secs_f64(),
-    }
-}
-
-/// The verdict and exit status from the judgements, and the notes a
-/// reader needs to act on them: what stayed undecided and what would
-/// decide it, and the checks broken on BASE's side or on both.
-fn conclude(report: &mut AbReport) {
-    let judged = report.judged().count();
-    let undecided: Vec<&Judgement> = report.judged().filter(|m| !m.verdict.decided()).collect();
-    let (verdict, code) = if report.stopped == Some(Stopped::Interrupted) {
-        ("interrupted", EXIT_INTERRUPTED)
-    } else if report.stopped == Some(Stopped::BadInput) {
-        ("bad input", EXIT_USAGE)
-    } else if report.failing_checks().next().is_some() {
-        ("invariants failed", EXIT_FAILED)
-    } else if report.count(PairedVerdict::MissingInNew) > 0 {
-        ("missing in NEW", EXIT_FAILED)
-    } else if report.count(PairedVerdict::Regressed) > 0 {
-        ("regression", EXIT_FAILED)
-    } else if report.stopped == Some(Stopped::SliceFailed) {
-        ("failed", EXIT_FAILED)
-    } else if judged == 0 || !undecided.is_empty() {
-        ("inconclusive", EXIT_INCONCLUSIVE)
-    } else {
-        ("ok", EXIT_OK)
-    };
-    let mut notes = Vec::new();
-    if verdict == "inconclusive" {
-        notes.extend(inconclusive_notes(report, judged, &undecided));
-    }
-    notes.extend(check_notes(report));
-    report.notes.extend(notes);
-    report.verdict = verdict.into();
-    report.exit_code = code;
-}
-
-/// Why a comparison could not decide, and what would.
-fn inconclusive_notes(report: &AbReport, judged: usize, undecided: &[&Judgement]) -> Vec<String> {
-    let pairs = report.looks.last().map_or(0, |l| l.pairs);
-    if judged == 0 {
-        return vec![format!(
-            "nothing was judged: no metric with a direction was measured ({} pair(s)); a comparison that judged nothing is inconclusive",
-            pairs
-        )];
-    }
-    let with_profile = report.profiles.len() > 1;
-    let mut notes = vec![format!(
-        "inconclusive: {} of {judged} judged metric(s) undecided after {pairs} pair(s){}",
-        undecided.len(),
-        if pairs < report.pairs_needed {
-            format!(
-                " (at least {} pairs are needed to flag a regression at {:.0}% confidence)",
-                report.pairs_needed,
-                report.rule.confidence * 100.0
-            )
-        } else {
-            String::new()
-        }
-    )];
-    for m in undecided {
-        let mut line = format!("  {}: {}", m.key.label(with_profile), m.verdict.label());
-        if let Some(r) = m.ratio {
-            line += &format!(", NEW/BASE ×{r:.3}");
-        }
-        if let Some(s) = m.spread {
-            line += &format!(", pair spread {:.1}%", s * 100.0);
-        }
-        if let Some(d) = m.detectable {
-            line += &format!(
-                "; these pairs would flag a regression of {:.1}% or more in 9 runs of 10",
-                d * 100.0
-            );
-        }
-        if let Some(n) = m.pairs_to_decide {
-            line += &format!("; about {n} pairs would decide it");
-        }
-        notes.push(line);
-    }
-    notes.push(
-        "raise --budget, shorten the profile or pass --slice; an inconclusive comparison exits 3, never 0"
-            .into(),
-    );
-    notes
-}
-
-/// Checks broken on BASE's side, on both, or by NEW not yet beyond chance.
-fn check_notes(report: &AbReport) -> Vec<String> {
-    report
-        .checks
-        .iter()
-        .filter(|c| c.verdict != CheckVerdict::FailsInNew)
-        .map(|c| {
-            format!(
-                "{}/{}: '{}' {}: NEW only in {} pair(s), BASE only in {}, both in {} (sign test p = {:.3}); {}",
-                c.scenario,
-                c.variant,
-                c.check,
-                c.verdict.label(),
-                c.new_only,
-                c.base_only,
-                c.both,
-                c.p,
-                c.detail
-            )
-        })
-        .collect()
-}
-
 /// `jsbench report` on an ab folder: ab.md, the chart and report.html
 /// drawn again from ab.json, and the table printed. Exit status 0, or 1
 /// when the chart failed.
@@ -1235,28 +791,6 @@ pub fn render_folder(dir: &Path) -> Result<i32> {
             Ok(EXIT_FAILED)
         }
     }
-}
-
-/// Reads an ab.json, refusing one a newer jsbench wrote by name rather than
-/// as a confusing parse error (`report` and `history` read them).
-pub fn read_report(path: &Path) -> Result<AbReport> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| UsageError(format!("cannot read {}: {e}", path.display())))?;
-    let report: AbReport = serde_json::from_str(&text).map_err(|e| {
-        UsageError(format!(
-            "{} is not a jsbench ab report: {e}",
-            path.display()
-        ))
-    })?;
-    if report.schema_version > AB_SCHEMA_VERSION {
-        return Err(UsageError(format!(
-            "{} has ab schema version {}, written by a newer jsbench; this one reads up to {AB_SCHEMA_VERSION}",
-            path.display(),
-            report.schema_version
-        ))
-        .into());
-    }
-    Ok(report)
 }
 
 fn write_report(dir: &Path, report: &AbReport) -> Result<()> {

@@ -29,36 +29,62 @@ pub struct Sides {
     longest: Duration,
 }
 
+/// What opening the two sides came to: both warm, or one that cannot
+/// stay warm, for which the comparison runs slices instead (not an error:
+/// an older build is compared all the same).
+pub enum Opened {
+    Warm(Box<Sides>),
+    Cold(NoAbSide),
+}
+
+/// A side whose jsbench has no `ab-side` (a build that predates it).
+#[derive(Debug)]
+pub struct NoAbSide {
+    /// `BASE` or `NEW`.
+    pub side: &'static str,
+    pub jsbench: PathBuf,
+}
+
+impl std::fmt::Display for NoAbSide {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}'s jsbench ({}) has no `ab-side`",
+            self.side,
+            self.jsbench.display()
+        )
+    }
+}
+
 impl Sides {
-    /// Starts both sides; `Ok(Err(why))` when one cannot stay warm (a
-    /// build that predates `ab-side`): the comparison then runs slices.
+    /// Starts both sides, or says which one cannot stay warm.
     pub async fn open(
         (base, new): (&Side, &Side),
         profiles: &[PathBuf],
         logs: &Path,
         cpus: Option<&[usize]>,
         stop: &CancellationToken,
-    ) -> Result<Result<Sides, String>> {
+    ) -> Result<Opened> {
         let b = SideProcess::start(base, profiles, &logs.join("base.log"), cpus, stop).await?;
         let Some(b) = b else {
-            return Ok(Err(format!(
-                "BASE's jsbench ({}) has no `ab-side`",
-                base.jsbench.display()
-            )));
+            return Ok(Opened::Cold(NoAbSide {
+                side: "BASE",
+                jsbench: base.jsbench.clone(),
+            }));
         };
         let n = SideProcess::start(new, profiles, &logs.join("new.log"), cpus, stop).await?;
         let Some(n) = n else {
             let _ = b.quit().await;
-            return Ok(Err(format!(
-                "NEW's jsbench ({}) has no `ab-side`",
-                new.jsbench.display()
-            )));
+            return Ok(Opened::Cold(NoAbSide {
+                side: "NEW",
+                jsbench: new.jsbench.clone(),
+            }));
         };
-        Ok(Ok(Sides {
+        Ok(Opened::Warm(Box::new(Sides {
             base: b,
             new: n,
             longest: Duration::ZERO,
-        }))
+        })))
     }
 
     /// One pair: each of `units` (profile, scenario) run by both sides in

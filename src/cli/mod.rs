@@ -230,12 +230,12 @@ struct HistoryArgs {
     append: Option<PathBuf>,
 }
 
-fn parse_alpha(text: &str) -> Result<f64, String> {
+fn parse_alpha(text: &str) -> Result<f64, UsageError> {
     match text.parse::<f64>() {
         Ok(a) if (0.001..=0.2).contains(&a) => Ok(a),
-        _ => Err(format!(
+        _ => Err(UsageError(format!(
             "{text:?} is not a significance level between 0.001 and 0.2"
-        )),
+        ))),
     }
 }
 
@@ -377,10 +377,10 @@ struct AbArgs {
 struct CpuList(Vec<usize>);
 
 /// `0`, `0,2` or `1-3`.
-fn cpu_list(text: &str) -> Result<CpuList, String> {
+fn cpu_list(text: &str) -> Result<CpuList, UsageError> {
     let mut cpus = Vec::new();
     for part in text.split(',') {
-        let bad = || format!("{text:?}: give CPU numbers like 0, 0,2 or 1-3");
+        let bad = || UsageError(format!("{text:?}: give CPU numbers like 0, 0,2 or 1-3"));
         match part.trim().split_once('-') {
             Some((a, b)) => {
                 let (a, b): (usize, usize) =
@@ -396,21 +396,25 @@ fn cpu_list(text: &str) -> Result<CpuList, String> {
     Ok(CpuList(cpus))
 }
 
-fn confidence(text: &str) -> Result<f64, String> {
+fn confidence(text: &str) -> Result<f64, UsageError> {
     let value = crate::compare::parse_threshold(text)?;
     if (0.5..1.0).contains(&value) {
         Ok(value)
     } else {
-        Err(format!("{text:?}: a confidence is between 50% and 99.99%"))
+        Err(UsageError(format!(
+            "{text:?}: a confidence is between 50% and 99.99%"
+        )))
     }
 }
 
-fn miss_rate(text: &str) -> Result<f64, String> {
+fn miss_rate(text: &str) -> Result<f64, UsageError> {
     let value = crate::compare::parse_threshold(text)?;
     if value > 0.0 && value <= 0.5 {
         Ok(value)
     } else {
-        Err(format!("{text:?}: a miss rate is above 0% and at most 50%"))
+        Err(UsageError(format!(
+            "{text:?}: a miss rate is above 0% and at most 50%"
+        )))
     }
 }
 
@@ -571,17 +575,21 @@ enum ProgressArg {
     Never,
 }
 
-fn cluster_size(text: &str) -> Result<usize, String> {
+fn cluster_size(text: &str) -> Result<usize, UsageError> {
     match text.parse::<usize>() {
         Ok(n) if CLUSTER_SIZES.contains(&n) => Ok(n),
-        _ => Err(format!("{text:?}: a local cluster has 3 or 5 nodes")),
+        _ => Err(UsageError(format!(
+            "{text:?}: a local cluster has 3 or 5 nodes"
+        ))),
     }
 }
 
-fn replicas(text: &str) -> Result<usize, String> {
+fn replicas(text: &str) -> Result<usize, UsageError> {
     match text.parse::<usize>() {
         Ok(n) if [1, 3, 5].contains(&n) => Ok(n),
-        _ => Err(format!("{text:?}: JetStream replicas are 1, 3 or 5")),
+        _ => Err(UsageError(format!(
+            "{text:?}: JetStream replicas are 1, 3 or 5"
+        ))),
     }
 }
 
@@ -634,7 +642,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         }
         Command::Run(args) => {
             if args.workers.is_some() {
-                crate::worker::protocol::check_name("--group", &args.group).map_err(UsageError)?;
+                crate::worker::protocol::check_name("--group", &args.group)?;
             }
             let options = RunOptions {
                 workers: args

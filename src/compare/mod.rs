@@ -742,7 +742,7 @@ fn match_metrics(
 }
 
 /// `--threshold`: `10%`, `2.5%` or a bare `10` (percent), 0..=1000%.
-pub fn parse_threshold(text: &str) -> Result<f64, String> {
+pub fn parse_threshold(text: &str) -> Result<f64, UsageError> {
     crate::profile::parse_percent(text)
 }
 

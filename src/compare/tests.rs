@@ -435,11 +435,17 @@ fn thresholds_parse_as_percentages() {
     assert_eq!(parse_threshold("2.5%"), Ok(0.025));
     assert_eq!(parse_threshold("25"), Ok(0.25));
     assert_eq!(parse_threshold("0%"), Ok(0.0));
-    assert!(parse_threshold("ten").unwrap_err().contains("like 10%"));
-    assert!(parse_threshold("-5%").unwrap_err().contains("out of range"));
+    assert!(parse_threshold("ten").unwrap_err().0.contains("like 10%"));
+    assert!(
+        parse_threshold("-5%")
+            .unwrap_err()
+            .0
+            .contains("out of range")
+    );
     assert!(
         parse_threshold("5000%")
             .unwrap_err()
+            .0
             .contains("out of range")
     );
 }

@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::group::ack_tokens_of;
 use super::{
-    Answer, Arrival, ConsumerConfig, ConsumerProgress, ConsumerReport, Effect, Finished,
+    Answer, Arrival, ConsumerConfig, ConsumerProgress, ConsumerReport, Effect, Finished, Reply,
     SeenMessage, note_arrival, record_answer,
 };
 use crate::connect::ConnectSettings;
@@ -519,7 +519,7 @@ impl Direct {
                 received_ns: sent.received_ns,
                 answered_ns,
                 action: Action::Ack,
-                result: Ok(()),
+                reply: Reply::Sent,
                 ack_rtt_ns: None,
                 effect: Some((Effect::Applied, None)),
             };

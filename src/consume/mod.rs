@@ -9,6 +9,7 @@
 //! stays in the loop, on task-local recorders: nothing is locked, and with
 //! no processing time an answer is a queued publish, not a round trip.
 
+mod answer;
 pub mod behaviour;
 pub mod core;
 pub mod direct;
@@ -24,7 +25,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use async_nats::Client;
-use async_nats::jetstream::{self, AckKind, Message};
+use async_nats::jetstream::{self, Message};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use tokio_util::sync::CancellationToken;
@@ -35,6 +36,8 @@ use crate::record::histogram::Recorder;
 use crate::record::ledger::{Event, LedgerShard, SeqSet};
 use crate::record::stamp::Stamp;
 use crate::record::timeline::Timeline;
+use answer::{Answer, Effect, Job, Reply, respond};
+pub use answer::{TERM_REASON, term_with_reason};
 pub use events::DeliveryEvent;
 use source::Source;
 
@@ -236,15 +239,6 @@ impl Effects {
     }
 }
 
-/// What applying a delivery's work did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Effect {
-    Applied,
-    /// The dedup store already held the key: the work was done before.
-    Suppressed,
-    StoreFailed,
-}
-
 impl ConsumerReport {
     /// A delivery at `now`: the count, the first and last, the longest
     /// gap between two, the per-second timeline.
@@ -327,22 +321,6 @@ pub struct LateFirst {
     pub intended_ns: u64,
     pub sent_ns: u64,
     pub received_ns: u64,
-}
-
-/// One delivery's answer, produced by the handler and recorded by the loop.
-struct Answer {
-    seq: u64,
-    delivery: u32,
-    published_ns: u64,
-    received_ns: u64,
-    answered_ns: u64,
-    action: Action,
-    /// Whether the answer reached the server (or needed sending at all).
-    result: Result<(), String>,
-    ack_rtt_ns: Option<u64>,
-    /// What the work did, for deliveries whose work completed; with the
-    /// dedup store's round trip.
-    effect: Option<(Effect, Option<u64>)>,
 }
 
 /// Reads the durable until `stop` is cancelled.
@@ -442,7 +420,7 @@ pub async fn run_bound(
             Some(Ok(message)) => message,
             Some(Err(e)) => {
                 report.stream_errors += 1;
-                report.first_error.get_or_insert(e);
+                report.first_error.get_or_insert_with(|| e.to_string());
                 continue;
             }
             None => break,
@@ -540,7 +518,7 @@ async fn crash<F: std::future::Future<Output = Answer>>(
                 skip_ack.store(true, Ordering::Release);
             }
             while let Some(a) = running.next().await {
-                if a.result.as_ref().is_err_and(|e| e == UNACKED) {
+                if a.reply == Reply::Unacked {
                     crash.processed_unacked.push(a.seq);
                     // The work was done: its effect counts.
                     if let Some((effect, check)) = a.effect {
@@ -729,11 +707,11 @@ fn record_answer(
     progress: &ConsumerProgress,
     answer: Answer,
 ) {
-    if let Err(e) = &answer.result {
+    if let Some(e) = answer.reply.error() {
         report.ack_errors += 1;
-        report.first_error.get_or_insert_with(|| e.clone());
+        report.first_error.get_or_insert_with(|| e.to_string());
     }
-    let sent = answer.result.is_ok();
+    let sent = answer.reply == Reply::Sent;
     let ended = match answer.action {
         Action::Ack | Action::InProgressThenAck { .. } => {
             if sent {
@@ -798,23 +776,6 @@ fn note_effect(
     }
 }
 
-/// The key an idempotent consumer dedups by: the Nats-Msg-Id when the
-/// publisher set one, else the business key the payload's stamp carries
-/// (publisher and message number), which a republished copy keeps too.
-fn business_key(message: &Message, seq: u64) -> String {
-    let id = message
-        .headers
-        .as_ref()
-        .and_then(|h| h.get(async_nats::header::NATS_MESSAGE_ID));
-    if let Some(id) = id {
-        return id.as_str().to_string();
-    }
-    match Stamp::read(&message.payload) {
-        Some(s) => format!("p{}-{}", s.publisher, s.publisher_seq),
-        None => format!("seq-{seq}"),
-    }
-}
-
 /// A graceful stop: the client stops reading, works on and acks what it
 /// had already received beside what its handlers held (`start` begins a
 /// job), and closes. What the server sends it after the stop is left to
@@ -860,200 +821,6 @@ async fn drain<F: std::future::Future<Output = Answer>>(
     out
 }
 
-/// What a handler does with one delivery.
-struct Job {
-    seq: u64,
-    delivery: u32,
-    published_ns: u64,
-    received_ns: u64,
-    action: Action,
-    processing: Duration,
-    double_ack: bool,
-    /// When set after the work is done, the client is crashing: no answer.
-    skip_ack: Option<Arc<AtomicBool>>,
-    /// The dedup store and the message's key in it (idempotent consumers).
-    dedup: Option<(Arc<jetstream::kv::Store>, String)>,
-}
-
-impl Job {
-    /// The job of a delivery received at `now`: the behaviour plan's (or
-    /// the outage's) answer, its processing time, its dedup key.
-    fn new(
-        config: &ConsumerConfig,
-        message: &Message,
-        (seq, delivery, published_ns, now): (u64, u32, u64, u64),
-        (dedup, skip_ack): (&Option<Arc<jetstream::kv::Store>>, &Arc<AtomicBool>),
-    ) -> Job {
-        Job {
-            seq,
-            delivery,
-            published_ns,
-            received_ns: now,
-            action: config.action(seq, delivery, now),
-            processing: config.behaviour.processing_time(seq, delivery),
-            double_ack: config.plan.double_ack,
-            skip_ack: config.crash.is_some().then(|| skip_ack.clone()),
-            dedup: dedup
-                .as_ref()
-                .map(|s| (s.clone(), business_key(message, seq))),
-        }
-    }
-}
-
-/// Works on a delivery for its processing time, then answers as planned.
-async fn respond(message: Message, job: Job) -> Answer {
-    if !job.processing.is_zero() {
-        tokio::time::sleep(job.processing).await;
-    }
-    // Work that succeeded has its effect now (held work, after its hold).
-    let mut effect = None;
-    if job.action == Action::Ack {
-        effect = Some(apply(&job).await);
-    }
-    let mut a = if effect.is_some_and(|(e, _)| e == Effect::StoreFailed) {
-        answer(&job, job.received_ns, Err(STORE_FAILED.into()), None)
-    } else if job
-        .skip_ack
-        .as_ref()
-        .is_some_and(|s| s.load(Ordering::Acquire))
-    {
-        answer(&job, job.received_ns, Err(UNACKED.into()), None)
-    } else {
-        answer_as_planned(&message, &job, &mut effect).await
-    };
-    a.effect = effect;
-    a
-}
-
-/// The effect of a delivery's work: applied, or with a dedup store, its
-/// key created first and the work suppressed when it already was.
-async fn apply(job: &Job) -> (Effect, Option<u64>) {
-    let Some((store, key)) = &job.dedup else {
-        return (Effect::Applied, None);
-    };
-    let started = clock::now_ns();
-    let effect = match store.create(key, bytes::Bytes::new()).await {
-        Ok(_) => Effect::Applied,
-        Err(e) if e.kind() == jetstream::kv::CreateErrorKind::AlreadyExists => Effect::Suppressed,
-        Err(_) => Effect::StoreFailed,
-    };
-    (effect, Some(clock::now_ns() - started))
-}
-
-/// A delivery whose work failed for want of its dedup store: unanswered,
-/// so the server redelivers it.
-const STORE_FAILED: &str = "the dedup store failed: left for redelivery";
-
-/// Answers as the plan says, once the work is done.
-async fn answer_as_planned(
-    message: &Message,
-    job: &Job,
-    effect: &mut Option<(Effect, Option<u64>)>,
-) -> Answer {
-    let kind = match job.action {
-        Action::Ack => Some(AckKind::Ack),
-        Action::Nak => Some(AckKind::Nak(None)),
-        Action::NakDelay(d) => Some(AckKind::Nak(Some(d))),
-        Action::Term => {
-            // With a reason, which the MSG_TERMINATED advisory carries.
-            let started = clock::now_ns();
-            let result = term_with_reason(message, TERM_REASON, job.double_ack).await;
-            let rtt = (job.double_ack && result.is_ok()).then(|| clock::now_ns() - started);
-            return answer(job, started, result.map_err(|e| format!("term: {e}")), rtt);
-        }
-        Action::Ignore => None,
-        Action::InProgressThenAck { hold, every } => {
-            let until = tokio::time::Instant::now() + hold;
-            loop {
-                let next = tokio::time::Instant::now() + every;
-                if next >= until {
-                    tokio::time::sleep_until(until).await;
-                    break;
-                }
-                tokio::time::sleep_until(next).await;
-                if let Err(e) = message.ack_with(AckKind::Progress).await {
-                    return answer(job, job.received_ns, Err(format!("in progress: {e}")), None);
-                }
-            }
-            let applied = apply(job).await;
-            *effect = Some(applied);
-            if applied.0 == Effect::StoreFailed {
-                return answer(job, job.received_ns, Err(STORE_FAILED.into()), None);
-            }
-            Some(AckKind::Ack)
-        }
-    };
-    let Some(kind) = kind else {
-        return answer(job, job.received_ns, Ok(()), None);
-    };
-    let started = clock::now_ns();
-    if job.double_ack {
-        let result = message.double_ack_with(kind).await;
-        let done = clock::now_ns();
-        let rtt = result.is_ok().then_some(done - started);
-        answer(
-            job,
-            started,
-            result.map_err(|e| format!("double ack: {e}")),
-            rtt,
-        )
-    } else {
-        let result = message.ack_with(kind).await;
-        answer(job, started, result.map_err(|e| format!("ack: {e}")), None)
-    }
-}
-
-/// The answer of a delivery whose work was done when its client crashed.
-const UNACKED: &str = "crashed after processing, before the ack";
-
-/// The reason jsbench's consumers give when a behaviour plan terms a
-/// message; the MSG_TERMINATED advisory must carry it back.
-pub const TERM_REASON: &str = "jsbench: planned term";
-
-/// A term with its reason, which the server puts in the MSG_TERMINATED
-/// advisory (async-nats' `AckKind::Term` carries none); `double` waits for
-/// the server to confirm it, as a double ack does.
-pub async fn term_with_reason(
-    message: &Message,
-    reason: &str,
-    double: bool,
-) -> Result<(), async_nats::Error> {
-    let reply = message
-        .reply
-        .clone()
-        .ok_or("the message has no reply subject")?;
-    let payload = bytes::Bytes::from(format!("+TERM {reason}"));
-    let client = message.context.client();
-    if double {
-        let confirm = client.request(reply, payload);
-        tokio::time::timeout(Duration::from_secs(5), confirm)
-            .await
-            .map_err(|_| "the server did not confirm the term within 5 s")??;
-    } else {
-        client.publish(reply, payload).await?;
-    }
-    Ok(())
-}
-
-fn answer(
-    job: &Job,
-    answered_ns: u64,
-    result: Result<(), String>,
-    ack_rtt_ns: Option<u64>,
-) -> Answer {
-    Answer {
-        seq: job.seq,
-        delivery: job.delivery,
-        published_ns: job.published_ns,
-        received_ns: job.received_ns,
-        answered_ns,
-        action: job.action,
-        result,
-        ack_rtt_ns,
-        effect: None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1070,7 +837,7 @@ mod tests {
             received_ns: 0,
             answered_ns: 0,
             action: Action::Ack,
-            result: Ok(()),
+            reply: Reply::Sent,
             ack_rtt_ns: None,
             effect: None,
         }

@@ -30,6 +30,32 @@ pub enum Source {
     },
 }
 
+/// A read that failed, which the consumer loop counts and survives (the
+/// source starts afresh on its next read): which read, and why.
+#[derive(Debug)]
+pub struct ReadError {
+    /// `consume`, `fetch` or `push`.
+    read: &'static str,
+    why: String,
+}
+
+impl ReadError {
+    fn new(read: &'static str, why: impl std::fmt::Display) -> ReadError {
+        ReadError {
+            read,
+            why: why.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.read, self.why)
+    }
+}
+
+impl std::error::Error for ReadError {}
+
 /// How long one pull request may wait on the server. A fetch without an
 /// expiry ends silently after 5 s (NOTES-async-nats.md); a consume request
 /// is re-issued by the client before it expires.
@@ -110,7 +136,7 @@ impl Source {
 
     /// The next delivery; `Err` for a problem the loop reports and survives
     /// (a missed heartbeat, a failed pull), `None` when the source is closed.
-    pub async fn next(&mut self) -> Option<Result<Message, String>> {
+    pub async fn next(&mut self) -> Option<Result<Message, ReadError>> {
         match self {
             Source::Consume {
                 consumer,
@@ -128,7 +154,7 @@ impl Source {
                         Ok(messages) => stream.insert(messages),
                         Err(e) => {
                             tokio::time::sleep(pull.idle_heartbeat.unwrap_or(HEARTBEAT)).await;
-                            return Some(Err(format!("consume: {e:#}")));
+                            return Some(Err(ReadError::new("consume", format!("{e:#}"))));
                         }
                     },
                 };
@@ -136,7 +162,7 @@ impl Source {
                     Some(Ok(message)) => Some(Ok(message)),
                     Some(Err(e)) => {
                         *stream = None;
-                        Some(Err(format!("consume: {e}")))
+                        Some(Err(ReadError::new("consume", e)))
                     }
                     None => None,
                 }
@@ -149,7 +175,7 @@ impl Source {
             } => loop {
                 if let Some(messages) = current {
                     match messages.next().await {
-                        Some(r) => return Some(r.map_err(|e| format!("fetch: {e}"))),
+                        Some(r) => return Some(r.map_err(|e| ReadError::new("fetch", e))),
                         None => *current = None,
                     }
                 }
@@ -162,7 +188,7 @@ impl Source {
                 }
                 match request.messages().await {
                     Ok(messages) => *current = Some(Box::new(messages)),
-                    Err(e) => return Some(Err(format!("fetch: {e}"))),
+                    Err(e) => return Some(Err(ReadError::new("fetch", e))),
                 }
             },
             // The subscription outlives a missed heartbeat: it is reported
@@ -170,7 +196,7 @@ impl Source {
             Source::Push { messages } => messages
                 .next()
                 .await
-                .map(|r| r.map_err(|e| format!("push: {e}"))),
+                .map(|r| r.map_err(|e| ReadError::new("push", e))),
         }
     }
 }

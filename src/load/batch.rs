@@ -138,7 +138,27 @@ pub(crate) struct ApiError {
 
 /// What a commit's future yields: the batch, its first message's intended
 /// time, and the reply or why none came.
-type Answer = (u64, u64, Result<async_nats::Message, String>);
+type Answer = (u64, u64, Result<async_nats::Message, NoReply>);
+
+/// Why a commit brought no reply; the batch is recorded as failed with it.
+#[derive(Debug)]
+enum NoReply {
+    /// The commit's request failed.
+    Failed(async_nats::RequestError),
+    /// No PubAck within the ack timeout.
+    TimedOut(Duration),
+}
+
+impl std::fmt::Display for NoReply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoReply::Failed(e) => write!(f, "the commit's request failed: {e}"),
+            NoReply::TimedOut(timeout) => write!(f, "no PubAck within {timeout:?}"),
+        }
+    }
+}
+
+impl std::error::Error for NoReply {}
 
 /// Publishes batches of `config.size` from `t0_ns` until `end_ns` (or
 /// `stop`), then waits for every outstanding commit.
@@ -199,8 +219,8 @@ pub async fn publish_batches(
         pending.push(async move {
             let reply = match tokio::time::timeout(timeout, commit).await {
                 Ok(Ok(message)) => Ok(message),
-                Ok(Err(e)) => Err(format!("the commit's request failed: {e}")),
-                Err(_) => Err(format!("no PubAck within {timeout:?}")),
+                Ok(Err(e)) => Err(NoReply::Failed(e)),
+                Err(_) => Err(NoReply::TimedOut(timeout)),
             };
             (batch, intended, reply)
         });
@@ -268,7 +288,7 @@ fn settle(config: &BatchConfig, report: &mut BatchReport, (batch, intended, repl
     };
     let message = match reply {
         Ok(message) => message,
-        Err(detail) => return report.failed.push(failed(None, detail)),
+        Err(why) => return report.failed.push(failed(None, why.to_string())),
     };
     let reply: Reply = match serde_json::from_slice(&message.payload) {
         Ok(reply) => reply,

@@ -61,7 +61,7 @@ impl ServerSection {
                     "server.sync".to_string()
                 };
                 SyncSetting::parse(text)
-                    .map_err(|e| problems.push(key, e))
+                    .map_err(|e| problems.push(key, e.to_string()))
                     .ok()
             })
             .collect();

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::system::error::UsageError;
+
 /// A duration read from a profile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Dur(pub Duration);
@@ -13,11 +15,14 @@ pub struct Dur(pub Duration);
 pub const DURATION_HELP: &str =
     "a number followed by ns, us, ms, s, m or h, e.g. \"500ms\", \"10s\", \"1m30s\"";
 
-/// Parses "10s", "250ms", "1m30s", "1.5s".
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+/// Parses "10s", "250ms", "1m30s", "1.5s"; what does not read is bad
+/// input, its message naming the form expected.
+pub fn parse_duration(text: &str) -> Result<Duration, UsageError> {
     let s = text.trim();
     if s.is_empty() {
-        return Err(format!("empty duration; expected {DURATION_HELP}"));
+        return Err(UsageError(format!(
+            "empty duration; expected {DURATION_HELP}"
+        )));
     }
     let mut total = 0f64;
     let mut rest = s;
@@ -30,9 +35,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             .find(|c: char| c.is_ascii_digit() || c == '.')
             .unwrap_or(tail.len());
         let (unit, tail) = tail.split_at(unit_len);
-        let value: f64 = number
-            .parse()
-            .map_err(|_| format!("invalid duration {text:?}; expected {DURATION_HELP}"))?;
+        let value: f64 = number.parse().map_err(|_| {
+            UsageError(format!(
+                "invalid duration {text:?}; expected {DURATION_HELP}"
+            ))
+        })?;
         let scale = match unit {
             "ns" => 1e-9,
             "us" | "µs" => 1e-6,
@@ -41,21 +48,21 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             "m" => 60.0,
             "h" => 3600.0,
             "" => {
-                return Err(format!(
+                return Err(UsageError(format!(
                     "duration {text:?} has no unit; expected {DURATION_HELP}"
-                ));
+                )));
             }
             other => {
-                return Err(format!(
+                return Err(UsageError(format!(
                     "unknown unit {other:?} in duration {text:?}; expected {DURATION_HELP}"
-                ));
+                )));
             }
         };
         total += value * scale;
         rest = tail;
     }
     if !total.is_finite() || total > 1e9 {
-        return Err(format!("duration {text:?} is out of range"));
+        return Err(UsageError(format!("duration {text:?} is out of range")));
     }
     Ok(Duration::from_secs_f64(total))
 }
@@ -123,7 +130,7 @@ mod tests {
     #[test]
     fn rejects_with_the_expected_form() {
         for bad in ["10", "ten s", "5 parsecs", "", "1.2.3s"] {
-            let err = parse_duration(bad).unwrap_err();
+            let err = parse_duration(bad).unwrap_err().to_string();
             assert!(err.contains("e.g."), "{bad:?}: {err}");
         }
     }

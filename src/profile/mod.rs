@@ -25,6 +25,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use crate::system::error::UsageError;
+
 pub use arrival_times::{MAX_ARRIVALS, arrival_count, arrival_offsets};
 pub use bundled::{BUNDLED, bundled};
 pub use duration::{Dur, format_duration, parse_duration};
@@ -174,7 +176,7 @@ impl AbSection {
             text.as_ref().and_then(|t| match parse_percent(t) {
                 Ok(v) => Some(v),
                 Err(e) => {
-                    problems.push(format!("ab.{key}"), e);
+                    problems.push(format!("ab.{key}"), e.to_string());
                     None
                 }
             })
@@ -209,14 +211,16 @@ pub fn ab_judge(text: &str) -> Vec<String> {
 }
 
 /// A percentage: `10%`, `2.5%` or a bare `10`, 0..=1000%, as a fraction.
-pub fn parse_percent(text: &str) -> Result<f64, String> {
+pub fn parse_percent(text: &str) -> Result<f64, UsageError> {
     let number = text.trim().trim_end_matches('%').trim();
     match number.parse::<f64>() {
         Ok(p) if p.is_finite() && (0.0..=1000.0).contains(&p) => Ok(p / 100.0),
-        Ok(_) => Err(format!("{text:?} is out of range; allowed 0% to 1000%")),
-        Err(_) => Err(format!(
+        Ok(_) => Err(UsageError(format!(
+            "{text:?} is out of range; allowed 0% to 1000%"
+        ))),
+        Err(_) => Err(UsageError(format!(
             "{text:?} is not a percentage; write it like 10% or 2.5%"
-        )),
+        ))),
     }
 }
 

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use super::StreamPlan;
 use crate::record::names;
+use crate::system::error::UsageError;
 
 /// What `jsbench ab` judges in a profile (`[ab]`); its flags override.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -48,16 +49,18 @@ pub const SYNC_HELP: &str = "\"default\" (the server's 2 min interval), \"always
 
 impl SyncSetting {
     /// Reads `"default"`, `"always"` or a duration (`"10s"`).
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, UsageError> {
         match text.trim() {
             "default" => Ok(SyncSetting::Default),
             "always" => Ok(SyncSetting::Always),
             other => match super::parse_duration(other) {
-                Ok(d) if d.is_zero() => Err(format!(
+                Ok(d) if d.is_zero() => Err(UsageError(format!(
                     "{other:?}: an interval must be above 0; {SYNC_HELP}"
-                )),
+                ))),
                 Ok(d) => Ok(SyncSetting::Interval(d)),
-                Err(_) => Err(format!("{other:?} is not a sync setting; {SYNC_HELP}")),
+                Err(_) => Err(UsageError(format!(
+                    "{other:?} is not a sync setting; {SYNC_HELP}"
+                ))),
             },
         }
     }

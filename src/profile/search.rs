@@ -73,7 +73,7 @@ pub fn read(
         None => 0.05,
         Some(Ok(p)) => p,
         Some(Err(e)) => {
-            problems.push(key("search.precision"), e);
+            problems.push(key("search.precision"), e.to_string());
             0.05
         }
     };
@@ -175,7 +175,7 @@ fn read_slo(
                     names(measured)
                 ),
             ),
-            (_, Some(Err(e))) => problems.push(format!("{key}.{name}"), e),
+            (_, Some(Err(e))) => problems.push(format!("{key}.{name}"), e.to_string()),
             (_, None) => problems.push(
                 format!("{key}.{name}"),
                 "must be a duration such as \"5ms\"",

@@ -9,7 +9,7 @@
 
 use std::sync::OnceLock;
 
-use anyhow::{Result, anyhow};
+use anyhow::{Result, bail};
 use plotters::style::{FontStyle, register_font};
 
 /// The family name the charts use; registered for every style plotters
@@ -21,20 +21,20 @@ static DEJAVU_SANS: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
 /// Registers the bundled font once per process; later calls return the
 /// first outcome.
 pub fn ensure_registered() -> Result<()> {
-    static REGISTERED: OnceLock<Result<(), String>> = OnceLock::new();
-    REGISTERED
-        .get_or_init(|| {
-            for style in [
-                FontStyle::Normal,
-                FontStyle::Bold,
-                FontStyle::Italic,
-                FontStyle::Oblique,
-            ] {
-                register_font(FAMILY, style, DEJAVU_SANS)
-                    .map_err(|_| "the bundled DejaVu Sans font does not parse".to_string())?;
-            }
-            Ok(())
-        })
-        .clone()
-        .map_err(|e| anyhow!(e))
+    // Whether the font parsed: the one way registering can fail.
+    static REGISTERED: OnceLock<bool> = OnceLock::new();
+    let parsed = *REGISTERED.get_or_init(|| {
+        [
+            FontStyle::Normal,
+            FontStyle::Bold,
+            FontStyle::Italic,
+            FontStyle::Oblique,
+        ]
+        .into_iter()
+        .all(|style| register_font(FAMILY, style, DEJAVU_SANS).is_ok())
+    });
+    if !parsed {
+        bail!("the bundled DejaVu Sans font does not parse");
+    }
+    Ok(())
 }

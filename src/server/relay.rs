@@ -35,6 +35,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::system::error::UsageError;
+
 /// One end of a relay.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Endpoint {
@@ -43,20 +45,23 @@ pub enum Endpoint {
 }
 
 impl std::str::FromStr for Endpoint {
-    type Err = String;
+    /// What `jsbench relay --listen/--to` was given: bad input.
+    type Err = UsageError;
 
     /// `unix:/path/to.sock`, or `host:port` (loopback only).
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, UsageError> {
         if let Some(path) = s.strip_prefix("unix:") {
             return Ok(Endpoint::Unix(PathBuf::from(path)));
         }
         let addr: SocketAddr = s.trim_start_matches("tcp:").parse().map_err(|e| {
-            format!("{s:?} is neither unix:PATH nor an address like 127.0.0.1:4222: {e}")
+            UsageError(format!(
+                "{s:?} is neither unix:PATH nor an address like 127.0.0.1:4222: {e}"
+            ))
         })?;
         if !addr.ip().is_loopback() {
-            return Err(format!(
+            return Err(UsageError(format!(
                 "{addr} is not a loopback address; a relay stays on loopback"
-            ));
+            )));
         }
         Ok(Endpoint::Tcp(addr))
     }
@@ -696,7 +701,7 @@ mod tests {
         drop(r);
         assert!(!path.exists(), "the socket file goes with the relay");
         let e = "10.0.0.1:4222".parse::<Endpoint>().unwrap_err();
-        assert!(e.contains("not a loopback address"), "{e}");
+        assert!(e.0.contains("not a loopback address"), "{e}");
         assert!("nonsense".parse::<Endpoint>().is_err());
     }
 

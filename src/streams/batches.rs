@@ -144,9 +144,9 @@ pub fn audit(
     for c in committed {
         let mut found = by_batch.remove(&c.batch).unwrap_or_default();
         found.sort_unstable();
-        match whole(size, c, &found) {
-            Ok(()) => a.whole += 1,
-            Err(why) => a.broken.push(format!(
+        match breach(size, c, &found) {
+            None => a.whole += 1,
+            Some(why) => a.broken.push(format!(
                 "batch {} (PubAck sequence {}, count {}): {why}",
                 c.batch, c.last_seq, c.count
             )),
@@ -166,28 +166,74 @@ pub fn audit(
     a
 }
 
-/// Why a committed batch's stored messages are not its whole self, once,
-/// in consecutive sequences ending at its PubAck's.
-fn whole(size: u64, c: &CommittedBatch, found: &[(u64, Option<u64>)]) -> Result<(), String> {
+/// How a committed batch's stored messages fall short of its whole self,
+/// once, in consecutive sequences ending at its PubAck's: a finding of the
+/// audit, not a failure to audit.
+#[derive(Debug)]
+enum Breach {
+    /// The PubAck counted other than the `size` sent.
+    Counted { count: u64, size: u64 },
+    /// Other than `size` of its messages stored.
+    Stored { found: usize, size: u64 },
+    /// The first message out of place: message `index` (`None`: one
+    /// without a batch sequence) at `seq`, where message `expected` was
+    /// due at `due`.
+    Misplaced {
+        expected: u64,
+        due: u64,
+        index: Option<u64>,
+        seq: u64,
+    },
+}
+
+impl std::fmt::Display for Breach {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Breach::Counted { count, size } => {
+                write!(f, "the PubAck counted {count} of {size} sent")
+            }
+            Breach::Stored { found, size } => write!(f, "{found} of its {size} messages stored"),
+            Breach::Misplaced {
+                expected,
+                due,
+                index,
+                seq,
+            } => write!(
+                f,
+                "expected message {expected} at sequence {due}, found message {} at sequence {seq}",
+                index.map_or("without a batch sequence".to_string(), |i| i.to_string())
+            ),
+        }
+    }
+}
+
+/// How a committed batch's stored messages fall short of it, if they do.
+fn breach(size: u64, c: &CommittedBatch, found: &[(u64, Option<u64>)]) -> Option<Breach> {
     if c.count != size {
-        return Err(format!("the PubAck counted {} of {size} sent", c.count));
+        return Some(Breach::Counted {
+            count: c.count,
+            size,
+        });
     }
     if found.len() as u64 != size {
-        return Err(format!("{} of its {size} messages stored", found.len()));
+        return Some(Breach::Stored {
+            found: found.len(),
+            size,
+        });
     }
     let first = c.last_seq + 1 - size.min(c.last_seq);
     for (k, (seq, index)) in found.iter().enumerate() {
         let k = k as u64;
         if *seq != first + k || *index != Some(k + 1) {
-            return Err(format!(
-                "expected message {} at sequence {}, found message {} at sequence {seq}",
-                k + 1,
-                first + k,
-                index.map_or("without a batch sequence".to_string(), |i| i.to_string())
-            ));
+            return Some(Breach::Misplaced {
+                expected: k + 1,
+                due: first + k,
+                index: *index,
+                seq: *seq,
+            });
         }
     }
-    Ok(())
+    None
 }
 
 #[cfg(test)]

@@ -68,9 +68,9 @@ fn host_name() -> String {
 
 /// Runs the worker until `stop` (Ctrl-C), or after one run with `once`.
 pub async fn serve(options: WorkerOptions, stop: CancellationToken) -> Result<i32> {
-    protocol::check_name("--group", &options.group).map_err(UsageError)?;
+    protocol::check_name("--group", &options.group)?;
     let id = options.name.clone().unwrap_or_else(default_id);
-    protocol::check_name("--name", &id).map_err(UsageError)?;
+    protocol::check_name("--name", &id)?;
     let resolution = resolve(&options.connection, "worker", None, false)?;
     for note in &resolution.notes {
         eprintln!("note: {note}");
@@ -192,8 +192,20 @@ async fn respond(client: &Client, reply: Option<&Subject>, answer: &Reply) {
     }
 }
 
-/// Results of the current drive: assembling, packed, or failed.
-type Slot = Arc<Mutex<Option<Result<Vec<u8>, String>>>>;
+/// Results of the current drive, as the coordinator fetches them.
+#[derive(Default)]
+enum Results {
+    /// Still being assembled: "not ready".
+    #[default]
+    Assembling,
+    /// Packed, sent in chunks.
+    Packed(Vec<u8>),
+    /// The drive failed: why, as the text of an error chunk.
+    Failed(String),
+}
+
+/// Where a drive leaves its results for the fetches to find.
+type Slot = Arc<Mutex<Results>>;
 
 struct Current {
     drive: u64,
@@ -456,9 +468,9 @@ impl Following<'_> {
         match self.in_hand(drive) {
             None => error_chunk(&format!("drive {drive} is not this worker's current drive")),
             Some(c) => match &*c.result.lock().expect("not poisoned") {
-                None => vec![protocol::chunk::NOT_READY],
-                Some(Err(e)) => error_chunk(e),
-                Some(Ok(bytes)) => {
+                Results::Assembling => vec![protocol::chunk::NOT_READY],
+                Results::Failed(e) => error_chunk(e),
+                Results::Packed(bytes) => {
                     let size = chunk_size(self.client);
                     let total = bytes.len().div_ceil(size).max(1) as u32;
                     let from = (chunk as usize * size).min(bytes.len());
@@ -560,7 +572,10 @@ async fn run_part(
         }
         eprintln!("jsbench worker {id}: drive {} failed: {e:#}", orders.drive);
     }
-    *slot.lock().expect("not poisoned") = Some(result.map_err(|e| format!("{e:#}")));
+    *slot.lock().expect("not poisoned") = match result {
+        Ok(bytes) => Results::Packed(bytes),
+        Err(e) => Results::Failed(format!("{e:#}")),
+    };
 }
 
 /// A worker's side of one drive: when to start, when to stop, and where

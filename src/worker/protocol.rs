@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::consume::ConsumerReport;
 use crate::drive::{DriveSpec, PublisherPart, Share};
+use crate::system::error::UsageError;
 
 /// Bumped whenever a message of this module changes shape: a worker and a
 /// coordinator with different protocol versions cannot work together even
@@ -40,16 +41,16 @@ pub fn beat_subject(group: &str, run: &str) -> String {
 
 /// Checks a group or worker name: one subject token of the characters
 /// every NATS deployment accepts.
-pub fn check_name(what: &str, name: &str) -> Result<(), String> {
+pub fn check_name(what: &str, name: &str) -> Result<(), UsageError> {
     if name.is_empty()
         || name.len() > 64
         || !name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
     {
-        return Err(format!(
+        return Err(UsageError(format!(
             "{what} {name:?} is not usable: 1 to 64 letters, digits, '-' or '_' (it becomes a subject token)"
-        ));
+        )));
     }
     Ok(())
 }
@@ -323,6 +324,7 @@ mod tests {
         assert!(
             check_name("--group", "a.b")
                 .unwrap_err()
+                .0
                 .contains("\"a.b\"")
         );
         assert!(check_name("--group", "").is_err());

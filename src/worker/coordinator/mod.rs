@@ -1,5 +1,14 @@
 //! The coordinator's side: recruit workers, put their clocks on its own
 //! time base, and lead each variant's drive across them.
+//!
+//! - [`recruit`]: workers found, checked, joined and their clocks
+//!   corrected, once per run.
+//! - [`fetch`]: a worker's results pulled chunk by chunk after a drive.
+//! - here: the [`Crew`] that leads each drive (shares, t0, counts, halt,
+//!   the parts gathered into the record), and [`Annotate`].
+
+mod fetch;
+mod recruit;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -7,17 +16,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
 use async_nats::Client;
-use futures::StreamExt;
 use futures::future::{BoxFuture, join_all};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use super::clock::{self, ClockEstimate};
 use super::merge::{DriveRecord, Participation, annotate, part_counts};
-use super::protocol::{
-    self, Announce, Command, Heartbeat, Identity, PartReport, Reply, announce_subject,
-    beat_subject, progress_subject, worker_subject,
-};
+use super::protocol::{Announce, Command, Heartbeat, PartReport, Reply};
 use crate::drive::{
     Alone, Distribute, DriveOutcome, DriveSpec, Exchange, LocalReports, PeerCounts, PeerPart,
     Peers, RunContext, Share, drive_share,
@@ -25,6 +30,8 @@ use crate::drive::{
 use crate::profile::CommonPlan;
 use crate::system::progress::VariantBar;
 use crate::variant::{VariantResult, VariantSink};
+use fetch::{Fetched, fetch};
+pub use recruit::{RecruitOptions, recruit};
 
 /// A worker of a distributed run, as the coordinator saw it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -51,21 +58,6 @@ pub struct WorkerInfo {
     pub detail: Option<String>,
 }
 
-/// How `run --workers` finds and watches its workers.
-#[derive(Debug, Clone)]
-pub struct RecruitOptions {
-    pub count: usize,
-    pub group: String,
-    /// How long to wait for `count` workers before giving up.
-    pub timeout: Duration,
-    /// A worker silent this long is lost.
-    pub silence: Duration,
-}
-
-/// How often the coordinator says it is alive; workers give up a run
-/// after [`super::agent::COORDINATOR_SILENCE`] without it.
-const BEAT_EVERY: Duration = Duration::from_millis(500);
-
 /// How long a worker may take to connect its share's clients.
 const PREPARE_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -74,9 +66,6 @@ const DISMISS_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Short commands (go, stop, a chunk) are answered at once by a live worker.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// How long a worker may take to assemble its results after a stop.
-const COLLECT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How long an interrupted run waits for halted workers to report their
 /// last publishes.
@@ -146,281 +135,6 @@ impl Drop for Background {
     }
 }
 
-/// Waits for `options.count` compatible workers, refusing the others, and
-/// measures and corrects each one's clock as it joins.
-pub async fn recruit(
-    client: &Client,
-    options: &RecruitOptions,
-    urls: &str,
-    progress: &crate::system::progress::Progress,
-) -> Result<Workers> {
-    let group = &options.group;
-    let me = Identity::current();
-    let run = crate::streams::provision::Names::generate()
-        .token()
-        .to_lowercase();
-    let mut announces = client
-        .subscribe(announce_subject(group))
-        .await
-        .context("subscribing to worker announcements")?;
-    let (heard, listener) = listen_for_progress(client, group, &run).await?;
-    let tasks = Background(vec![listener, spawn_beat(client, group, &run)]);
-    progress.println(&format!(
-        "jsbench: waiting up to {} for {} worker{} in group {group}; on each host run:\n  jsbench worker -s {urls} --group {group}",
-        crate::profile::format_duration(options.timeout),
-        options.count,
-        if options.count == 1 { "" } else { "s" },
-    ));
-    let mut recruiter = Recruiter {
-        client,
-        group,
-        me,
-        run,
-        heard,
-        progress,
-        refused: Vec::new(),
-    };
-    let deadline = tokio::time::Instant::now() + options.timeout;
-    let mut members: Vec<Member> = Vec::new();
-    while members.len() < options.count {
-        let msg = match tokio::time::timeout_at(deadline, announces.next()).await {
-            Ok(Some(msg)) => msg,
-            Ok(None) => return Err(anyhow!("the announcement subscription closed")),
-            Err(_) => return Err(recruiter.too_few(options, urls, members.len())),
-        };
-        let Ok(announce) = serde_json::from_slice::<Announce>(&msg.payload) else {
-            progress.println("warning: ignored a malformed worker announcement");
-            continue;
-        };
-        if members.iter().any(|m| m.announce.id == announce.id) {
-            continue;
-        }
-        if let Some(member) = recruiter.enlist(announce).await? {
-            members.push(member);
-        }
-    }
-    drop(announces);
-    Ok(Workers {
-        crew: tokio::sync::Mutex::new(Crew::new(
-            client,
-            options,
-            recruiter.run,
-            members,
-            recruiter.heard,
-            tasks,
-        )),
-        log: Mutex::new(Vec::new()),
-    })
-}
-
-/// Keeps each worker's latest progress and when it came, from the moment
-/// recruiting starts: how the coordinator tells who is still there and
-/// how far each has got.
-async fn listen_for_progress(
-    client: &Client,
-    group: &str,
-    run: &str,
-) -> Result<(Heard, tokio::task::JoinHandle<()>)> {
-    let heard: Heard = Arc::default();
-    let mut progress_sub = client
-        .subscribe(progress_subject(group, run))
-        .await
-        .context("subscribing to worker progress")?;
-    let listener = {
-        let heard = heard.clone();
-        tokio::spawn(async move {
-            while let Some(msg) = progress_sub.next().await {
-                if let Ok(p) = serde_json::from_slice::<Heartbeat>(&msg.payload) {
-                    heard
-                        .lock()
-                        .expect("not poisoned")
-                        .insert(p.worker.clone(), (Instant::now(), p));
-                }
-            }
-        })
-    };
-    Ok((heard, listener))
-}
-
-/// The coordinator's proof of life: a worker gives its run up when the
-/// beat stops.
-fn spawn_beat(client: &Client, group: &str, run: &str) -> tokio::task::JoinHandle<()> {
-    let (client, subject) = (client.clone(), beat_subject(group, run));
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(BEAT_EVERY);
-        loop {
-            tick.tick().await;
-            let _ = client.publish(subject.clone(), "beat".into()).await;
-        }
-    })
-}
-
-/// What the steps of recruiting share: who recruits for which run, where
-/// the workers' progress is kept, and the reasons workers were refused
-/// (a recruiting that times out lists them).
-struct Recruiter<'a> {
-    client: &'a Client,
-    group: &'a str,
-    me: Identity,
-    run: String,
-    heard: Heard,
-    progress: &'a crate::system::progress::Progress,
-    refused: Vec<String>,
-}
-
-impl Recruiter<'_> {
-    /// Takes one announced worker through joining: its release checked,
-    /// its recruit answered, its clock settled; `None` when it was
-    /// refused, declined or was let go.
-    async fn enlist(&mut self, announce: Announce) -> Result<Option<Member>> {
-        let subject = worker_subject(self.group, &announce.id);
-        if self.refuse_mismatch(&announce, &subject).await? {
-            return Ok(None);
-        }
-        if !self.ask_to_join(&announce, &subject).await {
-            return Ok(None);
-        }
-        let Some(estimate) = self.settle_clock(&announce, &subject).await? else {
-            return Ok(None);
-        };
-        self.heard
-            .lock()
-            .expect("not poisoned")
-            .insert(announce.id.clone(), (Instant::now(), Heartbeat::default()));
-        self.progress.println(&format!(
-            "jsbench: worker {} joined ({}, pid {}, {} cores): clock offset {} ± {} (RTT {}), corrected",
-            announce.id,
-            announce.host,
-            announce.pid,
-            announce.cores,
-            signed_us(estimate.offset_ns),
-            us(estimate.uncertainty_ns),
-            us(estimate.rtt_ns),
-        ));
-        Ok(Some(Member {
-            announce,
-            subject,
-            clock: estimate,
-            residual: None,
-            lost: None,
-        }))
-    }
-
-    /// Refuses a worker of another release, telling it why and warning
-    /// once per reason: its results could not be merged with this
-    /// process's. Says whether it was refused.
-    async fn refuse_mismatch(&mut self, announce: &Announce, subject: &str) -> Result<bool> {
-        let Some(differs) = self.me.mismatch(&announce.identity) else {
-            return Ok(false);
-        };
-        let reason = format!(
-            "worker {} ({}, pid {}) refused: it runs {differs} (this coordinator's); run the same jsbench release on every host",
-            announce.id, announce.host, announce.pid
-        );
-        let refuse = serde_json::to_vec(&Command::Refuse {
-            reason: reason.clone(),
-        })?;
-        let _ = self
-            .client
-            .publish(subject.to_string(), refuse.into())
-            .await;
-        if !self.refused.contains(&reason) {
-            self.progress.println(&format!("warning: {reason}"));
-            self.refused.push(reason);
-        }
-        Ok(true)
-    }
-
-    /// Asks a compatible worker to join this run; says whether it did. A
-    /// worker that declines, answers otherwise or not at all is skipped
-    /// with a warning.
-    async fn ask_to_join(&mut self, announce: &Announce, subject: &str) -> bool {
-        let recruit = Command::Recruit {
-            run: self.run.clone(),
-            coordinator: self.me.clone(),
-        };
-        match request(self.client, subject, &recruit, COMMAND_TIMEOUT).await {
-            Ok(Reply::Joined) => true,
-            Ok(Reply::Refused { reason }) => {
-                self.progress.println(&format!(
-                    "warning: worker {} declined: {reason}",
-                    announce.id
-                ));
-                self.refused.push(reason);
-                false
-            }
-            Ok(other) => {
-                self.progress.println(&format!(
-                    "warning: worker {} answered a recruit with {other:?}; skipped",
-                    announce.id
-                ));
-                false
-            }
-            Err(e) => {
-                self.progress.println(&format!(
-                    "warning: worker {} did not answer its recruit ({e:#}); skipped",
-                    announce.id
-                ));
-                false
-            }
-        }
-    }
-
-    /// Puts a joined worker on this process's time base. A worker whose
-    /// clock cannot be settled is let go, not trusted: its latencies would
-    /// carry an unknown error.
-    async fn settle_clock(
-        &self,
-        announce: &Announce,
-        subject: &str,
-    ) -> Result<Option<ClockEstimate>> {
-        match correct_clock(self.client, subject).await {
-            Ok(estimate) => Ok(Some(estimate)),
-            Err(e) => {
-                self.progress.println(&format!(
-                    "warning: worker {} let go: its clock could not be measured and corrected: {e:#}",
-                    announce.id
-                ));
-                let dismiss = serde_json::to_vec(&Command::Dismiss)?;
-                let _ = self
-                    .client
-                    .publish(subject.to_string(), dismiss.into())
-                    .await;
-                Ok(None)
-            }
-        }
-    }
-
-    /// Why recruiting gave up: how many joined, how to start the rest, and
-    /// whom it refused.
-    fn too_few(&self, options: &RecruitOptions, urls: &str, joined: usize) -> anyhow::Error {
-        let group = self.group;
-        let mut text = format!(
-            "only {} of {} workers joined within {} (group {group} on {urls}); start them with `jsbench worker -s {urls} --group {group}`, or give --workers-timeout more time",
-            joined,
-            options.count,
-            crate::profile::format_duration(options.timeout)
-        );
-        if !self.refused.is_empty() {
-            text.push_str(&format!("; refused: {}", self.refused.join("; ")));
-        }
-        anyhow!(text)
-    }
-}
-
-/// The offset is measured, then corrected on the worker, so every stamp
-/// it writes is on this process's time base.
-async fn correct_clock(client: &Client, subject: &str) -> Result<ClockEstimate> {
-    let estimate = clock::measure(client, subject, clock::EXCHANGES).await?;
-    let correction = Command::Adjust {
-        ns: -estimate.offset_ns,
-    };
-    match request(client, subject, &correction, COMMAND_TIMEOUT).await? {
-        Reply::Ok => Ok(estimate),
-        other => Err(anyhow!("it answered {other:?} to its clock correction")),
-    }
-}
-
 impl Crew {
     /// The crew as recruiting leaves it: every member joined, no drive
     /// led yet, and the progress listener and the beat to stop with it.
@@ -451,14 +165,6 @@ impl Crew {
             _tasks: tasks,
         }
     }
-}
-
-fn us(ns: u64) -> String {
-    format!("{:.0}us", ns as f64 / 1_000.0)
-}
-
-fn signed_us(ns: i64) -> String {
-    format!("{:+.0}us", ns as f64 / 1_000.0)
 }
 
 async fn request(
@@ -971,88 +677,6 @@ impl Crew {
             label: self.label.clone(),
             coordinator_only: None,
             processes,
-        }
-    }
-}
-
-enum Fetched {
-    Failed(String),
-    Lost(String),
-}
-
-/// Pulls a worker's results chunk by chunk; a worker still assembling
-/// them answers "not ready", a gone one stops answering.
-async fn fetch(
-    client: &Client,
-    subject: &str,
-    drive: u64,
-    heard: &Heard,
-    id: &str,
-    silence: Duration,
-) -> Result<PartReport, Fetched> {
-    let started = Instant::now();
-    let mut bytes = Vec::new();
-    let mut chunk = 0u32;
-    loop {
-        let silent = heard
-            .lock()
-            .expect("not poisoned")
-            .get(id)
-            .map_or(Duration::MAX, |(at, _)| at.elapsed());
-        if silent > silence {
-            return Err(Fetched::Lost(format!(
-                "went silent before its results arrived (for more than {})",
-                crate::profile::format_duration(silence)
-            )));
-        }
-        if started.elapsed() > COLLECT_TIMEOUT {
-            return Err(Fetched::Failed(format!(
-                "results not complete after {}",
-                crate::profile::format_duration(COLLECT_TIMEOUT)
-            )));
-        }
-        let payload = serde_json::to_vec(&Command::Fetch { drive, chunk }).unwrap_or_default();
-        let reply = client
-            .send_request(
-                subject.to_string(),
-                async_nats::client::Request::new()
-                    .payload(payload.into())
-                    .timeout(Some(COMMAND_TIMEOUT)),
-            )
-            .await;
-        let reply = match reply {
-            Ok(r) => r,
-            Err(e) if e.kind() == async_nats::client::RequestErrorKind::NoResponders => {
-                return Err(Fetched::Lost(
-                    "its connection is gone (no responders on its subject)".into(),
-                ));
-            }
-            Err(_) => continue,
-        };
-        match reply.payload.first() {
-            Some(&protocol::chunk::NOT_READY) => {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            Some(&protocol::chunk::ERROR) => {
-                return Err(Fetched::Failed(
-                    String::from_utf8_lossy(&reply.payload[1..]).into_owned(),
-                ));
-            }
-            _ => {
-                let Some((total, index, data)) = protocol::chunk::parse(&reply.payload) else {
-                    return Err(Fetched::Failed("sent a malformed results chunk".into()));
-                };
-                if index != chunk {
-                    return Err(Fetched::Failed(format!(
-                        "sent chunk {index} when asked for {chunk}"
-                    )));
-                }
-                bytes.extend_from_slice(data);
-                chunk += 1;
-                if chunk >= total {
-                    return protocol::unpack(&bytes).map_err(|e| Fetched::Failed(format!("{e:#}")));
-                }
-            }
         }
     }
 }
