@@ -1,6 +1,9 @@
 //! Records which commit the binary was built from, so every results folder
-//! names the code that measured it (CI compares results across commits).
+//! names the code that measured it (CI compares results across commits),
+//! and compiles every profile in profiles/ into the binary, so a new one is
+//! bundled by being there.
 
+use std::path::Path;
 use std::process::Command;
 
 fn git(args: &[&str]) -> Option<String> {
@@ -10,7 +13,27 @@ fn git(args: &[&str]) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
+/// `$OUT_DIR/bundled.rs`: `(name, text)` of every profiles/*.toml, by name.
+fn bundle_profiles() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .expect("profiles/ is readable")
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            Some(name.strip_suffix(".toml")?.to_string())
+        })
+        .collect();
+    names.sort();
+    let rows: String = names
+        .iter()
+        .map(|n| format!("    ({n:?}, include_str!({:?})),\n", dir.join(format!("{n}.toml"))))
+        .collect();
+    let out = Path::new(&std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("bundled.rs");
+    std::fs::write(out, format!("&[\n{rows}]\n")).expect("OUT_DIR is writable");
+}
+
 fn main() {
+    bundle_profiles();
     let commit = git(&["rev-parse", "HEAD"]).unwrap_or_default();
     let dirty = match git(&["status", "--porcelain", "--untracked-files=no"]) {
         Some(s) => !s.is_empty(),
