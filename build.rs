@@ -26,7 +26,12 @@ fn bundle_profiles() {
     names.sort();
     let rows: String = names
         .iter()
-        .map(|n| format!("    ({n:?}, include_str!({:?})),\n", dir.join(format!("{n}.toml"))))
+        .map(|n| {
+            format!(
+                "    ({n:?}, include_str!({:?})),\n",
+                dir.join(format!("{n}.toml"))
+            )
+        })
         .collect();
     let out = Path::new(&std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("bundled.rs");
     std::fs::write(out, format!("&[\n{rows}]\n")).expect("OUT_DIR is writable");

@@ -2,13 +2,13 @@
 //! power-loss filesystem, loaded, killed, its power cut, restarted and
 //! reconciled. Under sync always every PubAcked message survives the
 //! cut (the invariant held); under the default sync the loss is reported
-//! as a finding and the run still passes; against a server given with
-//! --server every variant is "not applicable", never a pass. Needs root,
+//! as a finding and the run still passes; a run against a server given
+//! with --server is refused before anything starts. Needs root,
 //! /dev/fuse and the pinned server; fails, never skips, without them.
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use common::{jsbench, metric, run, text};
@@ -17,9 +17,9 @@ use jsbench::system::powerfs::PowerFs;
 
 const SURVIVED: &str = "every PubAcked message survived the cut";
 
-/// Runs `body` with `jsbench run` (`extra` args) and returns the output
-/// and the results folder's summary.
-fn run_power(dir: &Path, body: &str, extra: &[&str]) -> (Output, Summary) {
+/// Runs `body` with `jsbench run` (`extra` args): the output and the
+/// results folder.
+fn jsbench_power(dir: &Path, body: &str, extra: &[&str]) -> (Output, PathBuf) {
     let tmp = dir.join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
     let profile = common::profile(dir, "power", body);
@@ -32,6 +32,12 @@ fn run_power(dir: &Path, body: &str, extra: &[&str]) -> (Output, Summary) {
         .env_remove("NATS_URL")
         .env_remove("NATS_CONTEXT")
         .env("TMPDIR", &tmp));
+    (out, out_dir)
+}
+
+/// [`jsbench_power`] for a run that passes: the output and the summary.
+fn run_power(dir: &Path, body: &str, extra: &[&str]) -> (Output, Summary) {
+    let (out, out_dir) = jsbench_power(dir, body, extra);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
     (out, common::summary(&common::results_dir(&out_dir)))
@@ -103,35 +109,24 @@ fn a_power_cut_keeps_every_pub_ack_under_sync_always_and_the_default_loss_is_a_f
     }
 }
 
-/// A server jsbench did not start cannot be killed or cut: every variant
-/// says so, and the terminal shows n/a rather than ok.
+/// A server jsbench did not start cannot be killed or cut: the run is
+/// refused before anything starts, naming the flag, where every variant
+/// once read "not applicable" and the run passed.
 #[test]
-fn against_a_server_given_with_server_every_variant_is_not_applicable() {
+fn against_a_server_given_with_server_the_run_is_refused_before_anything_runs() {
     let server = common::server();
     let dir = tempfile::tempdir().unwrap();
-    let (out, summary) = run_power(
+    let (out, out_dir) = jsbench_power(
         dir.path(),
         "[[scenario]]\nkind = \"power\"\nduration = \"1s\"\nrate = 100\n",
         &["--server", server.url()],
     );
-    let variants: Vec<&VariantReport> = summary.variants().map(|(_, v)| v).collect();
-    assert_eq!(variants.len(), 2, "kill and power");
-    for v in variants {
-        let check = survival(v);
-        assert!(!check.applicable, "{check:?}");
-        assert!(check.detail.contains("--server"), "{}", check.detail);
-        assert!(v.metrics.is_empty(), "{}: nothing measured", v.name);
-    }
-    let (stdout, _) = text(&out);
-    let rows: Vec<&str> = stdout
-        .lines()
-        .filter(|l| l.starts_with("  kill ") || l.starts_with("  power "))
-        .collect();
-    assert_eq!(rows.len(), 2, "{stdout}");
-    assert!(
-        rows.iter().all(|r| r.trim_end().ends_with("n/a")),
-        "{stdout}"
-    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
+    assert!(stderr.contains("scenario power"), "{stderr}");
+    assert!(stderr.contains("-s/--server"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!out_dir.exists(), "nothing ran, so nothing was written");
 }
 
 /// On a local cluster the variant's servers are three nodes, each on its

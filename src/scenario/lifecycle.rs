@@ -845,3 +845,42 @@ impl Scope<'_> {
         Ok(())
     }
 }
+
+/// A variant on servers of its own (power's: started for it on mounts of
+/// their own, cut, restarted and stopped after it) runs on a context of
+/// its own; what it creates there is the scope's to delete all the same.
+impl Scope<'_> {
+    /// Runs `run` in a scope on `ctx` under this scope's scenario and
+    /// label: the streams it creates on `ctx`'s servers are recorded and
+    /// deleted there once `run` returns, whatever happened, while those
+    /// servers still run. One the servers no longer know (a power cut can
+    /// take a whole stream) is gone already and needs no deleting.
+    pub async fn on<T>(
+        &self,
+        ctx: &RunContext,
+        r: &mut VariantResult,
+        run: impl AsyncFnOnce(&mut Scope<'_>, &mut VariantResult) -> Result<T>,
+    ) -> Result<T> {
+        let mut scope = Scope::new(ctx, self.scenario, self.label());
+        let ran = run(&mut scope, r).await;
+        let js = ctx.provisioner.jetstream();
+        let mut known = Vec::new();
+        for name in std::mem::take(&mut scope.created) {
+            if !stream_not_found(js.get_stream(&name).await.err()) {
+                known.push(name);
+            }
+        }
+        scope.created = known;
+        let closed = scope.close(r).await;
+        let value = ran?;
+        closed.context("cleaning up after the variant")?;
+        Ok(value)
+    }
+}
+
+/// Whether asking for a stream found that the server does not have it.
+fn stream_not_found(e: Option<async_nats::jetstream::context::GetStreamError>) -> bool {
+    use async_nats::jetstream::context::GetStreamErrorKind;
+    matches!(e.as_ref().map(|e| e.kind()), Some(GetStreamErrorKind::JetStream(j))
+        if j.error_code() == async_nats::jetstream::ErrorCode::STREAM_NOT_FOUND)
+}

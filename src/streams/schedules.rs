@@ -26,7 +26,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 const SECOND: i128 = 1_000_000_000;
 
@@ -196,9 +196,12 @@ pub struct Firing {
 /// A consumer reading every message the schedules fire, from the start of
 /// the stream, as a task: an ordered consumer, made again from the next
 /// sequence when it fails or when told to (a server restart can leave it
-/// waiting on a consumer the server forgot).
+/// waiting on a consumer the server forgot). Dropped unfinished (a later
+/// step of its variant failed), it stops the task: left running, it would
+/// try to make its consumer again every 100 ms, on a stream deleted with
+/// the variant, for the rest of the run.
 pub struct Watcher {
-    stop: CancellationToken,
+    stop: DropGuard,
     reset: Arc<Notify>,
     seen: Arc<AtomicU64>,
     task: JoinHandle<Vec<Firing>>,
@@ -241,7 +244,7 @@ impl Watcher {
             expected,
         ));
         Ok(Watcher {
-            stop,
+            stop: stop.drop_guard(),
             reset,
             seen,
             task,
@@ -261,9 +264,9 @@ impl Watcher {
 
     /// Stops watching; what was received, in arrival order.
     pub async fn finish(self) -> Result<Vec<Firing>> {
-        self.stop.cancel();
-        self.task
-            .await
+        let Watcher { stop, task, .. } = self;
+        drop(stop);
+        task.await
             .map_err(|e| anyhow!("the firing watcher failed: {e}"))
     }
 }

@@ -18,9 +18,11 @@
 //! slower for everything else. On a local cluster the variant's servers
 //! are as many nodes, each on its own mount: `kill` and `power` strike
 //! them all, `power_leader` the stream leader's alone. It runs only when
-//! jsbench may start servers: against a server given with `--server`, or
-//! on a host where FUSE cannot be mounted, every variant reports "not
-//! applicable" with the reason, never a pass.
+//! jsbench may start servers: a run against a server given with
+//! `--server` is refused before anything starts (the kind declares its
+//! kill); on a host where FUSE cannot be mounted every variant's survival
+//! check reads "not applicable" with the reason, and the variant fails
+//! for having checked nothing, never a pass.
 //!
 //! The invariant "every PubAcked message survived the cut" applies where
 //! the setting promises it ([`cut::promise`]): a SIGKILL without async
@@ -38,11 +40,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use super::lifecycle::{each, variant};
+use super::lifecycle::{Lifecycle, Scope, Variants};
 use super::table::{self, Cell, Column, Show};
 use super::{ScenarioKind, ScenarioPlan};
 use crate::connect::ConnectSettings;
-use crate::drive::{DriveOutcome, DriveSpec, FaultPlan, RunContext, drive};
+use crate::drive::{DriveOutcome, DriveSpec, FaultPlan, RunContext};
 use crate::profile::{
     CommonPlan, FaultKind, FaultNode, Problems, Section, SyncSetting, format_duration,
 };
@@ -51,7 +53,7 @@ use crate::record::names;
 use crate::server::ServerOptions;
 use crate::server::fault::{Faults, RESTART_TIMEOUT};
 use crate::server::power::{MountRefused, PowerLossServers};
-use crate::streams::provision::{Need, Provisioner, stream_config};
+use crate::streams::provision::{Need, Provisioner};
 use crate::streams::readback::{self, ReadBack};
 use crate::system::cpu::ServerCpu;
 use crate::system::powerfs::{CutReport, PowerFs};
@@ -129,7 +131,7 @@ impl ScenarioKind for Power {
         plan: &'a Plan,
         sink: &'a mut dyn VariantSink,
     ) -> impl Future<Output = Result<()>> + 'a {
-        run(ctx, scenario, plan, sink)
+        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
     }
 
     /// Its streams live on servers of its own; the run's holds nothing.
@@ -146,49 +148,63 @@ impl ScenarioKind for Power {
     fn estimated_duration(plan: &Plan, common: &CommonPlan) -> Duration {
         (common.duration + common.warmup) * plan.cuts.len() as u32
     }
+
+    /// It kills servers: its own, which only jsbench starts. Declared, the
+    /// run refuses up front a server given with --server, where every
+    /// variant could only say "not applicable".
+    fn faults(_plan: &Plan) -> Option<FaultKind> {
+        Some(FaultKind::Kill)
+    }
 }
 
-async fn run(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    sink: &mut dyn VariantSink,
-) -> Result<()> {
-    let sync = ctx
-        .stream
-        .sync
-        .or(ctx.server.sync)
-        .unwrap_or(SyncSetting::Default);
-    let nodes = ctx.faults.as_ref().map(|f| f.node_names().len());
-    let why_not = why_not(nodes, PowerFs::available);
-    let nodes = nodes.unwrap_or(1);
-    each(ctx, scenario, sink, plan.cuts.clone(), async |cut| {
-        let (result, _) = variant(cut.word(), async |r| {
-            describe(ctx, &scenario.common, plan, cut, sync, r);
-            r.param("nodes", nodes);
-            let promise = cut::promise(cut, sync, ctx.stream.persist, nodes);
-            r.param(
-                "promised",
-                match &promise {
-                    Ok(p) => p.to_string(),
-                    Err(why) => why.clone(),
-                },
-            );
-            let why_not = why_not
-                .clone()
-                .or_else(|| variant_not_applicable(cut, nodes, ctx.stream.persist));
-            match &why_not {
-                Some(why) => {
-                    not_applicable(r, why);
-                    Ok(())
-                }
-                None => one_variant(ctx, scenario, plan, (cut, sync, nodes, promise), r).await,
-            }
-        })
-        .await;
-        result
-    })
-    .await
+impl Lifecycle for Power {
+    type Group = ();
+    type Shared = ();
+    type Variant = Cut;
+
+    fn groups(_plan: &Plan) -> Vec<()> {
+        vec![()]
+    }
+
+    /// Creates nothing: each variant starts servers of its own.
+    async fn setup(_: &mut Scope<'_>, _: &mut VariantResult, _: &Plan, _: &()) -> Result<()> {
+        Ok(())
+    }
+
+    fn variants(plan: &Plan, _: &()) -> Variants<Cut> {
+        Variants::List(plan.cuts.clone())
+    }
+
+    fn label(_plan: &Plan, cut: &Cut) -> String {
+        cut.word().into()
+    }
+
+    /// A variant that cannot run here says why under its survival check,
+    /// "not applicable", and fails for having checked nothing.
+    async fn run(
+        s: &mut Scope<'_>,
+        r: &mut VariantResult,
+        plan: &Plan,
+        _: &mut (),
+        &cut: &Cut,
+    ) -> Result<()> {
+        let ctx = s.ctx;
+        let sync = (ctx.stream.sync.or(ctx.server.sync)).unwrap_or(SyncSetting::Default);
+        let nodes = ctx.faults.as_ref().map(|f| f.node_names().len());
+        let why_not = why_not(nodes, PowerFs::available);
+        let nodes = nodes.unwrap_or(1);
+        describe(ctx, &s.scenario.common, plan, cut, sync, r);
+        r.param("nodes", nodes);
+        let promise = cut::promise(cut, sync, ctx.stream.persist, nodes);
+        r.param(
+            "promised",
+            promise.clone().map_or_else(|why| why, String::from),
+        );
+        match why_not.or_else(|| variant_not_applicable(cut, nodes, ctx.stream.persist)) {
+            Some(why) => not_applicable(r, &why),
+            None => one_variant(s, plan, (cut, sync, nodes, promise), r).await,
+        }
+    }
 }
 
 /// `nodes`: the servers jsbench started for the run, `None` for a server
@@ -230,13 +246,14 @@ fn variant_not_applicable(
 }
 
 /// The variant records why it could not run, as "not applicable".
-fn not_applicable(r: &mut VariantResult, why: &str) {
+fn not_applicable(r: &mut VariantResult, why: &str) -> Result<()> {
     r.param(PROMISE, "not applicable");
     r.param("not_applicable", why);
     r.invariants.push(Invariant::not_applicable(
         reconcile::SURVIVED,
         format!("not applicable: {why}"),
     ));
+    Ok(())
 }
 
 fn describe(
@@ -269,8 +286,7 @@ fn describe(
 /// as the run's): started on fresh mounts, loaded, cut, restarted and
 /// reconciled.
 async fn one_variant(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
+    s: &Scope<'_>,
     plan: &Plan,
     (cut, sync, nodes, promise): (Cut, SyncSetting, usize, Result<&'static str, String>),
     r: &mut VariantResult,
@@ -285,15 +301,12 @@ async fn one_variant(
     let powered = match tokio::task::block_in_place(start) {
         Ok(p) => Arc::new(p),
         Err(e) if e.downcast_ref::<MountRefused>().is_some() => {
-            not_applicable(
-                r,
-                &format!("the power-loss filesystem cannot be mounted here: {e:#}"),
-            );
-            return Ok(());
+            let why = format!("the power-loss filesystem cannot be mounted here: {e:#}");
+            return not_applicable(r, &why);
         }
         Err(e) => return Err(e),
     };
-    let result = cut_and_recover(ctx, scenario, plan, (cut, promise), &powered, r).await;
+    let result = cut_and_recover(s, plan, (cut, promise), &powered, r).await;
     // Stopping the servers and unmounting block for a moment.
     tokio::task::block_in_place(|| drop(powered));
     result
@@ -328,93 +341,85 @@ async fn variant_context(
     })
 }
 
+/// Loads the variant's servers, cuts them at the kill, restarts them and
+/// reconciles, in a scope on their own context: its stream is deleted
+/// there before they stop.
 async fn cut_and_recover(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
+    s: &Scope<'_>,
     plan: &Plan,
     (cut, promise): (Cut, Result<&'static str, String>),
     servers: &Arc<PowerLossServers>,
     r: &mut VariantResult,
 ) -> Result<()> {
-    let common = &scenario.common;
-    let variant = r.name.clone();
-    let stream = ctx.names.stream(scenario.name(), &variant);
+    let stream = s.names().stream;
     let faults = Arc::new(cut::CutAtKill {
         servers: servers.clone(),
         cut,
         stream: stream.clone(),
-        stop: ctx.stop.child_token(),
+        stop: s.ctx.stop.child_token(),
         struck: Mutex::new(None),
     });
-    let vctx = variant_context(ctx, servers, faults.clone()).await?;
+    let vctx = variant_context(s.ctx, servers, faults.clone()).await?;
     let stated =
         crate::server::telemetry::read_persistence(&vctx.monitors, vctx.provisioner.jetstream())
             .await?;
     r.param("variant_server.sync", stated.sync_label());
     r.param("variant_server.source", &stated.source);
+    s.on(&vctx, r, async |vs, r| {
+        // Provision.
+        vs.stream(vs.stream_config()).await?;
+        if plan.sync_before_load {
+            // As the 2-minute sync would have done for an older stream: its
+            // files reach the disk before the load, so a cut can take its
+            // messages but not the stream.
+            let synced = tokio::task::block_in_place(|| servers.sync_all())?;
+            r.param("synced_before_load_bytes", synced);
+        }
 
-    // Provision.
-    let base = vctx.names.subject(scenario.name(), &variant);
-    vctx.provisioner
-        .create_stream(stream_config(&stream, &base, &vctx.server, &vctx.stream))
-        .await?;
-    if plan.sync_before_load {
-        // As the 2-minute sync would have done for an older stream: its
-        // files reach the disk before the load, so a cut can take its
-        // messages but not the stream.
-        let synced = tokio::task::block_in_place(|| servers.sync_all())?;
-        r.param("synced_before_load_bytes", synced);
-    }
-
-    // Drive: the kill comes at the end of the duration, the publishers'
-    // schedule running on past it.
-    let spec = DriveSpec {
-        streams: vec![crate::drive::StreamLoad::new(
+        // Drive: the kill comes at the end of the duration, the
+        // publishers' schedule running on past it.
+        let common = &vs.scenario.common;
+        let mut spec = DriveSpec::publish_only(
+            vs.drive_label(),
             &stream,
-            vec![format!("{base}.0")],
-        )],
-        readers: Vec::new(),
-        shared_connections: None,
-        label: format!("{} {variant}", scenario.name()),
-        publish: plan.load.publish.clone(),
-        rate: Some(plan.load.rate),
-        count: None,
-        warmup: common.warmup,
-        duration: common.duration + SEND_PAST_KILL,
-        drain_timeout: common.drain_timeout,
-        msg_id_prefix: format!("{}-{}-{variant}", vctx.names.token(), scenario.name()),
-        seed: plan.load.rate,
-        fault: Some(FaultPlan {
+            vec![format!("{}.0", vs.names().base)],
+            &plan.load.publish,
+            common,
+            plan.load.rate,
+        );
+        spec.duration = common.duration + SEND_PAST_KILL;
+        spec.msg_id_prefix = vs.msg_id_prefix();
+        spec.fault = Some(FaultPlan {
             after: common.warmup + common.duration,
             node: FaultNode::Server,
             down_for: Duration::ZERO,
             kind: FaultKind::Kill,
-        }),
-        avoid_server: None,
-    };
-    let o = drive(&vctx, &spec).await?;
-    let struck = faults.struck();
-    if o.fault.is_none() || struck.is_none() {
-        // No kill (the publishers finished first, or the run was
-        // stopped): nothing to recover from, and the check says so.
-        let interrupted: Vec<bool> = o.sends.iter().map(|s| s.interrupted).collect();
-        r.invariants.push(killed_under_load(None, &interrupted));
-        return Ok(());
-    }
-    let struck = struck.unwrap_or_default();
-    if cut != Cut::Kill && struck.dropped.is_none() {
-        bail!("the server was killed but its power never cut");
-    }
-    let names: Vec<String> = (struck.nodes.iter())
-        .map(|&n| servers.node_name(n).unwrap_or_else(|| "server".into()))
-        .collect();
-    r.param("struck_nodes", names);
+        });
+        let o = vs.drive(&spec).await?;
+        let struck = faults.struck();
+        if o.fault.is_none() || struck.is_none() {
+            // No kill (the publishers finished first, or the run was
+            // stopped): nothing to recover from, and the check says so.
+            let interrupted: Vec<bool> = o.sends.iter().map(|s| s.interrupted).collect();
+            r.invariants.push(killed_under_load(None, &interrupted));
+            return Ok(());
+        }
+        let struck = struck.unwrap_or_default();
+        if cut != Cut::Kill && struck.dropped.is_none() {
+            bail!("the server was killed but its power never cut");
+        }
+        let names: Vec<String> = (struck.nodes.iter())
+            .map(|&n| servers.node_name(n).unwrap_or_else(|| "server".into()))
+            .collect();
+        r.param("struck_nodes", names);
 
-    // Recover, read back, reconcile.
-    let recovery = recover(&vctx.connect, servers, &struck.nodes, &stream).await?;
-    measure(&o, &recovery, struck.dropped.as_ref(), r);
-    verify(&o, &recovery, &promise, r);
-    Ok(())
+        // Recover, read back, reconcile.
+        let recovery = recover(&vs.ctx.connect, servers, &struck.nodes, &stream).await?;
+        measure(&o, &recovery, struck.dropped.as_ref(), r);
+        verify(&o, &recovery, &promise, r);
+        Ok(())
+    })
+    .await
 }
 
 /// What the restart found and how long it took.

@@ -23,13 +23,13 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow};
 
 use self::audit::{Audit, Due, audit};
-use super::lifecycle::{each, variant};
+use super::lifecycle::{Lifecycle, Scope, Variants};
 use super::table::{self, Cell, Column, Show};
 use super::{ScenarioKind, ScenarioPlan};
 use crate::drive::RunContext;
 use crate::profile::{CommonPlan, FaultKind, Problems, Section, format_duration};
 use crate::record::metrics::{Direction, Metric, count};
-use crate::streams::provision::{self, Need};
+use crate::streams::provision::Need;
 use crate::streams::schedules::{self, Pattern, Watcher, now_ns};
 use crate::variant::{Invariant, VariantResult, VariantSink};
 
@@ -115,7 +115,7 @@ impl ScenarioKind for Scheduled {
         plan: &'a Plan,
         sink: &'a mut dyn VariantSink,
     ) -> impl Future<Output = Result<()>> + 'a {
-        run(ctx, scenario, plan, sink)
+        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
     }
 
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
@@ -156,27 +156,45 @@ fn variant_span(shape: Shape, plan: &Plan, common: &CommonPlan) -> Duration {
     }
 }
 
-async fn run(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    sink: &mut dyn VariantSink,
-) -> Result<()> {
-    each(
-        ctx,
-        scenario,
-        sink,
-        plan.variants.iter().copied(),
-        async |shape| {
-            let (result, _) = variant(shape.label(), async |r| {
-                describe(&scenario.common, plan, shape, r);
-                one_variant(ctx, scenario, plan, shape, r).await
-            })
-            .await;
-            result
-        },
-    )
-    .await
+impl Lifecycle for Scheduled {
+    type Group = ();
+    type Shared = ();
+    type Variant = Shape;
+
+    fn groups(_plan: &Plan) -> Vec<()> {
+        vec![()]
+    }
+
+    async fn setup(_: &mut Scope<'_>, _: &mut VariantResult, _: &Plan, _: &()) -> Result<()> {
+        Ok(())
+    }
+
+    fn variants(plan: &Plan, _: &()) -> Variants<Shape> {
+        Variants::List(plan.variants.clone())
+    }
+
+    fn label(_plan: &Plan, shape: &Shape) -> String {
+        shape.label().into()
+    }
+
+    /// The stream (deleted by the scope), the watcher, the schedules, the
+    /// wait (and the restart), then what the stream held.
+    async fn run(
+        s: &mut Scope<'_>,
+        r: &mut VariantResult,
+        plan: &Plan,
+        _: &mut (),
+        &shape: &Shape,
+    ) -> Result<()> {
+        describe(&s.scenario.common, plan, shape, r);
+        let base = s.names().base;
+        let stream = s
+            .stream(schedules::stream_config(s.stream_config(), &base))
+            .await?;
+        let observed = fire(s, plan, shape, &stream, &base, r).await?;
+        verify(shape, &observed, r);
+        Ok(())
+    }
 }
 
 fn describe(common: &CommonPlan, plan: &Plan, shape: Shape, r: &mut VariantResult) {
@@ -222,31 +240,6 @@ fn patterns(shape: Shape, plan: &Plan, common: &CommonPlan, t0: i128) -> Vec<(u6
     }
 }
 
-/// The stream, the watcher, the schedules, the wait (and the restart),
-/// then what the stream held; the stream is deleted whatever happened.
-async fn one_variant(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    shape: Shape,
-    r: &mut VariantResult,
-) -> Result<()> {
-    let common = &scenario.common;
-    let name = ctx.names.stream(common.name(), shape.label());
-    let base = ctx.names.subject(common.name(), shape.label());
-    let config = provision::stream_config(&name, &base, &ctx.server, &ctx.stream);
-    let stream = ctx
-        .provisioner
-        .create_stream(schedules::stream_config(config, &base))
-        .await?;
-    let outcome = fire(ctx, plan, shape, common, &stream, &base, r).await;
-    let deleted = ctx.provisioner.delete_stream(&name).await;
-    let observed = outcome?;
-    deleted?;
-    verify(shape, &observed, r);
-    Ok(())
-}
-
 /// What a variant watched and what the stream held.
 struct Observed {
     audit: Audit,
@@ -258,15 +251,17 @@ struct Observed {
     restart: Option<(i128, i128)>,
 }
 
+/// Watches, publishes and waits; the watcher stops with the variant,
+/// whether it got that far or not.
 async fn fire(
-    ctx: &RunContext,
+    s: &Scope<'_>,
     plan: &Plan,
     shape: Shape,
-    common: &CommonPlan,
     stream: &async_nats::jetstream::stream::Stream,
     base: &str,
     r: &mut VariantResult,
 ) -> Result<Observed> {
+    let (ctx, common) = (s.ctx, &s.scenario.common);
     let js = ctx.provisioner.jetstream();
     let t0 = now_ns();
     let specs = patterns(shape, plan, common, t0);
@@ -392,15 +387,14 @@ async fn kill_and_restart(ctx: &RunContext, plan: &Plan, kill_ns: i128) -> Resul
     })?;
     let until = Duration::from_nanos((kill_ns - now_ns()).max(0) as u64);
     tokio::time::sleep(until).await;
-    let f = faults.clone();
-    tokio::task::spawn_blocking(move || f.kill(0))
-        .await
-        .context("killing the server")??;
+    // Blocking on this thread (block_in_place, as the drive's fault does),
+    // not a spawn_blocking one: the restarted server dies with the thread
+    // that started it (PR_SET_PDEATHSIG), and a blocking-pool thread ends
+    // after idling, where this one lasts the run.
+    tokio::task::block_in_place(|| faults.kill(0)).context("killing the server")?;
     let killed = now_ns();
     tokio::time::sleep(plan.down_for).await;
-    tokio::task::spawn_blocking(move || faults.restart(0))
-        .await
-        .context("restarting the server")??;
+    tokio::task::block_in_place(|| faults.restart(0)).context("restarting the server")?;
     Ok((killed, now_ns()))
 }
 

@@ -6,9 +6,10 @@
 //! CPU is read (process accounting) from just before the first deadline
 //! until stream info reports the TTL stream empty, less the server's idle
 //! CPU over as long: the expiry pass's CPU per message. Needs the server's
-//! process, so only the embedded server (one node) is weighed; RSS moves
-//! with the Go runtime's heap, so the figures are what one fill added,
-//! not a model of the store.
+//! process, so only one node whose pid jsbench knows is weighed (elsewhere
+//! both checks read "not applicable" with the reason, and the variant
+//! fails for having checked nothing); RSS moves with the Go runtime's
+//! heap, so the figures are what one fill added, not a model of the store.
 
 use std::time::{Duration, Instant};
 
@@ -16,11 +17,10 @@ use anyhow::{Context, Result, anyhow};
 
 use super::verify::{EXPIRED_REMOVED, NOTHING_REMOVED_EARLY};
 use super::{EXPIRY_CPU_PER_MSG, Plan, SERVER_BYTES_PER_PLAIN_MSG, SERVER_BYTES_PER_TTL_MSG};
-use crate::drive::{DriveSpec, RunContext, drive};
-use crate::profile::{MsgId, PublishPlan};
+use crate::drive::{DriveSpec, RunContext};
 use crate::record::metrics::{Direction, Metric};
-use crate::scenario::ScenarioPlan;
-use crate::scenario::lifecycle::variant;
+use crate::scenario::checks;
+use crate::scenario::lifecycle::Scope;
 use crate::streams::expiry::{TTL_HEADER, ttl_stream_config};
 use crate::streams::provision::stream_config;
 use crate::system::cpu::ServerCpu;
@@ -34,67 +34,39 @@ const STATE_EVERY: Duration = Duration::from_millis(100);
 /// The expiry pass is given this long beyond the deadlines.
 const PASS_LIMIT: Duration = Duration::from_secs(120);
 
-pub async fn weigh_variant(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-) -> VariantResult {
-    let (result, _) = variant("cost", async |r| {
-        r.param("cost_messages", plan.cost_messages);
-        r.param("cost_ttl_s", plan.cost_ttl.as_secs());
-        let ServerCpu::Processes(pids) = &ctx.server_cpu else {
-            r.warnings.push(
-                "the server's memory and CPU need its process: only the embedded server \
-                 (one node) is weighed"
-                    .into(),
-            );
+/// The cost variant: both streams (deleted by the scope), both fills and
+/// the expiry pass.
+pub async fn weigh(s: &mut Scope<'_>, plan: &Plan, r: &mut VariantResult) -> Result<()> {
+    r.param("cost_messages", plan.cost_messages);
+    r.param("cost_ttl_s", plan.cost_ttl.as_secs());
+    let pid = match weighed(&s.ctx.server_cpu) {
+        Ok(pid) => pid,
+        Err(why) => {
+            // Its checks say why they could not apply, and the variant
+            // fails for having checked nothing rather than pass in silence.
+            let early = Invariant::not_applicable(NOTHING_REMOVED_EARLY, why);
+            let see = format!("the server was not weighed: see \"{NOTHING_REMOVED_EARLY}\"");
+            let removed = Invariant::not_applicable(EXPIRED_REMOVED, see);
+            r.invariants.extend([early, removed]);
             return Ok(());
-        };
-        let &[pid] = pids.as_slice() else {
-            r.warnings
-                .push("a cluster's memory is not weighed: run the cost variant on one node".into());
-            return Ok(());
-        };
-        let names = ["cost-plain", "cost-ttl"].map(|v| {
-            (
-                ctx.names.stream(scenario.name(), v),
-                ctx.names.subject(scenario.name(), v),
-            )
-        });
-        for (stream, base) in &names {
-            let config = stream_config(stream, base, &ctx.server, &ctx.stream);
-            ctx.provisioner
-                .create_stream(ttl_stream_config(config, None))
-                .await?;
         }
-        let weighed = weigh(ctx, scenario, plan, pid, &names, r).await;
-        let mut deleted = Ok(());
-        for (stream, _) in &names {
-            deleted = deleted.and(ctx.provisioner.delete_stream(stream).await);
-        }
-        weighed?;
-        deleted.context("cleaning up after the variant")
-    })
-    .await;
-    result
-}
+    };
+    let (names, scenario) = (&s.ctx.names, s.scenario.name());
+    let [plain, ttl] =
+        ["cost-plain", "cost-ttl"].map(|v| (names.stream(scenario, v), names.subject(scenario, v)));
+    for (stream, base) in [&plain, &ttl] {
+        let config = stream_config(stream, base, &s.ctx.server, &s.ctx.stream);
+        s.stream(ttl_stream_config(config, None)).await?;
+    }
 
-async fn weigh(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    pid: u32,
-    [(plain, plain_base), (ttl, ttl_base)]: &[(String, String); 2],
-    r: &mut VariantResult,
-) -> Result<()> {
     let n = plan.cost_messages;
     tokio::time::sleep(SETTLE).await;
     let before = rss(pid)?;
-    fill(ctx, scenario, (plain, plain_base), plan, None).await?;
+    fill(s, &plain, plan, None).await?;
     tokio::time::sleep(SETTLE).await;
     let after_plain = rss(pid)?;
     let ttl_started = Instant::now();
-    fill(ctx, scenario, (ttl, ttl_base), plan, Some(plan.cost_ttl)).await?;
+    fill(s, &ttl, plan, Some(plan.cost_ttl)).await?;
     let filled_in = ttl_started.elapsed();
     if filled_in + SETTLE >= plan.cost_ttl {
         return Err(anyhow!(
@@ -105,7 +77,7 @@ async fn weigh(
     }
     tokio::time::sleep(SETTLE).await;
     let after_ttl = rss(pid)?;
-    let held = stored(ctx, ttl).await?;
+    let held = stored(s.ctx, &ttl.0).await?;
     r.invariants.push(Invariant::check(
         NOTHING_REMOVED_EARLY,
         held == n,
@@ -126,7 +98,24 @@ async fn weigh(
         per(after_ttl.saturating_sub(after_plain)),
         Direction::Lower,
     ));
-    expiry_pass(ctx, ttl, n, ttl_started + plan.cost_ttl, r).await
+    expiry_pass(s.ctx, &ttl.0, n, ttl_started + plan.cost_ttl, r).await
+}
+
+/// The one server process whose memory and CPU are read, or why none is.
+fn weighed(cpu: &ServerCpu) -> Result<u32, &'static str> {
+    match cpu {
+        ServerCpu::Processes(pids) => match pids.as_slice() {
+            &[pid] => Ok(pid),
+            _ => Err(
+                "a cluster's memory is not weighed: run the cost variant on one node \
+                 (without --cluster, or with one --server-pid)",
+            ),
+        },
+        _ => Err(
+            "the server's memory and CPU are read from its process: run on the server \
+             jsbench starts (no --server), or give its pid on this host with --server-pid",
+        ),
+    }
 }
 
 /// The server's CPU from just before the first deadline to the TTL
@@ -145,7 +134,7 @@ async fn expiry_pass(
     }
     let idle = ctx.server_cpu.start();
     tokio::time::sleep(SETTLE).await;
-    let idle = idle.stop().unwrap_or_default().as_secs_f64() / SETTLE.as_secs_f64();
+    let idle = idle.stop().map(|d| d.as_secs_f64() / SETTLE.as_secs_f64());
     let started = Instant::now();
     let meter = ctx.server_cpu.start();
     let mut left = stored(ctx, stream).await?;
@@ -154,19 +143,26 @@ async fn expiry_pass(
         left = stored(ctx, stream).await?;
     }
     let span = started.elapsed();
-    let cpu = meter.stop().unwrap_or_default().as_secs_f64();
-    let net = (cpu - idle * span.as_secs_f64()).max(0.0);
+    let cpu = meter.stop().map(|d| d.as_secs_f64());
     r.invariants.push(Invariant::check(
         EXPIRED_REMOVED,
         left == 0,
         format!("{left} of {n} TTL'd messages still stored {span:?} after the pass began"),
     ));
-    r.metrics.push(Metric::new(
-        EXPIRY_CPU_PER_MSG,
-        "us",
-        net * 1e6 / n as f64,
-        Direction::Lower,
-    ));
+    // A meter that could not read the server reports no figure: 0 would
+    // read as an expiry pass that cost nothing.
+    match (cpu, idle) {
+        (Some(cpu), Some(idle)) => {
+            let net = (cpu - idle * span.as_secs_f64()).max(0.0);
+            let per = net * 1e6 / n as f64;
+            r.metrics
+                .push(Metric::new(EXPIRY_CPU_PER_MSG, "us", per, Direction::Lower));
+        }
+        _ => r.warnings.push(format!(
+            "the server's CPU could not be read ({}): no {EXPIRY_CPU_PER_MSG}",
+            ctx.server_cpu.describe()
+        )),
+    }
     r.metrics.push(Metric::new(
         "expiry_pass_span",
         "s",
@@ -196,52 +192,43 @@ fn rss(pid: u32) -> Result<u64> {
     Ok(kb * 1024)
 }
 
-/// Publishes `cost_messages` as fast as the server takes them, with
-/// `Nats-TTL` on each when `ttl` is given.
+/// Publishes `cost_messages` to `<base>.0` as fast as the server takes
+/// them, with `Nats-TTL` on each when `ttl` is given: each stored once,
+/// so the stream's growth is theirs alone.
 async fn fill(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    (stream, base): (&str, &str),
+    s: &Scope<'_>,
+    (stream, base): &(String, String),
     plan: &Plan,
     ttl: Option<Duration>,
 ) -> Result<()> {
-    let mut publish = PublishPlan::simple(
-        1,
-        plan.message_size,
-        MsgId::None,
-        4096,
-        Duration::from_secs(10),
+    let mut spec = DriveSpec::fill(
+        format!("{} fill", s.drive_label()),
+        stream,
+        vec![format!("{base}.0")],
+        (plan.cost_messages, plan.message_size),
+        s.scenario.common.drain_timeout,
     );
     if let Some(ttl) = ttl {
-        publish.headers = vec![(TTL_HEADER.to_string(), ttl.as_secs().to_string())];
+        spec.publish.headers = vec![(TTL_HEADER.to_string(), ttl.as_secs().to_string())];
     }
-    let spec = DriveSpec {
-        streams: vec![crate::drive::StreamLoad::new(
-            stream,
-            vec![format!("{base}.0")],
-        )],
-        readers: Vec::new(),
-        shared_connections: None,
-        label: format!("{} cost fill", scenario.name()),
-        publish,
-        rate: None,
-        count: Some(plan.cost_messages),
-        warmup: Duration::ZERO,
-        duration: Duration::ZERO,
-        drain_timeout: scenario.common.drain_timeout,
-        msg_id_prefix: String::new(),
-        seed: 1,
-        fault: None,
-        avoid_server: None,
-    };
-    let outcome = drive(ctx, &spec).await?;
-    let stored = outcome.counts.persisted;
-    if stored != plan.cost_messages || !outcome.errors.is_empty() {
-        return Err(anyhow!(
-            "filling {stream} stored {stored} of {} messages: {}",
-            plan.cost_messages,
-            outcome.errors.join("; ")
-        ));
+    checks::filled_in_order(&s.drive(&spec).await?, plan.cost_messages)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_one_server_process_is_weighed_and_anything_else_says_which_flag() {
+        assert_eq!(weighed(&ServerCpu::Processes(vec![7])), Ok(7));
+        let cluster = weighed(&ServerCpu::Processes(vec![7, 8])).unwrap_err();
+        assert!(cluster.contains("--cluster"), "{cluster}");
+        for cpu in [
+            ServerCpu::Unavailable,
+            ServerCpu::Varz(vec!["http://h:8222".into()]),
+        ] {
+            let why = weighed(&cpu).unwrap_err();
+            assert!(why.contains("--server-pid"), "{why}");
+        }
     }
-    Ok(())
 }

@@ -20,11 +20,11 @@ mod verify;
 
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use async_nats::jetstream::stream;
 use tokio_util::sync::CancellationToken;
 
-use super::lifecycle::{each, record_stream, variant};
+use super::lifecycle::{Lifecycle, Scope, Variants};
 use super::table::{self, Cell, Column, Show};
 use super::{ScenarioKind, ScenarioPlan};
 use crate::drive::RunContext;
@@ -34,7 +34,7 @@ use crate::record::metrics::{Direction, Metric, count};
 use crate::streams::expiry::{
     self, LateRead, Polled, Polling, Tracked, Ttl, TtlLoad, ttl_stream_config,
 };
-use crate::streams::provision::{Need, stream_config};
+use crate::streams::provision::Need;
 use crate::variant::{VariantResult, VariantSink};
 
 pub use plan::Plan;
@@ -121,7 +121,7 @@ impl ScenarioKind for TtlKind {
         plan: &'a Plan,
         sink: &'a mut dyn VariantSink,
     ) -> impl Future<Output = Result<()>> + 'a {
-        run(ctx, scenario, plan, sink)
+        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
     }
 
     fn need(plan: &Plan, _common: &CommonPlan) -> Need {
@@ -157,28 +157,74 @@ impl ScenarioKind for TtlKind {
     }
 }
 
-async fn run(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    sink: &mut dyn VariantSink,
-) -> Result<()> {
-    let mut variants: Vec<Option<Option<Duration>>> =
-        plan.markers.iter().map(|m| Some(*m)).collect();
-    if plan.cost_messages > 0 {
-        variants.push(None);
-    }
-    each(ctx, scenario, sink, variants, async |v| match v {
-        Some(markers) => expiry_variant(ctx, scenario, plan, markers).await,
-        None => cost::weigh_variant(ctx, scenario, plan).await,
-    })
-    .await
+/// A variant: the expiry watch on a stream with markers off or at this
+/// TTL, or the server's cost of pending TTLs ([`cost`]).
+#[derive(Debug, Clone, Copy)]
+pub enum Variant {
+    Expiry(Option<Duration>),
+    Cost,
 }
 
-fn variant_name(markers: Option<Duration>) -> String {
-    match markers {
-        None => "markers-off".into(),
-        Some(d) => format!("markers-{}s", d.as_secs()),
+impl Lifecycle for TtlKind {
+    type Group = ();
+    type Shared = ();
+    type Variant = Variant;
+
+    fn groups(_plan: &Plan) -> Vec<()> {
+        vec![()]
+    }
+
+    async fn setup(_: &mut Scope<'_>, _: &mut VariantResult, _: &Plan, _: &()) -> Result<()> {
+        Ok(())
+    }
+
+    /// One per marker setting, then the cost variant when asked.
+    fn variants(plan: &Plan, _: &()) -> Variants<Variant> {
+        let expiry = plan.markers.iter().map(|&m| Variant::Expiry(m));
+        let cost = (plan.cost_messages > 0).then_some(Variant::Cost);
+        Variants::List(expiry.chain(cost).collect())
+    }
+
+    fn label(_plan: &Plan, v: &Variant) -> String {
+        match v {
+            Variant::Expiry(None) => "markers-off".into(),
+            Variant::Expiry(Some(d)) => format!("markers-{}s", d.as_secs()),
+            Variant::Cost => "cost".into(),
+        }
+    }
+
+    /// An expiry variant: its stream (recorded and deleted by the scope),
+    /// the load published and watched, then measured and verified.
+    async fn run(
+        s: &mut Scope<'_>,
+        r: &mut VariantResult,
+        plan: &Plan,
+        _: &mut (),
+        v: &Variant,
+    ) -> Result<()> {
+        let Variant::Expiry(markers) = *v else {
+            return cost::weigh(s, plan, r).await;
+        };
+        describe(plan, markers, r);
+        // Provision.
+        let config = ttl_stream_config(s.stream_config(), markers);
+        let rules = (markers, config.max_age, config.max_messages_per_subject);
+        let stream = s.stream(config).await?;
+        // Drive and watch.
+        let seen = observe(s.ctx, plan, (&stream, &s.names().base), rules, r).await?;
+        // Measure and verify.
+        let observed = verify::Observed {
+            tracked: &seen.tracked,
+            late: seen.late.as_ref(),
+            markers: seen.markers.as_ref(),
+            give_up: GIVE_UP,
+            watched_until_ns: seen.watched_until_ns,
+        };
+        verify::measure(&observed, r);
+        r.invariants.extend(verify::verify(&observed));
+        r.metrics.push(count("gets", seen.polled.gets));
+        r.metrics.push(count("get_errors", seen.polled.errors));
+        Ok(())
     }
 }
 
@@ -204,47 +250,6 @@ pub fn lifetime(
         0 => ns,
         age => ns.min(age),
     })
-}
-
-async fn expiry_variant(
-    ctx: &RunContext,
-    scenario: &ScenarioPlan,
-    plan: &Plan,
-    markers: Option<Duration>,
-) -> VariantResult {
-    let (result, _) = variant(variant_name(markers), async |r| {
-        describe(plan, markers, r);
-        // Provision.
-        let stream_name = ctx.names.stream(scenario.name(), &r.name);
-        let base = ctx.names.subject(scenario.name(), &r.name);
-        let config = ttl_stream_config(
-            stream_config(&stream_name, &base, &ctx.server, &ctx.stream),
-            markers,
-        );
-        let rules = (markers, config.max_age, config.max_messages_per_subject);
-        let stream = ctx.provisioner.create_stream(config).await?;
-        // Drive and watch.
-        let seen = observe(ctx, plan, (&stream, &base), rules, r).await;
-        record_stream(ctx, &stream_name, r).await;
-        let deleted = ctx.provisioner.delete_stream(&stream_name).await;
-        // Measure and verify.
-        let seen = seen?;
-        let observed = verify::Observed {
-            tracked: &seen.tracked,
-            late: seen.late.as_ref(),
-            markers: seen.markers.as_ref(),
-            give_up: GIVE_UP,
-            watched_until_ns: seen.watched_until_ns,
-        };
-        verify::measure(&observed, r);
-        r.invariants.extend(verify::verify(&observed));
-        r.metrics.push(count("gets", seen.polled.gets));
-        r.metrics.push(count("get_errors", seen.polled.errors));
-        deleted.context("cleaning up after the variant")?;
-        Ok(())
-    })
-    .await;
-    result
 }
 
 fn describe(plan: &Plan, markers: Option<Duration>, r: &mut VariantResult) {
