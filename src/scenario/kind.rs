@@ -1,43 +1,52 @@
 //! What a scenario kind is to the rest of jsbench: the one trait each
-//! scenario module implements, and that its registry row names.
+//! kind's folder implements and its registry row names. A kind supplies
+//! only what is its own: its plan, its variants (grouped by what they
+//! share), and for one variant what to provision, what load to drive and
+//! how to judge it; the shared loop ([`super::lifecycle`]) does the rest.
 
 use std::future::Future;
 use std::time::Duration;
 
 use anyhow::Result;
 
-use super::ScenarioPlan;
+use super::scope::Scope;
 use super::table::Column;
-use crate::drive::RunContext;
 use crate::profile::{CommonPlan, ConsumerPlan, FaultKind, Problems, Section};
 use crate::streams::provision::Need;
-use crate::variant::VariantSink;
+use crate::variant::VariantResult;
 
-/// A scenario kind. Its module holds its plan (the keys it reads), its
-/// run (provision, drive, measure, verify) and its terminal table; this
-/// trait is how the registry reaches them.
-pub trait ScenarioKind {
+/// What the shared loop asks of a kind beyond its registry row: its
+/// variants, grouped by what they share, and how one of them runs.
+pub trait Kind: 'static {
     /// The `kind = "..."` a profile names it by.
     const NAME: &'static str;
+    /// Its table in the terminal, by the figures its module reports.
+    const COLUMNS: &'static [Column];
     /// Whether its checks account for a work-queue or interest stream
     /// removing what was acknowledged, so a profile may set
     /// `[scenario.stream] retention` for it.
     const RETENTION: bool = false;
-    /// Its table in the terminal, by the figures its module reports.
-    const COLUMNS: &'static [Column];
     /// The kind's own plan, beside the keys every scenario has.
     type Plan: std::fmt::Debug + Clone;
+    /// Variants that share what [`Kind::setup`] provisions (a stream
+    /// filled once and read by each) and whose figures
+    /// [`Kind::compare`] sets against each other; `()` for a kind
+    /// whose variants share nothing.
+    type Group: Default;
+    /// What `setup` left for the group's variants; nothing by default.
+    type Shared: Default;
+    /// One variant's parameters.
+    type Variant;
+    /// Records a group's variants together once all have run, after
+    /// `compare` has added the figures that set them against each other;
+    /// otherwise each is recorded as soon as it is done.
+    const COMPARES: bool = false;
+    /// Records the setup as a variant of its own (it measures and checks
+    /// something: replay's recording), not only when it fails.
+    const SETUP_RECORDED: bool = false;
 
     /// Reads one `[[scenario]]` table of this kind.
     fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Self::Plan)>;
-
-    /// Runs every variant, each recorded in `sink` as soon as it is done.
-    fn run<'a>(
-        ctx: &'a RunContext,
-        scenario: &'a ScenarioPlan,
-        plan: &'a Self::Plan,
-        sink: &'a mut dyn VariantSink,
-    ) -> impl Future<Output = Result<()>> + 'a;
 
     /// What its variants put into the account at most at once.
     fn need(plan: &Self::Plan, common: &CommonPlan) -> Need;
@@ -61,4 +70,62 @@ pub trait ScenarioKind {
     fn faults(_plan: &Self::Plan) -> Option<FaultKind> {
         None
     }
+
+    /// The groups, in run order.
+    fn groups(_plan: &Self::Plan) -> Vec<Self::Group> {
+        vec![Self::Group::default()]
+    }
+
+    /// The name of a group's setup, which names its record.
+    fn setup_label(_plan: &Self::Plan, _group: &Self::Group) -> String {
+        "setup".into()
+    }
+
+    /// Provisions (and fills) what the group's variants share, in the
+    /// group's scope: deleted once they have all run.
+    fn setup(
+        _s: &mut Scope<'_>,
+        _r: &mut VariantResult,
+        _plan: &Self::Plan,
+        _group: &Self::Group,
+    ) -> impl Future<Output = Result<Self::Shared>> {
+        async { Ok(Self::Shared::default()) }
+    }
+
+    /// The group's variants, in run order, or the rate search that picks them.
+    fn variants(plan: &Self::Plan, group: &Self::Group) -> Variants<Self::Variant>;
+
+    /// A variant's name in the results.
+    fn label(plan: &Self::Plan, v: &Self::Variant) -> String;
+
+    /// One variant: provision through `s`, drive, measure and verify into
+    /// `r`. Whatever it created is deleted after it returns.
+    fn run(
+        s: &mut Scope<'_>,
+        r: &mut VariantResult,
+        plan: &Self::Plan,
+        shared: &mut Self::Shared,
+        v: &Self::Variant,
+    ) -> impl Future<Output = Result<()>>;
+
+    /// Figures that set a group's variants against each other (a ratio
+    /// against a baseline), once all have run; with [`Kind::COMPARES`].
+    fn compare(
+        _plan: &Self::Plan,
+        _group: &Self::Group,
+        _done: &mut [(Self::Variant, VariantResult)],
+    ) {
+    }
+}
+
+/// A group's variants: a list, or a rate search whose probes are the
+/// variant `at(rate)` under the names the search gives them.
+pub enum Variants<V> {
+    List(Vec<V>),
+    Search {
+        search: crate::profile::SearchPlan,
+        /// Tells apart the searches of one scenario (`id-unique.`).
+        prefix: String,
+        at: Box<dyn Fn(u64) -> V>,
+    },
 }

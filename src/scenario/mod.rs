@@ -26,6 +26,7 @@ pub mod restart;
 pub mod resume;
 pub mod schedule;
 pub mod scheduled;
+mod scope;
 pub mod search;
 pub mod shape;
 pub mod table;
@@ -36,7 +37,8 @@ use std::time::Duration;
 use anyhow::Result;
 use futures::future::LocalBoxFuture;
 
-pub use kind::ScenarioKind;
+pub use kind::{Kind, Variants};
+pub use scope::{Paced, Scope, VariantNames, Work};
 
 use crate::drive::RunContext;
 use crate::profile::{
@@ -54,17 +56,17 @@ macro_rules! registry {
         /// A scenario's own plan, of its kind.
         #[derive(Debug, Clone)]
         pub enum KindPlan {
-            $($variant(<$module::$kind as ScenarioKind>::Plan),)*
+            $($variant(<$module::$kind as Kind>::Plan),)*
         }
 
         /// Every kind a profile may name, in the registry's order.
-        pub const KINDS: &[&str] = &[$(<$module::$kind as ScenarioKind>::NAME,)*];
+        pub const KINDS: &[&str] = &[$(<$module::$kind as Kind>::NAME,)*];
 
         /// The terminal table of the kind summary.json names `kind`; a
         /// kind this build does not know reads as a paced load.
         pub fn columns(kind: &str) -> &'static [table::Column] {
-            $(if kind == <$module::$kind as ScenarioKind>::NAME {
-                return <$module::$kind as ScenarioKind>::COLUMNS;
+            $(if kind == <$module::$kind as Kind>::NAME {
+                return <$module::$kind as Kind>::COLUMNS;
             })*
             table::PACED
         }
@@ -76,16 +78,16 @@ macro_rules! registry {
                 section: Section<'_>,
                 problems: &mut Problems,
             ) -> Option<(CommonPlan, KindPlan)> {
-                $(if kind == <$module::$kind as ScenarioKind>::NAME {
-                    return <$module::$kind as ScenarioKind>::read(section, problems)
+                $(if kind == <$module::$kind as Kind>::NAME {
+                    return <$module::$kind as Kind>::read(section, problems)
                         .map(|(common, plan)| (common, KindPlan::$variant(plan)));
                 })*
                 None
             }
 
             fn accepts_retention(kind: &str) -> bool {
-                $(if kind == <$module::$kind as ScenarioKind>::NAME {
-                    return <$module::$kind as ScenarioKind>::RETENTION;
+                $(if kind == <$module::$kind as Kind>::NAME {
+                    return <$module::$kind as Kind>::RETENTION;
                 })*
                 false
             }
@@ -102,46 +104,46 @@ macro_rules! registry {
             ) -> LocalBoxFuture<'a, Result<()>> {
                 match self {
                     $(KindPlan::$variant(p) => {
-                        Box::pin(<$module::$kind as ScenarioKind>::run(ctx, scenario, p, sink))
+                        Box::pin(lifecycle::run_kind::<$module::$kind>(ctx, scenario, p, sink))
                     })*
                 }
             }
 
             fn need(&self, common: &CommonPlan) -> Need {
                 match self {
-                    $(KindPlan::$variant(p) => <$module::$kind as ScenarioKind>::need(p, common),)*
+                    $(KindPlan::$variant(p) => <$module::$kind as Kind>::need(p, common),)*
                 }
             }
 
             fn estimated_duration(&self, common: &CommonPlan) -> Duration {
                 match self {
                     $(KindPlan::$variant(p) => {
-                        <$module::$kind as ScenarioKind>::estimated_duration(p, common)
+                        <$module::$kind as Kind>::estimated_duration(p, common)
                     })*
                 }
             }
 
             pub fn consumer(&self) -> Option<&ConsumerPlan> {
                 match self {
-                    $(KindPlan::$variant(p) => <$module::$kind as ScenarioKind>::consumer(p),)*
+                    $(KindPlan::$variant(p) => <$module::$kind as Kind>::consumer(p),)*
                 }
             }
 
             fn consumer_mut(&mut self) -> Option<&mut ConsumerPlan> {
                 match self {
-                    $(KindPlan::$variant(p) => <$module::$kind as ScenarioKind>::consumer_mut(p),)*
+                    $(KindPlan::$variant(p) => <$module::$kind as Kind>::consumer_mut(p),)*
                 }
             }
 
             pub fn columns(&self) -> &'static [table::Column] {
                 match self {
-                    $(KindPlan::$variant(_) => <$module::$kind as ScenarioKind>::COLUMNS,)*
+                    $(KindPlan::$variant(_) => <$module::$kind as Kind>::COLUMNS,)*
                 }
             }
 
             pub fn faults(&self) -> Option<FaultKind> {
                 match self {
-                    $(KindPlan::$variant(p) => <$module::$kind as ScenarioKind>::faults(p),)*
+                    $(KindPlan::$variant(p) => <$module::$kind as Kind>::faults(p),)*
                 }
             }
         }

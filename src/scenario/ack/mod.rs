@@ -11,17 +11,17 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use async_nats::jetstream::stream;
 
-use super::lifecycle::{Lifecycle, Scope, Variants};
+use super::checks;
 use super::table::{self, Cell, Column, Show};
-use super::{ScenarioKind, ScenarioPlan, checks};
+use super::{Kind, Scope, Variants};
 use crate::consume::reference::{self, ReferenceConfig, ReferenceReport};
-use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, RunContext};
+use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec};
 use crate::profile::{AckPolicy, CommonPlan, ConsumerKind, ConsumerPlan, Problems, Section};
 use crate::record::ledger::{Event, LedgerCounts, LedgerShard, SeqSet};
 use crate::record::metrics::{Direction, Metric, latency_metrics};
 use crate::record::names;
 use crate::streams::provision::{Need, PER_MESSAGE_OVERHEAD, durable_config};
-use crate::variant::{Invariant, VariantResult, VariantSink};
+use crate::variant::{Invariant, VariantResult};
 
 pub use plan::{AckMode, ConsumeReference, Plan};
 use plan::{Pass, passes};
@@ -36,7 +36,7 @@ pub const VS_EXPLICIT_THROUGHPUT: &str = "vs_explicit.throughput_ratio";
 /// The registry's row for `ack`: what acknowledging costs a consumer.
 pub struct Ack;
 
-impl ScenarioKind for Ack {
+impl Kind for Ack {
     const NAME: &'static str = "ack";
     const COLUMNS: &'static [Column] = &[
         table::VARIANT,
@@ -61,15 +61,6 @@ impl ScenarioKind for Ack {
 
     fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
         plan::read(section, problems)
-    }
-
-    fn run<'a>(
-        ctx: &'a RunContext,
-        scenario: &'a ScenarioPlan,
-        plan: &'a Plan,
-        sink: &'a mut dyn VariantSink,
-    ) -> impl Future<Output = Result<()>> + 'a {
-        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
     }
 
     fn need(plan: &Plan, _common: &CommonPlan) -> Need {
@@ -97,54 +88,12 @@ impl ScenarioKind for Ack {
     fn consumer_mut(plan: &mut Plan) -> Option<&mut ConsumerPlan> {
         Some(&mut plan.consumer)
     }
-}
 
-/// What the fill left for every read: the stream, and which of its
-/// sequences the fill's PubAcks confirmed.
-pub struct Filled {
-    stream: stream::Stream,
-    name: String,
-    base: String,
-    /// What every read must deliver: the fill's PubAcks and the read's
-    /// deliveries in one ledger, so the never-seen messages are told the
-    /// server's or the client's.
-    due: SeqSet,
-    published: u64,
-}
-
-/// One read of the filled stream: jsbench's consumer in a read and ack
-/// mode on one pass, or a reference loop before or after jsbench's paired
-/// run.
-#[derive(Debug, Clone, Copy)]
-pub enum Read {
-    Mine(ConsumerKind, AckMode, Pass),
-    Reference(ConsumeReference, &'static str),
-}
-
-/// The references pair with the listed-order explicit-ack consume: before
-/// it in the profile's order, after it in reverse, so each one's mean sits
-/// on jsbench's run and a drift over them cancels.
-fn paired(read: ConsumerKind, mode: AckMode, pass: Pass) -> bool {
-    read == ConsumerKind::Pull && mode == AckMode::Explicit && pass == Pass::Listed
-}
-
-fn read_label(read: ConsumerKind) -> &'static str {
-    match read {
-        ConsumerKind::Pull => "consume",
-        ConsumerKind::Fetch => "fetch",
-        ConsumerKind::Push => "push",
-    }
-}
-
-impl Lifecycle for Ack {
     type Group = ();
-    type Shared = Filled;
+    /// The filled stream, once set up.
+    type Shared = Option<Filled>;
     type Variant = Read;
     const COMPARES: bool = true;
-
-    fn groups(_plan: &Plan) -> Vec<()> {
-        vec![()]
-    }
 
     fn setup_label(_plan: &Plan, _: &()) -> String {
         "fill".into()
@@ -159,7 +108,7 @@ impl Lifecycle for Ack {
         _: &mut VariantResult,
         plan: &Plan,
         _: &(),
-    ) -> Result<Filled> {
+    ) -> Result<Option<Filled>> {
         let names = s.names();
         let stream = s.stream(s.stream_config()).await?;
         let spec = DriveSpec::fill(
@@ -179,7 +128,7 @@ impl Lifecycle for Ack {
             );
         }
         let ledger = &fill.ledger;
-        Ok(Filled {
+        Ok(Some(Filled {
             stream,
             name: names.stream,
             base: names.base,
@@ -187,7 +136,7 @@ impl Lifecycle for Ack {
                 .filter(|&seq| ledger.count(seq, Event::Persisted) > 0)
                 .collect(),
             published: fill.counts.published,
-        })
+        }))
     }
 
     /// Per read mode, every ack mode in both passes ([`passes`]), the
@@ -226,9 +175,10 @@ impl Lifecycle for Ack {
         s: &mut Scope<'_>,
         r: &mut VariantResult,
         plan: &Plan,
-        filled: &mut Filled,
+        filled: &mut Option<Filled>,
         v: &Read,
     ) -> Result<()> {
+        let filled = filled.as_ref().context("the stream was never filled")?;
         match *v {
             Read::Mine(read, mode, _) => consume_variant(s, plan, filled, (read, mode), r).await,
             Read::Reference(kind, _) => reference_variant(s, plan, filled, kind, r).await,
@@ -270,6 +220,43 @@ impl Lifecycle for Ack {
                 ));
             }
         }
+    }
+}
+
+/// What the fill left for every read: the stream, and which of its
+/// sequences the fill's PubAcks confirmed.
+pub struct Filled {
+    stream: stream::Stream,
+    name: String,
+    base: String,
+    /// What every read must deliver: the fill's PubAcks and the read's
+    /// deliveries in one ledger, so the never-seen messages are told the
+    /// server's or the client's.
+    due: SeqSet,
+    published: u64,
+}
+
+/// One read of the filled stream: jsbench's consumer in a read and ack
+/// mode on one pass, or a reference loop before or after jsbench's paired
+/// run.
+#[derive(Debug, Clone, Copy)]
+pub enum Read {
+    Mine(ConsumerKind, AckMode, Pass),
+    Reference(ConsumeReference, &'static str),
+}
+
+/// The references pair with the listed-order explicit-ack consume: before
+/// it in the profile's order, after it in reverse, so each one's mean sits
+/// on jsbench's run and a drift over them cancels.
+fn paired(read: ConsumerKind, mode: AckMode, pass: Pass) -> bool {
+    read == ConsumerKind::Pull && mode == AckMode::Explicit && pass == Pass::Listed
+}
+
+fn read_label(read: ConsumerKind) -> &'static str {
+    match read {
+        ConsumerKind::Pull => "consume",
+        ConsumerKind::Fetch => "fetch",
+        ConsumerKind::Push => "push",
     }
 }
 

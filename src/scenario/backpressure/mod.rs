@@ -17,16 +17,16 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use super::lifecycle::{Lifecycle, Paced, Scope, Variants};
+use super::checks;
 use super::table::{self, Cell, Column, Show};
-use super::{ScenarioKind, ScenarioPlan, checks};
+use super::{Kind, Paced, Scope, Variants};
 use crate::consume::fates::Analysis;
-use crate::drive::{ConsumerSample, ConsumerSpec, DriveOutcome, RunContext};
+use crate::drive::{ConsumerSample, ConsumerSpec, DriveOutcome};
 use crate::profile::{Action, CommonPlan, ConsumerPlan, Problems, Section, format_duration};
 use crate::record::metrics::{Direction, Metric, count, latency_metrics, ratio};
 use crate::record::names;
 use crate::streams::provision::Need;
-use crate::variant::{Invariant, VariantResult, VariantSink};
+use crate::variant::{Invariant, VariantResult};
 
 pub use plan::Plan;
 
@@ -47,7 +47,7 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(250);
 /// The registry's row for `backpressure`: MaxAckPending against Little's law.
 pub struct Backpressure;
 
-impl ScenarioKind for Backpressure {
+impl Kind for Backpressure {
     const NAME: &'static str = "backpressure";
     const RETENTION: bool = true;
     const COLUMNS: &'static [Column] = &[
@@ -94,15 +94,6 @@ impl ScenarioKind for Backpressure {
         plan::read(section, problems)
     }
 
-    fn run<'a>(
-        ctx: &'a RunContext,
-        scenario: &'a ScenarioPlan,
-        plan: &'a Plan,
-        sink: &'a mut dyn VariantSink,
-    ) -> impl Future<Output = Result<()>> + 'a {
-        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
-    }
-
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
         let largest = plan.max_ack_pending.iter().copied().max().unwrap_or(0);
         let expiry = if plan.expiry_ack_waits.is_empty() {
@@ -128,22 +119,12 @@ impl ScenarioKind for Backpressure {
     fn consumer_mut(plan: &mut Plan) -> Option<&mut ConsumerPlan> {
         Some(&mut plan.load.consumer)
     }
-}
 
-impl Lifecycle for Backpressure {
     type Group = ();
     type Shared = ();
     /// A point of the sweeps: its name, and the consumer at its
     /// MaxAckPending and AckWait.
     type Variant = (String, ConsumerPlan);
-
-    fn groups(_plan: &Plan) -> Vec<()> {
-        vec![()]
-    }
-
-    async fn setup(_: &mut Scope<'_>, _: &mut VariantResult, _: &Plan, _: &()) -> Result<()> {
-        Ok(())
-    }
 
     /// The MaxAckPending sweep at the consumer's AckWait, then the
     /// AckWait sweep at `expiry_max_ack_pending`.

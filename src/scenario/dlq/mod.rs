@@ -33,20 +33,19 @@ use std::time::Duration;
 use anyhow::Result;
 use async_nats::jetstream::stream;
 
-use super::lifecycle::{Lifecycle, Scope, VariantNames, Variants};
 use super::table::{self, Cell, Column, Show};
-use super::{ScenarioKind, ScenarioPlan};
+use super::{Kind, Scope, VariantNames, Variants};
 use crate::consume::fates::{self, Analysis};
 use crate::dlq::{Key, Pipeline, PipelineSpec, Watched};
-use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, RunContext};
+use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec};
 use crate::profile::{
     BehaviourPlan, Capture, CommonPlan, ConsumerPlan, OriginalGet, Problems, Retention, Section,
     ServerPlan, format_duration,
 };
 use crate::record::names;
-use crate::streams::advisory::Kind;
+use crate::streams::advisory::Kind as Advisory;
 use crate::streams::provision::{Need, durable_config};
-use crate::variant::{VariantResult, VariantSink};
+use crate::variant::VariantResult;
 use other::Other;
 
 pub use plan::Plan;
@@ -81,7 +80,7 @@ const WATCHED: usize = 0;
 /// The registry's row for `dlq`: the advisory-built dead-letter queue.
 pub struct Dlq;
 
-impl ScenarioKind for Dlq {
+impl Kind for Dlq {
     const NAME: &'static str = "dlq";
     const COLUMNS: &'static [Column] = &[
         table::VARIANT,
@@ -109,15 +108,6 @@ impl ScenarioKind for Dlq {
         plan::read(section, problems)
     }
 
-    fn run<'a>(
-        ctx: &'a RunContext,
-        scenario: &'a ScenarioPlan,
-        plan: &'a Plan,
-        sink: &'a mut dyn VariantSink,
-    ) -> impl Future<Output = Result<()>> + 'a {
-        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
-    }
-
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
         Need {
             // The source, the advisory capture and the DLQ stream; the
@@ -140,34 +130,12 @@ impl ScenarioKind for Dlq {
     fn consumer_mut(plan: &mut Plan) -> Option<&mut ConsumerPlan> {
         Some(&mut plan.load.consumer)
     }
-}
 
-/// The poison-free variant the retention variants are set against.
-const BASELINE: &str = "baseline";
-
-/// One variant: the source stream's retention and the consumer's
-/// behaviour (the baseline's acks everything at once).
-pub struct Variant {
-    name: &'static str,
-    retention: Retention,
-    behaviour: BehaviourPlan,
-    restart_after: Option<u64>,
-}
-
-impl Lifecycle for Dlq {
     type Group = ();
     type Shared = ();
     type Variant = Variant;
     /// The retention variants' latency is set against the baseline's.
     const COMPARES: bool = true;
-
-    fn groups(_plan: &Plan) -> Vec<()> {
-        vec![()]
-    }
-
-    async fn setup(_: &mut Scope<'_>, _: &mut VariantResult, _: &Plan, _: &()) -> Result<()> {
-        Ok(())
-    }
 
     /// The baseline first, when asked, then one variant per retention.
     fn variants(plan: &Plan, _: &()) -> Variants<Variant> {
@@ -223,6 +191,18 @@ impl Lifecycle for Dlq {
             }
         }
     }
+}
+
+/// The poison-free variant the retention variants are set against.
+const BASELINE: &str = "baseline";
+
+/// One variant: the source stream's retention and the consumer's
+/// behaviour (the baseline's acks everything at once).
+pub struct Variant {
+    name: &'static str,
+    retention: Retention,
+    behaviour: BehaviourPlan,
+    restart_after: Option<u64>,
 }
 
 fn describe(common: &CommonPlan, plan: &Plan, v: &Variant, r: &mut VariantResult) {
@@ -288,7 +268,7 @@ async fn run_variant(
     }
     let (outcome, analysis) = driven.outcome?;
     // A copy is due for every dead letter whose original the handler got.
-    let expected: BTreeMap<Key, Kind> = driven
+    let expected: BTreeMap<Key, Advisory> = driven
         .expected
         .into_iter()
         .filter(|(k, _)| !evidence.gone.contains(&k.1))
@@ -402,7 +382,7 @@ struct Driven {
     /// The drive's outcome and the fates of what it read.
     outcome: Result<(DriveOutcome, Analysis)>,
     /// Every message the fates say must reach the DLQ, by its advisory.
-    expected: BTreeMap<Key, Kind>,
+    expected: BTreeMap<Key, Advisory>,
 }
 
 /// The paced load through the variant's durable (and, on an interest
@@ -456,15 +436,15 @@ async fn drive_load(
 }
 
 /// The messages that must end up in the DLQ, and by which advisory.
-fn expected(analysis: Option<&Analysis>, terminated: bool) -> BTreeMap<Key, Kind> {
+fn expected(analysis: Option<&Analysis>, terminated: bool) -> BTreeMap<Key, Advisory> {
     let mut out = BTreeMap::new();
     if let Some(a) = analysis {
         for seq in &a.exhausted {
-            out.insert((WATCHED, *seq), Kind::MaxDeliveries);
+            out.insert((WATCHED, *seq), Advisory::MaxDeliveries);
         }
         if terminated {
             for seq in &a.termed {
-                out.insert((WATCHED, *seq), Kind::Terminated);
+                out.insert((WATCHED, *seq), Advisory::Terminated);
             }
         }
     }

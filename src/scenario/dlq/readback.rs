@@ -12,7 +12,7 @@ use super::{Driven, INTERRUPTED_WAIT, Plan, Provisioned, WATCHED};
 use crate::dlq::audit;
 use crate::dlq::{Key, Outcome, Pipeline, PipelineReport, Watched};
 use crate::profile::OriginHeaders;
-use crate::scenario::lifecycle::Scope;
+use crate::scenario::Scope;
 use crate::variant::VariantResult;
 
 /// Everything read back after the load, before the streams go.

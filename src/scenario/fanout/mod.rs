@@ -19,9 +19,9 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use futures::StreamExt;
 
-use super::lifecycle::{Lifecycle, Scope, Variants};
+use super::checks;
 use super::table::{self, Column};
-use super::{ScenarioKind, ScenarioPlan, checks};
+use super::{Kind, Scope, Variants};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, Reader, RunContext, StreamLoad};
 use crate::profile::{BehaviourPlan, CommonPlan, ConsumerPlan, Problems, Section, format_duration};
 use crate::record::histogram::Recorder;
@@ -30,7 +30,7 @@ use crate::record::metrics::{Direction, Metric, latency_metrics};
 use crate::record::names;
 use crate::scenario::search::SEARCH_PROBES;
 use crate::streams::provision::{Need, stored_bytes};
-use crate::variant::{Invariant, Part, VariantResult, VariantSink};
+use crate::variant::{Invariant, Part, VariantResult};
 
 pub use plan::{FilterShape, Plan};
 
@@ -40,22 +40,13 @@ const AT_ONCE: usize = 16;
 /// The registry's row for `fanout`: many streams, many filtered durables.
 pub struct Fanout;
 
-impl ScenarioKind for Fanout {
+impl Kind for Fanout {
     const NAME: &'static str = "fanout";
     const COLUMNS: &'static [Column] = table::PACED;
     type Plan = Plan;
 
     fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
         plan::read(section, problems)
-    }
-
-    fn run<'a>(
-        ctx: &'a RunContext,
-        scenario: &'a ScenarioPlan,
-        plan: &'a Plan,
-        sink: &'a mut dyn VariantSink,
-    ) -> impl Future<Output = Result<()>> + 'a {
-        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
     }
 
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
@@ -88,17 +79,7 @@ impl ScenarioKind for Fanout {
     fn consumer_mut(plan: &mut Plan) -> Option<&mut ConsumerPlan> {
         Some(&mut plan.consumer)
     }
-}
 
-/// What one variant runs: the total rate over its streams and durables.
-#[derive(Debug, Clone, Copy)]
-pub struct Shape {
-    rate: u64,
-    streams: usize,
-    durables: usize,
-}
-
-impl Lifecycle for Fanout {
     /// A (streams, durables) pair: one variant, or one search.
     type Group = (usize, usize);
     type Shared = ();
@@ -106,15 +87,6 @@ impl Lifecycle for Fanout {
 
     fn groups(plan: &Plan) -> Vec<(usize, usize)> {
         plan.variants()
-    }
-
-    async fn setup(
-        _: &mut Scope<'_>,
-        _: &mut VariantResult,
-        _: &Plan,
-        _: &(usize, usize),
-    ) -> Result<()> {
-        Ok(())
     }
 
     /// The pair at the plan's rate, or per pair the highest total rate its
@@ -154,6 +126,14 @@ impl Lifecycle for Fanout {
         verify(&o, r);
         Ok(())
     }
+}
+
+/// What one variant runs: the total rate over its streams and durables.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    rate: u64,
+    streams: usize,
+    durables: usize,
 }
 
 fn describe(common: &CommonPlan, plan: &Plan, shape: Shape, r: &mut VariantResult) {

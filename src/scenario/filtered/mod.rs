@@ -20,16 +20,16 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow};
 use async_nats::jetstream::stream;
 
-use super::lifecycle::{Lifecycle, Scope, Variants};
+use super::checks;
 use super::table::{self, Column, Show};
-use super::{ScenarioKind, ScenarioPlan, checks};
-use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, RunContext};
+use super::{Kind, Scope, Variants};
+use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec};
 use crate::profile::{CommonPlan, ConsumerPlan, Problems, Section};
 use crate::record::ledger::SeqSet;
 use crate::record::metrics::{Direction, Metric, rate_and_throughput};
 use crate::record::names;
 use crate::streams::provision::{Need, PER_MESSAGE_OVERHEAD, durable_config};
-use crate::variant::{VariantResult, VariantSink};
+use crate::variant::VariantResult;
 
 use layout::Layout;
 pub use plan::{Plan, Shape};
@@ -54,7 +54,7 @@ const LAYOUT_PROBES: u64 = 16;
 /// cardinality.
 pub struct Filtered;
 
-impl ScenarioKind for Filtered {
+impl Kind for Filtered {
     const NAME: &'static str = "filtered";
     const COLUMNS: &'static [Column] = &[
         table::VARIANT,
@@ -75,15 +75,6 @@ impl ScenarioKind for Filtered {
 
     fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
         plan::read(section, problems)
-    }
-
-    fn run<'a>(
-        ctx: &'a RunContext,
-        scenario: &'a ScenarioPlan,
-        plan: &'a Plan,
-        sink: &'a mut dyn VariantSink,
-    ) -> impl Future<Output = Result<()>> + 'a {
-        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
     }
 
     fn need(plan: &Plan, _common: &CommonPlan) -> Need {
@@ -118,38 +109,10 @@ impl ScenarioKind for Filtered {
     fn consumer_mut(plan: &mut Plan) -> Option<&mut ConsumerPlan> {
         Some(&mut plan.consumer)
     }
-}
 
-/// One stream of the sweep: its subject cardinality and max-per-subject.
-#[derive(Debug, Clone, Copy)]
-pub struct Point {
-    cardinality: u32,
-    max_per_subject: u64,
-}
-
-impl Point {
-    fn label(self) -> String {
-        match self.max_per_subject {
-            0 => format!("subjects-{}", self.cardinality),
-            m => format!("subjects-{}.max-{m}", self.cardinality),
-        }
-    }
-}
-
-/// A filled stream every shape of a point reads.
-pub struct Filled {
-    stream: stream::Stream,
-    name: String,
-    layout: Layout,
-    /// The sequences the stream keeps of the fill.
-    stored: SeqSet,
-    /// How many it held when asked; `None`: it did not answer.
-    held: Option<u64>,
-}
-
-impl Lifecycle for Filtered {
     type Group = Point;
-    type Shared = Filled;
+    /// The point's filled stream, once set up.
+    type Shared = Option<Filled>;
     type Variant = (Point, Shape);
     const COMPARES: bool = true;
 
@@ -175,7 +138,7 @@ impl Lifecycle for Filtered {
         r: &mut VariantResult,
         plan: &Plan,
         point: &Point,
-    ) -> Result<Filled> {
+    ) -> Result<Option<Filled>> {
         let point_label = point.label();
         let (name, base) = (
             s.ctx.names.stream(s.scenario.name(), &point_label),
@@ -204,13 +167,13 @@ impl Lifecycle for Filtered {
         let stored = layout::stored(&layout, plan.messages, point.max_per_subject);
         probe_layout(&stream, &layout, &stored).await?;
         let held = s.stored(r, &name).await;
-        Ok(Filled {
+        Ok(Some(Filled {
             stream,
             name,
             layout,
             stored,
             held,
-        })
+        }))
     }
 
     fn variants(plan: &Plan, point: &Point) -> Variants<(Point, Shape)> {
@@ -228,9 +191,12 @@ impl Lifecycle for Filtered {
         s: &mut Scope<'_>,
         r: &mut VariantResult,
         plan: &Plan,
-        filled: &mut Filled,
+        filled: &mut Option<Filled>,
         &(point, shape): &(Point, Shape),
     ) -> Result<()> {
+        let filled = filled
+            .as_ref()
+            .context("the point's stream was never filled")?;
         let filters = filled.layout.filters(shape);
         describe(plan, filled, (point, shape), &filters, r);
         let due = layout::due(&filled.layout, &filled.stored, &filters);
@@ -285,6 +251,33 @@ impl Lifecycle for Filtered {
             }
         }
     }
+}
+
+/// One stream of the sweep: its subject cardinality and max-per-subject.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Point {
+    cardinality: u32,
+    max_per_subject: u64,
+}
+
+impl Point {
+    fn label(self) -> String {
+        match self.max_per_subject {
+            0 => format!("subjects-{}", self.cardinality),
+            m => format!("subjects-{}.max-{m}", self.cardinality),
+        }
+    }
+}
+
+/// A filled stream every shape of a point reads.
+pub struct Filled {
+    stream: stream::Stream,
+    name: String,
+    layout: Layout,
+    /// The sequences the stream keeps of the fill.
+    stored: SeqSet,
+    /// How many it held when asked; `None`: it did not answer.
+    held: Option<u64>,
 }
 
 /// Asks the stream for the subjects of a few kept sequences, spread over

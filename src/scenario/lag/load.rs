@@ -15,7 +15,7 @@ use super::topology::Topology;
 use crate::drive::{DriveOutcome, DriveSpec, StreamLoad};
 use crate::profile::{MsgId, PublishClient, PublishPlan};
 use crate::record::ledger::{Event, LedgerShard};
-use crate::scenario::lifecycle::Scope;
+use crate::scenario::Scope;
 
 /// How long a publish may wait for its PubAck before it counts as missing.
 const PUB_ACK_TIMEOUT: Duration = Duration::from_secs(10);

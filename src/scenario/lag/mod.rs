@@ -38,9 +38,8 @@ use self::fault::Happened;
 use self::topology::Topology;
 use self::watch::{Copied, CopyReader, OriginListener, Origins};
 use super::checks;
-use super::lifecycle::{Lifecycle, Scope, Variants};
 use super::table::{self, Cell, Column, Show};
-use super::{ScenarioKind, ScenarioPlan};
+use super::{Kind, Scope, Variants};
 use crate::drive::{DriveOutcome, RunContext, drive};
 use crate::profile::{CommonPlan, FaultKind, Problems, Section, format_duration};
 use crate::record::clock;
@@ -49,7 +48,7 @@ use crate::record::metrics::{Direction, Metric, count, rate_and_throughput};
 use crate::record::names;
 use crate::record::timeline::Timeline;
 use crate::streams::provision::{Need, placement};
-use crate::variant::{Invariant, VariantResult, VariantSink};
+use crate::variant::{Invariant, VariantResult};
 
 pub use audit::{COUNT, CUT, DRAINED, KILL, ONCE, ORDER, PAUSED, PERSISTED};
 pub use plan::{Mode, Plan};
@@ -121,22 +120,13 @@ const COLUMNS: &[Column] = &[
 /// The registry's row for `lag`: origins copied by the server.
 pub struct Lag;
 
-impl ScenarioKind for Lag {
+impl Kind for Lag {
     const NAME: &'static str = "lag";
     const COLUMNS: &'static [Column] = COLUMNS;
     type Plan = Plan;
 
     fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
         plan::read(section, problems)
-    }
-
-    fn run<'a>(
-        ctx: &'a RunContext,
-        scenario: &'a ScenarioPlan,
-        plan: &'a Plan,
-        sink: &'a mut dyn VariantSink,
-    ) -> impl Future<Output = Result<()>> + 'a {
-        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
     }
 
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
@@ -170,20 +160,10 @@ impl ScenarioKind for Lag {
                 .then_some(FaultKind::Kill)
         }
     }
-}
 
-impl Lifecycle for Lag {
     type Group = ();
     type Shared = ();
     type Variant = Mode;
-
-    fn groups(_: &Plan) -> Vec<()> {
-        vec![()]
-    }
-
-    async fn setup(_: &mut Scope<'_>, _: &mut VariantResult, _: &Plan, _: &()) -> Result<()> {
-        Ok(())
-    }
 
     fn variants(plan: &Plan, _: &()) -> Variants<Mode> {
         Variants::List(plan.variants.clone())

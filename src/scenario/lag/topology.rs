@@ -15,7 +15,7 @@ use super::plan::Mode;
 use super::watch::stored_subject;
 use crate::drive::RunContext;
 use crate::profile::CommonPlan;
-use crate::scenario::lifecycle::Scope;
+use crate::scenario::Scope;
 use crate::streams::provision::stream_config;
 
 /// The flow-control durable's idle heartbeat: with nothing new to send,

@@ -15,16 +15,16 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use super::lifecycle::{Lifecycle, Paced, Scope, Variants};
+use super::checks;
 use super::table::{self, Column};
-use super::{ScenarioKind, ScenarioPlan, checks};
-use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, RunContext};
+use super::{Kind, Paced, Scope, Variants};
+use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec};
 use crate::profile::{CommonPlan, ConsumerPlan, MsgId, Problems, Section, format_duration};
 use crate::record::metrics::{Direction, Metric, latency_metrics};
 use crate::record::names;
 use crate::scenario::search::SEARCH_PROBES;
 use crate::streams::provision::Need;
-use crate::variant::{Invariant, VariantResult, VariantSink};
+use crate::variant::{Invariant, VariantResult};
 
 pub use hops::HISTOGRAMS as HOP_HISTOGRAMS;
 pub use hops::{DELIVER_LATENCY, INGEST_LATENCY, MEAN_SUM_RATIO};
@@ -35,7 +35,7 @@ pub use traced::{CLIENT_TO_INGRESS, INGRESS_TO_STORED, ROUTE, SAMPLED, SUM_VS_IN
 /// The registry's row for `latency`: end-to-end latency at paced rates.
 pub struct Latency;
 
-impl ScenarioKind for Latency {
+impl Kind for Latency {
     const NAME: &'static str = "latency";
     const RETENTION: bool = true;
     const COLUMNS: &'static [Column] = table::PACED;
@@ -43,15 +43,6 @@ impl ScenarioKind for Latency {
 
     fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
         plan::read(section, problems)
-    }
-
-    fn run<'a>(
-        ctx: &'a RunContext,
-        scenario: &'a ScenarioPlan,
-        plan: &'a Plan,
-        sink: &'a mut dyn VariantSink,
-    ) -> impl Future<Output = Result<()>> + 'a {
-        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
     }
 
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
@@ -79,27 +70,10 @@ impl ScenarioKind for Latency {
     fn consumer_mut(plan: &mut Plan) -> Option<&mut ConsumerPlan> {
         Some(&mut plan.consumer)
     }
-}
 
-/// A variant: its rate, through a stream or (`core`) over core NATS.
-#[derive(Debug, Clone, Copy)]
-pub struct Rate {
-    rate: u64,
-    core: bool,
-}
-
-impl Lifecycle for Latency {
     type Group = ();
     type Shared = ();
     type Variant = Rate;
-
-    fn groups(_plan: &Plan) -> Vec<()> {
-        vec![()]
-    }
-
-    async fn setup(_: &mut Scope<'_>, _: &mut VariantResult, _: &Plan, _: &()) -> Result<()> {
-        Ok(())
-    }
 
     /// Each rate, and after it the same rate over core NATS when asked;
     /// or the rates a search picks.
@@ -166,6 +140,13 @@ impl Lifecycle for Latency {
         })
         .await
     }
+}
+
+/// A variant: its rate, through a stream or (`core`) over core NATS.
+#[derive(Debug, Clone, Copy)]
+pub struct Rate {
+    rate: u64,
+    core: bool,
 }
 
 /// The core-NATS baseline at `rate`: the same publishers, stamps and

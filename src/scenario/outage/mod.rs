@@ -23,17 +23,17 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use super::lifecycle::{Lifecycle, Paced, Scope, Variants};
+use super::checks;
 use super::table::{self, Column};
-use super::{ScenarioKind, ScenarioPlan, checks};
+use super::{Kind, Paced, Scope, Variants};
 use crate::consume::events::DeliveryEvent;
-use crate::drive::{ConsumerSpec, DriveOutcome, OutagePlan, PauseOutcome, RunContext};
+use crate::drive::{ConsumerSpec, DriveOutcome, OutagePlan, PauseOutcome};
 use crate::profile::{Action, CommonPlan, ConsumerPlan, Problems, Section, format_duration};
 use crate::record::histogram::Recorder;
 use crate::record::metrics::{Direction, Metric, count};
 use crate::record::names;
 use crate::streams::provision::Need;
-use crate::variant::{Invariant, VariantResult, VariantSink};
+use crate::variant::{Invariant, VariantResult};
 
 pub use plan::{OutagePattern, Plan};
 
@@ -47,22 +47,13 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(250);
 /// The registry's row for `outage`: a dependency down under steady load.
 pub struct Outage;
 
-impl ScenarioKind for Outage {
+impl Kind for Outage {
     const NAME: &'static str = "outage";
     const COLUMNS: &'static [Column] = table::PACED;
     type Plan = Plan;
 
     fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
         plan::read(section, problems)
-    }
-
-    fn run<'a>(
-        ctx: &'a RunContext,
-        scenario: &'a ScenarioPlan,
-        plan: &'a Plan,
-        sink: &'a mut dyn VariantSink,
-    ) -> impl Future<Output = Result<()>> + 'a {
-        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
     }
 
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
@@ -80,20 +71,10 @@ impl ScenarioKind for Outage {
     fn consumer_mut(plan: &mut Plan) -> Option<&mut ConsumerPlan> {
         Some(&mut plan.load.consumer)
     }
-}
 
-impl Lifecycle for Outage {
     type Group = ();
     type Shared = ();
     type Variant = OutagePattern;
-
-    fn groups(_plan: &Plan) -> Vec<()> {
-        vec![()]
-    }
-
-    async fn setup(_: &mut Scope<'_>, _: &mut VariantResult, _: &Plan, _: &()) -> Result<()> {
-        Ok(())
-    }
 
     fn variants(plan: &Plan, _: &()) -> Variants<OutagePattern> {
         Variants::List(plan.patterns.clone())

@@ -40,9 +40,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use super::lifecycle::{Lifecycle, Scope, Variants};
 use super::table::{self, Cell, Column, Show};
-use super::{ScenarioKind, ScenarioPlan};
+use super::{Kind, Scope, Variants};
 use crate::connect::ConnectSettings;
 use crate::drive::{DriveOutcome, DriveSpec, FaultPlan, RunContext};
 use crate::profile::{
@@ -57,7 +56,7 @@ use crate::streams::provision::{Need, Provisioner};
 use crate::streams::readback::{self, ReadBack};
 use crate::system::cpu::ServerCpu;
 use crate::system::powerfs::{CutReport, PowerFs};
-use crate::variant::{Invariant, VariantResult, VariantSink};
+use crate::variant::{Invariant, VariantResult};
 
 pub use plan::{Cut, Plan};
 use reconcile::{StreamState, Survey};
@@ -91,7 +90,7 @@ const READ_IDLE: Duration = Duration::from_secs(5);
 /// The registry's row for `power`.
 pub struct Power;
 
-impl ScenarioKind for Power {
+impl Kind for Power {
     const NAME: &'static str = "power";
     const COLUMNS: &'static [Column] = &[
         table::VARIANT,
@@ -125,15 +124,6 @@ impl ScenarioKind for Power {
         plan::read(section, problems)
     }
 
-    fn run<'a>(
-        ctx: &'a RunContext,
-        scenario: &'a ScenarioPlan,
-        plan: &'a Plan,
-        sink: &'a mut dyn VariantSink,
-    ) -> impl Future<Output = Result<()>> + 'a {
-        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
-    }
-
     /// Its streams live on servers of its own; the run's holds nothing.
     fn need(_plan: &Plan, _common: &CommonPlan) -> Need {
         Need {
@@ -155,21 +145,10 @@ impl ScenarioKind for Power {
     fn faults(_plan: &Plan) -> Option<FaultKind> {
         Some(FaultKind::Kill)
     }
-}
 
-impl Lifecycle for Power {
     type Group = ();
     type Shared = ();
     type Variant = Cut;
-
-    fn groups(_plan: &Plan) -> Vec<()> {
-        vec![()]
-    }
-
-    /// Creates nothing: each variant starts servers of its own.
-    async fn setup(_: &mut Scope<'_>, _: &mut VariantResult, _: &Plan, _: &()) -> Result<()> {
-        Ok(())
-    }
 
     fn variants(plan: &Plan, _: &()) -> Variants<Cut> {
         Variants::List(plan.cuts.clone())

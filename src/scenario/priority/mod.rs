@@ -23,13 +23,11 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use super::lifecycle::{Lifecycle, Scope, Variants};
 use super::table::{self, Cell, Column, Show};
-use super::{ScenarioKind, ScenarioPlan};
-use crate::drive::RunContext;
+use super::{Kind, Scope, Variants};
 use crate::profile::{CommonPlan, Problems, Section};
 use crate::streams::provision::Need;
-use crate::variant::{VariantResult, VariantSink};
+use crate::variant::VariantResult;
 
 pub use plan::{Plan, Policy, PolicyPlan};
 pub use verify::GRACE_NS;
@@ -68,7 +66,7 @@ pub const JUDGED: &[&str] = &[
 
 pub struct Priority;
 
-impl ScenarioKind for Priority {
+impl Kind for Priority {
     const NAME: &'static str = "priority";
     const COLUMNS: &'static [Column] = &[
         table::VARIANT,
@@ -114,15 +112,6 @@ impl ScenarioKind for Priority {
         plan::read(section, problems)
     }
 
-    fn run<'a>(
-        ctx: &'a RunContext,
-        scenario: &'a ScenarioPlan,
-        plan: &'a Plan,
-        sink: &'a mut dyn VariantSink,
-    ) -> impl Future<Output = Result<()>> + 'a {
-        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
-    }
-
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
         Need::of_load(&plan.load, common)
     }
@@ -130,21 +119,11 @@ impl ScenarioKind for Priority {
     fn estimated_duration(_plan: &Plan, common: &CommonPlan) -> Duration {
         common.duration + common.warmup
     }
-}
 
-impl Lifecycle for Priority {
     type Group = ();
     type Shared = ();
     /// One variant, named for its policy.
     type Variant = ();
-
-    fn groups(_: &Plan) -> Vec<()> {
-        vec![()]
-    }
-
-    async fn setup(_: &mut Scope<'_>, _: &mut VariantResult, _: &Plan, _: &()) -> Result<()> {
-        Ok(())
-    }
 
     fn variants(_: &Plan, _: &()) -> Variants<()> {
         Variants::List(vec![()])

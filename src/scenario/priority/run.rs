@@ -18,7 +18,7 @@ use crate::record::clock;
 use crate::record::ledger::LedgerShard;
 use crate::record::metrics::{Direction, Metric};
 use crate::record::names;
-use crate::scenario::lifecycle::Scope;
+use crate::scenario::Scope;
 use crate::streams::pins::{self, PinEvent, PinWatch};
 use crate::streams::provision::durable_config;
 use crate::variant::VariantResult;

@@ -18,7 +18,7 @@ use crate::profile::{MsgId, Rate, format_duration};
 use crate::record::clock;
 use crate::record::metrics::{Direction, Metric, count, latency_metrics};
 use crate::record::names;
-use crate::scenario::lifecycle::Scope;
+use crate::scenario::Scope;
 use crate::streams::batches::{BatchAudit, audit, read_batches};
 use crate::variant::{Invariant, VariantResult};
 

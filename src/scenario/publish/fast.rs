@@ -19,7 +19,7 @@ use crate::profile::{MsgId, Rate, format_duration};
 use crate::record::clock;
 use crate::record::metrics::{Direction, Metric, count, latency_metrics};
 use crate::record::names;
-use crate::scenario::lifecycle::Scope;
+use crate::scenario::Scope;
 use crate::streams::fast_batches::{FastAudit, audit, read_stamps};
 use crate::variant::{Invariant, VariantResult};
 

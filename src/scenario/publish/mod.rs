@@ -23,21 +23,19 @@ use anyhow::{Context, Result};
 use async_nats::jetstream::stream;
 use futures::future::join_all;
 
-use super::lifecycle::{Lifecycle, Scope, Variants};
 use super::table::{self, Cell, Column, Show};
-use super::{ScenarioKind, ScenarioPlan};
-use crate::drive::{DriveOutcome, DriveSpec, RunContext};
+use super::{Kind, Scope, Variants};
+use crate::drive::{DriveOutcome, DriveSpec};
 use crate::load::reference::{self, ReferenceConfig, ReferenceReport};
 use crate::profile::{
-    CommonPlan, MsgId, Problems, Rate, RatePer, Reference, SearchPlan, Section, SizePlan,
-    format_duration,
+    CommonPlan, MsgId, Problems, Rate, RatePer, Reference, Section, SizePlan, format_duration,
 };
 use crate::record::metrics::{Direction, Metric, count, latency_metrics, ratio};
 use crate::record::names;
 use crate::streams::provision::{MAX_RATE_ESTIMATE, Need};
 use crate::streams::readback::{self, Reconciliation};
 use crate::system::cpu;
-use crate::variant::{Invariant, VariantResult, VariantSink};
+use crate::variant::{Invariant, VariantResult};
 
 pub use plan::Plan;
 
@@ -92,7 +90,7 @@ impl Figures {
 /// The registry's row for `publish`: what a publish costs, with and without ids.
 pub struct Publish;
 
-impl ScenarioKind for Publish {
+impl Kind for Publish {
     const NAME: &'static str = "publish";
     const COLUMNS: &'static [Column] = &[
         table::VARIANT,
@@ -129,15 +127,6 @@ impl ScenarioKind for Publish {
         plan::read(section, problems)
     }
 
-    fn run<'a>(
-        ctx: &'a RunContext,
-        scenario: &'a ScenarioPlan,
-        plan: &'a Plan,
-        sink: &'a mut dyn VariantSink,
-    ) -> impl Future<Output = Result<()>> + 'a {
-        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
-    }
-
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
         let per_publisher = match plan.rate_per {
             RatePer::Publisher => plan.publish.publishers as f64,
@@ -157,28 +146,7 @@ impl ScenarioKind for Publish {
     fn estimated_duration(plan: &Plan, common: &CommonPlan) -> Duration {
         (common.duration + common.warmup) * plan.variant_count() as u32
     }
-}
 
-/// The variants that share a rate (and so its comparisons), or one
-/// msg_id mode's rate search.
-#[derive(Debug, Clone)]
-pub enum Group {
-    Rate(Rate),
-    Search(MsgId, SearchPlan),
-}
-
-/// One variant: jsbench's own publisher, a reference loop (at `max` only;
-/// raw's two runs told apart by `-before` and `-after`), an atomic batch
-/// size or a fast-ingest setting.
-#[derive(Debug, Clone, Copy)]
-pub enum Run {
-    Own(Rate, MsgId),
-    Reference(Reference, MsgId, &'static str),
-    Batch(Rate, MsgId, usize),
-    Fast(fast::FastVariant),
-}
-
-impl Lifecycle for Publish {
     type Group = Group;
     type Shared = ();
     type Variant = Run;
@@ -186,18 +154,21 @@ impl Lifecycle for Publish {
 
     /// Every rate; with `rates = "search"`, a search per msg_id mode.
     fn groups(plan: &Plan) -> Vec<Group> {
+        let (rates, searches) = (plan.rates.iter(), plan.msg_ids.iter());
         match &plan.search {
-            Some(search) => plan
-                .msg_ids
-                .iter()
-                .map(|&m| Group::Search(m, search.clone()))
+            Some(_) => searches
+                .map(|&m| Group {
+                    rate: None,
+                    search: Some(m),
+                })
                 .collect(),
-            None => plan.rates.iter().map(|&r| Group::Rate(r)).collect(),
+            None => rates
+                .map(|&r| Group {
+                    rate: Some(r),
+                    search: None,
+                })
+                .collect(),
         }
-    }
-
-    async fn setup(_: &mut Scope<'_>, _: &mut VariantResult, _: &Plan, _: &Group) -> Result<()> {
-        Ok(())
     }
 
     /// At a rate: core first (at `max`), then per msg_id mode the
@@ -205,17 +176,14 @@ impl Lifecycle for Publish {
     /// batches and the fast-ingest ones. A search's probes and answer are
     /// named `id-<mode>.`.
     fn variants(plan: &Plan, group: &Group) -> Variants<Run> {
-        let rate = match group {
-            Group::Rate(rate) => *rate,
-            Group::Search(msg_id, search) => {
-                let msg_id = *msg_id;
-                return Variants::Search {
-                    search: search.clone(),
-                    prefix: format!("id-{}.", id_label(msg_id)),
-                    at: Box::new(move |rate| Run::Own(Rate::PerSecond(rate), msg_id)),
-                };
-            }
-        };
+        if let (Some(msg_id), Some(search)) = (group.search, &plan.search) {
+            return Variants::Search {
+                search: search.clone(),
+                prefix: format!("id-{}.", id_label(msg_id)),
+                at: Box::new(move |rate| Run::Own(Rate::PerSecond(rate), msg_id)),
+            };
+        }
+        let rate = group.rate.unwrap_or(Rate::Max);
         let with = |kind| rate == Rate::Max && plan.reference.contains(&kind);
         let mut list = Vec::new();
         if with(Reference::Core) {
@@ -282,7 +250,7 @@ impl Lifecycle for Publish {
     /// it at the same rate (the price of dedup) and the reference loops
     /// around it; a variant that failed has no figures to compare.
     fn compare(_plan: &Plan, group: &Group, done: &mut [(Run, VariantResult)]) {
-        let &Group::Rate(rate) = group else {
+        let Some(rate) = group.rate else {
             return;
         };
         let find = |want: &dyn Fn(&Run) -> bool| {
@@ -326,6 +294,25 @@ impl Lifecycle for Publish {
             );
         }
     }
+}
+
+/// The variants that share a rate (and so its comparisons), or one
+/// msg_id mode's rate search (`search`, which has no rate of its own).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Group {
+    rate: Option<Rate>,
+    search: Option<MsgId>,
+}
+
+/// One variant: jsbench's own publisher, a reference loop (at `max` only;
+/// raw's two runs told apart by `-before` and `-after`), an atomic batch
+/// size or a fast-ingest setting.
+#[derive(Debug, Clone, Copy)]
+pub enum Run {
+    Own(Rate, MsgId),
+    Reference(Reference, MsgId, &'static str),
+    Batch(Rate, MsgId, usize),
+    Fast(fast::FastVariant),
 }
 
 fn reference_label(kind: Reference) -> &'static str {

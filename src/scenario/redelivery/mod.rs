@@ -19,18 +19,18 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use super::lifecycle::{Lifecycle, Paced, Scope, Variants, Work};
+use super::checks;
 use super::table::{self, Cell, Column, Show};
-use super::{ScenarioKind, ScenarioPlan, checks};
+use super::{Kind, Paced, Scope, Variants, Work};
 use crate::consume::fates::Analysis;
-use crate::drive::{ConsumerSpec, DriveOutcome, RunContext};
+use crate::drive::{ConsumerSpec, DriveOutcome};
 use crate::profile::{BehaviourPlan, CommonPlan, ConsumerPlan, Problems, Section, format_duration};
 use crate::record::ledger::Event;
 use crate::record::metrics::{Direction, Metric, count, latency_metrics, ratio};
 use crate::record::names;
 use crate::streams::advisory::Advisories;
 use crate::streams::provision::Need;
-use crate::variant::{Invariant, VariantResult, VariantSink};
+use crate::variant::{Invariant, VariantResult};
 
 pub use plan::Plan;
 
@@ -55,7 +55,7 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(250);
 /// The registry's row for `redelivery`: what happens when a message fails.
 pub struct Redelivery;
 
-impl ScenarioKind for Redelivery {
+impl Kind for Redelivery {
     const NAME: &'static str = "redelivery";
     const RETENTION: bool = true;
     const COLUMNS: &'static [Column] = &[
@@ -91,15 +91,6 @@ impl ScenarioKind for Redelivery {
         plan::read(section, problems)
     }
 
-    fn run<'a>(
-        ctx: &'a RunContext,
-        scenario: &'a ScenarioPlan,
-        plan: &'a Plan,
-        sink: &'a mut dyn VariantSink,
-    ) -> impl Future<Output = Result<()>> + 'a {
-        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
-    }
-
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
         Need::of_load(&plan.load, common)
     }
@@ -115,30 +106,12 @@ impl ScenarioKind for Redelivery {
     fn consumer_mut(plan: &mut Plan) -> Option<&mut ConsumerPlan> {
         Some(&mut plan.load.consumer)
     }
-}
 
-/// A variant: the same load all acked (the baseline), or with the
-/// consumers following the behaviour plan.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Run {
-    Baseline,
-    Plan,
-}
-
-impl Lifecycle for Redelivery {
     type Group = ();
     type Shared = ();
     type Variant = Run;
     /// The plan variant's overhead is set against the baseline's figures.
     const COMPARES: bool = true;
-
-    fn groups(_plan: &Plan) -> Vec<()> {
-        vec![()]
-    }
-
-    async fn setup(_: &mut Scope<'_>, _: &mut VariantResult, _: &Plan, _: &()) -> Result<()> {
-        Ok(())
-    }
 
     /// The baseline first, when asked, then the plan.
     fn variants(plan: &Plan, _: &()) -> Variants<Run> {
@@ -222,6 +195,14 @@ impl Lifecycle for Redelivery {
         ];
         r.metrics.extend(overhead);
     }
+}
+
+/// A variant: the same load all acked (the baseline), or with the
+/// consumers following the behaviour plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Run {
+    Baseline,
+    Plan,
 }
 
 fn describe(common: &CommonPlan, plan: &Plan, behaviour: &BehaviourPlan, r: &mut VariantResult) {

@@ -13,8 +13,8 @@ use crate::drive::{DriveOutcome, DriveSpec};
 use crate::profile::{ArrivalPlan, ReplayDeliver};
 use crate::replay::read::{self, ReplaySpec};
 use crate::replay::recording::{self, Start, select};
+use crate::scenario::Scope;
 use crate::scenario::checks;
-use crate::scenario::lifecycle::Scope;
 use crate::variant::VariantResult;
 
 /// How long a replay keeps reading after its last selected message, to

@@ -32,14 +32,13 @@ mod verify;
 
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use async_nats::Client;
 use async_nats::jetstream;
 
-use super::lifecycle::{Lifecycle, Scope, Variants};
 use super::table::{self, Cell, Column, Show};
-use super::{ScenarioKind, ScenarioPlan};
-use crate::drive::{DriveSpec, RunContext};
+use super::{Kind, Scope, Variants};
+use crate::drive::DriveSpec;
 use crate::profile::{
     CommonPlan, Problems, PublishPlan, REPLAY_MAX_ACK_PENDING, ReplayDeliver, ReplayPace,
     ReplayReader, Section, format_duration,
@@ -47,7 +46,7 @@ use crate::profile::{
 use crate::record::names;
 use crate::replay::recording::Recorded;
 use crate::streams::provision::{Need, PER_MESSAGE_OVERHEAD};
-use crate::variant::{VariantResult, VariantSink};
+use crate::variant::VariantResult;
 
 pub use plan::Plan;
 
@@ -151,7 +150,7 @@ pub struct Recording {
 /// The registry's row for `replay`: instant catch-up against original pacing.
 pub struct Replay;
 
-impl ScenarioKind for Replay {
+impl Kind for Replay {
     const NAME: &'static str = "replay";
     const COLUMNS: &'static [Column] = &[
         table::VARIANT,
@@ -195,15 +194,6 @@ impl ScenarioKind for Replay {
         plan::read(section, problems)
     }
 
-    fn run<'a>(
-        ctx: &'a RunContext,
-        scenario: &'a ScenarioPlan,
-        plan: &'a Plan,
-        sink: &'a mut dyn VariantSink,
-    ) -> impl Future<Output = Result<()>> + 'a {
-        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
-    }
-
     fn need(plan: &Plan, _common: &CommonPlan) -> Need {
         // One stream: the recording, plus what the live variants append.
         let live_variants = plan.readers.len()
@@ -228,18 +218,13 @@ impl ScenarioKind for Replay {
     fn estimated_duration(plan: &Plan, common: &CommonPlan) -> Duration {
         plan.estimated_duration(common)
     }
-}
 
-impl Lifecycle for Replay {
     type Group = ();
-    type Shared = Recording;
+    /// The recording, once made.
+    type Shared = Option<Recording>;
     type Variant = OneReplay;
     /// The record phase measures and checks the recording: a variant.
     const SETUP_RECORDED: bool = true;
-
-    fn groups(_plan: &Plan) -> Vec<()> {
-        vec![()]
-    }
 
     fn setup_label(_plan: &Plan, _: &()) -> String {
         "record".into()
@@ -252,8 +237,8 @@ impl Lifecycle for Replay {
         r: &mut VariantResult,
         plan: &Plan,
         _: &(),
-    ) -> Result<Recording> {
-        record::record(s, r, plan).await
+    ) -> Result<Option<Recording>> {
+        record::record(s, r, plan).await.map(Some)
     }
 
     fn variants(plan: &Plan, _: &()) -> Variants<OneReplay> {
@@ -268,9 +253,10 @@ impl Lifecycle for Replay {
         s: &mut Scope<'_>,
         r: &mut VariantResult,
         plan: &Plan,
-        recording: &mut Recording,
+        recording: &mut Option<Recording>,
         v: &OneReplay,
     ) -> Result<()> {
+        let recording = recording.as_mut().context("nothing was recorded")?;
         describe_replay(plan, v, r);
         super::checks::server_clock(s.ctx, r);
         live::replay(s, r, plan, recording, *v).await

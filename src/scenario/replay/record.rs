@@ -14,8 +14,8 @@ use crate::record::metrics::{Direction, Metric, count, latency_metrics};
 use crate::record::names;
 use crate::replay::pacing;
 use crate::replay::recording::{self, Recorded};
+use crate::scenario::Scope;
 use crate::scenario::checks;
-use crate::scenario::lifecycle::Scope;
 use crate::variant::{Invariant, VariantResult};
 
 /// Provisions the stream (in the group's scope: it lives until every

@@ -17,16 +17,16 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use super::lifecycle::{Lifecycle, Paced, Scope, Variants};
+use super::checks;
 use super::table::{self, Cell, Column, Show};
-use super::{ScenarioKind, ScenarioPlan, checks};
+use super::{Kind, Paced, Scope, Variants};
 use crate::drive::{ConsumerSpec, DriveOutcome, FaultPlan, RunContext};
 use crate::profile::{CommonPlan, ConsumerPlan, FaultKind, Problems, Section, format_duration};
 use crate::record::metrics::{Direction, Metric, count, latency_metrics};
 use crate::record::names;
 use crate::streams::provision::Need;
 use crate::streams::readback::ReadBack;
-use crate::variant::{Invariant, VariantResult, VariantSink};
+use crate::variant::{Invariant, VariantResult};
 
 pub use plan::Plan;
 
@@ -50,7 +50,7 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(250);
 /// The registry's row for `restart`: a server killed (or cut off) and back.
 pub struct Restart;
 
-impl ScenarioKind for Restart {
+impl Kind for Restart {
     const NAME: &'static str = "restart";
     const COLUMNS: &'static [Column] = &[
         table::VARIANT,
@@ -92,15 +92,6 @@ impl ScenarioKind for Restart {
         plan::read(section, problems)
     }
 
-    fn run<'a>(
-        ctx: &'a RunContext,
-        scenario: &'a ScenarioPlan,
-        plan: &'a Plan,
-        sink: &'a mut dyn VariantSink,
-    ) -> impl Future<Output = Result<()>> + 'a {
-        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
-    }
-
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
         Need::of_load(&plan.load, common)
     }
@@ -120,21 +111,11 @@ impl ScenarioKind for Restart {
     fn faults(plan: &Plan) -> Option<FaultKind> {
         Some(plan.fault)
     }
-}
 
-impl Lifecycle for Restart {
     type Group = ();
     type Shared = ();
     /// One variant: the plan's fault at its node.
     type Variant = ();
-
-    fn groups(_plan: &Plan) -> Vec<()> {
-        vec![()]
-    }
-
-    async fn setup(_: &mut Scope<'_>, _: &mut VariantResult, _: &Plan, _: &()) -> Result<()> {
-        Ok(())
-    }
 
     fn variants(_plan: &Plan, _: &()) -> Variants<()> {
         Variants::List(vec![()])

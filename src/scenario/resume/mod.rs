@@ -14,16 +14,16 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use super::lifecycle::{Lifecycle, Paced, Scope, Variants, Work};
+use super::checks;
 use super::table::{self, Cell, Column, Show};
-use super::{ScenarioKind, ScenarioPlan, checks};
-use crate::drive::{ConsumerSpec, CrashOutcome, CrashPlan, DriveOutcome, RunContext};
+use super::{Kind, Paced, Scope, Variants, Work};
+use crate::drive::{ConsumerSpec, CrashOutcome, CrashPlan, DriveOutcome};
 use crate::profile::{CommonPlan, ConsumerPlan, CrashPoint, Problems, Section, format_duration};
 use crate::record::ledger::Event;
 use crate::record::metrics::{Direction, Metric, count, latency_metrics};
 use crate::record::names;
 use crate::streams::provision::Need;
-use crate::variant::{Invariant, VariantResult, VariantSink};
+use crate::variant::{Invariant, VariantResult};
 
 pub use plan::Plan;
 
@@ -46,7 +46,7 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(250);
 /// The registry's row for `resume`: a consumer crashing and a new one resuming.
 pub struct Resume;
 
-impl ScenarioKind for Resume {
+impl Kind for Resume {
     const NAME: &'static str = "resume";
     const RETENTION: bool = true;
     const COLUMNS: &'static [Column] = &[
@@ -81,15 +81,6 @@ impl ScenarioKind for Resume {
         plan::read(section, problems)
     }
 
-    fn run<'a>(
-        ctx: &'a RunContext,
-        scenario: &'a ScenarioPlan,
-        plan: &'a Plan,
-        sink: &'a mut dyn VariantSink,
-    ) -> impl Future<Output = Result<()>> + 'a {
-        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
-    }
-
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
         Need::of_load(&plan.load, common)
     }
@@ -105,21 +96,11 @@ impl ScenarioKind for Resume {
     fn consumer_mut(plan: &mut Plan) -> Option<&mut ConsumerPlan> {
         Some(&mut plan.load.consumer)
     }
-}
 
-impl Lifecycle for Resume {
     type Group = ();
     type Shared = ();
     /// Where the client crashes, and whether its handlers are idempotent.
     type Variant = (CrashPoint, bool);
-
-    fn groups(_plan: &Plan) -> Vec<()> {
-        vec![()]
-    }
-
-    async fn setup(_: &mut Scope<'_>, _: &mut VariantResult, _: &Plan, _: &()) -> Result<()> {
-        Ok(())
-    }
 
     /// Each crash point, once per `idempotent` entry.
     fn variants(plan: &Plan, _: &()) -> Variants<(CrashPoint, bool)> {

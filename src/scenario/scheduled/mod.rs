@@ -23,15 +23,14 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow};
 
 use self::audit::{Audit, Due, audit};
-use super::lifecycle::{Lifecycle, Scope, Variants};
 use super::table::{self, Cell, Column, Show};
-use super::{ScenarioKind, ScenarioPlan};
+use super::{Kind, Scope, Variants};
 use crate::drive::RunContext;
 use crate::profile::{CommonPlan, FaultKind, Problems, Section, format_duration};
 use crate::record::metrics::{Direction, Metric, count};
 use crate::streams::provision::Need;
 use crate::streams::schedules::{self, Pattern, Watcher, now_ns};
-use crate::variant::{Invariant, VariantResult, VariantSink};
+use crate::variant::{Invariant, VariantResult};
 
 pub use plan::{Plan, Shape};
 
@@ -100,22 +99,13 @@ const COLUMNS: &[Column] = &[
 /// The registry's row for `scheduled`: schedules fired by the server.
 pub struct Scheduled;
 
-impl ScenarioKind for Scheduled {
+impl Kind for Scheduled {
     const NAME: &'static str = "scheduled";
     const COLUMNS: &'static [Column] = COLUMNS;
     type Plan = Plan;
 
     fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
         plan::read(section, problems)
-    }
-
-    fn run<'a>(
-        ctx: &'a RunContext,
-        scenario: &'a ScenarioPlan,
-        plan: &'a Plan,
-        sink: &'a mut dyn VariantSink,
-    ) -> impl Future<Output = Result<()>> + 'a {
-        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
     }
 
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
@@ -143,31 +133,10 @@ impl ScenarioKind for Scheduled {
             .contains(&Shape::Restart)
             .then_some(FaultKind::Kill)
     }
-}
 
-/// From the first due time to the last, or the watch of the repeating
-/// (which always waits out its grace).
-fn variant_span(shape: Shape, plan: &Plan, common: &CommonPlan) -> Duration {
-    match shape {
-        Shape::At => common.duration,
-        Shape::Every | Shape::Cron => common.duration + plan.grace,
-        Shape::Burst => Duration::ZERO,
-        Shape::Restart => plan.down_for,
-    }
-}
-
-impl Lifecycle for Scheduled {
     type Group = ();
     type Shared = ();
     type Variant = Shape;
-
-    fn groups(_plan: &Plan) -> Vec<()> {
-        vec![()]
-    }
-
-    async fn setup(_: &mut Scope<'_>, _: &mut VariantResult, _: &Plan, _: &()) -> Result<()> {
-        Ok(())
-    }
 
     fn variants(plan: &Plan, _: &()) -> Variants<Shape> {
         Variants::List(plan.variants.clone())
@@ -194,6 +163,17 @@ impl Lifecycle for Scheduled {
         let observed = fire(s, plan, shape, &stream, &base, r).await?;
         verify(shape, &observed, r);
         Ok(())
+    }
+}
+
+/// From the first due time to the last, or the watch of the repeating
+/// (which always waits out its grace).
+fn variant_span(shape: Shape, plan: &Plan, common: &CommonPlan) -> Duration {
+    match shape {
+        Shape::At => common.duration,
+        Shape::Every | Shape::Cron => common.duration + plan.grace,
+        Shape::Burst => Duration::ZERO,
+        Shape::Restart => plan.down_for,
     }
 }
 

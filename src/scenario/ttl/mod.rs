@@ -24,9 +24,8 @@ use anyhow::Result;
 use async_nats::jetstream::stream;
 use tokio_util::sync::CancellationToken;
 
-use super::lifecycle::{Lifecycle, Scope, Variants};
 use super::table::{self, Cell, Column, Show};
-use super::{ScenarioKind, ScenarioPlan};
+use super::{Kind, Scope, Variants};
 use crate::drive::RunContext;
 use crate::profile::{CommonPlan, Problems, Section};
 use crate::record::clock::now_ns;
@@ -35,7 +34,7 @@ use crate::streams::expiry::{
     self, LateRead, Polled, Polling, Tracked, Ttl, TtlLoad, ttl_stream_config,
 };
 use crate::streams::provision::Need;
-use crate::variant::{VariantResult, VariantSink};
+use crate::variant::VariantResult;
 
 pub use plan::Plan;
 pub use verify::{
@@ -79,7 +78,7 @@ const PER_MESSAGE_OVERHEAD: u64 = 100;
 
 pub struct TtlKind;
 
-impl ScenarioKind for TtlKind {
+impl Kind for TtlKind {
     const NAME: &'static str = "ttl";
     const COLUMNS: &'static [Column] = &[
         table::VARIANT,
@@ -115,15 +114,6 @@ impl ScenarioKind for TtlKind {
         plan::read(section, problems)
     }
 
-    fn run<'a>(
-        ctx: &'a RunContext,
-        scenario: &'a ScenarioPlan,
-        plan: &'a Plan,
-        sink: &'a mut dyn VariantSink,
-    ) -> impl Future<Output = Result<()>> + 'a {
-        super::lifecycle::run_kind::<Self>(ctx, scenario, plan, sink)
-    }
-
     fn need(plan: &Plan, _common: &CommonPlan) -> Need {
         let each = plan.message_size as u64 + PER_MESSAGE_OVERHEAD;
         let bytes = plan.messages.max(plan.cost_messages) * each;
@@ -155,28 +145,10 @@ impl ScenarioKind for TtlKind {
         };
         each * plan.markers.len() as u32 + cost
     }
-}
 
-/// A variant: the expiry watch on a stream with markers off or at this
-/// TTL, or the server's cost of pending TTLs ([`cost`]).
-#[derive(Debug, Clone, Copy)]
-pub enum Variant {
-    Expiry(Option<Duration>),
-    Cost,
-}
-
-impl Lifecycle for TtlKind {
     type Group = ();
     type Shared = ();
     type Variant = Variant;
-
-    fn groups(_plan: &Plan) -> Vec<()> {
-        vec![()]
-    }
-
-    async fn setup(_: &mut Scope<'_>, _: &mut VariantResult, _: &Plan, _: &()) -> Result<()> {
-        Ok(())
-    }
 
     /// One per marker setting, then the cost variant when asked.
     fn variants(plan: &Plan, _: &()) -> Variants<Variant> {
@@ -226,6 +198,14 @@ impl Lifecycle for TtlKind {
         r.metrics.push(count("get_errors", seen.polled.errors));
         Ok(())
     }
+}
+
+/// A variant: the expiry watch on a stream with markers off or at this
+/// TTL, or the server's cost of pending TTLs ([`cost`]).
+#[derive(Debug, Clone, Copy)]
+pub enum Variant {
+    Expiry(Option<Duration>),
+    Cost,
 }
 
 /// How long a message published with `ttl` lives by the server's rules
