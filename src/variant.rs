@@ -254,8 +254,27 @@ impl VariantResult {
         }
     }
 
+    /// Adds the metric `name`: `value` in `unit`, better in `direction`.
+    pub fn metric(
+        &mut self,
+        name: impl Into<String>,
+        unit: &str,
+        value: f64,
+        direction: crate::record::metrics::Direction,
+    ) {
+        self.metrics.push(crate::record::metrics::Metric::new(
+            name, unit, value, direction,
+        ));
+    }
+
+    /// Adds a count of things: a whole number, no better direction.
+    pub fn count(&mut self, name: impl Into<String>, value: u64) {
+        self.metrics
+            .push(crate::record::metrics::count(name, value));
+    }
+
     /// The value of the metric `name`, the last of that name.
-    pub fn metric(&self, name: &str) -> Option<f64> {
+    pub fn value(&self, name: &str) -> Option<f64> {
         self.metrics
             .iter()
             .rev()

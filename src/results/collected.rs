@@ -90,7 +90,7 @@ impl Store for Base64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::metrics::{Direction, Metric};
+    use crate::record::metrics::Direction;
     use crate::variant::Invariant;
 
     #[test]
@@ -117,12 +117,7 @@ mod tests {
             r.record(i * 1_000);
         }
         v.latency("e2e_latency", &r);
-        v.metrics.push(Metric::new(
-            "publish.rate",
-            "msg/s",
-            100.0,
-            Direction::Higher,
-        ));
+        v.metric("publish.rate", "msg/s", 100.0, Direction::Higher);
         v.invariants.push(Invariant::equal("lost = 0", 0, 0));
         collected.record(&profile.scenarios[0].common, v).unwrap();
 

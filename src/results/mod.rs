@@ -376,7 +376,7 @@ pub fn read_summary(path: &Path) -> Result<Summary> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::metrics::{Direction, Metric};
+    use crate::record::metrics::Direction;
     use crate::variant::Invariant;
 
     fn run_metadata(repeat: usize) -> RunMetadata {
@@ -400,12 +400,7 @@ mod tests {
             r.record(p50_us * 1_000);
         }
         v.histograms.push(("e2e_latency".into(), r));
-        v.metrics.push(Metric::new(
-            "e2e_latency.p50",
-            "us",
-            p50_us as f64,
-            Direction::Lower,
-        ));
+        v.metric("e2e_latency.p50", "us", p50_us as f64, Direction::Lower);
         v.invariants.push(Invariant::equal("lost = 0", lost, 0));
         v
     }

@@ -10,7 +10,6 @@ use crate::drive::DriveOutcome;
 use crate::profile::{BehaviourPlan, ConsumerPlan};
 use crate::record::histogram::INTERVAL_BYTES_PER_SECOND;
 use crate::record::ledger::{LedgerCounts, LedgerShard};
-use crate::record::metrics::count;
 use crate::record::names;
 use crate::system::cpu::MemoryTrace;
 use crate::variant::{Invariant, VariantResult};
@@ -64,8 +63,8 @@ pub fn fate_metrics(a: &Analysis, r: &mut VariantResult) {
             a.observed.exhausted,
         ),
     ] {
-        r.metrics.push(count(names.0, planned));
-        r.metrics.push(count(names.1, observed));
+        r.count(names.0, planned);
+        r.count(names.1, observed);
     }
 }
 
@@ -252,7 +251,7 @@ pub fn evictions(o: &DriveOutcome, r: &mut VariantResult) {
         ));
         return;
     };
-    r.metrics.push(count("evicted", e.evicted));
+    r.count("evicted", e.evicted);
     if e.evicted > 0 && e.explained() {
         let when = o
             .eviction_began_s()
@@ -274,8 +273,7 @@ pub fn refusals(o: &DriveOutcome, r: &mut VariantResult) {
     if c.refused_by_limit == 0 {
         return;
     }
-    r.metrics
-        .push(count("refused_by_limit", c.refused_by_limit));
+    r.count("refused_by_limit", c.refused_by_limit);
     r.warnings.push(format!(
         "the stream refused {} publish(es) at its limits: {}",
         c.refused_by_limit,
@@ -366,7 +364,7 @@ pub fn publishers_finished(o: &DriveOutcome) -> Invariant {
 /// and CPU over time, and the meta leader when it moved. Nothing when no
 /// endpoint is known (a server jsbench did not start, without --monitor).
 pub fn server_figures(o: &DriveOutcome, r: &mut VariantResult) {
-    use crate::record::metrics::{Direction, Metric};
+    use crate::record::metrics::Direction;
     let stored = o.counts.persisted;
     if let Some(cpu) = o.server_cpu.filter(|_| stored > 0)
         && !r
@@ -374,12 +372,12 @@ pub fn server_figures(o: &DriveOutcome, r: &mut VariantResult) {
             .iter()
             .any(|m| m.name == names::SERVER_CPU_PER_MSG)
     {
-        r.metrics.push(Metric::new(
+        r.metric(
             names::SERVER_CPU_PER_MSG,
             "us",
             cpu.as_secs_f64() * 1e6 / stored as f64,
             Direction::Lower,
-        ));
+        );
     }
     let Some(t) = &o.telemetry else {
         return;
@@ -406,13 +404,13 @@ pub fn server_figures(o: &DriveOutcome, r: &mut VariantResult) {
         ),
     ] {
         if let Some(v) = value {
-            r.metrics.push(Metric::new(name, "MB", mb(v), direction));
+            r.metric(name, "MB", mb(v), direction);
         }
     }
     let slow = t.growth(|s| s.slow_consumers);
     let api_errors = t.growth(|s| s.api_errors);
-    r.metrics.push(count("server_slow_consumers", slow));
-    r.metrics.push(count("server_api_errors", api_errors));
+    r.count("server_slow_consumers", slow);
+    r.count("server_api_errors", api_errors);
     if slow > 0 {
         r.warnings.push(format!(
             "the server counted {slow} slow consumer(s) during the variant (/varz slow_consumers): \
@@ -451,7 +449,7 @@ pub fn server_figures(o: &DriveOutcome, r: &mut VariantResult) {
 /// consumer's set of first deliveries, each publisher's stored count per
 /// message), per persisted message.
 pub fn ledger_cost(o: &DriveOutcome, r: &mut VariantResult) {
-    use crate::record::metrics::{Direction, Metric};
+    use crate::record::metrics::Direction;
     let stored = o.counts.persisted;
     if stored == 0 {
         return;
@@ -466,12 +464,12 @@ pub fn ledger_cost(o: &DriveOutcome, r: &mut VariantResult) {
             .map(|c| c.ledger.bytes() + c.first_deliveries.bytes())
             .sum::<u64>()
         + o.ledger.bytes();
-    r.metrics.push(Metric::new(
+    r.metric(
         names::LEDGER_BYTES_PER_MSG,
         "bytes",
         shards as f64 / stored as f64,
         Direction::Lower,
-    ));
+    );
 }
 
 /// The client's side of a variant: what its CPU, its ledgers and its
@@ -532,7 +530,7 @@ fn cpu_figures(o: &DriveOutcome, server: Option<Duration>, r: &mut VariantResult
 /// last, in cores: a publisher is one thread, so near 1 that thread is the
 /// limit however many cores the host has to spare.
 fn sender_thread_load(o: &DriveOutcome, r: &mut VariantResult) {
-    use crate::record::metrics::{Direction, Metric};
+    use crate::record::metrics::Direction;
     let load = o
         .sends
         .iter()
@@ -540,12 +538,7 @@ fn sender_thread_load(o: &DriveOutcome, r: &mut VariantResult) {
         .map(|s| s.thread_cpu.as_secs_f64() * 1e9 / (s.last_sent_ns - s.first_sent_ns) as f64)
         .reduce(f64::max);
     if let Some(load) = load {
-        r.metrics.push(Metric::new(
-            names::SENDER_THREAD_LOAD,
-            "cores",
-            load,
-            Direction::None,
-        ));
+        r.metric(names::SENDER_THREAD_LOAD, "cores", load, Direction::None);
     }
 }
 
@@ -565,7 +558,7 @@ pub struct CpuSplit {
 /// CPU, and the warning when the client spends more than the server.
 /// Figures a scenario already reported stay as they are.
 pub fn cpu_per_message(split: &CpuSplit, messages: u64, r: &mut VariantResult) {
-    use crate::record::metrics::{Direction, Metric};
+    use crate::record::metrics::Direction;
     if messages == 0 {
         return;
     }
@@ -579,8 +572,7 @@ pub fn cpu_per_message(split: &CpuSplit, messages: u64, r: &mut VariantResult) {
         if let Some(cpu) = cpu
             && !r.metrics.iter().any(|m| m.name == name)
         {
-            r.metrics
-                .push(Metric::new(name, "us", per_message(cpu), Direction::Lower));
+            r.metric(name, "us", per_message(cpu), Direction::Lower);
         }
     }
     let value = |name: &str| r.metrics.iter().find(|m| m.name == name).map(|m| m.value);
@@ -589,12 +581,12 @@ pub fn cpu_per_message(split: &CpuSplit, messages: u64, r: &mut VariantResult) {
         value(names::SERVER_CPU_PER_MSG),
     ) && client + server > 0.0
     {
-        r.metrics.push(Metric::new(
+        r.metric(
             names::CLIENT_CPU_SHARE,
             "ratio",
             client / (client + server),
             Direction::None,
-        ));
+        );
         if client > server {
             r.warnings.push(format!(
                 "the client used more CPU per message ({client:.1} µs) than the server \
@@ -678,14 +670,9 @@ fn growth(t: &MemoryTrace) -> Option<Growth> {
 /// memory flat" against an allowance from design constants, and the
 /// interval histograms against their own design.
 pub fn client_memory(o: &DriveOutcome, r: &mut VariantResult) {
-    use crate::record::metrics::{Direction, Metric};
+    use crate::record::metrics::Direction;
     if let Some(peak) = o.memory.peak() {
-        r.metrics.push(Metric::new(
-            "client_rss_peak",
-            "MB",
-            peak as f64 / 1e6,
-            Direction::Lower,
-        ));
+        r.metric("client_rss_peak", "MB", peak as f64 / 1e6, Direction::Lower);
     }
     let recorders = [
         &o.send_lag,
@@ -698,26 +685,16 @@ pub fn client_memory(o: &DriveOutcome, r: &mut VariantResult) {
         .iter()
         .map(|h| h.bytes())
         .fold((0, 0), |(f, i), (a, b)| (f + a, i + b));
-    r.metrics.push(Metric::new(
-        "histogram_bytes",
-        "KB",
-        fixed as f64 / 1e3,
-        Direction::None,
-    ));
-    r.metrics.push(Metric::new(
+    r.metric("histogram_bytes", "KB", fixed as f64 / 1e3, Direction::None);
+    r.metric(
         "interval_log_bytes",
         "KB",
         intervals as f64 / 1e3,
         Direction::None,
-    ));
+    );
     let g = growth(&o.memory);
     if let Some(slope) = g.and_then(|g| g.slope) {
-        r.metrics.push(Metric::new(
-            "client_rss_slope",
-            "MB/Mmsg",
-            slope,
-            Direction::Lower,
-        ));
+        r.metric("client_rss_slope", "MB/Mmsg", slope, Direction::Lower);
     }
     let allowance = g.map_or(0.0, |g| kept_by_design(o, g.seconds));
     r.invariants.push(memory_flat(g, allowance));
@@ -978,12 +955,12 @@ mod cpu_tests {
     #[test]
     fn a_figure_the_scenario_reported_stays_and_nothing_comes_of_no_messages() {
         let mut r = VariantResult::new("v");
-        r.metrics.push(crate::record::metrics::Metric::new(
+        r.metric(
             "client_cpu_per_msg",
             "us",
             1.0,
             crate::record::metrics::Direction::Lower,
-        ));
+        );
         let split = CpuSplit {
             client: Duration::from_secs(1),
             publisher: None,

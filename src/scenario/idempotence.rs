@@ -9,7 +9,7 @@ use anyhow::Result;
 
 use crate::consume::Effects;
 use crate::drive::{DriveOutcome, RunContext};
-use crate::record::metrics::{Direction, Metric, count};
+use crate::record::metrics::Direction;
 use crate::variant::{Invariant, VariantResult};
 
 /// Creates the variant's dedup store; its bucket name.
@@ -54,16 +54,16 @@ fn effects(o: &DriveOutcome) -> Effects {
 /// Work applied twice, and what the dedup store cost: its check per
 /// delivery and its size per key (`store`: bytes and keys, when idempotent).
 fn measure_effects(e: &Effects, store: Option<(u64, u64)>, r: &mut VariantResult) {
-    r.metrics.push(count("work_done_twice", e.applied_twice()));
-    r.metrics.push(count("work_suppressed", e.suppressed));
+    r.count("work_done_twice", e.applied_twice());
+    r.count("work_suppressed", e.suppressed);
     r.latency("dedup_check", &e.check);
     if let Some((bytes, keys)) = store.filter(|s| s.1 > 0) {
-        r.metrics.push(Metric::new(
+        r.metric(
             "dedup_store_bytes_per_key",
             "B",
             bytes as f64 / keys as f64,
             Direction::Lower,
-        ));
+        );
     }
 }
 

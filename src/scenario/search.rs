@@ -21,7 +21,7 @@ use anyhow::Result;
 use super::ScenarioPlan;
 use crate::drive::RunContext;
 use crate::profile::SearchPlan;
-use crate::record::metrics::{Direction, Metric};
+use crate::record::metrics::Direction;
 use crate::record::names;
 use crate::variant::{VariantResult, VariantSink};
 
@@ -329,12 +329,12 @@ fn answer(
     verdicts: &[(u64, Verdict)],
     r: &mut VariantResult,
 ) -> String {
-    r.metrics.push(Metric::new(
+    r.metric(
         "max_sustainable_rate",
         "msg/s",
         rate as f64,
         Direction::Higher,
-    ));
+    );
     let votes = s.votes(rate);
     r.param(
         "answer_held",
@@ -351,12 +351,7 @@ fn answer(
     let (tag, why) = match s.first_failure() {
         Some(f) => {
             let failed = s.votes(f);
-            r.metrics.push(Metric::new(
-                "lowest_failing_rate",
-                "msg/s",
-                f as f64,
-                Direction::None,
-            ));
+            r.metric("lowest_failing_rate", "msg/s", f as f64, Direction::None);
             r.param(
                 "failure_failed",
                 format!("{} of {}", failed.failed, failed.probes()),
@@ -633,6 +628,7 @@ impl Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::metrics::Metric;
 
     fn run(mut s: RateSearch, mut passes: impl FnMut(u64, usize) -> bool) -> RateSearch {
         let mut n = 0;
@@ -800,12 +796,7 @@ mod tests {
 
     fn probe(samples: u64, warning: Option<&str>) -> VariantResult {
         let mut r = VariantResult::new("rate-2000");
-        r.metrics.push(Metric::new(
-            names::PUBLISH.rate,
-            "msg/s",
-            2000.0,
-            Direction::Higher,
-        ));
+        r.metric(names::PUBLISH.rate, "msg/s", 2000.0, Direction::Higher);
         let mut h = crate::record::histogram::Recorder::new();
         for _ in 0..samples {
             h.record(300_000);

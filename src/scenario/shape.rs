@@ -4,7 +4,7 @@
 
 use crate::profile::{ArrivalPlan, format_duration};
 use crate::record::histogram::Recorder;
-use crate::record::metrics::{Direction, Metric};
+use crate::record::metrics::Direction;
 use crate::variant::{Part, VariantResult};
 
 /// Records an arrival other than steady among the variant's parameters.
@@ -57,12 +57,12 @@ pub fn per_step(
         part.set("e2e_p99_us", us(h.value_at_quantile(0.99)));
         part.set("e2e_max_us", us(h.max()));
         if !h.is_empty() {
-            r.metrics.push(Metric::new(
+            r.metric(
                 format!("step{}.e2e_latency.p99", i + 1),
                 "us",
                 us(h.value_at_quantile(0.99)),
                 Direction::Lower,
-            ));
+            );
         }
         let recorded_ns = end.saturating_sub(start.max(record_from_ns));
         let due = rate * recorded_ns / 1_000_000_000;

@@ -81,6 +81,10 @@ pub const VERDICT: Column = Column {
 
 /// `header` over one quantile of a latency histogram, in µs.
 impl Column {
+    pub const fn new(header: &'static str, cell: Cell) -> Column {
+        Column { header, cell }
+    }
+
     /// A metric's value, shown as `show`.
     pub const fn metric(header: &'static str, metric: &'static str, show: Show) -> Column {
         Column {

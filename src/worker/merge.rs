@@ -13,7 +13,7 @@ use super::protocol::PartCounts;
 use crate::consume::ConsumerReport;
 use crate::load::{AckReport, SendReport};
 use crate::record::ledger::{Event, LedgerShard};
-use crate::record::metrics::{Direction, Metric};
+use crate::record::metrics::Direction;
 use crate::record::names;
 use crate::variant::VariantResult;
 
@@ -176,12 +176,12 @@ pub fn annotate(result: &mut VariantResult, drives: Vec<DriveRecord>) {
         .filter_map(|d| d.clock_uncertainty_ns())
         .max()
     {
-        result.metrics.push(Metric::new(
+        result.metric(
             names::CLOCK_UNCERTAINTY,
             "us",
             bound as f64 / 1_000.0,
             Direction::None,
-        ));
+        );
     }
     let mut missing = Vec::new();
     for d in &drives {
@@ -275,12 +275,7 @@ mod tests {
             processes: vec![part("coordinator", vec![0], vec![0], 0), lost],
         };
         let mut r = VariantResult::new("rate-100");
-        r.metrics.push(Metric::new(
-            "publish_rate",
-            "msg/s",
-            100.0,
-            Direction::Higher,
-        ));
+        r.metric("publish_rate", "msg/s", 100.0, Direction::Higher);
         annotate(&mut r, vec![d]);
         let error = r.error.as_deref().unwrap();
         assert!(error.starts_with("incomplete: "), "{error}");

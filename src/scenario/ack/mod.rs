@@ -12,13 +12,13 @@ use anyhow::{Context, Result, bail};
 use async_nats::jetstream::stream;
 
 use super::checks;
-use super::table::{self, Cell, Column, Show};
+use super::table::{self, Column, Show};
 use super::{Kind, Scope, Variants};
 use crate::consume::reference::{self, ReferenceConfig, ReferenceReport};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec};
 use crate::profile::{AckPolicy, CommonPlan, ConsumerKind, ConsumerPlan, Problems, Section};
 use crate::record::ledger::{Event, LedgerCounts, LedgerShard, SeqSet};
-use crate::record::metrics::{Direction, Metric, latency_metrics};
+use crate::record::metrics::{Direction, latency_metrics};
 use crate::record::names;
 use crate::streams::provision::{Need, PER_MESSAGE_OVERHEAD, durable_config};
 use crate::variant::{Invariant, VariantResult};
@@ -40,18 +40,9 @@ impl Kind for Ack {
     const NAME: &'static str = "ack";
     const COLUMNS: &'static [Column] = &[
         table::VARIANT,
-        Column {
-            header: "consumed/s",
-            cell: Cell::Metric(names::CONSUME.rate, Show::Rate),
-        },
-        Column {
-            header: "MB/s",
-            cell: Cell::Metric(names::CONSUME.throughput, Show::Decimals(1)),
-        },
-        Column {
-            header: "vs explicit",
-            cell: Cell::Metric(VS_EXPLICIT_THROUGHPUT, Show::Times(2)),
-        },
+        Column::metric("consumed/s", names::CONSUME.rate, Show::Rate),
+        Column::metric("MB/s", names::CONSUME.throughput, Show::Decimals(1)),
+        Column::metric("vs explicit", VS_EXPLICIT_THROUGHPUT, Show::Times(2)),
         table::quantile("double-ack p50", DOUBLE_ACK_RTT, "p50"),
         table::quantile("p99", DOUBLE_ACK_RTT, "p99"),
         table::LOST,
@@ -190,7 +181,7 @@ impl Kind for Ack {
     /// explicit's two; the paired run's `vs_<reference>` ratios are over
     /// the mean of each reference's runs before and after it.
     fn compare(_plan: &Plan, _: &(), done: &mut [(Read, VariantResult)]) {
-        let rate = |r: &VariantResult| r.metric(names::CONSUME.rate).filter(|_| r.error.is_none());
+        let rate = |r: &VariantResult| r.value(names::CONSUME.rate).filter(|_| r.error.is_none());
         let mut modes = Rates::<(ConsumerKind, AckMode)>::default();
         let mut references = Rates::<ConsumeReference>::default();
         for (v, r) in done.iter() {
@@ -212,12 +203,7 @@ impl Kind for Ack {
                 && mode != AckMode::Explicit
                 && let Some(ratio) = modes.vs_explicit(read, mode)
             {
-                r.metrics.push(Metric::new(
-                    VS_EXPLICIT_THROUGHPUT,
-                    "ratio",
-                    ratio,
-                    Direction::None,
-                ));
+                r.metric(VS_EXPLICIT_THROUGHPUT, "ratio", ratio, Direction::None);
             }
         }
     }
@@ -376,12 +362,12 @@ impl Rates<ConsumeReference> {
             let Some(theirs) = self.mean(kind) else {
                 continue;
             };
-            r.metrics.push(Metric::new(
+            r.metric(
                 format!("vs_{}.consume_ratio", kind.label()),
                 "ratio",
                 mine / theirs,
                 Direction::Higher,
-            ));
+            );
             if kind == ConsumeReference::Raw && mine < theirs {
                 r.warnings.push(format!(
                     "jsbench's consumer read {:.0}% as fast as the raw consume loop (mean of before and after): \

@@ -23,7 +23,7 @@ use super::{Kind, Paced, Scope, Variants};
 use crate::consume::fates::Analysis;
 use crate::drive::{ConsumerSample, ConsumerSpec, DriveOutcome};
 use crate::profile::{Action, CommonPlan, ConsumerPlan, Problems, Section, format_duration};
-use crate::record::metrics::{Direction, Metric, count, latency_metrics, ratio};
+use crate::record::metrics::{Direction, latency_metrics, ratio};
 use crate::record::names;
 use crate::streams::provision::Need;
 use crate::variant::{Invariant, VariantResult};
@@ -52,40 +52,19 @@ impl Kind for Backpressure {
     const RETENTION: bool = true;
     const COLUMNS: &'static [Column] = &[
         table::VARIANT,
-        Column {
-            header: "max_ack_pending",
-            cell: Cell::Param("max_ack_pending"),
-        },
-        Column {
-            header: "ack_wait",
-            cell: Cell::Param("ack_wait"),
-        },
-        Column {
-            header: "done/s",
-            cell: Cell::Metric(THROUGHPUT, Show::Rate),
-        },
-        Column {
-            header: "bound/s",
-            cell: Cell::Metric(BOUND, Show::Rate),
-        },
-        Column {
-            header: "efficiency",
-            cell: Cell::Metric(EFFICIENCY, Show::Percent),
-        },
-        Column {
-            header: "vs measured",
-            cell: Cell::Metric(EFFICIENCY_MEASURED, Show::Percent),
-        },
+        Column::param("max_ack_pending", "max_ack_pending"),
+        Column::param("ack_wait", "ack_wait"),
+        Column::metric("done/s", THROUGHPUT, Show::Rate),
+        Column::metric("bound/s", BOUND, Show::Rate),
+        Column::metric("efficiency", EFFICIENCY, Show::Percent),
+        Column::metric("vs measured", EFFICIENCY_MEASURED, Show::Percent),
         table::quantile("e2e p50", names::E2E_LATENCY, "p50"),
         table::quantile("p99", names::E2E_LATENCY, "p99"),
-        Column {
-            header: "at cap",
-            cell: Cell::Metric(TIME_AT_CAP, Show::Percent),
-        },
-        Column {
-            header: "redelivered (expired)",
-            cell: Cell::CountAndPart(REDELIVERIES, REDELIVERIES_EXPIRED),
-        },
+        Column::metric("at cap", TIME_AT_CAP, Show::Percent),
+        Column::new(
+            "redelivered (expired)",
+            Cell::CountAndPart(REDELIVERIES, REDELIVERIES_EXPIRED),
+        ),
         table::VERDICT,
     ];
     type Plan = Plan;
@@ -219,12 +198,12 @@ fn measure(o: &DriveOutcome, a: &Analysis, plan: &Plan, c: &ConsumerPlan, r: &mu
     ack_pending(&o.samples, c.max_ack_pending as u64, r);
     redeliveries(a, r);
     delayed_nak_slots(plan, r);
-    r.metrics.push(Metric::new(
+    r.metric(
         "completion_time",
         "ms",
         o.drain_time.as_secs_f64() * 1e3,
         Direction::Lower,
-    ));
+    );
 }
 
 /// Completed messages a second: every acked message over the span from
@@ -272,20 +251,14 @@ fn efficiency(
     r: &mut VariantResult,
 ) {
     let limit = point_bound(plan, c, plan.load.behaviour.processing.mean());
-    r.metrics.push(Metric::new(
+    r.metric(
         names::PUBLISH.rate,
         "msg/s",
         o.publish_rate(),
         Direction::None,
-    ));
-    r.metrics.push(Metric::new(
-        THROUGHPUT,
-        "msg/s",
-        throughput,
-        Direction::Higher,
-    ));
-    r.metrics
-        .push(Metric::new(BOUND, "msg/s", limit, Direction::None));
+    );
+    r.metric(THROUGHPUT, "msg/s", throughput, Direction::Higher);
+    r.metric(BOUND, "msg/s", limit, Direction::None);
     r.metrics
         .push(ratio(EFFICIENCY, throughput, limit, Direction::Higher));
 }
@@ -309,12 +282,7 @@ fn measured_efficiency(
         .extend(latency_metrics("processing_measured", &measured));
     r.histograms.push(("processing_measured".into(), handled));
     let limit_measured = point_bound(plan, c, Duration::from_secs_f64(measured.mean_us / 1e6));
-    r.metrics.push(Metric::new(
-        "bound_measured",
-        "msg/s",
-        limit_measured,
-        Direction::None,
-    ));
+    r.metric("bound_measured", "msg/s", limit_measured, Direction::None);
     r.metrics.push(ratio(
         EFFICIENCY_MEASURED,
         throughput,
@@ -336,8 +304,7 @@ fn ack_pending(samples: &[ConsumerSample], max_ack_pending: u64, r: &mut Variant
     } else {
         at_cap as f64 / samples.len() as f64
     };
-    r.metrics
-        .push(Metric::new(TIME_AT_CAP, "ratio", fraction, Direction::None));
+    r.metric(TIME_AT_CAP, "ratio", fraction, Direction::None);
     let mean = |v: &dyn Fn(&ConsumerSample) -> u64| {
         if samples.is_empty() {
             0.0
@@ -345,22 +312,22 @@ fn ack_pending(samples: &[ConsumerSample], max_ack_pending: u64, r: &mut Variant
             samples.iter().map(v).sum::<u64>() as f64 / samples.len() as f64
         }
     };
-    r.metrics.push(Metric::new(
+    r.metric(
         "ack_pending.mean",
         "count",
         mean(&|s| s.num_ack_pending),
         Direction::None,
-    ));
-    r.metrics.push(count(
+    );
+    r.count(
         "ack_pending.max",
         samples.iter().map(|s| s.num_ack_pending).max().unwrap_or(0),
-    ));
-    r.metrics.push(Metric::new(
+    );
+    r.metric(
         "client_in_flight.mean",
         "count",
         mean(&|s| s.client_in_flight),
         Direction::None,
-    ));
+    );
 }
 
 /// Redeliveries by cause: those the behaviour planned (their delays) and
@@ -372,16 +339,14 @@ fn redeliveries(a: &Analysis, r: &mut VariantResult) {
         .iter()
         .map(|(n, m)| u64::from(*n) * m)
         .sum();
-    r.metrics.push(count("deliveries", deliveries));
-    r.metrics
-        .push(count(REDELIVERIES, deliveries.saturating_sub(a.messages)));
+    r.count("deliveries", deliveries);
+    r.count(REDELIVERIES, deliveries.saturating_sub(a.messages));
     let (metrics, histograms) = a.delay_metrics();
     r.metrics.extend(metrics);
     r.histograms.extend(histograms);
-    r.metrics.push(count(REDELIVERIES_EXPIRED, a.expiries));
+    r.count(REDELIVERIES_EXPIRED, a.expiries);
     r.param("early_tolerance", a.tolerance.describe());
-    r.metrics
-        .push(count("wasted_deliveries", a.unplanned_redeliveries));
+    r.count("wasted_deliveries", a.unplanned_redeliveries);
     if a.expiries > 0 {
         r.metrics.extend(latency_metrics(
             "time_to_expired_answer",
@@ -416,12 +381,7 @@ fn delayed_nak_slots(plan: &Plan, r: &mut VariantResult) {
         .sum::<f64>()
         * plan.load.rate as f64;
     if held > 0.0 {
-        r.metrics.push(Metric::new(
-            "slots_held_by_delayed_naks",
-            "count",
-            held,
-            Direction::None,
-        ));
+        r.metric("slots_held_by_delayed_naks", "count", held, Direction::None);
     }
 }
 

@@ -13,7 +13,7 @@ use crate::dlq::{Key, Outcome, PipelineReport};
 use crate::drive::DriveOutcome;
 use crate::profile::ConsumerPlan;
 use crate::record::histogram::Recorder;
-use crate::record::metrics::{Direction, Metric, count, latency_metrics, ratio};
+use crate::record::metrics::{Direction, latency_metrics, ratio};
 use crate::record::names;
 use crate::scenario::checks;
 use crate::streams::advisory::Kind;
@@ -31,8 +31,8 @@ impl Figures {
     /// measured nothing (its drive failed). A latency histogram that
     /// recorded nothing reports no percentiles: 0, as its summary says.
     pub fn of(r: &VariantResult) -> Option<Figures> {
-        r.metric(names::PUBLISH.rate)?;
-        let e2e = |q: &str| r.metric(&format!("{}.{q}", names::E2E_LATENCY));
+        r.value(names::PUBLISH.rate)?;
+        let e2e = |q: &str| r.value(&format!("{}.{q}", names::E2E_LATENCY));
         Some(Figures {
             e2e_p50_us: e2e("p50").unwrap_or(0.0),
             e2e_p99_us: e2e("p99").unwrap_or(0.0),
@@ -134,12 +134,12 @@ pub(super) fn measure(
     plan: &Plan,
     r: &mut VariantResult,
 ) {
-    r.metrics.push(Metric::new(
+    r.metric(
         names::PUBLISH.rate,
         "msg/s",
         o.publish_rate(),
         Direction::Higher,
-    ));
+    );
     let e2e = o.e2e_intended.summary();
     r.metrics.extend(latency_metrics(names::E2E_LATENCY, &e2e));
     r.histograms
@@ -171,10 +171,7 @@ fn dead_letter_latencies(l: &Latencies, r: &mut VariantResult) {
             r.histograms.push((name.into(), h.clone()));
         }
     }
-    r.metrics.push(count(
-        "deadlines_from_server_timestamp",
-        l.anchored_to_server,
-    ));
+    r.count("deadlines_from_server_timestamp", l.anchored_to_server);
 }
 
 /// The handler: how fast it went (copies over the span it copied in), and
@@ -199,7 +196,7 @@ fn handler_pace(p: &PipelineReport, r: &mut VariantResult) {
     }
     let attempts = p.attempts().count() as u64;
     let busy = p.busy().as_secs_f64();
-    r.metrics.push(Metric::new(
+    r.metric(
         HANDLER_CAPACITY,
         "msg/s",
         if busy > 0.0 {
@@ -208,8 +205,8 @@ fn handler_pace(p: &PipelineReport, r: &mut VariantResult) {
             0.0
         },
         Direction::Higher,
-    ));
-    r.metrics.push(Metric::new(
+    );
+    r.metric(
         "handler_rate",
         "msg/s",
         if last > first {
@@ -218,7 +215,7 @@ fn handler_pace(p: &PipelineReport, r: &mut VariantResult) {
             0.0
         },
         Direction::None,
-    ));
+    );
 }
 
 /// What the pipeline did with each advisory, and what the DLQ holds.
@@ -271,7 +268,7 @@ fn counts(expected: &BTreeMap<Key, Kind>, e: &Evidence, r: &mut VariantResult) {
         ),
         (HANDLER_RESTARTS, p.restarts() as u64),
     ] {
-        r.metrics.push(count(name, v));
+        r.count(name, v);
     }
 }
 

@@ -87,18 +87,15 @@ impl Kind for Dlq {
         table::ACHIEVED,
         table::quantile("e2e p50", names::E2E_LATENCY, "p50"),
         table::quantile("p99", names::E2E_LATENCY, "p99"),
-        Column {
-            header: "in DLQ/dead",
-            cell: Cell::Counts(&[DEAD_LETTERS_IN_DLQ, DEAD_LETTERS_EXPECTED], "/"),
-        },
+        Column::new(
+            "in DLQ/dead",
+            Cell::Counts(&[DEAD_LETTERS_IN_DLQ, DEAD_LETTERS_EXPECTED], "/"),
+        ),
         table::quantile("DLQ p50", DLQ_LATENCY, "p50"),
         table::quantile("p99", DLQ_LATENCY, "p99"),
         table::quantile("after deadline p50", DLQ_AFTER_DEADLINE, "p50"),
         table::quantile("p99", DLQ_AFTER_DEADLINE, "p99"),
-        Column {
-            header: "handler/s",
-            cell: Cell::Metric(HANDLER_CAPACITY, Show::Rate),
-        },
+        Column::metric("handler/s", HANDLER_CAPACITY, Show::Rate),
         table::LOST,
         table::VERDICT,
     ];

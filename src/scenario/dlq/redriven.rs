@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use super::verify::show;
 use crate::dlq::{audit, redrive};
 use crate::drive::RunContext;
-use crate::record::metrics::{Direction, Metric, count};
+use crate::record::metrics::Direction;
 use crate::variant::{Invariant, VariantResult};
 
 /// How long the healthy durable may take to read a redrive, and how long
@@ -95,15 +95,9 @@ pub(super) fn redrive_results(redriven: &Result<Redriven>, r: &mut VariantResult
         }
     };
     let (first, second, got) = (&d.first, &d.second, &d.received);
-    r.metrics.push(Metric::new(
-        "redrive_rate",
-        "msg/s",
-        first.rate(),
-        Direction::Higher,
-    ));
-    r.metrics.push(count("redriven", first.stored));
-    r.metrics
-        .push(count("redrive_second_pass_duplicates", second.duplicates));
+    r.metric("redrive_rate", "msg/s", first.rate(), Direction::Higher);
+    r.count("redriven", first.stored);
+    r.count("redrive_second_pass_duplicates", second.duplicates);
     r.latency("redrive_pub_ack_latency", &first.pub_ack);
     r.latency("redrive_e2e_latency", &got.e2e);
     let errors = |p: &redrive::Pass| {

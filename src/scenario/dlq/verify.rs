@@ -12,7 +12,6 @@ use crate::dlq::{Key, Outcome};
 use crate::drive::DriveOutcome;
 use crate::profile::Retention;
 use crate::record::ledger::Event;
-use crate::record::metrics::count;
 use crate::scenario::checks;
 use crate::streams::advisory::Kind;
 use crate::variant::{Invariant, VariantResult};
@@ -378,8 +377,7 @@ pub(super) fn show(n: Option<u64>) -> String {
 /// found gone must lie below the first sequence the stream kept.
 pub(super) fn originals_gone(o: &DriveOutcome, gone: &BTreeSet<u64>, r: &mut VariantResult) {
     const NAME: &str = "originals found gone were evicted by the stream's limits";
-    r.metrics
-        .push(count("dead_letters.lost_to_eviction", gone.len() as u64));
+    r.count("dead_letters.lost_to_eviction", gone.len() as u64);
     if gone.is_empty() {
         r.invariants.push(Invariant::not_applicable(
             NAME,

@@ -26,7 +26,7 @@ use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, Reader, RunContext, St
 use crate::profile::{BehaviourPlan, CommonPlan, ConsumerPlan, Problems, Section, format_duration};
 use crate::record::histogram::Recorder;
 use crate::record::ledger::LedgerCounts;
-use crate::record::metrics::{Direction, Metric, latency_metrics};
+use crate::record::metrics::{Direction, latency_metrics};
 use crate::record::names;
 use crate::scenario::search::SEARCH_PROBES;
 use crate::streams::provision::{Need, stored_bytes};
@@ -332,12 +332,12 @@ fn measure(o: &DriveOutcome, p: &Provisioned, spec: &DriveSpec, r: &mut VariantR
         &spec.publish.arrival,
         r,
     );
-    r.metrics.push(Metric::new(
+    r.metric(
         "drain_time",
         "ms",
         o.drain_time.as_secs_f64() * 1e3,
         Direction::Lower,
-    ));
+    );
     creation_times(o, p, consumers, r);
     server_memory(p, streams, consumers, r);
     cpu_per_delivery(publish, delivered.counts.deliveries, r);
@@ -406,31 +406,26 @@ fn delivered(o: &DriveOutcome) -> Delivered {
 /// The variant's pace: the total rate planned, published and consumed
 /// over every durable, and how many deliveries each message fanned out to.
 fn rates(publish: &DriveOutcome, target: f64, d: &Delivered, r: &mut VariantResult) {
-    r.metrics.push(Metric::new(
-        names::TARGET_RATE,
-        "msg/s",
-        target,
-        Direction::None,
-    ));
-    r.metrics.push(Metric::new(
+    r.metric(names::TARGET_RATE, "msg/s", target, Direction::None);
+    r.metric(
         names::PUBLISH.rate,
         "msg/s",
         publish.publish_rate(),
         Direction::Higher,
-    ));
-    r.metrics.push(Metric::new(
+    );
+    r.metric(
         names::CONSUME.rate,
         "msg/s",
         crate::drive::rate(d.counts.deliveries, d.span),
         Direction::Higher,
-    ));
+    );
     if d.counts.persisted > 0 {
-        r.metrics.push(Metric::new(
+        r.metric(
             "deliveries_per_message",
             "x",
             d.counts.deliveries as f64 / d.counts.persisted as f64,
             Direction::None,
-        ));
+        );
     }
 }
 
@@ -447,16 +442,9 @@ fn across_durables(
     values.sort_by(f64::total_cmp);
     if let (Some(&min), Some(&max)) = (values.first(), values.last()) {
         let median = values[values.len() / 2];
-        r.metrics
-            .push(Metric::new(format!("{name}_min"), unit, min, direction));
-        r.metrics.push(Metric::new(
-            format!("{name}_median"),
-            unit,
-            median,
-            direction,
-        ));
-        r.metrics
-            .push(Metric::new(format!("{name}_max"), unit, max, direction));
+        r.metric(format!("{name}_min"), unit, min, direction);
+        r.metric(format!("{name}_median"), unit, median, direction);
+        r.metric(format!("{name}_max"), unit, max, direction);
     }
 }
 
@@ -479,24 +467,24 @@ fn latencies(publish: &DriveOutcome, e2e: &Recorder, e2e_sent: &Recorder, r: &mu
 /// What creating the variant cost the server in time: every stream, a
 /// durable on average, and binding the durables to their clients.
 fn creation_times(o: &DriveOutcome, p: &Provisioned, durables: usize, r: &mut VariantResult) {
-    r.metrics.push(Metric::new(
+    r.metric(
         "create_streams_time",
         "ms",
         p.create_streams.as_secs_f64() * 1e3,
         Direction::Lower,
-    ));
-    r.metrics.push(Metric::new(
+    );
+    r.metric(
         "create_durable_time",
         "ms",
         p.create_durables.as_secs_f64() * 1e3 / durables.max(1) as f64,
         Direction::Lower,
-    ));
-    r.metrics.push(Metric::new(
+    );
+    r.metric(
         "bind_durables_time",
         "ms",
         o.bind_time.unwrap_or_default().as_secs_f64() * 1e3,
         Direction::Lower,
-    ));
+    );
 }
 
 /// CPU per delivery on each side, the server's when it is known: a
@@ -504,20 +492,20 @@ fn creation_times(o: &DriveOutcome, p: &Provisioned, durables: usize, r: &mut Va
 /// deliveries.
 fn cpu_per_delivery(publish: &DriveOutcome, deliveries: u64, r: &mut VariantResult) {
     if let Some(cpu) = publish.server_cpu.filter(|_| deliveries > 0) {
-        r.metrics.push(Metric::new(
+        r.metric(
             "server_cpu_per_delivery",
             "us",
             cpu.as_secs_f64() * 1e6 / deliveries as f64,
             Direction::Lower,
-        ));
+        );
     }
     if deliveries > 0 {
-        r.metrics.push(Metric::new(
+        r.metric(
             "client_cpu_per_delivery",
             "us",
             publish.client_cpu.total().as_secs_f64() * 1e6 / deliveries as f64,
             Direction::Lower,
-        ));
+        );
     }
 }
 
@@ -589,12 +577,12 @@ fn server_memory(p: &Provisioned, streams: usize, durables: usize, r: &mut Varia
             ));
             continue;
         }
-        r.metrics.push(Metric::new(
+        r.metric(
             name,
             "KB",
             grown as f64 / 1e3 / n.max(1) as f64,
             Direction::Lower,
-        ));
+        );
     }
 }
 

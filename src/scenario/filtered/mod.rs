@@ -237,7 +237,7 @@ impl Kind for Filtered {
 
     /// Each shape's rate against the unfiltered read of the same stream.
     fn compare(_plan: &Plan, _point: &Point, done: &mut [((Point, Shape), VariantResult)]) {
-        let rate = |r: &VariantResult| r.metric(names::CONSUME.rate).filter(|&v| v > 0.0);
+        let rate = |r: &VariantResult| r.value(names::CONSUME.rate).filter(|&v| v > 0.0);
         let Some(none) = done.iter().find(|((_, s), _)| *s == Shape::None) else {
             return;
         };
@@ -336,18 +336,12 @@ fn measure(
     r.metrics
         .extend(rate_and_throughput(names::CONSUME, rate, bytes));
     let share = due.len() as f64 / stored.len().max(1) as f64;
-    r.metrics
-        .push(Metric::new(MATCHED_SHARE, "ratio", share, Direction::None));
+    r.metric(MATCHED_SHARE, "ratio", share, Direction::None);
     let server = o.server_cpu.filter(|_| o.counts.deliveries > 0);
     match server {
         Some(cpu) if cpu >= MIN_SERVER_CPU => {
             let per = cpu.as_secs_f64() * 1e6 / o.counts.deliveries as f64;
-            r.metrics.push(Metric::new(
-                names::SERVER_CPU_PER_MSG,
-                "us",
-                per,
-                Direction::Lower,
-            ));
+            r.metric(names::SERVER_CPU_PER_MSG, "us", per, Direction::Lower);
             r.param(
                 "server_cpu_per_msg_from",
                 "server CPU from the consumer's connect to the end of the drain, over its deliveries",

@@ -38,13 +38,13 @@ use self::fault::Happened;
 use self::topology::Topology;
 use self::watch::{Copied, CopyReader, OriginListener, Origins};
 use super::checks;
-use super::table::{self, Cell, Column, Show};
+use super::table::{self, Column, Show};
 use super::{Kind, Scope, Variants};
 use crate::drive::{DriveOutcome, RunContext, drive};
 use crate::profile::{CommonPlan, FaultKind, Problems, Section, format_duration};
 use crate::record::clock;
 use crate::record::histogram::Recorder;
-use crate::record::metrics::{Direction, Metric, count, rate_and_throughput};
+use crate::record::metrics::{Direction, rate_and_throughput};
 use crate::record::names;
 use crate::record::timeline::Timeline;
 use crate::streams::provision::{Need, placement};
@@ -92,27 +92,15 @@ const LOOKUPS: usize = 1_000;
 
 const COLUMNS: &[Column] = &[
     table::VARIANT,
-    Column {
-        header: "copied",
-        cell: Cell::Metric(COPIED, Show::Whole),
-    },
+    Column::metric("copied", COPIED, Show::Whole),
     table::quantile("lag p50", LAG, "p50"),
     table::quantile("p99", LAG, "p99"),
     table::quantile("max", LAG, "max"),
     table::quantile("sent→read p50", SENT_TO_READ, "p50"),
     table::quantile("p99", SENT_TO_READ, "p99"),
-    Column {
-        header: "copy/s",
-        cell: Cell::Metric(COPY_RATE, Show::Rate),
-    },
-    Column {
-        header: "catch-up",
-        cell: Cell::Metric(CATCH_UP, Show::Ms),
-    },
-    Column {
-        header: "drain",
-        cell: Cell::Metric(DRAIN, Show::Ms),
-    },
+    Column::metric("copy/s", COPY_RATE, Show::Rate),
+    Column::metric("catch-up", CATCH_UP, Show::Ms),
+    Column::metric("drain", DRAIN, Show::Ms),
     table::LOST,
     table::VERDICT,
 ];
@@ -528,38 +516,36 @@ fn measure(mode: Mode, o: &Observed, r: &mut VariantResult) {
     r.latency(READ_DELAY, &read);
     r.latency(SENT_TO_READ, &sent_to_read);
     r.timelines.insert(COPIED_PER_SECOND.into(), per_second);
-    r.metrics.push(count(COPIED, o.copied.len() as u64));
+    r.count(COPIED, o.copied.len() as u64);
     let stored: usize = stored_sets(o).iter().map(BTreeSet::len).sum();
-    r.metrics.push(count(STORED, stored as u64));
+    r.count(STORED, stored as u64);
     if let (Some(first), Some(last)) = (o.copied.first(), o.copied.last()) {
         let span = copy_instant(mode, last).saturating_sub(copy_instant(mode, first));
         if span > 0 {
             let rate = (o.copied.len() - 1) as f64 / (span as f64 / 1e9);
-            r.metrics
-                .push(Metric::new(COPY_RATE, "msg/s", rate, Direction::Higher));
+            r.metric(COPY_RATE, "msg/s", rate, Direction::Higher);
         }
     }
     if let Some(ms_) = o.drain_ms {
-        r.metrics
-            .push(Metric::new(DRAIN, "ms", ms_, Direction::Lower));
+        r.metric(DRAIN, "ms", ms_, Direction::Lower);
     }
     if let Some(f) = &o.fault {
-        r.metrics.push(Metric::new(
+        r.metric(
             FAULT_LASTED,
             "ms",
             ms(f.ended_ns.saturating_sub(f.began_ns)),
             Direction::Lower,
-        ));
+        );
     }
     if let Some(f) = &o.fault
         && let Some(caught) = caught_up(mode, o, f.ended_ns)
     {
-        r.metrics.push(Metric::new(
+        r.metric(
             CATCH_UP,
             "ms",
             ms(caught.saturating_sub(f.ended_ns)),
             Direction::Lower,
-        ));
+        );
     }
     if unstamped > 0 {
         r.warnings.push(format!(

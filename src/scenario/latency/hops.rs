@@ -23,7 +23,7 @@
 
 use crate::drive::DriveOutcome;
 use crate::record::histogram::Recorder;
-use crate::record::metrics::{Direction, Metric, latency_metrics};
+use crate::record::metrics::{Direction, latency_metrics};
 use crate::variant::VariantResult;
 
 /// The two hops' histograms, each also reported as `<name>.p50` ...
@@ -73,8 +73,7 @@ pub fn measure(o: &DriveOutcome, r: &mut VariantResult) {
         (MEAN_SUM_RATIO, mean_ratio),
         (MEDIAN_SUM_RATIO, ratio(i.p50_us, d.p50_us, total.p50_us)),
     ] {
-        r.metrics
-            .push(Metric::new(name, "ratio", value, Direction::None));
+        r.metric(name, "ratio", value, Direction::None);
     }
 }
 

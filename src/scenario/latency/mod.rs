@@ -20,7 +20,7 @@ use super::table::{self, Column};
 use super::{Kind, Paced, Scope, Variants};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec};
 use crate::profile::{CommonPlan, ConsumerPlan, MsgId, Problems, Section, format_duration};
-use crate::record::metrics::{Direction, Metric, latency_metrics};
+use crate::record::metrics::{Direction, latency_metrics};
 use crate::record::names;
 use crate::scenario::search::SEARCH_PROBES;
 use crate::streams::provision::Need;
@@ -238,24 +238,19 @@ fn describe(common: &CommonPlan, plan: &Plan, rate: u64, r: &mut VariantResult) 
 
 fn measure(o: &DriveOutcome, rate: u64, r: &mut VariantResult) {
     let publish_rate = o.publish_rate();
-    r.metrics.push(Metric::new(
-        names::TARGET_RATE,
-        "msg/s",
-        rate as f64,
-        Direction::None,
-    ));
+    r.metric(names::TARGET_RATE, "msg/s", rate as f64, Direction::None);
     r.metrics
         .extend(crate::record::metrics::rate_and_throughput(
             names::PUBLISH,
             publish_rate,
             o.publish_throughput(),
         ));
-    r.metrics.push(Metric::new(
+    r.metric(
         names::CONSUME.rate,
         "msg/s",
         o.consume_rate(),
         Direction::Higher,
-    ));
+    );
     for (name, recorder) in [
         (names::E2E_LATENCY, &o.e2e_intended),
         (names::E2E_LATENCY_ACTUAL, &o.e2e_sent),
@@ -266,12 +261,12 @@ fn measure(o: &DriveOutcome, rate: u64, r: &mut VariantResult) {
         r.metrics.extend(latency_metrics(name, &recorder.summary()));
         r.histograms.push((name.to_string(), recorder.clone()));
     }
-    r.metrics.push(Metric::new(
+    r.metric(
         "drain_time",
         "ms",
         o.drain_time.as_secs_f64() * 1e3,
         Direction::Lower,
-    ));
+    );
     r.warnings
         .extend(super::schedule::fell_behind(o, rate as f64));
 }

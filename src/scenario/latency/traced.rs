@@ -15,7 +15,7 @@
 use crate::drive::DriveOutcome;
 use crate::drive::trace::TraceOutcome;
 use crate::record::histogram::Recorder;
-use crate::record::metrics::{Direction, Metric, latency_metrics};
+use crate::record::metrics::{Direction, latency_metrics};
 use crate::variant::{Invariant, VariantResult};
 
 /// The traced hops' histograms, each also reported as `<name>.p50` ...
@@ -41,12 +41,7 @@ pub fn measure(o: &DriveOutcome, trace_every: u64, r: &mut VariantResult) {
         return;
     };
     r.invariants.push(completeness(t));
-    r.metrics.push(Metric::new(
-        SAMPLED,
-        "msgs",
-        t.traced as f64,
-        Direction::None,
-    ));
+    r.metric(SAMPLED, "msgs", t.traced as f64, Direction::None);
     let mut sum_us = 0.0;
     for (name, recorder) in [
         (CLIENT_TO_INGRESS, &t.client_to_ingress),
@@ -68,12 +63,7 @@ pub fn measure(o: &DriveOutcome, trace_every: u64, r: &mut VariantResult) {
     }
     let ingest_us = ingest.summary().mean_us;
     if ingest.count() > 0 && t.client_to_ingress.count() > 0 && ingest_us > 0.0 {
-        r.metrics.push(Metric::new(
-            SUM_VS_INGEST,
-            "ratio",
-            sum_us / ingest_us,
-            Direction::None,
-        ));
+        r.metric(SUM_VS_INGEST, "ratio", sum_us / ingest_us, Direction::None);
     }
 }
 

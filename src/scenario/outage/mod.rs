@@ -30,7 +30,7 @@ use crate::consume::events::DeliveryEvent;
 use crate::drive::{ConsumerSpec, DriveOutcome, OutagePlan, PauseOutcome};
 use crate::profile::{Action, CommonPlan, ConsumerPlan, Problems, Section, format_duration};
 use crate::record::histogram::Recorder;
-use crate::record::metrics::{Direction, Metric, count};
+use crate::record::metrics::Direction;
 use crate::record::names;
 use crate::streams::provision::Need;
 use crate::variant::{Invariant, VariantResult};
@@ -244,59 +244,45 @@ impl Figures {
 
 fn measure(o: &DriveOutcome, f: &Figures, w: &Window, rate: u64, r: &mut VariantResult) {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    r.metrics.push(Metric::new(
-        names::TARGET_RATE,
-        "msg/s",
-        rate as f64,
-        Direction::None,
-    ));
-    r.metrics.push(Metric::new(
+    r.metric(names::TARGET_RATE, "msg/s", rate as f64, Direction::None);
+    r.metric(
         names::PUBLISH.rate,
         "msg/s",
         o.publish_rate(),
         Direction::None,
-    ));
-    r.metrics.push(count("deliveries_in_outage", f.in_outage));
-    r.metrics.push(count(
-        "redeliveries",
-        f.deliveries.saturating_sub(f.messages),
-    ));
+    );
+    r.count("deliveries_in_outage", f.in_outage);
+    r.count("redeliveries", f.deliveries.saturating_sub(f.messages));
     if f.messages > 0 {
-        r.metrics.push(Metric::new(
+        r.metric(
             "deliveries_per_message",
             "x",
             f.deliveries as f64 / f.messages as f64,
             Direction::Lower,
-        ));
+        );
     }
     if let Some(d) = f.resume {
-        r.metrics
-            .push(Metric::new("time_to_resume", "ms", ms(d), Direction::Lower));
+        r.metric("time_to_resume", "ms", ms(d), Direction::Lower);
     }
     if let Some(d) = f.drain {
-        r.metrics.push(Metric::new(
-            "backlog_drain_time",
-            "ms",
-            ms(d),
-            Direction::Lower,
-        ));
+        r.metric("backlog_drain_time", "ms", ms(d), Direction::Lower);
     }
     if let Some(p) = &o.pause {
-        r.metrics.push(Metric::new(
+        r.metric(
             "pause_request",
             "ms",
             (p.answered_ns - p.requested_ns) as f64 / 1e6,
             Direction::Lower,
-        ));
-        r.metrics.push(Metric::new(
+        );
+        r.metric(
             "pause_late",
             "ms",
             p.requested_ns.saturating_sub(w.start) as f64 / 1e6,
             Direction::None,
-        ));
+        );
     }
     if f.held > 0 {
-        r.metrics.push(count("held_in_outage", f.held));
+        r.count("held_in_outage", f.held);
     }
     r.latency("outage_message_delay", &f.outage_messages);
     r.latency("held_back_after_deadline", &f.held_back_after_deadline);

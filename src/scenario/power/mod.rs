@@ -40,14 +40,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use super::table::{self, Cell, Column, Show};
+use super::table::{self, Column, Show};
 use super::{Kind, Scope, Variants};
 use crate::connect::ConnectSettings;
 use crate::drive::{DriveOutcome, DriveSpec, FaultPlan, RunContext};
 use crate::profile::{
     CommonPlan, FaultKind, FaultNode, Problems, Section, SyncSetting, format_duration,
 };
-use crate::record::metrics::{Direction, Metric, count};
+use crate::record::metrics::Direction;
 use crate::record::names;
 use crate::server::ServerOptions;
 use crate::server::fault::{Faults, RESTART_TIMEOUT};
@@ -94,28 +94,13 @@ impl Kind for Power {
     const NAME: &'static str = "power";
     const COLUMNS: &'static [Column] = &[
         table::VARIANT,
-        Column {
-            header: "promise",
-            cell: Cell::Param(PROMISE),
-        },
-        Column {
-            header: "acked",
-            cell: Cell::Metric(ACKED, Show::Whole),
-        },
-        Column {
-            header: "lost after PubAck",
-            cell: Cell::Metric(LOST_AFTER_PUBACK, Show::Whole),
-        },
-        Column {
-            header: "rate",
-            cell: Cell::Metric(names::PUBLISH.rate, Show::Rate),
-        },
+        Column::param("promise", PROMISE),
+        Column::metric("acked", ACKED, Show::Whole),
+        Column::metric("lost after PubAck", LOST_AFTER_PUBACK, Show::Whole),
+        Column::metric("rate", names::PUBLISH.rate, Show::Rate),
         table::quantile("pubAck p50", names::PUB_ACK_LATENCY, "p50"),
         table::quantile("p99", names::PUB_ACK_LATENCY, "p99"),
-        Column {
-            header: "recovery",
-            cell: Cell::Metric(RECOVERY, Show::Ms),
-        },
+        Column::metric("recovery", RECOVERY, Show::Ms),
         table::VERDICT,
     ];
     type Plan = Plan;
@@ -525,54 +510,33 @@ fn measure(o: &DriveOutcome, rec: &Recovery, dropped: Option<&CutReport>, r: &mu
     r.ledger.lost = c.lost_after_puback;
     // Paced: the achieved rates say whether the setting kept up, from
     // the first send (PubAck) after the warm-up to the last before the kill.
-    r.metrics.push(Metric::new(
+    r.metric(
         names::PUBLISH.rate,
         "msg/s",
         o.publish_rate(),
         Direction::None,
-    ));
-    r.metrics.push(Metric::new(
-        "acked_rate",
-        "msg/s",
-        o.acked_rate(),
-        Direction::Higher,
-    ));
+    );
+    r.metric("acked_rate", "msg/s", o.acked_rate(), Direction::Higher);
     // From each message's intended send to its PubAck, after the warm-up.
     r.latency(names::PUB_ACK_LATENCY, &o.pub_ack_intended);
-    r.metrics
-        .push(count(names::PUBLISHED, o.sends_sum(|s| s.sent)));
-    r.metrics.push(count(ACKED, c.acked));
-    r.metrics.push(Metric::new(
+    r.count(names::PUBLISHED, o.sends_sum(|s| s.sent));
+    r.count(ACKED, c.acked);
+    r.metric(
         LOST_AFTER_PUBACK,
         "count",
         c.lost_after_puback as f64,
         Direction::Lower,
-    ));
-    r.metrics.push(count(UNACKED_STORED, c.unacked_stored));
-    r.metrics.push(count("stored_twice", c.stored_twice));
-    r.metrics.push(Metric::new(
-        SERVER_READY,
-        "ms",
-        ms(rec.ready),
-        Direction::Lower,
-    ));
-    r.metrics.push(Metric::new(
-        RECOVERY,
-        "ms",
-        ms(rec.readable),
-        Direction::Lower,
-    ));
+    );
+    r.count(UNACKED_STORED, c.unacked_stored);
+    r.count("stored_twice", c.stored_twice);
+    r.metric(SERVER_READY, "ms", ms(rec.ready), Direction::Lower);
+    r.metric(RECOVERY, "ms", ms(rec.readable), Direction::Lower);
     if let (Some(first), Some(_)) = (rec.first_answer, rec.caught_up) {
         r.param("stream_first_answer.messages", first.messages);
         r.param("stream_first_answer.last_seq", first.last_seq);
     }
     if let Some(caught_up) = rec.caught_up {
-        r.metrics.push(Metric::new(
-            CAUGHT_UP,
-            "ms",
-            ms(caught_up),
-            Direction::Lower,
-        ));
+        r.metric(CAUGHT_UP, "ms", ms(caught_up), Direction::Lower);
     }
     match &rec.survey.stream {
         Some(s) => {
@@ -589,7 +553,7 @@ fn measure(o: &DriveOutcome, rec: &Recovery, dropped: Option<&CutReport>, r: &mu
         r.param("killed_after_t0_ms", after / 1_000_000);
     }
     if let Some(d) = dropped {
-        r.metrics.push(count(CUT_BYTES, d.unsynced_bytes));
+        r.count(CUT_BYTES, d.unsynced_bytes);
         let files: Vec<String> = d
             .unsynced_files
             .iter()

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use super::table::{self, Cell, Column, Show};
+use super::table::{self, Column, Show};
 use super::{Kind, Scope, Variants};
 use crate::profile::{CommonPlan, Problems, Section};
 use crate::streams::provision::Need;
@@ -71,38 +71,14 @@ impl Kind for Priority {
     const COLUMNS: &'static [Column] = &[
         table::VARIANT,
         table::ACHIEVED,
-        Column {
-            header: "delivered",
-            cell: Cell::Metric(DELIVERIES, Show::Whole),
-        },
-        Column {
-            header: "failover",
-            cell: Cell::Metric(FAILOVER_TIME, Show::Ms),
-        },
-        Column {
-            header: "unpin->pin",
-            cell: Cell::Metric(UNPIN_TO_NEW_PIN, Show::Ms),
-        },
-        Column {
-            header: "outside pin",
-            cell: Cell::Metric(OUTSIDE_PIN, Show::Whole),
-        },
-        Column {
-            header: "doubles",
-            cell: Cell::Metric(DOUBLE_DELIVERIES, Show::Whole),
-        },
-        Column {
-            header: "onset pending",
-            cell: Cell::Metric(OVERFLOW_ONSET_PENDING, Show::Whole),
-        },
-        Column {
-            header: "overflow",
-            cell: Cell::Metric(OVERFLOW_SHARE, Show::Percent),
-        },
-        Column {
-            header: "level0",
-            cell: Cell::Metric(LEVEL0_SHARE, Show::Percent),
-        },
+        Column::metric("delivered", DELIVERIES, Show::Whole),
+        Column::metric("failover", FAILOVER_TIME, Show::Ms),
+        Column::metric("unpin->pin", UNPIN_TO_NEW_PIN, Show::Ms),
+        Column::metric("outside pin", OUTSIDE_PIN, Show::Whole),
+        Column::metric("doubles", DOUBLE_DELIVERIES, Show::Whole),
+        Column::metric("onset pending", OVERFLOW_ONSET_PENDING, Show::Whole),
+        Column::metric("overflow", OVERFLOW_SHARE, Show::Percent),
+        Column::metric("level0", LEVEL0_SHARE, Show::Percent),
         table::LOST,
         table::VERDICT,
     ];

@@ -16,7 +16,7 @@ use crate::drive::{DriveSpec, RunContext, drive_announcing};
 use crate::profile::ArrivalPlan;
 use crate::record::clock;
 use crate::record::ledger::LedgerShard;
-use crate::record::metrics::{Direction, Metric};
+use crate::record::metrics::Direction;
 use crate::record::names;
 use crate::scenario::Scope;
 use crate::streams::pins::{self, PinEvent, PinWatch};
@@ -284,23 +284,17 @@ fn ms(ns: u64) -> f64 {
 }
 
 fn measure(plan: &Plan, o: &Observed, r: &mut VariantResult) {
-    r.metrics.push(Metric::new(
+    r.metric(
         names::PUBLISH.rate,
         "msg/s",
         o.publish_rate,
         Direction::Higher,
-    ));
-    r.metrics.push(crate::record::metrics::count(
-        DELIVERIES,
-        o.deliveries.len() as u64,
-    ));
+    );
+    r.count(DELIVERIES, o.deliveries.len() as u64);
     r.ledger = o.ledger.counts();
     for c in 0..plan.clients {
         let n = o.deliveries.iter().filter(|d| d.client == c).count();
-        r.metrics.push(crate::record::metrics::count(
-            format!("client{c}.deliveries"),
-            n as u64,
-        ));
+        r.count(format!("client{c}.deliveries"), n as u64);
     }
     match &plan.policy {
         PolicyPlan::Pinned(p) => measure_pinned(p.priority_timeout, o, r),
@@ -321,58 +315,41 @@ fn measure(plan: &Plan, o: &Observed, r: &mut VariantResult) {
 fn measure_pinned(timeout: Duration, o: &Observed, r: &mut VariantResult) {
     r.param("priority_timeout_ms", timeout.as_secs_f64() * 1e3);
     let outside = verify::outside_pin(&o.deliveries).len() as u64;
-    r.metrics
-        .push(crate::record::metrics::count(OUTSIDE_PIN, outside));
+    r.count(OUTSIDE_PIN, outside);
     let (explained, unexplained) = verify::doubles(&o.deliveries, o.killed);
-    r.metrics.push(crate::record::metrics::count(
+    r.count(
         DOUBLE_DELIVERIES,
         (explained.len() + unexplained.len()) as u64,
-    ));
-    r.metrics.push(crate::record::metrics::count(
-        "wrong_pin_answers",
-        o.wrong_pin,
-    ));
+    );
+    r.count("wrong_pin_answers", o.wrong_pin);
     // What the killed client held came back with a delivery count above 1.
     let returned = o.deliveries.iter().filter(|d| d.delivered > 1).count();
-    r.metrics.push(crate::record::metrics::count(
-        "redelivered",
-        returned as u64,
-    ));
+    r.count("redelivered", returned as u64);
     if let Some((client, kill_ns)) = o.killed
         && let Some((pinned_ns, _)) = verify::next_pin(&o.events, kill_ns)
     {
         let failover = pinned_ns - kill_ns;
-        r.metrics.push(Metric::new(
-            FAILOVER_TIME,
-            "ms",
-            ms(failover),
-            Direction::Lower,
-        ));
+        r.metric(FAILOVER_TIME, "ms", ms(failover), Direction::Lower);
         if let Some(last) = verify::last_pull_before(&o.pulls, client, kill_ns) {
             let after = pinned_ns.saturating_sub(last);
-            r.metrics.push(Metric::new(
-                FAILOVER_AFTER_LAST_PULL,
-                "ms",
-                ms(after),
-                Direction::Lower,
-            ));
-            r.metrics.push(Metric::new(
+            r.metric(FAILOVER_AFTER_LAST_PULL, "ms", ms(after), Direction::Lower);
+            r.metric(
                 "failover_over_priority_timeout",
                 "ratio",
                 after as f64 / timeout.as_nanos() as f64,
                 Direction::None,
-            ));
+            );
         }
     }
     if let Some(unpin_ns) = o.unpin_ns
         && let Some((pinned_ns, _)) = verify::next_pin(&o.events, unpin_ns)
     {
-        r.metrics.push(Metric::new(
+        r.metric(
             UNPIN_TO_NEW_PIN,
             "ms",
             ms(pinned_ns - unpin_ns),
             Direction::Lower,
-        ));
+        );
     }
 }
 
@@ -414,7 +391,7 @@ fn shares(
             LEVEL0_SHARE => Direction::Higher,
             _ => Direction::None,
         };
-        r.metrics.push(Metric::new(name, "ratio", s, direction));
+        r.metric(name, "ratio", s, direction);
     }
     if let ArrivalPlan::Steps(steps) = arrival {
         for i in 0..steps.len() {
@@ -423,12 +400,7 @@ fn shares(
                 .iter()
                 .filter(|d| step_of(arrival, o.t0_ns, d.intended_ns) == Some(i));
             if let Some(s) = share(&mut in_step) {
-                r.metrics.push(Metric::new(
-                    format!("step{}.{name}", i + 1),
-                    "ratio",
-                    s,
-                    Direction::None,
-                ));
+                r.metric(format!("step{}.{name}", i + 1), "ratio", s, Direction::None);
             }
         }
     }
@@ -446,30 +418,30 @@ fn measure_overflow(
     let first = ordered.iter().find(|d| d.client >= regular);
     let last = ordered.iter().rev().find(|d| d.client >= regular);
     if let Some(f) = first {
-        r.metrics.push(Metric::new(
+        r.metric(
             OVERFLOW_ONSET_PENDING,
             "messages",
             (f.pending + 1) as f64,
             Direction::Lower,
-        ));
+        );
         if min_pending > 0
             && let Some(crossing) = ordered.iter().find(|d| d.pending + 1 >= min_pending)
         {
-            r.metrics.push(Metric::new(
+            r.metric(
                 OVERFLOW_ONSET_DELAY,
                 "ms",
                 ms(f.received_ns.saturating_sub(crossing.received_ns)),
                 Direction::Lower,
-            ));
+            );
         }
     }
     if let Some(l) = last {
-        r.metrics.push(Metric::new(
+        r.metric(
             OVERFLOW_LAST_PENDING,
             "messages",
             (l.pending + 1) as f64,
             Direction::None,
-        ));
+        );
     }
     shares(OVERFLOW_SHARE, arrival, o, |d| d.client >= regular, r);
 }
@@ -484,8 +456,7 @@ fn measure_prioritized(levels: &[u8], arrival: &ArrivalPlan, o: &Observed, r: &m
         shares(&name, arrival, o, |d| levels[d.client] == *level, r);
     }
     let found = verify::inversions(&o.deliveries, &o.pulls, levels).len() as u64;
-    r.metrics
-        .push(crate::record::metrics::count(INVERSIONS, found));
+    r.count(INVERSIONS, found);
 }
 
 fn verify(plan: &Plan, o: &Observed, r: &mut VariantResult) {

@@ -16,7 +16,7 @@ use super::Plan;
 use crate::load::batch::{BatchConfig, BatchReport, publish_batches};
 use crate::profile::{MsgId, Rate, format_duration};
 use crate::record::clock;
-use crate::record::metrics::{Direction, Metric, count, latency_metrics};
+use crate::record::metrics::{Direction, latency_metrics};
 use crate::record::names;
 use crate::scenario::Scope;
 use crate::streams::batches::{BatchAudit, audit, read_batches};
@@ -111,12 +111,7 @@ fn describe(plan: &Plan, (rate, msg_id, size): (Rate, MsgId, usize), r: &mut Var
 
 fn measure(report: &BatchReport, config: &BatchConfig, r: &mut VariantResult) {
     if let Some(target) = config.rate {
-        r.metrics.push(Metric::new(
-            names::TARGET_RATE,
-            "msg/s",
-            target as f64,
-            Direction::None,
-        ));
+        r.metric(names::TARGET_RATE, "msg/s", target as f64, Direction::None);
     }
     let rate = report.stored_rate(config.record_from_ns, config.end_ns);
     r.metrics
@@ -132,14 +127,12 @@ fn measure(report: &BatchReport, config: &BatchConfig, r: &mut VariantResult) {
     ));
     r.histograms
         .push((names::BATCH_COMMIT_LATENCY.to_string(), latency.clone()));
-    r.metrics
-        .push(count(BATCHES_COMMITTED, report.committed.len() as u64));
-    r.metrics.push(count(
+    r.count(BATCHES_COMMITTED, report.committed.len() as u64);
+    r.count(
         BATCH_MESSAGES_COMMITTED,
         report.committed.iter().map(|c| c.count).sum(),
-    ));
-    r.metrics
-        .push(count(BATCHES_FAILED, report.failed.len() as u64));
+    );
+    r.count(BATCHES_FAILED, report.failed.len() as u64);
     r.ledger.published = report.messages_sent;
     r.ledger.persisted = report.committed.iter().map(|c| c.count).sum();
     r.ledger.publish_errors = report.failed.len() as u64;

@@ -17,7 +17,7 @@ use super::fast_keys::FastPlan;
 use crate::load::fast_batch::{FastConfig, FastReport, GapMode, publish_fast};
 use crate::profile::{MsgId, Rate, format_duration};
 use crate::record::clock;
-use crate::record::metrics::{Direction, Metric, count, latency_metrics};
+use crate::record::metrics::{Direction, latency_metrics};
 use crate::record::names;
 use crate::scenario::Scope;
 use crate::streams::fast_batches::{FastAudit, audit, read_stamps};
@@ -182,12 +182,7 @@ fn measure(
     r: &mut VariantResult,
 ) {
     if let Some(target) = c.rate {
-        r.metrics.push(Metric::new(
-            names::TARGET_RATE,
-            "msg/s",
-            target as f64,
-            Direction::None,
-        ));
+        r.metric(names::TARGET_RATE, "msg/s", target as f64, Direction::None);
     }
     let rate = report.stored_rate(c.record_from_ns, c.end_ns);
     r.metrics
@@ -219,8 +214,7 @@ fn measure(
             .into_iter()
             .chain(server)
         {
-            r.metrics
-                .push(Metric::new(name, "us", value, Direction::Lower));
+            r.metric(name, "us", value, Direction::Lower);
         }
     }
     let committed = report.batches.iter().filter(|b| b.commit.is_some());
@@ -229,9 +223,8 @@ fn measure(
         .iter()
         .map(|b| b.acked_through.min(b.sent))
         .sum();
-    r.metrics
-        .push(count(FAST_BATCHES_COMMITTED, committed.count() as u64));
-    r.metrics.push(count(FAST_MESSAGES_ACKED, acked));
+    r.count(FAST_BATCHES_COMMITTED, committed.count() as u64);
+    r.count(FAST_MESSAGES_ACKED, acked);
     for (name, value) in [
         (FAST_FLOW_ACKS, report.flow_acks),
         (FAST_FLOW_FIRST, u64::from(report.flow_first)),
@@ -242,7 +235,7 @@ fn measure(
         (FAST_GAPS, report.gaps),
         (FAST_ERRORS, report.errors),
     ] {
-        r.metrics.push(count(name, value));
+        r.count(name, value);
     }
     r.ledger.published = report.messages_sent;
     r.ledger.persisted = acked;

@@ -30,7 +30,7 @@ use crate::load::reference::{self, ReferenceConfig, ReferenceReport};
 use crate::profile::{
     CommonPlan, MsgId, Problems, Rate, RatePer, Reference, Section, SizePlan, format_duration,
 };
-use crate::record::metrics::{Direction, Metric, count, latency_metrics, ratio};
+use crate::record::metrics::{Direction, latency_metrics, ratio};
 use crate::record::names;
 use crate::streams::provision::{MAX_RATE_ESTIMATE, Need};
 use crate::streams::readback::{self, Reconciliation};
@@ -77,12 +77,12 @@ impl Figures {
         }
         let p99 = format!("{}.p99", names::PUB_ACK_LATENCY);
         Some(Figures {
-            rate: r.metric(names::PUBLISH.rate)?,
+            rate: r.value(names::PUBLISH.rate)?,
             // A reference has no PubAck histogram, and an empty one no
             // percentiles: 0 either way, as its summary says.
-            p99_us: r.metric(&p99).unwrap_or(0.0),
-            client_us_per_msg: r.metric(names::CLIENT_CPU_PER_MSG)?,
-            server_us_per_msg: r.metric(names::SERVER_CPU_PER_MSG),
+            p99_us: r.value(&p99).unwrap_or(0.0),
+            client_us_per_msg: r.value(names::CLIENT_CPU_PER_MSG)?,
+            server_us_per_msg: r.value(names::SERVER_CPU_PER_MSG),
         })
     }
 }
@@ -96,10 +96,7 @@ impl Kind for Publish {
         table::VARIANT,
         table::TARGET,
         table::ACHIEVED,
-        Column {
-            header: "MB/s",
-            cell: Cell::Metric(names::PUBLISH.throughput, Show::Decimals(1)),
-        },
+        Column::metric("MB/s", names::PUBLISH.throughput, Show::Decimals(1)),
         table::quantile("pubAck p50", names::PUB_ACK_LATENCY, "p50"),
         table::quantile("p99", names::PUB_ACK_LATENCY, "p99"),
         table::quantile("max", names::PUB_ACK_LATENCY, "max"),
@@ -107,18 +104,12 @@ impl Kind for Publish {
         table::quantile("p99", names::BATCH_COMMIT_LATENCY, "p99"),
         table::quantile("flow ack p50", names::FAST_ACK_LATENCY, "p50"),
         table::quantile("p99", names::FAST_ACK_LATENCY, "p99"),
-        Column {
-            header: "client/msg",
-            cell: Cell::Metric(names::CLIENT_CPU_PER_MSG, Show::MicrosPerMsg),
-        },
-        Column {
-            header: "server/msg",
-            cell: Cell::Metric(names::SERVER_CPU_PER_MSG, Show::MicrosPerMsg),
-        },
-        Column {
-            header: "dups flagged/injected",
-            cell: Cell::Counts(&[DUPLICATES_FLAGGED, DUPLICATES_INJECTED], "/"),
-        },
+        Column::metric("client/msg", names::CLIENT_CPU_PER_MSG, Show::MicrosPerMsg),
+        Column::metric("server/msg", names::SERVER_CPU_PER_MSG, Show::MicrosPerMsg),
+        Column::new(
+            "dups flagged/injected",
+            Cell::Counts(&[DUPLICATES_FLAGGED, DUPLICATES_INJECTED], "/"),
+        ),
         table::VERDICT,
     ];
     type Plan = Plan;
@@ -448,20 +439,14 @@ fn cpu_per_msg(client: Duration, server: Option<Duration>, sent: u64, r: &mut Va
         .into_iter()
         .chain(server)
     {
-        r.metrics
-            .push(Metric::new(name, "us", us, Direction::Lower));
+        r.metric(name, "us", us, Direction::Lower);
     }
 }
 
 fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) {
     let publish_rate = o.publish_rate();
     if let Some(target) = target {
-        r.metrics.push(Metric::new(
-            names::TARGET_RATE,
-            "msg/s",
-            target as f64,
-            Direction::None,
-        ));
+        r.metric(names::TARGET_RATE, "msg/s", target as f64, Direction::None);
     }
     r.metrics
         .extend(crate::record::metrics::rate_and_throughput(
@@ -469,12 +454,12 @@ fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) {
             publish_rate,
             o.publish_throughput(),
         ));
-    r.metrics.push(Metric::new(
+    r.metric(
         PUBLISH_ACKED_RATE,
         "msg/s",
         o.acked_rate(),
         Direction::Higher,
-    ));
+    );
     let (first, last) = o.publish_window();
     r.param(
         "publish_rate_window",
@@ -491,12 +476,7 @@ fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) {
         .as_ref()
         .and_then(|t| t.in_msgs_rate(first, last))
     {
-        r.metrics.push(Metric::new(
-            SERVER_IN_MSGS_RATE,
-            "msg/s",
-            server,
-            Direction::None,
-        ));
+        r.metric(SERVER_IN_MSGS_RATE, "msg/s", server, Direction::None);
     }
     let mut recorders = vec![
         (names::PUB_ACK_LATENCY, &o.pub_ack_intended),
@@ -520,17 +500,15 @@ fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) {
     super::checks::client_figures(o, r);
     let retries = o.sends_sum(|s| s.retries);
     let late = o.sends_sum(|s| s.late_retries);
-    r.metrics.push(count(DUPLICATES_INJECTED, retries));
+    r.count(DUPLICATES_INJECTED, retries);
     let resends = o.sends_sum(|s| s.resends);
     if resends > 0 {
-        r.metrics.push(count("resends", resends));
+        r.count("resends", resends);
     }
-    r.metrics
-        .push(count(DUPLICATES_FLAGGED, o.acks_sum(|a| a.duplicates)));
+    r.count(DUPLICATES_FLAGGED, o.acks_sum(|a| a.duplicates));
     if late > 0 {
-        r.metrics.push(count("late_retries", late));
-        r.metrics
-            .push(count("late_retries_stored", o.acks_sum(|a| a.late_stored)));
+        r.count("late_retries", late);
+        r.count("late_retries_stored", o.acks_sum(|a| a.late_stored));
     }
     r.ledger = o.counts;
     r.timelines
@@ -717,19 +695,14 @@ fn ratios(
             base.p99_us,
             Direction::Lower,
         ));
-        r.metrics.push(Metric::new(
+        r.metric(
             DEDUP_PRICE_CLIENT_CPU,
             "us",
             mine.client_us_per_msg - base.client_us_per_msg,
             Direction::Lower,
-        ));
+        );
         if let (Some(m), Some(b)) = (mine.server_us_per_msg, base.server_us_per_msg) {
-            r.metrics.push(Metric::new(
-                DEDUP_PRICE_SERVER_CPU,
-                "us",
-                m - b,
-                Direction::Lower,
-            ));
+            r.metric(DEDUP_PRICE_SERVER_CPU, "us", m - b, Direction::Lower);
         }
     }
     if let Some(raw) = refs.raw() {

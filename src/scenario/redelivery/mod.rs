@@ -26,7 +26,7 @@ use crate::consume::fates::Analysis;
 use crate::drive::{ConsumerSpec, DriveOutcome};
 use crate::profile::{BehaviourPlan, CommonPlan, ConsumerPlan, Problems, Section, format_duration};
 use crate::record::ledger::Event;
-use crate::record::metrics::{Direction, Metric, count, latency_metrics, ratio};
+use crate::record::metrics::{Direction, Metric, latency_metrics, ratio};
 use crate::record::names;
 use crate::streams::advisory::Advisories;
 use crate::streams::provision::Need;
@@ -61,10 +61,7 @@ impl Kind for Redelivery {
     const COLUMNS: &'static [Column] = &[
         table::VARIANT,
         table::ACHIEVED,
-        Column {
-            header: "deliveries/msg",
-            cell: Cell::Metric(DELIVERIES_PER_MESSAGE, Show::Decimals(2)),
-        },
+        Column::metric("deliveries/msg", DELIVERIES_PER_MESSAGE, Show::Decimals(2)),
         table::quantile("e2e p50", names::E2E_LATENCY, "p50"),
         table::quantile("p99", names::E2E_LATENCY, "p99"),
         Column {
@@ -78,10 +75,10 @@ impl Kind for Redelivery {
                 "/",
             ),
         },
-        Column {
-            header: "advisories",
-            cell: Cell::Counts(&[ADVISORIES_MAX_DELIVERIES, ADVISORIES_TERMINATED], "+"),
-        },
+        Column::new(
+            "advisories",
+            Cell::Counts(&[ADVISORIES_MAX_DELIVERIES, ADVISORIES_TERMINATED], "+"),
+        ),
         table::LOST,
         table::VERDICT,
     ];
@@ -178,12 +175,12 @@ impl Kind for Redelivery {
         let [(Run::Baseline, base), (Run::Plan, r)] = done else {
             return;
         };
-        let measured = |r: &VariantResult| r.metric(DELIVERIES_PER_MESSAGE).is_some();
+        let measured = |r: &VariantResult| r.value(DELIVERIES_PER_MESSAGE).is_some();
         if base.error.is_some() || !measured(base) || !measured(r) {
             return;
         }
         // An empty histogram has no percentile metrics: 0, as its summary says.
-        let of = |r: &VariantResult, name: &str| r.metric(name).unwrap_or(0.0);
+        let of = |r: &VariantResult, name: &str| r.value(name).unwrap_or(0.0);
         let against =
             |name, figure: &str| ratio(name, of(r, figure), of(base, figure), Direction::Lower);
         let completion = of(r, COMPLETION_TIME) - of(base, COMPLETION_TIME);
@@ -230,18 +227,18 @@ fn describe(common: &CommonPlan, plan: &Plan, behaviour: &BehaviourPlan, r: &mut
 }
 
 fn measure(o: &DriveOutcome, a: &Analysis, advisories: &Advisories, r: &mut VariantResult) {
-    r.metrics.push(Metric::new(
+    r.metric(
         names::PUBLISH.rate,
         "msg/s",
         o.publish_rate(),
         Direction::Higher,
-    ));
-    r.metrics.push(Metric::new(
+    );
+    r.metric(
         names::DELIVERY_RATE,
         "msg/s",
         o.consume_rate(),
         Direction::None,
-    ));
+    );
     r.metrics
         .extend(latency_metrics(E2E, &o.e2e_intended.summary()));
     r.histograms.push((E2E.into(), o.e2e_intended.clone()));
@@ -255,38 +252,32 @@ fn measure(o: &DriveOutcome, a: &Analysis, advisories: &Advisories, r: &mut Vari
     } else {
         0.0
     };
-    r.metrics.push(Metric::new(
+    r.metric(
         DELIVERIES_PER_MESSAGE,
         "count",
         per_message,
         Direction::Lower,
-    ));
+    );
     for (n, messages) in &a.delivered_times {
-        r.metrics
-            .push(count(format!("messages_delivered_{n}x"), *messages));
+        r.count(format!("messages_delivered_{n}x"), *messages);
     }
     let (metrics, histograms) = a.delay_metrics();
     r.metrics.extend(metrics);
     r.histograms.extend(histograms);
-    r.metrics
-        .push(count("unplanned_redeliveries", a.unplanned_redeliveries));
+    r.count("unplanned_redeliveries", a.unplanned_redeliveries);
     checks::fate_metrics(a, r);
-    r.metrics.push(count(
+    r.count(
         ADVISORIES_MAX_DELIVERIES,
         advisories.max_deliveries.len() as u64,
-    ));
-    r.metrics.push(count(
-        ADVISORIES_TERMINATED,
-        advisories.terminated.len() as u64,
-    ));
-    r.metrics
-        .push(count("advisories.naked", advisories.naked.len() as u64));
-    r.metrics.push(Metric::new(
+    );
+    r.count(ADVISORIES_TERMINATED, advisories.terminated.len() as u64);
+    r.count("advisories.naked", advisories.naked.len() as u64);
+    r.metric(
         COMPLETION_TIME,
         "ms",
         o.drain_time.as_secs_f64() * 1e3,
         Direction::Lower,
-    ));
+    );
 }
 
 fn verify(
@@ -497,8 +488,7 @@ mod tests {
                 (DELIVERIES_PER_MESSAGE, per_message),
                 (COMPLETION_TIME, completion),
             ] {
-                r.metrics
-                    .push(Metric::new(metric, "", value, Direction::Lower));
+                r.metric(metric, "", value, Direction::Lower);
             }
             r
         };
@@ -517,7 +507,7 @@ mod tests {
                 OVERHEAD_DELIVERIES,
                 OVERHEAD_COMPLETION,
             ]
-            .map(|m| r.metric(m))
+            .map(|m| r.value(m))
         };
         assert_eq!(
             overhead(&done[1].1),

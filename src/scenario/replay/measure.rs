@@ -13,7 +13,7 @@ use crate::drive::DriveOutcome;
 use crate::profile::ReplayPace;
 use crate::record::histogram::Recorder;
 use crate::record::ledger::LedgerCounts;
-use crate::record::metrics::{Direction, Metric, count, rate_and_throughput};
+use crate::record::metrics::{Direction, Metric, rate_and_throughput};
 use crate::record::names;
 use crate::replay::pacing::{self, GAP_CLASSES, Pacing, Signed};
 use crate::replay::read::{End, ReplayLog};
@@ -64,9 +64,9 @@ pub(super) fn measure(
     r: &mut VariantResult,
 ) {
     let d = &log.deliveries;
-    r.metrics.push(count(MESSAGES, d.len() as u64));
+    r.count(MESSAGES, d.len() as u64);
     if let Some(first) = d.first() {
-        r.metrics.push(count(FIRST_SEQ, first.seq));
+        r.count(FIRST_SEQ, first.seq);
         r.metrics.push(ms(
             "time_to_first",
             first.received_ns.saturating_sub(log.requested_ns),
@@ -76,12 +76,12 @@ pub(super) fn measure(
         && d.len() >= 2
     {
         let span = last.received_ns.saturating_sub(first.received_ns);
-        r.metrics.push(Metric::new(
+        r.metric(
             names::DELIVERY_RATE,
             "msg/s",
             (d.len() - 1) as f64 / (span as f64 / 1e9).max(1e-9),
             Direction::Higher,
-        ));
+        );
     }
     let seconds = |ns: u64| (ns as f64 / 1e9).max(1e-9);
     match (v.pace, v.live) {
@@ -101,12 +101,12 @@ pub(super) fn measure(
         (ReplayPace::Instant, Live::New) => {}
     }
     if let Some(o) = live {
-        r.metrics.push(Metric::new(
+        r.metric(
             "live_publish_rate",
             "msg/s",
             o.publish_rate(),
             Direction::None,
-        ));
+        );
     }
     if v.pace == ReplayPace::Original || v.live != Live::No {
         r.timelines
@@ -146,7 +146,7 @@ fn live_tail(log: &ReplayLog, live: Option<&DriveOutcome>, r: &mut VariantResult
     let tail = d[at].received_ns;
     let took = tail.saturating_sub(log.requested_ns);
     r.metrics.push(ms(TIME_TO_LIVE_TAIL, took));
-    r.metrics.push(count("caught_up_messages", at as u64 + 1));
+    r.count("caught_up_messages", at as u64 + 1);
     let seconds = (took as f64 / 1e9).max(1e-9);
     let bytes_per_message = log.bytes as f64 / d.len().max(1) as f64;
     r.metrics.extend(rate_and_throughput(
@@ -200,15 +200,13 @@ fn original(log: &ReplayLog, r: &mut VariantResult) {
 
 fn pacing_metrics(p: &Pacing, r: &mut VariantResult) {
     if let Some(ratio) = p.duration_ratio() {
-        r.metrics
-            .push(Metric::new(DURATION_RATIO, "ratio", ratio, Direction::None));
+        r.metric(DURATION_RATIO, "ratio", ratio, Direction::None);
     }
     for (name, ns) in [
         ("original_span", p.original_span_ns),
         ("replayed_span", p.replayed_span_ns),
     ] {
-        r.metrics
-            .push(Metric::new(name, "s", ns as f64 / 1e9, Direction::None));
+        r.metric(name, "s", ns as f64 / 1e9, Direction::None);
     }
     r.metrics.extend(signed_metrics(GAP_ERROR, &p.gap_error));
     r.metrics.extend(signed_metrics("drift", &p.drift));
@@ -219,8 +217,7 @@ fn pacing_metrics(p: &Pacing, r: &mut VariantResult) {
             continue;
         }
         let prefix = format!("{GAP_ERROR_BY_GAP}.{}", class.name);
-        r.metrics
-            .push(count(format!("{prefix}.count"), errors.count()));
+        r.count(format!("{prefix}.count"), errors.count());
         let p50 = errors.quantile_ns(0.5) as f64;
         r.metrics
             .push(us(format!("{prefix}.p50"), p50, Direction::None));

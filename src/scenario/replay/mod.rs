@@ -175,14 +175,11 @@ impl Kind for Replay {
             ),
         },
         Column::metric("to tail", TIME_TO_LIVE_TAIL, Show::Ms),
-        Column {
-            header: "gap err p50",
-            cell: Cell::Quantile(GAP_ERROR, "p50", Show::SignedUs),
-        },
-        Column {
-            header: "p99",
-            cell: Cell::Quantile(GAP_ERROR, "p99", Show::SignedUs),
-        },
+        Column::new(
+            "gap err p50",
+            Cell::Quantile(GAP_ERROR, "p50", Show::SignedUs),
+        ),
+        Column::new("p99", Cell::Quantile(GAP_ERROR, "p99", Show::SignedUs)),
         Column::metric("drift end", DRIFT_FINAL, Show::SignedUs),
         Column::metric("ratio", DURATION_RATIO, Show::Times(3)),
         table::LOST,

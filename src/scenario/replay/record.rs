@@ -10,7 +10,7 @@ use crate::drive::DriveOutcome;
 use crate::profile::format_duration;
 use crate::record::histogram::Recorder;
 use crate::record::ledger::Event;
-use crate::record::metrics::{Direction, Metric, count, latency_metrics};
+use crate::record::metrics::{Direction, latency_metrics};
 use crate::record::names;
 use crate::replay::pacing;
 use crate::replay::recording::{self, Recorded};
@@ -82,14 +82,14 @@ fn measure(
     recording: &[Recorded],
     r: &mut VariantResult,
 ) {
-    r.metrics.push(count("planned_messages", planned));
-    r.metrics.push(count(MESSAGES, recording.len() as u64));
-    r.metrics.push(Metric::new(
+    r.count("planned_messages", planned);
+    r.count(MESSAGES, recording.len() as u64);
+    r.metric(
         names::TARGET_RATE,
         "msg/s",
         plan.rate as f64,
         Direction::None,
-    ));
+    );
     r.metrics
         .extend(crate::record::metrics::rate_and_throughput(
             names::PUBLISH,
@@ -109,12 +109,12 @@ fn measure(
         .map(|m| (m.intended_ns, m.published_ns))
         .collect();
     let fidelity = pacing::analyse(&stored);
-    r.metrics.push(Metric::new(
+    r.metric(
         "recorded_span",
         "s",
         fidelity.replayed_span_ns as f64 / 1e9,
         Direction::None,
-    ));
+    );
     r.metrics.extend(latency_metrics(
         "recorded_gap",
         &fidelity.original_gaps.summary(),

@@ -22,7 +22,7 @@ use super::table::{self, Cell, Column, Show};
 use super::{Kind, Paced, Scope, Variants};
 use crate::drive::{ConsumerSpec, DriveOutcome, FaultPlan, RunContext};
 use crate::profile::{CommonPlan, ConsumerPlan, FaultKind, Problems, Section, format_duration};
-use crate::record::metrics::{Direction, Metric, count, latency_metrics};
+use crate::record::metrics::{Direction, latency_metrics};
 use crate::record::names;
 use crate::streams::provision::Need;
 use crate::streams::readback::ReadBack;
@@ -54,22 +54,10 @@ impl Kind for Restart {
     const NAME: &'static str = "restart";
     const COLUMNS: &'static [Column] = &[
         table::VARIANT,
-        Column {
-            header: "faulted",
-            cell: Cell::Param(KILLED_NODE),
-        },
-        Column {
-            header: "outage pub",
-            cell: Cell::Metric(OUTAGE_PUBLISH, Show::Ms),
-        },
-        Column {
-            header: "outage consume",
-            cell: Cell::Metric(OUTAGE_CONSUME, Show::Ms),
-        },
-        Column {
-            header: "election",
-            cell: Cell::Metric(ELECTION_GAP, Show::Ms),
-        },
+        Column::param("faulted", KILLED_NODE),
+        Column::metric("outage pub", OUTAGE_PUBLISH, Show::Ms),
+        Column::metric("outage consume", OUTAGE_CONSUME, Show::Ms),
+        Column::metric("election", ELECTION_GAP, Show::Ms),
         Column {
             // After the restart, or after a route fault's heal.
             header: "acks after back",
@@ -78,10 +66,10 @@ impl Kind for Restart {
                 Show::Ms,
             ),
         },
-        Column {
-            header: "resends (found stored)",
-            cell: Cell::CountAndPart(RESENDS, RESENDS_FOUND_STORED),
-        },
+        Column::new(
+            "resends (found stored)",
+            Cell::CountAndPart(RESENDS, RESENDS_FOUND_STORED),
+        ),
         table::quantile("pubAck p99", names::PUB_ACK_LATENCY, "p99"),
         table::LOST,
         table::VERDICT,
@@ -190,12 +178,12 @@ fn describe(ctx: &RunContext, common: &CommonPlan, plan: &Plan, r: &mut VariantR
 fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
     let ms = |ns: u64| ns as f64 / 1e6;
     // Distinct messages over the schedule's span: resends are counted apart.
-    r.metrics.push(Metric::new(
+    r.metric(
         names::PUBLISH.rate,
         "msg/s",
         o.publish_rate(),
         Direction::None,
-    ));
+    );
     // From each message's first intended send: a message resent through
     // the outage carries the outage in its latency.
     for (name, recorder) in [
@@ -207,24 +195,11 @@ fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
     }
     // Latencies taken at a later delivery: the first went to a client that
     // never saw it. These are the fault's slowest messages.
-    r.metrics.push(count(
-        "e2e_latency.from_later_delivery",
-        o.late_first_latencies,
-    ));
+    r.count("e2e_latency.from_later_delivery", o.late_first_latencies);
     let publish_gap = o.acks.iter().map(|a| a.max_gap_ns).max().unwrap_or(0);
     let consume_gap = o.consumers.iter().map(|c| c.max_gap_ns).max().unwrap_or(0);
-    r.metrics.push(Metric::new(
-        OUTAGE_PUBLISH,
-        "ms",
-        ms(publish_gap),
-        Direction::Lower,
-    ));
-    r.metrics.push(Metric::new(
-        OUTAGE_CONSUME,
-        "ms",
-        ms(consume_gap),
-        Direction::Lower,
-    ));
+    r.metric(OUTAGE_PUBLISH, "ms", ms(publish_gap), Direction::Lower);
+    r.metric(OUTAGE_CONSUME, "ms", ms(consume_gap), Direction::Lower);
     if let Some(f) = &o.fault {
         r.param(KILLED_NODE, &f.node);
         // Which node each client was attached to: a client on the faulted
@@ -240,22 +215,22 @@ fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
         } else {
             ("restart", ACKS_RESUMED_AFTER_RESTART)
         };
-        r.metrics.push(Metric::new(
+        r.metric(
             format!("{end}_time"),
             "ms",
             ms(f.restarted_ns.saturating_sub(f.killed_ns)),
             Direction::None,
-        ));
+        );
         // The first PubAck after the restart, from the publishers' view of
         // the gap: it ended when PubAcks resumed.
         let resumed = o.acks.iter().map(|a| a.max_gap_end_ns).max().unwrap_or(0);
         if resumed > f.restarted_ns {
-            r.metrics.push(Metric::new(
+            r.metric(
                 acks_resumed,
                 "ms",
                 ms(resumed - f.restarted_ns),
                 Direction::Lower,
-            ));
+            );
         }
         // The clients' side of the outage: connections that dropped with
         // the node and when the last of them was back.
@@ -265,7 +240,7 @@ fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
             .iter()
             .filter(|&&t| t >= f.killed_ns)
             .count();
-        r.metrics.push(count("connections_dropped", dropped as u64));
+        r.count("connections_dropped", dropped as u64);
         let back = links
             .connected_ns
             .iter()
@@ -273,50 +248,45 @@ fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
             .filter(|&t| t >= f.killed_ns)
             .max();
         if let Some(back) = back {
-            r.metrics.push(Metric::new(
+            r.metric(
                 "reconnected_after_kill",
                 "ms",
                 ms(back - f.killed_ns),
                 Direction::Lower,
-            ));
+            );
             if back > f.restarted_ns {
-                r.metrics.push(Metric::new(
+                r.metric(
                     format!("reconnected_after_{end}"),
                     "ms",
                     ms(back - f.restarted_ns),
                     Direction::Lower,
-                ));
+                );
             }
         }
         if let Some(gap) = f.election_gap {
-            r.metrics.push(Metric::new(
+            r.metric(
                 ELECTION_GAP,
                 "ms",
                 gap.as_secs_f64() * 1e3,
                 Direction::Lower,
-            ));
+            );
         }
         if f.leader_before.is_some() || f.leader_after.is_some() {
             r.param("leader_before", &f.leader_before);
             r.param("leader_after", &f.leader_after);
         }
     }
-    r.metrics.push(count(RESENDS, o.sends_sum(|s| s.resends)));
-    r.metrics
-        .push(count("resends_stored", o.acks_sum(|a| a.resent_stored)));
-    r.metrics.push(count(
-        RESENDS_FOUND_STORED,
-        o.acks_sum(|a| a.resent_duplicates),
-    ));
-    r.metrics
-        .push(count("late_pub_acks", o.acks_sum(|a| a.late_responses)));
-    r.metrics.push(count("redelivered", o.counts.redelivered));
-    r.metrics.push(Metric::new(
+    r.count(RESENDS, o.sends_sum(|s| s.resends));
+    r.count("resends_stored", o.acks_sum(|a| a.resent_stored));
+    r.count(RESENDS_FOUND_STORED, o.acks_sum(|a| a.resent_duplicates));
+    r.count("late_pub_acks", o.acks_sum(|a| a.late_responses));
+    r.count("redelivered", o.counts.redelivered);
+    r.metric(
         "completion_time",
         "ms",
         o.drain_time.as_secs_f64() * 1e3,
         Direction::Lower,
-    ));
+    );
 }
 
 fn verify(o: &DriveOutcome, read: Option<&ReadBack>, r: &mut VariantResult) {

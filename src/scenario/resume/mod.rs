@@ -15,12 +15,12 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::checks;
-use super::table::{self, Cell, Column, Show};
+use super::table::{self, Column, Show};
 use super::{Kind, Paced, Scope, Variants, Work};
 use crate::drive::{ConsumerSpec, CrashOutcome, CrashPlan, DriveOutcome};
 use crate::profile::{CommonPlan, ConsumerPlan, CrashPoint, Problems, Section, format_duration};
 use crate::record::ledger::Event;
-use crate::record::metrics::{Direction, Metric, count, latency_metrics};
+use crate::record::metrics::{Direction, latency_metrics};
 use crate::record::names;
 use crate::streams::provision::Need;
 use crate::variant::{Invariant, VariantResult};
@@ -51,26 +51,11 @@ impl Kind for Resume {
     const RETENTION: bool = true;
     const COLUMNS: &'static [Column] = &[
         table::VARIANT,
-        Column {
-            header: "unacked at crash",
-            cell: Cell::Metric(UNACKED_AT_CRASH, Show::Whole),
-        },
-        Column {
-            header: "redelivered",
-            cell: Cell::Metric(REDELIVERED, Show::Whole),
-        },
-        Column {
-            header: "ran twice",
-            cell: Cell::Metric(WORK_RAN_TWICE, Show::Whole),
-        },
-        Column {
-            header: "resumed after",
-            cell: Cell::Metric(TIME_TO_RESUME, Show::Ms),
-        },
-        Column {
-            header: "redelivered after",
-            cell: Cell::Metric(TIME_TO_FIRST_REDELIVERY, Show::Ms),
-        },
+        Column::metric("unacked at crash", UNACKED_AT_CRASH, Show::Whole),
+        Column::metric("redelivered", REDELIVERED, Show::Whole),
+        Column::metric("ran twice", WORK_RAN_TWICE, Show::Whole),
+        Column::metric("resumed after", TIME_TO_RESUME, Show::Ms),
+        Column::metric("redelivered after", TIME_TO_FIRST_REDELIVERY, Show::Ms),
         table::quantile("e2e max after", E2E_LATENCY_AFTER_REBIND, "max"),
         table::LOST,
         table::VERDICT,
@@ -233,12 +218,12 @@ impl Recovery {
 
 fn measure(o: &DriveOutcome, rec: &Recovery, r: &mut VariantResult) {
     let ms = |ns: u64| ns as f64 / 1e6;
-    r.metrics.push(Metric::new(
+    r.metric(
         names::PUBLISH.rate,
         "msg/s",
         o.publish_rate(),
         Direction::None,
-    ));
+    );
     r.metrics.extend(latency_metrics(
         names::E2E_LATENCY,
         &o.e2e_intended.summary(),
@@ -247,63 +232,56 @@ fn measure(o: &DriveOutcome, rec: &Recovery, r: &mut VariantResult) {
         .push((names::E2E_LATENCY.into(), o.e2e_intended.clone()));
     // Latencies taken at a later delivery: the first went to a client that
     // never saw it. These are the fault's slowest messages.
-    r.metrics.push(count(
-        "e2e_latency.from_later_delivery",
-        o.late_first_latencies,
-    ));
+    r.count("e2e_latency.from_later_delivery", o.late_first_latencies);
     if let Some(c) = &rec.crash {
         let at = c.report.at_ns;
-        r.metrics.push(count("in_hand_at_crash", c.report.in_hand));
+        r.count("in_hand_at_crash", c.report.in_hand);
         // From the crash (or the stop) until the client was gone: a drain
         // finishes its work first.
-        r.metrics.push(Metric::new(
+        r.metric(
             "time_to_stop",
             "ms",
             ms(c.report.stopped_ns.saturating_sub(at)),
             Direction::Lower,
-        ));
+        );
         if c.report.drained > 0 {
-            r.metrics.push(count("drained", c.report.drained));
+            r.count("drained", c.report.drained);
         }
         if let Some(pending) = c.ack_pending_after {
-            r.metrics.push(count(UNACKED_AT_CRASH, pending));
+            r.count(UNACKED_AT_CRASH, pending);
         }
-        r.metrics.push(count(
-            "processed_unacked",
-            c.report.processed_unacked.len() as u64,
-        ));
-        r.metrics.push(count(WORK_RAN_TWICE, rec.ran_twice));
+        r.count("processed_unacked", c.report.processed_unacked.len() as u64);
+        r.count(WORK_RAN_TWICE, rec.ran_twice);
         if let Some(first) = rec.first_after_rebind_ns {
-            r.metrics.push(Metric::new(
+            r.metric(
                 TIME_TO_RESUME,
                 "ms",
                 ms(first.saturating_sub(at)),
                 Direction::Lower,
-            ));
-            r.metrics.push(Metric::new(
+            );
+            r.metric(
                 "bind_to_first_delivery",
                 "ms",
                 ms(first.saturating_sub(c.rebound_ns)),
                 Direction::Lower,
-            ));
+            );
         }
         if let (Some(first), Some(last)) = (rec.first_redelivery_ns, rec.last_redelivery_ns) {
-            r.metrics.push(Metric::new(
+            r.metric(
                 TIME_TO_FIRST_REDELIVERY,
                 "ms",
                 ms(first.saturating_sub(at)),
                 Direction::Lower,
-            ));
-            r.metrics.push(Metric::new(
+            );
+            r.metric(
                 "time_to_last_redelivery",
                 "ms",
                 ms(last.saturating_sub(at)),
                 Direction::Lower,
-            ));
+            );
         }
     }
-    r.metrics
-        .push(count(REDELIVERED, rec.redelivered.len() as u64));
+    r.count(REDELIVERED, rec.redelivered.len() as u64);
     // The latency spike: what the crashed client saw before against what
     // its replacement saw while catching up.
     for (name, report) in [
@@ -315,12 +293,12 @@ fn measure(o: &DriveOutcome, rec: &Recovery, r: &mut VariantResult) {
                 .extend(latency_metrics(name, &report.e2e_intended.summary()));
         }
     }
-    r.metrics.push(Metric::new(
+    r.metric(
         "completion_time",
         "ms",
         o.drain_time.as_secs_f64() * 1e3,
         Direction::Lower,
-    ));
+    );
 }
 
 fn verify(o: &DriveOutcome, rec: &Recovery, stored: Option<u64>, r: &mut VariantResult) {

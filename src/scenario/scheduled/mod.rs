@@ -27,7 +27,7 @@ use super::table::{self, Cell, Column, Show};
 use super::{Kind, Scope, Variants};
 use crate::drive::RunContext;
 use crate::profile::{CommonPlan, FaultKind, Problems, Section, format_duration};
-use crate::record::metrics::{Direction, Metric, count};
+use crate::record::metrics::{Direction, Metric};
 use crate::streams::provision::Need;
 use crate::streams::schedules::{self, Pattern, Watcher, now_ns};
 use crate::variant::{Invariant, VariantResult};
@@ -54,44 +54,20 @@ pub const DOWN: &str = "down";
 
 const POLL: Duration = Duration::from_millis(20);
 
-const ERROR_P50: Column = Column {
-    header: "err p50",
-    cell: Cell::Quantile(FIRING_ERROR, "p50", Show::Us),
-};
-const ERROR_P99: Column = Column {
-    header: "p99",
-    cell: Cell::Quantile(FIRING_ERROR, "p99", Show::Us),
-};
-const ERROR_MAX: Column = Column {
-    header: "max",
-    cell: Cell::Quantile(FIRING_ERROR, "max", Show::Us),
-};
-const RECEIPT_P99: Column = Column {
-    header: "recv p99",
-    cell: Cell::Quantile(RECEIPT_ERROR, "p99", Show::Us),
-};
+const ERROR_P50: Column = Column::new("err p50", Cell::Quantile(FIRING_ERROR, "p50", Show::Us));
+const ERROR_P99: Column = Column::new("p99", Cell::Quantile(FIRING_ERROR, "p99", Show::Us));
+const ERROR_MAX: Column = Column::new("max", Cell::Quantile(FIRING_ERROR, "max", Show::Us));
+const RECEIPT_P99: Column = Column::new("recv p99", Cell::Quantile(RECEIPT_ERROR, "p99", Show::Us));
 const COLUMNS: &[Column] = &[
     table::VARIANT,
-    Column {
-        header: "schedules",
-        cell: Cell::Metric(SCHEDULES, Show::Whole),
-    },
-    Column {
-        header: "firings",
-        cell: Cell::Metric(FIRINGS, Show::Whole),
-    },
+    Column::metric("schedules", SCHEDULES, Show::Whole),
+    Column::metric("firings", FIRINGS, Show::Whole),
     ERROR_P50,
     ERROR_P99,
     ERROR_MAX,
     RECEIPT_P99,
-    Column {
-        header: "fired/s",
-        cell: Cell::Metric(FIRING_RATE, Show::Rate),
-    },
-    Column {
-        header: "catch-up",
-        cell: Cell::Metric(CATCH_UP_LAST, Show::Ms),
-    },
+    Column::metric("fired/s", FIRING_RATE, Show::Rate),
+    Column::metric("catch-up", CATCH_UP_LAST, Show::Ms),
     table::LOST,
     table::VERDICT,
 ];
@@ -384,8 +360,8 @@ fn ms(ns: i128) -> f64 {
 
 fn verify(shape: Shape, o: &Observed, r: &mut VariantResult) {
     let a = &o.audit;
-    r.metrics.push(count(SCHEDULES, o.schedules));
-    r.metrics.push(count(FIRINGS, a.firings));
+    r.count(SCHEDULES, o.schedules);
+    r.count(FIRINGS, a.firings);
     r.latency(FIRING_ERROR, &a.stored_error);
     r.latency(RECEIPT_ERROR, &a.received_error);
     if shape == Shape::Burst
@@ -393,12 +369,10 @@ fn verify(shape: Shape, o: &Observed, r: &mut VariantResult) {
         && last > o.first_due
     {
         let rate = a.firings as f64 / ((last - o.first_due) as f64 / 1e9);
-        r.metrics
-            .push(Metric::new(FIRING_RATE, "msg/s", rate, Direction::Higher));
+        r.metric(FIRING_RATE, "msg/s", rate, Direction::Higher);
     }
     if let Some((killed, back)) = o.restart {
-        r.metrics
-            .push(Metric::new(DOWN, "ms", ms(back - killed), Direction::Lower));
+        r.metric(DOWN, "ms", ms(back - killed), Direction::Lower);
         if let (Some(first), Some(last)) = (a.first_stored_ns, a.last_stored_ns) {
             let m = |name, t: i128| Metric::new(name, "ms", ms(t - back), Direction::Lower);
             r.metrics.push(m(CATCH_UP_FIRST, first));

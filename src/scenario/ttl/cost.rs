@@ -18,7 +18,7 @@ use anyhow::{Context, Result, anyhow};
 use super::verify::{EXPIRED_REMOVED, NOTHING_REMOVED_EARLY};
 use super::{EXPIRY_CPU_PER_MSG, Plan, SERVER_BYTES_PER_PLAIN_MSG, SERVER_BYTES_PER_TTL_MSG};
 use crate::drive::{DriveSpec, RunContext};
-use crate::record::metrics::{Direction, Metric};
+use crate::record::metrics::Direction;
 use crate::scenario::Scope;
 use crate::scenario::checks;
 use crate::streams::expiry::{TTL_HEADER, ttl_stream_config};
@@ -86,18 +86,18 @@ pub async fn weigh(s: &mut Scope<'_>, plan: &Plan, r: &mut VariantResult) -> Res
         ),
     ));
     let per = |d: u64| d as f64 / n as f64;
-    r.metrics.push(Metric::new(
+    r.metric(
         SERVER_BYTES_PER_PLAIN_MSG,
         "bytes",
         per(after_plain.saturating_sub(before)),
         Direction::Lower,
-    ));
-    r.metrics.push(Metric::new(
+    );
+    r.metric(
         SERVER_BYTES_PER_TTL_MSG,
         "bytes",
         per(after_ttl.saturating_sub(after_plain)),
         Direction::Lower,
-    ));
+    );
     expiry_pass(s.ctx, &ttl.0, n, ttl_started + plan.cost_ttl, r).await
 }
 
@@ -155,20 +155,14 @@ async fn expiry_pass(
         (Some(cpu), Some(idle)) => {
             let net = (cpu - idle * span.as_secs_f64()).max(0.0);
             let per = net * 1e6 / n as f64;
-            r.metrics
-                .push(Metric::new(EXPIRY_CPU_PER_MSG, "us", per, Direction::Lower));
+            r.metric(EXPIRY_CPU_PER_MSG, "us", per, Direction::Lower);
         }
         _ => r.warnings.push(format!(
             "the server's CPU could not be read ({}): no {EXPIRY_CPU_PER_MSG}",
             ctx.server_cpu.describe()
         )),
     }
-    r.metrics.push(Metric::new(
-        "expiry_pass_span",
-        "s",
-        span.as_secs_f64(),
-        Direction::None,
-    ));
+    r.metric("expiry_pass_span", "s", span.as_secs_f64(), Direction::None);
     Ok(())
 }
 

@@ -24,12 +24,12 @@ use anyhow::Result;
 use async_nats::jetstream::stream;
 use tokio_util::sync::CancellationToken;
 
-use super::table::{self, Cell, Column, Show};
+use super::table::{self, Column, Show};
 use super::{Kind, Scope, Variants};
 use crate::drive::RunContext;
 use crate::profile::{CommonPlan, Problems, Section};
 use crate::record::clock::now_ns;
-use crate::record::metrics::{Direction, Metric, count};
+use crate::record::metrics::Direction;
 use crate::streams::expiry::{
     self, LateRead, Polled, Polling, Tracked, Ttl, TtlLoad, ttl_stream_config,
 };
@@ -82,30 +82,19 @@ impl Kind for TtlKind {
     const NAME: &'static str = "ttl";
     const COLUMNS: &'static [Column] = &[
         table::VARIANT,
-        Column {
-            header: "published",
-            cell: Cell::Metric("published", Show::Whole),
-        },
+        Column::metric("published", "published", Show::Whole),
         table::quantile("expiry lag p50", EXPIRY_LAG, "p50"),
         table::quantile("p99", EXPIRY_LAG, "p99"),
         table::quantile("max", EXPIRY_LAG, "max"),
         table::quantile("marker p50", MARKER_DELAY, "p50"),
-        Column {
-            header: "markers",
-            cell: Cell::Metric("markers_seen", Show::Whole),
-        },
-        Column {
-            header: "late past deadline",
-            cell: Cell::Metric("late_reader_past_deadline", Show::Whole),
-        },
-        Column {
-            header: "B/ttl msg",
-            cell: Cell::Metric(SERVER_BYTES_PER_TTL_MSG, Show::Decimals(0)),
-        },
-        Column {
-            header: "expiry cpu",
-            cell: Cell::Metric(EXPIRY_CPU_PER_MSG, Show::MicrosPerMsg),
-        },
+        Column::metric("markers", "markers_seen", Show::Whole),
+        Column::metric(
+            "late past deadline",
+            "late_reader_past_deadline",
+            Show::Whole,
+        ),
+        Column::metric("B/ttl msg", SERVER_BYTES_PER_TTL_MSG, Show::Decimals(0)),
+        Column::metric("expiry cpu", EXPIRY_CPU_PER_MSG, Show::MicrosPerMsg),
         table::VERDICT,
     ];
     type Plan = Plan;
@@ -194,8 +183,8 @@ impl Kind for TtlKind {
         };
         verify::measure(&observed, r);
         r.invariants.extend(verify::verify(&observed));
-        r.metrics.push(count("gets", seen.polled.gets));
-        r.metrics.push(count("get_errors", seen.polled.errors));
+        r.count("gets", seen.polled.gets);
+        r.count("get_errors", seen.polled.errors);
         Ok(())
     }
 }
@@ -291,13 +280,8 @@ async fn observe(
     let started = now_ns();
     let mut tracked = expiry::publish(ctx.provisioner.jetstream(), &load, &ctx.stop).await?;
     let span = now_ns().saturating_sub(started);
-    r.metrics.push(count("published", tracked.len() as u64));
-    r.metrics.push(Metric::new(
-        "publish_span",
-        "s",
-        span as f64 / 1e9,
-        Direction::None,
-    ));
+    r.count("published", tracked.len() as u64);
+    r.metric("publish_span", "s", span as f64 / 1e9, Direction::None);
     let last_seq = tracked.last().map_or(0, |t| t.seq);
     let late_at = plan.late_reader.then(|| late_reader_at(&tracked)).flatten();
     let polling = Polling {

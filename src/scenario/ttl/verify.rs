@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::record::histogram::Recorder;
-use crate::record::metrics::count;
 use crate::streams::expiry::{LateRead, MarkerSeen, Tracked};
 use crate::variant::{Invariant, VariantResult};
 
@@ -83,8 +82,8 @@ pub fn measure(o: &Observed<'_>, r: &mut VariantResult) {
     }
     r.latency(super::EXPIRY_LAG, &lag);
     r.latency(super::EXPIRY_WINDOW, &window);
-    r.metrics.push(count("expired_seen", lag.count()));
-    r.metrics.push(count("expired_timestamp_unknown", unknown));
+    r.count("expired_seen", lag.count());
+    r.count("expired_timestamp_unknown", unknown);
     if unknown > 0 {
         r.warnings.push(format!(
             "{unknown} messages were already gone at their first message get: their stored \
@@ -101,14 +100,12 @@ pub fn measure(o: &Observed<'_>, r: &mut VariantResult) {
             }
         }
         r.latency(super::MARKER_DELAY, &delay);
-        r.metrics.push(count("markers_seen", m.seen.len() as u64));
+        r.count("markers_seen", m.seen.len() as u64);
     }
     if let Some(late) = o.late {
         let past = past_deadline(o.tracked, late, Duration::ZERO);
-        r.metrics
-            .push(count("late_reader_delivered", late.delivered.len() as u64));
-        r.metrics
-            .push(count("late_reader_past_deadline", past.len() as u64));
+        r.count("late_reader_delivered", late.delivered.len() as u64);
+        r.count("late_reader_past_deadline", past.len() as u64);
     }
 }
 
