@@ -13,6 +13,7 @@ mod bundled;
 pub mod common;
 mod connection;
 mod duration;
+pub mod keys;
 mod kinds;
 mod plan;
 mod replay;
@@ -30,10 +31,11 @@ use crate::system::error::UsageError;
 pub use arrival_times::{MAX_ARRIVALS, arrival_count, arrival_offsets};
 pub use bundled::{BUNDLED, bundled};
 pub use duration::{Dur, format_duration, parse_duration};
+pub use keys::Keys;
 pub use kinds::{Kinds, Profile, Section};
 pub use plan::*;
 pub use replay::{REPLAY_MAX_ACK_PENDING, ReplayDeliver, ReplayPace, ReplayReader};
-pub use shared::{Offer, Paced, PacedLoad, Shared, split};
+pub use shared::{Offer, Paced, PacedLoad, Shared, split, take};
 pub use stream::{
     Bytes, Compression, Discard, PersistMode, Placement, StreamLimits, StreamPlan, StreamSettings,
     persist_name, retention_name, storage_name,

@@ -20,6 +20,7 @@ use super::behaviour::BehaviourSection;
 use super::common::{
     ConsumerSection, PublishKeys, SizeSpec, paced_rate, publish_plan, require_explicit_ack,
 };
+use super::keys::Keys;
 use super::{
     ArrivalPlan, BehaviourPlan, CommonPlan, ConsumerPlan, Dur, MsgId, NAME_RULE, Problems,
     PublishPlan, is_safe_name, read_section,
@@ -355,6 +356,26 @@ impl Shared {
         )
     }
 
+    /// `message_size` for a kind that sends one size only (128 bytes by
+    /// default): a distribution is refused, naming the kind.
+    pub fn fixed_size(&mut self, kind: &str, problems: &mut Problems) -> usize {
+        let key = self.key("message_size");
+        let size = match self.section.message_size.take() {
+            None => 128,
+            Some(SizeSpec::Fixed(n)) => n,
+            Some(SizeSpec::Distribution(_)) => {
+                problems.push(&key, format!("the {kind} scenario uses one fixed size"));
+                128
+            }
+        };
+        let (min, max) = (
+            crate::record::stamp::STAMP_LEN,
+            super::common::MAX_MESSAGE_SIZE,
+        );
+        problems.range(&key, size, min, max, " bytes");
+        size
+    }
+
     /// `[scenario.consumer]`, checked (`ack_per_variant`: the kind sets
     /// `ack` per variant itself).
     pub fn consumer(&self, ack_per_variant: bool, problems: &mut Problems) -> ConsumerPlan {
@@ -391,6 +412,33 @@ impl Shared {
             behaviour,
         }
     }
+}
+
+/// Takes the shared keys `offer` names out of a scenario table (its
+/// `kind` and `stream` already taken) and reads them; the kind's own keys
+/// are left to read one by one from the [`Keys`] returned, which refuse
+/// whatever neither took. `None` when a shared value could not be read.
+pub fn take(
+    mut table: toml::Table,
+    offer: Offer,
+    prefix: &str,
+    problems: &mut Problems,
+) -> Option<(Shared, Keys)> {
+    let offered = offer.keys();
+    let mut shared = toml::Table::new();
+    for key in &offered {
+        if let Some(value) = table.remove(*key) {
+            shared.insert(key.to_string(), value);
+        }
+    }
+    let section = read_section::<SharedSection>(shared, prefix, problems)?;
+    let keys = Keys::new(prefix, table, &offered);
+    let shared = Shared {
+        section,
+        prefix: prefix.to_string(),
+        offer,
+    };
+    Some((shared, keys))
 }
 
 /// The field names of a struct that derives `Deserialize`, as serde's

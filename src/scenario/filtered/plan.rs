@@ -2,12 +2,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::profile::common::{OneOrMany, SizeSpec, has_repeats};
-use crate::profile::shared::{Offer, split};
+use crate::profile::shared::{Offer, take};
 use crate::profile::{CommonPlan, ConsumerPlan, Problems, Section};
 
 /// The shape of a variant's filter over the fill's subjects
-/// (`<base>.d.<k>` and the rare `<base>.rare`, [`crate::streams::filter::Layout`]).
+/// (`<base>.d.<k>` and the rare `<base>.rare`, [`super::layout::Layout`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Shape {
@@ -73,20 +72,9 @@ impl Plan {
 }
 
 /// Counted, not timed: each stream is filled with `messages` once.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FilteredSection {
-    messages: Option<u64>,
-    message_size: Option<SizeSpec>,
-    subjects: Option<OneOrMany<u32>>,
-    max_per_subject: Option<OneOrMany<u64>>,
-    filters: Option<OneOrMany<Shape>>,
-    rare_every: Option<u64>,
-}
-
 const OFFER: Offer = Offer::TIMING
     .less(&["duration", "warmup"])
-    .and(&["consumer"]);
+    .and(&["consumer", "message_size"]);
 
 /// How long a variant may take to consume what it selects, by default.
 const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
@@ -96,86 +84,32 @@ const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 const MAX_SUBJECTS: u32 = 1_000_000;
 
 pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-    let (table, prefix) = (section.table, section.prefix);
     let stream_limit = section.stream.and_then(|s| s.limits.max_msgs_per_subject);
-    let (mut shared, s) = split::<FilteredSection>(table, OFFER, prefix, problems)?;
+    let (mut shared, mut k) = take(section.table, OFFER, section.prefix, problems)?;
     let common = shared.counted("filtered", DRAIN_TIMEOUT, problems);
-    let key = |k: &str| format!("{prefix}.{k}");
-    let messages = s.messages.unwrap_or(0);
-    match s.messages {
-        None => problems.push(
-            key("messages"),
-            "missing; how many messages each stream is filled with, e.g. messages = 200000",
-        ),
-        Some(n) => problems.range(&key("messages"), n, 1, 100_000_000, " messages"),
-    }
-    let message_size = read_size(s.message_size, &key("message_size"), problems);
-    let subjects = s.subjects.map(|l| l.0).unwrap_or_else(|| vec![1, 1000]);
-    for (i, &c) in subjects.iter().enumerate() {
-        problems.range(&format!("{}[{i}]", key("subjects")), c, 1, MAX_SUBJECTS, "");
-    }
-    let max_per_subject = s.max_per_subject.map(|l| l.0).unwrap_or_else(|| vec![0]);
-    for (i, &m) in max_per_subject.iter().enumerate() {
-        problems.range(
-            &format!("{}[{i}]", key("max_per_subject")),
-            m,
-            0,
-            1_000_000_000,
-            " (0: no limit)",
-        );
-    }
-    let filters = s
-        .filters
-        .map(|l| l.0)
-        .unwrap_or_else(|| Shape::ALL.to_vec());
-    for (k, list_empty, repeats) in [
-        ("subjects", subjects.is_empty(), has_repeats(&subjects)),
-        (
-            "max_per_subject",
-            max_per_subject.is_empty(),
-            has_repeats(&max_per_subject),
-        ),
-        ("filters", filters.is_empty(), has_repeats(&filters)),
-    ] {
-        if list_empty {
-            problems.push(key(k), "needs at least one entry");
-        }
-        if repeats {
-            problems.push(key(k), "lists a value twice");
-        }
-    }
-    let rare_every = s.rare_every.unwrap_or(1000);
-    problems.range(&key("rare_every"), rare_every, 2, 100_000_000, " messages");
-    let consumer = shared.consumer(true, problems);
-    check_owned(&consumer, stream_limit, prefix, problems);
+    let messages = k.required(
+        "messages",
+        1..=100_000_000,
+        " messages",
+        "how many messages each stream is filled with, e.g. messages = 200000",
+    );
     let plan = Plan {
         messages,
-        message_size,
-        subjects,
-        max_per_subject,
-        filters,
-        rare_every,
-        consumer,
+        message_size: shared.fixed_size("filtered", problems),
+        subjects: k.list("subjects", vec![1, 1000], 1..=MAX_SUBJECTS, ""),
+        max_per_subject: k.list(
+            "max_per_subject",
+            vec![0],
+            0..=1_000_000_000,
+            " (0: no limit)",
+        ),
+        filters: k.choices("filters", Shape::ALL.to_vec()),
+        rare_every: k.within("rare_every", 1000, 2..=100_000_000, " messages"),
+        consumer: shared.consumer(true, problems),
     };
+    check_owned(&plan.consumer, stream_limit, section.prefix, problems);
+    k.finish(problems);
     Some((common, plan))
-}
-
-fn read_size(size: Option<SizeSpec>, key: &str, problems: &mut Problems) -> usize {
-    let size = match size.unwrap_or(SizeSpec::Fixed(128)) {
-        SizeSpec::Fixed(n) => n,
-        SizeSpec::Distribution(_) => {
-            problems.push(key, "the filtered scenario uses one fixed size");
-            128
-        }
-    };
-    problems.range(
-        key,
-        size,
-        crate::record::stamp::STAMP_LEN,
-        crate::profile::common::MAX_MESSAGE_SIZE,
-        " bytes",
-    );
-    size
 }
 
 /// The scenario owns the durable's filter and the stream's per-subject
@@ -246,6 +180,19 @@ mod tests {
         assert!(e.contains("messages"), "{e}");
         let e = plan("messages = 10\nfilters = [\"star\", \"star\"]").unwrap_err();
         assert!(e.contains("filters") && e.contains("twice"), "{e}");
+        let e = plan(
+            "messages = 10\nmessage_size = { distribution = \"uniform\", min = 64, max = 128 }",
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("message_size") && e.contains("one fixed size"),
+            "{e}"
+        );
+        let e = plan("messages = 10\nrats = 3").unwrap_err();
+        assert!(
+            e.contains("unknown field `rats`") && e.contains("`rare_every`"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1,0 +1,274 @@
+//! A scenario table's own keys, read one by one: each key is declared
+//! where it is read (its default, its bounds, its unit, what a missing one
+//! should look like), every problem names its key path, and a key nobody
+//! read is refused at the end with the list of every key the table takes.
+
+use std::fmt::Display;
+use std::ops::RangeInclusive;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+
+use super::common::OneOrMany;
+use super::{Dur, Problems};
+
+/// The keys of one table not yet read, and what was read of it.
+pub struct Keys {
+    path: String,
+    table: toml::Table,
+    /// Every key the table takes, shared ones first, in the order read.
+    accepted: Vec<String>,
+    problems: Problems,
+}
+
+impl Keys {
+    /// The keys of `table` at `path` (`scenario[2]`), besides the shared
+    /// ones already taken out of it (`shared`, listed when one is unknown).
+    pub fn new(path: &str, table: toml::Table, shared: &[&str]) -> Keys {
+        Keys {
+            path: path.to_string(),
+            table,
+            accepted: shared.iter().map(|k| k.to_string()).collect(),
+            problems: Problems::default(),
+        }
+    }
+
+    /// `key`'s full path, for a problem worded by the caller.
+    pub fn path(&self, key: &str) -> String {
+        format!("{}.{key}", self.path)
+    }
+
+    pub fn given(&self, key: &str) -> bool {
+        self.table.contains_key(key)
+    }
+
+    pub fn problem(&mut self, key: &str, message: impl Into<String>) {
+        let path = self.path(key);
+        self.problems.push(path, message);
+    }
+
+    /// `key`'s value as serde reads it; `None` when absent, and when
+    /// malformed (then a problem naming the path into the value).
+    pub fn get<T: DeserializeOwned>(&mut self, key: &str) -> Option<T> {
+        if !self.accepted.iter().any(|k| k == key) {
+            self.accepted.push(key.to_string());
+        }
+        let value = self.table.remove(key)?;
+        match serde_path_to_error::deserialize(value) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                let inner = e.path().to_string();
+                let path = match inner.as_str() {
+                    "" | "." => self.path(key),
+                    _ => format!("{}.{inner}", self.path(key)),
+                };
+                self.problems.push(path, e.inner().message().trim());
+                None
+            }
+        }
+    }
+
+    /// `key`'s value, `default` when absent.
+    pub fn or<T: DeserializeOwned>(&mut self, key: &str, default: T) -> T {
+        self.get(key).unwrap_or(default)
+    }
+
+    /// A number, `default` when absent, within `range` (`unit` names it
+    /// in the problem: " msg/s").
+    pub fn within<T>(&mut self, key: &str, default: T, range: RangeInclusive<T>, unit: &str) -> T
+    where
+        T: DeserializeOwned + PartialOrd + Display + Copy,
+    {
+        let value = self.or(key, default);
+        self.bound(key, value, range, unit);
+        value
+    }
+
+    /// A number the table must give, within `range`; `missing` says what
+    /// it is and gives an example. The range's start stands in for one
+    /// missing or malformed.
+    pub fn required<T>(
+        &mut self,
+        key: &str,
+        range: RangeInclusive<T>,
+        unit: &str,
+        missing: &str,
+    ) -> T
+    where
+        T: DeserializeOwned + PartialOrd + Display + Copy,
+    {
+        let given = self.given(key);
+        match self.get(key) {
+            Some(value) => {
+                self.bound(key, value, range, unit);
+                value
+            }
+            None => {
+                if !given {
+                    self.problem(key, format!("missing; {missing}"));
+                }
+                *range.start()
+            }
+        }
+    }
+
+    /// A duration, `default` when absent, within `range`.
+    pub fn duration(
+        &mut self,
+        key: &str,
+        default: Duration,
+        range: RangeInclusive<Duration>,
+    ) -> Duration {
+        let value = self.get::<Dur>(key).map_or(default, |d| d.0);
+        let (min, max) = (range.start().as_secs_f64(), range.end().as_secs_f64());
+        self.bound(key, value.as_secs_f64(), min..=max, " seconds");
+        value
+    }
+
+    /// One value or a list (`default` when absent), at least one entry and
+    /// none twice, each within `range`.
+    pub fn list<T>(
+        &mut self,
+        key: &str,
+        default: Vec<T>,
+        range: RangeInclusive<T>,
+        unit: &str,
+    ) -> Vec<T>
+    where
+        T: DeserializeOwned + PartialOrd + Display + Copy,
+    {
+        let values = self.choices(key, default);
+        for (i, &v) in values.iter().enumerate() {
+            let path = format!("{}[{i}]", self.path(key));
+            self.problems
+                .range(&path, v, *range.start(), *range.end(), unit);
+        }
+        values
+    }
+
+    /// One value or a list of named choices (`default` when absent), at
+    /// least one and none twice: each runs as a variant of its own.
+    pub fn choices<T: DeserializeOwned + PartialEq>(
+        &mut self,
+        key: &str,
+        default: Vec<T>,
+    ) -> Vec<T> {
+        let given = self.given(key);
+        let values = self.get::<OneOrMany<T>>(key).map_or(default, |l| l.0);
+        if given && values.is_empty() {
+            self.problem(key, "needs at least one entry");
+        }
+        if super::common::has_repeats(&values) {
+            self.problem(key, "lists a value twice");
+        }
+        values
+    }
+
+    /// Checks `min <= value <= max` for a value read another way.
+    pub fn bound<T: PartialOrd + Display + Copy>(
+        &mut self,
+        key: &str,
+        value: T,
+        range: RangeInclusive<T>,
+        unit: &str,
+    ) {
+        let path = self.path(key);
+        self.problems
+            .range(&path, value, *range.start(), *range.end(), unit);
+    }
+
+    /// Joins these problems to the profile's, with one for every key no
+    /// reader took, naming every key the table takes.
+    pub fn finish(mut self, problems: &mut Problems) {
+        let expected: Vec<String> = self.accepted.iter().map(|k| format!("`{k}`")).collect();
+        let unknown: Vec<String> = self.table.keys().cloned().collect();
+        for key in unknown {
+            self.problem(
+                &key,
+                format!(
+                    "unknown field `{key}`, expected one of {}",
+                    expected.join(", ")
+                ),
+            );
+        }
+        problems.extend(self.problems);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(text: &str) -> Keys {
+        Keys::new("scenario[0]", text.parse().unwrap(), &["rate"])
+    }
+
+    fn messages(k: Keys) -> Vec<String> {
+        let mut problems = Problems::default();
+        k.finish(&mut problems);
+        problems
+            .list
+            .into_iter()
+            .map(|p| format!("{}: {}", p.path, p.message))
+            .collect()
+    }
+
+    #[test]
+    fn a_key_is_read_with_its_default_and_bounds() {
+        let mut k = keys("messages = 0\npoll = \"20ms\"\n");
+        assert_eq!(k.within("messages", 5u64, 1..=10, " messages"), 0);
+        assert_eq!(k.within("rare_every", 7u64, 2..=10, ""), 7);
+        let poll = k.duration(
+            "poll",
+            Duration::ZERO,
+            Duration::from_millis(5)..=Duration::from_secs(1),
+        );
+        assert_eq!(poll, Duration::from_millis(20));
+        let all = messages(k);
+        assert_eq!(
+            all,
+            ["scenario[0].messages: 0 is out of range; allowed 1..=10 messages"]
+        );
+    }
+
+    #[test]
+    fn a_missing_a_malformed_and_an_unknown_key_each_say_so() {
+        let mut k = keys("size = \"big\"\nrats = 3\n");
+        assert_eq!(
+            k.required("messages", 1u64..=10, "", "e.g. messages = 5"),
+            1
+        );
+        assert_eq!(k.required("size", 1u64..=10, "", "e.g. size = 5"), 1);
+        let all = messages(k);
+        assert_eq!(all.len(), 3, "{all:?}");
+        assert_eq!(all[0], "scenario[0].messages: missing; e.g. messages = 5");
+        assert!(
+            all[1].starts_with("scenario[0].size: invalid type"),
+            "{all:?}"
+        );
+        assert_eq!(
+            all[2],
+            "scenario[0].rats: unknown field `rats`, expected one of `rate`, `messages`, `size`"
+        );
+    }
+
+    #[test]
+    fn a_list_names_its_element_and_refuses_repeats_and_nothing() {
+        let mut k = keys("subjects = [0, 10, 10]\nfilters = []\n");
+        assert_eq!(k.list("subjects", vec![1u32], 1..=100, ""), [0, 10, 10]);
+        assert!(
+            k.choices::<String>("filters", vec!["none".into()])
+                .is_empty()
+        );
+        assert_eq!(k.list("max", vec![3u64], 0..=9, ""), [3]);
+        let all = messages(k);
+        assert_eq!(
+            all,
+            [
+                "scenario[0].subjects: lists a value twice",
+                "scenario[0].subjects[0]: 0 is out of range; allowed 1..=100",
+                "scenario[0].filters: needs at least one entry",
+            ]
+        );
+    }
+}
