@@ -76,6 +76,14 @@ pub const SERIES_POINTS: usize = 200;
 /// `counts[k]` is sample *k*'s elapsed time since the first message in µs,
 /// original and replayed; `origin_ns` is the first message's server
 /// timestamp and `bucket_ns` is 1 (a bucket is a sample, not a time span).
+/// Replayed gap against recorded gap, signed µs; `.late` and `.early`
+/// histograms, and by class of gap.
+pub const GAP_ERROR: &str = "gap_error";
+pub const GAP_ERROR_LATE: &str = "gap_error.late";
+pub const GAP_ERROR_EARLY: &str = "gap_error.early";
+pub const GAP_ERROR_BY_GAP: &str = "gap_error_by_gap";
+/// The smallest recorded gap a replay kept within 1 ms.
+pub const SMALLEST_GAP_WITHIN_1MS: &str = "smallest_gap_within_1ms";
 pub const SERIES_ORIGINAL: &str = "pacing.original_us";
 pub const SERIES_REPLAYED: &str = "pacing.replayed_us";
 

@@ -6,27 +6,8 @@ use crate::consume::behaviour::Cause;
 use crate::consume::fates::{self, per_cause};
 use crate::record::names;
 use crate::results::summary::{Summary, VariantReport};
-use crate::scenario::table::{Cell, Show};
-use crate::scenario::{self, dlq, latency, publish, redelivery, replay};
-
-/// Formats microseconds with a unit that keeps three significant digits.
-pub fn format_us(us: f64) -> String {
-    if us < 1_000.0 {
-        format!("{us:.0}us")
-    } else if us < 1_000_000.0 {
-        format!("{:.2}ms", us / 1_000.0)
-    } else {
-        format!("{:.2}s", us / 1_000_000.0)
-    }
-}
-
-fn format_rate(rate: f64) -> String {
-    if rate >= 10_000.0 {
-        format!("{:.1}k", rate / 1_000.0)
-    } else {
-        format!("{rate:.0}")
-    }
-}
+use crate::scenario;
+use crate::scenario::table::{Cell, Figures, Show};
 
 /// One table per scenario, then every failed invariant, warning and error,
 /// so problems are impossible to miss.
@@ -46,7 +27,7 @@ pub fn render(summary: &Summary) -> String {
         }
         out.push_str(&table(&rows));
         for v in &scenario.variants {
-            for line in comparisons(v) {
+            for line in comparisons(&scenario.kind, v) {
                 let _ = writeln!(out, "  {}: {line}", v.name);
             }
         }
@@ -156,22 +137,6 @@ fn value(v: &VariantReport, name: &str) -> Option<f64> {
     v.metric(name).map(|m| m.value)
 }
 
-/// A metric in ms, shown on the µs-to-seconds scale of the latencies.
-fn ms(v: &VariantReport, name: &str) -> String {
-    value(v, name).map_or("-".into(), |ms| format_us(ms * 1e3))
-}
-
-fn rate(v: &VariantReport, name: &str) -> String {
-    value(v, name)
-        .map(format_rate)
-        .unwrap_or_else(|| "-".into())
-}
-
-/// A signed microsecond metric (early is negative) with its sign.
-fn signed_us(v: &VariantReport, name: &str) -> String {
-    value(v, name).map_or("-".into(), |x| shown(x, Show::SignedUs))
-}
-
 fn verdict(v: &VariantReport) -> String {
     // A variant whose every check could not apply proved nothing: it
     // never reads as a pass.
@@ -186,24 +151,6 @@ fn verdict(v: &VariantReport) -> String {
         "FAILED"
     }
     .into()
-}
-
-/// A number as its column shows it.
-fn shown(x: f64, show: Show) -> String {
-    match show {
-        Show::Us => format_us(x),
-        Show::SignedUs => {
-            let sign = if x < 0.0 { "-" } else { "+" };
-            format!("{sign}{}", format_us(x.abs()))
-        }
-        Show::Ms => format_us(x * 1e3),
-        Show::Whole => format!("{x:.0}"),
-        Show::Rate => format_rate(x),
-        Show::Decimals(n) => format!("{x:.n$}"),
-        Show::Times(n) => format!("x{x:.n$}"),
-        Show::Percent => format!("{:.0}%", x * 100.0),
-        Show::MicrosPerMsg => format!("{x:.2}us"),
-    }
 }
 
 /// One variant's cell of a column, `-` where it lacks the figure.
@@ -225,14 +172,14 @@ fn cell(c: &Cell, v: &VariantReport) -> String {
             }
             lost
         }
-        Cell::Metric(name, show) => value(v, name).map_or_else(missing, |x| shown(x, show)),
+        Cell::Metric(name, show) => value(v, name).map_or_else(missing, |x| show.format(x)),
         Cell::Quantile(histogram, q, show) => {
-            value(v, &names::quantile(histogram, q)).map_or_else(missing, |x| shown(x, show))
+            value(v, &names::quantile(histogram, q)).map_or_else(missing, |x| show.format(x))
         }
         Cell::FirstOf(list, show) => list
             .iter()
             .find_map(|m| value(v, m))
-            .map_or_else(missing, |x| shown(x, show)),
+            .map_or_else(missing, |x| show.format(x)),
         Cell::Counts(list, sep) => list
             .iter()
             .map(|m| value(v, m).map(|x| format!("{x:.0}")))
@@ -250,14 +197,19 @@ fn cell(c: &Cell, v: &VariantReport) -> String {
     }
 }
 
-/// Ratios a variant carries, in words.
-fn comparisons(v: &VariantReport) -> Vec<String> {
+/// What a variant's figures say together, in words: its redeliveries by
+/// cause against their configured delays (any kind that plans them), then
+/// its kind's own lines.
+fn comparisons(kind: &str, v: &VariantReport) -> Vec<String> {
     let mut lines = Vec::new();
-    publish_comparisons(v, &mut lines);
-    hop_lines(v, &mut lines);
     for cause in Cause::ALL {
         let name = |family| per_cause(family, cause);
-        let late = |q| signed_us(v, &names::quantile(&name(fates::REDELIVERY_LATE), q));
+        let late = |q| {
+            v.shown(
+                &names::quantile(&name(fates::REDELIVERY_LATE), q),
+                Show::SignedUs,
+            )
+        };
         if let Some(n) = value(v, &name(fates::REDELIVERIES)) {
             lines.push(format!(
                 "{} redeliveries {n:.0}: later than configured by min {} p50 {} p99 {} max {}, early {}",
@@ -270,126 +222,13 @@ fn comparisons(v: &VariantReport) -> Vec<String> {
             ));
         }
     }
-    if v.metric(&names::quantile(replay::GAP_ERROR, "p50"))
-        .is_some()
-    {
-        let within = |q: &str| match value(v, &format!("{}.{q}", replay::SMALLEST_GAP_WITHIN_1MS)) {
-            Some(0.0) => "every gap".to_string(),
-            Some(gap) => format!("gaps above {}", format_us(gap)),
-            None => "no gap size".to_string(),
-        };
-        lines.push(format!(
-            "original pacing within 1 ms: {} by the median, {} at p99; gaps of 1 ms and less \
-             are not paced (median error {})",
-            within("p50"),
-            within("p99"),
-            signed_us(v, &format!("{}.le_1ms.p50", replay::GAP_ERROR_BY_GAP))
-        ));
-    }
-    if let (Some(p50), Some(p99), Some(d)) = (
-        value(v, redelivery::OVERHEAD_E2E_P50),
-        value(v, redelivery::OVERHEAD_E2E_P99),
-        value(v, redelivery::OVERHEAD_DELIVERIES),
-    ) {
-        lines.push(format!(
-            "overhead vs baseline: deliveries x{d:.2}, e2e p50 x{p50:.2}, p99 x{p99:.2}, completion +{}",
-            ms(v, redelivery::OVERHEAD_COMPLETION)
-        ));
-    }
-    dlq_comparisons(v, &mut lines);
+    lines.extend(scenario::lines(kind, v));
     lines
 }
 
-/// Where the time went: every message's split at the server's stored
-/// stamp against its end to end (from the actual send), and the traced
-/// sample's hops against the stamp-based ingest, each with the ratio
-/// that says whether the parts add up.
-fn hop_lines(v: &VariantReport, lines: &mut Vec<String>) {
-    let p = |name: &str, q: &str| value(v, &names::quantile(name, q)).map_or("-".into(), format_us);
-    let both = |name: &str| format!("p50 {} p99 {}", p(name, "p50"), p(name, "p99"));
-    if value(v, &names::quantile(latency::INGEST_LATENCY, "p50")).is_some() {
-        lines.push(format!(
-            "hops: ingest (send to stored stamp) {}, delivery (stamp to receipt) {}, end to end from \
-             the actual send {}; means' sum / total {}",
-            both(latency::INGEST_LATENCY),
-            both(latency::DELIVER_LATENCY),
-            both(names::E2E_LATENCY_ACTUAL),
-            value(v, latency::MEAN_SUM_RATIO).map_or("-".into(), |r| format!("{r:.2}"))
-        ));
-    }
-    if let Some(n) = value(v, latency::SAMPLED).filter(|&n| n > 0.0) {
-        let mut parts = vec![format!(
-            "client to ingress {}",
-            both(latency::CLIENT_TO_INGRESS)
-        )];
-        if value(v, &names::quantile(latency::ROUTE, "p50")).is_some() {
-            parts.push(format!("route to the leader {}", both(latency::ROUTE)));
-        }
-        parts.push(format!(
-            "ingress to stored {}",
-            both(latency::INGRESS_TO_STORED)
-        ));
-        lines.push(format!(
-            "traced ({n:.0} sampled): {}; means' sum / ingest {}",
-            parts.join(", "),
-            value(v, latency::SUM_VS_INGEST).map_or("-".into(), |r| format!("{r:.2}"))
-        ));
-    }
-}
-
-/// The price of dedup, and jsbench's publisher against the reference loops.
-fn publish_comparisons(v: &VariantReport, lines: &mut Vec<String>) {
-    if let Some(t) = value(v, publish::DEDUP_PRICE_THROUGHPUT) {
-        let mut parts = vec![format!("throughput x{t:.2}")];
-        if let Some(p) = value(v, publish::DEDUP_PRICE_P99) {
-            parts.push(format!("PubAck p99 x{p:.2}"));
-        }
-        if let Some(c) = value(v, publish::DEDUP_PRICE_CLIENT_CPU) {
-            parts.push(format!("client CPU {c:+.2}us/msg"));
-        }
-        if let Some(s) = value(v, publish::DEDUP_PRICE_SERVER_CPU) {
-            parts.push(format!("server CPU {s:+.2}us/msg"));
-        }
-        lines.push(format!("price of dedup (vs no id): {}", parts.join(", ")));
-    }
-    if let Some(m) = value(v, publish::VS_RAW_THROUGHPUT) {
-        lines.push(format!(
-            "jsbench / its own path without measurement (raw, before and after): {m:.2}x throughput"
-        ));
-    }
-    if let Some(m) = value(v, publish::VS_IDIOMATIC_THROUGHPUT) {
-        lines.push(format!(
-            "jsbench / idiomatic async-nats loop: {m:.2}x throughput"
-        ));
-    }
-    if let Some(c) = value(v, publish::VS_CORE_THROUGHPUT) {
-        lines.push(format!("jsbench / core publish: {c:.2}x throughput"));
-    }
-}
-
-/// Where a dead letter's time goes, and healthy messages against the
-/// poison-free baseline.
-fn dlq_comparisons(v: &VariantReport, lines: &mut Vec<String>) {
-    if let (Some(advisory), Some(handler)) = (
-        value(v, &names::quantile(dlq::ADVISORY_AFTER_DEADLINE, "p50")),
-        value(v, &names::quantile(dlq::HANDLER_LATENCY, "p50")),
-    ) {
-        lines.push(format!(
-            "dead letters: advisory {} after the final deadline, handler {} to the DLQ PubAck (p50); handler capacity {}/s, {} restart(s), {} copies flagged duplicate",
-            format_us(advisory),
-            format_us(handler),
-            rate(v, dlq::HANDLER_CAPACITY),
-            value(v, dlq::HANDLER_RESTARTS).unwrap_or(0.0),
-            value(v, dlq::COPIES_DUPLICATES_FLAGGED).unwrap_or(0.0)
-        ));
-    }
-    if let (Some(p50), Some(p99)) = (
-        value(v, dlq::VS_BASELINE_E2E_P50),
-        value(v, dlq::VS_BASELINE_E2E_P99),
-    ) {
-        lines.push(format!(
-            "healthy messages vs the poison-free baseline: e2e p50 x{p50:.2}, p99 x{p99:.2}"
-        ));
+impl Figures for VariantReport {
+    fn value(&self, name: &str) -> Option<f64> {
+        self.metric(name).map(|m| m.value)
     }
 }
 
@@ -423,6 +262,8 @@ fn table(rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenario::latency;
+    use crate::scenario::table::format_us;
 
     #[test]
     fn microseconds_pick_a_readable_unit() {
@@ -448,7 +289,7 @@ mod tests {
             "timelines": {}, "error": null, "elapsed_s": 1.0
         }))
         .unwrap();
-        assert!(comparisons(&v).is_empty());
+        assert!(comparisons("latency", &v).is_empty());
         v.metrics.extend(q(latency::INGEST_LATENCY, 70.0, 332.0));
         v.metrics.extend(q(latency::DELIVER_LATENCY, 106.0, 425.0));
         v.metrics.extend(q(names::E2E_LATENCY_ACTUAL, 178.0, 700.0));
@@ -458,7 +299,7 @@ mod tests {
             1.0,
             Direction::None,
         ));
-        let lines = comparisons(&v);
+        let lines = comparisons("latency", &v);
         assert_eq!(lines.len(), 1, "{lines:?}");
         assert!(
             lines[0].contains("ingest (send to stored stamp) p50 70us p99 332us")
@@ -482,7 +323,7 @@ mod tests {
             2.0,
             Direction::None,
         ));
-        let traced = comparisons(&v).pop().unwrap();
+        let traced = comparisons("latency", &v).pop().unwrap();
         assert!(
             traced.starts_with("traced (1100 sampled): client to ingress p50 284us")
                 && !traced.contains("route")
@@ -490,7 +331,7 @@ mod tests {
             "{traced}"
         );
         v.metrics.extend(q(latency::ROUTE, 430.0, 3389.0));
-        let traced = comparisons(&v).pop().unwrap();
+        let traced = comparisons("latency", &v).pop().unwrap();
         assert!(
             traced.contains("route to the leader p50 430us p99 3.39ms"),
             "{traced}"

@@ -551,13 +551,16 @@ fn lines(chart: &charts::Chart) -> Vec<(&str, Stroke)> {
 
 #[test]
 fn dead_letter_latency_is_drawn_from_the_final_delivery_and_the_final_deadline() {
-    let (summary, mut histograms) = fixture();
+    let (mut summary, mut histograms) = fixture();
+    summary.scenarios[0].kind = "dlq".into();
+    let find = |d: &ResultsData| {
+        let scenario = d.scenarios().next().unwrap();
+        charts::charts_for(&scenario)
+            .into_iter()
+            .find(|c| c.stem == "latency.dlq_latency")
+    };
     let none = data(summary.clone(), histograms.clone());
-    let scenario = none.scenarios().next().unwrap();
-    assert!(
-        latency::dlq_latency(&scenario).is_none(),
-        "no dead letters, no chart"
-    );
+    assert!(find(&none).is_none(), "no dead letters, no chart");
 
     histograms.push((
         "rate-1000".into(),
@@ -570,8 +573,7 @@ fn dead_letter_latency_is_drawn_from_the_final_delivery_and_the_final_deadline()
         recorder(900, 50),
     ));
     let d = data(summary, histograms);
-    let chart = latency::dlq_latency(&d.scenarios().next().unwrap()).expect("a chart");
-    assert_eq!(chart.stem, "latency.dlq_latency");
+    let chart = find(&d).expect("a chart");
     let lines = lines(&chart);
     assert_eq!(
         lines,
@@ -585,6 +587,7 @@ fn dead_letter_latency_is_drawn_from_the_final_delivery_and_the_final_deadline()
 #[test]
 fn replication_lag_is_drawn_by_percentile_and_per_second() {
     let (mut summary, mut histograms) = fixture();
+    summary.scenarios[0].kind = "lag".into();
     for h in ["lag", "sent_to_copy_read"] {
         histograms.push(("rate-1000".into(), h.into(), recorder(300, 50)));
     }
@@ -599,8 +602,12 @@ fn replication_lag_is_drawn_by_percentile_and_per_second() {
     }
     let d = data(summary, histograms);
     let scenario = d.scenarios().next().unwrap();
-    let chart = latency::replication_lag(&scenario).expect("a percentile chart");
-    let lines = lines(&chart);
+    let all = charts::charts_for(&scenario);
+    let chart = all
+        .iter()
+        .find(|c| c.stem == "latency.lag")
+        .expect("a percentile chart");
+    let lines = lines(chart);
     assert_eq!(
         lines,
         [
@@ -608,18 +615,15 @@ fn replication_lag_is_drawn_by_percentile_and_per_second() {
             ("rate-1000 sent to read", Stroke::Dashed),
         ]
     );
-    let stems: Vec<String> = charts::charts_for(&scenario)
-        .into_iter()
-        .map(|c| c.stem)
-        .collect();
+    let stems: Vec<&str> = all.iter().map(|c| c.stem.as_str()).collect();
     for stem in [
         "latency.lag_p50_us",
         "latency.lag_p99_us",
         "latency.lag_max_us",
     ] {
-        assert!(stems.iter().any(|s| s == stem), "{stem} in {stems:?}");
+        assert!(stems.contains(&stem), "{stem} in {stems:?}");
     }
-    let p99 = latency::lag_p99_over_time(&scenario).unwrap();
+    let p99 = all.iter().find(|c| c.stem == "latency.lag_p99_us").unwrap();
     assert_eq!(p99.series[0].points.len(), 3);
     assert!(p99.caption.contains("origin stored to copy stored"));
 }

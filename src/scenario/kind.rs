@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::scope::Scope;
-use super::table::Column;
+use super::table::{ChartSpec, Column, Figures};
 use crate::profile::{CommonPlan, ConsumerPlan, FaultKind, Problems, Section};
 use crate::streams::provision::Need;
 use crate::variant::VariantResult;
@@ -28,6 +28,14 @@ pub trait Kind: 'static {
     const RETENTION: bool = false;
     /// The kind's own plan, beside the keys every scenario has.
     type Plan: std::fmt::Debug + Clone;
+    /// What of its variants stays in the coordinator in a run with
+    /// workers, and why: said beside each variant then.
+    const COORDINATOR_SIDE: Option<&'static str> = None;
+    /// Figures of its own a profile's `[ab] judge` may name, beside the
+    /// names every kind reports.
+    const FIGURES: &'static [&'static str] = &[];
+    /// Charts of its own figures, beside the ones every kind's data gets.
+    const CHARTS: &'static [ChartSpec] = &[];
     /// Variants that share what [`Kind::setup`] provisions (a stream
     /// filled once and read by each) and whose figures
     /// [`Kind::compare`] sets against each other; `()` for a kind
@@ -107,6 +115,12 @@ pub trait Kind: 'static {
         shared: &mut Self::Shared,
         v: &Self::Variant,
     ) -> impl Future<Output = Result<()>>;
+
+    /// Lines under its terminal table for a recorded variant: what its
+    /// figures say together, in words.
+    fn lines(_v: &dyn Figures) -> Vec<String> {
+        Vec::new()
+    }
 
     /// Figures that set a group's variants against each other (a ratio
     /// against a baseline), once all have run; with [`Kind::COMPARES`].

@@ -25,6 +25,10 @@ pub async fn run_kind<K: Kind>(
     plan: &K::Plan,
     sink: &mut dyn VariantSink,
 ) -> Result<()> {
+    let sink = &mut CoordinatorSide {
+        inner: sink,
+        note: K::COORDINATOR_SIDE.filter(|_| ctx.workers.is_some()),
+    };
     for group in K::groups(plan) {
         if ctx.stop.is_cancelled() {
             break;
@@ -141,4 +145,24 @@ fn settle(r: &mut VariantResult, ran: Result<()>, closed: Result<()>, started: I
         None => {}
     }
     r.elapsed = started.elapsed();
+}
+
+/// Says beside every variant of a run with workers what of the kind stays
+/// in the coordinator ([`Kind::COORDINATOR_SIDE`]).
+struct CoordinatorSide<'a> {
+    inner: &'a mut dyn VariantSink,
+    note: Option<&'static str>,
+}
+
+impl VariantSink for CoordinatorSide<'_> {
+    fn record(
+        &mut self,
+        scenario: &crate::profile::CommonPlan,
+        mut r: VariantResult,
+    ) -> Result<()> {
+        if let Some(note) = self.note {
+            r.param("workers_coordinator_side", note);
+        }
+        self.inner.record(scenario, r)
+    }
 }

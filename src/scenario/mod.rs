@@ -71,6 +71,29 @@ macro_rules! registry {
             table::PACED
         }
 
+        /// The lines under the kind's table for a recorded variant.
+        pub fn lines(kind: &str, v: &dyn table::Figures) -> Vec<String> {
+            $(if kind == <$module::$kind as Kind>::NAME {
+                return <$module::$kind as Kind>::lines(v);
+            })*
+            Vec::new()
+        }
+
+        /// The charts of the kind's own figures.
+        pub fn charts(kind: &str) -> &'static [table::ChartSpec] {
+            $(if kind == <$module::$kind as Kind>::NAME {
+                return <$module::$kind as Kind>::CHARTS;
+            })*
+            &[]
+        }
+
+        /// Every kind's own figures a profile's `[ab] judge` may name.
+        pub fn figures() -> Vec<&'static str> {
+            let mut all = Vec::new();
+            $(all.extend_from_slice(<$module::$kind as Kind>::FIGURES);)*
+            all
+        }
+
         impl KindPlan {
             /// Reads a table of the kind named `kind`, one of [`KINDS`].
             fn read(
@@ -324,21 +347,16 @@ mod tests {
     /// signed, early negative, it has no better direction and is only shown.
     fn reported() -> Vec<String> {
         let mut histograms: Vec<String> = names::HISTOGRAMS.iter().map(|h| h.to_string()).collect();
-        histograms.push(ack::DOUBLE_ACK_RTT.to_string());
         for family in [fates::REDELIVERY_DELAY, fates::REDELIVERY_OFF_BY] {
             histograms.extend(Cause::ALL.map(|c| fates::per_cause(family, c)));
         }
-        histograms.extend(ttl::HISTOGRAMS.iter().map(|h| h.to_string()));
-        histograms.extend(latency::HOP_HISTOGRAMS.iter().map(|h| h.to_string()));
-        histograms.extend(latency::TRACE_HISTOGRAMS.iter().map(|h| h.to_string()));
-        histograms.extend([scheduled::FIRING_ERROR, scheduled::RECEIPT_ERROR].map(String::from));
+        // A kind's own figure may be a value or a histogram's.
+        histograms.extend(figures().into_iter().map(String::from));
         let mut all: Vec<String> = names::VALUES.iter().map(|v| v.to_string()).collect();
-        all.extend(ttl::VALUES.iter().map(|v| v.to_string()));
-        all.extend(priority::JUDGED.iter().map(|v| v.to_string()));
         for h in &histograms {
+            all.push(h.clone());
             all.extend(names::QUANTILES.iter().map(|q| names::quantile(h, q)));
         }
-        all.push(scheduled::FIRING_RATE.to_string());
         all
     }
 

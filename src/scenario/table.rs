@@ -1,7 +1,8 @@
-//! What a scenario's row of the terminal table shows, as data: each kind
-//! names its columns (its registry row carries them, by the metric names
-//! its module writes) and the terminal renders them, so a column and the
-//! figure it shows cannot drift apart in silence.
+//! What a scenario's output shows, as data: each kind names its terminal
+//! columns and its charts (its registry row carries them, by the metric
+//! and histogram names its module writes) and writes its own lines under
+//! the table from a recorded variant's figures; the report renders them,
+//! so a column and the figure it shows cannot drift apart in silence.
 
 use crate::record::names::{E2E_LATENCY, PUB_ACK_LATENCY, PUBLISH, TARGET_RATE};
 
@@ -126,3 +127,70 @@ pub const PACED: &[Column] = &[
     LOST,
     VERDICT,
 ];
+
+impl Show {
+    /// A number as a column shows it.
+    pub fn format(self, x: f64) -> String {
+        match self {
+            Show::Us => format_us(x),
+            Show::SignedUs => {
+                let sign = if x < 0.0 { "-" } else { "+" };
+                format!("{sign}{}", format_us(x.abs()))
+            }
+            Show::Ms => format_us(x * 1e3),
+            Show::Whole => format!("{x:.0}"),
+            Show::Rate => match x >= 10_000.0 {
+                true => format!("{:.1}k", x / 1_000.0),
+                false => format!("{x:.0}"),
+            },
+            Show::Decimals(n) => format!("{x:.n$}"),
+            Show::Times(n) => format!("x{x:.n$}"),
+            Show::Percent => format!("{:.0}%", x * 100.0),
+            Show::MicrosPerMsg => format!("{x:.2}us"),
+        }
+    }
+}
+
+/// Formats microseconds with a unit that keeps three significant digits.
+pub fn format_us(us: f64) -> String {
+    if us < 1_000.0 {
+        format!("{us:.0}us")
+    } else if us < 1_000_000.0 {
+        format!("{:.2}ms", us / 1_000.0)
+    } else {
+        format!("{:.2}s", us / 1_000_000.0)
+    }
+}
+
+/// A recorded variant's figures, as a kind's lines under its table read
+/// them (the report layer holds the variant).
+pub trait Figures {
+    /// The metric `name`'s value, when the variant has it.
+    fn value(&self, name: &str) -> Option<f64>;
+
+    /// The metric as a column shows it, `-` when the variant lacks it.
+    fn shown(&self, name: &str, show: Show) -> String {
+        self.value(name).map_or("-".into(), |x| show.format(x))
+    }
+}
+
+/// A chart a kind draws of its figures, beside the ones every kind with
+/// the data gets: drawn by the report for every variant that has it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ChartSpec {
+    /// A latency distribution on a nines axis: each family a line per
+    /// variant (histogram, label, dashed).
+    Percentiles {
+        stem: &'static str,
+        title: &'static str,
+        caption: &'static str,
+        families: &'static [(&'static str, &'static str, bool)],
+    },
+    /// The p50, p99 and max of each second of a histogram: three charts.
+    PerSecond {
+        histogram: &'static str,
+        title: &'static str,
+        /// From which instant to which the latency runs.
+        measured: &'static str,
+    },
+}

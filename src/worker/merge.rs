@@ -118,29 +118,6 @@ impl DriveRecord {
     }
 }
 
-/// What a scenario measures outside the shared drive, and so on the
-/// coordinator alone, even when its load is split.
-pub fn coordinator_side(kind: &str) -> Option<&'static str> {
-    match kind {
-        "replay" => Some(
-            "the replay readers (the measured part) run on the coordinator; the recording's and the live tail's publishers and consumers are split",
-        ),
-        "dlq" => Some(
-            "the dead-letter handler and the DLQ audit run on the coordinator; the load and its consumers are split",
-        ),
-        "publish" => Some(
-            "reference loops (raw, idiomatic, core) and the read-back run on the coordinator; jsbench's own publishers are split",
-        ),
-        "restart" => Some(
-            "the whole load runs on the coordinator: it kills and restarts a server it started",
-        ),
-        "resume" => {
-            Some("the whole load runs on the coordinator: it crashes and rebinds a consumer client")
-        }
-        _ => None,
-    }
-}
-
 /// Attaches the drives of a variant to its result: the per-process table
 /// (param `workers`), the clock bound beside the latencies (metric
 /// `clock_uncertainty`), a warning for load that stayed on the

@@ -11,8 +11,7 @@ use crate::record::names;
 use crate::record::timeline::Timeline;
 use crate::report::data::ScenarioData;
 use crate::results::summary::VariantReport;
-use crate::scenario::dlq::{DLQ_AFTER_DEADLINE, DLQ_LATENCY};
-use crate::scenario::lag::{LAG, SENT_TO_READ};
+use crate::scenario::table::ChartSpec;
 
 /// Points per percentile curve: smooth at 960 px, cheap to draw.
 const CURVE_POINTS: usize = 160;
@@ -89,50 +88,6 @@ pub fn e2e_max_over_time(s: &ScenarioData) -> Option<Chart> {
     per_second(s, E2E, "max")
 }
 
-/// The lag scenario's copies: stored in the origin to stored in the copy
-/// (solid), and the send to the copy's read here (dashed).
-pub fn replication_lag(s: &ScenarioData) -> Option<Chart> {
-    percentile_chart(
-        s,
-        LAG,
-        "Replication lag by percentile",
-        "Per variant (one colour each). Solid: from the origin's stored time to the copy's \
-         (a source's own stored time; a mirror keeps the origin's, so its copy instant is its \
-         read here). Dashed: from the publisher's send to the copy's read here, both on \
-         jsbench's clock.",
-        &[
-            Family {
-                histogram: LAG,
-                label: "stored to stored",
-                stroke: Stroke::Solid,
-            },
-            Family {
-                histogram: SENT_TO_READ,
-                label: "sent to read",
-                stroke: Stroke::Dashed,
-            },
-        ],
-    )
-}
-
-const REPLICATION: (&str, &str, &str) = (
-    LAG,
-    "Replication lag",
-    "replication lags (origin stored to copy stored, by the second of the copy instant)",
-);
-
-pub fn lag_p50_over_time(s: &ScenarioData) -> Option<Chart> {
-    per_second(s, REPLICATION, "p50")
-}
-
-pub fn lag_p99_over_time(s: &ScenarioData) -> Option<Chart> {
-    per_second(s, REPLICATION, "p99")
-}
-
-pub fn lag_max_over_time(s: &ScenarioData) -> Option<Chart> {
-    per_second(s, REPLICATION, "max")
-}
-
 pub fn send_lag(s: &ScenarioData) -> Option<Chart> {
     percentile_chart(
         s,
@@ -149,30 +104,49 @@ pub fn send_lag(s: &ScenarioData) -> Option<Chart> {
     )
 }
 
-/// The dlq scenario's dead letters: from the final delivery to the copy's
-/// PubAck, and the part after the final ack deadline (the pipeline's own).
-pub fn dlq_latency(s: &ScenarioData) -> Option<Chart> {
-    percentile_chart(
-        s,
-        DLQ_LATENCY,
-        "Dead-letter latency by percentile",
-        "Per variant (one colour each), time until a poison message's copy is persisted in the \
-         DLQ stream. Solid: from its final delivery, which includes the final ack deadline the \
-         server waits out before it gives up; dashed: from the expiry of that deadline, the part \
-         the advisory and the handler add.",
-        &[
-            Family {
-                histogram: DLQ_LATENCY,
-                label: "from final delivery",
-                stroke: Stroke::Solid,
-            },
-            Family {
-                histogram: DLQ_AFTER_DEADLINE,
-                label: "from final deadline",
-                stroke: Stroke::Dashed,
-            },
-        ],
-    )
+/// The charts a scenario's kind declares of its own figures
+/// ([`ChartSpec`]), drawn by the builders every chart shares.
+pub fn of_kind(s: &ScenarioData) -> Vec<Chart> {
+    let mut charts = Vec::new();
+    for spec in crate::scenario::charts(s.kind()) {
+        match *spec {
+            ChartSpec::Percentiles {
+                stem,
+                title,
+                caption,
+                families,
+            } => {
+                let families: Vec<Family> = (families.iter())
+                    .map(|&(histogram, label, dashed)| Family {
+                        histogram,
+                        label,
+                        stroke: if dashed {
+                            Stroke::Dashed
+                        } else {
+                            Stroke::Solid
+                        },
+                    })
+                    .collect();
+                let key = families.first().map_or("", |f| f.histogram);
+                charts.extend(
+                    percentile_chart(s, key, title, caption, &families).map(|mut c| {
+                        c.stem = safe_stem(&format!("{}.{stem}", s.name()));
+                        c
+                    }),
+                );
+            }
+            ChartSpec::PerSecond {
+                histogram,
+                title,
+                measured,
+            } => {
+                for key in ["p50", "p99", "max"] {
+                    charts.extend(per_second(s, (histogram, title, measured), key));
+                }
+            }
+        }
+    }
+    charts
 }
 
 /// A latency measured from the intended send (solid) and from the actual

@@ -107,20 +107,18 @@ pub const CATALOGUE: &[ChartFn] = &[
     replay::drift,
     replay::gap_error,
     replay::gap_error_by_gap,
-    latency::dlq_latency,
-    latency::replication_lag,
-    latency::lag_p50_over_time,
-    latency::lag_p99_over_time,
-    latency::lag_max_over_time,
     server::memory,
     server::cpu,
 ];
 
-/// The charts of one scenario: every catalogue entry that has data.
+/// The charts of one scenario: every catalogue entry that has data, then
+/// the ones its kind declares.
 pub fn charts_for(scenario: &ScenarioData) -> Vec<Chart> {
+    let kind = latency::of_kind(scenario);
     CATALOGUE
         .iter()
         .filter_map(|f| f(scenario))
+        .chain(kind)
         .filter(|c| !c.is_empty())
         .collect()
 }

@@ -3,11 +3,12 @@
 //! timelines, the signed gap-error histograms, the per-class metrics), so
 //! instant replays and other scenarios simply have none.
 
-use crate::replay::pacing::{self, GAP_CLASSES, Signed};
+use crate::replay::pacing::{
+    self, GAP_CLASSES, GAP_ERROR_BY_GAP, GAP_ERROR_EARLY, GAP_ERROR_LATE, Signed,
+};
 use crate::report::data::ScenarioData;
 
 use super::{Axis, Chart, Scale, Series, Stroke, Unit, safe_stem};
-use crate::scenario::replay::{GAP_ERROR_BY_GAP, GAP_ERROR_EARLY, GAP_ERROR_LATE};
 
 /// Points on the signed distribution curve.
 const CURVE_POINTS: usize = 201;

@@ -38,6 +38,7 @@ pub struct Ack;
 
 impl Kind for Ack {
     const NAME: &'static str = "ack";
+    const FIGURES: &'static [&'static str] = &[DOUBLE_ACK_RTT];
     const COLUMNS: &'static [Column] = &[
         table::VARIANT,
         Column::metric("consumed/s", names::CONSUME.rate, Show::Rate),

@@ -33,7 +33,7 @@ use std::time::Duration;
 use anyhow::Result;
 use async_nats::jetstream::stream;
 
-use super::table::{self, Cell, Column, Show};
+use super::table::{self, Cell, ChartSpec, Column, Figures, Show, format_us};
 use super::{Kind, Scope, VariantNames, Variants};
 use crate::consume::fates::{self, Analysis};
 use crate::dlq::{Key, Pipeline, PipelineSpec, Watched};
@@ -82,6 +82,21 @@ pub struct Dlq;
 
 impl Kind for Dlq {
     const NAME: &'static str = "dlq";
+    const CHARTS: &'static [ChartSpec] = &[ChartSpec::Percentiles {
+        stem: DLQ_LATENCY,
+        title: "Dead-letter latency by percentile",
+        caption: "Per variant (one colour each), time until a poison message's copy is persisted \
+                  in the DLQ stream. Solid: from its final delivery, which includes the final ack \
+                  deadline the server waits out before it gives up; dashed: from the expiry of \
+                  that deadline, the part the advisory and the handler add.",
+        families: &[
+            (DLQ_LATENCY, "from final delivery", false),
+            (DLQ_AFTER_DEADLINE, "from final deadline", true),
+        ],
+    }];
+    const COORDINATOR_SIDE: Option<&'static str> = Some(
+        "the dead-letter handler and the DLQ audit run on the coordinator; the load and its consumers are split",
+    );
     const COLUMNS: &'static [Column] = &[
         table::VARIANT,
         table::ACHIEVED,
@@ -187,6 +202,33 @@ impl Kind for Dlq {
                 measure::against_baseline(mine, baseline, r);
             }
         }
+    }
+
+    /// Where a dead letter's time goes, and healthy messages against the
+    /// poison-free baseline.
+    fn lines(v: &dyn Figures) -> Vec<String> {
+        let mut lines = Vec::new();
+        if let (Some(advisory), Some(handler)) = (
+            v.value(&names::quantile(ADVISORY_AFTER_DEADLINE, "p50")),
+            v.value(&names::quantile(HANDLER_LATENCY, "p50")),
+        ) {
+            lines.push(format!(
+                "dead letters: advisory {} after the final deadline, handler {} to the DLQ PubAck \
+                 (p50); handler capacity {}/s, {} restart(s), {} copies flagged duplicate",
+                format_us(advisory),
+                format_us(handler),
+                v.shown(HANDLER_CAPACITY, Show::Rate),
+                v.value(HANDLER_RESTARTS).unwrap_or(0.0),
+                v.value(COPIES_DUPLICATES_FLAGGED).unwrap_or(0.0)
+            ));
+        }
+        if let (Some(p50), Some(p99)) = (v.value(VS_BASELINE_E2E_P50), v.value(VS_BASELINE_E2E_P99))
+        {
+            lines.push(format!(
+                "healthy messages vs the poison-free baseline: e2e p50 x{p50:.2}, p99 x{p99:.2}"
+            ));
+        }
+        lines
     }
 }
 

@@ -38,7 +38,7 @@ use self::fault::Happened;
 use self::topology::Topology;
 use self::watch::{Copied, CopyReader, OriginListener, Origins};
 use super::checks;
-use super::table::{self, Column, Show};
+use super::table::{self, ChartSpec, Column, Show};
 use super::{Kind, Scope, Variants};
 use crate::drive::{DriveOutcome, RunContext, drive};
 use crate::profile::{CommonPlan, FaultKind, Problems, Section, format_duration};
@@ -110,6 +110,26 @@ pub struct Lag;
 
 impl Kind for Lag {
     const NAME: &'static str = "lag";
+    const CHARTS: &'static [ChartSpec] = &[
+        ChartSpec::Percentiles {
+            stem: LAG,
+            title: "Replication lag by percentile",
+            caption: "Per variant (one colour each). Solid: from the origin's stored time to the \
+                      copy's (a source's own stored time; a mirror keeps the origin's, so its copy \
+                      instant is its read here). Dashed: from the publisher's send to the copy's \
+                      read here, both on jsbench's clock.",
+            families: &[
+                (LAG, "stored to stored", false),
+                (SENT_TO_READ, "sent to read", true),
+            ],
+        },
+        ChartSpec::PerSecond {
+            histogram: LAG,
+            title: "Replication lag",
+            measured: "replication lags (origin stored to copy stored, by the second of the copy \
+                       instant)",
+        },
+    ];
     const COLUMNS: &'static [Column] = COLUMNS;
     type Plan = Plan;
 

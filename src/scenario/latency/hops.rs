@@ -29,7 +29,6 @@ use crate::variant::VariantResult;
 /// The two hops' histograms, each also reported as `<name>.p50` ...
 pub const INGEST_LATENCY: &str = "ingest_latency";
 pub const DELIVER_LATENCY: &str = "deliver_latency";
-pub const HISTOGRAMS: &[&str] = &[INGEST_LATENCY, DELIVER_LATENCY];
 /// The hops' means added, over the end-to-end mean (actual send): 1.0
 /// within the histograms' precision, since each message's hops add up to
 /// its latency. Anything else means the split is not of the same

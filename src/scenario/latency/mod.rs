@@ -16,7 +16,7 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::checks;
-use super::table::{self, Column};
+use super::table::{self, Column, Figures, Show};
 use super::{Kind, Paced, Scope, Variants};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec};
 use crate::profile::{CommonPlan, ConsumerPlan, MsgId, Problems, Section, format_duration};
@@ -26,10 +26,8 @@ use crate::scenario::search::SEARCH_PROBES;
 use crate::streams::provision::Need;
 use crate::variant::{Invariant, VariantResult};
 
-pub use hops::HISTOGRAMS as HOP_HISTOGRAMS;
 pub use hops::{DELIVER_LATENCY, INGEST_LATENCY, MEAN_SUM_RATIO};
 pub use plan::Plan;
-pub use traced::HISTOGRAMS as TRACE_HISTOGRAMS;
 pub use traced::{CLIENT_TO_INGRESS, INGRESS_TO_STORED, ROUTE, SAMPLED, SUM_VS_INGEST};
 
 /// The registry's row for `latency`: end-to-end latency at paced rates.
@@ -37,6 +35,13 @@ pub struct Latency;
 
 impl Kind for Latency {
     const NAME: &'static str = "latency";
+    const FIGURES: &'static [&'static str] = &[
+        INGEST_LATENCY,
+        DELIVER_LATENCY,
+        CLIENT_TO_INGRESS,
+        ROUTE,
+        INGRESS_TO_STORED,
+    ];
     const RETENTION: bool = true;
     const COLUMNS: &'static [Column] = table::PACED;
     type Plan = Plan;
@@ -139,6 +144,39 @@ impl Kind for Latency {
             verify(&d.outcome, plan.publish.msg_id, d.stored, r);
         })
         .await
+    }
+
+    /// Where the time went: every message's split at the server's stored
+    /// stamp against its end to end (from the actual send), and the
+    /// traced sample's hops against the stamp-based ingest, each with the
+    /// ratio that says whether the parts add up.
+    fn lines(v: &dyn Figures) -> Vec<String> {
+        let p = |name: &str, q: &str| v.shown(&names::quantile(name, q), Show::Us);
+        let both = |name: &str| format!("p50 {} p99 {}", p(name, "p50"), p(name, "p99"));
+        let mut lines = Vec::new();
+        if v.value(&names::quantile(INGEST_LATENCY, "p50")).is_some() {
+            lines.push(format!(
+                "hops: ingest (send to stored stamp) {}, delivery (stamp to receipt) {}, end to \
+                 end from the actual send {}; means' sum / total {}",
+                both(INGEST_LATENCY),
+                both(DELIVER_LATENCY),
+                both(names::E2E_LATENCY_ACTUAL),
+                v.shown(MEAN_SUM_RATIO, Show::Decimals(2))
+            ));
+        }
+        if let Some(n) = v.value(SAMPLED).filter(|&n| n > 0.0) {
+            let mut parts = vec![format!("client to ingress {}", both(CLIENT_TO_INGRESS))];
+            if v.value(&names::quantile(ROUTE, "p50")).is_some() {
+                parts.push(format!("route to the leader {}", both(ROUTE)));
+            }
+            parts.push(format!("ingress to stored {}", both(INGRESS_TO_STORED)));
+            lines.push(format!(
+                "traced ({n:.0} sampled): {}; means' sum / ingest {}",
+                parts.join(", "),
+                v.shown(SUM_VS_INGEST, Show::Decimals(2))
+            ));
+        }
+        lines
     }
 }
 

@@ -22,7 +22,6 @@ use crate::variant::{Invariant, VariantResult};
 pub const CLIENT_TO_INGRESS: &str = "trace_client_to_ingress";
 pub const ROUTE: &str = "trace_route";
 pub const INGRESS_TO_STORED: &str = "trace_ingress_to_stored";
-pub const HISTOGRAMS: &[&str] = &[CLIENT_TO_INGRESS, ROUTE, INGRESS_TO_STORED];
 /// Messages sent with `Nats-Trace-Dest`.
 pub const SAMPLED: &str = "trace_sampled";
 /// The traced hops' means added, over `ingest_latency`'s mean.

@@ -54,7 +54,8 @@ pub const INVERSIONS: &str = "priority_inversions";
 pub const DELIVERIES: &str = "deliveries";
 
 /// The figures a profile's `[ab] judge` may name.
-pub const JUDGED: &[&str] = &[
+/// The figures a profile's `[ab] judge` may name.
+const JUDGED: &[&str] = &[
     FAILOVER_TIME,
     FAILOVER_AFTER_LAST_PULL,
     UNPIN_TO_NEW_PIN,
@@ -68,6 +69,10 @@ pub struct Priority;
 
 impl Kind for Priority {
     const NAME: &'static str = "priority";
+    const FIGURES: &'static [&'static str] = JUDGED;
+    const COORDINATOR_SIDE: Option<&'static str> = Some(
+        "the whole load runs on the coordinator: the group clients' kill and unpin are timed from its schedule",
+    );
     const COLUMNS: &'static [Column] = &[
         table::VARIANT,
         table::ACHIEVED,

@@ -92,6 +92,9 @@ pub struct Publish;
 
 impl Kind for Publish {
     const NAME: &'static str = "publish";
+    const COORDINATOR_SIDE: Option<&'static str> = Some(
+        "reference loops (raw, idiomatic, core) and the read-back run on the coordinator; jsbench's own publishers are split",
+    );
     const COLUMNS: &'static [Column] = &[
         table::VARIANT,
         table::TARGET,
@@ -284,6 +287,45 @@ impl Kind for Publish {
                 &refs,
             );
         }
+    }
+
+    /// The price of dedup, and jsbench's publisher against the
+    /// reference loops.
+    fn lines(v: &dyn super::table::Figures) -> Vec<String> {
+        let mut lines = Vec::new();
+        if let Some(t) = v.value(DEDUP_PRICE_THROUGHPUT) {
+            let mut parts = vec![format!("throughput x{t:.2}")];
+            let price = [
+                (DEDUP_PRICE_P99, "PubAck p99 x", ""),
+                (DEDUP_PRICE_CLIENT_CPU, "client CPU ", "us/msg"),
+                (DEDUP_PRICE_SERVER_CPU, "server CPU ", "us/msg"),
+            ];
+            for (name, what, unit) in price {
+                if let Some(x) = v.value(name) {
+                    let x = if unit.is_empty() {
+                        format!("{x:.2}")
+                    } else {
+                        format!("{x:+.2}")
+                    };
+                    parts.push(format!("{what}{x}{unit}"));
+                }
+            }
+            lines.push(format!("price of dedup (vs no id): {}", parts.join(", ")));
+        }
+        let against = [
+            (
+                VS_RAW_THROUGHPUT,
+                "its own path without measurement (raw, before and after)",
+            ),
+            (VS_IDIOMATIC_THROUGHPUT, "idiomatic async-nats loop"),
+            (VS_CORE_THROUGHPUT, "core publish"),
+        ];
+        for (name, what) in against {
+            if let Some(m) = v.value(name) {
+                lines.push(format!("jsbench / {what}: {m:.2}x throughput"));
+            }
+        }
+        lines
     }
 }
 

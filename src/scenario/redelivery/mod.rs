@@ -20,7 +20,7 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::checks;
-use super::table::{self, Cell, Column, Show};
+use super::table::{self, Cell, Column, Figures, Show};
 use super::{Kind, Paced, Scope, Variants, Work};
 use crate::consume::fates::Analysis;
 use crate::drive::{ConsumerSpec, DriveOutcome};
@@ -191,6 +191,21 @@ impl Kind for Redelivery {
             Metric::new(OVERHEAD_COMPLETION, "ms", completion, Direction::Lower),
         ];
         r.metrics.extend(overhead);
+    }
+
+    /// The plan variant's overhead against the baseline, in words.
+    fn lines(v: &dyn Figures) -> Vec<String> {
+        let (Some(p50), Some(p99), Some(d)) = (
+            v.value(OVERHEAD_E2E_P50),
+            v.value(OVERHEAD_E2E_P99),
+            v.value(OVERHEAD_DELIVERIES),
+        ) else {
+            return Vec::new();
+        };
+        vec![format!(
+            "overhead vs baseline: deliveries x{d:.2}, e2e p50 x{p50:.2}, p99 x{p99:.2}, completion +{}",
+            v.shown(OVERHEAD_COMPLETION, Show::Ms)
+        )]
     }
 }
 

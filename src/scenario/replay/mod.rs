@@ -36,7 +36,7 @@ use anyhow::{Context, Result};
 use async_nats::Client;
 use async_nats::jetstream;
 
-use super::table::{self, Cell, Column, Show};
+use super::table::{self, Cell, Column, Figures, Show, format_us};
 use super::{Kind, Scope, Variants};
 use crate::drive::DriveSpec;
 use crate::profile::{
@@ -56,14 +56,11 @@ pub use plan::Plan;
 pub const MESSAGES: &str = "messages";
 pub const FIRST_SEQ: &str = "first_seq";
 pub const TIME_TO_LIVE_TAIL: &str = "time_to_live_tail";
-/// Replayed gap against recorded gap, signed µs; `.late` and `.early` histograms.
-pub const GAP_ERROR: &str = "gap_error";
-pub const GAP_ERROR_LATE: &str = "gap_error.late";
-pub const GAP_ERROR_EARLY: &str = "gap_error.early";
-pub const GAP_ERROR_BY_GAP: &str = "gap_error_by_gap";
+pub use crate::replay::pacing::{
+    GAP_ERROR, GAP_ERROR_BY_GAP, GAP_ERROR_EARLY, GAP_ERROR_LATE, SMALLEST_GAP_WITHIN_1MS,
+};
 pub const DRIFT_FINAL: &str = "drift.final";
 pub const DURATION_RATIO: &str = "duration_ratio";
-pub const SMALLEST_GAP_WITHIN_1MS: &str = "smallest_gap_within_1ms";
 
 /// How long reading the recording back may go without a message.
 const READ_IDLE: Duration = Duration::from_secs(10);
@@ -152,6 +149,9 @@ pub struct Replay;
 
 impl Kind for Replay {
     const NAME: &'static str = "replay";
+    const COORDINATOR_SIDE: Option<&'static str> = Some(
+        "the replay readers (the measured part) run on the coordinator; the recording's and the live tail's publishers and consumers are split",
+    );
     const COLUMNS: &'static [Column] = &[
         table::VARIANT,
         Column::metric("msgs", MESSAGES, Show::Whole),
@@ -257,6 +257,25 @@ impl Kind for Replay {
         describe_replay(plan, v, r);
         super::checks::server_clock(s.ctx, r);
         live::replay(s, r, plan, recording, *v).await
+    }
+
+    /// How closely original pacing held, by the size of the gap.
+    fn lines(v: &dyn Figures) -> Vec<String> {
+        if v.value(&names::quantile(GAP_ERROR, "p50")).is_none() {
+            return Vec::new();
+        }
+        let within = |q: &str| match v.value(&format!("{SMALLEST_GAP_WITHIN_1MS}.{q}")) {
+            Some(0.0) => "every gap".to_string(),
+            Some(gap) => format!("gaps above {}", format_us(gap)),
+            None => "no gap size".to_string(),
+        };
+        vec![format!(
+            "original pacing within 1 ms: {} by the median, {} at p99; gaps of 1 ms and less \
+             are not paced (median error {})",
+            within("p50"),
+            within("p99"),
+            v.shown(&format!("{GAP_ERROR_BY_GAP}.le_1ms.p50"), Show::SignedUs)
+        )]
     }
 }
 

@@ -52,6 +52,8 @@ pub struct Restart;
 
 impl Kind for Restart {
     const NAME: &'static str = "restart";
+    const COORDINATOR_SIDE: Option<&'static str> =
+        Some("the whole load runs on the coordinator: it kills and restarts a server it started");
     const COLUMNS: &'static [Column] = &[
         table::VARIANT,
         Column::param("faulted", KILLED_NODE),

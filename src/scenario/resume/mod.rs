@@ -48,6 +48,8 @@ pub struct Resume;
 
 impl Kind for Resume {
     const NAME: &'static str = "resume";
+    const COORDINATOR_SIDE: Option<&'static str> =
+        Some("the whole load runs on the coordinator: it crashes and rebinds a consumer client");
     const RETENTION: bool = true;
     const COLUMNS: &'static [Column] = &[
         table::VARIANT,

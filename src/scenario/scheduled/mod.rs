@@ -77,6 +77,7 @@ pub struct Scheduled;
 
 impl Kind for Scheduled {
     const NAME: &'static str = "scheduled";
+    const FIGURES: &'static [&'static str] = &[FIRING_ERROR, RECEIPT_ERROR, FIRING_RATE];
     const COLUMNS: &'static [Column] = COLUMNS;
     type Plan = Plan;
 

@@ -51,17 +51,10 @@ pub const EXPIRY_LAG: &str = "expiry_lag";
 pub const EXPIRY_WINDOW: &str = "expiry_window";
 /// The deadline of a subject's last message to its marker's stored time.
 pub const MARKER_DELAY: &str = "marker_delay";
-/// The histograms this kind reports, for the `[ab] judge` check.
-pub const HISTOGRAMS: &[&str] = &[EXPIRY_LAG, EXPIRY_WINDOW, MARKER_DELAY];
 /// The cost variant's figures ([`cost`]).
 pub const SERVER_BYTES_PER_TTL_MSG: &str = "server_bytes_per_ttl_msg";
 pub const SERVER_BYTES_PER_PLAIN_MSG: &str = "server_bytes_per_plain_msg";
 pub const EXPIRY_CPU_PER_MSG: &str = "expiry_cpu_per_msg";
-pub const VALUES: &[&str] = &[
-    SERVER_BYTES_PER_TTL_MSG,
-    SERVER_BYTES_PER_PLAIN_MSG,
-    EXPIRY_CPU_PER_MSG,
-];
 
 /// A message is first asked for at least this long before its deadline.
 const MIN_LEAD: Duration = Duration::from_millis(250);
@@ -80,6 +73,14 @@ pub struct TtlKind;
 
 impl Kind for TtlKind {
     const NAME: &'static str = "ttl";
+    const FIGURES: &'static [&'static str] = &[
+        EXPIRY_LAG,
+        EXPIRY_WINDOW,
+        MARKER_DELAY,
+        SERVER_BYTES_PER_TTL_MSG,
+        SERVER_BYTES_PER_PLAIN_MSG,
+        EXPIRY_CPU_PER_MSG,
+    ];
     const COLUMNS: &'static [Column] = &[
         table::VARIANT,
         Column::metric("published", "published", Show::Whole),

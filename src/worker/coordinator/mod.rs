@@ -690,11 +690,6 @@ pub struct Annotate<'a> {
 impl VariantSink for Annotate<'_> {
     fn record(&mut self, scenario: &CommonPlan, mut variant: VariantResult) -> Result<()> {
         annotate(&mut variant, self.workers.take_log());
-        if let Some(note) = super::merge::coordinator_side(scenario.kind)
-            && variant.name != "scenario"
-        {
-            variant.param("workers_coordinator_side", note);
-        }
         self.inner.record(scenario, variant)
     }
 }
