@@ -22,7 +22,8 @@
 //! 3. the outside world: the [`server`] under test (embedded, a local
 //!    cluster, or the user's; the faults jsbench may inject into it, the
 //!    relays its routes go through, its monitoring endpoints), the
-//!    [`connect`]ions as natscli describes them, and the JetStream
+//!    [`connect`]ions as natscli describes them (or, where the client's
+//!    cost is cut, spoken directly on the [`wire`]), and the JetStream
 //!    [`streams`] a run creates, reads back and hears advisories from.
 //! 4. engines: open-loop publishers ([`load`]), durable consumers and what
 //!    they do with deliveries ([`consume`]), the advisory-built
@@ -32,10 +33,12 @@
 //!    what a [`variant`] produced.
 //! 6. [`worker`]: `jsbench worker` and `run --workers N`, drive's phases
 //!    composed over NATS on other processes and hosts.
-//! 7. [`scenario`]: one module per scenario, each reading as provision,
-//!    drive, measure, verify.
-//! 8. what a run leaves behind: [`results`], [`report`], [`compare`], and
-//!    the paired comparisons of [`ab`].
+//! 7. [`scenario`]: one folder per scenario kind holding only what is its
+//!    own (its plan, its variants, and for one variant provision, drive,
+//!    measure, verify), on one lifecycle every kind shares.
+//! 8. what a run leaves behind: [`results`], [`report`], [`compare`], the
+//!    paired comparisons of [`ab`], and the trends over commits of
+//!    [`history`].
 //! 9. [`run`]: profiles, server, scenarios, results, clean-up.
 //! 10. [`cli`]: arguments into typed options, and exit statuses.
 

@@ -626,6 +626,28 @@ fn every_module_of_the_crate_has_a_layer_and_every_layer_entry_is_a_module() {
     );
 }
 
+/// The crate's own map (src/lib.rs's `# Layers` comment) names every
+/// module the crate declares, so a newcomer reading it misses none.
+#[test]
+fn the_crate_map_in_lib_rs_names_every_module() {
+    let lib = fs::read_to_string(root().join("src/lib.rs")).expect("src/lib.rs");
+    let map: String = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("//!"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let unnamed: Vec<&str> = lib
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pub mod "))
+        .map(|m| m.trim_end_matches(';'))
+        .filter(|m| !map.contains(&format!("[`{m}`]")))
+        .collect();
+    assert!(
+        unnamed.is_empty(),
+        "src/lib.rs's map does not name {unnamed:?}: add each as [`module`] to its layer"
+    );
+}
+
 // The checker itself: each rule catches what it is for.
 
 fn sample_layers() -> BTreeMap<String, (u32, String)> {
