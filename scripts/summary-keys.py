@@ -11,7 +11,16 @@ print the same lines too; `diff` of two outputs is what changed.
 """
 import json
 import os
+import re
 import sys
+
+# A name that carries a run's own token (a cluster node's server name,
+# `jsbench-40e760-n2`) is compared without it.
+TOKEN = re.compile(r"jsbench-[0-9a-f]{6}-")
+
+
+def plain(name):
+    return TOKEN.sub("jsbench-*-", name)
 
 
 def lines(folder):
@@ -35,7 +44,7 @@ def lines(folder):
             for h in v.get("histograms", []):
                 out.add(f"{at}: histogram {h['name']}")
             for t in v.get("timelines", {}):
-                out.add(f"{at}: timeline {t}")
+                out.add(f"{at}: timeline {plain(t)}")
             for i in v.get("invariants", []):
                 state = "not applicable" if not i.get("applicable", True) else ("held" if i["passed"] else "FAILED")
                 side = " (client side)" if i.get("client_side") else ""
