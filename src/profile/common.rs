@@ -4,13 +4,12 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use std::collections::BTreeMap;
-
 use super::arrival::ArrivalSpec;
+use super::shared::SharedSection;
 use super::{
     AckPolicy, ArrivalPlan, CommonPlan, ConsumerClient, ConsumerKind, ConsumerPlan, Dur, MsgId,
-    Problems, PublishMode, PublishPlan, PullSweep, PullTuning, PushPlan, Rate, SYNC_HELP,
-    ServerPlan, SizePlan, Storage, SyncSetting,
+    Problems, PublishMode, PublishPlan, PullSweep, PullTuning, PushPlan, SYNC_HELP, ServerPlan,
+    SizePlan, Storage, SyncSetting,
 };
 use crate::record::stamp::STAMP_LEN;
 
@@ -203,27 +202,6 @@ pub fn require_explicit_ack(
     }
 }
 
-/// Publish keys, as written in a scenario table; `None` where the scenario
-/// kind does not offer the key or the profile omits it.
-#[derive(Default)]
-pub struct PublishKeys {
-    pub publishers: Option<usize>,
-    pub mode: Option<PublishMode>,
-    pub pub_ack_window: Option<usize>,
-    pub pub_ack_timeout: Option<Dur>,
-    pub message_size: Option<SizeSpec>,
-    pub subjects: Option<usize>,
-    pub headers: Option<BTreeMap<String, String>>,
-    pub msg_id: MsgId,
-    pub duplicates: Option<f64>,
-    pub late_duplicates: Option<f64>,
-    pub duplicate_window: Option<Dur>,
-    /// `"auto"` or a duration; see [`parse_wake_every`].
-    pub wake_every: Option<String>,
-    /// `"auto"`, `"direct"` or `"async-nats"`.
-    pub client: Option<super::PublishClient>,
-}
-
 /// Longest `wake_every` a profile may ask for: every message may wait this
 /// long for its wake-up, which latency from the intended time then shows.
 const MAX_WAKE_EVERY: Duration = Duration::from_millis(100);
@@ -258,7 +236,16 @@ fn parse_wake_every(text: Option<&str>, key: &str, problems: &mut Problems) -> O
     }
 }
 
-pub fn publish_plan(k: PublishKeys, prefix: &str, problems: &mut Problems) -> PublishPlan {
+/// The publish keys of a scenario table (`None` where the kind does not
+/// offer one or the profile omits it), checked; `msg_id` and the PubAck
+/// timeout's default are the kind's.
+pub(super) fn publish_plan(
+    k: &mut SharedSection,
+    msg_id: MsgId,
+    pub_ack_timeout: Duration,
+    prefix: &str,
+    problems: &mut Problems,
+) -> PublishPlan {
     let path = |key: &str| format!("{prefix}.{key}");
     let publishers = k.publishers.unwrap_or(1);
     problems.range(&path("publishers"), publishers, 1, 1024, "");
@@ -284,10 +271,7 @@ pub fn publish_plan(k: PublishKeys, prefix: &str, problems: &mut Problems) -> Pu
         MAX_PUB_ACK_WINDOW,
         " outstanding PubAcks per publisher",
     );
-    let pub_ack_timeout = k
-        .pub_ack_timeout
-        .map(|d| d.0)
-        .unwrap_or(Duration::from_secs(10));
+    let pub_ack_timeout = k.pub_ack_timeout.map_or(pub_ack_timeout, |d| d.0);
     problems.range(
         &path("pub_ack_timeout"),
         pub_ack_timeout.as_secs_f64(),
@@ -298,12 +282,13 @@ pub fn publish_plan(k: PublishKeys, prefix: &str, problems: &mut Problems) -> Pu
 
     let message_size = k
         .message_size
+        .take()
         .unwrap_or(SizeSpec::Fixed(128))
         .validate(&path("message_size"), problems);
     let subjects = k.subjects.unwrap_or(1);
     problems.range(&path("subjects"), subjects, 1, 10_000, " subjects");
 
-    let headers: Vec<(String, String)> = k.headers.unwrap_or_default().into_iter().collect();
+    let headers: Vec<(String, String)> = k.headers.take().unwrap_or_default().into_iter().collect();
     for (name, value) in &headers {
         let key = path(&format!("headers.{name}"));
         if name.is_empty()
@@ -368,7 +353,7 @@ pub fn publish_plan(k: PublishKeys, prefix: &str, problems: &mut Problems) -> Pu
         message_size,
         subjects,
         headers,
-        msg_id: k.msg_id,
+        msg_id,
         duplicates,
         late_duplicates,
         duplicate_window,
@@ -490,39 +475,6 @@ impl SizeSpec {
                 }
             }
         }
-    }
-}
-
-/// One entry of `rates`: msg/s, or "max".
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RateSpec(pub Rate);
-
-impl<'de> Deserialize<'de> for RateSpec {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        impl serde::de::Visitor<'_> for Visitor {
-            type Value = RateSpec;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a rate in msg/s, or \"max\"")
-            }
-            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<RateSpec, E> {
-                u64::try_from(v)
-                    .map(|r| RateSpec(Rate::PerSecond(r)))
-                    .map_err(|_| E::custom(format!("{v} is not a rate; expected msg/s or \"max\"")))
-            }
-            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<RateSpec, E> {
-                Ok(RateSpec(Rate::PerSecond(v)))
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RateSpec, E> {
-                match v {
-                    "max" => Ok(RateSpec(Rate::Max)),
-                    other => Err(E::custom(format!(
-                        "unknown rate {other:?}; expected msg/s or \"max\""
-                    ))),
-                }
-            }
-        }
-        d.deserialize_any(Visitor)
     }
 }
 

@@ -1,15 +1,18 @@
-//! `rates = "search"` (`rate = "search"` where a scenario has one rate):
-//! the objective (`slo`) and bounds (`search`) of a search for the highest
-//! sustainable rate, read the same way by every scenario that searches.
+//! A scenario's rate key, read the same way by every scenario that takes
+//! one: a rate (or, for `rates`, a list of them, one variant each), or
+//! `"search"` with the objective (`slo`) and bounds (`search`) of a search
+//! for the highest sustainable rate.
 
 use serde::Deserialize;
 
-use super::{Problems, SearchPlan, Slo, SloOn};
+use super::common::{has_repeats, shaped_rate};
+use super::keys::Keys;
+use super::{ArrivalPlan, CommonPlan, Problems, Rate, SearchPlan, Slo, SloOn};
 
 /// `search = { min = 1000, max = 200000, precision = "5%" }`.
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
-pub struct SearchSection {
+struct SearchSection {
     min: Option<u64>,
     max: Option<u64>,
     precision: Option<String>,
@@ -18,26 +21,148 @@ pub struct SearchSection {
 /// Highest rate a search may try.
 const MAX_RATE: u64 = 10_000_000;
 
-/// Whether a rate key's value asks for a search.
-pub fn asks_search(rate: Option<&toml::Value>) -> bool {
-    matches!(rate, Some(toml::Value::String(s)) if s == "search")
+/// A kind's rate key and what it takes.
+pub struct RateKey {
+    /// `rates` (with `list`: one rate or a list, a variant each) or `rate`.
+    pub key: &'static str,
+    pub list: bool,
+    /// `"max"` is a rate too: as fast as the PubAcks come back.
+    pub max: bool,
+    /// The highest msg/s a rate may be.
+    pub most: u64,
+    /// The latencies the kind records, the first the default objective.
+    pub measured: &'static [SloOn],
+    /// The problem when the key is missing or an empty list.
+    pub missing: &'static str,
+}
+
+/// What a rate key asks for.
+pub struct Rates {
+    /// A variant each: empty for a search, the mean of an arrival shape
+    /// that sets its own rate.
+    pub rates: Vec<Rate>,
+    pub search: Option<SearchPlan>,
+}
+
+impl Rates {
+    /// The rates in msg/s, "max" left out.
+    pub fn per_second(&self) -> Vec<u64> {
+        let each = |r: &Rate| match *r {
+            Rate::PerSecond(n) => Some(n),
+            Rate::Max => None,
+        };
+        self.rates.iter().filter_map(each).collect()
+    }
+
+    /// The most msg/s a variant asks for, a search's top included; 0 for
+    /// none.
+    pub fn top(&self) -> u64 {
+        let search = self.search.as_ref().map(|s| s.max);
+        let rates = self.per_second().into_iter();
+        rates.chain(search).max().unwrap_or(0)
+    }
+
+    /// The ledger holds at most 500 million messages a variant:
+    /// `publishers` at the top rate each (1 when the rate is the total),
+    /// over warm-up and duration.
+    pub fn check_ledger(
+        &self,
+        publishers: usize,
+        common: &CommonPlan,
+        prefix: &str,
+        problems: &mut Problems,
+    ) {
+        let span = (common.duration + common.warmup).as_secs_f64();
+        let messages = self.top() as f64 * publishers as f64 * span;
+        if messages > 500e6 {
+            problems.push(
+                format!("{prefix}.duration"),
+                format!(
+                    "a variant would publish {messages:.0} messages; the ledger holds at most \
+                     500 million per variant"
+                ),
+            );
+        }
+    }
+}
+
+/// Reads `r.key` with `slo` and `search`: each rate within 1..=most and
+/// none twice, or a search. With an arrival shape that sets its own rate
+/// the shape's mean is the one rate, and a rate given beside it is
+/// refused. `deliveries`: each message's, as [`check_samples`] counts.
+pub fn rates(
+    k: &mut Keys,
+    r: &RateKey,
+    arrival: Option<&ArrivalPlan>,
+    common: &CommonPlan,
+    deliveries: usize,
+    prefix: &str,
+    problems: &mut Problems,
+) -> Rates {
+    let path = k.path(r.key);
+    let value = k.get::<toml::Value>(r.key);
+    let searching = matches!(&value, Some(toml::Value::String(s)) if s == "search");
+    let (slo, bounds) = (k.get("slo"), k.get("search"));
+    let search = read(searching, slo, bounds, r, prefix, problems);
+    check_samples(search.as_ref(), common, deliveries, prefix, problems);
+    let items: Vec<(String, toml::Value)> = match value {
+        Some(toml::Value::Array(items)) if r.list => {
+            let at = |(i, v)| (format!("{path}[{i}]"), v);
+            items.into_iter().enumerate().map(at).collect()
+        }
+        Some(v) if !searching => vec![(path.clone(), v)],
+        _ => Vec::new(),
+    };
+    let (given, mut wrong, mut rates) = (searching || !items.is_empty(), false, Vec::new());
+    let what = if r.max {
+        "a rate in msg/s or \"max\""
+    } else {
+        "a rate in msg/s"
+    };
+    for (at, v) in items {
+        match v {
+            toml::Value::Integer(n) if n >= 0 => {
+                problems.range(&at, n as u64, 1, r.most, " msg/s");
+                rates.push(Rate::PerSecond(n as u64));
+            }
+            toml::Value::String(s) if r.max && s == "max" => rates.push(Rate::Max),
+            v if at == path => {
+                let list = if r.list { " (or a list of them)" } else { "" };
+                problems.push(at, format!("{v} is neither {what}{list} nor \"search\""));
+                wrong = true;
+            }
+            v => {
+                problems.push(at, format!("{v} is not {what}"));
+                wrong = true;
+            }
+        }
+    }
+    if has_repeats(&rates) {
+        problems.push(&path, "lists a rate twice; each rate is one variant");
+    }
+    match arrival.filter(|a| !a.uses_rate()) {
+        Some(shape) => {
+            let mean = shaped_rate(shape, given, r.key, common, prefix, problems);
+            rates = vec![Rate::PerSecond(mean)];
+        }
+        None if rates.is_empty() && !searching && !wrong => problems.push(path, r.missing),
+        None => {}
+    }
+    Rates { rates, search }
 }
 
 /// The search a scenario's keys describe, or `None` (with problems when
 /// `slo` or `search` are given without a search, or are wrong).
-/// `rate_key` names the scenario's rate key in messages; `measured` lists
-/// the latencies the scenario records, the first being the default
-/// objective.
-pub fn read(
+fn read(
     searching: bool,
     slo: Option<toml::Table>,
     search: Option<SearchSection>,
-    rate_key: &str,
-    measured: &[SloOn],
+    r: &RateKey,
     prefix: &str,
     problems: &mut Problems,
 ) -> Option<SearchPlan> {
     let key = |k: &str| format!("{prefix}.{k}");
+    let (rate_key, measured) = (r.key, r.measured);
     if !searching {
         if slo.is_some() {
             problems.push(
@@ -93,14 +218,15 @@ pub fn read(
 /// ([`Slo::min_samples`]; probes that still fall short fail as
 /// "samples"). `deliveries`: each message's deliveries, at
 /// the fewest (a fan-out's durables per stream).
-pub fn check_samples(
+fn check_samples(
     search: Option<&SearchPlan>,
-    duration: std::time::Duration,
+    common: &CommonPlan,
     deliveries: usize,
     prefix: &str,
     problems: &mut Problems,
 ) {
     let Some(search) = search else { return };
+    let duration = common.duration;
     let needed = search.slo.min_samples() as f64;
     let per_message = match search.slo.on {
         SloOn::E2e => deliveries.max(1) as f64,
@@ -230,6 +356,54 @@ mod tests {
         };
         let s = f.search.unwrap();
         assert_eq!((s.slo.on, s.min, s.max), (SloOn::PubAck, 1000, 8000));
+    }
+
+    #[test]
+    fn every_rate_key_reads_one_rate_or_a_list_and_refuses_repeats_and_strays() {
+        let KindPlan::Latency(l) = one_scenario("latency", "rates = 1000\n").unwrap().kind else {
+            unreachable!()
+        };
+        assert_eq!(l.rates, [1000], "one rate is a list of one");
+        for (kind, body, expected) in [
+            (
+                "publish",
+                "rates = [1000, 1000]\n",
+                "rates (line 5): lists a rate twice",
+            ),
+            (
+                "publish",
+                "rates = [\"fast\"]\n",
+                "rates[0] (line 5): \"fast\" is not a rate",
+            ),
+            (
+                "latency",
+                "rates = [\"max\"]\n",
+                "rates[0] (line 5): \"max\" is not a rate",
+            ),
+            (
+                "fanout",
+                "rate = [1000]\n",
+                "rate (line 5): [1000] is neither a rate",
+            ),
+            // A search's top counts against the ledger as a listed rate does.
+            (
+                "latency",
+                "rates = \"search\"\nslo = { p99 = \"5ms\" }\nsearch = { max = 10000000 }\n\
+                 warmup = \"60s\"\n",
+                "duration (line 4): a variant would publish 610000000 messages",
+            ),
+            (
+                "fanout",
+                "rate = 1000\nmsg_id = [\"none\", \"unique\"]\n",
+                "msg_id (line 6): takes one mode here",
+            ),
+        ] {
+            let e = one_scenario(kind, body).expect_err(body);
+            assert!(
+                e.contains(&format!("scenario[0].{expected}")),
+                "{kind}: {body}: {e}"
+            );
+        }
     }
 
     #[test]

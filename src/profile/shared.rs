@@ -18,12 +18,13 @@ use serde::de::DeserializeOwned;
 use super::arrival::ArrivalSpec;
 use super::behaviour::BehaviourSection;
 use super::common::{
-    ConsumerSection, PublishKeys, SizeSpec, paced_rate, publish_plan, require_explicit_ack,
+    ConsumerSection, OneOrMany, SizeSpec, has_repeats, paced_rate, publish_plan,
+    require_explicit_ack,
 };
 use super::keys::Keys;
 use super::{
     ArrivalPlan, BehaviourPlan, CommonPlan, ConsumerPlan, Dur, MsgId, NAME_RULE, Problems,
-    PublishPlan, is_safe_name, read_section,
+    PublishMode, PublishPlan, is_safe_name, read_section,
 };
 
 /// How long a drain waits for the last deliveries, when the profile does
@@ -31,10 +32,10 @@ use super::{
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Every shared key, as a profile writes it; a kind reads the ones it
-/// offers.
+/// offers. The publish keys are read by [`super::common::publish_plan`].
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct SharedSection {
+pub(super) struct SharedSection {
     name: Option<String>,
     duration: Option<Dur>,
     warmup: Option<Dur>,
@@ -42,18 +43,24 @@ struct SharedSection {
     rate: Option<u64>,
     #[serde(default)]
     arrival: ArrivalSpec,
-    publishers: Option<usize>,
-    message_size: Option<SizeSpec>,
-    msg_id: Option<MsgId>,
-    headers: Option<BTreeMap<String, String>>,
-    pub_ack_window: Option<usize>,
-    pub_ack_timeout: Option<Dur>,
-    wake_every: Option<String>,
+    pub(super) publishers: Option<usize>,
+    pub(super) message_size: Option<SizeSpec>,
+    /// One mode, or a list where the kind runs each ([`Shared::msg_ids`]).
+    msg_id: Option<OneOrMany<MsgId>>,
+    pub(super) headers: Option<BTreeMap<String, String>>,
+    pub(super) pub_ack_window: Option<usize>,
+    pub(super) pub_ack_timeout: Option<Dur>,
+    pub(super) wake_every: Option<String>,
     #[serde(default)]
     consumer: ConsumerSection,
     #[serde(default)]
     behaviour: BehaviourSection,
-    client: Option<super::PublishClient>,
+    pub(super) client: Option<super::PublishClient>,
+    pub(super) mode: Option<PublishMode>,
+    pub(super) subjects: Option<usize>,
+    pub(super) duplicates: Option<f64>,
+    pub(super) late_duplicates: Option<f64>,
+    pub(super) duplicate_window: Option<Dur>,
 }
 
 /// The timing keys.
@@ -329,31 +336,27 @@ impl Shared {
         )
     }
 
-    /// The publish keys offered (publishers, message size, ids, headers,
-    /// the PubAck window and timeout, wake_every), with `msg_id` and
-    /// `pub_ack_timeout` defaulting as given; a steady arrival.
+    /// The publish keys offered (publishers, mode, message size, subjects,
+    /// one `msg_id`, headers, duplicates, the PubAck window and timeout,
+    /// wake_every, client), with `msg_id` and `pub_ack_timeout` defaulting
+    /// as given; a steady arrival.
     pub fn publish(
         &mut self,
         msg_id: MsgId,
         pub_ack_timeout: Option<Duration>,
         problems: &mut Problems,
     ) -> PublishPlan {
-        let s = &mut self.section;
-        publish_plan(
-            PublishKeys {
-                publishers: s.publishers,
-                message_size: s.message_size.take(),
-                msg_id: s.msg_id.unwrap_or(msg_id),
-                headers: s.headers.take(),
-                pub_ack_window: s.pub_ack_window,
-                pub_ack_timeout: s.pub_ack_timeout.or(pub_ack_timeout.map(Dur)),
-                wake_every: s.wake_every.take(),
-                client: s.client,
-                ..Default::default()
-            },
-            &self.prefix,
-            problems,
-        )
+        let msg_id = match self.section.msg_id.take().map(|l| l.0).as_deref() {
+            None => msg_id,
+            Some(&[one]) => one,
+            Some(_) => {
+                let why = "takes one mode here: \"none\" or \"unique\"";
+                problems.push(self.key("msg_id"), why);
+                msg_id
+            }
+        };
+        let timeout = pub_ack_timeout.unwrap_or(Duration::from_secs(10));
+        publish_plan(&mut self.section, msg_id, timeout, &self.prefix, problems)
     }
 
     /// `message_size` for a kind that sends one size only (128 bytes by
@@ -411,6 +414,28 @@ impl Shared {
             consumer,
             behaviour,
         }
+    }
+
+    // The publish scenario's keys: `msg_id` as a list, a variant per mode.
+
+    /// `msg_id` for a kind that runs each mode it lists (`["none",
+    /// "unique"]`, a variant each), `none` when absent: at least one, none
+    /// twice. Read before [`Shared::publish`], which then publishes with
+    /// the mode it is given.
+    pub fn msg_ids(&mut self, problems: &mut Problems) -> Vec<MsgId> {
+        let key = self.key("msg_id");
+        let ids = self
+            .section
+            .msg_id
+            .take()
+            .map_or(vec![MsgId::None], |l| l.0);
+        if ids.is_empty() {
+            problems.push(&key, "lists no mode; use \"none\", \"unique\" or both");
+        }
+        if has_repeats(&ids) {
+            problems.push(&key, "lists a mode twice; each mode is one variant");
+        }
+        ids
     }
 }
 

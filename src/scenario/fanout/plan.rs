@@ -2,9 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::profile::common::{OneOrMany, has_repeats, require_explicit_ack, required_rate};
-use crate::profile::search::SearchSection;
-use crate::profile::shared::{Offer, split};
+use crate::profile::common::{OneOrMany, require_explicit_ack};
+use crate::profile::search::{RateKey, rates};
+use crate::profile::shared::{Offer, take};
 use crate::profile::{
     CommonPlan, ConsumerPlan, MsgId, Problems, PublishPlan, SearchPlan, Section, SloOn,
 };
@@ -44,7 +44,7 @@ impl Plan {
 }
 
 /// What a fanout durable filters on, among its stream's F subjects.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FilterShape {
     /// Durable k: subject k mod F (`filter_subject`).
@@ -77,19 +77,6 @@ impl FilterShape {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FanoutSection {
-    rate: Option<toml::Value>,
-    slo: Option<toml::Table>,
-    search: Option<SearchSection>,
-    streams: Option<OneOrMany<usize>>,
-    durables: Option<OneOrMany<usize>>,
-    subjects: Option<usize>,
-    filters: Option<OneOrMany<FilterShape>>,
-    connections: Option<usize>,
-}
-
 /// One publisher per stream: fanout offers no `publishers`, and reads
 /// `rate` itself (a number or "search").
 const OFFER: Offer = Offer::TIMING.and(&[
@@ -110,98 +97,70 @@ const MAX_CONSUMERS: usize = 10_000;
 /// ledger live in this process until the variant ends.
 const MAX_DELIVERIES: f64 = 50e6;
 
+/// `rate`: total msg/s over all streams, or "search".
+const RATE: RateKey = RateKey {
+    key: "rate",
+    list: false,
+    max: false,
+    most: 1_000_000,
+    measured: &[SloOn::E2e, SloOn::PubAck],
+    missing: "missing; the offered load in total msg/s, e.g. rate = 1000",
+};
+
 pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-    let (table, prefix) = (section.table, section.prefix);
-    let (mut shared, s) = split::<FanoutSection>(table, OFFER, prefix, problems)?;
-    let key = |k: &str| format!("{prefix}.{k}");
+    let prefix = section.prefix;
+    let (mut shared, mut k) = take(section.table, OFFER, prefix, problems)?;
     let common = shared.common("fanout", problems);
-    let searching = crate::profile::search::asks_search(s.rate.as_ref());
-    let search = crate::profile::search::read(
-        searching,
-        s.slo,
-        s.search,
-        "rate",
-        &[SloOn::E2e, SloOn::PubAck],
+    let arrival = shared.arrival(problems);
+    let streams = k.list("streams", vec![1], 1..=MAX_STREAMS, "");
+    let durables = k.list("durables", vec![1], 1..=MAX_DURABLES, "");
+    let fewest = durables.iter().copied().min().unwrap_or(1);
+    let read = rates(
+        &mut k,
+        &RATE,
+        Some(&arrival),
+        &common,
+        fewest,
         prefix,
         problems,
     );
     // A search's rates lie in its bracket: the checks below hold its
     // lowest to the per-stream floor and its highest to the delivery cap.
-    let arrival = shared.arrival(problems);
-    let (rate, top) = match (&s.rate, &search) {
-        (given, _) if !arrival.uses_rate() => {
-            let rate = crate::profile::common::shaped_rate(
-                &arrival,
-                given.is_some(),
-                "rate",
-                &common,
-                prefix,
-                problems,
-            );
-            (rate, rate)
-        }
-        (_, Some(search)) => (search.min, search.max),
-        (Some(_), None) if searching => (1, 1),
-        (Some(toml::Value::Integer(n)), None) if *n >= 0 => {
-            let rate = required_rate(Some(*n as u64), prefix, 1000, problems);
-            (rate, rate)
-        }
-        (None, _) => (required_rate(None, prefix, 1000, problems), 0),
-        (Some(other), None) => {
-            problems.push(
-                key("rate"),
-                format!("{other} is neither a rate in msg/s nor \"search\""),
-            );
-            (1, 1)
-        }
-    };
-    let streams = counts(s.streams, "streams", MAX_STREAMS, prefix, problems);
-    let durables = counts(s.durables, "durables", MAX_DURABLES, prefix, problems);
-    let subjects = s.subjects.unwrap_or(4);
-    problems.range(&key("subjects"), subjects, 1, 64, " subjects per stream");
-    let filters = s.filters.map(|f| f.0).unwrap_or_else(|| {
-        if subjects > 1 {
-            vec![FilterShape::One, FilterShape::Two, FilterShape::All]
-        } else {
-            vec![FilterShape::All]
-        }
-    });
+    let top = read.top();
+    let rate = read.search.as_ref().map_or(top, |s| s.min);
+    let subjects = k.within("subjects", 4, 1..=64, " subjects per stream");
+    let filters = k.get::<OneOrMany<FilterShape>>("filters").map_or_else(
+        || match subjects {
+            2.. => vec![FilterShape::One, FilterShape::Two, FilterShape::All],
+            _ => vec![FilterShape::All],
+        },
+        |f| f.0,
+    );
     if filters.is_empty() {
-        problems.push(
-            key("filters"),
+        k.problem(
+            "filters",
             "an empty list; e.g. filters = [\"one\", \"two\", \"all\"]",
         );
     }
     if filters.contains(&FilterShape::Two) && subjects < 2 {
-        problems.push(
-            key("filters"),
-            "\"two\" filters on two subjects of the stream; it needs subjects = 2 or more",
-        );
+        let why = "\"two\" filters on two subjects of the stream; it needs subjects = 2 or more";
+        k.problem("filters", why);
     }
-    let connections = s.connections.unwrap_or(4);
-    problems.range(&key("connections"), connections, 1, 1_000, " connections");
+    let connections = k.within("connections", 4, 1..=1_000, " connections");
     let most_streams = streams.iter().copied().max().unwrap_or(1);
     let most_durables = durables.iter().copied().max().unwrap_or(1);
-    let fewest_durables = durables.iter().copied().min().unwrap_or(1);
-    crate::profile::search::check_samples(
-        search.as_ref(),
-        common.duration,
-        fewest_durables,
-        prefix,
-        problems,
-    );
     if most_streams * most_durables > MAX_CONSUMERS {
-        problems.push(
-            key("durables"),
+        k.problem(
+            "durables",
             format!(
                 "{most_streams} streams x {most_durables} durables is {} consumers; at most {MAX_CONSUMERS} in one variant",
                 most_streams * most_durables
             ),
         );
     }
-    if rate < most_streams as u64 {
-        problems.push(
-            key("rate"),
+    if rate > 0 && rate < most_streams as u64 {
+        k.problem(
+            "rate",
             format!(
                 "{rate} msg/s over {most_streams} streams is under 1 msg/s per stream; the rate is the total over all streams"
             ),
@@ -215,14 +174,14 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
     // server for nothing pending.
     require_explicit_ack(&consumer, "fanout", prefix, problems);
     if consumer.consumers != 1 {
-        problems.push(
-            key("consumer.consumers"),
+        k.problem(
+            "consumer.consumers",
             "a fanout durable has one client; connections sets how many connections the durables share",
         );
     }
     if consumer.filter.is_some() {
-        problems.push(
-            key("consumer.filter_subject"),
+        k.problem(
+            "consumer.filter_subject",
             "a fanout scenario sets each durable's filter from filters = [\"one\", \"two\", \"all\"]",
         );
     }
@@ -230,8 +189,8 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
     let deliveries =
         top as f64 * (common.duration + common.warmup).as_secs_f64() * most_durables as f64 * share;
     if deliveries > MAX_DELIVERIES {
-        problems.push(
-            key("rate"),
+        k.problem(
+            "rate",
             format!(
                 "a variant would make about {deliveries:.0} deliveries; at most {MAX_DELIVERIES:.0} (lower the rate, the duration or the durables)"
             ),
@@ -246,37 +205,10 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
         connections,
         publish,
         consumer,
-        search,
+        search: read.search,
     };
+    k.finish(problems);
     Some((common, plan))
-}
-
-/// `streams` or `durables`: a count or a list of distinct counts, each
-/// within 1..=max (1 when absent).
-fn counts(
-    v: Option<OneOrMany<usize>>,
-    name: &str,
-    max: usize,
-    prefix: &str,
-    problems: &mut Problems,
-) -> Vec<usize> {
-    let key = format!("{prefix}.{name}");
-    let values = v.map(|l| l.0).unwrap_or_else(|| vec![1]);
-    if values.is_empty() {
-        problems.push(&key, "an empty list; give a count or a list of counts");
-    }
-    for (i, &n) in values.iter().enumerate() {
-        let path = if values.len() > 1 {
-            format!("{key}[{i}]")
-        } else {
-            key.clone()
-        };
-        problems.range(&path, n, 1, max, "");
-    }
-    if has_repeats(&values) {
-        problems.push(&key, "lists a count twice; each count is one variant");
-    }
-    values
 }
 
 #[cfg(test)]

@@ -1,12 +1,10 @@
 //! `kind = "latency"`: its rates beside the shared keys.
 
-use serde::Deserialize;
-
 use crate::profile::common::require_explicit_ack;
-use crate::profile::search::SearchSection;
-use crate::profile::shared::{Offer, split};
+use crate::profile::search::{RateKey, rates};
+use crate::profile::shared::{Offer, take};
 use crate::profile::{
-    CommonPlan, ConsumerPlan, MsgId, Problems, PublishPlan, SearchPlan, Section, SloOn,
+    CommonPlan, ConsumerPlan, Keys, MsgId, Problems, PublishPlan, SearchPlan, Section, SloOn,
 };
 
 /// The `latency` scenario: fixed-rate publishers and a durable pull consumer,
@@ -26,17 +24,6 @@ pub struct Plan {
     pub hops: bool,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LatencySection {
-    rates: Option<toml::Value>,
-    slo: Option<toml::Table>,
-    search: Option<SearchSection>,
-    core_baseline: Option<bool>,
-    hops: Option<bool>,
-    trace_every: Option<toml::Value>,
-}
-
 /// Latency's publishers are configured in full; its rates are its own.
 const OFFER: Offer = Offer::TIMING.and(&[
     "arrival",
@@ -50,77 +37,47 @@ const OFFER: Offer = Offer::TIMING.and(&[
     "client",
 ]);
 
-/// Highest rate a latency variant may ask for.
-const MAX_RATE: u64 = 10_000_000;
+/// `rates = [..]`: total msg/s, a variant each; or "search".
+const RATES: RateKey = RateKey {
+    key: "rates",
+    list: true,
+    max: false,
+    most: 10_000_000,
+    measured: &[SloOn::E2e, SloOn::PubAck],
+    missing: "missing or empty; list total msg/s per variant, e.g. rates = [1000, 10000], or \
+              rates = \"search\" with an slo",
+};
 
 pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-    let (table, prefix) = (section.table, section.prefix);
-    let (mut shared, s) = split::<LatencySection>(table, OFFER, prefix, problems)?;
+    let prefix = section.prefix;
+    let (mut shared, mut k) = take(section.table, OFFER, prefix, problems)?;
     let common = shared.common("latency", problems);
     let arrival = shared.arrival(problems);
-    let shaped = !arrival.uses_rate();
-    let (mut rates, search) = rates_or_search(s.rates, s.slo, s.search, prefix, problems);
-    crate::profile::search::check_samples(search.as_ref(), common.duration, 1, prefix, problems);
-    if shaped {
-        // The shape sets the rate: one variant at its mean.
-        let given = !rates.is_empty() || search.is_some();
-        rates = vec![crate::profile::common::shaped_rate(
-            &arrival, given, "rates", &common, prefix, problems,
-        )];
-    }
-    if rates.is_empty() && search.is_none() {
-        problems.push(
-            format!("{prefix}.rates"),
-            "missing or empty; list total msg/s per variant, e.g. rates = [1000, 10000], or \
-             rates = \"search\" with an slo",
-        );
-    }
-    for (i, &rate) in rates.iter().enumerate() {
-        problems.range(&format!("{prefix}.rates[{i}]"), rate, 1, MAX_RATE, " msg/s");
-    }
-    let mut sorted = rates.clone();
-    sorted.sort_unstable();
-    sorted.dedup();
-    if sorted.len() != rates.len() {
-        problems.push(
-            format!("{prefix}.rates"),
-            "lists a rate twice; each rate is one variant",
-        );
-    }
+    let rates = rates(&mut k, &RATES, Some(&arrival), &common, 1, prefix, problems);
+    rates.check_ledger(1, &common, prefix, problems);
     let mut publish = shared.publish(MsgId::None, None, problems);
     publish.arrival = arrival;
-    publish.trace_every = trace_every(s.trace_every.as_ref(), prefix, problems);
+    publish.trace_every = trace_every(&mut k);
     let consumer = shared.consumer(false, problems);
     // Its checks count acks against deliveries and ask the server for
     // nothing pending: both need every delivery acked on its own.
     require_explicit_ack(&consumer, "latency", prefix, problems);
-    let messages = rates
-        .iter()
-        .map(|&r| r as f64 * (common.duration + common.warmup).as_secs_f64())
-        .fold(0.0, f64::max);
-    if messages > 500e6 {
-        problems.push(
-            format!("{prefix}.duration"),
-            format!(
-                "a variant would publish {messages:.0} messages; the ledger holds at most 500 million per variant"
-            ),
-        );
-    }
-    let core_baseline = s.core_baseline.unwrap_or(false);
-    if core_baseline && search.is_some() {
-        problems.push(
-            format!("{prefix}.core_baseline"),
+    let core_baseline = k.or("core_baseline", false);
+    if core_baseline && rates.search.is_some() {
+        k.problem(
+            "core_baseline",
             "applies to a list of rates, not to a search",
         );
     }
     let plan = Plan {
-        rates,
+        rates: rates.per_second(),
         publish,
         consumer,
-        search,
+        search: rates.search,
         core_baseline,
-        hops: s.hops.unwrap_or(true),
+        hops: k.or("hops", true),
     };
+    k.finish(problems);
     Some((common, plan))
 }
 
@@ -128,70 +85,19 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
 /// ([`crate::drive::trace`]); absent or 0 traces none. A fraction or a
 /// negative number would leave it unclear which messages are sampled, so
 /// only whole numbers are taken.
-fn trace_every(value: Option<&toml::Value>, prefix: &str, problems: &mut Problems) -> u64 {
-    match value {
+fn trace_every(k: &mut Keys) -> u64 {
+    match k.get::<toml::Value>("trace_every") {
         None => 0,
-        Some(v) => match v.as_integer() {
-            Some(n) if n >= 0 => n as u64,
-            _ => {
-                problems.push(
-                    format!("{prefix}.trace_every"),
-                    format!(
-                        "{v} is not a sampling interval: a whole number of messages >= 1 (1 traces \
-                         every message, 100 every hundredth), or 0 for none"
-                    ),
-                );
-                0
-            }
-        },
-    }
-}
-
-/// `rates = [..]`, or `rates = "search"` with its `slo` and `search`
-/// bounds.
-fn rates_or_search(
-    rates: Option<toml::Value>,
-    slo: Option<toml::Table>,
-    search: Option<SearchSection>,
-    prefix: &str,
-    problems: &mut Problems,
-) -> (Vec<u64>, Option<SearchPlan>) {
-    let searching = crate::profile::search::asks_search(rates.as_ref());
-    let list = match rates {
-        None => Vec::new(),
-        Some(toml::Value::Array(items)) => items
-            .iter()
-            .enumerate()
-            .filter_map(|(i, v)| match v.as_integer() {
-                Some(n) if n > 0 => Some(n as u64),
-                _ => {
-                    problems.push(
-                        format!("{prefix}.rates[{i}]"),
-                        format!("{v} is not a rate in msg/s (a positive whole number)"),
-                    );
-                    None
-                }
-            })
-            .collect(),
-        Some(_) if searching => Vec::new(),
-        Some(other) => {
-            problems.push(
-                format!("{prefix}.rates"),
-                format!("{other} is neither a list of msg/s nor \"search\""),
+        Some(toml::Value::Integer(n)) if n >= 0 => n as u64,
+        Some(v) => {
+            let why = format!(
+                "{v} is not a sampling interval: a whole number of messages >= 1 (1 traces \
+                 every message, 100 every hundredth), or 0 for none"
             );
-            Vec::new()
+            k.problem("trace_every", why);
+            0
         }
-    };
-    let search = crate::profile::search::read(
-        searching,
-        slo,
-        search,
-        "rates",
-        &[SloOn::E2e, SloOn::PubAck],
-        prefix,
-        problems,
-    );
-    (list, search)
+    }
 }
 
 #[cfg(test)]

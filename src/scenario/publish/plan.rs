@@ -1,17 +1,10 @@
 //! `kind = "publish"`: keys and checks.
 
-use std::collections::BTreeMap;
-
-use serde::Deserialize;
-
-use crate::profile::common::{
-    OneOrMany, PublishKeys, RateSpec, SizeSpec, has_repeats, publish_plan,
-};
-use crate::profile::search::SearchSection;
-use crate::profile::shared::{Offer, split};
+use crate::profile::search::{RateKey, Rates, rates};
+use crate::profile::shared::{Offer, take};
 use crate::profile::{
-    CommonPlan, Dur, MsgId, Problems, PublishMode, PublishPlan, Rate, RatePer, Reference,
-    SearchPlan, Section, SloOn, late_retry_margin,
+    CommonPlan, MsgId, Problems, PublishPlan, Rate, RatePer, Reference, SearchPlan, Section, SloOn,
+    late_retry_margin,
 };
 use crate::scenario::search::SEARCH_PROBES;
 
@@ -67,107 +60,60 @@ impl Plan {
     }
 }
 
-/// Every publish key is the publish scenario's own: it offers them all,
-/// lists included (`msg_id = ["none", "unique"]`).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PublishSection {
-    rates: Option<toml::Value>,
-    slo: Option<toml::Table>,
-    search: Option<SearchSection>,
-    rate_per: Option<RatePer>,
-    publishers: Option<usize>,
-    mode: Option<PublishMode>,
-    pub_ack_window: Option<usize>,
-    pub_ack_timeout: Option<Dur>,
-    message_size: Option<SizeSpec>,
-    subjects: Option<usize>,
-    headers: Option<BTreeMap<String, String>>,
-    msg_id: Option<OneOrMany<MsgId>>,
-    duplicates: Option<f64>,
-    late_duplicates: Option<f64>,
-    duplicate_window: Option<Dur>,
-    wake_every: Option<String>,
-    reference: Option<OneOrMany<Reference>>,
-    verify_stored: Option<bool>,
-    batch: Option<OneOrMany<usize>>,
-    fast_batch: Option<OneOrMany<u64>>,
-    fast_acks: Option<OneOrMany<u64>>,
-    fast_flow: Option<OneOrMany<u64>>,
-    fast_gap: Option<OneOrMany<crate::load::fast_batch::GapMode>>,
-    client: Option<crate::profile::PublishClient>,
-}
+/// Every publish key, `msg_id` as a list (`["none", "unique"]`, a
+/// variant each); no consumer.
+const OFFER: Offer = Offer::TIMING.and(&[
+    "publishers",
+    "mode",
+    "pub_ack_window",
+    "pub_ack_timeout",
+    "message_size",
+    "subjects",
+    "headers",
+    "msg_id",
+    "duplicates",
+    "late_duplicates",
+    "duplicate_window",
+    "wake_every",
+    "client",
+]);
+
+/// `rates = [..]`: msg/s or "max", a variant each; or "search".
+const RATES: RateKey = RateKey {
+    key: "rates",
+    list: true,
+    max: true,
+    most: 10_000_000,
+    measured: &[SloOn::PubAck],
+    missing: "missing or empty; list msg/s or \"max\" per variant, e.g. rates = [10000, \"max\"]",
+};
 
 pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-    let (table, prefix) = (section.table, section.prefix);
-    let (mut shared, s) = split::<PublishSection>(table, Offer::TIMING, prefix, problems)?;
+    let prefix = section.prefix;
+    let (mut shared, mut k) = take(section.table, OFFER, prefix, problems)?;
     let common = shared.common("publish", problems);
-    let searching = crate::profile::search::asks_search(s.rates.as_ref());
-    let search = crate::profile::search::read(
-        searching,
-        s.slo,
-        s.search,
-        "rates",
-        &[SloOn::PubAck],
-        prefix,
-        problems,
-    );
-    crate::profile::search::check_samples(search.as_ref(), common.duration, 1, prefix, problems);
-    let rates = rates(s.rates, searching, prefix, problems);
-    let msg_ids = s.msg_id.map(|m| m.0).unwrap_or_else(|| vec![MsgId::None]);
-    if msg_ids.is_empty() {
-        problems.push(
-            format!("{prefix}.msg_id"),
-            "lists no mode; use \"none\", \"unique\" or both",
-        );
-    }
-    for list_has_twice in [has_repeats(&rates), has_repeats(&msg_ids)] {
-        if list_has_twice {
-            problems.push(
-                format!("{prefix}.rates"),
-                "a rate or msg_id mode is listed twice",
-            );
-        }
-    }
-    let publish = publish_plan(
-        PublishKeys {
-            publishers: s.publishers,
-            mode: s.mode,
-            pub_ack_window: s.pub_ack_window,
-            pub_ack_timeout: s.pub_ack_timeout,
-            message_size: s.message_size,
-            subjects: s.subjects,
-            headers: s.headers,
-            msg_id: msg_ids.first().copied().unwrap_or(MsgId::None),
-            duplicates: s.duplicates,
-            late_duplicates: s.late_duplicates,
-            duplicate_window: s.duplicate_window,
-            wake_every: s.wake_every,
-            client: s.client,
-        },
-        prefix,
-        problems,
-    );
+    let read = rates(&mut k, &RATES, None, &common, 1, prefix, problems);
+    let searching = read.search.is_some();
+    let msg_ids = shared.msg_ids(problems);
+    let first = msg_ids.first().copied().unwrap_or(MsgId::None);
+    let publish = shared.publish(first, None, problems);
     check_retries(&publish, &msg_ids, &common, prefix, problems);
-    let reference = s.reference.map(|r| r.0).unwrap_or_default();
-    check_references(&reference, &publish, (&rates, searching), prefix, problems);
-    let rate_per = s.rate_per.unwrap_or(RatePer::Total);
-    check_ledger_size(
-        &rates,
-        search.as_ref(),
-        rate_per,
-        &publish,
-        &common,
-        prefix,
-        problems,
-    );
-    let batches = s.batch.map(|b| b.0).unwrap_or_default();
+    let reference = k.choices("reference", Vec::new());
+    check_references(&reference, &publish, &read, prefix, problems);
+    let rate_per = k.or("rate_per", RatePer::Total);
+    let publishers = match rate_per {
+        RatePer::Total => 1,
+        RatePer::Publisher => publish.publishers,
+    };
+    read.check_ledger(publishers, &common, prefix, problems);
+    let most = crate::load::batch::MAX_ATOMIC_BATCH;
+    let batches = k.list("batch", Vec::new(), 1..=most, " messages");
     check_batches(&batches, &publish, searching, prefix, problems);
     let fast_keys = super::fast_keys::FastKeys {
-        fast_batch: s.fast_batch,
-        fast_acks: s.fast_acks,
-        fast_flow: s.fast_flow,
-        fast_gap: s.fast_gap,
+        fast_batch: k.get("fast_batch"),
+        fast_acks: k.get("fast_acks"),
+        fast_flow: k.get("fast_flow"),
+        fast_gap: k.get("fast_gap"),
     };
     let fast = super::fast_keys::read(fast_keys, &publish, searching, prefix, problems);
     if !batches.is_empty() || !fast.sizes.is_empty() {
@@ -181,63 +127,16 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
     let plan = Plan {
         batches,
         fast,
-        rates,
+        rates: read.rates,
         rate_per,
         msg_ids,
         publish,
         reference,
-        verify_stored: s.verify_stored.unwrap_or(true),
-        search,
+        verify_stored: k.or("verify_stored", true),
+        search: read.search,
     };
+    k.finish(problems);
     Some((common, plan))
-}
-
-/// `rates = [...]`: msg/s or "max" each; empty when the scenario searches.
-fn rates(
-    given: Option<toml::Value>,
-    searching: bool,
-    prefix: &str,
-    problems: &mut Problems,
-) -> Vec<Rate> {
-    // `wrong`: a problem already says what is wrong with the list.
-    let (rates, wrong): (Vec<Rate>, bool) = match given {
-        Some(toml::Value::Array(items)) => {
-            let given = items.len();
-            let rates: Vec<Rate> = items
-                .into_iter()
-                .enumerate()
-                .filter_map(|(i, v)| match RateSpec::deserialize(v) {
-                    Ok(r) => Some(r.0),
-                    Err(e) => {
-                        problems.push(format!("{prefix}.rates[{i}]"), e.to_string());
-                        None
-                    }
-                })
-                .collect();
-            let wrong = rates.len() < given;
-            (rates, wrong)
-        }
-        Some(other) if !searching => {
-            problems.push(
-                format!("{prefix}.rates"),
-                format!("{other} is neither a list of msg/s or \"max\" nor \"search\""),
-            );
-            (Vec::new(), true)
-        }
-        _ => (Vec::new(), false),
-    };
-    if rates.is_empty() && !searching && !wrong {
-        problems.push(
-            format!("{prefix}.rates"),
-            "missing or empty; list msg/s or \"max\" per variant, e.g. rates = [10000, \"max\"]",
-        );
-    }
-    for (i, rate) in rates.iter().enumerate() {
-        if let Rate::PerSecond(r) = *rate {
-            problems.range(&format!("{prefix}.rates[{i}]"), r, 1, 10_000_000, " msg/s");
-        }
-    }
-    rates
 }
 
 /// Retries find their original by its Nats-Msg-Id, and late ones wait
@@ -271,8 +170,9 @@ fn check_retries(
     }
 }
 
-/// Atomic batches hold 1 to 1000 messages (the server's limit), of one
-/// fixed size, and the batch publisher injects no retries.
+/// Atomic batches (1 to 1000 messages, the server's limit, read with
+/// `batch`) send one fixed size, and the batch publisher injects no
+/// retries.
 fn check_batches(
     batches: &[usize],
     publish: &PublishPlan,
@@ -284,13 +184,6 @@ fn check_batches(
         return;
     }
     let key = format!("{prefix}.batch");
-    let most = crate::load::batch::MAX_ATOMIC_BATCH;
-    for (i, &size) in batches.iter().enumerate() {
-        problems.range(&format!("{key}[{i}]"), size, 1, most, " messages");
-    }
-    if has_repeats(batches) {
-        problems.push(&key, "lists a batch size twice");
-    }
     if publish.duplicates > 0.0 || publish.late_duplicates > 0.0 {
         problems.push(
             &key,
@@ -315,68 +208,38 @@ fn check_batches(
 fn check_references(
     reference: &[Reference],
     publish: &PublishPlan,
-    (rates, searching): (&[Rate], bool),
+    rates: &Rates,
     prefix: &str,
     problems: &mut Problems,
 ) {
+    if reference.is_empty() {
+        return;
+    }
+    let searching = rates.search.is_some();
     let key = format!("{prefix}.reference");
     let retries = publish.duplicates > 0.0 || publish.late_duplicates > 0.0;
-    if !reference.is_empty() && retries {
+    if retries {
         problems.push(
             &key,
             "reference publishers do not inject duplicates; compare without duplicates",
         );
     }
-    if !reference.is_empty() && searching {
+    if searching {
         problems.push(
             &key,
             "reference publishers run at rate \"max\", which a search does not try",
         );
     }
-    if has_repeats(reference) {
-        problems.push(&key, "lists a reference twice");
-    }
-    if !reference.is_empty() && !searching && !rates.contains(&Rate::Max) {
+    if !searching && !rates.rates.contains(&Rate::Max) {
         problems.push(
             &key,
             "reference publishers run at rate \"max\" only: add \"max\" to rates",
         );
     }
-    if !reference.is_empty() && !matches!(publish.message_size, crate::profile::SizePlan::Fixed(_))
-    {
+    if !matches!(publish.message_size, crate::profile::SizePlan::Fixed(_)) {
         problems.push(
             &key,
             "reference publishers send one fixed size: use a fixed message_size",
-        );
-    }
-}
-
-/// The ledger holds at most 500 million messages a variant; a search
-/// tries rates up to its bracket's top.
-fn check_ledger_size(
-    rates: &[Rate],
-    search: Option<&SearchPlan>,
-    rate_per: RatePer,
-    publish: &PublishPlan,
-    common: &CommonPlan,
-    prefix: &str,
-    problems: &mut Problems,
-) {
-    let top = search.map(|s| Rate::PerSecond(s.max));
-    let messages = rates
-        .iter()
-        .chain(top.as_ref())
-        .map(|r| match (*r, rate_per) {
-            (Rate::PerSecond(r), RatePer::Total) => r as f64,
-            (Rate::PerSecond(r), RatePer::Publisher) => r as f64 * publish.publishers as f64,
-            (Rate::Max, _) => 0.0,
-        })
-        .fold(0.0, f64::max)
-        * (common.duration + common.warmup).as_secs_f64();
-    if messages > 500e6 {
-        problems.push(
-            format!("{prefix}.duration"),
-            format!("a variant would publish {messages:.0} messages; the ledger holds at most 500 million"),
         );
     }
 }
