@@ -44,6 +44,7 @@ struct SharedSection {
     arrival: ArrivalSpec,
     publishers: Option<usize>,
     message_size: Option<SizeSpec>,
+    subjects: Option<usize>,
     msg_id: Option<MsgId>,
     headers: Option<BTreeMap<String, String>>,
     pub_ack_window: Option<usize>,
@@ -343,6 +344,7 @@ impl Shared {
             PublishKeys {
                 publishers: s.publishers,
                 message_size: s.message_size.take(),
+                subjects: s.subjects,
                 msg_id: s.msg_id.unwrap_or(msg_id),
                 headers: s.headers.take(),
                 pub_ack_window: s.pub_ack_window,
@@ -411,6 +413,31 @@ impl Shared {
             consumer,
             behaviour,
         }
+    }
+
+    // Shared keys a kind defaults otherwise than the common readers do
+    // (ttl, lag, replay): its default passed in, the key still read here.
+
+    /// `rate` of a kind that paces at `default` msg/s unless told, at
+    /// most `max`.
+    pub fn rate_or(&self, default: u64, max: u64, problems: &mut Problems) -> u64 {
+        let rate = self.section.rate.unwrap_or(default);
+        problems.range(&self.key("rate"), rate, 1, max, " msg/s");
+        rate
+    }
+
+    /// The publish keys offered, as [`Shared::publish`] reads them (no
+    /// ids, the default PubAck timeout), with the kind's own defaults for
+    /// `subjects` and the PubAck `window` (commonly 1 and 1024).
+    pub fn publish_or(
+        &mut self,
+        subjects: usize,
+        window: usize,
+        problems: &mut Problems,
+    ) -> PublishPlan {
+        self.section.subjects.get_or_insert(subjects);
+        self.section.pub_ack_window.get_or_insert(window);
+        self.publish(MsgId::None, None, problems)
     }
 }
 
