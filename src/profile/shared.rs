@@ -437,6 +437,31 @@ impl Shared {
         }
         ids
     }
+
+    // Shared keys a kind defaults otherwise than the common readers do
+    // (ttl, lag, replay): its default passed in, the key still read here.
+
+    /// `rate` of a kind that paces at `default` msg/s unless told, at
+    /// most `max`.
+    pub fn rate_or(&self, default: u64, max: u64, problems: &mut Problems) -> u64 {
+        let rate = self.section.rate.unwrap_or(default);
+        problems.range(&self.key("rate"), rate, 1, max, " msg/s");
+        rate
+    }
+
+    /// The publish keys offered, as [`Shared::publish`] reads them (no
+    /// ids, the default PubAck timeout), with the kind's own defaults for
+    /// `subjects` and the PubAck `window` (commonly 1 and 1024).
+    pub fn publish_or(
+        &mut self,
+        subjects: usize,
+        window: usize,
+        problems: &mut Problems,
+    ) -> PublishPlan {
+        self.section.subjects.get_or_insert(subjects);
+        self.section.pub_ack_window.get_or_insert(window);
+        self.publish(MsgId::None, None, problems)
+    }
 }
 
 /// Takes the shared keys `offer` names out of a scenario table (its

@@ -1,10 +1,9 @@
 //! `kind = "ack"`: keys and checks.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use crate::profile::common::{OneOrMany, SizeSpec, has_repeats};
-use crate::profile::shared::{Offer, split};
-use crate::profile::{AckPolicy, CommonPlan, ConsumerKind, ConsumerPlan, Problems, Section};
+use crate::profile::shared::{Offer, take};
+use crate::profile::{AckPolicy, CommonPlan, ConsumerKind, ConsumerPlan, Keys, Problems, Section};
 
 /// How a variant of the `ack` scenario acknowledges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -99,132 +98,70 @@ impl ConsumeReference {
 }
 
 /// Counted, not timed: each variant consumes `messages`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AckSection {
-    messages: Option<u64>,
-    message_size: Option<SizeSpec>,
-    acks: Option<OneOrMany<AckMode>>,
-    reads: Option<OneOrMany<ConsumerKind>>,
-    reference: Option<OneOrMany<ConsumeReference>>,
-}
-
 const OFFER: Offer = Offer::TIMING
     .less(&["duration", "warmup"])
-    .and(&["consumer"]);
+    .and(&["consumer", "message_size"]);
+
+const DEFAULT_MODES: [AckMode; 4] = [
+    AckMode::None,
+    AckMode::All,
+    AckMode::Explicit,
+    AckMode::Double,
+];
 
 /// How long a variant may take to consume what it filled, by default.
 const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
 pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-    let (table, prefix) = (section.table, section.prefix);
-    let (mut shared, s) = split::<AckSection>(table, OFFER, prefix, problems)?;
+    let (mut shared, mut k) = take(section.table, OFFER, section.prefix, problems)?;
     let common = shared.counted("ack", DRAIN_TIMEOUT, problems);
-    let messages = s.messages.unwrap_or(0);
-    if s.messages.is_none() {
-        problems.push(
-            format!("{prefix}.messages"),
-            "missing; how many messages each variant consumes, e.g. messages = 100000",
-        );
-    } else {
-        problems.range(
-            &format!("{prefix}.messages"),
-            messages,
-            1,
-            100_000_000,
+    let plan = Plan {
+        messages: k.required(
+            "messages",
+            1..=100_000_000,
             " messages",
-        );
-    }
-    let size = match s.message_size.unwrap_or(SizeSpec::Fixed(128)) {
-        SizeSpec::Fixed(n) => n,
-        SizeSpec::Distribution(_) => {
-            problems.push(
-                format!("{prefix}.message_size"),
-                "the ack scenario uses one fixed size",
-            );
-            128
-        }
+            "how many messages each variant consumes, e.g. messages = 100000",
+        ),
+        message_size: shared.fixed_size("ack", problems),
+        modes: k.choices("acks", DEFAULT_MODES.to_vec()),
+        reads: k.choices("reads", vec![ConsumerKind::Pull]),
+        consumer: shared.consumer(true, problems),
+        reference: k.choices("reference", Vec::new()),
     };
-    problems.range(
-        &format!("{prefix}.message_size"),
-        size,
-        crate::record::stamp::STAMP_LEN,
-        crate::profile::common::MAX_MESSAGE_SIZE,
-        " bytes",
-    );
-    let modes = s.acks.map(|m| m.0).unwrap_or_else(|| {
-        vec![
-            AckMode::None,
-            AckMode::All,
-            AckMode::Explicit,
-            AckMode::Double,
-        ]
-    });
-    let reads = s
-        .reads
-        .map(|r| r.0)
-        .unwrap_or_else(|| vec![ConsumerKind::Pull]);
-    if modes.is_empty() || reads.is_empty() {
-        problems.push(prefix, "acks and reads need at least one entry each");
-    }
-    let consumer = shared.consumer(true, problems);
+    let consumer = &plan.consumer;
     if consumer.ack != AckPolicy::Explicit || consumer.double_ack {
-        problems.push(
-            format!("{prefix}.consumer"),
+        k.problem(
+            "consumer",
             "the ack scenario sets ack and double_ack per variant from `acks`",
         );
     }
     if !consumer.backoff.is_empty() || consumer.max_deliver != -1 {
-        problems.push(
-            format!("{prefix}.consumer"),
+        k.problem(
+            "consumer",
             "the ack scenario does not redeliver: drop backoff and max_deliver",
         );
     }
-    let reference = s.reference.map(|r| r.0).unwrap_or_default();
-    check_reference(
-        &reference,
-        (&modes, &reads),
-        consumer.consumers,
-        prefix,
-        problems,
-    );
-    let plan = Plan {
-        messages,
-        message_size: size,
-        modes,
-        reads,
-        consumer,
-        reference,
-    };
+    check_reference(&plan, &mut k);
+    k.finish(problems);
     Some((common, plan))
 }
 
 /// References run beside one variant, the explicit-ack consume, with one
 /// client: anything else would have nothing to pair them with.
-fn check_reference(
-    reference: &[ConsumeReference],
-    (modes, reads): (&[AckMode], &[ConsumerKind]),
-    consumers: usize,
-    prefix: &str,
-    problems: &mut Problems,
-) {
-    if reference.is_empty() {
+fn check_reference(plan: &Plan, k: &mut Keys) {
+    if plan.reference.is_empty() {
         return;
     }
-    let key = format!("{prefix}.reference");
-    if has_repeats(reference) {
-        problems.push(key.clone(), "lists a reference twice");
-    }
-    if !modes.contains(&AckMode::Explicit) || !reads.contains(&ConsumerKind::Pull) {
-        problems.push(
-            key.clone(),
+    if !plan.modes.contains(&AckMode::Explicit) || !plan.reads.contains(&ConsumerKind::Pull) {
+        k.problem(
+            "reference",
             "consume references run before and after the explicit-ack consume variant: \
              add \"explicit\" to acks and \"pull\" to reads",
         );
     }
-    if consumers != 1 {
-        problems.push(
-            key,
+    if plan.consumer.consumers != 1 {
+        k.problem(
+            "reference",
             "consume references read with one client: set consumer.consumers = 1 \
              or drop reference",
         );

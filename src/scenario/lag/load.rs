@@ -5,7 +5,6 @@
 //! origin *p*'s stream sequences: what the copy audit expects.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use anyhow::{Context as _, Result, anyhow};
 use async_nats::jetstream;
@@ -13,12 +12,9 @@ use async_nats::jetstream;
 use super::plan::{Mode, Plan};
 use super::topology::Topology;
 use crate::drive::{DriveOutcome, DriveSpec, StreamLoad};
-use crate::profile::{MsgId, PublishClient, PublishPlan};
+use crate::profile::{PublishClient, PublishPlan};
 use crate::record::ledger::{Event, LedgerShard};
 use crate::scenario::Scope;
-
-/// How long a publish may wait for its PubAck before it counts as missing.
-const PUB_ACK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `rate` msg/s over warm-up and duration, split evenly over one
 /// publisher per origin; nobody consumes. Through a route cut the
@@ -27,13 +23,10 @@ const PUB_ACK_TIMEOUT: Duration = Duration::from_secs(10);
 /// they reconnect, where the direct client would end the run, and the
 /// drive, which plans no fault of its own here, would choose that one.
 pub fn spec(s: &Scope<'_>, plan: &Plan, mode: Mode, t: &Topology) -> DriveSpec {
-    let mut publish = PublishPlan::simple(
-        t.origins.len(),
-        plan.message_size,
-        MsgId::None,
-        plan.pub_ack_window,
-        PUB_ACK_TIMEOUT,
-    );
+    let mut publish = PublishPlan {
+        publishers: t.origins.len(),
+        ..plan.publish.clone()
+    };
     if mode.outage().is_some() {
         publish.client = PublishClient::AsyncNats;
     }

@@ -139,7 +139,7 @@ impl Kind for Lag {
 
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
         let messages = plan.rate as f64 * common.duration.as_secs_f64();
-        let bytes = messages as u64 * (plan.message_size as u64 + 200);
+        let bytes = messages as u64 * (plan.publish.message_size.mean() as u64 + 200);
         let origins = if plan.variants.contains(&Mode::Source) {
             plan.origins
         } else {
@@ -207,7 +207,8 @@ impl Kind for Lag {
 fn describe(common: &CommonPlan, plan: &Plan, mode: Mode, r: &mut VariantResult) {
     r.param("mode", mode.label());
     r.param("rate", plan.rate);
-    r.param("message_size", plan.message_size);
+    // One fixed size (the plan refuses a distribution): its number.
+    r.param("message_size", plan.publish.message_size.max());
     r.param("published_for", format_duration(common.duration));
     r.param("settle", format_duration(common.drain_timeout));
     match mode {

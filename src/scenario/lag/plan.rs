@@ -7,9 +7,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::profile::common::{OneOrMany, has_repeats};
-use crate::profile::shared::{Offer, split};
-use crate::profile::{Bytes, CommonPlan, Dur, Problems, Section};
+use crate::profile::shared::{Offer, take};
+use crate::profile::{Bytes, CommonPlan, Dur, Keys, Problems, PublishPlan, Section, SizePlan};
 
 /// The `lag` scenario: an origin stream published to at `rate`, copied by
 /// the server into a mirror or a source, each copy read as it fills.
@@ -18,10 +17,10 @@ pub struct Plan {
     pub variants: Vec<Mode>,
     /// Messages a second into the origin(s), all told.
     pub rate: u64,
-    pub message_size: usize,
-    /// Publishes awaiting their PubAck at once, per origin (each origin
-    /// has a publisher of its own).
-    pub pub_ack_window: usize,
+    /// The origins' publishers (one per origin, set per variant), of one
+    /// fixed `message_size`, each with `pub_ack_window` PubAcks awaited
+    /// at once.
+    pub publish: PublishPlan,
     /// Origins the `source` variant's aggregate sources from.
     pub origins: usize,
     /// `wq_paused`: when the sourcing durable is paused, from the first
@@ -117,75 +116,40 @@ impl Outage {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LagSection {
-    variants: Option<OneOrMany<Mode>>,
-    rate: Option<u64>,
-    message_size: Option<usize>,
-    pub_ack_window: Option<usize>,
-    origins: Option<usize>,
-    pause_after: Option<Dur>,
-    pause_for: Option<Dur>,
-    cut_after: Option<Dur>,
-    down_for: Option<Dur>,
-    leaf_bandwidth: Option<Bytes>,
-    leaf_delay: Option<Dur>,
-}
-
-const OFFER: Offer = Offer::TIMING;
+const OFFER: Offer = Offer::TIMING.and(&["rate", "message_size", "pub_ack_window"]);
 
 const DEFAULT_VARIANTS: [Mode; 3] = [Mode::Mirror, Mode::Source, Mode::WqSource];
 
 pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-    let (table, prefix) = (section.table, section.prefix);
-    let (mut shared, s) = split::<LagSection>(table, OFFER, prefix, problems)?;
-    let key = |k: &str| format!("{prefix}.{k}");
+    let (mut shared, mut k) = take(section.table, OFFER, section.prefix, problems)?;
     let common = shared.common("lag", problems);
-    let variants = s.variants.map_or(DEFAULT_VARIANTS.to_vec(), |v| v.0);
-    if variants.is_empty() || has_repeats(&variants) {
-        problems.push(
-            key("variants"),
-            "list some of \"mirror\", \"source\", \"wq_source\", \"wq_paused\", \"cut\", \
-             \"kill\", \"leaf\", each once",
-        );
-    }
+    let size = shared.fixed_size("lag", problems);
+    let mut publish = shared.publish_or(1, 256, problems);
+    publish.message_size = SizePlan::Fixed(size);
     let third = common.duration / 3;
+    let after = |k: &mut Keys, key| k.get::<Dur>(key).map_or(third, |d| d.0);
     let plan = Plan {
-        variants,
-        rate: s.rate.unwrap_or(1_000),
-        message_size: s.message_size.unwrap_or(128),
-        pub_ack_window: s.pub_ack_window.unwrap_or(256),
-        origins: s.origins.unwrap_or(2),
-        pause_after: s.pause_after.map_or(third, |d| d.0),
-        pause_for: s.pause_for.map_or(third, |d| d.0),
-        cut_after: s.cut_after.map_or(third, |d| d.0),
-        down_for: s.down_for.map_or(third, |d| d.0),
-        leaf_bandwidth: s.leaf_bandwidth.map(|b| b.0),
-        leaf_delay: s.leaf_delay.map_or(Duration::ZERO, |d| d.0),
+        variants: k.choices("variants", DEFAULT_VARIANTS.to_vec()),
+        rate: shared.rate_or(1_000, 200_000, problems),
+        publish,
+        origins: k.within("origins", 2, 1..=16, " streams"),
+        pause_after: after(&mut k, "pause_after"),
+        pause_for: after(&mut k, "pause_for"),
+        cut_after: after(&mut k, "cut_after"),
+        down_for: after(&mut k, "down_for"),
+        leaf_bandwidth: k.get::<Bytes>("leaf_bandwidth").map(|b| b.0),
+        leaf_delay: k.get::<Dur>("leaf_delay").map_or(Duration::ZERO, |d| d.0),
     };
-    check(&plan, &common, prefix, problems);
+    check(&plan, &common, &mut k);
+    k.finish(problems);
     Some((common, plan))
 }
 
-fn check(plan: &Plan, common: &CommonPlan, prefix: &str, problems: &mut Problems) {
-    let key = |k: &str| format!("{prefix}.{k}");
-    problems.range(&key("rate"), plan.rate, 1, 200_000, " msg/s");
-    // The publisher's stamp (send time, message number) fills the
-    // payload's first bytes.
-    problems.range(
-        &key("message_size"),
-        plan.message_size,
-        crate::record::stamp::STAMP_LEN,
-        1 << 20,
-        " bytes",
-    );
-    problems.range(&key("pub_ack_window"), plan.pub_ack_window, 1, 65_536, "");
-    problems.range(&key("origins"), plan.origins, 1, 16, " streams");
-    let within = |name: &str, after: Duration, lasts: Duration, problems: &mut Problems| {
+fn check(plan: &Plan, common: &CommonPlan, k: &mut Keys) {
+    let mut within = |name: &str, after: Duration, lasts: Duration| {
         if after + lasts > common.duration {
-            problems.push(
-                key(name),
+            k.problem(
+                name,
                 format!(
                     "{} plus {} ends after the {} of publishing: the copy must catch up \
                      while the origin is still published to, or nothing shows",
@@ -197,23 +161,18 @@ fn check(plan: &Plan, common: &CommonPlan, prefix: &str, problems: &mut Problems
         }
     };
     if plan.variants.contains(&Mode::WqPaused) {
-        within("pause_for", plan.pause_after, plan.pause_for, problems);
+        within("pause_for", plan.pause_after, plan.pause_for);
     }
     if plan.variants.iter().any(|m| m.outage().is_some()) {
-        within("down_for", plan.cut_after, plan.down_for, problems);
+        within("down_for", plan.cut_after, plan.down_for);
     }
     if let Some(b) = plan.leaf_bandwidth {
         // Below a kilobyte a second the link carries less than its own
         // pings and INFO, and nothing measurable.
-        problems.range(&key("leaf_bandwidth"), b, 1_000, 10_000_000_000, " bytes/s");
+        k.bound("leaf_bandwidth", b, 1_000..=10_000_000_000, " bytes/s");
     }
-    problems.range(
-        &key("leaf_delay"),
-        plan.leaf_delay.as_millis() as u64,
-        0,
-        60_000,
-        " ms",
-    );
+    let delay = plan.leaf_delay.as_millis() as u64;
+    k.bound("leaf_delay", delay, 0..=60_000, " ms");
 }
 
 #[cfg(test)]
@@ -232,7 +191,10 @@ mod tests {
     fn defaults_copy_three_ways() {
         let p = plan("").unwrap();
         assert_eq!(p.variants, [Mode::Mirror, Mode::Source, Mode::WqSource]);
-        assert_eq!((p.rate, p.message_size, p.origins), (1_000, 128, 2));
+        assert_eq!((p.rate, p.origins), (1_000, 2));
+        let publish = &p.publish;
+        assert_eq!(publish.message_size, crate::profile::SizePlan::Fixed(128));
+        assert_eq!(publish.pub_ack_window, 256);
         let p =
             plan("variants = [\"leaf\"]\nleaf_bandwidth = \"1MB\"\nleaf_delay = \"30ms\"").unwrap();
         assert_eq!(p.variants, [Mode::Leaf]);
@@ -245,8 +207,13 @@ mod tests {
         for (body, needle) in [
             ("rate = 0", "0 is out of range"),
             ("message_size = 16", "16 is out of range"),
+            (
+                "message_size = { distribution = \"uniform\", min = 64, max = 128 }",
+                "one fixed size",
+            ),
+            ("pub_ack_window = 60000", "allowed 1..=50000"),
             ("origins = 40", "40 is out of range"),
-            ("variants = [\"mirror\", \"mirror\"]", "list some"),
+            ("variants = [\"mirror\", \"mirror\"]", "lists a value twice"),
             ("variants = [\"hub\"]", "hub"),
             ("leaf_bandwidth = 10", "10 is out of range"),
             ("leaf_bandwidth = \"fast\"", "not a size"),

@@ -4,12 +4,10 @@
 
 use std::time::Duration;
 
-use serde::Deserialize;
-
 use crate::profile::common::{OneOrMany, has_repeats};
-use crate::profile::shared::{Offer, Shared, split};
+use crate::profile::shared::{Offer, Shared, take};
 use crate::profile::{
-    ArrivalPlan, CommonPlan, Dur, MAX_ARRIVALS, MsgId, Problems, PublishPlan, ReplayDeliver,
+    ArrivalPlan, CommonPlan, Dur, Keys, MAX_ARRIVALS, Problems, PublishPlan, ReplayDeliver,
     ReplayReader, Section, arrival_count, format_duration,
 };
 
@@ -77,20 +75,6 @@ impl Plan {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReplaySection {
-    subjects: Option<usize>,
-    instant: Option<OneOrMany<ReplayDeliver>>,
-    original: Option<OneOrMany<ReplayDeliver>>,
-    consumers: Option<OneOrMany<ReplayReader>>,
-    start_sequence: Option<u64>,
-    start_time: Option<Dur>,
-    live_tail: Option<bool>,
-    live_rate: Option<u64>,
-    live_duration: Option<Dur>,
-}
-
 /// The record phase has no warm-up; its publishers take a window but no ids.
 const OFFER: Offer = Offer::TIMING.less(&["warmup"]).and(&[
     "rate",
@@ -98,43 +82,27 @@ const OFFER: Offer = Offer::TIMING.less(&["warmup"]).and(&[
     "publishers",
     "message_size",
     "pub_ack_window",
+    "subjects",
 ]);
 
-const MAX_RATE: u64 = 1_000_000;
-
 pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-    let (table, prefix) = (section.table, section.prefix);
-    let (mut shared, s) = split::<ReplaySection>(table, OFFER, prefix, problems)?;
-    let key = |k: &str| format!("{prefix}.{k}");
+    let prefix = section.prefix;
+    let (mut shared, mut k) = take(section.table, OFFER, prefix, problems)?;
     let mut common = shared.common("replay", problems);
-    let mut publish = shared.publish(MsgId::None, None, problems);
-    publish.subjects = s.subjects.unwrap_or(4);
-    problems.range(&key("subjects"), publish.subjects, 1, 10_000, " subjects");
-    publish.arrival = shared.arrival(problems);
+    let mut publish = shared.publish_or(4, 1024, problems);
+    let (rate, arrival) = shared.paced_rate(&common, 500, problems);
+    publish.arrival = arrival;
     drain_outlasts_the_longest_gap(&mut common, &publish.arrival, &shared, prefix, problems);
-    let (rate, planned) = recording(&common, &publish.arrival, shared.rate(), prefix, problems);
-    let replays = Replays::read(&s, &publish, (planned, common.duration), prefix, problems);
+    let planned = recording(&common, &publish.arrival, rate, prefix, problems);
+    let replays = Replays::read(&mut k, &publish, (planned, common.duration));
     let live = replays.live_tail || replays.listed(ReplayDeliver::New);
-    let live_rate = s.live_rate.unwrap_or(rate);
-    let live_duration = s.live_duration.map_or(Duration::from_secs(2), |d| d.0);
-    if !live {
-        for (k, set) in [
-            ("live_rate", s.live_rate.is_some()),
-            ("live_duration", s.live_duration.is_some()),
-        ] {
-            if set {
-                problems.push(key(k), "applies to live_tail and the \"new\" policy only");
-            }
+    let live_only = |k: &mut Keys, key: &str| {
+        if !live && k.given(key) {
+            k.problem(key, "applies to live_tail and the \"new\" policy only");
         }
-    }
-    problems.range(&key("live_rate"), live_rate, 1, MAX_RATE, " msg/s");
-    problems.range(
-        &key("live_duration"),
-        live_duration.as_secs_f64(),
-        0.1,
-        3_600.0,
-        " seconds",
-    );
+    };
+    live_only(&mut k, "live_rate");
+    live_only(&mut k, "live_duration");
     let plan = Plan {
         rate,
         publish,
@@ -145,9 +113,14 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
         start_sequence: replays.start_sequence,
         start_time: replays.start_time,
         live_tail: replays.live_tail,
-        live_rate,
-        live_duration,
+        live_rate: k.within("live_rate", rate.max(1), 1..=1_000_000, " msg/s"),
+        live_duration: k.duration(
+            "live_duration",
+            Duration::from_secs(2),
+            Duration::from_millis(100)..=Duration::from_secs(3_600),
+        ),
     };
+    k.finish(problems);
     Some((common, plan))
 }
 
@@ -189,50 +162,24 @@ fn drain_outlasts_the_longest_gap(
     }
 }
 
-/// The recording's mean rate and its size in messages.
+/// The recording's size in messages, at `rate` or in the pattern.
 fn recording(
     common: &CommonPlan,
     arrival: &ArrivalPlan,
-    given: Option<u64>,
+    rate: u64,
     prefix: &str,
     problems: &mut Problems,
-) -> (u64, u64) {
-    let key = |k: &str| format!("{prefix}.{k}");
+) -> u64 {
+    let key = format!("{prefix}.duration");
     let span = common.duration;
-    let rate = match (arrival.uses_rate(), given) {
-        (true, Some(r)) => {
-            problems.range(&key("rate"), r, 1, MAX_RATE, " msg/s");
-            r
-        }
-        (true, None) => {
-            problems.push(
-                key("rate"),
-                "missing; the recording's mean msg/s, e.g. rate = 500",
-            );
-            1
-        }
-        (false, Some(_)) => {
-            problems.push(
-                key("rate"),
-                "bursts and gaps set their own rate; remove rate or use arrival = \"poisson\"",
-            );
-            1
-        }
-        (false, None) => 1,
-    };
     let planned = if problems.is_empty() && !span.is_zero() {
         arrival_count(arrival, Some(rate), span)
     } else {
         0
     };
-    let rate = if arrival.uses_rate() {
-        rate
-    } else {
-        ((planned as f64 / span.as_secs_f64().max(1e-9)).round() as u64).max(1)
-    };
     if problems.is_empty() && planned < 2 {
         problems.push(
-            key("duration"),
+            &key,
             format!(
                 "the recording would hold {planned} message(s); a replay needs at least 2 \
                  (a longer duration or a denser pattern)"
@@ -241,13 +188,13 @@ fn recording(
     }
     if planned >= MAX_ARRIVALS {
         problems.push(
-            key("duration"),
+            key,
             format!(
                 "the recording would hold {MAX_ARRIVALS} messages or more; at most {MAX_ARRIVALS}"
             ),
         );
     }
-    (rate, planned)
+    planned
 }
 
 /// What is replayed, and how: the deliver policies per pacing, the
@@ -267,79 +214,60 @@ impl Replays {
     }
 
     /// `(planned, span)`: the recording's messages and duration.
-    fn read(
-        s: &ReplaySection,
-        publish: &PublishPlan,
-        (planned, span): (u64, Duration),
-        prefix: &str,
-        problems: &mut Problems,
-    ) -> Replays {
-        let key = |k: &str| format!("{prefix}.{k}");
+    fn read(k: &mut Keys, publish: &PublishPlan, (planned, span): (u64, Duration)) -> Replays {
+        // Either pacing may list none, so not [`Keys::choices`].
+        let policies = |k: &mut Keys, key: &str| {
+            let list = k.get::<OneOrMany<ReplayDeliver>>(key);
+            let list = list.map_or(vec![ReplayDeliver::All], |l| l.0);
+            if has_repeats(&list) {
+                k.problem(key, "lists a deliver policy twice");
+            }
+            list
+        };
         let mut r = Replays {
-            instant: s.instant.clone().map_or(vec![ReplayDeliver::All], |l| l.0),
-            original: s.original.clone().map_or(vec![ReplayDeliver::All], |l| l.0),
-            readers: s
-                .consumers
-                .clone()
-                .map_or(vec![ReplayReader::Ordered, ReplayReader::Pull], |l| l.0),
-            live_tail: s.live_tail.unwrap_or(false),
+            instant: policies(k, "instant"),
+            original: policies(k, "original"),
+            readers: k.choices("consumers", vec![ReplayReader::Ordered, ReplayReader::Pull]),
+            live_tail: k.or("live_tail", false),
             start_sequence: planned / 2 + 1,
             start_time: span / 2,
         };
-        for (name, list) in [("instant", &r.instant), ("original", &r.original)] {
-            if has_repeats(list) {
-                problems.push(key(name), "lists a deliver policy twice");
-            }
-        }
         if r.instant.is_empty() && r.original.is_empty() && !r.live_tail {
-            problems.push(
-                key("instant"),
+            k.problem(
+                "instant",
                 "instant and original are both empty: list deliver policies to replay, e.g. \
                  instant = [\"all\", \"by_start_time\"]",
             );
         }
-        if r.readers.is_empty() {
-            problems.push(
-                key("consumers"),
-                "lists no consumer; use \"ordered\", \"pull\" or both",
-            );
-        } else if has_repeats(&r.readers) {
-            problems.push(key("consumers"), "lists a consumer twice");
-        }
         if r.listed(ReplayDeliver::LastPerSubject) && publish.subjects < 2 {
-            problems.push(
-                key("subjects"),
+            k.problem(
+                "subjects",
                 "last_per_subject replays each subject's last message: record over subjects >= 2",
             );
         }
-        if let Some(seq) = s.start_sequence {
+        if let Some(seq) = k.get::<u64>("start_sequence") {
             if !r.listed(ReplayDeliver::ByStartSequence) {
-                problems.push(key("start_sequence"), "applies to by_start_sequence only");
+                k.problem("start_sequence", "applies to by_start_sequence only");
             } else if planned > 0 {
-                problems.range(
-                    &key("start_sequence"),
-                    seq,
-                    1,
-                    planned,
-                    " (a sequence of the recording)",
-                );
+                let unit = " (a sequence of the recording)";
+                k.bound("start_sequence", seq, 1..=planned, unit);
             }
             r.start_sequence = seq;
         }
-        if let Some(t) = s.start_time {
+        if let Some(Dur(t)) = k.get::<Dur>("start_time") {
             if !r.listed(ReplayDeliver::ByStartTime) {
-                problems.push(key("start_time"), "applies to by_start_time only");
-            } else if t.0 >= span && !span.is_zero() {
-                problems.push(
-                    key("start_time"),
+                k.problem("start_time", "applies to by_start_time only");
+            } else if t >= span && !span.is_zero() {
+                k.problem(
+                    "start_time",
                     format!(
                         "{} is not inside the recording; allowed 0s up to duration ({})",
-                        format_duration(t.0),
+                        format_duration(t),
                         format_duration(span)
                     ),
                 );
             }
-            r.start_time = t.0;
+            r.start_time = t;
         }
         r
     }
@@ -470,7 +398,7 @@ mod tests {
             "duration = \"1s\"\nrate = 5\narrival = { pattern = \"gaps\", gaps = [\"1ms\"] }\n",
             "scenario[0].rate",
         );
-        assert!(m.contains("set their own rate"), "{m}");
+        assert!(m.contains("\"gaps\" sets its own rate"), "{m}");
     }
 
     #[test]

@@ -5,9 +5,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::profile::common::{OneOrMany, has_repeats};
-use crate::profile::shared::{Offer, needs_file_storage, split};
-use crate::profile::{CommonPlan, Dur, Problems, Section};
+use crate::profile::shared::{Offer, needs_file_storage, take};
+use crate::profile::{CommonPlan, Problems, Section};
 
 /// The `scheduled` scenario: schedules published into a stream that
 /// allows them, their firings watched; one variant per shape.
@@ -64,19 +63,6 @@ impl Shape {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ScheduledSection {
-    variants: Option<OneOrMany<Shape>>,
-    schedules: Option<u64>,
-    burst: Option<u64>,
-    lead: Option<Dur>,
-    every: Option<Dur>,
-    cron_step: Option<u32>,
-    grace: Option<Dur>,
-    down_for: Option<Dur>,
-}
-
 const OFFER: Offer = Offer::TIMING.less(&["warmup", "drain_timeout"]);
 
 const DEFAULT_VARIANTS: [Shape; 4] = [Shape::At, Shape::Every, Shape::Cron, Shape::Burst];
@@ -94,63 +80,38 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
              to survive",
         );
     }
-    let (table, prefix) = (section.table, section.prefix);
-    let (mut shared, s) = split::<ScheduledSection>(table, OFFER, prefix, problems)?;
-    let key = |k: &str| format!("{prefix}.{k}");
+    let (mut shared, mut k) = take(section.table, OFFER, section.prefix, problems)?;
     let common = shared.common("scheduled", problems);
-    let variants = s.variants.map_or(DEFAULT_VARIANTS.to_vec(), |v| v.0);
-    if variants.is_empty() || has_repeats(&variants) {
-        problems.push(
-            key("variants"),
-            "list some of \"at\", \"every\", \"cron\", \"burst\", \"restart\", each once",
-        );
-    }
+    let (ms, secs) = (Duration::from_millis, Duration::from_secs);
     let plan = Plan {
-        variants,
-        schedules: s.schedules.unwrap_or(100),
-        burst: s.burst.unwrap_or(1_000),
-        lead: s.lead.map_or(Duration::from_secs(1), |d| d.0),
-        every: s.every.map_or(Duration::from_secs(1), |d| d.0),
-        cron_step: s.cron_step.unwrap_or(1),
-        grace: s.grace.map_or(Duration::from_secs(2), |d| d.0),
-        down_for: s.down_for.map_or(Duration::from_secs(3), |d| d.0),
+        variants: k.choices("variants", DEFAULT_VARIANTS.to_vec()),
+        schedules: k.within("schedules", 100, 1..=100_000, " schedules"),
+        burst: k.within("burst", 1_000, 1..=100_000, " schedules"),
+        lead: k.duration("lead", secs(1), ms(200)..=secs(600)),
+        // The server refuses `@every` under a second (10189).
+        every: k.duration("every", secs(1), secs(1)..=secs(3_600)),
+        cron_step: k.or("cron_step", 1),
+        grace: k.duration("grace", secs(2), ms(500)..=secs(600)),
+        down_for: k.duration("down_for", secs(3), secs(1)..=secs(600)),
     };
-    check(&plan, prefix, problems);
-    Some((common, plan))
-}
-
-fn check(plan: &Plan, prefix: &str, problems: &mut Problems) {
-    let key = |k: &str| format!("{prefix}.{k}");
-    problems.range(&key("schedules"), plan.schedules, 1, 100_000, " schedules");
-    problems.range(&key("burst"), plan.burst, 1, 100_000, " schedules");
-    let secs = |d: Duration| d.as_secs_f64();
-    problems.range(&key("lead"), secs(plan.lead), 0.2, 600.0, " seconds");
-    problems.range(&key("grace"), secs(plan.grace), 0.5, 600.0, " seconds");
-    problems.range(
-        &key("down_for"),
-        secs(plan.down_for),
-        1.0,
-        600.0,
-        " seconds",
-    );
-    // The server refuses `@every` under a second (10189).
-    problems.range(&key("every"), secs(plan.every), 1.0, 3_600.0, " seconds");
     if !plan.every.subsec_nanos().is_multiple_of(1_000_000) {
-        problems.push(
-            key("every"),
+        k.problem(
+            "every",
             "whole milliseconds only: it is sent as \"@every <n>ms\"",
         );
     }
-    if plan.cron_step == 0 || !60u32.is_multiple_of(plan.cron_step) || plan.cron_step == 60 {
-        problems.push(
-            key("cron_step"),
+    let step = plan.cron_step;
+    if step == 0 || !60u32.is_multiple_of(step) || step == 60 {
+        k.problem(
+            "cron_step",
             format!(
-                "{} does not step a minute's seconds evenly; allowed 1, 2, 3, 4, 5, 6, 10, 12, \
-                 15, 20, 30",
-                plan.cron_step
+                "{step} does not step a minute's seconds evenly; allowed 1, 2, 3, 4, 5, 6, 10, \
+                 12, 15, 20, 30"
             ),
         );
     }
+    k.finish(problems);
+    Some((common, plan))
 }
 
 #[cfg(test)]
@@ -177,7 +138,7 @@ mod tests {
             ("every = \"500ms\"", "0.5 is out of range"),
             ("cron_step = 7", "7 does not step"),
             ("schedules = 0", "0 is out of range"),
-            ("variants = [\"at\", \"at\"]", "list some"),
+            ("variants = [\"at\", \"at\"]", "lists a value twice"),
             ("variants = [\"soon\"]", "soon"),
             ("warmup = \"1s\"", "unknown field `warmup`"),
             ("every = \"1500500us\"", "whole milliseconds"),

@@ -4,11 +4,9 @@
 
 use std::time::Duration;
 
-use serde::Deserialize;
-
-use crate::profile::common::OneOrMany;
-use crate::profile::shared::{Offer, split};
-use crate::profile::{CommonPlan, Dur, Problems, Section, parse_duration};
+use crate::profile::common::{OneOrMany, has_repeats};
+use crate::profile::shared::{Offer, take};
+use crate::profile::{CommonPlan, Dur, Keys, Problems, Section, parse_duration};
 use crate::streams::expiry::Ttl;
 
 #[derive(Debug, Clone)]
@@ -31,22 +29,9 @@ pub struct Plan {
     pub cost_ttl: Duration,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TtlSection {
-    messages: Option<u64>,
-    rate: Option<u64>,
-    subjects: Option<u32>,
-    ttls: Option<OneOrMany<String>>,
-    markers: Option<OneOrMany<String>>,
-    poll: Option<Dur>,
-    late_reader: Option<bool>,
-    message_size: Option<usize>,
-    cost_messages: Option<u64>,
-    cost_ttl: Option<Dur>,
-}
-
-const OFFER: Offer = Offer::TIMING.less(&["duration", "warmup"]);
+const OFFER: Offer = Offer::TIMING
+    .less(&["duration", "warmup"])
+    .and(&["rate", "message_size"]);
 
 /// How long the stream may take to read back or deliver, by default.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -54,49 +39,34 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 const TTL_HELP: &str = "whole seconds from 1 (\"5s\", \"1m\") or \"never\"";
 
 pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-    let (table, prefix) = (section.table, section.prefix);
-    let (mut shared, s) = split::<TtlSection>(table, OFFER, prefix, problems)?;
+    let (mut shared, mut k) = take(section.table, OFFER, section.prefix, problems)?;
     let common = shared.counted("ttl", DRAIN_TIMEOUT, problems);
-    let key = |k: &str| format!("{prefix}.{k}");
-    let messages = s.messages.unwrap_or(2_000);
-    problems.range(&key("messages"), messages, 1, 10_000_000, " messages");
-    let rate = s.rate.unwrap_or(1_000);
-    problems.range(&key("rate"), rate, 1, 1_000_000, " msg/s");
-    let subjects = s.subjects.unwrap_or(100);
-    problems.range(&key("subjects"), subjects, 1, 1_000_000, " subjects");
-    let ttls = match &s.ttls {
-        Some(list) => ttls(&list.0, &key("ttls"), problems),
-        None => vec![Ttl::Secs(4), Ttl::Secs(8)],
-    };
+    let messages = k.within("messages", 2_000, 1..=10_000_000, " messages");
+    let rate = shared.rate_or(1_000, 1_000_000, problems);
+    let subjects = k.within("subjects", 100, 1..=1_000_000, " subjects");
+    let ttls = ttls(&mut k);
     if !ttls.iter().any(|t| matches!(t, Ttl::Secs(_))) {
-        problems.push(key("ttls"), "needs at least one TTL that expires");
+        k.problem("ttls", "needs at least one TTL that expires");
     }
-    publish_before_deadlines((messages, rate), &ttls, prefix, problems);
-    let markers = match &s.markers {
-        Some(list) => markers(&list.0, &key("markers"), problems),
-        None => vec![None],
-    };
-    let poll = s.poll.map_or(Duration::from_millis(50), |d| d.0);
-    problems.range(&key("poll"), poll.as_secs_f64(), 0.005, 5.0, " seconds");
-    let message_size = s.message_size.unwrap_or(128);
-    problems.range(&key("message_size"), message_size, 1, 1 << 20, " bytes");
-    let cost_messages = s.cost_messages.unwrap_or(0);
-    problems.range(
-        &key("cost_messages"),
-        cost_messages,
-        0,
-        50_000_000,
-        " messages",
+    publish_before_deadlines((messages, rate), &ttls, &mut k);
+    let markers = markers(&mut k);
+    let poll = k.duration(
+        "poll",
+        Duration::from_millis(50),
+        Duration::from_millis(5)..=Duration::from_secs(5),
     );
+    let cost_messages = k.within("cost_messages", 0, 0..=50_000_000, " messages");
     if markers.is_empty() && cost_messages == 0 {
-        problems.push(
-            key("markers"),
+        k.problem(
+            "markers",
             "no variant to run: give \"off\" or a marker TTL, e.g. markers = [\"off\", \"2s\"], \
              or cost_messages for the cost variant alone",
         );
     }
-    let cost_ttl = s.cost_ttl.map_or(Duration::from_secs(30), |d| d.0);
-    whole_seconds(cost_ttl, &key("cost_ttl"), problems);
+    let cost_ttl = k
+        .get::<Dur>("cost_ttl")
+        .map_or(Duration::from_secs(30), |d| d.0);
+    whole_seconds(cost_ttl, "cost_ttl", &mut k);
     let plan = Plan {
         messages,
         rate,
@@ -104,23 +74,19 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
         ttls,
         markers,
         poll,
-        late_reader: s.late_reader.unwrap_or(true),
-        message_size,
+        late_reader: k.or("late_reader", true),
+        message_size: shared.fixed_size("ttl", problems),
         cost_messages,
         cost_ttl,
     };
+    k.finish(problems);
     Some((common, plan))
 }
 
 /// Every message is watched from before its deadline, and the watch
 /// begins once the last is published: the publish phase must end a
 /// second before the shortest TTL's first deadline.
-fn publish_before_deadlines(
-    (messages, rate): (u64, u64),
-    ttls: &[Ttl],
-    prefix: &str,
-    problems: &mut Problems,
-) {
+fn publish_before_deadlines((messages, rate): (u64, u64), ttls: &[Ttl], k: &mut Keys) {
     let Some(shortest) = ttls
         .iter()
         .filter_map(|t| match t {
@@ -133,8 +99,8 @@ fn publish_before_deadlines(
     };
     let span = messages as f64 / rate.max(1) as f64;
     if span + 1.0 > shortest as f64 {
-        problems.push(
-            format!("{prefix}.messages"),
+        k.problem(
+            "messages",
             format!(
                 "{messages} messages at {rate} msg/s take {span:.1} s to publish, but the \
                  shortest TTL is {shortest}s: the watch starts after the last publish and \
@@ -145,9 +111,11 @@ fn publish_before_deadlines(
     }
 }
 
-fn whole_seconds(d: Duration, key: &str, problems: &mut Problems) -> Option<u64> {
+/// `d` in whole seconds from 1, as the server keeps a TTL; `None` (and a
+/// problem at `key`) otherwise.
+fn whole_seconds(d: Duration, key: &str, k: &mut Keys) -> Option<u64> {
     if d.subsec_nanos() != 0 || d.as_secs() == 0 {
-        problems.push(
+        k.problem(
             key,
             format!(
                 "{d:?}: the server keeps TTLs in whole seconds from 1 and truncates \
@@ -159,42 +127,49 @@ fn whole_seconds(d: Duration, key: &str, problems: &mut Problems) -> Option<u64>
     Some(d.as_secs())
 }
 
-fn ttls(list: &[String], key: &str, problems: &mut Problems) -> Vec<Ttl> {
+/// `ttls`, round-robin over the messages; 4 s and 8 s by default.
+fn ttls(k: &mut Keys) -> Vec<Ttl> {
+    let Some(OneOrMany(list)) = k.get::<OneOrMany<String>>("ttls") else {
+        return vec![Ttl::Secs(4), Ttl::Secs(8)];
+    };
     if list.is_empty() {
-        problems.push(key, format!("needs at least one TTL: {TTL_HELP}"));
+        k.problem("ttls", format!("needs at least one TTL: {TTL_HELP}"));
     }
     let mut out = Vec::new();
     for (i, text) in list.iter().enumerate() {
-        let at = format!("{key}[{i}]");
+        let at = format!("ttls[{i}]");
         if text == "never" {
             out.push(Ttl::Never);
             continue;
         }
         match parse_duration(text) {
-            Ok(d) => out.extend(whole_seconds(d, &at, problems).map(Ttl::Secs)),
-            Err(e) => problems.push(at, format!("{text:?}: {e}; or \"never\"")),
+            Ok(d) => out.extend(whole_seconds(d, &at, k).map(Ttl::Secs)),
+            Err(e) => k.problem(&at, format!("{text:?}: {e}; or \"never\"")),
         }
     }
     out
 }
 
-fn markers(list: &[String], key: &str, problems: &mut Problems) -> Vec<Option<Duration>> {
+/// `markers`: one variant each, without (`"off"`, the default) or with
+/// markers of this TTL.
+fn markers(k: &mut Keys) -> Vec<Option<Duration>> {
+    let Some(OneOrMany(list)) = k.get::<OneOrMany<String>>("markers") else {
+        return vec![None];
+    };
     let mut out = Vec::new();
     for (i, text) in list.iter().enumerate() {
-        let at = format!("{key}[{i}]");
+        let at = format!("markers[{i}]");
         if text == "off" {
             out.push(None);
             continue;
         }
         match parse_duration(text) {
-            Ok(d) => {
-                out.extend(whole_seconds(d, &at, problems).map(|s| Some(Duration::from_secs(s))))
-            }
-            Err(e) => problems.push(at, format!("{text:?}: {e}; or \"off\"")),
+            Ok(d) => out.extend(whole_seconds(d, &at, k).map(|s| Some(Duration::from_secs(s)))),
+            Err(e) => k.problem(&at, format!("{text:?}: {e}; or \"off\"")),
         }
     }
-    if out.len() > 1 && (1..out.len()).any(|i| out[..i].contains(&out[i])) {
-        problems.push(key, "lists a setting twice");
+    if has_repeats(&out) {
+        k.problem("markers", "lists a setting twice");
     }
     out
 }
@@ -216,6 +191,7 @@ mod tests {
     fn a_duration_is_refused_since_a_variant_lasts_until_its_deadlines() {
         let e = plan("").unwrap_err();
         assert!(e.contains("unknown field `duration`"), "{e}");
+        assert!(e.contains("`rate`") && e.contains("`cost_ttl`"), "{e}");
         let text = "name = \"t\"\n[[scenario]]\nkind = \"ttl\"\n";
         let p = crate::scenario::parse("test", text).unwrap();
         let KindPlan::Ttl(p) = &p.scenarios[0].kind else {
@@ -278,5 +254,11 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("at least one TTL that expires"), "{e}");
+        let sized = "name = \"t\"\n[[scenario]]\nkind = \"ttl\"\n\
+                     message_size = { distribution = \"uniform\", min = 64, max = 128 }\n";
+        let e = crate::scenario::parse("test", sized)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("the ttl scenario uses one fixed size"), "{e}");
     }
 }
