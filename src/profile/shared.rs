@@ -560,6 +560,102 @@ pub fn needs_file_storage(section: &super::Section<'_>, problems: &mut Problems,
     }
 }
 
+// Rules several kinds derive from their keys alike (redelivery,
+// backpressure, resume, restart, outage, power, priority, dlq), each
+// written once: the drain a kind's last deliveries need, a moment of the
+// load, a list of variants.
+
+impl Shared {
+    /// Makes `drain_timeout` at least `floor` unless the profile set it: a
+    /// kind whose last deliveries come later than the default drain waits
+    /// (after an ack deadline, an outage's backlog) derives its own.
+    pub fn drain_at_least(&self, common: &mut CommonPlan, floor: Duration) {
+        if !self.drain_timeout_given() {
+            common.drain_timeout = common.drain_timeout.max(floor);
+        }
+    }
+}
+
+impl PacedLoad {
+    /// How long a message may take to run through every planned delivery
+    /// (each ack deadline in turn, the handling four times over), with
+    /// 10s to spare: a drain that waits for the last redelivery.
+    pub fn every_delivery(&self) -> Duration {
+        let c = &self.consumer;
+        (1..=c.max_deliver.max(1) as u32)
+            .map(|n| c.ack_deadline(n))
+            .sum::<Duration>()
+            + self.behaviour.processing.mean() * 4
+            + Duration::from_secs(10)
+    }
+}
+
+/// Why `at` (from the schedule's start, lasting `lasts`) is not inside
+/// the load: it must come after the start and be over before warm-up +
+/// duration is; `None` when it is.
+pub fn outside_load(at: Duration, lasts: Duration, common: &CommonPlan) -> Option<String> {
+    let span = common.warmup + common.duration;
+    if !at.is_zero() && at + lasts < span {
+        return None;
+    }
+    let f = super::format_duration;
+    let what = if lasts.is_zero() {
+        f(at)
+    } else {
+        format!("{} to {}", f(at), f(at + lasts))
+    };
+    Some(format!(
+        "{what} must fall inside the load: after its start, before warm-up + duration ({}) is over",
+        f(span)
+    ))
+}
+
+/// A moment of the load from the schedule's start (`kill_after`), checked
+/// to fall inside it; `None` when absent, a problem then when `missing`
+/// says what the key looks like.
+pub fn moment(
+    k: &mut Keys,
+    key: &str,
+    common: &CommonPlan,
+    missing: Option<&str>,
+) -> Option<Duration> {
+    if let Some(missing) = missing
+        && !k.given(key)
+    {
+        k.problem(key, format!("missing; {missing}"));
+    }
+    let at = k.get::<Dur>(key).map(|d| d.0);
+    if let Some(why) = at.and_then(|at| outside_load(at, Duration::ZERO, common)) {
+        k.problem(key, why);
+    }
+    at
+}
+
+/// One value or a list of the kind's variants (`default` when absent),
+/// each run once: at least one, none twice; `options` says what may be
+/// listed.
+pub fn variants<T>(k: &mut Keys, key: &str, default: Vec<T>, options: &str) -> Vec<T>
+where
+    T: DeserializeOwned + serde::Serialize + PartialEq,
+{
+    let values = k
+        .get::<super::common::OneOrMany<T>>(key)
+        .map_or(default, |l| l.0);
+    if values.is_empty() {
+        k.problem(key, format!("empty; list {options}"));
+    }
+    for (i, v) in values.iter().enumerate() {
+        if values[..i].contains(v) {
+            let v = toml::Value::try_from(v).map_or_else(|_| "a value".into(), |v| v.to_string());
+            k.problem(
+                key,
+                format!("{v} is listed twice; each runs as a variant of its own"),
+            );
+        }
+    }
+    values
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

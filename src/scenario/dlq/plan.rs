@@ -2,12 +2,9 @@
 
 use std::time::Duration;
 
-use serde::Deserialize;
-
-use crate::profile::common::OneOrMany;
-use crate::profile::shared::{Offer, Paced, split};
+use crate::profile::shared::{Offer, Paced, take, variants};
 use crate::profile::{
-    Capture, CommonPlan, DlqHandlerPlan, Dur, MsgId, OriginHeaders, OriginalGet, PacedLoad,
+    Capture, CommonPlan, DlqHandlerPlan, Keys, MsgId, OriginHeaders, OriginalGet, PacedLoad,
     Problems, Retention, Section,
 };
 
@@ -30,95 +27,12 @@ pub struct Plan {
     pub redrive: bool,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DlqSection {
-    retention: Option<OneOrMany<Retention>>,
-    baseline: Option<bool>,
-    redrive: Option<bool>,
-    capture: Option<Capture>,
-    terminated: Option<bool>,
-    #[serde(default)]
-    handler: HandlerSection,
-}
-
 /// The paced load with ids (their dropping is part of the check) and
 /// headers a copy must carry.
 const OFFER: Offer = Offer::PACED.and(&["msg_id", "headers"]);
 
-/// `[scenario.handler]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct HandlerSection {
-    ack_wait: Option<Dur>,
-    retry_delay: Option<Dur>,
-    concurrency: Option<usize>,
-    get: Option<OriginalGet>,
-    erase: Option<bool>,
-    restart_after: Option<u64>,
-    start_after: Option<Dur>,
-    #[serde(default)]
-    origin_headers: OriginHeadersSection,
-}
-
-/// `origin_headers = { seq = "X-Origin-Seq" }`: any of the four names.
-#[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct OriginHeadersSection {
-    stream: Option<String>,
-    consumer: Option<String>,
-    seq: Option<String>,
-    subject: Option<String>,
-    reason: Option<String>,
-}
-
-impl OriginHeadersSection {
-    fn validate(self, key: &str, problems: &mut Problems) -> OriginHeaders {
-        let d = OriginHeaders::default();
-        let names = OriginHeaders {
-            stream: self.stream.unwrap_or(d.stream),
-            consumer: self.consumer.unwrap_or(d.consumer),
-            seq: self.seq.unwrap_or(d.seq),
-            subject: self.subject.unwrap_or(d.subject),
-            reason: self.reason.unwrap_or(d.reason),
-        };
-        for (field, name) in ["stream", "consumer", "seq", "subject", "reason"]
-            .iter()
-            .zip(names.all())
-        {
-            let path = format!("{key}.{field}");
-            // A header name: printable ASCII without spaces or colons.
-            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic() && b != b':') {
-                problems.push(
-                    path,
-                    format!("{name:?} is not a header name (printable ASCII, no spaces or ':')"),
-                );
-            } else if crate::profile::is_publish_control(name) {
-                problems.push(
-                    path,
-                    format!("{name} instructs the stream on publish (the DLQ stream would obey it); choose another name"),
-                );
-            } else if names
-                .all()
-                .iter()
-                .filter(|n| n.eq_ignore_ascii_case(name))
-                .count()
-                > 1
-            {
-                problems.push(
-                    path,
-                    format!("{name} names two origin headers; each needs its own"),
-                );
-            }
-        }
-        names
-    }
-}
-
 pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-    let (table, prefix) = (section.table, section.prefix);
-    let (mut shared, s) = split::<DlqSection>(table, OFFER, prefix, problems)?;
-    let key = |k: &str| format!("{prefix}.{k}");
+    let (mut shared, mut k) = take(section.table, OFFER, section.prefix, problems)?;
     let mut common = shared.common("dlq", problems);
     let load = shared.paced(
         &common,
@@ -129,134 +43,134 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
         },
         problems,
     );
-    let (rate, consumer, behaviour) = (load.rate, &load.consumer, &load.behaviour);
-    let terminated = s.terminated.unwrap_or(false);
+    let terminated = k.or("terminated", false);
     let fraction = |name: &str| {
-        behaviour
-            .classes
-            .iter()
+        let classes = load.behaviour.classes.iter();
+        classes
             .filter(|c| c.name == name)
             .map(|c| c.fraction)
             .sum::<f64>()
     };
     let dead = fraction("poison") + if terminated { fraction("term") } else { 0.0 };
     if dead <= 0.0 {
-        problems.push(
-            key("behaviour.poison"),
+        k.problem(
+            "behaviour.poison",
             "a dlq scenario needs messages to dead-letter: set poison = { fraction = 0.05 } \
              (or term with terminated = true)",
         );
     }
-
-    let retentions = s
-        .retention
-        .map(|r| r.0)
-        .unwrap_or_else(|| vec![Retention::Limits, Retention::Workqueue, Retention::Interest]);
-    if retentions.is_empty() {
-        problems.push(
-            key("retention"),
-            "needs at least one of \"limits\", \"workqueue\", \"interest\"",
-        );
-    }
-    for (i, r) in retentions.iter().enumerate() {
-        if retentions[..i].contains(r) {
-            problems.push(
-                key("retention"),
-                format!(
-                    "{:?} is listed twice; each retention is one variant",
-                    r.label()
-                ),
-            );
-        }
-    }
+    let retentions = variants(
+        &mut k,
+        "retention",
+        vec![Retention::Limits, Retention::Workqueue, Retention::Interest],
+        "one or more of \"limits\", \"workqueue\", \"interest\"",
+    );
     if terminated && retentions.iter().any(|r| *r != Retention::Limits) {
-        problems.push(
-            key("terminated"),
+        k.problem(
+            "terminated",
             "needs retention = \"limits\" only: in work-queue and interest streams a term \
              removes the message before the handler can read it",
         );
     }
-
-    let h = s.handler;
-    let hkey = |k: &str| format!("{prefix}.handler.{k}");
-    let handler = DlqHandlerPlan {
-        ack_wait: h.ack_wait.map_or(Duration::from_secs(2), |d| d.0),
-        retry_delay: h.retry_delay.map_or(Duration::from_millis(250), |d| d.0),
-        concurrency: h.concurrency.unwrap_or(1),
-        get: h.get.unwrap_or(OriginalGet::Raw),
-        origin_headers: h.origin_headers.validate(&hkey("origin_headers"), problems),
-        erase: h.erase.unwrap_or(false),
-        restart_after: h.restart_after,
-        start_after: h.start_after.map_or(Duration::ZERO, |d| d.0),
-    };
-    problems.range(
-        &hkey("ack_wait"),
-        handler.ack_wait.as_secs_f64(),
-        0.01,
-        3_600.0,
-        " seconds",
-    );
-    problems.range(
-        &hkey("retry_delay"),
-        handler.retry_delay.as_secs_f64(),
-        0.001,
-        60.0,
-        " seconds",
-    );
-    problems.range(
-        &hkey("start_after"),
-        handler.start_after.as_secs_f64(),
-        0.0,
-        600.0,
-        " seconds",
-    );
-    problems.range(
-        &hkey("concurrency"),
-        handler.concurrency,
-        1,
-        1_024,
-        " advisories at once",
-    );
-    if let Some(n) = handler.restart_after {
-        // A restart that never comes proves nothing: keep it well inside
-        // the dead letters the load is expected to produce.
-        let expected =
-            (rate as f64 * (common.warmup + common.duration).as_secs_f64() * dead).floor() as u64;
-        if n == 0 {
-            problems.push(
-                hkey("restart_after"),
-                "must be at least 1 (omit it for no restart)",
-            );
-        } else if rate > 0 && n > expected / 2 {
-            problems.push(
-                hkey("restart_after"),
-                format!(
-                    "{n} may never be reached: about {expected} messages are expected to be \
-                     dead-lettered (rate x (warmup + duration) x poison fraction); use at most {}",
-                    expected / 2
-                ),
-            );
-        }
-    }
-
-    if !shared.drain_timeout_given() {
-        // Long enough for a poison message to run through every deadline.
-        let longest: Duration = (1..=consumer.max_deliver.max(1) as u32)
-            .map(|n| consumer.ack_deadline(n))
-            .sum::<Duration>()
-            + behaviour.processing.mean() * 4;
-        common.drain_timeout = common.drain_timeout.max(longest + Duration::from_secs(10));
-    }
+    let span = (common.warmup + common.duration).as_secs_f64();
+    let expected = (load.rate as f64 * span * dead).floor() as u64;
+    let handler = handler(table(&mut k, "handler"), load.rate, expected, problems);
+    // Long enough for a poison message to run through every deadline.
+    shared.drain_at_least(&mut common, load.every_delivery());
     let plan = Plan {
         load,
         retentions,
-        baseline: s.baseline.unwrap_or(true),
-        redrive: s.redrive.unwrap_or(false),
-        capture: s.capture.unwrap_or(Capture::Account),
+        baseline: k.or("baseline", true),
+        redrive: k.or("redrive", false),
+        capture: k.or("capture", Capture::Account),
         terminated,
         handler,
     };
+    k.finish(problems);
     Some((common, plan))
+}
+
+/// The keys of the table at `key`, read one by one; none when absent.
+fn table(k: &mut Keys, key: &str) -> Keys {
+    Keys::new(&k.path(key), k.or(key, toml::Table::new()), &[])
+}
+
+/// `[scenario.handler]`, with `rate` and the dead letters `expected` of
+/// the load.
+fn handler(mut h: Keys, rate: u64, expected: u64, problems: &mut Problems) -> DlqHandlerPlan {
+    let (secs, ms) = (Duration::from_secs, Duration::from_millis);
+    let restart_after = h.get::<u64>("restart_after");
+    // A restart that never comes proves nothing: keep it well inside the
+    // dead letters the load is expected to produce.
+    match restart_after {
+        Some(0) => h.problem(
+            "restart_after",
+            "must be at least 1 (omit it for no restart)",
+        ),
+        Some(n) if rate > 0 && n > expected / 2 => h.problem(
+            "restart_after",
+            format!(
+                "{n} may never be reached: about {expected} messages are expected to be \
+                 dead-lettered (rate x (warmup + duration) x poison fraction); use at most {}",
+                expected / 2
+            ),
+        ),
+        _ => {}
+    }
+    let plan = DlqHandlerPlan {
+        ack_wait: h.duration("ack_wait", secs(2), ms(10)..=secs(3_600)),
+        retry_delay: h.duration("retry_delay", ms(250), ms(1)..=secs(60)),
+        concurrency: h.within("concurrency", 1, 1..=1_024, " advisories at once"),
+        get: h.or("get", OriginalGet::Raw),
+        origin_headers: origin_headers(table(&mut h, "origin_headers"), problems),
+        erase: h.or("erase", false),
+        restart_after,
+        start_after: h.duration("start_after", Duration::ZERO, Duration::ZERO..=secs(600)),
+    };
+    h.finish(problems);
+    plan
+}
+
+/// `origin_headers = { seq = "X-Origin-Seq" }`: any of the five names.
+fn origin_headers(mut k: Keys, problems: &mut Problems) -> OriginHeaders {
+    let d = OriginHeaders::default();
+    let names = OriginHeaders {
+        stream: k.or("stream", d.stream),
+        consumer: k.or("consumer", d.consumer),
+        seq: k.or("seq", d.seq),
+        subject: k.or("subject", d.subject),
+        reason: k.or("reason", d.reason),
+    };
+    for (field, name) in ["stream", "consumer", "seq", "subject", "reason"]
+        .iter()
+        .zip(names.all())
+    {
+        // A header name: printable ASCII without spaces or colons.
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic() && b != b':') {
+            k.problem(
+                field,
+                format!("{name:?} is not a header name (printable ASCII, no spaces or ':')"),
+            );
+        } else if crate::profile::is_publish_control(name) {
+            k.problem(
+                field,
+                format!("{name} instructs the stream on publish (the DLQ stream would obey it); choose another name"),
+            );
+        } else if names
+            .all()
+            .iter()
+            .filter(|n| n.eq_ignore_ascii_case(name))
+            .count()
+            > 1
+        {
+            k.problem(
+                field,
+                format!("{name} names two origin headers; each needs its own"),
+            );
+        }
+    }
+    k.finish(problems);
+    names
 }
 
 #[cfg(test)]

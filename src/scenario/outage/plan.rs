@@ -4,8 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::profile::common::{OneOrMany, has_repeats};
-use crate::profile::shared::{Offer, Paced, split};
+use crate::profile::shared::{Offer, Paced, outside_load, take, variants};
 use crate::profile::{CommonPlan, Dur, PacedLoad, Problems, Section};
 
 /// The `outage` scenario: load at a fixed rate while the consumer's
@@ -42,14 +41,6 @@ impl OutagePattern {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct OutageSection {
-    outage: Option<WindowSection>,
-    patterns: Option<OneOrMany<OutagePattern>>,
-    retry: Option<Dur>,
-}
-
 /// `outage = { after = "3s", lasts = "3s" }`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -59,68 +50,58 @@ struct WindowSection {
 }
 
 pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-    let (table, prefix) = (section.table, section.prefix);
-    let (mut shared, s) =
-        split::<OutageSection>(table, Offer::PACED.less(&["behaviour"]), prefix, problems)?;
-    let key = |k: &str| format!("{prefix}.{k}");
+    let offer = Offer::PACED.less(&["behaviour"]);
+    let (mut shared, mut k) = take(section.table, offer, section.prefix, problems)?;
     let mut common = shared.common("outage", problems);
     let load = shared.paced(&common, Paced::of("outage", 500), problems);
     let consumer = &load.consumer;
     if !consumer.backoff.is_empty() || consumer.max_deliver != -1 {
-        problems.push(
-            key("consumer"),
+        k.problem(
+            "consumer",
             "an outage scenario redelivers until the dependency is back: drop backoff and \
              max_deliver, or a message would be given up on during the outage",
         );
     }
-    let span = common.warmup + common.duration;
-    let (after, lasts) = match s.outage {
-        Some(w) => (w.after.0, w.lasts.0),
+    let given = k.given("outage");
+    let (after, lasts) = match k.get::<WindowSection>("outage") {
+        Some(WindowSection { after, lasts }) => {
+            if let Some(why) = outside_load(after.0, lasts.0, &common) {
+                k.problem("outage.after", why);
+            }
+            (after.0, lasts.0)
+        }
         None => {
-            problems.push(
-                key("outage"),
-                "missing; when the dependency goes down and for how long, e.g. \
-                 outage = { after = \"3s\", lasts = \"3s\" }",
-            );
+            if !given {
+                k.problem(
+                    "outage",
+                    "missing; when the dependency goes down and for how long, e.g. \
+                     outage = { after = \"3s\", lasts = \"3s\" }",
+                );
+            }
             (Duration::ZERO, Duration::from_secs(1))
         }
     };
-    if after.is_zero() || after + lasts >= span {
-        problems.push(
-            key("outage.after"),
-            format!(
-                "the outage must begin after the start and end before publishing does \
-                 (warmup + duration = {})",
-                crate::profile::format_duration(span)
-            ),
-        );
-    }
-    problems.range(
-        &key("outage.lasts"),
+    k.bound(
+        "outage.lasts",
         lasts.as_secs_f64(),
-        0.1,
-        3_600.0,
+        0.1..=3_600.0,
         " seconds",
     );
-    let retry = s.retry.map_or(Duration::from_millis(500), |d| d.0);
-    problems.range(&key("retry"), retry.as_secs_f64(), 0.001, 600.0, " seconds");
-    let patterns = s
-        .patterns
-        .map(|p| p.0)
-        .unwrap_or_else(|| vec![OutagePattern::Pause, OutagePattern::NakDelay]);
-    if patterns.is_empty() || has_repeats(&patterns) {
-        problems.push(
-            key("patterns"),
-            "list \"pause\", \"nak_delay\" or both, each once",
-        );
-    }
-    if !shared.drain_timeout_given() {
-        // The backlog of the outage drains after it: room for it and for
-        // the last redeliveries.
-        common.drain_timeout = common
-            .drain_timeout
-            .max(lasts * 2 + consumer.ack_wait + retry + Duration::from_secs(10));
-    }
+    let retry = k.duration(
+        "retry",
+        Duration::from_millis(500),
+        Duration::from_millis(1)..=Duration::from_secs(600),
+    );
+    let patterns = variants(
+        &mut k,
+        "patterns",
+        vec![OutagePattern::Pause, OutagePattern::NakDelay],
+        "\"pause\", \"nak_delay\" or both",
+    );
+    // The backlog of the outage drains after it: room for it and for the
+    // last redeliveries.
+    let drain = lasts * 2 + consumer.ack_wait + retry + Duration::from_secs(10);
+    shared.drain_at_least(&mut common, drain);
     let plan = Plan {
         load,
         after,
@@ -128,5 +109,6 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
         retry,
         patterns,
     };
+    k.finish(problems);
     Some((common, plan))
 }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::profile::shared::{Offer, Paced, needs_file_storage, split};
+use crate::profile::shared::{Offer, Paced, needs_file_storage, take, variants};
 use crate::profile::{CommonPlan, MsgId, PacedLoad, Problems, Section};
 
 /// How a variant's server goes down at the end of its load.
@@ -55,13 +55,6 @@ pub struct Plan {
     pub sync_before_load: bool,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PowerSection {
-    cut: Option<Vec<Cut>>,
-    sync_before_load: Option<bool>,
-}
-
 /// The paced publishers with their window and timeout; no durable reads
 /// (the stream is read back after the restart instead).
 const OFFER: Offer = Offer::PACED
@@ -81,8 +74,7 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
         "the power scenario kills the server and cuts its power: its streams need \
          storage = \"file\" (a memory stream has nothing to survive with)",
     );
-    let (table, prefix) = (section.table, section.prefix);
-    let (mut shared, s) = split::<PowerSection>(table, OFFER, prefix, problems)?;
+    let (mut shared, mut k) = take(section.table, OFFER, section.prefix, problems)?;
     let common = shared.common("power", problems);
     let load = shared.paced(
         &common,
@@ -98,30 +90,21 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
     crate::profile::common::refuse_direct(
         &load.publish,
         "the power scenario kills the server and the direct client does not reconnect",
-        prefix,
+        section.prefix,
         problems,
     );
-    let cuts = s.cut.unwrap_or_else(|| vec![Cut::Kill, Cut::Power]);
-    if cuts.is_empty() {
-        problems.push(
-            format!("{prefix}.cut"),
-            "empty; list \"kill\", \"power\" or \"power_leader\" (a cluster's), \
-             e.g. cut = [\"kill\", \"power\"]",
-        );
-    }
-    for (i, c) in cuts.iter().enumerate() {
-        if cuts[..i].contains(c) {
-            problems.push(
-                format!("{prefix}.cut"),
-                format!("\"{}\" is listed twice", c.word()),
-            );
-        }
-    }
+    let cuts = variants(
+        &mut k,
+        "cut",
+        vec![Cut::Kill, Cut::Power],
+        "\"kill\", \"power\" or \"power_leader\" (a cluster's), e.g. cut = [\"kill\", \"power\"]",
+    );
     let plan = Plan {
         load,
         cuts,
-        sync_before_load: s.sync_before_load.unwrap_or(false),
+        sync_before_load: k.or("sync_before_load", false),
     };
+    k.finish(problems);
     Some((common, plan))
 }
 

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::profile::shared::{Offer, Paced, split};
-use crate::profile::{CommonPlan, Dur, PacedLoad, Problems, Section};
+use crate::profile::shared::{Offer, Paced, moment, take};
+use crate::profile::{CommonPlan, Keys, PacedLoad, Problems, Section};
 
 /// The server's three priority policies (ADR-42).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -80,23 +80,6 @@ impl Plan {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PrioritySection {
-    policy: Option<Policy>,
-    clients: Option<usize>,
-    group: Option<String>,
-    expires: Option<Dur>,
-    processing: Option<Dur>,
-    priority_timeout: Option<Dur>,
-    kill_after: Option<Dur>,
-    unpin_after: Option<Dur>,
-    min_pending: Option<u64>,
-    min_ack_pending: Option<u64>,
-    overflow_clients: Option<usize>,
-    levels: Option<Vec<u8>>,
-}
-
 /// The keys only one policy reads: naming one under another is an error,
 /// never silently ignored.
 const POLICY_KEYS: &[(&str, Policy)] = &[
@@ -110,113 +93,68 @@ const POLICY_KEYS: &[(&str, Policy)] = &[
 ];
 
 pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-    let prefix = section.prefix;
-    let given: Vec<String> = section.table.keys().cloned().collect();
     let offer = Offer::PACED.less(&["behaviour"]);
-    let (mut shared, s) = split::<PrioritySection>(section.table, offer, prefix, problems)?;
+    let (mut shared, mut k) = take(section.table, offer, section.prefix, problems)?;
     let mut common = shared.common("priority", problems);
     let load = shared.paced(&common, Paced::of("priority", 500), problems);
     if load.consumer.sweep.combinations() > 1 {
-        problems.push(
-            format!("{prefix}.consumer"),
+        k.problem(
+            "consumer",
             "the priority scenario pulls with one batch and durable setting; give single values, not lists",
         );
     }
-    let Some(policy) = s.policy else {
-        problems.push(
-            format!("{prefix}.policy"),
+    let given = k.given("policy");
+    let policy = k.get::<Policy>("policy");
+    if !given {
+        k.problem(
+            "policy",
             "missing; one of \"pinned_client\", \"overflow\", \"prioritized\"",
         );
-        return None;
-    };
-    for (key, owner) in POLICY_KEYS {
-        if *owner != policy && given.iter().any(|g| g == key) {
-            problems.push(
-                format!("{prefix}.{key}"),
-                format!(
-                    "only the {} policy reads it; this scenario's policy is {}",
-                    owner.name(),
-                    policy.name()
-                ),
-            );
-        }
     }
-    let clients = s.clients.unwrap_or(3);
-    problems.range(&format!("{prefix}.clients"), clients, 2, 32, "");
-    let group = s.group.clone().unwrap_or_else(|| "jsbench".into());
+    for (key, owner) in POLICY_KEYS {
+        if policy == Some(*owner) {
+            continue;
+        }
+        if let Some(policy) = policy
+            && k.given(key)
+        {
+            let (owner, policy) = (owner.name(), policy.name());
+            let why =
+                format!("only the {owner} policy reads it; this scenario's policy is {policy}");
+            k.problem(key, why);
+        }
+        // Read, so that it is refused here and not as unknown.
+        k.get::<toml::Value>(key);
+    }
+    let clients = k.within("clients", 3, 2..=32, "");
+    let group: String = k.or("group", "jsbench".into());
     if group.is_empty()
         || group.len() > 16
         || !group
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '/' || c == '=')
     {
-        problems.push(
-            format!("{prefix}.group"),
+        k.problem(
+            "group",
             format!(
                 "{group:?}: a group name is 1 to 16 letters, digits, '-', '_', '/' or '=' (the server's rule)"
             ),
         );
     }
-    let expires = s.expires.map_or(Duration::from_secs(1), |d| d.0);
-    problems.range(
-        &format!("{prefix}.expires"),
-        expires.as_secs_f64(),
-        0.01,
-        60.0,
-        " seconds",
-    );
-    let processing = s.processing.map_or(Duration::ZERO, |d| d.0);
-    problems.range(
-        &format!("{prefix}.processing"),
-        processing.as_secs_f64(),
-        0.0,
-        10.0,
-        " seconds",
-    );
-    let span = common.warmup + common.duration;
+    let (secs, ms) = (Duration::from_secs, Duration::from_millis);
+    let expires = k.duration("expires", secs(1), ms(10)..=secs(60));
+    let processing = k.duration("processing", Duration::ZERO, Duration::ZERO..=secs(10));
     let policy = match policy {
-        Policy::PinnedClient => PolicyPlan::Pinned(pinned(&s, expires, span, prefix, problems)),
-        Policy::Overflow => overflow(&s, clients, prefix, problems),
-        Policy::Prioritized => {
-            let levels = s
-                .levels
-                .clone()
-                .unwrap_or_else(|| (0..clients.min(10) as u8).collect());
-            if levels.len() != clients {
-                problems.push(
-                    format!("{prefix}.levels"),
-                    format!(
-                        "{} levels for {clients} clients: give one level per client",
-                        levels.len()
-                    ),
-                );
-            }
-            for (i, l) in levels.iter().enumerate() {
-                problems.range(&format!("{prefix}.levels[{i}]"), *l, 0, 9, "");
-            }
-            // A higher level's pull counts as open only from GRACE after
-            // it was sent to GRACE before it ended: a shorter one is never
-            // open, and the order check could not fail.
-            let shortest = Duration::from_nanos(2 * super::GRACE_NS);
-            if expires < shortest {
-                problems.push(
-                    format!("{prefix}.expires"),
-                    format!(
-                        "{expires:?} is too short to check priority order: a pull counts as open \
-                         from {:?} after it is sent to {:?} before it ends, so pulls need at \
-                         least {shortest:?}",
-                        shortest / 2,
-                        shortest / 2
-                    ),
-                );
-            }
-            PolicyPlan::Prioritized { levels }
+        Some(Policy::PinnedClient) => PolicyPlan::Pinned(pinned(&mut k, expires, &common)),
+        Some(Policy::Overflow) => overflow(&mut k, clients),
+        Some(Policy::Prioritized) => prioritized(&mut k, clients, expires),
+        None => {
+            k.finish(problems);
+            return None;
         }
     };
-    if !shared.drain_timeout_given() {
-        // The killed client's batch returns only after AckWait.
-        common.drain_timeout = common.drain_timeout.max(load.consumer.ack_wait * 3);
-    }
+    // The killed client's batch returns only after AckWait.
+    shared.drain_at_least(&mut common, load.consumer.ack_wait * 3);
     let plan = Plan {
         load,
         policy,
@@ -225,73 +163,42 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
         expires,
         processing,
     };
+    k.finish(problems);
     Some((common, plan))
 }
 
-fn pinned(
-    s: &PrioritySection,
-    expires: Duration,
-    span: Duration,
-    prefix: &str,
-    problems: &mut Problems,
-) -> Pinned {
-    let priority_timeout = s.priority_timeout.map_or(Duration::from_secs(2), |d| d.0);
-    problems.range(
-        &format!("{prefix}.priority_timeout"),
-        priority_timeout.as_secs_f64(),
-        0.1,
-        600.0,
-        " seconds",
-    );
+fn pinned(k: &mut Keys, expires: Duration, common: &CommonPlan) -> Pinned {
+    let (secs, ms) = (Duration::from_secs, Duration::from_millis);
+    let priority_timeout = k.duration("priority_timeout", secs(2), ms(100)..=secs(600));
     if expires >= priority_timeout {
-        problems.push(
-            format!("{prefix}.expires"),
+        k.problem(
+            "expires",
             format!(
                 "{expires:?} is not below priority_timeout {priority_timeout:?}: the pinned client would lose its pin between pulls"
             ),
         );
     }
-    let kill_after = s.kill_after.map_or(span / 2, |d| d.0);
-    if kill_after.is_zero() || kill_after >= span {
-        problems.push(
-            format!("{prefix}.kill_after"),
-            format!("{kill_after:?} must fall inside the load (warm-up plus duration, {span:?})"),
-        );
-    }
-    let unpin_after = s.unpin_after.map(|d| d.0);
-    if let Some(u) = unpin_after
-        && (u.is_zero() || u >= span)
-    {
-        problems.push(
-            format!("{prefix}.unpin_after"),
-            format!("{u:?} must fall inside the load (warm-up plus duration, {span:?})"),
-        );
-    }
+    let half = (common.warmup + common.duration) / 2;
     Pinned {
         priority_timeout,
-        kill_after,
-        unpin_after,
+        kill_after: moment(k, "kill_after", common, None).unwrap_or(half),
+        unpin_after: moment(k, "unpin_after", common, None),
     }
 }
 
-fn overflow(
-    s: &PrioritySection,
-    clients: usize,
-    prefix: &str,
-    problems: &mut Problems,
-) -> PolicyPlan {
-    let min_pending = s.min_pending.unwrap_or(0);
-    let min_ack_pending = s.min_ack_pending.unwrap_or(0);
+fn overflow(k: &mut Keys, clients: usize) -> PolicyPlan {
+    let min_pending = k.or("min_pending", 0);
+    let min_ack_pending = k.or("min_ack_pending", 0);
     if min_pending == 0 && min_ack_pending == 0 {
-        problems.push(
-            format!("{prefix}.min_pending"),
+        k.problem(
+            "min_pending",
             "the overflow policy needs a threshold: set min_pending or min_ack_pending above 0",
         );
     }
-    let overflow_clients = s.overflow_clients.unwrap_or(clients.saturating_sub(1));
+    let overflow_clients = k.or("overflow_clients", clients.saturating_sub(1));
     if overflow_clients == 0 || overflow_clients >= clients {
-        problems.push(
-            format!("{prefix}.overflow_clients"),
+        k.problem(
+            "overflow_clients",
             format!(
                 "{overflow_clients} of {clients} clients: at least one must ask with thresholds and one without"
             ),
@@ -302,6 +209,39 @@ fn overflow(
         min_ack_pending,
         overflow_clients,
     }
+}
+
+fn prioritized(k: &mut Keys, clients: usize, expires: Duration) -> PolicyPlan {
+    let levels: Vec<u8> = k.or("levels", (0..clients.min(10) as u8).collect());
+    if levels.len() != clients {
+        k.problem(
+            "levels",
+            format!(
+                "{} levels for {clients} clients: give one level per client",
+                levels.len()
+            ),
+        );
+    }
+    for (i, l) in levels.iter().enumerate() {
+        k.bound(&format!("levels[{i}]"), *l, 0..=9, "");
+    }
+    // A higher level's pull counts as open only from GRACE after it was
+    // sent to GRACE before it ended: a shorter one is never open, and the
+    // order check could not fail.
+    let shortest = Duration::from_nanos(2 * super::GRACE_NS);
+    if expires < shortest {
+        k.problem(
+            "expires",
+            format!(
+                "{expires:?} is too short to check priority order: a pull counts as open \
+                 from {:?} after it is sent to {:?} before it ends, so pulls need at \
+                 least {shortest:?}",
+                shortest / 2,
+                shortest / 2
+            ),
+        );
+    }
+    PolicyPlan::Prioritized { levels }
 }
 
 #[cfg(test)]

@@ -2,10 +2,8 @@
 
 use std::time::Duration;
 
-use serde::Deserialize;
-
-use crate::profile::shared::{Offer, Paced, needs_file_storage, split};
-use crate::profile::{CommonPlan, Dur, FaultKind, FaultNode, MsgId, PacedLoad, Problems, Section};
+use crate::profile::shared::{Offer, Paced, moment, needs_file_storage, take};
+use crate::profile::{CommonPlan, FaultKind, FaultNode, MsgId, PacedLoad, Problems, Section};
 
 /// The `restart` scenario: a server jsbench started is killed with SIGKILL
 /// under load and started again on its store.
@@ -23,16 +21,6 @@ pub struct Plan {
     pub fault: FaultKind,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RestartSection {
-    resend_after: Option<Dur>,
-    kill_after: Option<Dur>,
-    down_for: Option<Dur>,
-    node: Option<FaultNode>,
-    fault: Option<FaultKind>,
-}
-
 /// Restart's publishers set their window and timeout; nothing in the
 /// client's hands is planned to fail.
 const OFFER: Offer = Offer::PACED
@@ -45,70 +33,43 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
         problems,
         "a restart scenario kills the server: its streams need storage = \"file\" to survive",
     );
-    let (table, prefix) = (section.table, section.prefix);
-    let (mut shared, s) = split::<RestartSection>(table, OFFER, prefix, problems)?;
-    let key = |k: &str| format!("{prefix}.{k}");
+    let (mut shared, mut k) = take(section.table, OFFER, section.prefix, problems)?;
     let mut common = shared.common("restart", problems);
-    let down_for = s.down_for.map(|d| d.0).unwrap_or(Duration::from_secs(1));
-    problems.range(
-        &key("down_for"),
-        down_for.as_secs_f64(),
-        0.0,
-        600.0,
-        " seconds",
-    );
+    let (secs, ms) = (Duration::from_secs, Duration::from_millis);
+    let down_for = k.duration("down_for", secs(1), Duration::ZERO..=secs(600));
     let mut load = shared.paced(
         &common,
         Paced {
             // Unique ids: a resend must find its original stored.
             msg_id: MsgId::Unique,
             // PubAcks stop for the whole outage; give up only well after it.
-            pub_ack_timeout: Some(down_for * 4 + Duration::from_secs(10)),
+            pub_ack_timeout: Some(down_for * 4 + secs(10)),
             ..Paced::of("restart", 500)
         },
         problems,
     );
-    let resend_after = s
-        .resend_after
-        .map(|d| d.0)
-        .unwrap_or(Duration::from_millis(500));
-    problems.range(
-        &key("resend_after"),
-        resend_after.as_secs_f64(),
-        0.01,
-        60.0,
-        " seconds",
-    );
+    let resend_after = k.duration("resend_after", ms(500), ms(10)..=secs(60));
     load.publish.resend_after = Some(resend_after);
     crate::profile::common::refuse_direct(
         &load.publish,
         "the restart kills the server and the direct client does not reconnect",
-        prefix,
+        section.prefix,
         problems,
     );
-    let kill_after = s.kill_after.map(|d| d.0).unwrap_or_default();
-    if s.kill_after.is_none() {
-        problems.push(
-            key("kill_after"),
-            "missing; when the server dies, from the start, e.g. kill_after = \"2s\"",
-        );
-    } else if kill_after >= common.warmup + common.duration {
-        problems.push(
-            key("kill_after"),
-            "must come before the end of warmup + duration, while the load runs",
-        );
-    }
-    if !shared.drain_timeout_given() {
-        common.drain_timeout = common
-            .drain_timeout
-            .max(load.consumer.ack_wait * 2 + down_for * 2);
-    }
+    let kill_after = moment(
+        &mut k,
+        "kill_after",
+        &common,
+        Some("when the server dies, from the start, e.g. kill_after = \"2s\""),
+    );
+    shared.drain_at_least(&mut common, load.consumer.ack_wait * 2 + down_for * 2);
     let plan = Plan {
         load,
-        kill_after,
+        kill_after: kill_after.unwrap_or_default(),
         down_for,
-        node: s.node.unwrap_or(FaultNode::Server),
-        fault: s.fault.unwrap_or_default(),
+        node: k.or("node", FaultNode::Server),
+        fault: k.or("fault", FaultKind::default()),
     };
+    k.finish(problems);
     Some((common, plan))
 }

@@ -2,11 +2,8 @@
 
 use std::time::Duration;
 
-use serde::Deserialize;
-
-use crate::profile::common::OneOrMany;
-use crate::profile::shared::{Offer, Paced, split};
-use crate::profile::{CommonPlan, CrashPoint, Dur, PacedLoad, Problems, Section};
+use crate::profile::shared::{Offer, Paced, moment, take, variants};
+use crate::profile::{CommonPlan, CrashPoint, PacedLoad, Problems, Section};
 
 /// The `resume` scenario: a consumer client crashes under load with work
 /// in hand, and a new client binds to the same durable.
@@ -24,94 +21,67 @@ pub struct Plan {
     pub idempotent: Vec<bool>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ResumeSection {
-    crash_after: Option<Dur>,
-    crash_at: Option<OneOrMany<CrashPoint>>,
-    rebind_after: Option<Dur>,
-    idempotent: Option<OneOrMany<bool>>,
-}
-
 pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-    let (table, prefix) = (section.table, section.prefix);
-    let (mut shared, s) = split::<ResumeSection>(table, Offer::PACED, prefix, problems)?;
-    let key = |k: &str| format!("{prefix}.{k}");
+    let (mut shared, mut k) = take(section.table, Offer::PACED, section.prefix, problems)?;
     let mut common = shared.common("resume", problems);
     let load = shared.paced(&common, Paced::of("resume", 300), problems);
     let (consumer, behaviour) = (&load.consumer, &load.behaviour);
     // With one client, what the server holds unacked after the crash is
     // exactly what the crashed client took with it.
     if consumer.consumers != 1 {
-        problems.push(
-            key("consumer.consumers"),
+        k.problem(
+            "consumer.consumers",
             "resume crashes the one client bound to the durable; use 1",
         );
     }
     if !behaviour.classes.is_empty() {
-        problems.push(
-            key("behaviour"),
+        k.problem(
+            "behaviour",
             "resume acks every message so that every redelivery is the crash's; naks and terms belong in redelivery",
         );
     }
     if behaviour.handlers < 2 || behaviour.processing.is_zero() {
-        problems.push(
-            key("behaviour"),
+        k.problem(
+            "behaviour",
             "a crash needs work in hand: set processing > 0 and handlers >= 2",
         );
     }
-    let crash_after = s.crash_after.map(|d| d.0).unwrap_or(Duration::ZERO);
-    if s.crash_after.is_none() {
-        problems.push(
-            key("crash_after"),
-            "missing; when the client crashes, from the start, e.g. crash_after = \"3s\"",
-        );
-    } else if crash_after >= common.warmup + common.duration {
-        problems.push(
-            key("crash_after"),
-            "must come before the end of warmup + duration, while the load runs",
-        );
-    }
-    let crash_at = s.crash_at.map(|c| c.0).unwrap_or_else(|| {
+    let crash_after = moment(
+        &mut k,
+        "crash_after",
+        &common,
+        Some("when the client crashes, from the start, e.g. crash_after = \"3s\""),
+    );
+    let crash_at = variants(
+        &mut k,
+        "crash_at",
         vec![
             CrashPoint::BeforeProcessing,
             CrashPoint::DuringProcessing,
             CrashPoint::AfterProcessing,
             CrashPoint::Drain,
-        ]
-    });
-    if crash_at.is_empty() {
-        problems.push(key("crash_at"), "lists no crash point");
-    }
-    let rebind_after = s
-        .rebind_after
-        .map(|d| d.0)
-        .unwrap_or(Duration::from_millis(500));
-    problems.range(
-        &key("rebind_after"),
-        rebind_after.as_secs_f64(),
-        0.0,
-        600.0,
-        " seconds",
+        ],
+        "one or more of \"before_processing\", \"during_processing\", \"after_processing\", \"drain\"",
     );
-    if !shared.drain_timeout_given() {
-        common.drain_timeout = common
-            .drain_timeout
-            .max(consumer.ack_wait * 3 + rebind_after);
-    }
-    let idempotent = s.idempotent.map(|i| i.0).unwrap_or_else(|| vec![false]);
-    if idempotent.is_empty() || crate::profile::common::has_repeats(&idempotent) {
-        problems.push(
-            key("idempotent"),
-            "false, true, or [false, true] (each once): handlers without and with a dedup store",
-        );
-    }
+    let rebind_after = k.duration(
+        "rebind_after",
+        Duration::from_millis(500),
+        Duration::ZERO..=Duration::from_secs(600),
+    );
+    shared.drain_at_least(&mut common, consumer.ack_wait * 3 + rebind_after);
+    let idempotent = variants(
+        &mut k,
+        "idempotent",
+        vec![false],
+        "false, true or both: handlers without and with a dedup store",
+    );
     let plan = Plan {
-        load,
-        crash_after,
+        crash_after: crash_after.unwrap_or_default(),
         crash_at,
         rebind_after,
         idempotent,
+        load,
     };
+    k.finish(problems);
     Some((common, plan))
 }
