@@ -35,7 +35,7 @@ pub use keys::Keys;
 pub use kinds::{Kinds, Profile, Section};
 pub use plan::*;
 pub use replay::{REPLAY_MAX_ACK_PENDING, ReplayDeliver, ReplayPace, ReplayReader};
-pub use shared::{Offer, Paced, PacedLoad, Shared, split, take};
+pub use shared::{Offer, Paced, PacedLoad, Shared, take};
 pub use stream::{
     Bytes, Compression, Discard, PersistMode, Placement, StreamLimits, StreamPlan, StreamSettings,
     persist_name, retention_name, storage_name,

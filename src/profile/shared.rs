@@ -178,61 +178,6 @@ pub struct PacedLoad {
     pub behaviour: BehaviourPlan,
 }
 
-/// Splits a scenario table (its `kind` and `stream` already taken): the
-/// shared keys `offer` names are read here, the rest into the kind's own
-/// section `K`. Every unknown key, every malformed value of either part is
-/// a problem; `None` when either part could not be read.
-pub fn split<K: DeserializeOwned>(
-    mut table: toml::Table,
-    offer: Offer,
-    prefix: &str,
-    problems: &mut Problems,
-) -> Option<(Shared, K)> {
-    let own = fields_of::<K>();
-    let allowed: Vec<&str> = offer
-        .keys()
-        .into_iter()
-        .chain(own.iter().copied())
-        .collect();
-    let unknown: Vec<String> = table
-        .keys()
-        .filter(|k| !allowed.contains(&k.as_str()))
-        .cloned()
-        .collect();
-    let expected: Vec<String> = allowed.iter().map(|k| format!("`{k}`")).collect();
-    for key in &unknown {
-        // Reported once, here; the other keys are still read and checked.
-        table.remove(key);
-        problems.push(
-            format!("{prefix}.{key}"),
-            format!(
-                "unknown field `{key}`, expected one of {}",
-                expected.join(", ")
-            ),
-        );
-    }
-    let shared_keys: Vec<String> = table.keys().filter(|k| offer.accepts(k)).cloned().collect();
-    let mut shared = toml::Table::new();
-    for key in shared_keys {
-        if let Some(value) = table.remove(&key) {
-            shared.insert(key, value);
-        }
-    }
-    let section = read_section::<SharedSection>(shared, prefix, problems);
-    let kind = read_section::<K>(table, prefix, problems);
-    if !unknown.is_empty() {
-        return None;
-    }
-    Some((
-        Shared {
-            section: section?,
-            prefix: prefix.to_string(),
-            offer,
-        },
-        kind?,
-    ))
-}
-
 impl Shared {
     fn key(&self, key: &str) -> String {
         format!("{}.{key}", self.prefix)
@@ -303,11 +248,6 @@ impl Shared {
     /// own from its other keys keeps the profile's.
     pub fn drain_timeout_given(&self) -> bool {
         self.section.drain_timeout.is_some()
-    }
-
-    /// `rate` as given.
-    pub fn rate(&self) -> Option<u64> {
-        self.section.rate
     }
 
     /// `arrival`, checked.
@@ -491,54 +431,6 @@ pub fn take(
     Some((shared, keys))
 }
 
-/// The field names of a struct that derives `Deserialize`, as serde's
-/// derive lists them: what the kind's own section accepts.
-pub fn fields_of<T: DeserializeOwned>() -> &'static [&'static str] {
-    use serde::de::{self, Visitor};
-
-    /// Answers the derive's one question and stops.
-    struct Fields(Option<&'static [&'static str]>);
-
-    #[derive(Debug)]
-    struct Stop;
-    impl std::fmt::Display for Stop {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("fields read")
-        }
-    }
-    impl std::error::Error for Stop {}
-    impl de::Error for Stop {
-        fn custom<M: std::fmt::Display>(_: M) -> Self {
-            Stop
-        }
-    }
-
-    impl<'de> de::Deserializer<'de> for &mut Fields {
-        type Error = Stop;
-        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Stop> {
-            Err(Stop)
-        }
-        fn deserialize_struct<V: Visitor<'de>>(
-            self,
-            _: &'static str,
-            fields: &'static [&'static str],
-            _: V,
-        ) -> Result<V::Value, Stop> {
-            self.0 = Some(fields);
-            Err(Stop)
-        }
-        serde::forward_to_deserialize_any! {
-            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-            bytes byte_buf option unit unit_struct newtype_struct seq tuple
-            tuple_struct map enum identifier ignored_any
-        }
-    }
-
-    let mut fields = Fields(None);
-    let _ = T::deserialize(&mut fields);
-    fields.0.unwrap_or(&[])
-}
-
 /// A kind that kills the server needs its streams on file storage (the
 /// profile's, or every one `[scenario.stream]` lists) to survive it;
 /// `why` says so in the kind's words.
@@ -660,35 +552,27 @@ where
 mod tests {
     use super::*;
 
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    #[allow(dead_code)]
-    struct Own {
-        baseline: Option<bool>,
-        retry: Option<Dur>,
-    }
-
-    fn table(text: &str) -> toml::Table {
-        text.parse().unwrap()
-    }
-
-    #[test]
-    fn a_section_names_its_own_fields() {
-        assert_eq!(fields_of::<Own>(), ["baseline", "retry"]);
+    fn take_from(
+        text: &str,
+        offer: Offer,
+        prefix: &str,
+        problems: &mut Problems,
+    ) -> Option<(Shared, Keys)> {
+        take(text.parse().unwrap(), offer, prefix, problems)
     }
 
     #[test]
     fn offered_keys_are_read_here_and_the_rest_by_the_kind() {
         let mut problems = Problems::default();
-        let (mut shared, own) = split::<Own>(
-            table("rate = 300\nbaseline = false\n[consumer]\nack_wait = \"2s\"\n"),
+        let (mut shared, mut own) = take_from(
+            "rate = 300\nbaseline = false\n[consumer]\nack_wait = \"2s\"\n",
             Offer::PACED,
             "scenario[0]",
             &mut problems,
         )
         .expect("both parts read");
         assert!(problems.is_empty(), "{problems:?}");
-        assert_eq!(own.baseline, Some(false));
+        assert_eq!(own.get::<bool>("baseline"), Some(false));
         assert_eq!(shared.section.rate, Some(300));
         assert_eq!(
             shared.consumer(false, &mut problems).ack_wait,
@@ -698,18 +582,21 @@ mod tests {
         let common = shared.common("t", &mut problems);
         assert!(!problems.is_empty(), "duration is missing: {problems:?}");
         assert_eq!(common.kind, "t");
+        own.finish(&mut problems);
     }
 
     #[test]
     fn a_key_neither_part_takes_is_unknown_and_the_error_lists_both_parts() {
         let mut problems = Problems::default();
-        let read = split::<Own>(
-            table("rats = 3\nmsg_id = \"unique\"\n"),
+        let (_, mut own) = take_from(
+            "rats = 3\nmsg_id = \"unique\"\n",
             Offer::PACED,
             "scenario[0]",
             &mut problems,
-        );
-        assert!(read.is_none());
+        )
+        .expect("the shared part reads");
+        own.get::<bool>("baseline");
+        own.finish(&mut problems);
         let list = problems.list;
         assert_eq!(list.len(), 2, "{list:?}");
         assert_eq!(list[0].path, "scenario[0].msg_id", "not offered: {list:?}");
@@ -724,14 +611,16 @@ mod tests {
         let mut problems = Problems::default();
         let offer = Offer::PACED.and(&["msg_id"]).less(&["behaviour"]);
         assert!(offer.accepts("msg_id") && !offer.accepts("behaviour"));
-        assert!(split::<Own>(table("msg_id = \"unique\"\n"), offer, "s", &mut problems).is_some());
+        let (_, own) = take_from("msg_id = \"unique\"\n", offer, "s", &mut problems).unwrap();
+        own.finish(&mut problems);
+        assert!(problems.is_empty(), "{problems:?}");
     }
 
     #[test]
     fn a_malformed_shared_value_keeps_its_full_path() {
         let mut problems = Problems::default();
-        let read = split::<Own>(
-            table("[consumer]\nack_wait = \"30 seconds\"\n"),
+        let read = take_from(
+            "[consumer]\nack_wait = \"30 seconds\"\n",
             Offer::PACED,
             "scenario[2]",
             &mut problems,
