@@ -166,3 +166,33 @@ impl VariantSink for CoordinatorSide<'_> {
         self.inner.record(scenario, r)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::variant::Invariant;
+
+    fn settled(invariants: Vec<Invariant>, ran: Result<()>) -> VariantResult {
+        let mut r = VariantResult::new("v");
+        r.invariants = invariants;
+        settle(&mut r, ran, Ok(()), Instant::now());
+        r
+    }
+
+    #[test]
+    fn a_variant_that_checked_nothing_fails() {
+        let r = settled(vec![Invariant::not_applicable("a", "no ids")], Ok(()));
+        assert_eq!(r.broken(), [SOMETHING_CHECKED]);
+        let detail = &r.invariants[1].detail;
+        assert!(detail.contains("a: no ids"), "{detail}");
+        assert_eq!(settled(Vec::new(), Ok(())).broken(), [SOMETHING_CHECKED]);
+        // One check that applied is enough; an error speaks for itself.
+        let one = vec![
+            Invariant::not_applicable("a", "x"),
+            Invariant::check("b", true, ""),
+        ];
+        assert!(settled(one, Ok(())).passed());
+        let failed = settled(Vec::new(), Err(anyhow::anyhow!("refused")));
+        assert!(failed.broken().is_empty() && failed.error.as_deref() == Some("refused"));
+    }
+}
