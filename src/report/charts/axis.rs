@@ -38,6 +38,16 @@ pub struct Axis {
     pub unit: Unit,
 }
 
+impl Axis {
+    pub fn new(label: impl Into<String>, scale: Scale, unit: Unit) -> Axis {
+        Axis {
+            label: label.into(),
+            scale,
+            unit,
+        }
+    }
+}
+
 /// The lowest quantile and highest quantile a nines axis shows.
 pub const NINES_RANGE: (f64, f64) = (0.5, 0.9999);
 
