@@ -323,29 +323,39 @@ pub fn metrics_csv(summary: &Summary) -> Result<Vec<u8>> {
 /// A variant's parts as a table: kind, name, then every column any part
 /// has, in the order first seen; a part without a column leaves it empty.
 pub fn parts_csv(parts: &[crate::variant::Part]) -> Result<Vec<u8>> {
-    let mut columns: Vec<&str> = Vec::new();
-    for part in parts {
-        for (name, _) in &part.values {
-            if !columns.contains(&name.as_str()) {
-                columns.push(name);
-            }
-        }
-    }
+    let values = parts.iter().flat_map(|p| &p.values);
+    let columns = first_seen(values.map(|(name, _)| name.as_str()));
     let mut out = csv::Writer::from_writer(Vec::new());
     out.write_record(["kind", "name"].iter().chain(&columns))?;
     for part in parts {
         let mut row = vec![part.kind.clone(), part.name.clone()];
         for column in &columns {
-            let cell = match part.values.iter().find(|(n, _)| n == column) {
-                Some((_, serde_json::Value::String(s))) => s.clone(),
-                Some((_, v)) => v.to_string(),
-                None => String::new(),
-            };
-            row.push(cell);
+            let cell = part.values.iter().find(|(n, _)| n == column);
+            row.push(cell.map_or(String::new(), |(_, v)| plain(v)));
         }
         out.write_record(&row)?;
     }
     out.into_inner().context("finishing a parts table")
+}
+
+/// A JSON value as a table cell shows it: a string without its quotes.
+pub fn plain(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Each distinct item once, in the order first seen: the rows or columns
+/// a table of many variants (or repetitions, or parts) shows.
+pub fn first_seen<T: PartialEq>(items: impl IntoIterator<Item = T>) -> Vec<T> {
+    let mut out = Vec::new();
+    for item in items {
+        if !out.contains(&item) {
+            out.push(item);
+        }
+    }
+    out
 }
 
 /// Writes `path` through a temporary file and a rename, so readers never

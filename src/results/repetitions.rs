@@ -8,6 +8,7 @@
 //! every repetition. What a merge hides (which repetition failed, each
 //! one's own ledger) stays in `repetitions[]`.
 
+use super::first_seen;
 use super::summary::{RepetitionReport, VariantReport};
 use crate::record::spread::{Spread, median};
 use crate::variant::Invariant;
@@ -109,12 +110,8 @@ fn passed(report: &VariantReport) -> bool {
 /// failed in, with their evidence; a pass keeps the evidence once when
 /// every repetition gave the same, else each repetition's.
 pub fn merge_invariants(repetitions: &[RepetitionReport], of: usize) -> Vec<Invariant> {
-    let mut names: Vec<&str> = Vec::new();
-    for i in repetitions.iter().flat_map(|r| &r.invariants) {
-        if !names.contains(&i.name.as_str()) {
-            names.push(&i.name);
-        }
-    }
+    let checked = repetitions.iter().flat_map(|r| &r.invariants);
+    let names = first_seen(checked.map(|i| i.name.as_str()));
     names
         .into_iter()
         .map(|name| {
