@@ -9,8 +9,10 @@
 use super::charts::axis::format_micros;
 use super::charts::safe_stem;
 use super::html::{Html, Trusted};
+use crate::record::ledger::LedgerCounts;
 use crate::record::names;
 use crate::results::summary::{Summary, VariantReport};
+use crate::results::{first_seen, plain};
 
 /// A chart as the page shows it.
 pub enum PageChart {
@@ -69,20 +71,14 @@ struct Problem<'a> {
 fn problems(summary: &Summary) -> Vec<Problem<'_>> {
     let mut out = Vec::new();
     for (s, v) in summary.variants() {
-        if let Some(e) = &v.error {
-            out.push(Problem {
-                scenario: &s.name,
-                variant: &v.name,
-                what: format!("error: {e}"),
-            });
-        }
-        for i in v.invariants.iter().filter(|i| !i.passed) {
-            out.push(Problem {
-                scenario: &s.name,
-                variant: &v.name,
-                what: format!("invariant {} FAILED: {}", i.name, i.detail),
-            });
-        }
+        let error = v.error.iter().map(|e| format!("error: {e}"));
+        let failed = v.invariants.iter().filter(|i| !i.passed);
+        let failed = failed.map(|i| format!("invariant {} FAILED: {}", i.name, i.detail));
+        out.extend(error.chain(failed).map(|what| Problem {
+            scenario: &s.name,
+            variant: &v.name,
+            what,
+        }));
     }
     out
 }
@@ -158,12 +154,8 @@ pub fn render(summary: &Summary, charts: &ChartsByScenario, generated_by: &str) 
             contents(h, summary);
             run_section(h, summary);
             for scenario in &summary.scenarios {
-                let none = Vec::new();
-                let scenario_charts = charts
-                    .iter()
-                    .find(|(name, _)| *name == scenario.name)
-                    .map_or(&none, |(_, c)| c);
-                scenario_section(h, scenario, scenario_charts);
+                let drawn = charts.iter().find(|(name, _)| *name == scenario.name);
+                scenario_section(h, scenario, drawn.map_or(&[], |(_, c)| c));
             }
             h.el("footer", &[], |h| {
                 h.text(&format!(
@@ -413,12 +405,8 @@ fn scenario_section(
 /// Invariants as rows, variants as columns: a sweep of many variants stays
 /// one screen tall, and a red cell stands out in its row and column.
 fn verdicts(h: &mut Html, variants: &[VariantReport]) {
-    let mut names: Vec<&str> = Vec::new();
-    for i in variants.iter().flat_map(|v| &v.invariants) {
-        if !names.contains(&i.name.as_str()) {
-            names.push(&i.name);
-        }
-    }
+    let invariants = variants.iter().flat_map(|v| &v.invariants);
+    let names = first_seen(invariants.map(|i| i.name.as_str()));
     h.text_el("h3", &[], "Invariants");
     h.el("table", &[("class", "invariants")], |h| {
         header_row(h, "invariant", variants);
@@ -597,48 +585,23 @@ fn ledger_table(h: &mut Html, variants: &[VariantReport]) {
     });
 }
 
-/// A struct's fields in declaration order (published, persisted, delivered,
-/// acked, lost reads as the life of a message; serde_json's map would sort
-/// them), without listing them here, so a new ledger count shows up by
-/// itself.
-fn fields_in_order(value: &impl serde::Serialize) -> Vec<(String, serde_json::Value)> {
-    struct Ordered(Vec<(String, serde_json::Value)>);
-    impl<'de> serde::Deserialize<'de> for Ordered {
-        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            struct Visit;
-            impl<'de> serde::de::Visitor<'de> for Visit {
-                type Value = Ordered;
-                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                    f.write_str("a map")
-                }
-                fn visit_map<A: serde::de::MapAccess<'de>>(
-                    self,
-                    mut map: A,
-                ) -> Result<Ordered, A::Error> {
-                    let mut out = Vec::new();
-                    while let Some(entry) = map.next_entry()? {
-                        out.push(entry);
-                    }
-                    Ok(Ordered(out))
-                }
-            }
-            d.deserialize_map(Visit)
-        }
-    }
-    serde_json::to_string(value)
-        .ok()
-        .and_then(|text| serde_json::from_str::<Ordered>(&text).ok())
-        .map(|o| o.0)
-        .unwrap_or_default()
+/// The ledger's counts in declaration order (published, persisted,
+/// delivered, acked, lost reads as the life of a message; serde_json's map
+/// would sort them), without listing them here, so a new ledger count
+/// shows up by itself: the map's entries in the order their keys stand in
+/// the serialised text (flat numbers, so each `"key":` stands once).
+fn fields_in_order(ledger: &LedgerCounts) -> Vec<(String, serde_json::Value)> {
+    let text = serde_json::to_string(ledger).unwrap_or_default();
+    let Ok(serde_json::Value::Object(map)) = serde_json::from_str(&text) else {
+        return Vec::new();
+    };
+    let mut fields: Vec<(String, serde_json::Value)> = map.into_iter().collect();
+    fields.sort_by_key(|(key, _)| text.find(&format!("\"{key}\":")));
+    fields
 }
 
 fn params_table(h: &mut Html, variants: &[VariantReport]) {
-    let mut keys: Vec<&str> = Vec::new();
-    for k in variants.iter().flat_map(|v| v.params.keys()) {
-        if !keys.contains(&k.as_str()) {
-            keys.push(k);
-        }
-    }
+    let keys = first_seen(variants.iter().flat_map(|v| v.params.keys()));
     if keys.is_empty() {
         return;
     }
@@ -665,8 +628,7 @@ fn params_table(h: &mut Html, variants: &[VariantReport]) {
 fn json_text(v: Option<&serde_json::Value>) -> String {
     match v {
         None | Some(serde_json::Value::Null) => "–".into(),
-        Some(serde_json::Value::String(s)) => s.clone(),
-        Some(other) => other.to_string(),
+        Some(v) => plain(v),
     }
 }
 
