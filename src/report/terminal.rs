@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use crate::consume::behaviour::Cause;
 use crate::consume::fates::{self, per_cause};
 use crate::record::names;
+use crate::results::plain;
 use crate::results::summary::{Summary, VariantReport};
 use crate::scenario;
 use crate::scenario::table::{Cell, Figures, Show};
@@ -41,16 +42,12 @@ pub fn render(summary: &Summary) -> String {
             for w in &v.warnings {
                 let _ = writeln!(out, "  warning {}: {w}", v.name);
             }
-            if let Some(m) = v
-                .metrics
-                .iter()
-                .find(|m| m.name == names::CLOCK_UNCERTAINTY)
-            {
+            if let Some(us) = v.value(names::CLOCK_UNCERTAINTY) {
                 let _ = writeln!(
                     out,
                     "  clocks {}: latencies between processes are within ±{} of the truth (worker clock offsets, corrected)",
                     v.name,
-                    micros(m.value)
+                    micros(us)
                 );
             }
         }
@@ -86,21 +83,17 @@ fn micros(us: f64) -> String {
 /// when each joined (then corrected), its bound, and what remained after
 /// the run.
 fn workers(list: &[crate::results::summary::WorkerInfo]) -> String {
-    let mut rows = vec![
-        [
-            "worker",
-            "host",
-            "pid",
-            "offset",
-            "±",
-            "RTT",
-            "after run",
-            "status",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect::<Vec<_>>(),
+    let header = [
+        "worker",
+        "host",
+        "pid",
+        "offset",
+        "±",
+        "RTT",
+        "after run",
+        "status",
     ];
+    let mut rows = vec![header.map(String::from).to_vec()];
     for w in list {
         let signed = |us: f64| {
             let text = micros(us.abs());
@@ -131,10 +124,6 @@ fn workers(list: &[crate::results::summary::WorkerInfo]) -> String {
         "\nworkers (clock offset from the coordinator when each joined)\n{}",
         table(&rows)
     )
-}
-
-fn value(v: &VariantReport, name: &str) -> Option<f64> {
-    v.metric(name).map(|m| m.value)
 }
 
 fn verdict(v: &VariantReport) -> String {
@@ -172,28 +161,22 @@ fn cell(c: &Cell, v: &VariantReport) -> String {
             }
             lost
         }
-        Cell::Metric(name, show) => value(v, name).map_or_else(missing, |x| show.format(x)),
-        Cell::Quantile(histogram, q, show) => {
-            value(v, &names::quantile(histogram, q)).map_or_else(missing, |x| show.format(x))
-        }
+        Cell::Metric(name, show) => v.shown(name, show),
+        Cell::Quantile(histogram, q, show) => v.shown(&names::quantile(histogram, q), show),
         Cell::FirstOf(list, show) => list
             .iter()
-            .find_map(|m| value(v, m))
+            .find_map(|m| v.value(m))
             .map_or_else(missing, |x| show.format(x)),
         Cell::Counts(list, sep) => list
             .iter()
-            .map(|m| value(v, m).map(|x| format!("{x:.0}")))
+            .map(|m| v.value(m).map(|x| format!("{x:.0}")))
             .collect::<Option<Vec<_>>>()
             .map_or_else(missing, |parts| parts.join(sep)),
-        Cell::CountAndPart(whole, part) => match (value(v, whole), value(v, part)) {
+        Cell::CountAndPart(whole, part) => match (v.value(whole), v.value(part)) {
             (Some(w), Some(p)) => format!("{w:.0} ({p:.0})"),
             _ => missing(),
         },
-        Cell::Param(name) => match v.params.get(name) {
-            Some(serde_json::Value::String(s)) => s.clone(),
-            Some(other) => other.to_string(),
-            None => missing(),
-        },
+        Cell::Param(name) => v.params.get(name).map_or_else(missing, plain),
     }
 }
 
@@ -210,7 +193,7 @@ fn comparisons(kind: &str, v: &VariantReport) -> Vec<String> {
                 Show::SignedUs,
             )
         };
-        if let Some(n) = value(v, &name(fates::REDELIVERIES)) {
+        if let Some(n) = v.value(&name(fates::REDELIVERIES)) {
             lines.push(format!(
                 "{} redeliveries {n:.0}: later than configured by min {} p50 {} p99 {} max {}, early {}",
                 cause.name(),
@@ -218,7 +201,7 @@ fn comparisons(kind: &str, v: &VariantReport) -> Vec<String> {
                 late("p50"),
                 late("p99"),
                 late("max"),
-                value(v, &name(fates::REDELIVERY_EARLY)).unwrap_or(0.0)
+                v.value(&name(fates::REDELIVERY_EARLY)).unwrap_or(0.0)
             ));
         }
     }
