@@ -17,6 +17,7 @@ use anyhow::Result;
 use serde::Serialize;
 
 use crate::record::metrics::Direction;
+use crate::results::metadata::short_commit;
 use crate::results::summary::{SCHEMA_VERSION, Summary};
 use crate::system::error::{EXIT_FAILED, EXIT_OK, UsageError};
 pub use render::Format;
@@ -84,43 +85,31 @@ pub fn load(role: &'static str, path: &Path) -> Result<Input> {
     } else {
         path.to_path_buf()
     };
+    let unusable = |what: String| -> anyhow::Error { UsageError(format!("{role}: {what}")).into() };
     if !file.exists() {
-        let what = if path.is_dir() {
+        return Err(unusable(if path.is_dir() {
             format!("{} holds no summary.json", path.display())
         } else {
             format!("no results folder or summary.json at {}", path.display())
-        };
-        return Err(UsageError(format!("{role}: {what}")).into());
+        }));
     }
-    let text = fs::read_to_string(&file)
-        .map_err(|e| UsageError(format!("{role}: cannot read {}: {e}", file.display())))?;
-    let value: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| UsageError(format!("{role}: {} is not JSON: {e}", file.display())))?;
-    let version = value.get("schema_version").and_then(|v| v.as_u64());
-    match version {
-        None => {
-            return Err(UsageError(format!(
-                "{role}: {} is not a jsbench summary (it has no schema_version)",
-                file.display()
-            ))
-            .into());
-        }
-        Some(v) if v > u64::from(SCHEMA_VERSION) => {
-            return Err(UsageError(format!(
-                "{role}: {} has summary schema version {v}, written by a newer jsbench; \
-                 this one reads versions up to {SCHEMA_VERSION}",
-                file.display()
-            ))
-            .into());
-        }
-        Some(_) => {}
+    let name = file.display();
+    let text =
+        fs::read_to_string(&file).map_err(|e| unusable(format!("cannot read {name}: {e}")))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| unusable(format!("{name} is not JSON: {e}")))?;
+    let Some(version) = value.get("schema_version").and_then(|v| v.as_u64()) else {
+        let what = format!("{name} is not a jsbench summary (it has no schema_version)");
+        return Err(unusable(what));
+    };
+    if version > u64::from(SCHEMA_VERSION) {
+        return Err(unusable(format!(
+            "{name} has summary schema version {version}, written by a newer jsbench; \
+             this one reads versions up to {SCHEMA_VERSION}"
+        )));
     }
-    let summary: Summary = serde_json::from_value(value).map_err(|e| {
-        UsageError(format!(
-            "{role}: {} is not a jsbench summary: {e}",
-            file.display()
-        ))
-    })?;
+    let summary: Summary = serde_json::from_value(value)
+        .map_err(|e| unusable(format!("{name} is not a jsbench summary: {e}")))?;
     Ok(Input {
         role,
         path: path.to_path_buf(),
@@ -157,18 +146,7 @@ impl RunRef {
     }
 
     pub fn short_commit(&self) -> String {
-        let short: String = self
-            .commit
-            .as_deref()
-            .unwrap_or("nogit")
-            .chars()
-            .take(7)
-            .collect();
-        if self.dirty {
-            format!("{short}+dirty")
-        } else {
-            short
-        }
+        short_commit(self.commit.as_deref(), self.dirty)
     }
 }
 
@@ -181,6 +159,22 @@ pub struct Failure {
     /// or "run" for a run that failed outside any variant.
     pub check: String,
     pub detail: String,
+}
+
+impl Failure {
+    pub fn new(
+        scenario: &str,
+        variant: &str,
+        check: impl Into<String>,
+        detail: impl Into<String>,
+    ) -> Self {
+        Failure {
+            scenario: scenario.into(),
+            variant: variant.into(),
+            check: check.into(),
+            detail: detail.into(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -209,6 +203,7 @@ pub struct Judged {
 }
 
 impl Judged {
+    #[cfg(test)]
     pub fn threshold(threshold: f64) -> Judged {
         Judged {
             threshold,
@@ -330,6 +325,7 @@ pub struct Comparison {
 }
 
 impl Comparison {
+    #[cfg(test)]
     pub fn regressions(&self) -> impl Iterator<Item = &MetricComparison> {
         self.metrics
             .iter()
@@ -381,13 +377,15 @@ pub fn compare(base: &Input, new: &Input, judged: &Judged, fail_on: FailOn) -> R
             if missing_shown.len() > names.len() { ", ..." } else { "" }
         ));
     }
-    let mut missing: Vec<Failure> = missing_judged
-        .iter()
-        .map(|m| Failure {
-            scenario: m.scenario.clone(),
-            variant: m.variant.clone(),
-            check: format!("metric {}", m.metric),
-            detail: "measured in BASE, absent in NEW".into(),
+    let absent = "measured in BASE, absent in NEW";
+    let mut missing: Vec<Failure> = (missing_judged.iter())
+        .map(|m| {
+            Failure::new(
+                &m.scenario,
+                &m.variant,
+                format!("metric {}", m.metric),
+                absent,
+            )
         })
         .collect();
     if gating {
@@ -407,7 +405,7 @@ pub fn compare(base: &Input, new: &Input, judged: &Judged, fail_on: FailOn) -> R
         } += 1;
     }
     counts.judged = counts.regressed + counts.improved + counts.within_noise + counts.unchanged;
-    let regressed = counts.regressed > 0 && fail_on == FailOn::Regressions;
+    let regressed = counts.regressed > 0 && gating;
     let (result, exit_code) = if !failures.is_empty() {
         ("invariants failed", EXIT_FAILED)
     } else if !missing.is_empty() {
@@ -461,20 +459,18 @@ fn emptied_histograms(
         for h in v.histograms.iter().filter(|h| h.count > 0) {
             let count = in_new.and_then(|nv| nv.histograms.iter().find(|x| x.name == h.name));
             if count.is_none_or(|x| x.count == 0) {
-                out.push(Failure {
-                    scenario: s.name.clone(),
-                    variant: v.name.clone(),
-                    check: format!("histogram {}", h.name),
-                    detail: format!(
-                        "BASE recorded {} samples, NEW {}",
-                        h.count,
-                        if count.is_some() {
-                            "none"
-                        } else {
-                            "has no such histogram"
-                        }
-                    ),
-                });
+                let new = if count.is_some() {
+                    "none"
+                } else {
+                    "has no such histogram"
+                };
+                let detail = format!("BASE recorded {} samples, NEW {new}", h.count);
+                out.push(Failure::new(
+                    &s.name,
+                    &v.name,
+                    format!("histogram {}", h.name),
+                    detail,
+                ));
             }
         }
     }
@@ -532,16 +528,13 @@ fn comparable(base: &Input, new: &Input) -> Result<Vec<String>> {
             b.run.profile.name
         )));
     }
-    for (incomplete, input) in [(b, base), (n, new)] {
-        if matches!(
-            incomplete.verdict.as_str(),
-            "running" | "interrupted" | "incomplete"
-        ) {
+    for input in [base, new] {
+        let verdict = &input.summary.verdict;
+        if matches!(verdict.as_str(), "running" | "interrupted" | "incomplete") {
             return Err(UsageError(format!(
-                "{}: {} is incomplete (verdict {:?}): the run was interrupted, lost a worker or is still running",
+                "{}: {} is incomplete (verdict {verdict:?}): the run was interrupted, lost a worker or is still running",
                 input.role,
                 input.path.display(),
-                incomplete.verdict
             ))
             .into());
         }
@@ -639,30 +632,20 @@ pub fn failures_in<'a>(
 ) -> Vec<Failure> {
     let mut out = Vec::new();
     for v in variants {
-        if let Some(e) = v.error {
-            out.push(Failure {
-                scenario: v.scenario.to_string(),
-                variant: v.variant.to_string(),
-                check: "error".into(),
-                detail: e.to_string(),
-            });
-        }
-        for i in v.invariants.iter().filter(|i| !i.passed) {
-            out.push(Failure {
-                scenario: v.scenario.to_string(),
-                variant: v.variant.to_string(),
-                check: i.name.clone(),
-                detail: i.detail.clone(),
-            });
+        let error = v.error.map(|e| ("error", e));
+        let failed = v.invariants.iter().filter(|i| !i.passed);
+        let failed = failed.map(|i| (i.name.as_str(), i.detail.as_str()));
+        for (check, detail) in error.into_iter().chain(failed) {
+            out.push(Failure::new(v.scenario, v.variant, check, detail));
         }
     }
     if out.is_empty() && verdict == "failed" {
-        out.push(Failure {
-            scenario: "-".into(),
-            variant: "-".into(),
-            check: "run".into(),
-            detail: "the run failed outside any recorded variant (a scenario aborted or clean-up failed; see the run's output)".into(),
-        });
+        out.push(Failure::new(
+            "-",
+            "-",
+            "run",
+            "the run failed outside any recorded variant (a scenario aborted or clean-up failed; see the run's output)",
+        ));
     }
     out
 }
