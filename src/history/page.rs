@@ -10,8 +10,8 @@ use super::analyse::Analysed;
 use super::chart::{self, RunLabel};
 use super::load::Record;
 use super::series::Group;
-use super::table::short;
 use crate::report::html::{Html, Trusted};
+use crate::results::metadata::short_commit;
 
 const CSS: &str = "body{font-family:sans-serif;margin:24px;color:#222}\
 table{border-collapse:collapse;margin:8px 0 16px}td,th{border:1px solid #c8c8c8;padding:3px 8px;font-size:13px}\
@@ -33,7 +33,12 @@ pub fn render(outcome: &Outcome, records: &[Record], out: &Path) -> String {
         });
         h.el("body", &[], |h| {
             h.text_el("h1", &[], "jsbench history");
-            h.text_el("p", &[("class", outcome_class(outcome))], &outcome.headline);
+            let class = if outcome.exit_code == 0 {
+                "good"
+            } else {
+                "bad"
+            };
+            h.text_el("p", &[("class", class)], &outcome.headline);
             for note in &outcome.notes {
                 h.text_el("p", &[("class", "muted")], note);
             }
@@ -43,14 +48,6 @@ pub fn render(outcome: &Outcome, records: &[Record], out: &Path) -> String {
         });
     });
     h.finish()
-}
-
-fn outcome_class(outcome: &Outcome) -> &'static str {
-    if outcome.exit_code == 0 {
-        "good"
-    } else {
-        "bad"
-    }
 }
 
 fn section(h: &mut Html, group: &Group, analysed: &[Analysed], records: &[Record], out: &Path) {
@@ -124,7 +121,7 @@ pub fn run_labels(group: &Group, records: &[Record], out: &Path) -> Vec<RunLabel
         .iter()
         .map(|&i| {
             let r = &records[i];
-            let commit = short(r.commit.as_deref(), r.dirty);
+            let commit = short_commit(r.commit.as_deref(), r.dirty);
             RunLabel {
                 title: format!("{commit} {} ({})", r.started_at, r.verdict),
                 href: r.report.as_deref().map(|p| link(p, out)),
