@@ -50,6 +50,7 @@ pub fn to_png(chart: &Chart, path: &Path) -> Result<()> {
 
 /// Draws into an RGB buffer (`SIZE.0 * SIZE.1 * 3` bytes): what the PNG
 /// holds, for tests that look at pixels.
+#[cfg(test)]
 pub fn to_rgb(chart: &Chart) -> Result<Vec<u8>> {
     fonts::ensure_registered()?;
     let mut buffer = vec![0u8; (SIZE.0 * SIZE.1 * 3) as usize];
