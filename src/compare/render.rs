@@ -93,25 +93,23 @@ fn rule_line(c: &Comparison) -> String {
 
 fn counts_line(c: &Comparison) -> String {
     let k = &c.counts;
-    let always = [
-        (k.regressed, "regressed"),
-        (k.improved, "improved"),
-        (k.within_noise, "within noise"),
-        (k.unchanged, "unchanged"),
-        (k.context, "context"),
+    let mut parts = vec![
+        format!("{} regressed", k.regressed),
+        format!("{} improved", k.improved),
+        format!("{} within noise", k.within_noise),
+        format!("{} unchanged", k.unchanged),
+        format!("{} context", k.context),
     ];
-    let when_any = [
-        (k.not_judged, "not judged"),
-        (k.missing, "missing in NEW"),
-        (k.added, "new"),
-    ];
-    let parts = always
-        .into_iter()
-        .chain(when_any.into_iter().filter(|(n, _)| *n > 0));
-    parts
-        .map(|(n, what)| format!("{n} {what}"))
-        .collect::<Vec<_>>()
-        .join(", ")
+    if k.not_judged > 0 {
+        parts.push(format!("{} not judged", k.not_judged));
+    }
+    if k.missing > 0 {
+        parts.push(format!("{} missing in NEW", k.missing));
+    }
+    if k.added > 0 {
+        parts.push(format!("{} new", k.added));
+    }
+    parts.join(", ")
 }
 
 /// A side's value, and its range when it has repetitions.
