@@ -124,30 +124,11 @@ impl Html {
         self.out.push_str(tag);
         self.out.push('>');
         // Block-level elements end a line: the page stays diffable.
-        if matches!(
-            tag,
-            "p" | "div"
-                | "section"
-                | "table"
-                | "tr"
-                | "ul"
-                | "li"
-                | "h1"
-                | "h2"
-                | "h3"
-                | "figure"
-                | "header"
-                | "footer"
-                | "head"
-                | "body"
-                | "html"
-                | "details"
-                | "pre"
-                | "style"
-                | "nav"
-                | "thead"
-                | "tbody"
-        ) {
+        const BLOCKS: [&str; 22] = [
+            "p", "div", "section", "table", "tr", "ul", "li", "h1", "h2", "h3", "figure", "header",
+            "footer", "head", "body", "html", "details", "pre", "style", "nav", "thead", "tbody",
+        ];
+        if BLOCKS.contains(&tag) {
             self.out.push('\n');
         }
     }
