@@ -243,12 +243,13 @@ fn run_section(h: &mut Html, summary: &Summary) {
         ),
         ("server name", server.server_name.clone()),
     ];
-    if let Some(c) = &server.cluster {
-        rows.push(("cluster", c.clone()));
-    }
-    if let Some(d) = &server.jetstream_domain {
-        rows.push(("JetStream domain", d.clone()));
-    }
+    rows.extend(server.cluster.clone().map(|c| ("cluster", c)));
+    rows.extend(
+        server
+            .jetstream_domain
+            .clone()
+            .map(|d| ("JetStream domain", d)),
+    );
     rows.push((
         "streams",
         format!("{} storage, {} replica(s)", server.storage, server.replicas),
@@ -269,9 +270,7 @@ fn run_section(h: &mut Html, summary: &Summary) {
                 .unwrap_or_default()
         ),
     ));
-    if let Some(name) = &host.hostname {
-        rows.push(("host name", name.clone()));
-    }
+    rows.extend(host.hostname.clone().map(|name| ("host name", name)));
     rows.push((
         "profile",
         format!("{} ({})", run.profile.name, run.profile.source),
@@ -313,16 +312,7 @@ fn run_section(h: &mut Html, summary: &Summary) {
                 });
             }
         });
-        if !server.log_problems.is_empty() {
-            h.el("div", &[("class", "warnings")], |h| {
-                h.text_el("h3", &[], "Server log warnings and errors");
-                h.el("ul", &[], |h| {
-                    for line in &server.log_problems {
-                        h.text_el("li", &[], line);
-                    }
-                });
-            });
-        }
+        warnings(h, "Server log warnings and errors", &server.log_problems);
         h.el("details", &[], |h| {
             h.text_el("summary", &[], "Profile as run");
             h.text_el("pre", &[], &run.profile.text);
@@ -341,31 +331,18 @@ fn scenario_section(
     h.el("section", &[("id", &id)], |h| {
         h.el("h2", &[], |h| {
             h.text(&format!("Scenario {} ({})", scenario.name, scenario.kind));
-            if failed {
-                h.text_el("span", &[("class", "badge fail")], "FAILED");
+            let (class, badge) = if failed {
+                ("badge fail", "FAILED")
             } else {
-                h.text_el("span", &[("class", "badge pass")], "passed");
-            }
+                ("badge pass", "passed")
+            };
+            h.text_el("span", &[("class", class)], badge);
         });
         verdicts(h, variants);
-        let notes: Vec<(&str, &str)> = variants
+        let notes = variants
             .iter()
-            .flat_map(|v| {
-                v.warnings
-                    .iter()
-                    .map(move |w| (v.name.as_str(), w.as_str()))
-            })
-            .collect();
-        if !notes.is_empty() {
-            h.el("div", &[("class", "warnings")], |h| {
-                h.text_el("h3", &[], "Warnings");
-                h.el("ul", &[], |h| {
-                    for (v, w) in &notes {
-                        h.text_el("li", &[], &format!("{v}: {w}"));
-                    }
-                });
-            });
-        }
+            .flat_map(|v| v.warnings.iter().map(move |w| format!("{}: {w}", v.name)));
+        warnings(h, "Warnings", &notes.collect::<Vec<_>>());
         h.text_el("h3", &[], "Charts");
         if charts.is_empty() {
             h.text_el(
@@ -399,6 +376,21 @@ fn scenario_section(
         metrics_table(h, variants);
         ledger_table(h, variants);
         params_table(h, variants);
+    });
+}
+
+/// A box of warnings under `title`; nothing when there are none.
+fn warnings(h: &mut Html, title: &str, lines: &[String]) {
+    if lines.is_empty() {
+        return;
+    }
+    h.el("div", &[("class", "warnings")], |h| {
+        h.text_el("h3", &[], title);
+        h.el("ul", &[], |h| {
+            for line in lines {
+                h.text_el("li", &[], line);
+            }
+        });
     });
 }
 
@@ -538,22 +530,13 @@ fn cpu_table(h: &mut Html, variants: &[VariantReport]) {
             h.el("tr", &[], |h| {
                 h.text_el("th", &[], label);
                 for v in variants {
-                    let cell = v.metric(name).map_or_else(
-                        || "–".into(),
-                        |m| {
-                            if name == names::CLIENT_CPU_SHARE {
-                                format!("{:.0}%", m.value * 100.0)
-                            } else {
-                                format!("{:.2}", m.value)
-                            }
-                        },
-                    );
-                    let class = if name == names::CLIENT_CPU_SHARE
-                        && v.metric(name).is_some_and(|m| m.value > 0.5)
-                    {
-                        "num warn"
-                    } else {
-                        "num"
+                    let (cell, class) = match v.metric(name).map(|m| m.value) {
+                        None => ("–".into(), "num"),
+                        Some(share) if name == names::CLIENT_CPU_SHARE => {
+                            let class = if share > 0.5 { "num warn" } else { "num" };
+                            (format!("{:.0}%", share * 100.0), class)
+                        }
+                        Some(us) => (format!("{us:.2}"), "num"),
                     };
                     h.text_el("td", &[("class", class)], &cell);
                 }
