@@ -9,7 +9,7 @@ use super::summary::{HistogramReport, RunMetadata, Summary};
 use super::{Store, scenario_entry, variant_report};
 use crate::profile::CommonPlan;
 use crate::record::histogram::Recorder;
-use crate::variant::{Part, VariantResult, VariantSink};
+use crate::variant::{VariantResult, VariantSink};
 
 /// Variants reported exactly as a results folder reports a single run
 /// (`repeat = 1`), with each histogram kept as base64 instead of files: a
@@ -73,17 +73,6 @@ impl Store for Base64 {
             hdr_file: String::new(),
             hlog_file: None,
         })
-    }
-
-    /// A parts table is a file of a results folder; in memory there is
-    /// none, and the variant's own figures stay in its report.
-    fn parts(
-        &mut self,
-        _scenario: &str,
-        _variant: &str,
-        _parts: &[Part],
-    ) -> Result<Option<String>> {
-        Ok(None)
     }
 }
 

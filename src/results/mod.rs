@@ -23,7 +23,7 @@ use anyhow::{Context, Result};
 use crate::profile::CommonPlan;
 use crate::record::histogram::Recorder;
 use crate::system::error::UsageError;
-use crate::variant::{VariantResult, VariantSink};
+use crate::variant::{Part, VariantResult, VariantSink};
 use summary::{HistogramReport, RunMetadata, ScenarioReport, Summary, VariantReport};
 
 pub use collected::Collected;
@@ -162,13 +162,17 @@ trait Store {
         recorder: &Recorder,
     ) -> Result<HistogramReport>;
 
-    /// The parts table's file, if the store writes one.
+    /// The parts table's file, if the store writes one. A parts table is a
+    /// file of a results folder; in memory there is none, and the
+    /// variant's own figures stay in its report.
     fn parts(
         &mut self,
-        scenario: &str,
-        variant: &str,
-        parts: &[crate::variant::Part],
-    ) -> Result<Option<String>>;
+        _scenario: &str,
+        _variant: &str,
+        _parts: &[Part],
+    ) -> Result<Option<String>> {
+        Ok(None)
+    }
 }
 
 /// A finished variant as the summary reports it: counted in the live
@@ -261,14 +265,12 @@ impl Store for Folder<'_> {
             &self.dir.join(&hdr_file),
             (recorder.to_base64() + "\n").as_bytes(),
         )?;
-        let hlog_file = match recorder.to_interval_log() {
-            Some(log) => {
-                let file = format!("histograms/{stem}.hlog");
-                write_atomic(&self.dir.join(&file), &log)?;
-                Some(file)
-            }
-            None => None,
-        };
+        let mut hlog_file = None;
+        if let Some(log) = recorder.to_interval_log() {
+            let file = format!("histograms/{stem}.hlog");
+            write_atomic(&self.dir.join(&file), &log)?;
+            hlog_file = Some(file);
+        }
         Ok(HistogramReport {
             name: name.to_string(),
             count: recorder.count(),
@@ -278,12 +280,7 @@ impl Store for Folder<'_> {
         })
     }
 
-    fn parts(
-        &mut self,
-        scenario: &str,
-        variant: &str,
-        parts: &[crate::variant::Part],
-    ) -> Result<Option<String>> {
+    fn parts(&mut self, scenario: &str, variant: &str, parts: &[Part]) -> Result<Option<String>> {
         let file = format!("parts/{scenario}.{variant}.csv");
         fs::create_dir_all(self.dir.join("parts"))
             .with_context(|| format!("creating {}", self.dir.join("parts").display()))?;
@@ -322,7 +319,7 @@ pub fn metrics_csv(summary: &Summary) -> Result<Vec<u8>> {
 
 /// A variant's parts as a table: kind, name, then every column any part
 /// has, in the order first seen; a part without a column leaves it empty.
-pub fn parts_csv(parts: &[crate::variant::Part]) -> Result<Vec<u8>> {
+pub fn parts_csv(parts: &[Part]) -> Result<Vec<u8>> {
     let values = parts.iter().flat_map(|p| &p.values);
     let columns = first_seen(values.map(|(name, _)| name.as_str()));
     let mut out = csv::Writer::from_writer(Vec::new());
