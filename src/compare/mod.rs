@@ -377,17 +377,12 @@ pub fn compare(base: &Input, new: &Input, judged: &Judged, fail_on: FailOn) -> R
             if missing_shown.len() > names.len() { ", ..." } else { "" }
         ));
     }
-    let absent = "measured in BASE, absent in NEW";
-    let mut missing: Vec<Failure> = (missing_judged.iter())
-        .map(|m| {
-            Failure::new(
-                &m.scenario,
-                &m.variant,
-                format!("metric {}", m.metric),
-                absent,
-            )
-        })
-        .collect();
+    let mut missing = Vec::new();
+    for m in missing_judged {
+        let check = format!("metric {}", m.metric);
+        let absent = "measured in BASE, absent in NEW";
+        missing.push(Failure::new(&m.scenario, &m.variant, check, absent));
+    }
     if gating {
         missing.extend(emptied_histograms(&base.summary, &new.summary, &probes));
     }
@@ -459,18 +454,10 @@ fn emptied_histograms(
         for h in v.histograms.iter().filter(|h| h.count > 0) {
             let count = in_new.and_then(|nv| nv.histograms.iter().find(|x| x.name == h.name));
             if count.is_none_or(|x| x.count == 0) {
-                let new = if count.is_some() {
-                    "none"
-                } else {
-                    "has no such histogram"
-                };
+                let new = count.map_or("has no such histogram", |_| "none");
                 let detail = format!("BASE recorded {} samples, NEW {new}", h.count);
-                out.push(Failure::new(
-                    &s.name,
-                    &v.name,
-                    format!("histogram {}", h.name),
-                    detail,
-                ));
+                let check = format!("histogram {}", h.name);
+                out.push(Failure::new(&s.name, &v.name, check, detail));
             }
         }
     }
@@ -479,20 +466,15 @@ fn emptied_histograms(
 
 /// What a reader must weigh beside the verdict of two unpaired runs.
 fn unpaired(base: &Summary, new: &Summary) -> String {
-    let same_host = base.run.host.hostname == new.run.host.hostname;
+    let hostname = &base.run.host.hostname;
+    let other_host = (*hostname != new.run.host.hostname)
+        .then(|| format!(" on {}", hostname.as_deref().unwrap_or("another host")));
     format!(
         "unpaired: BASE ran at {}{}, NEW at {}; two unpaired runs of one build moved 15-31% in p50 latency, \
          -23% in max publish rate and +72% in PubAck p99 on a shared 2-core machine (docs/compare.md), so \
          only changes well beyond that are evidence; `jsbench ab` pairs runs and sees a few percent",
         base.run.started_at,
-        if same_host {
-            String::new()
-        } else {
-            format!(
-                " on {}",
-                base.run.host.hostname.as_deref().unwrap_or("another host")
-            )
-        },
+        other_host.unwrap_or_default(),
         new.run.started_at,
     )
 }

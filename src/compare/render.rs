@@ -182,32 +182,23 @@ fn table(c: &Comparison) -> String {
         "MISSING in NEW (a number that disappears is never noise)",
         &c.missing,
     );
-    let mut group: Option<(&str, &str)> = None;
-    let mut rows: Vec<Vec<String>> = Vec::new();
-    let header = || {
-        ["metric", "base", "new", "change", "verdict"]
-            .map(String::from)
-            .to_vec()
+    // A table per scenario and variant, in the metrics' order.
+    let same_variant = |a: &MetricComparison, b: &MetricComparison| {
+        (&a.scenario, &a.variant) == (&b.scenario, &b.variant)
     };
-    for m in &c.metrics {
-        let key = (m.scenario.as_str(), m.variant.as_str());
-        if group != Some(key) {
-            if !rows.is_empty() {
-                out.push_str(&aligned(&rows, "  "));
-            }
-            let _ = writeln!(out, "\n{} / {}", m.scenario, m.variant);
-            rows = vec![header()];
-            group = Some(key);
-        }
-        rows.push(vec![
-            m.metric.clone(),
-            cell(m.base.as_ref(), &m.unit),
-            cell(m.new.as_ref(), &m.unit),
-            change(m),
-            verdict(m),
-        ]);
-    }
-    if !rows.is_empty() {
+    for group in c.metrics.chunk_by(same_variant) {
+        let _ = writeln!(out, "\n{} / {}", group[0].scenario, group[0].variant);
+        let header = ["metric", "base", "new", "change", "verdict"];
+        let mut rows = vec![header.map(String::from).to_vec()];
+        rows.extend(group.iter().map(|m| {
+            vec![
+                m.metric.clone(),
+                cell(m.base.as_ref(), &m.unit),
+                cell(m.new.as_ref(), &m.unit),
+                change(m),
+                verdict(m),
+            ]
+        }));
         out.push_str(&aligned(&rows, "  "));
     }
     let _ = writeln!(out, "\n{}", counts_line(c));
