@@ -257,8 +257,12 @@ pub fn read_summary(file: &Path) -> Result<Lean> {
 /// A run's record from its summary.
 pub fn from_summary(summary: &Lean, report: Option<String>) -> Record {
     let run = &summary.run;
-    let variants =
-        || (summary.scenarios.iter()).flat_map(|s| s.variants.iter().map(move |v| (s, v)));
+    let variants = || {
+        summary
+            .scenarios
+            .iter()
+            .flat_map(|s| s.variants.iter().map(move |v| (s, v)))
+    };
     let metrics = variants()
         .flat_map(|(s, v)| {
             v.metrics
