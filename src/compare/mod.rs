@@ -567,21 +567,13 @@ fn first_difference(a: &str, b: &str) -> Option<(usize, String, String)> {
     if a == b {
         return None;
     }
+    let show = |s: Option<&str>| s.unwrap_or("(end of file)").to_string();
     let (mut x, mut y) = (a.lines(), b.lines());
-    let mut line = 1;
-    loop {
-        match (x.next(), y.next()) {
-            (Some(p), Some(q)) if p == q => line += 1,
-            (None, None) => {
-                // Only line endings or a final newline differ.
-                return Some((line, "(end of file)".into(), "(end of file)".into()));
-            }
-            (p, q) => {
-                let show = |s: Option<&str>| s.unwrap_or("(end of file)").to_string();
-                return Some((line, show(p), show(q)));
-            }
-        }
-    }
+    // Both ending together: only line endings or a final newline differ.
+    (1..).find_map(|line| {
+        let (p, q) = (x.next(), y.next());
+        (p.is_none() || p != q).then(|| (line, show(p), show(q)))
+    })
 }
 
 /// Every failed invariant and variant error of a run, and a failed run
