@@ -95,14 +95,7 @@ fn workers(list: &[crate::results::summary::WorkerInfo]) -> String {
     ];
     let mut rows = vec![header.map(String::from).to_vec()];
     for w in list {
-        let signed = |us: f64| {
-            let text = micros(us.abs());
-            if us < 0.0 {
-                format!("-{text}")
-            } else {
-                format!("+{text}")
-            }
-        };
+        let signed = |us: f64| format!("{}{}", if us < 0.0 { "-" } else { "+" }, micros(us.abs()));
         rows.push(vec![
             w.id.clone(),
             w.host.clone(),
