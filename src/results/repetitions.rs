@@ -10,6 +10,7 @@
 
 use super::first_seen;
 use super::summary::{RepetitionReport, VariantReport};
+use crate::record::metrics::Metric;
 use crate::record::spread::{Spread, median};
 use crate::variant::Invariant;
 
@@ -18,10 +19,7 @@ use crate::variant::Invariant;
 /// warnings and errors labelled with the repetition.
 pub fn first(mut report: VariantReport, index: usize, of: usize) -> VariantReport {
     let record = record_of(&report, index);
-    for m in &mut report.metrics {
-        m.repetitions = vec![m.value];
-        m.spread = Spread::of(&m.repetitions);
-    }
+    report.metrics.iter_mut().for_each(repeated);
     report.warnings = label(index, std::mem::take(&mut report.warnings));
     report.error = report.error.map(|e| format!("repetition {index}: {e}"));
     report.repetitions = vec![record];
@@ -35,7 +33,7 @@ pub fn first(mut report: VariantReport, index: usize, of: usize) -> VariantRepor
 /// pooled histograms (the writer pools the recorders).
 pub fn fold(into: &mut VariantReport, next: VariantReport, index: usize, of: usize) {
     into.repetitions.push(record_of(&next, index));
-    for m in next.metrics {
+    for mut m in next.metrics {
         match into.metrics.iter_mut().find(|x| x.name == m.name) {
             Some(existing) => {
                 existing.repetitions.push(m.value);
@@ -47,9 +45,7 @@ pub fn fold(into: &mut VariantReport, next: VariantReport, index: usize, of: usi
             None => {
                 // A metric this repetition has and earlier ones lacked
                 // (an optional figure): its own values only.
-                let mut m = m;
-                m.repetitions = vec![m.value];
-                m.spread = Spread::of(&m.repetitions);
+                repeated(&mut m);
                 into.metrics.push(m);
             }
         }
@@ -81,6 +77,13 @@ pub fn fold(into: &mut VariantReport, next: VariantReport, index: usize, of: usi
     into.streams.extend(next.streams);
     into.invariants = merge_invariants(&into.repetitions, of);
     into.passed = passed(into);
+}
+
+/// A metric of one repetition in the repeated form: its one value, and
+/// the spread of that.
+fn repeated(m: &mut Metric) {
+    m.repetitions = vec![m.value];
+    m.spread = Spread::of(&m.repetitions);
 }
 
 fn record_of(report: &VariantReport, index: usize) -> RepetitionReport {
