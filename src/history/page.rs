@@ -22,32 +22,21 @@ figure{margin:0}figcaption{font-size:12px;font-family:monospace;margin-bottom:2p
 /// The page for every group; links to reports are made relative to `out`
 /// (the folder history.html is written to) when they point at files.
 pub fn render(outcome: &Outcome, records: &[Record], out: &Path) -> String {
-    let mut h = Html::document();
-    h.el("html", &[("lang", "en")], |h| {
-        h.el("head", &[], |h| {
-            h.void("meta", &[("charset", "utf-8")]);
-            h.text_el("title", &[], "jsbench history");
-            h.el("style", &[], |h| {
-                h.trusted(&Trusted::css(CSS));
-            });
-        });
-        h.el("body", &[], |h| {
-            h.text_el("h1", &[], "jsbench history");
-            let class = if outcome.exit_code == 0 {
-                "good"
-            } else {
-                "bad"
-            };
-            h.text_el("p", &[("class", class)], &outcome.headline);
-            for note in &outcome.notes {
-                h.text_el("p", &[("class", "muted")], note);
-            }
-            for (group, analysed) in &outcome.groups {
-                section(h, group, analysed, records, out);
-            }
-        });
-    });
-    h.finish()
+    Html::page("jsbench history", &[], CSS, |h| {
+        h.text_el("h1", &[], "jsbench history");
+        let class = if outcome.exit_code == 0 {
+            "good"
+        } else {
+            "bad"
+        };
+        h.text_el("p", &[("class", class)], &outcome.headline);
+        for note in &outcome.notes {
+            h.text_el("p", &[("class", "muted")], note);
+        }
+        for (group, analysed) in &outcome.groups {
+            section(h, group, analysed, records, out);
+        }
+    })
 }
 
 fn section(h: &mut Html, group: &Group, analysed: &[Analysed], records: &[Record], out: &Path) {

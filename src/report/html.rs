@@ -65,6 +65,31 @@ impl Html {
         }
     }
 
+    /// A whole page: `<html lang="en">`, its head (the charset, `metas`,
+    /// `title` and the stylesheet `css`), and the body `body` fills.
+    pub fn page(
+        title: &str,
+        metas: &[Attrs],
+        css: &'static str,
+        body: impl FnOnce(&mut Html),
+    ) -> String {
+        let mut h = Html::document();
+        h.el("html", &[("lang", "en")], |h| {
+            h.el("head", &[], |h| {
+                h.void("meta", &[("charset", "utf-8")]);
+                for attrs in metas {
+                    h.void("meta", attrs);
+                }
+                h.text_el("title", &[], title);
+                h.el("style", &[], |h| {
+                    h.trusted(&Trusted::css(css));
+                });
+            });
+            h.el("body", &[], body);
+        });
+        h.finish()
+    }
+
     /// `<tag attrs>…</tag>` with `body` filling it.
     pub fn el(
         &mut self,

@@ -8,7 +8,7 @@
 
 use super::charts::axis::format_micros;
 use super::charts::safe_stem;
-use super::html::{Html, Trusted};
+use super::html::{Attrs, Html, Trusted};
 use crate::record::ledger::LedgerCounts;
 use crate::record::names;
 use crate::results::summary::{Summary, VariantReport};
@@ -122,50 +122,37 @@ pub fn render(summary: &Summary, charts: &ChartsByScenario, generated_by: &str) 
     let (class, headline) = verdict(summary, problems.len());
     let profile = &summary.run.profile.name;
 
-    let mut h = Html::document();
-    h.el("html", &[("lang", "en")], |h| {
-        h.el("head", &[], |h| {
-            h.void("meta", &[("charset", "utf-8")]);
-            h.void(
-                "meta",
-                &[
-                    ("name", "viewport"),
-                    ("content", "width=device-width, initial-scale=1"),
-                ],
+    let title = format!("jsbench {profile}: {headline}");
+    let viewport: Attrs = &[
+        ("name", "viewport"),
+        ("content", "width=device-width, initial-scale=1"),
+    ];
+    Html::page(&title, &[viewport], CSS, |h| {
+        h.el("header", &[], |h| {
+            h.text_el("h1", &[], &format!("jsbench results: {profile}"));
+            h.text_el("p", &[], &summary.run.profile.description);
+            h.text_el(
+                "div",
+                &[("class", &format!("banner {class}")), ("id", "verdict")],
+                &headline,
             );
-            h.text_el("title", &[], &format!("jsbench {profile}: {headline}"));
-            h.el("style", &[], |h| {
-                h.trusted(&Trusted::css(CSS));
-            });
         });
-        h.el("body", &[], |h| {
-            h.el("header", &[], |h| {
-                h.text_el("h1", &[], &format!("jsbench results: {profile}"));
-                h.text_el("p", &[], &summary.run.profile.description);
-                h.text_el(
-                    "div",
-                    &[("class", &format!("banner {class}")), ("id", "verdict")],
-                    &headline,
-                );
-            });
-            if !problems.is_empty() {
-                problem_list(h, &problems);
-            }
-            contents(h, summary);
-            run_section(h, summary);
-            for scenario in &summary.scenarios {
-                let drawn = charts.iter().find(|(name, _)| *name == scenario.name);
-                scenario_section(h, scenario, drawn.map_or(&[], |(_, c)| c));
-            }
-            h.el("footer", &[], |h| {
-                h.text(&format!(
-                    "Rendered by {generated_by} from summary.json and histograms/ of {}.",
-                    summary.run.id
-                ));
-            });
+        if !problems.is_empty() {
+            problem_list(h, &problems);
+        }
+        contents(h, summary);
+        run_section(h, summary);
+        for scenario in &summary.scenarios {
+            let drawn = charts.iter().find(|(name, _)| *name == scenario.name);
+            scenario_section(h, scenario, drawn.map_or(&[], |(_, c)| c));
+        }
+        h.el("footer", &[], |h| {
+            h.text(&format!(
+                "Rendered by {generated_by} from summary.json and histograms/ of {}.",
+                summary.run.id
+            ));
         });
-    });
-    h.finish()
+    })
 }
 
 fn problem_list(h: &mut Html, problems: &[Problem]) {
