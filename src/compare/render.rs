@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use super::rule::{Side, Verdict};
 use super::{Comparison, Failure, JudgedBy, MetricComparison};
 use crate::report::page::format_with_range;
+pub use crate::report::terminal::aligned;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -140,31 +141,6 @@ fn noteworthy(m: &MetricComparison) -> bool {
         m.verdict,
         Verdict::Regressed | Verdict::Improved | Verdict::WithinNoise | Verdict::Missing
     )
-}
-
-/// Columns padded to their widest cell, first column left-aligned.
-pub fn aligned(rows: &[Vec<String>], indent: &str) -> String {
-    let widths: Vec<usize> = (0..rows.first().map_or(0, Vec::len))
-        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for row in rows {
-        let mut line = String::from(indent);
-        for (i, text) in row.iter().enumerate() {
-            let pad = widths[i] - text.chars().count();
-            if i == 0 {
-                line.push_str(text);
-                line.push_str(&" ".repeat(pad));
-            } else {
-                line.push_str("  ");
-                line.push_str(&" ".repeat(pad));
-                line.push_str(text);
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
 }
 
 fn table(c: &Comparison) -> String {

@@ -26,7 +26,7 @@ pub fn render(summary: &Summary) -> String {
         for v in &scenario.variants {
             rows.push(columns.iter().map(|c| cell(&c.cell, v)).collect());
         }
-        out.push_str(&table(&rows));
+        out.push_str(&aligned(&rows, "  "));
         for v in &scenario.variants {
             for line in comparisons(&scenario.kind, v) {
                 let _ = writeln!(out, "  {}: {line}", v.name);
@@ -115,7 +115,7 @@ fn workers(list: &[crate::results::summary::WorkerInfo]) -> String {
     }
     format!(
         "\nworkers (clock offset from the coordinator when each joined)\n{}",
-        table(&rows)
+        aligned(&rows, "  ")
     )
 }
 
@@ -208,8 +208,10 @@ impl Figures for VariantReport {
     }
 }
 
-/// Left-aligned first column, right-aligned numbers.
-fn table(rows: &[Vec<String>]) -> String {
+/// Columns padded to their widest cell, each line after `indent`:
+/// left-aligned first column, right-aligned numbers. Shared with `compare`
+/// and `ab`.
+pub fn aligned(rows: &[Vec<String>], indent: &str) -> String {
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)
         .map(|c| {
@@ -222,7 +224,7 @@ fn table(rows: &[Vec<String>]) -> String {
         .collect();
     let mut out = String::new();
     for r in rows {
-        out.push_str("  ");
+        out.push_str(indent);
         for (c, cell) in r.iter().enumerate() {
             if c == 0 {
                 let _ = write!(out, "{cell:<w$}", w = widths[c]);
@@ -320,6 +322,6 @@ mod tests {
             vec!["a".to_string(), "1".to_string()],
             vec!["long".to_string(), "100".to_string()],
         ];
-        assert_eq!(table(&rows), "  a       1\n  long  100\n");
+        assert_eq!(aligned(&rows, "  "), "  a       1\n  long  100\n");
     }
 }
