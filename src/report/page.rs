@@ -451,19 +451,15 @@ fn header_row(h: &mut Html, first: &str, variants: &[VariantReport]) {
 }
 
 fn metrics_table(h: &mut Html, variants: &[VariantReport]) {
-    // Metric names in first-seen order across variants.
-    let mut names: Vec<(&str, &str)> = Vec::new();
-    for m in variants.iter().flat_map(|v| &v.metrics) {
-        if !names.iter().any(|(n, _)| *n == m.name) {
-            names.push((&m.name, &m.unit));
-        }
-    }
+    // Metric names in first-seen order across variants, each with the
+    // unit it is first seen with.
+    let all = variants.iter().flat_map(|v| &v.metrics);
+    let names = first_seen(all.clone().map(|m| m.name.as_str()));
     if names.is_empty() {
         return;
     }
-    let repeated = variants
-        .iter()
-        .flat_map(|v| &v.metrics)
+    let repeated = all
+        .clone()
         .map(|m| m.repetitions.len())
         .max()
         .filter(|&n| n > 1);
@@ -474,7 +470,8 @@ fn metrics_table(h: &mut Html, variants: &[VariantReport]) {
     h.text_el("h3", &[], &title);
     h.el("table", &[("class", "metrics")], |h| {
         header_row(h, "metric", variants);
-        for (name, unit) in &names {
+        for name in names {
+            let unit = all.clone().find(|m| m.name == name).map_or("", |m| &m.unit);
             h.el("tr", &[], |h| {
                 h.text_el("th", &[], &format!("{name} ({unit})"));
                 for v in variants {
