@@ -235,10 +235,11 @@ pub struct Selection {
 }
 
 impl Selection {
-    fn of(judged: &Judged, base: &Summary) -> Selection {
-        let profile = crate::profile::ab_judge(&base.run.profile.text);
-        let (from, patterns) = if !judged.only.is_empty() {
-            (JudgedBy::Only, judged.only.clone())
+    /// `--only`'s patterns if any, else the profile's `[ab] judge` if any,
+    /// else the figures of merit.
+    pub fn new(only: &[String], profile: Vec<String>) -> Selection {
+        let (from, patterns) = if !only.is_empty() {
+            (JudgedBy::Only, only.to_vec())
         } else if !profile.is_empty() {
             (JudgedBy::Profile, profile)
         } else {
@@ -347,7 +348,8 @@ pub fn compare(base: &Input, new: &Input, judged: &Judged, fail_on: FailOn) -> R
             base_failures[0].check
         ));
     }
-    let selection = Selection::of(judged, &base.summary);
+    let profile = crate::profile::ab_judge(&base.summary.run.profile.text);
+    let selection = Selection::new(&judged.only, profile);
     let metrics = match_metrics(&base.summary, &new.summary, judged, &selection, &mut notes);
     let probes = probe_variants(&base.summary);
     // Only a metric that would be judged can be missing: a count or a

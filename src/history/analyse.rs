@@ -6,7 +6,7 @@
 use super::changepoint::{self, Settings};
 use super::load::Record;
 use super::series::{Group, Series};
-use crate::compare::{JudgedBy, Selection};
+use crate::compare::Selection;
 use crate::record::metrics::Direction;
 use crate::record::spread::median;
 
@@ -146,16 +146,8 @@ fn analyse_series(group: &Group, s: &Series, records: &[Record], rule: &Rule) ->
 /// profile's `[ab] judge`, else the figures of merit (rates, CPU per
 /// message, latency p50 to p99.9), the rule `compare` and `ab` judge by.
 fn selection(group: &Group, records: &[Record]) -> Selection {
-    let patterns = group
-        .runs
-        .last()
-        .map_or_else(Vec::new, |&i| records[i].judged.clone());
-    let from = if patterns.is_empty() {
-        JudgedBy::Default
-    } else {
-        JudgedBy::Profile
-    };
-    Selection { from, patterns }
+    let newest = group.runs.last().map(|&i| records[i].judged.clone());
+    Selection::new(&[], newest.unwrap_or_default())
 }
 
 /// Whether a relative change is for the worse, by the metric's direction.
