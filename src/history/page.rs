@@ -153,11 +153,10 @@ fn changes_table(h: &mut Html, analysed: &[Analysed]) {
         return;
     }
     h.el("table", &[], |h| {
-        h.el("tr", &[], |h| {
-            for head in ["series", "commits", "before", "after", "change", "p", ""] {
-                h.text_el("th", &[], head);
-            }
-        });
+        h.row(
+            "th",
+            ["series", "commits", "before", "after", "change", "p", ""],
+        );
         for row in rows {
             h.el("tr", &[], |h| {
                 for (i, cell) in row.iter().enumerate() {
@@ -179,22 +178,11 @@ fn events_table(h: &mut Html, group: &Group, labels: &[RunLabel]) {
     }
     h.text_el("h3", &[("class", "bad")], "Broken checks");
     h.el("table", &[], |h| {
-        h.el("tr", &[], |h| {
-            for head in ["run", "scenario / variant", "check", "detail"] {
-                h.text_el("th", &[], head);
-            }
-        });
+        h.row("th", ["run", "scenario / variant", "check", "detail"]);
         for e in &group.events {
-            h.el("tr", &[], |h| {
-                h.text_el("td", &[], &labels[e.position].commit);
-                h.text_el(
-                    "td",
-                    &[],
-                    &format!("{}/{}", e.failure.scenario, e.failure.variant),
-                );
-                h.text_el("td", &[], &e.failure.check);
-                h.text_el("td", &[], &e.failure.detail);
-            });
+            let f = &e.failure;
+            let at = format!("{}/{}", f.scenario, f.variant);
+            h.row("td", [&labels[e.position].commit, &at, &f.check, &f.detail]);
         }
     });
 }

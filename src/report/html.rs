@@ -111,6 +111,15 @@ impl Html {
         self
     }
 
+    /// A table row of `cells`, each a `tag` (`th`, `td`) holding its text.
+    pub fn row<T: AsRef<str>>(&mut self, tag: &'static str, cells: impl IntoIterator<Item = T>) {
+        self.el("tr", &[], |h| {
+            for cell in cells {
+                h.text_el(tag, &[], cell.as_ref());
+            }
+        });
+    }
+
     /// An element without content or end tag (`meta`, `br`).
     pub fn void(&mut self, tag: &'static str, attrs: Attrs) -> &mut Self {
         self.open(tag, attrs);

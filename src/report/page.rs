@@ -442,12 +442,10 @@ fn verdict_cell(h: &mut Html, passed: bool, mark: &str, evidence: &str) {
 }
 
 fn header_row(h: &mut Html, first: &str, variants: &[VariantReport]) {
-    h.el("tr", &[], |h| {
-        h.text_el("th", &[], first);
-        for v in variants {
-            h.text_el("th", &[], &v.name);
-        }
-    });
+    h.row(
+        "th",
+        std::iter::once(first).chain(variants.iter().map(|v| v.name.as_str())),
+    );
 }
 
 fn metrics_table(h: &mut Html, variants: &[VariantReport]) {
