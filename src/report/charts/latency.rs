@@ -192,12 +192,8 @@ pub fn throughput_over_time(s: &ScenarioData) -> Option<Chart> {
             (names::DELIVERED, Stroke::Dashed),
         ] {
             if let Some(t) = v.timelines.get(name).filter(|t| t.total() > 0) {
-                series.push(Series::line(
-                    join_label(&v.name, name),
-                    rate_points(t),
-                    i,
-                    stroke,
-                ));
+                let label = join_label(&v.name, name);
+                series.push(Series::line(label, rate_points(t), i, stroke));
             }
         }
     }
