@@ -17,6 +17,7 @@ use anyhow::Result;
 use serde::Serialize;
 
 use crate::record::metrics::Direction;
+use crate::results::metadata::short_commit;
 use crate::results::summary::{SCHEMA_VERSION, Summary};
 use crate::system::error::{EXIT_FAILED, EXIT_OK, UsageError};
 pub use render::Format;
@@ -84,43 +85,31 @@ pub fn load(role: &'static str, path: &Path) -> Result<Input> {
     } else {
         path.to_path_buf()
     };
+    let unusable = |what: String| -> anyhow::Error { UsageError(format!("{role}: {what}")).into() };
     if !file.exists() {
-        let what = if path.is_dir() {
+        return Err(unusable(if path.is_dir() {
             format!("{} holds no summary.json", path.display())
         } else {
             format!("no results folder or summary.json at {}", path.display())
-        };
-        return Err(UsageError(format!("{role}: {what}")).into());
+        }));
     }
-    let text = fs::read_to_string(&file)
-        .map_err(|e| UsageError(format!("{role}: cannot read {}: {e}", file.display())))?;
-    let value: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| UsageError(format!("{role}: {} is not JSON: {e}", file.display())))?;
-    let version = value.get("schema_version").and_then(|v| v.as_u64());
-    match version {
-        None => {
-            return Err(UsageError(format!(
-                "{role}: {} is not a jsbench summary (it has no schema_version)",
-                file.display()
-            ))
-            .into());
-        }
-        Some(v) if v > u64::from(SCHEMA_VERSION) => {
-            return Err(UsageError(format!(
-                "{role}: {} has summary schema version {v}, written by a newer jsbench; \
-                 this one reads versions up to {SCHEMA_VERSION}",
-                file.display()
-            ))
-            .into());
-        }
-        Some(_) => {}
+    let name = file.display();
+    let text =
+        fs::read_to_string(&file).map_err(|e| unusable(format!("cannot read {name}: {e}")))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| unusable(format!("{name} is not JSON: {e}")))?;
+    let Some(version) = value.get("schema_version").and_then(|v| v.as_u64()) else {
+        let what = format!("{name} is not a jsbench summary (it has no schema_version)");
+        return Err(unusable(what));
+    };
+    if version > u64::from(SCHEMA_VERSION) {
+        return Err(unusable(format!(
+            "{name} has summary schema version {version}, written by a newer jsbench; \
+             this one reads versions up to {SCHEMA_VERSION}"
+        )));
     }
-    let summary: Summary = serde_json::from_value(value).map_err(|e| {
-        UsageError(format!(
-            "{role}: {} is not a jsbench summary: {e}",
-            file.display()
-        ))
-    })?;
+    let summary: Summary = serde_json::from_value(value)
+        .map_err(|e| unusable(format!("{name} is not a jsbench summary: {e}")))?;
     Ok(Input {
         role,
         path: path.to_path_buf(),
@@ -157,18 +146,7 @@ impl RunRef {
     }
 
     pub fn short_commit(&self) -> String {
-        let short: String = self
-            .commit
-            .as_deref()
-            .unwrap_or("nogit")
-            .chars()
-            .take(7)
-            .collect();
-        if self.dirty {
-            format!("{short}+dirty")
-        } else {
-            short
-        }
+        short_commit(self.commit.as_deref(), self.dirty)
     }
 }
 
@@ -181,6 +159,22 @@ pub struct Failure {
     /// or "run" for a run that failed outside any variant.
     pub check: String,
     pub detail: String,
+}
+
+impl Failure {
+    pub fn new(
+        scenario: &str,
+        variant: &str,
+        check: impl Into<String>,
+        detail: impl Into<String>,
+    ) -> Self {
+        Failure {
+            scenario: scenario.into(),
+            variant: variant.into(),
+            check: check.into(),
+            detail: detail.into(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -209,6 +203,7 @@ pub struct Judged {
 }
 
 impl Judged {
+    #[cfg(test)]
     pub fn threshold(threshold: f64) -> Judged {
         Judged {
             threshold,
@@ -240,10 +235,11 @@ pub struct Selection {
 }
 
 impl Selection {
-    fn of(judged: &Judged, base: &Summary) -> Selection {
-        let profile = crate::profile::ab_judge(&base.run.profile.text);
-        let (from, patterns) = if !judged.only.is_empty() {
-            (JudgedBy::Only, judged.only.clone())
+    /// `--only`'s patterns if any, else the profile's `[ab] judge` if any,
+    /// else the figures of merit.
+    pub fn new(only: &[String], profile: Vec<String>) -> Selection {
+        let (from, patterns) = if !only.is_empty() {
+            (JudgedBy::Only, only.to_vec())
         } else if !profile.is_empty() {
             (JudgedBy::Profile, profile)
         } else {
@@ -330,6 +326,7 @@ pub struct Comparison {
 }
 
 impl Comparison {
+    #[cfg(test)]
     pub fn regressions(&self) -> impl Iterator<Item = &MetricComparison> {
         self.metrics
             .iter()
@@ -351,7 +348,8 @@ pub fn compare(base: &Input, new: &Input, judged: &Judged, fail_on: FailOn) -> R
             base_failures[0].check
         ));
     }
-    let selection = Selection::of(judged, &base.summary);
+    let profile = crate::profile::ab_judge(&base.summary.run.profile.text);
+    let selection = Selection::new(&judged.only, profile);
     let metrics = match_metrics(&base.summary, &new.summary, judged, &selection, &mut notes);
     let probes = probe_variants(&base.summary);
     // Only a metric that would be judged can be missing: a count or a
@@ -381,15 +379,12 @@ pub fn compare(base: &Input, new: &Input, judged: &Judged, fail_on: FailOn) -> R
             if missing_shown.len() > names.len() { ", ..." } else { "" }
         ));
     }
-    let mut missing: Vec<Failure> = missing_judged
-        .iter()
-        .map(|m| Failure {
-            scenario: m.scenario.clone(),
-            variant: m.variant.clone(),
-            check: format!("metric {}", m.metric),
-            detail: "measured in BASE, absent in NEW".into(),
-        })
-        .collect();
+    let mut missing = Vec::new();
+    for m in missing_judged {
+        let check = format!("metric {}", m.metric);
+        let absent = "measured in BASE, absent in NEW";
+        missing.push(Failure::new(&m.scenario, &m.variant, check, absent));
+    }
     if gating {
         missing.extend(emptied_histograms(&base.summary, &new.summary, &probes));
     }
@@ -407,7 +402,7 @@ pub fn compare(base: &Input, new: &Input, judged: &Judged, fail_on: FailOn) -> R
         } += 1;
     }
     counts.judged = counts.regressed + counts.improved + counts.within_noise + counts.unchanged;
-    let regressed = counts.regressed > 0 && fail_on == FailOn::Regressions;
+    let regressed = counts.regressed > 0 && gating;
     let (result, exit_code) = if !failures.is_empty() {
         ("invariants failed", EXIT_FAILED)
     } else if !missing.is_empty() {
@@ -461,20 +456,10 @@ fn emptied_histograms(
         for h in v.histograms.iter().filter(|h| h.count > 0) {
             let count = in_new.and_then(|nv| nv.histograms.iter().find(|x| x.name == h.name));
             if count.is_none_or(|x| x.count == 0) {
-                out.push(Failure {
-                    scenario: s.name.clone(),
-                    variant: v.name.clone(),
-                    check: format!("histogram {}", h.name),
-                    detail: format!(
-                        "BASE recorded {} samples, NEW {}",
-                        h.count,
-                        if count.is_some() {
-                            "none"
-                        } else {
-                            "has no such histogram"
-                        }
-                    ),
-                });
+                let new = count.map_or("has no such histogram", |_| "none");
+                let detail = format!("BASE recorded {} samples, NEW {new}", h.count);
+                let check = format!("histogram {}", h.name);
+                out.push(Failure::new(&s.name, &v.name, check, detail));
             }
         }
     }
@@ -483,20 +468,15 @@ fn emptied_histograms(
 
 /// What a reader must weigh beside the verdict of two unpaired runs.
 fn unpaired(base: &Summary, new: &Summary) -> String {
-    let same_host = base.run.host.hostname == new.run.host.hostname;
+    let hostname = &base.run.host.hostname;
+    let other_host = (*hostname != new.run.host.hostname)
+        .then(|| format!(" on {}", hostname.as_deref().unwrap_or("another host")));
     format!(
         "unpaired: BASE ran at {}{}, NEW at {}; two unpaired runs of one build moved 15-31% in p50 latency, \
          -23% in max publish rate and +72% in PubAck p99 on a shared 2-core machine (docs/compare.md), so \
          only changes well beyond that are evidence; `jsbench ab` pairs runs and sees a few percent",
         base.run.started_at,
-        if same_host {
-            String::new()
-        } else {
-            format!(
-                " on {}",
-                base.run.host.hostname.as_deref().unwrap_or("another host")
-            )
-        },
+        other_host.unwrap_or_default(),
         new.run.started_at,
     )
 }
@@ -532,16 +512,13 @@ fn comparable(base: &Input, new: &Input) -> Result<Vec<String>> {
             b.run.profile.name
         )));
     }
-    for (incomplete, input) in [(b, base), (n, new)] {
-        if matches!(
-            incomplete.verdict.as_str(),
-            "running" | "interrupted" | "incomplete"
-        ) {
+    for input in [base, new] {
+        let verdict = &input.summary.verdict;
+        if matches!(verdict.as_str(), "running" | "interrupted" | "incomplete") {
             return Err(UsageError(format!(
-                "{}: {} is incomplete (verdict {:?}): the run was interrupted, lost a worker or is still running",
+                "{}: {} is incomplete (verdict {verdict:?}): the run was interrupted, lost a worker or is still running",
                 input.role,
                 input.path.display(),
-                incomplete.verdict
             ))
             .into());
         }
@@ -592,21 +569,13 @@ fn first_difference(a: &str, b: &str) -> Option<(usize, String, String)> {
     if a == b {
         return None;
     }
+    let show = |s: Option<&str>| s.unwrap_or("(end of file)").to_string();
     let (mut x, mut y) = (a.lines(), b.lines());
-    let mut line = 1;
-    loop {
-        match (x.next(), y.next()) {
-            (Some(p), Some(q)) if p == q => line += 1,
-            (None, None) => {
-                // Only line endings or a final newline differ.
-                return Some((line, "(end of file)".into(), "(end of file)".into()));
-            }
-            (p, q) => {
-                let show = |s: Option<&str>| s.unwrap_or("(end of file)").to_string();
-                return Some((line, show(p), show(q)));
-            }
-        }
-    }
+    // Both ending together: only line endings or a final newline differ.
+    (1..).find_map(|line| {
+        let (p, q) = (x.next(), y.next());
+        (p.is_none() || p != q).then(|| (line, show(p), show(q)))
+    })
 }
 
 /// Every failed invariant and variant error of a run, and a failed run
@@ -639,30 +608,20 @@ pub fn failures_in<'a>(
 ) -> Vec<Failure> {
     let mut out = Vec::new();
     for v in variants {
-        if let Some(e) = v.error {
-            out.push(Failure {
-                scenario: v.scenario.to_string(),
-                variant: v.variant.to_string(),
-                check: "error".into(),
-                detail: e.to_string(),
-            });
-        }
-        for i in v.invariants.iter().filter(|i| !i.passed) {
-            out.push(Failure {
-                scenario: v.scenario.to_string(),
-                variant: v.variant.to_string(),
-                check: i.name.clone(),
-                detail: i.detail.clone(),
-            });
+        let error = v.error.map(|e| ("error", e));
+        let failed = v.invariants.iter().filter(|i| !i.passed);
+        let failed = failed.map(|i| (i.name.as_str(), i.detail.as_str()));
+        for (check, detail) in error.into_iter().chain(failed) {
+            out.push(Failure::new(v.scenario, v.variant, check, detail));
         }
     }
     if out.is_empty() && verdict == "failed" {
-        out.push(Failure {
-            scenario: "-".into(),
-            variant: "-".into(),
-            check: "run".into(),
-            detail: "the run failed outside any recorded variant (a scenario aborted or clean-up failed; see the run's output)".into(),
-        });
+        out.push(Failure::new(
+            "-",
+            "-",
+            "run",
+            "the run failed outside any recorded variant (a scenario aborted or clean-up failed; see the run's output)",
+        ));
     }
     out
 }

@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use super::rule::{Side, Verdict};
 use super::{Comparison, Failure, JudgedBy, MetricComparison};
 use crate::report::page::format_with_range;
+pub use crate::report::terminal::aligned;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -142,31 +143,6 @@ fn noteworthy(m: &MetricComparison) -> bool {
     )
 }
 
-/// Columns padded to their widest cell, first column left-aligned.
-pub fn aligned(rows: &[Vec<String>], indent: &str) -> String {
-    let widths: Vec<usize> = (0..rows.first().map_or(0, Vec::len))
-        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for row in rows {
-        let mut line = String::from(indent);
-        for (i, text) in row.iter().enumerate() {
-            let pad = widths[i] - text.chars().count();
-            if i == 0 {
-                line.push_str(text);
-                line.push_str(&" ".repeat(pad));
-            } else {
-                line.push_str("  ");
-                line.push_str(&" ".repeat(pad));
-                line.push_str(text);
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
-}
-
 fn table(c: &Comparison) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}", run_line("BASE", &c.base));
@@ -182,32 +158,23 @@ fn table(c: &Comparison) -> String {
         "MISSING in NEW (a number that disappears is never noise)",
         &c.missing,
     );
-    let mut group: Option<(&str, &str)> = None;
-    let mut rows: Vec<Vec<String>> = Vec::new();
-    let header = || {
-        ["metric", "base", "new", "change", "verdict"]
-            .map(String::from)
-            .to_vec()
+    // A table per scenario and variant, in the metrics' order.
+    let same_variant = |a: &MetricComparison, b: &MetricComparison| {
+        (&a.scenario, &a.variant) == (&b.scenario, &b.variant)
     };
-    for m in &c.metrics {
-        let key = (m.scenario.as_str(), m.variant.as_str());
-        if group != Some(key) {
-            if !rows.is_empty() {
-                out.push_str(&aligned(&rows, "  "));
-            }
-            let _ = writeln!(out, "\n{} / {}", m.scenario, m.variant);
-            rows = vec![header()];
-            group = Some(key);
-        }
-        rows.push(vec![
-            m.metric.clone(),
-            cell(m.base.as_ref(), &m.unit),
-            cell(m.new.as_ref(), &m.unit),
-            change(m),
-            verdict(m),
-        ]);
-    }
-    if !rows.is_empty() {
+    for group in c.metrics.chunk_by(same_variant) {
+        let _ = writeln!(out, "\n{} / {}", group[0].scenario, group[0].variant);
+        let header = ["metric", "base", "new", "change", "verdict"];
+        let mut rows = vec![header.map(String::from).to_vec()];
+        rows.extend(group.iter().map(|m| {
+            vec![
+                m.metric.clone(),
+                cell(m.base.as_ref(), &m.unit),
+                cell(m.new.as_ref(), &m.unit),
+                change(m),
+                verdict(m),
+            ]
+        }));
         out.push_str(&aligned(&rows, "  "));
     }
     let _ = writeln!(out, "\n{}", counts_line(c));

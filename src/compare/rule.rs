@@ -51,21 +51,22 @@ pub struct Side {
 
 impl Side {
     pub fn of(metric: &crate::record::metrics::Metric) -> Side {
-        match metric.spread {
-            Some(s) => Side {
-                value: metric.value,
-                min: s.min.min(metric.value),
-                max: s.max.max(metric.value),
-                mad: s.mad,
-                repetitions: metric.repetitions.len().max(1),
-            },
-            None => Side {
-                value: metric.value,
-                min: metric.value,
-                max: metric.value,
-                mad: 0.0,
-                repetitions: 1,
-            },
+        let value = metric.value;
+        let (min, max, mad, repetitions) = match metric.spread {
+            Some(s) => (
+                s.min.min(value),
+                s.max.max(value),
+                s.mad,
+                metric.repetitions.len().max(1),
+            ),
+            None => (value, value, 0.0, 1),
+        };
+        Side {
+            value,
+            min,
+            max,
+            mad,
+            repetitions,
         }
     }
 

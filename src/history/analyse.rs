@@ -6,8 +6,9 @@
 use super::changepoint::{self, Settings};
 use super::load::Record;
 use super::series::{Group, Series};
-use crate::compare::{JudgedBy, Selection};
+use crate::compare::Selection;
 use crate::record::metrics::Direction;
+use crate::record::spread::median;
 
 /// How a history is judged.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -84,6 +85,7 @@ fn analyse_series(group: &Group, s: &Series, records: &[Record], rule: &Rule) ->
     // A change in the code can only fall between two commits: runs of one
     // commit are replicates, and a split among them is the machine's.
     let commit_of = |point: usize| &records[group.runs[s.points[point].0]].commit;
+    let median = |values: &[f64]| median(values).unwrap_or(f64::NAN);
     let boundaries: Vec<bool> = (skip..values.len())
         .map(|i| i == skip || commit_of(i) != commit_of(i - 1))
         .collect();
@@ -97,7 +99,6 @@ fn analyse_series(group: &Group, s: &Series, records: &[Record], rule: &Rule) ->
         .windows(2)
         .map(|w| (w[0], w[1], median(&values[w[0]..w[1]])))
         .collect();
-    let commit_at = |point: usize| records[group.runs[s.points[point].0]].commit.clone();
     let changes: Vec<Change> = splits
         .iter()
         .zip(&p_values)
@@ -107,8 +108,8 @@ fn analyse_series(group: &Group, s: &Series, records: &[Record], rule: &Rule) ->
             let change = relative(before, after);
             Change {
                 position: s.points[at].0,
-                before_commit: commit_at(at - 1),
-                after_commit: commit_at(at),
+                before_commit: commit_of(at - 1).clone(),
+                after_commit: commit_of(at).clone(),
                 before,
                 after,
                 change,
@@ -145,16 +146,8 @@ fn analyse_series(group: &Group, s: &Series, records: &[Record], rule: &Rule) ->
 /// profile's `[ab] judge`, else the figures of merit (rates, CPU per
 /// message, latency p50 to p99.9), the rule `compare` and `ab` judge by.
 fn selection(group: &Group, records: &[Record]) -> Selection {
-    let patterns = group
-        .runs
-        .last()
-        .map_or_else(Vec::new, |&i| records[i].judged.clone());
-    let from = if patterns.is_empty() {
-        JudgedBy::Default
-    } else {
-        JudgedBy::Profile
-    };
-    Selection { from, patterns }
+    let newest = group.runs.last().map(|&i| records[i].judged.clone());
+    Selection::new(&[], newest.unwrap_or_default())
 }
 
 /// Whether a relative change is for the worse, by the metric's direction.
@@ -179,20 +172,6 @@ pub fn relative(before: f64, after: f64) -> f64 {
     }
 }
 
-pub fn median(values: &[f64]) -> f64 {
-    if values.is_empty() {
-        return f64::NAN;
-    }
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 /// A robust standard deviation of the values around their segments'
 /// medians: 1.4826 × the median absolute residual (the normal's σ for
 /// normal noise, and unmoved by a few outliers).
@@ -201,5 +180,5 @@ fn noise(values: &[f64], segments: &[(usize, usize, f64)]) -> f64 {
         .iter()
         .flat_map(|&(a, b, m)| values[a..b].iter().map(move |v| (v - m).abs()))
         .collect();
-    1.4826 * median(&residuals)
+    1.4826 * median(&residuals).unwrap_or(f64::NAN)
 }

@@ -64,29 +64,23 @@ pub fn svg(a: &Analysed, runs: &[RunLabel], events: &[&Event]) -> String {
     }
     for c in &a.changes {
         let x = scale.x(c.position) - scale.step / 2.0;
+        let (change, p) = (c.change * 100.0, c.p_value);
+        let title = escape(&format!("change point: {change:+.1}% (p = {p:.3})")).into_owned();
         let _ = write!(
             out,
-            r#"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="{CHANGE}" stroke-width="2" stroke-dasharray="5,3"><title>{}</title></line>"#,
+            r#"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="{CHANGE}" stroke-width="2" stroke-dasharray="5,3"><title>{title}</title></line>"#,
             HEIGHT - BOTTOM,
-            escape(&format!(
-                "change point: {:+.1}% (p = {:.3})",
-                c.change * 100.0,
-                c.p_value
-            ))
         );
     }
     dots(&mut out, a, runs, &scale);
     for e in events {
-        let x = scale.x(e.position);
+        let (commit, f) = (&runs[e.position].commit, &e.failure);
+        let title = escape(&format!("{commit} broke {}: {}", f.check, f.detail)).into_owned();
         let _ = write!(
             out,
-            r#"<path d="M{:.1} {:.1} l5 -9 l-10 0 z" fill="{EVENT}"><title>{}</title></path>"#,
-            x,
+            r#"<path d="M{:.1} {:.1} l5 -9 l-10 0 z" fill="{EVENT}"><title>{title}</title></path>"#,
+            scale.x(e.position),
             TOP + 9.0,
-            escape(&format!(
-                "{} broke {}: {}",
-                runs[e.position].commit, e.failure.check, e.failure.detail
-            ))
         );
     }
     out.push_str("</svg>");

@@ -108,15 +108,20 @@ pub fn read(paths: &[PathBuf]) -> Result<Loaded> {
     Ok(loaded)
 }
 
+/// A results folder of `jsbench run` or `jsbench ab`.
+fn is_results(dir: &Path) -> bool {
+    dir.join("summary.json").is_file() || dir.join("ab.json").is_file()
+}
+
 fn read_path(path: &Path, loaded: &mut Loaded) -> Result<()> {
     if path.is_dir() {
-        if path.join("summary.json").is_file() || path.join("ab.json").is_file() {
+        if is_results(path) {
             return read_folder(path, loaded);
         }
         let mut children: Vec<PathBuf> = fs::read_dir(path)
             .map_err(|e| UsageError(format!("cannot read the folder {}: {e}", path.display())))?
             .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.join("summary.json").is_file() || p.join("ab.json").is_file())
+            .filter(|p| is_results(p))
             .collect();
         if children.is_empty() {
             return Err(UsageError(format!(
@@ -252,10 +257,13 @@ pub fn read_summary(file: &Path) -> Result<Lean> {
 /// A run's record from its summary.
 pub fn from_summary(summary: &Lean, report: Option<String>) -> Record {
     let run = &summary.run;
-    let metrics = summary
-        .scenarios
-        .iter()
-        .flat_map(|s| s.variants.iter().map(move |v| (s, v)))
+    let variants = || {
+        summary
+            .scenarios
+            .iter()
+            .flat_map(|s| s.variants.iter().map(move |v| (s, v)))
+    };
+    let metrics = variants()
         .flat_map(|(s, v)| {
             v.metrics
                 .iter()
@@ -270,13 +278,11 @@ pub fn from_summary(summary: &Lean, report: Option<String>) -> Record {
                 })
         })
         .collect();
-    let checks = summary.scenarios.iter().flat_map(|s| {
-        s.variants.iter().map(move |v| VariantChecks {
-            scenario: &s.name,
-            variant: &v.name,
-            error: v.error.as_deref(),
-            invariants: &v.invariants,
-        })
+    let checks = variants().map(|(s, v)| VariantChecks {
+        scenario: &s.name,
+        variant: &v.name,
+        error: v.error.as_deref(),
+        invariants: &v.invariants,
     });
     Record {
         format: FORMAT.into(),

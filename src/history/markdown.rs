@@ -7,9 +7,10 @@ use std::fmt::Write as _;
 use super::Outcome;
 use super::analyse::Analysed;
 use super::load::Record;
-use super::table::{change_rows, short};
+use super::table::change_rows;
 use crate::compare::render::md;
 use crate::report::page::format_value;
+use crate::results::metadata::short_commit;
 
 pub fn render(outcome: &Outcome, records: &[Record]) -> String {
     let mut out = String::new();
@@ -57,7 +58,7 @@ pub fn render(outcome: &Outcome, records: &[Record]) -> String {
                 let _ = writeln!(
                     out,
                     "| {} | {}/{} | {} | {} |",
-                    short(r.commit.as_deref(), r.dirty),
+                    short_commit(r.commit.as_deref(), r.dirty),
                     md(&e.failure.scenario),
                     md(&e.failure.variant),
                     md(&e.failure.check),

@@ -99,27 +99,20 @@ pub fn analyse_history(
     options: &HistoryOptions,
     mut notes: Vec<String>,
 ) -> Result<Outcome> {
-    let commits = match &options.repo {
-        Some(repo) => Some(series::first_parent_order(repo, &options.rev)?),
-        None => None,
-    };
+    let commits = options
+        .repo
+        .as_ref()
+        .map(|repo| series::first_parent_order(repo, &options.rev))
+        .transpose()?;
     let ordered = series::order(records, commits.as_ref(), &mut notes);
     if ordered.is_empty() {
-        return Err(UsageError(format!(
-            "no runs to analyse in {}{}",
-            options
-                .paths
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
-            if commits.is_some() {
-                " on the repository's first-parent line"
-            } else {
-                ""
-            }
-        ))
-        .into());
+        let paths: Vec<String> = options
+            .paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        let line = commits.map_or("", |_| " on the repository's first-parent line");
+        return Err(UsageError(format!("no runs to analyse in {}{line}", paths.join(", "))).into());
     }
     let groups: Vec<(Group, Vec<Analysed>)> = series::group(records, &ordered)
         .into_iter()
@@ -141,24 +134,19 @@ pub fn analyse_history(
         .flat_map(|(_, a)| a)
         .map(|a| a.changes.len())
         .sum();
+    let threshold = options.rule.threshold * 100.0;
     let (headline, exit_code) = if failed.is_empty() {
-        (
-            format!(
-                "No series' newest change point is a regression beyond {:.1}% ({changes} change point(s) in all).",
-                options.rule.threshold * 100.0
-            ),
-            EXIT_OK,
-        )
+        let text = format!(
+            "No series' newest change point is a regression beyond {threshold:.1}% ({changes} change point(s) in all)."
+        );
+        (text, EXIT_OK)
     } else {
-        (
-            format!(
-                "Regression: the newest change point of {} series is a regression beyond {:.1}%: {}.",
-                failed.len(),
-                options.rule.threshold * 100.0,
-                failed.join(", ")
-            ),
-            EXIT_FAILED,
-        )
+        let text = format!(
+            "Regression: the newest change point of {} series is a regression beyond {threshold:.1}%: {}.",
+            failed.len(),
+            failed.join(", ")
+        );
+        (text, EXIT_FAILED)
     };
     Ok(Outcome {
         groups,

@@ -10,8 +10,8 @@ use super::analyse::Analysed;
 use super::chart::{self, RunLabel};
 use super::load::Record;
 use super::series::Group;
-use super::table::short;
 use crate::report::html::{Html, Trusted};
+use crate::results::metadata::short_commit;
 
 const CSS: &str = "body{font-family:sans-serif;margin:24px;color:#222}\
 table{border-collapse:collapse;margin:8px 0 16px}td,th{border:1px solid #c8c8c8;padding:3px 8px;font-size:13px}\
@@ -22,35 +22,21 @@ figure{margin:0}figcaption{font-size:12px;font-family:monospace;margin-bottom:2p
 /// The page for every group; links to reports are made relative to `out`
 /// (the folder history.html is written to) when they point at files.
 pub fn render(outcome: &Outcome, records: &[Record], out: &Path) -> String {
-    let mut h = Html::document();
-    h.el("html", &[("lang", "en")], |h| {
-        h.el("head", &[], |h| {
-            h.void("meta", &[("charset", "utf-8")]);
-            h.text_el("title", &[], "jsbench history");
-            h.el("style", &[], |h| {
-                h.trusted(&Trusted::css(CSS));
-            });
-        });
-        h.el("body", &[], |h| {
-            h.text_el("h1", &[], "jsbench history");
-            h.text_el("p", &[("class", outcome_class(outcome))], &outcome.headline);
-            for note in &outcome.notes {
-                h.text_el("p", &[("class", "muted")], note);
-            }
-            for (group, analysed) in &outcome.groups {
-                section(h, group, analysed, records, out);
-            }
-        });
-    });
-    h.finish()
-}
-
-fn outcome_class(outcome: &Outcome) -> &'static str {
-    if outcome.exit_code == 0 {
-        "good"
-    } else {
-        "bad"
-    }
+    Html::page("jsbench history", &[], CSS, |h| {
+        h.text_el("h1", &[], "jsbench history");
+        let class = if outcome.exit_code == 0 {
+            "good"
+        } else {
+            "bad"
+        };
+        h.text_el("p", &[("class", class)], &outcome.headline);
+        for note in &outcome.notes {
+            h.text_el("p", &[("class", "muted")], note);
+        }
+        for (group, analysed) in &outcome.groups {
+            section(h, group, analysed, records, out);
+        }
+    })
 }
 
 fn section(h: &mut Html, group: &Group, analysed: &[Analysed], records: &[Record], out: &Path) {
@@ -124,7 +110,7 @@ pub fn run_labels(group: &Group, records: &[Record], out: &Path) -> Vec<RunLabel
         .iter()
         .map(|&i| {
             let r = &records[i];
-            let commit = short(r.commit.as_deref(), r.dirty);
+            let commit = short_commit(r.commit.as_deref(), r.dirty);
             RunLabel {
                 title: format!("{commit} {} ({})", r.started_at, r.verdict),
                 href: r.report.as_deref().map(|p| link(p, out)),
@@ -167,11 +153,10 @@ fn changes_table(h: &mut Html, analysed: &[Analysed]) {
         return;
     }
     h.el("table", &[], |h| {
-        h.el("tr", &[], |h| {
-            for head in ["series", "commits", "before", "after", "change", "p", ""] {
-                h.text_el("th", &[], head);
-            }
-        });
+        h.row(
+            "th",
+            ["series", "commits", "before", "after", "change", "p", ""],
+        );
         for row in rows {
             h.el("tr", &[], |h| {
                 for (i, cell) in row.iter().enumerate() {
@@ -193,22 +178,11 @@ fn events_table(h: &mut Html, group: &Group, labels: &[RunLabel]) {
     }
     h.text_el("h3", &[("class", "bad")], "Broken checks");
     h.el("table", &[], |h| {
-        h.el("tr", &[], |h| {
-            for head in ["run", "scenario / variant", "check", "detail"] {
-                h.text_el("th", &[], head);
-            }
-        });
+        h.row("th", ["run", "scenario / variant", "check", "detail"]);
         for e in &group.events {
-            h.el("tr", &[], |h| {
-                h.text_el("td", &[], &labels[e.position].commit);
-                h.text_el(
-                    "td",
-                    &[],
-                    &format!("{}/{}", e.failure.scenario, e.failure.variant),
-                );
-                h.text_el("td", &[], &e.failure.check);
-                h.text_el("td", &[], &e.failure.detail);
-            });
+            let f = &e.failure;
+            let at = format!("{}/{}", f.scenario, f.variant);
+            h.row("td", [&labels[e.position].commit, &at, &f.check, &f.detail]);
         }
     });
 }

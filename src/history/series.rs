@@ -83,13 +83,8 @@ pub fn first_parent_order(repo: &Path, rev: &str) -> Result<HashMap<String, usiz
         .into());
     }
     let text = String::from_utf8_lossy(&out.stdout);
-    let shas: Vec<&str> = text.lines().collect();
-    Ok(shas
-        .iter()
-        .rev()
-        .enumerate()
-        .map(|(i, sha)| (sha.to_string(), i))
-        .collect())
+    let oldest_first = text.lines().rev().enumerate();
+    Ok(oldest_first.map(|(i, sha)| (sha.to_string(), i)).collect())
 }
 
 /// The records' order: by commit position when `commits` is given (runs

@@ -3,13 +3,7 @@
 
 use super::analyse::Analysed;
 use crate::report::page::format_value;
-
-/// A commit as the tables show it: seven characters, `+dirty` when the
-/// build had uncommitted changes.
-pub fn short(commit: Option<&str>, dirty: bool) -> String {
-    let s: String = commit.unwrap_or("nogit").chars().take(7).collect();
-    if dirty { format!("{s}+dirty") } else { s }
-}
+use crate::results::metadata::short_commit;
 
 /// A row per change point, newest first: series, commit range, medians
 /// before and after, change, p-value, and what it means.
@@ -30,8 +24,8 @@ pub fn change_rows(analysed: &[Analysed]) -> Vec<Vec<String>> {
                     a.series.label(),
                     format!(
                         "{}..{}",
-                        short(c.before_commit.as_deref(), false),
-                        short(c.after_commit.as_deref(), false)
+                        short_commit(c.before_commit.as_deref(), false),
+                        short_commit(c.after_commit.as_deref(), false)
                     ),
                     format_value(c.before, unit),
                     format_value(c.after, unit),

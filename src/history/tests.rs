@@ -171,7 +171,7 @@ fn slow_drift_shows_as_change_points_that_all_point_its_way() {
         bounds.push(values.len());
         let medians: Vec<f64> = bounds
             .windows(2)
-            .map(|w| analyse::median(&values[w[0]..w[1]]))
+            .map(|w| crate::record::spread::median(&values[w[0]..w[1]]).unwrap())
             .collect();
         assert!(
             medians.windows(2).all(|m| m[1] < m[0]),

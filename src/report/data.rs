@@ -63,8 +63,8 @@ impl ResultsData {
         })
     }
 
-    /// Builds the view directly, for tests and for callers that already
-    /// hold the histograms.
+    /// Builds the view directly, for tests.
+    #[cfg(test)]
     pub fn from_parts(
         dir: PathBuf,
         summary: Summary,

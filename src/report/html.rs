@@ -65,6 +65,31 @@ impl Html {
         }
     }
 
+    /// A whole page: `<html lang="en">`, its head (the charset, `metas`,
+    /// `title` and the stylesheet `css`), and the body `body` fills.
+    pub fn page(
+        title: &str,
+        metas: &[Attrs],
+        css: &'static str,
+        body: impl FnOnce(&mut Html),
+    ) -> String {
+        let mut h = Html::document();
+        h.el("html", &[("lang", "en")], |h| {
+            h.el("head", &[], |h| {
+                h.void("meta", &[("charset", "utf-8")]);
+                for attrs in metas {
+                    h.void("meta", attrs);
+                }
+                h.text_el("title", &[], title);
+                h.el("style", &[], |h| {
+                    h.trusted(&Trusted::css(css));
+                });
+            });
+            h.el("body", &[], body);
+        });
+        h.finish()
+    }
+
     /// `<tag attrs>…</tag>` with `body` filling it.
     pub fn el(
         &mut self,
@@ -84,6 +109,15 @@ impl Html {
         self.text(text);
         self.close(tag);
         self
+    }
+
+    /// A table row of `cells`, each a `tag` (`th`, `td`) holding its text.
+    pub fn row<T: AsRef<str>>(&mut self, tag: &'static str, cells: impl IntoIterator<Item = T>) {
+        self.el("tr", &[], |h| {
+            for cell in cells {
+                h.text_el(tag, &[], cell.as_ref());
+            }
+        });
     }
 
     /// An element without content or end tag (`meta`, `br`).
@@ -124,30 +158,11 @@ impl Html {
         self.out.push_str(tag);
         self.out.push('>');
         // Block-level elements end a line: the page stays diffable.
-        if matches!(
-            tag,
-            "p" | "div"
-                | "section"
-                | "table"
-                | "tr"
-                | "ul"
-                | "li"
-                | "h1"
-                | "h2"
-                | "h3"
-                | "figure"
-                | "header"
-                | "footer"
-                | "head"
-                | "body"
-                | "html"
-                | "details"
-                | "pre"
-                | "style"
-                | "nav"
-                | "thead"
-                | "tbody"
-        ) {
+        const BLOCKS: [&str; 22] = [
+            "p", "div", "section", "table", "tr", "ul", "li", "h1", "h2", "h3", "figure", "header",
+            "footer", "head", "body", "html", "details", "pre", "style", "nav", "thead", "tbody",
+        ];
+        if BLOCKS.contains(&tag) {
             self.out.push('\n');
         }
     }

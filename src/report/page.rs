@@ -8,9 +8,11 @@
 
 use super::charts::axis::format_micros;
 use super::charts::safe_stem;
-use super::html::{Html, Trusted};
+use super::html::{Attrs, Html, Trusted};
+use crate::record::ledger::LedgerCounts;
 use crate::record::names;
 use crate::results::summary::{Summary, VariantReport};
+use crate::results::{first_seen, plain};
 
 /// A chart as the page shows it.
 pub enum PageChart {
@@ -69,20 +71,14 @@ struct Problem<'a> {
 fn problems(summary: &Summary) -> Vec<Problem<'_>> {
     let mut out = Vec::new();
     for (s, v) in summary.variants() {
-        if let Some(e) = &v.error {
-            out.push(Problem {
-                scenario: &s.name,
-                variant: &v.name,
-                what: format!("error: {e}"),
-            });
-        }
-        for i in v.invariants.iter().filter(|i| !i.passed) {
-            out.push(Problem {
-                scenario: &s.name,
-                variant: &v.name,
-                what: format!("invariant {} FAILED: {}", i.name, i.detail),
-            });
-        }
+        let error = v.error.iter().map(|e| format!("error: {e}"));
+        let failed = v.invariants.iter().filter(|i| !i.passed);
+        let failed = failed.map(|i| format!("invariant {} FAILED: {}", i.name, i.detail));
+        out.extend(error.chain(failed).map(|what| Problem {
+            scenario: &s.name,
+            variant: &v.name,
+            what,
+        }));
     }
     out
 }
@@ -126,54 +122,37 @@ pub fn render(summary: &Summary, charts: &ChartsByScenario, generated_by: &str) 
     let (class, headline) = verdict(summary, problems.len());
     let profile = &summary.run.profile.name;
 
-    let mut h = Html::document();
-    h.el("html", &[("lang", "en")], |h| {
-        h.el("head", &[], |h| {
-            h.void("meta", &[("charset", "utf-8")]);
-            h.void(
-                "meta",
-                &[
-                    ("name", "viewport"),
-                    ("content", "width=device-width, initial-scale=1"),
-                ],
+    let title = format!("jsbench {profile}: {headline}");
+    let viewport: Attrs = &[
+        ("name", "viewport"),
+        ("content", "width=device-width, initial-scale=1"),
+    ];
+    Html::page(&title, &[viewport], CSS, |h| {
+        h.el("header", &[], |h| {
+            h.text_el("h1", &[], &format!("jsbench results: {profile}"));
+            h.text_el("p", &[], &summary.run.profile.description);
+            h.text_el(
+                "div",
+                &[("class", &format!("banner {class}")), ("id", "verdict")],
+                &headline,
             );
-            h.text_el("title", &[], &format!("jsbench {profile}: {headline}"));
-            h.el("style", &[], |h| {
-                h.trusted(&Trusted::css(CSS));
-            });
         });
-        h.el("body", &[], |h| {
-            h.el("header", &[], |h| {
-                h.text_el("h1", &[], &format!("jsbench results: {profile}"));
-                h.text_el("p", &[], &summary.run.profile.description);
-                h.text_el(
-                    "div",
-                    &[("class", &format!("banner {class}")), ("id", "verdict")],
-                    &headline,
-                );
-            });
-            if !problems.is_empty() {
-                problem_list(h, &problems);
-            }
-            contents(h, summary);
-            run_section(h, summary);
-            for scenario in &summary.scenarios {
-                let none = Vec::new();
-                let scenario_charts = charts
-                    .iter()
-                    .find(|(name, _)| *name == scenario.name)
-                    .map_or(&none, |(_, c)| c);
-                scenario_section(h, scenario, scenario_charts);
-            }
-            h.el("footer", &[], |h| {
-                h.text(&format!(
-                    "Rendered by {generated_by} from summary.json and histograms/ of {}.",
-                    summary.run.id
-                ));
-            });
+        if !problems.is_empty() {
+            problem_list(h, &problems);
+        }
+        contents(h, summary);
+        run_section(h, summary);
+        for scenario in &summary.scenarios {
+            let drawn = charts.iter().find(|(name, _)| *name == scenario.name);
+            scenario_section(h, scenario, drawn.map_or(&[], |(_, c)| c));
+        }
+        h.el("footer", &[], |h| {
+            h.text(&format!(
+                "Rendered by {generated_by} from summary.json and histograms/ of {}.",
+                summary.run.id
+            ));
         });
-    });
-    h.finish()
+    })
 }
 
 fn problem_list(h: &mut Html, problems: &[Problem]) {
@@ -251,12 +230,13 @@ fn run_section(h: &mut Html, summary: &Summary) {
         ),
         ("server name", server.server_name.clone()),
     ];
-    if let Some(c) = &server.cluster {
-        rows.push(("cluster", c.clone()));
-    }
-    if let Some(d) = &server.jetstream_domain {
-        rows.push(("JetStream domain", d.clone()));
-    }
+    rows.extend(server.cluster.clone().map(|c| ("cluster", c)));
+    rows.extend(
+        server
+            .jetstream_domain
+            .clone()
+            .map(|d| ("JetStream domain", d)),
+    );
     rows.push((
         "streams",
         format!("{} storage, {} replica(s)", server.storage, server.replicas),
@@ -277,9 +257,7 @@ fn run_section(h: &mut Html, summary: &Summary) {
                 .unwrap_or_default()
         ),
     ));
-    if let Some(name) = &host.hostname {
-        rows.push(("host name", name.clone()));
-    }
+    rows.extend(host.hostname.clone().map(|name| ("host name", name)));
     rows.push((
         "profile",
         format!("{} ({})", run.profile.name, run.profile.source),
@@ -321,16 +299,7 @@ fn run_section(h: &mut Html, summary: &Summary) {
                 });
             }
         });
-        if !server.log_problems.is_empty() {
-            h.el("div", &[("class", "warnings")], |h| {
-                h.text_el("h3", &[], "Server log warnings and errors");
-                h.el("ul", &[], |h| {
-                    for line in &server.log_problems {
-                        h.text_el("li", &[], line);
-                    }
-                });
-            });
-        }
+        warnings(h, "Server log warnings and errors", &server.log_problems);
         h.el("details", &[], |h| {
             h.text_el("summary", &[], "Profile as run");
             h.text_el("pre", &[], &run.profile.text);
@@ -349,31 +318,18 @@ fn scenario_section(
     h.el("section", &[("id", &id)], |h| {
         h.el("h2", &[], |h| {
             h.text(&format!("Scenario {} ({})", scenario.name, scenario.kind));
-            if failed {
-                h.text_el("span", &[("class", "badge fail")], "FAILED");
+            let (class, badge) = if failed {
+                ("badge fail", "FAILED")
             } else {
-                h.text_el("span", &[("class", "badge pass")], "passed");
-            }
+                ("badge pass", "passed")
+            };
+            h.text_el("span", &[("class", class)], badge);
         });
         verdicts(h, variants);
-        let notes: Vec<(&str, &str)> = variants
+        let notes = variants
             .iter()
-            .flat_map(|v| {
-                v.warnings
-                    .iter()
-                    .map(move |w| (v.name.as_str(), w.as_str()))
-            })
-            .collect();
-        if !notes.is_empty() {
-            h.el("div", &[("class", "warnings")], |h| {
-                h.text_el("h3", &[], "Warnings");
-                h.el("ul", &[], |h| {
-                    for (v, w) in &notes {
-                        h.text_el("li", &[], &format!("{v}: {w}"));
-                    }
-                });
-            });
-        }
+            .flat_map(|v| v.warnings.iter().map(move |w| format!("{}: {w}", v.name)));
+        warnings(h, "Warnings", &notes.collect::<Vec<_>>());
         h.text_el("h3", &[], "Charts");
         if charts.is_empty() {
             h.text_el(
@@ -410,15 +366,26 @@ fn scenario_section(
     });
 }
 
+/// A box of warnings under `title`; nothing when there are none.
+fn warnings(h: &mut Html, title: &str, lines: &[String]) {
+    if lines.is_empty() {
+        return;
+    }
+    h.el("div", &[("class", "warnings")], |h| {
+        h.text_el("h3", &[], title);
+        h.el("ul", &[], |h| {
+            for line in lines {
+                h.text_el("li", &[], line);
+            }
+        });
+    });
+}
+
 /// Invariants as rows, variants as columns: a sweep of many variants stays
 /// one screen tall, and a red cell stands out in its row and column.
 fn verdicts(h: &mut Html, variants: &[VariantReport]) {
-    let mut names: Vec<&str> = Vec::new();
-    for i in variants.iter().flat_map(|v| &v.invariants) {
-        if !names.contains(&i.name.as_str()) {
-            names.push(&i.name);
-        }
-    }
+    let invariants = variants.iter().flat_map(|v| &v.invariants);
+    let names = first_seen(invariants.map(|i| i.name.as_str()));
     h.text_el("h3", &[], "Invariants");
     h.el("table", &[("class", "invariants")], |h| {
         header_row(h, "invariant", variants);
@@ -475,28 +442,22 @@ fn verdict_cell(h: &mut Html, passed: bool, mark: &str, evidence: &str) {
 }
 
 fn header_row(h: &mut Html, first: &str, variants: &[VariantReport]) {
-    h.el("tr", &[], |h| {
-        h.text_el("th", &[], first);
-        for v in variants {
-            h.text_el("th", &[], &v.name);
-        }
-    });
+    h.row(
+        "th",
+        std::iter::once(first).chain(variants.iter().map(|v| v.name.as_str())),
+    );
 }
 
 fn metrics_table(h: &mut Html, variants: &[VariantReport]) {
-    // Metric names in first-seen order across variants.
-    let mut names: Vec<(&str, &str)> = Vec::new();
-    for m in variants.iter().flat_map(|v| &v.metrics) {
-        if !names.iter().any(|(n, _)| *n == m.name) {
-            names.push((&m.name, &m.unit));
-        }
-    }
+    // Metric names in first-seen order across variants, each with the
+    // unit it is first seen with.
+    let all = variants.iter().flat_map(|v| &v.metrics);
+    let names = first_seen(all.clone().map(|m| m.name.as_str()));
     if names.is_empty() {
         return;
     }
-    let repeated = variants
-        .iter()
-        .flat_map(|v| &v.metrics)
+    let repeated = all
+        .clone()
         .map(|m| m.repetitions.len())
         .max()
         .filter(|&n| n > 1);
@@ -507,7 +468,8 @@ fn metrics_table(h: &mut Html, variants: &[VariantReport]) {
     h.text_el("h3", &[], &title);
     h.el("table", &[("class", "metrics")], |h| {
         header_row(h, "metric", variants);
-        for (name, unit) in &names {
+        for name in names {
+            let unit = all.clone().find(|m| m.name == name).map_or("", |m| &m.unit);
             h.el("tr", &[], |h| {
                 h.text_el("th", &[], &format!("{name} ({unit})"));
                 for v in variants {
@@ -550,22 +512,13 @@ fn cpu_table(h: &mut Html, variants: &[VariantReport]) {
             h.el("tr", &[], |h| {
                 h.text_el("th", &[], label);
                 for v in variants {
-                    let cell = v.metric(name).map_or_else(
-                        || "–".into(),
-                        |m| {
-                            if name == names::CLIENT_CPU_SHARE {
-                                format!("{:.0}%", m.value * 100.0)
-                            } else {
-                                format!("{:.2}", m.value)
-                            }
-                        },
-                    );
-                    let class = if name == names::CLIENT_CPU_SHARE
-                        && v.metric(name).is_some_and(|m| m.value > 0.5)
-                    {
-                        "num warn"
-                    } else {
-                        "num"
+                    let (cell, class) = match v.metric(name).map(|m| m.value) {
+                        None => ("–".into(), "num"),
+                        Some(share) if name == names::CLIENT_CPU_SHARE => {
+                            let class = if share > 0.5 { "num warn" } else { "num" };
+                            (format!("{:.0}%", share * 100.0), class)
+                        }
+                        Some(us) => (format!("{us:.2}"), "num"),
                     };
                     h.text_el("td", &[("class", class)], &cell);
                 }
@@ -597,48 +550,23 @@ fn ledger_table(h: &mut Html, variants: &[VariantReport]) {
     });
 }
 
-/// A struct's fields in declaration order (published, persisted, delivered,
-/// acked, lost reads as the life of a message; serde_json's map would sort
-/// them), without listing them here, so a new ledger count shows up by
-/// itself.
-fn fields_in_order(value: &impl serde::Serialize) -> Vec<(String, serde_json::Value)> {
-    struct Ordered(Vec<(String, serde_json::Value)>);
-    impl<'de> serde::Deserialize<'de> for Ordered {
-        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            struct Visit;
-            impl<'de> serde::de::Visitor<'de> for Visit {
-                type Value = Ordered;
-                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                    f.write_str("a map")
-                }
-                fn visit_map<A: serde::de::MapAccess<'de>>(
-                    self,
-                    mut map: A,
-                ) -> Result<Ordered, A::Error> {
-                    let mut out = Vec::new();
-                    while let Some(entry) = map.next_entry()? {
-                        out.push(entry);
-                    }
-                    Ok(Ordered(out))
-                }
-            }
-            d.deserialize_map(Visit)
-        }
-    }
-    serde_json::to_string(value)
-        .ok()
-        .and_then(|text| serde_json::from_str::<Ordered>(&text).ok())
-        .map(|o| o.0)
-        .unwrap_or_default()
+/// The ledger's counts in declaration order (published, persisted,
+/// delivered, acked, lost reads as the life of a message; serde_json's map
+/// would sort them), without listing them here, so a new ledger count
+/// shows up by itself: the map's entries in the order their keys stand in
+/// the serialised text (flat numbers, so each `"key":` stands once).
+fn fields_in_order(ledger: &LedgerCounts) -> Vec<(String, serde_json::Value)> {
+    let text = serde_json::to_string(ledger).unwrap_or_default();
+    let Ok(serde_json::Value::Object(map)) = serde_json::from_str(&text) else {
+        return Vec::new();
+    };
+    let mut fields: Vec<(String, serde_json::Value)> = map.into_iter().collect();
+    fields.sort_by_key(|(key, _)| text.find(&format!("\"{key}\":")));
+    fields
 }
 
 fn params_table(h: &mut Html, variants: &[VariantReport]) {
-    let mut keys: Vec<&str> = Vec::new();
-    for k in variants.iter().flat_map(|v| v.params.keys()) {
-        if !keys.contains(&k.as_str()) {
-            keys.push(k);
-        }
-    }
+    let keys = first_seen(variants.iter().flat_map(|v| v.params.keys()));
     if keys.is_empty() {
         return;
     }
@@ -665,8 +593,7 @@ fn params_table(h: &mut Html, variants: &[VariantReport]) {
 fn json_text(v: Option<&serde_json::Value>) -> String {
     match v {
         None | Some(serde_json::Value::Null) => "–".into(),
-        Some(serde_json::Value::String(s)) => s.clone(),
-        Some(other) => other.to_string(),
+        Some(v) => plain(v),
     }
 }
 

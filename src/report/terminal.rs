@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use crate::consume::behaviour::Cause;
 use crate::consume::fates::{self, per_cause};
 use crate::record::names;
+use crate::results::plain;
 use crate::results::summary::{Summary, VariantReport};
 use crate::scenario;
 use crate::scenario::table::{Cell, Figures, Show};
@@ -25,7 +26,7 @@ pub fn render(summary: &Summary) -> String {
         for v in &scenario.variants {
             rows.push(columns.iter().map(|c| cell(&c.cell, v)).collect());
         }
-        out.push_str(&table(&rows));
+        out.push_str(&aligned(&rows, "  "));
         for v in &scenario.variants {
             for line in comparisons(&scenario.kind, v) {
                 let _ = writeln!(out, "  {}: {line}", v.name);
@@ -41,16 +42,12 @@ pub fn render(summary: &Summary) -> String {
             for w in &v.warnings {
                 let _ = writeln!(out, "  warning {}: {w}", v.name);
             }
-            if let Some(m) = v
-                .metrics
-                .iter()
-                .find(|m| m.name == names::CLOCK_UNCERTAINTY)
-            {
+            if let Some(us) = v.value(names::CLOCK_UNCERTAINTY) {
                 let _ = writeln!(
                     out,
                     "  clocks {}: latencies between processes are within ±{} of the truth (worker clock offsets, corrected)",
                     v.name,
-                    micros(m.value)
+                    micros(us)
                 );
             }
         }
@@ -86,30 +83,19 @@ fn micros(us: f64) -> String {
 /// when each joined (then corrected), its bound, and what remained after
 /// the run.
 fn workers(list: &[crate::results::summary::WorkerInfo]) -> String {
-    let mut rows = vec![
-        [
-            "worker",
-            "host",
-            "pid",
-            "offset",
-            "±",
-            "RTT",
-            "after run",
-            "status",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect::<Vec<_>>(),
+    let header = [
+        "worker",
+        "host",
+        "pid",
+        "offset",
+        "±",
+        "RTT",
+        "after run",
+        "status",
     ];
+    let mut rows = vec![header.map(String::from).to_vec()];
     for w in list {
-        let signed = |us: f64| {
-            let text = micros(us.abs());
-            if us < 0.0 {
-                format!("-{text}")
-            } else {
-                format!("+{text}")
-            }
-        };
+        let signed = |us: f64| format!("{}{}", if us < 0.0 { "-" } else { "+" }, micros(us.abs()));
         rows.push(vec![
             w.id.clone(),
             w.host.clone(),
@@ -129,12 +115,8 @@ fn workers(list: &[crate::results::summary::WorkerInfo]) -> String {
     }
     format!(
         "\nworkers (clock offset from the coordinator when each joined)\n{}",
-        table(&rows)
+        aligned(&rows, "  ")
     )
-}
-
-fn value(v: &VariantReport, name: &str) -> Option<f64> {
-    v.metric(name).map(|m| m.value)
 }
 
 fn verdict(v: &VariantReport) -> String {
@@ -172,28 +154,22 @@ fn cell(c: &Cell, v: &VariantReport) -> String {
             }
             lost
         }
-        Cell::Metric(name, show) => value(v, name).map_or_else(missing, |x| show.format(x)),
-        Cell::Quantile(histogram, q, show) => {
-            value(v, &names::quantile(histogram, q)).map_or_else(missing, |x| show.format(x))
-        }
+        Cell::Metric(name, show) => v.shown(name, show),
+        Cell::Quantile(histogram, q, show) => v.shown(&names::quantile(histogram, q), show),
         Cell::FirstOf(list, show) => list
             .iter()
-            .find_map(|m| value(v, m))
+            .find_map(|m| v.value(m))
             .map_or_else(missing, |x| show.format(x)),
         Cell::Counts(list, sep) => list
             .iter()
-            .map(|m| value(v, m).map(|x| format!("{x:.0}")))
+            .map(|m| v.value(m).map(|x| format!("{x:.0}")))
             .collect::<Option<Vec<_>>>()
             .map_or_else(missing, |parts| parts.join(sep)),
-        Cell::CountAndPart(whole, part) => match (value(v, whole), value(v, part)) {
+        Cell::CountAndPart(whole, part) => match (v.value(whole), v.value(part)) {
             (Some(w), Some(p)) => format!("{w:.0} ({p:.0})"),
             _ => missing(),
         },
-        Cell::Param(name) => match v.params.get(name) {
-            Some(serde_json::Value::String(s)) => s.clone(),
-            Some(other) => other.to_string(),
-            None => missing(),
-        },
+        Cell::Param(name) => v.params.get(name).map_or_else(missing, plain),
     }
 }
 
@@ -210,7 +186,7 @@ fn comparisons(kind: &str, v: &VariantReport) -> Vec<String> {
                 Show::SignedUs,
             )
         };
-        if let Some(n) = value(v, &name(fates::REDELIVERIES)) {
+        if let Some(n) = v.value(&name(fates::REDELIVERIES)) {
             lines.push(format!(
                 "{} redeliveries {n:.0}: later than configured by min {} p50 {} p99 {} max {}, early {}",
                 cause.name(),
@@ -218,7 +194,7 @@ fn comparisons(kind: &str, v: &VariantReport) -> Vec<String> {
                 late("p50"),
                 late("p99"),
                 late("max"),
-                value(v, &name(fates::REDELIVERY_EARLY)).unwrap_or(0.0)
+                v.value(&name(fates::REDELIVERY_EARLY)).unwrap_or(0.0)
             ));
         }
     }
@@ -232,8 +208,10 @@ impl Figures for VariantReport {
     }
 }
 
-/// Left-aligned first column, right-aligned numbers.
-fn table(rows: &[Vec<String>]) -> String {
+/// Columns padded to their widest cell, each line after `indent`:
+/// left-aligned first column, right-aligned numbers. Shared with `compare`
+/// and `ab`.
+pub fn aligned(rows: &[Vec<String>], indent: &str) -> String {
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)
         .map(|c| {
@@ -246,7 +224,7 @@ fn table(rows: &[Vec<String>]) -> String {
         .collect();
     let mut out = String::new();
     for r in rows {
-        out.push_str("  ");
+        out.push_str(indent);
         for (c, cell) in r.iter().enumerate() {
             if c == 0 {
                 let _ = write!(out, "{cell:<w$}", w = widths[c]);
@@ -344,6 +322,6 @@ mod tests {
             vec!["a".to_string(), "1".to_string()],
             vec!["long".to_string(), "100".to_string()],
         ];
-        assert_eq!(table(&rows), "  a       1\n  long  100\n");
+        assert_eq!(aligned(&rows, "  "), "  a       1\n  long  100\n");
     }
 }

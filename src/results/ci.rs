@@ -162,12 +162,10 @@ pub fn github_action_benchmark(summary: &Summary) -> (Vec<ActionBenchmark>, Vec<
 /// its `invariants_failed` benchmark.
 pub fn bencher(summary: &Summary) -> BencherReport {
     let mut report = BencherReport::new();
-    for Tracked {
-        name, metric: m, ..
-    } in tracked(summary)
-    {
+    for t in tracked(summary) {
+        let m = &t.metric;
         let (slug, factor) = bencher_measure(&m.unit, m.direction);
-        report.entry(name).or_default().insert(
+        report.entry(t.name).or_default().insert(
             slug,
             BencherMetric {
                 value: m.value * factor,
@@ -231,6 +229,11 @@ fn number(x: f64) -> String {
     } else {
         format!("{x:.4}")
     };
+    without_trailing_zeros(text)
+}
+
+/// A formatted number without the zeros (and point) its decimals end in.
+pub fn without_trailing_zeros(text: String) -> String {
     if text.contains('.') {
         text.trim_end_matches('0').trim_end_matches('.').to_string()
     } else {

@@ -9,25 +9,23 @@ use super::summary::{HistogramReport, RunMetadata, Summary};
 use super::{Store, scenario_entry, variant_report};
 use crate::profile::CommonPlan;
 use crate::record::histogram::Recorder;
-use crate::variant::{Part, VariantResult, VariantSink};
+use crate::variant::{VariantResult, VariantSink};
 
 /// Variants reported exactly as a results folder reports a single run
 /// (`repeat = 1`), with each histogram kept as base64 instead of files: a
 /// histogram's `hgrm_file` and `hdr_file` are empty, since there is none.
 pub struct Collected {
     summary: Summary,
-    histograms: Base64,
+    /// Histograms by `<scenario>/<variant>/<name>`, V2-deflate base64
+    /// (what a results folder's `.hdr` file holds).
+    histograms: BTreeMap<String, String>,
 }
-
-/// Histograms by `<scenario>/<variant>/<name>`, V2-deflate base64 (what a
-/// results folder's `.hdr` file holds).
-struct Base64(BTreeMap<String, String>);
 
 impl Collected {
     pub fn new(run: RunMetadata) -> Self {
         Collected {
             summary: Summary::new(run),
-            histograms: Base64(BTreeMap::new()),
+            histograms: BTreeMap::new(),
         }
     }
 
@@ -42,7 +40,7 @@ impl Collected {
     /// The summary and every variant's histograms, by
     /// `<scenario>/<variant>/<histogram name>`.
     pub fn into_parts(self) -> (Summary, BTreeMap<String, String>) {
-        (self.summary, self.histograms.0)
+        (self.summary, self.histograms)
     }
 }
 
@@ -56,7 +54,7 @@ impl VariantSink for Collected {
     }
 }
 
-impl Store for Base64 {
+impl Store for BTreeMap<String, String> {
     fn histogram(
         &mut self,
         scenario: &str,
@@ -64,8 +62,7 @@ impl Store for Base64 {
         name: &str,
         recorder: &Recorder,
     ) -> Result<HistogramReport> {
-        self.0
-            .insert(format!("{scenario}/{variant}/{name}"), recorder.to_base64());
+        self.insert(format!("{scenario}/{variant}/{name}"), recorder.to_base64());
         Ok(HistogramReport {
             name: name.to_string(),
             count: recorder.count(),
@@ -73,17 +70,6 @@ impl Store for Base64 {
             hdr_file: String::new(),
             hlog_file: None,
         })
-    }
-
-    /// A parts table is a file of a results folder; in memory there is
-    /// none, and the variant's own figures stay in its report.
-    fn parts(
-        &mut self,
-        _scenario: &str,
-        _variant: &str,
-        _parts: &[Part],
-    ) -> Result<Option<String>> {
-        Ok(None)
     }
 }
 

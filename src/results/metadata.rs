@@ -7,18 +7,21 @@ use crate::system::about::ToolInfo;
 pub fn run_id(started: time::OffsetDateTime, tool: &ToolInfo, profile: &str) -> String {
     let format = time::macros::format_description!("[year][month][day]T[hour][minute][second]Z");
     let when = started.format(&format).expect("fixed format");
-    let sha = match &tool.git_commit {
-        Some(c) => {
-            let short: String = c.chars().take(7).collect();
-            if tool.git_dirty {
-                format!("{short}+dirty")
-            } else {
-                short
-            }
-        }
-        None => "nogit".into(),
-    };
+    // An unknown commit is never marked dirty.
+    let dirty = tool.git_dirty && tool.git_commit.is_some();
+    let sha = short_commit(tool.git_commit.as_deref(), dirty);
     format!("{when}-{sha}-{profile}")
+}
+
+/// A commit as folder names and tables show it: seven characters, `nogit`
+/// when unknown, `+dirty` when the build had uncommitted changes.
+pub fn short_commit(commit: Option<&str>, dirty: bool) -> String {
+    let short: String = commit.unwrap_or("nogit").chars().take(7).collect();
+    if dirty {
+        format!("{short}+dirty")
+    } else {
+        short
+    }
 }
 
 #[cfg(test)]

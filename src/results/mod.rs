@@ -23,7 +23,7 @@ use anyhow::{Context, Result};
 use crate::profile::CommonPlan;
 use crate::record::histogram::Recorder;
 use crate::system::error::UsageError;
-use crate::variant::{VariantResult, VariantSink};
+use crate::variant::{Part, VariantResult, VariantSink};
 use summary::{HistogramReport, RunMetadata, ScenarioReport, Summary, VariantReport};
 
 pub use collected::Collected;
@@ -162,13 +162,17 @@ trait Store {
         recorder: &Recorder,
     ) -> Result<HistogramReport>;
 
-    /// The parts table's file, if the store writes one.
+    /// The parts table's file, if the store writes one. A parts table is a
+    /// file of a results folder; in memory there is none, and the
+    /// variant's own figures stay in its report.
     fn parts(
         &mut self,
-        scenario: &str,
-        variant: &str,
-        parts: &[crate::variant::Part],
-    ) -> Result<Option<String>>;
+        _scenario: &str,
+        _variant: &str,
+        _parts: &[Part],
+    ) -> Result<Option<String>> {
+        Ok(None)
+    }
 }
 
 /// A finished variant as the summary reports it: counted in the live
@@ -261,14 +265,12 @@ impl Store for Folder<'_> {
             &self.dir.join(&hdr_file),
             (recorder.to_base64() + "\n").as_bytes(),
         )?;
-        let hlog_file = match recorder.to_interval_log() {
-            Some(log) => {
-                let file = format!("histograms/{stem}.hlog");
-                write_atomic(&self.dir.join(&file), &log)?;
-                Some(file)
-            }
-            None => None,
-        };
+        let mut hlog_file = None;
+        if let Some(log) = recorder.to_interval_log() {
+            let file = format!("histograms/{stem}.hlog");
+            write_atomic(&self.dir.join(&file), &log)?;
+            hlog_file = Some(file);
+        }
         Ok(HistogramReport {
             name: name.to_string(),
             count: recorder.count(),
@@ -278,12 +280,7 @@ impl Store for Folder<'_> {
         })
     }
 
-    fn parts(
-        &mut self,
-        scenario: &str,
-        variant: &str,
-        parts: &[crate::variant::Part],
-    ) -> Result<Option<String>> {
+    fn parts(&mut self, scenario: &str, variant: &str, parts: &[Part]) -> Result<Option<String>> {
         let file = format!("parts/{scenario}.{variant}.csv");
         fs::create_dir_all(self.dir.join("parts"))
             .with_context(|| format!("creating {}", self.dir.join("parts").display()))?;
@@ -322,30 +319,40 @@ pub fn metrics_csv(summary: &Summary) -> Result<Vec<u8>> {
 
 /// A variant's parts as a table: kind, name, then every column any part
 /// has, in the order first seen; a part without a column leaves it empty.
-pub fn parts_csv(parts: &[crate::variant::Part]) -> Result<Vec<u8>> {
-    let mut columns: Vec<&str> = Vec::new();
-    for part in parts {
-        for (name, _) in &part.values {
-            if !columns.contains(&name.as_str()) {
-                columns.push(name);
-            }
-        }
-    }
+pub fn parts_csv(parts: &[Part]) -> Result<Vec<u8>> {
+    let values = parts.iter().flat_map(|p| &p.values);
+    let columns = first_seen(values.map(|(name, _)| name.as_str()));
     let mut out = csv::Writer::from_writer(Vec::new());
     out.write_record(["kind", "name"].iter().chain(&columns))?;
     for part in parts {
         let mut row = vec![part.kind.clone(), part.name.clone()];
         for column in &columns {
-            let cell = match part.values.iter().find(|(n, _)| n == column) {
-                Some((_, serde_json::Value::String(s))) => s.clone(),
-                Some((_, v)) => v.to_string(),
-                None => String::new(),
-            };
-            row.push(cell);
+            let cell = part.values.iter().find(|(n, _)| n == column);
+            row.push(cell.map_or(String::new(), |(_, v)| plain(v)));
         }
         out.write_record(&row)?;
     }
     out.into_inner().context("finishing a parts table")
+}
+
+/// A JSON value as a table cell shows it: a string without its quotes.
+pub fn plain(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Each distinct item once, in the order first seen: the rows or columns
+/// a table of many variants (or repetitions, or parts) shows.
+pub fn first_seen<T: PartialEq>(items: impl IntoIterator<Item = T>) -> Vec<T> {
+    let mut out = Vec::new();
+    for item in items {
+        if !out.contains(&item) {
+            out.push(item);
+        }
+    }
+    out
 }
 
 /// Writes `path` through a temporary file and a rename, so readers never

@@ -8,7 +8,9 @@
 //! every repetition. What a merge hides (which repetition failed, each
 //! one's own ledger) stays in `repetitions[]`.
 
+use super::first_seen;
 use super::summary::{RepetitionReport, VariantReport};
+use crate::record::metrics::Metric;
 use crate::record::spread::{Spread, median};
 use crate::variant::Invariant;
 
@@ -17,10 +19,7 @@ use crate::variant::Invariant;
 /// warnings and errors labelled with the repetition.
 pub fn first(mut report: VariantReport, index: usize, of: usize) -> VariantReport {
     let record = record_of(&report, index);
-    for m in &mut report.metrics {
-        m.repetitions = vec![m.value];
-        m.spread = Spread::of(&m.repetitions);
-    }
+    report.metrics.iter_mut().for_each(repeated);
     report.warnings = label(index, std::mem::take(&mut report.warnings));
     report.error = report.error.map(|e| format!("repetition {index}: {e}"));
     report.repetitions = vec![record];
@@ -34,7 +33,7 @@ pub fn first(mut report: VariantReport, index: usize, of: usize) -> VariantRepor
 /// pooled histograms (the writer pools the recorders).
 pub fn fold(into: &mut VariantReport, next: VariantReport, index: usize, of: usize) {
     into.repetitions.push(record_of(&next, index));
-    for m in next.metrics {
+    for mut m in next.metrics {
         match into.metrics.iter_mut().find(|x| x.name == m.name) {
             Some(existing) => {
                 existing.repetitions.push(m.value);
@@ -46,9 +45,7 @@ pub fn fold(into: &mut VariantReport, next: VariantReport, index: usize, of: usi
             None => {
                 // A metric this repetition has and earlier ones lacked
                 // (an optional figure): its own values only.
-                let mut m = m;
-                m.repetitions = vec![m.value];
-                m.spread = Spread::of(&m.repetitions);
+                repeated(&mut m);
                 into.metrics.push(m);
             }
         }
@@ -82,6 +79,13 @@ pub fn fold(into: &mut VariantReport, next: VariantReport, index: usize, of: usi
     into.passed = passed(into);
 }
 
+/// A metric of one repetition in the repeated form: its one value, and
+/// the spread of that.
+fn repeated(m: &mut Metric) {
+    m.repetitions = vec![m.value];
+    m.spread = Spread::of(&m.repetitions);
+}
+
 fn record_of(report: &VariantReport, index: usize) -> RepetitionReport {
     RepetitionReport {
         index,
@@ -109,12 +113,8 @@ fn passed(report: &VariantReport) -> bool {
 /// failed in, with their evidence; a pass keeps the evidence once when
 /// every repetition gave the same, else each repetition's.
 pub fn merge_invariants(repetitions: &[RepetitionReport], of: usize) -> Vec<Invariant> {
-    let mut names: Vec<&str> = Vec::new();
-    for i in repetitions.iter().flat_map(|r| &r.invariants) {
-        if !names.contains(&i.name.as_str()) {
-            names.push(&i.name);
-        }
-    }
+    let checked = repetitions.iter().flat_map(|r| &r.invariants);
+    let names = first_seen(checked.map(|i| i.name.as_str()));
     names
         .into_iter()
         .map(|name| {

@@ -7,6 +7,8 @@
 //! every combination of scales and lets the tests check the arithmetic
 //! without drawing anything.
 
+use crate::results::ci::without_trailing_zeros;
+
 /// How values are laid out along an axis.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scale {
@@ -36,6 +38,16 @@ pub struct Axis {
     pub label: String,
     pub scale: Scale,
     pub unit: Unit,
+}
+
+impl Axis {
+    pub fn new(label: impl Into<String>, scale: Scale, unit: Unit) -> Axis {
+        Axis {
+            label: label.into(),
+            scale,
+            unit,
+        }
+    }
 }
 
 /// The lowest quantile and highest quantile a nines axis shows.
@@ -210,12 +222,7 @@ fn trim_number(v: f64) -> String {
     }
     let digits = v.abs().log10().floor() as i32;
     let decimals = (2 - digits).clamp(0, 6) as usize;
-    let text = format!("{v:.decimals$}");
-    if text.contains('.') {
-        text.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        text
-    }
+    without_trailing_zeros(format!("{v:.decimals$}"))
 }
 
 #[cfg(test)]

@@ -50,6 +50,7 @@ pub fn to_png(chart: &Chart, path: &Path) -> Result<()> {
 
 /// Draws into an RGB buffer (`SIZE.0 * SIZE.1 * 3` bytes): what the PNG
 /// holds, for tests that look at pixels.
+#[cfg(test)]
 pub fn to_rgb(chart: &Chart) -> Result<Vec<u8>> {
     fonts::ensure_registered()?;
     let mut buffer = vec![0u8; (SIZE.0 * SIZE.1 * 3) as usize];
@@ -125,33 +126,25 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &Chart) -> Res
         .map_err(plot_err)?;
 
     for (s, points) in chart.series.iter().zip(&series) {
-        let colour = match s.stroke {
-            Stroke::Reference => REFERENCE,
-            _ => PALETTE[s.colour % PALETTE.len()],
+        let (colour, width) = match s.stroke {
+            Stroke::Reference => (REFERENCE, 1),
+            _ => (PALETTE[s.colour % PALETTE.len()], 2),
         };
-        let style = match s.stroke {
-            Stroke::Reference => colour.stroke_width(1),
-            _ => colour.stroke_width(2),
-        };
-        let legend_style = style;
+        let style = colour.stroke_width(width);
+        let points_of = || points.iter().copied();
         let anno = match s.stroke {
-            Stroke::Solid => cc
-                .draw_series(LineSeries::new(points.iter().copied(), style))
-                .map_err(plot_err)?,
-            Stroke::Dashed => cc
-                .draw_series(DashedLineSeries::new(points.iter().copied(), 7, 5, style))
-                .map_err(plot_err)?,
-            Stroke::Reference => cc
-                .draw_series(DashedLineSeries::new(points.iter().copied(), 3, 3, style))
-                .map_err(plot_err)?,
-        };
+            Stroke::Solid => cc.draw_series(LineSeries::new(points_of(), style)),
+            Stroke::Dashed => cc.draw_series(DashedLineSeries::new(points_of(), 7, 5, style)),
+            Stroke::Reference => cc.draw_series(DashedLineSeries::new(points_of(), 3, 3, style)),
+        }
+        .map_err(plot_err)?;
         // Two segments either way: touching for a solid line, apart for a
         // dashed one, so the legend shows which is which.
         let gap = if s.stroke == Stroke::Solid { 0 } else { 5 };
         anno.label(s.label.as_str()).legend(move |(x, y)| {
             EmptyElement::at((x, y))
-                + PathElement::new(vec![(0, 0), (8, 0)], legend_style)
-                + PathElement::new(vec![(8 + gap, 0), (16 + gap, 0)], legend_style)
+                + PathElement::new(vec![(0, 0), (8, 0)], style)
+                + PathElement::new(vec![(8 + gap, 0), (16 + gap, 0)], style)
         });
         if s.markers {
             cc.draw_series(points.iter().map(|&p| Circle::new(p, 4, colour.filled())))
@@ -184,26 +177,16 @@ fn legend_corner(
     // The share of the plot a legend covers, roughly, from its edge.
     const W: f64 = 0.35;
     const H: f64 = 0.45;
+    // The middle of either side, from m0 to m1.
+    let (m0, m1) = (0.5 - H / 2.0, 0.5 + H / 2.0);
     // (position, x from, x to, y from, y to), in preference order when tied.
     let boxes = [
         (SeriesLabelPosition::UpperLeft, 0.0, W, 1.0 - H, 1.0),
         (SeriesLabelPosition::UpperRight, 1.0 - W, 1.0, 1.0 - H, 1.0),
         (SeriesLabelPosition::LowerRight, 1.0 - W, 1.0, 0.0, H),
         (SeriesLabelPosition::LowerLeft, 0.0, W, 0.0, H),
-        (
-            SeriesLabelPosition::MiddleLeft,
-            0.0,
-            W,
-            0.5 - H / 2.0,
-            0.5 + H / 2.0,
-        ),
-        (
-            SeriesLabelPosition::MiddleRight,
-            1.0 - W,
-            1.0,
-            0.5 - H / 2.0,
-            0.5 + H / 2.0,
-        ),
+        (SeriesLabelPosition::MiddleLeft, 0.0, W, m0, m1),
+        (SeriesLabelPosition::MiddleRight, 1.0 - W, 1.0, m0, m1),
     ];
     let relative = |(x, y): (f64, f64)| ((x - x0) / (x1 - x0), (y - y0) / (y1 - y0));
     let samples: Vec<(f64, f64)> = series

@@ -4,7 +4,7 @@
 //! these charts for free.
 
 use super::axis::NINES_RANGE;
-use super::{Axis, Chart, Scale, Series, Stroke, Unit, safe_stem};
+use super::{Axis, Chart, Scale, Series, Stroke, Unit, span};
 use crate::profile::parse_duration;
 use crate::record::histogram::Recorder;
 use crate::record::names;
@@ -17,13 +17,9 @@ use crate::scenario::table::ChartSpec;
 const CURVE_POINTS: usize = 160;
 
 /// One histogram to draw per variant, and how it is told apart from its
-/// siblings on the same chart.
-pub struct Family<'a> {
-    pub histogram: &'a str,
-    /// Appended to the variant name in the legend ("intended send").
-    pub label: &'a str,
-    pub stroke: Stroke,
-}
+/// siblings on the same chart: (histogram, appended to the variant name in
+/// the legend ("intended send"), dashed), as a kind's [`ChartSpec`] names it.
+pub type Family<'a> = (&'a str, &'a str, bool);
 
 pub fn e2e_latency(s: &ScenarioData) -> Option<Chart> {
     percentile_chart(
@@ -70,22 +66,10 @@ fn per_second(
     )
 }
 
-const E2E: (&str, &str, &str) = (
-    names::E2E_LATENCY,
-    "End-to-end",
-    "end-to-end latencies (from the intended send)",
-);
-
-pub fn e2e_p50_over_time(s: &ScenarioData) -> Option<Chart> {
-    per_second(s, E2E, "p50")
-}
-
-pub fn e2e_p99_over_time(s: &ScenarioData) -> Option<Chart> {
-    per_second(s, E2E, "p99")
-}
-
-pub fn e2e_max_over_time(s: &ScenarioData) -> Option<Chart> {
-    per_second(s, E2E, "max")
+/// The end-to-end latency's p50, p99 or max (`key`) of each second.
+pub fn e2e_over_time(s: &ScenarioData, key: &str) -> Option<Chart> {
+    let measured = "end-to-end latencies (from the intended send)";
+    per_second(s, (names::E2E_LATENCY, "End-to-end", measured), key)
 }
 
 pub fn send_lag(s: &ScenarioData) -> Option<Chart> {
@@ -96,11 +80,7 @@ pub fn send_lag(s: &ScenarioData) -> Option<Chart> {
         "Actual minus intended send time of each message: how far the open-loop generator \
          ran behind its schedule. Large values mean the intended-send latencies above include \
          the generator's own delay.",
-        &[Family {
-            histogram: names::SEND_LAG,
-            label: "",
-            stroke: Stroke::Solid,
-        }],
+        &[(names::SEND_LAG, "", false)],
     )
 }
 
@@ -115,26 +95,7 @@ pub fn of_kind(s: &ScenarioData) -> Vec<Chart> {
                 title,
                 caption,
                 families,
-            } => {
-                let families: Vec<Family> = (families.iter())
-                    .map(|&(histogram, label, dashed)| Family {
-                        histogram,
-                        label,
-                        stroke: if dashed {
-                            Stroke::Dashed
-                        } else {
-                            Stroke::Solid
-                        },
-                    })
-                    .collect();
-                let key = families.first().map_or("", |f| f.histogram);
-                charts.extend(
-                    percentile_chart(s, key, title, caption, &families).map(|mut c| {
-                        c.stem = safe_stem(&format!("{}.{stem}", s.name()));
-                        c
-                    }),
-                );
-            }
+            } => charts.extend(percentile_chart(s, stem, title, caption, families)),
             ChartSpec::PerSecond {
                 histogram,
                 title,
@@ -153,16 +114,8 @@ pub fn of_kind(s: &ScenarioData) -> Vec<Chart> {
 /// send (dashed): the two must stay distinguishable on every chart.
 fn intended_and_actual<'a>(intended: &'a str, actual: &'a str) -> [Family<'a>; 2] {
     [
-        Family {
-            histogram: intended,
-            label: "intended send",
-            stroke: Stroke::Solid,
-        },
-        Family {
-            histogram: actual,
-            label: "actual send",
-            stroke: Stroke::Dashed,
-        },
+        (intended, "intended send", false),
+        (actual, "actual send", true),
     ]
 }
 
@@ -177,38 +130,34 @@ pub fn percentile_chart(
 ) -> Option<Chart> {
     let mut series = Vec::new();
     for (i, v) in s.variants().iter().enumerate() {
-        for f in families {
-            if let Some(h) = s.histogram(v, f.histogram) {
-                series.push(Series {
-                    label: join_label(&v.name, f.label),
-                    points: percentile_curve(h),
-                    colour: i,
-                    stroke: f.stroke,
-                    markers: false,
-                });
+        for &(histogram, label, dashed) in families {
+            if let Some(h) = s.histogram(v, histogram) {
+                let stroke = if dashed {
+                    Stroke::Dashed
+                } else {
+                    Stroke::Solid
+                };
+                let label = join_label(&v.name, label);
+                series.push(Series::line(label, percentile_curve(h), i, stroke));
             }
         }
     }
-    if series.is_empty() {
-        return None;
-    }
-    Some(Chart {
-        stem: safe_stem(&format!("{}.{key}", s.name())),
-        title: format!("{}: {title}", s.name()),
-        caption: caption.into(),
-        x: Axis {
-            label: "percentile".into(),
-            scale: Scale::Nines,
-            unit: Unit::Quantile,
-        },
-        y: Axis {
-            label: "latency (log scale)".into(),
-            scale: Scale::Log,
-            unit: Unit::Micros,
-        },
-        y_from_zero: false,
-        series,
-    })
+    let x = Axis::new("percentile", Scale::Nines, Unit::Quantile);
+    Chart::of(s, key, title, caption, (x, latency_axis()), series)
+}
+
+/// Latency up the side, on a log scale.
+fn latency_axis() -> Axis {
+    Axis::new("latency (log scale)", Scale::Log, Unit::Micros)
+}
+
+/// Time along the bottom, from each variant's first send.
+pub(super) fn time_axis() -> Axis {
+    Axis::new(
+        "time since the variant's first send (s)",
+        Scale::Linear,
+        Unit::Number,
+    )
 }
 
 fn join_label(variant: &str, suffix: &str) -> String {
@@ -243,52 +192,26 @@ pub fn throughput_over_time(s: &ScenarioData) -> Option<Chart> {
             (names::DELIVERED, Stroke::Dashed),
         ] {
             if let Some(t) = v.timelines.get(name).filter(|t| t.total() > 0) {
-                series.push(Series {
-                    label: join_label(&v.name, name),
-                    points: rate_points(t),
-                    colour: i,
-                    stroke,
-                    markers: false,
-                });
+                let label = join_label(&v.name, name);
+                series.push(Series::line(label, rate_points(t), i, stroke));
             }
         }
     }
-    if series.is_empty() {
-        return None;
-    }
-    let top = series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.1))
-        .fold(0.0, f64::max);
-    if let Some(w) = common_warmup(s.variants()) {
-        series.push(Series {
-            label: "end of warm-up".into(),
-            points: vec![(w, 0.0), (w, top)],
-            colour: 0,
-            stroke: Stroke::Reference,
-            markers: false,
-        });
-    }
-    Some(Chart {
-        stem: safe_stem(&format!("{}.throughput", s.name())),
-        title: format!("{}: Throughput over time", s.name()),
-        caption: "Messages published (solid) and delivered to consumers (dashed) in each second \
-                  of each variant, from its first scheduled send; the last second of a run may be \
-                  partial, and deliveries after the last publish are the drain."
-            .into(),
-        x: Axis {
-            label: "time since the variant's first send (s)".into(),
-            scale: Scale::Linear,
-            unit: Unit::Number,
-        },
-        y: Axis {
-            label: "messages per second".into(),
-            scale: Scale::Linear,
-            unit: Unit::Number,
-        },
-        y_from_zero: true,
+    let top = span(&series, |p| p.1).1;
+    let warmup = common_warmup(s.variants())
+        .map(|w| Series::reference("end of warm-up", vec![(w, 0.0), (w, top)]));
+    let y = Axis::new("messages per second", Scale::Linear, Unit::Number);
+    let chart = Chart::of(
+        s,
+        "throughput",
+        "Throughput over time",
+        "Messages published (solid) and delivered to consumers (dashed) in each second of each \
+         variant, from its first scheduled send; the last second of a run may be partial, and \
+         deliveries after the last publish are the drain.",
+        (time_axis(), y),
         series,
-    })
+    );
+    chart.map(|c| c.with(warmup))
 }
 
 /// Events per second as steps: each bucket a flat segment over its own
@@ -337,27 +260,12 @@ pub fn latency_vs_throughput(s: &ScenarioData) -> Option<Chart> {
          with no stream (core_baseline), what the transport alone takes.",
         (names::PUBLISH.rate, "achieved publish rate", "msg/s"),
         &[
-            (
-                names::quantile(names::E2E_LATENCY, "p50"),
-                "p50",
-                Stroke::Solid,
-            ),
-            (
-                names::quantile(names::E2E_LATENCY, "p99"),
-                "p99",
-                Stroke::Solid,
-            ),
-            (
-                names::quantile(names::E2E_LATENCY, "p99.9"),
-                "p99.9",
-                Stroke::Solid,
-            ),
-            (
-                names::quantile(names::E2E_LATENCY, "max"),
-                "max",
-                Stroke::Dashed,
-            ),
-        ],
+            ("p50", Stroke::Solid),
+            ("p99", Stroke::Solid),
+            ("p99.9", Stroke::Solid),
+            ("max", Stroke::Dashed),
+        ]
+        .map(|(q, stroke)| (names::quantile(names::E2E_LATENCY, q), q, stroke)),
     )
 }
 
@@ -385,58 +293,29 @@ pub fn sweep_chart(
                 .iter()
                 .enumerate()
                 .filter_map(move |(i, (metric, label, stroke))| {
-                    let (label, stroke) = (*label, *stroke);
                     let points = sweep_points(variants, x.0, metric);
-                    (points.len() >= 2).then(|| Series {
-                        label: format!("{prefix}{label}"),
-                        points,
-                        colour: i,
-                        stroke: if prefix.is_empty() {
-                            stroke
-                        } else {
-                            Stroke::Dashed
-                        },
-                        markers: true,
-                    })
+                    let stroke = if prefix.is_empty() {
+                        *stroke
+                    } else {
+                        Stroke::Dashed
+                    };
+                    let line = Series::line(format!("{prefix}{label}"), points, i, stroke);
+                    (line.points.len() >= 2).then(|| line.marked())
                 })
         })
         .collect();
-    if series.is_empty() {
-        return None;
-    }
-    let (lo, hi) = series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.0))
-        .fold((f64::INFINITY, 0.0f64), |(lo, hi), v| {
-            (lo.min(v), hi.max(v))
-        });
+    let (lo, hi) = span(&series, |p| p.0);
     // Sweeps that span decades read best on a log axis.
-    let x_scale = if lo > 0.0 && hi / lo >= 10.0 {
-        Scale::Log
+    let x = if lo > 0.0 && hi / lo >= 10.0 {
+        Axis::new(
+            format!("{} ({}, log scale)", x.1, x.2),
+            Scale::Log,
+            Unit::Number,
+        )
     } else {
-        Scale::Linear
+        Axis::new(format!("{} ({})", x.1, x.2), Scale::Linear, Unit::Number)
     };
-    Some(Chart {
-        stem: safe_stem(&format!("{}.{key}", s.name())),
-        title: format!("{}: {title}", s.name()),
-        caption: caption.into(),
-        x: Axis {
-            label: if x_scale == Scale::Log {
-                format!("{} ({}, log scale)", x.1, x.2)
-            } else {
-                format!("{} ({})", x.1, x.2)
-            },
-            scale: x_scale,
-            unit: Unit::Number,
-        },
-        y: Axis {
-            label: "latency (log scale)".into(),
-            scale: Scale::Log,
-            unit: Unit::Micros,
-        },
-        y_from_zero: false,
-        series,
-    })
+    Chart::of(s, key, title, caption, (x, latency_axis()), series)
 }
 
 /// (x metric, y metric) of every variant that has both, sorted by x.

@@ -86,9 +86,78 @@ pub enum Stroke {
 }
 
 impl Chart {
+    /// The chart `<scenario>.<key>`, titled `<scenario>: <title>`; a linear
+    /// y axis starts at zero. `None` when there is no series to draw.
+    pub fn of(
+        s: &ScenarioData,
+        key: &str,
+        title: &str,
+        caption: &str,
+        (x, y): (Axis, Axis),
+        series: Vec<Series>,
+    ) -> Option<Chart> {
+        (!series.is_empty()).then(|| Chart {
+            stem: safe_stem(&format!("{}.{key}", s.name())),
+            title: format!("{}: {title}", s.name()),
+            caption: caption.into(),
+            y_from_zero: y.scale == Scale::Linear,
+            x,
+            y,
+            series,
+        })
+    }
+
+    /// The chart with `more` series drawn after its own (reference lines).
+    pub fn with(mut self, more: impl IntoIterator<Item = Series>) -> Chart {
+        self.series.extend(more);
+        self
+    }
+
     pub fn is_empty(&self) -> bool {
         self.series.iter().all(|s| s.points.is_empty())
     }
+}
+
+impl Series {
+    /// A line through `points`, its points unmarked.
+    pub fn line(
+        label: impl Into<String>,
+        points: Vec<(f64, f64)>,
+        colour: usize,
+        stroke: Stroke,
+    ) -> Series {
+        Series {
+            label: label.into(),
+            points,
+            colour,
+            stroke,
+            markers: false,
+        }
+    }
+
+    /// The line with each of its points marked.
+    pub fn marked(self) -> Series {
+        Series {
+            markers: true,
+            ..self
+        }
+    }
+
+    /// A bound or an expectation to compare against.
+    pub fn reference(label: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
+        Series::line(label, points, 0, Stroke::Reference)
+    }
+}
+
+/// The lowest and the highest x (`pick` = `|p| p.0`) or y of every point,
+/// the highest at least zero.
+pub fn span(series: &[Series], pick: fn(&(f64, f64)) -> f64) -> (f64, f64) {
+    series
+        .iter()
+        .flat_map(|s| s.points.iter().map(pick))
+        .fold((f64::INFINITY, 0.0f64), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        })
 }
 
 /// A chart function: the chart for a scenario, if it has the data.
@@ -99,9 +168,9 @@ pub const CATALOGUE: &[ChartFn] = &[
     latency::e2e_latency,
     latency::pub_ack_latency,
     latency::send_lag,
-    latency::e2e_p50_over_time,
-    latency::e2e_p99_over_time,
-    latency::e2e_max_over_time,
+    |s| latency::e2e_over_time(s, "p50"),
+    |s| latency::e2e_over_time(s, "p99"),
+    |s| latency::e2e_over_time(s, "max"),
     latency::throughput_over_time,
     latency::latency_vs_throughput,
     replay::drift,

@@ -8,7 +8,7 @@ use crate::replay::pacing::{
 };
 use crate::report::data::ScenarioData;
 
-use super::{Axis, Chart, Scale, Series, Stroke, Unit, safe_stem};
+use super::{Axis, Chart, Scale, Series, Stroke, Unit, span};
 
 /// Points on the signed distribution curve.
 const CURVE_POINTS: usize = 201;
@@ -27,45 +27,34 @@ pub fn drift(s: &ScenarioData) -> Option<Chart> {
             continue;
         };
         if let Some(points) = pacing::drift_points(o, r) {
-            series.push(Series {
-                label: v.name.clone(),
-                points,
-                colour: i,
-                stroke: Stroke::Solid,
-                markers: false,
-            });
+            series.push(Series::line(v.name.clone(), points, i, Stroke::Solid));
         }
     }
-    let end = series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.0))
-        .fold(0.0, f64::max);
-    if series.is_empty() {
-        return None;
-    }
-    series.push(zero_line(0.0, end));
-    Some(Chart {
-        stem: safe_stem(&format!("{}.replay_drift", s.name())),
-        title: format!("{}: Replay pacing, drift against the recording", s.name()),
-        caption: "For sampled messages of each replay at the original pace: when it was replayed \
-                  minus when it was originally stored, both counted from the replay's first \
-                  message, against the time into the recording. A line rising by 1 ms per second \
-                  replays 0.1% slow; a falling one runs ahead (the server delivers gaps of 1 ms \
-                  and less back to back). Dotted: perfect pacing."
-            .into(),
-        x: Axis {
-            label: "original time since the first replayed message (s)".into(),
-            scale: Scale::Linear,
-            unit: Unit::Number,
-        },
-        y: Axis {
-            label: "replayed minus original elapsed time".into(),
-            scale: Scale::Linear,
-            unit: Unit::Micros,
-        },
-        y_from_zero: true,
+    let end = span(&series, |p| p.0).1;
+    let chart = Chart::of(
+        s,
+        "replay_drift",
+        "Replay pacing, drift against the recording",
+        "For sampled messages of each replay at the original pace: when it was replayed minus \
+         when it was originally stored, both counted from the replay's first message, against \
+         the time into the recording. A line rising by 1 ms per second replays 0.1% slow; a \
+         falling one runs ahead (the server delivers gaps of 1 ms and less back to back). \
+         Dotted: perfect pacing.",
+        (
+            Axis::new(
+                "original time since the first replayed message (s)",
+                Scale::Linear,
+                Unit::Number,
+            ),
+            Axis::new(
+                "replayed minus original elapsed time",
+                Scale::Linear,
+                Unit::Micros,
+            ),
+        ),
         series,
-    })
+    );
+    chart.map(|c| c.with([zero_line(0.0, end)]))
 }
 
 /// The signed gap error by percentile, one line per replay, from its
@@ -82,38 +71,31 @@ pub fn gap_error(s: &ScenarioData) -> Option<Chart> {
             late.cloned().unwrap_or_default(),
             early.cloned().unwrap_or_default(),
         );
-        series.push(Series {
-            label: v.name.clone(),
-            points: signed_curve(&signed),
-            colour: i,
-            stroke: Stroke::Solid,
-            markers: false,
-        });
+        series.push(Series::line(
+            v.name.clone(),
+            signed_curve(&signed),
+            i,
+            Stroke::Solid,
+        ));
     }
-    if series.is_empty() {
-        return None;
-    }
-    series.push(zero_line(0.0, 1.0));
-    Some(Chart {
-        stem: safe_stem(&format!("{}.replay_gap_error", s.name())),
-        title: format!("{}: Replay pacing, gap error by percentile", s.name()),
-        caption: "Per replayed message at the original pace: the gap to the message before it \
-                  as replayed minus the same gap as recorded (negative: early, positive: late), \
-                  all messages of a replay sorted from most early to most late. Dotted: no error."
-            .into(),
-        x: Axis {
-            label: "percentile of messages".into(),
-            scale: Scale::Linear,
-            unit: Unit::Quantile,
-        },
-        y: Axis {
-            label: "gap error (replayed minus original gap)".into(),
-            scale: Scale::Linear,
-            unit: Unit::Micros,
-        },
-        y_from_zero: true,
+    let chart = Chart::of(
+        s,
+        "replay_gap_error",
+        "Replay pacing, gap error by percentile",
+        "Per replayed message at the original pace: the gap to the message before it as \
+         replayed minus the same gap as recorded (negative: early, positive: late), all messages \
+         of a replay sorted from most early to most late. Dotted: no error.",
+        (
+            Axis::new("percentile of messages", Scale::Linear, Unit::Quantile),
+            Axis::new(
+                "gap error (replayed minus original gap)",
+                Scale::Linear,
+                Unit::Micros,
+            ),
+        ),
         series,
-    })
+    );
+    chart.map(|c| c.with([zero_line(0.0, 1.0)]))
 }
 
 /// The gap error's magnitude (p99 solid, p50 dashed) per class of original
@@ -134,53 +116,31 @@ pub fn gap_error_by_gap(s: &ScenarioData) -> Option<Chart> {
                 })
                 .collect();
             if points.len() >= 2 {
-                series.push(Series {
-                    label: format!("{} {label}", v.name),
-                    points,
-                    colour: i,
-                    stroke,
-                    markers: true,
-                });
+                let label = format!("{} {label}", v.name);
+                series.push(Series::line(label, points, i, stroke).marked());
             }
         }
     }
-    if series.is_empty() {
-        return None;
-    }
-    let (lo, hi) = series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.0))
-        .fold((f64::INFINITY, 0.0f64), |(lo, hi), x| {
-            (lo.min(x), hi.max(x))
-        });
-    series.push(Series {
-        label: "1 ms".into(),
-        points: vec![(lo, 1_000.0), (hi, 1_000.0)],
-        colour: 0,
-        stroke: Stroke::Reference,
-        markers: false,
-    });
-    Some(Chart {
-        stem: safe_stem(&format!("{}.replay_gap_error_by_gap", s.name())),
-        title: format!("{}: Replay pacing, error by gap size", s.name()),
-        caption: "The gap error's magnitude for each class of original gap (plotted at the \
-                  class's middle), per replay at the original pace: 99th percentile solid, median \
-                  dashed. Where a line stays under the dotted 1 ms, gaps of that size are \
-                  reproduced within 1 ms. Gaps of 1 ms and less are not paced by the server at \
-                  all: their error is the gap itself."
-            .into(),
-        x: Axis {
-            label: "original gap (log scale)".into(),
-            scale: Scale::Log,
-            unit: Unit::Micros,
-        },
-        y: Axis {
-            label: "|gap error| (log scale)".into(),
-            scale: Scale::Log,
-            unit: Unit::Micros,
-        },
-        y_from_zero: false,
+    let (lo, hi) = span(&series, |p| p.0);
+    let chart = Chart::of(
+        s,
+        "replay_gap_error_by_gap",
+        "Replay pacing, error by gap size",
+        "The gap error's magnitude for each class of original gap (plotted at the class's \
+         middle), per replay at the original pace: 99th percentile solid, median dashed. Where a \
+         line stays under the dotted 1 ms, gaps of that size are reproduced within 1 ms. Gaps of \
+         1 ms and less are not paced by the server at all: their error is the gap itself.",
+        (
+            Axis::new("original gap (log scale)", Scale::Log, Unit::Micros),
+            Axis::new("|gap error| (log scale)", Scale::Log, Unit::Micros),
+        ),
         series,
+    );
+    chart.map(|c| {
+        c.with([Series::reference(
+            "1 ms",
+            vec![(lo, 1_000.0), (hi, 1_000.0)],
+        )])
     })
 }
 
@@ -209,13 +169,7 @@ fn signed_curve(s: &Signed) -> Vec<(f64, f64)> {
 }
 
 fn zero_line(from: f64, to: f64) -> Series {
-    Series {
-        label: "perfect pacing".into(),
-        points: vec![(from, 0.0), (to, 0.0)],
-        colour: 0,
-        stroke: Stroke::Reference,
-        markers: false,
-    }
+    Series::reference("perfect pacing", vec![(from, 0.0), (to, 0.0)])
 }
 
 #[cfg(test)]

@@ -6,7 +6,8 @@
 use crate::record::timeline::Timeline;
 use crate::report::data::ScenarioData;
 
-use super::{Axis, Chart, Scale, Series, Stroke, Unit, safe_stem};
+use super::latency::time_axis;
+use super::{Axis, Chart, Scale, Series, Stroke, Unit};
 use crate::server::telemetry::{SERVER_CPU_PCT, SERVER_MEM_MB};
 
 /// A gauge timeline as points at each sample's time (buckets that got no
@@ -34,35 +35,20 @@ pub(super) fn over_time(
         .enumerate()
         .filter_map(|(i, v)| {
             let points = gauge_points(v.timelines.get(key)?);
-            (points.len() > 1).then(|| Series {
-                label: v.name.clone(),
-                points,
-                colour: i,
-                stroke: Stroke::Solid,
-                markers: true,
-            })
+            (points.len() > 1)
+                .then(|| Series::line(v.name.clone(), points, i, Stroke::Solid).marked())
         })
         .collect();
-    if series.is_empty() {
-        return None;
-    }
-    Some(Chart {
-        stem: safe_stem(&format!("{}.{}", s.name(), key.replace('.', "_"))),
-        title: format!("{}: {what} over time", s.name()),
-        caption: caption.into(),
-        x: Axis {
-            label: "time since the variant's first send (s)".into(),
-            scale: Scale::Linear,
-            unit: Unit::Number,
-        },
-        y: Axis {
-            label: unit_label.into(),
-            scale: Scale::Linear,
-            unit: Unit::Number,
-        },
-        y_from_zero: true,
+    let y = Axis::new(unit_label, Scale::Linear, Unit::Number);
+    let stem = key.replace('.', "_");
+    Chart::of(
+        s,
+        &stem,
+        &format!("{what} over time"),
+        caption,
+        (time_axis(), y),
         series,
-    })
+    )
 }
 
 /// The servers' resident memory (summed over a cluster's nodes), sampled
