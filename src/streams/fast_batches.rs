@@ -17,7 +17,7 @@ use anyhow::Result;
 use async_nats::jetstream;
 
 use crate::record::stamp::Stamp;
-use crate::streams::batches::read_each;
+use crate::streams::readback::read_each;
 
 /// What one fast batch was sent as and what the server said of it.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -62,9 +62,11 @@ pub async fn read_stamps(
     stream: &str,
     idle: Duration,
 ) -> Result<(Vec<StoredStamp>, bool)> {
-    read_each(js, stream, idle, |seq, m| StoredStamp {
-        seq,
-        message: Stamp::read(&m.payload).map(|s| s.publisher_seq),
+    read_each(js, stream, idle, |m| {
+        Some(StoredStamp {
+            seq: m.info().ok()?.stream_sequence,
+            message: Stamp::read(&m.payload).map(|s| s.publisher_seq),
+        })
     })
     .await
 }
