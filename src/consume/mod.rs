@@ -366,8 +366,7 @@ pub async fn run_bound(
 ) -> Result<ConsumerReport> {
     let Bound(mut source) = bound;
     let mut report = ConsumerReport::empty(&config);
-    let mut finished = Finished::default();
-    let mut answered = 0u64;
+    let mut finished = Finished::new(progress.clone());
     let handlers = config.behaviour.handlers.max(1);
     let mut running = FuturesUnordered::new();
     // With `ack = "all"`: the latest delivery not yet covered by an ack.
@@ -399,19 +398,17 @@ pub async fn run_bound(
             _ = &mut crashed => {
                 let point = config.crash.as_ref().map(|c| c.point);
                 if point == Some(CrashPoint::Drain) {
-                    let drained = drain(&config, &mut report, (&mut source, &mut running), respond, (&dedup, &skip_ack), (&progress, &mut finished, &mut answered)).await;
+                    let drained = drain(&config, &mut report, (&mut source, &mut running), respond, (&dedup, &skip_ack), &mut finished).await;
                     let _ = client.flush().await;
                     report.crashed = Some(drained);
                     return Ok(report);
                 }
-                let report_crash = crash(point, &config, &mut report, &mut running, &skip_ack, &progress, &mut finished, &mut answered).await;
+                let report_crash = crash(point, &config, &mut report, &mut running, &skip_ack, &mut finished).await;
                 report.crashed = Some(report_crash);
                 return Ok(report);
             }
             Some(answer) = running.next(), if !running.is_empty() => {
-                answered += 1;
-                progress.answered.store(answered, Ordering::Relaxed);
-                record_answer(&config, &mut report, &mut finished, &progress, answer);
+                finished.answered(&config, &mut report, answer);
                 continue;
             }
             next = source.next(), if running.len() < handlers => next,
@@ -442,9 +439,7 @@ pub async fn run_bound(
                 );
                 if handlers == 1 {
                     let answer = respond(message, job).await;
-                    answered += 1;
-                    progress.answered.store(answered, Ordering::Relaxed);
-                    record_answer(&config, &mut report, &mut finished, &progress, answer);
+                    finished.answered(&config, &mut report, answer);
                 } else {
                     running.push(respond(message, job));
                 }
@@ -459,28 +454,16 @@ pub async fn run_bound(
                 } else {
                     unacked_tail = Some(message);
                 }
-                // Without per-message acks nothing is redelivered: each
-                // delivery ends a message.
-                finished.count += 1;
-                answered += 1;
-                progress.finished.store(finished.count, Ordering::Relaxed);
-                progress.answered.store(answered, Ordering::Relaxed);
+                finished.end_unanswered();
             }
-            AckPolicy::None => {
-                finished.count += 1;
-                answered += 1;
-                progress.finished.store(finished.count, Ordering::Relaxed);
-                progress.answered.store(answered, Ordering::Relaxed);
-            }
+            AckPolicy::None => finished.end_unanswered(),
         }
     }
 
     // Answer what is in hand, so an interrupted run leaves no work half done.
     let _ = tokio::time::timeout(Duration::from_secs(5), async {
         while let Some(answer) = running.next().await {
-            answered += 1;
-            progress.answered.store(answered, Ordering::Relaxed);
-            record_answer(&config, &mut report, &mut finished, &progress, answer);
+            finished.answered(&config, &mut report, answer);
         }
     })
     .await;
@@ -495,16 +478,13 @@ pub async fn run_bound(
 /// Dies as `point` says: what handlers hold is finished and acked, dropped
 /// mid-work, or finished without its ack. The caller then returns, and the
 /// connection goes down with the last clone of the client.
-#[allow(clippy::too_many_arguments)]
 async fn crash<F: std::future::Future<Output = Answer>>(
     point: Option<CrashPoint>,
     config: &ConsumerConfig,
     report: &mut ConsumerReport,
     running: &mut FuturesUnordered<F>,
     skip_ack: &AtomicBool,
-    progress: &ConsumerProgress,
     finished: &mut Finished,
-    answered: &mut u64,
 ) -> CrashReport {
     let mut crash = CrashReport {
         at_ns: clock::now_ns(),
@@ -526,9 +506,7 @@ async fn crash<F: std::future::Future<Output = Answer>>(
                     }
                     continue;
                 }
-                *answered += 1;
-                progress.answered.store(*answered, Ordering::Relaxed);
-                record_answer(config, report, finished, progress, a);
+                finished.answered(config, report, a);
             }
         }
         // A drain never gets here: the run loop finishes it.
@@ -691,51 +669,75 @@ async fn ack_covering(
     }
 }
 
-/// Messages this client has seen to their end, each once: a message acked
-/// twice (a redelivery whose first ack was late) must not end the drain
-/// while another is still unanswered.
-#[derive(Default)]
+/// Messages this client has seen to their end, each once (a message acked
+/// twice, a redelivery whose first ack was late, must not end the drain
+/// while another is still unanswered), and deliveries answered; each count
+/// published to `progress` as it moves.
 struct Finished {
+    progress: Arc<ConsumerProgress>,
     count: u64,
     ended: SeqSet,
+    answered: u64,
+}
+
+impl Finished {
+    fn new(progress: Arc<ConsumerProgress>) -> Finished {
+        Finished {
+            progress,
+            count: 0,
+            ended: SeqSet::default(),
+            answered: 0,
+        }
+    }
+
+    /// A handler's answer: one more answered, then its bookkeeping.
+    fn answered(&mut self, config: &ConsumerConfig, report: &mut ConsumerReport, answer: Answer) {
+        self.answered += 1;
+        self.progress
+            .answered
+            .store(self.answered, Ordering::Relaxed);
+        record_answer(config, report, self, answer);
+    }
+
+    /// Without per-message acks nothing is redelivered: each delivery
+    /// ends a message, and needs no answer of its own.
+    fn end_unanswered(&mut self) {
+        self.count += 1;
+        self.answered += 1;
+        self.progress.finished.store(self.count, Ordering::Relaxed);
+        self.progress
+            .answered
+            .store(self.answered, Ordering::Relaxed);
+    }
 }
 
 fn record_answer(
     config: &ConsumerConfig,
     report: &mut ConsumerReport,
     finished: &mut Finished,
-    progress: &ConsumerProgress,
     answer: Answer,
 ) {
     if let Some(e) = answer.reply.error() {
         report.ack_errors += 1;
         report.first_error.get_or_insert_with(|| e.to_string());
     }
-    let sent = answer.reply == Reply::Sent;
-    let ended = match answer.action {
-        Action::Ack | Action::InProgressThenAck { .. } => {
-            if sent {
-                report.ledger.mark(answer.seq, Event::Acked);
-            }
-            true
-        }
-        Action::Term => {
-            if sent {
-                report.ledger.mark(answer.seq, Event::Termed);
-            }
-            true
-        }
-        Action::Nak | Action::NakDelay(_) | Action::Ignore => {
-            if sent && answer.action != Action::Ignore {
-                report.ledger.mark(answer.seq, Event::Naked);
-            }
-            // The last allowed delivery failed: the server gives up on it.
-            config.plan.max_deliver > 0 && i64::from(answer.delivery) >= config.plan.max_deliver
-        }
+    // The last allowed delivery failed: the server gives up on it.
+    let last = config.plan.max_deliver > 0 && i64::from(answer.delivery) >= config.plan.max_deliver;
+    let (event, ended) = match answer.action {
+        Action::Ack | Action::InProgressThenAck { .. } => (Some(Event::Acked), true),
+        Action::Term => (Some(Event::Termed), true),
+        Action::Nak | Action::NakDelay(_) => (Some(Event::Naked), last),
+        Action::Ignore => (None, last),
     };
+    if let (Some(event), Reply::Sent) = (event, &answer.reply) {
+        report.ledger.mark(answer.seq, event);
+    }
     if ended && finished.ended.insert_new(answer.seq) {
         finished.count += 1;
-        progress.finished.store(finished.count, Ordering::Relaxed);
+        finished
+            .progress
+            .finished
+            .store(finished.count, Ordering::Relaxed);
     }
     if let Some(rtt) = answer.ack_rtt_ns {
         report.ack_rtt.record(rtt);
@@ -786,7 +788,7 @@ async fn drain<F: std::future::Future<Output = Answer>>(
     (source, running): (&mut Source, &mut FuturesUnordered<F>),
     start: fn(Message, Job) -> F,
     (dedup, skip_ack): (&Option<Arc<jetstream::kv::Store>>, &Arc<AtomicBool>),
-    (progress, finished, answered): (&ConsumerProgress, &mut Finished, &mut u64),
+    finished: &mut Finished,
 ) -> CrashReport {
     let mut out = CrashReport {
         at_ns: clock::now_ns(),
@@ -813,9 +815,7 @@ async fn drain<F: std::future::Future<Output = Answer>>(
         running.push(start(message, job));
     }
     while let Some(a) = running.next().await {
-        *answered += 1;
-        progress.answered.store(*answered, Ordering::Relaxed);
-        record_answer(config, report, finished, progress, a);
+        finished.answered(config, report, a);
     }
     out.stopped_ns = clock::now_ns();
     out
@@ -847,12 +847,12 @@ mod tests {
     fn a_message_acked_twice_ends_once() {
         let config = config();
         let mut report = ConsumerReport::empty(&config);
-        let progress = ConsumerProgress::default();
-        let mut finished = Finished::default();
+        let progress = Arc::new(ConsumerProgress::default());
+        let mut finished = Finished::new(progress.clone());
         // Seq 1 acked at delivery 1 and again at its redelivery; seq 2 not
         // yet: one message has ended, not two, and the drain waits for 2.
-        record_answer(&config, &mut report, &mut finished, &progress, ack(1, 1));
-        record_answer(&config, &mut report, &mut finished, &progress, ack(1, 2));
+        record_answer(&config, &mut report, &mut finished, ack(1, 1));
+        record_answer(&config, &mut report, &mut finished, ack(1, 2));
         assert_eq!(finished.count, 1);
         assert_eq!(progress.finished.load(Ordering::Relaxed), 1);
         assert_eq!(
@@ -860,7 +860,7 @@ mod tests {
             2,
             "both acks recorded"
         );
-        record_answer(&config, &mut report, &mut finished, &progress, ack(2, 1));
+        record_answer(&config, &mut report, &mut finished, ack(2, 1));
         assert_eq!(progress.finished.load(Ordering::Relaxed), 2);
     }
 }

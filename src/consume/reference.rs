@@ -327,10 +327,7 @@ pub fn classify(message: &async_nats::Message) -> Reply {
         Some(StatusCode::IDLE_HEARTBEAT) => Reply::Heartbeat,
         Some(StatusCode::NOT_FOUND | StatusCode::TIMEOUT) => Reply::Released(pending()),
         Some(StatusCode::REQUEST_TERMINATED) => {
-            if description == "Consumer Deleted"
-                || description == "Consumer is push based"
-                || description.starts_with("Exceeded MaxRequest")
-            {
+            if ends_consumer(description) {
                 Reply::Fatal(format!("pull request refused: 409 {description}"))
             } else {
                 // Exceeded MaxWaiting, a leadership change, a batch
@@ -340,6 +337,15 @@ pub fn classify(message: &async_nats::Message) -> Reply {
         }
         Some(status) => Reply::Fatal(format!("pull request failed: {status} {description}")),
     }
+}
+
+/// Whether a pull request's 409 says the consumer cannot be read this
+/// way at all (deleted, a push consumer, a request over its limits), so
+/// asking again would fail again.
+pub fn ends_consumer(description: &str) -> bool {
+    description == "Consumer Deleted"
+        || description == "Consumer is push based"
+        || description.starts_with("Exceeded MaxRequest")
 }
 
 /// The stream sequence and delivery count of a `$JS.ACK` reply subject,

@@ -55,16 +55,23 @@ impl<'a> Msg<'a> {
         Some((code, trim_start(&rest[3..])))
     }
 
+    /// The header block's `name: value` lines after its first, in order,
+    /// each value without its leading whitespace.
+    pub fn header_lines(&self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> {
+        self.headers
+            .split(|&b| b == b'\n')
+            .skip(1)
+            .filter_map(|line| {
+                let line = line.strip_suffix(b"\r").unwrap_or(line);
+                let colon = line.iter().position(|&b| b == b':')?;
+                Some((&line[..colon], trim_start(&line[colon + 1..])))
+            })
+    }
+
     /// The first value of header `name` (compared without regard to case).
     pub fn header(&self, name: &[u8]) -> Option<&'a [u8]> {
-        let mut lines = self.headers.split(|&b| b == b'\n').skip(1);
-        lines.find_map(|line| {
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
-            let colon = line.iter().position(|&b| b == b':')?;
-            line[..colon]
-                .eq_ignore_ascii_case(name)
-                .then(|| trim_start(&line[colon + 1..]))
-        })
+        self.header_lines()
+            .find_map(|(n, value)| n.eq_ignore_ascii_case(name).then_some(value))
     }
 }
 
