@@ -242,11 +242,7 @@ pub async fn publish_fast(
         f.send_next(intended).await?;
     }
     f.finish().await?;
-    let composer = std::mem::replace(
-        &mut f.composer,
-        Composer::new("_", None, &[], 0, 0, Recorder::new())?,
-    );
-    f.report.send_lag = composer.into_send_lag();
+    f.report.send_lag = f.composer.take_send_lag();
     if let Some(from) = f.first_measured {
         let used = crate::system::cpu::own_cpu_time().saturating_sub(f.cpu_from);
         f.report.client_cpu = Some((used, f.report.messages_sent - from));
@@ -321,8 +317,6 @@ impl<'a> Fast<'a> {
             subject: async_nats::Subject::from(config.subject.as_str()),
             intended: vec![0; ring],
             report: FastReport {
-                ack_latency: Recorder::new(),
-                commit_latency: Recorder::new(),
                 batches: Vec::with_capacity(1024),
                 ..Default::default()
             },
@@ -384,20 +378,9 @@ impl<'a> Fast<'a> {
         let out =
             self.composer
                 .compose(intended, sent, n, self.seq, self.config.message_size, true);
-        let subject = self.subject.clone();
-        match out.headers {
-            Some(h) => {
-                self.client
-                    .publish_with_reply_and_headers(subject, out.reply, h, out.payload)
-                    .await
-            }
-            None => {
-                self.client
-                    .publish_with_reply(subject, out.reply, out.payload)
-                    .await
-            }
-        }
-        .with_context(|| format!("sending message {n}"))?;
+        out.publish(&self.client, self.subject.clone())
+            .await
+            .with_context(|| format!("sending message {n}"))?;
         self.report.messages_sent += 1;
         if let Some(b) = self.report.batches.last_mut() {
             b.sent += 1;

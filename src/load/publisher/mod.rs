@@ -174,7 +174,7 @@ pub struct SendReport {
 }
 
 /// What the PubAck reader measured.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct AckReport {
     pub responses: u64,
     /// New messages stored.
