@@ -79,7 +79,7 @@ impl Shared {
 }
 
 /// One advisory delivery and what the handler made of it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Attempt {
     pub incarnation: u32,
     /// Index into the watched list; `None` for foreign or malformed advisories.
@@ -103,7 +103,7 @@ pub struct Attempt {
     pub answer_error: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Outcome {
     /// The copy is persisted (`duplicate`: the DLQ stream already had it)
     /// and, on a work queue, the original deleted (`deleted`: by this
@@ -113,6 +113,7 @@ pub enum Outcome {
     /// the advisory not answered.
     Killed { duplicate: bool },
     /// About a stream or consumer this pipeline does not watch: acked.
+    #[default]
     Foreign,
     /// Not an advisory this handler understands: termed with the reason.
     Malformed(String),
@@ -245,16 +246,10 @@ async fn work(
     let received_ns = clock::now_ns();
     let mut attempt = Attempt {
         incarnation,
-        watched: None,
-        kind: None,
-        seq: 0,
         delivery: message.info().map_or(1, |i| i.delivered.max(1) as u64),
         received_ns,
-        server_ns: None,
-        persisted_ns: None,
         answered_ns: received_ns,
-        outcome: Outcome::Foreign,
-        answer_error: None,
+        ..Attempt::default()
     };
     let answer = match parse_event(&message.payload) {
         Err(reason) => {

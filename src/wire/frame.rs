@@ -349,13 +349,6 @@ pub fn put_sub(out: &mut Vec<u8>, subject: &[u8], sid: u64) {
     out.extend_from_slice(b"\r\n");
 }
 
-/// Appends `UNSUB <sid>\r\n`.
-pub fn put_unsub(out: &mut Vec<u8>, sid: u64) {
-    out.extend_from_slice(b"UNSUB ");
-    put_number(out, sid);
-    out.extend_from_slice(b"\r\n");
-}
-
 #[inline]
 pub fn put_number(out: &mut Vec<u8>, n: u64) {
     let mut digits = itoa::Buffer::new();
@@ -453,10 +446,9 @@ mod tests {
             b"yo",
         );
         put_sub(&mut out, b"_INBOX.>", 3);
-        put_unsub(&mut out, 3);
         assert_eq!(
             out,
-            b"PUB s.1 _INBOX.r 2\r\nhi\r\nHPUB s.2 28 30\r\nNATS/1.0\r\nNats-Msg-Id: 7\r\n\r\nyo\r\nSUB _INBOX.> 3\r\nUNSUB 3\r\n"
+            b"PUB s.1 _INBOX.r 2\r\nhi\r\nHPUB s.2 28 30\r\nNATS/1.0\r\nNats-Msg-Id: 7\r\n\r\nyo\r\nSUB _INBOX.> 3\r\n"
         );
         // A PUB read as the server would relay it, as a MSG.
         let relayed = b"HMSG s.2 1 28 30\r\nNATS/1.0\r\nNats-Msg-Id: 7\r\n\r\nyo\r\n";
