@@ -356,9 +356,7 @@ impl Direct {
         if self.silent >= 2 {
             self.silent = 0;
             self.report.stream_errors += 1;
-            self.report.first_error.get_or_insert_with(|| {
-                "direct consumer: missed idle heartbeats; pull requests re-issued".into()
-            });
+            self.error("direct consumer: missed idle heartbeats; pull requests re-issued".into());
             self.owed = 0;
             self.top_up(out);
         }

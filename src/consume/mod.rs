@@ -38,6 +38,7 @@ use crate::record::stamp::Stamp;
 use crate::record::timeline::Timeline;
 use answer::{Answer, Effect, Job, Reply, respond};
 pub use answer::{TERM_REASON, term_with_reason};
+use behaviour::Outcome;
 pub use events::DeliveryEvent;
 use source::Source;
 
@@ -255,6 +256,11 @@ impl ConsumerReport {
         self.timeline.mark(now);
     }
 
+    /// Keeps the first error: `text` is made only while none is kept.
+    pub(crate) fn error(&mut self, text: impl FnOnce() -> String) {
+        self.first_error.get_or_insert_with(text);
+    }
+
     /// Nothing received yet; the ledger sized for the expected messages so
     /// the hot path never grows it.
     pub fn empty(config: &ConsumerConfig) -> Self {
@@ -373,7 +379,6 @@ pub async fn run_bound(
     let mut unacked_tail: Option<Message> = None;
     // Set when crashing after processing: handlers finish but do not ack.
     let skip_ack = Arc::new(AtomicBool::new(false));
-    let crash_at = config.crash.as_ref().map(|c| c.at.clone());
     let dedup = match &config.dedup {
         Some(bucket) => Some(Arc::new(
             jetstream::with_prefix(client.clone(), &config.js_api_prefix)
@@ -384,8 +389,8 @@ pub async fn run_bound(
         None => None,
     };
     let crashed = async {
-        match &crash_at {
-            Some(at) => at.cancelled().await,
+        match &config.crash {
+            Some(c) => c.at.cancelled().await,
             None => std::future::pending().await,
         }
     };
@@ -447,8 +452,7 @@ pub async fn run_bound(
             AckPolicy::All => {
                 // An ack covers every earlier delivery: ack every k-th.
                 if report.received.is_multiple_of(config.plan.ack_every as u64) {
-                    let result = ack_covering(&config, &mut report, &message).await;
-                    if result.is_ok() {
+                    if ack_covering(&config, &mut report, &message).await.is_ok() {
                         unacked_tail = None;
                     }
                 } else {
@@ -530,9 +534,7 @@ fn receive(
         Ok(info) => info,
         Err(e) => {
             report.malformed += 1;
-            report
-                .first_error
-                .get_or_insert_with(|| format!("unreadable reply subject: {e}"));
+            report.error(|| format!("unreadable reply subject: {e}"));
             return None;
         }
     };
@@ -585,12 +587,7 @@ pub(crate) fn note_arrival(
     now: u64,
     copy: impl FnOnce() -> SeenMessage,
 ) {
-    let Arrival {
-        seq,
-        delivery,
-        published_ns,
-        payload,
-    } = arrival;
+    let (seq, delivery) = (arrival.seq, arrival.delivery);
     let seen_here = report.ledger.count(seq, Event::Delivered) > 0;
     report.ledger.mark(seq, Event::Delivered);
     report.note_delivery(now);
@@ -603,14 +600,14 @@ pub(crate) fn note_arrival(
     if config.keep_doomed && !seen_here && doomed(config, seq) {
         report.doomed.push(copy());
     }
-    match Stamp::read(payload) {
+    match Stamp::read(arrival.payload) {
         Some(stamp) if stamp.intended_ns >= config.record_from_ns => {
             if delivery == 1 {
                 crate::system::live::record_e2e(now.saturating_sub(stamp.intended_ns));
                 report.e2e_intended.record_between(stamp.intended_ns, now);
                 report.e2e_sent.record_between(stamp.sent_ns, now);
-                if config.hops && published_ns > 0 {
-                    let stored = crate::record::clock::from_wall(published_ns, now);
+                if config.hops && arrival.published_ns > 0 {
+                    let stored = clock::from_wall(arrival.published_ns, now);
                     report.ingest.record_between(stamp.sent_ns, stored);
                     report.deliver.record_between(stored, now);
                 }
@@ -631,10 +628,8 @@ pub(crate) fn note_arrival(
 /// Whether the behaviour plans `seq` to end dead-lettered: exhausted, or
 /// termed.
 fn doomed(config: &ConsumerConfig, seq: u64) -> bool {
-    matches!(
-        config.behaviour.fate(seq, config.plan.max_deliver).outcome,
-        crate::consume::behaviour::Outcome::Exhausted | crate::consume::behaviour::Outcome::Termed
-    )
+    let fate = config.behaviour.fate(seq, config.plan.max_deliver);
+    matches!(fate.outcome, Outcome::Exhausted | Outcome::Termed)
 }
 
 /// With `ack = "all"`: one ack for this delivery and every earlier one.
@@ -661,9 +656,7 @@ async fn ack_covering(
         }
         Err(e) => {
             report.ack_errors += 1;
-            report
-                .first_error
-                .get_or_insert_with(|| format!("ack: {e}"));
+            report.error(|| format!("ack: {e}"));
             Err(())
         }
     }
