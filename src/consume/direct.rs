@@ -24,7 +24,7 @@ use anyhow::{Result, anyhow};
 use tokio_util::sync::CancellationToken;
 
 use super::group::ack_tokens_of;
-use super::reference::ends_consumer;
+use super::reference::{ends_consumer, next_subject};
 use super::{
     Answer, Arrival, ConsumerConfig, ConsumerProgress, ConsumerReport, Effect, Finished, Reply,
     SeenMessage, note_arrival, record_answer,
@@ -288,11 +288,7 @@ impl Direct {
             heartbeat.as_nanos()
         )
         .into_bytes();
-        let pull_subject = format!(
-            "{}.CONSUMER.MSG.NEXT.{}.{}",
-            config.js_api_prefix, config.stream, config.durable
-        )
-        .into_bytes();
+        let pull_subject = next_subject(&config.js_api_prefix, &config.stream, &config.durable);
         let batch = plan.batch as u64;
         let ahead = plan.pulls_ahead.max(1) as u64;
         Direct {
@@ -301,7 +297,7 @@ impl Direct {
             report,
             finished: Finished::new(progress),
             inbox: inbox.to_vec(),
-            pull_subject,
+            pull_subject: pull_subject.into_bytes(),
             request,
             owed: 0,
             heartbeat,

@@ -376,10 +376,7 @@ impl Loop {
             id,
         };
         let body = serde_json::to_vec(&request).context("encoding a pull request")?;
-        let subject = format!(
-            "{}.CONSUMER.MSG.NEXT.{}.{}",
-            c.api_prefix, c.stream, c.consumer
-        );
+        let subject = super::reference::next_subject(&c.api_prefix, &c.stream, &c.consumer);
         self.client
             .publish_with_reply(subject, self.inbox.clone(), body.into())
             .await

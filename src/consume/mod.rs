@@ -349,17 +349,10 @@ pub struct Bound(Source);
 /// thousand at once takes the server seconds.
 pub async fn bind(client: &Client, config: &ConsumerConfig) -> Result<Bound> {
     let js = jetstream::with_prefix(client.clone(), &config.js_api_prefix);
-    Source::open(
-        &js,
-        &config.stream,
-        &config.durable,
-        config.plan.kind,
-        config.plan.batch,
-        config.plan.pull,
-    )
-    .await
-    .map(Bound)
-    .with_context(|| format!("reading durable consumer {}", config.durable))
+    Source::open(&js, &config.stream, &config.durable, &config.plan)
+        .await
+        .map(Bound)
+        .with_context(|| format!("reading durable consumer {}", config.durable))
 }
 
 /// Reads the durable a client is bound to until `stop` is cancelled.
@@ -402,14 +395,11 @@ pub async fn run_bound(
             _ = stop.cancelled() => break,
             _ = &mut crashed => {
                 let point = config.crash.as_ref().map(|c| c.point);
+                let left = crash(point, &config, &mut report, (&mut source, &mut running), respond, (&dedup, &skip_ack), &mut finished).await;
                 if point == Some(CrashPoint::Drain) {
-                    let drained = drain(&config, &mut report, (&mut source, &mut running), respond, (&dedup, &skip_ack), &mut finished).await;
                     let _ = client.flush().await;
-                    report.crashed = Some(drained);
-                    return Ok(report);
                 }
-                let report_crash = crash(point, &config, &mut report, &mut running, &skip_ack, &mut finished).await;
-                report.crashed = Some(report_crash);
+                report.crashed = Some(left);
                 return Ok(report);
             }
             Some(answer) = running.next(), if !running.is_empty() => {
@@ -480,14 +470,19 @@ pub async fn run_bound(
 }
 
 /// Dies as `point` says: what handlers hold is finished and acked, dropped
-/// mid-work, or finished without its ack. The caller then returns, and the
-/// connection goes down with the last clone of the client.
+/// mid-work, or finished without its ack. Or stops gracefully (a drain):
+/// the client stops reading, works on and acks what it had already
+/// received beside what its handlers held (`start` begins a job), and
+/// closes; what the server sends it after the stop is left to its ack
+/// deadline. The caller then returns, and the connection goes down with
+/// the last clone of the client.
 async fn crash<F: std::future::Future<Output = Answer>>(
     point: Option<CrashPoint>,
     config: &ConsumerConfig,
     report: &mut ConsumerReport,
-    running: &mut FuturesUnordered<F>,
-    skip_ack: &AtomicBool,
+    (source, running): (&mut Source, &mut FuturesUnordered<F>),
+    start: fn(Message, Job) -> F,
+    (dedup, skip_ack): (&Option<Arc<jetstream::kv::Store>>, &Arc<AtomicBool>),
     finished: &mut Finished,
 ) -> CrashReport {
     let mut crash = CrashReport {
@@ -513,8 +508,31 @@ async fn crash<F: std::future::Future<Output = Answer>>(
                 finished.answered(config, report, a);
             }
         }
-        // A drain never gets here: the run loop finishes it.
-        CrashPoint::Drain => {}
+        CrashPoint::Drain => {
+            // Already received: ready without a wait.
+            let mut received = Vec::new();
+            while let Some(Some(Ok(m))) = futures::FutureExt::now_or_never(source.next()) {
+                received.push(m);
+            }
+            for message in received {
+                let now = clock::now_ns();
+                let Some((seq, delivery, published_ns)) = receive(config, report, &message, now)
+                else {
+                    continue;
+                };
+                crash.drained += 1;
+                let job = Job::new(
+                    config,
+                    &message,
+                    (seq, delivery, published_ns, now),
+                    (dedup, skip_ack),
+                );
+                running.push(start(message, job));
+            }
+            while let Some(a) = running.next().await {
+                finished.answered(config, report, a);
+            }
+        }
     }
     crash.stopped_ns = clock::now_ns();
     crash
@@ -769,49 +787,6 @@ fn note_effect(
         Effect::Suppressed => report.effects.suppressed += 1,
         Effect::StoreFailed => report.effects.store_errors += 1,
     }
-}
-
-/// A graceful stop: the client stops reading, works on and acks what it
-/// had already received beside what its handlers held (`start` begins a
-/// job), and closes. What the server sends it after the stop is left to
-/// its ack deadline.
-async fn drain<F: std::future::Future<Output = Answer>>(
-    config: &ConsumerConfig,
-    report: &mut ConsumerReport,
-    (source, running): (&mut Source, &mut FuturesUnordered<F>),
-    start: fn(Message, Job) -> F,
-    (dedup, skip_ack): (&Option<Arc<jetstream::kv::Store>>, &Arc<AtomicBool>),
-    finished: &mut Finished,
-) -> CrashReport {
-    let mut out = CrashReport {
-        at_ns: clock::now_ns(),
-        in_hand: running.len() as u64,
-        ..CrashReport::default()
-    };
-    // Already received: ready without a wait.
-    let mut received = Vec::new();
-    while let Some(Some(Ok(m))) = futures::FutureExt::now_or_never(source.next()) {
-        received.push(m);
-    }
-    for message in received {
-        let now = clock::now_ns();
-        let Some((seq, delivery, published_ns)) = receive(config, report, &message, now) else {
-            continue;
-        };
-        out.drained += 1;
-        let job = Job::new(
-            config,
-            &message,
-            (seq, delivery, published_ns, now),
-            (dedup, skip_ack),
-        );
-        running.push(start(message, job));
-    }
-    while let Some(a) = running.next().await {
-        finished.answered(config, report, a);
-    }
-    out.stopped_ns = clock::now_ns();
-    out
 }
 
 #[cfg(test)]

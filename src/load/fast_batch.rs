@@ -473,9 +473,14 @@ impl<'a> Fast<'a> {
     /// Marks `batch` as given up, and stops sending it.
     fn give_up(&mut self, batch: u64, why: &str) {
         let b = &mut self.report.batches[batch as usize];
-        if b.failure.is_none() && b.commit.is_none() {
+        if !b.settled() {
             b.failure = Some((None, why.to_string()));
         }
+        self.close(batch);
+    }
+
+    /// Stops sending `batch` if it is the open one.
+    fn close(&mut self, batch: u64) {
         if self.open_batch() == Some(batch) {
             self.seq = 0;
         }
@@ -537,8 +542,8 @@ impl<'a> Fast<'a> {
     /// With gap `fail` a gap or an error ends the batch at the server: stop
     /// sending it and let its PubAck settle it.
     fn stop_on_failure(&mut self, batch: u64) {
-        if self.config.gap == GapMode::Fail && self.open_batch() == Some(batch) {
-            self.seq = 0;
+        if self.config.gap == GapMode::Fail {
+            self.close(batch);
         }
     }
 
@@ -580,7 +585,7 @@ impl<'a> Fast<'a> {
         let config = self.config;
         let b = &mut self.report.batches[batch as usize];
         if let Some(e) = answer.error {
-            if b.commit.is_some() || b.failure.is_some() {
+            if b.settled() {
                 // A message sent after its batch ended (a gap-fail, a
                 // refused start) finds no batch (10208): an error of that
                 // message, not the batch's.
@@ -599,10 +604,7 @@ impl<'a> Fast<'a> {
             // disabled feature, too many open batches).
             self.report.stopped = Some(format!("batch {batch} was {why}"));
             b.failure = Some((Some(e.err_code), why));
-            if self.open_batch() == Some(batch) {
-                self.seq = 0;
-            }
-            return;
+            return self.close(batch);
         }
         let count = answer.count.unwrap_or(0);
         b.commit = Some((answer.seq, count));
@@ -627,9 +629,7 @@ impl<'a> Fast<'a> {
             // ack would.
             self.record_ack(n, now);
         }
-        if self.open_batch() == Some(batch) {
-            self.seq = 0;
-        }
+        self.close(batch);
     }
 
     /// Ends the open batch with a commit that stores nothing, then waits
@@ -644,20 +644,10 @@ impl<'a> Fast<'a> {
                 .context("sending the end-of-batch commit")?;
             self.seq = 0;
         }
-        let due = |f: &Self| {
-            f.report
-                .batches
-                .iter()
-                .all(|b| b.commit.is_some() || b.failure.is_some())
-        };
+        let due = |f: &Self| f.report.batches.iter().all(FastBatchOutcome::settled);
         if !self.wait_for(due).await {
-            let open: Vec<u64> = self
-                .report
-                .batches
-                .iter()
-                .filter(|b| b.commit.is_none() && b.failure.is_none())
-                .map(|b| b.batch)
-                .collect();
+            let batches = self.report.batches.iter();
+            let open: Vec<u64> = batches.filter(|b| !b.settled()).map(|b| b.batch).collect();
             for batch in open {
                 self.give_up(batch, "no PubAck within the ack timeout");
             }

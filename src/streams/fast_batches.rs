@@ -47,6 +47,13 @@ pub struct FastBatchOutcome {
     pub first_intended_ns: u64,
 }
 
+impl FastBatchOutcome {
+    /// Whether the batch has its end: a PubAck, or a failure.
+    pub fn settled(&self) -> bool {
+        self.commit.is_some() || self.failure.is_some()
+    }
+}
+
 /// One stored message: its stream sequence and the stamp's message number,
 /// `None` when the payload holds no stamp.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
