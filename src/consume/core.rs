@@ -57,9 +57,7 @@ pub async fn run(
             let answer = format!("{{\"stream\":\"core\",\"seq\":{seq}}}");
             if let Err(e) = client.publish(reply, answer.into()).await {
                 report.ack_errors += 1;
-                report
-                    .first_error
-                    .get_or_insert_with(|| format!("answering a core message: {e}"));
+                report.error(|| format!("answering a core message: {e}"));
             }
         }
         report.ledger.mark(seq, Event::Delivered);

@@ -24,6 +24,7 @@ use anyhow::{Result, anyhow};
 use tokio_util::sync::CancellationToken;
 
 use super::group::ack_tokens_of;
+use super::reference::{ends_consumer, next_subject};
 use super::{
     Answer, Arrival, ConsumerConfig, ConsumerProgress, ConsumerReport, Effect, Finished, Reply,
     SeenMessage, note_arrival, record_answer,
@@ -247,10 +248,8 @@ struct Unflushed {
 /// socket so a test can feed it frames.
 pub struct Direct {
     config: ConsumerConfig,
-    progress: Arc<ConsumerProgress>,
     report: ConsumerReport,
     finished: Finished,
-    answered: u64,
     inbox: Vec<u8>,
     pull_subject: Vec<u8>,
     /// One pull request's JSON, built once.
@@ -289,22 +288,16 @@ impl Direct {
             heartbeat.as_nanos()
         )
         .into_bytes();
-        let pull_subject = format!(
-            "{}.CONSUMER.MSG.NEXT.{}.{}",
-            config.js_api_prefix, config.stream, config.durable
-        )
-        .into_bytes();
+        let pull_subject = next_subject(&config.js_api_prefix, &config.stream, &config.durable);
         let batch = plan.batch as u64;
         let ahead = plan.pulls_ahead.max(1) as u64;
         Direct {
             low_water: (ahead * batch - batch / 2).max(1),
             config,
-            progress,
             report,
-            finished: Finished::default(),
-            answered: 0,
+            finished: Finished::new(progress),
             inbox: inbox.to_vec(),
-            pull_subject,
+            pull_subject: pull_subject.into_bytes(),
             request,
             owed: 0,
             heartbeat,
@@ -359,9 +352,7 @@ impl Direct {
         if self.silent >= 2 {
             self.silent = 0;
             self.report.stream_errors += 1;
-            self.report.first_error.get_or_insert_with(|| {
-                "direct consumer: missed idle heartbeats; pull requests re-issued".into()
-            });
+            self.error("direct consumer: missed idle heartbeats; pull requests re-issued".into());
             self.owed = 0;
             self.top_up(out);
         }
@@ -392,9 +383,7 @@ impl Direct {
     /// owed released), or the end of this consumer.
     fn on_status(&mut self, code: u16, text: &[u8], m: &Msg<'_>) {
         let text = String::from_utf8_lossy(text);
-        let fatal = text == "Consumer Deleted"
-            || text == "Consumer is push based"
-            || text.starts_with("Exceeded MaxRequest");
+        let fatal = ends_consumer(&text);
         match code {
             100 => {}
             404 | 408 | 409 if !fatal => {
@@ -446,7 +435,8 @@ impl Direct {
             covering: false,
         };
         note_arrival(config, &mut self.report, arrival, now, || seen(m, sent.seq));
-        self.progress
+        self.finished
+            .progress
             .received
             .store(self.report.received, Ordering::Relaxed);
         match self.config.plan.ack {
@@ -473,22 +463,10 @@ impl Direct {
                     self.tail.extend_from_slice(m.reply);
                     self.tail_arrival = Some(sent);
                 }
-                self.end_unanswered();
+                self.finished.end_unanswered();
             }
-            AckPolicy::None => self.end_unanswered(),
+            AckPolicy::None => self.finished.end_unanswered(),
         }
-    }
-
-    /// A delivery that needs no answer of its own ends its message.
-    fn end_unanswered(&mut self) {
-        self.finished.count += 1;
-        self.answered += 1;
-        self.progress
-            .finished
-            .store(self.finished.count, Ordering::Relaxed);
-        self.progress
-            .answered
-            .store(self.answered, Ordering::Relaxed);
     }
 
     /// With ack = "all": the ack that covers the last deliveries.
@@ -511,7 +489,7 @@ impl Direct {
                 self.report.ledger.mark(sent.seq, Event::Acked);
                 continue;
             }
-            self.answered += 1;
+            self.finished.answered += 1;
             let answer = Answer {
                 seq: sent.seq,
                 delivery: sent.delivery,
@@ -523,17 +501,13 @@ impl Direct {
                 ack_rtt_ns: None,
                 effect: Some((Effect::Applied, None)),
             };
-            record_answer(
-                &self.config,
-                &mut self.report,
-                &mut self.finished,
-                &self.progress,
-                answer,
-            );
+            record_answer(&self.config, &mut self.report, &mut self.finished, answer);
         }
-        self.progress
+        let finished = &self.finished;
+        finished
+            .progress
             .answered
-            .store(self.answered, Ordering::Relaxed);
+            .store(finished.answered, Ordering::Relaxed);
         self.unflushed.clear();
     }
 }
@@ -541,24 +515,13 @@ impl Direct {
 /// A doomed delivery's copy (the dlq audit's), as the async-nats loop
 /// keeps it.
 fn seen(m: &Msg<'_>, seq: u64) -> SeenMessage {
-    let mut headers: Vec<(String, String)> = m
-        .headers
-        .split(|&b| b == b'\n')
-        .skip(1)
-        .filter_map(|line| {
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
-            let colon = line.iter().position(|&b| b == b':')?;
-            let value = String::from_utf8_lossy(&line[colon + 1..]);
-            Some((
-                String::from_utf8_lossy(&line[..colon]).into_owned(),
-                value.trim_start().to_string(),
-            ))
-        })
-        .collect();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let mut headers: Vec<(String, String)> =
+        m.header_lines().map(|(n, v)| (text(n), text(v))).collect();
     headers.sort();
     SeenMessage {
         seq,
-        subject: String::from_utf8_lossy(m.subject).into_owned(),
+        subject: text(m.subject),
         payload: m.payload.to_vec(),
         headers,
     }

@@ -177,13 +177,8 @@ pub fn analyse(
         a.messages += 1;
         let fate = behaviour.fate(seq, consumer.max_deliver);
         a.planned.add(Some(fate.outcome));
-        while i < events.len() && events[i].seq < seq {
-            i += 1;
-        }
-        let start = i;
-        while i < events.len() && events[i].seq == seq {
-            i += 1;
-        }
+        let start = i + events[i..].partition_point(|e| e.seq < seq);
+        i = start + events[start..].partition_point(|e| e.seq == seq);
         let mine = &events[start..i];
         if mine.is_empty() {
             a.observed.undelivered += 1;

@@ -200,18 +200,14 @@ struct PullRequest<'a> {
     min_pending: u64,
     #[serde(skip_serializing_if = "is_zero")]
     min_ack_pending: u64,
-    #[serde(skip_serializing_if = "is_zero_u8")]
+    #[serde(skip_serializing_if = "is_zero")]
     priority: u8,
     #[serde(skip_serializing_if = "Option::is_none")]
     id: Option<&'a str>,
 }
 
-fn is_zero(v: &u64) -> bool {
-    *v == 0
-}
-
-fn is_zero_u8(v: &u8) -> bool {
-    *v == 0
+fn is_zero<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
 }
 
 /// What one reply to a pull was.
@@ -380,10 +376,7 @@ impl Loop {
             id,
         };
         let body = serde_json::to_vec(&request).context("encoding a pull request")?;
-        let subject = format!(
-            "{}.CONSUMER.MSG.NEXT.{}.{}",
-            c.api_prefix, c.stream, c.consumer
-        );
+        let subject = super::reference::next_subject(&c.api_prefix, &c.stream, &c.consumer);
         self.client
             .publish_with_reply(subject, self.inbox.clone(), body.into())
             .await

@@ -38,6 +38,7 @@ use crate::record::stamp::Stamp;
 use crate::record::timeline::Timeline;
 use answer::{Answer, Effect, Job, Reply, respond};
 pub use answer::{TERM_REASON, term_with_reason};
+use behaviour::Outcome;
 pub use events::DeliveryEvent;
 use source::Source;
 
@@ -255,6 +256,11 @@ impl ConsumerReport {
         self.timeline.mark(now);
     }
 
+    /// Keeps the first error: `text` is made only while none is kept.
+    pub(crate) fn error(&mut self, text: impl FnOnce() -> String) {
+        self.first_error.get_or_insert_with(text);
+    }
+
     /// Nothing received yet; the ledger sized for the expected messages so
     /// the hot path never grows it.
     pub fn empty(config: &ConsumerConfig) -> Self {
@@ -343,17 +349,10 @@ pub struct Bound(Source);
 /// thousand at once takes the server seconds.
 pub async fn bind(client: &Client, config: &ConsumerConfig) -> Result<Bound> {
     let js = jetstream::with_prefix(client.clone(), &config.js_api_prefix);
-    Source::open(
-        &js,
-        &config.stream,
-        &config.durable,
-        config.plan.kind,
-        config.plan.batch,
-        config.plan.pull,
-    )
-    .await
-    .map(Bound)
-    .with_context(|| format!("reading durable consumer {}", config.durable))
+    Source::open(&js, &config.stream, &config.durable, &config.plan)
+        .await
+        .map(Bound)
+        .with_context(|| format!("reading durable consumer {}", config.durable))
 }
 
 /// Reads the durable a client is bound to until `stop` is cancelled.
@@ -366,15 +365,13 @@ pub async fn run_bound(
 ) -> Result<ConsumerReport> {
     let Bound(mut source) = bound;
     let mut report = ConsumerReport::empty(&config);
-    let mut finished = Finished::default();
-    let mut answered = 0u64;
+    let mut finished = Finished::new(progress.clone());
     let handlers = config.behaviour.handlers.max(1);
     let mut running = FuturesUnordered::new();
     // With `ack = "all"`: the latest delivery not yet covered by an ack.
     let mut unacked_tail: Option<Message> = None;
     // Set when crashing after processing: handlers finish but do not ack.
     let skip_ack = Arc::new(AtomicBool::new(false));
-    let crash_at = config.crash.as_ref().map(|c| c.at.clone());
     let dedup = match &config.dedup {
         Some(bucket) => Some(Arc::new(
             jetstream::with_prefix(client.clone(), &config.js_api_prefix)
@@ -385,8 +382,8 @@ pub async fn run_bound(
         None => None,
     };
     let crashed = async {
-        match &crash_at {
-            Some(at) => at.cancelled().await,
+        match &config.crash {
+            Some(c) => c.at.cancelled().await,
             None => std::future::pending().await,
         }
     };
@@ -398,20 +395,15 @@ pub async fn run_bound(
             _ = stop.cancelled() => break,
             _ = &mut crashed => {
                 let point = config.crash.as_ref().map(|c| c.point);
+                let left = crash(point, &config, &mut report, (&mut source, &mut running), respond, (&dedup, &skip_ack), &mut finished).await;
                 if point == Some(CrashPoint::Drain) {
-                    let drained = drain(&config, &mut report, (&mut source, &mut running), respond, (&dedup, &skip_ack), (&progress, &mut finished, &mut answered)).await;
                     let _ = client.flush().await;
-                    report.crashed = Some(drained);
-                    return Ok(report);
                 }
-                let report_crash = crash(point, &config, &mut report, &mut running, &skip_ack, &progress, &mut finished, &mut answered).await;
-                report.crashed = Some(report_crash);
+                report.crashed = Some(left);
                 return Ok(report);
             }
             Some(answer) = running.next(), if !running.is_empty() => {
-                answered += 1;
-                progress.answered.store(answered, Ordering::Relaxed);
-                record_answer(&config, &mut report, &mut finished, &progress, answer);
+                finished.answered(&config, &mut report, answer);
                 continue;
             }
             next = source.next(), if running.len() < handlers => next,
@@ -442,9 +434,7 @@ pub async fn run_bound(
                 );
                 if handlers == 1 {
                     let answer = respond(message, job).await;
-                    answered += 1;
-                    progress.answered.store(answered, Ordering::Relaxed);
-                    record_answer(&config, &mut report, &mut finished, &progress, answer);
+                    finished.answered(&config, &mut report, answer);
                 } else {
                     running.push(respond(message, job));
                 }
@@ -452,35 +442,22 @@ pub async fn run_bound(
             AckPolicy::All => {
                 // An ack covers every earlier delivery: ack every k-th.
                 if report.received.is_multiple_of(config.plan.ack_every as u64) {
-                    let result = ack_covering(&config, &mut report, &message).await;
-                    if result.is_ok() {
+                    if ack_covering(&config, &mut report, &message).await.is_ok() {
                         unacked_tail = None;
                     }
                 } else {
                     unacked_tail = Some(message);
                 }
-                // Without per-message acks nothing is redelivered: each
-                // delivery ends a message.
-                finished.count += 1;
-                answered += 1;
-                progress.finished.store(finished.count, Ordering::Relaxed);
-                progress.answered.store(answered, Ordering::Relaxed);
+                finished.end_unanswered();
             }
-            AckPolicy::None => {
-                finished.count += 1;
-                answered += 1;
-                progress.finished.store(finished.count, Ordering::Relaxed);
-                progress.answered.store(answered, Ordering::Relaxed);
-            }
+            AckPolicy::None => finished.end_unanswered(),
         }
     }
 
     // Answer what is in hand, so an interrupted run leaves no work half done.
     let _ = tokio::time::timeout(Duration::from_secs(5), async {
         while let Some(answer) = running.next().await {
-            answered += 1;
-            progress.answered.store(answered, Ordering::Relaxed);
-            record_answer(&config, &mut report, &mut finished, &progress, answer);
+            finished.answered(&config, &mut report, answer);
         }
     })
     .await;
@@ -493,18 +470,20 @@ pub async fn run_bound(
 }
 
 /// Dies as `point` says: what handlers hold is finished and acked, dropped
-/// mid-work, or finished without its ack. The caller then returns, and the
-/// connection goes down with the last clone of the client.
-#[allow(clippy::too_many_arguments)]
+/// mid-work, or finished without its ack. Or stops gracefully (a drain):
+/// the client stops reading, works on and acks what it had already
+/// received beside what its handlers held (`start` begins a job), and
+/// closes; what the server sends it after the stop is left to its ack
+/// deadline. The caller then returns, and the connection goes down with
+/// the last clone of the client.
 async fn crash<F: std::future::Future<Output = Answer>>(
     point: Option<CrashPoint>,
     config: &ConsumerConfig,
     report: &mut ConsumerReport,
-    running: &mut FuturesUnordered<F>,
-    skip_ack: &AtomicBool,
-    progress: &ConsumerProgress,
+    (source, running): (&mut Source, &mut FuturesUnordered<F>),
+    start: fn(Message, Job) -> F,
+    (dedup, skip_ack): (&Option<Arc<jetstream::kv::Store>>, &Arc<AtomicBool>),
     finished: &mut Finished,
-    answered: &mut u64,
 ) -> CrashReport {
     let mut crash = CrashReport {
         at_ns: clock::now_ns(),
@@ -526,13 +505,34 @@ async fn crash<F: std::future::Future<Output = Answer>>(
                     }
                     continue;
                 }
-                *answered += 1;
-                progress.answered.store(*answered, Ordering::Relaxed);
-                record_answer(config, report, finished, progress, a);
+                finished.answered(config, report, a);
             }
         }
-        // A drain never gets here: the run loop finishes it.
-        CrashPoint::Drain => {}
+        CrashPoint::Drain => {
+            // Already received: ready without a wait.
+            let mut received = Vec::new();
+            while let Some(Some(Ok(m))) = futures::FutureExt::now_or_never(source.next()) {
+                received.push(m);
+            }
+            for message in received {
+                let now = clock::now_ns();
+                let Some((seq, delivery, published_ns)) = receive(config, report, &message, now)
+                else {
+                    continue;
+                };
+                crash.drained += 1;
+                let job = Job::new(
+                    config,
+                    &message,
+                    (seq, delivery, published_ns, now),
+                    (dedup, skip_ack),
+                );
+                running.push(start(message, job));
+            }
+            while let Some(a) = running.next().await {
+                finished.answered(config, report, a);
+            }
+        }
     }
     crash.stopped_ns = clock::now_ns();
     crash
@@ -552,9 +552,7 @@ fn receive(
         Ok(info) => info,
         Err(e) => {
             report.malformed += 1;
-            report
-                .first_error
-                .get_or_insert_with(|| format!("unreadable reply subject: {e}"));
+            report.error(|| format!("unreadable reply subject: {e}"));
             return None;
         }
     };
@@ -607,12 +605,7 @@ pub(crate) fn note_arrival(
     now: u64,
     copy: impl FnOnce() -> SeenMessage,
 ) {
-    let Arrival {
-        seq,
-        delivery,
-        published_ns,
-        payload,
-    } = arrival;
+    let (seq, delivery) = (arrival.seq, arrival.delivery);
     let seen_here = report.ledger.count(seq, Event::Delivered) > 0;
     report.ledger.mark(seq, Event::Delivered);
     report.note_delivery(now);
@@ -625,14 +618,14 @@ pub(crate) fn note_arrival(
     if config.keep_doomed && !seen_here && doomed(config, seq) {
         report.doomed.push(copy());
     }
-    match Stamp::read(payload) {
+    match Stamp::read(arrival.payload) {
         Some(stamp) if stamp.intended_ns >= config.record_from_ns => {
             if delivery == 1 {
                 crate::system::live::record_e2e(now.saturating_sub(stamp.intended_ns));
                 report.e2e_intended.record_between(stamp.intended_ns, now);
                 report.e2e_sent.record_between(stamp.sent_ns, now);
-                if config.hops && published_ns > 0 {
-                    let stored = crate::record::clock::from_wall(published_ns, now);
+                if config.hops && arrival.published_ns > 0 {
+                    let stored = clock::from_wall(arrival.published_ns, now);
                     report.ingest.record_between(stamp.sent_ns, stored);
                     report.deliver.record_between(stored, now);
                 }
@@ -653,10 +646,8 @@ pub(crate) fn note_arrival(
 /// Whether the behaviour plans `seq` to end dead-lettered: exhausted, or
 /// termed.
 fn doomed(config: &ConsumerConfig, seq: u64) -> bool {
-    matches!(
-        config.behaviour.fate(seq, config.plan.max_deliver).outcome,
-        crate::consume::behaviour::Outcome::Exhausted | crate::consume::behaviour::Outcome::Termed
-    )
+    let fate = config.behaviour.fate(seq, config.plan.max_deliver);
+    matches!(fate.outcome, Outcome::Exhausted | Outcome::Termed)
 }
 
 /// With `ack = "all"`: one ack for this delivery and every earlier one.
@@ -683,59 +674,81 @@ async fn ack_covering(
         }
         Err(e) => {
             report.ack_errors += 1;
-            report
-                .first_error
-                .get_or_insert_with(|| format!("ack: {e}"));
+            report.error(|| format!("ack: {e}"));
             Err(())
         }
     }
 }
 
-/// Messages this client has seen to their end, each once: a message acked
-/// twice (a redelivery whose first ack was late) must not end the drain
-/// while another is still unanswered.
-#[derive(Default)]
+/// Messages this client has seen to their end, each once (a message acked
+/// twice, a redelivery whose first ack was late, must not end the drain
+/// while another is still unanswered), and deliveries answered; each count
+/// published to `progress` as it moves.
 struct Finished {
+    progress: Arc<ConsumerProgress>,
     count: u64,
     ended: SeqSet,
+    answered: u64,
+}
+
+impl Finished {
+    fn new(progress: Arc<ConsumerProgress>) -> Finished {
+        Finished {
+            progress,
+            count: 0,
+            ended: SeqSet::default(),
+            answered: 0,
+        }
+    }
+
+    /// A handler's answer: one more answered, then its bookkeeping.
+    fn answered(&mut self, config: &ConsumerConfig, report: &mut ConsumerReport, answer: Answer) {
+        self.answered += 1;
+        self.progress
+            .answered
+            .store(self.answered, Ordering::Relaxed);
+        record_answer(config, report, self, answer);
+    }
+
+    /// Without per-message acks nothing is redelivered: each delivery
+    /// ends a message, and needs no answer of its own.
+    fn end_unanswered(&mut self) {
+        self.count += 1;
+        self.answered += 1;
+        self.progress.finished.store(self.count, Ordering::Relaxed);
+        self.progress
+            .answered
+            .store(self.answered, Ordering::Relaxed);
+    }
 }
 
 fn record_answer(
     config: &ConsumerConfig,
     report: &mut ConsumerReport,
     finished: &mut Finished,
-    progress: &ConsumerProgress,
     answer: Answer,
 ) {
     if let Some(e) = answer.reply.error() {
         report.ack_errors += 1;
         report.first_error.get_or_insert_with(|| e.to_string());
     }
-    let sent = answer.reply == Reply::Sent;
-    let ended = match answer.action {
-        Action::Ack | Action::InProgressThenAck { .. } => {
-            if sent {
-                report.ledger.mark(answer.seq, Event::Acked);
-            }
-            true
-        }
-        Action::Term => {
-            if sent {
-                report.ledger.mark(answer.seq, Event::Termed);
-            }
-            true
-        }
-        Action::Nak | Action::NakDelay(_) | Action::Ignore => {
-            if sent && answer.action != Action::Ignore {
-                report.ledger.mark(answer.seq, Event::Naked);
-            }
-            // The last allowed delivery failed: the server gives up on it.
-            config.plan.max_deliver > 0 && i64::from(answer.delivery) >= config.plan.max_deliver
-        }
+    // The last allowed delivery failed: the server gives up on it.
+    let last = config.plan.max_deliver > 0 && i64::from(answer.delivery) >= config.plan.max_deliver;
+    let (event, ended) = match answer.action {
+        Action::Ack | Action::InProgressThenAck { .. } => (Some(Event::Acked), true),
+        Action::Term => (Some(Event::Termed), true),
+        Action::Nak | Action::NakDelay(_) => (Some(Event::Naked), last),
+        Action::Ignore => (None, last),
     };
+    if let (Some(event), Reply::Sent) = (event, &answer.reply) {
+        report.ledger.mark(answer.seq, event);
+    }
     if ended && finished.ended.insert_new(answer.seq) {
         finished.count += 1;
-        progress.finished.store(finished.count, Ordering::Relaxed);
+        finished
+            .progress
+            .finished
+            .store(finished.count, Ordering::Relaxed);
     }
     if let Some(rtt) = answer.ack_rtt_ns {
         report.ack_rtt.record(rtt);
@@ -776,51 +789,6 @@ fn note_effect(
     }
 }
 
-/// A graceful stop: the client stops reading, works on and acks what it
-/// had already received beside what its handlers held (`start` begins a
-/// job), and closes. What the server sends it after the stop is left to
-/// its ack deadline.
-async fn drain<F: std::future::Future<Output = Answer>>(
-    config: &ConsumerConfig,
-    report: &mut ConsumerReport,
-    (source, running): (&mut Source, &mut FuturesUnordered<F>),
-    start: fn(Message, Job) -> F,
-    (dedup, skip_ack): (&Option<Arc<jetstream::kv::Store>>, &Arc<AtomicBool>),
-    (progress, finished, answered): (&ConsumerProgress, &mut Finished, &mut u64),
-) -> CrashReport {
-    let mut out = CrashReport {
-        at_ns: clock::now_ns(),
-        in_hand: running.len() as u64,
-        ..CrashReport::default()
-    };
-    // Already received: ready without a wait.
-    let mut received = Vec::new();
-    while let Some(Some(Ok(m))) = futures::FutureExt::now_or_never(source.next()) {
-        received.push(m);
-    }
-    for message in received {
-        let now = clock::now_ns();
-        let Some((seq, delivery, published_ns)) = receive(config, report, &message, now) else {
-            continue;
-        };
-        out.drained += 1;
-        let job = Job::new(
-            config,
-            &message,
-            (seq, delivery, published_ns, now),
-            (dedup, skip_ack),
-        );
-        running.push(start(message, job));
-    }
-    while let Some(a) = running.next().await {
-        *answered += 1;
-        progress.answered.store(*answered, Ordering::Relaxed);
-        record_answer(config, report, finished, progress, a);
-    }
-    out.stopped_ns = clock::now_ns();
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -847,12 +815,12 @@ mod tests {
     fn a_message_acked_twice_ends_once() {
         let config = config();
         let mut report = ConsumerReport::empty(&config);
-        let progress = ConsumerProgress::default();
-        let mut finished = Finished::default();
+        let progress = Arc::new(ConsumerProgress::default());
+        let mut finished = Finished::new(progress.clone());
         // Seq 1 acked at delivery 1 and again at its redelivery; seq 2 not
         // yet: one message has ended, not two, and the drain waits for 2.
-        record_answer(&config, &mut report, &mut finished, &progress, ack(1, 1));
-        record_answer(&config, &mut report, &mut finished, &progress, ack(1, 2));
+        record_answer(&config, &mut report, &mut finished, ack(1, 1));
+        record_answer(&config, &mut report, &mut finished, ack(1, 2));
         assert_eq!(finished.count, 1);
         assert_eq!(progress.finished.load(Ordering::Relaxed), 1);
         assert_eq!(
@@ -860,7 +828,7 @@ mod tests {
             2,
             "both acks recorded"
         );
-        record_answer(&config, &mut report, &mut finished, &progress, ack(2, 1));
+        record_answer(&config, &mut report, &mut finished, ack(2, 1));
         assert_eq!(progress.finished.load(Ordering::Relaxed), 2);
     }
 }

@@ -80,17 +80,47 @@ struct Tally {
     want: u64,
     limit: u64,
     progress: Arc<AtomicU64>,
+    /// Ends the loop: cancelled with `stop`, or by the watchdog.
+    own: CancellationToken,
+    idle: Duration,
 }
 
 impl Tally {
-    fn new(config: &ReferenceConfig, progress: Arc<AtomicU64>) -> Tally {
+    fn new(config: &ReferenceConfig, own: CancellationToken) -> Tally {
         Tally {
             report: ReferenceReport::default(),
             seen: SeqSet::default(),
             want: config.messages,
             limit: config.read_at_most.unwrap_or(u64::MAX),
-            progress,
+            progress: Arc::default(),
+            own,
+            idle: config.idle,
         }
+    }
+
+    /// Counting from nothing, the watchdog started.
+    fn start(config: &ReferenceConfig, stop: &CancellationToken) -> Tally {
+        let tally = Tally::new(config, stop.child_token());
+        watchdog(tally.progress.clone(), tally.idle, tally.own.clone());
+        tally
+    }
+
+    /// The report, with why the loop ended early as its error; the acks
+    /// queued reach the server before the durable is judged.
+    async fn finish(
+        mut self,
+        client: &Client,
+        stop: &CancellationToken,
+    ) -> Result<ReferenceReport> {
+        if self.own.is_cancelled() && !stop.is_cancelled() && !self.done() {
+            let (idle, seen, want) = (self.idle, self.report.seen, self.want);
+            self.error(format!(
+                "nothing delivered for {idle:?} with {seen} of {want} messages seen"
+            ));
+        }
+        self.own.cancel();
+        client.flush().await.context("flushing the acks")?;
+        Ok(self.report)
     }
 
     #[inline]
@@ -147,16 +177,6 @@ fn watchdog(progress: Arc<AtomicU64>, idle: Duration, stop: CancellationToken) {
     });
 }
 
-/// Why a loop ended early, as its report's error.
-fn gave_up(tally: &mut Tally, idle: Duration, stop: &CancellationToken, own: &CancellationToken) {
-    if own.is_cancelled() && !stop.is_cancelled() && !tally.done() {
-        tally.error(format!(
-            "nothing delivered for {idle:?} with {} of {} messages seen",
-            tally.report.seen, tally.want
-        ));
-    }
-}
-
 /// `consumer.messages()` and `ack().await` per message.
 pub async fn idiomatic(
     client: Client,
@@ -172,14 +192,11 @@ pub async fn idiomatic(
         .messages()
         .await
         .context("starting consumer.messages()")?;
-    let progress = Arc::new(AtomicU64::new(0));
-    let own = stop.child_token();
-    watchdog(progress.clone(), config.idle, own.clone());
-    let mut tally = Tally::new(&config, progress);
+    let mut tally = Tally::start(&config, &stop);
     while !tally.done() {
         let next = tokio::select! {
             biased;
-            _ = own.cancelled() => break,
+            _ = tally.own.cancelled() => break,
             next = messages.next() => next,
         };
         let message = match next {
@@ -203,11 +220,7 @@ pub async fn idiomatic(
             Err(e) => tally.error(format!("ack: {e}")),
         }
     }
-    gave_up(&mut tally, config.idle, &stop, &own);
-    own.cancel();
-    // Queued acks reach the server before the durable is judged.
-    client.flush().await.context("flushing the acks")?;
-    Ok(tally.report)
+    tally.finish(&client, &stop).await
 }
 
 /// How long one raw pull request waits on the server.
@@ -224,17 +237,11 @@ pub async fn raw(
         .subscribe(inbox.clone())
         .await
         .context("subscribing to the pull requests' inbox")?;
-    let next_subject = format!(
-        "{}.CONSUMER.MSG.NEXT.{}.{}",
-        config.js_api_prefix, config.stream, config.durable
-    );
+    let next_subject = next_subject(&config.js_api_prefix, &config.stream, &config.durable);
     let request = pull_request(config.batch, RAW_EXPIRES);
     let batch = config.batch as u64;
     let ack = Bytes::from_static(b"+ACK");
-    let progress = Arc::new(AtomicU64::new(0));
-    let own = stop.child_token();
-    watchdog(progress.clone(), config.idle, own.clone());
-    let mut tally = Tally::new(&config, progress);
+    let mut tally = Tally::start(&config, &stop);
     // Messages asked for and neither delivered nor released by a status.
     let mut owed = 0u64;
     while !tally.done() {
@@ -247,7 +254,7 @@ pub async fn raw(
         }
         let next = tokio::select! {
             biased;
-            _ = own.cancelled() => break,
+            _ = tally.own.cancelled() => break,
             next = replies.next() => next,
         };
         let Some(message) = next else { break };
@@ -273,10 +280,12 @@ pub async fn raw(
             Reply::Unreadable(why) => tally.error(why),
         }
     }
-    gave_up(&mut tally, config.idle, &stop, &own);
-    own.cancel();
-    client.flush().await.context("flushing the acks")?;
-    Ok(tally.report)
+    tally.finish(&client, &stop).await
+}
+
+/// Where pull requests for `consumer` of `stream` go (ADR-13).
+pub fn next_subject(api_prefix: &str, stream: &str, consumer: &str) -> String {
+    format!("{api_prefix}.CONSUMER.MSG.NEXT.{stream}.{consumer}")
 }
 
 /// A pull request's body: `batch` messages, waiting at most `expires`.
@@ -327,10 +336,7 @@ pub fn classify(message: &async_nats::Message) -> Reply {
         Some(StatusCode::IDLE_HEARTBEAT) => Reply::Heartbeat,
         Some(StatusCode::NOT_FOUND | StatusCode::TIMEOUT) => Reply::Released(pending()),
         Some(StatusCode::REQUEST_TERMINATED) => {
-            if description == "Consumer Deleted"
-                || description == "Consumer is push based"
-                || description.starts_with("Exceeded MaxRequest")
-            {
+            if ends_consumer(description) {
                 Reply::Fatal(format!("pull request refused: 409 {description}"))
             } else {
                 // Exceeded MaxWaiting, a leadership change, a batch
@@ -340,6 +346,15 @@ pub fn classify(message: &async_nats::Message) -> Reply {
         }
         Some(status) => Reply::Fatal(format!("pull request failed: {status} {description}")),
     }
+}
+
+/// Whether a pull request's 409 says the consumer cannot be read this
+/// way at all (deleted, a push consumer, a request over its limits), so
+/// asking again would fail again.
+pub fn ends_consumer(description: &str) -> bool {
+    description == "Consumer Deleted"
+        || description == "Consumer is push based"
+        || description.starts_with("Exceeded MaxRequest")
 }
 
 /// The stream sequence and delivery count of a `$JS.ACK` reply subject,
@@ -456,7 +471,7 @@ mod tests {
             idle: Duration::from_secs(1),
             read_at_most: None,
         };
-        let mut t = Tally::new(&config, Arc::default());
+        let mut t = Tally::new(&config, CancellationToken::new());
         t.delivery(1, 1, 10);
         t.delivery(2, 1, 20);
         t.delivery(2, 2, 30);

@@ -9,7 +9,7 @@ use async_nats::jetstream::Message;
 use async_nats::jetstream::consumer::{PullConsumer, PushConsumer, pull, push};
 use futures::StreamExt;
 
-use crate::profile::{ConsumerKind, PullTuning};
+use crate::profile::{ConsumerKind, ConsumerPlan, PullTuning};
 
 pub enum Source {
     Consume {
@@ -84,8 +84,8 @@ async fn consume(
 }
 
 impl Source {
-    /// Binds to the durable `durable` of `stream` as `kind` says: pull
-    /// requests of `batch` messages with the profile's pull tuning
+    /// Binds to the durable `durable` of `stream` as its plan's kind says:
+    /// pull requests of its `batch` messages with the profile's pull tuning
     /// (max_bytes, expires, idle heartbeat) over jsbench's defaults, or a
     /// subscription to a push durable's deliver subject (its queue group,
     /// when it has one).
@@ -93,16 +93,15 @@ impl Source {
         js: &async_nats::jetstream::Context,
         stream: &str,
         durable: &str,
-        kind: ConsumerKind,
-        batch: usize,
-        pull: PullTuning,
+        plan: &ConsumerPlan,
     ) -> Result<Source> {
+        let (batch, pull) = (plan.batch, plan.pull);
         let bind_pull = || async {
             js.get_consumer_from_stream::<pull::Config, _, _>(durable, stream)
                 .await
                 .with_context(|| format!("binding to durable consumer {durable}"))
         };
-        Ok(match kind {
+        Ok(match plan.kind {
             ConsumerKind::Push => {
                 let consumer: PushConsumer = js
                     .get_consumer_from_stream(durable, stream)

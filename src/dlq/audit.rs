@@ -12,13 +12,13 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use async_nats::HeaderMap;
-use async_nats::jetstream::{self, consumer::pull::OrderedConfig, message::StreamMessage};
+use async_nats::jetstream::{self, message::StreamMessage};
 use bytes::Bytes;
-use futures::StreamExt;
 
 use super::copy::{OriginHeaders, is_publish_control, pairs};
 use super::{Key, Watched};
 use crate::streams::advisory::Kind;
+use crate::streams::readback::read_each;
 
 /// One message of the DLQ stream as read back.
 #[derive(Debug, Clone)]
@@ -39,47 +39,16 @@ pub struct DlqContents {
 
 /// Reads every message of the DLQ stream with an ordered consumer.
 pub async fn read(js: &jetstream::Context, stream: &str, idle: Duration) -> Result<DlqContents> {
-    let mut out = DlqContents::default();
-    let mut handle = js
-        .get_stream(stream)
-        .await
-        .with_context(|| format!("opening DLQ stream {stream} to read it back"))?;
-    if handle
-        .info()
-        .await
-        .context("reading DLQ stream info")?
-        .state
-        .messages
-        == 0
-    {
-        out.complete = true;
-        return Ok(out);
-    }
-    let mut messages = handle
-        .create_consumer(OrderedConfig::default())
-        .await
-        .with_context(|| format!("creating an ordered consumer on {stream}"))?
-        .messages()
-        .await
-        .with_context(|| format!("reading {stream} back"))?;
-    loop {
-        let next = match tokio::time::timeout(idle, messages.next()).await {
-            Ok(Some(next)) => next.with_context(|| format!("reading {stream} back"))?,
-            Ok(None) | Err(_) => break,
-        };
-        let info = next.info().ok().map(|i| (i.stream_sequence, i.pending));
-        out.letters.push(DeadLetter {
-            dlq_seq: info.map_or(0, |i| i.0),
+    let (letters, complete) = read_each(js, stream, idle, |next| {
+        Some(DeadLetter {
+            dlq_seq: next.info().map_or(0, |i| i.stream_sequence),
             subject: next.subject.to_string(),
             headers: next.headers.clone().unwrap_or_default(),
             payload: next.payload.clone(),
-        });
-        if info.is_some_and(|i| i.1 == 0) {
-            out.complete = true;
-            break;
-        }
-    }
-    Ok(out)
+        })
+    })
+    .await?;
+    Ok(DlqContents { letters, complete })
 }
 
 /// Reads the originals of `seqs` from their stream now (limits and

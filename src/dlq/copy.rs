@@ -32,16 +32,19 @@ const DIRECT_GET: &[&str] = &[
 
 /// Removes what a direct get added, leaving the stored message's headers.
 pub fn strip_direct_get(headers: &HeaderMap) -> HeaderMap {
+    without(headers, |name| {
+        DIRECT_GET.iter().any(|d| d.eq_ignore_ascii_case(name))
+    })
+}
+
+/// `headers` but those whose name `drop` picks.
+pub fn without(headers: &HeaderMap, drop: impl Fn(&str) -> bool) -> HeaderMap {
     let mut out = HeaderMap::new();
     for (name, values) in headers.iter() {
-        if DIRECT_GET
-            .iter()
-            .any(|d| d.eq_ignore_ascii_case(name.as_ref()))
-        {
-            continue;
-        }
-        for v in values {
-            out.append(name.clone(), v.clone());
+        if !drop(name.as_ref()) {
+            for v in values {
+                out.append(name.clone(), v.clone());
+            }
         }
     }
     out
@@ -79,15 +82,7 @@ pub fn dead_letter_headers(
     origin: &Origin,
     names: &OriginHeaders,
 ) -> HeaderMap {
-    let mut out = HeaderMap::new();
-    for (name, values) in original.iter() {
-        if is_publish_control(name.as_ref()) {
-            continue;
-        }
-        for v in values {
-            out.append(name.clone(), v.clone());
-        }
-    }
+    let mut out = without(original, is_publish_control);
     out.insert(names.stream.as_str(), origin.stream);
     out.insert(names.consumer.as_str(), origin.consumer);
     out.insert(

@@ -28,9 +28,9 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use tokio_util::sync::CancellationToken;
 
-use super::Watched;
+use super::PipelineSpec;
 use super::copy::{self, Origin};
-use crate::profile::{DlqHandlerPlan, OriginalGet};
+use crate::profile::OriginalGet;
 use crate::record::clock;
 use crate::streams::advisory::{Event, Kind, parse_event};
 
@@ -41,13 +41,7 @@ const PREFETCH: usize = 4;
 
 /// What every incarnation of the handler shares, restarts included.
 pub(super) struct Shared {
-    pub watched: Vec<Watched>,
-    pub dlq_prefix: String,
-    pub advisory_stream: String,
-    pub durable: String,
-    pub plan: DlqHandlerPlan,
-    /// Whether MSG_TERMINATED advisories are dead-lettered too.
-    pub terminated: bool,
+    pub spec: PipelineSpec,
     /// Copies published so far, across incarnations: counts towards the
     /// planned kill.
     copies: AtomicU64,
@@ -58,21 +52,9 @@ pub(super) struct Shared {
 }
 
 impl Shared {
-    pub fn new(
-        watched: Vec<Watched>,
-        dlq_prefix: String,
-        advisory_stream: String,
-        durable: String,
-        plan: DlqHandlerPlan,
-        terminated: bool,
-    ) -> Self {
+    pub fn new(spec: PipelineSpec) -> Self {
         Shared {
-            watched,
-            dlq_prefix,
-            advisory_stream,
-            durable,
-            plan,
-            terminated,
+            spec,
             copies: AtomicU64::new(0),
             killed: AtomicBool::new(false),
             done: Mutex::new(HashSet::new()),
@@ -82,10 +64,11 @@ impl Shared {
     /// The watched consumer an advisory is about, if it is one of ours and
     /// of a kind this pipeline dead-letters.
     fn position(&self, e: &Event) -> Option<usize> {
-        if e.kind == Kind::Terminated && !self.terminated {
+        if e.kind == Kind::Terminated && !self.spec.terminated {
             return None;
         }
-        self.watched
+        self.spec
+            .watched
             .iter()
             .position(|w| w.stream == e.stream && w.consumer == e.consumer)
     }
@@ -96,7 +79,7 @@ impl Shared {
 }
 
 /// One advisory delivery and what the handler made of it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Attempt {
     pub incarnation: u32,
     /// Index into the watched list; `None` for foreign or malformed advisories.
@@ -120,7 +103,7 @@ pub struct Attempt {
     pub answer_error: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Outcome {
     /// The copy is persisted (`duplicate`: the DLQ stream already had it)
     /// and, on a work queue, the original deleted (`deleted`: by this
@@ -130,6 +113,7 @@ pub enum Outcome {
     /// the advisory not answered.
     Killed { duplicate: bool },
     /// About a stream or consumer this pipeline does not watch: acked.
+    #[default]
     Foreign,
     /// Not an advisory this handler understands: termed with the reason.
     Malformed(String),
@@ -171,19 +155,20 @@ pub(super) async fn run(
     stop: CancellationToken,
 ) -> Result<HandlerReport> {
     let js = jetstream::with_prefix(client.clone(), js_prefix);
+    let spec = &shared.spec;
     let consumer: PullConsumer = js
-        .get_consumer_from_stream(&shared.durable, &shared.advisory_stream)
+        .get_consumer_from_stream(&spec.handler_durable, &spec.advisory_stream)
         .await
-        .with_context(|| format!("binding to the handler durable {}", shared.durable))?;
+        .with_context(|| format!("binding to the handler durable {}", spec.handler_durable))?;
     let mut streams = Vec::new();
-    for w in &shared.watched {
+    for w in &spec.watched {
         streams.push(
             js.get_stream_no_info(&w.stream)
                 .await
                 .with_context(|| format!("opening stream {}", w.stream))?,
         );
     }
-    let concurrency = shared.plan.concurrency.max(1);
+    let concurrency = spec.handler.concurrency.max(1);
     let mut messages = consumer
         .stream()
         .max_messages_per_batch(concurrency * PREFETCH)
@@ -261,16 +246,10 @@ async fn work(
     let received_ns = clock::now_ns();
     let mut attempt = Attempt {
         incarnation,
-        watched: None,
-        kind: None,
-        seq: 0,
         delivery: message.info().map_or(1, |i| i.delivered.max(1) as u64),
         received_ns,
-        server_ns: None,
-        persisted_ns: None,
         answered_ns: received_ns,
-        outcome: Outcome::Foreign,
-        answer_error: None,
+        ..Attempt::default()
     };
     let answer = match parse_event(&message.payload) {
         Err(reason) => {
@@ -332,7 +311,7 @@ impl Step {
     fn retry(shared: &Shared, what: String) -> Step {
         Step {
             outcome: Outcome::Retried(what),
-            answer: Answer::Nak(shared.plan.retry_delay),
+            answer: Answer::Nak(shared.spec.handler.retry_delay),
             persisted_ns: None,
         }
     }
@@ -345,7 +324,7 @@ async fn dead_letter(
     w: usize,
     event: &Event,
 ) -> Step {
-    let watched = &shared.watched[w];
+    let (watched, plan) = (&shared.spec.watched[w], &shared.spec.handler);
     let seq = event.advisory.stream_seq;
     let origin = Origin {
         stream: &watched.stream,
@@ -353,7 +332,7 @@ async fn dead_letter(
         seq,
         kind: event.kind,
     };
-    let original = match get(stream, seq, shared.plan.get).await {
+    let original = match get(stream, seq, plan.get).await {
         Ok(m) => m,
         Err(Get::Gone) => {
             return Step {
@@ -368,13 +347,13 @@ async fn dead_letter(
         &original.headers,
         original.subject.as_str(),
         &origin,
-        &shared.plan.origin_headers,
+        &plan.origin_headers,
     );
     let publish = PublishMessage::build()
         .payload(original.payload.clone())
         .headers(headers);
     let ack = match js
-        .send_publish(origin.subject(&shared.dlq_prefix), publish)
+        .send_publish(origin.subject(&shared.spec.dlq_prefix), publish)
         .await
     {
         Ok(future) => future.await,
@@ -386,7 +365,7 @@ async fn dead_letter(
     };
     let persisted_ns = Some(clock::now_ns());
     let copies = shared.copies.fetch_add(1, Ordering::Relaxed) + 1;
-    if shared.plan.restart_after == Some(copies) && !shared.killed.swap(true, Ordering::Relaxed) {
+    if plan.restart_after == Some(copies) && !shared.killed.swap(true, Ordering::Relaxed) {
         return Step {
             outcome: Outcome::Killed { duplicate },
             answer: Answer::None,
@@ -395,7 +374,7 @@ async fn dead_letter(
     }
     let mut deleted = false;
     if watched.delete_original {
-        match delete(js, &watched.stream, seq, shared.plan.erase).await {
+        match delete(js, &watched.stream, seq, plan.erase).await {
             Ok(true) => deleted = true,
             // An earlier attempt deleted it and died before its ack.
             Ok(false) => {}
@@ -470,26 +449,32 @@ async fn delete(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dlq::Watched;
+    use crate::profile::DlqHandlerPlan;
     use crate::streams::advisory::Advisory;
 
     fn shared(terminated: bool) -> Shared {
-        Shared::new(
-            vec![
-                Watched {
-                    stream: "SRC".into(),
-                    consumer: "a".into(),
-                    delete_original: false,
-                },
-                Watched {
-                    stream: "WQ".into(),
-                    consumer: "b".into(),
-                    delete_original: true,
-                },
-            ],
-            "p.dlq".into(),
-            "ADV".into(),
-            "handler".into(),
-            DlqHandlerPlan {
+        let watched = vec![
+            Watched {
+                stream: "SRC".into(),
+                consumer: "a".into(),
+                delete_original: false,
+            },
+            Watched {
+                stream: "WQ".into(),
+                consumer: "b".into(),
+                delete_original: true,
+            },
+        ];
+        Shared::new(PipelineSpec {
+            advisory_stream: "ADV".into(),
+            dlq_stream: "DLQ".into(),
+            dlq_prefix: "p.dlq".into(),
+            handler_durable: "handler".into(),
+            capture: crate::profile::Capture::Stream,
+            terminated,
+            watched,
+            handler: DlqHandlerPlan {
                 ack_wait: Duration::from_secs(1),
                 retry_delay: Duration::from_millis(100),
                 concurrency: 1,
@@ -499,8 +484,7 @@ mod tests {
                 origin_headers: Default::default(),
                 start_after: Duration::ZERO,
             },
-            terminated,
-        )
+        })
     }
 
     fn event(kind: Kind, stream: &str, consumer: &str) -> Event {

@@ -216,14 +216,7 @@ impl Pipeline {
     /// and deletes them whatever happens. Call before any load: advisories
     /// are transient.
     pub fn start(connect: &ConnectSettings, spec: PipelineSpec) -> Pipeline {
-        let shared = Arc::new(handler::Shared::new(
-            spec.watched.clone(),
-            spec.dlq_prefix.clone(),
-            spec.advisory_stream.clone(),
-            spec.handler_durable.clone(),
-            spec.handler.clone(),
-            spec.terminated,
-        ));
+        let shared = Arc::new(handler::Shared::new(spec.clone()));
         let stop = CancellationToken::new();
         let task = tokio::spawn(supervise(connect.clone(), shared.clone(), stop.clone()));
         Pipeline {
@@ -295,7 +288,7 @@ async fn supervise(
     // in their stream, the originals in theirs, unless its limits evict them.
     tokio::select! {
         _ = stop.cancelled() => return (reports, errors),
-        _ = tokio::time::sleep(shared.plan.start_after) => {}
+        _ = tokio::time::sleep(shared.spec.handler.start_after) => {}
     }
     for incarnation in 0u32.. {
         let client = match connect.connect(&format!("dlq-handler-{incarnation}")).await {

@@ -20,7 +20,7 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 
 use super::audit::DeadLetter;
-use super::copy::OriginHeaders;
+use super::copy::{OriginHeaders, without};
 use crate::record::clock;
 use crate::record::histogram::Recorder;
 
@@ -90,16 +90,9 @@ fn origin(letter: &DeadLetter, names: &OriginHeaders) -> Option<(String, String)
 /// The letter's headers for its redrive: the original's (the origin
 /// headers and the DLQ's dedup id dropped) and the redrive's own id.
 fn redrive_headers(letter: &DeadLetter, names: &OriginHeaders, id: &str) -> HeaderMap {
-    let mut out = HeaderMap::new();
-    for (name, values) in letter.headers.iter() {
-        let name_str: &str = name.as_ref();
-        if names.all().contains(&name_str) || name_str.eq_ignore_ascii_case("Nats-Msg-Id") {
-            continue;
-        }
-        for v in values {
-            out.append(name.clone(), v.clone());
-        }
-    }
+    let mut out = without(&letter.headers, |name| {
+        names.all().contains(&name) || name.eq_ignore_ascii_case("Nats-Msg-Id")
+    });
     out.insert(NATS_MESSAGE_ID, id);
     out
 }

@@ -242,11 +242,7 @@ pub async fn publish_fast(
         f.send_next(intended).await?;
     }
     f.finish().await?;
-    let composer = std::mem::replace(
-        &mut f.composer,
-        Composer::new("_", None, &[], 0, 0, Recorder::new())?,
-    );
-    f.report.send_lag = composer.into_send_lag();
+    f.report.send_lag = f.composer.take_send_lag();
     if let Some(from) = f.first_measured {
         let used = crate::system::cpu::own_cpu_time().saturating_sub(f.cpu_from);
         f.report.client_cpu = Some((used, f.report.messages_sent - from));
@@ -321,8 +317,6 @@ impl<'a> Fast<'a> {
             subject: async_nats::Subject::from(config.subject.as_str()),
             intended: vec![0; ring],
             report: FastReport {
-                ack_latency: Recorder::new(),
-                commit_latency: Recorder::new(),
                 batches: Vec::with_capacity(1024),
                 ..Default::default()
             },
@@ -384,20 +378,9 @@ impl<'a> Fast<'a> {
         let out =
             self.composer
                 .compose(intended, sent, n, self.seq, self.config.message_size, true);
-        let subject = self.subject.clone();
-        match out.headers {
-            Some(h) => {
-                self.client
-                    .publish_with_reply_and_headers(subject, out.reply, h, out.payload)
-                    .await
-            }
-            None => {
-                self.client
-                    .publish_with_reply(subject, out.reply, out.payload)
-                    .await
-            }
-        }
-        .with_context(|| format!("sending message {n}"))?;
+        out.publish(&self.client, self.subject.clone())
+            .await
+            .with_context(|| format!("sending message {n}"))?;
         self.report.messages_sent += 1;
         if let Some(b) = self.report.batches.last_mut() {
             b.sent += 1;
@@ -490,9 +473,14 @@ impl<'a> Fast<'a> {
     /// Marks `batch` as given up, and stops sending it.
     fn give_up(&mut self, batch: u64, why: &str) {
         let b = &mut self.report.batches[batch as usize];
-        if b.failure.is_none() && b.commit.is_none() {
+        if !b.settled() {
             b.failure = Some((None, why.to_string()));
         }
+        self.close(batch);
+    }
+
+    /// Stops sending `batch` if it is the open one.
+    fn close(&mut self, batch: u64) {
         if self.open_batch() == Some(batch) {
             self.seq = 0;
         }
@@ -554,8 +542,8 @@ impl<'a> Fast<'a> {
     /// With gap `fail` a gap or an error ends the batch at the server: stop
     /// sending it and let its PubAck settle it.
     fn stop_on_failure(&mut self, batch: u64) {
-        if self.config.gap == GapMode::Fail && self.open_batch() == Some(batch) {
-            self.seq = 0;
+        if self.config.gap == GapMode::Fail {
+            self.close(batch);
         }
     }
 
@@ -597,7 +585,7 @@ impl<'a> Fast<'a> {
         let config = self.config;
         let b = &mut self.report.batches[batch as usize];
         if let Some(e) = answer.error {
-            if b.commit.is_some() || b.failure.is_some() {
+            if b.settled() {
                 // A message sent after its batch ended (a gap-fail, a
                 // refused start) finds no batch (10208): an error of that
                 // message, not the batch's.
@@ -616,10 +604,7 @@ impl<'a> Fast<'a> {
             // disabled feature, too many open batches).
             self.report.stopped = Some(format!("batch {batch} was {why}"));
             b.failure = Some((Some(e.err_code), why));
-            if self.open_batch() == Some(batch) {
-                self.seq = 0;
-            }
-            return;
+            return self.close(batch);
         }
         let count = answer.count.unwrap_or(0);
         b.commit = Some((answer.seq, count));
@@ -644,9 +629,7 @@ impl<'a> Fast<'a> {
             // ack would.
             self.record_ack(n, now);
         }
-        if self.open_batch() == Some(batch) {
-            self.seq = 0;
-        }
+        self.close(batch);
     }
 
     /// Ends the open batch with a commit that stores nothing, then waits
@@ -661,20 +644,10 @@ impl<'a> Fast<'a> {
                 .context("sending the end-of-batch commit")?;
             self.seq = 0;
         }
-        let due = |f: &Self| {
-            f.report
-                .batches
-                .iter()
-                .all(|b| b.commit.is_some() || b.failure.is_some())
-        };
+        let due = |f: &Self| f.report.batches.iter().all(FastBatchOutcome::settled);
         if !self.wait_for(due).await {
-            let open: Vec<u64> = self
-                .report
-                .batches
-                .iter()
-                .filter(|b| b.commit.is_none() && b.failure.is_none())
-                .map(|b| b.batch)
-                .collect();
+            let batches = self.report.batches.iter();
+            let open: Vec<u64> = batches.filter(|b| !b.settled()).map(|b| b.batch).collect();
             for batch in open {
                 self.give_up(batch, "no PubAck within the ack timeout");
             }

@@ -43,6 +43,21 @@ pub struct ReferenceReport {
     pub span: Duration,
 }
 
+impl ReferenceReport {
+    fn error(&mut self, e: impl std::fmt::Display) {
+        self.errors += 1;
+        self.first_error.get_or_insert(e.to_string());
+    }
+
+    /// A PubAck's future come back: acked, or an error.
+    fn answered<T, E: std::fmt::Display>(&mut self, result: Result<T, E>) {
+        match result {
+            Ok(_) => self.acked += 1,
+            Err(e) => self.error(e),
+        }
+    }
+}
+
 /// What a reference loop publishes, and for how long.
 #[derive(Debug, Clone)]
 pub struct ReferenceConfig {
@@ -62,63 +77,44 @@ pub async fn idiomatic(
     config: ReferenceConfig,
     stop: CancellationToken,
 ) -> Result<ReferenceReport> {
-    let ReferenceConfig {
-        subject,
-        size,
-        window,
-        msg_id,
-        id_prefix,
-        duration,
-    } = config;
     // The context's in-flight limit must exceed the window, or publish
     // blocks forever once it is reached (NOTES-async-nats.md).
     let js = jetstream::ContextBuilder::new()
-        .max_ack_inflight(window + 1)
+        .max_ack_inflight(config.window + 1)
         .build(client.clone());
-    let payload = Bytes::from(vec![b'.'; size]);
+    let payload = Bytes::from(vec![b'.'; config.size]);
     let mut report = ReferenceReport::default();
     let mut inflight = FuturesUnordered::new();
     let started = Instant::now();
     let mut last_send = started;
     let mut n = 0u64;
-    while started.elapsed() < duration && !stop.is_cancelled() {
-        while inflight.len() < window {
+    while started.elapsed() < config.duration && !stop.is_cancelled() {
+        while inflight.len() < config.window {
             let mut message = PublishMessage::build().payload(payload.clone());
-            if msg_id == MsgId::Unique {
-                message = message.message_id(format!("{id_prefix}{n}"));
+            if config.msg_id == MsgId::Unique {
+                message = message.message_id(format!("{}{n}", config.id_prefix));
             }
             n += 1;
-            match js.send_publish(subject.clone(), message).await {
+            match js.send_publish(config.subject.clone(), message).await {
                 Ok(ack) => {
                     last_send = Instant::now();
                     inflight.push(ack.into_future());
                     report.sent += 1;
                 }
                 Err(e) => {
-                    report.errors += 1;
-                    report.first_error.get_or_insert(e.to_string());
+                    report.error(e);
                     break;
                 }
             }
         }
         match inflight.next().await {
-            Some(Ok(_)) => report.acked += 1,
-            Some(Err(e)) => {
-                report.errors += 1;
-                report.first_error.get_or_insert(e.to_string());
-            }
+            Some(result) => report.answered(result),
             None => break,
         }
     }
     report.span = last_send.duration_since(started);
     while let Some(result) = inflight.next().await {
-        match result {
-            Ok(_) => report.acked += 1,
-            Err(e) => {
-                report.errors += 1;
-                report.first_error.get_or_insert(e.to_string());
-            }
-        }
+        report.answered(result);
     }
     Ok(report)
 }
@@ -156,14 +152,6 @@ async fn raw_loop(
     config: ReferenceConfig,
     stop: CancellationToken,
 ) -> ReferenceReport {
-    let ReferenceConfig {
-        subject,
-        size,
-        window,
-        msg_id,
-        id_prefix,
-        duration,
-    } = config;
     let answered = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
     let room = Arc::new(Notify::new());
@@ -180,18 +168,18 @@ async fn raw_loop(
             }
         })
     };
-    let subject = Subject::from(subject.as_str());
+    let subject = Subject::from(config.subject.as_str());
     let mut builder = MessageBuilder::new(&inbox);
-    let mut ids = IdBuilder::new(&id_prefix);
+    let mut ids = IdBuilder::new(&config.id_prefix);
     let mut report = ReferenceReport::default();
     let started = Instant::now();
     let mut last_send = started;
-    while started.elapsed() < duration && !stop.is_cancelled() {
-        while report.sent - answered.load(Ordering::Acquire) >= window as u64 {
+    while started.elapsed() < config.duration && !stop.is_cancelled() {
+        while report.sent - answered.load(Ordering::Acquire) >= config.window as u64 {
             room.notified().await;
         }
-        let (payload, reply) = builder.build(Stamp::default(), report.sent, size);
-        let result = if msg_id == MsgId::Unique {
+        let (payload, reply) = builder.build(Stamp::default(), report.sent, config.size);
+        let result = if config.msg_id == MsgId::Unique {
             let mut headers = HeaderMap::new();
             headers.insert(async_nats::header::NATS_MESSAGE_ID, ids.value(report.sent));
             client
@@ -203,8 +191,7 @@ async fn raw_loop(
                 .await
         };
         if let Err(e) = result {
-            report.errors += 1;
-            report.first_error.get_or_insert(e.to_string());
+            report.error(e);
             break;
         }
         last_send = Instant::now();
@@ -238,23 +225,19 @@ pub async fn core(
     config: ReferenceConfig,
     stop: CancellationToken,
 ) -> Result<ReferenceReport> {
-    let ReferenceConfig {
-        subject,
-        size,
-        duration,
-        ..
-    } = config;
-    let payload = Bytes::from(vec![b'.'; size]);
+    let payload = Bytes::from(vec![b'.'; config.size]);
     let mut report = ReferenceReport::default();
     let started = Instant::now();
     let mut last_send = started;
-    while started.elapsed() < duration && !stop.is_cancelled() {
+    while started.elapsed() < config.duration && !stop.is_cancelled() {
         // Check the clock every 256 messages: a publish is cheaper than a
         // clock read here.
         for _ in 0..256 {
-            if let Err(e) = client.publish(subject.clone(), payload.clone()).await {
-                report.errors += 1;
-                report.first_error.get_or_insert(e.to_string());
+            if let Err(e) = client
+                .publish(config.subject.clone(), payload.clone())
+                .await
+            {
+                report.error(e);
                 break;
             }
             report.sent += 1;

@@ -16,10 +16,10 @@ use async_nats::jetstream::{
     self,
     consumer::{DeliverPolicy, pull::OrderedConfig},
 };
-use futures::StreamExt;
 
 use crate::profile::ReplayDeliver;
 use crate::record::stamp::Stamp;
+use crate::streams::readback::{End, read_ordered};
 
 /// One stored message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,22 +79,8 @@ pub async fn read(
         })
         .await
         .with_context(|| format!("creating an ordered consumer on {stream}"))?;
-    let mut messages = consumer
-        .messages()
-        .await
-        .with_context(|| format!("reading the recording of {stream}"))?;
-    loop {
-        let next = match tokio::time::timeout(idle, messages.next()).await {
-            Ok(Some(next)) => next.with_context(|| format!("reading the recording of {stream}"))?,
-            Ok(None) => break,
-            Err(_) => {
-                return Err(anyhow!(
-                    "reading the recording of {stream} stalled after {} of {expected} messages \
-                     ({idle:?} without a message)",
-                    recording.len()
-                ));
-            }
-        };
+    let reading = format!("reading the recording of {stream}");
+    let end = read_ordered(consumer, idle, &reading, |next| {
         let info = next
             .info()
             .map_err(|e| anyhow!("a recorded message without metadata: {e}"))?;
@@ -106,9 +92,15 @@ pub async fn read(
             origin: stamp.as_ref().map_or(u64::MAX, origin),
             intended_ns: stamp.map_or(0, |s| s.intended_ns),
         });
-        if info.pending == 0 {
-            break;
-        }
+        Ok(())
+    })
+    .await?;
+    if end == End::Idle {
+        return Err(anyhow!(
+            "reading the recording of {stream} stalled after {} of {expected} messages \
+             ({idle:?} without a message)",
+            recording.len()
+        ));
     }
     Ok(recording)
 }

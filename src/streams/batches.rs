@@ -10,9 +10,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
-use async_nats::jetstream::{self, consumer::pull::OrderedConfig};
-use futures::StreamExt;
+use anyhow::Result;
+use async_nats::jetstream;
+
+use super::readback::read_each;
 
 /// The headers an atomic batch message carries (ADR-50).
 pub const BATCH_ID: &str = "Nats-Batch-Id";
@@ -47,7 +48,7 @@ pub async fn read_batches(
     stream: &str,
     idle: Duration,
 ) -> Result<(Vec<StoredBatchMessage>, bool)> {
-    read_each(js, stream, idle, |seq, message| {
+    read_each(js, stream, idle, |message| {
         let header = |name: &str| {
             message
                 .headers
@@ -55,54 +56,13 @@ pub async fn read_batches(
                 .and_then(|h| h.get(name))
                 .and_then(|v| v.as_str().parse::<u64>().ok())
         };
-        StoredBatchMessage {
-            seq,
+        Some(StoredBatchMessage {
+            seq: message.info().ok()?.stream_sequence,
             batch: header(BATCH_ID),
             index: header(BATCH_SEQUENCE),
-        }
+        })
     })
     .await
-}
-
-/// Reads the whole stream in sequence order with an ordered consumer and
-/// keeps what `keep` makes of each message and its stream sequence,
-/// stopping at the end of the stream or after `idle` without a message;
-/// the flag says whether the end was reached. Atomic batches are audited by
-/// their headers, fast-ingest batches by their payload stamps: both read
-/// the stream this one way.
-pub async fn read_each<T>(
-    js: &jetstream::Context,
-    stream: &str,
-    idle: Duration,
-    mut keep: impl FnMut(u64, &async_nats::Message) -> T,
-) -> Result<(Vec<T>, bool)> {
-    let mut handle = js
-        .get_stream(stream)
-        .await
-        .with_context(|| format!("opening stream {stream} to read it back"))?;
-    let info = handle.info().await.context("reading stream info")?;
-    let mut read = Vec::with_capacity(info.state.messages as usize);
-    if info.state.messages == 0 {
-        return Ok((read, true));
-    }
-    let consumer = handle
-        .create_consumer(OrderedConfig::default())
-        .await
-        .with_context(|| format!("creating an ordered consumer on {stream}"))?;
-    let mut messages = consumer
-        .messages()
-        .await
-        .with_context(|| format!("reading {stream} back"))?;
-    while let Ok(Some(next)) = tokio::time::timeout(idle, messages.next()).await {
-        let next = next.with_context(|| format!("reading {stream} back"))?;
-        let Ok(info) = next.info() else { continue };
-        let (seq, last) = (info.stream_sequence, info.pending == 0);
-        read.push(keep(seq, &next.message));
-        if last {
-            return Ok((read, true));
-        }
-    }
-    Ok((read, false))
 }
 
 /// What the read-back showed against the commits, with each breach named

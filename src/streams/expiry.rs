@@ -22,6 +22,7 @@ use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 
+use super::readback::read_ordered;
 use crate::record::clock::now_ns;
 
 pub const TTL_HEADER: &str = "Nats-TTL";
@@ -392,12 +393,7 @@ pub async fn read_late(stream: &stream::Stream, last_seq: u64, idle: Duration) -
         .create_consumer(OrderedConfig::default())
         .await
         .context("creating the late reader")?;
-    let mut messages = consumer.messages().await.context("reading late")?;
-    loop {
-        let m = match tokio::time::timeout(idle, messages.next()).await {
-            Ok(Some(m)) => m.context("reading late")?,
-            Ok(None) | Err(_) => break,
-        };
+    read_ordered(consumer, idle, "reading late", |m| {
         let at = now_ns();
         let info = m
             .info()
@@ -406,9 +402,8 @@ pub async fn read_late(stream: &stream::Stream, last_seq: u64, idle: Duration) -
         if info.stream_sequence <= last_seq {
             read.delivered.push((info.stream_sequence, at));
         }
-        if info.pending == 0 {
-            break;
-        }
-    }
+        Ok(())
+    })
+    .await?;
     Ok(read)
 }

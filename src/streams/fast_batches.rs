@@ -17,7 +17,7 @@ use anyhow::Result;
 use async_nats::jetstream;
 
 use crate::record::stamp::Stamp;
-use crate::streams::batches::read_each;
+use crate::streams::readback::read_each;
 
 /// What one fast batch was sent as and what the server said of it.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -47,6 +47,13 @@ pub struct FastBatchOutcome {
     pub first_intended_ns: u64,
 }
 
+impl FastBatchOutcome {
+    /// Whether the batch has its end: a PubAck, or a failure.
+    pub fn settled(&self) -> bool {
+        self.commit.is_some() || self.failure.is_some()
+    }
+}
+
 /// One stored message: its stream sequence and the stamp's message number,
 /// `None` when the payload holds no stamp.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,9 +69,11 @@ pub async fn read_stamps(
     stream: &str,
     idle: Duration,
 ) -> Result<(Vec<StoredStamp>, bool)> {
-    read_each(js, stream, idle, |seq, m| StoredStamp {
-        seq,
-        message: Stamp::read(&m.payload).map(|s| s.publisher_seq),
+    read_each(js, stream, idle, |m| {
+        Some(StoredStamp {
+            seq: m.info().ok()?.stream_sequence,
+            message: Stamp::read(&m.payload).map(|s| s.publisher_seq),
+        })
     })
     .await
 }

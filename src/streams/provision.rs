@@ -135,11 +135,7 @@ pub fn durable_config(durable: &str, plan: &ConsumerPlan, base: &str) -> consume
             .unwrap_or_default(),
         deliver_policy: consumer::DeliverPolicy::All,
         // Pull requests wait on a pull durable only.
-        max_waiting: if push {
-            0
-        } else {
-            plan.max_waiting.unwrap_or_default()
-        },
+        max_waiting: plan.max_waiting.filter(|_| !push).unwrap_or_default(),
         deliver_subject: push.then(|| format!("{base}_deliver.{durable}")),
         deliver_group: (push && plan.push.queue).then(|| durable.to_string()),
         flow_control: push && plan.push.flow_control,
@@ -149,14 +145,13 @@ pub fn durable_config(durable: &str, plan: &ConsumerPlan, base: &str) -> consume
             _ if push && plan.push.flow_control => PUSH_HEARTBEAT,
             _ => Duration::ZERO,
         },
-        rate_limit: if push {
-            plan.push.rate_limit.unwrap_or(0)
-        } else {
-            0
-        },
+        rate_limit: plan.push.rate_limit.filter(|_| push).unwrap_or(0),
         ..Default::default()
     }
 }
+
+/// What every stream and bucket jsbench creates says of itself.
+const DESCRIPTION: &str = "created by jsbench; deleted when its run ends";
 
 /// A push durable's idle heartbeat when flow control needs one and the
 /// profile names none.
@@ -279,18 +274,14 @@ impl Provisioner {
     pub async fn create_stream(&self, mut config: stream::Config) -> Result<stream::Stream> {
         let name = config.name.clone();
         if config.description.is_none() {
-            config.description = Some("created by jsbench; deleted when its run ends".into());
+            config.description = Some(DESCRIPTION.into());
         }
         if config.max_bytes <= 0
             && let Some(max) = self.max_bytes
         {
             config.max_bytes = i64::try_from(max).unwrap_or(i64::MAX);
         }
-        if self.js.get_stream(&name).await.is_ok() {
-            return Err(anyhow!(
-                "stream {name} already exists; jsbench never touches streams it did not create"
-            ));
-        }
+        self.refuse_taken(&name).await?;
         let replicas = config.num_replicas;
         let stream = self.create_placed(config).await.map_err(|e| {
             let hint = if replicas > 1 && e.to_string().contains("insufficient resources") {
@@ -303,7 +294,7 @@ impl Provisioner {
             };
             anyhow!("creating stream {name} with {replicas} replica(s): {e}{hint}")
         })?;
-        self.created.lock().expect("not poisoned").push(name);
+        self.list().push(name);
         Ok(stream)
     }
 
@@ -337,21 +328,17 @@ impl Provisioner {
     /// the run's streams): an idempotent consumer's dedup store.
     pub async fn create_kv(&self, bucket: &str) -> Result<()> {
         let stream = format!("KV_{bucket}");
-        if self.js.get_stream(&stream).await.is_ok() {
-            return Err(anyhow!(
-                "stream {stream} already exists; jsbench never touches streams it did not create"
-            ));
-        }
+        self.refuse_taken(&stream).await?;
         self.js
             .create_key_value(async_nats::jetstream::kv::Config {
                 bucket: bucket.to_string(),
-                description: "created by jsbench; deleted when its run ends".into(),
+                description: DESCRIPTION.into(),
                 history: 1,
                 ..Default::default()
             })
             .await
             .map_err(|e| anyhow!("creating key-value bucket {bucket}: {e}"))?;
-        self.created.lock().expect("not poisoned").push(stream);
+        self.list().push(stream);
         Ok(())
     }
 
@@ -419,10 +406,7 @@ impl Provisioner {
             .delete_stream(name)
             .await
             .with_context(|| format!("deleting stream {name}"))?;
-        self.created
-            .lock()
-            .expect("not poisoned")
-            .retain(|n| n != name);
+        self.list().retain(|n| n != name);
         Ok(self.keep)
     }
 
@@ -432,7 +416,7 @@ impl Provisioner {
         if self.keep {
             return Vec::new();
         }
-        let names: Vec<String> = self.created.lock().expect("not poisoned").clone();
+        let names = self.created();
         let mut failures = Vec::new();
         for name in names {
             if let Err(e) = self.delete_stream(&name).await {
@@ -451,13 +435,27 @@ impl Provisioner {
 
     /// Streams created and still present (kept, or not yet torn down).
     pub fn created(&self) -> Vec<String> {
-        self.created.lock().expect("not poisoned").clone()
+        self.list().clone()
+    }
+
+    /// An existing stream of that name belongs to someone else: an error.
+    async fn refuse_taken(&self, name: &str) -> Result<()> {
+        if self.js.get_stream(name).await.is_ok() {
+            return Err(anyhow!(
+                "stream {name} already exists; jsbench never touches streams it did not create"
+            ));
+        }
+        Ok(())
+    }
+
+    fn list(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
+        self.created.lock().expect("not poisoned")
     }
 }
 
 /// What a profile puts into the account at most at once: jsbench creates
 /// one stream and one durable per variant and deletes them before the next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Footprint {
     pub streams: usize,
     pub consumers: usize,
@@ -553,11 +551,7 @@ impl Footprint {
         let mut need = Footprint {
             streams: 1,
             consumers: 1,
-            bytes: 0,
-            total_bytes: 0,
-            max_ack_pending: 0,
-            file: false,
-            memory: false,
+            ..Footprint::default()
         };
         for (n, stream) in scenarios {
             for storage in &stream.storage {
@@ -628,21 +622,7 @@ fn check_storage(
     server: &ServerPlan,
 ) -> Vec<String> {
     let mut problems = Vec::new();
-    let l = &account.limits;
-    let (limit, used, per_stream, kind) = match server.storage {
-        Storage::File => (
-            l.max_storage,
-            account.storage,
-            l.storage_max_stream_bytes,
-            "file storage",
-        ),
-        Storage::Memory => (
-            l.max_memory,
-            account.memory,
-            l.memory_max_stream_bytes,
-            "memory storage",
-        ),
-    };
+    let (limit, used, reserved_before, per_stream, kind) = storage_side(account, server.storage);
     let replicated = need.total_bytes * server.replicas as u64;
     if let Some(max) = limit
         && used + replicated > max as u64
@@ -657,12 +637,12 @@ fn check_storage(
             server.replicas
         ));
     }
-    if let Some(max) = per_stream.filter(|m| *m > 0)
-        && need.bytes > max as u64
+    if let Some(max) = per_stream
+        && need.bytes > max
     {
         problems.push(format!(
             "the account caps a stream at {} of {kind}; the largest variant stores about {}",
-            mib(max as u64),
+            mib(max),
             mib(need.bytes)
         ));
     }
@@ -670,10 +650,6 @@ fn check_storage(
         // nats-server holds a stream's max_bytes (times its replicas)
         // against the account's limit when the stream is created, beside
         // what earlier streams reserved.
-        let reserved_before = match server.storage {
-            Storage::File => account.reserved_storage,
-            Storage::Memory => account.reserved_memory,
-        };
         let reserved = sized.bytes * need.streams as u64 * server.replicas as u64;
         let used = used.max(reserved_before);
         if let Some(max) = limit
@@ -749,18 +725,40 @@ pub fn size_max_bytes(
         return None;
     }
     let wanted = (need.bytes * MAX_BYTES_MARGIN).max(MAX_BYTES_FLOOR);
-    let per_stream = match server.storage {
-        Storage::File => l.storage_max_stream_bytes,
-        Storage::Memory => l.memory_max_stream_bytes,
-    }
-    .filter(|m| *m > 0)
-    .map(|m| m as u64);
+    let per_stream = storage_side(account, server.storage).3;
     let bytes = per_stream.map_or(wanted, |cap| wanted.min(cap));
     Some(SizedMaxBytes {
         bytes,
         expected: need.bytes,
         capped_by_account: bytes < wanted,
     })
+}
+
+/// One storage kind's side of `account`: its limit, what it uses, what
+/// its streams reserved, its per-stream cap (none when 0) and its name.
+fn storage_side(
+    account: &jetstream::account::Account,
+    storage: Storage,
+) -> (Option<i64>, u64, u64, Option<u64>, &'static str) {
+    let l = &account.limits;
+    let (limit, used, reserved, cap, kind) = match storage {
+        Storage::File => (
+            l.max_storage,
+            account.storage,
+            account.reserved_storage,
+            l.storage_max_stream_bytes,
+            "file storage",
+        ),
+        Storage::Memory => (
+            l.max_memory,
+            account.memory,
+            account.reserved_memory,
+            l.memory_max_stream_bytes,
+            "memory storage",
+        ),
+    };
+    let cap = cap.filter(|m| *m > 0).map(|m| m as u64);
+    (limit, used, reserved, cap, kind)
 }
 
 fn mib(bytes: u64) -> String {

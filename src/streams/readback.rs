@@ -9,7 +9,10 @@ use crate::record::tally::Tally;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use async_nats::jetstream::{self, consumer::pull::OrderedConfig};
+use async_nats::jetstream::{
+    self,
+    consumer::{Consumer, pull::OrderedConfig},
+};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
@@ -85,11 +88,7 @@ impl ReadBack {
                 i
             }
         };
-        if self.subject_at.len() <= seq {
-            self.subject_at
-                .resize((seq + 1).max(self.subject_at.len() * 2), NO_SUBJECT);
-        }
-        self.subject_at[seq] = i;
+        *grown(&mut self.subject_at, seq, NO_SUBJECT) = i;
     }
 
     /// The subject stored at `seq`, if the stream holds it.
@@ -126,6 +125,14 @@ impl ReadBack {
     }
 }
 
+/// `v[i]`, `v` grown first (at least doubled, with `fill`) when too short.
+fn grown<T: Clone>(v: &mut Vec<T>, i: usize, fill: T) -> &mut T {
+    if v.len() <= i {
+        v.resize((i + 1).max(v.len() * 2), fill);
+    }
+    &mut v[i]
+}
+
 /// Reads every message of `stream` with an ordered consumer (the fastest
 /// way to read a stream in full), stopping at the end of the stream or after
 /// `idle` without a message.
@@ -146,13 +153,13 @@ pub async fn read_stream(
     }
     // Right after a node restart the stream may still be catching up and
     // refuse new consumers for a while: retry before giving up.
-    let mut attempt = 0;
+    let mut attempt = 0u64;
     let consumer = loop {
         match handle.create_consumer(OrderedConfig::default()).await {
             Ok(consumer) => break consumer,
-            Err(e) if attempt < 10 => {
+            Err(_) if attempt < 10 => {
                 attempt += 1;
-                tracing_pause(attempt, &e).await;
+                tokio::time::sleep(Duration::from_millis(250 * attempt)).await;
             }
             Err(e) => {
                 return Err(e).with_context(|| format!("creating an ordered consumer on {stream}"));
@@ -160,23 +167,11 @@ pub async fn read_stream(
         }
     };
     let mut subject_index = HashMap::new();
-    let mut messages = consumer
-        .messages()
-        .await
-        .with_context(|| format!("reading {stream} back"))?;
-    loop {
-        let next = match tokio::time::timeout(idle, messages.next()).await {
-            Ok(Some(next)) => next.with_context(|| format!("reading {stream} back"))?,
-            Ok(None) | Err(_) => break,
-        };
+    let end = read_ordered(consumer, idle, &format!("reading {stream} back"), |next| {
         read.messages += 1;
         if let Ok(info) = next.info() {
             let seq = info.stream_sequence as usize;
-            if read.present.len() <= seq {
-                read.present
-                    .resize((seq + 1).max(read.present.len() * 2), false);
-            }
-            read.present[seq] = true;
+            *grown(&mut read.present, seq, false) = true;
             read.note_subject(&mut subject_index, seq, &next.subject);
         }
         match Stamp::read(&next.payload) {
@@ -185,21 +180,87 @@ pub async fn read_stream(
                 if read.by_origin.len() <= p {
                     read.by_origin.resize(p + 1, Vec::new());
                 }
-                let counts = &mut read.by_origin[p];
-                let m = stamp.publisher_seq as usize;
-                if counts.len() <= m {
-                    counts.resize((m + 1).max(counts.len() * 2), 0);
-                }
-                counts[m] = counts[m].saturating_add(1);
+                let count = grown(&mut read.by_origin[p], stamp.publisher_seq as usize, 0);
+                *count = count.saturating_add(1);
             }
             None => read.malformed += 1,
         }
-        if next.info().map(|i| i.pending == 0).unwrap_or(false) {
-            read.complete = true;
-            break;
+        Ok(())
+    })
+    .await?;
+    read.complete = end == End::Complete;
+    Ok(read)
+}
+
+/// How a read with an ordered consumer ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// A message came with nothing pending after it: the end of the stream.
+    Complete,
+    /// The consumer's messages ended.
+    Closed,
+    /// `idle` passed without a message.
+    Idle,
+}
+
+/// Hands `each` every message `consumer` delivers, in stream order, until
+/// one comes with nothing pending after it, the messages end, or `idle`
+/// passes without one: the loop every read-back of a stream shares.
+/// `reading` names the read in its errors.
+pub async fn read_ordered(
+    consumer: Consumer<OrderedConfig>,
+    idle: Duration,
+    reading: &str,
+    mut each: impl FnMut(&jetstream::Message) -> Result<()>,
+) -> Result<End> {
+    let mut messages = consumer
+        .messages()
+        .await
+        .with_context(|| reading.to_string())?;
+    loop {
+        let next = match tokio::time::timeout(idle, messages.next()).await {
+            Ok(Some(next)) => next.with_context(|| reading.to_string())?,
+            Ok(None) => return Ok(End::Closed),
+            Err(_) => return Ok(End::Idle),
+        };
+        each(&next)?;
+        if next.info().is_ok_and(|i| i.pending == 0) {
+            return Ok(End::Complete);
         }
     }
-    Ok(read)
+}
+
+/// Reads the whole stream in sequence order with an ordered consumer and
+/// keeps what `keep` makes of each message (`None`: nothing), stopping at
+/// the end of the stream or after `idle` without a message; the flag says
+/// whether the end was reached. Atomic batches are audited by their
+/// headers, fast-ingest batches by their payload stamps, dead letters
+/// against their originals: all read the stream this one way.
+pub async fn read_each<T>(
+    js: &jetstream::Context,
+    stream: &str,
+    idle: Duration,
+    mut keep: impl FnMut(&jetstream::Message) -> Option<T>,
+) -> Result<(Vec<T>, bool)> {
+    let mut handle = js
+        .get_stream(stream)
+        .await
+        .with_context(|| format!("opening stream {stream} to read it back"))?;
+    let info = handle.info().await.context("reading stream info")?;
+    let mut read = Vec::with_capacity(info.state.messages as usize);
+    if info.state.messages == 0 {
+        return Ok((read, true));
+    }
+    let consumer = handle
+        .create_consumer(OrderedConfig::default())
+        .await
+        .with_context(|| format!("creating an ordered consumer on {stream}"))?;
+    let end = read_ordered(consumer, idle, &format!("reading {stream} back"), |m| {
+        read.extend(keep(m));
+        Ok(())
+    })
+    .await?;
+    Ok((read, end == End::Complete))
 }
 
 /// What a stream removed by its own limits: with discard old, a stream at
@@ -328,10 +389,6 @@ impl Eviction {
             self.held
         )
     }
-}
-
-async fn tracing_pause(attempt: u32, _error: &impl std::fmt::Display) {
-    tokio::time::sleep(Duration::from_millis(250 * u64::from(attempt))).await;
 }
 
 #[cfg(test)]

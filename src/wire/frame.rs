@@ -55,16 +55,23 @@ impl<'a> Msg<'a> {
         Some((code, trim_start(&rest[3..])))
     }
 
+    /// The header block's `name: value` lines after its first, in order,
+    /// each value without its leading whitespace.
+    pub fn header_lines(&self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> {
+        self.headers
+            .split(|&b| b == b'\n')
+            .skip(1)
+            .filter_map(|line| {
+                let line = line.strip_suffix(b"\r").unwrap_or(line);
+                let colon = line.iter().position(|&b| b == b':')?;
+                Some((&line[..colon], trim_start(&line[colon + 1..])))
+            })
+    }
+
     /// The first value of header `name` (compared without regard to case).
     pub fn header(&self, name: &[u8]) -> Option<&'a [u8]> {
-        let mut lines = self.headers.split(|&b| b == b'\n').skip(1);
-        lines.find_map(|line| {
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
-            let colon = line.iter().position(|&b| b == b':')?;
-            line[..colon]
-                .eq_ignore_ascii_case(name)
-                .then(|| trim_start(&line[colon + 1..]))
-        })
+        self.header_lines()
+            .find_map(|(n, value)| n.eq_ignore_ascii_case(name).then_some(value))
     }
 }
 
@@ -342,13 +349,6 @@ pub fn put_sub(out: &mut Vec<u8>, subject: &[u8], sid: u64) {
     out.extend_from_slice(b"\r\n");
 }
 
-/// Appends `UNSUB <sid>\r\n`.
-pub fn put_unsub(out: &mut Vec<u8>, sid: u64) {
-    out.extend_from_slice(b"UNSUB ");
-    put_number(out, sid);
-    out.extend_from_slice(b"\r\n");
-}
-
 #[inline]
 pub fn put_number(out: &mut Vec<u8>, n: u64) {
     let mut digits = itoa::Buffer::new();
@@ -446,10 +446,9 @@ mod tests {
             b"yo",
         );
         put_sub(&mut out, b"_INBOX.>", 3);
-        put_unsub(&mut out, 3);
         assert_eq!(
             out,
-            b"PUB s.1 _INBOX.r 2\r\nhi\r\nHPUB s.2 28 30\r\nNATS/1.0\r\nNats-Msg-Id: 7\r\n\r\nyo\r\nSUB _INBOX.> 3\r\nUNSUB 3\r\n"
+            b"PUB s.1 _INBOX.r 2\r\nhi\r\nHPUB s.2 28 30\r\nNATS/1.0\r\nNats-Msg-Id: 7\r\n\r\nyo\r\nSUB _INBOX.> 3\r\n"
         );
         // A PUB read as the server would relay it, as a MSG.
         let relayed = b"HMSG s.2 1 28 30\r\nNATS/1.0\r\nNats-Msg-Id: 7\r\n\r\nyo\r\n";

@@ -11,8 +11,7 @@ use serde::Deserialize;
 use super::{AckReport, PublisherConfig, SendKind, Shared, Slot};
 use crate::record::clock;
 use crate::record::histogram::Recorder;
-use crate::record::ledger::{Event, LedgerShard};
-use crate::record::tally::Tally;
+use crate::record::ledger::Event;
 
 #[derive(Deserialize)]
 struct PubAckWire {
@@ -174,34 +173,11 @@ pub(super) struct Reader<'a> {
 impl<'a> Reader<'a> {
     /// Set-up: nothing counted yet, the histograms and the ledger empty.
     pub(super) fn new(shared: &'a Shared, config: &'a PublisherConfig) -> Self {
+        // The ledger is indexed by stream sequence, which all publishers share.
         let report = AckReport {
-            responses: 0,
-            acked: 0,
-            duplicates: 0,
-            late_stored: 0,
-            retries_stored: 0,
-            late_flagged: 0,
-            unexpected_duplicates: 0,
-            resent_stored: 0,
-            resent_duplicates: 0,
-            late_responses: 0,
-            unavailable: 0,
-            first_unavailable: None,
-            max_gap_ns: 0,
-            max_gap_end_ns: 0,
-            errors: 0,
-            first_error: None,
-            refused_by_limit: 0,
-            first_refusal: None,
-            missing: 0,
-            measured_acked: 0,
-            first_measured_ack_ns: 0,
-            last_measured_ack_ns: 0,
             from_intended: Recorder::with_intervals(),
             from_sent: Recorder::with_intervals(),
-            // Indexed by stream sequence, which all publishers share.
-            ledger: LedgerShard::new(),
-            stored_by_message: Tally::new(),
+            ..AckReport::default()
         };
         Reader {
             shared,
@@ -289,26 +265,18 @@ impl<'a> Reader<'a> {
             Some(s) => !s.answered.swap(true, Ordering::AcqRel),
             None => self.config.resend_after.is_none(),
         };
+        let report = &mut self.report;
         match response {
             Response::Stored { seq, duplicate } => self.stored(seq, duplicate, slot, first, now),
+            _ if !first => report.late_responses += 1,
             Response::RefusedByLimit(text) => {
-                let report = &mut self.report;
-                if first {
-                    report.errors += 1;
-                    report.refused_by_limit += 1;
-                    report.first_refusal.get_or_insert(text);
-                } else {
-                    report.late_responses += 1;
-                }
+                report.errors += 1;
+                report.refused_by_limit += 1;
+                report.first_refusal.get_or_insert(text);
             }
             Response::Failed(text) | Response::Unavailable(text) => {
-                let report = &mut self.report;
-                if first {
-                    report.errors += 1;
-                    report.first_error.get_or_insert(text);
-                } else {
-                    report.late_responses += 1;
-                }
+                report.errors += 1;
+                report.first_error.get_or_insert(text);
             }
         }
         if first {

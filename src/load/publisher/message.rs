@@ -3,7 +3,7 @@
 //! Nats-Msg-Id without `format!`.
 
 use async_nats::header::{HeaderName, NATS_MESSAGE_ID};
-use async_nats::{HeaderMap, HeaderValue, Subject};
+use async_nats::{Client, HeaderMap, HeaderValue, PublishError, Subject};
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::record::histogram::Recorder;
@@ -77,6 +77,26 @@ pub struct Outgoing {
     /// `None` when the message carries no header at all: the cheaper
     /// publish without a header block.
     pub headers: Option<HeaderMap>,
+}
+
+impl Outgoing {
+    /// Publishes it to `subject` through async-nats, with its reply
+    /// subject and, when it has any, its headers.
+    #[inline]
+    pub async fn publish(self, client: &Client, subject: Subject) -> Result<(), PublishError> {
+        match self.headers {
+            None => {
+                client
+                    .publish_with_reply(subject, self.reply, self.payload)
+                    .await
+            }
+            Some(headers) => {
+                client
+                    .publish_with_reply_and_headers(subject, self.reply, headers, self.payload)
+                    .await
+            }
+        }
+    }
 }
 
 impl Composer {
@@ -319,9 +339,9 @@ impl Composer {
         self.builder.set_reply(prefix, suffix);
     }
 
-    /// The send lag recorded so far, for the report.
-    pub fn into_send_lag(self) -> Recorder {
-        self.send_lag
+    /// The send lag recorded so far, for the report (leaving none).
+    pub fn take_send_lag(&mut self) -> Recorder {
+        std::mem::take(&mut self.send_lag)
     }
 }
 
@@ -651,7 +671,7 @@ mod tests {
         c.compose_frame(&mut out, b"s", 50, 60, 1, 1, 24, true);
         c.compose_frame(&mut out, b"s", 150, 160, 2, 2, 24, false);
         c.compose_frame(&mut out, b"s", 150, 170, 3, 3, 24, true);
-        assert_eq!(c.into_send_lag().count(), 1);
+        assert_eq!(c.take_send_lag().count(), 1);
     }
 
     /// Every `every`th message, whatever header block the publisher has,

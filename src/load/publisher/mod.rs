@@ -174,7 +174,7 @@ pub struct SendReport {
 }
 
 /// What the PubAck reader measured.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct AckReport {
     pub responses: u64,
     /// New messages stored.
@@ -252,6 +252,7 @@ enum SendKind {
     Resend = 3,
 }
 
+#[derive(Default)]
 struct Slot {
     send: AtomicU64,
     /// Set by the first of: its PubAck arriving, or the sender giving up
@@ -266,6 +267,7 @@ struct Slot {
     sent: AtomicU64,
 }
 
+#[derive(Default)]
 struct Shared {
     slots: Box<[Slot]>,
     mask: u64,
@@ -448,25 +450,19 @@ impl Publisher {
             .next_power_of_two();
         let progress = Arc::new(PublisherProgress::default());
         let shared = Arc::new(Shared {
+            // A slot never sent counts as answered; its kind is `New` (0).
             slots: (0..slots)
                 .map(|_| Slot {
                     send: AtomicU64::new(u64::MAX),
                     answered: AtomicBool::new(true),
-                    unavailable: AtomicBool::new(false),
-                    kind: AtomicU8::new(SendKind::New as u8),
-                    message: AtomicU64::new(0),
-                    intended: AtomicU64::new(0),
-                    sent: AtomicU64::new(0),
+                    ..Slot::default()
                 })
                 .collect(),
             mask: slots as u64 - 1,
             progress: progress.clone(),
-            window_open: Notify::new(),
             record_from_ns: AtomicU64::new(u64::MAX),
-            abandoned: AtomicU64::new(0),
             finished: AtomicU64::new(u64::MAX),
-            finished_notify: Notify::new(),
-            pong_due: AtomicBool::new(false),
+            ..Shared::default()
         });
 
         // Connect here unless the connection belongs on the thread.

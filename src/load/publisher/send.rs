@@ -276,7 +276,7 @@ pub(super) async fn send_all(
         report.timeline.mark(sent);
     }
     report.traced = composer.traced();
-    report.send_lag = composer.into_send_lag();
+    report.send_lag = composer.take_send_lag();
     let report = finish(&mut link, &shared, report, &config, &stop).await;
     (report, link)
 }
@@ -284,8 +284,7 @@ pub(super) async fn send_all(
 /// One message through async-nats. Nearly always ready at once: room in
 /// the client's queue. When not, the server has stopped taking messages
 /// (gone, or a client reconnecting forever), and nothing else would end
-/// this wait: the PubAck timeout and the stop are checked here too, off
-/// the common path, so the first poll pays for no timer.
+/// this wait: the PubAck timeout and the stop end it ([`in_time`]).
 #[inline]
 async fn publish_nats(
     client: &Client,
@@ -294,36 +293,13 @@ async fn publish_nats(
     config: &PublisherConfig,
     stop: &CancellationToken,
 ) -> Result<(), Halt> {
-    let Outgoing {
-        payload,
-        reply,
-        headers,
-    } = out;
-    let publish = async {
-        match headers {
-            None => client.publish_with_reply(subject, reply, payload).await,
-            Some(headers) => {
-                client
-                    .publish_with_reply_and_headers(subject, reply, headers, payload)
-                    .await
-            }
-        }
-    };
-    tokio::pin!(publish);
-    let result = match futures::poll!(&mut publish) {
-        std::task::Poll::Ready(result) => result,
-        std::task::Poll::Pending => tokio::select! {
-            result = &mut publish => result,
-            _ = stop.cancelled() => return Err(Halt::Interrupted),
-            _ = tokio::time::sleep(config.pub_ack_timeout) => {
-                return Err(Halt::Failed(format!(
-                    "a publish waited {:?} for room in the client's queue: the server does not take messages",
-                    config.pub_ack_timeout
-                )));
-            }
-        },
-    };
-    result.map_err(|e| Halt::Failed(format!("publish failed: {e}")))
+    match in_time(out.publish(client, subject), config, stop).await? {
+        Some(result) => result.map_err(|e| Halt::Failed(format!("publish failed: {e}"))),
+        None => Err(Halt::Failed(format!(
+            "a publish waited {:?} for room in the client's queue: the server does not take messages",
+            config.pub_ack_timeout
+        ))),
+    }
 }
 
 /// Writes what a direct sender has buffered, on this thread (nothing to do
@@ -339,25 +315,40 @@ async fn flush(
     let Link::Direct(writer) = link else {
         return Ok(());
     };
-    let write = writer.flush();
-    tokio::pin!(write);
-    let result = match futures::poll!(&mut write) {
-        std::task::Poll::Ready(result) => result,
-        std::task::Poll::Pending => tokio::select! {
-            result = &mut write => result,
-            _ = stop.cancelled() => return Err(Halt::Interrupted),
-            _ = tokio::time::sleep(config.pub_ack_timeout) => Err(anyhow::anyhow!(
+    let result = in_time(writer.flush(), config, stop)
+        .await?
+        .unwrap_or_else(|| {
+            Err(anyhow::anyhow!(
                 "a write waited {:?}: the server does not take messages",
                 config.pub_ack_timeout
-            )),
-        },
-    };
+            ))
+        });
     result.map_err(|e| {
         Halt::Failed(format!(
             "publisher {}: its direct connection failed (it does not reconnect): {e:#}",
             config.index
         ))
     })
+}
+
+/// `work`'s output (`None`: the PubAck timeout passed first), or the
+/// stop. Polled once before anything else: nearly always ready then, so
+/// the common path pays for no timer.
+#[inline]
+async fn in_time<T>(
+    work: impl Future<Output = T>,
+    config: &PublisherConfig,
+    stop: &CancellationToken,
+) -> Result<Option<T>, Halt> {
+    tokio::pin!(work);
+    match futures::poll!(&mut work) {
+        std::task::Poll::Ready(done) => Ok(Some(done)),
+        std::task::Poll::Pending => tokio::select! {
+            done = &mut work => Ok(Some(done)),
+            _ = stop.cancelled() => Err(Halt::Interrupted),
+            _ = tokio::time::sleep(config.pub_ack_timeout) => Ok(None),
+        },
+    }
 }
 
 impl Halt {
