@@ -21,9 +21,9 @@ use futures::StreamExt;
 
 use super::checks;
 use super::table::{self, Column};
-use super::{Kind, Scope, Variants};
+use super::{Field, Kind, Scope, Variants};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, Reader, RunContext, StreamLoad};
-use crate::profile::{BehaviourPlan, CommonPlan, ConsumerPlan, Problems, Section, format_duration};
+use crate::profile::{BehaviourPlan, CommonPlan, format_duration};
 use crate::record::histogram::Recorder;
 use crate::record::ledger::LedgerCounts;
 use crate::record::metrics::{Direction, latency_metrics};
@@ -44,10 +44,6 @@ impl Kind for Fanout {
     const NAME: &'static str = "fanout";
     const COLUMNS: &'static [Column] = table::PACED;
     type Plan = Plan;
-
-    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-        plan::read(section, problems)
-    }
 
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
         let fewest = plan.streams.iter().copied().min().unwrap_or(1).max(1);
@@ -72,13 +68,7 @@ impl Kind for Fanout {
         (common.duration + common.warmup) * (variants * probes) as u32
     }
 
-    fn consumer(plan: &Plan) -> Option<&ConsumerPlan> {
-        Some(&plan.consumer)
-    }
-
-    fn consumer_mut(plan: &mut Plan) -> Option<&mut ConsumerPlan> {
-        Some(&mut plan.consumer)
-    }
+    const CONSUMER: Option<Field<Plan>> = Some((|p| &p.consumer, |p| &mut p.consumer));
 
     /// A (streams, durables) pair: one variant, or one search.
     type Group = (usize, usize);

@@ -17,9 +17,9 @@ use anyhow::Result;
 
 use super::checks;
 use super::table::{self, Column, Figures, Show};
-use super::{Kind, Paced, Scope, Variants};
+use super::{Field, Kind, Paced, Scope, Variants};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec};
-use crate::profile::{CommonPlan, ConsumerPlan, MsgId, Problems, Section, format_duration};
+use crate::profile::{CommonPlan, MsgId, format_duration};
 use crate::record::metrics::{Direction, latency_metrics};
 use crate::record::names;
 use crate::scenario::search::SEARCH_PROBES;
@@ -46,10 +46,6 @@ impl Kind for Latency {
     const COLUMNS: &'static [Column] = table::PACED;
     type Plan = Plan;
 
-    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-        plan::read(section, problems)
-    }
-
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
         let fattest = plan.rates.iter().copied().max().unwrap_or(0) as f64;
         Need::paced(
@@ -68,13 +64,7 @@ impl Kind for Latency {
         (common.duration + common.warmup) * variants as u32
     }
 
-    fn consumer(plan: &Plan) -> Option<&ConsumerPlan> {
-        Some(&plan.consumer)
-    }
-
-    fn consumer_mut(plan: &mut Plan) -> Option<&mut ConsumerPlan> {
-        Some(&mut plan.consumer)
-    }
+    const CONSUMER: Option<Field<Plan>> = Some((|p| &p.consumer, |p| &mut p.consumer));
 
     type Group = ();
     type Shared = ();

@@ -16,9 +16,9 @@ use anyhow::Result;
 
 use super::checks;
 use super::table::{self, Column, Show};
-use super::{Kind, Paced, Scope, Variants, Work};
+use super::{Field, Kind, Paced, Scope, Variants, Work};
 use crate::drive::{ConsumerSpec, CrashOutcome, CrashPlan, DriveOutcome};
-use crate::profile::{CommonPlan, ConsumerPlan, CrashPoint, Problems, Section, format_duration};
+use crate::profile::{CommonPlan, CrashPoint, format_duration};
 use crate::record::ledger::Event;
 use crate::record::metrics::{Direction, latency_metrics};
 use crate::record::names;
@@ -64,10 +64,6 @@ impl Kind for Resume {
     ];
     type Plan = Plan;
 
-    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-        plan::read(section, problems)
-    }
-
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
         Need::of_load(&plan.load, common)
     }
@@ -76,13 +72,7 @@ impl Kind for Resume {
         (common.duration + common.warmup) * (plan.crash_at.len() * plan.idempotent.len()) as u32
     }
 
-    fn consumer(plan: &Plan) -> Option<&ConsumerPlan> {
-        Some(&plan.load.consumer)
-    }
-
-    fn consumer_mut(plan: &mut Plan) -> Option<&mut ConsumerPlan> {
-        Some(&mut plan.load.consumer)
-    }
+    const CONSUMER: Option<Field<Plan>> = Some((|p| &p.load.consumer, |p| &mut p.load.consumer));
 
     type Group = ();
     type Shared = ();
