@@ -147,9 +147,7 @@ impl Kind for Backpressure {
 }
 
 fn describe(common: &CommonPlan, plan: &Plan, c: &ConsumerPlan, r: &mut VariantResult) {
-    r.param("rate", plan.load.rate);
-    super::shape::describe(&plan.load.publish.arrival, r);
-    r.param("duration", format_duration(common.duration));
+    super::shape::describe(plan.load.rate, &plan.load.publish.arrival, common, r);
     r.param("max_ack_pending", c.max_ack_pending);
     r.param("ack_wait", format_duration(c.ack_wait));
     r.param("consumers", c.consumers);
@@ -401,10 +399,8 @@ fn verify(o: &DriveOutcome, a: &Analysis, stored: Option<u64>, r: &mut VariantRe
             a.early()
         ),
     ));
-    r.invariants.push(checks::every_publish_persisted(
-        "every publish persisted",
-        o,
-    ));
+    r.invariants
+        .push(checks::every_publish_persisted(checks::PERSISTED, o));
     r.invariants.push(checks::stream_holds(stored, c));
     r.invariants.push(checks::nothing_pending(o));
 }

@@ -238,9 +238,7 @@ fn describe(common: &CommonPlan, plan: &Plan, v: &Variant, r: &mut VariantResult
     let c = &plan.load.consumer;
     let h = &plan.handler;
     r.param("retention", v.retention);
-    r.param("rate", plan.load.rate);
-    super::shape::describe(&plan.load.publish.arrival, r);
-    r.param("duration", format_duration(common.duration));
+    super::shape::describe(plan.load.rate, &plan.load.publish.arrival, common, r);
     r.param("warmup", format_duration(common.warmup));
     r.param("publishers", plan.load.publish.publishers);
     r.param("msg_id", plan.load.publish.msg_id);

@@ -117,9 +117,7 @@ impl Kind for Outage {
 fn describe(common: &CommonPlan, plan: &Plan, pattern: OutagePattern, r: &mut VariantResult) {
     let c = &plan.load.consumer;
     r.param("pattern", pattern.label());
-    r.param("rate", plan.load.rate);
-    super::shape::describe(&plan.load.publish.arrival, r);
-    r.param("duration", format_duration(common.duration));
+    super::shape::describe(plan.load.rate, &plan.load.publish.arrival, common, r);
     r.param("warmup", format_duration(common.warmup));
     r.param("outage_after", format_duration(plan.after));
     r.param("outage_lasts", format_duration(plan.lasts));

@@ -554,11 +554,7 @@ fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) {
         r.warnings
             .extend(super::schedule::fell_behind(o, target as f64));
     }
-    if o.interrupted {
-        r.warnings
-            .push("interrupted: the variant stopped early; its counts cover what was sent".into());
-    }
-    r.warnings.extend(o.errors.iter().cloned());
+    super::checks::warnings(o, r);
 }
 
 /// `msg_id` is the variant's: the profile's `msg_id` may list several.

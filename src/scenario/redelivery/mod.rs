@@ -209,9 +209,7 @@ pub enum Run {
 
 fn describe(common: &CommonPlan, plan: &Plan, behaviour: &BehaviourPlan, r: &mut VariantResult) {
     let c = &plan.load.consumer;
-    r.param("rate", plan.load.rate);
-    super::shape::describe(&plan.load.publish.arrival, r);
-    r.param("duration", format_duration(common.duration));
+    super::shape::describe(plan.load.rate, &plan.load.publish.arrival, common, r);
     r.param("publishers", plan.load.publish.publishers);
     r.param("consumers", c.consumers);
     r.param("read", c.kind);

@@ -153,9 +153,7 @@ impl Kind for Restart {
 
 fn describe(ctx: &RunContext, common: &CommonPlan, plan: &Plan, r: &mut VariantResult) {
     r.param("fault", plan.fault);
-    r.param("rate", plan.load.rate);
-    super::shape::describe(&plan.load.publish.arrival, r);
-    r.param("duration", format_duration(common.duration));
+    super::shape::describe(plan.load.rate, &plan.load.publish.arrival, common, r);
     r.param("kill_after", format_duration(plan.kill_after));
     r.param("down_for", format_duration(plan.down_for));
     r.param("node", plan.node);

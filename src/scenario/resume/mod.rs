@@ -145,8 +145,7 @@ fn describe(
     (point, idempotent): (CrashPoint, bool),
     r: &mut VariantResult,
 ) {
-    r.param("rate", plan.load.rate);
-    r.param("duration", format_duration(common.duration));
+    super::shape::describe(plan.load.rate, &plan.load.publish.arrival, common, r);
     r.param("crash_after", format_duration(plan.crash_after));
     r.param("crash_at", point);
     r.param("rebind_after", format_duration(plan.rebind_after));
@@ -154,7 +153,6 @@ fn describe(
     r.param("processing", plan.load.behaviour.processing.to_string());
     r.param("handlers", plan.load.behaviour.handlers);
     r.param("idempotent", idempotent);
-    super::shape::describe(&plan.load.publish.arrival, r);
 }
 
 /// What the crash cost, read from the delivery log.
