@@ -267,6 +267,13 @@ impl VariantResult {
         ));
     }
 
+    /// Adds the metric `name`: a time of `ns` nanoseconds, in ms, shorter
+    /// better.
+    pub fn ms(&mut self, name: impl Into<String>, ns: u64) {
+        let direction = crate::record::metrics::Direction::Lower;
+        self.metric(name, "ms", ns as f64 / 1e6, direction);
+    }
+
     /// Adds a count of things: a whole number, no better direction.
     pub fn count(&mut self, name: impl Into<String>, value: u64) {
         self.metrics

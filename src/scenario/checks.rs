@@ -18,6 +18,8 @@ use crate::variant::{Invariant, VariantResult};
 pub const NOTHING_LOST: &str = "lost = 0";
 /// The stream's count equals what PubAcks confirmed, less its limits'.
 pub const STREAM_HOLDS: &str = "stream holds every persisted message";
+/// Every publish stored, or refused by the stream's own limits.
+pub const PERSISTED: &str = "every publish persisted";
 /// The durable shows nothing pending once the drive has settled.
 pub const NOTHING_PENDING: &str = "server reports nothing pending";
 
@@ -70,7 +72,6 @@ pub fn fate_metrics(a: &Analysis, r: &mut VariantResult) {
 
 /// Every message ended as planned, none was lost, every publish persisted.
 pub fn fate_invariants(o: &DriveOutcome, a: &Analysis, r: &mut VariantResult) {
-    let c = &o.counts;
     r.invariants.push(Invariant::check(
         "every message ends as planned",
         a.mismatches == 0,
@@ -91,12 +92,8 @@ pub fn fate_invariants(o: &DriveOutcome, a: &Analysis, r: &mut VariantResult) {
     // Never delivered, as the server's loss; what the clients missed is
     // their own count.
     r.invariants.push(nothing_lost(o));
-    r.invariants.push(nothing_dropped_by_client(
-        c.client_dropped,
-        o.client_drop_cause.as_deref(),
-    ));
-    r.invariants
-        .push(every_publish_persisted("every publish persisted", o));
+    r.invariants.push(nothing_dropped(o));
+    r.invariants.push(every_publish_persisted(PERSISTED, o));
 }
 
 /// Every publish got a PubAck that stored it, or was refused by the
@@ -300,6 +297,37 @@ pub fn nothing_dropped_by_client(dropped: u64, cause: Option<&str>) -> Invariant
     .client_side()
 }
 
+/// [`nothing_dropped_by_client`] of a drive's counts and their cause.
+pub fn nothing_dropped(o: &DriveOutcome) -> Invariant {
+    nothing_dropped_by_client(o.counts.client_dropped, o.client_drop_cause.as_deref())
+}
+
+/// What a paced drive's publishers did: their rate and throughput, and
+/// their [`pub_acks`].
+pub fn publishing(o: &DriveOutcome, r: &mut VariantResult) {
+    r.metrics
+        .extend(crate::record::metrics::rate_and_throughput(
+            names::PUBLISH,
+            o.publish_rate(),
+            o.publish_throughput(),
+        ));
+    pub_acks(o, r);
+}
+
+/// The PubAck latency from the intended and from the actual send, and the
+/// generator's send lag.
+pub fn pub_acks(o: &DriveOutcome, r: &mut VariantResult) {
+    r.latency(names::PUB_ACK_LATENCY, &o.pub_ack_intended);
+    r.latency(names::PUB_ACK_LATENCY_ACTUAL, &o.pub_ack_sent);
+    r.latency(names::SEND_LAG, &o.send_lag);
+}
+
+/// Every delivery carried the stamp jsbench's publisher wrote in it.
+pub fn stamped(o: &DriveOutcome) -> Invariant {
+    let malformed = o.consumers.iter().map(|c| c.malformed).sum();
+    Invariant::equal("every payload carries its stamp", malformed, 0)
+}
+
 /// Says, for a server jsbench did not start, that the server's time
 /// stamps (store times, advisory times) are compared with jsbench's clock
 /// as they are: another host's clock may be off by its offset, which no
@@ -470,6 +498,18 @@ pub fn ledger_cost(o: &DriveOutcome, r: &mut VariantResult) {
         shards as f64 / stored as f64,
         Direction::Lower,
     );
+}
+
+/// The warning of a variant stopped early.
+pub const INTERRUPTED: &str =
+    "interrupted: the variant stopped early; its counts cover what was sent";
+
+/// The drive's warnings: a variant stopped early, and the tasks' errors.
+pub fn warnings(o: &DriveOutcome, r: &mut VariantResult) {
+    if o.interrupted {
+        r.warnings.push(INTERRUPTED.into());
+    }
+    r.warnings.extend(o.errors.iter().cloned());
 }
 
 /// The client's side of a variant: what its CPU, its ledgers and its
@@ -782,11 +822,8 @@ pub fn drive_records(o: &DriveOutcome, sample_every: Option<Duration>, r: &mut V
     if let Some(every) = sample_every {
         r.timelines.extend(o.sample_timelines(every));
     }
-    if o.interrupted {
-        r.warnings
-            .push("interrupted: the variant stopped early; its counts cover what was sent".into());
-    }
-    r.warnings.extend(o.errors.iter().cloned()); // Which client published: direct, or async-nats (TLS, a planned fault,
+    warnings(o, r);
+    // Which client published: direct, or async-nats (TLS, a planned fault,
     // or asked for).
     if let Some(sends) = o.sends.first() {
         r.param("publisher_client", sends.client.name());

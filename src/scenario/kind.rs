@@ -11,7 +11,7 @@ use anyhow::Result;
 
 use super::scope::Scope;
 use super::table::{ChartSpec, Column, Figures};
-use crate::profile::{CommonPlan, ConsumerPlan, FaultKind, Problems, Section};
+use crate::profile::{CommonPlan, ConsumerPlan, FaultKind};
 use crate::streams::provision::Need;
 use crate::variant::VariantResult;
 
@@ -53,9 +53,6 @@ pub trait Kind: 'static {
     /// something: replay's recording), not only when it fails.
     const SETUP_RECORDED: bool = false;
 
-    /// Reads one `[[scenario]]` table of this kind.
-    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Self::Plan)>;
-
     /// What its variants put into the account at most at once.
     fn need(plan: &Self::Plan, common: &CommonPlan) -> Need;
 
@@ -63,15 +60,9 @@ pub trait Kind: 'static {
     /// set-up, drain and read-back come on top.
     fn estimated_duration(plan: &Self::Plan, common: &CommonPlan) -> Duration;
 
-    /// The durable's plan, for a kind that reads through one: its pull
-    /// keys may be swept.
-    fn consumer(_plan: &Self::Plan) -> Option<&ConsumerPlan> {
-        None
-    }
-
-    fn consumer_mut(_plan: &mut Self::Plan) -> Option<&mut ConsumerPlan> {
-        None
-    }
+    /// The durable's plan in the kind's plan, for a kind that reads
+    /// through one: its pull keys may be swept.
+    const CONSUMER: Option<Field<Self::Plan>> = None;
 
     /// The fault it injects into the servers, if any: only servers
     /// jsbench started may be killed, and route faults need relays.
@@ -131,6 +122,9 @@ pub trait Kind: 'static {
     ) {
     }
 }
+
+/// Where a plan keeps its durable's plan: read, and written.
+pub type Field<P> = (fn(&P) -> &ConsumerPlan, fn(&mut P) -> &mut ConsumerPlan);
 
 /// A group's variants: a list, or a rate search whose probes are the
 /// variant `at(rate)` under the names the search gives them.

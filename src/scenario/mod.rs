@@ -37,7 +37,7 @@ use std::time::Duration;
 use anyhow::Result;
 use futures::future::LocalBoxFuture;
 
-pub use kind::{Kind, Variants};
+pub use kind::{Field, Kind, Variants};
 pub use scope::{Paced, Scope, VariantNames, Work};
 
 use crate::drive::RunContext;
@@ -102,7 +102,7 @@ macro_rules! registry {
                 problems: &mut Problems,
             ) -> Option<(CommonPlan, KindPlan)> {
                 $(if kind == <$module::$kind as Kind>::NAME {
-                    return <$module::$kind as Kind>::read(section, problems)
+                    return $module::plan::read(section, problems)
                         .map(|(common, plan)| (common, KindPlan::$variant(plan)));
                 })*
                 None
@@ -148,13 +148,13 @@ macro_rules! registry {
 
             pub fn consumer(&self) -> Option<&ConsumerPlan> {
                 match self {
-                    $(KindPlan::$variant(p) => <$module::$kind as Kind>::consumer(p),)*
+                    $(KindPlan::$variant(p) => <$module::$kind as Kind>::CONSUMER.map(|f| f.0(p)),)*
                 }
             }
 
             fn consumer_mut(&mut self) -> Option<&mut ConsumerPlan> {
                 match self {
-                    $(KindPlan::$variant(p) => <$module::$kind as Kind>::consumer_mut(p),)*
+                    $(KindPlan::$variant(p) => <$module::$kind as Kind>::CONSUMER.map(|f| f.1(p)),)*
                 }
             }
 

@@ -2,13 +2,21 @@
 //! rate), and for a step load each step's latency, read from the
 //! per-second histograms. Shared by every paced scenario.
 
-use crate::profile::{ArrivalPlan, format_duration};
+use crate::profile::{ArrivalPlan, CommonPlan, format_duration};
 use crate::record::histogram::Recorder;
 use crate::record::metrics::Direction;
 use crate::variant::{Part, VariantResult};
 
+/// Records a paced load's rate and how long it ran, and its arrival
+/// beside them when it is not steady.
+pub fn describe(rate: u64, arrival: &ArrivalPlan, common: &CommonPlan, r: &mut VariantResult) {
+    r.param("rate", rate);
+    r.param("duration", format_duration(common.duration));
+    describe_arrival(arrival, r);
+}
+
 /// Records an arrival other than steady among the variant's parameters.
-pub fn describe(arrival: &ArrivalPlan, r: &mut VariantResult) {
+pub fn describe_arrival(arrival: &ArrivalPlan, r: &mut VariantResult) {
     if !arrival.is_steady() {
         r.param("arrival", arrival.to_string());
     }

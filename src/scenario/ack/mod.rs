@@ -13,10 +13,10 @@ use async_nats::jetstream::stream;
 
 use super::checks;
 use super::table::{self, Column, Show};
-use super::{Kind, Scope, Variants};
+use super::{Field, Kind, Scope, Variants};
 use crate::consume::reference::{self, ReferenceConfig, ReferenceReport};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec};
-use crate::profile::{AckPolicy, CommonPlan, ConsumerKind, ConsumerPlan, Problems, Section};
+use crate::profile::{AckPolicy, CommonPlan, ConsumerKind, ConsumerPlan};
 use crate::record::ledger::{Event, LedgerCounts, LedgerShard, SeqSet};
 use crate::record::metrics::{Direction, latency_metrics};
 use crate::record::names;
@@ -51,10 +51,6 @@ impl Kind for Ack {
     ];
     type Plan = Plan;
 
-    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-        plan::read(section, problems)
-    }
-
     fn need(plan: &Plan, _common: &CommonPlan) -> Need {
         let bytes = plan.messages * (plan.message_size as u64 + PER_MESSAGE_OVERHEAD);
         Need {
@@ -73,13 +69,7 @@ impl Kind for Ack {
         each * (plan.variant_count() as u32 + 1)
     }
 
-    fn consumer(plan: &Plan) -> Option<&ConsumerPlan> {
-        Some(&plan.consumer)
-    }
-
-    fn consumer_mut(plan: &mut Plan) -> Option<&mut ConsumerPlan> {
-        Some(&mut plan.consumer)
-    }
+    const CONSUMER: Option<Field<Plan>> = Some((|p| &p.consumer, |p| &mut p.consumer));
 
     type Group = ();
     /// The filled stream, once set up.

@@ -19,10 +19,10 @@ use anyhow::Result;
 
 use super::checks;
 use super::table::{self, Cell, Column, Show};
-use super::{Kind, Paced, Scope, Variants};
+use super::{Field, Kind, Paced, Scope, Variants};
 use crate::consume::fates::Analysis;
 use crate::drive::{ConsumerSample, ConsumerSpec, DriveOutcome};
-use crate::profile::{Action, CommonPlan, ConsumerPlan, Problems, Section, format_duration};
+use crate::profile::{Action, CommonPlan, ConsumerPlan, format_duration};
 use crate::record::metrics::{Direction, latency_metrics, ratio};
 use crate::record::names;
 use crate::streams::provision::Need;
@@ -69,10 +69,6 @@ impl Kind for Backpressure {
     ];
     type Plan = Plan;
 
-    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-        plan::read(section, problems)
-    }
-
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
         let largest = plan.max_ack_pending.iter().copied().max().unwrap_or(0);
         let expiry = if plan.expiry_ack_waits.is_empty() {
@@ -91,13 +87,7 @@ impl Kind for Backpressure {
             * (plan.max_ack_pending.len() + plan.expiry_ack_waits.len()) as u32
     }
 
-    fn consumer(plan: &Plan) -> Option<&ConsumerPlan> {
-        Some(&plan.load.consumer)
-    }
-
-    fn consumer_mut(plan: &mut Plan) -> Option<&mut ConsumerPlan> {
-        Some(&mut plan.load.consumer)
-    }
+    const CONSUMER: Option<Field<Plan>> = Some((|p| &p.load.consumer, |p| &mut p.load.consumer));
 
     type Group = ();
     type Shared = ();
@@ -157,9 +147,7 @@ impl Kind for Backpressure {
 }
 
 fn describe(common: &CommonPlan, plan: &Plan, c: &ConsumerPlan, r: &mut VariantResult) {
-    r.param("rate", plan.load.rate);
-    super::shape::describe(&plan.load.publish.arrival, r);
-    r.param("duration", format_duration(common.duration));
+    super::shape::describe(plan.load.rate, &plan.load.publish.arrival, common, r);
     r.param("max_ack_pending", c.max_ack_pending);
     r.param("ack_wait", format_duration(c.ack_wait));
     r.param("consumers", c.consumers);
@@ -411,10 +399,8 @@ fn verify(o: &DriveOutcome, a: &Analysis, stored: Option<u64>, r: &mut VariantRe
             a.early()
         ),
     ));
-    r.invariants.push(checks::every_publish_persisted(
-        "every publish persisted",
-        o,
-    ));
+    r.invariants
+        .push(checks::every_publish_persisted(checks::PERSISTED, o));
     r.invariants.push(checks::stream_holds(stored, c));
     r.invariants.push(checks::nothing_pending(o));
 }

@@ -34,13 +34,13 @@ use anyhow::Result;
 use async_nats::jetstream::stream;
 
 use super::table::{self, Cell, ChartSpec, Column, Figures, Show, format_us};
-use super::{Kind, Scope, VariantNames, Variants};
+use super::{Field, Kind, Scope, VariantNames, Variants};
 use crate::consume::fates::{self, Analysis};
 use crate::dlq::{Key, Pipeline, PipelineSpec, Watched};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec};
 use crate::profile::{
-    BehaviourPlan, Capture, CommonPlan, ConsumerPlan, OriginalGet, Problems, Retention, Section,
-    ServerPlan, format_duration,
+    BehaviourPlan, Capture, CommonPlan, ConsumerPlan, OriginalGet, Retention, ServerPlan,
+    format_duration,
 };
 use crate::record::names;
 use crate::streams::advisory::Kind as Advisory;
@@ -116,10 +116,6 @@ impl Kind for Dlq {
     ];
     type Plan = Plan;
 
-    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-        plan::read(section, problems)
-    }
-
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
         Need {
             // The source, the advisory capture and the DLQ stream; the
@@ -135,13 +131,7 @@ impl Kind for Dlq {
             * (plan.retentions.len() + usize::from(plan.baseline)) as u32
     }
 
-    fn consumer(plan: &Plan) -> Option<&ConsumerPlan> {
-        Some(&plan.load.consumer)
-    }
-
-    fn consumer_mut(plan: &mut Plan) -> Option<&mut ConsumerPlan> {
-        Some(&mut plan.load.consumer)
-    }
+    const CONSUMER: Option<Field<Plan>> = Some((|p| &p.load.consumer, |p| &mut p.load.consumer));
 
     type Group = ();
     type Shared = ();
@@ -248,9 +238,7 @@ fn describe(common: &CommonPlan, plan: &Plan, v: &Variant, r: &mut VariantResult
     let c = &plan.load.consumer;
     let h = &plan.handler;
     r.param("retention", v.retention);
-    r.param("rate", plan.load.rate);
-    super::shape::describe(&plan.load.publish.arrival, r);
-    r.param("duration", format_duration(common.duration));
+    super::shape::describe(plan.load.rate, &plan.load.publish.arrival, common, r);
     r.param("warmup", format_duration(common.warmup));
     r.param("publishers", plan.load.publish.publishers);
     r.param("msg_id", plan.load.publish.msg_id);

@@ -21,12 +21,12 @@ use futures::StreamExt;
 
 use super::checks;
 use super::table::{self, Column};
-use super::{Kind, Scope, Variants};
+use super::{Field, Kind, Scope, Variants};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, Reader, RunContext, StreamLoad};
-use crate::profile::{BehaviourPlan, CommonPlan, ConsumerPlan, Problems, Section, format_duration};
+use crate::profile::{BehaviourPlan, CommonPlan, format_duration};
 use crate::record::histogram::Recorder;
 use crate::record::ledger::LedgerCounts;
-use crate::record::metrics::{Direction, latency_metrics};
+use crate::record::metrics::Direction;
 use crate::record::names;
 use crate::scenario::search::SEARCH_PROBES;
 use crate::streams::provision::{Need, stored_bytes};
@@ -44,10 +44,6 @@ impl Kind for Fanout {
     const NAME: &'static str = "fanout";
     const COLUMNS: &'static [Column] = table::PACED;
     type Plan = Plan;
-
-    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-        plan::read(section, problems)
-    }
 
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
         let fewest = plan.streams.iter().copied().min().unwrap_or(1).max(1);
@@ -72,13 +68,7 @@ impl Kind for Fanout {
         (common.duration + common.warmup) * (variants * probes) as u32
     }
 
-    fn consumer(plan: &Plan) -> Option<&ConsumerPlan> {
-        Some(&plan.consumer)
-    }
-
-    fn consumer_mut(plan: &mut Plan) -> Option<&mut ConsumerPlan> {
-        Some(&mut plan.consumer)
-    }
+    const CONSUMER: Option<Field<Plan>> = Some((|p| &p.consumer, |p| &mut p.consumer));
 
     /// A (streams, durables) pair: one variant, or one search.
     type Group = (usize, usize);
@@ -142,16 +132,19 @@ fn describe(common: &CommonPlan, plan: &Plan, shape: Shape, r: &mut VariantResul
         streams,
         durables,
     } = shape;
-    r.param("rate", per_stream(rate, streams) * streams as u64);
+    super::shape::describe(
+        per_stream(rate, streams) * streams as u64,
+        &plan.publish.arrival,
+        common,
+        r,
+    );
     r.param("rate_per_stream", per_stream(rate, streams));
-    super::shape::describe(&plan.publish.arrival, r);
     r.param("streams", streams);
     r.param("durables_per_stream", durables);
     r.param("consumers", streams * durables);
     r.param("subjects_per_stream", plan.subjects);
     r.param("filters", &plan.filters);
     r.param("connections", plan.connections.min(streams * durables));
-    r.param("duration", format_duration(common.duration));
     r.param("warmup", format_duration(common.warmup));
     r.param("message_size", plan.publish.message_size.to_string());
     r.param("msg_id", plan.publish.msg_id);
@@ -301,50 +294,30 @@ async fn memory_now(ctx: &RunContext) -> Option<u64> {
 /// cost the server (time, memory), CPU per delivery, the drive's records,
 /// a row per stream and per durable, and what fell short of the plan.
 fn measure(o: &DriveOutcome, p: &Provisioned, spec: &DriveSpec, r: &mut VariantResult) {
-    let publish = o;
-    let streams = spec.streams.len();
     let consumers = spec.readers.len();
     let target = spec.rate.unwrap_or(0) as f64;
-    let delivered = delivered(o);
-    r.ledger = delivered.counts;
-    rates(publish, target, &delivered, r);
-    across_durables(
-        "durable_consume_rate",
-        "msg/s",
-        delivered.durable_rates,
-        Direction::Higher,
-        r,
-    );
-    across_durables(
-        "durable_e2e_p99",
-        "us",
-        delivered.durable_p99s,
-        Direction::Lower,
-        r,
-    );
-    latencies(publish, &delivered.e2e, &delivered.e2e_sent, r);
+    let d = delivered(o);
+    r.ledger = d.counts;
+    rates(o, target, &d, r);
+    let (rates, p99s) = (d.durable_rates, d.durable_p99s);
+    across_durables("durable_consume_rate", "msg/s", rates, Direction::Higher, r);
+    across_durables("durable_e2e_p99", "us", p99s, Direction::Lower, r);
+    // End to end over every durable, from the intended and the actual send.
+    r.latency(names::E2E_LATENCY, &d.e2e);
+    r.latency(names::E2E_LATENCY_ACTUAL, &d.e2e_sent);
+    checks::pub_acks(o, r);
     // Durables filter subjects, so a message's deliveries vary: no count
     // per step to hold them to.
-    super::shape::per_step(
-        &delivered.e2e,
-        (publish.t0_ns, publish.record_from_ns),
-        false,
-        &spec.publish.arrival,
-        r,
-    );
-    r.metric(
-        "drain_time",
-        "ms",
-        o.drain_time.as_secs_f64() * 1e3,
-        Direction::Lower,
-    );
+    let span = (o.t0_ns, o.record_from_ns);
+    super::shape::per_step(&d.e2e, span, false, &spec.publish.arrival, r);
+    r.ms("drain_time", o.drain_time.as_nanos() as u64);
     creation_times(o, p, consumers, r);
-    server_memory(p, streams, consumers, r);
-    cpu_per_delivery(publish, delivered.counts.deliveries, r);
-    checks::server_figures(publish, r);
-    checks::client_figures(publish, r);
+    server_memory(p, spec.streams.len(), consumers, r);
+    cpu_per_delivery(o, d.counts.deliveries, r);
+    checks::server_figures(o, r);
+    checks::client_figures(o, r);
     r.timelines
-        .insert(names::PUBLISHED.into(), publish.published_timeline.clone());
+        .insert(names::PUBLISHED.into(), o.published_timeline.clone());
     parts(o, r);
     shortfalls(o, target, r);
 }
@@ -448,42 +421,15 @@ fn across_durables(
     }
 }
 
-/// The latency families, each with its histogram: end to end over every
-/// durable (from the intended and the actual send), PubAck the same two
-/// ways, and the generator's own send lag.
-fn latencies(publish: &DriveOutcome, e2e: &Recorder, e2e_sent: &Recorder, r: &mut VariantResult) {
-    for (name, recorder) in [
-        (names::E2E_LATENCY, e2e),
-        (names::E2E_LATENCY_ACTUAL, e2e_sent),
-        (names::PUB_ACK_LATENCY, &publish.pub_ack_intended),
-        (names::PUB_ACK_LATENCY_ACTUAL, &publish.pub_ack_sent),
-        (names::SEND_LAG, &publish.send_lag),
-    ] {
-        r.metrics.extend(latency_metrics(name, &recorder.summary()));
-        r.histograms.push((name.to_string(), recorder.clone()));
-    }
-}
-
 /// What creating the variant cost the server in time: every stream, a
 /// durable on average, and binding the durables to their clients.
 fn creation_times(o: &DriveOutcome, p: &Provisioned, durables: usize, r: &mut VariantResult) {
-    r.metric(
-        "create_streams_time",
-        "ms",
-        p.create_streams.as_secs_f64() * 1e3,
-        Direction::Lower,
-    );
-    r.metric(
-        "create_durable_time",
-        "ms",
-        p.create_durables.as_secs_f64() * 1e3 / durables.max(1) as f64,
-        Direction::Lower,
-    );
-    r.metric(
+    let each = p.create_durables.as_nanos() as u64 / durables.max(1) as u64;
+    r.ms("create_streams_time", p.create_streams.as_nanos() as u64);
+    r.ms("create_durable_time", each);
+    r.ms(
         "bind_durables_time",
-        "ms",
-        o.bind_time.unwrap_or_default().as_secs_f64() * 1e3,
-        Direction::Lower,
+        o.bind_time.unwrap_or_default().as_nanos() as u64,
     );
 }
 
@@ -513,16 +459,10 @@ fn cpu_per_delivery(publish: &DriveOutcome, deliveries: u64, r: &mut VariantResu
 /// fell behind, a run interrupted, the publishers' errors, and durable
 /// clients that failed.
 fn shortfalls(o: &DriveOutcome, target: f64, r: &mut VariantResult) {
-    let publish = o;
     if !o.interrupted {
-        r.warnings
-            .extend(super::schedule::fell_behind(publish, target));
+        r.warnings.extend(super::schedule::fell_behind(o, target));
     }
-    if o.interrupted {
-        r.warnings
-            .push("interrupted: the variant stopped early; its counts cover what was sent".into());
-    }
-    r.warnings.extend(publish.errors.iter().cloned());
+    checks::warnings(o, r);
     let failed: Vec<String> = o
         .durables()
         .filter_map(|(_, d)| d.error.as_ref().map(|e| format!("{}: {e}", d.name)))
@@ -623,7 +563,7 @@ fn parts(o: &DriveOutcome, r: &mut VariantResult) {
 
 fn verify(o: &DriveOutcome, r: &mut VariantResult) {
     let per_stream: [fn(&crate::drive::StreamPart) -> Invariant; 3] = [
-        |s| checks::every_publish_persisted("every publish persisted", &s.outcome),
+        |s| checks::every_publish_persisted(checks::PERSISTED, &s.outcome),
         stream_holds,
         |s| checks::publishers_finished(&s.outcome),
     ];
@@ -634,12 +574,7 @@ fn verify(o: &DriveOutcome, r: &mut VariantResult) {
     }
     let per_durable: [fn(&crate::drive::DurablePart) -> Invariant; 7] = [
         |d| due_unknown(d, "lost = 0").unwrap_or_else(|| checks::nothing_lost(&d.outcome)),
-        |d| {
-            checks::nothing_dropped_by_client(
-                d.outcome.counts.client_dropped,
-                d.outcome.client_drop_cause.as_deref(),
-            )
-        },
+        |d| checks::nothing_dropped(&d.outcome),
         |d| {
             const NAME: &str = "only what its filter selects delivered";
             if let Some(unknown) = due_unknown(d, NAME) {
@@ -662,10 +597,7 @@ fn verify(o: &DriveOutcome, r: &mut VariantResult) {
             let c = &d.outcome.counts;
             Invariant::equal("every delivery acked", c.acked, c.delivered).client_side()
         },
-        |d| {
-            let malformed: u64 = d.outcome.consumers.iter().map(|c| c.malformed).sum();
-            Invariant::equal("every payload carries its stamp", malformed, 0)
-        },
+        |d| checks::stamped(&d.outcome),
         |d| checks::nothing_pending(&d.outcome),
     ];
     for check in per_durable {

@@ -22,9 +22,9 @@ use async_nats::jetstream::stream;
 
 use super::checks;
 use super::table::{self, Column, Show};
-use super::{Kind, Scope, Variants};
+use super::{Field, Kind, Scope, Variants};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec};
-use crate::profile::{CommonPlan, ConsumerPlan, Problems, Section};
+use crate::profile::CommonPlan;
 use crate::record::ledger::SeqSet;
 use crate::record::metrics::{Direction, Metric, rate_and_throughput};
 use crate::record::names;
@@ -73,10 +73,6 @@ impl Kind for Filtered {
     ];
     type Plan = Plan;
 
-    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-        plan::read(section, problems)
-    }
-
     fn need(plan: &Plan, _common: &CommonPlan) -> Need {
         let bytes = plan.messages * (plan.message_size as u64 + PER_MESSAGE_OVERHEAD);
         Need {
@@ -102,13 +98,7 @@ impl Kind for Filtered {
         each * ((reads + 1) * plan.streams() as u32)
     }
 
-    fn consumer(plan: &Plan) -> Option<&ConsumerPlan> {
-        Some(&plan.consumer)
-    }
-
-    fn consumer_mut(plan: &mut Plan) -> Option<&mut ConsumerPlan> {
-        Some(&mut plan.consumer)
-    }
+    const CONSUMER: Option<Field<Plan>> = Some((|p| &p.consumer, |p| &mut p.consumer));
 
     type Group = Point;
     /// The point's filled stream, once set up.

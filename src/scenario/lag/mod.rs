@@ -41,7 +41,7 @@ use super::checks;
 use super::table::{self, ChartSpec, Column, Show};
 use super::{Kind, Scope, Variants};
 use crate::drive::{DriveOutcome, RunContext, drive};
-use crate::profile::{CommonPlan, FaultKind, Problems, Section, format_duration};
+use crate::profile::{CommonPlan, FaultKind, format_duration};
 use crate::record::clock;
 use crate::record::histogram::Recorder;
 use crate::record::metrics::{Direction, rate_and_throughput};
@@ -132,10 +132,6 @@ impl Kind for Lag {
     ];
     const COLUMNS: &'static [Column] = COLUMNS;
     type Plan = Plan;
-
-    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-        plan::read(section, problems)
-    }
 
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
         let messages = plan.rate as f64 * common.duration.as_secs_f64();

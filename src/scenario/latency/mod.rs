@@ -17,10 +17,10 @@ use anyhow::Result;
 
 use super::checks;
 use super::table::{self, Column, Figures, Show};
-use super::{Kind, Paced, Scope, Variants};
+use super::{Field, Kind, Paced, Scope, Variants};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec};
-use crate::profile::{CommonPlan, ConsumerPlan, MsgId, Problems, Section, format_duration};
-use crate::record::metrics::{Direction, latency_metrics};
+use crate::profile::{CommonPlan, MsgId, format_duration};
+use crate::record::metrics::Direction;
 use crate::record::names;
 use crate::scenario::search::SEARCH_PROBES;
 use crate::streams::provision::Need;
@@ -46,10 +46,6 @@ impl Kind for Latency {
     const COLUMNS: &'static [Column] = table::PACED;
     type Plan = Plan;
 
-    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-        plan::read(section, problems)
-    }
-
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
         let fattest = plan.rates.iter().copied().max().unwrap_or(0) as f64;
         Need::paced(
@@ -68,13 +64,7 @@ impl Kind for Latency {
         (common.duration + common.warmup) * variants as u32
     }
 
-    fn consumer(plan: &Plan) -> Option<&ConsumerPlan> {
-        Some(&plan.consumer)
-    }
-
-    fn consumer_mut(plan: &mut Plan) -> Option<&mut ConsumerPlan> {
-        Some(&mut plan.consumer)
-    }
+    const CONSUMER: Option<Field<Plan>> = Some((|p| &p.consumer, |p| &mut p.consumer));
 
     type Group = ();
     type Shared = ();
@@ -235,12 +225,7 @@ fn verify_core(o: &DriveOutcome, r: &mut VariantResult) {
             c.published, c.delivered, c.persisted, c.publish_errors
         ),
     ));
-    let malformed: u64 = o.consumers.iter().map(|c| c.malformed).sum();
-    r.invariants.push(Invariant::equal(
-        "every payload carries its stamp",
-        malformed,
-        0,
-    ));
+    r.invariants.push(checks::stamped(o));
     for name in [
         checks::NOTHING_LOST,
         checks::STREAM_HOLDS,
@@ -254,9 +239,7 @@ fn verify_core(o: &DriveOutcome, r: &mut VariantResult) {
 }
 
 fn describe(common: &CommonPlan, plan: &Plan, rate: u64, r: &mut VariantResult) {
-    r.param("rate", rate);
-    super::shape::describe(&plan.publish.arrival, r);
-    r.param("duration", format_duration(common.duration));
+    super::shape::describe(rate, &plan.publish.arrival, common, r);
     r.param("warmup", format_duration(common.warmup));
     r.param("publishers", plan.publish.publishers);
     r.param("message_size", plan.publish.message_size.to_string());
@@ -275,36 +258,13 @@ fn describe(common: &CommonPlan, plan: &Plan, rate: u64, r: &mut VariantResult) 
 }
 
 fn measure(o: &DriveOutcome, rate: u64, r: &mut VariantResult) {
-    let publish_rate = o.publish_rate();
     r.metric(names::TARGET_RATE, "msg/s", rate as f64, Direction::None);
-    r.metrics
-        .extend(crate::record::metrics::rate_and_throughput(
-            names::PUBLISH,
-            publish_rate,
-            o.publish_throughput(),
-        ));
-    r.metric(
-        names::CONSUME.rate,
-        "msg/s",
-        o.consume_rate(),
-        Direction::Higher,
-    );
-    for (name, recorder) in [
-        (names::E2E_LATENCY, &o.e2e_intended),
-        (names::E2E_LATENCY_ACTUAL, &o.e2e_sent),
-        (names::PUB_ACK_LATENCY, &o.pub_ack_intended),
-        (names::PUB_ACK_LATENCY_ACTUAL, &o.pub_ack_sent),
-        (names::SEND_LAG, &o.send_lag),
-    ] {
-        r.metrics.extend(latency_metrics(name, &recorder.summary()));
-        r.histograms.push((name.to_string(), recorder.clone()));
-    }
-    r.metric(
-        "drain_time",
-        "ms",
-        o.drain_time.as_secs_f64() * 1e3,
-        Direction::Lower,
-    );
+    checks::publishing(o, r);
+    let consumed = o.consume_rate();
+    r.metric(names::CONSUME.rate, "msg/s", consumed, Direction::Higher);
+    r.latency(names::E2E_LATENCY, &o.e2e_intended);
+    r.latency(names::E2E_LATENCY_ACTUAL, &o.e2e_sent);
+    r.ms("drain_time", o.drain_time.as_nanos() as u64);
     r.warnings
         .extend(super::schedule::fell_behind(o, rate as f64));
 }
@@ -312,14 +272,9 @@ fn measure(o: &DriveOutcome, rate: u64, r: &mut VariantResult) {
 fn verify(o: &DriveOutcome, msg_id: MsgId, stored: Option<u64>, r: &mut VariantResult) {
     let c = &o.counts;
     r.invariants.push(checks::nothing_lost(o));
-    r.invariants.push(checks::nothing_dropped_by_client(
-        c.client_dropped,
-        o.client_drop_cause.as_deref(),
-    ));
-    r.invariants.push(checks::every_publish_persisted(
-        "every publish persisted",
-        o,
-    ));
+    r.invariants.push(checks::nothing_dropped(o));
+    r.invariants
+        .push(checks::every_publish_persisted(checks::PERSISTED, o));
     r.invariants.push(Invariant::equal(
         "no unexpected redelivery",
         c.redelivered,
@@ -336,12 +291,7 @@ fn verify(o: &DriveOutcome, msg_id: MsgId, stored: Option<u64>, r: &mut VariantR
     // Acks sent against deliveries received: two of jsbench's own counts.
     r.invariants
         .push(Invariant::equal("every delivery acked", c.acked, c.delivered).client_side());
-    let malformed: u64 = o.consumers.iter().map(|c| c.malformed).sum();
-    r.invariants.push(Invariant::equal(
-        "every payload carries its stamp",
-        malformed,
-        0,
-    ));
+    r.invariants.push(checks::stamped(o));
     r.invariants.push(checks::stream_holds(stored, c));
     checks::evictions(o, r);
     checks::refusals(o, r);

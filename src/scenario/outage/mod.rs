@@ -25,10 +25,10 @@ use anyhow::Result;
 
 use super::checks;
 use super::table::{self, Column};
-use super::{Kind, Paced, Scope, Variants};
+use super::{Field, Kind, Paced, Scope, Variants};
 use crate::consume::events::DeliveryEvent;
 use crate::drive::{ConsumerSpec, DriveOutcome, OutagePlan, PauseOutcome};
-use crate::profile::{Action, CommonPlan, ConsumerPlan, Problems, Section, format_duration};
+use crate::profile::{Action, CommonPlan, format_duration};
 use crate::record::histogram::Recorder;
 use crate::record::metrics::Direction;
 use crate::record::names;
@@ -52,10 +52,6 @@ impl Kind for Outage {
     const COLUMNS: &'static [Column] = table::PACED;
     type Plan = Plan;
 
-    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-        plan::read(section, problems)
-    }
-
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
         Need::of_load(&plan.load, common)
     }
@@ -64,13 +60,7 @@ impl Kind for Outage {
         (common.duration + common.warmup) * plan.patterns.len() as u32
     }
 
-    fn consumer(plan: &Plan) -> Option<&ConsumerPlan> {
-        Some(&plan.load.consumer)
-    }
-
-    fn consumer_mut(plan: &mut Plan) -> Option<&mut ConsumerPlan> {
-        Some(&mut plan.load.consumer)
-    }
+    const CONSUMER: Option<Field<Plan>> = Some((|p| &p.load.consumer, |p| &mut p.load.consumer));
 
     type Group = ();
     type Shared = ();
@@ -127,9 +117,7 @@ impl Kind for Outage {
 fn describe(common: &CommonPlan, plan: &Plan, pattern: OutagePattern, r: &mut VariantResult) {
     let c = &plan.load.consumer;
     r.param("pattern", pattern.label());
-    r.param("rate", plan.load.rate);
-    super::shape::describe(&plan.load.publish.arrival, r);
-    r.param("duration", format_duration(common.duration));
+    super::shape::describe(plan.load.rate, &plan.load.publish.arrival, common, r);
     r.param("warmup", format_duration(common.warmup));
     r.param("outage_after", format_duration(plan.after));
     r.param("outage_lasts", format_duration(plan.lasts));

@@ -44,9 +44,7 @@ use super::table::{self, Column, Show};
 use super::{Kind, Scope, Variants};
 use crate::connect::ConnectSettings;
 use crate::drive::{DriveOutcome, DriveSpec, FaultPlan, RunContext};
-use crate::profile::{
-    CommonPlan, FaultKind, FaultNode, Problems, Section, SyncSetting, format_duration,
-};
+use crate::profile::{CommonPlan, FaultKind, FaultNode, SyncSetting, format_duration};
 use crate::record::metrics::Direction;
 use crate::record::names;
 use crate::server::ServerOptions;
@@ -104,10 +102,6 @@ impl Kind for Power {
         table::VERDICT,
     ];
     type Plan = Plan;
-
-    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-        plan::read(section, problems)
-    }
 
     /// Its streams live on servers of its own; the run's holds nothing.
     fn need(_plan: &Plan, _common: &CommonPlan) -> Need {

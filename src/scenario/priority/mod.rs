@@ -25,7 +25,7 @@ use anyhow::Result;
 
 use super::table::{self, Column, Show};
 use super::{Kind, Scope, Variants};
-use crate::profile::{CommonPlan, Problems, Section};
+use crate::profile::CommonPlan;
 use crate::streams::provision::Need;
 use crate::variant::VariantResult;
 
@@ -88,10 +88,6 @@ impl Kind for Priority {
         table::VERDICT,
     ];
     type Plan = Plan;
-
-    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-        plan::read(section, problems)
-    }
 
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
         Need::of_load(&plan.load, common)

@@ -45,7 +45,7 @@ pub async fn one(s: &mut Scope<'_>, plan: &Plan, r: &mut VariantResult) -> Resul
     r.param("policy", name);
     r.param("clients", plan.clients);
     r.param("processing_ms", plan.processing.as_secs_f64() * 1e3);
-    crate::scenario::shape::describe(&plan.load.publish.arrival, r);
+    crate::scenario::shape::describe_arrival(&plan.load.publish.arrival, r);
 
     // Provision.
     let n = s.names();

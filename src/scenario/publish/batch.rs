@@ -137,8 +137,7 @@ fn measure(report: &BatchReport, config: &BatchConfig, r: &mut VariantResult) {
     r.ledger.persisted = report.committed.iter().map(|c| c.count).sum();
     r.ledger.publish_errors = report.failed.len() as u64;
     if report.interrupted {
-        r.warnings
-            .push("interrupted: the variant stopped early; its counts cover what was sent".into());
+        r.warnings.push(crate::scenario::checks::INTERRUPTED.into());
     }
     for f in report.failed.iter().take(5) {
         r.warnings.push(format!("batch {}: {}", f.batch, f.detail));

@@ -241,8 +241,7 @@ fn measure(
     r.ledger.persisted = acked;
     r.ledger.publish_errors = report.failed().count() as u64;
     if report.interrupted {
-        r.warnings
-            .push("interrupted: the variant stopped early; its counts cover what was sent".into());
+        r.warnings.push(crate::scenario::checks::INTERRUPTED.into());
     }
     if let Some(why) = &report.stopped {
         r.warnings.push(format!("sending stopped: {why}"));

@@ -27,9 +27,7 @@ use super::table::{self, Cell, Column, Show};
 use super::{Kind, Scope, Variants};
 use crate::drive::{DriveOutcome, DriveSpec};
 use crate::load::reference::{self, ReferenceConfig, ReferenceReport};
-use crate::profile::{
-    CommonPlan, MsgId, Problems, Rate, RatePer, Reference, Section, SizePlan, format_duration,
-};
+use crate::profile::{CommonPlan, MsgId, Rate, RatePer, Reference, SizePlan, format_duration};
 use crate::record::metrics::{Direction, latency_metrics, ratio};
 use crate::record::names;
 use crate::streams::provision::{MAX_RATE_ESTIMATE, Need};
@@ -116,10 +114,6 @@ impl Kind for Publish {
         table::VERDICT,
     ];
     type Plan = Plan;
-
-    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-        plan::read(section, problems)
-    }
 
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
         let per_publisher = match plan.rate_per {
@@ -560,11 +554,7 @@ fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) {
         r.warnings
             .extend(super::schedule::fell_behind(o, target as f64));
     }
-    if o.interrupted {
-        r.warnings
-            .push("interrupted: the variant stopped early; its counts cover what was sent".into());
-    }
-    r.warnings.extend(o.errors.iter().cloned());
+    super::checks::warnings(o, r);
 }
 
 /// `msg_id` is the variant's: the profile's `msg_id` may list several.

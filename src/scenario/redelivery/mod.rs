@@ -21,10 +21,10 @@ use anyhow::Result;
 
 use super::checks;
 use super::table::{self, Cell, Column, Figures, Show};
-use super::{Kind, Paced, Scope, Variants, Work};
+use super::{Field, Kind, Paced, Scope, Variants, Work};
 use crate::consume::fates::Analysis;
 use crate::drive::{ConsumerSpec, DriveOutcome};
-use crate::profile::{BehaviourPlan, CommonPlan, ConsumerPlan, Problems, Section, format_duration};
+use crate::profile::{BehaviourPlan, CommonPlan, format_duration};
 use crate::record::ledger::Event;
 use crate::record::metrics::{Direction, Metric, latency_metrics, ratio};
 use crate::record::names;
@@ -84,10 +84,6 @@ impl Kind for Redelivery {
     ];
     type Plan = Plan;
 
-    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-        plan::read(section, problems)
-    }
-
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
         Need::of_load(&plan.load, common)
     }
@@ -96,13 +92,7 @@ impl Kind for Redelivery {
         (common.duration + common.warmup) * (1 + u32::from(plan.baseline))
     }
 
-    fn consumer(plan: &Plan) -> Option<&ConsumerPlan> {
-        Some(&plan.load.consumer)
-    }
-
-    fn consumer_mut(plan: &mut Plan) -> Option<&mut ConsumerPlan> {
-        Some(&mut plan.load.consumer)
-    }
+    const CONSUMER: Option<Field<Plan>> = Some((|p| &p.load.consumer, |p| &mut p.load.consumer));
 
     type Group = ();
     type Shared = ();
@@ -219,9 +209,7 @@ pub enum Run {
 
 fn describe(common: &CommonPlan, plan: &Plan, behaviour: &BehaviourPlan, r: &mut VariantResult) {
     let c = &plan.load.consumer;
-    r.param("rate", plan.load.rate);
-    super::shape::describe(&plan.load.publish.arrival, r);
-    r.param("duration", format_duration(common.duration));
+    super::shape::describe(plan.load.rate, &plan.load.publish.arrival, common, r);
     r.param("publishers", plan.load.publish.publishers);
     r.param("consumers", c.consumers);
     r.param("read", c.kind);

@@ -40,8 +40,8 @@ use super::table::{self, Cell, Column, Figures, Show, format_us};
 use super::{Kind, Scope, Variants};
 use crate::drive::DriveSpec;
 use crate::profile::{
-    CommonPlan, Problems, PublishPlan, REPLAY_MAX_ACK_PENDING, ReplayDeliver, ReplayPace,
-    ReplayReader, Section, format_duration,
+    CommonPlan, PublishPlan, REPLAY_MAX_ACK_PENDING, ReplayDeliver, ReplayPace, ReplayReader,
+    format_duration,
 };
 use crate::record::names;
 use crate::replay::recording::Recorded;
@@ -186,10 +186,6 @@ impl Kind for Replay {
         table::VERDICT,
     ];
     type Plan = Plan;
-
-    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-        plan::read(section, problems)
-    }
 
     fn need(plan: &Plan, _common: &CommonPlan) -> Need {
         // One stream: the recording, plus what the live variants append.

@@ -146,10 +146,8 @@ fn measure(
 /// Every publish persisted, and the recording holds exactly what was.
 fn verify(outcome: &DriveOutcome, recording: &[Recorded], r: &mut VariantResult) {
     let c = &outcome.counts;
-    r.invariants.push(checks::every_publish_persisted(
-        "every publish persisted",
-        outcome,
-    ));
+    r.invariants
+        .push(checks::every_publish_persisted(checks::PERSISTED, outcome));
     // Without consumers the ledger sees no deliveries: "lost" is what the
     // recording does not hold.
     let recorded_persisted = recording

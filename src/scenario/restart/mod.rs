@@ -19,9 +19,9 @@ use anyhow::Result;
 
 use super::checks;
 use super::table::{self, Cell, Column, Show};
-use super::{Kind, Paced, Scope, Variants};
+use super::{Field, Kind, Paced, Scope, Variants};
 use crate::drive::{ConsumerSpec, DriveOutcome, FaultPlan, RunContext};
-use crate::profile::{CommonPlan, ConsumerPlan, FaultKind, Problems, Section, format_duration};
+use crate::profile::{CommonPlan, FaultKind, format_duration};
 use crate::record::metrics::{Direction, latency_metrics};
 use crate::record::names;
 use crate::streams::provision::Need;
@@ -78,10 +78,6 @@ impl Kind for Restart {
     ];
     type Plan = Plan;
 
-    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-        plan::read(section, problems)
-    }
-
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
         Need::of_load(&plan.load, common)
     }
@@ -90,13 +86,7 @@ impl Kind for Restart {
         common.duration + common.warmup
     }
 
-    fn consumer(plan: &Plan) -> Option<&ConsumerPlan> {
-        Some(&plan.load.consumer)
-    }
-
-    fn consumer_mut(plan: &mut Plan) -> Option<&mut ConsumerPlan> {
-        Some(&mut plan.load.consumer)
-    }
+    const CONSUMER: Option<Field<Plan>> = Some((|p| &p.load.consumer, |p| &mut p.load.consumer));
 
     fn faults(plan: &Plan) -> Option<FaultKind> {
         Some(plan.fault)
@@ -163,9 +153,7 @@ impl Kind for Restart {
 
 fn describe(ctx: &RunContext, common: &CommonPlan, plan: &Plan, r: &mut VariantResult) {
     r.param("fault", plan.fault);
-    r.param("rate", plan.load.rate);
-    super::shape::describe(&plan.load.publish.arrival, r);
-    r.param("duration", format_duration(common.duration));
+    super::shape::describe(plan.load.rate, &plan.load.publish.arrival, common, r);
     r.param("kill_after", format_duration(plan.kill_after));
     r.param("down_for", format_duration(plan.down_for));
     r.param("node", plan.node);

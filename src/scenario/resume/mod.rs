@@ -16,9 +16,9 @@ use anyhow::Result;
 
 use super::checks;
 use super::table::{self, Column, Show};
-use super::{Kind, Paced, Scope, Variants, Work};
+use super::{Field, Kind, Paced, Scope, Variants, Work};
 use crate::drive::{ConsumerSpec, CrashOutcome, CrashPlan, DriveOutcome};
-use crate::profile::{CommonPlan, ConsumerPlan, CrashPoint, Problems, Section, format_duration};
+use crate::profile::{CommonPlan, CrashPoint, format_duration};
 use crate::record::ledger::Event;
 use crate::record::metrics::{Direction, latency_metrics};
 use crate::record::names;
@@ -64,10 +64,6 @@ impl Kind for Resume {
     ];
     type Plan = Plan;
 
-    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-        plan::read(section, problems)
-    }
-
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
         Need::of_load(&plan.load, common)
     }
@@ -76,13 +72,7 @@ impl Kind for Resume {
         (common.duration + common.warmup) * (plan.crash_at.len() * plan.idempotent.len()) as u32
     }
 
-    fn consumer(plan: &Plan) -> Option<&ConsumerPlan> {
-        Some(&plan.load.consumer)
-    }
-
-    fn consumer_mut(plan: &mut Plan) -> Option<&mut ConsumerPlan> {
-        Some(&mut plan.load.consumer)
-    }
+    const CONSUMER: Option<Field<Plan>> = Some((|p| &p.load.consumer, |p| &mut p.load.consumer));
 
     type Group = ();
     type Shared = ();
@@ -155,8 +145,7 @@ fn describe(
     (point, idempotent): (CrashPoint, bool),
     r: &mut VariantResult,
 ) {
-    r.param("rate", plan.load.rate);
-    r.param("duration", format_duration(common.duration));
+    super::shape::describe(plan.load.rate, &plan.load.publish.arrival, common, r);
     r.param("crash_after", format_duration(plan.crash_after));
     r.param("crash_at", point);
     r.param("rebind_after", format_duration(plan.rebind_after));
@@ -164,7 +153,6 @@ fn describe(
     r.param("processing", plan.load.behaviour.processing.to_string());
     r.param("handlers", plan.load.behaviour.handlers);
     r.param("idempotent", idempotent);
-    super::shape::describe(&plan.load.publish.arrival, r);
 }
 
 /// What the crash cost, read from the delivery log.

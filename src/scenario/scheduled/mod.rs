@@ -26,7 +26,7 @@ use self::audit::{Audit, Due, audit};
 use super::table::{self, Cell, Column, Show};
 use super::{Kind, Scope, Variants};
 use crate::drive::RunContext;
-use crate::profile::{CommonPlan, FaultKind, Problems, Section, format_duration};
+use crate::profile::{CommonPlan, FaultKind, format_duration};
 use crate::record::metrics::{Direction, Metric};
 use crate::streams::provision::Need;
 use crate::streams::schedules::{self, Pattern, Watcher, now_ns};
@@ -80,10 +80,6 @@ impl Kind for Scheduled {
     const FIGURES: &'static [&'static str] = &[FIRING_ERROR, RECEIPT_ERROR, FIRING_RATE];
     const COLUMNS: &'static [Column] = COLUMNS;
     type Plan = Plan;
-
-    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-        plan::read(section, problems)
-    }
 
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
         // A schedule and its firings, a few hundred bytes each.

@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use super::table::{self, Column, Show};
 use super::{Kind, Scope, Variants};
 use crate::drive::RunContext;
-use crate::profile::{CommonPlan, Problems, Section};
+use crate::profile::CommonPlan;
 use crate::record::clock::now_ns;
 use crate::record::metrics::Direction;
 use crate::streams::expiry::{
@@ -99,10 +99,6 @@ impl Kind for TtlKind {
         table::VERDICT,
     ];
     type Plan = Plan;
-
-    fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan, Plan)> {
-        plan::read(section, problems)
-    }
 
     fn need(plan: &Plan, _common: &CommonPlan) -> Need {
         let each = plan.message_size as u64 + PER_MESSAGE_OVERHEAD;
