@@ -230,11 +230,12 @@ impl<'a> Session<'a> {
         let stream_max_bytes = self.check_account(profile, &server_plan)?;
         // A server jsbench started runs with this profile's sync before
         // the metadata reads it back (a list switches it per variant).
+        // block_in_place, not spawn_blocking: the restarted server dies
+        // with the thread that started it (PR_SET_PDEATHSIG), and a
+        // blocking-pool thread exits once idle.
         if let Some(faults) = self.target.faults() {
             let sync = server_plan.sync.unwrap_or(profile::SyncSetting::Default);
-            tokio::task::spawn_blocking(move || faults.set_sync(sync))
-                .await
-                .context("joining the server restart")??;
+            tokio::task::block_in_place(|| faults.set_sync(sync))?;
         }
         let mut metadata = self.metadata(profile, &server_plan, stream_max_bytes);
         let monitors = self.target.monitors(self.options.monitor.as_deref());
