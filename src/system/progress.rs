@@ -8,10 +8,11 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// `run --progress`. (A plain comment below, not a doc comment: clap
 /// would show it beside the value.)
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum ProgressMode {
     // A bar when stderr is a terminal, nothing otherwise.
     Auto,
+    #[default]
     Never,
 }
 
