@@ -27,7 +27,7 @@ use crate::variant::{VariantResult, VariantSink};
 use crate::worker::Workers;
 use crate::worker::coordinator::{Annotate, RecruitOptions, recruit};
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct RunOptions {
     /// Bundled profile names or paths to TOML files.
     pub profiles: Vec<String>,
@@ -82,23 +82,13 @@ impl RunOutcome {
 pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutcome> {
     // Bad input fails before anything starts.
     let (profiles, resolution) = validate(&options)?;
-    let faults = scenario::faults(&profiles);
-    check_faults(&faults, &resolution, options.cluster)?;
-    check_sync(&profiles, &resolution, options.cluster)?;
     // Bound before anything starts, so a taken port fails first; served
     // until the run returns.
     let _metrics = match options.metrics_listen {
         Some(addr) => Some(serve_metrics(addr).await?),
         None => None,
     };
-    let sync = profiles.first().and_then(|p| p.server.sync);
-    let (target, leaf) = Target::start(
-        &resolution,
-        options.cluster,
-        &faults,
-        sync,
-        options.leafnode,
-    )?;
+    let (target, leaf) = start_target(&options, &profiles, &resolution)?;
     let session = Session::open(&options, &stop, &target, leaf.clone(), &resolution).await?;
     let mut outcome = RunOutcome {
         results: Vec::new(),
@@ -128,8 +118,9 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
     Ok(outcome)
 }
 
-/// Every profile loaded and checked against the connection and the
-/// replicas asked for: all bad input, before anything starts.
+/// Every profile loaded and checked against the connection, the
+/// replicas asked for, and the faults and sync settings the server must
+/// allow: all bad input, before anything starts.
 fn validate(options: &RunOptions) -> Result<(Vec<Profile>, Resolution)> {
     let profiles: Vec<Profile> = options
         .profiles
@@ -146,7 +137,22 @@ fn validate(options: &RunOptions) -> Result<(Vec<Profile>, Resolution)> {
     }
     let replicas_override = options.replicas.or(options.cluster);
     check_replicas(&profiles, replicas_override, &resolution, options.cluster)?;
+    check_faults(&scenario::faults(&profiles), &resolution, options.cluster)?;
+    check_sync(&profiles, &resolution, options.cluster)?;
     Ok((profiles, resolution))
+}
+
+/// Starts what the run needs started ([`Target::start`]), with the first
+/// profile's first `[server] sync`, routes through relays when a scenario
+/// faults them.
+fn start_target(
+    options: &RunOptions,
+    profiles: &[Profile],
+    resolution: &Resolution,
+) -> Result<(Target, Option<crate::server::LeafHandle>)> {
+    let sync = profiles.first().and_then(|p| p.server.sync);
+    let faults = scenario::faults(profiles);
+    Target::start(resolution, options.cluster, &faults, sync, options.leafnode)
 }
 
 /// What every profile of a run shares: the server under test and the
@@ -230,11 +236,12 @@ impl<'a> Session<'a> {
         let stream_max_bytes = self.check_account(profile, &server_plan)?;
         // A server jsbench started runs with this profile's sync before
         // the metadata reads it back (a list switches it per variant).
+        // block_in_place, not spawn_blocking: the restarted server dies
+        // with the thread that started it (PR_SET_PDEATHSIG), and a
+        // blocking-pool thread exits once idle.
         if let Some(faults) = self.target.faults() {
             let sync = server_plan.sync.unwrap_or(profile::SyncSetting::Default);
-            tokio::task::spawn_blocking(move || faults.set_sync(sync))
-                .await
-                .context("joining the server restart")??;
+            tokio::task::block_in_place(|| faults.set_sync(sync))?;
         }
         let mut metadata = self.metadata(profile, &server_plan, stream_max_bytes);
         let monitors = self.target.monitors(self.options.monitor.as_deref());
@@ -428,46 +435,30 @@ impl<'a> Session<'a> {
                         ctx.names = Names::generate();
                     }
                 }
-                match self.run_repetition(plan, &name, index, ctx, writer).await? {
-                    Ran::Passed => {}
-                    Ran::Errored(e) if self.options.fail_fast => return Ok(Some(e)),
-                    Ran::Errored(_) => continue 'scenarios,
-                    Ran::Failed if self.options.fail_fast => {
-                        return Ok(Some(anyhow!(
-                            "scenario {name} failed; --fail-fast skipped the scenarios after it"
-                        )));
+                let mut repetition = writer.repetition(index);
+                if let Some(e) = self.run_scenario(plan, &name, ctx, &mut repetition).await? {
+                    // The next scenario runs unless asked not to.
+                    if self.options.fail_fast {
+                        return Ok(Some(e));
                     }
-                    Ran::Failed => {}
+                    continue 'scenarios;
+                }
+                // A variant that failed its invariants or recorded an error
+                // fails the scenario as much as an error returned.
+                let failed = writer
+                    .summary()
+                    .scenarios
+                    .iter()
+                    .find(|s| s.name == plan.name())
+                    .is_some_and(|s| s.variants.iter().any(|v| !v.passed));
+                if failed && self.options.fail_fast {
+                    return Ok(Some(anyhow!(
+                        "scenario {name} failed; --fail-fast skipped the scenarios after it"
+                    )));
                 }
             }
         }
         Ok(None)
-    }
-
-    /// One repetition of a scenario, recorded as repetition `index`; a
-    /// scenario's error is recorded beside what it measured.
-    async fn run_repetition(
-        &self,
-        plan: &scenario::ScenarioPlan,
-        name: &str,
-        index: usize,
-        ctx: &mut RunContext,
-        writer: &mut ResultsWriter,
-    ) -> Result<Ran> {
-        let mut repetition = writer.repetition(index);
-        if let Some(e) = self.run_scenario(plan, name, ctx, &mut repetition).await? {
-            // The next scenario runs unless asked not to.
-            return Ok(Ran::Errored(e));
-        }
-        // A variant that failed its invariants or recorded an error fails
-        // the scenario as much as an error returned.
-        let failed = writer
-            .summary()
-            .scenarios
-            .iter()
-            .find(|s| s.name == plan.name())
-            .is_some_and(|s| s.variants.iter().any(|v| !v.passed));
-        Ok(if failed { Ran::Failed } else { Ran::Passed })
     }
 
     /// Runs one scenario into `sink`, each variant annotated with the
@@ -572,15 +563,6 @@ impl<'a> Session<'a> {
         .into();
         passed
     }
-}
-
-/// How one repetition of a scenario went.
-enum Ran {
-    Passed,
-    /// A variant failed an invariant or recorded an error.
-    Failed,
-    /// The scenario itself returned an error.
-    Errored(anyhow::Error),
 }
 
 fn rfc3339(t: time::OffsetDateTime) -> String {

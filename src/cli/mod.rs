@@ -11,15 +11,14 @@ use std::time::Duration;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand, ValueEnum};
-use tokio_util::sync::CancellationToken;
 
-use crate::connect::{ConnectionFlags, ConnectionRequest, Environment};
+use crate::connect::{ConnectionFlags, ConnectionRequest};
 use crate::profile::{self, parse_duration};
 use crate::run::{RunOptions, run};
 use crate::server::CLUSTER_SIZES;
 use crate::system::error::{self, EXIT_OK, UsageError};
 use crate::system::progress::ProgressMode;
-use signals::{Interrupts, runtime};
+use signals::interruptible;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -508,7 +507,7 @@ struct RunArgs {
 
     /// Progress bar on stderr: auto shows it on a terminal only
     #[arg(long, value_enum, default_value = "auto")]
-    progress: ProgressArg,
+    progress: ProgressMode,
 
     /// Worker threads for publishers' connections and PubAck readers (each
     /// publisher also sends from a thread of its own); default one per core.
@@ -569,12 +568,6 @@ struct ServerArgs {
     leafnode: bool,
 }
 
-#[derive(ValueEnum, Debug, Clone, Copy)]
-enum ProgressArg {
-    Auto,
-    Never,
-}
-
 fn cluster_size(text: &str) -> Result<usize, UsageError> {
     match text.parse::<usize>() {
         Ok(n) if CLUSTER_SIZES.contains(&n) => Ok(n),
@@ -626,113 +619,20 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Relay { listen, to } => relay::command(listen, to),
         Command::Worker(args) => {
             let options = crate::worker::agent::WorkerOptions {
-                connection: ConnectionRequest {
-                    flags: args.connection,
-                    env: Environment::from_process(),
-                },
+                connection: ConnectionRequest::from_process(args.connection),
                 group: args.group,
                 name: args.name,
                 once: args.once,
             };
-            let runtime = runtime()?;
-            let stop = CancellationToken::new();
-            let interrupts = Interrupts::register(&runtime)?;
-            runtime.spawn(interrupts.watch(stop.clone()));
+            let (runtime, stop) = interruptible()?;
             runtime.block_on(crate::worker::agent::serve(options, stop))
         }
-        Command::Run(args) => {
-            if args.workers.is_some() {
-                crate::worker::protocol::check_name("--group", &args.group)?;
-            }
-            let options = RunOptions {
-                workers: args
-                    .workers
-                    .map(|count| crate::worker::coordinator::RecruitOptions {
-                        count: usize::from(count),
-                        group: args.group.clone(),
-                        timeout: args.workers_timeout,
-                        silence: args.worker_silence,
-                    }),
-                profiles: args.profiles,
-                connection: ConnectionRequest {
-                    flags: args.connection,
-                    env: Environment::from_process(),
-                },
-                cluster: args.cluster,
-                leafnode: args.leafnode,
-                replicas: args.replicas,
-                out: args.out,
-                keep: args.keep,
-                monitor: args.monitor,
-                server_pids: Vec::new(),
-                metrics_listen: args.metrics_listen,
-                fail_fast: args.fail_fast,
-                progress: match args.progress {
-                    ProgressArg::Auto => ProgressMode::Auto,
-                    ProgressArg::Never => ProgressMode::Never,
-                },
-            };
-            if args.publisher_threads.is_some() || args.consumer_threads.is_some() {
-                let (publish, consume) = crate::system::runtimes::threads_default();
-                crate::system::runtimes::set_threads(
-                    args.publisher_threads.map_or(publish, usize::from),
-                    args.consumer_threads.map_or(consume, usize::from),
-                );
-            }
-            let runtime = runtime()?;
-            let stop = CancellationToken::new();
-            let interrupts = Interrupts::register(&runtime)?;
-            runtime.spawn(interrupts.watch(stop.clone()));
-            let outcome = runtime.block_on(run(options, stop));
-            // Everything measured is written by now: a task still blocked
-            // (a failed variant's publishers get 15 s to stop, and one
-            // that does not is left behind) must not keep the process from
-            // exiting with its status.
-            runtime.shutdown_timeout(std::time::Duration::from_secs(5));
-            Ok(outcome?.exit_code())
-        }
+        Command::Run(args) => run_command(*args),
         Command::History(args) => history(args),
         // An ab folder holds ab.json where a run's holds summary.json.
         Command::Report { dir } if dir.join("ab.json").is_file() => crate::ab::render_folder(&dir),
         Command::Report { dir } => crate::report::command(&dir),
-        Command::Ab(args) => {
-            let sides = match (
-                args.base_jsbench,
-                args.new_jsbench,
-                args.base_server,
-                args.new_server,
-            ) {
-                (Some(base), Some(new), _, _) => crate::ab::Sides::Jsbench { base, new },
-                (_, _, Some(base), Some(new)) => crate::ab::Sides::Server { base, new },
-                _ => crate::ab::Sides::Same,
-            };
-            let options = crate::ab::AbOptions {
-                profiles: args.profiles,
-                sides,
-                connection: ConnectionRequest {
-                    flags: args.connection,
-                    env: Environment::from_process(),
-                },
-                cluster: args.cluster,
-                out: args.out,
-                budget: args.budget,
-                max_pairs: args.pairs.map(|n| n as usize),
-                slice: args.slice,
-                threshold: args.threshold,
-                latency_threshold: args.latency_threshold,
-                confidence: args.confidence,
-                miss: args.miss_rate,
-                only: args.only,
-                pin: args.pin,
-                slice_cpus: args.slice_cpus.map(|c| c.0),
-                slices_only: args.slices,
-            };
-            let runtime = runtime()?;
-            let stop = CancellationToken::new();
-            let interrupts = Interrupts::register(&runtime)?;
-            runtime.spawn(interrupts.watch(stop.clone()));
-            runtime.block_on(crate::ab::command(options, stop))
-        }
+        Command::Ab(args) => ab(*args),
         Command::AbSide(args) => ab_side(*args),
         Command::AbSimulate(args) => {
             print!(
@@ -765,6 +665,85 @@ fn dispatch(cli: Cli) -> Result<i32> {
     }
 }
 
+/// `jsbench run`: its flags into [`RunOptions`], the exit status from how
+/// the run went.
+fn run_command(args: RunArgs) -> Result<i32> {
+    if args.workers.is_some() {
+        crate::worker::protocol::check_name("--group", &args.group)?;
+    }
+    let options = RunOptions {
+        workers: args
+            .workers
+            .map(|count| crate::worker::coordinator::RecruitOptions {
+                count: usize::from(count),
+                group: args.group.clone(),
+                timeout: args.workers_timeout,
+                silence: args.worker_silence,
+            }),
+        profiles: args.profiles,
+        connection: ConnectionRequest::from_process(args.connection),
+        cluster: args.cluster,
+        leafnode: args.leafnode,
+        replicas: args.replicas,
+        out: args.out,
+        keep: args.keep,
+        monitor: args.monitor,
+        server_pids: Vec::new(),
+        metrics_listen: args.metrics_listen,
+        fail_fast: args.fail_fast,
+        progress: args.progress,
+    };
+    if args.publisher_threads.is_some() || args.consumer_threads.is_some() {
+        let (publish, consume) = crate::system::runtimes::threads_default();
+        crate::system::runtimes::set_threads(
+            args.publisher_threads.map_or(publish, usize::from),
+            args.consumer_threads.map_or(consume, usize::from),
+        );
+    }
+    let (runtime, stop) = interruptible()?;
+    let outcome = runtime.block_on(run(options, stop));
+    // Everything measured is written by now: a task still blocked
+    // (a failed variant's publishers get 15 s to stop, and one
+    // that does not is left behind) must not keep the process from
+    // exiting with its status.
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    Ok(outcome?.exit_code())
+}
+
+/// `jsbench ab`: its flags into the sides and the rule they are judged by.
+fn ab(args: AbArgs) -> Result<i32> {
+    let sides = match (
+        args.base_jsbench,
+        args.new_jsbench,
+        args.base_server,
+        args.new_server,
+    ) {
+        (Some(base), Some(new), _, _) => crate::ab::Sides::Jsbench { base, new },
+        (_, _, Some(base), Some(new)) => crate::ab::Sides::Server { base, new },
+        _ => crate::ab::Sides::Same,
+    };
+    let options = crate::ab::AbOptions {
+        profiles: args.profiles,
+        sides,
+        connection: ConnectionRequest::from_process(args.connection),
+        cluster: args.cluster,
+        out: args.out,
+        budget: args.budget,
+        max_pairs: args.pairs.map(|n| n as usize),
+        slice: args.slice,
+        threshold: args.threshold,
+        latency_threshold: args.latency_threshold,
+        confidence: args.confidence,
+        miss: args.miss_rate,
+        only: args.only,
+        pin: args.pin,
+        slice_cpus: args.slice_cpus.map(|c| c.0),
+        slices_only: args.slices,
+    };
+    let (runtime, stop) = interruptible()?;
+    runtime.block_on(crate::ab::command(options, stop))
+}
+
 /// `jsbench history`: its flags into the rule it judges by.
 fn history(args: HistoryArgs) -> Result<i32> {
     crate::history::command(&crate::history::HistoryOptions {
@@ -790,20 +769,14 @@ fn history(args: HistoryArgs) -> Result<i32> {
 fn ab_side(args: AbSideArgs) -> Result<i32> {
     let options = crate::run::side::SideOptions {
         profiles: args.profiles,
-        connection: ConnectionRequest {
-            flags: args.connection,
-            env: Environment::from_process(),
-        },
+        connection: ConnectionRequest::from_process(args.connection),
         monitor: args.monitor,
         server_pids: args.server_pids,
     };
-    let runtime = runtime()?;
-    let stop = CancellationToken::new();
-    let interrupts = Interrupts::register(&runtime)?;
-    runtime.spawn(interrupts.watch(stop.clone()));
+    let (runtime, stop) = interruptible()?;
     let code = runtime.block_on(crate::run::side::serve(options, stop));
     // As after a run: a task still blocked must not hold up the exit.
-    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+    runtime.shutdown_timeout(Duration::from_secs(5));
     code
 }
 

@@ -13,6 +13,16 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
+/// The runtime, with Ctrl-C and SIGTERM watched ([`Interrupts::watch`]):
+/// the first cancels the token returned.
+pub fn interruptible() -> Result<(tokio::runtime::Runtime, CancellationToken)> {
+    let runtime = runtime()?;
+    let stop = CancellationToken::new();
+    let interrupts = Interrupts::register(&runtime)?;
+    runtime.spawn(interrupts.watch(stop.clone()));
+    Ok((runtime, stop))
+}
+
 /// Ctrl-C (SIGINT) and SIGTERM, registered before any work starts so that
 /// no early signal kills jsbench with its server half-stopped.
 pub struct Interrupts {

@@ -137,6 +137,14 @@ pub struct ConnectionRequest {
 }
 
 impl ConnectionRequest {
+    /// The flags given, with this process's environment.
+    pub fn from_process(flags: ConnectionFlags) -> Self {
+        ConnectionRequest {
+            flags,
+            env: Environment::from_process(),
+        }
+    }
+
     /// Only a server URL (tests, and callers that know their server).
     pub fn server(url: &str) -> Self {
         ConnectionRequest {

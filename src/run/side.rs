@@ -9,18 +9,16 @@ use std::io::Write;
 use anyhow::{Context, Result, anyhow};
 use tokio_util::sync::CancellationToken;
 
-use super::{RunOptions, Session, validate};
+use super::{RunOptions, Session, start_target, validate};
 use crate::ab::window::{PROTOCOL, Ready, Reply, Request, TurnReply};
 use crate::connect::ConnectionRequest;
 use crate::drive::RunContext;
 use crate::profile::ServerPlan;
 use crate::report::terminal;
 use crate::results::Collected;
-use crate::scenario::{self, Profile};
-use crate::server::target::{Target, check_faults, check_sync};
+use crate::scenario::Profile;
 use crate::streams::provision::{Names, SizedMaxBytes};
 use crate::system::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
-use crate::system::progress::ProgressMode;
 
 #[derive(Debug, Clone)]
 pub struct SideOptions {
@@ -48,27 +46,16 @@ struct Warm {
 /// before the ready line, as `run` would fail it.
 pub async fn serve(options: SideOptions, stop: CancellationToken) -> Result<i32> {
     let mut out = Protocol::take_stdout()?;
+    // No cluster, no leafnode, no progress bar, the streams deleted.
     let options = RunOptions {
         profiles: options.profiles,
         connection: options.connection,
-        cluster: None,
-        leafnode: false,
-        replicas: None,
-        out: Default::default(),
-        keep: false,
-        fail_fast: false,
         monitor: options.monitor,
         server_pids: options.server_pids,
-        metrics_listen: None,
-        progress: ProgressMode::Never,
-        workers: None,
+        ..Default::default()
     };
     let (profiles, resolution) = validate(&options)?;
-    let faults = scenario::faults(&profiles);
-    check_faults(&faults, &resolution, None)?;
-    check_sync(&profiles, &resolution, None)?;
-    let sync = profiles.first().and_then(|p| p.server.sync);
-    let (target, _) = Target::start(&resolution, None, &faults, sync, false)?;
+    let (target, _) = start_target(&options, &profiles, &resolution)?;
     let session = Session::open(&options, &stop, &target, None, &resolution).await?;
     let mut warm = Vec::new();
     for profile in profiles {

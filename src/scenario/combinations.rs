@@ -4,7 +4,7 @@
 //! named with its suffix and run on streams of their own names, on a
 //! server jsbench started brought to the combination's sync setting first.
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Result, anyhow};
 
 use super::ScenarioPlan;
 use crate::drive::RunContext;
@@ -71,10 +71,10 @@ async fn server_persistence(
             .sync
             .or(ctx.server.sync)
             .unwrap_or(SyncSetting::Default);
-        let handle = faults.clone();
-        tokio::task::spawn_blocking(move || handle.set_sync(wanted))
-            .await
-            .context("joining the server restart")??;
+        // block_in_place, not spawn_blocking: the restarted server dies
+        // with the thread that started it (PR_SET_PDEATHSIG), and a
+        // blocking-pool thread exits once idle.
+        tokio::task::block_in_place(|| faults.set_sync(wanted))?;
         if let ServerCpu::Processes(_) = ctx.server_cpu {
             ctx.server_cpu = ServerCpu::Processes(faults.pids());
         }

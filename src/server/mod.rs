@@ -593,7 +593,8 @@ impl Drop for EmbeddedServer {
 ///
 /// The parent-death signal fires when the *thread* that spawned the child
 /// exits; servers are started from the main thread or a test's thread, which
-/// outlive them.
+/// outlive them, and restarted there too (`block_in_place`, never
+/// `spawn_blocking`, whose threads exit once idle).
 fn detach_from_terminal_signals(command: &mut Command) {
     use std::os::unix::process::CommandExt;
     command.process_group(0);

@@ -6,10 +6,13 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// `run --progress`. (A plain comment below, not a doc comment: clap
+/// would show it beside the value.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum ProgressMode {
-    /// A bar when stderr is a terminal, nothing otherwise.
+    // A bar when stderr is a terminal, nothing otherwise.
     Auto,
+    #[default]
     Never,
 }
 
