@@ -214,7 +214,7 @@ fn parse_wake_every(text: Option<&str>, key: &str, problems: &mut Problems) -> O
     if text == "auto" {
         return None;
     }
-    match super::duration::parse_duration(text) {
+    match crate::units::parse_duration(text) {
         Ok(d) if d <= MAX_WAKE_EVERY => Some(d),
         Ok(d) => {
             problems.push(

@@ -12,7 +12,6 @@ pub mod behaviour;
 mod bundled;
 pub mod common;
 mod connection;
-mod duration;
 pub mod keys;
 mod kinds;
 mod plan;
@@ -26,18 +25,17 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::system::error::UsageError;
-
+/// The units profiles are written in, where most callers have long found them.
+pub use crate::units::{Bytes, Dur, format_duration, parse_duration, parse_percent};
 pub use arrival_times::{MAX_ARRIVALS, arrival_count, arrival_offsets};
 pub use bundled::{BUNDLED, bundled};
-pub use duration::{Dur, format_duration, parse_duration};
 pub use keys::Keys;
 pub use kinds::{Kinds, Profile, Section};
 pub use plan::*;
 pub use replay::{REPLAY_MAX_ACK_PENDING, ReplayDeliver, ReplayPace, ReplayReader};
 pub use shared::{Offer, Paced, PacedLoad, Shared, take};
 pub use stream::{
-    Bytes, Compression, Discard, PersistMode, Placement, StreamLimits, StreamPlan, StreamSettings,
+    Compression, Discard, PersistMode, Placement, StreamLimits, StreamPlan, StreamSettings,
     persist_name, retention_name, storage_name,
 };
 
@@ -210,20 +208,6 @@ pub fn ab_judge(text: &str) -> Vec<String> {
         .ok()
         .and_then(|p| p.ab?.judge)
         .unwrap_or_default()
-}
-
-/// A percentage: `10%`, `2.5%` or a bare `10`, 0..=1000%, as a fraction.
-pub fn parse_percent(text: &str) -> Result<f64, UsageError> {
-    let number = text.trim().trim_end_matches('%').trim();
-    match number.parse::<f64>() {
-        Ok(p) if p.is_finite() && (0.0..=1000.0).contains(&p) => Ok(p / 100.0),
-        Ok(_) => Err(UsageError(format!(
-            "{text:?} is out of range; allowed 0% to 1000%"
-        ))),
-        Err(_) => Err(UsageError(format!(
-            "{text:?} is not a percentage; write it like 10% or 2.5%"
-        ))),
-    }
 }
 
 /// The most repetitions a profile may ask for: enough for a tight noise

@@ -8,7 +8,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::common::{OneOrMany, has_repeats};
-use super::{Dur, Problems, Retention, Storage};
+use super::{Problems, Retention, Storage};
+use crate::units::{Bytes, Dur};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -64,48 +65,6 @@ pub enum PersistMode {
 pub enum Compression {
     None,
     S2,
-}
-
-/// A byte count: an integer, or a string with a unit (`"512KiB"`,
-/// `"64MB"`, `"1GiB"`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Bytes(pub u64);
-
-impl<'de> Deserialize<'de> for Bytes {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match toml::Value::deserialize(d)? {
-            toml::Value::Integer(n) if n >= 0 => Ok(Bytes(n as u64)),
-            toml::Value::String(s) => parse_bytes(&s).map(Bytes).ok_or_else(|| {
-                serde::de::Error::custom(format!("{s:?} is not a size; {BYTES_HELP}"))
-            }),
-            other => Err(serde::de::Error::custom(format!(
-                "expected a size, found {other}; {BYTES_HELP}"
-            ))),
-        }
-    }
-}
-
-const BYTES_HELP: &str = "a number of bytes, or a string with B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (of 1024), e.g. \"64MiB\"";
-
-fn parse_bytes(text: &str) -> Option<u64> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: f64 = number.parse().ok()?;
-    let scale: f64 = match unit.trim() {
-        "" | "B" => 1.0,
-        "KB" => 1e3,
-        "MB" => 1e6,
-        "GB" => 1e9,
-        "KiB" => 1024.0,
-        "MiB" => 1024.0 * 1024.0,
-        "GiB" => 1024.0 * 1024.0 * 1024.0,
-        _ => return None,
-    };
-    let bytes = number * scale;
-    (bytes.is_finite() && bytes >= 0.0 && bytes < u64::MAX as f64).then_some(bytes as u64)
 }
 
 /// Where replicas go: a cluster by name, servers by tag.
@@ -386,16 +345,6 @@ impl StreamSection {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_read_with_either_unit() {
-        assert_eq!(parse_bytes("512"), Some(512));
-        assert_eq!(parse_bytes("64MiB"), Some(64 << 20));
-        assert_eq!(parse_bytes("1.5 KB"), Some(1500));
-        assert_eq!(parse_bytes("2GiB"), Some(2 << 30));
-        assert_eq!(parse_bytes("12 parsecs"), None);
-        assert_eq!(parse_bytes(""), None);
-    }
 
     #[test]
     fn lists_make_one_suffixed_stream_per_combination() {
