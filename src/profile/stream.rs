@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::common::{OneOrMany, has_repeats};
-use super::{Problems, Retention, Storage};
+use super::keys::{OneOrMany, has_repeats};
+use super::problems::Problems;
+use super::server::{Storage, SyncSetting};
 use crate::units::{Bytes, Dur};
 
 #[derive(Debug, Default, Deserialize)]
@@ -88,7 +89,7 @@ pub struct StreamPlan {
     /// `[server] sync` when it lists several settings: server-wide, but
     /// swept here beside the stream's lists because each value is a set of
     /// variants (run on a restarted server).
-    pub sync: Vec<super::SyncSetting>,
+    pub sync: Vec<SyncSetting>,
     pub limits: StreamLimits,
 }
 
@@ -118,7 +119,7 @@ pub struct StreamSettings {
     /// `None`: unset, the server's default.
     pub persist: Option<PersistMode>,
     /// `None`: the profile's single `[server] sync`, if any.
-    pub sync: Option<super::SyncSetting>,
+    pub sync: Option<SyncSetting>,
     pub limits: StreamLimits,
     /// Appended to the names of the variants run on this stream
     /// (`rate-1000.memory.discard-new`); `None` when the lists hold one
@@ -338,6 +339,30 @@ impl StreamSection {
                 allow_direct: self.allow_direct,
                 placement,
             },
+        }
+    }
+}
+
+/// How a dlq variant's source stream retains messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Retention {
+    /// Kept until a limit: the original stays after it is dead-lettered.
+    Limits,
+    /// Removed on ack or term, not on MaxDeliver: the handler deletes the
+    /// original once the copy is persisted.
+    Workqueue,
+    /// Removed once every consumer acked: a second consumer acks everything,
+    /// the original stays for the one that dead-letters it.
+    Interest,
+}
+
+impl Retention {
+    pub fn label(&self) -> &'static str {
+        match self {
+            Retention::Limits => "limits",
+            Retention::Workqueue => "workqueue",
+            Retention::Interest => "interest",
         }
     }
 }
