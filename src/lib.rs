@@ -17,7 +17,8 @@
 //!    timelines) timed by one clock and the payload stamp, the open-loop
 //!    schedule, named metrics and their spread; [`system`], CPU and memory
 //!    meters, the runtimes, URLs and secrets, what this build is, exit
-//!    statuses, progress bars and the live counters.
+//!    statuses, progress bars and the live counters; [`units`], durations,
+//!    percentages and byte counts as people write them.
 //! 2. plan: [`profile`], TOML profiles validated into the typed plan.
 //! 3. the outside world: the [`server`] under test (embedded, a local
 //!    cluster, or the user's; the faults jsbench may inject into it, the
@@ -61,6 +62,7 @@ pub mod scenario;
 pub mod server;
 pub mod streams;
 pub mod system;
+pub mod units;
 pub mod variant;
 pub mod wire;
 pub mod worker;

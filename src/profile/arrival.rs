@@ -12,9 +12,10 @@
 
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-use super::{ArrivalPlan, Dur, Problems};
+use super::problems::Problems;
+use crate::units::Dur;
 
 /// The written form, checked by [`ArrivalSpec::validate`].
 #[derive(Debug, Clone, PartialEq)]
@@ -238,5 +239,86 @@ impl Default for ArrivalSpec {
             from: None,
             to: None,
         })
+    }
+}
+
+/// When messages are due. Irregular patterns give a replay a known history
+/// to reproduce; random ones are drawn from a seeded generator, so every
+/// run of a profile sends the same pattern.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ArrivalPlan {
+    /// Message *j* at `j / rate`: the open-loop default.
+    Steady,
+    /// A Poisson process at the rate: independent exponential gaps with
+    /// mean `1 / rate`, so every gap size occurs, sub-millisecond ones included.
+    Poisson { seed: u64 },
+    /// `size` messages `spacing` apart, then `pause` of silence, repeated.
+    Bursts {
+        size: u64,
+        spacing: Duration,
+        pause: Duration,
+    },
+    /// These gaps between consecutive messages, in order, repeated.
+    Gaps(Vec<Duration>),
+    /// Each (msg/s, for how long) in turn; the last rate holds after them.
+    Steps(Vec<(u64, Duration)>),
+    /// From one rate to another, linearly over the schedule's span.
+    Ramp { from: u64, to: u64 },
+}
+
+impl ArrivalPlan {
+    pub fn is_steady(&self) -> bool {
+        *self == ArrivalPlan::Steady
+    }
+
+    /// The pattern's name, which names a variant of a shape that sets its
+    /// own rate.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ArrivalPlan::Steady => "steady",
+            ArrivalPlan::Poisson { .. } => "poisson",
+            ArrivalPlan::Bursts { .. } => "bursts",
+            ArrivalPlan::Gaps(_) => "gaps",
+            ArrivalPlan::Steps(_) => "steps",
+            ArrivalPlan::Ramp { .. } => "ramp",
+        }
+    }
+
+    /// Whether the rate comes from the scenario (steady, Poisson) rather
+    /// than from the pattern itself.
+    pub fn uses_rate(&self) -> bool {
+        matches!(self, ArrivalPlan::Steady | ArrivalPlan::Poisson { .. })
+    }
+}
+
+impl std::fmt::Display for ArrivalPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use crate::units::format_duration as d;
+        match self {
+            ArrivalPlan::Steady => write!(f, "steady"),
+            ArrivalPlan::Poisson { seed } => write!(f, "poisson (seed {seed})"),
+            ArrivalPlan::Bursts {
+                size,
+                spacing,
+                pause,
+            } => write!(
+                f,
+                "bursts of {size}, {} apart, {} pause",
+                d(*spacing),
+                d(*pause)
+            ),
+            ArrivalPlan::Gaps(gaps) => {
+                let gaps: Vec<String> = gaps.iter().map(|g| d(*g)).collect();
+                write!(f, "gaps {}", gaps.join(", "))
+            }
+            ArrivalPlan::Steps(steps) => {
+                let steps: Vec<String> = steps
+                    .iter()
+                    .map(|(rate, t)| format!("{rate}/s for {}", d(*t)))
+                    .collect();
+                write!(f, "steps {}", steps.join(", "))
+            }
+            ArrivalPlan::Ramp { from, to } => write!(f, "ramp {from}/s to {to}/s"),
+        }
     }
 }

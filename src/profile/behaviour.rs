@@ -2,11 +2,11 @@
 
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-use super::{
-    AckPolicy, Action, BehaviourPlan, ConsumerPlan, Dur, MessageClass, Problems, ProcessingPlan,
-};
+use super::consumer::{AckPolicy, ConsumerPlan};
+use super::problems::Problems;
+use crate::units::{Dur, parse_duration};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -97,7 +97,7 @@ impl<'de> Deserialize<'de> for ProcessingSpec {
                 )
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ProcessingSpec, E> {
-                super::parse_duration(v)
+                parse_duration(v)
                     .map(|d| ProcessingSpec::Fixed(Dur(d)))
                     .map_err(E::custom)
             }
@@ -363,4 +363,126 @@ fn poison_class(
         );
     }
     classes.add(problems, "poison", spec.fraction, Vec::new(), fail);
+}
+
+/// What consumers do with each delivery, decided by a seeded hash of the
+/// stream sequence and the delivery count, so every message's fate is known
+/// before the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BehaviourPlan {
+    pub seed: u64,
+    /// Checked in order; a message falls in the first class its hash hits.
+    /// Messages in no class are acked on their first delivery.
+    pub classes: Vec<MessageClass>,
+    pub processing: ProcessingPlan,
+    /// Messages a consumer client works on at once.
+    pub handlers: usize,
+}
+
+impl BehaviourPlan {
+    /// Every message acked at once: the clean baseline.
+    pub fn all_ack() -> Self {
+        BehaviourPlan {
+            seed: 0,
+            classes: Vec::new(),
+            processing: ProcessingPlan::Fixed(Duration::ZERO),
+            handlers: 1,
+        }
+    }
+}
+
+/// A class of messages: the fraction of the stream it covers and what the
+/// consumer does on each delivery.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MessageClass {
+    pub name: String,
+    pub fraction: f64,
+    /// Actions for deliveries 1, 2, ...; after the list, `then` repeats.
+    pub script: Vec<Action>,
+    pub then: Action,
+}
+
+impl MessageClass {
+    pub fn action(&self, delivery: u32) -> Action {
+        self.script
+            .get(delivery.max(1) as usize - 1)
+            .copied()
+            .unwrap_or(self.then)
+    }
+}
+
+/// What a consumer does with a delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    Ack,
+    /// Redeliver now.
+    Nak,
+    /// Redeliver after the delay.
+    NakDelay(#[serde(with = "duration_ms")] Duration),
+    /// Never redeliver.
+    Term,
+    /// Do nothing; the ack deadline expires and the server redelivers.
+    Ignore,
+    /// Hold the message for `hold`, telling the server "in progress" every
+    /// `every`, then ack.
+    InProgressThenAck {
+        #[serde(with = "duration_ms")]
+        hold: Duration,
+        #[serde(with = "duration_ms")]
+        every: Duration,
+    },
+}
+
+mod duration_ms {
+    pub fn serialize<S: serde::Serializer>(
+        d: &std::time::Duration,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64() * 1e3)
+    }
+
+    /// The inverse, for plans sent to workers: rounded to whole
+    /// nanoseconds so a worker's plan is the coordinator's exactly.
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<std::time::Duration, D::Error> {
+        let ms = <f64 as serde::Deserialize>::deserialize(d)?;
+        Ok(std::time::Duration::from_nanos((ms * 1e6).round() as u64))
+    }
+}
+
+/// How long a consumer works on a message before its action.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub enum ProcessingPlan {
+    Fixed(Duration),
+    Uniform { min: Duration, max: Duration },
+    Exponential { mean: Duration, max: Duration },
+}
+
+impl std::fmt::Display for ProcessingPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use crate::units::format_duration as d;
+        match *self {
+            ProcessingPlan::Fixed(t) => write!(f, "{}", d(t)),
+            ProcessingPlan::Uniform { min, max } => write!(f, "uniform {}..{}", d(min), d(max)),
+            ProcessingPlan::Exponential { mean, max } => {
+                write!(f, "exponential mean {}, max {}", d(mean), d(max))
+            }
+        }
+    }
+}
+
+impl ProcessingPlan {
+    pub fn is_zero(&self) -> bool {
+        *self == ProcessingPlan::Fixed(Duration::ZERO)
+    }
+
+    pub fn mean(&self) -> Duration {
+        match *self {
+            ProcessingPlan::Fixed(t) => t,
+            ProcessingPlan::Uniform { min, max } => (min + max) / 2,
+            ProcessingPlan::Exponential { mean, .. } => mean,
+        }
+    }
 }

@@ -8,8 +8,11 @@
 
 use serde::Deserialize;
 
-use super::{ConnectionPlan, Dur, Problems};
+use std::time::Duration;
+
+use super::problems::Problems;
 use crate::system::url;
+use crate::units::Dur;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -135,4 +138,24 @@ impl ConnectionSection {
             jetstream_domain: self.jetstream_domain.clone(),
         }
     }
+}
+
+/// A profile's `[connection]`, with natscli's context field names; paths
+/// are expanded (`~`, `$VAR`) when the connection is resolved. Never holds
+/// a secret.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConnectionPlan {
+    pub context: Option<String>,
+    /// Comma-separated.
+    pub url: Option<String>,
+    pub user: Option<String>,
+    pub creds: Option<String>,
+    pub nkey: Option<String>,
+    pub cert: Option<String>,
+    pub key: Option<String>,
+    pub ca: Option<String>,
+    pub tls_first: Option<bool>,
+    pub timeout: Option<Duration>,
+    pub connection_name: Option<String>,
+    pub jetstream_domain: Option<String>,
 }

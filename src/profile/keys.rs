@@ -7,10 +7,11 @@ use std::fmt::Display;
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-use super::common::OneOrMany;
-use super::{Dur, Problems};
+use super::problems::Problems;
+use crate::units::Dur;
 
 /// The keys of one table not yet read, and what was read of it.
 pub struct Keys {
@@ -158,7 +159,7 @@ impl Keys {
         if given && values.is_empty() {
             self.problem(key, "needs at least one entry");
         }
-        if super::common::has_repeats(&values) {
+        if has_repeats(&values) {
             self.problem(key, "lists a value twice");
         }
         values
@@ -193,6 +194,57 @@ impl Keys {
         }
         problems.extend(self.problems);
     }
+}
+
+/// A key that takes one value or a list of them (`msg_id = "none"` or
+/// `msg_id = ["none", "unique"]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OneOrMany<T>(pub Vec<T>);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for OneOrMany<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Read through a Value rather than an untagged enum, whose errors
+        // say only that nothing matched; this keeps the element's message.
+        let value = toml::Value::deserialize(d)?;
+        let result = match value {
+            toml::Value::Array(items) => items
+                .into_iter()
+                .map(T::deserialize)
+                .collect::<Result<Vec<T>, _>>(),
+            one => T::deserialize(one).map(|t| vec![t]),
+        };
+        result.map(OneOrMany).map_err(serde::de::Error::custom)
+    }
+}
+
+/// The values of an optional list key, none when it is absent.
+pub(super) fn items<T>(list: &Option<OneOrMany<T>>) -> &[T] {
+    list.as_ref().map_or(&[], |l| l.0.as_slice())
+}
+
+/// `key[i]` for an element of a list, `key` for a single value.
+pub(super) fn indexed(key: String, i: usize, len: usize) -> String {
+    if len > 1 { format!("{key}[{i}]") } else { key }
+}
+
+/// Whether a list names one value twice (a rate, a policy): a variant
+/// would run twice under one name.
+pub fn has_repeats<T: PartialEq>(items: &[T]) -> bool {
+    items
+        .iter()
+        .enumerate()
+        .any(|(i, a)| items[..i].contains(a))
+}
+
+pub const NAME_RULE: &str =
+    "must be 1-32 characters of letters, digits, '-' and '_' (it names streams and files)";
+
+pub fn is_safe_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 32
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 #[cfg(test)]

@@ -3,7 +3,13 @@
 //! `[ab]`, each scenario's `kind` and `[scenario.stream]`); each scenario
 //! kind reads its own keys, in the layer above, through [`Kinds`].
 
-use super::{AbPlan, CommonPlan, ConnectionPlan, Problems, ServerPlan, StreamPlan, SyncSetting};
+use std::time::Duration;
+
+use super::ab::AbPlan;
+use super::connection::ConnectionPlan;
+use super::problems::Problems;
+use super::server::{ServerPlan, SyncSetting};
+use super::stream::StreamPlan;
 
 /// A validated profile, its scenarios of type `S` (the scenario layer's
 /// plan).
@@ -52,4 +58,27 @@ pub trait Kinds {
     /// stream removing what was acknowledged (`[scenario.stream] retention`).
     fn accepts_retention(kind: &str) -> bool;
     fn common_mut(scenario: &mut Self::Scenario) -> &mut CommonPlan;
+}
+
+/// Keys every scenario has.
+#[derive(Debug, Clone)]
+pub struct CommonPlan {
+    pub kind: &'static str,
+    /// Unique within the profile; filled in from the kind when omitted.
+    pub name: Option<String>,
+    /// Measured time per variant.
+    pub duration: Duration,
+    /// Time before the measured window: same load, nothing recorded.
+    pub warmup: Duration,
+    /// How long to wait, after publishing ends, for the last deliveries.
+    pub drain_timeout: Duration,
+    /// `[scenario.stream]`: the settings of the scenario's streams.
+    pub stream: StreamPlan,
+}
+
+impl CommonPlan {
+    /// The scenario's name: given, or its kind's (filled in when read).
+    pub fn name(&self) -> &str {
+        self.name.as_deref().unwrap_or(self.kind)
+    }
 }

@@ -5,118 +5,70 @@
 //! then checks ranges and combinations and builds the [`Profile`] plan the
 //! scenarios run from. Every problem names the file, the field path and what
 //! is allowed, and all problems are reported at once.
+//!
+//! The plan is split by what it is about, each file holding its types and
+//! how a profile writes them: [`server`], [`connection`] and [`ab`] the
+//! top-level tables; [`stream`], [`publish`], [`arrival`], [`consumer`],
+//! [`behaviour`] and [`search`] a scenario's parts; [`faults`], [`dlq`]
+//! and [`replay`] the words of the kinds that inject faults, dead-letter
+//! and replay and of the engines that carry them out. [`kinds`] is the
+//! seam with the scenario layer, [`shared`] and [`keys`] how a kind reads
+//! its table, [`problems`] what is wrong with one.
 
+pub mod ab;
 pub mod arrival;
 mod arrival_times;
 pub mod behaviour;
 mod bundled;
-pub mod common;
-mod connection;
-mod duration;
+pub mod connection;
+pub mod consumer;
+pub mod dlq;
+pub mod faults;
 pub mod keys;
 mod kinds;
-mod plan;
-mod replay;
+pub mod problems;
+pub mod publish;
+pub mod replay;
 pub mod search;
+pub mod server;
 pub mod shared;
-mod stream;
+pub mod stream;
 
-use std::fmt;
 use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::system::error::UsageError;
-
+/// The units profiles are written in, where most callers have long found them.
+pub use crate::units::{Bytes, Dur, format_duration, parse_duration, parse_percent};
+pub use ab::{AbPlan, ab_judge};
+pub use arrival::ArrivalPlan;
 pub use arrival_times::{MAX_ARRIVALS, arrival_count, arrival_offsets};
+pub use behaviour::{Action, BehaviourPlan, MessageClass, ProcessingPlan};
 pub use bundled::{BUNDLED, bundled};
-pub use duration::{Dur, format_duration, parse_duration};
-pub use keys::Keys;
-pub use kinds::{Kinds, Profile, Section};
-pub use plan::*;
+pub use connection::ConnectionPlan;
+pub use consumer::{
+    AckPolicy, ConsumerClient, ConsumerKind, ConsumerPlan, DEFAULT_PULLS_AHEAD, PullSweep,
+    PullTuning, PushPlan, kind_name,
+};
+pub use dlq::{Capture, DlqHandlerPlan, OriginHeaders, OriginalGet, is_publish_control};
+pub use faults::{CrashPoint, FaultKind, FaultNode};
+pub use keys::{Keys, NAME_RULE, is_safe_name};
+pub use kinds::{CommonPlan, Kinds, Profile, Section};
+pub use problems::{Problem, Problems, ProfileError, read_section};
+pub use publish::{
+    MsgId, PublishClient, PublishMode, PublishPlan, Rate, RatePer, Reference, SizePlan,
+    late_retry_margin,
+};
 pub use replay::{REPLAY_MAX_ACK_PENDING, ReplayDeliver, ReplayPace, ReplayReader};
+pub use search::{SearchPlan, Slo, SloOn};
+pub use server::{SYNC_HELP, ServerPlan, Storage, SyncSetting};
 pub use shared::{Offer, Paced, PacedLoad, Shared, take};
 pub use stream::{
-    Bytes, Compression, Discard, PersistMode, Placement, StreamLimits, StreamPlan, StreamSettings,
-    persist_name, retention_name, storage_name,
+    Compression, Discard, PersistMode, Placement, Retention, StreamLimits, StreamPlan,
+    StreamSettings, persist_name, retention_name, storage_name,
 };
 
-/// A profile that cannot be run, with every problem found in it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ProfileError {
-    /// The file (or bundled profile) the problems are in.
-    pub source: String,
-    pub problems: Vec<Problem>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Problem {
-    /// Key path, e.g. `scenario[0].consumer.ack_wait`; empty for the whole file.
-    pub path: String,
-    /// Line in the file, when known.
-    pub line: Option<usize>,
-    pub message: String,
-}
-
-impl fmt::Display for ProfileError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "profile {} is invalid:", self.source)?;
-        for p in &self.problems {
-            write!(f, "\n  - ")?;
-            match (p.path.is_empty(), p.line) {
-                (false, Some(line)) => write!(f, "{} (line {line}): ", p.path)?,
-                (false, None) => write!(f, "{}: ", p.path)?,
-                (true, Some(line)) => write!(f, "line {line}: ")?,
-                (true, None) => {}
-            }
-            write!(f, "{}", p.message)?;
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for ProfileError {}
-
-/// Collects problems while validating, so a user fixes them all in one go.
-#[derive(Debug, Default)]
-pub struct Problems {
-    list: Vec<Problem>,
-}
-
-impl Problems {
-    pub fn push(&mut self, path: impl Into<String>, message: impl Into<String>) {
-        self.list.push(Problem {
-            path: path.into(),
-            line: None,
-            message: message.into(),
-        });
-    }
-
-    /// Checks `min <= value <= max`, naming the allowed range otherwise.
-    pub fn range<T: PartialOrd + fmt::Display + Copy>(
-        &mut self,
-        path: &str,
-        value: T,
-        min: T,
-        max: T,
-        unit: &str,
-    ) {
-        if value < min || value > max {
-            self.push(
-                path,
-                format!("{value} is out of range; allowed {min}..={max}{unit}"),
-            );
-        }
-    }
-
-    pub fn extend(&mut self, other: Problems) {
-        self.list.extend(other.list);
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.list.is_empty()
-    }
-}
+use problems::{line_of, locate, path_text};
 
 /// Loads a profile by bundled name ("quick") or by path ("my.toml"), its
 /// scenarios read by the kinds `K` names.
@@ -151,79 +103,15 @@ struct FileSection {
     #[serde(default = "one")]
     repeat: i64,
     #[serde(default)]
-    server: common::ServerSection,
+    server: server::ServerSection,
     connection: Option<connection::ConnectionSection>,
-    ab: Option<AbSection>,
+    ab: Option<ab::AbSection>,
     #[serde(default, rename = "scenario")]
     scenarios: Vec<toml::Table>,
 }
 
 fn one() -> i64 {
     1
-}
-
-/// `[ab]`: what `jsbench ab` judges in this profile, and how strictly.
-/// `jsbench run` ignores it.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AbSection {
-    judge: Option<Vec<String>>,
-    threshold: Option<String>,
-    latency_threshold: Option<String>,
-}
-
-impl AbSection {
-    fn validate(&self, problems: &mut Problems) -> AbPlan {
-        let percent = |key: &str, text: &Option<String>, problems: &mut Problems| {
-            text.as_ref().and_then(|t| match parse_percent(t) {
-                Ok(v) => Some(v),
-                Err(e) => {
-                    problems.push(format!("ab.{key}"), e.to_string());
-                    None
-                }
-            })
-        };
-        let judge = self.judge.clone().unwrap_or_default();
-        if judge.iter().any(|p| p.trim().is_empty()) {
-            problems.push(
-                "ab.judge",
-                "a pattern is empty; give metric names or scenario/variant/metric, `*` a wildcard",
-            );
-        }
-        AbPlan {
-            judge,
-            threshold: percent("threshold", &self.threshold, problems),
-            latency_threshold: percent("latency_threshold", &self.latency_threshold, problems),
-        }
-    }
-}
-
-/// The `[ab] judge` patterns of a profile's text as a summary records it,
-/// the rest unread: `jsbench compare` judges by them too. Empty when the
-/// profile has none (or the text no longer reads).
-pub fn ab_judge(text: &str) -> Vec<String> {
-    #[derive(Deserialize)]
-    struct WithAb {
-        ab: Option<AbSection>,
-    }
-    toml::from_str::<WithAb>(text)
-        .ok()
-        .and_then(|p| p.ab?.judge)
-        .unwrap_or_default()
-}
-
-/// A percentage: `10%`, `2.5%` or a bare `10`, 0..=1000%, as a fraction.
-pub fn parse_percent(text: &str) -> Result<f64, UsageError> {
-    let number = text.trim().trim_end_matches('%').trim();
-    match number.parse::<f64>() {
-        Ok(p) if p.is_finite() && (0.0..=1000.0).contains(&p) => Ok(p / 100.0),
-        Ok(_) => Err(UsageError(format!(
-            "{text:?} is out of range; allowed 0% to 1000%"
-        ))),
-        Err(_) => Err(UsageError(format!(
-            "{text:?} is not a percentage; write it like 10% or 2.5%"
-        ))),
-    }
 }
 
 /// The most repetitions a profile may ask for: enough for a tight noise
@@ -426,17 +314,6 @@ fn read_scenario<K: Kinds>(
     Some(plan)
 }
 
-pub const NAME_RULE: &str =
-    "must be 1-32 characters of letters, digits, '-' and '_' (it names streams and files)";
-
-pub fn is_safe_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 32
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-}
-
 /// Gives unnamed scenarios their kind as name ("latency", "latency-2") and
 /// rejects explicit duplicates: names key the results.
 fn name_scenarios<K: Kinds>(scenarios: &mut [K::Scenario], problems: &mut Problems) {
@@ -468,109 +345,6 @@ fn name_scenarios<K: Kinds>(scenarios: &mut [K::Scenario], problems: &mut Proble
             }
         }
     }
-}
-
-pub fn read_section<T: serde::de::DeserializeOwned>(
-    table: toml::Table,
-    prefix: &str,
-    problems: &mut Problems,
-) -> Option<T> {
-    match serde_path_to_error::deserialize(toml::Value::Table(table)) {
-        Ok(section) => Some(section),
-        Err(e) => {
-            let path = path_text(e.path());
-            let full = if path.is_empty() || path == "." {
-                prefix.to_string()
-            } else {
-                format!("{prefix}.{path}")
-            };
-            problems.push(full, e.inner().message().trim().to_string());
-            None
-        }
-    }
-}
-
-fn path_text(path: &serde_path_to_error::Path) -> String {
-    let text = path.to_string();
-    if text == "." { String::new() } else { text }
-}
-
-fn line_of(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())].matches('\n').count() + 1
-}
-
-/// The line a key path like `scenario[1].consumer.ack_wait` is written on:
-/// the key's own line when it can be found, else its table's header line.
-/// Serde reports values without positions once a table has been read, so
-/// the line is recovered from the text.
-fn locate(text: &str, path: &str) -> Option<usize> {
-    let lines: Vec<&str> = text.lines().collect();
-    let is_header = |n: usize| lines[n].trim_start().starts_with('[');
-    let next_header = |from: usize, to: usize| (from..to).find(|&n| is_header(n)).unwrap_or(to);
-    let key_line = |from: usize, to: usize, key: &str| {
-        (from..to).find(|&n| {
-            !is_header(n)
-                && lines[n]
-                    .split_once('=')
-                    .is_some_and(|(k, _)| k.trim().trim_matches('"') == key)
-        })
-    };
-    let segments: Vec<(&str, Option<usize>)> = path
-        .split('.')
-        .filter(|s| !s.is_empty())
-        .map(|s| match s.split_once('[') {
-            Some((name, rest)) => (name, rest.trim_end_matches(']').parse().ok()),
-            None => (s, None),
-        })
-        .collect();
-
-    // The table being searched: its header line (none at the top level),
-    // the lines of its own keys, and the lines its sub-tables may be in.
-    let (mut header, mut body, region_end, mut table, keys) = match segments.first() {
-        Some(("scenario", Some(i))) => {
-            let starts: Vec<usize> = (0..lines.len())
-                .filter(|&n| lines[n].trim() == "[[scenario]]")
-                .collect();
-            let h = *starts.get(*i)?;
-            let region_end = starts.get(i + 1).copied().unwrap_or(lines.len());
-            let body = (h + 1, next_header(h + 1, region_end));
-            (
-                Some(h),
-                body,
-                region_end,
-                "scenario".to_string(),
-                &segments[1..],
-            )
-        }
-        _ => (
-            None,
-            (0, next_header(0, lines.len())),
-            lines.len(),
-            String::new(),
-            &segments[..],
-        ),
-    };
-    for (depth, (name, _)) in keys.iter().enumerate() {
-        if let Some(n) = key_line(body.0, body.1, name) {
-            return Some(n + 1);
-        }
-        if depth + 1 == keys.len() {
-            break;
-        }
-        let wanted = if table.is_empty() {
-            format!("[{name}]")
-        } else {
-            format!("[{table}.{name}]")
-        };
-        let from = header.map_or(0, |h| h + 1);
-        let Some(h) = (from..region_end).find(|&n| lines[n].trim() == wanted) else {
-            break;
-        };
-        header = Some(h);
-        body = (h + 1, next_header(h + 1, region_end));
-        table = wanted.trim_matches(|c| c == '[' || c == ']').to_string();
-    }
-    header.map(|h| h + 1)
 }
 
 #[cfg(test)]

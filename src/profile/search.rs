@@ -5,9 +5,18 @@
 
 use serde::Deserialize;
 
-use super::common::{has_repeats, shaped_rate};
-use super::keys::Keys;
-use super::{ArrivalPlan, CommonPlan, Problems, Rate, SearchPlan, Slo, SloOn};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::arrival::ArrivalPlan;
+use super::keys::{Keys, has_repeats};
+use super::kinds::CommonPlan;
+use super::problems::Problems;
+use super::publish::Rate;
+use super::shared::shaped_rate;
+use crate::record::names;
+use crate::units::{format_duration, parse_duration, parse_percent};
 
 /// `search = { min = 1000, max = 200000, precision = "5%" }`.
 #[derive(Deserialize, Default)]
@@ -194,7 +203,7 @@ fn read(
     let max = search.max.unwrap_or(200_000);
     problems.range(&key("search.min"), min, 1, MAX_RATE, " msg/s");
     problems.range(&key("search.max"), max, min.max(1), MAX_RATE, " msg/s");
-    let precision = match search.precision.as_deref().map(super::parse_percent) {
+    let precision = match search.precision.as_deref().map(parse_percent) {
         None => 0.05,
         Some(Ok(p)) => p,
         Some(Err(e)) => {
@@ -240,7 +249,7 @@ fn check_samples(
                 "{} msg/s for {} records about {recorded:.0} latencies, and p{} needs at least \
                  {needed:.0}: raise search.min to {:.0} or lengthen duration",
                 search.min,
-                super::format_duration(duration),
+                format_duration(duration),
                 search.slo.quantile * 100.0,
                 (needed / duration.as_secs_f64() / per_message).ceil()
             ),
@@ -285,7 +294,7 @@ fn read_slo(
             .strip_prefix('p')
             .and_then(|p| p.parse::<f64>().ok())
             .filter(|p| *p > 0.0 && *p < 100.0);
-        let limit = value.as_str().map(super::parse_duration);
+        let limit = value.as_str().map(parse_duration);
         match (quantile, limit) {
             (Some(q), Some(Ok(limit))) if objective.is_none() => {
                 objective = Some((q / 100.0, limit))
@@ -317,6 +326,72 @@ fn read_slo(
         None => {
             problems.push(key, "names no percentile; e.g. slo = { p99 = \"5ms\" }");
             None
+        }
+    }
+}
+
+/// A search for the maximum sustainable rate under an SLO.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchPlan {
+    pub slo: Slo,
+    /// The bracket: the search starts at `min` and never goes above `max`.
+    pub min: u64,
+    pub max: u64,
+    /// Bisection stops when the bounds are this close (relative).
+    pub precision: f64,
+}
+
+/// A latency objective: the `quantile` of `on` at most `limit`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Slo {
+    pub quantile: f64,
+    pub limit: Duration,
+    pub on: SloOn,
+}
+
+impl Slo {
+    /// Samples the percentile needs to be judged: ten beyond it (1,000
+    /// for a p99, 10,000 for a p99.9), so that one or two outliers do not
+    /// set it.
+    pub fn min_samples(&self) -> u64 {
+        (10.0 / (1.0 - self.quantile)).round() as u64
+    }
+
+    /// `p99 <= 5ms on e2e_latency`.
+    pub fn describe(&self) -> String {
+        format!(
+            "p{} <= {} on {}",
+            self.quantile * 100.0,
+            format_duration(self.limit),
+            self.on.histogram()
+        )
+    }
+}
+
+/// Which latency an SLO holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SloOn {
+    /// End to end, from the intended send.
+    E2e,
+    /// The PubAck, from the intended send.
+    PubAck,
+}
+
+impl SloOn {
+    /// The histogram of a latency variant it reads.
+    pub fn histogram(self) -> &'static str {
+        match self {
+            SloOn::E2e => names::E2E_LATENCY,
+            SloOn::PubAck => names::PUB_ACK_LATENCY,
+        }
+    }
+
+    /// As a profile writes it: `on = "e2e"`.
+    pub fn key(self) -> &'static str {
+        match self {
+            SloOn::E2e => "e2e",
+            SloOn::PubAck => "pub_ack",
         }
     }
 }

@@ -15,24 +15,27 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
+use super::arrival::ArrivalPlan;
 use super::arrival::ArrivalSpec;
+use super::arrival_times::arrival_count;
+use super::behaviour::BehaviourPlan;
 use super::behaviour::BehaviourSection;
-use super::common::{
-    ConsumerSection, OneOrMany, SizeSpec, has_repeats, paced_rate, publish_plan,
-    require_explicit_ack,
+use super::consumer::{ConsumerPlan, ConsumerSection, require_explicit_ack};
+use super::keys::{Keys, NAME_RULE, OneOrMany, has_repeats, is_safe_name};
+use super::kinds::{CommonPlan, Section};
+use super::problems::{Problems, read_section};
+use super::publish::{
+    MAX_MESSAGE_SIZE, MsgId, PublishClient, PublishMode, PublishPlan, SizeSpec, publish_plan,
 };
-use super::keys::Keys;
-use super::{
-    ArrivalPlan, BehaviourPlan, CommonPlan, ConsumerPlan, Dur, MsgId, NAME_RULE, Problems,
-    PublishMode, PublishPlan, is_safe_name, read_section,
-};
+use super::server::Storage;
+use crate::units::{Dur, format_duration};
 
 /// How long a drain waits for the last deliveries, when the profile does
 /// not say.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Every shared key, as a profile writes it; a kind reads the ones it
-/// offers. The publish keys are read by [`super::common::publish_plan`].
+/// offers. The publish keys are read by [`super::publish::publish_plan`].
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct SharedSection {
@@ -55,7 +58,7 @@ pub(super) struct SharedSection {
     consumer: ConsumerSection,
     #[serde(default)]
     behaviour: BehaviourSection,
-    pub(super) client: Option<super::PublishClient>,
+    pub(super) client: Option<PublishClient>,
     pub(super) mode: Option<PublishMode>,
     pub(super) subjects: Option<usize>,
     pub(super) duplicates: Option<f64>,
@@ -311,10 +314,7 @@ impl Shared {
                 128
             }
         };
-        let (min, max) = (
-            crate::record::stamp::STAMP_LEN,
-            super::common::MAX_MESSAGE_SIZE,
-        );
+        let (min, max) = (crate::record::stamp::STAMP_LEN, MAX_MESSAGE_SIZE);
         problems.range(&key, size, min, max, " bytes");
         size
     }
@@ -434,17 +434,17 @@ pub fn take(
 /// A kind that kills the server needs its streams on file storage (the
 /// profile's, or every one `[scenario.stream]` lists) to survive it;
 /// `why` says so in the kind's words.
-pub fn needs_file_storage(section: &super::Section<'_>, problems: &mut Problems, why: &str) {
+pub fn needs_file_storage(section: &Section<'_>, problems: &mut Problems, why: &str) {
     let listed = section.stream.map(|s| s.storage.as_slice()).unwrap_or(&[]);
     let (path, memory) = if listed.is_empty() {
         (
             "server.storage".to_string(),
-            section.server.storage == super::Storage::Memory,
+            section.server.storage == Storage::Memory,
         )
     } else {
         (
             format!("{}.stream.storage", section.prefix),
-            listed.contains(&super::Storage::Memory),
+            listed.contains(&Storage::Memory),
         )
     };
     if memory {
@@ -490,7 +490,7 @@ pub fn outside_load(at: Duration, lasts: Duration, common: &CommonPlan) -> Optio
     if !at.is_zero() && at + lasts < span {
         return None;
     }
-    let f = super::format_duration;
+    let f = format_duration;
     let what = if lasts.is_zero() {
         f(at)
     } else {
@@ -530,9 +530,7 @@ pub fn variants<T>(k: &mut Keys, key: &str, default: Vec<T>, options: &str) -> V
 where
     T: DeserializeOwned + serde::Serialize + PartialEq,
 {
-    let values = k
-        .get::<super::common::OneOrMany<T>>(key)
-        .map_or(default, |l| l.0);
+    let values = k.get::<OneOrMany<T>>(key).map_or(default, |l| l.0);
     if values.is_empty() {
         k.problem(key, format!("empty; list {options}"));
     }
@@ -546,6 +544,83 @@ where
         }
     }
     values
+}
+
+/// A scenario's offered load in total msg/s: required, 1 to 1,000,000;
+/// `example` is a sensible value for the kind, shown when it is missing.
+pub fn required_rate(
+    rate: Option<u64>,
+    prefix: &str,
+    example: u64,
+    problems: &mut Problems,
+) -> u64 {
+    let key = format!("{prefix}.rate");
+    match rate {
+        None => {
+            problems.push(
+                key,
+                format!("missing; the offered load in total msg/s, e.g. rate = {example}"),
+            );
+            0
+        }
+        Some(rate) => {
+            problems.range(&key, rate, 1, 1_000_000, " msg/s");
+            rate
+        }
+    }
+}
+
+/// `rate` and `arrival` of a paced scenario together: a steady or Poisson
+/// arrival at the required `rate`, or a shape that sets its own (steps,
+/// ramp, bursts, gaps), which then stands for the rate: the variant runs at
+/// the shape's mean.
+pub fn paced_rate(
+    rate: Option<u64>,
+    arrival: &ArrivalSpec,
+    common: &CommonPlan,
+    prefix: &str,
+    example: u64,
+    problems: &mut Problems,
+) -> (u64, ArrivalPlan) {
+    let arrival = arrival.validate(&format!("{prefix}.arrival"), problems);
+    if arrival.uses_rate() {
+        return (required_rate(rate, prefix, example, problems), arrival);
+    }
+    let rate = shaped_rate(&arrival, rate.is_some(), "rate", common, prefix, problems);
+    (rate, arrival)
+}
+
+/// The rate of a shape that sets its own: its mean over warm-up and
+/// duration. A rate given beside it (`rate_key`: `rate` or `rates`) is
+/// refused.
+pub fn shaped_rate(
+    arrival: &ArrivalPlan,
+    rate_given: bool,
+    rate_key: &str,
+    common: &CommonPlan,
+    prefix: &str,
+    problems: &mut Problems,
+) -> u64 {
+    if rate_given {
+        problems.push(
+            format!("{prefix}.{rate_key}"),
+            format!(
+                "arrival = \"{}\" sets its own rate; remove {rate_key} (or use a steady or poisson arrival)",
+                arrival.name()
+            ),
+        );
+    }
+    if problems.is_empty() {
+        shape_mean_rate(arrival, common.duration + common.warmup)
+    } else {
+        1
+    }
+}
+
+/// The mean msg/s of a shape that sets its own rate, over `span`.
+pub fn shape_mean_rate(arrival: &ArrivalPlan, span: Duration) -> u64 {
+    let planned = arrival_count(arrival, None, span);
+    ((planned as f64 / span.as_secs_f64().max(1e-9)).round() as u64).max(1)
 }
 
 #[cfg(test)]

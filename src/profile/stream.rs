@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::common::{OneOrMany, has_repeats};
-use super::{Dur, Problems, Retention, Storage};
+use super::keys::{OneOrMany, has_repeats};
+use super::problems::Problems;
+use super::server::{Storage, SyncSetting};
+use crate::units::{Bytes, Dur};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -66,48 +68,6 @@ pub enum Compression {
     S2,
 }
 
-/// A byte count: an integer, or a string with a unit (`"512KiB"`,
-/// `"64MB"`, `"1GiB"`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Bytes(pub u64);
-
-impl<'de> Deserialize<'de> for Bytes {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match toml::Value::deserialize(d)? {
-            toml::Value::Integer(n) if n >= 0 => Ok(Bytes(n as u64)),
-            toml::Value::String(s) => parse_bytes(&s).map(Bytes).ok_or_else(|| {
-                serde::de::Error::custom(format!("{s:?} is not a size; {BYTES_HELP}"))
-            }),
-            other => Err(serde::de::Error::custom(format!(
-                "expected a size, found {other}; {BYTES_HELP}"
-            ))),
-        }
-    }
-}
-
-const BYTES_HELP: &str = "a number of bytes, or a string with B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (of 1024), e.g. \"64MiB\"";
-
-fn parse_bytes(text: &str) -> Option<u64> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: f64 = number.parse().ok()?;
-    let scale: f64 = match unit.trim() {
-        "" | "B" => 1.0,
-        "KB" => 1e3,
-        "MB" => 1e6,
-        "GB" => 1e9,
-        "KiB" => 1024.0,
-        "MiB" => 1024.0 * 1024.0,
-        "GiB" => 1024.0 * 1024.0 * 1024.0,
-        _ => return None,
-    };
-    let bytes = number * scale;
-    (bytes.is_finite() && bytes >= 0.0 && bytes < u64::MAX as f64).then_some(bytes as u64)
-}
-
 /// Where replicas go: a cluster by name, servers by tag.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Placement {
@@ -129,7 +89,7 @@ pub struct StreamPlan {
     /// `[server] sync` when it lists several settings: server-wide, but
     /// swept here beside the stream's lists because each value is a set of
     /// variants (run on a restarted server).
-    pub sync: Vec<super::SyncSetting>,
+    pub sync: Vec<SyncSetting>,
     pub limits: StreamLimits,
 }
 
@@ -159,7 +119,7 @@ pub struct StreamSettings {
     /// `None`: unset, the server's default.
     pub persist: Option<PersistMode>,
     /// `None`: the profile's single `[server] sync`, if any.
-    pub sync: Option<super::SyncSetting>,
+    pub sync: Option<SyncSetting>,
     pub limits: StreamLimits,
     /// Appended to the names of the variants run on this stream
     /// (`rate-1000.memory.discard-new`); `None` when the lists hold one
@@ -383,19 +343,33 @@ impl StreamSection {
     }
 }
 
+/// How a dlq variant's source stream retains messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Retention {
+    /// Kept until a limit: the original stays after it is dead-lettered.
+    Limits,
+    /// Removed on ack or term, not on MaxDeliver: the handler deletes the
+    /// original once the copy is persisted.
+    Workqueue,
+    /// Removed once every consumer acked: a second consumer acks everything,
+    /// the original stays for the one that dead-letters it.
+    Interest,
+}
+
+impl Retention {
+    pub fn label(&self) -> &'static str {
+        match self {
+            Retention::Limits => "limits",
+            Retention::Workqueue => "workqueue",
+            Retention::Interest => "interest",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_read_with_either_unit() {
-        assert_eq!(parse_bytes("512"), Some(512));
-        assert_eq!(parse_bytes("64MiB"), Some(64 << 20));
-        assert_eq!(parse_bytes("1.5 KB"), Some(1500));
-        assert_eq!(parse_bytes("2GiB"), Some(2 << 30));
-        assert_eq!(parse_bytes("12 parsecs"), None);
-        assert_eq!(parse_bytes(""), None);
-    }
 
     #[test]
     fn lists_make_one_suffixed_stream_per_combination() {

@@ -2,7 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::profile::common::{OneOrMany, require_explicit_ack};
+use crate::profile::consumer::require_explicit_ack;
+use crate::profile::keys::OneOrMany;
 use crate::profile::search::{RateKey, rates};
 use crate::profile::shared::{Offer, take};
 use crate::profile::{

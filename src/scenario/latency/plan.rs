@@ -1,6 +1,6 @@
 //! `kind = "latency"`: its rates beside the shared keys.
 
-use crate::profile::common::require_explicit_ack;
+use crate::profile::consumer::require_explicit_ack;
 use crate::profile::search::{RateKey, rates};
 use crate::profile::shared::{Offer, take};
 use crate::profile::{

@@ -87,7 +87,7 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
         },
         problems,
     );
-    crate::profile::common::refuse_direct(
+    crate::profile::publish::refuse_direct(
         &load.publish,
         "the power scenario kills the server and the direct client does not reconnect",
         section.prefix,

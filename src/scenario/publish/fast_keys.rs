@@ -2,7 +2,7 @@
 //! fast-ingest batch variants, and their checks.
 
 use crate::load::fast_batch::{GapMode, MAX_OUTSTANDING};
-use crate::profile::common::{OneOrMany, has_repeats};
+use crate::profile::keys::{OneOrMany, has_repeats};
 use crate::profile::{Problems, PublishPlan, SizePlan};
 use crate::record::stamp::STAMP_LEN;
 

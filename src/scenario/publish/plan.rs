@@ -117,7 +117,7 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
     };
     let fast = super::fast_keys::read(fast_keys, &publish, searching, prefix, problems);
     if !batches.is_empty() || !fast.sizes.is_empty() {
-        crate::profile::common::refuse_direct(
+        crate::profile::publish::refuse_direct(
             &publish,
             "atomic and fast-ingest batches are sent through async-nats",
             prefix,

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::profile::common::{OneOrMany, has_repeats};
+use crate::profile::keys::{OneOrMany, has_repeats};
 use crate::profile::shared::{Offer, Shared, take};
 use crate::profile::{
     ArrivalPlan, CommonPlan, Dur, Keys, MAX_ARRIVALS, Problems, PublishPlan, ReplayDeliver,

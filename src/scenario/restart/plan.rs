@@ -50,7 +50,7 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
     );
     let resend_after = k.duration("resend_after", ms(500), ms(10)..=secs(60));
     load.publish.resend_after = Some(resend_after);
-    crate::profile::common::refuse_direct(
+    crate::profile::publish::refuse_direct(
         &load.publish,
         "the restart kills the server and the direct client does not reconnect",
         section.prefix,

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::profile::common::{OneOrMany, has_repeats};
+use crate::profile::keys::{OneOrMany, has_repeats};
 use crate::profile::shared::{Offer, take};
 use crate::profile::{CommonPlan, Dur, Keys, Problems, Section, parse_duration};
 use crate::streams::expiry::Ttl;

@@ -1,6 +1,7 @@
-//! Durations in profiles are written the way people say them: "500ms",
-//! "10s", "2m", "1m30s".
-
+//! Units as people write them, read and written back the same way in
+//! profiles, flags and reports: durations ("500ms", "1m30s"),
+//! percentages ("2.5%") and byte counts ("64MiB"). Every layer may use
+//! them; none of them is about a profile.
 use std::fmt;
 use std::time::Duration;
 
@@ -8,7 +9,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::system::error::UsageError;
 
-/// A duration read from a profile.
+/// A duration as people write it ("10s"), read and written back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Dur(pub Duration);
 
@@ -113,6 +114,62 @@ impl Serialize for Dur {
     }
 }
 
+/// A percentage: `10%`, `2.5%` or a bare `10`, 0..=1000%, as a fraction.
+pub fn parse_percent(text: &str) -> Result<f64, UsageError> {
+    let number = text.trim().trim_end_matches('%').trim();
+    match number.parse::<f64>() {
+        Ok(p) if p.is_finite() && (0.0..=1000.0).contains(&p) => Ok(p / 100.0),
+        Ok(_) => Err(UsageError(format!(
+            "{text:?} is out of range; allowed 0% to 1000%"
+        ))),
+        Err(_) => Err(UsageError(format!(
+            "{text:?} is not a percentage; write it like 10% or 2.5%"
+        ))),
+    }
+}
+
+/// A byte count: an integer, or a string with a unit (`"512KiB"`,
+/// `"64MB"`, `"1GiB"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bytes(pub u64);
+
+impl<'de> Deserialize<'de> for Bytes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match toml::Value::deserialize(d)? {
+            toml::Value::Integer(n) if n >= 0 => Ok(Bytes(n as u64)),
+            toml::Value::String(s) => parse_bytes(&s).map(Bytes).ok_or_else(|| {
+                serde::de::Error::custom(format!("{s:?} is not a size; {BYTES_HELP}"))
+            }),
+            other => Err(serde::de::Error::custom(format!(
+                "expected a size, found {other}; {BYTES_HELP}"
+            ))),
+        }
+    }
+}
+
+const BYTES_HELP: &str = "a number of bytes, or a string with B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (of 1024), e.g. \"64MiB\"";
+
+fn parse_bytes(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number.parse().ok()?;
+    let scale: f64 = match unit.trim() {
+        "" | "B" => 1.0,
+        "KB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        "KiB" => 1024.0,
+        "MiB" => 1024.0 * 1024.0,
+        "GiB" => 1024.0 * 1024.0 * 1024.0,
+        _ => return None,
+    };
+    let bytes = number * scale;
+    (bytes.is_finite() && bytes >= 0.0 && bytes < u64::MAX as f64).then_some(bytes as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,5 +203,15 @@ mod tests {
         ] {
             assert_eq!(parse_duration(&format_duration(d)), Ok(d));
         }
+    }
+
+    #[test]
+    fn sizes_read_with_either_unit() {
+        assert_eq!(parse_bytes("512"), Some(512));
+        assert_eq!(parse_bytes("64MiB"), Some(64 << 20));
+        assert_eq!(parse_bytes("1.5 KB"), Some(1500));
+        assert_eq!(parse_bytes("2GiB"), Some(2 << 30));
+        assert_eq!(parse_bytes("12 parsecs"), None);
+        assert_eq!(parse_bytes(""), None);
     }
 }
