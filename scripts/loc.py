@@ -204,4 +204,8 @@ def main():
 
 
 if __name__ == "__main__":
+    # `loc.py | head` ends quietly, as a Unix filter does.
+    import signal
+
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     main()

@@ -263,11 +263,11 @@ impl<'a> Session<'a> {
         }
         let clean = failure.is_none() && cleanup_failures.is_empty() && !lost_worker;
         let passed = self.conclude(&mut writer, &ctx, clean, lost_worker)?;
-        println!("{}", terminal::render(writer.summary()));
+        crate::system::stdout::outln!("{}", terminal::render(writer.summary()));
         for f in &cleanup_failures {
             eprintln!("warning: clean-up failed: {f}");
         }
-        println!("results: {}", writer.dir().display());
+        crate::system::stdout::outln!("results: {}", writer.dir().display());
         outcome.results.push(writer.dir().to_path_buf());
         outcome.passed &= passed;
         match failure {

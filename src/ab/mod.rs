@@ -173,8 +173,8 @@ pub async fn command(options: AbOptions, stop: CancellationToken) -> Result<i32>
     if let Err(e) = chart::write(&dir, &report) {
         eprintln!("warning: the ab chart and report.html were not written: {e:#}");
     }
-    println!("{}", render::terminal(&report));
-    println!("results: {}", dir.display());
+    crate::system::stdout::outln!("{}", render::terminal(&report));
+    crate::system::stdout::outln!("results: {}", dir.display());
     if let Some(e) = failure {
         return Err(e.context(format!("results so far are in {}", dir.display())));
     }
@@ -783,7 +783,7 @@ fn undecided_scenarios(report: &AbReport, profiles: &[Profile]) -> Vec<(String, 
 pub fn render_folder(dir: &Path) -> Result<i32> {
     let report = read_report(&dir.join("ab.json"))?;
     std::fs::write(dir.join("ab.md"), render::markdown(&report)).context("writing ab.md")?;
-    println!("{}", render::terminal(&report));
+    crate::system::stdout::outln!("{}", render::terminal(&report));
     match chart::write(dir, &report) {
         Ok(()) => Ok(EXIT_OK),
         Err(e) => {

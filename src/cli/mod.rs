@@ -635,7 +635,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Ab(args) => ab(*args),
         Command::AbSide(args) => ab_side(*args),
         Command::AbSimulate(args) => {
-            print!(
+            crate::system::stdout::out!(
                 "{}",
                 crate::ab::simulate::command(&crate::ab::simulate::Options {
                     folders: &args.folders,

@@ -18,7 +18,7 @@ pub fn command(name: Option<&str>) -> Result<i32> {
                 names.join(", ")
             ))
         })?;
-        print!("{text}");
+        crate::system::stdout::out!("{text}");
         return Ok(EXIT_OK);
     }
     let width = BUNDLED.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
@@ -26,7 +26,7 @@ pub fn command(name: Option<&str>) -> Result<i32> {
         let p = scenario::parse(name, text)?;
         let mut kinds: Vec<&str> = p.scenarios.iter().map(|s| s.kind()).collect();
         kinds.dedup();
-        println!(
+        crate::system::stdout::outln!(
             "{name:<width$}  ~{:>5}  {:<12}  {}",
             format_duration(Duration::from_secs(
                 scenario::estimated_duration(&p).as_secs()

@@ -21,7 +21,7 @@ pub fn command(cluster: Option<usize>, leafnode: bool) -> Result<i32> {
         let cluster = EmbeddedCluster::start_with(size, &options)?;
         let leaf = start_leaf(hub_port)?;
         // One line, comma-separated: what -s and NATS_URL take.
-        println!("{}", cluster.urls());
+        crate::system::stdout::outln!("{}", cluster.urls());
         for (name, node) in cluster.members() {
             eprintln!(
                 "{name}: nats-server {} on {} (monitoring {})",
@@ -42,7 +42,7 @@ pub fn command(cluster: Option<usize>, leafnode: bool) -> Result<i32> {
     }
     let server = EmbeddedServer::start_with(&options)?;
     let leaf = start_leaf(hub_port)?;
-    println!("{}", server.url());
+    crate::system::stdout::outln!("{}", server.url());
     eprintln!(
         "nats-server {} with JetStream on {} (monitoring {}); Ctrl-C stops it and removes its store",
         server.version(),
@@ -66,7 +66,7 @@ fn start_leaf(hub_port: Option<u16>) -> Result<Option<LeafServer>> {
 /// stderr.
 fn report_leaf(leaf: Option<&LeafServer>) {
     let Some(leaf) = leaf else { return };
-    println!("{}", leaf.url());
+    crate::system::stdout::outln!("{}", leaf.url());
     eprintln!(
         "leaf: nats-server on {} (monitoring {}), JetStream domain {LEAF_DOMAIN}, connected to \
          the hub (domain {HUB_DOMAIN}) through a relay on port {}",

@@ -58,7 +58,7 @@ pub fn command(options: &CompareOptions) -> Result<i32> {
     };
     let comparison = compare(&base, &new, &judged, options.fail_on)?;
     let text = render::render(&comparison, options.format)?;
-    print!("{text}");
+    crate::system::stdout::out!("{text}");
     if options.format == Format::Table {
         for note in &comparison.notes {
             eprintln!("note: {note}");

@@ -67,7 +67,7 @@ pub fn command(options: &HistoryOptions) -> Result<i32> {
         for note in &loaded.notes {
             eprintln!("note: {note}");
         }
-        println!(
+        crate::system::stdout::outln!(
             "jsbench history: {added} run(s) appended to {} ({} already there)",
             file.display(),
             loaded.records.len() - added
@@ -87,7 +87,7 @@ pub fn command(options: &HistoryOptions) -> Result<i32> {
     let text = markdown::render(&outcome, &loaded.records);
     let md = options.out.join("history.md");
     fs::write(&md, &text).with_context(|| format!("writing {}", md.display()))?;
-    print!("{text}");
+    crate::system::stdout::out!("{text}");
     eprintln!("jsbench history: {} and {}", html.display(), md.display());
     Ok(outcome.exit_code)
 }

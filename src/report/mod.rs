@@ -123,7 +123,7 @@ pub fn command(dir: &Path) -> Result<i32> {
         return Err(UsageError(format!("no results folder at {}", dir.display())).into());
     }
     let data = ResultsData::load(dir)?;
-    println!("{}", terminal::render(&data.summary));
+    crate::system::stdout::outln!("{}", terminal::render(&data.summary));
     // The CI files are data, derived from summary.json alone: a folder
     // written before they existed gets them, one written by an older
     // version gets today's mapping.
@@ -132,12 +132,12 @@ pub fn command(dir: &Path) -> Result<i32> {
     for w in &outcome.warnings {
         eprintln!("warning: {w}");
     }
-    println!(
+    crate::system::stdout::outln!(
         "charts: {} files in {}",
         outcome.charts.len(),
         dir.join("charts").display()
     );
-    println!("report: {}", outcome.report.display());
+    crate::system::stdout::outln!("report: {}", outcome.report.display());
     Ok(if outcome.warnings.is_empty() {
         EXIT_OK
     } else {

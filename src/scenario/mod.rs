@@ -7,6 +7,7 @@
 pub mod ack;
 pub mod backpressure;
 pub mod checks;
+pub mod client_cost;
 mod combinations;
 pub mod dlq;
 pub mod fanout;

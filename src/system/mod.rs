@@ -14,4 +14,5 @@ pub mod powerfs;
 pub mod progress;
 pub mod runtimes;
 pub mod secret;
+pub mod stdout;
 pub mod url;

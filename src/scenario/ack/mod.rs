@@ -303,7 +303,7 @@ async fn consume_variant(
         .insert(names::DELIVERED.into(), outcome.delivered_timeline.clone());
     r.warnings.extend(outcome.errors.iter().cloned());
     checks::server_figures(&outcome, r);
-    checks::client_figures(&outcome, r);
+    super::client_cost::client_figures(&outcome, r);
 
     let cause = outcome.client_drop_cause.as_deref();
     verify(&counts, &outcome.ledger, mode, cause, &outcome, r);
@@ -433,13 +433,13 @@ async fn reference_variant(
     .with_context(|| format!("the {} consume reference", kind.label()))?;
     // The loop runs on the run's own runtime: the whole process is its.
     let client = crate::system::cpu::ClientCpu::since(client_cpu).total();
-    let split = checks::CpuSplit {
+    let split = super::client_cost::CpuSplit {
         client,
         publisher: None,
         consumer: Some(client),
         server: server_cpu.stop(),
     };
-    checks::cpu_per_message(&split, report.seen, r);
+    super::client_cost::cpu_per_message(&split, report.seen, r);
     consume_figures(reference_rate(&report), plan.message_size, r);
     r.ledger = LedgerCounts {
         published: plan.messages,

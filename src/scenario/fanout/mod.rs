@@ -315,7 +315,7 @@ fn measure(o: &DriveOutcome, p: &Provisioned, spec: &DriveSpec, r: &mut VariantR
     server_memory(p, spec.streams.len(), consumers, r);
     cpu_per_delivery(o, d.counts.deliveries, r);
     checks::server_figures(o, r);
-    checks::client_figures(o, r);
+    super::client_cost::client_figures(o, r);
     r.timelines
         .insert(names::PUBLISHED.into(), o.published_timeline.clone());
     parts(o, r);

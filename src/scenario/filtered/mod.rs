@@ -353,5 +353,5 @@ fn measure(
     r.warnings.extend(o.errors.iter().cloned());
     // A withheld server figure stays withheld: the shared figures would
     // otherwise divide the same few ticks by the messages read.
-    checks::client_figures_with(o, server.filter(|cpu| *cpu >= MIN_SERVER_CPU), r);
+    super::client_cost::client_figures_with(o, server.filter(|cpu| *cpu >= MIN_SERVER_CPU), r);
 }

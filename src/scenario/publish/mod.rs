@@ -533,7 +533,7 @@ fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) {
         None => (o.client_cpu.total(), o.server_cpu, o.sent()),
     };
     cpu_per_msg(client_cpu, server_cpu, sent, r);
-    super::checks::client_figures(o, r);
+    super::client_cost::client_figures(o, r);
     let retries = o.sends_sum(|s| s.retries);
     let late = o.sends_sum(|s| s.late_retries);
     r.count(DUPLICATES_INJECTED, retries);

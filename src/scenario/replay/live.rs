@@ -14,7 +14,6 @@ use crate::profile::{ArrivalPlan, ReplayDeliver};
 use crate::replay::read::{self, ReplaySpec};
 use crate::replay::recording::{self, Start, select};
 use crate::scenario::Scope;
-use crate::scenario::checks;
 use crate::variant::VariantResult;
 
 /// How long a replay keeps reading after its last selected message, to
@@ -135,13 +134,13 @@ pub(super) async fn replay(
     // The reader runs on the run's own runtime: what the live publishers
     // (if any) did not use is the reading's.
     let publisher = live.as_ref().map(DriveOutcome::publisher_cpu);
-    let split = checks::CpuSplit {
+    let split = crate::scenario::client_cost::CpuSplit {
         client,
         publisher,
         consumer: Some(client.saturating_sub(publisher.unwrap_or_default())),
         server: server_meter.stop(),
     };
-    checks::cpu_per_message(&split, log.deliveries.len() as u64, r);
+    crate::scenario::client_cost::cpu_per_message(&split, log.deliveries.len() as u64, r);
     r.param("selected", expected.len());
     r.param("recording_messages", recording.messages.len());
     measure::measure(&v, &log, live.as_ref(), r);
