@@ -2195,7 +2195,7 @@ mod priority_groups {
         .await;
         let m = p.next(Duration::from_secs(2)).await.unwrap();
         assert!(m.status.is_none(), "{m:?}");
-        let t = jsbench::consume::group::ack_tokens(m.reply.as_deref().unwrap()).unwrap();
+        let t = jsbench::wire::jetstream::ack_tokens(m.reply.as_deref().unwrap()).unwrap();
         assert_eq!(t.pending, 4);
         // min_pending on a consumer of another policy is a bad request.
         let js2 = context(&server).await;

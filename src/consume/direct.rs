@@ -23,8 +23,7 @@ use std::time::Duration;
 use anyhow::{Result, anyhow};
 use tokio_util::sync::CancellationToken;
 
-use super::group::ack_tokens_of;
-use super::reference::{ends_consumer, next_subject};
+use super::reference::ends_consumer;
 use super::{
     Answer, Arrival, ConsumerConfig, ConsumerProgress, ConsumerReport, Effect, Finished, Reply,
     SeenMessage, note_arrival, record_answer,
@@ -33,6 +32,7 @@ use crate::connect::ConnectSettings;
 use crate::profile::{AckPolicy, Action, ConsumerClient, ConsumerKind, ProcessingPlan};
 use crate::record::clock;
 use crate::record::ledger::Event;
+use crate::wire::jetstream::{ack_tokens_of, next_subject};
 use crate::wire::{self, Frame, Msg, frame};
 
 /// The subscription id of the inbox every pull request is answered on.

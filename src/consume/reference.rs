@@ -237,7 +237,11 @@ pub async fn raw(
         .subscribe(inbox.clone())
         .await
         .context("subscribing to the pull requests' inbox")?;
-    let next_subject = next_subject(&config.js_api_prefix, &config.stream, &config.durable);
+    let next_subject = crate::wire::jetstream::next_subject(
+        &config.js_api_prefix,
+        &config.stream,
+        &config.durable,
+    );
     let request = pull_request(config.batch, RAW_EXPIRES);
     let batch = config.batch as u64;
     let ack = Bytes::from_static(b"+ACK");
@@ -281,11 +285,6 @@ pub async fn raw(
         }
     }
     tally.finish(&client, &stop).await
-}
-
-/// Where pull requests for `consumer` of `stream` go (ADR-13).
-pub fn next_subject(api_prefix: &str, stream: &str, consumer: &str) -> String {
-    format!("{api_prefix}.CONSUMER.MSG.NEXT.{stream}.{consumer}")
 }
 
 /// A pull request's body: `batch` messages, waiting at most `expires`.
@@ -360,7 +359,7 @@ pub fn ends_consumer(description: &str) -> bool {
 /// The stream sequence and delivery count of a `$JS.ACK` reply subject,
 /// read by the one parser the priority-group client uses too.
 pub fn ack_info(reply: &str) -> Option<(u64, u64)> {
-    super::group::ack_tokens(reply).map(|t| (t.stream_seq, t.delivered))
+    crate::wire::jetstream::ack_tokens(reply).map(|t| (t.stream_seq, t.delivered))
 }
 
 #[cfg(test)]

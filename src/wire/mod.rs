@@ -17,6 +17,7 @@
 
 pub mod frame;
 mod handshake;
+pub mod jetstream;
 
 use anyhow::{Context, Result, anyhow, bail};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

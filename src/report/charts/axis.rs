@@ -48,6 +48,15 @@ impl Axis {
             unit,
         }
     }
+
+    /// Time along the bottom, from each variant's first send.
+    pub fn time() -> Axis {
+        Axis::new(
+            "time since the variant's first send (s)",
+            Scale::Linear,
+            Unit::Number,
+        )
+    }
 }
 
 /// The lowest quantile and highest quantile a nines axis shows.

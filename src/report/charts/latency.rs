@@ -151,15 +151,6 @@ fn latency_axis() -> Axis {
     Axis::new("latency (log scale)", Scale::Log, Unit::Micros)
 }
 
-/// Time along the bottom, from each variant's first send.
-pub(super) fn time_axis() -> Axis {
-    Axis::new(
-        "time since the variant's first send (s)",
-        Scale::Linear,
-        Unit::Number,
-    )
-}
-
 fn join_label(variant: &str, suffix: &str) -> String {
     if suffix.is_empty() {
         variant.to_string()
@@ -208,7 +199,7 @@ pub fn throughput_over_time(s: &ScenarioData) -> Option<Chart> {
         "Messages published (solid) and delivered to consumers (dashed) in each second of each \
          variant, from its first scheduled send; the last second of a run may be partial, and \
          deliveries after the last publish are the drain.",
-        (time_axis(), y),
+        (Axis::time(), y),
         series,
     );
     chart.map(|c| c.with(warmup))

@@ -6,7 +6,6 @@
 use crate::record::timeline::Timeline;
 use crate::report::data::ScenarioData;
 
-use super::latency::time_axis;
 use super::{Axis, Chart, Scale, Series, Stroke, Unit};
 use crate::server::telemetry::{SERVER_CPU_PCT, SERVER_MEM_MB};
 
@@ -46,7 +45,7 @@ pub(super) fn over_time(
         &stem,
         &format!("{what} over time"),
         caption,
-        (time_axis(), y),
+        (Axis::time(), y),
         series,
     )
 }
