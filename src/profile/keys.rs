@@ -147,16 +147,17 @@ impl Keys {
         values
     }
 
-    /// One value or a list of named choices (`default` when absent), at
-    /// least one and none twice: each runs as a variant of its own.
+    /// One value or a list of named choices (`default` when absent), none
+    /// twice: each runs as a variant of its own. At least one, unless the
+    /// default is none (`reference = []` says what leaving it out says).
     pub fn choices<T: DeserializeOwned + PartialEq>(
         &mut self,
         key: &str,
         default: Vec<T>,
     ) -> Vec<T> {
-        let given = self.given(key);
+        let (given, optional) = (self.given(key), default.is_empty());
         let values = self.get::<OneOrMany<T>>(key).map_or(default, |l| l.0);
-        if given && values.is_empty() {
+        if given && values.is_empty() && !optional {
             self.problem(key, "needs at least one entry");
         }
         if has_repeats(&values) {
@@ -321,6 +322,24 @@ mod tests {
                 "scenario[0].subjects[0]: 0 is out of range; allowed 1..=100",
                 "scenario[0].filters: needs at least one entry",
             ]
+        );
+    }
+
+    /// A list whose default is none takes an empty list as that default
+    /// (ack's and publish's `reference = []`), as the profiles before the
+    /// keys were declared once did.
+    #[test]
+    fn an_optional_list_may_be_given_empty() {
+        let mut k = keys(
+            "reference = []
+filters = []
+",
+        );
+        assert!(k.choices::<String>("reference", Vec::new()).is_empty());
+        assert!(k.choices::<String>("filters", vec!["a".into()]).is_empty());
+        assert_eq!(
+            messages(k),
+            ["scenario[0].filters: needs at least one entry"]
         );
     }
 }

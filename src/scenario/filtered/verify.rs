@@ -101,7 +101,7 @@ fn nothing_outside(o: &Observed<'_>) -> Invariant {
 }
 
 /// The stream holds as many messages as max_per_subject keeps of the fill
-/// (`expected`, from [`crate::streams::filter::stored`]); `held` as its
+/// (`expected`, from [`super::layout::stored`]); `held` as its
 /// info said, `None` when it did not answer.
 pub fn stream_kept(held: Option<u64>, expected: u64, max_per_subject: u64) -> Invariant {
     let limit = match max_per_subject {
