@@ -75,7 +75,15 @@ async fn every_message_is_accounted_for_and_only_the_window_is_recorded() {
         );
         let means = hop("hops_mean_sum_ratio");
         assert!((means - 1.0).abs() <= 0.01, "means add up to {means}");
-        assert!(v.warnings.is_empty(), "{:?}", v.warnings);
+        // A generator that fell behind is the machine's load, said in
+        // the results; any other warning is the run's.
+        let fell_behind = jsbench::scenario::schedule::FELL_BEHIND;
+        let others: Vec<_> = v
+            .warnings
+            .iter()
+            .filter(|w| !w.starts_with(fell_behind))
+            .collect();
+        assert!(others.is_empty(), "{others:?}");
         let published: u64 = v.timelines["published"].counts.iter().sum();
         assert_eq!(published, total);
         // What the ledgers cost: a publisher's shard and a consumer's,

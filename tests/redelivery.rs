@@ -81,6 +81,10 @@ async fn every_behaviour_ends_as_planned_with_matching_advisories() {
     );
 }
 
+/// Delays of 300 ms and 600 ms give the early check a tolerance of 30 ms
+/// and 50 ms: a first delivery read a few milliseconds late on a loaded
+/// machine makes its redelivery look that much early (50 ms steps failed
+/// by 5.4 ms beside two busy loops).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backoff_redeliveries_by_fetch_across_two_clients() {
     let server = common::server();
@@ -89,7 +93,7 @@ async fn backoff_redeliveries_by_fetch_across_two_clients() {
         "backoff",
         "[[scenario]]\nkind = \"redelivery\"\nduration = \"1s\"\nrate = 100\nbaseline = false\n\
          [scenario.consumer]\nkind = \"fetch\"\nbatch = 20\nconsumers = 2\n\
-         backoff = [\"50ms\", \"150ms\"]\nmax_deliver = 3\n\
+         backoff = [\"300ms\", \"600ms\"]\nmax_deliver = 3\n\
          [scenario.behaviour]\ntransient = { fraction = 0.2, failures = 1, fail = \"ignore\" }\n\
          poison = { fraction = 0.1, fail = \"ignore\" }\n",
     )
