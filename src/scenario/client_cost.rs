@@ -262,8 +262,12 @@ pub fn client_memory(o: &DriveOutcome, r: &mut VariantResult) {
     if let Some(slope) = g.and_then(|g| g.slope) {
         r.metric("client_rss_slope", "MB/Mmsg", slope, Direction::Lower);
     }
-    let allowance = g.map_or(0.0, |g| kept_by_design(o, g.seconds));
-    r.invariants.push(memory_flat(g, allowance));
+    let flat = if o.parts.is_empty() {
+        memory_flat(g, kept_by_design(o, g.map_or(0.0, |g| g.seconds)))
+    } else {
+        several_readers(o.parts.len())
+    };
+    r.invariants.push(flat);
     let (seconds, bytes) = recorders
         .iter()
         .map(|h| h.interval_seconds())
@@ -272,6 +276,20 @@ pub fn client_memory(o: &DriveOutcome, r: &mut VariantResult) {
 }
 
 const MEMORY_FLAT: &str = "client memory flat";
+
+/// A drive of several streams holds a recorder set per reader until the
+/// merge (fanout's 1,000 durables grew 143 MB in 10 s, 110 bytes a
+/// recorder-second once merged): the allowance counts one set, so it
+/// cannot judge them, and says so rather than fail or pass.
+fn several_readers(streams: usize) -> Invariant {
+    Invariant::not_applicable(
+        MEMORY_FLAT,
+        format!(
+            "a drive of {streams} streams: each reader keeps its own per-second histograms until \
+             the merge, which the allowance (one drive's recorders) does not count"
+        ),
+    )
+}
 
 /// `allowance`: the bytes the drive keeps by design over the growth's span.
 fn memory_flat(growth: Option<Growth>, allowance: f64) -> Invariant {
@@ -420,6 +438,29 @@ mod memory_tests {
         // The allocator's warm-up over the same run (about 1 MB) passes.
         let warm = check(&trace(0.9, 1_800_000));
         assert!(warm.applicable && warm.passed, "{warm:?}");
+    }
+
+    #[test]
+    fn a_drive_of_several_streams_is_not_judged_by_one_drives_allowance() {
+        let mut o = DriveOutcome::empty();
+        o.memory = trace(1_000.0, 10_000_000);
+        let part = |name: &str| crate::drive::StreamPart {
+            name: name.into(),
+            outcome: DriveOutcome::empty(),
+            stored: None,
+            read_error: None,
+            durables: Vec::new(),
+        };
+        let mut r = VariantResult::new("v");
+        client_memory(&o, &mut r);
+        let flat = |r: &VariantResult| r.invariants.iter().find(|i| i.name == MEMORY_FLAT).cloned();
+        assert!(flat(&r).unwrap().applicable && !flat(&r).unwrap().passed);
+        o.parts = vec![part("a"), part("b")];
+        let mut r = VariantResult::new("v");
+        client_memory(&o, &mut r);
+        let i = flat(&r).unwrap();
+        assert!(!i.applicable, "{i:?}");
+        assert!(i.detail.contains("2 streams"), "{}", i.detail);
     }
 
     #[test]
