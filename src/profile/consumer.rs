@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::keys::{OneOrMany, has_repeats, indexed, items};
+use super::keys::{OneOrMany, has_repeats, indexed, items, range_each};
 use super::problems::Problems;
 use crate::units::{Bytes, Dur};
 
@@ -373,36 +373,30 @@ impl ConsumerSection {
         key: &dyn Fn(&str) -> String,
         problems: &mut Problems,
     ) {
-        let batches = items(&self.batch);
-        for (i, &b) in batches.iter().enumerate() {
-            problems.range(
-                &indexed(key("batch"), i, batches.len()),
-                b,
-                1,
-                10_000,
-                " messages per pull",
-            );
-        }
-        let sizes = items(&self.max_bytes);
-        for (i, b) in sizes.iter().enumerate() {
-            problems.range(
-                &indexed(key("max_bytes"), i, sizes.len()),
-                b.0,
-                1,
-                1 << 30,
-                " bytes per pull",
-            );
-        }
+        let batch = items(&self.batch);
+        range_each(
+            problems,
+            key("batch"),
+            batch,
+            (1, 10_000),
+            " messages per pull",
+        );
+        let sizes: Vec<u64> = items(&self.max_bytes).iter().map(|b| b.0).collect();
+        range_each(
+            problems,
+            key("max_bytes"),
+            &sizes,
+            (1, 1 << 30),
+            " bytes per pull",
+        );
         let waits = items(&self.max_waiting);
-        for (i, &w) in waits.iter().enumerate() {
-            problems.range(
-                &indexed(key("max_waiting"), i, waits.len()),
-                w,
-                1,
-                100_000,
-                " pull requests",
-            );
-        }
+        range_each(
+            problems,
+            key("max_waiting"),
+            waits,
+            (1, 100_000),
+            " pull requests",
+        );
         let expiries = items(&self.expires);
         for (i, d) in expiries.iter().enumerate() {
             if d.0 < Duration::from_millis(10) || d.0 > Duration::from_secs(3600) {

@@ -228,6 +228,20 @@ pub(super) fn indexed(key: String, i: usize, len: usize) -> String {
     if len > 1 { format!("{key}[{i}]") } else { key }
 }
 
+/// Checks every element of a list within `min..=max`, each named as
+/// [`indexed`] names it.
+pub(super) fn range_each<T: PartialOrd + Display + Copy>(
+    problems: &mut Problems,
+    key: String,
+    values: &[T],
+    (min, max): (T, T),
+    unit: &str,
+) {
+    for (i, &v) in values.iter().enumerate() {
+        problems.range(&indexed(key.clone(), i, values.len()), v, min, max, unit);
+    }
+}
+
 /// Whether a list names one value twice (a rate, a policy): a variant
 /// would run twice under one name.
 pub fn has_repeats<T: PartialEq>(items: &[T]) -> bool {
