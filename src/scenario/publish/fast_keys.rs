@@ -103,37 +103,22 @@ pub fn read(
             "fast_acks, fast_flow and fast_gap need at least one value each",
         );
     }
-    check_publish(publish, searching, &key, problems);
+    // The fast publisher sends one fixed size holding its stamp, injects
+    // no retries and runs at listed rates.
+    super::plan::check_batch_publish("fast batches", publish, searching, &key, problems);
+    if let SizePlan::Fixed(size) = publish.message_size
+        && size < STAMP_LEN
+    {
+        problems.push(
+            &key,
+            format!("fast batch messages carry a {STAMP_LEN}-byte stamp; message_size {size} is too small"),
+        );
+    }
     FastPlan {
         sizes,
         outstanding: outstanding.iter().map(|&a| a.min(65_535) as u16).collect(),
         flows: flows.iter().map(|&f| f.clamp(1, 65_535) as u16).collect(),
         gaps,
-    }
-}
-
-/// The fast publisher sends one fixed size holding its stamp, injects no
-/// retries and runs at listed rates.
-fn check_publish(publish: &PublishPlan, searching: bool, key: &str, problems: &mut Problems) {
-    if publish.duplicates > 0.0 || publish.late_duplicates > 0.0 {
-        problems.push(
-            key,
-            "fast batches inject no duplicates; set duplicates and late_duplicates to 0",
-        );
-    }
-    if searching {
-        problems.push(key, "a rate search does not run fast batches; list rates");
-    }
-    match publish.message_size {
-        SizePlan::Fixed(size) if size < STAMP_LEN => problems.push(
-            key,
-            format!("fast batch messages carry a {STAMP_LEN}-byte stamp; message_size {size} is too small"),
-        ),
-        SizePlan::Fixed(_) => {}
-        _ => problems.push(
-            key,
-            "fast batches send one fixed size: use a fixed message_size",
-        ),
     }
 }
 

@@ -108,7 +108,12 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
     read.check_ledger(publishers, &common, prefix, problems);
     let most = crate::load::batch::MAX_ATOMIC_BATCH;
     let batches = k.list("batch", Vec::new(), 1..=most, " messages");
-    check_batches(&batches, &publish, searching, prefix, problems);
+    // Atomic batches (1 to 1000 messages, the server's limit) send one
+    // fixed size, and the batch publisher injects no retries.
+    if !batches.is_empty() {
+        let key = format!("{prefix}.batch");
+        check_batch_publish("atomic batches", &publish, searching, &key, problems);
+    }
     let fast_keys = super::fast_keys::FastKeys {
         fast_batch: k.get("fast_batch"),
         fast_acks: k.get("fast_acks"),
@@ -170,36 +175,31 @@ fn check_retries(
     }
 }
 
-/// Atomic batches (1 to 1000 messages, the server's limit, read with
-/// `batch`) send one fixed size, and the batch publisher injects no
-/// retries.
-fn check_batches(
-    batches: &[usize],
+/// What the publishers of batches (`what`: atomic or fast ones) cannot
+/// do: inject retries, run in a rate search, send sizes that vary.
+pub(super) fn check_batch_publish(
+    what: &str,
     publish: &PublishPlan,
     searching: bool,
-    prefix: &str,
+    key: &str,
     problems: &mut Problems,
 ) {
-    if batches.is_empty() {
-        return;
-    }
-    let key = format!("{prefix}.batch");
     if publish.duplicates > 0.0 || publish.late_duplicates > 0.0 {
         problems.push(
-            &key,
-            "atomic batches inject no duplicates; set duplicates and late_duplicates to 0",
+            key,
+            format!("{what} inject no duplicates; set duplicates and late_duplicates to 0"),
         );
     }
     if searching {
         problems.push(
-            &key,
-            "a rate search does not run atomic batches; list rates",
+            key,
+            format!("a rate search does not run {what}; list rates"),
         );
     }
     if !matches!(publish.message_size, crate::profile::SizePlan::Fixed(_)) {
         problems.push(
-            &key,
-            "atomic batches send one fixed size: use a fixed message_size",
+            key,
+            format!("{what} send one fixed size: use a fixed message_size"),
         );
     }
 }
