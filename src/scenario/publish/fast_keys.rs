@@ -105,7 +105,7 @@ pub fn read(
     }
     // The fast publisher sends one fixed size holding its stamp, injects
     // no retries and runs at listed rates.
-    super::plan::check_batch_publish("fast batches", publish, searching, &key, problems);
+    check_batch_publish("fast batches", publish, searching, &key, problems);
     if let SizePlan::Fixed(size) = publish.message_size
         && size < STAMP_LEN
     {
@@ -119,6 +119,35 @@ pub fn read(
         outstanding: outstanding.iter().map(|&a| a.min(65_535) as u16).collect(),
         flows: flows.iter().map(|&f| f.clamp(1, 65_535) as u16).collect(),
         gaps,
+    }
+}
+
+/// What the publishers of batches (`what`: atomic or fast ones) cannot
+/// do: inject retries, run in a rate search, send sizes that vary.
+pub(super) fn check_batch_publish(
+    what: &str,
+    publish: &PublishPlan,
+    searching: bool,
+    key: &str,
+    problems: &mut Problems,
+) {
+    if publish.duplicates > 0.0 || publish.late_duplicates > 0.0 {
+        problems.push(
+            key,
+            format!("{what} inject no duplicates; set duplicates and late_duplicates to 0"),
+        );
+    }
+    if searching {
+        problems.push(
+            key,
+            format!("a rate search does not run {what}; list rates"),
+        );
+    }
+    if !matches!(publish.message_size, SizePlan::Fixed(_)) {
+        problems.push(
+            key,
+            format!("{what} send one fixed size: use a fixed message_size"),
+        );
     }
 }
 

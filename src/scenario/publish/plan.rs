@@ -112,7 +112,13 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
     // fixed size, and the batch publisher injects no retries.
     if !batches.is_empty() {
         let key = format!("{prefix}.batch");
-        check_batch_publish("atomic batches", &publish, searching, &key, problems);
+        super::fast_keys::check_batch_publish(
+            "atomic batches",
+            &publish,
+            searching,
+            &key,
+            problems,
+        );
     }
     let fast_keys = super::fast_keys::FastKeys {
         fast_batch: k.get("fast_batch"),
@@ -172,35 +178,6 @@ fn check_retries(
                 ),
             );
         }
-    }
-}
-
-/// What the publishers of batches (`what`: atomic or fast ones) cannot
-/// do: inject retries, run in a rate search, send sizes that vary.
-pub(super) fn check_batch_publish(
-    what: &str,
-    publish: &PublishPlan,
-    searching: bool,
-    key: &str,
-    problems: &mut Problems,
-) {
-    if publish.duplicates > 0.0 || publish.late_duplicates > 0.0 {
-        problems.push(
-            key,
-            format!("{what} inject no duplicates; set duplicates and late_duplicates to 0"),
-        );
-    }
-    if searching {
-        problems.push(
-            key,
-            format!("a rate search does not run {what}; list rates"),
-        );
-    }
-    if !matches!(publish.message_size, crate::profile::SizePlan::Fixed(_)) {
-        problems.push(
-            key,
-            format!("{what} send one fixed size: use a fixed message_size"),
-        );
     }
 }
 
