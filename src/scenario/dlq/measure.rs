@@ -189,26 +189,18 @@ fn handler_pace(p: &PipelineReport, r: &mut VariantResult) {
     r.latency("handler_time", &work);
     let attempts = p.attempts().count() as u64;
     let busy = p.busy().as_secs_f64();
-    r.metric(
-        HANDLER_CAPACITY,
-        "msg/s",
-        if busy > 0.0 {
-            attempts as f64 / busy
-        } else {
-            0.0
-        },
-        Direction::Higher,
-    );
-    r.metric(
-        "handler_rate",
-        "msg/s",
-        if last > first {
-            copied as f64 / ((last - first) as f64 / 1e9)
-        } else {
-            0.0
-        },
-        Direction::None,
-    );
+    let capacity = if busy > 0.0 {
+        attempts as f64 / busy
+    } else {
+        0.0
+    };
+    r.metric(HANDLER_CAPACITY, "msg/s", capacity, Direction::Higher);
+    let rate = if last > first {
+        copied as f64 / ((last - first) as f64 / 1e9)
+    } else {
+        0.0
+    };
+    r.metric("handler_rate", "msg/s", rate, Direction::None);
 }
 
 /// What the pipeline did with each advisory, and what the DLQ holds.

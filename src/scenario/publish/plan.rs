@@ -1,5 +1,6 @@
 //! `kind = "publish"`: keys and checks.
 
+use super::fast_keys::check_batch_publish;
 use crate::profile::search::{RateKey, Rates, rates};
 use crate::profile::shared::{Offer, take};
 use crate::profile::{
@@ -112,13 +113,7 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
     // fixed size, and the batch publisher injects no retries.
     if !batches.is_empty() {
         let key = format!("{prefix}.batch");
-        super::fast_keys::check_batch_publish(
-            "atomic batches",
-            &publish,
-            searching,
-            &key,
-            problems,
-        );
+        check_batch_publish("atomic batches", &publish, searching, &key, problems);
     }
     let fast_keys = super::fast_keys::FastKeys {
         fast_batch: k.get("fast_batch"),
