@@ -257,8 +257,7 @@ fn restarted_handler(
             _ => None,
         })
         .collect();
-    let detail;
-    let passed = match killed.as_slice() {
+    let (passed, detail) = match killed.as_slice() {
         [(seq, true)] => {
             let story = p
                 .stories()
@@ -268,26 +267,26 @@ fn restarted_handler(
             let once = audit
                 .as_ref()
                 .is_ok_and(|a| !a.missing.contains(seq) && !a.repeated.iter().any(|x| x.0 == *seq));
-            detail = format!(
-                "killed after copy {n} (sequence {seq}), before its delete and ack; a new handler got the advisory again ({} deliveries, {} copies published, {} flagged duplicate); the DLQ holds it {}",
-                story.deliveries,
-                story.published,
-                story.duplicates,
-                if once { "once" } else { "not exactly once" }
-            );
-            p.restarts() == 1 && story.deliveries >= 2 && story.done && once
+            let passed = p.restarts() == 1 && story.deliveries >= 2 && story.done && once;
+            (
+                passed,
+                format!(
+                    "killed after copy {n} (sequence {seq}), before its delete and ack; a new handler got the advisory again ({} deliveries, {} copies published, {} flagged duplicate); the DLQ holds it {}",
+                    story.deliveries,
+                    story.published,
+                    story.duplicates,
+                    if once { "once" } else { "not exactly once" }
+                ),
+            )
         }
-        [] => {
-            detail = format!(
+        [] => (
+            false,
+            format!(
                 "no restart: the handler made fewer than {n} copies ({} dead letters)",
                 expected.len()
-            );
-            false
-        }
-        more => {
-            detail = format!("{} kills, expected one", more.len());
-            false
-        }
+            ),
+        ),
+        more => (false, format!("{} kills, expected one", more.len())),
     };
     Invariant::check(
         "a restarted handler still dead-letters exactly once",

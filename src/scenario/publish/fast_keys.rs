@@ -62,27 +62,20 @@ pub fn read(
         return FastPlan::default();
     }
     let key = format!("{prefix}.fast_batch");
-    for (i, &size) in sizes.iter().enumerate() {
-        problems.range(&format!("{key}[{i}]"), size, 2, 1_000_000_000, " messages");
-    }
     let outstanding = keys.fast_acks.map(|a| a.0).unwrap_or_else(|| vec![2]);
-    for (i, &acks) in outstanding.iter().enumerate() {
-        let most = u64::from(MAX_OUTSTANDING);
-        problems.range(
-            &format!("{prefix}.fast_acks[{i}]"),
-            acks,
-            1,
-            most,
-            " acks outstanding",
-        );
-    }
     let flows = keys
         .fast_flow
         .map(|f| f.0)
         .unwrap_or_else(|| vec![u64::from(DEFAULT_FLOW)]);
-    for (i, &flow) in flows.iter().enumerate() {
-        let key = format!("{prefix}.fast_flow[{i}]");
-        problems.range(&key, flow, 1, 65_535, " messages per ack");
+    let most = u64::from(MAX_OUTSTANDING);
+    for (name, values, min, max, unit) in [
+        ("fast_batch", &sizes, 2, 1_000_000_000, " messages"),
+        ("fast_acks", &outstanding, 1, most, " acks outstanding"),
+        ("fast_flow", &flows, 1, 65_535, " messages per ack"),
+    ] {
+        for (i, &v) in values.iter().enumerate() {
+            problems.range(&format!("{prefix}.{name}[{i}]"), v, min, max, unit);
+        }
     }
     let gaps = keys
         .fast_gap
