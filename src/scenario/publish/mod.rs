@@ -116,17 +116,10 @@ impl Kind for Publish {
     type Plan = Plan;
 
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
-        let per_publisher = match plan.rate_per {
-            RatePer::Publisher => plan.publish.publishers as f64,
-            RatePer::Total => 1.0,
-        };
         let fattest = plan
             .rates
             .iter()
-            .map(|r| match r {
-                Rate::PerSecond(r) => *r as f64 * per_publisher,
-                Rate::Max => MAX_RATE_ESTIMATE,
-            })
+            .map(|&r| total_rate(plan, r).map_or(MAX_RATE_ESTIMATE, |r| r as f64))
             .fold(0.0, f64::max);
         Need::paced(fattest, common, &plan.publish, 0)
     }

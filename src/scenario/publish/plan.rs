@@ -41,20 +41,11 @@ impl Plan {
         let own = self.rates.len() * self.msg_ids.len();
         // References run at the "max" rate only.
         let max_rates = self.rates.iter().filter(|r| **r == Rate::Max).count();
-        let per_id = |r: Reference, runs: usize| {
-            if self.reference.contains(&r) {
-                max_rates * self.msg_ids.len() * runs
-            } else {
-                0
-            }
-        };
+        let with = |r: Reference| usize::from(self.reference.contains(&r));
         // The raw reference runs before and after each of jsbench's.
-        let minimal = per_id(Reference::Idiomatic, 1) + per_id(Reference::Raw, 2);
-        let core = if self.reference.contains(&Reference::Core) {
-            max_rates
-        } else {
-            0
-        };
+        let per_id = with(Reference::Idiomatic) + 2 * with(Reference::Raw);
+        let minimal = max_rates * self.msg_ids.len() * per_id;
+        let core = max_rates * with(Reference::Core);
         let batches = self.rates.len() * self.msg_ids.len() * self.batches.len();
         let fast = self.rates.len() * self.msg_ids.len() * self.fast.variants();
         own + minimal + core + batches + fast
