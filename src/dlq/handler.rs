@@ -352,14 +352,9 @@ async fn dead_letter(
     let publish = PublishMessage::build()
         .payload(original.payload.clone())
         .headers(headers);
-    let ack = match js
-        .send_publish(origin.subject(&shared.spec.dlq_prefix), publish)
-        .await
-    {
-        Ok(future) => future.await,
-        Err(e) => return Step::retry(shared, format!("publish: {e}")),
-    };
-    let duplicate = match ack {
+    let subject = origin.subject(&shared.spec.dlq_prefix);
+    let ack = async { js.send_publish(subject, publish).await?.await };
+    let duplicate = match ack.await {
         Ok(ack) => ack.duplicate,
         Err(e) => return Step::retry(shared, format!("publish: {e}")),
     };

@@ -118,46 +118,7 @@ impl PipelineSpec {
         }
         subjects
     }
-}
 
-/// A running pipeline: its streams exist and the handler reads advisories.
-pub struct Pipeline {
-    pub spec: PipelineSpec,
-    shared: Arc<handler::Shared>,
-    stop: CancellationToken,
-    task: JoinHandle<(Vec<HandlerReport>, Vec<String>)>,
-}
-
-/// What a pipeline did, across every incarnation of its handler.
-#[derive(Debug, Default)]
-pub struct PipelineReport {
-    pub incarnations: Vec<HandlerReport>,
-    /// Incarnations that could not start or failed.
-    pub errors: Vec<String>,
-    /// The handler durable at the end: (num_pending, num_ack_pending).
-    pub handler_state: Option<(u64, usize)>,
-}
-
-/// One dead-lettered message's story across its advisory's deliveries.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Story {
-    /// First receipt of its advisory by a handler.
-    pub advisory_ns: u64,
-    /// When the server gave up on it: its advisory's own time stamp.
-    pub gave_up_ns: Option<u64>,
-    /// First PubAck of its copy.
-    pub persisted_ns: Option<u64>,
-    /// Copies published (a redelivered advisory publishes again).
-    pub published: u64,
-    /// Of those, flagged duplicate by the DLQ stream.
-    pub duplicates: u64,
-    /// Advisory deliveries the handler received for it.
-    pub deliveries: u64,
-    /// Whether its advisory was acked after the copy persisted.
-    pub done: bool,
-}
-
-impl PipelineSpec {
     /// The advisory capture's stream, on `server`'s storage and replicas.
     pub fn advisory_config(&self, server: &ServerPlan) -> stream::Config {
         stream::Config {
@@ -206,6 +167,43 @@ impl PipelineSpec {
             ..Default::default()
         }
     }
+}
+
+/// A running pipeline: its streams exist and the handler reads advisories.
+pub struct Pipeline {
+    pub spec: PipelineSpec,
+    shared: Arc<handler::Shared>,
+    stop: CancellationToken,
+    task: JoinHandle<(Vec<HandlerReport>, Vec<String>)>,
+}
+
+/// What a pipeline did, across every incarnation of its handler.
+#[derive(Debug, Default)]
+pub struct PipelineReport {
+    pub incarnations: Vec<HandlerReport>,
+    /// Incarnations that could not start or failed.
+    pub errors: Vec<String>,
+    /// The handler durable at the end: (num_pending, num_ack_pending).
+    pub handler_state: Option<(u64, usize)>,
+}
+
+/// One dead-lettered message's story across its advisory's deliveries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Story {
+    /// First receipt of its advisory by a handler.
+    pub advisory_ns: u64,
+    /// When the server gave up on it: its advisory's own time stamp.
+    pub gave_up_ns: Option<u64>,
+    /// First PubAck of its copy.
+    pub persisted_ns: Option<u64>,
+    /// Copies published (a redelivered advisory publishes again).
+    pub published: u64,
+    /// Of those, flagged duplicate by the DLQ stream.
+    pub duplicates: u64,
+    /// Advisory deliveries the handler received for it.
+    pub deliveries: u64,
+    /// Whether its advisory was acked after the copy persisted.
+    pub done: bool,
 }
 
 impl Pipeline {

@@ -79,20 +79,6 @@ pub struct BatchReport {
 }
 
 impl BatchReport {
-    /// Messages stored a second from the end of the warm-up to the last
-    /// measured commit, or to the end of sending when that comes later: a
-    /// paced batch stands for the messages of the interval it opens, so a
-    /// last big batch committed early must not lift the rate above the
-    /// target.
-    pub fn stored_rate(&self, record_from_ns: u64, end_ns: u64) -> f64 {
-        stored_rate(
-            self.measured_messages,
-            self.last_measured_ack_ns,
-            record_from_ns,
-            end_ns,
-        )
-    }
-
     /// Batches whose commit got no answer: their fate is unknown.
     pub fn unanswered(&self) -> Vec<u64> {
         self.failed
@@ -117,6 +103,14 @@ pub fn stored_rate(messages: u64, last_ack_ns: u64, record_from_ns: u64, end_ns:
     }
 }
 
+/// When message `n` is intended: `t0 + n/rate` paced, now at max rate.
+pub fn intended_ns(t0_ns: u64, n: u64, rate: Option<u64>) -> u64 {
+    match rate {
+        Some(rate) => t0_ns + (u128::from(n) * 1_000_000_000 / u128::from(rate.max(1))) as u64,
+        None => clock::now_ns(),
+    }
+}
+
 /// The parts of a commit's reply jsbench reads.
 #[derive(Deserialize)]
 struct Reply {
@@ -137,28 +131,9 @@ pub(crate) struct ApiError {
 }
 
 /// What a commit's future yields: the batch, its first message's intended
-/// time, and the reply or why none came.
-type Answer = (u64, u64, Result<async_nats::Message, NoReply>);
-
-/// Why a commit brought no reply; the batch is recorded as failed with it.
-#[derive(Debug)]
-enum NoReply {
-    /// The commit's request failed.
-    Failed(async_nats::RequestError),
-    /// No PubAck within the ack timeout.
-    TimedOut(Duration),
-}
-
-impl std::fmt::Display for NoReply {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            NoReply::Failed(e) => write!(f, "the commit's request failed: {e}"),
-            NoReply::TimedOut(timeout) => write!(f, "no PubAck within {timeout:?}"),
-        }
-    }
-}
-
-impl std::error::Error for NoReply {}
+/// time, and the reply or why none came (the batch is recorded as failed
+/// with it).
+type Answer = (u64, u64, Result<async_nats::Message, String>);
 
 /// Publishes batches of `config.size` from `t0_ns` until `end_ns` (or
 /// `stop`), then waits for every outstanding commit.
@@ -187,13 +162,8 @@ pub async fn publish_batches(
             report.interrupted = true;
             break;
         }
-        let intended = match config.rate {
-            Some(rate) => {
-                let offset = u128::from(batch) * config.size as u128 * 1_000_000_000;
-                config.t0_ns + (offset / u128::from(rate.max(1))) as u64
-            }
-            None => clock::now_ns(),
-        };
+        let first_message = batch * config.size as u64;
+        let intended = intended_ns(config.t0_ns, first_message, config.rate);
         if intended >= config.end_ns {
             break;
         }
@@ -219,8 +189,8 @@ pub async fn publish_batches(
         pending.push(async move {
             let reply = match tokio::time::timeout(timeout, commit).await {
                 Ok(Ok(message)) => Ok(message),
-                Ok(Err(e)) => Err(NoReply::Failed(e)),
-                Err(_) => Err(NoReply::TimedOut(timeout)),
+                Ok(Err(e)) => Err(format!("the commit's request failed: {e}")),
+                Err(_) => Err(format!("no PubAck within {timeout:?}")),
             };
             (batch, intended, reply)
         });
@@ -288,7 +258,7 @@ fn settle(config: &BatchConfig, report: &mut BatchReport, (batch, intended, repl
     };
     let message = match reply {
         Ok(message) => message,
-        Err(why) => return report.failed.push(failed(None, why.to_string())),
+        Err(why) => return report.failed.push(failed(None, why)),
     };
     let reply: Reply = match serde_json::from_slice(&message.payload) {
         Ok(reply) => reply,
@@ -326,19 +296,11 @@ mod tests {
 
     #[test]
     fn the_stored_rate_runs_to_the_later_of_the_last_commit_and_the_end() {
-        let report = BatchReport {
-            measured_messages: 500,
-            last_measured_ack_ns: 1_425_000_000,
-            ..Default::default()
-        };
         // Sending ran from 1 s to 1.5 s; the last batch committed early.
-        assert_eq!(report.stored_rate(1_000_000_000, 1_500_000_000), 1000.0);
+        let rate = |last_ack_ns| stored_rate(500, last_ack_ns, 1_000_000_000, 1_500_000_000);
+        assert_eq!(rate(1_425_000_000), 1000.0);
         // Committing lagged past the end: the rate falls with it.
-        let late = BatchReport {
-            last_measured_ack_ns: 2_000_000_000,
-            ..report
-        };
-        assert_eq!(late.stored_rate(1_000_000_000, 1_500_000_000), 500.0);
+        assert_eq!(rate(2_000_000_000), 500.0);
     }
 
     #[test]

@@ -158,17 +158,6 @@ pub struct FastReport {
 }
 
 impl FastReport {
-    /// Messages stored a second after the warm-up: see
-    /// [`crate::load::batch::stored_rate`].
-    pub fn stored_rate(&self, record_from_ns: u64, end_ns: u64) -> f64 {
-        crate::load::batch::stored_rate(
-            self.measured_messages,
-            self.last_measured_ack_ns,
-            record_from_ns,
-            end_ns,
-        )
-    }
-
     /// Batches without a PubAck, refused or unanswered.
     pub fn failed(&self) -> impl Iterator<Item = &FastBatchOutcome> {
         self.batches.iter().filter(|b| b.commit.is_none())
@@ -224,12 +213,7 @@ pub async fn publish_fast(
             break;
         }
         let n = f.report.messages_sent;
-        let intended = match config.rate {
-            Some(rate) => {
-                config.t0_ns + (u128::from(n) * 1_000_000_000 / u128::from(rate.max(1))) as u64
-            }
-            None => clock::now_ns(),
-        };
+        let intended = crate::load::batch::intended_ns(config.t0_ns, n, config.rate);
         if intended >= config.end_ns || f.report.stopped.is_some() {
             break;
         }

@@ -143,7 +143,7 @@ pub(super) async fn send_all(
                 config.pub_ack_timeout,
                 k - responses - abandoned,
             ) {
-                report.stalled = Some(stall.to_string());
+                report.stalled = Some(stall);
                 break;
             }
             if let Err(halt) = flush(&mut link, &config, &stop).await {
@@ -172,7 +172,7 @@ pub(super) async fn send_all(
                 config.pub_ack_timeout,
                 outstanding,
             ) {
-                report.stalled = Some(stall.to_string());
+                report.stalled = Some(stall);
                 break 'sending;
             }
             let wait = resend_after.map_or(config.pub_ack_timeout, |a| {
@@ -392,46 +392,23 @@ async fn finish(
 }
 
 /// Tracks when PubAcks last made progress; fails when none came for
-/// `timeout` with `outstanding` sends waiting.
+/// `timeout` with `outstanding` sends waiting, saying so (as text: it
+/// travels in the report across processes).
 fn note_progress(
     progress_at: &mut (u64, u64),
     responses: u64,
     timeout: Duration,
     outstanding: u64,
-) -> Result<(), Stalled> {
+) -> Result<(), String> {
     let now = clock::now_ns();
     if responses != progress_at.1 {
         *progress_at = (now, responses);
         return Ok(());
     }
     if now.saturating_sub(progress_at.0) > timeout.as_nanos() as u64 {
-        return Err(Stalled {
-            timeout,
-            outstanding,
-        });
+        return Err(format!(
+            "no PubAck arrived for {timeout:?} with {outstanding} outstanding"
+        ));
     }
     Ok(())
 }
-
-/// PubAcks stopped coming: the send loop ends, and the report says so
-/// (as text: it travels in the report across processes).
-#[derive(Debug)]
-struct Stalled {
-    timeout: Duration,
-    outstanding: u64,
-}
-
-impl std::fmt::Display for Stalled {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let Stalled {
-            timeout,
-            outstanding,
-        } = self;
-        write!(
-            f,
-            "no PubAck arrived for {timeout:?} with {outstanding} outstanding"
-        )
-    }
-}
-
-impl std::error::Error for Stalled {}

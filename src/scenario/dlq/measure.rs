@@ -166,10 +166,7 @@ fn dead_letter_latencies(l: &Latencies, r: &mut VariantResult) {
         (HANDLER_LATENCY, &l.handler),
         ("term_dlq_latency", &l.term_dlq),
     ] {
-        if h.count() > 0 {
-            r.metrics.extend(latency_metrics(name, &h.summary()));
-            r.histograms.push((name.into(), h.clone()));
-        }
+        r.latency(name, h);
     }
     r.count("deadlines_from_server_timestamp", l.anchored_to_server);
 }
@@ -189,33 +186,21 @@ fn handler_pace(p: &PipelineReport, r: &mut VariantResult) {
             last = last.max(at.answered_ns);
         }
     }
-    if work.count() > 0 {
-        r.metrics
-            .extend(latency_metrics("handler_time", &work.summary()));
-        r.histograms.push(("handler_time".into(), work));
-    }
+    r.latency("handler_time", &work);
     let attempts = p.attempts().count() as u64;
     let busy = p.busy().as_secs_f64();
-    r.metric(
-        HANDLER_CAPACITY,
-        "msg/s",
-        if busy > 0.0 {
-            attempts as f64 / busy
-        } else {
-            0.0
-        },
-        Direction::Higher,
-    );
-    r.metric(
-        "handler_rate",
-        "msg/s",
-        if last > first {
-            copied as f64 / ((last - first) as f64 / 1e9)
-        } else {
-            0.0
-        },
-        Direction::None,
-    );
+    let capacity = if busy > 0.0 {
+        attempts as f64 / busy
+    } else {
+        0.0
+    };
+    r.metric(HANDLER_CAPACITY, "msg/s", capacity, Direction::Higher);
+    let rate = if last > first {
+        copied as f64 / ((last - first) as f64 / 1e9)
+    } else {
+        0.0
+    };
+    r.metric("handler_rate", "msg/s", rate, Direction::None);
 }
 
 /// What the pipeline did with each advisory, and what the DLQ holds.

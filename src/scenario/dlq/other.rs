@@ -18,18 +18,8 @@ pub(super) struct Other {
     task: tokio::task::JoinHandle<Result<ConsumerReport>>,
 }
 
-/// What the other consumer did.
-pub(super) struct OtherEnd {
-    pub report: Result<ConsumerReport, String>,
-}
-
-impl OtherEnd {
-    pub fn failed(e: anyhow::Error) -> Self {
-        OtherEnd {
-            report: Err(format!("{e:#}")),
-        }
-    }
-}
+/// What the other consumer did, or why it did not.
+pub(super) type OtherEnd = Result<ConsumerReport, String>;
 
 impl Other {
     pub async fn start(
@@ -76,11 +66,10 @@ impl Other {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         self.stop.cancel();
-        let report = match self.task.await {
+        match self.task.await {
             Ok(Ok(r)) => Ok(r),
             Ok(Err(e)) => Err(format!("{e:#}")),
             Err(e) => Err(format!("the consumer task failed: {e}")),
-        };
-        OtherEnd { report }
+        }
     }
 }

@@ -63,7 +63,7 @@ pub(super) async fn read_back(
     let other = match (other, &driven.outcome) {
         (Some(Ok(o)), Ok((out, _))) => Some(o.finish(out.counts.persisted, deadline).await),
         (Some(Ok(o)), Err(_)) => Some(o.finish(0, Instant::now()).await),
-        (Some(Err(e)), _) => Some(OtherEnd::failed(e)),
+        (Some(Err(e)), _) => Some(Err(format!("{e:#}"))),
         (None, _) => None,
     };
     let source = &set.names.stream;

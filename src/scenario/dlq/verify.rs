@@ -112,28 +112,31 @@ fn originals_as_retained(
 ) -> Invariant {
     let c = &o.counts;
     let stored = e.stored;
-    match (now, retention) {
+    let name = match retention {
+        Retention::Limits => "limits: originals remain",
+        Retention::Workqueue => "workqueue: originals deleted once copied",
+        Retention::Interest => "interest: originals remain until every consumer acks",
+    };
+    let now = match now {
+        Ok(now) => now,
         // Unreadable originals fail the retention's own check.
-        (Err(err), _) => Invariant::check(
-            match retention {
-                Retention::Limits => "limits: originals remain",
-                Retention::Workqueue => "workqueue: originals deleted once copied",
-                Retention::Interest => "interest: originals remain until every consumer acks",
-            },
-            false,
-            format!("the originals could not be read: {err}"),
-        ),
-        (Ok(now), Retention::Limits) => {
+        Err(err) => {
+            let detail = format!("the originals could not be read: {err}");
+            return Invariant::check(name, false, detail);
+        }
+    };
+    let present = now.values().filter(|m| m.is_some()).count();
+    match retention {
+        Retention::Limits => {
             // Unless the stream's limits evicted them, before the handler
             // read them or after.
             let first_kept = o.eviction.as_ref().map_or(0, |ev| ev.first_kept);
-            let present = now.values().filter(|m| m.is_some()).count();
             let evicted = now
                 .iter()
                 .filter(|(seq, m)| m.is_none() && **seq < first_kept)
                 .count();
             Invariant::check(
-                "limits: originals remain",
+                name,
                 present + evicted == now.len() && stored == Some(c.persisted - c.evicted),
                 format!(
                     "{present} of {} dead-lettered originals still readable, {evicted} evicted by the \
@@ -145,19 +148,16 @@ fn originals_as_retained(
                 ),
             )
         }
-        (Ok(now), Retention::Workqueue) => {
-            let present = now.values().filter(|m| m.is_some()).count();
-            Invariant::check(
-                "workqueue: originals deleted once copied",
-                present == 0 && stored == Some(0),
-                format!(
-                    "{present} of {} dead-lettered originals still readable; the stream holds {} messages (acked ones are removed by the server, dead-lettered ones by the handler)",
-                    expected.len(),
-                    show(stored)
-                ),
-            )
-        }
-        (Ok(now), Retention::Interest) => interest_originals(o, expected, e, now),
+        Retention::Workqueue => Invariant::check(
+            name,
+            present == 0 && stored == Some(0),
+            format!(
+                "{present} of {} dead-lettered originals still readable; the stream holds {} messages (acked ones are removed by the server, dead-lettered ones by the handler)",
+                expected.len(),
+                show(stored)
+            ),
+        ),
+        Retention::Interest => interest_originals(o, expected, e, (name, present)),
     }
 }
 
@@ -167,12 +167,11 @@ fn interest_originals(
     o: &DriveOutcome,
     expected: &BTreeMap<Key, Kind>,
     e: &Evidence,
-    now: &BTreeMap<u64, Option<StreamMessage>>,
+    (name, present): (&str, usize),
 ) -> Invariant {
     let c = &o.counts;
     let stored = e.stored;
-    let present = now.values().filter(|m| m.is_some()).count();
-    let other = match e.other.as_ref().map(|o| &o.report) {
+    let other = match &e.other {
         Some(Ok(report)) => {
             let acked = (1..=o.ledger.max_seq())
                 .filter(|&s| {
@@ -187,7 +186,7 @@ fn interest_originals(
     };
     let acked = other.as_ref().copied().unwrap_or(0);
     Invariant::check(
-        "interest: originals remain until every consumer acks",
+        name,
         present == expected.len() && stored == Some(expected.len() as u64) && acked == c.persisted,
         match other {
             Ok(acked) => format!(
@@ -258,8 +257,7 @@ fn restarted_handler(
             _ => None,
         })
         .collect();
-    let detail;
-    let passed = match killed.as_slice() {
+    let (passed, detail) = match killed.as_slice() {
         [(seq, true)] => {
             let story = p
                 .stories()
@@ -269,26 +267,26 @@ fn restarted_handler(
             let once = audit
                 .as_ref()
                 .is_ok_and(|a| !a.missing.contains(seq) && !a.repeated.iter().any(|x| x.0 == *seq));
-            detail = format!(
-                "killed after copy {n} (sequence {seq}), before its delete and ack; a new handler got the advisory again ({} deliveries, {} copies published, {} flagged duplicate); the DLQ holds it {}",
-                story.deliveries,
-                story.published,
-                story.duplicates,
-                if once { "once" } else { "not exactly once" }
-            );
-            p.restarts() == 1 && story.deliveries >= 2 && story.done && once
+            let passed = p.restarts() == 1 && story.deliveries >= 2 && story.done && once;
+            (
+                passed,
+                format!(
+                    "killed after copy {n} (sequence {seq}), before its delete and ack; a new handler got the advisory again ({} deliveries, {} copies published, {} flagged duplicate); the DLQ holds it {}",
+                    story.deliveries,
+                    story.published,
+                    story.duplicates,
+                    if once { "once" } else { "not exactly once" }
+                ),
+            )
         }
-        [] => {
-            detail = format!(
+        [] => (
+            false,
+            format!(
                 "no restart: the handler made fewer than {n} copies ({} dead letters)",
                 expected.len()
-            );
-            false
-        }
-        more => {
-            detail = format!("{} kills, expected one", more.len());
-            false
-        }
+            ),
+        ),
+        more => (false, format!("{} kills, expected one", more.len())),
     };
     Invariant::check(
         "a restarted handler still dead-letters exactly once",

@@ -147,18 +147,18 @@ pub fn invariants(
             first(&a.strangers)
         ));
     }
-    out.push(if problems.is_empty() {
-        Invariant::check(
-            ONCE,
-            true,
+    out.push(Invariant::check(
+        ONCE,
+        problems.is_empty(),
+        if problems.is_empty() {
             format!(
                 "{} origin messages, each stored once in the copy",
                 a.expected
-            ),
-        )
-    } else {
-        Invariant::check(ONCE, false, problems.join("; "))
-    });
+            )
+        } else {
+            problems.join("; ")
+        },
+    ));
     // A failed lookup checks nothing, and says so as a failure.
     out.push(match copy_count {
         Some(n) => Invariant::equal(COUNT, n, a.expected),
@@ -174,23 +174,19 @@ pub fn invariants(
     // A mirror keeps the origin's sequences; a source copies each origin
     // in its order (it retries from the first sequence it missed, never
     // skips ahead).
-    out.push(if a.out_of_order.is_empty() {
-        Invariant::check(
-            ORDER,
-            true,
-            "each origin's messages in the copy in the origin's sequence order",
-        )
-    } else {
-        Invariant::check(
-            ORDER,
-            false,
+    out.push(Invariant::check(
+        ORDER,
+        a.out_of_order.is_empty(),
+        if a.out_of_order.is_empty() {
+            "each origin's messages in the copy in the origin's sequence order".to_string()
+        } else {
             format!(
                 "{} stored after a later message of their origin (copy seqs {})",
                 a.out_of_order.len(),
                 first(&a.out_of_order)
-            ),
-        )
-    });
+            )
+        },
+    ));
     out
 }
 

@@ -305,10 +305,9 @@ async fn observe(
     }
     let due = acked.iter().map(|s| s.len() as u64).sum();
     settle(ctx, common, &reader, due).await;
-    if let Some(c) = match leaf {
-        Some(l) => l.compression().await,
-        None => None,
-    } {
+    if let Some(l) = leaf
+        && let Some(c) = l.compression().await
+    {
         r.param("leaf_compression", c);
     }
     let (origin_left, drain_ms) = if mode.work_queue() {
@@ -450,15 +449,11 @@ async fn still_held(ctx: &RunContext, o: &Observed) -> Result<u64> {
     let mut held = 0;
     let mut looked = 0;
     for (origin, seqs) in &a.missing {
+        let name = &o.names[*origin];
         let s: stream::Stream<()> = js
-            .get_stream_no_info(&o.names[*origin])
+            .get_stream_no_info(name)
             .await
-            .with_context(|| {
-                format!(
-                    "getting {} to look for what the copy lacks",
-                    o.names[*origin]
-                )
-            })?;
+            .with_context(|| format!("getting {name} to look for what the copy lacks"))?;
         for &seq in seqs {
             if looked >= LOOKUPS {
                 return Ok(held);
@@ -547,22 +542,12 @@ fn measure(mode: Mode, o: &Observed, r: &mut VariantResult) {
         r.metric(DRAIN, "ms", ms_, Direction::Lower);
     }
     if let Some(f) = &o.fault {
-        r.metric(
-            FAULT_LASTED,
-            "ms",
-            ms(f.ended_ns.saturating_sub(f.began_ns)),
-            Direction::Lower,
-        );
-    }
-    if let Some(f) = &o.fault
-        && let Some(caught) = caught_up(mode, o, f.ended_ns)
-    {
-        r.metric(
-            CATCH_UP,
-            "ms",
-            ms(caught.saturating_sub(f.ended_ns)),
-            Direction::Lower,
-        );
+        let lasted = ms(f.ended_ns.saturating_sub(f.began_ns));
+        r.metric(FAULT_LASTED, "ms", lasted, Direction::Lower);
+        if let Some(caught) = caught_up(mode, o, f.ended_ns) {
+            let took = ms(caught.saturating_sub(f.ended_ns));
+            r.metric(CATCH_UP, "ms", took, Direction::Lower);
+        }
     }
     if unstamped > 0 {
         r.warnings.push(format!(
@@ -611,9 +596,7 @@ fn caught_up(mode: Mode, o: &Observed, ended_ns: u64) -> Option<u64> {
 /// drive's warnings and whether every publisher finished.
 fn publishing(o: &DriveOutcome, r: &mut VariantResult) {
     checks::drive_records(o, None, r);
-    r.latency(names::PUB_ACK_LATENCY, &o.pub_ack_intended);
-    r.latency(names::PUB_ACK_LATENCY_ACTUAL, &o.pub_ack_sent);
-    r.latency(names::SEND_LAG, &o.send_lag);
+    checks::pub_acks(o, r);
     r.metrics.extend(rate_and_throughput(
         names::PUBLISH,
         o.publish_rate(),
@@ -668,20 +651,13 @@ fn drained(mode: Mode, o: &Observed) -> Invariant {
             "a limits origin keeps what it stored; nothing is acknowledged away",
         );
     }
-    match o.origin_left {
-        Some(0) => Invariant::check(
-            DRAINED,
-            true,
-            "the origin held nothing once the copy had every message",
+    let detail = match o.origin_left {
+        Some(0) => "the origin held nothing once the copy had every message".to_string(),
+        Some(left) => format!(
+            "the origin still holds {left} after the copy settled: the sourcing durable \
+             never acknowledged them (flow control)"
         ),
-        Some(left) => Invariant::check(
-            DRAINED,
-            false,
-            format!(
-                "the origin still holds {left} after the copy settled: the sourcing durable \
-                 never acknowledged them (flow control)"
-            ),
-        ),
-        None => Invariant::check(DRAINED, false, "the origin's state was never read"),
-    }
+        None => "the origin's state was never read".to_string(),
+    };
+    Invariant::check(DRAINED, o.origin_left == Some(0), detail)
 }

@@ -130,14 +130,10 @@ impl Origins {
         if self.mirror {
             return (Some(0), copy_seq);
         }
-        let header = m
-            .headers
-            .as_ref()
-            .and_then(|h| h.get(STREAM_SOURCE))
-            .map(|v| v.as_str().to_string());
-        match header.as_deref().map(parse_source) {
-            Some(Some((stream, seq))) => (self.names.iter().position(|n| n == stream), seq),
-            _ => (None, 0),
+        let header = m.headers.as_ref().and_then(|h| h.get(STREAM_SOURCE));
+        match header.and_then(|v| parse_source(v.as_str())) {
+            Some((stream, seq)) => (self.names.iter().position(|n| n == stream), seq),
+            None => (None, 0),
         }
     }
 }

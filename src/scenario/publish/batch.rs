@@ -13,10 +13,10 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::Plan;
-use crate::load::batch::{BatchConfig, BatchReport, publish_batches};
+use crate::load::batch::{BatchConfig, BatchReport, publish_batches, stored_rate};
 use crate::profile::{MsgId, Rate, format_duration};
 use crate::record::clock;
-use crate::record::metrics::{Direction, latency_metrics};
+use crate::record::metrics::latency_metrics;
 use crate::record::names;
 use crate::scenario::Scope;
 use crate::streams::batches::{BatchAudit, audit, read_batches};
@@ -62,11 +62,9 @@ pub async fn run_variant(
     };
     let report = publish_batches(&client, &batches, &ctx.stop).await;
     let stored = s.stored(r, &stream_name).await;
+    let js = ctx.provisioner.jetstream();
     let read = match &report {
-        Ok(_) => {
-            let js = ctx.provisioner.jetstream();
-            Some(read_batches(js, &stream_name, Duration::from_secs(5)).await)
-        }
+        Ok(_) => Some(read_batches(js, &stream_name, Duration::from_secs(5)).await),
         Err(_) => None,
     };
     let report = report?;
@@ -110,16 +108,14 @@ fn describe(plan: &Plan, (rate, msg_id, size): (Rate, MsgId, usize), r: &mut Var
 }
 
 fn measure(report: &BatchReport, config: &BatchConfig, r: &mut VariantResult) {
-    if let Some(target) = config.rate {
-        r.metric(names::TARGET_RATE, "msg/s", target as f64, Direction::None);
-    }
-    let rate = report.stored_rate(config.record_from_ns, config.end_ns);
-    r.metrics
-        .extend(crate::record::metrics::rate_and_throughput(
-            names::PUBLISH,
-            rate,
-            rate * config.message_size as f64,
-        ));
+    let rate = stored_rate(
+        report.measured_messages,
+        report.last_measured_ack_ns,
+        config.record_from_ns,
+        config.end_ns,
+    );
+    let throughput = rate * config.message_size as f64;
+    super::publish_rate(r, config.rate, rate, throughput);
     let latency = &report.commit_latency;
     r.metrics.extend(latency_metrics(
         names::BATCH_COMMIT_LATENCY,
@@ -165,23 +161,11 @@ fn verify(
             ),
         },
     ));
-    let (audited, complete) = match audited {
-        Some(Ok(a)) => a,
-        Some(Err(e)) => {
-            let e = format!("{e:#}");
-            for name in [WHOLE, NOTHING_FAILED] {
-                r.invariants.push(Invariant::check(name, false, e.clone()));
-            }
-            return;
-        }
-        None => return,
+    let Some((audited, complete)) = super::audited(audited, [WHOLE, NOTHING_FAILED], r) else {
+        return;
     };
     r.ledger.lost = (report.committed.len() as u64).saturating_sub(audited.whole);
-    let stalled = if complete {
-        ""
-    } else {
-        "; the read-back stalled before the end"
-    };
+    let stalled = super::stalled(complete);
     r.invariants.push(Invariant::check(
         WHOLE,
         audited.broken.is_empty() && complete,

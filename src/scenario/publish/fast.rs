@@ -14,26 +14,15 @@ use anyhow::Result;
 use super::Plan;
 use super::batch::first_three;
 use super::fast_keys::FastPlan;
+use crate::load::batch::stored_rate;
 use crate::load::fast_batch::{FastConfig, FastReport, GapMode, publish_fast};
 use crate::profile::{MsgId, Rate, format_duration};
 use crate::record::clock;
-use crate::record::metrics::{Direction, latency_metrics};
+use crate::record::metrics::latency_metrics;
 use crate::record::names;
 use crate::scenario::Scope;
 use crate::streams::fast_batches::{FastAudit, audit, read_stamps};
 use crate::variant::{Invariant, VariantResult};
-
-pub const FAST_BATCHES_COMMITTED: &str = "fast_batches_committed";
-pub const FAST_MESSAGES_ACKED: &str = "fast_messages_acked";
-pub const FAST_FLOW_ACKS: &str = "fast_flow_acks";
-/// The server's flow (acks every N messages): first granted, lowest, highest.
-pub const FAST_FLOW_FIRST: &str = "fast_flow_first";
-pub const FAST_FLOW_MIN: &str = "fast_flow_min";
-pub const FAST_FLOW_MAX: &str = "fast_flow_max";
-pub const FAST_WAITS: &str = "fast_waits";
-pub const FAST_PINGS: &str = "fast_pings";
-pub const FAST_GAPS: &str = "fast_gaps";
-pub const FAST_ERRORS: &str = "fast_errors";
 
 /// One variant's settings: rate, msg_id mode, batch size, acks
 /// outstanding, flow asked for, gap mode.
@@ -125,11 +114,9 @@ pub async fn run_variant(
         None
     };
     let stored = s.stored(r, &stream_name).await;
+    let js = ctx.provisioner.jetstream();
     let read = match &report {
-        Ok(_) => {
-            let js = ctx.provisioner.jetstream();
-            Some(read_stamps(js, &stream_name, Duration::from_secs(5)).await)
-        }
+        Ok(_) => Some(read_stamps(js, &stream_name, Duration::from_secs(5)).await),
         Err(_) => None,
     };
     let report = report?;
@@ -181,16 +168,13 @@ fn measure(
     server_cpu: Option<Duration>,
     r: &mut VariantResult,
 ) {
-    if let Some(target) = c.rate {
-        r.metric(names::TARGET_RATE, "msg/s", target as f64, Direction::None);
-    }
-    let rate = report.stored_rate(c.record_from_ns, c.end_ns);
-    r.metrics
-        .extend(crate::record::metrics::rate_and_throughput(
-            names::PUBLISH,
-            rate,
-            rate * c.message_size as f64,
-        ));
+    let rate = stored_rate(
+        report.measured_messages,
+        report.last_measured_ack_ns,
+        c.record_from_ns,
+        c.end_ns,
+    );
+    super::publish_rate(r, c.rate, rate, rate * c.message_size as f64);
     let mut recorders = vec![
         (names::FAST_ACK_LATENCY, &report.ack_latency),
         (names::BATCH_COMMIT_LATENCY, &report.commit_latency),
@@ -208,14 +192,7 @@ fn measure(
     if let Some((cpu, messages)) = report.client_cpu
         && messages > 0
     {
-        let per = |cpu: Duration| cpu.as_secs_f64() * 1e6 / messages as f64;
-        let server = server_cpu.map(|s| (names::SERVER_CPU_PER_MSG, per(s)));
-        for (name, value) in [(names::CLIENT_CPU_PER_MSG, per(cpu))]
-            .into_iter()
-            .chain(server)
-        {
-            r.metric(name, "us", value, Direction::Lower);
-        }
+        super::cpu_per_msg(cpu, server_cpu, messages, r);
     }
     let committed = report.batches.iter().filter(|b| b.commit.is_some());
     let acked: u64 = report
@@ -223,17 +200,19 @@ fn measure(
         .iter()
         .map(|b| b.acked_through.min(b.sent))
         .sum();
-    r.count(FAST_BATCHES_COMMITTED, committed.count() as u64);
-    r.count(FAST_MESSAGES_ACKED, acked);
+    // The server's flow (acks every N messages): first granted, lowest,
+    // highest.
     for (name, value) in [
-        (FAST_FLOW_ACKS, report.flow_acks),
-        (FAST_FLOW_FIRST, u64::from(report.flow_first)),
-        (FAST_FLOW_MIN, u64::from(report.flow_min)),
-        (FAST_FLOW_MAX, u64::from(report.flow_max)),
-        (FAST_WAITS, report.waits),
-        (FAST_PINGS, report.pings),
-        (FAST_GAPS, report.gaps),
-        (FAST_ERRORS, report.errors),
+        ("fast_batches_committed", committed.count() as u64),
+        ("fast_messages_acked", acked),
+        ("fast_flow_acks", report.flow_acks),
+        ("fast_flow_first", u64::from(report.flow_first)),
+        ("fast_flow_min", u64::from(report.flow_min)),
+        ("fast_flow_max", u64::from(report.flow_max)),
+        ("fast_waits", report.waits),
+        ("fast_pings", report.pings),
+        ("fast_gaps", report.gaps),
+        ("fast_errors", report.errors),
     ] {
         r.count(name, value);
     }
@@ -264,23 +243,11 @@ fn verify(
 ) {
     r.invariants.push(committed(report));
     r.invariants.push(no_gaps(report));
-    let (a, complete) = match audited {
-        Some(Ok(a)) => a,
-        Some(Err(e)) => {
-            let e = format!("{e:#}");
-            for name in [ONCE_IN_ORDER, NOTHING_FOREIGN] {
-                r.invariants.push(Invariant::check(name, false, e.clone()));
-            }
-            return;
-        }
-        None => return,
+    let Some((a, complete)) = super::audited(audited, [ONCE_IN_ORDER, NOTHING_FOREIGN], r) else {
+        return;
     };
     r.ledger.lost = a.lost_after_ack.len() as u64;
-    let stalled = if complete {
-        ""
-    } else {
-        "; the read-back stalled before the end"
-    };
+    let stalled = super::stalled(complete);
     let breaches: Vec<String> = [
         &a.lost_after_ack,
         &a.twice,

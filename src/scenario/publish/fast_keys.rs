@@ -62,27 +62,20 @@ pub fn read(
         return FastPlan::default();
     }
     let key = format!("{prefix}.fast_batch");
-    for (i, &size) in sizes.iter().enumerate() {
-        problems.range(&format!("{key}[{i}]"), size, 2, 1_000_000_000, " messages");
-    }
     let outstanding = keys.fast_acks.map(|a| a.0).unwrap_or_else(|| vec![2]);
-    for (i, &acks) in outstanding.iter().enumerate() {
-        let most = u64::from(MAX_OUTSTANDING);
-        problems.range(
-            &format!("{prefix}.fast_acks[{i}]"),
-            acks,
-            1,
-            most,
-            " acks outstanding",
-        );
-    }
     let flows = keys
         .fast_flow
         .map(|f| f.0)
         .unwrap_or_else(|| vec![u64::from(DEFAULT_FLOW)]);
-    for (i, &flow) in flows.iter().enumerate() {
-        let key = format!("{prefix}.fast_flow[{i}]");
-        problems.range(&key, flow, 1, 65_535, " messages per ack");
+    let most = u64::from(MAX_OUTSTANDING);
+    for (name, values, min, max, unit) in [
+        ("fast_batch", &sizes, 2, 1_000_000_000, " messages"),
+        ("fast_acks", &outstanding, 1, most, " acks outstanding"),
+        ("fast_flow", &flows, 1, 65_535, " messages per ack"),
+    ] {
+        for (i, &v) in values.iter().enumerate() {
+            problems.range(&format!("{prefix}.{name}[{i}]"), v, min, max, unit);
+        }
     }
     let gaps = keys
         .fast_gap
@@ -103,7 +96,17 @@ pub fn read(
             "fast_acks, fast_flow and fast_gap need at least one value each",
         );
     }
-    check_publish(publish, searching, &key, problems);
+    // The fast publisher sends one fixed size holding its stamp, injects
+    // no retries and runs at listed rates.
+    check_batch_publish("fast batches", publish, searching, &key, problems);
+    if let SizePlan::Fixed(size) = publish.message_size
+        && size < STAMP_LEN
+    {
+        problems.push(
+            &key,
+            format!("fast batch messages carry a {STAMP_LEN}-byte stamp; message_size {size} is too small"),
+        );
+    }
     FastPlan {
         sizes,
         outstanding: outstanding.iter().map(|&a| a.min(65_535) as u16).collect(),
@@ -112,28 +115,32 @@ pub fn read(
     }
 }
 
-/// The fast publisher sends one fixed size holding its stamp, injects no
-/// retries and runs at listed rates.
-fn check_publish(publish: &PublishPlan, searching: bool, key: &str, problems: &mut Problems) {
+/// What the publishers of batches (`what`: atomic or fast ones) cannot
+/// do: inject retries, run in a rate search, send sizes that vary.
+pub(super) fn check_batch_publish(
+    what: &str,
+    publish: &PublishPlan,
+    searching: bool,
+    key: &str,
+    problems: &mut Problems,
+) {
     if publish.duplicates > 0.0 || publish.late_duplicates > 0.0 {
         problems.push(
             key,
-            "fast batches inject no duplicates; set duplicates and late_duplicates to 0",
+            format!("{what} inject no duplicates; set duplicates and late_duplicates to 0"),
         );
     }
     if searching {
-        problems.push(key, "a rate search does not run fast batches; list rates");
+        problems.push(
+            key,
+            format!("a rate search does not run {what}; list rates"),
+        );
     }
-    match publish.message_size {
-        SizePlan::Fixed(size) if size < STAMP_LEN => problems.push(
+    if !matches!(publish.message_size, SizePlan::Fixed(_)) {
+        problems.push(
             key,
-            format!("fast batch messages carry a {STAMP_LEN}-byte stamp; message_size {size} is too small"),
-        ),
-        SizePlan::Fixed(_) => {}
-        _ => problems.push(
-            key,
-            "fast batches send one fixed size: use a fixed message_size",
-        ),
+            format!("{what} send one fixed size: use a fixed message_size"),
+        );
     }
 }
 

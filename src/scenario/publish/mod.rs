@@ -116,17 +116,10 @@ impl Kind for Publish {
     type Plan = Plan;
 
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
-        let per_publisher = match plan.rate_per {
-            RatePer::Publisher => plan.publish.publishers as f64,
-            RatePer::Total => 1.0,
-        };
         let fattest = plan
             .rates
             .iter()
-            .map(|r| match r {
-                Rate::PerSecond(r) => *r as f64 * per_publisher,
-                Rate::Max => MAX_RATE_ESTIMATE,
-            })
+            .map(|&r| total_rate(plan, r).map_or(MAX_RATE_ESTIMATE, |r| r as f64))
             .fold(0.0, f64::max);
         Need::paced(fattest, common, &plan.publish, 0)
     }
@@ -462,9 +455,52 @@ async fn run_variant(
     Ok(())
 }
 
-/// What each side's CPU cost a message sent, in µs: jsbench's variants
-/// and the references report it alike, before the shared client figures
-/// (which keep a figure already there).
+/// The target (paced) and the publish rate and throughput reached: every
+/// variant reports them alike.
+fn publish_rate(r: &mut VariantResult, target: Option<u64>, rate: f64, throughput: f64) {
+    if let Some(target) = target {
+        r.metric(names::TARGET_RATE, "msg/s", target as f64, Direction::None);
+    }
+    r.metrics
+        .extend(crate::record::metrics::rate_and_throughput(
+            names::PUBLISH,
+            rate,
+            throughput,
+        ));
+}
+
+/// The read-back's note for a check's evidence when it stopped short.
+fn stalled(complete: bool) -> &'static str {
+    if complete {
+        ""
+    } else {
+        "; the read-back stalled before the end"
+    }
+}
+
+/// A batch variant's audit of its read-back and whether that read the
+/// stream whole; none when nothing was read, or when the read failed (then
+/// each read-back check fails with the reason).
+fn audited<A>(
+    audited: Option<Result<(A, bool)>>,
+    checks: [&str; 2],
+    r: &mut VariantResult,
+) -> Option<(A, bool)> {
+    match audited? {
+        Ok(audited) => Some(audited),
+        Err(e) => {
+            let e = format!("{e:#}");
+            for name in checks {
+                r.invariants.push(Invariant::check(name, false, e.clone()));
+            }
+            None
+        }
+    }
+}
+
+/// What each side's CPU cost a message sent, in µs: jsbench's variants,
+/// the fast batches and the references report it alike, before the
+/// shared client figures (which keep a figure already there).
 fn cpu_per_msg(client: Duration, server: Option<Duration>, sent: u64, r: &mut VariantResult) {
     let per = |cpu: Duration| match sent {
         0 => 0.0,
@@ -480,16 +516,7 @@ fn cpu_per_msg(client: Duration, server: Option<Duration>, sent: u64, r: &mut Va
 }
 
 fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) {
-    let publish_rate = o.publish_rate();
-    if let Some(target) = target {
-        r.metric(names::TARGET_RATE, "msg/s", target as f64, Direction::None);
-    }
-    r.metrics
-        .extend(crate::record::metrics::rate_and_throughput(
-            names::PUBLISH,
-            publish_rate,
-            o.publish_throughput(),
-        ));
+    publish_rate(r, target, o.publish_rate(), o.publish_throughput());
     r.metric(
         PUBLISH_ACKED_RATE,
         "msg/s",
@@ -580,28 +607,24 @@ fn verify(
             c.published, c.publish_errors
         ),
     ));
-    if msg_id == MsgId::None {
-        let why = "no Nats-Msg-Id: the server cannot flag a duplicate";
-        r.invariants.push(Invariant::not_applicable(
-            "duplicates flagged = injected",
-            why,
-        ));
-        r.invariants.push(Invariant::not_applicable(
-            "no retry inside the window stored",
-            why,
-        ));
-    } else {
-        r.invariants.push(Invariant::equal(
-            "duplicates flagged = injected",
-            o.acks_sum(|a| a.duplicates),
-            retries,
-        ));
-        r.invariants.push(Invariant::equal(
-            "no retry inside the window stored",
-            o.acks_sum(|a| a.retries_stored),
-            0,
-        ));
-    }
+    // Without ids the server cannot flag a duplicate: the dedup checks
+    // do not apply.
+    let dedup = |name, actual, expected| match msg_id {
+        MsgId::None => {
+            Invariant::not_applicable(name, "no Nats-Msg-Id: the server cannot flag a duplicate")
+        }
+        MsgId::Unique => Invariant::equal(name, actual, expected),
+    };
+    r.invariants.push(dedup(
+        "duplicates flagged = injected",
+        o.acks_sum(|a| a.duplicates),
+        retries,
+    ));
+    r.invariants.push(dedup(
+        "no retry inside the window stored",
+        o.acks_sum(|a| a.retries_stored),
+        0,
+    ));
     if plan.publish.late_duplicates > 0.0 {
         r.invariants.push(Invariant::check(
             "retries after the window stored",
@@ -612,18 +635,11 @@ fn verify(
             ),
         ));
     }
-    r.invariants.push(if msg_id == MsgId::None {
-        Invariant::not_applicable(
-            "no fresh id flagged duplicate",
-            "no Nats-Msg-Id: the server cannot flag a duplicate",
-        )
-    } else {
-        Invariant::equal(
-            "no fresh id flagged duplicate",
-            o.acks_sum(|a| a.unexpected_duplicates),
-            0,
-        )
-    });
+    r.invariants.push(dedup(
+        "no fresh id flagged duplicate",
+        o.acks_sum(|a| a.unexpected_duplicates),
+        0,
+    ));
     let unique = new_stored + late_stored + o.acks_sum(|a| a.retries_stored);
     match stored {
         Some(n) => r.invariants.push(Invariant::equal(
@@ -645,11 +661,7 @@ fn verify(
                 format!(
                     "{} confirmed copies missing from the stream{}",
                     rec.missing,
-                    if complete {
-                        ""
-                    } else {
-                        "; the read-back stalled before the end"
-                    }
+                    stalled(complete)
                 ),
             ));
             r.invariants.push(Invariant::check(
@@ -874,13 +886,7 @@ async fn reference_variant(
     // connections sent side by side from one start.
     let span = reports.iter().map(|r| r.span).max().unwrap_or_default();
     let rate = crate::drive::rate(sent, span);
-    result
-        .metrics
-        .extend(crate::record::metrics::rate_and_throughput(
-            names::PUBLISH,
-            rate,
-            rate * size as f64,
-        ));
+    publish_rate(result, None, rate, rate * size as f64);
     cpu_per_msg(client_cpu, server_cpu, sent, result);
     result.ledger.published = sent;
     result.ledger.publish_errors = errors;

@@ -1,5 +1,6 @@
 //! `kind = "publish"`: keys and checks.
 
+use super::fast_keys::check_batch_publish;
 use crate::profile::search::{RateKey, Rates, rates};
 use crate::profile::shared::{Offer, take};
 use crate::profile::{
@@ -40,20 +41,11 @@ impl Plan {
         let own = self.rates.len() * self.msg_ids.len();
         // References run at the "max" rate only.
         let max_rates = self.rates.iter().filter(|r| **r == Rate::Max).count();
-        let per_id = |r: Reference, runs: usize| {
-            if self.reference.contains(&r) {
-                max_rates * self.msg_ids.len() * runs
-            } else {
-                0
-            }
-        };
+        let with = |r: Reference| usize::from(self.reference.contains(&r));
         // The raw reference runs before and after each of jsbench's.
-        let minimal = per_id(Reference::Idiomatic, 1) + per_id(Reference::Raw, 2);
-        let core = if self.reference.contains(&Reference::Core) {
-            max_rates
-        } else {
-            0
-        };
+        let per_id = with(Reference::Idiomatic) + 2 * with(Reference::Raw);
+        let minimal = max_rates * self.msg_ids.len() * per_id;
+        let core = max_rates * with(Reference::Core);
         let batches = self.rates.len() * self.msg_ids.len() * self.batches.len();
         let fast = self.rates.len() * self.msg_ids.len() * self.fast.variants();
         own + minimal + core + batches + fast
@@ -108,7 +100,12 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
     read.check_ledger(publishers, &common, prefix, problems);
     let most = crate::load::batch::MAX_ATOMIC_BATCH;
     let batches = k.list("batch", Vec::new(), 1..=most, " messages");
-    check_batches(&batches, &publish, searching, prefix, problems);
+    // Atomic batches (1 to 1000 messages, the server's limit) send one
+    // fixed size, and the batch publisher injects no retries.
+    if !batches.is_empty() {
+        let key = format!("{prefix}.batch");
+        check_batch_publish("atomic batches", &publish, searching, &key, problems);
+    }
     let fast_keys = super::fast_keys::FastKeys {
         fast_batch: k.get("fast_batch"),
         fast_acks: k.get("fast_acks"),
@@ -167,40 +164,6 @@ fn check_retries(
                 ),
             );
         }
-    }
-}
-
-/// Atomic batches (1 to 1000 messages, the server's limit, read with
-/// `batch`) send one fixed size, and the batch publisher injects no
-/// retries.
-fn check_batches(
-    batches: &[usize],
-    publish: &PublishPlan,
-    searching: bool,
-    prefix: &str,
-    problems: &mut Problems,
-) {
-    if batches.is_empty() {
-        return;
-    }
-    let key = format!("{prefix}.batch");
-    if publish.duplicates > 0.0 || publish.late_duplicates > 0.0 {
-        problems.push(
-            &key,
-            "atomic batches inject no duplicates; set duplicates and late_duplicates to 0",
-        );
-    }
-    if searching {
-        problems.push(
-            &key,
-            "a rate search does not run atomic batches; list rates",
-        );
-    }
-    if !matches!(publish.message_size, crate::profile::SizePlan::Fixed(_)) {
-        problems.push(
-            &key,
-            "atomic batches send one fixed size: use a fixed message_size",
-        );
     }
 }
 
