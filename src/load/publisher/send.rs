@@ -137,7 +137,7 @@ pub(super) async fn send_all(
             if resend_after.is_none() || responses + abandoned >= k {
                 break;
             }
-            if let Err(stall) = note_progress(
+            if let Some(stall) = note_progress(
                 &mut progress_at,
                 responses,
                 config.pub_ack_timeout,
@@ -166,7 +166,7 @@ pub(super) async fn send_all(
                 halt.into_report(&mut report);
                 break 'sending;
             }
-            if let Err(stall) = note_progress(
+            if let Some(stall) = note_progress(
                 &mut progress_at,
                 responses,
                 config.pub_ack_timeout,
@@ -391,24 +391,20 @@ async fn finish(
     report
 }
 
-/// Tracks when PubAcks last made progress; fails when none came for
-/// `timeout` with `outstanding` sends waiting, saying so (as text: it
-/// travels in the report across processes).
+/// Tracks when PubAcks last made progress; says so when none came for
+/// `timeout` with `outstanding` sends waiting (as text: it travels in the
+/// report across processes).
 fn note_progress(
     progress_at: &mut (u64, u64),
     responses: u64,
     timeout: Duration,
     outstanding: u64,
-) -> Result<(), String> {
+) -> Option<String> {
     let now = clock::now_ns();
     if responses != progress_at.1 {
         *progress_at = (now, responses);
-        return Ok(());
+        return None;
     }
-    if now.saturating_sub(progress_at.0) > timeout.as_nanos() as u64 {
-        return Err(format!(
-            "no PubAck arrived for {timeout:?} with {outstanding} outstanding"
-        ));
-    }
-    Ok(())
+    (now.saturating_sub(progress_at.0) > timeout.as_nanos() as u64)
+        .then(|| format!("no PubAck arrived for {timeout:?} with {outstanding} outstanding"))
 }
