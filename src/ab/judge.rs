@@ -723,16 +723,14 @@ fn missing(tracks: &[Track], out: &mut [Judgement], alpha: f64) {
     let tests: Vec<(usize, f64, f64)> = judged
         .iter()
         .map(|&i| {
-            let only_base = tracks[i]
-                .pairs
-                .iter()
-                .filter(|(b, n)| b.is_some() && n.is_none())
-                .count();
-            let only_new = tracks[i]
-                .pairs
-                .iter()
-                .filter(|(b, n)| b.is_none() && n.is_some())
-                .count();
+            // Pairs where only BASE measured it (`true`), or only NEW.
+            let only = |base: bool| {
+                let pairs = tracks[i].pairs.iter();
+                pairs
+                    .filter(|(b, n)| b.is_some() == base && n.is_some() != base)
+                    .count()
+            };
+            let (only_base, only_new) = (only(true), only(false));
             let n = only_base + only_new;
             (i, stats::sign_test(only_base, n), 0.5f64.powi(n as i32))
         })

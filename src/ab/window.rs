@@ -310,10 +310,7 @@ impl SideProcess {
         if code == Some(EXIT_USAGE) && knows_no_side(&log) {
             return Ok(None);
         }
-        let status = match status {
-            Some(s) => s.to_string(),
-            None => "no exit yet".to_string(),
-        };
+        let status = status.map_or("no exit yet".to_string(), |s| s.to_string());
         let message = format!(
             "{} ended ({status}) before it was ready; {}",
             self.who(),
