@@ -65,7 +65,7 @@ pub struct SliceRecord {
 }
 
 /// A side as the results describe it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SideInfo {
     pub jsbench: String,
     pub server: Option<String>,
@@ -168,9 +168,7 @@ pub(super) fn side_info(side: &Side) -> SideInfo {
     SideInfo {
         jsbench: side.jsbench.display().to_string(),
         server: side.server.as_ref().map(|s| s.display().to_string()),
-        jsbench_version: None,
-        git_commit: None,
-        server_version: None,
+        ..SideInfo::default()
     }
 }
 

@@ -218,6 +218,11 @@ fn interval_histogram() -> Histogram<u64> {
         .expect("constant histogram bounds are valid")
 }
 
+/// Bytes a list of compressed seconds holds.
+fn held(seconds: &[(u64, Vec<u8>)]) -> u64 {
+    seconds.iter().map(|(_, b)| b.capacity() as u64).sum()
+}
+
 fn compress(h: &Histogram<u64>) -> Vec<u8> {
     let mut bytes = Vec::new();
     V2DeflateSerializer::new()
@@ -439,12 +444,11 @@ impl Recorder {
     /// the run's length, not its message count).
     pub fn bytes(&self) -> (u64, u64) {
         let counts = |h: &Histogram<u64>| (h.distinct_values() * std::mem::size_of::<u64>()) as u64;
-        let done = |d: &[(u64, Vec<u8>)]| d.iter().map(|(_, b)| b.capacity() as u64).sum::<u64>();
         let intervals = self.intervals.as_ref().map_or(0, |iv| {
-            (iv.snapshot.capacity() * std::mem::size_of::<(u64, u64)>()) as u64 + done(&iv.done)
+            (iv.snapshot.capacity() * std::mem::size_of::<(u64, u64)>()) as u64 + held(&iv.done)
         });
         let starts = self.starts.as_ref().map_or(0, |st| {
-            st.open.iter().map(|(_, h)| counts(h)).sum::<u64>() + done(&st.done)
+            st.open.iter().map(|(_, h)| counts(h)).sum::<u64>() + held(&st.done)
         });
         (counts(&self.histogram), intervals + starts)
     }
@@ -454,10 +458,7 @@ impl Recorder {
     /// hold. What grows with a run's length, against
     /// [`INTERVAL_BYTES_PER_SECOND`].
     pub fn interval_seconds(&self) -> (u64, u64) {
-        let done = |d: &[(u64, Vec<u8>)]| {
-            let bytes = d.iter().map(|(_, b)| b.capacity() as u64).sum::<u64>();
-            (d.len() as u64, bytes)
-        };
+        let done = |d: &[(u64, Vec<u8>)]| (d.len() as u64, held(d));
         let (a, b) = self.intervals.as_ref().map_or((0, 0), |iv| done(&iv.done));
         let (c, d) = self.starts.as_ref().map_or((0, 0), |st| done(&st.done));
         (a + c, b + d)
