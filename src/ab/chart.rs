@@ -226,37 +226,27 @@ fn page(report: &AbReport, svg: &str) -> String {
     } else {
         "banner verdict-failed"
     };
-    let mut h = Html::document();
-    h.el("html", &[("lang", "en")], |h| {
-        h.el("head", &[], |h| {
-            h.void("meta", &[("charset", "utf-8")]);
-            h.text_el("title", &[], &format!("jsbench ab: {headline}"));
-            h.el("style", &[], |h| {
-                h.trusted(&Trusted::css(crate::report::page::CSS));
-            });
+    let title = format!("jsbench ab: {headline}");
+    Html::page(&title, &[], crate::report::page::CSS, |h| {
+        h.text_el(
+            "h1",
+            &[],
+            &format!("jsbench ab: {}", report.profiles.join(", ")),
+        );
+        h.text_el("div", &[("class", class), ("id", "verdict")], &headline);
+        h.el("pre", &[], |h| {
+            h.text(&terminal);
         });
-        h.el("body", &[], |h| {
-            h.text_el(
-                "h1",
-                &[],
-                &format!("jsbench ab: {}", report.profiles.join(", ")),
-            );
-            h.text_el("div", &[("class", class), ("id", "verdict")], &headline);
-            h.el("pre", &[], |h| {
-                h.text(&terminal);
-            });
-            h.text_el("h2", &[], "Paired ratios");
-            h.text_el(
-                "p",
-                &[],
-                "Each dot is one pair's NEW/BASE; the bar is the interval of their centre at \
-                 the level the metrics share at the last look (orange: undecided or regressed, \
-                 blue: unchanged, green: improved), the black tick its estimate, the grey band \
-                 the threshold. A regression is a bar wholly beyond half the band on the worse \
-                 side (right for a latency or a cost, left for a rate).",
-            );
-            h.trusted(&Trusted::inline_svg(svg));
-        });
-    });
-    h.finish()
+        h.text_el("h2", &[], "Paired ratios");
+        h.text_el(
+            "p",
+            &[],
+            "Each dot is one pair's NEW/BASE; the bar is the interval of their centre at \
+             the level the metrics share at the last look (orange: undecided or regressed, \
+             blue: unchanged, green: improved), the black tick its estimate, the grey band \
+             the threshold. A regression is a bar wholly beyond half the band on the worse \
+             side (right for a latency or a cost, left for a rate).",
+        );
+        h.trusted(&Trusted::inline_svg(svg));
+    })
 }

@@ -52,7 +52,7 @@ use crate::record::metrics::{Direction, Metric};
 use crate::results::summary::Summary;
 
 /// A metric across slices: which profile, scenario, variant and name.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Key {
     pub profile: String,
     pub scenario: String,
@@ -249,7 +249,7 @@ pub fn spend(alpha: f64, interim: Option<u32>) -> f64 {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PairedVerdict {
     Regressed,
@@ -261,6 +261,7 @@ pub enum PairedVerdict {
     TooFewPairs,
     /// Shown for reading: no direction, not selected, a probe, below the
     /// latency floor, or a unit that differs between the sides.
+    #[default]
     NotJudged,
     /// Present in BASE's slices and absent from NEW's more often than
     /// chance allows.
@@ -302,7 +303,7 @@ pub struct Track {
     pub why_not: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Judgement {
     pub key: Key,
     pub unit: String,
@@ -593,20 +594,9 @@ fn describe(track: &Track, rule: &Rule) -> Judgement {
             .collect(),
         base_median,
         new_median,
-        ratio: None,
-        low: None,
-        high: None,
-        coverage: None,
-        p_worse: None,
-        p_better: None,
-        p_within: None,
-        spread: None,
-        detectable: None,
-        pairs_to_decide: None,
         present: (bases.len(), news.len()),
         why_not: track.why_not.clone(),
-        tail: None,
-        verdict: PairedVerdict::NotJudged,
+        ..Judgement::default()
     };
     // Under the clocks' resolution on both sides: ratios of noise.
     let floor = |m: Option<f64>| m.is_none_or(|m| to_us(m, &track.unit) < LATENCY_FLOOR_US);
@@ -733,16 +723,14 @@ fn missing(tracks: &[Track], out: &mut [Judgement], alpha: f64) {
     let tests: Vec<(usize, f64, f64)> = judged
         .iter()
         .map(|&i| {
-            let only_base = tracks[i]
-                .pairs
-                .iter()
-                .filter(|(b, n)| b.is_some() && n.is_none())
-                .count();
-            let only_new = tracks[i]
-                .pairs
-                .iter()
-                .filter(|(b, n)| b.is_none() && n.is_some())
-                .count();
+            // Pairs where only BASE measured it (`true`), or only NEW.
+            let only = |base: bool| {
+                let pairs = tracks[i].pairs.iter();
+                pairs
+                    .filter(|(b, n)| b.is_some() == base && n.is_some() != base)
+                    .count()
+            };
+            let (only_base, only_new) = (only(true), only(false));
             let n = only_base + only_new;
             (i, stats::sign_test(only_base, n), 0.5f64.powi(n as i32))
         })

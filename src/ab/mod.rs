@@ -499,14 +499,7 @@ async fn slice_pair(
     report: &mut AbReport,
     (index, order): (usize, warm::Order),
 ) -> Result<(SliceResult, SliceResult, Duration), Option<anyhow::Error>> {
-    let Pairs {
-        options,
-        profiles,
-        dir,
-        sides: (base, new),
-        slice_cpus,
-        stop,
-    } = *pairs;
+    let (options, profiles, dir) = (pairs.options, pairs.profiles, pairs.dir);
     let undecided = undecided_scenarios(report, profiles);
     let slice_profiles = match running {
         Some((paths, set)) if *set == undecided => paths.clone(),
@@ -520,44 +513,44 @@ async fn slice_pair(
             paths
         }
     };
-    let order = match order {
+    let (base, new) = pairs.sides;
+    let sides = match order {
         warm::Order::BaseFirst => [base, new],
         warm::Order::NewFirst => [new, base],
     };
     let started = Instant::now();
     let limit = (options.budget * 2).max(Duration::from_secs(600));
-    let mut done: Vec<SliceResult> = Vec::new();
-    for side in order {
+    let mut done = Vec::new();
+    for side in sides {
         let name = match index {
             0 => format!("warmup-{}", side.role),
             i => format!("{i:03}-{}", side.role),
         };
         let slice_dir = dir.join("slices").join(name);
-        match slice::run(side, &slice_profiles, &slice_dir, limit, slice_cpus, stop).await {
-            Ok(result) => done.push(result),
-            Err(e) => return Err(stopped_by(report, e)),
-        }
+        let cpus = pairs.slice_cpus;
+        let result = slice::run(side, &slice_profiles, &slice_dir, limit, cpus, pairs.stop).await;
+        done.push(result.map_err(|e| stopped_by(report, e))?);
     }
     let elapsed = started.elapsed();
-    let second = done.pop().expect("two slices ran");
-    let first = done.pop().expect("two slices ran");
-    let (b, n) = if order[0].role == "base" {
-        (first, second)
-    } else {
-        (second, first)
-    };
+    if order == warm::Order::NewFirst {
+        done.reverse();
+    }
+    let [b, n]: [SliceResult; 2] = done.try_into().expect("two slices ran");
+    announce(index, &order.roles().join(","), (&b, &n));
+    Ok((b, n, elapsed))
+}
+
+/// A pair done, on stderr: which pair, `what` it ran, and each side's time.
+fn announce(index: usize, what: &str, (b, n): (&SliceResult, &SliceResult)) {
     let which = match index {
         0 => "warm-up pair (not judged)".to_string(),
         i => format!("pair {i}"),
     };
     eprintln!(
-        "jsbench ab: {which} ({},{}): base {:.1}s, new {:.1}s",
-        order[0].role,
-        order[1].role,
+        "jsbench ab: {which} ({what}): base {:.1}s, new {:.1}s",
         b.elapsed.as_secs_f64(),
         n.elapsed.as_secs_f64(),
     );
-    Ok((b, n, elapsed))
 }
 
 /// The first `--only` or `[ab] judge` pattern that selects no metric the

@@ -9,6 +9,7 @@ use super::{AbReport, Stopped};
 use crate::compare::Failure;
 use crate::compare::render::{aligned, failure_lines, failure_list, md};
 use crate::report::page::format_value;
+use crate::results::metadata::short_commit;
 
 fn percent(fraction: f64) -> String {
     format!("{:.1}%", fraction * 100.0).replace(".0%", "%")
@@ -65,11 +66,7 @@ fn side_line(role: &str, s: &super::SideInfo) -> String {
         Some(server) => format!("nats-server {server}"),
         None => format!("jsbench {}", s.jsbench),
     };
-    let commit = s
-        .git_commit
-        .as_deref()
-        .map(|c| c.chars().take(7).collect::<String>())
-        .unwrap_or_else(|| "nogit".into());
+    let commit = short_commit(s.git_commit.as_deref(), false);
     format!(
         "{role} {what} (jsbench {} {commit}, nats-server {})",
         s.jsbench_version.as_deref().unwrap_or("?"),

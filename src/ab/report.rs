@@ -14,9 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::compare::Failure;
 use crate::system::about;
-use crate::system::error::{
-    EXIT_FAILED, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError,
-};
+use crate::system::error::{EXIT_FAILED, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE};
 
 use super::judge::{CheckJudgement, CheckVerdict, Judgement, Look, PairedVerdict, Rule};
 use super::slice::{Side, SliceResult};
@@ -67,7 +65,7 @@ pub struct SliceRecord {
 }
 
 /// A side as the results describe it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SideInfo {
     pub jsbench: String,
     pub server: Option<String>,
@@ -157,10 +155,7 @@ pub(super) fn pair_record(
 ) -> PairRecord {
     PairRecord {
         index,
-        order: match order {
-            warm::Order::BaseFirst => "base,new".into(),
-            warm::Order::NewFirst => "new,base".into(),
-        },
+        order: order.roles().join(","),
         unit: unit.map(|(p, s)| format!("{p}:{s}")),
         base: record(dir, b),
         new: record(dir, n),
@@ -173,9 +168,7 @@ pub(super) fn side_info(side: &Side) -> SideInfo {
     SideInfo {
         jsbench: side.jsbench.display().to_string(),
         server: side.server.as_ref().map(|s| s.display().to_string()),
-        jsbench_version: None,
-        git_commit: None,
-        server_version: None,
+        ..SideInfo::default()
     }
 }
 
@@ -314,21 +307,7 @@ fn check_notes(report: &AbReport) -> Vec<String> {
 /// Reads an ab.json, refusing one a newer jsbench wrote by name rather than
 /// as a confusing parse error (`report` and `history` read them).
 pub fn read_report(path: &Path) -> Result<AbReport> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| UsageError(format!("cannot read {}: {e}", path.display())))?;
-    let report: AbReport = serde_json::from_str(&text).map_err(|e| {
-        UsageError(format!(
-            "{} is not a jsbench ab report: {e}",
-            path.display()
-        ))
-    })?;
-    if report.schema_version > AB_SCHEMA_VERSION {
-        return Err(UsageError(format!(
-            "{} has ab schema version {}, written by a newer jsbench; this one reads up to {AB_SCHEMA_VERSION}",
-            path.display(),
-            report.schema_version
-        ))
-        .into());
-    }
+    let report: AbReport = crate::results::read_json(path, "a jsbench ab report")?;
+    crate::results::refuse_newer(path, "ab", report.schema_version, AB_SCHEMA_VERSION)?;
     Ok(report)
 }

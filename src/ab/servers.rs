@@ -33,11 +33,10 @@ pub(super) fn slice_cpus(options: &AbOptions, given: bool) -> Result<Option<Vec<
         ))
         .into());
     }
-    let slice_cpus: Option<Vec<usize>> = match (options.pin, &options.slice_cpus) {
-        (true, _) => Some((1..cores).collect()),
-        (false, cpus) => cpus.clone(),
-    };
-    Ok(slice_cpus)
+    Ok(match options.pin {
+        true => Some((1..cores).collect()),
+        false => options.slice_cpus.clone(),
+    })
 }
 
 /// The two sides, and what they run against: each side's own server, or
@@ -48,66 +47,43 @@ pub(super) fn sides(
     servers: &mut Servers,
 ) -> Result<(Side, Side, String)> {
     let this = std::env::current_exe().context("finding this jsbench's own binary")?;
-    Ok(match &options.sides {
-        Sides::Server { base, new } => {
-            slice::check_executable("base", "server", base)?;
-            slice::check_executable("new", "server", new)?;
-            let b = servers.start(Some(base), options.cluster, options.pin)?;
-            let n = servers.start(Some(new), options.cluster, options.pin)?;
-            (
-                Side {
-                    role: "base",
-                    jsbench: this.clone(),
-                    server: Some(base.clone()),
-                    target: b,
-                },
-                Side {
-                    role: "new",
-                    jsbench: this,
-                    server: Some(new.clone()),
-                    target: n,
-                },
-                match options.cluster {
-                    Some(n) => format!("a cluster of {n} per side, each of its side's nats-server"),
-                    None => "an embedded nats-server per side, each its side's binary".into(),
-                },
-            )
+    let side = |role, jsbench, server: Option<&PathBuf>, target| Side {
+        role,
+        jsbench,
+        server: server.cloned(),
+        target,
+    };
+    if let Sides::Server { base, new } = &options.sides {
+        slice::check_executable("base", "server", base)?;
+        slice::check_executable("new", "server", new)?;
+        let b = servers.start(Some(base), options.cluster, options.pin)?;
+        let n = servers.start(Some(new), options.cluster, options.pin)?;
+        let name = match options.cluster {
+            Some(n) => format!("a cluster of {n} per side, each of its side's nats-server"),
+            None => "an embedded nats-server per side, each its side's binary".into(),
+        };
+        let base = side("base", this.clone(), Some(base), b);
+        return Ok((base, side("new", this, Some(new), n), name));
+    }
+    let (target, name) = if given {
+        (
+            slice::given_target(&options.connection.flags),
+            "the given server".to_string(),
+        )
+    } else {
+        let t = servers.start(None, options.cluster, options.pin)?;
+        (t, servers.describe())
+    };
+    let (b, n) = match &options.sides {
+        Sides::Jsbench { base, new } => {
+            slice::check_executable("base", "jsbench", base)?;
+            slice::check_executable("new", "jsbench", new)?;
+            (base.clone(), new.clone())
         }
-        sides => {
-            let (target, name) = if given {
-                (
-                    slice::given_target(&options.connection.flags),
-                    "the given server".to_string(),
-                )
-            } else {
-                let t = servers.start(None, options.cluster, options.pin)?;
-                (t, servers.describe())
-            };
-            let (b, n) = match sides {
-                Sides::Jsbench { base, new } => {
-                    slice::check_executable("base", "jsbench", base)?;
-                    slice::check_executable("new", "jsbench", new)?;
-                    (base.clone(), new.clone())
-                }
-                _ => (this.clone(), this),
-            };
-            (
-                Side {
-                    role: "base",
-                    jsbench: b,
-                    server: None,
-                    target: target.clone(),
-                },
-                Side {
-                    role: "new",
-                    jsbench: n,
-                    server: None,
-                    target,
-                },
-                name,
-            )
-        }
-    })
+        _ => (this.clone(), this),
+    };
+    let base = side("base", b, None, target.clone());
+    Ok((base, side("new", n, None, target), name))
 }
 
 /// The servers and clusters ab started, stopped when it ends.

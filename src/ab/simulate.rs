@@ -340,24 +340,9 @@ mod tests {
             unit: unit.into(),
             direction,
             class: Some(class),
-            threshold: None,
-            ratios: Vec::new(),
             base_median: Some(500.0),
-            new_median: None,
-            ratio: None,
-            low: None,
-            high: None,
-            coverage: None,
-            p_worse: None,
-            p_better: None,
-            p_within: None,
-            spread: None,
-            detectable: None,
-            pairs_to_decide: None,
-            present: (0, 0),
-            why_not: None,
-            tail: None,
             verdict: PairedVerdict::Unchanged,
+            ..Judgement::default()
         };
         let ratios = (0..40)
             .map(|i| 1.0 + wobble * f64::from(i % 9 - 4) / 4.0)

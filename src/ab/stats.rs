@@ -42,6 +42,14 @@ fn signed_rank_counts(n: usize) -> Vec<f64> {
     counts
 }
 
+/// The mean and standard deviation of the signed-rank sum of `n` pairs
+/// under the null, for its normal form.
+fn normal_form(n: usize) -> (f64, f64) {
+    let mean = (n * (n + 1) / 2) as f64 / 2.0;
+    let sd = (n as f64 * (n as f64 + 1.0) * (2.0 * n as f64 + 1.0) / 24.0).sqrt();
+    (mean, sd)
+}
+
 /// `P(W <= k)` for the signed-rank sum `W` of `n` pairs under the null.
 fn signed_rank_cdf(n: usize, k: usize) -> f64 {
     let max = n * (n + 1) / 2;
@@ -49,8 +57,7 @@ fn signed_rank_cdf(n: usize, k: usize) -> f64 {
         return 1.0;
     }
     if n > MAX_EXACT {
-        let mean = max as f64 / 2.0;
-        let sd = (n as f64 * (n as f64 + 1.0) * (2.0 * n as f64 + 1.0) / 24.0).sqrt();
+        let (mean, sd) = normal_form(n);
         return normal_cdf((k as f64 + 0.5 - mean) / sd);
     }
     let counts = signed_rank_counts(n);
@@ -65,9 +72,7 @@ fn lower_critical(n: usize, tail: f64) -> Option<(usize, f64)> {
         return None;
     }
     if n > MAX_EXACT {
-        let max = n * (n + 1) / 2;
-        let mean = max as f64 / 2.0;
-        let sd = (n as f64 * (n as f64 + 1.0) * (2.0 * n as f64 + 1.0) / 24.0).sqrt();
+        let (mean, sd) = normal_form(n);
         let t = (mean + normal_quantile(tail) * sd - 0.5).floor();
         if t < 0.0 {
             return None;
@@ -212,13 +217,6 @@ pub fn tarone(p_values: &[f64], smallest: &[f64], alpha: f64) -> Vec<bool> {
         .collect()
 }
 
-/// The fewest pairs that can reach `confidence` at all.
-pub fn pairs_needed(confidence: f64) -> usize {
-    (1..64)
-        .find(|&n| lower_critical(n, (1.0 - confidence) / 2.0).is_some())
-        .unwrap_or(64)
-}
-
 /// The standard normal distribution function (Abramowitz and Stegun
 /// 7.1.26 through erfc, absolute error below 1.5e-7).
 pub fn normal_cdf(x: f64) -> f64 {
@@ -287,6 +285,13 @@ pub fn normal_quantile(p: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The fewest pairs that can reach `confidence` at all.
+    fn pairs_needed(confidence: f64) -> usize {
+        (1..64)
+            .find(|&n| lower_critical(n, (1.0 - confidence) / 2.0).is_some())
+            .unwrap_or(64)
+    }
 
     #[test]
     fn the_signed_rank_distribution_is_exact() {

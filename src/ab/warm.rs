@@ -21,6 +21,16 @@ pub enum Order {
     NewFirst,
 }
 
+impl Order {
+    /// The sides' roles in the order they run.
+    pub fn roles(self) -> [&'static str; 2] {
+        match self {
+            Order::BaseFirst => ["base", "new"],
+            Order::NewFirst => ["new", "base"],
+        }
+    }
+}
+
 /// BASE's and NEW's side processes, and the longest turn so far (a turn
 /// gets ten times it, at least a minute, before it is called stuck).
 pub struct Sides {
@@ -30,30 +40,17 @@ pub struct Sides {
 }
 
 /// What opening the two sides came to: both warm, or one that cannot
-/// stay warm, for which the comparison runs slices instead (not an error:
-/// an older build is compared all the same).
+/// stay warm (its jsbench, a build that predates it, has no `ab-side`),
+/// for which the comparison runs slices instead (not an error: an older
+/// build is compared all the same), with why.
 pub enum Opened {
     Warm(Box<Sides>),
-    Cold(NoAbSide),
+    Cold(String),
 }
 
-/// A side whose jsbench has no `ab-side` (a build that predates it).
-#[derive(Debug)]
-pub struct NoAbSide {
-    /// `BASE` or `NEW`.
-    pub side: &'static str,
-    pub jsbench: PathBuf,
-}
-
-impl std::fmt::Display for NoAbSide {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}'s jsbench ({}) has no `ab-side`",
-            self.side,
-            self.jsbench.display()
-        )
-    }
+/// Why a side cannot stay warm: `BASE` or `NEW`, and its jsbench.
+fn no_ab_side(side: &str, jsbench: &Path) -> String {
+    format!("{side}'s jsbench ({}) has no `ab-side`", jsbench.display())
 }
 
 impl Sides {
@@ -67,18 +64,12 @@ impl Sides {
     ) -> Result<Opened> {
         let b = SideProcess::start(base, profiles, &logs.join("base.log"), cpus, stop).await?;
         let Some(b) = b else {
-            return Ok(Opened::Cold(NoAbSide {
-                side: "BASE",
-                jsbench: base.jsbench.clone(),
-            }));
+            return Ok(Opened::Cold(no_ab_side("BASE", &base.jsbench)));
         };
         let n = SideProcess::start(new, profiles, &logs.join("new.log"), cpus, stop).await?;
         let Some(n) = n else {
             let _ = b.quit().await;
-            return Ok(Opened::Cold(NoAbSide {
-                side: "NEW",
-                jsbench: new.jsbench.clone(),
-            }));
+            return Ok(Opened::Cold(no_ab_side("NEW", &new.jsbench)));
         };
         Ok(Opened::Warm(Box::new(Sides {
             base: b,
@@ -102,18 +93,15 @@ impl Sides {
         let mut base = Collected::default();
         let mut new = Collected::default();
         for (profile, scenario) in units {
-            for role in match order {
-                Order::BaseFirst => ["base", "new"],
-                Order::NewFirst => ["new", "base"],
-            } {
+            for role in order.roles() {
                 let limit = (self.longest * 10).max(Duration::from_secs(60));
-                settle(if role == "base" { base_side } else { new_side }).await;
-                let side = if role == "base" {
-                    &mut self.base
+                let (side, process, collected) = if role == "base" {
+                    (base_side, &mut self.base, &mut base)
                 } else {
-                    &mut self.new
+                    (new_side, &mut self.new, &mut new)
                 };
-                let turn = side
+                settle(side).await;
+                let turn = process
                     .turn(profile, scenario, limit, stop)
                     .await
                     .with_context(|| format!("the {role} side's turn at {profile}:{scenario}"))?;
@@ -121,26 +109,13 @@ impl Sides {
                 let file = dir
                     .join("windows")
                     .join(format!("{index:03}-{role}-{scenario}.json"));
-                let collected = if role == "base" { &mut base } else { &mut new };
                 collected.add(profile, turn, &file, dir)?;
             }
         }
         let (base, new) = (base.finish(dir), new.finish(dir));
         let names: Vec<&str> = units.iter().map(|(_, s)| s.as_str()).collect();
-        eprintln!(
-            "jsbench ab: {} ({}, {}): base {:.1}s, new {:.1}s",
-            match index {
-                0 => "warm-up pair (not judged)".to_string(),
-                i => format!("pair {i}"),
-            },
-            names.join(", "),
-            match order {
-                Order::BaseFirst => "base,new",
-                Order::NewFirst => "new,base",
-            },
-            base.elapsed.as_secs_f64(),
-            new.elapsed.as_secs_f64(),
-        );
+        let what = format!("{}, {}", names.join(", "), order.roles().join(","));
+        super::announce(index, &what, (&base, &new));
         Ok((base, new, started.elapsed()))
     }
 

@@ -242,16 +242,14 @@ impl SideProcess {
     pub async fn quit(mut self) -> Result<()> {
         // A side already gone has nothing left to tell; its exit says why.
         let _ = self.send(&Request::Quit {}).await;
+        let who = self.who();
         let SideProcess {
             mut child,
             stdin,
-            role,
-            jsbench,
             log,
             ..
         } = self;
         drop(stdin);
-        let who = format!("the {role} side's jsbench ({})", jsbench.display());
         match tokio::time::timeout(EXIT_WITHIN, child.wait()).await {
             Ok(Ok(status)) if status.success() => Ok(()),
             Ok(Ok(status)) => Err(anyhow!(
@@ -312,10 +310,7 @@ impl SideProcess {
         if code == Some(EXIT_USAGE) && knows_no_side(&log) {
             return Ok(None);
         }
-        let status = match status {
-            Some(s) => s.to_string(),
-            None => "no exit yet".to_string(),
-        };
+        let status = status.map_or("no exit yet".to_string(), |s| s.to_string());
         let message = format!(
             "{} ended ({status}) before it was ready; {}",
             self.who(),

@@ -80,11 +80,7 @@ pub struct Input {
 /// before the rest, so a summary from a newer jsbench is refused by name
 /// rather than as a confusing parse error.
 pub fn load(role: &'static str, path: &Path) -> Result<Input> {
-    let file = if path.is_dir() {
-        path.join("summary.json")
-    } else {
-        path.to_path_buf()
-    };
+    let file = crate::results::summary_file(path);
     let unusable = |what: String| -> anyhow::Error { UsageError(format!("{role}: {what}")).into() };
     if !file.exists() {
         return Err(unusable(if path.is_dir() {

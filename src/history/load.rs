@@ -239,18 +239,8 @@ pub struct LeanVariant {
 /// Reads a summary.json, naming the file and the field that is wrong; a
 /// summary from a newer schema is refused by name.
 pub fn read_summary(file: &Path) -> Result<Lean> {
-    let text = fs::read_to_string(file)
-        .map_err(|e| UsageError(format!("cannot read {}: {e}", file.display())))?;
-    let summary: Lean = serde_json::from_str(&text)
-        .map_err(|e| UsageError(format!("{} is not a jsbench summary: {e}", file.display())))?;
-    if summary.schema_version > SCHEMA_VERSION {
-        return Err(UsageError(format!(
-            "{} has summary schema version {}, written by a newer jsbench; this one reads up to {SCHEMA_VERSION}",
-            file.display(),
-            summary.schema_version
-        ))
-        .into());
-    }
+    let summary: Lean = crate::results::read_json(file, "a jsbench summary")?;
+    crate::results::refuse_newer(file, "summary", summary.schema_version, SCHEMA_VERSION)?;
     Ok(summary)
 }
 

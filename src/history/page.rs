@@ -194,13 +194,11 @@ fn runs_table(h: &mut Html, labels: &[RunLabel]) {
             h.el("tr", &[], |h| {
                 h.text_el("td", &[], &(i + 1).to_string());
                 h.text_el("td", &[], &l.title);
-                h.el("td", &[], |h| match &l.href {
-                    Some(href) => {
-                        h.text_el("a", &[("href", href)], "report.html");
-                    }
-                    None => {
-                        h.text_el("span", &[("class", "muted")], "no report");
-                    }
+                h.el("td", &[], |h| {
+                    match &l.href {
+                        Some(href) => h.text_el("a", &[("href", href)], "report.html"),
+                        None => h.text_el("span", &[("class", "muted")], "no report"),
+                    };
                 });
             });
         }

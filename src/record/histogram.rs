@@ -121,8 +121,7 @@ impl Intervals {
 
     /// The second being filled, at the intervals' precision.
     fn current(&self, whole: &Histogram<u64>) -> Histogram<u64> {
-        let mut current = Histogram::new_with_bounds(1, HIGHEST_NS, INTERVAL_SIGFIG)
-            .expect("constant histogram bounds are valid");
+        let mut current = interval_histogram();
         if whole.len() == self.snapshot_len {
             return current;
         }
@@ -180,9 +179,7 @@ impl Starts {
         let i = match self.open.iter().position(|(s, _)| *s == second) {
             Some(i) => i,
             None if self.open.len() < OPEN_STARTS => {
-                let h = Histogram::new_with_bounds(1, HIGHEST_NS, INTERVAL_SIGFIG)
-                    .expect("constant histogram bounds are valid");
-                self.open.push((second, h));
+                self.open.push((second, interval_histogram()));
                 self.open.len() - 1
             }
             None => {
@@ -213,6 +210,17 @@ impl Starts {
         );
         all
     }
+}
+
+/// An empty histogram at the intervals' precision.
+fn interval_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, HIGHEST_NS, INTERVAL_SIGFIG)
+        .expect("constant histogram bounds are valid")
+}
+
+/// Bytes a list of compressed seconds holds.
+fn held(seconds: &[(u64, Vec<u8>)]) -> u64 {
+    seconds.iter().map(|(_, b)| b.capacity() as u64).sum()
 }
 
 fn compress(h: &Histogram<u64>) -> Vec<u8> {
@@ -315,29 +323,12 @@ impl Recorder {
         }
     }
 
-    /// The values of every second that began in `[from_ns, to_ns)`, merged
-    /// (at the intervals' precision): a stretch of a run, such as one step
-    /// of a load shape.
-    pub fn seconds_between(&self, from_ns: u64, to_ns: u64) -> Histogram<u64> {
-        let mut sum = Histogram::new_with_bounds(1, HIGHEST_NS, INTERVAL_SIGFIG)
-            .expect("constant histogram bounds are valid");
-        self.for_each_second(|second, h| {
-            let at = second * INTERVAL_NS;
-            if at >= from_ns && at < to_ns {
-                let _ = sum.add(h);
-            }
-        });
-        sum
-    }
-
     /// The values split by the second they began in, for `spans` of
     /// `[from_ns, to_ns)`: a second counts in the span it begins in, so
     /// spans of whole seconds split exactly. Empty without start intervals
     /// ([`Recorder::with_start_intervals`]). At the intervals' precision.
     pub fn split_by_start(&self, spans: &[(u64, u64)]) -> Vec<Histogram<u64>> {
-        let empty = Histogram::new_with_bounds(1, HIGHEST_NS, INTERVAL_SIGFIG)
-            .expect("constant histogram bounds are valid");
-        let mut out = vec![empty; spans.len()];
+        let mut out = vec![interval_histogram(); spans.len()];
         let Some(starts) = &self.starts else {
             return out;
         };
@@ -453,12 +444,11 @@ impl Recorder {
     /// the run's length, not its message count).
     pub fn bytes(&self) -> (u64, u64) {
         let counts = |h: &Histogram<u64>| (h.distinct_values() * std::mem::size_of::<u64>()) as u64;
-        let done = |d: &[(u64, Vec<u8>)]| d.iter().map(|(_, b)| b.capacity() as u64).sum::<u64>();
         let intervals = self.intervals.as_ref().map_or(0, |iv| {
-            (iv.snapshot.capacity() * std::mem::size_of::<(u64, u64)>()) as u64 + done(&iv.done)
+            (iv.snapshot.capacity() * std::mem::size_of::<(u64, u64)>()) as u64 + held(&iv.done)
         });
         let starts = self.starts.as_ref().map_or(0, |st| {
-            st.open.iter().map(|(_, h)| counts(h)).sum::<u64>() + done(&st.done)
+            st.open.iter().map(|(_, h)| counts(h)).sum::<u64>() + held(&st.done)
         });
         (counts(&self.histogram), intervals + starts)
     }
@@ -468,10 +458,7 @@ impl Recorder {
     /// hold. What grows with a run's length, against
     /// [`INTERVAL_BYTES_PER_SECOND`].
     pub fn interval_seconds(&self) -> (u64, u64) {
-        let done = |d: &[(u64, Vec<u8>)]| {
-            let bytes = d.iter().map(|(_, b)| b.capacity() as u64).sum::<u64>();
-            (d.len() as u64, bytes)
-        };
+        let done = |d: &[(u64, Vec<u8>)]| (d.len() as u64, held(d));
         let (a, b) = self.intervals.as_ref().map_or((0, 0), |iv| done(&iv.done));
         let (c, d) = self.starts.as_ref().map_or((0, 0), |st| done(&st.done));
         (a + c, b + d)
@@ -573,20 +560,14 @@ impl Recorder {
     /// The standard compressed serialisation (V2 + deflate), base64: exact,
     /// mergeable, and readable by every HdrHistogram implementation.
     pub fn to_base64(&self) -> String {
-        let mut bytes = Vec::new();
-        V2DeflateSerializer::new()
-            .serialize(&self.histogram, &mut bytes)
-            .expect("serialising into memory cannot fail");
-        base64::engine::general_purpose::STANDARD.encode(bytes)
+        base64::engine::general_purpose::STANDARD.encode(compress(&self.histogram))
     }
 
     pub fn from_base64(text: &str) -> Result<Recorder> {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(text.trim())
             .context("histogram is not valid base64")?;
-        let histogram: Histogram<u64> = Deserializer::new()
-            .deserialize(&mut bytes.as_slice())
-            .map_err(|e| anyhow::anyhow!("histogram does not deserialise: {e:?}"))?;
+        let histogram = decompress(&bytes)?;
         let mut recorder = Recorder::new();
         recorder
             .histogram
@@ -695,6 +676,21 @@ pub struct LatencySummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Recorder {
+        /// The values of every second that began in `[from_ns, to_ns)`,
+        /// merged (at the intervals' precision).
+        fn seconds_between(&self, from_ns: u64, to_ns: u64) -> Histogram<u64> {
+            let mut sum = interval_histogram();
+            self.for_each_second(|second, h| {
+                let at = second * INTERVAL_NS;
+                if at >= from_ns && at < to_ns {
+                    let _ = sum.add(h);
+                }
+            });
+            sum
+        }
+    }
 
     #[test]
     fn values_split_by_the_second_they_began_in_whatever_their_order() {

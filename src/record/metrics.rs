@@ -10,12 +10,13 @@ use crate::record::signed::Signed;
 use crate::record::spread::Spread;
 
 /// Which way is better, so `compare` can call a change a regression.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Direction {
     Higher,
     Lower,
     /// Context, not a figure of merit (a configured rate, a count of variants).
+    #[default]
     None,
 }
 
@@ -105,18 +106,14 @@ pub fn latency_metrics(name: &str, s: &LatencySummary) -> Vec<Metric> {
     if s.count == 0 {
         return Vec::new();
     }
-    let m = |suffix: &str, value: f64| {
-        Metric::new(format!("{name}.{suffix}"), "us", value, Direction::Lower)
-    };
-    vec![
-        m("p50", s.p50_us),
-        m("p90", s.p90_us),
-        m("p99", s.p99_us),
-        m("p99.9", s.p999_us),
-        m("p99.99", s.p9999_us),
-        m("max", s.max_us),
-        m("mean", s.mean_us),
-    ]
+    let values = [
+        s.p50_us, s.p90_us, s.p99_us, s.p999_us, s.p9999_us, s.max_us, s.mean_us,
+    ];
+    names::QUANTILES
+        .iter()
+        .zip(values)
+        .map(|(q, value)| Metric::new(names::quantile(name, q), "us", value, Direction::Lower))
+        .collect()
 }
 
 /// The percentiles [`latency_metrics`] gives, of a signed distribution

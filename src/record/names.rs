@@ -86,6 +86,7 @@ pub const DELIVERED: &str = "delivered";
 
 /// Every plain figure named here, for the checks that a name a profile
 /// judges by (`[ab] judge`) is one jsbench reports.
+#[cfg(test)]
 pub const VALUES: &[&str] = &[
     PUBLISH.rate,
     PUBLISH.throughput,
@@ -105,6 +106,7 @@ pub const VALUES: &[&str] = &[
 ];
 
 /// Every histogram named here.
+#[cfg(test)]
 pub const HISTOGRAMS: &[&str] = &[
     E2E_LATENCY,
     E2E_LATENCY_ACTUAL,

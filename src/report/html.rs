@@ -59,12 +59,6 @@ pub struct Html {
 pub type Attrs<'a> = &'a [(&'static str, &'a str)];
 
 impl Html {
-    pub fn document() -> Html {
-        Html {
-            out: "<!DOCTYPE html>\n".into(),
-        }
-    }
-
     /// A whole page: `<html lang="en">`, its head (the charset, `metas`,
     /// `title` and the stylesheet `css`), and the body `body` fills.
     pub fn page(
@@ -73,7 +67,9 @@ impl Html {
         css: &'static str,
         body: impl FnOnce(&mut Html),
     ) -> String {
-        let mut h = Html::document();
+        let mut h = Html {
+            out: "<!DOCTYPE html>\n".into(),
+        };
         h.el("html", &[("lang", "en")], |h| {
             h.el("head", &[], |h| {
                 h.void("meta", &[("charset", "utf-8")]);

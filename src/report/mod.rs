@@ -61,17 +61,17 @@ pub fn render(data: &ResultsData) -> Result<RenderOutcome> {
     for scenario in data.scenarios() {
         let mut shown = Vec::new();
         for chart in charts::charts_for(&scenario) {
-            let title = chart.title.clone();
-            match charts::render(chart, &chart_dir) {
-                Ok(r) => {
-                    outcome.charts.extend(r.files);
+            match charts::render(&chart, &chart_dir) {
+                Ok((svg, files)) => {
+                    outcome.charts.extend(files);
                     shown.push(PageChart::Drawn {
-                        title,
-                        caption: r.chart.caption,
-                        svg: r.svg,
+                        title: chart.title,
+                        caption: chart.caption,
+                        svg,
                     });
                 }
                 Err(e) => {
+                    let title = chart.title;
                     outcome
                         .warnings
                         .push(format!("chart \"{title}\" not drawn: {e:#}"));

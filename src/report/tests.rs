@@ -282,9 +282,9 @@ fn charts_draw_as_svg_and_png_with_their_text() {
     let dir = tempfile::tempdir().unwrap();
     for chart in charts::charts_for(&scenario) {
         let title = chart.title.clone();
-        let rendered = charts::render(chart, dir.path()).unwrap();
-        assert!(rendered.svg.contains(&title), "title in the SVG");
-        for f in &rendered.files {
+        let (svg, files) = charts::render(&chart, dir.path()).unwrap();
+        assert!(svg.contains(&title), "title in the SVG");
+        for f in &files {
             assert!(std::fs::metadata(f).unwrap().len() > 1_000, "{f:?}");
         }
     }

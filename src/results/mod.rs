@@ -76,11 +76,6 @@ impl ResultsWriter {
         &mut self.summary
     }
 
-    /// Stores one finished variant and rewrites the folder.
-    pub fn record_variant(&mut self, scenario: &CommonPlan, variant: VariantResult) -> Result<()> {
-        self.record_repetition(scenario, variant, 1)
-    }
-
     /// A sink that records variants as repetition `index` (1-based) of the
     /// run's `repeat`.
     pub fn repetition(&mut self, index: usize) -> Repetition<'_> {
@@ -131,9 +126,10 @@ impl ResultsWriter {
     }
 }
 
+/// Stores one finished variant and rewrites the folder.
 impl VariantSink for ResultsWriter {
     fn record(&mut self, scenario: &CommonPlan, variant: VariantResult) -> Result<()> {
-        self.record_variant(scenario, variant)
+        self.record_repetition(scenario, variant, 1)
     }
 }
 
@@ -368,16 +364,40 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// Reads a summary from a results folder or a summary.json path.
 pub fn read_summary(path: &Path) -> Result<Summary> {
-    let file = if path.is_dir() {
+    read_json(&summary_file(path), "a jsbench summary")
+}
+
+/// The summary.json of a results folder, or the path itself.
+pub fn summary_file(path: &Path) -> PathBuf {
+    if path.is_dir() {
         path.join("summary.json")
     } else {
         path.to_path_buf()
-    };
-    let text = fs::read_to_string(&file)
+    }
+}
+
+/// Reads a JSON file jsbench wrote, every error a [`UsageError`] naming
+/// the file: one it cannot read, one that is not `what` ("a jsbench
+/// summary").
+pub fn read_json<T: serde::de::DeserializeOwned>(file: &Path, what: &str) -> Result<T> {
+    let text = fs::read_to_string(file)
         .map_err(|e| UsageError(format!("cannot read {}: {e}", file.display())))?;
-    let summary: Summary = serde_json::from_str(&text)
-        .map_err(|e| UsageError(format!("{} is not a jsbench summary: {e}", file.display())))?;
-    Ok(summary)
+    let read = serde_json::from_str(&text)
+        .map_err(|e| UsageError(format!("{} is not {what}: {e}", file.display())))?;
+    Ok(read)
+}
+
+/// Refuses a file whose `schema` version is newer than this build reads
+/// (`newest`) by name, rather than as a confusing parse error.
+pub fn refuse_newer(file: &Path, schema: &str, version: u32, newest: u32) -> Result<()> {
+    if version > newest {
+        return Err(UsageError(format!(
+            "{} has {schema} schema version {version}, written by a newer jsbench; this one reads up to {newest}",
+            file.display(),
+        ))
+        .into());
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -478,7 +498,7 @@ mod tests {
         .unwrap();
         let mut writer = ResultsWriter::create(parent.path(), run_metadata(1)).unwrap();
         writer
-            .record_variant(&profile.scenarios[0].common, variant(200, 0))
+            .record(&profile.scenarios[0].common, variant(200, 0))
             .unwrap();
         let json = fs::read_to_string(writer.dir().join("summary.json")).unwrap();
         assert!(!json.contains("\"repetitions\""), "{json}");

@@ -192,26 +192,15 @@ pub fn charts_for(scenario: &ScenarioData) -> Vec<Chart> {
         .collect()
 }
 
-/// A chart drawn and written: the SVG text (for inlining) and where the
-/// files went.
-pub struct Rendered {
-    pub chart: Chart,
-    pub svg: String,
-    pub files: Vec<PathBuf>,
-}
-
-/// Draws `chart` and writes `<stem>.svg` and `<stem>.png` into `dir`.
-pub fn render(chart: Chart, dir: &Path) -> Result<Rendered> {
-    let svg = draw::to_svg(&chart).with_context(|| format!("drawing {}.svg", chart.stem))?;
+/// Draws `chart` and writes `<stem>.svg` and `<stem>.png` into `dir`: the
+/// SVG text (for inlining) and where the files went.
+pub fn render(chart: &Chart, dir: &Path) -> Result<(String, [PathBuf; 2])> {
+    let svg = draw::to_svg(chart).with_context(|| format!("drawing {}.svg", chart.stem))?;
     let svg_path = dir.join(format!("{}.svg", chart.stem));
     fs::write(&svg_path, &svg).with_context(|| format!("writing {}", svg_path.display()))?;
     let png_path = dir.join(format!("{}.png", chart.stem));
-    draw::to_png(&chart, &png_path).with_context(|| format!("drawing {}", png_path.display()))?;
-    Ok(Rendered {
-        chart,
-        svg,
-        files: vec![svg_path, png_path],
-    })
+    draw::to_png(chart, &png_path).with_context(|| format!("drawing {}", png_path.display()))?;
+    Ok((svg, [svg_path, png_path]))
 }
 
 /// A name safe as a file name and an HTML id, whatever a hand-edited
