@@ -186,12 +186,7 @@ fn measure(o: &DriveOutcome, a: &Analysis, plan: &Plan, c: &ConsumerPlan, r: &mu
     ack_pending(&o.samples, c.max_ack_pending as u64, r);
     redeliveries(a, r);
     delayed_nak_slots(plan, r);
-    r.metric(
-        "completion_time",
-        "ms",
-        o.drain_time.as_secs_f64() * 1e3,
-        Direction::Lower,
-    );
+    checks::completion_time(o, r);
 }
 
 /// Completed messages a second: every acked message over the span from
@@ -376,10 +371,7 @@ fn delayed_nak_slots(plan: &Plan, r: &mut VariantResult) {
 fn verify(o: &DriveOutcome, a: &Analysis, stored: Option<u64>, r: &mut VariantResult) {
     let c = &o.counts;
     r.invariants.push(checks::nothing_lost(o));
-    r.invariants.push(checks::nothing_dropped_by_client(
-        c.client_dropped,
-        o.client_drop_cause.as_deref(),
-    ));
+    r.invariants.push(checks::nothing_dropped(o));
     r.invariants.push(Invariant::check(
         "every message completed",
         a.outcome_mismatches == 0 && a.observed.acked == a.messages,

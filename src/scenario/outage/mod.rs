@@ -256,12 +256,7 @@ fn measure(o: &DriveOutcome, f: &Figures, w: &Window, rate: u64, r: &mut Variant
         r.metric("backlog_drain_time", "ms", ms(d), Direction::Lower);
     }
     if let Some(p) = &o.pause {
-        r.metric(
-            "pause_request",
-            "ms",
-            (p.answered_ns - p.requested_ns) as f64 / 1e6,
-            Direction::Lower,
-        );
+        r.ms("pause_request", p.answered_ns - p.requested_ns);
         r.metric(
             "pause_late",
             "ms",

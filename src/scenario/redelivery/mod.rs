@@ -275,12 +275,7 @@ fn measure(o: &DriveOutcome, a: &Analysis, advisories: &Advisories, r: &mut Vari
     );
     r.count(ADVISORIES_TERMINATED, advisories.terminated.len() as u64);
     r.count("advisories.naked", advisories.naked.len() as u64);
-    r.metric(
-        COMPLETION_TIME,
-        "ms",
-        o.drain_time.as_secs_f64() * 1e3,
-        Direction::Lower,
-    );
+    checks::completion_time(o, r);
 }
 
 fn verify(
