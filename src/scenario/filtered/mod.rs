@@ -17,7 +17,7 @@ mod verify;
 
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result};
 use async_nats::jetstream::stream;
 
 use super::checks;
@@ -26,7 +26,7 @@ use super::{Field, Kind, Scope, Variants};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec};
 use crate::profile::CommonPlan;
 use crate::record::ledger::SeqSet;
-use crate::record::metrics::{Direction, Metric, rate_and_throughput};
+use crate::record::metrics::{Direction, rate_and_throughput};
 use crate::record::names;
 use crate::streams::provision::{Need, PER_MESSAGE_OVERHEAD, durable_config};
 use crate::variant::VariantResult;
@@ -228,16 +228,13 @@ impl Kind for Filtered {
     /// Each shape's rate against the unfiltered read of the same stream.
     fn compare(_plan: &Plan, _point: &Point, done: &mut [((Point, Shape), VariantResult)]) {
         let rate = |r: &VariantResult| r.value(names::CONSUME.rate).filter(|&v| v > 0.0);
-        let Some(none) = done.iter().find(|((_, s), _)| *s == Shape::None) else {
-            return;
-        };
-        let Some(none) = rate(&none.1) else {
+        let none = done.iter().find(|((_, s), _)| *s == Shape::None);
+        let Some(none) = none.and_then(|(_, r)| rate(r)) else {
             return;
         };
         for (_, r) in done.iter_mut().filter(|((_, s), _)| *s != Shape::None) {
             if let Some(rate) = rate(r) {
-                let ratio = Metric::new(VS_NONE_RATE, "ratio", rate / none, Direction::Higher);
-                r.metrics.push(ratio);
+                r.metric(VS_NONE_RATE, "ratio", rate / none, Direction::Higher);
             }
         }
     }
@@ -281,13 +278,12 @@ async fn probe_layout(stream: &stream::Stream, layout: &Layout, stored: &SeqSet)
             .await
             .with_context(|| format!("reading back sequence {seq}"))?;
         let expected = layout.subject_name(layout.subject_of(seq - 1));
-        if message.subject.as_str() != expected {
-            return Err(anyhow!(
-                "sequence {seq} is on {}, the layout says {expected}: the fill was not stored \
-                 in publish order",
-                message.subject
-            ));
-        }
+        anyhow::ensure!(
+            message.subject.as_str() == expected,
+            "sequence {seq} is on {}, the layout says {expected}: the fill was not stored in \
+             publish order",
+            message.subject
+        );
     }
     Ok(())
 }
