@@ -324,16 +324,18 @@ fn measure(
     let share = due.len() as f64 / stored.len().max(1) as f64;
     r.metric(MATCHED_SHARE, "ratio", share, Direction::None);
     let server = o.server_cpu.filter(|_| o.counts.deliveries > 0);
-    match server {
-        Some(cpu) if cpu >= MIN_SERVER_CPU => {
-            let per = cpu.as_secs_f64() * 1e6 / o.counts.deliveries as f64;
-            r.metric(names::SERVER_CPU_PER_MSG, "us", per, Direction::Lower);
-            r.param(
-                "server_cpu_per_msg_from",
-                "server CPU from the consumer's connect to the end of the drain, over its deliveries",
-            );
-        }
-        Some(cpu) => r.param(
+    // A withheld server figure stays withheld: the shared figures would
+    // otherwise divide the same few ticks by the messages read.
+    let enough = server.filter(|cpu| *cpu >= MIN_SERVER_CPU);
+    if let Some(cpu) = enough {
+        let per = cpu.as_secs_f64() * 1e6 / o.counts.deliveries as f64;
+        r.metric(names::SERVER_CPU_PER_MSG, "us", per, Direction::Lower);
+        r.param(
+            "server_cpu_per_msg_from",
+            "server CPU from the consumer's connect to the end of the drain, over its deliveries",
+        );
+    } else if let Some(cpu) = server {
+        r.param(
             "server_cpu_per_msg_from",
             format!(
                 "not reported: the read cost the server {} ms of CPU, under the {} ms a figure \
@@ -341,13 +343,10 @@ fn measure(
                 cpu.as_millis(),
                 MIN_SERVER_CPU.as_millis()
             ),
-        ),
-        None => {}
+        );
     }
     r.timelines
         .insert(names::DELIVERED.into(), o.delivered_timeline.clone());
     r.warnings.extend(o.errors.iter().cloned());
-    // A withheld server figure stays withheld: the shared figures would
-    // otherwise divide the same few ticks by the messages read.
-    super::client_cost::client_figures_with(o, server.filter(|cpu| *cpu >= MIN_SERVER_CPU), r);
+    super::client_cost::client_figures_with(o, enough, r);
 }

@@ -106,12 +106,9 @@ impl Kind for Redelivery {
         Variants::List(baseline.into_iter().chain([Run::Plan]).collect())
     }
 
+    /// In declaration order.
     fn label(_plan: &Plan, v: &Run) -> String {
-        match v {
-            Run::Baseline => "baseline",
-            Run::Plan => "plan",
-        }
-        .into()
+        ["baseline", "plan"][*v as usize].into()
     }
 
     /// The load with the durable's clients following the behaviour (the
