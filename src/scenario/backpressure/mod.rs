@@ -278,23 +278,11 @@ fn measured_efficiency(
 /// of them at the cap, the server's view on average and at most, and the
 /// client's messages in flight.
 fn ack_pending(samples: &[ConsumerSample], max_ack_pending: u64, r: &mut VariantResult) {
-    let at_cap = samples
-        .iter()
-        .filter(|s| s.num_ack_pending >= max_ack_pending)
-        .count();
-    let fraction = if samples.is_empty() {
-        0.0
-    } else {
-        at_cap as f64 / samples.len() as f64
-    };
-    r.metric(TIME_AT_CAP, "ratio", fraction, Direction::None);
-    let mean = |v: &dyn Fn(&ConsumerSample) -> u64| {
-        if samples.is_empty() {
-            0.0
-        } else {
-            samples.iter().map(v).sum::<u64>() as f64 / samples.len() as f64
-        }
-    };
+    // Shares and means of no samples are 0.
+    let n = samples.len().max(1) as f64;
+    let mean = |v: &dyn Fn(&ConsumerSample) -> u64| samples.iter().map(v).sum::<u64>() as f64 / n;
+    let at_cap = mean(&|s| u64::from(s.num_ack_pending >= max_ack_pending));
+    r.metric(TIME_AT_CAP, "ratio", at_cap, Direction::None);
     r.metric(
         "ack_pending.mean",
         "count",
