@@ -333,6 +333,17 @@ pub fn nothing_pending(o: &DriveOutcome) -> Invariant {
     )
 }
 
+/// The publishers' rate, beside a kind's own figures: shown, not judged.
+pub fn publish_rate(o: &DriveOutcome, r: &mut VariantResult) {
+    let rate = o.publish_rate();
+    r.metric(
+        names::PUBLISH.rate,
+        "msg/s",
+        rate,
+        crate::record::metrics::Direction::None,
+    );
+}
+
 /// From the last publish to the end of the drain: how long the consumers
 /// took to finish.
 pub fn completion_time(o: &DriveOutcome, r: &mut VariantResult) {

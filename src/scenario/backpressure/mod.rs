@@ -234,12 +234,7 @@ fn efficiency(
     r: &mut VariantResult,
 ) {
     let limit = point_bound(plan, c, plan.load.behaviour.processing.mean());
-    r.metric(
-        names::PUBLISH.rate,
-        "msg/s",
-        o.publish_rate(),
-        Direction::None,
-    );
+    checks::publish_rate(o, r);
     r.metric(THROUGHPUT, "msg/s", throughput, Direction::Higher);
     r.metric(BOUND, "msg/s", limit, Direction::None);
     r.metrics

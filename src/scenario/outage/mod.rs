@@ -233,12 +233,7 @@ impl Figures {
 fn measure(o: &DriveOutcome, f: &Figures, w: &Window, rate: u64, r: &mut VariantResult) {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     r.metric(names::TARGET_RATE, "msg/s", rate as f64, Direction::None);
-    r.metric(
-        names::PUBLISH.rate,
-        "msg/s",
-        o.publish_rate(),
-        Direction::None,
-    );
+    checks::publish_rate(o, r);
     r.count("deliveries_in_outage", f.in_outage);
     r.count("redeliveries", f.deliveries.saturating_sub(f.messages));
     if f.messages > 0 {

@@ -167,12 +167,7 @@ fn describe(ctx: &RunContext, common: &CommonPlan, plan: &Plan, r: &mut VariantR
 
 fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
     // Distinct messages over the schedule's span: resends are counted apart.
-    r.metric(
-        names::PUBLISH.rate,
-        "msg/s",
-        o.publish_rate(),
-        Direction::None,
-    );
+    checks::publish_rate(o, r);
     // From each message's first intended send: a message resent through
     // the outage carries the outage in its latency.
     for (name, recorder) in [

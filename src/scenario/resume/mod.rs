@@ -20,7 +20,7 @@ use super::{Field, Kind, Paced, Scope, Variants, Work};
 use crate::drive::{ConsumerSpec, CrashOutcome, CrashPlan, DriveOutcome};
 use crate::profile::{CommonPlan, CrashPoint, format_duration};
 use crate::record::ledger::Event;
-use crate::record::metrics::{Direction, latency_metrics};
+use crate::record::metrics::latency_metrics;
 use crate::record::names;
 use crate::streams::provision::Need;
 use crate::variant::{Invariant, VariantResult};
@@ -207,12 +207,7 @@ impl Recovery {
 }
 
 fn measure(o: &DriveOutcome, rec: &Recovery, r: &mut VariantResult) {
-    r.metric(
-        names::PUBLISH.rate,
-        "msg/s",
-        o.publish_rate(),
-        Direction::None,
-    );
+    checks::publish_rate(o, r);
     r.metrics.extend(latency_metrics(
         names::E2E_LATENCY,
         &o.e2e_intended.summary(),
