@@ -199,14 +199,11 @@ fn completion_rate(o: &DriveOutcome, a: &Analysis) -> f64 {
         .map(|c| c.first_ns)
         .min();
     let last = o.consumers.iter().map(|c| c.last_ns).max();
-    let span = match (first, last) {
-        (Some(f), Some(l)) if l > f => Duration::from_nanos(l - f),
-        _ => Duration::ZERO,
-    };
-    if span.is_zero() {
-        0.0
-    } else {
-        a.observed.acked as f64 / span.as_secs_f64()
+    match (first, last) {
+        (Some(f), Some(l)) if l > f => {
+            a.observed.acked as f64 / Duration::from_nanos(l - f).as_secs_f64()
+        }
+        _ => 0.0,
     }
 }
 

@@ -170,18 +170,8 @@ struct Recovery {
 impl Recovery {
     fn of(o: &DriveOutcome) -> Recovery {
         let crash = o.crash.clone();
-        let redelivered: BTreeSet<u64> = o
-            .events
-            .iter()
-            .filter(|e| e.delivery > 1)
-            .map(|e| e.seq)
-            .collect();
-        let redeliveries = || {
-            o.events
-                .iter()
-                .filter(|e| e.delivery > 1)
-                .map(|e| e.received_ns)
-        };
+        let redeliveries = || o.events.iter().filter(|e| e.delivery > 1);
+        let redelivered: BTreeSet<u64> = redeliveries().map(|e| e.seq).collect();
         let rebound = crash.as_ref().map_or(0, |c| c.rebound_ns);
         let ran_twice = crash.as_ref().map_or(0, |c| {
             c.report
@@ -199,8 +189,8 @@ impl Recovery {
                 .filter(|e| rebound > 0 && e.received_ns >= rebound)
                 .map(|e| e.received_ns)
                 .min(),
-            first_redelivery_ns: redeliveries().min(),
-            last_redelivery_ns: redeliveries().max(),
+            first_redelivery_ns: redeliveries().map(|e| e.received_ns).min(),
+            last_redelivery_ns: redeliveries().map(|e| e.received_ns).max(),
             crash,
         }
     }
