@@ -388,20 +388,11 @@ impl Share {
     pub fn split(spec: &DriveSpec, parts: usize) -> Vec<Share> {
         let parts = parts.max(1);
         let all = Share::all(spec);
+        let every = |of: &[usize], k| of.iter().copied().filter(|i| i % parts == k).collect();
         (0..parts)
             .map(|k| Share {
-                publishers: all
-                    .publishers
-                    .iter()
-                    .copied()
-                    .filter(|i| i % parts == k)
-                    .collect(),
-                consumers: all
-                    .consumers
-                    .iter()
-                    .copied()
-                    .filter(|i| i % parts == k)
-                    .collect(),
+                publishers: every(&all.publishers, k),
+                consumers: every(&all.consumers, k),
             })
             .collect()
     }

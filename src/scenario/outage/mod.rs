@@ -303,14 +303,12 @@ fn verify(
         )),
         (OutagePattern::NakDelay, _) => {
             let why = "the nak_delay pattern does not pause the durable";
-            r.invariants.push(Invariant::not_applicable(
+            for name in [
                 "the server paused the durable",
-                why,
-            ));
-            r.invariants.push(Invariant::not_applicable(
                 "nothing delivered while paused",
-                why,
-            ));
+            ] {
+                r.invariants.push(Invariant::not_applicable(name, why));
+            }
         }
     }
     r.invariants.push(checks::stream_holds(stored, c));
