@@ -30,7 +30,7 @@ pub struct Invariant {
     pub applicable: bool,
     /// The check compares jsbench's own counters only, with no record of
     /// the server's behind it: it catches jsbench's bugs, not the server's.
-    #[serde(default, skip_serializing_if = "is_no")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub client_side: bool,
 }
 
@@ -40,10 +40,6 @@ fn yes() -> bool {
 
 fn is_yes(b: &bool) -> bool {
     *b
-}
-
-fn is_no(b: &bool) -> bool {
-    !*b
 }
 
 impl Invariant {
@@ -93,7 +89,7 @@ impl Invariant {
 }
 
 /// Everything one variant produced: what the results writer stores.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct VariantResult {
     pub name: String,
     /// The settings that distinguish this variant (rate, sizes, counts).
@@ -156,17 +152,7 @@ impl VariantResult {
     pub fn new(name: impl Into<String>) -> Self {
         VariantResult {
             name: name.into(),
-            params: BTreeMap::new(),
-            metrics: Vec::new(),
-            histograms: Vec::new(),
-            ledger: LedgerCounts::default(),
-            invariants: Vec::new(),
-            warnings: Vec::new(),
-            timelines: BTreeMap::new(),
-            error: None,
-            elapsed: Duration::ZERO,
-            streams: Vec::new(),
-            parts: Vec::new(),
+            ..Default::default()
         }
     }
 

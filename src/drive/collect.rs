@@ -42,7 +42,8 @@ impl Variant<'_> {
         let reader_of = std::mem::take(&mut clients.reader_of);
         let stopped = stop_consumers(clients).await?;
         self.bar.finish();
-        if !self.spec.is_simple() {
+        let (fault, pause) = (published.fault, published.pause);
+        let mut outcome = if !self.spec.is_simple() {
             let timing = (self.timing.t0_ns, self.timing.record_from_ns);
             let clients = stopped
                 .into_iter()
@@ -65,87 +66,71 @@ impl Variant<'_> {
                 }));
             }
             whole.parts = parts;
-            whole.drained = drained.drained;
-            whole.drain_time = drained.time;
-            whole.server_state = drained.server_state;
-            whole.samples = samples;
-            whole.telemetry = telemetry;
-            whole.memory = self.memory;
-            whole.fault = published.fault;
-            whole.pause = published.pause;
-            whole.client_cpu = client_cpu;
-            whole.server_cpu = server_cpu;
             whole.cpu_after_warmup = after_warmup;
-            whole.interrupted = ctx.stop.is_cancelled();
-            whole.memory.close();
-            return Ok(whole);
-        }
-        let mut consumers = Vec::new();
-        let mut errors = Vec::new();
-        for (i, (_, report)) in stopped.into_iter().enumerate() {
-            match report {
-                Ok(report) => consumers.push(report),
-                Err(e) => errors.push(format!("consumer {i}: {e}")),
+            whole
+        } else {
+            let mut consumers = Vec::new();
+            let mut errors = Vec::new();
+            for (i, (_, report)) in stopped.into_iter().enumerate() {
+                match report {
+                    Ok(report) => consumers.push(report),
+                    Err(e) => errors.push(format!("consumer {i}: {e}")),
+                }
             }
-        }
-
-        let Published {
-            mut sends,
-            mut acks,
-            fault,
-            pause,
-            ..
-        } = published;
-        errors.extend(task_errors(share, &sends, &acks, &consumers));
-        // Say why publishes or acks went unanswered when a server refused them.
-        for refusal in ctx.connect.take_refusals() {
-            errors.push(format!("the server refused: {refusal}"));
-        }
-
-        let parts = peers
-            .collect(LocalReports {
-                sends: &sends,
-                acks: &acks,
-                consumers: &consumers,
-            })
-            .await;
-        for part in &parts {
-            client_cpu += part.client_cpu;
-        }
-        let after_warmup = after_warmup.filter(|_| parts.is_empty());
-        (sends, acks) = by_publisher(share, sends, acks, parts, &mut consumers, &mut errors);
-
-        let mut outcome = merge(
-            sends,
-            acks,
-            consumers,
-            self.timing.t0_ns,
-            self.timing.record_from_ns,
-        );
-        if let Some(due) = self.spec.streams.first().and_then(|s| s.due.as_ref()) {
-            for seq in due.iter() {
-                outcome
-                    .ledger
-                    .mark(seq, crate::record::ledger::Event::Persisted);
+            let (mut sends, mut acks) = (published.sends, published.acks);
+            errors.extend(task_errors(share, &sends, &acks, &consumers));
+            // Say why publishes or acks went unanswered when a server refused them.
+            for refusal in ctx.connect.take_refusals() {
+                errors.push(format!("the server refused: {refusal}"));
             }
-            outcome.counts = super::outcome::recount(&outcome);
-        }
+
+            let parts = peers
+                .collect(LocalReports {
+                    sends: &sends,
+                    acks: &acks,
+                    consumers: &consumers,
+                })
+                .await;
+            for part in &parts {
+                client_cpu += part.client_cpu;
+            }
+            let after_warmup = after_warmup.filter(|_| parts.is_empty());
+            (sends, acks) = by_publisher(share, sends, acks, parts, &mut consumers, &mut errors);
+
+            let mut outcome = merge(
+                sends,
+                acks,
+                consumers,
+                self.timing.t0_ns,
+                self.timing.record_from_ns,
+            );
+            if let Some(due) = self.spec.streams.first().and_then(|s| s.due.as_ref()) {
+                for seq in due.iter() {
+                    outcome
+                        .ledger
+                        .mark(seq, crate::record::ledger::Event::Persisted);
+                }
+                outcome.counts = super::outcome::recount(&outcome);
+            }
+            outcome.crash = crash.and_then(|c| c.outcome());
+            outcome.cpu_after_warmup = after_warmup;
+            outcome.errors = errors;
+            outcome
+        };
         outcome.drained = drained.drained;
         outcome.drain_time = drained.time;
         outcome.server_state = drained.server_state;
         outcome.samples = samples;
         outcome.telemetry = telemetry;
         outcome.memory = self.memory;
-        outcome.crash = crash.and_then(|c| c.outcome());
         outcome.fault = fault;
         outcome.pause = pause;
         outcome.client_cpu = client_cpu;
         outcome.server_cpu = server_cpu;
-        outcome.cpu_after_warmup = after_warmup;
         outcome.interrupted = ctx.stop.is_cancelled();
-        outcome.errors = errors;
-        // A core baseline has no stream to ask.
-        if !self.spec.consumer().is_some_and(|c| c.core) {
+        // A load of several attributes each durable's losses in its part;
+        // a core baseline has no stream to ask.
+        if self.spec.is_simple() && !self.spec.consumer().is_some_and(|c| c.core) {
             outcome
                 .attribute_losses(ctx.provisioner.jetstream(), self.spec.stream())
                 .await;

@@ -281,10 +281,6 @@ impl DriveOutcome {
         self.sends.iter().map(|s| s.sent).sum()
     }
 
-    pub fn sent_bytes(&self) -> u64 {
-        self.sends.iter().map(|s| s.bytes).sum()
-    }
-
     /// A sum over the PubAck readers.
     pub fn acks_sum(&self, field: impl Fn(&AckReport) -> u64) -> u64 {
         self.acks.iter().map(field).sum()

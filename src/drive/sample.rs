@@ -95,7 +95,12 @@ impl Variant<'_> {
                 }
             }
         };
-        let (sends, acks) = reports(results)?;
+        // Every publisher's sends and PubAcks apart; the first error if one failed.
+        let (sends, acks): (Vec<SendReport>, Vec<AckReport>) = results
+            .into_iter()
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .unzip();
         let local_stored = acks.iter().map(AckReport::stored).sum::<u64>();
         // Other processes publish on their own slots of the schedule and
         // finish about when this one does; the drain starts once the last
@@ -184,21 +189,6 @@ impl Variant<'_> {
         }
         Ok(())
     }
-}
-
-/// Every publisher's reports, sends and PubAcks apart; the first
-/// publisher's error if one failed.
-pub(super) fn reports(
-    results: Vec<Result<(SendReport, AckReport)>>,
-) -> Result<(Vec<SendReport>, Vec<AckReport>)> {
-    let mut sends = Vec::new();
-    let mut acks = Vec::new();
-    for result in results {
-        let (s, a) = result?;
-        sends.push(s);
-        acks.push(a);
-    }
-    Ok((sends, acks))
 }
 
 /// Samples consumer info on a fixed interval, from the control connection.

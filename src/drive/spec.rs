@@ -171,17 +171,10 @@ impl ConsumerSpec {
         sample_every: Duration,
     ) -> Self {
         ConsumerSpec {
-            durable,
-            plan,
             behaviour,
             log_events: true,
-            hops: false,
             sample_every: Some(sample_every),
-            crash: None,
-            keep_doomed: false,
-            core: false,
-            outage: None,
-            dedup: None,
+            ..ConsumerSpec::acking(durable, plan)
         }
     }
 
@@ -357,39 +350,17 @@ impl DriveSpec {
         due: SeqSet,
         drain_timeout: Duration,
     ) -> Self {
-        let mut publish = PublishPlan::simple(
-            0,
-            128,
-            crate::profile::MsgId::None,
-            1,
-            Duration::from_secs(10),
-        );
-        publish.publishers = 0;
-        let stream = StreamLoad {
-            preloaded: due.len(),
-            due: Some(due),
-            ..StreamLoad::new(&stream, Vec::new())
-        };
-        DriveSpec {
-            label,
-            streams: vec![stream],
-            publish,
-            readers: vec![Reader {
-                stream: 0,
-                consumer,
-                filter: None,
-            }],
-            rate: None,
-            count: Some(0),
-            warmup: Duration::ZERO,
-            duration: Duration::ZERO,
-            drain_timeout,
-            msg_id_prefix: String::new(),
-            seed: 0,
-            fault: None,
-            avoid_server: None,
-            shared_connections: None,
-        }
+        // A fill of nothing: its publisher's settings are never read.
+        let mut spec = DriveSpec::fill(label, &stream, Vec::new(), (0, 128), drain_timeout);
+        spec.publish.publishers = 0;
+        spec.streams[0].preloaded = due.len();
+        spec.streams[0].due = Some(due);
+        spec.readers = vec![Reader {
+            stream: 0,
+            consumer,
+            filter: None,
+        }];
+        spec
     }
 }
 
@@ -417,20 +388,11 @@ impl Share {
     pub fn split(spec: &DriveSpec, parts: usize) -> Vec<Share> {
         let parts = parts.max(1);
         let all = Share::all(spec);
+        let every = |of: &[usize], k| of.iter().copied().filter(|i| i % parts == k).collect();
         (0..parts)
             .map(|k| Share {
-                publishers: all
-                    .publishers
-                    .iter()
-                    .copied()
-                    .filter(|i| i % parts == k)
-                    .collect(),
-                consumers: all
-                    .consumers
-                    .iter()
-                    .copied()
-                    .filter(|i| i % parts == k)
-                    .collect(),
+                publishers: every(&all.publishers, k),
+                consumers: every(&all.consumers, k),
             })
             .collect()
     }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::consume::fates::Analysis;
 use crate::drive::DriveOutcome;
 use crate::profile::{BehaviourPlan, ConsumerPlan};
-use crate::record::ledger::{LedgerCounts, LedgerShard};
+use crate::record::ledger::LedgerCounts;
 use crate::record::names;
 use crate::variant::{Invariant, VariantResult};
 
@@ -46,26 +46,12 @@ pub const OBSERVED_EXHAUSTED: &str = "observed.exhausted";
 /// analysis used.
 pub fn fate_metrics(a: &Analysis, r: &mut VariantResult) {
     r.param("early_tolerance", a.tolerance.describe());
-    for (names, planned, observed) in [
-        (
-            (PLANNED_ACKED, OBSERVED_ACKED),
-            a.planned.acked,
-            a.observed.acked,
-        ),
-        (
-            (PLANNED_TERMED, OBSERVED_TERMED),
-            a.planned.termed,
-            a.observed.termed,
-        ),
-        (
-            (PLANNED_EXHAUSTED, OBSERVED_EXHAUSTED),
-            a.planned.exhausted,
-            a.observed.exhausted,
-        ),
-    ] {
-        r.count(names.0, planned);
-        r.count(names.1, observed);
-    }
+    r.count(PLANNED_ACKED, a.planned.acked);
+    r.count(OBSERVED_ACKED, a.observed.acked);
+    r.count(PLANNED_TERMED, a.planned.termed);
+    r.count(OBSERVED_TERMED, a.observed.termed);
+    r.count(PLANNED_EXHAUSTED, a.planned.exhausted);
+    r.count(OBSERVED_EXHAUSTED, a.observed.exhausted);
 }
 
 /// Every message ended as planned, none was lost, every publish persisted.
@@ -143,15 +129,11 @@ pub fn filled_in_order(o: &DriveOutcome, messages: u64) -> anyhow::Result<()> {
 }
 
 /// Every persisted message delivered at least once (`lost` counts the
-/// server's losses; the clients' are `nothing_dropped_by_client`'s). Never
-/// seen messages nothing could attribute fail it too, named as such: that
+/// server's losses; the clients' are `nothing_dropped`'s). Never seen
+/// messages nothing could attribute fail it too, named as such: that
 /// nothing was lost cannot be shown, nor that the server lost them.
 pub fn nothing_lost(o: &DriveOutcome) -> Invariant {
-    nothing_lost_of(&o.counts, &o.ledger)
-}
-
-/// [`nothing_lost`] of counts and a ledger a scenario merged itself.
-pub fn nothing_lost_of(c: &LedgerCounts, ledger: &LedgerShard) -> Invariant {
+    let c = &o.counts;
     let mut detail = if c.lost == 0 {
         format!("0 of {} persisted messages undelivered", c.persisted)
     } else {
@@ -159,7 +141,7 @@ pub fn nothing_lost_of(c: &LedgerCounts, ledger: &LedgerShard) -> Invariant {
             "{} of {} persisted messages never delivered (first sequences: {:?})",
             c.lost,
             c.persisted,
-            ledger.lost_sequences(10)
+            o.ledger.lost_sequences(10)
         )
     };
     if c.unattributed > 0 {
@@ -217,7 +199,7 @@ pub fn across(parts: &[(String, Invariant)], what: &str) -> Option<Invariant> {
 /// The stream's message count (from stream info) equals what PubAcks
 /// confirmed, less what its own limits evicted: nothing stored behind
 /// jsbench's back, nothing missing.
-pub fn stream_holds(stored: Option<u64>, c: &crate::record::ledger::LedgerCounts) -> Invariant {
+pub fn stream_holds(stored: Option<u64>, c: &LedgerCounts) -> Invariant {
     const NAME: &str = STREAM_HOLDS;
     match stored {
         Some(n) if c.evicted > 0 || c.removed_by_ack > 0 => Invariant::check(
@@ -283,21 +265,17 @@ pub fn refusals(o: &DriveOutcome, r: &mut VariantResult) {
 /// server and never seen, or held for a client that had stopped asking.
 /// The load generator's failure, not the server's: it fails the variant
 /// with its cause, apart from `lost = 0`.
-pub fn nothing_dropped_by_client(dropped: u64, cause: Option<&str>) -> Invariant {
+pub fn nothing_dropped(o: &DriveOutcome) -> Invariant {
+    let dropped = o.counts.client_dropped;
     Invariant::check(
         "no message dropped by the client",
         dropped == 0,
-        match cause {
+        match o.client_drop_cause.as_deref() {
             Some(cause) if dropped > 0 => format!("{dropped} dropped: {cause}"),
             _ => format!("{dropped} dropped"),
         },
     )
     .client_side()
-}
-
-/// [`nothing_dropped_by_client`] of a drive's counts and their cause.
-pub fn nothing_dropped(o: &DriveOutcome) -> Invariant {
-    nothing_dropped_by_client(o.counts.client_dropped, o.client_drop_cause.as_deref())
 }
 
 /// What a paced drive's publishers did: their rate and throughput, and
@@ -353,6 +331,29 @@ pub fn nothing_pending(o: &DriveOutcome) -> Invariant {
             None => "consumer info unavailable".into(),
         },
     )
+}
+
+/// The publishers' rate, beside a kind's own figures: shown, not judged.
+pub fn publish_rate(o: &DriveOutcome, r: &mut VariantResult) {
+    let rate = o.publish_rate();
+    r.metric(
+        names::PUBLISH.rate,
+        "msg/s",
+        rate,
+        crate::record::metrics::Direction::None,
+    );
+}
+
+/// From the last publish to the end of the drain: how long the consumers
+/// took to finish.
+pub fn completion_time(o: &DriveOutcome, r: &mut VariantResult) {
+    let ms = o.drain_time.as_secs_f64() * 1e3;
+    r.metric(
+        "completion_time",
+        "ms",
+        ms,
+        crate::record::metrics::Direction::Lower,
+    );
 }
 
 /// Every publisher sent its whole schedule. One that stopped on a publish

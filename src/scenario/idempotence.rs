@@ -2,37 +2,14 @@
 //! creating its key in a dedup store (a key-value bucket every client of
 //! the durable shares, as a database outside any one process would be), so
 //! a redelivered message whose work was done finds its key and is
-//! suppressed. The store's provisioning, what it cost, and the check that
-//! no work was applied twice, for every scenario that offers it.
-
-use anyhow::Result;
+//! suppressed. What the store cost and the check that no work was
+//! applied twice, for every scenario that offers it (the scope provisions
+//! the store: [`super::Scope::kv`]).
 
 use crate::consume::Effects;
-use crate::drive::{DriveOutcome, RunContext};
+use crate::drive::DriveOutcome;
 use crate::record::metrics::Direction;
 use crate::variant::{Invariant, VariantResult};
-
-/// Creates the variant's dedup store; its bucket name.
-pub async fn store(ctx: &RunContext, scenario: &str, variant: &str) -> Result<String> {
-    let bucket = ctx.names.stream(scenario, &format!("{variant}-dedup"));
-    ctx.provisioner.create_kv(&bucket).await?;
-    Ok(bucket)
-}
-
-/// The store's size (bytes, keys) once the variant is over, and its
-/// deletion; nothing without one.
-pub async fn finish(ctx: &RunContext, bucket: Option<&str>) -> (Option<(u64, u64)>, Result<()>) {
-    let Some(bucket) = bucket else {
-        return (None, Ok(()));
-    };
-    let stream = format!("KV_{bucket}");
-    let size = ctx
-        .provisioner
-        .stream_info(&stream)
-        .await
-        .map(|i| (i.state.bytes, i.state.messages));
-    (size, ctx.provisioner.delete_stream(&stream).await)
-}
 
 /// The effects' figures and, with a store (`store`: bytes and keys), the
 /// check that every message's work was applied once.

@@ -159,12 +159,6 @@ macro_rules! registry {
                 }
             }
 
-            pub fn columns(&self) -> &'static [table::Column] {
-                match self {
-                    $(KindPlan::$variant(_) => <$module::$kind as Kind>::COLUMNS,)*
-                }
-            }
-
             pub fn faults(&self) -> Option<FaultKind> {
                 match self {
                     $(KindPlan::$variant(p) => <$module::$kind as Kind>::faults(p),)*

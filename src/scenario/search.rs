@@ -94,15 +94,11 @@ impl RateSearch {
 
     /// A rate's probes so far.
     pub fn votes(&self, rate: u64) -> Votes {
-        let (passed, failed) =
-            self.tried
-                .iter()
-                .filter(|t| t.0 == rate)
-                .fold(
-                    (0, 0),
-                    |(p, f), t| if t.1 { (p + 1, f) } else { (p, f + 1) },
-                );
-        Votes { passed, failed }
+        let of = |passed| self.tried.iter().filter(|&&t| t == (rate, passed)).count() as u32;
+        Votes {
+            passed: of(true),
+            failed: of(false),
+        }
     }
 
     /// Every rate probed, ascending, with its votes.

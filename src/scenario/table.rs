@@ -59,26 +59,11 @@ pub enum Show {
     MicrosPerMsg,
 }
 
-pub const VARIANT: Column = Column {
-    header: "variant",
-    cell: Cell::Variant,
-};
-pub const TARGET: Column = Column {
-    header: "target/s",
-    cell: Cell::Metric(TARGET_RATE, Show::Rate),
-};
-pub const ACHIEVED: Column = Column {
-    header: "achieved/s",
-    cell: Cell::Metric(PUBLISH.rate, Show::Rate),
-};
-pub const LOST: Column = Column {
-    header: "lost",
-    cell: Cell::Lost,
-};
-pub const VERDICT: Column = Column {
-    header: "verdict",
-    cell: Cell::Verdict,
-};
+pub const VARIANT: Column = Column::new("variant", Cell::Variant);
+pub const TARGET: Column = Column::metric("target/s", TARGET_RATE, Show::Rate);
+pub const ACHIEVED: Column = Column::metric("achieved/s", PUBLISH.rate, Show::Rate);
+pub const LOST: Column = Column::new("lost", Cell::Lost);
+pub const VERDICT: Column = Column::new("verdict", Cell::Verdict);
 
 /// `header` over one quantile of a latency histogram, in µs.
 impl Column {
@@ -88,26 +73,17 @@ impl Column {
 
     /// A metric's value, shown as `show`.
     pub const fn metric(header: &'static str, metric: &'static str, show: Show) -> Column {
-        Column {
-            header,
-            cell: Cell::Metric(metric, show),
-        }
+        Column::new(header, Cell::Metric(metric, show))
     }
 
     /// A variant parameter, as written.
     pub const fn param(header: &'static str, param: &'static str) -> Column {
-        Column {
-            header,
-            cell: Cell::Param(param),
-        }
+        Column::new(header, Cell::Param(param))
     }
 }
 
 pub const fn quantile(header: &'static str, histogram: &'static str, q: &'static str) -> Column {
-    Column {
-        header,
-        cell: Cell::Quantile(histogram, q, Show::Us),
-    }
+    Column::new(header, Cell::Quantile(histogram, q, Show::Us))
 }
 
 /// A paced load's table: the rate asked and achieved, end-to-end latency

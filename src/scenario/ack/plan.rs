@@ -18,13 +18,9 @@ pub enum AckMode {
 }
 
 impl AckMode {
+    /// As the profile spells it, in declaration order.
     pub fn label(&self) -> &'static str {
-        match self {
-            AckMode::None => "none",
-            AckMode::All => "all",
-            AckMode::Explicit => "explicit",
-            AckMode::Double => "double",
-        }
+        ["none", "all", "explicit", "double"][*self as usize]
     }
 }
 
@@ -89,11 +85,9 @@ pub enum ConsumeReference {
 }
 
 impl ConsumeReference {
+    /// As the profile spells it, in declaration order.
     pub fn label(self) -> &'static str {
-        match self {
-            ConsumeReference::Idiomatic => "idiomatic",
-            ConsumeReference::Raw => "raw",
-        }
+        ["idiomatic", "raw"][self as usize]
     }
 }
 
@@ -165,5 +159,20 @@ fn check_reference(plan: &Plan, k: &mut Keys) {
             "consume references read with one client: set consumer.consumers = 1 \
              or drop reference",
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_and_references_are_labelled_as_the_profile_spells_them() {
+        for mode in DEFAULT_MODES {
+            assert_eq!(serde_json::to_value(mode).unwrap(), mode.label());
+        }
+        for reference in [ConsumeReference::Idiomatic, ConsumeReference::Raw] {
+            assert_eq!(serde_json::to_value(reference).unwrap(), reference.label());
+        }
     }
 }

@@ -41,11 +41,6 @@ pub struct Layout {
 }
 
 impl Layout {
-    /// The subject every data subject sits under, one token deeper.
-    pub fn data_prefix(&self) -> String {
-        format!("{}.d", self.base)
-    }
-
     pub fn rare_subject(&self) -> String {
         format!("{}.rare", self.base)
     }
@@ -86,7 +81,8 @@ impl Layout {
 
     /// The filter subjects of `shape` over this layout; empty for none.
     pub fn filters(&self, shape: Shape) -> Vec<String> {
-        let data = self.data_prefix();
+        // The subject every data subject sits under, one token deeper.
+        let data = format!("{}.d", self.base);
         match shape {
             Shape::None => Vec::new(),
             Shape::Literal => vec![self.rare_subject()],
@@ -99,11 +95,8 @@ impl Layout {
 
     /// The publish cycle a fill goes round by message number, one period.
     pub fn subjects(&self) -> Vec<String> {
-        let names: Vec<String> = (0..self.subject_count() as u32)
-            .map(|id| self.subject_name(id))
-            .collect();
         (0..self.period())
-            .map(|m| names[self.subject_of(m) as usize].clone())
+            .map(|m| self.subject_name(self.subject_of(m)))
             .collect()
     }
 }
@@ -111,16 +104,13 @@ impl Layout {
 /// The sequences a stream keeps of `messages` laid out by `layout`, with
 /// `max_per_subject` (0: no limit) keeping each subject's newest only.
 pub fn stored(layout: &Layout, messages: u64, max_per_subject: u64) -> SeqSet {
-    let mut kept = SeqSet::default();
     let mut newer = vec![0u64; layout.subject_count()];
-    for m in (0..messages).rev() {
-        let id = layout.subject_of(m) as usize;
-        if max_per_subject == 0 || newer[id] < max_per_subject {
-            kept.insert(m + 1);
-        }
-        newer[id] += 1;
-    }
-    kept
+    let kept = (0..messages).rev().filter(|&m| {
+        let newer = &mut newer[layout.subject_of(m) as usize];
+        *newer += 1;
+        max_per_subject == 0 || *newer <= max_per_subject
+    });
+    kept.map(|m| m + 1).collect()
 }
 
 /// The stored sequences a consumer with `filters` must deliver: all of
@@ -132,13 +122,10 @@ pub fn due(layout: &Layout, stored: &SeqSet, filters: &[String]) -> SeqSet {
             filters.is_empty() || filters.iter().any(|f| matches(f, &name))
         })
         .collect();
-    let mut due = SeqSet::default();
-    for seq in stored.iter() {
-        if selected[layout.subject_of(seq - 1) as usize] {
-            due.insert(seq);
-        }
-    }
-    due
+    let due = stored
+        .iter()
+        .filter(|seq| selected[layout.subject_of(seq - 1) as usize]);
+    due.collect()
 }
 
 #[cfg(test)]

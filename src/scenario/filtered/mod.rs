@@ -17,7 +17,7 @@ mod verify;
 
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result};
 use async_nats::jetstream::stream;
 
 use super::checks;
@@ -26,7 +26,7 @@ use super::{Field, Kind, Scope, Variants};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec};
 use crate::profile::CommonPlan;
 use crate::record::ledger::SeqSet;
-use crate::record::metrics::{Direction, Metric, rate_and_throughput};
+use crate::record::metrics::{Direction, rate_and_throughput};
 use crate::record::names;
 use crate::streams::provision::{Need, PER_MESSAGE_OVERHEAD, durable_config};
 use crate::variant::VariantResult;
@@ -228,16 +228,13 @@ impl Kind for Filtered {
     /// Each shape's rate against the unfiltered read of the same stream.
     fn compare(_plan: &Plan, _point: &Point, done: &mut [((Point, Shape), VariantResult)]) {
         let rate = |r: &VariantResult| r.value(names::CONSUME.rate).filter(|&v| v > 0.0);
-        let Some(none) = done.iter().find(|((_, s), _)| *s == Shape::None) else {
-            return;
-        };
-        let Some(none) = rate(&none.1) else {
+        let none = done.iter().find(|((_, s), _)| *s == Shape::None);
+        let Some(none) = none.and_then(|(_, r)| rate(r)) else {
             return;
         };
         for (_, r) in done.iter_mut().filter(|((_, s), _)| *s != Shape::None) {
             if let Some(rate) = rate(r) {
-                let ratio = Metric::new(VS_NONE_RATE, "ratio", rate / none, Direction::Higher);
-                r.metrics.push(ratio);
+                r.metric(VS_NONE_RATE, "ratio", rate / none, Direction::Higher);
             }
         }
     }
@@ -281,13 +278,12 @@ async fn probe_layout(stream: &stream::Stream, layout: &Layout, stored: &SeqSet)
             .await
             .with_context(|| format!("reading back sequence {seq}"))?;
         let expected = layout.subject_name(layout.subject_of(seq - 1));
-        if message.subject.as_str() != expected {
-            return Err(anyhow!(
-                "sequence {seq} is on {}, the layout says {expected}: the fill was not stored \
-                 in publish order",
-                message.subject
-            ));
-        }
+        anyhow::ensure!(
+            message.subject.as_str() == expected,
+            "sequence {seq} is on {}, the layout says {expected}: the fill was not stored in \
+             publish order",
+            message.subject
+        );
     }
     Ok(())
 }
@@ -328,16 +324,18 @@ fn measure(
     let share = due.len() as f64 / stored.len().max(1) as f64;
     r.metric(MATCHED_SHARE, "ratio", share, Direction::None);
     let server = o.server_cpu.filter(|_| o.counts.deliveries > 0);
-    match server {
-        Some(cpu) if cpu >= MIN_SERVER_CPU => {
-            let per = cpu.as_secs_f64() * 1e6 / o.counts.deliveries as f64;
-            r.metric(names::SERVER_CPU_PER_MSG, "us", per, Direction::Lower);
-            r.param(
-                "server_cpu_per_msg_from",
-                "server CPU from the consumer's connect to the end of the drain, over its deliveries",
-            );
-        }
-        Some(cpu) => r.param(
+    // A withheld server figure stays withheld: the shared figures would
+    // otherwise divide the same few ticks by the messages read.
+    let enough = server.filter(|cpu| *cpu >= MIN_SERVER_CPU);
+    if let Some(cpu) = enough {
+        let per = cpu.as_secs_f64() * 1e6 / o.counts.deliveries as f64;
+        r.metric(names::SERVER_CPU_PER_MSG, "us", per, Direction::Lower);
+        r.param(
+            "server_cpu_per_msg_from",
+            "server CPU from the consumer's connect to the end of the drain, over its deliveries",
+        );
+    } else if let Some(cpu) = server {
+        r.param(
             "server_cpu_per_msg_from",
             format!(
                 "not reported: the read cost the server {} ms of CPU, under the {} ms a figure \
@@ -345,13 +343,10 @@ fn measure(
                 cpu.as_millis(),
                 MIN_SERVER_CPU.as_millis()
             ),
-        ),
-        None => {}
+        );
     }
     r.timelines
         .insert(names::DELIVERED.into(), o.delivered_timeline.clone());
     r.warnings.extend(o.errors.iter().cloned());
-    // A withheld server figure stays withheld: the shared figures would
-    // otherwise divide the same few ticks by the messages read.
-    super::client_cost::client_figures_with(o, server.filter(|cpu| *cpu >= MIN_SERVER_CPU), r);
+    super::client_cost::client_figures_with(o, enough, r);
 }

@@ -26,15 +26,9 @@ pub enum Shape {
 }
 
 impl Shape {
+    /// As the profile spells it, in declaration order.
     pub fn label(self) -> &'static str {
-        match self {
-            Shape::None => "none",
-            Shape::Literal => "literal",
-            Shape::Star => "star",
-            Shape::Tail => "tail",
-            Shape::All => "all",
-            Shape::Several => "several",
-        }
+        ["none", "literal", "star", "tail", "all", "several"][self as usize]
     }
 
     pub const ALL: [Shape; 6] = [
@@ -156,6 +150,13 @@ mod tests {
                 other => panic!("{other:?}"),
             })
             .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn every_shape_is_labelled_as_the_profile_spells_it() {
+        for shape in Shape::ALL {
+            assert_eq!(serde_json::to_value(shape).unwrap(), shape.label());
+        }
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! what the server says it still holds (the drive's attribution).
 
 use crate::drive::DriveOutcome;
-use crate::record::ledger::{Event, LedgerCounts, LedgerShard, SeqSet};
+use crate::record::ledger::{Event, LedgerCounts, SeqSet};
 use crate::variant::Invariant;
 
 pub const DELIVERED_ONCE: &str = "every matching message delivered once";
@@ -14,38 +14,41 @@ pub const STREAM_KEPT: &str = "the stream kept what max_per_subject keeps";
 /// How many sequences an invariant's evidence names at most.
 const EXAMPLES: usize = 10;
 
-/// What a filtered consume left: the sequences due, the consumer's
-/// ledger, and who lost what was never seen (`None`: the durable's state
-/// was unavailable, nothing can be attributed).
-struct Observed<'a> {
-    due: &'a SeqSet,
-    ledger: &'a LedgerShard,
-    attribution: Option<&'a LedgerCounts>,
+/// Every due sequence delivered once, and nothing outside them, from one
+/// pass over the sequences either names.
+pub fn verify(due: &SeqSet, o: &DriveOutcome) -> Vec<Invariant> {
+    // `None`: the durable's state was unavailable, nothing can be attributed.
+    let attribution = o.server_state.map(|_| &o.counts);
+    let last = o.ledger.max_seq().max(due.iter().last().unwrap_or(0));
+    let (mut missing, mut twice, mut outside) = (Vec::new(), Vec::new(), Vec::new());
+    for seq in 1..=last {
+        match (due.contains(seq), o.ledger.count(seq, Event::Delivered)) {
+            (true, 0) => missing.push(seq),
+            (true, 1) | (false, 0) => {}
+            (true, _) => twice.push(seq),
+            (false, _) => outside.push(seq),
+        }
+    }
+    vec![
+        delivered_once(due.len(), &missing, &twice, attribution),
+        nothing_outside(due.len(), &outside),
+    ]
 }
 
-/// Every due sequence delivered once, and nothing outside them.
-pub fn verify(due: &SeqSet, o: &DriveOutcome) -> Vec<Invariant> {
-    let o = Observed {
-        due,
-        ledger: &o.ledger,
-        attribution: o.server_state.map(|_| &o.counts),
-    };
-    vec![delivered_once(&o), nothing_outside(&o)]
+/// The first sequences of a list, as evidence.
+fn first(seqs: &[u64]) -> &[u64] {
+    &seqs[..seqs.len().min(EXAMPLES)]
 }
 
 /// Each due sequence delivered exactly once; a missing one is the
 /// server's (never sent while the client asked, or gone from the stream)
 /// or the client's (sent, still held, never seen), as the attribution says.
-fn delivered_once(o: &Observed<'_>) -> Invariant {
-    let (mut missing, mut twice) = (Vec::new(), Vec::new());
-    for seq in o.due.iter() {
-        match o.ledger.count(seq, Event::Delivered) {
-            0 => missing.push(seq),
-            1 => {}
-            _ => twice.push(seq),
-        }
-    }
-    let due = o.due.len();
+fn delivered_once(
+    due: u64,
+    missing: &[u64],
+    twice: &[u64],
+    attribution: Option<&LedgerCounts>,
+) -> Invariant {
     if missing.is_empty() && twice.is_empty() {
         return Invariant::check(
             DELIVERED_ONCE,
@@ -55,7 +58,7 @@ fn delivered_once(o: &Observed<'_>) -> Invariant {
     }
     let mut detail = Vec::new();
     if !missing.is_empty() {
-        let who = match o.attribution {
+        let who = match attribution {
             Some(a) => format!(
                 "{} the server's (never delivered while the client kept asking, or gone from \
                  the stream), {} the client's (delivered, still held, never seen), {} unattributed",
@@ -66,14 +69,14 @@ fn delivered_once(o: &Observed<'_>) -> Invariant {
         detail.push(format!(
             "{} of {due} matching messages never delivered: {who} (first sequences: {:?})",
             missing.len(),
-            &missing[..missing.len().min(EXAMPLES)]
+            first(missing)
         ));
     }
     if !twice.is_empty() {
         detail.push(format!(
             "{} delivered more than once (first sequences: {:?})",
             twice.len(),
-            &twice[..twice.len().min(EXAMPLES)]
+            first(twice)
         ));
     }
     Invariant::check(DELIVERED_ONCE, false, detail.join("; "))
@@ -81,20 +84,14 @@ fn delivered_once(o: &Observed<'_>) -> Invariant {
 
 /// No delivery of a sequence the filter does not select (or the stream
 /// no longer keeps).
-fn nothing_outside(o: &Observed<'_>) -> Invariant {
-    let outside: Vec<u64> = (1..=o.ledger.max_seq())
-        .filter(|&seq| !o.due.contains(seq) && o.ledger.count(seq, Event::Delivered) > 0)
-        .collect();
+fn nothing_outside(due: u64, outside: &[u64]) -> Invariant {
     let detail = if outside.is_empty() {
-        format!(
-            "every delivery among the {} sequences the filter selects",
-            o.due.len()
-        )
+        format!("every delivery among the {due} sequences the filter selects")
     } else {
         format!(
             "{} sequence(s) delivered that the filter does not select (first: {:?})",
             outside.len(),
-            &outside[..outside.len().min(EXAMPLES)]
+            first(outside)
         )
     };
     Invariant::check(NOTHING_OUTSIDE, outside.is_empty(), detail)
@@ -108,23 +105,18 @@ pub fn stream_kept(held: Option<u64>, expected: u64, max_per_subject: u64) -> In
         0 => "no per-subject limit".to_string(),
         m => format!("max_msgs_per_subject {m}"),
     };
-    match held {
-        Some(held) => Invariant::check(
-            STREAM_KEPT,
-            held == expected,
-            format!("{held} held, {expected} expected under {limit}"),
-        ),
-        None => Invariant::check(
-            STREAM_KEPT,
-            false,
-            format!("stream info unavailable; {expected} expected under {limit}"),
-        ),
-    }
+    let (passed, held) = match held {
+        Some(held) => (held == expected, format!("{held} held,")),
+        None => (false, "stream info unavailable;".to_string()),
+    };
+    let detail = format!("{held} {expected} expected under {limit}");
+    Invariant::check(STREAM_KEPT, passed, detail)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::ledger::LedgerShard;
 
     fn due(seqs: &[u64]) -> SeqSet {
         let mut s = SeqSet::default();
@@ -143,12 +135,13 @@ mod tests {
     }
 
     fn judge(due: &SeqSet, ledger: &LedgerShard, a: Option<&LedgerCounts>) -> Vec<Invariant> {
-        let o = Observed {
-            due,
-            ledger,
-            attribution: a,
-        };
-        vec![delivered_once(&o), nothing_outside(&o)]
+        let mut o = DriveOutcome::empty();
+        o.ledger = ledger.clone();
+        if let Some(a) = a {
+            o.server_state = Some(Default::default());
+            o.counts = *a;
+        }
+        verify(due, &o)
     }
 
     #[test]

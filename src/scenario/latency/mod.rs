@@ -74,12 +74,10 @@ impl Kind for Latency {
     /// or the rates a search picks.
     fn variants(plan: &Plan, _: &()) -> Variants<Rate> {
         if let Some(search) = &plan.search {
-            let at = Box::new(|rate| Rate { rate, core: false });
-            let prefix = String::new();
             return Variants::Search {
                 search: search.clone(),
-                prefix,
-                at,
+                prefix: String::new(),
+                at: Box::new(|rate| Rate { rate, core: false }),
             };
         }
         let twins = |rate| [false, true].map(|core| Rate { rate, core });

@@ -15,7 +15,7 @@
 use crate::drive::DriveOutcome;
 use crate::drive::trace::TraceOutcome;
 use crate::record::histogram::Recorder;
-use crate::record::metrics::{Direction, latency_metrics};
+use crate::record::metrics::Direction;
 use crate::variant::{Invariant, VariantResult};
 
 /// The traced hops' histograms, each also reported as `<name>.p50` ...
@@ -51,10 +51,8 @@ pub fn measure(o: &DriveOutcome, trace_every: u64, r: &mut VariantResult) {
             // No route on one server: nothing to show rather than zeros.
             continue;
         }
-        let summary = recorder.summary();
-        sum_us += summary.mean_us;
-        r.metrics.extend(latency_metrics(name, &summary));
-        r.histograms.push((name.to_string(), recorder.clone()));
+        sum_us += recorder.summary().mean_us;
+        r.latency(name, recorder);
     }
     let mut ingest = Recorder::new();
     for c in &o.consumers {

@@ -233,12 +233,7 @@ impl Figures {
 fn measure(o: &DriveOutcome, f: &Figures, w: &Window, rate: u64, r: &mut VariantResult) {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     r.metric(names::TARGET_RATE, "msg/s", rate as f64, Direction::None);
-    r.metric(
-        names::PUBLISH.rate,
-        "msg/s",
-        o.publish_rate(),
-        Direction::None,
-    );
+    checks::publish_rate(o, r);
     r.count("deliveries_in_outage", f.in_outage);
     r.count("redeliveries", f.deliveries.saturating_sub(f.messages));
     if f.messages > 0 {
@@ -256,12 +251,7 @@ fn measure(o: &DriveOutcome, f: &Figures, w: &Window, rate: u64, r: &mut Variant
         r.metric("backlog_drain_time", "ms", ms(d), Direction::Lower);
     }
     if let Some(p) = &o.pause {
-        r.metric(
-            "pause_request",
-            "ms",
-            (p.answered_ns - p.requested_ns) as f64 / 1e6,
-            Direction::Lower,
-        );
+        r.ms("pause_request", p.answered_ns - p.requested_ns);
         r.metric(
             "pause_late",
             "ms",
@@ -313,14 +303,12 @@ fn verify(
         )),
         (OutagePattern::NakDelay, _) => {
             let why = "the nak_delay pattern does not pause the durable";
-            r.invariants.push(Invariant::not_applicable(
+            for name in [
                 "the server paused the durable",
-                why,
-            ));
-            r.invariants.push(Invariant::not_applicable(
                 "nothing delivered while paused",
-                why,
-            ));
+            ] {
+                r.invariants.push(Invariant::not_applicable(name, why));
+            }
         }
     }
     r.invariants.push(checks::stream_holds(stored, c));

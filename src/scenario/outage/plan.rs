@@ -33,11 +33,9 @@ pub enum OutagePattern {
 }
 
 impl OutagePattern {
+    /// As the profile spells it, in declaration order.
     pub fn label(self) -> &'static str {
-        match self {
-            OutagePattern::Pause => "pause",
-            OutagePattern::NakDelay => "nak_delay",
-        }
+        ["pause", "nak_delay"][self as usize]
     }
 }
 
@@ -111,4 +109,16 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
     };
     k.finish(problems);
     Some((common, plan))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_are_labelled_as_the_profile_spells_them() {
+        for pattern in [OutagePattern::Pause, OutagePattern::NakDelay] {
+            assert_eq!(serde_json::to_value(pattern).unwrap(), pattern.label());
+        }
+    }
 }

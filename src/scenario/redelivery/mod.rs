@@ -106,12 +106,9 @@ impl Kind for Redelivery {
         Variants::List(baseline.into_iter().chain([Run::Plan]).collect())
     }
 
+    /// In declaration order.
     fn label(_plan: &Plan, v: &Run) -> String {
-        match v {
-            Run::Baseline => "baseline",
-            Run::Plan => "plan",
-        }
-        .into()
+        ["baseline", "plan"][*v as usize].into()
     }
 
     /// The load with the durable's clients following the behaviour (the
@@ -275,12 +272,7 @@ fn measure(o: &DriveOutcome, a: &Analysis, advisories: &Advisories, r: &mut Vari
     );
     r.count(ADVISORIES_TERMINATED, advisories.terminated.len() as u64);
     r.count("advisories.naked", advisories.naked.len() as u64);
-    r.metric(
-        COMPLETION_TIME,
-        "ms",
-        o.drain_time.as_secs_f64() * 1e3,
-        Direction::Lower,
-    );
+    checks::completion_time(o, r);
 }
 
 fn verify(

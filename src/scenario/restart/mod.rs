@@ -166,14 +166,8 @@ fn describe(ctx: &RunContext, common: &CommonPlan, plan: &Plan, r: &mut VariantR
 }
 
 fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
-    let ms = |ns: u64| ns as f64 / 1e6;
     // Distinct messages over the schedule's span: resends are counted apart.
-    r.metric(
-        names::PUBLISH.rate,
-        "msg/s",
-        o.publish_rate(),
-        Direction::None,
-    );
+    checks::publish_rate(o, r);
     // From each message's first intended send: a message resent through
     // the outage carries the outage in its latency.
     for (name, recorder) in [
@@ -188,8 +182,8 @@ fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
     r.count("e2e_latency.from_later_delivery", o.late_first_latencies);
     let publish_gap = o.acks.iter().map(|a| a.max_gap_ns).max().unwrap_or(0);
     let consume_gap = o.consumers.iter().map(|c| c.max_gap_ns).max().unwrap_or(0);
-    r.metric(OUTAGE_PUBLISH, "ms", ms(publish_gap), Direction::Lower);
-    r.metric(OUTAGE_CONSUME, "ms", ms(consume_gap), Direction::Lower);
+    r.ms(OUTAGE_PUBLISH, publish_gap);
+    r.ms(OUTAGE_CONSUME, consume_gap);
     if let Some(f) = &o.fault {
         r.param(KILLED_NODE, &f.node);
         // Which node each client was attached to: a client on the faulted
@@ -208,19 +202,14 @@ fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
         r.metric(
             format!("{end}_time"),
             "ms",
-            ms(f.restarted_ns.saturating_sub(f.killed_ns)),
+            f.restarted_ns.saturating_sub(f.killed_ns) as f64 / 1e6,
             Direction::None,
         );
         // The first PubAck after the restart, from the publishers' view of
         // the gap: it ended when PubAcks resumed.
         let resumed = o.acks.iter().map(|a| a.max_gap_end_ns).max().unwrap_or(0);
         if resumed > f.restarted_ns {
-            r.metric(
-                acks_resumed,
-                "ms",
-                ms(resumed - f.restarted_ns),
-                Direction::Lower,
-            );
+            r.ms(acks_resumed, resumed - f.restarted_ns);
         }
         // The clients' side of the outage: connections that dropped with
         // the node and when the last of them was back.
@@ -238,19 +227,9 @@ fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
             .filter(|&t| t >= f.killed_ns)
             .max();
         if let Some(back) = back {
-            r.metric(
-                "reconnected_after_kill",
-                "ms",
-                ms(back - f.killed_ns),
-                Direction::Lower,
-            );
+            r.ms("reconnected_after_kill", back - f.killed_ns);
             if back > f.restarted_ns {
-                r.metric(
-                    format!("reconnected_after_{end}"),
-                    "ms",
-                    ms(back - f.restarted_ns),
-                    Direction::Lower,
-                );
+                r.ms(format!("reconnected_after_{end}"), back - f.restarted_ns);
             }
         }
         if let Some(gap) = f.election_gap {
@@ -271,12 +250,7 @@ fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
     r.count(RESENDS_FOUND_STORED, o.acks_sum(|a| a.resent_duplicates));
     r.count("late_pub_acks", o.acks_sum(|a| a.late_responses));
     r.count("redelivered", o.counts.redelivered);
-    r.metric(
-        "completion_time",
-        "ms",
-        o.drain_time.as_secs_f64() * 1e3,
-        Direction::Lower,
-    );
+    checks::completion_time(o, r);
 }
 
 fn verify(o: &DriveOutcome, read: Option<&ReadBack>, r: &mut VariantResult) {
@@ -326,10 +300,7 @@ fn verify(o: &DriveOutcome, read: Option<&ReadBack>, r: &mut VariantResult) {
         ),
     ));
     r.invariants.push(checks::nothing_lost(o));
-    r.invariants.push(checks::nothing_dropped_by_client(
-        c.client_dropped,
-        o.client_drop_cause.as_deref(),
-    ));
+    r.invariants.push(checks::nothing_dropped(o));
     r.invariants.push(fault_happened(o));
     r.invariants.push(checks::nothing_pending(o));
 }

@@ -20,7 +20,7 @@ use super::{Field, Kind, Paced, Scope, Variants, Work};
 use crate::drive::{ConsumerSpec, CrashOutcome, CrashPlan, DriveOutcome};
 use crate::profile::{CommonPlan, CrashPoint, format_duration};
 use crate::record::ledger::Event;
-use crate::record::metrics::{Direction, latency_metrics};
+use crate::record::metrics::latency_metrics;
 use crate::record::names;
 use crate::streams::provision::Need;
 use crate::variant::{Invariant, VariantResult};
@@ -170,18 +170,8 @@ struct Recovery {
 impl Recovery {
     fn of(o: &DriveOutcome) -> Recovery {
         let crash = o.crash.clone();
-        let redelivered: BTreeSet<u64> = o
-            .events
-            .iter()
-            .filter(|e| e.delivery > 1)
-            .map(|e| e.seq)
-            .collect();
-        let redeliveries = || {
-            o.events
-                .iter()
-                .filter(|e| e.delivery > 1)
-                .map(|e| e.received_ns)
-        };
+        let redeliveries = || o.events.iter().filter(|e| e.delivery > 1);
+        let redelivered: BTreeSet<u64> = redeliveries().map(|e| e.seq).collect();
         let rebound = crash.as_ref().map_or(0, |c| c.rebound_ns);
         let ran_twice = crash.as_ref().map_or(0, |c| {
             c.report
@@ -199,21 +189,15 @@ impl Recovery {
                 .filter(|e| rebound > 0 && e.received_ns >= rebound)
                 .map(|e| e.received_ns)
                 .min(),
-            first_redelivery_ns: redeliveries().min(),
-            last_redelivery_ns: redeliveries().max(),
+            first_redelivery_ns: redeliveries().map(|e| e.received_ns).min(),
+            last_redelivery_ns: redeliveries().map(|e| e.received_ns).max(),
             crash,
         }
     }
 }
 
 fn measure(o: &DriveOutcome, rec: &Recovery, r: &mut VariantResult) {
-    let ms = |ns: u64| ns as f64 / 1e6;
-    r.metric(
-        names::PUBLISH.rate,
-        "msg/s",
-        o.publish_rate(),
-        Direction::None,
-    );
+    checks::publish_rate(o, r);
     r.metrics.extend(latency_metrics(
         names::E2E_LATENCY,
         &o.e2e_intended.summary(),
@@ -228,12 +212,7 @@ fn measure(o: &DriveOutcome, rec: &Recovery, r: &mut VariantResult) {
         r.count("in_hand_at_crash", c.report.in_hand);
         // From the crash (or the stop) until the client was gone: a drain
         // finishes its work first.
-        r.metric(
-            "time_to_stop",
-            "ms",
-            ms(c.report.stopped_ns.saturating_sub(at)),
-            Direction::Lower,
-        );
+        r.ms("time_to_stop", c.report.stopped_ns.saturating_sub(at));
         if c.report.drained > 0 {
             r.count("drained", c.report.drained);
         }
@@ -243,32 +222,12 @@ fn measure(o: &DriveOutcome, rec: &Recovery, r: &mut VariantResult) {
         r.count("processed_unacked", c.report.processed_unacked.len() as u64);
         r.count(WORK_RAN_TWICE, rec.ran_twice);
         if let Some(first) = rec.first_after_rebind_ns {
-            r.metric(
-                TIME_TO_RESUME,
-                "ms",
-                ms(first.saturating_sub(at)),
-                Direction::Lower,
-            );
-            r.metric(
-                "bind_to_first_delivery",
-                "ms",
-                ms(first.saturating_sub(c.rebound_ns)),
-                Direction::Lower,
-            );
+            r.ms(TIME_TO_RESUME, first.saturating_sub(at));
+            r.ms("bind_to_first_delivery", first.saturating_sub(c.rebound_ns));
         }
         if let (Some(first), Some(last)) = (rec.first_redelivery_ns, rec.last_redelivery_ns) {
-            r.metric(
-                TIME_TO_FIRST_REDELIVERY,
-                "ms",
-                ms(first.saturating_sub(at)),
-                Direction::Lower,
-            );
-            r.metric(
-                "time_to_last_redelivery",
-                "ms",
-                ms(last.saturating_sub(at)),
-                Direction::Lower,
-            );
+            r.ms(TIME_TO_FIRST_REDELIVERY, first.saturating_sub(at));
+            r.ms("time_to_last_redelivery", last.saturating_sub(at));
         }
     }
     r.count(REDELIVERED, rec.redelivered.len() as u64);
@@ -283,12 +242,7 @@ fn measure(o: &DriveOutcome, rec: &Recovery, r: &mut VariantResult) {
                 .extend(latency_metrics(name, &report.e2e_intended.summary()));
         }
     }
-    r.metric(
-        "completion_time",
-        "ms",
-        o.drain_time.as_secs_f64() * 1e3,
-        Direction::Lower,
-    );
+    checks::completion_time(o, r);
 }
 
 fn verify(o: &DriveOutcome, rec: &Recovery, stored: Option<u64>, r: &mut VariantResult) {
@@ -301,10 +255,7 @@ fn verify(o: &DriveOutcome, rec: &Recovery, stored: Option<u64>, r: &mut Variant
         c.acked,
         c.persisted,
     ));
-    r.invariants.push(checks::nothing_dropped_by_client(
-        c.client_dropped,
-        o.client_drop_cause.as_deref(),
-    ));
+    r.invariants.push(checks::nothing_dropped(o));
     match &rec.crash {
         Some(crash) => {
             let pending = crash.ack_pending_after;
