@@ -349,11 +349,6 @@ impl Relay {
         self.shared.changed.notify_all();
     }
 
-    /// How `direction` is shaped now.
-    pub fn shaping(&self, direction: Direction) -> Shape {
-        self.shared.state.lock().expect("not poisoned").shape[direction.index()]
-    }
-
     /// The peers of the open connections (`None` before a peer named
     /// itself, or for a connection that is not a route).
     pub fn peers(&self) -> Vec<Option<String>> {
@@ -725,7 +720,8 @@ mod tests {
     #[test]
     fn a_delay_holds_each_way_and_lifting_it_applies_to_open_connections() {
         let r = relay_to_echo();
-        assert!(r.shaping(Direction::Upstream).is_none());
+        let shaping = |d: Direction| r.shared.state.lock().unwrap().shape[d.index()];
+        assert!(shaping(Direction::Upstream).is_none());
         let mut s = connect(&r);
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         assert_eq!(round_trip(&mut s, "fast").unwrap(), "fast");

@@ -110,47 +110,36 @@ fn stream_leaders(url: &str) -> Option<Vec<(String, String)>> {
     Some(leaders)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
+#[serde(default)]
 struct Varz {
-    #[serde(default)]
     cpu: f64,
-    #[serde(default)]
     mem: u64,
-    #[serde(default)]
     in_msgs: u64,
-    #[serde(default)]
     out_msgs: u64,
-    #[serde(default)]
     in_bytes: u64,
-    #[serde(default)]
     out_bytes: u64,
-    #[serde(default)]
     slow_consumers: u64,
 }
 
 #[derive(Deserialize, Default)]
+#[serde(default)]
 struct Jsz {
-    #[serde(default)]
     memory: u64,
-    #[serde(default)]
     storage: u64,
-    #[serde(default)]
     api: JszApi,
-    #[serde(default)]
     meta_cluster: Option<JszMeta>,
 }
 
 #[derive(Deserialize, Default)]
+#[serde(default)]
 struct JszApi {
-    #[serde(default)]
     total: u64,
-    #[serde(default)]
     errors: u64,
 }
 
 #[derive(Deserialize, Default)]
 struct JszMeta {
-    #[serde(default)]
     leader: Option<String>,
 }
 
@@ -196,36 +185,31 @@ impl Persistence {
 
 #[derive(Deserialize, Default)]
 struct VarzJetStream {
-    #[serde(default)]
     jetstream: Option<VarzJs>,
 }
 
 #[derive(Deserialize, Default)]
+#[serde(default)]
 struct VarzJs {
-    #[serde(default)]
     config: Option<VarzJsConfig>,
-    #[serde(default)]
     stats: Option<VarzJsStats>,
 }
 
 #[derive(Deserialize, Default)]
+#[serde(default)]
 struct VarzJsConfig {
     /// Nanoseconds; left out when zero.
-    #[serde(default)]
     sync_interval: u64,
-    #[serde(default)]
     sync_always: bool,
 }
 
 #[derive(Deserialize, Default)]
 struct VarzJsStats {
-    #[serde(default)]
     api: Option<VarzApi>,
 }
 
 #[derive(Deserialize, Default)]
 struct VarzApi {
-    #[serde(default)]
     level: Option<u64>,
 }
 

@@ -27,11 +27,9 @@ pub struct StreamPlacement {
     /// Configured replicas.
     pub replicas: usize,
     /// Storage as the server reports it (`file`, `memory`).
-    #[serde(default)]
     pub storage: Option<String>,
     /// Persist mode as the server reports it: `async`, or `default`
     /// (the server leaves the field out then).
-    #[serde(default)]
     pub persist_mode: Option<String>,
     pub cluster: Option<String>,
     pub leader: Option<String>,
