@@ -491,8 +491,8 @@ pub const MAX_RATE_ESTIMATE: f64 = 500_000.0;
 /// What one scenario puts into the account at most at once: its largest
 /// variant's streams, consumers and stored bytes, and the MaxAckPending
 /// its durables ask for. Each kind says its own (the registry row's
-/// sizing); most are [`Need::paced`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// sizing); most are [`Need::paced`]. The default needs nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Need {
     pub streams: usize,
     pub consumers: usize,
@@ -505,6 +505,17 @@ pub struct Need {
 }
 
 impl Need {
+    /// One stream storing `bytes`, and one durable.
+    pub fn one_stream(bytes: u64) -> Need {
+        Need {
+            streams: 1,
+            consumers: 1,
+            bytes,
+            total_bytes: bytes,
+            max_ack_pending: 0,
+        }
+    }
+
     /// One stream and one durable: `rate` msg/s of `publish`'s mean size
     /// for the scenario's warm-up and duration, read with `max_ack_pending`.
     pub fn paced(
@@ -513,13 +524,9 @@ impl Need {
         publish: &PublishPlan,
         max_ack_pending: i64,
     ) -> Need {
-        let bytes = stored_bytes(rate, common, publish);
         Need {
-            streams: 1,
-            consumers: 1,
-            bytes,
-            total_bytes: bytes,
             max_ack_pending,
+            ..Need::one_stream(stored_bytes(rate, common, publish))
         }
     }
 

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::plan::{Plan, PolicyPlan};
 use super::verify::{self, PinRun};
 use super::*;
-use crate::consume::group::{GroupClient, GroupClientConfig, GroupDelivery, PullRecord};
+use crate::consume::group::{GroupClient, GroupClientConfig, GroupDelivery, PullRecord, pin_index};
 use crate::drive::{DriveSpec, RunContext, drive_announcing};
 use crate::profile::ArrivalPlan;
 use crate::record::clock;
@@ -256,16 +256,8 @@ async fn collect(clients: Vec<GroupClient>, o: &mut Observed) -> Result<()> {
         if let Some(s) = &report.first_status {
             anyhow::bail!("a group client's pull failed: {s}");
         }
-        let global: Vec<u16> = report
-            .pins
-            .iter()
-            .map(|p| match all_pins.iter().position(|q| q == p) {
-                Some(i) => i as u16,
-                None => {
-                    all_pins.push(p.clone());
-                    (all_pins.len() - 1) as u16
-                }
-            })
+        let global: Vec<u16> = (report.pins.iter())
+            .map(|p| pin_index(&mut all_pins, p))
             .collect();
         o.deliveries
             .extend(report.deliveries.iter().map(|d| GroupDelivery {

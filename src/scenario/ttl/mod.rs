@@ -33,7 +33,7 @@ use crate::record::metrics::Direction;
 use crate::streams::expiry::{
     self, LateRead, Polled, Polling, Tracked, Ttl, TtlLoad, ttl_stream_config,
 };
-use crate::streams::provision::Need;
+use crate::streams::provision::{Need, PER_MESSAGE_OVERHEAD};
 use crate::variant::VariantResult;
 
 pub use plan::Plan;
@@ -66,8 +66,6 @@ const CONCURRENCY: usize = 32;
 const MARKER_GRACE: Duration = Duration::from_secs(2);
 /// The late reader stops after this long without a delivery.
 const READ_IDLE: Duration = Duration::from_secs(2);
-/// The stream's per-message cost on top of the payload, for sizing.
-const PER_MESSAGE_OVERHEAD: u64 = 100;
 
 pub struct TtlKind;
 

@@ -130,8 +130,7 @@ impl Mounted {
 
     /// Bytes written but not yet synced, across all files.
     pub fn unsynced_bytes(&self) -> u64 {
-        let state = self.lock();
-        state.pending()
+        self.lock().pending()
     }
 
     /// Syncs every file, as an orderly shutdown would; returns the bytes
