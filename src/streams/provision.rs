@@ -586,21 +586,22 @@ pub fn check_account(
 ) -> Vec<String> {
     let mut problems = Vec::new();
     let l = &account.limits;
-    if let Some(max) = l.max_streams
-        && account.streams as i64 + need.streams as i64 > max
-    {
-        problems.push(format!(
-            "the account allows {max} streams and already has {}; jsbench needs {} more",
-            account.streams, need.streams
-        ));
-    }
-    if let Some(max) = l.max_consumers
-        && account.consumers as i64 + need.consumers as i64 > max
-    {
-        problems.push(format!(
-            "the account allows {max} consumers and already has {}; jsbench needs {} more",
-            account.consumers, need.consumers
-        ));
+    for (what, max, has, needs) in [
+        ("streams", l.max_streams, account.streams, need.streams),
+        (
+            "consumers",
+            l.max_consumers,
+            account.consumers,
+            need.consumers,
+        ),
+    ] {
+        if let Some(max) = max
+            && has as i64 + needs as i64 > max
+        {
+            problems.push(format!(
+                "the account allows {max} {what} and already has {has}; jsbench needs {needs} more"
+            ));
+        }
     }
     // Every storage a variant's stream uses: the profile's, and those its
     // [scenario.stream] lists name.
