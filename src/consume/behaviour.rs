@@ -90,21 +90,15 @@ impl BehaviourPlan {
             10_000
         };
         for n in 1..=limit {
-            match self.action(seq, n) {
-                Action::Ack | Action::InProgressThenAck { .. } => {
-                    return Fate {
-                        outcome: Outcome::Acked,
-                        deliveries: n,
-                    };
-                }
-                Action::Term => {
-                    return Fate {
-                        outcome: Outcome::Termed,
-                        deliveries: n,
-                    };
-                }
-                Action::Nak | Action::NakDelay(_) | Action::Ignore => {}
-            }
+            let outcome = match self.action(seq, n) {
+                Action::Ack | Action::InProgressThenAck { .. } => Outcome::Acked,
+                Action::Term => Outcome::Termed,
+                Action::Nak | Action::NakDelay(_) | Action::Ignore => continue,
+            };
+            return Fate {
+                outcome,
+                deliveries: n,
+            };
         }
         Fate {
             outcome: Outcome::Exhausted,

@@ -383,16 +383,11 @@ impl Drop for Relay {
 
 fn accept_loop(listener: Listener, to: Endpoint, shared: Arc<Shared>) {
     while !shared.stop.load(Ordering::Relaxed) {
-        let client = match listener.accept() {
-            Ok(c) => c,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                std::thread::sleep(POLL);
-                continue;
-            }
-            Err(_) => {
-                std::thread::sleep(POLL);
-                continue;
-            }
+        // Nothing to accept yet (the listener does not block), or a failed
+        // accept: look again later.
+        let Ok(client) = listener.accept() else {
+            std::thread::sleep(POLL);
+            continue;
         };
         {
             let state = shared.state.lock().expect("not poisoned");
