@@ -464,8 +464,7 @@ impl VarzSampler {
 /// The `cpu` field of `<url>/varz`, by a plain HTTP/1.0 GET (the server then
 /// answers with the whole body and closes). `None` when unreachable.
 pub fn varz_cpu_percent(url: &str) -> Option<f64> {
-    let body = crate::system::http::get(&format!("{}/varz", url.trim_end_matches('/'))).ok()?;
-    let varz: serde_json::Value = serde_json::from_str(&body).ok()?;
+    let varz: serde_json::Value = crate::system::http::get_json(url, "/varz")?;
     varz.get("cpu")?.as_f64()
 }
 
