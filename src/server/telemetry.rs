@@ -290,11 +290,9 @@ fn sample(tick: u32, node: usize, m: &Monitor, routes: bool) -> Option<NodeSampl
         js_storage: jsz.storage,
         api_total: jsz.api.total,
         api_errors: jsz.api.errors,
-        routes: if routes {
-            get_json::<Routez>(&m.url, "/routez").map(|r| r.num_routes)
-        } else {
-            None
-        },
+        routes: routes
+            .then(|| get_json::<Routez>(&m.url, "/routez").map(|r| r.num_routes))
+            .flatten(),
         meta_leader: jsz.meta_cluster.and_then(|m| m.leader),
     })
 }

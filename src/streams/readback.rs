@@ -133,38 +133,6 @@ fn grown<T: Clone>(v: &mut Vec<T>, i: usize, fill: T) -> &mut T {
     &mut v[i]
 }
 
-/// `stream`'s message count, and an ordered consumer reading it from its
-/// start (`None` when it holds nothing), its creation tried `retries`
-/// more times, each after a longer wait, before its error is returned.
-async fn open_ordered(
-    js: &jetstream::Context,
-    stream: &str,
-    retries: u64,
-) -> Result<(u64, Option<Consumer<OrderedConfig>>)> {
-    let mut handle = js
-        .get_stream(stream)
-        .await
-        .with_context(|| format!("opening stream {stream} to read it back"))?;
-    let info = handle.info().await.context("reading stream info")?;
-    let messages = info.state.messages;
-    if messages == 0 {
-        return Ok((0, None));
-    }
-    let mut attempt = 0u64;
-    loop {
-        match handle.create_consumer(OrderedConfig::default()).await {
-            Ok(consumer) => return Ok((messages, Some(consumer))),
-            Err(_) if attempt < retries => {
-                attempt += 1;
-                tokio::time::sleep(Duration::from_millis(250 * attempt)).await;
-            }
-            Err(e) => {
-                return Err(e).with_context(|| format!("creating an ordered consumer on {stream}"));
-            }
-        }
-    }
-}
-
 /// Reads every message of `stream` with an ordered consumer (the fastest
 /// way to read a stream in full), stopping at the end of the stream or after
 /// `idle` without a message.
@@ -174,11 +142,29 @@ pub async fn read_stream(
     idle: Duration,
 ) -> Result<ReadBack> {
     let mut read = ReadBack::default();
-    // Right after a node restart the stream may still be catching up and
-    // refuse new consumers for a while: retry before giving up.
-    let Some(consumer) = open_ordered(js, stream, 10).await?.1 else {
+    let mut handle = js
+        .get_stream(stream)
+        .await
+        .with_context(|| format!("opening stream {stream} to read it back"))?;
+    let info = handle.info().await.context("reading stream info")?;
+    if info.state.messages == 0 {
         read.complete = true;
         return Ok(read);
+    }
+    // Right after a node restart the stream may still be catching up and
+    // refuse new consumers for a while: retry before giving up.
+    let mut attempt = 0u64;
+    let consumer = loop {
+        match handle.create_consumer(OrderedConfig::default()).await {
+            Ok(consumer) => break consumer,
+            Err(_) if attempt < 10 => {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(250 * attempt)).await;
+            }
+            Err(e) => {
+                return Err(e).with_context(|| format!("creating an ordered consumer on {stream}"));
+            }
+        }
     };
     let mut subject_index = HashMap::new();
     let end = read_ordered(consumer, idle, &format!("reading {stream} back"), |next| {
@@ -256,11 +242,19 @@ pub async fn read_each<T>(
     idle: Duration,
     mut keep: impl FnMut(&jetstream::Message) -> Option<T>,
 ) -> Result<(Vec<T>, bool)> {
-    let (messages, consumer) = open_ordered(js, stream, 0).await?;
-    let mut read = Vec::with_capacity(messages as usize);
-    let Some(consumer) = consumer else {
+    let mut handle = js
+        .get_stream(stream)
+        .await
+        .with_context(|| format!("opening stream {stream} to read it back"))?;
+    let info = handle.info().await.context("reading stream info")?;
+    let mut read = Vec::with_capacity(info.state.messages as usize);
+    if info.state.messages == 0 {
         return Ok((read, true));
-    };
+    }
+    let consumer = handle
+        .create_consumer(OrderedConfig::default())
+        .await
+        .with_context(|| format!("creating an ordered consumer on {stream}"))?;
     let end = read_ordered(consumer, idle, &format!("reading {stream} back"), |m| {
         read.extend(keep(m));
         Ok(())

@@ -116,14 +116,6 @@ pub struct Mounted {
 }
 
 impl Mounted {
-    pub fn mountpoint(&self) -> &Path {
-        &self.mountpoint
-    }
-
-    pub fn backing(&self) -> PathBuf {
-        self.lock().backing().to_path_buf()
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
