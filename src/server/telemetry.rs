@@ -190,7 +190,6 @@ struct VarzJetStream {
 }
 
 #[derive(Deserialize, Default)]
-#[serde(default)]
 struct VarzJs {
     config: Option<VarzJsConfig>,
     stats: Option<VarzJsStats>,
