@@ -146,7 +146,8 @@ async fn a_kill_alone_keeps_every_message_the_power_cut_drops() {
     // What SIGKILL leaves: the page cache outlives the process and is
     // written out; an orderly unmount syncs it all.
     let backing = tmp.path().join("backing");
-    mounted.unmount().unwrap();
+    mounted.sync_all().unwrap();
+    mounted.cut_power().unwrap();
     assert_eq!(survivors(&backing).await, Some(acked));
 }
 

@@ -136,13 +136,6 @@ impl Mounted {
         })
     }
 
-    /// A clean unmount: everything synced first.
-    pub fn unmount(mut self) -> Result<()> {
-        self.sync_all()?;
-        self.lock().cut();
-        self.teardown()
-    }
-
     /// The power goes: unsynced writes are dropped, every request fails
     /// from now on, and the mount is torn down. Stop the processes using
     /// the mount first (SIGKILL, as the power would): a file still open
