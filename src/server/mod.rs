@@ -309,10 +309,6 @@ impl EmbeddedServer {
         &self.version
     }
 
-    pub fn binary(&self) -> &Path {
-        &self.binary
-    }
-
     pub fn pid(&self) -> u32 {
         self.child.lock().expect("not poisoned").id()
     }
