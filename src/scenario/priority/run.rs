@@ -161,10 +161,6 @@ fn client_config(
     }
 }
 
-async fn sleep_until_ns(at_ns: u64) {
-    tokio::time::sleep_until(tokio::time::Instant::from_std(clock::instant_at(at_ns))).await;
-}
-
 /// Kills the pinned client (the one that received last: only the pinned
 /// one receives) and calls the unpin API, each at its time from `t0_ns`.
 async fn faults(
@@ -188,7 +184,8 @@ async fn faults(
     steps.sort();
     let (mut killed, mut unpin_ns) = (None, None);
     for (after, kill) in steps {
-        sleep_until_ns(t0_ns + after.as_nanos() as u64).await;
+        let at = clock::instant_at(t0_ns + after.as_nanos() as u64);
+        tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
         if ctx.stop.is_cancelled() {
             break;
         }
