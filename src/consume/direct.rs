@@ -201,8 +201,7 @@ fn drain_frames(
 
 /// The end: an ack = "all" tail covered, acks written; a lost connection
 /// recorded as this client's error.
-async fn finish(state: &mut Direct, writer: &mut wire::Writer, lost: Option<anyhow::Error>) {
-    let mut lost = lost;
+async fn finish(state: &mut Direct, writer: &mut wire::Writer, mut lost: Option<anyhow::Error>) {
     if lost.is_none() {
         state.cover_tail(writer.buf());
         let answered_ns = clock::now_ns();
