@@ -226,7 +226,8 @@ fn all_nodes_cut(
             publish(&js, stream, 0, ACKED).await;
         }
     });
-    let reports = servers.cut_power_all().unwrap();
+    let all: Vec<usize> = (0..servers.nodes().len()).collect();
+    let reports = servers.cut_power_of(&all).unwrap();
     let started = Instant::now();
     servers
         .restart_all(WAIT)

@@ -31,7 +31,7 @@ fn server_on_mount(config: Option<&str>) -> (tempfile::TempDir, Mounted, Embedde
         extra_args = vec!["-c".into(), path.display().to_string()];
     }
     let server = common::server_with(&ServerOptions {
-        store_dir: Some(mounted.mountpoint().to_path_buf()),
+        store_dir: Some(mnt),
         extra_args,
         ..Default::default()
     });
@@ -79,9 +79,13 @@ async fn publish_acked(server: &EmbeddedServer, n: u64) -> u64 {
 }
 
 /// SIGKILL, then the power cut; the report of what the cut dropped.
-fn crash(server: &EmbeddedServer, mounted: Mounted) -> (PathBuf, CutReport) {
+fn crash(
+    server: &EmbeddedServer,
+    mounted: Mounted,
+    tmp: &tempfile::TempDir,
+) -> (PathBuf, CutReport) {
     server.kill().unwrap();
-    let backing = mounted.backing();
+    let backing = tmp.path().join("backing");
     let report = mounted.cut_power().expect("the power cut");
     (backing, report)
 }
@@ -101,9 +105,9 @@ async fn survivors(store: &Path) -> Option<u64> {
 
 #[tokio::test]
 async fn with_sync_always_every_pub_acked_message_survives_a_power_cut() {
-    let (_tmp, mounted, server) = server_on_mount(Some("jetstream { sync_interval: always }\n"));
+    let (tmp, mounted, server) = server_on_mount(Some("jetstream { sync_interval: always }\n"));
     let acked = publish_acked(&server, 1000).await;
-    let (backing, report) = crash(&server, mounted);
+    let (backing, report) = crash(&server, mounted, &tmp);
     let left = survivors(&backing).await;
     eprintln!("sync always: {acked} acked, {left:?} survived, cut dropped {report:?}");
     assert_eq!(
@@ -115,9 +119,9 @@ async fn with_sync_always_every_pub_acked_message_survives_a_power_cut() {
 
 #[tokio::test]
 async fn with_the_default_sync_a_power_cut_drops_what_a_kill_would_keep() {
-    let (_tmp, mounted, server) = server_on_mount(None);
+    let (tmp, mounted, server) = server_on_mount(None);
     let acked = publish_acked(&server, 1000).await;
-    let (backing, report) = crash(&server, mounted);
+    let (backing, report) = crash(&server, mounted, &tmp);
     let left = survivors(&backing).await;
     eprintln!(
         "default sync: {acked} acked, {left:?} survived; the cut dropped {} unsynced bytes in {:?}",
@@ -136,24 +140,25 @@ async fn with_the_default_sync_a_power_cut_drops_what_a_kill_would_keep() {
 
 #[tokio::test]
 async fn a_kill_alone_keeps_every_message_the_power_cut_drops() {
-    let (_tmp, mounted, server) = server_on_mount(None);
+    let (tmp, mounted, server) = server_on_mount(None);
     let acked = publish_acked(&server, 1000).await;
     server.kill().unwrap();
     // What SIGKILL leaves: the page cache outlives the process and is
     // written out; an orderly unmount syncs it all.
-    let backing = mounted.backing();
-    mounted.unmount().unwrap();
+    let backing = tmp.path().join("backing");
+    mounted.sync_all().unwrap();
+    mounted.cut_power().unwrap();
     assert_eq!(survivors(&backing).await, Some(acked));
 }
 
 #[tokio::test]
 async fn with_the_default_sync_an_older_stream_survives_the_cut_and_the_test_counts_its_messages() {
-    let (_tmp, mounted, server) = server_on_mount(None);
+    let (tmp, mounted, server) = server_on_mount(None);
     let js = create_stream(&server).await;
     // The stream older than the sync interval: its files reached the disk.
     mounted.sync_all().unwrap();
     let acked = publish(&js, 1000).await;
-    let (backing, report) = crash(&server, mounted);
+    let (backing, report) = crash(&server, mounted, &tmp);
     let left = survivors(&backing).await;
     eprintln!(
         "default sync, stream synced before: {acked} acked, {left:?} survived; the cut dropped {} bytes in {:?}",

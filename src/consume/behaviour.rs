@@ -80,11 +80,6 @@ impl BehaviourPlan {
         }
     }
 
-    /// The class name for reports ("ack" for the unclassed rest).
-    pub fn class_name(&self, seq: u64) -> &str {
-        self.class_of(seq).map_or("ack", |c| c.name.as_str())
-    }
-
     /// How `seq` must end on a consumer allowing `max_deliver` deliveries
     /// (-1: unlimited; a message that never succeeds then has no fate and
     /// validation refuses such plans).
@@ -95,21 +90,15 @@ impl BehaviourPlan {
             10_000
         };
         for n in 1..=limit {
-            match self.action(seq, n) {
-                Action::Ack | Action::InProgressThenAck { .. } => {
-                    return Fate {
-                        outcome: Outcome::Acked,
-                        deliveries: n,
-                    };
-                }
-                Action::Term => {
-                    return Fate {
-                        outcome: Outcome::Termed,
-                        deliveries: n,
-                    };
-                }
-                Action::Nak | Action::NakDelay(_) | Action::Ignore => {}
-            }
+            let outcome = match self.action(seq, n) {
+                Action::Ack | Action::InProgressThenAck { .. } => Outcome::Acked,
+                Action::Term => Outcome::Termed,
+                Action::Nak | Action::NakDelay(_) | Action::Ignore => continue,
+            };
+            return Fate {
+                outcome,
+                deliveries: n,
+            };
         }
         Fate {
             outcome: Outcome::Exhausted,
@@ -184,23 +173,28 @@ mod tests {
         }
     }
 
+    /// The class name of `seq` ("ack" for the unclassed rest).
+    fn class_name(p: &BehaviourPlan, seq: u64) -> &str {
+        p.class_of(seq).map_or("ack", |c| c.name.as_str())
+    }
+
     #[test]
     fn classes_cover_their_fractions_deterministically() {
         let p = plan();
         let n = 100_000u64;
         let count =
-            |name: &str| (1..=n).filter(|&s| p.class_name(s) == name).count() as f64 / n as f64;
+            |name: &str| (1..=n).filter(|&s| class_name(&p, s) == name).count() as f64 / n as f64;
         assert!((count("term") - 0.1).abs() < 0.01);
         assert!((count("transient") - 0.2).abs() < 0.01);
         assert!((count("poison") - 0.1).abs() < 0.01);
         assert!((count("ack") - 0.6).abs() < 0.01);
-        assert_eq!(p.class_name(77), p.clone().class_name(77));
+        assert_eq!(class_name(&p, 77), class_name(&p.clone(), 77));
     }
 
     #[test]
     fn fates_follow_the_scripts_and_max_deliver() {
         let p = plan();
-        let seq_of = |name: &str| (1..).find(|&s| p.class_name(s) == name).unwrap();
+        let seq_of = |name: &str| (1..).find(|&s| class_name(&p, s) == name).unwrap();
         assert_eq!(
             p.fate(seq_of("ack"), 5),
             Fate {

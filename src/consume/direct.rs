@@ -180,7 +180,7 @@ pub async fn run_with(
         }
     };
     finish(&mut state, &mut writer, lost).await;
-    Ok(state.into_report())
+    Ok(state.report)
 }
 
 /// Every whole frame one read brought, handled in order.
@@ -201,8 +201,7 @@ fn drain_frames(
 
 /// The end: an ack = "all" tail covered, acks written; a lost connection
 /// recorded as this client's error.
-async fn finish(state: &mut Direct, writer: &mut wire::Writer, lost: Option<anyhow::Error>) {
-    let mut lost = lost;
+async fn finish(state: &mut Direct, writer: &mut wire::Writer, mut lost: Option<anyhow::Error>) {
     if lost.is_none() {
         state.cover_tail(writer.buf());
         let answered_ns = clock::now_ns();
@@ -311,22 +310,8 @@ impl Direct {
         }
     }
 
-    /// Messages the pull requests in flight may still bring.
-    pub fn owed(&self) -> u64 {
-        self.owed
-    }
-
     pub fn report(&self) -> &ConsumerReport {
         &self.report
-    }
-
-    pub fn into_report(self) -> ConsumerReport {
-        self.report
-    }
-
-    /// Why the consumer ended on its own, if it did.
-    pub fn fatal(&self) -> Option<&str> {
-        self.fatal.as_deref()
     }
 
     /// Appends pull requests until enough messages are owed.
@@ -603,7 +588,7 @@ mod tests {
         let mut out = Vec::new();
         d.top_up(&mut out);
         // One request ahead at half the batch: 10 owed, 1 request.
-        assert_eq!(d.owed(), 10);
+        assert_eq!(d.owed, 10);
         assert_eq!(
             text(&out),
             "PUB $JS.API.CONSUMER.MSG.NEXT.S.D _INBOX.t 62\r\n\
@@ -617,7 +602,7 @@ mod tests {
              PUB $JS.ACK.S.D.1.2.2.1700000000000000000.0 4\r\n+ACK\r\n\
              PUB $JS.ACK.S.D.2.3.3.1700000000000000000.0 4\r\n+ACK\r\n"
         );
-        assert_eq!(d.owed(), 7);
+        assert_eq!(d.owed, 7);
         let r = d.report();
         assert_eq!((r.received, r.redeliveries, r.malformed), (3, 1, 0));
         assert_eq!(r.ledger.count(2, Event::Delivered), 1);
@@ -642,7 +627,7 @@ mod tests {
             &[delivery(4, 1), delivery(5, 1), delivery(6, 1)].concat(),
         );
         d.top_up(&mut out);
-        assert_eq!(d.owed(), 14);
+        assert_eq!(d.owed, 14);
         assert_eq!(text(&out).matches("MSG.NEXT").count(), 1);
     }
 
@@ -684,10 +669,10 @@ mod tests {
         d.low_water = 25;
         let mut out = Vec::new();
         d.top_up(&mut out);
-        assert_eq!(d.owed(), 30, "three requests of 10");
+        assert_eq!(d.owed, 30, "three requests of 10");
         let out = feed(&mut d, &status(100, "Idle Heartbeat", ""));
         assert!(out.is_empty());
-        assert_eq!(d.owed(), 30);
+        assert_eq!(d.owed, 30);
         feed(
             &mut d,
             &status(
@@ -696,14 +681,14 @@ mod tests {
                 "Nats-Pending-Messages: 7\r\nNats-Pending-Bytes: 0\r\n",
             ),
         );
-        assert_eq!(d.owed(), 23);
+        assert_eq!(d.owed, 23);
         // Without the count: the whole batch.
         feed(&mut d, &status(409, "Leadership Change", ""));
-        assert_eq!(d.owed(), 13);
+        assert_eq!(d.owed, 13);
         feed(&mut d, &status(404, "No Messages", ""));
-        assert_eq!(d.owed(), 3);
+        assert_eq!(d.owed, 3);
         assert_eq!(feed(&mut d, b"PING\r\n"), b"PONG\r\n");
-        assert!(d.fatal().is_none());
+        assert!(d.fatal.is_none());
         assert_eq!(d.report().stream_errors, 0);
     }
 
@@ -716,7 +701,7 @@ mod tests {
         ] {
             let (mut d, _) = direct(AckPolicy::Explicit);
             feed(&mut d, &status(code, why, ""));
-            let fatal = d.fatal().expect("fatal").to_string();
+            let fatal = d.fatal.clone().expect("fatal");
             assert!(fatal.contains(&format!("{code} {why}")), "{fatal}");
             assert!(fatal.contains("direct consumer of D"), "{fatal}");
             let mut out = Vec::new();
@@ -751,7 +736,7 @@ mod tests {
         assert!(out.is_empty(), "one silent look is not yet a loss");
         d.watch(0, &mut out);
         assert_eq!(text(&out).matches("MSG.NEXT").count(), 1);
-        assert_eq!(d.owed(), 10);
+        assert_eq!(d.owed, 10);
         assert_eq!(d.report().stream_errors, 1);
     }
 

@@ -415,7 +415,7 @@ impl Loop {
 
     /// A delivery as received, not yet acked.
     fn record(&mut self, received_ns: u64, m: &async_nats::Message, t: AckTokens) -> GroupDelivery {
-        let pin = pin_of(m.headers.as_ref()).map(|p| self.pin_index(p));
+        let pin = pin_of(m.headers.as_ref()).map(|p| pin_index(&mut self.report.pins, p));
         if self.config.pinned && pin.is_some() {
             self.pin = pin;
         }
@@ -438,16 +438,16 @@ impl Loop {
             acked_ns: 0,
         }
     }
+}
 
-    /// The index of `pin` among the pins this client was handed; a new
-    /// pin allocates once.
-    fn pin_index(&mut self, pin: &str) -> u16 {
-        match self.report.pins.iter().position(|p| p == pin) {
-            Some(i) => i as u16,
-            None => {
-                self.report.pins.push(pin.to_string());
-                (self.report.pins.len() - 1) as u16
-            }
+/// The index of `pin` in `pins`, added at the end when new: a new pin
+/// allocates once.
+pub fn pin_index(pins: &mut Vec<String>, pin: &str) -> u16 {
+    match pins.iter().position(|p| p == pin) {
+        Some(i) => i as u16,
+        None => {
+            pins.push(pin.to_string());
+            (pins.len() - 1) as u16
         }
     }
 }

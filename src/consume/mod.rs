@@ -154,7 +154,7 @@ pub struct ConsumerProgress {
     pub answered: AtomicU64,
 }
 
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct ConsumerReport {
     pub received: u64,
     pub redeliveries: u64,
@@ -265,30 +265,11 @@ impl ConsumerReport {
     /// the hot path never grows it.
     pub fn empty(config: &ConsumerConfig) -> Self {
         ConsumerReport {
-            received: 0,
-            redeliveries: 0,
-            malformed: 0,
-            stream_errors: 0,
-            ack_errors: 0,
-            first_error: None,
             e2e_intended: Recorder::with_start_intervals(),
             e2e_sent: Recorder::with_intervals(),
-            ingest: Recorder::new(),
-            deliver: Recorder::new(),
-            first_deliveries: SeqSet::default(),
-            late_firsts: Vec::new(),
-            doomed: Vec::new(),
-            ack_rtt: Recorder::new(),
-            ledger: LedgerShard::new(),
             timeline: Timeline::per_second(config.timeline_origin_ns),
-            first_ns: 0,
-            last_ns: 0,
-            events: Vec::new(),
-            crashed: None,
-            max_gap_ns: 0,
-            max_gap_end_ns: 0,
-            effects: Effects::default(),
             client: async_nats_label(),
+            ..ConsumerReport::default()
         }
     }
 }

@@ -11,6 +11,13 @@ pub struct Timeline {
     pub counts: Vec<u64>,
 }
 
+/// Per second from 0.
+impl Default for Timeline {
+    fn default() -> Self {
+        Timeline::per_second(0)
+    }
+}
+
 impl Timeline {
     pub fn per_second(origin_ns: u64) -> Self {
         Timeline {

@@ -35,13 +35,11 @@ struct Jsz {
     meta_cluster: Option<MetaCluster>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
+#[serde(default)]
 struct MetaCluster {
-    #[serde(default)]
     leader: String,
-    #[serde(default)]
     cluster_size: usize,
-    #[serde(default)]
     replicas: Vec<MetaPeer>,
 }
 

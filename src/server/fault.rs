@@ -82,6 +82,10 @@ fn only_node(node: usize) -> Result<()> {
     }
 }
 
+fn cluster_node(cluster: &EmbeddedCluster, node: usize) -> Result<&EmbeddedServer> {
+    (cluster.nodes().get(node)).ok_or_else(|| anyhow!("the cluster has no node {node}"))
+}
+
 impl Faults for EmbeddedCluster {
     fn node_names(&self) -> Vec<String> {
         self.members().map(|(name, _)| name).collect()
@@ -92,17 +96,11 @@ impl Faults for EmbeddedCluster {
     }
 
     fn kill(&self, node: usize) -> Result<()> {
-        self.nodes()
-            .get(node)
-            .ok_or_else(|| anyhow!("the cluster has no node {node}"))?
-            .kill()
+        cluster_node(self, node)?.kill()
     }
 
     fn restart(&self, node: usize) -> Result<()> {
-        self.nodes()
-            .get(node)
-            .ok_or_else(|| anyhow!("the cluster has no node {node}"))?
-            .restart(RESTART_TIMEOUT)
+        cluster_node(self, node)?.restart(RESTART_TIMEOUT)
     }
 
     fn block_routes(&self, node: usize, how: Block) -> Result<()> {

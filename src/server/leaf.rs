@@ -58,17 +58,13 @@ struct Leafz {
 }
 
 /// One leafnode connection as `/leafz` reports it.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(default)]
 pub struct LeafInfo {
-    #[serde(default)]
     pub name: String,
-    #[serde(default)]
     pub rtt: String,
-    #[serde(default)]
     pub in_msgs: i64,
-    #[serde(default)]
     pub out_msgs: i64,
-    #[serde(default)]
     pub compression: String,
 }
 

@@ -186,11 +186,10 @@ pub struct EmbeddedServer {
     config: Box<ConfigFile>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
+#[serde(default)]
 struct PortsFile {
-    #[serde(default)]
     nats: Vec<String>,
-    #[serde(default)]
     monitoring: Vec<String>,
 }
 
@@ -310,10 +309,6 @@ impl EmbeddedServer {
         &self.version
     }
 
-    pub fn binary(&self) -> &Path {
-        &self.binary
-    }
-
     pub fn pid(&self) -> u32 {
         self.child.lock().expect("not poisoned").id()
     }
@@ -417,29 +412,10 @@ impl EmbeddedServer {
     /// SIGTERM, then SIGKILL if the server has not exited within ten
     /// seconds (a clean shutdown syncs the whole store).
     fn terminate(&self) {
-        let mut child = self.child.lock().expect("not poisoned");
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        // SAFETY: kill(2) on our own child's pid; no memory is touched.
-        unsafe {
-            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-
-    /// CPU time (user + system) the server process has used so far, from
-    /// /proc; the embedded server's own accounting of what a run cost it.
-    pub fn cpu_time(&self) -> Option<Duration> {
-        crate::system::cpu::process_cpu_time(self.pid())
+        terminate(
+            &mut self.child.lock().expect("not poisoned"),
+            Duration::from_secs(10),
+        );
     }
 
     /// The server's log so far (the last `max` bytes).
@@ -490,23 +466,29 @@ impl EmbeddedServer {
     /// two seconds. Called by `Drop`; calling it twice is harmless.
     pub fn stop(&mut self) {
         let child = self.child.get_mut().unwrap_or_else(|p| p.into_inner());
+        terminate(child, Duration::from_secs(2));
+    }
+}
+
+/// SIGTERM to `child`, then SIGKILL if it has not exited within `grace`;
+/// nothing for a child already gone.
+fn terminate(child: &mut Child, grace: Duration) {
+    if let Ok(Some(_)) = child.try_wait() {
+        return;
+    }
+    // SAFETY: kill(2) on our own child's pid; no memory is touched.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
         if let Ok(Some(_)) = child.try_wait() {
             return;
         }
-        // SAFETY: kill(2) on our own child's pid; no memory is touched.
-        unsafe {
-            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
+        std::thread::sleep(Duration::from_millis(10));
     }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// What jsbench puts in a server's configuration file: what nats-server

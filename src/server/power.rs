@@ -64,12 +64,10 @@ pub struct PowerLossServers {
 /// What one node holds of a stream, from its own `/jsz`: a replica's
 /// state, not the leader's view of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(default)]
 pub struct ReplicaState {
-    #[serde(default)]
     pub messages: u64,
-    #[serde(default)]
     pub first_seq: u64,
-    #[serde(default)]
     pub last_seq: u64,
 }
 
@@ -203,15 +201,9 @@ impl PowerLossServers {
         Ok(synced)
     }
 
-    /// Every node loses its power at the same moment: all are killed
-    /// before any mount is cut, so no node sees another's cut.
-    pub fn cut_power_all(&self) -> Result<Vec<CutReport>> {
-        let all: Vec<usize> = (0..self.nodes().len()).collect();
-        self.cut_power_of(&all)
-    }
-
-    /// `nodes` lose their power at the same moment, the others keep it;
-    /// the reports in the order of `nodes`.
+    /// `nodes` lose their power at the same moment, the others keep it:
+    /// all are killed before any mount is cut, so no node sees another's
+    /// cut. The reports in the order of `nodes`.
     pub fn cut_power_of(&self, nodes: &[usize]) -> Result<Vec<CutReport>> {
         for &node in nodes {
             self.kill(node)?;

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::record::clock;
 use crate::record::timeline::Timeline;
+use crate::system::http::get_json;
 
 /// The timelines of the servers' memory (MB) and CPU (% of a core),
 /// summed over the nodes.
@@ -84,7 +85,7 @@ pub const NO_LEADER: &str = "(no leader)";
 /// Every stream's leader, as one node's `/jsz?accounts=true&streams=true`
 /// reports them.
 fn stream_leaders(url: &str) -> Option<Vec<(String, String)>> {
-    let jsz: serde_json::Value = get(url, "/jsz?accounts=true&streams=true")?;
+    let jsz: serde_json::Value = get_json(url, "/jsz?accounts=true&streams=true")?;
     let mut leaders = Vec::new();
     for account in jsz.get("account_details")?.as_array()? {
         for stream in account
@@ -110,47 +111,36 @@ fn stream_leaders(url: &str) -> Option<Vec<(String, String)>> {
     Some(leaders)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
+#[serde(default)]
 struct Varz {
-    #[serde(default)]
     cpu: f64,
-    #[serde(default)]
     mem: u64,
-    #[serde(default)]
     in_msgs: u64,
-    #[serde(default)]
     out_msgs: u64,
-    #[serde(default)]
     in_bytes: u64,
-    #[serde(default)]
     out_bytes: u64,
-    #[serde(default)]
     slow_consumers: u64,
 }
 
 #[derive(Deserialize, Default)]
+#[serde(default)]
 struct Jsz {
-    #[serde(default)]
     memory: u64,
-    #[serde(default)]
     storage: u64,
-    #[serde(default)]
     api: JszApi,
-    #[serde(default)]
     meta_cluster: Option<JszMeta>,
 }
 
 #[derive(Deserialize, Default)]
+#[serde(default)]
 struct JszApi {
-    #[serde(default)]
     total: u64,
-    #[serde(default)]
     errors: u64,
 }
 
 #[derive(Deserialize, Default)]
 struct JszMeta {
-    #[serde(default)]
     leader: Option<String>,
 }
 
@@ -196,36 +186,30 @@ impl Persistence {
 
 #[derive(Deserialize, Default)]
 struct VarzJetStream {
-    #[serde(default)]
     jetstream: Option<VarzJs>,
 }
 
 #[derive(Deserialize, Default)]
 struct VarzJs {
-    #[serde(default)]
     config: Option<VarzJsConfig>,
-    #[serde(default)]
     stats: Option<VarzJsStats>,
 }
 
 #[derive(Deserialize, Default)]
+#[serde(default)]
 struct VarzJsConfig {
     /// Nanoseconds; left out when zero.
-    #[serde(default)]
     sync_interval: u64,
-    #[serde(default)]
     sync_always: bool,
 }
 
 #[derive(Deserialize, Default)]
 struct VarzJsStats {
-    #[serde(default)]
     api: Option<VarzApi>,
 }
 
 #[derive(Deserialize, Default)]
 struct VarzApi {
-    #[serde(default)]
     level: Option<u64>,
 }
 
@@ -234,7 +218,7 @@ struct VarzApi {
 /// call off the runtime.
 pub fn persistence(monitors: &[Monitor]) -> Option<Persistence> {
     monitors.iter().find_map(|m| {
-        let varz: VarzJetStream = get(&m.url, "/varz")?;
+        let varz: VarzJetStream = get_json(&m.url, "/varz")?;
         let js = varz.jetstream?;
         let config = js.config?;
         Some(Persistence {
@@ -276,25 +260,20 @@ struct Routez {
     num_routes: u64,
 }
 
-fn get<T: serde::de::DeserializeOwned>(url: &str, path: &str) -> Option<T> {
-    let body = crate::system::http::get(&format!("{}{path}", url.trim_end_matches('/'))).ok()?;
-    serde_json::from_str(&body).ok()
-}
-
 /// The servers' resident memory now (/varz `mem`), summed over the nodes
 /// that answer; `None` when none does. Blocking: call off the runtime.
 pub fn memory_now(monitors: &[Monitor]) -> Option<u64> {
     let mems: Vec<u64> = monitors
         .iter()
-        .filter_map(|m| get::<Varz>(&m.url, "/varz").map(|v| v.mem))
+        .filter_map(|m| get_json::<Varz>(&m.url, "/varz").map(|v| v.mem))
         .collect();
     (!mems.is_empty()).then(|| mems.iter().sum())
 }
 
 /// One node's sample now; `None` when its /varz does not answer.
 fn sample(tick: u32, node: usize, m: &Monitor, routes: bool) -> Option<NodeSample> {
-    let varz: Varz = get(&m.url, "/varz")?;
-    let jsz: Jsz = get(&m.url, "/jsz").unwrap_or_default();
+    let varz: Varz = get_json(&m.url, "/varz")?;
+    let jsz: Jsz = get_json(&m.url, "/jsz").unwrap_or_default();
     Some(NodeSample {
         tick,
         at_ns: clock::now_ns(),
@@ -310,11 +289,9 @@ fn sample(tick: u32, node: usize, m: &Monitor, routes: bool) -> Option<NodeSampl
         js_storage: jsz.storage,
         api_total: jsz.api.total,
         api_errors: jsz.api.errors,
-        routes: if routes {
-            get::<Routez>(&m.url, "/routez").map(|r| r.num_routes)
-        } else {
-            None
-        },
+        routes: routes
+            .then(|| get_json::<Routez>(&m.url, "/routez").map(|r| r.num_routes))
+            .flatten(),
         meta_leader: jsz.meta_cluster.and_then(|m| m.leader),
     })
 }

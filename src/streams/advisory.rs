@@ -45,7 +45,6 @@ struct Wire {
     stream_seq: u64,
     #[serde(default)]
     deliveries: u64,
-    #[serde(default)]
     timestamp: Option<String>,
     #[serde(default, rename = "type")]
     kind: String,

@@ -37,6 +37,14 @@ pub enum Ttl {
 }
 
 impl Ttl {
+    /// The seconds of a TTL that expires.
+    pub fn secs(&self) -> Option<u64> {
+        match self {
+            Ttl::Secs(s) => Some(*s),
+            Ttl::Never => None,
+        }
+    }
+
     /// The `Nats-TTL` value: plain seconds, or `never`.
     pub fn header(&self) -> String {
         match self {

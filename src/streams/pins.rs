@@ -112,7 +112,6 @@ impl PinWatch {
 
 #[derive(Deserialize)]
 struct UnpinResponse {
-    #[serde(default)]
     error: Option<serde_json::Value>,
 }
 

@@ -27,11 +27,9 @@ pub struct StreamPlacement {
     /// Configured replicas.
     pub replicas: usize,
     /// Storage as the server reports it (`file`, `memory`).
-    #[serde(default)]
     pub storage: Option<String>,
     /// Persist mode as the server reports it: `async`, or `default`
     /// (the server leaves the field out then).
-    #[serde(default)]
     pub persist_mode: Option<String>,
     pub cluster: Option<String>,
     pub leader: Option<String>,
@@ -493,8 +491,8 @@ pub const MAX_RATE_ESTIMATE: f64 = 500_000.0;
 /// What one scenario puts into the account at most at once: its largest
 /// variant's streams, consumers and stored bytes, and the MaxAckPending
 /// its durables ask for. Each kind says its own (the registry row's
-/// sizing); most are [`Need::paced`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// sizing); most are [`Need::paced`]. The default needs nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Need {
     pub streams: usize,
     pub consumers: usize,
@@ -507,6 +505,17 @@ pub struct Need {
 }
 
 impl Need {
+    /// One stream storing `bytes`, and one durable.
+    pub fn one_stream(bytes: u64) -> Need {
+        Need {
+            streams: 1,
+            consumers: 1,
+            bytes,
+            total_bytes: bytes,
+            max_ack_pending: 0,
+        }
+    }
+
     /// One stream and one durable: `rate` msg/s of `publish`'s mean size
     /// for the scenario's warm-up and duration, read with `max_ack_pending`.
     pub fn paced(
@@ -515,13 +524,9 @@ impl Need {
         publish: &PublishPlan,
         max_ack_pending: i64,
     ) -> Need {
-        let bytes = stored_bytes(rate, common, publish);
         Need {
-            streams: 1,
-            consumers: 1,
-            bytes,
-            total_bytes: bytes,
             max_ack_pending,
+            ..Need::one_stream(stored_bytes(rate, common, publish))
         }
     }
 
@@ -581,21 +586,22 @@ pub fn check_account(
 ) -> Vec<String> {
     let mut problems = Vec::new();
     let l = &account.limits;
-    if let Some(max) = l.max_streams
-        && account.streams as i64 + need.streams as i64 > max
-    {
-        problems.push(format!(
-            "the account allows {max} streams and already has {}; jsbench needs {} more",
-            account.streams, need.streams
-        ));
-    }
-    if let Some(max) = l.max_consumers
-        && account.consumers as i64 + need.consumers as i64 > max
-    {
-        problems.push(format!(
-            "the account allows {max} consumers and already has {}; jsbench needs {} more",
-            account.consumers, need.consumers
-        ));
+    for (what, max, has, needs) in [
+        ("streams", l.max_streams, account.streams, need.streams),
+        (
+            "consumers",
+            l.max_consumers,
+            account.consumers,
+            need.consumers,
+        ),
+    ] {
+        if let Some(max) = max
+            && has as i64 + needs as i64 > max
+        {
+            problems.push(format!(
+                "the account allows {max} {what} and already has {has}; jsbench needs {needs} more"
+            ));
+        }
     }
     // Every storage a variant's stream uses: the profile's, and those its
     // [scenario.stream] lists name.

@@ -99,15 +99,6 @@ pub fn now_ns() -> i128 {
         .map_or(0, |d| d.as_nanos() as i128)
 }
 
-/// The subjects of schedule `i` under `base`: its own, and its target's.
-pub fn schedule_subject(base: &str, i: u64) -> String {
-    format!("{base}.sched.{i}")
-}
-
-pub fn target_subject(base: &str, i: u64) -> String {
-    format!("{base}.fired.{i}")
-}
-
 /// A stream on `config`'s settings that holds schedules and what they
 /// fire; allowing schedules lets the server roll up a schedule's subject.
 pub fn stream_config(mut config: stream::Config, base: &str) -> stream::Config {
@@ -127,8 +118,9 @@ pub async fn publish(
     futures::stream::iter(schedules.iter().map(|&(i, pattern)| async move {
         let mut headers = HeaderMap::new();
         headers.insert(NATS_SCHEDULE, pattern.header().as_str());
-        headers.insert(NATS_SCHEDULE_TARGET, target_subject(base, i).as_str());
-        let subject = schedule_subject(base, i);
+        // Schedule `i` under `base`, and its target.
+        headers.insert(NATS_SCHEDULE_TARGET, format!("{base}.fired.{i}").as_str());
+        let subject = format!("{base}.sched.{i}");
         let ack = js
             .publish_with_headers(subject.clone(), headers, i.to_le_bytes().to_vec().into())
             .await

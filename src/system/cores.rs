@@ -48,8 +48,7 @@ fn allowed_cpus(status: &str) -> Option<Vec<usize>> {
 
 /// The `cores` field of `<url>/varz`.
 fn varz_cores(url: &str) -> Option<usize> {
-    let body = crate::system::http::get(&format!("{}/varz", url.trim_end_matches('/'))).ok()?;
-    let varz: serde_json::Value = serde_json::from_str(&body).ok()?;
+    let varz: serde_json::Value = crate::system::http::get_json(url, "/varz")?;
     Some(varz.get("cores")?.as_u64()? as usize)
 }
 

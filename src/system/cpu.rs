@@ -177,7 +177,6 @@ pub struct MemoryTrace {
     /// as last read: memory taken and handed back between two samples (the
     /// collect phase merging every report) counts in the peak. `None`
     /// where the mark cannot be reset, and the samples alone give the peak.
-    #[serde(default)]
     pub high_water: Option<u64>,
 }
 
@@ -266,18 +265,6 @@ impl MemoryTrace {
         let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
         let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
         (sxx > 0.0).then(|| sxy / sxx)
-    }
-
-    /// Messages the samples after the warm-up span.
-    pub fn span_after(&self, warmup_share: f64) -> u64 {
-        let Some(last) = self.samples.last().map(|s| s.messages) else {
-            return 0;
-        };
-        let from = (last as f64 * warmup_share) as u64;
-        self.samples
-            .iter()
-            .find(|s| s.messages >= from)
-            .map_or(0, |s| last - s.messages)
     }
 }
 
@@ -477,8 +464,7 @@ impl VarzSampler {
 /// The `cpu` field of `<url>/varz`, by a plain HTTP/1.0 GET (the server then
 /// answers with the whole body and closes). `None` when unreachable.
 pub fn varz_cpu_percent(url: &str) -> Option<f64> {
-    let body = crate::system::http::get(&format!("{}/varz", url.trim_end_matches('/'))).ok()?;
-    let varz: serde_json::Value = serde_json::from_str(&body).ok()?;
+    let varz: serde_json::Value = crate::system::http::get_json(url, "/varz")?;
     varz.get("cpu")?.as_f64()
 }
 

@@ -8,6 +8,13 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 
+/// The JSON `path` of the monitoring endpoint `url` answers; `None` when
+/// it does not answer, or not with that JSON.
+pub fn get_json<T: serde::de::DeserializeOwned>(url: &str, path: &str) -> Option<T> {
+    let body = get(&format!("{}{path}", url.trim_end_matches('/'))).ok()?;
+    serde_json::from_str(&body).ok()
+}
+
 /// GETs a monitoring URL (`http://127.0.0.1:<port>/jsz`) and returns the
 /// body; any status but 200 is an error naming it.
 pub fn get(url: &str) -> Result<String> {

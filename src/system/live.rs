@@ -143,9 +143,7 @@ pub fn variant_started(scenario: &str, variant: &str) {
     names.scenario = scenario.to_string();
     names.variant = variant.to_string();
     names.at_variant_start = snapshot(&names);
-    LIVE.sent_now.store(0, Ordering::Relaxed);
-    LIVE.received_now.store(0, Ordering::Relaxed);
-    LIVE.in_flight.store(0, Ordering::Relaxed);
+    progress(0, 0, 0);
 }
 
 /// The running variant's counts so far (from its progress ticks).
@@ -171,9 +169,7 @@ pub fn variant_done(
     };
     add(&LIVE.sent_before, ledger.published);
     add(&LIVE.received_before, ledger.deliveries);
-    LIVE.sent_now.store(0, Ordering::Relaxed);
-    LIVE.received_now.store(0, Ordering::Relaxed);
-    LIVE.in_flight.store(0, Ordering::Relaxed);
+    progress(0, 0, 0);
     add(
         if passed {
             &LIVE.variants_passed

@@ -105,13 +105,7 @@ impl Kind for Power {
 
     /// Its streams live on servers of its own; the run's holds nothing.
     fn need(_plan: &Plan, _common: &CommonPlan) -> Need {
-        Need {
-            streams: 0,
-            consumers: 0,
-            bytes: 0,
-            total_bytes: 0,
-            max_ack_pending: 0,
-        }
+        Need::default()
     }
 
     fn estimated_duration(plan: &Plan, common: &CommonPlan) -> Duration {

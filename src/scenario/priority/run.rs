@@ -9,32 +9,18 @@ use futures::future::join_all;
 use tokio_util::sync::CancellationToken;
 
 use super::plan::{Plan, PolicyPlan};
-use super::verify::{self, PinRun};
+use super::verify::{self, Observed};
 use super::*;
-use crate::consume::group::{GroupClient, GroupClientConfig, GroupDelivery, PullRecord};
+use crate::consume::group::{GroupClient, GroupClientConfig, GroupDelivery, pin_index};
 use crate::drive::{DriveSpec, RunContext, drive_announcing};
 use crate::profile::ArrivalPlan;
 use crate::record::clock;
-use crate::record::ledger::LedgerShard;
 use crate::record::metrics::Direction;
 use crate::record::names;
 use crate::scenario::Scope;
-use crate::streams::pins::{self, PinEvent, PinWatch};
+use crate::streams::pins::{self, PinWatch};
 use crate::streams::provision::durable_config;
 use crate::variant::VariantResult;
-
-/// What the drive left for measure and verify.
-pub struct Observed {
-    pub deliveries: Vec<GroupDelivery>,
-    pub pulls: Vec<PullRecord>,
-    pub events: Vec<PinEvent>,
-    pub ledger: LedgerShard,
-    pub killed: Option<(usize, u64)>,
-    pub unpin_ns: Option<u64>,
-    pub t0_ns: u64,
-    pub publish_rate: f64,
-    pub wrong_pin: u64,
-}
 
 /// One variant: the stream and its durable in the plan's priority group,
 /// the group clients, the load through the shared drive with the kill
@@ -126,15 +112,12 @@ async fn drive(s: &Scope<'_>, plan: &Plan, (stream, durable): (&str, &str)) -> R
     drain(&clients, acked, s.scenario.common.drain_timeout, &ctx.stop).await;
     stop.cancel();
     let mut observed = Observed {
-        deliveries: Vec::new(),
-        pulls: Vec::new(),
-        events: Vec::new(),
         ledger: o.ledger,
         killed,
         unpin_ns,
         t0_ns: o.t0_ns,
         publish_rate,
-        wrong_pin: 0,
+        ..Observed::default()
     };
     collect(clients, &mut observed).await?;
     if let Some(w) = watch {
@@ -178,10 +161,6 @@ fn client_config(
     }
 }
 
-async fn sleep_until_ns(at_ns: u64) {
-    tokio::time::sleep_until(tokio::time::Instant::from_std(clock::instant_at(at_ns))).await;
-}
-
 /// Kills the pinned client (the one that received last: only the pinned
 /// one receives) and calls the unpin API, each at its time from `t0_ns`.
 async fn faults(
@@ -205,7 +184,8 @@ async fn faults(
     steps.sort();
     let (mut killed, mut unpin_ns) = (None, None);
     for (after, kill) in steps {
-        sleep_until_ns(t0_ns + after.as_nanos() as u64).await;
+        let at = clock::instant_at(t0_ns + after.as_nanos() as u64);
+        tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
         if ctx.stop.is_cancelled() {
             break;
         }
@@ -256,16 +236,8 @@ async fn collect(clients: Vec<GroupClient>, o: &mut Observed) -> Result<()> {
         if let Some(s) = &report.first_status {
             anyhow::bail!("a group client's pull failed: {s}");
         }
-        let global: Vec<u16> = report
-            .pins
-            .iter()
-            .map(|p| match all_pins.iter().position(|q| q == p) {
-                Some(i) => i as u16,
-                None => {
-                    all_pins.push(p.clone());
-                    (all_pins.len() - 1) as u16
-                }
-            })
+        let global: Vec<u16> = (report.pins.iter())
+            .map(|p| pin_index(&mut all_pins, p))
             .collect();
         o.deliveries
             .extend(report.deliveries.iter().map(|d| GroupDelivery {
@@ -464,20 +436,13 @@ fn verify(plan: &Plan, o: &Observed, r: &mut VariantResult) {
         .push(verify::nothing_lost(&o.ledger, &o.deliveries));
     match &plan.policy {
         PolicyPlan::Pinned(p) => {
-            let run = PinRun {
-                deliveries: &o.deliveries,
-                pulls: &o.pulls,
-                events: &o.events,
-                killed: o.killed,
-                unpin_ns: o.unpin_ns,
-                priority_timeout_ns: p.priority_timeout.as_nanos() as u64,
-            };
+            let timeout_ns = p.priority_timeout.as_nanos() as u64;
             r.invariants.push(verify::within_pin(&o.deliveries));
             r.invariants
                 .push(verify::doubles_explained(&o.deliveries, o.killed));
-            r.invariants.push(verify::pin_moves_after_kill(&run));
-            r.invariants.push(verify::no_early_failover(&run));
-            r.invariants.push(verify::pin_moves_after_unpin(&run));
+            r.invariants.push(verify::pin_moves_after_kill(o));
+            r.invariants.push(verify::no_early_failover(o, timeout_ns));
+            r.invariants.push(verify::pin_moves_after_unpin(o));
         }
         PolicyPlan::Overflow {
             min_pending,

@@ -90,17 +90,20 @@ pub fn nothing_lost(ledger: &LedgerShard, deliveries: &[GroupDelivery]) -> Invar
     Invariant::check(NOTHING_LOST, false, detail)
 }
 
-/// What the pinned-client checks read.
-pub struct PinRun<'a> {
-    /// Every client's deliveries.
-    pub deliveries: &'a [GroupDelivery],
-    pub pulls: &'a [PullRecord],
-    pub events: &'a [PinEvent],
-    /// The client killed and when.
+/// What the drive left for measure and verify: every client's
+/// deliveries and pulls, the pin advisories, the client killed and when,
+/// when the unpin request was sent.
+#[derive(Default)]
+pub struct Observed {
+    pub deliveries: Vec<GroupDelivery>,
+    pub pulls: Vec<PullRecord>,
+    pub events: Vec<PinEvent>,
+    pub ledger: LedgerShard,
     pub killed: Option<(usize, u64)>,
-    /// When the unpin request was sent.
     pub unpin_ns: Option<u64>,
-    pub priority_timeout_ns: u64,
+    pub t0_ns: u64,
+    pub publish_rate: f64,
+    pub wrong_pin: u64,
 }
 
 /// The deliveries outside the pin, in the server's order: one with no
@@ -230,11 +233,11 @@ pub fn last_pull_before(pulls: &[PullRecord], client: usize, kill_ns: u64) -> Op
 }
 
 /// After the kill, another client must receive under a new pin.
-pub fn pin_moves_after_kill(run: &PinRun<'_>) -> Invariant {
+pub fn pin_moves_after_kill(run: &Observed) -> Invariant {
     let Some((killed, kill_ns)) = run.killed else {
         return Invariant::not_applicable(PIN_MOVES_AFTER_KILL, "no client was killed");
     };
-    let next = next_pin(run.events, kill_ns);
+    let next = next_pin(&run.events, kill_ns);
     let receiver = run
         .deliveries
         .iter()
@@ -257,13 +260,13 @@ pub fn pin_moves_after_kill(run: &PinRun<'_>) -> Invariant {
 /// The pin may move only once priority_timeout has passed since the
 /// pinned client's last pull: the server's timer restarts at each pull
 /// carrying the pin, and the advisory is read after the timer fired.
-pub fn no_early_failover(run: &PinRun<'_>) -> Invariant {
+pub fn no_early_failover(run: &Observed, priority_timeout_ns: u64) -> Invariant {
     let Some((killed, kill_ns)) = run.killed else {
         return Invariant::not_applicable(NO_EARLY_FAILOVER, "no client was killed");
     };
     let (Some(last), Some((pinned, _))) = (
-        last_pull_before(run.pulls, killed, kill_ns),
-        next_pin(run.events, kill_ns),
+        last_pull_before(&run.pulls, killed, kill_ns),
+        next_pin(&run.events, kill_ns),
     ) else {
         return Invariant::not_applicable(
             NO_EARLY_FAILOVER,
@@ -277,19 +280,19 @@ pub fn no_early_failover(run: &PinRun<'_>) -> Invariant {
         );
     }
     let waited = pinned.saturating_sub(last);
-    let passed = waited + SLACK_NS >= run.priority_timeout_ns;
+    let passed = waited + SLACK_NS >= priority_timeout_ns;
     Invariant::check(
         NO_EARLY_FAILOVER,
         passed,
         format!(
             "new pin {:.1} ms after the last pull, priority_timeout {:.1} ms",
             waited as f64 / 1e6,
-            run.priority_timeout_ns as f64 / 1e6
+            priority_timeout_ns as f64 / 1e6
         ),
     )
 }
 
-pub fn pin_moves_after_unpin(run: &PinRun<'_>) -> Invariant {
+pub fn pin_moves_after_unpin(run: &Observed) -> Invariant {
     let Some(unpin_ns) = run.unpin_ns else {
         return Invariant::not_applicable(PIN_MOVES_AFTER_UNPIN, "no unpin_after in the plan");
     };
@@ -297,8 +300,8 @@ pub fn pin_moves_after_unpin(run: &PinRun<'_>) -> Invariant {
         e.received_ns >= unpin_ns
             && matches!(&e.change, PinChange::Unpinned { reason } if reason == "admin")
     });
-    let before = pin_at(run.events, unpin_ns);
-    let next = next_pin(run.events, unpin_ns);
+    let before = pin_at(&run.events, unpin_ns);
+    let next = next_pin(&run.events, unpin_ns);
     let moved = next.is_some_and(|(_, id)| Some(id) != before);
     let detail = match next {
         Some((at, id)) => format!(

@@ -84,14 +84,7 @@ impl Kind for Scheduled {
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
         // A schedule and its firings, a few hundred bytes each.
         let firings = (common.duration.as_secs_f64() + 1.0) as u64 + 1;
-        let bytes = plan.schedules.max(plan.burst) * firings * 512;
-        Need {
-            streams: 1,
-            consumers: 1,
-            bytes,
-            total_bytes: bytes,
-            max_ack_pending: 0,
-        }
+        Need::one_stream(plan.schedules.max(plan.burst) * firings * 512)
     }
 
     fn estimated_duration(plan: &Plan, common: &CommonPlan) -> Duration {

@@ -33,7 +33,7 @@ use crate::record::metrics::Direction;
 use crate::streams::expiry::{
     self, LateRead, Polled, Polling, Tracked, Ttl, TtlLoad, ttl_stream_config,
 };
-use crate::streams::provision::Need;
+use crate::streams::provision::{Need, PER_MESSAGE_OVERHEAD};
 use crate::variant::VariantResult;
 
 pub use plan::Plan;
@@ -66,8 +66,6 @@ const CONCURRENCY: usize = 32;
 const MARKER_GRACE: Duration = Duration::from_secs(2);
 /// The late reader stops after this long without a delivery.
 const READ_IDLE: Duration = Duration::from_secs(2);
-/// The stream's per-message cost on top of the payload, for sizing.
-const PER_MESSAGE_OVERHEAD: u64 = 100;
 
 pub struct TtlKind;
 
@@ -114,15 +112,7 @@ impl Kind for TtlKind {
     }
 
     fn estimated_duration(plan: &Plan, _common: &CommonPlan) -> Duration {
-        let longest = plan
-            .ttls
-            .iter()
-            .filter_map(|t| match t {
-                Ttl::Secs(s) => Some(*s),
-                Ttl::Never => None,
-            })
-            .max()
-            .unwrap_or(0);
+        let longest = plan.ttls.iter().filter_map(Ttl::secs).max().unwrap_or(0);
         let publish = Duration::from_secs_f64(plan.messages as f64 / plan.rate as f64);
         let each = publish + Duration::from_secs(longest + 1);
         let cost = match plan.cost_messages {
@@ -204,9 +194,7 @@ pub fn lifetime(
     max_age: Duration,
     per_subject: i64,
 ) -> Option<u64> {
-    let Ttl::Secs(secs) = ttl else {
-        return None;
-    };
+    let secs = ttl.secs()?;
     let raised = match markers {
         Some(m) if per_subject != 1 => secs.max(m.as_secs()),
         _ => secs,

@@ -45,7 +45,7 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
     let rate = shared.rate_or(1_000, 1_000_000, problems);
     let subjects = k.within("subjects", 100, 1..=1_000_000, " subjects");
     let ttls = ttls(&mut k);
-    if !ttls.iter().any(|t| matches!(t, Ttl::Secs(_))) {
+    if !ttls.iter().any(|t| t.secs().is_some()) {
         k.problem("ttls", "needs at least one TTL that expires");
     }
     publish_before_deadlines((messages, rate), &ttls, &mut k);
@@ -87,14 +87,7 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
 /// begins once the last is published: the publish phase must end a
 /// second before the shortest TTL's first deadline.
 fn publish_before_deadlines((messages, rate): (u64, u64), ttls: &[Ttl], k: &mut Keys) {
-    let Some(shortest) = ttls
-        .iter()
-        .filter_map(|t| match t {
-            Ttl::Secs(s) => Some(*s),
-            Ttl::Never => None,
-        })
-        .min()
-    else {
+    let Some(shortest) = ttls.iter().filter_map(Ttl::secs).min() else {
         return;
     };
     let span = messages as f64 / rate.max(1) as f64;
@@ -129,49 +122,50 @@ fn whole_seconds(d: Duration, key: &str, k: &mut Keys) -> Option<u64> {
 
 /// `ttls`, round-robin over the messages; 4 s and 8 s by default.
 fn ttls(k: &mut Keys) -> Vec<Ttl> {
-    let Some(OneOrMany(list)) = k.get::<OneOrMany<String>>("ttls") else {
+    let Some(list) = seconds_or(k, "ttls", "never") else {
         return vec![Ttl::Secs(4), Ttl::Secs(8)];
     };
     if list.is_empty() {
         k.problem("ttls", format!("needs at least one TTL: {TTL_HELP}"));
     }
-    let mut out = Vec::new();
-    for (i, text) in list.iter().enumerate() {
-        let at = format!("ttls[{i}]");
-        if text == "never" {
-            out.push(Ttl::Never);
-            continue;
-        }
-        match parse_duration(text) {
-            Ok(d) => out.extend(whole_seconds(d, &at, k).map(Ttl::Secs)),
-            Err(e) => k.problem(&at, format!("{text:?}: {e}; or \"never\"")),
-        }
-    }
-    out
+    list.into_iter()
+        .map(|s| s.map_or(Ttl::Never, Ttl::Secs))
+        .collect()
 }
 
 /// `markers`: one variant each, without (`"off"`, the default) or with
 /// markers of this TTL.
 fn markers(k: &mut Keys) -> Vec<Option<Duration>> {
-    let Some(OneOrMany(list)) = k.get::<OneOrMany<String>>("markers") else {
+    let Some(list) = seconds_or(k, "markers", "off") else {
         return vec![None];
     };
-    let mut out = Vec::new();
-    for (i, text) in list.iter().enumerate() {
-        let at = format!("markers[{i}]");
-        if text == "off" {
-            out.push(None);
-            continue;
-        }
-        match parse_duration(text) {
-            Ok(d) => out.extend(whole_seconds(d, &at, k).map(|s| Some(Duration::from_secs(s)))),
-            Err(e) => k.problem(&at, format!("{text:?}: {e}; or \"off\"")),
-        }
-    }
+    let out: Vec<Option<Duration>> = (list.into_iter())
+        .map(|s| s.map(Duration::from_secs))
+        .collect();
     if has_repeats(&out) {
         k.problem("markers", "lists a setting twice");
     }
     out
+}
+
+/// The list `key` of whole-second durations, or `keyword` (`None`) in
+/// their place; a bad element named by its index and left out. `None`
+/// when the key is not given.
+fn seconds_or(k: &mut Keys, key: &str, keyword: &str) -> Option<Vec<Option<u64>>> {
+    let OneOrMany(list) = k.get::<OneOrMany<String>>(key)?;
+    let mut out = Vec::new();
+    for (i, text) in list.iter().enumerate() {
+        let at = format!("{key}[{i}]");
+        if text == keyword {
+            out.push(None);
+            continue;
+        }
+        match parse_duration(text) {
+            Ok(d) => out.extend(whole_seconds(d, &at, k).map(Some)),
+            Err(e) => k.problem(&at, format!("{text:?}: {e}; or \"{keyword}\"")),
+        }
+    }
+    Some(out)
 }
 
 #[cfg(test)]

@@ -36,6 +36,15 @@ fn time(seconds: i64, nanos: i64) -> SystemTime {
     UNIX_EPOCH + since
 }
 
+/// The layer holds directories and regular files only.
+fn file_type(is_dir: bool) -> FileType {
+    if is_dir {
+        FileType::Directory
+    } else {
+        FileType::RegularFile
+    }
+}
+
 fn attr(ino: u64, meta: &Metadata, size: u64) -> FileAttr {
     FileAttr {
         ino: INodeNo(ino),
@@ -45,11 +54,7 @@ fn attr(ino: u64, meta: &Metadata, size: u64) -> FileAttr {
         mtime: time(meta.mtime(), meta.mtime_nsec()),
         ctime: time(meta.ctime(), meta.ctime_nsec()),
         crtime: time(meta.ctime(), meta.ctime_nsec()),
-        kind: if meta.is_dir() {
-            FileType::Directory
-        } else {
-            FileType::RegularFile
-        },
+        kind: file_type(meta.is_dir()),
         perm: (meta.mode() & 0o7777) as u16,
         nlink: meta.nlink() as u32,
         uid: meta.uid(),
@@ -88,6 +93,13 @@ impl PowerFsOps {
         }
     }
 
+    fn attr(&self, reply: ReplyAttr, f: impl FnOnce(&mut State) -> io::Result<FileAttr>) {
+        match self.with(f) {
+            Ok(a) => reply.attr(&TTL, &a),
+            Err(e) => reply.error(e),
+        }
+    }
+
     fn empty(&self, reply: ReplyEmpty, f: impl FnOnce(&mut State) -> io::Result<()>) {
         match self.with(f) {
             Ok(()) => reply.ok(),
@@ -102,10 +114,7 @@ impl fuser::Filesystem for PowerFsOps {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.with(|s| Self::attr_of(s, ino.0)) {
-            Ok(a) => reply.attr(&TTL, &a),
-            Err(e) => reply.error(e),
-        }
+        self.attr(reply, |s| Self::attr_of(s, ino.0));
     }
 
     fn setattr(
@@ -126,7 +135,7 @@ impl fuser::Filesystem for PowerFsOps {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let result = self.with(|s| {
+        self.attr(reply, |s| {
             if let Some(size) = size {
                 s.truncate(ino.0, size)?;
             }
@@ -137,10 +146,6 @@ impl fuser::Filesystem for PowerFsOps {
             }
             Self::attr_of(s, ino.0)
         });
-        match result {
-            Ok(a) => reply.attr(&TTL, &a),
-            Err(e) => reply.error(e),
-        }
     }
 
     fn mkdir(
@@ -304,12 +309,7 @@ impl fuser::Filesystem for PowerFsOps {
         ];
         let all = dots.into_iter().chain(entries);
         for (i, (child, is_dir, name)) in all.enumerate().skip(offset as usize) {
-            let kind = if is_dir {
-                FileType::Directory
-            } else {
-                FileType::RegularFile
-            };
-            if reply.add(INodeNo(child), i as u64 + 1, kind, &name) {
+            if reply.add(INodeNo(child), i as u64 + 1, file_type(is_dir), &name) {
                 break;
             }
         }

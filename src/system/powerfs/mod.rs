@@ -116,22 +116,13 @@ pub struct Mounted {
 }
 
 impl Mounted {
-    pub fn mountpoint(&self) -> &Path {
-        &self.mountpoint
-    }
-
-    pub fn backing(&self) -> PathBuf {
-        self.lock().backing().to_path_buf()
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Bytes written but not yet synced, across all files.
     pub fn unsynced_bytes(&self) -> u64 {
-        let state = self.lock();
-        state.pending()
+        self.lock().pending()
     }
 
     /// Syncs every file, as an orderly shutdown would; returns the bytes
@@ -143,13 +134,6 @@ impl Mounted {
                 self.mountpoint.display()
             )
         })
-    }
-
-    /// A clean unmount: everything synced first.
-    pub fn unmount(mut self) -> Result<()> {
-        self.sync_all()?;
-        self.lock().cut();
-        self.teardown()
     }
 
     /// The power goes: unsynced writes are dropped, every request fails

@@ -77,21 +77,16 @@ fn enoent() -> io::Error {
 
 impl State {
     pub fn new(backing: &Path) -> State {
-        let root = Node {
-            path: PathBuf::new(),
-            is_dir: true,
-            file: None,
-            size: 0,
-            dirty: Vec::new(),
-            unlinked: false,
-        };
-        State {
+        let mut state = State {
             backing: backing.to_path_buf(),
-            nodes: HashMap::from([(ROOT, root)]),
-            by_path: HashMap::from([(PathBuf::new(), ROOT)]),
-            next_ino: ROOT + 1,
+            nodes: HashMap::new(),
+            by_path: HashMap::new(),
+            next_ino: ROOT,
             dead: false,
-        }
+        };
+        // The first node added: the root, the backing directory itself.
+        state.add(PathBuf::new(), true, 0, None);
+        state
     }
 
     pub fn backing(&self) -> &Path {

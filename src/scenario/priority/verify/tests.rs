@@ -144,19 +144,22 @@ fn a_double_delivery_not_held_by_the_killed_client_fails() {
     assert!(!doubles_explained(&ok, None).passed);
 }
 
-fn pin_run<'a>(
-    deliveries: &'a [GroupDelivery],
-    pulls: &'a [PullRecord],
-    events: &'a [PinEvent],
+/// The pinned-client checks' priority_timeout.
+const TIMEOUT_NS: u64 = 2_000 * MS;
+
+fn pin_run(
+    deliveries: &[GroupDelivery],
+    pulls: &[PullRecord],
+    events: &[PinEvent],
     unpin_ms: Option<u64>,
-) -> PinRun<'a> {
-    PinRun {
-        deliveries,
-        pulls,
-        events,
+) -> Observed {
+    Observed {
+        deliveries: deliveries.to_vec(),
+        pulls: pulls.to_vec(),
+        events: events.to_vec(),
         killed: Some((0, 1_000 * MS)),
         unpin_ns: unpin_ms.map(|u| u * MS),
-        priority_timeout_ns: 2_000 * MS,
+        ..Observed::default()
     }
 }
 
@@ -171,7 +174,7 @@ fn the_pin_must_move_after_the_kill_and_no_sooner_than_priority_timeout() {
     ];
     let run = pin_run(&after, &pulls, &events, None);
     assert!(pin_moves_after_kill(&run).passed);
-    let timed = no_early_failover(&run);
+    let timed = no_early_failover(&run, TIMEOUT_NS);
     assert!(timed.passed, "{}", timed.detail);
     // No new pin.
     let stuck = [pinned(10, "A")];
@@ -180,10 +183,10 @@ fn the_pin_must_move_after_the_kill_and_no_sooner_than_priority_timeout() {
     assert!(!pin_moves_after_kill(&pin_run(&[], &pulls, &events, None)).passed);
     // Pinned 1 s after the last pull with a 2 s timeout: too early.
     let early = [pinned(10, "A"), pinned(1_900, "B")];
-    let check = no_early_failover(&pin_run(&after, &pulls, &early, None));
+    let check = no_early_failover(&pin_run(&after, &pulls, &early, None), TIMEOUT_NS);
     assert!(!check.passed, "{}", check.detail);
     // An unpin in between explains an early pin.
-    let check = no_early_failover(&pin_run(&after, &pulls, &early, Some(1_500)));
+    let check = no_early_failover(&pin_run(&after, &pulls, &early, Some(1_500)), TIMEOUT_NS);
     assert!(check.passed && !check.applicable);
 }
 
