@@ -127,11 +127,8 @@ fn validate(options: &RunOptions) -> Result<(Vec<Profile>, Resolution)> {
         .iter()
         .map(|p| scenario::load(p))
         .collect::<Result<_>>()?;
-    let named: Vec<(&str, Option<&profile::ConnectionPlan>)> = profiles
-        .iter()
-        .map(|p| (p.name.as_str(), p.connection.as_ref()))
-        .collect();
-    let resolution = resolve_all(&options.connection, &named, options.cluster.is_some())?;
+    let named = profiles.iter().map(|p| (p.name.as_str(), p.connection.as_ref()));
+    let resolution = resolve_all(&options.connection, named, options.cluster.is_some())?;
     for note in &resolution.notes {
         eprintln!("note: {note}");
     }
