@@ -34,3 +34,12 @@ pub mod protocol;
 
 pub use agent::Orders;
 pub use coordinator::{Crew, WorkerInfo, Workers};
+
+/// A task that lives as long as its owner: dropping this aborts it.
+pub struct AbortOnDrop(pub tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}

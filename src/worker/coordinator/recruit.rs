@@ -13,7 +13,8 @@ use anyhow::{Context, Result, anyhow};
 use async_nats::Client;
 use futures::StreamExt;
 
-use super::{Background, COMMAND_TIMEOUT, Crew, Heard, Member, Workers, request};
+use super::{COMMAND_TIMEOUT, Crew, Heard, Member, Workers, request};
+use crate::worker::AbortOnDrop;
 use crate::worker::clock::{self, ClockEstimate};
 use crate::worker::protocol::{
     Announce, Command, Heartbeat, Identity, Reply, announce_subject, beat_subject,
@@ -53,7 +54,10 @@ pub async fn recruit(
         .await
         .context("subscribing to worker announcements")?;
     let (heard, listener) = listen_for_progress(client, group, &run).await?;
-    let tasks = Background(vec![listener, spawn_beat(client, group, &run)]);
+    let tasks = vec![
+        AbortOnDrop(listener),
+        AbortOnDrop(spawn_beat(client, group, &run)),
+    ];
     progress.println(&format!(
         "jsbench: waiting up to {} for {} worker{} in group {group}; on each host run:\n  jsbench worker -s {urls} --group {group}",
         crate::profile::format_duration(options.timeout),
