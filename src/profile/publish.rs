@@ -107,7 +107,8 @@ pub enum MsgId {
 /// The client a publisher sends through. The direct one (the sending
 /// thread writes its own frames, [`crate::wire`]) costs a fraction of
 /// async-nats' per-message wake-ups but speaks plain TCP only and does not
-/// reconnect; `Auto` takes it wherever that cannot matter.
+/// reconnect; `Auto` takes it wherever that cannot matter. Consumers
+/// choose among the same three ([`super::ConsumerClient`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PublishClient {
@@ -397,22 +398,16 @@ pub(super) fn publish_plan(
     );
     let wake_every = parse_wake_every(k.wake_every.as_deref(), &path("wake_every"), problems);
     PublishPlan {
-        publishers,
         mode,
-        pub_ack_window,
-        pub_ack_timeout,
         message_size,
         subjects,
         headers,
-        msg_id,
         duplicates,
         late_duplicates,
         duplicate_window,
-        resend_after: None,
-        arrival: ArrivalPlan::Steady,
         wake_every,
-        trace_every: 0,
         client: k.client.unwrap_or_default(),
+        ..PublishPlan::simple(publishers, 0, msg_id, pub_ack_window, pub_ack_timeout)
     }
 }
 
