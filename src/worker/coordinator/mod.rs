@@ -176,6 +176,14 @@ async fn request(
     serde_json::from_slice(&reply.payload).context("a worker's reply does not parse")
 }
 
+/// Sends a command that is not answered; a worker that misses it is
+/// found out by its silence.
+async fn tell(client: &Client, subject: &str, command: &Command) {
+    if let Ok(bytes) = serde_json::to_vec(command) {
+        let _ = client.publish(subject.to_string(), bytes.into()).await;
+    }
+}
+
 /// Why a drive must stay on the coordinator, if it must.
 pub fn local_only_reason(spec: &DriveSpec) -> Option<&'static str> {
     if spec.fault.is_some() {
@@ -593,25 +601,17 @@ impl Crew {
             return;
         }
         self.halted = self.drive;
-        let drive = self.drive;
-        let halt = serde_json::to_vec(&Command::Halt { drive }).unwrap_or_default();
+        let halt = Command::Halt { drive: self.drive };
         for p in self.active() {
-            let _ = self
-                .client
-                .publish(self.members[p.member].subject.clone(), halt.clone().into())
-                .await;
+            tell(&self.client, &self.members[p.member].subject, &halt).await;
         }
     }
 
     /// Tells the drive's workers to give up (the coordinator's drive failed).
     async fn abort(&mut self, why: &str) {
-        let drive = self.drive;
-        let abort = serde_json::to_vec(&Command::Abort { drive }).unwrap_or_default();
+        let abort = Command::Abort { drive: self.drive };
         for p in self.parts.iter_mut() {
-            let _ = self
-                .client
-                .publish(self.members[p.member].subject.clone(), abort.clone().into())
-                .await;
+            tell(&self.client, &self.members[p.member].subject, &abort).await;
             if p.status.is_none() && p.report.is_none() {
                 p.status = Some(("aborted", format!("the coordinator's drive failed: {why}")));
             }

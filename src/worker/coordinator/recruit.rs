@@ -13,7 +13,7 @@ use anyhow::{Context, Result, anyhow};
 use async_nats::Client;
 use futures::StreamExt;
 
-use super::{COMMAND_TIMEOUT, Crew, Heard, Member, Workers, request};
+use super::{COMMAND_TIMEOUT, Crew, Heard, Member, Workers, request, tell};
 use crate::worker::AbortOnDrop;
 use crate::worker::clock::{self, ClockEstimate};
 use crate::worker::protocol::{
@@ -88,7 +88,7 @@ pub async fn recruit(
         if members.iter().any(|m| m.announce.id == announce.id) {
             continue;
         }
-        if let Some(member) = recruiter.enlist(announce).await? {
+        if let Some(member) = recruiter.enlist(announce).await {
             members.push(member);
         }
     }
@@ -165,17 +165,15 @@ impl Recruiter<'_> {
     /// Takes one announced worker through joining: its release checked,
     /// its recruit answered, its clock settled; `None` when it was
     /// refused, declined or was let go.
-    async fn enlist(&mut self, announce: Announce) -> Result<Option<Member>> {
+    async fn enlist(&mut self, announce: Announce) -> Option<Member> {
         let subject = worker_subject(self.group, &announce.id);
-        if self.refuse_mismatch(&announce, &subject).await? {
-            return Ok(None);
+        if self.refuse_mismatch(&announce, &subject).await {
+            return None;
         }
         if !self.ask_to_join(&announce, &subject).await {
-            return Ok(None);
+            return None;
         }
-        let Some(estimate) = self.settle_clock(&announce, &subject).await? else {
-            return Ok(None);
-        };
+        let estimate = self.settle_clock(&announce, &subject).await?;
         self.heard
             .lock()
             .expect("not poisoned")
@@ -190,38 +188,35 @@ impl Recruiter<'_> {
             us(estimate.uncertainty_ns),
             us(estimate.rtt_ns),
         ));
-        Ok(Some(Member {
+        Some(Member {
             announce,
             subject,
             clock: estimate,
             residual: None,
             lost: None,
-        }))
+        })
     }
 
     /// Refuses a worker of another release, telling it why and warning
     /// once per reason: its results could not be merged with this
     /// process's. Says whether it was refused.
-    async fn refuse_mismatch(&mut self, announce: &Announce, subject: &str) -> Result<bool> {
+    async fn refuse_mismatch(&mut self, announce: &Announce, subject: &str) -> bool {
         let Some(differs) = self.me.mismatch(&announce.identity) else {
-            return Ok(false);
+            return false;
         };
         let reason = format!(
             "worker {} ({}, pid {}) refused: it runs {differs} (this coordinator's); run the same jsbench release on every host",
             announce.id, announce.host, announce.pid
         );
-        let refuse = serde_json::to_vec(&Command::Refuse {
+        let refuse = Command::Refuse {
             reason: reason.clone(),
-        })?;
-        let _ = self
-            .client
-            .publish(subject.to_string(), refuse.into())
-            .await;
+        };
+        tell(self.client, subject, &refuse).await;
         if !self.refused.contains(&reason) {
             self.progress.println(&format!("warning: {reason}"));
             self.refused.push(reason);
         }
-        Ok(true)
+        true
     }
 
     /// Asks a compatible worker to join this run; says whether it did. A
@@ -262,24 +257,16 @@ impl Recruiter<'_> {
     /// Puts a joined worker on this process's time base. A worker whose
     /// clock cannot be settled is let go, not trusted: its latencies would
     /// carry an unknown error.
-    async fn settle_clock(
-        &self,
-        announce: &Announce,
-        subject: &str,
-    ) -> Result<Option<ClockEstimate>> {
+    async fn settle_clock(&self, announce: &Announce, subject: &str) -> Option<ClockEstimate> {
         match correct_clock(self.client, subject).await {
-            Ok(estimate) => Ok(Some(estimate)),
+            Ok(estimate) => Some(estimate),
             Err(e) => {
                 self.progress.println(&format!(
                     "warning: worker {} let go: its clock could not be measured and corrected: {e:#}",
                     announce.id
                 ));
-                let dismiss = serde_json::to_vec(&Command::Dismiss)?;
-                let _ = self
-                    .client
-                    .publish(subject.to_string(), dismiss.into())
-                    .await;
-                Ok(None)
+                tell(self.client, subject, &Command::Dismiss).await;
+                None
             }
         }
     }
