@@ -145,17 +145,6 @@ impl ConnectionRequest {
             env: Environment::from_process(),
         }
     }
-
-    /// Only a server URL (tests, and callers that know their server).
-    pub fn server(url: &str) -> Self {
-        ConnectionRequest {
-            flags: ConnectionFlags {
-                server: Some(url.to_string()),
-                ..Default::default()
-            },
-            env: Environment::empty(),
-        }
-    }
 }
 
 /// What to connect to.

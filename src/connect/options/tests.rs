@@ -357,7 +357,11 @@ fn profiles_of_one_run_must_agree_on_the_server() {
     assert!(e.0.contains("profiles a and b"), "{e}");
     assert!(resolve_all(&req, [("a", Some(&a)), ("c", Some(&a))], false).is_ok());
     // A flag overrides both, so they agree.
-    let req = ConnectionRequest::server("nats://127.0.0.1:4444");
+    let flags = ConnectionFlags {
+        server: Some("nats://127.0.0.1:4444".into()),
+        ..Default::default()
+    };
+    let req = request(flags, Environment::empty());
     assert!(resolve_all(&req, [("a", Some(&a)), ("b", Some(&b))], false).is_ok());
 }
 
