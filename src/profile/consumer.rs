@@ -152,7 +152,7 @@ pub struct PushPlan {
 /// the publishers' three choices: `auto` takes the direct one ([`crate::wire`],
 /// acks written in place) where the consumer's plan allows it, for pull
 /// consumers that ack every delivery at once; async-nats elsewhere.
-pub type ConsumerClient = super::publish::PublishClient;
+pub type ConsumerClient = super::client::PublishClient;
 
 /// What one pull request asks beyond its batch.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
