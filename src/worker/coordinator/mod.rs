@@ -125,38 +125,6 @@ pub struct Crew {
     _tasks: Vec<AbortOnDrop>,
 }
 
-impl Crew {
-    /// The crew as recruiting leaves it: every member joined, no drive
-    /// led yet, and the progress listener and the beat to stop with it.
-    fn new(
-        client: &Client,
-        options: &RecruitOptions,
-        run: String,
-        members: Vec<Member>,
-        heard: Heard,
-        tasks: Vec<AbortOnDrop>,
-    ) -> Crew {
-        Crew {
-            client: client.clone(),
-            group: options.group.clone(),
-            run,
-            members,
-            heard,
-            silence: options.silence,
-            drive: 0,
-            label: String::new(),
-            local: Share {
-                publishers: Vec::new(),
-                consumers: Vec::new(),
-            },
-            parts: Vec::new(),
-            record: None,
-            halted: 0,
-            _tasks: tasks,
-        }
-    }
-}
-
 async fn request(
     client: &Client,
     subject: &str,

@@ -14,6 +14,7 @@ use async_nats::Client;
 use futures::StreamExt;
 
 use super::{COMMAND_TIMEOUT, Crew, Heard, Member, Workers, request, tell};
+use crate::drive::Share;
 use crate::worker::AbortOnDrop;
 use crate::worker::clock::{self, ClockEstimate};
 use crate::worker::protocol::{
@@ -93,15 +94,28 @@ pub async fn recruit(
         }
     }
     drop(announces);
+    // The crew as recruiting leaves it: every member joined, no drive led
+    // yet, and the progress listener and the beat to stop with it.
+    let crew = Crew {
+        client: client.clone(),
+        group: options.group.clone(),
+        run: recruiter.run,
+        members,
+        heard: recruiter.heard,
+        silence: options.silence,
+        drive: 0,
+        label: String::new(),
+        local: Share {
+            publishers: Vec::new(),
+            consumers: Vec::new(),
+        },
+        parts: Vec::new(),
+        record: None,
+        halted: 0,
+        _tasks: tasks,
+    };
     Ok(Workers {
-        crew: tokio::sync::Mutex::new(Crew::new(
-            client,
-            options,
-            recruiter.run,
-            members,
-            recruiter.heard,
-            tasks,
-        )),
+        crew: tokio::sync::Mutex::new(crew),
         log: Mutex::new(Vec::new()),
     })
 }
