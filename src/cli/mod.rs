@@ -19,6 +19,7 @@ use crate::server::CLUSTER_SIZES;
 use crate::system::error::{self, EXIT_OK, UsageError};
 use crate::system::progress::ProgressMode;
 use signals::interruptible;
+use tokio_util::sync::CancellationToken;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -700,14 +701,20 @@ fn run_command(args: RunArgs) -> Result<i32> {
             args.consumer_threads.map_or(consume, usize::from),
         );
     }
+    Ok(until_done(|stop| run(options, stop))??.exit_code())
+}
+
+/// Runs `work` on a runtime Ctrl-C stops. Everything measured is written
+/// once it returns: a task still blocked then (a failed variant's
+/// publishers get 15 s to stop, and one that does not is left behind)
+/// must not keep the process from exiting with its status.
+fn until_done<F: std::future::Future>(
+    work: impl FnOnce(CancellationToken) -> F,
+) -> Result<F::Output> {
     let (runtime, stop) = interruptible()?;
-    let outcome = runtime.block_on(run(options, stop));
-    // Everything measured is written by now: a task still blocked
-    // (a failed variant's publishers get 15 s to stop, and one
-    // that does not is left behind) must not keep the process from
-    // exiting with its status.
+    let output = runtime.block_on(work(stop));
     runtime.shutdown_timeout(Duration::from_secs(5));
-    Ok(outcome?.exit_code())
+    Ok(output)
 }
 
 /// `jsbench ab`: its flags into the sides and the rule they are judged by.
@@ -773,11 +780,7 @@ fn ab_side(args: AbSideArgs) -> Result<i32> {
         monitor: args.monitor,
         server_pids: args.server_pids,
     };
-    let (runtime, stop) = interruptible()?;
-    let code = runtime.block_on(crate::run::side::serve(options, stop));
-    // As after a run: a task still blocked must not hold up the exit.
-    runtime.shutdown_timeout(Duration::from_secs(5));
-    code
+    until_done(|stop| crate::run::side::serve(options, stop))?
 }
 
 /// The exit status for an error that ended a command: a usage error or a
