@@ -189,23 +189,22 @@ impl Shared {
     /// `name`, `duration` (required), `warmup`, `drain_timeout`, checked.
     pub fn common(&mut self, kind: &'static str, problems: &mut Problems) -> CommonPlan {
         let mut common = self.counted(kind, DRAIN_TIMEOUT, problems);
-        let key = |k: &str| format!("{}.{k}", self.prefix);
         match self.section.duration {
             Some(d) => {
                 common.duration = d.0;
                 problems.range(
-                    &key("duration"),
+                    &self.key("duration"),
                     d.0.as_secs_f64(),
                     0.1,
                     86_400.0,
                     " seconds",
                 );
             }
-            None => problems.push(key("duration"), "missing; e.g. duration = \"10s\""),
+            None => problems.push(self.key("duration"), "missing; e.g. duration = \"10s\""),
         }
         common.warmup = self.section.warmup.map_or(Duration::ZERO, |d| d.0);
         problems.range(
-            &key("warmup"),
+            &self.key("warmup"),
             common.warmup.as_secs_f64(),
             0.0,
             3_600.0,
@@ -222,16 +221,15 @@ impl Shared {
         drain: Duration,
         problems: &mut Problems,
     ) -> CommonPlan {
-        let key = |k: &str| format!("{}.{k}", self.prefix);
         let name = self.section.name.take();
         if let Some(name) = &name
             && !is_safe_name(name)
         {
-            problems.push(key("name"), format!("{name:?} {NAME_RULE}"));
+            problems.push(self.key("name"), format!("{name:?} {NAME_RULE}"));
         }
         let drain_timeout = self.section.drain_timeout.map_or(drain, |d| d.0);
         problems.range(
-            &key("drain_timeout"),
+            &self.key("drain_timeout"),
             drain_timeout.as_secs_f64(),
             0.1,
             3_600.0,
