@@ -10,7 +10,7 @@ use futures::StreamExt;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use super::AbortOnDrop;
+use super::beat;
 use super::merge::part_counts;
 use super::protocol::{
     self, Announce, Command, Heartbeat, Identity, PartReport, Reply, announce_subject,
@@ -257,11 +257,18 @@ async fn serve_run(
         worker: id.to_string(),
         ..Default::default()
     }));
-    let _stop_heartbeat = AbortOnDrop(spawn_heartbeat(
+    // The worker's proof of life during a run: its latest progress,
+    // published on an interval whether or not a drive is under way.
+    let heartbeat = latest.clone();
+    let _heartbeat = beat(
         client,
-        &latest,
         progress_subject(group, run),
-    ));
+        PROGRESS_EVERY,
+        move || {
+            let p = heartbeat.lock().expect("not poisoned").clone();
+            serde_json::to_vec(&p).ok()
+        },
+    );
     let mut following = Following {
         client,
         settings,
@@ -297,26 +304,6 @@ async fn serve_run(
         c.abort();
     }
     Ok((ended, ended == "over"))
-}
-
-/// The worker's proof of life during a run: its latest progress,
-/// published on an interval whether or not a drive is under way.
-fn spawn_heartbeat(
-    client: &Client,
-    latest: &Arc<Mutex<Heartbeat>>,
-    subject: String,
-) -> tokio::task::JoinHandle<()> {
-    let (client, latest) = (client.clone(), latest.clone());
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(PROGRESS_EVERY);
-        loop {
-            tick.tick().await;
-            let p = latest.lock().expect("not poisoned").clone();
-            if let Ok(bytes) = serde_json::to_vec(&p) {
-                let _ = client.publish(subject.clone(), bytes.into()).await;
-            }
-        }
-    })
 }
 
 /// One run as this worker follows it: what answering the coordinator's

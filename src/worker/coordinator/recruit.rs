@@ -15,12 +15,12 @@ use futures::StreamExt;
 
 use super::{COMMAND_TIMEOUT, Crew, Heard, Member, Workers, request, tell};
 use crate::drive::Share;
-use crate::worker::AbortOnDrop;
 use crate::worker::clock::{self, ClockEstimate};
 use crate::worker::protocol::{
     Announce, Command, Heartbeat, Identity, Reply, announce_subject, beat_subject,
     progress_subject, worker_subject,
 };
+use crate::worker::{AbortOnDrop, beat};
 
 /// How `run --workers` finds and watches its workers.
 #[derive(Debug, Clone)]
@@ -57,7 +57,11 @@ pub async fn recruit(
     let (heard, listener) = listen_for_progress(client, group, &run).await?;
     let tasks = vec![
         AbortOnDrop(listener),
-        AbortOnDrop(spawn_beat(client, group, &run)),
+        // The coordinator's proof of life: a worker gives its run up when
+        // the beat stops.
+        beat(client, beat_subject(group, &run), BEAT_EVERY, || {
+            Some(b"beat".to_vec())
+        }),
     ];
     progress.println(&format!(
         "jsbench: waiting up to {} for {} worker{} in group {group}; on each host run:\n  jsbench worker -s {urls} --group {group}",
@@ -147,19 +151,6 @@ async fn listen_for_progress(
         })
     };
     Ok((heard, listener))
-}
-
-/// The coordinator's proof of life: a worker gives its run up when the
-/// beat stops.
-fn spawn_beat(client: &Client, group: &str, run: &str) -> tokio::task::JoinHandle<()> {
-    let (client, subject) = (client.clone(), beat_subject(group, run));
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(BEAT_EVERY);
-        loop {
-            tick.tick().await;
-            let _ = client.publish(subject.clone(), "beat".into()).await;
-        }
-    })
 }
 
 /// What the steps of recruiting share: who recruits for which run, where
