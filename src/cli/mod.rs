@@ -19,7 +19,6 @@ use crate::server::CLUSTER_SIZES;
 use crate::system::error::{self, EXIT_OK, UsageError};
 use crate::system::progress::ProgressMode;
 use signals::interruptible;
-use tokio_util::sync::CancellationToken;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -701,20 +700,14 @@ fn run_command(args: RunArgs) -> Result<i32> {
             args.consumer_threads.map_or(consume, usize::from),
         );
     }
-    Ok(until_done(|stop| run(options, stop))??.exit_code())
-}
-
-/// Runs `work` on a runtime Ctrl-C stops. Everything measured is written
-/// once it returns: a task still blocked then (a failed variant's
-/// publishers get 15 s to stop, and one that does not is left behind)
-/// must not keep the process from exiting with its status.
-fn until_done<F: std::future::Future>(
-    work: impl FnOnce(CancellationToken) -> F,
-) -> Result<F::Output> {
     let (runtime, stop) = interruptible()?;
-    let output = runtime.block_on(work(stop));
+    let outcome = runtime.block_on(run(options, stop));
+    // Everything measured is written by now: a task still blocked
+    // (a failed variant's publishers get 15 s to stop, and one
+    // that does not is left behind) must not keep the process from
+    // exiting with its status.
     runtime.shutdown_timeout(Duration::from_secs(5));
-    Ok(output)
+    Ok(outcome?.exit_code())
 }
 
 /// `jsbench ab`: its flags into the sides and the rule they are judged by.
@@ -780,7 +773,11 @@ fn ab_side(args: AbSideArgs) -> Result<i32> {
         monitor: args.monitor,
         server_pids: args.server_pids,
     };
-    until_done(|stop| crate::run::side::serve(options, stop))?
+    let (runtime, stop) = interruptible()?;
+    let code = runtime.block_on(crate::run::side::serve(options, stop));
+    // As after a run: a task still blocked must not hold up the exit.
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    code
 }
 
 /// The exit status for an error that ended a command: a usage error or a
