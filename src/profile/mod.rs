@@ -245,18 +245,12 @@ fn read_scenario<K: Kinds>(
     let prefix = format!("scenario[{i}]");
     let kind = match table.remove("kind") {
         Some(toml::Value::String(kind)) => kind,
-        Some(other) => {
-            problems.push(
-                format!("{prefix}.kind"),
-                format!("must be a string, found {}", other.type_str()),
-            );
-            return None;
-        }
-        None => {
-            problems.push(
-                format!("{prefix}.kind"),
-                format!("missing; one of: {}", K::NAMES.join(", ")),
-            );
+        other => {
+            let why = match other {
+                Some(v) => format!("must be a string, found {}", v.type_str()),
+                None => format!("missing; one of: {}", K::NAMES.join(", ")),
+            };
+            problems.push(format!("{prefix}.kind"), why);
             return None;
         }
     };
