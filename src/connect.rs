@@ -356,10 +356,7 @@ impl ConnectSettings {
         options = options.event_callback(move |event| {
             match event {
                 async_nats::Event::ServerError(async_nats::ServerError::Other(text)) => {
-                    let mut kept = refusals.lock().expect("not poisoned");
-                    if kept.len() < MAX_REFUSALS && !kept.contains(&text) {
-                        kept.push(text);
-                    }
+                    keep_refusal(&refusals, &text)
                 }
                 async_nats::Event::Disconnected | async_nats::Event::Connected => {
                     let now = crate::record::clock::now_ns();
@@ -468,10 +465,7 @@ impl ConnectSettings {
     /// Keeps a server's refusal (an asynchronous `-ERR`) a direct
     /// connection read, as the async-nats connections' event callback does.
     pub fn note_refusal(&self, text: &str) {
-        let mut kept = self.refusals.lock().expect("not poisoned");
-        if kept.len() < MAX_REFUSALS && !kept.iter().any(|k| k == text) {
-            kept.push(text.to_string());
-        }
+        keep_refusal(&self.refusals, text);
     }
 
     /// The servers to try, in order.
@@ -553,6 +547,14 @@ impl ConnectSettings {
             }
             _ => anyhow!("cannot connect to {urls}: {detail}"),
         }
+    }
+}
+
+/// Keeps a refusal once, up to [`MAX_REFUSALS`] of them.
+fn keep_refusal(refusals: &Mutex<Vec<String>>, text: &str) {
+    let mut kept = refusals.lock().expect("not poisoned");
+    if kept.len() < MAX_REFUSALS && !kept.iter().any(|k| k == text) {
+        kept.push(text.to_string());
     }
 }
 

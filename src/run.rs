@@ -24,8 +24,8 @@ use crate::streams::provision::{self, Names, Provisioner, SizedMaxBytes};
 use crate::system::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
 use crate::system::progress::{Progress, ProgressMode};
 use crate::variant::{VariantResult, VariantSink};
-use crate::worker::Workers;
 use crate::worker::coordinator::{Annotate, RecruitOptions, recruit};
+use crate::worker::{AbortOnDrop, Workers};
 
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
@@ -127,11 +127,10 @@ fn validate(options: &RunOptions) -> Result<(Vec<Profile>, Resolution)> {
         .iter()
         .map(|p| scenario::load(p))
         .collect::<Result<_>>()?;
-    let named: Vec<(&str, Option<&profile::ConnectionPlan>)> = profiles
+    let named = profiles
         .iter()
-        .map(|p| (p.name.as_str(), p.connection.as_ref()))
-        .collect();
-    let resolution = resolve_all(&options.connection, &named, options.cluster.is_some())?;
+        .map(|p| (p.name.as_str(), p.connection.as_ref()));
+    let resolution = resolve_all(&options.connection, named, options.cluster.is_some())?;
     for note in &resolution.notes {
         eprintln!("note: {note}");
     }
@@ -571,8 +570,8 @@ fn rfc3339(t: time::OffsetDateTime) -> String {
 }
 
 /// Serves `GET /metrics` ([`crate::system::live::exposition`]) on `addr` until the
-/// returned guard is dropped.
-async fn serve_metrics(addr: std::net::SocketAddr) -> Result<MetricsServer> {
+/// returned guard is dropped: the metrics listener stops when the run returns.
+async fn serve_metrics(addr: std::net::SocketAddr) -> Result<AbortOnDrop> {
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
         crate::system::error::UsageError(format!(
             "--metrics-listen {addr}: cannot listen there: {e}"
@@ -621,10 +620,9 @@ async fn serve_metrics(addr: std::net::SocketAddr) -> Result<MetricsServer> {
             });
         }
     });
-    Ok(MetricsServer(task))
+    Ok(AbortOnDrop(task))
 }
 
-/// Stops the metrics listener when the run returns.
 /// Names how the server's CPU was read beside every variant reporting a
 /// figure from it: process accounting and /varz differ in window and lag,
 /// and a comparison across methods compares those too.
@@ -646,13 +644,5 @@ impl VariantSink for ServerCpuMethod<'_> {
             variant.param("server_cpu_method", &self.method);
         }
         self.inner.record(scenario, variant)
-    }
-}
-
-struct MetricsServer(tokio::task::JoinHandle<()>);
-
-impl Drop for MetricsServer {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }

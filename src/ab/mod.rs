@@ -119,11 +119,10 @@ pub async fn command(options: AbOptions, stop: CancellationToken) -> Result<i32>
         .collect::<Result<_>>()?;
     let rule = rule(&options, &profiles)?;
     let profiles = slice::without_faults(profiles)?;
-    let named: Vec<(&str, Option<&profile::ConnectionPlan>)> = profiles
+    let named = profiles
         .iter()
-        .map(|p| (p.name.as_str(), p.connection.as_ref()))
-        .collect();
-    let resolution = resolve_all(&options.connection, &named, options.cluster.is_some())?;
+        .map(|p| (p.name.as_str(), p.connection.as_ref()));
+    let resolution = resolve_all(&options.connection, named, options.cluster.is_some())?;
     let given = resolution.remote.is_some();
     if given && matches!(options.sides, Sides::Server { .. }) {
         return Err(UsageError(

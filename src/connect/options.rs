@@ -29,6 +29,7 @@ use std::time::Duration;
 use super::context::{self, Context};
 use super::environment::Environment;
 use super::{Auth, ConnectSettings, JsApi, Secret, TlsSettings};
+use crate::profile::connection::domain_problem;
 use crate::profile::{ConnectionPlan, parse_duration};
 use crate::system::error::UsageError;
 use crate::system::url::{self, UrlCredentials};
@@ -142,17 +143,6 @@ impl ConnectionRequest {
         ConnectionRequest {
             flags,
             env: Environment::from_process(),
-        }
-    }
-
-    /// Only a server URL (tests, and callers that know their server).
-    pub fn server(url: &str) -> Self {
-        ConnectionRequest {
-            flags: ConnectionFlags {
-                server: Some(url.to_string()),
-                ..Default::default()
-            },
-            env: Environment::empty(),
         }
     }
 }
@@ -380,8 +370,12 @@ pub fn resolve(
         (Source::Context, context_layer),
     ];
 
-    let timeout = pick(&layers, |l| l.timeout).map_or(DEFAULT_TIMEOUT, |(t, _)| t);
-    let name = pick(&layers, |l| l.name.clone()).map_or_else(|| "jsbench".into(), |(n, _)| n);
+    let timeout_pick = pick(&layers, |l| l.timeout);
+    let name_pick = pick(&layers, |l| l.name.clone());
+    let timeout = timeout_pick.map_or(DEFAULT_TIMEOUT, |(t, _)| t);
+    let name = name_pick
+        .clone()
+        .map_or_else(|| "jsbench".into(), |(n, _)| n);
 
     let Some((urls, url_source)) = pick(&layers, |l| l.url.clone()) else {
         refuse_unused_settings(&layers, &origins)?;
@@ -401,7 +395,16 @@ pub fn resolve(
     let auth = resolve_auth(&layers, &origins, &mut sources, &mut notes)?;
     let tls = resolve_tls(&layers, &origins, &mut sources, &parsed)?;
     let js_api = resolve_js_api(&layers, &origins, &mut sources)?;
-    record_timeout_and_name_sources(&layers, &origins, &mut sources);
+    // Picked above, as the embedded server uses them too.
+    let picked = [
+        ("timeout", timeout_pick.map(|(_, s)| s)),
+        ("connection_name", name_pick.map(|(_, s)| s)),
+    ];
+    for (field, source) in picked {
+        if let Some(s) = source {
+            sources.insert(field.into(), origins.of(s, field));
+        }
+    }
 
     let mut settings = ConnectSettings::from_parsed(parsed, timeout);
     settings.auth = auth;
@@ -466,16 +469,14 @@ fn refuse_named_server(
 /// With `--cluster`, a server named by the environment is ambient rather
 /// than asked for: it is set aside with a note instead of an error.
 fn ignored_for_cluster(env_layer: &Layer, env: &Environment) -> Vec<String> {
-    let mut notes = Vec::new();
-    for (var, set) in [
+    [
         ("NATS_URL", env_layer.url.is_some()),
         ("NATS_CONTEXT", env.get("NATS_CONTEXT").is_some()),
-    ] {
-        if set {
-            notes.push(format!("--cluster starts local servers; ignoring {var}"));
-        }
-    }
-    notes
+    ]
+    .into_iter()
+    .filter(|(_, set)| *set)
+    .map(|(var, _)| format!("--cluster starts local servers; ignoring {var}"))
+    .collect()
 }
 
 /// Loads the named context; fields jsbench does not know are named in a
@@ -571,38 +572,17 @@ fn resolve_js_api(
     Ok(js_api)
 }
 
-/// Where the timeout and connection name came from, for the named server's
-/// settings; their values are picked earlier, as the embedded server uses
-/// them too.
-fn record_timeout_and_name_sources(
-    layers: &[(Source, Layer)],
-    origins: &Origins,
-    sources: &mut BTreeMap<String, String>,
-) {
-    for (field, value) in [
-        ("timeout", pick(layers, |l| l.timeout).map(|(_, s)| s)),
-        (
-            "connection_name",
-            pick(layers, |l| l.name.clone()).map(|(_, s)| s),
-        ),
-    ] {
-        if let Some(s) = value {
-            sources.insert(field.into(), origins.of(s, field));
-        }
-    }
-}
-
 /// Resolves the connection of every profile of one run. They share one
 /// server (jsbench connects once), so profiles that name different
 /// connections must run separately.
-pub fn resolve_all(
+pub fn resolve_all<'a>(
     request: &ConnectionRequest,
-    profiles: &[(&str, Option<&ConnectionPlan>)],
+    profiles: impl IntoIterator<Item = (&'a str, Option<&'a ConnectionPlan>)>,
     local_cluster: bool,
 ) -> Result<Resolution, UsageError> {
     let mut first: Option<(&str, Resolution)> = None;
     for (name, plan) in profiles {
-        let resolution = resolve(request, name, *plan, local_cluster)?;
+        let resolution = resolve(request, name, plan, local_cluster)?;
         match &first {
             None => first = Some((name, resolution)),
             Some((first_name, r)) => {
@@ -630,8 +610,7 @@ fn pick<T>(layers: &[(Source, Layer)], get: impl Fn(&Layer) -> Option<T>) -> Opt
 
 /// Settings a layer gives that only make sense with a named server.
 fn set_fields(l: &Layer) -> Vec<&'static str> {
-    let mut out = Vec::new();
-    for (set, name) in [
+    [
         (l.user.is_some(), "user"),
         (l.password.is_some(), "password"),
         (l.token.is_some(), "token"),
@@ -642,30 +621,23 @@ fn set_fields(l: &Layer) -> Vec<&'static str> {
         (l.ca.is_some(), "ca"),
         (l.tls_first.is_some(), "tls_first"),
         (l.js_domain.is_some(), "jetstream_domain"),
-    ] {
-        if set {
-            out.push(name);
-        }
-    }
-    out
+    ]
+    .into_iter()
+    .filter_map(|(set, name)| set.then_some(name))
+    .collect()
 }
 
 /// The methods a layer gives, in natscli's order of preference.
 fn methods(l: &Layer) -> Vec<&'static str> {
-    let mut out = Vec::new();
-    if l.user.is_some() || l.password.is_some() {
-        out.push("user");
-    }
-    if l.creds.is_some() {
-        out.push("creds");
-    }
-    if l.nkey.is_some() {
-        out.push("nkey");
-    }
-    if l.token.is_some() {
-        out.push("token");
-    }
-    out
+    [
+        (l.user.is_some() || l.password.is_some(), "user"),
+        (l.creds.is_some(), "creds"),
+        (l.nkey.is_some(), "nkey"),
+        (l.token.is_some(), "token"),
+    ]
+    .into_iter()
+    .filter_map(|(set, method)| set.then_some(method))
+    .collect()
 }
 
 fn resolve_auth(
@@ -677,10 +649,7 @@ fn resolve_auth(
     for (source, layer) in layers {
         let found = methods(layer);
         if found.len() > 1 {
-            let names: Vec<String> = found
-                .iter()
-                .map(|m| origins.of(*source, if *m == "user" { "user" } else { m }))
-                .collect();
+            let names: Vec<String> = found.iter().map(|m| origins.of(*source, m)).collect();
             return Err(UsageError(format!(
                 "{} are alternative ways to authenticate; give one",
                 names.join(" and ")
@@ -861,15 +830,10 @@ fn check_pem(path: &Path, origin: &str, block: &str) -> Result<(), UsageError> {
 }
 
 fn check_domain(domain: &str, origin: &str) -> Result<(), UsageError> {
-    if domain
-        .chars()
-        .any(|c| c.is_whitespace() || matches!(c, '.' | '*' | '>'))
-    {
-        return Err(UsageError(format!(
-            "{origin} {domain:?}: a JetStream domain may not contain spaces, '.', '*' or '>'"
-        )));
+    match domain_problem(domain) {
+        Some(why) => Err(UsageError(format!("{origin} {why}"))),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -276,7 +276,7 @@ pub struct Direct {
 impl Direct {
     pub fn new(config: ConsumerConfig, progress: Arc<ConsumerProgress>, inbox: &[u8]) -> Direct {
         let mut report = ConsumerReport::empty(&config);
-        report.client = ConsumerClient::Direct.label().into();
+        report.client = ConsumerClient::Direct.name().into();
         let plan = &config.plan;
         let heartbeat = plan.pull.idle_heartbeat.unwrap_or(super::source::HEARTBEAT);
         let expires = plan.pull.expires.unwrap_or(super::source::PULL_EXPIRES);

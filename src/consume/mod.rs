@@ -209,7 +209,7 @@ pub struct ConsumerReport {
 }
 
 fn async_nats_label() -> String {
-    ConsumerClient::AsyncNats.label().into()
+    ConsumerClient::AsyncNats.name().into()
 }
 
 /// The effects of the work handlers did: applied (a sequence once per

@@ -18,10 +18,10 @@ use super::problems::Problems;
 use crate::units::Dur;
 
 /// The written form, checked by [`ArrivalSpec::validate`].
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ArrivalSpec(ArrivalTable);
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ArrivalTable {
     pattern: Pattern,
@@ -44,9 +44,10 @@ struct StepSpec {
     for_: Dur,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 enum Pattern {
+    #[default]
     Steady,
     Poisson,
     Bursts,
@@ -70,14 +71,7 @@ impl<'de> Deserialize<'de> for ArrivalSpec {
                 })?;
                 ArrivalTable {
                     pattern,
-                    seed: None,
-                    size: None,
-                    spacing: None,
-                    pause: None,
-                    gaps: None,
-                    steps: None,
-                    from: None,
-                    to: None,
+                    ..Default::default()
                 }
             }
             other => ArrivalTable::deserialize(other).map_err(serde::de::Error::custom)?,
@@ -90,38 +84,21 @@ impl ArrivalSpec {
     pub fn validate(&self, path: &str, problems: &mut Problems) -> ArrivalPlan {
         let t = &self.0;
         let key = |k: &str| format!("{path}.{k}");
-        let only = |problems: &mut Problems, k: &str, set: bool, pattern: &str| {
-            if set {
+        // Each pattern's own keys, refused beside any other pattern.
+        let owned = [
+            ("seed", t.seed.is_some(), Pattern::Poisson, "poisson"),
+            ("size", t.size.is_some(), Pattern::Bursts, "bursts"),
+            ("spacing", t.spacing.is_some(), Pattern::Bursts, "bursts"),
+            ("pause", t.pause.is_some(), Pattern::Bursts, "bursts"),
+            ("gaps", t.gaps.is_some(), Pattern::Gaps, "gaps"),
+            ("steps", t.steps.is_some(), Pattern::Steps, "steps"),
+            ("from", t.from.is_some(), Pattern::Ramp, "ramp"),
+            ("to", t.to.is_some(), Pattern::Ramp, "ramp"),
+        ];
+        for (k, set, owner, pattern) in owned {
+            if set && t.pattern != owner {
                 problems.push(key(k), format!("applies to pattern = \"{pattern}\" only"));
             }
-        };
-        only(
-            problems,
-            "seed",
-            t.seed.is_some() && t.pattern != Pattern::Poisson,
-            "poisson",
-        );
-        for (k, set) in [
-            ("size", t.size.is_some()),
-            ("spacing", t.spacing.is_some()),
-            ("pause", t.pause.is_some()),
-        ] {
-            only(problems, k, set && t.pattern != Pattern::Bursts, "bursts");
-        }
-        only(
-            problems,
-            "gaps",
-            t.gaps.is_some() && t.pattern != Pattern::Gaps,
-            "gaps",
-        );
-        only(
-            problems,
-            "steps",
-            t.steps.is_some() && t.pattern != Pattern::Steps,
-            "steps",
-        );
-        for (k, set) in [("from", t.from.is_some()), ("to", t.to.is_some())] {
-            only(problems, k, set && t.pattern != Pattern::Ramp, "ramp");
         }
         let hour = 3_600.0;
         match t.pattern {
@@ -223,22 +200,6 @@ impl ArrivalSpec {
                 ArrivalPlan::Ramp { from, to }
             }
         }
-    }
-}
-
-impl Default for ArrivalSpec {
-    fn default() -> Self {
-        ArrivalSpec(ArrivalTable {
-            pattern: Pattern::Steady,
-            seed: None,
-            size: None,
-            spacing: None,
-            pause: None,
-            gaps: None,
-            steps: None,
-            from: None,
-            to: None,
-        })
     }
 }
 

@@ -103,15 +103,8 @@ impl ConnectionSection {
                 format!("a client certificate needs both cert and key; add connection.{missing}"),
             );
         }
-        if let Some(domain) = &self.jetstream_domain
-            && domain
-                .chars()
-                .any(|c| c.is_whitespace() || matches!(c, '.' | '*' | '>'))
-        {
-            problems.push(
-                "connection.jetstream_domain",
-                format!("{domain:?}: a JetStream domain may not contain spaces, '.', '*' or '>'"),
-            );
+        if let Some(why) = self.jetstream_domain.as_deref().and_then(domain_problem) {
+            problems.push("connection.jetstream_domain", why);
         }
         let timeout = self.timeout.map(|d| d.0);
         if let Some(t) = timeout {
@@ -138,6 +131,15 @@ impl ConnectionSection {
             jetstream_domain: self.jetstream_domain.clone(),
         }
     }
+}
+
+/// What is wrong with a JetStream domain, if anything: it becomes a
+/// subject token (`$JS.<domain>.API`).
+pub fn domain_problem(domain: &str) -> Option<String> {
+    let bad = |c: char| c.is_whitespace() || matches!(c, '.' | '*' | '>');
+    domain
+        .contains(bad)
+        .then(|| format!("{domain:?}: a JetStream domain may not contain spaces, '.', '*' or '>'"))
 }
 
 /// A profile's `[connection]`, with natscli's context field names; paths

@@ -148,29 +148,11 @@ pub struct PushPlan {
     pub rate_limit: Option<u64>,
 }
 
-/// The client a durable consumer reads with (`[scenario.consumer] client`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ConsumerClient {
-    /// Direct where the consumer's plan allows it, async-nats elsewhere.
-    #[default]
-    Auto,
-    /// A NATS connection read frame by frame, acks written in place
-    /// ([`crate::wire`]): pull consumers that ack every delivery at once.
-    Direct,
-    AsyncNats,
-}
-
-impl ConsumerClient {
-    /// The name results give the client that ran.
-    pub fn label(self) -> &'static str {
-        match self {
-            ConsumerClient::Auto => "auto",
-            ConsumerClient::Direct => "direct",
-            ConsumerClient::AsyncNats => "async-nats",
-        }
-    }
-}
+/// The client a durable consumer reads with (`[scenario.consumer] client`),
+/// the publishers' three choices: `auto` takes the direct one ([`crate::wire`],
+/// acks written in place) where the consumer's plan allows it, for pull
+/// consumers that ack every delivery at once; async-nats elsewhere.
+pub type ConsumerClient = super::client::PublishClient;
 
 /// What one pull request asks beyond its batch.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -397,22 +379,28 @@ impl ConsumerSection {
             (1, 100_000),
             " pull requests",
         );
-        let expiries = items(&self.expires);
-        for (i, d) in expiries.iter().enumerate() {
-            if d.0 < Duration::from_millis(10) || d.0 > Duration::from_secs(3600) {
-                problems.push(
-                    indexed(key("expires"), i, expiries.len()),
-                    "must be between 10ms and 1h",
-                );
-            }
-        }
-        let beats = items(&self.idle_heartbeat);
-        for (i, d) in beats.iter().enumerate() {
-            if d.0 < Duration::from_millis(100) || d.0 > Duration::from_secs(60) {
-                problems.push(
-                    indexed(key("idle_heartbeat"), i, beats.len()),
-                    "must be between 100ms and 1m",
-                );
+        let (expiries, beats) = (items(&self.expires), items(&self.idle_heartbeat));
+        let (millis, secs) = (Duration::from_millis, Duration::from_secs);
+        for (name, list, min, max, allowed) in [
+            (
+                "expires",
+                expiries,
+                millis(10),
+                secs(3600),
+                "must be between 10ms and 1h",
+            ),
+            (
+                "idle_heartbeat",
+                beats,
+                millis(100),
+                secs(60),
+                "must be between 100ms and 1m",
+            ),
+        ] {
+            for (i, d) in list.iter().enumerate() {
+                if d.0 < min || d.0 > max {
+                    problems.push(indexed(key(name), i, list.len()), allowed);
+                }
             }
         }
         if !beats.is_empty() && plan.kind == ConsumerKind::Fetch {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-use super::problems::Problems;
+use super::problems::{Problems, under};
 use crate::units::Dur;
 
 /// The keys of one table not yet read, and what was read of it.
@@ -58,11 +58,7 @@ impl Keys {
         match serde_path_to_error::deserialize(value) {
             Ok(v) => Some(v),
             Err(e) => {
-                let inner = e.path().to_string();
-                let path = match inner.as_str() {
-                    "" | "." => self.path(key),
-                    _ => format!("{}.{inner}", self.path(key)),
-                };
+                let path = under(&self.path(key), e.path());
                 self.problems.push(path, e.inner().message().trim());
                 None
             }

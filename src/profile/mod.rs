@@ -9,7 +9,8 @@
 //! The plan is split by what it is about, each file holding its types and
 //! how a profile writes them: [`server`], [`connection`] and [`ab`] the
 //! top-level tables; [`stream`], [`publish`], [`arrival`], [`consumer`],
-//! [`behaviour`] and [`search`] a scenario's parts; [`faults`], [`dlq`]
+//! [`behaviour`] and [`search`] a scenario's parts, [`client`] the
+//! client publishers and consumers run on; [`faults`], [`dlq`]
 //! and [`replay`] the words of the kinds that inject faults, dead-letter
 //! and replay and of the engines that carry them out. [`kinds`] is the
 //! seam with the scenario layer, [`shared`] and [`keys`] how a kind reads
@@ -20,6 +21,7 @@ pub mod arrival;
 mod arrival_times;
 pub mod behaviour;
 mod bundled;
+pub mod client;
 pub mod connection;
 pub mod consumer;
 pub mod dlq;
@@ -243,18 +245,12 @@ fn read_scenario<K: Kinds>(
     let prefix = format!("scenario[{i}]");
     let kind = match table.remove("kind") {
         Some(toml::Value::String(kind)) => kind,
-        Some(other) => {
-            problems.push(
-                format!("{prefix}.kind"),
-                format!("must be a string, found {}", other.type_str()),
-            );
-            return None;
-        }
-        None => {
-            problems.push(
-                format!("{prefix}.kind"),
-                format!("missing; one of: {}", K::NAMES.join(", ")),
-            );
+        other => {
+            let why = match other {
+                Some(v) => format!("must be a string, found {}", v.type_str()),
+                None => format!("missing; one of: {}", K::NAMES.join(", ")),
+            };
+            problems.push(format!("{prefix}.kind"), why);
             return None;
         }
     };

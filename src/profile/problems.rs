@@ -88,15 +88,17 @@ pub fn read_section<T: serde::de::DeserializeOwned>(
     match serde_path_to_error::deserialize(toml::Value::Table(table)) {
         Ok(section) => Some(section),
         Err(e) => {
-            let path = path_text(e.path());
-            let full = if path.is_empty() || path == "." {
-                prefix.to_string()
-            } else {
-                format!("{prefix}.{path}")
-            };
-            problems.push(full, e.inner().message().trim().to_string());
+            problems.push(under(prefix, e.path()), e.inner().message().trim());
             None
         }
+    }
+}
+
+/// `prefix`, extended by the path serde found a problem at inside it.
+pub(super) fn under(prefix: &str, path: &serde_path_to_error::Path) -> String {
+    match path_text(path) {
+        inner if inner.is_empty() => prefix.to_string(),
+        inner => format!("{prefix}.{inner}"),
     }
 }
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::arrival::ArrivalPlan;
+pub use super::client::PublishClient;
 use super::problems::Problems;
 use super::shared::SharedSection;
 use crate::record::stamp::STAMP_LEN;
@@ -102,53 +103,6 @@ pub enum MsgId {
     None,
     /// A distinct id per message: pays for dedup, never triggers it.
     Unique,
-}
-
-/// The client a publisher sends through. The direct one (the sending
-/// thread writes its own frames, [`crate::wire`]) costs a fraction of
-/// async-nats' per-message wake-ups but speaks plain TCP only and does not
-/// reconnect; `Auto` takes it wherever that cannot matter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PublishClient {
-    /// Direct unless the settings need TLS or the variant plans a fault
-    /// (a server killed, cut or paused) that a reconnect must ride out.
-    #[default]
-    Auto,
-    Direct,
-    AsyncNats,
-}
-
-impl PublishClient {
-    /// The client that publishes: `self`, with `Auto` resolved. A variant
-    /// planning a fault or settings needing TLS keep async-nats; asked for
-    /// `Direct` there (the plan refuses what it can see, so only TLS from
-    /// the command line or a context gets here), an error says why.
-    pub fn resolve(self, fault_planned: bool, tls: bool) -> anyhow::Result<PublishClient> {
-        match self {
-            PublishClient::AsyncNats => Ok(PublishClient::AsyncNats),
-            PublishClient::Auto if fault_planned || tls => Ok(PublishClient::AsyncNats),
-            PublishClient::Auto => Ok(PublishClient::Direct),
-            PublishClient::Direct if tls => anyhow::bail!(
-                "client = \"direct\": the connection settings require TLS, which the direct \
-                 client does not speak; use \"auto\" or \"async-nats\""
-            ),
-            PublishClient::Direct if fault_planned => anyhow::bail!(
-                "client = \"direct\": the variant plans a server fault and the direct client \
-                 does not reconnect; use \"auto\" or \"async-nats\""
-            ),
-            PublishClient::Direct => Ok(PublishClient::Direct),
-        }
-    }
-
-    /// As results name it (the `publisher_client` parameter).
-    pub fn name(self) -> &'static str {
-        match self {
-            PublishClient::Auto => "auto",
-            PublishClient::Direct => "direct",
-            PublishClient::AsyncNats => "async-nats",
-        }
-    }
 }
 
 /// How much later than the duplicate window a late retry is sent: the
@@ -397,22 +351,16 @@ pub(super) fn publish_plan(
     );
     let wake_every = parse_wake_every(k.wake_every.as_deref(), &path("wake_every"), problems);
     PublishPlan {
-        publishers,
         mode,
-        pub_ack_window,
-        pub_ack_timeout,
         message_size,
         subjects,
         headers,
-        msg_id,
         duplicates,
         late_duplicates,
         duplicate_window,
-        resend_after: None,
-        arrival: ArrivalPlan::Steady,
         wake_every,
-        trace_every: 0,
         client: k.client.unwrap_or_default(),
+        ..PublishPlan::simple(publishers, 0, msg_id, pub_ack_window, pub_ack_timeout)
     }
 }
 

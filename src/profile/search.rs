@@ -173,17 +173,10 @@ fn read(
     let key = |k: &str| format!("{prefix}.{k}");
     let (rate_key, measured) = (r.key, r.measured);
     if !searching {
-        if slo.is_some() {
-            problems.push(
-                key("slo"),
-                format!("applies only with {rate_key} = \"search\""),
-            );
-        }
-        if search.is_some() {
-            problems.push(
-                key("search"),
-                format!("applies only with {rate_key} = \"search\""),
-            );
+        for (k, given) in [("slo", slo.is_some()), ("search", search.is_some())] {
+            if given {
+                problems.push(key(k), format!("applies only with {rate_key} = \"search\""));
+            }
         }
         return None;
     }

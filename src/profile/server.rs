@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::keys::{OneOrMany, has_repeats, items};
+use super::keys::{OneOrMany, has_repeats, indexed, items};
 use super::problems::Problems;
 use crate::system::error::UsageError;
 
@@ -91,11 +91,9 @@ impl Serialize for SyncSetting {
 
 /// `[server]`: how streams are stored.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct ServerSection {
-    #[serde(default = "default_storage")]
     storage: Storage,
-    #[serde(default = "one")]
     replicas: usize,
     sync: Option<OneOrMany<String>>,
 }
@@ -103,15 +101,11 @@ pub struct ServerSection {
 impl Default for ServerSection {
     fn default() -> Self {
         ServerSection {
-            storage: default_storage(),
+            storage: Storage::File,
             replicas: 1,
             sync: None,
         }
     }
-}
-
-fn default_storage() -> Storage {
-    Storage::File
 }
 
 impl ServerSection {
@@ -126,11 +120,7 @@ impl ServerSection {
             .iter()
             .enumerate()
             .filter_map(|(i, text)| {
-                let key = if given.len() > 1 {
-                    format!("server.sync[{i}]")
-                } else {
-                    "server.sync".to_string()
-                };
+                let key = indexed("server.sync".into(), i, given.len());
                 SyncSetting::parse(text)
                     .map_err(|e| problems.push(key, e.to_string()))
                     .ok()
@@ -163,8 +153,4 @@ impl ServerSection {
                 .and_then(|t| SyncSetting::parse(t).ok()),
         }
     }
-}
-
-fn one() -> usize {
-    1
 }

@@ -189,23 +189,22 @@ impl Shared {
     /// `name`, `duration` (required), `warmup`, `drain_timeout`, checked.
     pub fn common(&mut self, kind: &'static str, problems: &mut Problems) -> CommonPlan {
         let mut common = self.counted(kind, DRAIN_TIMEOUT, problems);
-        let key = |k: &str| format!("{}.{k}", self.prefix);
         match self.section.duration {
             Some(d) => {
                 common.duration = d.0;
                 problems.range(
-                    &key("duration"),
+                    &self.key("duration"),
                     d.0.as_secs_f64(),
                     0.1,
                     86_400.0,
                     " seconds",
                 );
             }
-            None => problems.push(key("duration"), "missing; e.g. duration = \"10s\""),
+            None => problems.push(self.key("duration"), "missing; e.g. duration = \"10s\""),
         }
         common.warmup = self.section.warmup.map_or(Duration::ZERO, |d| d.0);
         problems.range(
-            &key("warmup"),
+            &self.key("warmup"),
             common.warmup.as_secs_f64(),
             0.0,
             3_600.0,
@@ -222,16 +221,15 @@ impl Shared {
         drain: Duration,
         problems: &mut Problems,
     ) -> CommonPlan {
-        let key = |k: &str| format!("{}.{k}", self.prefix);
         let name = self.section.name.take();
         if let Some(name) = &name
             && !is_safe_name(name)
         {
-            problems.push(key("name"), format!("{name:?} {NAME_RULE}"));
+            problems.push(self.key("name"), format!("{name:?} {NAME_RULE}"));
         }
         let drain_timeout = self.section.drain_timeout.map_or(drain, |d| d.0);
         problems.range(
-            &key("drain_timeout"),
+            &self.key("drain_timeout"),
             drain_timeout.as_secs_f64(),
             0.1,
             3_600.0,
@@ -261,22 +259,36 @@ impl Shared {
     }
 
     /// `rate` and `arrival` together: a steady or Poisson arrival at the
-    /// required rate, or a shape that sets its own, whose mean stands for
-    /// the rate.
+    /// required `rate` (1 to 1,000,000 msg/s in total; `example`, a
+    /// sensible value for the kind, is shown when it is missing), or a
+    /// shape that sets its own (steps, ramp, bursts, gaps), which then
+    /// stands for the rate: the variant runs at the shape's mean.
     pub fn paced_rate(
         &self,
         common: &CommonPlan,
         example: u64,
         problems: &mut Problems,
     ) -> (u64, ArrivalPlan) {
-        paced_rate(
-            self.section.rate,
-            &self.section.arrival,
-            common,
-            &self.prefix,
-            example,
-            problems,
-        )
+        let (arrival, rate) = (self.arrival(problems), self.section.rate);
+        if !arrival.uses_rate() {
+            let rate = shaped_rate(
+                &arrival,
+                rate.is_some(),
+                "rate",
+                common,
+                &self.prefix,
+                problems,
+            );
+            return (rate, arrival);
+        }
+        let key = self.key("rate");
+        let Some(rate) = rate else {
+            let why = format!("missing; the offered load in total msg/s, e.g. rate = {example}");
+            problems.push(key, why);
+            return (0, arrival);
+        };
+        problems.range(&key, rate, 1, 1_000_000, " msg/s");
+        (rate, arrival)
     }
 
     /// The publish keys offered (publishers, mode, message size, subjects,
@@ -546,50 +558,6 @@ where
     values
 }
 
-/// A scenario's offered load in total msg/s: required, 1 to 1,000,000;
-/// `example` is a sensible value for the kind, shown when it is missing.
-pub fn required_rate(
-    rate: Option<u64>,
-    prefix: &str,
-    example: u64,
-    problems: &mut Problems,
-) -> u64 {
-    let key = format!("{prefix}.rate");
-    match rate {
-        None => {
-            problems.push(
-                key,
-                format!("missing; the offered load in total msg/s, e.g. rate = {example}"),
-            );
-            0
-        }
-        Some(rate) => {
-            problems.range(&key, rate, 1, 1_000_000, " msg/s");
-            rate
-        }
-    }
-}
-
-/// `rate` and `arrival` of a paced scenario together: a steady or Poisson
-/// arrival at the required `rate`, or a shape that sets its own (steps,
-/// ramp, bursts, gaps), which then stands for the rate: the variant runs at
-/// the shape's mean.
-pub fn paced_rate(
-    rate: Option<u64>,
-    arrival: &ArrivalSpec,
-    common: &CommonPlan,
-    prefix: &str,
-    example: u64,
-    problems: &mut Problems,
-) -> (u64, ArrivalPlan) {
-    let arrival = arrival.validate(&format!("{prefix}.arrival"), problems);
-    if arrival.uses_rate() {
-        return (required_rate(rate, prefix, example, problems), arrival);
-    }
-    let rate = shaped_rate(&arrival, rate.is_some(), "rate", common, prefix, problems);
-    (rate, arrival)
-}
-
 /// The rate of a shape that sets its own: its mean over warm-up and
 /// duration. A rate given beside it (`rate_key`: `rate` or `rates`) is
 /// refused.
@@ -610,15 +578,10 @@ pub fn shaped_rate(
             ),
         );
     }
-    if problems.is_empty() {
-        shape_mean_rate(arrival, common.duration + common.warmup)
-    } else {
-        1
+    if !problems.is_empty() {
+        return 1;
     }
-}
-
-/// The mean msg/s of a shape that sets its own rate, over `span`.
-pub fn shape_mean_rate(arrival: &ArrivalPlan, span: Duration) -> u64 {
+    let span = common.duration + common.warmup;
     let planned = arrival_count(arrival, None, span);
     ((planned as f64 / span.as_secs_f64().max(1e-9)).round() as u64).max(1)
 }

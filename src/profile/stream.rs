@@ -27,16 +27,8 @@ pub(super) struct StreamSection {
     duplicate_window: Option<Dur>,
     compression: Option<Compression>,
     allow_direct: Option<bool>,
-    placement: Option<PlacementSection>,
+    placement: Option<Placement>,
     persist: Option<OneOrMany<PersistMode>>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PlacementSection {
-    cluster: Option<String>,
-    #[serde(default)]
-    tags: Vec<String>,
 }
 
 /// What a stream does when a limit is reached.
@@ -69,9 +61,11 @@ pub enum Compression {
 }
 
 /// Where replicas go: a cluster by name, servers by tag.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Placement {
     pub cluster: Option<String>,
+    #[serde(default)]
     pub tags: Vec<String>,
 }
 
@@ -301,10 +295,7 @@ impl StreamSection {
                 "needs discard = \"new\" and max_msgs_per_subject (nats-server refuses it otherwise)",
             );
         }
-        let placement = self.placement.map(|p| Placement {
-            cluster: p.cluster,
-            tags: p.tags,
-        });
+        let placement = self.placement;
         if let Some(p) = &placement
             && p.cluster.is_none()
             && p.tags.is_empty()

@@ -9,7 +9,7 @@ use std::io::Write;
 use anyhow::{Context, Result, anyhow};
 use tokio_util::sync::CancellationToken;
 
-use super::{RunOptions, Session, start_target, validate};
+use super::{RunOptions, RunOutcome, Session, start_target, validate};
 use crate::ab::window::{PROTOCOL, Ready, Reply, Request, TurnReply};
 use crate::connect::ConnectionRequest;
 use crate::drive::RunContext;
@@ -18,7 +18,6 @@ use crate::report::terminal;
 use crate::results::Collected;
 use crate::scenario::Profile;
 use crate::streams::provision::{Names, SizedMaxBytes};
-use crate::system::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
 
 #[derive(Debug, Clone)]
 pub struct SideOptions {
@@ -84,13 +83,12 @@ pub async fn serve(options: SideOptions, stop: CancellationToken) -> Result<i32>
         eprintln!("warning: clean-up failed: {f}");
     }
     served?;
-    Ok(if stop.is_cancelled() {
-        EXIT_INTERRUPTED
-    } else if failures.is_empty() {
-        EXIT_OK
-    } else {
-        EXIT_FAILED
-    })
+    let outcome = RunOutcome {
+        results: Vec::new(),
+        passed: failures.is_empty(),
+        interrupted: stop.is_cancelled(),
+    };
+    Ok(outcome.exit_code())
 }
 
 /// Answers each request in turn until `quit`, the end of stdin, or the

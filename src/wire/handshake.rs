@@ -12,20 +12,14 @@ use crate::connect::{Auth, ConnectSettings, NodeInfo};
 
 /// The part of the server's INFO jsbench reads.
 #[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
 pub struct ServerInfo {
-    #[serde(default)]
     pub server_name: String,
-    #[serde(default)]
     pub version: String,
-    #[serde(default)]
     pub cluster: Option<String>,
-    #[serde(default)]
     pub max_payload: usize,
-    #[serde(default)]
     pub headers: bool,
-    #[serde(default)]
     pub nonce: Option<String>,
-    #[serde(default)]
     pub tls_required: bool,
 }
 

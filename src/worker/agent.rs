@@ -10,6 +10,7 @@ use futures::StreamExt;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use super::beat;
 use super::merge::part_counts;
 use super::protocol::{
     self, Announce, Command, Heartbeat, Identity, PartReport, Reply, announce_subject,
@@ -60,7 +61,7 @@ fn default_id() -> String {
     format!("{clean}-{}", std::process::id())
 }
 
-fn host_name() -> String {
+pub(super) fn host_name() -> String {
     crate::system::about::host()
         .hostname
         .unwrap_or_else(|| "localhost".into())
@@ -171,16 +172,29 @@ async fn wait_for_run(
                             return Ok(Some((run, coordinator)));
                         }
                     }
-                    Ok(Command::Ping) => {
-                        let received_ns = clock::now_ns();
-                        respond(client, msg.reply.as_ref(), &Reply::Pong { received_ns, sent_ns: clock::now_ns() }).await;
-                    }
+                    Ok(Command::Ping) => respond(client, msg.reply.as_ref(), &pong(clock::now_ns())).await,
                     // Left over from a run that is over.
                     Ok(_) => respond(client, msg.reply.as_ref(), &Reply::Failed { error: "not in a run".into() }).await,
-                    Err(e) => respond(client, msg.reply.as_ref(), &Reply::Failed { error: format!("unknown command: {e}") }).await,
+                    Err(e) => respond(client, msg.reply.as_ref(), &unknown(e)).await,
                 }
             }
         }
+    }
+}
+
+/// The answer to a ping: when it arrived and when the answer left, on
+/// this worker's clock.
+fn pong(received_ns: u64) -> Reply {
+    Reply::Pong {
+        received_ns,
+        sent_ns: clock::now_ns(),
+    }
+}
+
+/// The answer to a command that does not parse.
+fn unknown(e: serde_json::Error) -> Reply {
+    Reply::Failed {
+        error: format!("unknown command: {e}"),
     }
 }
 
@@ -243,11 +257,18 @@ async fn serve_run(
         worker: id.to_string(),
         ..Default::default()
     }));
-    let _stop_heartbeat = AbortOnDrop(spawn_heartbeat(
+    // The worker's proof of life during a run: its latest progress,
+    // published on an interval whether or not a drive is under way.
+    let heartbeat = latest.clone();
+    let _heartbeat = beat(
         client,
-        &latest,
         progress_subject(group, run),
-    ));
+        PROGRESS_EVERY,
+        move || {
+            let p = heartbeat.lock().expect("not poisoned").clone();
+            serde_json::to_vec(&p).ok()
+        },
+    );
     let mut following = Following {
         client,
         settings,
@@ -285,26 +306,6 @@ async fn serve_run(
     Ok((ended, ended == "over"))
 }
 
-/// The worker's proof of life during a run: its latest progress,
-/// published on an interval whether or not a drive is under way.
-fn spawn_heartbeat(
-    client: &Client,
-    latest: &Arc<Mutex<Heartbeat>>,
-    subject: String,
-) -> tokio::task::JoinHandle<()> {
-    let (client, latest) = (client.clone(), latest.clone());
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(PROGRESS_EVERY);
-        loop {
-            tick.tick().await;
-            let p = latest.lock().expect("not poisoned").clone();
-            if let Ok(bytes) = serde_json::to_vec(&p) {
-                let _ = client.publish(subject.clone(), bytes.into()).await;
-            }
-        }
-    })
-}
-
 /// One run as this worker follows it: what answering the coordinator's
 /// commands needs, and the drive in hand.
 struct Following<'a> {
@@ -327,29 +328,12 @@ impl Following<'_> {
         let command = match serde_json::from_slice::<Command>(&msg.payload) {
             Ok(c) => c,
             Err(e) => {
-                respond(
-                    client,
-                    reply.as_ref(),
-                    &Reply::Failed {
-                        error: format!("unknown command: {e}"),
-                    },
-                )
-                .await;
+                respond(client, reply.as_ref(), &unknown(e)).await;
                 return None;
             }
         };
         match command {
-            Command::Ping => {
-                respond(
-                    client,
-                    reply.as_ref(),
-                    &Reply::Pong {
-                        received_ns,
-                        sent_ns: clock::now_ns(),
-                    },
-                )
-                .await;
-            }
+            Command::Ping => respond(client, reply.as_ref(), &pong(received_ns)).await,
             Command::Adjust { ns } => {
                 clock::adjust(ns);
                 respond(client, reply.as_ref(), &Reply::Ok).await;
@@ -479,14 +463,6 @@ impl Following<'_> {
                 }
             },
         }
-    }
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 

@@ -34,3 +34,32 @@ pub mod protocol;
 
 pub use agent::Orders;
 pub use coordinator::{Crew, WorkerInfo, Workers};
+
+/// A task that lives as long as its owner: dropping this aborts it.
+pub struct AbortOnDrop(pub tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A proof of life: `payload()` published to `subject` every `every`
+/// until the returned guard is dropped (a tick without one is skipped).
+fn beat(
+    client: &async_nats::Client,
+    subject: String,
+    every: std::time::Duration,
+    payload: impl Fn() -> Option<Vec<u8>> + Send + 'static,
+) -> AbortOnDrop {
+    let client = client.clone();
+    AbortOnDrop(tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        loop {
+            tick.tick().await;
+            if let Some(bytes) = payload() {
+                let _ = client.publish(subject.clone(), bytes.into()).await;
+            }
+        }
+    }))
+}

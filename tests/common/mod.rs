@@ -67,7 +67,13 @@ pub fn latency_body(rates: &str, duration: &str, warmup: &str, extra: &str) -> S
 pub fn options(server: &str, profile: &Path, out: &Path) -> jsbench::run::RunOptions {
     jsbench::run::RunOptions {
         profiles: vec![profile.display().to_string()],
-        connection: jsbench::connect::ConnectionRequest::server(server),
+        connection: jsbench::connect::ConnectionRequest {
+            flags: jsbench::connect::ConnectionFlags {
+                server: Some(server.to_string()),
+                ..Default::default()
+            },
+            env: jsbench::connect::Environment::empty(),
+        },
         cluster: None,
         leafnode: false,
         replicas: None,

@@ -353,12 +353,16 @@ fn profiles_of_one_run_must_agree_on_the_server() {
         ..Default::default()
     };
     let req = request(Default::default(), Environment::empty());
-    let e = resolve_all(&req, &[("a", Some(&a)), ("b", Some(&b))], false).unwrap_err();
+    let e = resolve_all(&req, [("a", Some(&a)), ("b", Some(&b))], false).unwrap_err();
     assert!(e.0.contains("profiles a and b"), "{e}");
-    assert!(resolve_all(&req, &[("a", Some(&a)), ("c", Some(&a))], false).is_ok());
+    assert!(resolve_all(&req, [("a", Some(&a)), ("c", Some(&a))], false).is_ok());
     // A flag overrides both, so they agree.
-    let req = ConnectionRequest::server("nats://127.0.0.1:4444");
-    assert!(resolve_all(&req, &[("a", Some(&a)), ("b", Some(&b))], false).is_ok());
+    let flags = ConnectionFlags {
+        server: Some("nats://127.0.0.1:4444".into()),
+        ..Default::default()
+    };
+    let req = request(flags, Environment::empty());
+    assert!(resolve_all(&req, [("a", Some(&a)), ("b", Some(&b))], false).is_ok());
 }
 
 #[test]

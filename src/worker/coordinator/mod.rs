@@ -20,6 +20,7 @@ use futures::future::{BoxFuture, join_all};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use super::AbortOnDrop;
 use super::clock::{self, ClockEstimate};
 use super::merge::{DriveRecord, Participation, annotate, part_counts};
 use super::protocol::{Announce, Command, Heartbeat, PartReport, Reply};
@@ -118,53 +119,10 @@ pub struct Crew {
     /// The last drive told to halt.
     halted: u64,
     /// The progress listener and the beat, for as long as the crew lives;
-    /// held only to be dropped with it.
-    _tasks: Background,
-}
-
-/// Tasks that live as long as their owner: a recruiting that fails, or a
-/// crew that is dropped, stops its beat (workers then give the run up)
-/// and its listener, instead of leaving them running in the process.
-struct Background(Vec<tokio::task::JoinHandle<()>>);
-
-impl Drop for Background {
-    fn drop(&mut self) {
-        for t in &self.0 {
-            t.abort();
-        }
-    }
-}
-
-impl Crew {
-    /// The crew as recruiting leaves it: every member joined, no drive
-    /// led yet, and the progress listener and the beat to stop with it.
-    fn new(
-        client: &Client,
-        options: &RecruitOptions,
-        run: String,
-        members: Vec<Member>,
-        heard: Heard,
-        tasks: Background,
-    ) -> Crew {
-        Crew {
-            client: client.clone(),
-            group: options.group.clone(),
-            run,
-            members,
-            heard,
-            silence: options.silence,
-            drive: 0,
-            label: String::new(),
-            local: Share {
-                publishers: Vec::new(),
-                consumers: Vec::new(),
-            },
-            parts: Vec::new(),
-            record: None,
-            halted: 0,
-            _tasks: tasks,
-        }
-    }
+    /// held only to be dropped with it: a recruiting that fails, or a crew
+    /// that is dropped, stops its beat (workers then give the run up) and
+    /// its listener, instead of leaving them running in the process.
+    _tasks: Vec<AbortOnDrop>,
 }
 
 async fn request(
@@ -184,6 +142,14 @@ async fn request(
         .await
         .map_err(|e| anyhow!("{e}"))?;
     serde_json::from_slice(&reply.payload).context("a worker's reply does not parse")
+}
+
+/// Sends a command that is not answered; a worker that misses it is
+/// found out by its silence.
+async fn tell(client: &Client, subject: &str, command: &Command) {
+    if let Ok(bytes) = serde_json::to_vec(command) {
+        let _ = client.publish(subject.to_string(), bytes.into()).await;
+    }
 }
 
 /// Why a drive must stay on the coordinator, if it must.
@@ -446,24 +412,39 @@ impl Crew {
         self.parts.iter().filter(|p| p.status.is_none())
     }
 
+    /// The parts still taking part, by index.
+    fn active_indexes(&self) -> Vec<usize> {
+        (0..self.parts.len())
+            .filter(|&i| self.parts[i].status.is_none())
+            .collect()
+    }
+
+    /// Sends each active part's worker its command at once; every reply
+    /// beside its part's index.
+    async fn ask_active(
+        &self,
+        command: impl Fn(&Part) -> Command,
+        timeout: Duration,
+    ) -> Vec<(usize, Result<Reply>)> {
+        let active = self.active_indexes();
+        let asks = active.iter().map(|&i| {
+            let part = &self.parts[i];
+            let (subject, command) = (&self.members[part.member].subject, command(part));
+            async move { request(&self.client, subject, &command, timeout).await }
+        });
+        let replies = join_all(asks).await;
+        active.into_iter().zip(replies).collect()
+    }
+
     /// Asks every worker of the drive to connect its share's clients.
     async fn prepare(&mut self, spec: &DriveSpec) -> Result<()> {
         let drive = self.drive;
-        let asks = self.active().map(|p| {
-            let command = Command::Prepare {
-                drive,
-                spec: Box::new(spec.clone()),
-                share: p.share.clone(),
-            };
-            let subject = self.members[p.member].subject.clone();
-            let client = self.client.clone();
-            async move { request(&client, &subject, &command, PREPARE_TIMEOUT).await }
-        });
-        let replies = join_all(asks).await;
-        let active: Vec<usize> = (0..self.parts.len())
-            .filter(|&i| self.parts[i].status.is_none())
-            .collect();
-        for (i, reply) in active.into_iter().zip(replies) {
+        let prepare = |p: &Part| Command::Prepare {
+            drive,
+            spec: Box::new(spec.clone()),
+            share: p.share.clone(),
+        };
+        for (i, reply) in self.ask_active(prepare, PREPARE_TIMEOUT).await {
             match reply {
                 Ok(Reply::Ready) => {}
                 Ok(Reply::Failed { error }) => {
@@ -485,25 +466,11 @@ impl Crew {
 
     /// Sends the start time to every worker of the drive.
     async fn go(&mut self, t0_ns: u64) {
-        let drive = self.drive;
-        let asks = self.active().map(|p| {
-            let subject = self.members[p.member].subject.clone();
-            let client = self.client.clone();
-            async move {
-                request(
-                    &client,
-                    &subject,
-                    &Command::Go { drive, t0_ns },
-                    COMMAND_TIMEOUT,
-                )
-                .await
-            }
-        });
-        let replies = join_all(asks).await;
-        let active: Vec<usize> = (0..self.parts.len())
-            .filter(|&i| self.parts[i].status.is_none())
-            .collect();
-        for (i, reply) in active.into_iter().zip(replies) {
+        let go = Command::Go {
+            drive: self.drive,
+            t0_ns,
+        };
+        for (i, reply) in self.ask_active(|_| go.clone(), COMMAND_TIMEOUT).await {
             if !matches!(reply, Ok(Reply::Ok)) {
                 self.parts[i].status =
                     Some(("failed", format!("did not take the start time: {reply:?}")));
@@ -562,29 +529,15 @@ impl Crew {
     async fn fetch_parts(&mut self, local_counts: super::protocol::PartCounts) -> Vec<PartReport> {
         self.check_liveness();
         let drive = self.drive;
-        let stops =
-            self.active().map(|p| {
-                let subject = self.members[p.member].subject.clone();
-                let client = self.client.clone();
-                async move {
-                    request(&client, &subject, &Command::Stop { drive }, COMMAND_TIMEOUT).await
-                }
-            });
-        join_all(stops).await;
-        let fetches = self.active().map(|p| {
-            let subject = self.members[p.member].subject.clone();
-            let client = self.client.clone();
-            let (heard, id, silence) = (
-                self.heard.clone(),
-                self.members[p.member].announce.id.clone(),
-                self.silence,
-            );
-            async move { fetch(&client, &subject, drive, &heard, &id, silence).await }
+        self.ask_active(|_| Command::Stop { drive }, COMMAND_TIMEOUT)
+            .await;
+        let active = self.active_indexes();
+        let fetches = active.iter().map(|&i| {
+            let member = &self.members[self.parts[i].member];
+            let (subject, id) = (&member.subject, &member.announce.id);
+            fetch(&self.client, subject, drive, &self.heard, id, self.silence)
         });
         let results = join_all(fetches).await;
-        let active: Vec<usize> = (0..self.parts.len())
-            .filter(|&i| self.parts[i].status.is_none())
-            .collect();
         for (i, result) in active.into_iter().zip(results) {
             match result {
                 Ok(report) => self.parts[i].report = Some(report),
@@ -616,25 +569,17 @@ impl Crew {
             return;
         }
         self.halted = self.drive;
-        let drive = self.drive;
-        let halt = serde_json::to_vec(&Command::Halt { drive }).unwrap_or_default();
-        for p in self.parts.iter().filter(|p| p.status.is_none()) {
-            let _ = self
-                .client
-                .publish(self.members[p.member].subject.clone(), halt.clone().into())
-                .await;
+        let halt = Command::Halt { drive: self.drive };
+        for p in self.active() {
+            tell(&self.client, &self.members[p.member].subject, &halt).await;
         }
     }
 
     /// Tells the drive's workers to give up (the coordinator's drive failed).
     async fn abort(&mut self, why: &str) {
-        let drive = self.drive;
-        let abort = serde_json::to_vec(&Command::Abort { drive }).unwrap_or_default();
+        let abort = Command::Abort { drive: self.drive };
         for p in self.parts.iter_mut() {
-            let _ = self
-                .client
-                .publish(self.members[p.member].subject.clone(), abort.clone().into())
-                .await;
+            tell(&self.client, &self.members[p.member].subject, &abort).await;
             if p.status.is_none() && p.report.is_none() {
                 p.status = Some(("aborted", format!("the coordinator's drive failed: {why}")));
             }
@@ -645,12 +590,9 @@ impl Crew {
     }
 
     fn build_record(&self, local_counts: Option<super::protocol::PartCounts>) -> DriveRecord {
-        let host = crate::system::about::host()
-            .hostname
-            .unwrap_or_else(|| "localhost".into());
         let mut processes = vec![Participation {
             process: "coordinator".into(),
-            host,
+            host: super::agent::host_name(),
             publishers: self.local.publishers.clone(),
             consumers: self.local.consumers.clone(),
             status: "ok".into(),

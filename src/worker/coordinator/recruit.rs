@@ -13,12 +13,14 @@ use anyhow::{Context, Result, anyhow};
 use async_nats::Client;
 use futures::StreamExt;
 
-use super::{Background, COMMAND_TIMEOUT, Crew, Heard, Member, Workers, request};
+use super::{COMMAND_TIMEOUT, Crew, Heard, Member, Workers, request, tell};
+use crate::drive::Share;
 use crate::worker::clock::{self, ClockEstimate};
 use crate::worker::protocol::{
     Announce, Command, Heartbeat, Identity, Reply, announce_subject, beat_subject,
     progress_subject, worker_subject,
 };
+use crate::worker::{AbortOnDrop, beat};
 
 /// How `run --workers` finds and watches its workers.
 #[derive(Debug, Clone)]
@@ -53,7 +55,14 @@ pub async fn recruit(
         .await
         .context("subscribing to worker announcements")?;
     let (heard, listener) = listen_for_progress(client, group, &run).await?;
-    let tasks = Background(vec![listener, spawn_beat(client, group, &run)]);
+    let tasks = vec![
+        AbortOnDrop(listener),
+        // The coordinator's proof of life: a worker gives its run up when
+        // the beat stops.
+        beat(client, beat_subject(group, &run), BEAT_EVERY, || {
+            Some(b"beat".to_vec())
+        }),
+    ];
     progress.println(&format!(
         "jsbench: waiting up to {} for {} worker{} in group {group}; on each host run:\n  jsbench worker -s {urls} --group {group}",
         crate::profile::format_duration(options.timeout),
@@ -84,20 +93,33 @@ pub async fn recruit(
         if members.iter().any(|m| m.announce.id == announce.id) {
             continue;
         }
-        if let Some(member) = recruiter.enlist(announce).await? {
+        if let Some(member) = recruiter.enlist(announce).await {
             members.push(member);
         }
     }
     drop(announces);
+    // The crew as recruiting leaves it: every member joined, no drive led
+    // yet, and the progress listener and the beat to stop with it.
+    let crew = Crew {
+        client: client.clone(),
+        group: options.group.clone(),
+        run: recruiter.run,
+        members,
+        heard: recruiter.heard,
+        silence: options.silence,
+        drive: 0,
+        label: String::new(),
+        local: Share {
+            publishers: Vec::new(),
+            consumers: Vec::new(),
+        },
+        parts: Vec::new(),
+        record: None,
+        halted: 0,
+        _tasks: tasks,
+    };
     Ok(Workers {
-        crew: tokio::sync::Mutex::new(Crew::new(
-            client,
-            options,
-            recruiter.run,
-            members,
-            recruiter.heard,
-            tasks,
-        )),
+        crew: tokio::sync::Mutex::new(crew),
         log: Mutex::new(Vec::new()),
     })
 }
@@ -131,19 +153,6 @@ async fn listen_for_progress(
     Ok((heard, listener))
 }
 
-/// The coordinator's proof of life: a worker gives its run up when the
-/// beat stops.
-fn spawn_beat(client: &Client, group: &str, run: &str) -> tokio::task::JoinHandle<()> {
-    let (client, subject) = (client.clone(), beat_subject(group, run));
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(BEAT_EVERY);
-        loop {
-            tick.tick().await;
-            let _ = client.publish(subject.clone(), "beat".into()).await;
-        }
-    })
-}
-
 /// What the steps of recruiting share: who recruits for which run, where
 /// the workers' progress is kept, and the reasons workers were refused
 /// (a recruiting that times out lists them).
@@ -161,17 +170,15 @@ impl Recruiter<'_> {
     /// Takes one announced worker through joining: its release checked,
     /// its recruit answered, its clock settled; `None` when it was
     /// refused, declined or was let go.
-    async fn enlist(&mut self, announce: Announce) -> Result<Option<Member>> {
+    async fn enlist(&mut self, announce: Announce) -> Option<Member> {
         let subject = worker_subject(self.group, &announce.id);
-        if self.refuse_mismatch(&announce, &subject).await? {
-            return Ok(None);
+        if self.refuse_mismatch(&announce, &subject).await {
+            return None;
         }
         if !self.ask_to_join(&announce, &subject).await {
-            return Ok(None);
+            return None;
         }
-        let Some(estimate) = self.settle_clock(&announce, &subject).await? else {
-            return Ok(None);
-        };
+        let estimate = self.settle_clock(&announce, &subject).await?;
         self.heard
             .lock()
             .expect("not poisoned")
@@ -186,38 +193,35 @@ impl Recruiter<'_> {
             us(estimate.uncertainty_ns),
             us(estimate.rtt_ns),
         ));
-        Ok(Some(Member {
+        Some(Member {
             announce,
             subject,
             clock: estimate,
             residual: None,
             lost: None,
-        }))
+        })
     }
 
     /// Refuses a worker of another release, telling it why and warning
     /// once per reason: its results could not be merged with this
     /// process's. Says whether it was refused.
-    async fn refuse_mismatch(&mut self, announce: &Announce, subject: &str) -> Result<bool> {
+    async fn refuse_mismatch(&mut self, announce: &Announce, subject: &str) -> bool {
         let Some(differs) = self.me.mismatch(&announce.identity) else {
-            return Ok(false);
+            return false;
         };
         let reason = format!(
             "worker {} ({}, pid {}) refused: it runs {differs} (this coordinator's); run the same jsbench release on every host",
             announce.id, announce.host, announce.pid
         );
-        let refuse = serde_json::to_vec(&Command::Refuse {
+        let refuse = Command::Refuse {
             reason: reason.clone(),
-        })?;
-        let _ = self
-            .client
-            .publish(subject.to_string(), refuse.into())
-            .await;
+        };
+        tell(self.client, subject, &refuse).await;
         if !self.refused.contains(&reason) {
             self.progress.println(&format!("warning: {reason}"));
             self.refused.push(reason);
         }
-        Ok(true)
+        true
     }
 
     /// Asks a compatible worker to join this run; says whether it did. A
@@ -258,24 +262,16 @@ impl Recruiter<'_> {
     /// Puts a joined worker on this process's time base. A worker whose
     /// clock cannot be settled is let go, not trusted: its latencies would
     /// carry an unknown error.
-    async fn settle_clock(
-        &self,
-        announce: &Announce,
-        subject: &str,
-    ) -> Result<Option<ClockEstimate>> {
+    async fn settle_clock(&self, announce: &Announce, subject: &str) -> Option<ClockEstimate> {
         match correct_clock(self.client, subject).await {
-            Ok(estimate) => Ok(Some(estimate)),
+            Ok(estimate) => Some(estimate),
             Err(e) => {
                 self.progress.println(&format!(
                     "warning: worker {} let go: its clock could not be measured and corrected: {e:#}",
                     announce.id
                 ));
-                let dismiss = serde_json::to_vec(&Command::Dismiss)?;
-                let _ = self
-                    .client
-                    .publish(subject.to_string(), dismiss.into())
-                    .await;
-                Ok(None)
+                tell(self.client, subject, &Command::Dismiss).await;
+                None
             }
         }
     }
