@@ -133,7 +133,7 @@ pub(crate) struct ApiError {
 /// What a commit's future yields: the batch, its first message's intended
 /// time, and the reply or why none came (the batch is recorded as failed
 /// with it).
-type Answer = (u64, u64, Result<async_nats::Message, String>);
+type Answer = (u64, u64, anyhow::Result<async_nats::Message>);
 
 /// Publishes batches of `config.size` from `t0_ns` until `end_ns` (or
 /// `stop`), then waits for every outstanding commit.
@@ -189,8 +189,8 @@ pub async fn publish_batches(
         pending.push(async move {
             let reply = match tokio::time::timeout(timeout, commit).await {
                 Ok(Ok(message)) => Ok(message),
-                Ok(Err(e)) => Err(format!("the commit's request failed: {e}")),
-                Err(_) => Err(format!("no PubAck within {timeout:?}")),
+                Ok(Err(e)) => Err(anyhow::anyhow!("the commit's request failed: {e}")),
+                Err(_) => Err(anyhow::anyhow!("no PubAck within {timeout:?}")),
             };
             (batch, intended, reply)
         });
@@ -258,7 +258,7 @@ fn settle(config: &BatchConfig, report: &mut BatchReport, (batch, intended, repl
     };
     let message = match reply {
         Ok(message) => message,
-        Err(why) => return report.failed.push(failed(None, why)),
+        Err(why) => return report.failed.push(failed(None, why.to_string())),
     };
     let reply: Reply = match serde_json::from_slice(&message.payload) {
         Ok(reply) => reply,
