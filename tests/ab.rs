@@ -174,21 +174,42 @@ fn a_build_whose_nak_delays_doubled_is_a_regression() {
     assert!(stdout.contains("REGRESSED"), "{stdout}");
 }
 
+/// A "build" of jsbench that runs as jsbench does, then edits the
+/// summary its slice wrote with `sed` (exiting 1, as a run with a broken
+/// guarantee does): on every call, or only on call `only` (the first call
+/// is the warm-up pair's).
+fn breaking(dir: &Path, sed: &str, only: Option<u32>) -> PathBuf {
+    let path = dir.join("broken");
+    let count = dir.join("calls");
+    let guard = match only {
+        Some(n) => format!(
+            "n=$(($(cat {c} 2>/dev/null || echo 0) + 1)); echo $n > {c}; [ $n = {n} ] || exit 0\n",
+            c = count.display()
+        ),
+        None => String::new(),
+    };
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\n{} \"$@\" || exit $?\n{guard}out=\"\"; prev=\"\"\nfor a in \"$@\"; do [ \"$prev\" = \"-o\" ] && out=\"$a\"; prev=\"$a\"; done\nsed -i '{sed}' \"$out\"/*/summary.json\nexit 1\n",
+            env!("CARGO_BIN_EXE_jsbench")
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
 #[test]
 fn a_build_that_breaks_a_guarantee_fails_whatever_its_numbers() {
     let dir = tempfile::tempdir().unwrap();
     // A build whose variants come back with an error: the measurement may
     // look fine, the run is not.
-    let broken = dir.path().join("broken");
-    std::fs::write(
-        &broken,
-        format!(
-            "#!/bin/sh\n{} \"$@\"\nout=\"\"; prev=\"\"\nfor a in \"$@\"; do [ \"$prev\" = \"-o\" ] && out=\"$a\"; prev=\"$a\"; done\nsed -i 's/\"error\": null/\"error\": \"a planted failure\"/' \"$out\"/*/summary.json\nexit 1\n",
-            env!("CARGO_BIN_EXE_jsbench")
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let broken = breaking(
+        dir.path(),
+        r#"s/"error": null/"error": "a planted failure"/"#,
+        None,
+    );
     // The planted failure edits a slice's results folder: slices.
     let (code, stdout, stderr, report, _) = ab(
         dir.path(),
@@ -214,6 +235,43 @@ fn a_build_that_breaks_a_guarantee_fails_whatever_its_numbers() {
     assert_eq!(check["new_only"], 4, "{check}");
     assert!(
         stdout.contains("FAILED in NEW") && stdout.contains("a planted failure"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_check_new_broke_more_often_than_base_never_passes() {
+    // NEW fails a variant in one judged pair of four, BASE never, and the
+    // numbers are the same build's: not beyond chance, yet not a pass
+    // either (it passed, exit 0, before a broken check counted as open).
+    // Call 1 is the warm-up pair's slice, call 3 the second pair's.
+    let dir = tempfile::tempdir().unwrap();
+    let broken = breaking(
+        dir.path(),
+        r#"s/"error": null/"error": "a planted failure"/"#,
+        Some(3),
+    );
+    let (code, stdout, stderr, report, _) = ab(
+        dir.path(),
+        &[
+            "--slices",
+            "--base-jsbench",
+            env!("CARGO_BIN_EXE_jsbench"),
+            "--new-jsbench",
+            broken.to_str().unwrap(),
+        ],
+    );
+    let checks = report["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 1, "{stdout}\n{stderr}");
+    assert_eq!(checks[0]["new_only"], 1, "{}", checks[0]);
+    assert_eq!(checks[0]["base_only"], 0, "{}", checks[0]);
+    assert_eq!(checks[0]["verdict"], "suspect", "{}", checks[0]);
+    assert_eq!(code, 3, "{stdout}\n{stderr}");
+    assert_eq!(report["verdict"], "inconclusive", "{stdout}");
+    let notes = report["notes"].to_string();
+    assert!(notes.contains("a broken check never passes"), "{notes}");
+    assert!(
+        stdout.contains("check(s) NEW breaks more often than BASE"),
         "{stdout}"
     );
 }

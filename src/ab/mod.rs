@@ -347,9 +347,12 @@ async fn run_pairs(
             break;
         }
         // Every judged metric decided, or nothing left that a pair could
-        // decide (no scenario holds an undecided judged metric).
-        if (judged > 0 && decided == judged)
-            || undecided_scenarios(report, pairs.profiles).is_empty()
+        // decide (no scenario holds an undecided judged metric); never
+        // while NEW breaks a check more often than BASE, undecided.
+        let open_checks = report.checks.iter().any(|c| c.verdict.open());
+        if !open_checks
+            && ((judged > 0 && decided == judged)
+                || undecided_scenarios(report, pairs.profiles).is_empty())
         {
             report.stopped = Some(Stopped::Decided);
             break;
@@ -745,7 +748,7 @@ type ScenarioRef = (String, String);
 
 /// The (profile, scenario) names the pairs must still run: every scenario
 /// until a look has judged it, then those with a judged metric still
-/// undecided. A scenario no judged pair has measured yet stays (with warm
+/// undecided or a check NEW breaks more often than BASE. A scenario no judged pair has measured yet stays (with warm
 /// sides the scenarios take turns, and a look may come before a
 /// scenario's first turn).
 fn undecided_scenarios(report: &AbReport, profiles: &[Profile]) -> Vec<(String, String)> {
@@ -765,6 +768,10 @@ fn undecided_scenarios(report: &AbReport, profiles: &[Profile]) -> Vec<(String, 
             .peekable();
         metrics.peek().is_none()
             || metrics.any(|m| m.verdict != PairedVerdict::NotJudged && !m.verdict.decided())
+            || report
+                .checks
+                .iter()
+                .any(|c| &c.profile == p && &c.scenario == s && c.verdict.open())
     })
     .collect()
 }

@@ -41,8 +41,12 @@ fn headline(r: &AbReport) -> String {
         "failed" => "FAILED: a slice could not run (see the error)".into(),
         "bad input" => "BAD INPUT: a pattern selects no metric (see the note)".into(),
         "inconclusive" => format!(
-            "INCONCLUSIVE: {} judged metric(s) undecided; nothing passed",
-            r.judged().filter(|m| !m.verdict.decided()).count()
+            "INCONCLUSIVE: {} judged metric(s) undecided{}; nothing passed",
+            r.judged().filter(|m| !m.verdict.decided()).count(),
+            match r.open_checks().count() {
+                0 => String::new(),
+                n => format!(", {n} check(s) NEW breaks more often than BASE, undecided"),
+            }
         ),
         _ => "no regression: every judged metric decided".into(),
     }

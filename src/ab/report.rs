@@ -138,6 +138,12 @@ impl AbReport {
     }
 
     /// Checks NEW breaks where BASE does not, beyond chance.
+    /// Checks NEW breaks more often than BASE, not yet decided: each
+    /// keeps the comparison inconclusive.
+    pub fn open_checks(&self) -> impl Iterator<Item = &CheckJudgement> {
+        self.checks.iter().filter(|c| c.verdict.open())
+    }
+
     pub fn failing_checks(&self) -> impl Iterator<Item = &CheckJudgement> {
         self.checks
             .iter()
@@ -217,7 +223,7 @@ pub(super) fn conclude(report: &mut AbReport) {
         ("regression", EXIT_FAILED)
     } else if report.stopped == Some(Stopped::SliceFailed) {
         ("failed", EXIT_FAILED)
-    } else if judged == 0 || !undecided.is_empty() {
+    } else if judged == 0 || !undecided.is_empty() || report.open_checks().next().is_some() {
         ("inconclusive", EXIT_INCONCLUSIVE)
     } else {
         ("ok", EXIT_OK)
@@ -235,12 +241,44 @@ pub(super) fn conclude(report: &mut AbReport) {
 /// Why a comparison could not decide, and what would.
 fn inconclusive_notes(report: &AbReport, judged: usize, undecided: &[&Judgement]) -> Vec<String> {
     let pairs = report.looks.last().map_or(0, |l| l.pairs);
+    let open = report.open_checks().count();
+    if open > 0 {
+        let level = report.looks.last().map_or(0.0, |l| l.checks_alpha());
+        let mut line = format!(
+            "inconclusive: NEW breaks {open} check(s) in more pairs than BASE, not yet beyond chance; a broken check never passes"
+        );
+        if let Some(c) = report.open_checks().next() {
+            line += &format!(
+                " ({}/{} '{}' would fail at this look's level {level:.2e} after about {} more pair(s) in which NEW alone breaks it)",
+                c.scenario,
+                c.variant,
+                c.check,
+                super::judge::pairs_to_fail(c.new_only, c.base_only, level)
+            );
+        }
+        if judged == 0 || undecided.is_empty() {
+            return vec![line];
+        }
+        let mut notes = inconclusive_notes_metrics(report, judged, undecided, pairs);
+        notes.insert(0, line);
+        return notes;
+    }
     if judged == 0 {
         return vec![format!(
             "nothing was judged: no metric with a direction was measured ({} pair(s)); a comparison that judged nothing is inconclusive",
             pairs
         )];
     }
+    inconclusive_notes_metrics(report, judged, undecided, pairs)
+}
+
+/// The undecided metrics, each with what would decide it.
+fn inconclusive_notes_metrics(
+    report: &AbReport,
+    judged: usize,
+    undecided: &[&Judgement],
+    pairs: usize,
+) -> Vec<String> {
     let with_profile = report.profiles.len() > 1;
     let mut notes = vec![format!(
         "inconclusive: {} of {judged} judged metric(s) undecided after {pairs} pair(s){}",

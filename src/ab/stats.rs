@@ -234,6 +234,103 @@ pub fn normal_cdf(x: f64) -> f64 {
     }
 }
 
+/// Student's t distribution function with `df` degrees of freedom: what
+/// a statistic standardised by a spread estimated from `df + 1` pairs
+/// follows. With few pairs its tails are far heavier than the normal's
+/// (the 99.9% point is 10.2 at 3 degrees of freedom, 3.1 for the normal).
+pub fn t_cdf(x: f64, df: f64) -> f64 {
+    if !x.is_finite() {
+        return if x > 0.0 { 1.0 } else { 0.0 };
+    }
+    // P(|T| > |x|) = I_{df/(df+x²)}(df/2, 1/2).
+    let both = incomplete_beta(df / (df + x * x), df / 2.0, 0.5);
+    if x >= 0.0 {
+        1.0 - both / 2.0
+    } else {
+        both / 2.0
+    }
+}
+
+/// The quantile of [`t_cdf`], for `p` in (0, 1): bisection, to 1e-9.
+pub fn t_quantile(p: f64, df: f64) -> f64 {
+    if p < 0.5 {
+        return -t_quantile(1.0 - p, df);
+    }
+    let (mut low, mut high) = (0.0, 1.0);
+    while t_cdf(high, df) < p && high < 1e12 {
+        high *= 2.0;
+    }
+    while high - low > 1e-9 * high.max(1.0) {
+        let mid = (low + high) / 2.0;
+        if t_cdf(mid, df) < p {
+            low = mid;
+        } else {
+            high = mid;
+        }
+    }
+    (low + high) / 2.0
+}
+
+/// ln Γ(x) for x > 0 (Lanczos, g = 7, nine terms: relative error near 1e-15).
+fn ln_gamma(x: f64) -> f64 {
+    const G: [f64; 9] = [
+        0.999_999_999_999_809_9,
+        676.520_368_121_885_1,
+        -1_259.139_216_722_402_8,
+        771.323_428_777_653_1,
+        -176.615_029_162_140_6,
+        12.507_343_278_686_905,
+        -0.138_571_095_265_720_12,
+        9.984_369_578_019_572e-6,
+        1.505_632_735_149_311_6e-7,
+    ];
+    if x < 0.5 {
+        let pi = std::f64::consts::PI;
+        return (pi / (pi * x).sin()).ln() - ln_gamma(1.0 - x);
+    }
+    let x = x - 1.0;
+    let t = x + 7.5;
+    let sum = G[0] + (1..9).map(|i| G[i] / (x + i as f64)).sum::<f64>();
+    0.5 * (2.0 * std::f64::consts::PI).ln() + (x + 0.5) * t.ln() - t + sum.ln()
+}
+
+/// The regularised incomplete beta function I_x(a, b), by its continued
+/// fraction (modified Lentz), on the side where it converges fast.
+fn incomplete_beta(x: f64, a: f64, b: f64) -> f64 {
+    if x <= 0.0 {
+        return 0.0;
+    }
+    if x >= 1.0 {
+        return 1.0;
+    }
+    let front =
+        (ln_gamma(a + b) - ln_gamma(a) - ln_gamma(b) + a * x.ln() + b * (1.0 - x).ln()).exp();
+    if x > (a + 1.0) / (a + b + 2.0) {
+        return 1.0 - incomplete_beta(1.0 - x, b, a);
+    }
+    let tiny = 1e-300;
+    let (mut c, mut d) = (1.0, 1.0 - (a + b) * x / (a + 1.0));
+    d = 1.0 / if d.abs() < tiny { tiny } else { d };
+    let mut f = d;
+    for m in 1..300 {
+        let m = m as f64;
+        for numerator in [
+            m * (b - m) * x / ((a + 2.0 * m - 1.0) * (a + 2.0 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2.0 * m) * (a + 2.0 * m + 1.0)),
+        ] {
+            d = 1.0 + numerator * d;
+            d = 1.0 / if d.abs() < tiny { tiny } else { d };
+            c = 1.0 + numerator / c;
+            c = if c.abs() < tiny { tiny } else { c };
+            f *= c * d;
+        }
+        if (c * d - 1.0).abs() < 1e-14 {
+            break;
+        }
+    }
+    front * f / a
+}
+
 /// The standard normal quantile (Acklam's rational approximation, relative
 /// error below 1.2e-9), for `p` in (0, 1).
 pub fn normal_quantile(p: f64) -> f64 {
@@ -285,6 +382,27 @@ pub fn normal_quantile(p: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_t_distribution_matches_its_tables() {
+        // Two-sided 5% and one-sided 0.1% points, from the printed tables.
+        for (df, q975, q999) in [
+            (1.0, 12.706, 318.31),
+            (3.0, 3.182, 10.215),
+            (7.0, 2.365, 4.785),
+            (30.0, 2.042, 3.385),
+        ] {
+            assert!((t_quantile(0.975, df) - q975).abs() < 2e-3, "{df}");
+            assert!(
+                (t_quantile(0.999, df) - q999).abs() < 2e-2 * q999 / 10.0,
+                "{df}"
+            );
+            assert!((t_cdf(q975, df) - 0.975).abs() < 1e-4, "{df}");
+        }
+        assert!((t_cdf(0.0, 5.0) - 0.5).abs() < 1e-12);
+        // Many degrees of freedom: the normal.
+        assert!((t_cdf(1.96, 1e6) - normal_cdf(1.96)).abs() < 1e-5);
+    }
 
     /// The fewest pairs that can reach `confidence` at all.
     fn pairs_needed(confidence: f64) -> usize {

@@ -59,6 +59,18 @@ pub struct TailEstimate {
     pub pairs: usize,
 }
 
+impl TailEstimate {
+    /// The log ratio's standard error and its degrees of freedom: the
+    /// resampled spread of a statistic over n pairs falls short of the
+    /// usual standard error by sqrt((n − 1)/n), which is put back, and a
+    /// spread from n pairs has n − 1 degrees of freedom.
+    pub fn standard_error(&self) -> (f64, f64) {
+        let n = self.pairs.max(2) as f64;
+        let df = n - 1.0;
+        ((self.sd * (n / df).sqrt()).max(1e-9), df)
+    }
+}
+
 impl Merged {
     /// The pairs that hold `key` on both sides, decoded; `None` when no
     /// pair does. A histogram that does not decode is an error naming it.
@@ -275,6 +287,58 @@ mod tests {
         assert_eq!(m.pairs.len(), 3);
         let other = ("x".into(), "y".into(), "z".into(), "w".into());
         assert!(Merged::of(&refs, &other).unwrap().is_none());
+    }
+
+    /// A/A: both sides' windows drawn alike, 200 samples each, a stall
+    /// (its tail 4x) in a window by chance one time in five. The share of
+    /// runs whose one-sided p-value for "NEW's p99 is higher" falls at or
+    /// below `level`, in the normal form and referred to t.
+    fn false_alarms(runs: u64, pairs: u64, level: f64) -> (f64, f64) {
+        let window = |seed: u64| {
+            let stall = crate::record::random::unit(seed, 0, 7) < 0.2;
+            histogram((0..200u64).map(move |i| {
+                let u = crate::record::random::unit(seed, i, 1);
+                let tail = if i.is_multiple_of(50) {
+                    5_000_000
+                } else {
+                    1_000_000
+                };
+                (tail as f64 * if stall && tail > 1_000_000 { 4.0 } else { 1.0 } * (1.0 + u / 10.0))
+                    as u64
+            }))
+        };
+        let (mut normal, mut t) = (0u64, 0u64);
+        for run in 0..runs {
+            let p: Vec<(PairHistograms, PairHistograms)> = (0..pairs)
+                .map(|i| {
+                    let seed = 1_000_003 * run + 2 * i;
+                    (
+                        BTreeMap::from([(key(), window(seed))]),
+                        BTreeMap::from([(key(), window(seed + 1))]),
+                    )
+                })
+                .collect();
+            let e = estimate(&p, 0.99);
+            if 1.0 - crate::ab::stats::normal_cdf(e.log_ratio / e.sd.max(1e-9)) <= level {
+                normal += 1;
+            }
+            let (se, df) = e.standard_error();
+            if 1.0 - crate::ab::stats::t_cdf(e.log_ratio / se, df) <= level {
+                t += 1;
+            }
+        }
+        (normal as f64 / runs as f64, t as f64 / runs as f64)
+    }
+
+    #[test]
+    fn tails_referred_to_t_keep_their_false_alarm_rate() {
+        // 300 A/A runs of 4 pairs at a level of 5%: a rate that holds
+        // stays under 8% (5% plus 2.5 binomial sds); the normal form
+        // flagged about twice its level.
+        let (normal, t) = false_alarms(300, 4, 0.05);
+        eprintln!("A/A, 4 pairs, level 5%: normal form {normal:.3}, t {t:.3}");
+        assert!(t <= 0.08, "t: {t}, normal form: {normal}");
+        assert!(normal > t, "t: {t}, normal form: {normal}");
     }
 
     #[test]

@@ -419,6 +419,19 @@ fn checks_are_judged_in_pairs() {
         })
         .collect();
     assert_eq!(judge(both)[0].verdict, CheckVerdict::Environment);
+    // NEW alone in 9 pairs, BASE alone in 1: not the environment's, open
+    // (below 10 NEW-only pairs the sign test cannot reject at this level).
+    let ahead: Vec<_> = (0..20)
+        .map(|i| match i {
+            0..=8 => (&ok, &flaky),
+            9 => (&flaky, &ok),
+            _ => (&ok, &ok),
+        })
+        .collect();
+    let c = judge(ahead);
+    assert_eq!(c[0].verdict, CheckVerdict::Suspect, "{c:?}");
+    assert!(c[0].verdict.open());
+    assert!(pairs_to_fail(9, 1, look.checks_alpha()) >= 1);
     // BASE's failures are kept and said.
     let base: Vec<_> = (0..20).map(|_| (&lost, &ok)).collect();
     assert_eq!(judge(base)[0].verdict, CheckVerdict::BaseOnly);
