@@ -719,7 +719,7 @@ async fn the_fast_publisher_follows_the_flow_the_server_asks_for() {
         .await
         .unwrap();
     assert!(complete);
-    let a = audit(&report.batches, report.messages_sent, &stored);
+    let a = audit(&report.batches, report.messages_sent, &stored, complete);
     assert!(a.held(), "{a:?}");
     assert_eq!(a.acked, report.messages_sent);
     assert_eq!(

@@ -78,20 +78,35 @@ pub struct BatchAudit {
     /// Messages stored by batches whose commit went unanswered (a timeout:
     /// the server may have stored them or not, both are allowed).
     pub unanswered_stored: u64,
+    /// Messages of committed batches missing from the stream: lost by the
+    /// server after its PubAck (the ledger's unit is a message).
+    pub lost: u64,
+    /// Committed batches whose PubAck names a sequence past the last one
+    /// a stalled read-back reached: neither found whole nor lost.
+    pub unread: u64,
+    /// The last stream sequence a stalled read-back reached.
+    pub read_through: Option<u64>,
 }
 
 /// Holds the stored messages against the commits: each committed batch
 /// must sit in `count` consecutive sequences ending at its PubAck's, in
 /// batch order, with nothing of it anywhere else, and `count` must be the
 /// `size` sent; no refused batch and no batch never committed may have
-/// stored anything. `unanswered` batches may have either fate.
+/// stored anything. `unanswered` batches may have either fate. When the
+/// read-back stalled (`complete` false), a committed batch short of
+/// messages whose PubAck lies past the last sequence read is "unread",
+/// not broken.
 pub fn audit(
     size: u64,
     committed: &[CommittedBatch],
     unanswered: &[u64],
     stored: &[StoredBatchMessage],
+    complete: bool,
 ) -> BatchAudit {
-    let mut a = BatchAudit::default();
+    let mut a = BatchAudit {
+        read_through: (!complete).then(|| stored.iter().map(|m| m.seq).max().unwrap_or(0)),
+        ..BatchAudit::default()
+    };
     let mut by_batch: BTreeMap<u64, Vec<(u64, Option<u64>)>> = BTreeMap::new();
     for m in stored {
         match m.batch {
@@ -104,12 +119,17 @@ pub fn audit(
     for c in committed {
         let mut found = by_batch.remove(&c.batch).unwrap_or_default();
         found.sort_unstable();
+        let past_read = a.read_through.is_some_and(|r| c.last_seq > r);
         match breach(size, c, &found) {
             None => a.whole += 1,
-            Some(why) => a.broken.push(format!(
-                "batch {} (PubAck sequence {}, count {}): {why}",
-                c.batch, c.last_seq, c.count
-            )),
+            Some(Breach::Stored { .. }) if past_read => a.unread += 1,
+            Some(why) => {
+                a.lost += size.saturating_sub(found.len() as u64);
+                a.broken.push(format!(
+                    "batch {} (PubAck sequence {}, count {}): {why}",
+                    c.batch, c.last_seq, c.count
+                ));
+            }
         }
     }
     for b in unanswered {
@@ -228,7 +248,7 @@ mod tests {
     #[test]
     fn a_clean_read_back_passes() {
         let (c, s) = clean();
-        let a = audit(3, &c, &[], &s);
+        let a = audit(3, &c, &[], &s, true);
         assert_eq!(a.whole, 2);
         assert!(a.broken.is_empty() && a.leaked.is_empty(), "{a:?}");
     }
@@ -237,10 +257,25 @@ mod tests {
     fn a_missing_message_names_its_batch() {
         let (c, mut s) = clean();
         s.remove(4);
-        let a = audit(3, &c, &[], &s);
+        let a = audit(3, &c, &[], &s, true);
         assert_eq!(a.whole, 1);
         assert!(a.broken[0].starts_with("batch 1 "), "{a:?}");
         assert!(a.broken[0].contains("2 of its 3"), "{a:?}");
+    }
+
+    #[test]
+    fn a_stalled_read_back_loses_no_batch_past_where_it_stopped() {
+        // Read through sequence 4: batch 0 lacks its second message (the
+        // server's loss, counted in messages), batch 1 is unread.
+        let (c, mut s) = clean();
+        s.truncate(4);
+        s.remove(1);
+        let a = audit(3, &c, &[], &s, false);
+        assert_eq!(a.read_through, Some(4), "{a:?}");
+        assert_eq!((a.whole, a.unread, a.lost), (0, 1, 1), "{a:?}");
+        assert!(a.broken[0].starts_with("batch 0 "), "{a:?}");
+        // Read whole, batch 1's two missing messages are lost too.
+        assert_eq!(audit(3, &c, &[], &s, true).lost, 3);
     }
 
     #[test]
@@ -248,7 +283,7 @@ mod tests {
         let (c, mut s) = clean();
         // Batch 1's second message stored one sequence late.
         s[4].seq = 7;
-        let a = audit(3, &c, &[], &s);
+        let a = audit(3, &c, &[], &s, true);
         assert!(
             a.broken[0].contains("expected message 2 at sequence 5"),
             "{a:?}"
@@ -259,7 +294,7 @@ mod tests {
     fn a_batch_stored_twice_is_caught() {
         let (c, mut s) = clean();
         s.extend(stored(0, 7, 3));
-        let a = audit(3, &c, &[], &s);
+        let a = audit(3, &c, &[], &s, true);
         assert!(a.broken[0].starts_with("batch 0 "), "{a:?}");
         assert!(a.broken[0].contains("6 of its 3"), "{a:?}");
     }
@@ -269,7 +304,7 @@ mod tests {
         let (c, mut s) = clean();
         s[0].index = Some(2);
         s[1].index = Some(1);
-        let a = audit(3, &c, &[], &s);
+        let a = audit(3, &c, &[], &s, true);
         assert!(a.broken[0].starts_with("batch 0 "), "{a:?}");
     }
 
@@ -277,7 +312,7 @@ mod tests {
     fn a_pub_ack_counting_less_than_sent_is_caught() {
         let (mut c, s) = clean();
         c[1].count = 2;
-        let a = audit(3, &c, &[], &s);
+        let a = audit(3, &c, &[], &s, true);
         assert!(a.broken[0].contains("counted 2 of 3"), "{a:?}");
     }
 
@@ -285,7 +320,7 @@ mod tests {
     fn anything_stored_from_a_refused_batch_is_named() {
         let (c, mut s) = clean();
         s.extend(stored(2, 7, 1));
-        let a = audit(3, &c, &[], &s);
+        let a = audit(3, &c, &[], &s, true);
         assert_eq!(a.leaked.len(), 1, "{a:?}");
         assert!(
             a.leaked[0].starts_with("batch 2 was not committed"),
@@ -297,7 +332,7 @@ mod tests {
     fn an_unanswered_batch_may_be_stored() {
         let (c, mut s) = clean();
         s.extend(stored(2, 7, 3));
-        let a = audit(3, &c, &[2], &s);
+        let a = audit(3, &c, &[2], &s, true);
         assert!(a.leaked.is_empty(), "{a:?}");
         assert_eq!(a.unanswered_stored, 3);
     }
@@ -310,7 +345,7 @@ mod tests {
             batch: None,
             index: None,
         });
-        let a = audit(3, &c, &[], &s);
+        let a = audit(3, &c, &[], &s, true);
         assert!(a.leaked[0].contains("sequence 7"), "{a:?}");
     }
 }

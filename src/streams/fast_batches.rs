@@ -98,6 +98,12 @@ pub struct FastAudit {
     /// `ok` acks "some of" the messages up to a sequence): not held
     /// against the ack, counted apart.
     pub in_reported_gaps: u64,
+    /// Acknowledged messages sent after the last one a stalled read-back
+    /// reached: neither found nor lost, for the server may hold them past
+    /// where the read stopped.
+    pub unread: u64,
+    /// The highest message number a stalled read-back reached.
+    pub read_through: Option<u64>,
 }
 
 impl FastAudit {
@@ -116,8 +122,16 @@ impl FastAudit {
 /// once, message numbers must rise with the stream sequence (one
 /// publisher sends them in that order), a PubAck's sequence must be that
 /// of its batch's last message, and nothing but what was sent may be
-/// stored. `sent` is the publisher's message count.
-pub fn audit(batches: &[FastBatchOutcome], sent: u64, stored: &[StoredStamp]) -> FastAudit {
+/// stored. `sent` is the publisher's message count. When the read-back
+/// stalled (`complete` false), a message missing after the last one it
+/// reached is "unread", not lost: one publisher stores in order, so only
+/// a message missing before that point is known to be gone.
+pub fn audit(
+    batches: &[FastBatchOutcome],
+    sent: u64,
+    stored: &[StoredStamp],
+    complete: bool,
+) -> FastAudit {
     let mut a = FastAudit::default();
     // `at[n]`: where message n was first found; 0 when not found.
     let mut at = vec![0u64; sent as usize];
@@ -148,6 +162,15 @@ pub fn audit(batches: &[FastBatchOutcome], sent: u64, stored: &[StoredStamp]) ->
         }
         last = Some((n, s.seq));
     }
+    if !complete {
+        a.read_through = Some(
+            stored
+                .iter()
+                .filter_map(|s| s.message.filter(|n| *n < sent))
+                .max()
+                .unwrap_or(0),
+        );
+    }
     for b in batches {
         check_batch(b, &at, &mut a);
     }
@@ -158,11 +181,13 @@ pub fn audit(batches: &[FastBatchOutcome], sent: u64, stored: &[StoredStamp]) ->
 fn check_batch(b: &FastBatchOutcome, at: &[u64], a: &mut FastAudit) {
     let stored_at = |k: u64| at.get((b.first_message + k - 1) as usize).copied();
     let in_gap = |k: u64| b.gaps.iter().any(|&(from, to)| (from..to).contains(&k));
+    let unread = |k: u64| a.read_through.is_some_and(|r| b.first_message + k - 1 > r);
     for k in 1..=b.acked_through.min(b.sent) {
         a.acked += 1;
         match stored_at(k) {
             Some(seq) if seq > 0 => a.acked_stored += 1,
             _ if in_gap(k) => a.in_reported_gaps += 1,
+            _ if unread(k) => a.unread += 1,
             _ => a.lost_after_ack.push(format!(
                 "batch {} message {k} (message {}), acknowledged, is not in the stream: \
                  lost by the server after its ack",
@@ -213,7 +238,7 @@ mod tests {
     #[test]
     fn a_clean_read_back_holds() {
         let (b, s) = clean();
-        let a = audit(&b, 6, &s);
+        let a = audit(&b, 6, &s, true);
         assert!(a.held() && a.foreign.is_empty(), "{a:?}");
         assert_eq!((a.acked, a.acked_stored), (6, 6));
     }
@@ -222,7 +247,7 @@ mod tests {
     fn an_acknowledged_message_missing_is_lost_by_the_server() {
         let (b, mut s) = clean();
         s.remove(4);
-        let a = audit(&b, 6, &s);
+        let a = audit(&b, 6, &s, true);
         assert!(!a.held());
         assert!(
             a.lost_after_ack[0].contains("batch 1 message 2")
@@ -232,12 +257,28 @@ mod tests {
     }
 
     #[test]
+    fn a_read_back_that_stalled_loses_nothing_past_where_it_stopped() {
+        // Read through message 3 of 6: message 1 missing before that
+        // point is lost by the server; 4 and 5, past it, are unread.
+        let (b, mut s) = clean();
+        s.truncate(4);
+        s.remove(1);
+        let a = audit(&b, 6, &s, false);
+        assert_eq!(a.read_through, Some(3), "{a:?}");
+        assert_eq!(a.lost_after_ack.len(), 1, "{a:?}");
+        assert!(a.lost_after_ack[0].contains("(message 1)"), "{a:?}");
+        assert_eq!(a.unread, 2, "{a:?}");
+        // Read whole, the same gaps are the server's.
+        assert_eq!(audit(&b, 6, &s, true).lost_after_ack.len(), 3);
+    }
+
+    #[test]
     fn a_message_not_yet_acknowledged_may_be_missing() {
         let (mut b, mut s) = clean();
         b[1].acked_through = 1;
         b[1].commit = None;
         s.truncate(4);
-        let a = audit(&b, 6, &s);
+        let a = audit(&b, 6, &s, true);
         assert!(a.held(), "{a:?}");
         assert_eq!(a.acked, 4);
     }
@@ -249,7 +290,7 @@ mod tests {
             seq: 7,
             message: Some(2),
         });
-        let a = audit(&b, 6, &s);
+        let a = audit(&b, 6, &s, true);
         assert!(
             a.twice[0].contains("message 2 at sequences 3 and 7"),
             "{a:?}"
@@ -261,7 +302,7 @@ mod tests {
         let (b, mut s) = clean();
         s[1].message = Some(2);
         s[2].message = Some(1);
-        let a = audit(&b, 6, &s);
+        let a = audit(&b, 6, &s, true);
         assert!(
             a.out_of_order[0].starts_with("message 1 at sequence 3"),
             "{a:?}"
@@ -272,7 +313,7 @@ mod tests {
     fn a_pub_ack_naming_another_sequence_is_caught() {
         let (mut b, s) = clean();
         b[1].commit = Some((5, 3));
-        let a = audit(&b, 6, &s);
+        let a = audit(&b, 6, &s, true);
         assert!(a.commit_mismatch[0].contains("batch 1"), "{a:?}");
     }
 
@@ -287,7 +328,7 @@ mod tests {
             seq: 8,
             message: None,
         });
-        let a = audit(&b, 6, &s);
+        let a = audit(&b, 6, &s, true);
         assert_eq!(a.foreign.len(), 2, "{a:?}");
         assert!(a.held(), "a foreign message is its own check");
     }
@@ -297,7 +338,7 @@ mod tests {
         let (mut b, mut s) = clean();
         b[0].gaps = vec![(2, 3)];
         s.remove(1);
-        let a = audit(&b, 6, &s);
+        let a = audit(&b, 6, &s, true);
         assert!(a.held(), "{a:?}");
         assert_eq!(a.in_reported_gaps, 1);
     }

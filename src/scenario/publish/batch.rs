@@ -76,6 +76,7 @@ pub async fn run_variant(
                 &report.committed,
                 &report.unanswered(),
                 &messages,
+                complete,
             );
             (audited, complete)
         })
@@ -164,8 +165,14 @@ fn verify(
     let Some((audited, complete)) = super::audited(audited, [WHOLE, NOTHING_FAILED], r) else {
         return;
     };
-    r.ledger.lost = (report.committed.len() as u64).saturating_sub(audited.whole);
-    let stalled = super::stalled(complete);
+    r.ledger.lost = audited.lost;
+    let mut stalled = super::stalled(complete).to_string();
+    if let Some(through) = audited.read_through {
+        stalled += &format!(
+            " at sequence {through}: {} committed batches past it not read back (neither found nor lost)",
+            audited.unread
+        );
+    }
     r.invariants.push(Invariant::check(
         WHOLE,
         audited.broken.is_empty() && complete,
@@ -240,7 +247,7 @@ mod tests {
             failed,
             ..Default::default()
         };
-        let audited = audit(2, &report.committed, &report.unanswered(), stored);
+        let audited = audit(2, &report.committed, &report.unanswered(), stored, true);
         let mut r = VariantResult::new("v");
         verify(&report, Some(4), Some(Ok((audited, true))), &mut r);
         r.invariants

@@ -124,7 +124,7 @@ pub async fn run_variant(
     let audited = read.map(|read| {
         read.map(|(messages, complete)| {
             (
-                audit(&report.batches, report.messages_sent, &messages),
+                audit(&report.batches, report.messages_sent, &messages, complete),
                 complete,
             )
         })
@@ -258,7 +258,7 @@ fn verify(
     .flatten()
     .cloned()
     .collect();
-    let gaps = if a.in_reported_gaps > 0 {
+    let mut gaps = if a.in_reported_gaps > 0 {
         format!(
             "; {} acknowledged inside gaps the server reported (gap ok)",
             a.in_reported_gaps
@@ -266,6 +266,13 @@ fn verify(
     } else {
         String::new()
     };
+    if let Some(through) = a.read_through {
+        gaps += &format!(
+            "; {} acknowledged messages sent after message {through}, where jsbench's read-back \
+             stopped, not read back (neither found nor lost)",
+            a.unread
+        );
+    }
     r.invariants.push(Invariant::check(
         ONCE_IN_ORDER,
         a.held() && complete,
@@ -373,12 +380,20 @@ mod tests {
     }
 
     fn verdicts(report: &FastReport, stored: &[StoredStamp]) -> Vec<(String, bool, String)> {
-        let audited = audit(&report.batches, report.messages_sent, stored);
+        verdicts_read(report, stored, true)
+    }
+
+    fn verdicts_read(
+        report: &FastReport,
+        stored: &[StoredStamp],
+        complete: bool,
+    ) -> Vec<(String, bool, String)> {
+        let audited = audit(&report.batches, report.messages_sent, stored, complete);
         let mut r = VariantResult::new("v");
         verify(
             report,
             Some(stored.len() as u64),
-            Some(Ok((audited, true))),
+            Some(Ok((audited, complete))),
             &mut r,
         );
         r.invariants
@@ -389,6 +404,20 @@ mod tests {
 
     fn verdict<'a>(all: &'a [(String, bool, String)], name: &str) -> &'a (String, bool, String) {
         all.iter().find(|v| v.0 == name).unwrap()
+    }
+
+    #[test]
+    fn a_stalled_read_back_fails_the_check_without_blaming_the_server() {
+        // Read through message 1 of 4: 2 and 3 are unread, not lost.
+        let all = verdicts_read(&report(), &clean()[..2], false);
+        let v = verdict(&all, ONCE_IN_ORDER);
+        assert!(!v.1, "{v:?}");
+        assert!(
+            v.2.contains("0 lost after their ack")
+                && v.2.contains("2 acknowledged messages sent after message 1")
+                && v.2.contains("stalled"),
+            "{v:?}"
+        );
     }
 
     #[test]
