@@ -21,7 +21,7 @@ use crate::scenario::{self, Profile};
 use crate::server::target::{Target, check_faults, check_replicas, check_sync};
 use crate::server::telemetry::read_persistence;
 use crate::streams::provision::{self, Names, Provisioner, SizedMaxBytes};
-use crate::system::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
+use crate::system::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOT_APPLICABLE, EXIT_OK};
 use crate::system::progress::{Progress, ProgressMode};
 use crate::variant::{VariantResult, VariantSink};
 use crate::worker::coordinator::{Annotate, RecruitOptions, recruit};
@@ -64,6 +64,9 @@ pub struct RunOptions {
 pub struct RunOutcome {
     pub results: Vec<PathBuf>,
     pub passed: bool,
+    /// Some variant checked nothing that could apply: a run that broke
+    /// nothing still did not prove all it claims.
+    pub checked_nothing: bool,
     pub interrupted: bool,
 }
 
@@ -71,10 +74,12 @@ impl RunOutcome {
     pub fn exit_code(&self) -> i32 {
         if self.interrupted {
             EXIT_INTERRUPTED
-        } else if self.passed {
-            EXIT_OK
-        } else {
+        } else if !self.passed {
             EXIT_FAILED
+        } else if self.checked_nothing {
+            EXIT_NOT_APPLICABLE
+        } else {
+            EXIT_OK
         }
     }
 }
@@ -93,6 +98,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
     let mut outcome = RunOutcome {
         results: Vec::new(),
         passed: true,
+        checked_nothing: false,
         interrupted: false,
     };
     // Every way out of the profiles below dismisses the workers, so they
@@ -269,6 +275,7 @@ impl<'a> Session<'a> {
         crate::system::stdout::outln!("results: {}", writer.dir().display());
         outcome.results.push(writer.dir().to_path_buf());
         outcome.passed &= passed;
+        outcome.checked_nothing |= writer.summary().checked_nothing();
         match failure {
             Some(e) => {
                 Err(e).with_context(|| format!("results so far are in {}", writer.dir().display()))
@@ -554,6 +561,8 @@ impl<'a> Session<'a> {
             "interrupted"
         } else if lost_worker {
             "incomplete"
+        } else if passed && summary.checked_nothing() {
+            "not applicable"
         } else if passed {
             "passed"
         } else {

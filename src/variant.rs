@@ -278,6 +278,12 @@ impl VariantResult {
     pub fn passed(&self) -> bool {
         self.error.is_none() && self.invariants.iter().all(|i| i.passed)
     }
+
+    /// Finished, and no check it made could apply (or it made none): it
+    /// proved nothing, so its verdict is "not applicable", never a pass.
+    pub fn checked_nothing(&self) -> bool {
+        self.error.is_none() && self.invariants.iter().all(|i| !i.applicable)
+    }
 }
 
 /// Receives each variant as soon as it is done, so a later failure or a

@@ -2,7 +2,8 @@
 //! power-loss filesystem, loaded, killed, its power cut, restarted and
 //! reconciled. Under sync always every PubAcked message survives the
 //! cut (the invariant held); under the default sync the loss is reported
-//! as a finding and the run still passes; a run against a server given
+//! as a finding and the run still passes; a run whose every check is
+//! "not applicable" exits 4, never passes; a run against a server given
 //! with --server is refused before anything starts. Needs root,
 //! /dev/fuse and the pinned server; fails, never skips, without them.
 
@@ -107,6 +108,26 @@ fn a_power_cut_keeps_every_pub_ack_under_sync_always_and_the_default_loss_is_a_f
         assert!(metric(v, "recovery_time") > 0.0);
         assert!(v.metric("pub_ack_latency.p99").is_some(), "{}", v.name);
     }
+}
+
+/// A run whose every check could not apply proved nothing: exit 4 and
+/// the verdict "not applicable" (it exited 0, "passed", before), and the
+/// terminal shows the variant as n/a. A leader's cut on one server is such
+/// a variant, decided before any load.
+#[test]
+fn a_run_whose_every_check_is_not_applicable_exits_4_and_never_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, out_dir) = jsbench_power(
+        dir.path(),
+        "[[scenario]]\nkind = \"power\"\nduration = \"1s\"\nrate = 100\ncut = [\"power_leader\"]\n",
+        &[],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(4), "{stdout}\n{stderr}");
+    let summary = common::summary(&common::results_dir(&out_dir));
+    assert_eq!(summary.verdict, "not applicable", "{summary:#?}");
+    assert!(summary.passed() && summary.checked_nothing());
+    assert!(stdout.contains("n/a"), "{stdout}");
 }
 
 /// A server jsbench did not start cannot be killed or cut: the run is

@@ -256,7 +256,7 @@ pub async fn run(
         ))
         .into());
     }
-    if !(exit == 0 || exit == 1) || summaries.is_empty() {
+    if !matches!(exit, 0 | 1 | crate::system::error::EXIT_NOT_APPLICABLE) || summaries.is_empty() {
         return Err(SliceError::Refused(format!(
             "the {} side's jsbench ({}) exited with {} and {}; the last lines of {}:\n{}",
             side.role,

@@ -99,6 +99,10 @@ fn verdict(summary: &Summary, problems: usize) -> (&'static str, String) {
     } else {
         match summary.verdict.as_str() {
             "passed" => ("verdict-passed", "PASSED: every invariant held".into()),
+            "not applicable" => (
+                "verdict-incomplete",
+                "NOT APPLICABLE: nothing failed, but a variant checked nothing (no check could apply)".into(),
+            ),
             "interrupted" => (
                 "verdict-interrupted",
                 "INTERRUPTED: the results cover what ran before the interruption".into(),

@@ -122,10 +122,9 @@ fn workers(list: &[crate::results::summary::WorkerInfo]) -> String {
 fn verdict(v: &VariantReport) -> String {
     // A variant whose every check could not apply proved nothing: it
     // never reads as a pass.
-    let nothing_applied = !v.invariants.is_empty() && v.invariants.iter().all(|i| !i.applicable);
     if v.error.is_some() {
         "ERROR"
-    } else if nothing_applied {
+    } else if v.checked_nothing() {
         "n/a"
     } else if v.passed {
         "ok"

@@ -23,8 +23,9 @@ pub struct Summary {
     pub schema_version: u32,
     pub run: RunMetadata,
     pub scenarios: Vec<ScenarioReport>,
-    /// passed, failed (an invariant or a variant failed), interrupted,
-    /// incomplete (a worker disappeared: its part of the results is
+    /// passed, failed (an invariant or a variant failed), not applicable
+    /// (nothing failed, but every variant's every check was "not
+    /// applicable": nothing was proved), interrupted, incomplete (a worker disappeared: its part of the results is
     /// missing), or running (the run has not finished writing).
     pub verdict: String,
 }
@@ -202,9 +203,22 @@ impl Summary {
     pub fn passed(&self) -> bool {
         self.variants().all(|(_, v)| v.passed)
     }
+
+    /// Some variant finished and checked nothing that could apply: the
+    /// run proved less than it claims, so it does not pass ("not
+    /// applicable", exit 4, unless something failed).
+    pub fn checked_nothing(&self) -> bool {
+        self.variants().any(|(_, v)| v.checked_nothing())
+    }
 }
 
 impl VariantReport {
+    /// Finished without an error, and no check it made could apply (or
+    /// it made none).
+    pub fn checked_nothing(&self) -> bool {
+        self.error.is_none() && self.invariants.iter().all(|i| !i.applicable)
+    }
+
     pub fn metric(&self, name: &str) -> Option<&Metric> {
         self.metrics.iter().find(|m| m.name == name)
     }

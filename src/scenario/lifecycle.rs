@@ -112,13 +112,10 @@ async fn one<K: Kind>(
     r
 }
 
-/// The name of the check a variant fails when every other check it made
-/// was not applicable: it verified nothing, which is no pass.
-pub const SOMETHING_CHECKED: &str = "something was checked";
-
 /// What every variant's end has in common: its error (the run's, else the
 /// clean-up's) kept beside what it measured, the time it took, and a
-/// variant that checked nothing failing rather than passing in silence.
+/// variant that checked nothing saying why each check could not apply (its
+/// verdict is "not applicable", never a pass: [`VariantResult::checked_nothing`]).
 fn settle(r: &mut VariantResult, ran: Result<()>, closed: Result<()>, started: Instant) {
     let error = match (ran, closed) {
         (Err(e), _) => Some(e),
@@ -127,20 +124,16 @@ fn settle(r: &mut VariantResult, ran: Result<()>, closed: Result<()>, started: I
     };
     match error {
         Some(e) => r.error = Some(format!("{e:#}")),
-        None if r.invariants.iter().all(|i| !i.applicable) => {
+        None if r.checked_nothing() => {
             let why: Vec<String> = r
                 .invariants
                 .iter()
                 .map(|i| format!("{}: {}", i.name, i.detail))
                 .collect();
-            r.invariants.push(crate::variant::Invariant::check(
-                SOMETHING_CHECKED,
-                false,
-                match why.is_empty() {
-                    true => "the variant made no check".to_string(),
-                    false => format!("no check applied ({})", why.join("; ")),
-                },
-            ));
+            r.warnings.push(match why.is_empty() {
+                true => "nothing was checked: the variant made no check".to_string(),
+                false => format!("nothing was checked: no check applied ({})", why.join("; ")),
+            });
         }
         None => {}
     }
@@ -180,19 +173,20 @@ mod tests {
     }
 
     #[test]
-    fn a_variant_that_checked_nothing_fails() {
+    fn a_variant_that_checked_nothing_says_why_and_never_passes() {
         let r = settled(vec![Invariant::not_applicable("a", "no ids")], Ok(()));
-        assert_eq!(r.broken(), [SOMETHING_CHECKED]);
-        let detail = &r.invariants[1].detail;
-        assert!(detail.contains("a: no ids"), "{detail}");
-        assert_eq!(settled(Vec::new(), Ok(())).broken(), [SOMETHING_CHECKED]);
+        assert!(r.checked_nothing() && r.broken().is_empty(), "{r:?}");
+        assert!(r.warnings[0].contains("a: no ids"), "{:?}", r.warnings);
+        assert!(settled(Vec::new(), Ok(())).checked_nothing());
         // One check that applied is enough; an error speaks for itself.
         let one = vec![
             Invariant::not_applicable("a", "x"),
             Invariant::check("b", true, ""),
         ];
-        assert!(settled(one, Ok(())).passed());
+        let one = settled(one, Ok(()));
+        assert!(one.passed() && !one.checked_nothing());
         let failed = settled(Vec::new(), Err(anyhow::anyhow!("refused")));
         assert!(failed.broken().is_empty() && failed.error.as_deref() == Some("refused"));
+        assert!(!failed.checked_nothing() && failed.warnings.is_empty());
     }
 }

@@ -11,6 +11,10 @@ pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILED: i32 = 1;
 /// Exit status: bad input (profile, flags, paths); nothing was measured.
 pub const EXIT_USAGE: i32 = 2;
+/// Exit status: the run finished and broke nothing, but some variant's
+/// every check was "not applicable" (a power cut on a host without FUSE,
+/// say): it proved less than it claims, so it does not pass.
+pub const EXIT_NOT_APPLICABLE: i32 = 4;
 /// Exit status: interrupted by Ctrl-C (results so far were written).
 pub const EXIT_INTERRUPTED: i32 = 130;
 /// A comparison that could not decide: too few pairs, or a judged metric
