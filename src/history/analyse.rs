@@ -142,6 +142,48 @@ fn analyse_series(group: &Group, s: &Series, records: &[Record], rule: &Rule) ->
     }
 }
 
+/// How many of a group's series gate the exit.
+pub fn gating_series(group: &Group, records: &[Record]) -> usize {
+    let selection = selection(group, records);
+    group
+        .series
+        .iter()
+        .filter(|s| s.direction != Direction::None && !s.points.is_empty())
+        .filter(|s| selection.selects((&s.scenario, &s.variant, &s.metric), &s.unit, s.direction))
+        .count()
+}
+
+/// Benjamini–Hochberg over every gating series at `alpha`: each series'
+/// newest change point is one test (p = 1 without one), and a regression
+/// fails the history only if its p-value survives the false-discovery
+/// control. A history has about 157 gating series: at 1% each, one of
+/// them would show a change in most histories of pure noise.
+pub fn control_discoveries<'a>(
+    analysed: impl Iterator<Item = &'a mut Analysed>,
+    alpha: f64,
+    notes: &mut Vec<String>,
+) {
+    let mut gating: Vec<&mut Analysed> = analysed.filter(|a| a.gating).collect();
+    let p = |a: &Analysed| a.changes.last().map_or(1.0, |c| c.p_value);
+    gating.sort_by(|a, b| p(a).total_cmp(&p(b)));
+    let m = gating.len();
+    let passed = (1..=m)
+        .rev()
+        .find(|&k| p(gating[k - 1]) <= k as f64 / m as f64 * alpha)
+        .unwrap_or(0);
+    for (k, a) in gating.into_iter().enumerate() {
+        if a.failed && k >= passed {
+            a.failed = false;
+            notes.push(format!(
+                "{}: its newest change point (p = {:.4}) is a regression, but not significant \
+                 across the {m} series that gate the exit (Benjamini–Hochberg at {alpha})",
+                a.series.label(),
+                p(a)
+            ));
+        }
+    }
+}
+
 /// The metrics whose regression fails the history: the newest run's
 /// profile's `[ab] judge`, else the figures of merit (rates, CPU per
 /// message, latency p50 to p99.9), the rule `compare` and `ab` judge by.

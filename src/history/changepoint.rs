@@ -35,6 +35,10 @@ pub struct Settings {
     pub min_size: usize,
     /// Seeds the permutations (mixed with the series' own seed).
     pub seed: u64,
+    /// The smallest p-value the permutations must be able to show: below
+    /// `alpha` when the series' answers are held together across many
+    /// series (a false-discovery control asks p ≤ alpha / series).
+    pub resolve: f64,
 }
 
 impl Default for Settings {
@@ -44,6 +48,7 @@ impl Default for Settings {
             permutations: 499,
             min_size: 3,
             seed: 36,
+            resolve: 0.01,
         }
     }
 }
@@ -161,10 +166,17 @@ pub fn best_split(x: &[f64], allowed: &[bool], min: usize) -> Option<Split> {
     best
 }
 
-/// The permutation test of the current best split: every segment's points
-/// shuffled within it (the segments found so far stay apart), the best
-/// statistic of any segment taken each time. `None` when not significant;
-/// it stops as soon as it cannot be, so noise costs few permutations.
+/// The permutation test of the current best split: every segment's
+/// commits shuffled within it, each commit's runs kept together (the
+/// segments found so far stay apart), the best statistic of any segment
+/// taken each time. Runs of one commit share its build and the machine's
+/// state of the moment, so they are not exchangeable one by one: shuffled
+/// singly, 600 histories of 10 commits of 4 runs with no change showed a
+/// change point in 6.3% (commit noise half the run noise) and 27.5%
+/// (equal) at a stated 1%; shuffled by commit, 1.0% and 0.7% (the test
+/// `commits_with_noise_of_their_own_are_held_to_the_same_rate`). `None` when not
+/// significant; it stops as soon as it cannot be, so noise costs few
+/// permutations.
 fn permutation_p(
     values: &[f64],
     boundaries: &[bool],
@@ -178,21 +190,38 @@ fn permutation_p(
     // to spare: at least 5/alpha (499 at the default 0.01).
     let total = settings
         .permutations
-        .max((5.0 / settings.alpha).ceil() as usize - 1);
+        .max((5.0 / settings.alpha).ceil() as usize - 1)
+        .max((1.0 / settings.resolve.min(settings.alpha)).ceil() as usize - 1);
     // Significant iff (1 + exceed) / (1 + total) <= alpha.
     let allowed = settings.alpha * (total + 1) as f64 - 1.0;
     if allowed < 0.0 {
         return None;
     }
     let mut exceed = 0usize;
-    let mut shuffled = values.to_vec();
+    // Each segment's commits: (first run, end), in order.
+    let commits: Vec<Vec<(usize, usize)>> = bounds
+        .windows(2)
+        .map(|w| {
+            let starts: Vec<usize> = (w[0]..w[1])
+                .filter(|&i| i == w[0] || boundaries[i])
+                .collect();
+            let ends = starts.iter().skip(1).copied().chain([w[1]]);
+            starts.iter().copied().zip(ends).collect()
+        })
+        .collect();
+    let (mut part, mut starts) = (Vec::new(), Vec::new());
     for round in 0..total as u64 {
-        shuffled.copy_from_slice(values);
         let mut largest = f64::NEG_INFINITY;
-        for (segment, w) in bounds.windows(2).enumerate() {
-            let part = &mut shuffled[w[0]..w[1]];
-            shuffle(part, seed, round, segment as u64);
-            if let Some(s) = best_split(part, &boundaries[w[0]..w[1]], min) {
+        for (segment, blocks) in commits.iter().enumerate() {
+            let mut order = blocks.clone();
+            shuffle(&mut order, seed, round, segment as u64);
+            part.clear();
+            starts.clear();
+            for &(from, to) in &order {
+                starts.extend((from..to).map(|i| i == from));
+                part.extend_from_slice(&values[from..to]);
+            }
+            if let Some(s) = best_split(&part, &starts, min) {
                 largest = largest.max(s.statistic);
             }
         }
@@ -207,7 +236,7 @@ fn permutation_p(
 }
 
 /// Fisher–Yates, drawn from the seeded generator.
-fn shuffle(part: &mut [f64], seed: u64, round: u64, segment: u64) {
+fn shuffle<T>(part: &mut [T], seed: u64, round: u64, segment: u64) {
     for i in (1..part.len()).rev() {
         let j = random::below(seed, round, (segment << 32) | i as u64, i as u64 + 1) as usize;
         part.swap(i, j);

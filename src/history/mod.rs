@@ -114,13 +114,27 @@ pub fn analyse_history(
         let line = commits.map_or("", |_| " on the repository's first-parent line");
         return Err(UsageError(format!("no runs to analyse in {}{line}", paths.join(", "))).into());
     }
-    let groups: Vec<(Group, Vec<Analysed>)> = series::group(records, &ordered)
+    let grouped = series::group(records, &ordered);
+    // Every gating series is a test of the exit: the permutations resolve
+    // p-values down to what Benjamini–Hochberg over all of them can need.
+    let gating: usize = grouped
+        .iter()
+        .map(|g| analyse::gating_series(g, records))
+        .sum();
+    let mut rule = options.rule;
+    rule.settings.resolve = rule.settings.alpha / gating.max(1) as f64;
+    let mut groups: Vec<(Group, Vec<Analysed>)> = grouped
         .into_iter()
         .map(|g| {
-            let analysed = analyse::analyse(&g, records, &options.rule);
+            let analysed = analyse::analyse(&g, records, &rule);
             (g, analysed)
         })
         .collect();
+    analyse::control_discoveries(
+        groups.iter_mut().flat_map(|(_, a)| a.iter_mut()),
+        rule.settings.alpha,
+        &mut notes,
+    );
     let failed: Vec<String> = groups
         .iter()
         .flat_map(|(_, a)| a.iter().filter(|a| a.failed))
