@@ -76,12 +76,10 @@ impl Kind for Filtered {
     fn need(plan: &Plan, _common: &CommonPlan) -> Need {
         let bytes = plan.messages * (plan.message_size as u64 + PER_MESSAGE_OVERHEAD);
         Need {
-            streams: 1,
             // Every shape's durable lives until its stream goes.
             consumers: plan.filters.len(),
-            bytes,
-            total_bytes: bytes,
             max_ack_pending: plan.consumer.max_ack_pending,
+            ..Need::one_stream(bytes)
         }
     }
 
@@ -188,7 +186,16 @@ impl Kind for Filtered {
             .as_ref()
             .context("the point's stream was never filled")?;
         let filters = filled.layout.filters(shape);
-        describe(plan, filled, (point, shape), &filters, r);
+        r.param("messages", plan.messages);
+        r.param("message_size", plan.message_size);
+        r.param("subjects", point.cardinality);
+        r.param("max_per_subject", point.max_per_subject);
+        r.param("rare_every", plan.rare_every);
+        r.param("filter", shape.label());
+        r.param("filter_subjects", &filters);
+        r.param("stored", filled.stored.len());
+        r.param("batch", plan.consumer.batch);
+        r.param("consumers", plan.consumer.consumers);
         let due = layout::due(&filled.layout, &filled.stored, &filters);
 
         // Provision the durable.
@@ -286,25 +293,6 @@ async fn probe_layout(stream: &stream::Stream, layout: &Layout, stored: &SeqSet)
         );
     }
     Ok(())
-}
-
-fn describe(
-    plan: &Plan,
-    filled: &Filled,
-    (point, shape): (Point, Shape),
-    filters: &[String],
-    r: &mut VariantResult,
-) {
-    r.param("messages", plan.messages);
-    r.param("message_size", plan.message_size);
-    r.param("subjects", point.cardinality);
-    r.param("max_per_subject", point.max_per_subject);
-    r.param("rare_every", plan.rare_every);
-    r.param("filter", shape.label());
-    r.param("filter_subjects", filters);
-    r.param("stored", filled.stored.len());
-    r.param("batch", plan.consumer.batch);
-    r.param("consumers", plan.consumer.consumers);
 }
 
 /// The consume's figures: deliveries a second from the first delivery to
