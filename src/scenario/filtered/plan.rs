@@ -101,38 +101,35 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
         rare_every: k.within("rare_every", 1000, 2..=100_000_000, " messages"),
         consumer: shared.consumer(true, problems),
     };
-    check_owned(&plan.consumer, stream_limit, section.prefix, problems);
-    k.finish(problems);
-    Some((common, plan))
-}
-
-/// The scenario owns the durable's filter and the stream's per-subject
-/// limit: a profile that sets either too is refused, never overridden.
-fn check_owned(c: &ConsumerPlan, stream_limit: Option<i64>, prefix: &str, problems: &mut Problems) {
+    // The scenario owns the durable's filter and the stream's per-subject
+    // limit: a profile that sets either too is refused, never overridden.
+    let (c, filters, max) = (&plan.consumer, k.path("filters"), k.path("max_per_subject"));
     if let Some(filter) = &c.filter {
-        problems.push(
-            format!("{prefix}.consumer.filter_subject"),
+        k.problem(
+            "consumer.filter_subject",
             format!(
                 "is {filter:?}, but the filtered scenario sets each durable's filter from \
-                 {prefix}.filters; drop it"
+                 {filters}; drop it"
             ),
         );
     }
     if !c.backoff.is_empty() || c.max_deliver != -1 {
-        problems.push(
-            format!("{prefix}.consumer"),
+        k.problem(
+            "consumer",
             "the filtered scenario does not redeliver: drop backoff and max_deliver",
         );
     }
     if let Some(m) = stream_limit {
-        problems.push(
-            format!("{prefix}.stream.max_msgs_per_subject"),
+        k.problem(
+            "stream.max_msgs_per_subject",
             format!(
                 "is {m}, but the filtered scenario sets each stream's max_msgs_per_subject \
-                 from {prefix}.max_per_subject (0: none); set it there and drop this one"
+                 from {max} (0: none); set it there and drop this one"
             ),
         );
     }
+    k.finish(problems);
+    Some((common, plan))
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! what the server says it still holds (the drive's attribution).
 
 use crate::drive::DriveOutcome;
-use crate::record::ledger::{Event, LedgerCounts, SeqSet};
+use crate::record::ledger::{Event, SeqSet};
 use crate::variant::Invariant;
 
 pub const DELIVERED_ONCE: &str = "every matching message delivered once";
@@ -14,11 +14,13 @@ pub const STREAM_KEPT: &str = "the stream kept what max_per_subject keeps";
 /// How many sequences an invariant's evidence names at most.
 const EXAMPLES: usize = 10;
 
-/// Every due sequence delivered once, and nothing outside them, from one
-/// pass over the sequences either names.
+/// Every due sequence delivered exactly once, and no delivery of a
+/// sequence the filter does not select (or the stream no longer keeps),
+/// from one pass over the sequences either names. A missing one is the
+/// server's (never sent while the client asked, or gone from the stream)
+/// or the client's (sent, still held, never seen), as the drive's
+/// attribution says; `None` when the durable's state was unavailable.
 pub fn verify(due: &SeqSet, o: &DriveOutcome) -> Vec<Invariant> {
-    // `None`: the durable's state was unavailable, nothing can be attributed.
-    let attribution = o.server_state.map(|_| &o.counts);
     let last = o.ledger.max_seq().max(due.iter().last().unwrap_or(0));
     let (mut missing, mut twice, mut outside) = (Vec::new(), Vec::new(), Vec::new());
     for seq in 1..=last {
@@ -29,36 +31,12 @@ pub fn verify(due: &SeqSet, o: &DriveOutcome) -> Vec<Invariant> {
             (false, _) => outside.push(seq),
         }
     }
-    vec![
-        delivered_once(due.len(), &missing, &twice, attribution),
-        nothing_outside(due.len(), &outside),
-    ]
-}
-
-/// The first sequences of a list, as evidence.
-fn first(seqs: &[u64]) -> &[u64] {
-    &seqs[..seqs.len().min(EXAMPLES)]
-}
-
-/// Each due sequence delivered exactly once; a missing one is the
-/// server's (never sent while the client asked, or gone from the stream)
-/// or the client's (sent, still held, never seen), as the attribution says.
-fn delivered_once(
-    due: u64,
-    missing: &[u64],
-    twice: &[u64],
-    attribution: Option<&LedgerCounts>,
-) -> Invariant {
-    if missing.is_empty() && twice.is_empty() {
-        return Invariant::check(
-            DELIVERED_ONCE,
-            true,
-            format!("all {due} matching messages delivered, none twice"),
-        );
-    }
+    // The first sequences of a list, as evidence.
+    let first = |seqs: &[u64]| seqs[..seqs.len().min(EXAMPLES)].to_vec();
+    let due = due.len();
     let mut detail = Vec::new();
     if !missing.is_empty() {
-        let who = match attribution {
+        let who = match o.server_state.map(|_| &o.counts) {
             Some(a) => format!(
                 "{} the server's (never delivered while the client kept asking, or gone from \
                  the stream), {} the client's (delivered, still held, never seen), {} unattributed",
@@ -69,32 +47,32 @@ fn delivered_once(
         detail.push(format!(
             "{} of {due} matching messages never delivered: {who} (first sequences: {:?})",
             missing.len(),
-            first(missing)
+            first(&missing)
         ));
     }
     if !twice.is_empty() {
         detail.push(format!(
             "{} delivered more than once (first sequences: {:?})",
             twice.len(),
-            first(twice)
+            first(&twice)
         ));
     }
-    Invariant::check(DELIVERED_ONCE, false, detail.join("; "))
-}
-
-/// No delivery of a sequence the filter does not select (or the stream
-/// no longer keeps).
-fn nothing_outside(due: u64, outside: &[u64]) -> Invariant {
-    let detail = if outside.is_empty() {
-        format!("every delivery among the {due} sequences the filter selects")
-    } else {
-        format!(
+    let once = detail.is_empty();
+    if once {
+        detail.push(format!("all {due} matching messages delivered, none twice"));
+    }
+    let outside_detail = match outside.is_empty() {
+        true => format!("every delivery among the {due} sequences the filter selects"),
+        false => format!(
             "{} sequence(s) delivered that the filter does not select (first: {:?})",
             outside.len(),
-            first(outside)
-        )
+            first(&outside)
+        ),
     };
-    Invariant::check(NOTHING_OUTSIDE, outside.is_empty(), detail)
+    vec![
+        Invariant::check(DELIVERED_ONCE, once, detail.join("; ")),
+        Invariant::check(NOTHING_OUTSIDE, outside.is_empty(), outside_detail),
+    ]
 }
 
 /// The stream holds as many messages as max_per_subject keeps of the fill
@@ -116,7 +94,7 @@ pub fn stream_kept(held: Option<u64>, expected: u64, max_per_subject: u64) -> In
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::ledger::LedgerShard;
+    use crate::record::ledger::{LedgerCounts, LedgerShard};
 
     fn due(seqs: &[u64]) -> SeqSet {
         let mut s = SeqSet::default();

@@ -104,11 +104,8 @@ pub fn audit(
             .record(f.stored_ns.saturating_sub(due).max(0) as u64);
         a.received_error
             .record(f.received_ns.saturating_sub(due).max(0) as u64);
-        a.first_stored_ns = Some(
-            a.first_stored_ns
-                .map_or(f.stored_ns, |t| t.min(f.stored_ns)),
-        );
-        a.last_stored_ns = Some(a.last_stored_ns.map_or(f.stored_ns, |t| t.max(f.stored_ns)));
+        a.first_stored_ns = a.first_stored_ns.into_iter().chain([f.stored_ns]).min();
+        a.last_stored_ns = a.last_stored_ns.max(Some(f.stored_ns));
     }
     for d in dues {
         let expected = d.count_until(cutoff_ns);
@@ -145,7 +142,7 @@ impl Audit {
     /// stream still holds after every `@at` one fired, `None` for
     /// repeating schedules (they stay by design).
     pub fn invariants(&self, left: Option<u64>) -> Vec<Invariant> {
-        let mut out = vec![
+        vec![
             Invariant::check(
                 ONCE,
                 self.duplicates == 0,
@@ -187,18 +184,18 @@ impl Audit {
                     self.off_grid, self.firings
                 ),
             ),
-        ];
-        out.push(match left {
-            Some(n) => Invariant::check(
-                PURGED,
-                n == 0,
-                format!("{n} fired @at schedule(s) still stored"),
-            ),
-            None => {
-                Invariant::not_applicable(PURGED, "repeating schedules stay stored to fire again")
-            }
-        });
-        out
+            match left {
+                Some(n) => Invariant::check(
+                    PURGED,
+                    n == 0,
+                    format!("{n} fired @at schedule(s) still stored"),
+                ),
+                None => Invariant::not_applicable(
+                    PURGED,
+                    "repeating schedules stay stored to fire again",
+                ),
+            },
+        ]
     }
 }
 

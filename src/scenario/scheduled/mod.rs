@@ -23,7 +23,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow};
 
 use self::audit::{Audit, Due, audit};
-use super::table::{self, Cell, Column, Show};
+use super::table::{self, Column, Show};
 use super::{Kind, Scope, Variants};
 use crate::drive::RunContext;
 use crate::profile::{CommonPlan, FaultKind, format_duration};
@@ -54,31 +54,25 @@ pub const DOWN: &str = "down";
 
 const POLL: Duration = Duration::from_millis(20);
 
-const ERROR_P50: Column = Column::new("err p50", Cell::Quantile(FIRING_ERROR, "p50", Show::Us));
-const ERROR_P99: Column = Column::new("p99", Cell::Quantile(FIRING_ERROR, "p99", Show::Us));
-const ERROR_MAX: Column = Column::new("max", Cell::Quantile(FIRING_ERROR, "max", Show::Us));
-const RECEIPT_P99: Column = Column::new("recv p99", Cell::Quantile(RECEIPT_ERROR, "p99", Show::Us));
-const COLUMNS: &[Column] = &[
-    table::VARIANT,
-    Column::metric("schedules", SCHEDULES, Show::Whole),
-    Column::metric("firings", FIRINGS, Show::Whole),
-    ERROR_P50,
-    ERROR_P99,
-    ERROR_MAX,
-    RECEIPT_P99,
-    Column::metric("fired/s", FIRING_RATE, Show::Rate),
-    Column::metric("catch-up", CATCH_UP_LAST, Show::Ms),
-    table::LOST,
-    table::VERDICT,
-];
-
 /// The registry's row for `scheduled`: schedules fired by the server.
 pub struct Scheduled;
 
 impl Kind for Scheduled {
     const NAME: &'static str = "scheduled";
     const FIGURES: &'static [&'static str] = &[FIRING_ERROR, RECEIPT_ERROR, FIRING_RATE];
-    const COLUMNS: &'static [Column] = COLUMNS;
+    const COLUMNS: &'static [Column] = &[
+        table::VARIANT,
+        Column::metric("schedules", SCHEDULES, Show::Whole),
+        Column::metric("firings", FIRINGS, Show::Whole),
+        table::quantile("err p50", FIRING_ERROR, "p50"),
+        table::quantile("p99", FIRING_ERROR, "p99"),
+        table::quantile("max", FIRING_ERROR, "max"),
+        table::quantile("recv p99", RECEIPT_ERROR, "p99"),
+        Column::metric("fired/s", FIRING_RATE, Show::Rate),
+        Column::metric("catch-up", CATCH_UP_LAST, Show::Ms),
+        table::LOST,
+        table::VERDICT,
+    ];
     type Plan = Plan;
 
     fn need(plan: &Plan, common: &CommonPlan) -> Need {
@@ -165,25 +159,21 @@ fn patterns(shape: Shape, plan: &Plan, common: &CommonPlan, t0: i128) -> Vec<(u6
     let spread = |n: u64, over: Duration, i: u64| {
         first + (over.as_nanos() as i128 * i128::from(i)) / i128::from(n.max(1))
     };
-    let n = plan.schedules;
-    match shape {
-        Shape::At => (0..n)
-            .map(|i| (i, Pattern::At(spread(n, common.duration, i))))
-            .collect(),
-        Shape::Every => (0..n).map(|i| (i, Pattern::Every(plan.every))).collect(),
-        Shape::Cron => (0..n)
-            .map(|i| (i, Pattern::CronStep(plan.cron_step)))
-            .collect(),
-        Shape::Burst => (0..plan.burst).map(|i| (i, Pattern::At(first))).collect(),
-        // Due from half a second after the kill to half a second before
-        // the restart: none can fire while the server still runs.
-        Shape::Restart => {
-            let inside = plan.down_for.saturating_sub(Duration::from_secs(1));
-            (0..n)
-                .map(|i| (i, Pattern::At(spread(n, inside, i) + 500_000_000)))
-                .collect()
-        }
-    }
+    let n = match shape {
+        Shape::Burst => plan.burst,
+        _ => plan.schedules,
+    };
+    // Restart's are due from half a second after the kill to half a second
+    // before the restart: none can fire while the server still runs.
+    let inside = plan.down_for.saturating_sub(Duration::from_secs(1));
+    let pattern = |i| match shape {
+        Shape::At => Pattern::At(spread(n, common.duration, i)),
+        Shape::Every => Pattern::Every(plan.every),
+        Shape::Cron => Pattern::CronStep(plan.cron_step),
+        Shape::Burst => Pattern::At(first),
+        Shape::Restart => Pattern::At(spread(n, inside, i) + 500_000_000),
+    };
+    (0..n).map(|i| (i, pattern(i))).collect()
 }
 
 /// What a variant watched and what the stream held.
@@ -197,8 +187,12 @@ struct Observed {
     restart: Option<(i128, i128)>,
 }
 
-/// Watches, publishes and waits; the watcher stops with the variant,
-/// whether it got that far or not.
+/// Watches, publishes and waits for the firings: the repeating ones for
+/// `duration` after publishing and `grace` more, the others until all
+/// came or none came for `grace` after the last was due; `restart` kills
+/// the server first and starts it again. Due times after the cutoff are
+/// not expected. The watcher stops with the variant, whether it got that
+/// far or not.
 async fn fire(
     s: &Scope<'_>,
     plan: &Plan,
@@ -214,7 +208,18 @@ async fn fire(
     let watcher = Watcher::start(stream, base, specs.len() * 4).await?;
     let seqs = schedules::publish(js, base, &specs).await?;
     let published = now_ns();
-    let dues = first_dues(shape, stream, &specs, &seqs).await?;
+    // Each schedule's first due time: as given for `@at`, from its stored
+    // time for the repeating ones.
+    let stored = match shape.repeats() {
+        true => schedules::stored_times(stream, &seqs).await?,
+        false => vec![0; specs.len()],
+    };
+    let due = |(&(index, pattern), t)| Due {
+        index,
+        pattern,
+        first_ns: pattern.first_due(t),
+    };
+    let dues: Vec<Due> = specs.iter().zip(stored).map(due).collect();
     let first_due = dues.iter().map(|d| d.first_ns).min().unwrap_or(published);
     // A repeating schedule's first due time is the server's to choose,
     // possibly before the last one is stored; a one-off's is ours.
@@ -224,64 +229,8 @@ async fn fire(
             (published - first_due) / 1_000_000
         ));
     }
-    let (cutoff, restart) =
-        wait(ctx, plan, shape, common, &dues, &watcher, (t0, published)).await?;
-    let firings = watcher.finish().await?;
-    let held = schedules::counts(stream, base, "fired").await?;
-    let left = if shape.repeats() {
-        None
-    } else {
-        Some(schedules::counts(stream, base, "sched").await?.len() as u64)
-    };
-    Ok(Observed {
-        audit: audit(&dues, &firings, cutoff, &held),
-        schedules: specs.len() as u64,
-        left,
-        first_due,
-        restart,
-    })
-}
 
-/// Each schedule's first due time: as given for `@at`, from its stored
-/// time for the repeating ones.
-async fn first_dues(
-    shape: Shape,
-    stream: &async_nats::jetstream::stream::Stream,
-    specs: &[(u64, Pattern)],
-    seqs: &[u64],
-) -> Result<Vec<Due>> {
-    let stored = if shape.repeats() {
-        schedules::stored_times(stream, seqs).await?
-    } else {
-        vec![0; specs.len()]
-    };
-    Ok(specs
-        .iter()
-        .zip(stored)
-        .map(|(&(index, pattern), t)| Due {
-            index,
-            pattern,
-            first_ns: pattern.first_due(t),
-        })
-        .collect())
-}
-
-/// Waits for the firings: the repeating ones for `duration` after
-/// publishing and `grace` more, the others until all came or none came
-/// for `grace` after the last was due; `restart` kills the server first
-/// and starts it again. Returns the
-/// cutoff (due times after it are not expected) and the restart's kill
-/// and back times.
-async fn wait(
-    ctx: &RunContext,
-    plan: &Plan,
-    shape: Shape,
-    common: &CommonPlan,
-    dues: &[Due],
-    watcher: &Watcher,
-    (t0, published): (i128, i128),
-) -> Result<(i128, Option<(i128, i128)>)> {
-    let grace = plan.grace.as_nanos() as i128;
+    // Wait.
     let restart = if shape == Shape::Restart {
         let times = kill_and_restart(ctx, plan, t0 + plan.lead.as_nanos() as i128).await?;
         watcher.reset();
@@ -297,28 +246,37 @@ async fn wait(
     // One firing each for the one-off schedules: all in, no need to wait;
     // while they still come (a burst stored slower than `grace` on a busy
     // host), none is called lost.
-    let all = dues.len() as u64;
+    let grace = plan.grace.as_nanos() as i128;
     let (mut seen, mut came) = (watcher.seen(), now_ns());
     while !ctx.stop.is_cancelled() {
-        let now = now_ns();
-        if shape.repeats() {
-            if now >= cutoff + grace {
-                break;
-            }
-        } else {
-            if watcher.seen() >= all {
-                break;
-            }
-            if watcher.seen() > seen {
-                (seen, came) = (watcher.seen(), now);
-            }
-            if now >= cutoff.max(came) + grace {
-                break;
-            }
+        let (now, got) = (now_ns(), watcher.seen());
+        if got > seen {
+            (seen, came) = (got, now);
+        }
+        let done = match shape.repeats() {
+            true => now >= cutoff + grace,
+            false => got >= dues.len() as u64 || now >= cutoff.max(came) + grace,
+        };
+        if done {
+            break;
         }
         tokio::time::sleep(POLL).await;
     }
-    Ok((cutoff, restart))
+
+    // What came, and what the stream holds.
+    let firings = watcher.finish().await?;
+    let held = schedules::counts(stream, base, "fired").await?;
+    let left = match shape.repeats() {
+        true => None,
+        false => Some(schedules::counts(stream, base, "sched").await?.len() as u64),
+    };
+    Ok(Observed {
+        audit: audit(&dues, &firings, cutoff, &held),
+        schedules: specs.len() as u64,
+        left,
+        first_due,
+        restart,
+    })
 }
 
 /// Kills the server at `kill_ns` (Unix ns; the schedules are due from

@@ -48,14 +48,9 @@ pub enum Shape {
 }
 
 impl Shape {
+    /// As the profile spells it, in declaration order.
     pub fn label(self) -> &'static str {
-        match self {
-            Shape::At => "at",
-            Shape::Every => "every",
-            Shape::Cron => "cron",
-            Shape::Burst => "burst",
-            Shape::Restart => "restart",
-        }
+        ["at", "every", "cron", "burst", "restart"][self as usize]
     }
 
     pub fn repeats(self) -> bool {
@@ -123,6 +118,20 @@ mod tests {
             KindPlan::Scheduled(p) => p,
             other => panic!("not scheduled: {other:?}"),
         })
+    }
+
+    #[test]
+    fn every_shape_is_labelled_as_the_profile_spells_it() {
+        use super::Shape;
+        for shape in [
+            Shape::At,
+            Shape::Every,
+            Shape::Cron,
+            Shape::Burst,
+            Shape::Restart,
+        ] {
+            assert_eq!(serde_json::to_value(shape).unwrap(), shape.label());
+        }
     }
 
     #[test]
