@@ -71,8 +71,6 @@ pub struct GroupDelivery {
     /// The publisher's intended send time (from the payload's stamp).
     pub intended_ns: u64,
     pub acked: bool,
-    /// When the ack was published (0 when not acked).
-    pub acked_ns: u64,
 }
 
 /// How a pull request ended.
@@ -93,8 +91,6 @@ pub enum PullEnd {
 pub struct PullRecord {
     pub client: usize,
     pub sent_ns: u64,
-    pub batch: usize,
-    pub expires: Duration,
     pub end: PullEnd,
 }
 
@@ -107,9 +103,7 @@ pub struct GroupReport {
     pub pins: Vec<String>,
     /// 423 answers: a pull that carried a pin the server no longer held.
     pub wrong_pin: u64,
-    pub killed_at_ns: Option<u64>,
-    /// Other statuses, counted; the first kept for the error.
-    pub other_statuses: u64,
+    /// The first other status, for the error.
     pub first_status: Option<String>,
     pub ledger: LedgerShard,
 }
@@ -118,7 +112,6 @@ pub struct GroupReport {
 /// the pin, whether the drain is done). Each is written by the client only.
 #[derive(Debug, Default)]
 pub struct GroupProgress {
-    pub received: AtomicU64,
     pub acked: AtomicU64,
     pub last_received_ns: AtomicU64,
 }
@@ -256,13 +249,6 @@ struct Loop {
     pin: Option<u16>,
 }
 
-/// Why a request's wait ended.
-enum Wait {
-    Done(PullEnd),
-    Stop,
-    Kill,
-}
-
 impl Loop {
     async fn run(
         mut self,
@@ -272,22 +258,14 @@ impl Loop {
         while !stop.is_cancelled() && !kill.is_cancelled() {
             let sent_ns = clock::now_ns();
             self.pull().await?;
-            let end = match self.wait(&stop, &kill).await? {
-                Wait::Done(end) => end,
-                Wait::Stop | Wait::Kill => PullEnd::Abandoned {
-                    at_ns: clock::now_ns(),
-                },
-            };
+            let end = self.wait(&stop, &kill).await?;
             self.report.pulls.push(PullRecord {
                 client: self.config.index,
                 sent_ns,
-                batch: self.config.batch,
-                expires: self.config.expires,
                 end,
             });
         }
         if kill.is_cancelled() {
-            self.report.killed_at_ns.get_or_insert(clock::now_ns());
             // What the client recorded as sent (its last pull, its last
             // acks) reaches the server before it goes: otherwise a stall
             // of the connection's writer on a busy machine drops them, and
@@ -332,25 +310,30 @@ impl Loop {
             .context("sending a pull request")
     }
 
-    /// Waits out one request: its batch, its expiry, a refusal, or the end.
-    async fn wait(&mut self, stop: &CancellationToken, kill: &CancellationToken) -> Result<Wait> {
+    /// Waits out one request: its batch, its expiry, a refusal, or the end
+    /// (stopped or killed with it open: abandoned).
+    async fn wait(
+        &mut self,
+        stop: &CancellationToken,
+        kill: &CancellationToken,
+    ) -> Result<PullEnd> {
+        let abandoned = || PullEnd::Abandoned {
+            at_ns: clock::now_ns(),
+        };
         let mut remaining = self.config.batch;
         // The server answers an expired request; this only guards a lost one.
         let deadline = tokio::time::Instant::now() + self.config.expires + Duration::from_secs(2);
         loop {
             let (received_ns, m) = tokio::select! {
                 biased;
-                _ = kill.cancelled() => {
-                    self.report.killed_at_ns = Some(clock::now_ns());
-                    return Ok(Wait::Kill);
-                }
-                _ = stop.cancelled() => return Ok(Wait::Stop),
+                _ = kill.cancelled() => return Ok(abandoned()),
+                _ = stop.cancelled() => return Ok(abandoned()),
                 _ = tokio::time::sleep_until(deadline) => {
-                    return Ok(Wait::Done(PullEnd::Released { at_ns: clock::now_ns() }));
+                    return Ok(PullEnd::Released { at_ns: clock::now_ns() });
                 }
                 m = self.rx.recv() => match m {
                     Some(m) => m,
-                    None => return Ok(Wait::Kill),
+                    None => return Ok(abandoned()),
                 },
             };
             match classify(&m) {
@@ -358,24 +341,23 @@ impl Loop {
                     self.deliver(received_ns, &m, t, kill).await?;
                     remaining -= 1;
                     if remaining == 0 {
-                        return Ok(Wait::Done(PullEnd::Filled {
+                        return Ok(PullEnd::Filled {
                             last_consumer_seq: t.consumer_seq,
-                        }));
+                        });
                     }
                 }
                 Reply::Heartbeat => {}
                 Reply::Released => {
-                    return Ok(Wait::Done(PullEnd::Released { at_ns: received_ns }));
+                    return Ok(PullEnd::Released { at_ns: received_ns });
                 }
                 Reply::WrongPin => {
                     self.report.wrong_pin += 1;
                     self.pin = None;
-                    return Ok(Wait::Done(PullEnd::WrongPin { at_ns: received_ns }));
+                    return Ok(PullEnd::WrongPin { at_ns: received_ns });
                 }
                 Reply::Other(s) => {
-                    self.report.other_statuses += 1;
                     self.report.first_status.get_or_insert(s);
-                    return Ok(Wait::Done(PullEnd::Released { at_ns: received_ns }));
+                    return Ok(PullEnd::Released { at_ns: received_ns });
                 }
             }
         }
@@ -407,7 +389,6 @@ impl Loop {
             self.report.ledger.mark(t.stream_seq, Event::Acked);
             self.progress.acked.fetch_add(1, Ordering::Relaxed);
             d.acked = true;
-            d.acked_ns = clock::now_ns();
         }
         self.report.deliveries.push(d);
         Ok(())
@@ -420,7 +401,6 @@ impl Loop {
             self.pin = pin;
         }
         self.report.ledger.mark(t.stream_seq, Event::Delivered);
-        self.progress.received.fetch_add(1, Ordering::Relaxed);
         self.progress
             .last_received_ns
             .store(received_ns, Ordering::Relaxed);
@@ -435,7 +415,6 @@ impl Loop {
             pin,
             intended_ns,
             acked: false,
-            acked_ns: 0,
         }
     }
 }

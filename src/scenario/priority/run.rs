@@ -51,8 +51,7 @@ pub async fn one(s: &mut Scope<'_>, plan: &Plan, r: &mut VariantResult) -> Resul
 
     // Drive, measure, verify.
     let observed = drive(s, plan, (&n.stream, &n.durable)).await?;
-    measure(plan, &observed, r);
-    verify(plan, &observed, r);
+    judge(plan, &observed, r);
     Ok(())
 }
 
@@ -121,7 +120,7 @@ async fn drive(s: &Scope<'_>, plan: &Plan, (stream, durable): (&str, &str)) -> R
     };
     collect(clients, &mut observed).await?;
     if let Some(w) = watch {
-        observed.events = w.finish().await?.0;
+        observed.events = w.finish().await?;
     }
     if let Some(e) = o.errors.first() {
         anyhow::bail!("publishing failed: {e}");
@@ -255,7 +254,8 @@ fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
 }
 
-fn measure(plan: &Plan, o: &Observed, r: &mut VariantResult) {
+/// Measures what the clients observed and checks it, policy by policy.
+fn judge(plan: &Plan, o: &Observed, r: &mut VariantResult) {
     r.metric(
         names::PUBLISH.rate,
         "msg/s",
@@ -268,23 +268,28 @@ fn measure(plan: &Plan, o: &Observed, r: &mut VariantResult) {
         let n = o.deliveries.iter().filter(|d| d.client == c).count();
         r.count(format!("client{c}.deliveries"), n as u64);
     }
+    r.invariants
+        .push(verify::nothing_lost(&o.ledger, &o.deliveries));
+    let arrival = &plan.load.publish.arrival;
     match &plan.policy {
-        PolicyPlan::Pinned(p) => measure_pinned(p.priority_timeout, o, r),
+        PolicyPlan::Pinned(p) => pinned(p.priority_timeout, o, r),
         PolicyPlan::Overflow {
             min_pending,
+            min_ack_pending,
             overflow_clients,
-            ..
         } => {
             let regular = plan.clients - overflow_clients;
-            measure_overflow(*min_pending, regular, &plan.load.publish.arrival, o, r)
+            measure_overflow(*min_pending, regular, arrival, o, r);
+            let overflow = |c| c >= regular;
+            let (pending, ack_pending) = (*min_pending, *min_ack_pending);
+            let check = verify::overflow_threshold(&o.deliveries, overflow, pending, ack_pending);
+            r.invariants.push(check);
         }
-        PolicyPlan::Prioritized { levels } => {
-            measure_prioritized(levels, &plan.load.publish.arrival, o, r)
-        }
+        PolicyPlan::Prioritized { levels } => prioritized(levels, arrival, o, r),
     }
 }
 
-fn measure_pinned(timeout: Duration, o: &Observed, r: &mut VariantResult) {
+fn pinned(timeout: Duration, o: &Observed, r: &mut VariantResult) {
     r.param("priority_timeout_ms", timeout.as_secs_f64() * 1e3);
     let outside = verify::outside_pin(&o.deliveries).len() as u64;
     r.count(OUTSIDE_PIN, outside);
@@ -323,6 +328,13 @@ fn measure_pinned(timeout: Duration, o: &Observed, r: &mut VariantResult) {
             Direction::Lower,
         );
     }
+    r.invariants.push(verify::within_pin(&o.deliveries));
+    r.invariants
+        .push(verify::doubles_explained(&o.deliveries, o.killed));
+    r.invariants.push(verify::pin_moves_after_kill(o));
+    let timeout_ns = timeout.as_nanos() as u64;
+    r.invariants.push(verify::no_early_failover(o, timeout_ns));
+    r.invariants.push(verify::pin_moves_after_unpin(o));
 }
 
 /// The step (0-based) a message intended at `intended_ns` belongs to.
@@ -418,7 +430,7 @@ fn measure_overflow(
     shares(OVERFLOW_SHARE, arrival, o, |d| d.client >= regular, r);
 }
 
-fn measure_prioritized(levels: &[u8], arrival: &ArrivalPlan, o: &Observed, r: &mut VariantResult) {
+fn prioritized(levels: &[u8], arrival: &ArrivalPlan, o: &Observed, r: &mut VariantResult) {
     let mut distinct: Vec<u8> = levels.to_vec();
     distinct.sort();
     distinct.dedup();
@@ -429,37 +441,6 @@ fn measure_prioritized(levels: &[u8], arrival: &ArrivalPlan, o: &Observed, r: &m
     }
     let found = verify::inversions(&o.deliveries, &o.pulls, levels).len() as u64;
     r.count(INVERSIONS, found);
-}
-
-fn verify(plan: &Plan, o: &Observed, r: &mut VariantResult) {
     r.invariants
-        .push(verify::nothing_lost(&o.ledger, &o.deliveries));
-    match &plan.policy {
-        PolicyPlan::Pinned(p) => {
-            let timeout_ns = p.priority_timeout.as_nanos() as u64;
-            r.invariants.push(verify::within_pin(&o.deliveries));
-            r.invariants
-                .push(verify::doubles_explained(&o.deliveries, o.killed));
-            r.invariants.push(verify::pin_moves_after_kill(o));
-            r.invariants.push(verify::no_early_failover(o, timeout_ns));
-            r.invariants.push(verify::pin_moves_after_unpin(o));
-        }
-        PolicyPlan::Overflow {
-            min_pending,
-            min_ack_pending,
-            overflow_clients,
-        } => {
-            let regular = plan.clients - overflow_clients;
-            r.invariants.push(verify::overflow_threshold(
-                &o.deliveries,
-                |c| c >= regular,
-                *min_pending,
-                *min_ack_pending,
-            ));
-        }
-        PolicyPlan::Prioritized { levels } => {
-            r.invariants
-                .push(verify::priority_order(&o.deliveries, &o.pulls, levels));
-        }
-    }
+        .push(verify::priority_order(&o.deliveries, &o.pulls, levels));
 }
