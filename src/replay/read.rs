@@ -20,6 +20,7 @@ use async_nats::Client;
 use async_nats::jetstream::consumer::{self, DeliverPolicy, ReplayPolicy, pull, push};
 use async_nats::jetstream::{self, Message};
 use futures::StreamExt;
+use futures::stream::BoxStream;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -106,22 +107,8 @@ pub struct ReplayLog {
     pub timeline: Timeline,
 }
 
-enum Source {
-    Ordered(Box<push::Ordered>),
-    Pull(Box<pull::Stream>),
-}
-
-impl Source {
-    async fn next(&mut self) -> Option<Result<Message, String>> {
-        match self {
-            Source::Ordered(s) => s
-                .next()
-                .await
-                .map(|r| r.map_err(|e| format!("ordered: {e}"))),
-            Source::Pull(s) => s.next().await.map(|r| r.map_err(|e| format!("pull: {e}"))),
-        }
-    }
-}
+/// The consumer's deliveries, its errors named by the reader.
+type Source = BoxStream<'static, Result<Message, String>>;
 
 fn replay_policy(pace: ReplayPace) -> ReplayPolicy {
     match pace {
@@ -176,7 +163,8 @@ pub async fn open(client: &Client, js: &jetstream::Context, spec: ReplaySpec) ->
                 .messages()
                 .await
                 .with_context(|| format!("reading ordered consumer {}", spec.name))?;
-            (Source::Ordered(Box::new(messages)), None)
+            let named = messages.map(|r| r.map_err(|e| format!("ordered: {e}")));
+            (named.boxed(), None)
         }
         ReplayReader::Pull => {
             let consumer: consumer::PullConsumer = stream
@@ -199,7 +187,8 @@ pub async fn open(client: &Client, js: &jetstream::Context, spec: ReplaySpec) ->
                 .messages()
                 .await
                 .with_context(|| format!("reading durable consumer {}", spec.name))?;
-            (Source::Pull(Box::new(messages)), Some(consumer))
+            let named = messages.map(|r| r.map_err(|e| format!("pull: {e}")));
+            (named.boxed(), Some(consumer))
         }
     };
     Ok(Opened {
