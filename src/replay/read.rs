@@ -110,13 +110,6 @@ pub struct ReplayLog {
 /// The consumer's deliveries, its errors named by the reader.
 type Source = BoxStream<'static, Result<Message, String>>;
 
-fn replay_policy(pace: ReplayPace) -> ReplayPolicy {
-    match pace {
-        ReplayPace::Instant => ReplayPolicy::Instant,
-        ReplayPace::Original => ReplayPolicy::Original,
-    }
-}
-
 /// Creates the consumer and reads it as `spec` says. `client` is the
 /// connection `js` runs on (the ordered consumer's inbox lives there).
 pub async fn replay(
@@ -146,6 +139,10 @@ pub async fn open(client: &Client, js: &jetstream::Context, spec: ReplaySpec) ->
         .await
         .with_context(|| format!("opening stream {}", spec.stream))?;
     let requested_ns = clock::now_ns();
+    let replay_policy = match spec.pace {
+        ReplayPace::Instant => ReplayPolicy::Instant,
+        ReplayPace::Original => ReplayPolicy::Original,
+    };
     let (source, durable) = match spec.reader {
         ReplayReader::Ordered => {
             let consumer = stream
@@ -154,7 +151,7 @@ pub async fn open(client: &Client, js: &jetstream::Context, spec: ReplaySpec) ->
                     name: Some(spec.name.clone()),
                     filter_subject: spec.filter.clone().unwrap_or_default(),
                     deliver_policy: spec.deliver,
-                    replay_policy: replay_policy(spec.pace),
+                    replay_policy,
                     ..Default::default()
                 })
                 .await
@@ -172,7 +169,7 @@ pub async fn open(client: &Client, js: &jetstream::Context, spec: ReplaySpec) ->
                     durable_name: Some(spec.name.clone()),
                     filter_subject: spec.filter.clone().unwrap_or_default(),
                     deliver_policy: spec.deliver,
-                    replay_policy: replay_policy(spec.pace),
+                    replay_policy,
                     ack_policy: consumer::AckPolicy::Explicit,
                     max_ack_pending: REPLAY_MAX_ACK_PENDING,
                     ..Default::default()

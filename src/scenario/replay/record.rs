@@ -150,17 +150,10 @@ fn verify(outcome: &DriveOutcome, recording: &[Recorded], r: &mut VariantResult)
         .push(checks::every_publish_persisted(checks::PERSISTED, outcome));
     // Without consumers the ledger sees no deliveries: "lost" is what the
     // recording does not hold.
-    let recorded_persisted = recording
-        .iter()
-        .filter(|m| outcome.ledger.count(m.seq, Event::Persisted) > 0)
-        .count() as u64;
-    r.ledger.lost = c.persisted.saturating_sub(recorded_persisted);
-    let unconfirmed: Vec<u64> = recording
-        .iter()
-        .filter(|m| outcome.ledger.count(m.seq, Event::Persisted) == 0)
-        .map(|m| m.seq)
-        .take(10)
-        .collect();
+    let (confirmed, mut unconfirmed): (Vec<u64>, Vec<u64>) = (recording.iter().map(|m| m.seq))
+        .partition(|&seq| outcome.ledger.count(seq, Event::Persisted) > 0);
+    r.ledger.lost = c.persisted.saturating_sub(confirmed.len() as u64);
+    unconfirmed.truncate(10);
     let contiguous = recording
         .iter()
         .enumerate()
