@@ -19,7 +19,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use async_nats::{Client, HeaderMap, StatusCode};
 
-use crate::wire::jetstream::{AckTokens, ack_tokens, next_subject};
+use crate::wire::jetstream::{AckTokens, ack_tokens};
 use futures::StreamExt;
 use serde::Serialize;
 use tokio::sync::mpsc;
@@ -37,10 +37,8 @@ pub const PIN_HEADER: &str = "Nats-Pin-Id";
 #[derive(Debug, Clone)]
 pub struct GroupClientConfig {
     pub index: usize,
-    /// `$JS.API`, or a domain's.
-    pub api_prefix: String,
-    pub stream: String,
-    pub consumer: String,
+    /// Where pulls go: `<api>.CONSUMER.MSG.NEXT.<stream>.<consumer>`.
+    pub subject: String,
     pub group: String,
     pub batch: usize,
     pub expires: Duration,
@@ -131,7 +129,7 @@ impl GroupClient {
         stop: CancellationToken,
     ) -> Result<GroupClient> {
         let inbox = client.new_inbox();
-        let subscription = client
+        let mut subscription = client
             .subscribe(inbox.clone())
             .await
             .context("subscribing a group client's inbox")?;
@@ -143,16 +141,14 @@ impl GroupClient {
         let (tx, rx) = mpsc::unbounded_channel();
         let reader_stop = kill.clone();
         tokio::spawn(async move {
-            let mut subscription = subscription;
-            loop {
-                tokio::select! {
-                    _ = reader_stop.cancelled() => break,
-                    m = subscription.next() => match m {
-                        Some(m) => if tx.send((clock::now_ns(), m)).is_err() { break },
-                        None => break,
-                    },
+            let forward = async {
+                while let Some(m) = subscription.next().await {
+                    if tx.send((clock::now_ns(), m)).is_err() {
+                        break;
+                    }
                 }
-            }
+            };
+            reader_stop.run_until_cancelled(forward).await;
             // Dropping the subscription unsubscribes: the server sees the
             // client's interest gone, as after a process died.
         });
@@ -166,8 +162,7 @@ impl GroupClient {
             report: GroupReport::default(),
             pin: None,
         };
-        let task_kill = kill.clone();
-        let task = tokio::spawn(looping.run(stop, task_kill));
+        let task = tokio::spawn(looping.run(stop, kill.clone()));
         Ok(GroupClient {
             progress,
             kill,
@@ -303,9 +298,8 @@ impl Loop {
             id,
         };
         let body = serde_json::to_vec(&request).context("encoding a pull request")?;
-        let subject = next_subject(&c.api_prefix, &c.stream, &c.consumer);
         self.client
-            .publish_with_reply(subject, self.inbox.clone(), body.into())
+            .publish_with_reply(c.subject.clone(), self.inbox.clone(), body.into())
             .await
             .context("sending a pull request")
     }

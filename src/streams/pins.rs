@@ -82,15 +82,12 @@ impl PinWatch {
         let task = tokio::spawn(async move {
             let mut all = futures::stream::select_all(subs);
             let mut events = Vec::new();
-            loop {
-                tokio::select! {
-                    _ = until.cancelled() => break,
-                    m = all.next() => match m {
-                        Some(m) => events.extend(parse(clock::now_ns(), &m.payload)),
-                        None => break,
-                    },
+            let collect = async {
+                while let Some(m) = all.next().await {
+                    events.extend(parse(clock::now_ns(), &m.payload));
                 }
-            }
+            };
+            until.run_until_cancelled(collect).await;
             events
         });
         Ok(PinWatch { stop, task })

@@ -21,6 +21,7 @@ use crate::scenario::Scope;
 use crate::streams::pins::{self, PinWatch};
 use crate::streams::provision::durable_config;
 use crate::variant::VariantResult;
+use crate::wire::jetstream::next_subject;
 
 /// One variant: the stream and its durable in the plan's priority group,
 /// the group clients, the load through the shared drive with the kill
@@ -146,9 +147,7 @@ fn client_config(
     };
     GroupClientConfig {
         index,
-        api_prefix: api.to_string(),
-        stream: stream.to_string(),
-        consumer: durable.to_string(),
+        subject: next_subject(api, stream, durable),
         group: plan.group.clone(),
         batch: plan.load.consumer.batch,
         expires: plan.expires,
@@ -337,22 +336,8 @@ fn pinned(timeout: Duration, o: &Observed, r: &mut VariantResult) {
     r.invariants.push(verify::pin_moves_after_unpin(o));
 }
 
-/// The step (0-based) a message intended at `intended_ns` belongs to.
-fn step_of(arrival: &ArrivalPlan, t0_ns: u64, intended_ns: u64) -> Option<usize> {
-    let ArrivalPlan::Steps(steps) = arrival else {
-        return None;
-    };
-    let mut end = t0_ns;
-    for (i, (_, length)) in steps.iter().enumerate() {
-        end += length.as_nanos() as u64;
-        if intended_ns < end {
-            return Some(i);
-        }
-    }
-    Some(steps.len().saturating_sub(1))
-}
-
-/// The share of deliveries `chosen` took, overall and per step.
+/// The share of deliveries `chosen` took, overall and per step: the step
+/// a delivery's message was intended in (the last one past its end).
 fn shares(
     name: &str,
     arrival: &ArrivalPlan,
@@ -360,32 +345,35 @@ fn shares(
     chosen: impl Fn(&GroupDelivery) -> bool,
     r: &mut VariantResult,
 ) {
-    let share = |ds: &mut dyn Iterator<Item = &GroupDelivery>| {
-        let (mut all, mut hit) = (0u64, 0u64);
-        for d in ds {
-            all += 1;
-            hit += u64::from(chosen(d));
-        }
-        (all > 0).then(|| hit as f64 / all as f64)
+    let steps = match arrival {
+        ArrivalPlan::Steps(steps) => &steps[..],
+        _ => &[],
     };
-    if let Some(s) = share(&mut o.deliveries.iter()) {
-        // The highest level's share falls when the server hands lower
-        // levels what the highest could take: judged, higher is better.
-        let direction = match name {
-            LEVEL0_SHARE => Direction::Higher,
-            _ => Direction::None,
-        };
-        r.metric(name, "ratio", s, direction);
+    // (deliveries, chosen ones): overall, then step by step.
+    let mut tally = vec![(0u64, 0u64); 1 + steps.len()];
+    for d in &o.deliveries {
+        let mut end = o.t0_ns;
+        let step = (steps.iter()).position(|(_, length)| {
+            end += length.as_nanos() as u64;
+            d.intended_ns < end
+        });
+        let step = step.unwrap_or(steps.len().saturating_sub(1));
+        for i in [0]
+            .into_iter()
+            .chain((!steps.is_empty()).then_some(1 + step))
+        {
+            tally[i].0 += 1;
+            tally[i].1 += u64::from(chosen(d));
+        }
     }
-    if let ArrivalPlan::Steps(steps) = arrival {
-        for i in 0..steps.len() {
-            let mut in_step = o
-                .deliveries
-                .iter()
-                .filter(|d| step_of(arrival, o.t0_ns, d.intended_ns) == Some(i));
-            if let Some(s) = share(&mut in_step) {
-                r.metric(format!("step{}.{name}", i + 1), "ratio", s, Direction::None);
-            }
+    for (i, &(all, hit)) in tally.iter().enumerate().filter(|(_, t)| t.0 > 0) {
+        let share = hit as f64 / all as f64;
+        match i {
+            // The highest level's share falls when the server hands lower
+            // levels what the highest could take: judged, higher is better.
+            0 if name == LEVEL0_SHARE => r.metric(name, "ratio", share, Direction::Higher),
+            0 => r.metric(name, "ratio", share, Direction::None),
+            _ => r.metric(format!("step{i}.{name}"), "ratio", share, Direction::None),
         }
     }
 }
