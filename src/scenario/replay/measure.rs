@@ -220,15 +220,11 @@ fn pacing_metrics(p: &Pacing, r: &mut VariantResult) {
         }
         let prefix = format!("{GAP_ERROR_BY_GAP}.{}", class.name);
         r.count(format!("{prefix}.count"), errors.count());
-        let p50 = errors.quantile_ns(0.5) as f64;
+        // Of the signed figures, the median and the magnitudes.
+        let kept = [".p50", ".abs_p50", ".abs_p99"];
+        let figures = signed_metrics(&prefix, errors).into_iter();
         r.metrics
-            .push(us(format!("{prefix}.p50"), p50, Direction::None));
-        let magnitude = errors.magnitude();
-        for (suffix, q) in [("abs_p50", 0.5), ("abs_p99", 0.99)] {
-            let abs = magnitude.quantile(q) as f64;
-            r.metrics
-                .push(us(format!("{prefix}.{suffix}"), abs, Direction::Lower));
-        }
+            .extend(figures.filter(|m| kept.iter().any(|k| m.name.ends_with(k))));
     }
     // The smallest gap reproduced within 1 ms, by the median and by the
     // 99th percentile of each gap class's error.
