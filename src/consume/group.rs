@@ -19,7 +19,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use async_nats::{Client, HeaderMap, StatusCode};
 
-use crate::wire::jetstream::{AckTokens, ack_tokens, next_subject};
+use crate::wire::jetstream::{AckTokens, ack_tokens};
 use futures::StreamExt;
 use serde::Serialize;
 use tokio::sync::mpsc;
@@ -37,10 +37,8 @@ pub const PIN_HEADER: &str = "Nats-Pin-Id";
 #[derive(Debug, Clone)]
 pub struct GroupClientConfig {
     pub index: usize,
-    /// `$JS.API`, or a domain's.
-    pub api_prefix: String,
-    pub stream: String,
-    pub consumer: String,
+    /// Where pulls go: `<api>.CONSUMER.MSG.NEXT.<stream>.<consumer>`.
+    pub subject: String,
     pub group: String,
     pub batch: usize,
     pub expires: Duration,
@@ -71,8 +69,6 @@ pub struct GroupDelivery {
     /// The publisher's intended send time (from the payload's stamp).
     pub intended_ns: u64,
     pub acked: bool,
-    /// When the ack was published (0 when not acked).
-    pub acked_ns: u64,
 }
 
 /// How a pull request ended.
@@ -93,8 +89,6 @@ pub enum PullEnd {
 pub struct PullRecord {
     pub client: usize,
     pub sent_ns: u64,
-    pub batch: usize,
-    pub expires: Duration,
     pub end: PullEnd,
 }
 
@@ -107,9 +101,7 @@ pub struct GroupReport {
     pub pins: Vec<String>,
     /// 423 answers: a pull that carried a pin the server no longer held.
     pub wrong_pin: u64,
-    pub killed_at_ns: Option<u64>,
-    /// Other statuses, counted; the first kept for the error.
-    pub other_statuses: u64,
+    /// The first other status, for the error.
     pub first_status: Option<String>,
     pub ledger: LedgerShard,
 }
@@ -118,7 +110,6 @@ pub struct GroupReport {
 /// the pin, whether the drain is done). Each is written by the client only.
 #[derive(Debug, Default)]
 pub struct GroupProgress {
-    pub received: AtomicU64,
     pub acked: AtomicU64,
     pub last_received_ns: AtomicU64,
 }
@@ -138,7 +129,7 @@ impl GroupClient {
         stop: CancellationToken,
     ) -> Result<GroupClient> {
         let inbox = client.new_inbox();
-        let subscription = client
+        let mut subscription = client
             .subscribe(inbox.clone())
             .await
             .context("subscribing a group client's inbox")?;
@@ -150,16 +141,14 @@ impl GroupClient {
         let (tx, rx) = mpsc::unbounded_channel();
         let reader_stop = kill.clone();
         tokio::spawn(async move {
-            let mut subscription = subscription;
-            loop {
-                tokio::select! {
-                    _ = reader_stop.cancelled() => break,
-                    m = subscription.next() => match m {
-                        Some(m) => if tx.send((clock::now_ns(), m)).is_err() { break },
-                        None => break,
-                    },
+            let forward = async {
+                while let Some(m) = subscription.next().await {
+                    if tx.send((clock::now_ns(), m)).is_err() {
+                        break;
+                    }
                 }
-            }
+            };
+            reader_stop.run_until_cancelled(forward).await;
             // Dropping the subscription unsubscribes: the server sees the
             // client's interest gone, as after a process died.
         });
@@ -173,8 +162,7 @@ impl GroupClient {
             report: GroupReport::default(),
             pin: None,
         };
-        let task_kill = kill.clone();
-        let task = tokio::spawn(looping.run(stop, task_kill));
+        let task = tokio::spawn(looping.run(stop, kill.clone()));
         Ok(GroupClient {
             progress,
             kill,
@@ -256,13 +244,6 @@ struct Loop {
     pin: Option<u16>,
 }
 
-/// Why a request's wait ended.
-enum Wait {
-    Done(PullEnd),
-    Stop,
-    Kill,
-}
-
 impl Loop {
     async fn run(
         mut self,
@@ -272,22 +253,14 @@ impl Loop {
         while !stop.is_cancelled() && !kill.is_cancelled() {
             let sent_ns = clock::now_ns();
             self.pull().await?;
-            let end = match self.wait(&stop, &kill).await? {
-                Wait::Done(end) => end,
-                Wait::Stop | Wait::Kill => PullEnd::Abandoned {
-                    at_ns: clock::now_ns(),
-                },
-            };
+            let end = self.wait(&stop, &kill).await?;
             self.report.pulls.push(PullRecord {
                 client: self.config.index,
                 sent_ns,
-                batch: self.config.batch,
-                expires: self.config.expires,
                 end,
             });
         }
         if kill.is_cancelled() {
-            self.report.killed_at_ns.get_or_insert(clock::now_ns());
             // What the client recorded as sent (its last pull, its last
             // acks) reaches the server before it goes: otherwise a stall
             // of the connection's writer on a busy machine drops them, and
@@ -325,32 +298,36 @@ impl Loop {
             id,
         };
         let body = serde_json::to_vec(&request).context("encoding a pull request")?;
-        let subject = next_subject(&c.api_prefix, &c.stream, &c.consumer);
         self.client
-            .publish_with_reply(subject, self.inbox.clone(), body.into())
+            .publish_with_reply(c.subject.clone(), self.inbox.clone(), body.into())
             .await
             .context("sending a pull request")
     }
 
-    /// Waits out one request: its batch, its expiry, a refusal, or the end.
-    async fn wait(&mut self, stop: &CancellationToken, kill: &CancellationToken) -> Result<Wait> {
+    /// Waits out one request: its batch, its expiry, a refusal, or the end
+    /// (stopped or killed with it open: abandoned).
+    async fn wait(
+        &mut self,
+        stop: &CancellationToken,
+        kill: &CancellationToken,
+    ) -> Result<PullEnd> {
+        let abandoned = || PullEnd::Abandoned {
+            at_ns: clock::now_ns(),
+        };
         let mut remaining = self.config.batch;
         // The server answers an expired request; this only guards a lost one.
         let deadline = tokio::time::Instant::now() + self.config.expires + Duration::from_secs(2);
         loop {
             let (received_ns, m) = tokio::select! {
                 biased;
-                _ = kill.cancelled() => {
-                    self.report.killed_at_ns = Some(clock::now_ns());
-                    return Ok(Wait::Kill);
-                }
-                _ = stop.cancelled() => return Ok(Wait::Stop),
+                _ = kill.cancelled() => return Ok(abandoned()),
+                _ = stop.cancelled() => return Ok(abandoned()),
                 _ = tokio::time::sleep_until(deadline) => {
-                    return Ok(Wait::Done(PullEnd::Released { at_ns: clock::now_ns() }));
+                    return Ok(PullEnd::Released { at_ns: clock::now_ns() });
                 }
                 m = self.rx.recv() => match m {
                     Some(m) => m,
-                    None => return Ok(Wait::Kill),
+                    None => return Ok(abandoned()),
                 },
             };
             match classify(&m) {
@@ -358,24 +335,23 @@ impl Loop {
                     self.deliver(received_ns, &m, t, kill).await?;
                     remaining -= 1;
                     if remaining == 0 {
-                        return Ok(Wait::Done(PullEnd::Filled {
+                        return Ok(PullEnd::Filled {
                             last_consumer_seq: t.consumer_seq,
-                        }));
+                        });
                     }
                 }
                 Reply::Heartbeat => {}
                 Reply::Released => {
-                    return Ok(Wait::Done(PullEnd::Released { at_ns: received_ns }));
+                    return Ok(PullEnd::Released { at_ns: received_ns });
                 }
                 Reply::WrongPin => {
                     self.report.wrong_pin += 1;
                     self.pin = None;
-                    return Ok(Wait::Done(PullEnd::WrongPin { at_ns: received_ns }));
+                    return Ok(PullEnd::WrongPin { at_ns: received_ns });
                 }
                 Reply::Other(s) => {
-                    self.report.other_statuses += 1;
                     self.report.first_status.get_or_insert(s);
-                    return Ok(Wait::Done(PullEnd::Released { at_ns: received_ns }));
+                    return Ok(PullEnd::Released { at_ns: received_ns });
                 }
             }
         }
@@ -407,7 +383,6 @@ impl Loop {
             self.report.ledger.mark(t.stream_seq, Event::Acked);
             self.progress.acked.fetch_add(1, Ordering::Relaxed);
             d.acked = true;
-            d.acked_ns = clock::now_ns();
         }
         self.report.deliveries.push(d);
         Ok(())
@@ -420,7 +395,6 @@ impl Loop {
             self.pin = pin;
         }
         self.report.ledger.mark(t.stream_seq, Event::Delivered);
-        self.progress.received.fetch_add(1, Ordering::Relaxed);
         self.progress
             .last_received_ns
             .store(received_ns, Ordering::Relaxed);
@@ -435,7 +409,6 @@ impl Loop {
             pin,
             intended_ns,
             acked: false,
-            acked_ns: 0,
         }
     }
 }

@@ -188,11 +188,9 @@ pub fn analyse(pairs: &[(u64, u64)]) -> Pacing {
 /// message at or after each of evenly spaced original times.
 fn sample(pairs: &[(u64, u64)]) -> Vec<(u64, u64)> {
     let (o0, r0) = pairs[0];
+    let elapsed = |&(o, r): &(u64, u64)| (o.saturating_sub(o0), r.saturating_sub(r0));
     if pairs.len() <= SERIES_POINTS {
-        return pairs
-            .iter()
-            .map(|&(o, r)| (o.saturating_sub(o0), r.saturating_sub(r0)))
-            .collect();
+        return pairs.iter().map(elapsed).collect();
     }
     let span = pairs[pairs.len() - 1].0.saturating_sub(o0);
     let mut out: Vec<(u64, u64)> = Vec::with_capacity(SERIES_POINTS);
@@ -202,13 +200,12 @@ fn sample(pairs: &[(u64, u64)]) -> Vec<(u64, u64)> {
         while i + 1 < pairs.len() && u128::from(pairs[i].0.saturating_sub(o0)) < at {
             i += 1;
         }
-        let point = (pairs[i].0.saturating_sub(o0), pairs[i].1.saturating_sub(r0));
+        let point = elapsed(&pairs[i]);
         if out.last() != Some(&point) {
             out.push(point);
         }
     }
-    let last = pairs[pairs.len() - 1];
-    let last = (last.0.saturating_sub(o0), last.1.saturating_sub(r0));
+    let last = elapsed(&pairs[pairs.len() - 1]);
     if out.last() != Some(&last) {
         out.push(last);
     }

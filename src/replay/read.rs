@@ -20,6 +20,7 @@ use async_nats::Client;
 use async_nats::jetstream::consumer::{self, DeliverPolicy, ReplayPolicy, pull, push};
 use async_nats::jetstream::{self, Message};
 use futures::StreamExt;
+use futures::stream::BoxStream;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -106,29 +107,8 @@ pub struct ReplayLog {
     pub timeline: Timeline,
 }
 
-enum Source {
-    Ordered(Box<push::Ordered>),
-    Pull(Box<pull::Stream>),
-}
-
-impl Source {
-    async fn next(&mut self) -> Option<Result<Message, String>> {
-        match self {
-            Source::Ordered(s) => s
-                .next()
-                .await
-                .map(|r| r.map_err(|e| format!("ordered: {e}"))),
-            Source::Pull(s) => s.next().await.map(|r| r.map_err(|e| format!("pull: {e}"))),
-        }
-    }
-}
-
-fn replay_policy(pace: ReplayPace) -> ReplayPolicy {
-    match pace {
-        ReplayPace::Instant => ReplayPolicy::Instant,
-        ReplayPace::Original => ReplayPolicy::Original,
-    }
-}
+/// The consumer's deliveries, its errors named by the reader.
+type Source = BoxStream<'static, Result<Message, String>>;
 
 /// Creates the consumer and reads it as `spec` says. `client` is the
 /// connection `js` runs on (the ordered consumer's inbox lives there).
@@ -159,6 +139,10 @@ pub async fn open(client: &Client, js: &jetstream::Context, spec: ReplaySpec) ->
         .await
         .with_context(|| format!("opening stream {}", spec.stream))?;
     let requested_ns = clock::now_ns();
+    let replay_policy = match spec.pace {
+        ReplayPace::Instant => ReplayPolicy::Instant,
+        ReplayPace::Original => ReplayPolicy::Original,
+    };
     let (source, durable) = match spec.reader {
         ReplayReader::Ordered => {
             let consumer = stream
@@ -167,7 +151,7 @@ pub async fn open(client: &Client, js: &jetstream::Context, spec: ReplaySpec) ->
                     name: Some(spec.name.clone()),
                     filter_subject: spec.filter.clone().unwrap_or_default(),
                     deliver_policy: spec.deliver,
-                    replay_policy: replay_policy(spec.pace),
+                    replay_policy,
                     ..Default::default()
                 })
                 .await
@@ -176,7 +160,8 @@ pub async fn open(client: &Client, js: &jetstream::Context, spec: ReplaySpec) ->
                 .messages()
                 .await
                 .with_context(|| format!("reading ordered consumer {}", spec.name))?;
-            (Source::Ordered(Box::new(messages)), None)
+            let named = messages.map(|r| r.map_err(|e| format!("ordered: {e}")));
+            (named.boxed(), None)
         }
         ReplayReader::Pull => {
             let consumer: consumer::PullConsumer = stream
@@ -184,7 +169,7 @@ pub async fn open(client: &Client, js: &jetstream::Context, spec: ReplaySpec) ->
                     durable_name: Some(spec.name.clone()),
                     filter_subject: spec.filter.clone().unwrap_or_default(),
                     deliver_policy: spec.deliver,
-                    replay_policy: replay_policy(spec.pace),
+                    replay_policy,
                     ack_policy: consumer::AckPolicy::Explicit,
                     max_ack_pending: REPLAY_MAX_ACK_PENDING,
                     ..Default::default()
@@ -199,7 +184,8 @@ pub async fn open(client: &Client, js: &jetstream::Context, spec: ReplaySpec) ->
                 .messages()
                 .await
                 .with_context(|| format!("reading durable consumer {}", spec.name))?;
-            (Source::Pull(Box::new(messages)), Some(consumer))
+            let named = messages.map(|r| r.map_err(|e| format!("pull: {e}")));
+            (named.boxed(), Some(consumer))
         }
     };
     Ok(Opened {

@@ -25,7 +25,6 @@ pub enum PinChange {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PinEvent {
     pub received_ns: u64,
-    pub group: String,
     pub change: PinChange,
 }
 
@@ -33,8 +32,6 @@ pub struct PinEvent {
 struct Wire {
     #[serde(rename = "type")]
     kind: String,
-    #[serde(default)]
-    group: String,
     #[serde(default)]
     pinned_id: String,
     #[serde(default)]
@@ -55,7 +52,6 @@ pub fn parse(received_ns: u64, payload: &[u8]) -> Option<PinEvent> {
     };
     Some(PinEvent {
         received_ns,
-        group: w.group,
         change,
     })
 }
@@ -63,7 +59,7 @@ pub fn parse(received_ns: u64, payload: &[u8]) -> Option<PinEvent> {
 /// The watch on one consumer's pin advisories.
 pub struct PinWatch {
     stop: CancellationToken,
-    task: JoinHandle<(Vec<PinEvent>, u64)>,
+    task: JoinHandle<Vec<PinEvent>>,
 }
 
 impl PinWatch {
@@ -85,26 +81,20 @@ impl PinWatch {
         let until = stop.clone();
         let task = tokio::spawn(async move {
             let mut all = futures::stream::select_all(subs);
-            let (mut events, mut malformed) = (Vec::new(), 0);
-            loop {
-                tokio::select! {
-                    _ = until.cancelled() => break,
-                    m = all.next() => match m {
-                        Some(m) => match parse(clock::now_ns(), &m.payload) {
-                            Some(e) => events.push(e),
-                            None => malformed += 1,
-                        },
-                        None => break,
-                    },
+            let mut events = Vec::new();
+            let collect = async {
+                while let Some(m) = all.next().await {
+                    events.extend(parse(clock::now_ns(), &m.payload));
                 }
-            }
-            (events, malformed)
+            };
+            until.run_until_cancelled(collect).await;
+            events
         });
         Ok(PinWatch { stop, task })
     }
 
-    /// The advisories seen, in order of arrival, and how many did not parse.
-    pub async fn finish(self) -> Result<(Vec<PinEvent>, u64)> {
+    /// The advisories seen, in order of arrival.
+    pub async fn finish(self) -> Result<Vec<PinEvent>> {
         self.stop.cancel();
         self.task.await.context("joining the pin watch")
     }
@@ -153,7 +143,6 @@ mod tests {
             parse(6, u).unwrap(),
             PinEvent {
                 received_ns: 6,
-                group: "g".into(),
                 change: PinChange::Unpinned {
                     reason: "admin".into()
                 }

@@ -21,6 +21,7 @@ use crate::scenario::Scope;
 use crate::streams::pins::{self, PinWatch};
 use crate::streams::provision::durable_config;
 use crate::variant::VariantResult;
+use crate::wire::jetstream::next_subject;
 
 /// One variant: the stream and its durable in the plan's priority group,
 /// the group clients, the load through the shared drive with the kill
@@ -51,8 +52,7 @@ pub async fn one(s: &mut Scope<'_>, plan: &Plan, r: &mut VariantResult) -> Resul
 
     // Drive, measure, verify.
     let observed = drive(s, plan, (&n.stream, &n.durable)).await?;
-    measure(plan, &observed, r);
-    verify(plan, &observed, r);
+    judge(plan, &observed, r);
     Ok(())
 }
 
@@ -121,7 +121,7 @@ async fn drive(s: &Scope<'_>, plan: &Plan, (stream, durable): (&str, &str)) -> R
     };
     collect(clients, &mut observed).await?;
     if let Some(w) = watch {
-        observed.events = w.finish().await?.0;
+        observed.events = w.finish().await?;
     }
     if let Some(e) = o.errors.first() {
         anyhow::bail!("publishing failed: {e}");
@@ -147,9 +147,7 @@ fn client_config(
     };
     GroupClientConfig {
         index,
-        api_prefix: api.to_string(),
-        stream: stream.to_string(),
-        consumer: durable.to_string(),
+        subject: next_subject(api, stream, durable),
         group: plan.group.clone(),
         batch: plan.load.consumer.batch,
         expires: plan.expires,
@@ -255,7 +253,8 @@ fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
 }
 
-fn measure(plan: &Plan, o: &Observed, r: &mut VariantResult) {
+/// Measures what the clients observed and checks it, policy by policy.
+fn judge(plan: &Plan, o: &Observed, r: &mut VariantResult) {
     r.metric(
         names::PUBLISH.rate,
         "msg/s",
@@ -268,23 +267,28 @@ fn measure(plan: &Plan, o: &Observed, r: &mut VariantResult) {
         let n = o.deliveries.iter().filter(|d| d.client == c).count();
         r.count(format!("client{c}.deliveries"), n as u64);
     }
+    r.invariants
+        .push(verify::nothing_lost(&o.ledger, &o.deliveries));
+    let arrival = &plan.load.publish.arrival;
     match &plan.policy {
-        PolicyPlan::Pinned(p) => measure_pinned(p.priority_timeout, o, r),
+        PolicyPlan::Pinned(p) => pinned(p.priority_timeout, o, r),
         PolicyPlan::Overflow {
             min_pending,
+            min_ack_pending,
             overflow_clients,
-            ..
         } => {
             let regular = plan.clients - overflow_clients;
-            measure_overflow(*min_pending, regular, &plan.load.publish.arrival, o, r)
+            measure_overflow(*min_pending, regular, arrival, o, r);
+            let overflow = |c| c >= regular;
+            let (pending, ack_pending) = (*min_pending, *min_ack_pending);
+            let check = verify::overflow_threshold(&o.deliveries, overflow, pending, ack_pending);
+            r.invariants.push(check);
         }
-        PolicyPlan::Prioritized { levels } => {
-            measure_prioritized(levels, &plan.load.publish.arrival, o, r)
-        }
+        PolicyPlan::Prioritized { levels } => prioritized(levels, arrival, o, r),
     }
 }
 
-fn measure_pinned(timeout: Duration, o: &Observed, r: &mut VariantResult) {
+fn pinned(timeout: Duration, o: &Observed, r: &mut VariantResult) {
     r.param("priority_timeout_ms", timeout.as_secs_f64() * 1e3);
     let outside = verify::outside_pin(&o.deliveries).len() as u64;
     r.count(OUTSIDE_PIN, outside);
@@ -323,24 +327,17 @@ fn measure_pinned(timeout: Duration, o: &Observed, r: &mut VariantResult) {
             Direction::Lower,
         );
     }
+    r.invariants.push(verify::within_pin(&o.deliveries));
+    r.invariants
+        .push(verify::doubles_explained(&o.deliveries, o.killed));
+    r.invariants.push(verify::pin_moves_after_kill(o));
+    let timeout_ns = timeout.as_nanos() as u64;
+    r.invariants.push(verify::no_early_failover(o, timeout_ns));
+    r.invariants.push(verify::pin_moves_after_unpin(o));
 }
 
-/// The step (0-based) a message intended at `intended_ns` belongs to.
-fn step_of(arrival: &ArrivalPlan, t0_ns: u64, intended_ns: u64) -> Option<usize> {
-    let ArrivalPlan::Steps(steps) = arrival else {
-        return None;
-    };
-    let mut end = t0_ns;
-    for (i, (_, length)) in steps.iter().enumerate() {
-        end += length.as_nanos() as u64;
-        if intended_ns < end {
-            return Some(i);
-        }
-    }
-    Some(steps.len().saturating_sub(1))
-}
-
-/// The share of deliveries `chosen` took, overall and per step.
+/// The share of deliveries `chosen` took, overall and per step: the step
+/// a delivery's message was intended in (the last one past its end).
 fn shares(
     name: &str,
     arrival: &ArrivalPlan,
@@ -348,32 +345,35 @@ fn shares(
     chosen: impl Fn(&GroupDelivery) -> bool,
     r: &mut VariantResult,
 ) {
-    let share = |ds: &mut dyn Iterator<Item = &GroupDelivery>| {
-        let (mut all, mut hit) = (0u64, 0u64);
-        for d in ds {
-            all += 1;
-            hit += u64::from(chosen(d));
-        }
-        (all > 0).then(|| hit as f64 / all as f64)
+    let steps = match arrival {
+        ArrivalPlan::Steps(steps) => &steps[..],
+        _ => &[],
     };
-    if let Some(s) = share(&mut o.deliveries.iter()) {
-        // The highest level's share falls when the server hands lower
-        // levels what the highest could take: judged, higher is better.
-        let direction = match name {
-            LEVEL0_SHARE => Direction::Higher,
-            _ => Direction::None,
-        };
-        r.metric(name, "ratio", s, direction);
+    // (deliveries, chosen ones): overall, then step by step.
+    let mut tally = vec![(0u64, 0u64); 1 + steps.len()];
+    for d in &o.deliveries {
+        let mut end = o.t0_ns;
+        let step = (steps.iter()).position(|(_, length)| {
+            end += length.as_nanos() as u64;
+            d.intended_ns < end
+        });
+        let step = step.unwrap_or(steps.len().saturating_sub(1));
+        for i in [0]
+            .into_iter()
+            .chain((!steps.is_empty()).then_some(1 + step))
+        {
+            tally[i].0 += 1;
+            tally[i].1 += u64::from(chosen(d));
+        }
     }
-    if let ArrivalPlan::Steps(steps) = arrival {
-        for i in 0..steps.len() {
-            let mut in_step = o
-                .deliveries
-                .iter()
-                .filter(|d| step_of(arrival, o.t0_ns, d.intended_ns) == Some(i));
-            if let Some(s) = share(&mut in_step) {
-                r.metric(format!("step{}.{name}", i + 1), "ratio", s, Direction::None);
-            }
+    for (i, &(all, hit)) in tally.iter().enumerate().filter(|(_, t)| t.0 > 0) {
+        let share = hit as f64 / all as f64;
+        match i {
+            // The highest level's share falls when the server hands lower
+            // levels what the highest could take: judged, higher is better.
+            0 if name == LEVEL0_SHARE => r.metric(name, "ratio", share, Direction::Higher),
+            0 => r.metric(name, "ratio", share, Direction::None),
+            _ => r.metric(format!("step{i}.{name}"), "ratio", share, Direction::None),
         }
     }
 }
@@ -418,7 +418,7 @@ fn measure_overflow(
     shares(OVERFLOW_SHARE, arrival, o, |d| d.client >= regular, r);
 }
 
-fn measure_prioritized(levels: &[u8], arrival: &ArrivalPlan, o: &Observed, r: &mut VariantResult) {
+fn prioritized(levels: &[u8], arrival: &ArrivalPlan, o: &Observed, r: &mut VariantResult) {
     let mut distinct: Vec<u8> = levels.to_vec();
     distinct.sort();
     distinct.dedup();
@@ -429,37 +429,6 @@ fn measure_prioritized(levels: &[u8], arrival: &ArrivalPlan, o: &Observed, r: &m
     }
     let found = verify::inversions(&o.deliveries, &o.pulls, levels).len() as u64;
     r.count(INVERSIONS, found);
-}
-
-fn verify(plan: &Plan, o: &Observed, r: &mut VariantResult) {
     r.invariants
-        .push(verify::nothing_lost(&o.ledger, &o.deliveries));
-    match &plan.policy {
-        PolicyPlan::Pinned(p) => {
-            let timeout_ns = p.priority_timeout.as_nanos() as u64;
-            r.invariants.push(verify::within_pin(&o.deliveries));
-            r.invariants
-                .push(verify::doubles_explained(&o.deliveries, o.killed));
-            r.invariants.push(verify::pin_moves_after_kill(o));
-            r.invariants.push(verify::no_early_failover(o, timeout_ns));
-            r.invariants.push(verify::pin_moves_after_unpin(o));
-        }
-        PolicyPlan::Overflow {
-            min_pending,
-            min_ack_pending,
-            overflow_clients,
-        } => {
-            let regular = plan.clients - overflow_clients;
-            r.invariants.push(verify::overflow_threshold(
-                &o.deliveries,
-                |c| c >= regular,
-                *min_pending,
-                *min_ack_pending,
-            ));
-        }
-        PolicyPlan::Prioritized { levels } => {
-            r.invariants
-                .push(verify::priority_order(&o.deliveries, &o.pulls, levels));
-        }
-    }
+        .push(verify::priority_order(&o.deliveries, &o.pulls, levels));
 }

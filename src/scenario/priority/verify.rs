@@ -130,20 +130,30 @@ pub fn outside_pin(deliveries: &[GroupDelivery]) -> Vec<GroupDelivery> {
     outside
 }
 
+/// Passes when none of `total` deliveries is `what` `found` says; the
+/// detail counts them and describes the first.
+fn none_of<T>(
+    name: &str,
+    (found, total): (&[T], usize),
+    what: &str,
+    first: impl Fn(&T) -> String,
+) -> Invariant {
+    let detail = match found.first() {
+        None => format!("0 of {total} {what}"),
+        Some(d) => format!("{} of {total} {what} (first: {})", found.len(), first(d)),
+    };
+    Invariant::check(name, found.is_empty(), detail)
+}
+
 pub fn within_pin(deliveries: &[GroupDelivery]) -> Invariant {
     let outside = outside_pin(deliveries);
-    let detail = match outside.first() {
-        None => format!("0 of {} deliveries outside the pin", deliveries.len()),
-        Some(d) => format!(
-            "{} of {} deliveries outside the pin (first: stream seq {} to client {} with pin {:?})",
-            outside.len(),
-            deliveries.len(),
-            d.stream_seq,
-            d.client,
-            d.pin
-        ),
-    };
-    Invariant::check(WITHIN_PIN, outside.is_empty(), detail)
+    let what = "deliveries outside the pin";
+    none_of(WITHIN_PIN, (&outside, deliveries.len()), what, |d| {
+        format!(
+            "stream seq {} to client {} with pin {:?}",
+            d.stream_seq, d.client, d.pin
+        )
+    })
 }
 
 /// Messages delivered to two or more clients: `(explained, unexplained)`
@@ -203,24 +213,25 @@ fn story(deliveries: &[GroupDelivery], seq: u64) -> String {
     parts.join(", then ")
 }
 
+/// The PINNED advisories, in order of arrival: when and the id.
+fn pins(events: &[PinEvent]) -> impl DoubleEndedIterator<Item = (u64, &str)> {
+    events.iter().filter_map(|e| match &e.change {
+        PinChange::Pinned { id } => Some((e.received_ns, id.as_str())),
+        PinChange::Unpinned { .. } => None,
+    })
+}
+
 /// The first PINNED advisory received after `from_ns`: when and its id.
 pub fn next_pin(events: &[PinEvent], from_ns: u64) -> Option<(u64, &str)> {
-    events.iter().find_map(|e| match &e.change {
-        PinChange::Pinned { id } if e.received_ns >= from_ns => Some((e.received_ns, id.as_str())),
-        _ => None,
-    })
+    pins(events).find(|&(at, _)| at >= from_ns)
 }
 
 /// The pin held at `at_ns`: the last PINNED advisory before it.
 fn pin_at(events: &[PinEvent], at_ns: u64) -> Option<&str> {
-    events
-        .iter()
+    pins(events)
         .rev()
-        .filter(|e| e.received_ns <= at_ns)
-        .find_map(|e| match &e.change {
-            PinChange::Pinned { id } => Some(id.as_str()),
-            _ => None,
-        })
+        .find(|&(at, _)| at <= at_ns)
+        .map(|(_, id)| id)
 }
 
 /// The killed client's last pull sent before it was killed.
@@ -329,26 +340,15 @@ pub fn overflow_threshold(
             "min_ack_pending is set: the server's ack-pending count at a delivery is not in its reply, so a delivery below min_pending may have been allowed by it",
         );
     }
-    let to_overflow: Vec<&GroupDelivery> =
-        deliveries.iter().filter(|d| overflow(d.client)).collect();
-    let early: Vec<&&GroupDelivery> = to_overflow
-        .iter()
+    let to_overflow = deliveries.iter().filter(|d| overflow(d.client));
+    let total = to_overflow.clone().count();
+    let early: Vec<&GroupDelivery> = to_overflow
         .filter(|d| d.pending + 1 < min_pending)
         .collect();
-    let detail = match early.first() {
-        None => format!(
-            "0 of {} overflow deliveries below min_pending {min_pending}",
-            to_overflow.len()
-        ),
-        Some(d) => format!(
-            "{} of {} overflow deliveries below min_pending {min_pending} (first: stream seq {} at pending {})",
-            early.len(),
-            to_overflow.len(),
-            d.stream_seq,
-            d.pending + 1
-        ),
-    };
-    Invariant::check(OVERFLOW_THRESHOLD, early.is_empty(), detail)
+    let what = format!("overflow deliveries below min_pending {min_pending}");
+    none_of(OVERFLOW_THRESHOLD, (&early, total), &what, |d| {
+        format!("stream seq {} at pending {}", d.stream_seq, d.pending + 1)
+    })
 }
 
 /// Deliveries to a lower level while a higher level's request was open at
@@ -396,21 +396,14 @@ pub fn priority_order(
     levels: &[u8],
 ) -> Invariant {
     let found = inversions(deliveries, pulls, levels);
-    let detail = match found.first() {
-        None => format!(
-            "0 of {} deliveries to a level while a higher one had a request open",
-            deliveries.len()
-        ),
-        Some(d) => format!(
-            "{} of {} deliveries to a level while a higher one had a request open (first: stream seq {} to client {}, level {})",
-            found.len(),
-            deliveries.len(),
-            d.stream_seq,
-            d.client,
-            levels.get(d.client).copied().unwrap_or(0)
-        ),
-    };
-    Invariant::check(PRIORITY_ORDER, found.is_empty(), detail)
+    let what = "deliveries to a level while a higher one had a request open";
+    none_of(PRIORITY_ORDER, (&found, deliveries.len()), what, |d| {
+        let level = levels.get(d.client).copied().unwrap_or(0);
+        format!(
+            "stream seq {} to client {}, level {level}",
+            d.stream_seq, d.client
+        )
+    })
 }
 
 #[cfg(test)]

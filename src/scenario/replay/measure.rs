@@ -83,17 +83,10 @@ pub(super) fn measure(
             Direction::Higher,
         );
     }
-    let seconds = |ns: u64| (ns as f64 / 1e9).max(1e-9);
     match (v.pace, v.live) {
         (ReplayPace::Instant, Live::No) => {
-            if let Some(last) = d.last() {
-                let took = last.received_ns.saturating_sub(log.requested_ns);
-                r.metrics.push(ms("catch_up_time", took));
-                r.metrics.extend(rate_and_throughput(
-                    names::CATCH_UP,
-                    d.len() as f64 / seconds(took),
-                    log.bytes as f64 / seconds(took),
-                ));
+            if !d.is_empty() {
+                caught_up(log, "catch_up_time", d.len(), r);
             }
         }
         (_, Live::Tail) => live_tail(log, live, r),
@@ -144,16 +137,8 @@ fn live_tail(log: &ReplayLog, live: Option<&DriveOutcome>, r: &mut VariantResult
         return;
     };
     let tail = d[at].received_ns;
-    let took = tail.saturating_sub(log.requested_ns);
-    r.metrics.push(ms(TIME_TO_LIVE_TAIL, took));
     r.count("caught_up_messages", at as u64 + 1);
-    let seconds = (took as f64 / 1e9).max(1e-9);
-    let bytes_per_message = log.bytes as f64 / d.len().max(1) as f64;
-    r.metrics.extend(rate_and_throughput(
-        names::CATCH_UP,
-        (at + 1) as f64 / seconds,
-        (at + 1) as f64 * bytes_per_message / seconds,
-    ));
+    caught_up(log, TIME_TO_LIVE_TAIL, at + 1, r);
     // Once at the tail, a delivery's lag behind its storing is the live
     // end-to-end latency (server clock to jsbench's clock, one host).
     let mut lag = Recorder::new();
@@ -171,6 +156,23 @@ fn live_tail(log: &ReplayLog, live: Option<&DriveOutcome>, r: &mut VariantResult
             (tail - publishing_ended) as f64 / 1e6
         ));
     }
+}
+
+/// Catching up with the first `n` deliveries: how long from the request
+/// (as `name`), with the catch-up rate and throughput, their bytes at the
+/// log's mean size.
+fn caught_up(log: &ReplayLog, name: &str, n: usize, r: &mut VariantResult) {
+    let took = log.deliveries[n - 1]
+        .received_ns
+        .saturating_sub(log.requested_ns);
+    r.metrics.push(ms(name, took));
+    let seconds = (took as f64 / 1e9).max(1e-9);
+    let bytes = log.bytes as f64 * (n as f64 / log.deliveries.len() as f64);
+    r.metrics.extend(rate_and_throughput(
+        names::CATCH_UP,
+        n as f64 / seconds,
+        bytes / seconds,
+    ));
 }
 
 /// Pacing fidelity of a replay at the original pace.
@@ -218,15 +220,11 @@ fn pacing_metrics(p: &Pacing, r: &mut VariantResult) {
         }
         let prefix = format!("{GAP_ERROR_BY_GAP}.{}", class.name);
         r.count(format!("{prefix}.count"), errors.count());
-        let p50 = errors.quantile_ns(0.5) as f64;
+        // Of the signed figures, the median and the magnitudes.
+        let kept = [".p50", ".abs_p50", ".abs_p99"];
+        let figures = signed_metrics(&prefix, errors).into_iter();
         r.metrics
-            .push(us(format!("{prefix}.p50"), p50, Direction::None));
-        let magnitude = errors.magnitude();
-        for (suffix, q) in [("abs_p50", 0.5), ("abs_p99", 0.99)] {
-            let abs = magnitude.quantile(q) as f64;
-            r.metrics
-                .push(us(format!("{prefix}.{suffix}"), abs, Direction::Lower));
-        }
+            .extend(figures.filter(|m| kept.iter().any(|k| m.name.ends_with(k))));
     }
     // The smallest gap reproduced within 1 ms, by the median and by the
     // 99th percentile of each gap class's error.

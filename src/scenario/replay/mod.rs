@@ -97,37 +97,32 @@ impl OneReplay {
 /// The variants in the order they run: replays of the recording first,
 /// then those that append to the stream.
 fn variants(plan: &Plan) -> Vec<OneReplay> {
-    let mut still = Vec::new();
-    let mut live = Vec::new();
-    for (pace, list) in [
+    let listed = [
         (ReplayPace::Instant, &plan.instant),
         (ReplayPace::Original, &plan.original),
-    ] {
-        for &deliver in list {
-            for &reader in &plan.readers {
-                let new = deliver == ReplayDeliver::New;
-                let v = OneReplay {
-                    pace,
-                    deliver,
-                    reader,
-                    live: if new { Live::New } else { Live::No },
-                };
-                if new { &mut live } else { &mut still }.push(v);
-            }
-        }
-    }
-    if plan.live_tail {
-        for &reader in &plan.readers {
-            live.push(OneReplay {
-                pace: ReplayPace::Instant,
-                deliver: ReplayDeliver::All,
+    ]
+    .into_iter()
+    .flat_map(|(pace, list)| list.iter().map(move |&deliver| (pace, deliver)))
+    .map(|(pace, deliver)| match deliver {
+        ReplayDeliver::New => (pace, deliver, Live::New),
+        _ => (pace, deliver, Live::No),
+    });
+    let tail = plan
+        .live_tail
+        .then_some((ReplayPace::Instant, ReplayDeliver::All, Live::Tail));
+    let mut all: Vec<OneReplay> = (listed.chain(tail))
+        .flat_map(|(pace, deliver, live)| {
+            (plan.readers.iter()).map(move |&reader| OneReplay {
+                pace,
+                deliver,
                 reader,
-                live: Live::Tail,
-            });
-        }
-    }
-    still.extend(live);
-    still
+                live,
+            })
+        })
+        .collect();
+    // Stable: each part keeps its order.
+    all.sort_by_key(|v| v.live != Live::No);
+    all
 }
 
 /// What every replay shares: the recorded stream (the group's, deleted
@@ -189,12 +184,7 @@ impl Kind for Replay {
 
     fn need(plan: &Plan, _common: &CommonPlan) -> Need {
         // One stream: the recording, plus what the live variants append.
-        let live_variants = plan.readers.len()
-            * (usize::from(plan.live_tail)
-                + [&plan.instant, &plan.original]
-                    .iter()
-                    .filter(|l| l.contains(&ReplayDeliver::New))
-                    .count());
+        let live_variants = plan.readers.len() * plan.live_variants();
         let live = plan.live_rate as f64 * plan.live_duration.as_secs_f64() * live_variants as f64;
         let per_message = plan.publish.message_size.mean() as u64 + PER_MESSAGE_OVERHEAD;
         let bytes = (plan.planned_messages + live as u64) * per_message;

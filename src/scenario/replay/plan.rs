@@ -61,17 +61,68 @@ impl Plan {
                 ReplayDeliver::ByStartSequence => d.mul_f64(
                     1.0 - (self.start_sequence - 1) as f64 / self.planned_messages.max(1) as f64,
                 ),
-                ReplayDeliver::New => self.live_duration,
-                ReplayDeliver::Last | ReplayDeliver::LastPerSubject => Duration::ZERO,
+                // Live: as long as its publisher.
+                ReplayDeliver::New | ReplayDeliver::Last | ReplayDeliver::LastPerSubject => {
+                    Duration::ZERO
+                }
             })
             .sum();
-        let live = self
-            .instant
-            .iter()
-            .filter(|d| **d == ReplayDeliver::New)
-            .count()
-            + usize::from(self.live_tail);
-        d + (paced + self.live_duration * live as u32) * self.readers.len() as u32
+        let live = self.live_duration * self.live_variants() as u32;
+        d + (paced + live) * self.readers.len() as u32
+    }
+
+    /// Replays per reader that read while a publisher appends: `new` under
+    /// either pacing, and the live tail.
+    pub fn live_variants(&self) -> usize {
+        let new = [&self.instant, &self.original].into_iter();
+        new.filter(|l| l.contains(&ReplayDeliver::New)).count() + usize::from(self.live_tail)
+    }
+
+    fn listed(&self, d: ReplayDeliver) -> bool {
+        self.instant.contains(&d) || self.original.contains(&d)
+    }
+
+    /// What the replays need of the recording, which holds
+    /// `planned_messages` over `span`; where the by-start policies start.
+    fn check_replays(&mut self, k: &mut Keys, span: Duration) {
+        let planned = self.planned_messages;
+        if self.instant.is_empty() && self.original.is_empty() && !self.live_tail {
+            k.problem(
+                "instant",
+                "instant and original are both empty: list deliver policies to replay, e.g. \
+                 instant = [\"all\", \"by_start_time\"]",
+            );
+        }
+        if self.listed(ReplayDeliver::LastPerSubject) && self.publish.subjects < 2 {
+            k.problem(
+                "subjects",
+                "last_per_subject replays each subject's last message: record over subjects >= 2",
+            );
+        }
+        if let Some(seq) = k.get::<u64>("start_sequence") {
+            if !self.listed(ReplayDeliver::ByStartSequence) {
+                k.problem("start_sequence", "applies to by_start_sequence only");
+            } else if planned > 0 {
+                let unit = " (a sequence of the recording)";
+                k.bound("start_sequence", seq, 1..=planned, unit);
+            }
+            self.start_sequence = seq;
+        }
+        if let Some(Dur(t)) = k.get::<Dur>("start_time") {
+            if !self.listed(ReplayDeliver::ByStartTime) {
+                k.problem("start_time", "applies to by_start_time only");
+            } else if t >= span && !span.is_zero() {
+                k.problem(
+                    "start_time",
+                    format!(
+                        "{} is not inside the recording; allowed 0s up to duration ({})",
+                        format_duration(t),
+                        format_duration(span)
+                    ),
+                );
+            }
+            self.start_time = t;
+        }
     }
 }
 
@@ -94,8 +145,32 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
     publish.arrival = arrival;
     drain_outlasts_the_longest_gap(&mut common, &publish.arrival, &shared, prefix, problems);
     let planned = recording(&common, &publish.arrival, rate, prefix, problems);
-    let replays = Replays::read(&mut k, &publish, (planned, common.duration));
-    let live = replays.live_tail || replays.listed(ReplayDeliver::New);
+    let span = common.duration;
+    // Either pacing may list none, so not [`Keys::choices`].
+    let policies = |k: &mut Keys, key: &str| {
+        let list = k.get::<OneOrMany<ReplayDeliver>>(key);
+        let list = list.map_or(vec![ReplayDeliver::All], |l| l.0);
+        if has_repeats(&list) {
+            k.problem(key, "lists a deliver policy twice");
+        }
+        list
+    };
+    let mut plan = Plan {
+        rate,
+        publish,
+        planned_messages: planned,
+        instant: policies(&mut k, "instant"),
+        original: policies(&mut k, "original"),
+        readers: k.choices("consumers", vec![ReplayReader::Ordered, ReplayReader::Pull]),
+        live_tail: k.or("live_tail", false),
+        start_sequence: planned / 2 + 1,
+        start_time: span / 2,
+        // Read below, once the replays say whether anything is live.
+        live_rate: 0,
+        live_duration: Duration::ZERO,
+    };
+    plan.check_replays(&mut k, span);
+    let live = plan.live_tail || plan.listed(ReplayDeliver::New);
     let live_only = |k: &mut Keys, key: &str| {
         if !live && k.given(key) {
             k.problem(key, "applies to live_tail and the \"new\" policy only");
@@ -103,23 +178,12 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
     };
     live_only(&mut k, "live_rate");
     live_only(&mut k, "live_duration");
-    let plan = Plan {
-        rate,
-        publish,
-        planned_messages: planned,
-        instant: replays.instant,
-        original: replays.original,
-        readers: replays.readers,
-        start_sequence: replays.start_sequence,
-        start_time: replays.start_time,
-        live_tail: replays.live_tail,
-        live_rate: k.within("live_rate", rate.max(1), 1..=1_000_000, " msg/s"),
-        live_duration: k.duration(
-            "live_duration",
-            Duration::from_secs(2),
-            Duration::from_millis(100)..=Duration::from_secs(3_600),
-        ),
-    };
+    plan.live_rate = k.within("live_rate", rate.max(1), 1..=1_000_000, " msg/s");
+    plan.live_duration = k.duration(
+        "live_duration",
+        Duration::from_secs(2),
+        Duration::from_millis(100)..=Duration::from_secs(3_600),
+    );
     k.finish(problems);
     Some((common, plan))
 }
@@ -195,82 +259,6 @@ fn recording(
         );
     }
     planned
-}
-
-/// What is replayed, and how: the deliver policies per pacing, the
-/// readers, where the by-start policies start.
-struct Replays {
-    instant: Vec<ReplayDeliver>,
-    original: Vec<ReplayDeliver>,
-    readers: Vec<ReplayReader>,
-    live_tail: bool,
-    start_sequence: u64,
-    start_time: Duration,
-}
-
-impl Replays {
-    fn listed(&self, d: ReplayDeliver) -> bool {
-        self.instant.contains(&d) || self.original.contains(&d)
-    }
-
-    /// `(planned, span)`: the recording's messages and duration.
-    fn read(k: &mut Keys, publish: &PublishPlan, (planned, span): (u64, Duration)) -> Replays {
-        // Either pacing may list none, so not [`Keys::choices`].
-        let policies = |k: &mut Keys, key: &str| {
-            let list = k.get::<OneOrMany<ReplayDeliver>>(key);
-            let list = list.map_or(vec![ReplayDeliver::All], |l| l.0);
-            if has_repeats(&list) {
-                k.problem(key, "lists a deliver policy twice");
-            }
-            list
-        };
-        let mut r = Replays {
-            instant: policies(k, "instant"),
-            original: policies(k, "original"),
-            readers: k.choices("consumers", vec![ReplayReader::Ordered, ReplayReader::Pull]),
-            live_tail: k.or("live_tail", false),
-            start_sequence: planned / 2 + 1,
-            start_time: span / 2,
-        };
-        if r.instant.is_empty() && r.original.is_empty() && !r.live_tail {
-            k.problem(
-                "instant",
-                "instant and original are both empty: list deliver policies to replay, e.g. \
-                 instant = [\"all\", \"by_start_time\"]",
-            );
-        }
-        if r.listed(ReplayDeliver::LastPerSubject) && publish.subjects < 2 {
-            k.problem(
-                "subjects",
-                "last_per_subject replays each subject's last message: record over subjects >= 2",
-            );
-        }
-        if let Some(seq) = k.get::<u64>("start_sequence") {
-            if !r.listed(ReplayDeliver::ByStartSequence) {
-                k.problem("start_sequence", "applies to by_start_sequence only");
-            } else if planned > 0 {
-                let unit = " (a sequence of the recording)";
-                k.bound("start_sequence", seq, 1..=planned, unit);
-            }
-            r.start_sequence = seq;
-        }
-        if let Some(Dur(t)) = k.get::<Dur>("start_time") {
-            if !r.listed(ReplayDeliver::ByStartTime) {
-                k.problem("start_time", "applies to by_start_time only");
-            } else if t >= span && !span.is_zero() {
-                k.problem(
-                    "start_time",
-                    format!(
-                        "{} is not inside the recording; allowed 0s up to duration ({})",
-                        format_duration(t),
-                        format_duration(span)
-                    ),
-                );
-            }
-            r.start_time = t;
-        }
-        r
-    }
 }
 
 #[cfg(test)]

@@ -109,6 +109,13 @@ fn measure(
         .map(|m| (m.intended_ns, m.published_ns))
         .collect();
     let fidelity = pacing::analyse(&stored);
+    // The stored gaps themselves, and how often the server's clock stepped back.
+    let (mut gaps, mut backwards) = (Recorder::new(), 0);
+    for w in recording.windows(2) {
+        let (before, at) = (w[0].published_ns, w[1].published_ns);
+        gaps.record(at.saturating_sub(before));
+        backwards += usize::from(at < before);
+    }
     r.metric(
         "recorded_span",
         "s",
@@ -119,8 +126,7 @@ fn measure(
         "recorded_gap",
         &fidelity.original_gaps.summary(),
     ));
-    r.histograms
-        .push(("recorded_gap".into(), recorded_gaps(recording)));
+    r.histograms.push(("recorded_gap".into(), gaps));
     r.metrics
         .extend(signed_metrics("record_gap_error", &fidelity.gap_error));
     r.ledger = outcome.counts;
@@ -130,10 +136,6 @@ fn measure(
         r.warnings
             .push("interrupted: the recording covers what was sent".into());
     }
-    let backwards = recording
-        .windows(2)
-        .filter(|w| w[1].published_ns < w[0].published_ns)
-        .count();
     if backwards > 0 {
         r.warnings.push(format!(
             "{backwards} server timestamps are earlier than the one before (the server's clock \
@@ -150,17 +152,10 @@ fn verify(outcome: &DriveOutcome, recording: &[Recorded], r: &mut VariantResult)
         .push(checks::every_publish_persisted(checks::PERSISTED, outcome));
     // Without consumers the ledger sees no deliveries: "lost" is what the
     // recording does not hold.
-    let recorded_persisted = recording
-        .iter()
-        .filter(|m| outcome.ledger.count(m.seq, Event::Persisted) > 0)
-        .count() as u64;
-    r.ledger.lost = c.persisted.saturating_sub(recorded_persisted);
-    let unconfirmed: Vec<u64> = recording
-        .iter()
-        .filter(|m| outcome.ledger.count(m.seq, Event::Persisted) == 0)
-        .map(|m| m.seq)
-        .take(10)
-        .collect();
+    let (confirmed, mut unconfirmed): (Vec<u64>, Vec<u64>) = (recording.iter().map(|m| m.seq))
+        .partition(|&seq| outcome.ledger.count(seq, Event::Persisted) > 0);
+    r.ledger.lost = c.persisted.saturating_sub(confirmed.len() as u64);
+    unconfirmed.truncate(10);
     let contiguous = recording
         .iter()
         .enumerate()
@@ -183,13 +178,4 @@ fn verify(outcome: &DriveOutcome, recording: &[Recorded], r: &mut VariantResult)
         unstamped as u64,
         0,
     ));
-}
-
-/// The recorded gaps as a histogram (ns), in stream order.
-fn recorded_gaps(recording: &[Recorded]) -> Recorder {
-    let mut gaps = Recorder::new();
-    for w in recording.windows(2) {
-        gaps.record(w[1].published_ns.saturating_sub(w[0].published_ns));
-    }
-    gaps
 }
