@@ -118,13 +118,7 @@ impl ArrivalSpec {
                 problems.range(&key("size"), size, 1, 1_000_000, " messages per burst");
                 let spacing = t.spacing.map_or(Duration::ZERO, |d| d.0);
                 let pause = t.pause.map_or(Duration::ZERO, |d| d.0);
-                problems.range(
-                    &key("spacing"),
-                    spacing.as_secs_f64(),
-                    0.0,
-                    hour,
-                    " seconds",
-                );
+                problems.seconds(&key("spacing"), spacing, 0.0, hour);
                 problems.range(&key("pause"), pause.as_secs_f64(), 0.0, hour, " seconds");
                 if t.pause.is_some() && pause.is_zero() {
                     problems.push(key("pause"), "must be more than 0: a burst ends in a pause");
@@ -147,13 +141,7 @@ impl ArrivalSpec {
                     problems.push(key("gaps"), format!("{} gaps; at most 10000", gaps.len()));
                 }
                 for (i, g) in gaps.iter().enumerate() {
-                    problems.range(
-                        &format!("{path}.gaps[{i}]"),
-                        g.as_secs_f64(),
-                        0.0,
-                        hour,
-                        " seconds",
-                    );
+                    problems.seconds(&format!("{path}.gaps[{i}]"), *g, 0.0, hour);
                 }
                 if !gaps.is_empty() && gaps.iter().all(Duration::is_zero) {
                     problems.push(key("gaps"), "at least one gap must be more than 0");
@@ -177,13 +165,7 @@ impl ArrivalSpec {
                 for (i, (rate, t)) in steps.iter().enumerate() {
                     let at = format!("{path}.steps[{i}]");
                     problems.range(&format!("{at}.rate"), *rate, 1, 10_000_000, " msg/s");
-                    problems.range(
-                        &format!("{at}.for"),
-                        t.as_secs_f64(),
-                        0.001,
-                        hour,
-                        " seconds",
-                    );
+                    problems.seconds(&format!("{at}.for"), *t, 0.001, hour);
                 }
                 ArrivalPlan::Steps(steps)
             }

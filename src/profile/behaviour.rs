@@ -284,13 +284,8 @@ impl Classes<'_> {
         script: Vec<Action>,
         then: Action,
     ) {
-        problems.range(
-            &format!("{}.{name}", self.prefix),
-            fraction,
-            0.0,
-            1.0,
-            " (a fraction of messages)",
-        );
+        let path = format!("{}.{name}", self.prefix);
+        problems.fraction(&path, fraction, 1.0, "messages");
         if fraction > 0.0 {
             self.list.push(MessageClass {
                 name: name.to_string(),
@@ -324,13 +319,8 @@ fn transient_class(spec: &FailingSpec, classes: &mut Classes, problems: &mut Pro
     let p = classes.prefix;
     let fail = failure_action(p, "transient", spec, problems);
     let failures = spec.failures.unwrap_or(1);
-    problems.range(
-        &format!("{p}.transient.failures"),
-        failures,
-        1,
-        1_000,
-        " deliveries",
-    );
+    let path = format!("{p}.transient.failures");
+    problems.range(&path, failures, 1, 1_000, " deliveries");
     classes.add(
         problems,
         "transient",

@@ -108,13 +108,7 @@ impl ConnectionSection {
         }
         let timeout = self.timeout.map(|d| d.0);
         if let Some(t) = timeout {
-            problems.range(
-                "connection.timeout",
-                t.as_secs_f64(),
-                0.1,
-                600.0,
-                " seconds",
-            );
+            problems.seconds("connection.timeout", t, 0.1, 600.0);
         }
         ConnectionPlan {
             context: self.context.clone(),

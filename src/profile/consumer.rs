@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::keys::{OneOrMany, has_repeats, indexed, items, range_each};
+use super::keys::{OneOrMany, has_repeats, indexed, items, picks, range_each};
 use super::problems::Problems;
 use crate::units::{Bytes, Dur};
 
@@ -181,7 +181,7 @@ pub struct PullSweep {
 }
 
 impl PullSweep {
-    pub fn combinations(&self) -> usize {
+    fn lens(&self) -> [usize; 6] {
         [
             self.kind.len(),
             self.batch.len(),
@@ -190,79 +190,46 @@ impl PullSweep {
             self.max_waiting.len(),
             self.idle_heartbeat.len(),
         ]
-        .iter()
-        .map(|&n| n.max(1))
-        .product()
+    }
+
+    pub fn combinations(&self) -> usize {
+        self.lens().iter().map(|&n| n.max(1)).product()
     }
 
     /// Every combination applied to `base`, with the suffix that names it;
     /// one unnamed copy of `base` when nothing is swept.
     pub fn apply(&self, base: &ConsumerPlan) -> Vec<(Option<String>, ConsumerPlan)> {
-        let mut all = vec![(Vec::<String>::new(), base.clone())];
-        fn extend<T: Copy>(
-            all: Vec<(Vec<String>, ConsumerPlan)>,
-            values: &[T],
-            name: impl Fn(T) -> String,
-            set: impl Fn(&mut ConsumerPlan, T),
-        ) -> Vec<(Vec<String>, ConsumerPlan)> {
-            if values.is_empty() {
-                return all;
-            }
-            let mut out = Vec::new();
-            for (parts, plan) in all {
-                for &v in values {
-                    let mut parts = parts.clone();
-                    parts.push(name(v));
-                    let mut plan = plan.clone();
-                    set(&mut plan, v);
-                    out.push((parts, plan));
-                }
-            }
-            out
-        }
         let d = crate::units::format_duration;
-        all = extend(
-            all,
-            &self.kind,
-            |v| kind_name(v).to_string(),
-            |p, v| p.kind = v,
-        );
-        all = extend(
-            all,
-            &self.batch,
-            |v| format!("batch-{v}"),
-            |p, v| p.batch = v,
-        );
-        all = extend(
-            all,
-            &self.max_bytes,
-            |v| format!("max_bytes-{v}"),
-            |p, v| p.pull.max_bytes = Some(v),
-        );
-        all = extend(
-            all,
-            &self.expires,
-            |v| format!("expires-{}", d(v)),
-            |p, v| p.pull.expires = Some(v),
-        );
-        all = extend(
-            all,
-            &self.max_waiting,
-            |v| format!("max_waiting-{v}"),
-            |p, v| p.max_waiting = Some(v),
-        );
-        all = extend(
-            all,
-            &self.idle_heartbeat,
-            |v| format!("heartbeat-{}", d(v)),
-            |p, v| p.pull.idle_heartbeat = Some(v),
-        );
-        all.into_iter()
-            .map(|(parts, mut plan)| {
-                plan.sweep = PullSweep::default();
-                ((!parts.is_empty()).then(|| parts.join(".")), plan)
-            })
-            .collect()
+        let one = |at: Vec<usize>| {
+            let (mut plan, mut parts) = (base.clone(), Vec::new());
+            if let Some(&v) = self.kind.get(at[0]) {
+                plan.kind = v;
+                parts.push(kind_name(v).to_string());
+            }
+            if let Some(&v) = self.batch.get(at[1]) {
+                plan.batch = v;
+                parts.push(format!("batch-{v}"));
+            }
+            if let Some(&v) = self.max_bytes.get(at[2]) {
+                plan.pull.max_bytes = Some(v);
+                parts.push(format!("max_bytes-{v}"));
+            }
+            if let Some(&v) = self.expires.get(at[3]) {
+                plan.pull.expires = Some(v);
+                parts.push(format!("expires-{}", d(v)));
+            }
+            if let Some(&v) = self.max_waiting.get(at[4]) {
+                plan.max_waiting = Some(v);
+                parts.push(format!("max_waiting-{v}"));
+            }
+            if let Some(&v) = self.idle_heartbeat.get(at[5]) {
+                plan.pull.idle_heartbeat = Some(v);
+                parts.push(format!("heartbeat-{}", d(v)));
+            }
+            plan.sweep = PullSweep::default();
+            ((!parts.is_empty()).then(|| parts.join(".")), plan)
+        };
+        picks(&self.lens()).into_iter().map(one).collect()
     }
 }
 
@@ -541,20 +508,9 @@ impl ConsumerSection {
         self.validate_client(&plan, &key, problems);
         self.validate_pull(&plan, &key, problems);
         self.validate_push(&plan, &key, problems);
-        problems.range(
-            &key("max_ack_pending"),
-            plan.max_ack_pending,
-            1,
-            10_000_000,
-            "",
-        );
-        problems.range(
-            &key("ack_wait"),
-            plan.ack_wait.as_secs_f64(),
-            0.001,
-            86_400.0,
-            " seconds",
-        );
+        let pending = plan.max_ack_pending;
+        problems.range(&key("max_ack_pending"), pending, 1, 10_000_000, "");
+        problems.seconds(&key("ack_wait"), plan.ack_wait, 0.001, 86_400.0);
         if let Some(every) = self.ack_every {
             if plan.ack != AckPolicy::All && !ack_per_variant {
                 problems.push(key("ack_every"), "applies to ack = \"all\" only");

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-use super::problems::{Problems, under};
+use super::problems::{Problems, read_at};
 use crate::units::Dur;
 
 /// The keys of one table not yet read, and what was read of it.
@@ -55,14 +55,7 @@ impl Keys {
             self.accepted.push(key.to_string());
         }
         let value = self.table.remove(key)?;
-        match serde_path_to_error::deserialize(value) {
-            Ok(v) => Some(v),
-            Err(e) => {
-                let path = under(&self.path(key), e.path());
-                self.problems.push(path, e.inner().message().trim());
-                None
-            }
-        }
+        read_at(value, &self.path(key), &mut self.problems)
     }
 
     /// `key`'s value, `default` when absent.
@@ -236,6 +229,21 @@ pub(super) fn range_each<T: PartialOrd + Display + Copy>(
     for (i, &v) in values.iter().enumerate() {
         problems.range(&indexed(key.clone(), i, values.len()), v, min, max, unit);
     }
+}
+
+/// Every combination of one value from each of lists `lens` long, as
+/// their indices, the last list innermost; an empty list takes part as
+/// one absent value (index 0, past its end).
+pub(super) fn picks(lens: &[usize]) -> Vec<Vec<usize>> {
+    let total: usize = lens.iter().map(|&n| n.max(1)).product();
+    let pick = |mut c: usize| {
+        let mut at = vec![0; lens.len()];
+        for (i, &n) in lens.iter().enumerate().rev() {
+            (at[i], c) = (c % n.max(1), c / n.max(1));
+        }
+        at
+    };
+    (0..total).map(pick).collect()
 }
 
 /// Whether a list names one value twice (a rate, a policy): a variant

@@ -132,13 +132,8 @@ pub fn parse<K: Kinds>(source: &str, text: &str) -> Result<Profile<K::Scenario>,
     if !is_safe_name(&file.name) {
         problems.push("name", format!("{:?} {NAME_RULE}", file.name));
     }
-    problems.range(
-        "repeat",
-        file.repeat,
-        1,
-        MAX_REPEAT,
-        " runs of each scenario",
-    );
+    let repeat = file.repeat;
+    problems.range("repeat", repeat, 1, MAX_REPEAT, " runs of each scenario");
     let server = file.server.validate(&mut problems);
     let syncs = file.server.syncs(&mut problems);
     let connection = file.connection.as_ref().map(|c| c.validate(&mut problems));
@@ -221,16 +216,14 @@ fn sweep_syncs<K: Kinds>(
 /// The file's top level as serde reads it: a TOML or shape error stops
 /// here, with its line.
 fn read_file(text: &str) -> Result<FileSection, Problem> {
-    let deserializer = toml::Deserializer::parse(text).map_err(|e| Problem {
-        path: String::new(),
+    let problem = |path: String, e: &toml::de::Error| Problem {
+        path,
         line: e.span().map(|s| line_of(text, s.start)),
         message: e.message().trim().to_string(),
-    })?;
-    serde_path_to_error::deserialize(deserializer).map_err(|e| Problem {
-        path: path_text(e.path()),
-        line: e.inner().span().map(|s| line_of(text, s.start)),
-        message: e.inner().message().trim().to_string(),
-    })
+    };
+    let deserializer = toml::Deserializer::parse(text).map_err(|e| problem(String::new(), &e))?;
+    serde_path_to_error::deserialize(deserializer)
+        .map_err(|e| problem(path_text(e.path()), e.inner()))
 }
 
 /// One `[[scenario]]` table: its `kind`, its `[scenario.stream]`, and the

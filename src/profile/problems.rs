@@ -71,6 +71,16 @@ impl Problems {
         }
     }
 
+    /// Checks a duration within `min..=max` seconds.
+    pub fn seconds(&mut self, path: &str, value: std::time::Duration, min: f64, max: f64) {
+        self.range(path, value.as_secs_f64(), min, max, " seconds");
+    }
+
+    /// Checks a fraction of `of` (messages, sends) within `0..=max`.
+    pub fn fraction(&mut self, path: &str, value: f64, max: f64, of: &str) {
+        self.range(path, value, 0.0, max, &format!(" (a fraction of {of})"));
+    }
+
     pub fn extend(&mut self, other: Problems) {
         self.list.extend(other.list);
     }
@@ -85,13 +95,19 @@ pub fn read_section<T: serde::de::DeserializeOwned>(
     prefix: &str,
     problems: &mut Problems,
 ) -> Option<T> {
-    match serde_path_to_error::deserialize(toml::Value::Table(table)) {
-        Ok(section) => Some(section),
-        Err(e) => {
-            problems.push(under(prefix, e.path()), e.inner().message().trim());
-            None
-        }
-    }
+    read_at(toml::Value::Table(table), prefix, problems)
+}
+
+/// `value` (at `path`) as serde reads it; `None` when malformed, then a
+/// problem naming the path into the value.
+pub(super) fn read_at<T: serde::de::DeserializeOwned>(
+    value: toml::Value,
+    path: &str,
+    problems: &mut Problems,
+) -> Option<T> {
+    serde_path_to_error::deserialize(value)
+        .map_err(|e| problems.push(under(path, e.path()), e.inner().message().trim()))
+        .ok()
 }
 
 /// `prefix`, extended by the path serde found a problem at inside it.

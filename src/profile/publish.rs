@@ -277,13 +277,7 @@ pub(super) fn publish_plan(
         " outstanding PubAcks per publisher",
     );
     let pub_ack_timeout = k.pub_ack_timeout.map_or(pub_ack_timeout, |d| d.0);
-    problems.range(
-        &path("pub_ack_timeout"),
-        pub_ack_timeout.as_secs_f64(),
-        0.01,
-        600.0,
-        " seconds",
-    );
+    problems.seconds(&path("pub_ack_timeout"), pub_ack_timeout, 0.01, 600.0);
 
     let message_size = k
         .message_size
@@ -318,20 +312,8 @@ pub(super) fn publish_plan(
 
     let duplicates = k.duplicates.unwrap_or(0.0);
     let late_duplicates = k.late_duplicates.unwrap_or(0.0);
-    problems.range(
-        &path("duplicates"),
-        duplicates,
-        0.0,
-        0.5,
-        " (a fraction of sends)",
-    );
-    problems.range(
-        &path("late_duplicates"),
-        late_duplicates,
-        0.0,
-        0.5,
-        " (a fraction of sends)",
-    );
+    problems.fraction(&path("duplicates"), duplicates, 0.5, "sends");
+    problems.fraction(&path("late_duplicates"), late_duplicates, 0.5, "sends");
     if duplicates + late_duplicates > 0.5 {
         problems.push(
             path("late_duplicates"),
@@ -342,13 +324,7 @@ pub(super) fn publish_plan(
         .duplicate_window
         .map(|d| d.0)
         .unwrap_or(Duration::from_secs(120));
-    problems.range(
-        &path("duplicate_window"),
-        duplicate_window.as_secs_f64(),
-        0.1,
-        86_400.0,
-        " seconds",
-    );
+    problems.seconds(&path("duplicate_window"), duplicate_window, 0.1, 86_400.0);
     let wake_every = parse_wake_every(k.wake_every.as_deref(), &path("wake_every"), problems);
     PublishPlan {
         mode,

@@ -69,14 +69,10 @@ pub(super) struct SharedSection {
 /// The timing keys.
 const TIMING_KEYS: &[&str] = &["name", "duration", "warmup", "drain_timeout"];
 
-/// The keys of the paced load: timing, `rate` (or an `arrival` shape that
-/// sets it), publishers and message size, the durable's `consumer` table
-/// and its clients' `behaviour`.
+/// The keys of the paced load beyond the timing: `rate` (or an `arrival`
+/// shape that sets it), publishers and message size, the durable's
+/// `consumer` table and its clients' `behaviour`.
 const PACED_KEYS: &[&str] = &[
-    "name",
-    "duration",
-    "warmup",
-    "drain_timeout",
     "rate",
     "arrival",
     "publishers",
@@ -89,29 +85,28 @@ const PACED_KEYS: &[&str] = &[
 /// The shared keys a kind accepts.
 #[derive(Debug, Clone, Copy)]
 pub struct Offer {
-    keys: &'static [&'static str],
-    extra: &'static [&'static str],
+    /// The timing keys, the paced load's beyond them, the kind's extras.
+    keys: [&'static [&'static str]; 3],
     less: &'static [&'static str],
 }
 
 impl Offer {
     /// The paced load.
     pub const PACED: Offer = Offer {
-        keys: PACED_KEYS,
-        extra: &[],
+        keys: [TIMING_KEYS, PACED_KEYS, &[]],
         less: &[],
     };
 
     /// The timing keys alone: `name`, `duration`, `warmup`, `drain_timeout`.
     pub const TIMING: Offer = Offer {
-        keys: TIMING_KEYS,
-        extra: &[],
+        keys: [TIMING_KEYS, &[], &[]],
         less: &[],
     };
 
     /// These shared keys besides.
     pub const fn and(self, extra: &'static [&'static str]) -> Offer {
-        Offer { extra, ..self }
+        let keys = [self.keys[0], self.keys[1], extra];
+        Offer { keys, ..self }
     }
 
     /// Without these.
@@ -122,7 +117,7 @@ impl Offer {
     fn keys(&self) -> Vec<&'static str> {
         self.keys
             .iter()
-            .chain(self.extra)
+            .flat_map(|k| k.iter())
             .copied()
             .filter(|k| !self.less.contains(k))
             .collect()
@@ -192,24 +187,12 @@ impl Shared {
         match self.section.duration {
             Some(d) => {
                 common.duration = d.0;
-                problems.range(
-                    &self.key("duration"),
-                    d.0.as_secs_f64(),
-                    0.1,
-                    86_400.0,
-                    " seconds",
-                );
+                problems.seconds(&self.key("duration"), d.0, 0.1, 86_400.0);
             }
             None => problems.push(self.key("duration"), "missing; e.g. duration = \"10s\""),
         }
         common.warmup = self.section.warmup.map_or(Duration::ZERO, |d| d.0);
-        problems.range(
-            &self.key("warmup"),
-            common.warmup.as_secs_f64(),
-            0.0,
-            3_600.0,
-            " seconds",
-        );
+        problems.seconds(&self.key("warmup"), common.warmup, 0.0, 3_600.0);
         common
     }
 
@@ -228,13 +211,7 @@ impl Shared {
             problems.push(self.key("name"), format!("{name:?} {NAME_RULE}"));
         }
         let drain_timeout = self.section.drain_timeout.map_or(drain, |d| d.0);
-        problems.range(
-            &self.key("drain_timeout"),
-            drain_timeout.as_secs_f64(),
-            0.1,
-            3_600.0,
-            " seconds",
-        );
+        problems.seconds(&self.key("drain_timeout"), drain_timeout, 0.1, 3_600.0);
         CommonPlan {
             kind,
             name,

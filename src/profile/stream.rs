@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::keys::{OneOrMany, has_repeats};
+use super::keys::{OneOrMany, has_repeats, picks};
 use super::problems::Problems;
 use super::server::{Storage, SyncSetting};
 use crate::units::{Bytes, Dur};
@@ -126,29 +126,26 @@ impl StreamPlan {
     /// discard, in that order: sync outermost, so a server restarts once
     /// per sync value.
     pub fn settings(&self) -> Vec<StreamSettings> {
-        let mut all = Vec::new();
-        for sync in options(&self.sync) {
-            for persist in options(&self.persist) {
-                for storage in options(&self.storage) {
-                    for retention in options(&self.retention) {
-                        for discard in options(&self.discard) {
-                            let mut settings = StreamSettings {
-                                storage,
-                                retention,
-                                discard,
-                                persist,
-                                sync,
-                                limits: self.limits.clone(),
-                                suffix: None,
-                            };
-                            settings.suffix = self.suffix_of(&settings);
-                            all.push(settings);
-                        }
-                    }
-                }
-            }
-        }
-        all
+        let one = |at: Vec<usize>| {
+            let mut settings = StreamSettings {
+                sync: self.sync.get(at[0]).copied(),
+                persist: self.persist.get(at[1]).copied(),
+                storage: self.storage.get(at[2]).copied(),
+                retention: self.retention.get(at[3]).copied(),
+                discard: self.discard.get(at[4]).copied(),
+                limits: self.limits.clone(),
+                suffix: None,
+            };
+            settings.suffix = self.suffix_of(&settings);
+            settings
+        };
+        picks(&self.lens()).into_iter().map(one).collect()
+    }
+
+    fn lens(&self) -> [usize; 5] {
+        let (sync, persist) = (self.sync.len(), self.persist.len());
+        let (storage, retention) = (self.storage.len(), self.retention.len());
+        [sync, persist, storage, retention, self.discard.len()]
     }
 
     /// The names of the swept values in `settings` (`sync-always.persist-
@@ -178,20 +175,7 @@ impl StreamPlan {
 
     /// How many streams (and so runs of every variant) the lists ask for.
     pub fn combinations(&self) -> usize {
-        self.sync.len().max(1)
-            * self.persist.len().max(1)
-            * self.storage.len().max(1)
-            * self.retention.len().max(1)
-            * self.discard.len().max(1)
-    }
-}
-
-/// Each value of a list once, or one `None` for an empty list.
-fn options<T: Copy>(list: &[T]) -> Vec<Option<T>> {
-    if list.is_empty() {
-        vec![None]
-    } else {
-        list.iter().copied().map(Some).collect()
+        self.lens().iter().map(|&n| n.max(1)).product()
     }
 }
 
@@ -203,11 +187,7 @@ pub fn persist_name(persist: PersistMode) -> &'static str {
 }
 
 pub fn retention_name(retention: Retention) -> &'static str {
-    match retention {
-        Retention::Limits => "limits",
-        Retention::Workqueue => "workqueue",
-        Retention::Interest => "interest",
-    }
+    retention.label()
 }
 
 pub fn storage_name(storage: Storage) -> &'static str {
