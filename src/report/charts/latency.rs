@@ -21,28 +21,47 @@ const CURVE_POINTS: usize = 160;
 /// the legend ("intended send"), dashed), as a kind's [`ChartSpec`] names it.
 pub type Family<'a> = (&'a str, &'a str, bool);
 
-pub fn e2e_latency(s: &ScenarioData) -> Option<Chart> {
-    percentile_chart(
-        s,
-        names::E2E_LATENCY,
-        "End-to-end latency by percentile",
-        "Publish to receipt, per variant (one colour each). Solid: from the intended send \
+/// The latency charts of every scenario that records their histograms,
+/// drawn as a kind's own ([`of_specs`]): the distributions of end-to-end
+/// and PubAck latency (from the intended send solid, from the actual send
+/// dashed: the two must stay distinguishable on every chart) and of the
+/// send lag, then the end-to-end latency's p50, p99 and max per second.
+pub const COMMON: &[ChartSpec] = &[
+    ChartSpec::Percentiles {
+        stem: names::E2E_LATENCY,
+        title: "End-to-end latency by percentile",
+        caption: "Publish to receipt, per variant (one colour each). Solid: from the intended send \
          time (corrected for coordinated omission: includes any delay of the load generator); \
          dashed: from the actual send time.",
-        &intended_and_actual(names::E2E_LATENCY, names::E2E_LATENCY_ACTUAL),
-    )
-}
-
-pub fn pub_ack_latency(s: &ScenarioData) -> Option<Chart> {
-    percentile_chart(
-        s,
-        names::PUB_ACK_LATENCY,
-        "PubAck latency by percentile",
-        "Publish to the server's acknowledgement (the message is persisted), per variant. \
+        families: &[
+            (names::E2E_LATENCY, "intended send", false),
+            (names::E2E_LATENCY_ACTUAL, "actual send", true),
+        ],
+    },
+    ChartSpec::Percentiles {
+        stem: names::PUB_ACK_LATENCY,
+        title: "PubAck latency by percentile",
+        caption: "Publish to the server's acknowledgement (the message is persisted), per variant. \
          Solid: from the intended send time; dashed: from the actual send time.",
-        &intended_and_actual(names::PUB_ACK_LATENCY, names::PUB_ACK_LATENCY_ACTUAL),
-    )
-}
+        families: &[
+            (names::PUB_ACK_LATENCY, "intended send", false),
+            (names::PUB_ACK_LATENCY_ACTUAL, "actual send", true),
+        ],
+    },
+    ChartSpec::Percentiles {
+        stem: names::SEND_LAG,
+        title: "Load generator send lag by percentile",
+        caption: "Actual minus intended send time of each message: how far the open-loop generator \
+         ran behind its schedule. Large values mean the intended-send latencies above include \
+         the generator's own delay.",
+        families: &[(names::SEND_LAG, "", false)],
+    },
+    ChartSpec::PerSecond {
+        histogram: names::E2E_LATENCY,
+        title: "End-to-end",
+        measured: "end-to-end latencies (from the intended send)",
+    },
+];
 
 /// p50, p99 or max (`key`) of each second of a latency, per variant
 /// (the `<histogram>.*_us` timelines [`crate::variant::VariantResult::add_per_second`]
@@ -66,29 +85,11 @@ fn per_second(
     )
 }
 
-/// The end-to-end latency's p50, p99 or max (`key`) of each second.
-pub fn e2e_over_time(s: &ScenarioData, key: &str) -> Option<Chart> {
-    let measured = "end-to-end latencies (from the intended send)";
-    per_second(s, (names::E2E_LATENCY, "End-to-end", measured), key)
-}
-
-pub fn send_lag(s: &ScenarioData) -> Option<Chart> {
-    percentile_chart(
-        s,
-        names::SEND_LAG,
-        "Load generator send lag by percentile",
-        "Actual minus intended send time of each message: how far the open-loop generator \
-         ran behind its schedule. Large values mean the intended-send latencies above include \
-         the generator's own delay.",
-        &[(names::SEND_LAG, "", false)],
-    )
-}
-
-/// The charts a scenario's kind declares of its own figures
-/// ([`ChartSpec`]), drawn by the builders every chart shares.
-pub fn of_kind(s: &ScenarioData) -> Vec<Chart> {
+/// The charts `specs` declare ([`COMMON`], or a kind's own), drawn by the
+/// builders every chart shares.
+pub fn of_specs(s: &ScenarioData, specs: &[ChartSpec]) -> Vec<Chart> {
     let mut charts = Vec::new();
-    for spec in crate::scenario::charts(s.kind()) {
+    for spec in specs {
         match *spec {
             ChartSpec::Percentiles {
                 stem,
@@ -108,15 +109,6 @@ pub fn of_kind(s: &ScenarioData) -> Vec<Chart> {
         }
     }
     charts
-}
-
-/// A latency measured from the intended send (solid) and from the actual
-/// send (dashed): the two must stay distinguishable on every chart.
-fn intended_and_actual<'a>(intended: &'a str, actual: &'a str) -> [Family<'a>; 2] {
-    [
-        (intended, "intended send", false),
-        (actual, "actual send", true),
-    ]
 }
 
 /// A latency distribution on a nines axis, one colour per variant and one

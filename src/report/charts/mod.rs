@@ -163,14 +163,10 @@ pub fn span(series: &[Series], pick: fn(&(f64, f64)) -> f64) -> (f64, f64) {
 /// A chart function: the chart for a scenario, if it has the data.
 pub type ChartFn = fn(&ScenarioData) -> Option<Chart>;
 
-/// Every chart jsbench knows, in the order report.html shows them.
+/// Every chart jsbench draws by a function of its own, in the order
+/// report.html shows them (after [`latency::COMMON`], the latency charts
+/// declared as data).
 pub const CATALOGUE: &[ChartFn] = &[
-    latency::e2e_latency,
-    latency::pub_ack_latency,
-    latency::send_lag,
-    |s| latency::e2e_over_time(s, "p50"),
-    |s| latency::e2e_over_time(s, "p99"),
-    |s| latency::e2e_over_time(s, "max"),
     latency::throughput_over_time,
     latency::latency_vs_throughput,
     replay::drift,
@@ -180,13 +176,14 @@ pub const CATALOGUE: &[ChartFn] = &[
     server::cpu,
 ];
 
-/// The charts of one scenario: every catalogue entry that has data, then
-/// the ones its kind declares.
+/// The charts of one scenario: every common latency chart and catalogue
+/// entry that has data, then the ones its kind declares.
 pub fn charts_for(scenario: &ScenarioData) -> Vec<Chart> {
-    let kind = latency::of_kind(scenario);
-    CATALOGUE
-        .iter()
-        .filter_map(|f| f(scenario))
+    let common = latency::of_specs(scenario, latency::COMMON);
+    let kind = latency::of_specs(scenario, crate::scenario::charts(scenario.kind()));
+    common
+        .into_iter()
+        .chain(CATALOGUE.iter().filter_map(|f| f(scenario)))
         .chain(kind)
         .filter(|c| !c.is_empty())
         .collect()
