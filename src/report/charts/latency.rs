@@ -4,7 +4,7 @@
 //! these charts for free.
 
 use super::axis::NINES_RANGE;
-use super::{Axis, Chart, Scale, Series, Stroke, Unit, span};
+use super::{Axis, Chart, Scale, Series, Stroke, Unit, per_variant, span};
 use crate::profile::parse_duration;
 use crate::record::histogram::Recorder;
 use crate::record::names;
@@ -120,20 +120,7 @@ pub fn percentile_chart(
     caption: &str,
     families: &[Family],
 ) -> Option<Chart> {
-    let mut series = Vec::new();
-    for (i, v) in s.variants().iter().enumerate() {
-        for &(histogram, label, dashed) in families {
-            if let Some(h) = s.histogram(v, histogram) {
-                let stroke = if dashed {
-                    Stroke::Dashed
-                } else {
-                    Stroke::Solid
-                };
-                let label = join_label(&v.name, label);
-                series.push(Series::line(label, percentile_curve(h), i, stroke));
-            }
-        }
-    }
+    let series = per_variant(s, families, |v, h| s.histogram(v, h).map(percentile_curve));
     let x = Axis::new("percentile", Scale::Nines, Unit::Quantile);
     Chart::of(s, key, title, caption, (x, latency_axis()), series)
 }
@@ -141,14 +128,6 @@ pub fn percentile_chart(
 /// Latency up the side, on a log scale.
 fn latency_axis() -> Axis {
     Axis::new("latency (log scale)", Scale::Log, Unit::Micros)
-}
-
-fn join_label(variant: &str, suffix: &str) -> String {
-    if suffix.is_empty() {
-        variant.to_string()
-    } else {
-        format!("{variant} {suffix}")
-    }
 }
 
 /// (quantile, µs) from the 50th to the 99.99th percentile, evenly spaced on
@@ -168,18 +147,16 @@ pub fn percentile_curve(h: &Recorder) -> Vec<(f64, f64)> {
 /// Published and delivered messages per second over each variant's run,
 /// warm-up included (marked).
 pub fn throughput_over_time(s: &ScenarioData) -> Option<Chart> {
-    let mut series = Vec::new();
-    for (i, v) in s.variants().iter().enumerate() {
-        for (name, stroke) in [
-            (names::PUBLISHED, Stroke::Solid),
-            (names::DELIVERED, Stroke::Dashed),
-        ] {
-            if let Some(t) = v.timelines.get(name).filter(|t| t.total() > 0) {
-                let label = join_label(&v.name, name);
-                series.push(Series::line(label, rate_points(t), i, stroke));
-            }
-        }
-    }
+    let families = [
+        (names::PUBLISHED, names::PUBLISHED, false),
+        (names::DELIVERED, names::DELIVERED, true),
+    ];
+    let series = per_variant(s, &families, |v, name| {
+        v.timelines
+            .get(name)
+            .filter(|t| t.total() > 0)
+            .map(rate_points)
+    });
     let top = span(&series, |p| p.1).1;
     let warmup = common_warmup(s.variants())
         .map(|w| Series::reference("end of warm-up", vec![(w, 0.0), (w, top)]));

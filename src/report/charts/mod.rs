@@ -45,6 +45,7 @@ use anyhow::{Context, Result};
 pub use axis::{Axis, Scale, Unit};
 
 use super::data::ScenarioData;
+use crate::results::summary::VariantReport;
 
 /// A chart as data: everything the renderer needs, nothing drawn yet.
 #[derive(Debug, Clone, PartialEq)]
@@ -158,6 +159,39 @@ pub fn span(series: &[Series], pick: fn(&(f64, f64)) -> f64) -> (f64, f64) {
         .fold((f64::INFINITY, 0.0f64), |(lo, hi), v| {
             (lo.min(v), hi.max(v))
         })
+}
+
+/// One unnamed family, solid: a series per variant.
+pub const ONE: &[((), &str, bool)] = &[((), "", false)];
+
+/// A series per variant (coloured by its place among them) and family
+/// `(F, label, dashed)`: the `points` of what the variant recorded of the
+/// family, labelled by the variant's name and the family's label; none
+/// where `points` finds nothing to draw.
+pub fn per_variant<F: Copy>(
+    s: &ScenarioData,
+    families: &[(F, &str, bool)],
+    points: impl Fn(&VariantReport, F) -> Option<Vec<(f64, f64)>>,
+) -> Vec<Series> {
+    let mut series = Vec::new();
+    for (i, v) in s.variants().iter().enumerate() {
+        for &(family, label, dashed) in families {
+            if let Some(points) = points(v, family) {
+                let label = if label.is_empty() {
+                    v.name.clone()
+                } else {
+                    format!("{} {label}", v.name)
+                };
+                let stroke = if dashed {
+                    Stroke::Dashed
+                } else {
+                    Stroke::Solid
+                };
+                series.push(Series::line(label, points, i, stroke));
+            }
+        }
+    }
+    series
 }
 
 /// A chart function: the chart for a scenario, if it has the data.
