@@ -15,14 +15,12 @@ use crate::results::summary::{Summary, VariantReport};
 use crate::results::{first_seen, plain};
 
 /// A chart as the page shows it.
-pub enum PageChart {
-    Drawn {
-        title: String,
-        caption: String,
-        svg: String,
-    },
-    /// Drawing failed: the page says so where the chart would be.
-    Failed { title: String, error: String },
+pub struct PageChart {
+    pub title: String,
+    pub caption: String,
+    /// The SVG, or why drawing failed: the page says so where the chart
+    /// would be.
+    pub svg: Result<String, String>,
 }
 
 /// Charts per scenario name, in display order.
@@ -339,23 +337,17 @@ fn scenario_section(
             );
         }
         for chart in charts {
-            match chart {
-                PageChart::Drawn {
-                    title,
-                    caption,
-                    svg,
-                } => {
+            let title = &chart.title;
+            match &chart.svg {
+                Ok(svg) => {
                     h.el("figure", &[("aria-label", title)], |h| {
                         h.trusted(&Trusted::inline_svg(svg));
-                        h.text_el("figcaption", &[], caption);
+                        h.text_el("figcaption", &[], &chart.caption);
                     });
                 }
-                PageChart::Failed { title, error } => {
-                    h.text_el(
-                        "div",
-                        &[("class", "chart-failed")],
-                        &format!("Chart \"{title}\" could not be drawn: {error}"),
-                    );
+                Err(error) => {
+                    let text = format!("Chart \"{title}\" could not be drawn: {error}");
+                    h.text_el("div", &[("class", "chart-failed")], &text);
                 }
             }
         }
