@@ -231,12 +231,20 @@ struct HistoryArgs {
 }
 
 fn parse_alpha(text: &str) -> Result<f64, UsageError> {
-    match text.parse::<f64>() {
-        Ok(a) if (0.001..=0.2).contains(&a) => Ok(a),
-        _ => Err(UsageError(format!(
-            "{text:?} is not a significance level between 0.001 and 0.2"
-        ))),
-    }
+    let why = " is not a significance level between 0.001 and 0.2";
+    within(text, text.parse().ok(), |a| (0.001..=0.2).contains(a), why)
+}
+
+/// `value` if it is `ok`, else a usage error: `text` (quoted) and `why`.
+fn within<T>(
+    text: &str,
+    value: Option<T>,
+    ok: impl FnOnce(&T) -> bool,
+    why: &str,
+) -> Result<T, UsageError> {
+    value
+        .filter(ok)
+        .ok_or_else(|| UsageError(format!("{text:?}{why}")))
 }
 
 /// `jsbench ab-simulate`: what the docs' power table is drawn with.
@@ -398,24 +406,14 @@ fn cpu_list(text: &str) -> Result<CpuList, UsageError> {
 
 fn confidence(text: &str) -> Result<f64, UsageError> {
     let value = crate::compare::parse_threshold(text)?;
-    if (0.5..1.0).contains(&value) {
-        Ok(value)
-    } else {
-        Err(UsageError(format!(
-            "{text:?}: a confidence is between 50% and 99.99%"
-        )))
-    }
+    let why = ": a confidence is between 50% and 99.99%";
+    within(text, Some(value), |v| (0.5..1.0).contains(v), why)
 }
 
 fn miss_rate(text: &str) -> Result<f64, UsageError> {
     let value = crate::compare::parse_threshold(text)?;
-    if value > 0.0 && value <= 0.5 {
-        Ok(value)
-    } else {
-        Err(UsageError(format!(
-            "{text:?}: a miss rate is above 0% and at most 50%"
-        )))
-    }
+    let why = ": a miss rate is above 0% and at most 50%";
+    within(text, Some(value), |&v| v > 0.0 && v <= 0.5, why)
 }
 
 #[derive(clap::Args, Debug)]
@@ -570,21 +568,13 @@ struct ServerArgs {
 }
 
 fn cluster_size(text: &str) -> Result<usize, UsageError> {
-    match text.parse::<usize>() {
-        Ok(n) if CLUSTER_SIZES.contains(&n) => Ok(n),
-        _ => Err(UsageError(format!(
-            "{text:?}: a local cluster has 3 or 5 nodes"
-        ))),
-    }
+    let why = ": a local cluster has 3 or 5 nodes";
+    within(text, text.parse().ok(), |n| CLUSTER_SIZES.contains(n), why)
 }
 
 fn replicas(text: &str) -> Result<usize, UsageError> {
-    match text.parse::<usize>() {
-        Ok(n) if [1, 3, 5].contains(&n) => Ok(n),
-        _ => Err(UsageError(format!(
-            "{text:?}: JetStream replicas are 1, 3 or 5"
-        ))),
-    }
+    let why = ": JetStream replicas are 1, 3 or 5";
+    within(text, text.parse().ok(), |n| [1, 3, 5].contains(n), why)
 }
 
 /// Entry point of the binary; returns the exit status.

@@ -1,6 +1,8 @@
 //! `jsbench server`: embedded nats-server(s) for manual use, their URLs
 //! printed, until Ctrl-C; with `--leafnode`, a leaf server beside them.
 
+use std::any::Any;
+
 use anyhow::Result;
 
 use super::signals::{Interrupts, runtime};
@@ -17,61 +19,63 @@ pub fn command(cluster: Option<usize>, leafnode: bool) -> Result<i32> {
     } else {
         (ServerOptions::default(), None)
     };
-    if let Some(size) = cluster {
-        let cluster = EmbeddedCluster::start_with(size, &options)?;
-        let leaf = start_leaf(hub_port)?;
-        // One line, comma-separated: what -s and NATS_URL take.
-        crate::system::stdout::outln!("{}", cluster.urls());
-        for (name, node) in cluster.members() {
-            eprintln!(
-                "{name}: nats-server {} on {} (monitoring {})",
-                node.version(),
-                node.url(),
-                node.monitor_url().unwrap_or("off")
-            );
+    // The servers (stopped, their stores removed, when dropped), their
+    // URLs (one line, comma-separated: what -s and NATS_URL take) and what
+    // stderr says of them.
+    let (servers, urls, notes): (Box<dyn Any>, String, Vec<String>) = match cluster {
+        Some(size) => {
+            let cluster = EmbeddedCluster::start_with(size, &options)?;
+            let mut notes: Vec<String> = cluster
+                .members()
+                .map(|(name, node)| {
+                    format!(
+                        "{name}: nats-server {} on {} (monitoring {})",
+                        node.version(),
+                        node.url(),
+                        node.monitor_url().unwrap_or("off")
+                    )
+                })
+                .collect();
+            notes.push(format!(
+                "cluster {} with {size} JetStream nodes and a meta leader; Ctrl-C stops them and removes their stores",
+                cluster.name()
+            ));
+            let urls = cluster.urls();
+            (Box::new(cluster), urls, notes)
         }
-        eprintln!(
-            "cluster {} with {size} JetStream nodes and a meta leader; Ctrl-C stops them and removes their stores",
-            cluster.name()
-        );
-        report_leaf(leaf.as_ref());
-        runtime.block_on(interrupts.next());
-        drop(leaf);
-        drop(cluster);
-        return Ok(EXIT_OK);
+        None => {
+            let server = EmbeddedServer::start_with(&options)?;
+            let note = format!(
+                "nats-server {} with JetStream on {} (monitoring {}); Ctrl-C stops it and removes its store",
+                server.version(),
+                server.url(),
+                server.monitor_url().unwrap_or("off")
+            );
+            let url = server.url().to_string();
+            (Box::new(server), url, vec![note])
+        }
+    };
+    let leaf = hub_port
+        .map(|port| LeafServer::start(port, None, &ServerOptions::default()))
+        .transpose()?;
+    crate::system::stdout::outln!("{urls}");
+    for note in notes {
+        eprintln!("{note}");
     }
-    let server = EmbeddedServer::start_with(&options)?;
-    let leaf = start_leaf(hub_port)?;
-    crate::system::stdout::outln!("{}", server.url());
-    eprintln!(
-        "nats-server {} with JetStream on {} (monitoring {}); Ctrl-C stops it and removes its store",
-        server.version(),
-        server.url(),
-        server.monitor_url().unwrap_or("off")
-    );
-    report_leaf(leaf.as_ref());
+    // The leaf's URL on stdout (a second line, after the hub's), the rest
+    // on stderr.
+    if let Some(leaf) = &leaf {
+        crate::system::stdout::outln!("{}", leaf.url());
+        eprintln!(
+            "leaf: nats-server on {} (monitoring {}), JetStream domain {LEAF_DOMAIN}, connected to \
+             the hub (domain {HUB_DOMAIN}) through a relay on port {}",
+            leaf.url(),
+            leaf.server().monitor_url().unwrap_or("off"),
+            leaf.relay().port().unwrap_or(0)
+        );
+    }
     runtime.block_on(interrupts.next());
     drop(leaf);
-    drop(server);
+    drop(servers);
     Ok(EXIT_OK)
-}
-
-fn start_leaf(hub_port: Option<u16>) -> Result<Option<LeafServer>> {
-    hub_port
-        .map(|port| LeafServer::start(port, None, &ServerOptions::default()))
-        .transpose()
-}
-
-/// The leaf's URL on stdout (a second line, after the hub's), the rest on
-/// stderr.
-fn report_leaf(leaf: Option<&LeafServer>) {
-    let Some(leaf) = leaf else { return };
-    crate::system::stdout::outln!("{}", leaf.url());
-    eprintln!(
-        "leaf: nats-server on {} (monitoring {}), JetStream domain {LEAF_DOMAIN}, connected to \
-         the hub (domain {HUB_DOMAIN}) through a relay on port {}",
-        leaf.url(),
-        leaf.server().monitor_url().unwrap_or("off"),
-        leaf.relay().port().unwrap_or(0)
-    );
 }

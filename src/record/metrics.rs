@@ -123,19 +123,14 @@ pub fn signed_latency_metrics(name: &str, s: &Signed) -> Vec<Metric> {
     if s.count() == 0 {
         return Vec::new();
     }
-    let m = |suffix: &str, ns: f64| {
-        Metric::new(format!("{name}.{suffix}"), "us", ns / 1e3, Direction::None)
-    };
-    vec![
-        m("min", s.min_ns() as f64),
-        m("p50", s.quantile_ns(0.50) as f64),
-        m("p90", s.quantile_ns(0.90) as f64),
-        m("p99", s.quantile_ns(0.99) as f64),
-        m("p99.9", s.quantile_ns(0.999) as f64),
-        m("p99.99", s.quantile_ns(0.9999) as f64),
-        m("max", s.max_ns() as f64),
-        m("mean", s.mean_ns()),
-    ]
+    let quantiles = [0.50, 0.90, 0.99, 0.999, 0.9999].map(|q| s.quantile_ns(q) as f64);
+    let last = [s.max_ns() as f64, s.mean_ns()];
+    let ns = [s.min_ns() as f64].into_iter().chain(quantiles).chain(last);
+    std::iter::once(&"min")
+        .chain(names::QUANTILES)
+        .zip(ns)
+        .map(|(q, ns)| Metric::new(names::quantile(name, q), "us", ns / 1e3, Direction::None))
+        .collect()
 }
 
 #[cfg(test)]

@@ -61,26 +61,24 @@ pub fn render(data: &ResultsData) -> Result<RenderOutcome> {
     for scenario in data.scenarios() {
         let mut shown = Vec::new();
         for chart in charts::charts_for(&scenario) {
-            match charts::render(&chart, &chart_dir) {
+            let svg = match charts::render(&chart, &chart_dir) {
                 Ok((svg, files)) => {
                     outcome.charts.extend(files);
-                    shown.push(PageChart::Drawn {
-                        title: chart.title,
-                        caption: chart.caption,
-                        svg,
-                    });
+                    Ok(svg)
                 }
                 Err(e) => {
-                    let title = chart.title;
+                    let title = &chart.title;
                     outcome
                         .warnings
                         .push(format!("chart \"{title}\" not drawn: {e:#}"));
-                    shown.push(PageChart::Failed {
-                        title,
-                        error: format!("{e:#}"),
-                    });
+                    Err(format!("{e:#}"))
                 }
-            }
+            };
+            shown.push(PageChart {
+                title: chart.title,
+                caption: chart.caption,
+                svg,
+            });
         }
         by_scenario.push((scenario.name().to_string(), shown));
     }

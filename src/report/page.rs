@@ -15,14 +15,12 @@ use crate::results::summary::{Summary, VariantReport};
 use crate::results::{first_seen, plain};
 
 /// A chart as the page shows it.
-pub enum PageChart {
-    Drawn {
-        title: String,
-        caption: String,
-        svg: String,
-    },
-    /// Drawing failed: the page says so where the chart would be.
-    Failed { title: String, error: String },
+pub struct PageChart {
+    pub title: String,
+    pub caption: String,
+    /// The SVG, or why drawing failed: the page says so where the chart
+    /// would be.
+    pub svg: Result<String, String>,
 }
 
 /// Charts per scenario name, in display order.
@@ -343,23 +341,17 @@ fn scenario_section(
             );
         }
         for chart in charts {
-            match chart {
-                PageChart::Drawn {
-                    title,
-                    caption,
-                    svg,
-                } => {
+            let title = &chart.title;
+            match &chart.svg {
+                Ok(svg) => {
                     h.el("figure", &[("aria-label", title)], |h| {
                         h.trusted(&Trusted::inline_svg(svg));
-                        h.text_el("figcaption", &[], caption);
+                        h.text_el("figcaption", &[], &chart.caption);
                     });
                 }
-                PageChart::Failed { title, error } => {
-                    h.text_el(
-                        "div",
-                        &[("class", "chart-failed")],
-                        &format!("Chart \"{title}\" could not be drawn: {error}"),
-                    );
+                Err(error) => {
+                    let text = format!("Chart \"{title}\" could not be drawn: {error}");
+                    h.text_el("div", &[("class", "chart-failed")], &text);
                 }
             }
         }
@@ -389,48 +381,39 @@ fn warnings(h: &mut Html, title: &str, lines: &[String]) {
 /// one screen tall, and a red cell stands out in its row and column.
 fn verdicts(h: &mut Html, variants: &[VariantReport]) {
     let invariants = variants.iter().flat_map(|v| &v.invariants);
-    let names = first_seen(invariants.map(|i| i.name.as_str()));
-    h.text_el("h3", &[], "Invariants");
-    h.el("table", &[("class", "invariants")], |h| {
-        header_row(h, "invariant", variants);
+    let names = first_seen(invariants.clone().map(|i| i.name.as_str()));
+    let heads = ("Invariants", "invariants", "invariant");
+    variant_table(h, heads, variants, |h| {
         if variants.iter().any(|v| v.error.is_some()) {
-            h.el("tr", &[("class", "fail")], |h| {
-                h.text_el("th", &[], "variant completed");
-                for v in variants {
-                    match &v.error {
-                        Some(e) => verdict_cell(h, false, "✗ ERROR", e),
-                        None => verdict_cell(h, true, "✓ yes", ""),
+            row(
+                h,
+                &[("class", "fail")],
+                "variant completed",
+                variants,
+                |h, v| match &v.error {
+                    Some(e) => verdict_cell(h, false, "✗ ERROR", e),
+                    None => verdict_cell(h, true, "✓ yes", ""),
+                },
+            );
+        }
+        for name in names {
+            let failed = invariants.clone().any(|i| i.name == name && !i.passed);
+            let class = if failed { "fail" } else { "pass" };
+            row(h, &[("class", class)], name, variants, |h, v| {
+                match v.invariants.iter().find(|i| i.name == name) {
+                    Some(i) if !i.applicable => {
+                        verdict_cell(h, true, "– not applicable", &i.detail)
+                    }
+                    Some(i) if i.passed && i.client_side => {
+                        verdict_cell(h, true, "✓ held (client-side)", &i.detail)
+                    }
+                    Some(i) if i.passed => verdict_cell(h, true, "✓ held", &i.detail),
+                    Some(i) => verdict_cell(h, false, "✗ FAILED", &i.detail),
+                    None => {
+                        h.text_el("td", &[], "–");
                     }
                 }
             });
-        }
-        for name in names {
-            let failed = variants
-                .iter()
-                .flat_map(|v| &v.invariants)
-                .any(|i| i.name == name && !i.passed);
-            h.el(
-                "tr",
-                &[("class", if failed { "fail" } else { "pass" })],
-                |h| {
-                    h.text_el("th", &[], name);
-                    for v in variants {
-                        match v.invariants.iter().find(|i| i.name == name) {
-                            Some(i) if !i.applicable => {
-                                verdict_cell(h, true, "– not applicable", &i.detail)
-                            }
-                            Some(i) if i.passed && i.client_side => {
-                                verdict_cell(h, true, "✓ held (client-side)", &i.detail)
-                            }
-                            Some(i) if i.passed => verdict_cell(h, true, "✓ held", &i.detail),
-                            Some(i) => verdict_cell(h, false, "✗ FAILED", &i.detail),
-                            None => {
-                                h.text_el("td", &[], "–");
-                            }
-                        }
-                    }
-                },
-            );
         }
     });
 }
@@ -445,12 +428,42 @@ fn verdict_cell(h: &mut Html, passed: bool, mark: &str, evidence: &str) {
     });
 }
 
-fn header_row(h: &mut Html, first: &str, variants: &[VariantReport]) {
-    h.row(
-        "th",
-        std::iter::once(first).chain(variants.iter().map(|v| v.name.as_str())),
-    );
+/// Every table of a scenario: under the heading `title`, a table of
+/// `class` with a column per variant after the rows' own headers (headed
+/// `first`), holding the rows `body` writes with [`row`].
+fn variant_table(
+    h: &mut Html,
+    (title, class, first): (&str, &str, &str),
+    variants: &[VariantReport],
+    body: impl FnOnce(&mut Html),
+) {
+    h.text_el("h3", &[], title);
+    h.el("table", &[("class", class)], |h| {
+        let names = variants.iter().map(|v| v.name.as_str());
+        h.row("th", std::iter::once(first).chain(names));
+        body(h);
+    });
 }
+
+/// A row with `attrs` headed `th`, then `cell` of each of `cells` (a
+/// variant, or what was worked out of one).
+fn row<T>(
+    h: &mut Html,
+    attrs: Attrs,
+    th: &str,
+    cells: impl IntoIterator<Item = T>,
+    mut cell: impl FnMut(&mut Html, T),
+) {
+    h.el("tr", attrs, |h| {
+        h.text_el("th", &[], th);
+        for c in cells {
+            cell(h, c);
+        }
+    });
+}
+
+/// A cell holding a number.
+const NUM: Attrs = &[("class", "num")];
 
 fn metrics_table(h: &mut Html, variants: &[VariantReport]) {
     // Metric names in first-seen order across variants, each with the
@@ -469,23 +482,15 @@ fn metrics_table(h: &mut Html, variants: &[VariantReport]) {
         Some(n) => format!("Metrics: medians of {n} repetitions, with their min..max range"),
         None => "Metrics".to_string(),
     };
-    h.text_el("h3", &[], &title);
-    h.el("table", &[("class", "metrics")], |h| {
-        header_row(h, "metric", variants);
+    variant_table(h, (&title, "metrics", "metric"), variants, |h| {
         for name in names {
             let unit = all.clone().find(|m| m.name == name).map_or("", |m| &m.unit);
-            h.el("tr", &[], |h| {
-                h.text_el("th", &[], &format!("{name} ({unit})"));
-                for v in variants {
-                    let cell = v
-                        .metric(name)
-                        .map(|m| {
-                            let range = m.spread.filter(|_| m.repetitions.len() > 1);
-                            format_with_range(m.value, range.map(|s| (s.min, s.max)), &m.unit)
-                        })
-                        .unwrap_or_else(|| "–".into());
-                    h.text_el("td", &[("class", "num")], &cell);
-                }
+            row(h, &[], &format!("{name} ({unit})"), variants, |h, v| {
+                let cell = v.metric(name).map(|m| {
+                    let range = m.spread.filter(|_| m.repetitions.len() > 1);
+                    format_with_range(m.value, range.map(|s| (s.min, s.max)), &m.unit)
+                });
+                h.text_el("td", NUM, cell.as_deref().unwrap_or("–"));
             });
         }
     });
@@ -509,23 +514,19 @@ fn cpu_table(h: &mut Html, variants: &[VariantReport]) {
     {
         return;
     }
-    h.text_el("h3", &[], "CPU per message: client and server");
-    h.el("table", &[("class", "metrics cpu")], |h| {
-        header_row(h, "CPU", variants);
+    let heads = ("CPU per message: client and server", "metrics cpu", "CPU");
+    variant_table(h, heads, variants, |h| {
         for (label, name) in ROWS {
-            h.el("tr", &[], |h| {
-                h.text_el("th", &[], label);
-                for v in variants {
-                    let (cell, class) = match v.metric(name).map(|m| m.value) {
-                        None => ("–".into(), "num"),
-                        Some(share) if name == names::CLIENT_CPU_SHARE => {
-                            let class = if share > 0.5 { "num warn" } else { "num" };
-                            (format!("{:.0}%", share * 100.0), class)
-                        }
-                        Some(us) => (format!("{us:.2}"), "num"),
-                    };
-                    h.text_el("td", &[("class", class)], &cell);
-                }
+            row(h, &[], label, variants, |h, v| {
+                let (class, cell) = match v.metric(name).map(|m| m.value) {
+                    None => ("num", "–".into()),
+                    Some(share) if name == names::CLIENT_CPU_SHARE => {
+                        let class = if share > 0.5 { "num warn" } else { "num" };
+                        (class, format!("{:.0}%", share * 100.0))
+                    }
+                    Some(us) => ("num", format!("{us:.2}")),
+                };
+                h.text_el("td", &[("class", class)], &cell);
             });
         }
     });
@@ -539,16 +540,12 @@ fn ledger_table(h: &mut Html, variants: &[VariantReport]) {
     let Some(first) = ledgers.first() else {
         return;
     };
-    h.text_el("h3", &[], "Ledger: every message accounted for");
-    h.el("table", &[("class", "ledger")], |h| {
-        header_row(h, "count", variants);
+    let heads = ("Ledger: every message accounted for", "ledger", "count");
+    variant_table(h, heads, variants, |h| {
         for (key, _) in first {
-            h.el("tr", &[], |h| {
-                h.text_el("th", &[], key);
-                for l in &ledgers {
-                    let value = l.iter().find(|(k, _)| k == key).map(|(_, v)| v);
-                    h.text_el("td", &[("class", "num")], &json_text(value));
-                }
+            row(h, &[], key, &ledgers, |h, l| {
+                let value = l.iter().find(|(k, _)| k == key).map(|(_, v)| v);
+                h.text_el("td", NUM, &json_text(value));
             });
         }
     });
@@ -574,22 +571,14 @@ fn params_table(h: &mut Html, variants: &[VariantReport]) {
     if keys.is_empty() {
         return;
     }
-    h.text_el("h3", &[], "Parameters");
-    h.el("table", &[("class", "params")], |h| {
-        header_row(h, "parameter", variants);
+    variant_table(h, ("Parameters", "params", "parameter"), variants, |h| {
         for key in keys {
-            h.el("tr", &[], |h| {
-                h.text_el("th", &[], key);
-                for v in variants {
-                    h.text_el("td", &[], &json_text(v.params.get(key)));
-                }
+            row(h, &[], key, variants, |h, v| {
+                h.text_el("td", &[], &json_text(v.params.get(key)));
             });
         }
-        h.el("tr", &[], |h| {
-            h.text_el("th", &[], "elapsed");
-            for v in variants {
-                h.text_el("td", &[("class", "num")], &format!("{:.1} s", v.elapsed_s));
-            }
+        row(h, &[], "elapsed", variants, |h, v| {
+            h.text_el("td", NUM, &format!("{:.1} s", v.elapsed_s));
         });
     });
 }

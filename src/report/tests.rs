@@ -349,14 +349,15 @@ fn page_holds_metadata_tables_charts_and_verdicts_and_escapes_user_text() {
     let charts = vec![(
         "latency".to_string(),
         vec![
-            page::PageChart::Drawn {
+            page::PageChart {
                 title: "latency: E2E".into(),
                 caption: "how to read it".into(),
-                svg: "<svg width=\"1\" height=\"1\" xmlns=\"http://www.w3.org/2000/svg\"><text>t</text></svg>".into(),
+                svg: Ok("<svg width=\"1\" height=\"1\" xmlns=\"http://www.w3.org/2000/svg\"><text>t</text></svg>".into()),
             },
-            page::PageChart::Failed {
+            page::PageChart {
                 title: "latency: broken".into(),
-                error: "no <font>".into(),
+                caption: String::new(),
+                svg: Err("no <font>".into()),
             },
         ],
     )];

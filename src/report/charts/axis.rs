@@ -202,26 +202,25 @@ pub fn format_quantile(q: f64) -> String {
 /// Microseconds with the unit that keeps the label short: 0.5 µs, 250 µs,
 /// 2.5 ms, 1.2 s.
 pub fn format_micros(us: f64) -> String {
-    let (value, unit) = if us.abs() >= 1e6 {
-        (us / 1e6, "s")
-    } else if us.abs() >= 1e3 {
-        (us / 1e3, "ms")
-    } else {
-        (us, "µs")
-    };
-    format!("{} {unit}", trim_number(value))
+    scaled(us, [" µs", " ms", " s"])
 }
 
 /// 950, 1.5k, 20k, 1.2M.
 pub fn format_number(v: f64) -> String {
-    let a = v.abs();
-    if a >= 1e6 {
-        format!("{}M", trim_number(v / 1e6))
-    } else if a >= 1e3 {
-        format!("{}k", trim_number(v / 1e3))
+    scaled(v, ["", "k", "M"])
+}
+
+/// `v` in units, thousands or millions of its unit, whichever keeps it
+/// under a thousand, with that unit's suffix.
+fn scaled(v: f64, [ones, thousands, millions]: [&str; 3]) -> String {
+    let (value, suffix) = if v.abs() >= 1e6 {
+        (v / 1e6, millions)
+    } else if v.abs() >= 1e3 {
+        (v / 1e3, thousands)
     } else {
-        trim_number(v)
-    }
+        (v, ones)
+    };
+    format!("{}{suffix}", trim_number(value))
 }
 
 /// Up to three significant digits, no trailing zeros.

@@ -4,7 +4,7 @@
 //! these charts for free.
 
 use super::axis::NINES_RANGE;
-use super::{Axis, Chart, Scale, Series, Stroke, Unit, span};
+use super::{Axis, Chart, Scale, Series, Stroke, Unit, per_variant, span};
 use crate::profile::parse_duration;
 use crate::record::histogram::Recorder;
 use crate::record::names;
@@ -21,28 +21,47 @@ const CURVE_POINTS: usize = 160;
 /// the legend ("intended send"), dashed), as a kind's [`ChartSpec`] names it.
 pub type Family<'a> = (&'a str, &'a str, bool);
 
-pub fn e2e_latency(s: &ScenarioData) -> Option<Chart> {
-    percentile_chart(
-        s,
-        names::E2E_LATENCY,
-        "End-to-end latency by percentile",
-        "Publish to receipt, per variant (one colour each). Solid: from the intended send \
+/// The latency charts of every scenario that records their histograms,
+/// drawn as a kind's own ([`of_specs`]): the distributions of end-to-end
+/// and PubAck latency (from the intended send solid, from the actual send
+/// dashed: the two must stay distinguishable on every chart) and of the
+/// send lag, then the end-to-end latency's p50, p99 and max per second.
+pub const COMMON: &[ChartSpec] = &[
+    ChartSpec::Percentiles {
+        stem: names::E2E_LATENCY,
+        title: "End-to-end latency by percentile",
+        caption: "Publish to receipt, per variant (one colour each). Solid: from the intended send \
          time (corrected for coordinated omission: includes any delay of the load generator); \
          dashed: from the actual send time.",
-        &intended_and_actual(names::E2E_LATENCY, names::E2E_LATENCY_ACTUAL),
-    )
-}
-
-pub fn pub_ack_latency(s: &ScenarioData) -> Option<Chart> {
-    percentile_chart(
-        s,
-        names::PUB_ACK_LATENCY,
-        "PubAck latency by percentile",
-        "Publish to the server's acknowledgement (the message is persisted), per variant. \
+        families: &[
+            (names::E2E_LATENCY, "intended send", false),
+            (names::E2E_LATENCY_ACTUAL, "actual send", true),
+        ],
+    },
+    ChartSpec::Percentiles {
+        stem: names::PUB_ACK_LATENCY,
+        title: "PubAck latency by percentile",
+        caption: "Publish to the server's acknowledgement (the message is persisted), per variant. \
          Solid: from the intended send time; dashed: from the actual send time.",
-        &intended_and_actual(names::PUB_ACK_LATENCY, names::PUB_ACK_LATENCY_ACTUAL),
-    )
-}
+        families: &[
+            (names::PUB_ACK_LATENCY, "intended send", false),
+            (names::PUB_ACK_LATENCY_ACTUAL, "actual send", true),
+        ],
+    },
+    ChartSpec::Percentiles {
+        stem: names::SEND_LAG,
+        title: "Load generator send lag by percentile",
+        caption: "Actual minus intended send time of each message: how far the open-loop generator \
+         ran behind its schedule. Large values mean the intended-send latencies above include \
+         the generator's own delay.",
+        families: &[(names::SEND_LAG, "", false)],
+    },
+    ChartSpec::PerSecond {
+        histogram: names::E2E_LATENCY,
+        title: "End-to-end",
+        measured: "end-to-end latencies (from the intended send)",
+    },
+];
 
 /// p50, p99 or max (`key`) of each second of a latency, per variant
 /// (the `<histogram>.*_us` timelines [`crate::variant::VariantResult::add_per_second`]
@@ -66,29 +85,11 @@ fn per_second(
     )
 }
 
-/// The end-to-end latency's p50, p99 or max (`key`) of each second.
-pub fn e2e_over_time(s: &ScenarioData, key: &str) -> Option<Chart> {
-    let measured = "end-to-end latencies (from the intended send)";
-    per_second(s, (names::E2E_LATENCY, "End-to-end", measured), key)
-}
-
-pub fn send_lag(s: &ScenarioData) -> Option<Chart> {
-    percentile_chart(
-        s,
-        names::SEND_LAG,
-        "Load generator send lag by percentile",
-        "Actual minus intended send time of each message: how far the open-loop generator \
-         ran behind its schedule. Large values mean the intended-send latencies above include \
-         the generator's own delay.",
-        &[(names::SEND_LAG, "", false)],
-    )
-}
-
-/// The charts a scenario's kind declares of its own figures
-/// ([`ChartSpec`]), drawn by the builders every chart shares.
-pub fn of_kind(s: &ScenarioData) -> Vec<Chart> {
+/// The charts `specs` declare ([`COMMON`], or a kind's own), drawn by the
+/// builders every chart shares.
+pub fn of_specs(s: &ScenarioData, specs: &[ChartSpec]) -> Vec<Chart> {
     let mut charts = Vec::new();
-    for spec in crate::scenario::charts(s.kind()) {
+    for spec in specs {
         match *spec {
             ChartSpec::Percentiles {
                 stem,
@@ -110,15 +111,6 @@ pub fn of_kind(s: &ScenarioData) -> Vec<Chart> {
     charts
 }
 
-/// A latency measured from the intended send (solid) and from the actual
-/// send (dashed): the two must stay distinguishable on every chart.
-fn intended_and_actual<'a>(intended: &'a str, actual: &'a str) -> [Family<'a>; 2] {
-    [
-        (intended, "intended send", false),
-        (actual, "actual send", true),
-    ]
-}
-
 /// A latency distribution on a nines axis, one colour per variant and one
 /// line per family. `None` when no variant recorded any of the histograms.
 pub fn percentile_chart(
@@ -128,20 +120,7 @@ pub fn percentile_chart(
     caption: &str,
     families: &[Family],
 ) -> Option<Chart> {
-    let mut series = Vec::new();
-    for (i, v) in s.variants().iter().enumerate() {
-        for &(histogram, label, dashed) in families {
-            if let Some(h) = s.histogram(v, histogram) {
-                let stroke = if dashed {
-                    Stroke::Dashed
-                } else {
-                    Stroke::Solid
-                };
-                let label = join_label(&v.name, label);
-                series.push(Series::line(label, percentile_curve(h), i, stroke));
-            }
-        }
-    }
+    let series = per_variant(s, families, |v, h| s.histogram(v, h).map(percentile_curve));
     let x = Axis::new("percentile", Scale::Nines, Unit::Quantile);
     Chart::of(s, key, title, caption, (x, latency_axis()), series)
 }
@@ -149,14 +128,6 @@ pub fn percentile_chart(
 /// Latency up the side, on a log scale.
 fn latency_axis() -> Axis {
     Axis::new("latency (log scale)", Scale::Log, Unit::Micros)
-}
-
-fn join_label(variant: &str, suffix: &str) -> String {
-    if suffix.is_empty() {
-        variant.to_string()
-    } else {
-        format!("{variant} {suffix}")
-    }
 }
 
 /// (quantile, µs) from the 50th to the 99.99th percentile, evenly spaced on
@@ -176,18 +147,16 @@ pub fn percentile_curve(h: &Recorder) -> Vec<(f64, f64)> {
 /// Published and delivered messages per second over each variant's run,
 /// warm-up included (marked).
 pub fn throughput_over_time(s: &ScenarioData) -> Option<Chart> {
-    let mut series = Vec::new();
-    for (i, v) in s.variants().iter().enumerate() {
-        for (name, stroke) in [
-            (names::PUBLISHED, Stroke::Solid),
-            (names::DELIVERED, Stroke::Dashed),
-        ] {
-            if let Some(t) = v.timelines.get(name).filter(|t| t.total() > 0) {
-                let label = join_label(&v.name, name);
-                series.push(Series::line(label, rate_points(t), i, stroke));
-            }
-        }
-    }
+    let families = [
+        (names::PUBLISHED, names::PUBLISHED, false),
+        (names::DELIVERED, names::DELIVERED, true),
+    ];
+    let series = per_variant(s, &families, |v, name| {
+        v.timelines
+            .get(name)
+            .filter(|t| t.total() > 0)
+            .map(rate_points)
+    });
     let top = span(&series, |p| p.1).1;
     let warmup = common_warmup(s.variants())
         .map(|w| Series::reference("end of warm-up", vec![(w, 0.0), (w, top)]));

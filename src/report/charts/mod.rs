@@ -45,6 +45,7 @@ use anyhow::{Context, Result};
 pub use axis::{Axis, Scale, Unit};
 
 use super::data::ScenarioData;
+use crate::results::summary::VariantReport;
 
 /// A chart as data: everything the renderer needs, nothing drawn yet.
 #[derive(Debug, Clone, PartialEq)]
@@ -160,17 +161,46 @@ pub fn span(series: &[Series], pick: fn(&(f64, f64)) -> f64) -> (f64, f64) {
         })
 }
 
+/// One unnamed family, solid: a series per variant.
+pub const ONE: &[((), &str, bool)] = &[((), "", false)];
+
+/// A series per variant (coloured by its place among them) and family
+/// `(F, label, dashed)`: the `points` of what the variant recorded of the
+/// family, labelled by the variant's name and the family's label; none
+/// where `points` finds nothing to draw.
+pub fn per_variant<F: Copy>(
+    s: &ScenarioData,
+    families: &[(F, &str, bool)],
+    points: impl Fn(&VariantReport, F) -> Option<Vec<(f64, f64)>>,
+) -> Vec<Series> {
+    let mut series = Vec::new();
+    for (i, v) in s.variants().iter().enumerate() {
+        for &(family, label, dashed) in families {
+            if let Some(points) = points(v, family) {
+                let label = if label.is_empty() {
+                    v.name.clone()
+                } else {
+                    format!("{} {label}", v.name)
+                };
+                let stroke = if dashed {
+                    Stroke::Dashed
+                } else {
+                    Stroke::Solid
+                };
+                series.push(Series::line(label, points, i, stroke));
+            }
+        }
+    }
+    series
+}
+
 /// A chart function: the chart for a scenario, if it has the data.
 pub type ChartFn = fn(&ScenarioData) -> Option<Chart>;
 
-/// Every chart jsbench knows, in the order report.html shows them.
+/// Every chart jsbench draws by a function of its own, in the order
+/// report.html shows them (after [`latency::COMMON`], the latency charts
+/// declared as data).
 pub const CATALOGUE: &[ChartFn] = &[
-    latency::e2e_latency,
-    latency::pub_ack_latency,
-    latency::send_lag,
-    |s| latency::e2e_over_time(s, "p50"),
-    |s| latency::e2e_over_time(s, "p99"),
-    |s| latency::e2e_over_time(s, "max"),
     latency::throughput_over_time,
     latency::latency_vs_throughput,
     replay::drift,
@@ -180,13 +210,14 @@ pub const CATALOGUE: &[ChartFn] = &[
     server::cpu,
 ];
 
-/// The charts of one scenario: every catalogue entry that has data, then
-/// the ones its kind declares.
+/// The charts of one scenario: every common latency chart and catalogue
+/// entry that has data, then the ones its kind declares.
 pub fn charts_for(scenario: &ScenarioData) -> Vec<Chart> {
-    let kind = latency::of_kind(scenario);
-    CATALOGUE
-        .iter()
-        .filter_map(|f| f(scenario))
+    let common = latency::of_specs(scenario, latency::COMMON);
+    let kind = latency::of_specs(scenario, crate::scenario::charts(scenario.kind()));
+    common
+        .into_iter()
+        .chain(CATALOGUE.iter().filter_map(|f| f(scenario)))
         .chain(kind)
         .filter(|c| !c.is_empty())
         .collect()

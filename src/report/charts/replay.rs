@@ -8,7 +8,8 @@ use crate::replay::pacing::{
 };
 use crate::report::data::ScenarioData;
 
-use super::{Axis, Chart, Scale, Series, Stroke, Unit, span};
+use super::{Axis, Chart, ONE, Scale, Series, Unit, per_variant, span};
+use crate::record::histogram::Recorder;
 
 /// Points on the signed distribution curve.
 const CURVE_POINTS: usize = 201;
@@ -18,18 +19,10 @@ const CURVE_POINTS: usize = 201;
 /// the same messages, as their difference (at chart scale the two would
 /// lie on top of each other).
 pub fn drift(s: &ScenarioData) -> Option<Chart> {
-    let mut series = Vec::new();
-    for (i, v) in s.variants().iter().enumerate() {
-        let (Some(o), Some(r)) = (
-            v.timelines.get(pacing::SERIES_ORIGINAL),
-            v.timelines.get(pacing::SERIES_REPLAYED),
-        ) else {
-            continue;
-        };
-        if let Some(points) = pacing::drift_points(o, r) {
-            series.push(Series::line(v.name.clone(), points, i, Stroke::Solid));
-        }
-    }
+    let series = per_variant(s, ONE, |v, ()| {
+        let original = v.timelines.get(pacing::SERIES_ORIGINAL)?;
+        pacing::drift_points(original, v.timelines.get(pacing::SERIES_REPLAYED)?)
+    });
     let end = span(&series, |p| p.0).1;
     let chart = Chart::of(
         s,
@@ -60,24 +53,15 @@ pub fn drift(s: &ScenarioData) -> Option<Chart> {
 /// The signed gap error by percentile, one line per replay, from its
 /// early and late histograms.
 pub fn gap_error(s: &ScenarioData) -> Option<Chart> {
-    let mut series = Vec::new();
-    for (i, v) in s.variants().iter().enumerate() {
+    let series = per_variant(s, ONE, |v, ()| {
         let late = s.histogram(v, GAP_ERROR_LATE);
         let early = s.histogram(v, GAP_ERROR_EARLY);
         if late.is_none() && early.is_none() {
-            continue;
+            return None;
         }
-        let signed = Signed::from_parts(
-            late.cloned().unwrap_or_default(),
-            early.cloned().unwrap_or_default(),
-        );
-        series.push(Series::line(
-            v.name.clone(),
-            signed_curve(&signed),
-            i,
-            Stroke::Solid,
-        ));
-    }
+        let part = |r: Option<&Recorder>| r.cloned().unwrap_or_default();
+        Some(signed_curve(&Signed::from_parts(part(late), part(early))))
+    });
     let chart = Chart::of(
         s,
         "replay_gap_error",
@@ -102,25 +86,18 @@ pub fn gap_error(s: &ScenarioData) -> Option<Chart> {
 /// gap, one colour per replay, against a 1 ms line: from which gap on
 /// pacing holds.
 pub fn gap_error_by_gap(s: &ScenarioData) -> Option<Chart> {
-    let mut series = Vec::new();
-    for (i, v) in s.variants().iter().enumerate() {
-        for (stat, label, stroke) in [
-            ("abs_p99", "p99", Stroke::Solid),
-            ("abs_p50", "p50", Stroke::Dashed),
-        ] {
-            let points: Vec<(f64, f64)> = GAP_CLASSES
-                .iter()
-                .filter_map(|c| {
-                    let m = v.metric(&format!("{GAP_ERROR_BY_GAP}.{}.{stat}", c.name))?;
-                    Some((class_middle_us(c.above_ns, c.up_to_ns), m.value))
-                })
-                .collect();
-            if points.len() >= 2 {
-                let label = format!("{} {label}", v.name);
-                series.push(Series::line(label, points, i, stroke).marked());
-            }
-        }
-    }
+    let families = [("abs_p99", "p99", false), ("abs_p50", "p50", true)];
+    let series = per_variant(s, &families, |v, stat| {
+        let points: Vec<(f64, f64)> = GAP_CLASSES
+            .iter()
+            .filter_map(|c| {
+                let m = v.metric(&format!("{GAP_ERROR_BY_GAP}.{}.{stat}", c.name))?;
+                Some((class_middle_us(c.above_ns, c.up_to_ns), m.value))
+            })
+            .collect();
+        (points.len() >= 2).then_some(points)
+    });
+    let series: Vec<Series> = series.into_iter().map(Series::marked).collect();
     let (lo, hi) = span(&series, |p| p.0);
     let chart = Chart::of(
         s,

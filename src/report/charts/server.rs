@@ -6,7 +6,7 @@
 use crate::record::timeline::Timeline;
 use crate::report::data::ScenarioData;
 
-use super::{Axis, Chart, Scale, Series, Stroke, Unit};
+use super::{Axis, Chart, ONE, Scale, Series, Unit, per_variant};
 use crate::server::telemetry::{SERVER_CPU_PCT, SERVER_MEM_MB};
 
 /// A gauge timeline as points at each sample's time (buckets that got no
@@ -28,16 +28,11 @@ pub(super) fn over_time(
     unit_label: &str,
     caption: &str,
 ) -> Option<Chart> {
-    let series: Vec<Series> = s
-        .variants()
-        .iter()
-        .enumerate()
-        .filter_map(|(i, v)| {
-            let points = gauge_points(v.timelines.get(key)?);
-            (points.len() > 1)
-                .then(|| Series::line(v.name.clone(), points, i, Stroke::Solid).marked())
-        })
-        .collect();
+    let series = per_variant(s, ONE, |v, ()| {
+        let points = gauge_points(v.timelines.get(key)?);
+        (points.len() > 1).then_some(points)
+    });
+    let series: Vec<Series> = series.into_iter().map(Series::marked).collect();
     let y = Axis::new(unit_label, Scale::Linear, Unit::Number);
     let stem = key.replace('.', "_");
     Chart::of(
