@@ -16,7 +16,7 @@ use async_nats::jetstream::{self, message::StreamMessage};
 use bytes::Bytes;
 
 use super::copy::{OriginHeaders, is_publish_control, pairs};
-use super::{Key, Watched};
+use super::{Key, PipelineSpec};
 use crate::streams::advisory::Kind;
 use crate::streams::readback::read_each;
 
@@ -146,15 +146,14 @@ impl Original {
 }
 
 /// Checks the copies against `expected` (which message, dead-lettered by
-/// which advisory) and the `originals`.
+/// which advisory) and the `originals`, as the pipeline `spec` names them.
 pub fn check(
     letters: &[DeadLetter],
     expected: &BTreeMap<Key, Kind>,
     originals: &BTreeMap<Key, Original>,
-    watched: &[Watched],
-    prefix: &str,
-    names: &OriginHeaders,
+    spec: &PipelineSpec,
 ) -> Audit {
+    let (prefix, names) = (&spec.dlq_prefix, &spec.handler.origin_headers);
     let mut a = Audit {
         letters: letters.len() as u64,
         ..Audit::default()
@@ -174,7 +173,8 @@ pub fn check(
             ));
             continue;
         };
-        let Some(w) = watched
+        let Some(w) = spec
+            .watched
             .iter()
             .position(|w| w.stream == stream && w.consumer == consumer)
         else {
@@ -274,22 +274,17 @@ mod tests {
         expected: &BTreeMap<Key, Kind>,
         originals: &BTreeMap<Key, Original>,
     ) -> Audit {
+        let watched = vec![super::super::Watched {
+            stream: "SRC".into(),
+            consumer: "c".into(),
+            delete_original: false,
+        }];
         check(
             letters,
             expected,
             originals,
-            &watched(),
-            "p.dlq",
-            &OriginHeaders::default(),
+            &PipelineSpec::for_tests(watched, false),
         )
-    }
-
-    fn watched() -> Vec<Watched> {
-        vec![Watched {
-            stream: "SRC".into(),
-            consumer: "c".into(),
-            delete_original: false,
-        }]
     }
 
     fn original(seq: u64) -> StreamMessage {
