@@ -288,18 +288,9 @@ async fn run_variant(
     let (set, pipeline) = provision(s, plan, v).await?;
     let (drive, other) = drive_load(s, plan, v.behaviour.clone(), &set).await;
     let evidence = readback::read_back(s, result, plan, &set, &drive, pipeline, other).await;
-    let redriven = match (&evidence.contents, plan.redrive) {
-        (_, false) => None,
-        (Ok(contents), true) => Some(
-            redriven::redrive(
-                s.ctx,
-                (&set.names.stream, &set.names.durable),
-                &contents.letters,
-                &plan.handler.origin_headers,
-            )
-            .await,
-        ),
-        (Err(e), true) => Some(Err(anyhow::anyhow!("the DLQ could not be read: {e:#}"))),
+    let redriven = match plan.redrive {
+        true => Some(redriven::redrive(s.ctx, &set.names, &evidence).await),
+        false => None,
     };
     // Where the pipeline's streams were placed, after the source's.
     for stream in [&set.spec.advisory_stream, &set.spec.dlq_stream] {

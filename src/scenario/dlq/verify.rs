@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::readback::Evidence;
 use super::{Variant, WATCHED};
+use crate::consume::SeenMessage;
 use crate::consume::fates::Analysis;
 use crate::dlq::audit::{self, Audit};
 use crate::dlq::{Key, Outcome};
@@ -49,32 +50,21 @@ fn audit_dlq(o: &DriveOutcome, e: &Evidence, retention: Retention) -> Result<Aud
         Err(err) => return Err(format!("{err:#}")),
     };
     let now = e.now.as_ref().map_err(|err| err.clone())?;
-    // As the consumer saw them at delivery: a work queue's are deleted once
-    // copied, and a stream's limits may evict others after their copy was
-    // made; a copy is held to what the consumer saw, not to what the
-    // handler itself read before deleting.
-    let mut seen = BTreeMap::new();
+    // As the stream holds them now, but on a work queue: the copy is held
+    // to the stored original, not to the handler's own reading of it.
+    let stored = now.iter().filter(|_| retention != Retention::Workqueue);
+    let mut originals: BTreeMap<Key, SeenMessage> = stored
+        .filter_map(|(seq, m)| m.as_ref().map(|m| ((WATCHED, *seq), audit::stored(m))))
+        .collect();
+    // Otherwise as the consumer saw them at delivery: a work queue's are
+    // deleted once copied, and a stream's limits may evict others after
+    // their copy was made; a copy is held to what the consumer saw, not to
+    // what the handler itself read before deleting.
     for m in o.consumers.iter().flat_map(|c| &c.doomed) {
-        seen.entry((WATCHED, m.seq))
-            .or_insert_with(|| audit::Original::seen(m));
+        originals
+            .entry((WATCHED, m.seq))
+            .or_insert_with(|| m.clone());
     }
-    // Otherwise as the stream holds them now: the copy is held to the
-    // stored original, not to the handler's own reading of it.
-    let originals: BTreeMap<Key, audit::Original> = if retention == Retention::Workqueue {
-        seen
-    } else {
-        let mut stored: BTreeMap<Key, audit::Original> = now
-            .iter()
-            .filter_map(|(seq, m)| {
-                m.as_ref()
-                    .map(|m| ((WATCHED, *seq), audit::Original::stored(m)))
-            })
-            .collect();
-        for (key, original) in seen {
-            stored.entry(key).or_insert(original);
-        }
-        stored
-    };
     Ok(audit::check(
         letters,
         &e.expected,
