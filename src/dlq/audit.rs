@@ -16,7 +16,8 @@ use async_nats::jetstream::{self, message::StreamMessage};
 use bytes::Bytes;
 
 use super::copy::{OriginHeaders, is_publish_control, pairs};
-use super::{Key, Watched};
+use super::{Key, PipelineSpec};
+use crate::consume::SeenMessage;
 use crate::streams::advisory::Kind;
 use crate::streams::readback::read_each;
 
@@ -114,47 +115,28 @@ impl Audit {
     }
 }
 
-/// An original as a copy is compared with it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Original {
-    pub subject: String,
-    pub payload: Bytes,
-    /// Sorted name-value pairs.
-    pub headers: Vec<(String, String)>,
-}
-
-impl Original {
-    /// As the stream holds it now (limits and interest keep it).
-    pub fn stored(m: &StreamMessage) -> Original {
-        Original {
-            subject: m.subject.to_string(),
-            payload: m.payload.clone(),
-            headers: pairs(&m.headers),
-        }
-    }
-
-    /// As the consumer saw it at delivery: the record a work queue's copy
-    /// is held to, since its original is deleted once copied and what the
-    /// handler read of it is the handler's own word.
-    pub fn seen(m: &crate::consume::SeenMessage) -> Original {
-        Original {
-            subject: m.subject.clone(),
-            payload: Bytes::from(m.payload.clone()),
-            headers: m.headers.clone(),
-        }
+/// An original as the stream holds it now (limits and interest keep it),
+/// in the shape of one as the consumer saw it at delivery: the record a
+/// work queue's copy is held to, since its original is deleted once copied
+/// and what the handler read of it is the handler's own word.
+pub fn stored(m: &StreamMessage) -> SeenMessage {
+    SeenMessage {
+        seq: m.sequence,
+        subject: m.subject.to_string(),
+        payload: m.payload.to_vec(),
+        headers: pairs(&m.headers),
     }
 }
 
 /// Checks the copies against `expected` (which message, dead-lettered by
-/// which advisory) and the `originals`.
+/// which advisory) and the `originals`, as the pipeline `spec` names them.
 pub fn check(
     letters: &[DeadLetter],
     expected: &BTreeMap<Key, Kind>,
-    originals: &BTreeMap<Key, Original>,
-    watched: &[Watched],
-    prefix: &str,
-    names: &OriginHeaders,
+    originals: &BTreeMap<Key, SeenMessage>,
+    spec: &PipelineSpec,
 ) -> Audit {
+    let (prefix, names) = (&spec.dlq_prefix, &spec.handler.origin_headers);
     let mut a = Audit {
         letters: letters.len() as u64,
         ..Audit::default()
@@ -174,7 +156,8 @@ pub fn check(
             ));
             continue;
         };
-        let Some(w) = watched
+        let Some(w) = spec
+            .watched
             .iter()
             .position(|w| w.stream == stream && w.consumer == consumer)
         else {
@@ -237,7 +220,7 @@ pub fn check(
 /// The original's headers without publish control, plus the origin
 /// headers and the dedup id, as sorted pairs.
 fn expected_headers(
-    original: &Original,
+    original: &SeenMessage,
     (stream, consumer, seq, kind): (&str, &str, u64, Kind),
     names: &OriginHeaders,
 ) -> Vec<(String, String)> {
@@ -272,24 +255,19 @@ mod tests {
     fn audited(
         letters: &[DeadLetter],
         expected: &BTreeMap<Key, Kind>,
-        originals: &BTreeMap<Key, Original>,
+        originals: &BTreeMap<Key, SeenMessage>,
     ) -> Audit {
+        let watched = vec![super::super::Watched {
+            stream: "SRC".into(),
+            consumer: "c".into(),
+            delete_original: false,
+        }];
         check(
             letters,
             expected,
             originals,
-            &watched(),
-            "p.dlq",
-            &OriginHeaders::default(),
+            &PipelineSpec::for_tests(watched, false),
         )
-    }
-
-    fn watched() -> Vec<Watched> {
-        vec![Watched {
-            stream: "SRC".into(),
-            consumer: "c".into(),
-            delete_original: false,
-        }]
     }
 
     fn original(seq: u64) -> StreamMessage {
@@ -330,10 +308,7 @@ mod tests {
     #[test]
     fn exactly_once_with_the_original_content_passes() {
         let (o3, o5) = (original(3), original(5));
-        let originals = BTreeMap::from([
-            ((0, 3), Original::stored(&o3)),
-            ((0, 5), Original::stored(&o5)),
-        ]);
+        let originals = BTreeMap::from([((0, 3), stored(&o3)), ((0, 5), stored(&o5))]);
         let expected =
             BTreeMap::from([((0, 3), Kind::MaxDeliveries), ((0, 5), Kind::MaxDeliveries)]);
         let letters = [letter(1, &o3, |_| {}), letter(2, &o5, |_| {})];
@@ -355,9 +330,9 @@ mod tests {
     fn missing_repeated_unexpected_and_altered_copies_are_reported() {
         let (o3, o5, o7) = (original(3), original(5), original(7));
         let originals = BTreeMap::from([
-            ((0, 3), Original::stored(&o3)),
-            ((0, 5), Original::stored(&o5)),
-            ((0, 7), Original::stored(&o7)),
+            ((0, 3), stored(&o3)),
+            ((0, 5), stored(&o5)),
+            ((0, 7), stored(&o7)),
         ]);
         let expected = BTreeMap::from([
             ((0, 3), Kind::MaxDeliveries),
@@ -402,7 +377,7 @@ mod tests {
     #[test]
     fn a_copy_that_kept_the_original_dedup_id_is_a_mismatch() {
         let o3 = original(3);
-        let originals = BTreeMap::from([((0, 3), Original::stored(&o3))]);
+        let originals = BTreeMap::from([((0, 3), stored(&o3))]);
         let expected = BTreeMap::from([((0, 3), Kind::MaxDeliveries)]);
         let letters = [letter(1, &o3, |h| h.insert("Nats-Msg-Id", "p-3"))];
         let a = audited(&letters, &expected, &originals);
@@ -430,10 +405,10 @@ mod tests {
         };
         let expected = BTreeMap::from([((0, 3), Kind::MaxDeliveries)]);
         let letters = [letter(1, &read_by_handler, |_| {})];
-        let against_handler = BTreeMap::from([((0, 3), Original::stored(&read_by_handler))]);
+        let against_handler = BTreeMap::from([((0, 3), stored(&read_by_handler))]);
         let a = audited(&letters, &expected, &against_handler);
         assert_eq!(a.mismatched_count, 0, "circular: it passes");
-        let against_consumer = BTreeMap::from([((0, 3), Original::seen(&seen))]);
+        let against_consumer = BTreeMap::from([((0, 3), seen)]);
         let a = audited(&letters, &expected, &against_consumer);
         assert_eq!(a.mismatched_count, 1, "{:?}", a.mismatched);
     }

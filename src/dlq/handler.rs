@@ -117,8 +117,9 @@ pub enum Outcome {
     Foreign,
     /// Not an advisory this handler understands: termed with the reason.
     Malformed(String),
-    /// No message at that sequence any more: termed, nothing to copy.
-    OriginalGone,
+    /// No message at that sequence any more: termed with the reason,
+    /// nothing to copy.
+    OriginalGone(String),
     /// A step failed (get, publish, delete): nak'ed with the retry delay.
     Retried(String),
 }
@@ -134,15 +135,6 @@ pub struct HandlerReport {
     pub first_error: Option<String>,
     /// Whether it ended in the planned kill.
     pub killed: bool,
-}
-
-/// What the handler answers the advisory.
-enum Answer {
-    Ack,
-    Nak(Duration),
-    Term(String),
-    /// Nothing: the handler is being killed.
-    None,
 }
 
 /// Reads the advisory stream through the handler durable until `stop`, or
@@ -251,32 +243,30 @@ async fn work(
         answered_ns: received_ns,
         ..Attempt::default()
     };
-    let answer = match parse_event(&message.payload) {
-        Err(reason) => {
-            attempt.outcome = Outcome::Malformed(reason.clone());
-            Answer::Term(reason)
-        }
+    match parse_event(&message.payload) {
+        Err(reason) => attempt.outcome = Outcome::Malformed(reason),
         Ok(event) => {
             attempt.kind = Some(event.kind);
             attempt.seq = event.advisory.stream_seq;
             attempt.server_ns = event.advisory.server_ns;
-            match shared.position(&event) {
-                None => Answer::Ack,
-                Some(w) => {
-                    attempt.watched = Some(w);
-                    let step = dead_letter(js, &streams[w], shared, w, &event).await;
-                    attempt.persisted_ns = step.persisted_ns;
-                    attempt.outcome = step.outcome;
-                    step.answer
-                }
+            attempt.watched = shared.position(&event);
+            if let Some(w) = attempt.watched {
+                (attempt.outcome, attempt.persisted_ns) =
+                    dead_letter(js, &streams[w], shared, w, &event).await;
             }
         }
-    };
-    let sent = match answer {
-        Answer::None => return attempt,
-        Answer::Ack => message.ack().await,
-        Answer::Nak(delay) => message.ack_with(AckKind::Nak(Some(delay))).await,
-        Answer::Term(reason) => crate::consume::term_with_reason(&message, &reason, false).await,
+    }
+    // The answer follows from the outcome; a killed handler sends none.
+    let sent = match &attempt.outcome {
+        Outcome::Killed { .. } => return attempt,
+        Outcome::Copied { .. } | Outcome::Foreign => message.ack().await,
+        Outcome::Retried(_) => {
+            let delay = shared.spec.handler.retry_delay;
+            message.ack_with(AckKind::Nak(Some(delay))).await
+        }
+        Outcome::Malformed(reason) | Outcome::OriginalGone(reason) => {
+            crate::consume::term_with_reason(&message, reason, false).await
+        }
     };
     attempt.answered_ns = clock::now_ns();
     match sent {
@@ -285,7 +275,7 @@ async fn work(
             // more to do for that message either way.
             let finished = matches!(
                 attempt.outcome,
-                Outcome::Copied { .. } | Outcome::OriginalGone
+                Outcome::Copied { .. } | Outcome::OriginalGone(_)
             );
             if let (Some(w), true) = (attempt.watched, finished) {
                 shared
@@ -300,30 +290,15 @@ async fn work(
     attempt
 }
 
-/// The dead-letter steps for an advisory about a watched consumer.
-struct Step {
-    outcome: Outcome,
-    answer: Answer,
-    persisted_ns: Option<u64>,
-}
-
-impl Step {
-    fn retry(shared: &Shared, what: String) -> Step {
-        Step {
-            outcome: Outcome::Retried(what),
-            answer: Answer::Nak(shared.spec.handler.retry_delay),
-            persisted_ns: None,
-        }
-    }
-}
-
+/// The dead-letter steps for an advisory about a watched consumer: what
+/// came of them, and when the copy's PubAck arrived.
 async fn dead_letter(
     js: &jetstream::Context,
     stream: &Stream<()>,
     shared: &Shared,
     w: usize,
     event: &Event,
-) -> Step {
+) -> (Outcome, Option<u64>) {
     let (watched, plan) = (&shared.spec.watched[w], &shared.spec.handler);
     let seq = event.advisory.stream_seq;
     let origin = Origin {
@@ -335,13 +310,10 @@ async fn dead_letter(
     let original = match get(stream, seq, plan.get).await {
         Ok(m) => m,
         Err(Get::Gone) => {
-            return Step {
-                outcome: Outcome::OriginalGone,
-                answer: Answer::Term(format!("original {}/{seq} is gone", watched.stream)),
-                persisted_ns: None,
-            };
+            let why = format!("original {}/{seq} is gone", watched.stream);
+            return (Outcome::OriginalGone(why), None);
         }
-        Err(Get::Failed(e)) => return Step::retry(shared, format!("get: {e}")),
+        Err(Get::Failed(e)) => return (Outcome::Retried(format!("get: {e}")), None),
     };
     let headers = copy::dead_letter_headers(
         &original.headers,
@@ -356,16 +328,12 @@ async fn dead_letter(
     let ack = async { js.send_publish(subject, publish).await?.await };
     let duplicate = match ack.await {
         Ok(ack) => ack.duplicate,
-        Err(e) => return Step::retry(shared, format!("publish: {e}")),
+        Err(e) => return (Outcome::Retried(format!("publish: {e}")), None),
     };
     let persisted_ns = Some(clock::now_ns());
     let copies = shared.copies.fetch_add(1, Ordering::Relaxed) + 1;
     if plan.restart_after == Some(copies) && !shared.killed.swap(true, Ordering::Relaxed) {
-        return Step {
-            outcome: Outcome::Killed { duplicate },
-            answer: Answer::None,
-            persisted_ns,
-        };
+        return (Outcome::Killed { duplicate }, persisted_ns);
     }
     let mut deleted = false;
     if watched.delete_original {
@@ -373,14 +341,10 @@ async fn dead_letter(
             Ok(true) => deleted = true,
             // An earlier attempt deleted it and died before its ack.
             Ok(false) => {}
-            Err(e) => return Step::retry(shared, format!("delete: {e}")),
+            Err(e) => return (Outcome::Retried(format!("delete: {e}")), None),
         }
     }
-    Step {
-        outcome: Outcome::Copied { duplicate, deleted },
-        answer: Answer::Ack,
-        persisted_ns,
-    }
+    (Outcome::Copied { duplicate, deleted }, persisted_ns)
 }
 
 enum Get {
@@ -445,7 +409,6 @@ async fn delete(
 mod tests {
     use super::*;
     use crate::dlq::Watched;
-    use crate::profile::DlqHandlerPlan;
     use crate::streams::advisory::Advisory;
 
     fn shared(terminated: bool) -> Shared {
@@ -461,25 +424,7 @@ mod tests {
                 delete_original: true,
             },
         ];
-        Shared::new(PipelineSpec {
-            advisory_stream: "ADV".into(),
-            dlq_stream: "DLQ".into(),
-            dlq_prefix: "p.dlq".into(),
-            handler_durable: "handler".into(),
-            capture: crate::profile::Capture::Stream,
-            terminated,
-            watched,
-            handler: DlqHandlerPlan {
-                ack_wait: Duration::from_secs(1),
-                retry_delay: Duration::from_millis(100),
-                concurrency: 1,
-                get: OriginalGet::Raw,
-                erase: false,
-                restart_after: None,
-                origin_headers: Default::default(),
-                start_after: Duration::ZERO,
-            },
-        })
+        Shared::new(PipelineSpec::for_tests(watched, terminated))
     }
 
     fn event(kind: Kind, stream: &str, consumer: &str) -> Event {

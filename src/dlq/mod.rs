@@ -42,6 +42,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::connect::ConnectSettings;
 use crate::profile::{Capture, DlqHandlerPlan, ServerPlan};
+use crate::streams::advisory::Kind;
 use crate::streams::provision::Names;
 pub use handler::{Attempt, HandlerReport, Outcome};
 
@@ -100,12 +101,10 @@ impl PipelineSpec {
 
     /// What the advisory stream captures.
     pub fn advisory_subjects(&self) -> Vec<String> {
-        let mut kinds = vec!["MAX_DELIVERIES"];
-        if self.terminated {
-            kinds.push("MSG_TERMINATED");
-        }
+        let terminated = self.terminated.then_some(Kind::Terminated);
         let mut subjects = Vec::new();
-        for kind in kinds {
+        for kind in [Kind::MaxDeliveries].into_iter().chain(terminated) {
+            let kind = kind.event();
             match self.capture {
                 Capture::Account => subjects.push(format!("$JS.EVENT.ADVISORY.CONSUMER.{kind}.>")),
                 Capture::Stream => subjects.extend(self.watched.iter().map(|w| {
@@ -169,6 +168,33 @@ impl PipelineSpec {
     }
 }
 
+#[cfg(test)]
+impl PipelineSpec {
+    /// A spec of fixed names (DLQ prefix `p.dlq`, default origin headers)
+    /// for the unit tests of the handler and the audit.
+    pub(crate) fn for_tests(watched: Vec<Watched>, terminated: bool) -> Self {
+        PipelineSpec {
+            advisory_stream: "ADV".into(),
+            dlq_stream: "DLQ".into(),
+            dlq_prefix: "p.dlq".into(),
+            handler_durable: "handler".into(),
+            capture: Capture::Stream,
+            terminated,
+            watched,
+            handler: DlqHandlerPlan {
+                ack_wait: Duration::from_secs(1),
+                retry_delay: Duration::from_millis(100),
+                concurrency: 1,
+                get: crate::profile::OriginalGet::Raw,
+                erase: false,
+                restart_after: None,
+                origin_headers: Default::default(),
+                start_after: Duration::ZERO,
+            },
+        }
+    }
+}
+
 /// A running pipeline: its streams exist and the handler reads advisories.
 pub struct Pipeline {
     pub spec: PipelineSpec,
@@ -178,8 +204,10 @@ pub struct Pipeline {
 }
 
 /// What a pipeline did, across every incarnation of its handler.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct PipelineReport {
+    /// What it was made of.
+    pub spec: PipelineSpec,
     pub incarnations: Vec<HandlerReport>,
     /// Incarnations that could not start or failed.
     pub errors: Vec<String>,
@@ -258,6 +286,7 @@ impl Pipeline {
             }
         }
         PipelineReport {
+            spec: self.spec,
             incarnations,
             errors,
             handler_state: state,

@@ -1,44 +1,21 @@
 //! The dead letters' latencies, the handler's figures, the counts.
 
-use std::collections::BTreeMap;
-
 use super::readback::Evidence;
 use super::{
     ADVISORY_AFTER_DEADLINE, COPIES_DUPLICATES_FLAGGED, DEAD_LETTERS_EXPECTED, DEAD_LETTERS_IN_DLQ,
     DLQ_AFTER_DEADLINE, DLQ_LATENCY, HANDLER_CAPACITY, HANDLER_LATENCY, HANDLER_RESTARTS, Plan,
-    SAMPLE_EVERY, VS_BASELINE_E2E_P50, VS_BASELINE_E2E_P99,
+    SAMPLE_EVERY,
 };
 use crate::consume::fates::Analysis;
-use crate::dlq::{Key, Outcome, PipelineReport};
+use crate::dlq::{Outcome, PipelineReport};
 use crate::drive::DriveOutcome;
 use crate::profile::ConsumerPlan;
 use crate::record::histogram::Recorder;
-use crate::record::metrics::{Direction, latency_metrics, ratio};
+use crate::record::metrics::{Direction, latency_metrics};
 use crate::record::names;
 use crate::scenario::checks;
 use crate::streams::advisory::Kind;
 use crate::variant::VariantResult;
-
-/// What the retention variants are compared with.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Figures {
-    pub e2e_p50_us: f64,
-    pub e2e_p99_us: f64,
-}
-
-impl Figures {
-    /// A variant's figures, read back from its result; `None` when it
-    /// measured nothing (its drive failed). A latency histogram that
-    /// recorded nothing reports no percentiles: 0, as its summary says.
-    pub fn of(r: &VariantResult) -> Option<Figures> {
-        r.value(names::PUBLISH.rate)?;
-        let e2e = |q: &str| r.value(&format!("{}.{q}", names::E2E_LATENCY));
-        Some(Figures {
-            e2e_p50_us: e2e("p50").unwrap_or(0.0),
-            e2e_p99_us: e2e("p99").unwrap_or(0.0),
-        })
-    }
-}
 
 /// Per-message latencies of the dead letters.
 #[derive(Default)]
@@ -62,19 +39,13 @@ struct Latencies {
     anchored_to_server: u64,
 }
 
-fn latencies(
-    o: &DriveOutcome,
-    a: &Analysis,
-    expected: &BTreeMap<Key, Kind>,
-    pipeline: &PipelineReport,
-    consumer: &ConsumerPlan,
-) -> Latencies {
+fn latencies(o: &DriveOutcome, a: &Analysis, e: &Evidence, consumer: &ConsumerPlan) -> Latencies {
     let mut l = Latencies::default();
-    let stories = pipeline.stories();
+    let stories = e.pipeline.stories();
     let deadline = consumer
         .ack_deadline(consumer.max_deliver.max(1) as u32)
         .as_nanos() as u64;
-    for (key, kind) in expected {
+    for (key, kind) in &e.expected {
         let Some(story) = stories.get(key) else {
             continue;
         };
@@ -123,13 +94,12 @@ fn latencies(
 }
 
 /// Every figure of a variant but the comparison with the baseline
-/// ([`against_baseline`], once the group has run): latencies, the handler,
+/// (`compare`, once the group has run): latencies, the handler,
 /// the counts, the drive's records; and the handler's complaints as
 /// warnings.
 pub(super) fn measure(
     o: &DriveOutcome,
     a: &Analysis,
-    expected: &BTreeMap<Key, Kind>,
     e: &Evidence,
     plan: &Plan,
     r: &mut VariantResult,
@@ -144,12 +114,9 @@ pub(super) fn measure(
     r.metrics.extend(latency_metrics(names::E2E_LATENCY, &e2e));
     r.histograms
         .push((names::E2E_LATENCY.into(), o.e2e_intended.clone()));
-    dead_letter_latencies(
-        &latencies(o, a, expected, &e.pipeline, &plan.load.consumer),
-        r,
-    );
+    dead_letter_latencies(&latencies(o, a, e, &plan.load.consumer), r);
     handler_pace(&e.pipeline, r);
-    counts(expected, e, r);
+    counts(e, r);
     checks::fate_metrics(a, r);
     checks::drive_records(o, Some(SAMPLE_EVERY), r);
     handler_warnings(&e.pipeline, r);
@@ -204,11 +171,11 @@ fn handler_pace(p: &PipelineReport, r: &mut VariantResult) {
 }
 
 /// What the pipeline did with each advisory, and what the DLQ holds.
-fn counts(expected: &BTreeMap<Key, Kind>, e: &Evidence, r: &mut VariantResult) {
+fn counts(e: &Evidence, r: &mut VariantResult) {
     let p = &e.pipeline;
     let redelivered = p.attempts().filter(|at| at.delivery > 1).count() as u64;
     for (name, v) in [
-        (DEAD_LETTERS_EXPECTED, expected.len() as u64),
+        (DEAD_LETTERS_EXPECTED, e.expected.len() as u64),
         (
             DEAD_LETTERS_IN_DLQ,
             e.contents.as_ref().map_or(0, |c| c.letters.len() as u64),
@@ -245,7 +212,7 @@ fn counts(expected: &BTreeMap<Key, Kind>, e: &Evidence, r: &mut VariantResult) {
         ),
         (
             "originals.gone",
-            p.count(|o| matches!(o, Outcome::OriginalGone)),
+            p.count(|o| matches!(o, Outcome::OriginalGone(_))),
         ),
         (
             "handler.retries",
@@ -255,23 +222,6 @@ fn counts(expected: &BTreeMap<Key, Kind>, e: &Evidence, r: &mut VariantResult) {
     ] {
         r.count(name, v);
     }
-}
-
-/// A retention variant's end-to-end latency as a ratio of the baseline's:
-/// what the pipeline running beside the load costs it.
-pub(super) fn against_baseline(mine: Figures, b: Figures, r: &mut VariantResult) {
-    r.metrics.push(ratio(
-        VS_BASELINE_E2E_P50,
-        mine.e2e_p50_us,
-        b.e2e_p50_us,
-        Direction::Lower,
-    ));
-    r.metrics.push(ratio(
-        VS_BASELINE_E2E_P99,
-        mine.e2e_p99_us,
-        b.e2e_p99_us,
-        Direction::Lower,
-    ));
 }
 
 /// The pipeline's errors, and a few malformed advisories as examples.

@@ -8,7 +8,6 @@ use anyhow::Result;
 
 use crate::consume::{self, ConsumerConfig, ConsumerProgress, ConsumerReport};
 use crate::drive::RunContext;
-use crate::profile::{BehaviourPlan, ConsumerPlan};
 
 /// The consumer of an interest stream that acks everything: the one whose
 /// interest keeps an original alive until it has acked it.
@@ -32,22 +31,11 @@ impl Other {
         let progress = Arc::new(ConsumerProgress::default());
         let stop = tokio_util::sync::CancellationToken::new();
         let config = ConsumerConfig {
-            index: 0,
-            stream: stream.to_string(),
             durable,
-            plan: ConsumerPlan::simple(),
-            behaviour: Arc::new(BehaviourPlan::all_ack()),
             // Its latency is not this scenario's subject.
             record_from_ns: u64::MAX,
-            timeline_origin_ns: crate::record::clock::now_ns(),
-            expected_messages: messages,
-            log_events: false,
-            hops: false,
             js_api_prefix: ctx.connect.js_api.prefix(),
-            crash: None,
-            keep_doomed: false,
-            outage: None,
-            dedup: None,
+            ..ConsumerConfig::acking_all(stream, messages, crate::record::clock::now_ns())
         };
         let task = tokio::spawn(consume::run(client, config, progress.clone(), stop.clone()));
         Ok(Other {

@@ -8,26 +8,28 @@ use anyhow::Result;
 use async_nats::jetstream::message::StreamMessage;
 
 use super::other::{Other, OtherEnd};
-use super::{Driven, INTERRUPTED_WAIT, Plan, Provisioned, WATCHED};
+use super::{Drive, INTERRUPTED_WAIT, Plan, Provisioned, WATCHED};
 use crate::dlq::audit;
-use crate::dlq::{Key, Outcome, Pipeline, PipelineReport, Watched};
-use crate::profile::OriginHeaders;
+use crate::dlq::{Key, Outcome, Pipeline, PipelineReport};
 use crate::scenario::Scope;
+use crate::streams::advisory::Kind;
 use crate::variant::VariantResult;
 
 /// Everything read back after the load, before the streams go.
 pub(super) struct Evidence {
+    /// A copy is due for every dead letter whose original the handler got:
+    /// the messages the fates say must reach the DLQ, by their advisory,
+    /// but those in `gone`.
+    pub expected: BTreeMap<Key, Kind>,
+    /// The pipeline's work, and its spec.
     pub pipeline: PipelineReport,
     pub contents: Result<audit::DlqContents>,
-    /// The expected originals as the source holds them now.
-    pub now: Result<BTreeMap<u64, Option<StreamMessage>>>,
+    /// The expected originals as the source holds them now, or why they
+    /// could not be read.
+    pub now: Result<BTreeMap<u64, Option<StreamMessage>>, String>,
     /// Messages in the source stream at the end.
     pub stored: Option<u64>,
     pub other: Option<OtherEnd>,
-    pub watched: Vec<Watched>,
-    pub dlq_prefix: String,
-    /// What the copies name their origin headers.
-    pub origin_headers: OriginHeaders,
     /// Sequences whose original the handler found gone.
     pub gone: BTreeSet<u64>,
 }
@@ -40,7 +42,7 @@ pub(super) async fn read_back(
     r: &mut VariantResult,
     plan: &Plan,
     set: &Provisioned,
-    driven: &Driven,
+    drive: &Drive,
     pipeline: Pipeline,
     other: Option<Result<Other>>,
 ) -> Evidence {
@@ -51,31 +53,44 @@ pub(super) async fn read_back(
         } else {
             s.scenario.common.drain_timeout
         };
-    let keys: BTreeSet<Key> = driven.expected.keys().copied().collect();
+    // Every message the fates say must reach the DLQ, by its advisory.
+    let due: BTreeMap<Key, Kind> = match drive {
+        Ok((_, a)) => {
+            let termed = a.termed.iter().filter(|_| plan.terminated);
+            (a.exhausted.iter().map(|&seq| (seq, Kind::MaxDeliveries)))
+                .chain(termed.map(|&seq| (seq, Kind::Terminated)))
+                .map(|(seq, kind)| ((WATCHED, seq), kind))
+                .collect()
+        }
+        Err(_) => BTreeMap::new(),
+    };
+    let keys: BTreeSet<Key> = due.keys().copied().collect();
     let pipeline = pipeline.finish(js, &keys, deadline).await;
     // Originals the handler found gone have no copy to expect: the delivery article
     // warns that a stream limit may evict them first.
     let gone: BTreeSet<u64> = pipeline
         .attempts()
-        .filter(|a| a.watched == Some(WATCHED) && matches!(a.outcome, Outcome::OriginalGone))
+        .filter(|a| a.watched == Some(WATCHED) && matches!(a.outcome, Outcome::OriginalGone(_)))
         .map(|a| a.seq)
         .collect();
-    let other = match (other, &driven.outcome) {
+    let other = match (other, drive) {
         (Some(Ok(o)), Ok((out, _))) => Some(o.finish(out.counts.persisted, deadline).await),
         (Some(Ok(o)), Err(_)) => Some(o.finish(0, Instant::now()).await),
         (Some(Err(e)), _) => Some(Err(format!("{e:#}"))),
         (None, _) => None,
     };
     let source = &set.names.stream;
+    let contents = audit::read(js, &set.spec.dlq_stream, Duration::from_secs(2)).await;
+    let now = audit::originals(js, source, due.keys().map(|k| k.1)).await;
     Evidence {
-        contents: audit::read(js, &set.spec.dlq_stream, Duration::from_secs(2)).await,
-        now: audit::originals(js, source, driven.expected.keys().map(|k| k.1)).await,
+        expected: (due.into_iter())
+            .filter(|(k, _)| !gone.contains(&k.1))
+            .collect(),
+        contents,
+        now: now.map_err(|err| format!("{err:#}")),
         stored: s.stored(r, source).await,
         pipeline,
         other,
-        watched: set.spec.watched.clone(),
-        dlq_prefix: set.spec.dlq_prefix.clone(),
-        origin_headers: plan.handler.origin_headers.clone(),
         gone,
     }
 }

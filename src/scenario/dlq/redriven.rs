@@ -2,12 +2,14 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, anyhow};
 
+use super::readback::Evidence;
 use super::verify::show;
-use crate::dlq::{audit, redrive};
+use crate::dlq::redrive;
 use crate::drive::RunContext;
 use crate::record::metrics::Direction;
+use crate::scenario::VariantNames;
 use crate::variant::{Invariant, VariantResult};
 
 /// How long the healthy durable may take to read a redrive, and how long
@@ -28,15 +30,14 @@ pub(super) struct Redriven {
     stored_after_second: Option<u64>,
 }
 
-/// Sends the letters back onto their subjects, reads them with the
+/// Sends the letters read back onto their subjects, reads them with the
 /// variant's durable (healthy now: it acks everything), then sends them
 /// again: the second pass must be answered as duplicates.
-pub(super) async fn redrive(
-    ctx: &RunContext,
-    (stream, durable): (&str, &str),
-    letters: &[audit::DeadLetter],
-    names: &crate::profile::OriginHeaders,
-) -> Result<Redriven> {
+pub(super) async fn redrive(ctx: &RunContext, n: &VariantNames, e: &Evidence) -> Result<Redriven> {
+    let contents = e.contents.as_ref();
+    let contents = contents.map_err(|e| anyhow!("the DLQ could not be read: {e:#}"))?;
+    let (letters, names) = (&contents.letters, &e.pipeline.spec.handler.origin_headers);
+    let (stream, durable) = (&n.stream, &n.durable);
     let js = ctx.provisioner.jetstream();
     let first = redrive::publish(js, letters, names).await;
     let consumer: async_nats::jetstream::consumer::PullConsumer = js
@@ -45,7 +46,7 @@ pub(super) async fn redrive(
         .with_context(|| format!("opening {stream} to read the redrive"))?
         .get_consumer(durable)
         .await
-        .map_err(|e| anyhow::anyhow!("binding to {durable} to read the redrive: {e}"))?;
+        .map_err(|e| anyhow!("binding to {durable} to read the redrive: {e}"))?;
     let deadline = tokio::time::Instant::now() + REDRIVE_DEADLINE;
     let received =
         redrive::consume(&consumer, &first, letters, names, REDRIVE_QUIET, deadline).await?;

@@ -2,10 +2,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use async_nats::jetstream::message::StreamMessage;
-
-use super::WATCHED;
 use super::readback::Evidence;
+use super::{Variant, WATCHED};
+use crate::consume::SeenMessage;
 use crate::consume::fates::Analysis;
 use crate::dlq::audit::{self, Audit};
 use crate::dlq::{Key, Outcome};
@@ -13,11 +12,7 @@ use crate::drive::DriveOutcome;
 use crate::profile::Retention;
 use crate::record::ledger::Event;
 use crate::scenario::checks;
-use crate::streams::advisory::Kind;
 use crate::variant::{Invariant, VariantResult};
-
-/// The originals as the source holds them now, or why they could not be read.
-type Now<'a> = Result<&'a BTreeMap<u64, Option<StreamMessage>>, String>;
 
 /// Every guarantee of a variant: the fates, the originals found gone, the
 /// DLQ read back, the originals as the retention says, the handler (and
@@ -25,35 +20,25 @@ type Now<'a> = Result<&'a BTreeMap<u64, Option<StreamMessage>>, String>;
 pub(super) fn verify(
     o: &DriveOutcome,
     a: &Analysis,
-    expected: &BTreeMap<Key, Kind>,
     e: &Evidence,
-    retention: Retention,
-    restart_after: Option<u64>,
+    v: &Variant,
     r: &mut VariantResult,
 ) {
     checks::fate_invariants(o, a, r);
     originals_gone(o, &e.gone, r);
-    let now: Now = e.now.as_ref().map_err(|err| format!("{err:#}"));
-    let audit = audit_dlq(o, expected, e, retention, &now);
-    dlq_invariants(&audit, expected, r);
-    r.invariants
-        .push(originals_as_retained(o, expected, e, retention, &now));
-    handler_invariants(expected, e, r);
-    if let Some(n) = restart_after {
-        r.invariants.push(restarted_handler(n, expected, e, &audit));
+    let audit = audit_dlq(o, e, v.retention);
+    dlq_invariants(&audit, e.expected.len(), r);
+    r.invariants.push(originals_as_retained(o, e, v.retention));
+    handler_invariants(e, r);
+    if let Some(n) = v.restart_after {
+        r.invariants.push(restarted_handler(n, e, &audit));
     }
     r.invariants.push(checks::nothing_pending(o));
 }
 
 /// The DLQ read back and held to its originals; an error when the DLQ or
 /// the originals could not be read whole.
-fn audit_dlq(
-    o: &DriveOutcome,
-    expected: &BTreeMap<Key, Kind>,
-    e: &Evidence,
-    retention: Retention,
-    now: &Now,
-) -> Result<Audit, String> {
+fn audit_dlq(o: &DriveOutcome, e: &Evidence, retention: Retention) -> Result<Audit, String> {
     let letters = match &e.contents {
         Ok(contents) if contents.complete => contents.letters.as_slice(),
         Ok(contents) => {
@@ -64,60 +49,41 @@ fn audit_dlq(
         }
         Err(err) => return Err(format!("{err:#}")),
     };
-    let now = now.as_ref().map_err(|err| err.clone())?;
-    // As the consumer saw them at delivery: a work queue's are deleted once
-    // copied, and a stream's limits may evict others after their copy was
-    // made; a copy is held to what the consumer saw, not to what the
-    // handler itself read before deleting.
-    let mut seen = BTreeMap::new();
+    let now = e.now.as_ref().map_err(|err| err.clone())?;
+    // As the stream holds them now, but on a work queue: the copy is held
+    // to the stored original, not to the handler's own reading of it.
+    let stored = now.iter().filter(|_| retention != Retention::Workqueue);
+    let mut originals: BTreeMap<Key, SeenMessage> = stored
+        .filter_map(|(seq, m)| m.as_ref().map(|m| ((WATCHED, *seq), audit::stored(m))))
+        .collect();
+    // Otherwise as the consumer saw them at delivery: a work queue's are
+    // deleted once copied, and a stream's limits may evict others after
+    // their copy was made; a copy is held to what the consumer saw, not to
+    // what the handler itself read before deleting.
     for m in o.consumers.iter().flat_map(|c| &c.doomed) {
-        seen.entry((WATCHED, m.seq))
-            .or_insert_with(|| audit::Original::seen(m));
+        originals
+            .entry((WATCHED, m.seq))
+            .or_insert_with(|| m.clone());
     }
-    // Otherwise as the stream holds them now: the copy is held to the
-    // stored original, not to the handler's own reading of it.
-    let originals: BTreeMap<Key, audit::Original> = if retention == Retention::Workqueue {
-        seen
-    } else {
-        let mut stored: BTreeMap<Key, audit::Original> = now
-            .iter()
-            .filter_map(|(seq, m)| {
-                m.as_ref()
-                    .map(|m| ((WATCHED, *seq), audit::Original::stored(m)))
-            })
-            .collect();
-        for (key, original) in seen {
-            stored.entry(key).or_insert(original);
-        }
-        stored
-    };
     Ok(audit::check(
         letters,
-        expected,
+        &e.expected,
         &originals,
-        &e.watched,
-        &e.dlq_prefix,
-        &e.origin_headers,
+        &e.pipeline.spec,
     ))
 }
 
 /// The originals, as the retention says: kept (limits), deleted once
 /// copied (work queue), kept until every consumer acks (interest).
-fn originals_as_retained(
-    o: &DriveOutcome,
-    expected: &BTreeMap<Key, Kind>,
-    e: &Evidence,
-    retention: Retention,
-    now: &Now,
-) -> Invariant {
-    let c = &o.counts;
+fn originals_as_retained(o: &DriveOutcome, e: &Evidence, retention: Retention) -> Invariant {
+    let (c, expected) = (&o.counts, &e.expected);
     let stored = e.stored;
     let name = match retention {
         Retention::Limits => "limits: originals remain",
         Retention::Workqueue => "workqueue: originals deleted once copied",
         Retention::Interest => "interest: originals remain until every consumer acks",
     };
-    let now = match now {
+    let now = match &e.now {
         Ok(now) => now,
         // Unreadable originals fail the retention's own check.
         Err(err) => {
@@ -157,19 +123,14 @@ fn originals_as_retained(
                 show(stored)
             ),
         ),
-        Retention::Interest => interest_originals(o, expected, e, (name, present)),
+        Retention::Interest => interest_originals(o, e, (name, present)),
     }
 }
 
 /// An interest stream keeps a dead-lettered original while the other
 /// consumer has not acked it; once both have, the server removes it.
-fn interest_originals(
-    o: &DriveOutcome,
-    expected: &BTreeMap<Key, Kind>,
-    e: &Evidence,
-    (name, present): (&str, usize),
-) -> Invariant {
-    let c = &o.counts;
+fn interest_originals(o: &DriveOutcome, e: &Evidence, (name, present): (&str, usize)) -> Invariant {
+    let (c, expected) = (&o.counts, &e.expected);
     let stored = e.stored;
     let other = match &e.other {
         Some(Ok(report)) => {
@@ -202,11 +163,10 @@ fn interest_originals(
 
 /// The handler heard one advisory per dead letter (its original found or
 /// gone) and answered every one.
-fn handler_invariants(expected: &BTreeMap<Key, Kind>, e: &Evidence, r: &mut VariantResult) {
+fn handler_invariants(e: &Evidence, r: &mut VariantResult) {
     let p = &e.pipeline;
     let advised: BTreeSet<Key> = p.stories().keys().copied().collect();
-    let wanted: BTreeSet<Key> = expected
-        .keys()
+    let wanted: BTreeSet<Key> = (e.expected.keys())
         .copied()
         .chain(e.gone.iter().map(|&seq| (WATCHED, seq)))
         .collect();
@@ -243,12 +203,7 @@ fn handler_invariants(expected: &BTreeMap<Key, Kind>, e: &Evidence, r: &mut Vari
 /// A handler killed after copy `n`, before its delete and ack: the
 /// advisory comes back to a new handler, and the DLQ still holds the
 /// letter once (its second copy flagged duplicate by the server).
-fn restarted_handler(
-    n: u64,
-    expected: &BTreeMap<Key, Kind>,
-    e: &Evidence,
-    audit: &Result<Audit, String>,
-) -> Invariant {
+fn restarted_handler(n: u64, e: &Evidence, audit: &Result<Audit, String>) -> Invariant {
     let p = &e.pipeline;
     let killed: Vec<(u64, bool)> = p
         .attempts()
@@ -283,7 +238,7 @@ fn restarted_handler(
             false,
             format!(
                 "no restart: the handler made fewer than {n} copies ({} dead letters)",
-                expected.len()
+                e.expected.len()
             ),
         ),
         more => (false, format!("{} kills, expected one", more.len())),
@@ -295,62 +250,53 @@ fn restarted_handler(
     )
 }
 
-fn dlq_invariants(
-    audit: &Result<Audit, String>,
-    expected: &BTreeMap<Key, Kind>,
-    r: &mut VariantResult,
-) {
-    let a = match audit {
-        Ok(a) => a,
-        Err(err) => {
-            for name in [
-                "every dead letter in the DLQ exactly once",
-                "copies hold the original payload and headers",
-                "no other message in the DLQ",
-            ] {
-                r.invariants
-                    .push(Invariant::check(name, false, err.clone()));
-            }
-            return;
+fn dlq_invariants(audit: &Result<Audit, String>, expected: usize, r: &mut VariantResult) {
+    let names = [
+        "every dead letter in the DLQ exactly once",
+        "copies hold the original payload and headers",
+        "no other message in the DLQ",
+    ];
+    let checks = match audit {
+        Err(err) => names.map(|_| (false, err.clone())),
+        Ok(a) => {
+            let repeated: Vec<String> = (a.repeated.iter())
+                .map(|(s, n)| format!("{s} x{n}"))
+                .collect();
+            [
+                (
+                    a.missing.is_empty() && a.repeated.is_empty() && a.once == expected as u64,
+                    format!(
+                        "{} of {expected} found once; missing {}; more than once {}",
+                        a.once,
+                        listed(&a.missing),
+                        listed(&repeated)
+                    ),
+                ),
+                (
+                    a.mismatched_count == 0,
+                    if a.mismatched_count == 0 {
+                        format!(
+                            "{} copies equal their original, publish-control headers dropped, origin headers added",
+                            a.compared
+                        )
+                    } else {
+                        format!("{} differ: {}", a.mismatched_count, a.mismatched.join("; "))
+                    },
+                ),
+                (
+                    a.unexpected_count == 0,
+                    if a.unexpected_count == 0 {
+                        format!("{} messages in the DLQ, all dead letters", a.letters)
+                    } else {
+                        format!("{} others: {}", a.unexpected_count, a.unexpected.join("; "))
+                    },
+                ),
+            ]
         }
     };
-    r.invariants.push(Invariant::check(
-        "every dead letter in the DLQ exactly once",
-        a.missing.is_empty() && a.repeated.is_empty() && a.once == expected.len() as u64,
-        format!(
-            "{} of {} found once; missing {}; more than once {}",
-            a.once,
-            expected.len(),
-            listed(&a.missing),
-            listed(
-                &a.repeated
-                    .iter()
-                    .map(|(s, n)| format!("{s} x{n}"))
-                    .collect::<Vec<_>>()
-            )
-        ),
-    ));
-    r.invariants.push(Invariant::check(
-        "copies hold the original payload and headers",
-        a.mismatched_count == 0,
-        if a.mismatched_count == 0 {
-            format!(
-                "{} copies equal their original, publish-control headers dropped, origin headers added",
-                a.compared
-            )
-        } else {
-            format!("{} differ: {}", a.mismatched_count, a.mismatched.join("; "))
-        },
-    ));
-    r.invariants.push(Invariant::check(
-        "no other message in the DLQ",
-        a.unexpected_count == 0,
-        if a.unexpected_count == 0 {
-            format!("{} messages in the DLQ, all dead letters", a.letters)
-        } else {
-            format!("{} others: {}", a.unexpected_count, a.unexpected.join("; "))
-        },
-    ));
+    for (name, (passed, detail)) in names.into_iter().zip(checks) {
+        r.invariants.push(Invariant::check(name, passed, detail));
+    }
 }
 
 fn listed<T: std::fmt::Display>(items: &[T]) -> String {
