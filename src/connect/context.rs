@@ -11,6 +11,7 @@
 //! silently ignored.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -24,6 +25,17 @@ pub struct Context {
     /// The name natscli knows it by: the file name without `.json`.
     pub name: String,
     pub path: PathBuf,
+    /// What it sets, as one source of [`crate::connect::options`]; `tls_first`
+    /// is `Some(true)` or unset.
+    pub settings: Layer,
+    /// Fields jsbench does not know, skipped; shown to the user as a note.
+    pub ignored: Vec<String>,
+}
+
+/// One source's connection settings: a context, the flags, the
+/// environment or a profile's `[connection]` table.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Layer {
     pub url: Option<String>,
     pub user: Option<String>,
     pub password: Option<Secret>,
@@ -33,12 +45,12 @@ pub struct Context {
     pub cert: Option<PathBuf>,
     pub key: Option<PathBuf>,
     pub ca: Option<PathBuf>,
-    pub tls_first: bool,
-    pub jetstream_domain: Option<String>,
-    pub jetstream_api_prefix: Option<String>,
+    pub tls_first: Option<bool>,
+    pub timeout: Option<Duration>,
+    pub name: Option<String>,
+    pub js_domain: Option<String>,
+    pub js_api_prefix: Option<String>,
     pub inbox_prefix: Option<String>,
-    /// Fields jsbench does not know, skipped; shown to the user as a note.
-    pub ignored: Vec<String>,
 }
 
 /// Fields that change how natscli connects but that jsbench cannot honour.
@@ -185,9 +197,9 @@ pub fn parse(
     for (key, value) in &fields {
         let key = key.as_str();
         if key == "tls_first" {
-            context.tls_first = match value {
-                Value::Bool(b) => *b,
-                Value::Null => false,
+            context.settings.tls_first = match value {
+                Value::Bool(b) => b.then_some(true),
+                Value::Null => None,
                 other => {
                     return Err(UsageError(format!(
                         "{at}: field \"tls_first\" must be true or false, found {}",
@@ -220,25 +232,20 @@ pub fn parse(
             continue;
         }
         let path_field = |t: &str| Some(expand_path(t, env));
+        let l = &mut context.settings;
         match key {
-            "url" => context.url = Some(text),
-            "user" => context.user = Some(text),
-            "password" | "token" => {
-                let resolved = resolve_secret(&text, key, &at, env)?;
-                if key == "password" {
-                    context.password = Some(resolved);
-                } else {
-                    context.token = Some(resolved);
-                }
-            }
-            "creds" => context.creds = path_field(&text),
-            "nkey" => context.nkey = path_field(&text),
-            "cert" => context.cert = path_field(&text),
-            "key" => context.key = path_field(&text),
-            "ca" => context.ca = path_field(&text),
-            "jetstream_domain" => context.jetstream_domain = Some(text),
-            "jetstream_api_prefix" => context.jetstream_api_prefix = Some(text),
-            "inbox_prefix" => context.inbox_prefix = Some(text),
+            "url" => l.url = Some(text),
+            "user" => l.user = Some(text),
+            "password" => l.password = Some(resolve_secret(&text, key, &at, env)?),
+            "token" => l.token = Some(resolve_secret(&text, key, &at, env)?),
+            "creds" => l.creds = path_field(&text),
+            "nkey" => l.nkey = path_field(&text),
+            "cert" => l.cert = path_field(&text),
+            "key" => l.key = path_field(&text),
+            "ca" => l.ca = path_field(&text),
+            "jetstream_domain" => l.js_domain = Some(text),
+            "jetstream_api_prefix" => l.js_api_prefix = Some(text),
+            "inbox_prefix" => l.inbox_prefix = Some(text),
             _ if COSMETIC.contains(&key) => {}
             _ => {
                 if let Some((_, what)) = UNSUPPORTED.iter().find(|(k, _)| *k == key) {
@@ -251,14 +258,11 @@ pub fn parse(
             }
         }
     }
-    if context.cert.is_some() != context.key.is_some() {
+    let cert = context.settings.cert.is_some();
+    if cert != context.settings.key.is_some() {
         return Err(UsageError(format!(
             "{at}: \"cert\" and \"key\" go together; it sets only {}",
-            if context.cert.is_some() {
-                "cert"
-            } else {
-                "key"
-            }
+            if cert { "cert" } else { "key" }
         )));
     }
     Ok(context)
@@ -392,23 +396,26 @@ mod tests {
                 "tls_first":true,"socks_proxy":"","windows_ca_certs_match":[]}"#,
         )
         .unwrap();
-        assert_eq!(c.url.as_deref(), Some("nats://a:4222,nats://b:4222"));
-        assert_eq!(c.user.as_deref(), Some("bob"));
-        assert_eq!(c.password, Some(Secret::new("pw")));
-        assert_eq!(c.token, None);
-        assert_eq!(c.cert, Some(PathBuf::from("/home/u/c.pem")));
-        assert_eq!(c.key, Some(PathBuf::from("/etc/certs/k.pem")));
-        assert_eq!(c.ca, Some(PathBuf::from("/etc/certs/ca.pem")));
-        assert!(c.tls_first);
-        assert_eq!(c.jetstream_domain.as_deref(), Some("hub"));
-        assert_eq!(c.inbox_prefix.as_deref(), Some("_I"));
+        assert_eq!(
+            c.settings.url.as_deref(),
+            Some("nats://a:4222,nats://b:4222")
+        );
+        assert_eq!(c.settings.user.as_deref(), Some("bob"));
+        assert_eq!(c.settings.password, Some(Secret::new("pw")));
+        assert_eq!(c.settings.token, None);
+        assert_eq!(c.settings.cert, Some(PathBuf::from("/home/u/c.pem")));
+        assert_eq!(c.settings.key, Some(PathBuf::from("/etc/certs/k.pem")));
+        assert_eq!(c.settings.ca, Some(PathBuf::from("/etc/certs/ca.pem")));
+        assert_eq!(c.settings.tls_first, Some(true));
+        assert_eq!(c.settings.js_domain.as_deref(), Some("hub"));
+        assert_eq!(c.settings.inbox_prefix.as_deref(), Some("_I"));
         assert!(c.ignored.is_empty(), "{:?}", c.ignored);
     }
 
     #[test]
     fn env_references_resolve_secrets() {
         let c = parse_text(r#"{"user":"bob","password":"env://STAGING_PASSWORD"}"#).unwrap();
-        assert_eq!(c.password, Some(Secret::new("from-env")));
+        assert_eq!(c.settings.password, Some(Secret::new("from-env")));
         let e = parse_text(r#"{"token":"env://MISSING"}"#).unwrap_err();
         assert!(e.0.contains("MISSING") && e.0.contains("\"token\""), "{e}");
         let e = parse_text(r#"{"token":"op://vault/item"}"#).unwrap_err();
@@ -458,7 +465,7 @@ mod tests {
         .unwrap();
 
         assert_eq!(
-            load("dev", &env).unwrap().url.as_deref(),
+            load("dev", &env).unwrap().settings.url.as_deref(),
             Some("nats://127.0.0.1:4333")
         );
         let e = load("prod", &env).unwrap_err();

@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::context::{self, Context};
+use super::context::{self, Context, Layer};
 use super::environment::Environment;
 use super::{Auth, ConnectSettings, JsApi, Secret, TlsSettings};
 use crate::profile::connection::domain_problem;
@@ -183,26 +183,6 @@ enum Source {
     Context,
 }
 
-/// One source's settings.
-#[derive(Debug, Clone, Default)]
-struct Layer {
-    url: Option<String>,
-    user: Option<String>,
-    password: Option<Secret>,
-    token: Option<Secret>,
-    creds: Option<PathBuf>,
-    nkey: Option<PathBuf>,
-    cert: Option<PathBuf>,
-    key: Option<PathBuf>,
-    ca: Option<PathBuf>,
-    tls_first: Option<bool>,
-    timeout: Option<Duration>,
-    name: Option<String>,
-    js_domain: Option<String>,
-    js_api_prefix: Option<String>,
-    inbox_prefix: Option<String>,
-}
-
 /// Names a setting's origin the way the user wrote it.
 struct Origins {
     profile: String,
@@ -313,24 +293,8 @@ fn profile_layer(p: &ConnectionPlan, env: &Environment) -> Layer {
 fn context_layer(c: &Context) -> Layer {
     Layer {
         // natscli's default when a context names no server.
-        url: Some(
-            c.url
-                .clone()
-                .unwrap_or_else(|| "nats://127.0.0.1:4222".into()),
-        ),
-        user: c.user.clone(),
-        password: c.password.clone(),
-        token: c.token.clone(),
-        creds: c.creds.clone(),
-        nkey: c.nkey.clone(),
-        cert: c.cert.clone(),
-        key: c.key.clone(),
-        ca: c.ca.clone(),
-        tls_first: c.tls_first.then_some(true),
-        js_domain: c.jetstream_domain.clone(),
-        js_api_prefix: c.jetstream_api_prefix.clone(),
-        inbox_prefix: c.inbox_prefix.clone(),
-        ..Default::default()
+        url: (c.settings.url.clone()).or_else(|| Some("nats://127.0.0.1:4222".into())),
+        ..c.settings.clone()
     }
 }
 

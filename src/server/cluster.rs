@@ -10,12 +10,12 @@
 
 use std::net::TcpListener;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use serde::Deserialize;
 
-use super::{EmbeddedServer, ServerOptions};
+use super::{EmbeddedServer, ServerOptions, poll};
 use crate::server::relay::{ANY_PEER, Block, Endpoint, Relay};
 use crate::system::http;
 
@@ -185,39 +185,36 @@ impl EmbeddedCluster {
     /// every other node as current: at start-up, and again after nodes were
     /// restarted, since a node's open client port says nothing of that.
     pub fn wait_ready(&self, timeout: Duration) -> Result<()> {
-        let deadline = Instant::now() + timeout;
         let size = self.nodes.len();
-        let mut last = String::from("no answer from the monitoring endpoints yet");
-        while Instant::now() < deadline {
-            match self.meta_state() {
-                Ok(states) => {
-                    let leaders: Vec<&str> = states.iter().map(|m| m.leader.as_str()).collect();
-                    let agreed = !leaders[0].is_empty() && leaders.iter().all(|l| *l == leaders[0]);
-                    let leader_view = states.iter().find(|m| {
-                        m.cluster_size == size
-                            && m.replicas.len() == size - 1
-                            && m.replicas.iter().all(|p| p.current)
-                    });
-                    if agreed && leader_view.is_some() {
-                        return Ok(());
-                    }
-                    last = format!("meta leaders reported: {leaders:?}");
-                }
-                Err(e) => last = format!("{e:#}"),
+        let probe = || {
+            let states = match self.meta_state() {
+                Ok(states) => states,
+                Err(e) => return Ok(Err(format!("{e:#}"))),
+            };
+            let leaders: Vec<&str> = states.iter().map(|m| m.leader.as_str()).collect();
+            let agreed = !leaders[0].is_empty() && leaders.iter().all(|l| *l == leaders[0]);
+            let leader_view = states.iter().find(|m| {
+                m.cluster_size == size
+                    && m.replicas.len() == size - 1
+                    && m.replicas.iter().all(|p| p.current)
+            });
+            if agreed && leader_view.is_some() {
+                return Ok(Ok(()));
             }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let logs: Vec<String> = self
-            .nodes
-            .iter()
-            .map(|n| n.log_tail(600).trim_end().to_string())
-            .collect();
-        bail!(
-            "the local cluster {} did not elect a JetStream meta leader within {timeout:?} ({last}); \
-             node logs end with:\n{}",
-            self.name,
-            logs.join("\n--\n")
-        )
+            Ok(Err(format!("meta leaders reported: {leaders:?}")))
+        };
+        let timed_out = |last| {
+            let logs: Vec<String> = (self.nodes.iter())
+                .map(|n| n.log_tail(600).trim_end().to_string())
+                .collect();
+            anyhow!(
+                "the local cluster {} did not elect a JetStream meta leader within {timeout:?} \
+                 ({last}); node logs end with:\n{}",
+                self.name,
+                logs.join("\n--\n")
+            )
+        };
+        poll(timeout, Duration::from_millis(50), probe, timed_out)
     }
 
     fn meta_state(&self) -> Result<Vec<MetaCluster>> {
@@ -225,8 +222,7 @@ impl EmbeddedCluster {
             .iter()
             .map(|n| {
                 let monitor = n.monitor_url().context("node without a monitoring port")?;
-                let body = http::get(&format!("{monitor}/jsz"))?;
-                let jsz: Jsz = serde_json::from_str(&body).context("parsing /jsz")?;
+                let jsz: Jsz = http::get_parsed(monitor, "/jsz")?;
                 jsz.meta_cluster.context("no meta_cluster in /jsz yet")
             })
             .collect()

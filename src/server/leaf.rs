@@ -11,13 +11,13 @@
 
 use std::net::TcpListener;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow};
 use serde::Deserialize;
 
 use super::relay::{Endpoint, Relay, Shape};
-use super::{EmbeddedServer, Leafnodes, ServerOptions};
+use super::{EmbeddedServer, Leafnodes, ServerOptions, poll};
 use crate::system::http;
 
 /// The hub's JetStream domain.
@@ -112,23 +112,20 @@ impl LeafServer {
 
     /// Waits until the leaf's `/leafz` shows its connection to the hub.
     pub fn wait_connected(&self, timeout: Duration) -> Result<()> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let last = match self.links() {
-                Ok(links) if !links.is_empty() => return Ok(()),
-                Ok(_) => "no leafnode connection yet".to_string(),
-                Err(e) => format!("{e:#}"),
-            };
-            if Instant::now() > deadline {
-                bail!(
-                    "the leaf server did not connect to the hub's leafnode port {} within \
-                     {timeout:?} ({last}); its log ends with:\n{}",
-                    self.hub_port,
-                    self.server.log_tail(1500).trim_end()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let probe = || match self.links() {
+            Ok(links) if !links.is_empty() => Ok(Ok(())),
+            Ok(_) => Ok(Err("no leafnode connection yet".to_string())),
+            Err(e) => Ok(Err(format!("{e:#}"))),
+        };
+        let timed_out = |last| {
+            anyhow!(
+                "the leaf server did not connect to the hub's leafnode port {} within \
+                 {timeout:?} ({last}); its log ends with:\n{}",
+                self.hub_port,
+                self.server.log_tail(1500).trim_end()
+            )
+        };
+        poll(timeout, Duration::from_millis(20), probe, timed_out)
     }
 
     /// The leaf's connections to its hub, from its `/leafz`.
@@ -137,9 +134,7 @@ impl LeafServer {
             .server
             .monitor_url()
             .context("the leaf server has no monitoring port")?;
-        let body = http::get(&format!("{monitor}/leafz"))?;
-        let leafz: Leafz = serde_json::from_str(&body).context("parsing the leaf's /leafz")?;
-        Ok(leafz.leafs)
+        Ok(http::get_parsed::<Leafz>(monitor, "/leafz")?.leafs)
     }
 
     /// Slows the link both ways to `shape` (the default: as fast as

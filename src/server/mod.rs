@@ -265,33 +265,27 @@ impl EmbeddedServer {
     }
 
     fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
-        let deadline = Instant::now() + timeout;
         let ports_path = self
             .dir
             .path()
             .join(format!("nats-server_{}.ports", self.pid()));
-        loop {
+        let probe = || {
             if let Some(status) = self.child.lock().expect("not poisoned").try_wait()? {
                 bail!("nats-server exited during start-up with {status}");
             }
-            if let Ok(text) = fs::read_to_string(&ports_path)
-                && let Ok(ports) = serde_json::from_str::<PortsFile>(&text)
-                && let Some(url) = ports.nats.first()
-            {
-                // `nats://` or, with TLS configured, `tls://`.
-                let address = url.split_once("://").map_or(url.as_str(), |(_, a)| a);
-                if TcpStream::connect(address).is_ok() {
-                    self.url = url.clone();
-                    self.monitor_url = ports.monitoring.first().cloned();
-                    self.pin_ports(address);
-                    return Ok(());
-                }
-            }
-            if Instant::now() > deadline {
-                bail!("no client port after {timeout:?}");
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+            let text = fs::read_to_string(&ports_path).unwrap_or_default();
+            let ports = serde_json::from_str::<PortsFile>(&text).unwrap_or_default();
+            let url = ports.nats.first().filter(|url| accepts(url));
+            Ok(url
+                .map(|u| (u.clone(), ports.monitoring.first().cloned()))
+                .ok_or(()))
+        };
+        let timed_out = |()| anyhow!("no client port after {timeout:?}");
+        let (url, monitor_url) = poll(timeout, Duration::from_millis(10), probe, timed_out)?;
+        self.url = url;
+        self.monitor_url = monitor_url;
+        self.pin_ports();
+        Ok(())
     }
 
     /// The client URL, `nats://127.0.0.1:<port>`.
@@ -315,9 +309,9 @@ impl EmbeddedServer {
 
     /// Replaces the random-port flags of the command line with the ports
     /// this server got, for `restart`.
-    fn pin_ports(&self, address: &str) {
+    fn pin_ports(&self) {
         let port = |a: &str| a.rsplit(':').next().unwrap_or("-1").to_string();
-        let client = port(address);
+        let client = port(&self.url);
         let monitor = self
             .monitor_url
             .as_deref()
@@ -352,29 +346,18 @@ impl EmbeddedServer {
             .with_context(|| format!("reopening {}", log_path.display()))?;
         let child = spawn(&self.binary, &args, log)?;
         *self.child.lock().expect("not poisoned") = child;
-        let address = self
-            .url
-            .split_once("://")
-            .map_or(self.url.as_str(), |(_, a)| a);
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.lock().expect("not poisoned").try_wait()? {
-                bail!(
-                    "{}",
-                    self.log_context(&format!("nats-server exited during restart with {status}"))
-                );
-            }
-            if TcpStream::connect(address).is_ok() {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "{}",
-                    self.log_context(&format!("nats-server did not come back within {timeout:?}"))
-                );
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        let probe = || match self.child.lock().expect("not poisoned").try_wait()? {
+            Some(status) => bail!(
+                "{}",
+                self.log_context(&format!("nats-server exited during restart with {status}"))
+            ),
+            None => Ok(accepts(&self.url).then_some(()).ok_or(())),
+        };
+        let timed_out = |()| {
+            let what = format!("nats-server did not come back within {timeout:?}");
+            anyhow!("{}", self.log_context(&what))
+        };
+        poll(timeout, Duration::from_millis(5), probe, timed_out)
     }
 
     /// The sync setting the server was last started with.
@@ -467,6 +450,34 @@ impl EmbeddedServer {
     pub fn stop(&mut self) {
         let child = self.child.get_mut().unwrap_or_else(|p| p.into_inner());
         terminate(child, Duration::from_secs(2));
+    }
+}
+
+/// Whether the server at a client URL (`nats://` or `tls://`) accepts
+/// connections.
+fn accepts(url: &str) -> bool {
+    TcpStream::connect(url.split_once("://").map_or(url, |(_, a)| a)).is_ok()
+}
+
+/// Calls `probe` every `every` until it gives a value (`Ok(Ok)`) or gives
+/// up (`Err`); once `timeout` has passed, fails with `timed_out` of what
+/// its last call said instead (`Ok(Err)`).
+fn poll<T, W>(
+    timeout: Duration,
+    every: Duration,
+    mut probe: impl FnMut() -> Result<Result<T, W>>,
+    timed_out: impl FnOnce(W) -> anyhow::Error,
+) -> Result<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let not_yet = match probe()? {
+            Ok(value) => return Ok(value),
+            Err(not_yet) => not_yet,
+        };
+        if Instant::now() > deadline {
+            return Err(timed_out(not_yet));
+        }
+        std::thread::sleep(every);
     }
 }
 

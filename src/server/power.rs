@@ -17,12 +17,12 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
-use serde::Deserialize;
 
 use super::fault::{Faults, RESTART_TIMEOUT};
 use super::relay::Block;
-use super::telemetry::Monitor;
-use super::{CLUSTER_SIZES, EmbeddedCluster, EmbeddedServer, ServerOptions};
+pub use super::telemetry::ReplicaState;
+use super::telemetry::{Monitor, StreamDetail, StreamsJsz};
+use super::{CLUSTER_SIZES, EmbeddedCluster, EmbeddedServer, ServerOptions, poll};
 use crate::profile::SyncSetting;
 use crate::system::http;
 use crate::system::powerfs::{CutReport, Mounted, PowerFs};
@@ -59,16 +59,6 @@ pub struct PowerLossServers {
     /// One lock per node: a cut or a restart of one node waits for no other.
     stores: Vec<Mutex<Store>>,
     _dir: tempfile::TempDir,
-}
-
-/// What one node holds of a stream, from its own `/jsz`: a replica's
-/// state, not the leader's view of it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(default)]
-pub struct ReplicaState {
-    pub messages: u64,
-    pub first_seq: u64,
-    pub last_seq: u64,
 }
 
 impl PowerLossServers {
@@ -289,25 +279,20 @@ impl PowerLossServers {
     /// Waits until every node holds `stream` with `last_seq` as its last
     /// sequence: the cut node has caught up from its peers.
     pub fn wait_replicas_at(&self, stream: &str, last_seq: u64, timeout: Duration) -> Result<()> {
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
+        let probe = || {
             let states: Vec<Option<ReplicaState>> = (0..self.nodes().len())
                 .map(|n| self.replica(n, stream).ok().flatten())
                 .collect();
-            if states
-                .iter()
-                .all(|s| s.is_some_and(|s| s.last_seq == last_seq))
-            {
-                return Ok(());
-            }
-            if std::time::Instant::now() > deadline {
-                bail!(
-                    "the replicas of {stream} did not all reach sequence {last_seq} within \
-                     {timeout:?}; each node holds: {states:?}"
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            let reached = (states.iter()).all(|s| s.is_some_and(|s| s.last_seq == last_seq));
+            Ok(if reached { Ok(()) } else { Err(states) })
+        };
+        let timed_out = |states| {
+            anyhow!(
+                "the replicas of {stream} did not all reach sequence {last_seq} within \
+                 {timeout:?}; each node holds: {states:?}"
+            )
+        };
+        poll(timeout, Duration::from_millis(20), probe, timed_out)
     }
 }
 
@@ -381,38 +366,9 @@ impl std::fmt::Display for MountRefused {
 
 impl std::error::Error for MountRefused {}
 
-#[derive(Deserialize)]
-struct Jsz {
-    #[serde(default)]
-    account_details: Vec<AccountDetail>,
-}
-
-#[derive(Deserialize)]
-struct AccountDetail {
-    #[serde(default)]
-    stream_detail: Vec<StreamDetail>,
-}
-
-#[derive(Deserialize)]
-struct StreamDetail {
-    name: String,
-    #[serde(default)]
-    state: ReplicaState,
-    cluster: Option<StreamCluster>,
-}
-
-#[derive(Deserialize)]
-struct StreamCluster {
-    leader: Option<String>,
-}
-
 fn stream_in(body: String, stream: &str) -> Result<Option<StreamDetail>> {
-    let jsz: Jsz = serde_json::from_str(&body).context("parsing /jsz")?;
-    Ok(jsz
-        .account_details
-        .into_iter()
-        .flat_map(|a| a.stream_detail)
-        .find(|s| s.name == stream))
+    let jsz: StreamsJsz = serde_json::from_str(&body).context("parsing /jsz")?;
+    Ok(jsz.streams().find(|s| s.name == stream))
 }
 
 #[cfg(test)]

@@ -165,61 +165,39 @@ impl Direction {
     }
 }
 
-enum Sock {
-    Tcp(TcpStream),
-    Unix(UnixStream),
+/// A relayed socket, TCP or Unix.
+type Sock = Box<dyn Stream>;
+
+trait Stream: Read + Write + Send + Sync {
+    fn try_clone(&self) -> io::Result<Sock>;
+    fn shutdown(&self);
 }
 
-impl Sock {
-    fn connect(to: &Endpoint) -> io::Result<Sock> {
-        Ok(match to {
-            Endpoint::Tcp(addr) => {
-                let s = TcpStream::connect_timeout(addr, Duration::from_secs(5))?;
-                s.set_nodelay(true)?;
-                Sock::Tcp(s)
+macro_rules! stream {
+    ($t:ty) => {
+        impl Stream for $t {
+            fn try_clone(&self) -> io::Result<Sock> {
+                Ok(Box::new(<$t>::try_clone(self)?))
             }
-            Endpoint::Unix(path) => Sock::Unix(UnixStream::connect(path)?),
-        })
-    }
 
-    fn try_clone(&self) -> io::Result<Sock> {
-        Ok(match self {
-            Sock::Tcp(s) => Sock::Tcp(s.try_clone()?),
-            Sock::Unix(s) => Sock::Unix(s.try_clone()?),
-        })
-    }
-
-    fn shutdown(&self) {
-        let _ = match self {
-            Sock::Tcp(s) => s.shutdown(Shutdown::Both),
-            Sock::Unix(s) => s.shutdown(Shutdown::Both),
-        };
-    }
+            fn shutdown(&self) {
+                let _ = <$t>::shutdown(self, Shutdown::Both);
+            }
+        }
+    };
 }
+stream!(TcpStream);
+stream!(UnixStream);
 
-impl Read for Sock {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Sock::Tcp(s) => s.read(buf),
-            Sock::Unix(s) => s.read(buf),
+fn connect(to: &Endpoint) -> io::Result<Sock> {
+    Ok(match to {
+        Endpoint::Tcp(addr) => {
+            let s = TcpStream::connect_timeout(addr, Duration::from_secs(5))?;
+            s.set_nodelay(true)?;
+            Box::new(s)
         }
-    }
-}
-
-impl Write for Sock {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Sock::Tcp(s) => s.write(buf),
-            Sock::Unix(s) => s.write(buf),
-        }
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        match self {
-            Sock::Tcp(s) => s.flush(),
-            Sock::Unix(s) => s.flush(),
-        }
-    }
+        Endpoint::Unix(path) => Box::new(UnixStream::connect(path)?),
+    })
 }
 
 enum Listener {
@@ -234,12 +212,12 @@ impl Listener {
                 let (s, _) = l.accept()?;
                 s.set_nonblocking(false)?;
                 s.set_nodelay(true)?;
-                Sock::Tcp(s)
+                Box::new(s)
             }
             Listener::Unix(l) => {
                 let (s, _) = l.accept()?;
                 s.set_nonblocking(false)?;
-                Sock::Unix(s)
+                Box::new(s)
             }
         })
     }
@@ -384,7 +362,7 @@ fn accept_loop(listener: Listener, to: Endpoint, shared: Arc<Shared>) {
                 continue;
             }
         }
-        let Ok(upstream) = Sock::connect(&to) else {
+        let Ok(upstream) = connect(&to) else {
             client.shutdown();
             continue;
         };

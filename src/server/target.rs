@@ -104,36 +104,37 @@ impl Target {
         }
     }
 
+    /// The servers jsbench started, each with the name the results give
+    /// it (`embedded`, or its server name in a cluster), and the cluster's
+    /// name; none for an external server.
+    fn started(&self) -> (Vec<(String, &EmbeddedServer)>, Option<&str>) {
+        match self {
+            Target::Embedded(s) => (vec![("embedded".into(), &**s)], None),
+            Target::Cluster(c) => (c.members().collect(), Some(c.name())),
+            Target::External => (Vec::new(), None),
+        }
+    }
+
     /// The nodes jsbench started; an external cluster's are learnt from
     /// the connections instead.
     pub fn nodes(&self, info: &async_nats::ServerInfo) -> Vec<NodeInfo> {
-        match self {
-            Target::Embedded(s) => vec![NodeInfo {
-                name: info.server_name.clone(),
-                version: s.version().to_string(),
-                cluster: None,
-                url: Some(s.url().to_string()),
-            }],
-            Target::Cluster(c) => c
-                .members()
-                .map(|(name, s)| NodeInfo {
-                    name,
-                    version: s.version().to_string(),
-                    cluster: Some(c.name().to_string()),
-                    url: Some(s.url().to_string()),
-                })
-                .collect(),
-            Target::External => Vec::new(),
-        }
+        let (started, cluster) = self.started();
+        let started = started.into_iter().map(|(name, s)| NodeInfo {
+            // A single server goes by the name it gives itself.
+            name: cluster.map_or_else(|| info.server_name.clone(), |_| name),
+            version: s.version().to_string(),
+            cluster: cluster.map(str::to_string),
+            url: Some(s.url().to_string()),
+        });
+        started.collect()
     }
 
     /// Where the server's CPU time is read: the processes jsbench started,
     /// or an external server's monitoring endpoint when one is given.
     pub fn server_cpu(&self, monitor: Option<&str>, pids: &[u32]) -> ServerCpu {
         match (self, monitor) {
-            (Target::Embedded(s), _) => ServerCpu::Processes(vec![s.pid()]),
-            (Target::Cluster(c), _) => {
-                ServerCpu::Processes(c.members().map(|(_, s)| s.pid()).collect())
+            (Target::Embedded(_) | Target::Cluster(_), _) => {
+                ServerCpu::Processes(self.started().0.iter().map(|(_, s)| s.pid()).collect())
             }
             // An external server whose processes are on this host (ab's).
             (Target::External, _) if !pids.is_empty() => ServerCpu::Processes(pids.to_vec()),
@@ -151,27 +152,15 @@ impl Target {
     /// embedded server's, every node of a local cluster, or the
     /// comma-separated `--monitor` list for a server jsbench did not start.
     pub fn monitors(&self, monitor: Option<&str>) -> Vec<Monitor> {
-        match (self, monitor) {
-            (Target::Embedded(s), _) => s
-                .monitor_url()
-                .map(|url| Monitor {
-                    node: "embedded".into(),
-                    url: url.to_string(),
-                })
-                .into_iter()
-                .collect(),
-            (Target::Cluster(c), _) => c
-                .members()
-                .filter_map(|(name, node)| {
-                    node.monitor_url().map(|url| Monitor {
-                        node: name,
-                        url: url.to_string(),
-                    })
-                })
-                .collect(),
-            (Target::External, Some(list)) => monitors_from_list(list),
-            (Target::External, None) => Vec::new(),
+        if let (Target::External, Some(list)) = (self, monitor) {
+            return monitors_from_list(list);
         }
+        let started = self.started().0.into_iter();
+        let monitors = started.filter_map(|(node, s)| {
+            let url = s.monitor_url()?.to_string();
+            Some(Monitor { node, url })
+        });
+        monitors.collect()
     }
 
     /// What scenarios may kill and restart: only servers jsbench started.

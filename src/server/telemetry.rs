@@ -85,30 +85,59 @@ pub const NO_LEADER: &str = "(no leader)";
 /// Every stream's leader, as one node's `/jsz?accounts=true&streams=true`
 /// reports them.
 fn stream_leaders(url: &str) -> Option<Vec<(String, String)>> {
-    let jsz: serde_json::Value = get_json(url, "/jsz?accounts=true&streams=true")?;
-    let mut leaders = Vec::new();
-    for account in jsz.get("account_details")?.as_array()? {
-        for stream in account
-            .get("stream_detail")
-            .and_then(|s| s.as_array())
+    let jsz: StreamsJsz = get_json(url, "/jsz?accounts=true&streams=true")?;
+    jsz.account_details.as_ref()?;
+    let leaders = jsz.streams().filter_map(|s| {
+        // A replicated stream between leaders (an election under way)
+        // has a cluster and no leader: a state worth seeing.
+        let leader = s.cluster?.leader.filter(|l| !l.is_empty());
+        Some((s.name, leader.unwrap_or_else(|| NO_LEADER.into())))
+    });
+    Some(leaders.collect())
+}
+
+/// A node's `/jsz?accounts=true&streams=true`: the streams it holds.
+#[derive(Deserialize)]
+pub(super) struct StreamsJsz {
+    account_details: Option<Vec<AccountDetail>>,
+}
+
+impl StreamsJsz {
+    pub(super) fn streams(self) -> impl Iterator<Item = StreamDetail> {
+        self.account_details
             .into_iter()
             .flatten()
-        {
-            let name = stream.get("name").and_then(|n| n.as_str());
-            // A replicated stream between leaders (an election under way)
-            // has a cluster and no leader: a state worth seeing.
-            let leader = stream.get("cluster").map(|c| {
-                c.get("leader")
-                    .and_then(|l| l.as_str())
-                    .filter(|l| !l.is_empty())
-                    .unwrap_or(NO_LEADER)
-            });
-            if let (Some(name), Some(leader)) = (name, leader) {
-                leaders.push((name.to_string(), leader.to_string()));
-            }
-        }
+            .flat_map(|a| a.stream_detail)
     }
-    Some(leaders)
+}
+
+#[derive(Deserialize)]
+struct AccountDetail {
+    #[serde(default)]
+    stream_detail: Vec<StreamDetail>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct StreamDetail {
+    pub name: String,
+    #[serde(default)]
+    pub state: ReplicaState,
+    pub cluster: Option<StreamCluster>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct StreamCluster {
+    pub leader: Option<String>,
+}
+
+/// What one node holds of a stream, from its own `/jsz`: a replica's
+/// state, not the leader's view of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(default)]
+pub struct ReplicaState {
+    pub messages: u64,
+    pub first_seq: u64,
+    pub last_seq: u64,
 }
 
 #[derive(Deserialize, Default)]

@@ -11,8 +11,14 @@ use anyhow::{Context, Result, anyhow, bail};
 /// The JSON `path` of the monitoring endpoint `url` answers; `None` when
 /// it does not answer, or not with that JSON.
 pub fn get_json<T: serde::de::DeserializeOwned>(url: &str, path: &str) -> Option<T> {
-    let body = get(&format!("{}{path}", url.trim_end_matches('/'))).ok()?;
-    serde_json::from_str(&body).ok()
+    get_parsed(url, path).ok()
+}
+
+/// The JSON `path` of the monitoring endpoint `url` answers; the error
+/// says whether it did not answer or not with that JSON.
+pub fn get_parsed<T: serde::de::DeserializeOwned>(url: &str, path: &str) -> Result<T> {
+    let body = get(&format!("{}{path}", url.trim_end_matches('/')))?;
+    serde_json::from_str(&body).with_context(|| format!("parsing {path}"))
 }
 
 /// GETs a monitoring URL (`http://127.0.0.1:<port>/jsz`) and returns the
