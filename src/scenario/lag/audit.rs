@@ -14,9 +14,6 @@ pub const ORDER: &str = "copy in origin order";
 pub const COUNT: &str = "copy holds as many messages as the origins stored";
 pub const DRAINED: &str = "work-queue origin drained by the flow-control acks";
 pub use crate::scenario::checks::PERSISTED;
-pub const PAUSED: &str = "the server paused the sourcing durable";
-pub const CUT: &str = "the copy's node was cut off and healed";
-pub const KILL: &str = "the copy's leader was killed and restarted";
 
 /// Sequences named in evidence at most.
 const NAMED: usize = 5;

@@ -8,32 +8,54 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, anyhow};
 
-use super::plan::Outage;
+use super::plan::{Mode, Plan};
 use super::topology::Topology;
 use crate::drive::RunContext;
 use crate::record::clock;
 use crate::server::relay::Block;
+use crate::variant::Invariant;
+
+pub const PAUSED: &str = "the server paused the sourcing durable";
+pub const CUT: &str = "the copy's node was cut off and healed";
+pub const KILL: &str = "the copy's leader was killed and restarted";
 
 /// A fault as it happened.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Happened {
     pub began_ns: u64,
     pub ended_ns: u64,
-    /// `wq_paused`: the server answered `paused: true`.
-    pub paused: Option<bool>,
-    /// `cut`, `kill`: the node struck (it led the copy), back again.
-    pub struck: Option<String>,
+    /// That it happened: `wq_paused`'s server answered `paused: true`;
+    /// `cut`'s and `kill`'s node struck (it led the copy), back again.
+    pub done: Invariant,
 }
 
-/// Pauses the sourcing durable `after` into the publishing until `lasts`
-/// later; the server resumes it on its own at that instant.
-pub async fn pause(
+/// The variant's fault, from about the first publish (started with the
+/// drive, which connects and then waits its lead-in before the first
+/// send): none, a pause, or a strike at `struck` (arranged before the
+/// load).
+pub async fn inject(
     ctx: &RunContext,
+    plan: &Plan,
+    mode: Mode,
     t: &Topology,
-    after: Duration,
-    lasts: Duration,
-) -> Result<Happened> {
-    tokio::time::sleep(after).await;
+    struck: Option<&Struck>,
+) -> Result<Option<Happened>> {
+    let (after, lasts) = match mode {
+        Mode::WqPaused => (plan.pause_after, plan.pause_for),
+        Mode::Cut | Mode::Kill => (plan.cut_after, plan.down_for),
+        Mode::Mirror | Mode::Source | Mode::WqSource | Mode::Leaf => return Ok(None),
+    };
+    tokio::time::sleep(ctx.lead_in + after).await;
+    match struck {
+        None => pause(ctx, t, lasts).await,
+        Some(node) => strike(ctx, t, node, mode, lasts).await,
+    }
+    .map(Some)
+}
+
+/// Pauses the sourcing durable until `lasts` later; the server resumes
+/// it on its own at that instant.
+async fn pause(ctx: &RunContext, t: &Topology, lasts: Duration) -> Result<Happened> {
     let durable = t
         .durable
         .as_deref()
@@ -51,11 +73,11 @@ pub async fn pause(
         .pause_consumer(durable, until)
         .await
         .with_context(|| format!("pausing the sourcing durable {durable}"))?;
+    let done = "the pause request answered paused: true";
     Ok(Happened {
         began_ns,
         ended_ns: began_ns + lasts.as_nanos() as u64,
-        paused: Some(answer.paused),
-        struck: None,
+        done: Invariant::check(PAUSED, answer.paused, done),
     })
 }
 
@@ -83,7 +105,7 @@ const SETTLE: Duration = Duration::from_secs(15);
 /// while messages flow: a moved origin answers no publish until its new
 /// leader is elected. The load's clients then stay off the node
 /// ([`crate::drive::DriveSpec::avoid_server`]).
-pub async fn arrange(ctx: &RunContext, t: &Topology, how: Outage) -> Result<Struck> {
+pub async fn arrange(ctx: &RunContext, t: &Topology, how: Mode) -> Result<Struck> {
     let faults = faults(how, ctx)?;
     let (names, urls) = (faults.node_names(), faults.client_urls());
     let js = ctx.provisioner.jetstream();
@@ -156,7 +178,7 @@ async fn move_leader(js: &async_nats::jetstream::Context, stream: &str, to: &str
 }
 
 /// The fault handle an outage needs, or why there is none.
-fn faults(how: Outage, ctx: &RunContext) -> Result<crate::server::fault::FaultHandle> {
+fn faults(how: Mode, ctx: &RunContext) -> Result<crate::server::fault::FaultHandle> {
     ctx.faults.clone().ok_or_else(|| {
         anyhow!(
             "the {} variant strikes one node of a cluster jsbench started: run it on a \
@@ -166,20 +188,18 @@ fn faults(how: Outage, ctx: &RunContext) -> Result<crate::server::fault::FaultHa
     })
 }
 
-/// Strikes `node` (leading the copy since [`arrange`]) `after` into the
-/// publishing and ends the outage `lasts` later (heal, or restart): the
-/// copying stops and nothing else, the publishing goes on. Fails,
-/// striking nothing, if the copy's leadership left the node on its own
-/// meanwhile.
-pub async fn strike(
+/// Strikes `node` (leading the copy since [`arrange`]) and ends the
+/// outage `lasts` later (heal, or restart): the copying stops and nothing
+/// else, the publishing goes on. Fails, striking nothing, if the copy's
+/// leadership left the node on its own meanwhile.
+async fn strike(
     ctx: &RunContext,
     t: &Topology,
     node: &Struck,
-    how: Outage,
-    (after, lasts): (Duration, Duration),
+    how: Mode,
+    lasts: Duration,
 ) -> Result<Happened> {
     let faults = faults(how, ctx)?;
-    tokio::time::sleep(after).await;
     let now = leader(ctx.provisioner.jetstream(), &t.copy).await?;
     if now != node.name {
         return Err(anyhow!(
@@ -190,29 +210,33 @@ pub async fn strike(
             how.label()
         ));
     }
-    let index = node.index;
+    let (index, cut) = (node.index, how == Mode::Cut);
     let f = faults.clone();
-    tokio::task::spawn_blocking(move || match how {
-        Outage::Cut => f.block_routes(index, Block::Cut),
-        Outage::Kill => f.kill(index),
+    tokio::task::spawn_blocking(move || match cut {
+        true => f.block_routes(index, Block::Cut),
+        false => f.kill(index),
     })
     .await
     .context("striking the copy's leader")?
     .with_context(|| format!("{} of {}", how.label(), node.name))?;
     let began_ns = clock::now_ns();
     tokio::time::sleep(lasts).await;
-    tokio::task::spawn_blocking(move || match how {
-        Outage::Cut => faults.heal_routes(index),
-        Outage::Kill => faults.restart(index),
+    tokio::task::spawn_blocking(move || match cut {
+        true => faults.heal_routes(index),
+        false => faults.restart(index),
     })
     .await
     .context("ending the outage of the copy's leader")?
     .with_context(|| format!("ending the {} of {}", how.label(), node.name))?;
+    let (name, done) = match cut {
+        true => (CUT, "cut off and healed"),
+        false => (KILL, "killed and restarted"),
+    };
+    let detail = format!("{}, the copy's leader, {done}", node.name);
     Ok(Happened {
         began_ns,
         ended_ns: clock::now_ns(),
-        paused: None,
-        struck: Some(node.name.clone()),
+        done: Invariant::check(name, true, detail),
     })
 }
 

@@ -27,7 +27,7 @@ pub fn spec(s: &Scope<'_>, plan: &Plan, mode: Mode, t: &Topology) -> DriveSpec {
         publishers: t.origins.len(),
         ..plan.publish.clone()
     };
-    if mode.outage().is_some() {
+    if mode.struck() {
         publish.client = PublishClient::AsyncNats;
     }
     let streams = t.origins.iter();
