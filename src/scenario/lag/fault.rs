@@ -12,6 +12,7 @@ use super::plan::{Mode, Plan};
 use super::topology::Topology;
 use crate::drive::RunContext;
 use crate::record::clock;
+use crate::server::fault::FaultHandle;
 use crate::server::relay::Block;
 use crate::variant::Invariant;
 
@@ -83,12 +84,12 @@ async fn pause(ctx: &RunContext, t: &Topology, lasts: Duration) -> Result<Happen
 
 /// The node a `cut` or `kill` variant strikes, chosen and given the
 /// copy's leadership before any load.
-#[derive(Debug, Clone)]
 pub struct Struck {
     pub name: String,
     index: usize,
     /// Its client URL: the load's clients stay off it.
     pub url: String,
+    faults: FaultHandle,
 }
 
 /// How long a moved leadership may take to settle where it was asked.
@@ -106,14 +107,19 @@ const SETTLE: Duration = Duration::from_secs(15);
 /// leader is elected. The load's clients then stay off the node
 /// ([`crate::drive::DriveSpec::avoid_server`]).
 pub async fn arrange(ctx: &RunContext, t: &Topology, how: Mode) -> Result<Struck> {
-    let faults = faults(how, ctx)?;
+    let faults = ctx.faults.clone().ok_or_else(|| {
+        anyhow!(
+            "the {} variant strikes one node of a cluster jsbench started: run it on a \
+             local cluster (--cluster 3)",
+            how.label()
+        )
+    })?;
     let (names, urls) = (faults.node_names(), faults.client_urls());
     let js = ctx.provisioner.jetstream();
     let client = js.client().server_info().server_name;
-    let origins: Vec<&str> = t.origins.iter().map(|o| o.name.as_str()).collect();
     let mut leaders = Vec::new();
-    for o in &origins {
-        leaders.push(leader(js, o).await?);
+    for o in &t.origins {
+        leaders.push(leader(js, &o.name).await?);
     }
     let apart = |leaders: &[String]| {
         names
@@ -123,9 +129,9 @@ pub async fn arrange(ctx: &RunContext, t: &Topology, how: Mode) -> Result<Struck
     let index = match apart(&leaders) {
         Some(i) => i,
         None => {
-            for (o, l) in origins.iter().zip(&mut leaders) {
+            for (o, l) in t.origins.iter().zip(&mut leaders) {
                 if *l != client {
-                    move_leader(js, o, &client).await?;
+                    move_leader(js, &o.name, &client).await?;
                     *l = client.clone();
                 }
             }
@@ -145,7 +151,12 @@ pub async fn arrange(ctx: &RunContext, t: &Topology, how: Mode) -> Result<Struck
     let url = urls.get(index).cloned().ok_or_else(|| {
         anyhow!("no client URL for node {name}: these servers cannot be struck one by one")
     })?;
-    Ok(Struck { name, index, url })
+    Ok(Struck {
+        name,
+        index,
+        url,
+        faults,
+    })
 }
 
 /// Asks `stream`'s leader to hand its leadership to `to`, and waits
@@ -161,31 +172,16 @@ async fn move_leader(js: &async_nats::jetstream::Context, stream: &str, to: &str
             "the server refused to move the leadership of {stream} to {to}: {e}"
         ));
     }
-    let started = tokio::time::Instant::now();
-    loop {
-        // A new leader answers stream info; until then the old one may
-        // still, or nobody.
-        if leader(js, stream).await.ok().as_deref() == Some(to) {
-            return Ok(());
+    // A new leader answers stream info; until then the old one may
+    // still, or nobody.
+    let moved = async {
+        while leader(js, stream).await.ok().as_deref() != Some(to) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        if started.elapsed() >= SETTLE {
-            return Err(anyhow!(
-                "the leadership of {stream} did not reach {to} within {SETTLE:?}"
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// The fault handle an outage needs, or why there is none.
-fn faults(how: Mode, ctx: &RunContext) -> Result<crate::server::fault::FaultHandle> {
-    ctx.faults.clone().ok_or_else(|| {
-        anyhow!(
-            "the {} variant strikes one node of a cluster jsbench started: run it on a \
-             local cluster (--cluster 3)",
-            how.label()
-        )
-    })
+    };
+    tokio::time::timeout(SETTLE, moved)
+        .await
+        .map_err(|_| anyhow!("the leadership of {stream} did not reach {to} within {SETTLE:?}"))
 }
 
 /// Strikes `node` (leading the copy since [`arrange`]) and ends the
@@ -199,7 +195,6 @@ async fn strike(
     how: Mode,
     lasts: Duration,
 ) -> Result<Happened> {
-    let faults = faults(how, ctx)?;
     let now = leader(ctx.provisioner.jetstream(), &t.copy).await?;
     if now != node.name {
         return Err(anyhow!(
@@ -211,7 +206,7 @@ async fn strike(
         ));
     }
     let (index, cut) = (node.index, how == Mode::Cut);
-    let f = faults.clone();
+    let (f, faults) = (node.faults.clone(), node.faults.clone());
     tokio::task::spawn_blocking(move || match cut {
         true => f.block_routes(index, Block::Cut),
         false => f.kill(index),
