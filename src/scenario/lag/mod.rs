@@ -21,8 +21,6 @@
 
 mod audit;
 mod fault;
-mod leaf;
-mod load;
 pub mod plan;
 pub mod topology;
 pub mod watch;
@@ -30,8 +28,8 @@ pub mod watch;
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
-use anyhow::{Context as _, Result, bail};
-use async_nats::jetstream::stream;
+use anyhow::{Context as _, Result, anyhow, bail};
+use async_nats::jetstream::{self, stream};
 
 use self::audit::CopyAudit;
 use self::fault::Happened;
@@ -40,10 +38,11 @@ use self::watch::{Copied, CopyReader, Origins};
 use super::checks;
 use super::table::{self, ChartSpec, Column, Show};
 use super::{Kind, Scope, Variants};
-use crate::drive::{DriveOutcome, RunContext, drive};
-use crate::profile::{CommonPlan, FaultKind, format_duration};
+use crate::drive::{DriveOutcome, DriveSpec, RunContext, StreamLoad, drive};
+use crate::profile::{CommonPlan, FaultKind, PublishClient, PublishPlan, format_duration};
 use crate::record::clock;
 use crate::record::histogram::Recorder;
+use crate::record::ledger::{Event, LedgerShard};
 use crate::record::metrics::Direction;
 use crate::record::timeline::Timeline;
 use crate::streams::provision::{Need, placement};
@@ -190,7 +189,7 @@ impl Kind for Lag {
         describe(common, plan, mode, r);
         let t = topology::plan(s.ctx, common, mode, plan.origins);
         let leaf = match mode {
-            Mode::Leaf => Some(leaf::LeafSide::open(s.ctx).await?),
+            Mode::Leaf => Some(topology::LeafSide::open(s.ctx).await?),
             _ => None,
         };
         let observed = observe(s, plan, mode, &t, leaf.as_ref(), r).await?;
@@ -263,7 +262,7 @@ async fn observe(
     plan: &Plan,
     mode: Mode,
     t: &Topology,
-    leaf: Option<&leaf::LeafSide>,
+    leaf: Option<&topology::LeafSide>,
     r: &mut VariantResult,
 ) -> Result<Observed> {
     let (ctx, common) = (s.ctx, &s.scenario.common);
@@ -285,7 +284,7 @@ async fn observe(
     let expected = (plan.rate as f64 * common.duration.as_secs_f64()) as usize;
     let reader = CopyReader::start(&copy, origins, expected).await?;
     let subjects: Vec<String> = t.origins.iter().map(|o| o.subject()).collect();
-    let primers = load::prime(js, &subjects).await?;
+    let primers = prime(js, &subjects).await?;
     let primed = until(|| reader.seen() >= primers.len() as u64);
     if tokio::time::timeout(PRIME_TIMEOUT, primed).await.is_err() {
         bail!(
@@ -298,15 +297,15 @@ async fn observe(
     }
     // Slowed for the load and its settling; let go on the way out.
     let _throttle = leaf.map(|l| l.throttle(plan));
-    let mut spec = load::spec(s, plan, mode, t);
+    let mut spec = load_spec(s, plan, mode, t);
     spec.avoid_server = struck.as_ref().map(|n| n.url.clone());
     let (outcome, fault) = tokio::join!(
         drive(ctx, &spec),
         fault::inject(ctx, plan, mode, t, struck.as_ref())
     );
     let (mut outcome, fault) = (outcome?, fault?);
-    load::uncounted_losses(&mut outcome);
-    let mut stored = load::acked(&outcome, t.origins.len())?;
+    uncounted_losses(&mut outcome);
+    let mut stored = acked(&outcome, t.origins.len())?;
     // The primers are in the copy too.
     for (seqs, primer) in stored.iter_mut().zip(primers) {
         seqs.insert(primer);
@@ -572,4 +571,89 @@ fn drained(mode: Mode, o: &Observed) -> Invariant {
         None => "the origin's state was never read".to_string(),
     };
     Invariant::check(DRAINED, o.origin_left == Some(0), detail)
+}
+
+// The origins' load, as the shared drive runs it ([`crate::drive`]): the
+// paced publishers with their PubAck window, no consumer on the origins
+// (the server's copying is the only reader). One publisher per origin,
+// each feeding its origin's one subject, so publisher *p*'s PubAcks are
+// origin *p*'s stream sequences: what the copy audit expects.
+
+/// `rate` msg/s over warm-up and duration, split evenly over one
+/// publisher per origin; nobody consumes. Through a route cut the
+/// publishers stay off the node cut ([`DriveSpec::avoid_server`], set by
+/// the variant) and are async-nats' all the same: should their link drop
+/// they reconnect, where the direct client would end the run, and the
+/// drive, which plans no fault of its own here, would choose that one.
+fn load_spec(s: &Scope<'_>, plan: &Plan, mode: Mode, t: &Topology) -> DriveSpec {
+    let mut publish = PublishPlan {
+        publishers: t.origins.len(),
+        ..plan.publish.clone()
+    };
+    if mode.struck() {
+        publish.client = PublishClient::AsyncNats;
+    }
+    let streams = t.origins.iter();
+    DriveSpec {
+        streams: streams
+            .map(|o| StreamLoad::new(&o.name, vec![o.subject()]))
+            .collect(),
+        ..DriveSpec::publish_only(
+            s.drive_label(),
+            "",
+            Vec::new(),
+            &publish,
+            &s.scenario.common,
+            plan.rate,
+        )
+    }
+}
+
+/// Per origin, the sequences its publisher's PubAcks confirmed stored:
+/// each origin's part of the load, or the one origin's whole.
+fn acked(o: &DriveOutcome, origins: usize) -> Result<Vec<BTreeSet<u64>>> {
+    let ledgers: Vec<&LedgerShard> = match o.parts.is_empty() {
+        true => vec![&o.ledger],
+        false => o.parts.iter().map(|p| &p.outcome.ledger).collect(),
+    };
+    if ledgers.len() != origins {
+        return Err(anyhow!(
+            "the drive reported {} streams for {origins} origins: which origin stored \
+             what cannot be told",
+            ledgers.len()
+        ));
+    }
+    Ok(ledgers.into_iter().map(persisted).collect())
+}
+
+fn persisted(ledger: &LedgerShard) -> BTreeSet<u64> {
+    (1..=ledger.max_seq())
+        .filter(|&s| ledger.count(s, Event::Persisted) > 0)
+        .collect()
+}
+
+/// Nothing was consumed from the origins: what the copy delivered and
+/// lost is the audit's to say, not the drive's.
+fn uncounted_losses(o: &mut DriveOutcome) {
+    let c = &mut o.counts;
+    (c.lost, c.unattributed, c.client_dropped) = (0, 0, 0);
+}
+
+/// One message into each origin, confirmed: published before the load
+/// and awaited in the copy, so the load starts on a copy whose sourcing
+/// consumer is up (creating it takes the server 100-300 ms here, which
+/// the first messages would otherwise wait out as lag). Set-up, not
+/// load: its payload carries no stamp. The primers' sequences, by origin.
+async fn prime(js: &jetstream::Context, subjects: &[String]) -> Result<Vec<u64>> {
+    let mut seqs = Vec::new();
+    for subject in subjects {
+        let ack = js
+            .publish(subject.clone(), u64::MAX.to_le_bytes().to_vec().into())
+            .await
+            .with_context(|| format!("priming {subject}"))?
+            .await
+            .with_context(|| format!("the PubAck of the primer on {subject}"))?;
+        seqs.push(ack.sequence);
+    }
+    Ok(seqs)
 }
