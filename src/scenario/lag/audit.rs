@@ -14,9 +14,6 @@ pub const ORDER: &str = "copy in origin order";
 pub const COUNT: &str = "copy holds as many messages as the origins stored";
 pub const DRAINED: &str = "work-queue origin drained by the flow-control acks";
 pub use crate::scenario::checks::PERSISTED;
-pub const PAUSED: &str = "the server paused the sourcing durable";
-pub const CUT: &str = "the copy's node was cut off and healed";
-pub const KILL: &str = "the copy's leader was killed and restarted";
 
 /// Sequences named in evidence at most.
 const NAMED: usize = 5;
@@ -96,14 +93,14 @@ fn first<T: std::fmt::Display>(items: impl IntoIterator<Item = T>) -> String {
 /// The copy's invariants. `origin_holds`: of the missing, how many the
 /// origin still holds (the copying never fetched them) against how many
 /// it no longer does (acknowledged to the copy, then lost); `names`: the
-/// origins' stream names; `ordered`: whether the mode promises order.
+/// origins' stream names; `copy_count`: what the copy's stream info
+/// says it holds.
 pub fn invariants(
     a: &CopyAudit,
     names: &[String],
     origin_holds: Option<u64>,
     copy_count: Option<u64>,
 ) -> Vec<Invariant> {
-    let mut out = Vec::new();
     let missing = a.missing_count();
     let mut problems = Vec::new();
     if missing > 0 {
@@ -147,20 +144,8 @@ pub fn invariants(
             first(&a.strangers)
         ));
     }
-    out.push(Invariant::check(
-        ONCE,
-        problems.is_empty(),
-        if problems.is_empty() {
-            format!(
-                "{} origin messages, each stored once in the copy",
-                a.expected
-            )
-        } else {
-            problems.join("; ")
-        },
-    ));
     // A failed lookup checks nothing, and says so as a failure.
-    out.push(match copy_count {
+    let count = match copy_count {
         Some(n) => Invariant::equal(COUNT, n, a.expected),
         None => Invariant::check(
             COUNT,
@@ -170,24 +155,35 @@ pub fn invariants(
                 a.expected
             ),
         ),
-    });
+    };
     // A mirror keeps the origin's sequences; a source copies each origin
     // in its order (it retries from the first sequence it missed, never
     // skips ahead).
-    out.push(Invariant::check(
-        ORDER,
-        a.out_of_order.is_empty(),
-        if a.out_of_order.is_empty() {
-            "each origin's messages in the copy in the origin's sequence order".to_string()
-        } else {
-            format!(
-                "{} stored after a later message of their origin (copy seqs {})",
-                a.out_of_order.len(),
-                first(&a.out_of_order)
-            )
-        },
-    ));
-    out
+    let late = (!a.out_of_order.is_empty()).then(|| {
+        format!(
+            "{} stored after a later message of their origin (copy seqs {})",
+            a.out_of_order.len(),
+            first(&a.out_of_order)
+        )
+    });
+    let once = format!(
+        "{} origin messages, each stored once in the copy",
+        a.expected
+    );
+    let order = "each origin's messages in the copy in the origin's sequence order";
+    vec![
+        judged(ONCE, problems, once),
+        count,
+        judged(ORDER, late.into_iter().collect(), order.into()),
+    ]
+}
+
+/// Passed, saying `fine`, when there are no `problems`; failed, naming
+/// them all, when there are.
+fn judged(name: &str, problems: Vec<String>, fine: String) -> Invariant {
+    let passed = problems.is_empty();
+    let detail = if passed { fine } else { problems.join("; ") };
+    Invariant::check(name, passed, detail)
 }
 
 #[cfg(test)]

@@ -8,32 +8,55 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, anyhow};
 
-use super::plan::Outage;
+use super::plan::{Mode, Plan};
 use super::topology::Topology;
 use crate::drive::RunContext;
 use crate::record::clock;
+use crate::server::fault::FaultHandle;
 use crate::server::relay::Block;
+use crate::variant::Invariant;
+
+pub const PAUSED: &str = "the server paused the sourcing durable";
+pub const CUT: &str = "the copy's node was cut off and healed";
+pub const KILL: &str = "the copy's leader was killed and restarted";
 
 /// A fault as it happened.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Happened {
     pub began_ns: u64,
     pub ended_ns: u64,
-    /// `wq_paused`: the server answered `paused: true`.
-    pub paused: Option<bool>,
-    /// `cut`, `kill`: the node struck (it led the copy), back again.
-    pub struck: Option<String>,
+    /// That it happened: `wq_paused`'s server answered `paused: true`;
+    /// `cut`'s and `kill`'s node struck (it led the copy), back again.
+    pub done: Invariant,
 }
 
-/// Pauses the sourcing durable `after` into the publishing until `lasts`
-/// later; the server resumes it on its own at that instant.
-pub async fn pause(
+/// The variant's fault, from about the first publish (started with the
+/// drive, which connects and then waits its lead-in before the first
+/// send): none, a pause, or a strike at `struck` (arranged before the
+/// load).
+pub async fn inject(
     ctx: &RunContext,
+    plan: &Plan,
+    mode: Mode,
     t: &Topology,
-    after: Duration,
-    lasts: Duration,
-) -> Result<Happened> {
-    tokio::time::sleep(after).await;
+    struck: Option<&Struck>,
+) -> Result<Option<Happened>> {
+    let (after, lasts) = match mode {
+        Mode::WqPaused => (plan.pause_after, plan.pause_for),
+        Mode::Cut | Mode::Kill => (plan.cut_after, plan.down_for),
+        Mode::Mirror | Mode::Source | Mode::WqSource | Mode::Leaf => return Ok(None),
+    };
+    tokio::time::sleep(ctx.lead_in + after).await;
+    match struck {
+        None => pause(ctx, t, lasts).await,
+        Some(node) => strike(ctx, t, node, mode, lasts).await,
+    }
+    .map(Some)
+}
+
+/// Pauses the sourcing durable until `lasts` later; the server resumes
+/// it on its own at that instant.
+async fn pause(ctx: &RunContext, t: &Topology, lasts: Duration) -> Result<Happened> {
     let durable = t
         .durable
         .as_deref()
@@ -51,22 +74,22 @@ pub async fn pause(
         .pause_consumer(durable, until)
         .await
         .with_context(|| format!("pausing the sourcing durable {durable}"))?;
+    let done = "the pause request answered paused: true";
     Ok(Happened {
         began_ns,
         ended_ns: began_ns + lasts.as_nanos() as u64,
-        paused: Some(answer.paused),
-        struck: None,
+        done: Invariant::check(PAUSED, answer.paused, done),
     })
 }
 
 /// The node a `cut` or `kill` variant strikes, chosen and given the
 /// copy's leadership before any load.
-#[derive(Debug, Clone)]
 pub struct Struck {
     pub name: String,
     index: usize,
     /// Its client URL: the load's clients stay off it.
     pub url: String,
+    faults: FaultHandle,
 }
 
 /// How long a moved leadership may take to settle where it was asked.
@@ -83,15 +106,20 @@ const SETTLE: Duration = Duration::from_secs(15);
 /// while messages flow: a moved origin answers no publish until its new
 /// leader is elected. The load's clients then stay off the node
 /// ([`crate::drive::DriveSpec::avoid_server`]).
-pub async fn arrange(ctx: &RunContext, t: &Topology, how: Outage) -> Result<Struck> {
-    let faults = faults(how, ctx)?;
+pub async fn arrange(ctx: &RunContext, t: &Topology, how: Mode) -> Result<Struck> {
+    let faults = ctx.faults.clone().ok_or_else(|| {
+        anyhow!(
+            "the {} variant strikes one node of a cluster jsbench started: run it on a \
+             local cluster (--cluster 3)",
+            how.label()
+        )
+    })?;
     let (names, urls) = (faults.node_names(), faults.client_urls());
     let js = ctx.provisioner.jetstream();
     let client = js.client().server_info().server_name;
-    let origins: Vec<&str> = t.origins.iter().map(|o| o.name.as_str()).collect();
     let mut leaders = Vec::new();
-    for o in &origins {
-        leaders.push(leader(js, o).await?);
+    for o in &t.origins {
+        leaders.push(leader(js, &o.name).await?);
     }
     let apart = |leaders: &[String]| {
         names
@@ -101,9 +129,9 @@ pub async fn arrange(ctx: &RunContext, t: &Topology, how: Outage) -> Result<Stru
     let index = match apart(&leaders) {
         Some(i) => i,
         None => {
-            for (o, l) in origins.iter().zip(&mut leaders) {
+            for (o, l) in t.origins.iter().zip(&mut leaders) {
                 if *l != client {
-                    move_leader(js, o, &client).await?;
+                    move_leader(js, &o.name, &client).await?;
                     *l = client.clone();
                 }
             }
@@ -123,7 +151,12 @@ pub async fn arrange(ctx: &RunContext, t: &Topology, how: Outage) -> Result<Stru
     let url = urls.get(index).cloned().ok_or_else(|| {
         anyhow!("no client URL for node {name}: these servers cannot be struck one by one")
     })?;
-    Ok(Struck { name, index, url })
+    Ok(Struck {
+        name,
+        index,
+        url,
+        faults,
+    })
 }
 
 /// Asks `stream`'s leader to hand its leadership to `to`, and waits
@@ -139,47 +172,29 @@ async fn move_leader(js: &async_nats::jetstream::Context, stream: &str, to: &str
             "the server refused to move the leadership of {stream} to {to}: {e}"
         ));
     }
-    let started = tokio::time::Instant::now();
-    loop {
-        // A new leader answers stream info; until then the old one may
-        // still, or nobody.
-        if leader(js, stream).await.ok().as_deref() == Some(to) {
-            return Ok(());
+    // A new leader answers stream info; until then the old one may
+    // still, or nobody.
+    let moved = async {
+        while leader(js, stream).await.ok().as_deref() != Some(to) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        if started.elapsed() >= SETTLE {
-            return Err(anyhow!(
-                "the leadership of {stream} did not reach {to} within {SETTLE:?}"
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    };
+    tokio::time::timeout(SETTLE, moved)
+        .await
+        .map_err(|_| anyhow!("the leadership of {stream} did not reach {to} within {SETTLE:?}"))
 }
 
-/// The fault handle an outage needs, or why there is none.
-fn faults(how: Outage, ctx: &RunContext) -> Result<crate::server::fault::FaultHandle> {
-    ctx.faults.clone().ok_or_else(|| {
-        anyhow!(
-            "the {} variant strikes one node of a cluster jsbench started: run it on a \
-             local cluster (--cluster 3)",
-            how.label()
-        )
-    })
-}
-
-/// Strikes `node` (leading the copy since [`arrange`]) `after` into the
-/// publishing and ends the outage `lasts` later (heal, or restart): the
-/// copying stops and nothing else, the publishing goes on. Fails,
-/// striking nothing, if the copy's leadership left the node on its own
-/// meanwhile.
-pub async fn strike(
+/// Strikes `node` (leading the copy since [`arrange`]) and ends the
+/// outage `lasts` later (heal, or restart): the copying stops and nothing
+/// else, the publishing goes on. Fails, striking nothing, if the copy's
+/// leadership left the node on its own meanwhile.
+async fn strike(
     ctx: &RunContext,
     t: &Topology,
     node: &Struck,
-    how: Outage,
-    (after, lasts): (Duration, Duration),
+    how: Mode,
+    lasts: Duration,
 ) -> Result<Happened> {
-    let faults = faults(how, ctx)?;
-    tokio::time::sleep(after).await;
     let now = leader(ctx.provisioner.jetstream(), &t.copy).await?;
     if now != node.name {
         return Err(anyhow!(
@@ -190,29 +205,33 @@ pub async fn strike(
             how.label()
         ));
     }
-    let index = node.index;
-    let f = faults.clone();
-    tokio::task::spawn_blocking(move || match how {
-        Outage::Cut => f.block_routes(index, Block::Cut),
-        Outage::Kill => f.kill(index),
+    let (index, cut) = (node.index, how == Mode::Cut);
+    let (f, faults) = (node.faults.clone(), node.faults.clone());
+    tokio::task::spawn_blocking(move || match cut {
+        true => f.block_routes(index, Block::Cut),
+        false => f.kill(index),
     })
     .await
     .context("striking the copy's leader")?
     .with_context(|| format!("{} of {}", how.label(), node.name))?;
     let began_ns = clock::now_ns();
     tokio::time::sleep(lasts).await;
-    tokio::task::spawn_blocking(move || match how {
-        Outage::Cut => faults.heal_routes(index),
-        Outage::Kill => faults.restart(index),
+    tokio::task::spawn_blocking(move || match cut {
+        true => faults.heal_routes(index),
+        false => faults.restart(index),
     })
     .await
     .context("ending the outage of the copy's leader")?
     .with_context(|| format!("ending the {} of {}", how.label(), node.name))?;
+    let (name, done) = match cut {
+        true => (CUT, "cut off and healed"),
+        false => (KILL, "killed and restarted"),
+    };
+    let detail = format!("{}, the copy's leader, {done}", node.name);
     Ok(Happened {
         began_ns,
         ended_ns: clock::now_ns(),
-        paused: None,
-        struck: Some(node.name.clone()),
+        done: Invariant::check(name, true, detail),
     })
 }
 

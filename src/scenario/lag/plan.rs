@@ -86,33 +86,13 @@ impl Mode {
         matches!(self, Mode::Mirror | Mode::Cut | Mode::Kill | Mode::Leaf)
     }
 
-    /// The copy's leader struck on a local cluster.
-    pub fn outage(self) -> Option<Outage> {
-        match self {
-            Mode::Cut => Some(Outage::Cut),
-            Mode::Kill => Some(Outage::Kill),
-            _ => None,
-        }
-    }
-}
-
-/// What befalls the copy's leader in a `cut` or `kill` variant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outage {
-    /// Its routes cut at their relays, then healed: the node runs on,
-    /// alone; a cut shorter than an election keeps its leadership.
-    Cut,
-    /// SIGKILL, then started again on its store: the other replicas
-    /// elect a leader that resumes the copying.
-    Kill,
-}
-
-impl Outage {
-    pub fn label(self) -> &'static str {
-        match self {
-            Outage::Cut => "cut",
-            Outage::Kill => "kill",
-        }
+    /// The copy's leader struck on a local cluster: its routes cut at
+    /// their relays, then healed (`cut`: the node runs on, alone; a cut
+    /// shorter than an election keeps its leadership), or SIGKILL, then
+    /// started again on its store (`kill`: the other replicas elect a
+    /// leader that resumes the copying).
+    pub fn struck(self) -> bool {
+        matches!(self, Mode::Cut | Mode::Kill)
     }
 }
 
@@ -163,7 +143,7 @@ fn check(plan: &Plan, common: &CommonPlan, k: &mut Keys) {
     if plan.variants.contains(&Mode::WqPaused) {
         within("pause_for", plan.pause_after, plan.pause_for);
     }
-    if plan.variants.iter().any(|m| m.outage().is_some()) {
+    if plan.variants.iter().any(|m| m.struck()) {
         within("down_for", plan.cut_after, plan.down_for);
     }
     if let Some(b) = plan.leaf_bandwidth {

@@ -1,22 +1,25 @@
 //! The streams of one variant: its origins (run-scoped, republishing what
-//! they store for [`super::watch::OriginListener`]) and the copy the
+//! they store for [`super::watch::listen`]) and the copy the
 //! server fills from them: a mirror, an aggregate of sources, or a source
 //! of a work-queue origin through a durable jsbench creates itself
-//! (durable sourcing, ADR-60).
+//! (durable sourcing, ADR-60); for the `leaf` variant, the leafnode
+//! server the copy lives on.
 
 use std::time::Duration;
 
-use anyhow::{Context as _, Result, anyhow};
+use anyhow::{Context as _, Result, anyhow, bail};
 use async_nats::jetstream::response::Response;
-use async_nats::jetstream::stream::{self, Republish, Source, StreamConsumerSource};
+use async_nats::jetstream::stream::{self, External, Republish, Source, StreamConsumerSource};
 
-use super::leaf::LeafSide;
-use super::plan::Mode;
+use super::plan::{Mode, Plan};
 use super::watch::stored_subject;
 use crate::drive::RunContext;
 use crate::profile::CommonPlan;
 use crate::scenario::Scope;
-use crate::streams::provision::stream_config;
+use crate::server::LeafHandle;
+use crate::server::leaf::HUB_DOMAIN;
+use crate::server::relay::Shape;
+use crate::streams::provision::{Provisioner, stream_config};
 
 /// The flow-control durable's idle heartbeat: with nothing new to send,
 /// the origin's server asks for flow control this often, and the answer
@@ -108,7 +111,7 @@ pub async fn provision(
     };
     if let Some(leaf) = leaf {
         // One leaf server: one replica, wherever the hub's are.
-        config.mirror = Some(super::leaf::mirror_across(&first.name));
+        config.mirror = Some(mirror_across(&first.name));
         config.num_replicas = 1;
         config.placement = None;
         return s.stream_on(&leaf.provisioner, config).await;
@@ -168,5 +171,81 @@ async fn create_sourcing_durable(ctx: &RunContext, origin: &Origin, durable: &st
              nats-server 2.14 or later): {error}",
             origin.name
         )),
+    }
+}
+
+// The `leaf` variant's other side: the leafnode server the copy lives
+// on, reached directly (the copy is read there, not across the link), and
+// its link to the hub slowed for the load and let go after.
+
+/// The leaf's JetStream, and the link to slow.
+pub struct LeafSide {
+    pub provisioner: Provisioner,
+    leaf: LeafHandle,
+}
+
+impl LeafSide {
+    /// Connects to the run's leaf; a clear refusal when the run has none.
+    pub async fn open(ctx: &RunContext) -> Result<LeafSide> {
+        let Some(leaf) = ctx.leaf.clone() else {
+            bail!(
+                "the lag scenario's leaf variant mirrors onto a leafnode server: add --leafnode \
+                 to jsbench run (it starts one beside the server jsbench starts; not with \
+                 -s/--server)"
+            );
+        };
+        let client = async_nats::connect(leaf.url())
+            .await
+            .with_context(|| format!("connecting to the leaf server at {}", leaf.url()))?;
+        Ok(LeafSide {
+            provisioner: Provisioner::new(
+                async_nats::jetstream::new(client),
+                ctx.provisioner.keeps(),
+            ),
+            leaf,
+        })
+    }
+
+    /// How the link compresses now, from the leaf's `/leafz`: with the
+    /// server's default (`s2_auto`) it follows the round trip time, and a
+    /// compressed link carries more messages through the same bandwidth.
+    pub async fn compression(&self) -> Option<String> {
+        let leaf = self.leaf.clone();
+        let links = tokio::task::spawn_blocking(move || leaf.links())
+            .await
+            .ok()?;
+        links.ok()?.first().map(|l| l.compression.clone())
+    }
+
+    /// Slows the link to the plan's `leaf_bandwidth` and `leaf_delay`
+    /// until the returned guard is dropped.
+    pub fn throttle(&self, plan: &Plan) -> Throttle {
+        self.leaf.shape(Shape {
+            bandwidth: plan.leaf_bandwidth,
+            delay: plan.leaf_delay,
+        });
+        Throttle(self.leaf.clone())
+    }
+}
+
+/// The link slowed; dropped, it runs at loopback speed again (so the
+/// streams are deleted and the next variant starts without the backlog).
+pub struct Throttle(LeafHandle);
+
+impl Drop for Throttle {
+    fn drop(&mut self) {
+        self.0.shape(Shape::default());
+    }
+}
+
+/// A mirror of `origin` in the hub's domain, read through its API prefix.
+pub fn mirror_across(origin: &str) -> Source {
+    Source {
+        name: origin.to_string(),
+        external: Some(External {
+            api_prefix: format!("$JS.{HUB_DOMAIN}.API"),
+            delivery_prefix: None,
+        }),
+        ..Default::default()
     }
 }

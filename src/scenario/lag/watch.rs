@@ -16,6 +16,7 @@
 //! payload's stamp, when it was sent.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -42,53 +43,56 @@ pub fn stored_subject(base: &str) -> String {
     format!("{base}_stored")
 }
 
-/// The stored time of each message an origin republished, by sequence
-/// (Unix ns, the server's clock).
-pub struct OriginListener {
-    task: JoinHandle<HashMap<u64, i128>>,
+/// A task that watches until told to stop, then hands over what it saw.
+pub struct Watch<T> {
+    task: JoinHandle<T>,
     stop: CancellationToken,
 }
 
-impl OriginListener {
-    pub async fn start(client: &async_nats::Client, base: &str) -> Result<OriginListener> {
-        let subject = format!("{}.*", stored_subject(base));
-        let mut sub = client
-            .subscribe(subject.clone())
-            .await
-            .with_context(|| format!("subscribing to the origin's republished {subject}"))?;
+impl<T: Send + 'static> Watch<T> {
+    fn spawn<F>(watch: impl FnOnce(CancellationToken) -> F) -> Watch<T>
+    where
+        F: Future<Output = T> + Send + 'static,
+    {
         let stop = CancellationToken::new();
-        let halt = stop.clone();
-        let task = tokio::spawn(async move {
-            let mut stored = HashMap::new();
-            loop {
-                let m = tokio::select! {
-                    _ = halt.cancelled() => break,
-                    m = sub.next() => m,
-                };
-                let Some(m) = m else { break };
-                let Some(h) = m.headers.as_ref() else {
-                    continue;
-                };
-                let seq = h.get("Nats-Sequence").and_then(|v| v.as_str().parse().ok());
-                let at = h
-                    .get("Nats-Time-Stamp")
-                    .and_then(|v| clock::parse_server_time(v.as_str()));
-                if let (Some(seq), Some(at)) = (seq, at) {
-                    stored.entry(seq).or_insert(at);
-                }
-            }
-            stored
-        });
-        Ok(OriginListener { task, stop })
+        let task = tokio::spawn(watch(stop.clone()));
+        Watch { task, stop }
     }
 
-    /// Stops listening; every origin message heard of, by sequence.
-    pub async fn finish(self) -> Result<HashMap<u64, i128>> {
+    /// Stops watching; what it saw.
+    pub async fn finish(self, what: &str) -> Result<T> {
         self.stop.cancel();
         self.task
             .await
-            .map_err(|e| anyhow!("the origin listener failed: {e}"))
+            .map_err(|e| anyhow!("the {what} failed: {e}"))
     }
+}
+
+/// Listens to an origin's republish: the stored time of each message it
+/// stores, by sequence (Unix ns, the server's clock).
+pub async fn listen(client: &async_nats::Client, base: &str) -> Result<Watch<HashMap<u64, i128>>> {
+    let subject = format!("{}.*", stored_subject(base));
+    let sub = client
+        .subscribe(subject.clone())
+        .await
+        .with_context(|| format!("subscribing to the origin's republished {subject}"))?;
+    Ok(Watch::spawn(|stop| async move {
+        let mut stored = HashMap::new();
+        let mut heard = std::pin::pin!(sub.take_until(stop.cancelled_owned()));
+        while let Some(m) = heard.next().await {
+            let Some(h) = m.headers.as_ref() else {
+                continue;
+            };
+            let seq = h.get("Nats-Sequence").and_then(|v| v.as_str().parse().ok());
+            let at = h
+                .get("Nats-Time-Stamp")
+                .and_then(|v| clock::parse_server_time(v.as_str()));
+            if let (Some(seq), Some(at)) = (seq, at) {
+                stored.entry(seq).or_insert(at);
+            }
+        }
+        stored
+    }))
 }
 
 /// One message as the copy stored it.
@@ -112,8 +116,7 @@ pub struct Copied {
 
 /// Reads a copy from its first sequence as it fills.
 pub struct CopyReader {
-    task: JoinHandle<Vec<Copied>>,
-    stop: CancellationToken,
+    watch: Watch<Vec<Copied>>,
     seen: Arc<AtomicU64>,
 }
 
@@ -170,15 +173,10 @@ impl CopyReader {
         expected: usize,
     ) -> Result<CopyReader> {
         let first = ordered(stream, 1).await?;
-        let stop = CancellationToken::new();
         let seen = Arc::new(AtomicU64::new(0));
-        let task = tokio::spawn(read(
-            (stream.clone(), origins, first),
-            stop.clone(),
-            seen.clone(),
-            expected,
-        ));
-        Ok(CopyReader { task, stop, seen })
+        let (stream, counted) = (stream.clone(), seen.clone());
+        let watch = Watch::spawn(move |stop| read(stream, origins, first, stop, counted, expected));
+        Ok(CopyReader { watch, seen })
     }
 
     /// Messages read so far.
@@ -188,36 +186,23 @@ impl CopyReader {
 
     /// Stops reading; what the copy held, in its order.
     pub async fn finish(self) -> Result<Vec<Copied>> {
-        self.stop.cancel();
-        self.task
-            .await
-            .map_err(|e| anyhow!("the copy reader failed: {e}"))
+        self.watch.finish("copy reader").await
     }
 }
 
 async fn read(
-    (stream, origins, first): (stream::Stream, Origins, consumer::pull::Ordered),
+    stream: stream::Stream,
+    origins: Origins,
+    mut messages: consumer::pull::Ordered,
     stop: CancellationToken,
     seen: Arc<AtomicU64>,
     expected: usize,
 ) -> Vec<Copied> {
     let mut copied: Vec<Copied> = Vec::with_capacity(expected);
-    let mut messages = Some(first);
     loop {
-        let Some(m) = messages.as_mut() else {
-            let from = copied.last().map_or(1, |c| c.copy_seq + 1);
-            tokio::select! {
-                _ = stop.cancelled() => break,
-                made = ordered(&stream, from) => match made {
-                    Ok(m) => messages = Some(m),
-                    Err(_) => tokio::time::sleep(RETRY).await,
-                },
-            }
-            continue;
-        };
         let next = tokio::select! {
             _ = stop.cancelled() => break,
-            m = m.next() => m,
+            m = messages.next() => m,
         };
         match next {
             Some(Ok(m)) => {
@@ -236,7 +221,16 @@ async fn read(
                 seen.fetch_add(1, Ordering::Relaxed);
             }
             // Failed or ended: made again from the next sequence.
-            _ => messages = None,
+            _ => loop {
+                let from = copied.last().map_or(1, |c| c.copy_seq + 1);
+                tokio::select! {
+                    _ = stop.cancelled() => return copied,
+                    made = ordered(&stream, from) => match made {
+                        Ok(m) => break messages = m,
+                        Err(_) => tokio::time::sleep(RETRY).await,
+                    },
+                }
+            },
         }
     }
     copied
