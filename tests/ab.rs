@@ -200,19 +200,17 @@ fn breaking(dir: &Path, sed: &str, only: Option<u32>) -> PathBuf {
     path
 }
 
-#[test]
-fn a_build_that_breaks_a_guarantee_fails_whatever_its_numbers() {
-    let dir = tempfile::tempdir().unwrap();
-    // A build whose variants come back with an error: the measurement may
-    // look fine, the run is not.
+/// `ab` in slices (the planted failure edits a slice's results folder)
+/// against a NEW whose variants come back with an error, in every slice
+/// or only in call `only`.
+fn ab_against_failing(dir: &Path, only: Option<u32>) -> (i32, String, String, Value) {
     let broken = breaking(
-        dir.path(),
+        dir,
         r#"s/"error": null/"error": "a planted failure"/"#,
-        None,
+        only,
     );
-    // The planted failure edits a slice's results folder: slices.
     let (code, stdout, stderr, report, _) = ab(
-        dir.path(),
+        dir,
         &[
             "--slices",
             "--base-jsbench",
@@ -221,6 +219,15 @@ fn a_build_that_breaks_a_guarantee_fails_whatever_its_numbers() {
             broken.to_str().unwrap(),
         ],
     );
+    (code, stdout, stderr, report)
+}
+
+#[test]
+fn a_build_that_breaks_a_guarantee_fails_whatever_its_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    // A build whose variants come back with an error: the measurement may
+    // look fine, the run is not.
+    let (code, stdout, stderr, report) = ab_against_failing(dir.path(), None);
     assert_eq!(code, 1, "{stdout}\n{stderr}");
     assert_eq!(report["mode"], "slices");
     assert_eq!(report["verdict"], "invariants failed", "{stdout}");
@@ -246,21 +253,7 @@ fn a_check_new_broke_more_often_than_base_never_passes() {
     // either (it passed, exit 0, before a broken check counted as open).
     // Call 1 is the warm-up pair's slice, call 3 the second pair's.
     let dir = tempfile::tempdir().unwrap();
-    let broken = breaking(
-        dir.path(),
-        r#"s/"error": null/"error": "a planted failure"/"#,
-        Some(3),
-    );
-    let (code, stdout, stderr, report, _) = ab(
-        dir.path(),
-        &[
-            "--slices",
-            "--base-jsbench",
-            env!("CARGO_BIN_EXE_jsbench"),
-            "--new-jsbench",
-            broken.to_str().unwrap(),
-        ],
-    );
+    let (code, stdout, stderr, report) = ab_against_failing(dir.path(), Some(3));
     let checks = report["checks"].as_array().unwrap();
     assert_eq!(checks.len(), 1, "{stdout}\n{stderr}");
     assert_eq!(checks[0]["new_only"], 1, "{}", checks[0]);
