@@ -70,12 +70,22 @@ impl Analysed {
 /// metrics jsbench marks better one way); direction-less context is left
 /// out. The seed of each series is its group and label.
 pub fn analyse(group: &Group, records: &[Record], rule: &Rule) -> Vec<Analysed> {
+    analysed_series(group)
+        .map(|s| analyse_series(group, s, records, rule))
+        .collect()
+}
+
+/// The series a group's analysis covers: those with a direction and points.
+fn analysed_series(group: &Group) -> impl Iterator<Item = &Series> {
     group
         .series
         .iter()
         .filter(|s| s.direction != Direction::None && !s.points.is_empty())
-        .map(|s| analyse_series(group, s, records, rule))
-        .collect()
+}
+
+/// Whether a series' regression fails the history.
+fn gates(group: &Group, s: &Series, records: &[Record]) -> bool {
+    selection(group, records).selects((&s.scenario, &s.variant, &s.metric), &s.unit, s.direction)
 }
 
 fn analyse_series(group: &Group, s: &Series, records: &[Record], rule: &Rule) -> Analysed {
@@ -118,11 +128,7 @@ fn analyse_series(group: &Group, s: &Series, records: &[Record], rule: &Rule) ->
             }
         })
         .collect();
-    let gating = selection(group, records).selects(
-        (&s.scenario, &s.variant, &s.metric),
-        &s.unit,
-        s.direction,
-    );
+    let gating = gates(group, s, records);
     let failed = gating
         && changes
             .last()
@@ -144,12 +150,8 @@ fn analyse_series(group: &Group, s: &Series, records: &[Record], rule: &Rule) ->
 
 /// How many of a group's series gate the exit.
 pub fn gating_series(group: &Group, records: &[Record]) -> usize {
-    let selection = selection(group, records);
-    group
-        .series
-        .iter()
-        .filter(|s| s.direction != Direction::None && !s.points.is_empty())
-        .filter(|s| selection.selects((&s.scenario, &s.variant, &s.metric), &s.unit, s.direction))
+    analysed_series(group)
+        .filter(|s| gates(group, s, records))
         .count()
 }
 

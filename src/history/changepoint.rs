@@ -209,11 +209,12 @@ fn permutation_p(
             starts.iter().copied().zip(ends).collect()
         })
         .collect();
-    let (mut part, mut starts) = (Vec::new(), Vec::new());
+    let (mut part, mut starts, mut order) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..total as u64 {
         let mut largest = f64::NEG_INFINITY;
         for (segment, blocks) in commits.iter().enumerate() {
-            let mut order = blocks.clone();
+            order.clear();
+            order.extend_from_slice(blocks);
             shuffle(&mut order, seed, round, segment as u64);
             part.clear();
             starts.clear();

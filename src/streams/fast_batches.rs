@@ -136,6 +136,7 @@ pub fn audit(
     // `at[n]`: where message n was first found; 0 when not found.
     let mut at = vec![0u64; sent as usize];
     let mut last: Option<(u64, u64)> = None;
+    let mut highest = 0;
     for s in stored {
         let Some(n) = s.message.filter(|n| *n < sent) else {
             a.foreign.push(match s.message {
@@ -152,6 +153,7 @@ pub fn audit(
             continue;
         }
         at[n as usize] = s.seq;
+        highest = highest.max(n);
         if let Some((before, seq)) = last
             && n < before
         {
@@ -162,15 +164,7 @@ pub fn audit(
         }
         last = Some((n, s.seq));
     }
-    if !complete {
-        a.read_through = Some(
-            stored
-                .iter()
-                .filter_map(|s| s.message.filter(|n| *n < sent))
-                .max()
-                .unwrap_or(0),
-        );
-    }
+    a.read_through = (!complete).then_some(highest);
     for b in batches {
         check_batch(b, &at, &mut a);
     }
