@@ -9,7 +9,7 @@
 //! "insufficient resources" and would look like a jsbench bug.
 
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -61,53 +61,47 @@ impl EmbeddedCluster {
     }
 
     /// Starts `size` nodes, node i keeping its JetStream store in
-    /// `stores[i]` (a power-loss mount, or what a cut left), which the
-    /// caller owns and the nodes never remove: a restarted node must find
-    /// its own store again, so each node is given one, never a shared one.
-    /// An empty `stores` gives each node a throw-away store.
+    /// `stores[i]` (a fresh power-loss mount), which the caller owns and
+    /// the nodes never remove: a node restarted later must find its own
+    /// store again, so each node is given one, never a shared one. The
+    /// stores must be empty: a store holds its cluster's meta group, and
+    /// nodes of a new cluster on an old cluster's stores never elect a
+    /// leader (measured: none within 30 s). An empty `stores` gives each
+    /// node a throw-away store.
     pub fn start_on(size: usize, options: &ServerOptions, stores: &[PathBuf]) -> Result<Self> {
-        if !CLUSTER_SIZES.contains(&size) {
-            bail!("a local cluster has 3 or 5 nodes, not {size}");
-        }
+        check_layout(size, options, stores)?;
         // The route ports are picked before the servers start (each node
         // must know all of them), so another process may take one in
         // between; that shows as a node failing to start, and a new set
-        // of ports is tried.
-        let mut last = None;
-        for _ in 0..3 {
+        // of ports is tried. A failed attempt may have written its meta
+        // group into the stores, so each retry starts on emptied ones.
+        let mut failures = Vec::new();
+        for attempt in 1..=3 {
+            if attempt > 1 {
+                for dir in stores {
+                    empty_store(dir)?;
+                }
+            }
             match Self::try_start(size, options, stores) {
                 Ok(cluster) => return Ok(cluster),
-                Err(e) => last = Some(e),
+                Err(e) => failures.push(e),
             }
         }
-        Err(last.expect("at least one attempt"))
+        let last = format!("{:#}", failures.last().expect("three attempts"));
+        let first = failures.remove(0);
+        Err(first.context(format!(
+            "the local cluster did not start in 3 attempts, each on new ports{}; the first \
+             attempt's error follows; the last ended: {}",
+            if stores.is_empty() {
+                ""
+            } else {
+                " and emptied stores"
+            },
+            last.lines().next().unwrap_or_default()
+        )))
     }
 
     fn try_start(size: usize, options: &ServerOptions, stores: &[PathBuf]) -> Result<Self> {
-        if let Some(dir) = &options.store_dir {
-            // One directory for every node would be one store fought over.
-            bail!(
-                "store_dir {} names one server's store; a cluster's nodes each keep their own \
-                 (give one per node to EmbeddedCluster::start_on)",
-                dir.display()
-            );
-        }
-        if !stores.is_empty() && stores.len() != size {
-            bail!(
-                "{} store directories for a cluster of {size} nodes: one per node",
-                stores.len()
-            );
-        }
-        if let Some(dir) = stores
-            .iter()
-            .enumerate()
-            .find_map(|(i, d)| stores[..i].contains(d).then_some(d))
-        {
-            bail!(
-                "the store directory {} is given to two nodes; each keeps its own",
-                dir.display()
-            );
-        }
         let token = format!("{:06x}", (std::process::id() as u64 ^ nanos()) & 0xFF_FFFF);
         let name = format!("jsbench-{token}");
         let ports = free_ports(size)?;
@@ -291,6 +285,73 @@ impl EmbeddedCluster {
     }
 }
 
+/// Refuses, before any server starts, stores that cannot make a cluster.
+fn check_layout(size: usize, options: &ServerOptions, stores: &[PathBuf]) -> Result<()> {
+    if !CLUSTER_SIZES.contains(&size) {
+        bail!("a local cluster has 3 or 5 nodes, not {size}");
+    }
+    if let Some(dir) = &options.store_dir {
+        // One directory for every node would be one store fought over.
+        bail!(
+            "store_dir {} names one server's store; a cluster's nodes each keep their own \
+             (give one per node to EmbeddedCluster::start_on)",
+            dir.display()
+        );
+    }
+    if !stores.is_empty() && stores.len() != size {
+        bail!(
+            "{} store directories for a cluster of {size} nodes: one per node",
+            stores.len()
+        );
+    }
+    if let Some(dir) = stores
+        .iter()
+        .enumerate()
+        .find_map(|(i, d)| stores[..i].contains(d).then_some(d))
+    {
+        bail!(
+            "the store directory {} is given to two nodes; each keeps its own",
+            dir.display()
+        );
+    }
+    if let Some(dir) = stores.iter().find(|d| !store_is_empty(d)) {
+        bail!(
+            "the store directory {} is not empty; a new cluster starts on empty stores (an old \
+             cluster's meta group in them keeps the new nodes from electing a leader)",
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// A directory that does not exist yet is empty: the server makes it.
+fn store_is_empty(dir: &Path) -> bool {
+    std::fs::read_dir(dir).map_or(true, |mut entries| entries.next().is_none())
+}
+
+/// Removes what a failed attempt wrote into `dir`, keeping `dir` itself
+/// (a mount point is not ours to remove).
+fn empty_store(dir: &Path) -> Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("reading the store {}", dir.display())),
+    };
+    for entry in entries {
+        let path = entry
+            .with_context(|| format!("reading the store {}", dir.display()))?
+            .path();
+        let removed = if path.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        removed
+            .with_context(|| format!("emptying the store {} for a new attempt", path.display()))?;
+    }
+    Ok(())
+}
+
 /// `n` distinct free loopback ports, held open together so they differ.
 fn free_ports(n: usize) -> Result<Vec<u16>> {
     let listeners = (0..n)
@@ -333,5 +394,32 @@ mod tests {
             format!("{e:#}").contains("/srv/a is given to two nodes"),
             "{e:#}"
         );
+    }
+
+    /// Measured: three nodes started under a new cluster name on stores an
+    /// earlier cluster left elected no meta leader within 30 s, and a
+    /// retry after a failed attempt used to start on exactly such stores.
+    #[test]
+    fn stores_an_earlier_cluster_wrote_are_refused_and_a_retry_empties_them() {
+        let root = tempfile::tempdir().unwrap();
+        let used = root.path().join("n1");
+        std::fs::create_dir_all(used.join("jetstream/$SYS/_js_/_meta_")).unwrap();
+        std::fs::write(used.join("jetstream/$SYS/_js_/_meta_/peers.idx"), b"x").unwrap();
+        let fresh = [root.path().join("n2"), root.path().join("n3")];
+        let stores = [used.clone(), fresh[0].clone(), fresh[1].clone()];
+        let e = EmbeddedCluster::start_on(3, &ServerOptions::default(), &stores)
+            .err()
+            .unwrap();
+        let message = format!("{e:#}");
+        assert!(
+            message.contains(&format!("{} is not empty", used.display())),
+            "{message}"
+        );
+
+        empty_store(&used).unwrap();
+        assert!(used.is_dir(), "the store itself (a mount point) stays");
+        assert!(store_is_empty(&used));
+        assert!(store_is_empty(&fresh[0]), "not made yet counts as empty");
+        empty_store(&fresh[0]).unwrap();
     }
 }
