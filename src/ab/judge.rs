@@ -591,10 +591,12 @@ fn describe(track: &Track, rule: &Rule) -> Judgement {
         direction: track.direction,
         class: track.class,
         threshold: track.class.map(|c| rule.threshold(c)),
+        // A side at zero is far off, not a pair to drop: dropped, a
+        // metric that rose from nothing lost its strongest pairs.
         ratios: both
             .iter()
-            .map(|&(b, n)| n / b)
-            .filter(|r| r.is_finite())
+            .filter_map(|&(b, n)| log_ratio(b, n))
+            .map(f64::exp)
             .collect(),
         base_median,
         new_median,

@@ -436,3 +436,28 @@ fn checks_are_judged_in_pairs() {
     let base: Vec<_> = (0..20).map(|_| (&lost, &ok)).collect();
     assert_eq!(judge(base)[0].verdict, CheckVerdict::BaseOnly);
 }
+
+/// A side at zero used to drop its pair (the ratio is not finite), so a
+/// cost that rose from nothing lost its strongest pairs and read as "too
+/// few pairs"; judged as far off instead, it regresses, and nothing on
+/// both sides is no change.
+#[test]
+fn a_metric_that_rises_from_zero_is_judged_not_dropped() {
+    let l = Direction::Lower;
+    let rose: Vec<(f64, f64)> = (0..20).map(|i| (0.0, 5.0 + i as f64 % 3.0)).collect();
+    let rose = track("client_cpu_per_msg", "us", l, &rose);
+    assert_eq!(rose.class, Some(Class::Cost));
+    assert_eq!(verdict(&rose), PairedVerdict::Regressed);
+    let fell: Vec<(f64, f64)> = (0..20).map(|i| (5.0 + i as f64 % 3.0, 0.0)).collect();
+    let fell = track("client_cpu_per_msg", "us", l, &fell);
+    assert_eq!(verdict(&fell), PairedVerdict::Improved);
+    let mut both = pairs(20, 30.0, 1.0);
+    for p in both.iter_mut().step_by(2) {
+        *p = (0.0, 0.0);
+    }
+    let both = track("client_cpu_per_msg", "us", l, &both);
+    assert_eq!(verdict(&both), PairedVerdict::Unchanged);
+    let look = Look::last(20, &rule());
+    let judged = judge_metrics(std::slice::from_ref(&both), &rule(), &look, &Tails::new());
+    assert_eq!(judged[0].ratios.len(), 20, "no pair dropped");
+}
