@@ -321,6 +321,17 @@ pub struct Judgement {
     pub low: Option<f64>,
     pub high: Option<f64>,
     pub coverage: Option<f64>,
+    /// The interval the verdict was decided on, at `decided_coverage`:
+    /// for a regression or improvement (or neither), the level the metric
+    /// was tested at after Holm and the looks, far stricter than the
+    /// pass's, so an interval wholly beyond τ/2 at the pass's coverage can
+    /// still be undecided; for "unchanged", the pass's own interval.
+    #[serde(default)]
+    pub decided_low: Option<f64>,
+    #[serde(default)]
+    pub decided_high: Option<f64>,
+    #[serde(default)]
+    pub decided_coverage: Option<f64>,
     /// One-sided p-values: worse by more than τ/2; better by more than
     /// τ/2; worse by τ or more (rejected: unchanged).
     #[serde(default)]
@@ -540,6 +551,8 @@ pub fn judge_metrics(tracks: &[Track], rule: &Rule, look: &Look, tails: &Tails) 
     let p = |f: fn(&Judgement) -> Option<f64>| -> Vec<f64> {
         tested.iter().map(|&i| f(&out[i]).unwrap_or(1.0)).collect()
     };
+    let worse_levels = stats::holm_levels(&p(|j| j.p_worse), alpha);
+    let better_levels = stats::holm_levels(&p(|j| j.p_better), alpha);
     let regressed = stats::holm(&p(|j| j.p_worse), alpha);
     let improved = stats::holm(&p(|j| j.p_better), alpha);
     for (k, &i) in tested.iter().enumerate() {
@@ -562,6 +575,14 @@ pub fn judge_metrics(tracks: &[Track], rule: &Rule, look: &Look, tails: &Tails) 
         } else {
             PairedVerdict::Undecided
         };
+        let leans_better = j.p_better.unwrap_or(1.0) < j.p_worse.unwrap_or(1.0);
+        let level = match j.verdict {
+            PairedVerdict::Regressed => worse_levels[k],
+            PairedVerdict::Improved => better_levels[k],
+            _ if leans_better => better_levels[k],
+            _ => worse_levels[k],
+        };
+        decided_interval(j, &tracks[i], tails, level);
     }
     // Judged, but no pair measured it on both sides.
     for &i in &judged {
@@ -571,6 +592,39 @@ pub fn judge_metrics(tracks: &[Track], rule: &Rule, look: &Look, tails: &Tails) 
     }
     missing(tracks, &mut out, look.missing_alpha());
     out
+}
+
+/// Where the verdict was decided: the pass's interval for "unchanged",
+/// else the interval at the level the regression and improvement tests
+/// were held to (`level` per side), from the same method as the pass's
+/// (the signed-rank interval, or t for merged tails). None where these
+/// pairs cannot reach that coverage, which is itself why it is undecided.
+fn decided_interval(j: &mut Judgement, track: &Track, tails: &Tails, level: f64) {
+    if j.verdict == PairedVerdict::Unchanged {
+        (j.decided_low, j.decided_high) = (j.low, j.high);
+        j.decided_coverage = j.coverage;
+        return;
+    }
+    let wanted = 1.0 - 2.0 * level;
+    let (low, high, coverage) = match tails.get(&track.key) {
+        Some((_, tail)) => {
+            let (sd, df) = tail.standard_error();
+            let z = stats::t_quantile(1.0 - level, df);
+            let (low, high) = (tail.log_ratio - z * sd, tail.log_ratio + z * sd);
+            (Some(low.exp()), Some(high.exp()), wanted)
+        }
+        None => {
+            let logs: Option<Vec<f64>> = j.ratios.iter().map(|&r| log_ratio(1.0, r)).collect();
+            // The signed-rank interval's coverage is discrete: the one it
+            // reached, at least the one wanted.
+            match logs.and_then(|l| stats::hodges_lehmann(&l, wanted)) {
+                Some(i) => (Some(i.low.exp()), Some(i.high.exp()), i.coverage),
+                None => (None, None, wanted),
+            }
+        }
+    };
+    (j.decided_low, j.decided_high) = (low, high);
+    j.decided_coverage = Some(coverage);
 }
 
 /// A metric as the pairs show it, before any test: its medians, ratios,

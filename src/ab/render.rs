@@ -133,16 +133,36 @@ fn rows(r: &AbReport, with_profile: bool) -> Vec<Vec<String>> {
         .into_iter()
         .map(|m| {
             let value = |v: Option<f64>| v.map_or("–".into(), |v| format_value(v, &m.unit));
-            let interval = match (m.low, m.high) {
+            let range = |low: Option<f64>, high: Option<f64>| match (low, high) {
                 (Some(l), Some(h)) => format!("{} .. {}", change(l), change(h)),
                 _ => "–".into(),
+            };
+            // The interval the verdict was decided on, at its coverage;
+            // the pass's beside it only where it differs, so an undecided
+            // row shows why (its decided interval reaches within τ/2).
+            let decided = match m.decided_coverage {
+                Some(c) => format!(
+                    "{} at {}",
+                    range(m.decided_low, m.decided_high),
+                    coverage(c)
+                ),
+                None => "–".into(),
+            };
+            let pass = if (m.decided_low, m.decided_high) == (m.low, m.high) {
+                "same".into()
+            } else {
+                match m.coverage {
+                    Some(c) => format!("{} at {}", range(m.low, m.high), coverage(c)),
+                    None => range(m.low, m.high),
+                }
             };
             vec![
                 m.key.label(with_profile),
                 value(m.base_median),
                 value(m.new_median),
                 m.ratio.map_or("–".into(), change),
-                interval,
+                decided,
+                pass,
                 m.ratios.len().to_string(),
                 match m.verdict {
                     PairedVerdict::Regressed => "REGRESSED".into(),
@@ -153,9 +173,27 @@ fn rows(r: &AbReport, with_profile: bool) -> Vec<Vec<String>> {
         .collect()
 }
 
-const HEADER: [&str; 7] = [
-    "metric", "base", "new", "change", "interval", "pairs", "verdict",
+const HEADER: [&str; 8] = [
+    "metric",
+    "base",
+    "new",
+    "change",
+    "decided on",
+    "pass interval",
+    "pairs",
+    "verdict",
 ];
+
+/// A coverage with the digits that tell it apart from 100%.
+fn coverage(c: f64) -> String {
+    let miss = (1.0 - c) * 100.0;
+    let decimals = if miss <= 0.0 {
+        1
+    } else {
+        (-(miss.log10().floor()) as i32 + 1).clamp(1, 6) as usize
+    };
+    format!("{:.*}%", decimals, c * 100.0)
+}
 
 fn counts(r: &AbReport) -> String {
     [
@@ -212,12 +250,12 @@ pub fn markdown(r: &AbReport) -> String {
     failure_list(&mut out, "Checks NEW breaks where BASE holds", &failing(r));
     let _ = writeln!(out, "\n{}\n", counts(r));
     let _ = writeln!(out, "| {} |", HEADER.join(" | "));
-    let _ = writeln!(out, "|---|---:|---:|---:|---|---:|---|");
+    let _ = writeln!(out, "|---|---:|---:|---:|---|---|---:|---|");
     for row in rows(r, with_profile) {
         let mut cells: Vec<String> = row.iter().map(|c| md(c)).collect();
         cells[0] = format!("`{}`", cells[0]);
-        if cells[6] == "REGRESSED" {
-            cells[6] = "**regressed**".into();
+        if cells[7] == "REGRESSED" {
+            cells[7] = "**regressed**".into();
         }
         let _ = writeln!(out, "| {} |", cells.join(" | "));
     }

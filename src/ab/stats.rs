@@ -187,18 +187,28 @@ pub fn sign_test(k: usize, n: usize) -> f64 {
 /// family-wise error rate of at most `alpha`. Valid whatever the tests'
 /// dependence, and never less powerful than Bonferroni.
 pub fn holm(p_values: &[f64], alpha: f64) -> Vec<bool> {
+    let levels = holm_levels(p_values, alpha);
+    p_values.iter().zip(levels).map(|(p, l)| *p <= l).collect()
+}
+
+/// The level each test was held to in [`holm`]: alpha / (m − rank) for a
+/// rejected one, and for the others the level of the first test the
+/// procedure stopped at (a smaller p-value would have had to clear that
+/// one). The interval a verdict was decided on is drawn at this level.
+pub fn holm_levels(p_values: &[f64], alpha: f64) -> Vec<f64> {
     let m = p_values.len();
     let mut order: Vec<usize> = (0..m).collect();
     order.sort_by(|&a, &b| p_values[a].total_cmp(&p_values[b]));
-    let mut rejected = vec![false; m];
+    let mut levels = vec![0.0; m];
+    let mut stopped = None;
     for (rank, &i) in order.iter().enumerate() {
-        if p_values[i] <= alpha / (m - rank) as f64 {
-            rejected[i] = true;
-        } else {
-            break;
+        let own = alpha / (m - rank) as f64;
+        if stopped.is_none() && p_values[i] > own {
+            stopped = Some(own);
         }
+        levels[i] = stopped.unwrap_or(own);
     }
-    rejected
+    levels
 }
 
 /// Tarone's correction for discrete tests, then Bonferroni: a test that
