@@ -145,6 +145,25 @@ fn the_same_build_twice_is_unchanged_and_the_folder_holds_every_turn() {
     let again = run(jsbench().arg("report").arg(&folder));
     assert!(again.status.success(), "{:?}", text(&again));
     assert!(folder.join("report.html").is_file());
+    // A known shift planted in these real recorded pairs: ab-simulate
+    // finds a doubling every time and a 1% change (under half the 10%
+    // threshold) never.
+    let sim = run(jsbench().arg("ab-simulate").arg(&folder).args([
+        "--runs",
+        "40",
+        "--effects",
+        "1%,100%",
+    ]));
+    let (sim_out, sim_err) = text(&sim);
+    assert!(sim.status.success(), "{sim_out}\n{sim_err}");
+    let row: Vec<&str> = sim_out
+        .lines()
+        .find(|l| l.contains("redelivery_delay.nak_delay.p50"))
+        .unwrap_or_else(|| panic!("no row for the metric:\n{sim_out}"))
+        .split('|')
+        .map(str::trim)
+        .collect();
+    assert_eq!((row[5], row[6]), ("0%", "100%"), "{sim_out}");
 }
 
 #[test]

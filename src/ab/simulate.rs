@@ -10,10 +10,12 @@
 //! [`super::judge::judge_metrics`] at every look a real comparison takes
 //! (interim looks at 8, 16, ... pairs, then the final one). Power is the
 //! share of simulated comparisons that call the planted metric regressed;
-//! a false alarm, a regression called with nothing planted. Each metric's
-//! pooled log ratios are centred on zero first: two identical builds
-//! differ by nothing, and a few runs' sampling error in the centre would
-//! otherwise read as an effect in every draw.
+//! a false alarm, a regression called with nothing planted. The ratios are
+//! drawn as recorded, never centred: an A/A comparison's own offset (an
+//! order effect, a drifting host) is what a real comparison meets too, and
+//! a pool centred on its median could not show a false alarm it causes.
+//! A draw picks one recorded comparison, then resamples that comparison's
+//! pairs, so the offsets between comparisons stay in the simulated ones.
 //!
 //! What it cannot know: tails a real comparison judges from merged
 //! histograms are judged here from their per-pair ratios (more noise, so
@@ -31,11 +33,29 @@ use super::judge::{self, Judgement, Look, PairedVerdict, Rule, Tails, Track};
 use crate::record::metrics::Direction;
 use crate::system::error::UsageError;
 
-/// A judged metric's pooled A/A ratios, and how many pairs a comparison gave it.
+/// A judged metric's A/A ratios, per recorded comparison and uncentred,
+/// and how many pairs a comparison gave it.
 struct Pool {
     template: Judgement,
-    ratios: Vec<f64>,
+    runs: Vec<Vec<f64>>,
     pairs: usize,
+}
+
+impl Pool {
+    fn ratios(&self) -> Vec<f64> {
+        self.runs.concat()
+    }
+
+    /// Pair `i` of simulated comparison `seed`: from the one recorded
+    /// comparison that comparison drew.
+    fn draw(&self, seed: u64, metric: u64, i: u64) -> f64 {
+        let pick = |u: f64, n: usize| ((u * n as f64) as usize).min(n - 1);
+        let run = &self.runs[pick(
+            crate::record::random::unit(seed, metric, u64::MAX),
+            self.runs.len(),
+        )];
+        run[pick(crate::record::random::unit(seed, metric, i), run.len())]
+    }
 }
 
 /// What to simulate.
@@ -125,7 +145,8 @@ pub fn command(options: &Options) -> Result<String> {
             out,
             "| `{key}` | {} | {} | {:.1}% | {} | {} |",
             p.pairs,
-            judge::spread(&logs(&p.ratios)).map_or("–".into(), |s| format!("{:.1}%", s * 100.0)),
+            judge::spread(&logs(&p.ratios()))
+                .map_or("–".into(), |s| format!("{:.1}%", s * 100.0)),
             passed_at_threshold(&pools, key, &rule, runs) * 100.0,
             powers
                 .iter()
@@ -146,39 +167,34 @@ fn logs(ratios: &[f64]) -> Vec<f64> {
         .collect()
 }
 
-/// Every judged metric's ratios over all the comparisons.
+/// Every judged metric's ratios, comparison by comparison.
 fn pool(reports: &[AbReport]) -> BTreeMap<String, Pool> {
-    let mut pools: BTreeMap<String, (Judgement, Vec<f64>, Vec<usize>)> = BTreeMap::new();
+    let mut pools: BTreeMap<String, (Judgement, Vec<Vec<f64>>, Vec<usize>)> = BTreeMap::new();
     for r in reports {
         for m in r.metrics.iter().filter(|m| m.class.is_some()) {
             let e = pools
                 .entry(m.key.label(reports[0].profiles.len() > 1))
                 .or_insert_with(|| (m.clone(), Vec::new(), Vec::new()));
-            e.1.extend(
-                m.ratios
-                    .iter()
-                    .copied()
-                    .filter(|r| r.is_finite() && *r > 0.0),
-            );
+            let run: Vec<f64> = (m.ratios.iter().copied())
+                .filter(|r| r.is_finite() && *r > 0.0)
+                .collect();
+            if !run.is_empty() {
+                e.1.push(run);
+            }
             e.2.push(m.ratios.len());
         }
     }
     pools
         .into_iter()
-        .filter(|(_, (_, ratios, _))| !ratios.is_empty())
-        .map(|(k, (template, ratios, mut counts))| {
+        .filter(|(_, (_, runs, _))| !runs.is_empty())
+        .map(|(k, (template, runs, mut counts))| {
             counts.sort_unstable();
             let pairs = counts[counts.len() / 2].max(1);
-            // Identical builds differ by nothing: the pool's own centre is
-            // the sampling error of a few runs, and left in it would read
-            // as an effect in every draw.
-            let centre = crate::record::spread::median(&logs(&ratios)).unwrap_or(0.0);
-            let ratios = ratios.iter().map(|r| r / centre.exp()).collect();
             (
                 k,
                 Pool {
                     template,
-                    ratios,
+                    runs,
                     pairs,
                 },
             )
@@ -214,10 +230,7 @@ fn simulate(
                 _ => 1.0,
             };
             let ratios = (0..p.pairs as u64)
-                .map(|i| {
-                    let u = crate::record::random::unit(seed, m as u64, i);
-                    p.ratios[((u * p.ratios.len() as f64) as usize).min(p.ratios.len() - 1)] * worse
-                })
+                .map(|i| p.draw(seed, m as u64, i) * worse)
                 .collect();
             (key, ratios)
         })
@@ -344,12 +357,12 @@ mod tests {
             verdict: PairedVerdict::Unchanged,
             ..Judgement::default()
         };
-        let ratios = (0..40)
+        let ratios: Vec<f64> = (0..40)
             .map(|i| 1.0 + wobble * f64::from(i % 9 - 4) / 4.0)
             .collect();
         Pool {
             template,
-            ratios,
+            runs: ratios.chunks(8).map(<[f64]>::to_vec).collect(),
             pairs: 24,
         }
     }
@@ -398,5 +411,60 @@ mod tests {
         // Within the noise and under half the threshold: never flagged.
         assert_eq!(power(&pools, "rate", 0.01, &rule, 50), 0.0);
         assert!(smallest_flagged(&pools, "rate", &rule, 20).is_some_and(|e| e <= 0.10));
+    }
+
+    fn rule() -> Rule {
+        Rule {
+            throughput: 0.05,
+            latency: 0.10,
+            cost: 0.05,
+            confidence: 0.99,
+            miss: 0.10,
+            only: Vec::new(),
+        }
+    }
+
+    /// A/A comparisons that each found NEW 6% slower (an order effect, a
+    /// host warming up): a real comparison on that machine raises that
+    /// false alarm, and so must the simulation. Centred on the pool's
+    /// median, as it was, the offset vanished and the rate read 0%.
+    #[test]
+    fn an_offset_every_recorded_comparison_shares_is_a_false_alarm_not_noise() {
+        let mut offset = pool(
+            "publish_rate",
+            "msg/s",
+            Direction::Higher,
+            Class::Throughput,
+            0.02,
+        );
+        for run in &mut offset.runs {
+            run.iter_mut().for_each(|r| *r *= 0.94);
+        }
+        let pools = BTreeMap::from([("rate".to_string(), offset)]);
+        let (alarms, passed) = false_alarms(&pools, &rule(), 50);
+        assert!(alarms >= 0.9, "false alarms {alarms}");
+        assert!(passed <= 0.1, "passed {passed}");
+    }
+
+    /// Comparisons that differ from each other (one +3% off, the next −3%)
+    /// are drawn one at a time, so a simulated comparison meets one
+    /// offset, as a real one does, not their average.
+    #[test]
+    fn a_simulated_comparison_draws_its_pairs_from_one_recorded_comparison() {
+        let mut spread = pool(
+            "publish_rate",
+            "msg/s",
+            Direction::Higher,
+            Class::Throughput,
+            0.0,
+        );
+        spread.runs = vec![vec![1.03; 8], vec![0.97; 8]];
+        for seed in 0..20 {
+            let drawn: Vec<f64> = (0..24).map(|i| spread.draw(seed, 0, i)).collect();
+            assert!(
+                drawn.iter().all(|r| *r == drawn[0]),
+                "seed {seed}: {drawn:?}"
+            );
+        }
     }
 }
