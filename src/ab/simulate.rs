@@ -167,37 +167,42 @@ fn logs(ratios: &[f64]) -> Vec<f64> {
         .collect()
 }
 
-/// Every judged metric's ratios, comparison by comparison.
+/// Every judged metric's ratios, comparison by comparison; its pairs are
+/// the median a comparison gave it.
 fn pool(reports: &[AbReport]) -> BTreeMap<String, Pool> {
-    let mut pools: BTreeMap<String, (Judgement, Vec<Vec<f64>>, Vec<usize>)> = BTreeMap::new();
+    let mut pools: BTreeMap<String, (Pool, Vec<usize>)> = BTreeMap::new();
     for r in reports {
         for m in r.metrics.iter().filter(|m| m.class.is_some()) {
-            let e = pools
+            let (pool, counts) = pools
                 .entry(m.key.label(reports[0].profiles.len() > 1))
-                .or_insert_with(|| (m.clone(), Vec::new(), Vec::new()));
+                .or_insert_with(|| {
+                    let template = m.clone();
+                    let runs = Vec::new();
+                    (
+                        Pool {
+                            template,
+                            runs,
+                            pairs: 1,
+                        },
+                        Vec::new(),
+                    )
+                });
             let run: Vec<f64> = (m.ratios.iter().copied())
                 .filter(|r| r.is_finite() && *r > 0.0)
                 .collect();
             if !run.is_empty() {
-                e.1.push(run);
+                pool.runs.push(run);
             }
-            e.2.push(m.ratios.len());
+            counts.push(m.ratios.len());
         }
     }
     pools
         .into_iter()
-        .filter(|(_, (_, runs, _))| !runs.is_empty())
-        .map(|(k, (template, runs, mut counts))| {
+        .filter(|(_, (pool, _))| !pool.runs.is_empty())
+        .map(|(k, (mut pool, mut counts))| {
             counts.sort_unstable();
-            let pairs = counts[counts.len() / 2].max(1);
-            (
-                k,
-                Pool {
-                    template,
-                    runs,
-                    pairs,
-                },
-            )
+            pool.pairs = counts[counts.len() / 2].max(1);
+            (k, pool)
         })
         .collect()
 }
