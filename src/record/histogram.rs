@@ -26,6 +26,10 @@ pub struct Recorder {
     histogram: Histogram<u64>,
     saturated: u64,
     negative: u64,
+    /// The smallest interval [`Recorder::record_between`] was given, signed
+    /// (below zero where the two clocks disagree): with the smallest of the
+    /// hop after it, it bounds the offset between the clocks.
+    least: i64,
     /// With [`Recorder::with_intervals`]: the same values again, one
     /// histogram per second of their end time.
     intervals: Option<Box<Intervals>>,
@@ -260,6 +264,7 @@ impl Recorder {
                 .expect("constant histogram bounds are valid"),
             saturated: 0,
             negative: 0,
+            least: i64::MAX,
             intervals: None,
             starts: None,
         }
@@ -402,6 +407,7 @@ impl Recorder {
         if to_ns < from_ns {
             self.negative += 1;
         }
+        self.least = self.least.min(to_ns.wrapping_sub(from_ns) as i64);
         let value = to_ns.saturating_sub(from_ns);
         if let Some(iv) = &mut self.intervals {
             iv.enter(to_ns, &self.histogram);
@@ -423,6 +429,7 @@ impl Recorder {
             .expect("histograms with equal bounds always add");
         self.saturated += other.saturated;
         self.negative += other.negative;
+        self.least = self.least.min(other.least);
         if let Some(theirs) = &other.intervals {
             let mine = self
                 .intervals
@@ -475,6 +482,12 @@ impl Recorder {
     /// Intervals that ended before they started, recorded as zero.
     pub fn negative(&self) -> u64 {
         self.negative
+    }
+
+    /// The smallest interval given to [`Recorder::record_between`], signed:
+    /// none when it was never called.
+    pub fn least_ns(&self) -> Option<i64> {
+        (self.least != i64::MAX).then_some(self.least)
     }
 
     pub fn histogram(&self) -> &Histogram<u64> {
@@ -586,6 +599,8 @@ struct RecorderWire {
     saturated: u64,
     #[serde(default)]
     negative: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    least: Option<i64>,
     /// (second, base64 of the compressed histogram), when it keeps them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     intervals: Option<Vec<(u64, String)>>,
@@ -624,6 +639,7 @@ impl Serialize for Recorder {
             histogram: self.to_base64(),
             saturated: self.saturated,
             negative: self.negative,
+            least: self.least_ns(),
             intervals: self
                 .intervals
                 .as_ref()
@@ -641,6 +657,7 @@ impl<'de> Deserialize<'de> for Recorder {
             Recorder::from_base64(&wire.histogram).map_err(serde::de::Error::custom)?;
         recorder.saturated = wire.saturated;
         recorder.negative = wire.negative;
+        recorder.least = wire.least.unwrap_or(i64::MAX);
         if let Some(list) = wire.intervals {
             let mut iv = Intervals::new();
             iv.done = from_wire(list).map_err(serde::de::Error::custom)?;
@@ -827,8 +844,12 @@ mod tests {
         other.record_between(9, 1);
         r.merge(&other);
         assert_eq!(r.negative(), 2);
+        // The smallest interval keeps its sign: what bounds a clock offset.
+        assert_eq!(r.least_ns(), Some(-1_000));
         let back: Recorder = serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
         assert_eq!(back.negative(), 2);
+        assert_eq!(back.least_ns(), Some(-1_000));
+        assert_eq!(Recorder::new().least_ns(), None);
     }
 
     #[test]

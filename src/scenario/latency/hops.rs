@@ -19,7 +19,13 @@
 //! up, and the ratio of the medians' sum to the total's is shown.
 //! The time stamp is the server's wall clock, put on this process's
 //! clock by [`crate::record::clock::from_wall`]: exact on one host, off
-//! by the hosts' NTP error against a remote server.
+//! by the hosts' offset against a remote server. That offset is bounded
+//! by the run itself, as NTP bounds it: a message's ingest hop is its
+//! one-way trip plus the offset, its delivery hop the way back minus it,
+//! and neither trip is negative, so the offset lies between minus the
+//! smallest delivery hop and the smallest ingest hop
+//! ([`CLOCK_OFFSET`]). Each hop is off by the offset, so by no more than
+//! that interval's farther end from zero.
 
 use crate::drive::DriveOutcome;
 use crate::record::histogram::Recorder;
@@ -38,6 +44,10 @@ pub const MEAN_SUM_RATIO: &str = "hops_mean_sum_ratio";
 /// The hops' medians added, over the end-to-end median: near 1 when one
 /// hop is steady; shown, not checked (medians of parts need not add up).
 pub const MEDIAN_SUM_RATIO: &str = "hops_median_sum_ratio";
+
+/// The server's clock minus this one, as the fastest messages bound it:
+/// `<name>.low` and `<name>.high`, in µs.
+pub const CLOCK_OFFSET: &str = "hops_clock_offset";
 
 /// How far the means may add up from the end-to-end mean: three
 /// significant digits per histogram value, so well under this.
@@ -73,6 +83,18 @@ pub fn measure(o: &DriveOutcome, r: &mut VariantResult) {
         (MEDIAN_SUM_RATIO, ratio(i.p50_us, d.p50_us, total.p50_us)),
     ] {
         r.metric(name, "ratio", value, Direction::None);
+    }
+    if let (Some(fastest_in), Some(fastest_out)) = (ingest.least_ns(), deliver.least_ns()) {
+        let (low, high) = (-fastest_out as f64 / 1e3, fastest_in as f64 / 1e3);
+        r.metric(format!("{CLOCK_OFFSET}.low"), "us", low, Direction::None);
+        r.metric(format!("{CLOCK_OFFSET}.high"), "us", high, Direction::None);
+        if low > 0.0 || high < 0.0 {
+            r.warnings.push(format!(
+                "hops: the server's clock is {low:+.0} to {high:+.0} us off this host's (bounded \
+                 by the fastest ingest and delivery hops); ingest and delivery hops are each off \
+                 by that much, in opposite directions, and end-to-end latency is not"
+            ));
+        }
     }
 }
 
@@ -118,6 +140,48 @@ mod tests {
         let mut r = VariantResult::new("t");
         measure(&o, &mut r);
         r
+    }
+
+    /// A server whose clock runs 3 ms ahead of this host's: every ingest
+    /// hop reads 3 ms too long and every delivery hop below zero. The
+    /// fastest of each bound the offset, and the run says so.
+    #[test]
+    fn the_clocks_offset_is_bounded_by_the_fastest_hops_and_named() {
+        let ahead = 3_000_000u64;
+        let mut o = DriveOutcome::settled(2);
+        let mut c = crate::consume::ConsumerReport::empty(
+            &crate::consume::ConsumerConfig::acking_all("S", 2, 0),
+        );
+        for (sent, one_way_in, one_way_out) in [(0, 20_000, 80_000), (1_000_000, 35_000, 60_000)] {
+            let stamped = sent + one_way_in + ahead;
+            let received = sent + one_way_in + one_way_out;
+            c.ingest.record_between(sent, stamped);
+            c.deliver.record_between(stamped, received);
+            o.e2e_sent.record_between(sent, received);
+        }
+        o.consumers.push(c);
+        let mut r = VariantResult::new("t");
+        measure(&o, &mut r);
+        let value = |n: &str| r.metrics.iter().find(|m| m.name == n).map(|m| m.value);
+        let (low, high) = (
+            value("hops_clock_offset.low").expect("a lower bound"),
+            value("hops_clock_offset.high").expect("an upper bound"),
+        );
+        // The truth, 3,000 us, between 3,000 − 60 and 3,000 + 20.
+        assert_eq!((low.round(), high.round()), (2_940.0, 3_020.0));
+        assert!(
+            r.warnings
+                .iter()
+                .any(|w| w.contains("+2940 to +3020 us off")),
+            "{:?}",
+            r.warnings
+        );
+        // One host: the bound holds zero and nothing is said.
+        let r = split(Some(30_000));
+        let value = |n: &str| r.metrics.iter().find(|m| m.name == n).map(|m| m.value);
+        assert_eq!(value("hops_clock_offset.low"), Some(-70.0));
+        assert_eq!(value("hops_clock_offset.high"), Some(30.0));
+        assert!(r.warnings.is_empty(), "{:?}", r.warnings);
     }
 
     #[test]
