@@ -185,11 +185,7 @@ fn cpu_per_message(
 }
 
 async fn stored(ctx: &RunContext, stream: &str) -> Result<u64> {
-    ctx.provisioner
-        .stream_info(stream)
-        .await
-        .map(|i| i.state.messages)
-        .ok_or_else(|| anyhow!("stream info of {stream} unavailable"))
+    Ok(ctx.provisioner.stream_info(stream).await?.state.messages)
 }
 
 /// The server's resident memory, bytes.
