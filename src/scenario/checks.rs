@@ -196,13 +196,19 @@ pub fn across(parts: &[(String, Invariant)], what: &str) -> Option<Invariant> {
     })
 }
 
+/// A stream's message count as its info gave it, or the lookup's error
+/// (its whole chain): every check built on it fails with that error,
+/// never reads as "not applicable" nor counts it as a number.
+pub type StreamCount = Result<u64, String>;
+
 /// The stream's message count (from stream info) equals what PubAcks
 /// confirmed, less what its own limits evicted: nothing stored behind
 /// jsbench's back, nothing missing.
-pub fn stream_holds(stored: Option<u64>, c: &LedgerCounts) -> Invariant {
+pub fn stream_holds(stored: &StreamCount, c: &LedgerCounts) -> Invariant {
     const NAME: &str = STREAM_HOLDS;
-    match stored {
-        Some(n) if c.evicted > 0 || c.removed_by_ack > 0 => Invariant::check(
+    match *stored {
+        Err(ref e) => Invariant::check(NAME, false, unread(e)),
+        Ok(n) if c.evicted > 0 || c.removed_by_ack > 0 => Invariant::check(
             NAME,
             n + c.evicted + c.removed_by_ack == c.persisted,
             format!(
@@ -210,8 +216,29 @@ pub fn stream_holds(stored: Option<u64>, c: &LedgerCounts) -> Invariant {
                 c.persisted, c.evicted, c.removed_by_ack
             ),
         ),
-        Some(n) => Invariant::equal(NAME, n, c.persisted),
-        None => Invariant::check(NAME, false, "stream info unavailable"),
+        Ok(n) => Invariant::equal(NAME, n, c.persisted),
+    }
+}
+
+/// A failed check's detail when the stream's count could not be read.
+pub fn unread(error: &str) -> String {
+    format!("the stream's count could not be read: {error}")
+}
+
+/// The stream's count equals `expected`; a count that could not be read
+/// fails the check.
+pub fn count_is(name: &str, stored: &StreamCount, expected: u64) -> Invariant {
+    match stored {
+        Ok(n) => Invariant::equal(name, *n, expected),
+        Err(e) => Invariant::check(name, false, format!("{} ({expected} expected)", unread(e))),
+    }
+}
+
+/// A count for a check's detail: the number, or why there is none.
+pub fn shown(stored: &StreamCount) -> String {
+    match stored {
+        Ok(n) => n.to_string(),
+        Err(e) => format!("(unknown: {e})"),
     }
 }
 
@@ -527,5 +554,32 @@ mod across_tests {
         assert!(across(&[], "durables").is_none());
         let client = vec![("d".to_string(), Invariant::equal("n", 1, 1).client_side())];
         assert!(across(&client, "durables").unwrap().client_side);
+    }
+}
+
+#[cfg(test)]
+mod held_tests {
+    use super::*;
+
+    /// A stream count that could not be read checks nothing: each check
+    /// built on it fails naming the lookup's error, and a detail that
+    /// shows the count says why there is none.
+    #[test]
+    fn a_failed_stream_lookup_fails_the_count_checks_with_its_error() {
+        let lookup: StreamCount = Err("reading stream JSB_P's info: timed out".into());
+        let c = LedgerCounts {
+            persisted: 5,
+            ..Default::default()
+        };
+        for check in [stream_holds(&lookup, &c), count_is("count", &lookup, 5)] {
+            assert!(check.applicable && !check.passed, "{check:?}");
+            assert!(
+                check.detail.contains("JSB_P's info: timed out"),
+                "{check:?}"
+            );
+        }
+        assert!(shown(&lookup).contains("JSB_P's info: timed out"));
+        assert!(stream_holds(&Ok(5), &c).passed && count_is("count", &Ok(5), 5).passed);
+        assert_eq!(shown(&Ok(5)), "5");
     }
 }

@@ -11,12 +11,14 @@ use crate::drive::DriveOutcome;
 use crate::record::metrics::Direction;
 use crate::variant::{Invariant, VariantResult};
 
-/// The effects' figures and, with a store (`store`: bytes and keys), the
-/// check that every message's work was applied once.
-pub fn measure(o: &DriveOutcome, store: Option<(u64, u64)>, r: &mut VariantResult) {
+/// The effects' figures and, with a store (`store`: bytes and keys as its
+/// stream info gave them, or why it could not be read), the check that
+/// every message's work was applied once.
+pub fn measure(o: &DriveOutcome, store: Option<Result<(u64, u64), String>>, r: &mut VariantResult) {
     let e = effects(o);
-    measure_effects(&e, store, r);
-    verify_effects(o, &e, store.map(|s| s.1), r);
+    let size = store.as_ref().and_then(|s| s.as_ref().ok()).copied();
+    measure_effects(&e, size, r);
+    verify_effects(o, &e, store.map(|s| s.map(|(_, keys)| keys)), r);
 }
 
 /// What every client's work did, together.
@@ -49,15 +51,28 @@ fn measure_effects(e: &Effects, store: Option<(u64, u64)>, r: &mut VariantResult
 /// applied: a handler killed between its key's creation and its report
 /// applied the work without saying so (a crash mid-work does that), and
 /// its redelivery is then rightly suppressed. `keys`: the store's key
-/// count, `None` without a store.
-fn verify_effects(o: &DriveOutcome, e: &Effects, keys: Option<u64>, r: &mut VariantResult) {
+/// count or why its info could not be read, `None` without a store.
+fn verify_effects(
+    o: &DriveOutcome,
+    e: &Effects,
+    keys: Option<Result<u64, String>>,
+    r: &mut VariantResult,
+) {
     let name = "every message's work applied once";
-    let Some(keys) = keys else {
-        r.invariants.push(Invariant::not_applicable(
-            name,
-            "handlers without a dedup store: work done again is applied again (work_done_twice)",
-        ));
-        return;
+    let keys = match keys {
+        Some(Ok(keys)) => keys,
+        Some(Err(e)) => {
+            let detail = format!("the dedup store's keys could not be counted: {e}");
+            r.invariants.push(Invariant::check(name, false, detail));
+            return;
+        }
+        None => {
+            r.invariants.push(Invariant::not_applicable(
+                name,
+                "handlers without a dedup store: work done again is applied again (work_done_twice)",
+            ));
+            return;
+        }
     };
     let twice = e.applied_twice();
     r.invariants.push(Invariant::check(
@@ -86,7 +101,7 @@ mod tests {
         o.counts.persisted = 3;
         let failing = |e: &Effects, keys: u64| {
             let mut r = VariantResult::new("t");
-            verify_effects(&o, e, Some(keys), &mut r);
+            verify_effects(&o, e, Some(Ok(keys)), &mut r);
             r.broken().into_iter().map(String::from).collect::<Vec<_>>()
         };
         let once = Effects {
@@ -103,5 +118,19 @@ mod tests {
         assert_eq!(failing(&twice, 3), ["every message's work applied once"]);
         // A key missing from the store: one message's work never applied.
         assert_eq!(failing(&once, 2), ["every message's work applied once"]);
+    }
+
+    /// A store whose info could not be read checks nothing: the check
+    /// fails naming the lookup's error, never reads "not applicable".
+    #[test]
+    fn a_store_that_could_not_be_read_fails_the_idempotent_check_with_its_error() {
+        let mut o = DriveOutcome::settled(3);
+        o.counts.persisted = 3;
+        let mut r = VariantResult::new("t");
+        let lookup = "reading stream KV_x's info: timed out".to_string();
+        measure(&o, Some(Err(lookup)), &mut r);
+        let check = &r.invariants[0];
+        assert!(check.applicable && !check.passed, "{check:?}");
+        assert!(check.detail.contains("KV_x's info: timed out"), "{check:?}");
     }
 }

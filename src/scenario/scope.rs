@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use super::{ScenarioPlan, checks, idempotence, shape};
+use super::checks::{self, StreamCount};
+use super::{ScenarioPlan, idempotence, shape};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec, FaultPlan, RunContext, drive};
 use crate::profile::{ConsumerPlan, PublishPlan};
 use crate::streams::advisory::{Advisories, AdvisoryWatch};
@@ -44,9 +45,9 @@ pub enum Work {
 /// What a durable variant's drive left for its measure and verify.
 pub struct Driven {
     pub outcome: DriveOutcome,
-    /// Messages the stream held after the drive; `None` when stream info
-    /// was unavailable.
-    pub stored: Option<u64>,
+    /// Messages the stream held after the drive, or why its info could
+    /// not be read.
+    pub stored: StreamCount,
     /// What the durable's advisories said; empty unless watched.
     pub advisories: Advisories,
     /// The stream read back, when asked.
@@ -197,16 +198,27 @@ impl<'a> Scope<'a> {
     }
 
     /// How many messages `stream` holds now, its placement added to the
-    /// result; `None` when the server does not answer, which every check
-    /// built on it must report as a failure, never as "not applicable".
-    pub async fn stored(&mut self, r: &mut VariantResult, stream: &str) -> Option<u64> {
+    /// result; the lookup's error when the server does not answer, which
+    /// every check built on it must report as a failure naming it, never
+    /// as "not applicable". A stream not placed here is placed (or warned
+    /// of) when the scope closes.
+    pub async fn stored(&mut self, r: &mut VariantResult, stream: &str) -> StreamCount {
         let info = self.ctx.provisioner.stream_info(stream).await;
-        if !self.placed.iter().any(|p| p == stream) {
+        if let Ok(info) = &info
+            && !self.placed.iter().any(|p| p == stream)
+        {
             self.placed.push(stream.to_string());
-            r.streams
-                .extend(info.as_ref().map(crate::streams::provision::placement));
+            r.streams.push(crate::streams::provision::placement(info));
         }
-        info.map(|i| i.state.messages)
+        info.map(|i| i.state.messages).map_err(|e| format!("{e:#}"))
+    }
+
+    /// Records where `stream` was placed, or warns that its info could not
+    /// be read.
+    pub async fn place(&mut self, r: &mut VariantResult, stream: &str) {
+        if let Err(e) = self.stored(r, stream).await {
+            r.warnings.push(format!("{stream} was not placed: {e}"));
+        }
     }
 
     /// Creates a stream on another server's JetStream (a leafnode's, its
@@ -246,9 +258,10 @@ impl<'a> Scope<'a> {
         }
         for name in self.created.iter().rev() {
             if !name.starts_with("KV_") && !self.placed.contains(name) {
-                let info = self.ctx.provisioner.stream_info(name).await;
-                r.streams
-                    .extend(info.as_ref().map(crate::streams::provision::placement));
+                match self.ctx.provisioner.stream_info(name).await {
+                    Ok(info) => r.streams.push(crate::streams::provision::placement(&info)),
+                    Err(e) => r.warnings.push(format!("{name} was not placed: {e:#}")),
+                }
             }
             if let Err(e) = self.delete(name, r).await
                 && first_error.is_none()
@@ -349,7 +362,7 @@ impl Scope<'_> {
             _ => None,
         };
         let store = match &bucket {
-            Some(b) => self.ctx.provisioner.stream_info(&format!("KV_{b}")).await,
+            Some(b) => Some(self.ctx.provisioner.stream_info(&format!("KV_{b}")).await),
             None => None,
         };
         let driven = Driven {
@@ -371,7 +384,9 @@ impl Scope<'_> {
         );
         checks::drive_records(o, sample_every, r);
         if d.work != Work::Uncounted {
-            let store = store.map(|i| (i.state.bytes, i.state.messages));
+            let store = store.map(|i| {
+                (i.map(|i| (i.state.bytes, i.state.messages))).map_err(|e| format!("{e:#}"))
+            });
             idempotence::measure(o, store, r);
         }
         Ok(judged)

@@ -424,11 +424,16 @@ impl Provisioner {
         failures
     }
 
-    /// A stream's info now (message count, placement); `None` when the
-    /// server does not answer.
-    pub async fn stream_info(&self, name: &str) -> Option<stream::Info> {
-        let mut stream = self.js.get_stream(name).await.ok()?;
-        stream.info().await.ok().cloned()
+    /// A stream's info now (message count, placement), or why the server
+    /// did not give it: a check built on it fails with that error, never
+    /// reads as "not applicable". No caller tells a stream not found from
+    /// another failure: each asks of a stream it created.
+    pub async fn stream_info(&self, name: &str) -> Result<stream::Info> {
+        let mut stream = (self.js.get_stream(name).await)
+            .with_context(|| format!("looking up stream {name}"))?;
+        let info =
+            (stream.info().await).with_context(|| format!("reading stream {name}'s info"))?;
+        Ok(info.clone())
     }
 
     /// Streams created and still present (kept, or not yet torn down).

@@ -140,7 +140,7 @@ impl Kind for Backpressure {
             let o = &d.outcome;
             let analysis = checks::fates(o, &behaviour, consumer);
             measure(o, &analysis, plan, consumer, r);
-            verify(o, &analysis, d.stored, r);
+            verify(o, &analysis, &d.stored, r);
         })
         .await
     }
@@ -348,7 +348,7 @@ fn delayed_nak_slots(plan: &Plan, r: &mut VariantResult) {
     }
 }
 
-fn verify(o: &DriveOutcome, a: &Analysis, stored: Option<u64>, r: &mut VariantResult) {
+fn verify(o: &DriveOutcome, a: &Analysis, stored: &checks::StreamCount, r: &mut VariantResult) {
     let c = &o.counts;
     r.invariants.push(checks::nothing_lost(o));
     r.invariants.push(checks::nothing_dropped(o));

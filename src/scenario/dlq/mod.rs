@@ -294,7 +294,7 @@ async fn run_variant(
     };
     // Where the pipeline's streams were placed, after the source's.
     for stream in [&set.spec.advisory_stream, &set.spec.dlq_stream] {
-        s.stored(result, stream).await;
+        s.place(result, stream).await;
     }
     let (outcome, analysis) = drive?;
     measure::measure(&outcome, &analysis, &evidence, plan, result);

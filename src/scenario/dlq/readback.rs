@@ -12,6 +12,7 @@ use super::{Drive, INTERRUPTED_WAIT, Plan, Provisioned, WATCHED};
 use crate::dlq::audit;
 use crate::dlq::{Key, Outcome, Pipeline, PipelineReport};
 use crate::scenario::Scope;
+use crate::scenario::checks::StreamCount;
 use crate::streams::advisory::Kind;
 use crate::variant::VariantResult;
 
@@ -27,8 +28,9 @@ pub(super) struct Evidence {
     /// The expected originals as the source holds them now, or why they
     /// could not be read.
     pub now: Result<BTreeMap<u64, Option<StreamMessage>>, String>,
-    /// Messages in the source stream at the end.
-    pub stored: Option<u64>,
+    /// Messages in the source stream at the end, or why its info could
+    /// not be read.
+    pub stored: StreamCount,
     pub other: Option<OtherEnd>,
     /// Sequences whose original the handler found gone.
     pub gone: BTreeSet<u64>,

@@ -5,11 +5,11 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow};
 
 use super::readback::Evidence;
-use super::verify::show;
 use crate::dlq::redrive;
 use crate::drive::RunContext;
 use crate::record::metrics::Direction;
 use crate::scenario::VariantNames;
+use crate::scenario::checks::{self, StreamCount};
 use crate::variant::{Invariant, VariantResult};
 
 /// How long the healthy durable may take to read a redrive, and how long
@@ -26,8 +26,8 @@ pub(super) struct Redriven {
     first: redrive::Pass,
     second: redrive::Pass,
     received: redrive::Received,
-    stored_before_second: Option<u64>,
-    stored_after_second: Option<u64>,
+    stored_before_second: StreamCount,
+    stored_after_second: StreamCount,
 }
 
 /// Sends the letters read back onto their subjects, reads them with the
@@ -51,10 +51,8 @@ pub(super) async fn redrive(ctx: &RunContext, n: &VariantNames, e: &Evidence) ->
     let received =
         redrive::consume(&consumer, &first, letters, names, REDRIVE_QUIET, deadline).await?;
     let count = || async {
-        ctx.provisioner
-            .stream_info(stream)
-            .await
-            .map(|i| i.state.messages)
+        let info = ctx.provisioner.stream_info(stream).await;
+        info.map(|i| i.state.messages).map_err(|e| format!("{e:#}"))
     };
     let stored_before_second = count().await;
     let second = redrive::publish(js, letters, names).await;
@@ -121,7 +119,7 @@ pub(super) fn redrive_results(redriven: &Result<Redriven>, r: &mut VariantResult
         ),
     ));
     let unchanged =
-        d.stored_before_second.is_some() && d.stored_before_second == d.stored_after_second;
+        d.stored_before_second.is_ok() && d.stored_before_second == d.stored_after_second;
     r.invariants.push(Invariant::check(
         NAMES[1],
         second.duplicates == d.letters && second.stored == 0 && unchanged,
@@ -131,8 +129,8 @@ pub(super) fn redrive_results(redriven: &Result<Redriven>, r: &mut VariantResult
             second.duplicates,
             second.stored,
             second.failed,
-            show(d.stored_before_second),
-            show(d.stored_after_second),
+            checks::shown(&d.stored_before_second),
+            checks::shown(&d.stored_after_second),
             errors(second)
         ),
     ));
@@ -182,8 +180,8 @@ mod tests {
                 deliveries: ids.iter().map(|id| (id.to_string(), 1)).collect(),
                 ..Default::default()
             },
-            stored_before_second: Some(10),
-            stored_after_second: Some(10),
+            stored_before_second: Ok(10),
+            stored_after_second: Ok(10),
         }
     }
 
@@ -202,7 +200,7 @@ mod tests {
         let mut d = clean();
         d.second.stored = 2;
         d.second.duplicates = 0;
-        d.stored_after_second = Some(12);
+        d.stored_after_second = Ok(12);
         assert_eq!(broken(d), ["a second redrive stores nothing"]);
         let mut d = clean();
         d.received.deliveries.insert("redrive.S.c.3".into(), 2);

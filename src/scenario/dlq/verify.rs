@@ -77,7 +77,7 @@ fn audit_dlq(o: &DriveOutcome, e: &Evidence, retention: Retention) -> Result<Aud
 /// copied (work queue), kept until every consumer acks (interest).
 fn originals_as_retained(o: &DriveOutcome, e: &Evidence, retention: Retention) -> Invariant {
     let (c, expected) = (&o.counts, &e.expected);
-    let stored = e.stored;
+    let stored = &e.stored;
     let name = match retention {
         Retention::Limits => "limits: originals remain",
         Retention::Workqueue => "workqueue: originals deleted once copied",
@@ -103,12 +103,12 @@ fn originals_as_retained(o: &DriveOutcome, e: &Evidence, retention: Retention) -
                 .count();
             Invariant::check(
                 name,
-                present + evicted == now.len() && stored == Some(c.persisted - c.evicted),
+                present + evicted == now.len() && *stored == Ok(c.persisted - c.evicted),
                 format!(
                     "{present} of {} dead-lettered originals still readable, {evicted} evicted by the \
                      stream's limits; the stream holds {} of {} messages ({} evicted)",
                     now.len(),
-                    show(stored),
+                    checks::shown(stored),
                     c.persisted,
                     c.evicted
                 ),
@@ -116,11 +116,11 @@ fn originals_as_retained(o: &DriveOutcome, e: &Evidence, retention: Retention) -
         }
         Retention::Workqueue => Invariant::check(
             name,
-            present == 0 && stored == Some(0),
+            present == 0 && *stored == Ok(0),
             format!(
                 "{present} of {} dead-lettered originals still readable; the stream holds {} messages (acked ones are removed by the server, dead-lettered ones by the handler)",
                 expected.len(),
-                show(stored)
+                checks::shown(stored)
             ),
         ),
         Retention::Interest => interest_originals(o, e, (name, present)),
@@ -131,7 +131,7 @@ fn originals_as_retained(o: &DriveOutcome, e: &Evidence, retention: Retention) -
 /// consumer has not acked it; once both have, the server removes it.
 fn interest_originals(o: &DriveOutcome, e: &Evidence, (name, present): (&str, usize)) -> Invariant {
     let (c, expected) = (&o.counts, &e.expected);
-    let stored = e.stored;
+    let stored = &e.stored;
     let other = match &e.other {
         Some(Ok(report)) => {
             let acked = (1..=o.ledger.max_seq())
@@ -148,13 +148,13 @@ fn interest_originals(o: &DriveOutcome, e: &Evidence, (name, present): (&str, us
     let acked = other.as_ref().copied().unwrap_or(0);
     Invariant::check(
         name,
-        present == expected.len() && stored == Some(expected.len() as u64) && acked == c.persisted,
+        present == expected.len() && *stored == Ok(expected.len() as u64) && acked == c.persisted,
         match other {
             Ok(acked) => format!(
                 "the other consumer acked {acked} of {}; {present} of {} dead-lettered originals still readable; the stream holds {} messages (the acked-by-both are removed)",
                 c.persisted,
                 expected.len(),
-                show(stored)
+                checks::shown(stored)
             ),
             Err(err) => format!("the other consumer: {err}"),
         },
@@ -309,10 +309,6 @@ fn listed<T: std::fmt::Display>(items: &[T]) -> String {
     } else {
         shown.join(", ")
     }
-}
-
-pub(super) fn show(n: Option<u64>) -> String {
-    n.map_or("(unknown)".into(), |n| n.to_string())
 }
 
 /// The delivery article's warning, measured: a dead letter whose original a stream

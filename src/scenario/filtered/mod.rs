@@ -236,7 +236,7 @@ impl Kind for Filtered {
         r.ledger = o.counts;
         r.invariants.extend(verify::verify(&due, &o));
         r.invariants.push(verify::stream_kept(
-            filled.held,
+            &filled.held,
             filled.stored.len(),
             point.max_per_subject,
         ));
@@ -282,8 +282,8 @@ pub struct Filled {
     layout: Layout,
     /// The sequences the stream keeps of the fill.
     stored: SeqSet,
-    /// How many it held when asked; `None`: it did not answer.
-    held: Option<u64>,
+    /// How many it held when asked, or why its info could not be read.
+    held: super::checks::StreamCount,
 }
 
 /// Asks the stream for the subjects of a few kept sequences, spread over

@@ -5,6 +5,7 @@
 
 use crate::drive::DriveOutcome;
 use crate::record::ledger::{Event, SeqSet};
+use crate::scenario::checks::{self, StreamCount};
 use crate::variant::Invariant;
 
 pub const DELIVERED_ONCE: &str = "every matching message delivered once";
@@ -77,15 +78,15 @@ pub fn verify(due: &SeqSet, o: &DriveOutcome) -> Vec<Invariant> {
 
 /// The stream holds as many messages as max_per_subject keeps of the fill
 /// (`expected`, from [`super::layout::stored`]); `held` as its
-/// info said, `None` when it did not answer.
-pub fn stream_kept(held: Option<u64>, expected: u64, max_per_subject: u64) -> Invariant {
+/// info said, or why it could not be read.
+pub fn stream_kept(held: &StreamCount, expected: u64, max_per_subject: u64) -> Invariant {
     let limit = match max_per_subject {
         0 => "no per-subject limit".to_string(),
         m => format!("max_msgs_per_subject {m}"),
     };
     let (passed, held) = match held {
-        Some(held) => (held == expected, format!("{held} held,")),
-        None => (false, "stream info unavailable;".to_string()),
+        Ok(held) => (*held == expected, format!("{held} held,")),
+        Err(e) => (false, format!("{};", checks::unread(e))),
     };
     let detail = format!("{held} {expected} expected under {limit}");
     Invariant::check(STREAM_KEPT, passed, detail)
@@ -175,9 +176,22 @@ mod tests {
 
     #[test]
     fn a_stream_keeping_other_than_max_per_subject_says_fails() {
-        assert!(stream_kept(Some(30), 30, 3).passed);
-        let i = stream_kept(Some(31), 30, 3);
+        assert!(stream_kept(&Ok(30), 30, 3).passed);
+        let i = stream_kept(&Ok(31), 30, 3);
         assert!(!i.passed && i.detail.contains("max_msgs_per_subject 3"));
-        assert!(!stream_kept(None, 30, 0).passed);
+    }
+
+    /// A lookup that failed checks nothing: the check fails naming its
+    /// error, never reads "not applicable".
+    #[test]
+    fn a_stream_whose_info_failed_fails_stream_kept_with_the_error() {
+        let lookup = Err("reading stream JSB_F's info: no responders".to_string());
+        let i = stream_kept(&lookup, 30, 0);
+        assert!(i.applicable && !i.passed, "{i:?}");
+        assert!(
+            i.detail.contains("JSB_F's info: no responders"),
+            "{}",
+            i.detail
+        );
     }
 }

@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::watch::Copied;
+use crate::scenario::checks::StreamCount;
 use crate::variant::Invariant;
 
 pub const ONCE: &str = "every origin message in the copy once";
@@ -99,7 +100,7 @@ pub fn invariants(
     a: &CopyAudit,
     names: &[String],
     origin_holds: Option<u64>,
-    copy_count: Option<u64>,
+    copy_count: &StreamCount,
 ) -> Vec<Invariant> {
     let missing = a.missing_count();
     let mut problems = Vec::new();
@@ -146,12 +147,12 @@ pub fn invariants(
     }
     // A failed lookup checks nothing, and says so as a failure.
     let count = match copy_count {
-        Some(n) => Invariant::equal(COUNT, n, a.expected),
-        None => Invariant::check(
+        Ok(n) => Invariant::equal(COUNT, *n, a.expected),
+        Err(e) => Invariant::check(
             COUNT,
             false,
             format!(
-                "the copy's stream info did not answer ({} expected)",
+                "the copy's count could not be read: {e} ({} expected)",
                 a.expected
             ),
         ),
@@ -217,7 +218,7 @@ mod tests {
     fn a_whole_copy_in_order_holds_every_check() {
         let stored = [BTreeSet::from([1, 2, 3]), BTreeSet::from([1, 2])];
         let a = audit(&stored, &copied(&[(0, 1), (1, 1), (0, 2), (1, 2), (0, 3)]));
-        let inv = invariants(&a, &names(), Some(0), Some(5));
+        let inv = invariants(&a, &names(), Some(0), &Ok(5));
         assert!(inv.iter().all(|i| i.passed), "{inv:?}");
     }
 
@@ -225,17 +226,23 @@ mod tests {
     fn a_copy_out_of_order_fails_order_but_not_once() {
         let stored = [BTreeSet::from([1, 2, 3])];
         let a = audit(&stored, &copied(&[(0, 1), (0, 3), (0, 2)]));
-        let inv = invariants(&a, &names(), None, Some(3));
+        let inv = invariants(&a, &names(), None, &Ok(3));
         let (passed, _, detail) = state(&inv, ORDER);
         assert!(!passed && detail.contains("copy seqs 3"), "{detail}");
         assert!(state(&inv, ONCE).0);
-        // A copy whose count cannot be read fails its count check.
-        let inv = invariants(&a, &names(), None, None);
+    }
+
+    /// A copy whose count cannot be read fails its count check, naming
+    /// the lookup's error.
+    #[test]
+    fn a_copy_whose_info_failed_fails_the_count_with_the_error() {
+        let stored = [BTreeSet::from([1, 2, 3])];
+        let a = audit(&stored, &copied(&[(0, 1), (0, 2), (0, 3)]));
+        let lookup = Err("reading stream JSB_COPY's info: timed out".to_string());
+        let inv = invariants(&a, &names(), None, &lookup);
         let (passed, applicable, detail) = state(&inv, COUNT);
-        assert!(
-            !passed && applicable && detail.contains("did not answer"),
-            "{detail}"
-        );
+        assert!(!passed && applicable, "{detail}");
+        assert!(detail.contains("JSB_COPY's info: timed out"), "{detail}");
     }
 
     #[test]
@@ -250,7 +257,7 @@ mod tests {
         assert_eq!(a.missing, vec![(0, vec![2, 3, 4])]);
         assert_eq!(a.twice, vec![(0, 1)]);
         assert_eq!(a.strangers, vec![3, 1]);
-        let inv = invariants(&a, &names(), Some(1), Some(5));
+        let inv = invariants(&a, &names(), Some(1), &Ok(5));
         let (passed, _, detail) = state(&inv, ONCE);
         assert!(!passed);
         for needle in [
@@ -264,7 +271,7 @@ mod tests {
         }
         // Five held for five stored: the count alone cannot tell.
         assert!(state(&inv, COUNT).0);
-        let inv = invariants(&a, &names(), Some(3), Some(5));
+        let inv = invariants(&a, &names(), Some(3), &Ok(5));
         assert!(
             state(&inv, ONCE)
                 .2

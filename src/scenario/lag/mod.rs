@@ -246,7 +246,7 @@ struct Observed {
     /// The copy against what each origin stored: confirmed by a PubAck
     /// (the primer's too) or republished.
     audit: CopyAudit,
-    copy_count: Option<u64>,
+    copy_count: checks::StreamCount,
     /// A work-queue origin: messages it still held at the end, and ns
     /// from the copy's last message to its being found empty.
     origin_left: Option<u64>,
@@ -339,10 +339,12 @@ async fn observe(
         seqs.extend(republished.keys());
     }
     let copy_count = match leaf {
-        Some(l) => l.provisioner.stream_info(&t.copy).await.map(|i| {
-            r.streams.push(placement(&i));
-            i.state.messages
-        }),
+        Some(l) => (l.provisioner.stream_info(&t.copy).await)
+            .map(|i| {
+                r.streams.push(placement(&i));
+                i.state.messages
+            })
+            .map_err(|e| format!("{e:#}")),
         None => s.stored(r, &t.copy).await,
     };
     let audit = audit::audit(&stored, &copied);
@@ -548,7 +550,7 @@ fn verify(mode: Mode, o: &Observed, r: &mut VariantResult) {
         &o.audit,
         &o.names,
         Some(o.origin_holds),
-        o.copy_count,
+        &o.copy_count,
     ));
     r.invariants.push(drained(mode, o));
     r.invariants

@@ -129,7 +129,7 @@ impl Kind for Latency {
                 hops::measure(&d.outcome, r);
             }
             traced::measure(&d.outcome, plan.publish.trace_every, r);
-            verify(&d.outcome, plan.publish.msg_id, d.stored, r);
+            verify(&d.outcome, plan.publish.msg_id, &d.stored, r);
         })
         .await
     }
@@ -267,7 +267,7 @@ fn measure(o: &DriveOutcome, rate: u64, r: &mut VariantResult) {
         .extend(super::schedule::fell_behind(o, rate as f64));
 }
 
-fn verify(o: &DriveOutcome, msg_id: MsgId, stored: Option<u64>, r: &mut VariantResult) {
+fn verify(o: &DriveOutcome, msg_id: MsgId, stored: &checks::StreamCount, r: &mut VariantResult) {
     let c = &o.counts;
     r.invariants.push(checks::nothing_lost(o));
     r.invariants.push(checks::nothing_dropped(o));
@@ -311,7 +311,7 @@ mod tests {
         o.counts.acked = 3;
         let failing = |o: &DriveOutcome| {
             let mut r = VariantResult::new("t");
-            verify(o, MsgId::Unique, Some(3), &mut r);
+            verify(o, MsgId::Unique, &Ok(3), &mut r);
             r.broken().into_iter().map(String::from).collect::<Vec<_>>()
         };
         assert!(failing(&o).is_empty());

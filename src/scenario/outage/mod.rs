@@ -108,7 +108,7 @@ impl Kind for Outage {
             };
             let figures = Figures::of(&o.events, &window, o.pause.as_ref());
             measure(o, &figures, &window, load.rate, r);
-            verify(o, &figures, pattern, d.stored, r);
+            verify(o, &figures, pattern, &d.stored, r);
         })
         .await
     }
@@ -272,7 +272,7 @@ fn verify(
     o: &DriveOutcome,
     f: &Figures,
     pattern: OutagePattern,
-    stored: Option<u64>,
+    stored: &checks::StreamCount,
     r: &mut VariantResult,
 ) {
     let c = &o.counts;
@@ -383,13 +383,7 @@ mod tests {
     fn a_missing_ack_or_a_refused_pause_fails_the_variant() {
         let failing = |o: &DriveOutcome| {
             let mut r = VariantResult::new("pause");
-            verify(
-                o,
-                &Figures::default(),
-                OutagePattern::Pause,
-                Some(3),
-                &mut r,
-            );
+            verify(o, &Figures::default(), OutagePattern::Pause, &Ok(3), &mut r);
             r.broken().into_iter().map(String::from).collect::<Vec<_>>()
         };
         let mut o = DriveOutcome::settled(3);

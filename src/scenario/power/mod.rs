@@ -49,7 +49,7 @@ use crate::record::metrics::Direction;
 use crate::record::names;
 use crate::server::ServerOptions;
 use crate::server::fault::{Faults, RESTART_TIMEOUT};
-use crate::server::power::{MountRefused, PowerLossServers};
+use crate::server::power::{MountRefused, PowerLossServers, ReplicaState};
 use crate::streams::provision::{Need, Provisioner};
 use crate::streams::readback::{self, ReadBack};
 use crate::system::cpu::ServerCpu;
@@ -476,12 +476,25 @@ async fn stream_state(
 /// Waits until every node holds the stream up to the furthest sequence
 /// any node holds (a survivor's, which the struck node must reach).
 fn catch_up(servers: &PowerLossServers, stream: &str) -> Result<()> {
-    let furthest = (0..servers.nodes().len())
-        .filter_map(|n| servers.replica(n, stream).ok().flatten())
-        .map(|r| r.last_seq)
-        .max()
-        .unwrap_or(0);
-    servers.wait_replicas_at(stream, furthest, RECOVERY_TIMEOUT)
+    let answers = (0..servers.nodes().len()).map(|n| {
+        (servers.replica(n, stream)).with_context(|| format!("asking node {} for {stream}", n + 1))
+    });
+    servers.wait_replicas_at(stream, furthest(answers)?, RECOVERY_TIMEOUT)
+}
+
+/// The furthest last sequence any node holds: what every node must reach.
+/// A node that could not be asked fails it with its error rather than be
+/// left out: the furthest of the others may fall short of the truth, and
+/// the catch-up timed to it would read as done before it was (with none
+/// answering, it waited for sequence 0 and timed out saying so).
+fn furthest(answers: impl IntoIterator<Item = Result<Option<ReplicaState>>>) -> Result<u64> {
+    let mut furthest = None;
+    for answer in answers {
+        if let Some(r) = answer? {
+            furthest = furthest.max(Some(r.last_seq));
+        }
+    }
+    furthest.context("no node holds the stream, though it answered for it")
 }
 
 fn stream_not_found(e: &async_nats::jetstream::context::GetStreamError) -> bool {
@@ -621,6 +634,28 @@ mod tests {
         assert!(why.contains("cluster"), "{why}");
         let why = variant_not_applicable(Cut::Kill, 3, Some(Async)).unwrap();
         assert!(why.contains("10052"), "{why}");
+    }
+
+    /// The furthest sequence the struck node must reach: a node that
+    /// could not be asked fails it with its error, never lowers it (to 0
+    /// when none answered).
+    #[test]
+    fn a_node_that_cannot_be_asked_fails_the_catch_up_target() {
+        let at = |last_seq| {
+            Ok(Some(ReplicaState {
+                messages: last_seq,
+                first_seq: 1,
+                last_seq,
+            }))
+        };
+        assert_eq!(furthest([at(90), at(120), Ok(None)]).unwrap(), 120);
+        let refused = || Err(anyhow::anyhow!("node 2's /jsz: connection refused"));
+        let e = furthest([at(90), refused(), at(120)]).unwrap_err();
+        assert!(format!("{e:#}").contains("connection refused"), "{e:#}");
+        let e = furthest([refused(), refused()]).unwrap_err();
+        assert!(format!("{e:#}").contains("connection refused"), "{e:#}");
+        let e = furthest([Ok(None), Ok(None)]).unwrap_err();
+        assert!(format!("{e:#}").contains("no node"), "{e:#}");
     }
 
     #[test]

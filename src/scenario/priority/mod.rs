@@ -30,7 +30,6 @@ use crate::streams::provision::Need;
 use crate::variant::VariantResult;
 
 pub use plan::{Plan, Policy, PolicyPlan};
-pub use verify::GRACE_NS;
 
 /// Kill of the pinned client to the PINNED advisory of the next pin, ms.
 pub const FAILOVER_TIME: &str = "failover_time";

@@ -225,19 +225,19 @@ fn prioritized(k: &mut Keys, clients: usize, expires: Duration) -> PolicyPlan {
     for (i, l) in levels.iter().enumerate() {
         k.bound(&format!("levels[{i}]"), *l, 0..=9, "");
     }
-    // A higher level's pull counts as open only from GRACE after it was
-    // sent to GRACE before it ended: a shorter one is never open, and the
-    // order check could not fail.
-    let shortest = Duration::from_nanos(2 * super::GRACE_NS);
+    // A higher level's pull counts as open from a grace (a quarter of
+    // expires) after it was sent to a grace before it ended; a grace under
+    // the shortest would weigh the readers' lateness, not the server.
+    let least = Duration::from_nanos(super::verify::MIN_GRACE_NS);
+    let shortest = least * 4;
     if expires < shortest {
         k.problem(
             "expires",
             format!(
                 "{expires:?} is too short to check priority order: a pull counts as open \
-                 from {:?} after it is sent to {:?} before it ends, so pulls need at \
-                 least {shortest:?}",
-                shortest / 2,
-                shortest / 2
+                 from a quarter of expires after it is sent to a quarter before it ends, \
+                 and a quarter under {least:?} is within the readers' own lateness, so \
+                 pulls need at least {shortest:?}"
             ),
         );
     }
@@ -319,11 +319,11 @@ mod tests {
 
     #[test]
     fn prioritized_pulls_too_short_to_check_priority_order_are_refused() {
-        let e = plan("rate = 100\npolicy = \"prioritized\"\nclients = 2\nexpires = \"400ms\"")
+        let e = plan("rate = 100\npolicy = \"prioritized\"\nclients = 2\nexpires = \"150ms\"")
             .unwrap_err();
         assert!(e.contains("expires") && e.contains("priority order"), "{e}");
         assert!(
-            plan("rate = 100\npolicy = \"prioritized\"\nclients = 2\nexpires = \"500ms\"").is_ok()
+            plan("rate = 100\npolicy = \"prioritized\"\nclients = 2\nexpires = \"200ms\"").is_ok()
         );
     }
 }

@@ -284,7 +284,7 @@ fn judge(plan: &Plan, o: &Observed, r: &mut VariantResult) {
             let check = verify::overflow_threshold(&o.deliveries, overflow, pending, ack_pending);
             r.invariants.push(check);
         }
-        PolicyPlan::Prioritized { levels } => prioritized(levels, arrival, o, r),
+        PolicyPlan::Prioritized { levels } => prioritized(levels, plan.expires, arrival, o, r),
     }
 }
 
@@ -418,7 +418,13 @@ fn measure_overflow(
     shares(OVERFLOW_SHARE, arrival, o, |d| d.client >= regular, r);
 }
 
-fn prioritized(levels: &[u8], arrival: &ArrivalPlan, o: &Observed, r: &mut VariantResult) {
+fn prioritized(
+    levels: &[u8],
+    expires: Duration,
+    arrival: &ArrivalPlan,
+    o: &Observed,
+    r: &mut VariantResult,
+) {
     let mut distinct: Vec<u8> = levels.to_vec();
     distinct.sort();
     distinct.dedup();
@@ -427,8 +433,12 @@ fn prioritized(levels: &[u8], arrival: &ArrivalPlan, o: &Observed, r: &mut Varia
         r.param(&format!("level{rank}"), level);
         shares(&name, arrival, o, |d| levels[d.client] == *level, r);
     }
-    let found = verify::inversions(&o.deliveries, &o.pulls, levels).len() as u64;
+    let found = verify::inversions(&o.deliveries, &o.pulls, levels, expires).len() as u64;
     r.count(INVERSIONS, found);
-    r.invariants
-        .push(verify::priority_order(&o.deliveries, &o.pulls, levels));
+    r.invariants.push(verify::priority_order(
+        &o.deliveries,
+        &o.pulls,
+        levels,
+        expires,
+    ));
 }

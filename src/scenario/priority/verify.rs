@@ -6,6 +6,7 @@
 //! order of deliveries, never by when a client happened to read them.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use crate::consume::group::{GroupDelivery, PullEnd, PullRecord};
 use crate::record::ledger::{Event, LedgerShard};
@@ -24,12 +25,25 @@ pub const OVERFLOW_THRESHOLD: &str = "overflow clients receive only past their t
 pub const PRIORITY_ORDER: &str =
     "a lower level receives only while every higher level's requests are filled";
 
+/// The longest grace (see [`grace_ns`]): generous, since reader tasks on a
+/// busy 2-core machine can be late by tens of milliseconds, and bounds what
+/// is structural (the server's choice), not what is fast.
+pub const GRACE_NS: u64 = 250_000_000;
+
+/// The shortest grace: below it the check would weigh the readers'
+/// lateness rather than the server's choice, so the plan refuses an
+/// `expires` whose grace would be shorter.
+pub const MIN_GRACE_NS: u64 = 50_000_000;
+
 /// How long a pull request is given to reach the server before a delivery
 /// elsewhere counts against it, and how long before its end it stops
-/// counting: generous, since reader tasks on a busy 2-core machine can be
-/// late by tens of milliseconds, and bounds what is structural (the
-/// server's choice), not what is fast.
-pub const GRACE_NS: u64 = 250_000_000;
+/// counting: a quarter of the pull's `expires`, at most [`GRACE_NS`]. A
+/// fixed grace on both ends left nothing of a pull of twice its length to
+/// count, so the check could not fire on short pulls; a quarter leaves the
+/// middle half of every pull checked, whatever its length.
+pub fn grace_ns(expires: Duration) -> u64 {
+    u64::try_from(expires.as_nanos() / 4).map_or(GRACE_NS, |g| g.min(GRACE_NS))
+}
 
 /// Clock slack for comparisons of two instants on jsbench's clock.
 const SLACK_NS: u64 = 5_000_000;
@@ -352,14 +366,16 @@ pub fn overflow_threshold(
 }
 
 /// Deliveries to a lower level while a higher level's request was open at
-/// the server: sent [`GRACE_NS`] before the delivery was read, and not yet
-/// filled (its last message later in the server's order) nor ended
-/// ([`GRACE_NS`] before its end was read).
+/// the server: sent a grace ([`grace_ns`] of the pulls' `expires`) before
+/// the delivery was read, and not yet filled (its last message later in the
+/// server's order) nor ended (a grace before its end was read).
 pub fn inversions(
     deliveries: &[GroupDelivery],
     pulls: &[PullRecord],
     levels: &[u8],
+    expires: Duration,
 ) -> Vec<GroupDelivery> {
+    let grace = grace_ns(expires);
     let level = |c: usize| levels.get(c).copied().unwrap_or(u8::MAX);
     let mut by_client: BTreeMap<usize, Vec<&PullRecord>> = BTreeMap::new();
     for p in pulls {
@@ -372,7 +388,7 @@ pub fn inversions(
         PullEnd::Filled { last_consumer_seq } => last_consumer_seq > d.consumer_seq,
         PullEnd::Released { at_ns }
         | PullEnd::WrongPin { at_ns }
-        | PullEnd::Abandoned { at_ns } => d.received_ns + GRACE_NS <= at_ns,
+        | PullEnd::Abandoned { at_ns } => d.received_ns + grace <= at_ns,
     };
     deliveries
         .iter()
@@ -381,7 +397,7 @@ pub fn inversions(
                 if level(c) >= level(d.client) {
                     return false;
                 }
-                let cutoff = d.received_ns.saturating_sub(GRACE_NS);
+                let cutoff = d.received_ns.saturating_sub(grace);
                 let i = ps.partition_point(|p| p.sent_ns <= cutoff);
                 i > 0 && open(ps[i - 1], d)
             })
@@ -394,8 +410,9 @@ pub fn priority_order(
     deliveries: &[GroupDelivery],
     pulls: &[PullRecord],
     levels: &[u8],
+    expires: Duration,
 ) -> Invariant {
-    let found = inversions(deliveries, pulls, levels);
+    let found = inversions(deliveries, pulls, levels, expires);
     let what = "deliveries to a level while a higher one had a request open";
     none_of(PRIORITY_ORDER, (&found, deliveries.len()), what, |d| {
         let level = levels.get(d.client).copied().unwrap_or(0);

@@ -19,6 +19,7 @@ use crate::record::clock;
 use crate::record::metrics::latency_metrics;
 use crate::record::names;
 use crate::scenario::Scope;
+use crate::scenario::checks::{self, StreamCount};
 use crate::streams::batches::{BatchAudit, audit, read_batches};
 use crate::variant::{Invariant, VariantResult};
 
@@ -81,7 +82,7 @@ pub async fn run_variant(
             (audited, complete)
         })
     });
-    verify(&report, stored, audited, r);
+    verify(&report, &stored, audited, r);
     Ok(())
 }
 
@@ -143,7 +144,7 @@ fn measure(report: &BatchReport, config: &BatchConfig, r: &mut VariantResult) {
 
 fn verify(
     report: &BatchReport,
-    stored: Option<u64>,
+    stored: &StreamCount,
     audited: Option<Result<(BatchAudit, bool)>>,
     r: &mut VariantResult,
 ) {
@@ -180,7 +181,7 @@ fn verify(
             "{} of {} committed batches whole ({committed} messages; stream holds {}){stalled}{}",
             audited.whole,
             report.committed.len(),
-            stored.map_or("?".into(), |s| s.to_string()),
+            checks::shown(stored),
             first_three(&audited.broken)
         ),
     ));
@@ -249,7 +250,7 @@ mod tests {
         };
         let audited = audit(2, &report.committed, &report.unanswered(), stored, true);
         let mut r = VariantResult::new("v");
-        verify(&report, Some(4), Some(Ok((audited, true))), &mut r);
+        verify(&report, &Ok(4), Some(Ok((audited, true))), &mut r);
         r.invariants
             .iter()
             .map(|i| (i.name.clone(), i.passed, i.detail.clone()))

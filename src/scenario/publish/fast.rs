@@ -21,6 +21,7 @@ use crate::record::clock;
 use crate::record::metrics::latency_metrics;
 use crate::record::names;
 use crate::scenario::Scope;
+use crate::scenario::checks::{self, StreamCount};
 use crate::streams::fast_batches::{FastAudit, audit, read_stamps};
 use crate::variant::{Invariant, VariantResult};
 
@@ -129,7 +130,7 @@ pub async fn run_variant(
             )
         })
     });
-    verify(&report, stored, audited, r);
+    verify(&report, &stored, audited, r);
     Ok(())
 }
 
@@ -237,7 +238,7 @@ pub const NO_GAPS: &str = "every message sent reached the server (no gap or erro
 
 fn verify(
     report: &FastReport,
-    stored: Option<u64>,
+    stored: &StreamCount,
     audited: Option<Result<(FastAudit, bool)>>,
     r: &mut VariantResult,
 ) {
@@ -281,7 +282,7 @@ fn verify(
              {} lost after their ack, {} stored twice, {} out of order, {} PubAcks misplaced{gaps}{stalled}{}",
             a.acked_stored,
             a.acked,
-            stored.map_or("?".into(), |s| s.to_string()),
+            checks::shown(stored),
             a.lost_after_ack.len(),
             a.twice.len(),
             a.out_of_order.len(),
@@ -392,7 +393,7 @@ mod tests {
         let mut r = VariantResult::new("v");
         verify(
             report,
-            Some(stored.len() as u64),
+            &Ok(stored.len() as u64),
             Some(Ok((audited, complete))),
             &mut r,
         );
@@ -505,7 +506,7 @@ mod tests {
         let mut r = VariantResult::new("v");
         verify(
             &report(),
-            None,
+            &Err("stream gone".into()),
             Some(Err(anyhow::anyhow!("stream gone"))),
             &mut r,
         );

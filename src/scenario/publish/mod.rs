@@ -23,6 +23,7 @@ use anyhow::{Context, Result};
 use async_nats::jetstream::stream;
 use futures::future::join_all;
 
+use super::checks::StreamCount;
 use super::table::{self, Cell, Column, Show};
 use super::{Kind, Scope, Variants};
 use crate::drive::{DriveOutcome, DriveSpec};
@@ -589,7 +590,7 @@ fn verify(
     o: &DriveOutcome,
     plan: &Plan,
     msg_id: MsgId,
-    stored: Option<u64>,
+    stored: StreamCount,
     reconciliation: Option<Result<(Reconciliation, bool, u64), String>>,
     r: &mut VariantResult,
 ) {
@@ -641,18 +642,11 @@ fn verify(
         0,
     ));
     let unique = new_stored + late_stored + o.acks_sum(|a| a.retries_stored);
-    match stored {
-        Some(n) => r.invariants.push(Invariant::equal(
-            "stream count = unique persisted",
-            n,
-            unique,
-        )),
-        None => r.invariants.push(Invariant::check(
-            "stream count = unique persisted",
-            false,
-            "stream info unavailable",
-        )),
-    }
+    r.invariants.push(super::checks::count_is(
+        "stream count = unique persisted",
+        &stored,
+        unique,
+    ));
     match reconciliation {
         Some(Ok((rec, complete, malformed))) => {
             r.invariants.push(Invariant::check(
@@ -875,7 +869,7 @@ async fn reference_variant(
     let client_cpu = cpu::own_cpu_time().saturating_sub(client_cpu);
     let server_cpu = server_cpu.stop();
     let stored = match jetstream {
-        true => s.stored(result, &stream_name).await,
+        true => Some(s.stored(result, &stream_name).await),
         false => None,
     };
 
@@ -896,14 +890,14 @@ async fn reference_variant(
     result
         .invariants
         .push(Invariant::equal("no publish errors", errors, 0));
-    if jetstream {
+    if let Some(stored) = &stored {
         result.ledger.persisted = acked;
         result
             .invariants
             .push(Invariant::equal("every publish acknowledged", acked, sent));
-        result.invariants.push(Invariant::equal(
+        (result.invariants).push(super::checks::count_is(
             "stream count = acknowledged",
-            stored.unwrap_or(u64::MAX),
+            stored,
             acked,
         ));
     }
@@ -962,7 +956,7 @@ mod tests {
                 &DriveOutcome::settled(0),
                 &plan,
                 msg_id,
-                Some(0),
+                Ok(0),
                 None,
                 &mut r,
             );

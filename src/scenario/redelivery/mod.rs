@@ -150,7 +150,7 @@ impl Kind for Redelivery {
             let o = &d.outcome;
             let analysis = checks::fates(o, &behaviour, &load.consumer);
             measure(o, &analysis, &d.advisories, r);
-            verify(o, &analysis, &d.advisories, d.stored, r);
+            verify(o, &analysis, &d.advisories, &d.stored, r);
         })
         .await
     }
@@ -279,7 +279,7 @@ fn verify(
     o: &DriveOutcome,
     a: &Analysis,
     advisories: &Advisories,
-    stored: Option<u64>,
+    stored: &checks::StreamCount,
     r: &mut VariantResult,
 ) {
     let c = &o.counts;

@@ -87,15 +87,15 @@ pub(super) async fn replay(
         Live::New | Live::Tail => {
             let publishing = async {
                 let outcome = s.drive(&live_spec(s, plan, t)).await;
-                // Now the last sequence is known: the reader may finish.
-                let last = s
-                    .ctx
-                    .provisioner
-                    .stream_info(&t.stream)
-                    .await
-                    .map_or(before, |i| i.state.last_sequence);
-                let _ = target_tx.send(last);
-                outcome
+                // Now the last sequence is known: the reader may finish. A
+                // lookup that failed lets it finish at once and fails the
+                // variant with its error, where the reader stopped short
+                // would read as messages never replayed.
+                let last = (s.ctx.provisioner.stream_info(&t.stream).await)
+                    .map(|i| i.state.last_sequence)
+                    .context("asking the stream's last sequence after the live publishing");
+                let _ = target_tx.send(*last.as_ref().unwrap_or(&before));
+                outcome.and_then(|o| last.map(|_| o))
             };
             let (outcome, log) = if v.live == Live::New {
                 // The consumer must exist before the first new message.

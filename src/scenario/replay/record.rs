@@ -60,7 +60,7 @@ pub(super) async fn record(
     let rate = (plan.rate, s.scenario.common.duration);
     let spec = super::publisher(s, &t, &plan.publish, rate, 0x5eed);
     let outcome = s.drive(&spec).await?;
-    s.stored(r, &t.stream).await;
+    s.place(r, &t.stream).await;
     let recording = recording::read(&t.js, &t.stream, 1, READ_IDLE).await?;
     measure(plan, spec.messages(), &outcome, &recording, r);
     verify(&outcome, &recording, r);

@@ -133,7 +133,7 @@ impl Kind for Resume {
         s.drive_durable(r, paced, |d, r| {
             let recovery = Recovery::of(&d.outcome);
             measure(&d.outcome, &recovery, r);
-            verify(&d.outcome, &recovery, d.stored, r);
+            verify(&d.outcome, &recovery, &d.stored, r);
         })
         .await
     }
@@ -245,7 +245,7 @@ fn measure(o: &DriveOutcome, rec: &Recovery, r: &mut VariantResult) {
     checks::completion_time(o, r);
 }
 
-fn verify(o: &DriveOutcome, rec: &Recovery, stored: Option<u64>, r: &mut VariantResult) {
+fn verify(o: &DriveOutcome, rec: &Recovery, stored: &checks::StreamCount, r: &mut VariantResult) {
     let c = &o.counts;
     r.invariants.push(checks::nothing_lost(o));
     // Stronger than nothing lost: after the crash and the rebind, every
@@ -324,7 +324,7 @@ mod tests {
 
     fn failing(o: &DriveOutcome, rec: &Recovery) -> Vec<String> {
         let mut r = VariantResult::new("t");
-        verify(o, rec, Some(0), &mut r);
+        verify(o, rec, &Ok(0), &mut r);
         r.broken().into_iter().map(String::from).collect()
     }
 

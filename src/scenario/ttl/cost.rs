@@ -149,16 +149,10 @@ async fn expiry_pass(
         left == 0,
         format!("{left} of {n} TTL'd messages still stored {span:?} after the pass began"),
     ));
-    // A meter that could not read the server reports no figure: 0 would
-    // read as an expiry pass that cost nothing.
-    match (cpu, idle) {
-        (Some(cpu), Some(idle)) => {
-            let net = (cpu - idle * span.as_secs_f64()).max(0.0);
-            let per = net * 1e6 / n as f64;
-            r.metric(EXPIRY_CPU_PER_MSG, "us", per, Direction::Lower);
-        }
-        _ => r.warnings.push(format!(
-            "the server's CPU could not be read ({}): no {EXPIRY_CPU_PER_MSG}",
+    match cpu_per_message(cpu, idle, span, n) {
+        Ok(per) => r.metric(EXPIRY_CPU_PER_MSG, "us", per, Direction::Lower),
+        Err(why) => r.warnings.push(format!(
+            "{why} ({}): no {EXPIRY_CPU_PER_MSG}",
             ctx.server_cpu.describe()
         )),
     }
@@ -166,12 +160,32 @@ async fn expiry_pass(
     Ok(())
 }
 
+/// The expiry pass's server CPU per message, µs: `cpu` seconds over
+/// `span` less `idle` CPU seconds per second over as long. A meter that
+/// could not read the server, or a pass that used no more than idle (the
+/// second read for idle was the busier), gives no figure and says why: 0
+/// would read as an expiry pass that cost nothing.
+fn cpu_per_message(
+    cpu: Option<f64>,
+    idle: Option<f64>,
+    span: Duration,
+    n: u64,
+) -> Result<f64, String> {
+    let (Some(cpu), Some(idle)) = (cpu, idle) else {
+        return Err("the server's CPU could not be read".into());
+    };
+    let idle = idle * span.as_secs_f64();
+    if cpu <= idle {
+        return Err(format!(
+            "the expiry pass used {cpu:.3} s of the server's CPU, no more than its idle \
+             {idle:.3} s over as long"
+        ));
+    }
+    Ok((cpu - idle) * 1e6 / n as f64)
+}
+
 async fn stored(ctx: &RunContext, stream: &str) -> Result<u64> {
-    ctx.provisioner
-        .stream_info(stream)
-        .await
-        .map(|i| i.state.messages)
-        .ok_or_else(|| anyhow!("stream info of {stream} unavailable"))
+    Ok(ctx.provisioner.stream_info(stream).await?.state.messages)
 }
 
 /// The server's resident memory, bytes.
@@ -224,5 +238,22 @@ mod tests {
             let why = weighed(&cpu).unwrap_err();
             assert!(why.contains("--server-pid"), "{why}");
         }
+    }
+
+    /// 0.5 s of CPU over a 2 s pass, 0.1 s a second when idle: 0.3 s for
+    /// 1,000 messages. A meter that could not read, or an idle second
+    /// busier than the pass, gives no figure and says why.
+    #[test]
+    fn an_expiry_pass_measured_below_idle_or_unread_gives_no_figure() {
+        let span = Duration::from_secs(2);
+        let per = cpu_per_message(Some(0.5), Some(0.1), span, 1000).unwrap();
+        assert!((per - 300.0).abs() < 1e-6, "{per}");
+        let unread = cpu_per_message(None, Some(0.1), span, 1000).unwrap_err();
+        assert!(unread.contains("could not be read"), "{unread}");
+        let below = cpu_per_message(Some(0.1), Some(0.1), span, 1000);
+        assert!(
+            below.as_ref().is_err_and(|why| why.contains("idle")),
+            "{below:?}"
+        );
     }
 }

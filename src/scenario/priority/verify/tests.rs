@@ -4,6 +4,8 @@
 use super::*;
 
 const MS: u64 = 1_000_000;
+/// The profile's default `expires`: a grace of the full 250 ms.
+const SECOND: Duration = Duration::from_secs(1);
 
 fn d(client: usize, cseq: u64, sseq: u64, pin: Option<u16>) -> GroupDelivery {
     GroupDelivery {
@@ -233,7 +235,7 @@ fn a_lower_level_served_while_a_higher_request_was_open_is_an_inversion() {
         },
     )];
     let low = d(1, 500, 1, None);
-    let check = priority_order(&[low], &pulls, &levels);
+    let check = priority_order(&[low], &pulls, &levels, SECOND);
     assert!(!check.passed, "{}", check.detail);
     // Filled before: no inversion.
     let filled = [pull(
@@ -243,7 +245,7 @@ fn a_lower_level_served_while_a_higher_request_was_open_is_an_inversion() {
             last_consumer_seq: 400,
         },
     )];
-    assert!(priority_order(&[low], &filled, &levels).passed);
+    assert!(priority_order(&[low], &filled, &levels, SECOND).passed);
     // Sent within the grace before the delivery: it may not have arrived.
     let fresh = [pull(
         0,
@@ -252,13 +254,13 @@ fn a_lower_level_served_while_a_higher_request_was_open_is_an_inversion() {
             last_consumer_seq: 900,
         },
     )];
-    assert!(priority_order(&[low], &fresh, &levels).passed);
+    assert!(priority_order(&[low], &fresh, &levels, SECOND).passed);
     // Expired unfilled well after the delivery: open throughout.
     let expired = [pull(0, 0, PullEnd::Released { at_ns: 2_000 * MS })];
-    assert!(!priority_order(&[low], &expired, &levels).passed);
+    assert!(!priority_order(&[low], &expired, &levels, SECOND).passed);
     // Ended just after the delivery, within the grace: not counted.
     let ended = [pull(0, 0, PullEnd::Released { at_ns: 600 * MS })];
-    assert!(priority_order(&[low], &ended, &levels).passed);
+    assert!(priority_order(&[low], &ended, &levels, SECOND).passed);
     // A higher level never inverts against a lower one.
     let high = d(0, 500, 1, None);
     let low_pull = [pull(
@@ -268,5 +270,27 @@ fn a_lower_level_served_while_a_higher_request_was_open_is_an_inversion() {
             last_consumer_seq: 900,
         },
     )];
-    assert!(priority_order(&[high], &low_pull, &levels).passed);
+    assert!(priority_order(&[high], &low_pull, &levels, SECOND).passed);
+}
+
+#[test]
+fn an_inversion_under_short_pulls_is_counted() {
+    let levels = [0, 1];
+    // Level 0's pull sent at 1,000 ms expires unfilled at 1,500 ms
+    // (expires 500 ms, the shortest a profile could give before the grace
+    // scaled); level 1 receives at 1,200 ms, mid-pull.
+    let expires = Duration::from_millis(500);
+    let released = [pull(0, 1_000, PullEnd::Released { at_ns: 1_500 * MS })];
+    let mut low = d(1, 1_200, 1, None);
+    let check = priority_order(&[low], &released, &levels, expires);
+    assert!(!check.passed, "{}", check.detail);
+    // Read within a grace of the pull's end: not counted.
+    low.received_ns = 1_450 * MS;
+    assert!(priority_order(&[low], &released, &levels, expires).passed);
+    // 200 ms pulls: one sent at 1,000 ms, released at 1,200 ms, and a
+    // delivery to level 1 at 1,100 ms.
+    let expires = Duration::from_millis(200);
+    let released = [pull(0, 1_000, PullEnd::Released { at_ns: 1_200 * MS })];
+    low.received_ns = 1_100 * MS;
+    assert_eq!(inversions(&[low], &released, &levels, expires).len(), 1);
 }
