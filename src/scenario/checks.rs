@@ -22,14 +22,15 @@ pub const PERSISTED: &str = "every publish persisted";
 pub const NOTHING_PENDING: &str = "server reports nothing pending";
 
 /// Every message's fate in a drive against the behaviour planned for it,
-/// a redelivery held early beyond a tolerance the drive does not set.
+/// a redelivery held early beyond the tolerance the drive's own
+/// first-delivery reads measure.
 pub fn fates(o: &DriveOutcome, behaviour: &BehaviourPlan, consumer: &ConsumerPlan) -> Analysis {
     crate::consume::fates::analyse(
         &o.events,
         &o.ledger,
         behaviour,
         consumer,
-        crate::consume::fates::EarlyTolerance::measured(),
+        Duration::from_nanos(crate::record::clock::resolution_ns()),
     )
 }
 
@@ -43,15 +44,23 @@ pub const OBSERVED_TERMED: &str = "observed.termed";
 pub const OBSERVED_EXHAUSTED: &str = "observed.exhausted";
 
 /// The planned and observed fate counts, and the early tolerance the
-/// analysis used.
+/// analysis used with the read delays it was measured from.
 pub fn fate_metrics(a: &Analysis, r: &mut VariantResult) {
-    r.param("early_tolerance", a.tolerance.describe());
+    early_tolerance(a, r);
     r.count(PLANNED_ACKED, a.planned.acked);
     r.count(OBSERVED_ACKED, a.observed.acked);
     r.count(PLANNED_TERMED, a.planned.termed);
     r.count(OBSERVED_TERMED, a.observed.termed);
     r.count(PLANNED_EXHAUSTED, a.planned.exhausted);
     r.count(OBSERVED_EXHAUSTED, a.observed.exhausted);
+}
+
+/// The early tolerance a fates analysis used, in words (the
+/// `early_tolerance` param) and as figures: `early_tolerance` and the
+/// first-delivery read delays it was measured from, `first_read_delay.*`.
+pub fn early_tolerance(a: &Analysis, r: &mut VariantResult) {
+    r.param("early_tolerance", a.tolerance.describe());
+    r.metrics.extend(a.tolerance_metrics());
 }
 
 /// Every message ended as planned, none was lost, every publish persisted.

@@ -308,7 +308,7 @@ fn redeliveries(a: &Analysis, r: &mut VariantResult) {
     r.metrics.extend(metrics);
     r.histograms.extend(histograms);
     r.count(REDELIVERIES_EXPIRED, a.expiries);
-    r.param("early_tolerance", a.tolerance.describe());
+    checks::early_tolerance(a, r);
     r.count("wasted_deliveries", a.unplanned_redeliveries);
     if a.expiries > 0 {
         r.metrics.extend(latency_metrics(

@@ -306,7 +306,11 @@ fn verify(
                 a.tolerance.describe()
             )
         } else {
-            early.join(", ")
+            format!(
+                "{} earlier than configured by more than the tolerance ({})",
+                early.join(", "),
+                a.tolerance.describe()
+            )
         },
     ));
     r.invariants.push(Invariant::equal(
