@@ -113,23 +113,50 @@ pub fn run_labels(group: &Group, records: &[Record], out: &Path) -> Vec<RunLabel
             let commit = short_commit(r.commit.as_deref(), r.dirty);
             RunLabel {
                 title: format!("{commit} {} ({})", r.started_at, r.verdict),
-                href: r.report.as_deref().map(|p| link(p, out)),
+                href: r.report.as_deref().and_then(|p| link(p, out)),
                 commit,
             }
         })
         .collect()
 }
 
-/// A report path relative to the page when both are on this disk.
-fn link(report: &str, out: &Path) -> String {
-    if report.contains("://") {
-        return report.to_string();
+/// A report's link from the page: an `http(s)://` address as it is, a
+/// path on this disk relative to the page, anything else no link. A record
+/// or a folder name is not to be trusted with the reader's browser: a
+/// `javascript:` address, or a folder named `javascript:alert(1)`, would
+/// run when clicked.
+fn link(report: &str, out: &Path) -> Option<String> {
+    let lower = report.to_ascii_lowercase();
+    if lower.starts_with("http://") || lower.starts_with("https://") {
+        return Some(report.to_string());
+    }
+    if has_scheme(report) {
+        return None;
     }
     let target = Path::new(report);
-    match (std::path::absolute(target), std::path::absolute(out)) {
+    let relative = match (std::path::absolute(target), std::path::absolute(out)) {
         (Ok(t), Ok(o)) => relative(&t, &o),
         _ => report.to_string(),
-    }
+    };
+    // A first segment with a colon reads as a scheme: "./" keeps it a path.
+    Some(
+        if relative.starts_with("../") || relative.starts_with('/') {
+            relative
+        } else {
+            format!("./{relative}")
+        },
+    )
+}
+
+/// Whether `text` starts as a URL with a scheme would (`name:`), which a
+/// browser would follow as one.
+fn has_scheme(text: &str) -> bool {
+    text.split_once(':').is_some_and(|(scheme, _)| {
+        !scheme.is_empty()
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    })
 }
 
 fn relative(target: &Path, from: &Path) -> String {
@@ -203,4 +230,33 @@ fn runs_table(h: &mut Html, labels: &[RunLabel]) {
             });
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 51: a record's report or a folder name put any scheme into an
+    /// href, `javascript:` among them.
+    #[test]
+    fn a_report_link_is_http_or_a_path_never_a_script() {
+        let out = Path::new("/srv/site");
+        for hostile in [
+            "javascript://%0aalert(document.domain)",
+            "JavaScript:alert(1)",
+            "data:text/html,<script>alert(1)</script>",
+            "vbscript:msgbox(1)",
+        ] {
+            assert_eq!(link(hostile, out), None, "{hostile}");
+        }
+        assert_eq!(
+            link("https://ci.example/run/7/report.html", out).as_deref(),
+            Some("https://ci.example/run/7/report.html")
+        );
+        // A folder named like a script, under the page: a path still.
+        let folder = link("/srv/site/javascript:alert(1)/report.html", out).unwrap();
+        assert_eq!(folder, "./javascript:alert(1)/report.html");
+        let up = link("/srv/results/run/report.html", out).unwrap();
+        assert_eq!(up, "../results/run/report.html");
+    }
 }
