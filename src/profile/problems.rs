@@ -55,6 +55,8 @@ impl Problems {
     }
 
     /// Checks `min <= value <= max`, naming the allowed range otherwise.
+    /// Asked as "is it inside" rather than "is it outside": NaN is neither
+    /// below nor above anything, so it would pass the second.
     pub fn range<T: PartialOrd + fmt::Display + Copy>(
         &mut self,
         path: &str,
@@ -63,7 +65,8 @@ impl Problems {
         max: T,
         unit: &str,
     ) {
-        if value < min || value > max {
+        let inside = min <= value && value <= max;
+        if !inside {
             self.push(
                 path,
                 format!("{value} is out of range; allowed {min}..={max}{unit}"),

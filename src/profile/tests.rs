@@ -1030,3 +1030,35 @@ fn auto_resolves_to_direct_unless_tls_or_a_fault() {
         PublishClient::AsyncNats
     );
 }
+
+/// Issue 51: every range check compared with `<` and `>`, which NaN
+/// passes both ways, so `nak = nan` and `term = nan` ran the bundled
+/// redelivery profile to the end and exited 0.
+#[test]
+fn nan_and_infinities_are_refused_by_name() {
+    for (extra, path) in [
+        (
+            "[scenario.behaviour]\nnak = nan\n",
+            "scenario[0].behaviour.nak",
+        ),
+        (
+            "[scenario.behaviour]\nterm = nan\n",
+            "scenario[0].behaviour.term",
+        ),
+        (
+            "[scenario.behaviour]\nnak = inf\n",
+            "scenario[0].behaviour.nak",
+        ),
+    ] {
+        let ps = problems(&format!("{REDELIVERY}{extra}"));
+        assert!(
+            ps.iter()
+                .any(|p| p.path == path && p.message.contains("out of range")),
+            "{extra}: {ps:?}"
+        );
+    }
+    let mut p = Problems::default();
+    p.range("x", f64::NAN, 0.0, 1.0, "");
+    p.range("y", f64::NEG_INFINITY, f64::MIN, 0.0, "");
+    assert_eq!(p.list.len(), 2, "{:?}", p.list);
+}
