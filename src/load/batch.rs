@@ -131,9 +131,9 @@ pub(crate) struct ApiError {
 }
 
 /// What a commit's future yields: the batch, its first message's intended
-/// time, and the reply or why none came (the batch is recorded as failed
-/// with it).
-type Answer = (u64, u64, anyhow::Result<async_nats::Message>);
+/// time, and the reply's payload or why none came (the batch is recorded
+/// as failed with it).
+type Answer = (u64, u64, Result<Bytes>);
 
 /// Publishes batches of `config.size` from `t0_ns` until `end_ns` (or
 /// `stop`), then waits for every outstanding commit.
@@ -149,6 +149,27 @@ pub async fn publish_batches(
         );
     }
     let payload = Bytes::from(vec![b'x'; config.message_size]);
+    let payload = &payload;
+    send_all(config, stop, |batch| {
+        send_batch(client, config, batch, payload)
+    })
+    .await
+}
+
+/// The sender's loop: paces batches, holds them while `window` commits are
+/// outstanding, and books each commit's answer. `send` sends a batch and
+/// returns its commit's reply to come: the server's, or a test's that
+/// answers when it is told to.
+async fn send_all<S, F, C>(
+    config: &BatchConfig,
+    stop: &CancellationToken,
+    mut send: S,
+) -> Result<BatchReport>
+where
+    S: FnMut(u64) -> F,
+    F: Future<Output = Result<C>>,
+    C: Future<Output = Result<Bytes>>,
+{
     let mut report = BatchReport {
         committed: Vec::with_capacity(1024),
         ..Default::default()
@@ -184,12 +205,11 @@ pub async fn publish_batches(
                 settle(config, &mut report, answer);
             }
         }
-        let commit = send_batch(client, config, batch, &payload).await?;
+        let commit = send(batch).await?;
         let timeout = config.ack_timeout;
         pending.push(async move {
             let reply = match tokio::time::timeout(timeout, commit).await {
-                Ok(Ok(message)) => Ok(message),
-                Ok(Err(e)) => Err(anyhow::anyhow!("the commit's request failed: {e}")),
+                Ok(reply) => reply,
                 Err(_) => Err(anyhow::anyhow!("no PubAck within {timeout:?}")),
             };
             (batch, intended, reply)
@@ -207,13 +227,13 @@ pub async fn publish_batches(
 }
 
 /// Sends every message of `batch` but the last, and returns the commit's
-/// request (sent when first polled).
+/// request (sent when first polled), which yields the reply's payload.
 async fn send_batch(
     client: &Client,
     config: &BatchConfig,
     batch: u64,
     payload: &Bytes,
-) -> Result<impl Future<Output = Result<async_nats::Message, async_nats::RequestError>> + use<>> {
+) -> Result<impl Future<Output = Result<Bytes>> + use<>> {
     let id = batch.to_string();
     // A `Subject` clones by reference count; a `String` would allocate per message.
     let subject = async_nats::Subject::from(config.subject.as_str());
@@ -230,7 +250,13 @@ async fn send_batch(
     let mut last = headers(config, &id, config.size);
     last.insert(BATCH_COMMIT, "1");
     let (client, payload) = (client.clone(), payload.clone());
-    Ok(async move { client.request_with_headers(subject, last, payload).await })
+    Ok(async move {
+        client
+            .request_with_headers(subject, last, payload)
+            .await
+            .map(|reply| reply.payload)
+            .context("the commit's request failed")
+    })
 }
 
 fn headers(config: &BatchConfig, id: &str, index: usize) -> HeaderMap {
@@ -256,14 +282,14 @@ fn settle(config: &BatchConfig, report: &mut BatchReport, (batch, intended, repl
         code,
         detail,
     };
-    let message = match reply {
-        Ok(message) => message,
-        Err(why) => return report.failed.push(failed(None, why.to_string())),
+    let payload = match reply {
+        Ok(payload) => payload,
+        Err(why) => return report.failed.push(failed(None, format!("{why:#}"))),
     };
-    let reply: Reply = match serde_json::from_slice(&message.payload) {
+    let reply: Reply = match serde_json::from_slice(&payload) {
         Ok(reply) => reply,
         Err(e) => {
-            let text = String::from_utf8_lossy(&message.payload).into_owned();
+            let text = String::from_utf8_lossy(&payload).into_owned();
             return report
                 .failed
                 .push(failed(None, format!("an unreadable PubAck ({e}): {text}")));
