@@ -71,10 +71,13 @@ pub fn measure(o: &Observed<'_>, r: &mut VariantResult) {
     let mut lag = Recorder::new();
     let mut window = Recorder::new();
     let mut unknown = 0;
+    // Gone within the clock's tolerance before its deadline is on time
+    // ([`removed_early`]): a lag of zero, not a lag left out.
+    let tolerance = o.clock_tolerance.as_nanos() as u64;
     for t in o.tracked {
         match (t.stored_ns, t.deadline_ns(), t.gone_ns) {
-            (Some(_), Some(deadline), Some(gone)) if gone >= deadline => {
-                lag.record(gone - deadline);
+            (Some(_), Some(deadline), Some(gone)) if gone + tolerance >= deadline => {
+                lag.record(gone.saturating_sub(deadline));
                 // The removal came after the last get that found it (or
                 // its deadline, if later) and before this reply.
                 let from = t.last_present_ns.map_or(deadline, |p| p.max(deadline));

@@ -139,6 +139,11 @@ fn a_removal_within_the_clocks_uncertainty_is_not_called_early_and_the_tolerance
     let within = removed_early(&tracked, CLOCK);
     assert!(within.passed, "{within:?}");
     assert!(within.detail.contains("within 200 µs"), "{within:?}");
+    // On time, so its lag (zero) is measured, not left out.
+    let mut r = VariantResult::new("t");
+    measure(&observed(&tracked, None, None), &mut r);
+    let seen = r.metrics.iter().find(|m| m.name == "expired_seen").unwrap();
+    assert_eq!(seen.value, 3.0);
     tracked[0].gone_ns = Some(12 * S - 250_000);
     failed(
         &removed_early(&tracked, CLOCK),
