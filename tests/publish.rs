@@ -241,11 +241,18 @@ async fn an_unpaced_publisher_sends_nothing_before_t0() {
     assert_eq!(ack.acked, send.sent);
 }
 
-/// A rate counts the sends intended from the end of the warm-up, never the
-/// warm-up's (the PubAck window's first burst at `max` among them), and
-/// the PubAcks confirming exactly those sends give the acknowledged rate.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_max_rate_counts_from_the_end_of_the_warm_up() {
+/// One publisher at `max` with a window of 256 into a stream of its own,
+/// from t0 (100 ms from now) for `warmup` and 300 ms after it; what it
+/// sent and what its PubAcks said, with t0 and the warm-up's end.
+async fn max_rate_publish(
+    stream: &str,
+    warmup_ns: u64,
+) -> (
+    jsbench::load::SendReport,
+    jsbench::load::AckReport,
+    u64,
+    u64,
+) {
     use std::time::Duration;
 
     use jsbench::connect::ConnectSettings;
@@ -258,9 +265,10 @@ async fn a_max_rate_counts_from_the_end_of_the_warm_up() {
     let settings = ConnectSettings::new(server.url(), Duration::from_secs(5)).unwrap();
     let client = settings.connect("setup").await.unwrap();
     let js = settings.jetstream(client);
+    let subject = stream.to_lowercase();
     js.create_stream(async_nats::jetstream::stream::Config {
-        name: "WARMUP".into(),
-        subjects: vec!["warmup.>".into()],
+        name: stream.into(),
+        subjects: vec![format!("{subject}.>")],
         ..Default::default()
     })
     .await
@@ -268,7 +276,7 @@ async fn a_max_rate_counts_from_the_end_of_the_warm_up() {
     let config = PublisherConfig {
         subject_stride: 1,
         index: 0,
-        subjects: vec!["warmup.1".into()],
+        subjects: vec![format!("{subject}.1")],
         message_size: SizePlan::Fixed(128),
         schedule: Schedule {
             t0_ns: 0,
@@ -300,13 +308,22 @@ async fn a_max_rate_counts_from_the_end_of_the_warm_up() {
         .await
         .unwrap();
     let t0 = clock::now_ns() + 100_000_000;
-    let record_from = t0 + 300_000_000;
+    let record_from = t0 + warmup_ns;
     publisher.go(Timing {
         t0_ns: t0,
         record_from_ns: record_from,
         end_ns: record_from + 300_000_000,
     });
     let (send, ack) = publisher.finish().await.unwrap();
+    (send, ack, t0, record_from)
+}
+
+/// A rate counts the sends intended from the end of the warm-up, never the
+/// warm-up's (the PubAck window's first burst at `max` among them), and
+/// the PubAcks confirming exactly those sends give the acknowledged rate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_max_rate_counts_from_the_end_of_the_warm_up() {
+    let (send, ack, _, record_from) = max_rate_publish("WARMUP", 300_000_000).await;
     assert!(
         send.sent > send.measured,
         "the warm-up's sends are not counted"
@@ -316,6 +333,7 @@ async fn a_max_rate_counts_from_the_end_of_the_warm_up() {
         "it published after the warm-up: {}",
         send.measured
     );
+    assert_eq!(send.burst, 0, "the warm-up held the first burst");
     assert!(send.first_measured_ns >= record_from);
     assert_eq!(
         send.measured_bytes,
@@ -325,6 +343,21 @@ async fn a_max_rate_counts_from_the_end_of_the_warm_up() {
     assert_eq!(ack.measured_acked, send.measured);
     assert!(ack.first_measured_ack_ns > send.first_measured_ns);
     assert!(ack.last_measured_ack_ns >= ack.first_measured_ack_ns);
+}
+
+/// With no warm-up (the default) a max rate still leaves out the PubAck
+/// window's first burst: the first 256 sends, which nothing held back.
+/// The acknowledged rate keeps their PubAcks, which came at the server's
+/// pace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_warm_up_a_max_rate_leaves_out_the_first_windows_burst() {
+    let (send, ack, t0, _) = max_rate_publish("NOWARMUP", 0).await;
+    assert_eq!(send.burst, 256, "{send:?}");
+    assert!(send.measured > 100, "it published past the burst: {send:?}");
+    assert_eq!(send.measured + send.burst, send.sent);
+    assert_eq!(send.measured_bytes, 128 * send.measured);
+    assert!(send.first_measured_ns > send.first_sent_ns && send.first_sent_ns >= t0);
+    assert_eq!(ack.measured_acked, send.sent);
 }
 
 /// What every atomic batch variant must show: whole batches of its size,

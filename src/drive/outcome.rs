@@ -303,10 +303,17 @@ impl DriveOutcome {
         self.sends_sum(|s| s.measured)
     }
 
+    /// The sends of the PubAck windows' first bursts at `max` with no
+    /// warm-up, which no rate counts ([`SendReport::burst`]).
+    pub fn burst_sends(&self) -> u64 {
+        self.sends_sum(|s| s.burst)
+    }
+
     /// The publishing span: from the first send a rate counts to the last
-    /// scheduled send, over every publisher. The warm-up (and with it the
-    /// PubAck window's first burst at `max`) and the lead-in before t0 are
-    /// in neither the span nor the count; resends are outside both.
+    /// scheduled send, over every publisher. The warm-up, the PubAck
+    /// window's first burst at `max` (in the warm-up, or left out by the
+    /// sender when there is none) and the lead-in before t0 are in neither
+    /// the span nor the count; resends are outside both.
     pub fn publish_span(&self) -> Duration {
         let (first, last) = self.publish_window();
         Duration::from_nanos(last.saturating_sub(first))

@@ -10,9 +10,13 @@
 //! Paced, batch `b` leaves at its first message's intended time
 //! `t0 + b·size/rate`, so the rate stays in messages per second whatever
 //! the batch size, and the commit latency is taken from that instant: a
-//! sender that falls behind is charged for it. At max rate the intended
-//! time is the first message's send time; a reply is then timed when the
-//! sender next polls for it, up to one batch's sending late.
+//! sender that falls behind is charged for it, whether it waited for its
+//! own sending or for a commit slot (coordinated omission corrected). At
+//! max rate there is no schedule to fall behind: a batch leaves once a
+//! commit slot is free, and its intended time is its first message's send,
+//! read after that wait, as the windowed and fast-batch publishers time a
+//! send at max; a reply is then timed when the sender next polls for it,
+//! up to one batch's sending late.
 
 use std::time::Duration;
 
@@ -64,8 +68,10 @@ pub struct FailedBatch {
 
 #[derive(Debug, Default)]
 pub struct BatchReport {
-    /// From each batch's first intended send to its commit's PubAck;
-    /// batches intended before the warm-up ended are left out.
+    /// From each batch's first intended send (paced, its place in the
+    /// schedule; at max rate, its send once a commit slot was free) to its
+    /// commit's PubAck; batches intended before the warm-up ended are left
+    /// out.
     pub commit_latency: Recorder,
     pub committed: Vec<CommittedBatch>,
     pub failed: Vec<FailedBatch>,
@@ -131,9 +137,9 @@ pub(crate) struct ApiError {
 }
 
 /// What a commit's future yields: the batch, its first message's intended
-/// time, and the reply or why none came (the batch is recorded as failed
-/// with it).
-type Answer = (u64, u64, anyhow::Result<async_nats::Message>);
+/// time, and the reply's payload or why none came (the batch is recorded
+/// as failed with it).
+type Answer = (u64, u64, Result<Bytes>);
 
 /// Publishes batches of `config.size` from `t0_ns` until `end_ns` (or
 /// `stop`), then waits for every outstanding commit.
@@ -149,6 +155,27 @@ pub async fn publish_batches(
         );
     }
     let payload = Bytes::from(vec![b'x'; config.message_size]);
+    let payload = &payload;
+    send_all(config, stop, |batch| {
+        send_batch(client, config, batch, payload)
+    })
+    .await
+}
+
+/// The sender's loop: paces batches, holds them while `window` commits are
+/// outstanding, and books each commit's answer. `send` sends a batch and
+/// returns its commit's reply to come: the server's, or a test's that
+/// answers when it is told to.
+async fn send_all<S, F, C>(
+    config: &BatchConfig,
+    stop: &CancellationToken,
+    mut send: S,
+) -> Result<BatchReport>
+where
+    S: FnMut(u64) -> F,
+    F: Future<Output = Result<C>>,
+    C: Future<Output = Result<Bytes>>,
+{
     let mut report = BatchReport {
         committed: Vec::with_capacity(1024),
         ..Default::default()
@@ -162,13 +189,21 @@ pub async fn publish_batches(
             report.interrupted = true;
             break;
         }
+        // Paced, the batch is due at its place in the schedule, fixed
+        // before any wait: a wait for a commit slot past it is the sender
+        // falling behind, charged to the batch. At max rate there is no
+        // schedule to fall behind: the batch is due when a slot frees, and
+        // the wait for one is the closed loop itself, so its time is read
+        // after that wait (the send).
         let first_message = batch * config.size as u64;
-        let intended = intended_ns(config.t0_ns, first_message, config.rate);
-        if intended >= config.end_ns {
-            break;
-        }
-        if config.rate.is_some() {
-            let due = tokio::time::sleep_until(clock::instant_at(intended).into());
+        let scheduled = config
+            .rate
+            .map(|rate| intended_ns(config.t0_ns, first_message, Some(rate)));
+        if let Some(scheduled) = scheduled {
+            if scheduled >= config.end_ns {
+                break;
+            }
+            let due = tokio::time::sleep_until(clock::instant_at(scheduled).into());
             tokio::pin!(due);
             loop {
                 tokio::select! {
@@ -184,12 +219,15 @@ pub async fn publish_batches(
                 settle(config, &mut report, answer);
             }
         }
-        let commit = send_batch(client, config, batch, &payload).await?;
+        let intended = scheduled.unwrap_or_else(clock::now_ns);
+        if intended >= config.end_ns {
+            break;
+        }
+        let commit = send(batch).await?;
         let timeout = config.ack_timeout;
         pending.push(async move {
             let reply = match tokio::time::timeout(timeout, commit).await {
-                Ok(Ok(message)) => Ok(message),
-                Ok(Err(e)) => Err(anyhow::anyhow!("the commit's request failed: {e}")),
+                Ok(reply) => reply,
                 Err(_) => Err(anyhow::anyhow!("no PubAck within {timeout:?}")),
             };
             (batch, intended, reply)
@@ -207,13 +245,13 @@ pub async fn publish_batches(
 }
 
 /// Sends every message of `batch` but the last, and returns the commit's
-/// request (sent when first polled).
+/// request (sent when first polled), which yields the reply's payload.
 async fn send_batch(
     client: &Client,
     config: &BatchConfig,
     batch: u64,
     payload: &Bytes,
-) -> Result<impl Future<Output = Result<async_nats::Message, async_nats::RequestError>> + use<>> {
+) -> Result<impl Future<Output = Result<Bytes>> + use<>> {
     let id = batch.to_string();
     // A `Subject` clones by reference count; a `String` would allocate per message.
     let subject = async_nats::Subject::from(config.subject.as_str());
@@ -230,7 +268,13 @@ async fn send_batch(
     let mut last = headers(config, &id, config.size);
     last.insert(BATCH_COMMIT, "1");
     let (client, payload) = (client.clone(), payload.clone());
-    Ok(async move { client.request_with_headers(subject, last, payload).await })
+    Ok(async move {
+        client
+            .request_with_headers(subject, last, payload)
+            .await
+            .map(|reply| reply.payload)
+            .context("the commit's request failed")
+    })
 }
 
 fn headers(config: &BatchConfig, id: &str, index: usize) -> HeaderMap {
@@ -256,14 +300,14 @@ fn settle(config: &BatchConfig, report: &mut BatchReport, (batch, intended, repl
         code,
         detail,
     };
-    let message = match reply {
-        Ok(message) => message,
-        Err(why) => return report.failed.push(failed(None, why.to_string())),
+    let payload = match reply {
+        Ok(payload) => payload,
+        Err(why) => return report.failed.push(failed(None, format!("{why:#}"))),
     };
-    let reply: Reply = match serde_json::from_slice(&message.payload) {
+    let reply: Reply = match serde_json::from_slice(&payload) {
         Ok(reply) => reply,
         Err(e) => {
-            let text = String::from_utf8_lossy(&message.payload).into_owned();
+            let text = String::from_utf8_lossy(&payload).into_owned();
             return report
                 .failed
                 .push(failed(None, format!("an unreadable PubAck ({e}): {text}")));
@@ -301,6 +345,67 @@ mod tests {
         assert_eq!(rate(1_425_000_000), 1000.0);
         // Committing lagged past the end: the rate falls with it.
         assert_eq!(rate(2_000_000_000), 500.0);
+    }
+
+    /// Batches of one at `rate` (`None`: max) with one commit outstanding
+    /// for 500 ms; batch 0's commit takes 300 ms and every later one 10 ms,
+    /// so the batches after it wait for the slot.
+    async fn one_slow_commit(rate: Option<u64>) -> BatchReport {
+        let t0 = clock::now_ns();
+        let config = BatchConfig {
+            subject: "b".into(),
+            size: 1,
+            rate,
+            t0_ns: t0,
+            record_from_ns: t0,
+            end_ns: t0 + 500_000_000,
+            message_size: 1,
+            msg_id: MsgId::None,
+            window: 1,
+            ack_timeout: Duration::from_secs(5),
+        };
+        let stop = CancellationToken::new();
+        send_all(&config, &stop, |batch| async move {
+            let takes = if batch == 0 { 300 } else { 10 };
+            Ok(async move {
+                tokio::time::sleep(Duration::from_millis(takes)).await;
+                Ok(Bytes::from(format!(
+                    r#"{{"seq":{},"batch":"{batch}","count":1}}"#,
+                    batch + 1
+                )))
+            })
+        })
+        .await
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn at_max_rate_a_commit_is_timed_from_its_send_not_from_the_wait_for_a_slot() {
+        let report = one_slow_commit(None).await;
+        let commits = report.commit_latency.histogram();
+        assert!(report.committed.len() >= 3, "{:?}", report.committed);
+        assert_eq!(commits.len(), report.committed.len() as u64);
+        // Batch 0's 300 ms are its own. Batch 1 waited those 300 ms for
+        // the slot before it was sent: with no schedule to fall behind,
+        // that wait is the closed loop, not batch 1's commit (timed from
+        // before it, batch 1 read over 300 ms too).
+        let slow = commits.count_between(250_000_000, u64::MAX);
+        assert_eq!(slow, 1, "max {} ms", commits.max() / 1_000_000);
+    }
+
+    #[tokio::test]
+    async fn paced_a_commit_is_charged_the_wait_for_a_slot_past_its_schedule() {
+        // A batch every 50 ms: batch 1, due at 50 ms, waits for batch 0's
+        // slot until 300 ms. It fell behind its schedule, and its commit
+        // is timed from 50 ms: over 250 ms, as batch 0's.
+        let report = one_slow_commit(Some(20)).await;
+        let commits = report.commit_latency.histogram();
+        let slow = commits.count_between(250_000_000, u64::MAX);
+        assert!(
+            slow >= 2,
+            "{slow} over 250 ms, max {} ms",
+            commits.max() / 1_000_000
+        );
     }
 
     #[test]

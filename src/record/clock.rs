@@ -215,6 +215,15 @@ static WALL_OFFSET_NS: AtomicI64 = AtomicI64::new(0);
 static WALL_READ_AT: AtomicU64 = AtomicU64::new(0);
 const WALL_REFRESH_NS: u64 = 100_000_000;
 
+/// Half the widest (reading, wall, reading) bracket an offset in
+/// [`WALL_OFFSET_NS`] was taken from: how far that offset may be from the
+/// true one at the instant it was read.
+static WALL_HALF_SPREAD_NS: AtomicU64 = AtomicU64::new(0);
+
+/// The fastest the kernel lets NTP slew the wall clock against the
+/// monotonic one (adjtimex's limit, 500 ppm), in parts per million.
+const MAX_SLEW_PPM: u64 = 500;
+
 /// A server's wall-clock time stamp (nanoseconds since the epoch, as
 /// nats-server stamps a stored message) on this clock's time base, given
 /// a reading `now_ns` of this clock (it says when the offset is due for a
@@ -228,6 +237,21 @@ pub fn from_wall(wall_ns: u64, now_ns: u64) -> u64 {
         WALL_READ_AT.store(now_ns, Ordering::Relaxed);
     }
     wall_ns.wrapping_add_signed(WALL_OFFSET_NS.load(Ordering::Relaxed))
+}
+
+/// How far [`from_wall`] may put an instant from where this clock read
+/// it, on one host, when the conversion is done within `apart_ns` of that
+/// instant: half the widest bracket an offset was read from, plus what
+/// the wall clock can slew (at the kernel's limit) over `apart_ns` and
+/// the offset's refresh interval. A deadline the server keeps on its wall
+/// clock, put on this clock by [`from_wall`], is within this of where
+/// this clock meets it. Not covered: a step of the wall clock (an NTP
+/// step, `date -s`) between the conversion and the instant, and, against
+/// a server on another host, the two hosts' wall clocks' disagreement
+/// (NTP's error), which no reading here can see.
+pub fn from_wall_uncertainty_ns(apart_ns: u64) -> u64 {
+    let drift = (apart_ns + WALL_REFRESH_NS) as u128 * u128::from(MAX_SLEW_PPM) / 1_000_000;
+    WALL_HALF_SPREAD_NS.load(Ordering::Relaxed) + drift as u64
 }
 
 /// A server's time stamp as nats-server writes it (Go's `time.Time` in
@@ -262,6 +286,7 @@ fn wall_offset_ns() -> i64 {
             best = (spread, (before + spread / 2).wrapping_sub(w) as i64);
         }
     }
+    WALL_HALF_SPREAD_NS.fetch_max(best.0.div_ceil(2), Ordering::Relaxed);
     best.1
 }
 
@@ -307,6 +332,22 @@ mod tests {
         let now = now_ns();
         let old = from_wall(wall() - 1_000_000, now);
         assert!(now.abs_diff(old + 1_000_000) < 100_000, "{now} vs {old}");
+    }
+
+    #[test]
+    fn from_walls_uncertainty_covers_the_slew_over_the_span_and_the_refresh() {
+        // At 500 ppm, 100 ms between offset reads drift 50 µs, and every
+        // second between conversion and instant another 500 µs; the
+        // bracket an offset was read from adds half its width.
+        // (Other tests' conversions may only widen the bracket meanwhile.)
+        let _ = from_wall(0, now_ns());
+        let (now, second) = (
+            from_wall_uncertainty_ns(0),
+            from_wall_uncertainty_ns(1_000_000_000),
+        );
+        let bracket = WALL_HALF_SPREAD_NS.load(Ordering::Relaxed);
+        assert!((50_000..=bracket + 50_000).contains(&now), "{now}");
+        assert!((550_000..=bracket + 550_000).contains(&second), "{second}");
     }
 
     #[test]

@@ -79,7 +79,10 @@ pub struct BatchAudit {
     /// the server may have stored them or not, both are allowed).
     pub unanswered_stored: u64,
     /// Messages of committed batches missing from the stream: lost by the
-    /// server after its PubAck (the ledger's unit is a message).
+    /// server after its PubAck. Counted against each PubAck's `count`, as
+    /// the ledger's `persisted` is, so both are messages on one base and
+    /// a PubAck that counted short (a breach of its own) loses nothing it
+    /// did not acknowledge.
     pub lost: u64,
     /// Committed batches whose PubAck names a sequence past the last one
     /// a stalled read-back reached: neither found whole nor lost.
@@ -124,7 +127,7 @@ pub fn audit(
             None => a.whole += 1,
             Some(Breach::Stored { .. }) if past_read => a.unread += 1,
             Some(why) => {
-                a.lost += size.saturating_sub(found.len() as u64);
+                a.lost += c.count.saturating_sub(found.len() as u64);
                 a.broken.push(format!(
                     "batch {} (PubAck sequence {}, count {}): {why}",
                     c.batch, c.last_seq, c.count
@@ -276,6 +279,23 @@ mod tests {
         assert!(a.broken[0].starts_with("batch 0 "), "{a:?}");
         // Read whole, batch 1's two missing messages are lost too.
         assert_eq!(audit(3, &c, &[], &s, true).lost, 3);
+    }
+
+    #[test]
+    fn lost_counts_the_messages_the_pubacks_counted_as_persisted_does() {
+        // Batch 1's PubAck counted 1 of the 3 sent, and 1 is stored: the
+        // batch is broken, but nothing the server acknowledged is missing.
+        // The ledger's persisted counts 3 + 1 messages by the PubAcks, so
+        // lost, in the same unit on the same base, is 0, not 2.
+        let (mut c, mut s) = clean();
+        c[1].count = 1;
+        s.truncate(4);
+        let a = audit(3, &c, &[], &s, true);
+        assert!(a.broken[0].contains("counted 1 of 3"), "{a:?}");
+        assert_eq!(a.lost, 0, "{a:?}");
+        // Acknowledged whole and found short, the shortfall is lost.
+        c[1].count = 3;
+        assert_eq!(audit(3, &c, &[], &s, true).lost, 2);
     }
 
     #[test]

@@ -5,16 +5,20 @@
 //! and a late reader that reads the stream while some deadlines have
 //! passed and others have not.
 //!
-//! Every instant here is [`crate::record::clock::now_ns`], nanoseconds
-//! since the epoch, and is compared with the server's stored timestamps:
-//! on loopback both read one host's clock; against a remote server the
-//! comparison carries the two hosts' clock offset.
+//! Every instant here is on jsbench's clock ([`crate::record::clock`]:
+//! nanoseconds since the epoch, advanced by the monotonic clock). The
+//! server stamps a stored message with its wall clock, which drifts from
+//! jsbench's (NTP slew, a stepped clock, a worker's correction), so a
+//! stamp is put on jsbench's clock by [`clock::from_wall`] before any
+//! deadline is made of it, within [`clock::from_wall_uncertainty_ns`] on
+//! one host; against a remote server the two hosts' wall clocks'
+//! disagreement adds to that.
 
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
 use async_nats::jetstream::consumer::{DeliverPolicy, pull::OrderedConfig};
-use async_nats::jetstream::message::{PublishMessage, StreamMessage};
+use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::stream::{self, RawMessageErrorKind};
 use async_nats::jetstream::{self as js, context::PublishAckFuture};
 use bytes::Bytes;
@@ -23,7 +27,7 @@ use futures::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 
 use super::readback::read_ordered;
-use crate::record::clock::now_ns;
+use crate::record::clock::{self, now_ns};
 
 pub const TTL_HEADER: &str = "Nats-TTL";
 pub const MARKER_REASON: &str = "Nats-Marker-Reason";
@@ -88,7 +92,8 @@ pub struct Tracked {
     pub sent_ns: u64,
     /// When its PubAck was read: the stored time is no later.
     pub acked_ns: u64,
-    /// The stream's timestamp, from the first message get that found it.
+    /// The stream's time stamp, from the first message get that found
+    /// it, on jsbench's clock ([`Tracked::seen_present`]).
     pub stored_ns: Option<u64>,
     /// The reply of the last message get that found it.
     pub last_present_ns: Option<u64>,
@@ -108,6 +113,19 @@ impl Tracked {
     fn latest_deadline_ns(&self) -> Option<u64> {
         let ttl = self.ttl_ns?;
         Some(self.stored_ns.unwrap_or(self.acked_ns) + ttl)
+    }
+
+    /// Books a message get whose reply came at `at` (jsbench's clock) and
+    /// found the message, stored at `stamp_ns` on the server's wall clock.
+    /// The stamp is put on jsbench's clock by `to_local` ([`clock::from_wall`];
+    /// a test gives it an offset) with the offset read at this reply, the
+    /// first of which comes just before the deadline: the server removes a
+    /// message once its wall clock passes the stamp plus the TTL, and that
+    /// instant is where jsbench's clock meets the offset then, not at the
+    /// store, seconds earlier.
+    fn seen_present(&mut self, stamp_ns: u64, at: u64, to_local: impl Fn(u64, u64) -> u64) {
+        self.stored_ns.get_or_insert_with(|| to_local(stamp_ns, at));
+        self.last_present_ns = Some(at);
     }
 }
 
@@ -290,10 +308,7 @@ async fn get_round(
         polled.gets += 1;
         let t = &mut tracked[i];
         match reply {
-            Ok(m) => {
-                t.stored_ns.get_or_insert(stored_ns(&m));
-                t.last_present_ns = Some(at);
-            }
+            Ok(m) => t.seen_present(wall_ns(&m.time), at, clock::from_wall),
             Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => {
                 t.gone_ns.get_or_insert(at);
             }
@@ -309,8 +324,9 @@ async fn get_round(
     Ok(())
 }
 
-fn stored_ns(m: &StreamMessage) -> u64 {
-    m.time.unix_timestamp_nanos().max(0) as u64
+/// A server's time stamp in nanoseconds since the epoch, on its wall clock.
+fn wall_ns(t: &time::OffsetDateTime) -> u64 {
+    t.unix_timestamp_nanos().max(0) as u64
 }
 
 /// A message the marker follower read: a subject delete marker, or
@@ -320,6 +336,8 @@ pub struct MarkerSeen {
     pub seq: u64,
     /// Its subject's index under the base; `None` for a subject outside it.
     pub subject: Option<u32>,
+    /// Its stored time on jsbench's clock: the server's stamp through
+    /// [`clock::from_wall`] as it was read, moments after it was written.
     pub stored_ns: u64,
     /// `Nats-Marker-Reason`; `None` on a message that is no marker.
     pub reason: Option<String>,
@@ -368,7 +386,7 @@ pub async fn follow_markers(
                 .as_str()
                 .strip_prefix(&prefix)
                 .and_then(|n| n.parse().ok()),
-            stored_ns: info.published.unix_timestamp_nanos().max(0) as u64,
+            stored_ns: clock::from_wall(wall_ns(&info.published), now_ns()),
             reason: header(MARKER_REASON),
             ttl: header(TTL_HEADER),
         });
@@ -414,4 +432,54 @@ pub async fn read_late(stream: &stream::Stream, last_seq: u64, idle: Duration) -
     })
     .await?;
     Ok(read)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+    const HOUR: i64 = 3_600 * S as i64;
+    /// A wall-clock instant, in nanoseconds since the epoch.
+    const T: u64 = 1_700_000_000 * S;
+
+    /// A 2 s message the server stamped at wall-clock `T`, first asked
+    /// for 250 ms before its deadline by a jsbench whose clock reads
+    /// `ahead` of the wall clock (negative: behind), as after the wall
+    /// clock was stepped, or on a worker corrected to its coordinator.
+    fn stamped(ahead: i64) -> Tracked {
+        let local = move |wall: u64, _at: u64| wall.wrapping_add_signed(ahead);
+        let mut t = Tracked {
+            seq: 1,
+            ttl_ns: Some(2 * S),
+            ..Tracked::default()
+        };
+        t.seen_present(T, local(T + 1_750_000_000, 0), local);
+        t
+    }
+
+    #[test]
+    fn a_deadline_is_on_jsbenchs_clock_whatever_the_wall_clock_reads() {
+        // jsbench's clock an hour behind: a message seen gone 100 ms after
+        // its deadline was removed on time. Compared with the wall-clock
+        // stamp plus the TTL it looked removed an hour early.
+        let behind = stamped(-HOUR);
+        let gone = (T + 2_100_000_000).wrapping_add_signed(-HOUR);
+        assert!(
+            gone >= behind.deadline_ns().unwrap(),
+            "{behind:?} gone at {gone}"
+        );
+        // An hour ahead: one gone a second before its deadline was removed
+        // early, which the wall-clock deadline hid.
+        let ahead = stamped(HOUR);
+        let gone = (T + S).wrapping_add_signed(HOUR);
+        assert!(
+            gone < ahead.deadline_ns().unwrap(),
+            "{ahead:?} gone at {gone}"
+        );
+        // The poller asks for it from one round before that deadline, not
+        // an hour off it.
+        let deadline = (T + 2 * S).wrapping_add_signed(HOUR);
+        assert_eq!(ahead.latest_deadline_ns(), Some(deadline));
+    }
 }

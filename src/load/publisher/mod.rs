@@ -154,9 +154,10 @@ pub struct SendReport {
     /// The last scheduled send (resends are outside the schedule).
     pub last_sent_ns: u64,
     pub last_intended_ns: u64,
-    /// Scheduled sends (no resend) intended from the end of the warm-up:
-    /// what a rate counts, so neither the warm-up nor the PubAck window's
-    /// first burst, nor a resend, makes a rate look faster.
+    /// Scheduled sends (no resend) intended from the end of the warm-up,
+    /// less [`SendReport::burst`]: what a rate counts, so neither the
+    /// warm-up nor the PubAck window's first burst, nor a resend, makes a
+    /// rate look faster.
     #[serde(default)]
     pub measured: u64,
     #[serde(default)]
@@ -164,6 +165,13 @@ pub struct SendReport {
     /// When the first of them was sent.
     #[serde(default)]
     pub first_measured_ns: u64,
+    /// Scheduled sends intended from the end of the warm-up that were the
+    /// PubAck window's first burst at max rate: with no warm-up (which
+    /// would hold them), the first `window` sends, which nothing held
+    /// back. In no rate (unless fewer than two sends came after them: no
+    /// other pace); in CPU per message, whose span holds them.
+    #[serde(default)]
+    pub burst: u64,
     /// The client that published (`direct` or `async-nats`).
     #[serde(default)]
     pub client: PublishClient,
@@ -214,9 +222,11 @@ pub struct AckReport {
     pub first_refusal: Option<String>,
     /// Sent but never answered within the PubAck timeout.
     pub missing: u64,
-    /// First answers saying stored (or duplicate) to the sends a rate
-    /// counts ([`SendReport::measured`]), and when the first and the last
-    /// of them came: the acknowledged rate.
+    /// First answers saying stored (or duplicate) to the scheduled sends
+    /// intended from the end of the warm-up ([`SendReport::measured`] and
+    /// [`SendReport::burst`]), and when the first and the last of them
+    /// came: the acknowledged rate. A first burst's PubAcks are kept: they
+    /// come at the server's pace, not the burst's.
     #[serde(default)]
     pub measured_acked: u64,
     #[serde(default)]

@@ -76,6 +76,7 @@ pub(super) async fn send_all(
         measured: 0,
         measured_bytes: 0,
         first_measured_ns: 0,
+        burst: 0,
         client: match link {
             Link::Nats(_) => PublishClient::AsyncNats,
             Link::Direct(_) => PublishClient::Direct,
@@ -116,6 +117,7 @@ pub(super) async fn send_all(
     // would send through the lead-in, which no span counts.
     pacer.wait_until(schedule.t0_ns);
     let mut progress_at = (clock::now_ns(), 0u64);
+    let mut rates = RateCount::new(&config);
     'sending: loop {
         if stop.is_cancelled() {
             report.interrupted = true;
@@ -262,23 +264,90 @@ pub(super) async fn send_all(
         report.bytes += size as u64;
         // The schedule's span and lag: resends are outside the schedule.
         if kind != SendKind::Resend {
-            report.last_sent_ns = sent;
-            report.last_intended_ns = intended;
-            if intended >= config.record_from_ns {
-                if report.measured == 0 {
-                    report.first_measured_ns = sent;
-                }
-                report.measured += 1;
-                report.measured_bytes += size as u64;
-            }
+            rates.book(&mut report, intended, sent, size as u64);
         }
         shared.progress.sent.store(report.sent, Ordering::Relaxed);
         report.timeline.mark(sent);
     }
+    rates.finish(&mut report);
     report.traced = composer.traced();
     report.send_lag = composer.take_send_lag();
     let report = finish(&mut link, &shared, report, &config, &stop).await;
     (report, link)
+}
+
+/// Which scheduled sends a rate counts ([`SendReport::measured`]), fed
+/// each one in order: those intended from the end of the warm-up, less
+/// the PubAck window's first burst at max rate. At max nothing holds the
+/// first `window` sends back (no PubAck is due yet), so they leave at the
+/// client's speed whatever the server's; a rate that counted them would
+/// read faster than the server takes messages, by a window over the run
+/// (a 256 window over 1 s at 1,000 msg/s: a quarter). With a warm-up the
+/// burst is in it; with none (`warmup = 0`, the default) it is left out
+/// here. Paced, the schedule holds every send, and there is no burst.
+/// A publisher that sent fewer than two messages past its burst has no
+/// pace beyond it to measure: its burst counts after all ([`Self::finish`]).
+#[derive(Debug, Clone, Copy)]
+struct RateCount {
+    record_from_ns: u64,
+    /// Scheduled sends of the first burst still to come.
+    burst_left: u64,
+    /// The first left-out send of the burst, and the bytes left out.
+    first_burst_ns: u64,
+    burst_bytes: u64,
+}
+
+impl RateCount {
+    fn new(config: &PublisherConfig) -> Self {
+        let paced = config.schedule.total_rate.is_some();
+        Self::of(paced, config.window, config.record_from_ns)
+    }
+
+    fn of(paced: bool, window: usize, record_from_ns: u64) -> Self {
+        RateCount {
+            record_from_ns,
+            burst_left: if paced { 0 } else { window as u64 },
+            first_burst_ns: 0,
+            burst_bytes: 0,
+        }
+    }
+
+    /// Books a scheduled send (a resend is outside the schedule) of `size`
+    /// payload bytes on `report`.
+    fn book(&mut self, report: &mut SendReport, intended: u64, sent: u64, size: u64) {
+        report.last_sent_ns = sent;
+        report.last_intended_ns = intended;
+        let in_burst = self.burst_left > 0;
+        self.burst_left = self.burst_left.saturating_sub(1);
+        if intended < self.record_from_ns {
+            return;
+        }
+        if in_burst {
+            if report.burst == 0 {
+                self.first_burst_ns = sent;
+            }
+            report.burst += 1;
+            self.burst_bytes += size;
+            return;
+        }
+        if report.measured == 0 {
+            report.first_measured_ns = sent;
+        }
+        report.measured += 1;
+        report.measured_bytes += size;
+    }
+
+    /// Once the schedule is sent: a burst with fewer than two sends after
+    /// it (a rate needs two) is counted, the only pace there is.
+    fn finish(&self, report: &mut SendReport) {
+        if report.burst == 0 || report.measured >= 2 {
+            return;
+        }
+        report.measured += report.burst;
+        report.measured_bytes += self.burst_bytes;
+        report.first_measured_ns = self.first_burst_ns;
+        report.burst = 0;
+    }
 }
 
 /// One message through async-nats. Nearly always ready at once: room in
@@ -407,4 +476,86 @@ fn note_progress(
     }
     (now.saturating_sub(progress_at.0) > timeout.as_nanos() as u64)
         .then(|| format!("no PubAck arrived for {timeout:?} with {outstanding} outstanding"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    /// A report that has sent nothing.
+    fn empty() -> SendReport {
+        serde_json::from_value(serde_json::json!({
+            "sent": 0, "bytes": 0, "retries": 0, "late_retries": 0, "late_retried": [],
+            "resends": 0, "first_error": null, "stalled": null, "interrupted": false,
+            "send_lag": Recorder::new(), "timeline": Timeline::per_second(0),
+            "first_sent_ns": 0, "last_sent_ns": 0, "last_intended_ns": 0,
+        }))
+        .unwrap()
+    }
+
+    /// Ten sends of 100 bytes from t0 = 1 s with no warm-up, a window of
+    /// 4: the first four at once (nothing holds them back), then one a
+    /// millisecond as PubAcks free the window. At max the intended time is
+    /// the send's.
+    fn ten_sends(paced: bool) -> SendReport {
+        let t0 = 1_000 * MS;
+        let mut rates = RateCount::of(paced, 4, t0);
+        let mut report = empty();
+        for n in 0..10u64 {
+            let sent = if n < 4 {
+                t0 + n * 1_000
+            } else {
+                t0 + (n - 3) * MS
+            };
+            rates.book(&mut report, sent, sent, 100);
+        }
+        report
+    }
+
+    #[test]
+    fn at_max_rate_with_no_warm_up_the_first_windows_burst_is_in_no_rate() {
+        let max = ten_sends(false);
+        // Six sends over the 5 ms from the first that waited for a PubAck:
+        // the server's pace. Counting the burst, ten over 6 ms read faster.
+        assert_eq!((max.measured, max.burst), (6, 4), "{max:?}");
+        assert_eq!(max.first_measured_ns, 1_001 * MS);
+        assert_eq!(max.measured_bytes, 600);
+        assert_eq!(max.last_sent_ns, 1_006 * MS);
+        // Paced, the schedule held every send: all ten count.
+        let paced = ten_sends(true);
+        assert_eq!((paced.measured, paced.burst), (10, 0), "{paced:?}");
+    }
+
+    #[test]
+    fn a_publisher_that_never_left_its_burst_counts_it() {
+        // Three sends, all inside a window of 4: no pace but the burst's.
+        let t0 = 1_000 * MS;
+        let mut rates = RateCount::of(false, 4, t0);
+        let mut report = empty();
+        for n in 0..3u64 {
+            rates.book(&mut report, t0 + n * 1_000, t0 + n * 1_000, 100);
+        }
+        rates.finish(&mut report);
+        assert_eq!((report.measured, report.burst), (3, 0), "{report:?}");
+        assert_eq!((report.first_measured_ns, report.measured_bytes), (t0, 300));
+        // Two past it make a pace: the burst stays out.
+        let mut report = ten_sends(false);
+        report.measured = 2;
+        RateCount::of(false, 4, t0).finish(&mut report);
+        assert_eq!(report.burst, 4);
+    }
+
+    #[test]
+    fn a_burst_in_the_warm_up_is_left_out_once() {
+        // A 1 s warm-up from t0 = 0 holds the burst: the sends after it
+        // all count.
+        let mut rates = RateCount::of(false, 4, 1_000 * MS);
+        let mut report = empty();
+        for n in 0..10u64 {
+            rates.book(&mut report, n * 200 * MS, n * 200 * MS, 100);
+        }
+        assert_eq!((report.measured, report.burst), (5, 0), "{report:?}");
+    }
 }

@@ -102,9 +102,11 @@ fn describe(plan: &Plan, (rate, msg_id, size): (Rate, MsgId, usize), r: &mut Var
     r.param(
         "batch_commit_timed",
         if rate == Rate::Max {
-            "from the first message's send to the commit's PubAck, read when the sender next polls"
+            "from the first message's send, once a commit slot was free, to the commit's \
+             PubAck, read when the sender next polls"
         } else {
-            "from the first message's intended send to the commit's PubAck"
+            "from the first message's intended send (a wait for a commit slot past it \
+             charged) to the commit's PubAck"
         },
     );
 }

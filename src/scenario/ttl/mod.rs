@@ -28,7 +28,7 @@ use super::table::{self, Column, Show};
 use super::{Kind, Scope, Variants};
 use crate::drive::RunContext;
 use crate::profile::CommonPlan;
-use crate::record::clock::now_ns;
+use crate::record::clock::{self, now_ns};
 use crate::record::metrics::Direction;
 use crate::streams::expiry::{
     self, LateRead, Polled, Polling, Tracked, Ttl, TtlLoad, ttl_stream_config,
@@ -51,6 +51,11 @@ pub const EXPIRY_LAG: &str = "expiry_lag";
 pub const EXPIRY_WINDOW: &str = "expiry_window";
 /// The deadline of a subject's last message to its marker's stored time.
 pub const MARKER_DELAY: &str = "marker_delay";
+/// The param that states how far a deadline may sit from where jsbench's
+/// clock meets the server's (the server's wall-clock stamp put on
+/// jsbench's clock), and so how much "nothing removed before its
+/// deadline" tolerates.
+pub const DEADLINE_CLOCK_TOLERANCE: &str = "deadline_clock_tolerance";
 /// The cost variant's figures ([`cost`]).
 pub const SERVER_BYTES_PER_TTL_MSG: &str = "server_bytes_per_ttl_msg";
 pub const SERVER_BYTES_PER_PLAIN_MSG: &str = "server_bytes_per_plain_msg";
@@ -167,7 +172,12 @@ impl Kind for TtlKind {
             markers: seen.markers.as_ref(),
             give_up: GIVE_UP,
             watched_until_ns: seen.watched_until_ns,
+            clock_tolerance: seen.clock_tolerance,
         };
+        r.param(
+            DEADLINE_CLOCK_TOLERANCE,
+            format!("{} µs", seen.clock_tolerance.as_micros()),
+        );
         verify::measure(&observed, r);
         r.invariants.extend(verify::verify(&observed));
         r.count("gets", seen.polled.gets);
@@ -241,6 +251,8 @@ struct Seen {
     markers: Option<verify::MarkerWatch>,
     polled: Polled,
     watched_until_ns: u64,
+    /// [`verify::Observed::clock_tolerance`].
+    clock_tolerance: Duration,
 }
 
 /// Publishes the load, then watches it expire: the poller, the late
@@ -306,7 +318,14 @@ async fn observe(
     };
     let (watched, followed, read) = tokio::join!(watching, following, reading);
     let (polled, watched_until_ns) = watched?;
+    // A stored time is read by the first get, from `lead` before the
+    // deadline to a round after it: the deadline is that far from the
+    // conversion at most.
+    let apart = polling.lead + polling.every;
+    let clock_tolerance =
+        Duration::from_nanos(clock::from_wall_uncertainty_ns(apart.as_nanos() as u64));
     Ok(Seen {
+        clock_tolerance,
         tracked,
         late: read.transpose()?,
         markers: followed.transpose()?,

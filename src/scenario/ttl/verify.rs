@@ -59,6 +59,10 @@ pub struct Observed<'a> {
     pub give_up: Duration,
     /// When the watch ended.
     pub watched_until_ns: u64,
+    /// How far a deadline may sit from where jsbench's clock meets the
+    /// server's: the server's wall-clock stamp put on jsbench's clock
+    /// ([`crate::record::clock::from_wall_uncertainty_ns`]).
+    pub clock_tolerance: Duration,
 }
 
 /// The measured figures: how late each expiry was seen, how late each
@@ -67,10 +71,13 @@ pub fn measure(o: &Observed<'_>, r: &mut VariantResult) {
     let mut lag = Recorder::new();
     let mut window = Recorder::new();
     let mut unknown = 0;
+    // Gone within the clock's tolerance before its deadline is on time
+    // ([`removed_early`]): a lag of zero, not a lag left out.
+    let tolerance = o.clock_tolerance.as_nanos() as u64;
     for t in o.tracked {
         match (t.stored_ns, t.deadline_ns(), t.gone_ns) {
-            (Some(_), Some(deadline), Some(gone)) if gone >= deadline => {
-                lag.record(gone - deadline);
+            (Some(_), Some(deadline), Some(gone)) if gone + tolerance >= deadline => {
+                lag.record(gone.saturating_sub(deadline));
                 // The removal came after the last get that found it (or
                 // its deadline, if later) and before this reply.
                 let from = t.last_present_ns.map_or(deadline, |p| p.max(deadline));
@@ -112,7 +119,7 @@ pub fn measure(o: &Observed<'_>, r: &mut VariantResult) {
 /// Every invariant, in the order the docs list them.
 pub fn verify(o: &Observed<'_>) -> Vec<Invariant> {
     vec![
-        removed_early(o.tracked),
+        removed_early(o.tracked, o.clock_tolerance),
         expired_removed(o),
         delivered_late(o),
         unexpired_delivered(o),
@@ -122,16 +129,20 @@ pub fn verify(o: &Observed<'_>) -> Vec<Invariant> {
 
 /// No message seen gone before its deadline, and every message that
 /// never expires still there at the end. The deadline is the stored time
-/// plus the TTL (the server's own rule, exact to the nanosecond, so no
-/// tolerance), or the send plus the TTL where the stored time was never
-/// seen: the earliest it can be, so an early removal is never excused.
-pub fn removed_early(tracked: &[Tracked]) -> Invariant {
+/// plus the TTL (the server's own rule, exact to the nanosecond), or the
+/// send plus the TTL where the stored time was never seen: the earliest
+/// it can be, so an early removal is never excused. The one tolerance is
+/// `clock`'s: the stored time is the server's wall-clock stamp put on
+/// jsbench's clock, and a removal closer to the deadline than that
+/// conversion is sure of cannot be called early.
+pub fn removed_early(tracked: &[Tracked], clock: Duration) -> Invariant {
+    let tolerance = clock.as_nanos() as u64;
     let early: Vec<String> = tracked
         .iter()
         .filter_map(|t| {
             let gone = t.gone_ns?;
             match t.deadline_ns() {
-                Some(d) if gone < d => Some(format!(
+                Some(d) if gone + tolerance < d => Some(format!(
                     "{} gone {:.1} ms before its deadline",
                     t.seq,
                     (d - gone) as f64 / 1e6
@@ -143,15 +154,19 @@ pub fn removed_early(tracked: &[Tracked]) -> Invariant {
         .collect();
     let detail = if early.is_empty() {
         format!(
-            "0 of {} messages seen gone before their deadline (stored time + TTL; \
-             never-expiring ones checked present at the end)",
-            tracked.len()
+            "0 of {} messages seen gone before their deadline (stored time + TTL, within \
+             {}, the server's clock on jsbench's; never-expiring ones checked present at the \
+             end)",
+            tracked.len(),
+            micros(clock)
         )
     } else {
         format!(
-            "the server removed {} of {} messages early: {}",
+            "the server removed {} of {} messages early (by more than {}, the server's clock \
+             on jsbench's): {}",
             early.len(),
             tracked.len(),
+            micros(clock),
             shown(&early)
         )
     };
@@ -395,6 +410,11 @@ pub fn markers_accounted(o: &Observed<'_>) -> Invariant {
         problems.join("; ")
     };
     Invariant::check(MARKERS_ACCOUNTED, problems.is_empty(), detail)
+}
+
+/// A tolerance as the evidence states it: "180 µs".
+fn micros(d: Duration) -> String {
+    format!("{} µs", d.as_micros())
 }
 
 fn shown(items: &[String]) -> String {
