@@ -50,14 +50,16 @@ pub fn parse_list(text: &str, origin: &str) -> Result<Vec<ParsedUrl>, UsageError
     Ok(urls)
 }
 
-/// Takes `user:pass@` or `token@` out of a URL.
+/// Takes `user:pass@` or `token@` out of a URL. The credentials run to
+/// the last `@`, not to the first `/`: a password in base64 holds `/`
+/// (and may hold `?` or `#`), and cut at the first `/` it was neither
+/// recognised nor redacted. NATS URLs have no path that could hold an `@`.
 pub fn split_credentials(url: &str) -> (String, Option<UrlCredentials>) {
     let (scheme, rest) = match url.find("://") {
         Some(i) => (&url[..i + 3], &url[i + 3..]),
         None => ("", url),
     };
-    let host_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..host_end].rfind('@') {
+    match rest.rfind('@') {
         Some(at) => {
             let info = &rest[..at];
             let clean = format!("{scheme}{}", &rest[at + 1..]);
@@ -108,6 +110,31 @@ mod tests {
         assert_eq!(
             urls[0].credentials,
             Some(UrlCredentials::Token(Secret::new("tok")))
+        );
+    }
+
+    /// Issue 51: a password with `/` (base64's alphabet has it) was cut at
+    /// the `/`, so it was neither taken out nor redacted, and printed.
+    #[test]
+    fn a_password_with_slashes_or_marks_is_taken_out_and_never_shown() {
+        for (url, password) in [
+            ("nats://alice:pa/ss99@127.0.0.1:1", "pa/ss99"),
+            ("nats://alice:a?b#c/d@127.0.0.1:1", "a?b#c/d"),
+        ] {
+            let urls = parse_list(url, "--server").unwrap();
+            assert_eq!(
+                urls[0].credentials,
+                Some(UrlCredentials::User("alice".into(), Secret::new(password)))
+            );
+            assert_eq!(urls[0].display, "nats://127.0.0.1:1");
+            let shown = redact(url);
+            assert_eq!(shown, "nats://***@127.0.0.1:1");
+            assert!(!shown.contains(password));
+        }
+        let urls = parse_list("tls://to/ken@127.0.0.1:1", "--server").unwrap();
+        assert_eq!(
+            urls[0].credentials,
+            Some(UrlCredentials::Token(Secret::new("to/ken")))
         );
     }
 
