@@ -218,9 +218,22 @@ pub fn failure_list(out: &mut String, title: &str, failures: &[Failure]) {
     }
 }
 
-/// Markdown cells must not break the table.
+/// Markdown cells must not break the table, nor carry HTML into a PR
+/// comment or a job summary (names come from profiles, results and
+/// workers): `<`, `>` and `&` become entities, control characters spaces.
 pub fn md(text: &str) -> String {
-    text.replace('|', "\\|").replace('\n', " ")
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '|' => out.push_str("\\|"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            c if c.is_control() => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 fn markdown_rows(out: &mut String, metrics: &[&MetricComparison]) {

@@ -617,3 +617,15 @@ fn the_profiles_ab_judge_is_the_default_set_and_only_overrides_it() {
     assert_eq!((c.counts.judged, c.exit_code), (1, 0));
     assert_eq!(c.selection.from, JudgedBy::Only);
 }
+
+/// Issue 51: markdown cells passed raw HTML (`<img src=...>`) into PR
+/// comments and job summaries.
+#[test]
+fn markdown_cells_carry_no_html_and_no_control_characters() {
+    let cell = super::render::md("<img src=x onerror=alert(1)> & a|b\nc\u{1b}[31m");
+    assert_eq!(
+        cell,
+        "&lt;img src=x onerror=alert(1)&gt; &amp; a\\|b c [31m"
+    );
+    assert!(!cell.contains('<'));
+}
