@@ -5,7 +5,6 @@
 //! that `jsbench report` uses.
 
 use std::collections::HashMap;
-use std::fs;
 use std::path::{Component, Path, PathBuf};
 
 use anyhow::Result;
@@ -41,12 +40,7 @@ impl ResultsData {
         for (scenario, variant) in summary.variants() {
             for h in &variant.histograms {
                 let path = inside(dir, &h.hdr_file)?;
-                let text = fs::read_to_string(&path).map_err(|e| {
-                    UsageError(format!(
-                        "cannot read histogram {} (listed in summary.json): {e}",
-                        path.display()
-                    ))
-                })?;
+                let text = crate::results::read_capped(&path, crate::results::MAX_HISTOGRAM_BYTES)?;
                 let recorder = Recorder::from_base64(&text).map_err(|e| {
                     UsageError(format!("histogram {} is corrupt: {e:#}", path.display()))
                 })?;

@@ -49,6 +49,15 @@ pub fn render_folder(dir: &Path) -> Result<RenderOutcome> {
 /// [`render_folder`] on data already loaded.
 pub fn render(data: &ResultsData) -> Result<RenderOutcome> {
     let chart_dir = data.dir.join("charts");
+    // Charts are deleted and written here: through a symlink that would
+    // be some other folder's files.
+    if fs::symlink_metadata(&chart_dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(UsageError(format!(
+            "{} is a symbolic link; jsbench deletes and writes charts only in a folder of the results",
+            chart_dir.display()
+        ))
+        .into());
+    }
     fs::create_dir_all(&chart_dir).with_context(|| format!("creating {}", chart_dir.display()))?;
     remove_stale_charts(&chart_dir)?;
 
@@ -100,7 +109,8 @@ fn remove_stale_charts(chart_dir: &Path) -> Result<()> {
             path.extension().and_then(|e| e.to_str()),
             Some("svg" | "png")
         );
-        if ours && path.is_file() {
+        // The entry's own type: a symlink is never followed to a file.
+        if ours && entry.file_type().is_ok_and(|t| t.is_file()) {
             fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
         }
     }

@@ -628,3 +628,38 @@ fn replication_lag_is_drawn_by_percentile_and_per_second() {
     assert_eq!(p99.series[0].points.len(), 3);
     assert!(p99.caption.contains("origin stored to copy stored"));
 }
+
+/// Issue 51: `jsbench report` followed a symlinked `charts` folder and
+/// deleted the `.svg` and `.png` files it found there, and read histogram
+/// files through symlinks without a size limit (`/dev/zero` grew without
+/// end).
+#[test]
+fn report_deletes_nothing_through_a_symlink_and_reads_no_device() {
+    let elsewhere = tempfile::tempdir().unwrap();
+    let precious = elsewhere.path().join("precious.svg");
+    std::fs::write(&precious, "not jsbench's").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_fixture(dir.path());
+    std::os::unix::fs::symlink(elsewhere.path(), dir.path().join("charts")).unwrap();
+    let e = super::render_folder(dir.path()).unwrap_err();
+    assert_eq!(crate::cli::exit_code(&e), crate::system::error::EXIT_USAGE);
+    assert!(format!("{e:#}").contains("symbolic link"), "{e:#}");
+    assert!(precious.is_file(), "the file behind the link is kept");
+
+    // A stale chart that is a symlink is removed as a link, never followed,
+    // and a write never lands through a link at its temporary name.
+    std::fs::remove_file(dir.path().join("charts")).unwrap();
+    std::fs::create_dir(dir.path().join("charts")).unwrap();
+    std::os::unix::fs::symlink(&precious, dir.path().join("charts/old.svg")).unwrap();
+    std::os::unix::fs::symlink(&precious, dir.path().join("report.tmp")).unwrap();
+    super::render_folder(dir.path()).unwrap();
+    assert_eq!(std::fs::read_to_string(&precious).unwrap(), "not jsbench's");
+
+    let hdr = dir
+        .path()
+        .join("histograms/latency.rate-1000.e2e_latency.hdr");
+    std::fs::remove_file(&hdr).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &hdr).unwrap();
+    let e = super::render_folder(dir.path()).unwrap_err();
+    assert!(format!("{e:#}").contains("not a regular file"), "{e:#}");
+}

@@ -355,7 +355,18 @@ pub fn first_seen<T: PartialEq>(items: impl IntoIterator<Item = T>) -> Vec<T> {
 /// see a half-written file.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension("tmp");
-    let mut file = fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    // Created afresh, never opened through what is there: a symlink left
+    // at the temporary name would have the write land on its target.
+    match fs::remove_file(&tmp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("removing {}", tmp.display())),
+    }
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .with_context(|| format!("creating {}", tmp.display()))?;
     file.write_all(bytes)
         .with_context(|| format!("writing {}", tmp.display()))?;
     file.sync_data().ok();
@@ -380,11 +391,48 @@ pub fn summary_file(path: &Path) -> PathBuf {
 /// the file: one it cannot read, one that is not `what` ("a jsbench
 /// summary").
 pub fn read_json<T: serde::de::DeserializeOwned>(file: &Path, what: &str) -> Result<T> {
-    let text = fs::read_to_string(file)
-        .map_err(|e| UsageError(format!("cannot read {}: {e}", file.display())))?;
+    let text = read_capped(file, MAX_JSON_BYTES)?;
     let read = serde_json::from_str(&text)
         .map_err(|e| UsageError(format!("{} is not {what}: {e}", file.display())))?;
     Ok(read)
+}
+
+/// The largest results JSON read (summary.json, ab.json, a history): a
+/// soak's summary is well under a megabyte; a file beyond this is not one.
+pub const MAX_JSON_BYTES: u64 = 256 << 20;
+/// The largest histogram file read: a whole-range histogram at its
+/// precision compresses to kilobytes.
+pub const MAX_HISTOGRAM_BYTES: u64 = 16 << 20;
+
+/// A results file's text, from a regular file of at most `cap` bytes:
+/// results travel as CI artifacts, and a file named in them may be a
+/// device (`/dev/zero` reads forever) or far larger than any jsbench wrote.
+pub fn read_capped(file: &Path, cap: u64) -> Result<String> {
+    use std::io::Read;
+    let cannot =
+        |e: &dyn std::fmt::Display| UsageError(format!("cannot read {}: {e}", file.display()));
+    let meta = fs::metadata(file).map_err(|e| cannot(&e))?;
+    if !meta.is_file() {
+        return Err(cannot(&"not a regular file").into());
+    }
+    if meta.len() > cap {
+        return Err(cannot(&format!(
+            "{} bytes, more than the {cap} a results file may hold",
+            meta.len()
+        ))
+        .into());
+    }
+    let mut text = String::new();
+    fs::File::open(file)
+        .and_then(|f| f.take(cap + 1).read_to_string(&mut text))
+        .map_err(|e| cannot(&e))?;
+    if text.len() as u64 > cap {
+        return Err(cannot(&format!(
+            "it grew past the {cap} bytes a results file may hold"
+        ))
+        .into());
+    }
+    Ok(text)
 }
 
 /// Refuses a file whose `schema` version is newer than this build reads
