@@ -578,57 +578,10 @@ fn rfc3339(t: time::OffsetDateTime) -> String {
         .unwrap_or_else(|_| t.unix_timestamp().to_string())
 }
 
-/// Serves `GET /metrics` ([`crate::system::live::exposition`]) on `addr` until the
-/// returned guard is dropped: the metrics listener stops when the run returns.
+/// Serves `GET /metrics` on `addr` until the returned guard is dropped:
+/// the metrics listener stops when the run returns.
 async fn serve_metrics(addr: std::net::SocketAddr) -> Result<AbortOnDrop> {
-    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
-        crate::system::error::UsageError(format!(
-            "--metrics-listen {addr}: cannot listen there: {e}"
-        ))
-    })?;
-    crate::system::live::enable();
-    if let Ok(bound) = listener.local_addr() {
-        crate::system::live::set_address(bound);
-        eprintln!("jsbench: metrics at http://{bound}/metrics");
-    }
-    let task = tokio::spawn(async move {
-        loop {
-            let Ok((mut socket, _)) = listener.accept().await else {
-                continue;
-            };
-            tokio::spawn(async move {
-                use tokio::io::{AsyncReadExt, AsyncWriteExt};
-                // The request may come in pieces: read until its headers
-                // end (or 1 KiB, or 2 s), not just the first piece.
-                let mut request = Vec::with_capacity(1024);
-                let mut chunk = [0u8; 1024];
-                let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
-                while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 1024 {
-                    match tokio::time::timeout_at(deadline, socket.read(&mut chunk)).await {
-                        Ok(Ok(n)) if n > 0 => request.extend_from_slice(&chunk[..n]),
-                        _ => break,
-                    }
-                }
-                let line = String::from_utf8_lossy(&request);
-                let (status, body) = if line.starts_with("GET /metrics") {
-                    let scraper = crate::system::live::scraper_of(&line);
-                    ("200 OK", crate::system::live::exposition(&scraper))
-                } else {
-                    (
-                        "404 Not Found",
-                        "jsbench serves /metrics only\n".to_string(),
-                    )
-                };
-                let response = format!(
-                    "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
-                     Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = socket.write_all(response.as_bytes()).await;
-                let _ = socket.shutdown().await;
-            });
-        }
-    });
+    let (task, _) = crate::system::metrics_http::serve(addr).await?;
     Ok(AbortOnDrop(task))
 }
 

@@ -10,6 +10,7 @@ pub mod cpu;
 pub mod error;
 pub mod http;
 pub mod live;
+pub mod metrics_http;
 pub mod powerfs;
 pub mod progress;
 pub mod runtimes;
