@@ -28,7 +28,7 @@ use std::collections::HashSet;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Condvar, Mutex};
@@ -245,7 +245,7 @@ impl Relay {
                 (Listener::Tcp(l), bound)
             }
             Endpoint::Unix(path) => {
-                let _ = std::fs::remove_file(path);
+                remove_stale_socket(path)?;
                 (Listener::Unix(UnixListener::bind(path)?), listen.clone())
             }
         };
@@ -344,6 +344,25 @@ impl Drop for Relay {
         if let Endpoint::Unix(path) = &self.listen {
             let _ = std::fs::remove_file(path);
         }
+    }
+}
+
+/// Removes a socket a relay before this one left at `path`; anything else
+/// there (a file, a folder, a link) is refused by name, never deleted: the
+/// path is the user's to give, and a typo must not cost a file.
+fn remove_stale_socket(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+        Ok(m) if m.file_type().is_socket() => std::fs::remove_file(path),
+        Ok(_) => Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!(
+                "{} exists and is not a socket; the relay listens only on a new or stale socket path",
+                path.display()
+            ),
+        )),
     }
 }
 
@@ -607,6 +626,27 @@ mod tests {
         let mut buf = vec![0u8; text.len()];
         s.read_exact(&mut buf)?;
         Ok(String::from_utf8(buf).unwrap())
+    }
+
+    /// Issue 51: the relay deleted whatever was at its Unix `--listen`
+    /// path, a regular file included.
+    #[test]
+    fn a_unix_path_holding_a_file_is_refused_and_a_stale_socket_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("precious");
+        std::fs::write(&path, "not a socket").unwrap();
+        let to = Endpoint::Tcp(echo());
+        let e = Relay::start(Endpoint::Unix(path.clone()), to.clone())
+            .err()
+            .expect("a file at the path is refused");
+        assert!(e.to_string().contains("not a socket"), "{e}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "not a socket");
+
+        let socket = dir.path().join("relay.sock");
+        let stale = UnixListener::bind(&socket).unwrap();
+        drop(stale);
+        let relay = Relay::start(Endpoint::Unix(socket.clone()), to).unwrap();
+        drop(relay);
     }
 
     #[test]
