@@ -195,3 +195,76 @@ fn on_a_cluster_the_leaders_cut_keeps_every_pub_ack_and_a_cut_of_all_three_is_a_
     assert_eq!(all.params["struck_nodes"].as_array().unwrap().len(), 3);
     assert!(all.metric("caught_up_time").is_none());
 }
+
+/// Issue 51: a second Ctrl-C exits at once, without destructors, and the
+/// power-loss mounts (dead FUSE mounts: "transport endpoint is not
+/// connected") and their temporary folder stayed behind. They are now
+/// detached and removed on the way out.
+#[test]
+fn a_second_ctrl_c_leaves_no_mount_and_no_folder_behind() {
+    PowerFs::available().unwrap_or_else(|e| {
+        panic!(
+            "the power scenario needs the power-loss filesystem (run as root with /dev/fuse): {e:#}"
+        )
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let profile = common::profile(
+        dir.path(),
+        "power",
+        "[[scenario]]\nkind = \"power\"\nduration = \"60s\"\nrate = 100\ncut = [\"power\"]\n",
+    );
+    let mut child = jsbench()
+        .args([
+            "run",
+            profile.to_str().unwrap(),
+            "--progress",
+            "never",
+            "-o",
+        ])
+        .arg(dir.path().join("results"))
+        .env_remove("NATS_URL")
+        .env_remove("NATS_CONTEXT")
+        .env("TMPDIR", &tmp)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let ours = |mounts: &str| {
+        mounts
+            .lines()
+            .filter(|l| l.contains(tmp.to_str().unwrap()))
+            .count()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while ours(&std::fs::read_to_string("/proc/mounts").unwrap()) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no power-loss mount under {} within 60 s",
+            tmp.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let pid = child.id() as libc::pid_t;
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
+    assert_eq!(ours(&mounts), 0, "mounts left:\n{mounts}");
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().starts_with("jsbench-power-"))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "folders left in {}: {left:?}",
+        tmp.display()
+    );
+}

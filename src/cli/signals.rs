@@ -47,12 +47,15 @@ impl Interrupts {
         }
     }
 
-    /// First signal: stop measuring, write results, clean up. Second: give up now.
+    /// First signal: stop measuring, write results, clean up. Second: give
+    /// up now, but not on the power-loss mounts: an exit runs no
+    /// destructors, and a FUSE mount whose process is gone stays mounted.
     pub async fn watch(mut self, stop: CancellationToken) {
         self.next().await;
         eprintln!("\ninterrupted: finishing up and writing results (Ctrl-C again to abort)");
         stop.cancel();
         self.next().await;
+        crate::system::powerfs::abandon_all();
         std::process::exit(EXIT_INTERRUPTED);
     }
 }

@@ -61,6 +61,13 @@ pub struct PowerLossServers {
     _dir: tempfile::TempDir,
 }
 
+impl Drop for PowerLossServers {
+    fn drop(&mut self) {
+        // Removed with the struct's own fields, in order, from here on.
+        crate::system::powerfs::forget_folder(self._dir.path());
+    }
+}
+
 impl PowerLossServers {
     /// Starts `nodes` servers (1, or a cluster size `--cluster` accepts)
     /// with `options` (its sync setting for every node), each on a fresh
@@ -83,6 +90,7 @@ impl PowerLossServers {
             .prefix("jsbench-power-")
             .tempdir()
             .context("creating the directory for the power-loss mounts")?;
+        crate::system::powerfs::remove_on_abandon(dir.path());
         let mut stores = Vec::with_capacity(nodes);
         for i in 1..=nodes {
             stores.push(new_store(dir.path(), i)?);

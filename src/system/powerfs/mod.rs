@@ -94,7 +94,57 @@ impl PowerFs {
             connection: None,
         };
         mounted.connection = connection_of(&mounted.mountpoint);
+        live()
+            .mounts
+            .push((mounted.mountpoint.clone(), mounted.connection));
         Ok(mounted)
+    }
+}
+
+/// What is mounted and made now, for a way out that runs no destructors.
+#[derive(Default)]
+struct Live {
+    mounts: Vec<(PathBuf, Option<u64>)>,
+    folders: Vec<PathBuf>,
+}
+
+fn live() -> std::sync::MutexGuard<'static, Live> {
+    static LIVE: Mutex<Live> = Mutex::new(Live {
+        mounts: Vec::new(),
+        folders: Vec::new(),
+    });
+    LIVE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Has [`abandon_all`] remove `folder` (the mounts' temporary folder)
+/// after the mounts in it are detached; [`forget_folder`] when it is
+/// removed the usual way.
+pub fn remove_on_abandon(folder: &Path) {
+    live().folders.push(folder.to_path_buf());
+}
+
+pub fn forget_folder(folder: &Path) {
+    live().folders.retain(|f| f != folder);
+}
+
+/// For an exit that skips every destructor (a second Ctrl-C): each mount
+/// still up is aborted and detached, and the folders that held them are
+/// removed, so no dead mount ("transport endpoint is not connected") and
+/// no temporary folder stays behind. What was unsynced is lost, as a cut
+/// would lose it.
+pub fn abandon_all() {
+    let mut live = live();
+    for (mountpoint, connection) in live.mounts.drain(..) {
+        if let Some(n) = connection {
+            let _ = std::fs::write(format!("/sys/fs/fuse/connections/{n}/abort"), "1");
+        }
+        if let Ok(path) = std::ffi::CString::new(mountpoint.as_os_str().as_encoded_bytes()) {
+            // SAFETY: umount2 on a valid C string; no memory is handed over.
+            unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) };
+        }
+    }
+    for folder in live.folders.drain(..) {
+        let _ = std::fs::remove_dir_all(folder);
     }
 }
 
@@ -153,6 +203,7 @@ impl Mounted {
         let Some(session) = self.session.take() else {
             return Ok(());
         };
+        live().mounts.retain(|(m, _)| *m != self.mountpoint);
         let path = std::ffi::CString::new(self.mountpoint.as_os_str().as_encoded_bytes())
             .context("the mountpoint's path holds a NUL byte")?;
         // SAFETY: umount2 on a valid C string; no memory is handed over.
