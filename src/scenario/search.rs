@@ -40,6 +40,11 @@ const VOTES: u32 = 3;
 /// Where a search stands.
 #[derive(Debug, Clone)]
 pub struct RateSearch {
+    /// The lowest rate a search may go down to when `min` fails: a host
+    /// whose generator cannot keep a schedule at `min` (a busy machine
+    /// waking it late) still gets an answer below it, or a stated
+    /// "below the floor".
+    floor: u64,
     min: u64,
     max: u64,
     /// Relative width at which bisection stops, e.g. 0.05.
@@ -81,8 +86,11 @@ impl Votes {
 }
 
 impl RateSearch {
+    /// A search from `min` up to `max` that never goes below `min` (see
+    /// [`RateSearch::floor`]).
     pub fn new(min: u64, max: u64, precision: f64) -> Self {
         RateSearch {
+            floor: min.max(1),
             min: min.max(1),
             max: max.max(min.max(1)),
             precision,
@@ -90,6 +98,13 @@ impl RateSearch {
             answer: None,
             settled: None,
         }
+    }
+
+    /// Lets the search go down to `floor` (at least 1 msg/s, at most
+    /// `min`) by halving when `min` fails.
+    pub fn floor(mut self, floor: u64) -> Self {
+        self.floor = floor.clamp(1, self.min);
+        self
     }
 
     /// A rate's probes so far.
@@ -162,6 +177,11 @@ impl RateSearch {
         let confirm = |rate: u64| (!self.votes(rate).decided()).then_some(rate);
         let next = match self.bounds() {
             (None, None) => Some(self.min),
+            // Nothing held yet: halve towards the floor. A failure on the
+            // way down is provisional as a pass on the way up is (the
+            // bisection confirms whichever bounds the answer); only the
+            // floor's must be confirmed before nothing is the answer.
+            (None, Some(f)) if f > self.floor => Some((f / 2).max(self.floor)),
             (None, Some(f)) => confirm(f),
             (Some(p), None) if p < self.max => Some((p * 2).min(self.max)),
             (Some(p), None) => confirm(p),
@@ -249,8 +269,10 @@ pub async fn run(
     mut probe: impl AsyncFnMut(u64, String) -> VariantResult,
 ) -> Result<()> {
     let started = Instant::now();
-    let mut s = RateSearch::new(search.min, search.max, search.precision);
+    let mut s = RateSearch::new(search.min, search.max, search.precision).floor(search.floor);
     let mut verdicts: Vec<(u64, Verdict)> = Vec::new();
+    // The checks of each probe that held: the answer's stand for it.
+    let mut checks: Vec<(u64, Vec<crate::variant::Invariant>)> = Vec::new();
     let capacity = Capacity::of(ctx);
     while let Some(rate) = s.next_rate() {
         if ctx.stop.is_cancelled() {
@@ -265,6 +287,9 @@ pub async fn run(
             verdict.describe()
         ));
         s.record(rate, verdict.passed());
+        if verdict.passed() {
+            checks.push((rate, result.invariants.clone()));
+        }
         verdicts.push((rate, verdict));
         sink.record(&scenario.common, result)?;
     }
@@ -272,6 +297,7 @@ pub async fn run(
     let mut r = VariantResult::new(format!("{prefix}search"));
     r.param("slo", search.slo.describe());
     r.param("bracket", format!("{}..{} msg/s", search.min, search.max));
+    r.param("floor", format!("{} msg/s", search.floor));
     r.param("precision", search.precision);
     r.param(
         "tried",
@@ -283,17 +309,26 @@ pub async fn run(
     match s.answer() {
         Some(Some(rate)) => {
             let why = answer(&s, rate, search, &verdicts, &mut r);
+            // The answer is what its probes checked: nothing lost,
+            // nothing redelivered, nothing pending at that rate (a search
+            // with no checks of its own read as "checked nothing").
+            if let Some((_, held)) = checks.iter().rev().find(|(x, _)| *x == rate) {
+                r.invariants = held.clone();
+            }
             ctx.progress.println(&format!(
                 "{prefix}search: max sustainable rate {rate} msg/s for {}; limited by {why}",
                 search.slo.describe()
             ));
         }
         Some(None) => {
-            let lowest = s.first_failure().unwrap_or(search.min);
+            // Nothing held down to the floor: no answer, and no evidence
+            // against the server either (a probe that broke an invariant
+            // fails the run by itself), so the search is inconclusive.
+            let lowest = s.first_failure().unwrap_or(search.floor);
             let votes = s.votes(lowest);
-            r.error = Some(format!(
-                "no rate in {}..{} msg/s holds {}: {lowest} msg/s failed {} of {} probes ({})",
-                search.min,
+            let why = format!(
+                "below {lowest} msg/s: no rate from {} down to {lowest} msg/s holds {}; \
+                 {lowest} msg/s failed {} of {} probes ({})",
                 search.max,
                 search.slo.describe(),
                 votes.failed,
@@ -304,7 +339,11 @@ pub async fn run(
                     .find(|(x, v)| *x == lowest && !v.passed())
                     .map(|(_, v)| v.describe())
                     .unwrap_or_default()
-            ));
+            );
+            ctx.progress
+                .println(&format!("{prefix}search: inconclusive, {why}"));
+            r.param("limited_by", "floor");
+            r.inconclusive = Some(why);
         }
         None => r
             .warnings
@@ -767,6 +806,63 @@ mod tests {
             }
         );
         assert_eq!(s.answer(), Some(Some(5000)));
+    }
+
+    #[test]
+    fn a_lowest_rate_that_fails_halves_down_to_a_rate_that_holds() {
+        // The publish searches of issue 50: 4,000 msg/s failed twice on a
+        // busy host, and the run said "no rate holds" instead of looking
+        // below it.
+        let s = run(RateSearch::new(4000, 256_000, 0.1).floor(250), |r, _| {
+            r <= 1300
+        });
+        let rates: Vec<u64> = s.tried().iter().map(|t| t.0).collect();
+        assert_eq!(&rates[..3], [4000, 2000, 1000], "{:?}", s.tried());
+        let answer = s.answer().unwrap().unwrap();
+        assert!(
+            answer <= 1300 && answer as f64 >= 1300.0 * 0.9 * 0.9,
+            "{answer}: {:?}",
+            s.tried()
+        );
+        assert!(s.votes(answer).decided() && s.votes(answer).passes());
+        let failure = s.first_failure().unwrap();
+        assert!(s.votes(failure).decided() && s.votes(failure).fails());
+    }
+
+    #[test]
+    fn nothing_holding_down_to_the_floor_confirms_the_floor_and_answers_none() {
+        let s = run(RateSearch::new(4000, 256_000, 0.1).floor(250), |_, _| false);
+        assert_eq!(
+            s.tried(),
+            [
+                (4000, false),
+                (2000, false),
+                (1000, false),
+                (500, false),
+                (250, false),
+                (250, false)
+            ]
+        );
+        assert_eq!(s.answer(), Some(None));
+        assert_eq!(s.first_failure(), Some(250));
+        // A floor that is no halving of min is probed as itself.
+        let s = run(RateSearch::new(1000, 8000, 0.1).floor(300), |_, _| false);
+        let rates: Vec<u64> = s.tried().iter().map(|t| t.0).collect();
+        assert_eq!(rates, [1000, 500, 300, 300]);
+    }
+
+    #[test]
+    fn one_noisy_failure_at_the_lowest_rate_does_not_send_the_search_down() {
+        // 4,000 stalls once; everything up to 64,000 holds.
+        let s = run(RateSearch::new(4000, 256_000, 0.05).floor(250), |r, n| {
+            n != 0 && r <= 64_000
+        });
+        let answer = s.answer().unwrap().unwrap();
+        assert!(
+            (60_000..=64_000).contains(&answer),
+            "{answer}: {:?}",
+            s.tried()
+        );
     }
 
     #[test]
