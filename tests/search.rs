@@ -72,6 +72,13 @@ async fn a_search_whose_top_holds_doubles_to_it_confirms_it_and_says_so() {
     let (_, probe) = summary.variants().next().unwrap();
     let verdict = probe.params["search_verdict"].as_str().unwrap();
     assert!(verdict.starts_with("held ("), "{verdict}");
+    // Busy or waiting: the sending thread's CPU and its wait for one.
+    let busy = common::metric(probe, "sender_thread_load");
+    let waiting = common::metric(probe, "sender_thread_waiting");
+    assert!(
+        (0.0..=1.5).contains(&busy) && (0.0..=1.0).contains(&waiting),
+        "{busy} {waiting}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

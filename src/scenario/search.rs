@@ -470,6 +470,9 @@ const SENDER_SATURATED: f64 = 0.9;
 struct Loads {
     client: Option<f64>,
     sender: Option<f64>,
+    /// The share of its span a sending thread was runnable without a CPU
+    /// (the most any waited).
+    sender_waiting: Option<f64>,
     consumer: Option<f64>,
     server: Option<f64>,
     capacity: Capacity,
@@ -488,6 +491,7 @@ impl Loads {
         Loads {
             client: cores("client"),
             sender: metric(names::SENDER_THREAD_LOAD),
+            sender_waiting: metric(names::SENDER_THREAD_WAITING),
             consumer: cores("consumer"),
             server: cores("server"),
             capacity: capacity.clone(),
@@ -520,6 +524,32 @@ impl Loads {
         } else {
             None
         }
+    }
+
+    /// Whether a generator that fell behind was busy or waiting, from its
+    /// sending thread's CPU and run delay over its span: busy near its
+    /// core, a faster client (or more publishers) would help; otherwise
+    /// it was ready and not running (waiting for a CPU, or woken late
+    /// from its sleeps), and a quieter host would help. `None`: the
+    /// thread's CPU was not measured.
+    fn sender_state(&self) -> Option<String> {
+        let busy = self.sender?;
+        let waiting = self.sender_waiting.map_or(String::new(), |w| {
+            format!(", waiting for a CPU {:.0}%", w * 100.0)
+        });
+        Some(if busy >= SENDER_SATURATED {
+            format!(
+                "the sending thread was busy ({:.0}% of its span{waiting}): a faster client \
+                 or more publishers would help",
+                busy * 100.0
+            )
+        } else {
+            format!(
+                "the sending thread was not busy ({:.0}% of its span{waiting}): it waited to \
+                 be scheduled, and a quieter host would help",
+                busy * 100.0
+            )
+        })
     }
 
     /// `client 0.92 cores of 2 (busiest sending thread 0.61), server 0.80
@@ -592,10 +622,13 @@ impl Verdict {
             let lag = lag_us.map_or(String::new(), |lag| {
                 format!(", send lag p{} {lag:.0} us", slo.quantile * 100.0)
             });
+            let state = loads
+                .sender_state()
+                .map_or(String::new(), |s| format!("; {s}"));
             return Verdict::Fail {
                 limit,
                 why: format!(
-                    "the generator could not keep its schedule: {achieved:.0} of {target:.0} msg/s{lag} ({cpu})"
+                    "the generator could not keep its schedule: {achieved:.0} of {target:.0} msg/s{lag} ({cpu}){state}"
                 ),
             };
         }
@@ -942,6 +975,79 @@ mod tests {
             ..slo(0.99)
         };
         assert!(Verdict::judge(&r, 2000, &loose, &two_cores()).passed());
+    }
+
+    #[test]
+    fn a_generator_behind_says_whether_its_sending_thread_was_busy_or_waiting() {
+        // Issue 50: 4,000 msg/s failed at send lag p99 1.3-2.4 ms with the
+        // sending thread 14-16% busy; the verdict did not say that a
+        // quieter host, not a faster client, would have helped.
+        let behind = |load: f64, waiting: f64| {
+            let mut r = probe(5_000, None);
+            let mut lag = crate::record::histogram::Recorder::new();
+            for i in 0..5_000u64 {
+                lag.record(if i % 50 == 0 { 3_000_000 } else { 20_000 });
+            }
+            r.histograms.push((names::SEND_LAG.into(), lag));
+            r.metrics.push(Metric::new(
+                names::SENDER_THREAD_LOAD,
+                "cores",
+                load,
+                Direction::None,
+            ));
+            r.metrics.push(Metric::new(
+                names::SENDER_THREAD_WAITING,
+                "ratio",
+                waiting,
+                Direction::None,
+            ));
+            match Verdict::judge(&r, 2000, &slo(0.99), &two_cores()) {
+                Verdict::Fail { why, .. } => why,
+                v => panic!("{v:?}"),
+            }
+        };
+        let idle = behind(0.15, 0.04);
+        assert!(
+            idle.contains(
+                "the sending thread was not busy (15% of its span, waiting for a CPU 4%): it \
+                 waited to be scheduled, and a quieter host would help"
+            ),
+            "{idle}"
+        );
+        let busy = behind(0.97, 0.01);
+        assert!(
+            busy.contains(
+                "the sending thread was busy (97% of its span, waiting for a CPU 1%): a faster \
+                 client or more publishers would help"
+            ),
+            "{busy}"
+        );
+    }
+
+    #[test]
+    fn this_threads_wait_for_a_cpu_is_read_and_grows_under_contention() {
+        // Read where the kernel keeps it (Linux with schedstats): a
+        // reading that never moves would say "waiting 0%" of every thread.
+        let Some(before) = crate::system::cpu::this_thread_waited() else {
+            return;
+        };
+        let spinners: Vec<_> = (0..4)
+            .map(|_| {
+                std::thread::spawn(|| {
+                    let t = std::time::Instant::now();
+                    while t.elapsed() < std::time::Duration::from_millis(300) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        let t = std::time::Instant::now();
+        while t.elapsed() < std::time::Duration::from_millis(300) {
+            std::hint::spin_loop();
+        }
+        spinners.into_iter().for_each(|h| h.join().unwrap());
+        let after = crate::system::cpu::this_thread_waited().unwrap();
+        assert!(after > before, "{before:?} then {after:?}");
     }
 
     #[test]
