@@ -68,6 +68,10 @@ async fn a_search_whose_top_holds_doubles_to_it_confirms_it_and_says_so() {
     assert_eq!(v.params["limited_by"], "search_max");
     assert_eq!(v.params["slo"], "p90 <= 2s on e2e_latency");
     assert_eq!(v.params["answer_held"], "2 of 2");
+    // The generator's own lag is stated with the answer.
+    assert!(common::metric(v, "generator_send_lag") >= 0.0);
+    let lag = v.params["generator_lag"].as_str().unwrap();
+    assert!(lag.starts_with("send lag p90 up to "), "{lag}");
     // Every probe says how it was judged, beside its latency curve.
     let (_, probe) = summary.variants().next().unwrap();
     let verdict = probe.params["search_verdict"].as_str().unwrap();

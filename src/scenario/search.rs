@@ -383,6 +383,28 @@ fn answer(
             .map(|(_, v)| v.describe())
             .collect::<Vec<_>>(),
     );
+    // The generator's own lag on the answer's probes: on a busy host it
+    // is most of what the objective allows (a probe fails over half), so
+    // the answer states it rather than leave it to be guessed.
+    let lag = verdicts
+        .iter()
+        .filter_map(|(x, v)| match v {
+            Verdict::Pass { lag_us, .. } if *x == rate => *lag_us,
+            _ => None,
+        })
+        .reduce(f64::max);
+    if let Some(lag) = lag {
+        r.metric("generator_send_lag", "us", lag, Direction::None);
+        r.param(
+            "generator_lag",
+            format!(
+                "send lag p{} up to {lag:.0} us on the answer's probes, of the {:.0} us \
+                 (half the objective) a probe may have",
+                search.slo.quantile * 100.0,
+                search.slo.limit.as_secs_f64() * 1e6 / 2.0
+            ),
+        );
+    }
     let (tag, why) = match s.first_failure() {
         Some(f) => {
             let failed = s.votes(f);
@@ -570,8 +592,16 @@ impl Loads {
 /// its schedule, every invariant held, the SLO held.
 #[derive(Debug, Clone)]
 enum Verdict {
-    Pass { value_us: f64 },
-    Fail { limit: &'static str, why: String },
+    /// `lag_us`: the generator's send lag at the objective's percentile,
+    /// when recorded: part of what the answer states.
+    Pass {
+        value_us: f64,
+        lag_us: Option<f64>,
+    },
+    Fail {
+        limit: &'static str,
+        why: String,
+    },
 }
 
 impl Verdict {
@@ -652,7 +682,7 @@ impl Verdict {
         }
         let value_us = histogram.quantile(slo.quantile) as f64 / 1e3;
         if value_us <= limit_us {
-            return Verdict::Pass { value_us };
+            return Verdict::Pass { value_us, lag_us };
         }
         // Over the objective with every role under its capacity: the
         // latency broke first, unless a side was not measured.
@@ -679,7 +709,10 @@ impl Verdict {
 
     fn describe(&self) -> String {
         match self {
-            Verdict::Pass { value_us } => format!("held ({value_us:.0} us)"),
+            Verdict::Pass { value_us, lag_us } => match lag_us {
+                Some(lag) => format!("held ({value_us:.0} us; send lag {lag:.0} us)"),
+                None => format!("held ({value_us:.0} us)"),
+            },
             Verdict::Fail { why, .. } => format!("failed: {why}"),
         }
     }
@@ -1048,6 +1081,49 @@ mod tests {
         spinners.into_iter().for_each(|h| h.join().unwrap());
         let after = crate::system::cpu::this_thread_waited().unwrap();
         assert!(after > before, "{before:?} then {after:?}");
+    }
+
+    #[test]
+    fn the_answer_states_the_generators_send_lag_on_its_probes() {
+        // Issue 50: on a busy host the generator's lag is most of what a
+        // passing probe's objective holds; the answer now says how much.
+        let mut s = RateSearch::new(1000, 2000, 0.05);
+        let mut verdicts = Vec::new();
+        for (rate, lag) in [(1000, 300.0), (2000, 900.0), (2000, 1400.0)] {
+            assert_eq!(s.next_rate(), Some(rate));
+            s.record(rate, true);
+            let lag_us = Some(lag);
+            verdicts.push((
+                rate,
+                Verdict::Pass {
+                    value_us: 4000.0,
+                    lag_us,
+                },
+            ));
+        }
+        assert_eq!(s.next_rate(), None);
+        let plan = SearchPlan {
+            slo: slo(0.99),
+            floor: 1000,
+            min: 1000,
+            max: 2000,
+            precision: 0.05,
+        };
+        let mut r = VariantResult::new("search");
+        answer(&s, 2000, &plan, &verdicts, &mut r);
+        assert_eq!(r.value("generator_send_lag"), Some(1400.0));
+        assert_eq!(
+            r.params["generator_lag"],
+            "send lag p99 up to 1400 us on the answer's probes, of the 2500 us (half the \
+             objective) a probe may have"
+        );
+        assert_eq!(
+            r.params["answer_values"],
+            serde_json::json!([
+                "held (4000 us; send lag 900 us)",
+                "held (4000 us; send lag 1400 us)"
+            ])
+        );
     }
 
     #[test]
