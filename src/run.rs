@@ -21,7 +21,9 @@ use crate::scenario::{self, Profile};
 use crate::server::target::{Target, check_faults, check_replicas, check_sync};
 use crate::server::telemetry::read_persistence;
 use crate::streams::provision::{self, Names, Provisioner, SizedMaxBytes};
-use crate::system::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOT_APPLICABLE, EXIT_OK};
+use crate::system::error::{
+    EXIT_FAILED, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_NOT_APPLICABLE, EXIT_OK,
+};
 use crate::system::progress::{Progress, ProgressMode};
 use crate::variant::{VariantResult, VariantSink};
 use crate::worker::coordinator::{Annotate, RecruitOptions, recruit};
@@ -67,6 +69,9 @@ pub struct RunOutcome {
     /// Some variant checked nothing that could apply: a run that broke
     /// nothing still did not prove all it claims.
     pub checked_nothing: bool,
+    /// Some variant could not answer its question (a search where nothing
+    /// held down to its floor): nothing broke, and nothing was found.
+    pub inconclusive: bool,
     pub interrupted: bool,
 }
 
@@ -76,6 +81,8 @@ impl RunOutcome {
             EXIT_INTERRUPTED
         } else if !self.passed {
             EXIT_FAILED
+        } else if self.inconclusive {
+            EXIT_INCONCLUSIVE
         } else if self.checked_nothing {
             EXIT_NOT_APPLICABLE
         } else {
@@ -99,6 +106,7 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
         results: Vec::new(),
         passed: true,
         checked_nothing: false,
+        inconclusive: false,
         interrupted: false,
     };
     // Every way out of the profiles below dismisses the workers, so they
@@ -276,6 +284,7 @@ impl<'a> Session<'a> {
         outcome.results.push(writer.dir().to_path_buf());
         outcome.passed &= passed;
         outcome.checked_nothing |= writer.summary().checked_nothing();
+        outcome.inconclusive |= writer.summary().inconclusive();
         match failure {
             Some(e) => {
                 Err(e).with_context(|| format!("results so far are in {}", writer.dir().display()))
@@ -561,6 +570,8 @@ impl<'a> Session<'a> {
             "interrupted"
         } else if lost_worker {
             "incomplete"
+        } else if passed && summary.inconclusive() {
+            "inconclusive"
         } else if passed && summary.checked_nothing() {
             "not applicable"
         } else if passed {

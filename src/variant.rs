@@ -104,6 +104,10 @@ pub struct VariantResult {
     pub timelines: BTreeMap<String, Timeline>,
     /// Set when the variant could not complete; what was measured stays.
     pub error: Option<String>,
+    /// Set when the variant ran and broke nothing but could not answer its
+    /// question (a search where nothing held down to its floor): never a
+    /// pass, and not a failure of the server either.
+    pub inconclusive: Option<String>,
     pub elapsed: Duration,
     /// Where the variant's streams were placed (leader, replicas).
     pub streams: Vec<StreamPlacement>,
@@ -281,8 +285,11 @@ impl VariantResult {
 
     /// Finished, and no check it made could apply (or it made none): it
     /// proved nothing, so its verdict is "not applicable", never a pass.
+    /// An inconclusive variant is that, whatever it checked.
     pub fn checked_nothing(&self) -> bool {
-        self.error.is_none() && self.invariants.iter().all(|i| !i.applicable)
+        self.error.is_none()
+            && self.inconclusive.is_none()
+            && self.invariants.iter().all(|i| !i.applicable)
     }
 }
 

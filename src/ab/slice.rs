@@ -256,7 +256,11 @@ pub async fn run(
         ))
         .into());
     }
-    if !matches!(exit, 0 | 1 | crate::system::error::EXIT_NOT_APPLICABLE) || summaries.is_empty() {
+    if !matches!(
+        exit,
+        0 | 1 | crate::system::error::EXIT_INCONCLUSIVE | crate::system::error::EXIT_NOT_APPLICABLE
+    ) || summaries.is_empty()
+    {
         return Err(SliceError::Refused(format!(
             "the {} side's jsbench ({}) exited with {} and {}; the last lines of {}:\n{}",
             side.role,

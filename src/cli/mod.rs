@@ -54,7 +54,8 @@ enum Command {
     #[command(
         long_about = "Runs each profile's scenarios and writes results/<utc>-<commit>-<profile>/ with \
 summary.json, metrics.csv, histograms/, charts/ and report.html. Exit status: 0 all invariants held, \
-1 a scenario failed or an invariant broke, 2 bad input, 4 nothing broke but some variant checked nothing \
+1 a scenario failed or an invariant broke, 2 bad input, 3 nothing broke but a rate search found no rate \
+down to its search.floor (docs/search.md), 4 nothing broke but some variant checked nothing \
 (its every invariant \"not applicable\"), 130 interrupted (results so far are kept).",
         after_help = "Documentation: docs/profiles.md (profiles), docs/scenarios/ (one page per scenario), \
 docs/connecting.md (servers, credentials, contexts), docs/cluster.md (--cluster), docs/workers.md \

@@ -18,10 +18,11 @@ use super::shared::shaped_rate;
 use crate::record::names;
 use crate::units::{format_duration, parse_duration, parse_percent};
 
-/// `search = { min = 1000, max = 200000, precision = "5%" }`.
+/// `search = { min = 1000, max = 200000, precision = "5%", floor = 100 }`.
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct SearchSection {
+    floor: Option<u64>,
     min: Option<u64>,
     max: Option<u64>,
     precision: Option<String>,
@@ -111,9 +112,17 @@ pub fn rates(
     let path = k.path(r.key);
     let value = k.get::<toml::Value>(r.key);
     let searching = matches!(&value, Some(toml::Value::String(s)) if s == "search");
-    let (slo, bounds) = (k.get("slo"), k.get("search"));
-    let search = read(searching, slo, bounds, r, prefix, problems);
-    check_samples(search.as_ref(), common, deliveries, prefix, problems);
+    let (slo, bounds) = (k.get("slo"), k.get::<SearchSection>("search"));
+    let floor_given = bounds.as_ref().is_some_and(|b| b.floor.is_some());
+    let mut search = read(searching, slo, bounds, r, prefix, problems);
+    check_samples(
+        search.as_mut(),
+        floor_given,
+        common,
+        deliveries,
+        prefix,
+        problems,
+    );
     let items: Vec<(String, toml::Value)> = match value {
         Some(toml::Value::Array(items)) if r.list => {
             let at = |(i, v)| (format!("{path}[{i}]"), v);
@@ -196,6 +205,19 @@ fn read(
     let max = search.max.unwrap_or(200_000);
     problems.range(&key("search.min"), min, 1, MAX_RATE, " msg/s");
     problems.range(&key("search.max"), max, min.max(1), MAX_RATE, " msg/s");
+    // Under `min` only when `min` fails: a sixteenth of it (four halvings)
+    // unless the profile says how low an answer is still worth having.
+    let floor = search.floor.unwrap_or(min / 16).max(1);
+    if floor > min {
+        problems.push(
+            key("search.floor"),
+            format!(
+                "{floor} msg/s is above search.min ({min} msg/s); the floor is the lowest rate \
+                 the search goes down to when search.min fails, so at most search.min"
+            ),
+        );
+    }
+    problems.range(&key("search.floor"), floor, 1, MAX_RATE, " msg/s");
     let precision = match search.precision.as_deref().map(parse_percent) {
         None => 0.05,
         Some(Ok(p)) => p,
@@ -207,6 +229,7 @@ fn read(
     problems.range(&key("search.precision"), precision, 0.005, 0.5, "");
     slo.map(|slo| SearchPlan {
         slo,
+        floor: floor.min(min),
         min,
         max,
         precision,
@@ -219,9 +242,13 @@ fn read(
 /// percentile judged on fewer than ten beyond it is one or two outliers
 /// ([`Slo::min_samples`]; probes that still fall short fail as
 /// "samples"). `deliveries`: each message's deliveries, at
-/// the fewest (a fan-out's durables per stream).
+/// the fewest (a fan-out's durables per stream). The floor is held to
+/// the same: a default floor is raised to the lowest rate that gives
+/// enough (a probe under it could only fail as "samples"), a floor the
+/// profile gives under it is refused, naming `search.floor`.
 fn check_samples(
-    search: Option<&SearchPlan>,
+    search: Option<&mut SearchPlan>,
+    floor_given: bool,
     common: &CommonPlan,
     deliveries: usize,
     prefix: &str,
@@ -234,6 +261,23 @@ fn check_samples(
         SloOn::E2e => deliveries.max(1) as f64,
         SloOn::PubAck => 1.0,
     };
+    let lowest = (needed / duration.as_secs_f64() / per_message).ceil();
+    if (search.floor as f64) < lowest {
+        if floor_given {
+            problems.push(
+                format!("{prefix}.search.floor"),
+                format!(
+                    "{} msg/s for {} records about {:.0} latencies, and p{} needs at least \
+                     {needed:.0}: raise search.floor to {lowest:.0} or lengthen duration",
+                    search.floor,
+                    format_duration(duration),
+                    search.floor as f64 * duration.as_secs_f64() * per_message,
+                    search.slo.quantile * 100.0,
+                ),
+            );
+        }
+        search.floor = (lowest as u64).min(search.min);
+    }
     let recorded = search.min as f64 * duration.as_secs_f64() * per_message;
     if recorded < needed {
         problems.push(
@@ -327,6 +371,9 @@ fn read_slo(
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchPlan {
     pub slo: Slo,
+    /// The lowest rate the search goes down to, halving, when `min`
+    /// fails; `min` itself when it may not go lower.
+    pub floor: u64,
     /// The bracket: the search starts at `min` and never goes above `max`.
     pub min: u64,
     pub max: u64,
@@ -427,6 +474,23 @@ mod tests {
     }
 
     #[test]
+    fn a_search_floor_defaults_to_a_sixteenth_of_min_raised_to_enough_samples() {
+        let floor = |search: &str| {
+            let body =
+                format!("rates = \"search\"\nslo = {{ p99 = \"5ms\" }}\nsearch = {search}\n");
+            match one_scenario("latency", &body).unwrap().kind {
+                KindPlan::Latency(l) => l.search.unwrap().floor,
+                _ => unreachable!(),
+            }
+        };
+        // 1s a probe: a p99 needs 1,000 msg/s.
+        assert_eq!(floor("{ min = 32000 }"), 2000);
+        assert_eq!(floor("{ min = 4000 }"), 1000);
+        assert_eq!(floor("{ min = 4000, floor = 1500 }"), 1500);
+        assert_eq!(floor("{ min = 4000, floor = 4000 }"), 4000);
+    }
+
+    #[test]
     fn every_rate_key_reads_one_rate_or_a_list_and_refuses_repeats_and_strays() {
         let KindPlan::Latency(l) = one_scenario("latency", "rates = 1000\n").unwrap().kind else {
             unreachable!()
@@ -510,6 +574,17 @@ mod tests {
                 "rates = \"search\"\nslo = { \"p99.9\" = \"5ms\" }\nsearch = { min = 1000 }\n",
                 "scenario[0].search.min (line 7): 1000 msg/s for 1s records about 1000 latencies, \
                  and p99.9 needs at least 10000: raise search.min to 10000",
+            ),
+            (
+                "latency",
+                "rates = \"search\"\nslo = { p99 = \"5ms\" }\nsearch = { min = 1000, floor = 2000 }\n",
+                "2000 msg/s is above search.min (1000 msg/s)",
+            ),
+            (
+                "publish",
+                "rates = \"search\"\nslo = { p99 = \"5ms\" }\nsearch = { min = 4000, floor = 100 }\n",
+                "100 msg/s for 1s records about 100 latencies, and p99 needs at least 1000: \
+                 raise search.floor to 1000",
             ),
         ] {
             let e = match one_scenario(kind, body) {

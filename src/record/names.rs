@@ -75,6 +75,10 @@ pub const CLIENT_CPU_SHARE: &str = "client_cpu_share";
 /// The busiest publisher's sending thread: its CPU over its sending span,
 /// in cores (near 1, that thread is what limits the rate).
 pub const SENDER_THREAD_LOAD: &str = "sender_thread_load";
+/// The sending thread that waited most to be scheduled: its time runnable
+/// without a CPU over its sending span (near 0, a thread that fell behind
+/// while not busy slept through it; high, the host was too busy to run it).
+pub const SENDER_THREAD_WAITING: &str = "sender_thread_waiting";
 /// What the ledgers cost, bytes per persisted message.
 pub const LEDGER_BYTES_PER_MSG: &str = "ledger_bytes_per_msg";
 /// How far latencies between processes may be off (worker clocks), µs.

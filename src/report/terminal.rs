@@ -124,6 +124,8 @@ fn verdict(v: &VariantReport) -> String {
     // never reads as a pass.
     if v.error.is_some() {
         "ERROR"
+    } else if v.inconclusive.is_some() {
+        "inconclusive"
     } else if v.checked_nothing() {
         "n/a"
     } else if v.passed {

@@ -206,6 +206,7 @@ fn variant_report(
         warnings: variant.warnings,
         timelines: variant.timelines,
         error: variant.error,
+        inconclusive: variant.inconclusive,
         elapsed_s: variant.elapsed.as_secs_f64(),
         streams: variant.streams,
         parts_file,

@@ -22,6 +22,9 @@ pub fn first(mut report: VariantReport, index: usize, of: usize) -> VariantRepor
     report.metrics.iter_mut().for_each(repeated);
     report.warnings = label(index, std::mem::take(&mut report.warnings));
     report.error = report.error.map(|e| format!("repetition {index}: {e}"));
+    report.inconclusive = report
+        .inconclusive
+        .map(|e| format!("repetition {index}: {e}"));
     report.repetitions = vec![record];
     report.invariants = merge_invariants(&report.repetitions, of);
     report.passed = passed(&report);
@@ -69,6 +72,13 @@ pub fn fold(into: &mut VariantReport, next: VariantReport, index: usize, of: usi
     if let Some(e) = next.error {
         let e = format!("repetition {index}: {e}");
         into.error = Some(match into.error.take() {
+            Some(earlier) => format!("{earlier}; {e}"),
+            None => e,
+        });
+    }
+    if let Some(e) = next.inconclusive {
+        let e = format!("repetition {index}: {e}");
+        into.inconclusive = Some(match into.inconclusive.take() {
             Some(earlier) => format!("{earlier}; {e}"),
             None => e,
         });
@@ -195,6 +205,7 @@ mod tests {
             warnings: vec!["generator fell behind".into()],
             timelines: BTreeMap::new(),
             error: None,
+            inconclusive: None,
             elapsed_s: 2.0,
             streams: Vec::new(),
             parts_file: None,

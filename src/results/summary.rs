@@ -135,6 +135,11 @@ pub struct VariantReport {
     pub warnings: Vec<String>,
     pub timelines: BTreeMap<String, Timeline>,
     pub error: Option<String>,
+    /// Why the variant could not answer its question, when it could not
+    /// (a search where nothing held down to its floor): the run's verdict
+    /// is then "inconclusive" (exit 3) unless something failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inconclusive: Option<String>,
     pub elapsed_s: f64,
     /// Placement of the streams the variant used (leader and replicas).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -210,13 +215,22 @@ impl Summary {
     pub fn checked_nothing(&self) -> bool {
         self.variants().any(|(_, v)| v.checked_nothing())
     }
+
+    /// Some variant broke nothing but could not answer its question (a
+    /// search where nothing held down to its floor): the run does not
+    /// pass ("inconclusive", exit 3, unless something failed).
+    pub fn inconclusive(&self) -> bool {
+        self.variants().any(|(_, v)| v.inconclusive.is_some())
+    }
 }
 
 impl VariantReport {
     /// Finished without an error, and no check it made could apply (or
     /// it made none).
     pub fn checked_nothing(&self) -> bool {
-        self.error.is_none() && self.invariants.iter().all(|i| !i.applicable)
+        self.error.is_none()
+            && self.inconclusive.is_none()
+            && self.invariants.iter().all(|i| !i.applicable)
     }
 
     pub fn metric(&self, name: &str) -> Option<&Metric> {

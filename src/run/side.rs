@@ -88,6 +88,7 @@ pub async fn serve(options: SideOptions, stop: CancellationToken) -> Result<i32>
         passed: failures.is_empty(),
         // A side's turns are judged by `ab`, not by this status.
         checked_nothing: false,
+        inconclusive: false,
         interrupted: stop.is_cancelled(),
     };
     Ok(outcome.exit_code())

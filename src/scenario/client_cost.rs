@@ -106,6 +106,23 @@ fn sender_thread_load(o: &DriveOutcome, r: &mut VariantResult) {
     if let Some(load) = load {
         r.metric(names::SENDER_THREAD_LOAD, "cores", load, Direction::None);
     }
+    let waiting = o
+        .sends
+        .iter()
+        .filter(|s| s.last_sent_ns > s.first_sent_ns)
+        .filter_map(|s| {
+            let span = (s.last_sent_ns - s.first_sent_ns) as f64;
+            Some(s.thread_waited?.as_secs_f64() * 1e9 / span)
+        })
+        .reduce(f64::max);
+    if let Some(waiting) = waiting {
+        r.metric(
+            names::SENDER_THREAD_WAITING,
+            "ratio",
+            waiting,
+            Direction::None,
+        );
+    }
 }
 
 /// CPU a variant used, each side's from the same window.

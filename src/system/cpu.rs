@@ -56,6 +56,16 @@ pub fn this_thread_cpu() -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
+/// Time the calling thread has spent runnable but waiting for a CPU (the
+/// scheduler's run delay, /proc/thread-self/schedstat's second field),
+/// so a sending thread that fell behind can say whether it was busy or
+/// waiting to be scheduled; `None` where the kernel does not keep it.
+pub fn this_thread_waited() -> Option<Duration> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: u64 = text.split_whitespace().nth(1)?.parse().ok()?;
+    Some(Duration::from_nanos(ns))
+}
+
 /// CPU time used so far by this process's threads whose names start with
 /// `prefix` (the runtimes of [`crate::system::runtimes`]), from each thread's
 /// schedstat (nanoseconds), or its stat ticks where schedstat is missing.

@@ -17,8 +17,10 @@ pub const EXIT_USAGE: i32 = 2;
 pub const EXIT_NOT_APPLICABLE: i32 = 4;
 /// Exit status: interrupted by Ctrl-C (results so far were written).
 pub const EXIT_INTERRUPTED: i32 = 130;
-/// A comparison that could not decide: too few pairs, or a judged metric
-/// still undecided when the budget ran out. Never a pass.
+/// Exit status: could not decide, never a pass. For `ab`, too few pairs
+/// or a judged metric still undecided when the budget ran out; for a run,
+/// nothing broke but a variant could not answer its question (a rate
+/// search where nothing held down to its floor).
 pub const EXIT_INCONCLUSIVE: i32 = 3;
 
 /// Input the user must fix: a bad flag value, an unknown profile, a path

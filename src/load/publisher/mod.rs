@@ -149,6 +149,12 @@ pub struct SendReport {
     /// its thread, the PubAck reader and the connection).
     #[serde(default)]
     pub thread_cpu: Duration,
+    /// Time the sending thread was runnable but waiting for a CPU, from
+    /// the start of its sends to its end (`None`: not kept by this
+    /// kernel): beside `thread_cpu`, whether a thread that fell behind was
+    /// busy or waiting to be scheduled.
+    #[serde(default)]
+    pub thread_waited: Option<Duration>,
     pub timeline: Timeline,
     pub first_sent_ns: u64,
     /// The last scheduled send (resends are outside the schedule).
@@ -521,6 +527,7 @@ impl Publisher {
                     let Ok(timing) = go_rx.await else {
                         return None;
                     };
+                    let waited_before = crate::system::cpu::this_thread_waited();
                     let mut config = config;
                     config.schedule.t0_ns = timing.t0_ns;
                     if config.schedule.total_rate.is_none() && config.schedule.total_messages == 0 {
@@ -535,8 +542,12 @@ impl Publisher {
                         Some(reader) => reader.await.ok(),
                         None => None,
                     };
+                    let waited = crate::system::cpu::this_thread_waited()
+                        .zip(waited_before)
+                        .map(|(after, before)| after.saturating_sub(before));
                     let sends = SendReport {
                         thread_cpu: crate::system::cpu::this_thread_cpu(),
+                        thread_waited: waited,
                         ..sends
                     };
                     Some((sends, acks, link))

@@ -69,6 +69,7 @@ pub(super) async fn send_all(
         interrupted: false,
         send_lag: Recorder::new(),
         thread_cpu: Duration::ZERO,
+        thread_waited: None,
         timeline: Timeline::per_second(config.timeline_origin_ns),
         first_sent_ns: 0,
         last_sent_ns: 0,

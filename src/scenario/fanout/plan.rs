@@ -167,6 +167,11 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
             ),
         );
     }
+    // Going below `search.min`, a search stops at 1 msg/s per stream.
+    let mut search = read.search;
+    if let Some(s) = &mut search {
+        s.floor = s.floor.max(most_streams as u64).min(s.min);
+    }
     let mut publish = shared.publish(MsgId::None, None, problems);
     publish.subjects = subjects;
     publish.arrival = arrival;
@@ -206,7 +211,7 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
         connections,
         publish,
         consumer,
-        search: read.search,
+        search,
     };
     k.finish(problems);
     Some((common, plan))
