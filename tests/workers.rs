@@ -16,9 +16,17 @@ use std::time::{Duration, Instant};
 use common::jsbench;
 use futures::StreamExt;
 use jsbench::results::summary::{Summary, VariantReport};
+use jsbench::worker::auth::{self, Key, SECRET_ENV};
 use jsbench::worker::merge::DriveRecord;
 use jsbench::worker::protocol::PartCounts;
-use jsbench::worker::protocol::{self, Announce, Command, Identity};
+use jsbench::worker::protocol::{self, Announce, Command, Identity, Reply};
+
+/// The secret every coordinator and worker of these tests shares.
+const SECRET: &str = "c2VjcmV0IG9mIHRoZSB3b3JrZXJzIHRlc3Rz";
+
+fn key() -> Key {
+    Key::from_secret(SECRET.as_bytes()).unwrap()
+}
 
 /// A jsbench process that is killed when the test ends, however it ends,
 /// with its stderr collected line by line (read continuously, so a full
@@ -132,6 +140,7 @@ fn coordinator(dir: &Path, profile: &Path, extra: &[&str]) -> Proc {
             .args(extra)
             .env_remove("NATS_URL")
             .env_remove("NATS_CONTEXT")
+            .env(SECRET_ENV, SECRET)
             .env("TMPDIR", &tmp),
     )
 }
@@ -155,6 +164,7 @@ fn worker(url: &str, name: &str) -> Proc {
     Proc::spawn(
         jsbench()
             .args(["worker", "-s", url, "--once", "--name", name])
+            .env(SECRET_ENV, SECRET)
             .env_remove("NATS_CONTEXT"),
     )
 }
@@ -420,11 +430,12 @@ async fn a_worker_of_another_version_is_refused_with_both_versions_named() {
         host: "elsewhere".into(),
         pid: 1,
         cores: 1,
+        nonce: "n1".into(),
     };
     // Announced again and again, as a real worker does: the first may
     // reach the server before the coordinator's subscription.
     let announcer = {
-        let (client, body) = (client.clone(), serde_json::to_vec(&announce).unwrap());
+        let (client, body) = (client.clone(), key().seal_announce(&announce).unwrap());
         tokio::spawn(async move {
             loop {
                 let _ = client
@@ -439,7 +450,8 @@ async fn a_worker_of_another_version_is_refused_with_both_versions_named() {
         .expect("an answer to the announcement")
         .unwrap();
     announcer.abort();
-    let Command::Refuse { reason } = serde_json::from_slice(&msg.payload).unwrap() else {
+    let opened = key().open::<Command>(auth::COMMAND, &msg.payload).unwrap();
+    let Command::Refuse { reason, .. } = opened.value else {
         panic!("not a refusal: {}", String::from_utf8_lossy(&msg.payload));
     };
     let mine = env!("CARGO_PKG_VERSION");
@@ -450,6 +462,7 @@ async fn a_worker_of_another_version_is_refused_with_both_versions_named() {
             .args([
                 "worker", "-s", &url, "--once", "--group", "vcheck", "--name", "new",
             ])
+            .env(SECRET_ENV, SECRET)
             .env_remove("NATS_CONTEXT"),
     );
     let status = tokio::task::spawn_blocking(move || {
@@ -487,22 +500,24 @@ async fn a_worker_of_another_version_is_refused_with_both_versions_named() {
     let mut refused = Proc::spawn(
         jsbench()
             .args(["worker", "-s", server.url(), "--name", "refused"])
+            .env(SECRET_ENV, SECRET)
             .env_remove("NATS_CONTEXT"),
     );
     let msg = tokio::time::timeout(Duration::from_secs(30), announces.next())
         .await
         .expect("the worker announces itself")
         .unwrap();
-    let heard: Announce = serde_json::from_slice(&msg.payload).unwrap();
+    let heard: Announce = key().open_announce(&msg.payload).unwrap();
     assert_eq!(heard.id, "refused");
     assert_eq!(heard.identity, Identity::current());
     let refuse = Command::Refuse {
         reason: "it runs jsbench 9.9.9 against 0.1.0".into(),
+        nonce: heard.nonce.clone(),
     };
     client
         .publish(
             protocol::worker_subject("default", "refused"),
-            serde_json::to_vec(&refuse).unwrap().into(),
+            key().seal_command("r", 1, &refuse).unwrap().into(),
         )
         .await
         .unwrap();
@@ -536,6 +551,24 @@ fn bad_worker_input_is_named_before_anything_starts() {
         stderr.contains("jsbench worker needs the server the coordinator measures"),
         "{stderr}"
     );
+
+    // Issue 51: a worker with no secret would obey anyone; it refuses to
+    // start, saying how to make one.
+    let out = common::run(
+        jsbench()
+            .args(["worker", "-s", "nats://127.0.0.1:1"])
+            .env_remove(SECRET_ENV),
+    );
+    let (_, stderr) = common::text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    for needle in [
+        "--secret-file",
+        SECRET_ENV,
+        "head -c 32 /dev/urandom",
+        "--insecure-no-secret",
+    ] {
+        assert!(stderr.contains(needle), "{needle}: {stderr}");
+    }
 
     let out = common::run(jsbench().args(["worker", "-s", "nats://127.0.0.1:1", "--group", "a.b"]));
     let (_, stderr) = common::text(&out);
@@ -672,6 +705,7 @@ fn a_worker_in_its_own_network_namespace_joins_through_a_unix_socket() {
                 &script,
             ])
             .env("JSB", env!("CARGO_BIN_EXE_jsbench"))
+            .env(SECRET_ENV, SECRET)
             .env_remove("NATS_URL")
             .env_remove("NATS_CONTEXT"),
     );
@@ -716,6 +750,7 @@ async fn a_recruiting_that_fails_stops_its_beat() {
         group: "lonely".into(),
         timeout: Duration::from_millis(300),
         silence: Duration::from_secs(5),
+        key: key(),
     };
     let progress = jsbench::system::progress::Progress::hidden();
     let mut beats = client
@@ -737,4 +772,177 @@ async fn a_recruiting_that_fails_stops_its_beat() {
     {}
     let after = tokio::time::timeout(Duration::from_millis(1_500), beats.next()).await;
     assert!(after.is_err(), "the failed recruiting still beats");
+}
+
+/// Issue 51: a raw NATS client that can publish on the workers' subjects
+/// (the shared-cluster case) recruited an idle worker, got `ok` to a 5 ms
+/// clock adjustment and made it exit; a drive with a 1 TiB message was
+/// run as handed. Now everything not sealed with the shared secret is
+/// ignored, a genuine command replayed is refused, a drive out of a
+/// profile's bounds is refused with its error, and the worker keeps
+/// serving its real coordinator throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_client_cannot_recruit_adjust_or_stop_a_worker() {
+    let server = common::server();
+    let hostile = async_nats::connect(server.url()).await.unwrap();
+    let subject = protocol::worker_subject("hostile", "w1");
+    // Everything sent to the worker, as anyone on the cluster may see it.
+    let mut sniffed = hostile.subscribe(subject.clone()).await.unwrap();
+    let mut announces = hostile
+        .subscribe(protocol::announce_subject("hostile"))
+        .await
+        .unwrap();
+    hostile.flush().await.unwrap();
+    let mut worker = Proc::spawn(
+        jsbench()
+            .args([
+                "worker",
+                "-s",
+                server.url(),
+                "--group",
+                "hostile",
+                "--name",
+                "w1",
+            ])
+            .env(SECRET_ENV, SECRET)
+            .env_remove("NATS_CONTEXT"),
+    );
+    let msg = tokio::time::timeout(Duration::from_secs(30), announces.next())
+        .await
+        .expect("the worker announces itself")
+        .unwrap();
+    // The nonce is readable by all; only the secret makes a recruit count.
+    let sealed: auth::Sealed = serde_json::from_slice(&msg.payload).unwrap();
+    let announce: Announce = serde_json::from_str(&sealed.body).unwrap();
+    let unanswered = |payload: Vec<u8>| {
+        let (hostile, subject) = (hostile.clone(), subject.clone());
+        async move {
+            let asked = hostile.request(subject, payload.into());
+            tokio::time::timeout(Duration::from_secs(1), asked).await
+        }
+    };
+    let recruit = Command::Recruit {
+        run: "evil".into(),
+        coordinator: Identity::current(),
+        nonce: announce.nonce.clone(),
+    };
+    let forged = Key::from_secret(b"a guess at the workers' secret").unwrap();
+    for payload in [
+        serde_json::to_vec(&recruit).unwrap(),
+        Key::insecure().seal_command("evil", 1, &recruit).unwrap(),
+        forged.seal_command("evil", 1, &recruit).unwrap(),
+        serde_json::to_vec(&Command::Adjust { ns: 5_000_000 }).unwrap(),
+        serde_json::to_vec(&Command::Dismiss).unwrap(),
+    ] {
+        let answer = unanswered(payload).await;
+        assert!(
+            answer.is_err(),
+            "the worker answered a stranger: {answer:?}"
+        );
+    }
+
+    // The real coordinator recruits it, its clock measured and corrected.
+    let coordinator = async_nats::connect(server.url()).await.unwrap();
+    let options = jsbench::worker::coordinator::RecruitOptions {
+        count: 1,
+        group: "hostile".into(),
+        timeout: Duration::from_secs(30),
+        silence: Duration::from_secs(5),
+        key: key(),
+    };
+    let progress = jsbench::system::progress::Progress::hidden();
+    let workers =
+        jsbench::worker::coordinator::recruit(&coordinator, &options, server.url(), &progress)
+            .await
+            .expect("the real coordinator recruits the worker");
+    let run = workers.crew.lock().await.run().to_string();
+    // In the run: a stranger's adjustment and dismissal are ignored.
+    for command in [Command::Adjust { ns: 5_000_000 }, Command::Dismiss] {
+        let answer = unanswered(serde_json::to_vec(&command).unwrap()).await;
+        assert!(
+            answer.is_err(),
+            "the worker answered a stranger: {answer:?}"
+        );
+    }
+    // A genuine command recorded off the wire (the clock correction, the
+    // last of recruiting) and played again is refused.
+    let mut genuine = None;
+    while let Ok(Some(m)) = tokio::time::timeout(Duration::from_millis(300), sniffed.next()).await {
+        if let Ok(opened) = key().open::<Command>(auth::COMMAND, &m.payload)
+            && matches!(opened.value, Command::Adjust { .. })
+        {
+            genuine = Some(m.payload.to_vec());
+        }
+    }
+    let genuine = genuine.expect("the coordinator's sealed clock correction was seen");
+    let answer = unanswered(genuine).await;
+    assert!(answer.is_err(), "a replayed command was obeyed: {answer:?}");
+    // The worker still serves its coordinator: the clock measured again.
+    workers.remeasure().await;
+    let info = workers.info().await;
+    assert_eq!(info[0].status, "ok", "{info:?}");
+    assert!(info[0].residual_offset_us.is_some(), "{info:?}");
+    assert!(
+        info[0].residual_offset_us.unwrap().abs() < 50_000.0,
+        "the clock was shifted: {info:?}"
+    );
+
+    // A drive out of a profile's bounds, sealed as the coordinator would
+    // seal it: refused with the error, not run.
+    let spec = jsbench::drive::DriveSpec::fill(
+        "huge".into(),
+        "S",
+        vec!["s.a".into()],
+        (10, 1 << 40),
+        Duration::from_secs(1),
+    );
+    let prepare = Command::Prepare {
+        drive: 1,
+        spec: Box::new(spec),
+        share: jsbench::drive::Share {
+            publishers: vec![0],
+            consumers: vec![],
+        },
+    };
+    let seq = 1_000_000;
+    let reply = tokio::time::timeout(
+        Duration::from_secs(10),
+        coordinator.request(
+            subject.clone(),
+            key().seal_command(&run, seq, &prepare).unwrap().into(),
+        ),
+    )
+    .await
+    .expect("the worker answers its coordinator")
+    .unwrap();
+    let Reply::Failed { error } = key().open_reply(&run, seq, &reply.payload).unwrap() else {
+        panic!("the drive was not refused");
+    };
+    assert!(
+        error.contains(
+            "drive.publish.message_size: 1099511627776 is out of range; allowed 24..=1048576"
+        ),
+        "{error}"
+    );
+    let dismiss = key()
+        .seal_command(&run, seq + 1, &Command::Dismiss)
+        .unwrap();
+    let reply = coordinator
+        .request(subject.clone(), dismiss.into())
+        .await
+        .unwrap();
+    assert!(matches!(
+        key().open_reply(&run, seq + 1, &reply.payload).unwrap(),
+        Reply::Ok
+    ));
+    worker.wait_for("run ", Duration::from_secs(10));
+    let out = worker.output();
+    assert!(out.contains("joined run"), "{out}");
+    assert!(out.contains("ignored a command"), "{out}");
+    assert!(out.contains("(a replay)"), "{out}");
+    assert!(out.contains("refused drive 1"), "{out}");
+    assert!(
+        worker.child.try_wait().unwrap().is_none(),
+        "the worker exited:\n{out}"
+    );
 }

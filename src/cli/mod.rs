@@ -536,6 +536,37 @@ struct RunArgs {
     /// A worker silent this long is declared lost: the run goes on, marked incomplete
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration, help_heading = "Workers")]
     worker_silence: Duration,
+
+    #[command(flatten)]
+    secret: SecretFlags,
+}
+
+/// The secret a coordinator and its workers share (`--workers` and
+/// `jsbench worker`): every command and result between them is sealed
+/// with it, so nobody else who can publish on the cluster commands them.
+#[derive(clap::Args, Debug)]
+struct SecretFlags {
+    /// File holding the secret shared by the coordinator and its workers (the same on
+    /// every host; make one with `head -c 32 /dev/urandom | base64 > secret`, at least
+    /// 16 bytes). Every command and result between them is signed with it (HMAC-SHA256);
+    /// without it anyone who can publish on jsb.workers.> could command the workers.
+    /// Or set JSBENCH_WORKER_SECRET to the secret itself
+    #[arg(long, value_name = "PATH", help_heading = "Workers")]
+    secret_file: Option<PathBuf>,
+
+    /// Run without a secret: workers obey anyone who can publish on jsb.workers.>.
+    /// Only for experiments on a loopback server nobody else can reach
+    #[arg(long, help_heading = "Workers")]
+    insecure_no_secret: bool,
+}
+
+impl SecretFlags {
+    fn choice(self) -> crate::worker::auth::SecretChoice {
+        crate::worker::auth::SecretChoice {
+            file: self.secret_file,
+            insecure: self.insecure_no_secret,
+        }
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -554,6 +585,9 @@ struct WorkerArgs {
     /// Exit after one run instead of waiting for the next
     #[arg(long)]
     once: bool,
+
+    #[command(flatten)]
+    secret: SecretFlags,
 }
 
 #[derive(clap::Args, Debug)]
@@ -615,6 +649,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 group: args.group,
                 name: args.name,
                 once: args.once,
+                secret: args.secret.choice(),
             };
             let (runtime, stop) = interruptible()?;
             runtime.block_on(crate::worker::agent::serve(options, stop))
@@ -660,18 +695,31 @@ fn dispatch(cli: Cli) -> Result<i32> {
 /// `jsbench run`: its flags into [`RunOptions`], the exit status from how
 /// the run went.
 fn run_command(args: RunArgs) -> Result<i32> {
-    if args.workers.is_some() {
-        crate::worker::protocol::check_name("--group", &args.group)?;
-    }
+    let key = match args.workers {
+        Some(_) => {
+            crate::worker::protocol::check_name("--group", &args.group)?;
+            let key =
+                crate::worker::auth::Key::load(&args.secret.choice(), "jsbench run --workers")?;
+            if key.is_insecure() {
+                eprintln!(
+                    "warning: --insecure-no-secret: the workers obey anyone who can publish on jsb.workers.{}.>",
+                    args.group
+                );
+            }
+            Some(key)
+        }
+        None => None,
+    };
     let options = RunOptions {
-        workers: args
-            .workers
-            .map(|count| crate::worker::coordinator::RecruitOptions {
+        workers: args.workers.zip(key).map(|(count, key)| {
+            crate::worker::coordinator::RecruitOptions {
                 count: usize::from(count),
                 group: args.group.clone(),
                 timeout: args.workers_timeout,
                 silence: args.worker_silence,
-            }),
+                key,
+            }
+        }),
         profiles: args.profiles,
         connection: ConnectionRequest::from_process(args.connection),
         cluster: args.cluster,

@@ -204,7 +204,120 @@ impl ConsumerSpec {
     }
 }
 
+/// The most messages a drive that publishes a count (a fill) may ask
+/// for: a billion, beyond any fill a profile makes.
+pub const MAX_COUNT: u64 = 1_000_000_000;
+
+/// The most streams and durables one drive names.
+const MAX_STREAMS: usize = 1024;
+
 impl DriveSpec {
+    /// Checks a drive handed over the wire (to a worker) against the
+    /// bounds a profile is held to, through the profile's own checks and
+    /// constants: a worker runs only what some profile could have asked,
+    /// never a 1 TiB message or a rate of 2^64. `share` must name
+    /// publishers and consumer clients the drive has. The error lists
+    /// every problem, by field.
+    pub fn check(&self, share: &Share) -> anyhow::Result<()> {
+        use crate::profile::{DRAIN_SECONDS, DURATION_SECONDS, MAX_RATE, WARMUP_SECONDS};
+        let mut p = crate::profile::Problems::default();
+        if let Some(rate) = self.rate {
+            p.range("drive.rate", rate, 1, MAX_RATE, " msg/s");
+        }
+        if let Some(count) = self.count {
+            p.range("drive.count", count, 1, MAX_COUNT, " messages");
+        }
+        // A fill runs for its count, not a time: zero is its duration.
+        let (min, max) = DURATION_SECONDS;
+        let min = if self.count.is_some() { 0.0 } else { min };
+        p.seconds("drive.duration", self.duration, min, max);
+        let (min, max) = WARMUP_SECONDS;
+        p.seconds("drive.warmup", self.warmup, min, max);
+        let (_, max) = DRAIN_SECONDS;
+        p.seconds("drive.drain_timeout", self.drain_timeout, 0.0, max);
+        self.publish.check("drive.publish", &mut p);
+        p.range(
+            "drive.streams",
+            self.streams.len(),
+            1,
+            MAX_STREAMS,
+            " streams",
+        );
+        p.range(
+            "drive.readers",
+            self.readers.len(),
+            0,
+            MAX_STREAMS,
+            " durables",
+        );
+        for (i, s) in self.streams.iter().enumerate() {
+            let subjects = s.subjects.len();
+            let max = crate::profile::MAX_SUBJECTS;
+            p.range(
+                &format!("drive.streams[{i}].subjects"),
+                subjects,
+                1,
+                max,
+                " subjects",
+            );
+        }
+        let mut clients = 0usize;
+        for (i, r) in self.readers.iter().enumerate() {
+            let key = format!("drive.readers[{i}]");
+            if r.stream >= self.streams.len() {
+                p.push(
+                    format!("{key}.stream"),
+                    format!("{} names no stream", r.stream),
+                );
+            }
+            let subjects = self.streams.get(r.stream).map_or(0, |s| s.subjects.len());
+            if r.filter.iter().flatten().any(|&f| f >= subjects) {
+                p.push(
+                    format!("{key}.filter"),
+                    "names a subject the stream does not have",
+                );
+            }
+            r.consumer.plan.check(&format!("{key}.consumer"), &mut p);
+            clients = clients.saturating_add(r.consumer.plan.consumers);
+        }
+        if let Some(n) = self.shared_connections {
+            p.range(
+                "drive.shared_connections",
+                n,
+                1,
+                crate::profile::MAX_CONSUMER_CLIENTS,
+                "",
+            );
+        }
+        let publishers = self.publish.publishers;
+        if share.publishers.iter().any(|&i| i >= publishers) || share.publishers.len() > publishers
+        {
+            p.push(
+                "share.publishers",
+                format!("names publishers beyond the drive's {publishers}"),
+            );
+        }
+        if share.consumers.iter().any(|&i| i >= clients) || share.consumers.len() > clients {
+            p.push(
+                "share.consumers",
+                format!("names consumer clients beyond the drive's {clients}"),
+            );
+        }
+        if p.is_empty() {
+            return Ok(());
+        }
+        let list: Vec<String> = p
+            .list()
+            .iter()
+            .map(|problem| format!("{}: {}", problem.path, problem.message))
+            .collect();
+        Err(anyhow::anyhow!(
+            "drive {:?} is out of bounds: {}",
+            self.label,
+            list.join("; ")
+        ))
+    }
+
     /// Messages a paced variant or a fill publishes, warm-up included; 0
     /// when it runs for a time instead.
     pub fn messages(&self) -> u64 {

@@ -101,6 +101,36 @@ impl ConsumerPlan {
 /// the server's limit").
 pub const DEFAULT_PULLS_AHEAD: usize = 2;
 
+/// The most consumer clients of one durable.
+pub const MAX_CONSUMER_CLIENTS: usize = 256;
+
+/// The highest `max_ack_pending`.
+pub const MAX_ACK_PENDING: i64 = 10_000_000;
+
+impl ConsumerPlan {
+    /// Checks a typed plan against the bounds a profile's consumer keys
+    /// are held to (clients, pending acks, AckWait): a worker runs only
+    /// what a profile could ask.
+    pub fn check(&self, prefix: &str, problems: &mut Problems) {
+        let key = |k: &str| format!("{prefix}.{k}");
+        problems.range(
+            &key("consumers"),
+            self.consumers,
+            1,
+            MAX_CONSUMER_CLIENTS,
+            " clients",
+        );
+        problems.range(
+            &key("max_ack_pending"),
+            self.max_ack_pending,
+            1,
+            MAX_ACK_PENDING,
+            "",
+        );
+        problems.seconds(&key("ack_wait"), self.ack_wait, 0.001, 86_400.0);
+    }
+}
+
 fn default_pulls_ahead() -> usize {
     DEFAULT_PULLS_AHEAD
 }
@@ -504,12 +534,18 @@ impl ConsumerSection {
             client: self.client.unwrap_or_default(),
             pulls_ahead: self.pulls_ahead.unwrap_or(DEFAULT_PULLS_AHEAD),
         };
-        problems.range(&key("consumers"), plan.consumers, 1, 256, " clients");
+        problems.range(
+            &key("consumers"),
+            plan.consumers,
+            1,
+            MAX_CONSUMER_CLIENTS,
+            " clients",
+        );
         self.validate_client(&plan, &key, problems);
         self.validate_pull(&plan, &key, problems);
         self.validate_push(&plan, &key, problems);
         let pending = plan.max_ack_pending;
-        problems.range(&key("max_ack_pending"), pending, 1, 10_000_000, "");
+        problems.range(&key("max_ack_pending"), pending, 1, MAX_ACK_PENDING, "");
         problems.seconds(&key("ack_wait"), plan.ack_wait, 0.001, 86_400.0);
         if let Some(every) = self.ack_every {
             if plan.ack != AckPolicy::All && !ack_per_variant {

@@ -49,8 +49,8 @@ pub use behaviour::{Action, BehaviourPlan, MessageClass, ProcessingPlan};
 pub use bundled::{BUNDLED, bundled};
 pub use connection::ConnectionPlan;
 pub use consumer::{
-    AckPolicy, ConsumerClient, ConsumerKind, ConsumerPlan, DEFAULT_PULLS_AHEAD, PullSweep,
-    PullTuning, PushPlan, kind_name,
+    AckPolicy, ConsumerClient, ConsumerKind, ConsumerPlan, DEFAULT_PULLS_AHEAD,
+    MAX_CONSUMER_CLIENTS, PullSweep, PullTuning, PushPlan, kind_name,
 };
 pub use dlq::{Capture, DlqHandlerPlan, OriginHeaders, OriginalGet, is_publish_control};
 pub use faults::{CrashPoint, FaultKind, FaultNode};
@@ -58,13 +58,15 @@ pub use keys::{Keys, NAME_RULE, is_safe_name};
 pub use kinds::{CommonPlan, Kinds, Profile, Section};
 pub use problems::{Problem, Problems, ProfileError, read_section};
 pub use publish::{
-    MsgId, PublishClient, PublishMode, PublishPlan, Rate, RatePer, Reference, SizePlan,
-    late_retry_margin,
+    MAX_SUBJECTS, MsgId, PublishClient, PublishMode, PublishPlan, Rate, RatePer, Reference,
+    SizePlan, late_retry_margin,
 };
 pub use replay::{REPLAY_MAX_ACK_PENDING, ReplayDeliver, ReplayPace, ReplayReader};
-pub use search::{SearchPlan, Slo, SloOn};
+pub use search::{MAX_RATE, SearchPlan, Slo, SloOn};
 pub use server::{SYNC_HELP, ServerPlan, Storage, SyncSetting};
-pub use shared::{Offer, Paced, PacedLoad, Shared, take};
+pub use shared::{
+    DRAIN_SECONDS, DURATION_SECONDS, Offer, Paced, PacedLoad, Shared, WARMUP_SECONDS, take,
+};
 pub use stream::{
     Compression, Discard, PersistMode, Placement, Retention, StreamLimits, StreamPlan,
     StreamSettings, persist_name, retention_name, storage_name,

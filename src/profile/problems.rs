@@ -88,6 +88,11 @@ impl Problems {
         self.list.extend(other.list);
     }
 
+    /// The problems found so far.
+    pub fn list(&self) -> &[Problem] {
+        &self.list
+    }
+
     pub fn is_empty(&self) -> bool {
         self.list.is_empty()
     }

@@ -203,6 +203,15 @@ pub enum Reference {
 /// Largest payload accepted: the server's default max_payload.
 pub const MAX_MESSAGE_SIZE: usize = 1024 * 1024;
 
+/// The most publishers a scenario (or a drive handed to a worker) runs.
+pub const MAX_PUBLISHERS: usize = 1024;
+
+/// The most subjects messages fan out over.
+pub const MAX_SUBJECTS: usize = 10_000;
+
+/// The bounds of `pub_ack_timeout`, in seconds.
+pub const PUB_ACK_TIMEOUT_SECONDS: (f64, f64) = (0.01, 600.0);
+
 /// Upper bound on outstanding PubAcks per publisher: their replies queue in
 /// one async-nats subscription, whose capacity is 65,536.
 pub const MAX_PUB_ACK_WINDOW: usize = 50_000;
@@ -253,7 +262,7 @@ pub(super) fn publish_plan(
 ) -> PublishPlan {
     let path = |key: &str| format!("{prefix}.{key}");
     let publishers = k.publishers.unwrap_or(1);
-    problems.range(&path("publishers"), publishers, 1, 1024, "");
+    problems.range(&path("publishers"), publishers, 1, MAX_PUBLISHERS, "");
 
     let mode = k.mode.unwrap_or(PublishMode::Async);
     let pub_ack_window = match (mode, k.pub_ack_window) {
@@ -277,7 +286,8 @@ pub(super) fn publish_plan(
         " outstanding PubAcks per publisher",
     );
     let pub_ack_timeout = k.pub_ack_timeout.map_or(pub_ack_timeout, |d| d.0);
-    problems.seconds(&path("pub_ack_timeout"), pub_ack_timeout, 0.01, 600.0);
+    let (min, max) = PUB_ACK_TIMEOUT_SECONDS;
+    problems.seconds(&path("pub_ack_timeout"), pub_ack_timeout, min, max);
 
     let message_size = k
         .message_size
@@ -285,29 +295,11 @@ pub(super) fn publish_plan(
         .unwrap_or(SizeSpec::Fixed(128))
         .validate(&path("message_size"), problems);
     let subjects = k.subjects.unwrap_or(1);
-    problems.range(&path("subjects"), subjects, 1, 10_000, " subjects");
+    problems.range(&path("subjects"), subjects, 1, MAX_SUBJECTS, " subjects");
 
     let headers: Vec<(String, String)> = k.headers.take().unwrap_or_default().into_iter().collect();
     for (name, value) in &headers {
-        let key = path(&format!("headers.{name}"));
-        if name.is_empty()
-            || name
-                .chars()
-                .any(|c| c == ':' || c.is_whitespace() || c.is_control())
-        {
-            problems.push(
-                &key,
-                "a header name cannot be empty or contain ':' or whitespace",
-            );
-        } else if name.to_ascii_lowercase().starts_with("nats-") {
-            problems.push(
-                &key,
-                "Nats-* headers control JetStream and are reserved; use msg_id for Nats-Msg-Id",
-            );
-        }
-        if value.contains(['\r', '\n']) {
-            problems.push(&key, "a header value cannot contain a line break");
-        }
+        check_header(name, value, &path(&format!("headers.{name}")), problems);
     }
 
     let duplicates = k.duplicates.unwrap_or(0.0);
@@ -450,6 +442,84 @@ impl SizeSpec {
                 }
             }
         }
+    }
+}
+
+/// Checks one extra header: a name the wire accepts and that is not
+/// JetStream's, a value on one line.
+fn check_header(name: &str, value: &str, key: &str, problems: &mut Problems) {
+    if name.is_empty()
+        || name
+            .chars()
+            .any(|c| c == ':' || c.is_whitespace() || c.is_control())
+    {
+        problems.push(
+            key,
+            "a header name cannot be empty or contain ':' or whitespace",
+        );
+    } else if name.to_ascii_lowercase().starts_with("nats-") {
+        problems.push(
+            key,
+            "Nats-* headers control JetStream and are reserved; use msg_id for Nats-Msg-Id",
+        );
+    }
+    if value.contains(['\r', '\n']) {
+        problems.push(key, "a header value cannot contain a line break");
+    }
+}
+
+impl SizePlan {
+    /// Checks a typed size against the bounds a profile's `message_size`
+    /// is held to: what a worker does with a size it is handed.
+    pub fn check(&self, path: &str, problems: &mut Problems) {
+        let bounded = |problems: &mut Problems, key: &str, v: usize| {
+            problems.range(key, v, STAMP_LEN, MAX_MESSAGE_SIZE, SIZE_HELP);
+        };
+        match *self {
+            SizePlan::Fixed(n) => bounded(problems, path, n),
+            SizePlan::Uniform { min, max } | SizePlan::Exponential { min, max, .. } => {
+                bounded(problems, &format!("{path}.min"), min);
+                bounded(problems, &format!("{path}.max"), max);
+                if min > max {
+                    problems.push(
+                        format!("{path}.min"),
+                        format!("{min} is larger than max = {max}"),
+                    );
+                }
+            }
+        }
+    }
+}
+
+impl PublishPlan {
+    /// Checks a typed plan against the bounds [`publish_plan`] holds a
+    /// profile to (publishers, window, PubAck timeout, size, subjects,
+    /// headers, duplicates): a worker runs only what a profile could ask.
+    pub fn check(&self, prefix: &str, problems: &mut Problems) {
+        let path = |key: &str| format!("{prefix}.{key}");
+        problems.range(&path("publishers"), self.publishers, 1, MAX_PUBLISHERS, "");
+        problems.range(
+            &path("pub_ack_window"),
+            self.pub_ack_window,
+            1,
+            MAX_PUB_ACK_WINDOW,
+            " outstanding PubAcks per publisher",
+        );
+        let (min, max) = PUB_ACK_TIMEOUT_SECONDS;
+        problems.seconds(&path("pub_ack_timeout"), self.pub_ack_timeout, min, max);
+        self.message_size.check(&path("message_size"), problems);
+        problems.range(
+            &path("subjects"),
+            self.subjects,
+            1,
+            MAX_SUBJECTS,
+            " subjects",
+        );
+        for (name, value) in &self.headers {
+            check_header(name, value, &path(&format!("headers.{name}")), problems);
+        }
+        problems.fraction(&path("duplicates"), self.duplicates, 0.5, "sends");
+        problems.fraction(&path("late_duplicates"), self.late_duplicates, 0.5, "sends");
     }
 }
 

@@ -28,8 +28,9 @@ struct SearchSection {
     precision: Option<String>,
 }
 
-/// Highest rate a search may try.
-const MAX_RATE: u64 = 10_000_000;
+/// Highest rate a search may try, and so the highest any drive runs at
+/// (a worker holds a drive it is handed to it).
+pub const MAX_RATE: u64 = 10_000_000;
 
 /// A kind's rate key and what it takes.
 pub struct RateKey {

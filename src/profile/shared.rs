@@ -34,6 +34,12 @@ use crate::units::{Dur, format_duration};
 /// not say.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The bounds of `duration`, `warmup` and `drain_timeout`, in seconds:
+/// a profile's, and a drive a worker is handed.
+pub const DURATION_SECONDS: (f64, f64) = (0.1, 86_400.0);
+pub const WARMUP_SECONDS: (f64, f64) = (0.0, 3_600.0);
+pub const DRAIN_SECONDS: (f64, f64) = (0.1, 3_600.0);
+
 /// Every shared key, as a profile writes it; a kind reads the ones it
 /// offers. The publish keys are read by [`super::publish::publish_plan`].
 #[derive(Debug, Default, Deserialize)]
@@ -187,12 +193,14 @@ impl Shared {
         match self.section.duration {
             Some(d) => {
                 common.duration = d.0;
-                problems.seconds(&self.key("duration"), d.0, 0.1, 86_400.0);
+                let (min, max) = DURATION_SECONDS;
+                problems.seconds(&self.key("duration"), d.0, min, max);
             }
             None => problems.push(self.key("duration"), "missing; e.g. duration = \"10s\""),
         }
         common.warmup = self.section.warmup.map_or(Duration::ZERO, |d| d.0);
-        problems.seconds(&self.key("warmup"), common.warmup, 0.0, 3_600.0);
+        let (min, max) = WARMUP_SECONDS;
+        problems.seconds(&self.key("warmup"), common.warmup, min, max);
         common
     }
 
@@ -211,7 +219,8 @@ impl Shared {
             problems.push(self.key("name"), format!("{name:?} {NAME_RULE}"));
         }
         let drain_timeout = self.section.drain_timeout.map_or(drain, |d| d.0);
-        problems.seconds(&self.key("drain_timeout"), drain_timeout, 0.1, 3_600.0);
+        let (min, max) = DRAIN_SECONDS;
+        problems.seconds(&self.key("drain_timeout"), drain_timeout, min, max);
         CommonPlan {
             kind,
             name,

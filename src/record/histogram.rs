@@ -235,9 +235,69 @@ fn compress(h: &Histogram<u64>) -> Vec<u8> {
     bytes
 }
 
+/// The most a serialised histogram may decompress to: 16 MiB. jsbench's
+/// histograms (1 ns to an hour, at most 3 significant digits) hold under
+/// 35,000 counts, at most 9 bytes each in V2's encoding, so a real one is
+/// well under 1 MiB. The crate's reader allocates whatever the header's
+/// payload length claims (up to 4 GiB, from a 56-byte input), so the
+/// header is checked against this cap and against the bytes actually
+/// present before the crate sees them.
+pub const MAX_HISTOGRAM_BYTES: usize = 16 * 1024 * 1024;
+
+/// V2 cookies (with the word size in the low bits, as the crate writes).
+const V2_COOKIE: u32 = 0x1c84_9303 | 0x10;
+const V2_COMPRESSED_COOKIE: u32 = 0x1c84_9304 | 0x10;
+
+/// A V2 header: cookie, payload length, normalising offset, significant
+/// digits, lowest and highest trackable values, integer-to-double ratio.
+const V2_HEADER: usize = 40;
+
 fn decompress(bytes: &[u8]) -> Result<Histogram<u64>> {
+    use std::io::Read as _;
+    let cookie = |b: &[u8]| {
+        b.get(..4)
+            .map(|c| u32::from_be_bytes(c.try_into().unwrap()))
+    };
+    let inflated;
+    let plain: &[u8] = match cookie(bytes) {
+        Some(V2_COMPRESSED_COOKIE) => {
+            let mut out = Vec::new();
+            flate2::read::ZlibDecoder::new(bytes.get(8..).unwrap_or_default())
+                .take(MAX_HISTOGRAM_BYTES as u64 + 1)
+                .read_to_end(&mut out)
+                .context("histogram does not inflate")?;
+            if out.len() > MAX_HISTOGRAM_BYTES {
+                anyhow::bail!(
+                    "histogram inflates beyond {} MiB; refused",
+                    MAX_HISTOGRAM_BYTES >> 20
+                );
+            }
+            inflated = out;
+            &inflated
+        }
+        _ => bytes,
+    };
+    if cookie(plain) != Some(V2_COOKIE) || plain.len() < V2_HEADER {
+        anyhow::bail!("histogram does not deserialise: not a V2 histogram");
+    }
+    let field = |at: usize| u32::from_be_bytes(plain[at..at + 4].try_into().unwrap());
+    let (payload, digits) = (field(4) as usize, field(12));
+    let high = u64::from_be_bytes(plain[24..32].try_into().unwrap());
+    if payload > plain.len() - V2_HEADER {
+        anyhow::bail!(
+            "histogram header claims {payload} bytes of counts; {} are there",
+            plain.len() - V2_HEADER
+        );
+    }
+    // Within jsbench's own bounds: a wider histogram allocates a counts
+    // array jsbench never writes, and would not merge into its own.
+    if digits > u32::from(SIGFIG) || high > HIGHEST_NS {
+        anyhow::bail!(
+            "histogram of {digits} significant digits up to {high} ns; jsbench's go to {SIGFIG} and {HIGHEST_NS} ns"
+        );
+    }
     Deserializer::new()
-        .deserialize(&mut &bytes[..])
+        .deserialize(&mut &plain[..])
         .map_err(|e| anyhow::anyhow!("histogram does not deserialise: {e:?}"))
 }
 
@@ -693,6 +753,62 @@ pub struct LatencySummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The peak resident memory of this process so far, in bytes.
+    fn peak_rss() -> u64 {
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: getrusage fills the struct it is handed.
+        unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+        usage.ru_maxrss as u64 * 1024
+    }
+
+    /// Issue 51: a 56-byte histogram whose header claims a 4 GiB payload
+    /// made the crate's reader allocate (and zero) all of it: 4.2 GB RSS.
+    /// Refused now from the header, before anything is allocated.
+    #[test]
+    fn a_header_claiming_a_huge_payload_is_refused_without_allocating_it() {
+        let mut bomb = Vec::new();
+        bomb.extend_from_slice(&V2_COOKIE.to_be_bytes());
+        bomb.extend_from_slice(&0xFFFF_FFF0u32.to_be_bytes());
+        bomb.extend_from_slice(&0u32.to_be_bytes());
+        bomb.extend_from_slice(&3u32.to_be_bytes());
+        bomb.extend_from_slice(&1u64.to_be_bytes());
+        bomb.extend_from_slice(&HIGHEST_NS.to_be_bytes());
+        bomb.extend_from_slice(&1.0f64.to_be_bytes());
+        bomb.extend_from_slice(&[0; 16]);
+        assert_eq!(bomb.len(), 56);
+        let text = base64::engine::general_purpose::STANDARD.encode(&bomb);
+        let before = peak_rss();
+        let e = Recorder::from_base64(&text).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("claims 4294967280 bytes"),
+            "{e:#}"
+        );
+        let grown = peak_rss().saturating_sub(before);
+        assert!(grown < 64 << 20, "refusing it took {grown} bytes");
+
+        // The same header deflated (the compressed form), and a deflate
+        // bomb: inflated no further than the cap.
+        let zlib = |plain: &[u8]| {
+            use std::io::Write as _;
+            let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+            z.write_all(plain).unwrap();
+            let body = z.finish().unwrap();
+            let mut out = V2_COMPRESSED_COOKIE.to_be_bytes().to_vec();
+            out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+            out.extend_from_slice(&body);
+            out
+        };
+        assert!(decompress(&zlib(&bomb)).is_err());
+        let mut huge = bomb[..40].to_vec();
+        huge.resize(MAX_HISTOGRAM_BYTES + 1024, 0);
+        let e = decompress(&zlib(&huge)).unwrap_err();
+        assert!(format!("{e:#}").contains("inflates beyond 16 MiB"), "{e:#}");
+        // A real one still reads back.
+        let mut r = Recorder::new();
+        r.record(1_000);
+        assert_eq!(Recorder::from_base64(&r.to_base64()).unwrap().count(), 1);
+    }
 
     impl Recorder {
         /// The values of every second that began in `[from_ns, to_ns)`,

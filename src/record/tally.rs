@@ -342,19 +342,63 @@ impl<'de> serde::Deserialize<'de> for Tally {
         let packed = base64::engine::general_purpose::STANDARD
             .decode(&text)
             .map_err(|e| D::Error::custom(format!("a tally is not base64: {e}")))?;
-        let mut raw = Vec::new();
-        flate2::read::DeflateDecoder::new(packed.as_slice())
-            .read_to_end(&mut raw)
-            .map_err(|e| D::Error::custom(format!("a tally does not inflate: {e}")))?;
-        if raw.len() % 2 != 0 {
-            return Err(D::Error::custom("a tally has an odd byte count"));
+        // Inflated a block at a time straight into the tally (runs seal
+        // into almost nothing), never whole: a few packed bytes can
+        // inflate a thousandfold, and a worker's results must not take
+        // the coordinator's memory that way.
+        let mut z =
+            flate2::read::DeflateDecoder::new(packed.as_slice()).take(2 * MAX_TALLY_VALUES + 1);
+        let mut failed: Option<String> = None;
+        let mut block = vec![0u8; 64 * 1024];
+        let (mut at, mut filled, mut total) = (0usize, 0usize, 0u64);
+        let values = std::iter::from_fn(|| {
+            loop {
+                if filled - at >= 2 {
+                    let v = u16::from_le_bytes([block[at], block[at + 1]]);
+                    at += 2;
+                    return Some(v);
+                }
+                // At most one byte left: to the front, and read more.
+                block.copy_within(at..filled, 0);
+                filled -= at;
+                at = 0;
+                match z.read(&mut block[filled..]) {
+                    Ok(0) => {
+                        if filled != 0 {
+                            failed = Some("a tally has an odd byte count".into());
+                        }
+                        return None;
+                    }
+                    Ok(n) => {
+                        total += n as u64;
+                        if total > 2 * MAX_TALLY_VALUES {
+                            failed = Some(format!(
+                                "a tally holds more than {MAX_TALLY_VALUES} counts; refused"
+                            ));
+                            return None;
+                        }
+                        filled += n;
+                    }
+                    Err(e) => {
+                        failed = Some(format!("a tally does not inflate: {e}"));
+                        return None;
+                    }
+                }
+            }
+        });
+        let tally = Tally::from_values(values);
+        match failed {
+            Some(why) => Err(D::Error::custom(why)),
+            None => Ok(tally),
         }
-        Ok(Tally::from_values(
-            raw.chunks_exact(2)
-                .map(|b| u16::from_le_bytes([b[0], b[1]])),
-        ))
     }
 }
+
+/// The most counts a tally read from another process may hold: 2^28
+/// sequences (268 million messages in one drive, far above any run's),
+/// so a deflate bomb is cut off after 512 MiB of counts instead of
+/// inflating without end.
+pub const MAX_TALLY_VALUES: u64 = 1 << 28;
 
 #[inline]
 fn split(index: u64) -> (usize, usize) {
@@ -367,6 +411,22 @@ fn split(index: u64) -> (usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 51: a tally inflated whole, however far; a few MB of zeros
+    /// past the cap are cut off now, and never held at once.
+    #[test]
+    fn a_tally_beyond_the_cap_is_refused() {
+        use base64::Engine as _;
+        use std::io::Write as _;
+        let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::best());
+        let zeros = vec![0u8; 1 << 20];
+        for _ in 0..(2 * MAX_TALLY_VALUES / zeros.len() as u64 + 1) {
+            z.write_all(&zeros).unwrap();
+        }
+        let text = base64::engine::general_purpose::STANDARD.encode(z.finish().unwrap());
+        let e = serde_json::from_value::<Tally>(serde_json::Value::String(text)).unwrap_err();
+        assert!(e.to_string().contains("more than 268435456 counts"), "{e}");
+    }
 
     const N: u64 = 10 * CHUNK as u64 + 123;
 

@@ -10,6 +10,7 @@ use futures::StreamExt;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use super::auth::{self, Forward, Key, Link, SecretChoice};
 use super::beat;
 use super::merge::part_counts;
 use super::protocol::{
@@ -42,6 +43,8 @@ pub struct WorkerOptions {
     pub name: Option<String>,
     /// Exit after one run instead of waiting for the next.
     pub once: bool,
+    /// The secret shared with coordinators ([`auth`]).
+    pub secret: SecretChoice,
 }
 
 /// The default id: host and process, which tell an operator where to look.
@@ -83,13 +86,21 @@ pub async fn serve(options: WorkerOptions, stop: CancellationToken) -> Result<i3
                 .into(),
         )
     })?;
+    let key = Key::load(&options.secret, "jsbench worker")?;
+    if key.is_insecure() {
+        eprintln!(
+            "warning: --insecure-no-secret: this worker obeys anyone who can publish on jsb.workers.{}.>",
+            options.group
+        );
+    }
     let client = settings.connect("worker control").await?;
-    let me = Announce {
+    let mut me = Announce {
         id: id.clone(),
         identity: Identity::current(),
         host: host_name(),
         pid: std::process::id(),
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        nonce: String::new(),
     };
     let mut commands = client
         .subscribe(worker_subject(&options.group, &id))
@@ -101,8 +112,9 @@ pub async fn serve(options: WorkerOptions, stop: CancellationToken) -> Result<i3
         settings.describe()
     );
     loop {
-        let Some((run, coordinator)) =
-            wait_for_run(&client, &options.group, &me, &mut commands, &stop).await?
+        me.nonce = auth::nonce();
+        let Some((run, coordinator, seq)) =
+            wait_for_run(&client, &options.group, &me, &key, &mut commands, &stop).await?
         else {
             return Ok(EXIT_OK);
         };
@@ -113,9 +125,8 @@ pub async fn serve(options: WorkerOptions, stop: CancellationToken) -> Result<i3
         let (ended, finished) = serve_run(
             &client,
             &settings,
-            &options.group,
-            &id,
-            &run,
+            (&options.group, &id),
+            (&key, &run, seq),
             &mut commands,
             &stop,
         )
@@ -130,15 +141,19 @@ pub async fn serve(options: WorkerOptions, stop: CancellationToken) -> Result<i3
     }
 }
 
-/// Announces until a coordinator recruits this worker (or refuses it).
+/// Announces until a coordinator recruits this worker (or refuses it):
+/// the run, the coordinator and the recruit's sequence number. Only a
+/// sealed recruit or refusal carrying this wait's nonce counts; anything
+/// else is ignored, so a stranger can neither recruit nor stop the worker.
 async fn wait_for_run(
     client: &Client,
     group: &str,
     me: &Announce,
+    key: &Key,
     commands: &mut async_nats::Subscriber,
     stop: &CancellationToken,
-) -> Result<Option<(String, Identity)>> {
-    let announcement = serde_json::to_vec(me)?;
+) -> Result<Option<(String, Identity, u64)>> {
+    let announcement = key.seal_announce(me)?;
     let mut tick = tokio::time::interval(ANNOUNCE_EVERY);
     loop {
         tokio::select! {
@@ -153,11 +168,19 @@ async fn wait_for_run(
                 let Some(msg) = msg else {
                     return Err(anyhow!("the worker's subscription closed"));
                 };
-                match serde_json::from_slice::<Command>(&msg.payload) {
-                    Ok(Command::Refuse { reason }) => {
+                let opened = match key.open::<Command>(auth::COMMAND, &msg.payload) {
+                    Ok(o) => o,
+                    Err(e) => {
+                        ignored(&me.id, &e);
+                        continue;
+                    }
+                };
+                let (sealed_run, seq) = (opened.run.clone(), opened.seq);
+                match opened.value {
+                    Command::Refuse { reason, nonce } if nonce == me.nonce => {
                         return Err(UsageError(format!("the coordinator refused this worker: {reason}")).into());
                     }
-                    Ok(Command::Recruit { run, coordinator }) => {
+                    Command::Recruit { run, coordinator, nonce } if nonce == me.nonce && run == sealed_run => {
                         let answer = match me.identity.mismatch(&coordinator) {
                             None => Reply::Joined,
                             Some(differs) => Reply::Refused {
@@ -167,19 +190,30 @@ async fn wait_for_run(
                                 ),
                             },
                         };
-                        respond(client, msg.reply.as_ref(), &answer).await;
+                        respond(client, msg.reply.as_ref(), (key, &run, seq), &answer).await;
                         if matches!(answer, Reply::Joined) {
-                            return Ok(Some((run, coordinator)));
+                            return Ok(Some((run, coordinator, seq)));
                         }
                     }
-                    Ok(Command::Ping) => respond(client, msg.reply.as_ref(), &pong(clock::now_ns())).await,
+                    Command::Recruit { .. } | Command::Refuse { .. } => ignored(
+                        &me.id,
+                        &anyhow!("a recruit or refusal for another wait than this one (a replay)"),
+                    ),
                     // Left over from a run that is over.
-                    Ok(_) => respond(client, msg.reply.as_ref(), &Reply::Failed { error: "not in a run".into() }).await,
-                    Err(e) => respond(client, msg.reply.as_ref(), &unknown(e)).await,
+                    _ => {
+                        let answer = Reply::Failed { error: "not in a run".into() };
+                        respond(client, msg.reply.as_ref(), (key, &sealed_run, seq), &answer).await;
+                    }
                 }
             }
         }
     }
+}
+
+/// Says that a message was not obeyed, and why: a coordinator with
+/// another secret shows up here, as does a stranger.
+fn ignored(id: &str, why: &anyhow::Error) {
+    eprintln!("jsbench worker {id}: ignored a command: {why:#}");
 }
 
 /// The answer to a ping: when it arrived and when the answer left, on
@@ -191,16 +225,16 @@ fn pong(received_ns: u64) -> Reply {
     }
 }
 
-/// The answer to a command that does not parse.
-fn unknown(e: serde_json::Error) -> Reply {
-    Reply::Failed {
-        error: format!("unknown command: {e}"),
-    }
-}
-
-async fn respond(client: &Client, reply: Option<&Subject>, answer: &Reply) {
+/// Answers command `seq` of `run`, sealed so the coordinator knows it
+/// came from a worker holding the secret, in answer to that command.
+async fn respond(
+    client: &Client,
+    reply: Option<&Subject>,
+    (key, run, seq): (&Key, &str, u64),
+    answer: &Reply,
+) {
     if let Some(reply) = reply
-        && let Ok(bytes) = serde_json::to_vec(answer)
+        && let Ok(bytes) = key.seal_reply(run, seq, answer)
     {
         let _ = client.publish(reply.clone(), bytes.into()).await;
     }
@@ -243,9 +277,8 @@ impl Current {
 async fn serve_run(
     client: &Client,
     settings: &ConnectSettings,
-    group: &str,
-    id: &str,
-    run: &str,
+    (group, id): (&str, &str),
+    (key, run, recruited): (&Key, &str, u64),
     commands: &mut async_nats::Subscriber,
     stop: &CancellationToken,
 ) -> Result<(&'static str, bool)> {
@@ -260,13 +293,18 @@ async fn serve_run(
     // The worker's proof of life during a run: its latest progress,
     // published on an interval whether or not a drive is under way.
     let heartbeat = latest.clone();
+    // This worker's own numbering of what it sends unasked (heartbeats),
+    // so the coordinator can refuse a replayed one.
+    let link = Link::new(key.clone(), run);
+    let beats_link = link.clone();
     let _heartbeat = beat(
         client,
         progress_subject(group, run),
         PROGRESS_EVERY,
         move || {
             let p = heartbeat.lock().expect("not poisoned").clone();
-            serde_json::to_vec(&p).ok()
+            let l = &beats_link;
+            l.key.seal_heartbeat(&l.run, l.next(), &p).ok()
         },
     );
     let mut following = Following {
@@ -274,16 +312,28 @@ async fn serve_run(
         settings,
         group,
         id,
-        run,
+        link,
+        commands: Forward::new(recruited),
         latest,
         current: None,
     };
+    let mut beat_seqs = Forward::default();
     let mut last_beat = Instant::now();
     let mut watchdog = tokio::time::interval(Duration::from_secs(1));
     let ended = loop {
         tokio::select! {
             _ = stop.cancelled() => break "stopped (interrupted)",
-            _ = beats.next() => last_beat = Instant::now(),
+            beat = beats.next() => {
+                // Only the coordinator's own beat keeps the run alive: a
+                // forged one would hold the worker in a run that is over.
+                if let Some(b) = beat
+                    && let Ok(opened) = key.open::<String>(auth::BEAT, &b.payload)
+                    && opened.run == run
+                    && beat_seqs.take(opened.seq)
+                {
+                    last_beat = Instant::now();
+                }
+            }
             _ = watchdog.tick() => {
                 if last_beat.elapsed() > COORDINATOR_SILENCE {
                     break "abandoned: the coordinator has been silent for 15s";
@@ -313,7 +363,10 @@ struct Following<'a> {
     settings: &'a ConnectSettings,
     group: &'a str,
     id: &'a str,
-    run: &'a str,
+    /// The key, the run, and this worker's numbering of what it sends.
+    link: Link,
+    /// The coordinator's sequence numbers obeyed so far.
+    commands: Forward,
     /// What the heartbeat publishes; each drive's orders update it.
     latest: Arc<Mutex<Heartbeat>>,
     current: Option<Current>,
@@ -321,44 +374,77 @@ struct Following<'a> {
 
 impl Following<'_> {
     /// Answers one command of the run; says how the run ended when the
-    /// command ends it (a dismissal).
+    /// command ends it (a dismissal). A command not sealed with the
+    /// secret, for another run, or numbered no higher than one already
+    /// obeyed (a replay) is ignored.
     async fn obey(&mut self, msg: async_nats::Message, received_ns: u64) -> Option<&'static str> {
         let client = self.client;
         let reply = msg.reply.clone();
-        let command = match serde_json::from_slice::<Command>(&msg.payload) {
-            Ok(c) => c,
+        let opened = match self.link.key.open::<Command>(auth::COMMAND, &msg.payload) {
+            Ok(o) => o,
             Err(e) => {
-                respond(client, reply.as_ref(), &unknown(e)).await;
+                ignored(self.id, &e);
                 return None;
             }
         };
-        match command {
-            Command::Ping => respond(client, reply.as_ref(), &pong(received_ns)).await,
+        if opened.run != self.link.run {
+            ignored(
+                self.id,
+                &anyhow!("a command of run {:?}, not this one", opened.run),
+            );
+            return None;
+        }
+        if !self.commands.take(opened.seq) {
+            ignored(
+                self.id,
+                &anyhow!(
+                    "command {} came again or out of order (a replay)",
+                    opened.seq
+                ),
+            );
+            return None;
+        }
+        let seq = opened.seq;
+        let link = self.link.clone();
+        let to = (&link.key, link.run.as_str(), seq);
+        match opened.value {
+            Command::Ping => respond(client, reply.as_ref(), to, &pong(received_ns)).await,
             Command::Adjust { ns } => {
                 clock::adjust(ns);
-                respond(client, reply.as_ref(), &Reply::Ok).await;
+                respond(client, reply.as_ref(), to, &Reply::Ok).await;
             }
             Command::Recruit { .. } => {
-                let (id, run) = (self.id, self.run);
+                let (id, run) = (self.id, &self.link.run);
                 let reason = format!("worker {id} is busy in run {run}");
-                respond(client, reply.as_ref(), &Reply::Refused { reason }).await;
+                respond(client, reply.as_ref(), to, &Reply::Refused { reason }).await;
             }
             Command::Refuse { .. } => {}
-            Command::Prepare { drive, spec, share } => self.prepare(drive, spec, share, reply),
+            Command::Prepare { drive, spec, share } => {
+                // Checked as a profile is: a drive out of bounds (a 1 TiB
+                // message) is refused, not attempted.
+                if let Err(e) = spec.check(&share) {
+                    eprintln!("jsbench worker {}: refused drive {drive}: {e:#}", self.id);
+                    let error = format!("refused the drive: {e:#}");
+                    respond(client, reply.as_ref(), to, &Reply::Failed { error }).await;
+                    return None;
+                }
+                self.prepare(drive, spec, share, reply.map(|r| (r, seq)))
+            }
             Command::Go { drive, t0_ns } => {
                 let answer = self.go(drive, t0_ns);
-                respond(client, reply.as_ref(), &answer).await;
+                respond(client, reply.as_ref(), to, &answer).await;
             }
             Command::Stop { drive } => {
                 if let Some(c) = self.in_hand(drive) {
                     c.stop.cancel();
                 }
-                respond(client, reply.as_ref(), &Reply::Ok).await;
+                respond(client, reply.as_ref(), to, &Reply::Ok).await;
             }
             Command::Fetch { drive, chunk } => {
                 let payload = self.results_chunk(drive, chunk);
                 if let Some(r) = reply {
-                    let _ = client.publish(r, payload.into()).await;
+                    let sealed = link.key.seal_chunk(&link.run, seq, &payload);
+                    let _ = client.publish(r, sealed.into()).await;
                 }
             }
             Command::Halt { drive } => {
@@ -372,7 +458,7 @@ impl Following<'_> {
                 }
             }
             Command::Dismiss => {
-                respond(client, reply.as_ref(), &Reply::Ok).await;
+                respond(client, reply.as_ref(), to, &Reply::Ok).await;
                 let _ = client.flush().await;
                 return Some("over");
             }
@@ -388,7 +474,13 @@ impl Following<'_> {
     /// Gives up the drive in hand, if any, and starts connecting this
     /// one's share in the background; the share says "ready" on `reply`
     /// once its clients are connected.
-    fn prepare(&mut self, drive: u64, spec: Box<DriveSpec>, share: Share, reply: Option<Subject>) {
+    fn prepare(
+        &mut self,
+        drive: u64,
+        spec: Box<DriveSpec>,
+        share: Share,
+        reply: Option<(Subject, u64)>,
+    ) {
         let id = self.id;
         eprintln!(
             "jsbench worker {id}: {}: publishers {:?}, consumer clients {:?}",
@@ -415,7 +507,8 @@ impl Following<'_> {
             halt: c.halt.clone(),
             abort: c.abort.clone(),
             latest: self.latest.clone(),
-            progress_subject: progress_subject(self.group, self.run),
+            progress_subject: progress_subject(self.group, &self.link.run),
+            link: self.link.clone(),
         };
         tokio::spawn(run_part(
             self.settings.clone(),
@@ -536,15 +629,10 @@ async fn run_part(
     .await;
     if let Err(e) = &result {
         // Failed before it could say it was ready: say why instead.
-        if let Some(reply) = orders.ready_reply.take() {
-            respond(
-                &orders.client,
-                Some(&reply),
-                &Reply::Failed {
-                    error: format!("{e:#}"),
-                },
-            )
-            .await;
+        if let Some((reply, seq)) = orders.ready_reply.take() {
+            let to = (&orders.link.key, orders.link.run.as_str(), seq);
+            let error = format!("{e:#}");
+            respond(&orders.client, Some(&reply), to, &Reply::Failed { error }).await;
         }
         eprintln!("jsbench worker {id}: drive {} failed: {e:#}", orders.drive);
     }
@@ -559,21 +647,25 @@ async fn run_part(
 pub struct Orders {
     client: Client,
     drive: u64,
-    /// Where "ready" goes once the share's clients are connected.
-    ready_reply: Option<Subject>,
+    /// Where "ready" goes once the share's clients are connected, and
+    /// the number of the prepare it answers.
+    ready_reply: Option<(Subject, u64)>,
     go: Option<oneshot::Receiver<u64>>,
     stop: CancellationToken,
     halt: CancellationToken,
     abort: CancellationToken,
     latest: Arc<Mutex<Heartbeat>>,
     progress_subject: String,
+    /// What seals the replies and heartbeats.
+    link: Link,
 }
 
 impl Orders {
     /// Says the share is connected, then waits for the start time.
     pub async fn ready_then_go(&mut self) -> Result<u64> {
-        if let Some(reply) = self.ready_reply.take() {
-            respond(&self.client, Some(&reply), &Reply::Ready).await;
+        if let Some((reply, seq)) = self.ready_reply.take() {
+            let to = (&self.link.key, self.link.run.as_str(), seq);
+            respond(&self.client, Some(&reply), to, &Reply::Ready).await;
         }
         let go = self
             .go
@@ -601,7 +693,10 @@ impl Orders {
             first_done.then(|| p.clone())
         };
         if let Some(p) = now
-            && let Ok(bytes) = serde_json::to_vec(&p)
+            && let Ok(bytes) = self
+                .link
+                .key
+                .seal_heartbeat(&self.link.run, self.link.next(), &p)
         {
             let _ = self
                 .client

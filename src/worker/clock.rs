@@ -16,6 +16,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow};
 use serde::{Deserialize, Serialize};
 
+use super::auth::Link;
 use super::protocol::{Command, Reply};
 use crate::record::clock;
 
@@ -75,22 +76,24 @@ pub const EXCHANGES: usize = 16;
 /// Measures a worker's clock with `n` ping exchanges on `subject`.
 pub async fn measure(
     client: &async_nats::Client,
+    link: &Link,
     subject: &str,
     n: usize,
 ) -> Result<ClockEstimate> {
-    let ping = serde_json::to_vec(&Command::Ping)?;
     let mut exchanges = Vec::with_capacity(n);
     for _ in 0..n {
+        // Each ping its own number: the worker obeys a number once.
+        let (seq, ping) = link.command(&Command::Ping)?;
         let t0 = clock::now_ns();
         let reply = tokio::time::timeout(
             Duration::from_secs(5),
-            client.request(subject.to_string(), ping.clone().into()),
+            client.request(subject.to_string(), ping.into()),
         )
         .await
         .map_err(|_| anyhow!("no answer to a clock ping within 5s"))?
         .context("clock ping")?;
         let t3 = clock::now_ns();
-        match serde_json::from_slice::<Reply>(&reply.payload) {
+        match link.key.open_reply(&link.run, seq, &reply.payload) {
             Ok(Reply::Pong {
                 received_ns,
                 sent_ns,
@@ -101,7 +104,7 @@ pub async fn measure(
                 t3,
             }),
             Ok(other) => return Err(anyhow!("a clock ping was answered with {other:?}")),
-            Err(e) => return Err(anyhow!("a clock ping's answer does not parse: {e}")),
+            Err(e) => return Err(anyhow!("a clock ping's answer is refused: {e:#}")),
         }
         // Spread the exchanges a little, so they do not all meet one busy
         // moment of the scheduler.

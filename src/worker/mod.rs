@@ -9,6 +9,9 @@
 //!
 //! - [`protocol`]: subjects, messages and the version rule: what
 //!   coordinator and workers say to each other.
+//! - [`auth`]: every message sealed with the secret they share, so a
+//!   worker obeys only its coordinator and a coordinator believes only
+//!   its workers.
 //! - [`clock`]: the NTP-style offset estimate that puts every worker's
 //!   stamps on the coordinator's time base.
 //! - [`coordinator`]: recruiting, the clock exchange, and leading a
@@ -27,6 +30,7 @@
 //! coordinator, and the results say so.
 
 pub mod agent;
+pub mod auth;
 pub mod clock;
 pub mod coordinator;
 pub mod merge;

@@ -18,7 +18,7 @@ use crate::system::error::UsageError;
 /// Bumped whenever a message of this module changes shape: a worker and a
 /// coordinator with different protocol versions cannot work together even
 /// when their jsbench versions claim they can (a development build).
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// The group used when none is named.
 pub const DEFAULT_GROUP: &str = "default";
@@ -112,16 +112,24 @@ pub struct Announce {
     pub host: String,
     pub pid: u32,
     pub cores: usize,
+    /// Fresh for each wait: a recruit or refusal must carry it, so one
+    /// recorded earlier and replayed is refused ([`super::auth`]).
+    pub nonce: String,
 }
 
 /// Coordinator to worker, as requests on the worker's subject.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "command", rename_all = "snake_case")]
 pub enum Command {
-    /// Join this run.
-    Recruit { run: String, coordinator: Identity },
-    /// Published (not a request): this worker may not join, and why.
-    Refuse { reason: String },
+    /// Join this run; `nonce` is the one the worker announced.
+    Recruit {
+        run: String,
+        coordinator: Identity,
+        nonce: String,
+    },
+    /// Published (not a request): this worker may not join, and why;
+    /// `nonce` is the one the worker announced.
+    Refuse { reason: String, nonce: String },
     /// A clock exchange: reply with receive and send times.
     Ping,
     /// Move the worker's time base by this much (ns).
@@ -225,9 +233,33 @@ impl std::ops::AddAssign for PartCounts {
     }
 }
 
+/// The most packed (deflated) results a coordinator takes from one worker
+/// for one drive: far above what a drive's histograms, ledger shards and
+/// delivery logs pack into, and a bound on what a worker, hostile or
+/// broken, can make the coordinator hold.
+pub const MAX_PACKED_RESULTS: usize = 256 * 1024 * 1024;
+
+/// The most a worker's results may inflate to (JSON): four times the
+/// packed cap. Deflate can inflate a thousandfold; this cap stops a small
+/// bomb from taking the coordinator's memory.
+pub const MAX_INFLATED_RESULTS: u64 = 1024 * 1024 * 1024;
+
+/// The largest results chunk: what a worker sends at most (see its
+/// `chunk_size`), well under any server's max_payload.
+pub const MAX_CHUNK_BYTES: usize = 512 * 1024;
+
+/// The most chunks a worker may say its results take: the packed cap in
+/// the smallest chunks a worker sends (4 KiB).
+pub const MAX_CHUNKS: u32 = (MAX_PACKED_RESULTS / 4096) as u32;
+
+/// The longest error text a coordinator keeps from a worker.
+pub const MAX_ERROR_TEXT: usize = 4096;
+
 /// The result chunk replies: `C`, total chunks and index (u32 LE each),
 /// bytes; `N` not ready yet; `E` and an error text.
 pub mod chunk {
+    use super::{MAX_CHUNK_BYTES, MAX_CHUNKS, MAX_PACKED_RESULTS};
+
     pub const DATA: u8 = b'C';
     pub const NOT_READY: u8 = b'N';
     pub const ERROR: u8 = b'E';
@@ -250,6 +282,36 @@ pub mod chunk {
         let index = u32::from_le_bytes(payload[5..9].try_into().ok()?);
         Some((total, index, &payload[9..]))
     }
+
+    /// Why a data chunk is refused before it is kept, if it is: not the
+    /// one asked for, more chunks than [`MAX_CHUNKS`], a chunk above
+    /// [`MAX_CHUNK_BYTES`], or results (`held` so far) beyond
+    /// [`MAX_PACKED_RESULTS`]. A worker's own `total` must not decide how
+    /// much the coordinator collects.
+    pub fn check(total: u32, index: u32, asked: u32, data: &[u8], held: usize) -> Option<String> {
+        if index != asked {
+            return Some(format!("sent chunk {index} when asked for {asked}"));
+        }
+        if total == 0 || total > MAX_CHUNKS {
+            return Some(format!(
+                "said its results take {total} chunks; 1 to {MAX_CHUNKS} are taken (at most {} MiB)",
+                MAX_PACKED_RESULTS >> 20
+            ));
+        }
+        if data.len() > MAX_CHUNK_BYTES {
+            return Some(format!(
+                "sent a results chunk of {} bytes; at most {MAX_CHUNK_BYTES} are taken",
+                data.len()
+            ));
+        }
+        if held + data.len() > MAX_PACKED_RESULTS {
+            return Some(format!(
+                "sent more than {} MiB of results; the rest is refused",
+                MAX_PACKED_RESULTS >> 20
+            ));
+        }
+        None
+    }
 }
 
 /// Deflated JSON: a worker's results are mostly histograms (already
@@ -263,13 +325,22 @@ pub fn pack<T: Serialize>(value: &T) -> anyhow::Result<Vec<u8>> {
     Ok(z.finish()?)
 }
 
+/// Inflates and parses a worker's results, refusing more than
+/// [`MAX_INFLATED_RESULTS`] before holding it.
 pub fn unpack<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> anyhow::Result<T> {
     use anyhow::Context as _;
     use std::io::Read as _;
     let mut json = Vec::new();
     flate2::read::DeflateDecoder::new(bytes)
+        .take(MAX_INFLATED_RESULTS + 1)
         .read_to_end(&mut json)
         .context("worker results do not inflate")?;
+    if json.len() as u64 > MAX_INFLATED_RESULTS {
+        anyhow::bail!(
+            "worker results inflate beyond {} MiB; refused",
+            MAX_INFLATED_RESULTS >> 20
+        );
+    }
     serde_json::from_slice(&json).context("worker results do not parse")
 }
 
@@ -316,6 +387,20 @@ mod tests {
         };
         let back: Heartbeat = unpack(&pack(&progress).unwrap()).unwrap();
         assert_eq!(back, progress);
+    }
+
+    /// Issue 51: a worker's own `total` set how many chunks the
+    /// coordinator collected (10^9 of them: all its memory), and results
+    /// inflated without a limit. Both are cut off now (the inflation cap,
+    /// 1 GiB, is left untested here: proving it takes 1 GiB).
+    #[test]
+    fn a_worker_announcing_a_billion_chunks_is_cut_off() {
+        let e = chunk::check(1_000_000_000, 0, 0, b"abc", 0).unwrap();
+        assert!(e.contains("1000000000 chunks"), "{e}");
+        assert_eq!(chunk::check(3, 1, 1, b"abc", 0), None);
+        assert!(chunk::check(3, 2, 1, b"abc", 0).is_some());
+        assert!(chunk::check(3, 1, 1, b"abc", MAX_PACKED_RESULTS).is_some());
+        assert!(chunk::check(3, 1, 1, &vec![0; MAX_CHUNK_BYTES + 1], 0).is_some());
     }
 
     #[test]

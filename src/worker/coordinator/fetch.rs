@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use async_nats::Client;
 
 use super::{COMMAND_TIMEOUT, Heard};
+use crate::worker::auth::Link;
 use crate::worker::protocol::{self, Command, PartReport};
 
 /// How long a worker may take to assemble its results after a stop.
@@ -27,15 +28,16 @@ pub(super) enum Fetched {
 /// them answers "not ready", a gone one stops answering.
 pub(super) async fn fetch(
     client: &Client,
+    link: &Link,
     subject: &str,
     drive: u64,
-    heard: &Heard,
-    id: &str,
+    (heard, id): (&Heard, &str),
     silence: Duration,
 ) -> Result<PartReport, Fetched> {
     let started = Instant::now();
     let mut bytes = Vec::new();
     let mut chunk = 0u32;
+    let mut expected = 0u32;
     loop {
         let silent = heard
             .lock()
@@ -54,7 +56,9 @@ pub(super) async fn fetch(
                 crate::profile::format_duration(COLLECT_TIMEOUT)
             )));
         }
-        let payload = serde_json::to_vec(&Command::Fetch { drive, chunk }).unwrap_or_default();
+        let Ok((seq, payload)) = link.command(&Command::Fetch { drive, chunk }) else {
+            return Err(Fetched::Failed("a fetch could not be sealed".into()));
+        };
         let reply = client
             .send_request(
                 subject.to_string(),
@@ -72,22 +76,31 @@ pub(super) async fn fetch(
             }
             Err(_) => continue,
         };
-        match reply.payload.first() {
+        // Only a chunk sealed in answer to this very fetch counts.
+        let payload = match link.key.open_chunk(&link.run, seq, &reply.payload) {
+            Ok(p) => p,
+            Err(e) => return Err(Fetched::Failed(format!("{e:#}"))),
+        };
+        match payload.first() {
             Some(&protocol::chunk::NOT_READY) => {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             Some(&protocol::chunk::ERROR) => {
-                return Err(Fetched::Failed(
-                    String::from_utf8_lossy(&reply.payload[1..]).into_owned(),
-                ));
+                let text = &payload[1..payload.len().min(protocol::MAX_ERROR_TEXT)];
+                return Err(Fetched::Failed(String::from_utf8_lossy(text).into_owned()));
             }
             _ => {
-                let Some((total, index, data)) = protocol::chunk::parse(&reply.payload) else {
+                let Some((total, index, data)) = protocol::chunk::parse(payload) else {
                     return Err(Fetched::Failed("sent a malformed results chunk".into()));
                 };
-                if index != chunk {
+                if let Some(e) = protocol::chunk::check(total, index, chunk, data, bytes.len()) {
+                    return Err(Fetched::Failed(e));
+                }
+                if chunk == 0 {
+                    expected = total;
+                } else if total != expected {
                     return Err(Fetched::Failed(format!(
-                        "sent chunk {index} when asked for {chunk}"
+                        "changed its chunk count from {expected} to {total}"
                     )));
                 }
                 bytes.extend_from_slice(data);

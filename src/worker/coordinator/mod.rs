@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use super::AbortOnDrop;
+use super::auth::Link;
 use super::clock::{self, ClockEstimate};
 use super::merge::{DriveRecord, Participation, annotate, part_counts};
 use super::protocol::{Announce, Command, Heartbeat, PartReport, Reply};
@@ -107,7 +108,8 @@ struct Part {
 pub struct Crew {
     client: Client,
     group: String,
-    run: String,
+    /// The run, its key and its command numbering.
+    link: Link,
     members: Vec<Member>,
     heard: Heard,
     silence: Duration,
@@ -125,13 +127,15 @@ pub struct Crew {
     _tasks: Vec<AbortOnDrop>,
 }
 
+/// Sends a sealed command and takes only the sealed reply to it.
 async fn request(
     client: &Client,
+    link: &Link,
     subject: &str,
     command: &Command,
     timeout: Duration,
 ) -> Result<Reply> {
-    let payload = serde_json::to_vec(command)?;
+    let (seq, payload) = link.command(command)?;
     let reply = client
         .send_request(
             subject.to_string(),
@@ -141,13 +145,15 @@ async fn request(
         )
         .await
         .map_err(|e| anyhow!("{e}"))?;
-    serde_json::from_slice(&reply.payload).context("a worker's reply does not parse")
+    link.key
+        .open_reply(&link.run, seq, &reply.payload)
+        .context("a worker's reply is refused")
 }
 
 /// Sends a command that is not answered; a worker that misses it is
 /// found out by its silence.
-async fn tell(client: &Client, subject: &str, command: &Command) {
-    if let Ok(bytes) = serde_json::to_vec(command) {
+async fn tell(client: &Client, link: &Link, subject: &str, command: &Command) {
+    if let Ok((_, bytes)) = link.command(command) {
         let _ = client.publish(subject.to_string(), bytes.into()).await;
     }
 }
@@ -301,8 +307,9 @@ impl Workers {
         let mut crew = self.crew.lock().await;
         crew.check_liveness();
         let client = crew.client.clone();
+        let link = crew.link.clone();
         for m in crew.members.iter_mut().filter(|m| m.lost.is_none()) {
-            m.residual = clock::measure(&client, &m.subject, clock::EXCHANGES)
+            m.residual = clock::measure(&client, &link, &m.subject, clock::EXCHANGES)
                 .await
                 .ok();
         }
@@ -314,11 +321,15 @@ impl Workers {
     /// waiting for a coordinator that is gone.
     pub async fn dismiss(&self) {
         let crew = self.crew.lock().await;
-        let confirmations = crew
-            .members
-            .iter()
-            .filter(|m| m.lost.is_none())
-            .map(|m| request(&crew.client, &m.subject, &Command::Dismiss, DISMISS_TIMEOUT));
+        let confirmations = crew.members.iter().filter(|m| m.lost.is_none()).map(|m| {
+            request(
+                &crew.client,
+                &crew.link,
+                &m.subject,
+                &Command::Dismiss,
+                DISMISS_TIMEOUT,
+            )
+        });
         join_all(confirmations).await;
         let _ = crew.client.flush().await;
     }
@@ -356,7 +367,7 @@ impl Crew {
     }
 
     pub fn run(&self) -> &str {
-        &self.run
+        &self.link.run
     }
 
     /// Marks members silent for longer than the allowed silence as lost.
@@ -430,7 +441,7 @@ impl Crew {
         let asks = active.iter().map(|&i| {
             let part = &self.parts[i];
             let (subject, command) = (&self.members[part.member].subject, command(part));
-            async move { request(&self.client, subject, &command, timeout).await }
+            async move { request(&self.client, &self.link, subject, &command, timeout).await }
         });
         let replies = join_all(asks).await;
         active.into_iter().zip(replies).collect()
@@ -535,7 +546,14 @@ impl Crew {
         let fetches = active.iter().map(|&i| {
             let member = &self.members[self.parts[i].member];
             let (subject, id) = (&member.subject, &member.announce.id);
-            fetch(&self.client, subject, drive, &self.heard, id, self.silence)
+            fetch(
+                &self.client,
+                &self.link,
+                subject,
+                drive,
+                (&self.heard, id),
+                self.silence,
+            )
         });
         let results = join_all(fetches).await;
         for (i, result) in active.into_iter().zip(results) {
@@ -571,7 +589,13 @@ impl Crew {
         self.halted = self.drive;
         let halt = Command::Halt { drive: self.drive };
         for p in self.active() {
-            tell(&self.client, &self.members[p.member].subject, &halt).await;
+            tell(
+                &self.client,
+                &self.link,
+                &self.members[p.member].subject,
+                &halt,
+            )
+            .await;
         }
     }
 
@@ -579,7 +603,13 @@ impl Crew {
     async fn abort(&mut self, why: &str) {
         let abort = Command::Abort { drive: self.drive };
         for p in self.parts.iter_mut() {
-            tell(&self.client, &self.members[p.member].subject, &abort).await;
+            tell(
+                &self.client,
+                &self.link,
+                &self.members[p.member].subject,
+                &abort,
+            )
+            .await;
             if p.status.is_none() && p.report.is_none() {
                 p.status = Some(("aborted", format!("the coordinator's drive failed: {why}")));
             }

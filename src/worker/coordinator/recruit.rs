@@ -15,6 +15,7 @@ use futures::StreamExt;
 
 use super::{COMMAND_TIMEOUT, Crew, Heard, Member, Workers, request, tell};
 use crate::drive::Share;
+use crate::worker::auth::{self, Forward, Key, Link};
 use crate::worker::clock::{self, ClockEstimate};
 use crate::worker::protocol::{
     Announce, Command, Heartbeat, Identity, Reply, announce_subject, beat_subject,
@@ -31,6 +32,8 @@ pub struct RecruitOptions {
     pub timeout: Duration,
     /// A worker silent this long is lost.
     pub silence: Duration,
+    /// The secret shared with the workers ([`auth`]).
+    pub key: Key,
 }
 
 /// How often the coordinator says it is alive; workers give up a run
@@ -54,13 +57,19 @@ pub async fn recruit(
         .subscribe(announce_subject(group))
         .await
         .context("subscribing to worker announcements")?;
-    let (heard, listener) = listen_for_progress(client, group, &run).await?;
+    let link = Link::new(options.key.clone(), &run);
+    let (heard, listener) = listen_for_progress(client, group, &link).await?;
+    let beats = link.clone();
     let tasks = vec![
         AbortOnDrop(listener),
         // The coordinator's proof of life: a worker gives its run up when
-        // the beat stops.
-        beat(client, beat_subject(group, &run), BEAT_EVERY, || {
-            Some(b"beat".to_vec())
+        // the beat stops. Sealed: a forged beat would hold a worker in a
+        // run that is over.
+        beat(client, beat_subject(group, &run), BEAT_EVERY, move || {
+            beats
+                .key
+                .seal(auth::BEAT, &beats.run, beats.next(), &"beat")
+                .ok()
         }),
     ];
     progress.println(&format!(
@@ -73,7 +82,7 @@ pub async fn recruit(
         client,
         group,
         me,
-        run,
+        link,
         heard,
         progress,
         refused: Vec::new(),
@@ -86,10 +95,19 @@ pub async fn recruit(
             Ok(None) => return Err(anyhow!("the announcement subscription closed")),
             Err(_) => return Err(recruiter.too_few(options, urls, members.len())),
         };
-        let Ok(announce) = serde_json::from_slice::<Announce>(&msg.payload) else {
-            progress.println("warning: ignored a malformed worker announcement");
-            continue;
+        let announce = match options.key.open_announce(&msg.payload) {
+            Ok(a) => a,
+            Err(e) => {
+                progress.println(&format!(
+                    "warning: ignored a worker announcement: {e:#} (a worker with another secret, or not a worker)"
+                ));
+                continue;
+            }
         };
+        if let Err(e) = check_announce(&announce) {
+            progress.println(&format!("warning: ignored a worker announcement: {e}"));
+            continue;
+        }
         if members.iter().any(|m| m.announce.id == announce.id) {
             continue;
         }
@@ -103,7 +121,7 @@ pub async fn recruit(
     let crew = Crew {
         client: client.clone(),
         group: options.group.clone(),
-        run: recruiter.run,
+        link: recruiter.link,
         members,
         heard: recruiter.heard,
         silence: options.silence,
@@ -130,23 +148,33 @@ pub async fn recruit(
 async fn listen_for_progress(
     client: &Client,
     group: &str,
-    run: &str,
+    link: &Link,
 ) -> Result<(Heard, tokio::task::JoinHandle<()>)> {
     let heard: Heard = Arc::default();
     let mut progress_sub = client
-        .subscribe(progress_subject(group, run))
+        .subscribe(progress_subject(group, &link.run))
         .await
         .context("subscribing to worker progress")?;
     let listener = {
-        let heard = heard.clone();
+        let (heard, key, run) = (heard.clone(), link.key.clone(), link.run.clone());
         tokio::spawn(async move {
+            // Each worker numbers its heartbeats: a replayed one is old.
+            let mut seqs: std::collections::HashMap<String, Forward> = Default::default();
             while let Some(msg) = progress_sub.next().await {
-                if let Ok(p) = serde_json::from_slice::<Heartbeat>(&msg.payload) {
-                    heard
-                        .lock()
-                        .expect("not poisoned")
-                        .insert(p.worker.clone(), (Instant::now(), p));
+                let Ok(opened) = key.open::<Heartbeat>(auth::HEARTBEAT, &msg.payload) else {
+                    continue;
+                };
+                let p = opened.value;
+                if opened.run != run
+                    || crate::worker::protocol::check_name("worker", &p.worker).is_err()
+                    || !seqs.entry(p.worker.clone()).or_default().take(opened.seq)
+                {
+                    continue;
                 }
+                heard
+                    .lock()
+                    .expect("not poisoned")
+                    .insert(p.worker.clone(), (Instant::now(), p));
             }
         })
     };
@@ -160,7 +188,7 @@ struct Recruiter<'a> {
     client: &'a Client,
     group: &'a str,
     me: Identity,
-    run: String,
+    link: Link,
     heard: Heard,
     progress: &'a crate::system::progress::Progress,
     refused: Vec<String>,
@@ -215,8 +243,9 @@ impl Recruiter<'_> {
         );
         let refuse = Command::Refuse {
             reason: reason.clone(),
+            nonce: announce.nonce.clone(),
         };
-        tell(self.client, subject, &refuse).await;
+        tell(self.client, &self.link, subject, &refuse).await;
         if !self.refused.contains(&reason) {
             self.progress.println(&format!("warning: {reason}"));
             self.refused.push(reason);
@@ -229,10 +258,11 @@ impl Recruiter<'_> {
     /// with a warning.
     async fn ask_to_join(&mut self, announce: &Announce, subject: &str) -> bool {
         let recruit = Command::Recruit {
-            run: self.run.clone(),
+            run: self.link.run.clone(),
             coordinator: self.me.clone(),
+            nonce: announce.nonce.clone(),
         };
-        match request(self.client, subject, &recruit, COMMAND_TIMEOUT).await {
+        match request(self.client, &self.link, subject, &recruit, COMMAND_TIMEOUT).await {
             Ok(Reply::Joined) => true,
             Ok(Reply::Refused { reason }) => {
                 self.progress.println(&format!(
@@ -251,7 +281,7 @@ impl Recruiter<'_> {
             }
             Err(e) => {
                 self.progress.println(&format!(
-                    "warning: worker {} did not answer its recruit ({e:#}); skipped",
+                    "warning: worker {} did not answer its recruit ({e:#}); skipped (does it have this coordinator's secret?)",
                     announce.id
                 ));
                 false
@@ -263,14 +293,14 @@ impl Recruiter<'_> {
     /// clock cannot be settled is let go, not trusted: its latencies would
     /// carry an unknown error.
     async fn settle_clock(&self, announce: &Announce, subject: &str) -> Option<ClockEstimate> {
-        match correct_clock(self.client, subject).await {
+        match correct_clock(self.client, &self.link, subject).await {
             Ok(estimate) => Some(estimate),
             Err(e) => {
                 self.progress.println(&format!(
                     "warning: worker {} let go: its clock could not be measured and corrected: {e:#}",
                     announce.id
                 ));
-                tell(self.client, subject, &Command::Dismiss).await;
+                tell(self.client, &self.link, subject, &Command::Dismiss).await;
                 None
             }
         }
@@ -295,15 +325,38 @@ impl Recruiter<'_> {
 
 /// The offset is measured, then corrected on the worker, so every stamp
 /// it writes is on this process's time base.
-async fn correct_clock(client: &Client, subject: &str) -> Result<ClockEstimate> {
-    let estimate = clock::measure(client, subject, clock::EXCHANGES).await?;
+async fn correct_clock(client: &Client, link: &Link, subject: &str) -> Result<ClockEstimate> {
+    let estimate = clock::measure(client, link, subject, clock::EXCHANGES).await?;
     let correction = Command::Adjust {
         ns: -estimate.offset_ns,
     };
-    match request(client, subject, &correction, COMMAND_TIMEOUT).await? {
+    match request(client, link, subject, &correction, COMMAND_TIMEOUT).await? {
         Reply::Ok => Ok(estimate),
         other => Err(anyhow!("it answered {other:?} to its clock correction")),
     }
+}
+
+/// The longest host name and nonce taken from an announcement.
+const MAX_HOST: usize = 255;
+const MAX_NONCE: usize = 64;
+
+/// Why an announcement is not one to recruit, if it is not: an id that is
+/// not one subject token of 1 to 64 characters (it becomes the worker's
+/// subject and a name in the results), a host name too long or with
+/// control characters (printed to the terminal), an oversized nonce.
+pub fn check_announce(a: &Announce) -> Result<(), String> {
+    crate::worker::protocol::check_name("worker id", &a.id).map_err(|e| e.0)?;
+    if a.host.len() > MAX_HOST || a.host.chars().any(char::is_control) {
+        return Err(format!(
+            "worker {} announced a host name of {} bytes or with control characters; at most {MAX_HOST} printable",
+            a.id,
+            a.host.len()
+        ));
+    }
+    if a.nonce.is_empty() || a.nonce.len() > MAX_NONCE {
+        return Err(format!("worker {} announced no usable nonce", a.id));
+    }
+    Ok(())
 }
 
 fn us(ns: u64) -> String {
