@@ -374,14 +374,7 @@ mod tests {
 
     #[test]
     fn a_planted_regression_is_found_and_nothing_planted_is_quiet() {
-        let rule = Rule {
-            throughput: 0.05,
-            latency: 0.10,
-            cost: 0.05,
-            confidence: 0.99,
-            miss: 0.10,
-            only: Vec::new(),
-        };
+        let rule = rule();
         let pools = BTreeMap::from([
             (
                 "rate".to_string(),

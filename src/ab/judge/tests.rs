@@ -92,6 +92,22 @@ fn too_few_pairs_decide_nothing() {
     assert!(!PairedVerdict::TooFewPairs.decided());
 }
 
+/// `t` first, then 39 flat latencies over 12 pairs: a family of 40.
+fn among_39_flat(t: Track) -> Vec<Track> {
+    let mut many = vec![t];
+    for i in 0..39 {
+        let mut other = track(
+            "e2e_latency.p50",
+            "us",
+            Direction::Lower,
+            &pairs(12, 500.0, 1.0),
+        );
+        other.key.variant = format!("v{i}");
+        many.push(other);
+    }
+    many
+}
+
 #[test]
 fn many_metrics_share_the_false_alarm_rate() {
     // A 4% drop at 12 pairs is a regression beyond 2.5% when judged
@@ -107,17 +123,7 @@ fn many_metrics_share_the_false_alarm_rate() {
         judge_metrics(std::slice::from_ref(&t), &rule(), &look, &Tails::new())[0].verdict,
         PairedVerdict::Regressed
     );
-    let mut many = vec![t.clone()];
-    for i in 0..39 {
-        let mut other = track(
-            "e2e_latency.p50",
-            "us",
-            Direction::Lower,
-            &pairs(12, 500.0, 1.0),
-        );
-        other.key.variant = format!("v{i}");
-        many.push(other);
-    }
+    let many = among_39_flat(t.clone());
     assert_ne!(
         judge_metrics(&many, &rule(), &look, &Tails::new())[0].verdict,
         PairedVerdict::Regressed
@@ -471,17 +477,7 @@ fn a_metric_that_rises_from_zero_is_judged_not_dropped() {
 fn the_interval_shown_is_the_one_the_verdict_was_decided_on() {
     let h = Direction::Higher;
     let drop = track("publish_rate", "msg/s", h, &pairs(12, 1e5, 0.955));
-    let mut many = vec![drop];
-    for i in 0..39 {
-        let mut other = track(
-            "e2e_latency.p50",
-            "us",
-            Direction::Lower,
-            &pairs(12, 500.0, 1.0),
-        );
-        other.key.variant = format!("v{i}");
-        many.push(other);
-    }
+    let many = among_39_flat(drop);
     let alone = track("publish_rate", "msg/s", h, &pairs(20, 1e5, 0.93));
     let look = Look::last(12, &rule());
     let judged = judge_metrics(&many, &rule(), &look, &Tails::new());
