@@ -99,7 +99,13 @@ async fn one_warm_process_answers_turn_after_turn_and_cleans_up_on_quit() {
         assert_eq!(variant.name, "rate-200");
         assert!(common::metric(variant, "e2e_latency.p50") > 0.0);
         // The server's CPU from /proc, through the pid ab hands the side.
-        assert!(common::metric(variant, "server_cpu_per_msg") > 0.0);
+        // Present, not positive: /proc counts in 10 ms ticks, and 200
+        // messages a second beside two busy cores can take under one.
+        assert!(common::metric(variant, "server_cpu_per_msg") >= 0.0);
+        let method = variant.params["server_cpu_method"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(method.starts_with("process accounting (/proc)"), "{method}");
         assert!(!variant.invariants.is_empty());
         common::assert_all_passed(summary);
         let text = turn

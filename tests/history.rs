@@ -10,7 +10,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::browser::{pixels, screenshot};
+use common::browser::{dom, pixels, screenshot};
 use common::{jsbench, run, text};
 use serde_json::{Value, json};
 
@@ -365,5 +365,47 @@ fn history_html_shows_every_chart_with_its_change_point_in_a_browser() {
     assert!(
         orange.iter().filter(|&&n| n >= 60).count() == 1 && orange.contains(&0),
         "one chart with a change point's line, one without: {orange:?} pixels"
+    );
+}
+
+/// Issue 51: a results folder named like a script, under the page's own
+/// folder, became a link a browser follows as `javascript:`. The page as
+/// the browser holds it has no link but http(s) and paths, and the folder
+/// is still linked, as a path.
+#[test]
+fn history_html_in_a_browser_links_no_script_whatever_a_folder_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    let shas = repository(&repo, 4);
+    let runs = folders(&dir.path().join("named"), &shas, 99, 0.0, None);
+    let hostile = "javascript:alert(document.domain)";
+    std::fs::rename(runs.join("run-00"), runs.join(hostile)).unwrap();
+    // The page in the runs' own folder: the link to a run is its name.
+    let (code, stdout, stderr) = in_git(&runs, &repo, &runs);
+    assert!(matches!(code, Some(0 | 3)), "{code:?}\n{stdout}\n{stderr}");
+    let dom = dom(
+        &runs.join("history.html"),
+        &dir.path().join("chromium-profile"),
+    );
+    let hrefs: Vec<&str> = dom
+        .split("href=\"")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .collect();
+    assert!(!hrefs.is_empty(), "no links in the page:\n{dom}");
+    for href in &hrefs {
+        let lower = href.to_ascii_lowercase();
+        let scheme = lower
+            .split_once(':')
+            .map(|(s, _)| s)
+            .filter(|s| !s.contains('/'));
+        assert!(
+            matches!(scheme, None | Some("http" | "https")),
+            "a link a browser follows as {scheme:?}: {href}"
+        );
+    }
+    assert!(
+        hrefs.iter().any(|h| h.starts_with("./javascript:alert")),
+        "the run is still linked, as a path: {hrefs:?}"
     );
 }

@@ -63,6 +63,29 @@ pub fn screenshot(page: &Path, png: &Path, size: (u32, u32), profile: &Path) {
     }
 }
 
+/// The DOM of `page` once the browser has loaded it (scripts run), as
+/// HTML: what a reader's browser would hold, links included.
+pub fn dom(page: &Path, profile: &Path) -> String {
+    let out = Command::new(chromium())
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--proxy-server=127.0.0.1:9",
+            "--proxy-bypass-list=<-loopback>",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("file://{}", page.display()))
+        .stderr(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot start {:?}: {e}", chromium()));
+    assert!(out.status.success(), "chromium failed: {}", out.status);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Pixels of an RGB(A) PNG, with its width, height and bytes per pixel.
 pub fn pixels(png_path: &Path) -> (Vec<u8>, usize, usize, usize) {
     let decoder = png::Decoder::new(fs::File::open(png_path).unwrap());
