@@ -211,9 +211,59 @@ async fn wait_for_run(
 }
 
 /// Says that a message was not obeyed, and why: a coordinator with
-/// another secret shows up here, as does a stranger.
+/// another secret shows up here, as does a stranger. A stranger may send
+/// thousands a second, so only the first [`IgnoredLog::LINES`] are said
+/// each, then a count once a minute.
 fn ignored(id: &str, why: &anyhow::Error) {
-    eprintln!("jsbench worker {id}: ignored a command: {why:#}");
+    static LOG: Mutex<IgnoredLog> = Mutex::new(IgnoredLog::new());
+    let now = Instant::now();
+    let said = LOG.lock().unwrap_or_else(|p| p.into_inner()).admit(now);
+    match said {
+        Admit::Line => eprintln!("jsbench worker {id}: ignored a command: {why:#}"),
+        Admit::Count(n) => eprintln!(
+            "jsbench worker {id}: {n} commands ignored so far (the latest: {why:#}); \
+             from here a count once a minute"
+        ),
+        Admit::Quiet => {}
+    }
+}
+
+/// How many "ignored" lines were said, and when the last count was.
+struct IgnoredLog {
+    seen: u64,
+    counted_at: Option<Instant>,
+}
+
+enum Admit {
+    Line,
+    Count(u64),
+    Quiet,
+}
+
+impl IgnoredLog {
+    const LINES: u64 = 10;
+    const EVERY: Duration = Duration::from_secs(60);
+
+    const fn new() -> Self {
+        IgnoredLog {
+            seen: 0,
+            counted_at: None,
+        }
+    }
+
+    fn admit(&mut self, now: Instant) -> Admit {
+        self.seen += 1;
+        if self.seen <= Self::LINES {
+            return Admit::Line;
+        }
+        match self.counted_at {
+            Some(at) if now.duration_since(at) < Self::EVERY => Admit::Quiet,
+            _ => {
+                self.counted_at = Some(now);
+                Admit::Count(self.seen)
+            }
+        }
+    }
 }
 
 /// The answer to a ping: when it arrived and when the answer left, on
@@ -772,5 +822,32 @@ impl Peers for Orders {
     /// The coordinator fetches this worker's part; a worker merges none.
     async fn collect(&mut self, _local: LocalReports<'_>) -> Vec<PeerPart> {
         Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 51: every ignored message was a line, so a stranger's flood
+    /// filled the worker's log as fast as it could send.
+    #[test]
+    fn a_flood_of_ignored_commands_is_ten_lines_then_a_count_a_minute() {
+        let mut log = IgnoredLog::new();
+        let t0 = Instant::now();
+        let said: Vec<&str> = (0..10_000)
+            .map(|i| match log.admit(t0 + Duration::from_millis(i)) {
+                Admit::Line => "line",
+                Admit::Count(_) => "count",
+                Admit::Quiet => "",
+            })
+            .filter(|s| !s.is_empty())
+            .collect();
+        // 10 s of a thousand a second: ten lines and one count.
+        assert_eq!(said.len(), 11, "{said:?}");
+        assert!(matches!(
+            log.admit(t0 + Duration::from_secs(71)),
+            Admit::Count(10_001)
+        ));
     }
 }
