@@ -942,4 +942,4 @@ pub fn judge_checks(pairs: &[(&[Summary], &[Summary])], look: &Look) -> Vec<Chec
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

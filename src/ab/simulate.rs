@@ -83,8 +83,7 @@ pub fn command(options: &Options) -> Result<String> {
         .iter()
         .map(|f| {
             let path = f.join("ab.json");
-            let text = std::fs::read_to_string(&path)
-                .map_err(|e| UsageError(format!("cannot read {}: {e}", path.display())))?;
+            let text = crate::results::read_capped(&path, crate::results::MAX_JSON_BYTES)?;
             serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))
         })
         .collect::<Result<_>>()?;
@@ -344,6 +343,7 @@ fn smallest_flagged(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ab::judge::tests::rule;
     use crate::ab::judge::{Class, Key};
 
     fn pool(metric: &str, unit: &str, direction: Direction, class: Class, wobble: f64) -> Pool {
@@ -409,17 +409,6 @@ mod tests {
         // Within the noise and under half the threshold: never flagged.
         assert_eq!(power(&pools, "rate", 0.01, &rule, 50), 0.0);
         assert!(smallest_flagged(&pools, "rate", &rule, 20).is_some_and(|e| e <= 0.10));
-    }
-
-    fn rule() -> Rule {
-        Rule {
-            throughput: 0.05,
-            latency: 0.10,
-            cost: 0.05,
-            confidence: 0.99,
-            miss: 0.10,
-            only: Vec::new(),
-        }
     }
 
     /// A/A comparisons that each found NEW 6% slower (an order effect, a

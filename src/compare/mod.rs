@@ -10,7 +10,6 @@
 pub mod render;
 pub mod rule;
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
@@ -90,8 +89,8 @@ pub fn load(role: &'static str, path: &Path) -> Result<Input> {
         }));
     }
     let name = file.display();
-    let text =
-        fs::read_to_string(&file).map_err(|e| unusable(format!("cannot read {name}: {e}")))?;
+    let text = crate::results::read_capped(&file, crate::results::MAX_JSON_BYTES)
+        .map_err(|e| unusable(format!("{e:#}")))?;
     let value: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| unusable(format!("{name} is not JSON: {e}")))?;
     let Some(version) = value.get("schema_version").and_then(|v| v.as_u64()) else {

@@ -335,8 +335,7 @@ pub fn from_ab(ab: &AbReport, report: Option<String>) -> Vec<Record> {
 /// The records of a history file, each line checked: a bad line is named
 /// by file and line number.
 pub fn read_lines(path: &Path) -> Result<Vec<Record>> {
-    let text = fs::read_to_string(path)
-        .map_err(|e| UsageError(format!("cannot read {}: {e}", path.display())))?;
+    let text = crate::results::read_capped(path, crate::results::MAX_JSON_BYTES)?;
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {

@@ -387,25 +387,15 @@ const SIZE_HELP: &str = " bytes (the first 24 carry jsbench's timestamps)";
 
 impl SizeSpec {
     fn validate(self, path: &str, problems: &mut Problems) -> SizePlan {
-        let bounded = |problems: &mut Problems, key: &str, v: usize| {
-            problems.range(key, v, STAMP_LEN, MAX_MESSAGE_SIZE, SIZE_HELP);
-        };
         match self {
             SizeSpec::Fixed(n) => {
-                bounded(problems, path, n);
+                check_size(problems, path, n);
                 SizePlan::Fixed(n)
             }
             SizeSpec::Distribution(t) => {
                 let min = t.min.unwrap_or(STAMP_LEN);
                 let max = t.max.unwrap_or(MAX_MESSAGE_SIZE);
-                bounded(problems, &format!("{path}.min"), min);
-                bounded(problems, &format!("{path}.max"), max);
-                if min > max {
-                    problems.push(
-                        format!("{path}.min"),
-                        format!("{min} is larger than max = {max}"),
-                    );
-                }
+                check_size_range(problems, path, min, max);
                 match t.distribution {
                     SizeKind::Fixed => {
                         problems.push(
@@ -472,22 +462,30 @@ impl SizePlan {
     /// Checks a typed size against the bounds a profile's `message_size`
     /// is held to: what a worker does with a size it is handed.
     pub fn check(&self, path: &str, problems: &mut Problems) {
-        let bounded = |problems: &mut Problems, key: &str, v: usize| {
-            problems.range(key, v, STAMP_LEN, MAX_MESSAGE_SIZE, SIZE_HELP);
-        };
         match *self {
-            SizePlan::Fixed(n) => bounded(problems, path, n),
+            SizePlan::Fixed(n) => check_size(problems, path, n),
             SizePlan::Uniform { min, max } | SizePlan::Exponential { min, max, .. } => {
-                bounded(problems, &format!("{path}.min"), min);
-                bounded(problems, &format!("{path}.max"), max);
-                if min > max {
-                    problems.push(
-                        format!("{path}.min"),
-                        format!("{min} is larger than max = {max}"),
-                    );
-                }
+                check_size_range(problems, path, min, max)
             }
         }
+    }
+}
+
+/// One size within what a message can be: the profile's reader and a
+/// worker's check hold sizes to the same bounds.
+fn check_size(problems: &mut Problems, key: &str, size: usize) {
+    problems.range(key, size, STAMP_LEN, MAX_MESSAGE_SIZE, SIZE_HELP);
+}
+
+/// A distribution's `min` and `max` at `path`: each a size, in order.
+fn check_size_range(problems: &mut Problems, path: &str, min: usize, max: usize) {
+    check_size(problems, &format!("{path}.min"), min);
+    check_size(problems, &format!("{path}.max"), max);
+    if min > max {
+        problems.push(
+            format!("{path}.min"),
+            format!("{min} is larger than max = {max}"),
+        );
     }
 }
 

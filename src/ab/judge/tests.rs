@@ -5,7 +5,8 @@
 use super::*;
 use crate::variant::Invariant;
 
-fn rule() -> Rule {
+/// The rule the judge's tests and ab-simulate's share.
+pub(crate) fn rule() -> Rule {
     Rule {
         throughput: 0.05,
         latency: 0.10,
