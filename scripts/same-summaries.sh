@@ -110,6 +110,9 @@ run_one() {
     mkdir -p "$dest"
     if [[ $profile == workers ]]; then
         local port store group pids=()
+        # The coordinator and its workers share a secret (docs/workers.md).
+        export JSBENCH_WORKER_SECRET
+        JSBENCH_WORKER_SECRET=$(head -c 32 /dev/urandom | base64)
         port=$(free_port)
         store=$(mktemp -d)
         group="same-$$-$RANDOM"
