@@ -334,19 +334,16 @@ pub fn resolve(
 
     let timeout_pick = pick(&layers, |l| l.timeout);
     let name_pick = pick(&layers, |l| l.name.clone());
-    let timeout = timeout_pick.map_or(DEFAULT_TIMEOUT, |(t, _)| t);
-    let name = name_pick
-        .clone()
-        .map_or_else(|| "jsbench".into(), |(n, _)| n);
-
+    // No remote (the embedded server) unless a source names a server.
+    let mut resolution = Resolution {
+        remote: None,
+        timeout: timeout_pick.map_or(DEFAULT_TIMEOUT, |(t, _)| t),
+        name: (name_pick.clone()).map_or_else(|| "jsbench".into(), |(n, _)| n),
+        notes,
+    };
     let Some((urls, url_source)) = pick(&layers, |l| l.url.clone()) else {
         refuse_unused_settings(&layers, &origins)?;
-        return Ok(Resolution {
-            remote: None,
-            timeout,
-            name,
-            notes,
-        });
+        return Ok(resolution);
     };
 
     let parsed = url::parse_list(&urls, &origins.of(url_source, "url"))?;
@@ -354,7 +351,7 @@ pub fn resolve(
 
     let mut sources = BTreeMap::new();
     sources.insert("url".to_string(), origins.of(url_source, "url"));
-    let auth = resolve_auth(&layers, &origins, &mut sources, &mut notes)?;
+    let auth = resolve_auth(&layers, &origins, &mut sources, &mut resolution.notes)?;
     let tls = resolve_tls(&layers, &origins, &mut sources, &parsed)?;
     let js_api = resolve_js_api(&layers, &origins, &mut sources)?;
     // Picked above, as the embedded server uses them too.
@@ -368,20 +365,16 @@ pub fn resolve(
         }
     }
 
-    let mut settings = ConnectSettings::from_parsed(parsed, timeout);
+    let mut settings = ConnectSettings::from_parsed(parsed, resolution.timeout);
     settings.auth = auth;
     settings.tls = tls;
-    settings.name = name.clone();
+    settings.name = resolution.name.clone();
     settings.js_api = js_api;
     settings.inbox_prefix = pick(&layers, |l| l.inbox_prefix.clone()).map(|(p, _)| p);
     settings.context = context.as_ref().map(|c| c.name.clone());
     settings.sources = sources;
-    Ok(Resolution {
-        remote: Some(settings),
-        timeout,
-        name,
-        notes,
-    })
+    resolution.remote = Some(settings);
+    Ok(resolution)
 }
 
 /// Which context is named, if any: `--context`, else `NATS_CONTEXT`, else
