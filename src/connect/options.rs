@@ -250,13 +250,12 @@ fn flags_layer(f: &ConnectionFlags) -> Layer {
 
 fn env_layer(env: &Environment) -> Result<Layer, UsageError> {
     let path = |k: &str| env.get(k).map(|p| context::expand_path(p, env));
-    let timeout = match env.get("NATS_TIMEOUT") {
-        Some(text) => Some(
+    let timeout = (env.get("NATS_TIMEOUT"))
+        .map(|text| {
             parse_duration(text)
-                .map_err(|e| UsageError(format!("NATS_TIMEOUT={text:?} is invalid: {e}")))?,
-        ),
-        None => None,
-    };
+                .map_err(|e| UsageError(format!("NATS_TIMEOUT={text:?} is invalid: {e}")))
+        })
+        .transpose()?;
     Ok(Layer {
         url: env.get("NATS_URL").map(str::to_string),
         user: env.get("NATS_USER").map(str::to_string),
@@ -312,7 +311,7 @@ pub fn resolve(
     let flags = flags_layer(&request.flags);
     let mut env_layer = env_layer(env)?;
     let profile_layer = profile.map(|p| profile_layer(p, env)).unwrap_or_default();
-    let mut context_spec = context_spec(request, profile_name, profile);
+    let mut context_spec = context_spec(request, profile);
 
     if local_cluster {
         refuse_named_server(request, profile, &flags, &profile_layer)?;
@@ -321,10 +320,9 @@ pub fn resolve(
         context_spec = None;
     }
 
-    let context = match &context_spec {
-        Some((spec, _)) => Some(load_context(spec, env, &mut notes)?),
-        None => None,
-    };
+    let context = (context_spec.as_deref())
+        .map(|spec| load_context(spec, env, &mut notes))
+        .transpose()?;
     let origins = Origins::new(profile_name, context.as_ref());
     let context_layer = context.as_ref().map(context_layer).unwrap_or_default();
     let mut layers = [
@@ -336,19 +334,16 @@ pub fn resolve(
 
     let timeout_pick = pick(&layers, |l| l.timeout);
     let name_pick = pick(&layers, |l| l.name.clone());
-    let timeout = timeout_pick.map_or(DEFAULT_TIMEOUT, |(t, _)| t);
-    let name = name_pick
-        .clone()
-        .map_or_else(|| "jsbench".into(), |(n, _)| n);
-
+    // No remote (the embedded server) unless a source names a server.
+    let mut resolution = Resolution {
+        remote: None,
+        timeout: timeout_pick.map_or(DEFAULT_TIMEOUT, |(t, _)| t),
+        name: (name_pick.clone()).map_or_else(|| "jsbench".into(), |(n, _)| n),
+        notes,
+    };
     let Some((urls, url_source)) = pick(&layers, |l| l.url.clone()) else {
         refuse_unused_settings(&layers, &origins)?;
-        return Ok(Resolution {
-            remote: None,
-            timeout,
-            name,
-            notes,
-        });
+        return Ok(resolution);
     };
 
     let parsed = url::parse_list(&urls, &origins.of(url_source, "url"))?;
@@ -356,7 +351,7 @@ pub fn resolve(
 
     let mut sources = BTreeMap::new();
     sources.insert("url".to_string(), origins.of(url_source, "url"));
-    let auth = resolve_auth(&layers, &origins, &mut sources, &mut notes)?;
+    let auth = resolve_auth(&layers, &origins, &mut sources, &mut resolution.notes)?;
     let tls = resolve_tls(&layers, &origins, &mut sources, &parsed)?;
     let js_api = resolve_js_api(&layers, &origins, &mut sources)?;
     // Picked above, as the embedded server uses them too.
@@ -370,38 +365,24 @@ pub fn resolve(
         }
     }
 
-    let mut settings = ConnectSettings::from_parsed(parsed, timeout);
+    let mut settings = ConnectSettings::from_parsed(parsed, resolution.timeout);
     settings.auth = auth;
     settings.tls = tls;
-    settings.name = name.clone();
+    settings.name = resolution.name.clone();
     settings.js_api = js_api;
     settings.inbox_prefix = pick(&layers, |l| l.inbox_prefix.clone()).map(|(p, _)| p);
     settings.context = context.as_ref().map(|c| c.name.clone());
     settings.sources = sources;
-    Ok(Resolution {
-        remote: Some(settings),
-        timeout,
-        name,
-        notes,
-    })
+    resolution.remote = Some(settings);
+    Ok(resolution)
 }
 
-/// Which context is named, if any, and by what: `--context`, else
-/// `NATS_CONTEXT`, else the profile's `connection.context`.
-fn context_spec(
-    request: &ConnectionRequest,
-    profile_name: &str,
-    profile: Option<&ConnectionPlan>,
-) -> Option<(String, String)> {
-    if let Some(spec) = &request.flags.context {
-        Some((spec.clone(), "--context".into()))
-    } else if let Some(spec) = request.env.get("NATS_CONTEXT") {
-        Some((spec.to_string(), "NATS_CONTEXT".into()))
-    } else {
-        profile
-            .and_then(|p| p.context.clone())
-            .map(|spec| (spec, format!("profile {profile_name} connection.context")))
-    }
+/// Which context is named, if any: `--context`, else `NATS_CONTEXT`, else
+/// the profile's `connection.context`.
+fn context_spec(request: &ConnectionRequest, profile: Option<&ConnectionPlan>) -> Option<String> {
+    (request.flags.context.clone())
+        .or_else(|| request.env.get("NATS_CONTEXT").map(str::to_string))
+        .or_else(|| profile.and_then(|p| p.context.clone()))
 }
 
 /// `--cluster` starts local servers: a server named on purpose, by a flag
@@ -466,13 +447,9 @@ fn load_context(
 /// credentials. Credentials typed for this run would be silently unused, so
 /// they are an error; ambient ones are simply not used.
 fn refuse_unused_settings(layers: &[(Source, Layer)], origins: &Origins) -> Result<(), UsageError> {
-    let explicit: Vec<String> = [Source::Flag, Source::Profile]
-        .iter()
-        .flat_map(|&source| {
-            let layer = &layers.iter().find(|(s, _)| *s == source).expect("layer").1;
-            set_fields(layer).into_iter().map(move |f| (source, f))
-        })
-        .map(|(source, f)| origins.of(source, f))
+    let explicit: Vec<String> = (layers.iter())
+        .filter(|(s, _)| matches!(s, Source::Flag | Source::Profile))
+        .flat_map(|(s, l)| set_fields(l).into_iter().map(|f| origins.of(*s, f)))
         .collect();
     if !explicit.is_empty() {
         return Err(UsageError(format!(
@@ -769,8 +746,8 @@ fn resolve_tls(
     Ok(tls)
 }
 
-/// Reads a file that holds a secret; the error names the file, never its
-/// contents.
+/// Reads a file that holds a secret (a key, a seed, a PEM block); the
+/// error names the file, never its contents.
 fn read_secret_file(path: &Path, origin: &str) -> Result<String, UsageError> {
     std::fs::read_to_string(path)
         .map_err(|e| UsageError(format!("{origin} {}: cannot read: {e}", path.display())))
@@ -779,9 +756,7 @@ fn read_secret_file(path: &Path, origin: &str) -> Result<String, UsageError> {
 /// A PEM file must be readable and hold the block it is meant to hold; a
 /// swapped certificate and key would otherwise fail deep in the handshake.
 fn check_pem(path: &Path, origin: &str, block: &str) -> Result<(), UsageError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| UsageError(format!("{origin} {}: cannot read: {e}", path.display())))?;
-    let found = text
+    let found = read_secret_file(path, origin)?
         .lines()
         .any(|l| l.starts_with("-----BEGIN ") && l.contains(block));
     if !found {

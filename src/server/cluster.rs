@@ -16,7 +16,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use serde::Deserialize;
 
 use super::{EmbeddedServer, ServerOptions, poll};
-use crate::server::relay::{ANY_PEER, Block, Endpoint, Relay};
+use crate::server::relay::{ANY_PEER, Block, Relay};
 use crate::system::http;
 
 /// Sizes `--cluster` accepts: odd, so the cluster keeps a quorum when one
@@ -107,24 +107,14 @@ impl EmbeddedCluster {
         let ports = free_ports(size)?;
         // Routed through relays, each node advertises its relay's address,
         // so the routes its peers learn by gossip pass through it too.
-        let relays = if options.relay_routes {
-            ports
-                .iter()
-                .map(|p| {
-                    Relay::start(
-                        Endpoint::Tcp(([127, 0, 0, 1], 0).into()),
-                        Endpoint::Tcp(([127, 0, 0, 1], *p).into()),
-                    )
-                })
+        let (relays, route_ports) = if options.relay_routes {
+            let relays = (ports.iter().map(|&p| Relay::loopback_to(p)))
                 .collect::<std::io::Result<Vec<_>>>()
-                .context("starting the route relays")?
+                .context("starting the route relays")?;
+            let via: Vec<u16> = relays.iter().filter_map(Relay::port).collect();
+            (relays, via)
         } else {
-            Vec::new()
-        };
-        let route_ports: Vec<u16> = if relays.is_empty() {
-            ports.clone()
-        } else {
-            relays.iter().filter_map(Relay::port).collect()
+            (Vec::new(), ports.clone())
         };
         let routes = route_ports
             .iter()

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Result, anyhow};
+use anyhow::{Result, anyhow, ensure};
 
 use crate::profile::SyncSetting;
 use crate::server::relay::Block;
@@ -75,11 +75,8 @@ impl Faults for EmbeddedServer {
 }
 
 fn only_node(node: usize) -> Result<()> {
-    if node == 0 {
-        Ok(())
-    } else {
-        Err(anyhow!("a single server has no node {node}"))
-    }
+    ensure!(node == 0, "a single server has no node {node}");
+    Ok(())
 }
 
 fn cluster_node(cluster: &EmbeddedCluster, node: usize) -> Result<&EmbeddedServer> {

@@ -16,7 +16,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow};
 use serde::Deserialize;
 
-use super::relay::{Endpoint, Relay, Shape};
+use super::relay::{Relay, Shape};
 use super::{EmbeddedServer, Leafnodes, ServerOptions, poll};
 use crate::system::http;
 
@@ -78,11 +78,7 @@ impl LeafServer {
         ping_interval: Option<Duration>,
         options: &ServerOptions,
     ) -> Result<Self> {
-        let relay = Relay::start(
-            Endpoint::Tcp(([127, 0, 0, 1], 0).into()),
-            Endpoint::Tcp(([127, 0, 0, 1], hub_port).into()),
-        )
-        .context("starting the leafnode link's relay")?;
+        let relay = Relay::loopback_to(hub_port).context("starting the leafnode link's relay")?;
         let relay_port = relay.port().context("the relay listens on TCP")?;
         let mut leaf_options = ServerOptions {
             jetstream: true,

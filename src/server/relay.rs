@@ -101,9 +101,9 @@ impl Shape {
 pub enum Direction {
     /// From the connecting side to where the relay forwards (a leafnode's
     /// traffic to its hub, a route's to the node behind the relay).
-    Upstream,
+    Upstream = 0,
     /// Back to the connecting side.
-    Downstream,
+    Downstream = 1,
 }
 
 pub struct Relay {
@@ -125,7 +125,7 @@ struct State {
     cut: HashSet<String>,
     paused: HashSet<String>,
     conns: Vec<Arc<Conn>>,
-    /// Upstream, downstream.
+    /// Upstream, downstream: indexed by [`Direction`].
     shape: [Shape; 2],
 }
 
@@ -153,15 +153,6 @@ impl Conn {
 impl State {
     fn blocked(&self, peer: Option<&str>, set: &HashSet<String>) -> bool {
         set.contains(ANY_PEER) || peer.is_some_and(|p| set.contains(p))
-    }
-}
-
-impl Direction {
-    fn index(self) -> usize {
-        match self {
-            Direction::Upstream => 0,
-            Direction::Downstream => 1,
-        }
     }
 }
 
@@ -267,6 +258,13 @@ impl Relay {
         })
     }
 
+    /// A relay on a free loopback port to `port` on loopback: the route
+    /// and leafnode relays of the servers jsbench starts.
+    pub fn loopback_to(port: u16) -> io::Result<Relay> {
+        let loopback = |port| Endpoint::Tcp(([127, 0, 0, 1], port).into());
+        Relay::start(loopback(0), loopback(port))
+    }
+
     /// Where it listens (with the port picked).
     pub fn listen(&self) -> &Endpoint {
         &self.listen
@@ -323,7 +321,7 @@ impl Relay {
     /// lets them out at once.
     pub fn shape_toward(&self, direction: Direction, shape: Shape) {
         let mut state = self.shared.state.lock().expect("not poisoned");
-        state.shape[direction.index()] = shape;
+        state.shape[direction as usize] = shape;
         self.shared.changed.notify_all();
     }
 }
@@ -489,7 +487,7 @@ fn hold(conn: &Conn, shared: &Shared, direction: Direction) -> Option<Shape> {
             return None;
         }
         if !state.blocked(peer.as_deref(), &state.paused) {
-            return Some(state.shape[direction.index()]);
+            return Some(state.shape[direction as usize]);
         }
         state = shared
             .changed
@@ -728,7 +726,7 @@ mod tests {
     #[test]
     fn a_delay_holds_each_way_and_lifting_it_applies_to_open_connections() {
         let r = relay_to_echo();
-        let shaping = |d: Direction| r.shared.state.lock().unwrap().shape[d.index()];
+        let shaping = |d: Direction| r.shared.state.lock().unwrap().shape[d as usize];
         assert!(shaping(Direction::Upstream).is_none());
         let mut s = connect(&r);
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();

@@ -189,20 +189,6 @@ pub struct Persistence {
 }
 
 impl Persistence {
-    /// For a server without a monitoring endpoint: the API level from the
-    /// JetStream account info, the sync setting said to be unknown (the
-    /// JetStream API does not expose it).
-    pub fn from_account(api_level: Option<u64>) -> Self {
-        Persistence {
-            sync_interval: None,
-            sync_always: None,
-            api_level,
-            source: "unknown sync setting: no monitoring URL (--monitor) to read /varz; \
-                     API level from the JetStream account info"
-                .into(),
-        }
-    }
-
     /// One line: `sync always`, `sync every 2m`, or `sync unknown`.
     pub fn sync_label(&self) -> String {
         match (self.sync_always, &self.sync_interval) {
@@ -275,12 +261,22 @@ pub async fn read_persistence(
     if let Some(p) = read {
         return Ok(p);
     }
-    let level = js
+    // Without a monitoring endpoint: the API level from the JetStream
+    // account info, the sync setting said to be unknown (the JetStream API
+    // does not expose it).
+    let api_level = js
         .query_account()
         .await
         .ok()
         .map(|a| a.requests.level as u64);
-    Ok(Persistence::from_account(level))
+    Ok(Persistence {
+        sync_interval: None,
+        sync_always: None,
+        api_level,
+        source: "unknown sync setting: no monitoring URL (--monitor) to read /varz; \
+                 API level from the JetStream account info"
+            .into(),
+    })
 }
 
 #[derive(Deserialize)]

@@ -170,14 +170,8 @@ pub fn variant_done(
     add(&LIVE.sent_before, ledger.published);
     add(&LIVE.received_before, ledger.deliveries);
     progress(0, 0, 0);
-    add(
-        if passed {
-            &LIVE.variants_passed
-        } else {
-            &LIVE.variants_failed
-        },
-        1,
-    );
+    add(&LIVE.variants_passed, u64::from(passed));
+    add(&LIVE.variants_failed, u64::from(!passed));
     add(&LIVE.invariants_failed, invariants_failed);
     add(&LIVE.lost, ledger.lost);
     add(&LIVE.client_dropped, ledger.client_dropped);
@@ -348,15 +342,10 @@ pub fn exposition(scraper: &str) -> String {
         "counter",
         "Variants finished, by verdict.",
         &[
-            (
-                "{result=\"passed\"}".into(),
-                load(&LIVE.variants_passed) as f64,
-            ),
-            (
-                "{result=\"failed\"}".into(),
-                load(&LIVE.variants_failed) as f64,
-            ),
-        ],
+            ("passed", &LIVE.variants_passed),
+            ("failed", &LIVE.variants_failed),
+        ]
+        .map(|(v, count)| (format!("{{result=\"{v}\"}}"), load(count) as f64)),
     );
     metric(
         "jsbench_invariants_failed_total",

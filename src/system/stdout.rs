@@ -24,21 +24,15 @@ pub fn write(args: Arguments<'_>) {
 /// `text` with every control character but newline and tab escaped
 /// (`\u{1b}`), so it prints as text.
 pub fn printable(text: &str) -> String {
-    if !text
-        .chars()
-        .any(|c| c.is_control() && c != '\n' && c != '\t')
-    {
-        return text.to_string();
+    let escaped = |c: char| c.is_control() && c != '\n' && c != '\t';
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match escaped(c) {
+            true => out.extend(c.escape_unicode()),
+            false => out.push(c),
+        }
     }
-    text.chars()
-        .map(|c| {
-            if c.is_control() && c != '\n' && c != '\t' {
-                c.escape_unicode().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
+    out
 }
 
 /// `print!` through [`write`].

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result, anyhow, bail};
 use async_nats::{Client, Subject};
 use futures::StreamExt;
 use tokio::sync::oneshot;
@@ -49,18 +49,8 @@ pub struct WorkerOptions {
 
 /// The default id: host and process, which tell an operator where to look.
 fn default_id() -> String {
-    let host = host_name();
-    let clean: String = host
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(40)
-        .collect();
+    let clean = host_name().replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "_");
+    let clean: String = clean.chars().take(40).collect();
     format!("{clean}-{}", std::process::id())
 }
 
@@ -430,30 +420,22 @@ impl Following<'_> {
     async fn obey(&mut self, msg: async_nats::Message, received_ns: u64) -> Option<&'static str> {
         let client = self.client;
         let reply = msg.reply.clone();
-        let opened = match self.link.key.open::<Command>(auth::COMMAND, &msg.payload) {
+        let opened = (self.link.key.open::<Command>(auth::COMMAND, &msg.payload)).and_then(|o| {
+            if o.run != self.link.run {
+                bail!("a command of run {:?}, not this one", o.run);
+            }
+            if !self.commands.take(o.seq) {
+                bail!("command {} came again or out of order (a replay)", o.seq);
+            }
+            Ok(o)
+        });
+        let opened = match opened {
             Ok(o) => o,
             Err(e) => {
                 ignored(self.id, &e);
                 return None;
             }
         };
-        if opened.run != self.link.run {
-            ignored(
-                self.id,
-                &anyhow!("a command of run {:?}, not this one", opened.run),
-            );
-            return None;
-        }
-        if !self.commands.take(opened.seq) {
-            ignored(
-                self.id,
-                &anyhow!(
-                    "command {} came again or out of order (a replay)",
-                    opened.seq
-                ),
-            );
-            return None;
-        }
         let seq = opened.seq;
         let link = self.link.clone();
         let to = (&link.key, link.run.as_str(), seq);
@@ -711,22 +693,6 @@ pub struct Orders {
 }
 
 impl Orders {
-    /// Says the share is connected, then waits for the start time.
-    pub async fn ready_then_go(&mut self) -> Result<u64> {
-        if let Some((reply, seq)) = self.ready_reply.take() {
-            let to = (&self.link.key, self.link.run.as_str(), seq);
-            respond(&self.client, Some(&reply), to, &Reply::Ready).await;
-        }
-        let go = self
-            .go
-            .take()
-            .ok_or_else(|| anyhow!("the start time was already taken"))?;
-        tokio::select! {
-            t0 = go => t0.map_err(|_| anyhow!("the coordinator never sent the start time")),
-            _ = self.abort.cancelled() => Err(anyhow!("the coordinator gave up the drive before it started")),
-        }
-    }
-
     /// Leaves the counts for the heartbeat; the moment publishing is done
     /// it is told at once, since the coordinator's drain waits for it.
     pub async fn report(&self, counts: PeerCounts, published: bool) {
@@ -754,30 +720,6 @@ impl Orders {
                 .await;
         }
     }
-
-    /// Whether publishing must stop early: the coordinator was
-    /// interrupted (halt), or gave the drive up (abort).
-    pub fn halted(&self) -> bool {
-        self.halt.is_cancelled() || self.abort.is_cancelled()
-    }
-
-    /// Keeps reporting until the coordinator stops the drive (or gives it
-    /// up); `bound` past the usual drain is a last resort.
-    pub async fn until_stopped(&self, bound: Duration, counts: impl Fn() -> PeerCounts) {
-        let give_up = Instant::now() + bound + Duration::from_secs(60);
-        loop {
-            tokio::select! {
-                _ = self.stop.cancelled() => return,
-                _ = self.abort.cancelled() => return,
-                _ = tokio::time::sleep(Duration::from_millis(100)) => {
-                    self.report(counts(), true).await;
-                    if Instant::now() > give_up {
-                        return;
-                    }
-                }
-            }
-        }
-    }
 }
 
 /// A worker follows: it takes t0 from the coordinator, reports its counts,
@@ -788,15 +730,29 @@ impl Peers for Orders {
         false
     }
 
+    /// Says the share is connected, then waits for the start time.
     async fn start_time(&mut self, _spec: &DriveSpec, _lead_in: Duration) -> Result<u64> {
-        self.ready_then_go().await
+        if let Some((reply, seq)) = self.ready_reply.take() {
+            let to = (&self.link.key, self.link.run.as_str(), seq);
+            respond(&self.client, Some(&reply), to, &Reply::Ready).await;
+        }
+        let go = self
+            .go
+            .take()
+            .ok_or_else(|| anyhow!("the start time was already taken"))?;
+        tokio::select! {
+            t0 = go => t0.map_err(|_| anyhow!("the coordinator never sent the start time")),
+            _ = self.abort.cancelled() => Err(anyhow!("the coordinator gave up the drive before it started")),
+        }
     }
 
     async fn exchange(&mut self, local: PeerCounts, _interrupted: bool) -> Exchange {
         self.report(local, false).await;
+        // Publishing stops early when the coordinator was interrupted
+        // (halt) or gave the drive up (abort).
         Exchange {
             others: PeerCounts::default(),
-            halt: self.halted(),
+            halt: self.halt.is_cancelled() || self.abort.is_cancelled(),
         }
     }
 
@@ -815,8 +771,22 @@ impl Peers for Orders {
         PeerCounts::default()
     }
 
+    /// Keeps reporting until the coordinator stops the drive (or gives it
+    /// up); `bound` past the usual drain is a last resort.
     async fn hold(&mut self, bound: Duration, counts: impl Fn() -> PeerCounts + Send) {
-        self.until_stopped(bound, counts).await;
+        let give_up = Instant::now() + bound + Duration::from_secs(60);
+        loop {
+            tokio::select! {
+                _ = self.stop.cancelled() => return,
+                _ = self.abort.cancelled() => return,
+                _ = tokio::time::sleep(Duration::from_millis(100)) => {
+                    self.report(counts(), true).await;
+                    if Instant::now() > give_up {
+                        return;
+                    }
+                }
+            }
+        }
     }
 
     /// The coordinator fetches this worker's part; a worker merges none.

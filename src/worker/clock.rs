@@ -113,12 +113,6 @@ pub async fn measure(
     estimate(&exchanges).ok_or_else(|| anyhow!("no clock exchanges"))
 }
 
-/// The bound on a latency measured between two processes' stamps: each
-/// side's clock may be off by its own uncertainty.
-pub fn pair_uncertainty_ns(a: u64, b: u64) -> u64 {
-    a + b
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

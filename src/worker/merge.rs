@@ -114,7 +114,8 @@ impl DriveRecord {
         let publishing = worst(|p| !p.publishers.is_empty())
             .or_else(|| worst(|_| true))
             .unwrap_or(0);
-        Some(super::clock::pair_uncertainty_ns(publishing, consuming))
+        // Each side's clock may be off by its own uncertainty.
+        Some(publishing + consuming)
     }
 }
 
@@ -144,35 +145,24 @@ pub fn annotate(result: &mut VariantResult, drives: Vec<DriveRecord>) {
             ));
         }
     }
-    let distributed: Vec<&DriveRecord> = drives
-        .iter()
-        .filter(|d| d.coordinator_only.is_none())
-        .collect();
+    let distributed = drives.iter().filter(|d| d.coordinator_only.is_none());
     if let Some(bound) = distributed
-        .iter()
-        .filter_map(|d| d.clock_uncertainty_ns())
+        .filter_map(DriveRecord::clock_uncertainty_ns)
         .max()
     {
-        result.metric(
-            names::CLOCK_UNCERTAINTY,
-            "us",
-            bound as f64 / 1_000.0,
-            Direction::None,
-        );
+        let us = bound as f64 / 1_000.0;
+        result.metric(names::CLOCK_UNCERTAINTY, "us", us, Direction::None);
     }
-    let mut missing = Vec::new();
-    for d in &drives {
-        for p in d.missing() {
-            missing.push(format!(
-                "{} ({}) {} during {}: {}",
-                p.process,
-                p.host,
-                p.status,
-                d.label,
-                p.detail.as_deref().unwrap_or("no detail")
-            ));
-        }
-    }
+    let missing: Vec<String> = (drives.iter())
+        .flat_map(|d| d.missing().map(move |p| (d, p)))
+        .map(|(d, p)| {
+            let detail = p.detail.as_deref().unwrap_or("no detail");
+            format!(
+                "{} ({}) {} during {}: {detail}",
+                p.process, p.host, p.status, d.label
+            )
+        })
+        .collect();
     if !missing.is_empty() {
         let text = format!(
             "incomplete: the results of {} never arrived; what the other processes measured is kept, \

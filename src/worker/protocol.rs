@@ -77,29 +77,24 @@ impl Identity {
         }
     }
 
+    /// What must match between the two sides, each named as messages say it.
+    fn versions(&self) -> [(&'static str, String); 3] {
+        [
+            ("jsbench", self.jsbench_version.clone()),
+            ("results schema", self.schema_version.to_string()),
+            ("worker protocol", self.protocol_version.to_string()),
+        ]
+    }
+
     /// `None` when `other` can work with this side; otherwise what differs,
     /// in words both sides print. The git commit is not compared: two
     /// builds of one release on different hosts differ only in that.
     pub fn mismatch(&self, other: &Identity) -> Option<String> {
-        let mut differs = Vec::new();
-        if self.jsbench_version != other.jsbench_version {
-            differs.push(format!(
-                "jsbench {} against {}",
-                other.jsbench_version, self.jsbench_version
-            ));
-        }
-        if self.schema_version != other.schema_version {
-            differs.push(format!(
-                "results schema {} against {}",
-                other.schema_version, self.schema_version
-            ));
-        }
-        if self.protocol_version != other.protocol_version {
-            differs.push(format!(
-                "worker protocol {} against {}",
-                other.protocol_version, self.protocol_version
-            ));
-        }
+        let pairs = self.versions().into_iter().zip(other.versions());
+        let differs: Vec<String> = pairs
+            .filter(|((_, mine), (_, theirs))| mine != theirs)
+            .map(|((what, mine), (_, theirs))| format!("{what} {theirs} against {mine}"))
+            .collect();
         (!differs.is_empty()).then(|| differs.join(", "))
     }
 }

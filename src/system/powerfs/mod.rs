@@ -135,9 +135,7 @@ pub fn forget_folder(folder: &Path) {
 pub fn abandon_all() {
     let mut live = live();
     for (mountpoint, connection) in live.mounts.drain(..) {
-        if let Some(n) = connection {
-            let _ = std::fs::write(format!("/sys/fs/fuse/connections/{n}/abort"), "1");
-        }
+        abort_connection(connection);
         if let Ok(path) = std::ffi::CString::new(mountpoint.as_os_str().as_encoded_bytes()) {
             // SAFETY: umount2 on a valid C string; no memory is handed over.
             unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) };
@@ -217,7 +215,7 @@ impl Mounted {
                 .with_context(|| format!("the FUSE session of {}", self.mountpoint.display()));
         }
         let busy = std::io::Error::last_os_error();
-        self.abort_connection();
+        abort_connection(self.connection);
         // SAFETY: as above.
         let detached = unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) } == 0;
         drop(session);
@@ -230,13 +228,13 @@ impl Mounted {
         }
         Ok(())
     }
+}
 
-    /// Aborts the FUSE connection through fusectl where it is mounted, so
-    /// a detached mount's thread ends at once instead of at the last close.
-    fn abort_connection(&self) {
-        if let Some(n) = self.connection {
-            let _ = std::fs::write(format!("/sys/fs/fuse/connections/{n}/abort"), "1");
-        }
+/// Aborts a FUSE connection through fusectl where it is mounted, so a
+/// detached mount's thread ends at once instead of at the last close.
+fn abort_connection(connection: Option<u64>) {
+    if let Some(n) = connection {
+        let _ = std::fs::write(format!("/sys/fs/fuse/connections/{n}/abort"), "1");
     }
 }
 

@@ -295,11 +295,7 @@ impl State {
     /// Syncs every file (a clean unmount); returns the bytes written.
     pub fn sync_all(&mut self) -> io::Result<u64> {
         let inos: Vec<u64> = self.nodes.keys().copied().collect();
-        let mut bytes = 0;
-        for ino in inos {
-            bytes += self.sync(ino)?;
-        }
-        Ok(bytes)
+        inos.into_iter().map(|ino| self.sync(ino)).sum()
     }
 
     /// The power goes: everything unsynced is dropped and counted, and

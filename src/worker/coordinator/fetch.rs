@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use async_nats::Client;
 
-use super::{COMMAND_TIMEOUT, Heard};
+use super::{COMMAND_TIMEOUT, Heard, ask};
 use crate::worker::auth::Link;
 use crate::worker::protocol::{self, Command, PartReport};
 
@@ -56,17 +56,10 @@ pub(super) async fn fetch(
                 crate::profile::format_duration(COLLECT_TIMEOUT)
             )));
         }
-        let Ok((seq, payload)) = link.command(&Command::Fetch { drive, chunk }) else {
+        let fetch = Command::Fetch { drive, chunk };
+        let Ok((seq, reply)) = ask(client, link, subject, &fetch, COMMAND_TIMEOUT).await else {
             return Err(Fetched::Failed("a fetch could not be sealed".into()));
         };
-        let reply = client
-            .send_request(
-                subject.to_string(),
-                async_nats::client::Request::new()
-                    .payload(payload.into())
-                    .timeout(Some(COMMAND_TIMEOUT)),
-            )
-            .await;
         let reply = match reply {
             Ok(r) => r,
             Err(e) if e.kind() == async_nats::client::RequestErrorKind::NoResponders => {

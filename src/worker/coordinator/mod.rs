@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
 use async_nats::Client;
+use async_nats::Message;
+use async_nats::client::{Request, RequestError};
 use futures::future::{BoxFuture, join_all};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -127,6 +129,23 @@ pub struct Crew {
     _tasks: Vec<AbortOnDrop>,
 }
 
+/// Sends a sealed command as a request: the number it was sealed with,
+/// and the answer as it came (the fetch tells a gone worker from a slow
+/// one by it).
+async fn ask(
+    client: &Client,
+    link: &Link,
+    subject: &str,
+    command: &Command,
+    timeout: Duration,
+) -> Result<(u64, Result<Message, RequestError>)> {
+    let (seq, payload) = link.command(command)?;
+    let request = Request::new()
+        .payload(payload.into())
+        .timeout(Some(timeout));
+    Ok((seq, client.send_request(subject.to_string(), request).await))
+}
+
 /// Sends a sealed command and takes only the sealed reply to it.
 async fn request(
     client: &Client,
@@ -135,16 +154,8 @@ async fn request(
     command: &Command,
     timeout: Duration,
 ) -> Result<Reply> {
-    let (seq, payload) = link.command(command)?;
-    let reply = client
-        .send_request(
-            subject.to_string(),
-            async_nats::client::Request::new()
-                .payload(payload.into())
-                .timeout(Some(timeout)),
-        )
-        .await
-        .map_err(|e| anyhow!("{e}"))?;
+    let (seq, reply) = ask(client, link, subject, command, timeout).await?;
+    let reply = reply.map_err(|e| anyhow!("{e}"))?;
     link.key
         .open_reply(&link.run, seq, &reply.payload)
         .context("a worker's reply is refused")
@@ -374,14 +385,9 @@ impl Crew {
     fn check_liveness(&mut self) {
         let heard = self.heard.lock().expect("not poisoned").clone();
         for m in self.members.iter_mut().filter(|m| m.lost.is_none()) {
-            let quiet = heard
-                .get(&m.announce.id)
-                .map_or(Duration::MAX, |(at, _)| at.elapsed());
-            if quiet > self.silence {
-                let last = heard
-                    .get(&m.announce.id)
-                    .map(|(_, p)| p.clone())
-                    .unwrap_or_default();
+            let last = heard.get(&m.announce.id);
+            if last.map_or(Duration::MAX, |(at, _)| at.elapsed()) > self.silence {
+                let last = last.map(|(_, p)| p.clone()).unwrap_or_default();
                 let detail = format!(
                     "silent for more than {}; last heard: {} sent, {} received, {} finished",
                     crate::profile::format_duration(self.silence),
@@ -580,6 +586,17 @@ impl Crew {
             .collect()
     }
 
+    /// Sends a member a command that is not answered.
+    async fn tell(&self, member: usize, command: &Command) {
+        tell(
+            &self.client,
+            &self.link,
+            &self.members[member].subject,
+            command,
+        )
+        .await;
+    }
+
     /// Tells the drive's workers to stop publishing (once): the run was
     /// interrupted, and what they measured so far is still wanted.
     async fn halt(&mut self) {
@@ -589,27 +606,17 @@ impl Crew {
         self.halted = self.drive;
         let halt = Command::Halt { drive: self.drive };
         for p in self.active() {
-            tell(
-                &self.client,
-                &self.link,
-                &self.members[p.member].subject,
-                &halt,
-            )
-            .await;
+            self.tell(p.member, &halt).await;
         }
     }
 
     /// Tells the drive's workers to give up (the coordinator's drive failed).
     async fn abort(&mut self, why: &str) {
         let abort = Command::Abort { drive: self.drive };
+        for p in &self.parts {
+            self.tell(p.member, &abort).await;
+        }
         for p in self.parts.iter_mut() {
-            tell(
-                &self.client,
-                &self.link,
-                &self.members[p.member].subject,
-                &abort,
-            )
-            .await;
             if p.status.is_none() && p.report.is_none() {
                 p.status = Some(("aborted", format!("the coordinator's drive failed: {why}")));
             }
