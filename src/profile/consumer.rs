@@ -534,19 +534,10 @@ impl ConsumerSection {
             client: self.client.unwrap_or_default(),
             pulls_ahead: self.pulls_ahead.unwrap_or(DEFAULT_PULLS_AHEAD),
         };
-        problems.range(
-            &key("consumers"),
-            plan.consumers,
-            1,
-            MAX_CONSUMER_CLIENTS,
-            " clients",
-        );
+        plan.check(&p, problems);
         self.validate_client(&plan, &key, problems);
         self.validate_pull(&plan, &key, problems);
         self.validate_push(&plan, &key, problems);
-        let pending = plan.max_ack_pending;
-        problems.range(&key("max_ack_pending"), pending, 1, MAX_ACK_PENDING, "");
-        problems.seconds(&key("ack_wait"), plan.ack_wait, 0.001, 86_400.0);
         if let Some(every) = self.ack_every {
             if plan.ack != AckPolicy::All && !ack_per_variant {
                 problems.push(key("ack_every"), "applies to ack = \"all\" only");
