@@ -83,6 +83,36 @@ impl PublishPlan {
             client: PublishClient::Auto,
         }
     }
+
+    /// Checks a typed plan against the bounds [`publish_plan`] holds a
+    /// profile to (publishers, window, PubAck timeout, size, subjects,
+    /// headers, duplicates): a worker runs only what a profile could ask.
+    pub fn check(&self, prefix: &str, problems: &mut Problems) {
+        let path = |key: &str| format!("{prefix}.{key}");
+        problems.range(&path("publishers"), self.publishers, 1, MAX_PUBLISHERS, "");
+        problems.range(
+            &path("pub_ack_window"),
+            self.pub_ack_window,
+            1,
+            MAX_PUB_ACK_WINDOW,
+            " outstanding PubAcks per publisher",
+        );
+        let (min, max) = PUB_ACK_TIMEOUT_SECONDS;
+        problems.seconds(&path("pub_ack_timeout"), self.pub_ack_timeout, min, max);
+        self.message_size.check(&path("message_size"), problems);
+        problems.range(
+            &path("subjects"),
+            self.subjects,
+            1,
+            MAX_SUBJECTS,
+            " subjects",
+        );
+        for (name, value) in &self.headers {
+            check_header(name, value, &path(&format!("headers.{name}")), problems);
+        }
+        problems.fraction(&path("duplicates"), self.duplicates, 0.5, "sends");
+        problems.fraction(&path("late_duplicates"), self.late_duplicates, 0.5, "sends");
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -155,6 +185,26 @@ impl SizePlan {
             SizePlan::Fixed(n) => n as f64,
             SizePlan::Uniform { min, max } => (min + max) as f64 / 2.0,
             SizePlan::Exponential { mean, .. } => mean as f64,
+        }
+    }
+
+    /// Checks a size (a distribution's `min` and `max`, in order) against
+    /// the bounds of what a message can be: a profile's `message_size` and
+    /// a size a worker is handed alike.
+    pub fn check(&self, path: &str, problems: &mut Problems) {
+        let size = |problems: &mut Problems, key: &str, n: usize| {
+            problems.range(key, n, STAMP_LEN, MAX_MESSAGE_SIZE, SIZE_HELP)
+        };
+        match *self {
+            SizePlan::Fixed(n) => size(problems, path, n),
+            SizePlan::Uniform { min, max } | SizePlan::Exponential { min, max, .. } => {
+                size(problems, &format!("{path}.min"), min);
+                size(problems, &format!("{path}.max"), max);
+                if min > max {
+                    let why = format!("{min} is larger than max = {max}");
+                    problems.push(format!("{path}.min"), why);
+                }
+            }
         }
     }
 }
@@ -429,69 +479,6 @@ fn check_header(name: &str, value: &str, key: &str, problems: &mut Problems) {
     }
     if value.contains(['\r', '\n']) {
         problems.push(key, "a header value cannot contain a line break");
-    }
-}
-
-impl SizePlan {
-    /// Checks a typed size against the bounds a profile's `message_size`
-    /// is held to: what a worker does with a size it is handed.
-    pub fn check(&self, path: &str, problems: &mut Problems) {
-        match *self {
-            SizePlan::Fixed(n) => check_size(problems, path, n),
-            SizePlan::Uniform { min, max } | SizePlan::Exponential { min, max, .. } => {
-                check_size_range(problems, path, min, max)
-            }
-        }
-    }
-}
-
-/// One size within what a message can be: the profile's reader and a
-/// worker's check hold sizes to the same bounds.
-fn check_size(problems: &mut Problems, key: &str, size: usize) {
-    problems.range(key, size, STAMP_LEN, MAX_MESSAGE_SIZE, SIZE_HELP);
-}
-
-/// A distribution's `min` and `max` at `path`: each a size, in order.
-fn check_size_range(problems: &mut Problems, path: &str, min: usize, max: usize) {
-    check_size(problems, &format!("{path}.min"), min);
-    check_size(problems, &format!("{path}.max"), max);
-    if min > max {
-        problems.push(
-            format!("{path}.min"),
-            format!("{min} is larger than max = {max}"),
-        );
-    }
-}
-
-impl PublishPlan {
-    /// Checks a typed plan against the bounds [`publish_plan`] holds a
-    /// profile to (publishers, window, PubAck timeout, size, subjects,
-    /// headers, duplicates): a worker runs only what a profile could ask.
-    pub fn check(&self, prefix: &str, problems: &mut Problems) {
-        let path = |key: &str| format!("{prefix}.{key}");
-        problems.range(&path("publishers"), self.publishers, 1, MAX_PUBLISHERS, "");
-        problems.range(
-            &path("pub_ack_window"),
-            self.pub_ack_window,
-            1,
-            MAX_PUB_ACK_WINDOW,
-            " outstanding PubAcks per publisher",
-        );
-        let (min, max) = PUB_ACK_TIMEOUT_SECONDS;
-        problems.seconds(&path("pub_ack_timeout"), self.pub_ack_timeout, min, max);
-        self.message_size.check(&path("message_size"), problems);
-        problems.range(
-            &path("subjects"),
-            self.subjects,
-            1,
-            MAX_SUBJECTS,
-            " subjects",
-        );
-        for (name, value) in &self.headers {
-            check_header(name, value, &path(&format!("headers.{name}")), problems);
-        }
-        problems.fraction(&path("duplicates"), self.duplicates, 0.5, "sends");
-        problems.fraction(&path("late_duplicates"), self.late_duplicates, 0.5, "sends");
     }
 }
 
