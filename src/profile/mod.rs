@@ -69,7 +69,7 @@ pub use shared::{
 };
 pub use stream::{
     Compression, Discard, PersistMode, Placement, Retention, StreamLimits, StreamPlan,
-    StreamSettings, persist_name, retention_name, storage_name,
+    StreamSettings, persist_name, storage_name,
 };
 
 use problems::{line_of, locate, path_text};

@@ -160,7 +160,7 @@ impl StreamPlan {
             s.sync.map(|v| format!("sync-{}", v.label())),
             s.persist.map(|p| format!("persist-{}", persist_name(p))),
             s.storage.map(|v| storage_name(v).to_string()),
-            s.retention.map(|r| retention_name(r).to_string()),
+            s.retention.map(|r| r.label().to_string()),
             s.discard.map(|d| discard(d).to_string()),
         ];
         let swept = self
@@ -183,10 +183,6 @@ pub fn persist_name(persist: PersistMode) -> &'static str {
         PersistMode::Default => "default",
         PersistMode::Async => "async",
     }
-}
-
-pub fn retention_name(retention: Retention) -> &'static str {
-    retention.label()
 }
 
 pub fn storage_name(storage: Storage) -> &'static str {
