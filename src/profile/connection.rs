@@ -71,14 +71,6 @@ impl ConnectionSection {
                 Err(e) => problems.push("connection.url", e.0),
             }
         }
-        let non_empty = |problems: &mut Problems, key: &str, value: &Option<String>| {
-            if value.as_ref().is_some_and(|v| v.trim().is_empty()) {
-                problems.push(
-                    format!("connection.{key}"),
-                    "must not be empty; leave the key out instead",
-                );
-            }
-        };
         for (key, value) in [
             ("context", &self.context),
             ("user", &self.user),
@@ -90,7 +82,10 @@ impl ConnectionSection {
             ("connection_name", &self.connection_name),
             ("jetstream_domain", &self.jetstream_domain),
         ] {
-            non_empty(problems, key, value);
+            if value.as_ref().is_some_and(|v| v.trim().is_empty()) {
+                let why = "must not be empty; leave the key out instead";
+                problems.push(format!("connection.{key}"), why);
+            }
         }
         if self.cert.is_some() != self.key.is_some() {
             let (given, missing) = if self.cert.is_some() {

@@ -95,19 +95,7 @@ impl ConsumerPlan {
             len => self.backoff[(delivery.max(1) as usize - 1).min(len - 1)],
         }
     }
-}
 
-/// Measured in the ack profile (docs/self-benchmarks.md, "A consumer at
-/// the server's limit").
-pub const DEFAULT_PULLS_AHEAD: usize = 2;
-
-/// The most consumer clients of one durable.
-pub const MAX_CONSUMER_CLIENTS: usize = 256;
-
-/// The highest `max_ack_pending`.
-pub const MAX_ACK_PENDING: i64 = 10_000_000;
-
-impl ConsumerPlan {
     /// Checks a typed plan against the bounds a profile's consumer keys
     /// are held to (clients, pending acks, AckWait): a worker runs only
     /// what a profile could ask.
@@ -130,6 +118,16 @@ impl ConsumerPlan {
         problems.seconds(&key("ack_wait"), self.ack_wait, 0.001, 86_400.0);
     }
 }
+
+/// Measured in the ack profile (docs/self-benchmarks.md, "A consumer at
+/// the server's limit").
+pub const DEFAULT_PULLS_AHEAD: usize = 2;
+
+/// The most consumer clients of one durable.
+pub const MAX_CONSUMER_CLIENTS: usize = 256;
+
+/// The highest `max_ack_pending`.
+pub const MAX_ACK_PENDING: i64 = 10_000_000;
 
 fn default_pulls_ahead() -> usize {
     DEFAULT_PULLS_AHEAD
@@ -301,28 +299,24 @@ impl ConsumerSection {
         let kinds = items(&self.kind);
         let push = kinds.contains(&ConsumerKind::Push);
         let only_push = push && kinds.iter().all(|k| *k == ConsumerKind::Push);
-        for (name, given) in [
-            ("queue", self.queue.is_some()),
-            ("flow_control", self.flow_control.is_some()),
-            ("rate_limit", self.rate_limit.is_some()),
+        // The push keys, refused without a push kind, and the pull-only
+        // keys, refused when every kind is push.
+        for (name, given, pull) in [
+            ("queue", self.queue.is_some(), false),
+            ("flow_control", self.flow_control.is_some(), false),
+            ("rate_limit", self.rate_limit.is_some(), false),
+            ("batch", self.batch.is_some(), true),
+            ("max_bytes", self.max_bytes.is_some(), true),
+            ("expires", self.expires.is_some(), true),
+            ("max_waiting", self.max_waiting.is_some(), true),
         ] {
-            if given && !push {
+            if given && pull && only_push {
+                problems.push(
+                    key(name),
+                    "applies to pull requests; a push consumer is sent to without asking",
+                );
+            } else if given && !pull && !push {
                 problems.push(key(name), "applies to kind = \"push\"");
-            }
-        }
-        if only_push {
-            for (name, given) in [
-                ("batch", self.batch.is_some()),
-                ("max_bytes", self.max_bytes.is_some()),
-                ("expires", self.expires.is_some()),
-                ("max_waiting", self.max_waiting.is_some()),
-            ] {
-                if given {
-                    problems.push(
-                        key(name),
-                        "applies to pull requests; a push consumer is sent to without asking",
-                    );
-                }
             }
         }
         if push && plan.consumers > 1 && !plan.push.queue {
@@ -534,19 +528,10 @@ impl ConsumerSection {
             client: self.client.unwrap_or_default(),
             pulls_ahead: self.pulls_ahead.unwrap_or(DEFAULT_PULLS_AHEAD),
         };
-        problems.range(
-            &key("consumers"),
-            plan.consumers,
-            1,
-            MAX_CONSUMER_CLIENTS,
-            " clients",
-        );
+        plan.check(&p, problems);
         self.validate_client(&plan, &key, problems);
         self.validate_pull(&plan, &key, problems);
         self.validate_push(&plan, &key, problems);
-        let pending = plan.max_ack_pending;
-        problems.range(&key("max_ack_pending"), pending, 1, MAX_ACK_PENDING, "");
-        problems.seconds(&key("ack_wait"), plan.ack_wait, 0.001, 86_400.0);
         if let Some(every) = self.ack_every {
             if plan.ack != AckPolicy::All && !ack_per_variant {
                 problems.push(key("ack_every"), "applies to ack = \"all\" only");

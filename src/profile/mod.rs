@@ -56,7 +56,7 @@ pub use dlq::{Capture, DlqHandlerPlan, OriginHeaders, OriginalGet, is_publish_co
 pub use faults::{CrashPoint, FaultKind, FaultNode};
 pub use keys::{Keys, NAME_RULE, is_safe_name};
 pub use kinds::{CommonPlan, Kinds, Profile, Section};
-pub use problems::{Problem, Problems, ProfileError, read_section};
+pub use problems::{Problem, Problems, ProfileError};
 pub use publish::{
     MAX_SUBJECTS, MsgId, PublishClient, PublishMode, PublishPlan, Rate, RatePer, Reference,
     SizePlan, late_retry_margin,
@@ -69,7 +69,7 @@ pub use shared::{
 };
 pub use stream::{
     Compression, Discard, PersistMode, Placement, Retention, StreamLimits, StreamPlan,
-    StreamSettings, persist_name, retention_name, storage_name,
+    StreamSettings, persist_name, storage_name,
 };
 
 use problems::{line_of, locate, path_text};
@@ -253,7 +253,7 @@ fn read_scenario<K: Kinds>(
         None => Some(stream::StreamPlan::default()),
         Some(toml::Value::Table(t)) => {
             let path = format!("{prefix}.stream");
-            read_section::<stream::StreamSection>(t, &path, problems)
+            problems::read_at::<stream::StreamSection>(t, &path, problems)
                 .map(|s| s.validate(&prefix, problems))
         }
         Some(other) => {

@@ -98,22 +98,14 @@ impl Problems {
     }
 }
 
-pub fn read_section<T: serde::de::DeserializeOwned>(
-    table: toml::Table,
-    prefix: &str,
-    problems: &mut Problems,
-) -> Option<T> {
-    read_at(toml::Value::Table(table), prefix, problems)
-}
-
-/// `value` (at `path`) as serde reads it; `None` when malformed, then a
-/// problem naming the path into the value.
+/// `value` (at `path`; a value or a whole table) as serde reads it;
+/// `None` when malformed, then a problem naming the path into the value.
 pub(super) fn read_at<T: serde::de::DeserializeOwned>(
-    value: toml::Value,
+    value: impl Into<toml::Value>,
     path: &str,
     problems: &mut Problems,
 ) -> Option<T> {
-    serde_path_to_error::deserialize(value)
+    serde_path_to_error::deserialize(value.into())
         .map_err(|e| problems.push(under(path, e.path()), e.inner().message().trim()))
         .ok()
 }

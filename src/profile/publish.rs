@@ -83,6 +83,36 @@ impl PublishPlan {
             client: PublishClient::Auto,
         }
     }
+
+    /// Checks a typed plan against the bounds [`publish_plan`] holds a
+    /// profile to (publishers, window, PubAck timeout, size, subjects,
+    /// headers, duplicates): a worker runs only what a profile could ask.
+    pub fn check(&self, prefix: &str, problems: &mut Problems) {
+        let path = |key: &str| format!("{prefix}.{key}");
+        problems.range(&path("publishers"), self.publishers, 1, MAX_PUBLISHERS, "");
+        problems.range(
+            &path("pub_ack_window"),
+            self.pub_ack_window,
+            1,
+            MAX_PUB_ACK_WINDOW,
+            " outstanding PubAcks per publisher",
+        );
+        let (min, max) = PUB_ACK_TIMEOUT_SECONDS;
+        problems.seconds(&path("pub_ack_timeout"), self.pub_ack_timeout, min, max);
+        self.message_size.check(&path("message_size"), problems);
+        problems.range(
+            &path("subjects"),
+            self.subjects,
+            1,
+            MAX_SUBJECTS,
+            " subjects",
+        );
+        for (name, value) in &self.headers {
+            check_header(name, value, &path(&format!("headers.{name}")), problems);
+        }
+        problems.fraction(&path("duplicates"), self.duplicates, 0.5, "sends");
+        problems.fraction(&path("late_duplicates"), self.late_duplicates, 0.5, "sends");
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -155,6 +185,26 @@ impl SizePlan {
             SizePlan::Fixed(n) => n as f64,
             SizePlan::Uniform { min, max } => (min + max) as f64 / 2.0,
             SizePlan::Exponential { mean, .. } => mean as f64,
+        }
+    }
+
+    /// Checks a size (a distribution's `min` and `max`, in order) against
+    /// the bounds of what a message can be: a profile's `message_size` and
+    /// a size a worker is handed alike.
+    pub fn check(&self, path: &str, problems: &mut Problems) {
+        let size = |problems: &mut Problems, key: &str, n: usize| {
+            problems.range(key, n, STAMP_LEN, MAX_MESSAGE_SIZE, SIZE_HELP)
+        };
+        match *self {
+            SizePlan::Fixed(n) => size(problems, path, n),
+            SizePlan::Uniform { min, max } | SizePlan::Exponential { min, max, .. } => {
+                size(problems, &format!("{path}.min"), min);
+                size(problems, &format!("{path}.max"), max);
+                if min > max {
+                    let why = format!("{min} is larger than max = {max}");
+                    problems.push(format!("{path}.min"), why);
+                }
+            }
         }
     }
 }
@@ -261,9 +311,6 @@ pub(super) fn publish_plan(
     problems: &mut Problems,
 ) -> PublishPlan {
     let path = |key: &str| format!("{prefix}.{key}");
-    let publishers = k.publishers.unwrap_or(1);
-    problems.range(&path("publishers"), publishers, 1, MAX_PUBLISHERS, "");
-
     let mode = k.mode.unwrap_or(PublishMode::Async);
     let pub_ack_window = match (mode, k.pub_ack_window) {
         (PublishMode::Sync, Some(w)) if w != 1 => {
@@ -278,58 +325,39 @@ pub(super) fn publish_plan(
         (PublishMode::Sync, _) => 1,
         (PublishMode::Async, w) => w.unwrap_or(1024),
     };
-    problems.range(
-        &path("pub_ack_window"),
-        pub_ack_window,
-        1,
-        MAX_PUB_ACK_WINDOW,
-        " outstanding PubAcks per publisher",
-    );
-    let pub_ack_timeout = k.pub_ack_timeout.map_or(pub_ack_timeout, |d| d.0);
-    let (min, max) = PUB_ACK_TIMEOUT_SECONDS;
-    problems.seconds(&path("pub_ack_timeout"), pub_ack_timeout, min, max);
-
     let message_size = k
         .message_size
         .take()
         .unwrap_or(SizeSpec::Fixed(128))
         .validate(&path("message_size"), problems);
-    let subjects = k.subjects.unwrap_or(1);
-    problems.range(&path("subjects"), subjects, 1, MAX_SUBJECTS, " subjects");
-
-    let headers: Vec<(String, String)> = k.headers.take().unwrap_or_default().into_iter().collect();
-    for (name, value) in &headers {
-        check_header(name, value, &path(&format!("headers.{name}")), problems);
-    }
-
-    let duplicates = k.duplicates.unwrap_or(0.0);
-    let late_duplicates = k.late_duplicates.unwrap_or(0.0);
-    problems.fraction(&path("duplicates"), duplicates, 0.5, "sends");
-    problems.fraction(&path("late_duplicates"), late_duplicates, 0.5, "sends");
-    if duplicates + late_duplicates > 0.5 {
+    let duplicate_window = k
+        .duplicate_window
+        .map(|d| d.0)
+        .unwrap_or(Duration::from_secs(120));
+    let pub_ack_timeout = k.pub_ack_timeout.map_or(pub_ack_timeout, |d| d.0);
+    let publishers = k.publishers.unwrap_or(1);
+    let plan = PublishPlan {
+        mode,
+        message_size,
+        subjects: k.subjects.unwrap_or(1),
+        headers: k.headers.take().unwrap_or_default().into_iter().collect(),
+        duplicates: k.duplicates.unwrap_or(0.0),
+        late_duplicates: k.late_duplicates.unwrap_or(0.0),
+        duplicate_window,
+        wake_every: parse_wake_every(k.wake_every.as_deref(), &path("wake_every"), problems),
+        client: k.client.unwrap_or_default(),
+        ..PublishPlan::simple(publishers, 0, msg_id, pub_ack_window, pub_ack_timeout)
+    };
+    // The bounds a worker's plan is held to are the profile's.
+    plan.check(prefix, problems);
+    if plan.duplicates + plan.late_duplicates > 0.5 {
         problems.push(
             path("late_duplicates"),
             "duplicates + late_duplicates may be at most 0.5: most sends must be new messages",
         );
     }
-    let duplicate_window = k
-        .duplicate_window
-        .map(|d| d.0)
-        .unwrap_or(Duration::from_secs(120));
     problems.seconds(&path("duplicate_window"), duplicate_window, 0.1, 86_400.0);
-    let wake_every = parse_wake_every(k.wake_every.as_deref(), &path("wake_every"), problems);
-    PublishPlan {
-        mode,
-        message_size,
-        subjects,
-        headers,
-        duplicates,
-        late_duplicates,
-        duplicate_window,
-        wake_every,
-        client: k.client.unwrap_or_default(),
-        ..PublishPlan::simple(publishers, 0, msg_id, pub_ack_window, pub_ack_timeout)
-    }
+    plan
 }
 
 /// `message_size = 128` or `message_size = { distribution = "uniform", min = 64, max = 4096 }`.
@@ -388,14 +416,10 @@ const SIZE_HELP: &str = " bytes (the first 24 carry jsbench's timestamps)";
 impl SizeSpec {
     fn validate(self, path: &str, problems: &mut Problems) -> SizePlan {
         match self {
-            SizeSpec::Fixed(n) => {
-                check_size(problems, path, n);
-                SizePlan::Fixed(n)
-            }
+            SizeSpec::Fixed(n) => SizePlan::Fixed(n),
             SizeSpec::Distribution(t) => {
                 let min = t.min.unwrap_or(STAMP_LEN);
                 let max = t.max.unwrap_or(MAX_MESSAGE_SIZE);
-                check_size_range(problems, path, min, max);
                 match t.distribution {
                     SizeKind::Fixed => {
                         problems.push(
@@ -455,69 +479,6 @@ fn check_header(name: &str, value: &str, key: &str, problems: &mut Problems) {
     }
     if value.contains(['\r', '\n']) {
         problems.push(key, "a header value cannot contain a line break");
-    }
-}
-
-impl SizePlan {
-    /// Checks a typed size against the bounds a profile's `message_size`
-    /// is held to: what a worker does with a size it is handed.
-    pub fn check(&self, path: &str, problems: &mut Problems) {
-        match *self {
-            SizePlan::Fixed(n) => check_size(problems, path, n),
-            SizePlan::Uniform { min, max } | SizePlan::Exponential { min, max, .. } => {
-                check_size_range(problems, path, min, max)
-            }
-        }
-    }
-}
-
-/// One size within what a message can be: the profile's reader and a
-/// worker's check hold sizes to the same bounds.
-fn check_size(problems: &mut Problems, key: &str, size: usize) {
-    problems.range(key, size, STAMP_LEN, MAX_MESSAGE_SIZE, SIZE_HELP);
-}
-
-/// A distribution's `min` and `max` at `path`: each a size, in order.
-fn check_size_range(problems: &mut Problems, path: &str, min: usize, max: usize) {
-    check_size(problems, &format!("{path}.min"), min);
-    check_size(problems, &format!("{path}.max"), max);
-    if min > max {
-        problems.push(
-            format!("{path}.min"),
-            format!("{min} is larger than max = {max}"),
-        );
-    }
-}
-
-impl PublishPlan {
-    /// Checks a typed plan against the bounds [`publish_plan`] holds a
-    /// profile to (publishers, window, PubAck timeout, size, subjects,
-    /// headers, duplicates): a worker runs only what a profile could ask.
-    pub fn check(&self, prefix: &str, problems: &mut Problems) {
-        let path = |key: &str| format!("{prefix}.{key}");
-        problems.range(&path("publishers"), self.publishers, 1, MAX_PUBLISHERS, "");
-        problems.range(
-            &path("pub_ack_window"),
-            self.pub_ack_window,
-            1,
-            MAX_PUB_ACK_WINDOW,
-            " outstanding PubAcks per publisher",
-        );
-        let (min, max) = PUB_ACK_TIMEOUT_SECONDS;
-        problems.seconds(&path("pub_ack_timeout"), self.pub_ack_timeout, min, max);
-        self.message_size.check(&path("message_size"), problems);
-        problems.range(
-            &path("subjects"),
-            self.subjects,
-            1,
-            MAX_SUBJECTS,
-            " subjects",
-        );
-        for (name, value) in &self.headers {
-            check_header(name, value, &path(&format!("headers.{name}")), problems);
-        }
-        problems.fraction(&path("duplicates"), self.duplicates, 0.5, "sends");
-        problems.fraction(&path("late_duplicates"), self.late_duplicates, 0.5, "sends");
     }
 }
 

@@ -263,35 +263,28 @@ fn check_samples(
         SloOn::PubAck => 1.0,
     };
     let lowest = (needed / duration.as_secs_f64() / per_message).ceil();
+    let quantile = search.slo.quantile;
+    let recorded = |rate: u64| rate as f64 * duration.as_secs_f64() * per_message;
+    let mut too_few = |key: &str, rate: u64| {
+        problems.push(
+            format!("{prefix}.search.{key}"),
+            format!(
+                "{rate} msg/s for {} records about {:.0} latencies, and p{} needs at least \
+                 {needed:.0}: raise search.{key} to {lowest:.0} or lengthen duration",
+                format_duration(duration),
+                recorded(rate),
+                quantile * 100.0,
+            ),
+        )
+    };
     if (search.floor as f64) < lowest {
         if floor_given {
-            problems.push(
-                format!("{prefix}.search.floor"),
-                format!(
-                    "{} msg/s for {} records about {:.0} latencies, and p{} needs at least \
-                     {needed:.0}: raise search.floor to {lowest:.0} or lengthen duration",
-                    search.floor,
-                    format_duration(duration),
-                    search.floor as f64 * duration.as_secs_f64() * per_message,
-                    search.slo.quantile * 100.0,
-                ),
-            );
+            too_few("floor", search.floor);
         }
         search.floor = (lowest as u64).min(search.min);
     }
-    let recorded = search.min as f64 * duration.as_secs_f64() * per_message;
-    if recorded < needed {
-        problems.push(
-            format!("{prefix}.search.min"),
-            format!(
-                "{} msg/s for {} records about {recorded:.0} latencies, and p{} needs at least \
-                 {needed:.0}: raise search.min to {:.0} or lengthen duration",
-                search.min,
-                format_duration(duration),
-                search.slo.quantile * 100.0,
-                (needed / duration.as_secs_f64() / per_message).ceil()
-            ),
-        );
+    if recorded(search.min) < needed {
+        too_few("min", search.min);
     }
 }
 

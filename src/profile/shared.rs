@@ -23,7 +23,7 @@ use super::behaviour::BehaviourSection;
 use super::consumer::{ConsumerPlan, ConsumerSection, require_explicit_ack};
 use super::keys::{Keys, NAME_RULE, OneOrMany, has_repeats, is_safe_name};
 use super::kinds::{CommonPlan, Section};
-use super::problems::{Problems, read_section};
+use super::problems::{Problems, read_at};
 use super::publish::{
     MAX_MESSAGE_SIZE, MsgId, PublishClient, PublishMode, PublishPlan, SizeSpec, publish_plan,
 };
@@ -325,27 +325,22 @@ impl Shared {
             .validate(&self.prefix, ack_per_variant, problems)
     }
 
-    /// `[scenario.behaviour]`, checked against the durable; every message
-    /// acked at once when the kind does not offer it.
-    pub fn behaviour(&self, consumer: &ConsumerPlan, problems: &mut Problems) -> BehaviourPlan {
-        if !self.offer.accepts("behaviour") {
-            return BehaviourPlan::all_ack();
-        }
-        self.section
-            .behaviour
-            .validate(&self.prefix, consumer, problems)
-    }
-
     /// The paced load: the rate or arrival, the publishers, the durable
     /// (explicit acks: the kind judges every message's fate) and its
-    /// clients' behaviour.
+    /// clients' `[scenario.behaviour]`, checked against the durable (every
+    /// message acked at once when the kind does not offer it).
     pub fn paced(&mut self, common: &CommonPlan, p: Paced, problems: &mut Problems) -> PacedLoad {
         let (rate, arrival) = self.paced_rate(common, p.example_rate, problems);
         let mut publish = self.publish(p.msg_id, p.pub_ack_timeout, problems);
         publish.arrival = arrival;
         let consumer = self.consumer(false, problems);
         require_explicit_ack(&consumer, p.kind, &self.prefix, problems);
-        let behaviour = self.behaviour(&consumer, problems);
+        let behaviour = if self.offer.accepts("behaviour") {
+            let section = &self.section.behaviour;
+            section.validate(&self.prefix, &consumer, problems)
+        } else {
+            BehaviourPlan::all_ack()
+        };
         PacedLoad {
             rate,
             publish,
@@ -419,7 +414,7 @@ pub fn take(
             shared.insert(key.to_string(), value);
         }
     }
-    let section = read_section::<SharedSection>(shared, prefix, problems)?;
+    let section = read_at::<SharedSection>(shared, prefix, problems)?;
     let keys = Keys::new(prefix, table, &offered);
     let shared = Shared {
         section,

@@ -151,25 +151,24 @@ impl StreamPlan {
     /// The names of the swept values in `settings` (`sync-always.persist-
     /// async.memory`), `None` when nothing is swept.
     fn suffix_of(&self, s: &StreamSettings) -> Option<String> {
-        let mut parts = Vec::new();
-        if let (true, Some(v)) = (self.sync.len() > 1, s.sync) {
-            parts.push(format!("sync-{}", v.label()));
-        }
-        if let (true, Some(p)) = (self.persist.len() > 1, s.persist) {
-            parts.push(format!("persist-{}", persist_name(p)));
-        }
-        if let (true, Some(v)) = (self.storage.len() > 1, s.storage) {
-            parts.push(storage_name(v).to_string());
-        }
-        if let (true, Some(r)) = (self.retention.len() > 1, s.retention) {
-            parts.push(retention_name(r).to_string());
-        }
-        if let (true, Some(d)) = (self.discard.len() > 1, s.discard) {
-            parts.push(match d {
-                Discard::Old => "discard-old".to_string(),
-                Discard::New => "discard-new".to_string(),
-            });
-        }
+        let discard = |d| match d {
+            Discard::Old => "discard-old",
+            Discard::New => "discard-new",
+        };
+        // In the order of `lens`.
+        let names = [
+            s.sync.map(|v| format!("sync-{}", v.label())),
+            s.persist.map(|p| format!("persist-{}", persist_name(p))),
+            s.storage.map(|v| storage_name(v).to_string()),
+            s.retention.map(|r| r.label().to_string()),
+            s.discard.map(|d| discard(d).to_string()),
+        ];
+        let swept = self
+            .lens()
+            .into_iter()
+            .zip(names)
+            .filter(|(len, _)| *len > 1);
+        let parts: Vec<String> = swept.filter_map(|(_, name)| name).collect();
         (!parts.is_empty()).then(|| parts.join("."))
     }
 
@@ -184,10 +183,6 @@ pub fn persist_name(persist: PersistMode) -> &'static str {
         PersistMode::Default => "default",
         PersistMode::Async => "async",
     }
-}
-
-pub fn retention_name(retention: Retention) -> &'static str {
-    retention.label()
 }
 
 pub fn storage_name(storage: Storage) -> &'static str {

@@ -137,7 +137,7 @@ impl VariantSink for OnStream<'_> {
         let storage = s.storage.unwrap_or(self.default_storage);
         variant.param("stream.storage", crate::profile::storage_name(storage));
         if let Some(r) = s.retention {
-            variant.param("stream.retention", crate::profile::retention_name(r));
+            variant.param("stream.retention", r.label());
         }
         if let Some(d) = s.discard {
             variant.param("stream.discard", d);
