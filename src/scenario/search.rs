@@ -527,19 +527,14 @@ impl Loads {
     fn saturated(&self) -> Option<&'static str> {
         let c = &self.capacity;
         let at = |used: Option<f64>, of: Option<f64>, share: f64| matches!((used, of), (Some(u), Some(n)) if u >= share * n);
+        let both = self.client.zip(self.server).map(|(a, b)| a + b);
         if at(self.sender, Some(1.0), SENDER_SATURATED) {
             Some("sender_thread")
         } else if at(self.server, c.server, SATURATED) {
             Some("server_cpu")
         } else if at(self.consumer, Some(c.consumer_threads), SATURATED) {
             Some("consumer_cpu")
-        } else if c.shared_host
-            && at(
-                self.client.zip(self.server).map(|(a, b)| a + b),
-                Some(c.host),
-                SATURATED,
-            )
-        {
+        } else if c.shared_host && at(both, Some(c.host), SATURATED) {
             Some("host_cpu")
         } else if !c.shared_host && at(self.client, Some(c.host), SATURATED) {
             Some("client_cpu")
@@ -559,19 +554,17 @@ impl Loads {
         let waiting = self.sender_waiting.map_or(String::new(), |w| {
             format!(", waiting for a CPU {:.0}%", w * 100.0)
         });
-        Some(if busy >= SENDER_SATURATED {
-            format!(
-                "the sending thread was busy ({:.0}% of its span{waiting}): a faster client \
-                 or more publishers would help",
-                busy * 100.0
-            )
-        } else {
-            format!(
-                "the sending thread was not busy ({:.0}% of its span{waiting}): it waited to \
-                 be scheduled, and a quieter host would help",
-                busy * 100.0
-            )
-        })
+        let (state, help) = match busy >= SENDER_SATURATED {
+            true => ("busy", "a faster client or more publishers would help"),
+            false => (
+                "not busy",
+                "it waited to be scheduled, and a quieter host would help",
+            ),
+        };
+        let share = busy * 100.0;
+        Some(format!(
+            "the sending thread was {state} ({share:.0}% of its span{waiting}): {help}"
+        ))
     }
 
     /// `client 0.92 cores of 2 (busiest sending thread 0.61), server 0.80

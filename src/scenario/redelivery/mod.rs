@@ -20,13 +20,14 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::checks;
+use super::recording::{self, histogram};
 use super::table::{self, Cell, Column, Figures, Show};
 use super::{Field, Kind, Paced, Scope, Variants, Work};
 use crate::consume::fates::Analysis;
-use crate::drive::{ConsumerSpec, DriveOutcome};
+use crate::drive::DriveOutcome;
 use crate::profile::{BehaviourPlan, CommonPlan, format_duration};
 use crate::record::ledger::Event;
-use crate::record::metrics::{Direction, Metric, latency_metrics, ratio};
+use crate::record::metrics::{Direction, Metric, ratio};
 use crate::record::names;
 use crate::streams::advisory::Advisories;
 use crate::streams::provision::Need;
@@ -48,9 +49,6 @@ pub const OVERHEAD_COMPLETION: &str = "overhead.completion_time";
 /// The figures the overhead sets against the baseline's.
 const E2E: &str = names::E2E_LATENCY;
 const COMPLETION_TIME: &str = "completion_time";
-
-/// How often consumer info is sampled while a variant runs.
-const SAMPLE_EVERY: Duration = Duration::from_millis(250);
 
 /// The registry's row for `redelivery`: what happens when a message fails.
 pub struct Redelivery;
@@ -132,12 +130,7 @@ impl Kind for Redelivery {
         checks::server_clock(s.ctx, r);
         let load = &plan.load;
         let behaviour = Arc::new(behaviour);
-        let reader = ConsumerSpec::observed(
-            String::new(),
-            load.consumer.clone(),
-            behaviour.clone(),
-            SAMPLE_EVERY,
-        );
+        let reader = recording::observed(&load.consumer, behaviour.clone());
         let paced = Paced {
             advisories: true,
             work: match plan.idempotent {
@@ -227,30 +220,14 @@ fn describe(common: &CommonPlan, plan: &Plan, behaviour: &BehaviourPlan, r: &mut
 }
 
 fn measure(o: &DriveOutcome, a: &Analysis, advisories: &Advisories, r: &mut VariantResult) {
-    r.metric(
-        names::PUBLISH.rate,
-        "msg/s",
-        o.publish_rate(),
-        Direction::Higher,
-    );
-    r.metric(
-        names::DELIVERY_RATE,
-        "msg/s",
-        o.consume_rate(),
-        Direction::None,
-    );
-    r.metrics
-        .extend(latency_metrics(E2E, &o.e2e_intended.summary()));
-    r.histograms.push((E2E.into(), o.e2e_intended.clone()));
-    let deliveries: u64 = a
-        .delivered_times
-        .iter()
-        .map(|(n, m)| u64::from(*n) * m)
-        .sum();
-    let per_message = if a.messages > 0 {
-        deliveries as f64 / a.messages as f64
-    } else {
-        0.0
+    let (published, delivered) = (o.publish_rate(), o.consume_rate());
+    r.metric(names::PUBLISH.rate, "msg/s", published, Direction::Higher);
+    r.metric(names::DELIVERY_RATE, "msg/s", delivered, Direction::None);
+    histogram(r, E2E, &o.e2e_intended);
+    let deliveries = recording::deliveries(a);
+    let per_message = match a.messages {
+        0 => 0.0,
+        n => deliveries as f64 / n as f64,
     };
     r.metric(
         DELIVERIES_PER_MESSAGE,
@@ -261,9 +238,7 @@ fn measure(o: &DriveOutcome, a: &Analysis, advisories: &Advisories, r: &mut Vari
     for (n, messages) in &a.delivered_times {
         r.count(format!("messages_delivered_{n}x"), *messages);
     }
-    let (metrics, histograms) = a.delay_metrics();
-    r.metrics.extend(metrics);
-    r.histograms.extend(histograms);
+    recording::delays(a, r);
     r.count("unplanned_redeliveries", a.unplanned_redeliveries);
     checks::fate_metrics(a, r);
     r.count(
@@ -297,21 +272,17 @@ fn verify(
             )
         })
         .collect();
+    let which = match early.is_empty() {
+        true => "none".to_string(),
+        false => early.join(", "),
+    };
     r.invariants.push(Invariant::check(
         "no redelivery earlier than configured",
         early.is_empty(),
-        if early.is_empty() {
-            format!(
-                "none earlier than configured by more than the tolerance ({})",
-                a.tolerance.describe()
-            )
-        } else {
-            format!(
-                "{} earlier than configured by more than the tolerance ({})",
-                early.join(", "),
-                a.tolerance.describe()
-            )
-        },
+        format!(
+            "{which} earlier than configured by more than the tolerance ({})",
+            a.tolerance.describe()
+        ),
     ));
     r.invariants.push(Invariant::equal(
         "no unplanned redelivery",
