@@ -333,12 +333,7 @@ pub async fn run(
                 search.slo.describe(),
                 votes.failed,
                 votes.probes(),
-                verdicts
-                    .iter()
-                    .rev()
-                    .find(|(x, v)| *x == lowest && !v.passed())
-                    .map(|(_, v)| v.describe())
-                    .unwrap_or_default()
+                last_failure(&verdicts, lowest).map_or(String::new(), Verdict::describe)
             );
             ctx.progress
                 .println(&format!("{prefix}search: inconclusive, {why}"));
@@ -371,18 +366,11 @@ fn answer(
         Direction::Higher,
     );
     let votes = s.votes(rate);
-    r.param(
-        "answer_held",
-        format!("{} of {}", votes.passed, votes.probes()),
-    );
-    r.param(
-        "answer_values",
-        verdicts
-            .iter()
-            .filter(|(x, _)| *x == rate)
-            .map(|(_, v)| v.describe())
-            .collect::<Vec<_>>(),
-    );
+    let held = format!("{} of {}", votes.passed, votes.probes());
+    r.param("answer_held", held);
+    let values = verdicts.iter().filter(|(x, _)| *x == rate);
+    let values: Vec<String> = values.map(|(_, v)| v.describe()).collect();
+    r.param("answer_values", values);
     // The generator's own lag on the answer's probes: on a busy host it
     // is most of what the objective allows (a probe fails over half), so
     // the answer states it rather than leave it to be guessed.
@@ -409,16 +397,9 @@ fn answer(
         Some(f) => {
             let failed = s.votes(f);
             r.metric("lowest_failing_rate", "msg/s", f as f64, Direction::None);
-            r.param(
-                "failure_failed",
-                format!("{} of {}", failed.failed, failed.probes()),
-            );
-            verdicts
-                .iter()
-                .rev()
-                .find(|(x, v)| *x == f && !v.passed())
-                .map(|(_, v)| v.limit())
-                .unwrap_or(("unknown", String::new()))
+            let of = format!("{} of {}", failed.failed, failed.probes());
+            r.param("failure_failed", of);
+            last_failure(verdicts, f).map_or(("unknown", String::new()), Verdict::limit)
         }
         None => (
             "search_max",
@@ -451,6 +432,15 @@ fn answer(
         ));
     }
     why
+}
+
+/// The last probe of `rate` that failed: its verdict says why.
+fn last_failure(verdicts: &[(u64, Verdict)], rate: u64) -> Option<&Verdict> {
+    let failed = verdicts
+        .iter()
+        .rev()
+        .find(|(x, v)| *x == rate && !v.passed());
+    failed.map(|(_, v)| v)
 }
 
 /// What each role of a probe may use: the capacity its CPU is judged

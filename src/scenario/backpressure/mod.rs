@@ -168,7 +168,15 @@ pub fn bound(rate: f64, concurrency: f64, max_ack_pending: f64, processing: Dura
 /// caused, the slots delayed naks hold, and how long the drain took.
 fn measure(o: &DriveOutcome, a: &Analysis, plan: &Plan, c: &ConsumerPlan, r: &mut VariantResult) {
     let throughput = completion_rate(o, a);
-    efficiency(o, throughput, plan, c, r);
+    // The point's pace against Little's law: the rate it was offered, the
+    // completions it made, the bound from the planned processing time, and
+    // how close it came to it.
+    let limit = point_bound(plan, c, plan.load.behaviour.processing.mean());
+    checks::publish_rate(o, r);
+    r.metric(THROUGHPUT, "msg/s", throughput, Direction::Higher);
+    r.metric(BOUND, "msg/s", limit, Direction::None);
+    r.metrics
+        .push(ratio(EFFICIENCY, throughput, limit, Direction::Higher));
     histogram(r, names::E2E_LATENCY, &o.e2e_intended);
     measured_efficiency(o, throughput, plan, c, r);
     ack_pending(&o.samples, c.max_ack_pending as u64, r);
@@ -206,24 +214,6 @@ fn point_bound(plan: &Plan, c: &ConsumerPlan, processing: Duration) -> f64 {
         c.max_ack_pending as f64,
         processing,
     )
-}
-
-/// The point's pace against Little's law: the rate it was offered, the
-/// completions it made, the bound from the planned processing time, and
-/// how close it came to it.
-fn efficiency(
-    o: &DriveOutcome,
-    throughput: f64,
-    plan: &Plan,
-    c: &ConsumerPlan,
-    r: &mut VariantResult,
-) {
-    let limit = point_bound(plan, c, plan.load.behaviour.processing.mean());
-    checks::publish_rate(o, r);
-    r.metric(THROUGHPUT, "msg/s", throughput, Direction::Higher);
-    r.metric(BOUND, "msg/s", limit, Direction::None);
-    r.metrics
-        .push(ratio(EFFICIENCY, throughput, limit, Direction::Higher));
 }
 
 /// The processing time the handlers really took (a timer sleeps at least

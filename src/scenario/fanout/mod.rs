@@ -339,12 +339,10 @@ struct Delivered {
 /// Sums the durables' outcomes into the variant's: one latency histogram
 /// over every delivery, one ledger, one span.
 fn delivered(o: &DriveOutcome) -> Delivered {
-    let mut e2e = Recorder::new();
-    let mut e2e_sent = Recorder::new();
+    let (mut e2e, mut e2e_sent) = (Recorder::new(), Recorder::new());
     let mut counts = LedgerCounts::default();
     let (mut first_ns, mut last_ns) = (u64::MAX, 0u64);
-    let mut durable_rates = Vec::new();
-    let mut durable_p99s = Vec::new();
+    let (mut durable_rates, mut durable_p99s) = (Vec::new(), Vec::new());
     for (_, d) in o.durables() {
         let c = &d.outcome.counts;
         e2e.merge(&d.outcome.e2e_intended);

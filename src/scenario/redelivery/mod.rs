@@ -204,13 +204,8 @@ fn describe(common: &CommonPlan, plan: &Plan, behaviour: &BehaviourPlan, r: &mut
     r.param("consumers", c.consumers);
     r.param("read", c.kind);
     r.param("ack_wait", format_duration(c.ack_wait));
-    r.param(
-        "backoff",
-        c.backoff
-            .iter()
-            .map(|d| format_duration(*d))
-            .collect::<Vec<_>>(),
-    );
+    let backoff: Vec<String> = c.backoff.iter().map(|d| format_duration(*d)).collect();
+    r.param("backoff", backoff);
     r.param("max_deliver", c.max_deliver);
     r.param("max_ack_pending", c.max_ack_pending);
     r.param("processing", behaviour.processing.to_string());
@@ -289,23 +284,20 @@ fn verify(
         a.unplanned_redeliveries,
         0,
     ));
-    let seqs = |list: &[crate::streams::advisory::Advisory]| {
-        list.iter().map(|x| x.stream_seq).collect::<BTreeSet<u64>>()
-    };
-    let exhausted: BTreeSet<u64> = a.exhausted.iter().copied().collect();
-    let termed: BTreeSet<u64> = a.termed.iter().copied().collect();
     for (name, advised, observed) in [
         (
             "MAX_DELIVERIES advisories = exhausted",
-            seqs(&advisories.max_deliveries),
-            exhausted,
+            &advisories.max_deliveries,
+            &a.exhausted,
         ),
         (
             "MSG_TERMINATED advisories = termed",
-            seqs(&advisories.terminated),
-            termed,
+            &advisories.terminated,
+            &a.termed,
         ),
     ] {
+        let advised: BTreeSet<u64> = advised.iter().map(|x| x.stream_seq).collect();
+        let observed: BTreeSet<u64> = observed.iter().copied().collect();
         let missing = observed.difference(&advised).count();
         let extra = advised.difference(&observed).count();
         r.invariants.push(Invariant::check(

@@ -207,19 +207,16 @@ fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
         // The clients' side of the outage: connections that dropped with
         // the node and when the last of them was back.
         let links = ctx.connect.link_events();
-        let dropped = links
-            .disconnected_ns
-            .iter()
-            .filter(|&&t| t >= f.killed_ns)
-            .count();
+        let since_kill = |times: &[u64]| -> Vec<u64> {
+            times
+                .iter()
+                .copied()
+                .filter(|&t| t >= f.killed_ns)
+                .collect()
+        };
+        let dropped = since_kill(&links.disconnected_ns).len();
         r.count("connections_dropped", dropped as u64);
-        let back = links
-            .connected_ns
-            .iter()
-            .copied()
-            .filter(|&t| t >= f.killed_ns)
-            .max();
-        if let Some(back) = back {
+        if let Some(back) = since_kill(&links.connected_ns).into_iter().max() {
             r.ms("reconnected_after_kill", back - f.killed_ns);
             if back > f.restarted_ns {
                 r.ms(format!("reconnected_after_{end}"), back - f.restarted_ns);
