@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::drive::DriveOutcome;
 use crate::record::histogram::INTERVAL_BYTES_PER_SECOND;
+use crate::record::metrics::Direction;
 use crate::record::names;
 use crate::system::cpu::MemoryTrace;
 use crate::variant::{Invariant, VariantResult};
@@ -15,7 +16,6 @@ use crate::variant::{Invariant, VariantResult};
 /// consumer's set of first deliveries, each publisher's stored count per
 /// message), per persisted message.
 pub fn ledger_cost(o: &DriveOutcome, r: &mut VariantResult) {
-    use crate::record::metrics::Direction;
     let stored = o.counts.persisted;
     if stored == 0 {
         return;
@@ -30,10 +30,11 @@ pub fn ledger_cost(o: &DriveOutcome, r: &mut VariantResult) {
             .map(|c| c.ledger.bytes() + c.first_deliveries.bytes())
             .sum::<u64>()
         + o.ledger.bytes();
+    let per_msg = shards as f64 / stored as f64;
     r.metric(
         names::LEDGER_BYTES_PER_MSG,
         "bytes",
-        shards as f64 / stored as f64,
+        per_msg,
         Direction::Lower,
     );
 }
@@ -96,32 +97,28 @@ fn cpu_figures(o: &DriveOutcome, server: Option<Duration>, r: &mut VariantResult
 /// last, in cores: a publisher is one thread, so near 1 that thread is the
 /// limit however many cores the host has to spare.
 fn sender_thread_load(o: &DriveOutcome, r: &mut VariantResult) {
-    use crate::record::metrics::Direction;
-    let load = o
-        .sends
-        .iter()
-        .filter(|s| s.last_sent_ns > s.first_sent_ns)
-        .map(|s| s.thread_cpu.as_secs_f64() * 1e9 / (s.last_sent_ns - s.first_sent_ns) as f64)
-        .reduce(f64::max);
-    if let Some(load) = load {
-        r.metric(names::SENDER_THREAD_LOAD, "cores", load, Direction::None);
-    }
-    let waiting = o
-        .sends
-        .iter()
-        .filter(|s| s.last_sent_ns > s.first_sent_ns)
-        .filter_map(|s| {
-            let span = (s.last_sent_ns - s.first_sent_ns) as f64;
-            Some(s.thread_waited?.as_secs_f64() * 1e9 / span)
-        })
-        .reduce(f64::max);
-    if let Some(waiting) = waiting {
-        r.metric(
-            names::SENDER_THREAD_WAITING,
-            "ratio",
-            waiting,
-            Direction::None,
-        );
+    let busiest = |share: fn(&crate::load::SendReport) -> Option<Duration>| {
+        let spans = o.sends.iter().filter(|s| s.last_sent_ns > s.first_sent_ns);
+        spans
+            .filter_map(|s| {
+                Some(share(s)?.as_secs_f64() * 1e9 / (s.last_sent_ns - s.first_sent_ns) as f64)
+            })
+            .reduce(f64::max)
+    };
+    let load = (
+        names::SENDER_THREAD_LOAD,
+        "cores",
+        busiest(|s| Some(s.thread_cpu)),
+    );
+    let waiting = (
+        names::SENDER_THREAD_WAITING,
+        "ratio",
+        busiest(|s| s.thread_waited),
+    );
+    for (name, unit, value) in [load, waiting] {
+        if let Some(value) = value {
+            r.metric(name, unit, value, Direction::None);
+        }
     }
 }
 
@@ -141,7 +138,6 @@ pub struct CpuSplit {
 /// CPU, and the warning when the client spends more than the server.
 /// Figures a scenario already reported stay as they are.
 pub fn cpu_per_message(split: &CpuSplit, messages: u64, r: &mut VariantResult) {
-    use crate::record::metrics::Direction;
     if messages == 0 {
         return;
     }
@@ -164,12 +160,8 @@ pub fn cpu_per_message(split: &CpuSplit, messages: u64, r: &mut VariantResult) {
         value(names::SERVER_CPU_PER_MSG),
     ) && client + server > 0.0
     {
-        r.metric(
-            names::CLIENT_CPU_SHARE,
-            "ratio",
-            client / (client + server),
-            Direction::None,
-        );
+        let share = client / (client + server);
+        r.metric(names::CLIENT_CPU_SHARE, "ratio", share, Direction::None);
         if client > server {
             r.warnings.push(format!(
                 "the client used more CPU per message ({client:.1} µs) than the server \
@@ -253,7 +245,6 @@ fn growth(t: &MemoryTrace) -> Option<Growth> {
 /// memory flat" against an allowance from design constants, and the
 /// interval histograms against their own design.
 pub fn client_memory(o: &DriveOutcome, r: &mut VariantResult) {
-    use crate::record::metrics::Direction;
     if let Some(peak) = o.memory.peak() {
         r.metric("client_rss_peak", "MB", peak as f64 / 1e6, Direction::Lower);
     }
@@ -268,13 +259,12 @@ pub fn client_memory(o: &DriveOutcome, r: &mut VariantResult) {
         .iter()
         .map(|h| h.bytes())
         .fold((0, 0), |(f, i), (a, b)| (f + a, i + b));
-    r.metric("histogram_bytes", "KB", fixed as f64 / 1e3, Direction::None);
-    r.metric(
-        "interval_log_bytes",
-        "KB",
-        intervals as f64 / 1e3,
-        Direction::None,
-    );
+    for (name, bytes) in [
+        ("histogram_bytes", fixed),
+        ("interval_log_bytes", intervals),
+    ] {
+        r.metric(name, "KB", bytes as f64 / 1e3, Direction::None);
+    }
     let g = growth(&o.memory);
     if let Some(slope) = g.and_then(|g| g.slope) {
         r.metric("client_rss_slope", "MB/Mmsg", slope, Direction::Lower);

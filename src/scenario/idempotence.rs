@@ -37,12 +37,8 @@ fn measure_effects(e: &Effects, store: Option<(u64, u64)>, r: &mut VariantResult
     r.count("work_suppressed", e.suppressed);
     r.latency("dedup_check", &e.check);
     if let Some((bytes, keys)) = store.filter(|s| s.1 > 0) {
-        r.metric(
-            "dedup_store_bytes_per_key",
-            "B",
-            bytes as f64 / keys as f64,
-            Direction::Lower,
-        );
+        let per_key = bytes as f64 / keys as f64;
+        r.metric("dedup_store_bytes_per_key", "B", per_key, Direction::Lower);
     }
 }
 

@@ -21,6 +21,7 @@ pub mod outage;
 pub mod power;
 pub mod priority;
 pub mod publish;
+mod recording;
 pub mod redelivery;
 pub mod replay;
 pub mod restart;

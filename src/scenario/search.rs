@@ -333,12 +333,7 @@ pub async fn run(
                 search.slo.describe(),
                 votes.failed,
                 votes.probes(),
-                verdicts
-                    .iter()
-                    .rev()
-                    .find(|(x, v)| *x == lowest && !v.passed())
-                    .map(|(_, v)| v.describe())
-                    .unwrap_or_default()
+                last_failure(&verdicts, lowest).map_or(String::new(), Verdict::describe)
             );
             ctx.progress
                 .println(&format!("{prefix}search: inconclusive, {why}"));
@@ -371,18 +366,11 @@ fn answer(
         Direction::Higher,
     );
     let votes = s.votes(rate);
-    r.param(
-        "answer_held",
-        format!("{} of {}", votes.passed, votes.probes()),
-    );
-    r.param(
-        "answer_values",
-        verdicts
-            .iter()
-            .filter(|(x, _)| *x == rate)
-            .map(|(_, v)| v.describe())
-            .collect::<Vec<_>>(),
-    );
+    let held = format!("{} of {}", votes.passed, votes.probes());
+    r.param("answer_held", held);
+    let values = verdicts.iter().filter(|(x, _)| *x == rate);
+    let values: Vec<String> = values.map(|(_, v)| v.describe()).collect();
+    r.param("answer_values", values);
     // The generator's own lag on the answer's probes: on a busy host it
     // is most of what the objective allows (a probe fails over half), so
     // the answer states it rather than leave it to be guessed.
@@ -409,16 +397,9 @@ fn answer(
         Some(f) => {
             let failed = s.votes(f);
             r.metric("lowest_failing_rate", "msg/s", f as f64, Direction::None);
-            r.param(
-                "failure_failed",
-                format!("{} of {}", failed.failed, failed.probes()),
-            );
-            verdicts
-                .iter()
-                .rev()
-                .find(|(x, v)| *x == f && !v.passed())
-                .map(|(_, v)| v.limit())
-                .unwrap_or(("unknown", String::new()))
+            let of = format!("{} of {}", failed.failed, failed.probes());
+            r.param("failure_failed", of);
+            last_failure(verdicts, f).map_or(("unknown", String::new()), Verdict::limit)
         }
         None => (
             "search_max",
@@ -451,6 +432,15 @@ fn answer(
         ));
     }
     why
+}
+
+/// The last probe of `rate` that failed: its verdict says why.
+fn last_failure(verdicts: &[(u64, Verdict)], rate: u64) -> Option<&Verdict> {
+    let failed = verdicts
+        .iter()
+        .rev()
+        .find(|(x, v)| *x == rate && !v.passed());
+    failed.map(|(_, v)| v)
 }
 
 /// What each role of a probe may use: the capacity its CPU is judged
@@ -527,19 +517,14 @@ impl Loads {
     fn saturated(&self) -> Option<&'static str> {
         let c = &self.capacity;
         let at = |used: Option<f64>, of: Option<f64>, share: f64| matches!((used, of), (Some(u), Some(n)) if u >= share * n);
+        let both = self.client.zip(self.server).map(|(a, b)| a + b);
         if at(self.sender, Some(1.0), SENDER_SATURATED) {
             Some("sender_thread")
         } else if at(self.server, c.server, SATURATED) {
             Some("server_cpu")
         } else if at(self.consumer, Some(c.consumer_threads), SATURATED) {
             Some("consumer_cpu")
-        } else if c.shared_host
-            && at(
-                self.client.zip(self.server).map(|(a, b)| a + b),
-                Some(c.host),
-                SATURATED,
-            )
-        {
+        } else if c.shared_host && at(both, Some(c.host), SATURATED) {
             Some("host_cpu")
         } else if !c.shared_host && at(self.client, Some(c.host), SATURATED) {
             Some("client_cpu")
@@ -559,19 +544,17 @@ impl Loads {
         let waiting = self.sender_waiting.map_or(String::new(), |w| {
             format!(", waiting for a CPU {:.0}%", w * 100.0)
         });
-        Some(if busy >= SENDER_SATURATED {
-            format!(
-                "the sending thread was busy ({:.0}% of its span{waiting}): a faster client \
-                 or more publishers would help",
-                busy * 100.0
-            )
-        } else {
-            format!(
-                "the sending thread was not busy ({:.0}% of its span{waiting}): it waited to \
-                 be scheduled, and a quieter host would help",
-                busy * 100.0
-            )
-        })
+        let (state, help) = match busy >= SENDER_SATURATED {
+            true => ("busy", "a faster client or more publishers would help"),
+            false => (
+                "not busy",
+                "it waited to be scheduled, and a quieter host would help",
+            ),
+        };
+        let share = busy * 100.0;
+        Some(format!(
+            "the sending thread was {state} ({share:.0}% of its span{waiting}): {help}"
+        ))
     }
 
     /// `client 0.92 cores of 2 (busiest sending thread 0.61), server 0.80

@@ -12,13 +12,14 @@ use anyhow::{Context, Result, bail};
 use async_nats::jetstream::stream;
 
 use super::checks;
+use super::recording::histogram;
 use super::table::{self, Column, Show};
 use super::{Field, Kind, Scope, Variants};
 use crate::consume::reference::{self, ReferenceConfig, ReferenceReport};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec};
 use crate::profile::{AckPolicy, CommonPlan, ConsumerKind, ConsumerPlan};
 use crate::record::ledger::{Event, LedgerCounts, SeqSet};
-use crate::record::metrics::{Direction, latency_metrics};
+use crate::record::metrics::{Direction, rate_and_throughput};
 use crate::record::names;
 use crate::streams::provision::{Need, PER_MESSAGE_OVERHEAD, durable_config};
 use crate::variant::{Invariant, VariantResult};
@@ -254,6 +255,29 @@ async fn durable(s: &mut Scope<'_>, filled: &Filled, consumer: &ConsumerPlan) ->
     Ok(durable)
 }
 
+/// The consumer a read uses, the scenario's own in its read and ack
+/// mode, and the params every read states: what it read and how.
+fn reading(
+    plan: &Plan,
+    (read, mode): (ConsumerKind, AckMode),
+    r: &mut VariantResult,
+) -> ConsumerPlan {
+    r.param("messages", plan.messages);
+    r.param("message_size", plan.message_size);
+    r.param("read", read_label(read));
+    r.param("ack", mode.label());
+    ConsumerPlan {
+        kind: read,
+        ack: match mode {
+            AckMode::None => AckPolicy::None,
+            AckMode::All => AckPolicy::All,
+            AckMode::Explicit | AckMode::Double => AckPolicy::Explicit,
+        },
+        double_ack: mode == AckMode::Double,
+        ..plan.consumer.clone()
+    }
+}
+
 async fn consume_variant(
     s: &mut Scope<'_>,
     plan: &Plan,
@@ -261,21 +285,10 @@ async fn consume_variant(
     (read, mode): (ConsumerKind, AckMode),
     r: &mut VariantResult,
 ) -> Result<()> {
-    r.param("messages", plan.messages);
-    r.param("message_size", plan.message_size);
-    r.param("read", read_label(read));
-    r.param("ack", mode.label());
+    let consumer_plan = reading(plan, (read, mode), r);
     r.param("batch", plan.consumer.batch);
     r.param("ack_every", plan.consumer.ack_every);
     r.param("consumers", plan.consumer.consumers);
-    let mut consumer_plan = plan.consumer.clone();
-    consumer_plan.kind = read;
-    consumer_plan.ack = match mode {
-        AckMode::None => AckPolicy::None,
-        AckMode::All => AckPolicy::All,
-        AckMode::Explicit | AckMode::Double => AckPolicy::Explicit,
-    };
-    consumer_plan.double_ack = mode == AckMode::Double;
     let durable = durable(s, filled, &consumer_plan).await?;
 
     // Drive: read everything the fill stored.
@@ -291,10 +304,7 @@ async fn consume_variant(
     // Measure.
     consume_figures(outcome.consume_rate(), plan.message_size, r);
     if mode == AckMode::Double {
-        r.metrics
-            .extend(latency_metrics(DOUBLE_ACK_RTT, &outcome.ack_rtt.summary()));
-        r.histograms
-            .push((DOUBLE_ACK_RTT.into(), outcome.ack_rtt.clone()));
+        histogram(r, DOUBLE_ACK_RTT, &outcome.ack_rtt);
     }
     let mut counts = outcome.counts;
     counts.published = filled.published;
@@ -371,12 +381,8 @@ impl Rates<ConsumeReference> {
 /// The rate a variant read at, in messages and in bytes: jsbench's
 /// variants and the references report it alike.
 fn consume_figures(rate: f64, message_size: usize, r: &mut VariantResult) {
-    r.metrics
-        .extend(crate::record::metrics::rate_and_throughput(
-            names::CONSUME,
-            rate,
-            rate * message_size as f64,
-        ));
+    let pace = rate_and_throughput(names::CONSUME, rate, rate * message_size as f64);
+    r.metrics.extend(pace);
 }
 
 /// A reference loop on a fresh durable over the filled stream, recorded as
@@ -388,10 +394,7 @@ async fn reference_variant(
     kind: ConsumeReference,
     r: &mut VariantResult,
 ) -> Result<()> {
-    r.param("messages", plan.messages);
-    r.param("message_size", plan.message_size);
-    r.param("read", "consume");
-    r.param("ack", AckMode::Explicit.label());
+    let consumer_plan = reading(plan, (ConsumerKind::Pull, AckMode::Explicit), r);
     r.param(
         "consumer",
         match kind {
@@ -402,10 +405,6 @@ async fn reference_variant(
     if kind == ConsumeReference::Raw {
         r.param("batch", plan.consumer.batch);
     }
-    let mut consumer_plan = plan.consumer.clone();
-    consumer_plan.kind = ConsumerKind::Pull;
-    consumer_plan.ack = AckPolicy::Explicit;
-    consumer_plan.double_ack = false;
     let durable = durable(s, filled, &consumer_plan).await?;
     let ctx = s.ctx;
     let client = ctx

@@ -18,12 +18,13 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::checks;
+use super::recording::{self, histogram};
 use super::table::{self, Cell, Column, Show};
 use super::{Field, Kind, Paced, Scope, Variants};
 use crate::consume::fates::Analysis;
-use crate::drive::{ConsumerSample, ConsumerSpec, DriveOutcome};
+use crate::drive::{ConsumerSample, DriveOutcome};
 use crate::profile::{Action, CommonPlan, ConsumerPlan, format_duration};
-use crate::record::metrics::{Direction, latency_metrics, ratio};
+use crate::record::metrics::{Direction, ratio};
 use crate::record::names;
 use crate::streams::provision::Need;
 use crate::variant::{Invariant, VariantResult};
@@ -40,9 +41,6 @@ pub const EFFICIENCY_MEASURED: &str = "efficiency_measured";
 pub const TIME_AT_CAP: &str = "time_at_cap";
 pub const REDELIVERIES: &str = "redeliveries";
 pub const REDELIVERIES_EXPIRED: &str = "redeliveries.expired";
-
-/// How often consumer info is sampled while a variant runs.
-const SAMPLE_EVERY: Duration = Duration::from_millis(250);
 
 /// The registry's row for `backpressure`: MaxAckPending against Little's law.
 pub struct Backpressure;
@@ -129,12 +127,7 @@ impl Kind for Backpressure {
         checks::server_clock(s.ctx, r);
         let load = &plan.load;
         let behaviour = Arc::new(load.behaviour.clone());
-        let reader = ConsumerSpec::observed(
-            String::new(),
-            consumer.clone(),
-            behaviour.clone(),
-            SAMPLE_EVERY,
-        );
+        let reader = recording::observed(consumer, behaviour.clone());
         let paced = Paced::new(load.rate, &load.publish, reader);
         s.drive_durable(r, paced, |d, r| {
             let o = &d.outcome;
@@ -175,13 +168,16 @@ pub fn bound(rate: f64, concurrency: f64, max_ack_pending: f64, processing: Dura
 /// caused, the slots delayed naks hold, and how long the drain took.
 fn measure(o: &DriveOutcome, a: &Analysis, plan: &Plan, c: &ConsumerPlan, r: &mut VariantResult) {
     let throughput = completion_rate(o, a);
-    efficiency(o, throughput, plan, c, r);
-    r.metrics.extend(latency_metrics(
-        names::E2E_LATENCY,
-        &o.e2e_intended.summary(),
-    ));
-    r.histograms
-        .push((names::E2E_LATENCY.into(), o.e2e_intended.clone()));
+    // The point's pace against Little's law: the rate it was offered, the
+    // completions it made, the bound from the planned processing time, and
+    // how close it came to it.
+    let limit = point_bound(plan, c, plan.load.behaviour.processing.mean());
+    checks::publish_rate(o, r);
+    r.metric(THROUGHPUT, "msg/s", throughput, Direction::Higher);
+    r.metric(BOUND, "msg/s", limit, Direction::None);
+    r.metrics
+        .push(ratio(EFFICIENCY, throughput, limit, Direction::Higher));
+    histogram(r, names::E2E_LATENCY, &o.e2e_intended);
     measured_efficiency(o, throughput, plan, c, r);
     ack_pending(&o.samples, c.max_ack_pending as u64, r);
     redeliveries(a, r);
@@ -220,24 +216,6 @@ fn point_bound(plan: &Plan, c: &ConsumerPlan, processing: Duration) -> f64 {
     )
 }
 
-/// The point's pace against Little's law: the rate it was offered, the
-/// completions it made, the bound from the planned processing time, and
-/// how close it came to it.
-fn efficiency(
-    o: &DriveOutcome,
-    throughput: f64,
-    plan: &Plan,
-    c: &ConsumerPlan,
-    r: &mut VariantResult,
-) {
-    let limit = point_bound(plan, c, plan.load.behaviour.processing.mean());
-    checks::publish_rate(o, r);
-    r.metric(THROUGHPUT, "msg/s", throughput, Direction::Higher);
-    r.metric(BOUND, "msg/s", limit, Direction::None);
-    r.metrics
-        .push(ratio(EFFICIENCY, throughput, limit, Direction::Higher));
-}
-
 /// The processing time the handlers really took (a timer sleeps at least
 /// as long as asked, often a millisecond more), and the bound and the
 /// efficiency from it, so a timer's oversleep does not read as a gap.
@@ -253,9 +231,7 @@ fn measured_efficiency(
         handled.record_between(e.received_ns, e.answered_ns);
     }
     let measured = handled.summary();
-    r.metrics
-        .extend(latency_metrics("processing_measured", &measured));
-    r.histograms.push(("processing_measured".into(), handled));
+    histogram(r, "processing_measured", &handled);
     let limit_measured = point_bound(plan, c, Duration::from_secs_f64(measured.mean_us / 1e6));
     r.metric("bound_measured", "msg/s", limit_measured, Direction::None);
     r.metrics.push(ratio(
@@ -274,51 +250,27 @@ fn ack_pending(samples: &[ConsumerSample], max_ack_pending: u64, r: &mut Variant
     let n = samples.len().max(1) as f64;
     let mean = |v: &dyn Fn(&ConsumerSample) -> u64| samples.iter().map(v).sum::<u64>() as f64 / n;
     let at_cap = mean(&|s| u64::from(s.num_ack_pending >= max_ack_pending));
+    let (pending, in_flight) = (mean(&|s| s.num_ack_pending), mean(&|s| s.client_in_flight));
+    let most = samples.iter().map(|s| s.num_ack_pending).max();
     r.metric(TIME_AT_CAP, "ratio", at_cap, Direction::None);
-    r.metric(
-        "ack_pending.mean",
-        "count",
-        mean(&|s| s.num_ack_pending),
-        Direction::None,
-    );
-    r.count(
-        "ack_pending.max",
-        samples.iter().map(|s| s.num_ack_pending).max().unwrap_or(0),
-    );
-    r.metric(
-        "client_in_flight.mean",
-        "count",
-        mean(&|s| s.client_in_flight),
-        Direction::None,
-    );
+    r.metric("ack_pending.mean", "count", pending, Direction::None);
+    r.count("ack_pending.max", most.unwrap_or(0));
+    r.metric("client_in_flight.mean", "count", in_flight, Direction::None);
 }
 
 /// Redeliveries by cause: those the behaviour planned (their delays) and
 /// the expired ack deadlines, which are the waste, with how long an
 /// expired message waited for its answer.
 fn redeliveries(a: &Analysis, r: &mut VariantResult) {
-    let deliveries: u64 = a
-        .delivered_times
-        .iter()
-        .map(|(n, m)| u64::from(*n) * m)
-        .sum();
+    let deliveries = recording::deliveries(a);
     r.count("deliveries", deliveries);
     r.count(REDELIVERIES, deliveries.saturating_sub(a.messages));
-    let (metrics, histograms) = a.delay_metrics();
-    r.metrics.extend(metrics);
-    r.histograms.extend(histograms);
+    recording::delays(a, r);
     r.count(REDELIVERIES_EXPIRED, a.expiries);
     checks::early_tolerance(a, r);
     r.count("wasted_deliveries", a.unplanned_redeliveries);
     if a.expiries > 0 {
-        r.metrics.extend(latency_metrics(
-            "time_to_expired_answer",
-            &a.time_to_expired_answer.summary(),
-        ));
-        r.histograms.push((
-            "time_to_expired_answer".into(),
-            a.time_to_expired_answer.clone(),
-        ));
+        histogram(r, "time_to_expired_answer", &a.time_to_expired_answer);
     }
 }
 

@@ -339,12 +339,10 @@ struct Delivered {
 /// Sums the durables' outcomes into the variant's: one latency histogram
 /// over every delivery, one ledger, one span.
 fn delivered(o: &DriveOutcome) -> Delivered {
-    let mut e2e = Recorder::new();
-    let mut e2e_sent = Recorder::new();
+    let (mut e2e, mut e2e_sent) = (Recorder::new(), Recorder::new());
     let mut counts = LedgerCounts::default();
     let (mut first_ns, mut last_ns) = (u64::MAX, 0u64);
-    let mut durable_rates = Vec::new();
-    let mut durable_p99s = Vec::new();
+    let (mut durable_rates, mut durable_p99s) = (Vec::new(), Vec::new());
     for (_, d) in o.durables() {
         let c = &d.outcome.counts;
         e2e.merge(&d.outcome.e2e_intended);
@@ -380,25 +378,16 @@ fn delivered(o: &DriveOutcome) -> Delivered {
 /// over every durable, and how many deliveries each message fanned out to.
 fn rates(publish: &DriveOutcome, target: f64, d: &Delivered, r: &mut VariantResult) {
     r.metric(names::TARGET_RATE, "msg/s", target, Direction::None);
-    r.metric(
-        names::PUBLISH.rate,
-        "msg/s",
-        publish.publish_rate(),
-        Direction::Higher,
-    );
-    r.metric(
-        names::CONSUME.rate,
-        "msg/s",
-        crate::drive::rate(d.counts.deliveries, d.span),
-        Direction::Higher,
-    );
+    let consumed = crate::drive::rate(d.counts.deliveries, d.span);
+    for (name, rate) in [
+        (names::PUBLISH.rate, publish.publish_rate()),
+        (names::CONSUME.rate, consumed),
+    ] {
+        r.metric(name, "msg/s", rate, Direction::Higher);
+    }
     if d.counts.persisted > 0 {
-        r.metric(
-            "deliveries_per_message",
-            "x",
-            d.counts.deliveries as f64 / d.counts.persisted as f64,
-            Direction::None,
-        );
+        let per_message = d.counts.deliveries as f64 / d.counts.persisted as f64;
+        r.metric("deliveries_per_message", "x", per_message, Direction::None);
     }
 }
 
@@ -437,21 +426,15 @@ fn creation_times(o: &DriveOutcome, p: &Provisioned, durables: usize, r: &mut Va
 /// fan-out's work is its deliveries, not its messages. Nothing without
 /// deliveries.
 fn cpu_per_delivery(publish: &DriveOutcome, deliveries: u64, r: &mut VariantResult) {
-    if let Some(cpu) = publish.server_cpu.filter(|_| deliveries > 0) {
-        r.metric(
-            "server_cpu_per_delivery",
-            "us",
-            cpu.as_secs_f64() * 1e6 / deliveries as f64,
-            Direction::Lower,
-        );
-    }
-    if deliveries > 0 {
-        r.metric(
-            "client_cpu_per_delivery",
-            "us",
-            publish.client_cpu.total().as_secs_f64() * 1e6 / deliveries as f64,
-            Direction::Lower,
-        );
+    let sides = [
+        ("server_cpu_per_delivery", publish.server_cpu),
+        ("client_cpu_per_delivery", Some(publish.client_cpu.total())),
+    ];
+    for (name, cpu) in sides.into_iter().filter(|_| deliveries > 0) {
+        if let Some(cpu) = cpu {
+            let us = cpu.as_secs_f64() * 1e6 / deliveries as f64;
+            r.metric(name, "us", us, Direction::Lower);
+        }
     }
 }
 
@@ -517,12 +500,8 @@ fn server_memory(p: &Provisioned, streams: usize, durables: usize, r: &mut Varia
             ));
             continue;
         }
-        r.metric(
-            name,
-            "KB",
-            grown as f64 / 1e3 / n.max(1) as f64,
-            Direction::Lower,
-        );
+        let kb_each = grown as f64 / 1e3 / n.max(1) as f64;
+        r.metric(name, "KB", kb_each, Direction::Lower);
     }
 }
 

@@ -16,6 +16,7 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::checks;
+use super::recording::with_ids;
 use super::table::{self, Column, Figures, Show};
 use super::{Field, Kind, Paced, Scope, Variants};
 use crate::drive::{ConsumerSpec, DriveOutcome, DriveSpec};
@@ -278,14 +279,8 @@ fn verify(o: &DriveOutcome, msg_id: MsgId, stored: &checks::StreamCount, r: &mut
         c.redelivered,
         0,
     ));
-    r.invariants.push(if msg_id == MsgId::None {
-        Invariant::not_applicable(
-            "no duplicates flagged",
-            "no Nats-Msg-Id: the server cannot flag a duplicate",
-        )
-    } else {
-        Invariant::equal("no duplicates flagged", c.duplicates, 0)
-    });
+    let dedup = with_ids("no duplicates flagged", msg_id, c.duplicates, 0);
+    r.invariants.push(dedup);
     // Acks sent against deliveries received: two of jsbench's own counts.
     r.invariants
         .push(Invariant::equal("every delivery acked", c.acked, c.delivered).client_side());

@@ -24,6 +24,7 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::checks;
+use super::recording;
 use super::table::{self, Column};
 use super::{Field, Kind, Paced, Scope, Variants};
 use crate::consume::events::DeliveryEvent;
@@ -41,8 +42,6 @@ pub use plan::{OutagePattern, Plan};
 /// arrive: it left the server before the pause (on the wire, or in the
 /// client's buffer behind the handlers).
 pub const PAUSE_GRACE: Duration = Duration::from_millis(100);
-
-const SAMPLE_EVERY: Duration = Duration::from_millis(250);
 
 /// The registry's row for `outage`: a dependency down under steady load.
 pub struct Outage;
@@ -90,12 +89,7 @@ impl Kind for Outage {
         let load = &plan.load;
         let reader = ConsumerSpec {
             outage: Some(plan_for(plan, pattern)),
-            ..ConsumerSpec::observed(
-                String::new(),
-                load.consumer.clone(),
-                Arc::new(load.behaviour.clone()),
-                SAMPLE_EVERY,
-            )
+            ..recording::observed(&load.consumer, Arc::new(load.behaviour.clone()))
         };
         let paced = Paced::new(load.rate, &load.publish, reader);
         s.drive_durable(r, paced, |d, r| {
@@ -237,12 +231,8 @@ fn measure(o: &DriveOutcome, f: &Figures, w: &Window, rate: u64, r: &mut Variant
     r.count("deliveries_in_outage", f.in_outage);
     r.count("redeliveries", f.deliveries.saturating_sub(f.messages));
     if f.messages > 0 {
-        r.metric(
-            "deliveries_per_message",
-            "x",
-            f.deliveries as f64 / f.messages as f64,
-            Direction::Lower,
-        );
+        let per_message = f.deliveries as f64 / f.messages as f64;
+        r.metric("deliveries_per_message", "x", per_message, Direction::Lower);
     }
     if let Some(d) = f.resume {
         r.metric("time_to_resume", "ms", ms(d), Direction::Lower);
@@ -252,12 +242,8 @@ fn measure(o: &DriveOutcome, f: &Figures, w: &Window, rate: u64, r: &mut Variant
     }
     if let Some(p) = &o.pause {
         r.ms("pause_request", p.answered_ns - p.requested_ns);
-        r.metric(
-            "pause_late",
-            "ms",
-            p.requested_ns.saturating_sub(w.start) as f64 / 1e6,
-            Direction::None,
-        );
+        let late_ms = p.requested_ns.saturating_sub(w.start) as f64 / 1e6;
+        r.metric("pause_late", "ms", late_ms, Direction::None);
     }
     if f.held > 0 {
         r.count("held_in_outage", f.held);

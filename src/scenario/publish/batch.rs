@@ -14,12 +14,12 @@ use anyhow::Result;
 
 use super::Plan;
 use crate::load::batch::{BatchConfig, BatchReport, publish_batches, stored_rate};
-use crate::profile::{MsgId, Rate, format_duration};
+use crate::profile::{MsgId, Rate};
 use crate::record::clock;
-use crate::record::metrics::latency_metrics;
 use crate::record::names;
 use crate::scenario::Scope;
 use crate::scenario::checks::{self, StreamCount};
+use crate::scenario::recording::histogram;
 use crate::streams::batches::{BatchAudit, audit, read_batches};
 use crate::variant::{Invariant, VariantResult};
 
@@ -87,18 +87,9 @@ pub async fn run_variant(
 }
 
 fn describe(plan: &Plan, (rate, msg_id, size): (Rate, MsgId, usize), r: &mut VariantResult) {
-    r.param("mode", "atomic batch");
+    super::describe_batches(plan, "atomic batch", (rate, msg_id), r);
     r.param("batch", size);
-    r.param("rate", rate.label());
-    r.param("rate_per", plan.rate_per);
-    r.param("publishers", 1);
     r.param("commit_window", COMMIT_WINDOW);
-    r.param("msg_id", msg_id);
-    r.param("message_size", plan.publish.message_size.max());
-    r.param(
-        "pub_ack_timeout",
-        format_duration(plan.publish.pub_ack_timeout),
-    );
     r.param(
         "batch_commit_timed",
         if rate == Rate::Max {
@@ -120,13 +111,7 @@ fn measure(report: &BatchReport, config: &BatchConfig, r: &mut VariantResult) {
     );
     let throughput = rate * config.message_size as f64;
     super::publish_rate(r, config.rate, rate, throughput);
-    let latency = &report.commit_latency;
-    r.metrics.extend(latency_metrics(
-        names::BATCH_COMMIT_LATENCY,
-        &latency.summary(),
-    ));
-    r.histograms
-        .push((names::BATCH_COMMIT_LATENCY.to_string(), latency.clone()));
+    histogram(r, names::BATCH_COMMIT_LATENCY, &report.commit_latency);
     r.count(BATCHES_COMMITTED, report.committed.len() as u64);
     r.count(
         BATCH_MESSAGES_COMMITTED,

@@ -16,12 +16,12 @@ use super::batch::first_three;
 use super::fast_keys::FastPlan;
 use crate::load::batch::stored_rate;
 use crate::load::fast_batch::{FastConfig, FastReport, GapMode, publish_fast};
-use crate::profile::{MsgId, Rate, format_duration};
+use crate::profile::{MsgId, Rate};
 use crate::record::clock;
-use crate::record::metrics::latency_metrics;
 use crate::record::names;
 use crate::scenario::Scope;
 use crate::scenario::checks::{self, StreamCount};
+use crate::scenario::recording::histogram;
 use crate::streams::fast_batches::{FastAudit, audit, read_stamps};
 use crate::variant::{Invariant, VariantResult};
 
@@ -135,17 +135,11 @@ pub async fn run_variant(
 }
 
 fn describe(plan: &Plan, c: &FastConfig, v: FastVariant, r: &mut VariantResult) {
-    r.param("mode", "fast-ingest batch");
+    super::describe_batches(plan, "fast-ingest batch", (v.rate, v.msg_id), r);
     r.param("batch", c.size);
     r.param("acks_outstanding", c.outstanding);
     r.param("flow_asked", c.flow);
     r.param("gap", c.gap.label());
-    r.param("rate", v.rate.label());
-    r.param("rate_per", plan.rate_per);
-    r.param("publishers", 1);
-    r.param("msg_id", v.msg_id);
-    r.param("message_size", c.message_size);
-    r.param("pub_ack_timeout", format_duration(c.ack_timeout));
     let from = if c.rate.is_some() {
         "intended"
     } else {
@@ -184,8 +178,7 @@ fn measure(
         recorders.push((names::SEND_LAG, &report.send_lag));
     }
     for (name, latency) in recorders {
-        r.metrics.extend(latency_metrics(name, &latency.summary()));
-        r.histograms.push((name.to_string(), latency.clone()));
+        histogram(r, name, latency);
     }
     // Per message sent after the warm-up: the whole jsbench process from
     // the first such message to the last PubAck, the server from the end

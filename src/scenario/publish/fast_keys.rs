@@ -2,8 +2,7 @@
 //! fast-ingest batch variants, and their checks.
 
 use crate::load::fast_batch::{GapMode, MAX_OUTSTANDING};
-use crate::profile::keys::{OneOrMany, has_repeats};
-use crate::profile::{Problems, PublishPlan, SizePlan};
+use crate::profile::{Keys, Problems, PublishPlan, SizePlan};
 use crate::record::stamp::STAMP_LEN;
 
 /// The flow jsbench asks for unless told: the most a lone fast publisher
@@ -29,73 +28,31 @@ impl FastPlan {
     }
 }
 
-/// The keys as the profile gave them.
-pub struct FastKeys {
-    pub fast_batch: Option<OneOrMany<u64>>,
-    pub fast_acks: Option<OneOrMany<u64>>,
-    pub fast_flow: Option<OneOrMany<u64>>,
-    pub fast_gap: Option<OneOrMany<GapMode>>,
-}
-
 /// Reads and checks the keys; settings without `fast_batch` are refused
 /// rather than silently ignored.
 pub fn read(
-    keys: FastKeys,
+    k: &mut Keys,
     publish: &PublishPlan,
     searching: bool,
-    prefix: &str,
     problems: &mut Problems,
 ) -> FastPlan {
-    let sizes = keys.fast_batch.map(|b| b.0).unwrap_or_default();
+    let sizes = k.list("fast_batch", Vec::new(), 2..=1_000_000_000, " messages");
     if sizes.is_empty() {
-        let given = [
-            ("fast_acks", keys.fast_acks.is_some()),
-            ("fast_flow", keys.fast_flow.is_some()),
-            ("fast_gap", keys.fast_gap.is_some()),
-        ];
-        for (key, _) in given.iter().filter(|g| g.1) {
-            problems.push(
-                format!("{prefix}.{key}"),
-                "applies to fast-ingest batch variants only; list their sizes in fast_batch",
-            );
+        for key in ["fast_acks", "fast_flow", "fast_gap"] {
+            if k.get::<toml::Value>(key).is_some() {
+                let why =
+                    "applies to fast-ingest batch variants only; list their sizes in fast_batch";
+                k.problem(key, why);
+            }
         }
         return FastPlan::default();
     }
-    let key = format!("{prefix}.fast_batch");
-    let outstanding = keys.fast_acks.map(|a| a.0).unwrap_or_else(|| vec![2]);
-    let flows = keys
-        .fast_flow
-        .map(|f| f.0)
-        .unwrap_or_else(|| vec![u64::from(DEFAULT_FLOW)]);
+    let key = k.path("fast_batch");
     let most = u64::from(MAX_OUTSTANDING);
-    for (name, values, min, max, unit) in [
-        ("fast_batch", &sizes, 2, 1_000_000_000, " messages"),
-        ("fast_acks", &outstanding, 1, most, " acks outstanding"),
-        ("fast_flow", &flows, 1, 65_535, " messages per ack"),
-    ] {
-        for (i, &v) in values.iter().enumerate() {
-            problems.range(&format!("{prefix}.{name}[{i}]"), v, min, max, unit);
-        }
-    }
-    let gaps = keys
-        .fast_gap
-        .map(|g| g.0)
-        .unwrap_or_else(|| vec![GapMode::Fail]);
-    let lists = [
-        ("fast_batch", has_repeats(&sizes)),
-        ("fast_acks", has_repeats(&outstanding)),
-        ("fast_flow", has_repeats(&flows)),
-        ("fast_gap", has_repeats(&gaps)),
-    ];
-    for (name, _) in lists.iter().filter(|l| l.1) {
-        problems.push(format!("{prefix}.{name}"), "lists a value twice");
-    }
-    if [outstanding.is_empty(), flows.is_empty(), gaps.is_empty()].contains(&true) {
-        problems.push(
-            &key,
-            "fast_acks, fast_flow and fast_gap need at least one value each",
-        );
-    }
+    let outstanding = k.list("fast_acks", vec![2], 1..=most, " acks outstanding");
+    let flow = vec![u64::from(DEFAULT_FLOW)];
+    let flows = k.list("fast_flow", flow, 1..=65_535, " messages per ack");
+    let gaps = k.choices("fast_gap", vec![GapMode::Fail]);
     // The fast publisher sends one fixed size holding its stamp, injects
     // no retries and runs at listed rates.
     check_batch_publish("fast batches", publish, searching, &key, problems);

@@ -24,12 +24,13 @@ use async_nats::jetstream::stream;
 use futures::future::join_all;
 
 use super::checks::StreamCount;
+use super::recording::{histogram, with_ids};
 use super::table::{self, Cell, Column, Show};
 use super::{Kind, Scope, Variants};
 use crate::drive::{DriveOutcome, DriveSpec};
 use crate::load::reference::{self, ReferenceConfig, ReferenceReport};
 use crate::profile::{CommonPlan, MsgId, Rate, RatePer, Reference, SizePlan, format_duration};
-use crate::record::metrics::{Direction, latency_metrics, ratio};
+use crate::record::metrics::{Direction, rate_and_throughput, ratio};
 use crate::record::names;
 use crate::streams::provision::{MAX_RATE_ESTIMATE, Need};
 use crate::streams::readback::{self, Reconciliation};
@@ -136,20 +137,9 @@ impl Kind for Publish {
 
     /// Every rate; with `rates = "search"`, a search per msg_id mode.
     fn groups(plan: &Plan) -> Vec<Group> {
-        let (rates, searches) = (plan.rates.iter(), plan.msg_ids.iter());
         match &plan.search {
-            Some(_) => searches
-                .map(|&m| Group {
-                    rate: None,
-                    search: Some(m),
-                })
-                .collect(),
-            None => rates
-                .map(|&r| Group {
-                    rate: Some(r),
-                    search: None,
-                })
-                .collect(),
+            Some(_) => plan.msg_ids.iter().map(|&m| Group::Search(m)).collect(),
+            None => plan.rates.iter().map(|&r| Group::Rate(r)).collect(),
         }
     }
 
@@ -158,14 +148,17 @@ impl Kind for Publish {
     /// batches and the fast-ingest ones. A search's probes and answer are
     /// named `id-<mode>.`.
     fn variants(plan: &Plan, group: &Group) -> Variants<Run> {
-        if let (Some(msg_id), Some(search)) = (group.search, &plan.search) {
+        if let (&Group::Search(msg_id), Some(search)) = (group, &plan.search) {
             return Variants::Search {
                 search: search.clone(),
                 prefix: format!("id-{}.", id_label(msg_id)),
                 at: Box::new(move |rate| Run::Own(Rate::PerSecond(rate), msg_id)),
             };
         }
-        let rate = group.rate.unwrap_or(Rate::Max);
+        let rate = match *group {
+            Group::Rate(rate) => rate,
+            Group::Search(_) => Rate::Max,
+        };
         let with = |kind| rate == Rate::Max && plan.reference.contains(&kind);
         let mut list = Vec::new();
         if with(Reference::Core) {
@@ -232,7 +225,7 @@ impl Kind for Publish {
     /// it at the same rate (the price of dedup) and the reference loops
     /// around it; a variant that failed has no figures to compare.
     fn compare(_plan: &Plan, group: &Group, done: &mut [(Run, VariantResult)]) {
-        let Some(rate) = group.rate else {
+        let Group::Rate(rate) = *group else {
             return;
         };
         let find = |want: &dyn Fn(&Run) -> bool| {
@@ -319,10 +312,18 @@ impl Kind for Publish {
 
 /// The variants that share a rate (and so its comparisons), or one
 /// msg_id mode's rate search (`search`, which has no rate of its own).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Group {
-    rate: Option<Rate>,
-    search: Option<MsgId>,
+#[derive(Debug, Clone, Copy)]
+pub enum Group {
+    Rate(Rate),
+    Search(MsgId),
+}
+
+/// The shared loop's lone group of a kind that lists none: publish
+/// always lists its own.
+impl Default for Group {
+    fn default() -> Self {
+        Group::Rate(Rate::Max)
+    }
 }
 
 /// One variant: jsbench's own publisher, a reference loop (at `max` only;
@@ -376,6 +377,19 @@ fn describe(common: &CommonPlan, plan: &Plan, rate: Rate, msg_id: MsgId, r: &mut
     r.param("duplicates", p.duplicates);
     r.param("late_duplicates", p.late_duplicates);
     r.param("duplicate_window", format_duration(p.duplicate_window));
+}
+
+/// The params an atomic and a fast-ingest batch variant state alike: one
+/// publisher sending batches of one size at `rate`, with `msg_id`.
+fn describe_batches(plan: &Plan, mode: &str, (rate, msg_id): (Rate, MsgId), r: &mut VariantResult) {
+    let p = &plan.publish;
+    r.param("mode", mode);
+    r.param("rate", rate.label());
+    r.param("rate_per", plan.rate_per);
+    r.param("publishers", 1);
+    r.param("msg_id", msg_id);
+    r.param("message_size", p.message_size.max());
+    r.param("pub_ack_timeout", format_duration(p.pub_ack_timeout));
 }
 
 /// The stream every publish variant gets: its own subjects, the profile's
@@ -462,12 +476,8 @@ fn publish_rate(r: &mut VariantResult, target: Option<u64>, rate: f64, throughpu
     if let Some(target) = target {
         r.metric(names::TARGET_RATE, "msg/s", target as f64, Direction::None);
     }
-    r.metrics
-        .extend(crate::record::metrics::rate_and_throughput(
-            names::PUBLISH,
-            rate,
-            throughput,
-        ));
+    let pace = rate_and_throughput(names::PUBLISH, rate, throughput);
+    r.metrics.extend(pace);
 }
 
 /// The read-back's note for a check's evidence when it stopped short.
@@ -518,12 +528,8 @@ fn cpu_per_msg(client: Duration, server: Option<Duration>, sent: u64, r: &mut Va
 
 fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) {
     publish_rate(r, target, o.publish_rate(), o.publish_throughput());
-    r.metric(
-        PUBLISH_ACKED_RATE,
-        "msg/s",
-        o.acked_rate(),
-        Direction::Higher,
-    );
+    let acked = o.acked_rate();
+    r.metric(PUBLISH_ACKED_RATE, "msg/s", acked, Direction::Higher);
     let (first, last) = o.publish_window();
     let burst = match o.burst_sends() {
         0 => String::new(),
@@ -554,8 +560,7 @@ fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) {
         recorders.push((names::SEND_LAG, &o.send_lag));
     }
     for (name, recorder) in recorders {
-        r.metrics.extend(latency_metrics(name, &recorder.summary()));
-        r.histograms.push((name.to_string(), recorder.clone()));
+        histogram(r, name, recorder);
     }
     // What the sends after the warm-up cost: both sides from its end to
     // the end of the drain, over the sends the rate counts and the first
@@ -619,12 +624,7 @@ fn verify(
     ));
     // Without ids the server cannot flag a duplicate: the dedup checks
     // do not apply.
-    let dedup = |name, actual, expected| match msg_id {
-        MsgId::None => {
-            Invariant::not_applicable(name, "no Nats-Msg-Id: the server cannot flag a duplicate")
-        }
-        MsgId::Unique => Invariant::equal(name, actual, expected),
-    };
+    let dedup = |name, actual, expected| with_ids(name, msg_id, actual, expected);
     r.invariants.push(dedup(
         "duplicates flagged = injected",
         o.acks_sum(|a| a.duplicates),
@@ -681,12 +681,12 @@ fn verify(
             .push(Invariant::check("nothing lost (read back)", false, e)),
         None if !plan.verify_stored => {
             let why = "verify_stored = false: the stream is not read back";
-            r.invariants
-                .push(Invariant::not_applicable("nothing lost (read back)", why));
-            r.invariants.push(Invariant::not_applicable(
+            for name in [
+                "nothing lost (read back)",
                 "nothing stored unconfirmed (read back)",
-                why,
-            ));
+            ] {
+                r.invariants.push(Invariant::not_applicable(name, why));
+            }
         }
         None => {}
     }
@@ -729,70 +729,54 @@ fn ratios(
     without_id: Option<&Figures>,
     refs: &References,
 ) {
+    let (higher, lower) = (Direction::Higher, Direction::Lower);
     if let (MsgId::Unique, Some(base)) = (msg_id, without_id) {
-        r.metrics.push(ratio(
-            DEDUP_PRICE_THROUGHPUT,
-            mine.rate,
-            base.rate,
-            Direction::Higher,
-        ));
-        r.metrics.push(ratio(
-            DEDUP_PRICE_P99,
-            mine.p99_us,
-            base.p99_us,
-            Direction::Lower,
-        ));
-        r.metric(
-            DEDUP_PRICE_CLIENT_CPU,
-            "us",
-            mine.client_us_per_msg - base.client_us_per_msg,
-            Direction::Lower,
-        );
+        r.metrics
+            .push(ratio(DEDUP_PRICE_THROUGHPUT, mine.rate, base.rate, higher));
+        r.metrics
+            .push(ratio(DEDUP_PRICE_P99, mine.p99_us, base.p99_us, lower));
+        let client = mine.client_us_per_msg - base.client_us_per_msg;
+        r.metric(DEDUP_PRICE_CLIENT_CPU, "us", client, lower);
         if let (Some(m), Some(b)) = (mine.server_us_per_msg, base.server_us_per_msg) {
-            r.metric(DEDUP_PRICE_SERVER_CPU, "us", m - b, Direction::Lower);
+            r.metric(DEDUP_PRICE_SERVER_CPU, "us", m - b, lower);
         }
     }
-    if let Some(raw) = refs.raw() {
+    // `vs_<reference>.throughput_ratio` ([`VS_RAW_THROUGHPUT`] ...) and,
+    // against the loops a client would run instead, the client's CPU.
+    let against = [
+        (Reference::Raw, refs.raw()),
+        (Reference::Idiomatic, refs.idiomatic),
+        (Reference::Core, refs.core),
+    ];
+    for (kind, theirs) in against {
+        let Some(theirs) = theirs else { continue };
+        let vs = format!("vs_{}", reference_label(kind));
+        let direction = if kind == Reference::Core {
+            Direction::None
+        } else {
+            higher
+        };
         r.metrics.push(ratio(
-            VS_RAW_THROUGHPUT,
+            format!("{vs}.throughput_ratio"),
             mine.rate,
-            raw.rate,
-            Direction::Higher,
+            theirs.rate,
+            direction,
         ));
-        r.metrics.push(ratio(
-            "vs_raw.client_cpu_ratio",
-            mine.client_us_per_msg,
-            raw.client_us_per_msg,
-            Direction::Lower,
-        ));
-        if mine.rate < 0.95 * raw.rate {
-            r.warnings.push(format!(
-                "jsbench's publisher reached {:.0}% of its own path without measurement (the raw reference, mean of before and after); its recording costs more than 5% here",
-                100.0 * mine.rate / raw.rate
+        if kind != Reference::Core {
+            let cpu = format!("{vs}.client_cpu_ratio");
+            r.metrics.push(ratio(
+                cpu,
+                mine.client_us_per_msg,
+                theirs.client_us_per_msg,
+                lower,
             ));
         }
-    }
-    if let Some(m) = refs.idiomatic {
-        r.metrics.push(ratio(
-            VS_IDIOMATIC_THROUGHPUT,
-            mine.rate,
-            m.rate,
-            Direction::Higher,
-        ));
-        r.metrics.push(ratio(
-            "vs_idiomatic.client_cpu_ratio",
-            mine.client_us_per_msg,
-            m.client_us_per_msg,
-            Direction::Lower,
-        ));
-    }
-    if let Some(c) = refs.core {
-        r.metrics.push(ratio(
-            VS_CORE_THROUGHPUT,
-            mine.rate,
-            c.rate,
-            Direction::None,
-        ));
+        if kind == Reference::Raw && mine.rate < 0.95 * theirs.rate {
+            r.warnings.push(format!(
+                "jsbench's publisher reached {:.0}% of its own path without measurement (the raw reference, mean of before and after); its recording costs more than 5% here",
+                100.0 * mine.rate / theirs.rate
+            ));
+        }
     }
     // At max, the server's limit or the client's: who spent more per
     // message. A paced rate that was met has no limit to name (a client

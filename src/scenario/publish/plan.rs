@@ -106,13 +106,7 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
         let key = format!("{prefix}.batch");
         check_batch_publish("atomic batches", &publish, searching, &key, problems);
     }
-    let fast_keys = super::fast_keys::FastKeys {
-        fast_batch: k.get("fast_batch"),
-        fast_acks: k.get("fast_acks"),
-        fast_flow: k.get("fast_flow"),
-        fast_gap: k.get("fast_gap"),
-    };
-    let fast = super::fast_keys::read(fast_keys, &publish, searching, prefix, problems);
+    let fast = super::fast_keys::read(&mut k, &publish, searching, problems);
     if !batches.is_empty() || !fast.sizes.is_empty() {
         crate::profile::publish::refuse_direct(
             &publish,

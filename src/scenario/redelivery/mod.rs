@@ -20,13 +20,14 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::checks;
+use super::recording::{self, histogram};
 use super::table::{self, Cell, Column, Figures, Show};
 use super::{Field, Kind, Paced, Scope, Variants, Work};
 use crate::consume::fates::Analysis;
-use crate::drive::{ConsumerSpec, DriveOutcome};
+use crate::drive::DriveOutcome;
 use crate::profile::{BehaviourPlan, CommonPlan, format_duration};
 use crate::record::ledger::Event;
-use crate::record::metrics::{Direction, Metric, latency_metrics, ratio};
+use crate::record::metrics::{Direction, Metric, ratio};
 use crate::record::names;
 use crate::streams::advisory::Advisories;
 use crate::streams::provision::Need;
@@ -48,9 +49,6 @@ pub const OVERHEAD_COMPLETION: &str = "overhead.completion_time";
 /// The figures the overhead sets against the baseline's.
 const E2E: &str = names::E2E_LATENCY;
 const COMPLETION_TIME: &str = "completion_time";
-
-/// How often consumer info is sampled while a variant runs.
-const SAMPLE_EVERY: Duration = Duration::from_millis(250);
 
 /// The registry's row for `redelivery`: what happens when a message fails.
 pub struct Redelivery;
@@ -132,12 +130,7 @@ impl Kind for Redelivery {
         checks::server_clock(s.ctx, r);
         let load = &plan.load;
         let behaviour = Arc::new(behaviour);
-        let reader = ConsumerSpec::observed(
-            String::new(),
-            load.consumer.clone(),
-            behaviour.clone(),
-            SAMPLE_EVERY,
-        );
+        let reader = recording::observed(&load.consumer, behaviour.clone());
         let paced = Paced {
             advisories: true,
             work: match plan.idempotent {
@@ -211,13 +204,8 @@ fn describe(common: &CommonPlan, plan: &Plan, behaviour: &BehaviourPlan, r: &mut
     r.param("consumers", c.consumers);
     r.param("read", c.kind);
     r.param("ack_wait", format_duration(c.ack_wait));
-    r.param(
-        "backoff",
-        c.backoff
-            .iter()
-            .map(|d| format_duration(*d))
-            .collect::<Vec<_>>(),
-    );
+    let backoff: Vec<String> = c.backoff.iter().map(|d| format_duration(*d)).collect();
+    r.param("backoff", backoff);
     r.param("max_deliver", c.max_deliver);
     r.param("max_ack_pending", c.max_ack_pending);
     r.param("processing", behaviour.processing.to_string());
@@ -227,30 +215,14 @@ fn describe(common: &CommonPlan, plan: &Plan, behaviour: &BehaviourPlan, r: &mut
 }
 
 fn measure(o: &DriveOutcome, a: &Analysis, advisories: &Advisories, r: &mut VariantResult) {
-    r.metric(
-        names::PUBLISH.rate,
-        "msg/s",
-        o.publish_rate(),
-        Direction::Higher,
-    );
-    r.metric(
-        names::DELIVERY_RATE,
-        "msg/s",
-        o.consume_rate(),
-        Direction::None,
-    );
-    r.metrics
-        .extend(latency_metrics(E2E, &o.e2e_intended.summary()));
-    r.histograms.push((E2E.into(), o.e2e_intended.clone()));
-    let deliveries: u64 = a
-        .delivered_times
-        .iter()
-        .map(|(n, m)| u64::from(*n) * m)
-        .sum();
-    let per_message = if a.messages > 0 {
-        deliveries as f64 / a.messages as f64
-    } else {
-        0.0
+    let (published, delivered) = (o.publish_rate(), o.consume_rate());
+    r.metric(names::PUBLISH.rate, "msg/s", published, Direction::Higher);
+    r.metric(names::DELIVERY_RATE, "msg/s", delivered, Direction::None);
+    histogram(r, E2E, &o.e2e_intended);
+    let deliveries = recording::deliveries(a);
+    let per_message = match a.messages {
+        0 => 0.0,
+        n => deliveries as f64 / n as f64,
     };
     r.metric(
         DELIVERIES_PER_MESSAGE,
@@ -261,9 +233,7 @@ fn measure(o: &DriveOutcome, a: &Analysis, advisories: &Advisories, r: &mut Vari
     for (n, messages) in &a.delivered_times {
         r.count(format!("messages_delivered_{n}x"), *messages);
     }
-    let (metrics, histograms) = a.delay_metrics();
-    r.metrics.extend(metrics);
-    r.histograms.extend(histograms);
+    recording::delays(a, r);
     r.count("unplanned_redeliveries", a.unplanned_redeliveries);
     checks::fate_metrics(a, r);
     r.count(
@@ -297,44 +267,37 @@ fn verify(
             )
         })
         .collect();
+    let which = match early.is_empty() {
+        true => "none".to_string(),
+        false => early.join(", "),
+    };
     r.invariants.push(Invariant::check(
         "no redelivery earlier than configured",
         early.is_empty(),
-        if early.is_empty() {
-            format!(
-                "none earlier than configured by more than the tolerance ({})",
-                a.tolerance.describe()
-            )
-        } else {
-            format!(
-                "{} earlier than configured by more than the tolerance ({})",
-                early.join(", "),
-                a.tolerance.describe()
-            )
-        },
+        format!(
+            "{which} earlier than configured by more than the tolerance ({})",
+            a.tolerance.describe()
+        ),
     ));
     r.invariants.push(Invariant::equal(
         "no unplanned redelivery",
         a.unplanned_redeliveries,
         0,
     ));
-    let seqs = |list: &[crate::streams::advisory::Advisory]| {
-        list.iter().map(|x| x.stream_seq).collect::<BTreeSet<u64>>()
-    };
-    let exhausted: BTreeSet<u64> = a.exhausted.iter().copied().collect();
-    let termed: BTreeSet<u64> = a.termed.iter().copied().collect();
     for (name, advised, observed) in [
         (
             "MAX_DELIVERIES advisories = exhausted",
-            seqs(&advisories.max_deliveries),
-            exhausted,
+            &advisories.max_deliveries,
+            &a.exhausted,
         ),
         (
             "MSG_TERMINATED advisories = termed",
-            seqs(&advisories.terminated),
-            termed,
+            &advisories.terminated,
+            &a.termed,
         ),
     ] {
+        let advised: BTreeSet<u64> = advised.iter().map(|x| x.stream_seq).collect();
+        let observed: BTreeSet<u64> = observed.iter().copied().collect();
         let missing = observed.difference(&advised).count();
         let extra = advised.difference(&observed).count();
         r.invariants.push(Invariant::check(

@@ -18,11 +18,12 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::checks;
+use super::recording::{self, histogram};
 use super::table::{self, Cell, Column, Show};
 use super::{Field, Kind, Paced, Scope, Variants};
 use crate::drive::{ConsumerSpec, DriveOutcome, FaultPlan, RunContext};
 use crate::profile::{CommonPlan, FaultKind, format_duration};
-use crate::record::metrics::{Direction, latency_metrics};
+use crate::record::metrics::Direction;
 use crate::record::names;
 use crate::streams::provision::Need;
 use crate::streams::readback::ReadBack;
@@ -43,9 +44,6 @@ pub const ACKS_RESUMED_AFTER_RESTART: &str = "acks_resumed_after_restart";
 pub const ACKS_RESUMED_AFTER_HEAL: &str = "acks_resumed_after_heal";
 pub const RESENDS: &str = "resends";
 pub const RESENDS_FOUND_STORED: &str = "resends_found_stored";
-
-/// How often consumer info is sampled while a variant runs.
-const SAMPLE_EVERY: Duration = Duration::from_millis(250);
 
 /// The registry's row for `restart`: a server killed (or cut off) and back.
 pub struct Restart;
@@ -130,7 +128,7 @@ impl Kind for Restart {
         }
         let load = &plan.load;
         let reader = ConsumerSpec {
-            sample_every: Some(SAMPLE_EVERY),
+            sample_every: Some(recording::SAMPLE_EVERY),
             ..ConsumerSpec::acking(String::new(), load.consumer.clone())
         };
         let paced = Paced {
@@ -174,8 +172,7 @@ fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
         (names::E2E_LATENCY, &o.e2e_intended),
         (names::PUB_ACK_LATENCY, &o.pub_ack_intended),
     ] {
-        r.metrics.extend(latency_metrics(name, &recorder.summary()));
-        r.histograms.push((name.to_string(), recorder.clone()));
+        histogram(r, name, recorder);
     }
     // Latencies taken at a later delivery: the first went to a client that
     // never saw it. These are the fault's slowest messages.
@@ -199,12 +196,8 @@ fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
         } else {
             ("restart", ACKS_RESUMED_AFTER_RESTART)
         };
-        r.metric(
-            format!("{end}_time"),
-            "ms",
-            f.restarted_ns.saturating_sub(f.killed_ns) as f64 / 1e6,
-            Direction::None,
-        );
+        let down_ms = f.restarted_ns.saturating_sub(f.killed_ns) as f64 / 1e6;
+        r.metric(format!("{end}_time"), "ms", down_ms, Direction::None);
         // The first PubAck after the restart, from the publishers' view of
         // the gap: it ended when PubAcks resumed.
         let resumed = o.acks.iter().map(|a| a.max_gap_end_ns).max().unwrap_or(0);
@@ -214,31 +207,24 @@ fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
         // The clients' side of the outage: connections that dropped with
         // the node and when the last of them was back.
         let links = ctx.connect.link_events();
-        let dropped = links
-            .disconnected_ns
-            .iter()
-            .filter(|&&t| t >= f.killed_ns)
-            .count();
+        let since_kill = |times: &[u64]| -> Vec<u64> {
+            times
+                .iter()
+                .copied()
+                .filter(|&t| t >= f.killed_ns)
+                .collect()
+        };
+        let dropped = since_kill(&links.disconnected_ns).len();
         r.count("connections_dropped", dropped as u64);
-        let back = links
-            .connected_ns
-            .iter()
-            .copied()
-            .filter(|&t| t >= f.killed_ns)
-            .max();
-        if let Some(back) = back {
+        if let Some(back) = since_kill(&links.connected_ns).into_iter().max() {
             r.ms("reconnected_after_kill", back - f.killed_ns);
             if back > f.restarted_ns {
                 r.ms(format!("reconnected_after_{end}"), back - f.restarted_ns);
             }
         }
         if let Some(gap) = f.election_gap {
-            r.metric(
-                ELECTION_GAP,
-                "ms",
-                gap.as_secs_f64() * 1e3,
-                Direction::Lower,
-            );
+            let gap_ms = gap.as_secs_f64() * 1e3;
+            r.metric(ELECTION_GAP, "ms", gap_ms, Direction::Lower);
         }
         if f.leader_before.is_some() || f.leader_after.is_some() {
             r.param("leader_before", &f.leader_before);

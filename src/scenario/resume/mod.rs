@@ -15,6 +15,7 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::checks;
+use super::recording::{self, histogram};
 use super::table::{self, Column, Show};
 use super::{Field, Kind, Paced, Scope, Variants, Work};
 use crate::drive::{ConsumerSpec, CrashOutcome, CrashPlan, DriveOutcome};
@@ -39,9 +40,6 @@ pub const TIME_TO_FIRST_REDELIVERY: &str = "time_to_first_redelivery";
 /// End-to-end latency seen by the crashed client and by its replacement.
 pub const E2E_LATENCY_BEFORE_CRASH: &str = "e2e_latency_before_crash";
 pub const E2E_LATENCY_AFTER_REBIND: &str = "e2e_latency_after_rebind";
-
-/// How often consumer info is sampled while a variant runs.
-const SAMPLE_EVERY: Duration = Duration::from_millis(250);
 
 /// The registry's row for `resume`: a consumer crashing and a new one resuming.
 pub struct Resume;
@@ -116,12 +114,7 @@ impl Kind for Resume {
                 point,
                 rebind_after: plan.rebind_after,
             }),
-            ..ConsumerSpec::observed(
-                String::new(),
-                load.consumer.clone(),
-                Arc::new(load.behaviour.clone()),
-                SAMPLE_EVERY,
-            )
+            ..recording::observed(&load.consumer, Arc::new(load.behaviour.clone()))
         };
         let paced = Paced {
             work: match idempotent {
@@ -198,12 +191,7 @@ impl Recovery {
 
 fn measure(o: &DriveOutcome, rec: &Recovery, r: &mut VariantResult) {
     checks::publish_rate(o, r);
-    r.metrics.extend(latency_metrics(
-        names::E2E_LATENCY,
-        &o.e2e_intended.summary(),
-    ));
-    r.histograms
-        .push((names::E2E_LATENCY.into(), o.e2e_intended.clone()));
+    histogram(r, names::E2E_LATENCY, &o.e2e_intended);
     // Latencies taken at a later delivery: the first went to a client that
     // never saw it. These are the fault's slowest messages.
     r.count("e2e_latency.from_later_delivery", o.late_first_latencies);
