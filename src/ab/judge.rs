@@ -326,38 +326,27 @@ pub struct Judgement {
     /// was tested at after Holm and the looks, far stricter than the
     /// pass's, so an interval wholly beyond τ/2 at the pass's coverage can
     /// still be undecided; for "unchanged", the pass's own interval.
-    #[serde(default)]
     pub decided_low: Option<f64>,
-    #[serde(default)]
     pub decided_high: Option<f64>,
-    #[serde(default)]
     pub decided_coverage: Option<f64>,
     /// One-sided p-values: worse by more than τ/2; better by more than
     /// τ/2; worse by τ or more (rejected: unchanged).
-    #[serde(default)]
     pub p_worse: Option<f64>,
-    #[serde(default)]
     pub p_better: Option<f64>,
-    #[serde(default)]
     pub p_within: Option<f64>,
     /// The pairs' log ratios' spread (interquartile range / 1.349).
-    #[serde(default)]
     pub spread: Option<f64>,
     /// The smallest regression this many pairs would flag in 9 runs of 10,
     /// at the final look's rate, as a fraction (0.07 for 7%).
-    #[serde(default)]
     pub detectable: Option<f64>,
     /// About how many pairs would decide it, when it is undecided.
-    #[serde(default)]
     pub pairs_to_decide: Option<usize>,
     /// Pairs in which each side measured it.
     #[serde(default)]
     pub present: (usize, usize),
     /// Why it is not judged, where its class does not say.
-    #[serde(default)]
     pub why_not: Option<String>,
     /// For a tail judged from merged histograms: the samples behind it.
-    #[serde(default)]
     pub tail: Option<TailReport>,
     pub verdict: PairedVerdict,
 }
