@@ -84,7 +84,7 @@ async fn one_warm_process_answers_turn_after_turn_and_cleans_up_on_quit() {
     let stop = CancellationToken::new();
     let mut overheads = Vec::new();
     for n in 1..=3 {
-        let turn = side
+        let (turn, elapsed) = side
             .turn("lat", "latency", limit, &stop)
             .await
             .unwrap_or_else(|e| panic!("turn {n}: {e:#}"));
@@ -120,14 +120,14 @@ async fn one_warm_process_answers_turn_after_turn_and_cleans_up_on_quit() {
             .find(|h| h.name == "e2e_latency")
             .unwrap();
         assert_eq!(reported.count, histogram.count());
-        let overhead = turn.elapsed.saturating_sub(DURATION + WARMUP);
+        let overhead = elapsed.saturating_sub(DURATION + WARMUP);
         // The variant's own time (provision, lead-in, drive, drain,
         // delete) against the turn's: the rest is the side's and the
         // protocol's.
         eprintln!(
             "turn {n}: {:.3}s for {}ms of duration+warmup: {:.3}s beyond them \
              (the variant took {:.3}s of the turn)",
-            turn.elapsed.as_secs_f64(),
+            elapsed.as_secs_f64(),
             (DURATION + WARMUP).as_millis(),
             overhead.as_secs_f64(),
             variant.elapsed_s
@@ -147,7 +147,7 @@ async fn one_warm_process_answers_turn_after_turn_and_cleans_up_on_quit() {
     );
     let after = side.turn("lat", "latency", limit, &stop).await;
     assert_eq!(
-        after.unwrap_or_else(|e| panic!("{e:#}")).summary.verdict,
+        after.unwrap_or_else(|e| panic!("{e:#}")).0.summary.verdict,
         "passed"
     );
 

@@ -33,18 +33,14 @@ fn colour(verdict: PairedVerdict) -> RGBColor {
     }
 }
 
-/// The judged metrics in the table's order.
+/// The judged metrics in the table's order, less those missing in NEW
+/// (no ratio to draw).
 fn rows(report: &AbReport) -> Vec<&Judgement> {
     let mut rows: Vec<&Judgement> = report
         .judged()
         .filter(|m| m.verdict != PairedVerdict::MissingInNew)
         .collect();
-    rows.sort_by_key(|m| match m.verdict {
-        PairedVerdict::Regressed => 0,
-        PairedVerdict::Undecided | PairedVerdict::TooFewPairs => 1,
-        PairedVerdict::Improved => 2,
-        _ => 3,
-    });
+    rows.sort_by_key(|m| super::render::order(m));
     rows
 }
 
@@ -189,25 +185,24 @@ fn size(report: &AbReport) -> (u32, u32) {
 pub fn svg(report: &AbReport) -> Result<String> {
     fonts::ensure_registered()?;
     let mut out = String::new();
-    {
-        let root = SVGBackend::with_string(&mut out, size(report)).into_drawing_area();
-        draw(&root, report)?;
-    }
+    draw(
+        &SVGBackend::with_string(&mut out, size(report)).into_drawing_area(),
+        report,
+    )?;
     Ok(out)
 }
 
 /// Writes `charts/ab.svg`, `charts/ab.png` and `report.html` into `dir`.
 pub fn write(dir: &Path, report: &AbReport) -> Result<()> {
-    fonts::ensure_registered()?;
     let charts = dir.join("charts");
     std::fs::create_dir_all(&charts)?;
     let svg = svg(report)?;
     std::fs::write(charts.join("ab.svg"), &svg)?;
     let png = charts.join("ab.png");
-    {
-        let root = BitMapBackend::new(&png, size(report)).into_drawing_area();
-        draw(&root, report)?;
-    }
+    draw(
+        &BitMapBackend::new(&png, size(report)).into_drawing_area(),
+        report,
+    )?;
     std::fs::write(dir.join("report.html"), page(report, &svg))?;
     Ok(())
 }

@@ -326,38 +326,27 @@ pub struct Judgement {
     /// was tested at after Holm and the looks, far stricter than the
     /// pass's, so an interval wholly beyond τ/2 at the pass's coverage can
     /// still be undecided; for "unchanged", the pass's own interval.
-    #[serde(default)]
     pub decided_low: Option<f64>,
-    #[serde(default)]
     pub decided_high: Option<f64>,
-    #[serde(default)]
     pub decided_coverage: Option<f64>,
     /// One-sided p-values: worse by more than τ/2; better by more than
     /// τ/2; worse by τ or more (rejected: unchanged).
-    #[serde(default)]
     pub p_worse: Option<f64>,
-    #[serde(default)]
     pub p_better: Option<f64>,
-    #[serde(default)]
     pub p_within: Option<f64>,
     /// The pairs' log ratios' spread (interquartile range / 1.349).
-    #[serde(default)]
     pub spread: Option<f64>,
     /// The smallest regression this many pairs would flag in 9 runs of 10,
     /// at the final look's rate, as a fraction (0.07 for 7%).
-    #[serde(default)]
     pub detectable: Option<f64>,
     /// About how many pairs would decide it, when it is undecided.
-    #[serde(default)]
     pub pairs_to_decide: Option<usize>,
     /// Pairs in which each side measured it.
     #[serde(default)]
     pub present: (usize, usize),
     /// Why it is not judged, where its class does not say.
-    #[serde(default)]
     pub why_not: Option<String>,
     /// For a tail judged from merged histograms: the samples behind it.
-    #[serde(default)]
     pub tail: Option<TailReport>,
     pub verdict: PairedVerdict,
 }
@@ -383,6 +372,7 @@ pub type Tails = BTreeMap<Key, (f64, TailEstimate)>;
 /// from a variant a side ran is zero; probes of a rate search are shown,
 /// not judged; a unit that differs between the sides is not judged.
 pub fn tracks(pairs: &[(&[Summary], &[Summary])], rule: &Rule) -> Vec<Track> {
+    #[derive(Default)]
     struct Side {
         metrics: BTreeMap<Key, Metric>,
         /// (profile, scenario, variant) that ran.
@@ -390,11 +380,7 @@ pub fn tracks(pairs: &[(&[Summary], &[Summary])], rule: &Rule) -> Vec<Track> {
         probes: BTreeSet<(String, String, String)>,
     }
     let index = |summaries: &[Summary]| -> Side {
-        let mut side = Side {
-            metrics: BTreeMap::new(),
-            variants: BTreeSet::new(),
-            probes: BTreeSet::new(),
-        };
+        let mut side = Side::default();
         for s in summaries {
             for (sc, v) in s.variants() {
                 let id = (s.run.profile.name.clone(), sc.name.clone(), v.name.clone());
@@ -446,12 +432,8 @@ pub fn tracks(pairs: &[(&[Summary], &[Summary])], rule: &Rule) -> Vec<Track> {
             };
             track.pairs[i] = (value(base), value(new));
             let u = units.entry(key.clone()).or_default();
-            if let Some(m) = base.metrics.get(key) {
-                u.0.insert(m.unit.clone());
-            }
-            if let Some(m) = new.metrics.get(key) {
-                u.1.insert(m.unit.clone());
-            }
+            u.0.extend(base.metrics.get(key).map(|m| m.unit.clone()));
+            u.1.extend(new.metrics.get(key).map(|m| m.unit.clone()));
         }
     }
     for (key, (b, n)) in units {
@@ -701,15 +683,8 @@ fn test(j: &mut Judgement, direction: Direction, rule: &Rule, level: f64, pass: 
             Direction::Higher => -ratio.ln(),
             _ => ratio.ln(),
         };
-        decide_with(
-            j,
-            est,
-            sigma / (HL_EFFICIENCY * n).sqrt(),
-            n,
-            half,
-            full,
-            (level, pass),
-        );
+        let se = sigma / (HL_EFFICIENCY * n).sqrt();
+        decide_with(j, est, se, n, (half, full), (level, pass));
     }
 }
 
@@ -722,8 +697,7 @@ fn decide_with(
     est: f64,
     se: f64,
     n: f64,
-    half: f64,
-    full: f64,
+    (half, full): (f64, f64),
     (level, pass): (f64, f64),
 ) {
     let z_fail = stats::normal_quantile(1.0 - level);
@@ -765,7 +739,7 @@ fn test_tail(j: &mut Judgement, q: f64, tail: &TailEstimate, rule: &Rule, level:
     j.high = Some((worse + z * sd).exp());
     j.coverage = Some(1.0 - 2.0 * pass);
     j.spread = Some(sd * (tail.pairs as f64).sqrt());
-    decide_with(j, worse, sd, tail.pairs as f64, half, full, (level, pass));
+    decide_with(j, worse, sd, tail.pairs as f64, (half, full), (level, pass));
     j.tail = Some(TailReport {
         pairs: tail.pairs,
         samples: tail.samples,
@@ -892,12 +866,8 @@ pub fn judge_checks(pairs: &[(&[Summary], &[Summary])], look: &Look) -> Vec<Chec
                 (Some(_), None) => e.1 += 1,
                 (None, None) => {}
             }
-            if e.3.is_none() {
-                e.3 = n.get(key).cloned();
-            }
-            if e.4.is_none() {
-                e.4 = b.get(key).cloned();
-            }
+            e.3 = e.3.take().or_else(|| n.get(key).cloned());
+            e.4 = e.4.take().or_else(|| b.get(key).cloned());
         }
     }
     let mut out: Vec<CheckJudgement> = seen

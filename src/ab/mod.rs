@@ -398,10 +398,8 @@ async fn open_source(pairs: &Pairs<'_>, report: &mut AbReport) -> Result<Source>
         slice::write_profiles(pairs.profiles, pairs.options.slice, &folder, &|_, _| true)?;
     let logs = pairs.dir.join("windows");
     std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
-    let (base, new) = pairs.sides;
-    let opened =
-        warm::Sides::open((base, new), &profiles, &logs, pairs.slice_cpus, pairs.stop).await?;
-    match opened {
+    let opened = warm::Sides::open(pairs.sides, &profiles, &logs, pairs.slice_cpus, pairs.stop);
+    match opened.await? {
         warm::Opened::Warm(sides) => {
             report.mode = "windows".into();
             eprintln!(

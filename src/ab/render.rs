@@ -115,7 +115,8 @@ fn failing(r: &AbReport) -> Vec<Failure> {
         .collect()
 }
 
-fn order(m: &Judgement) -> u8 {
+/// A row's rank: what fails first, then what is open, then the rest.
+pub(super) fn order(m: &Judgement) -> u8 {
     match m.verdict {
         PairedVerdict::MissingInNew => 0,
         PairedVerdict::Regressed => 1,

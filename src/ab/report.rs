@@ -50,7 +50,6 @@ pub struct PairRecord {
     pub order: String,
     /// With warm sides: the scenario both turns ran, `profile:scenario`
     /// (the warm-up pair ran every scenario).
-    #[serde(default)]
     pub unit: Option<String>,
     pub base: SliceRecord,
     pub new: SliceRecord,
@@ -103,7 +102,6 @@ pub struct AbReport {
     pub pairs_needed: usize,
     /// The pair run first and not judged: the sides' first slices warm
     /// caches, page in binaries and fill the server's free lists.
-    #[serde(default)]
     pub warmup: Option<PairRecord>,
     pub pairs: Vec<PairRecord>,
     /// The looks taken so far, each with the false-alarm rate it spent.

@@ -221,24 +221,24 @@ pub async fn run(
         .stderr(log);
     let started = Instant::now();
     let mut child = spawn(side, &mut command)?;
-    let status = tokio::select! {
-        status = child.wait() => status.context("waiting for a slice")?,
-        _ = stop.cancelled() => {
-            interrupt(&child);
-            let _ = tokio::time::timeout(Duration::from_secs(30), child.wait()).await;
-            return Err(SliceError::Interrupted.into());
-        }
-        _ = tokio::time::sleep(limit) => {
+    let ended = tokio::select! {
+        status = child.wait() => Ok(status.context("waiting for a slice")?),
+        _ = stop.cancelled() => Err(SliceError::Interrupted),
+        _ = tokio::time::sleep(limit) => Err(SliceError::TimedOut(format!(
+            "the {} side's slice ran past {} and was stopped; its output: {}",
+            side.role,
+            format_duration(limit),
+            log_path.display()
+        ))),
+    };
+    // Stopped: it writes what it measured, or is killed after 30 s.
+    let status = match ended {
+        Ok(status) => status,
+        Err(e) => {
             interrupt(&child);
             let _ = tokio::time::timeout(Duration::from_secs(30), child.wait()).await;
             let _ = child.kill().await;
-            return Err(SliceError::TimedOut(format!(
-                "the {} side's slice ran past {} and was stopped; its output: {}",
-                side.role,
-                format_duration(limit),
-                log_path.display()
-            ))
-            .into());
+            return Err(e.into());
         }
     };
     let elapsed = started.elapsed();

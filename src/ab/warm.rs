@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::slice::{Side, SliceResult, SliceTarget};
 use super::tails::PairHistograms;
-use super::window::{SideProcess, Turn};
+use super::window::{SideProcess, TurnReply};
 use crate::results::summary::Summary;
 
 /// Which side runs first in a pair.
@@ -101,15 +101,15 @@ impl Sides {
                     (new_side, &mut self.new, &mut new)
                 };
                 settle(side).await;
-                let turn = process
+                let (turn, elapsed) = process
                     .turn(profile, scenario, limit, stop)
                     .await
                     .with_context(|| format!("the {role} side's turn at {profile}:{scenario}"))?;
-                self.longest = self.longest.max(turn.elapsed);
+                self.longest = self.longest.max(elapsed);
                 let file = dir
                     .join("windows")
                     .join(format!("{index:03}-{role}-{scenario}.json"));
-                collected.add(profile, turn, &file, dir)?;
+                collected.add(profile, (turn, elapsed), &file, dir)?;
             }
         }
         let (base, new) = (base.finish(dir), new.finish(dir));
@@ -168,11 +168,18 @@ struct Collected {
 impl Collected {
     /// Keeps a turn: its summary, its histograms under the profile's name,
     /// and the turn on disk (nothing measured is lost).
-    fn add(&mut self, profile: &str, turn: Turn, file: &Path, dir: &Path) -> Result<()> {
+    fn add(
+        &mut self,
+        profile: &str,
+        turn: (TurnReply, Duration),
+        file: &Path,
+        dir: &Path,
+    ) -> Result<()> {
+        let (turn, elapsed) = turn;
         let json = serde_json::json!({
             "summary": &turn.summary,
             "histograms": &turn.histograms,
-            "elapsed_s": turn.elapsed.as_secs_f64(),
+            "elapsed_s": elapsed.as_secs_f64(),
         });
         if let Some(parent) = file.parent() {
             std::fs::create_dir_all(parent)
@@ -189,19 +196,12 @@ impl Collected {
                     "a side named a histogram '{name}', not scenario/variant/name"
                 ));
             };
-            self.histograms.insert(
-                (
-                    profile.to_string(),
-                    scenario.into(),
-                    variant.into(),
-                    hist.into(),
-                ),
-                text,
-            );
+            let key = (profile.into(), scenario.into(), variant.into(), hist.into());
+            self.histograms.insert(key, text);
         }
         self.failed |= turn.summary.verdict != "passed";
         self.summaries.push(turn.summary);
-        self.elapsed += turn.elapsed;
+        self.elapsed += elapsed;
         self.files
             .push(file.strip_prefix(dir).unwrap_or(file).to_path_buf());
         Ok(())

@@ -86,14 +86,6 @@ pub struct TurnReply {
     pub histograms: BTreeMap<String, String>,
 }
 
-/// What one turn measured, and how long it took from ab's side.
-#[derive(Debug, Clone)]
-pub struct Turn {
-    pub summary: Summary,
-    pub histograms: BTreeMap<String, String>,
-    pub elapsed: Duration,
-}
-
 /// A running `jsbench ab-side`; killed when dropped, so a comparison that
 /// fails never leaves a side behind.
 pub struct SideProcess {
@@ -183,14 +175,15 @@ impl SideProcess {
 
     /// Runs one scenario on the side. Fails when the side dies, answers an
     /// error, or runs past `limit` (it is then interrupted); `stop`
-    /// interrupts it and fails with [`SliceError::Interrupted`].
+    /// interrupts it and fails with [`SliceError::Interrupted`]. What the
+    /// turn measured comes back with how long it took from ab's side.
     pub async fn turn(
         &mut self,
         profile: &str,
         scenario: &str,
         limit: Duration,
         stop: &CancellationToken,
-    ) -> Result<Turn> {
+    ) -> Result<(TurnReply, Duration)> {
         let what = format!("{profile}/{scenario}");
         let started = Instant::now();
         let request = Request::Turn {
@@ -224,11 +217,7 @@ impl SideProcess {
         let reply: Reply = serde_json::from_str(&line)
             .with_context(|| format!("{} answered turn {what} with {line:?}", self.who()))?;
         match reply {
-            Reply::Turn(reply) => Ok(Turn {
-                summary: reply.summary,
-                histograms: reply.histograms,
-                elapsed,
-            }),
+            Reply::Turn(reply) => Ok((*reply, elapsed)),
             Reply::Error(why) => Err(anyhow!("{} could not run {what}: {why}", self.who())),
             Reply::Ready(_) => Err(anyhow!(
                 "{} answered turn {what} with a second ready line",

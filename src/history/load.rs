@@ -32,7 +32,6 @@ pub struct Record {
     pub id: String,
     /// RFC 3339, UTC: the order when no repository is at hand.
     pub started_at: String,
-    #[serde(default)]
     pub commit: Option<String>,
     #[serde(default)]
     pub dirty: bool,
@@ -48,7 +47,6 @@ pub struct Record {
     #[serde(default)]
     pub kind: String,
     /// Where the run's report.html was when it was recorded.
-    #[serde(default)]
     pub report: Option<String>,
     pub metrics: Vec<Measured>,
     /// Broken invariants and variant errors: events on the series.
@@ -199,7 +197,6 @@ pub struct LeanRun {
 
 #[derive(Debug, Deserialize)]
 pub struct LeanTool {
-    #[serde(default)]
     pub git_commit: Option<String>,
     #[serde(default)]
     pub git_dirty: bool,
@@ -232,7 +229,6 @@ pub struct LeanVariant {
     pub metrics: Vec<Metric>,
     #[serde(default)]
     pub invariants: Vec<Invariant>,
-    #[serde(default)]
     pub error: Option<String>,
 }
 

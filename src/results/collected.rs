@@ -6,9 +6,8 @@ use std::collections::BTreeMap;
 use anyhow::Result;
 
 use super::summary::{HistogramReport, RunMetadata, Summary};
-use super::{Store, scenario_entry, variant_report};
+use super::{scenario_entry, variant_report};
 use crate::profile::CommonPlan;
-use crate::record::histogram::Recorder;
 use crate::variant::{VariantResult, VariantSink};
 
 /// Variants reported exactly as a results folder reports a single run
@@ -46,7 +45,17 @@ impl Collected {
 
 impl VariantSink for Collected {
     fn record(&mut self, scenario: &CommonPlan, variant: VariantResult) -> Result<()> {
-        let report = variant_report(scenario, variant, &mut self.histograms)?;
+        let histograms = &mut self.histograms;
+        let report = variant_report(scenario, variant, None, &mut |at, recorder| {
+            histograms.insert(at.join("/"), recorder.to_base64());
+            Ok(HistogramReport {
+                name: at[2].to_string(),
+                count: recorder.count(),
+                hgrm_file: String::new(),
+                hdr_file: String::new(),
+                hlog_file: None,
+            })
+        })?;
         scenario_entry(&mut self.summary, scenario)
             .variants
             .push(report);
@@ -54,28 +63,10 @@ impl VariantSink for Collected {
     }
 }
 
-impl Store for BTreeMap<String, String> {
-    fn histogram(
-        &mut self,
-        scenario: &str,
-        variant: &str,
-        name: &str,
-        recorder: &Recorder,
-    ) -> Result<HistogramReport> {
-        self.insert(format!("{scenario}/{variant}/{name}"), recorder.to_base64());
-        Ok(HistogramReport {
-            name: name.to_string(),
-            count: recorder.count(),
-            hgrm_file: String::new(),
-            hdr_file: String::new(),
-            hlog_file: None,
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::histogram::Recorder;
     use crate::record::metrics::Direction;
     use crate::variant::Invariant;
 

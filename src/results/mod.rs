@@ -94,12 +94,10 @@ impl ResultsWriter {
         index: usize,
     ) -> Result<()> {
         let repeat = self.summary.run.repeat;
-        let mut folder = Folder {
-            dir: &self.dir,
-            pooled: &mut self.pooled,
-            repeat,
-        };
-        let report = variant_report(scenario, variant, &mut folder)?;
+        let (dir, pooled) = (&self.dir, &mut self.pooled);
+        let report = variant_report(scenario, variant, Some(dir), &mut |at, recorder| {
+            histogram_files(dir, pooled, repeat, at, recorder)
+        })?;
         let scenario_report = scenario_entry(&mut self.summary, scenario);
         let earlier = scenario_report
             .variants
@@ -146,38 +144,22 @@ impl VariantSink for Repetition<'_> {
     }
 }
 
-/// Where a finished variant's histograms and parts table go: the files of
-/// a results folder, or memory for a process that writes nothing
-/// ([`Collected`]); the rest of the conversion is the same for both.
-trait Store {
-    fn histogram(
-        &mut self,
-        scenario: &str,
-        variant: &str,
-        name: &str,
-        recorder: &Recorder,
-    ) -> Result<HistogramReport>;
-
-    /// The parts table's file, if the store writes one. A parts table is a
-    /// file of a results folder; in memory there is none, and the
-    /// variant's own figures stay in its report.
-    fn parts(
-        &mut self,
-        _scenario: &str,
-        _variant: &str,
-        _parts: &[Part],
-    ) -> Result<Option<String>> {
-        Ok(None)
-    }
-}
+/// Where a finished variant's histograms go, by scenario, variant and
+/// name: the files of a results folder, or memory for a process that
+/// writes nothing ([`Collected`]); the rest of the conversion is the same
+/// for both.
+type Store<'a> = dyn FnMut([&str; 3], &Recorder) -> Result<HistogramReport> + 'a;
 
 /// A finished variant as the summary reports it: counted in the live
 /// metrics, its clamped histograms warned about, its latencies over time
-/// added, its histograms and parts handed to `store`.
+/// added, its histograms handed to `store` and its parts table written
+/// into the results folder `dir` (in memory there is none, and the
+/// variant's own figures stay in its report).
 fn variant_report(
     scenario: &CommonPlan,
     mut variant: VariantResult,
-    store: &mut dyn Store,
+    dir: Option<&Path>,
+    store: &mut Store,
 ) -> Result<VariantReport> {
     crate::system::live::variant_done(
         variant.passed(),
@@ -188,12 +170,17 @@ fn variant_report(
     variant.add_interval_timelines();
     let mut histograms = Vec::new();
     for (name, recorder) in &variant.histograms {
-        histograms.push(store.histogram(scenario.name(), &variant.name, name, recorder)?);
+        histograms.push(store([scenario.name(), &variant.name, name], recorder)?);
     }
-    let parts_file = if variant.parts.is_empty() {
-        None
-    } else {
-        store.parts(scenario.name(), &variant.name, &variant.parts)?
+    let parts_file = match dir {
+        Some(dir) if !variant.parts.is_empty() => {
+            let file = format!("parts/{}.{}.csv", scenario.name(), variant.name);
+            fs::create_dir_all(dir.join("parts"))
+                .with_context(|| format!("creating {}", dir.join("parts").display()))?;
+            write_atomic(&dir.join(&file), &parts_csv(&variant.parts)?)?;
+            Some(file)
+        }
+        _ => None,
     };
     Ok(VariantReport {
         passed: variant.passed(),
@@ -231,59 +218,43 @@ fn scenario_entry<'s>(summary: &'s mut Summary, scenario: &CommonPlan) -> &'s mu
     }
 }
 
-/// A results folder's histograms/ and parts/: with `repeat`, a histogram's
-/// files hold every repetition so far, pooled.
-struct Folder<'a> {
-    dir: &'a Path,
-    pooled: &'a mut HashMap<String, Recorder>,
+/// A histogram's files in a results folder's histograms/: with `repeat`,
+/// they hold every repetition so far, pooled in `pooled`.
+fn histogram_files(
+    dir: &Path,
+    pooled: &mut HashMap<String, Recorder>,
     repeat: usize,
-}
-
-impl Store for Folder<'_> {
-    fn histogram(
-        &mut self,
-        scenario: &str,
-        variant: &str,
-        name: &str,
-        recorder: &Recorder,
-    ) -> Result<HistogramReport> {
-        let stem = format!("{scenario}.{variant}.{name}");
-        let recorder = if self.repeat > 1 {
-            let pooled = self.pooled.entry(stem.clone()).or_default();
-            pooled.merge(recorder);
-            &*pooled
-        } else {
-            recorder
-        };
-        let hgrm_file = format!("histograms/{stem}.hgrm");
-        let hdr_file = format!("histograms/{stem}.hdr");
-        write_atomic(&self.dir.join(&hgrm_file), recorder.to_hgrm().as_bytes())?;
-        write_atomic(
-            &self.dir.join(&hdr_file),
-            (recorder.to_base64() + "\n").as_bytes(),
-        )?;
-        let mut hlog_file = None;
-        if let Some(log) = recorder.to_interval_log() {
-            let file = format!("histograms/{stem}.hlog");
-            write_atomic(&self.dir.join(&file), &log)?;
-            hlog_file = Some(file);
-        }
-        Ok(HistogramReport {
-            name: name.to_string(),
-            count: recorder.count(),
-            hgrm_file,
-            hdr_file,
-            hlog_file,
-        })
+    [scenario, variant, name]: [&str; 3],
+    recorder: &Recorder,
+) -> Result<HistogramReport> {
+    let stem = format!("{scenario}.{variant}.{name}");
+    let recorder = if repeat > 1 {
+        let pooled = pooled.entry(stem.clone()).or_default();
+        pooled.merge(recorder);
+        &*pooled
+    } else {
+        recorder
+    };
+    let hgrm_file = format!("histograms/{stem}.hgrm");
+    let hdr_file = format!("histograms/{stem}.hdr");
+    write_atomic(&dir.join(&hgrm_file), recorder.to_hgrm().as_bytes())?;
+    write_atomic(
+        &dir.join(&hdr_file),
+        (recorder.to_base64() + "\n").as_bytes(),
+    )?;
+    let mut hlog_file = None;
+    if let Some(log) = recorder.to_interval_log() {
+        let file = format!("histograms/{stem}.hlog");
+        write_atomic(&dir.join(&file), &log)?;
+        hlog_file = Some(file);
     }
-
-    fn parts(&mut self, scenario: &str, variant: &str, parts: &[Part]) -> Result<Option<String>> {
-        let file = format!("parts/{scenario}.{variant}.csv");
-        fs::create_dir_all(self.dir.join("parts"))
-            .with_context(|| format!("creating {}", self.dir.join("parts").display()))?;
-        write_atomic(&self.dir.join(&file), &parts_csv(parts)?)?;
-        Ok(Some(file))
-    }
+    Ok(HistogramReport {
+        name: name.to_string(),
+        count: recorder.count(),
+        hgrm_file,
+        hdr_file,
+        hlog_file,
+    })
 }
 
 /// One row per scenario, variant and metric (long format), for spreadsheets

@@ -21,10 +21,9 @@ pub fn first(mut report: VariantReport, index: usize, of: usize) -> VariantRepor
     let record = record_of(&report, index);
     report.metrics.iter_mut().for_each(repeated);
     report.warnings = label(index, std::mem::take(&mut report.warnings));
-    report.error = report.error.map(|e| format!("repetition {index}: {e}"));
-    report.inconclusive = report
-        .inconclusive
-        .map(|e| format!("repetition {index}: {e}"));
+    let (error, inconclusive) = (report.error.take(), report.inconclusive.take());
+    append(&mut report.error, error, index);
+    append(&mut report.inconclusive, inconclusive, index);
     report.repetitions = vec![record];
     report.invariants = merge_invariants(&report.repetitions, of);
     report.passed = passed(&report);
@@ -69,20 +68,8 @@ pub fn fold(into: &mut VariantReport, next: VariantReport, index: usize, of: usi
     }
     into.ledger += next.ledger;
     into.warnings.extend(label(index, next.warnings));
-    if let Some(e) = next.error {
-        let e = format!("repetition {index}: {e}");
-        into.error = Some(match into.error.take() {
-            Some(earlier) => format!("{earlier}; {e}"),
-            None => e,
-        });
-    }
-    if let Some(e) = next.inconclusive {
-        let e = format!("repetition {index}: {e}");
-        into.inconclusive = Some(match into.inconclusive.take() {
-            Some(earlier) => format!("{earlier}; {e}"),
-            None => e,
-        });
-    }
+    append(&mut into.error, next.error, index);
+    append(&mut into.inconclusive, next.inconclusive, index);
     into.elapsed_s += next.elapsed_s;
     into.streams.extend(next.streams);
     into.invariants = merge_invariants(&into.repetitions, of);
@@ -91,6 +78,15 @@ pub fn fold(into: &mut VariantReport, next: VariantReport, index: usize, of: usi
 
 /// A metric of one repetition in the repeated form: its one value, and
 /// the spread of that.
+/// A repetition's error (or reason it was inconclusive), labelled, after
+/// the earlier ones.
+fn append(into: &mut Option<String>, next: Option<String>, index: usize) {
+    if let Some(e) = next {
+        let earlier = into.take().map(|e| format!("{e}; ")).unwrap_or_default();
+        *into = Some(format!("{earlier}repetition {index}: {e}"));
+    }
+}
+
 fn repeated(m: &mut Metric) {
     m.repetitions = vec![m.value];
     m.spread = Spread::of(&m.repetitions);

@@ -53,15 +53,12 @@ pub struct RunMetadata {
     /// jsbench's own peak resident memory when the run finished (bytes,
     /// the process's high-water mark: earlier profiles of the same
     /// invocation included).
-    #[serde(default)]
     pub peak_rss: Option<u64>,
     /// The largest ledger cost of any variant, bytes per message (each
     /// variant's own is its `ledger_bytes_per_msg` metric).
-    #[serde(default)]
     pub ledger_bytes_per_msg: Option<f64>,
     /// Worker threads of the publish and consume runtimes
     /// (`--publisher-threads`, `--consumer-threads`).
-    #[serde(default)]
     pub client_threads: Option<(usize, usize)>,
 }
 
@@ -87,23 +84,19 @@ pub struct ServerInfo {
     pub log_problems: Vec<String>,
     /// Servers in the cluster, counted from the client URLs the servers
     /// advertise (or the nodes jsbench started); `None` when not clustered.
-    #[serde(default)]
     pub cluster_size: Option<usize>,
     /// Every server jsbench's connections landed on (all nodes of an
     /// embedded cluster), with its version.
     #[serde(default)]
     pub nodes: Vec<NodeInfo>,
     /// How jsbench connected: never a secret, only its kind and origin.
-    #[serde(default)]
     pub connection: Option<ConnectionInfo>,
     /// The max_bytes jsbench set on its streams because the account
     /// requires one, and how it was sized; `None`: streams unlimited.
-    #[serde(default)]
     pub stream_max_bytes: Option<SizedMaxBytes>,
     /// The server's sync setting and JetStream API level as it reported
     /// them when the profile started (a `[server] sync` list changes the
     /// setting per variant: each variant's `server.*` params say which).
-    #[serde(default)]
     pub persistence: Option<Persistence>,
 }
 
