@@ -146,8 +146,12 @@ fn the_same_build_twice_is_unchanged_and_the_folder_holds_every_turn() {
     assert!(again.status.success(), "{:?}", text(&again));
     assert!(folder.join("report.html").is_file());
     // A known shift planted in these real recorded pairs: ab-simulate
-    // finds a doubling every time and a 1% change (under half the 10%
-    // threshold) never.
+    // finds a doubling nearly every time and a 1% change (under half the
+    // 10% threshold) nearly never. Each figure is a share of 40 simulated
+    // comparisons drawn from four pairs recorded on a shared machine, so
+    // one stray draw in 40 is allowed either way (printed whole, 2.5% is
+    // 2% or 3%): a judge blind to a doubling, or one flagging noise, still
+    // fails it.
     let sim = run(jsbench().arg("ab-simulate").arg(&folder).args([
         "--runs",
         "40",
@@ -163,7 +167,13 @@ fn the_same_build_twice_is_unchanged_and_the_folder_holds_every_turn() {
         .split('|')
         .map(str::trim)
         .collect();
-    assert_eq!((row[5], row[6]), ("0%", "100%"), "{sim_out}");
+    let share = |cell: &str| -> f64 {
+        cell.trim_end_matches('%')
+            .parse()
+            .unwrap_or_else(|_| panic!("not a percentage: {cell:?}\n{sim_out}"))
+    };
+    assert!(share(row[5]) <= 3.0, "1% flagged too often:\n{sim_out}");
+    assert!(share(row[6]) >= 97.0, "a doubling missed:\n{sim_out}");
 }
 
 #[test]
