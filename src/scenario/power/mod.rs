@@ -462,7 +462,7 @@ async fn stream_state(
                     last_seq: state.last_sequence,
                 }));
             }
-            Err(e) if stream_not_found(&e) => return Ok(None),
+            Err(e) if super::scope::stream_not_found(&e) => return Ok(None),
             Err(e) if started.elapsed() > RECOVERY_TIMEOUT => {
                 bail!(
                     "the restarted server did not answer for stream {stream} within {RECOVERY_TIMEOUT:?}: {e}"
@@ -495,12 +495,6 @@ fn furthest(answers: impl IntoIterator<Item = Result<Option<ReplicaState>>>) -> 
         }
     }
     furthest.context("no node holds the stream, though it answered for it")
-}
-
-fn stream_not_found(e: &async_nats::jetstream::context::GetStreamError) -> bool {
-    use async_nats::jetstream::context::GetStreamErrorKind;
-    matches!(e.kind(), GetStreamErrorKind::JetStream(j)
-        if j.error_code() == async_nats::jetstream::ErrorCode::STREAM_NOT_FOUND)
 }
 
 fn measure(o: &DriveOutcome, rec: &Recovery, dropped: Option<&CutReport>, r: &mut VariantResult) {
