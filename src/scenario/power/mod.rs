@@ -505,12 +505,7 @@ fn measure(o: &DriveOutcome, rec: &Recovery, dropped: Option<&CutReport>, r: &mu
     r.ledger.lost = c.lost_after_puback;
     // Paced: the achieved rates say whether the setting kept up, from
     // the first send (PubAck) after the warm-up to the last before the kill.
-    r.metric(
-        names::PUBLISH.rate,
-        "msg/s",
-        o.publish_rate(),
-        Direction::None,
-    );
+    super::checks::publish_rate(o, r);
     r.metric("acked_rate", "msg/s", o.acked_rate(), Direction::Higher);
     // From each message's intended send to its PubAck, after the warm-up.
     r.latency(names::PUB_ACK_LATENCY, &o.pub_ack_intended);
