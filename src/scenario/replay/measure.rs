@@ -105,8 +105,7 @@ pub(super) fn measure(
         r.timelines
             .insert(names::DELIVERED.into(), log.timeline.clone());
     }
-    let ledger = replay_ledger(log, live);
-    r.ledger = ledger;
+    r.ledger = replay_ledger(log, live);
     match log.end {
         End::Stalled => r.warnings.push(format!(
             "the replay stopped after {} deliveries: nothing arrived for the drain timeout",

@@ -108,9 +108,8 @@ impl Kind for TtlKind {
             // The cost variant keeps its two streams at once.
             streams: if plan.cost_messages > 0 { 2 } else { 1 },
             consumers: 2,
-            bytes,
             total_bytes: bytes + plan.cost_messages * each,
-            max_ack_pending: 0,
+            ..Need::one_stream(bytes)
         }
     }
 
