@@ -9,6 +9,7 @@ use crate::consume::fates::Analysis;
 use crate::drive::DriveOutcome;
 use crate::profile::{BehaviourPlan, ConsumerPlan};
 use crate::record::ledger::LedgerCounts;
+use crate::record::metrics::{Direction, rate_and_throughput};
 use crate::record::names;
 use crate::variant::{Invariant, VariantResult};
 
@@ -99,10 +100,7 @@ pub fn every_publish_persisted(name: &str, o: &DriveOutcome) -> Invariant {
         format!(
             ", {} refused by the stream's limits (first: {})",
             c.refused_by_limit,
-            o.acks
-                .iter()
-                .find_map(|a| a.first_refusal.as_deref())
-                .unwrap_or("?")
+            first_refusal(o)
         )
     } else {
         String::new()
@@ -290,11 +288,15 @@ pub fn refusals(o: &DriveOutcome, r: &mut VariantResult) {
     r.warnings.push(format!(
         "the stream refused {} publish(es) at its limits: {}",
         c.refused_by_limit,
-        o.acks
-            .iter()
-            .find_map(|a| a.first_refusal.as_deref())
-            .unwrap_or("?")
+        first_refusal(o)
     ));
+}
+
+/// The first publish the stream refused at its limits, as the server
+/// worded the refusal.
+fn first_refusal(o: &DriveOutcome) -> &str {
+    let mut refusals = o.acks.iter().filter_map(|a| a.first_refusal.as_deref());
+    refusals.next().unwrap_or("?")
 }
 
 /// No persisted message was missed by the clients: delivered by the
@@ -317,12 +319,11 @@ pub fn nothing_dropped(o: &DriveOutcome) -> Invariant {
 /// What a paced drive's publishers did: their rate and throughput, and
 /// their [`pub_acks`].
 pub fn publishing(o: &DriveOutcome, r: &mut VariantResult) {
-    r.metrics
-        .extend(crate::record::metrics::rate_and_throughput(
-            names::PUBLISH,
-            o.publish_rate(),
-            o.publish_throughput(),
-        ));
+    r.metrics.extend(rate_and_throughput(
+        names::PUBLISH,
+        o.publish_rate(),
+        o.publish_throughput(),
+    ));
     pub_acks(o, r);
 }
 
@@ -372,24 +373,14 @@ pub fn nothing_pending(o: &DriveOutcome) -> Invariant {
 /// The publishers' rate, beside a kind's own figures: shown, not judged.
 pub fn publish_rate(o: &DriveOutcome, r: &mut VariantResult) {
     let rate = o.publish_rate();
-    r.metric(
-        names::PUBLISH.rate,
-        "msg/s",
-        rate,
-        crate::record::metrics::Direction::None,
-    );
+    r.metric(names::PUBLISH.rate, "msg/s", rate, Direction::None);
 }
 
 /// From the last publish to the end of the drain: how long the consumers
 /// took to finish.
 pub fn completion_time(o: &DriveOutcome, r: &mut VariantResult) {
     let ms = o.drain_time.as_secs_f64() * 1e3;
-    r.metric(
-        "completion_time",
-        "ms",
-        ms,
-        crate::record::metrics::Direction::Lower,
-    );
+    r.metric("completion_time", "ms", ms, Direction::Lower);
 }
 
 /// Every publisher sent its whole schedule. One that stopped on a publish
@@ -427,7 +418,6 @@ pub fn publishers_finished(o: &DriveOutcome) -> Invariant {
 /// and CPU over time, and the meta leader when it moved. Nothing when no
 /// endpoint is known (a server jsbench did not start, without --monitor).
 pub fn server_figures(o: &DriveOutcome, r: &mut VariantResult) {
-    use crate::record::metrics::Direction;
     let stored = o.counts.persisted;
     if let Some(cpu) = o.server_cpu.filter(|_| stored > 0)
         && !r

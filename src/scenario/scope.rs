@@ -462,7 +462,8 @@ impl Scope<'_> {
         let js = ctx.provisioner.jetstream();
         let mut known = Vec::new();
         for name in std::mem::take(&mut scope.created) {
-            if !stream_not_found(js.get_stream(&name).await.err()) {
+            let asked = js.get_stream(&name).await;
+            if !asked.is_err_and(|e| stream_not_found(&e)) {
                 known.push(name);
             }
         }
@@ -475,8 +476,8 @@ impl Scope<'_> {
 }
 
 /// Whether asking for a stream found that the server does not have it.
-fn stream_not_found(e: Option<async_nats::jetstream::context::GetStreamError>) -> bool {
+pub(super) fn stream_not_found(e: &async_nats::jetstream::context::GetStreamError) -> bool {
     use async_nats::jetstream::context::GetStreamErrorKind;
-    matches!(e.as_ref().map(|e| e.kind()), Some(GetStreamErrorKind::JetStream(j))
+    matches!(e.kind(), GetStreamErrorKind::JetStream(j)
         if j.error_code() == async_nats::jetstream::ErrorCode::STREAM_NOT_FOUND)
 }

@@ -83,13 +83,11 @@ impl Kind for Filtered {
         // Count-based: about 100k messages a second to fill and to read,
         // but several filter subjects read at 4k-20k a second here
         // (docs/scenarios/filtered.md): a tenth of that, say.
+        // (The plan lists each shape once.)
         let each = Duration::from_secs_f64(plan.messages as f64 / 100_000.0);
-        let reads: u32 = plan
-            .filters
-            .iter()
-            .map(|&s| if s == Shape::Several { 10 } else { 1 })
-            .sum();
-        each * ((reads + 1) * plan.streams() as u32)
+        let several = u32::from(plan.filters.contains(&Shape::Several));
+        let reads = plan.filters.len() as u32 + 9 * several;
+        each * ((reads + 1) * (plan.subjects.len() * plan.max_per_subject.len()) as u32)
     }
 
     const CONSUMER: Option<Field<Plan>> = Some((|p| &p.consumer, |p| &mut p.consumer));
@@ -123,22 +121,18 @@ impl Kind for Filtered {
         plan: &Plan,
         point: &Point,
     ) -> Result<Option<Filled>> {
-        let point_label = point.label();
-        let (name, base) = (
-            s.ctx.names.stream(s.scenario.name(), &point_label),
-            s.ctx.names.subject(s.scenario.name(), &point_label),
-        );
+        let (names, label) = (&s.ctx.names, point.label());
+        let name = names.stream(s.scenario.name(), &label);
         let layout = Layout {
-            base,
+            base: names.subject(s.scenario.name(), &label),
             cardinality: point.cardinality,
             rare_every: plan.rare_every,
         };
         let mut config = s.stream_config();
         (config.name, config.subjects) = (name.clone(), vec![format!("{}.>", layout.base)]);
-        config.max_messages_per_subject = match point.max_per_subject {
-            0 => -1,
-            m => i64::try_from(m).unwrap_or(i64::MAX),
-        };
+        // The plan bounds max_per_subject far below i64::MAX.
+        let max = point.max_per_subject;
+        config.max_messages_per_subject = if max == 0 { -1 } else { max as i64 };
         let stream = s.stream(config).await?;
         let spec = DriveSpec::fill(
             s.drive_label(),
@@ -150,13 +144,11 @@ impl Kind for Filtered {
         checks::filled_in_order(&s.drive(&spec).await?, plan.messages)?;
         let stored = layout::stored(&layout, plan.messages, point.max_per_subject);
         probe_layout(&stream, &layout, &stored).await?;
-        let held = s.stored(r, &name).await;
         Ok(Some(Filled {
             stream,
-            name,
             layout,
             stored,
-            held,
+            held: s.stored(r, &name).await,
         }))
     }
 
@@ -208,7 +200,7 @@ impl Kind for Filtered {
         // Drive: read everything due.
         let spec = DriveSpec::consume_only(
             s.drive_label(),
-            filled.name.clone(),
+            filled.stream.cached_info().config.name.clone(),
             ConsumerSpec::acking(durable, plan.consumer.clone()),
             due.clone(),
             s.scenario.common.drain_timeout,
@@ -218,29 +210,23 @@ impl Kind for Filtered {
         // Measure: deliveries a second from the first delivery to the
         // last, the share of the stored messages selected, the server's CPU
         // and the client's.
-        let rate = o.consume_rate();
-        let bytes = rate * plan.message_size as f64;
+        let (rate, size) = (o.consume_rate(), plan.message_size as f64);
         r.metrics
-            .extend(rate_and_throughput(names::CONSUME, rate, bytes));
+            .extend(rate_and_throughput(names::CONSUME, rate, rate * size));
         let share = due.len() as f64 / filled.stored.len().max(1) as f64;
         r.metric(MATCHED_SHARE, "ratio", share, Direction::None);
-        // A withheld server figure stays withheld: the shared figures would
-        // otherwise divide the same few ticks by the messages read.
-        let server = server_cpu(&o, r);
         r.timelines
             .insert(names::DELIVERED.into(), o.delivered_timeline.clone());
         r.warnings.extend(o.errors.iter().cloned());
-        super::client_cost::client_figures_with(&o, server, r);
+        // A withheld server figure stays withheld: the shared figures would
+        // otherwise divide the same few ticks by the messages read.
+        super::client_cost::client_figures_with(&o, server_cpu(&o, r), r);
 
         // Verify.
         r.ledger = o.counts;
+        let kept = verify::stream_kept(&filled.held, filled.stored.len(), point.max_per_subject);
         r.invariants.extend(verify::verify(&due, &o));
-        r.invariants.push(verify::stream_kept(
-            &filled.held,
-            filled.stored.len(),
-            point.max_per_subject,
-        ));
-        r.invariants.push(checks::nothing_pending(&o));
+        r.invariants.extend([kept, checks::nothing_pending(&o)]);
         Ok(())
     }
 
@@ -277,8 +263,8 @@ impl Point {
 
 /// A filled stream every shape of a point reads.
 pub struct Filled {
+    /// Its name in its cached info.
     stream: stream::Stream,
-    name: String,
     layout: Layout,
     /// The sequences the stream keeps of the fill.
     stored: SeqSet,
@@ -312,23 +298,20 @@ async fn probe_layout(stream: &stream::Stream, layout: &Layout, stored: &SeqSet)
 /// (under it, the result says why not); the figure as judged.
 fn server_cpu(o: &DriveOutcome, r: &mut VariantResult) -> Option<Duration> {
     let cpu = o.server_cpu.filter(|_| o.counts.deliveries > 0)?;
-    if cpu < MIN_SERVER_CPU {
-        r.param(
-            "server_cpu_per_msg_from",
-            format!(
-                "not reported: the read cost the server {} ms of CPU, under the {} ms a figure \
-                 needs at a clock tick's resolution",
-                cpu.as_millis(),
-                MIN_SERVER_CPU.as_millis()
-            ),
-        );
-        return None;
-    }
-    let per = cpu.as_secs_f64() * 1e6 / o.counts.deliveries as f64;
-    r.metric(SERVER_CPU_PER_MSG, "us", per, Direction::Lower);
-    r.param(
-        "server_cpu_per_msg_from",
-        "server CPU from the consumer's connect to the end of the drain, over its deliveries",
-    );
-    Some(cpu)
+    let from = match cpu < MIN_SERVER_CPU {
+        true => format!(
+            "not reported: the read cost the server {} ms of CPU, under the {} ms a figure needs \
+             at a clock tick's resolution",
+            cpu.as_millis(),
+            MIN_SERVER_CPU.as_millis()
+        ),
+        false => {
+            let per = cpu.as_secs_f64() * 1e6 / o.counts.deliveries as f64;
+            r.metric(SERVER_CPU_PER_MSG, "us", per, Direction::Lower);
+            "server CPU from the consumer's connect to the end of the drain, over its deliveries"
+                .into()
+        }
+    };
+    r.param("server_cpu_per_msg_from", from);
+    (cpu >= MIN_SERVER_CPU).then_some(cpu)
 }

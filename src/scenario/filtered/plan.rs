@@ -58,13 +58,6 @@ pub struct Plan {
     pub consumer: ConsumerPlan,
 }
 
-impl Plan {
-    /// Streams filled: one per cardinality and max-per-subject.
-    pub fn streams(&self) -> usize {
-        self.subjects.len() * self.max_per_subject.len()
-    }
-}
-
 /// Counted, not timed: each stream is filled with `messages` once.
 const OFFER: Offer = Offer::TIMING
     .less(&["duration", "warmup"])
@@ -81,14 +74,13 @@ pub fn read(section: Section<'_>, problems: &mut Problems) -> Option<(CommonPlan
     let stream_limit = section.stream.and_then(|s| s.limits.max_msgs_per_subject);
     let (mut shared, mut k) = take(section.table, OFFER, section.prefix, problems)?;
     let common = shared.counted("filtered", DRAIN_TIMEOUT, problems);
-    let messages = k.required(
-        "messages",
-        1..=100_000_000,
-        " messages",
-        "how many messages each stream is filled with, e.g. messages = 200000",
-    );
     let plan = Plan {
-        messages,
+        messages: k.required(
+            "messages",
+            1..=100_000_000,
+            " messages",
+            "how many messages each stream is filled with, e.g. messages = 200000",
+        ),
         message_size: shared.fixed_size("filtered", problems),
         subjects: k.list("subjects", vec![1, 1000], 1..=MAX_SUBJECTS, ""),
         max_per_subject: k.list(
@@ -163,7 +155,6 @@ mod tests {
         assert_eq!(p.max_per_subject, [0]);
         assert_eq!(p.filters, Shape::ALL);
         assert_eq!(p.rare_every, 1000);
-        assert_eq!(p.streams(), 2);
     }
 
     #[test]

@@ -34,6 +34,10 @@ pub fn verify(due: &SeqSet, o: &DriveOutcome) -> Vec<Invariant> {
     }
     // The first sequences of a list, as evidence.
     let first = |seqs: &[u64]| seqs[..seqs.len().min(EXAMPLES)].to_vec();
+    // "<how many> <what> (first sequences: [...])"
+    let some = |seqs: &[u64], what: &str| {
+        format!("{} {what} (first sequences: {:?})", seqs.len(), first(seqs))
+    };
     let due = due.len();
     let mut detail = Vec::new();
     if !missing.is_empty() {
@@ -45,18 +49,11 @@ pub fn verify(due: &SeqSet, o: &DriveOutcome) -> Vec<Invariant> {
             ),
             None => "nobody's proven: the durable's state was unavailable".to_string(),
         };
-        detail.push(format!(
-            "{} of {due} matching messages never delivered: {who} (first sequences: {:?})",
-            missing.len(),
-            first(&missing)
-        ));
+        let what = format!("of {due} matching messages never delivered: {who}");
+        detail.push(some(&missing, &what));
     }
     if !twice.is_empty() {
-        detail.push(format!(
-            "{} delivered more than once (first sequences: {:?})",
-            twice.len(),
-            first(&twice)
-        ));
+        detail.push(some(&twice, "delivered more than once"));
     }
     let once = detail.is_empty();
     if once {

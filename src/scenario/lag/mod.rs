@@ -143,9 +143,8 @@ impl Kind for Lag {
         Need {
             streams: origins + 1,
             consumers: 2,
-            bytes,
             total_bytes: 2 * bytes,
-            max_ack_pending: 0,
+            ..Need::one_stream(bytes)
         }
     }
 

@@ -462,7 +462,7 @@ async fn stream_state(
                     last_seq: state.last_sequence,
                 }));
             }
-            Err(e) if stream_not_found(&e) => return Ok(None),
+            Err(e) if super::scope::stream_not_found(&e) => return Ok(None),
             Err(e) if started.elapsed() > RECOVERY_TIMEOUT => {
                 bail!(
                     "the restarted server did not answer for stream {stream} within {RECOVERY_TIMEOUT:?}: {e}"
@@ -497,12 +497,6 @@ fn furthest(answers: impl IntoIterator<Item = Result<Option<ReplicaState>>>) -> 
     furthest.context("no node holds the stream, though it answered for it")
 }
 
-fn stream_not_found(e: &async_nats::jetstream::context::GetStreamError) -> bool {
-    use async_nats::jetstream::context::GetStreamErrorKind;
-    matches!(e.kind(), GetStreamErrorKind::JetStream(j)
-        if j.error_code() == async_nats::jetstream::ErrorCode::STREAM_NOT_FOUND)
-}
-
 fn measure(o: &DriveOutcome, rec: &Recovery, dropped: Option<&CutReport>, r: &mut VariantResult) {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let confirmed: Vec<_> = o.acks.iter().map(|a| &a.stored_by_message).collect();
@@ -511,12 +505,7 @@ fn measure(o: &DriveOutcome, rec: &Recovery, dropped: Option<&CutReport>, r: &mu
     r.ledger.lost = c.lost_after_puback;
     // Paced: the achieved rates say whether the setting kept up, from
     // the first send (PubAck) after the warm-up to the last before the kill.
-    r.metric(
-        names::PUBLISH.rate,
-        "msg/s",
-        o.publish_rate(),
-        Direction::None,
-    );
+    super::checks::publish_rate(o, r);
     r.metric("acked_rate", "msg/s", o.acked_rate(), Direction::Higher);
     // From each message's intended send to its PubAck, after the warm-up.
     r.latency(names::PUB_ACK_LATENCY, &o.pub_ack_intended);

@@ -23,12 +23,9 @@ pub enum Cut {
 }
 
 impl Cut {
+    /// As the profile spells it, in declaration order.
     pub fn word(self) -> &'static str {
-        match self {
-            Cut::Kill => "kill",
-            Cut::Power => "power",
-            Cut::PowerLeader => "power_leader",
-        }
+        ["kill", "power", "power_leader"][self as usize]
     }
 
     /// Which nodes it strikes, as the drive's fault names them.
@@ -118,6 +115,13 @@ mod tests {
             KindPlan::Power(p) => p,
             other => panic!("{other:?}"),
         })
+    }
+
+    #[test]
+    fn every_cut_is_worded_as_the_profile_spells_it() {
+        for cut in [Cut::Kill, Cut::Power, Cut::PowerLeader] {
+            assert_eq!(serde_json::to_value(cut).unwrap(), cut.word());
+        }
     }
 
     #[test]

@@ -22,12 +22,9 @@ pub enum Policy {
 }
 
 impl Policy {
+    /// As the profile spells it, in declaration order.
     pub fn name(self) -> &'static str {
-        match self {
-            Policy::PinnedClient => "pinned_client",
-            Policy::Overflow => "overflow",
-            Policy::Prioritized => "prioritized",
-        }
+        ["pinned_client", "overflow", "prioritized"][self as usize]
     }
 }
 
@@ -255,6 +252,14 @@ mod tests {
             KindPlan::Priority(p) => p,
             other => panic!("{other:?}"),
         })
+    }
+
+    #[test]
+    fn every_policy_is_named_as_the_profile_spells_it() {
+        for p in [Policy::PinnedClient, Policy::Overflow, Policy::Prioritized] {
+            let read: Policy = serde_json::from_value(p.name().into()).unwrap();
+            assert_eq!(read, p);
+        }
     }
 
     #[test]

@@ -249,10 +249,6 @@ async fn collect(clients: Vec<GroupClient>, o: &mut Observed) -> Result<()> {
     Ok(())
 }
 
-fn ms(ns: u64) -> f64 {
-    ns as f64 / 1e6
-}
-
 /// Measures what the clients observed and checks it, policy by policy.
 fn judge(plan: &Plan, o: &Observed, r: &mut VariantResult) {
     r.metric(
@@ -305,10 +301,10 @@ fn pinned(timeout: Duration, o: &Observed, r: &mut VariantResult) {
         && let Some((pinned_ns, _)) = verify::next_pin(&o.events, kill_ns)
     {
         let failover = pinned_ns - kill_ns;
-        r.metric(FAILOVER_TIME, "ms", ms(failover), Direction::Lower);
+        r.ms(FAILOVER_TIME, failover);
         if let Some(last) = verify::last_pull_before(&o.pulls, client, kill_ns) {
             let after = pinned_ns.saturating_sub(last);
-            r.metric(FAILOVER_AFTER_LAST_PULL, "ms", ms(after), Direction::Lower);
+            r.ms(FAILOVER_AFTER_LAST_PULL, after);
             r.metric(
                 "failover_over_priority_timeout",
                 "ratio",
@@ -320,12 +316,7 @@ fn pinned(timeout: Duration, o: &Observed, r: &mut VariantResult) {
     if let Some(unpin_ns) = o.unpin_ns
         && let Some((pinned_ns, _)) = verify::next_pin(&o.events, unpin_ns)
     {
-        r.metric(
-            UNPIN_TO_NEW_PIN,
-            "ms",
-            ms(pinned_ns - unpin_ns),
-            Direction::Lower,
-        );
+        r.ms(UNPIN_TO_NEW_PIN, pinned_ns - unpin_ns);
     }
     r.invariants.push(verify::within_pin(&o.deliveries));
     r.invariants
@@ -399,11 +390,9 @@ fn measure_overflow(
         if min_pending > 0
             && let Some(crossing) = ordered.iter().find(|d| d.pending + 1 >= min_pending)
         {
-            r.metric(
+            r.ms(
                 OVERFLOW_ONSET_DELAY,
-                "ms",
-                ms(f.received_ns.saturating_sub(crossing.received_ns)),
-                Direction::Lower,
+                f.received_ns.saturating_sub(crossing.received_ns),
             );
         }
     }

@@ -25,10 +25,6 @@ const WITHIN: Duration = Duration::from_millis(1);
 /// Gaps a class needs before its error counts towards that figure.
 const MIN_CLASS_GAPS: u64 = 20;
 
-fn ms(name: &str, ns: u64) -> Metric {
-    Metric::new(name, "ms", ns as f64 / 1e6, Direction::Lower)
-}
-
 /// A figure of `ns` nanoseconds, in µs.
 fn us(name: impl Into<String>, ns: f64, direction: Direction) -> Metric {
     Metric::new(name, "us", ns / 1e3, direction)
@@ -67,10 +63,10 @@ pub(super) fn measure(
     r.count(MESSAGES, d.len() as u64);
     if let Some(first) = d.first() {
         r.count(FIRST_SEQ, first.seq);
-        r.metrics.push(ms(
+        r.ms(
             "time_to_first",
             first.received_ns.saturating_sub(log.requested_ns),
-        ));
+        );
     }
     if let (Some(first), Some(last)) = (d.first(), d.last())
         && d.len() >= 2
@@ -105,8 +101,7 @@ pub(super) fn measure(
         r.timelines
             .insert(names::DELIVERED.into(), log.timeline.clone());
     }
-    let ledger = replay_ledger(log, live);
-    r.ledger = ledger;
+    r.ledger = replay_ledger(log, live);
     match log.end {
         End::Stalled => r.warnings.push(format!(
             "the replay stopped after {} deliveries: nothing arrived for the drain timeout",
@@ -165,7 +160,7 @@ fn caught_up(log: &ReplayLog, name: &str, n: usize, r: &mut VariantResult) {
     let took = log.deliveries[n - 1]
         .received_ns
         .saturating_sub(log.requested_ns);
-    r.metrics.push(ms(name, took));
+    r.ms(name, took);
     let seconds = (took as f64 / 1e9).max(1e-9);
     let bytes = log.bytes as f64 * (n as f64 / log.deliveries.len() as f64);
     r.metrics.extend(rate_and_throughput(

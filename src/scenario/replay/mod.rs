@@ -189,12 +189,10 @@ impl Kind for Replay {
         let per_message = plan.publish.message_size.mean() as u64 + PER_MESSAGE_OVERHEAD;
         let bytes = (plan.planned_messages + live as u64) * per_message;
         Need {
-            streams: 1,
             // A replay's own consumer, and an ordered one the server may still hold.
             consumers: 2,
-            bytes,
-            total_bytes: bytes,
             max_ack_pending: REPLAY_MAX_ACK_PENDING,
+            ..Need::one_stream(bytes)
         }
     }
 

@@ -30,9 +30,7 @@ use crate::drive::RunContext;
 use crate::profile::CommonPlan;
 use crate::record::clock::{self, now_ns};
 use crate::record::metrics::Direction;
-use crate::streams::expiry::{
-    self, LateRead, Polled, Polling, Tracked, Ttl, TtlLoad, ttl_stream_config,
-};
+use crate::streams::expiry::{self, Polled, Polling, Tracked, Ttl, TtlLoad, ttl_stream_config};
 use crate::streams::provision::{Need, PER_MESSAGE_OVERHEAD};
 use crate::variant::VariantResult;
 
@@ -110,9 +108,8 @@ impl Kind for TtlKind {
             // The cost variant keeps its two streams at once.
             streams: if plan.cost_messages > 0 { 2 } else { 1 },
             consumers: 2,
-            bytes,
             total_bytes: bytes + plan.cost_messages * each,
-            max_ack_pending: 0,
+            ..Need::one_stream(bytes)
         }
     }
 
@@ -164,24 +161,16 @@ impl Kind for TtlKind {
         let rules = (markers, config.max_age, config.max_messages_per_subject);
         let stream = s.stream(config).await?;
         // Drive and watch.
-        let seen = observe(s.ctx, plan, (&stream, &s.names().base), rules, r).await?;
+        let (observed, polled) = observe(s.ctx, plan, (&stream, &s.names().base), rules, r).await?;
         // Measure and verify.
-        let observed = verify::Observed {
-            tracked: &seen.tracked,
-            late: seen.late.as_ref(),
-            markers: seen.markers.as_ref(),
-            give_up: GIVE_UP,
-            watched_until_ns: seen.watched_until_ns,
-            clock_tolerance: seen.clock_tolerance,
-        };
         r.param(
             DEADLINE_CLOCK_TOLERANCE,
-            format!("{} µs", seen.clock_tolerance.as_micros()),
+            format!("{} µs", observed.clock_tolerance.as_micros()),
         );
         verify::measure(&observed, r);
         r.invariants.extend(verify::verify(&observed));
-        r.count("gets", seen.polled.gets);
-        r.count("get_errors", seen.polled.errors);
+        r.count("gets", polled.gets);
+        r.count("get_errors", polled.errors);
         Ok(())
     }
 }
@@ -244,26 +233,16 @@ fn describe(plan: &Plan, markers: Option<Duration>, r: &mut VariantResult) {
     }
 }
 
-/// What one variant saw.
-struct Seen {
-    tracked: Vec<Tracked>,
-    late: Option<LateRead>,
-    markers: Option<verify::MarkerWatch>,
-    polled: Polled,
-    watched_until_ns: u64,
-    /// [`verify::Observed::clock_tolerance`].
-    clock_tolerance: Duration,
-}
-
 /// Publishes the load, then watches it expire: the poller, the late
-/// reader and the marker follower run side by side.
+/// reader and the marker follower run side by side. What they saw, and
+/// the poller's count of its gets.
 async fn observe(
     ctx: &RunContext,
     plan: &Plan,
     (stream, base): (&stream::Stream, &str),
     (markers, max_age, per_subject): (Option<Duration>, Duration, i64),
     r: &mut VariantResult,
-) -> Result<Seen> {
+) -> Result<(verify::Observed, Polled)> {
     let lifetime = move |t: Ttl| lifetime(t, markers, max_age, per_subject);
     let load = TtlLoad {
         base,
@@ -324,14 +303,15 @@ async fn observe(
     let apart = polling.lead + polling.every;
     let clock_tolerance =
         Duration::from_nanos(clock::from_wall_uncertainty_ns(apart.as_nanos() as u64));
-    Ok(Seen {
+    let observed = verify::Observed {
         clock_tolerance,
         tracked,
         late: read.transpose()?,
         markers: followed.transpose()?,
-        polled,
+        give_up: GIVE_UP,
         watched_until_ns,
-    })
+    };
+    Ok((observed, polled))
 }
 
 /// When the late reader starts: midway between the latest deadline of

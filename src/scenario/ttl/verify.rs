@@ -48,12 +48,12 @@ pub struct MarkerWatch {
 }
 
 /// Everything a variant observed.
-#[derive(Debug, Clone, Copy)]
-pub struct Observed<'a> {
-    pub tracked: &'a [Tracked],
-    pub late: Option<&'a LateRead>,
+#[derive(Debug, Clone)]
+pub struct Observed {
+    pub tracked: Vec<Tracked>,
+    pub late: Option<LateRead>,
     /// `None` when the stream writes no markers.
-    pub markers: Option<&'a MarkerWatch>,
+    pub markers: Option<MarkerWatch>,
     /// How long after its deadline a message may still be stored before
     /// it counts as not removed.
     pub give_up: Duration,
@@ -67,14 +67,14 @@ pub struct Observed<'a> {
 
 /// The measured figures: how late each expiry was seen, how late each
 /// marker was stored, what the late reader got.
-pub fn measure(o: &Observed<'_>, r: &mut VariantResult) {
+pub fn measure(o: &Observed, r: &mut VariantResult) {
     let mut lag = Recorder::new();
     let mut window = Recorder::new();
     let mut unknown = 0;
     // Gone within the clock's tolerance before its deadline is on time
     // ([`removed_early`]): a lag of zero, not a lag left out.
     let tolerance = o.clock_tolerance.as_nanos() as u64;
-    for t in o.tracked {
+    for t in &o.tracked {
         match (t.stored_ns, t.deadline_ns(), t.gone_ns) {
             (Some(_), Some(deadline), Some(gone)) if gone + tolerance >= deadline => {
                 lag.record(gone.saturating_sub(deadline));
@@ -98,8 +98,8 @@ pub fn measure(o: &Observed<'_>, r: &mut VariantResult) {
              publish phase?)"
         ));
     }
-    if let Some(m) = o.markers {
-        let last = last_deadlines(o.tracked);
+    if let Some(m) = &o.markers {
+        let last = last_deadlines(&o.tracked);
         let mut delay = Recorder::new();
         for seen in &m.seen {
             if let Some(Some(deadline)) = seen.subject.and_then(|s| last.get(&s)) {
@@ -109,17 +109,17 @@ pub fn measure(o: &Observed<'_>, r: &mut VariantResult) {
         r.latency(super::MARKER_DELAY, &delay);
         r.count("markers_seen", m.seen.len() as u64);
     }
-    if let Some(late) = o.late {
-        let past = past_deadline(o.tracked, late, Duration::ZERO);
+    if let Some(late) = &o.late {
+        let past = past_deadline(&o.tracked, late, Duration::ZERO);
         r.count("late_reader_delivered", late.delivered.len() as u64);
         r.count("late_reader_past_deadline", past.len() as u64);
     }
 }
 
 /// Every invariant, in the order the docs list them.
-pub fn verify(o: &Observed<'_>) -> Vec<Invariant> {
+pub fn verify(o: &Observed) -> Vec<Invariant> {
     vec![
-        removed_early(o.tracked, o.clock_tolerance),
+        removed_early(&o.tracked, o.clock_tolerance),
         expired_removed(o),
         delivered_late(o),
         unexpired_delivered(o),
@@ -176,7 +176,7 @@ pub fn removed_early(tracked: &[Tracked], clock: Duration) -> Invariant {
 /// Every message whose deadline passed before the watch ended was seen
 /// gone; one still stored `give_up` after its deadline is a failure (one
 /// within it, of a watch cut short, is only counted).
-pub fn expired_removed(o: &Observed<'_>) -> Invariant {
+pub fn expired_removed(o: &Observed) -> Invariant {
     let give_up = o.give_up.as_nanos() as u64;
     let due: Vec<&Tracked> = o
         .tracked
@@ -228,8 +228,8 @@ fn past_deadline(tracked: &[Tracked], late: &LateRead, slack: Duration) -> Vec<(
 /// The late reader got nothing more than [`DELIVERY_TOLERANCE`] past its
 /// deadline. Not applicable without a late reader or when no deadline
 /// had passed by the time it started.
-pub fn delivered_late(o: &Observed<'_>) -> Invariant {
-    let Some(late) = o.late else {
+pub fn delivered_late(o: &Observed) -> Invariant {
+    let Some(late) = &o.late else {
         return Invariant::not_applicable(
             NOTHING_DELIVERED_LATE,
             "no late reader (late_reader = false)",
@@ -249,7 +249,7 @@ pub fn delivered_late(o: &Observed<'_>) -> Invariant {
             "no deadline had passed by more than the tolerance when the late reader started",
         );
     }
-    let late_ones: Vec<String> = past_deadline(o.tracked, late, DELIVERY_TOLERANCE)
+    let late_ones: Vec<String> = past_deadline(&o.tracked, late, DELIVERY_TOLERANCE)
         .into_iter()
         .map(|(seq, by)| format!("{seq} {:.0} ms after its deadline", by as f64 / 1e6))
         .collect();
@@ -272,8 +272,8 @@ pub fn delivered_late(o: &Observed<'_>) -> Invariant {
 /// Every message whose deadline came after the read ended (or that never
 /// expires), and that was not removed early, was delivered to the late
 /// reader exactly once.
-pub fn unexpired_delivered(o: &Observed<'_>) -> Invariant {
-    let Some(late) = o.late else {
+pub fn unexpired_delivered(o: &Observed) -> Invariant {
+    let Some(late) = &o.late else {
         return Invariant::not_applicable(
             UNEXPIRED_DELIVERED,
             "no late reader (late_reader = false)",
@@ -351,13 +351,13 @@ fn last_gone(tracked: &[Tracked]) -> BTreeMap<u32, Option<u64>> {
 /// deadline passed `give_up` before it), with the reason of an expiry, and nothing else:
 /// each missing, doubled or extra one named. Not applicable without
 /// markers.
-pub fn markers_accounted(o: &Observed<'_>) -> Invariant {
-    let Some(m) = o.markers else {
+pub fn markers_accounted(o: &Observed) -> Invariant {
+    let Some(m) = &o.markers else {
         return Invariant::not_applicable(MARKERS_ACCOUNTED, "the stream writes no markers");
     };
     let give_up = o.give_up.as_nanos() as u64;
-    let last = last_deadlines(o.tracked);
-    let gone = last_gone(o.tracked);
+    let last = last_deadlines(&o.tracked);
+    let gone = last_gone(&o.tracked);
     let settle = MARKER_SETTLE.as_nanos() as u64;
     let owed: Vec<u32> = last
         .iter()

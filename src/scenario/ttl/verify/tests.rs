@@ -66,15 +66,11 @@ fn markers(tracked: &[Tracked]) -> MarkerWatch {
     }
 }
 
-fn observed<'a>(
-    tracked: &'a [Tracked],
-    late: Option<&'a LateRead>,
-    m: Option<&'a MarkerWatch>,
-) -> Observed<'a> {
+fn observed(tracked: &[Tracked], late: Option<&LateRead>, m: Option<&MarkerWatch>) -> Observed {
     Observed {
-        tracked,
-        late,
-        markers: m,
+        tracked: tracked.to_vec(),
+        late: late.cloned(),
+        markers: m.cloned(),
         give_up: Duration::from_secs(5),
         watched_until_ns: 30 * S,
         clock_tolerance: CLOCK,
