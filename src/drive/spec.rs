@@ -400,21 +400,15 @@ impl DriveSpec {
         common: &CommonPlan,
         rate: u64,
     ) -> Self {
+        // A fill of nothing, paced instead.
         DriveSpec {
-            label,
-            streams: vec![StreamLoad::new(stream, subjects)],
             publish: publish.clone(),
-            readers: Vec::new(),
             rate: Some(rate),
             count: None,
             warmup: common.warmup,
             duration: common.duration,
-            drain_timeout: common.drain_timeout,
-            msg_id_prefix: String::new(),
             seed: rate,
-            fault: None,
-            avoid_server: None,
-            shared_connections: None,
+            ..DriveSpec::fill(label, stream, subjects, (0, 128), common.drain_timeout)
         }
     }
 
