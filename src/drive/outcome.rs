@@ -696,14 +696,10 @@ fn record_late_firsts(
         if seen_first.contains(l.seq) {
             continue;
         }
-        earliest
-            .entry(l.seq)
-            .and_modify(|e| {
-                if l.received_ns < e.received_ns {
-                    *e = *l;
-                }
-            })
-            .or_insert(*l);
+        let e = earliest.entry(l.seq).or_insert(*l);
+        if l.received_ns < e.received_ns {
+            *e = *l;
+        }
     }
     for l in earliest.values() {
         e2e_intended.record_between(l.intended_ns, l.received_ns);

@@ -48,7 +48,7 @@ pub struct DriveSpec {
 }
 
 /// One stream of a load.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct StreamLoad {
     pub name: String,
     /// Published to round-robin by message number.
@@ -83,9 +83,7 @@ impl StreamLoad {
         StreamLoad {
             name: name.to_string(),
             subjects,
-            preloaded: 0,
-            due: None,
-            read_back: false,
+            ..StreamLoad::default()
         }
     }
 }
