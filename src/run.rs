@@ -62,7 +62,7 @@ pub struct RunOptions {
 }
 
 /// What a run produced, for the caller's exit status and for tests.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct RunOutcome {
     pub results: Vec<PathBuf>,
     pub passed: bool,
@@ -103,11 +103,8 @@ pub async fn run(options: RunOptions, stop: CancellationToken) -> Result<RunOutc
     let (target, leaf) = start_target(&options, &profiles, &resolution)?;
     let session = Session::open(&options, &stop, &target, leaf.clone(), &resolution).await?;
     let mut outcome = RunOutcome {
-        results: Vec::new(),
         passed: true,
-        checked_nothing: false,
-        inconclusive: false,
-        interrupted: false,
+        ..RunOutcome::default()
     };
     // Every way out of the profiles below dismisses the workers, so they
     // wait for the next run at once instead of noticing the silence.

@@ -665,6 +665,7 @@ async fn ack_covering(
 /// twice, a redelivery whose first ack was late, must not end the drain
 /// while another is still unanswered), and deliveries answered; each count
 /// published to `progress` as it moves.
+#[derive(Default)]
 struct Finished {
     progress: Arc<ConsumerProgress>,
     count: u64,
@@ -676,9 +677,7 @@ impl Finished {
     fn new(progress: Arc<ConsumerProgress>) -> Finished {
         Finished {
             progress,
-            count: 0,
-            ended: SeqSet::default(),
-            answered: 0,
+            ..Finished::default()
         }
     }
 

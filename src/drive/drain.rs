@@ -20,6 +20,7 @@ const INTERRUPTED_DRAIN: Duration = Duration::from_secs(2);
 const SETTLE: Duration = Duration::from_secs(3);
 
 /// How the drain ended.
+#[derive(Default)]
 pub(super) struct Drained {
     /// Whether every stored message was delivered before the drain timeout
     /// (always true without consumers).
@@ -42,9 +43,7 @@ impl Variant<'_> {
         let (ctx, spec) = (self.ctx, self.spec);
         let mut drained = Drained {
             drained: spec.readers.is_empty(),
-            time: Duration::ZERO,
-            server_state: None,
-            states: Vec::new(),
+            ..Drained::default()
         };
         let Some(c) = spec.consumer() else {
             return Ok(drained);

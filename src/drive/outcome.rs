@@ -121,7 +121,7 @@ pub struct ConsumerState {
 }
 
 /// Everything measured while driving one variant, merged across tasks.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct DriveOutcome {
     pub t0_ns: u64,
     pub record_from_ns: u64,
@@ -672,28 +672,10 @@ pub(super) fn merge(
         counts,
         published_timeline,
         delivered_timeline,
-        drained: false,
-        drain_time: Duration::ZERO,
-        server_state: None,
-        samples: Vec::new(),
         events: crate::consume::events::merge(logs),
         late_first_latencies,
         ack_rtt,
-        crash: None,
-        fault: None,
-        pause: None,
-        client_cpu: Default::default(),
-        server_cpu: None,
-        cpu_after_warmup: None,
-        trace: None,
-        interrupted: false,
-        errors: Vec::new(),
-        client_drop_cause: None,
-        eviction: None,
-        parts: Vec::new(),
-        bind_time: None,
-        telemetry: None,
-        memory: Default::default(),
+        ..DriveOutcome::default()
     }
 }
 
@@ -714,14 +696,10 @@ fn record_late_firsts(
         if seen_first.contains(l.seq) {
             continue;
         }
-        earliest
-            .entry(l.seq)
-            .and_modify(|e| {
-                if l.received_ns < e.received_ns {
-                    *e = *l;
-                }
-            })
-            .or_insert(*l);
+        let e = earliest.entry(l.seq).or_insert(*l);
+        if l.received_ns < e.received_ns {
+            *e = *l;
+        }
     }
     for l in earliest.values() {
         e2e_intended.record_between(l.intended_ns, l.received_ns);

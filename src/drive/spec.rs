@@ -48,7 +48,7 @@ pub struct DriveSpec {
 }
 
 /// One stream of a load.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct StreamLoad {
     pub name: String,
     /// Published to round-robin by message number.
@@ -83,9 +83,7 @@ impl StreamLoad {
         StreamLoad {
             name: name.to_string(),
             subjects,
-            preloaded: 0,
-            due: None,
-            read_back: false,
+            ..StreamLoad::default()
         }
     }
 }
@@ -400,21 +398,15 @@ impl DriveSpec {
         common: &CommonPlan,
         rate: u64,
     ) -> Self {
+        // A fill of nothing, paced instead.
         DriveSpec {
-            label,
-            streams: vec![StreamLoad::new(stream, subjects)],
             publish: publish.clone(),
-            readers: Vec::new(),
             rate: Some(rate),
             count: None,
             warmup: common.warmup,
             duration: common.duration,
-            drain_timeout: common.drain_timeout,
-            msg_id_prefix: String::new(),
             seed: rate,
-            fault: None,
-            avoid_server: None,
-            shared_connections: None,
+            ..DriveSpec::fill(label, stream, subjects, (0, 128), common.drain_timeout)
         }
     }
 

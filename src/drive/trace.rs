@@ -29,6 +29,7 @@ use tokio::task::JoinHandle;
 
 use crate::record::clock;
 use crate::record::histogram::Recorder;
+use crate::streams::provision::sanitize;
 
 /// Where every trace subject of jsbench starts.
 const ROOT: &str = "_jsb.trace";
@@ -38,21 +39,9 @@ const ROOT: &str = "_jsb.trace";
 /// message, so they trail the deliveries by little.
 pub const GRACE: Duration = Duration::from_secs(1);
 
-/// `msg_id_prefix` (unique per run, scenario and variant) as one subject
-/// token: anything but letters, digits, `-` and `_` becomes `_`.
-fn token(msg_id_prefix: &str) -> String {
-    msg_id_prefix
-        .chars()
-        .map(|c| match c {
-            'a'..='z' | 'A'..='Z' | '0'..='9' | '-' | '_' => c,
-            _ => '_',
-        })
-        .collect()
-}
-
 /// Publisher `publisher`'s trace subjects up to the send time.
 pub fn subject_prefix(msg_id_prefix: &str, publisher: usize) -> String {
-    format!("{ROOT}.{}.{publisher}.", token(msg_id_prefix))
+    format!("{ROOT}.{}.{publisher}.", sanitize(msg_id_prefix))
 }
 
 /// What tracing a variant's sample found.
@@ -222,7 +211,7 @@ impl Collector {
         msg_id_prefix: &str,
         record_from_ns: u64,
     ) -> Result<Collector> {
-        let subject = format!("{ROOT}.{}.>", token(msg_id_prefix));
+        let subject = format!("{ROOT}.{}.>", sanitize(msg_id_prefix));
         let mut events = client
             .subscribe(subject.clone())
             .await

@@ -66,7 +66,7 @@ const INTERVAL_SIGFIG: u8 = 2;
 /// significant digits lies inside one at two. The snapshot keeps only the
 /// non-empty buckets (a few hundred), not a copy of the 270 KB histogram:
 /// a fan-out keeps two recorders for each of up to 1,000 consumers.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 struct Intervals {
     /// The second being filled (`u64::MAX` before the first value).
     second: u64,
@@ -83,9 +83,7 @@ impl Intervals {
     fn new() -> Self {
         Intervals {
             second: u64::MAX,
-            snapshot: Vec::new(),
-            snapshot_len: 0,
-            done: Vec::new(),
+            ..Intervals::default()
         }
     }
 

@@ -75,19 +75,21 @@ pub struct Delivery {
 }
 
 /// How reading ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum End {
     /// The target arrived and the settle time passed.
     Reached,
     /// No delivery for `idle` before the target arrived.
     Stalled,
     Interrupted,
-    /// The consumer's message stream ended.
+    /// The consumer's message stream ended (what a log says until
+    /// reading ends otherwise).
+    #[default]
     Closed,
 }
 
 /// Everything one replay delivered.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct ReplayLog {
     /// When the consumer was asked for, ns on [`crate::record::clock`]: catching
     /// up includes creating the consumer.
@@ -236,13 +238,8 @@ async fn read_log(
     let mut log = ReplayLog {
         requested_ns,
         deliveries: Vec::with_capacity(spec.capacity),
-        bytes: 0,
-        malformed: 0,
-        redelivered: 0,
-        errors: Vec::new(),
-        end: End::Closed,
-        server_state: None,
         timeline: Timeline::per_second(requested_ns),
+        ..ReplayLog::default()
     };
     let ack = spec.reader == ReplayReader::Pull;
     let mut highest = 0u64;

@@ -27,7 +27,7 @@ use data::ResultsData;
 use page::PageChart;
 
 /// What rendering a results folder produced.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct RenderOutcome {
     pub report: PathBuf,
     /// Every chart file written (SVG and PNG).
@@ -63,8 +63,7 @@ pub fn render(data: &ResultsData) -> Result<RenderOutcome> {
 
     let mut outcome = RenderOutcome {
         report: data.dir.join("report.html"),
-        charts: Vec::new(),
-        warnings: Vec::new(),
+        ..RenderOutcome::default()
     };
     let mut by_scenario = Vec::new();
     for scenario in data.scenarios() {

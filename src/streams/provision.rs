@@ -216,8 +216,10 @@ impl Names {
 }
 
 /// Keeps letters, digits, '-' and '_', the characters valid in stream,
-/// consumer and subject-token names alike.
-fn sanitize(text: &str) -> String {
+/// consumer and subject-token names alike (a `msg_id_prefix`, unique per
+/// run, scenario and variant, as one subject token of the trace events);
+/// anything else becomes '_'.
+pub fn sanitize(text: &str) -> String {
     text.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' || c == '_' {

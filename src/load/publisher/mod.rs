@@ -126,7 +126,7 @@ pub struct PublisherProgress {
 }
 
 /// What the sending thread measured.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct SendReport {
     pub sent: u64,
     /// Payload bytes sent.

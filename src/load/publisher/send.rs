@@ -58,31 +58,13 @@ pub(super) async fn send_all(
         .collect();
     let mut chooser = RetryChooser::new(config.retries, config.seed, config.index);
     let mut report = SendReport {
-        sent: 0,
-        bytes: 0,
-        retries: 0,
-        late_retries: 0,
-        late_retried: Vec::new(),
-        resends: 0,
-        first_error: None,
-        stalled: None,
-        interrupted: false,
         send_lag: Recorder::new(),
-        thread_cpu: Duration::ZERO,
-        thread_waited: None,
         timeline: Timeline::per_second(config.timeline_origin_ns),
-        first_sent_ns: 0,
-        last_sent_ns: 0,
-        last_intended_ns: 0,
-        measured: 0,
-        measured_bytes: 0,
-        first_measured_ns: 0,
-        burst: 0,
         client: match link {
             Link::Nats(_) => PublishClient::AsyncNats,
             Link::Direct(_) => PublishClient::Direct,
         },
-        traced: 0,
+        ..SendReport::default()
     };
 
     let mut composer = match Composer::new(
