@@ -164,11 +164,16 @@ def module_of(rel):
     return head[:-3] if head.endswith(".rs") else head
 
 
-def kind_of(rel):
-    parts = rel.split(os.sep)
-    if len(parts) >= 3 and parts[0] == "scenario":
-        return parts[1]
-    return None
+def kind_of(src):
+    """A kind is a folder module under scenario/ (its mod.rs); a folder
+    beside a file module (search.rs with search/tests.rs) is no kind."""
+    def of(rel):
+        parts = rel.split(os.sep)
+        if len(parts) >= 3 and parts[0] == "scenario" and \
+                os.path.isfile(os.path.join(src, "scenario", parts[1], "mod.rs")):
+            return parts[1]
+        return None
+    return of
 
 
 def main():
@@ -183,7 +188,7 @@ def main():
     files = walk(src)
     total = group(files, src, lambda rel: "all")["all"]
     modules = group(files, src, module_of)
-    kinds = group(files, src, kind_of)
+    kinds = group(files, src, kind_of(src))
     if args.json:
         json.dump({"all": total, "modules": modules, "kinds": kinds,
                    "files": {os.path.relpath(p, src): t for p, t in files.items()}}, sys.stdout, indent=1)
