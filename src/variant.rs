@@ -163,9 +163,15 @@ impl VariantResult {
     /// A latency histogram: its percentile metrics (`<name>.p50` ...) and
     /// the histogram itself; nothing for an empty one.
     pub fn latency(&mut self, name: &str, recorder: &Recorder) {
-        if recorder.count() == 0 {
-            return;
+        if recorder.count() > 0 {
+            self.latency_kept(name, recorder);
         }
+    }
+
+    /// As [`Self::latency`], but an empty histogram is kept too: where the
+    /// kind reports a figure whether or not anything was timed (its summary
+    /// keys stay the same from run to run).
+    pub fn latency_kept(&mut self, name: &str, recorder: &Recorder) {
         self.metrics.extend(crate::record::metrics::latency_metrics(
             name,
             &recorder.summary(),

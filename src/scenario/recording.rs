@@ -1,5 +1,5 @@
-//! What several kinds record alike beside [`super::checks`]: a
-//! histogram kept with its percentiles, the reader of a paced durable
+//! What several kinds record alike beside [`super::checks`]: the reader
+//! of a paced durable
 //! whose deliveries are logged and its consumer info sampled, the
 //! deliveries and redelivery delays a fate analysis counted, and a check
 //! only message ids make possible. One place, so the kinds that share
@@ -12,20 +12,10 @@ use std::time::Duration;
 use crate::consume::fates::Analysis;
 use crate::drive::ConsumerSpec;
 use crate::profile::{BehaviourPlan, ConsumerPlan, MsgId};
-use crate::record::histogram::Recorder;
-use crate::record::metrics::latency_metrics;
 use crate::variant::{Invariant, VariantResult};
 
 /// How often consumer info is sampled while a paced variant runs.
 pub const SAMPLE_EVERY: Duration = Duration::from_millis(250);
-
-/// The histogram `name`: its percentiles as metrics (none when it is
-/// empty) and the histogram itself, kept even when empty so the results
-/// say it was recorded and held nothing.
-pub fn histogram(r: &mut VariantResult, name: &str, recorder: &Recorder) {
-    r.metrics.extend(latency_metrics(name, &recorder.summary()));
-    r.histograms.push((name.to_string(), recorder.clone()));
-}
 
 /// A durable's clients following `behaviour`, every delivery logged and
 /// the durable's info sampled every [`SAMPLE_EVERY`]: the reader of the

@@ -12,7 +12,6 @@ use anyhow::{Context, Result, bail};
 use async_nats::jetstream::stream;
 
 use super::checks;
-use super::recording::histogram;
 use super::table::{self, Column, Show};
 use super::{Field, Kind, Scope, Variants};
 use crate::consume::reference::{self, ReferenceConfig, ReferenceReport};
@@ -304,7 +303,7 @@ async fn consume_variant(
     // Measure.
     consume_figures(outcome.consume_rate(), plan.message_size, r);
     if mode == AckMode::Double {
-        histogram(r, DOUBLE_ACK_RTT, &outcome.ack_rtt);
+        r.latency_kept(DOUBLE_ACK_RTT, &outcome.ack_rtt);
     }
     let mut counts = outcome.counts;
     counts.published = filled.published;

@@ -18,7 +18,7 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::checks;
-use super::recording::{self, histogram};
+use super::recording;
 use super::table::{self, Cell, Column, Show};
 use super::{Field, Kind, Paced, Scope, Variants};
 use crate::consume::fates::Analysis;
@@ -177,7 +177,7 @@ fn measure(o: &DriveOutcome, a: &Analysis, plan: &Plan, c: &ConsumerPlan, r: &mu
     r.metric(BOUND, "msg/s", limit, Direction::None);
     r.metrics
         .push(ratio(EFFICIENCY, throughput, limit, Direction::Higher));
-    histogram(r, names::E2E_LATENCY, &o.e2e_intended);
+    r.latency_kept(names::E2E_LATENCY, &o.e2e_intended);
     measured_efficiency(o, throughput, plan, c, r);
     ack_pending(&o.samples, c.max_ack_pending as u64, r);
     redeliveries(a, r);
@@ -231,7 +231,7 @@ fn measured_efficiency(
         handled.record_between(e.received_ns, e.answered_ns);
     }
     let measured = handled.summary();
-    histogram(r, "processing_measured", &handled);
+    r.latency_kept("processing_measured", &handled);
     let limit_measured = point_bound(plan, c, Duration::from_secs_f64(measured.mean_us / 1e6));
     r.metric("bound_measured", "msg/s", limit_measured, Direction::None);
     r.metrics.push(ratio(
@@ -270,7 +270,7 @@ fn redeliveries(a: &Analysis, r: &mut VariantResult) {
     checks::early_tolerance(a, r);
     r.count("wasted_deliveries", a.unplanned_redeliveries);
     if a.expiries > 0 {
-        histogram(r, "time_to_expired_answer", &a.time_to_expired_answer);
+        r.latency_kept("time_to_expired_answer", &a.time_to_expired_answer);
     }
 }
 

@@ -30,7 +30,6 @@
 use crate::drive::DriveOutcome;
 use crate::record::histogram::Recorder;
 use crate::record::metrics::Direction;
-use crate::scenario::recording::histogram;
 use crate::variant::VariantResult;
 
 /// The two hops' histograms, each also reported as `<name>.p50` ...
@@ -75,8 +74,8 @@ pub fn measure(o: &DriveOutcome, r: &mut VariantResult) {
     if let Some(w) = mean_sum_warning(mean_ratio, i.mean_us, d.mean_us, total.mean_us) {
         r.warnings.push(w);
     }
-    histogram(r, INGEST_LATENCY, &ingest);
-    histogram(r, DELIVER_LATENCY, &deliver);
+    r.latency_kept(INGEST_LATENCY, &ingest);
+    r.latency_kept(DELIVER_LATENCY, &deliver);
     for (name, value) in [
         (MEAN_SUM_RATIO, mean_ratio),
         (MEDIAN_SUM_RATIO, ratio(i.p50_us, d.p50_us, total.p50_us)),

@@ -19,7 +19,6 @@ use crate::record::clock;
 use crate::record::names;
 use crate::scenario::Scope;
 use crate::scenario::checks::{self, StreamCount};
-use crate::scenario::recording::histogram;
 use crate::streams::batches::{BatchAudit, audit, read_batches};
 use crate::variant::{Invariant, VariantResult};
 
@@ -111,7 +110,7 @@ fn measure(report: &BatchReport, config: &BatchConfig, r: &mut VariantResult) {
     );
     let throughput = rate * config.message_size as f64;
     super::publish_rate(r, config.rate, rate, throughput);
-    histogram(r, names::BATCH_COMMIT_LATENCY, &report.commit_latency);
+    r.latency_kept(names::BATCH_COMMIT_LATENCY, &report.commit_latency);
     r.count(BATCHES_COMMITTED, report.committed.len() as u64);
     r.count(
         BATCH_MESSAGES_COMMITTED,

@@ -21,7 +21,6 @@ use crate::record::clock;
 use crate::record::names;
 use crate::scenario::Scope;
 use crate::scenario::checks::{self, StreamCount};
-use crate::scenario::recording::histogram;
 use crate::streams::fast_batches::{FastAudit, audit, read_stamps};
 use crate::variant::{Invariant, VariantResult};
 
@@ -178,7 +177,7 @@ fn measure(
         recorders.push((names::SEND_LAG, &report.send_lag));
     }
     for (name, latency) in recorders {
-        histogram(r, name, latency);
+        r.latency_kept(name, latency);
     }
     // Per message sent after the warm-up: the whole jsbench process from
     // the first such message to the last PubAck, the server from the end

@@ -24,7 +24,7 @@ use async_nats::jetstream::stream;
 use futures::future::join_all;
 
 use super::checks::StreamCount;
-use super::recording::{histogram, with_ids};
+use super::recording::with_ids;
 use super::table::{self, Cell, Column, Show};
 use super::{Kind, Scope, Variants};
 use crate::drive::{DriveOutcome, DriveSpec};
@@ -560,7 +560,7 @@ fn measure(o: &DriveOutcome, target: Option<u64>, r: &mut VariantResult) {
         recorders.push((names::SEND_LAG, &o.send_lag));
     }
     for (name, recorder) in recorders {
-        histogram(r, name, recorder);
+        r.latency_kept(name, recorder);
     }
     // What the sends after the warm-up cost: both sides from its end to
     // the end of the drain, over the sends the rate counts and the first

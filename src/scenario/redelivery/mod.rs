@@ -20,7 +20,7 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::checks;
-use super::recording::{self, histogram};
+use super::recording;
 use super::table::{self, Cell, Column, Figures, Show};
 use super::{Field, Kind, Paced, Scope, Variants, Work};
 use crate::consume::fates::Analysis;
@@ -218,7 +218,7 @@ fn measure(o: &DriveOutcome, a: &Analysis, advisories: &Advisories, r: &mut Vari
     let (published, delivered) = (o.publish_rate(), o.consume_rate());
     r.metric(names::PUBLISH.rate, "msg/s", published, Direction::Higher);
     r.metric(names::DELIVERY_RATE, "msg/s", delivered, Direction::None);
-    histogram(r, E2E, &o.e2e_intended);
+    r.latency_kept(E2E, &o.e2e_intended);
     let deliveries = recording::deliveries(a);
     let per_message = match a.messages {
         0 => 0.0,

@@ -18,7 +18,7 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::checks;
-use super::recording::{self, histogram};
+use super::recording;
 use super::table::{self, Cell, Column, Show};
 use super::{Field, Kind, Paced, Scope, Variants};
 use crate::drive::{ConsumerSpec, DriveOutcome, FaultPlan, RunContext};
@@ -172,7 +172,7 @@ fn measure(ctx: &RunContext, o: &DriveOutcome, r: &mut VariantResult) {
         (names::E2E_LATENCY, &o.e2e_intended),
         (names::PUB_ACK_LATENCY, &o.pub_ack_intended),
     ] {
-        histogram(r, name, recorder);
+        r.latency_kept(name, recorder);
     }
     // Latencies taken at a later delivery: the first went to a client that
     // never saw it. These are the fault's slowest messages.

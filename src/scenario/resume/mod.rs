@@ -15,7 +15,7 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::checks;
-use super::recording::{self, histogram};
+use super::recording;
 use super::table::{self, Column, Show};
 use super::{Field, Kind, Paced, Scope, Variants, Work};
 use crate::drive::{ConsumerSpec, CrashOutcome, CrashPlan, DriveOutcome};
@@ -191,7 +191,7 @@ impl Recovery {
 
 fn measure(o: &DriveOutcome, rec: &Recovery, r: &mut VariantResult) {
     checks::publish_rate(o, r);
-    histogram(r, names::E2E_LATENCY, &o.e2e_intended);
+    r.latency_kept(names::E2E_LATENCY, &o.e2e_intended);
     // Latencies taken at a later delivery: the first went to a client that
     // never saw it. These are the fault's slowest messages.
     r.count("e2e_latency.from_later_delivery", o.late_first_latencies);
